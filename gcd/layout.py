@@ -2,43 +2,36 @@
 
 Theory of operation
 -------------------
-Writers put every level-zero object under one root. The default layout is the one
-Redpanda Cloud Topics uses::
+The default layout is the one Redpanda Cloud Topics uses::
 
-    {root}/{prefix:03d}/{epoch:018d}/{name}
-    level_zero/data/417/000000000000012345/0b8e...-uuid
+    {root}/{prefix:03d}/{epoch:018d}/{name}     e.g. level_zero/data/417/000000000000012345/0b8e...
 
-The writer picks the prefix (000-999) at random: it spreads S3 request load and is
-the unit the sweepers are sharded by. The epoch is zero padded to 18 digits, so inside
-one prefix S3's listing order (lexicographic) is epoch order, and a sweeper that meets
-an epoch above the safe epoch M may skip the rest of the prefix (`padded`).
+The writer picks the prefix (000-999) at random: it spreads S3 request load and is the
+unit sweepers are sharded by. The epoch is zero padded, so inside one prefix S3's
+(lexicographic) listing order is epoch order, and a sweeper that meets an epoch above
+the safe epoch M may skip the rest of the prefix (`KeyLayout.padded`).
 
-Other layouts are a regular expression matched against the key with ``{root}/``
-removed. It must have a named group ``epoch``. It may have a group ``prefix``, which
-must open the pattern and capture the whole first path segment (three digits, as in
-the default), because sweepers list by prefix. It may have a group ``name``; without
-one the name is the last path segment. ``epoch_width`` says the epoch is zero padded
-to that many digits (``None``: not padded). A padded custom layout also promises the
-ordering above: whatever comes before the epoch is the same for every key of a
-prefix. If that is false the skip-ahead leaves garbage behind; it never deletes more,
-because each key is still parsed and compared with M. ``template`` (a `str.format`
-string with ``prefix``, ``epoch`` and ``name``) lets a custom layout write keys too.
+A custom layout is a regex matched against the key with ``{root}/`` removed. It must
+have a group ``epoch``; it may have ``prefix``, which must open the pattern and capture
+the whole first path segment (three digits), and ``name`` (else the name is the last
+path segment). ``epoch_width`` is the zero-padded width of the epoch, or None. A padded
+custom layout promises the ordering above (all that precedes the epoch is the same
+within a prefix); if it lies, skipping ahead leaves garbage behind but never deletes
+more, since every key is still parsed and compared with M. An optional ``template``
+(`str.format` with ``prefix``, ``epoch``, ``name``) lets a custom layout write keys.
 
 The strictness rule: a key that does not parse is never deleted (the sweeper counts,
-logs and reports it), so `KeyLayout.parse` answers ``None`` for every key the layout
-could not have produced. For a layout that can format, that means: whenever
-``parse(key)`` is not ``None``, formatting its fields gives back ``key`` exactly. In
-particular we refuse a wrong root; empty, missing or extra path segments; digits other
-than ASCII 0-9 (Python's ``\\d`` and ``int()`` accept Arabic-Indic and fullwidth
-digits, and ``int()`` accepts signs, spaces and underscores, so we check the text
-ourselves and compile custom patterns with ``re.ASCII``); a wrong width; leading zeros
-in an unpadded epoch; an epoch that does not fit in a signed 64-bit integer; and a
-name that is empty, contains ``/``, is ``.`` or ``..``, or starts or ends with
-whitespace.
+logs and reports it), so `KeyLayout.parse` returns None for every key the layout could
+not have produced: if ``parse(key)`` is not None, formatting its fields gives ``key``
+back exactly. Refused: a wrong root; empty, missing or extra path segments; digits
+other than ASCII 0-9 (``\\d`` and ``int()`` accept Arabic-Indic and fullwidth digits,
+``int()`` also signs, spaces and underscores, so custom patterns are compiled with
+``re.ASCII`` and every captured number is checked again); a wrong width; leading zeros
+in an unpadded epoch; epochs beyond int64; names that are empty, contain ``/``, are
+``.`` or ``..``, or start or end with whitespace.
 
-Sharding: `shard_range` splits the prefixes 000-999 evenly between sweepers,
-`compress_range` turns a shard's range into the fewest decimal listing prefixes, and
-`listing_prefixes` joins those to the layout's root.
+Sharding: `shard_range` splits 000-999 evenly between sweepers, `compress_range` turns
+a range into the fewest decimal listing prefixes, `listing_prefixes` adds the root.
 """
 
 from __future__ import annotations
@@ -163,7 +156,8 @@ class KeyLayout:
         """The largest epoch this layout can hold."""
         if self.epoch_width is None:
             return EPOCH_MAX
-        return min(EPOCH_MAX, 10**self.epoch_width - 1)
+        largest: int = 10**self.epoch_width - 1
+        return min(EPOCH_MAX, largest)
 
     def prefix_dir(self, prefix: int) -> str:
         """``"{root}/{prefix:03d}/"``: the listing prefix of one prefix's keys."""
@@ -304,7 +298,7 @@ def listing_prefixes(layout: KeyLayout, shard_index: int, shard_count: int) -> l
 
 
 def _is_ascii_digits(text: str) -> bool:
-    # str.isdigit() alone accepts '١٢٣', '４５' and '²'.
+    # str.isdigit() alone accepts Arabic-Indic, fullwidth and superscript digits.
     return text.isascii() and text.isdigit()
 
 
@@ -323,12 +317,7 @@ def _parse_epoch(text: str | None, width: int | None) -> int | None:
 
 
 def _is_valid_name(name: str) -> bool:
-    return (
-        name != ""
-        and "/" not in name
-        and name not in {".", ".."}
-        and name == name.strip()
-    )
+    return name != "" and "/" not in name and name not in {".", ".."} and name == name.strip()
 
 
 def _check_root(root: str) -> None:
@@ -343,7 +332,7 @@ def _check_root(root: str) -> None:
 def _compile_pattern(pattern: str) -> re.Pattern[str]:
     try:
         regex = re.compile(pattern, re.ASCII)
-    except re.error as exc:
+    except (re.error, ValueError) as exc:  # ValueError: "(?u)" conflicts with re.ASCII
         msg = f"key pattern {pattern!r} is not a valid regular expression ({exc}); fix it"
         raise ConfigError(msg) from exc
     if "epoch" not in regex.groupindex:
