@@ -10,24 +10,32 @@ The constructor arguments are kept in `args`, so every error survives pickling (
 ships executor exceptions back to the driver); `str(error)` is the message.
 """
 
+# The exception names are part of the design (DESIGN.md, STYLE.md), not "...Error".
+# ruff: noqa: N818
+
 from __future__ import annotations
 
 import reprlib
 
 __all__ = [
     "ConfigError",
+    "FenceExpired",
+    "FenceTimeout",
     "FencingViolation",
+    "GuardClosed",
     "IllegalTransition",
     "InvalidRecord",
     "InvalidSnapshot",
     "L0gcError",
+    "PartitionNotHosted",
     "StaleEpoch",
     "StaleOwner",
     "StorageError",
     "WatermarkUnavailable",
 ]
 
-_short = reprlib.Repr(maxstring=60, maxother=60, maxlist=6, maxdict=6)
+_short = reprlib.Repr()  # keeps a huge bad value from flooding a message
+_short.maxstring = _short.maxother = 60
 
 
 def _span(bounds: tuple[int | None, int | None]) -> str:
@@ -198,4 +206,160 @@ class FencingViolation(L0gcError):
             f"{_span(self.window)}: fencing failed and its object may already be deleted; "
             "the entry was not applied: stop publishing this partition's watermark and "
             "investigate the leader's fencing"
+        )
+
+
+class FenceTimeout(L0gcError):
+    """A fence was not granted before its deadline; the caller holds nothing.
+
+    `epoch` is the requested epoch, `timeout_s` the deadline it had and `window` the
+    fencing window when it gave up.
+    """
+
+    def __init__(
+        self, epoch: int, timeout_s: float, window: tuple[int | None, int | None]
+    ) -> None:
+        super().__init__(epoch, timeout_s, window)
+        self.epoch = epoch
+        self.timeout_s = timeout_s
+        self.window = window
+
+    def __str__(self) -> str:
+        return (
+            f"fence for epoch {self.epoch} not granted within {self.timeout_s:g} s (fencing "
+            f"window {_span(self.window)}): in-flight writes did not drain in time; retry the "
+            "fence, or raise the fence timeout if this happens at every epoch change"
+        )
+
+
+class GuardClosed(L0gcError):
+    """The partition's fencing guard is closed: it was released, its owner lost it, or the
+    service is shutting down. Waiters are woken with this error; nothing was granted."""
+
+    def __init__(self, partition: str) -> None:
+        super().__init__(partition)
+        self.partition = partition
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r}: its fencing guard is closed (released, taken over "
+            "by another owner, or the service is shutting down); send the write to the "
+            "partition's current owner"
+        )
+
+
+class FenceExpired(L0gcError):
+    """A fence is not held any more: it passed its deadline and was reclaimed for a
+    window slide, or it was already committed or aborted. The write must not be committed."""
+
+    def __init__(self, partition: str, epoch: int | None) -> None:
+        super().__init__(partition, epoch)
+        self.partition = partition
+        self.epoch = epoch
+
+    def __str__(self) -> str:
+        what = "unknown fence" if self.epoch is None else f"fence for epoch {self.epoch}"
+        return (
+            f"partition {self.partition!r}: {what} is not held (it expired and was reclaimed "
+            "so the fencing window could slide, or it was already committed or aborted); do "
+            "not commit the write: fence again, and re-upload with a current epoch if refused"
+        )
+
+
+class PartitionNotHosted(L0gcError):
+    """This publisher does not host the partition (never adopted, released, or lost)."""
+
+    def __init__(self, partition: str) -> None:
+        super().__init__(partition)
+        self.partition = partition
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r} is not hosted by this publisher: adopt it first "
+            "(`watermark serve --partitions`, or POST /v1/partitions/{partition}/adopt), or "
+            "send the request to the partition's owner"
+        )
+
+
+# -- etcd store errors (watermark.store, watermark.etcd_kv, watermark.memory_kv) --------
+
+__all__ += [
+    "EpochConflict",
+    "EtcdUnavailable",
+    "LeaseExpired",
+    "PartitionNotRegistered",
+    "WatermarkRegression",
+]
+
+
+class EtcdUnavailable(L0gcError):
+    """etcd could not be reached or refused a call; `endpoint` is the one tried last.
+
+    After a failed write the outcome is unknown: re-read before deciding to write again.
+    """
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(endpoint, reason)
+        self.endpoint = endpoint
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return (
+            f"etcd at {self.endpoint} unavailable: {self.reason}; check that etcd is running "
+            "and reachable (--etcd, TLS and auth settings), then retry"
+        )
+
+
+class EpochConflict(L0gcError):
+    """A compare-and-swap lost: `key` changed underneath (e.g. another process advanced
+    the cluster epoch, or a partition record kept changing during a publish)."""
+
+    def __init__(self, key: str, detail: str) -> None:
+        super().__init__(key, detail)
+        self.key = key
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.detail}; it was changed concurrently: re-read it and retry"
+
+
+class WatermarkRegression(L0gcError):
+    """A publish would lower a partition's M(p); it was refused (M(p) only goes up)."""
+
+    def __init__(self, partition: str, attempted: int, current: int) -> None:
+        super().__init__(partition, attempted, current)
+        self.partition = partition
+        self.attempted = attempted
+        self.current = current
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r}: refused to lower the published watermark from "
+            f"{self.current} to {self.attempted}; objects up to {self.current} may already be "
+            "deleted: rebuild this partition's GC state from its log instead of publishing"
+        )
+
+
+class LeaseExpired(L0gcError):
+    """An etcd lease is gone (expired or revoked): keys bound to it are deleted."""
+
+    def __init__(self, lease_id: int) -> None:
+        super().__init__(lease_id)
+        self.lease_id = lease_id
+
+    def __str__(self) -> str:
+        return f"etcd lease {self.lease_id:#x} has expired or was revoked; grant a new lease"
+
+
+class PartitionNotRegistered(ConfigError):
+    """The partition has no record in etcd: it was never registered, or it was deleted."""
+
+    def __init__(self, partition: str) -> None:
+        super().__init__(partition)
+        self.partition = partition
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r} is not registered (never registered, or deleted); "
+            "register it before any object is written for it, then retry"
         )

@@ -1,0 +1,571 @@
+"""Partition GC state: applied window, floor, M(p), snapshots, and their errors."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+import watermark
+from watermark import (
+    Admission,
+    ConfigError,
+    FencingViolation,
+    IllegalTransition,
+    InvalidRecord,
+    InvalidSnapshot,
+    L0gcError,
+    PartitionGcState,
+    PendingSlide,
+    StaleEpoch,
+    StaleOwner,
+    StorageError,
+    WatermarkUnavailable,
+    errors,
+)
+
+
+def example_state() -> PartitionGcState:
+    """created_epoch=10 with entries (1, 10), (5, 11), (9, 12); nothing reconciled."""
+    state = PartitionGcState(created_epoch=10)
+    state.apply(1, 10)
+    state.apply(5, 11)
+    state.apply(9, 12)
+    return state
+
+
+def json_round_trip(state: PartitionGcState) -> PartitionGcState:
+    """Restore a state from its snapshot after a trip through JSON text."""
+    return PartitionGcState.restore(json.loads(json.dumps(state.snapshot())))
+
+
+# -- the initial state and the example -------------------------------------------------
+
+
+def test_new_partition_starts_with_watermark_one_below_its_creation_epoch() -> None:
+    """PartitionGcState(created_epoch=E) has M(p) = E - 1, floor E and window [E, E]."""
+    state = PartitionGcState(created_epoch=10)
+    assert state.created_epoch == 10
+    assert state.gc_eligible_epoch == 9
+    assert state.floor == 10
+    assert state.applied_window == (10, 10)
+    assert state.previous_applied == 10
+    assert state.last_applied_epoch == 10
+    assert state.last_applied_offset is None
+    assert state.reconciled_offset is None
+    assert state.pending_slides == ()
+    assert state.is_idle_reconciled
+    assert state.max_pending_slides == 1024
+
+
+def test_the_design_example() -> None:
+    """created 10; apply (1,10) (5,11) (9,12); reconciled 8 -> M(p)=9; reconciled 9 -> 10."""
+    state = example_state()
+    assert state.pending_slides == (PendingSlide(5, 10), PendingSlide(9, 11))
+    state.reconciled(8)
+    assert state.gc_eligible_epoch == 9
+    assert state.pending_slides == (PendingSlide(9, 11),)
+    state.reconciled(9)
+    assert state.gc_eligible_epoch == 10
+    assert state.floor == 11
+    assert state.pending_slides == ()
+    assert state.is_idle_reconciled
+
+
+def test_apply_inside_the_window_only_records_the_offset() -> None:
+    """An entry whose epoch is in the applied window returns INSIDE and records its offset."""
+    state = example_state()
+    assert state.apply(12, 11) is Admission.INSIDE
+    assert state.apply(13, 12) is Admission.INSIDE
+    assert state.applied_window == (11, 12)
+    assert state.last_applied_offset == 13
+    assert len(state.pending_slides) == 2
+
+
+def test_apply_of_a_higher_epoch_slides_and_remembers_the_slide() -> None:
+    """An entry with a strictly higher epoch returns ABOVE and slides [p, m] to [m, epoch]."""
+    state = PartitionGcState(created_epoch=3)
+    assert state.apply(0, 3) is Admission.INSIDE
+    assert state.apply(4, 9) is Admission.ABOVE
+    assert state.applied_window == (3, 9)
+    assert state.apply(6, 20) is Admission.ABOVE
+    assert state.applied_window == (9, 20)
+    assert state.last_applied_epoch == 20
+    assert state.pending_slides == (PendingSlide(4, 3), PendingSlide(6, 9))
+
+
+def test_reconciled_passing_several_slides_takes_the_latest_floor() -> None:
+    """One reconciled offset beyond several slides pops them all; floor is the last one's."""
+    state = example_state()
+    state.reconciled(9)
+    assert (state.floor, state.gc_eligible_epoch, state.pending_slides) == (11, 10, ())
+
+
+def test_reconciled_before_a_slide_leaves_the_floor() -> None:
+    """A reconciled offset short of the first slide does not move the floor."""
+    state = example_state()
+    state.reconciled(4)
+    assert state.gc_eligible_epoch == 9
+    assert state.reconciled_offset == 4
+    assert not state.is_idle_reconciled
+
+
+def test_reporting_the_same_reconciled_offset_again_is_a_no_op() -> None:
+    """reconciled(o) twice leaves the same state as once."""
+    state = example_state()
+    state.reconciled(8)
+    before = state.snapshot()
+    state.reconciled(8)
+    assert state.snapshot() == before
+
+
+def test_window_after_recovery_collapses_to_max_applied_above_the_watermark() -> None:
+    """window_after_recovery() is [max_applied] with floor M(p)."""
+    state = example_state()
+    state.reconciled(9)
+    window = state.window_after_recovery()
+    assert window.bounds == (12, 12)
+    assert window.floor == 10
+    fresh = PartitionGcState(created_epoch=10).window_after_recovery()
+    assert (fresh.bounds, fresh.floor) == ((10, 10), 9)
+
+
+# -- idle partitions -----------------------------------------------------------------
+
+
+def test_housekeeping_lets_an_idle_reconciled_partition_stop_pinning_m() -> None:
+    """advance_epoch entries slide the window so an idle partition's M(p) rises."""
+    state = example_state()
+    state.reconciled(9)
+    assert state.gc_eligible_epoch == 10
+    assert state.advance_epoch(10, 30) is Admission.ABOVE
+    state.reconciled(10)
+    assert state.gc_eligible_epoch == 11
+    assert state.advance_epoch(11, 31) is Admission.ABOVE
+    state.reconciled(11)
+    assert state.gc_eligible_epoch == 29
+    assert state.is_idle_reconciled
+
+
+def test_housekeeping_not_above_the_window_only_records_the_offset() -> None:
+    """advance_epoch at an old epoch returns INSIDE or BELOW and moves only the offset."""
+    state = example_state()
+    assert state.advance_epoch(10, 11) is Admission.INSIDE
+    assert state.advance_epoch(11, 3) is Admission.BELOW
+    assert state.applied_window == (11, 12)
+    assert state.last_applied_offset == 11
+    state.reconciled(11)
+    assert state.is_idle_reconciled
+
+
+# -- illegal events raise and change nothing -----------------------------------------
+
+
+def test_entry_below_the_applied_window_is_a_fencing_violation() -> None:
+    """apply() of an epoch below previous_applied raises FencingViolation; nothing changes."""
+    state = example_state()
+    before = state.snapshot()
+    with pytest.raises(FencingViolation) as caught:
+        state.apply(10, 10)
+    assert (caught.value.offset, caught.value.epoch, caught.value.window) == (10, 10, (11, 12))
+    assert "fencing failed" in str(caught.value)
+    assert "[11, 12]" in str(caught.value)
+    assert state.snapshot() == before
+
+
+def test_entry_below_the_creation_epoch_is_a_fencing_violation() -> None:
+    """apply() of an epoch below created_epoch on a new partition raises FencingViolation."""
+    state = PartitionGcState(created_epoch=10)
+    before = state.snapshot()
+    with pytest.raises(FencingViolation):
+        state.apply(0, 9)
+    assert state.snapshot() == before
+
+
+def test_entry_at_previous_applied_is_inside() -> None:
+    """apply() of exactly previous_applied is INSIDE the window, not a violation."""
+    state = example_state()
+    assert state.apply(10, 11) is Admission.INSIDE
+
+
+@pytest.mark.parametrize("offset", [9, 5, 0, -1])
+@pytest.mark.parametrize("event", ["apply", "advance_epoch"])
+def test_offsets_that_do_not_increase_are_refused(offset: int, event: str) -> None:
+    """apply()/advance_epoch() at an offset <= the last one raise IllegalTransition."""
+    state = example_state()
+    before = state.snapshot()
+    with pytest.raises(IllegalTransition, match="strictly increase"):
+        getattr(state, event)(offset, 13)
+    assert state.snapshot() == before
+
+
+def test_negative_first_offset_is_refused() -> None:
+    """The first entry's offset must be >= 0."""
+    state = PartitionGcState(created_epoch=1)
+    with pytest.raises(IllegalTransition):
+        state.apply(-1, 1)
+    assert state.last_applied_offset is None
+
+
+@pytest.mark.parametrize("offset", [7, 10, -1])
+def test_reconciled_backwards_or_beyond_the_log_is_refused(offset: int) -> None:
+    """reconciled() going backwards or past the last applied offset raises; nothing changes."""
+    state = example_state()
+    state.reconciled(8)
+    before = state.snapshot()
+    with pytest.raises(IllegalTransition):
+        state.reconciled(offset)
+    assert state.snapshot() == before
+
+
+def test_reconciled_before_anything_is_applied_is_refused() -> None:
+    """reconciled() on a partition with no applied entry raises IllegalTransition."""
+    state = PartitionGcState(created_epoch=1)
+    with pytest.raises(IllegalTransition, match="end of the log"):
+        state.reconciled(0)
+    assert state.reconciled_offset is None
+
+
+@pytest.mark.parametrize(
+    ("created_epoch", "cap"), [(-1, 4), (True, 4), (1.5, 4), (1, 0), (1, True)]
+)
+def test_bad_constructor_arguments_raise_config_error(created_epoch: Any, cap: Any) -> None:
+    """A negative or non-int created_epoch, or max_pending_slides < 1, raise ConfigError."""
+    with pytest.raises(ConfigError):
+        PartitionGcState(created_epoch, max_pending_slides=cap)
+
+
+# -- bounded pending slides ----------------------------------------------------------
+
+
+def test_full_queue_merges_the_two_oldest_slides_into_the_later() -> None:
+    """With the cap reached, (o1,p1),(o2,p2) become (o2,p2): the floor waits, then catches up."""
+    state = PartitionGcState(created_epoch=0, max_pending_slides=2)
+    for offset, epoch in enumerate([1, 2, 3, 4]):
+        state.apply(offset, epoch)
+    assert state.pending_slides == (PendingSlide(2, 2), PendingSlide(3, 3))
+    state.reconciled(1)  # without the merge the floor would be 1 now: later is safe
+    assert state.gc_eligible_epoch == -1
+    state.reconciled(2)
+    assert state.gc_eligible_epoch == 1
+    state.reconciled(3)
+    assert state.floor == state.previous_applied == 3
+
+
+def test_cap_of_one_keeps_only_the_latest_slide() -> None:
+    """max_pending_slides=1 keeps the newest slide, so a full reconcile still reaches it."""
+    state = PartitionGcState(created_epoch=5, max_pending_slides=1)
+    for offset, epoch in enumerate(range(5, 12)):
+        state.apply(offset, epoch)
+    assert state.pending_slides == (PendingSlide(6, 10),)
+    state.reconciled(6)
+    assert state.gc_eligible_epoch == 9
+
+
+# -- snapshot and restore ------------------------------------------------------------
+
+
+def test_snapshot_is_versioned_plain_json() -> None:
+    """snapshot() has version 1, holds only JSON types and survives json.dumps unchanged."""
+    state = example_state()
+    state.reconciled(3)
+    snapshot = state.snapshot()
+    assert snapshot["version"] == 1
+    assert json.loads(json.dumps(snapshot)) == snapshot
+    assert snapshot["pending_slides"] == [
+        {"offset": 5, "previous_applied": 10},
+        {"offset": 9, "previous_applied": 11},
+    ]
+
+
+def test_restore_round_trips_and_behaves_the_same() -> None:
+    """restore(snapshot(x)) equals x and reacts to the same events the same way."""
+    state = example_state()
+    state.reconciled(3)
+    restored = json_round_trip(state)
+    assert restored == state
+    assert restored is not state
+    for copy in (state, restored):
+        copy.apply(10, 13)
+        copy.reconciled(9)
+    assert restored == state
+    assert restored.gc_eligible_epoch == state.gc_eligible_epoch == 10
+
+
+def test_restore_of_a_new_partition_round_trips() -> None:
+    """A partition with nothing applied restores equal to itself."""
+    state = PartitionGcState(created_epoch=0, max_pending_slides=7)
+    assert json_round_trip(state) == state
+    assert json_round_trip(state).max_pending_slides == 7
+
+
+def test_restore_accepts_a_tuple_of_slides() -> None:
+    """restore() accepts pending_slides as a tuple as well as a list."""
+    state = example_state()
+    snapshot = state.snapshot()
+    snapshot["pending_slides"] = tuple(snapshot["pending_slides"])
+    assert PartitionGcState.restore(snapshot) == state
+
+
+def test_equality_and_hashing() -> None:
+    """States compare by content, not with other types, and are unhashable (mutable)."""
+    assert example_state() == example_state()
+    assert example_state() != PartitionGcState(created_epoch=10)
+    assert example_state() != example_state().snapshot()
+    with pytest.raises(TypeError):
+        hash(example_state())
+
+
+def test_repr_shows_window_floor_and_watermark() -> None:
+    """repr() shows the applied window, floor and M(p)."""
+    text = repr(example_state())
+    assert "applied=[11, 12]" in text
+    assert "floor=10" in text
+    assert "M(p)=9" in text
+
+
+Mutation = Callable[[dict[str, Any]], object]
+
+
+def _set(field: str, value: object) -> Mutation:
+    return lambda snapshot: snapshot.__setitem__(field, value)
+
+
+def _drop(field: str) -> Mutation:
+    return lambda snapshot: snapshot.pop(field)
+
+
+def _slide(index: int, field: str, value: object) -> Mutation:
+    return lambda snapshot: snapshot["pending_slides"][index].__setitem__(field, value)
+
+
+MALFORMED: list[tuple[str, Mutation, str]] = [
+    ("missing version", _drop("version"), "version"),
+    ("wrong version", _set("version", 2), "version"),
+    ("version as text", _set("version", "1"), "version"),
+    ("version as bool", _set("version", True), "version"),
+    ("unknown field", _set("watermark", 9), "watermark"),
+    ("missing created_epoch", _drop("created_epoch"), "created_epoch"),
+    ("negative created_epoch", _set("created_epoch", -1), "created_epoch"),
+    ("float created_epoch", _set("created_epoch", 10.0), "created_epoch"),
+    ("zero cap", _set("max_pending_slides", 0), "max_pending_slides"),
+    ("bool floor", _set("floor", True), "floor"),
+    ("null floor", _set("floor", None), "floor"),
+    ("floor below created_epoch", _set("floor", 9), "floor"),
+    ("floor above previous_applied", _set("floor", 13), "previous_applied"),
+    ("max below previous_applied", _set("max_applied", 10), "max_applied"),
+    ("epoch beyond int64", _set("max_applied", 2**63), "max_applied"),
+    ("text offset", _set("last_applied_offset", "9"), "last_applied_offset"),
+    ("negative reconciled", _set("reconciled_offset", -1), "reconciled_offset"),
+    ("reconciled beyond log", _set("reconciled_offset", 10), "reconciled_offset"),
+    ("slides but nothing applied", _set("last_applied_offset", None), "max_applied"),
+    ("slides not a list", _set("pending_slides", {"offset": 5}), "pending_slides"),
+    ("more slides than the cap", _set("max_pending_slides", 1), "pending_slides"),
+    ("slide as a pair", _set("pending_slides", [[5, 10]]), "pending_slides[0]"),
+    ("slide with junk key", _slide(0, "epoch", 3), "pending_slides[0]"),
+    ("bool slide offset", _slide(0, "offset", False), "pending_slides[0].offset"),
+    ("slide already reconciled", _slide(0, "offset", 3), "pending_slides[0].offset"),
+    ("slides out of order", _slide(1, "offset", 4), "pending_slides[1].offset"),
+    ("duplicate slide offset", _slide(1, "offset", 5), "pending_slides[1].offset"),
+    ("slide beyond log", _slide(1, "offset", 10), "pending_slides[1].offset"),
+    ("slide below floor", _slide(0, "previous_applied", 9), "pending_slides[0].previous_applied"),
+    ("slides not rising", _slide(1, "previous_applied", 10), "pending_slides[1].previous_applied"),
+    ("slide above window", _slide(1, "previous_applied", 12), "pending_slides[1].previous_applied"),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"), [case[1:] for case in MALFORMED], ids=[case[0] for case in MALFORMED]
+)
+def test_restore_rejects_a_malformed_snapshot_naming_the_field(
+    mutate: Mutation, field: str
+) -> None:
+    """restore() raises InvalidSnapshot whose message names the offending field."""
+    state = example_state()
+    state.reconciled(3)
+    snapshot = json.loads(json.dumps(state.snapshot()))
+    mutate(snapshot)
+    with pytest.raises(InvalidSnapshot) as caught:
+        PartitionGcState.restore(snapshot)
+    assert caught.value.field == field
+    assert f"field {field!r}" in str(caught.value)
+
+
+@pytest.mark.parametrize("junk", [None, [], "{}", 42])
+def test_restore_rejects_a_snapshot_that_is_not_an_object(junk: object) -> None:
+    """restore() of a non-mapping raises InvalidSnapshot."""
+    with pytest.raises(InvalidSnapshot, match="JSON object"):
+        PartitionGcState.restore(junk)
+
+
+def test_invalid_snapshot_is_an_invalid_record_and_a_value_error() -> None:
+    """InvalidSnapshot is caught by handlers of InvalidRecord, ValueError and L0gcError."""
+    error = InvalidSnapshot("floor", "got True")
+    assert isinstance(error, InvalidRecord)
+    assert isinstance(error, ValueError)
+    assert isinstance(error, L0gcError)
+
+
+# -- errors ---------------------------------------------------------------------------
+
+ERRORS: list[L0gcError] = [
+    ConfigError("bad setting"),
+    IllegalTransition("bad event"),
+    StaleEpoch(4, (5, 6), None),
+    StaleOwner("orders/0", 3, 4),
+    WatermarkUnavailable("record is missing", "orders/0"),
+    WatermarkUnavailable("no cluster epoch"),
+    StorageError("DeleteObjects failed", "SlowDown", True),
+    StorageError("ListObjectsV2 failed", "AccessDenied", False),
+    InvalidRecord("record is empty"),
+    InvalidSnapshot("floor", "got True"),
+    FencingViolation(10, 3, (5, 6)),
+]
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=lambda error: type(error).__name__)
+def test_every_error_pickles_with_its_message(error: L0gcError) -> None:
+    """Every error is an L0gcError and survives pickling with the same message and fields."""
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert str(copy) == str(error)
+    assert vars(copy) == vars(error)
+
+
+def test_error_messages_carry_the_values_and_the_remedy() -> None:
+    """Structured errors' messages name the values and say what to do."""
+    assert "owner_epoch 3" in str(StaleOwner("orders/0", 3, 4))
+    assert "'orders/0'" in str(WatermarkUnavailable("record is missing", "orders/0"))
+    assert "nothing is deleted" in str(WatermarkUnavailable("no cluster epoch"))
+    assert "retry with backoff" in str(StorageError("x", "SlowDown", True))
+    assert "not retryable" in str(StorageError("x", "AccessDenied", False))
+
+
+def test_every_error_is_exported() -> None:
+    """Every L0gcError subclass in watermark.errors is in its __all__ and the package's."""
+    defined = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, L0gcError)
+    }
+    assert defined <= set(errors.__all__)
+    assert defined <= set(watermark.__all__)
+
+
+# -- properties -----------------------------------------------------------------------
+
+
+class GcStateMachine(RuleBasedStateMachine):
+    """Random valid interleavings of apply, advance_epoch, reconciled and restarts."""
+
+    state: PartitionGcState
+    entries: dict[int, int]
+    highest_watermark: int
+
+    @initialize(created=st.integers(0, 20), cap=st.integers(1, 4))
+    def create(self, created: int, cap: int) -> None:
+        """Register a partition at `created` with a small slide queue to force merges."""
+        self.state = PartitionGcState(created, max_pending_slides=cap)
+        self.entries = {}  # data entries not reconciled yet: offset -> epoch
+        self.highest_watermark = self.state.gc_eligible_epoch
+
+    def _next_offset(self, gap: int) -> int:
+        last = self.state.last_applied_offset
+        return gap if last is None else last + 1 + gap
+
+    @rule(gap=st.integers(0, 2), data=st.data())
+    def apply(self, gap: int, data: st.DataObject) -> None:
+        """A fenced data entry: its epoch is at least previous_applied."""
+        low, high = self.state.applied_window
+        epoch = data.draw(st.integers(low, high + 3), label="epoch")
+        offset = self._next_offset(gap)
+        self.state.apply(offset, epoch)
+        self.entries[offset] = epoch
+
+    @rule(gap=st.integers(0, 2), data=st.data())
+    def advance_epoch(self, gap: int, data: st.DataObject) -> None:
+        """A housekeeping entry at any epoch (an old one only records the offset)."""
+        epoch = data.draw(st.integers(0, self.state.last_applied_epoch + 3), label="epoch")
+        self.state.advance_epoch(self._next_offset(gap), epoch)
+
+    @precondition(lambda self: self.state.last_applied_offset is not None)
+    @rule(data=st.data())
+    def reconcile(self, data: st.DataObject) -> None:
+        """The reconciler reports progress, never backwards, never past the log end."""
+        last = self.state.last_applied_offset
+        assert last is not None
+        start = self.state.reconciled_offset or 0
+        offset = data.draw(st.integers(start, last), label="reconciled")
+        self.state.reconciled(offset)
+        self.entries = {o: e for o, e in self.entries.items() if o > offset}
+
+    @precondition(lambda self: self.state.previous_applied > 0)
+    @rule(data=st.data())
+    def unfenced_entry_is_refused(self, data: st.DataObject) -> None:
+        """An entry below the applied window raises FencingViolation and changes nothing."""
+        epoch = data.draw(st.integers(0, self.state.previous_applied - 1), label="epoch")
+        before = self.state.snapshot()
+        with pytest.raises(FencingViolation):
+            self.state.apply(self._next_offset(0), epoch)
+        assert self.state.snapshot() == before
+
+    @rule()
+    def restart(self) -> None:
+        """The owner restarts from its snapshot (through JSON)."""
+        self.state = json_round_trip(self.state)
+
+    @invariant()
+    def watermark_never_decreases(self) -> None:
+        """M(p) never goes down."""
+        assert self.state.gc_eligible_epoch >= self.highest_watermark
+        self.highest_watermark = self.state.gc_eligible_epoch
+
+    @invariant()
+    def unreconciled_entries_are_above_the_watermark(self) -> None:
+        """Safety: every entry after reconciled_offset has epoch > M(p)."""
+        watermark = self.state.gc_eligible_epoch
+        assert all(epoch > watermark for epoch in self.entries.values())
+
+    @invariant()
+    def recovered_window_never_admits_garbage_epochs(self) -> None:
+        """The window after recovery classifies every epoch <= M(p) as BELOW."""
+        window = self.state.window_after_recovery()
+        watermark = self.state.gc_eligible_epoch
+        assert all(window.classify(e) is Admission.BELOW for e in range(-1, watermark + 1))
+        assert window.classify(self.state.last_applied_epoch) is Admission.INSIDE
+
+    @invariant()
+    def ordering_holds(self) -> None:
+        """created_epoch <= floor <= previous_applied <= max_applied."""
+        state = self.state
+        assert state.created_epoch <= state.floor <= state.previous_applied
+        assert state.previous_applied <= state.last_applied_epoch
+        assert len(state.pending_slides) <= state.max_pending_slides
+
+    @invariant()
+    def fully_reconciled_floor_catches_up(self) -> None:
+        """Liveness: once everything is reconciled, floor == previous_applied."""
+        if self.state.is_idle_reconciled:
+            assert self.state.floor == self.state.previous_applied
+
+    @invariant()
+    def snapshot_round_trips(self) -> None:
+        """restore(snapshot) equals the state, directly and through JSON."""
+        assert PartitionGcState.restore(self.state.snapshot()) == self.state
+        assert json_round_trip(self.state).snapshot() == self.state.snapshot()
+
+
+GcStateMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
+TestGcStateMachine = GcStateMachine.TestCase

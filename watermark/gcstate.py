@@ -1,0 +1,427 @@
+"""Partition GC state: up to which epoch a partition's L0 objects are garbage.
+
+Theory of operation
+-------------------
+Each committed entry of the partition log is applied in log order, with its offset and
+the epoch stamped on its L0 object. The *applied window* ``[previous_applied,
+max_applied]`` follows the leader's fencing window (`watermark.window`) from behind: a
+partition created at cluster epoch E starts at ``[E, E]`` (writers never stamp its
+data below E), and an entry with a strictly higher epoch slides it, ``[p, m] + c ->
+[m, c]``. The leader admits only epochs inside its fencing window and lets in-flight
+writes drain before it slides, so no entry after a slide can carry an epoch below the
+new ``previous_applied``. An entry that does means fencing failed: `apply` raises
+`FencingViolation`.
+
+So a slide at offset o promises: *every entry after o has epoch >= previous_applied*.
+We queue ``(o, previous_applied)`` as a `PendingSlide`. L0 objects are temporary: the
+reconciler lifts them into long-term storage and reports the offset it has lifted
+everything through. Once that reaches o, entries up to o no longer need their L0
+objects and entries after o are at least ``previous_applied``, so
+``floor := previous_applied``, and::
+
+    M(p) = floor - 1      # the highest epoch whose objects are garbage
+
+``floor`` starts at E (M(p) = E - 1) and only rises. It never passes the epoch of an
+entry the reconciler has not lifted yet, which is the safety property: every applied
+entry at an offset above ``reconciled_offset`` has epoch > M(p). An object uploaded
+but not yet committed is safe too: to be committed it must pass the fence, which
+admits nothing below ``previous_applied`` (nor, after recovery, at or below M(p)).
+
+Why the window has two epochs: the fencing window keeps the previous epoch admitted
+so in-flight writers are not refused at every epoch change. The price is paid here:
+the floor trails one slide behind, at best ``previous_applied``, not ``max_applied``.
+
+An idle partition would pin the global M at its last floor. A housekeeping entry
+(`advance_epoch`) slides the applied window with no data; once reconciled (there is
+nothing to lift), the floor moves up.
+
+Memory is bounded: at most ``max_pending_slides`` slides wait for the reconciler.
+When one more arrives, the two oldest are merged into the later one: ``(o1, p1),
+(o2, p2) -> (o2, p2)``. That only delays the floor (it stays below p1 until o2 is
+reconciled, then jumps to p2 exactly as without merging); it never raises it early,
+so the merge is safe.
+
+This module is pure and deterministic: no I/O, no clock, no randomness. Every replica
+that applies the same log reaches the same state, and `snapshot` / `restore` carry it
+across restarts. An illegal event raises and leaves the state unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+
+from watermark.errors import ConfigError, FencingViolation, IllegalTransition, InvalidSnapshot
+from watermark.window import Admission, EpochWindow
+
+__all__ = [
+    "DEFAULT_MAX_PENDING_SLIDES",
+    "SNAPSHOT_VERSION",
+    "PartitionGcState",
+    "PendingSlide",
+]
+
+SNAPSHOT_VERSION = 1
+DEFAULT_MAX_PENDING_SLIDES = 1024
+_INT64_MAX = 2**63 - 1
+_FIELDS = frozenset(
+    {
+        "version",
+        "created_epoch",
+        "max_pending_slides",
+        "floor",
+        "previous_applied",
+        "max_applied",
+        "last_applied_offset",
+        "reconciled_offset",
+        "pending_slides",
+    }
+)
+_SLIDE_FIELDS = frozenset({"offset", "previous_applied"})
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSlide:
+    """A slide of the applied window at log `offset` that the reconciler has not passed.
+
+    Every entry after `offset` has an epoch >= `previous_applied`, so once the
+    reconciler has lifted everything through `offset`, the floor becomes
+    `previous_applied`.
+    """
+
+    offset: int
+    previous_applied: int
+
+
+class PartitionGcState:
+    """The GC state machine of one partition: feed it the log, read M(p).
+
+    ``PartitionGcState(created_epoch=E)`` starts with the applied window ``[E, E]``,
+    floor E and M(p) = E - 1.
+    """
+
+    __slots__ = (
+        "_created_epoch",
+        "_floor",
+        "_last_applied_offset",
+        "_max_applied",
+        "_max_pending_slides",
+        "_pending",
+        "_previous_applied",
+        "_reconciled_offset",
+    )
+
+    def __init__(
+        self, created_epoch: int, *, max_pending_slides: int = DEFAULT_MAX_PENDING_SLIDES
+    ) -> None:
+        if type(created_epoch) is not int or not 0 <= created_epoch <= _INT64_MAX:
+            raise ConfigError(
+                f"created_epoch must be an integer >= 0 (the cluster epoch when the partition "
+                f"was registered), got {created_epoch!r}"
+            )
+        if type(max_pending_slides) is not int or max_pending_slides < 1:
+            raise ConfigError(
+                f"max_pending_slides must be an integer >= 1, got {max_pending_slides!r}; "
+                f"the default is {DEFAULT_MAX_PENDING_SLIDES}"
+            )
+        self._created_epoch = created_epoch
+        self._max_pending_slides = max_pending_slides
+        self._floor = created_epoch
+        self._previous_applied = created_epoch
+        self._max_applied = created_epoch
+        self._last_applied_offset: int | None = None
+        self._reconciled_offset: int | None = None
+        self._pending: deque[PendingSlide] = deque()
+
+    # -- reading -------------------------------------------------------------------
+
+    @property
+    def created_epoch(self) -> int:
+        """The cluster epoch at which the partition was registered."""
+        return self._created_epoch
+
+    @property
+    def max_pending_slides(self) -> int:
+        """How many slides may wait for the reconciler before the oldest are merged."""
+        return self._max_pending_slides
+
+    @property
+    def previous_applied(self) -> int:
+        """Lower bound of the applied window: no later entry may have a lower epoch."""
+        return self._previous_applied
+
+    @property
+    def last_applied_epoch(self) -> int:
+        """Upper bound of the applied window (max_applied); `created_epoch` at first."""
+        return self._max_applied
+
+    @property
+    def applied_window(self) -> tuple[int, int]:
+        """``(previous_applied, max_applied)``."""
+        return (self._previous_applied, self._max_applied)
+
+    @property
+    def last_applied_offset(self) -> int | None:
+        """Offset of the last applied entry (data or housekeeping), None before the first."""
+        return self._last_applied_offset
+
+    @property
+    def reconciled_offset(self) -> int | None:
+        """The reconciler has lifted every entry through this offset; None before it reports."""
+        return self._reconciled_offset
+
+    @property
+    def floor(self) -> int:
+        """The lowest epoch whose objects must be kept: M(p) + 1."""
+        return self._floor
+
+    @property
+    def gc_eligible_epoch(self) -> int:
+        """M(p) = floor - 1: objects of this partition with epoch <= it are garbage."""
+        return self._floor - 1
+
+    @property
+    def pending_slides(self) -> tuple[PendingSlide, ...]:
+        """Slides the reconciler has not passed yet, oldest first."""
+        return tuple(self._pending)
+
+    @property
+    def is_idle_reconciled(self) -> bool:
+        """True when the reconciler has passed every applied entry (or none was applied)."""
+        return self._reconciled_offset == self._last_applied_offset
+
+    def window_after_recovery(self) -> EpochWindow:
+        """The fencing window a new leader starts with: ``[max_applied]``, floor M(p)."""
+        return EpochWindow.recovered(self.last_applied_epoch, self.gc_eligible_epoch)
+
+    # -- events --------------------------------------------------------------------
+
+    def apply(self, offset: int, epoch: int) -> Admission:
+        """Apply the committed data entry at log `offset` whose object has `epoch`.
+
+        Return INSIDE if `epoch` is within the applied window (only the offset is
+        recorded) or ABOVE if it slid the window. Raise `FencingViolation` if it is
+        below the window, `IllegalTransition` if `offset` does not increase; in both
+        cases nothing changes.
+        """
+        self._require_next_offset(offset, "apply")
+        if epoch < self._previous_applied:
+            raise FencingViolation(offset, epoch, self.applied_window)
+        return self._take(offset, epoch)
+
+    def advance_epoch(self, offset: int, epoch: int) -> Admission:
+        """Apply the housekeeping entry at log `offset` that advances to `epoch`, no data.
+
+        It slides the applied window like a data entry if `epoch` is above it (ABOVE).
+        Otherwise only the offset is recorded and the result is INSIDE or BELOW: an
+        entry without data cannot violate fencing, and every replica must still pass
+        it. Raise `IllegalTransition` (nothing changes) if `offset` does not increase.
+        """
+        self._require_next_offset(offset, "advance_epoch")
+        if epoch < self._previous_applied:
+            self._last_applied_offset = offset
+            return Admission.BELOW
+        return self._take(offset, epoch)
+
+    def reconciled(self, offset: int) -> None:
+        """Record that the reconciler has lifted every entry through log `offset`.
+
+        Raise `IllegalTransition` (nothing changes) if `offset` is below the last
+        reported one or beyond the last applied entry. Reporting the same offset again
+        is a no-op.
+        """
+        if self._last_applied_offset is None or not 0 <= offset <= self._last_applied_offset:
+            raise IllegalTransition(
+                f"reconciled offset {offset} is outside the applied log (last applied offset "
+                f"{self._last_applied_offset}); the reconciler cannot pass the end of the log: "
+                "apply the entries first"
+            )
+        if self._reconciled_offset is not None and offset < self._reconciled_offset:
+            raise IllegalTransition(
+                f"reconciled offset {offset} is below the one already reported, "
+                f"{self._reconciled_offset}; reconciled offsets only move forward, so report "
+                "the highest offset through which every entry has been lifted"
+            )
+        self._reconciled_offset = offset
+        while self._pending and self._pending[0].offset <= offset:
+            self._floor = self._pending.popleft().previous_applied
+
+    def _require_next_offset(self, offset: int, event: str) -> None:
+        last = self._last_applied_offset
+        if offset < 0 or (last is not None and offset <= last):
+            raise IllegalTransition(
+                f"{event} at offset {offset}: log offsets must be >= 0 and strictly increase, "
+                f"but the last applied offset is {last}; apply each committed entry once, "
+                "in log order"
+            )
+
+    def _take(self, offset: int, epoch: int) -> Admission:
+        self._last_applied_offset = offset
+        if epoch <= self._max_applied:
+            return Admission.INSIDE
+        self._previous_applied = self._max_applied
+        self._max_applied = epoch
+        self._pending.append(PendingSlide(offset, self._previous_applied))
+        while len(self._pending) > self._max_pending_slides:
+            # Merge the two oldest slides (o1, p1), (o2, p2) into the later one, (o2, p2):
+            # that is dropping (o1, p1). It only delays the floor; see the module docstring.
+            self._pending.popleft()
+        return Admission.ABOVE
+
+    # -- persistence ---------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as a JSON-able dict (``"version": 1``); see `restore`."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "created_epoch": self._created_epoch,
+            "max_pending_slides": self._max_pending_slides,
+            "floor": self._floor,
+            "previous_applied": self._previous_applied,
+            "max_applied": self._max_applied,
+            "last_applied_offset": self._last_applied_offset,
+            "reconciled_offset": self._reconciled_offset,
+            "pending_slides": [
+                {"offset": slide.offset, "previous_applied": slide.previous_applied}
+                for slide in self._pending
+            ],
+        }
+
+    @classmethod
+    def restore(cls, snapshot: object) -> Self:
+        """Rebuild a state from `snapshot()` output, e.g. after a JSON round trip.
+
+        Every field is checked (type, range and the ordering invariants); anything
+        malformed raises `InvalidSnapshot` naming the field and the value.
+        """
+        if not isinstance(snapshot, Mapping):
+            raise InvalidSnapshot.bad_value("<snapshot>", snapshot, "a JSON object")
+        if "version" not in snapshot:
+            raise InvalidSnapshot("version", f"is missing; expected {SNAPSHOT_VERSION}")
+        version = snapshot["version"]
+        if type(version) is not int or version != SNAPSHOT_VERSION:
+            raise InvalidSnapshot.bad_value(
+                "version", version, f"{SNAPSHOT_VERSION} (a newer l0gc may have written it)"
+            )
+        for key in snapshot:
+            if key not in _FIELDS:
+                raise InvalidSnapshot(str(key), "is not a field of a version 1 snapshot")
+        created = _int(snapshot, "created_epoch", 0, "an epoch >= 0")
+        cap = _int(snapshot, "max_pending_slides", 1, "an integer >= 1")
+        floor = _int(snapshot, "floor", created, f"an epoch >= created_epoch ({created})")
+        previous = _int(snapshot, "previous_applied", floor, f"an epoch >= floor ({floor})")
+        maximum = _int(
+            snapshot, "max_applied", previous, f"an epoch >= previous_applied ({previous})"
+        )
+        last = _optional_int(snapshot, "last_applied_offset", 0, "null or an offset >= 0")
+        if last is None and maximum != created:
+            raise InvalidSnapshot.bad_value(
+                "max_applied", maximum, f"created_epoch ({created}) while nothing is applied"
+            )
+        reconciled = _optional_int(
+            snapshot,
+            "reconciled_offset",
+            0,
+            f"null or an offset <= last_applied_offset ({last})",
+            high=-1 if last is None else last,
+        )
+        slides = _slides(
+            snapshot, cap=cap, floor=floor, previous=previous, reconciled=reconciled, last=last
+        )
+
+        state = cls(created, max_pending_slides=cap)
+        state._floor = floor
+        state._previous_applied = previous
+        state._max_applied = maximum
+        state._last_applied_offset = last
+        state._reconciled_offset = reconciled
+        state._pending.extend(slides)
+        return state
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: equal now, maybe not later
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PartitionGcState):
+            return NotImplemented
+        return self.snapshot() == other.snapshot()
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionGcState created_epoch={self._created_epoch} "
+            f"applied=[{self._previous_applied}, {self._max_applied}] floor={self._floor} "
+            f"M(p)={self.gc_eligible_epoch} last_applied_offset={self._last_applied_offset} "
+            f"reconciled_offset={self._reconciled_offset} pending_slides={len(self._pending)}>"
+        )
+
+
+def _int(
+    snapshot: Mapping[Any, object], field: str, low: int, expected: str, high: int = _INT64_MAX
+) -> int:
+    if field not in snapshot:
+        raise InvalidSnapshot(field, f"is missing; expected {expected}")
+    return _checked_int(field, snapshot[field], low, high, expected)
+
+
+def _optional_int(
+    snapshot: Mapping[Any, object], field: str, low: int, expected: str, high: int = _INT64_MAX
+) -> int | None:
+    if snapshot.get(field, 0) is None:
+        return None
+    return _int(snapshot, field, low, expected, high)
+
+
+def _checked_int(field: str, value: object, low: int, high: int, expected: str) -> int:
+    # type() and not isinstance(): True is an int to Python but never a valid epoch.
+    if type(value) is not int or not low <= value <= high:
+        raise InvalidSnapshot.bad_value(field, value, expected)
+    return value
+
+
+def _slides(
+    snapshot: Mapping[Any, object],
+    *,
+    cap: int,
+    floor: int,
+    previous: int,
+    reconciled: int | None,
+    last: int | None,
+) -> list[PendingSlide]:
+    if "pending_slides" not in snapshot:
+        raise InvalidSnapshot("pending_slides", "is missing; expected a list")
+    raw = snapshot["pending_slides"]
+    if not isinstance(raw, list | tuple) or len(raw) > cap:
+        raise InvalidSnapshot.bad_value(
+            "pending_slides", raw, f"a list of at most max_pending_slides ({cap}) slides"
+        )
+    slides: list[PendingSlide] = []
+    low_offset = 0 if reconciled is None else reconciled + 1
+    high_offset = -1 if last is None else last
+    low_epoch = floor
+    for index, item in enumerate(raw):
+        name = f"pending_slides[{index}]"
+        if not isinstance(item, Mapping) or set(item) != _SLIDE_FIELDS:
+            raise InvalidSnapshot.bad_value(
+                name, item, 'an object {"offset": int, "previous_applied": int}'
+            )
+        offset = _checked_int(
+            f"{name}.offset",
+            item["offset"],
+            low_offset,
+            high_offset,
+            f"an offset in [{low_offset}, {last}]: after reconciled_offset and the previous "
+            "slide, at most last_applied_offset",
+        )
+        epoch = _checked_int(
+            f"{name}.previous_applied",
+            item["previous_applied"],
+            low_epoch,
+            previous,
+            f"an epoch in [{low_epoch}, {previous}]: at least floor and above the previous "
+            "slide's, at most previous_applied",
+        )
+        slides.append(PendingSlide(offset, epoch))
+        low_offset = offset + 1
+        low_epoch = epoch + 1
+    return slides
