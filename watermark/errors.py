@@ -11,7 +11,6 @@ ships executor exceptions back to the driver); `str(error)` is the message.
 """
 
 # The exception names are part of the design (DESIGN.md, STYLE.md), not "...Error".
-# ruff: noqa: N818
 
 from __future__ import annotations
 
