@@ -1,0 +1,125 @@
+"""The pure part of the etcd contract: names, the publish rule, the pause marker.
+
+No I/O here; `watermark.store` applies these rules to etcd. They are what a writer in
+another language must follow to publish (see docs/integration.md for the key layout):
+
+- Namespaces start with '/' and do not end with '/' (keys are `{ns}/...`).
+- Partition names are 1-200 printable ASCII characters without whitespace; '/' is
+  allowed (`orders/0`), so a partition's key is `{ns}/partitions/orders/0`.
+- A publication replaces the stored record only when it comes from the current owner
+  (same `owner` and `owner_epoch`) and does not lower M(p) (`decide_publication`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from watermark.errors import ConfigError
+from watermark.record import PartitionRecord
+
+__all__ = [
+    "MAX_PARTITION_NAME",
+    "PUBLISH_BATCH",
+    "Publication",
+    "PublishOutcome",
+    "PublishStatus",
+    "decide_publication",
+    "pause_marker",
+    "pause_reason",
+    "validate_namespace",
+    "validate_partition",
+]
+
+MAX_PARTITION_NAME = 200
+PUBLISH_BATCH = 100
+"""Records per publish transaction (etcd allows 128 compares and 128 ops by default)."""
+
+
+def validate_partition(partition: str) -> str:
+    """Return `partition` if it is a valid name, else raise ConfigError saying why."""
+    if (
+        not partition
+        or len(partition) > MAX_PARTITION_NAME
+        or not all("!" <= ch <= "~" for ch in partition)
+    ):
+        raise ConfigError(
+            f"partition name {partition!r} is not valid; expected 1-{MAX_PARTITION_NAME} "
+            "printable ASCII characters without whitespace ('/' is allowed)"
+        )
+    return partition
+
+
+def validate_namespace(namespace: str) -> str:
+    """Return `namespace` if it is a valid key prefix, else raise ConfigError."""
+    if (
+        not namespace.startswith("/")
+        or namespace.endswith("/")
+        or not all("!" <= ch <= "~" for ch in namespace)
+    ):
+        raise ConfigError(
+            f"etcd namespace {namespace!r} is not valid; expected printable ASCII without "
+            "whitespace, starting with '/' and not ending with '/', e.g. /l0gc/prod"
+        )
+    return namespace
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """What an owner wants stored for one partition: its M(p) and state for operators."""
+
+    partition: str
+    owner: str
+    owner_epoch: int
+    watermark: int
+    window: tuple[int | None, int | None] = (None, None)
+    tracker: dict[str, Any] | None = None
+
+
+class PublishStatus(enum.Enum):
+    """What happened to one publication."""
+
+    OK = "ok"  # written
+    REFUSED_LOWER = "refused_lower"  # would lower M(p): not written
+    STALE_OWNER = "stale_owner"  # another owner took over: not written
+    MISSING = "missing"  # partition not registered: not written
+    MALFORMED = "malformed"  # stored record unreadable, fencing impossible: not written
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOutcome:
+    """The result for one partition; `record` is the one now stored (None if unreadable)."""
+
+    partition: str
+    status: PublishStatus
+    record: PartitionRecord | None
+    detail: str | None = None
+
+
+def decide_publication(pub: Publication, current: PartitionRecord | None) -> PublishStatus:
+    """The publish rule (pure): OK means `pub` may replace `current`."""
+    if current is None:
+        return PublishStatus.MISSING
+    if current.owner_epoch != pub.owner_epoch or current.owner != pub.owner:
+        return PublishStatus.STALE_OWNER
+    if pub.watermark < current.watermark:
+        return PublishStatus.REFUSED_LOWER
+    return PublishStatus.OK
+
+
+def pause_marker(reason: str, at: float) -> bytes:
+    """The `{ns}/gc/paused` value: JSON {"reason": ..., "at": unix seconds}."""
+    return json.dumps({"reason": reason or "no reason given", "at": at}).encode()
+
+
+def pause_reason(raw: bytes) -> str:
+    """The reason stored in a pause marker; any marker, even unreadable, means paused."""
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("reason"), str):
+        return str(doc["reason"])
+    return f"unreadable pause marker {raw[:100]!r}"

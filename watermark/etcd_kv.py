@@ -1,0 +1,425 @@
+"""The `KV` protocol on a real etcd (v3 gRPC API), through aetcd's generated stubs.
+
+This is the only module that talks to etcd (aetcd, grpc). It holds no watermark rules
+(those are in `watermark.store`); its job is to make etcd calls predictable:
+
+- Connection. aetcd's `Client` only opens insecure channels and talks to one host, so
+  the channel is opened here (`grpc.aio.secure_channel` with CA / client cert when TLS
+  is on) over aetcd's request/stub classes. Endpoints are tried in order, starting with
+  the last one that worked; a channel counts as connected once gRPC reports it ready
+  (and, with a username, once etcd has issued an auth token).
+- Reconnection. A connection error (or an expired auth token) closes the channel and
+  marks the client disconnected; the next call connects again. An etcd restart never
+  needs a new `EtcdKV`.
+- Retries. Reads, lease refreshes and revokes are idempotent and are retried a few
+  times with exponential backoff. A transaction is NOT retried once it may have reached
+  etcd: its outcome is unknown, so `EtcdUnavailable` is raised and the caller re-reads
+  (every write in `watermark.store` is a compare-and-swap, so re-read + retry is safe).
+  Only failures that prove nothing was applied (no connection, auth token rejected)
+  are retried for transactions.
+- Consistency. `range_prefix` reads page by page (`limit` keys per request) at the
+  revision of the first page, so the result is one snapshot however large the prefix.
+  If that revision is compacted away in between, the whole read starts again.
+- Errors. Every gRPC failure leaves this module as `EtcdUnavailable(endpoint, reason)`;
+  a put on a lease that etcd no longer has becomes `LeaseExpired`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+import structlog
+from aetcd import rpc
+
+from watermark.errors import ConfigError, EtcdUnavailable, LeaseExpired
+from watermark.kv import Compare, Delete, KeyValue, Put, RangeResult, TxnResult
+
+__all__ = ["DEFAULT_PAGE_SIZE", "EtcdKV"]
+
+DEFAULT_PAGE_SIZE = 2000
+_MAX_RECEIVE_BYTES = 64 * 1024 * 1024
+_T = TypeVar("_T")
+_log = structlog.get_logger(__name__)
+
+# Codes after which the channel is dropped and the next call connects afresh.
+_RECONNECT = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAUTHENTICATED,
+    }
+)
+# Codes after which an idempotent call is tried again (OUT_OF_RANGE: the paged
+# revision was compacted, so the read starts over at a new one).
+_RETRY_READ = _RECONNECT | {grpc.StatusCode.OUT_OF_RANGE}
+# Codes that prove the request was rejected before anything was applied.
+_NOT_APPLIED = frozenset({grpc.StatusCode.UNAUTHENTICATED})
+
+
+@dataclass(slots=True)
+class _Session:
+    """One open channel to one endpoint, with its stubs and auth metadata."""
+
+    endpoint: str
+    channel: grpc.aio.Channel
+    kv: Any
+    lease: Any
+    metadata: tuple[tuple[str, str], ...] | None
+    retired: bool = False
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """etcd's range_end for "every key starting with prefix"."""
+    end = bytearray(prefix)
+    for index in reversed(range(len(end))):
+        if end[index] < 0xFF:
+            end[index] += 1
+            return bytes(end[: index + 1])
+    return b"\0"  # empty or all-0xff prefix: to the end of the keyspace
+
+
+def _key_value(raw: Any) -> KeyValue:
+    return KeyValue(
+        key=raw.key.decode("utf-8", "surrogateescape"),
+        value=bytes(raw.value),
+        mod_revision=raw.mod_revision,
+        create_revision=raw.create_revision,
+        lease=raw.lease,
+    )
+
+
+class EtcdKV:
+    """The `KV` protocol on etcd; see the module docstring for connection behaviour.
+
+    `endpoints` are "host:port" strings. `timeout_s` bounds every single call (and each
+    connection attempt). TLS is on when `tls` is true; `ca_cert` (PEM bytes; system roots
+    when None) verifies the server, `cert_chain` + `private_key` authenticate the client.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        timeout_s: float = 5.0,
+        username: str | None = None,
+        password: str | None = None,
+        tls: bool = False,
+        ca_cert: bytes | None = None,
+        cert_chain: bytes | None = None,
+        private_key: bytes | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        read_attempts: int = 3,
+        retry_backoff_s: float = 0.1,
+    ) -> None:
+        if not endpoints:
+            raise ConfigError("no etcd endpoint given: pass at least one host:port")
+        if (username is None) != (password is None):
+            raise ConfigError("etcd username and password must be given together")
+        if (cert_chain is None) != (private_key is None):
+            raise ConfigError("etcd client certificate and key must be given together")
+        if page_size < 1 or read_attempts < 1 or timeout_s <= 0:
+            raise ConfigError(
+                f"page_size ({page_size}), read_attempts ({read_attempts}) and timeout_s "
+                f"({timeout_s}) must be positive"
+            )
+        self._endpoints = tuple(endpoints)
+        self._timeout_s = timeout_s
+        self._username = username
+        self._password = password
+        self._credentials = (
+            grpc.ssl_channel_credentials(
+                root_certificates=ca_cert, private_key=private_key, certificate_chain=cert_chain
+            )
+            if tls or ca_cert is not None or cert_chain is not None
+            else None
+        )
+        self._page_size = page_size
+        self._read_attempts = read_attempts
+        self._retry_backoff_s = retry_backoff_s
+        self._session: _Session | None = None
+        self._preferred = 0
+        self._connect_lock = asyncio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"EtcdKV(endpoints={list(self._endpoints)!r}, tls={self._credentials is not None})"
+
+    @property
+    def connected_endpoint(self) -> str | None:
+        """The endpoint of the open channel, None while disconnected."""
+        return None if self._session is None else self._session.endpoint
+
+    # -- connection -------------------------------------------------------------------
+
+    async def _connected(self) -> _Session:
+        async with self._connect_lock:
+            if self._closed:
+                raise EtcdUnavailable(",".join(self._endpoints), "the client was closed")
+            if self._session is not None:
+                return self._session
+            reasons: list[str] = []
+            count = len(self._endpoints)
+            for step in range(count):
+                index = (self._preferred + step) % count
+                endpoint = self._endpoints[index]
+                try:
+                    self._session = await self._open(endpoint)
+                except (grpc.RpcError, OSError) as exc:
+                    reason = _describe(exc)
+                    reasons.append(f"{endpoint}: {reason}")
+                    _log.warning("etcd.connect_failed", endpoint=endpoint, reason=reason)
+                    continue
+                self._preferred = index
+                _log.info("etcd.connected", endpoint=endpoint)
+                return self._session
+            raise EtcdUnavailable(",".join(self._endpoints), "; ".join(reasons))
+
+    async def _open(self, endpoint: str) -> _Session:
+        options = [("grpc.max_receive_message_length", _MAX_RECEIVE_BYTES)]
+        if self._credentials is None:
+            channel = grpc.aio.insecure_channel(endpoint, options=options)
+        else:
+            channel = grpc.aio.secure_channel(endpoint, self._credentials, options=options)
+        try:
+            await asyncio.wait_for(_ready(channel), self._timeout_s)
+            metadata = None
+            if self._username is not None:
+                auth = rpc.AuthStub(channel)
+                request = rpc.AuthenticateRequest(name=self._username, password=self._password)
+                response = await auth.Authenticate(request, timeout=self._timeout_s)
+                metadata = (("token", response.token),)
+        except BaseException:
+            await channel.close()
+            raise
+        return _Session(
+            endpoint=endpoint,
+            channel=channel,
+            kv=rpc.KVStub(channel),
+            lease=rpc.LeaseStub(channel),
+            metadata=metadata,
+        )
+
+    async def connect(self) -> str:
+        """Connect now instead of on the first call; return the endpoint that answered."""
+        return (await self._connected()).endpoint
+
+    def _disconnect(self, session: _Session) -> None:
+        """Stop using `session`; close its channel in the background.
+
+        The close has a grace period, so other calls still in flight on the channel end
+        with their own result or error instead of being cancelled under their callers.
+        """
+        if self._session is session:
+            self._session = None
+        if session.retired:
+            return
+        session.retired = True
+        closing = asyncio.create_task(session.channel.close(grace=self._timeout_s))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+
+    async def close(self) -> None:
+        """Close the channel (in-flight calls get a grace period); later calls raise."""
+        self._closed = True
+        if self._session is not None:
+            self._disconnect(self._session)
+        await asyncio.gather(*self._closing)
+
+    async def _call(
+        self,
+        what: str,
+        operation: Callable[[_Session], Awaitable[_T]],
+        *,
+        idempotent: bool,
+    ) -> _T:
+        """Run `operation` on a connected session; translate and retry as documented."""
+        failure: EtcdUnavailable | None = None
+        for attempt in range(self._read_attempts):
+            if attempt:
+                await asyncio.sleep(self._retry_backoff_s * 2 ** (attempt - 1))
+            try:
+                session = await self._connected()
+            except EtcdUnavailable as exc:
+                failure = exc  # nothing was sent: safe to retry any call
+                continue
+            try:
+                return await operation(session)
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                reason = f"{what}: {code.name} {exc.details()}"
+                if code in _RECONNECT:
+                    _log.warning("etcd.connection_lost", endpoint=session.endpoint, reason=reason)
+                    self._disconnect(session)
+                error = EtcdUnavailable(session.endpoint, reason)
+                retryable = code in _RETRY_READ if idempotent else code in _NOT_APPLIED
+                if not retryable:
+                    raise error from exc
+                error.__cause__ = exc
+                failure = error
+        assert failure is not None
+        raise failure
+
+    # -- KV protocol --------------------------------------------------------------------
+
+    async def get(self, key: str) -> KeyValue | None:
+        """The key's current value (linearizable read), or None."""
+
+        async def operation(session: _Session) -> KeyValue | None:
+            request = rpc.RangeRequest(key=key.encode())
+            response = await session.kv.Range(
+                request, timeout=self._timeout_s, metadata=session.metadata
+            )
+            return _key_value(response.kvs[0]) if response.kvs else None
+
+        return await self._call(f"get {key}", operation, idempotent=True)
+
+    async def range_prefix(self, prefix: str) -> RangeResult:
+        """Every key under `prefix` at one revision, sorted by key, paged internally."""
+        start = prefix.encode()
+        end = _prefix_end(start)
+
+        async def operation(session: _Session) -> RangeResult:
+            items: list[KeyValue] = []
+            revision = 0
+            key = start
+            while True:
+                request = rpc.RangeRequest(
+                    key=key,
+                    range_end=end,
+                    limit=self._page_size,
+                    revision=revision,
+                    sort_order=rpc.RangeRequest.ASCEND,
+                    sort_target=rpc.RangeRequest.KEY,
+                )
+                response = await session.kv.Range(
+                    request, timeout=self._timeout_s, metadata=session.metadata
+                )
+                if revision == 0:
+                    revision = response.header.revision
+                items.extend(_key_value(raw) for raw in response.kvs)
+                if not response.more or not response.kvs:
+                    return RangeResult(revision=revision, items=tuple(items))
+                key = response.kvs[-1].key + b"\0"
+
+        return await self._call(f"range {prefix}", operation, idempotent=True)
+
+    async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
+        """Apply `ops` iff every mod_revision compare holds. Never retried once sent."""
+        request = rpc.TxnRequest(
+            compare=[
+                rpc.Compare(
+                    result=rpc.Compare.EQUAL,
+                    target=rpc.Compare.MOD,
+                    key=compare.key.encode(),
+                    mod_revision=compare.mod_revision,
+                )
+                for compare in compares
+            ],
+            success=[_request_op(op) for op in ops],
+        )
+
+        async def operation(session: _Session) -> TxnResult:
+            try:
+                response = await session.kv.Txn(
+                    request, timeout=self._timeout_s, metadata=session.metadata
+                )
+            except grpc.aio.AioRpcError as exc:
+                leased = [op.lease for op in ops if isinstance(op, Put) and op.lease]
+                if exc.code() == grpc.StatusCode.NOT_FOUND and leased:
+                    raise LeaseExpired(leased[0]) from exc
+                raise
+            return TxnResult(succeeded=response.succeeded, revision=response.header.revision)
+
+        return await self._call("txn", operation, idempotent=False)
+
+    async def lease_grant(self, ttl_s: int) -> int:
+        """A new lease id with `ttl_s` seconds to live (etcd may raise a tiny TTL)."""
+
+        async def operation(session: _Session) -> int:
+            response = await session.lease.LeaseGrant(
+                rpc.LeaseGrantRequest(TTL=ttl_s, ID=0),
+                timeout=self._timeout_s,
+                metadata=session.metadata,
+            )
+            return int(response.ID)
+
+        # A grant whose answer was lost leaks a lease that simply expires: not retried
+        # so that a caller never holds two live leases.
+        return await self._call("lease grant", operation, idempotent=False)
+
+    async def lease_refresh(self, lease_id: int) -> bool:
+        """One keepalive round trip; False when etcd no longer knows the lease."""
+
+        async def operation(session: _Session) -> bool:
+            call = session.lease.LeaseKeepAlive(timeout=self._timeout_s, metadata=session.metadata)
+            try:
+                await call.write(rpc.LeaseKeepAliveRequest(ID=lease_id))
+                reply = await call.read()
+            finally:
+                call.cancel()
+            if reply is grpc.aio.EOF:
+                return False
+            return int(reply.TTL) > 0
+
+        return await self._call("lease refresh", operation, idempotent=True)
+
+    async def lease_revoke(self, lease_id: int) -> None:
+        """Revoke the lease (deleting its keys); a lease already gone is not an error."""
+
+        async def operation(session: _Session) -> None:
+            try:
+                await session.lease.LeaseRevoke(
+                    rpc.LeaseRevokeRequest(ID=lease_id),
+                    timeout=self._timeout_s,
+                    metadata=session.metadata,
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+
+        await self._call("lease revoke", operation, idempotent=True)
+
+
+async def _ready(channel: grpc.aio.Channel) -> None:
+    """Wait until the channel is connected; fail at once when the endpoint refuses.
+
+    (`channel_ready()` keeps retrying a refused endpoint until the timeout, which would
+    make failing over to the next endpoint as slow as the timeout.)
+    """
+    state = channel.get_state(try_to_connect=True)
+    while state != grpc.ChannelConnectivity.READY:
+        if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            raise ConnectionRefusedError(
+                "cannot connect (refused, unreachable or TLS handshake failed)"
+            )
+        if state == grpc.ChannelConnectivity.SHUTDOWN:
+            raise ConnectionAbortedError("channel shut down")
+        await channel.wait_for_state_change(state)
+        state = channel.get_state(try_to_connect=True)
+
+
+def _request_op(op: Put | Delete) -> Any:
+    if isinstance(op, Put):
+        return rpc.RequestOp(
+            request_put=rpc.PutRequest(key=op.key.encode(), value=op.value, lease=op.lease)
+        )
+    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=op.key.encode()))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name} {exc.details()}"
+    if isinstance(exc, TimeoutError):
+        return "no connection within the timeout"
+    if isinstance(exc, OSError):
+        return str(exc)
+    return repr(exc)
