@@ -199,7 +199,7 @@ class LocalS3:
 
     @staticmethod
     def _backend() -> Any:
-        from moto.core import DEFAULT_ACCOUNT_ID  # noqa: PLC0415
+        from moto.core.models import DEFAULT_ACCOUNT_ID  # noqa: PLC0415
         from moto.s3.models import s3_backends  # noqa: PLC0415
 
         return s3_backends[DEFAULT_ACCOUNT_ID]["aws"]

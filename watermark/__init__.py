@@ -2,7 +2,13 @@
 
 The core (`EpochWindow`, `PartitionGcState`) is pure and deterministic; see the
 module docstrings of `watermark.window` and `watermark.gcstate` for how it works.
+
+The async service classes (`FencingGuard`, `Publisher`, ...) are exported too, but
+loaded on first use, so that importing the pure core never imports asyncio, structlog
+or prometheus-client.
 """
+
+from typing import TYPE_CHECKING
 
 from watermark.errors import (
     ConfigError,
@@ -28,14 +34,22 @@ from watermark.errors import (
 from watermark.gcstate import PartitionGcState, PendingSlide
 from watermark.window import Admission, EpochWindow
 
+if TYPE_CHECKING:
+    from watermark.guard import FenceToken, FencingGuard
+    from watermark.metrics import WatermarkMetrics
+    from watermark.publisher import Fence, Publisher
+
 __all__ = [
     "Admission",
     "ConfigError",
     "EpochConflict",
     "EpochWindow",
     "EtcdUnavailable",
+    "Fence",
     "FenceExpired",
     "FenceTimeout",
+    "FenceToken",
+    "FencingGuard",
     "FencingViolation",
     "GuardClosed",
     "IllegalTransition",
@@ -47,9 +61,29 @@ __all__ = [
     "PartitionNotHosted",
     "PartitionNotRegistered",
     "PendingSlide",
+    "Publisher",
     "StaleEpoch",
     "StaleOwner",
     "StorageError",
+    "WatermarkMetrics",
     "WatermarkRegression",
     "WatermarkUnavailable",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Load the service classes on first access (see the module docstring)."""
+    # Imports inside the function are the point: they keep `import watermark` pure.
+    if name in ("FenceToken", "FencingGuard"):
+        from watermark import guard  # noqa: PLC0415
+
+        return getattr(guard, name)
+    if name in ("Fence", "Publisher"):
+        from watermark import publisher  # noqa: PLC0415
+
+        return getattr(publisher, name)
+    if name == "WatermarkMetrics":
+        from watermark import metrics  # noqa: PLC0415
+
+        return metrics.WatermarkMetrics
+    raise AttributeError(f"module 'watermark' has no attribute {name!r}")
