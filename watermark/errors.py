@@ -232,8 +232,11 @@ class FenceTimeout(L0gcError):
 
 
 class GuardClosed(L0gcError):
-    """The partition's fencing guard is closed: it was released, its owner lost it, or the
-    service is shutting down. Waiters are woken with this error; nothing was granted."""
+    """The partition's fencing guard is closed; nothing was granted.
+
+    It was released, this process lost the partition, or the service is shutting down.
+    Queued fence requests are woken with this error.
+    """
 
     def __init__(self, partition: str) -> None:
         super().__init__(partition)
@@ -248,8 +251,11 @@ class GuardClosed(L0gcError):
 
 
 class FenceExpired(L0gcError):
-    """A fence is not held any more: it passed its deadline and was reclaimed for a
-    window slide, or it was already committed or aborted. The write must not be committed."""
+    """A fence is not held any more: the write must not be committed.
+
+    It passed its deadline and was reclaimed so a window slide could proceed, or it was
+    already committed or aborted.
+    """
 
     def __init__(self, partition: str, epoch: int | None) -> None:
         super().__init__(partition, epoch)

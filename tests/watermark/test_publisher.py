@@ -1,0 +1,296 @@
+"""The publisher service on an in-memory etcd: adopt, fence/commit, publish, idle advance."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from watermark.cli import MeteredTicker
+from watermark.contract import PUBLISH_BATCH, Publication, PublishStatus
+from watermark.errors import (
+    FenceExpired,
+    GuardClosed,
+    IllegalTransition,
+    PartitionNotHosted,
+    PartitionNotRegistered,
+    StaleEpoch,
+)
+from watermark.memory_kv import MemoryKV
+from watermark.metrics import WatermarkMetrics
+from watermark.publisher import Publisher
+from watermark.record import PartitionRecord
+from watermark.store import WatermarkStore
+
+NS = "/l0gc/test"
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll `condition` (yielding to the loop) until it holds or the deadline passes."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0)
+
+
+async def make_store(epoch: int = 5) -> WatermarkStore:
+    """A store on a fresh MemoryKV with the cluster epoch at `epoch`."""
+    store = WatermarkStore(MemoryKV(), NS)
+    await store.init_cluster_epoch(epoch)
+    return store
+
+
+async def hosting(
+    *partitions: str, owner: str = "pub-a", **options: Any
+) -> tuple[WatermarkStore, Publisher]:
+    """A store at cluster epoch 5 with `partitions` registered and adopted by a publisher."""
+    store = await make_store(5)
+    publisher = Publisher(store, owner, **options)
+    for name in partitions:
+        await store.register_partition(name)
+        await publisher.adopt(name)
+    return store, publisher
+
+
+async def stored(store: WatermarkStore, partition: str) -> PartitionRecord:
+    """The record in the store (it must exist)."""
+    record = await store.get_partition(partition)
+    assert record is not None
+    return record
+
+
+async def write(publisher: Publisher, partition: str, epoch: int, offset: int) -> None:
+    """Fence `epoch` and commit `offset` through the Python API."""
+    async with publisher.fence(partition, epoch, timeout_s=5) as fence:
+        fence.commit(offset)
+
+
+async def test_adopt_restores_fresh_state_and_publishes_owner_and_window() -> None:
+    """Adopting a registered partition owns it and publishes its window and tracker."""
+    store, publisher = await hosting("orders/0")
+    state = publisher.state("orders/0")
+    assert state["owner_epoch"] == 1
+    assert state["window"] == [5, 5]
+    assert state["watermark"] == 4
+    assert await publisher.publish_now() == {"orders/0": PublishStatus.OK}
+    record = await stored(store, "orders/0")
+    assert record.owner == "pub-a"
+    assert record.window == (5, 5)
+    assert record.tracker is not None
+
+
+async def test_adopt_of_unregistered_partition_fails() -> None:
+    """A partition must be registered before it can be adopted."""
+    publisher = Publisher(await make_store(), "pub-a")
+    with pytest.raises(PartitionNotRegistered):
+        await publisher.adopt("nope")
+    assert publisher.partitions == []
+
+
+async def test_commits_and_reconciled_reports_raise_the_published_watermark() -> None:
+    """M(p) follows the slides the reconciler has passed, and the publish stores it."""
+    store, publisher = await hosting("p0")
+    await write(publisher, "p0", 5, 0)
+    await write(publisher, "p0", 6, 1)
+    await write(publisher, "p0", 7, 2)
+    publisher.reconciled("p0", 1)
+    assert publisher.state("p0")["watermark"] == 4
+    publisher.reconciled("p0", 2)
+    assert publisher.state("p0")["watermark"] == 5
+    await publisher.publish_now()
+    record = await stored(store, "p0")
+    assert record.watermark == 5
+    assert record.window == (6, 7)
+
+
+async def test_new_owner_recovers_the_window_and_the_old_owner_stops_publishing() -> None:
+    """After takeover the window is [max_applied] above M(p); the stale owner drops it."""
+    metrics = WatermarkMetrics()
+    store, old = await hosting("p0", metrics=metrics)
+    for offset, epoch in enumerate((5, 6, 7)):
+        await write(old, "p0", epoch, offset)
+    old.reconciled("p0", 2)
+    await old.publish_now()
+
+    new = Publisher(store, "pub-b")
+    state = await new.adopt("p0")
+    assert state["owner_epoch"] == 2
+    assert state["window"] == [7, 7]
+    for epoch in (5, 6):
+        with pytest.raises(StaleEpoch):
+            await new.acquire("p0", epoch, 5)
+    await write(new, "p0", 7, 3)
+
+    await write(old, "p0", 8, 3)  # the old owner does not know yet
+    assert await old.publish_now() == {"p0": PublishStatus.STALE_OWNER}
+    assert old.partitions == []
+    assert metrics.publishes.labels(outcome="stale_owner")._value.get() == 1
+    with pytest.raises(PartitionNotHosted):
+        await old.acquire("p0", 8, 5)
+    assert (await stored(store, "p0")).owner == "pub-b"
+
+
+async def test_refused_lower_is_counted_and_never_written() -> None:
+    """A publish that would lower M(p) is refused, counted, and the stored M(p) stays."""
+    metrics = WatermarkMetrics()
+    store, publisher = await hosting("p0", metrics=metrics)
+    state = publisher.state("p0")
+    await store.publish_one(Publication("p0", "pub-a", state["owner_epoch"], watermark=40))
+    await write(publisher, "p0", 41, 0)
+    assert await publisher.publish_now() == {"p0": PublishStatus.REFUSED_LOWER}
+    assert (await stored(store, "p0")).watermark == 40
+    assert metrics.publishes.labels(outcome="refused_lower")._value.get() == 1
+    assert publisher.partitions == ["p0"]
+
+
+async def test_deregistered_partition_is_dropped_on_publish() -> None:
+    """A partition whose key was deleted is no longer hosted after the next publish."""
+    store, publisher = await hosting("p0")
+    await store.deregister_partition("p0")
+    assert await publisher.publish_now() == {"p0": PublishStatus.MISSING}
+    assert publisher.partitions == []
+
+
+async def test_commit_offsets_must_increase_and_a_failed_commit_keeps_the_fence() -> None:
+    """A repeated offset is refused; the fence stays held so the writer can abort."""
+    _, publisher = await hosting("p0")
+    await write(publisher, "p0", 5, 10)
+    token = await publisher.acquire("p0", 5, 5)
+    with pytest.raises(IllegalTransition):
+        publisher.commit(token, 10)
+    assert publisher.state("p0")["inflight_fences"] == 1
+    assert publisher.abort(token)
+    assert publisher.state("p0")["inflight_fences"] == 0
+
+
+async def test_reclaimed_fence_cannot_commit() -> None:
+    """A fence reclaimed for a slide after its deadline refuses the commit; state unchanged."""
+    clock = FakeClock()
+    _, publisher = await hosting("p0", clock=clock, hold_ttl_s=10)
+    stuck = await publisher.acquire("p0", 5, 5)
+    slide = asyncio.create_task(publisher.acquire("p0", 6, 5))
+    await until(lambda: publisher.state("p0")["waiting_slides"] == 1)
+    clock.now = 11
+    assert publisher.reclaim_expired() == 1
+    publisher.commit(await slide, 0)
+    with pytest.raises(FenceExpired):
+        publisher.commit(stuck, 1)
+    assert publisher.state("p0")["last_applied_offset"] == 0
+
+
+async def test_idle_reconciled_partition_advances_and_stops_pinning_m() -> None:
+    """An idle, reconciled partition gets housekeeping advances; its M(p) follows the epoch."""
+    store, publisher = await hosting("p0")
+    await write(publisher, "p0", 5, 0)
+    publisher.reconciled("p0", 0)
+    assert await publisher.advance_idle() == 0  # applied epoch 5 == cluster epoch
+    await store.advance_cluster_epoch()
+    assert await publisher.advance_idle() == 1
+    state = publisher.state("p0")
+    assert state["window"] == [5, 6]
+    assert state["last_applied_offset"] == 1
+    assert state["reconciled_offset"] == 1
+    await store.advance_cluster_epoch()
+    assert await publisher.advance_idle() == 1
+    assert publisher.state("p0")["watermark"] == 5
+    await publisher.publish_now()
+    assert (await stored(store, "p0")).watermark == 5
+    assert (await store.read_safe_epoch()).safe_epoch == 5
+
+
+async def test_writer_offset_colliding_with_housekeeping_is_applied_after_it() -> None:
+    """The writer's next offset after a housekeeping entry lands after it; reports map too."""
+    store, publisher = await hosting("p0")
+    await write(publisher, "p0", 5, 0)
+    publisher.reconciled("p0", 0)
+    await store.advance_cluster_epoch()
+    await publisher.advance_idle()  # housekeeping at state offset 1
+    await write(publisher, "p0", 6, 1)  # the writer's own offset 1
+    state = publisher.state("p0")
+    assert state["last_applied_offset"] == 2
+    assert state["offset_shift"] == 1
+    assert state["reconciled_offset"] == 1
+    publisher.reconciled("p0", 1)
+    assert publisher.state("p0")["reconciled_offset"] == 2
+    publisher.reconciled("p0", 0)  # a late, lower report changes nothing
+    assert publisher.state("p0")["reconciled_offset"] == 2
+
+
+async def test_idle_advance_skips_partitions_with_work_pending() -> None:
+    """Unreconciled entries, fences in flight or a window already at the epoch: no advance."""
+    store, publisher = await hosting("unreconciled", "inflight", "fenced")
+    await write(publisher, "unreconciled", 5, 0)
+    held = await publisher.acquire("inflight", 5, 5)
+    await store.advance_cluster_epoch()
+    aborted = await publisher.acquire("fenced", 6, 5)  # fenced epoch 6, then gave up
+    publisher.abort(aborted)
+    assert await publisher.advance_idle() == 0
+    assert publisher.state("inflight")["last_applied_offset"] is None
+    assert publisher.state("fenced")["last_applied_offset"] is None
+    publisher.commit(held, 0)
+
+
+async def test_run_publishes_on_shutdown_and_aborts_fence_waiters() -> None:
+    """run() publishes at start and after stop; waiters get GuardClosed, holders may commit."""
+    store, publisher = await hosting("p0", publish_interval_s=3600, idle_advance=False)
+    stop = asyncio.Event()
+    runner = asyncio.create_task(publisher.run(stop))
+    await until(lambda: publisher.published_once)
+    holder = await publisher.acquire("p0", 5, 5)
+    waiter = asyncio.create_task(publisher.acquire("p0", 6, None))
+    await until(lambda: publisher.state("p0")["waiting_slides"] == 1)
+    stop.set()
+    with pytest.raises(GuardClosed):
+        await waiter
+    publisher.commit(holder, 0)
+    publisher.reconciled("p0", 0)
+    await runner
+    tracker = (await stored(store, "p0")).tracker
+    assert tracker is not None
+    assert tracker["reconciled_offset"] == 0
+
+
+async def test_release_publishes_and_stops_hosting() -> None:
+    """release() publishes the final state and forgets the partition."""
+    store, publisher = await hosting("p0")
+    await write(publisher, "p0", 5, 0)
+    await publisher.release("p0")
+    assert publisher.partitions == []
+    tracker = (await stored(store, "p0")).tracker
+    assert tracker is not None
+    assert tracker["last_applied_offset"] == 0
+
+
+async def test_many_partitions_publish_in_batches() -> None:
+    """More partitions than one transaction holds are all published."""
+    names = [f"t/{i}" for i in range(PUBLISH_BATCH + 20)]
+    _, publisher = await hosting(*names)
+    results = await publisher.publish_now()
+    assert set(results.values()) == {PublishStatus.OK}
+    assert len(results) == len(names)
+    assert publisher.metrics.partitions_owned._value.get() == len(names)
+    assert publisher.metrics.min_watermark._value.get() == 4
+
+
+async def test_metered_ticker_counts_advances_and_leadership() -> None:
+    """The hosted ticker reports its leadership and each epoch it advanced."""
+    kv = MemoryKV()
+    store = WatermarkStore(kv, NS)
+    await store.init_cluster_epoch(5)
+    metrics = WatermarkMetrics()
+    ticker = MeteredTicker(store, kv, 1.0, "pub-a", 10, metrics=metrics)
+    assert await ticker.tick_once()
+    assert await store.get_cluster_epoch() == 6
+    assert metrics.epoch_advances._value.get() == 1
+    assert metrics.ticker_leader._value.get() == 1

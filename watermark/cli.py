@@ -1,0 +1,382 @@
+"""The `watermark` command: the publisher service and the admin commands.
+
+    watermark serve [--partitions p1,p2 [--register]] [--http-port 8080] [--tick-interval S]
+    watermark epoch get|advance [--expected N]
+    watermark partition register|deregister NAME... | list | show NAME
+
+Every command takes the etcd options of `watermark.etcd_config` (--etcd, --namespace,
+TLS, auth; env L0GC_ETCD, L0GC_NAMESPACE, ...) and `--json`, whose output is one JSON
+object carrying ``"version"``. `serve` options fall back to L0GC_* variables (named in
+their help). Logs go to stderr (JSON unless stderr is a terminal); stdout carries only
+the command's output.
+
+Exit codes, decided in one place (`_exit_code`): 0 success, 1 failure (etcd
+unreachable, partition not registered, CAS conflict, ...), 2 usage or configuration
+error, 130 interrupted.
+
+`serve` shutdown on SIGTERM/SIGINT: readiness turns 503, fence waiters are aborted
+(new fences refused), held fences get a bounded time to commit (the HTTP API still
+takes their commits), the HTTP server stops, the final publish is written, the ticker
+resigns, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import structlog
+
+from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
+from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.guard import DEFAULT_HOLD_TTL_S
+from watermark.http_api import ApiServer, create_app
+from watermark.kv import KV
+from watermark.metrics import WatermarkMetrics
+from watermark.publisher import DEFAULT_FENCE_TIMEOUT_S, Publisher
+from watermark.record import PartitionRecord
+from watermark.store import WatermarkStore
+from watermark.ticker import EpochTicker
+
+__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "MeteredTicker", "main"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+OUTPUT_VERSION = 1
+
+_log = structlog.get_logger("watermark.cli")
+Command = Callable[[argparse.Namespace, WatermarkStore, KV], Awaitable[dict[str, Any]]]
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print one JSON object")
+    common.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="log level on stderr (env L0GC_LOG_LEVEL; default warning, serve: info)",
+    )
+    add_etcd_arguments(common)
+    parser = argparse.ArgumentParser(
+        prog="watermark", description="l0gc watermark publisher service and admin commands."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve", parents=[common], help="run the publisher service (HTTP API, epoch ticker)"
+    )
+    serve.add_argument(
+        "--http-host", default=_env("L0GC_HTTP_HOST", "0.0.0.0"),  # noqa: S104 - a service
+        help="address to listen on (env L0GC_HTTP_HOST; default 0.0.0.0)",
+    )
+    serve.add_argument(
+        "--http-port", type=int, default=_env("L0GC_HTTP_PORT", "8080"),
+        help="port to listen on, 0 = any free port (env L0GC_HTTP_PORT; default 8080)",
+    )
+    serve.add_argument(
+        "--owner-id", default=_env("L0GC_OWNER_ID", f"{socket.gethostname()}-{os.getpid()}"),
+        help="this process's owner id in partition records (env L0GC_OWNER_ID; "
+        "default hostname-pid)",
+    )
+    serve.add_argument(
+        "--partitions", default=_env("L0GC_PARTITIONS", ""), metavar="P1,P2",
+        help="comma-separated partitions to adopt at start (env L0GC_PARTITIONS)",
+    )
+    serve.add_argument(
+        "--register", action="store_true",
+        help="register the --partitions that are not registered yet before adopting them",
+    )
+    serve.add_argument(
+        "--publish-interval", type=_positive, default=_env("L0GC_PUBLISH_INTERVAL", "1.0"),
+        metavar="S", help="seconds between publishes (env L0GC_PUBLISH_INTERVAL; default 1)",
+    )
+    serve.add_argument(
+        "--tick-interval", type=_non_negative, default=_env("L0GC_TICK_INTERVAL", "0"),
+        metavar="S", help="advance the cluster epoch every S seconds while elected leader; "
+        "0 = no ticker (env L0GC_TICK_INTERVAL; default 0)",
+    )
+    serve.add_argument(
+        "--ticker-lease-ttl", type=int, default=_env("L0GC_TICKER_LEASE_TTL", "10"),
+        metavar="S", help="etcd lease TTL of ticker leadership (env L0GC_TICKER_LEASE_TTL)",
+    )
+    serve.add_argument(
+        "--fence-timeout", type=_positive,
+        default=_env("L0GC_FENCE_TIMEOUT", str(DEFAULT_FENCE_TIMEOUT_S)), metavar="S",
+        help="default fence deadline when a request gives none (env L0GC_FENCE_TIMEOUT)",
+    )
+    serve.add_argument(
+        "--hold-ttl", type=_positive, default=_env("L0GC_HOLD_TTL", str(DEFAULT_HOLD_TTL_S)),
+        metavar="S", help="how long a granted fence may stay uncommitted before a waiting "
+        "window slide may reclaim it (env L0GC_HOLD_TTL)",
+    )
+    serve.add_argument(
+        "--drain-timeout", type=_non_negative, default=_env("L0GC_DRAIN_TIMEOUT", "5"),
+        metavar="S", help="on shutdown, how long held fences may still commit (default 5)",
+    )
+    serve.add_argument(
+        "--no-idle-advance", action="store_true",
+        help="do not give idle, reconciled partitions housekeeping epoch advances",
+    )
+
+    epoch = commands.add_parser("epoch", help="read or advance the cluster epoch")
+    epoch_commands = epoch.add_subparsers(dest="action", required=True, metavar="ACTION")
+    epoch_commands.add_parser("get", parents=[common], help="print the cluster epoch")
+    advance = epoch_commands.add_parser(
+        "advance", parents=[common], help="advance the cluster epoch by exactly 1 (CAS)"
+    )
+    advance.add_argument(
+        "--expected", type=int, metavar="N", help="fail unless the epoch is N before advancing"
+    )
+
+    partition = commands.add_parser("partition", help="manage partition records")
+    part_commands = partition.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, text in (
+        ("register", "register partitions (M(p) = cluster epoch - 1); existing ones unchanged"),
+        ("deregister", "delete partitions' records (do this only once their data is gone)"),
+    ):
+        sub = part_commands.add_parser(action, parents=[common], help=text)
+        sub.add_argument("names", nargs="+", metavar="NAME", help="partition name(s)")
+    part_commands.add_parser("list", parents=[common], help="list every partition record")
+    show = part_commands.add_parser("show", parents=[common], help="print one partition record")
+    show.add_argument("name", metavar="NAME", help="partition name")
+    return parser
+
+
+class MeteredTicker(EpochTicker):
+    """The epoch ticker hosted by `serve`, counting its advances and leadership in metrics."""
+
+    def __init__(self, *args: Any, metrics: WatermarkMetrics, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._metrics = metrics
+
+    async def tick_once(self, *, advance: bool = True) -> bool:
+        """`EpochTicker.tick_once`, then update the epoch and leadership metrics."""
+        advanced = await super().tick_once(advance=advance)
+        if advanced:
+            self._metrics.epoch_advances.inc()
+        self._metrics.ticker_leader.set(1 if self.is_leader else 0)
+        return advanced
+
+
+def _record(record: PartitionRecord) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(record.encode())
+    return doc
+
+
+async def _epoch_get(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+    return {"epoch": await store.get_cluster_epoch()}
+
+
+async def _epoch_advance(
+    args: argparse.Namespace, store: WatermarkStore, kv: KV
+) -> dict[str, Any]:
+    epoch = await store.advance_cluster_epoch(args.expected)
+    return {"epoch": epoch, "previous": epoch - 1}
+
+
+async def _register(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+    return {"partitions": [_record(await store.register_partition(n)) for n in args.names]}
+
+
+async def _deregister(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+    deleted = [name for name in args.names if await store.deregister_partition(name)]
+    return {"deregistered": deleted, "absent": [n for n in args.names if n not in deleted]}
+
+
+async def _list(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+    records = await store.list_partitions()
+    return {
+        "partitions": [
+            {"partition": name, "error": str(found)}
+            if isinstance(found, L0gcError)
+            else _record(found)
+            for name, found in sorted(records.items())
+        ]
+    }
+
+
+async def _show(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+    record = await store.get_partition(args.name)
+    if record is None:
+        raise PartitionNotRegistered(args.name)
+    return _record(record)
+
+
+async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    partitions = [p.strip() for p in args.partitions.split(",") if p.strip()]
+    metrics = WatermarkMetrics()
+    publisher = Publisher(
+        store,
+        args.owner_id,
+        publish_interval_s=args.publish_interval,
+        idle_advance=not args.no_idle_advance,
+        metrics=metrics,
+        hold_ttl_s=args.hold_ttl,
+        fence_timeout_s=args.fence_timeout,
+        drain_timeout_s=args.drain_timeout,
+    )
+    for name in partitions:
+        if args.register:
+            await store.register_partition(name)
+        await publisher.adopt(name)
+    server = ApiServer(
+        create_app(publisher, ready=lambda: publisher.published_once and not stopping.is_set())
+    )
+    port = await server.start(args.http_host, args.http_port)
+    publisher_stop, ticker_stop = asyncio.Event(), asyncio.Event()
+    tasks = [asyncio.create_task(publisher.run(publisher_stop), name="publisher")]
+    if args.tick_interval > 0:
+        ticker = MeteredTicker(
+            store, kv, args.tick_interval, args.owner_id, args.ticker_lease_ttl, metrics=metrics
+        )
+        tasks.append(asyncio.create_task(ticker.run(ticker_stop), name="ticker"))
+    _log.info("watermark.serve_started", owner=args.owner_id, port=port, partitions=partitions)
+    stop_wait = asyncio.create_task(stopping.wait())
+    done, _ = await asyncio.wait([stop_wait, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    stop_wait.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stop_wait
+    stopping.set()
+    _log.info("watermark.serve_stopping", owner=args.owner_id)
+    publisher.abort_waiters()
+    await publisher.drain()
+    await server.stop()
+    publisher_stop.set()
+    ticker_stop.set()
+    # The publisher's run ends with the final publish; the ticker's with resigning.
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    for task, outcome in zip(tasks, outcomes, strict=True):
+        if isinstance(outcome, BaseException) or task in done:
+            _log.error("watermark.task_failed", task=task.get_name(), error=repr(outcome))
+            raise L0gcError(f"the {task.get_name()} task failed ({outcome!r}); see the logs")
+    return {"stopped": True, "owner": args.owner_id, "partitions": publisher.partitions}
+
+
+_COMMANDS: dict[tuple[str, str | None], Command] = {
+    ("serve", None): _serve,
+    ("epoch", "get"): _epoch_get,
+    ("epoch", "advance"): _epoch_advance,
+    ("partition", "register"): _register,
+    ("partition", "deregister"): _deregister,
+    ("partition", "list"): _list,
+    ("partition", "show"): _show,
+}
+
+
+async def _run(args: argparse.Namespace, settings: EtcdSettings) -> dict[str, Any]:
+    command = _COMMANDS[(args.command, getattr(args, "action", None))]
+    kv = await open_kv(settings)
+    try:
+        return await command(args, WatermarkStore(kv, settings.namespace), kv)
+    finally:
+        await kv.close()
+
+
+def _write_text(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    if args.command == "epoch":
+        sys.stdout.write(f"{result['epoch']}\n")
+    elif args.command == "partition" and args.action == "deregister":
+        for name in result["deregistered"]:
+            sys.stdout.write(f"deregistered {name}\n")
+        for name in result["absent"]:
+            sys.stdout.write(f"not registered {name}\n")
+    elif args.command == "partition":
+        docs = result.get("partitions", [result])
+        for doc in docs:
+            if "error" in doc:
+                sys.stdout.write(f"{doc['partition']}  MALFORMED: {doc['error']}\n")
+                continue
+            low, high = doc["window"]
+            window = "[]" if low is None else f"[{low}, {high}]"
+            sys.stdout.write(
+                f"{doc['partition']}  M(p)={doc['watermark']}  window={window}  "
+                f"created_epoch={doc['created_epoch']}  owner={doc['owner']}"
+                f"  owner_epoch={doc['owner_epoch']}\n"
+            )
+
+
+def _exit_code(exc: BaseException) -> int:
+    """The one place that maps an error to an exit code."""
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(exc, ConfigError) and not isinstance(exc, PartitionNotRegistered):
+        return EXIT_USAGE
+    return EXIT_FAILURE
+
+
+def _configure_logging(level: str) -> None:
+    renderer: Any = structlog.processors.JSONRenderer()
+    if sys.stderr.isatty():
+        renderer = structlog.dev.ConsoleRenderer()
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `watermark` command; return its exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    default_level = "info" if args.command == "serve" else "warning"
+    _configure_logging(args.log_level or _env("L0GC_LOG_LEVEL", default_level))
+    try:
+        settings = EtcdSettings.from_args(args)
+        result = asyncio.run(_run(args, settings))
+    except (L0gcError, KeyboardInterrupt) as exc:
+        code = _exit_code(exc)
+        message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        if args.json:
+            error = {"version": OUTPUT_VERSION, "error": type(exc).__name__, "message": message}
+            sys.stdout.write(json.dumps(error) + "\n")
+        sys.stderr.write(f"watermark: error: {message}\n")
+        return code
+    if args.json:
+        sys.stdout.write(json.dumps({"version": OUTPUT_VERSION, **result}, sort_keys=True) + "\n")
+    else:
+        _write_text(args, result)
+    return EXIT_OK
+

@@ -1,0 +1,146 @@
+"""Prometheus metrics of the watermark publisher service, on a registry of their own.
+
+Every metric is named ``l0gc_watermark_<noun>_<unit>`` (counters end in ``_total``)
+and carries at most one label with a small, fixed set of values. Partition names are
+never labels (there may be thousands); per-partition detail is in the HTTP state
+endpoints and the structlog events, not here.
+
+A `WatermarkMetrics` owns a dedicated `CollectorRegistry`, so several services in one
+process (tests, `gcd demo`) never collide on the global default registry, and
+`render()` gives the text exposition that ``GET /metrics`` serves.
+
+| metric | type | labels |
+|---|---|---|
+| ``l0gc_watermark_fences_total`` | counter | ``result``: inside, slide, stale, timeout |
+| ``l0gc_watermark_fences_reclaimed_total`` | counter | |
+| ``l0gc_watermark_window_slides_total`` | counter | |
+| ``l0gc_watermark_inflight_fences`` | gauge | |
+| ``l0gc_watermark_publishes_total`` | counter | ``outcome``: ok, refused_lower, stale_owner, |
+|  |  | missing, error |
+| ``l0gc_watermark_publish_duration_seconds`` | histogram | |
+| ``l0gc_watermark_partitions_owned`` | gauge | |
+| ``l0gc_watermark_min_watermark`` | gauge | (lowest M(p) among owned partitions; -1 when none) |
+| ``l0gc_watermark_cluster_epoch`` | gauge | |
+| ``l0gc_watermark_epoch_advances_total`` | counter | |
+| ``l0gc_watermark_idle_advances_total`` | counter | |
+| ``l0gc_watermark_ticker_leader`` | gauge | (1 while this process leads the epoch ticker) |
+"""
+
+from __future__ import annotations
+
+import enum
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "FenceResult", "PublishOutcome", "WatermarkMetrics"]
+
+
+class FenceResult(enum.Enum):
+    """How a fence request ended (the ``result`` label of fences_total)."""
+
+    INSIDE = "inside"
+    """Admitted under the shared lock, the window unchanged."""
+    SLIDE = "slide"
+    """Admitted after sliding the window up to the epoch."""
+    STALE = "stale"
+    """Refused: the epoch is below the window (or at/below the published M(p))."""
+    TIMEOUT = "timeout"
+    """The fence deadline passed while waiting for the lock."""
+
+
+class PublishOutcome(enum.Enum):
+    """How one partition's publish ended (the ``outcome`` label of publishes_total)."""
+
+    OK = "ok"
+    REFUSED_LOWER = "refused_lower"
+    STALE_OWNER = "stale_owner"
+    MISSING = "missing"
+    ERROR = "error"
+
+
+class WatermarkMetrics:
+    """The publisher service's metrics on a dedicated registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        reg = self.registry
+        self.fences = Counter(
+            "l0gc_watermark_fences_total",
+            "Fence requests by result (inside, slide, stale, timeout).",
+            ["result"],
+            registry=reg,
+        )
+        self.fences_reclaimed = Counter(
+            "l0gc_watermark_fences_reclaimed_total",
+            "Held fences reclaimed after their deadline because a window slide waited on them.",
+            registry=reg,
+        )
+        self.window_slides = Counter(
+            "l0gc_watermark_window_slides_total",
+            "Fencing window slides (a higher epoch took the exclusive lock).",
+            registry=reg,
+        )
+        self.inflight_fences = Gauge(
+            "l0gc_watermark_inflight_fences",
+            "Fences currently held (writes admitted and not yet committed or aborted).",
+            registry=reg,
+        )
+        self.publishes = Counter(
+            "l0gc_watermark_publishes_total",
+            "Partition record publishes by outcome.",
+            ["outcome"],
+            registry=reg,
+        )
+        self.publish_duration = Histogram(
+            "l0gc_watermark_publish_duration_seconds",
+            "Duration of one publish round (all dirty partitions, batched).",
+            registry=reg,
+        )
+        self.partitions_owned = Gauge(
+            "l0gc_watermark_partitions_owned",
+            "Partitions this process owns and publishes.",
+            registry=reg,
+        )
+        self.min_watermark = Gauge(
+            "l0gc_watermark_min_watermark",
+            "Lowest M(p) among the partitions this process owns (-1 when it owns none).",
+            registry=reg,
+        )
+        self.cluster_epoch = Gauge(
+            "l0gc_watermark_cluster_epoch",
+            "Cluster epoch as last read or written by this process.",
+            registry=reg,
+        )
+        self.epoch_advances = Counter(
+            "l0gc_watermark_epoch_advances_total",
+            "Cluster epoch advances made by this process (ticker or admin).",
+            registry=reg,
+        )
+        self.idle_advances = Counter(
+            "l0gc_watermark_idle_advances_total",
+            "Housekeeping epoch advances applied to idle, fully reconciled partitions.",
+            registry=reg,
+        )
+        self.ticker_leader = Gauge(
+            "l0gc_watermark_ticker_leader",
+            "1 while this process is the elected epoch ticker leader, else 0.",
+            registry=reg,
+        )
+        for result in FenceResult:
+            self.fences.labels(result=result.value)
+        for outcome in PublishOutcome:
+            self.publishes.labels(outcome=outcome.value)
+        self.min_watermark.set(-1)
+
+    def fence(self, result: FenceResult) -> None:
+        """Count one fence request that ended with `result`."""
+        self.fences.labels(result=result.value).inc()
+
+    def publish(self, outcome: PublishOutcome, count: int = 1) -> None:
+        """Count `count` partition publishes that ended with `outcome`."""
+        self.publishes.labels(outcome=outcome.value).inc(count)
+
+    def render(self) -> bytes:
+        """The registry in the Prometheus text exposition format."""
+        return generate_latest(self.registry)
