@@ -1,0 +1,133 @@
+{{/*
+Pod template of the sweeper, shared by the Deployment, the StatefulSet and the CronJob.
+Input: dict "ctx" (the root context) and "oneShot" (true for `gcd sweep` in a CronJob).
+*/}}
+{{- define "l0gc.sweeper.podTemplate" -}}
+{{- $ := .ctx }}
+{{- $oneShot := .oneShot }}
+{{- $sw := $.Values.sweeper -}}
+metadata:
+  labels:
+    {{- include "l0gc.selectorLabels" $ | nindent 4 }}
+    app.kubernetes.io/component: sweeper
+    {{- with $sw.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    checksum/config: {{ include (print $.Template.BasePath "/sweeper-configmap.yaml") $ | sha256sum }}
+    {{- with $sw.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "l0gc.sweeper.serviceAccountName" $ }}
+  automountServiceAccountToken: {{ $.Values.serviceAccount.automountServiceAccountToken }}
+  {{- with $.Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if $oneShot }}
+  restartPolicy: Never
+  {{- end }}
+  terminationGracePeriodSeconds: {{ $sw.terminationGracePeriodSeconds }}
+  securityContext:
+    {{- toYaml $.Values.podSecurityContext | nindent 4 }}
+  {{- with $sw.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  containers:
+    - name: sweeper
+      image: {{ include "l0gc.image" $ | quote }}
+      imagePullPolicy: {{ $.Values.image.pullPolicy }}
+      command: ["gcd"]
+      args:
+        {{- if $oneShot }}
+        - sweep
+        - --json
+        {{- else }}
+        - daemon
+        - --http-host
+        - {{ $sw.http.host | quote }}
+        - --http-port
+        - {{ $sw.http.port | quote }}
+        {{- end }}
+        {{- if include "l0gc.sweeper.shardEnv" (dict "ctx" $ "oneShot" $oneShot) }}
+        # Also as a flag: an empty index (label missing) is then a usage error, where an
+        # empty variable alone would count as unset and silently mean shard 0.
+        - --shard-index
+        - "$(L0GC_SHARD_INDEX)"
+        {{- end }}
+        {{- if $sw.dryRun }}
+        - --dry-run
+        {{- end }}
+        {{- range $sw.extraArgs }}
+        - {{ . | quote }}
+        {{- end }}
+      envFrom:
+        - configMapRef:
+            name: {{ include "l0gc.sweeper.fullname" $ }}
+      {{- $env := include "l0gc.sweeper.shardEnv" (dict "ctx" $ "oneShot" $oneShot) }}
+      {{- $env = print $env (include "l0gc.etcdEnv" $) (include "l0gc.s3Env" $) }}
+      {{- if $env }}
+      env:
+        {{- $env | trim | nindent 8 }}
+      {{- end }}
+      {{- if not $oneShot }}
+      ports:
+        - name: metrics
+          containerPort: {{ $sw.http.port }}
+          protocol: TCP
+      {{- include "l0gc.probes" (dict "port" "metrics" "liveness" $sw.livenessProbe "readiness" $sw.readinessProbe) | nindent 6 }}
+      {{- end }}
+      resources:
+        {{- toYaml $sw.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml $.Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        {{- with include "l0gc.etcdVolumeMounts" $ }}{{ . | trim | nindent 8 }}{{ end }}
+  volumes:
+    {{- include "l0gc.tmpVolume" $ | nindent 4 }}
+    {{- with include "l0gc.etcdVolumes" $ }}{{ . | trim | nindent 4 }}{{ end }}
+  {{- with $sw.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $sw.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $sw.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $sw.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/*
+Shard assignment. StatefulSet: the pod's ordinal, from the pod-index label the
+StatefulSet controller sets (Kubernetes >= 1.28); CronJob with shards > 1: the
+completion index of the Indexed Job. No shell, no init container.
+*/}}
+{{- define "l0gc.sweeper.shardEnv" -}}
+{{- $ := .ctx }}
+{{- $sw := $.Values.sweeper }}
+{{- if eq $sw.mode "statefulset" }}
+- name: L0GC_SHARD_INDEX
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+- name: L0GC_SHARD_COUNT
+  value: {{ $sw.shards | quote }}
+{{- else if and .oneShot (gt (int $sw.shards) 1) }}
+- name: L0GC_SHARD_INDEX
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+- name: L0GC_SHARD_COUNT
+  value: {{ $sw.shards | quote }}
+{{- end }}
+{{- end }}
