@@ -1,0 +1,3 @@
+"""The `gcd` command line: `gcd.cli.main.main` dispatches to one module per subcommand."""
+
+__all__: list[str] = []

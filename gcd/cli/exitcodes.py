@@ -1,0 +1,36 @@
+"""Exit codes of every gcd command, and the one place exceptions are mapped to them.
+
+    0  OK               the command did what it was asked
+    1  PARTIAL_FAILURE  it ran, but some work failed (e.g. deletes that kept failing)
+    2  USAGE            bad flags, env vars, config file, or a command that is not installed
+    3  BLOCKED          a safety rail stopped it: M undefined, M regression, M above the
+                        cluster epoch, GC paused, etcd unreachable
+  130  INTERRUPTED      Ctrl-C
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from gcd.errors import ConfigError, L0gcError, StorageError, WatermarkUnavailable
+
+__all__ = ["BLOCKED", "INTERRUPTED", "OK", "PARTIAL_FAILURE", "USAGE", "exit_code_for"]
+
+OK: Final = 0
+PARTIAL_FAILURE: Final = 1
+USAGE: Final = 2
+BLOCKED: Final = 3
+INTERRUPTED: Final = 130
+
+
+def exit_code_for(exc: BaseException) -> int | None:
+    """The exit code for an exception a command let escape; None: not ours, re-raise it."""
+    if isinstance(exc, ConfigError):
+        return USAGE
+    if isinstance(exc, WatermarkUnavailable):
+        return BLOCKED
+    if isinstance(exc, StorageError | L0gcError):
+        return PARTIAL_FAILURE
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED
+    return None

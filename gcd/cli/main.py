@@ -1,0 +1,147 @@
+"""`gcd`: the entry point. Dispatches to one module per subcommand, imported lazily.
+
+Subcommand interface
+--------------------
+Each subcommand lives in its own module (table `SUBCOMMANDS` below; several
+subcommands may share a module) and provides two functions:
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None
+        Add the subcommand's options. `parser` is a fresh parser whose prog is
+        "gcd <name>"; `--help` is already there.
+
+    def run(args: argparse.Namespace) -> int            # or
+    async def run(args: argparse.Namespace) -> int
+        Do the work and return an exit code from `gcd.cli.exitcodes`. An async `run` is
+        executed with `asyncio.run`. `args.command` holds the subcommand name, so a module
+        serving several subcommands (pause/resume, spark-sweep/spark-report) can tell
+        which one was invoked.
+
+A module is imported only when its subcommand is selected: `gcd sweep` never imports
+pyspark, and `gcd --help` imports nothing but this file. Exceptions from `run` are
+mapped to exit codes in exactly one place (`gcd.cli.exitcodes.exit_code_for`); an
+unknown subcommand, or one whose module is not installed, is a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Final
+
+from gcd import __version__
+from gcd.cli import exitcodes
+
+__all__ = ["SUBCOMMANDS", "Subcommand", "main"]
+
+
+@dataclass(frozen=True, slots=True)
+class Subcommand:
+    """Where a subcommand lives and its one-line help."""
+
+    module: str
+    help: str
+
+
+SUBCOMMANDS: Final[dict[str, Subcommand]] = {
+    "sweep": Subcommand("gcd.cli.sweep", "run one sweeper round (list, decide, delete) and exit"),
+    "daemon": Subcommand("gcd.cli.daemon", "run sweeper rounds forever; /metrics /healthz /readyz"),
+    "status": Subcommand("gcd.cli.status", "show cluster epoch, global M, lag, pinning partitions"),
+    "pause": Subcommand("gcd.cli.pause", "pause every sweeper of a namespace (etcd gc/paused)"),
+    "resume": Subcommand("gcd.cli.pause", "resume sweeping after `gcd pause`"),
+    "demo": Subcommand("gcd.cli.demo", "run everything on this machine: etcd, S3, writers, GC"),
+    "simulate": Subcommand("gcd.cli.simulate", "deterministic simulation of writers and GC"),
+    "spark-sweep": Subcommand("gcd.cli.spark", "sweep a huge bucket with PySpark"),
+    "spark-report": Subcommand("gcd.cli.spark", "report garbage by epoch and prefix with PySpark"),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in SUBCOMMANDS)
+    lines = [
+        "usage: gcd [--version] <command> [options]",
+        "",
+        "Epoch-based garbage collector for temporary L0 objects in object storage.",
+        "",
+        "commands:",
+        *(f"  {name:<{width}}  {sub.help}" for name, sub in SUBCOMMANDS.items()),
+        "",
+        "Run `gcd <command> --help` for a command's options.",
+        "Exit codes: 0 ok, 1 partial failure, 2 usage error, 3 blocked by a safety rail.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(
+        f"usage: gcd [--version] <command> [options]\ngcd: error: {message}\n"
+        "Run `gcd --help` for the list of commands.\n"
+    )
+    return exitcodes.USAGE
+
+
+def _load(name: str) -> ModuleType | str:
+    """The subcommand's module, or a message saying why it cannot be used."""
+    sub = SUBCOMMANDS[name]
+    try:
+        module = importlib.import_module(sub.module)
+    except ModuleNotFoundError as exc:
+        if exc.name == sub.module:
+            return f"command {name!r} is not available in this installation ({sub.module} missing)"
+        return (
+            f"command {name!r} needs the Python package {exc.name!r}, which is not installed; "
+            "install the matching extra, e.g. pip install 'l0gc[spark]'"
+        )
+    if not callable(getattr(module, "add_arguments", None)) or not callable(
+        getattr(module, "run", None)
+    ):
+        return f"command {name!r}: {sub.module} lacks add_arguments()/run()"
+    return module
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `gcd` with `argv` (default sys.argv[1:]); return the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        return _fail("no command given")
+    first = args[0]
+    if first in {"-h", "--help", "help"}:
+        sys.stdout.write(_usage())
+        return exitcodes.OK
+    if first == "--version":
+        sys.stdout.write(f"gcd {__version__}\n")
+        return exitcodes.OK
+    if first not in SUBCOMMANDS:
+        return _fail(f"unknown command {first!r}; choose one of {', '.join(SUBCOMMANDS)}")
+    module = _load(first)
+    if isinstance(module, str):
+        return _fail(module)
+    parser = argparse.ArgumentParser(
+        prog=f"gcd {first}", description=SUBCOMMANDS[first].help, allow_abbrev=False
+    )
+    module.add_arguments(parser)
+    try:
+        namespace = parser.parse_args(args[1:])
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+    namespace.command = first
+    try:
+        result = module.run(namespace)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_await(result))
+    except (Exception, KeyboardInterrupt) as exc:
+        code = exitcodes.exit_code_for(exc)
+        if code is None:
+            raise
+        sys.stderr.write(f"gcd {first}: error: {exc}\n")
+        return code
+    return int(result)
+
+
+async def _await(awaitable: object) -> object:
+    return await awaitable  # type: ignore[misc]

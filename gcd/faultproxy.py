@@ -1,0 +1,193 @@
+"""A loopback HTTP proxy in front of an S3 endpoint that injects faults and latency.
+
+For tests and benchmarks only. Point a client's endpoint_url at `proxy.endpoint_url`;
+each request is forwarded unchanged to `upstream` (path, query, headers, body), except
+that a seeded random `share` of the requests (optionally only LIST or DELETE requests)
+is answered by the proxy itself with an S3 error document: 503 SlowDown, 500
+InternalError, 503 ServiceUnavailable, or 403 AccessDenied (a permanent failure).
+`delay_s` adds a fixed latency to every request, as a far-away S3 region would.
+Requests are counted per operation ("list", "delete", "other") and faults per code, so
+tests can check request counts from the server's side.
+
+The proxy runs on the caller's event loop (`async with FaultProxy(...)`) or on a
+thread of its own (`with ThreadedFaultProxy(...)`) for synchronous callers such as
+`gcd.cli.main.main`, which runs its own event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import threading
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+__all__ = ["FaultConfig", "FaultProxy", "ThreadedFaultProxy", "operation_of"]
+
+_STATUS: Final = {"SlowDown": 503, "ServiceUnavailable": 503, "InternalError": 500,
+                  "AccessDenied": 403}  # fmt: skip
+_HOP_BY_HOP: Final = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive",
+     "proxy-connection", "upgrade"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class FaultConfig:
+    """Which requests fail and how slow every request is."""
+
+    share: float = 0.0
+    codes: tuple[str, ...] = ("SlowDown", "InternalError")
+    delay_s: float = 0.0
+    seed: int = 0
+    operations: frozenset[str] | None = None
+    """Only these operations ("list", "delete", "other") get faults; None: all."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError(f"fault share {self.share!r} must be within 0-1")
+        unknown = set(self.codes) - set(_STATUS)
+        if unknown or not self.codes:
+            raise ValueError(f"fault codes {self.codes!r}: choose from {sorted(_STATUS)}")
+        if self.delay_s < 0:
+            raise ValueError(f"delay {self.delay_s!r} s must be >= 0")
+
+
+def operation_of(method: str, query: str) -> str:
+    """"list" for ListObjectsV2, "delete" for DeleteObjects, else "other"."""
+    params = {part.split("=", 1)[0] for part in query.split("&") if part}
+    if method == "GET" and "list-type" in params:
+        return "list"
+    if method == "POST" and "delete" in params:
+        return "delete"
+    return "other"
+
+
+def _error_body(code: str, request_id: str) -> bytes:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>injected by l0gc fault proxy</Message>"
+        f"<RequestId>{request_id}</RequestId></Error>"
+    ).encode()
+
+
+class FaultProxy:
+    """The proxy on the running event loop; use `async with`."""
+
+    def __init__(
+        self, upstream: str, config: FaultConfig | None = None, *, host: str = "127.0.0.1"
+    ) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.config = config if config is not None else FaultConfig()
+        self.host = host
+        self.port = 0
+        self.requests: collections.Counter[str] = collections.Counter()
+        self.faults: collections.Counter[str] = collections.Counter()
+        self._rng = random.Random(self.config.seed)
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        """The URL clients should use instead of the upstream."""
+        return f"http://{self.host}:{self.port}"
+
+    def reconfigure(self, config: FaultConfig) -> None:
+        """Change the faults from now on (counters are kept)."""
+        self.config = config
+        self._rng = random.Random(config.seed)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        operation = operation_of(request.method, request.query_string)
+        self.requests[operation] += 1
+        body = await request.read()
+        config = self.config
+        if config.delay_s:
+            await asyncio.sleep(config.delay_s)
+        eligible = config.operations is None or operation in config.operations
+        if eligible and config.share and self._rng.random() < config.share:
+            code = self._rng.choice(config.codes)
+            self.faults[code] += 1
+            request_id = f"fault-{sum(self.faults.values())}"
+            return web.Response(
+                status=_STATUS[code],
+                body=_error_body(code, request_id),
+                headers={"Content-Type": "application/xml", "x-amz-request-id": request_id},
+            )
+        assert self._session is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        url = URL(self.upstream + request.raw_path, encoded=True)
+        async with self._session.request(
+            request.method, url, headers=headers, data=body, allow_redirects=False
+        ) as upstream:
+            payload = await upstream.read()
+            out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
+            return web.Response(status=upstream.status, body=payload, headers=out)
+
+    async def start(self) -> FaultProxy:
+        """Start listening on a free loopback port."""
+        self._session = aiohttp.ClientSession(auto_decompress=False)
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening and close the upstream connections."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> FaultProxy:
+        return await self.start()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+class ThreadedFaultProxy:
+    """A `FaultProxy` on its own thread and event loop, for synchronous callers."""
+
+    def __init__(self, upstream: str, config: FaultConfig | None = None) -> None:
+        self.proxy = FaultProxy(upstream, config)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    @property
+    def endpoint_url(self) -> str:
+        """The URL clients should use instead of the upstream."""
+        return self.proxy.endpoint_url
+
+    def start(self) -> ThreadedFaultProxy:
+        """Start the thread and the proxy."""
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(timeout=30)
+        return self
+
+    def stop(self) -> None:
+        """Stop the proxy and its thread."""
+        asyncio.run_coroutine_threadsafe(self.proxy.stop(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
+
+    def __enter__(self) -> ThreadedFaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,137 @@
+"""Prometheus metrics of the sweeper (`l0gc_sweeper_*`), on a registry of their own.
+
+Each `SweeperMetrics` owns a `CollectorRegistry`, so tests and several sweepers in one
+process never collide, and `/metrics` serves exactly these series. Label values come
+only from fixed sets: skip reasons, round outcomes, and S3 error codes normalised by
+`error_label` to a known set plus "other". Never a key, a prefix or a message.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["ERROR_LABELS", "OUTCOMES", "SKIP_REASONS", "SweeperMetrics", "error_label"]
+
+SKIP_REASONS: Final = ("not_eligible", "too_young", "unparsable", "outside_root")
+OUTCOMES: Final = ("ok", "partial", "blocked", "paused", "idle", "error")
+ERROR_LABELS: Final = frozenset(
+    {
+        "SlowDown",
+        "ServiceUnavailable",
+        "InternalError",
+        "RequestTimeout",
+        "Throttling",
+        "AccessDenied",
+        "NoSuchBucket",
+        "NoCredentials",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ConnectionError",
+        "Timeout",
+        "500",
+        "503",
+        "other",
+    }
+)
+_ALIASES: Final = {
+    "ThrottlingException": "Throttling",
+    "RequestLimitExceeded": "Throttling",
+    "TooManyRequestsException": "Throttling",
+}
+_NAMESPACE: Final = "l0gc_sweeper"
+
+
+def error_label(code: str) -> str:
+    """The metric label for an S3 error code: itself when known, else "other"."""
+    code = _ALIASES.get(code, code)
+    return code if code in ERROR_LABELS else "other"
+
+
+class SweeperMetrics:
+    """Every sweeper metric, registered on `self.registry`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        reg = self.registry
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, namespace=_NAMESPACE, registry=reg)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, namespace=_NAMESPACE, registry=reg)
+
+        self.deleted_objects = counter("deleted_objects", "Objects deleted.")
+        self.deleted_bytes = counter("deleted_bytes", "Bytes of objects deleted.")
+        self.listed_objects = counter("listed_objects", "Listed objects examined.")
+        self.skipped_objects = counter(
+            "skipped_objects", "Listed objects not deleted, by reason.", ("reason",)
+        )
+        self.list_requests = counter("list_requests", "ListObjectsV2 requests sent.")
+        self.delete_requests = counter("delete_requests", "DeleteObjects requests sent.")
+        self.list_errors = counter("list_errors", "Failed ListObjectsV2 requests.", ("code",))
+        self.delete_errors = counter(
+            "delete_errors", "Failed DeleteObjects requests and per-key failures.", ("code",)
+        )
+        self.rounds = counter("rounds", "Sweeper rounds, by outcome.", ("outcome",))
+        self.round_duration = Histogram(
+            "round_duration_seconds",
+            "Wall time of rounds that listed.",
+            namespace=_NAMESPACE,
+            registry=reg,
+            buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+        )
+        self.safe_epoch = gauge("safe_epoch", "Global safe epoch M used by the last round.")
+        self.cluster_epoch = gauge("cluster_epoch", "Cluster epoch read with M.")
+        self.epoch_lag = gauge("epoch_lag", "Cluster epoch minus M.")
+        self.max_deleted_epoch = gauge("max_deleted_epoch", "Highest epoch of a deleted object.")
+        self.blocked = gauge("blocked", "1 while deletion is blocked by a safety rail.")
+        self.paused = gauge("paused", "1 while GC is paused through etcd.")
+        self.seconds_since_last_good_watermark = gauge(
+            "seconds_since_last_good_watermark",
+            "Seconds since M was last read from etcd (grows while etcd is unreachable).",
+        )
+        self.last_round_eligible_objects = gauge(
+            "last_round_eligible_objects", "Objects eligible for deletion in the last round."
+        )
+        self.last_success_timestamp = gauge(
+            "last_success_timestamp_seconds", "Unix time of the last round without errors."
+        )
+        for reason in SKIP_REASONS:
+            self.skipped_objects.labels(reason=reason)
+        for outcome in OUTCOMES:
+            self.rounds.labels(outcome=outcome)
+
+    def skipped(self, reason: str, count: int = 1) -> None:
+        """Count skipped objects; `reason` is one of SKIP_REASONS."""
+        if reason not in SKIP_REASONS:
+            raise ValueError(f"unknown skip reason {reason!r}; use one of {SKIP_REASONS}")
+        self.skipped_objects.labels(reason=reason).inc(count)
+
+    def list_error(self, code: str) -> None:
+        """Count one failed LIST request."""
+        self.list_errors.labels(code=error_label(code)).inc()
+
+    def delete_error(self, code: str, count: int = 1) -> None:
+        """Count failed deletes (a whole request, or keys inside one)."""
+        self.delete_errors.labels(code=error_label(code)).inc(count)
+
+    def round_finished(self, outcome: str) -> None:
+        """Count a round by outcome; `outcome` is one of OUTCOMES."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown round outcome {outcome!r}; use one of {OUTCOMES}")
+        self.rounds.labels(outcome=outcome).inc()
+
+    def set_epochs(self, safe_epoch: int | None, cluster_epoch: int | None) -> None:
+        """Record the epochs a round used."""
+        if safe_epoch is not None:
+            self.safe_epoch.set(safe_epoch)
+        if cluster_epoch is not None:
+            self.cluster_epoch.set(cluster_epoch)
+        if safe_epoch is not None and cluster_epoch is not None:
+            self.epoch_lag.set(cluster_epoch - safe_epoch)
+
+    def render(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,194 @@
+"""`ObjectStore` on S3 (or any S3-compatible endpoint) through aiobotocore.
+
+One client per sweeper process (or per `gcd sweep` round), opened with
+`S3ObjectStore.open(settings)`. Credentials come from botocore's standard chain
+(environment, shared profile, web identity / IRSA, instance metadata); this module
+never sees or logs them. botocore's own retries are OFF (one attempt per call): the
+sweeper owns retries and backoff (`gcd.retry`), so every retry is paced and counted.
+The connection pool is sized for the sweeper's concurrency.
+
+Library exceptions are translated here, and only here, into `StorageError` with the
+S3 error code (or the HTTP status, or "ConnectionError"/"Timeout") and whether a
+retry may help.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore import exceptions as botocore_errors
+
+from gcd.errors import ConfigError, StorageError
+from gcd.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
+
+__all__ = ["S3ObjectStore", "S3Settings", "translate_error"]
+
+_RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Where the bucket is and how to talk to it."""
+
+    bucket: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    max_pool_connections: int = 16
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.bucket or self.bucket != self.bucket.strip() or "/" in self.bucket:
+            msg = f"bucket {self.bucket!r} is not a bucket name; give --bucket NAME (no s3://)"
+            raise ConfigError(msg)
+        if self.endpoint_url is not None and not self.endpoint_url.startswith(
+            ("http://", "https://")
+        ):
+            msg = (
+                f"endpoint URL {self.endpoint_url!r} must start with http:// or https://, "
+                "e.g. --endpoint-url http://127.0.0.1:9000"
+            )
+            raise ConfigError(msg)
+        if self.max_pool_connections < 1:
+            raise ConfigError(f"max_pool_connections {self.max_pool_connections!r} must be >= 1")
+
+
+def translate_error(exc: BaseException, operation: str) -> StorageError:
+    """The StorageError for a botocore/aiohttp exception raised by `operation`."""
+    if isinstance(exc, botocore_errors.ClientError):
+        error = exc.response.get("Error", {})
+        meta = exc.response.get("ResponseMetadata", {})
+        status = int(meta.get("HTTPStatusCode") or 0)
+        code = str(error.get("Code") or status or "Unknown")
+        message = str(error.get("Message") or code)
+        retryable = code in RETRYABLE_CODES or status in _RETRYABLE_STATUS
+        return StorageError(f"{operation} failed: {message}", code=code, retryable=retryable)
+    no_credentials = botocore_errors.NoCredentialsError | botocore_errors.PartialCredentialsError
+    if isinstance(exc, no_credentials):
+        return StorageError(
+            f"{operation} failed: no AWS credentials found (set AWS_ACCESS_KEY_ID/"
+            "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a web identity / instance role)",
+            code="NoCredentials",
+            retryable=False,
+        )
+    if isinstance(exc, botocore_errors.ConnectTimeoutError | botocore_errors.ReadTimeoutError):
+        return StorageError(f"{operation} timed out: {exc}", code="Timeout", retryable=True)
+    if isinstance(exc, TimeoutError):
+        return StorageError(f"{operation} timed out", code="Timeout", retryable=True)
+    if isinstance(
+        exc,
+        botocore_errors.EndpointConnectionError
+        | botocore_errors.ConnectionClosedError
+        | botocore_errors.HTTPClientError
+        | aiohttp.ClientError
+        | ConnectionError,
+    ):
+        message = f"{operation} could not reach the endpoint: {exc}"
+        return StorageError(message, code="ConnectionError", retryable=True)
+    if isinstance(exc, botocore_errors.ParamValidationError):
+        message = f"{operation} was refused: {exc}"
+        return StorageError(message, code="InvalidRequest", retryable=False)
+    return StorageError(f"{operation} failed: {exc!r}", code="Unknown", retryable=False)
+
+
+_TRANSLATED = (
+    botocore_errors.BotoCoreError,
+    botocore_errors.ClientError,
+    aiohttp.ClientError,
+    ConnectionError,
+    asyncio.TimeoutError,
+)
+
+
+class S3ObjectStore:
+    """One bucket through an open aiobotocore S3 client."""
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self._client = client
+        self.bucket = bucket
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, settings: S3Settings) -> AsyncIterator[S3ObjectStore]:
+        """Open a client for `settings` (closed on exit)."""
+        config = AioConfig(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            max_pool_connections=settings.max_pool_connections,
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.read_timeout_s,
+        )
+        session = get_session()
+        try:
+            context = session.create_client(
+                "s3",
+                endpoint_url=settings.endpoint_url,
+                region_name=settings.region,
+                config=config,
+            )
+            client = await context.__aenter__()
+        except _TRANSLATED as exc:
+            raise translate_error(exc, "opening the S3 client") from exc
+        try:
+            yield cls(client, settings.bucket)
+        finally:
+            await context.__aexit__(None, None, None)
+
+    async def list_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One ListObjectsV2 request."""
+        params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if continuation_token is not None:
+            params["ContinuationToken"] = continuation_token
+        elif start_after is not None:
+            params["StartAfter"] = start_after
+        try:
+            response = await self._client.list_objects_v2(**params)
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"ListObjectsV2 s3://{self.bucket}/{prefix}") from exc
+        objects = tuple(
+            ObjectInfo(
+                key=item["Key"],
+                size=int(item.get("Size", 0)),
+                last_modified_s=item["LastModified"].timestamp(),
+            )
+            for item in response.get("Contents", ())
+        )
+        token = response.get("NextContinuationToken") if response.get("IsTruncated") else None
+        request_id = response.get("ResponseMetadata", {}).get("RequestId")
+        return ListPage(objects, token, request_id)
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        """One DeleteObjects request with Quiet=false."""
+        if not 1 <= len(keys) <= 1000:
+            raise StorageError(
+                f"DeleteObjects takes 1-1000 keys, got {len(keys)}", code="InvalidRequest",
+                retryable=False,
+            )
+        request = {"Objects": [{"Key": key} for key in keys], "Quiet": False}
+        try:
+            response = await self._client.delete_objects(Bucket=self.bucket, Delete=request)
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"DeleteObjects on s3://{self.bucket}") from exc
+        deleted = tuple(item["Key"] for item in response.get("Deleted", ()))
+        errors = tuple(
+            KeyFailure(
+                key=item.get("Key", ""),
+                code=str(item.get("Code", "Unknown")),
+                message=str(item.get("Message", "")),
+            )
+            for item in response.get("Errors", ())
+        )
+        return DeleteResult(deleted, errors)

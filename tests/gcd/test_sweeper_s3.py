@@ -1,0 +1,208 @@
+"""Sweeper rounds against a real S3 server (moto over HTTP) and a real etcd."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gcd.faultproxy import FaultConfig, FaultProxy
+from gcd.layout import KeyLayout
+from gcd.local_servers import LocalEtcd, LocalS3
+from gcd.report import PlanWriter
+from gcd.retry import Backoff, Retrier
+from gcd.s3store import S3ObjectStore, S3Settings
+from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from watermark.etcd_config import EtcdSettings, open_kv
+from watermark.kv import Put
+from watermark.store import Publication, WatermarkStore
+
+pytestmark = pytest.mark.integration
+
+ROOT = "level_zero/data"
+LAYOUT = KeyLayout.default(ROOT)
+SAFE = 5
+CLUSTER = 8
+OLD = datetime.now(UTC) - timedelta(hours=2)
+
+
+async def setup_watermarks(store: WatermarkStore, safe: int = SAFE, cluster: int = CLUSTER) -> None:
+    """Cluster epoch `cluster`, one partition publishing M(p) = `safe`."""
+    await store.init_cluster_epoch(1)
+    await store.register_partition("topic/0")
+    owned = await store.acquire_ownership("topic/0", "publisher-1")
+    for _ in range(cluster - 1):
+        await store.advance_cluster_epoch()
+    await store.publish_one(Publication("topic/0", "publisher-1", owned.owner_epoch, safe))
+
+
+@pytest.fixture
+async def watermarks(etcd_server: LocalEtcd, namespace: str) -> AsyncIterator[WatermarkStore]:
+    """A WatermarkStore on the real etcd with M = SAFE and cluster epoch CLUSTER."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+    store = WatermarkStore(kv, namespace)
+    await setup_watermarks(store)
+    try:
+        yield store
+    finally:
+        await kv.close()
+
+
+def seed_mixed(s3: LocalS3, bucket: str) -> set[str]:
+    """Epochs below/at/above M, young objects, junk and other layouts; returns deletable keys."""
+    deletable: set[str] = set()
+    old_keys: list[str] = []
+    for prefix in (0, 1, 250, 417, 500, 998, 999):
+        for epoch in (0, 3, SAFE):
+            key = LAYOUT.format(prefix, epoch, f"seg-{epoch}.log")
+            old_keys.append(key)
+            deletable.add(key)
+        old_keys += [LAYOUT.format(prefix, epoch, "live.log") for epoch in (SAFE + 1, CLUSTER, 99)]
+    old_keys += [
+        f"{ROOT}/417/{3:018d}",  # no name
+        f"{ROOT}/417/3/short-epoch",
+        f"{ROOT}/4x7/{3:018d}/x",
+        f"{ROOT}/README",
+        f"other/417/{3:018d}/x",
+        f"level_zero/data-old/417/{3:018d}/x",
+        f"level_zero/{3:018d}/x",
+        f"{ROOT}/417/-{3:017d}/x",
+    ]
+    s3.seed(bucket, old_keys, last_modified=OLD)
+    s3.seed(bucket, [LAYOUT.format(p, 1, "young.log") for p in (2, 417)],
+            last_modified=datetime.now(UTC))  # fmt: skip
+    return deletable
+
+
+def fast_retrier(seed: int = 0) -> Retrier:
+    return Retrier(Backoff(base_s=0.01, cap_s=0.2, max_attempts=10), rng=random.Random(seed))
+
+
+async def sweep_once(
+    s3: LocalS3 | str, bucket: str, source: WatermarkStore | None, *,
+    override: int | None = None, plan: PlanWriter | None = None, **config: object,
+) -> tuple[Sweeper, object]:  # fmt: skip
+    endpoint = s3 if isinstance(s3, str) else s3.endpoint_url
+    options: dict[str, object] = {"layout": LAYOUT, "grace_s": 60.0}
+    options.update(config)
+    async with S3ObjectStore.open(S3Settings(bucket, endpoint, "us-east-1")) as store:
+        sweeper = Sweeper(store, RoundConfig(**options), plan=plan,  # type: ignore[arg-type]
+                          retrier=fast_retrier())  # fmt: skip
+        result = await run_round(sweeper, SafetyGate(), source, override=override)
+    return sweeper, result
+
+
+async def test_exactly_the_right_keys_are_deleted(
+    s3_server: LocalS3, bucket: str, watermarks: WatermarkStore
+) -> None:
+    """Only old, parsable keys under the root with epoch <= M are deleted."""
+    deletable = seed_mixed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    _, result = await sweep_once(s3_server, bucket, watermarks)
+    summary = result.summary  # type: ignore[attr-defined]
+    assert before - s3_server.keys(bucket) == deletable
+    assert summary.safe_epoch == SAFE
+    assert summary.cluster_epoch == CLUSTER
+    assert summary.deleted == len(deletable)
+    assert summary.skipped_young == 2
+    assert summary.errors == 0
+
+
+async def test_malformed_partition_record_fails_closed(
+    s3_server: LocalS3, bucket: str, watermarks: WatermarkStore
+) -> None:
+    """A malformed partition record blocks the round; nothing is listed or deleted."""
+    seed_mixed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    await watermarks._kv.txn([], [Put(watermarks.partition_key("topic/bad"), b'{"version": 1}')])
+    _, result = await sweep_once(s3_server, bucket, watermarks)
+    summary = result.summary  # type: ignore[attr-defined]
+    assert s3_server.keys(bucket) == before
+    assert summary.outcome == "blocked"
+    assert "topic/bad" in summary.blocked_reason
+    assert summary.list_requests == 0
+
+
+async def test_dry_run_plan_equals_real_run(
+    s3_server: LocalS3, bucket: str, watermarks: WatermarkStore, tmp_path: Path
+) -> None:
+    """The dry run deletes nothing and its plan is exactly what the real run deletes."""
+    seed_mixed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    plan_path = tmp_path / "plan.jsonl"
+    with PlanWriter(plan_path) as plan:
+        await sweep_once(s3_server, bucket, watermarks, dry_run=True, plan=plan)
+    assert s3_server.keys(bucket) == before
+    planned = {json.loads(line)["key"] for line in plan_path.read_text().splitlines()}
+    await sweep_once(s3_server, bucket, watermarks)
+    assert before - s3_server.keys(bucket) == planned
+
+
+async def test_two_shards_delete_what_one_sweeper_would(
+    s3_server: LocalS3, bucket: str, watermarks: WatermarkStore
+) -> None:
+    """Shards 0 and 1 of 2 together delete exactly the single sweeper's set, disjointly."""
+    deletable = seed_mixed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    per_shard = []
+    for index in (0, 1):
+        snapshot = s3_server.keys(bucket)
+        await sweep_once(s3_server, bucket, watermarks, shard_index=index, shard_count=2)
+        per_shard.append(snapshot - s3_server.keys(bucket))
+    assert per_shard[0]
+    assert per_shard[1]
+    assert per_shard[0].isdisjoint(per_shard[1])
+    assert per_shard[0] | per_shard[1] == deletable == before - s3_server.keys(bucket)
+
+
+@pytest.mark.parametrize("list_concurrency", [1, 4])
+async def test_list_requests_follow_the_garbage(
+    s3_server: LocalS3, bucket: str, list_concurrency: int
+) -> None:
+    """With 100x more live than garbage objects, LISTs ~ garbage/1000 + prefixes touched."""
+    prefixes = (3, 140, 555, 720, 999)
+    garbage, live = [], []
+    for prefix in prefixes:
+        garbage += [LAYOUT.format(prefix, epoch, f"g{epoch}") for epoch in range(1, 41)]
+        live += [LAYOUT.format(prefix, 1000 + i, "live") for i in range(4000)]
+    s3_server.seed(bucket, garbage + live, last_modified=OLD)
+    async with FaultProxy(s3_server.endpoint_url) as proxy:
+        _, result = await sweep_once(proxy.endpoint_url, bucket, None, override=40,
+                                     list_concurrency=list_concurrency)  # fmt: skip
+        server_lists = proxy.requests["list"]
+    summary = result.summary  # type: ignore[attr-defined]
+    assert s3_server.keys(bucket) == set(live)
+    full_listing_pages = (len(garbage) + len(live)) // 1000 + 1  # 21
+    listing_prefixes = 1 if list_concurrency == 1 else 10
+    bound = len(garbage) // 1000 + len(prefixes) + listing_prefixes + 1
+    print(f"list_concurrency={list_concurrency}: LIST requests {summary.list_requests} "
+          f"(server saw {server_lists}), a full listing needs {full_listing_pages}; "
+          f"deleted {summary.deleted} in {summary.duration_s:.2f}s")  # fmt: skip
+    assert summary.list_requests == server_lists
+    assert summary.list_requests <= bound
+    assert summary.list_requests < full_listing_pages
+    assert summary.listed < len(live) / 10
+
+
+async def test_slowdown_and_500_are_survived(
+    s3_server: LocalS3, bucket: str, watermarks: WatermarkStore
+) -> None:
+    """25 % injected SlowDown/500 answers on LIST and DELETE lose nothing."""
+    deletable = seed_mixed(s3_server, bucket)
+    bulk = [LAYOUT.format(p, e, "bulk") for p in range(300, 340) for e in range(SAFE + 1)]
+    s3_server.seed(bucket, bulk, last_modified=OLD)
+    deletable |= set(bulk)
+    before = s3_server.keys(bucket)
+    faults = FaultConfig(share=0.25, codes=("SlowDown", "InternalError"), seed=5)
+    async with FaultProxy(s3_server.endpoint_url, faults) as proxy:
+        sweeper, result = await sweep_once(proxy.endpoint_url, bucket, watermarks, batch_size=20)
+    summary = result.summary  # type: ignore[attr-defined]
+    assert before - s3_server.keys(bucket) == deletable
+    assert summary.errors == 0
+    assert proxy.faults["SlowDown"] > 0
+    assert proxy.faults["InternalError"] > 0
+    assert sweeper.deleter.limiter.cuts > 0
