@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
-echo "== ruff"; .venv/bin/ruff check gcd watermark tests bench
+echo "== ruff"; .venv/bin/ruff check .
 echo "== mypy --strict"; .venv/bin/mypy
 echo "== pytest"; .venv/bin/python -m pytest "$@"

@@ -105,12 +105,16 @@ class PartitionRecord:
             or len(raw_window) != 2
             or any(v is not None and type(v) is not int for v in raw_window)
         ):
-            raise InvalidRecord(f"field 'window' must be [lo, hi] or [null, null], got {raw_window!r}")
+            raise InvalidRecord(
+                f"field 'window' must be [lo, hi] or [null, null], got {raw_window!r}"
+            )
         tracker = doc.get("tracker")
         if tracker is not None and not isinstance(tracker, dict):
             raise InvalidRecord("field 'tracker' must be an object or null")
         updated = doc.get("updated_at")
-        if updated is not None and (isinstance(updated, bool) or not isinstance(updated, int | float)):
+        if updated is not None and (
+            isinstance(updated, bool) or not isinstance(updated, int | float)
+        ):
             raise InvalidRecord(f"field 'updated_at' must be a number, got {updated!r}")
         assert watermark is not None
         assert created is not None
