@@ -84,6 +84,7 @@ class RoundConfig:
     shard_count: int = 1
     dry_run: bool = False
     page_size: int = 1000
+    skip_ahead: bool = True  # False lists every key (the full-listing baseline)
     backoff: Backoff = field(default_factory=Backoff)
 
     def __post_init__(self) -> None:
@@ -273,7 +274,7 @@ class Sweeper:
 
     async def _list_prefix(self, prefix: str, queue: _Queue, run: _Run) -> None:
         layout, config = self.config.layout, self.config
-        can_skip = layout.padded and layout.has_prefix
+        can_skip = config.skip_ahead and layout.padded and layout.has_prefix
         start_after: str | None = None
         token: str | None = None
         finished = False

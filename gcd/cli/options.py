@@ -179,6 +179,8 @@ ROUND_OPTIONS: tuple[Option, ...] = (
     Option("--max-deletes-per-second", positive_number, None,
            "token-bucket limit on deleted keys per second (default: unlimited)", "RATE"),
     Option("--max-deletes", integer(1), None, "delete at most N objects per round", "N"),
+    Option("--full-listing", boolean, False, "list every key instead of skipping the rest "
+           "of a prefix past M (slower; for comparison and audits)", switch=True),
     Option("--shard-index", integer(0), 0, "this sweeper's shard, 0..shard-count-1", "I"),
     Option("--shard-count", integer(1), 1, "number of sweepers splitting prefixes 000-999",
            "N"),

@@ -96,6 +96,7 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         shard_index=args.shard_index,
         shard_count=args.shard_count,
         dry_run=bool(getattr(args, "dry_run", False)),
+        skip_ahead=not args.full_listing,
     )
     s3 = S3Settings(
         bucket=args.bucket,

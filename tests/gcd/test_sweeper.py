@@ -176,6 +176,26 @@ async def test_padded_layout_skips_live_objects_when_listing() -> None:
     assert result.summary.listed < total / 5
 
 
+async def test_full_listing_reads_every_key_and_deletes_the_same() -> None:
+    """With skip-ahead off the round lists every key and deletes exactly the same set."""
+    store = MemoryObjectStore()
+    garbage = set()
+    for prefix in range(0, 1000, 100):
+        for epoch in range(1, 6):
+            key = LAYOUT.format(prefix, epoch, "g")
+            store.put(key, last_modified_s=OLD)
+            garbage.add(key)
+        for index in range(300):
+            store.put(LAYOUT.format(prefix, 1000 + index, "live"), last_modified_s=OLD)
+    total = len(store.objects)
+    sweeper = sweeper_for(store, list_concurrency=1, skip_ahead=False)
+    result = await run_round(sweeper, SafetyGate(), None, override=10)
+    assert store.keys().isdisjoint(garbage)
+    assert len(store.keys()) == total - len(garbage)
+    assert result.summary.listed == total
+    assert result.summary.list_requests == -(-total // 1000)
+
+
 async def test_skip_in_the_middle_of_a_page_keeps_later_prefixes() -> None:
     """Objects of later prefixes in the same page are still examined after a skip."""
     store = MemoryObjectStore()
