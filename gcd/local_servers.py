@@ -172,9 +172,7 @@ class LocalS3:
         try:
             from moto.server import ThreadedMotoServer  # noqa: PLC0415 - dev extra only
         except ImportError as exc:
-            raise ConfigError(
-                "the local S3 server needs moto: pip install 'l0gc[dev]'"
-            ) from exc
+            raise ConfigError("the local S3 server needs moto: pip install 'l0gc[dev]'") from exc
         # moto needs some credentials in the environment of the server process.
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")

@@ -184,7 +184,13 @@ class EtcdKV:
             raise EtcdUnavailable(",".join(self._endpoints), "; ".join(reasons))
 
     async def _open(self, endpoint: str) -> _Session:
-        options = [("grpc.max_receive_message_length", _MAX_RECEIVE_BYTES)]
+        options = [
+            ("grpc.max_receive_message_length", _MAX_RECEIVE_BYTES),
+            # A private subchannel per channel: otherwise a new channel to an endpoint
+            # that just restarted inherits the old subchannel's TRANSIENT_FAILURE backoff
+            # and `_ready` reports it refused although the server is back.
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
         if self._credentials is None:
             channel = grpc.aio.insecure_channel(endpoint, options=options)
         else:
