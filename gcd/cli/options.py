@@ -213,7 +213,13 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
     Option("--json", boolean, False, "print the round summary as JSON on stdout", switch=True),
 )  # fmt: skip
 _TABLES = (S3_OPTIONS, LAYOUT_OPTIONS, ROUND_OPTIONS, DAEMON_OPTIONS, SWEEP_OPTIONS)
-_UNIVERSE = {o.dest for table in _TABLES for o in table} | set(_ETCD_KEYS)
+# Keys of the Spark commands (gcd/cli/spark.py, kept there so `gcd sweep` never imports
+# the Spark modules): one config file may serve every gcd command.
+SPARK_ONLY_KEYS = frozenset({
+    "inventory", "inventory_root", "list", "list_tasks", "output", "decisions_uri",
+    "master", "delete_concurrency", "price_per_gb_month",
+})  # fmt: skip
+_UNIVERSE = {o.dest for table in _TABLES for o in table} | set(_ETCD_KEYS) | SPARK_ONLY_KEYS
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,216 @@
+"""`gcd spark-sweep` and `gcd spark-report`: the PySpark pipeline (see docs/spark.md).
+
+    gcd spark-sweep  --bucket B (--inventory manifest.json | --list) --output DIR [--dry-run]
+    gcd spark-report --bucket B (--inventory manifest.json | --list) --output DIR
+
+The driver reads the safe epoch M ONCE (one etcd revision, through the sweeper's own
+safety rails: `gcd.sweeper.read_admission`), or takes `--safe-epoch` (checked against
+the cluster epoch when etcd is configured). If M may not be used (undefined, above
+the cluster epoch, GC paused, etcd unreachable) the command fails closed before any
+Spark work: exit 3, `summary.json` / `report.json` with `blocked_reason`, nothing
+deleted. Otherwise M, "now" and the grace period are fixed on the driver and
+broadcast; executors classify every object with `gcd.decision.decide`.
+
+spark-sweep writes `DIR/decisions/` (Parquet: key, epoch, size, action, error; one
+row per object seen) and `DIR/summary.json` with the fields of `gcd sweep --json`
+plus `source`, `outside_root`, `would_delete`, `would_delete_bytes`. Exit 0, or 1
+when some deletes failed (or a Spark job failed part way: re-running is safe).
+spark-report writes the tables, `report.json` and `report.png` (`gcd.spark.report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from gcd.cli import exitcodes
+from gcd.cli.options import (
+    LAYOUT_OPTIONS,
+    ROUND_OPTIONS,
+    S3_OPTIONS,
+    Option,
+    add_config_option,
+    add_options,
+    boolean,
+    integer,
+    positive_number,
+    resolve,
+    text,
+)
+from gcd.cli.output import configure_logging, write_json
+from gcd.cli.sweep import watermark_source
+from gcd.errors import ConfigError
+from gcd.layout import KeyLayout
+from gcd.report import RoundSummary
+from gcd.safety import Admission, SafetyGate
+from gcd.spark.pipeline import JobConfig, execute, write_json_file
+from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
+from gcd.spark.session import PYSPARK_MISSING, require_pyspark
+from gcd.sweeper import read_admission
+from watermark.etcd_config import EtcdSettings, add_etcd_arguments
+
+__all__ = ["SPARK_OPTIONS", "add_arguments", "run"]
+
+log = structlog.get_logger("gcd.spark")
+
+_SHARED = tuple(
+    o for o in ROUND_OPTIONS if o.flag in {"--safe-epoch", "--grace", "--batch-size", "--log-level"}
+)
+SPARK_OPTIONS: tuple[Option, ...] = (
+    Option("--inventory", text, None, "S3 Inventory manifest.json to read the objects from "
+           "(CSV or Parquet report; or use --list)", "PATH"),
+    Option("--inventory-root", text, None, "where the inventory's destination bucket is "
+           "copied (local dir or hdfs:// ...); default: found next to the manifest", "DIR"),
+    Option("--list", boolean, False, "list the bucket with ListObjectsV2 on the executors "
+           "instead of reading an inventory", switch=True),
+    Option("--list-tasks", integer(1), 100, "listing tasks the 000-999 prefixes are split "
+           "into (default 100)", "N"),
+    Option("--output", text, None, "directory for summary.json and decisions/ (sweep) or the "
+           "report files (required)", "DIR"),
+    Option("--decisions-uri", text, None, "where executors write decisions/ (default "
+           "DIR/decisions; on a cluster give a shared file system, e.g. hdfs://...)", "URI"),
+    Option("--dry-run", boolean, False, "delete nothing; decisions say would_delete",
+           switch=True),
+    Option("--master", text, None, "Spark master (default: spark-submit's --master when run "
+           "by spark-submit, else local[*])", "URL"),
+    Option("--max-deletes-per-second", positive_number, None,
+           "deleted keys per second per EXECUTOR (token bucket; default unlimited)", "RATE"),
+    Option("--delete-concurrency", integer(1), 8,
+           "DeleteObjects requests in flight per EXECUTOR (default 8)", "N"),
+    Option("--price-per-gb-month", positive_number, DEFAULT_PRICE_PER_GB_MONTH,
+           "storage price in USD per GB-month for the garbage cost estimate "
+           f"(default {DEFAULT_PRICE_PER_GB_MONTH}, S3 Standard)", "USD"),
+    Option("--json", boolean, False, "print the summary as JSON on stdout", switch=True),
+)  # fmt: skip
+_ALL = (*S3_OPTIONS, *LAYOUT_OPTIONS, *_SHARED, *SPARK_OPTIONS)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of spark-sweep / spark-report (shared flags, etcd, Spark)."""
+    add_config_option(parser)
+    add_options(parser, S3_OPTIONS, "bucket")
+    add_options(parser, LAYOUT_OPTIONS, "key layout")
+    add_options(parser, _SHARED, "round")
+    add_options(parser, SPARK_OPTIONS, "spark")
+    add_etcd_arguments(parser)
+
+
+def _layout(args: argparse.Namespace) -> KeyLayout:
+    # The same choice as `gcd sweep` (gcd.cli.sweep.round_setup).
+    if args.layout != "default" and args.key_pattern is None:
+        spec = args.layout
+    else:
+        spec = args.key_pattern if args.key_pattern is not None else "default"
+    return KeyLayout.from_spec(spec, args.root, epoch_width=args.epoch_width)
+
+
+def parse_run(args: argparse.Namespace) -> JobConfig:
+    """Resolve flags > env > config > defaults and validate them (ConfigError)."""
+    resolve(args, _ALL)
+    if args.bucket is None:
+        raise ConfigError("--bucket is required (env L0GC_BUCKET)")
+    if args.output is None:
+        raise ConfigError("--output DIR is required (env L0GC_OUTPUT)")
+    if (args.inventory is None) == (not args.list):
+        raise ConfigError("give exactly one source: --inventory manifest.json or --list")
+    if args.batch_size > 1000:
+        raise ConfigError(f"--batch-size {args.batch_size} must be 1-1000")
+    output = Path(args.output)
+    return JobConfig(
+        command=str(getattr(args, "command", "spark-sweep")),
+        bucket=args.bucket,
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        layout=_layout(args),
+        inventory=args.inventory,
+        inventory_root=args.inventory_root,
+        list_tasks=args.list_tasks,
+        output=output,
+        decisions_uri=args.decisions_uri or str(output.resolve() / "decisions"),
+        dry_run=bool(args.dry_run),
+        master=args.master,
+        grace_s=args.grace,
+        batch_size=args.batch_size,
+        max_deletes_per_second=args.max_deletes_per_second,
+        delete_concurrency=args.delete_concurrency,
+        price_per_gb_month=args.price_per_gb_month,
+        safe_epoch=args.safe_epoch,
+        json=bool(args.json),
+    )
+
+
+async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Admission:
+    """M from ONE etcd read through the sweeper's safety rails, as `gcd sweep` does.
+
+    etcd is read when configured (flag, env or config file) or when there is no
+    `--safe-epoch`; an unreachable etcd blocks (the rails say why).
+    """
+    etcd_given = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
+    etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
+    async with watermark_source(etcd) as source:
+        return await read_admission(SafetyGate(), source, override=override)
+
+
+def _announce(config: JobConfig, document: dict[str, Any]) -> None:
+    if config.json:
+        write_json(document)
+        return
+    if document.get("blocked_reason"):
+        line = f"{config.command}: blocked, nothing deleted: {document['blocked_reason']}"
+    elif "job_error" in document or ("objects" not in document and not config.sweep):
+        line = f"{config.command}: the Spark job failed; see the error below"
+    elif config.sweep:
+        verb = "would delete" if config.dry_run else "deleted"
+        count = document["would_delete"] if config.dry_run else document["deleted"]
+        line = (
+            f"{config.command}: M={document['safe_epoch']} listed={document['listed']} "
+            f"eligible={document['eligible']} {verb}={count} errors={document['errors']} "
+            f"unparsable={document['unparsable']} -> {config.output}"
+        )
+    else:
+        line = (
+            f"{config.command}: M={document['safe_epoch']} objects={document['objects']} "
+            f"garbage={document['garbage_objects']} ({document['garbage_bytes']} bytes, "
+            f"{document['garbage_monthly_cost_usd']:.2f} USD/month) -> {config.output}"
+        )
+    sys.stdout.write(line + "\n")
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Run spark-sweep or spark-report; an exit code from `gcd.cli.exitcodes`."""
+    try:
+        require_pyspark()
+    except ConfigError:
+        sys.stderr.write(f"gcd {getattr(args, 'command', 'spark')}: error: {PYSPARK_MISSING}\n")
+        return exitcodes.USAGE
+    config = parse_run(args)
+    configure_logging(args.log_level)
+    started = time.monotonic()
+    admission = await read_safe_epoch(args, config.safe_epoch)
+    if not admission.allowed:
+        log.warning("spark.round_blocked", command=config.command, reason=admission.blocked_reason,
+                    cluster_epoch=admission.cluster_epoch)  # fmt: skip
+        blocked = RoundSummary(
+            cluster_epoch=admission.cluster_epoch,
+            dry_run=config.dry_run,
+            duration_s=time.monotonic() - started,
+            blocked_reason=admission.blocked_reason,
+        ).to_dict()
+        blocked["source"] = config.source
+        name = "summary.json" if config.sweep else "report.json"
+        write_json_file(config.output / name, blocked)
+        _announce(config, blocked)
+        return exitcodes.BLOCKED
+    assert admission.safe_epoch is not None
+    result = execute(config, admission.safe_epoch, admission.cluster_epoch, started)
+    _announce(config, result.document)
+    if result.job_error is not None:
+        sys.stderr.write(f"gcd {config.command}: error: {result.job_error}\n")
+        return exitcodes.PARTIAL_FAILURE
+    return exitcodes.PARTIAL_FAILURE if result.document.get("errors") else exitcodes.OK

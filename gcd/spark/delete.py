@@ -1,0 +1,240 @@
+"""Executors delete the eligible keys: DeleteObjects batches, paced, retried.
+
+`apply_deletes` maps the classified DataFrame (`gcd.spark.transforms.classify`) to
+the decisions ``(key, epoch, size, action, error)``. Rows the classifier kept pass
+through (``kept_*``). Eligible rows (``delete``) become ``would_delete`` in a dry
+run (in SQL: no client is ever made); otherwise each task:
+
+- groups them into DeleteObjects requests of at most `batch_size` (<= 1000) keys;
+- runs at most `threads` requests at once (a thread pool per task);
+- paces keys with a token bucket (`gcd.ratelimit.TokenBucket`, `deletes_per_second`
+  per task: the CLI divides the per-executor limit by the executor's task slots);
+- retries a whole request on throttling / 5xx / connection errors, and the keys the
+  answer lists with a retryable per-key code (SlowDown, InternalError...), with
+  full-jitter backoff; other per-key errors are final;
+- yields ``deleted`` or ``failed`` (with ``error``) per key.
+
+Deleting a key that is already gone succeeds in S3, so a stale inventory row, a
+re-run after a crash, or a Spark task retry is harmless.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from gcd.errors import ConfigError, StorageError
+from gcd.objectstore import RETRYABLE_CODES
+from gcd.ratelimit import TokenBucket
+from gcd.spark.s3client import S3Target, call_with_retries, make_client
+from gcd.spark.transforms import Action
+
+__all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes", "delete_keys"]
+
+DECISIONS_SCHEMA = "key string, epoch long, size long, action string, error string"
+MAX_BATCH = 1000
+
+Row = tuple[str, int | None, int, str, str | None]
+"""(key, epoch, size, action, error): one decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSettings:
+    """How executors delete; `dry_run` defaults to True (nothing is deleted)."""
+
+    target: S3Target
+    dry_run: bool = True
+    threads: int = 4
+    deletes_per_second: float | None = None
+    batch_size: int = MAX_BATCH
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= MAX_BATCH:
+            raise ConfigError(f"batch size {self.batch_size!r} must be 1-{MAX_BATCH}")
+        if self.threads < 1:
+            raise ConfigError(f"delete concurrency {self.threads!r} must be >= 1")
+        if self.deletes_per_second is not None and not self.deletes_per_second > 0:
+            msg = f"deletes per second {self.deletes_per_second!r} must be > 0; omit for no limit"
+            raise ConfigError(msg)
+
+
+class _Pacer:
+    """A thread-safe wrapper over the token bucket (sync sleep)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self._bucket = None if rate is None else TokenBucket(rate)
+        self._lock = threading.Lock()
+
+    def acquire(self, count: int) -> None:
+        if self._bucket is None:
+            return
+        with self._lock:
+            delay = self._bucket.reserve(count)
+        if delay > 0:
+            time.sleep(delay)
+
+
+def delete_keys(
+    client: Any,
+    target: S3Target,
+    keys: Sequence[str],
+    *,
+    pace: Callable[[int], None] = lambda _count: None,
+    on_request: Callable[[], None] = lambda: None,
+    rng: random.Random | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, str | None]:
+    """Delete up to 1000 keys; key -> None when deleted, else the final error text."""
+    rng = rng or random.Random()
+    backoff = target.backoff
+    outcome: dict[str, str | None] = {}
+    remaining = list(keys)
+    attempt = 0
+    while remaining:
+        batch = remaining
+
+        def request(batch: list[str] = batch) -> Any:
+            pace(len(batch))
+            on_request()
+            body = {"Objects": [{"Key": key} for key in batch], "Quiet": False}
+            return client.delete_objects(Bucket=target.bucket, Delete=body)
+
+        try:
+            answer = call_with_retries(
+                request, what=f"DeleteObjects on s3://{target.bucket}", backoff=backoff, rng=rng,
+                sleep=sleep,
+            )
+        except StorageError as exc:
+            outcome.update(dict.fromkeys(batch, str(exc)))
+            return outcome
+        for item in answer.get("Deleted", ()):
+            outcome[item["Key"]] = None
+        retry: list[str] = []
+        last_error: dict[str, str] = {}
+        for item in answer.get("Errors", ()):
+            key, code = item.get("Key", ""), str(item.get("Code", "Unknown"))
+            text = f"{code}: {item.get('Message', '')}".rstrip(": ")
+            if code in RETRYABLE_CODES:
+                retry.append(key)
+                last_error[key] = text
+            else:
+                outcome[key] = text
+        # With Quiet=false every key is reported; one that is not is retried, not assumed.
+        retry.extend(k for k in batch if k not in outcome and k not in last_error)
+        if not retry:
+            break
+        if attempt + 1 >= backoff.max_attempts:
+            for key in retry:
+                outcome[key] = last_error.get(key, "not reported by DeleteObjects") + (
+                    f" (gave up after {backoff.max_attempts} attempts)"
+                )
+            break
+        sleep(backoff.delay(attempt, rng.random()))
+        attempt += 1
+        remaining = retry
+    return outcome
+
+
+def _optional_int(value: object) -> int | None:
+    """int(value), or None for None / NaN / pandas NA."""
+    try:
+        return int(value)  # type: ignore[call-overload, no-any-return]
+    except (TypeError, ValueError):
+        return None
+
+
+def _delete_partition(
+    batches: Iterator[Any], settings: DeleteSettings, requests: Any
+) -> Iterator[list[Row]]:
+    """Decisions for one task's rows, in chunks (see module docs)."""
+    pending: list[tuple[str, int | None, int]] = []
+    in_flight: set[Future[list[Row]]] = set()
+    pool: ThreadPoolExecutor | None = None
+    client: Any = None
+    pacer = _Pacer(settings.deletes_per_second)
+    count = (lambda: requests.add(1)) if requests is not None else (lambda: None)
+
+    def run_batch(rows: list[tuple[str, int | None, int]]) -> list[Row]:
+        result = delete_keys(
+            client, settings.target, [key for key, _, _ in rows], pace=pacer.acquire,
+            on_request=count,
+        )
+        return [
+            (key, epoch, size, Action.FAILED.value if result.get(key) else Action.DELETED.value,
+             result.get(key))
+            for key, epoch, size in rows
+        ]
+
+    def submit() -> Iterator[list[Row]]:
+        nonlocal pool, client
+        if pool is None:
+            client = make_client(settings.target, pool=settings.threads)
+            pool = ThreadPoolExecutor(settings.threads, thread_name_prefix="l0gc-delete")
+        in_flight.add(pool.submit(run_batch, list(pending)))
+        pending.clear()
+        while len(in_flight) >= 2 * settings.threads:
+            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in done:
+                in_flight.discard(future)
+                yield future.result()
+
+    try:
+        for frame in batches:
+            kept: list[Row] = []
+            for key, epoch, size, action in zip(
+                frame["key"].tolist(), frame["epoch"].tolist(), frame["size"].tolist(),
+                frame["action"].tolist(), strict=True,
+            ):
+                epoch_value = _optional_int(epoch)
+                if action != Action.DELETE.value:
+                    kept.append((key, epoch_value, int(size), action, None))
+                elif settings.dry_run:
+                    kept.append((key, epoch_value, int(size), Action.WOULD_DELETE.value, None))
+                else:
+                    pending.append((key, epoch_value, int(size)))
+                    if len(pending) >= settings.batch_size:
+                        yield from submit()
+            if kept:
+                yield kept
+        if pending:
+            yield from submit()
+        for future in list(in_flight):
+            yield future.result()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def apply_deletes(classified: Any, settings: DeleteSettings, *, requests: Any = None) -> Any:
+    """Classified rows -> decisions ``(key, epoch, size, action, error)``.
+
+    `requests` is an optional Spark accumulator counting DeleteObjects calls.
+    """
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd  # noqa: PLC0415
+
+        for rows in _delete_partition(batches, settings, requests):
+            frame = pd.DataFrame.from_records(
+                rows, columns=["key", "epoch", "size", "action", "error"]
+            )
+            frame["epoch"] = frame["epoch"].astype("Int64")
+            yield frame
+
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    columns = classified.select("key", "epoch", "size", "action")
+    if settings.dry_run:
+        # Nothing to call: rename the action in SQL, without a trip through Python.
+        eligible = F.col("action") == Action.DELETE.value
+        return columns.select(
+            "key", "epoch", "size",
+            F.when(eligible, Action.WOULD_DELETE.value).otherwise(F.col("action")).alias("action"),
+            F.lit(None).cast("string").alias("error"),
+        )  # fmt: skip
+    return columns.mapInPandas(run, DECISIONS_SCHEMA)

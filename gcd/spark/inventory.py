@@ -1,0 +1,251 @@
+"""S3 Inventory as the listing: read a `manifest.json` and its data files with Spark.
+
+An S3 Inventory report is a `manifest.json` plus data files in the destination
+bucket::
+
+    {dest-prefix}/{source-bucket}/{config-id}/{YYYY-MM-DDTHH-MMZ}/manifest.json
+    {dest-prefix}/{source-bucket}/{config-id}/data/{uuid}.csv.gz   (or .parquet)
+
+The manifest names the source bucket, the format (CSV or Parquet; ORC is refused),
+the columns (`fileSchema`) and the data files by their key in the DESTINATION bucket.
+Copy the report to a file system Spark can read (local disk, HDFS, a mounted volume)
+and give the manifest's path: each file's key is resolved against an
+`inventory_root` (the destination bucket's root in that file system) when given, else
+against the manifest's own directory or one of its parents, dropping as many leading
+key segments as needed (so both a mirror of the whole bucket and an
+`aws s3 sync s3://dest/prefix/src/config/ DIR` copy work).
+
+The result is a DataFrame ``(key string, size long, last_modified_s double)``:
+
+- CSV keys are URL-encoded by S3 (``+`` for a space): they are decoded; a key that
+  does not decode becomes NULL and is reported as unparsable, never deleted.
+- A LastModifiedDate that does not parse becomes NULL: the classifier treats the
+  object as too young (never deleted).
+- In versioned-bucket reports, delete markers and non-current versions are dropped:
+  a DeleteObjects call by key only ever removes the current version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from gcd.errors import ConfigError
+
+__all__ = [
+    "INVENTORY_SCHEMA",
+    "InventoryFile",
+    "InventoryFormat",
+    "InventoryManifest",
+    "read_inventory",
+    "resolve_data_paths",
+]
+
+INVENTORY_SCHEMA = "key string, size long, last_modified_s double"
+_REQUIRED = ("key", "size", "last_modified_date")
+_PARQUET_FIELD = re.compile(r"(?:required|optional|repeated)\s+\w+\s+(\w+)")
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+class InventoryFormat(Enum):
+    """Data file formats of an S3 Inventory report that we read."""
+
+    CSV = "CSV"
+    PARQUET = "Parquet"
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryFile:
+    """One data file of a report: its key in the destination bucket and size in bytes."""
+
+    key: str
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryManifest:
+    """The parts of an S3 Inventory `manifest.json` the pipeline needs."""
+
+    source_bucket: str
+    destination_bucket: str
+    file_format: InventoryFormat
+    columns: tuple[str, ...]
+    """Column names in snake case (`last_modified_date`), in file order for CSV."""
+    files: tuple[InventoryFile, ...]
+    creation_timestamp_ms: int | None = None
+
+    @classmethod
+    def parse(cls, raw: bytes | str, *, where: str = "manifest.json") -> InventoryManifest:
+        """Parse a manifest document; ConfigError naming `where` and the problem."""
+        try:
+            doc = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"inventory manifest {where} is not JSON ({exc})") from exc
+        if not isinstance(doc, dict):
+            raise ConfigError(f"inventory manifest {where} must be a JSON object")
+        source = _text(doc, "sourceBucket", where)
+        destination = _text(doc, "destinationBucket", where).removeprefix("arn:aws:s3:::")
+        fmt_name = _text(doc, "fileFormat", where)
+        schema = _text(doc, "fileSchema", where)
+        if fmt_name.upper() == "ORC":
+            msg = (
+                f"inventory manifest {where}: fileFormat ORC is not supported; configure the "
+                "S3 Inventory with the CSV or Apache Parquet format"
+            )
+            raise ConfigError(msg)
+        formats = {f.value.upper(): f for f in InventoryFormat}
+        if fmt_name.upper() not in formats:
+            msg = (
+                f"inventory manifest {where}: unknown fileFormat {fmt_name!r}; "
+                "expected CSV or Parquet"
+            )
+            raise ConfigError(msg)
+        file_format = formats[fmt_name.upper()]
+        if file_format is InventoryFormat.PARQUET:
+            columns = tuple(name.lower() for name in _PARQUET_FIELD.findall(schema))
+        else:
+            columns = tuple(_snake(name.strip()) for name in schema.split(","))
+        missing = [name for name in _REQUIRED if name not in columns]
+        if missing:
+            msg = (
+                f"inventory manifest {where}: fileSchema {schema!r} lacks {missing}; add the "
+                "optional fields Size and LastModifiedDate to the inventory configuration"
+            )
+            raise ConfigError(msg)
+        return cls(
+            source_bucket=source,
+            destination_bucket=destination,
+            file_format=file_format,
+            columns=columns,
+            files=_files(doc, where),
+            creation_timestamp_ms=_timestamp(doc.get("creationTimestamp")),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> InventoryManifest:
+        """Read and parse a local manifest file."""
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            msg = f"cannot read inventory manifest {str(path)!r} ({exc}); give --inventory PATH"
+            raise ConfigError(msg) from exc
+        return cls.parse(raw, where=str(path))
+
+
+def _text(doc: dict[str, Any], name: str, where: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"inventory manifest {where}: field {name!r} must be a non-empty string")
+    return value
+
+
+def _snake(name: str) -> str:
+    return _CAMEL.sub("_", name).lower()
+
+
+def _timestamp(value: object) -> int | None:
+    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _files(doc: dict[str, Any], where: str) -> tuple[InventoryFile, ...]:
+    entries = doc.get("files")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"inventory manifest {where}: 'files' must be a non-empty list")
+    files: list[InventoryFile] = []
+    for entry in entries:
+        key = entry.get("key") if isinstance(entry, dict) else None
+        if not isinstance(key, str) or not key or key.startswith("/") or ".." in key.split("/"):
+            raise ConfigError(f"inventory manifest {where}: bad file entry {entry!r}")
+        size = entry.get("size")
+        files.append(InventoryFile(key, size if type(size) is int else None))
+    return tuple(files)
+
+
+def resolve_data_paths(
+    manifest: InventoryManifest, manifest_path: str | Path, inventory_root: str | None = None
+) -> list[str]:
+    """Where Spark reads each data file (see module docs); ConfigError if one is missing."""
+    if inventory_root is not None and "://" in inventory_root and not inventory_root.startswith(
+        "file://"
+    ):
+        # A remote file system (hdfs://, abfs://...): Spark checks the paths when it reads.
+        return [inventory_root.rstrip("/") + "/" + f.key for f in manifest.files]
+    if inventory_root is not None:
+        base, strip = Path(inventory_root.removeprefix("file://")), 0
+    else:
+        base, strip = _find_base(Path(manifest_path).resolve().parent, manifest.files[0].key)
+    paths = []
+    for entry in manifest.files:
+        path = base.joinpath(*entry.key.split("/")[strip:])
+        if not path.is_file():
+            msg = (
+                f"inventory data file {entry.key!r} not found at {str(path)!r}; copy the whole "
+                "report, or give --inventory-root (the destination bucket's root)"
+            )
+            raise ConfigError(msg)
+        if entry.size is not None and path.stat().st_size != entry.size:
+            msg = (
+                f"inventory data file {str(path)!r} has {path.stat().st_size} bytes, the manifest "
+                f"says {entry.size}: the copy is incomplete, copy it again"
+            )
+            raise ConfigError(msg)
+        paths.append(str(path))
+    return paths
+
+
+def _find_base(directory: Path, key: str) -> tuple[Path, int]:
+    parts = key.split("/")
+    for strip in range(len(parts)):
+        for ancestor in (directory, *directory.parents):
+            if ancestor.joinpath(*parts[strip:]).is_file():
+                return ancestor, strip
+    msg = (
+        f"inventory data file {key!r} was not found next to the manifest in {str(directory)!r} "
+        "or its parents; give --inventory-root (the destination bucket's root)"
+    )
+    raise ConfigError(msg)
+
+
+def read_inventory(
+    spark: Any,
+    manifest_path: str | Path,
+    *,
+    inventory_root: str | None = None,
+    expected_bucket: str | None = None,
+) -> Any:
+    """The report's objects as a DataFrame ``(key, size, last_modified_s)``."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    manifest = InventoryManifest.load(manifest_path)
+    if expected_bucket is not None and manifest.source_bucket != expected_bucket:
+        msg = (
+            f"inventory {str(manifest_path)!r} lists bucket {manifest.source_bucket!r}, not "
+            f"--bucket {expected_bucket!r}: give the report of the bucket being swept"
+        )
+        raise ConfigError(msg)
+    paths = resolve_data_paths(manifest, manifest_path, inventory_root)
+    if manifest.file_format is InventoryFormat.CSV:
+        schema = ", ".join(f"`{name}` string" for name in manifest.columns)
+        raw = spark.read.csv(paths, schema=schema, header=False, mode="PERMISSIVE")
+        key = F.try_url_decode(F.col("key"))
+        modified = F.try_to_timestamp(F.col("last_modified_date"))
+        flag_true = F.lit("true")
+    else:
+        raw = spark.read.parquet(*paths)
+        key = F.col("key")
+        modified = F.col("last_modified_date").try_cast("timestamp")
+        flag_true = F.lit(True)
+    if "is_delete_marker" in manifest.columns:
+        raw = raw.where(F.coalesce(F.col("is_delete_marker") != flag_true, F.lit(True)))
+    if "is_latest" in manifest.columns:
+        raw = raw.where(F.coalesce(F.col("is_latest") == flag_true, F.lit(True)))
+    return raw.select(
+        key.alias("key"),
+        F.coalesce(F.col("size").try_cast("long"), F.lit(0)).alias("size"),
+        (F.unix_micros(modified) / F.lit(1e6)).alias("last_modified_s"),
+    )

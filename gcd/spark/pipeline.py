@@ -1,0 +1,234 @@
+"""One spark-sweep or spark-report job, given an admitted safe epoch M.
+
+The CLI (`gcd.cli.spark`) validates the options into a `JobConfig`, reads M through
+the safety rails and only then calls `execute`, which makes (or reuses) the
+SparkSession and runs:
+
+    source -> classify -> apply_deletes -> decisions/ (Parquet)  -> summary.json
+                       \\-> write_report -> tables, report.json, report.png
+
+Deletes happen while the decisions are written, in ONE Spark action; the summary is
+then counted from the written decisions, so nothing is listed or deleted twice. A
+Spark job that fails part way (a listing that kept failing, an unreadable inventory
+file) is reported in `job_error`: some deletes may have happened, and re-running the
+sweep is safe (deleting a missing key succeeds).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from gcd.layout import KeyLayout
+from gcd.report import RoundSummary
+from gcd.spark.delete import DeleteSettings, apply_deletes
+from gcd.spark.inventory import read_inventory
+from gcd.spark.listing import list_objects
+from gcd.spark.report import ReportSettings, write_report
+from gcd.spark.s3client import S3Target
+from gcd.spark.session import slots_per_executor, spark_session
+from gcd.spark.transforms import Action, classify, outcome_counts
+
+__all__ = ["JobConfig", "JobResult", "execute", "summary_from_counts", "write_json_file"]
+
+log = structlog.get_logger("gcd.spark")
+
+
+@dataclass(frozen=True, slots=True)
+class JobConfig:
+    """The validated options of one spark-sweep / spark-report invocation."""
+
+    command: str
+    bucket: str
+    endpoint_url: str | None
+    region: str | None
+    layout: KeyLayout
+    inventory: str | None
+    inventory_root: str | None
+    list_tasks: int
+    output: Path
+    decisions_uri: str
+    dry_run: bool
+    master: str | None
+    grace_s: float
+    batch_size: int
+    max_deletes_per_second: float | None
+    delete_concurrency: int
+    price_per_gb_month: float
+    safe_epoch: int | None
+    json: bool
+
+    @property
+    def sweep(self) -> bool:
+        """True for spark-sweep, False for spark-report."""
+        return self.command == "spark-sweep"
+
+    @property
+    def source(self) -> str:
+        """Where the objects come from: "inventory" or "list"."""
+        return "list" if self.inventory is None else "inventory"
+
+    @property
+    def target(self) -> S3Target:
+        """The bucket as executors see it."""
+        return S3Target(self.bucket, self.endpoint_url, self.region)
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """The summary document, and the Spark failure if the job did not complete."""
+
+    document: dict[str, Any]
+    job_error: str | None = None
+
+
+def summary_from_counts(
+    counts: dict[str, tuple[int, int]],
+    *,
+    safe_epoch: int,
+    cluster_epoch: int | None,
+    dry_run: bool,
+    list_requests: int,
+    delete_requests: int,
+    duration_s: float,
+) -> dict[str, Any]:
+    """`gcd sweep --json` fields (plus Spark extras) from per-action (objects, bytes)."""
+
+    def objects(action: Action) -> int:
+        return counts.get(action.value, (0, 0))[0]
+
+    def size(action: Action) -> int:
+        return counts.get(action.value, (0, 0))[1]
+
+    eligible = objects(Action.DELETED) + objects(Action.WOULD_DELETE) + objects(Action.FAILED)
+    kept = (Action.KEPT_NOT_ELIGIBLE, Action.KEPT_TOO_YOUNG, Action.KEPT_UNPARSABLE)
+    summary = RoundSummary(
+        safe_epoch=safe_epoch,
+        cluster_epoch=cluster_epoch,
+        dry_run=dry_run,
+        listed=eligible + sum(objects(action) for action in kept),
+        eligible=eligible,
+        deleted=objects(Action.DELETED),
+        deleted_bytes=size(Action.DELETED),
+        skipped_not_eligible=objects(Action.KEPT_NOT_ELIGIBLE),
+        skipped_young=objects(Action.KEPT_TOO_YOUNG),
+        unparsable=objects(Action.KEPT_UNPARSABLE),
+        errors=objects(Action.FAILED),
+        list_requests=list_requests,
+        delete_requests=delete_requests,
+        duration_s=duration_s,
+    ).to_dict()
+    summary["outside_root"] = objects(Action.KEPT_OUTSIDE_ROOT)
+    summary["would_delete"] = objects(Action.WOULD_DELETE)
+    summary["would_delete_bytes"] = size(Action.WOULD_DELETE)
+    return summary
+
+
+def _source(spark: Any, job: JobConfig, skip_above: int | None, requests: Any) -> Any:
+    if job.inventory is not None:
+        frame = read_inventory(
+            spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket
+        )
+        # gzip CSV files are not splittable: spread the rows over the cluster's cores.
+        wanted = spark.sparkContext.defaultParallelism
+        if frame.rdd.getNumPartitions() < wanted:
+            frame = frame.repartition(wanted)
+        return frame
+    return list_objects(
+        spark, job.target, job.layout, task_count=job.list_tasks,
+        skip_above_epoch=skip_above, requests=requests,
+    )  # fmt: skip
+
+
+def write_json_file(path: Path, document: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)
+
+
+def _sweep(spark: Any, job: JobConfig, classified: Any) -> tuple[dict[str, tuple[int, int]], int]:
+    """Delete (or not) and write the decisions; per-action counts and DeleteObjects calls."""
+    slots = slots_per_executor(spark)
+    rate = job.max_deletes_per_second
+    settings = DeleteSettings(
+        target=job.target,
+        dry_run=job.dry_run,
+        threads=max(1, job.delete_concurrency // slots),
+        deletes_per_second=None if rate is None else rate / slots,
+        batch_size=job.batch_size,
+    )
+    delete_requests = spark.sparkContext.accumulator(0)
+    decisions = apply_deletes(classified, settings, requests=delete_requests)
+    decisions.write.mode("overwrite").parquet(job.decisions_uri)  # the one action: deletes
+    rows = outcome_counts(spark.read.parquet(job.decisions_uri)).collect()
+    counts = {row["action"]: (int(row["objects"]), int(row["bytes"])) for row in rows}
+    return counts, int(delete_requests.value)
+
+
+def execute(
+    job: JobConfig, safe_epoch: int, cluster_epoch: int | None, started: float
+) -> JobResult:
+    """Run the job with M = `safe_epoch`; write its outputs; return the summary."""
+    now_s = time.time()
+    log.info("spark.round_started", command=job.command, source=job.source,
+             safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, dry_run=job.dry_run)  # fmt: skip
+    with spark_session(job.master, app_name=f"l0gc {job.command}") as spark:
+        list_requests = spark.sparkContext.accumulator(0)
+        skip_above = safe_epoch if job.sweep else None
+        try:
+            source = _source(spark, job, skip_above, list_requests)
+            classified = classify(source, job.layout, safe_epoch, now_s, job.grace_s)
+            if not job.sweep:
+                settings = ReportSettings(
+                    safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, now_s=now_s,
+                    grace_s=job.grace_s, price_per_gb_month=job.price_per_gb_month,
+                    source=job.source,
+                )  # fmt: skip
+                document = write_report(classified, job.output, settings)
+                log.info("spark.report_written", output=str(job.output),
+                         garbage_objects=document["garbage_objects"])  # fmt: skip
+                return JobResult(document)
+            counts, delete_count = _sweep(spark, job, classified)
+            job_error = None
+        except Exception as exc:
+            if not _is_spark_failure(exc):
+                raise
+            log.error("spark.job_failed", command=job.command, error=str(exc)[:2000])
+            counts, delete_count, job_error = {}, 0, _first_line(exc)
+            if not job.sweep:
+                return JobResult({"version": 1, "safe_epoch": safe_epoch}, job_error)
+        list_count = int(list_requests.value)
+    document = summary_from_counts(
+        counts, safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, dry_run=job.dry_run,
+        list_requests=list_count, delete_requests=delete_count,
+        duration_s=time.monotonic() - started,
+    )  # fmt: skip
+    document["source"] = job.source
+    document["decisions"] = job.decisions_uri
+    if job_error is not None:
+        document["job_error"] = job_error
+    write_json_file(job.output / "summary.json", document)
+    log.info("spark.round_finished", **{k: document[k] for k in ("listed", "eligible",
+             "deleted", "errors", "would_delete", "outside_root")})  # fmt: skip
+    return JobResult(document, job_error)
+
+
+def _is_spark_failure(exc: Exception) -> bool:
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # noqa: PLC0415
+    from pyspark.errors import PySparkException  # noqa: PLC0415
+
+    return isinstance(exc, PySparkException | Py4JError)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        if "Error" in line or "Exception" in line:
+            return line.strip()[:500]
+    return text.splitlines()[0][:500] if text else type(exc).__name__

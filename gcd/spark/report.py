@@ -1,0 +1,265 @@
+"""`gcd spark-report`: what is in the bucket, what is garbage, and what it costs.
+
+Input: the classified DataFrame (`gcd.spark.transforms.classify`). The words:
+
+- garbage: parsed, epoch <= M (verdict ``delete`` or ``too_young``); a sweep deletes
+  it now (``eligible``: older than the grace period) or once the grace period is over;
+- live: parsed, epoch > M (``not_eligible``);
+- unparsable: under the root but not in the layout: never deleted, counted, sampled;
+- outside root: counted only (a sweep never lists them).
+
+Outputs, in the output directory:
+
+- ``by_epoch.parquet`` / ``.csv``: per epoch: objects, bytes, status (garbage/live),
+  eligible and in-grace objects and bytes, oldest LastModified;
+- ``by_prefix.parquet`` / ``.csv``: per 3-digit prefix: objects, bytes, garbage
+  objects and bytes, epoch range, age of the oldest object and of the oldest garbage;
+- ``report.json``: totals, the unparsable sample, and the monthly storage cost of the
+  garbage: ``garbage_bytes / 2**30 * price_per_gb_month`` (S3 bills GB-months of
+  2**30 bytes; default 0.023 USD, S3 Standard, first 50 TB, us-east-1);
+- ``report.png``: objects and bytes by epoch, M marked by a vertical line.
+
+Aggregates are small (one row per epoch / prefix), so they are collected to the
+driver and written with pandas as single files an operator can open.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from gcd.decision import Verdict
+
+__all__ = [
+    "DEFAULT_PRICE_PER_GB_MONTH",
+    "ReportSettings",
+    "epoch_table",
+    "monthly_cost",
+    "prefix_table",
+    "write_report",
+]
+
+DEFAULT_PRICE_PER_GB_MONTH: Final = 0.023
+REPORT_VERSION: Final = 1
+GIB: Final = 2**30
+_GARBAGE = (Verdict.DELETE.value, Verdict.TOO_YOUNG.value)
+_PARSED = (*_GARBAGE, Verdict.NOT_ELIGIBLE.value)
+_BARS_UP_TO = 400  # epochs; more are drawn as lines
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    """The round's constants as the report shows them."""
+
+    safe_epoch: int | None
+    cluster_epoch: int | None
+    now_s: float
+    grace_s: float
+    price_per_gb_month: float = DEFAULT_PRICE_PER_GB_MONTH
+    sample_size: int = 20
+    blocked_reason: str | None = None
+    source: str = "inventory"
+
+
+def monthly_cost(garbage_bytes: int, price_per_gb_month: float) -> float:
+    """USD per month of storing `garbage_bytes` at `price_per_gb_month` (GB = 2**30 bytes)."""
+    return garbage_bytes / GIB * price_per_gb_month
+
+
+def _counts(F: Any, condition: Any, name: str) -> list[Any]:  # noqa: N803 - pyspark idiom
+    return [
+        F.sum(F.when(condition, 1).otherwise(0)).alias(f"{name}_objects"),
+        F.sum(F.when(condition, F.col("size")).otherwise(0)).alias(f"{name}_bytes"),
+    ]
+
+
+def epoch_table(classified: Any) -> Any:
+    """Per epoch: objects, bytes, status, eligible / in-grace counts, oldest LastModified."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    verdict = F.col("verdict")
+    parsed = classified.where(F.col("epoch").isNotNull())
+    return (
+        parsed.groupBy("epoch")
+        .agg(
+            F.count(F.lit(1)).alias("objects"),
+            F.sum("size").alias("bytes"),
+            F.max(F.when(verdict.isin(*_GARBAGE), 1).otherwise(0)).alias("garbage"),
+            *_counts(F, verdict == Verdict.DELETE.value, "eligible"),
+            *_counts(F, verdict == Verdict.TOO_YOUNG.value, "in_grace"),
+            F.min("last_modified_s").alias("oldest_last_modified_s"),
+        )
+        .withColumn("status", F.when(F.col("garbage") == 1, "garbage").otherwise("live"))
+        .drop("garbage")
+        .orderBy("epoch")
+    )
+
+
+def prefix_table(classified: Any, now_s: float) -> Any:
+    """Per prefix: objects, bytes, garbage, epoch range, age of the oldest (garbage) object."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    garbage = F.col("verdict").isin(*_GARBAGE)
+    return (
+        classified.where(F.col("prefix").isNotNull())
+        .groupBy("prefix")
+        .agg(
+            F.count(F.lit(1)).alias("objects"),
+            F.sum("size").alias("bytes"),
+            *_counts(F, garbage, "garbage"),
+            F.min("epoch").alias("min_epoch"),
+            F.max("epoch").alias("max_epoch"),
+            (F.lit(now_s) - F.min("last_modified_s")).alias("oldest_age_s"),
+            (F.lit(now_s) - F.min(F.when(garbage, F.col("last_modified_s")))).alias(
+                "oldest_garbage_age_s"
+            ),
+        )
+        .orderBy("prefix")
+    )
+
+
+def _totals(classified: Any) -> dict[str, tuple[int, int]]:
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    rows = classified.groupBy("verdict").agg(
+        F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("size"), F.lit(0)).alias("bytes")
+    )
+    found = {row["verdict"]: (int(row["objects"]), int(row["bytes"])) for row in rows.collect()}
+    return {verdict.value: found.get(verdict.value, (0, 0)) for verdict in Verdict}
+
+
+def _summary(
+    totals: dict[str, tuple[int, int]],
+    epochs: Any,
+    prefixes: Any,
+    sample: list[str | None],
+    settings: ReportSettings,
+) -> dict[str, Any]:
+    def pair(*verdicts: str) -> tuple[int, int]:
+        return (
+            sum(totals[v][0] for v in verdicts),
+            sum(totals[v][1] for v in verdicts),
+        )
+
+    under_root = pair(*_PARSED, Verdict.UNPARSABLE.value)
+    garbage = pair(*_GARBAGE)
+    oldest = prefixes["oldest_garbage_age_s"].dropna()
+    doc: dict[str, Any] = {
+        "version": REPORT_VERSION,
+        "source": settings.source,
+        "safe_epoch": settings.safe_epoch,
+        "cluster_epoch": settings.cluster_epoch,
+        "blocked_reason": settings.blocked_reason,
+        "now_s": settings.now_s,
+        "grace_s": settings.grace_s,
+        "objects": under_root[0],
+        "bytes": under_root[1],
+        "garbage_objects": garbage[0],
+        "garbage_bytes": garbage[1],
+        "eligible_objects": totals[Verdict.DELETE.value][0],
+        "eligible_bytes": totals[Verdict.DELETE.value][1],
+        "in_grace_objects": totals[Verdict.TOO_YOUNG.value][0],
+        "in_grace_bytes": totals[Verdict.TOO_YOUNG.value][1],
+        "live_objects": totals[Verdict.NOT_ELIGIBLE.value][0],
+        "live_bytes": totals[Verdict.NOT_ELIGIBLE.value][1],
+        "unparsable_objects": totals[Verdict.UNPARSABLE.value][0],
+        "unparsable_bytes": totals[Verdict.UNPARSABLE.value][1],
+        "unparsable_sample": sample,
+        "outside_root_objects": totals[Verdict.OUTSIDE_ROOT.value][0],
+        "outside_root_bytes": totals[Verdict.OUTSIDE_ROOT.value][1],
+        "epochs": len(epochs),
+        "min_epoch": None if epochs.empty else int(epochs["epoch"].min()),
+        "max_epoch": None if epochs.empty else int(epochs["epoch"].max()),
+        "prefixes": len(prefixes),
+        "oldest_garbage_age_s": None if oldest.empty else float(oldest.max()),
+        "price_per_gb_month": settings.price_per_gb_month,
+        "garbage_monthly_cost_usd": monthly_cost(garbage[1], settings.price_per_gb_month),
+    }
+    return doc
+
+
+def _chart(epochs: Any, safe_epoch: int | None, path: Path) -> None:
+    import matplotlib as mpl  # noqa: PLC0415
+
+    mpl.use("Agg")
+    from matplotlib import pyplot as plt  # noqa: PLC0415
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6))
+    try:
+        for axes, column in ((top, "objects"), (bottom, "bytes")):
+            for status, color in (("garbage", "tab:red"), ("live", "tab:blue")):
+                part = epochs[epochs["status"] == status]
+                if len(epochs) <= _BARS_UP_TO:
+                    axes.bar(part["epoch"], part[column], color=color, width=0.8, label=status)
+                else:  # thousands of bars render slowly; lines show the same shape
+                    axes.vlines(part["epoch"], 0, part[column], color=color, label=status)
+            axes.set_ylabel(column)
+            if safe_epoch is not None:
+                axes.axvline(safe_epoch + 0.5, color="black", linestyle="--",
+                             label=f"M = {safe_epoch}")  # fmt: skip
+        bottom.set_xlabel("epoch")
+        bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+        top.legend(loc="upper right")
+        top.set_title("L0 objects by epoch")
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+    finally:
+        plt.close(figure)
+
+
+def write_report(classified: Any, output: str | Path, settings: ReportSettings) -> dict[str, Any]:
+    """Write the tables, summary and chart to `output`; return the summary."""
+    from pyspark import StorageLevel  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    # Cache only what the aggregates read: the key is kept for unparsable rows alone
+    # (the sample), which keeps the cache a fraction of the input.
+    unparsable = F.col("verdict") == Verdict.UNPARSABLE.value
+    narrow = classified.select(
+        F.when(unparsable, F.col("key")).alias("key"),
+        "size", "last_modified_s", "prefix", "epoch", "verdict",
+    )  # fmt: skip
+    cached = narrow.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        totals = _totals(cached)
+        epochs = epoch_table(cached).toPandas()
+        prefixes = prefix_table(cached, settings.now_s).toPandas()
+        sample_rows = (
+            cached.where(unparsable)
+            .select("key")
+            .orderBy("key")
+            .limit(settings.sample_size)
+            .collect()
+        )
+    finally:
+        cached.unpersist()
+    sample = [row["key"] for row in sample_rows]
+    for name, table in (("by_epoch", epochs), ("by_prefix", prefixes)):
+        table.to_parquet(out / f"{name}.parquet", index=False)
+        table.to_csv(out / f"{name}.csv", index=False)
+    summary = _summary(totals, epochs, prefixes, sample, settings)
+    _chart(epochs, settings.safe_epoch, out / "report.png")
+    summary["files"] = {
+        name: str(out / name)
+        for name in (
+            "report.json", "by_epoch.parquet", "by_epoch.csv", "by_prefix.parquet",
+            "by_prefix.csv", "report.png",
+        )
+    }  # fmt: skip
+    text = json.dumps(summary, indent=2, allow_nan=False, default=_json_default)
+    (out / "report.json").write_text(text + "\n", encoding="utf-8")
+    return summary
+
+
+def _json_default(value: Any) -> Any:
+    # numpy scalars from pandas aggregates; a NaN/inf would be a bug, so it stays loud.
+    item = value.item() if hasattr(value, "item") else str(value)
+    if isinstance(item, float) and not math.isfinite(item):
+        raise ValueError(f"non-finite number {item!r} in the report summary")
+    return item
