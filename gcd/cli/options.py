@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gcd.errors import ConfigError
-from gcd.layout import DEFAULT_ROOT
+from gcd.layout import DEFAULT_ROOT, KeyLayout
 
 __all__ = [
     "DAEMON_OPTIONS",
@@ -220,6 +220,15 @@ SPARK_ONLY_KEYS = frozenset({
     "master", "delete_concurrency", "price_per_gb_month",
 })  # fmt: skip
 _UNIVERSE = {o.dest for table in _TABLES for o in table} | set(_ETCD_KEYS) | SPARK_ONLY_KEYS
+
+
+def layout_from_args(args: argparse.Namespace) -> KeyLayout:
+    """The key layout chosen by --layout / --key-pattern / --root / --epoch-width."""
+    if args.layout != "default" and args.key_pattern is None:
+        spec = args.layout
+    else:
+        spec = args.key_pattern if args.key_pattern is not None else "default"
+    return KeyLayout.from_spec(spec, args.root, epoch_width=args.epoch_width)
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:

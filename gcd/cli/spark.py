@@ -39,6 +39,7 @@ from gcd.cli.options import (
     add_options,
     boolean,
     integer,
+    layout_from_args,
     positive_number,
     resolve,
     text,
@@ -46,7 +47,6 @@ from gcd.cli.options import (
 from gcd.cli.output import configure_logging, write_json
 from gcd.cli.sweep import watermark_source
 from gcd.errors import ConfigError
-from gcd.layout import KeyLayout
 from gcd.report import RoundSummary
 from gcd.safety import Admission, SafetyGate
 from gcd.spark.pipeline import JobConfig, execute, write_json_file
@@ -101,15 +101,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_etcd_arguments(parser)
 
 
-def _layout(args: argparse.Namespace) -> KeyLayout:
-    # The same choice as `gcd sweep` (gcd.cli.sweep.round_setup).
-    if args.layout != "default" and args.key_pattern is None:
-        spec = args.layout
-    else:
-        spec = args.key_pattern if args.key_pattern is not None else "default"
-    return KeyLayout.from_spec(spec, args.root, epoch_width=args.epoch_width)
-
-
 def parse_run(args: argparse.Namespace) -> JobConfig:
     """Resolve flags > env > config > defaults and validate them (ConfigError)."""
     resolve(args, _ALL)
@@ -127,7 +118,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         bucket=args.bucket,
         endpoint_url=args.endpoint_url,
         region=args.region,
-        layout=_layout(args),
+        layout=layout_from_args(args),
         inventory=args.inventory,
         inventory_root=args.inventory_root,
         list_tasks=args.list_tasks,

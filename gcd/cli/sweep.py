@@ -33,11 +33,11 @@ from gcd.cli.options import (
     Option,
     add_config_option,
     add_options,
+    layout_from_args,
     resolve,
 )
 from gcd.cli.output import ProgressLine, configure_logging, write_json
 from gcd.errors import ConfigError
-from gcd.layout import KeyLayout
 from gcd.report import PlanWriter, RoundSummary
 from gcd.s3store import S3ObjectStore, S3Settings
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
@@ -80,11 +80,7 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
     env = os.environ if environ is None else environ
     if args.bucket is None:
         raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET")
-    if args.layout != "default" and args.key_pattern is None:
-        spec = args.layout
-    else:
-        spec = args.key_pattern if args.key_pattern is not None else "default"
-    layout = KeyLayout.from_spec(spec, args.root, epoch_width=args.epoch_width)
+    layout = layout_from_args(args)
     config = RoundConfig(
         layout=layout,
         grace_s=args.grace,
