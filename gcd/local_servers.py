@@ -101,7 +101,11 @@ class LocalEtcd:
             "--log-level=error",
         ]  # fmt: skip
         self._log = (self.data_dir / "etcd.log").open("ab")
-        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)  # noqa: S603
+        # A session of its own: a Ctrl-C in the terminal must not kill etcd before the
+        # demo (or a test) has shut down what depends on it.
+        self.process = subprocess.Popen(  # noqa: S603
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + _START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

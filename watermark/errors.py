@@ -127,8 +127,8 @@ class WatermarkUnavailable(L0gcError):
         which = "" if self.partition is None else f" (partition {self.partition!r})"
         return (
             f"global watermark unavailable: {self.reason}{which}; nothing is deleted until "
-            "it is fixed: have the owner re-publish the record, or delete the partition's key "
-            "if the partition is gone"
+            "it is fixed: see docs/operations.md#gc-blocked (repair the record with "
+            "`watermark partition show`, or deregister the partition if it is gone)"
         )
 
 

@@ -78,7 +78,8 @@ class EpochTicker:
 
     def _step_down(self, reason: str) -> None:
         if self._leader_revision is not None:
-            _log.warning("epoch_ticker.leadership_lost", owner=self._owner_id, reason=reason)
+            level = _log.info if reason == "resigned" else _log.warning
+            level("epoch_ticker.leadership_lost", owner=self._owner_id, reason=reason)
         self._leader_revision = None
 
     async def _keep_lease(self) -> int:

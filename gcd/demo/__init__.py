@@ -1,0 +1,27 @@
+"""`gcd demo`: the whole collector on one machine, with a ground truth to check it against.
+
+- `gcd.demo.ledger`: which objects are still referenced (pure).
+- `gcd.demo.workload`: simulated writers and a lagging reconciler on the real Publisher.
+- `gcd.demo.s3io`: the demo's own S3 client, and the store wrapper that watches deletes.
+- `gcd.demo.view`: the live view on a terminal, progress log lines otherwise.
+- `gcd.demo.verify`: the read-back at the end and the summary.
+- `gcd.demo.runner`: one run, phase by phase.
+
+The command itself (servers, signals, output) is `gcd.cli.demo`.
+"""
+
+from gcd.demo.ledger import Ledger, LedgerCounts, Loss, ObjectState
+from gcd.demo.runner import DemoConfig, DemoRun, Servers
+from gcd.demo.verify import DemoSummary, Readback
+
+__all__ = [
+    "DemoConfig",
+    "DemoRun",
+    "DemoSummary",
+    "Ledger",
+    "LedgerCounts",
+    "Loss",
+    "ObjectState",
+    "Readback",
+    "Servers",
+]

@@ -1,0 +1,282 @@
+"""`gcd demo`: its ground-truth ledger and views (pure), and whole runs as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gcd.demo.ledger import Ledger, ObjectState
+from gcd.demo.verify import DemoSummary, exit_code, problems, text_report
+from gcd.demo.view import Snapshot, progress_fields, render
+from gcd.demo.workload import CommitLog, horizon
+
+# -- the ledger ---------------------------------------------------------------------------
+
+
+def test_committed_objects_are_live_until_reconciled() -> None:
+    """A committed object is referenced; reconciling its offset makes it garbage."""
+    ledger = Ledger()
+    ledger.uploaded("k0", "p", 5)
+    ledger.uploaded("k1", "p", 6)
+    ledger.committed("k0", 0)
+    ledger.committed("k1", 1)
+    assert ledger.referenced() == ["k0", "k1"]
+    assert ledger.reconciled("p", 0) == 1
+    assert ledger.state("k0") is ObjectState.RECONCILED
+    assert ledger.referenced() == ["k1"]
+    counts = ledger.counts()
+    assert (counts.written, counts.live, counts.garbage, counts.deleted) == (2, 1, 1, 0)
+
+
+def test_deleting_a_referenced_object_is_a_loss() -> None:
+    """The sweeper deleting a referenced object is recorded as live_lost; garbage is not."""
+    ledger = Ledger()
+    for key, offset in (("dead", 0), ("live", 1)):
+        ledger.uploaded(key, "p", 3)
+        ledger.committed(key, offset)
+    ledger.reconciled("p", 0)
+    losses = ledger.deleted(["dead", "live", "never-written"])
+    assert [loss.key for loss in losses] == ["live"]
+    assert losses[0].how == "deleted while referenced"
+    assert ledger.counts().live_lost == 1
+    assert ledger.unknown_deleted == 1
+
+
+def test_committing_an_already_deleted_upload_is_a_loss() -> None:
+    """An upload deleted before its fence, then committed, is a loss too."""
+    ledger = Ledger()
+    ledger.uploaded("k", "p", 2)
+    assert ledger.deleted(["k"]) == []
+    ledger.committed("k", 0)
+    assert [loss.how for loss in ledger.losses] == ["committed after deletion"]
+
+
+def test_orphans_are_garbage_even_when_deleted_first() -> None:
+    """A refused fence makes the upload an orphan; deleting it is no loss."""
+    ledger = Ledger()
+    ledger.uploaded("a", "p", 1)
+    ledger.uploaded("b", "p", 1)
+    ledger.orphaned("a")
+    ledger.deleted(["b"])
+    ledger.orphaned("b")
+    assert ledger.state("a") is ObjectState.ORPHANED
+    assert ledger.is_garbage("b")
+    assert (ledger.counts().orphans, ledger.counts().live_lost) == (2, 0)
+    assert ledger.max_epoch == 1
+
+
+def test_a_key_cannot_be_written_twice_nor_committed_out_of_order() -> None:
+    """Keys are unique and a partition's commits come in offset order."""
+    ledger = Ledger()
+    ledger.uploaded("k", "p", 1)
+    with pytest.raises(ValueError, match="already in the ledger"):
+        ledger.uploaded("k", "p", 2)
+    ledger.uploaded("j", "p", 1)
+    ledger.committed("k", 5)
+    with pytest.raises(ValueError, match="offset 4"):
+        ledger.committed("j", 4)
+
+
+# -- the workload's pure parts ---------------------------------------------------------
+
+
+def test_horizon_trails_by_the_lag_and_freezes_during_a_stall() -> None:
+    """Lifted-through time is now - lag, held at stall start - lag during a stall."""
+    assert horizon(10.0, 3.0, None) == 7.0
+    assert horizon(12.0, 3.0, (10.0, 20.0)) == 7.0
+    assert horizon(20.0, 3.0, (10.0, 20.0)) == 17.0
+
+
+def test_commit_log_reports_the_highest_offset_lifted() -> None:
+    """Entries committed at or before the horizon are dropped; the last offset is returned."""
+    log = CommitLog()
+    log.pending.extend([(1.0, 0), (2.0, 1), (3.0, 2)])
+    assert log.lifted_through(0.5) is None
+    assert log.lifted_through(2.0) == 1
+    assert list(log.pending) == [(3.0, 2)]
+
+
+# -- views and the summary ------------------------------------------------------------
+
+
+def snapshot(**changes: Any) -> Snapshot:
+    """A snapshot with plausible values."""
+    values: dict[str, Any] = {
+        "phase": "writing", "elapsed_s": 12.0, "duration_s": 60.0, "cluster_epoch": 9,
+        "safe_epoch": 4, "pinned_by": ("orders/3",), "pinned_watermark": 4,
+        "blocked_reason": None, "written": 300, "live": 40, "garbage": 60, "deleted": 200,
+        "orphans": 2, "live_lost": 0, "list_requests": 30, "delete_requests": 3,
+        "deletes_per_s": 21.5, "stalled_partition": "orders/3",
+    }  # fmt: skip
+    values.update(changes)
+    return Snapshot(**values)
+
+
+def test_live_view_names_the_pinning_partition_and_why() -> None:
+    """The view shows epoch, M, lag, who pins M (and that its reconciler stalls), requests."""
+    lines = render(snapshot())
+    text = "\n".join(lines)
+    assert "cluster epoch      9   global M      4   lag   5 epochs" in text
+    assert "pinned by orders/3 (M(p) = 4)  <- its reconciler is stalled" in text
+    assert "LIST     30   DELETE      3" in text
+    assert "live objects lost  0  (ok)" in text
+    assert progress_fields(snapshot())["lag"] == 5
+
+
+def test_live_view_shows_losses_and_blocked_state() -> None:
+    """A loss is shouted; an undefined M says it is blocked."""
+    text = "\n".join(render(snapshot(live_lost=2, safe_epoch=None, blocked_reason="x")))
+    assert "!! LIVE OBJECTS LOST" in text
+    assert "BLOCKED: x" in text
+
+
+def test_exit_code_and_problems() -> None:
+    """Exit 0 only when nothing was lost and something was deleted; 130 when interrupted."""
+    good = DemoSummary(ok=True, deleted=10)
+    assert exit_code(good) == 0
+    assert problems(DemoSummary(deleted=0), 60.0) == ["nothing was deleted in a 60 s run"]
+    assert problems(DemoSummary(deleted=0), 5.0) == []
+    assert exit_code(DemoSummary(live_lost=1, interrupted=True)) == 1
+    assert exit_code(DemoSummary(interrupted=True)) == 130
+    assert "l0gc demo: OK" in text_report(good)
+
+
+# -- whole runs ------------------------------------------------------------------------
+
+
+def etcd_running(pid: int) -> bool:
+    """True while a process with this PID runs an etcd binary."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return b"etcd" in cmdline
+
+
+def assert_gone(pid: int) -> None:
+    """The demo's etcd child must be gone; if not, stop it (it is ours) and fail."""
+    if etcd_running(pid):
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"the demo left its etcd (pid {pid}) running")
+
+
+def demo(*args: str, own_group: bool = False) -> subprocess.Popen[str]:
+    """Start `python -m gcd demo ARGS --json` (its servers are its own), optionally as the
+    leader of a process group of its own, like a foreground job in a terminal."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "gcd", "demo", "--json", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=own_group,
+    )  # fmt: skip
+
+
+def wait_for_event(
+    proc: subprocess.Popen[str], event: str, timeout_s: float = 60
+) -> dict[str, Any]:
+    """Read the demo's JSON log lines until `event` appears; return that line."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            pytest.fail(f"the demo exited before logging {event}")
+        if line.startswith("{"):
+            doc: dict[str, Any] = json.loads(line)
+            if doc.get("event") == event:
+                return doc
+    pytest.fail(f"no {event} within {timeout_s} s")
+
+
+@pytest.mark.integration
+def test_a_short_demo_collects_garbage_and_loses_nothing() -> None:
+    """An 8 s demo deletes garbage, loses no live object, and stops its etcd."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    summary = json.loads(done.stdout)
+    assert_gone(summary["etcd_pid"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert summary["version"] == 1
+    assert summary["ok"] is True
+    assert summary["deleted"] > 0
+    assert summary["live_lost"] == 0
+    assert summary["live_verified"] == summary["live_at_stop"] > 0
+    for field in ("garbage_remaining", "safe_epoch", "cluster_epoch", "objects_written",
+                  "list_requests", "delete_requests", "duration_s"):  # fmt: skip
+        assert isinstance(summary[field], int | float), field
+    assert summary["deleted"] <= summary["objects_written"]
+    assert '"event": "demo.progress"' in done.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_the_demo_cleanly(signum: signal.Signals) -> None:
+    """SIGINT/SIGTERM mid-run: it drains, verifies, reports, exits 130, leaves no etcd."""
+    proc = demo("--duration", "120")
+    try:
+        started = wait_for_event(proc, "demo.servers_started")
+        wait_for_event(proc, "demo.progress")
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert_gone(started["etcd_pid"])
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    summary = json.loads(out)
+    assert summary["interrupted"] is True
+    assert summary["live_lost"] == 0
+    assert summary["duration_s"] < 60
+
+
+@pytest.mark.integration
+def test_a_second_signal_aborts_and_still_stops_etcd() -> None:
+    """Two Ctrl-Cs: no summary, exit 130, and the etcd child is stopped all the same."""
+    proc = demo("--duration", "120")
+    try:
+        started = wait_for_event(proc, "demo.servers_started")
+        wait_for_event(proc, "demo.progress")
+        proc.send_signal(signal.SIGINT)
+        wait_for_event(proc, "demo.stopping")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert_gone(started["etcd_pid"])
+    assert proc.returncode == 130
+    assert out == ""
+    assert "aborted" in err
+
+
+@pytest.mark.integration
+def test_ctrl_c_in_a_terminal_reaches_etcd_too_and_still_ends_cleanly() -> None:
+    """A terminal's Ctrl-C signals the whole group (demo and its etcd): still exit 130,
+    a summary that verified the referenced objects, and no etcd left behind."""
+    proc = demo("--duration", "120", own_group=True)
+    try:
+        started = wait_for_event(proc, "demo.servers_started")
+        wait_for_event(proc, "demo.progress")
+        os.killpg(proc.pid, signal.SIGINT)  # the group the demo leads: it and its etcd
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert_gone(started["etcd_pid"])
+    assert proc.returncode == 130, err[-3000:]
+    summary = json.loads(out)
+    assert summary["interrupted"] is True
+    assert summary["live_lost"] == 0
+    assert summary["live_verified"] == summary["live_at_stop"]

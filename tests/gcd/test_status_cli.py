@@ -1,0 +1,151 @@
+"""`gcd status` against a real etcd (as a subprocess, configured by env), and its pure parts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import pytest
+
+from gcd.cli.status import build_report, human_age, render_text
+from gcd.local_servers import LocalEtcd, free_port
+from watermark.etcd_config import EtcdSettings, open_kv
+from watermark.kv import Put
+from watermark.safe_epoch import GcView
+from watermark.store import Publication, WatermarkStore
+
+NOW = 1_763_700_000.0
+
+
+def gcd(
+    args: Sequence[str], etcd: str, namespace: str, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m gcd ARGS` with the etcd settings in the environment."""
+    env = {**os.environ, "L0GC_ETCD": etcd, "L0GC_NAMESPACE": namespace, **extra_env}
+    return subprocess.run(
+        [sys.executable, "-m", "gcd", *args], env=env, capture_output=True, text=True,
+        timeout=60, check=False,
+    )
+
+
+def setup(etcd: LocalEtcd, namespace: str, watermarks: dict[str, int], *, cluster: int = 8,
+          malformed: str | None = None) -> None:
+    """Cluster epoch `cluster`; each partition owned by 'pub' with the given M(p)."""
+
+    async def go() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+        store = WatermarkStore(kv, namespace)
+        try:
+            await store.init_cluster_epoch(1)
+            for name in watermarks:
+                await store.register_partition(name)
+            for _ in range(cluster - 1):
+                await store.advance_cluster_epoch()
+            for name, watermark in watermarks.items():
+                owned = await store.acquire_ownership(name, "pub")
+                await store.publish_one(Publication(name, "pub", owned.owner_epoch, watermark))
+            if malformed is not None:
+                await kv.txn([], [Put(store.partition_key(malformed), b"not json")])
+        finally:
+            await kv.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.integration
+def test_status_json_names_the_partitions_pinning_m(etcd_server: LocalEtcd, namespace: str) -> None:
+    """M is the lowest M(p); the partitions at that M(p) are listed as pinning, with owner."""
+    setup(etcd_server, namespace, {"orders/0": 5, "orders/1": 3, "orders/2": 3})
+    done = gcd(["status", "--json"], etcd_server.endpoint, namespace)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["version"] == 1
+    assert doc["namespace"] == namespace
+    assert (doc["cluster_epoch"], doc["safe_epoch"], doc["lag_epochs"]) == (8, 3, 5)
+    assert doc["blocked"] is False
+    assert doc["paused"] is False
+    assert doc["partition_count"] == 3
+    assert [p["partition"] for p in doc["pinning"]] == ["orders/1", "orders/2"]
+    pin = doc["pinning"][0]
+    assert (pin["watermark"], pin["owner"], pin["lag_epochs"]) == (3, "pub", 5)
+    assert pin["age_s"] is not None
+    assert pin["age_s"] < 60
+    assert "partitions" not in doc
+
+
+@pytest.mark.integration
+def test_status_exits_3_and_names_a_malformed_partition(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """A malformed record makes M undefined: exit 3, the partition is named, --all shows it."""
+    setup(etcd_server, namespace, {"orders/0": 5}, malformed="orders/9")
+    done = gcd(["status", "--json", "--all"], etcd_server.endpoint, namespace)
+    assert done.returncode == 3, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["blocked"] is True
+    assert doc["safe_epoch"] is None
+    assert doc["blocked_partition"] == "orders/9"
+    assert "orders/9" in doc["blocked_reason"]
+    broken = {p["partition"]: p for p in doc["partitions"]}["orders/9"]
+    assert "not JSON" in broken["error"]
+    text = gcd(["status"], etcd_server.endpoint, namespace)
+    assert text.returncode == 3
+    assert "UNDEFINED" in text.stdout
+    assert "watermark partition deregister orders/9" in text.stdout
+
+
+@pytest.mark.integration
+def test_status_all_lists_every_partition(etcd_server: LocalEtcd, namespace: str) -> None:
+    """--all prints a row per partition with M(p), lag and owner."""
+    setup(etcd_server, namespace, {"a/0": 6, "a/1": 7})
+    done = gcd(["status", "--all"], etcd_server.endpoint, namespace)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("a/")]
+    assert len(rows) == 2
+    assert rows[0].split()[:3] == ["a/0", "6", "2"]
+    assert "pub #1" in rows[1]
+
+
+def test_status_exits_1_when_etcd_is_unreachable(namespace: str) -> None:
+    """No etcd listening: exit 1 with a message naming the endpoint."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    done = gcd(["status"], endpoint, namespace, L0GC_ETCD_TIMEOUT="1")
+    assert done.returncode == 1
+    assert endpoint in done.stderr
+
+
+def test_no_partitions_means_m_is_epoch_minus_one() -> None:
+    """Without partitions M = cluster epoch - 1 and nothing pins it."""
+    report = build_report(GcView(7, b"12", {}), "/l0gc/x", NOW)
+    assert (report.safe_epoch, report.lag_epochs, report.pinning) == (11, 1, ())
+    assert "every partition is ahead" in render_text(report, NOW)
+
+
+def test_an_empty_namespace_is_blocked_with_a_hint() -> None:
+    """Nothing stored under the namespace: blocked, and the message asks about --namespace."""
+    report = build_report(GcView(3, None, {}), "/l0gc/typo", NOW)
+    assert report.blocked
+    assert report.blocked_reason is not None
+    assert "is --namespace right?" in report.blocked_reason
+
+
+def test_paused_is_shown_with_reason_and_age() -> None:
+    """A paused namespace shows the reason, since when, and how to resume."""
+    view = GcView(3, b"5", {}, paused=True, paused_reason="bucket migration")
+    report = build_report(view, "/l0gc/x", NOW, paused_at=NOW - 300)
+    text = render_text(report, NOW)
+    assert "PAUSED since" in text
+    assert "(5m ago): bucket migration" in text
+    assert "gcd resume" in text
+    assert not report.blocked
+
+
+def test_human_age() -> None:
+    """Ages read as seconds, minutes, hours or days."""
+    assert [human_age(s) for s in (None, 1.25, 90, 7200, 3 * 86400)] == [
+        "-", "1.2s ago", "2m ago", "2h ago", "3d ago",
+    ]  # fmt: skip
