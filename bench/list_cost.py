@@ -2,8 +2,8 @@
 
 Deterministic (request counts, not timings), so one run per scenario is enough. Both
 sides are the real `gcd.sweeper.Sweeper` in this process over the same
-`bench.synthetic.SyntheticStore` bucket; the full-listing side uses a key pattern with
-an unpadded epoch (see `bench.s3sides.FULL_LISTING_PATTERN`), which turns skipping off
+`bench.synthetic.SyntheticStore` bucket; the full-listing side is the same sweeper with
+`RoundConfig(skip_ahead=False)` (`gcd sweep --full-listing`), which turns skipping off
 and nothing else. The sweeper is shard 0 of 10 (prefixes 000-099, one replica of ten),
 and every one of its 100 prefixes holds `live` objects above M and `garbage` objects at
 or below it, at live:garbage ratios of 100:1, 10:1 and 1:1.
@@ -22,7 +22,6 @@ import math
 import structlog
 
 from bench.common import Goal, Report, Scale, Table
-from bench.s3sides import FULL_LISTING_PATTERN
 from bench.synthetic import BucketShape, SyntheticStore
 from gcd.layout import KeyLayout
 from gcd.sweeper import RoundConfig, Sweeper
@@ -47,9 +46,10 @@ ROUNDS_PER_MONTH = 30 * 24 * 3600 // SWEEP_INTERVAL_S
 
 async def _count(shape: BucketShape, *, skip: bool) -> tuple[int, int, int]:
     """(LIST requests, objects examined, objects deleted) of one round."""
-    layout = KeyLayout.default() if skip else KeyLayout.custom(pattern=FULL_LISTING_PATTERN)
     store = SyntheticStore(shape)
-    config = RoundConfig(layout=layout, shard_index=0, shard_count=_SHARDS)
+    config = RoundConfig(
+        layout=KeyLayout.default(), shard_index=0, shard_count=_SHARDS, skip_ahead=skip
+    )
     result = await Sweeper(store, config).sweep(shape.safe_epoch, None)
     summary = result.summary
     assert summary.deleted == shape.total_garbage == store.deleted, summary

@@ -4,9 +4,9 @@ Every side is a separate process, started the way a user starts it, against the 
 server running in the benchmark's own process (seeded through moto's backend):
 
 - `gcd sweep`: the real CLI (`python -m gcd sweep ...`), M read from a real etcd.
-- `gcd sweep`, full listing: the same CLI with a custom key pattern that leaves the
-  epoch unpadded (`0*(?P<epoch>...)`), so the sweeper cannot skip ahead and lists every
-  key, as a full-listing sweeper (Redpanda's) does. Same code, same concurrency.
+- `gcd sweep`, full listing: the same CLI with `--full-listing` (`RoundConfig(
+  skip_ahead=False)`), so the sweeper does not skip ahead and lists every key, as a
+  full-listing sweeper (Redpanda's) does. Same code, same concurrency.
 - `s5cmd rm 's3://bucket/root/*'`: the fast bulk-delete tool a user would reach for.
 - naive: `bench.naive_delete`, boto3 list-everything then DeleteObject per key.
 
@@ -35,7 +35,6 @@ from watermark.store import WatermarkStore
 
 __all__ = ["SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
 
-FULL_LISTING_PATTERN = r"(?P<prefix>[0-9]{3})/0*(?P<epoch>[0-9]+)/(?P<name>[^/]+)"
 SIDES = ("gcd sweep", "gcd sweep, full listing", "s5cmd rm", "naive boto3")
 NAMESPACE = "/l0gc/bench"
 
@@ -180,7 +179,7 @@ class S3Bench:
                 "--json",
             ]
             if side.endswith("full listing"):
-                argv += ["--key-pattern", FULL_LISTING_PATTERN]
+                argv.append("--full-listing")
             return argv
         if side == "s5cmd rm":
             return [

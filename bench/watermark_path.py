@@ -10,8 +10,9 @@ Three figures, each beside what a user would otherwise do:
    (`time.process_time_ns`), which is what the fence costs; wall time is shown too,
    but on a shared machine it includes time the process was not scheduled.
 2. Publishing 10,000 partitions to a real etcd (`LocalEtcd`): `Publisher.publish_now`
-   (the service path, batches of 100) and `WatermarkStore.publish` of all 10k at once,
-   beside a naive loop of one compare-and-swap transaction per partition.
+   (the service path: one store call, written in transactions of 100) and
+   `WatermarkStore.publish` of all 10k at once, beside a naive loop of one
+   compare-and-swap transaction per partition.
 3. The global M over 100,000 partition records in a real etcd:
    `WatermarkStore.read_safe_epoch` (one paged read at one revision, decode, min),
    beside the raw paged range read alone and `etcdctl get --prefix` (what an operator

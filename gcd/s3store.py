@@ -18,17 +18,19 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import aiohttp
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
+from botocore.utils import parse_timestamp
 
 from gcd.errors import ConfigError, StorageError
 from gcd.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
 
-__all__ = ["S3ObjectStore", "S3Settings", "translate_error"]
+__all__ = ["S3ObjectStore", "S3Settings", "parse_s3_timestamp", "translate_error"]
 
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 
@@ -98,6 +100,24 @@ def translate_error(exc: BaseException, operation: str) -> StorageError:
     return StorageError(f"{operation} failed: {exc!r}", code="Unknown", retryable=False)
 
 
+def parse_s3_timestamp(value: Any) -> datetime:
+    """botocore's timestamp parser with a fast path for S3's ISO 8601 UTC form.
+
+    ListObjectsV2 sends every LastModified as `2026-11-22T03:12:50.000Z`; botocore parses
+    each one with dateutil (~120 us: a third of the client's CPU for a 20k-key round).
+    `datetime.fromisoformat` reads that form (Python >= 3.11) in ~1 us, aware in UTC.
+    Anything else (RFC 822 headers, epoch numbers, a form fromisoformat rejects) goes
+    to botocore's own parser, so the result is the same as botocore's.
+    """
+    if isinstance(value, str) and value.endswith("Z"):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    parsed: datetime = parse_timestamp(value)
+    return parsed
+
+
 _TRANSLATED = (
     botocore_errors.BotoCoreError,
     botocore_errors.ClientError,
@@ -125,6 +145,11 @@ class S3ObjectStore:
             read_timeout=settings.read_timeout_s,
         )
         session = get_session()
+        # The documented hook for this (botocore `ResponseParserFactory`); the session is
+        # this store's own, so no other client is affected.
+        session.get_component("response_parser_factory").set_parser_defaults(
+            timestamp_parser=parse_s3_timestamp
+        )
         try:
             context = session.create_client(
                 "s3",
@@ -174,7 +199,8 @@ class S3ObjectStore:
         """One DeleteObjects request with Quiet=false."""
         if not 1 <= len(keys) <= 1000:
             raise StorageError(
-                f"DeleteObjects takes 1-1000 keys, got {len(keys)}", code="InvalidRequest",
+                f"DeleteObjects takes 1-1000 keys, got {len(keys)}",
+                code="InvalidRequest",
                 retryable=False,
             )
         request = {"Objects": [{"Key": key} for key in keys], "Quiet": False}

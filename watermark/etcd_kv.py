@@ -19,7 +19,10 @@ This is the only module that talks to etcd (aetcd, grpc). It holds no watermark 
   are retried for transactions.
 - Consistency. `range_prefix` reads page by page (`limit` keys per request) at the
   revision of the first page, so the result is one snapshot however large the prefix.
-  If that revision is compacted away in between, the whole read starts again.
+  If that revision is compacted away in between, the whole read starts again. Pages
+  come back in key order without asking for a sort: etcd's index is ordered by key,
+  and a request with a sort order makes etcd 3.5 ignore `limit` while fetching (it
+  reads and sorts the whole rest of the range on every page: quadratic paging).
 - Errors. Every gRPC failure leaves this module as `EtcdUnavailable(endpoint, reason)`;
   a put on a lease that etcd no longer has becomes `LeaseExpired`.
 """
@@ -289,7 +292,11 @@ class EtcdKV:
         return await self._call(f"get {key}", operation, idempotent=True)
 
     async def range_prefix(self, prefix: str) -> RangeResult:
-        """Every key under `prefix` at one revision, sorted by key, paged internally."""
+        """Every key under `prefix` at one revision, sorted by key, paged internally.
+
+        No `sort_order` on the requests: etcd returns a range in ascending key order
+        by itself, and sorting would make it fetch the whole remaining range per page.
+        """
         start = prefix.encode()
         end = _prefix_end(start)
 
@@ -303,8 +310,6 @@ class EtcdKV:
                     range_end=end,
                     limit=self._page_size,
                     revision=revision,
-                    sort_order=rpc.RangeRequest.ASCEND,
-                    sort_target=rpc.RangeRequest.KEY,
                 )
                 response = await session.kv.Range(
                     request, timeout=self._timeout_s, metadata=session.metadata

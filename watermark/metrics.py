@@ -81,11 +81,16 @@ class WatermarkMetrics:
             "Fencing window slides (a higher epoch took the exclusive lock).",
             registry=reg,
         )
+        self.held_fences = 0
+        """Fences held right now by the guards sharing these metrics; they add and
+        subtract here, and `inflight_fences` reads it at collection time (a plain int:
+        a `Gauge.inc` and `dec` per fence cost ~0.65 us on the fence fast path)."""
         self.inflight_fences = Gauge(
             "l0gc_watermark_inflight_fences",
             "Fences currently held (writes admitted and not yet committed or aborted).",
             registry=reg,
         )
+        self.inflight_fences.set_function(self._held_fences)
         self.publishes = Counter(
             "l0gc_watermark_publishes_total",
             "Partition record publishes by outcome.",
@@ -127,19 +132,26 @@ class WatermarkMetrics:
             "1 while this process is the elected epoch ticker leader, else 0.",
             registry=reg,
         )
-        for result in FenceResult:
-            self.fences.labels(result=result.value)
-        for outcome in PublishOutcome:
-            self.publishes.labels(outcome=outcome.value)
+        # Every labelled child is bound once here: `labels(...)` costs ~1.5 us a call
+        # (kwargs, a lock, a dict lookup), which the fence fast path cannot afford.
+        self._fence_children = {r: self.fences.labels(result=r.value) for r in FenceResult}
+        self._publish_children = {o: self.publishes.labels(outcome=o.value) for o in PublishOutcome}
         self.min_watermark.set(-1)
+
+    def _held_fences(self) -> float:
+        return self.held_fences
 
     def fence(self, result: FenceResult) -> None:
         """Count one fence request that ended with `result`."""
-        self.fences.labels(result=result.value).inc()
+        self._fence_children[result].inc()
+
+    def fence_counter(self, result: FenceResult) -> Counter:
+        """The fences_total child of `result`, to bind once and `inc()` on a hot path."""
+        return self._fence_children[result]
 
     def publish(self, outcome: PublishOutcome, count: int = 1) -> None:
         """Count `count` partition publishes that ended with `outcome`."""
-        self.publishes.labels(outcome=outcome.value).inc(count)
+        self._publish_children[outcome].inc(count)
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format."""

@@ -10,8 +10,9 @@ M(p). Writers then, per object: ``async with publisher.fence(p, epoch) as f:`` (
 `FencingGuard`'s shared lock, see `watermark.guard`) and ``f.commit(offset)`` once the
 entry is in their log; the reconciler reports ``reconciled(p, offset)``. Every
 `publish_interval_s`, `run` publishes the records of the partitions that changed, in
-batches; the store refuses a lower M(p) (counted, never written) and refuses a stale
-owner, on which this process drops the partition: a stale owner stops publishing.
+one store call (which writes them in transactions of `PUBLISH_BATCH`); the store
+refuses a lower M(p) (counted, never written) and refuses a stale owner, on which this
+process drops the partition: a stale owner stops publishing.
 
 Idle partitions. A partition whose every applied entry is reconciled would pin the
 global M at its floor. With `idle_advance`, each round it gets a housekeeping entry
@@ -41,13 +42,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import structlog
 
-from watermark.contract import PUBLISH_BATCH, Publication, PublishStatus
+from watermark.contract import Publication, PublishStatus
 from watermark.errors import (
     FenceTimeout,
     GuardClosed,
@@ -131,6 +133,41 @@ class Fence:
     def commit(self, offset: int) -> None:
         """Apply (offset, epoch) to the partition's GC state and release the fence."""
         self.publisher.commit(self.token, offset)
+
+
+class _FenceBlock:
+    """``async with publisher.fence(...)``: acquire on entry, abort (if not committed) on exit.
+
+    A plain class rather than `contextlib.asynccontextmanager`, whose generator
+    machinery cost ~1.5 us per fence (see `watermark.guard`).
+    """
+
+    __slots__ = ("_epoch", "_partition", "_publisher", "_timeout_s", "_token")
+
+    def __init__(
+        self, publisher: Publisher, partition: str, epoch: int, timeout_s: float | None
+    ) -> None:
+        self._publisher = publisher
+        self._partition = partition
+        self._epoch = epoch
+        self._timeout_s = timeout_s
+        self._token: FenceToken | None = None
+
+    async def __aenter__(self) -> Fence:
+        token = await self._publisher.acquire(self._partition, self._epoch, self._timeout_s)
+        self._token = token
+        return Fence(self._publisher, token)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        token = self._token
+        if token is not None:
+            self._token = None
+            self._publisher.abort(token)
 
 
 class Publisher:
@@ -245,16 +282,11 @@ class Publisher:
         timeout = self.fence_timeout_s if timeout_s is None else timeout_s
         return await hosted.guard.acquire(epoch, timeout)
 
-    @contextlib.asynccontextmanager
-    async def fence(
+    def fence(
         self, partition: str, epoch: int, timeout_s: float | None = None
-    ) -> AsyncIterator[Fence]:
+    ) -> contextlib.AbstractAsyncContextManager[Fence]:
         """``async with publisher.fence(p, epoch) as f: ... f.commit(offset)``."""
-        token = await self.acquire(partition, epoch, timeout_s)
-        try:
-            yield Fence(self, token)
-        finally:
-            self.abort(token)
+        return _FenceBlock(self, partition, epoch, timeout_s)
 
     def commit(self, token: FenceToken, offset: int) -> None:
         """Apply the committed write at the writer's log `offset`, then release the fence.
@@ -324,8 +356,11 @@ class Publisher:
         results: dict[str, PublishStatus] = {}
         if chosen:
             started = time.perf_counter()
-            for start in range(0, len(chosen), PUBLISH_BATCH):
-                await self._publish_batch(chosen[start : start + PUBLISH_BATCH], results)
+            # One store call for all of them: the store reads the records once (one range
+            # read from a few hundred partitions on) and writes them in transactions of
+            # PUBLISH_BATCH itself. Calling it per PUBLISH_BATCH slice cost a round of
+            # ~100 gets plus a txn per slice (10k partitions on etcd: 2.5 s instead of 0.7 s).
+            await self._publish(chosen, results)
             elapsed = time.perf_counter() - started
             self.metrics.publish_duration.observe(elapsed)
             _log.info(
@@ -338,7 +373,7 @@ class Publisher:
         self._update_gauges()
         return results
 
-    async def _publish_batch(self, batch: list[_Hosted], results: dict[str, PublishStatus]) -> None:
+    async def _publish(self, batch: list[_Hosted], results: dict[str, PublishStatus]) -> None:
         pubs = [
             Publication(
                 partition=h.partition,
@@ -355,6 +390,8 @@ class Publisher:
         try:
             outcomes = await self._store.publish(pubs)
         except L0gcError as exc:
+            # Transactions that landed before the failure stay written; their partitions
+            # are published again (same M(p), accepted) next round.
             for hosted in batch:
                 hosted.dirty = True
             self.metrics.publish(PublishOutcome.ERROR, len(batch))

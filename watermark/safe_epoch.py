@@ -91,20 +91,32 @@ def compute_safe_epoch(view: GcView) -> SafeEpoch:
     except InvalidRecord as exc:
         return blocked(str(exc))
 
-    records: list[PartitionRecord] = []
+    # One pass in name order, keeping only the running minimum and its first
+    # _PINNING_LIMIT records: every record is decoded (a malformed one blocks M, and the
+    # lowest-sorting malformed name is the one reported), but none is kept past its
+    # turn. Holding 100k decoded records (tracker dicts and all) made the cyclic GC
+    # traverse an ever larger heap: half the time of a 100k-record read. The sort is
+    # cheap: names arrive in key order from etcd, and sorting a sorted list is linear
+    # (3 ms for 100k names; 27 ms shuffled).
+    lowest: int | None = None
+    lowest_records: list[PartitionRecord] = []
     for name in sorted(view.partitions):
         try:
-            records.append(PartitionRecord.decode(view.partitions[name], partition=name))
+            record = PartitionRecord.decode(view.partitions[name], partition=name)
         except InvalidRecord as exc:
             return blocked(f"malformed partition record: {exc}", name, cluster_epoch)
+        watermark = record.watermark
+        if lowest is None or watermark < lowest:
+            lowest = watermark
+            lowest_records = [record]
+        elif watermark == lowest and len(lowest_records) < _PINNING_LIMIT:
+            lowest_records.append(record)
 
     safe = cluster_epoch - 1
     pinning: tuple[PartitionRecord, ...] = ()
-    if records:
-        lowest = min(record.watermark for record in records)
-        if lowest <= safe:
-            safe = lowest
-            pinning = tuple(r for r in records if r.watermark == lowest)[:_PINNING_LIMIT]
+    if lowest is not None and lowest <= safe:
+        safe = lowest
+        pinning = tuple(lowest_records)
     return SafeEpoch(
         revision=view.revision,
         cluster_epoch=cluster_epoch,

@@ -9,13 +9,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from botocore.utils import parse_timestamp
 
 from gcd.faultproxy import FaultConfig, FaultProxy
 from gcd.layout import KeyLayout
 from gcd.local_servers import LocalEtcd, LocalS3
 from gcd.report import PlanWriter
 from gcd.retry import Backoff, Retrier
-from gcd.s3store import S3ObjectStore, S3Settings
+from gcd.s3store import S3ObjectStore, S3Settings, parse_s3_timestamp
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import Put
@@ -206,3 +207,42 @@ async def test_slowdown_and_500_are_survived(
     assert proxy.faults["SlowDown"] > 0
     assert proxy.faults["InternalError"] > 0
     assert sweeper.deleter.limiter.cuts > 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-11-22T03:12:50.000Z",
+        "2026-11-22T03:12:50Z",
+        "2026-11-22T03:12:50.123456789Z",
+        "2026-11-22T03:12:50+01:00",
+        "Sun, 22 Nov 2026 03:12:50 GMT",
+        "1763780000",
+        1763780000,
+        "2026-13-40T00:00:00Z",
+    ],
+)
+def test_s3_timestamp_parser_agrees_with_botocore(value: object) -> None:
+    """The fast LastModified parser gives botocore's instant (or botocore's error) for any form."""
+    try:
+        expected = parse_timestamp(value)
+    except ValueError:
+        with pytest.raises(ValueError):
+            parse_s3_timestamp(value)
+        return
+    parsed = parse_s3_timestamp(value)
+    assert parsed.tzinfo is not None
+    assert parsed.timestamp() == expected.timestamp()
+
+
+async def test_listing_reads_last_modified_through_the_fast_parser(
+    s3_server: LocalS3, bucket: str
+) -> None:
+    """ListObjectsV2 through S3ObjectStore gives each key's LastModified to the second."""
+    stamped = datetime(2026, 11, 22, 3, 12, 50, tzinfo=UTC)
+    keys = [LAYOUT.format(7, epoch, "seg.log") for epoch in range(3)]
+    s3_server.seed(bucket, keys, last_modified=stamped)
+    async with S3ObjectStore.open(S3Settings(bucket, s3_server.endpoint_url, "us-east-1")) as store:
+        page = await store.list_page(ROOT + "/")
+    assert [obj.key for obj in page.objects] == sorted(keys)
+    assert {obj.last_modified_s for obj in page.objects} == {stamped.timestamp()}

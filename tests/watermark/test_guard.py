@@ -284,7 +284,8 @@ async def test_expired_hold_is_reclaimed_for_a_waiting_slide() -> None:
         guard.ensure_held(stuck)
     assert not guard.release(stuck)
     assert metrics.fences_reclaimed._value.get() == 1
-    assert metrics.inflight_fences._value.get() == 1
+    # The gauge reads the guards' count when collected (no _value): read what is exported.
+    assert metrics.registry.get_sample_value("l0gc_watermark_inflight_fences") == 1
 
 
 async def test_expired_hold_without_a_waiting_slide_may_still_commit() -> None:
@@ -397,3 +398,118 @@ def test_no_fence_is_granted_at_or_below_the_floor_or_below_the_window(
             assert low <= epoch <= high
 
     asyncio.run(scenario())
+
+
+async def test_inside_fence_with_nobody_queued_is_granted_without_yielding() -> None:
+    """Fast path: an epoch inside the window, nothing exclusive, is granted at the first step."""
+    clock = FakeClock()
+    clock.now = 7.0
+    guard = guard_at(N, N + 1, clock=clock, hold_ttl_s=30.0)
+    step = guard.acquire(N, timeout=5, hold_ttl_s=2.0)
+    with pytest.raises(StopIteration) as done:
+        step.send(None)  # completes without awaiting anything
+    token = done.value.value
+    assert isinstance(token, FenceToken)
+    assert (token.epoch, token.window, token.slid, token.deadline) == (N, (N, N + 1), False, 9.0)
+    assert guard.is_held(token)
+    assert (await guard.acquire(N + 1, timeout=5)).deadline == 37.0
+    assert guard.inflight == 2
+
+
+async def test_inside_fence_behind_a_queued_slide_times_out_holding_nothing() -> None:
+    """Writer preference on the fast path: behind a queued slide the fence waits, then times out."""
+    metrics = WatermarkMetrics()
+    guard = guard_at(N, metrics=metrics)
+    holder = await guard.acquire(N, timeout=5)
+    slide = asyncio.create_task(guard.acquire(N + 1, timeout=5))
+    await until(lambda: guard.exclusive_waiters == 1)
+    with pytest.raises(FenceTimeout) as info:
+        await guard.acquire(N, timeout=0.02)
+    assert info.value.epoch == N
+    assert guard.inflight == 1
+    assert metrics.fences.labels(result="timeout")._value.get() == 1
+    guard.release(holder)
+    assert (await slide).slid
+
+
+async def test_inside_fence_waits_for_an_exclusive_block_and_fails_when_closed() -> None:
+    """While exclusive() runs, an inside fence waits; close() then answers it with GuardClosed."""
+    guard = guard_at(N)
+    inside = asyncio.Event()
+    leave = asyncio.Event()
+
+    async def housekeeping() -> None:
+        async with guard.exclusive(N, timeout=5):
+            inside.set()
+            await leave.wait()
+
+    task = asyncio.create_task(housekeeping())
+    await inside.wait()
+    writer = asyncio.create_task(guard.acquire(N, timeout=5))
+    await settle()
+    assert not writer.done()
+    guard.close()
+    with pytest.raises(GuardClosed):
+        await writer
+    leave.set()
+    await task
+    with pytest.raises(GuardClosed):
+        async with guard.fence(N, timeout=5):
+            pytest.fail("a closed guard must not admit")
+    assert guard.inflight == 0
+
+
+async def test_release_with_nobody_waiting_then_a_waiter_is_still_woken() -> None:
+    """Releases with no waiter notify nobody; a later waiter is still woken by the next change."""
+    guard = guard_at(N)
+    for _ in range(3):
+        await fence_and_commit(guard, N)
+    holder = await guard.acquire(N, timeout=5)
+    slide = asyncio.create_task(guard.acquire(N + 1, timeout=5))
+    await until(lambda: guard.exclusive_waiters == 1)
+    assert guard.release(holder)
+    assert (await slide).slid
+    assert not guard.release(holder)
+
+
+async def test_fence_block_that_is_refused_holds_nothing() -> None:
+    """`async with guard.fence(stale)` raises StaleEpoch before the block and holds nothing."""
+    guard = guard_at(N, N + 1, N + 2)
+    with pytest.raises(StaleEpoch):
+        async with guard.fence(N, timeout=5):
+            pytest.fail("a stale epoch must not enter the block")
+    assert guard.inflight == 0
+
+
+async def test_tokens_are_distinct_unguessable_and_stable() -> None:
+    """Each token's bearer id is a fresh 24-char url-safe secret, the same on every read."""
+    guard = guard_at(N)
+    tokens = [await guard.acquire(N, timeout=5) for _ in range(200)]
+    ids = [token.token for token in tokens]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 24 and i.replace("-", "").replace("_", "").isalnum() for i in ids)
+    assert [token.token for token in tokens] == ids
+    assert tokens[0] != tokens[1]
+    assert tokens[0] == tokens[0]
+
+
+async def test_metrics_count_inside_and_slide_and_export_fences_in_flight() -> None:
+    """fences_total counts each result; the in-flight gauge sums every guard sharing metrics."""
+    metrics = WatermarkMetrics()
+    first, second = guard_at(N, metrics=metrics), guard_at(metrics=metrics)
+
+    def sample(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    held = [await first.acquire(N, timeout=5), await first.acquire(N, timeout=5)]
+    held.append(await second.acquire(N + 5, timeout=5))
+    assert sample("l0gc_watermark_inflight_fences") == 3
+    assert sample("l0gc_watermark_fences_total", result="inside") == 2
+    assert sample("l0gc_watermark_fences_total", result="slide") == 1
+    first.release(held[0])
+    assert sample("l0gc_watermark_inflight_fences") == 2
+    assert first.revoke_all() == 1
+    assert sample("l0gc_watermark_inflight_fences") == 1
+    second.release(held[2])
+    assert not second.release(held[2])
+    assert sample("l0gc_watermark_inflight_fences") == 0

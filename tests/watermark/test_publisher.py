@@ -11,6 +11,7 @@ import pytest
 from watermark.cli import MeteredTicker
 from watermark.contract import PUBLISH_BATCH, Publication, PublishStatus
 from watermark.errors import (
+    EtcdUnavailable,
     FenceExpired,
     GuardClosed,
     IllegalTransition,
@@ -20,7 +21,7 @@ from watermark.errors import (
 )
 from watermark.memory_kv import MemoryKV
 from watermark.metrics import WatermarkMetrics
-from watermark.publisher import Publisher
+from watermark.publisher import Fence, Publisher
 from watermark.record import PartitionRecord
 from watermark.store import WatermarkStore
 
@@ -174,6 +175,32 @@ async def test_commit_offsets_must_increase_and_a_failed_commit_keeps_the_fence(
     assert publisher.state("p0")["inflight_fences"] == 0
 
 
+async def test_fence_block_aborts_on_error_and_refused_fences_hold_nothing() -> None:
+    """`async with publisher.fence`: released if the block raises, nothing held if refused."""
+    _, publisher = await hosting("p0")
+    held: list[Fence] = []
+
+    async def failing_write() -> None:
+        async with publisher.fence("p0", 5, timeout_s=5) as fence:
+            assert publisher.is_held(fence.token)
+            held.append(fence)
+            raise RuntimeError("upload failed")
+
+    with pytest.raises(RuntimeError):
+        await failing_write()
+    assert not publisher.is_held(held[0].token)
+    assert publisher.state("p0")["inflight_fences"] == 0
+    with pytest.raises(StaleEpoch):
+        async with publisher.fence("p0", 4, timeout_s=5):
+            pytest.fail("a stale epoch must not enter the block")
+    with pytest.raises(PartitionNotHosted):
+        async with publisher.fence("nope", 5, timeout_s=5):
+            pytest.fail("an unhosted partition must not enter the block")
+    await write(publisher, "p0", 5, 0)  # committed inside: the exit has nothing to abort
+    assert publisher.state("p0")["last_applied_offset"] == 0
+    assert publisher.state("p0")["inflight_fences"] == 0
+
+
 async def test_reclaimed_fence_cannot_commit() -> None:
     """A fence reclaimed for a slide after its deadline refuses the commit; state unchanged."""
     clock = FakeClock()
@@ -281,6 +308,75 @@ async def test_many_partitions_publish_in_batches() -> None:
     assert len(results) == len(names)
     assert publisher.metrics.partitions_owned._value.get() == len(names)
     assert publisher.metrics.min_watermark._value.get() == 4
+
+
+class CountingKV(MemoryKV):
+    """MemoryKV that counts calls by kind and can fail the next transaction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, int] = {"get": 0, "range": 0, "txn": 0}
+        self.fail_txn_at: int | None = None
+
+    def reset(self) -> None:
+        """Forget the counts so far."""
+        self.calls = dict.fromkeys(self.calls, 0)
+
+    async def get(self, key: str) -> Any:
+        self.calls["get"] += 1
+        return await super().get(key)
+
+    async def range_prefix(self, prefix: str) -> Any:
+        self.calls["range"] += 1
+        return await super().range_prefix(prefix)
+
+    async def txn(self, compares: Any, ops: Any) -> Any:
+        self.calls["txn"] += 1
+        if self.fail_txn_at == self.calls["txn"]:
+            self.fail_txn_at = None
+            raise EtcdUnavailable("memory", "injected failure")
+        return await super().txn(compares, ops)
+
+
+async def counting_publisher(count: int) -> tuple[CountingKV, WatermarkStore, Publisher]:
+    """`count` partitions registered and adopted on a CountingKV, call counts reset."""
+    kv = CountingKV()
+    store = WatermarkStore(kv, NS)
+    await store.init_cluster_epoch(5)
+    publisher = Publisher(store, "pub-a")
+    for index in range(count):
+        await store.register_partition(f"t/{index:04d}")
+        await publisher.adopt(f"t/{index:04d}")
+    kv.reset()
+    return kv, store, publisher
+
+
+async def test_publish_now_reads_once_and_writes_full_transactions() -> None:
+    """Many dirty partitions: one registry read, then transactions of PUBLISH_BATCH records."""
+    count = 6 * PUBLISH_BATCH + 7  # above the store's range-read threshold (512)
+    kv, _, publisher = await counting_publisher(count)
+    results = await publisher.publish_now()
+    assert len(results) == count
+    assert set(results.values()) == {PublishStatus.OK}
+    assert kv.calls == {"get": 0, "range": 1, "txn": 7}
+    assert all(not publisher.state(name)["dirty"] for name in publisher.partitions)
+
+
+async def test_failed_publish_keeps_every_partition_dirty_for_the_next_round() -> None:
+    """A store failure mid-publish counts errors, keeps all dirty; the next round lands all."""
+    count = 3 * PUBLISH_BATCH
+    kv, store, publisher = await counting_publisher(count)
+    await write(publisher, "t/0299", 5, 0)
+    kv.fail_txn_at = 2  # the first transaction lands, the second fails
+    assert await publisher.publish_now() == {}
+    assert publisher.metrics.publishes.labels(outcome="error")._value.get() == count
+    assert all(publisher.state(name)["dirty"] for name in publisher.partitions)
+    assert (await stored(store, "t/0299")).tracker is None  # the failed txn wrote nothing
+    results = await publisher.publish_now()
+    assert set(results.values()) == {PublishStatus.OK}
+    assert len(results) == count
+    assert (await stored(store, "t/0299")).tracker is not None
+    assert not publisher.state("t/0299")["dirty"]
 
 
 async def test_metered_ticker_counts_advances_and_leadership() -> None:

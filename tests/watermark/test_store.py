@@ -20,6 +20,7 @@ from watermark.errors import (
 from watermark.kv import Compare, Delete, KeyValue, Put, RangeResult, TxnResult
 from watermark.memory_kv import MemoryKV
 from watermark.record import PartitionRecord
+from watermark.safe_epoch import GcView, compute_safe_epoch
 from watermark.store import (
     PUBLISH_BATCH,
     Publication,
@@ -455,6 +456,40 @@ async def test_malformed_record_makes_safe_epoch_undefined(
     assert safe.blocked_partition == "orders/7"
     assert safe.blocked_reason is not None
     assert "orders/7" in safe.blocked_reason
+
+
+def record_bytes(partition: str, watermark: int) -> bytes:
+    """An encoded, well-formed record of `partition` at `watermark`."""
+    return PartitionRecord(partition, watermark, 1, owner="pub-a", owner_epoch=1).encode()
+
+
+def test_pinning_is_the_first_names_at_the_minimum_in_name_order() -> None:
+    """Pinning lists at most 10 records, the lowest names at the minimum, whatever the order."""
+    partitions = {f"hi/{i:02d}": record_bytes(f"hi/{i:02d}", 9) for i in range(5)}
+    partitions |= {f"lo/{i:02d}": record_bytes(f"lo/{i:02d}", 4) for i in range(25)}
+    partitions |= {f"a/{i:02d}": record_bytes(f"a/{i:02d}", 6) for i in range(12)}
+    shuffled = dict(sorted(partitions.items(), key=lambda item: item[0][::-1]))
+    safe = compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"20", partitions=shuffled))
+    assert (safe.safe_epoch, safe.partition_count, safe.revision) == (4, 42, 7)
+    assert [r.partition for r in safe.pinning] == [f"lo/{i:02d}" for i in range(10)]
+    assert {r.watermark for r in safe.pinning} == {4}
+    above = compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"4", partitions=shuffled))
+    assert (above.safe_epoch, above.pinning) == (3, ())
+
+
+def test_lowest_sorting_malformed_record_is_named_whatever_the_order() -> None:
+    """Any malformed record blocks M, even after the minimum; the lowest name is reported."""
+    partitions = {f"ok/{i}": record_bytes(f"ok/{i}", 5 + i) for i in range(20)}
+    partitions |= {"z/bad": b"{}", "m/bad": b"not json", "ok/7": b""}
+    for order in (sorted(partitions), sorted(partitions, reverse=True)):
+        ordered = {name: partitions[name] for name in order}
+        safe = compute_safe_epoch(GcView(revision=3, cluster_epoch_raw=b"30", partitions=ordered))
+        assert (safe.defined, safe.blocked_partition, safe.cluster_epoch) == (False, "m/bad", 30)
+        assert safe.blocked_reason is not None
+        assert "m/bad" in safe.blocked_reason
+    last_only = {f"ok/{i}": record_bytes(f"ok/{i}", 5) for i in range(3)} | {"zz": b"[]"}
+    blocked = compute_safe_epoch(GcView(revision=3, cluster_epoch_raw=b"30", partitions=last_only))
+    assert (blocked.safe_epoch, blocked.blocked_partition) == (None, "zz")
 
 
 async def test_missing_cluster_epoch_makes_safe_epoch_undefined(store: WatermarkStore) -> None:

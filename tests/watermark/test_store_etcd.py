@@ -297,6 +297,68 @@ async def test_paged_read_of_5000_partitions_is_one_revision(
         await kv.close()
 
 
+class RecordingRangeStub(RacingRangeStub):
+    """RacingRangeStub that also keeps every Range request and the size of its answer."""
+
+    def __init__(self, stub: Any, write: Any) -> None:
+        super().__init__(stub, write)
+        self.requests: list[Any] = []
+        self.page_sizes: list[int] = []
+
+    async def Range(self, request: Any, **kwargs: Any) -> Any:
+        self.requests.append(request)
+        response = await super().Range(request, **kwargs)
+        self.page_sizes.append(len(response.kvs))
+        return response
+
+
+async def test_range_prefix_pages_return_each_key_once_in_key_order_at_one_revision(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Unsorted paged requests still give every key once, in byte order, at the first revision."""
+    prefix = f"{namespace}/r/"
+    names = ["a", "a/b", "a0", "ab", "B", "b", "b~", "z", "~", "\u00e9t\u00e9", "\u4e2d"]
+    names += [f"p{i:03d}" for i in range(0, 60, 3)] + [f"p{i}" for i in range(7)]
+    shuffled = sorted(names, key=lambda name: name[::-1])  # written out of key order
+    writer = EtcdKV([etcd_server.endpoint])
+    kv = EtcdKV([etcd_server.endpoint], timeout_s=10.0, page_size=3)
+    try:
+        for name in shuffled:
+            await writer.txn([], [Put(prefix + name, name.encode())])
+        await writer.txn([], [Put(f"{namespace}/r0", b"beside the prefix")])
+
+        async def concurrent_write() -> None:
+            await writer.txn([], [Put(prefix + "p000x", b"late"), Delete(prefix + "z")])
+
+        await kv.connect()
+        session = kv._session  # test hook into the channel
+        assert session is not None
+        recording = RecordingRangeStub(session.kv, concurrent_write)
+        session.kv = recording
+        try:
+            result = await kv.range_prefix(prefix)
+        finally:
+            session.kv = recording._stub
+        keys = [item.key for item in result.items]
+        assert keys == sorted((prefix + name for name in names), key=str.encode)
+        assert [item.value.decode() for item in result.items] == [
+            key[len(prefix) :] for key in keys
+        ]
+        assert len(recording.requests) == len(names) // 3 + 1 > 3
+        assert all(size <= 3 for size in recording.page_sizes)
+        first, *later = recording.requests
+        assert first.revision == 0
+        assert {request.revision for request in later} == {result.revision}
+        assert {(r.limit, r.sort_order, r.sort_target) for r in recording.requests} == {(3, 0, 0)}
+        after = await kv.range_prefix(prefix)  # the racing writes are visible to a new read
+        assert after.revision > result.revision
+        assert prefix + "p000x" in {item.key for item in after.items}
+        assert prefix + "z" not in {item.key for item in after.items}
+    finally:
+        await kv.close()
+        await writer.close()
+
+
 async def test_lease_lifecycle_on_etcd(kv: EtcdKV, namespace: str) -> None:
     """Keys on a lease live while it is refreshed and go with it; a dead lease is reported."""
     key = f"{namespace}/leased"

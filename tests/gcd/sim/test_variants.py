@@ -1,0 +1,30 @@
+"""Teeth: every deliberately broken variant is caught by the simulation within a bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from gcd.sim import BROKEN, DEFAULT_STEPS, SAFETY, VARIANTS, run_seeds
+
+SEED_BOUND = 60
+"""Each variant must be caught by one of seeds 0..SEED_BOUND-1 (today: within the first 15)."""
+
+
+def test_there_are_at_least_five_broken_variants_built_on_the_fixed_base() -> None:
+    """Five distinct bugs; each sits on top of the proposed fixes, so it alone is caught."""
+    assert len(BROKEN) >= 5
+    assert all(VARIANTS[name].proposed_fixes for name in BROKEN)
+    assert not VARIANTS["correct"].broken
+    assert not VARIANTS["patched"].broken
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_each_broken_variant_is_caught_within_a_bounded_number_of_seeds(name: str) -> None:
+    """The simulation finds a safety violation for the variant within SEED_BOUND seeds."""
+    report = run_seeds(
+        0, SEED_BOUND, steps=DEFAULT_STEPS, variant=VARIANTS[name], stop_at_first=True
+    )
+    assert report.failed, f"variant {name!r} survived {SEED_BOUND} seeds"
+    caught = report.failed[0]
+    assert caught.violations[0].kind in SAFETY, caught.describe()
+    assert f"--variant {name}" in caught.reproduce()
