@@ -244,8 +244,9 @@ async def _etcd() -> AsyncIterator[tuple[Any, Any]]:
 def _record(partition: str, watermark: int) -> bytes:
     """A realistic partition record: owned, with a tracker snapshot of a few slides."""
     state = PartitionGcState(created_epoch=watermark - 3)
-    for offset, epoch in enumerate((watermark - 3, watermark - 2, watermark + 1, watermark + 2)):
-        state.apply(offset, epoch)
+    epochs = (watermark - 3, watermark - 2, watermark + 1, watermark + 2)
+    for offset, epoch in enumerate(epochs):
+        state.apply(offset, epoch, admitted_from=epochs[max(0, offset - 1)])
     state.reconciled(1)
     return PartitionRecord(
         partition=partition,

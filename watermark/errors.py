@@ -190,7 +190,8 @@ class FencingViolation(L0gcError):
 
     The leader must never commit an epoch below its fencing window, so this entry's
     object may already have been garbage collected. `window` is the applied window
-    `(previous_applied, max_applied)` at the time.
+    `(previous_applied, max_applied)` at the time, its lower bound raised to the
+    fence's if that is higher.
     """
 
     def __init__(self, offset: int, epoch: int, window: tuple[int, int]) -> None:

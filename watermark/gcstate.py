@@ -2,22 +2,30 @@
 
 Theory of operation
 -------------------
-Each committed entry of the partition log is applied in log order, with its offset and
-the epoch stamped on its L0 object. The *applied window* ``[previous_applied,
-max_applied]`` follows the leader's fencing window (`watermark.window`) from behind: a
-partition created at cluster epoch E starts at ``[E, E]`` (writers never stamp its
-data below E), and an entry with a strictly higher epoch slides it, ``[p, m] + c ->
-[m, c]``. The leader admits only epochs inside its fencing window and lets in-flight
-writes drain before it slides, so no entry after a slide can carry an epoch below the
-new ``previous_applied``. An entry that does means fencing failed: `apply` raises
-`FencingViolation`.
+Each committed entry of the partition log is applied in log order, with its offset,
+the epoch stamped on its L0 object and the fencing window's lower bound at commit time
+(``admitted_from``: the guard's oldest_accepted, see `watermark.window`). The *applied
+window* ``[previous_applied, max_applied]`` bounds what the log can still bring:
+``max_applied`` is the highest epoch applied, and ``previous_applied`` is the lowest
+epoch any *later* entry may carry. A partition created at cluster epoch E starts at
+``[E, E]`` (writers never stamp its data below E).
 
-So a slide at offset o promises: *every entry after o has epoch >= previous_applied*.
-We queue ``(o, previous_applied)`` as a `PendingSlide`. L0 objects are temporary: the
+Where the lower bound comes from. The fence only ever moves up and drains in-flight
+writes before it slides, so once an entry is committed under a window whose oldest
+accepted epoch is ``a``, no later entry can carry an epoch below ``a``. That, and not
+the epochs the log happened to apply, is the promise: the fence can skip an epoch
+(``[4] + 6 -> [4, 6]``) and still admit 5 and 4 afterwards, so a log that applies 5
+and then 6 has NOT seen the last entry at 4. (The lock-step rule "a slide to c
+promises everything later is >= the previous maximum" fails exactly there; the
+deterministic simulation in `gcd.sim` found it.) So `apply` raises the lower bound to
+``admitted_from`` when that is higher, and an entry below the bound means fencing
+failed: `apply` raises `FencingViolation`.
+
+A raise of the lower bound at offset o to ``a`` promises: *every entry after o has
+epoch >= a*. We queue ``(o, a)`` as a `PendingSlide`. L0 objects are temporary: the
 reconciler lifts them into long-term storage and reports the offset it has lifted
 everything through. Once that reaches o, entries up to o no longer need their L0
-objects and entries after o are at least ``previous_applied``, so
-``floor := previous_applied``, and::
+objects and entries after o are at least ``a``, so ``floor := a``, and::
 
     M(p) = floor - 1      # the highest epoch whose objects are garbage
 
@@ -27,13 +35,19 @@ entry at an offset above ``reconciled_offset`` has epoch > M(p). An object uploa
 but not yet committed is safe too: to be committed it must pass the fence, which
 admits nothing below ``previous_applied`` (nor, after recovery, at or below M(p)).
 
-Why the window has two epochs: the fencing window keeps the previous epoch admitted
-so in-flight writers are not refused at every epoch change. The price is paid here:
-the floor trails one slide behind, at best ``previous_applied``, not ``max_applied``.
+Idle partitions. A partition nobody writes to would pin the global M at its last
+floor. Two ways move it: a housekeeping entry in the log (`advance_epoch`, applied
+like a data entry without data), or, when the log holds no such entries, an idle
+advance by the owner (`advance_idle`): once every applied entry is reconciled and the
+fence has slid to the cluster epoch with no write in flight, the floor rises straight
+to the fence's new lower bound. It consumes no log offset.
 
-An idle partition would pin the global M at its last floor. A housekeeping entry
-(`advance_epoch`) slides the applied window with no data; once reconciled (there is
-nothing to lift), the floor moves up.
+Recovery with unknown entries. The state is snapshotted when the owner publishes, so
+a new owner may find the log longer than the snapshot (the old owner crashed, or lost
+ownership, after applying entries it never published). `catch_up(log_end_offset)`
+accounts for them without knowing their epochs: they were admitted by the old fence,
+so they are >= ``previous_applied``, and the floor may not pass it until the
+reconciler has lifted everything through ``log_end_offset``.
 
 Memory is bounded: at most ``max_pending_slides`` slides wait for the reconciler.
 When one more arrives, the two oldest are merged into the later one: ``(o1, p1),
@@ -41,9 +55,9 @@ When one more arrives, the two oldest are merged into the later one: ``(o1, p1),
 reconciled, then jumps to p2 exactly as without merging); it never raises it early,
 so the merge is safe.
 
-This module is pure and deterministic: no I/O, no clock, no randomness. Every replica
-that applies the same log reaches the same state, and `snapshot` / `restore` carry it
-across restarts. An illegal event raises and leaves the state unchanged.
+This module is pure and deterministic: no I/O, no clock, no randomness. The same
+events give the same state, and `snapshot` / `restore` carry it across restarts. An
+illegal event raises and leaves the state unchanged.
 """
 
 from __future__ import annotations
@@ -84,7 +98,7 @@ _SLIDE_FIELDS = frozenset({"offset", "previous_applied"})
 
 @dataclass(frozen=True, slots=True)
 class PendingSlide:
-    """A slide of the applied window at log `offset` that the reconciler has not passed.
+    """A raise of the applied window's lower bound at log `offset`, not yet reconciled.
 
     Every entry after `offset` has an epoch >= `previous_applied`, so once the
     reconciler has lifted everything through `offset`, the floor becomes
@@ -149,7 +163,9 @@ class PartitionGcState:
 
     @property
     def previous_applied(self) -> int:
-        """Lower bound of the applied window: no later entry may have a lower epoch."""
+        """Lower bound of the applied window: no later entry may have a lower epoch.
+
+        The fence's lower bound at the last applied entry (its name is the design's)."""
         return self._previous_applied
 
     @property
@@ -198,32 +214,88 @@ class PartitionGcState:
 
     # -- events --------------------------------------------------------------------
 
-    def apply(self, offset: int, epoch: int) -> Admission:
+    def apply(self, offset: int, epoch: int, *, admitted_from: int) -> Admission:
         """Apply the committed data entry at log `offset` whose object has `epoch`.
 
-        Return INSIDE if `epoch` is within the applied window (only the offset is
-        recorded) or ABOVE if it slid the window. Raise `FencingViolation` if it is
-        below the window, `IllegalTransition` if `offset` does not increase; in both
-        cases nothing changes.
+        `admitted_from` is the fencing window's oldest accepted epoch when the entry
+        was committed (``guard.window[0]``): the fence admits nothing below it any
+        more, so it becomes the applied window's lower bound if that is lower. Return
+        ABOVE if `epoch` raised ``max_applied``, else INSIDE. Raise `FencingViolation`
+        if `epoch` is below the applied window or below `admitted_from`, and
+        `IllegalTransition` if `offset` does not increase; in every case nothing changes.
         """
         self._require_next_offset(offset, "apply")
-        if epoch < self._previous_applied:
-            raise FencingViolation(offset, epoch, self.applied_window)
-        return self._take(offset, epoch)
+        lower = max(self._previous_applied, admitted_from)
+        if epoch < lower:
+            # Below the applied window, or below the fence's own lower bound (the fence
+            # slid past a write it had admitted): either way fencing failed.
+            raise FencingViolation(offset, epoch, (lower, max(lower, self._max_applied)))
+        return self._take(offset, epoch, admitted_from)
 
-    def advance_epoch(self, offset: int, epoch: int) -> Admission:
+    def advance_epoch(self, offset: int, epoch: int, *, admitted_from: int) -> Admission:
         """Apply the housekeeping entry at log `offset` that advances to `epoch`, no data.
 
-        It slides the applied window like a data entry if `epoch` is above it (ABOVE).
-        Otherwise only the offset is recorded and the result is INSIDE or BELOW: an
+        Like a data entry if `epoch` is not below the applied window (ABOVE or
+        INSIDE). Below it, only the offset is recorded and the result is BELOW: an
         entry without data cannot violate fencing, and every replica must still pass
-        it. Raise `IllegalTransition` (nothing changes) if `offset` does not increase.
+        it. Raise `IllegalTransition` (nothing changes) as `apply` does.
         """
         self._require_next_offset(offset, "advance_epoch")
+        self._require_admitted(epoch, admitted_from, "advance_epoch")
         if epoch < self._previous_applied:
             self._last_applied_offset = offset
             return Admission.BELOW
-        return self._take(offset, epoch)
+        return self._take(offset, epoch, admitted_from)
+
+    def advance_idle(self, epoch: int, *, admitted_from: int) -> Admission:
+        """Advance an idle, fully reconciled partition to `epoch` without a log entry.
+
+        The owner calls it after sliding its fence up to `epoch` with no write in flight;
+        `admitted_from` is the fence's lower bound after that slide. Nothing is left for
+        the reconciler, so the floor rises at once to the new lower bound. Return ABOVE;
+        INSIDE or BELOW (nothing changes) if `epoch` is not above ``max_applied``. Raise
+        `IllegalTransition` (nothing changes) if an applied entry is not reconciled yet
+        or `admitted_from` is above `epoch`.
+        """
+        self._require_admitted(epoch, admitted_from, "advance_idle")
+        if not self.is_idle_reconciled:
+            raise IllegalTransition(
+                f"advance_idle to epoch {epoch}: the reconciler has passed offset "
+                f"{self._reconciled_offset} but entries through {self._last_applied_offset} "
+                "are applied; only a fully reconciled partition is idle"
+            )
+        if epoch <= self._max_applied:
+            return Admission.BELOW if epoch < self._previous_applied else Admission.INSIDE
+        self._max_applied = epoch
+        self._previous_applied = max(self._previous_applied, admitted_from)
+        self._floor = self._previous_applied
+        return Admission.ABOVE
+
+    def catch_up(self, log_end_offset: int) -> None:
+        """Account for log entries through `log_end_offset` that this state never applied.
+
+        A new owner calls it with the offset of the log's last entry (-1 for an empty
+        log): entries committed after the snapshot it restored were admitted by the old
+        fence, so their epochs are >= ``previous_applied``; they count as applied but
+        unknown, and the reconciler must pass `log_end_offset` before the floor can rise
+        above ``previous_applied``. Later entries are applied at higher offsets. A no-op
+        at the last applied offset; raise `IllegalTransition` (nothing changes) below
+        it: the log cannot be shorter than what was applied from it.
+        """
+        last = self._last_applied_offset
+        if type(log_end_offset) is not int or log_end_offset < -1:
+            raise IllegalTransition(
+                f"log end offset {log_end_offset!r} must be the offset of the last entry in "
+                "the partition log (>= 0), or -1 for an empty log"
+            )
+        if log_end_offset < (-1 if last is None else last):
+            raise IllegalTransition(
+                f"log end offset {log_end_offset} is below the last applied offset {last}: "
+                "the tracker applied entries the log does not hold; pass the offset of the "
+                "log's last entry, and check that this is the right log for the partition"
+            )
+        if log_end_offset >= 0:
+            self._last_applied_offset = log_end_offset
 
     def reconciled(self, offset: int) -> None:
         """Record that the reconciler has lifted every entry through log `offset`.
@@ -257,17 +329,28 @@ class PartitionGcState:
                 "in log order"
             )
 
-    def _take(self, offset: int, epoch: int) -> Admission:
+    @staticmethod
+    def _require_admitted(epoch: int, admitted_from: int, event: str) -> None:
+        if admitted_from > epoch:
+            raise IllegalTransition(
+                f"{event} of epoch {epoch} with admitted_from {admitted_from}: the fence "
+                "admitted an epoch below its own lower bound; pass the fencing window's "
+                "oldest accepted epoch at commit time"
+            )
+
+    def _take(self, offset: int, epoch: int, admitted_from: int) -> Admission:
         self._last_applied_offset = offset
+        if admitted_from > self._previous_applied:
+            self._previous_applied = admitted_from
+            self._pending.append(PendingSlide(offset, admitted_from))
+            while len(self._pending) > self._max_pending_slides:
+                # Merge the two oldest slides (o1, p1), (o2, p2) into the later one,
+                # (o2, p2): that is dropping (o1, p1). It only delays the floor; see the
+                # module docstring.
+                self._pending.popleft()
         if epoch <= self._max_applied:
             return Admission.INSIDE
-        self._previous_applied = self._max_applied
         self._max_applied = epoch
-        self._pending.append(PendingSlide(offset, self._previous_applied))
-        while len(self._pending) > self._max_pending_slides:
-            # Merge the two oldest slides (o1, p1), (o2, p2) into the later one, (o2, p2):
-            # that is dropping (o1, p1). It only delays the floor; see the module docstring.
-            self._pending.popleft()
         return Admission.ABOVE
 
     # -- persistence ---------------------------------------------------------------
@@ -316,10 +399,6 @@ class PartitionGcState:
             snapshot, "max_applied", previous, f"an epoch >= previous_applied ({previous})"
         )
         last = _optional_int(snapshot, "last_applied_offset", 0, "null or an offset >= 0")
-        if last is None and maximum != created:
-            raise InvalidSnapshot.bad_value(
-                "max_applied", maximum, f"created_epoch ({created}) while nothing is applied"
-            )
         reconciled = _optional_int(
             snapshot,
             "reconciled_offset",

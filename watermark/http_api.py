@@ -11,8 +11,9 @@ Routes (every body and answer is JSON; errors are ``{"error": CODE, "message": .
          404 unknown_fence   410 fence_expired   409 illegal_offset | fencing_violation
     POST /v1/fences/{token}/abort                               -> 200 {"aborted": bool}
     POST /v1/partitions/{partition}/reconciled  {"offset": N}   -> 200 partition state
-    POST /v1/partitions/{partition}/adopt                       -> 200 partition state
-         404 not_registered   503 etcd_unavailable
+    POST /v1/partitions/{partition}/adopt       {"log_end_offset": N | -1 | null}
+                                                                -> 200 partition state
+         404 not_registered   409 illegal_offset   503 etcd_unavailable
     GET  /v1/partitions/{partition}                             -> 200 partition state
     GET  /v1/partitions                   -> 200 {"version", "owner", "partitions": [...]}
     GET  /metrics (Prometheus text)   GET /healthz   GET /readyz (503 until ready)
@@ -28,7 +29,12 @@ entry to the partition log, ``commit`` the token with the entry's offset (or
 ``abort``). A token is a bearer credential for one fence. Its ``deadline`` is when a
 waiting window slide may reclaim it; a reclaimed token's commit answers 410 (or 404
 once the service has forgotten it) and the entry must not be committed. On 409
-stale_epoch re-read the cluster epoch and re-upload. One place, `_ERRORS`, maps
+stale_epoch re-read the cluster epoch and re-upload. A partition leader that takes
+over a partition calls ``adopt`` with the offset of its log's last entry (-1 when the
+log is empty): entries the previous owner applied but never published then hold the
+watermark until the reconciler has passed them. Without it (null, or the partitions
+`watermark serve --partitions` adopts at start) the partition gets no idle advance
+until its first commit. One place, `_ERRORS`, maps
 exceptions to statuses.
 """
 
@@ -245,7 +251,15 @@ async def reconciled(request: web.Request) -> web.Response:
 
 async def adopt(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/adopt."""
-    return web.json_response(await _publisher(request).adopt(request.match_info["partition"]))
+    doc = await _body(request)
+    log_end = doc.get("log_end_offset")
+    if log_end is not None and (type(log_end) is not int or log_end < -1):
+        raise BadRequest(
+            f"field 'log_end_offset' must be the offset of the log's last entry (>= 0), -1 "
+            f"for an empty log, or null if unknown; got {log_end!r}"
+        )
+    state = await _publisher(request).adopt(request.match_info["partition"], log_end_offset=log_end)
+    return web.json_response(state)
 
 
 async def show(request: web.Request) -> web.Response:

@@ -15,26 +15,27 @@ refuses a lower M(p) (counted, never written) and refuses a stale owner, on whic
 process drops the partition: a stale owner stops publishing.
 
 Idle partitions. A partition whose every applied entry is reconciled would pin the
-global M at its floor. With `idle_advance`, each round it gets a housekeeping entry
-``advance_epoch(offset, cluster_epoch)`` when its applied epoch is below the cluster
-epoch. It is applied under the guard's EXCLUSIVE lock, after sliding the fencing
-window up to the cluster epoch, so no write is in flight while it is applied and no
-later write can carry an epoch below the new applied window (if the window already
-covered the cluster epoch, a writer fenced it: the partition is not idle, skip).
+global M at its floor. With `idle_advance`, each round such a partition is advanced to
+the cluster epoch when its applied epoch is below it: under the guard's EXCLUSIVE
+lock, after sliding the fencing window up to the cluster epoch (so no write is in
+flight), the GC state's `advance_idle` raises the floor to the fence's new lower bound.
+If the window already covered the cluster epoch, a writer fenced it: the partition is
+not idle, skip. An idle advance is not a log entry and uses no offset, so the state's
+offsets are the writer's log offsets, one to one.
 
-Writer offsets and housekeeping offsets. Log offsets must strictly increase in the GC
-state. A housekeeping entry is modelled as the next log entry, ``last_applied_offset
-+ 1``, and is reconciled at once: it carries no data, so nothing references it and the
-reconciler has nothing to lift. The writer's next real offset may then collide with
-it; such an entry is applied at ``last_applied_offset + 1`` instead and the
-difference is kept as ``offset_shift``, added to later commits and reconciled reports.
-This is exact while the process runs (a collision only follows housekeeping, which
-only happens when everything is reconciled). After a restart the shift is re-derived
-from the first collision and can only come out smaller than the true one, so later
-reconciled reports map to an offset no higher than the real one: the floor may lag,
-never lead. Reconciled reports are clamped to the applied log (entries the writer
-never fenced have nothing to lift) and a report at or below the current reconciled
-offset is a no-op.
+The log end. A new owner restores the last *published* snapshot; the log may hold
+entries committed after it (the previous owner crashed or lost ownership before it
+published them). Their epochs are unknown, so the partition may not count as idle
+until the reconciler has passed them. `adopt(p, log_end_offset=N)` says where the log
+ends (-1: it is empty; `PartitionGcState.catch_up`); without it the log end is unknown and the
+partition gets no idle advance until the first commit (whose offset is past every
+older entry) or a later `adopt` with the log end. Floors rise through the reconciler
+either way. Reconciled reports are clamped to the applied log (entries the writer never
+fenced have nothing to lift) and a report at or below the current reconciled offset is
+a no-op.
+
+Pluggable parts. `state_class` and `guard_class` choose the GC state and guard classes
+hosted per partition (the deterministic simulation swaps in deliberately broken ones).
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ from watermark.contract import Publication, PublishStatus
 from watermark.errors import (
     FenceTimeout,
     GuardClosed,
-    IllegalTransition,
     L0gcError,
     PartitionNotHosted,
     StaleEpoch,
@@ -88,36 +88,23 @@ _REFUSAL_EVENTS = {
 
 @dataclass(slots=True)
 class _Hosted:
-    """One owned partition: its GC state, its fence and how writer offsets map onto it."""
+    """One owned partition: its GC state, its fence and what is known of its log."""
 
     partition: str
     state: PartitionGcState
     guard: FencingGuard
     owner_epoch: int
     published_watermark: int
-    offset_shift: int = 0
-    last_writer_offset: int | None = None
+    log_end_known: bool = False
+    """True once the state has every log entry (a log end given to adopt, or a commit)."""
     dirty: bool = True
-
-    def commit_offset(self, offset: int) -> int:
-        """The state offset for the writer's `offset` (see "Writer offsets" above)."""
-        previous = self.last_writer_offset
-        if offset < 0 or (previous is not None and offset <= previous):
-            raise IllegalTransition(
-                f"partition {self.partition!r}: commit at offset {offset}, but offsets must be "
-                f">= 0 and strictly increase (last committed {previous}); "
-                "commit each log entry once, in log order"
-            )
-        last = self.state.last_applied_offset
-        shifted = offset + self.offset_shift
-        return last + 1 if last is not None and shifted <= last else shifted
 
     def reconciled_offset(self, offset: int) -> int | None:
         """The state offset a reconciled report maps to, None when it changes nothing."""
         last = self.state.last_applied_offset
         if offset < 0 or last is None:
             return None
-        mapped = min(offset + self.offset_shift, last)
+        mapped = min(offset, last)
         done = self.state.reconciled_offset
         return None if done is not None and mapped <= done else mapped
 
@@ -185,8 +172,12 @@ class Publisher:
         hold_ttl_s: float | None = DEFAULT_HOLD_TTL_S,
         fence_timeout_s: float = DEFAULT_FENCE_TIMEOUT_S,
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+        state_class: type[PartitionGcState] = PartitionGcState,
+        guard_class: type[FencingGuard] = FencingGuard,
     ) -> None:
         self._store = store
+        self._state_class = state_class
+        self._guard_class = guard_class
         self.owner_id = owner_id
         self.publish_interval_s = publish_interval_s
         self.idle_advance = idle_advance
@@ -207,33 +198,45 @@ class Publisher:
         """The partitions hosted here, sorted."""
         return sorted(self._hosted)
 
-    async def adopt(self, partition: str) -> dict[str, Any]:
-        """Own `partition` (bumping owner_epoch), restore its state; return `state()`."""
+    async def adopt(self, partition: str, *, log_end_offset: int | None = None) -> dict[str, Any]:
+        """Own `partition` (bumping owner_epoch), restore its state; return `state()`.
+
+        `log_end_offset` is the offset of the last entry in the partition's log, -1 if
+        the log is empty, None if unknown (see "The log end" above); give it whenever
+        it is known, also to a partition already hosted here. Raise `IllegalTransition`
+        if it is below the last applied offset (the partition stays hosted, its log end
+        unknown).
+        """
         async with self._adopt_lock:
-            if partition not in self._hosted:
+            hosted = self._hosted.get(partition)
+            if hosted is None:
                 record = await self._store.acquire_ownership(partition, self.owner_id)
-                self._host(record)
+                hosted = self._host(record)
+        if log_end_offset is not None:
+            hosted.state.catch_up(log_end_offset)
+            hosted.log_end_known = True
+            hosted.dirty = True
         self._update_gauges()
         return self.state(partition)
 
-    def _host(self, record: PartitionRecord) -> None:
+    def _host(self, record: PartitionRecord) -> _Hosted:
         state = (
-            PartitionGcState.restore(record.tracker)
+            self._state_class.restore(record.tracker)
             if record.tracker is not None
-            else PartitionGcState(created_epoch=record.created_epoch)
+            else self._state_class(created_epoch=record.created_epoch)
         )
         window = state.window_after_recovery()
         if window.floor is None or record.watermark > window.floor:
             # The stored M(p) is the one sweepers act on: never admit at or below it.
             window = EpochWindow.recovered(state.last_applied_epoch, record.watermark)
-        guard = FencingGuard(
+        guard = self._guard_class(
             window,
             metrics=self.metrics,
             partition=record.partition,
             hold_ttl_s=self._hold_ttl_s,
             clock=self.clock,
         )
-        self._hosted[record.partition] = _Hosted(
+        hosted = self._hosted[record.partition] = _Hosted(
             partition=record.partition,
             state=state,
             guard=guard,
@@ -248,6 +251,7 @@ class Publisher:
             window=list(window.bounds),
             watermark=record.watermark,
         )
+        return hosted
 
     async def release(self, partition: str) -> None:
         """Stop hosting `partition`: abort fence waiters, drain holders, publish, drop."""
@@ -296,11 +300,15 @@ class Publisher:
         (the fence stays held; commit again with the right offset or abort).
         """
         hosted = self._get(token.partition)
-        hosted.guard.ensure_held(token)
-        state_offset = hosted.commit_offset(offset)
-        hosted.state.apply(state_offset, token.epoch)
-        hosted.offset_shift = state_offset - offset
-        hosted.last_writer_offset = offset
+        guard = hosted.guard
+        guard.ensure_held(token)
+        # While a fence is held the window cannot slide: its lower bound now is the
+        # fence's promise for every later entry (see watermark.gcstate).
+        lower = guard.window[0]
+        hosted.state.apply(
+            offset, token.epoch, admitted_from=token.epoch if lower is None else lower
+        )
+        hosted.log_end_known = True  # entries before `offset` are older: none is unknown
         hosted.dirty = True
         self.abort(token)
 
@@ -341,8 +349,7 @@ class Publisher:
             "applied_window": list(state.applied_window),
             "last_applied_offset": state.last_applied_offset,
             "reconciled_offset": state.reconciled_offset,
-            "last_writer_offset": hosted.last_writer_offset,
-            "offset_shift": hosted.offset_shift,
+            "log_end_known": hosted.log_end_known,
             "inflight_fences": hosted.guard.inflight,
             "waiting_slides": hosted.guard.exclusive_waiters,
             "dirty": hosted.dirty,
@@ -434,7 +441,9 @@ class Publisher:
         advanced = 0
         for hosted in list(self._hosted.values()):
             state = hosted.state
-            if not state.is_idle_reconciled or state.last_applied_epoch >= epoch:
+            if not hosted.log_end_known or not state.is_idle_reconciled:
+                continue
+            if state.last_applied_epoch >= epoch:
                 continue
             if hosted.guard.inflight:
                 continue  # writes in flight: it is not idle; do not hold them back
@@ -442,7 +451,7 @@ class Publisher:
                 async with hosted.guard.exclusive(epoch, self.fence_timeout_s) as admission:
                     # No write is in flight now; re-check what may have changed meanwhile.
                     if admission is Admission.ABOVE and state.is_idle_reconciled:
-                        self._apply_housekeeping(hosted, epoch)
+                        self._advance(hosted, epoch)
                         advanced += 1
             except (StaleEpoch, FenceTimeout, GuardClosed) as exc:
                 _log.info(
@@ -450,14 +459,17 @@ class Publisher:
                 )
         return advanced
 
-    def _apply_housekeeping(self, hosted: _Hosted, epoch: int) -> None:
-        last = hosted.state.last_applied_offset
-        offset = 0 if last is None else last + 1
-        hosted.state.advance_epoch(offset, epoch)
-        hosted.state.reconciled(offset)  # no data: nothing for the reconciler to lift
+    def _advance(self, hosted: _Hosted, epoch: int) -> None:
+        lower = hosted.guard.window[0]
+        hosted.state.advance_idle(epoch, admitted_from=epoch if lower is None else lower)
         hosted.dirty = True
         self.metrics.idle_advances.inc()
-        _log.info("watermark.idle_advance", partition=hosted.partition, epoch=epoch, offset=offset)
+        _log.info(
+            "watermark.idle_advance",
+            partition=hosted.partition,
+            epoch=epoch,
+            watermark=hosted.state.gc_eligible_epoch,
+        )
 
     async def run_once(self) -> None:
         """One round: idle advances (if enabled), then publish what changed."""

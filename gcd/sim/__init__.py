@@ -29,44 +29,37 @@ liveness after a quiescent tail (`gcd.sim.checks`).
 
 Variants
 --------
-`gcd.sim.variants` holds deliberately broken variants (each caught within a few seeds;
-see tests/gcd/sim/test_variants.py) and, as `patched`, the real code plus the fixes
-proposed below.
+`gcd.sim.variants` holds deliberately broken variants, each caught within a few seeds
+(see tests/gcd/sim/test_variants.py); `correct` is the real code.
 
-Bugs found in the real code (reproduce with the commands shown)
+Bugs it found in l0gc (fixed; the seeds below reproduced them)
 -------------------------------------------------------------
-1. Safety, `PartitionGcState` vs the fence: a slide of the applied window promises
-   "no later entry is below previous_applied", but the fence can skip an epoch
-   (``[4] + 6 -> [4, 6]``) and admit it later as INSIDE; the log applies 5 then 6,
-   the applied window becomes ``[5, 6]``, M(p) reaches 4 while a writer still holds
-   an admitted fence at epoch 4, and its commit then raises `FencingViolation`.
-   ``gcd simulate --seed 92 --steps 300``. Proposed fix (`FenceBoundGcState`): clamp
-   each slide's promise to the fence window's oldest_accepted at commit time (the
-   publisher knows it; slides drain, so no later entry can be below it).
-2. Liveness, `Publisher` offset mapping: `offset_shift` / `last_writer_offset` are not
-   in the record, so a new owner maps reconciled reports below its last housekeeping
-   entry forever: the partition never counts as idle and pins the global M.
-   ``gcd simulate --seed 29 --steps 300``. Proposed fix: persist the mapping with
-   the record and restore it on adoption (emulated by `SimPublisher`).
-3. Safety, publisher crash or failover with unpublished commits: the new owner
-   restores the last published snapshot, never learns of the entries committed since,
-   treats the partition as idle and reconciled, and idle-advances M(p) past their
-   epochs. ``gcd simulate --seed 12 --steps 600 --variant patched --lossy-failover``.
-   Needs a protocol decision (e.g. adopt with the writer log's end offset and do not
-   advance past it until the reconciler has), so by default the simulator moves
-   ownership only when the record holds every applied entry.
+1. Safety, `PartitionGcState` vs the fence: a slide of the applied window promised
+   "no later entry is below the previous maximum", but the fence can skip an epoch
+   (``[4] + 6 -> [4, 6]``) and admit it later as INSIDE; the log applied 5 then 6, the
+   applied window became ``[5, 6]``, M(p) reached 4 while a writer still held an
+   admitted fence at epoch 4. Fixed: each entry carries the fence's lower bound at
+   commit time (``admitted_from``), which is the promise (`watermark.gcstate`).
+2. Liveness, the publisher's housekeeping entries took log offsets the writer's log
+   did not have; the offset mapping was not persisted, so after a failover reconciled
+   reports mapped below the last housekeeping entry forever and the partition pinned
+   the global M. Fixed: an idle advance uses no offset (`advance_idle`).
+3. Safety, a publisher crash or failover with applied but unpublished commits: the
+   new owner restored the last published snapshot, took the partition for idle and
+   reconciled, and idle-advanced M(p) past the unpublished entries' epochs. Fixed:
+   adoption takes the log's end offset (`catch_up`), and without it a partition gets
+   no idle advance until its first commit.
 """
 
 from gcd.sim.checks import SAFETY, Checker, Ledger, Violation, ViolationKind
 from gcd.sim.runner import REPORT_VERSION, Report, SeedResult, run_seed, run_seeds
-from gcd.sim.variants import BROKEN, CORRECT, PATCHED, VARIANTS, Variant
+from gcd.sim.variants import BROKEN, CORRECT, VARIANTS, Variant
 from gcd.sim.world import SimConfig
 
 __all__ = [
     "BROKEN",
     "CORRECT",
     "DEFAULT_STEPS",
-    "PATCHED",
     "REPORT_VERSION",
     "SAFETY",
     "VARIANTS",

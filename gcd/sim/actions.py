@@ -160,9 +160,18 @@ async def _delete_task(world: World, part: PartitionSim) -> None:
 
 
 async def adopt(world: World, part: PartitionSim, pub: PublisherSim) -> None:
-    """`pub` takes ownership of `part`; a previous live owner becomes a stale owner."""
+    """`pub` takes ownership of `part`; a previous live owner becomes a stale owner.
+
+    The log's leadership moves first: from now on the old owner cannot append, so the
+    log end `pub` is told is final. The old owner keeps hosting the partition for a
+    while (it is stale: its publishes must be refused).
+    """
+    old, part.leader = part.leader, None
+    if old is not None and old is not pub and old.alive:
+        world.stale.append((world.step + world.rng.randint(2, 40), old, part.name))
+    log_end = part.next_offset - 1
     try:
-        await pub.publisher.adopt(part.name)
+        await pub.publisher.adopt(part.name, log_end_offset=log_end)
     except L0gcError as exc:
         world.event(f"{pub.name} adopt {part.name} failed {type(exc).__name__}")
         return
@@ -171,12 +180,10 @@ async def adopt(world: World, part: PartitionSim, pub: PublisherSim) -> None:
     if part.deleting or part.deleted:  # deleted meanwhile: stop hosting it
         world.stale.append((world.step, pub, part.name))
         return
-    old, part.leader = part.leader, pub
+    part.leader = pub
     state = pub.publisher.state(part.name)
     world.event(f"{pub.name} owns {part.name} window={state['window']} "
-                f"M(p)={state['watermark']}")  # fmt: skip
-    if old is not None and old is not pub and old.alive:
-        world.stale.append((world.step + world.rng.randint(2, 40), old, part.name))
+                f"M(p)={state['watermark']} log_end={log_end}")  # fmt: skip
 
 
 async def _release_stale(world: World, pub: PublisherSim, name: str) -> None:

@@ -3,7 +3,7 @@ and sweeper shards, and the object store the sweepers talk to.
 
 Each actor is a small record the `World` keeps; the actions that move them live in
 `gcd.sim.world` (one action per simulation step). What the code under test sees is
-always the real thing: `SimPublisher` (the real `Publisher`), `EpochClock`,
+always the real thing: `Publisher`, `EpochClock`,
 `WatermarkStore` on `MemoryKV`, `Sweeper` and `run_round` on `MemoryObjectStore`.
 """
 
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from gcd.objectstore import DeleteResult, ListPage, MemoryObjectStore
 from gcd.retry import Backoff, Retrier
 from gcd.safety import SafetyGate
-from gcd.sim.variants import SimPublisher
 from gcd.sim.vtime import VirtualClock
 from gcd.sweeper import RoundConfig, RoundResult, Sweeper
 from watermark.clock import EpochClock
 from watermark.guard import FenceToken
+from watermark.publisher import Publisher
 
 __all__ = [
     "Grant",
@@ -105,7 +105,7 @@ class PublisherSim:
     """One publisher process incarnation; a crash makes a new one."""
 
     name: str
-    publisher: SimPublisher
+    publisher: Publisher
     alive: bool = True
     round_task: asyncio.Task[None] | None = None
 

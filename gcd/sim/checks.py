@@ -163,7 +163,7 @@ class Ledger:
         obj = self._objects.get(key)
         if obj is None:
             return None
-        for (partition, offset) in obj.refs:
+        for partition, offset in obj.refs:
             part = self._partitions[partition]
             if part.live and offset > part.reconciled:
                 return f"referenced by {partition}@{offset} (reconciled {part.reconciled})"
@@ -190,7 +190,7 @@ class Ledger:
             if obj.epoch is None or self.protection(key) is None:
                 del self._candidates[key]
                 continue
-            for (partition, offset) in obj.refs:
+            for partition, offset in obj.refs:
                 part = self._partitions[partition]
                 if part.live and offset > part.reconciled:
                     note(partition, obj.epoch, key, f"referenced at offset {offset} "

@@ -11,13 +11,11 @@
   steps, then restored (if nothing replaced it meanwhile).
 - sweeper kill: a running round is cancelled mid-flight (possibly between a
   DeleteObjects taking effect and its answer) and the process restarts fresh.
-- publisher crash: a publisher process dies with its fences; a new incarnation
-  starts and partitions are re-adopted from the last published snapshot.
+- publisher crash: a publisher process dies with its fences and whatever it applied
+  but did not publish yet; a new incarnation starts and partitions are re-adopted from
+  the last published snapshot and the log's end offset.
 - failover: another publisher adopts a partition while the old owner keeps running
   for a while (a stale owner whose publishes must be refused).
-
-Crashes and failovers happen only when the owner has published every entry it applied
-(`SimConfig.lossy_failover` lifts this; see `gcd.sim` for why).
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from typing import TYPE_CHECKING
 from gcd.objectstore import status_fault
 from gcd.sim.actions import adopt
 from gcd.sim.actors import PartitionSim, PublisherSim
-from watermark.errors import L0gcError, StorageError
+from watermark.errors import StorageError
 from watermark.kv import Compare, Put
 
 if TYPE_CHECKING:
@@ -175,22 +173,6 @@ async def _kill_sweeper(world: World) -> None:
     world.event(f"fault: shard{shard.index} killed mid-round and restarted")
 
 
-async def _published_everything(world: World, pub: PublisherSim, names: list[str]) -> bool:
-    """True when the stored record of each partition holds every entry `pub` applied."""
-    for name in names:
-        try:
-            record = await world.store.get_partition(name)
-        except L0gcError:
-            return False
-        if record is None or name not in pub.publisher.partitions:
-            return False
-        tracker = record.tracker or {}
-        applied = pub.publisher.state(name)["last_applied_offset"]
-        if tracker.get("last_applied_offset") != applied:
-            return False
-    return True
-
-
 def _led_by(world: World, pub: PublisherSim) -> list[PartitionSim]:
     return [p for p in world.partitions.values() if p.leader is pub and not p.deleted]
 
@@ -201,10 +183,6 @@ async def _crash_publisher(world: World) -> None:
         return
     pub = world.rng.choice(alive)
     led = _led_by(world, pub)
-    if not world.config.lossy_failover and not await _published_everything(
-        world, pub, [p.name for p in led]
-    ):
-        return
     pub.alive = False
     if pub.round_task is not None:
         pub.round_task.cancel()
@@ -234,10 +212,6 @@ async def _failover(world: World) -> None:
     targets = [p for p in world.publishers
                if p.alive and p is not old and part.name not in p.publisher.partitions]  # fmt: skip
     if not targets:
-        return
-    if not world.config.lossy_failover and not await _published_everything(
-        world, old, [part.name]
-    ):
         return
     new = rng.choice(targets)
     part.task = world.spawn(adopt(world, part, new))

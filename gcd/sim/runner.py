@@ -45,7 +45,7 @@ class SeedResult:
     trace_tail: tuple[str, ...]
     events: int
     flags: str = ""
-    """Extra `gcd simulate` flags the run used (e.g. " --lossy-failover")."""
+    """Extra `gcd simulate` flags the run used (e.g. " --keep-going")."""
 
     @property
     def ok(self) -> bool:
@@ -159,8 +159,7 @@ def run_seed(seed: int, config: SimConfig | None = None) -> SeedResult:
 
 
 def _flags(config: SimConfig) -> str:
-    flags = " --lossy-failover" if config.lossy_failover else ""
-    return flags + ("" if config.stop_on_violation else " --keep-going")
+    return "" if config.stop_on_violation else " --keep-going"
 
 
 def _cancel_leftovers(loop: VirtualTimeLoop) -> None:

@@ -33,10 +33,11 @@ from gcd.objectstore import MemoryObjectStore
 from gcd.sim import actions, faults
 from gcd.sim.actors import Grant, PartitionSim, PublisherSim, ShardSim, Turnstile, WriterSim
 from gcd.sim.checks import Checker, Ledger, Violation
-from gcd.sim.variants import CORRECT, SimPublisher, Variant, WriterOffsets
+from gcd.sim.variants import CORRECT, Variant
 from gcd.sim.vtime import VirtualClock, VirtualTimeLoop
 from watermark.errors import InvalidRecord
 from watermark.memory_kv import MemoryKV
+from watermark.publisher import Publisher
 from watermark.record import PartitionRecord
 from watermark.safe_epoch import compute_safe_epoch
 from watermark.store import WatermarkStore
@@ -56,8 +57,6 @@ class SimConfig:
     steps: int = 150
     variant: Variant = CORRECT
     faults: bool = True
-    lossy_failover: bool = False
-    """Allow crashes and failovers while the owner has commits it has not published."""
     stop_on_violation: bool = True
     tail_limit: int = 800
     trace_keep: int = 30
@@ -116,7 +115,6 @@ class World:
         self.active_faults: list[faults.Fault] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.counters: dict[str, int] = {}
-        self.writer_offsets: WriterOffsets = {}
         self._decoded: dict[tuple[str, bytes], int] = {}  # record -> M(p), for the checks
         rng = self.rng
         self.grace_s = float(rng.choice([2, 4, 8]))
@@ -174,7 +172,7 @@ class World:
 
     def on_deleted(self, key: str, who: str) -> None:
         """A sweeper's DeleteObjects removed `key` (called at that instant)."""
-        self.event(f"{who} deleted {key[len(self.layout.listing_root):]}")
+        self.event(f"{who} deleted {key[len(self.layout.listing_root) :]}")
         self.checker.on_deleted(key, who)
 
     def _fence_is_live(self, fence_id: int) -> bool:
@@ -187,11 +185,11 @@ class World:
 
     def new_publisher(self, slot: str) -> PublisherSim:
         """Start a publisher process (a new incarnation after a crash) named `slot`."""
-        publisher = SimPublisher(
+        publisher = Publisher(
             self.pub_store,
             slot,
-            self.variant,
-            self.writer_offsets,
+            state_class=self.variant.state_class,
+            guard_class=self.variant.guard_class,
             clock=self.clock,
             hold_ttl_s=self.hold_ttl_s,
             fence_timeout_s=self.fence_timeout_s,

@@ -22,6 +22,7 @@ import watermark
 from watermark import (
     Admission,
     ConfigError,
+    EpochWindow,
     FencingViolation,
     IllegalTransition,
     InvalidRecord,
@@ -38,11 +39,12 @@ from watermark import (
 
 
 def example_state() -> PartitionGcState:
-    """created_epoch=10 with entries (1, 10), (5, 11), (9, 12); nothing reconciled."""
+    """created_epoch=10; entries (1, 10), (5, 11), (9, 12) fenced by the windows [10],
+    [10, 11] and [11, 12]; nothing reconciled."""
     state = PartitionGcState(created_epoch=10)
-    state.apply(1, 10)
-    state.apply(5, 11)
-    state.apply(9, 12)
+    state.apply(1, 10, admitted_from=10)
+    state.apply(5, 11, admitted_from=10)
+    state.apply(9, 12, admitted_from=11)
     return state
 
 
@@ -71,12 +73,13 @@ def test_new_partition_starts_with_watermark_one_below_its_creation_epoch() -> N
 
 
 def test_the_design_example() -> None:
-    """created 10; apply (1,10) (5,11) (9,12); reconciled 8 -> M(p)=9; reconciled 9 -> 10."""
+    """created 10; the fence slides to [11, 12] at offset 9; reconciled 8 -> M(p)=9;
+    reconciled 9 -> M(p)=10."""
     state = example_state()
-    assert state.pending_slides == (PendingSlide(5, 10), PendingSlide(9, 11))
+    assert state.pending_slides == (PendingSlide(9, 11),)
+    assert state.applied_window == (11, 12)
     state.reconciled(8)
     assert state.gc_eligible_epoch == 9
-    assert state.pending_slides == (PendingSlide(9, 11),)
     state.reconciled(9)
     assert state.gc_eligible_epoch == 10
     assert state.floor == 11
@@ -84,33 +87,52 @@ def test_the_design_example() -> None:
     assert state.is_idle_reconciled
 
 
+def test_a_fence_that_skipped_an_epoch_keeps_the_floor_at_its_own_lower_bound() -> None:
+    """The bug the simulation found: the fence went [4] -> [4, 6] (5 skipped), the log
+    applied 5 and then 6, and a writer still holds an admitted fence at 4. The floor may
+    not pass 4: the lower bound is the fence's, not the previous applied maximum."""
+    state = PartitionGcState(created_epoch=3)
+    state.apply(0, 4, admitted_from=4)  # window [4]
+    state.apply(1, 5, admitted_from=4)  # window [4, 6]: 5 is INSIDE
+    state.apply(2, 6, admitted_from=4)
+    state.reconciled(2)
+    assert state.applied_window == (4, 6)
+    assert state.gc_eligible_epoch == 3  # epoch 4 is still protected
+    assert state.apply(3, 4, admitted_from=4) is Admission.INSIDE  # the held fence commits
+
+
 def test_apply_inside_the_window_only_records_the_offset() -> None:
-    """An entry whose epoch is in the applied window returns INSIDE and records its offset."""
+    """An entry inside the window under an unchanged fence only records its offset."""
     state = example_state()
-    assert state.apply(12, 11) is Admission.INSIDE
-    assert state.apply(13, 12) is Admission.INSIDE
+    assert state.apply(12, 11, admitted_from=11) is Admission.INSIDE
+    assert state.apply(13, 12, admitted_from=11) is Admission.INSIDE
     assert state.applied_window == (11, 12)
     assert state.last_applied_offset == 13
-    assert len(state.pending_slides) == 2
+    assert state.pending_slides == (PendingSlide(9, 11),)
 
 
-def test_apply_of_a_higher_epoch_slides_and_remembers_the_slide() -> None:
-    """An entry with a strictly higher epoch returns ABOVE and slides [p, m] to [m, epoch]."""
+def test_a_higher_fence_bound_raises_the_lower_bound_and_remembers_where() -> None:
+    """admitted_from above the lower bound raises it and queues (offset, bound); a higher
+    epoch raises max_applied (ABOVE)."""
     state = PartitionGcState(created_epoch=3)
-    assert state.apply(0, 3) is Admission.INSIDE
-    assert state.apply(4, 9) is Admission.ABOVE
+    assert state.apply(0, 3, admitted_from=3) is Admission.INSIDE
+    assert state.apply(4, 9, admitted_from=3) is Admission.ABOVE
     assert state.applied_window == (3, 9)
-    assert state.apply(6, 20) is Admission.ABOVE
+    assert state.apply(6, 20, admitted_from=9) is Admission.ABOVE
     assert state.applied_window == (9, 20)
+    assert state.apply(7, 15, admitted_from=12) is Admission.INSIDE
+    assert state.applied_window == (12, 20)
     assert state.last_applied_epoch == 20
-    assert state.pending_slides == (PendingSlide(4, 3), PendingSlide(6, 9))
+    assert state.pending_slides == (PendingSlide(6, 9), PendingSlide(7, 12))
 
 
 def test_reconciled_passing_several_slides_takes_the_latest_floor() -> None:
     """One reconciled offset beyond several slides pops them all; floor is the last one's."""
-    state = example_state()
-    state.reconciled(9)
-    assert (state.floor, state.gc_eligible_epoch, state.pending_slides) == (11, 10, ())
+    state = PartitionGcState(created_epoch=3)
+    state.apply(0, 5, admitted_from=4)
+    state.apply(1, 7, admitted_from=5)
+    state.reconciled(1)
+    assert (state.floor, state.gc_eligible_epoch, state.pending_slides) == (5, 4, ())
 
 
 def test_reconciled_before_a_slide_leaves_the_floor() -> None:
@@ -146,14 +168,14 @@ def test_window_after_recovery_collapses_to_max_applied_above_the_watermark() ->
 
 
 def test_housekeeping_lets_an_idle_reconciled_partition_stop_pinning_m() -> None:
-    """advance_epoch entries slide the window so an idle partition's M(p) rises."""
+    """advance_epoch entries, fenced like writes, raise an idle partition's M(p)."""
     state = example_state()
     state.reconciled(9)
     assert state.gc_eligible_epoch == 10
-    assert state.advance_epoch(10, 30) is Admission.ABOVE
+    assert state.advance_epoch(10, 30, admitted_from=12) is Admission.ABOVE  # fence [12, 30]
     state.reconciled(10)
     assert state.gc_eligible_epoch == 11
-    assert state.advance_epoch(11, 31) is Admission.ABOVE
+    assert state.advance_epoch(11, 31, admitted_from=30) is Admission.ABOVE  # fence [30, 31]
     state.reconciled(11)
     assert state.gc_eligible_epoch == 29
     assert state.is_idle_reconciled
@@ -162,12 +184,71 @@ def test_housekeeping_lets_an_idle_reconciled_partition_stop_pinning_m() -> None
 def test_housekeeping_not_above_the_window_only_records_the_offset() -> None:
     """advance_epoch at an old epoch returns INSIDE or BELOW and moves only the offset."""
     state = example_state()
-    assert state.advance_epoch(10, 11) is Admission.INSIDE
-    assert state.advance_epoch(11, 3) is Admission.BELOW
+    assert state.advance_epoch(10, 11, admitted_from=11) is Admission.INSIDE
+    assert state.advance_epoch(11, 3, admitted_from=3) is Admission.BELOW
     assert state.applied_window == (11, 12)
     assert state.last_applied_offset == 11
     state.reconciled(11)
     assert state.is_idle_reconciled
+
+
+def test_idle_advance_raises_the_floor_at_once_without_an_offset() -> None:
+    """advance_idle on a reconciled partition moves the floor to the fence's new lower
+    bound immediately and consumes no log offset."""
+    state = example_state()
+    state.reconciled(9)
+    assert state.advance_idle(20, admitted_from=12) is Admission.ABOVE  # fence [12, 20]
+    assert (state.floor, state.gc_eligible_epoch) == (12, 11)
+    assert state.applied_window == (12, 20)
+    assert state.last_applied_offset == 9
+    assert state.advance_idle(25, admitted_from=20) is Admission.ABOVE
+    assert state.gc_eligible_epoch == 19
+    assert state.advance_idle(22, admitted_from=20) is Admission.INSIDE
+    assert state.gc_eligible_epoch == 19
+    fresh = PartitionGcState(created_epoch=4)
+    assert fresh.advance_idle(9, admitted_from=9) is Admission.ABOVE  # window [] -> [9]
+    assert fresh.gc_eligible_epoch == 8
+    assert json_round_trip(fresh) == fresh
+
+
+def test_idle_advance_with_unreconciled_entries_is_refused() -> None:
+    """advance_idle raises IllegalTransition (nothing changes) before the reconciler is done."""
+    state = example_state()
+    before = state.snapshot()
+    with pytest.raises(IllegalTransition, match="fully reconciled"):
+        state.advance_idle(20, admitted_from=12)
+    assert state.snapshot() == before
+
+
+def test_catch_up_holds_the_floor_until_the_unknown_entries_are_reconciled() -> None:
+    """A new owner restores a snapshot that ends at offset 9 while the log ends at 14:
+    the partition is not idle and the floor stays until the reconciler passes 14."""
+    state = example_state()
+    state.reconciled(9)
+    state.catch_up(14)
+    assert state.last_applied_offset == 14
+    assert not state.is_idle_reconciled
+    with pytest.raises(IllegalTransition):
+        state.advance_idle(20, admitted_from=12)
+    state.reconciled(12)
+    assert state.gc_eligible_epoch == 10
+    state.reconciled(14)
+    assert state.is_idle_reconciled
+    state.catch_up(14)  # the same log end again: nothing changes
+    assert state.apply(15, 12, admitted_from=12) is Admission.INSIDE
+    empty = PartitionGcState(created_epoch=1)
+    empty.catch_up(-1)  # an empty log
+    assert empty.last_applied_offset is None
+
+
+@pytest.mark.parametrize("log_end", [8, -1, -2])
+def test_catch_up_below_the_applied_log_is_refused(log_end: int) -> None:
+    """A log end below the last applied offset (or below -1) raises; nothing changes."""
+    state = example_state()
+    before = state.snapshot()
+    with pytest.raises(IllegalTransition, match="log end offset"):
+        state.catch_up(log_end)
+    assert state.snapshot() == before
 
 
 # -- illegal events raise and change nothing -----------------------------------------
@@ -178,10 +259,21 @@ def test_entry_below_the_applied_window_is_a_fencing_violation() -> None:
     state = example_state()
     before = state.snapshot()
     with pytest.raises(FencingViolation) as caught:
-        state.apply(10, 10)
+        state.apply(10, 10, admitted_from=10)
     assert (caught.value.offset, caught.value.epoch, caught.value.window) == (10, 10, (11, 12))
     assert "fencing failed" in str(caught.value)
     assert "[11, 12]" in str(caught.value)
+    assert state.snapshot() == before
+
+
+def test_entry_below_its_own_fence_bound_is_a_fencing_violation() -> None:
+    """apply() of an epoch below admitted_from (the fence slid past a held write) raises
+    FencingViolation naming the fence's bound; nothing changes."""
+    state = example_state()
+    before = state.snapshot()
+    with pytest.raises(FencingViolation) as caught:
+        state.apply(10, 12, admitted_from=14)
+    assert caught.value.window == (14, 14)
     assert state.snapshot() == before
 
 
@@ -190,14 +282,14 @@ def test_entry_below_the_creation_epoch_is_a_fencing_violation() -> None:
     state = PartitionGcState(created_epoch=10)
     before = state.snapshot()
     with pytest.raises(FencingViolation):
-        state.apply(0, 9)
+        state.apply(0, 9, admitted_from=9)
     assert state.snapshot() == before
 
 
 def test_entry_at_previous_applied_is_inside() -> None:
     """apply() of exactly previous_applied is INSIDE the window, not a violation."""
     state = example_state()
-    assert state.apply(10, 11) is Admission.INSIDE
+    assert state.apply(10, 11, admitted_from=11) is Admission.INSIDE
 
 
 @pytest.mark.parametrize("offset", [9, 5, 0, -1])
@@ -207,7 +299,7 @@ def test_offsets_that_do_not_increase_are_refused(offset: int, event: str) -> No
     state = example_state()
     before = state.snapshot()
     with pytest.raises(IllegalTransition, match="strictly increase"):
-        getattr(state, event)(offset, 13)
+        getattr(state, event)(offset, 13, admitted_from=12)
     assert state.snapshot() == before
 
 
@@ -215,7 +307,7 @@ def test_negative_first_offset_is_refused() -> None:
     """The first entry's offset must be >= 0."""
     state = PartitionGcState(created_epoch=1)
     with pytest.raises(IllegalTransition):
-        state.apply(-1, 1)
+        state.apply(-1, 1, admitted_from=1)
     assert state.last_applied_offset is None
 
 
@@ -254,7 +346,7 @@ def test_full_queue_merges_the_two_oldest_slides_into_the_later() -> None:
     """With the cap reached, (o1,p1),(o2,p2) become (o2,p2): the floor waits, then catches up."""
     state = PartitionGcState(created_epoch=0, max_pending_slides=2)
     for offset, epoch in enumerate([1, 2, 3, 4]):
-        state.apply(offset, epoch)
+        state.apply(offset, epoch, admitted_from=epoch - 1)  # fence [e - 1, e]
     assert state.pending_slides == (PendingSlide(2, 2), PendingSlide(3, 3))
     state.reconciled(1)  # without the merge the floor would be 1 now: later is safe
     assert state.gc_eligible_epoch == -1
@@ -268,7 +360,7 @@ def test_cap_of_one_keeps_only_the_latest_slide() -> None:
     """max_pending_slides=1 keeps the newest slide, so a full reconcile still reaches it."""
     state = PartitionGcState(created_epoch=5, max_pending_slides=1)
     for offset, epoch in enumerate(range(5, 12)):
-        state.apply(offset, epoch)
+        state.apply(offset, epoch, admitted_from=epoch - 1)
     assert state.pending_slides == (PendingSlide(6, 10),)
     state.reconciled(6)
     assert state.gc_eligible_epoch == 9
@@ -284,10 +376,7 @@ def test_snapshot_is_versioned_plain_json() -> None:
     snapshot = state.snapshot()
     assert snapshot["version"] == 1
     assert json.loads(json.dumps(snapshot)) == snapshot
-    assert snapshot["pending_slides"] == [
-        {"offset": 5, "previous_applied": 10},
-        {"offset": 9, "previous_applied": 11},
-    ]
+    assert snapshot["pending_slides"] == [{"offset": 9, "previous_applied": 11}]
 
 
 def test_restore_round_trips_and_behaves_the_same() -> None:
@@ -298,7 +387,7 @@ def test_restore_round_trips_and_behaves_the_same() -> None:
     assert restored == state
     assert restored is not state
     for copy in (state, restored):
-        copy.apply(10, 13)
+        copy.apply(10, 13, admitted_from=12)
         copy.reconciled(9)
     assert restored == state
     assert restored.gc_eligible_epoch == state.gc_eligible_epoch == 10
@@ -369,8 +458,13 @@ MALFORMED: list[tuple[str, Mutation, str]] = [
     ("epoch beyond int64", _set("max_applied", 2**63), "max_applied"),
     ("text offset", _set("last_applied_offset", "9"), "last_applied_offset"),
     ("negative reconciled", _set("reconciled_offset", -1), "reconciled_offset"),
-    ("reconciled beyond log", _set("reconciled_offset", 10), "reconciled_offset"),
-    ("slides but nothing applied", _set("last_applied_offset", None), "max_applied"),
+    ("reconciled beyond log", _set("reconciled_offset", 11), "reconciled_offset"),
+    ("reconciled but nothing applied", _set("last_applied_offset", None), "reconciled_offset"),
+    (
+        "slides but nothing applied",
+        lambda snapshot: snapshot.update(last_applied_offset=None, reconciled_offset=None),
+        "pending_slides[0].offset",
+    ),
     ("slides not a list", _set("pending_slides", {"offset": 5}), "pending_slides"),
     ("more slides than the cap", _set("max_pending_slides", 1), "pending_slides"),
     ("slide as a pair", _set("pending_slides", [[5, 10]]), "pending_slides[0]"),
@@ -378,11 +472,11 @@ MALFORMED: list[tuple[str, Mutation, str]] = [
     ("bool slide offset", _slide(0, "offset", False), "pending_slides[0].offset"),
     ("slide already reconciled", _slide(0, "offset", 3), "pending_slides[0].offset"),
     ("slides out of order", _slide(1, "offset", 4), "pending_slides[1].offset"),
-    ("duplicate slide offset", _slide(1, "offset", 5), "pending_slides[1].offset"),
-    ("slide beyond log", _slide(1, "offset", 10), "pending_slides[1].offset"),
+    ("duplicate slide offset", _slide(1, "offset", 9), "pending_slides[1].offset"),
+    ("slide beyond log", _slide(1, "offset", 11), "pending_slides[1].offset"),
     ("slide below floor", _slide(0, "previous_applied", 9), "pending_slides[0].previous_applied"),
-    ("slides not rising", _slide(1, "previous_applied", 10), "pending_slides[1].previous_applied"),
-    ("slide above window", _slide(1, "previous_applied", 12), "pending_slides[1].previous_applied"),
+    ("slides not rising", _slide(1, "previous_applied", 11), "pending_slides[1].previous_applied"),
+    ("slide above window", _slide(1, "previous_applied", 13), "pending_slides[1].previous_applied"),
 ]
 
 
@@ -394,6 +488,7 @@ def test_restore_rejects_a_malformed_snapshot_naming_the_field(
 ) -> None:
     """restore() raises InvalidSnapshot whose message names the offending field."""
     state = example_state()
+    state.apply(10, 13, admitted_from=12)  # two pending slides: (9, 11), (10, 12)
     state.reconciled(3)
     snapshot = json.loads(json.dumps(state.snapshot()))
     mutate(snapshot)
@@ -468,37 +563,80 @@ def test_every_error_is_exported() -> None:
 
 
 class GcStateMachine(RuleBasedStateMachine):
-    """Random valid interleavings of apply, advance_epoch, reconciled and restarts."""
+    """The GC state driven by a model leader: a fencing window, writes in flight, commits,
+    reconciler reports, idle advances, housekeeping entries, publishes and crashes.
+
+    The fence is the real `EpochWindow`, used the way `FencingGuard` uses it: an epoch
+    above the window slides it only when no write is in flight (the drain). Safety is
+    checked against every write still in flight too: an object whose fence is held must
+    stay above M(p), or the sweeper could delete it before its commit.
+    """
 
     state: PartitionGcState
+    fence: EpochWindow
+    inflight: list[int]
     entries: dict[int, int]
-    highest_watermark: int
+    log_end: int
+    published: dict[str, Any]
+    highest_published: int
 
     @initialize(created=st.integers(0, 20), cap=st.integers(1, 4))
     def create(self, created: int, cap: int) -> None:
         """Register a partition at `created` with a small slide queue to force merges."""
         self.state = PartitionGcState(created, max_pending_slides=cap)
-        self.entries = {}  # data entries not reconciled yet: offset -> epoch
-        self.highest_watermark = self.state.gc_eligible_epoch
+        self.fence = self.state.window_after_recovery()
+        self.inflight = []  # epochs of the writes holding a fence
+        self.entries = {}  # entries the reconciler has not lifted: offset -> epoch
+        self.log_end = -1
+        self.published = self.state.snapshot()
+        self.highest_published = self.state.gc_eligible_epoch
 
-    def _next_offset(self, gap: int) -> int:
-        last = self.state.last_applied_offset
-        return gap if last is None else last + 1 + gap
+    def _lower(self) -> int:
+        lower = self.fence.oldest_accepted
+        assert lower is not None
+        return lower
 
-    @rule(gap=st.integers(0, 2), data=st.data())
-    def apply(self, gap: int, data: st.DataObject) -> None:
-        """A fenced data entry: its epoch is at least previous_applied."""
-        low, high = self.state.applied_window
-        epoch = data.draw(st.integers(low, high + 3), label="epoch")
-        offset = self._next_offset(gap)
-        self.state.apply(offset, epoch)
+    @rule(data=st.data())
+    def fence_a_write(self, data: st.DataObject) -> None:
+        """A writer fences an epoch near the window: admitted, slid (after a drain) or refused."""
+        low, high = self.fence.bounds
+        if low is None or high is None:
+            low = high = self.state.last_applied_epoch
+        epoch = data.draw(st.integers(low, high + 2), label="fence")
+        admission = self.fence.classify(epoch)
+        if admission is Admission.ABOVE and not self.inflight:
+            self.fence.advance(epoch)
+        if admission is Admission.INSIDE or self.fence.latest_seen == epoch:
+            self.inflight.append(epoch)
+
+    @precondition(lambda self: bool(self.inflight))
+    @rule(data=st.data(), gap=st.integers(0, 2))
+    def commit(self, data: st.DataObject, gap: int) -> None:
+        """A held fence commits its entry at the log's next offset (any order of writers)."""
+        epoch = self.inflight.pop(data.draw(st.integers(0, len(self.inflight) - 1)))
+        offset = self.log_end + 1 + gap
+        self.state.apply(offset, epoch, admitted_from=self._lower())
         self.entries[offset] = epoch
+        self.log_end = offset
 
-    @rule(gap=st.integers(0, 2), data=st.data())
-    def advance_epoch(self, gap: int, data: st.DataObject) -> None:
-        """A housekeeping entry at any epoch (an old one only records the offset)."""
-        epoch = data.draw(st.integers(0, self.state.last_applied_epoch + 3), label="epoch")
-        self.state.advance_epoch(self._next_offset(gap), epoch)
+    @precondition(lambda self: bool(self.inflight))
+    @rule(data=st.data())
+    def abort(self, data: st.DataObject) -> None:
+        """A writer gives up its fence; its object is an orphan."""
+        self.inflight.pop(data.draw(st.integers(0, len(self.inflight) - 1)))
+
+    @precondition(lambda self: not self.inflight)
+    @rule(step=st.integers(1, 3), housekeeping=st.booleans())
+    def advance(self, step: int, housekeeping: bool) -> None:
+        """The fence slides up with nothing in flight, then an idle advance (if the
+        partition is idle) or a housekeeping entry in the log."""
+        epoch = (self.fence.latest_seen or self.state.last_applied_epoch) + step
+        self.fence.advance(epoch)
+        if housekeeping:
+            self.log_end += 1
+            self.state.advance_epoch(self.log_end, epoch, admitted_from=self._lower())
+        elif self.state.is_idle_reconciled:
+            self.state.advance_idle(epoch, admitted_from=self._lower())
 
     @precondition(lambda self: self.state.last_applied_offset is not None)
     @rule(data=st.data())
@@ -511,40 +649,42 @@ class GcStateMachine(RuleBasedStateMachine):
         self.state.reconciled(offset)
         self.entries = {o: e for o, e in self.entries.items() if o > offset}
 
-    @precondition(lambda self: self.state.previous_applied > 0)
-    @rule(data=st.data())
-    def unfenced_entry_is_refused(self, data: st.DataObject) -> None:
-        """An entry below the applied window raises FencingViolation and changes nothing."""
-        epoch = data.draw(st.integers(0, self.state.previous_applied - 1), label="epoch")
-        before = self.state.snapshot()
-        with pytest.raises(FencingViolation):
-            self.state.apply(self._next_offset(0), epoch)
-        assert self.state.snapshot() == before
+    @rule()
+    def publish(self) -> None:
+        """The owner publishes its snapshot (through JSON, as to etcd)."""
+        self.published = json.loads(json.dumps(self.state.snapshot()))
+        self.highest_published = self.state.gc_eligible_epoch
 
     @rule()
-    def restart(self) -> None:
-        """The owner restarts from its snapshot (through JSON)."""
-        self.state = json_round_trip(self.state)
+    def crash_and_adopt(self) -> None:
+        """The owner dies with its fences and what it did not publish; a new owner restores
+        the published snapshot, learns the log end and rebuilds the fence."""
+        self.inflight = []
+        self.state = PartitionGcState.restore(self.published)
+        self.state.catch_up(self.log_end)
+        self.fence = self.state.window_after_recovery()
 
     @invariant()
-    def watermark_never_decreases(self) -> None:
-        """M(p) never goes down."""
-        assert self.state.gc_eligible_epoch >= self.highest_watermark
-        self.highest_watermark = self.state.gc_eligible_epoch
+    def published_watermark_never_decreases(self) -> None:
+        """The published M(p) never goes down, across crashes too."""
+        assert PartitionGcState.restore(self.published).gc_eligible_epoch == (
+            self.highest_published
+        )
+        assert self.state.gc_eligible_epoch >= self.highest_published
 
     @invariant()
-    def unreconciled_entries_are_above_the_watermark(self) -> None:
-        """Safety: every entry after reconciled_offset has epoch > M(p)."""
+    def nothing_still_needed_is_at_or_below_the_watermark(self) -> None:
+        """Safety: every unreconciled entry and every write holding a fence is above M(p)."""
         watermark = self.state.gc_eligible_epoch
         assert all(epoch > watermark for epoch in self.entries.values())
+        assert all(epoch > watermark for epoch in self.inflight)
 
     @invariant()
-    def recovered_window_never_admits_garbage_epochs(self) -> None:
-        """The window after recovery classifies every epoch <= M(p) as BELOW."""
-        window = self.state.window_after_recovery()
+    def the_fence_never_admits_garbage_epochs(self) -> None:
+        """Neither the live fence nor a recovered one admits an epoch <= M(p)."""
         watermark = self.state.gc_eligible_epoch
-        assert all(window.classify(e) is Admission.BELOW for e in range(-1, watermark + 1))
-        assert window.classify(self.state.last_applied_epoch) is Admission.INSIDE
+        for window in (self.fence, self.state.window_after_recovery()):
+            assert all(window.classify(e) is Admission.BELOW for e in range(-1, watermark + 1))
 
     @invariant()
     def ordering_holds(self) -> None:

@@ -350,9 +350,9 @@ async def test_exclusive_block_runs_with_no_write_in_flight() -> None:
 async def test_recovered_window_never_admits_at_or_below_published_watermark() -> None:
     """After recovery the window is [max_applied] and refuses every epoch <= M(p)."""
     state = PartitionGcState(created_epoch=10)
-    state.apply(0, 10)
-    state.apply(1, 11)
-    state.apply(2, 12)
+    state.apply(0, 10, admitted_from=10)  # fencing windows [10], [10, 11], [11, 12]
+    state.apply(1, 11, admitted_from=10)
+    state.apply(2, 12, admitted_from=11)
     state.reconciled(2)
     restored = PartitionGcState.restore(state.snapshot())
     guard = FencingGuard(restored.window_after_recovery(), partition="p0")

@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 from yarl import URL
 
+from tests.waiting import wait_until
 from watermark.http_api import ApiServer, FenceTable, UnknownFence, create_app
 from watermark.memory_kv import MemoryKV
 from watermark.publisher import Publisher
@@ -151,6 +152,22 @@ async def test_adopt_over_http_and_unregistered_is_404(api: Api) -> None:
     assert listing["version"] == 1
 
 
+async def test_adopt_takes_the_log_end_offset(api: Api) -> None:
+    """adopt with log_end_offset records the log end; a bad value is 400, one below the
+    applied log is 409 illegal_offset, and the partition stays hosted."""
+    status, state = await api.call("POST", "/v1/partitions/spare/adopt", {"log_end_offset": 7})
+    assert status == 200
+    assert (state["last_applied_offset"], state["log_end_known"]) == (7, True)
+    status, body = await api.call("POST", "/v1/partitions/spare/adopt", {"log_end_offset": "7"})
+    assert (status, body["error"]) == (400, "bad_request")
+    assert "log_end_offset" in body["message"]
+    status, body = await api.call("POST", "/v1/partitions/spare/adopt", {"log_end_offset": 3})
+    assert (status, body["error"]) == (409, "illegal_offset")
+    assert "log end offset 3" in body["message"]
+    status, state = await api.call("GET", "/v1/partitions/spare")
+    assert (status, state["last_applied_offset"]) == (200, 7)
+
+
 async def test_health_readiness_and_metrics(api: Api) -> None:
     """healthz answers at once, readyz after the first publish, /metrics exposes counters."""
     status, _ = await api.call("GET", "/healthz")
@@ -177,9 +194,11 @@ async def test_waiter_blocked_on_a_slide_gets_503_when_the_guard_closes(api: Api
     request = asyncio.create_task(
         api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 6, "timeout_s": 30})
     )
-    async with asyncio.timeout(5):
-        while api.publisher.state("orders/0")["waiting_slides"] != 1:
-            await asyncio.sleep(0.01)
+    await wait_until(
+        lambda: api.publisher.state("orders/0")["waiting_slides"] == 1,
+        timeout_s=5,
+        what="the HTTP fence to queue as a waiting slide",
+    )
     api.publisher.abort_waiters()
     status, body = await request
     assert (status, body["error"]) == (503, "guard_closed")

@@ -217,7 +217,7 @@ async def test_reclaimed_fence_cannot_commit() -> None:
 
 
 async def test_idle_reconciled_partition_advances_and_stops_pinning_m() -> None:
-    """An idle, reconciled partition gets housekeeping advances; its M(p) follows the epoch."""
+    """An idle, reconciled partition is advanced with the epoch; it uses no log offset."""
     store, publisher = await hosting("p0")
     await write(publisher, "p0", 5, 0)
     publisher.reconciled("p0", 0)
@@ -226,32 +226,82 @@ async def test_idle_reconciled_partition_advances_and_stops_pinning_m() -> None:
     assert await publisher.advance_idle() == 1
     state = publisher.state("p0")
     assert state["window"] == [5, 6]
-    assert state["last_applied_offset"] == 1
-    assert state["reconciled_offset"] == 1
+    assert state["watermark"] == 4
+    assert (state["last_applied_offset"], state["reconciled_offset"]) == (0, 0)
     await store.advance_cluster_epoch()
     assert await publisher.advance_idle() == 1
     assert publisher.state("p0")["watermark"] == 5
     await publisher.publish_now()
     assert (await stored(store, "p0")).watermark == 5
     assert (await store.read_safe_epoch()).safe_epoch == 5
+    await write(publisher, "p0", 7, 1)  # the writer's next offset follows directly
+    assert publisher.state("p0")["last_applied_offset"] == 1
 
 
-async def test_writer_offset_colliding_with_housekeeping_is_applied_after_it() -> None:
-    """The writer's next offset after a housekeeping entry lands after it; reports map too."""
+async def test_a_held_fence_below_a_skipped_epoch_stays_protected() -> None:
+    """The fence goes [5] -> [5, 7] (6 skipped); 6 and 7 are committed and reconciled
+    while a writer still holds its fence at 5: M(p) must stay below 5 until it commits."""
     store, publisher = await hosting("p0")
-    await write(publisher, "p0", 5, 0)
-    publisher.reconciled("p0", 0)
-    await store.advance_cluster_epoch()
-    await publisher.advance_idle()  # housekeeping at state offset 1
-    await write(publisher, "p0", 6, 1)  # the writer's own offset 1
-    state = publisher.state("p0")
-    assert state["last_applied_offset"] == 2
-    assert state["offset_shift"] == 1
-    assert state["reconciled_offset"] == 1
+    jump = await publisher.acquire("p0", 7)  # nothing in flight: the window slides
+    assert jump.window == (5, 7)
+    slow = await publisher.acquire("p0", 5)  # INSIDE [5, 7]
+    between = await publisher.acquire("p0", 6)
+    publisher.commit(between, 0)
+    publisher.commit(jump, 1)
     publisher.reconciled("p0", 1)
-    assert publisher.state("p0")["reconciled_offset"] == 2
-    publisher.reconciled("p0", 0)  # a late, lower report changes nothing
-    assert publisher.state("p0")["reconciled_offset"] == 2
+    assert publisher.state("p0")["watermark"] == 4
+    await publisher.publish_now()
+    assert (await stored(store, "p0")).watermark == 4
+    publisher.commit(slow, 2)  # no FencingViolation: its object was never exposed
+    publisher.reconciled("p0", 2)
+    assert publisher.state("p0")["applied_window"] == [5, 7]
+
+
+async def test_a_new_owner_waits_for_the_reconciler_past_the_log_end() -> None:
+    """The old owner applied entries it never published and died; the new owner adopts
+    with the log's end offset and advances nothing until the reconciler passes it."""
+    store, old = await hosting("p0")
+    await write(old, "p0", 5, 0)
+    old.reconciled("p0", 0)
+    await old.publish_now()  # the record holds offset 0 only
+    await store.advance_cluster_epoch()
+    await write(old, "p0", 6, 1)  # applied, never published: old dies here
+    await store.advance_cluster_epoch()
+
+    new = Publisher(store, "pub-b")
+    state = await new.adopt("p0", log_end_offset=1)
+    assert (state["last_applied_offset"], state["log_end_known"]) == (1, True)
+    assert await new.advance_idle() == 0  # offset 1 (epoch 6) is not reconciled
+    new.reconciled("p0", 1)
+    assert await new.advance_idle() == 1  # the fence goes [5] -> [5, 7]: 5 still admitted
+    assert new.state("p0")["watermark"] == 4
+    await store.advance_cluster_epoch()
+    assert await new.advance_idle() == 1  # [7, 8]
+    assert new.state("p0")["watermark"] == 6
+
+
+async def test_without_a_log_end_a_new_owner_waits_for_its_first_commit() -> None:
+    """Adopted with the log end unknown: no idle advance until a commit or a log end."""
+    store, old = await hosting("p0")
+    await write(old, "p0", 5, 0)
+    old.reconciled("p0", 0)
+    await old.publish_now()
+    await store.advance_cluster_epoch()
+
+    new = Publisher(store, "pub-b")
+    assert (await new.adopt("p0"))["log_end_known"] is False
+    assert await new.advance_idle() == 0
+    await write(new, "p0", 5, 3)
+    new.reconciled("p0", 3)
+    assert new.state("p0")["log_end_known"] is True
+    assert await new.advance_idle() == 1
+
+    other = Publisher(store, "pub-c")
+    await other.adopt("p0")
+    state = await other.adopt("p0", log_end_offset=3)  # hosted already: learns the log end
+    assert state["log_end_known"] is True
+    with pytest.raises(IllegalTransition, match="log end offset 2"):
+        await other.adopt("p0", log_end_offset=2)
 
 
 async def test_idle_advance_skips_partitions_with_work_pending() -> None:

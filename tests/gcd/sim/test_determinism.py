@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gcd.sim import PATCHED, VARIANTS, SimConfig, run_seed
+from gcd.sim import CORRECT, VARIANTS, SimConfig, run_seed
 from gcd.sim.vtime import VirtualClock, VirtualTimeLoop, VirtualTimeStall
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -19,7 +19,7 @@ STEPS = 250
 
 def test_the_same_seed_gives_the_same_trace() -> None:
     """Two runs of one seed produce the same events, digest and verdict."""
-    config = SimConfig(steps=STEPS, variant=PATCHED)
+    config = SimConfig(steps=STEPS, variant=CORRECT)
     first, second = run_seed(7, config), run_seed(7, config)
     assert first.trace_digest == second.trace_digest
     assert first.events == second.events > 100
@@ -38,7 +38,7 @@ def test_a_failing_seed_fails_the_same_way_every_time() -> None:
 
 def test_different_seeds_give_different_runs() -> None:
     """Ten seeds, ten different traces."""
-    config = SimConfig(steps=80, variant=PATCHED)
+    config = SimConfig(steps=80, variant=CORRECT)
     digests = {run_seed(seed, config).trace_digest for seed in range(10)}
     assert len(digests) == 10
 
@@ -46,10 +46,10 @@ def test_different_seeds_give_different_runs() -> None:
 @pytest.mark.parametrize("hash_seed", ["1", "2"])
 def test_the_trace_does_not_depend_on_string_hashing(hash_seed: str) -> None:
     """Another process with another PYTHONHASHSEED replays the seed to the same digest."""
-    here = run_seed(3, SimConfig(steps=120, variant=PATCHED)).trace_digest
+    here = run_seed(3, SimConfig(steps=120, variant=CORRECT)).trace_digest
     code = (
-        "from gcd.sim import PATCHED, SimConfig, run_seed;"
-        "print(run_seed(3, SimConfig(steps=120, variant=PATCHED)).trace_digest)"
+        "from gcd.sim import CORRECT, SimConfig, run_seed;"
+        "print(run_seed(3, SimConfig(steps=120, variant=CORRECT)).trace_digest)"
     )
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
