@@ -9,7 +9,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +34,7 @@ from gcd.metrics import SweeperMetrics
 from gcd.objectstore import MemoryObjectStore
 from gcd.retry import Backoff, Retrier
 from gcd.sweeper import RoundConfig, Sweeper
+from tests.waiting import wait_until
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import Put
 from watermark.memory_kv import MemoryKV
@@ -302,17 +302,17 @@ async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
                     return await resp.text()
 
             async def wait_for(check: object, what: str, timeout: float = 60) -> None:
-                deadline = time.monotonic() + timeout
-                while time.monotonic() < deadline:
+                async def alive_and_done() -> bool:
                     assert proc.poll() is None, daemon_log.read_text()[-3000:]
-                    try:
-                        if await check():  # type: ignore[operator]
-                            return
-                    except aiohttp.ClientError:
-                        pass
-                    await asyncio.sleep(0.05)
-                tail = daemon_log.read_text()[-3000:]
-                raise AssertionError(f"timed out waiting for {what}:\n{tail}")
+                    return bool(await check())  # type: ignore[operator]
+
+                await wait_until(
+                    alive_and_done,
+                    timeout_s=timeout,
+                    what=what,
+                    ignore=(aiohttp.ClientError,),
+                    detail=lambda: daemon_log.read_text()[-3000:],
+                )
 
             async def deleted(count: int) -> bool:
                 return metric(await scrape(), "l0gc_sweeper_deleted_objects_total") >= count

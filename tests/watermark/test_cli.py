@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 
 from gcd.local_servers import LocalEtcd, free_port
+from tests.waiting import wait_until
 from watermark.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
 
 pytestmark = pytest.mark.integration
@@ -106,16 +107,18 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 async def wait_ready(session: aiohttp.ClientSession, base: str, process: Any) -> None:
     """Poll /readyz until it answers 200 (deadline 30 s); fail early if the process died."""
-    async with asyncio.timeout(30):
-        while True:
-            assert process.returncode is None, "watermark serve exited early"
-            try:
-                async with session.get(f"{base}/readyz") as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.05)
+
+    async def ready() -> bool:
+        assert process.returncode is None, "watermark serve exited early"
+        async with session.get(f"{base}/readyz") as response:
+            return response.status == 200
+
+    await wait_until(
+        ready,
+        timeout_s=30,
+        what=f"{base}/readyz to answer 200",
+        ignore=(aiohttp.ClientConnectionError,),
+    )
 
 
 async def post(session: aiohttp.ClientSession, url: str, body: Any = None) -> Any:
@@ -194,9 +197,12 @@ async def test_serve_with_ticker_advances_the_epoch_and_resigns(
     process = await start_serve(env, log, "--http-port", str(port), "--tick-interval", "0.2")
     try:
         await wait_ready(http, base, process)
-        async with asyncio.timeout(30):
-            while json_of(watermark(env, "epoch", "get", "--json"))["epoch"] < start + 2:
-                await asyncio.sleep(0.1)
+        await wait_until(
+            lambda: json_of(watermark(env, "epoch", "get", "--json"))["epoch"] >= start + 2,
+            timeout_s=30,
+            what=f"the ticker to advance the epoch to {start + 2}",
+            detail=lambda: log.read_text()[-3000:],
+        )
         async with http.get(f"{base}/metrics") as response:
             text = await response.text()
         assert "l0gc_watermark_ticker_leader 1.0" in text

@@ -7,7 +7,6 @@ import datetime as dt
 import ipaddress
 import ssl
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from gcd.local_servers import etcd_binary, free_port
+from tests.waiting import wait_until_sync
 from watermark.errors import ConfigError, EtcdUnavailable
 from watermark.etcd_config import (
     DEFAULT_NAMESPACE,
@@ -234,15 +234,19 @@ def tls_etcd(tmp_path: Path, pki: Pki) -> Iterator[str]:
     try:
         context = ssl.create_default_context(cafile=str(pki.ca))
         context.load_cert_chain(str(pki.client_cert), str(pki.client_key))
-        deadline = time.monotonic() + 20
-        while True:
+
+        def healthy() -> bool:
             assert process.poll() is None, "etcd exited; see etcd.log"
-            try:
-                with urllib.request.urlopen(f"{client_url}/health", context=context, timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "TLS etcd did not become healthy"
-                time.sleep(0.05)
+            with urllib.request.urlopen(f"{client_url}/health", context=context, timeout=1):
+                return True
+
+        wait_until_sync(
+            healthy,
+            timeout_s=20,
+            what="TLS etcd to become healthy",
+            ignore=(OSError,),
+            detail=lambda: (tmp_path / "etcd.log").read_text(errors="replace")[-3000:],
+        )
         etcdctl = [
             str(etcd_binary().with_name("etcdctl")), "--endpoints", client_url,
             "--cacert", str(pki.ca), "--cert", str(pki.client_cert), "--key", str(pki.client_key),

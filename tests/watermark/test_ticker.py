@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from gcd.local_servers import LocalEtcd
+from tests.waiting import wait_until
 from watermark.errors import ConfigError
 from watermark.etcd_kv import EtcdKV
 from watermark.kv import KV, Delete
@@ -106,19 +107,14 @@ async def test_running_tickers_elect_one_leader_and_resign_on_stop(
         EpochTicker(store, etcd_kv, interval_s=0.05, owner_id=f"run-{i}", lease_ttl_s=5)
         for i in range(2)
     ]
-    epoch = {"value": 1}
     stop = asyncio.Event()
     tasks = [asyncio.create_task(t.run(stop)) for t in tickers]
 
-    async def epoch_reached(target: int) -> None:
-        deadline = time.monotonic() + 20.0
-        while epoch["value"] < target:
-            assert time.monotonic() < deadline
-            epoch["value"] = await store.get_cluster_epoch()
-            await asyncio.sleep(0.01)
+    async def epoch_reached(target: int) -> bool:
+        return await store.get_cluster_epoch() >= target
 
     try:
-        await epoch_reached(4)
+        await wait_until(lambda: epoch_reached(4), timeout_s=20.0, what="cluster epoch 4")
         assert sum(t.is_leader for t in tickers) == 1
     finally:
         stop.set()
