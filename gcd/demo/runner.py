@@ -200,7 +200,7 @@ class DemoRun:
         for index in range(config.partitions):
             record = await store.register_partition(_name(index))
             created[record.partition] = record.created_epoch
-            await publisher.adopt(record.partition)
+            await publisher.adopt(record.partition, log_end_offset=-1)  # a fresh, empty log
         lease_ttl = max(2, math.ceil(3 * config.epoch_interval_s))
         ticker = EpochTicker(store, kv, config.epoch_interval_s, "demo-ticker", lease_ttl)
         clock = EpochClock(store, refresh_interval_s=min(0.5, config.epoch_interval_s / 4))
