@@ -12,6 +12,8 @@ a bounded number of seeds. `CORRECT` is the real code.
   of waiting for the in-flight writes at the old epochs to drain.
 - ``eager-floor``: the floor advances as entries are applied, without waiting for the
   reconciler to lift them.
+- ``applied-max-window`` and ``forgetful-adopt``: bugs 1 and 3 that the simulation
+  found in l0gc itself (see `gcd.sim`), kept as regressions.
 - ``lenient-sweeper``: the sweeper treats a malformed partition record as "no
   constraint" instead of failing closed.
 - ``owner-blind-publisher``: publishes ignore owner fencing, so a stale owner that
@@ -40,7 +42,9 @@ __all__ = [
     "BROKEN",
     "CORRECT",
     "VARIANTS",
+    "AppliedMaxGcState",
     "EagerFloorGcState",
+    "ForgetfulGcState",
     "LenientSafeEpoch",
     "NoDrainGuard",
     "OwnerBlindStore",
@@ -57,6 +61,27 @@ class SingleEpochGcState(PartitionGcState):
     def apply(self, offset: int, epoch: int, *, admitted_from: int) -> Admission:
         """Apply as if the fence admitted nothing below `epoch` from now on (lock-step)."""
         return super().apply(offset, epoch, admitted_from=max(admitted_from, epoch))
+
+
+class AppliedMaxGcState(PartitionGcState):
+    """BROKEN (l0gc's own bug 1): the lower bound follows the applied maximum, not the fence."""
+
+    __slots__ = ()
+
+    def apply(self, offset: int, epoch: int, *, admitted_from: int) -> Admission:
+        """Apply as if the fence's lower bound were the previous applied maximum."""
+        rising = epoch > self.last_applied_epoch
+        bound = self.last_applied_epoch if rising else self.previous_applied
+        return super().apply(offset, epoch, admitted_from=min(bound, epoch))
+
+
+class ForgetfulGcState(PartitionGcState):
+    """BROKEN (l0gc's own bug 3): a new owner ignores the log's end offset."""
+
+    __slots__ = ()
+
+    def catch_up(self, log_end_offset: int) -> None:
+        """Forget the entries the previous owner applied but did not publish."""
 
 
 class EagerFloorGcState(PartitionGcState):
@@ -153,6 +178,16 @@ VARIANTS: dict[str, Variant] = {
             "no-drain-slide",
             "the guard slides without waiting for in-flight writes",
             guard_class=NoDrainGuard,
+        ),
+        Variant(
+            "applied-max-window",
+            "the applied window's lower bound is the previous maximum, not the fence's",
+            state_class=AppliedMaxGcState,
+        ),
+        Variant(
+            "forgetful-adopt",
+            "a new owner ignores entries its predecessor applied but never published",
+            state_class=ForgetfulGcState,
         ),
         Variant(
             "eager-floor",
