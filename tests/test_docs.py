@@ -17,7 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/operations.md", "docs/integration.md")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _METRIC = re.compile(r"\bl0gc_(?:sweeper|watermark)_[a-z_]+")
-_RUNBOOK_ANCHORS = ("gc-blocked", "m-not-advancing", "slowdown-storms", "pausing", "etcd-restore")
+_RUNBOOK_ANCHORS = (
+    "gc-blocked",
+    "m-not-advancing",
+    "fencing-violation",
+    "slowdown-storms",
+    "pausing",
+    "etcd-restore",
+)
 
 
 def slug(heading: str) -> str:

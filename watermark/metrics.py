@@ -124,7 +124,13 @@ class WatermarkMetrics:
         )
         self.idle_advances = Counter(
             "l0gc_watermark_idle_advances_total",
-            "Housekeeping epoch advances applied to idle, fully reconciled partitions.",
+            "Epoch advances applied to idle, fully reconciled partitions.",
+            registry=reg,
+        )
+        self.fencing_violations = Counter(
+            "l0gc_watermark_fencing_violations_total",
+            "Commits refused because their epoch was below the promised window; each "
+            "freezes its partition's M(p) until it is adopted again.",
             registry=reg,
         )
         self.ticker_leader = Gauge(

@@ -34,6 +34,13 @@ either way. Reconciled reports are clamped to the applied log (entries the write
 fenced have nothing to lift) and a report at or below the current reconciled offset is
 a no-op.
 
+Fencing violations. A commit below the promised window (`FencingViolation`) means an
+entry whose object may already be exposed to the sweepers is in the log. The partition
+is then *frozen* until an operator has investigated and it is adopted again: its M(p)
+is not published any more and gets no idle advance (the stored one stays where it is),
+`state()` says why, and the metric
+``l0gc_watermark_fencing_violations_total`` counts it.
+
 Pluggable parts. `state_class` and `guard_class` choose the GC state and guard classes
 hosted per partition (the deterministic simulation swaps in deliberately broken ones).
 """
@@ -53,6 +60,7 @@ import structlog
 from watermark.contract import Publication, PublishStatus
 from watermark.errors import (
     FenceTimeout,
+    FencingViolation,
     GuardClosed,
     L0gcError,
     PartitionNotHosted,
@@ -97,6 +105,8 @@ class _Hosted:
     published_watermark: int
     log_end_known: bool = False
     """True once the state has every log entry (a log end given to adopt, or a commit)."""
+    frozen: str | None = None
+    """Why M(p) no longer moves here: a fencing violation (see `Publisher.commit`)."""
     dirty: bool = True
 
     def reconciled_offset(self, offset: int) -> int | None:
@@ -305,12 +315,32 @@ class Publisher:
         # While a fence is held the window cannot slide: its lower bound now is the
         # fence's promise for every later entry (see watermark.gcstate).
         lower = guard.window[0]
-        hosted.state.apply(
-            offset, token.epoch, admitted_from=token.epoch if lower is None else lower
-        )
+        try:
+            hosted.state.apply(
+                offset, token.epoch, admitted_from=token.epoch if lower is None else lower
+            )
+        except FencingViolation as exc:
+            self._freeze(hosted, exc)
+            raise
         hosted.log_end_known = True  # entries before `offset` are older: none is unknown
         hosted.dirty = True
         self.abort(token)
+
+    def _freeze(self, hosted: _Hosted, violation: FencingViolation) -> None:
+        """Stop moving M(p): an entry below the promised window is in the log, and its
+        object may be exposed already. Only an operator can tell what to trust now."""
+        if hosted.frozen is None:
+            hosted.frozen = str(violation)
+            self.metrics.fencing_violations.inc()
+        _log.error(
+            "watermark.fencing_violation",
+            partition=hosted.partition,
+            offset=violation.offset,
+            epoch=violation.epoch,
+            window=list(violation.window),
+            published_watermark=hosted.published_watermark,
+            error=str(violation),
+        )
 
     def abort(self, token: FenceToken) -> bool:
         """Release a fence without committing; False if it was no longer held."""
@@ -350,6 +380,7 @@ class Publisher:
             "last_applied_offset": state.last_applied_offset,
             "reconciled_offset": state.reconciled_offset,
             "log_end_known": hosted.log_end_known,
+            "frozen": hosted.frozen,
             "inflight_fences": hosted.guard.inflight,
             "waiting_slides": hosted.guard.exclusive_waiters,
             "dirty": hosted.dirty,
@@ -359,7 +390,8 @@ class Publisher:
 
     async def publish_now(self, only: Iterable[_Hosted] | None = None) -> dict[str, PublishStatus]:
         """Publish every changed partition (or `only` those) now; return each status."""
-        chosen = [h for h in (self._hosted.values() if only is None else only) if h.dirty]
+        hosts = self._hosted.values() if only is None else only
+        chosen = [h for h in hosts if h.dirty and h.frozen is None]
         results: dict[str, PublishStatus] = {}
         if chosen:
             started = time.perf_counter()
@@ -441,7 +473,7 @@ class Publisher:
         advanced = 0
         for hosted in list(self._hosted.values()):
             state = hosted.state
-            if not hosted.log_end_known or not state.is_idle_reconciled:
+            if hosted.frozen or not hosted.log_end_known or not state.is_idle_reconciled:
                 continue
             if state.last_applied_epoch >= epoch:
                 continue

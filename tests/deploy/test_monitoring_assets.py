@@ -41,6 +41,7 @@ COUNTERS = {
     "l0gc_watermark_window_slides_total": set(),
     "l0gc_watermark_publishes_total": {"outcome"},
     "l0gc_watermark_epoch_advances_total": set(),
+    "l0gc_watermark_fencing_violations_total": set(),
 }
 GAUGES = {
     "l0gc_sweeper_safe_epoch",
@@ -67,7 +68,13 @@ KNOWN: dict[str, set[str]] = {
 }
 # Labels Prometheus (and the Prometheus Operator) attach to every scraped series.
 TARGET_LABELS = {"namespace", "job", "pod", "instance", "service", "container", "endpoint"}
-RUNBOOK_ANCHORS = {"gc-blocked", "m-not-advancing", "slowdown-storms", "pausing"}
+RUNBOOK_ANCHORS = {
+    "gc-blocked",
+    "m-not-advancing",
+    "slowdown-storms",
+    "pausing",
+    "fencing-violation",
+}
 METRIC = re.compile(r"\bl0gc_[a-z0-9_]+")
 SELECTOR = re.compile(r"\b(l0gc_[a-z0-9_]+)\s*\{([^}]*)\}")
 MATCHER = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)")
@@ -231,7 +238,7 @@ def _rules() -> dict[str, dict[str, Any]]:
 
 
 def test_alert_set_is_complete() -> None:
-    """The rules file defines exactly the six l0gc alerts."""
+    """The rules file defines exactly the seven l0gc alerts."""
     assert set(_rules()) == {
         "L0gcSweeperBlocked",
         "L0gcEpochLagGrowing",
@@ -239,6 +246,7 @@ def test_alert_set_is_complete() -> None:
         "L0gcNoSuccessfulRound",
         "L0gcWatermarkStale",
         "L0gcPublisherStaleOwner",
+        "L0gcFencingViolation",
     }
 
 
@@ -272,6 +280,7 @@ def test_alerts_are_well_formed_with_runbooks() -> None:
         ("L0gcWatermarkStale", ["l0gc_sweeper_seconds_since_last_good_watermark > 600"], None),
         ("L0gcPublisherStaleOwner",
          ['l0gc_watermark_publishes_total{outcome="stale_owner"}'], None),
+        ("L0gcFencingViolation", ["l0gc_watermark_fencing_violations_total", "> 0"], "0m"),
     ],
 )  # fmt: skip
 def test_alert_thresholds_match_the_spec(

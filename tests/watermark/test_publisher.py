@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from gcd.sim.variants import NoDrainGuard
 from watermark.cli import MeteredTicker
 from watermark.contract import PUBLISH_BATCH, Publication, PublishStatus
 from watermark.errors import (
     EtcdUnavailable,
     FenceExpired,
+    FencingViolation,
     GuardClosed,
     IllegalTransition,
     PartitionNotHosted,
@@ -440,3 +442,27 @@ async def test_metered_ticker_counts_advances_and_leadership() -> None:
     assert await store.get_cluster_epoch() == 6
     assert metrics.epoch_advances._value.get() == 1
     assert metrics.ticker_leader._value.get() == 1
+
+
+async def test_a_fencing_violation_freezes_the_partition() -> None:
+    """A guard that slides past a held fence (a broken one) lets a commit fall below the
+    window: the commit raises, the partition's M(p) is published no more, it gets no idle
+    advance, the metric counts it and state() says why."""
+    metrics = WatermarkMetrics()
+    store, publisher = await hosting("p0", "p1", guard_class=NoDrainGuard, metrics=metrics)
+    held = await publisher.acquire("p0", 5)
+    await write(publisher, "p0", 6, 0)  # slides to [5, 6] without waiting for `held`
+    await write(publisher, "p0", 7, 1)  # [6, 7]: 5 is below the window now
+    await write(publisher, "p1", 5, 0)
+    with pytest.raises(FencingViolation) as caught:
+        publisher.commit(held, 2)
+    assert caught.value.epoch == 5
+    state = publisher.state("p0")
+    assert state["frozen"] == str(caught.value)
+    assert metrics.fencing_violations._value.get() == 1
+    assert await publisher.publish_now() == {"p1": PublishStatus.OK}
+    await store.advance_cluster_epoch()
+    publisher.reconciled("p0", 1)
+    publisher.reconciled("p1", 0)
+    assert await publisher.advance_idle() == 1  # p1 only
+    assert (await stored(store, "p0")).tracker is None  # never published
