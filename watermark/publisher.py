@@ -27,19 +27,18 @@ The log end. A new owner restores the last *published* snapshot; the log may hol
 entries committed after it (the previous owner crashed or lost ownership before it
 published them). Their epochs are unknown, so the partition may not count as idle
 until the reconciler has passed them. `adopt(p, log_end_offset=N)` says where the log
-ends (-1: it is empty; `PartitionGcState.catch_up`); without it the log end is unknown and the
-partition gets no idle advance until the first commit (whose offset is past every
-older entry) or a later `adopt` with the log end. Floors rise through the reconciler
-either way. Reconciled reports are clamped to the applied log (entries the writer never
-fenced have nothing to lift) and a report at or below the current reconciled offset is
-a no-op.
+ends (-1: it is empty; see `PartitionGcState.catch_up`). Without it the log end is
+unknown and the partition gets no idle advance until its first commit (whose offset is
+past every older entry) or a later `adopt` with the log end. Floors rise through the
+reconciler either way. Reconciled reports are clamped to the applied log (entries the
+writer never fenced have nothing to lift); a report at or below the current reconciled
+offset is a no-op.
 
 Fencing violations. A commit below the promised window (`FencingViolation`) means an
 entry whose object may already be exposed to the sweepers is in the log. The partition
 is then *frozen* until an operator has investigated and it is adopted again: its M(p)
-is not published any more and gets no idle advance (the stored one stays where it is),
-`state()` says why, and the metric
-``l0gc_watermark_fencing_violations_total`` counts it.
+is not published any more and gets no idle advance (the stored one stays where it
+is), `state()` says why, and ``l0gc_watermark_fencing_violations_total`` counts it.
 
 Pluggable parts. `state_class` and `guard_class` choose the GC state and guard classes
 hosted per partition (the deterministic simulation swaps in deliberately broken ones).
@@ -214,8 +213,8 @@ class Publisher:
         `log_end_offset` is the offset of the last entry in the partition's log, -1 if
         the log is empty, None if unknown (see "The log end" above); give it whenever
         it is known, also to a partition already hosted here. Raise `IllegalTransition`
-        if it is below the last applied offset (the partition stays hosted, its log end
-        unknown).
+        if it is below the last applied offset (the partition stays hosted and what is
+        known of its log does not change).
         """
         async with self._adopt_lock:
             hosted = self._hosted.get(partition)
