@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "watermark"
-PURE_MODULES = ["__init__.py", "errors.py", "window.py", "gcstate.py"]
+PURE_MODULES = ["__init__.py", "errors.py", "window.py", "gcstate.py", "snapshot.py"]
 FORBIDDEN = frozenset(
     {
         "asyncio",
