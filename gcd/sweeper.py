@@ -21,11 +21,24 @@ later key of p is deletable. The lister then restarts at ``StartAfter="{root}/{p
 every "{root}/{p+1}/..." key (same length, smaller third digit). Unpadded layouts
 list everything: correct, slower.
 
+LIST latency is hidden by looking one page ahead: as soon as a page arrives, its
+lister guesses from the page's last key alone where the next page starts, sends that
+LIST, and only then decides the page's objects. The guess is exact for keys the layout
+produces: a page ends in a skip exactly when its last key is above M (keys of a prefix
+sort by epoch), at that key's skip point; otherwise the listing goes on at the
+continuation token. Deciding the page gives the true next start; when it differs from
+the guess (a key the layout does not produce ends a page after a live key) or the
+listing ends (stop, delete cap, nothing left), the request sent ahead is cancelled and
+its page dropped unseen. So each lister has at most one LIST in flight and two pages
+in memory, examines exactly the pages it would without looking ahead, in the same
+order, and LIST counters count every request sent, the discarded ones included.
+
 Deleters pace themselves with a token bucket (deletes per second) and an AIMD limit
 on requests in flight that halves on SlowDown/503; whole-request failures and
 transient per-key failures are retried with jittered backoff, permanent per-key
 failures (AccessDenied...) are counted and reported. A stop event (SIGTERM) ends
-listing at the next page and drops queued batches; requests in flight complete.
+listing at the next page (a LIST sent ahead is cancelled) and drops queued batches;
+delete requests in flight complete.
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 import structlog
 
@@ -126,6 +139,20 @@ def split_prefixes(prefixes: list[str], root: str, want: int) -> list[str]:
 
 
 _Queue: TypeAlias = "asyncio.Queue[list[Candidate] | None]"
+
+
+class _Cursor(NamedTuple):
+    """Where a lister's next LIST starts: S3's continuation token, else after a key."""
+
+    start_after: str | None
+    token: str | None
+
+
+class _Ahead(NamedTuple):
+    """A LIST sent ahead (still in flight, or answered and not read yet) and its cursor."""
+
+    cursor: _Cursor
+    task: asyncio.Task[ListPage]
 
 
 @dataclass
@@ -273,50 +300,98 @@ class Sweeper:
         return f"{root}{prefix:03d}0" if more_dirs or listing_prefix == root else None
 
     async def _list_prefix(self, prefix: str, queue: _Queue, run: _Run) -> None:
+        """Page through one listing prefix, one LIST ahead (see the module docstring)."""
+        cursor: _Cursor | None = _Cursor(None, None)
+        ahead: _Ahead | None = None
+        try:
+            while cursor is not None and not self._listing_over(run):
+                if ahead is not None and ahead.cursor != cursor:
+                    await _discard(ahead.task)  # the guess was wrong
+                    ahead = None
+                task = ahead.task if ahead is not None else self._send(prefix, cursor, run)
+                ahead = None
+                try:
+                    page = await task
+                except StorageError as exc:
+                    log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
+                    run.counts.errors += 1
+                    return
+                guess = self._guess_next(prefix, cursor, page, run)
+                if guess is not None and not self._listing_over(run):
+                    ahead = _Ahead(guess, self._send(prefix, guess, run))
+                    await asyncio.sleep(0)  # let it start: examining the page may never yield
+                cursor = await self._examine(prefix, cursor, page, queue, run)
+        finally:
+            if ahead is not None:
+                await _discard(ahead.task)
+
+    def _listing_over(self, run: _Run) -> bool:
+        """True once listers must stop: a stop event, or the round's delete cap reached."""
+        return self.stop.is_set() or run.capped
+
+    @property
+    def _can_skip(self) -> bool:
+        layout = self.config.layout
+        return self.config.skip_ahead and layout.padded and layout.has_prefix
+
+    def _guess_next(
+        self, prefix: str, cursor: _Cursor, page: ListPage, run: _Run
+    ) -> _Cursor | None:
+        """What `_examine` will return for `page`, guessed from its last key alone."""
+        if page.next_token is None:
+            return None
+        last = page.objects[-1].key if page.objects and self._can_skip else None
+        parsed = self.config.layout.parse(last) if last is not None else None
+        if parsed is not None and parsed.epoch > run.safe_epoch:  # `decide`: NOT_ELIGIBLE
+            assert parsed.prefix is not None
+            skip_to = self._skip_point(prefix, parsed.prefix)
+            return _Cursor(skip_to, None) if skip_to is not None else None
+        return _Cursor(cursor.start_after, page.next_token)
+
+    async def _examine(
+        self, prefix: str, cursor: _Cursor, page: ListPage, queue: _Queue, run: _Run
+    ) -> _Cursor | None:
+        """Decide every object of a page, queue the deletable ones; where the listing goes on.
+
+        None: this listing prefix is done (last page, or the rest of it is above M).
+        """
         layout, config = self.config.layout, self.config
-        can_skip = config.skip_ahead and layout.padded and layout.has_prefix
-        start_after: str | None = None
-        token: str | None = None
+        now = self.clock()
+        can_skip = self._can_skip
+        skip_to: str | None = None
         finished = False
-        while not (finished or self.stop.is_set() or run.capped):
-            page = await self._list_page(prefix, start_after, token, run)
-            if page is None:
-                return
-            now = self.clock()
-            skip_to: str | None = None
-            tally = dict.fromkeys(Verdict, 0)
-            for obj in page.objects:
-                if skip_to is not None and obj.key <= skip_to:
-                    continue
-                verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
-                                         run.safe_epoch, now, config.grace_s)  # fmt: skip
-                tally[verdict] += 1
-                if verdict is Verdict.DELETE and parsed is not None:
-                    candidate = Candidate(obj.key, obj.size, parsed.epoch)
-                    if not await self._select(candidate, obj, queue, run):
-                        tally[verdict] -= 1  # not examined: another lister hit the cap
-                    if run.full():
-                        break  # the per-round delete cap is reached
-                elif verdict is Verdict.NOT_ELIGIBLE and can_skip and parsed is not None:
-                    assert parsed.prefix is not None
-                    skip_to = self._skip_point(prefix, parsed.prefix)
-                    if skip_to is None:
-                        finished = True  # the rest of this listing prefix is not eligible
-                        break
-                elif verdict is Verdict.TOO_YOUNG:
-                    ready = obj.last_modified_s + config.grace_s
-                    if run.young_ready_at_s is None or ready < run.young_ready_at_s:
-                        run.young_ready_at_s = ready
-                elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
-                    self._note_unparsable(obj, run)
-            self._count(tally, run)
-            if page.next_token is None:
-                return
-            last = page.objects[-1].key if page.objects else ""
-            if skip_to is not None and last <= skip_to:
-                start_after, token = skip_to, None
-            else:
-                token = page.next_token
+        tally = dict.fromkeys(Verdict, 0)
+        for obj in page.objects:
+            if skip_to is not None and obj.key <= skip_to:
+                continue
+            verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
+                                     run.safe_epoch, now, config.grace_s)  # fmt: skip
+            tally[verdict] += 1
+            if verdict is Verdict.DELETE and parsed is not None:
+                candidate = Candidate(obj.key, obj.size, parsed.epoch)
+                if not await self._select(candidate, obj, queue, run):
+                    tally[verdict] -= 1  # not examined: another lister hit the cap
+                if run.full():
+                    break  # the per-round delete cap is reached
+            elif verdict is Verdict.NOT_ELIGIBLE and can_skip and parsed is not None:
+                assert parsed.prefix is not None
+                skip_to = self._skip_point(prefix, parsed.prefix)
+                if skip_to is None:
+                    finished = True  # the rest of this listing prefix is not eligible
+                    break
+            elif verdict is Verdict.TOO_YOUNG:
+                ready = obj.last_modified_s + config.grace_s
+                if run.young_ready_at_s is None or ready < run.young_ready_at_s:
+                    run.young_ready_at_s = ready
+            elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
+                self._note_unparsable(obj, run)
+        self._count(tally, run)
+        if finished or page.next_token is None:
+            return None
+        last = page.objects[-1].key if page.objects else ""
+        if skip_to is not None and last <= skip_to:
+            return _Cursor(skip_to, None)
+        return _Cursor(cursor.start_after, page.next_token)
 
     def _note_unparsable(self, obj: ObjectInfo, run: _Run) -> None:
         run.unparsable_logged += 1
@@ -355,16 +430,20 @@ class Sweeper:
                 await queue.put(batch)
         return True
 
-    async def _list_page(
-        self, prefix: str, start_after: str | None, token: str | None, run: _Run
-    ) -> ListPage | None:
+    def _send(self, prefix: str, cursor: _Cursor, run: _Run) -> asyncio.Task[ListPage]:
+        return asyncio.create_task(self._list_page(prefix, cursor, run))
+
+    async def _list_page(self, prefix: str, cursor: _Cursor, run: _Run) -> ListPage:
+        """One LIST, retried while retryable; raises the StorageError that ended it."""
         attempt = 0
         while True:
+            # Counted when sent (the round's counter and the metric), so a LIST sent
+            # ahead and then discarded unread counts too: these count what S3 bills.
             run.counts.list_requests += 1
             self.metrics.list_requests.inc()
             try:
-                return await self.store.list_page(prefix, start_after=start_after,
-                                                  continuation_token=token,
+                return await self.store.list_page(prefix, start_after=cursor.start_after,
+                                                  continuation_token=cursor.token,
                                                   max_keys=self.config.page_size)  # fmt: skip
             except StorageError as exc:
                 self.metrics.list_error(exc.code)
@@ -373,9 +452,7 @@ class Sweeper:
                     await self.retrier.wait(attempt)
                     attempt += 1
                     continue
-                log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
-                run.counts.errors += 1
-                return None
+                raise
 
     # -- deleting -------------------------------------------------------------------
 
@@ -387,6 +464,18 @@ class Sweeper:
             top = await self.deleter.delete(batch, run.counts)
             if top is not None and (run.max_deleted_epoch is None or top > run.max_deleted_epoch):
                 run.max_deleted_epoch = top
+
+
+async def _discard(task: asyncio.Task[ListPage]) -> None:
+    """Cancel a LIST sent ahead that is not wanted and wait for it to end, unread.
+
+    Nothing of it is examined or counted but the request itself (when it was sent); a
+    failure of it is no error of the round.
+    """
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
