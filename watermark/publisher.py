@@ -14,31 +14,9 @@ one store call (which writes them in transactions of `PUBLISH_BATCH`); the store
 refuses a lower M(p) (counted, never written) and refuses a stale owner, on which this
 process drops the partition: a stale owner stops publishing.
 
-Idle partitions. A partition whose every applied entry is reconciled would pin the
-global M at its floor. With `idle_advance`, each round such a partition is advanced to
-the cluster epoch when its applied epoch is below it: under the guard's EXCLUSIVE
-lock, after sliding the fencing window up to the cluster epoch (so no write is in
-flight), the GC state's `advance_idle` raises the floor to the fence's new lower bound.
-If the window already covered the cluster epoch, a writer fenced it: the partition is
-not idle, skip. An idle advance is not a log entry and uses no offset, so the state's
-offsets are the writer's log offsets, one to one.
-
-The log end. A new owner restores the last *published* snapshot; the log may hold
-entries committed after it (the previous owner crashed or lost ownership before it
-published them). Their epochs are unknown, so the partition may not count as idle
-until the reconciler has passed them. `adopt(p, log_end_offset=N)` says where the log
-ends (-1: it is empty; see `PartitionGcState.catch_up`). Without it the log end is
-unknown and the partition gets no idle advance until its first commit (whose offset is
-past every older entry) or a later `adopt` with the log end. Floors rise through the
-reconciler either way. Reconciled reports are clamped to the applied log (entries the
-writer never fenced have nothing to lift); a report at or below the current reconciled
-offset is a no-op.
-
-Fencing violations. A commit below the promised window (`FencingViolation`) means an
-entry whose object may already be exposed to the sweepers is in the log. The partition
-is then *frozen* until an operator has investigated and it is adopted again: its M(p)
-is not published any more and gets no idle advance (the stored one stays where it
-is), `state()` says why, and ``l0gc_watermark_fencing_violations_total`` counts it.
+The rules for one hosted partition (commits, reconciled reports, the log end, idle
+advances, fencing violations) are in `watermark.hosted`; this module owns the
+partitions in etcd, publishes them and runs the rounds.
 
 Pluggable parts. `state_class` and `guard_class` choose the GC state and guard classes
 hosted per partition (the deterministic simulation swaps in deliberately broken ones).
@@ -56,7 +34,7 @@ from typing import Any
 
 import structlog
 
-from watermark.contract import Publication, PublishStatus
+from watermark.contract import PublishStatus
 from watermark.errors import (
     FenceTimeout,
     FencingViolation,
@@ -67,10 +45,11 @@ from watermark.errors import (
 )
 from watermark.gcstate import PartitionGcState
 from watermark.guard import DEFAULT_HOLD_TTL_S, FenceToken, FencingGuard
+from watermark.hosted import HostedPartition
 from watermark.metrics import PublishOutcome, WatermarkMetrics
 from watermark.record import PartitionRecord
 from watermark.store import WatermarkStore
-from watermark.window import Admission, EpochWindow
+from watermark.window import EpochWindow
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_FENCE_TIMEOUT_S", "Fence", "Publisher"]
 
@@ -91,31 +70,6 @@ _REFUSAL_EVENTS = {
     PublishStatus.MISSING: "watermark.partition_missing",
     PublishStatus.MALFORMED: "watermark.record_malformed",
 }
-
-
-@dataclass(slots=True)
-class _Hosted:
-    """One owned partition: its GC state, its fence and what is known of its log."""
-
-    partition: str
-    state: PartitionGcState
-    guard: FencingGuard
-    owner_epoch: int
-    published_watermark: int
-    log_end_known: bool = False
-    """True once the state has every log entry (a log end given to adopt, or a commit)."""
-    frozen: str | None = None
-    """Why M(p) no longer moves here: a fencing violation (see `Publisher.commit`)."""
-    dirty: bool = True
-
-    def reconciled_offset(self, offset: int) -> int | None:
-        """The state offset a reconciled report maps to, None when it changes nothing."""
-        last = self.state.last_applied_offset
-        if offset < 0 or last is None:
-            return None
-        mapped = min(offset, last)
-        done = self.state.reconciled_offset
-        return None if done is not None and mapped <= done else mapped
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +149,7 @@ class Publisher:
         self._hold_ttl_s = hold_ttl_s
         self.fence_timeout_s = fence_timeout_s
         self._drain_timeout_s = drain_timeout_s
-        self._hosted: dict[str, _Hosted] = {}
+        self._hosted: dict[str, HostedPartition] = {}
         self._adopt_lock = asyncio.Lock()
         self.cluster_epoch: int | None = None
         self.published_once = False
@@ -222,13 +176,11 @@ class Publisher:
                 record = await self._store.acquire_ownership(partition, self.owner_id)
                 hosted = self._host(record)
         if log_end_offset is not None:
-            hosted.state.catch_up(log_end_offset)
-            hosted.log_end_known = True
-            hosted.dirty = True
+            hosted.learn_log_end(log_end_offset)
         self._update_gauges()
         return self.state(partition)
 
-    def _host(self, record: PartitionRecord) -> _Hosted:
+    def _host(self, record: PartitionRecord) -> HostedPartition:
         state = (
             self._state_class.restore(record.tracker)
             if record.tracker is not None
@@ -245,7 +197,7 @@ class Publisher:
             hold_ttl_s=self._hold_ttl_s,
             clock=self.clock,
         )
-        hosted = self._hosted[record.partition] = _Hosted(
+        hosted = self._hosted[record.partition] = HostedPartition(
             partition=record.partition,
             state=state,
             guard=guard,
@@ -270,7 +222,7 @@ class Publisher:
         await self.publish_now([hosted])
         self._drop(hosted, "released")
 
-    def _drop(self, hosted: _Hosted, reason: str) -> None:
+    def _drop(self, hosted: HostedPartition, reason: str) -> None:
         if self._hosted.get(hosted.partition) is not hosted:
             return
         del self._hosted[hosted.partition]
@@ -279,7 +231,7 @@ class Publisher:
         self._update_gauges()
         _log.info("watermark.partition_dropped", partition=hosted.partition, reason=reason)
 
-    def _get(self, partition: str) -> _Hosted:
+    def _get(self, partition: str) -> HostedPartition:
         hosted = self._hosted.get(partition)
         if hosted is None:
             raise PartitionNotHosted(partition)
@@ -309,37 +261,21 @@ class Publisher:
         (the fence stays held; commit again with the right offset or abort).
         """
         hosted = self._get(token.partition)
-        guard = hosted.guard
-        guard.ensure_held(token)
-        # While a fence is held the window cannot slide: its lower bound now is the
-        # fence's promise for every later entry (see watermark.gcstate).
-        lower = guard.window[0]
         try:
-            hosted.state.apply(
-                offset, token.epoch, admitted_from=token.epoch if lower is None else lower
-            )
+            hosted.commit(token, offset)
         except FencingViolation as exc:
-            self._freeze(hosted, exc)
-            raise
-        hosted.log_end_known = True  # entries before `offset` are older: none is unknown
-        hosted.dirty = True
-        self.abort(token)
-
-    def _freeze(self, hosted: _Hosted, violation: FencingViolation) -> None:
-        """Stop moving M(p): an entry below the promised window is in the log, and its
-        object may be exposed already. Only an operator can tell what to trust now."""
-        if hosted.frozen is None:
-            hosted.frozen = str(violation)
             self.metrics.fencing_violations.inc()
-        _log.error(
-            "watermark.fencing_violation",
-            partition=hosted.partition,
-            offset=violation.offset,
-            epoch=violation.epoch,
-            window=list(violation.window),
-            published_watermark=hosted.published_watermark,
-            error=str(violation),
-        )
+            _log.error(
+                "watermark.fencing_violation",
+                partition=hosted.partition,
+                offset=exc.offset,
+                epoch=exc.epoch,
+                window=list(exc.window),
+                published_watermark=hosted.published_watermark,
+                error=str(exc),
+            )
+            raise
+        self.abort(token)
 
     def abort(self, token: FenceToken) -> bool:
         """Release a fence without committing; False if it was no longer held."""
@@ -357,37 +293,17 @@ class Publisher:
 
     def reconciled(self, partition: str, offset: int) -> None:
         """The reconciler lifted every entry of `partition` through the writer's `offset`."""
-        hosted = self._get(partition)
-        state_offset = hosted.reconciled_offset(offset)
-        if state_offset is not None:
-            hosted.state.reconciled(state_offset)
-            hosted.dirty = True
+        self._get(partition).reconciled(offset)
 
     def state(self, partition: str) -> dict[str, Any]:
         """What this process knows of `partition`, JSON-able (for the HTTP API and logs)."""
-        hosted = self._get(partition)
-        state = hosted.state
-        return {
-            "partition": partition,
-            "owner": self.owner_id,
-            "owner_epoch": hosted.owner_epoch,
-            "window": list(hosted.guard.window),
-            "watermark": state.gc_eligible_epoch,
-            "published_watermark": hosted.published_watermark,
-            "created_epoch": state.created_epoch,
-            "applied_window": list(state.applied_window),
-            "last_applied_offset": state.last_applied_offset,
-            "reconciled_offset": state.reconciled_offset,
-            "log_end_known": hosted.log_end_known,
-            "frozen": hosted.frozen,
-            "inflight_fences": hosted.guard.inflight,
-            "waiting_slides": hosted.guard.exclusive_waiters,
-            "dirty": hosted.dirty,
-        }
+        return self._get(partition).describe(self.owner_id)
 
     # -- publishing ----------------------------------------------------------------
 
-    async def publish_now(self, only: Iterable[_Hosted] | None = None) -> dict[str, PublishStatus]:
+    async def publish_now(
+        self, only: Iterable[HostedPartition] | None = None
+    ) -> dict[str, PublishStatus]:
         """Publish every changed partition (or `only` those) now; return each status."""
         hosts = self._hosted.values() if only is None else only
         chosen = [h for h in hosts if h.dirty and h.frozen is None]
@@ -411,18 +327,10 @@ class Publisher:
         self._update_gauges()
         return results
 
-    async def _publish(self, batch: list[_Hosted], results: dict[str, PublishStatus]) -> None:
-        pubs = [
-            Publication(
-                partition=h.partition,
-                owner=self.owner_id,
-                owner_epoch=h.owner_epoch,
-                watermark=h.state.gc_eligible_epoch,
-                window=h.guard.window,
-                tracker=h.state.snapshot(),
-            )
-            for h in batch
-        ]
+    async def _publish(
+        self, batch: list[HostedPartition], results: dict[str, PublishStatus]
+    ) -> None:
+        pubs = [hosted.publication(self.owner_id) for hosted in batch]
         for hosted in batch:
             hosted.dirty = False  # a change during the await marks it dirty again
         try:
@@ -465,42 +373,29 @@ class Publisher:
         return self.cluster_epoch
 
     async def advance_idle(self, epoch: int | None = None) -> int:
-        """Give idle, reconciled partitions a housekeeping advance to the cluster epoch
-        (read now unless given); return how many were advanced."""
+        """Advance idle, reconciled partitions to the cluster epoch (read now unless
+        given); return how many were advanced. See `watermark.hosted`."""
         if epoch is None:
             epoch = await self.read_cluster_epoch()
         advanced = 0
         for hosted in list(self._hosted.values()):
-            state = hosted.state
-            if hosted.frozen or not hosted.log_end_known or not state.is_idle_reconciled:
+            if not hosted.is_idle_below(epoch):
                 continue
-            if state.last_applied_epoch >= epoch:
-                continue
-            if hosted.guard.inflight:
-                continue  # writes in flight: it is not idle; do not hold them back
             try:
-                async with hosted.guard.exclusive(epoch, self.fence_timeout_s) as admission:
-                    # No write is in flight now; re-check what may have changed meanwhile.
-                    if admission is Admission.ABOVE and state.is_idle_reconciled:
-                        self._advance(hosted, epoch)
-                        advanced += 1
+                if await hosted.advance_idle(epoch, self.fence_timeout_s):
+                    advanced += 1
+                    self.metrics.idle_advances.inc()
+                    _log.info(
+                        "watermark.idle_advance",
+                        partition=hosted.partition,
+                        epoch=epoch,
+                        watermark=hosted.state.gc_eligible_epoch,
+                    )
             except (StaleEpoch, FenceTimeout, GuardClosed) as exc:
                 _log.info(
                     "watermark.idle_advance_skipped", partition=hosted.partition, error=str(exc)
                 )
         return advanced
-
-    def _advance(self, hosted: _Hosted, epoch: int) -> None:
-        lower = hosted.guard.window[0]
-        hosted.state.advance_idle(epoch, admitted_from=epoch if lower is None else lower)
-        hosted.dirty = True
-        self.metrics.idle_advances.inc()
-        _log.info(
-            "watermark.idle_advance",
-            partition=hosted.partition,
-            epoch=epoch,
-            watermark=hosted.state.gc_eligible_epoch,
-        )
 
     async def run_once(self) -> None:
         """One round: idle advances (if enabled), then publish what changed."""
