@@ -76,6 +76,8 @@ class Publication:
     watermark: int
     window: tuple[int | None, int | None] = (None, None)
     tracker: dict[str, Any] | None = None
+    sealed: bool = False
+    """`tracker` holds every log entry: the owner stops hosting the partition cleanly."""
 
 
 class PublishStatus(enum.Enum):

@@ -168,6 +168,7 @@ class FencingGuard:
         self._exclusive = False
         self._exclusive_waiters = 0
         self._closed = False
+        self._taken_back = 0
         self._changed: asyncio.Event | None = None
         """The broadcast event of the current waiters; None while nobody waits."""
         # The fast path's counter, bound once (`labels()` per call cost ~1.5 us).
@@ -196,6 +197,12 @@ class FencingGuard:
     def exclusive_waiters(self) -> int:
         """How many requests are queued for the exclusive lock."""
         return self._exclusive_waiters
+
+    @property
+    def taken_back(self) -> int:
+        """Fences reclaimed or revoked so far: their writers may have appended entries
+        that were never committed here."""
+        return self._taken_back
 
     @property
     def closed(self) -> bool:
@@ -361,6 +368,7 @@ class FencingGuard:
     def revoke_all(self) -> int:
         """Take back every held fence (their commits now raise FenceExpired); return how many."""
         revoked = len(self._holds)
+        self._taken_back += revoked
         if revoked:
             _log.warning("watermark.fences_revoked", partition=self._partition, count=revoked)
             self._holds.clear()
@@ -446,6 +454,7 @@ class FencingGuard:
         expired = [
             token for token in self._holds if token.deadline is not None and token.deadline <= now
         ]
+        self._taken_back += len(expired)
         for token in expired:
             del self._holds[token]
             _log.warning(

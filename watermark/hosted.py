@@ -25,9 +25,14 @@ The log end. A new owner restores the last *published* snapshot; the log may hol
 entries committed after it (the previous owner crashed or lost ownership before it
 published them). Their epochs are unknown, so the partition may not count as idle
 until the reconciler has passed them. `Publisher.adopt(p, log_end_offset=N)` says where
-the log ends (-1: it is empty; `learn_log_end`, `PartitionGcState.catch_up`). Without it
-the log end is unknown and the partition gets no idle advance until its first commit
-(whose offset is past every older entry) or a later `adopt` with the log end. Floors
+the log ends (-1: it is empty; `learn_log_end`, `PartitionGcState.catch_up`). It is
+also known when the record is *sealed* by the previous owner: `close` seals a partition
+whose log end was known and none of whose fences was ever reclaimed or revoked (such a
+writer may have appended an entry this state never saw), and the publish that follows
+carries ``sealed_owner_epoch`` (see `watermark.record`); registration seals the empty
+log of a new partition. Otherwise the log end is unknown and the partition gets no idle
+advance until its first commit (whose offset is past every older entry) or a later
+`adopt` with the log end. Floors
 rise through the reconciler either way. Reconciled reports are clamped to the applied
 log (entries the writer never fenced have nothing to lift); a report at or below the
 current reconciled offset is a no-op.
@@ -69,6 +74,8 @@ class HostedPartition:
     """Why M(p) no longer moves: the fencing violation that froze it."""
     dirty: bool = True
     """Changed since the last successful publish."""
+    sealed: bool = False
+    """Its fence is closed and every fence finished: the state holds the whole log."""
 
     def _fence_bound(self, default: int) -> int:
         lower = self.guard.window[0]
@@ -131,6 +138,17 @@ class HostedPartition:
         self.dirty = True
         return True
 
+    async def close(self, drain_timeout_s: float) -> None:
+        """Stop admitting writes and wait for the fences held (revoking what is left);
+        `sealed` when the state provably holds the whole log: its end was known and no
+        fence was ever reclaimed or revoked (such a writer may have appended an entry
+        the state never saw)."""
+        self.guard.close()
+        await self.guard.drain(drain_timeout_s)
+        if self.log_end_known and self.frozen is None and self.guard.taken_back == 0:
+            self.sealed = True
+            self.dirty = True
+
     def publication(self, owner: str) -> Publication:
         """What a publish of this partition writes, as `owner`."""
         return Publication(
@@ -140,6 +158,7 @@ class HostedPartition:
             watermark=self.state.gc_eligible_epoch,
             window=self.guard.window,
             tracker=self.state.snapshot(),
+            sealed=self.sealed,
         )
 
     def describe(self, owner: str) -> dict[str, Any]:
@@ -157,6 +176,7 @@ class HostedPartition:
             "last_applied_offset": state.last_applied_offset,
             "reconciled_offset": state.reconciled_offset,
             "log_end_known": self.log_end_known,
+            "sealed": self.sealed,
             "frozen": self.frozen,
             "inflight_fences": self.guard.inflight,
             "waiting_slides": self.guard.exclusive_waiters,

@@ -203,6 +203,8 @@ class Publisher:
             guard=guard,
             owner_epoch=record.owner_epoch,
             published_watermark=record.watermark,
+            # Sealed by the previous owner (or by registration): the snapshot is the log.
+            log_end_known=record.log_is_complete,
         )
         _log.info(
             "watermark.partition_adopted",
@@ -217,8 +219,7 @@ class Publisher:
     async def release(self, partition: str) -> None:
         """Stop hosting `partition`: abort fence waiters, drain holders, publish, drop."""
         hosted = self._get(partition)
-        hosted.guard.close()
-        await hosted.guard.drain(self._drain_timeout_s)
+        await hosted.close(self._drain_timeout_s)
         await self.publish_now([hosted])
         self._drop(hosted, "released")
 
@@ -422,9 +423,11 @@ class Publisher:
             hosted.guard.close()
 
     async def drain(self) -> None:
-        """Wait (bounded by the drain timeout) for held fences to finish; revoke the rest."""
+        """Close every guard, wait (bounded by the drain timeout) for held fences to
+        finish and revoke the rest; partitions left provably complete are sealed, so
+        the final publish tells the next owner where their logs end."""
         hosted = list(self._hosted.values())
-        await asyncio.gather(*(h.guard.drain(self._drain_timeout_s) for h in hosted))
+        await asyncio.gather(*(h.close(self._drain_timeout_s) for h in hosted))
 
     async def shutdown(self) -> None:
         """Abort fence waiters, let holders commit (bounded), publish a final time."""

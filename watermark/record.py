@@ -14,6 +14,13 @@ see docs/integration.md.
 partition is concerned. `window` is the fencing window at publish time ([null, null]
 when empty), for operators. `tracker` is optional (a partition registered but never
 owned has none).
+
+`sealed_owner_epoch` (optional, absent = null) says that `tracker` holds every entry of
+the partition's log: the owner with that owner_epoch wrote it when it stopped hosting
+the partition cleanly (every fence finished, none revoked), or registration wrote 0
+(a new partition's log is empty). A new owner, whose owner_epoch is one more, then
+knows where the log ends; after any other owner (one that adopted and crashed without
+publishing) it does not. Every ordinary publish clears it.
 """
 
 from __future__ import annotations
@@ -51,6 +58,14 @@ class PartitionRecord:
     window: tuple[int | None, int | None] = (None, None)
     tracker: dict[str, Any] | None = field(default=None, compare=False)
     updated_at: float | None = None
+    sealed_owner_epoch: int | None = None
+
+    @property
+    def log_is_complete(self) -> bool:
+        """True when `tracker` holds the whole log as of the previous owner (see above)."""
+        return self.sealed_owner_epoch is not None and self.sealed_owner_epoch == (
+            self.owner_epoch - 1
+        )
 
     def encode(self) -> bytes:
         """The record as compact JSON bytes."""
@@ -65,6 +80,8 @@ class PartitionRecord:
             "tracker": self.tracker,
             "updated_at": self.updated_at,
         }
+        if self.sealed_owner_epoch is not None:
+            doc["sealed_owner_epoch"] = self.sealed_owner_epoch
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -96,6 +113,7 @@ class PartitionRecord:
         watermark = _int(doc, "watermark", minimum=-1)
         created = _int(doc, "created_epoch", minimum=0)
         owner_epoch = _int(doc, "owner_epoch", minimum=0, optional=True) or 0
+        sealed = _int(doc, "sealed_owner_epoch", minimum=0, optional=True)
         owner = doc.get("owner")
         if owner is not None and not isinstance(owner, str):
             raise InvalidRecord(f"field 'owner' must be a string or null, got {owner!r}")
@@ -127,4 +145,5 @@ class PartitionRecord:
             window=(raw_window[0], raw_window[1]),
             tracker=tracker,
             updated_at=None if updated is None else float(updated),
+            sealed_owner_epoch=sealed,
         )

@@ -172,6 +172,7 @@ class WatermarkStore:
                 watermark=epoch - 1,
                 created_epoch=epoch,
                 updated_at=self._wall_clock(),
+                sealed_owner_epoch=0,  # registered before any write: the log is empty
             )
             guards = [Compare(key, 0), Compare(self.epoch_key, epoch_item.mod_revision)]
             if (await self._kv.txn(guards, [Put(key, record.encode())])).succeeded:
@@ -297,6 +298,7 @@ class WatermarkStore:
             window=pub.window,
             tracker=pub.tracker,
             updated_at=self._wall_clock(),
+            sealed_owner_epoch=pub.owner_epoch if pub.sealed else None,
         )
         return outcome, record
 

@@ -466,3 +466,43 @@ async def test_a_fencing_violation_freezes_the_partition() -> None:
     publisher.reconciled("p1", 0)
     assert await publisher.advance_idle() == 1  # p1 only
     assert (await stored(store, "p0")).tracker is None  # never published
+
+
+async def test_a_clean_stop_seals_the_log_for_the_next_owner() -> None:
+    """After shutdown with every fence finished, the next owner knows the log end without
+    being told and advances the idle partition; after a crash it does not."""
+    store, old = await hosting("p0", "p1")
+    assert old.state("p0")["log_end_known"]  # the first owner: the log is empty
+    await write(old, "p0", 5, 0)
+    await write(old, "p1", 5, 0)
+    old.reconciled("p0", 0)
+    old.reconciled("p1", 0)
+    await old.publish_now()
+    await write(old, "p1", 5, 1)  # p1 changes after the last publish...
+    old.reconciled("p1", 1)
+    await old.shutdown()  # ...and the clean stop publishes it, sealed
+    assert (await stored(store, "p0")).sealed_owner_epoch == 1
+    await store.advance_cluster_epoch()
+
+    new = Publisher(store, "pub-b")
+    assert (await new.adopt("p0"))["log_end_known"] is True
+    assert (await new.adopt("p1"))["last_applied_offset"] == 1
+    assert await new.advance_idle() == 2
+
+    crashed_store, crashed = await hosting("p0")
+    await write(crashed, "p0", 5, 0)
+    await crashed.publish_now()  # then the process dies: no shutdown
+    successor = Publisher(crashed_store, "pub-b")
+    assert (await successor.adopt("p0"))["log_end_known"] is False
+
+
+async def test_a_fence_revoked_at_shutdown_leaves_the_log_unsealed() -> None:
+    """A writer still holding a fence when the drain times out may have appended its
+    entry: the final publish is not sealed, so the next owner must learn the log end."""
+    store, publisher = await hosting("p0", drain_timeout_s=0.0)
+    held = await publisher.acquire("p0", 5)
+    await publisher.shutdown()
+    assert not publisher.is_held(held)
+    record = await stored(store, "p0")
+    assert record.sealed_owner_epoch is None
+    assert record.tracker is not None

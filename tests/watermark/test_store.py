@@ -164,7 +164,38 @@ async def test_register_sets_watermark_below_cluster_epoch(store: WatermarkStore
     record = await store.register_partition("orders/0")
     assert (record.watermark, record.created_epoch) == (9, 10)
     assert (record.owner, record.owner_epoch) == (None, 0)
+    assert record.sealed_owner_epoch == 0  # a new partition's log is empty
     assert await store.get_partition("orders/0") == record
+
+
+async def test_a_sealed_publish_marks_the_owner_epoch_and_any_other_publish_clears_it(
+    store: WatermarkStore,
+) -> None:
+    """sealed=True stores sealed_owner_epoch = the owner's epoch; the next owner sees the
+    log as complete; an unsealed publish (or an owner that never published) does not."""
+    await store.init_cluster_epoch(5)
+    first = await owned(store, "p0")
+    assert first.log_is_complete  # owner 1 right after registration (sealed at 0)
+    await store.publish([pub(first, 4, sealed=True)])
+    second = await store.acquire_ownership("p0", "pub-b")
+    assert (second.sealed_owner_epoch, second.log_is_complete) == (1, True)
+    await store.publish([pub(second, 4)])
+    stored = await store.get_partition("p0")
+    assert stored is not None
+    assert stored.sealed_owner_epoch is None
+    await store.publish([pub(second, 4, sealed=True)])
+    await store.acquire_ownership("p0", "pub-c")  # adopts, then dies before publishing
+    fourth = await store.acquire_ownership("p0", "pub-d")
+    assert (fourth.sealed_owner_epoch, fourth.owner_epoch) == (2, 4)
+    assert not fourth.log_is_complete
+
+
+@pytest.mark.parametrize("value", ["1", -1, True, 1.0])
+def test_a_bad_sealed_owner_epoch_makes_the_record_malformed(value: object) -> None:
+    """sealed_owner_epoch must be an integer >= 0 or absent/null."""
+    doc = {"version": 1, "watermark": 3, "created_epoch": 4, "sealed_owner_epoch": value}
+    with pytest.raises(InvalidRecord, match="sealed_owner_epoch"):
+        PartitionRecord.decode(json.dumps(doc).encode(), partition="p0")
 
 
 async def test_register_initialises_a_missing_cluster_epoch(store: WatermarkStore) -> None:
