@@ -12,6 +12,7 @@ from gcd.local_servers import LocalEtcd
 from watermark.errors import EtcdUnavailable, InvalidRecord, LeaseExpired
 from watermark.etcd_kv import EtcdKV
 from watermark.kv import Compare, Delete, Put, TxnResult
+from watermark.publisher import Publisher
 from watermark.record import PartitionRecord
 from watermark.store import Publication, PublishStatus, WatermarkStore
 
@@ -76,6 +77,26 @@ async def test_stale_owner_is_refused_after_failover(
         assert (stored.owner, stored.watermark) == ("pub-b", 12)
     finally:
         await second_client.close()
+
+
+async def test_failover_after_a_clean_stop_and_after_a_crash(store: WatermarkStore) -> None:
+    """Publishers on a real etcd: a clean stop seals the record, so the next owner knows
+    where the log ends; an owner that crashed after adopting leaves its successor unsure."""
+    await store.init_cluster_epoch(5)
+    await store.register_partition("orders/0")
+    first = Publisher(store, "pub-a")
+    assert (await first.adopt("orders/0"))["log_end_known"]  # a new, empty log
+    async with first.fence("orders/0", 5) as fence:
+        fence.commit(0)
+    first.reconciled("orders/0", 0)
+    await first.shutdown()
+    second = Publisher(store, "pub-b")
+    state = await second.adopt("orders/0")
+    assert (state["log_end_known"], state["last_applied_offset"]) == (True, 0)
+    await Publisher(store, "pub-c").adopt("orders/0")  # adopts, then dies unpublished
+    fourth = Publisher(store, "pub-d")
+    assert not (await fourth.adopt("orders/0"))["log_end_known"]
+    assert (await fourth.adopt("orders/0", log_end_offset=3))["log_end_known"]
 
 
 async def test_lower_watermark_is_refused(store: WatermarkStore) -> None:
