@@ -45,6 +45,7 @@ __all__ = [
     "housekeeping",
     "random_action",
     "reconcile_all",
+    "report_log_ends",
     "setup",
     "start_publish_round",
     "start_sweep",
@@ -164,12 +165,15 @@ async def adopt(world: World, part: PartitionSim, pub: PublisherSim) -> None:
 
     The log's leadership moves first: from now on the old owner cannot append, so the
     log end `pub` is told is final. The old owner keeps hosting the partition for a
-    while (it is stale: its publishes must be refused).
+    while (it is stale: its publishes must be refused). Sometimes the new owner is not
+    told the log end: then only a sealed record (or its first commit) tells it.
     """
     old, part.leader = part.leader, None
     if old is not None and old is not pub and old.alive:
         world.stale.append((world.step + world.rng.randint(2, 40), old, part.name))
-    log_end = part.next_offset - 1
+    log_end: int | None = part.next_offset - 1
+    if world.rng.random() < 0.3:
+        log_end = None
     try:
         await pub.publisher.adopt(part.name, log_end_offset=log_end)
     except L0gcError as exc:
@@ -183,7 +187,8 @@ async def adopt(world: World, part: PartitionSim, pub: PublisherSim) -> None:
     part.leader = pub
     state = pub.publisher.state(part.name)
     world.event(f"{pub.name} owns {part.name} window={state['window']} "
-                f"M(p)={state['watermark']} log_end={log_end}")  # fmt: skip
+                f"M(p)={state['watermark']} log_end={log_end} "
+                f"known={state['log_end_known']}")  # fmt: skip
 
 
 async def _release_stale(world: World, pub: PublisherSim, name: str) -> None:
@@ -206,12 +211,15 @@ def housekeeping(world: World, *, daemons: bool) -> None:
             part.task = world.spawn(_delete_task(world, part))
         elif part.leader is None:
             candidates = [p for p in world.publishers
-                          if p.alive and part.name not in p.publisher.partitions]  # fmt: skip
+                          if p.alive and not p.stopping
+                          and part.name not in p.publisher.partitions]  # fmt: skip
             if candidates:
                 part.task = world.spawn(adopt(world, part, world.rng.choice(candidates)))
     if daemons:  # publishers and sweepers run on their own timers (with jitter)
         for pub in world.publishers:
-            idle = pub.alive and (pub.round_task is None or pub.round_task.done())
+            idle = pub.alive and not pub.stopping and (
+                pub.round_task is None or pub.round_task.done()
+            )
             if idle and world.rng.random() < world.publish_rate:
                 start_publish_round(world, pub)
         for shard in world.shards:
@@ -345,6 +353,17 @@ def _report(part: PartitionSim) -> None:
     leader = part.leader
     if part.reconciled >= 0 and leader is not None and _hosts(leader, part.name):
         leader.publisher.reconciled(part.name, part.reconciled)
+
+
+async def report_log_ends(world: World) -> None:
+    """Partition leaders tell an owner that does not know it where their log ends."""
+    for part in world.live_partitions():
+        leader = part.leader
+        if leader is None or not _hosts(leader, part.name):
+            continue
+        if not leader.publisher.state(part.name)["log_end_known"]:
+            await leader.publisher.adopt(part.name, log_end_offset=part.next_offset - 1)
+            world.event(f"{part.name} tells {leader.name} its log ends at {part.next_offset - 1}")
 
 
 def reconcile_all(world: World) -> None:

@@ -107,6 +107,8 @@ class PublisherSim:
     name: str
     publisher: Publisher
     alive: bool = True
+    stopping: bool = False
+    """A clean stop (SIGTERM) is under way: draining, then the final, sealed publish."""
     round_task: asyncio.Task[None] | None = None
 
 

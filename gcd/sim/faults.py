@@ -13,7 +13,9 @@
   DeleteObjects taking effect and its answer) and the process restarts fresh.
 - publisher crash: a publisher process dies with its fences and whatever it applied
   but did not publish yet; a new incarnation starts and partitions are re-adopted from
-  the last published snapshot and the log's end offset.
+  the last published snapshot (and, usually, the log's end offset).
+- publisher clean stop: SIGTERM; it drains its fences (revoking what the drain timeout
+  leaves), publishes a last time (sealed when nothing was revoked) and restarts.
 - failover: another publisher adopts a partition while the old owner keeps running
   for a while (a stale owner whose publishes must be refused).
 """
@@ -62,7 +64,8 @@ async def inject(world: World) -> None:
     """Start one randomly chosen fault."""
     choices = (
         (2.0, _etcd_outage), (2.0, _s3_errors), (1.0, _key_errors), (3.0, _corrupt_record),
-        (1.5, _kill_sweeper), (1.0, _crash_publisher), (3.0, _failover),
+        (1.5, _kill_sweeper), (1.0, _crash_publisher), (1.0, _stop_publisher),
+        (3.0, _failover),
     )  # fmt: skip
     fault = world.rng.choices([f for _, f in choices], [w for w, _ in choices])[0]
     await fault(world)
@@ -178,10 +181,29 @@ def _led_by(world: World, pub: PublisherSim) -> list[PartitionSim]:
 
 
 async def _crash_publisher(world: World) -> None:
-    alive = [p for p in world.publishers if p.alive]
+    alive = [p for p in world.publishers if p.alive and not p.stopping]
+    if alive:
+        _retire(world, world.rng.choice(alive), "crashed")
+
+
+async def _stop_publisher(world: World) -> None:
+    alive = [p for p in world.publishers if p.alive and not p.stopping]
     if not alive:
         return
     pub = world.rng.choice(alive)
+    pub.stopping = True
+    world.event(f"fault: {pub.name} stops cleanly (SIGTERM)")
+    world.spawn(_stop_then_restart(world, pub))
+
+
+async def _stop_then_restart(world: World, pub: PublisherSim) -> None:
+    await pub.publisher.shutdown()  # drains fences, then the final (sealed) publish
+    if pub.alive:
+        _retire(world, pub, "stopped cleanly")
+
+
+def _retire(world: World, pub: PublisherSim, how: str) -> None:
+    """The process is gone: its fences and unpublished state with it; a new one starts."""
     led = _led_by(world, pub)
     pub.alive = False
     if pub.round_task is not None:
@@ -195,7 +217,7 @@ async def _crash_publisher(world: World) -> None:
     for part in led:
         part.leader = None
     world.publishers[world.publishers.index(pub)] = world.new_publisher(pub.name)
-    world.event(f"fault: {pub.name} crashed (led {[p.name for p in led]}), restarted")
+    world.event(f"fault: {pub.name} {how} (led {[p.name for p in led]}), restarted")
 
 
 async def _failover(world: World) -> None:
@@ -210,7 +232,8 @@ async def _failover(world: World) -> None:
     old = part.leader
     assert old is not None
     targets = [p for p in world.publishers
-               if p.alive and p is not old and part.name not in p.publisher.partitions]  # fmt: skip
+               if p.alive and not p.stopping and p is not old
+               and part.name not in p.publisher.partitions]  # fmt: skip
     if not targets:
         return
     new = rng.choice(targets)

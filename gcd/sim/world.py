@@ -277,6 +277,7 @@ class World:
         await faults.heal_all(self)
         if not await self._steps_until(self._drained, "draining writes"):
             return
+        await actions.report_log_ends(self)
         for _ in range(3):
             await actions.tick(self)
             actions.reconcile_all(self)
