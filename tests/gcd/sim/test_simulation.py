@@ -1,7 +1,8 @@
 """CI: the whole system, simulated over 200 seeds with faults, keeps every invariant.
 
-The faults include publisher crashes and failovers at any moment, also between a
-commit and its publish (the new owner adopts with the log's end offset).
+The faults include publisher crashes, clean stops and failovers at any moment, also
+between a commit and its publish; new owners are told the log's end offset, or not
+(then only a sealed record or their first commit tells them).
 """
 
 from __future__ import annotations
