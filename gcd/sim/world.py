@@ -306,6 +306,8 @@ class World:
                 actions.commit(self, writer)
         if any(writer.op is not None for writer in self.writers):
             return False
+        if any(pub.alive and pub.stopping for pub in self.publishers):
+            return False  # a clean stop is under way: its partitions move on after it
         for part in self.partitions.values():
             if part.task is not None and not part.task.done():
                 return False

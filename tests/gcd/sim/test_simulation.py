@@ -54,3 +54,12 @@ def test_gcd_simulate_exits_1_with_the_seed_step_and_trace(
     assert "reproduce: gcd simulate --seed" in out
     assert "--variant eager-floor" in out
     assert "last events:" in out
+
+
+@pytest.mark.parametrize("seed", [23132, 21896])
+def test_a_clean_stop_that_ends_in_the_quiescent_tail_is_waited_for(seed: int) -> None:
+    """Soak finding (seeds 20000-29999, 41 seeds): a clean stop started at the end of the
+    chaos phase finished in the tail, after the leaders had reported their log ends, and
+    its partitions' new owner never learnt one (M pinned). The tail now waits for it."""
+    report = run_seeds(seed, 1, steps=DEFAULT_STEPS, variant=CORRECT)
+    assert report.ok, explain(report)
