@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from watermark.errors import (
     ConfigError,
+    EpochAhead,
     EpochConflict,
     EtcdUnavailable,
     FenceExpired,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Admission",
     "ConfigError",
+    "EpochAhead",
     "EpochConflict",
     "EpochWindow",
     "EtcdUnavailable",

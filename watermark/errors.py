@@ -18,6 +18,7 @@ import reprlib
 
 __all__ = [
     "ConfigError",
+    "EpochAhead",
     "FenceExpired",
     "FenceTimeout",
     "FencingViolation",
@@ -92,6 +93,28 @@ class StaleEpoch(L0gcError):
         return (
             f"epoch {self.epoch} {where}; the writer must re-read the cluster epoch and "
             "re-upload the object with the new epoch"
+        )
+
+
+class EpochAhead(L0gcError):
+    """A fence asked for an epoch above the cluster epoch; nothing was granted.
+
+    No writer can have read such an epoch, so granting it would slide the fencing window
+    past every real writer (their next fences are stale) and let M(p) run ahead of the
+    objects still being written. `cluster_epoch` is the epoch read from etcd just before
+    refusing.
+    """
+
+    def __init__(self, epoch: int, cluster_epoch: int) -> None:
+        super().__init__(epoch, cluster_epoch)
+        self.epoch = epoch
+        self.cluster_epoch = cluster_epoch
+
+    def __str__(self) -> str:
+        return (
+            f"epoch {_short.repr(self.epoch)} is above the cluster epoch {self.cluster_epoch}: "
+            "stamp objects with the cluster epoch you read (or a partition's created_epoch), "
+            "never a later one; re-read the cluster epoch and re-upload the object"
         )
 
 

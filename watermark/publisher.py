@@ -8,7 +8,9 @@ tracker snapshot (or starts fresh at ``created_epoch``) and rebuilds the fencing
 window as after recovery: ``[max_applied]``, never admitting an epoch <= the published
 M(p). Writers then, per object: ``async with publisher.fence(p, epoch) as f:`` (the
 `FencingGuard`'s shared lock, see `watermark.guard`) and ``f.commit(offset)`` once the
-entry is in their log; the reconciler reports ``reconciled(p, offset)``. Every
+entry is in their log (a fence above the cluster epoch, which no writer can have read,
+is refused with `EpochAhead` after one re-read of the epoch from etcd); the reconciler
+reports ``reconciled(p, offset)``. Every
 `publish_interval_s`, `run` publishes the records of the partitions that changed, in
 one store call (which writes them in transactions of `PUBLISH_BATCH`); the store
 refuses a lower M(p) (counted, never written) and refuses a stale owner, on which this
@@ -36,6 +38,7 @@ import structlog
 
 from watermark.contract import PublishStatus
 from watermark.errors import (
+    EpochAhead,
     FenceTimeout,
     FencingViolation,
     GuardClosed,
@@ -152,6 +155,9 @@ class Publisher:
         self._hosted: dict[str, HostedPartition] = {}
         self._adopt_lock = asyncio.Lock()
         self.cluster_epoch: int | None = None
+        self._epoch_read_lock = asyncio.Lock()
+        self._epoch_reads_started = 0
+        self._epoch_read_last = (0, -1)  # (sequence number, cluster epoch) of the last read
         self.published_once = False
 
     # -- ownership -----------------------------------------------------------------
@@ -243,10 +249,39 @@ class Publisher:
     async def acquire(
         self, partition: str, epoch: int, timeout_s: float | None = None
     ) -> FenceToken:
-        """Fence `epoch` on `partition`; the token must be committed or aborted."""
+        """Fence `epoch` on `partition`; the token must be committed or aborted.
+
+        Raises EpochAhead for an epoch above the cluster epoch (re-read from etcd once
+        before refusing; EtcdUnavailable if that read fails), StaleEpoch below the window.
+        """
         hosted = self._get(partition)
+        known = self.cluster_epoch
+        if known is None or epoch > known:
+            await self._refuse_epoch_ahead(partition, epoch)
         timeout = self.fence_timeout_s if timeout_s is None else timeout_s
         return await hosted.guard.acquire(epoch, timeout)
+
+    async def _refuse_epoch_ahead(self, partition: str, epoch: int) -> None:
+        """Raise EpochAhead if `epoch` is above the cluster epoch, as read from etcd after
+        this fence arrived: a writer that has just seen the ticker advance is not refused.
+
+        The cluster epoch only goes up, so any value read that is >= `epoch` proves it
+        real. Fences waiting together share one read that began after they all arrived
+        (the lock serialises reads; a read's sequence number says when it began).
+        """
+        arrived = self._epoch_reads_started
+        async with self._epoch_read_lock:
+            seq, current = self._epoch_read_last
+            if seq <= arrived:  # no read began after this fence arrived: read now
+                self._epoch_reads_started += 1
+                seq = self._epoch_reads_started
+                current = await self.read_cluster_epoch()
+                self._epoch_read_last = (seq, current)
+        if epoch > max(current, self.cluster_epoch or current):
+            _log.warning(
+                "watermark.epoch_ahead", partition=partition, epoch=epoch, cluster_epoch=current
+            )
+            raise EpochAhead(epoch, current)
 
     def fence(
         self, partition: str, epoch: int, timeout_s: float | None = None

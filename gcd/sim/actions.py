@@ -28,6 +28,7 @@ from gcd.sim.variants import LenientSafeEpoch
 from gcd.sweeper import RoundResult, WatermarkSource, run_round
 from watermark.clock import EpochClock, stamp_epoch
 from watermark.errors import (
+    EtcdUnavailable,
     FenceExpired,
     FenceTimeout,
     FencingViolation,
@@ -268,7 +269,9 @@ async def _fence(world: World, op: WriteOp, part: PartitionSim, pub: PublisherSi
     name = op.key.rsplit("/", 1)[1]
     try:
         token = await pub.publisher.acquire(part.name, op.epoch)
-    except (StaleEpoch, FenceTimeout, GuardClosed, PartitionNotHosted) as exc:
+    # EtcdUnavailable: the epoch was above the publisher's cached one and the re-read
+    # failed (an outage); the writer gives up as for any refusal.
+    except (StaleEpoch, FenceTimeout, GuardClosed, PartitionNotHosted, EtcdUnavailable) as exc:
         world.event(f"{name} fence {part.name}@{pub.name} refused {type(exc).__name__}")
         return None
     grant = Grant(world.next_id("fence"), part.name, token, pub)

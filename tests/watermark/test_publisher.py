@@ -12,6 +12,7 @@ from gcd.sim.variants import NoDrainGuard
 from watermark.cli import MeteredTicker
 from watermark.contract import PUBLISH_BATCH, Publication, PublishStatus
 from watermark.errors import (
+    EpochAhead,
     EtcdUnavailable,
     FenceExpired,
     FencingViolation,
@@ -66,6 +67,12 @@ async def hosting(
     return store, publisher
 
 
+async def advance_to(store: WatermarkStore, epoch: int) -> None:
+    """Advance the cluster epoch to `epoch`: a fence above it is refused (EpochAhead)."""
+    while await store.get_cluster_epoch() < epoch:
+        await store.advance_cluster_epoch()
+
+
 async def stored(store: WatermarkStore, partition: str) -> PartitionRecord:
     """The record in the store (it must exist)."""
     record = await store.get_partition(partition)
@@ -104,6 +111,7 @@ async def test_adopt_of_unregistered_partition_fails() -> None:
 async def test_commits_and_reconciled_reports_raise_the_published_watermark() -> None:
     """M(p) follows the slides the reconciler has passed, and the publish stores it."""
     store, publisher = await hosting("p0")
+    await advance_to(store, 7)
     await write(publisher, "p0", 5, 0)
     await write(publisher, "p0", 6, 1)
     await write(publisher, "p0", 7, 2)
@@ -121,6 +129,7 @@ async def test_new_owner_recovers_the_window_and_the_old_owner_stops_publishing(
     """After takeover the window is [max_applied] above M(p); the stale owner drops it."""
     metrics = WatermarkMetrics()
     store, old = await hosting("p0", metrics=metrics)
+    await advance_to(store, 8)
     for offset, epoch in enumerate((5, 6, 7)):
         await write(old, "p0", epoch, offset)
     old.reconciled("p0", 2)
@@ -150,6 +159,7 @@ async def test_refused_lower_is_counted_and_never_written() -> None:
     store, publisher = await hosting("p0", metrics=metrics)
     state = publisher.state("p0")
     await store.publish_one(Publication("p0", "pub-a", state["owner_epoch"], watermark=40))
+    await advance_to(store, 41)
     await write(publisher, "p0", 41, 0)
     assert await publisher.publish_now() == {"p0": PublishStatus.REFUSED_LOWER}
     assert (await stored(store, "p0")).watermark == 40
@@ -203,10 +213,69 @@ async def test_fence_block_aborts_on_error_and_refused_fences_hold_nothing() -> 
     assert publisher.state("p0")["inflight_fences"] == 0
 
 
+async def test_a_fence_above_the_cluster_epoch_is_refused_and_wedges_nothing() -> None:
+    """An epoch above the cluster epoch is EpochAhead and leaves the window as it was; the
+    real writer's next fence and commit at the cluster epoch still work."""
+    _, publisher = await hosting("p0")
+    with pytest.raises(EpochAhead) as refused:
+        await publisher.acquire("p0", 10**17, 5)
+    assert (refused.value.epoch, refused.value.cluster_epoch) == (10**17, 5)
+    with pytest.raises(EpochAhead):
+        async with publisher.fence("p0", 6, timeout_s=5):
+            pytest.fail("a fence above the cluster epoch must not enter the block")
+    state = publisher.state("p0")
+    assert (state["window"], state["inflight_fences"]) == ([5, 5], 0)
+    await write(publisher, "p0", 5, 0)
+    assert publisher.state("p0")["last_applied_offset"] == 0
+
+
+async def test_a_fence_at_a_new_epoch_rereads_the_cluster_epoch() -> None:
+    """A writer that saw the ticker advance before the publisher did is not refused: the
+    publisher re-reads the epoch once; if etcd cannot answer, the fence fails closed."""
+    kv = MemoryKV()
+    store = WatermarkStore(kv, NS)
+    await store.init_cluster_epoch(5)
+    await store.register_partition("p0")
+    publisher = Publisher(store, "pub-a")
+    await publisher.adopt("p0")
+    assert await publisher.read_cluster_epoch() == 5
+    await store.advance_cluster_epoch()
+    await write(publisher, "p0", 6, 0)
+    assert publisher.cluster_epoch == 6
+    await store.advance_cluster_epoch()
+    kv.unavailable = True
+    with pytest.raises(EtcdUnavailable):
+        await publisher.acquire("p0", 7, 5)
+    await write(publisher, "p0", 6, 1)  # at or below the known epoch: no etcd read
+    kv.unavailable = False
+    await write(publisher, "p0", 7, 2)
+    assert publisher.state("p0")["window"] == [6, 7]
+
+
+async def test_concurrent_fences_above_the_known_epoch_share_one_read() -> None:
+    """Fences that arrive together above the cached epoch cost one etcd read, not one each."""
+    store, publisher = await hosting("p0")
+    await store.advance_cluster_epoch()
+    reads = 0
+    read = store.get_cluster_epoch
+
+    async def counted() -> int:
+        nonlocal reads
+        reads += 1
+        return await read()
+
+    store.get_cluster_epoch = counted  # type: ignore[method-assign]
+    tokens = await asyncio.gather(*(publisher.acquire("p0", 6, 5) for _ in range(20)))
+    assert reads == 1
+    for token in tokens:
+        assert publisher.abort(token)
+
+
 async def test_reclaimed_fence_cannot_commit() -> None:
     """A fence reclaimed for a slide after its deadline refuses the commit; state unchanged."""
     clock = FakeClock()
-    _, publisher = await hosting("p0", clock=clock, hold_ttl_s=10)
+    store, publisher = await hosting("p0", clock=clock, hold_ttl_s=10)
+    await advance_to(store, 6)
     stuck = await publisher.acquire("p0", 5, 5)
     slide = asyncio.create_task(publisher.acquire("p0", 6, 5))
     await until(lambda: publisher.state("p0")["waiting_slides"] == 1)
@@ -244,6 +313,7 @@ async def test_a_held_fence_below_a_skipped_epoch_stays_protected() -> None:
     """The fence goes [5] -> [5, 7] (6 skipped); 6 and 7 are committed and reconciled
     while a writer still holds its fence at 5: M(p) must stay below 5 until it commits."""
     store, publisher = await hosting("p0")
+    await advance_to(store, 7)
     jump = await publisher.acquire("p0", 7)  # nothing in flight: the window slides
     assert jump.window == (5, 7)
     slow = await publisher.acquire("p0", 5)  # INSIDE [5, 7]
@@ -323,6 +393,7 @@ async def test_idle_advance_skips_partitions_with_work_pending() -> None:
 async def test_run_publishes_on_shutdown_and_aborts_fence_waiters() -> None:
     """run() publishes at start and after stop; waiters get GuardClosed, holders may commit."""
     store, publisher = await hosting("p0", publish_interval_s=3600, idle_advance=False)
+    await advance_to(store, 6)
     stop = asyncio.Event()
     runner = asyncio.create_task(publisher.run(stop))
     await until(lambda: publisher.published_once)
@@ -450,6 +521,7 @@ async def test_a_fencing_violation_freezes_the_partition() -> None:
     advance, the metric counts it and state() says why."""
     metrics = WatermarkMetrics()
     store, publisher = await hosting("p0", "p1", guard_class=NoDrainGuard, metrics=metrics)
+    await advance_to(store, 7)
     held = await publisher.acquire("p0", 5)
     await write(publisher, "p0", 6, 0)  # slides to [5, 6] without waiting for `held`
     await write(publisher, "p0", 7, 1)  # [6, 7]: 5 is below the window now
