@@ -24,6 +24,7 @@ __all__ = [
     "FencingViolation",
     "GuardClosed",
     "IllegalTransition",
+    "InvalidJson",
     "InvalidRecord",
     "InvalidSnapshot",
     "L0gcError",
@@ -182,6 +183,25 @@ class InvalidRecord(L0gcError, ValueError):
 
     A malformed record makes the global safe epoch undefined: sweepers delete nothing.
     """
+
+
+class InvalidJson(InvalidRecord):
+    """A JSON document (a stored record, a request body) broke `watermark.strictjson`'s rules.
+
+    `what` names the document, `problem` the rule it broke (and where, when known).
+    """
+
+    def __init__(self, what: str, problem: str) -> None:
+        super().__init__(what, problem)
+        self.what = what
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return (
+            f"{self.what}: {self.problem}; only strict JSON is accepted (UTF-8, bounded size "
+            "and nesting, no duplicate keys, no NaN or Infinity): fix whatever "
+            "produced it and write it again"
+        )
 
 
 class InvalidSnapshot(InvalidRecord):

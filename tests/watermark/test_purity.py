@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "watermark"
-PURE_MODULES = ["__init__.py", "errors.py", "window.py", "gcstate.py", "snapshot.py"]
+PURE_MODULES = [
+    "__init__.py",
+    "errors.py",
+    "window.py",
+    "gcstate.py",
+    "snapshot.py",
+    "strictjson.py",
+]
 FORBIDDEN = frozenset(
     {
         "asyncio",
