@@ -21,20 +21,38 @@ the partition cleanly (every fence finished, none revoked), or registration wrot
 (a new partition's log is empty). A new owner, whose owner_epoch is one more, then
 knows where the log ends; after any other owner (one that adopted and crashed without
 publishing) it does not. Every ordinary publish clears it.
+
+Decoding is strict and bounded (`watermark.strictjson`): at most `MAX_RECORD_BYTES`
+(1 MiB, below etcd's 1.5 MiB value limit) of UTF-8 JSON nested at most
+`MAX_RECORD_DEPTH` levels, no duplicate keys, NaN or Infinity. `version` is the integer
+1 (not 1.0, not true); every epoch, offset and window bound is an integer within int64;
+`owner` is null or 1-200 printable characters (the rule `acquire_ownership` writes
+by); `updated_at` is null or a finite number. Unknown fields are ignored. Whatever the
+bytes, `decode` returns a record or raises `InvalidRecord`, nothing else.
 """
 
 from __future__ import annotations
 
-import json
+import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from watermark import strictjson
 from watermark.errors import InvalidRecord
 
-__all__ = ["RECORD_VERSION", "PartitionRecord"]
+__all__ = ["MAX_OWNER_LENGTH", "MAX_RECORD_BYTES", "MAX_RECORD_DEPTH", "RECORD_VERSION",
+           "PartitionRecord"]  # fmt: skip
 
 RECORD_VERSION = 1
+MAX_RECORD_BYTES = 1 << 20
+"""A record larger than 1 MiB is refused unread (etcd's own value limit is 1.5 MiB)."""
+MAX_RECORD_DEPTH = 16
+"""Nesting limit of a record: l0gc writes 4 levels (record, tracker, slides, slide)."""
+MAX_OWNER_LENGTH = 200
 _INT64_MAX = 2**63 - 1
+_short = reprlib.Repr()  # a huge bad value must not flood the message
+_short.maxstring = _short.maxother = 60
 
 
 def _int(doc: dict[str, Any], name: str, *, minimum: int, optional: bool = False) -> int | None:
@@ -42,8 +60,55 @@ def _int(doc: dict[str, Any], name: str, *, minimum: int, optional: bool = False
     if value is None and optional:
         return None
     if type(value) is not int or not minimum <= value <= _INT64_MAX:
-        raise InvalidRecord(f"field {name!r} must be an integer >= {minimum}, got {value!r}")
+        raise InvalidRecord(
+            f"field {name!r} must be an integer in [{minimum}, 2**63-1], got {_short.repr(value)}"
+        )
     return value
+
+
+def _window(doc: dict[str, Any]) -> tuple[int | None, int | None]:
+    raw = doc.get("window", [None, None])
+    if raw == [None, None]:
+        return (None, None)
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or any(type(v) is not int or not 0 <= v <= _INT64_MAX for v in raw)
+        or raw[0] > raw[1]
+    ):
+        raise InvalidRecord(
+            "field 'window' must be [oldest_accepted, latest_seen] (epochs in int64, "
+            f"oldest <= latest) or [null, null], got {_short.repr(raw)}"
+        )
+    return (raw[0], raw[1])
+
+
+def _owner(doc: dict[str, Any]) -> str | None:
+    owner = doc.get("owner")
+    if owner is None:
+        return None
+    if (
+        not isinstance(owner, str)
+        or not 0 < len(owner) <= MAX_OWNER_LENGTH
+        or not owner.isprintable()
+    ):
+        raise InvalidRecord(
+            f"field 'owner' must be null or 1-{MAX_OWNER_LENGTH} printable characters, "
+            f"got {_short.repr(owner)}"
+        )
+    return owner
+
+
+def _updated_at(doc: dict[str, Any]) -> float | None:
+    updated = doc.get("updated_at")
+    if updated is None:
+        return None
+    if type(updated) not in (int, float) or not math.isfinite(updated):
+        raise InvalidRecord(
+            f"field 'updated_at' must be null or a finite number (unix seconds), "
+            f"got {_short.repr(updated)}"
+        )
+    return float(updated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +147,20 @@ class PartitionRecord:
         }
         if self.sealed_owner_epoch is not None:
             doc["sealed_owner_epoch"] = self.sealed_owner_epoch
-        return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+        return strictjson.dumps(doc, what=f"partition {self.partition!r} record", compact=True,
+                                sort_keys=True).encode()  # fmt: skip
 
     @classmethod
     def decode(cls, raw: bytes, *, partition: str) -> PartitionRecord:
         """Parse and validate a stored record; raise InvalidRecord naming what is wrong."""
         if not raw:
             raise InvalidRecord(f"partition {partition!r}: record is empty")
-        try:
-            doc = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidRecord(f"partition {partition!r}: record is not JSON ({exc})") from exc
+        doc = strictjson.loads(
+            raw,
+            what=f"partition {partition!r}: record",
+            max_bytes=MAX_RECORD_BYTES,
+            max_depth=MAX_RECORD_DEPTH,
+        )
         if not isinstance(doc, dict):
             raise InvalidRecord(f"partition {partition!r}: record must be a JSON object")
         try:
@@ -102,48 +170,35 @@ class PartitionRecord:
 
     @classmethod
     def _from_doc(cls, doc: dict[str, Any], partition: str) -> PartitionRecord:
-        if doc.get("version") != RECORD_VERSION:
+        version = doc.get("version")
+        if type(version) is not int or version != RECORD_VERSION:
             raise InvalidRecord(
-                f"unsupported record version {doc.get('version')!r} (expected {RECORD_VERSION})"
+                f"unsupported record version {_short.repr(version)} (expected the integer "
+                f"{RECORD_VERSION})"
             )
         if doc.get("partition", partition) != partition:
-            raise InvalidRecord(f"record names partition {doc.get('partition')!r}")
+            raise InvalidRecord(f"record names partition {_short.repr(doc.get('partition'))}")
         if "watermark" not in doc:
             raise InvalidRecord("record has no watermark")
         watermark = _int(doc, "watermark", minimum=-1)
         created = _int(doc, "created_epoch", minimum=0)
         owner_epoch = _int(doc, "owner_epoch", minimum=0, optional=True) or 0
         sealed = _int(doc, "sealed_owner_epoch", minimum=0, optional=True)
-        owner = doc.get("owner")
-        if owner is not None and not isinstance(owner, str):
-            raise InvalidRecord(f"field 'owner' must be a string or null, got {owner!r}")
-        raw_window = doc.get("window", [None, None])
-        if (
-            not isinstance(raw_window, list)
-            or len(raw_window) != 2
-            or any(v is not None and type(v) is not int for v in raw_window)
-        ):
-            raise InvalidRecord(
-                f"field 'window' must be [lo, hi] or [null, null], got {raw_window!r}"
-            )
         tracker = doc.get("tracker")
         if tracker is not None and not isinstance(tracker, dict):
-            raise InvalidRecord("field 'tracker' must be an object or null")
-        updated = doc.get("updated_at")
-        if updated is not None and (
-            isinstance(updated, bool) or not isinstance(updated, int | float)
-        ):
-            raise InvalidRecord(f"field 'updated_at' must be a number, got {updated!r}")
+            raise InvalidRecord(
+                f"field 'tracker' must be an object or null, got {_short.repr(tracker)}"
+            )
         assert watermark is not None
         assert created is not None
         return cls(
             partition=partition,
             watermark=watermark,
             created_epoch=created,
-            owner=owner,
+            owner=_owner(doc),
             owner_epoch=owner_epoch,
-            window=(raw_window[0], raw_window[1]),
+            window=_window(doc),
             tracker=tracker,
-            updated_at=None if updated is None else float(updated),
+            updated_at=_updated_at(doc),
             sealed_owner_epoch=sealed,
         )
