@@ -134,6 +134,9 @@ class MemoryObjectStore:
     """key -> S3 code returned for it by every delete, until removed from the dict."""
     key_fault_budget: dict[str, int] = field(default_factory=dict)
     """key -> how many more deletes fail with its `key_faults` code (absent: forever)."""
+    bodies: dict[str, bytes] = field(default_factory=dict)
+    """Bodies of objects written with `put_object` (listed objects have none)."""
+
     _sorted: list[str] = field(default_factory=list, repr=False)
     _dirty: bool = field(default=False, repr=False)
 
@@ -247,3 +250,17 @@ class MemoryObjectStore:
                 del self._sorted[index]
             deleted.append(key)
         return DeleteResult(tuple(deleted), tuple(errors))
+
+    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
+        """The body written by `put_object`, or None."""
+        if key not in self.objects:
+            return None
+        return self.bodies.get(key, b"")[: max_bytes + 1]
+
+    async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
+        """Write an object; with `if_absent`, only if the key is new (else False)."""
+        if if_absent and key in self.objects:
+            return False
+        self.put(key, size=len(body))
+        self.bodies[key] = body
+        return True

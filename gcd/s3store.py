@@ -218,3 +218,43 @@ class S3ObjectStore:
             for item in response.get("Errors", ())
         )
         return DeleteResult(deleted, errors)
+
+    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
+        """A small object's body (at most `max_bytes`), or None when there is no such key."""
+        try:
+            response = await self._client.get_object(
+                Bucket=self.bucket, Key=key, Range=f"bytes=0-{max_bytes}"
+            )
+            async with response["Body"] as body:
+                data: bytes = await body.read()
+        except botocore_errors.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+                return None
+            raise translate_error(exc, f"GetObject s3://{self.bucket}/{key}") from exc
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"GetObject s3://{self.bucket}/{key}") from exc
+        if len(data) > max_bytes:
+            raise StorageError(
+                f"s3://{self.bucket}/{key} is larger than {max_bytes} bytes",
+                code="EntityTooLarge",
+                retryable=False,
+            )
+        return data
+
+    async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
+        """Write a small object; with `if_absent`, only if no such key exists (else False)."""
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body,
+                                  "ContentType": "application/json"}  # fmt: skip
+        if if_absent:
+            params["IfNoneMatch"] = "*"
+        try:
+            await self._client.put_object(**params)
+        except botocore_errors.ClientError as exc:
+            if if_absent and exc.response.get("Error", {}).get("Code") in {
+                "PreconditionFailed", "ConditionalRequestConflict", "412"
+            }:  # fmt: skip
+                return False
+            raise translate_error(exc, f"PutObject s3://{self.bucket}/{key}") from exc
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"PutObject s3://{self.bucket}/{key}") from exc
+        return True

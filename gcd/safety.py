@@ -5,6 +5,8 @@ configured) and an optional operator override which safe epoch M a round may use
 or why it may delete nothing:
 
 * paused: ``{ns}/gc/paused`` is present (reason "paused: <reason>");
+* refused: the namespace is not bound to the storage this sweeper is pointed at, or
+  running sweepers disagree on shards (`gcd.binding`; an override does not lift it);
 * M undefined: a partition record is missing, malformed or lacks a watermark, or the
   cluster epoch is unreadable (fail closed);
 * M above the cluster epoch (an override can never exceed it either; with etcd
@@ -59,6 +61,8 @@ def admit(
     if read.paused:
         reason = f"paused: {read.paused_reason or 'no reason given'}"
         return Admission(None, cluster, reason, paused=True)
+    if read.refused_reason is not None:
+        return Admission(None, cluster, read.refused_reason)
     if override is not None:
         if cluster is None:
             why = read.blocked_reason or "cluster epoch missing"

@@ -60,6 +60,7 @@ from gcd.objectstore import ListPage, ObjectInfo, ObjectStore
 from gcd.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
 from gcd.retry import Backoff, Retrier
 from gcd.safety import Admission, SafetyGate, WatermarkSource, admit, read_admission
+from watermark.binding import claim_key
 
 __all__ = [
     "Admission",
@@ -361,8 +362,9 @@ class Sweeper:
         skip_to: str | None = None
         finished = False
         tally = dict.fromkeys(Verdict, 0)
+        claim = claim_key(layout.root)  # the namespace's binding, never an L0 object
         for obj in page.objects:
-            if skip_to is not None and obj.key <= skip_to:
+            if (skip_to is not None and obj.key <= skip_to) or obj.key == claim:
                 continue
             verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
                                      run.safe_epoch, now, config.grace_s)  # fmt: skip

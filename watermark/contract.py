@@ -13,11 +13,12 @@ another language must follow to publish (see docs/integration.md for the key lay
 from __future__ import annotations
 
 import enum
-import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from watermark.errors import ConfigError
+from watermark import strictjson
+from watermark.errors import ConfigError, InvalidJson
 from watermark.record import PartitionRecord
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "PublishOutcome",
     "PublishStatus",
     "decide_publication",
+    "pause_at",
     "pause_marker",
     "pause_reason",
     "validate_namespace",
@@ -34,6 +36,10 @@ __all__ = [
 ]
 
 MAX_PARTITION_NAME = 200
+MAX_PAUSE_MARKER_BYTES = 64 * 1024
+"""A larger pause marker is not read (it still pauses: any marker means paused)."""
+LATEST_PAUSE_AT = 253402300799.0
+"""9999-12-31T23:59:59Z: a pause marker's "at" above it (or below 0) is shown as unknown."""
 PUBLISH_BATCH = 100
 """Records per publish transaction (etcd allows 128 compares and 128 ops by default)."""
 
@@ -113,15 +119,43 @@ def decide_publication(pub: Publication, current: PartitionRecord | None) -> Pub
 
 def pause_marker(reason: str, at: float) -> bytes:
     """The `{ns}/gc/paused` value: JSON {"reason": ..., "at": unix seconds}."""
-    return json.dumps({"reason": reason or "no reason given", "at": at}).encode()
+    doc = {"reason": reason or "no reason given", "at": at}
+    return strictjson.dumps(doc, what="pause marker", nonfinite_as_null=True).encode()
+
+
+def _pause_doc(raw: bytes) -> dict[str, Any]:
+    """The decoded marker; InvalidJson when it is not a strict JSON object within bounds."""
+    doc = strictjson.loads(raw, what="pause marker", max_bytes=MAX_PAUSE_MARKER_BYTES, max_depth=4)
+    if not isinstance(doc, dict):
+        raise InvalidJson("pause marker", "it is not a JSON object")
+    return doc
 
 
 def pause_reason(raw: bytes) -> str:
-    """The reason stored in a pause marker; any marker, even unreadable, means paused."""
+    """The reason stored in a pause marker; any marker, even unreadable, means paused.
+
+    Never raises: an unreadable marker gives "unreadable pause marker (<what is wrong>)".
+    """
     try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        doc = None
-    if isinstance(doc, dict) and isinstance(doc.get("reason"), str):
-        return str(doc["reason"])
-    return f"unreadable pause marker {raw[:100]!r}"
+        reason = _pause_doc(raw).get("reason")
+    except InvalidJson as exc:
+        return f"unreadable pause marker ({exc.problem})"
+    if not isinstance(reason, str):
+        return 'unreadable pause marker (it has no "reason" string)'
+    return reason
+
+
+def pause_at(raw: bytes | None) -> float | None:
+    """When the marker says GC was paused (unix seconds); None if absent or not sane.
+
+    Sane: a finite number from 0 to `LATEST_PAUSE_AT` (what a date can show). Never raises.
+    """
+    if raw is None:
+        return None
+    try:
+        at = _pause_doc(raw).get("at")
+    except InvalidJson:
+        return None
+    if type(at) not in (int, float) or not math.isfinite(at) or not 0 <= at <= LATEST_PAUSE_AT:
+        return None
+    return float(at)

@@ -302,7 +302,7 @@ class EtcdKV:
 
         async def operation(session: _Session) -> RangeResult:
             items: list[KeyValue] = []
-            revision = 0
+            revision = cluster_id = 0
             key = start
             while True:
                 request = rpc.RangeRequest(
@@ -316,9 +316,10 @@ class EtcdKV:
                 )
                 if revision == 0:
                     revision = response.header.revision
+                    cluster_id = response.header.cluster_id
                 items.extend(_key_value(raw) for raw in response.kvs)
                 if not response.more or not response.kvs:
-                    return RangeResult(revision=revision, items=tuple(items))
+                    return RangeResult(revision, tuple(items), cluster_id)
                 key = response.kvs[-1].key + b"\0"
 
         return await self._call(f"range {prefix}", operation, idempotent=True)

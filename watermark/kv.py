@@ -35,10 +35,11 @@ class KeyValue:
 
 @dataclass(frozen=True, slots=True)
 class RangeResult:
-    """Keys under a prefix, all as of `revision`."""
+    """Keys under a prefix, all as of `revision`; the answering etcd's `cluster_id` (0: unknown)."""
 
     revision: int
     items: tuple[KeyValue, ...]
+    cluster_id: int = 0
 
 
 @dataclass(frozen=True, slots=True)

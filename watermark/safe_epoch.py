@@ -7,7 +7,8 @@ is paused. From that view:
     M = min(cluster_epoch - 1, min over partitions of M(p))
 
 Fail closed: if the cluster epoch is missing or malformed, or ANY registered partition's
-record is empty, unparsable or lacks a watermark, M is undefined and the result carries
+record is empty, unparsable, lacks a watermark or publishes M(p) >= the cluster epoch
+(objects of an epoch still being written cannot be garbage), M is undefined and the result carries
 the reason and the offending partition. With no partitions at all, M = cluster epoch - 1,
 so objects stranded by deleted partitions are still collected. `pinning` names the
 partitions whose M(p) is the minimum (what an operator looks at when GC stalls).
@@ -16,7 +17,7 @@ partitions whose M(p) is the minimum (what an operator looks at when GC stalls).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from watermark.errors import InvalidRecord
 from watermark.record import PartitionRecord
@@ -35,6 +36,12 @@ class GcView:
     partitions: Mapping[str, bytes]
     paused: bool = False
     paused_reason: str | None = None
+    binding_raw: bytes | None = None
+    """`{ns}/binding` (`watermark.binding`), None when the namespace is not bound."""
+    cluster_id: str | None = None
+    """The etcd cluster the view was read from, None when the client cannot tell."""
+    sweepers: Mapping[str, bytes] = field(default_factory=dict)
+    """`{ns}/sweepers/{id}` announcements of running sweepers, by id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,9 @@ class SafeEpoch:
     blocked_partition: str | None = None
     paused: bool = False
     paused_reason: str | None = None
+    refused_reason: str | None = None
+    """Why deletion is refused whatever M is: the namespace is not bound to the storage the
+    sweeper is pointed at, or sweepers disagree on shards (set by `gcd.binding`)."""
 
     @property
     def defined(self) -> bool:
@@ -106,6 +116,15 @@ def compute_safe_epoch(view: GcView) -> SafeEpoch:
         except InvalidRecord as exc:
             return blocked(f"malformed partition record: {exc}", name, cluster_epoch)
         watermark = record.watermark
+        if watermark >= cluster_epoch:
+            return blocked(
+                f"partition {name!r} publishes M(p) = {watermark}, at or above the cluster "
+                f"epoch {cluster_epoch}: no object of an epoch that is still being written "
+                "can be garbage, so its publisher is broken or the epoch key was rewound "
+                "(docs/operations.md#watermark-above-epoch)",
+                name,
+                cluster_epoch,
+            )
         if lowest is None or watermark < lowest:
             lowest = watermark
             lowest_records = [record]
@@ -114,7 +133,7 @@ def compute_safe_epoch(view: GcView) -> SafeEpoch:
 
     safe = cluster_epoch - 1
     pinning: tuple[PartitionRecord, ...] = ()
-    if lowest is not None and lowest <= safe:
+    if lowest is not None:
         safe = lowest
         pinning = tuple(lowest_records)
     return SafeEpoch(

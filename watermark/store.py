@@ -9,6 +9,8 @@ namespace such as `/l0gc/prod` (namespaces must not be nested inside each other)
     {ns}/partitions/{partition}  the partition's record (`watermark.record`), JSON
     {ns}/gc/paused               present = every sweeper pauses; {"reason": ..., "at": ...}
     {ns}/leader/ticker           the epoch ticker's leader, bound to its lease
+    {ns}/binding                 the storage this namespace is bound to (`watermark.binding`)
+    {ns}/sweepers/{id}           a running sweeper's shard announcement, bound to its lease
 
 Rules, each enforced by a compare-and-swap on etcd's `mod_revision`, so a concurrent
 writer can make a call fail (and be retried after a re-read) but never corrupt state:
@@ -22,8 +24,11 @@ writer can make a call fail (and be retried after a re-read) but never corrupt s
   written only if the stored record still has exactly those (else STALE_OWNER).
 - M(p) only goes up: a publication with a lower watermark is refused (REFUSED_LOWER)
   and logged as `watermark.publish_refused_lower`.
+- A namespace is bound once (`bind`, create-if-absent); re-binding elsewhere needs
+  `replace=True`, an operator's explicit decision.
 - The sweepers' view (`read_gc_view`) is ONE range read of `{ns}/`, so the cluster
-  epoch, every partition record and the pause marker come from one etcd revision; the
+  epoch, every partition record, the pause marker, the binding and the running
+  sweepers' announcements come from one etcd revision; the
   global safe epoch M is computed from it by `watermark.safe_epoch` (fail closed).
 
 The publication types are defined in `watermark.contract` and re-exported here.
@@ -97,6 +102,8 @@ class WatermarkStore:
         self.partitions_prefix = f"{namespace}/partitions/"
         self.paused_key = f"{namespace}/gc/paused"
         self.leader_key = f"{namespace}/leader/ticker"
+        self.binding_key = f"{namespace}/binding"
+        self.sweepers_prefix = f"{namespace}/sweepers/"
 
     def partition_key(self, partition: str) -> str:
         """The etcd key of a partition's record (validates the name)."""
@@ -369,7 +376,9 @@ class WatermarkStore:
         """Epoch, partition records and pause marker from ONE read at one revision."""
         result = await self._kv.range_prefix(self.namespace + "/")
         epoch_raw: bytes | None = None
+        binding_raw: bytes | None = None
         partitions: dict[str, bytes] = {}
+        sweepers: dict[str, bytes] = {}
         paused_reason: str | None = None
         for item in result.items:
             if item.key == self.epoch_key:
@@ -378,12 +387,19 @@ class WatermarkStore:
                 partitions[item.key[len(self.partitions_prefix) :]] = item.value
             elif item.key == self.paused_key:
                 paused_reason = pause_reason(item.value)
+            elif item.key == self.binding_key:
+                binding_raw = item.value
+            elif item.key.startswith(self.sweepers_prefix):
+                sweepers[item.key[len(self.sweepers_prefix) :]] = item.value
         return GcView(
             revision=result.revision,
             cluster_epoch_raw=epoch_raw,
             partitions=partitions,
             paused=paused_reason is not None,
             paused_reason=paused_reason,
+            binding_raw=binding_raw,
+            cluster_id=_cluster_id(result.cluster_id),
+            sweepers=sweepers,
         )
 
     async def read_safe_epoch(self) -> SafeEpoch:
@@ -407,6 +423,40 @@ class WatermarkStore:
         """The pause reason, None when not paused."""
         item = await self._kv.get(self.paused_key)
         return None if item is None else pause_reason(item.value)
+
+    # -- binding and sweeper announcements --------------------------------------------
+
+    async def cluster_id(self) -> str | None:
+        """The id of the etcd cluster behind this store (None when it cannot tell)."""
+        return _cluster_id((await self._kv.range_prefix(self.binding_key)).cluster_id)
+
+    async def get_binding(self) -> tuple[bytes | None, int]:
+        """The raw `{ns}/binding` value (None: unbound) and its mod_revision (0: absent)."""
+        item = await self._kv.get(self.binding_key)
+        return (None, 0) if item is None else (item.value, item.mod_revision)
+
+    async def put_binding(self, raw: bytes, *, expected_revision: int) -> bool:
+        """Write the binding iff its mod_revision is still `expected_revision` (0: absent)."""
+        result = await self._kv.txn(
+            [Compare(self.binding_key, expected_revision)], [Put(self.binding_key, raw)]
+        )
+        return result.succeeded
+
+    async def delete_binding(self, *, expected_revision: int) -> bool:
+        """Remove the binding iff it is unchanged since it was read."""
+        result = await self._kv.txn(
+            [Compare(self.binding_key, expected_revision)], [Delete(self.binding_key)]
+        )
+        return result.succeeded
+
+    async def announce_sweeper(self, sweeper_id: str, raw: bytes, lease: int) -> None:
+        """Write a running sweeper's announcement, bound to its lease."""
+        key = self.sweepers_prefix + validate_partition(sweeper_id)
+        await self._kv.txn([], [Put(key, raw, lease)])
+
+
+def _cluster_id(raw: int) -> str | None:
+    return None if raw == 0 else f"{raw:016x}"
 
 
 def _batches(

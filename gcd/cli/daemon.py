@@ -40,7 +40,9 @@ async def run(args: argparse.Namespace) -> int:
         full_pass_interval_s=args.full_pass_interval,
         unready_after_s=args.unready_after,
     )
-    async with S3ObjectStore.open(setup.s3) as store, watermark_source(setup.etcd) as source:
+    async with S3ObjectStore.open(setup.s3) as store, watermark_source(
+        setup.etcd, target=setup.target, objects=store, shard=setup.shard
+    ) as source:
         sweeper = Sweeper(store, setup.round, metrics=SweeperMetrics())
         daemon = Daemon(sweeper, source, config, override=setup.safe_epoch_override)
         return await serve(daemon, args.http_host, args.http_port)

@@ -48,11 +48,13 @@ from gcd.cli.output import configure_logging, write_json
 from gcd.cli.sweep import watermark_source
 from gcd.errors import ConfigError
 from gcd.report import RoundSummary
+from gcd.s3store import S3ObjectStore, S3Settings
 from gcd.safety import Admission, SafetyGate
 from gcd.spark.pipeline import JobConfig, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, require_pyspark
 from gcd.sweeper import read_admission
+from watermark.binding import StorageTarget
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments
 
 __all__ = ["SPARK_OPTIONS", "add_arguments", "run"]
@@ -144,7 +146,11 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Adm
     """
     etcd_given = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
-    async with watermark_source(etcd) as source:
+    settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    target = StorageTarget(args.bucket, args.root, args.endpoint_url)
+    async with S3ObjectStore.open(settings) as objects, watermark_source(
+        etcd, target=target, objects=objects
+    ) as source:
         return await read_admission(SafetyGate(), source, override=override)
 
 

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gcd.binding import BoundSource, ClaimStore
 from gcd.cli import exitcodes
 from gcd.cli.options import (
     LAYOUT_OPTIONS,
@@ -40,7 +41,9 @@ from gcd.cli.output import ProgressLine, configure_logging, write_json
 from gcd.errors import ConfigError
 from gcd.report import PlanWriter, RoundSummary
 from gcd.s3store import S3ObjectStore, S3Settings
+from gcd.shards import announced, announcement, new_sweeper_id
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
+from watermark.binding import StorageTarget
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.store import WatermarkStore
 
@@ -74,6 +77,18 @@ class RoundSetup:
     etcd: EtcdSettings | None
     safe_epoch_override: int | None
 
+    @property
+    def target(self) -> StorageTarget:
+        """The storage this command sweeps, as a namespace binding names it."""
+        return StorageTarget(self.s3.bucket, self.round.layout.root, self.s3.endpoint_url)
+
+    @property
+    def shard(self) -> tuple[int, int] | None:
+        """(index, count) to announce; None for a dry run, which deletes nothing."""
+        if self.round.dry_run:
+            return None
+        return self.round.shard_index, self.round.shard_count
+
 
 def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> RoundSetup:
     """Build and check the settings from resolved options; ConfigError says what is wrong."""
@@ -106,14 +121,33 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
 
 
 @contextlib.asynccontextmanager
-async def watermark_source(etcd: EtcdSettings | None) -> AsyncIterator[WatermarkSource | None]:
-    """A WatermarkStore on etcd (connected lazily: an outage blocks rounds), or None."""
+async def watermark_source(
+    etcd: EtcdSettings | None,
+    *,
+    target: StorageTarget | None = None,
+    objects: ClaimStore | None = None,
+    shard: tuple[int, int] | None = None,
+) -> AsyncIterator[WatermarkSource | None]:
+    """M from etcd (connected lazily: an outage blocks rounds), or None without etcd.
+
+    With `target` and `objects`, M is refused unless the namespace is bound to `target`
+    (`gcd.binding`); with `shard` (index, count) this process also announces its shard
+    while the block runs and refuses to delete when sweepers disagree (`gcd.shards`).
+    """
     if etcd is None:
         yield None
         return
     kv = await open_kv(etcd, connect=False)
     try:
-        yield WatermarkStore(kv, etcd.namespace)
+        store = WatermarkStore(kv, etcd.namespace)
+        if target is None or objects is None:
+            yield store
+        elif shard is None:
+            yield BoundSource(store, target, objects)
+        else:
+            me = announcement(new_sweeper_id(), *shard)
+            async with announced(store, kv, me):
+                yield BoundSource(store, target, objects, shard=me)
     finally:
         await kv.close()
 
@@ -132,7 +166,9 @@ async def run(args: argparse.Namespace) -> int:
     setup = round_setup(args)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
-        async with S3ObjectStore.open(setup.s3) as store, watermark_source(setup.etcd) as source:
+        async with S3ObjectStore.open(setup.s3) as store, watermark_source(
+            setup.etcd, target=setup.target, objects=store, shard=setup.shard
+        ) as source:
             sweeper = Sweeper(store, setup.round, plan=plan)
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, sweeper.stop.set)

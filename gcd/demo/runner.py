@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from gcd.binding import BoundSource, bind_namespace
 from gcd.daemon import Daemon, DaemonConfig
 from gcd.demo.ledger import Ledger
 from gcd.demo.s3io import CountingStore, DemoBucket
@@ -51,6 +52,7 @@ from gcd.metrics import SweeperMetrics
 from gcd.report import RoundSummary
 from gcd.s3store import S3ObjectStore, S3Settings
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from watermark.binding import StorageTarget
 from watermark.clock import EpochClock
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import KV
@@ -195,6 +197,9 @@ class DemoRun:
         rng = random.Random(config.seed)
         layout = KeyLayout.default(config.root)
         await store.init_cluster_epoch(1)
+        s3 = self.servers.s3
+        target = StorageTarget(s3.bucket, config.root, s3.endpoint_url)
+        await bind_namespace(store, s3store, target)  # as `watermark namespace bind` does
         publisher = Publisher(store, "demo-publisher", publish_interval_s=0.5)
         created: dict[str, int] = {}
         for index in range(config.partitions):
@@ -225,7 +230,8 @@ class DemoRun:
             counting=counting,
             round_config=round_config,
             metrics=metrics,
-            daemon=Daemon(Sweeper(counting, round_config, metrics=metrics), store, pacing),
+            daemon=Daemon(Sweeper(counting, round_config, metrics=metrics),
+                          BoundSource(store, target, s3store), pacing),
         )  # fmt: skip
         view = LiveView(lambda: self._sample(store, counting), self.stream, tty=self.tty,
                         log_every_s=min(5.0, max(1.0, config.duration_s / 10)))  # fmt: skip
@@ -283,7 +289,7 @@ class DemoRun:
         final: RoundSummary | None = None
         if etcd_up and self.servers.etcd_alive():
             sweeper = Sweeper(parts.counting, parts.round_config, metrics=parts.metrics)
-            final = (await run_round(sweeper, SafetyGate(), parts.store)).summary
+            final = (await run_round(sweeper, SafetyGate(), parts.daemon.source)).summary
 
         self._set_phase("verifying")
         check = await check_bucket(self.ledger, parts.bucket, config.root)

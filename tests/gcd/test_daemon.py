@@ -34,6 +34,7 @@ from gcd.metrics import SweeperMetrics
 from gcd.objectstore import MemoryObjectStore
 from gcd.retry import Backoff, Retrier
 from gcd.sweeper import RoundConfig, Sweeper
+from tests.binding import bind
 from tests.waiting import wait_until
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import Put
@@ -281,6 +282,7 @@ async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
     for _ in range(9):
         await watermarks.advance_cluster_epoch()
     await publish(watermarks, 5)
+    await bind(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
     old = datetime.now(UTC) - timedelta(hours=1)
     first = [LAYOUT.format(p, e, "a") for p in (1, 600) for e in range(1, 6)]
     s3_server.seed(bucket, first, last_modified=old)

@@ -24,6 +24,7 @@ from gcd.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.layout import KeyLayout
 from gcd.local_servers import LocalEtcd, LocalS3
 from gcd.report import RoundCounts
+from tests.binding import bind_sync
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import Put
 from watermark.store import Publication, WatermarkStore
@@ -47,9 +48,12 @@ def _reset_structlog() -> Iterator[None]:
 
 def prepare_etcd(
     etcd: LocalEtcd, namespace: str, *, safe: int = 5, cluster: int = 8,
-    malformed: bool = False, paused: str | None = None,
+    malformed: bool = False, paused: str | None = None, bound_to: tuple[LocalS3, str] | None,
 ) -> None:  # fmt: skip
-    """Cluster epoch `cluster`, one partition at M(p) = `safe`, optional faults."""
+    """Cluster epoch `cluster`, one partition at M(p) = `safe`, optional faults; bound to
+    `bound_to` (server, bucket) unless it is None."""
+    if bound_to is not None:
+        bind_sync(etcd.endpoint, namespace, bound_to[0].endpoint_url, bound_to[1], ROOT)
 
     async def setup() -> None:
         kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
@@ -98,7 +102,7 @@ def test_sweep_deletes_garbage_and_prints_summary(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """Exit 0; the JSON summary has exactly the documented fields; only garbage is gone."""
-    prepare_etcd(etcd_server, namespace)
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     garbage = seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     code, summary = run_json(
@@ -120,7 +124,7 @@ def test_malformed_partition_record_exits_3_and_deletes_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """Fail closed: exit 3, blocked_reason names the partition, every key is still there."""
-    prepare_etcd(etcd_server, namespace, malformed=True)
+    prepare_etcd(etcd_server, namespace, malformed=True, bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     code, summary = run_json(
@@ -139,7 +143,7 @@ def test_paused_exits_3_with_reason(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """A paused namespace: exit 3, blocked_reason 'paused: <reason>', nothing deleted."""
-    prepare_etcd(etcd_server, namespace, paused="migration")
+    prepare_etcd(etcd_server, namespace, paused="migration", bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     code, summary = run_json(
@@ -157,7 +161,7 @@ def test_safe_epoch_override_is_checked_against_cluster_epoch(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """--safe-epoch above the cluster epoch exits 3; without etcd it is used as given."""
-    prepare_etcd(etcd_server, namespace)
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     garbage = seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
@@ -192,7 +196,7 @@ def test_dry_run_plan_matches_the_real_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """--dry-run --plan-out deletes nothing; the real run deletes exactly the plan."""
-    prepare_etcd(etcd_server, namespace)
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]

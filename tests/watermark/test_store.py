@@ -504,8 +504,22 @@ def test_pinning_is_the_first_names_at_the_minimum_in_name_order() -> None:
     assert (safe.safe_epoch, safe.partition_count, safe.revision) == (4, 42, 7)
     assert [r.partition for r in safe.pinning] == [f"lo/{i:02d}" for i in range(10)]
     assert {r.watermark for r in safe.pinning} == {4}
-    above = compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"4", partitions=shuffled))
-    assert (above.safe_epoch, above.pinning) == (3, ())
+
+
+
+def test_watermark_at_or_above_the_cluster_epoch_blocks_naming_the_partition() -> None:
+    """M(p) >= the cluster epoch makes M undefined (not capped), naming the lowest such name."""
+    partitions = {"b/0": record_bytes("b/0", 3), "c/0": record_bytes("c/0", 4),
+                  "a/0": record_bytes("a/0", 2), "d/0": record_bytes("d/0", 9)}  # fmt: skip
+    above = compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"4", partitions=partitions))
+    assert (above.safe_epoch, above.blocked_partition) == (None, "c/0")
+    assert "M(p) = 4, at or above the cluster epoch 4" in str(above.blocked_reason)
+    below = compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"5", partitions=partitions))
+    assert below.blocked_partition == "d/0"
+    fine = dict(partitions)
+    del fine["d/0"]
+    ok = compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"5", partitions=fine))
+    assert (ok.safe_epoch, ok.blocked_reason) == (2, None)
 
 
 def test_lowest_sorting_malformed_record_is_named_whatever_the_order() -> None:

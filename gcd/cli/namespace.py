@@ -1,0 +1,155 @@
+"""`gcd namespace` (also `watermark namespace`): bind a namespace to its bucket and root.
+
+    watermark namespace bind --bucket B [--root R] [--endpoint-url U] [--replace] [--json]
+    watermark namespace show [--json]
+
+`bind` records `{ns}/binding` in etcd and claims the root in the bucket (the object
+`{root}/.l0gc-claim.json`, created only if absent), so that no sweeper of this
+namespace deletes from any other storage and no other namespace can claim this root
+(`watermark.binding`, `gcd.binding`). It is idempotent; `--replace` moves the binding
+(new bucket, root or endpoint, or an etcd cluster restored from a backup), but never
+takes a root claimed by another namespace. `show` prints the binding and checks the
+claim in the bucket.
+
+Exit codes: 0 bound (and, for `show`, consistent), 1 etcd or S3 failed, 2 bad flags,
+3 refused: bound elsewhere, claimed by another namespace, not bound (`show`), or the
+two sides disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gcd.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
+from gcd.cli import exitcodes
+from gcd.cli.options import (
+    LAYOUT_OPTIONS,
+    S3_OPTIONS,
+    Option,
+    add_config_option,
+    add_options,
+    boolean,
+    resolve,
+    text,
+)
+from gcd.cli.output import configure_logging, write_json
+from gcd.errors import ConfigError
+from gcd.s3store import S3ObjectStore, S3Settings
+from watermark.binding import Binding, StorageTarget, check_binding, claim_key
+from watermark.errors import InvalidRecord
+from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.store import WatermarkStore
+
+__all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
+
+OUTPUT_VERSION = 1
+_ROOT = next(option for option in LAYOUT_OPTIONS if option.flag == "--root")
+OPTIONS: tuple[Option, ...] = (
+    *S3_OPTIONS,
+    _ROOT,
+    Option("--replace", boolean, False, "bind: move an existing binding of this namespace "
+           "(never takes a root claimed by another namespace)", switch=True),
+    Option("--json", boolean, False, "print the outcome as one JSON document on stdout",
+           switch=True),
+    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
+           "LEVEL"),
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`namespace bind|show` options."""
+    parser.add_argument("action", choices=["bind", "show"], help="bind, or show the binding")
+    add_config_option(parser)
+    add_options(parser, OPTIONS, "storage and output")
+    add_etcd_arguments(parser)
+
+
+def _settings(target: StorageTarget, region: str | None) -> S3Settings:
+    return S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url, region=region)
+
+
+async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
+    if args.bucket is None:
+        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET")
+    target = StorageTarget(args.bucket, args.root, args.endpoint_url)
+    async with S3ObjectStore.open(_settings(target, args.region)) as objects:
+        outcome = await bind_namespace(store, objects, target, replace=bool(args.replace))
+    doc: dict[str, Any] = {"namespace": store.namespace, "bound": True,
+                           "changed": outcome.changed, "binding": _binding_doc(outcome.binding)}  # fmt: skip
+    if outcome.replaced is not None:
+        doc["replaced"] = _binding_doc(outcome.replaced)
+    return exitcodes.OK, doc
+
+
+async def _show(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
+    raw, _ = await store.get_binding()
+    doc: dict[str, Any] = {"namespace": store.namespace, "bound": raw is not None}
+    if raw is None:
+        doc["problem"] = f"namespace {store.namespace} is not bound to any storage"
+        return exitcodes.BLOCKED, doc
+    try:
+        binding = Binding.decode(raw)
+    except InvalidRecord as exc:
+        doc["problem"] = f"unreadable binding: {exc}"
+        return exitcodes.BLOCKED, doc
+    doc["binding"] = _binding_doc(binding)
+    async with S3ObjectStore.open(_settings(binding.target, args.region)) as objects:
+        claim = await objects.get_object(claim_key(binding.target.root), max_bytes=CLAIM_MAX_BYTES)
+    view = await store.read_gc_view()
+    problem = check_binding(store.namespace, raw, view.cluster_id, binding.target, claim)
+    doc["claim_key"] = claim_key(binding.target.root)
+    doc["consistent"] = problem is None
+    if problem is not None:
+        doc["problem"] = problem
+    return (exitcodes.OK if problem is None else exitcodes.BLOCKED), doc
+
+
+def _binding_doc(binding: Binding) -> dict[str, Any]:
+    return {"target": binding.target.to_doc(), "describe": binding.target.describe(),
+            "binding_id": binding.binding_id, "etcd_cluster_id": binding.cluster_id,
+            "bound_at": binding.bound_at}  # fmt: skip
+
+
+def _write_text(doc: dict[str, Any]) -> None:
+    lines = [f"namespace {doc['namespace']}"]
+    if "binding" in doc:
+        binding = doc["binding"]
+        lines.append(f"  bound to   {binding['describe']}")
+        lines.append(f"  binding    {binding['binding_id']} (etcd cluster "
+                     f"{binding['etcd_cluster_id']})")  # fmt: skip
+    if "changed" in doc:
+        lines.append("  bound now" if doc["changed"] else "  already bound: nothing changed")
+    if "replaced" in doc:
+        lines.append(f"  replaced   {doc['replaced']['describe']}")
+    if "claim_key" in doc:
+        lines.append(f"  claim      {doc['claim_key']}: "
+                     f"{'matches' if doc['consistent'] else 'DOES NOT MATCH'}")  # fmt: skip
+    if "problem" in doc:
+        lines.append(f"  refused:   {doc['problem']}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Bind or show; see the module docstring."""
+    resolve(args, OPTIONS)
+    configure_logging(args.log_level)
+    settings = EtcdSettings.from_args(args)
+    kv = await open_kv(settings)
+    try:
+        store = WatermarkStore(kv, settings.namespace)
+        try:
+            action = _bind if args.action == "bind" else _show
+            code, doc = await action(args, store)
+        except BindingConflict as exc:
+            code, doc = exitcodes.BLOCKED, {"namespace": store.namespace, "problem": str(exc)}
+    finally:
+        await kv.close()
+    if args.json:
+        write_json({"version": OUTPUT_VERSION, **doc})
+    else:
+        _write_text(doc)
+    if code == exitcodes.BLOCKED:
+        sys.stderr.write(f"gcd namespace {args.action}: refused: {doc['problem']}\n")
+    return code

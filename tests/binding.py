@@ -1,0 +1,40 @@
+"""Bind a test's namespace to its bucket and root, as an operator does once per cluster.
+
+Every sweeping command refuses to delete for an unbound namespace (`gcd.binding`), so
+tests that sweep with etcd bind first, through the same code `watermark namespace bind`
+runs:
+
+    bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from gcd.binding import BindOutcome, bind_namespace
+from gcd.layout import DEFAULT_ROOT
+from gcd.s3store import S3ObjectStore, S3Settings
+from watermark.binding import StorageTarget
+from watermark.etcd_config import EtcdSettings, open_kv
+from watermark.store import WatermarkStore
+
+
+async def bind(
+    etcd_endpoint: str, namespace: str, endpoint_url: str, bucket: str, root: str = DEFAULT_ROOT
+) -> BindOutcome:
+    """Bind `namespace` to s3://bucket/root at `endpoint_url`."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd_endpoint,), namespace=namespace))
+    target = StorageTarget(bucket, root, endpoint_url)
+    settings = S3Settings(bucket=bucket, endpoint_url=endpoint_url, region="us-east-1")
+    try:
+        async with S3ObjectStore.open(settings) as objects:
+            return await bind_namespace(WatermarkStore(kv, namespace), objects, target)
+    finally:
+        await kv.close()
+
+
+def bind_sync(
+    etcd_endpoint: str, namespace: str, endpoint_url: str, bucket: str, root: str = DEFAULT_ROOT
+) -> BindOutcome:
+    """`bind` for sync tests and fixtures."""
+    return asyncio.run(bind(etcd_endpoint, namespace, endpoint_url, bucket, root))
