@@ -36,6 +36,7 @@ from typing import Any
 
 import structlog
 
+from watermark.contract import expand_partitions
 from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.guard import DEFAULT_HOLD_TTL_S
@@ -110,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--partitions", default=_env("L0GC_PARTITIONS", ""), metavar="P1,P2",
-        help="comma-separated partitions to adopt at start (env L0GC_PARTITIONS)",
+        help="comma-separated partitions to adopt at start; a last segment LO-HI is a "
+        "range: orders/0-63 = orders/0 ... orders/63 (env L0GC_PARTITIONS)",
     )
     serve.add_argument(
         "--register", action="store_true",
@@ -237,7 +239,7 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    partitions = [p.strip() for p in args.partitions.split(",") if p.strip()]
+    partitions = expand_partitions(args.partitions)  # "orders/0-63" is 64 partitions
     metrics = WatermarkMetrics()
     publisher = Publisher(
         store,
@@ -364,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     default_level = "info" if args.command == "serve" else "warning"
     _configure_logging(args.log_level or _env("L0GC_LOG_LEVEL", default_level))
     try:
-        settings = EtcdSettings.from_args(args)
+        settings = EtcdSettings.from_args(args, required=args.command == "serve")
         result = asyncio.run(_run(args, settings))
     except (L0gcError, KeyboardInterrupt) as exc:
         code = _exit_code(exc)

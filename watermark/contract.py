@@ -6,6 +6,10 @@ another language must follow to publish (see docs/integration.md for the key lay
 - Namespaces start with '/' and do not end with '/' (keys are `{ns}/...`).
 - Partition names are 1-200 printable ASCII characters without whitespace; '/' is
   allowed (`orders/0`), so a partition's key is `{ns}/partitions/orders/0`.
+- A partition list in configuration (`watermark serve --partitions`, the chart's
+  `publisher.config.partitions`) is comma-separated, and an entry whose last segment is
+  a range `LO-HI` stands for every number in it: `orders/0-3` is `orders/0` ...
+  `orders/3` (`expand_partitions`).
 - A publication replaces the stored record only when it comes from the current owner
   (same `owner` and `owner_epoch`) and does not lower M(p) (`decide_publication`).
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +27,14 @@ from watermark.errors import ConfigError, InvalidJson
 from watermark.record import PartitionRecord
 
 __all__ = [
+    "MAX_EXPANDED_PARTITIONS",
     "MAX_PARTITION_NAME",
     "PUBLISH_BATCH",
     "Publication",
     "PublishOutcome",
     "PublishStatus",
     "decide_publication",
+    "expand_partitions",
     "pause_at",
     "pause_marker",
     "pause_reason",
@@ -40,6 +47,8 @@ MAX_PAUSE_MARKER_BYTES = 64 * 1024
 """A larger pause marker is not read (it still pauses: any marker means paused)."""
 LATEST_PAUSE_AT = 253402300799.0
 """9999-12-31T23:59:59Z: a pause marker's "at" above it (or below 0) is shown as unknown."""
+MAX_EXPANDED_PARTITIONS = 100_000
+"""Most partitions one partition list may name (a typo like `0-9999999` is refused)."""
 PUBLISH_BATCH = 100
 """Records per publish transaction (etcd allows 128 compares and 128 ops by default)."""
 
@@ -56,6 +65,69 @@ def validate_partition(partition: str) -> str:
             "printable ASCII characters without whitespace ('/' is allowed)"
         )
     return partition
+
+
+_RANGE = re.compile(r"(?P<prefix>(?:.*/)?)(?P<low>[0-9]+)-(?P<high>[0-9]+)")
+
+
+def _expand_entry(entry: str) -> list[str]:
+    """One list entry: a name, or `PREFIX/LO-HI` (or `LO-HI`) for a range of names."""
+    match = _RANGE.fullmatch(entry)
+    if match is None:
+        return [validate_partition(entry)]
+    prefix, low_text, high_text = match.group("prefix", "low", "high")
+    low, high = int(low_text), int(high_text)
+    # A range like 00-63 keeps its zero padding (00, 01, ... 63); 0-63 has none.
+    width = len(low_text) if low_text.startswith("0") and len(low_text) > 1 else 0
+    if width and len(high_text) != width:
+        raise ConfigError(
+            f"partition range {entry!r}: zero-padded bounds must have the same width "
+            f"(e.g. {prefix}{'0' * width}-{'9' * width})"
+        )
+    if low > high:
+        raise ConfigError(
+            f"partition range {entry!r} is empty: {low} > {high}; write it low-high, "
+            f"e.g. {prefix}{high_text}-{low_text}"
+        )
+    if high - low + 1 > MAX_EXPANDED_PARTITIONS:
+        raise ConfigError(
+            f"partition range {entry!r} names {high - low + 1} partitions, more than "
+            f"{MAX_EXPANDED_PARTITIONS}; check the bounds"
+        )
+    return [validate_partition(f"{prefix}{n:0{width}d}") for n in range(low, high + 1)]
+
+
+def expand_partitions(spec: str) -> list[str]:
+    """The partition names of a comma-separated list with ranges, in order.
+
+    `"orders/0-2,audit"` -> `["orders/0", "orders/1", "orders/2", "audit"]`; `"0-63"` is
+    the 64 partitions `0` ... `63`; `"p/00-15"` keeps the padding (`p/00` ... `p/15`).
+    A range is an entry whose last '/'-segment is `LO-HI` (decimal, LO <= HI), so a
+    partition literally named like a range cannot be listed. Whitespace around entries
+    and empty entries are ignored. ConfigError names the entry when a name is not valid
+    (`validate_partition`), a range is empty or too large, or a partition is listed
+    twice, and the list may name at most `MAX_EXPANDED_PARTITIONS` partitions.
+    """
+    names: list[str] = []
+    seen: set[str] = set()
+    for raw in spec.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        for name in _expand_entry(entry):
+            if name in seen:
+                raise ConfigError(
+                    f"partition {name!r} is listed twice (entry {entry!r}); list each "
+                    "partition once"
+                )
+            seen.add(name)
+            names.append(name)
+        if len(names) > MAX_EXPANDED_PARTITIONS:
+            raise ConfigError(
+                f"the partition list names more than {MAX_EXPANDED_PARTITIONS} partitions; "
+                "split them between publishers"
+            )
+    return names
 
 
 def validate_namespace(namespace: str) -> str:

@@ -5,6 +5,7 @@ mirrored by an environment variable (the flag wins). `EtcdSettings.from_args(ns)
 validates them into a frozen `EtcdSettings`; `open_kv(settings)` opens the client.
 
     --etcd                 L0GC_ETCD            comma-separated host:port or http(s)://host:port
+                                                (required by services, `from_args(required=True)`)
     --namespace            L0GC_NAMESPACE       key prefix, e.g. /l0gc/prod-eu (no trailing /)
     --etcd-ca-file         L0GC_ETCD_CA_FILE    PEM CA bundle that signed etcd's server cert
     --etcd-cert-file       L0GC_ETCD_CERT_FILE  PEM client certificate (with --etcd-key-file)
@@ -34,6 +35,7 @@ __all__ = [
     "DEFAULT_ENDPOINT",
     "DEFAULT_NAMESPACE",
     "DEFAULT_TIMEOUT_S",
+    "NO_ENDPOINT",
     "EtcdSettings",
     "add_etcd_arguments",
     "open_kv",
@@ -44,6 +46,10 @@ DEFAULT_ENDPOINT = "127.0.0.1:2379"
 DEFAULT_NAMESPACE = "/l0gc/default"
 DEFAULT_TIMEOUT_S = 5.0
 _ENDPOINT_FORM = "host:port, http://host:port or https://host:port (comma-separated)"
+NO_ENDPOINT = (
+    "no etcd endpoint given: pass --etcd HOST:PORT[,HOST:PORT...] or set L0GC_ETCD "
+    f"(a service does not fall back to {DEFAULT_ENDPOINT})"
+)
 
 
 def _parse_endpoint(item: str) -> tuple[str, str | None]:
@@ -137,15 +143,26 @@ class EtcdSettings:
 
     @classmethod
     def from_args(
-        cls, ns: argparse.Namespace, environ: Mapping[str, str] | None = None
+        cls,
+        ns: argparse.Namespace,
+        environ: Mapping[str, str] | None = None,
+        *,
+        required: bool = False,
     ) -> EtcdSettings:
-        """Settings from `add_etcd_arguments` options, falling back to L0GC_* variables."""
+        """Settings from `add_etcd_arguments` options, falling back to L0GC_* variables.
+
+        With `required` (services: `gcd daemon`, `gcd sweep`, `watermark serve`) an
+        endpoint must be given by --etcd or L0GC_ETCD: ConfigError instead of the
+        loopback default, which in a cluster would only hang on connecting.
+        """
         env = os.environ if environ is None else environ
 
         def pick(flag: str, var: str) -> str | None:
             value = getattr(ns, flag, None)
             return value if value is not None else env.get(var) or None
 
+        if required and pick("etcd", "L0GC_ETCD") is None:
+            raise ConfigError(NO_ENDPOINT)
         endpoint_text = _or_default(pick("etcd", "L0GC_ETCD"), DEFAULT_ENDPOINT)
         endpoints, https = parse_endpoints(endpoint_text)
         explicit_http = "http://" in endpoint_text.lower()
@@ -219,8 +236,9 @@ def add_etcd_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--etcd",
         metavar="ENDPOINTS",
-        help=f"etcd endpoints: {_ENDPOINT_FORM}; tried in order "
-        f"(env L0GC_ETCD; default {DEFAULT_ENDPOINT})",
+        help=f"etcd endpoints: {_ENDPOINT_FORM}; tried in order (env L0GC_ETCD; "
+        "required by watermark serve, and by gcd daemon and gcd sweep unless --safe-epoch "
+        f"is given; other commands default to {DEFAULT_ENDPOINT})",
     )
     group.add_argument(
         "--namespace",

@@ -211,6 +211,9 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
     Option("--plan-out", text, None, "write the keys selected for deletion as JSON lines "
            "(key, epoch, size, last_modified)", "FILE"),
     Option("--json", boolean, False, "print the round summary as JSON on stdout", switch=True),
+    Option("--paused-ok", boolean, False, "exit 0, not 3, when GC is paused (`gcd pause`); "
+           "every other block still exits 3 (for scheduled runs: a pause is no failure)",
+           switch=True),
 )  # fmt: skip
 _TABLES = (S3_OPTIONS, LAYOUT_OPTIONS, ROUND_OPTIONS, DAEMON_OPTIONS, SWEEP_OPTIONS)
 # Keys of the Spark commands (gcd/cli/spark.py, kept there so `gcd sweep` never imports

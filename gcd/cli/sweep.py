@@ -7,7 +7,8 @@ Reads M from etcd (or takes `--safe-epoch`, still checked against the cluster ep
 when etcd is configured), lists the shard's prefixes and deletes what `decide` allows.
 Shows a progress line on a TTY, structured logs otherwise; `--json` prints the round
 summary on stdout. Exit: 0 ok, 1 some deletes failed, 2 usage/config error, 3 blocked
-(undefined M, regression, M above the cluster epoch, paused, etcd unreachable), 130
+(undefined M, regression, M above the cluster epoch, paused unless --paused-ok, etcd
+unreachable), 130
 stopped by SIGTERM/Ctrl-C (requests in flight finish; the rest waits for the next run).
 
 `add_round_arguments` and `round_setup` are shared with `gcd daemon`.
@@ -116,7 +117,10 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         max_pool_connections=args.concurrency + args.list_concurrency + 4,
     )
     etcd_given = args.etcd is not None or bool(env.get("L0GC_ETCD"))
-    etcd = EtcdSettings.from_args(args, env) if etcd_given or args.safe_epoch is None else None
+    # Without --safe-epoch, M comes from etcd: no endpoint at all is a usage error (exit 2),
+    # not a silent wait on 127.0.0.1:2379.
+    needs_etcd = etcd_given or args.safe_epoch is None
+    etcd = EtcdSettings.from_args(args, env, required=True) if needs_etcd else None
     return RoundSetup(config, s3, etcd, args.safe_epoch)
 
 
@@ -152,8 +156,10 @@ async def watermark_source(
         await kv.close()
 
 
-def exit_code(summary: RoundSummary) -> int:
-    """0 ok, 1 some deletes failed, 3 blocked or paused."""
+def exit_code(summary: RoundSummary, *, paused_ok: bool = False) -> int:
+    """0 ok, 1 some deletes failed, 3 blocked or paused (0 when paused with `paused_ok`)."""
+    if paused_ok and summary.outcome == "paused":
+        return exitcodes.OK
     if summary.blocked_reason is not None:
         return exitcodes.BLOCKED
     return exitcodes.PARTIAL_FAILURE if summary.errors else exitcodes.OK
@@ -186,4 +192,4 @@ async def run(args: argparse.Namespace) -> int:
         write_json(result.summary.to_dict())
     if sweeper.stop.is_set():
         return exitcodes.INTERRUPTED  # SIGTERM: requests in flight finished, the rest is left
-    return exit_code(result.summary)
+    return exit_code(result.summary, paused_ok=args.paused_ok)
