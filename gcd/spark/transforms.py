@@ -22,6 +22,7 @@ from typing import Any
 
 from gcd.decision import Verdict, decide
 from gcd.layout import KeyLayout
+from watermark.binding import claim_key
 
 __all__ = [
     "CLASSIFIED_SCHEMA",
@@ -184,6 +185,7 @@ def classify(
         action = F.when(verdict == each.value, Action.for_verdict(each).value).otherwise(action)
     return (
         df.select("key", "size", "last_modified_s")
+        .where(F.col("key") != F.lit(claim_key(spec.root)))  # the binding, not an L0 object
         .withColumn("decided", decide_udf("key", "last_modified_s"))
         .select("key", "size", "last_modified_s", "decided.prefix", "decided.epoch",
                 "decided.verdict")

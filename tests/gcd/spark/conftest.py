@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from gcd.local_servers import LocalS3
+from tests.binding import bind
 from watermark.etcd_kv import EtcdKV
 from watermark.store import WatermarkStore
 
@@ -192,10 +193,14 @@ async def publish_safe_epoch(store: WatermarkStore, safe_epoch: int, cluster_epo
 
 
 @pytest.fixture
-def set_safe_epoch(watermark_store: WatermarkStore) -> Callable[[int, int], Any]:
-    """Async helper: publish M and the cluster epoch to this test's namespace."""
+def set_safe_epoch(
+    watermark_store: WatermarkStore, etcd_server: Any, namespace: str, s3_server: Any, bucket: str
+) -> Callable[[int, int], Any]:
+    """Async helper: publish M and the cluster epoch to this test's namespace, bound to
+    this test's bucket as an operator binds it."""
 
     async def apply(safe_epoch: int, cluster_epoch: int) -> None:
         await publish_safe_epoch(watermark_store, safe_epoch, cluster_epoch)
+        await bind(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
 
     return apply
