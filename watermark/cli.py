@@ -30,17 +30,26 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
 
+from watermark.auth import Exposure, TokenFile, TokenSet, check_exposure
 from watermark.contract import expand_partitions
 from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.guard import DEFAULT_HOLD_TTL_S
-from watermark.http_api import ApiServer, create_app
+from watermark.http_api import create_app
+from watermark.http_server import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    ApiServer,
+    HttpLimits,
+    server_ssl_context,
+)
 from watermark.kv import KV
 from watermark.metrics import WatermarkMetrics
 from watermark.publisher import DEFAULT_FENCE_TIMEOUT_S, Publisher
@@ -78,6 +87,23 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _env_flag(name: str) -> bool:
+    """A boolean variable: 1/true/yes/on or 0/false/no/off/empty; anything else is an error."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {value!r}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     common = argparse.ArgumentParser(add_help=False)
@@ -97,12 +123,50 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", parents=[common], help="run the publisher service (HTTP API, epoch ticker)"
     )
     serve.add_argument(
-        "--http-host", default=_env("L0GC_HTTP_HOST", "0.0.0.0"),  # noqa: S104 - a service
-        help="address to listen on (env L0GC_HTTP_HOST; default 0.0.0.0)",
+        "--http-host", default=_env("L0GC_HTTP_HOST", "127.0.0.1"),
+        help="address to listen on (env L0GC_HTTP_HOST; default 127.0.0.1); any other than "
+        "loopback needs --auth-token-file or --tls-client-ca-file, or --insecure-no-auth",
     )
     serve.add_argument(
         "--http-port", type=int, default=_env("L0GC_HTTP_PORT", "8080"),
         help="port to listen on, 0 = any free port (env L0GC_HTTP_PORT; default 8080)",
+    )
+    serve.add_argument(
+        "--auth-token-file", default=_env("L0GC_AUTH_TOKEN_FILE", "") or None, metavar="PATH",
+        help="bearer tokens callers must present, one per line as ROLE:TOKEN (role writer, "
+        "reconciler or admin) or a bare TOKEN (admin); re-read on SIGHUP "
+        "(env L0GC_AUTH_TOKEN_FILE)",
+    )
+    serve.add_argument(
+        "--tls-cert-file", default=_env("L0GC_TLS_CERT_FILE", "") or None, metavar="PATH",
+        help="serve HTTPS with this PEM certificate chain (env L0GC_TLS_CERT_FILE)",
+    )
+    serve.add_argument(
+        "--tls-key-file", default=_env("L0GC_TLS_KEY_FILE", "") or None, metavar="PATH",
+        help="the PEM private key of --tls-cert-file (env L0GC_TLS_KEY_FILE)",
+    )
+    serve.add_argument(
+        "--tls-client-ca-file", default=_env("L0GC_TLS_CLIENT_CA_FILE", "") or None,
+        metavar="PATH", help="require client certificates signed by this PEM CA (mutual TLS); "
+        "without --auth-token-file every verified client is admin (env L0GC_TLS_CLIENT_CA_FILE)",
+    )
+    serve.add_argument(
+        "--insecure-no-auth", action="store_true", default=None,
+        help="allow a non-loopback --http-host without any authentication: anyone who "
+        "reaches the port can get live objects deleted (env L0GC_INSECURE_NO_AUTH=1)",
+    )
+    serve.add_argument(
+        "--max-connections", type=_at_least_one,
+        default=_env("L0GC_MAX_CONNECTIONS", str(DEFAULT_MAX_CONNECTIONS)), metavar="N",
+        help="connections beyond N open at once are answered 503 and closed "
+        f"(env L0GC_MAX_CONNECTIONS; default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--http-read-timeout", type=_positive,
+        default=_env("L0GC_HTTP_READ_TIMEOUT", f"{DEFAULT_READ_TIMEOUT_S:g}"), metavar="S",
+        help="seconds a client may take to send a request's head, and again its body; also "
+        "the idle keep-alive time (env L0GC_HTTP_READ_TIMEOUT; default "
+        f"{DEFAULT_READ_TIMEOUT_S:g})",
     )
     serve.add_argument(
         "--owner-id", default=_env("L0GC_OWNER_ID", f"{socket.gethostname()}-{os.getpid()}"),
@@ -234,11 +298,90 @@ async def _show(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict
     return _record(record)
 
 
+class ServeHttp:
+    """How `serve` exposes its HTTP API: tokens, TLS, limits, and who can reach it.
+
+    Built from the flags before anything else (`from_args` raises ConfigError, exit 2);
+    `reload_tokens` is the SIGHUP handler.
+    """
+
+    def __init__(
+        self,
+        token_file: TokenFile | None,
+        ssl_context: ssl.SSLContext | None,
+        limits: HttpLimits,
+        exposure: Exposure,
+    ) -> None:
+        self.token_file = token_file
+        self.ssl_context = ssl_context
+        self.limits = limits
+        self.exposure = exposure
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ServeHttp:
+        """Read and check the token file and TLS files; refuse an unauthenticated exposure."""
+        insecure = bool(args.insecure_no_auth) or _env_flag("L0GC_INSECURE_NO_AUTH")
+        ssl_context = server_ssl_context(
+            args.tls_cert_file, args.tls_key_file, args.tls_client_ca_file
+        )
+        token_file = None if args.auth_token_file is None else TokenFile(args.auth_token_file)
+        authenticated = token_file is not None or args.tls_client_ca_file is not None
+        exposure = check_exposure(args.http_host, authenticated=authenticated, insecure=insecure)
+        limits = HttpLimits(
+            max_connections=args.max_connections, read_timeout_s=args.http_read_timeout
+        )
+        return cls(token_file, ssl_context, limits, exposure)
+
+    def tokens(self) -> TokenSet | None:
+        """The tokens callers must present now (None: none asked)."""
+        return None if self.token_file is None else self.token_file.tokens
+
+    def reload_tokens(self) -> None:
+        """SIGHUP: re-read the token file; if it is bad, keep the tokens and log why."""
+        if self.token_file is None:
+            _log.info("watermark.auth_reload_skipped", reason="no --auth-token-file")
+            return
+        try:
+            tokens = self.token_file.reload()
+        except ConfigError as exc:
+            _log.error("watermark.auth_reload_failed", error=str(exc), kept=repr(self.tokens()))
+            return
+        _log.info("watermark.auth_reloaded", tokens=repr(tokens))
+
+    def log_exposure(self, host: str, port: int) -> None:
+        """Say at start who can call the API; loudly if anyone can."""
+        if self.exposure is Exposure.INSECURE:
+            _log.warning(
+                "watermark.http_insecure_no_auth",
+                host=host,
+                port=port,
+                message="--insecure-no-auth: anyone who reaches this port can raise watermarks "
+                "and get live objects deleted; give --auth-token-file or --tls-client-ca-file",
+            )
+            return
+        context = self.ssl_context
+        client_ca = context is not None and context.verify_mode == ssl.CERT_REQUIRED
+        _log.info(
+            "watermark.http_access",
+            exposure=self.exposure.value,
+            tokens=repr(self.tokens()),
+            client_certificates=client_ca,
+        )
+
+
 async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+    http: ServeHttp = args.http
     stopping = asyncio.Event()
+    stopped_by: list[int] = []
     loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        stopped_by.append(signum)
+        stopping.set()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
+        loop.add_signal_handler(signum, stop, signum)
+    loop.add_signal_handler(signal.SIGHUP, http.reload_tokens)
     partitions = expand_partitions(args.partitions)  # "orders/0-63" is 64 partitions
     metrics = WatermarkMetrics()
     publisher = Publisher(
@@ -255,10 +398,15 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         if args.register:
             await store.register_partition(name)
         await publisher.adopt(name)
-    server = ApiServer(
-        create_app(publisher, ready=lambda: publisher.published_once and not stopping.is_set())
+    app = create_app(
+        publisher,
+        ready=lambda: publisher.published_once and not stopping.is_set(),
+        tokens=http.tokens,
+        limits=http.limits,
     )
+    server = ApiServer(app, ssl_context=http.ssl_context, metrics=metrics)
     port = await server.start(args.http_host, args.http_port)
+    http.log_exposure(args.http_host, port)
     publisher_stop, ticker_stop = asyncio.Event(), asyncio.Event()
     tasks = [asyncio.create_task(publisher.run(publisher_stop), name="publisher")]
     if args.tick_interval > 0:
@@ -285,6 +433,8 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         if isinstance(outcome, BaseException) or task in done:
             _log.error("watermark.task_failed", task=task.get_name(), error=repr(outcome))
             raise L0gcError(f"the {task.get_name()} task failed ({outcome!r}); see the logs")
+    if signal.SIGINT in stopped_by[:1]:
+        raise KeyboardInterrupt  # Ctrl-C: the same clean stop, then exit 130
     return {"stopped": True, "owner": args.owner_id, "partitions": publisher.partitions}
 
 
@@ -301,6 +451,8 @@ _COMMANDS: dict[tuple[str, str | None], Command] = {
 
 async def _run(args: argparse.Namespace, settings: EtcdSettings) -> dict[str, Any]:
     command = _COMMANDS[(args.command, getattr(args, "action", None))]
+    if args.command == "serve":
+        args.http = ServeHttp.from_args(args)  # a bad token file or TLS file: before etcd
     kv = await open_kv(settings)
     try:
         return await command(args, WatermarkStore(kv, settings.namespace), kv)

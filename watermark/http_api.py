@@ -1,22 +1,43 @@
 """The publisher's JSON API over HTTP, for writers that are not in Python (aiohttp).
 
-Routes (every body and answer is JSON; errors are ``{"error": CODE, "message": ...}``):
+Routes (every body and answer is JSON; errors are ``{"error": CODE, "message": ...}``),
+with the role each needs when the service has a token file (`watermark.auth`):
 
-    POST /v1/partitions/{partition}/fence       {"epoch": N, "timeout_s": 5}
+    POST /v1/partitions/{partition}/fence       {"epoch": N, "timeout_s": 5}     writer
          200 {"token", "partition", "epoch", "window": [a, b], "slid",
               "deadline" (unix seconds), "expires_in_s"}
-         409 stale_epoch {"window": [a, b], "floor"}   404 not_hosted
-         503 fence_timeout | guard_closed
+         409 stale_epoch {"window": [a, b], "floor"}
+         409 epoch_ahead {"cluster_epoch"}   404 not_hosted
+         503 fence_timeout | guard_closed | etcd_unavailable
     POST /v1/fences/{token}/commit              {"offset": N}   -> 200 partition state
          404 unknown_fence   410 fence_expired   409 illegal_offset | fencing_violation
+                                                                                 writer
     POST /v1/fences/{token}/abort                               -> 200 {"aborted": bool}
+                                                                                 writer
     POST /v1/partitions/{partition}/reconciled  {"offset": N}   -> 200 partition state
+                                                                             reconciler
     POST /v1/partitions/{partition}/adopt       {"log_end_offset": N | -1 | null}
                                                                 -> 200 partition state
-         404 not_registered   409 illegal_offset   503 etcd_unavailable
+         404 not_registered   409 illegal_offset   503 etcd_unavailable         admin
     GET  /v1/partitions/{partition}                             -> 200 partition state
     GET  /v1/partitions                   -> 200 {"version", "owner", "partitions": [...]}
+                                                                               any role
     GET  /metrics (Prometheus text)   GET /healthz   GET /readyz (503 until ready)
+                                                                      open to everyone
+
+Every request but the open three: 401 unauthorized (with ``WWW-Authenticate: Bearer``)
+without ``Authorization: Bearer TOKEN`` or with an unknown token, 403 forbidden if the
+token's role may not use the route (admin may use every route). Without a token file
+(loopback, mutual TLS only, or --insecure-no-auth) nothing is asked. Tokens are never
+logged or echoed.
+
+Bodies (`_body`): at most `HttpLimits.max_body_bytes` (413 body_too_large), read within
+`HttpLimits.read_timeout_s` (408 request_timeout, connection closed), strict JSON
+(`watermark.strictjson`: bounded nesting, no duplicate keys, no NaN/Infinity) holding
+one object with only the route's fields; integers must be JSON integers (``1.0`` is
+not) in [0, 2**63 - 1]. Anything else is 400 bad_request. An unexpected exception in a
+handler is a JSON 500 ``internal_error`` without details; the traceback goes to the
+log. Connection limits and the request-head timeout: `watermark.http_server`.
 
 Partition names may contain '/' (``orders/0``). Routes take the name either raw
 (``/v1/partitions/orders/0/fence``) or percent-encoded (``/v1/partitions/orders%2F0/
@@ -29,53 +50,67 @@ entry to the partition log, ``commit`` the token with the entry's offset (or
 ``abort``). A token is a bearer credential for one fence. Its ``deadline`` is when a
 waiting window slide may reclaim it; a reclaimed token's commit answers 410 (or 404
 once the service has forgotten it) and the entry must not be committed. On 409
-stale_epoch re-read the cluster epoch and re-upload. A partition leader that takes
-over a partition calls ``adopt`` with the offset of its log's last entry (-1 when the
-log is empty): entries the previous owner applied but never published then hold the
-watermark until the reconciler has passed them. Without it (null, or the partitions
-`watermark serve --partitions` adopts at start) the partition gets no idle advance
-until its first commit. One place, `_ERRORS`, maps
-exceptions to statuses.
+stale_epoch or epoch_ahead re-read the cluster epoch and re-upload. A partition leader
+that takes over a partition calls ``adopt`` with the offset of its log's last entry
+(-1 when the log is empty): entries the previous owner applied but never published
+then hold the watermark until the reconciler has passed them. Without it (null, or the
+partitions `watermark serve --partitions` adopts at start) the partition gets no idle
+advance until its first commit. One place, `_ERRORS`, maps exceptions to statuses.
 """
 
 from __future__ import annotations
 
+import asyncio
+import reprlib
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 
+from watermark import strictjson
+from watermark.auth import Access, TokenSet, allows, bearer_token, roles_allowed
 from watermark.errors import (
     ConfigError,
+    EpochAhead,
     EtcdUnavailable,
     FenceExpired,
     FenceTimeout,
     FencingViolation,
     GuardClosed,
     IllegalTransition,
+    InvalidJson,
     L0gcError,
     PartitionNotHosted,
     PartitionNotRegistered,
     StaleEpoch,
 )
 from watermark.guard import FenceToken
-from watermark.metrics import CONTENT_TYPE_LATEST
+from watermark.http_server import HTTP_LIMITS, HttpLimits
+from watermark.metrics import CONTENT_TYPE_LATEST, HttpRefusal
 from watermark.publisher import Publisher
 from watermark.record import RECORD_VERSION
 
-__all__ = ["ApiServer", "create_app"]
+__all__ = ["MAX_FIELD_VALUE", "BadRequest", "FenceTable", "UnknownFence", "create_app"]
 
 MAX_FENCE_TIMEOUT_S = 300.0
+MAX_FIELD_VALUE = 2**63 - 1
+"""The largest epoch or offset a request may carry (a signed 64-bit integer)."""
+MAX_BODY_DEPTH = 4
 _PUBLISHER: web.AppKey[Publisher] = web.AppKey("publisher", Publisher)
 _FENCES: web.AppKey[FenceTable] = web.AppKey("fences")
 _READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")
+_TOKENS: web.AppKey[Callable[[], TokenSet | None]] = web.AppKey("tokens")
 _log = structlog.get_logger("watermark.http")
+_short = reprlib.Repr()  # a hostile value must not flood a message
+_short.maxstring = _short.maxother = _short.maxlong = 40
 
 # Most specific first: PartitionNotRegistered is a ConfigError.
 _ERRORS: tuple[tuple[type[L0gcError], int, str], ...] = (
     (StaleEpoch, 409, "stale_epoch"),
+    (EpochAhead, 409, "epoch_ahead"),
     (PartitionNotHosted, 404, "not_hosted"),
     (PartitionNotRegistered, 404, "not_registered"),
     (FenceTimeout, 503, "fence_timeout"),
@@ -91,8 +126,29 @@ _ERRORS: tuple[tuple[type[L0gcError], int, str], ...] = (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class BadRequest(Exception):
+class HttpProblem(Exception):
+    """A request the API refuses before any route logic: `status`, `code`, `reason`."""
+
+    status = 400
+    code = "bad_request"
+    reason = HttpRefusal.BAD_REQUEST
+    close = False
+
+
+class BadRequest(HttpProblem):
     """The request body is not what the route takes; answered with 400."""
+
+
+class BodyTooLarge(HttpProblem):
+    """The body is larger than the limit; answered with 413 and the connection closed."""
+
+    status, code, reason, close = 413, "body_too_large", HttpRefusal.BODY_TOO_LARGE, True
+
+
+class BodyTimeout(HttpProblem):
+    """The body did not arrive in time; answered with 408 and the connection closed."""
+
+    status, code, reason, close = 408, "request_timeout", HttpRefusal.READ_TIMEOUT, True
 
 
 class UnknownFence(Exception):
@@ -105,10 +161,15 @@ def _error(status: int, code: str, message: str, **extra: Any) -> web.Response:
 
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure becomes a JSON answer; nothing but the log sees a traceback."""
     try:
         return await handler(request)
-    except BadRequest as exc:
-        return _error(400, "bad_request", str(exc))
+    except HttpProblem as exc:
+        _publisher(request).metrics.http_refused(exc.reason)
+        response = _error(exc.status, exc.code, str(exc))
+        if exc.close:
+            response.force_close()
+        return response
     except UnknownFence:
         return _error(
             404,
@@ -123,36 +184,142 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             extra["window"] = list(exc.window)
         if isinstance(exc, StaleEpoch):
             extra["floor"] = exc.floor
+        if isinstance(exc, EpochAhead):
+            extra["cluster_epoch"] = exc.cluster_epoch
         if status >= 500:
-            _log.warning("watermark.http_error", path=request.path, code=code, error=str(exc))
+            _log.warning("watermark.http_error", route=_route(request), code=code, error=str(exc))
         return _error(status, code, str(exc), **extra)
+    except web.HTTPException as exc:  # the router's 404 and 405
+        if exc.status < 400:
+            raise
+        response = _error(exc.status, exc.reason.lower().replace(" ", "_"), exc.reason)
+        if hdrs.ALLOW in exc.headers:
+            response.headers[hdrs.ALLOW] = exc.headers[hdrs.ALLOW]
+        return response
+    except ConnectionError:
+        raise  # the client went away: aiohttp drops the connection quietly
+    except Exception as exc:  # noqa: BLE001 - the one place a handler's bug becomes a 500
+        _log.error(
+            "watermark.http_internal_error",
+            route=_route(request),
+            method=request.method,
+            error=type(exc).__name__,
+            traceback=traceback.format_exc(),
+        )
+        return _error(
+            500,
+            "internal_error",
+            "the service failed to handle this request (its log has the details); retry, "
+            "and report it if it persists",
+        )
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+def _route(request: web.Request) -> str:
+    """The matched route's pattern: never the raw path, which may hold a fence token."""
+    resource = request.match_info.route.resource
+    return "-" if resource is None else resource.canonical
+
+
+@web.middleware
+async def _authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Require a bearer token whose role may use the route (see the module docstring)."""
+    tokens = request.app[_TOKENS]()
+    access = _ACCESS.get(request.match_info.handler, Access.READ)
+    if tokens is None or access is None:
+        return await handler(request)
+    presented = bearer_token(request.headers.get(hdrs.AUTHORIZATION))
+    role = None if presented is None else tokens.role_of(presented)
+    metrics = _publisher(request).metrics
+    if role is None:
+        metrics.http_refused(HttpRefusal.UNAUTHORIZED)
+        challenge = 'Bearer realm="l0gc"'
+        message = (
+            "no bearer token: send the header 'Authorization: Bearer TOKEN' with a token "
+            "from the service's token file"
+        )
+        if presented is not None:
+            challenge += ', error="invalid_token"'
+            message = (
+                "unknown bearer token: check it against the service's token file (the "
+                "service re-reads that file on SIGHUP)"
+            )
+        response = _error(401, "unauthorized", message)
+        response.headers[hdrs.WWW_AUTHENTICATE] = challenge
+        return response
+    if not allows(role, access):
+        metrics.http_refused(HttpRefusal.FORBIDDEN)
+        needed = " or ".join(r.value for r in roles_allowed(access))
+        response = _error(
+            403,
+            "forbidden",
+            f"a {role.value} token may not use {request.method} {_route(request)}: it needs "
+            f"a {needed} token",
+        )
+        response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="l0gc", error="insufficient_scope"'
+        return response
+    return await handler(request)
+
+
+async def _body(request: web.Request, *fields: str) -> dict[str, Any]:
+    """The request's JSON object, which may hold only `fields` (see the module docstring)."""
     if not request.can_read_body:
         return {}
+    limits = request.app[HTTP_LIMITS]
+    declared = request.content_length
+    if declared is not None and declared > limits.max_body_bytes:
+        raise BodyTooLarge(
+            f"request body of {declared} bytes is larger than the limit of "
+            f"{limits.max_body_bytes}; these routes take a small JSON object"
+        )
     try:
-        doc = await request.json()
-    except ValueError as exc:
-        raise BadRequest(f"request body is not JSON: {exc}") from exc
+        async with asyncio.timeout(limits.read_timeout_s):
+            raw = await request.read()
+    except TimeoutError:
+        raise BodyTimeout(
+            f"request body not received within {limits.read_timeout_s:g} s; send the whole "
+            "request at once"
+        ) from None
+    except web.HTTPRequestEntityTooLarge:
+        raise BodyTooLarge(
+            f"request body is larger than the limit of {limits.max_body_bytes} bytes; these "
+            "routes take a small JSON object"
+        ) from None
+    try:
+        doc = strictjson.loads(
+            raw, what="request body", max_bytes=limits.max_body_bytes, max_depth=MAX_BODY_DEPTH
+        )
+    except InvalidJson as exc:
+        raise BadRequest(str(exc)) from None
     if not isinstance(doc, dict):
         raise BadRequest("request body must be a JSON object")
+    unknown = sorted(set(doc) - set(fields))
+    if unknown:
+        takes = ", ".join(fields) or "no fields"
+        raise BadRequest(
+            f"request body field {_short.repr(unknown[0])} is not taken by this route "
+            f"(it takes: {takes})"
+        )
     return doc
 
 
 def _int_field(doc: dict[str, Any], name: str) -> int:
     value = doc.get(name)
-    if type(value) is not int or value < 0:
-        raise BadRequest(f"field {name!r} must be an integer >= 0, got {value!r}")
+    if type(value) is not int or not 0 <= value <= MAX_FIELD_VALUE:
+        raise BadRequest(
+            f"field {name!r} must be a JSON integer in [0, {MAX_FIELD_VALUE}], got "
+            f"{_short.repr(value)}"
+        )
     return value
 
 
 def _timeout_field(doc: dict[str, Any], default: float) -> float:
     value = doc.get("timeout_s", default)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRequest(f"field 'timeout_s' must be a number of seconds, got {value!r}")
+        raise BadRequest(f"field 'timeout_s' must be a number of seconds, got {_short.repr(value)}")
     if not 0 < value <= MAX_FENCE_TIMEOUT_S:
-        raise BadRequest(f"field 'timeout_s' must be in (0, {MAX_FENCE_TIMEOUT_S:g}], got {value}")
+        raise BadRequest(
+            f"field 'timeout_s' must be in (0, {MAX_FENCE_TIMEOUT_S:g}], got {_short.repr(value)}"
+        )
     return float(value)
 
 
@@ -197,7 +364,7 @@ class FenceTable:
 async def fence(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/fence."""
     publisher = _publisher(request)
-    doc = await _body(request)
+    doc = await _body(request, "epoch", "timeout_s")
     epoch = _int_field(doc, "epoch")
     timeout_s = _timeout_field(doc, publisher.fence_timeout_s)
     token = await publisher.acquire(request.match_info["partition"], epoch, timeout_s)
@@ -224,7 +391,7 @@ async def commit(request: web.Request) -> web.Response:
     """POST /v1/fences/{token}/commit."""
     publisher = _publisher(request)
     token = _token(request)
-    offset = _int_field(await _body(request), "offset")
+    offset = _int_field(await _body(request, "offset"), "offset")
     try:
         publisher.commit(token, offset)
     except FenceExpired:
@@ -237,6 +404,7 @@ async def commit(request: web.Request) -> web.Response:
 async def abort(request: web.Request) -> web.Response:
     """POST /v1/fences/{token}/abort."""
     token = _token(request)
+    await _body(request)
     request.app[_FENCES].forget(token)
     return web.json_response({"aborted": _publisher(request).abort(token)})
 
@@ -245,18 +413,18 @@ async def reconciled(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/reconciled."""
     publisher = _publisher(request)
     partition = request.match_info["partition"]
-    publisher.reconciled(partition, _int_field(await _body(request), "offset"))
+    publisher.reconciled(partition, _int_field(await _body(request, "offset"), "offset"))
     return web.json_response(publisher.state(partition))
 
 
 async def adopt(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/adopt."""
-    doc = await _body(request)
+    doc = await _body(request, "log_end_offset")
     log_end = doc.get("log_end_offset")
-    if log_end is not None and (type(log_end) is not int or log_end < -1):
+    if log_end is not None and (type(log_end) is not int or not -1 <= log_end <= MAX_FIELD_VALUE):
         raise BadRequest(
             f"field 'log_end_offset' must be the offset of the log's last entry (>= 0), -1 "
-            f"for an empty log, or null if unknown; got {log_end!r}"
+            f"for an empty log, or null if unknown; got {_short.repr(log_end)}"
         )
     state = await _publisher(request).adopt(request.match_info["partition"], log_end_offset=log_end)
     return web.json_response(state)
@@ -297,12 +465,42 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response({"status": "not_ready"}, status=503)
 
 
-def create_app(publisher: Publisher, *, ready: Callable[[], bool] | None = None) -> web.Application:
-    """The aiohttp application for `publisher`; `ready` overrides the readiness check."""
-    app = web.Application(middlewares=[_errors])
+# What each route needs (None: open to everyone). A path no route matches needs READ,
+# so a caller without a token learns nothing from 404s.
+_ACCESS: dict[Callable[..., Any], Access | None] = {
+    fence: Access.WRITE,
+    commit: Access.WRITE,
+    abort: Access.WRITE,
+    reconciled: Access.RECONCILE,
+    adopt: Access.ADMIN,
+    show: Access.READ,
+    listing: Access.READ,
+    metrics: None,
+    healthz: None,
+    readyz: None,
+}
+
+
+def create_app(
+    publisher: Publisher,
+    *,
+    ready: Callable[[], bool] | None = None,
+    tokens: Callable[[], TokenSet | None] | None = None,
+    limits: HttpLimits | None = None,
+) -> web.Application:
+    """The aiohttp application for `publisher`.
+
+    `ready` overrides the readiness check; `tokens` returns the tokens callers must
+    present (called per request, so a reloaded token file takes effect at once; None:
+    no token is asked); `limits` bound the requests (see `watermark.http_server`).
+    """
+    limits = limits if limits is not None else HttpLimits()
+    app = web.Application(middlewares=[_errors, _authorize], client_max_size=limits.max_body_bytes)
     app[_PUBLISHER] = publisher
     app[_FENCES] = FenceTable(publisher)
     app[_READY] = ready if ready is not None else (lambda: publisher.published_once)
+    app[_TOKENS] = tokens if tokens is not None else (lambda: None)
+    app[HTTP_LIMITS] = limits
     partition = "/v1/partitions/{partition:.+}"
     app.router.add_post(f"{partition}/fence", fence)
     app.router.add_post(f"{partition}/reconciled", reconciled)
@@ -315,30 +513,3 @@ def create_app(publisher: Publisher, *, ready: Callable[[], bool] | None = None)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app
-
-
-class ApiServer:
-    """Runs an app on host:port; `start` returns the bound port (0 picks a free one)."""
-
-    def __init__(self, app: web.Application, *, shutdown_timeout_s: float = 5.0) -> None:
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s)
-        self.port: int | None = None
-
-    async def start(self, host: str, port: int) -> int:
-        """Listen on `host`:`port`; return the port actually bound."""
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise ConfigError(
-                f"cannot listen on {host}:{port}: {exc}; choose another --http-port or host"
-            ) from exc
-        self.port = int(self._runner.addresses[0][1])
-        _log.info("watermark.http_listening", host=host, port=self.port)
-        return self.port
-
-    async def stop(self) -> None:
-        """Stop accepting, let running requests finish (bounded), close."""
-        await self._runner.cleanup()

@@ -24,6 +24,8 @@ process (tests, `gcd demo`) never collide on the global default registry, and
 | ``l0gc_watermark_epoch_advances_total`` | counter | |
 | ``l0gc_watermark_idle_advances_total`` | counter | |
 | ``l0gc_watermark_ticker_leader`` | gauge | (1 while this process leads the epoch ticker) |
+| ``l0gc_watermark_http_refusals_total`` | counter | ``reason``: unauthorized, forbidden, |
+|  |  | too_many_connections, read_timeout, body_too_large, bad_request |
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ import enum
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-__all__ = ["CONTENT_TYPE_LATEST", "FenceResult", "PublishOutcome", "WatermarkMetrics"]
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "FenceResult",
+    "HttpRefusal",
+    "PublishOutcome",
+    "WatermarkMetrics",
+]
 
 
 class FenceResult(enum.Enum):
@@ -57,6 +65,23 @@ class PublishOutcome(enum.Enum):
     STALE_OWNER = "stale_owner"
     MISSING = "missing"
     ERROR = "error"
+
+
+class HttpRefusal(enum.Enum):
+    """Why the HTTP API refused a request or a connection (the ``reason`` label)."""
+
+    UNAUTHORIZED = "unauthorized"
+    """401: no bearer token, or one the service does not know."""
+    FORBIDDEN = "forbidden"
+    """403: the token's role may not use the route."""
+    TOO_MANY_CONNECTIONS = "too_many_connections"
+    """A connection closed at accept time: --max-connections were open."""
+    READ_TIMEOUT = "read_timeout"
+    """408: the body did not arrive within --http-read-timeout."""
+    BODY_TOO_LARGE = "body_too_large"
+    """413: the body was larger than the limit."""
+    BAD_REQUEST = "bad_request"
+    """400: the body is not strict JSON or not what the route takes."""
 
 
 class WatermarkMetrics:
@@ -138,6 +163,15 @@ class WatermarkMetrics:
             "1 while this process is the elected epoch ticker leader, else 0.",
             registry=reg,
         )
+        self.http_refusals = Counter(
+            "l0gc_watermark_http_refusals_total",
+            "Requests and connections the HTTP API refused, by reason (unauthorized, "
+            "forbidden, too_many_connections, read_timeout, body_too_large, bad_request).",
+            ["reason"],
+            registry=reg,
+        )
+        for refusal in HttpRefusal:
+            self.http_refusals.labels(reason=refusal.value)
         # Every labelled child is bound once here: `labels(...)` costs ~1.5 us a call
         # (kwargs, a lock, a dict lookup), which the fence fast path cannot afford.
         self._fence_children = {r: self.fences.labels(result=r.value) for r in FenceResult}
@@ -158,6 +192,10 @@ class WatermarkMetrics:
     def publish(self, outcome: PublishOutcome, count: int = 1) -> None:
         """Count `count` partition publishes that ended with `outcome`."""
         self._publish_children[outcome].inc(count)
+
+    def http_refused(self, reason: HttpRefusal) -> None:
+        """Count one request or connection the HTTP API refused for `reason`."""
+        self.http_refusals.labels(reason=reason.value).inc()
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format."""
