@@ -121,7 +121,7 @@ def compute_safe_epoch(view: GcView) -> SafeEpoch:
                 f"partition {name!r} publishes M(p) = {watermark}, at or above the cluster "
                 f"epoch {cluster_epoch}: no object of an epoch that is still being written "
                 "can be garbage, so its publisher is broken or the epoch key was rewound "
-                "(docs/operations.md#watermark-above-epoch)",
+                "(docs/operations.md#gc-blocked)",
                 name,
                 cluster_epoch,
             )
