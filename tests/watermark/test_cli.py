@@ -17,7 +17,7 @@ import pytest
 
 from gcd.local_servers import LocalEtcd, free_port
 from tests.waiting import wait_until
-from watermark.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from watermark.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
 
 pytestmark = pytest.mark.integration
 
@@ -167,6 +167,7 @@ async def test_serve_fences_over_http_and_publishes_on_sigterm(
         fence = f"{base}/v1/partitions/orders%2F0/fence"
         first = await post(http, fence, {"epoch": 1, "timeout_s": 5})
         await post(http, f"{base}/v1/fences/{first['token']}/commit", {"offset": 0})
+        json_of(watermark(env, "epoch", "advance", "--json"))  # a fence above it is refused
         second = await post(http, fence, {"epoch": 2, "timeout_s": 5})
         assert second["window"] == [1, 2]
         await post(http, f"{base}/v1/fences/{second['token']}/commit", {"offset": 1})
@@ -209,3 +210,88 @@ async def test_serve_with_ticker_advances_the_epoch_and_resigns(
     finally:
         code = await stop_by_pid(process, log)
     assert code == EXIT_OK, log.read_text()
+
+
+def test_serve_refuses_unsafe_http_settings_with_exit_2(tmp_path: Path) -> None:
+    """A non-loopback bind without auth, a malformed token file (named by line, never
+    echoing the token) and a missing TLS file stop `serve` before it starts (exit 2)."""
+    env = {**os.environ, "L0GC_ETCD": f"127.0.0.1:{free_port()}", "L0GC_NAMESPACE": "/l0gc/t"}
+    exposed = watermark(env, "serve", "--http-host", "0.0.0.0")  # refused before binding
+    assert exposed.returncode == EXIT_USAGE, exposed.stderr
+    assert "--auth-token-file" in exposed.stderr
+    assert "--insecure-no-auth" in exposed.stderr
+    secret = "s3cret-token-0123456789abcdef"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# callers\nwriter:{secret}\nboss:{secret}x\n")
+    bad_file = watermark(env, "serve", "--auth-token-file", str(tokens))
+    assert bad_file.returncode == EXIT_USAGE, bad_file.stderr
+    assert "line 3: unknown role" in bad_file.stderr
+    assert secret not in bad_file.stderr
+    missing = tmp_path / "missing.pem"
+    no_cert = watermark(
+        {**env, "L0GC_TLS_CERT_FILE": str(missing), "L0GC_TLS_KEY_FILE": str(missing)}, "serve"
+    )
+    assert no_cert.returncode == EXIT_USAGE, no_cert.stderr
+    assert f"--tls-cert-file {missing}" in no_cert.stderr
+
+
+async def get_status(session: aiohttp.ClientSession, url: str, token: str) -> int:
+    """The status of GET `url` with bearer `token`."""
+    async with session.get(url, headers={"Authorization": f"Bearer {token}"}) as response:
+        return response.status
+
+
+async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
+    etcd_server: LocalEtcd, namespace: str, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """SIGHUP swaps in the token file's new tokens; a bad file on reload keeps the old ones
+    and logs why (never a token); SIGINT stops cleanly (final publish) and exits 130."""
+    env = environment(etcd_server, namespace)
+    old, new = "old-writer-token-0123456789", "new-writer-token-0123456789"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"writer:{old}\n")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    listing = f"{base}/v1/partitions"
+    log = tmp_path / "serve.log"
+    process = await start_serve(
+        env, log, "--http-port", str(port), "--partitions", "orders/0", "--register",
+        "--auth-token-file", str(tokens),
+    )
+    try:
+        await wait_ready(http, base, process)
+        assert await get_status(http, listing, old) == 200
+        assert await get_status(http, listing, new) == 401
+        tokens.write_text(f"# rotated\nwriter:{new}\n")
+        os.kill(process.pid, signal.SIGHUP)
+
+        async def new_accepted() -> bool:
+            return await get_status(http, listing, new) == 200
+
+        await wait_until(
+            new_accepted,
+            timeout_s=30,
+            what="the new token to be accepted after SIGHUP",
+            detail=lambda: log.read_text()[-3000:],
+        )
+        assert await get_status(http, listing, old) == 401
+        tokens.write_text(f"writer:{new}\nwriter {old}\n")
+        os.kill(process.pid, signal.SIGHUP)
+        await wait_until(
+            lambda: "watermark.auth_reload_failed" in log.read_text(),
+            timeout_s=30,
+            what="the failed reload to be logged",
+        )
+        assert await get_status(http, listing, new) == 200
+        os.kill(process.pid, signal.SIGINT)
+        async with asyncio.timeout(30):
+            code = await process.wait()
+    finally:
+        if process.returncode is None:
+            await stop_by_pid(process, log)
+    text = log.read_text()
+    assert code == EXIT_INTERRUPTED, text
+    assert "line 2: not a token" in text
+    assert "watermark.publisher_stopped" in text
+    assert old not in text
+    assert new not in text
