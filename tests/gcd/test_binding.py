@@ -23,6 +23,7 @@ from gcd.s3store import S3ObjectStore, S3Settings
 from gcd.shards import ShardAnnouncement, announced
 from tests.binding import bind, bind_sync
 from watermark.binding import CLAIM_NAME, StorageTarget, claim_key
+from watermark.cli import main as watermark_main
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.memory_kv import MemoryKV
 from watermark.store import Publication, WatermarkStore
@@ -151,8 +152,10 @@ def test_bind_is_idempotent_and_the_root_belongs_to_one_namespace(
     assert code == exitcodes.BLOCKED
     assert "already claimed" in str(other["problem"])
     assert namespace in str(other["problem"])
-    code, shown = namespace_cmd(etcd_server, namespace, capsys, "show")
-    assert (code, shown["consistent"]) == (exitcodes.OK, True)
+    code = watermark_main(["namespace", "show", "--json", "--etcd", etcd_server.endpoint,
+                           "--namespace", namespace])  # fmt: skip
+    shown = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (code, shown["consistent"]) == (exitcodes.OK, True)  # `watermark namespace` too
     code, unbound = namespace_cmd(etcd_server, f"{namespace}-other", capsys, "show")
     assert (code, unbound["bound"]) == (exitcodes.BLOCKED, False)
 
