@@ -3,8 +3,12 @@
 - `configure_logging`: structlog to stderr; JSON lines when stderr is not a TTY (for
   log collectors), a readable console format when it is. A processor drops secrets:
   any field whose name looks like a password, secret, token or credential is replaced
-  by "[redacted]" before rendering.
-- `write_json`: one JSON document on stdout, always with a "version" field.
+  by "[redacted]" before rendering. On a console, string values are passed through
+  `printable` (a partition name or pause reason from etcd may hold terminal escapes).
+- `write_json`: one JSON document on stdout, always with a "version" field, always
+  valid JSON (`watermark.strictjson.dumps`: a non-finite number is written as null).
+- `printable`: the one helper for any text output of a string that came from etcd or a
+  bucket listing: non-printable characters become backslash escapes.
 - `ProgressLine`: a single self-overwriting status line on a TTY's stderr (objects
   listed and deleted, bytes, delete rate), refreshed from a counter source.
 """
@@ -12,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
 import time
@@ -23,8 +26,10 @@ import structlog
 
 from gcd.errors import ConfigError
 from gcd.report import RoundCounts
+from watermark import strictjson
+from watermark.display import printable
 
-__all__ = ["ProgressLine", "configure_logging", "human_bytes", "redact", "write_json"]
+__all__ = ["ProgressLine", "configure_logging", "human_bytes", "printable", "redact", "write_json"]
 
 _SECRET_WORDS = ("password", "secret", "token", "credential", "authorization", "access_key")
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
@@ -38,6 +43,19 @@ def redact(
     for name in list(event):
         if any(word in name.lower() for word in _SECRET_WORDS):
             event[name] = "[redacted]"
+    return event
+
+
+def printable_values(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor for the console: escape non-printables in string values.
+
+    A formatted traceback ("exception") keeps its newlines.
+    """
+    for name, value in event.items():
+        if isinstance(value, str) and name != "exception":
+            event[name] = printable(value)
     return event
 
 
@@ -62,6 +80,7 @@ def configure_logging(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             redact,
             structlog.processors.format_exc_info,
+            *(() if as_json else (printable_values,)),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -75,7 +94,7 @@ def write_json(document: dict[str, Any], stream: TextIO | None = None) -> None:
     if "version" not in document:
         raise ValueError("JSON output must carry a 'version' field")
     out = stream if stream is not None else sys.stdout
-    out.write(json.dumps(document) + "\n")
+    out.write(strictjson.dumps(document, what="JSON output", nonfinite_as_null=True) + "\n")
     out.flush()
 
 

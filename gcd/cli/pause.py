@@ -24,7 +24,7 @@ from typing import Any
 
 from gcd.cli import exitcodes
 from gcd.cli.options import Option, add_config_option, add_options, boolean, resolve, text
-from gcd.cli.output import configure_logging, write_json
+from gcd.cli.output import configure_logging, printable, write_json
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.store import WatermarkStore
 
@@ -98,15 +98,17 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def _text(command: str, doc: dict[str, Any]) -> str:
+    # The reasons come from etcd (or the command line): escape what a terminal would obey.
     ns, previous = doc["namespace"], doc["previous_reason"]
+    previous = None if previous is None else printable(previous)
     if command == "pause":
         lines = [
-            f"GC paused for {ns}: {doc['reason']}",
+            f"GC paused for {ns}: {printable(doc['reason'])}",
             "Every sweeper of this namespace deletes nothing from its next round on.",
             "Undo with `gcd resume`.",
         ]
         if previous is not None:
-            lines.append(f"(it was already paused: {previous!r}; the reason is replaced)")
+            lines.append(f"(it was already paused: '{previous}'; the reason is replaced)")
     elif previous is None:
         lines = [f"GC was not paused for {ns}; nothing changed."]
     else:

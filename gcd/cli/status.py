@@ -13,12 +13,17 @@ delete nothing), 1 when etcd cannot be read, 2 for bad flags.
 
 `build_report` and `render_text` are pure, so the demo's live view and tests use them
 without etcd.
+
+Whatever etcd holds, status reports it and exits: a malformed record (too deep, NaN,
+duplicate keys...) is shown as MALFORMED with the reason, an unreadable pause marker
+still shows GC paused, and a pause time that is not a sane date shows as unknown.
+Strings from etcd are printed with non-printables escaped (`printable`); `--json` is
+always valid JSON.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -27,7 +32,8 @@ from typing import Any, Final
 
 from gcd.cli import exitcodes
 from gcd.cli.options import Option, add_config_option, add_options, boolean, resolve, text
-from gcd.cli.output import configure_logging, write_json
+from gcd.cli.output import configure_logging, printable, write_json
+from watermark.contract import pause_at
 from watermark.errors import InvalidRecord
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.record import PartitionRecord
@@ -171,7 +177,7 @@ def human_age(seconds: float | None) -> str:
 
 
 def _owner(p: PartitionStatus) -> str:
-    return "-" if p.owner is None else f"{p.owner} #{p.owner_epoch}"
+    return "-" if p.owner is None else f"{printable(p.owner)} #{p.owner_epoch}"
 
 
 def _window(p: PartitionStatus) -> str:
@@ -186,9 +192,9 @@ def render_text(report: StatusReport, now: float) -> str:
     lines.append(f"cluster epoch  {'-' if report.cluster_epoch is None else report.cluster_epoch}")
     if report.blocked:
         lines.append("global M       UNDEFINED: sweepers delete nothing (fail closed)")
-        lines.append(f"blocked        {report.blocked_reason}")
+        lines.append(f"blocked        {printable(report.blocked_reason or '')}")
         if report.blocked_partition is not None:
-            name = report.blocked_partition
+            name = printable(report.blocked_partition)
             lines.append(f"               fix: partition gone -> watermark partition deregister "
                          f"{name}")  # fmt: skip
             lines.append(f"                    partition live -> repair its record, see "
@@ -196,11 +202,12 @@ def render_text(report: StatusReport, now: float) -> str:
     else:
         lines.append(f"global M       {report.safe_epoch}  (lag {report.lag_epochs} epochs)")
     if report.paused:
-        since = "" if report.paused_at is None else (
-            f" since {datetime.fromtimestamp(report.paused_at, UTC):%Y-%m-%dT%H:%M:%SZ} "
-            f"({human_age(now - report.paused_at)})"
-        )
-        lines.append(f"gc             PAUSED{since}: {report.paused_reason}")
+        since = " since an unknown time"
+        if report.paused_at is not None:
+            at = datetime.fromtimestamp(report.paused_at, UTC)
+            age = human_age(max(0.0, now - report.paused_at))
+            since = f" since {at:%Y-%m-%dT%H:%M:%SZ} ({age})"
+        lines.append(f"gc             PAUSED{since}: {printable(report.paused_reason or '')}")
         lines.append("               resume with: gcd resume")
     else:
         lines.append("gc             running" if not report.blocked else "gc             blocked")
@@ -209,7 +216,7 @@ def render_text(report: StatusReport, now: float) -> str:
         label = "pinning M" if not report.blocked else "lowest M(p)"
         for index, p in enumerate(report.pinning):
             head = f"{label:<15}" if index == 0 else " " * 15
-            lines.append(f"{head}{p.partition}  M(p) {p.watermark}  owner {_owner(p)}  "
+            lines.append(f"{head}{printable(p.partition)}  M(p) {p.watermark}  owner {_owner(p)}  "
                          f"window {_window(p)}  updated {human_age(p.age_s)}")  # fmt: skip
         if report.partition_count > len(report.pinning) == _PINNING_SHOWN:
             lines.append(" " * 15 + "(first 10 shown; --all lists every partition)")
@@ -220,11 +227,12 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append(f"{'PARTITION':<24} {'M(p)':>8} {'LAG':>5}  {'WINDOW':<20} "
                      f"{'OWNER':<28} UPDATED")  # fmt: skip
         for p in report.partitions:
+            name = printable(p.partition)
             if p.error is not None:
-                lines.append(f"{p.partition:<24} {'-':>8} {'-':>5}  MALFORMED: {p.error}")
+                lines.append(f"{name:<24} {'-':>8} {'-':>5}  MALFORMED: {printable(p.error)}")
                 continue
             lag = "-" if p.lag_epochs is None else str(p.lag_epochs)
-            lines.append(f"{p.partition:<24} {p.watermark:>8} {lag:>5}  {_window(p):<20} "
+            lines.append(f"{name:<24} {p.watermark:>8} {lag:>5}  {_window(p):<20} "
                          f"{_owner(p):<28} {human_age(p.age_s)}")  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -234,17 +242,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_option(parser)
     add_options(parser, STATUS_OPTIONS, "output")
     add_etcd_arguments(parser)
-
-
-def _paused_at(raw: bytes | None) -> float | None:
-    """The "at" field of a pause marker, None when absent or unreadable."""
-    if raw is None:
-        return None
-    try:
-        at = json.loads(raw).get("at")
-    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-        return None
-    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -260,7 +257,7 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         await kv.close()
     now = time.time()
-    paused_at = _paused_at(None if marker is None else marker.value)
+    paused_at = pause_at(None if marker is None else marker.value)
     report = build_report(view, settings.namespace, now, include_all=args.all, paused_at=paused_at)
     if args.json:
         write_json(report.to_dict())

@@ -15,6 +15,7 @@ import structlog
 from gcd.cli.main import main
 from gcd.local_servers import LocalEtcd
 from watermark.etcd_config import EtcdSettings, open_kv
+from watermark.kv import Put
 from watermark.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
@@ -114,3 +115,28 @@ def test_pause_as_a_subprocess_prints_text(etcd_env: str) -> None:
     assert f"GC paused for {etcd_env}: drill" in done.stdout
     assert "gcd resume" in done.stdout
     assert '"gc.paused"' in done.stderr  # the audit trail, as a JSON log line
+
+
+def test_pause_text_escapes_reasons_from_etcd(
+    etcd_env: str, etcd_server: LocalEtcd, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A previous reason with terminal escapes, or an unreadable marker, is printed escaped."""
+
+    async def put_marker(raw: bytes) -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=etcd_env))
+        try:
+            await kv.txn([], [Put(WatermarkStore(kv, etcd_env).paused_key, raw)])
+        finally:
+            await kv.close()
+
+    asyncio.run(put_marker(json.dumps({"reason": "\x1b[31mred\x07", "at": 1}).encode()))
+    assert main(["pause", "--reason", "new\x1b[0m"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert f"GC paused for {etcd_env}: new\\x1b[0m" in out
+    assert "(it was already paused: '\\x1b[31mred\\x07'; the reason is replaced)" in out
+    asyncio.run(put_marker(b"[" * 50_000))
+    assert main(["resume"]) == 0
+    out = capsys.readouterr().out
+    assert "was paused: unreadable pause marker (it is nested more than 4 levels deep" in out

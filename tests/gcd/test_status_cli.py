@@ -11,10 +11,13 @@ from collections.abc import Sequence
 
 import pytest
 
+from gcd.cli.output import write_json
 from gcd.cli.status import build_report, human_age, render_text
 from gcd.local_servers import LocalEtcd, free_port
+from watermark import strictjson
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import Put
+from watermark.record import PartitionRecord
 from watermark.safe_epoch import GcView
 from watermark.store import Publication, WatermarkStore
 
@@ -149,3 +152,147 @@ def test_human_age() -> None:
     assert [human_age(s) for s in (None, 1.25, 90, 7200, 3 * 86400)] == [
         "-", "1.2s ago", "2m ago", "2h ago", "3d ago",
     ]  # fmt: skip
+
+
+# -- hostile bytes in etcd: status reports them and exits, never crashes ------------------
+
+
+def put_raw(etcd: LocalEtcd, namespace: str, values: dict[str, bytes]) -> None:
+    """Write `values` as they are under `{namespace}/` (key suffix -> raw value)."""
+
+    async def go() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+        try:
+            await kv.txn([], [Put(f"{namespace}/{key}", value) for key, value in values.items()])
+        finally:
+            await kv.close()
+
+    asyncio.run(go())
+
+
+def strict_json(stdout: str) -> dict[str, object]:
+    """Parse `stdout` with the strict parser (no NaN, no duplicate keys) as a JSON object."""
+    doc = strictjson.loads(stdout, what="gcd status --json", max_bytes=1 << 20)
+    assert isinstance(doc, dict)
+    return doc
+
+
+@pytest.mark.integration
+def test_a_100k_deep_record_is_reported_not_a_crash(etcd_server: LocalEtcd, namespace: str) -> None:
+    """A record of 100 000 nested arrays: exit 3, the partition named, no traceback."""
+    setup(etcd_server, namespace, {"orders/0": 5})
+    put_raw(etcd_server, namespace, {"partitions/orders/deep": b"[" * 100_000})
+    text = gcd(["status"], etcd_server.endpoint, namespace)
+    assert text.returncode == 3, text.stderr
+    assert "Traceback" not in text.stderr
+    assert "partition 'orders/deep'" in text.stdout
+    assert "nested more than 16 levels" in text.stdout
+    done = gcd(["status", "--json", "--all"], etcd_server.endpoint, namespace)
+    assert done.returncode == 3, done.stderr
+    doc = strict_json(done.stdout)
+    assert (doc["blocked"], doc["blocked_partition"]) == (True, "orders/deep")
+
+
+@pytest.mark.integration
+def test_records_that_are_not_strictly_valid_block_and_are_listed(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """version 1.0 or true, a duplicate key, NaN: each record is MALFORMED and M is blocked."""
+    setup(etcd_server, namespace, {"orders/0": 5})
+    good = '"watermark": 3, "created_epoch": 1'
+    put_raw(etcd_server, namespace, {
+        "partitions/bad/float-version": f'{{"version": 1.0, {good}}}'.encode(),
+        "partitions/bad/true-version": f'{{"version": true, {good}}}'.encode(),
+        "partitions/bad/duplicate": f'{{"version": 1, {good}, "watermark": 9}}'.encode(),
+        "partitions/bad/nan": f'{{"version": 1, {good}, "updated_at": NaN}}'.encode(),
+    })  # fmt: skip
+    done = gcd(["status", "--json", "--all"], etcd_server.endpoint, namespace)
+    assert done.returncode == 3, done.stderr
+    doc = strict_json(done.stdout)
+    assert (doc["blocked"], doc["safe_epoch"]) == (True, None)
+    assert doc["blocked_partition"] == "bad/duplicate"  # the lowest-sorting bad name
+    partitions = doc["partitions"]
+    assert isinstance(partitions, list)
+    errors = {p["partition"]: p["error"] for p in partitions}
+    assert "unsupported record version 1.0" in errors["bad/float-version"]
+    assert "unsupported record version True" in errors["bad/true-version"]
+    assert "the key 'watermark' more than once" in errors["bad/duplicate"]
+    assert "NaN is not a JSON number" in errors["bad/nan"]
+    assert errors["orders/0"] is None
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("marker", "reason"),
+    [
+        (b'{"reason": "upgrade", "at": 1e300}', "upgrade"),
+        (b'{"reason": "upgrade", "at": NaN}', "unreadable pause marker (NaN is not a JSON number"),
+        (b"[" * 50_000, "unreadable pause marker (it is nested more than 4 levels deep"),
+    ],
+)
+def test_a_pause_marker_with_an_insane_time_shows_paused_since_unknown(
+    etcd_server: LocalEtcd, namespace: str, marker: bytes, reason: str
+) -> None:
+    """A pause time of 1e300 or NaN, or an unreadable marker: exit 0, paused, time unknown."""
+    setup(etcd_server, namespace, {"orders/0": 5})
+    put_raw(etcd_server, namespace, {"gc/paused": marker})
+    text = gcd(["status"], etcd_server.endpoint, namespace)
+    assert text.returncode == 0, text.stderr
+    assert f"PAUSED since an unknown time: {reason}" in text.stdout
+    done = gcd(["status", "--json"], etcd_server.endpoint, namespace)
+    assert done.returncode == 0, done.stderr
+    doc = strict_json(done.stdout)
+    assert (doc["paused"], doc["paused_at"]) == (True, None)
+    assert str(doc["paused_reason"]).startswith(reason)
+
+
+@pytest.mark.integration
+def test_terminal_escapes_from_etcd_are_printed_escaped(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Escapes in a partition name, an owner and the pause reason never reach the terminal."""
+    setup(etcd_server, namespace, {"orders/0": 5})
+    evil = PartitionRecord("evil\x1b[2J", 6, 1, owner="pub", owner_epoch=1).encode()
+    owner = json.dumps({"version": 1, "watermark": 6, "created_epoch": 1,
+                        "owner": "\x1b[31mred"}).encode()  # fmt: skip
+    put_raw(etcd_server, namespace, {
+        "partitions/evil\x1b[2J": evil,
+        "partitions/owner": owner,
+        "gc/paused": json.dumps({"reason": "\x1b]0;pwned\x07", "at": 1}).encode(),
+    })  # fmt: skip
+    text = gcd(["status", "--all"], etcd_server.endpoint, namespace)
+    assert text.returncode == 3, text.stderr
+    assert "\x1b" not in text.stdout
+    assert "\x07" not in text.stdout
+    assert "evil\\x1b[2J" in text.stdout
+    assert "\\x1b[31mred" in text.stdout
+    assert "PAUSED since 1970-01-01T00:00:01Z" in text.stdout
+    assert "\\x1b]0;pwned\\x07" in text.stdout
+    doc = strict_json(gcd(["status", "--json", "--all"], etcd_server.endpoint, namespace).stdout)
+    assert doc["paused_reason"] == "\x1b]0;pwned\x07"  # JSON carries the exact string
+
+
+def test_render_text_escapes_every_string_from_etcd() -> None:
+    """Partition names, owners, errors and reasons are escaped; surrogates do not crash."""
+    partitions = {
+        "p\x1b[2J": PartitionRecord("p\x1b[2J", 3, 1, owner="pub", owner_epoch=1).encode(),
+        "q\udcff": b"\x1b[31m",
+    }
+    view = GcView(3, b"5", partitions, paused=True, paused_reason="a\nb\x1b")
+    report = build_report(view, "/l0gc/x", NOW, include_all=True)
+    text = render_text(report, NOW)
+    assert text.isprintable() is False  # newlines between lines, nothing else
+    assert all(line.isprintable() for line in text.splitlines())
+    text.encode("utf-8")
+    assert "p\\x1b[2J" in text
+    assert "q\\udcff" in text
+    assert "PAUSED since an unknown time: a\\nb\\x1b" in text
+
+
+def test_status_json_is_valid_even_with_non_finite_numbers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """write_json turns NaN and infinities into null: the output always parses strictly."""
+    write_json({"version": 1, "age_s": float("nan"), "at": [float("inf"), 1.5]})
+    doc = strict_json(capsys.readouterr().out)
+    assert doc == {"version": 1, "age_s": None, "at": [None, 1.5]}
