@@ -39,6 +39,7 @@ import structlog
 
 from watermark.auth import Exposure, TokenFile, TokenSet, check_exposure
 from watermark.contract import expand_partitions
+from watermark.display import printable
 from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.guard import DEFAULT_HOLD_TTL_S
@@ -461,24 +462,26 @@ async def _run(args: argparse.Namespace, settings: EtcdSettings) -> dict[str, An
 
 
 def _write_text(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    # Names, owners and errors come from etcd: escape what a terminal would obey.
     if args.command == "epoch":
         sys.stdout.write(f"{result['epoch']}\n")
     elif args.command == "partition" and args.action == "deregister":
         for name in result["deregistered"]:
-            sys.stdout.write(f"deregistered {name}\n")
+            sys.stdout.write(f"deregistered {printable(name)}\n")
         for name in result["absent"]:
-            sys.stdout.write(f"not registered {name}\n")
+            sys.stdout.write(f"not registered {printable(name)}\n")
     elif args.command == "partition":
         docs = result.get("partitions", [result])
         for doc in docs:
+            name = printable(doc["partition"])
             if "error" in doc:
-                sys.stdout.write(f"{doc['partition']}  MALFORMED: {doc['error']}\n")
+                sys.stdout.write(f"{name}  MALFORMED: {printable(doc['error'])}\n")
                 continue
             low, high = doc["window"]
             window = "[]" if low is None else f"[{low}, {high}]"
             sys.stdout.write(
-                f"{doc['partition']}  M(p)={doc['watermark']}  window={window}  "
-                f"created_epoch={doc['created_epoch']}  owner={doc['owner']}"
+                f"{name}  M(p)={doc['watermark']}  window={window}  "
+                f"created_epoch={doc['created_epoch']}  owner={printable(str(doc['owner']))}"
                 f"  owner_epoch={doc['owner_epoch']}\n"
             )
 

@@ -18,6 +18,10 @@ import pytest
 from gcd.local_servers import LocalEtcd, free_port
 from tests.waiting import wait_until
 from watermark.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
+from watermark.etcd_config import EtcdSettings, open_kv
+from watermark.kv import Put
+from watermark.record import PartitionRecord
+from watermark.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 
@@ -85,6 +89,30 @@ def test_failures_exit_1_with_a_clear_message(etcd_server: LocalEtcd, namespace:
     )
     assert unreachable.returncode == EXIT_FAILURE
     assert "unavailable" in unreachable.stderr
+
+
+def test_partition_list_escapes_names_owners_and_errors_from_etcd(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """`partition list` prints a name or an error holding terminal escapes escaped."""
+    good = PartitionRecord("evil\x1b[2J", 6, 1, owner="pub", owner_epoch=1).encode()
+    bad = b'{"version": 1, "watermark": 6, "created_epoch": 1, "owner": "\\u001b[31mred"}'
+
+    async def put() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+        try:
+            prefix = WatermarkStore(kv, namespace).partitions_prefix
+            await kv.txn([], [Put(prefix + "evil\x1b[2J", good), Put(prefix + "owner", bad)])
+        finally:
+            await kv.close()
+
+    asyncio.run(put())
+    listed = watermark(environment(etcd_server, namespace), "partition", "list")
+    assert listed.returncode == EXIT_OK, listed.stderr
+    assert "\x1b" not in listed.stdout
+    assert "evil\\x1b[2J  M(p)=6" in listed.stdout
+    assert "owner  MALFORMED: partition 'owner': field 'owner'" in listed.stdout
+    assert "\\x1b[31mred" in listed.stdout
 
 
 def test_usage_errors_exit_2() -> None:
