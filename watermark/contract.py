@@ -228,6 +228,6 @@ def pause_at(raw: bytes | None) -> float | None:
         at = _pause_doc(raw).get("at")
     except InvalidJson:
         return None
-    if type(at) not in (int, float) or not math.isfinite(at) or not 0 <= at <= LATEST_PAUSE_AT:
+    if not isinstance(at, int | float) or isinstance(at, bool):
         return None
-    return float(at)
+    return float(at) if math.isfinite(at) and 0 <= at <= LATEST_PAUSE_AT else None
