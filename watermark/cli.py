@@ -17,7 +17,12 @@ error, 130 interrupted.
 `serve` shutdown on SIGTERM/SIGINT: readiness turns 503, fence waiters are aborted
 (new fences refused), held fences get a bounded time to commit (the HTTP API still
 takes their commits), the HTTP server stops, the final publish is written, the ticker
-resigns, exit 0.
+resigns, exit 0 (130 after SIGINT). SIGHUP re-reads the --auth-token-file.
+
+`serve`'s HTTP API (`ServeHttp`): 127.0.0.1 by default; on any other address it needs
+--auth-token-file and/or --tls-client-ca-file, or --insecure-no-auth, else exit 2 (see
+`watermark.auth`, `watermark.http_server`). Those files are checked before etcd is
+contacted.
 """
 
 from __future__ import annotations
