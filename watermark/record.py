@@ -67,18 +67,16 @@ def _int(doc: dict[str, Any], name: str, *, minimum: int, optional: bool = False
 
 
 def _window(doc: dict[str, Any]) -> tuple[int | None, int | None]:
+    # For operators only: each bound is checked, their relation is not (it blocks nothing).
     raw = doc.get("window", [None, None])
-    if raw == [None, None]:
-        return (None, None)
     if (
         not isinstance(raw, list)
         or len(raw) != 2
-        or any(type(v) is not int or not 0 <= v <= _INT64_MAX for v in raw)
-        or raw[0] > raw[1]
+        or any(v is not None and (type(v) is not int or not 0 <= v <= _INT64_MAX) for v in raw)
     ):
         raise InvalidRecord(
-            "field 'window' must be [oldest_accepted, latest_seen] (epochs in int64, "
-            f"oldest <= latest) or [null, null], got {_short.repr(raw)}"
+            "field 'window' must be [oldest_accepted, latest_seen], each an epoch in int64 "
+            f"or null, got {_short.repr(raw)}"
         )
     return (raw[0], raw[1])
 

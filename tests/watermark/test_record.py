@@ -94,15 +94,13 @@ def test_owner_must_be_null_or_printable_and_bounded(owner: object) -> None:
     assert decode(good_doc(owner="pub-\u00e9 1")).owner == "pub-\u00e9 1"
 
 
-@pytest.mark.parametrize(
-    "window", [[1, 0], [None, 1], [1, None], [True, 1], [1.0, 2], [-1, 1], [0, 2**63], [1], {}]
-)
-def test_window_must_be_two_ordered_int64_epochs_or_nulls(window: object) -> None:
-    """A window that is not [lo, hi] with 0 <= lo <= hi < 2**63, nor [null, null], is refused."""
+@pytest.mark.parametrize("window", [[True, 1], [1.0, 2], [-1, 1], [0, 2**63], [1], [1, 2, 3], {}])
+def test_window_must_be_two_int64_epochs_or_nulls(window: object) -> None:
+    """A window that is not two bounds, each null or an int in [0, 2**63), is refused."""
     with pytest.raises(InvalidRecord, match="field 'window'"):
         decode(good_doc(window=window))
     assert decode(good_doc(window=[None, None])).window == (None, None)
-    assert decode(good_doc(window=[5, 5])).window == (5, 5)
+    assert decode(good_doc(window=[5, None])).window == (5, None)
 
 
 @pytest.mark.parametrize("field", ["watermark", "created_epoch", "owner_epoch"])
