@@ -241,13 +241,19 @@ async def test_serve_with_ticker_advances_the_epoch_and_resigns(
 
 
 def test_serve_refuses_unsafe_http_settings_with_exit_2(tmp_path: Path) -> None:
-    """A non-loopback bind without auth, a malformed token file (named by line, never
-    echoing the token) and a missing TLS file stop `serve` before it starts (exit 2)."""
+    """A non-loopback bind without auth, an unclear L0GC_INSECURE_NO_AUTH, a malformed
+    token file (named by line, never echoing the token) and a missing TLS file stop
+    `serve` before it starts (exit 2)."""
     env = {**os.environ, "L0GC_ETCD": f"127.0.0.1:{free_port()}", "L0GC_NAMESPACE": "/l0gc/t"}
     exposed = watermark(env, "serve", "--http-host", "0.0.0.0")  # refused before binding
     assert exposed.returncode == EXIT_USAGE, exposed.stderr
     assert "--auth-token-file" in exposed.stderr
     assert "--insecure-no-auth" in exposed.stderr
+    unclear = watermark(
+        {**env, "L0GC_INSECURE_NO_AUTH": "maybe"}, "serve", "--http-host", "0.0.0.0"
+    )
+    assert unclear.returncode == EXIT_USAGE, unclear.stderr
+    assert "L0GC_INSECURE_NO_AUTH must be" in unclear.stderr
     secret = "s3cret-token-0123456789abcdef"
     tokens = tmp_path / "tokens"
     tokens.write_text(f"# callers\nwriter:{secret}\nboss:{secret}x\n")
