@@ -48,6 +48,9 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 # A \uD800-\uDFFF escape: the only way a lone surrogate can get into a decoded string.
+# A run of more than _MAX_INT_DIGITS digits; the lookbehind starts a match only where a
+# run starts, so the search stays linear.
+_LONG_DIGITS = re.compile(rf"(?<![0-9])[0-9]{{{_MAX_INT_DIGITS + 1}}}")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
@@ -76,18 +79,16 @@ def loads(
     if text.startswith("\ufeff"):
         raise InvalidJson(what, "it starts with a byte-order mark (write plain UTF-8)")
     _check_depth(text, what=what, max_depth=max_depth)
-    decoder = json.JSONDecoder(
-        object_pairs_hook=_object_without_duplicates,
-        parse_float=_finite_float,
-        parse_int=_bounded_int,
-        parse_constant=_refuse_constant,
-    )
+    # Checking every integer in Python costs more than the rest of the parse: only a
+    # document with a long run of digits somewhere (maybe in a string) pays for it.
+    decoder = _CAREFUL if _LONG_DIGITS.search(text) else _FAST
     try:
         value = decoder.decode(text)
     except _Refused as exc:
         raise InvalidJson(what, exc.problem) from None
     except json.JSONDecodeError as exc:
-        raise InvalidJson(what, f"it is not JSON: {exc.msg} at offset {exc.pos}") from None
+        problem = exc.msg.removesuffix(" at")  # "Unterminated string starting at"
+        raise InvalidJson(what, f"it is not JSON: {problem} at offset {exc.pos}") from None
     except (ValueError, RecursionError) as exc:  # belt and braces: the rules above stop both
         raise InvalidJson(what, f"it cannot be decoded: {_clip(str(exc))}") from None
     if _SURROGATE_ESCAPE.search(text) and _holds_surrogate(value):
@@ -129,8 +130,10 @@ class _Refused(Exception):
 
 
 def _check_depth(text: str, *, what: str, max_depth: int) -> None:
-    # Fast path at C speed: drop the string literals, keep only the brackets, and take
-    # the running maximum of the depth. Only a refusal pays for the offset search.
+    if text.count("[") + text.count("{") <= max_depth:
+        return  # cannot be nested deeper than it has brackets (the usual case)
+    # At C speed: drop the string literals, keep only the brackets, and take the
+    # running maximum of the depth. Only a refusal pays for the offset search.
     outside_strings = _STRING.sub("", text)
     if '"' in outside_strings:
         offset = next(m.start() for m in _TOKEN.finditer(text) if m.group() == '"')
@@ -211,3 +214,16 @@ def _nonfinite_to_none(value: Any) -> Any:
 
 def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_FAST = json.JSONDecoder(
+    object_pairs_hook=_object_without_duplicates,
+    parse_float=_finite_float,
+    parse_constant=_refuse_constant,
+)
+_CAREFUL = json.JSONDecoder(
+    object_pairs_hook=_object_without_duplicates,
+    parse_float=_finite_float,
+    parse_int=_bounded_int,
+    parse_constant=_refuse_constant,
+)

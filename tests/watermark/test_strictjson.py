@@ -61,7 +61,7 @@ def test_depth_counts_arrays_and_objects_but_not_brackets_inside_strings() -> No
 def test_an_unterminated_string_is_refused_before_the_parser_sees_the_brackets() -> None:
     """An open string followed by brackets is refused as unterminated, with its offset."""
     assert "unterminated string at offset 1" in refusal('["' + "[" * 50_000)
-    assert "unterminated string at offset 0" in refusal('"ends in a backslash\\')
+    assert "nterminated string starting at offset 0" in refusal('"ends in a backslash\\')
 
 
 def test_duplicate_keys_are_refused_by_name() -> None:
@@ -87,6 +87,7 @@ def test_an_integer_beyond_4300_digits_is_refused() -> None:
     """A 5000-digit integer is refused by length (the conversion would be quadratic)."""
     assert "5000 digits, more than 4300" in refusal("9" * 5000)
     assert loads("9" * 4300, what="doc", max_bytes=LIMIT) == int("9" * 4300)
+    assert loads(f'["{"9" * 5000}"]', what="doc", max_bytes=LIMIT) == ["9" * 5000]  # a string
 
 
 @pytest.mark.parametrize(
