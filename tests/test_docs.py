@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gcd.metrics import SweeperMetrics
+from watermark.binding import CLAIM_NAME
 from watermark.metrics import WatermarkMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,10 +104,11 @@ def test_runbook_anchors_exist_for_every_alert() -> None:
 
 
 def test_json_examples_in_the_runbook_parse() -> None:
-    """The IAM policy (and any JSON block) in operations.md is valid JSON."""
+    """The IAM policy in operations.md is valid JSON and reads no object but the claim."""
     text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```json\n(.*?)```", text, re.DOTALL)
     assert blocks
     policy = json.loads(blocks[0])
-    actions = {statement["Action"] for statement in policy["Statement"]}
-    assert actions == {"s3:ListBucket", "s3:DeleteObject"}
+    actions = {statement["Action"]: statement["Resource"] for statement in policy["Statement"]}
+    assert set(actions) == {"s3:ListBucket", "s3:DeleteObject", "s3:GetObject"}
+    assert actions["s3:GetObject"] == f"arn:aws:s3:::BUCKET/ROOT/{CLAIM_NAME}"  # the claim only

@@ -230,6 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--expected", type=int, metavar="N", help="fail unless the epoch is N before advancing"
     )
 
+    commands.add_parser(
+        "namespace",
+        help="bind the namespace to its bucket and root, or show the binding "
+        "(`watermark namespace bind --help`)",
+        add_help=False,
+    )
     partition = commands.add_parser("partition", help="manage partition records")
     part_commands = partition.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action, text in (
@@ -518,9 +524,15 @@ def _configure_logging(level: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `watermark` command; return its exit code."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["namespace"]:
+        # Binding needs the object store too, which is gcd's side: one implementation.
+        from gcd.cli.main import main as gcd_main  # noqa: PLC0415 - only for this command
+
+        return gcd_main(arguments)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(arguments)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     default_level = "info" if args.command == "serve" else "warning"
