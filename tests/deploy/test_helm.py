@@ -1,7 +1,8 @@
 """The Helm chart helm/l0gc, checked statically (no cluster here).
 
-Every values file (the defaults and each ci/*-values.yaml) is linted with
-`helm lint --strict`, rendered with `helm template` and validated with
+Every ci/*-values.yaml (ci/minimal-values.yaml is the defaults plus the two values the
+chart requires) is linted with `helm lint --strict`, rendered with `helm template` and
+validated with
 `kubernetes-validate --strict` against Kubernetes 1.30, once per module; the tests then
 assert on the rendered objects. CRDs (ServiceMonitor, PrometheusRule) have no schema in
 kubernetes-validate, so their shape is asserted here.
@@ -9,6 +10,7 @@ kubernetes-validate, so their shape is asserted here.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -29,7 +31,9 @@ KUBERNETES_VALIDATE = Path(sys.executable).parent / "kubernetes-validate"
 KUBE_VERSION = "1.30.0"
 RELEASE = "l0gc"
 NAMESPACE = "gc"
-VALUES_FILES = ["default", *sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))]
+VALUES_FILES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
+# The two values the chart cannot do without; given to every ad-hoc render.
+REQUIRED = ["--set", "etcd.endpoints=etcd.etcd.svc:2379", "--set", "s3.bucket=b"]
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "CronJob")
 SECRET_WORDS = re.compile(r"password|secret|token|access_key", re.IGNORECASE)
 UID = 65532
@@ -77,11 +81,11 @@ def helm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _values_args(name: str) -> list[str]:
-    return [] if name == "default" else ["-f", str(CHART / "ci" / name)]
+    return ["-f", str(CHART / "ci" / name)]
 
 
 def _render(env: dict[str, str], name: str) -> Render:
-    values_file = CHART / "values.yaml" if name == "default" else CHART / "ci" / name
+    values_file = CHART / "ci" / name
     lint = helm(env, "lint", "--strict", str(CHART), *_values_args(name))
     template = helm(
         env, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
@@ -184,7 +188,7 @@ def assert_shard_index_flag(args: list[str]) -> None:
 
 @pytest.mark.parametrize("name", VALUES_FILES)
 def test_helm_lint_strict_passes(renders: dict[str, Render], name: str) -> None:
-    """`helm lint --strict` passes for the default values and every ci values file."""
+    """`helm lint --strict` passes for every ci values file."""
     lint = renders[name].lint
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
@@ -222,8 +226,8 @@ def test_objects_carry_standard_labels_and_short_names(
 
 
 def test_default_values_run_one_daemon_sweeper(renders: dict[str, Render]) -> None:
-    """Defaults: one `gcd daemon` Deployment (Recreate), a metrics Service, no extras."""
-    objects = rendered(renders, "default")
+    """Defaults (+ etcd, bucket): one `gcd daemon` Deployment (Recreate), a Service, no extras."""
+    objects = rendered(renders, "minimal-values.yaml")
     deployment = one(objects, "Deployment", "sweeper")
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
@@ -287,6 +291,7 @@ def test_cronjob_mode_runs_one_shot_sweeps_never_overlapping(renders: dict[str, 
     job = cronjob["spec"]["jobTemplate"]["spec"]
     assert job["completionMode"] == "Indexed"
     assert job["completions"] == job["parallelism"] == 3
+    assert job["activeDeadlineSeconds"] == 3000
     exit_rules = [r for r in job["podFailurePolicy"]["rules"] if "onExitCodes" in r]
     assert exit_rules[0]["action"] == "FailJob"
     assert exit_rules[0]["onExitCodes"]["values"] == [2, 3]
@@ -294,7 +299,7 @@ def test_cronjob_mode_runs_one_shot_sweeps_never_overlapping(renders: dict[str, 
     assert spec["restartPolicy"] == "Never"
     container = spec["containers"][0]
     assert container["command"] == ["gcd"]
-    assert container["args"][:2] == ["sweep", "--json"]
+    assert container["args"][:3] == ["sweep", "--json", "--paused-ok"]
     assert "--dry-run" in container["args"]
     assert_shard_index_flag(container["args"])
     assert "livenessProbe" not in container
@@ -324,11 +329,25 @@ def test_publisher_runs_watermark_serve_behind_a_service(renders: dict[str, Rend
     assert service["spec"]["ports"][0]["port"] == 8080
     assert service["spec"]["ports"][0]["targetPort"] == "http"
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert "--register" in container["args"]
     settings = settings_of(objects, deployment)
-    assert settings["L0GC_PARTITIONS"] == "0-63"
-    assert settings["L0GC_ETCD"] == "etcd.etcd.svc.cluster.local:2379"
+    assert settings["L0GC_PARTITIONS"] == "orders/0-63"
+    assert settings["L0GC_ETCD"] == ",".join(
+        f"etcd-{n}.etcd.etcd.svc.cluster.local:2379" for n in range(3)
+    )
+    assert settings["L0GC_TICK_INTERVAL"] == "10"  # watermark serve takes seconds only
+    assert settings["L0GC_PUBLISH_INTERVAL"] == "5"
+    assert settings["L0GC_HTTP_HOST"] == "0.0.0.0"
     assert settings["L0GC_LOG_LEVEL"] == "info"
     assert "L0GC_BUCKET" not in settings
+    assert "L0GC_INSECURE_NO_AUTH" not in settings
+    # Tokens: the existing Secret's file, mounted read-only, passed by path.
+    token_file = Path(env_of(container)["L0GC_AUTH_TOKEN_FILE"]["value"])
+    mount = next(m for m in container["volumeMounts"] if Path(m["mountPath"]) == token_file.parent)
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod_spec(deployment)["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "l0gc-publisher-tokens"
+    assert volume["secret"]["items"] == [{"key": "tokens", "path": token_file.name}]
     # The publisher needs no AWS role: its own ServiceAccount.
     sweeper = one(objects, "Deployment", "sweeper")
     assert pod_spec(deployment)["serviceAccountName"] != pod_spec(sweeper)["serviceAccountName"]
@@ -394,7 +413,14 @@ def test_prometheus_rule_carries_the_repository_alerts(renders: dict[str, Render
     } <= set(alerts)  # fmt: skip
     for name, alert in alerts.items():
         original = repo_alerts[name]
-        assert alert["expr"] == original["expr"]
+        # The down/absent alerts' generic job matchers are pinned to this release.
+        expected = (
+            original["expr"]
+            .replace('job=~".*l0gc-sweeper"', f'namespace="{NAMESPACE}", job="l0gc-sweeper"')
+            .replace('job=~".*l0gc-publisher"', f'namespace="{NAMESPACE}", job="l0gc-publisher"')
+        )
+        assert alert["expr"] == expected
+        assert "=~" not in alert["expr"] or "job" not in alert["expr"]
         assert alert["for"] == original["for"]
         assert alert["labels"] == {**original["labels"], "team": "storage"}
         anchor = original["annotations"]["runbook_url"].split("#", 1)[1]
@@ -424,9 +450,18 @@ def test_dashboard_configmap_holds_the_repository_dashboard(renders: dict[str, R
 
 @pytest.mark.parametrize("name", VALUES_FILES)
 def test_no_secret_values_in_configmaps_or_env(renders: dict[str, Render], name: str) -> None:
-    """No ConfigMap key or literal env var named like a secret holds a value."""
+    """No ConfigMap key or literal env var named like a secret holds a value.
+
+    The one Secret the chart may create is the publisher's token file, and only from
+    `publisher.auth.tokens`.
+    """
     objects = rendered(renders, name)
-    assert not of_kind(objects, "Secret"), "the chart must never create Secrets from values"
+    secrets = of_kind(objects, "Secret")
+    if renders[name].values.get("publisher", {}).get("auth", {}).get("tokens"):
+        assert [s["metadata"]["name"] for s in secrets] == ["l0gc-publisher-auth"]
+        assert set(secrets[0]["data"]) == {"tokens"}
+    else:
+        assert not secrets, "the chart creates no Secret unless given publisher.auth.tokens"
     for configmap in of_kind(objects, "ConfigMap"):
         for key, value in (configmap.get("data") or {}).items():
             if SECRET_WORDS.search(key):
@@ -474,17 +509,28 @@ def test_every_pod_is_hardened(renders: dict[str, Render], name: str) -> None:
 def test_daemons_have_health_and_readiness_probes(renders: dict[str, Render], name: str) -> None:
     """Long-running containers probe /healthz (liveness) and /readyz (readiness) on their port."""
     checked = 0
+    publisher_tls = renders[name].values.get("publisher", {}).get("tls", {})
     for workload in workloads(rendered(renders, name)):
         if workload["kind"] == "CronJob":
             continue
+        component = workload["metadata"]["labels"]["app.kubernetes.io/component"]
         for container in pod_spec(workload)["containers"]:
             ports = {p["name"] for p in container["ports"]}
+            if component == "publisher" and publisher_tls.get("clientCa", {}).get("existingSecret"):
+                # Mutual TLS: the kubelet has no client certificate, so TCP checks.
+                assert container["livenessProbe"]["tcpSocket"]["port"] in ports
+                assert container["readinessProbe"]["tcpSocket"]["port"] in ports
+                checked += 1
+                continue
             liveness = container["livenessProbe"]["httpGet"]
             readiness = container["readinessProbe"]["httpGet"]
             assert liveness["path"] == "/healthz"
             assert readiness["path"] == "/readyz"
             assert liveness["port"] in ports
             assert readiness["port"] in ports
+            https = component == "publisher" and publisher_tls.get("enabled", False)
+            assert liveness.get("scheme", "HTTP") == readiness.get("scheme", "HTTP")
+            assert liveness.get("scheme", "HTTP") == ("HTTPS" if https else "HTTP")
             checked += 1
     if renders[name].values.get("sweeper", {}).get("mode") != "cronjob":
         assert checked
@@ -590,15 +636,203 @@ def test_schema_rejects_plain_secret_values(
         (["--set", "etcd.tls.enabled=true"], "etcd.tls.existingSecret is required"),
         (["--set", "etcd.auth.enabled=true"], "etcd.auth.existingSecret is required"),
         (["--set", "sweeper.mode=daemonset"], "sweeper.mode"),
+        (["--set", "etcd.timeout=5 sec"], "etcd.timeout"),
+        (["--set", "publisher.enabled=true"], "the publisher needs authentication"),
+        (["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t",
+          "--set", "publisher.auth.tokens[0].token=0123456789abcdef0123"], "exclude each other"),
+        (["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t",
+          "--set", "publisher.auth.insecureNoAuth=true"], "contradicts"),
+        (["--set", "publisher.enabled=true", "--set", "publisher.tls.enabled=true",
+          "--set", "publisher.auth.existingSecret=t"], "publisher.tls.existingSecret is required"),
+        (["--set", "publisher.enabled=true",
+          "--set", "publisher.tls.clientCa.existingSecret=ca"], "needs publisher.tls.enabled"),
+        (["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t",
+          "--set", "publisher.config.tickInterval=10 s"], "publisher.config.tickInterval"),
+        (["--set", "publisher.enabled=true",
+          "--set", "publisher.auth.tokens[0].token=short"], "tokens"),
     ],
-)
+)  # fmt: skip
 def test_template_refuses_unsound_settings(
     helm_env: dict[str, str], args: list[str], message: str
 ) -> None:
     """Settings that cannot work fail at render time with a message saying what to change."""
+    template = helm(helm_env, "template", RELEASE, str(CHART), *REQUIRED, *args)
+    assert template.returncode != 0
+    assert message in template.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "etcd.endpoints is required"),
+        (["--set", "etcd.endpoints={}"], "etcd.endpoints"),  # [""]: the schema refuses it
+        (["--set", "etcd.endpoints=e:2379"], "s3.bucket is required"),
+        (["--set", "sweeper.enabled=false", "--set", "publisher.enabled=true",
+          "--set", "publisher.auth.existingSecret=t"], "etcd.endpoints is required"),
+    ],
+)  # fmt: skip
+def test_template_refuses_to_render_without_etcd_or_bucket(
+    helm_env: dict[str, str], args: list[str], message: str
+) -> None:
+    """No etcd endpoint (or no bucket for the sweeper): no render, a message naming the value."""
     template = helm(helm_env, "template", RELEASE, str(CHART), *args)
     assert template.returncode != 0
     assert message in template.stderr
+    if "required" in message:  # and it says how to give it
+        assert "--set" in template.stderr
+
+
+def test_publisher_without_sweeper_needs_no_bucket(helm_env: dict[str, str]) -> None:
+    """The bucket is only the sweeper's: a publisher-only release renders without it."""
+    template = helm(
+        helm_env, "template", RELEASE, str(CHART), "--set", "etcd.endpoints=e:2379",
+        "--set", "sweeper.enabled=false", "--set", "publisher.enabled=true",
+        "--set", "publisher.auth.insecureNoAuth=true",
+    )  # fmt: skip
+    assert template.returncode == 0, template.stderr
+    objects = [doc for doc in yaml.safe_load_all(template.stdout) if doc]
+    deployment = one(objects, "Deployment", "publisher")
+    assert settings_of(objects, deployment)["L0GC_INSECURE_NO_AUTH"] == "true"
+    assert "L0GC_AUTH_TOKEN_FILE" not in env_of(pod_spec(deployment)["containers"][0])
+
+
+# --- publisher authentication and TLS --------------------------------------------------
+
+
+def test_publisher_tokens_from_values_become_a_mounted_token_file(
+    renders: dict[str, Render],
+) -> None:
+    """publisher.auth.tokens: a chart Secret with ROLE:TOKEN lines, mounted read-only."""
+    objects = rendered(renders, "publisher-tokens-values.yaml")
+    (secret,) = of_kind(objects, "Secret")
+    lines = base64.b64decode(secret["data"]["tokens"]).decode().splitlines()
+    assert [line for line in lines if not line.startswith("#")] == [
+        "writer:0123456789abcdef0123456789abcdef",
+        "reconciler:fedcba9876543210fedcba9876543210",
+        "admin-token-0123456789abcdef",  # no role: the CLI makes it admin
+    ]
+    deployment = one(objects, "Deployment", "publisher")
+    spec = pod_spec(deployment)
+    container = spec["containers"][0]
+    assert "--register" not in container["args"]
+    path = Path(env_of(container)["L0GC_AUTH_TOKEN_FILE"]["value"])
+    mount = next(m for m in container["volumeMounts"] if Path(m["mountPath"]) == path.parent)
+    assert mount["readOnly"] is True
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+    # New tokens roll the pod (the file is read at start-up).
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert len(annotations["checksum/auth"]) == 64
+    assert not of_kind(objects, "Deployment", "sweeper")
+
+
+def test_publisher_mutual_tls_from_existing_secrets(renders: dict[str, Render]) -> None:
+    """TLS and client-CA files are mounted from existing Secrets; https scraping; TCP probes."""
+    objects = rendered(renders, "publisher-tls-values.yaml")
+    deployment = one(objects, "Deployment", "publisher")
+    spec = pod_spec(deployment)
+    container = spec["containers"][0]
+    env = env_of(container)
+    secret_of = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    for var, secret, key in (
+        ("L0GC_TLS_CERT_FILE", "l0gc-publisher-tls", "tls.crt"),
+        ("L0GC_TLS_KEY_FILE", "l0gc-publisher-tls", "tls.key"),
+        ("L0GC_TLS_CLIENT_CA_FILE", "l0gc-publisher-client-ca", "ca.crt"),
+    ):
+        path = Path(env[var]["value"])
+        mount = mounts[str(path.parent)]
+        assert mount["readOnly"] is True
+        assert secret_of[mount["name"]]["secretName"] == secret
+        assert {"key": key, "path": path.name} in secret_of[mount["name"]]["items"]
+    assert "L0GC_AUTH_TOKEN_FILE" not in env
+    assert not of_kind(objects, "Secret")
+    assert "tcpSocket" in container["readinessProbe"]
+    monitor = one(objects, "ServiceMonitor", "publisher")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"]["serverName"] == "l0gc-publisher.gc.svc"
+    sweeper_monitor = one(objects, "ServiceMonitor", "sweeper")
+    assert "scheme" not in sweeper_monitor["spec"]["endpoints"][0]
+
+
+def test_server_tls_without_client_ca_keeps_http_probes_over_https(
+    helm_env: dict[str, str],
+) -> None:
+    """HTTPS with tokens: the probes still GET /healthz and /readyz, with scheme HTTPS."""
+    template = helm(
+        helm_env, "template", RELEASE, str(CHART), *REQUIRED, "--set", "publisher.enabled=true",
+        "--set", "publisher.auth.existingSecret=t", "--set", "publisher.tls.enabled=true",
+        "--set", "publisher.tls.existingSecret=tls",
+    )  # fmt: skip
+    assert template.returncode == 0, template.stderr
+    objects = [doc for doc in yaml.safe_load_all(template.stdout) if doc]
+    container = pod_spec(one(objects, "Deployment", "publisher"))["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert "L0GC_TLS_CLIENT_CA_FILE" not in env_of(container)
+
+
+# --- the one-shot sweeper's bounds ------------------------------------------------------
+
+
+def test_cronjob_defaults_bound_a_run_and_accept_a_pause(helm_env: dict[str, str]) -> None:
+    """cronjob mode by default: activeDeadlineSeconds 3600, `gcd sweep --paused-ok`."""
+    template = helm(
+        helm_env, "template", RELEASE, str(CHART), *REQUIRED, "--set", "sweeper.mode=cronjob",
+        "--kube-version", KUBE_VERSION,
+    )  # fmt: skip
+    assert template.returncode == 0, template.stderr
+    objects = [doc for doc in yaml.safe_load_all(template.stdout) if doc]
+    cronjob = one(objects, "CronJob", "sweeper")
+    job = cronjob["spec"]["jobTemplate"]["spec"]
+    assert job["activeDeadlineSeconds"] == 3600
+    assert "--paused-ok" in pod_spec(cronjob)["containers"][0]["args"]
+    # Exit 3 (blocked: not a pause, given --paused-ok) still fails the Job at once.
+    exit_rule = next(r for r in job["podFailurePolicy"]["rules"] if "onExitCodes" in r)
+    assert exit_rule["onExitCodes"]["values"] == [2, 3]
+
+
+# --- alerts for components that are down or missing ------------------------------------
+
+
+def _rule_alerts(objects: list[Obj]) -> dict[str, Obj]:
+    rule = one(objects, "PrometheusRule")
+    return {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+
+
+@pytest.mark.parametrize(
+    ("args", "present", "absent"),
+    [
+        (["--set", "sweeper.mode=cronjob"], set(), {"Sweeper", "Publisher"}),
+        (["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t"],
+         {"Sweeper", "Publisher"}, set()),
+        ([], {"Sweeper"}, {"Publisher"}),
+    ],
+)  # fmt: skip
+def test_down_and_absent_alerts_follow_what_runs(
+    helm_env: dict[str, str], args: list[str], present: set[str], absent: set[str]
+) -> None:
+    """The down/absent alerts of a component exist only when it runs, pinned to its job."""
+    template = helm(
+        helm_env, "template", RELEASE, str(CHART), *REQUIRED, "--namespace", NAMESPACE,
+        "--set", "prometheusRule.enabled=true", "--set", "prometheusRule.publisherJob=pub",
+        *args,
+    )  # fmt: skip
+    assert template.returncode == 0, template.stderr
+    alerts = _rule_alerts([doc for doc in yaml.safe_load_all(template.stdout) if doc])
+    jobs = {"Sweeper": "l0gc-sweeper", "Publisher": "pub"}
+    for component in present:
+        for kind in ("Down", "Absent", "MetricsAbsent"):
+            expr = alerts[f"L0gc{component}{kind}"]["expr"]
+            assert f'up{{namespace="{NAMESPACE}", job="{jobs[component]}"}}' in expr
+    for component in absent:
+        assert not [
+            name
+            for name in alerts
+            if name.startswith(f"L0gc{component}") and (name.endswith(("Down", "Absent")))
+        ]
+    assert "L0gcSweeperBlocked" in alerts  # the metric alerts stay either way
 
 
 # --- values.yaml documentation -------------------------------------------------------

@@ -74,7 +74,12 @@ RUNBOOK_ANCHORS = {
     "slowdown-storms",
     "pausing",
     "fencing-violation",
+    "sweeper-or-publisher-down",
 }
+# The scrape-health series Prometheus makes itself (only target labels), and the job
+# matchers the down/absent alerts use (the chart pins them to a release).
+UP_SELECTOR = re.compile(r"\bup\s*\{([^}]*)\}")
+JOB_MATCHERS = {"sweeper": 'job=~".*l0gc-sweeper"', "publisher": 'job=~".*l0gc-publisher"'}
 METRIC = re.compile(r"\bl0gc_[a-z0-9_]+")
 SELECTOR = re.compile(r"\b(l0gc_[a-z0-9_]+)\s*\{([^}]*)\}")
 MATCHER = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)")
@@ -96,9 +101,16 @@ def exported_series() -> set[str]:
 
 
 def check_query(expr: str, where: str) -> set[str]:
-    """Assert `expr` uses only known metrics and labels; return the metrics it uses."""
+    """Assert `expr` uses only known metrics and labels; return the metrics it uses.
+
+    Besides l0gc metrics, an expression may use `up{...}` with target labels only.
+    """
     used = set(METRIC.findall(expr))
-    assert used, f"{where}: no l0gc metric in {expr!r}"
+    ups = UP_SELECTOR.findall(expr)
+    assert used or ups, f"{where}: no l0gc metric and no up{{...}} in {expr!r}"
+    for matchers in ups:
+        for label in MATCHER.findall(matchers):
+            assert label in TARGET_LABELS, f"{where}: label {label!r} on up"
     unknown = used - set(KNOWN)
     assert not unknown, f"{where}: unknown metrics {sorted(unknown)}"
     allowed = TARGET_LABELS | {label for name in used for label in KNOWN[name]}
@@ -237,8 +249,11 @@ def _rules() -> dict[str, dict[str, Any]]:
     return by_name
 
 
+ALERTS_DOC = REPO / "docs" / "kubernetes.md"
+
+
 def test_alert_set_is_complete() -> None:
-    """The rules file defines exactly the seven l0gc alerts."""
+    """The rules file defines exactly the thirteen l0gc alerts."""
     assert set(_rules()) == {
         "L0gcSweeperBlocked",
         "L0gcEpochLagGrowing",
@@ -247,7 +262,45 @@ def test_alert_set_is_complete() -> None:
         "L0gcWatermarkStale",
         "L0gcPublisherStaleOwner",
         "L0gcFencingViolation",
+        "L0gcSweeperDown",
+        "L0gcSweeperAbsent",
+        "L0gcSweeperMetricsAbsent",
+        "L0gcPublisherDown",
+        "L0gcPublisherAbsent",
+        "L0gcPublisherMetricsAbsent",
     }
+
+
+def test_every_alert_is_in_the_docs_table_with_its_runbook() -> None:
+    """docs/kubernetes.md's alert table lists every alert once, with its runbook anchor."""
+    rows = {}
+    for line in ALERTS_DOC.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"\| `(L0gc[A-Za-z]+)`[^|]*\|[^|]*\| \[#([a-z0-9-]+)\]", line)
+        if match:
+            assert match.group(1) not in rows, f"{match.group(1)} is in the table twice"
+            rows[match.group(1)] = match.group(2)
+    rules = _rules()
+    assert set(rows) == set(rules), "the alert table and the rules file differ"
+    for name, anchor in rows.items():
+        assert rules[name]["annotations"]["runbook_url"].endswith(f"#{anchor}"), name
+
+
+@pytest.mark.parametrize("component", sorted(JOB_MATCHERS))
+def test_down_and_absent_alerts_cover_each_component(component: str) -> None:
+    """Per component: up == 0, absent(up), and up without l0gc metrics, on the chart's job."""
+    matcher = JOB_MATCHERS[component]
+    title = component.capitalize()
+    rules = _rules()
+    assert rules[f"L0gc{title}Down"]["expr"] == f"up{{{matcher}}} == 0"
+    assert rules[f"L0gc{title}Absent"]["expr"] == f"absent(up{{{matcher}}})"
+    metric = {"sweeper": "l0gc_sweeper_blocked", "publisher": "l0gc_watermark_partitions_owned"}
+    assert rules[f"L0gc{title}MetricsAbsent"]["expr"] == (
+        f"up{{{matcher}}} == 1 unless on (job, instance) {metric[component]}"
+    )
+    # The metric it relies on is always exported (a gauge without labels).
+    assert metric[component] in exported_series()
+    for kind in ("Down", "Absent"):
+        assert rules[f"L0gc{title}{kind}"]["labels"]["severity"] == "critical"
 
 
 def test_alerts_are_well_formed_with_runbooks() -> None:

@@ -221,19 +221,25 @@ Static S3 credentials, from an existing Secret only.
 
 {{/*
 HTTP probes on the product's endpoints. Input: dict "port" (port name), "liveness",
-"readiness" (timing values).
+"readiness" (timing values), optional "scheme" (HTTPS) and "tcp" (true: TCP connect
+checks, for a server that asks every client for a certificate the kubelet cannot give).
 */}}
 {{- define "l0gc.probes" -}}
-livenessProbe:
+{{- range $probe := list (list "livenessProbe" "/healthz" $.liveness) (list "readinessProbe" "/readyz" $.readiness) }}
+{{ index $probe 0 }}:
+  {{- if $.tcp }}
+  tcpSocket:
+    port: {{ $.port }}
+  {{- else }}
   httpGet:
-    path: /healthz
-    port: {{ .port }}
-  {{- toYaml .liveness | nindent 2 }}
-readinessProbe:
-  httpGet:
-    path: /readyz
-    port: {{ .port }}
-  {{- toYaml .readiness | nindent 2 }}
+    path: {{ index $probe 1 }}
+    port: {{ $.port }}
+    {{- with $.scheme }}
+    scheme: {{ . }}
+    {{- end }}
+  {{- end }}
+  {{- toYaml (index $probe 2) | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -277,5 +283,169 @@ NetworkPolicy egress rules shared by the sweeper and the publisher: DNS, etcd, e
 - ports:
     {{- toYaml $dns.ports | nindent 4 }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The etcd endpoints as the comma-separated list the CLIs take (L0GC_ETCD), from a list
+(`--set 'etcd.endpoints={a:2379,b:2379}'`, or a values file) or one string. Refuses to
+render without any: every process would otherwise try 127.0.0.1:2379 in its own pod.
+*/}}
+{{- define "l0gc.etcdEndpoints" -}}
+{{- $endpoints := .Values.etcd.endpoints }}
+{{- if kindIs "slice" $endpoints }}
+{{- $endpoints = join "," $endpoints }}
+{{- end }}
+{{- if not $endpoints }}
+{{- fail "etcd.endpoints is required: the etcd client endpoints holding the GC state, e.g. --set 'etcd.endpoints={etcd-0.etcd:2379,etcd-1.etcd:2379}' or in a values file `etcd: {endpoints: [etcd-0.etcd:2379, etcd-1.etcd:2379]}`" }}
+{{- end }}
+{{- $endpoints }}
+{{- end }}
+
+{{/*
+A duration as plain seconds, for options that take seconds only (`watermark serve`,
+--etcd-timeout): 10, "10", "10s" -> 10; "500ms" -> 0.5; "5m" -> 300; "1h" -> 3600;
+"1d" -> 86400. Empty stays empty (the CLI default applies). Input: dict "value" and
+"name" (the value's path, for the error message).
+*/}}
+{{- define "l0gc.seconds" -}}
+{{- $value := .value }}
+{{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}
+{{- $text := toString $value | trim }}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d)?$" $text) }}
+{{- fail (printf "%s=%q is not a duration: give seconds or a number with ms, s, m, h or d, e.g. 10s or 5m" .name $text) }}
+{{- end }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $text }}
+{{- $factor := get (dict "" 1.0 "s" 1.0 "ms" 0.001 "m" 60.0 "h" 3600.0 "d" 86400.0) (trimPrefix $number $text) }}
+{{- $seconds := mulf (float64 $number) $factor }}
+{{- if eq $seconds (floor $seconds) }}{{ int64 $seconds }}{{ else }}{{ $seconds }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The publisher's partitions as one comma-separated list (L0GC_PARTITIONS): a list is
+joined, a string kept. Ranges (`orders/0-63`) are expanded by `watermark serve` itself.
+*/}}
+{{- define "l0gc.publisher.partitions" -}}
+{{- $partitions := .Values.publisher.config.partitions }}
+{{- if kindIs "slice" $partitions }}
+{{- $names := list }}
+{{- range $partitions }}
+{{- $names = append $names (ternary (int64 .) . (kindIs "float64" .) | toString) }}
+{{- end }}
+{{- join "," $names }}
+{{- else }}
+{{- $partitions }}
+{{- end }}
+{{- end }}
+
+{{/*
+Name of the Secret with the publisher's token file: the existing one, or the chart's.
+*/}}
+{{- define "l0gc.publisher.authSecretName" -}}
+{{- if .Values.publisher.auth.existingSecret }}
+{{- .Values.publisher.auth.existingSecret }}
+{{- else }}
+{{- printf "%s-auth" (include "l0gc.publisher.fullname" . | trunc 58 | trimSuffix "-") }}
+{{- end }}
+{{- end }}
+
+{{/*
+Checks of the publisher's authentication and TLS values; fails with what to set.
+*/}}
+{{- define "l0gc.publisher.checkAuth" -}}
+{{- $auth := .Values.publisher.auth }}
+{{- $tls := .Values.publisher.tls }}
+{{- if and $auth.existingSecret $auth.tokens }}
+{{- fail "publisher.auth.existingSecret and publisher.auth.tokens exclude each other: keep the tokens in the existing Secret" }}
+{{- end }}
+{{- if and $tls.enabled (not $tls.existingSecret) }}
+{{- fail "publisher.tls.existingSecret is required when publisher.tls.enabled is true (a Secret with the server certificate and key)" }}
+{{- end }}
+{{- if and $tls.clientCa.existingSecret (not $tls.enabled) }}
+{{- fail "publisher.tls.clientCa.existingSecret needs publisher.tls.enabled=true: client certificates are asked for over HTTPS only" }}
+{{- end }}
+{{- $authenticated := or $auth.existingSecret $auth.tokens $tls.clientCa.existingSecret }}
+{{- if and $auth.insecureNoAuth $authenticated }}
+{{- fail "publisher.auth.insecureNoAuth=true contradicts the tokens or client CA that are configured: remove one" }}
+{{- end }}
+{{- if not (or $authenticated $auth.insecureNoAuth) }}
+{{- fail "the publisher needs authentication: it listens on the pod's address, and anyone who can call its API can get live objects deleted. Set publisher.auth.existingSecret (a Secret with a token file, lines ROLE:TOKEN), publisher.auth.tokens, or publisher.tls.clientCa.existingSecret (mutual TLS); only on a trusted network, publisher.auth.insecureNoAuth=true" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Container env of the publisher's API security: paths of mounted Secret files only.
+*/}}
+{{- define "l0gc.publisher.authEnv" -}}
+{{- $auth := .Values.publisher.auth }}
+{{- $tls := .Values.publisher.tls }}
+{{- if or $auth.existingSecret $auth.tokens }}
+- name: L0GC_AUTH_TOKEN_FILE
+  value: /etc/l0gc/publisher-auth/tokens
+{{- end }}
+{{- if $tls.enabled }}
+- name: L0GC_TLS_CERT_FILE
+  value: /etc/l0gc/publisher-tls/tls.crt
+- name: L0GC_TLS_KEY_FILE
+  value: /etc/l0gc/publisher-tls/tls.key
+{{- end }}
+{{- if $tls.clientCa.existingSecret }}
+- name: L0GC_TLS_CLIENT_CA_FILE
+  value: /etc/l0gc/publisher-client-ca/ca.crt
+{{- end }}
+{{- end }}
+
+{{- define "l0gc.publisher.authVolumeMounts" -}}
+{{- $auth := .Values.publisher.auth }}
+{{- $tls := .Values.publisher.tls }}
+{{- if or $auth.existingSecret $auth.tokens }}
+- name: publisher-auth
+  mountPath: /etc/l0gc/publisher-auth
+  readOnly: true
+{{- end }}
+{{- if $tls.enabled }}
+- name: publisher-tls
+  mountPath: /etc/l0gc/publisher-tls
+  readOnly: true
+{{- end }}
+{{- if $tls.clientCa.existingSecret }}
+- name: publisher-client-ca
+  mountPath: /etc/l0gc/publisher-client-ca
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "l0gc.publisher.authVolumes" -}}
+{{- $auth := .Values.publisher.auth }}
+{{- $tls := .Values.publisher.tls }}
+{{- if or $auth.existingSecret $auth.tokens }}
+- name: publisher-auth
+  secret:
+    secretName: {{ include "l0gc.publisher.authSecretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ ternary $auth.existingSecretKey "tokens" (not (empty $auth.existingSecret)) }}
+        path: tokens
+{{- end }}
+{{- if $tls.enabled }}
+- name: publisher-tls
+  secret:
+    secretName: {{ $tls.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ $tls.certKey }}
+        path: tls.crt
+      - key: {{ $tls.keyKey }}
+        path: tls.key
+{{- end }}
+{{- if $tls.clientCa.existingSecret }}
+- name: publisher-client-ca
+  secret:
+    secretName: {{ $tls.clientCa.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ $tls.clientCa.key }}
+        path: ca.crt
 {{- end }}
 {{- end }}

@@ -43,6 +43,10 @@ spec:
         {{- if $oneShot }}
         - sweep
         - --json
+        {{- if $sw.cronjob.pausedOk }}
+        # A paused GC (gcd pause) exits 0: the Job succeeds; other blocks still exit 3.
+        - --paused-ok
+        {{- end }}
         {{- else }}
         - daemon
         - --http-host
