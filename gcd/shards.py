@@ -39,6 +39,7 @@ __all__ = [
     "announced",
     "announcement",
     "check_shards",
+    "fleet_problem",
     "new_sweeper_id",
 ]
 
@@ -111,6 +112,19 @@ def check_shards(me: ShardAnnouncement, announced: Mapping[str, bytes]) -> str |
                 f"shard {me.shard} is run twice: by sweeper {other.sweeper_id!r} and by this "
                 f"sweeper ({me.sweeper_id}); give each sweeper its own --shard-index"
             )
+    return None
+
+
+def fleet_problem(announced: Mapping[str, bytes]) -> str | None:
+    """The first disagreement among all announcements (for `gcd status`); None: agreed."""
+    for sweeper_id, raw in sorted(announced.items()):
+        try:
+            me = ShardAnnouncement.decode(raw)
+        except ValueError as exc:
+            return f"cannot read sweeper {sweeper_id!r}'s shard announcement ({exc})"
+        problem = check_shards(me, announced)
+        if problem is not None:
+            return problem
     return None
 
 

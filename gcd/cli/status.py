@@ -17,8 +17,10 @@ without etcd.
 Whatever etcd holds, status reports it and exits: a malformed record (too deep, NaN,
 duplicate keys...) is shown as MALFORMED with the reason, an unreadable pause marker
 still shows GC paused, and a pause time that is not a sane date shows as unknown.
-Strings from etcd are printed with non-printables escaped (`printable`); `--json` is
-always valid JSON.
+It also shows the namespace's binding (`watermark namespace bind`; the claim in the
+bucket is checked by the sweepers and `watermark namespace show`) and the running
+sweepers' shards, with any disagreement. Strings from etcd are printed with
+non-printables escaped (`printable`); `--json` is always valid JSON.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from typing import Any, Final
 from gcd.cli import exitcodes
 from gcd.cli.options import Option, add_config_option, add_options, boolean, resolve, text
 from gcd.cli.output import configure_logging, printable, write_json
+from gcd.shards import ShardAnnouncement, fleet_problem
+from watermark.binding import Binding
 from watermark.contract import pause_at
 from watermark.errors import InvalidRecord
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
@@ -101,6 +105,12 @@ class StatusReport:
     partition_count: int
     pinning: tuple[PartitionStatus, ...]
     partitions: tuple[PartitionStatus, ...] | None = None
+    binding: dict[str, Any] | None = None
+    """The storage the namespace is bound to, or None when unbound (`binding_problem`)."""
+    binding_problem: str | None = None
+    sweepers: tuple[dict[str, Any], ...] = ()
+    """The running sweepers' shard announcements."""
+    shard_problem: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""
@@ -162,7 +172,41 @@ def build_report(
         partition_count=len(partitions),
         pinning=tuple(pinning),
         partitions=tuple(partitions) if include_all else None,
+        **_binding(view, namespace),
+        sweepers=tuple(_sweepers(view)),
+        shard_problem=fleet_problem(view.sweepers),
     )
+
+
+def _binding(view: GcView, namespace: str) -> dict[str, Any]:
+    if view.binding_raw is None:
+        unbound = (f"not bound: sweepers delete nothing until `watermark namespace bind "
+                   f"--bucket B --root R` binds {namespace} to its storage")  # fmt: skip
+        return {"binding": None, "binding_problem": unbound}
+    try:
+        binding = Binding.decode(view.binding_raw)
+    except InvalidRecord as exc:
+        return {"binding": None, "binding_problem": f"unreadable binding: {exc}"}
+    doc = {"target": binding.target.to_doc(), "describe": binding.target.describe(),
+           "binding_id": binding.binding_id, "etcd_cluster_id": binding.cluster_id}  # fmt: skip
+    problem: str | None = None
+    if view.cluster_id is not None and binding.cluster_id != view.cluster_id:
+        problem = (f"bound in etcd cluster {binding.cluster_id}, but this is etcd cluster "
+                   f"{view.cluster_id}: sweepers delete nothing until it is re-bound")  # fmt: skip
+    return {"binding": doc, "binding_problem": problem}
+
+
+def _sweepers(view: GcView) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for sweeper_id, raw in sorted(view.sweepers.items()):
+        try:
+            one = ShardAnnouncement.decode(raw)
+        except ValueError as exc:
+            found.append({"sweeper_id": sweeper_id, "error": str(exc)})
+            continue
+        found.append({"sweeper_id": one.sweeper_id, "shard_index": one.shard_index,
+                      "shard_count": one.shard_count, "started_at": one.started_at})  # fmt: skip
+    return found
 
 
 def human_age(seconds: float | None) -> str:
@@ -211,6 +255,20 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append("               resume with: gcd resume")
     else:
         lines.append("gc             running" if not report.blocked else "gc             blocked")
+    if report.binding is not None:
+        lines.append(f"bound to       {printable(report.binding['describe'])}  (claim checked by "
+                     "sweepers and `watermark namespace show`)")  # fmt: skip
+    if report.binding_problem is not None:
+        lines.append(f"binding        {printable(report.binding_problem)}")
+    if report.sweepers:
+        shards = ", ".join(
+            f"{printable(w['sweeper_id'])} "
+            + ("?" if "error" in w else f"{w['shard_index']}/{w['shard_count']}")
+            for w in report.sweepers
+        )
+        lines.append(f"sweepers       {len(report.sweepers)} running: {shards}")
+    if report.shard_problem is not None:
+        lines.append(f"shards         DISAGREE: {printable(report.shard_problem)}")
     lines.append(f"partitions     {report.partition_count} registered")
     if report.pinning:
         label = "pinning M" if not report.blocked else "lowest M(p)"

@@ -14,7 +14,9 @@ import pytest
 from gcd.cli.output import write_json
 from gcd.cli.status import build_report, human_age, render_text
 from gcd.local_servers import LocalEtcd, free_port
+from gcd.shards import ShardAnnouncement
 from watermark import strictjson
+from watermark.binding import Binding, StorageTarget
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import Put
 from watermark.record import PartitionRecord
@@ -296,3 +298,23 @@ def test_status_json_is_valid_even_with_non_finite_numbers(
     write_json({"version": 1, "age_s": float("nan"), "at": [float("inf"), 1.5]})
     doc = strict_json(capsys.readouterr().out)
     assert doc == {"version": 1, "age_s": None, "at": [None, 1.5]}
+
+
+def test_status_shows_the_binding_and_shard_disagreement() -> None:
+    """Unbound, bound, another etcd cluster; running sweepers and their disagreement."""
+    unbound = build_report(GcView(1, b"5", {}), "/l0gc/x", NOW)
+    assert unbound.binding is None
+    assert "not bound" in str(unbound.binding_problem)
+    assert "binding        not bound" in render_text(unbound, NOW)
+    binding = Binding("/l0gc/x", StorageTarget("b", "r"), "id1", "c1", 1.0).encode()
+    running = (ShardAnnouncement("s-a", 0, 2, 1.0), ShardAnnouncement("s-b", 0, 3, 1.0))
+    sweepers = {a.sweeper_id: a.encode() for a in running}
+    view = GcView(1, b"5", {}, binding_raw=binding, cluster_id="c1", sweepers=sweepers)
+    report = build_report(view, "/l0gc/x", NOW)
+    text = render_text(report, NOW)
+    assert "bound to       s3://b/r" in text
+    assert "sweepers       2 running: s-a 0/2, s-b 0/3" in text
+    assert "shards         DISAGREE: shard counts disagree" in text
+    assert report.to_dict()["sweepers"][1]["shard_count"] == 3
+    moved = build_report(GcView(1, b"5", {}, binding_raw=binding, cluster_id="c2"), "/x", NOW)
+    assert "etcd cluster c1, but this is etcd cluster c2" in str(moved.binding_problem)
