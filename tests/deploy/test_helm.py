@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -601,6 +602,13 @@ def test_network_policies_allow_only_dns_etcd_and_s3(renders: dict[str, Render])
     }
     sweeper_pods = one(objects, "Deployment", "sweeper")["spec"]["template"]["metadata"]["labels"]
     assert sweeper["spec"]["podSelector"]["matchLabels"].items() <= sweeper_pods.items()
+    # The publisher's port (API and metrics) only from the scrapers and the brokers.
+    (publisher_ingress,) = publisher["spec"]["ingress"]
+    sources = {
+        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        for peer in publisher_ingress["from"]
+    }
+    assert sources == {"monitoring", "brokers"}
 
 
 # --- the schema and the template guards --------------------------------------------------
@@ -895,3 +903,50 @@ def test_every_value_is_commented_and_described_in_the_schema() -> None:
                 yield from schema_paths(child, f"{prefix}{key}.")
 
     assert set(schema_paths(schema)) - seen == {"global"}, "schema keys missing from values.yaml"
+
+
+# --- NOTES.txt ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def notes_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the chart whose NOTES.txt also renders as a ConfigMap (helm template skips
+    NOTES.txt, and an error in it would only show at `helm install`)."""
+    chart = tmp_path_factory.mktemp("notes") / "l0gc"
+    shutil.copytree(CHART, chart)
+    notes = (CHART / "templates" / "NOTES.txt").read_text()
+    (chart / "templates" / "_notes.tpl").write_text(
+        '{{- define "test.notes" -}}\n' + notes + "{{- end }}\n"
+    )
+    (chart / "templates" / "notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n"
+        'data:\n  notes: {{ include "test.notes" . | quote }}\n'
+    )
+    return chart
+
+
+@pytest.mark.parametrize("name", VALUES_FILES)
+def test_notes_render_and_describe_the_install(
+    helm_env: dict[str, str], notes_chart: Path, name: str
+) -> None:
+    """NOTES.txt renders for every ci values file and names etcd and the publisher's access."""
+    template = helm(
+        helm_env, "template", RELEASE, str(notes_chart), "--namespace", NAMESPACE,
+        "--kube-version", KUBE_VERSION, *_values_args(name),
+        "--show-only", "templates/notes.yaml",
+    )  # fmt: skip
+    assert template.returncode == 0, template.stderr
+    notes = yaml.safe_load(template.stdout)["data"]["notes"]
+    values = yaml.safe_load((CHART / "ci" / name).read_text())
+    assert "etcd: " in notes
+    publisher = values.get("publisher", {})
+    if publisher.get("enabled"):
+        assert "\n\nPublisher (`watermark serve`)\n" in notes
+        scheme = "https" if publisher.get("tls", {}).get("enabled") else "http"
+        assert f"HTTP API for writers: {scheme}://l0gc-publisher.{NAMESPACE}.svc:8080" in notes
+        if publisher.get("auth", {}).get("insecureNoAuth"):
+            assert "WARNING: publisher.auth.insecureNoAuth=true" in notes
+        else:
+            assert "bearer token" in notes or "client certificate" in notes
+    else:
+        assert "Publisher" not in notes
