@@ -939,6 +939,9 @@ def test_notes_render_and_describe_the_install(
     notes = yaml.safe_load(template.stdout)["data"]["notes"]
     values = yaml.safe_load((CHART / "ci" / name).read_text())
     assert "etcd: " in notes
+    if values.get("sweeper", {}).get("enabled", True):
+        bucket = values["s3"]["bucket"]
+        assert f"watermark namespace bind --bucket {bucket} --root " in notes
     publisher = values.get("publisher", {})
     if publisher.get("enabled"):
         assert "\n\nPublisher (`watermark serve`)\n" in notes
