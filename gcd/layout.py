@@ -11,24 +11,45 @@ unit sweepers are sharded by. The epoch is zero padded, so inside one prefix S3'
 (lexicographic) listing order is epoch order, and a sweeper that meets an epoch above
 the safe epoch M may skip the rest of the prefix (`KeyLayout.padded`).
 
-A custom layout is a regex matched against the key with ``{root}/`` removed. It must
-have a group ``epoch``; it may have ``prefix``, which must open the pattern and capture
-the whole first path segment (three digits), and ``name`` (else the name is the last
-path segment). ``epoch_width`` is the zero-padded width of the epoch, or None. A padded
+A custom layout is a regex matched against the key with ``{root}/`` removed, plus a
+``template`` (`str.format` with ``prefix``, ``epoch``, ``name``) that writes keys. Both
+are required: the regex finds the fields, the template proves them. The regex must have
+a group ``epoch``; it may have ``prefix``, which must open the pattern and capture the
+whole first path segment (three digits), and ``name`` (else the name is the last path
+segment). ``epoch_width`` is the zero-padded width of the epoch, or None. A padded
 custom layout promises the ordering above (all that precedes the epoch is the same
 within a prefix); if it lies, skipping ahead leaves garbage behind but never deletes
-more, since every key is still parsed and compared with M. An optional ``template``
-(`str.format` with ``prefix``, ``epoch``, ``name``) lets a custom layout write keys.
+more, since every key is still parsed and compared with M.
 
 The strictness rule: a key that does not parse is never deleted (the sweeper counts,
-logs and reports it), so `KeyLayout.parse` returns None for every key the layout could
-not have produced: if ``parse(key)`` is not None, formatting its fields gives ``key``
-back exactly. Refused: a wrong root; empty, missing or extra path segments; digits
-other than ASCII 0-9 (``\\d`` and ``int()`` accept Arabic-Indic and fullwidth digits,
-``int()`` also signs, spaces and underscores, so custom patterns are compiled with
-``re.ASCII`` and every captured number is checked again); a wrong width; leading zeros
-in an unpadded epoch; epochs beyond int64; names that are empty, contain ``/``, are
-``.`` or ``..``, or start or end with whitespace.
+logs and reports it), and `KeyLayout.parse` returns fields only for a key this layout
+could have written: ``parse(key)`` is not None only if formatting its fields with the
+template gives ``key`` back exactly; `parse` checks this on every key. So a regex that
+matches too much (``.*?(?P<epoch>[0-9]+).*`` reads the 3-digit prefix as the epoch; a
+pattern whose leading ``.+`` spans sibling directories) cannot make a key eligible: the
+key must be exactly ``{root}/`` + template, and the template's text between fields is
+fixed. Also refused: a wrong root; empty, missing or extra path segments; digits other
+than ASCII 0-9 (``\\d`` and ``int()`` accept Arabic-Indic and fullwidth digits, ``int()``
+also signs, spaces and underscores, so custom patterns are compiled with ``re.ASCII``
+and every captured number is checked again); a wrong width; leading zeros in an
+unpadded epoch; epochs beyond int64; names that are empty, contain ``/``, are ``.`` or
+``..``, or start or end with whitespace.
+
+What a template must be, checked when the layout is built (`ConfigError`, exit 2):
+
+* it uses ``epoch`` and ``name`` (and ``prefix`` exactly when the pattern has one,
+  first, as ``{prefix:03d}/``); no conversions (``!r``), no nested fields in a spec;
+* its fields write canonical values: the epoch as ASCII digits of ``epoch_width``
+  (zero padded) or without leading zeros, the prefix as three digits, the name as is;
+* every field ends where the key says: a name runs to the next ``/`` or the end, an
+  epoch to the next non-digit. Otherwise one key could be read as two different field
+  sets (``{epoch}{name}``: is ``12345abc`` epoch 1 or 12345?), and the round trip would
+  not tell which one the writer meant;
+* it cannot leave the root: no empty, ``.`` or ``..`` path segments in its fixed text
+  (stores and tools that normalise paths would resolve them outside ``{root}/``), and
+  nothing a DeleteObjects request cannot carry (`gcd.xmlkeys`). The root itself may not
+  have ``.`` or ``..`` segments either. A root is never "crossed" through the pattern:
+  keys are considered only below ``{root}/``, and what follows is pinned by the template.
 
 Sharding: `shard_range` splits 000-999 evenly between sweepers, `compress_range` turns
 a range into the fewest decimal listing prefixes, `listing_prefixes` adds the root.
@@ -42,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from gcd.errors import ConfigError
+from gcd.xmlkeys import xml_unsafe_reason
 
 __all__ = [
     "DEFAULT_EPOCH_WIDTH",
@@ -87,15 +109,23 @@ class KeyLayout:
     root: str = DEFAULT_ROOT
     pattern: str = DEFAULT_PATTERN
     epoch_width: int | None = DEFAULT_EPOCH_WIDTH
-    template: str | None = DEFAULT_TEMPLATE
+    template: str = DEFAULT_TEMPLATE
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_root(self.root)
         regex = _compile_pattern(self.pattern)
         _check_epoch_width(self.epoch_width)
-        if self.template is not None:
-            _check_template(self.template, self.pattern, "prefix" in regex.groupindex)
+        given: object = self.template  # typed str, but from_spec and custom pass None through
+        if not isinstance(given, str):
+            msg = (
+                f"key pattern {self.pattern!r} has no key template; give --key-template "
+                f"(e.g. {DEFAULT_TEMPLATE!r}): a key is deleted only if formatting the fields "
+                f"the pattern read gives the key back exactly"
+            )
+            raise ConfigError(msg)
+        _check_template(self.template, self.pattern, "prefix" in regex.groupindex,
+                        self.epoch_width)  # fmt: skip
         object.__setattr__(self, "_regex", regex)
 
     @classmethod
@@ -112,8 +142,12 @@ class KeyLayout:
         epoch_width: int | None = None,
         template: str | None = None,
     ) -> KeyLayout:
-        """A layout given by a regex over the key after ``{root}/`` (see module docs)."""
-        return cls(root=root, pattern=pattern, epoch_width=epoch_width, template=template)
+        """A layout given by a regex over the key after ``{root}/`` and its template.
+
+        `template` is required (None is a ConfigError saying so); see the module docs.
+        """
+        given: str = template  # type: ignore[assignment]  # None is refused, with a reason
+        return cls(root=root, pattern=pattern, epoch_width=epoch_width, template=given)
 
     @classmethod
     def from_spec(
@@ -124,7 +158,8 @@ class KeyLayout:
         epoch_width: int | None = None,
         template: str | None = None,
     ) -> KeyLayout:
-        """The CLI's view: ``"default"`` (``--layout default``) or a regex (``--key-pattern``)."""
+        """The CLI's view: ``"default"`` (``--layout default``) or a regex (``--key-pattern``,
+        which needs ``--key-template``)."""
         if spec == "default":
             if epoch_width is not None or template is not None:
                 msg = (
@@ -170,7 +205,20 @@ class KeyLayout:
         return f"{self.listing_root}{prefix:03d}/"
 
     def parse(self, key: str) -> ParsedKey | None:
-        """The key's fields, or None for any key this layout could not have produced."""
+        """The key's fields, or None for any key this layout could not have produced.
+
+        Fields are returned only when the template writes them back as exactly `key`.
+        """
+        parsed = self._match(key)
+        if parsed is None or self._write(parsed.prefix, parsed.epoch, parsed.name) != key:
+            return None
+        return parsed
+
+    def _write(self, prefix: int | None, epoch: int, name: str) -> str:
+        return self.listing_root + self.template.format(prefix=prefix, epoch=epoch, name=name)
+
+    def _match(self, key: str) -> ParsedKey | None:
+        """The fields the pattern reads from `key`, each checked, not yet proven."""
         root = self.listing_root
         if not key.startswith(root) or key != key.strip():
             return None
@@ -201,12 +249,6 @@ class KeyLayout:
 
     def format(self, prefix: int | None, epoch: int, name: str) -> str:
         """The key for these fields; the inverse of `parse`. ValueError if they do not fit."""
-        if self.template is None:
-            msg = (
-                f"key pattern {self.pattern!r} has no format template, so keys cannot be "
-                f"written in it; pass template= (e.g. {DEFAULT_TEMPLATE!r}) to KeyLayout.custom"
-            )
-            raise ConfigError(msg)
         if self.has_prefix:
             if prefix is None or not 0 <= prefix < PREFIX_COUNT:
                 msg = f"prefix {prefix!r} is out of range; give 0-{PREFIX_COUNT - 1}"
@@ -223,7 +265,7 @@ class KeyLayout:
                 f"not '.' or '..', with no leading or trailing whitespace"
             )
             raise ValueError(msg)
-        key = self.listing_root + self.template.format(prefix=prefix, epoch=epoch, name=name)
+        key = self._write(prefix, epoch, name)
         if self.parse(key) != ParsedKey(prefix=prefix, epoch=epoch, name=name):
             msg = (
                 f"key {key!r} made by template {self.template!r} does not parse back with "
@@ -321,10 +363,12 @@ def _is_valid_name(name: str) -> bool:
 
 
 def _check_root(root: str) -> None:
-    if root != root.strip() or "" in root.split("/"):
+    segments = root.split("/")
+    if root != root.strip() or {"", ".", ".."} & set(segments) or xml_unsafe_reason(root):
         msg = (
             f"key root {root!r} is invalid; give a non-empty key prefix with no leading or "
-            f"trailing '/', no empty segments and no surrounding spaces, e.g. {DEFAULT_ROOT!r}"
+            f"trailing '/', no empty, '.' or '..' segments, no control characters and no "
+            f"surrounding spaces, e.g. {DEFAULT_ROOT!r}"
         )
         raise ConfigError(msg)
 
@@ -359,13 +403,15 @@ def _check_epoch_width(width: int | None) -> None:
         raise ConfigError(msg)
 
 
-def _check_template(template: str, pattern: str, has_prefix: bool) -> None:
+def _check_template(template: str, pattern: str, has_prefix: bool, width: int | None) -> None:
+    """Refuse a template that could not prove a key (see the module docstring)."""
     try:
-        fields = {part[1] for part in string.Formatter().parse(template) if part[1] is not None}
+        parts = list(string.Formatter().parse(template))
         template.format(prefix=0, epoch=0, name="name")
     except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
         msg = f"key template {template!r} cannot be formatted ({exc!r}); fix it"
         raise ConfigError(msg) from exc
+    fields = {part[1] for part in parts if part[1] is not None}
     needed = {"epoch", "name"} | ({"prefix"} if has_prefix else set())
     allowed = _TEMPLATE_FIELDS if has_prefix else _TEMPLATE_FIELDS - {"prefix"}
     if not needed <= fields <= allowed:
@@ -374,3 +420,74 @@ def _check_template(template: str, pattern: str, has_prefix: bool) -> None:
             f"key pattern {pattern!r}, it uses {sorted(fields)}"
         )
         raise ConfigError(msg)
+    problem = _template_problem(parts, has_prefix, width)
+    if problem is not None:
+        raise ConfigError(f"key template {template!r} {problem}")
+
+
+def _template_problem(
+    parts: list[tuple[str, str | None, str | None, str | None]],
+    has_prefix: bool,
+    width: int | None,
+) -> str | None:
+    """What makes a parsed template unable to prove keys, or None."""
+    if has_prefix and (parts[0][0] != "" or parts[0][1] != "prefix"):
+        return "must open with {prefix:03d}/: the prefix is the first path segment"
+    skeleton = []
+    for index, (literal, name, spec, conversion) in enumerate(parts):
+        skeleton.append(literal)
+        if name is None:
+            continue
+        skeleton.append("\0")  # a field: never a whole '.' or '..' segment by itself
+        if conversion is not None:
+            return f"converts {{{name}!{conversion}}}; write {{{name}}} without a conversion"
+        if "{" in (spec or ""):
+            return f"nests a field in the spec of {{{name}:{spec}}}; give a literal spec"
+        wrong = _field_problem(name, spec or "", width)
+        if wrong is not None:
+            return wrong
+        following = parts[index + 1][0] if index + 1 < len(parts) else ""
+        after = following[:1]
+        if name == "name" and after not in {"", "/"}:
+            return (
+                "must end {name} at a '/' or at the end of the template: a name may hold any "
+                "other character, so one key could be read as different names and epochs"
+            )
+        if name == "epoch" and (after.isdigit() or (after == "" and index + 1 < len(parts))):
+            return (
+                "must follow {epoch} with a character that is not a digit (or end there), "
+                "else one key could be read as different epochs"
+            )
+        if name == "prefix" and after != "/":
+            return "must follow {prefix:03d} with '/': the prefix is the first path segment"
+    text = "".join(skeleton)
+    if {"", ".", ".."} & set(text.split("/")):
+        return "has an empty, '.' or '..' path segment, which could leave or alias the root"
+    unsafe = xml_unsafe_reason(text.replace("\0", ""))
+    if unsafe is not None:
+        return f"has text a DeleteObjects request cannot carry ({unsafe})"
+    return None
+
+
+def _field_problem(name: str, spec: str, width: int | None) -> str | None:
+    """What is wrong with how the template writes one field, or None."""
+    try:
+        if name == "epoch":
+            largest = EPOCH_MAX if width is None else min(EPOCH_MAX, 10**width - 1)
+            for epoch in (0, 7, 12345, largest):
+                want = str(epoch) if width is None else f"{epoch:0{width}d}"
+                if format(epoch, spec) != want:
+                    how = ("as plain digits (--epoch-width not given)" if width is None
+                           else f"as digits zero padded to --epoch-width {width}")  # fmt: skip
+                    return f"writes epoch {epoch} as {format(epoch, spec)!r}; write it {how}"
+        elif name == "prefix":
+            for prefix in (0, 7, 999):
+                if format(prefix, spec) != f"{prefix:03d}":
+                    return f"writes prefix {prefix} as {format(prefix, spec)!r}; use {{prefix:03d}}"
+        else:
+            for sample in ("x", "0b8e-uuid.log"):
+                if format(sample, spec) != sample:
+                    return f"writes name {sample!r} as {format(sample, spec)!r}; use plain {{name}}"
+    except (ValueError, TypeError) as exc:
+        return f"cannot write {name} with spec {spec!r} ({exc})"
+    return None

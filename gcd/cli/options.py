@@ -159,6 +159,10 @@ LAYOUT_OPTIONS: tuple[Option, ...] = (
     Option("--key-pattern", text, None,
            "custom layout: regex over the key after {root}/ with a named group 'epoch' "
            "(optional 'prefix', 'name'); overrides --layout", "REGEX"),
+    Option("--key-template", text, None,
+           "with --key-pattern (required): how the writer formats the key after {root}/, "
+           "e.g. '{prefix:03d}/{epoch:018d}/{name}'; a key is deleted only if this gives it "
+           "back exactly", "TEMPLATE"),
     Option("--epoch-width", integer(1), None,
            "with --key-pattern: epochs are zero padded to this many digits (enables "
            "skipping ahead in listings); omit when not padded", "DIGITS"),
@@ -226,12 +230,13 @@ _UNIVERSE = {o.dest for table in _TABLES for o in table} | set(_ETCD_KEYS) | SPA
 
 
 def layout_from_args(args: argparse.Namespace) -> KeyLayout:
-    """The key layout chosen by --layout / --key-pattern / --root / --epoch-width."""
+    """The key layout chosen by --layout, --key-pattern, --key-template, --root, --epoch-width."""
     if args.layout != "default" and args.key_pattern is None:
         spec = args.layout
     else:
         spec = args.key_pattern if args.key_pattern is not None else "default"
-    return KeyLayout.from_spec(spec, args.root, epoch_width=args.epoch_width)
+    return KeyLayout.from_spec(spec, args.root, epoch_width=args.epoch_width,
+                               template=args.key_template)  # fmt: skip
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:

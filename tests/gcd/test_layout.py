@@ -153,7 +153,7 @@ def test_unpadded_layout_accepts_zero_and_int64_max() -> None:
 
 def test_custom_pattern_is_ascii_even_with_backslash_d() -> None:
     """A custom pattern written with \\d does not match Unicode digits."""
-    layout = KeyLayout.custom(pattern=r"(?P<epoch>\d+)/(?P<name>[^/]+)")
+    layout = KeyLayout.custom(pattern=r"(?P<epoch>\d+)/(?P<name>[^/]+)", template="{epoch}/{name}")
     assert layout.parse("level_zero/data/123/x") == ParsedKey(None, 123, "x")
     assert layout.parse("level_zero/data/\u0661\u0662\u0663/x") is None
 
@@ -174,8 +174,9 @@ def test_padded_custom_layout_with_prefix() -> None:
 def test_padded_width_beyond_int64_rejects_overflow() -> None:
     """With 19 padded digits, epochs above int64 max do not parse."""
     layout = KeyLayout.custom(
-        root="r", pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", epoch_width=19
-    )
+        root="r", pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", epoch_width=19,
+        template="{epoch:019d}/{name}",
+    )  # fmt: skip
     assert layout.parse(f"r/{EPOCH_MAX}/x") == ParsedKey(None, EPOCH_MAX, "x")
     assert layout.parse("r/9999999999999999999/x") is None
     assert layout.max_epoch == EPOCH_MAX
@@ -183,18 +184,22 @@ def test_padded_width_beyond_int64_rejects_overflow() -> None:
 
 def test_custom_prefix_must_be_three_ascii_digits_as_first_segment() -> None:
     """A prefix group that captures other than a 3-digit first segment does not parse."""
-    layout = KeyLayout.custom(pattern=r"(?P<prefix>[^/]+)/(?P<epoch>[0-9]+)/(?P<name>[^/]+)")
+    layout = KeyLayout.custom(pattern=r"(?P<prefix>[^/]+)/(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
+                              template="{prefix:03d}/{epoch}/{name}")  # fmt: skip
     assert layout.parse("level_zero/data/123/5/x") == ParsedKey(123, 5, "x")
     for bad in ("12", "1234", "\u0661\u0662\u0663", "-12", "+12", " 12"):
         assert layout.parse(f"level_zero/data/{bad}/5/x") is None, bad
-    glued = KeyLayout.custom(pattern=r"(?P<prefix>[0-9]{3})-(?P<epoch>[0-9]+)/(?P<name>[^/]+)")
-    assert glued.parse("level_zero/data/123-5/x") is None
+    with pytest.raises(ConfigError, match="must follow"):
+        KeyLayout.custom(pattern=r"(?P<prefix>[0-9]{3})-(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
+                         template="{prefix:03d}-{epoch}/{name}")  # fmt: skip
 
 
 def test_custom_layout_without_name_group_uses_last_segment() -> None:
-    """Without a name group the name is the last path segment, checked like any name."""
-    layout = KeyLayout.custom(root="r", pattern=r"(?P<epoch>[0-9]{4})/.+", epoch_width=4)
+    """Without a name group the name is the last path segment; the template pins the rest."""
+    layout = KeyLayout.custom(root="r", pattern=r"(?P<epoch>[0-9]{4})/.+", epoch_width=4,
+                              template="{epoch:04d}/a/{name}")  # fmt: skip
     assert layout.parse("r/0042/a/b") == ParsedKey(None, 42, "b")
+    assert layout.parse("r/0042/other/b") is None  # the regex's .+ matched, the template did not
     assert layout.parse("r/0042/a/ b") is None
     assert layout.parse("r/0042/a/..") is None
 
@@ -253,17 +258,92 @@ def test_template_must_use_the_prefix_when_the_pattern_has_one() -> None:
         )
 
 
-def test_custom_layout_without_template_cannot_format() -> None:
-    """format on a layout without a template raises ConfigError saying so."""
-    layout = KeyLayout.custom(pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)")
-    with pytest.raises(ConfigError, match="no format template"):
-        layout.format(None, 1, "x")
+def test_custom_layout_needs_a_template() -> None:
+    """A custom pattern without a template is refused, naming the pattern and --key-template."""
+    pattern = r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)"
+    for build in (lambda: KeyLayout.custom(pattern=pattern),
+                  lambda: KeyLayout.from_spec(pattern, "r", epoch_width=3)):  # fmt: skip
+        with pytest.raises(ConfigError, match="--key-template") as excinfo:
+            build()
+        assert repr(pattern) in str(excinfo.value)
+
+
+# The finding: a pattern that matches too much reads the 3-digit prefix as the epoch.
+GREEDY = KeyLayout.custom(pattern=r".*?(?P<epoch>[0-9]+).*", template="{epoch}/{name}")
+
+
+def test_a_greedy_pattern_cannot_make_a_key_eligible() -> None:
+    """Keys the greedy regex misreads do not parse: the template does not write them back."""
+    live = "level_zero/data/417/000000000000000900/seg.log"  # prefix 417, epoch 900
+    assert GREEDY._match(live) == ParsedKey(None, 417, "seg.log")  # what the regex reads
+    assert GREEDY.parse(live) is None
+    assert GREEDY.parse("level_zero/data/5/seg.log") == ParsedKey(None, 5, "seg.log")
+
+
+def test_a_pattern_spanning_sibling_directories_is_pinned_by_its_template() -> None:
+    """A leading .+ matches every directory under the root; only the template's one parses."""
+    layout = KeyLayout.custom(root="level_zero", pattern=r".+/(?P<epoch>[0-9]{18})/(?P<name>[^/]+)",
+                              epoch_width=18, template="data/417/{epoch:018d}/{name}")  # fmt: skip
+    ours = f"level_zero/data/417/{5:018d}/x"
+    assert layout.parse(ours) == ParsedKey(None, 5, "x")
+    for sibling in (f"level_zero/data2/417/{5:018d}/x", f"level_zero/data/418/{5:018d}/x",
+                    f"level_zero/other/data/417/{5:018d}/x"):  # fmt: skip
+        assert layout._match(sibling) is not None, sibling  # the regex alone would take it
+        assert layout.parse(sibling) is None, sibling
+
+
+@pytest.mark.parametrize(
+    ("case", "options", "needle"),
+    [
+        ("epoch runs into name", {"template": "{epoch}{name}"}, "must follow {epoch}"),
+        ("epoch runs into digits", {"template": "{epoch}0/{name}"}, "must follow {epoch}"),
+        ("name runs on", {"template": "{epoch}/{name}.log"}, "must end {name}"),
+        ("name then epoch", {"template": "{name}-{epoch}"}, "must end {name}"),
+        ("parent segment", {"template": "../{epoch}/{name}"}, "'..' path segment"),
+        ("dot segment", {"template": "./{epoch}/{name}"}, "'..' path segment"),
+        ("empty segment", {"template": "{epoch}//{name}"}, "empty"),
+        ("leading slash", {"template": "/{epoch}/{name}"}, "empty"),
+        ("conversion", {"template": "{epoch}/{name!r}"}, "without a conversion"),
+        ("nested spec", {"template": "{epoch}/{name:{epoch}}"}, "nests a field"),
+        ("padded name", {"template": "{epoch}/{name:>9}"}, "writes name 'x'"),
+        ("unwanted padding", {"template": "{epoch:05d}/{name}"}, "as plain digits"),
+        ("grouping", {"template": "{epoch:,}/{name}"}, "'12,345'"),
+        ("wrong width", {"template": "{epoch:04d}/{name}", "epoch_width": 5}, "zero padded to"),
+        ("control character", {"template": "{epoch}/\x01-{name}"}, "U+0001"),
+        ("carriage return", {"template": "{epoch}/\r{name}"}, "carriage return"),
+        ("root parent", {"template": "{epoch}/{name}", "root": "a/../b"}, "key root"),
+        ("root control", {"template": "{epoch}/{name}", "root": "a\x02b"}, "key root"),
+    ],
+)
+def test_templates_that_cannot_prove_a_key_are_refused(
+    case: str, options: dict[str, object], needle: str
+) -> None:
+    """Ambiguous, root-leaving, non-canonical or unsendable templates are ConfigErrors."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        KeyLayout.custom(pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [
+        ("{prefix}/{epoch}/{name}", "writes prefix 0 as '0'"),
+        ("x/{prefix:03d}/{epoch}/{name}", "must open with {prefix:03d}/"),
+        ("{prefix:03d}{epoch}/{name}", "must follow {prefix:03d} with '/'"),
+    ],
+)
+def test_prefix_templates_must_write_the_first_segment(template: str, needle: str) -> None:
+    """A prefix is written as three digits opening the key, then '/'."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        KeyLayout.custom(
+            pattern=r"(?P<prefix>[0-9]{3})/?(?P<epoch>[0-9]+)/(?P<name>[^/]+)", template=template
+        )
 
 
 def test_from_spec() -> None:
     """from_spec maps 'default' to the default layout and anything else to a pattern."""
     assert KeyLayout.from_spec("default", "r") == KeyLayout.default("r")
-    custom = KeyLayout.from_spec(r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", "r", epoch_width=5)
+    custom = KeyLayout.from_spec(r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", "r", epoch_width=5,
+                                 template="{epoch:05d}/{name}")  # fmt: skip
     assert custom.parse("r/00005/x") == ParsedKey(None, 5, "x")
     with pytest.raises(ConfigError, match="default layout"):
         KeyLayout.from_spec("default", epoch_width=5)
@@ -381,7 +461,8 @@ _keys = st.one_of(
 
 
 @no_db
-@pytest.mark.parametrize("layout", [DEFAULT, LOOSE, PADDED], ids=["default", "loose", "padded"])
+@pytest.mark.parametrize("layout", [DEFAULT, LOOSE, PADDED, GREEDY],
+                         ids=["default", "loose", "padded", "greedy"])  # fmt: skip
 @given(key=_keys)
 def test_a_key_parses_only_if_format_writes_it_back(layout: KeyLayout, key: str) -> None:
     """For any string s, if parse(s) is not None then format(parse(s)) == s."""
