@@ -42,6 +42,10 @@ class Admission:
     blocked_reason: str | None = None
     paused: bool = False
     regression: bool = False
+    revision: int | None = None
+    """The etcd revision M was read at (None without etcd)."""
+    pinning: tuple[tuple[str, int], ...] = ()
+    """(partition, M(p)) of the partitions pinning M, as read (for the deletion journal)."""
 
     @property
     def allowed(self) -> bool:
@@ -71,7 +75,9 @@ def admit(
             return Admission(
                 None, cluster, f"--safe-epoch {override} is above the cluster epoch {cluster}"
             )
-        return _check_regression(Admission(override, cluster), highest_used)
+        return _check_regression(
+            Admission(override, cluster, revision=read.revision), highest_used
+        )
     if read.safe_epoch is None:
         reason = read.blocked_reason or "global watermark undefined"
         if read.blocked_partition is not None and read.blocked_partition not in reason:
@@ -81,7 +87,9 @@ def admit(
         return Admission(
             None, cluster, f"safe epoch {read.safe_epoch} is above the cluster epoch {cluster}"
         )
-    return _check_regression(Admission(read.safe_epoch, cluster), highest_used)
+    pinning = tuple((record.partition, record.watermark) for record in read.pinning)
+    admission = Admission(read.safe_epoch, cluster, revision=read.revision, pinning=pinning)
+    return _check_regression(admission, highest_used)
 
 
 def _check_regression(admission: Admission, highest_used: int | None) -> Admission:

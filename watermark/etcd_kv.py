@@ -291,18 +291,21 @@ class EtcdKV:
 
         return await self._call(f"get {key}", operation, idempotent=True)
 
-    async def range_prefix(self, prefix: str) -> RangeResult:
+    async def range_prefix(self, prefix: str, *, revision: int = 0) -> RangeResult:
         """Every key under `prefix` at one revision, sorted by key, paged internally.
 
+        `revision` 0 reads the current revision; a past one reads etcd's history (the
+        deletion journal's checks), which fails with OUT_OF_RANGE once compacted.
         No `sort_order` on the requests: etcd returns a range in ascending key order
         by itself, and sorting would make it fetch the whole remaining range per page.
         """
         start = prefix.encode()
         end = _prefix_end(start)
+        at_revision = revision
 
         async def operation(session: _Session) -> RangeResult:
             items: list[KeyValue] = []
-            revision = cluster_id = 0
+            revision, cluster_id = at_revision, 0
             key = start
             while True:
                 request = rpc.RangeRequest(
@@ -316,6 +319,7 @@ class EtcdKV:
                 )
                 if revision == 0:
                     revision = response.header.revision
+                if cluster_id == 0:
                     cluster_id = response.header.cluster_id
                 items.extend(_key_value(raw) for raw in response.kvs)
                 if not response.more or not response.kvs:

@@ -1,0 +1,259 @@
+"""`gcd journal verify|show`: check a deletion journal, or find who deleted a key.
+
+    gcd journal verify --journal-dir DIR [--etcd HOST:PORT --namespace NS] [--json]
+    gcd journal verify --bucket B --journal-prefix P [--endpoint-url U] [--etcd ...]
+    gcd journal show --key KEY --journal-dir DIR [--json]
+
+`verify` checks the journal on its own (chain, digests, every key's epoch at or below
+the M its record claims, M never going backwards per sweeper) and, with etcd given,
+against etcd's history: the namespace is read at each revision a record claims and M
+recomputed there (`gcd.journal_check`). `show` prints every attempt to delete KEY: the
+sweeper, when, M and the cluster epoch, the etcd revision, the partitions pinning M,
+and what became of the key.
+
+Journals are written by `gcd sweep` and `gcd daemon` with `--journal-dir` (and shipped
+to `--journal-prefix` in the bucket); `JOURNAL_OPTIONS` and `open_journal` are their
+side of it.
+
+Exit codes: verify 0 every check passed, 1 a violation or a damaged journal, 2 bad
+flags, 3 nothing wrong found but some records could not be checked (a compacted or
+unreachable etcd revision); show 0 found, 1 no record of the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gcd.cli import exitcodes
+from gcd.cli.options import (
+    LAYOUT_OPTIONS,
+    S3_OPTIONS,
+    Option,
+    add_config_option,
+    add_options,
+    boolean,
+    duration,
+    integer,
+    layout_from_args,
+    resolve,
+    text,
+)
+from gcd.cli.output import configure_logging, printable, write_json
+from gcd.errors import ConfigError
+from gcd.journal import (
+    DEFAULT_MAX_AGE_S,
+    DEFAULT_MAX_BYTES,
+    JournalRead,
+    JournalWriter,
+    check_audit_prefix,
+    read_journal,
+    read_journal_objects,
+    ship_segments,
+)
+from gcd.journal_check import (
+    FindingKind,
+    VerifyReport,
+    check_history,
+    check_records,
+    find_key,
+    history_reader,
+)
+from gcd.layout import KeyLayout
+from gcd.metrics import SweeperMetrics
+from gcd.s3store import S3ObjectStore, S3Settings
+from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
+
+__all__ = ["JOURNAL_OPTIONS", "OUTPUT_VERSION", "add_arguments", "open_journal", "run"]
+
+OUTPUT_VERSION = 1
+_MAX_SEGMENT_READ = 1 << 30
+
+JOURNAL_OPTIONS: tuple[Option, ...] = (
+    Option("--journal-dir", text, None,
+           "deletion journal: append a record of why each DeleteObjects call is safe, and of "
+           "its outcome, to rotated JSON-lines segments in this directory (default: none)",
+           "DIR"),
+    Option("--journal-prefix", text, None,
+           "also upload each closed journal segment to this prefix of the bucket, which must "
+           "lie outside --root (needs --journal-dir)", "PREFIX"),
+    Option("--journal-max-bytes", integer(1024), DEFAULT_MAX_BYTES,
+           "start a new journal segment past this size (default 64 MiB)", "BYTES"),
+    Option("--journal-max-age", duration, DEFAULT_MAX_AGE_S,
+           "start a new journal segment after this long (default 1h)", "DURATION"),
+)  # fmt: skip
+_READ_OPTIONS: tuple[Option, ...] = (
+    *S3_OPTIONS,
+    *LAYOUT_OPTIONS,
+    JOURNAL_OPTIONS[0],
+    JOURNAL_OPTIONS[1],
+    Option("--key", text, None, "show: the object key to explain", "KEY"),
+    Option("--json", boolean, False, "print one JSON document on stdout", switch=True),
+    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
+           "LEVEL"),
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`journal verify|show` options."""
+    parser.add_argument("action", choices=["verify", "show"],
+                        help="verify the journal, or show the records of one key")  # fmt: skip
+    add_config_option(parser)
+    add_options(parser, _READ_OPTIONS, "journal and output")
+    add_etcd_arguments(parser)
+
+
+@contextlib.asynccontextmanager
+async def open_journal(
+    args: argparse.Namespace,
+    *,
+    sweeper_id: str,
+    namespace: str | None,
+    s3: S3Settings,
+    root: str,
+    objects: Any,
+    metrics: SweeperMetrics,
+) -> AsyncIterator[tuple[JournalWriter, ...]]:
+    """The journal sinks a sweeping command's flags ask for (none without --journal-dir);
+    on exit the last segment is closed and, with --journal-prefix, every segment shipped."""
+    if args.journal_dir is None:
+        if args.journal_prefix is not None:
+            raise ConfigError("--journal-prefix needs --journal-dir (the local spool of the "
+                              "segments it uploads)")  # fmt: skip
+        yield ()
+        return
+    prefix = None if args.journal_prefix is None else check_audit_prefix(args.journal_prefix,
+                                                                          root)  # fmt: skip
+    writer = JournalWriter(
+        Path(args.journal_dir), sweeper_id, namespace=namespace, bucket=s3.bucket, root=root,
+        endpoint_url=s3.endpoint_url, metrics=metrics, max_bytes=args.journal_max_bytes,
+        max_age_s=args.journal_max_age,
+    )  # fmt: skip
+    shipped: set[Path] = set()
+    try:
+        yield (writer,)
+    finally:
+        writer.close()
+        if prefix is not None:
+            await ship_segments(writer, objects, prefix, shipped=shipped)
+
+
+async def _read(args: argparse.Namespace) -> JournalRead:
+    if args.journal_dir is not None:
+        return read_journal([Path(part) for part in args.journal_dir.split(",") if part])
+    if args.journal_prefix is None or args.bucket is None:
+        raise ConfigError("give --journal-dir DIR, or --bucket B and --journal-prefix P")
+    settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    async with S3ObjectStore.open(settings) as objects:
+        return await read_journal_objects(objects, args.journal_prefix,
+                                          max_bytes=_MAX_SEGMENT_READ)  # fmt: skip
+
+
+def _headers(read: JournalRead, field: str) -> set[str]:
+    return {str(r.doc.get(field)) for r in read.records
+            if r.kind == "segment" and r.doc.get(field) is not None}  # fmt: skip
+
+
+def _layout(args: argparse.Namespace, read: JournalRead) -> KeyLayout:
+    """The layout of the flags; the journal's own root when --root was left at its default."""
+    roots = _headers(read, "root")
+    default_root = next(o.default for o in LAYOUT_OPTIONS if o.flag == "--root")
+    if len(roots) == 1 and args.root == default_root and args.key_pattern is None:
+        args.root = next(iter(roots))
+    return layout_from_args(args)
+
+
+async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyReport, list[str]]:
+    """The report, and notes on what was not checked."""
+    report = check_records(read, layout=_layout(args, read))
+    notes: list[str] = []
+    if args.etcd is None and not os.environ.get("L0GC_ETCD"):
+        notes.append("not checked against etcd's history: give --etcd (and --namespace)")
+        return report, notes
+    settings = EtcdSettings.from_args(args)
+    namespaces = _headers(read, "namespace")
+    namespace = settings.namespace
+    if args.namespace is None and len(namespaces) == 1:
+        namespace = next(iter(namespaces))
+    kv = await open_kv(settings, connect=False)
+    try:
+        await check_history(read, history_reader(kv, namespace), report)
+    finally:
+        await kv.close()
+    notes.append(f"checked against etcd {','.join(settings.endpoints)} namespace {namespace}")
+    return report, notes
+
+
+def _verify_code(report: VerifyReport) -> int:
+    if report.count(FindingKind.VIOLATION) or report.count(FindingKind.DAMAGE):
+        return exitcodes.PARTIAL_FAILURE
+    return exitcodes.BLOCKED if report.count(FindingKind.UNVERIFIABLE) else exitcodes.OK
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+
+
+def _write_verify(report: VerifyReport, notes: Sequence[str]) -> None:
+    verdict = "OK" if _verify_code(report) == exitcodes.OK else "FAILED"
+    lines = [
+        f"journal verify: {verdict}",
+        (f"  {report.records} records from {report.sweepers} sweepers: {report.attempts} "
+         f"delete requests, {report.keys_deleted} keys deleted, {report.outcome_unknown} "
+         f"without an outcome; {report.revisions_checked} etcd revisions checked"),
+        (f"  violations {report.count(FindingKind.VIOLATION)}, damage "
+         f"{report.count(FindingKind.DAMAGE)}, unverifiable "
+         f"{report.count(FindingKind.UNVERIFIABLE)}"),
+    ]  # fmt: skip
+    lines.extend(f"  note      {note}" for note in notes)
+    lines.extend(f"  {finding.kind.value.upper():<12} {printable(finding.source)}: "
+                 f"{printable(finding.message)}" for finding in report.findings[:200])  # fmt: skip
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _write_show(key: str, stories: Sequence[Any]) -> None:
+    if not stories:
+        sys.stdout.write(f"no journal record of {printable(key)}\n")
+        return
+    lines = [f"{printable(key)}: {len(stories)} delete attempts"]
+    for story in stories:
+        pinned = ", ".join(f"{printable(str(p[0]))} M(p)={p[1]}" for p in story.pinning
+                           if isinstance(p, list) and len(p) == 2) or "-"  # fmt: skip
+        how = "operator override" if story.override else f"etcd revision {story.revision}"
+        lines.append(
+            f"  {_when(story.at)}  {story.outcome}  by sweeper {printable(story.sweeper)}\n"
+            f"      epoch {story.epoch} <= M {story.safe_epoch} (cluster epoch "
+            f"{story.cluster_epoch}, {how}); pinned by {pinned}\n"
+            f"      record {printable(story.source)}"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Verify or show; see the module docstring."""
+    resolve(args, _READ_OPTIONS)
+    configure_logging(args.log_level)
+    if args.action == "show" and args.key is None:
+        raise ConfigError("gcd journal show needs --key KEY (the object key to explain)")
+    read = await _read(args)
+    if args.action == "show":
+        stories = find_key(read, args.key)
+        if args.json:
+            write_json({"version": OUTPUT_VERSION, "key": args.key,
+                        "attempts": [story.to_dict() for story in stories]})  # fmt: skip
+        else:
+            _write_show(args.key, stories)
+        return exitcodes.OK if stories else exitcodes.PARTIAL_FAILURE
+    report, notes = await verify(args, read)
+    if args.json:
+        write_json({"version": OUTPUT_VERSION, "ok": _verify_code(report) == exitcodes.OK,
+                    "notes": notes, **report.to_dict()})  # fmt: skip
+    else:
+        _write_verify(report, notes)
+    return _verify_code(report)
