@@ -4,7 +4,8 @@ For tests and benchmarks only. Point a client's endpoint_url at `proxy.endpoint_
 each request is forwarded unchanged to `upstream` (path, query, headers, body), except
 that a seeded random `share` of the requests (optionally only LIST or DELETE requests)
 is answered by the proxy itself with an S3 error document: 503 SlowDown, 500
-InternalError, 503 ServiceUnavailable, or 403 AccessDenied (a permanent failure).
+InternalError, 503 ServiceUnavailable, or 403 AccessDenied (a permanent failure), and
+a `drop_share` has its connection reset without any answer.
 `delay_s` adds a fixed latency to every request, as a far-away S3 region would.
 Requests are counted per operation ("list", "delete", "other") and faults per code, so
 tests can check request counts from the server's side.
@@ -48,10 +49,13 @@ class FaultConfig:
     seed: int = 0
     operations: frozenset[str] | None = None
     """Only these operations ("list", "delete", "other") get faults; None: all."""
+    drop_share: float = 0.0
+    """Share of the eligible requests whose connection is reset without an answer (after
+    the request was read, so the client cannot tell whether it was carried out)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.share <= 1.0:
-            raise ValueError(f"fault share {self.share!r} must be within 0-1")
+        if not 0.0 <= self.share <= 1.0 or not 0.0 <= self.drop_share <= 1.0:
+            raise ValueError(f"fault shares {self.share!r}, {self.drop_share!r} must be within 0-1")
         unknown = set(self.codes) - set(_STATUS)
         if unknown or not self.codes:
             raise ValueError(f"fault codes {self.codes!r}: choose from {sorted(_STATUS)}")
@@ -111,6 +115,11 @@ class FaultProxy:
         if config.delay_s:
             await asyncio.sleep(config.delay_s)
         eligible = config.operations is None or operation in config.operations
+        if eligible and config.drop_share and self._rng.random() < config.drop_share:
+            self.faults["dropped"] += 1
+            if request.transport is not None:
+                request.transport.abort()  # a reset: no status line, no body
+            return web.Response(status=503)  # never reaches the client
         if eligible and config.share and self._rng.random() < config.share:
             code = self._rng.choice(config.codes)
             self.faults[code] += 1

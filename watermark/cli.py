@@ -38,6 +38,7 @@ import socket
 import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -47,7 +48,8 @@ from watermark.contract import expand_partitions
 from watermark.display import printable
 from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.guard import DEFAULT_HOLD_TTL_S
+from watermark.gcstate import PartitionGcState
+from watermark.guard import DEFAULT_HOLD_TTL_S, FencingGuard
 from watermark.http_api import create_app
 from watermark.http_server import (
     DEFAULT_MAX_CONNECTIONS,
@@ -63,7 +65,8 @@ from watermark.record import PartitionRecord
 from watermark.store import WatermarkStore
 from watermark.ticker import EpochTicker
 
-__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "MeteredTicker", "main"]
+__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "MeteredTicker",
+           "ServeParts", "main"]  # fmt: skip
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -266,6 +269,16 @@ class MeteredTicker(EpochTicker):
         return advanced
 
 
+@dataclass(frozen=True, slots=True)
+class ServeParts:
+    """The classes `serve` builds its publisher from: the real ones, unless a test harness
+    (`gcd chaos --broken-build`) passes deliberately broken ones to `main`."""
+
+    store_class: type[WatermarkStore] = WatermarkStore
+    state_class: type[PartitionGcState] = PartitionGcState
+    guard_class: type[FencingGuard] = FencingGuard
+
+
 def _record(record: PartitionRecord) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(record.encode())
     return doc
@@ -405,6 +418,8 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         hold_ttl_s=args.hold_ttl,
         fence_timeout_s=args.fence_timeout,
         drain_timeout_s=args.drain_timeout,
+        state_class=args.parts.state_class,
+        guard_class=args.parts.guard_class,
     )
     for name in partitions:
         if args.register:
@@ -467,7 +482,7 @@ async def _run(args: argparse.Namespace, settings: EtcdSettings) -> dict[str, An
         args.http = ServeHttp.from_args(args)  # a bad token file or TLS file: before etcd
     kv = await open_kv(settings)
     try:
-        return await command(args, WatermarkStore(kv, settings.namespace), kv)
+        return await command(args, args.parts.store_class(kv, settings.namespace), kv)
     finally:
         await kv.close()
 
@@ -522,8 +537,8 @@ def _configure_logging(level: str) -> None:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the `watermark` command; return its exit code."""
+def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) -> int:
+    """Run the `watermark` command; return its exit code (`parts`: see `ServeParts`)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["namespace"]:
         # Binding needs the object store too, which is gcd's side: one implementation.
@@ -535,6 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(arguments)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    args.parts = parts if parts is not None else ServeParts()
     default_level = "info" if args.command == "serve" else "warning"
     _configure_logging(args.log_level or _env("L0GC_LOG_LEVEL", default_level))
     try:
