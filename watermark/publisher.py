@@ -87,6 +87,21 @@ class Fence:
         """Apply (offset, epoch) to the partition's GC state and release the fence."""
         self.publisher.commit(self.token, offset)
 
+    def abort(self) -> bool:
+        """Release the fence without committing (an upload you will not commit, e.g. the
+        log append failed; its object is garbage). As HTTP ``abort``: False if the fence
+        was no longer held (committed, aborted, reclaimed, or the partition was let go)."""
+        return self.publisher.abort(self.token)
+
+    @property
+    def expires_in_s(self) -> float | None:
+        """Seconds left before the hold deadline, on the publisher's clock (0.0 once it
+        has passed: the fence may be reclaimed, do not append); None: no deadline."""
+        deadline = self.token.deadline
+        if deadline is None:
+            return None
+        return max(0.0, deadline - self.publisher.clock())
+
 
 class _FenceBlock:
     """``async with publisher.fence(...)``: acquire on entry, abort (if not committed) on exit.
