@@ -150,6 +150,10 @@ class BoundSource:
         self.objects = objects
         self.shard = shard
 
+    async def get_paused(self) -> str | None:
+        """The pause reason (None: not paused), for the sweeper's brake (`gcd.brake`)."""
+        return await self.store.get_paused()
+
     async def read_safe_epoch(self) -> SafeEpoch:
         """`WatermarkStore.read_safe_epoch`, with `refused_reason` set on any mismatch."""
         view = await self.store.read_gc_view()

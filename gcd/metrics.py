@@ -8,6 +8,7 @@ only from fixed sets: skip reasons, round outcomes, and S3 error codes normalise
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -24,6 +25,9 @@ ERROR_LABELS: Final = frozenset(
         "RequestTimeout",
         "Throttling",
         "AccessDenied",
+        "MalformedXML",
+        "InvalidArgument",
+        "InvalidRequest",
         "NoSuchBucket",
         "NoCredentials",
         "InvalidAccessKeyId",
@@ -74,6 +78,17 @@ class SweeperMetrics:
         self.delete_errors = counter(
             "delete_errors", "Failed DeleteObjects requests and per-key failures.", ("code",)
         )
+        self.unsafe_keys = counter(
+            "unsafe_keys",
+            "Eligible keys kept because S3 cannot delete them by name: characters a "
+            "DeleteObjects request cannot carry, or a request with the key alone failed as a "
+            "whole (each logged once by name as sweep.unsafe_key).",
+        )
+        self.paused_skipped_objects = counter(
+            "paused_skipped_objects",
+            "Eligible objects not deleted because a pause (or an unreadable pause key) was "
+            "seen during the round; the next round after the pause lists them again.",
+        )
         self.rounds = counter("rounds", "Sweeper rounds, by outcome.", ("outcome",))
         self.round_duration = Histogram(
             "round_duration_seconds",
@@ -82,9 +97,15 @@ class SweeperMetrics:
             registry=reg,
             buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
         )
-        self.safe_epoch = gauge("safe_epoch", "Global safe epoch M used by the last round.")
-        self.cluster_epoch = gauge("cluster_epoch", "Cluster epoch read with M.")
-        self.epoch_lag = gauge("epoch_lag", "Cluster epoch minus M.")
+        self.safe_epoch = gauge(
+            "safe_epoch",
+            "Global safe epoch M used by the last round; NaN while M is unknown (blocked, "
+            "paused, or etcd unreachable with no good read yet).",
+        )
+        self.cluster_epoch = gauge(
+            "cluster_epoch", "Cluster epoch read with M; NaN while it is unknown (no etcd read)."
+        )
+        self.epoch_lag = gauge("epoch_lag", "Cluster epoch minus M; NaN while M is unknown.")
         self.max_deleted_epoch = gauge("max_deleted_epoch", "Highest epoch of a deleted object.")
         self.blocked = gauge("blocked", "1 while deletion is blocked by a safety rail.")
         self.paused = gauge("paused", "1 while GC is paused through etcd.")
@@ -98,6 +119,8 @@ class SweeperMetrics:
         self.last_success_timestamp = gauge(
             "last_success_timestamp_seconds", "Unix time of the last round without errors."
         )
+        for unknown in (self.safe_epoch, self.cluster_epoch, self.epoch_lag):
+            unknown.set(math.nan)  # never a healthy-looking 0 before the first read
         for reason in SKIP_REASONS:
             self.skipped_objects.labels(reason=reason)
         for outcome in OUTCOMES:
@@ -124,13 +147,17 @@ class SweeperMetrics:
         self.rounds.labels(outcome=outcome).inc()
 
     def set_epochs(self, safe_epoch: int | None, cluster_epoch: int | None) -> None:
-        """Record the epochs a round used."""
-        if safe_epoch is not None:
-            self.safe_epoch.set(safe_epoch)
-        if cluster_epoch is not None:
-            self.cluster_epoch.set(cluster_epoch)
+        """Record the epochs a round used; None (unknown) is exported as NaN.
+
+        A blocked or paused round knows no M: its gauges say NaN (Prometheus' "unknown"),
+        not 0 or a stale M, so a dashboard never shows a stuck sweeper as caught up.
+        """
+        self.safe_epoch.set(math.nan if safe_epoch is None else safe_epoch)
+        self.cluster_epoch.set(math.nan if cluster_epoch is None else cluster_epoch)
         if safe_epoch is not None and cluster_epoch is not None:
             self.epoch_lag.set(cluster_epoch - safe_epoch)
+        else:
+            self.epoch_lag.set(math.nan)
 
     def render(self) -> bytes:
         """The registry in the Prometheus text format."""

@@ -5,7 +5,12 @@ schema. Counting rules: `listed` counts the objects the round examined (objects 
 LIST page returned beyond a skip point are not examined); every examined object is
 exactly one of eligible, skipped_not_eligible, skipped_young or unparsable (keys
 outside the root count as unparsable). `errors` counts keys that could not be deleted
-plus listings abandoned after retries.
+plus listings abandoned after retries. Two more counts are eligible keys the round
+kept on purpose, not errors: `skipped_paused`, not sent because a pause (or an
+unreadable pause key) was seen during the round (`blocked_reason` then starts with
+"paused during the round" or "pause state unknown"); `unsafe_keys`, keys S3 cannot
+delete by name (`gcd.deleter`: never sent, or failing a request alone), kept and
+logged.
 
 The plan (`--plan-out FILE`) is one JSON object per line for every key the round
 selected for deletion: ``{"key", "epoch", "size", "last_modified"}`` with
@@ -47,6 +52,8 @@ class RoundSummary:
     skipped_young: int = 0
     unparsable: int = 0
     errors: int = 0
+    skipped_paused: int = 0
+    unsafe_keys: int = 0
     list_requests: int = 0
     delete_requests: int = 0
     duration_s: float = 0.0
@@ -82,6 +89,8 @@ class RoundCounts:
     skipped_young: int = 0
     unparsable: int = 0
     errors: int = 0
+    skipped_paused: int = 0
+    unsafe_keys: int = 0
     list_requests: int = 0
     delete_requests: int = 0
     abandoned: int = field(default=0, metadata={"summary": False})

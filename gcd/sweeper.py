@@ -36,9 +36,16 @@ order, and LIST counters count every request sent, the discarded ones included.
 Deleters pace themselves with a token bucket (deletes per second) and an AIMD limit
 on requests in flight that halves on SlowDown/503; whole-request failures and
 transient per-key failures are retried with jittered backoff, permanent per-key
-failures (AccessDenied...) are counted and reported. A stop event (SIGTERM) ends
-listing at the next page (a LIST sent ahead is cancelled) and drops queued batches;
-delete requests in flight complete.
+failures (AccessDenied...) are counted and reported, poison keys are isolated by
+bisection and kept (`gcd.deleter`). A stop event (SIGTERM) ends listing at the next
+page (a LIST sent ahead is cancelled) and drops queued batches; delete requests in
+flight complete.
+
+The brake (`gcd.brake`) is asked before every DeleteObjects request. Once it says stop
+(a pause seen mid-round, or the pause key unreadable), listing ends at the next page as
+for a stop event, no further request is sent, every selected key not deleted is counted
+as `skipped_paused`, and the round reports why in `blocked_reason` (outcome "paused" or
+"blocked"): a pause takes effect within one DeleteObjects batch per deleter.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from typing import NamedTuple, TypeAlias
 
 import structlog
 
+from gcd.brake import OPEN, Brake
 from gcd.decision import Verdict, decide
 from gcd.deleter import BatchDeleter, Candidate
 from gcd.errors import ConfigError, StorageError
@@ -187,6 +195,7 @@ class Sweeper:
         retrier: Retrier | None = None,
         stop: asyncio.Event | None = None,
         clock: Callable[[], float] = time.time,
+        brake: Brake = OPEN,
     ) -> None:
         self.store = store
         self.config = config
@@ -195,6 +204,7 @@ class Sweeper:
         self.retrier = retrier if retrier is not None else Retrier(config.backoff)
         self.stop = stop if stop is not None else asyncio.Event()
         self.clock = clock
+        self.brake = brake
         self.deleter = BatchDeleter(
             store,
             concurrency=config.concurrency,
@@ -203,6 +213,7 @@ class Sweeper:
             stop=self.stop,
             max_deletes_per_second=config.max_deletes_per_second,
             burst=config.batch_size,
+            brake=brake,
         )
         self.current: _Run | None = None
         """The round in progress, for progress displays."""
@@ -217,6 +228,7 @@ class Sweeper:
         started = time.monotonic()
         run = _Run(safe_epoch)
         self.current = run
+        self.brake.reset()
         log.info("sweep.round_started", safe_epoch=safe_epoch, cluster_epoch=cluster_epoch,
                  dry_run=self.config.dry_run, prefixes=len(self.config.prefixes()))  # fmt: skip
         queue: _Queue = asyncio.Queue(self.config.concurrency * 2)
@@ -230,31 +242,35 @@ class Sweeper:
         finally:
             self.current = None
         counts = run.counts
+        braked = self.brake.engaged
         summary = RoundSummary(
             safe_epoch=safe_epoch,
             cluster_epoch=cluster_epoch,
             dry_run=self.config.dry_run,
             duration_s=round(time.monotonic() - started, 3),
+            blocked_reason=braked,
             **counts.summary_fields(),
         )
         complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
-                        or self.stop.is_set())  # fmt: skip
+                        or self.stop.is_set() or braked)  # fmt: skip
         self._record(summary, run.max_deleted_epoch)
         return RoundResult(summary, run.young_ready_at_s, complete, run.max_deleted_epoch)
 
     def _record(self, summary: RoundSummary, max_deleted_epoch: int | None) -> None:
         metrics = self.metrics
         metrics.round_duration.observe(summary.duration_s)
-        metrics.set_epochs(summary.safe_epoch, summary.cluster_epoch)
-        metrics.blocked.set(0)
-        metrics.paused.set(0)
+        outcome = summary.outcome
+        known = summary.blocked_reason is None  # a round the brake stopped: M is not in force
+        metrics.set_epochs(summary.safe_epoch if known else None, summary.cluster_epoch)
+        metrics.blocked.set(1 if outcome == "blocked" else 0)
+        metrics.paused.set(1 if outcome == "paused" else 0)
         metrics.last_round_eligible_objects.set(summary.eligible)
         if max_deleted_epoch is not None:
             metrics.max_deleted_epoch.set(max_deleted_epoch)
-        if not summary.errors:
+        if not summary.errors and known:
             metrics.last_success_timestamp.set(self.clock())
-        metrics.round_finished(summary.outcome)
-        log.info("sweep.round_finished", outcome=summary.outcome, **summary.to_dict())
+        metrics.round_finished(outcome)
+        log.info("sweep.round_finished", outcome=outcome, **summary.to_dict())
 
     def blocked(self, admission: Admission) -> RoundResult:
         """Report a round that may delete nothing (paused, undefined M, regression...)."""
@@ -327,8 +343,8 @@ class Sweeper:
                 await _discard(ahead.task)
 
     def _listing_over(self, run: _Run) -> bool:
-        """True once listers must stop: a stop event, or the round's delete cap reached."""
-        return self.stop.is_set() or run.capped
+        """True once listers must stop: a stop event, the brake, or the delete cap reached."""
+        return self.stop.is_set() or run.capped or self.brake.engaged is not None
 
     @property
     def _can_skip(self) -> bool:

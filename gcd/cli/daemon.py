@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from gcd.brake import brake_for
 from gcd.cli.options import DAEMON_OPTIONS, add_options, resolve
 from gcd.cli.output import configure_logging
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, watermark_source
@@ -43,6 +44,6 @@ async def run(args: argparse.Namespace) -> int:
     async with S3ObjectStore.open(setup.s3) as store, watermark_source(
         setup.etcd, target=setup.target, objects=store, shard=setup.shard
     ) as source:
-        sweeper = Sweeper(store, setup.round, metrics=SweeperMetrics())
+        sweeper = Sweeper(store, setup.round, metrics=SweeperMetrics(), brake=brake_for(source))
         daemon = Daemon(sweeper, source, config, override=setup.safe_epoch_override)
         return await serve(daemon, args.http_host, args.http_port)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gcd.binding import BoundSource, ClaimStore
+from gcd.brake import brake_for
 from gcd.cli import exitcodes
 from gcd.cli.options import (
     LAYOUT_OPTIONS,
@@ -175,7 +176,7 @@ async def run(args: argparse.Namespace) -> int:
         async with S3ObjectStore.open(setup.s3) as store, watermark_source(
             setup.etcd, target=setup.target, objects=store, shard=setup.shard
         ) as source:
-            sweeper = Sweeper(store, setup.round, plan=plan)
+            sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source))
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, sweeper.stop.set)
             try:

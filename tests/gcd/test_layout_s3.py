@@ -85,8 +85,9 @@ def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
     assert summary is None
     assert s3_server.keys(bucket) == before
 
+    template = ("--key-template", "{epoch}/{name}")
     code, summary, _ = sweep(etcd_server, namespace, s3_server, bucket, capsys,
-                             "--key-pattern", GREEDY, "--key-template", "{epoch}/{name}")  # fmt: skip
+                             "--key-pattern", GREEDY, *template)  # fmt: skip
     assert code == exitcodes.OK
     assert summary is not None
     assert summary["deleted"] == 0

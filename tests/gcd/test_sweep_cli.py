@@ -35,7 +35,8 @@ OLD = datetime.now(UTC) - timedelta(hours=2)
 SUMMARY_FIELDS = [
     "version", "safe_epoch", "cluster_epoch", "dry_run", "listed", "eligible", "deleted",
     "deleted_bytes", "skipped_not_eligible", "skipped_young", "unparsable", "errors",
-    "list_requests", "delete_requests", "duration_s", "blocked_reason",
+    "skipped_paused", "unsafe_keys", "list_requests", "delete_requests", "duration_s",
+    "blocked_reason",
 ]  # fmt: skip
 
 

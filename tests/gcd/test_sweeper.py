@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gcd.brake import PauseBrake
 from gcd.decision import Verdict, decide
 from gcd.errors import ConfigError, StorageError
 from gcd.layout import KeyLayout
@@ -280,6 +282,53 @@ async def test_paused_round_deletes_nothing() -> None:
     result = await run_round(sweeper, SafetyGate(), watermarks)
     assert result.summary.deleted > 0
     assert metrics.paused._value.get() == 0
+
+
+class PausesAfterFirstDelete(MemoryObjectStore):
+    """Writes the pause key in etcd once the first DeleteObjects request was answered."""
+
+    watermarks: WatermarkStore | None = None
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        result = await super().delete_batch(keys)
+        if self.watermarks is not None and self.delete_requests == 1:
+            await self.watermarks.set_paused("incident 43")
+        return result
+
+
+async def test_a_pause_during_the_round_stops_it_within_one_batch() -> None:
+    """The brake re-reads the pause key before each request: the round deletes one batch,
+    stops listing, counts the rest as skipped_paused and reports itself paused."""
+    store = PausesAfterFirstDelete()
+    keys = {LAYOUT.format(p, e, "g") for p in range(0, 1000, 50) for e in range(1, 11)}
+    for key in keys:
+        store.put(key, size=1, last_modified_s=OLD)
+    watermarks = await make_watermarks()
+    store.watermarks = watermarks
+    metrics = SweeperMetrics()
+    sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, batch_size=10, concurrency=1,
+                                         list_concurrency=1, page_size=20),
+                      metrics=metrics, clock=lambda: NOW, retrier=fast_retrier(),
+                      brake=PauseBrake(watermarks, min_interval_s=0))  # fmt: skip
+    result = await run_round(sweeper, SafetyGate(), watermarks)
+    summary = result.summary
+    assert store.delete_requests == 1
+    assert summary.deleted == 10
+    assert len(keys - store.keys()) == 10
+    assert summary.skipped_paused == summary.eligible - 10 > 0
+    assert summary.list_requests < len(keys) // 20  # listing stopped early
+    assert summary.blocked_reason == "paused during the round: incident 43"
+    assert summary.outcome == "paused"
+    assert not result.complete
+    assert metrics.paused._value.get() == 1
+    assert math.isnan(metrics.safe_epoch._value.get())
+    # resumed: the next round re-arms the brake and deletes the rest
+    await watermarks.clear_paused()
+    result = await run_round(sweeper, SafetyGate(), watermarks)
+    assert result.summary.blocked_reason is None
+    assert not keys & store.keys()
+    assert metrics.paused._value.get() == 0
+    assert metrics.safe_epoch._value.get() == SAFE
 
 
 async def test_regression_of_safe_epoch_is_refused() -> None:
