@@ -1,8 +1,11 @@
 """How every l0gc process is told where its etcd is: command-line options and settings.
 
-`add_etcd_arguments(parser)` adds the same etcd options to every entry point, each
-mirrored by an environment variable (the flag wins). `EtcdSettings.from_args(ns)`
-validates them into a frozen `EtcdSettings`; `open_kv(settings)` opens the client.
+The etcd options are `Option`s of `watermark.options` (`ETCD_OPTIONS`), so they work
+like every other option: flag > environment variable > config-file key > default, and a
+bad value names its source ("env L0GC_ETCD_TIMEOUT: invalid value 'x': ...").
+`add_etcd_arguments(parser)` adds them to a parser; `EtcdSettings.from_args(ns)`
+resolves and validates them into a frozen `EtcdSettings` (it may be given a namespace
+the command has already resolved); `open_kv(settings)` opens the client.
 
     --etcd                 L0GC_ETCD            comma-separated host:port or http(s)://host:port
                                                 (required by services, `from_args(required=True)`)
@@ -12,10 +15,12 @@ validates them into a frozen `EtcdSettings`; `open_kv(settings)` opens the clien
     --etcd-key-file        L0GC_ETCD_KEY_FILE   PEM client private key
     --etcd-username        L0GC_ETCD_USERNAME   etcd user (needs a password)
     --etcd-password-file   L0GC_ETCD_PASSWORD_FILE, or the password itself in L0GC_ETCD_PASSWORD
-    --etcd-timeout         L0GC_ETCD_TIMEOUT    seconds per etcd call
+    --etcd-timeout         L0GC_ETCD_TIMEOUT    duration of each etcd call: 5, 1.5, 500ms, 10s
 
-TLS is on when an endpoint is https:// or a CA or client certificate is given. The
-password is never a flag value (it would show in `ps`) and never appears in a repr.
+The config-file keys are the flag names with underscores (`etcd`, `etcd_timeout`, ...;
+`etcd` may also be a TOML list). TLS is on when an endpoint is https:// or a CA or client
+certificate is given. The password is never a flag value (it would show in `ps`) nor a
+config key, and never appears in a repr.
 """
 
 from __future__ import annotations
@@ -27,14 +32,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from watermark.contract import validate_namespace
 from watermark.errors import ConfigError
 from watermark.etcd_kv import EtcdKV
-from watermark.store import validate_namespace
+from watermark.options import (
+    Option,
+    add_options,
+    config_path,
+    load_config,
+    positive_duration,
+    resolve_values,
+    text,
+)
 
 __all__ = [
     "DEFAULT_ENDPOINT",
     "DEFAULT_NAMESPACE",
     "DEFAULT_TIMEOUT_S",
+    "ETCD_OPTIONS",
     "NO_ENDPOINT",
     "EtcdSettings",
     "add_etcd_arguments",
@@ -47,8 +62,8 @@ DEFAULT_NAMESPACE = "/l0gc/default"
 DEFAULT_TIMEOUT_S = 5.0
 _ENDPOINT_FORM = "host:port, http://host:port or https://host:port (comma-separated)"
 NO_ENDPOINT = (
-    "no etcd endpoint given: pass --etcd HOST:PORT[,HOST:PORT...] or set L0GC_ETCD "
-    f"(a service does not fall back to {DEFAULT_ENDPOINT})"
+    "no etcd endpoint given: pass --etcd HOST:PORT[,HOST:PORT...], set L0GC_ETCD, or put "
+    f'etcd = "HOST:PORT" in the --config file (a service does not fall back to {DEFAULT_ENDPOINT})'
 )
 
 
@@ -149,51 +164,49 @@ class EtcdSettings:
         *,
         required: bool = False,
     ) -> EtcdSettings:
-        """Settings from `add_etcd_arguments` options, falling back to L0GC_* variables.
+        """Settings from the `ETCD_OPTIONS` in `ns`: flag > env > config file > default.
 
         With `required` (services: `gcd daemon`, `gcd sweep`, `watermark serve`) an
-        endpoint must be given by --etcd or L0GC_ETCD: ConfigError instead of the
-        loopback default, which in a cluster would only hang on connecting.
+        endpoint must be given by --etcd, L0GC_ETCD or the config file's `etcd`:
+        ConfigError instead of the loopback default, which in a cluster would only hang
+        on connecting. The command has checked the config file's keys; here they are
+        only read.
         """
         env = os.environ if environ is None else environ
-
-        def pick(flag: str, var: str) -> str | None:
-            value = getattr(ns, flag, None)
-            return value if value is not None else env.get(var) or None
-
-        if required and pick("etcd", "L0GC_ETCD") is None:
+        path = config_path(ns, env)
+        config = load_config(path, strict=False)
+        values = resolve_values(ns, ETCD_OPTIONS, environ=env, config=config, path=path)
+        if required and values["etcd"] is None:
             raise ConfigError(NO_ENDPOINT)
-        endpoint_text = _or_default(pick("etcd", "L0GC_ETCD"), DEFAULT_ENDPOINT)
+        endpoint_text = _or_default(values["etcd"], DEFAULT_ENDPOINT)
         endpoints, https = parse_endpoints(endpoint_text)
         explicit_http = "http://" in endpoint_text.lower()
         files = {
-            name: _existing_file(pick(flag, var), option)
-            for name, flag, var, option in (
-                ("ca", "etcd_ca_file", "L0GC_ETCD_CA_FILE", "--etcd-ca-file"),
-                ("cert", "etcd_cert_file", "L0GC_ETCD_CERT_FILE", "--etcd-cert-file"),
-                ("key", "etcd_key_file", "L0GC_ETCD_KEY_FILE", "--etcd-key-file"),
+            name: None if values[dest] is None else Path(values[dest])
+            for name, dest in (
+                ("ca", "etcd_ca_file"), ("cert", "etcd_cert_file"), ("key", "etcd_key_file"),
             )
-        }
+        }  # fmt: skip
         if explicit_http and (files["ca"] or files["cert"]):
             raise ConfigError(
                 "etcd TLS files are given but the endpoints are http://; use https:// endpoints"
             )
-        password_file = pick("etcd_password_file", "L0GC_ETCD_PASSWORD_FILE")
+        password_file = values["etcd_password_file"]
         password = (
             _read_password(password_file)
             if password_file is not None
             else env.get("L0GC_ETCD_PASSWORD") or None
         )
-        timeout_text = pick("etcd_timeout", "L0GC_ETCD_TIMEOUT")
+        timeout = values["etcd_timeout"]
         return cls(
             endpoints=endpoints,
-            namespace=_or_default(pick("namespace", "L0GC_NAMESPACE"), DEFAULT_NAMESPACE),
+            namespace=_or_default(values["namespace"], DEFAULT_NAMESPACE),
             ca_file=files["ca"],
             cert_file=files["cert"],
             key_file=files["key"],
-            username=pick("etcd_username", "L0GC_ETCD_USERNAME"),
+            username=values["etcd_username"],
             password=password,
-            timeout_s=_seconds(timeout_text) if timeout_text is not None else DEFAULT_TIMEOUT_S,
+            timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout,
             tls=https,
         )
 
@@ -202,83 +215,74 @@ def _or_default(value: str | None, default: str) -> str:
     return default if value is None else value
 
 
-def _existing_file(value: str | None, option: str) -> Path | None:
-    if value is None:
-        return None
-    path = Path(value)
-    if not path.is_file():
-        raise ConfigError(f"{option} {value!r} is not a readable file")
+def _endpoint_list(value: object) -> str:
+    """The --etcd value, checked: a comma-separated string or (config file) a list."""
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        value = ",".join(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected {_ENDPOINT_FORM}")
+    try:
+        parse_endpoints(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def _namespace(value: object) -> str:
+    try:
+        return validate_namespace(text(value))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _existing_file(value: object) -> str:
+    path = text(value)
+    if not Path(path).is_file():
+        raise ValueError("no such readable file; give the path of an existing file")
     return path
 
 
 def _read_password(value: str) -> str:
     try:
-        text = Path(value).read_text(encoding="utf-8")
+        content = Path(value).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--etcd-password-file {value!r} cannot be read: {exc}") from exc
-    password = text.rstrip("\r\n")
+    password = content.rstrip("\r\n")
     if not password:
         raise ConfigError(f"--etcd-password-file {value!r} is empty")
     return password
 
 
-def _seconds(value: object) -> float:
-    try:
-        seconds = float(str(value))
-    except ValueError as exc:
-        raise ConfigError(f"--etcd-timeout {value!r} must be a number of seconds") from exc
-    return seconds
+# Defaults are None so that "not given" stays visible (`required`, `gcd sweep
+# --safe-epoch` without etcd); `from_args` applies the real defaults named in the help.
+ETCD_OPTIONS: tuple[Option, ...] = (
+    Option("--etcd", _endpoint_list, None,
+           f"etcd endpoints: {_ENDPOINT_FORM}; tried in order (required by watermark serve, "
+           "and by gcd daemon and gcd sweep unless --safe-epoch is given; other commands "
+           f"default to {DEFAULT_ENDPOINT})", "ENDPOINTS"),
+    Option("--namespace", _namespace, None,
+           "etcd key prefix of this cluster's GC state, starting with '/' "
+           f"(default {DEFAULT_NAMESPACE})", "PREFIX"),
+    Option("--etcd-ca-file", _existing_file, None,
+           "PEM CA certificates to verify etcd's server certificate; turns TLS on", "PATH"),
+    Option("--etcd-cert-file", _existing_file, None,
+           "PEM client certificate for etcd mutual TLS; needs --etcd-key-file", "PATH"),
+    Option("--etcd-key-file", _existing_file, None, "PEM private key of --etcd-cert-file",
+           "PATH"),
+    Option("--etcd-username", text, None, "etcd user for authentication; needs a password",
+           "USER"),
+    Option("--etcd-password-file", text, None,
+           "file holding the etcd user's password, or the password itself in "
+           "L0GC_ETCD_PASSWORD (never a flag value)", "PATH"),
+    Option("--etcd-timeout", positive_duration, None,
+           f"timeout of each etcd call, e.g. 5, 1.5 or 500ms (default {DEFAULT_TIMEOUT_S:g}s)",
+           "DURATION"),
+)  # fmt: skip
 
 
 def add_etcd_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the etcd options (see the module docstring) to `parser`."""
-    group = parser.add_argument_group("etcd")
-    group.add_argument(
-        "--etcd",
-        metavar="ENDPOINTS",
-        help=f"etcd endpoints: {_ENDPOINT_FORM}; tried in order (env L0GC_ETCD; "
-        "required by watermark serve, and by gcd daemon and gcd sweep unless --safe-epoch "
-        f"is given; other commands default to {DEFAULT_ENDPOINT})",
-    )
-    group.add_argument(
-        "--namespace",
-        metavar="PREFIX",
-        help="etcd key prefix of this cluster's GC state, starting with '/' "
-        f"(env L0GC_NAMESPACE; default {DEFAULT_NAMESPACE})",
-    )
-    group.add_argument(
-        "--etcd-ca-file",
-        metavar="PATH",
-        help="PEM CA certificates to verify etcd's server certificate; turns TLS on "
-        "(env L0GC_ETCD_CA_FILE)",
-    )
-    group.add_argument(
-        "--etcd-cert-file",
-        metavar="PATH",
-        help="PEM client certificate for etcd mutual TLS; needs --etcd-key-file "
-        "(env L0GC_ETCD_CERT_FILE)",
-    )
-    group.add_argument(
-        "--etcd-key-file",
-        metavar="PATH",
-        help="PEM private key of --etcd-cert-file (env L0GC_ETCD_KEY_FILE)",
-    )
-    group.add_argument(
-        "--etcd-username",
-        metavar="USER",
-        help="etcd user for authentication; needs a password (env L0GC_ETCD_USERNAME)",
-    )
-    group.add_argument(
-        "--etcd-password-file",
-        metavar="PATH",
-        help="file holding the etcd user's password (env L0GC_ETCD_PASSWORD_FILE, or the "
-        "password itself in L0GC_ETCD_PASSWORD)",
-    )
-    group.add_argument(
-        "--etcd-timeout",
-        metavar="SECONDS",
-        help=f"timeout of each etcd call (env L0GC_ETCD_TIMEOUT; default {DEFAULT_TIMEOUT_S})",
-    )
+    """Add the etcd options (`ETCD_OPTIONS`, see the module docstring) to `parser`."""
+    add_options(parser, ETCD_OPTIONS, "etcd")
 
 
 async def open_kv(settings: EtcdSettings, *, connect: bool = True) -> EtcdKV:

@@ -199,8 +199,10 @@ class Option:
 
     @property
     def help_text(self) -> str:
-        """The help shown by --help: the help, its env var and (unless said) its default."""
-        notes = [] if self.switch or "default" in self.help else [f"default {self.shown_default}"]
+        """The help shown by --help: the help, its env var and its default (unless the
+        help already names it, or says the option is required; a switch is off)."""
+        said = "default" in self.help or "required" in self.help
+        notes = [] if self.switch or said else [f"default {self.shown_default}"]
         notes.append(f"env {self.env}")
         if self.help.endswith(")"):
             return f"{self.help[:-1]}; {'; '.join(notes)})"
@@ -208,10 +210,10 @@ class Option:
 
     @property
     def shown_default(self) -> str:
-        """The default as an operator would write it: 10m, 500ms, 8, not set."""
+        """The default as an operator would write it: 10m, 500ms, 8, none."""
         value = self.default
         if value is None:
-            return "not set"
+            return "none"
         if isinstance(value, bool):
             return "true" if value else "false"
         if self.parse in _DURATION_PARSERS and isinstance(value, int | float):
