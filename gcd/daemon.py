@@ -21,7 +21,12 @@ without sleeping:
 etcd unreachable: the last good read is used again (M only ever goes up, so a stale M
 deletes less, never more); this is logged and visible in the metrics
 (`seconds_since_last_good_watermark`), and `/readyz` fails once it lasts longer than
-`unready_after_s`. Pause/resume for the whole fleet is the `{ns}/gc/paused` key.
+`unready_after_s`. Pause/resume for the whole fleet is the `{ns}/gc/paused` key: a
+pause stops a round in progress within one DeleteObjects batch (the sweeper's brake,
+`gcd.brake`), and while paused the wait between iterations also ends as soon as the key
+is gone (`until_resumed` polls it every `resume_poll_s`, 2 s, while paused and only
+then), so `gcd resume` takes effect within seconds, not one `idle_interval_s`. While M
+is unknown (blocked, paused, no etcd read yet) the M gauges are NaN, never 0.
 `stop` (SIGTERM) ends the loop: the round in progress stops listing, requests in
 flight complete, and `run` returns.
 """
@@ -29,18 +34,19 @@ flight complete, and `run` returns.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import random
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from gcd.brake import PauseSource, until_resumed
 from gcd.errors import ConfigError, L0gcError
 from gcd.report import RoundResult
 from gcd.safety import Admission, SafetyGate
@@ -72,6 +78,8 @@ class DaemonConfig:
     full_pass_interval_s: float = 600.0
     unready_after_s: float = 300.0
     jitter: float = 0.1
+    resume_poll_s: float = 2.0
+    """While paused, how often the wait between iterations checks whether GC resumed."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.interval_s <= self.idle_interval_s <= self.max_interval_s:
@@ -82,6 +90,8 @@ class DaemonConfig:
             raise ConfigError(msg)
         if self.full_pass_interval_s < 0 or self.unready_after_s < 0 or not 0 <= self.jitter <= 1:
             raise ConfigError("--full-pass-interval and --unready-after must be >= 0")
+        if not self.resume_poll_s > 0:
+            raise ConfigError(f"resume poll interval {self.resume_poll_s!r} s must be > 0")
 
 
 class ListReason(enum.Enum):
@@ -184,6 +194,8 @@ class Daemon:
         self.admission: Admission | None = None
         self.iterations = 0
         self.last_result: RoundResult | None = None
+        self.paused = False
+        """True when the last iteration was held by a pause: its wait ends on resume."""
 
     # -- health -----------------------------------------------------------------------
 
@@ -236,6 +248,7 @@ class Daemon:
     async def run_once(self) -> float:
         """One iteration; returns the seconds to wait before the next."""
         self.iterations += 1
+        self.paused = False
         now = self.clock()
         try:
             read = await self._read()
@@ -250,6 +263,7 @@ class Daemon:
         self.admission = self.gate.admit(read, override=self.override)
         if not self.admission.allowed:
             self.sweeper.blocked(self.admission)
+            self.paused = self.admission.paused
             return self._delay(RoundKind.BLOCKED)
         safe_epoch = self.admission.safe_epoch
         assert safe_epoch is not None
@@ -274,6 +288,9 @@ class Daemon:
         self.last_result = result
         self.state = ListState(safe_epoch, now, result.young_ready_at_s, result.complete)
         summary = result.summary
+        if summary.blocked_reason is not None:  # the brake stopped the round (a pause...)
+            self.paused = True
+            return self._delay(RoundKind.BLOCKED)
         if summary.errors:
             self.consecutive_errors += 1
             return self._delay(RoundKind.ERROR)
@@ -299,9 +316,26 @@ class Daemon:
             delay = await self.run_once()
             if self.stop.is_set():
                 break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop.wait(), timeout=delay)
+            await self._wait(delay)
         log.info("daemon.stopped", iterations=self.iterations)
+
+    async def _wait(self, delay: float) -> None:
+        """Wait `delay` seconds, less if `stop` is set or, while paused, GC resumes."""
+        stopped = asyncio.create_task(self.stop.wait())
+        resumed: asyncio.Task[None] | None = None
+        source: object = self.source  # WatermarkStore and BoundSource can read the pause key
+        if self.paused and isinstance(source, PauseSource):
+            poll = self.config.resume_poll_s
+            resumed = asyncio.create_task(until_resumed(source, poll_s=poll))
+        ends: list[asyncio.Task[Any]] = [stopped] if resumed is None else [stopped, resumed]
+        try:
+            await asyncio.wait(ends, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in ends:
+                task.cancel()
+            await asyncio.gather(*ends, return_exceptions=True)
+        if resumed is not None and resumed.done() and not resumed.cancelled():
+            log.info("daemon.resumed", reason="the pause key is gone")
 
 
 # -- HTTP: /metrics /healthz /readyz ----------------------------------------------------

@@ -104,7 +104,7 @@ def _text(command: str, doc: dict[str, Any]) -> str:
     if command == "pause":
         lines = [
             f"GC paused for {ns}: {printable(doc['reason'])}",
-            "Every sweeper of this namespace deletes nothing from its next round on.",
+            "Sweepers of this namespace stop deleting within one DeleteObjects batch.",
             "Undo with `gcd resume`.",
         ]
         if previous is not None:
@@ -112,6 +112,8 @@ def _text(command: str, doc: dict[str, Any]) -> str:
     elif previous is None:
         lines = [f"GC was not paused for {ns}; nothing changed."]
     else:
-        lines = [f"GC resumed for {ns} (was paused: {previous}).",
-                 "Sweepers delete again from their next round on."]  # fmt: skip
+        lines = [
+            f"GC resumed for {ns} (was paused: {previous}).",
+            "Sweepers delete again: daemons within seconds, gcd sweep on its next run.",
+        ]
     return "\n".join(lines) + "\n"

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 import os
 import random
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +21,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from gcd.brake import PauseBrake
 from gcd.daemon import (
     Daemon,
     DaemonConfig,
@@ -33,6 +37,7 @@ from gcd.local_servers import LocalEtcd, LocalS3, free_port
 from gcd.metrics import SweeperMetrics
 from gcd.objectstore import MemoryObjectStore
 from gcd.retry import Backoff, Retrier
+from gcd.s3store import S3ObjectStore, S3Settings
 from gcd.sweeper import RoundConfig, Sweeper
 from tests.binding import bind
 from tests.waiting import wait_until
@@ -209,6 +214,58 @@ async def test_daemon_pause_resume_and_fail_closed() -> None:
     assert daemon.readiness()[0] is False
 
 
+def gauge(daemon: Daemon, name: str) -> float:
+    value = daemon.metrics.registry.get_sample_value(f"l0gc_sweeper_{name}")
+    assert value is not None, name
+    return value
+
+
+async def test_epoch_gauges_are_nan_while_m_is_unknown() -> None:
+    """Before any read, while paused or blocked, M and the lag are NaN, never a healthy 0."""
+    clock = Clock()
+    kv, watermarks, _, daemon = await memory_setup(clock)
+    assert math.isnan(gauge(daemon, "safe_epoch"))
+    assert math.isnan(gauge(daemon, "epoch_lag"))
+    assert math.isnan(gauge(daemon, "cluster_epoch"))
+    await watermarks.set_paused("maintenance")
+    await daemon.run_once()
+    assert math.isnan(gauge(daemon, "safe_epoch"))
+    assert math.isnan(gauge(daemon, "epoch_lag"))
+    assert gauge(daemon, "cluster_epoch") == 10
+    await watermarks.clear_paused()
+    await daemon.run_once()
+    assert (gauge(daemon, "safe_epoch"), gauge(daemon, "epoch_lag")) == (5, 5)
+    await kv.txn([], [Put(watermarks.partition_key("bad"), b"{}")])
+    await daemon.run_once()
+    assert math.isnan(gauge(daemon, "safe_epoch"))
+    assert math.isnan(gauge(daemon, "epoch_lag"))
+    kv.unavailable = True
+    fresh = Daemon(daemon.sweeper, watermarks, CONFIG, clock=clock)
+    await fresh.run_once()  # etcd down from the start: nothing known at all
+    assert math.isnan(gauge(daemon, "cluster_epoch"))
+
+
+async def test_a_paused_daemon_wakes_when_resumed_not_after_its_idle_interval() -> None:
+    """Paused with a 60 s idle interval: clearing the pause starts the next round at once."""
+    clock = Clock()
+    _, watermarks, store, daemon = await memory_setup(clock)
+    daemon.config = dataclasses.replace(CONFIG, resume_poll_s=0.01)
+    garbage = put_garbage(store, clock, range(1, 6), "g")
+    await watermarks.set_paused("maintenance")
+    task = asyncio.create_task(daemon.run())
+    try:
+        await wait_until(lambda: daemon.iterations == 1 and daemon.paused, timeout_s=10,
+                         what="a paused iteration")  # fmt: skip
+        assert garbage <= store.keys()
+        await watermarks.clear_paused()
+        await wait_until(lambda: not garbage & store.keys(), timeout_s=10,
+                         what="the garbage deleted after resume")  # fmt: skip
+        assert daemon.iterations == 2
+    finally:
+        daemon.stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+
 async def test_run_stops_when_stop_is_set() -> None:
     """run() returns promptly once stop is set, even in the middle of a long wait."""
     clock = Clock()
@@ -357,4 +414,49 @@ async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+        await kv.close()
+
+
+@pytest.mark.integration
+async def test_resume_wakes_a_daemon_within_seconds(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Issue 14: a daemon paused with a 60 s idle interval starts its next round within a few
+    seconds of `gcd resume` (real etcd and S3); M is NaN on its gauges while paused."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+    watermarks = WatermarkStore(kv, namespace)
+    await watermarks.init_cluster_epoch(1)
+    await watermarks.register_partition("p")
+    await watermarks.acquire_ownership("p", "owner")
+    for _ in range(9):
+        await watermarks.advance_cluster_epoch()
+    await publish(watermarks, 5)
+    await watermarks.set_paused("issue 14 item 9")
+    garbage = [LAYOUT.format(p, e, "g") for p in (3, 800) for e in range(1, 6)]
+    s3_server.seed(bucket, garbage, last_modified=datetime.now(UTC) - timedelta(hours=1))
+    settings = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
+    try:
+        async with S3ObjectStore.open(settings) as objects:
+            sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=60),
+                              brake=PauseBrake(watermarks))  # fmt: skip
+            daemon = Daemon(sweeper, watermarks, CONFIG)  # idle interval 60 s
+            task = asyncio.create_task(daemon.run())
+            try:
+                await wait_until(lambda: daemon.iterations == 1 and daemon.paused,
+                                 timeout_s=30, what="a paused iteration")  # fmt: skip
+                assert math.isnan(gauge(daemon, "safe_epoch"))
+                assert math.isnan(gauge(daemon, "epoch_lag"))
+                resumed_at = time.monotonic()
+                assert await watermarks.clear_paused()
+                await wait_until(lambda: not set(garbage) & s3_server.keys(bucket),
+                                 timeout_s=15, what="the round after resume")  # fmt: skip
+                waited = time.monotonic() - resumed_at
+                print(f"next round {waited:.2f} s after resume")
+                assert daemon.iterations == 2
+                assert waited < CONFIG.resume_poll_s * 1.1 + 3
+                assert gauge(daemon, "safe_epoch") == 5
+            finally:
+                daemon.stop.set()
+                await asyncio.wait_for(task, timeout=30)
+    finally:
         await kv.close()
