@@ -6,8 +6,11 @@ import asyncio
 
 import pytest
 
+from gcd.binding import BoundSource
 from gcd.brake import OPEN, PauseBrake, brake_for, until_resumed
 from gcd.errors import L0gcError
+from gcd.objectstore import MemoryObjectStore
+from watermark.binding import StorageTarget
 from watermark.memory_kv import MemoryKV
 from watermark.store import WatermarkStore
 
@@ -111,7 +114,7 @@ async def test_a_hanging_read_fails_closed_after_the_timeout() -> None:
 
 
 async def test_brake_for_reads_pause_keys_only_where_there_are_some() -> None:
-    """A store with a pause key gets a PauseBrake; no source (no etcd) the open brake."""
+    """A store or bound source with a pause key gets a PauseBrake; no etcd, the open brake."""
     store = WatermarkStore(MemoryKV(), "/l0gc/b")
     brake = brake_for(store)
     assert isinstance(brake, PauseBrake)
@@ -119,6 +122,10 @@ async def test_brake_for_reads_pause_keys_only_where_there_are_some() -> None:
     assert await brake.check() == "paused during the round: x"
     assert brake_for(None) is OPEN
     assert await OPEN.check() is None
+    bound = BoundSource(store, StorageTarget("bucket", "level_zero/data"), MemoryObjectStore())
+    bound_brake = brake_for(bound)  # what gcd sweep and gcd daemon use
+    assert isinstance(bound_brake, PauseBrake)
+    assert await bound_brake.check() == "paused during the round: x"
 
 
 async def test_until_resumed_polls_while_paused_only() -> None:
