@@ -12,6 +12,9 @@ run (in SQL: no client is ever made); otherwise each task:
 - retries a whole request on throttling / 5xx / connection errors, and the keys the
   answer lists with a retryable per-key code (SlowDown, InternalError...), with
   full-jitter backoff; other per-key errors are final;
+- never sends a key a DeleteObjects request cannot carry (`gcd.xmlkeys`: control
+  characters, CR, lone surrogates: one would fail or alter the whole request): it is
+  ``failed`` with the reason, and the rest of its batch goes;
 - yields ``deleted`` or ``failed`` (with ``error``) per key.
 
 Deleting a key that is already gone succeeds in S3, so a stale inventory row, a
@@ -33,6 +36,7 @@ from gcd.objectstore import RETRYABLE_CODES
 from gcd.ratelimit import TokenBucket
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
 from gcd.spark.transforms import Action
+from gcd.xmlkeys import xml_unsafe_reason
 
 __all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes", "delete_keys"]
 
@@ -93,7 +97,13 @@ def delete_keys(
     rng = rng or random.Random()
     backoff = target.backoff
     outcome: dict[str, str | None] = {}
-    remaining = list(keys)
+    remaining = []
+    for key in keys:
+        unsafe = xml_unsafe_reason(key)
+        if unsafe is None:
+            remaining.append(key)
+        else:
+            outcome[key] = f"UnsafeKey: kept, never sent: {unsafe}"
     attempt = 0
     while remaining:
         batch = remaining

@@ -92,6 +92,19 @@ def test_a_permanent_request_error_fails_every_key_of_the_batch() -> None:
     assert len(fake.calls) == 1
 
 
+def test_keys_xml_cannot_carry_are_never_sent() -> None:
+    """A key with a control character or CR fails alone, unsent; its batch is deleted."""
+    fake = FakeS3([{}])
+    outcome = run(fake, ["a", "bad\x01", "cr\rx", "b"])
+    assert fake.calls == [["a", "b"]]
+    assert outcome["a"] is None
+    assert outcome["b"] is None
+    assert outcome["bad\x01"] is not None
+    assert "U+0001" in outcome["bad\x01"]
+    assert outcome["cr\rx"] is not None
+    assert "carriage return" in outcome["cr\rx"]
+
+
 def test_delete_settings_are_checked() -> None:
     """Batch sizes over 1000, zero threads and non-positive rates are refused."""
     with pytest.raises(ConfigError, match="1-1000"):
