@@ -1,14 +1,18 @@
 """The `watermark` command: the publisher service and the admin commands.
 
-    watermark serve [--partitions p1,p2 [--register]] [--http-port 8080] [--tick-interval S]
+    watermark serve [--partitions p1,p2 [--register]] [--http-port 8080] [--tick-interval 10s]
     watermark epoch get|advance [--expected N]
     watermark partition register|deregister NAME... | list | show NAME
 
-Every command takes the etcd options of `watermark.etcd_config` (--etcd, --namespace,
-TLS, auth; env L0GC_ETCD, L0GC_NAMESPACE, ...) and `--json`, whose output is one JSON
-object carrying ``"version"``. `serve` options fall back to L0GC_* variables (named in
-their help). Logs go to stderr (JSON unless stderr is a terminal); stdout carries only
-the command's output.
+Every option is an `Option` of `watermark.options`, the option system `gcd` uses too
+(tables `COMMAND_OPTIONS` here, `ETCD_OPTIONS` for etcd): each has an environment
+variable (`--tick-interval` is `L0GC_TICK_INTERVAL`) and a key in the TOML file of
+`--config FILE` / `L0GC_CONFIG`; flag > env > config > default. Durations take seconds
+or a unit ("10s", "1.5", "500ms"); a bad value exits 2 naming its source. `parse(argv,
+environ)` does all of that without touching etcd (the chart tests run it on every
+rendered container). Every command takes `--json`, whose output is one JSON object
+carrying ``"version"``. Logs go to stderr (JSON unless stderr is a terminal); stdout
+carries only the command's output.
 
 Exit codes, decided in one place (`_exit_code`): 0 success, 1 failure (etcd
 unreachable, partition not registered, CAS conflict, ...), 2 usage or configuration
@@ -37,7 +41,7 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +51,7 @@ from watermark.auth import Exposure, TokenFile, TokenSet, check_exposure
 from watermark.contract import expand_partitions
 from watermark.display import printable
 from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
-from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.etcd_config import ETCD_OPTIONS, EtcdSettings, add_etcd_arguments, open_kv
 from watermark.gcstate import PartitionGcState
 from watermark.guard import DEFAULT_HOLD_TTL_S, FencingGuard
 from watermark.http_api import create_app
@@ -60,13 +64,28 @@ from watermark.http_server import (
 )
 from watermark.kv import KV
 from watermark.metrics import WatermarkMetrics
+from watermark.options import (
+    CommandParser,
+    Option,
+    add_config_option,
+    add_options,
+    boolean,
+    choice,
+    duration,
+    integer,
+    positive_duration,
+    resolve,
+    text,
+    whole_seconds,
+)
 from watermark.publisher import DEFAULT_FENCE_TIMEOUT_S, Publisher
 from watermark.record import PartitionRecord
 from watermark.store import WatermarkStore
 from watermark.ticker import EpochTicker
 
-__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "MeteredTicker",
-           "ServeParts", "main"]  # fmt: skip
+__all__ = ["COMMAND_OPTIONS", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE",
+           "Invocation", "MeteredTicker", "ServeParts", "build_parser", "main",
+           "parse"]  # fmt: skip
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -76,163 +95,130 @@ OUTPUT_VERSION = 1
 
 _log = structlog.get_logger("watermark.cli")
 Command = Callable[[argparse.Namespace, WatermarkStore, KV], Awaitable[dict[str, Any]]]
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name) or default
+def _partition_list(value: object) -> tuple[str, ...]:
+    """--partitions: a comma-separated string (or, in the config file, a list) with ranges."""
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        value = ",".join(value)
+    if not isinstance(value, str):
+        raise ValueError("expected comma-separated partition names, e.g. orders/0-63,audit")
+    try:
+        return tuple(expand_partitions(value))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
-    return value
+def _output_options(log_level: str) -> tuple[Option, ...]:
+    return (
+        Option("--json", boolean, False, "print one JSON object on stdout", switch=True),
+        Option("--log-level", choice(*LOG_LEVELS), log_level,
+               "log level on stderr: debug, info, warning or error", "LEVEL"),
+    )  # fmt: skip
 
 
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
-    return value
+SERVE_OPTIONS: tuple[Option, ...] = (
+    *_output_options("info"),
+    Option("--http-host", text, "127.0.0.1",
+           "address to listen on; any other than loopback needs --auth-token-file or "
+           "--tls-client-ca-file, or --insecure-no-auth", "HOST"),
+    Option("--http-port", integer(0, 65535), 8080, "port to listen on, 0 = any free port",
+           "PORT"),
+    Option("--auth-token-file", text, None,
+           "bearer tokens callers must present, one per line as ROLE:TOKEN (role writer, "
+           "reconciler or admin) or a bare TOKEN (admin); re-read on SIGHUP", "PATH"),
+    Option("--tls-cert-file", text, None, "serve HTTPS with this PEM certificate chain",
+           "PATH"),
+    Option("--tls-key-file", text, None, "the PEM private key of --tls-cert-file", "PATH"),
+    Option("--tls-client-ca-file", text, None,
+           "require client certificates signed by this PEM CA (mutual TLS); without "
+           "--auth-token-file every verified client is admin", "PATH"),
+    Option("--insecure-no-auth", boolean, False,
+           "allow a non-loopback --http-host without any authentication: anyone who reaches "
+           "the port can get live objects deleted", switch=True),
+    Option("--max-connections", integer(1), DEFAULT_MAX_CONNECTIONS,
+           "connections beyond N open at once are answered 503 and closed", "N"),
+    Option("--http-read-timeout", positive_duration, DEFAULT_READ_TIMEOUT_S,
+           "how long a client may take to send a request's head, and again its body; also "
+           "the idle keep-alive time", "DURATION"),
+    Option("--owner-id", text, None,
+           "this process's owner id in partition records (default hostname-pid)", "ID"),
+    Option("--partitions", _partition_list, (),
+           "comma-separated partitions to adopt at start; a last segment LO-HI is a range: "
+           "orders/0-63 = orders/0 ... orders/63 (default: none)", "P1,P2"),
+    Option("--register", boolean, False,
+           "register the --partitions that are not registered yet before adopting them",
+           switch=True),
+    Option("--publish-interval", positive_duration, 1.0,
+           "how often M(p) of the owned partitions is published", "DURATION"),
+    Option("--tick-interval", duration, 0.0,
+           "advance the cluster epoch this often while elected leader; 0 = no ticker",
+           "DURATION"),
+    Option("--ticker-lease-ttl", whole_seconds(1), 10,
+           "etcd lease TTL of ticker leadership, whole seconds: a lost leader is replaced "
+           "after about this long", "DURATION"),
+    Option("--fence-timeout", positive_duration, DEFAULT_FENCE_TIMEOUT_S,
+           "deadline of a fence whose request gives none", "DURATION"),
+    Option("--hold-ttl", positive_duration, DEFAULT_HOLD_TTL_S,
+           "how long a granted fence may stay uncommitted before a waiting window slide may "
+           "reclaim it", "DURATION"),
+    Option("--drain-timeout", duration, 5.0,
+           "on shutdown, how long held fences may still commit", "DURATION"),
+    Option("--no-idle-advance", boolean, False,
+           "do not give idle, reconciled partitions housekeeping epoch advances", switch=True),
+)  # fmt: skip
+ADMIN_OPTIONS = _output_options("warning")
+EXPECTED_OPTION = Option("--expected", integer(0), None,
+                         "fail unless the epoch is N before advancing (default: no check)",
+                         "N")  # fmt: skip
+# Each command's options (the etcd ones, `ETCD_OPTIONS`, come on top).
+COMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
+    "serve": SERVE_OPTIONS,
+    "epoch get": ADMIN_OPTIONS,
+    "epoch advance": (*ADMIN_OPTIONS, EXPECTED_OPTION),
+    "partition register": ADMIN_OPTIONS,
+    "partition deregister": ADMIN_OPTIONS,
+    "partition list": ADMIN_OPTIONS,
+    "partition show": ADMIN_OPTIONS,
+}
+# Config-file keys some watermark command takes: one file serves every command.
+CONFIG_KEYS = frozenset(
+    o.dest for table in (*COMMAND_OPTIONS.values(), ETCD_OPTIONS) for o in table
+)
 
 
-def _at_least_one(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
-
-
-def _env_flag(name: str) -> bool:
-    """A boolean variable: 1/true/yes/on or 0/false/no/off/empty; anything else is an error."""
-    value = os.environ.get(name, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ConfigError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {value!r}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print one JSON object")
-    common.add_argument(
-        "--log-level",
-        choices=["debug", "info", "warning", "error"],
-        help="log level on stderr (env L0GC_LOG_LEVEL; default warning, serve: info)",
+def _command_parser(
+    commands: Any, name: str, options: tuple[Option, ...], help_text: str
+) -> argparse.ArgumentParser:
+    """A subcommand's parser: --config, its options, the etcd options."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=help_text, description=help_text
     )
-    add_etcd_arguments(common)
-    parser = argparse.ArgumentParser(
+    add_config_option(parser)
+    add_options(parser, options[:2], "output")
+    if options[2:]:
+        add_options(parser, options[2:], name)
+    add_etcd_arguments(parser)
+    return parser
+
+
+def build_parser() -> CommandParser:
+    """The argument parser of every subcommand (values are checked by `parse`)."""
+    parser = CommandParser(
         prog="watermark", description="l0gc watermark publisher service and admin commands."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    serve = commands.add_parser(
-        "serve", parents=[common], help="run the publisher service (HTTP API, epoch ticker)"
+    _command_parser(
+        commands, "serve", SERVE_OPTIONS, "run the publisher service (HTTP API, epoch ticker)"
     )
-    serve.add_argument(
-        "--http-host", default=_env("L0GC_HTTP_HOST", "127.0.0.1"),
-        help="address to listen on (env L0GC_HTTP_HOST; default 127.0.0.1); any other than "
-        "loopback needs --auth-token-file or --tls-client-ca-file, or --insecure-no-auth",
-    )
-    serve.add_argument(
-        "--http-port", type=int, default=_env("L0GC_HTTP_PORT", "8080"),
-        help="port to listen on, 0 = any free port (env L0GC_HTTP_PORT; default 8080)",
-    )
-    serve.add_argument(
-        "--auth-token-file", default=_env("L0GC_AUTH_TOKEN_FILE", "") or None, metavar="PATH",
-        help="bearer tokens callers must present, one per line as ROLE:TOKEN (role writer, "
-        "reconciler or admin) or a bare TOKEN (admin); re-read on SIGHUP "
-        "(env L0GC_AUTH_TOKEN_FILE)",
-    )
-    serve.add_argument(
-        "--tls-cert-file", default=_env("L0GC_TLS_CERT_FILE", "") or None, metavar="PATH",
-        help="serve HTTPS with this PEM certificate chain (env L0GC_TLS_CERT_FILE)",
-    )
-    serve.add_argument(
-        "--tls-key-file", default=_env("L0GC_TLS_KEY_FILE", "") or None, metavar="PATH",
-        help="the PEM private key of --tls-cert-file (env L0GC_TLS_KEY_FILE)",
-    )
-    serve.add_argument(
-        "--tls-client-ca-file", default=_env("L0GC_TLS_CLIENT_CA_FILE", "") or None,
-        metavar="PATH", help="require client certificates signed by this PEM CA (mutual TLS); "
-        "without --auth-token-file every verified client is admin (env L0GC_TLS_CLIENT_CA_FILE)",
-    )
-    serve.add_argument(
-        "--insecure-no-auth", action="store_true", default=None,
-        help="allow a non-loopback --http-host without any authentication: anyone who "
-        "reaches the port can get live objects deleted (env L0GC_INSECURE_NO_AUTH=1)",
-    )
-    serve.add_argument(
-        "--max-connections", type=_at_least_one,
-        default=_env("L0GC_MAX_CONNECTIONS", str(DEFAULT_MAX_CONNECTIONS)), metavar="N",
-        help="connections beyond N open at once are answered 503 and closed "
-        f"(env L0GC_MAX_CONNECTIONS; default {DEFAULT_MAX_CONNECTIONS})",
-    )
-    serve.add_argument(
-        "--http-read-timeout", type=_positive,
-        default=_env("L0GC_HTTP_READ_TIMEOUT", f"{DEFAULT_READ_TIMEOUT_S:g}"), metavar="S",
-        help="seconds a client may take to send a request's head, and again its body; also "
-        "the idle keep-alive time (env L0GC_HTTP_READ_TIMEOUT; default "
-        f"{DEFAULT_READ_TIMEOUT_S:g})",
-    )
-    serve.add_argument(
-        "--owner-id", default=_env("L0GC_OWNER_ID", f"{socket.gethostname()}-{os.getpid()}"),
-        help="this process's owner id in partition records (env L0GC_OWNER_ID; "
-        "default hostname-pid)",
-    )
-    serve.add_argument(
-        "--partitions", default=_env("L0GC_PARTITIONS", ""), metavar="P1,P2",
-        help="comma-separated partitions to adopt at start; a last segment LO-HI is a "
-        "range: orders/0-63 = orders/0 ... orders/63 (env L0GC_PARTITIONS)",
-    )
-    serve.add_argument(
-        "--register", action="store_true",
-        help="register the --partitions that are not registered yet before adopting them",
-    )
-    serve.add_argument(
-        "--publish-interval", type=_positive, default=_env("L0GC_PUBLISH_INTERVAL", "1.0"),
-        metavar="S", help="seconds between publishes (env L0GC_PUBLISH_INTERVAL; default 1)",
-    )
-    serve.add_argument(
-        "--tick-interval", type=_non_negative, default=_env("L0GC_TICK_INTERVAL", "0"),
-        metavar="S", help="advance the cluster epoch every S seconds while elected leader; "
-        "0 = no ticker (env L0GC_TICK_INTERVAL; default 0)",
-    )
-    serve.add_argument(
-        "--ticker-lease-ttl", type=int, default=_env("L0GC_TICKER_LEASE_TTL", "10"),
-        metavar="S", help="etcd lease TTL of ticker leadership (env L0GC_TICKER_LEASE_TTL)",
-    )
-    serve.add_argument(
-        "--fence-timeout", type=_positive,
-        default=_env("L0GC_FENCE_TIMEOUT", str(DEFAULT_FENCE_TIMEOUT_S)), metavar="S",
-        help="default fence deadline when a request gives none (env L0GC_FENCE_TIMEOUT)",
-    )
-    serve.add_argument(
-        "--hold-ttl", type=_positive, default=_env("L0GC_HOLD_TTL", str(DEFAULT_HOLD_TTL_S)),
-        metavar="S", help="how long a granted fence may stay uncommitted before a waiting "
-        "window slide may reclaim it (env L0GC_HOLD_TTL)",
-    )
-    serve.add_argument(
-        "--drain-timeout", type=_non_negative, default=_env("L0GC_DRAIN_TIMEOUT", "5"),
-        metavar="S", help="on shutdown, how long held fences may still commit (default 5)",
-    )
-    serve.add_argument(
-        "--no-idle-advance", action="store_true",
-        help="do not give idle, reconciled partitions housekeeping epoch advances",
-    )
-
     epoch = commands.add_parser("epoch", help="read or advance the cluster epoch")
     epoch_commands = epoch.add_subparsers(dest="action", required=True, metavar="ACTION")
-    epoch_commands.add_parser("get", parents=[common], help="print the cluster epoch")
-    advance = epoch_commands.add_parser(
-        "advance", parents=[common], help="advance the cluster epoch by exactly 1 (CAS)"
-    )
-    advance.add_argument(
-        "--expected", type=int, metavar="N", help="fail unless the epoch is N before advancing"
-    )
-
+    _command_parser(epoch_commands, "get", ADMIN_OPTIONS, "print the cluster epoch")
+    _command_parser(
+        epoch_commands, "advance", COMMAND_OPTIONS["epoch advance"],
+        "advance the cluster epoch by exactly 1 (CAS)",
+    )  # fmt: skip
     commands.add_parser(
         "namespace",
         help="bind the namespace to its bucket and root, or show the binding "
@@ -241,16 +227,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     partition = commands.add_parser("partition", help="manage partition records")
     part_commands = partition.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for action, text in (
+    for action, help_text in (
         ("register", "register partitions (M(p) = cluster epoch - 1); existing ones unchanged"),
         ("deregister", "delete partitions' records (do this only once their data is gone)"),
     ):
-        sub = part_commands.add_parser(action, parents=[common], help=text)
+        sub = _command_parser(part_commands, action, ADMIN_OPTIONS, help_text)
         sub.add_argument("names", nargs="+", metavar="NAME", help="partition name(s)")
-    part_commands.add_parser("list", parents=[common], help="list every partition record")
-    show = part_commands.add_parser("show", parents=[common], help="print one partition record")
+    _command_parser(part_commands, "list", ADMIN_OPTIONS, "list every partition record")
+    show = _command_parser(part_commands, "show", ADMIN_OPTIONS, "print one partition record")
     show.add_argument("name", metavar="NAME", help="partition name")
     return parser
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """What `watermark ARGS` is to do, settled before any network I/O (see `parse`)."""
+
+    command: str  # "serve", "epoch get", "partition list", ...
+    args: argparse.Namespace  # every option resolved: flag > env > config > default
+    etcd: EtcdSettings
+    http: ServeHttp | None  # `serve` only: tokens, TLS, limits, exposure
+
+
+def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Invocation:
+    """Parse and check `watermark ARGV` against `environ` (default os.environ); no etcd.
+
+    Raises SystemExit as argparse does (0 after --help, 2 after a usage error) and
+    ConfigError for a bad value (naming its flag, env var or config key), a missing etcd
+    endpoint for `serve`, or a bad token or TLS file. `watermark namespace` is gcd's
+    command and is not parsed here.
+    """
+    return _settle(build_parser().parse_args(list(argv)), environ)
+
+
+def _settle(args: argparse.Namespace, environ: Mapping[str, str] | None) -> Invocation:
+    env = os.environ if environ is None else environ
+    command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+    options = (*COMMAND_OPTIONS[command], *ETCD_OPTIONS)
+    resolve(args, options, environ=env, known=CONFIG_KEYS)
+    if command == "serve" and args.owner_id is None:
+        args.owner_id = f"{socket.gethostname()}-{os.getpid()}"
+    etcd = EtcdSettings.from_args(args, env, required=command == "serve")
+    http = ServeHttp.from_args(args) if command == "serve" else None  # files before etcd
+    return Invocation(command, args, etcd, http)
 
 
 class MeteredTicker(EpochTicker):
@@ -345,7 +364,7 @@ class ServeHttp:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServeHttp:
         """Read and check the token file and TLS files; refuse an unauthenticated exposure."""
-        insecure = bool(args.insecure_no_auth) or _env_flag("L0GC_INSECURE_NO_AUTH")
+        insecure = bool(args.insecure_no_auth)
         ssl_context = server_ssl_context(
             args.tls_cert_file, args.tls_key_file, args.tls_client_ca_file
         )
@@ -407,7 +426,7 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop, signum)
     loop.add_signal_handler(signal.SIGHUP, http.reload_tokens)
-    partitions = expand_partitions(args.partitions)  # "orders/0-63" is 64 partitions
+    partitions = list(args.partitions)  # expanded by the option: orders/0-63 is 64 names
     metrics = WatermarkMetrics()
     publisher = Publisher(
         store,
@@ -465,24 +484,24 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     return {"stopped": True, "owner": args.owner_id, "partitions": publisher.partitions}
 
 
-_COMMANDS: dict[tuple[str, str | None], Command] = {
-    ("serve", None): _serve,
-    ("epoch", "get"): _epoch_get,
-    ("epoch", "advance"): _epoch_advance,
-    ("partition", "register"): _register,
-    ("partition", "deregister"): _deregister,
-    ("partition", "list"): _list,
-    ("partition", "show"): _show,
+_COMMANDS: dict[str, Command] = {
+    "serve": _serve,
+    "epoch get": _epoch_get,
+    "epoch advance": _epoch_advance,
+    "partition register": _register,
+    "partition deregister": _deregister,
+    "partition list": _list,
+    "partition show": _show,
 }
 
 
-async def _run(args: argparse.Namespace, settings: EtcdSettings) -> dict[str, Any]:
-    command = _COMMANDS[(args.command, getattr(args, "action", None))]
-    if args.command == "serve":
-        args.http = ServeHttp.from_args(args)  # a bad token file or TLS file: before etcd
+async def _run(invocation: Invocation, parts: ServeParts) -> dict[str, Any]:
+    args, settings = invocation.args, invocation.etcd
+    args.http, args.parts = invocation.http, parts
     kv = await open_kv(settings)
     try:
-        return await command(args, args.parts.store_class(kv, settings.namespace), kv)
+        store = parts.store_class(kv, settings.namespace)
+        return await _COMMANDS[invocation.command](args, store, kv)
     finally:
         await kv.close()
 
@@ -545,21 +564,18 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
         from gcd.cli.main import main as gcd_main  # noqa: PLC0415 - only for this command
 
         return gcd_main(arguments)
-    parser = build_parser()
     try:
-        args = parser.parse_args(arguments)
+        args = build_parser().parse_args(arguments)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    args.parts = parts if parts is not None else ServeParts()
-    default_level = "info" if args.command == "serve" else "warning"
-    _configure_logging(args.log_level or _env("L0GC_LOG_LEVEL", default_level))
     try:
-        settings = EtcdSettings.from_args(args, required=args.command == "serve")
-        result = asyncio.run(_run(args, settings))
+        invocation = _settle(args, None)  # bad values, token or TLS files: exit 2, no etcd
+        _configure_logging(args.log_level)
+        result = asyncio.run(_run(invocation, parts if parts is not None else ServeParts()))
     except (L0gcError, KeyboardInterrupt) as exc:
         code = _exit_code(exc)
         message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        if args.json:
+        if getattr(args, "json", None) is True:  # the flag, or resolved (the first option)
             error = {"version": OUTPUT_VERSION, "error": type(exc).__name__, "message": message}
             sys.stdout.write(json.dumps(error) + "\n")
         sys.stderr.write(f"watermark: error: {message}\n")
@@ -569,4 +585,3 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
     else:
         _write_text(args, result)
     return EXIT_OK
-

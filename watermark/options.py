@@ -243,9 +243,12 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
 def add_options(
     parser: argparse.ArgumentParser, options: Iterable[Option], title: str | None = None
 ) -> None:
-    """Add `options` to `parser` (in a group named `title`), each mirrored by its env var."""
+    """Add `options` to `parser` (in a group named `title`), each mirrored by its env var;
+    a `CommandParser` lists them in `.options` (what `resolve` needs for that command)."""
     group = parser.add_argument_group(title) if title else parser
     for option in options:
+        if isinstance(parser, CommandParser):
+            parser.options.append(option)
         if option.switch:
             group.add_argument(
                 option.flag, action="store_true", default=None, help=option.help_text
@@ -355,12 +358,14 @@ class CommandParser(argparse.ArgumentParser):
 
     Other usage errors (a missing argument, an unknown subcommand) print the same two
     lines with argparse's message. Subcommand parsers made by `add_subparsers` are
-    CommandParsers too.
+    CommandParsers too. `options` lists the `Option`s `add_options` put on the parser, so
+    a caller can resolve exactly what the command declares.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.options: list[Option] = []  # every Option `add_options` put on this parser
 
     def short_usage(self) -> str:
         """One line: the program, [options], the positional arguments."""
