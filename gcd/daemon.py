@@ -47,6 +47,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gcd.brake import PauseSource, until_resumed
+from gcd.delete_events import DeleteBasis
 from gcd.errors import ConfigError, L0gcError
 from gcd.report import RoundResult
 from gcd.safety import Admission, SafetyGate
@@ -277,7 +278,9 @@ class Daemon:
             return self._delay(RoundKind.IDLE)
         log.info("daemon.round", reason=reason.value, safe_epoch=safe_epoch)
         try:
-            result = await self.sweeper.sweep(safe_epoch, self.admission.cluster_epoch)
+            basis = DeleteBasis.of(self.admission, override=self.override is not None)
+            result = await self.sweeper.sweep(safe_epoch, self.admission.cluster_epoch,
+                                              basis=basis)  # fmt: skip
         except Exception as exc:  # a daemon logs a failed round and backs off
             log.exception("daemon.round_failed", error=repr(exc))
             self.metrics.round_finished("error")

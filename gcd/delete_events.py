@@ -62,7 +62,9 @@ class BatchAttempt:
     attempt: int
     """0 for the first request of a batch, then 1, 2... for the retries of its leftovers."""
     batch: int
-    """This deleter's sequence number of the batch (the same for all its attempts)."""
+    """This deleter's sequence number of the batch (the same for all its requests)."""
+    request: int
+    """This deleter's sequence number of the request (pairs a before with its after)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,11 @@ every time, so the other keys would never go. Two defences:
   nothing answered (`MAX_UNPROVEN` single keys), the failure is not the keys' and the
   rest of the batch counts as errors, as before, and is retried next round.
 
+Around each DeleteObjects request the deleter emits a frozen `BatchAttempt` (before)
+and `BatchOutcome` (after) to its sinks (`gcd.delete_events`; the deletion journal is
+one); a sink that cannot record an attempt (`DeletionNotRecorded`) stops the batch
+before its request is sent, and its keys count as errors.
+
 Both kinds are kept in the bucket, counted as `unsafe_keys` (not as errors: they are
 no reason to back off or exit 1) and logged by name (`sweep.unsafe_key`) the first
 time this process meets them; poison keys are remembered, so later rounds do not send
@@ -37,6 +42,7 @@ them again (`MAX_REMEMBERED`, then they are bisected again).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -44,6 +50,15 @@ from typing import Final
 import structlog
 
 from gcd.brake import OPEN, Brake
+from gcd.delete_events import (
+    BatchAttempt,
+    BatchOutcome,
+    DeleteBasis,
+    DeleteSink,
+    DeletionNotRecorded,
+    emit_after,
+    emit_before,
+)
 from gcd.errors import StorageError
 from gcd.metrics import SweeperMetrics
 from gcd.objectstore import DeleteResult, ObjectStore
@@ -102,6 +117,9 @@ class _Batch:
     suspects: list[tuple[str, str, str]] = field(default_factory=list)
     """(key, code, message) of single keys whose request failed as a whole."""
     sent: int = 0
+    basis: DeleteBasis | None = None
+    """The admission the round deletes under (for the sinks)."""
+    number: int = 0
 
     def remaining(self) -> list[str]:
         """Every key still waiting in the stack (which is emptied)."""
@@ -124,8 +142,12 @@ class BatchDeleter:
         max_deletes_per_second: float | None = None,
         burst: int = 1000,
         brake: Brake = OPEN,
+        sinks: Sequence[DeleteSink] = (),
     ) -> None:
         self.store = store
+        self.sinks = tuple(sinks)
+        self._batch_numbers = itertools.count(1)
+        self._request_numbers = itertools.count(1)
         self.retrier = retrier
         self.metrics = metrics
         self.stop = stop
@@ -137,9 +159,12 @@ class BatchDeleter:
         """Keys found poison by bisection (key -> code); never sent again by this process."""
         self._reported: set[str] = set()
 
-    async def delete(self, batch: Sequence[Candidate], counts: RoundCounts) -> int | None:
-        """Delete `batch`, updating `counts`; return the highest epoch deleted, if any."""
-        run = _Batch({candidate.key: candidate for candidate in batch}, counts)
+    async def delete(
+        self, batch: Sequence[Candidate], counts: RoundCounts, basis: DeleteBasis | None = None
+    ) -> int | None:
+        """Delete `batch` under `basis`, updating `counts`; return the highest epoch deleted."""
+        run = _Batch({candidate.key: candidate for candidate in batch}, counts, basis=basis,
+                     number=next(self._batch_numbers))  # fmt: skip
         sendable = [key for key in run.by_key if not self._screened(key, counts)]
         if sendable:
             run.stack.append(_Part(sendable))
@@ -185,16 +210,28 @@ class BatchDeleter:
             await self.limiter.release(slot, ok=False)
             self._braked([*part.keys, *run.remaining()], run.counts)
             return False
+        attempt = BatchAttempt(run.basis, tuple(part.keys),
+                               tuple(run.by_key[key].epoch for key in part.keys), part.attempt,
+                               run.number, next(self._request_numbers))  # fmt: skip
+        try:
+            emit_before(self.sinks, attempt)
+        except DeletionNotRecorded as exc:
+            await self.limiter.release(slot, ok=False)
+            self._failed([*part.keys, *run.remaining()], "NotRecorded", str(exc), run.counts)
+            return False
         run.sent += 1
         run.counts.delete_requests += 1
         self.metrics.delete_requests.inc()
         try:
             result = await self.store.delete_batch(part.keys)
         except StorageError as exc:
+            emit_after(self.sinks, BatchOutcome(attempt, request_error=exc.code))
             await self.limiter.release(slot, throttled=exc.code in THROTTLE_CODES, ok=False)
             self.metrics.delete_error(exc.code)
             await self._failed_whole(part, exc, run)
             return True
+        failed = tuple((failure.key, failure.code) for failure in result.errors)
+        emit_after(self.sinks, BatchOutcome(attempt, result.deleted, failed))
         retry = [f for f in result.errors if f.retryable]
         throttled = any(f.code in THROTTLE_CODES for f in retry)
         await self.limiter.release(slot, throttled=throttled, ok=not retry)

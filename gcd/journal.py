@@ -149,6 +149,7 @@ class JournalWriter:
         keys = list(attempt.keys)
         doc: dict[str, Any] = {
             "type": "before",
+            "request": attempt.request,
             "batch": attempt.batch,
             "attempt": attempt.attempt,
             "safe_epoch": None if basis is None else basis.safe_epoch,
@@ -177,6 +178,7 @@ class JournalWriter:
         """Record what became of the attempt (a failure to write is logged and counted)."""
         doc: dict[str, Any] = {
             "type": "after",
+            "request": outcome.attempt.request,
             "batch": outcome.attempt.batch,
             "attempt": outcome.attempt.attempt,
             "deleted": list(outcome.deleted),

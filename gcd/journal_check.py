@@ -121,7 +121,7 @@ def _check_stream(records: list[Record], report: VerifyReport, layout: KeyLayout
     prev = ""
     expected_seq = 1
     highest_m: int | None = None
-    open_attempts: dict[tuple[object, object], Record] = {}
+    open_attempts: dict[object, Record] = {}
     for record in records:
         doc = record.doc
         seq = _int(doc.get("seq"))
@@ -148,9 +148,9 @@ def _check_stream(records: list[Record], report: VerifyReport, layout: KeyLayout
                         f"sweeper {record.sweeper} deleted under M = {m} after having used "
                         f"M = {highest_m}: M went backwards"))
                 highest_m = m if highest_m is None else max(highest_m, m)
-            open_attempts[(doc.get("batch"), doc.get("attempt"))] = record
+            open_attempts[doc.get("request")] = record
         elif record.kind == "after":
-            before = open_attempts.pop((doc.get("batch"), doc.get("attempt")), None)
+            before = open_attempts.pop(doc.get("request"), None)
             _check_after(record, before, report)
     report.outcome_unknown += len(open_attempts)
 
@@ -196,8 +196,7 @@ def _check_after(record: Record, before: Record | None, report: VerifyReport) ->
     if before is None:
         report.findings.append(Finding(
             FindingKind.DAMAGE, record.source,
-            f"after record for batch {doc.get('batch')!r} attempt {doc.get('attempt')!r} "
-            "without its before record"))
+            f"after record of request {doc.get('request')!r} without its before record"))
         return
     if not isinstance(deleted, list):
         report.findings.append(Finding(FindingKind.DAMAGE, record.source,
@@ -314,9 +313,8 @@ class KeyStory:
 def find_key(read: JournalRead, key: str) -> list[KeyStory]:
     """Every attempt to delete `key`, oldest first."""
     afters = {
-        (rec.sweeper, rec.doc.get("batch"), rec.doc.get("attempt")): rec
-        for rec in read.records if rec.kind == "after"
-    }  # fmt: skip
+        (rec.sweeper, rec.doc.get("request")): rec for rec in read.records if rec.kind == "after"
+    }
     stories: list[KeyStory] = []
     for record in _befores(read):
         doc = record.doc
@@ -325,7 +323,7 @@ def find_key(read: JournalRead, key: str) -> list[KeyStory]:
             continue
         epochs = _list(doc.get("epochs"))
         index = keys.index(key)
-        after = afters.get((record.sweeper, doc.get("batch"), doc.get("attempt")))
+        after = afters.get((record.sweeper, doc.get("request")))
         stories.append(KeyStory(
             sweeper=record.sweeper,
             at=float(doc.get("at") or 0.0),

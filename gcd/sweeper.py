@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeAlias
 
@@ -60,6 +60,7 @@ import structlog
 
 from gcd.brake import OPEN, Brake
 from gcd.decision import Verdict, decide
+from gcd.delete_events import DeleteBasis, DeleteSink
 from gcd.deleter import BatchDeleter, Candidate
 from gcd.errors import ConfigError, StorageError
 from gcd.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
@@ -169,6 +170,7 @@ class _Run:
     """Live counters and coordination of one round."""
 
     safe_epoch: int
+    basis: DeleteBasis
     counts: RoundCounts = field(default_factory=RoundCounts)
     batch: list[Candidate] = field(default_factory=list)
     young_ready_at_s: float | None = None
@@ -196,6 +198,7 @@ class Sweeper:
         stop: asyncio.Event | None = None,
         clock: Callable[[], float] = time.time,
         brake: Brake = OPEN,
+        sinks: Sequence[DeleteSink] = (),
     ) -> None:
         self.store = store
         self.config = config
@@ -214,6 +217,7 @@ class Sweeper:
             max_deletes_per_second=config.max_deletes_per_second,
             burst=config.batch_size,
             brake=brake,
+            sinks=sinks,
         )
         self.current: _Run | None = None
         """The round in progress, for progress displays."""
@@ -223,10 +227,16 @@ class Sweeper:
         """Live counters of the round in progress (None between rounds)."""
         return self.current.counts if self.current is not None else None
 
-    async def sweep(self, safe_epoch: int, cluster_epoch: int | None) -> RoundResult:
-        """List and delete everything at or below `safe_epoch`; never raises StorageError."""
+    async def sweep(
+        self, safe_epoch: int, cluster_epoch: int | None, *, basis: DeleteBasis | None = None
+    ) -> RoundResult:
+        """List and delete everything at or below `safe_epoch`; never raises StorageError.
+
+        `basis` is the admission behind `safe_epoch` (etcd revision, pinning partitions),
+        handed to the deleter's sinks with every request.
+        """
         started = time.monotonic()
-        run = _Run(safe_epoch)
+        run = _Run(safe_epoch, basis or DeleteBasis(safe_epoch, cluster_epoch, None))
         self.current = run
         self.brake.reset()
         log.info("sweep.round_started", safe_epoch=safe_epoch, cluster_epoch=cluster_epoch,
@@ -479,7 +489,7 @@ class Sweeper:
             if self.stop.is_set():
                 run.incomplete = True  # dropped: the next round lists these keys again
                 continue
-            top = await self.deleter.delete(batch, run.counts)
+            top = await self.deleter.delete(batch, run.counts, run.basis)
             if top is not None and (run.max_deleted_epoch is None or top > run.max_deleted_epoch):
                 run.max_deleted_epoch = top
 
@@ -513,4 +523,5 @@ async def run_round(
     if not admission.allowed:
         return sweeper.blocked(admission)
     assert admission.safe_epoch is not None
-    return await sweeper.sweep(admission.safe_epoch, admission.cluster_epoch)
+    basis = DeleteBasis.of(admission, override=override is not None)
+    return await sweeper.sweep(admission.safe_epoch, admission.cluster_epoch, basis=basis)

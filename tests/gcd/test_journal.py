@@ -13,6 +13,7 @@ import structlog
 
 from gcd.cli import exitcodes
 from gcd.cli.main import main
+from gcd.daemon import Daemon, DaemonConfig
 from gcd.delete_events import (
     BatchAttempt,
     BatchOutcome,
@@ -25,7 +26,10 @@ from gcd.journal_check import FindingKind, check_history, check_records, find_ke
 from gcd.layout import KeyLayout
 from gcd.local_servers import LocalEtcd, etcd_binary
 from gcd.metrics import SweeperMetrics
+from gcd.objectstore import MemoryObjectStore
+from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
 from watermark.etcd_config import EtcdSettings, open_kv
+from watermark.memory_kv import MemoryKV
 from watermark.store import Publication, WatermarkStore
 
 ROOT = "level_zero/data"
@@ -44,12 +48,15 @@ def key(epoch: int, name: str = "x", prefix: int = 7) -> str:
     return LAYOUT.format(prefix, epoch, name)
 
 
+_requests = iter(range(1, 1_000_000))
+
+
 def attempt(keys: list[str], *, m: int = 5, cluster: int = 8, revision: int | None = 40,
             batch: int = 1, number: int = 0) -> BatchAttempt:  # fmt: skip
-    """An attempt to delete `keys` under M = `m`."""
+    """An attempt to delete `keys` under M = `m` (each a request of its own)."""
     epochs = tuple(LAYOUT.parse(k).epoch for k in keys)  # type: ignore[union-attr]
     basis = DeleteBasis(m, cluster, revision, (("orders/3", m),))
-    return BatchAttempt(basis, tuple(keys), epochs, number, batch)
+    return BatchAttempt(basis, tuple(keys), epochs, number, batch, next(_requests))
 
 
 def writer(directory: Path, **options: object) -> JournalWriter:
@@ -311,3 +318,81 @@ def test_gcd_journal_verify_and_show_exit_codes(
     assert "deleted  by sweeper s-1" in out
     assert f"etcd revision {r1}" in out
     assert main(["journal", "show", "--key", "nope", "--journal-dir", str(tmp_path / "ok")]) == 1
+
+
+# -- the deleter's sinks ---------------------------------------------------------------
+
+
+class RefusingSink:
+    """A sink whose disk is full: it refuses every attempt."""
+
+    def before(self, attempt: BatchAttempt) -> None:
+        """Refuse."""
+        raise DeletionNotRecorded("disk full")
+
+    def after(self, outcome: BatchOutcome) -> None:
+        """Never reached."""
+        raise AssertionError("after without before")
+
+
+async def pinned_store() -> WatermarkStore:
+    """Cluster epoch 8, one partition orders/3 at M(p) = 5, in memory."""
+    store = WatermarkStore(MemoryKV(), "/l0gc/unit")
+    await store.init_cluster_epoch(1)
+    await store.register_partition("orders/3")
+    owned = await store.acquire_ownership("orders/3", "p")
+    for _ in range(7):
+        await store.advance_cluster_epoch()
+    await store.publish_one(Publication("orders/3", "p", owned.owner_epoch, 5))
+    return store
+
+
+async def test_a_sweeper_round_journals_every_request_with_its_admission(tmp_path: Path) -> None:
+    """Each DeleteObjects request is recorded with M, revision and pinning, then its outcome."""
+    store = await pinned_store()
+    objects = MemoryObjectStore()
+    for epoch in (2, 3, 5, 6):
+        objects.put(key(epoch, f"e{epoch}"))
+    journal = writer(tmp_path)
+    sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=0, batch_size=2),
+                      sinks=[journal])  # fmt: skip
+    result = await run_round(sweeper, SafetyGate(), store)
+    journal.close()
+    assert result.summary.deleted == 3
+    read = read_journal([tmp_path])
+    report = check_records(read, layout=LAYOUT)
+    assert (report.findings, report.keys_deleted, report.outcome_unknown) == ([], 3, 0)
+    befores = [r.doc for r in read.records if r.kind == "before"]
+    revision = (await store.read_gc_view()).revision
+    assert {(d["safe_epoch"], d["cluster_epoch"], d["revision"]) for d in befores} == {
+        (5, 8, revision)
+    }
+    assert befores[0]["pinning"] == [["orders/3", 5]]
+    assert sorted(k for d in befores for k in d["keys"]) == sorted(
+        key(e, f"e{e}") for e in (2, 3, 5)
+    )
+
+
+async def test_a_sink_that_cannot_record_stops_the_delete() -> None:
+    """DeletionNotRecorded from a sink: no request is sent, the keys count as errors."""
+    store = await pinned_store()
+    objects = MemoryObjectStore()
+    objects.put(key(2, "kept"))
+    sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=0), sinks=[RefusingSink()])
+    result = await run_round(sweeper, SafetyGate(), store)
+    assert (result.summary.deleted, result.summary.errors) == (0, 1)
+    assert objects.keys() == {key(2, "kept")}
+
+
+async def test_the_daemon_journals_the_revision_it_read(tmp_path: Path) -> None:
+    """A daemon iteration hands its admission (revision, pinning) to the journal."""
+    store = await pinned_store()
+    objects = MemoryObjectStore()
+    objects.put(key(4, "old"))
+    journal = writer(tmp_path)
+    sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=0), sinks=[journal])
+    await Daemon(sweeper, store, DaemonConfig()).run_once()
+    journal.close()
+    (before,) = [r.doc for r in read_journal([tmp_path]).records if r.kind == "before"]
+    assert before["revision"] == (await store.read_gc_view()).revision
+    assert (before["safe_epoch"], before["pinning"]) == (5, [["orders/3", 5]])
