@@ -627,3 +627,52 @@ def test_log_records_are_told_apart_from_output() -> None:
     assert _is_log_record(log)
     assert not _is_log_record('{"epoch": 1, "previous": 0, "version": 1}')
     assert not _is_log_record('{"event": "x", "level": "y"')  # not JSON: shown as is
+
+
+# -- README claims about the CLIs that no session shows ------------------------------------
+
+_NUMBER_WORDS = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+
+
+def _flags_without_env() -> set[tuple[str, str]]:
+    """(command, flag) of every flag docs/cli-reference.md (generated) lists without env."""
+    found: set[tuple[str, str]] = set()
+    command = ""
+    for line in (ROOT / "docs" / "cli-reference.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("### "):
+            command = line[4:].strip()
+        elif (row := re.match(r"\| `(--[\w-]+)`[^|]*\| - \|", line)) is not None:
+            found.add((command, row.group(1)))
+    return found
+
+
+def test_readme_counts_the_simulation_variants() -> None:
+    """README says how many deliberately broken variants `gcd simulate --variant` has."""
+    from gcd.sim.variants import BROKEN  # noqa: PLC0415 - only this test needs the simulator
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"runs one of (\w+) deliberately broken builds", readme)
+    assert said is not None, "README no longer says how many broken variants there are"
+    assert _NUMBER_WORDS.get(said.group(1)) == len(BROKEN), (said.group(0), BROKEN)
+
+
+def test_readme_names_every_flag_without_an_environment_variable() -> None:
+    """README's exceptions to "every flag has an environment variable" are exactly those."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    said = re.search(
+        r"Every flag has an environment variable \(.*?\), except (.*?) \(the ref", readme
+    )
+    assert said is not None, "README no longer says which flags have environment variables"
+    named = set(re.findall(r"`([^`]+)`", said.group(1)))
+    whole_commands = {name for name in named if not name.startswith("-")} - {"watermark"}
+    flags = {name for name in named if name.startswith("--")}
+    missing = _flags_without_env()
+    unnamed = {
+        (command, flag)
+        for command, flag in missing
+        if command not in whole_commands and not (command.startswith("watermark") and flag in flags)
+    }
+    assert unnamed == set(), "README: add these to the flags without an environment variable"
+    stale = flags - {flag for command, flag in missing if command.startswith("watermark")}
+    assert stale == set(), "README names flags without an environment variable that have one"
+    assert whole_commands <= {command for command, _ in missing}
