@@ -10,27 +10,39 @@ The connection pool is sized for the sweeper's concurrency.
 Library exceptions are translated here, and only here, into `StorageError` with the
 S3 error code (or the HTTP status, or "ConnectionError"/"Timeout") and whether a
 retry may help.
+
+`preflight` runs before a command's first round: one ListObjectsV2 (MaxKeys=1) on the
+root, 3 tries, a 3 s connect timeout. What only the operator can fix (no credentials,
+an unreachable endpoint, no such bucket, access denied, rejected credentials, the wrong
+region) becomes one `ConfigError` naming the problem and the fix (exit 2), in seconds,
+instead of a round of per-prefix errors and backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import aiohttp
+import structlog
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
 from botocore.utils import parse_timestamp
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import ConfigError, L0gcError, StorageError
 from gcd.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
+from gcd.retry import Backoff
 
-__all__ = ["S3ObjectStore", "S3Settings", "parse_s3_timestamp", "translate_error"]
+__all__ = ["S3ObjectStore", "S3Settings", "parse_s3_timestamp", "preflight", "preflight_failure",
+           "translate_error"]  # fmt: skip
+
+log = structlog.get_logger("gcd.s3store")
 
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 
@@ -258,3 +270,134 @@ class S3ObjectStore:
         except _TRANSLATED as exc:
             raise translate_error(exc, f"PutObject s3://{self.bucket}/{key}") from exc
         return True
+
+
+# -- preflight: is the bucket there and listable, before any round? ---------------------
+
+PREFLIGHT_ATTEMPTS = 3
+PREFLIGHT_CONNECT_TIMEOUT_S = 3.0
+PREFLIGHT_READ_TIMEOUT_S = 10.0
+_PREFLIGHT_BACKOFF = Backoff(base_s=0.5, cap_s=2.0, max_attempts=PREFLIGHT_ATTEMPTS)
+_CREDENTIALS_REJECTED = frozenset({
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+    "TokenRefreshRequired", "InvalidClientTokenId",
+})  # fmt: skip
+_WRONG_REGION = frozenset({
+    "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException",
+    "301",
+})  # fmt: skip
+_NO_CREDENTIALS = (botocore_errors.NoCredentialsError, botocore_errors.PartialCredentialsError)
+_NOT_REACHED = (
+    botocore_errors.EndpointConnectionError,
+    botocore_errors.ConnectionClosedError,
+    botocore_errors.ConnectTimeoutError,
+    botocore_errors.ReadTimeoutError,
+    botocore_errors.HTTPClientError,
+    aiohttp.ClientError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def preflight_failure(
+    exc: BaseException, bucket: str, prefix: str, endpoint: str, region: str | None
+) -> tuple[L0gcError, bool]:
+    """What to report when the preflight LIST of s3://`bucket`/`prefix` raised `exc`, and
+    whether another try may help. ConfigError (exit 2) for what only the operator can fix."""
+    where = f"s3://{bucket}/{prefix} at {endpoint}"
+    if isinstance(exc, _NO_CREDENTIALS):
+        return ConfigError(
+            f"no AWS credentials found to list {where}: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the process a role (IRSA, Pod "
+            "Identity, instance profile; see docs/kubernetes.md)"
+        ), False
+    if isinstance(exc, _NOT_REACHED):
+        cause = getattr(exc, "kwargs", {}).get("error") or exc  # botocore wraps the OS error
+        reason = str(cause).strip() or type(cause).__name__
+        return ConfigError(
+            f"cannot reach the S3 endpoint {endpoint} ({reason[:160]}): check "
+            "--endpoint-url / L0GC_ENDPOINT_URL and --region, DNS and the network"
+        ), True
+    if not isinstance(exc, botocore_errors.ClientError):
+        return ConfigError(f"listing {where} failed at start: {exc!r}; check --bucket, "
+                           "--endpoint-url and --region"), False  # fmt: skip
+    error = exc.response.get("Error", {})
+    meta = exc.response.get("ResponseMetadata", {})
+    status = int(meta.get("HTTPStatusCode") or 0)
+    code = str(error.get("Code") or status or "Unknown")
+    message = str(error.get("Message") or code)
+    if code == "NoSuchBucket":
+        return ConfigError(
+            f"bucket {bucket!r} does not exist at {endpoint}: check --bucket / L0GC_BUCKET "
+            "(and --endpoint-url, --region)"
+        ), False
+    if code in {"AccessDenied", "AllAccessDisabled", "403"}:
+        return ConfigError(
+            f"access denied listing {where} ({code}: {message}): the credentials need "
+            f"s3:ListBucket on arn:aws:s3:::{bucket} (docs/operations.md, least-privilege "
+            "IAM policy), or --bucket names the wrong bucket"
+        ), False
+    if code in _CREDENTIALS_REJECTED:
+        return ConfigError(
+            f"S3 rejected the credentials listing {where} ({code}: {message}): check "
+            "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE, and refresh an "
+            "expired session token"
+        ), False
+    if code in _WRONG_REGION:
+        headers = meta.get("HTTPHeaders", {})
+        actual = error.get("Region") or headers.get("x-amz-bucket-region")
+        if actual and actual != region:
+            return ConfigError(
+                f"bucket {bucket!r} is in region {actual}, not {region or 'the default'}: "
+                f"pass --region {actual} (env L0GC_REGION)"
+            ), False
+        return ConfigError(
+            f"listing {where} answered {code} ({message}): the bucket is in another region "
+            f"than {region or 'the default'}; pass its region with --region (env L0GC_REGION)"
+        ), False
+    if code in RETRYABLE_CODES or status in _RETRYABLE_STATUS:
+        return StorageError(
+            f"listing {where} failed at start: {message} ({code}); S3 is throttling or "
+            "failing: try again later", code=code, retryable=True,
+        ), True  # fmt: skip
+    return ConfigError(f"listing {where} failed at start: {code}: {message}; check --bucket, "
+                       "--endpoint-url and --region"), False  # fmt: skip
+
+
+async def preflight(
+    settings: S3Settings,
+    prefix: str,
+    *,
+    backoff: Backoff = _PREFLIGHT_BACKOFF,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Check that the bucket can be listed, before any round: ONE ListObjectsV2
+    (MaxKeys=1) on `prefix`, tried `backoff.max_attempts` times (3) with a short
+    connect timeout (3 s), so a misconfiguration fails in seconds with one message.
+
+    Raises ConfigError naming the problem and the fix (no credentials, endpoint
+    unreachable, no such bucket, access denied, credentials rejected, wrong region),
+    or StorageError when S3 keeps throttling or failing (a retry later may help).
+    """
+    probe = replace(
+        settings,
+        max_pool_connections=1,
+        connect_timeout_s=min(settings.connect_timeout_s, PREFLIGHT_CONNECT_TIMEOUT_S),
+        read_timeout_s=min(settings.read_timeout_s, PREFLIGHT_READ_TIMEOUT_S),
+    )
+    async with S3ObjectStore.open(probe) as store:
+        client = store._client  # the raw error names the bucket's region
+        endpoint = settings.endpoint_url or f"AWS S3 ({client.meta.region_name})"
+        for attempt in range(backoff.max_attempts):
+            try:
+                await client.list_objects_v2(Bucket=settings.bucket, Prefix=prefix, MaxKeys=1)
+            except _TRANSLATED as exc:
+                problem, retry = preflight_failure(
+                    exc, settings.bucket, prefix, endpoint, settings.region
+                )
+                if not retry or attempt + 1 >= backoff.max_attempts:
+                    raise problem from exc
+                log.debug("s3.preflight_retry", attempt=attempt + 1, error=str(problem))
+                await sleep(backoff.delay(attempt, random.random()))
+            else:
+                return

@@ -4,23 +4,40 @@
                --shard-count N] [--interval 10s --idle-interval 60s ...]
 
 Takes every `gcd sweep` option except the output ones, plus the pacing and HTTP
-options. SIGTERM (or Ctrl-C) lets requests in flight finish and exits 0.
+options. At start, the same S3 preflight as `gcd sweep` (`gcd.s3store.preflight`): a
+bucket it cannot list (no credentials, endpoint unreachable, no such bucket, access
+denied, wrong region) exits 2 in seconds with one line saying what to fix. Once
+running, losing S3 is an error of a round like any other: logged, retried with backoff.
+
+Stopping: SIGTERM, how Kubernetes stops a pod, lets requests in flight finish and exits
+0. Ctrl-C (SIGINT) stops the same clean way but exits 130 with one line on stderr, as
+every gcd command does when interrupted; a second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+
+import structlog
 
 from gcd.brake import brake_for
+from gcd.cli import exitcodes
 from gcd.cli.options import DAEMON_OPTIONS, add_options, resolve
 from gcd.cli.output import configure_logging
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, watermark_source
 from gcd.daemon import Daemon, DaemonConfig, serve
 from gcd.metrics import SweeperMetrics
-from gcd.s3store import S3ObjectStore
+from gcd.s3store import S3ObjectStore, preflight
 from gcd.sweeper import Sweeper
 
 __all__ = ["add_arguments", "run"]
+
+log = structlog.get_logger("gcd.cli.daemon")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +46,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, DAEMON_OPTIONS, "daemon")
 
 
+@contextlib.contextmanager
+def _stop_on_signals(daemon: Daemon) -> Iterator[list[signal.Signals]]:
+    """SIGTERM / SIGINT stop the loop cleanly; yields the signals received, in order."""
+    loop = asyncio.get_running_loop()
+    received: list[signal.Signals] = []
+
+    def on_signal(signum: signal.Signals) -> None:
+        if received and signum is signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: out of the loop, exit 130 at once
+        received.append(signum)
+        log.info("daemon.stopping", signal=signum.name)
+        daemon.stop.set()
+
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for signum in signals:
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        yield received
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+
+
 async def run(args: argparse.Namespace) -> int:
-    """Run until SIGTERM; 0 on a clean stop."""
+    """Run until SIGTERM (exit 0) or Ctrl-C (exit 130), both clean stops."""
     resolve(args, (*COMMON_OPTIONS, *DAEMON_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
@@ -41,9 +81,16 @@ async def run(args: argparse.Namespace) -> int:
         full_pass_interval_s=args.full_pass_interval,
         unready_after_s=args.unready_after,
     )
+    await preflight(setup.s3, setup.round.layout.listing_root)
     async with S3ObjectStore.open(setup.s3) as store, watermark_source(
         setup.etcd, target=setup.target, objects=store, shard=setup.shard
     ) as source:
         sweeper = Sweeper(store, setup.round, metrics=SweeperMetrics(), brake=brake_for(source))
         daemon = Daemon(sweeper, source, config, override=setup.safe_epoch_override)
-        return await serve(daemon, args.http_host, args.http_port)
+        with _stop_on_signals(daemon) as received:
+            await serve(daemon, args.http_host, args.http_port, handle_signals=False)
+    if received and received[0] is signal.SIGINT:
+        sys.stderr.write("gcd daemon: interrupted (Ctrl-C): stopped cleanly after the requests "
+                         "in flight (SIGTERM is the normal stop, exit 0)\n")  # fmt: skip
+        return exitcodes.INTERRUPTED
+    return exitcodes.OK

@@ -20,14 +20,25 @@ A module is imported only when its subcommand is selected: `gcd sweep` never imp
 pyspark, and `gcd --help` imports nothing but this file. Exceptions from `run` are
 mapped to exit codes in exactly one place (`gcd.cli.exitcodes.exit_code_for`); an
 unknown subcommand, or one whose module is not installed, is a usage error (exit 2).
+
+Usage errors are two lines (`watermark.options.CommandParser`), with the closest
+known flag or command when there is one:
+
+    gcd sweep: unknown option --dry-rn; did you mean --dry-run?
+    usage: gcd sweep [options]; `gcd sweep --help` lists them
+
+Ctrl-C that reaches this level (a command that does not handle it, or a second Ctrl-C)
+exits 130 with one line on stderr, and, when the command was given `--json`, a JSON
+document `{"version": 1, "error": "interrupted"}` on stdout.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import difflib
 import importlib
 import inspect
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,7 +85,8 @@ def _usage() -> str:
         *(f"  {name:<{width}}  {sub.help}" for name, sub in SUBCOMMANDS.items()),
         "",
         "Run `gcd <command> --help` for a command's options.",
-        "Exit codes: 0 ok, 1 partial failure, 2 usage error, 3 blocked by a safety rail.",
+        "Exit codes: 0 ok, 1 partial failure, 2 usage error, 3 blocked by a safety rail,",
+        "130 interrupted (Ctrl-C; `gcd daemon` exits 0 on SIGTERM, its normal stop).",
     ]
     return "\n".join(lines) + "\n"
 
@@ -119,13 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(f"gcd {__version__}\n")
         return exitcodes.OK
     if first not in SUBCOMMANDS:
-        return _fail(f"unknown command {first!r}; choose one of {', '.join(SUBCOMMANDS)}")
+        close = difflib.get_close_matches(first, SUBCOMMANDS, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return _fail(f"unknown command {first!r}; {hint}choose one of {', '.join(SUBCOMMANDS)}")
     module = _load(first)
     if isinstance(module, str):
         return _fail(module)
-    parser = argparse.ArgumentParser(
-        prog=f"gcd {first}", description=SUBCOMMANDS[first].help, allow_abbrev=False
-    )
+    from watermark.options import CommandParser  # noqa: PLC0415 - `gcd --help` stays light
+
+    parser = CommandParser(prog=f"gcd {first}", description=SUBCOMMANDS[first].help)
     module.add_arguments(parser)
     try:
         namespace = parser.parse_args(args[1:])
@@ -136,13 +150,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = module.run(namespace)
         if inspect.isawaitable(result):
             result = asyncio.run(_await(result))
-    except (Exception, KeyboardInterrupt) as exc:
+    except KeyboardInterrupt:
+        return _interrupted(first, bool(getattr(namespace, "json", False)))
+    except Exception as exc:
         code = exitcodes.exit_code_for(exc)
         if code is None:
             raise
         sys.stderr.write(f"gcd {first}: error: {exc}\n")
         return code
     return int(result)
+
+
+def _interrupted(command: str, as_json: bool) -> int:
+    """Ctrl-C that the command did not turn into a clean stop of its own: exit 130."""
+    sys.stderr.write(f"gcd {command}: interrupted (Ctrl-C); stopped at once\n")
+    if as_json:
+        sys.stdout.write(json.dumps({"version": 1, "error": "interrupted"}) + "\n")
+        sys.stdout.flush()
+    return exitcodes.INTERRUPTED
 
 
 async def _await(awaitable: object) -> object:

@@ -3,13 +3,22 @@
     gcd sweep --bucket B [--etcd HOST:PORT --namespace /l0gc/prod | --safe-epoch N]
               [--dry-run --plan-out plan.jsonl] [--json] ...
 
-Reads M from etcd (or takes `--safe-epoch`, still checked against the cluster epoch
-when etcd is configured), lists the shard's prefixes and deletes what `decide` allows.
-Shows a progress line on a TTY, structured logs otherwise; `--json` prints the round
-summary on stdout. Exit: 0 ok, 1 some deletes failed, 2 usage/config error, 3 blocked
-(undefined M, regression, M above the cluster epoch, paused unless --paused-ok, etcd
-unreachable), 130
-stopped by SIGTERM/Ctrl-C (requests in flight finish; the rest waits for the next run).
+First a preflight (`gcd.s3store.preflight`: one ListObjectsV2 of the root, bounded
+retries, short connect timeout): no credentials, an unreachable endpoint, a missing
+bucket, access denied or the wrong region exit 2 in seconds with one line saying what to
+fix. Then it reads M from etcd (or takes `--safe-epoch`, still checked against the
+cluster epoch when etcd is configured), lists the shard's prefixes and deletes what
+`decide` allows. Shows a progress line on a TTY's stderr (its last refresh shows the
+round's totals), structured logs otherwise; the round summary goes to stdout: a few
+lines for people, or one JSON document with `--json`.
+
+Exit: 0 ok, 1 some deletes failed, 2 usage/config error, 3 blocked (undefined M,
+regression, M above the cluster epoch, paused unless --paused-ok, etcd unreachable),
+130 stopped by Ctrl-C (SIGINT) or SIGTERM during the round: requests in flight finish,
+the rest waits for the next run; one line on stderr says so, and the summary of what
+was done is printed with `"error": "interrupted"` and `"signal"` added to the JSON. A
+second Ctrl-C, or one before the round, stops at once (exit 130, `{"version": 1,
+"error": "interrupted"}` with `--json`).
 
 `add_round_arguments` and `round_setup` are shared with `gcd daemon`.
 """
@@ -21,9 +30,13 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator, Mapping
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import structlog
 
 from gcd.binding import BoundSource, ClaimStore
 from gcd.brake import brake_for
@@ -39,18 +52,21 @@ from gcd.cli.options import (
     layout_from_args,
     resolve,
 )
-from gcd.cli.output import ProgressLine, configure_logging, write_json
+from gcd.cli.output import ProgressLine, configure_logging, human_bytes, printable, write_json
 from gcd.errors import ConfigError
-from gcd.report import PlanWriter, RoundSummary
-from gcd.s3store import S3ObjectStore, S3Settings
+from gcd.report import PlanWriter, RoundCounts, RoundSummary
+from gcd.s3store import S3ObjectStore, S3Settings, preflight
 from gcd.shards import announced, announcement, new_sweeper_id
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
 from watermark.binding import StorageTarget
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.store import WatermarkStore
 
-__all__ = ["RoundSetup", "add_arguments", "add_round_arguments", "exit_code", "round_setup",
-           "run", "watermark_source"]  # fmt: skip
+__all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments", "exit_code",
+           "interrupted_document", "round_setup", "run", "text_summary",
+           "watermark_source"]  # fmt: skip
+
+log = structlog.get_logger("gcd.cli.sweep")
 
 COMMON_OPTIONS: tuple[Option, ...] = (*S3_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS)
 
@@ -166,31 +182,125 @@ def exit_code(summary: RoundSummary, *, paused_ok: bool = False) -> int:
     return exitcodes.PARTIAL_FAILURE if summary.errors else exitcodes.OK
 
 
+class StopSignals:
+    """SIGINT / SIGTERM while a round runs: the first stops it cleanly (`stop` is set:
+    listing ends, requests in flight finish); a second SIGINT aborts at once."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+        self.received: str | None = None
+        """The name of the first signal received ("SIGINT", "SIGTERM"), if any."""
+
+    def __call__(self, signum: signal.Signals) -> None:
+        if self.received is not None and signum is signal.SIGINT:
+            raise KeyboardInterrupt  # out of the event loop: `gcd.cli.main` exits 130
+        if self.received is None:
+            self.received = signum.name
+        log.info("sweep.stopping", signal=signum.name)
+        self.stop.set()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopSignals]:
+        """Handle both signals on the running loop while the block runs."""
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        for signum in signals:
+            loop.add_signal_handler(signum, self, signum)
+        try:
+            yield self
+        finally:
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+
+
+def interrupted_document(summary: RoundSummary, signal_name: str) -> dict[str, Any]:
+    """The `--json` output of a round stopped by a signal: the summary of what it did,
+    with "error": "interrupted" and the signal."""
+    fields = summary.to_dict()
+    return {"version": fields.pop("version"), "error": "interrupted", "signal": signal_name,
+            **fields}  # fmt: skip
+
+
+def _counted(summary: RoundSummary) -> RoundCounts:
+    """The summary's totals as progress counters (for the progress line's last refresh)."""
+    fields = summary.to_dict()
+    return RoundCounts(**{name: fields[name] for name in RoundCounts().summary_fields()})
+
+
+def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) -> str:
+    """The round summary for people (stdout without --json)."""
+    fields = summary.to_dict()
+    deleted = f"{summary.deleted:,} objects ({human_bytes(summary.deleted_bytes)})"
+    if interrupted_by is not None:
+        head = f"interrupted by {interrupted_by} after deleting {deleted}; the rest waits"
+    elif summary.blocked_reason is not None:
+        head = f"{summary.outcome}, nothing deleted: {printable(summary.blocked_reason)}"
+    elif summary.dry_run:
+        head = f"dry run: would delete {summary.eligible:,} objects, deleted nothing"
+    else:
+        head = f"deleted {deleted}"
+    m = "unknown" if summary.safe_epoch is None else f"{summary.safe_epoch}"
+    if summary.cluster_epoch is not None:
+        m += f" (cluster epoch {summary.cluster_epoch})"
+    lines = [f"gcd sweep: {head}", f"  M          {m}; took {summary.duration_s:.1f} s"]
+    if summary.blocked_reason is not None and not summary.listed:
+        return "\n".join(lines) + "\n"
+    kept = [
+        f"{summary.skipped_not_eligible:,} live (epoch > M)",
+        f"{summary.skipped_young:,} too young (grace period)",
+        f"{summary.unparsable:,} unparsable",
+    ]
+    for name, what in (("skipped_paused", "not sent (paused)"), ("unsafe_keys", "unsafe")):
+        if fields.get(name):
+            kept.append(f"{fields[name]:,} {what}")
+    requests = f"{summary.list_requests:,} LIST, {summary.delete_requests:,} DeleteObjects"
+    lines += [
+        f"  listed     {summary.listed:,} objects; eligible {summary.eligible:,}",
+        f"  deleted    {deleted}",
+        f"  kept       {', '.join(kept)}",
+        f"  errors     {summary.errors:,}",
+        f"  requests   {requests}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 async def run(args: argparse.Namespace) -> int:
     """One round; see the module docstring."""
     resolve(args, (*COMMON_OPTIONS, *SWEEP_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
+    await preflight(setup.s3, setup.round.layout.listing_root)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
         async with S3ObjectStore.open(setup.s3) as store, watermark_source(
             setup.etcd, target=setup.target, objects=store, shard=setup.shard
         ) as source:
             sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source))
-            loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGTERM, sweeper.stop.set)
-            try:
-                async with ProgressLine(lambda: sweeper.counts):
+            # The sweeper forgets its live counters when the round ends; the progress
+            # line's last refresh shows the round's totals instead.
+            totals: list[RoundCounts] = []
+            with StopSignals(sweeper.stop).installed() as signals:
+                async with ProgressLine(lambda: sweeper.counts or (totals[0] if totals else None)):
                     result = await run_round(
                         sweeper, SafetyGate(), source, override=setup.safe_epoch_override
                     )
-            finally:
-                loop.remove_signal_handler(signal.SIGTERM)
+                    totals.append(_counted(result.summary))
     finally:
         if plan is not None:
             plan.close()
+    summary = result.summary
+    if signals.received is not None:
+        sys.stderr.write(
+            f"gcd sweep: interrupted by {signals.received}: requests in flight finished, "
+            f"{summary.deleted:,} objects deleted; the rest waits for the next run\n"
+        )
     if args.json:
-        write_json(result.summary.to_dict())
-    if sweeper.stop.is_set():
-        return exitcodes.INTERRUPTED  # SIGTERM: requests in flight finished, the rest is left
-    return exit_code(result.summary, paused_ok=args.paused_ok)
+        document = summary.to_dict()
+        if signals.received is not None:
+            document = interrupted_document(summary, signals.received)
+        write_json(document)
+    else:
+        sys.stdout.write(text_summary(summary, interrupted_by=signals.received))
+    if signals.received is not None:
+        return exitcodes.INTERRUPTED
+    return exit_code(summary, paused_ok=args.paused_ok)
