@@ -393,8 +393,10 @@ class CommandParser(argparse.ArgumentParser):
         given = flags[0].split("=", 1)[0]
         # argparse's table of option strings; it has no public accessor.
         known = sorted(s for s in self._option_string_actions if s.startswith("--"))
-        close = difflib.get_close_matches(given, known, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        # An abbreviation names what it abbreviates; a typo, the closest flag.
+        close = [flag for flag in known if flag.startswith(given) and given != "--"][:3]
+        close = close or difflib.get_close_matches(given, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
         self.error(f"unknown option {given}{hint}")
 
     @overload

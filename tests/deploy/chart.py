@@ -209,43 +209,33 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], where: str) -> argp
 
 def _parse_gcd(argv: list[str], where: str) -> Parsed:
     from gcd.cli.main import SUBCOMMANDS  # noqa: PLC0415 - imported per CLI
-    from gcd.cli.options import DAEMON_OPTIONS, SWEEP_OPTIONS, resolve  # noqa: PLC0415
-    from gcd.cli.sweep import COMMON_OPTIONS, round_setup  # noqa: PLC0415
+    from gcd.cli.options import CommandParser, resolve  # noqa: PLC0415
+    from gcd.cli.sweep import round_setup  # noqa: PLC0415
 
-    # What gcd.cli.main and the subcommand's run() do before any I/O.
-    options = {
-        "daemon": (*COMMON_OPTIONS, *DAEMON_OPTIONS),
-        "sweep": (*COMMON_OPTIONS, *SWEEP_OPTIONS),
-    }
+    # What gcd.cli.main and the subcommand's run() do before any I/O: parse, resolve the
+    # options the command declared (flag > env > config > default), build its settings.
     command = argv[0]
-    assert command in options, f"{where}: no parse-only check for `gcd {command}`"
+    assert command in ("daemon", "sweep"), f"{where}: no parse-only check for `gcd {command}`"
     module = importlib.import_module(SUBCOMMANDS[command].module)
-    parser = argparse.ArgumentParser(prog=f"gcd {command}", allow_abbrev=False)
+    parser = CommandParser(prog=f"gcd {command}")
     module.add_arguments(parser)
     ns = _parse(parser, argv[1:], where)
-    resolve(ns, options[command])
+    resolve(ns, parser.options)
     return Parsed("gcd", command, ns, round_setup(ns).etcd, [])
 
 
 def _parse_watermark(argv: list[str], where: str) -> Parsed:
     from watermark import cli  # noqa: PLC0415 - imported per CLI
-    from watermark.contract import expand_partitions  # noqa: PLC0415
-    from watermark.etcd_config import EtcdSettings  # noqa: PLC0415
 
-    ns = _parse(cli.build_parser(), argv, where)
-    level = os.environ.get("L0GC_LOG_LEVEL")
-    if level and not ns.log_level:  # main() uses it as --log-level: same choices
-        _parse(cli.build_parser(), [*argv, "--log-level", level], where)
-    settings = EtcdSettings.from_args(ns, required=ns.command == "serve")
-    partitions: list[str] = []
-    if ns.command == "serve":
-        partitions = expand_partitions(ns.partitions)
-        # The publisher's HTTP security (token file, TLS files, who may listen where),
-        # checked before etcd once `watermark serve` has it (ServeHttp).
-        serve_http = getattr(cli, "ServeHttp", None)
-        if serve_http is not None:
-            serve_http.from_args(ns)
-    return Parsed("watermark", ns.command, ns, settings, partitions)
+    # watermark's own parse-only entry point: options, etcd settings, HTTP security files.
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            invocation = cli.parse(argv)
+    except SystemExit:
+        pytest.fail(f"{where}: the CLI refuses its arguments {argv}: {stderr.getvalue().strip()}")
+    partitions = list(invocation.args.partitions) if invocation.command == "serve" else []
+    return Parsed("watermark", invocation.command, invocation.args, invocation.etcd, partitions)
 
 
 def parse_container(
