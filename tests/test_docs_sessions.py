@@ -43,6 +43,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,12 @@ class Shell:
         """(merged stdout and stderr, exit status) of one command; stdin is /dev/null."""
         assert self.process.stdin is not None
         assert self.process.stdout is not None
-        script = f"{{ {command}\n}} </dev/null 2>&1\nprintf '\\n{self._marker} %s\\n' \"$?\"\n"
+        # The status is printed with the end marker, then restored, so `echo $?` works.
+        script = (
+            f"{{ {command}\n}} </dev/null 2>&1\n__l0gc_status=$?\n"
+            f"printf '\\n{self._marker} %s\\n' \"$__l0gc_status\"\n"
+            "__l0gc_restore() { return $1; }; __l0gc_restore $__l0gc_status\n"
+        )
         self.process.stdin.write(script.encode())
         self.process.stdin.flush()
         buffer = b""
@@ -207,6 +213,7 @@ class Harness:
 
     session: Session
     local: Local
+    s3: LocalS3
     cwd: Path
     env: dict[str, str]
     shell: Shell
@@ -370,9 +377,22 @@ def setup_malformed(harness: Harness) -> None:
                                                       "broker-3", 2, 60)})  # fmt: skip
 
 
+def setup_unbound_garbage(harness: Harness) -> None:
+    """Cluster epoch 5, orders/0 at M(p) 3, not bound; in the bucket two objects of each
+    epoch 1-5 (prefixes 000 and 001), an hour old (past the default grace of 10m)."""
+    harness.etcd_put({
+        "/epoch": "5",
+        "/partitions/orders/0": _record("orders/0", 3, [4, 5], "broker-1", 1, 1.0),
+    })  # fmt: skip
+    keys = [f"level_zero/data/{p:03d}/{e:018d}/{uuid.uuid4()}" for e in range(1, 6) for p in (0, 1)]
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    harness.s3.seed(harness.local.bucket, keys, last_modified=an_hour_ago)
+
+
 SETUPS: dict[str, Callable[[Harness], None]] = {
     "pinned": setup_pinned,
     "malformed": setup_malformed,
+    "unbound-garbage": setup_unbound_garbage,
 }
 
 SESSIONS = sessions_of(DOCS, ROOT)
@@ -395,7 +415,7 @@ def harness(
     )
     s3_server.create_bucket(local.bucket)
     env = session_env(local, tmp_path)
-    running = Harness(session, local, tmp_path, env, Shell(tmp_path, env))
+    running = Harness(session, local, s3_server, tmp_path, env, Shell(tmp_path, env))
     try:
         if session.setup is not None:
             SETUPS[session.setup](running)
