@@ -76,8 +76,12 @@ async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
     target = StorageTarget(args.bucket, args.root, args.endpoint_url)
     async with S3ObjectStore.open(_settings(target, args.region)) as objects:
         outcome = await bind_namespace(store, objects, target, replace=bool(args.replace))
-    doc: dict[str, Any] = {"namespace": store.namespace, "bound": True,
-                           "changed": outcome.changed, "binding": _binding_doc(outcome.binding)}  # fmt: skip
+    doc: dict[str, Any] = {
+        "namespace": store.namespace,
+        "bound": True,
+        "changed": outcome.changed,
+        "binding": _binding_doc(outcome.binding),
+    }
     if outcome.replaced is not None:
         doc["replaced"] = _binding_doc(outcome.replaced)
     return exitcodes.OK, doc
