@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -17,9 +18,20 @@ import pytest
 
 from gcd.local_servers import LocalEtcd, free_port
 from tests.waiting import wait_until
-from watermark.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
-from watermark.etcd_config import EtcdSettings, open_kv
+from watermark.cli import (
+    COMMAND_OPTIONS,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    build_parser,
+    main,
+    parse,
+)
+from watermark.errors import ConfigError
+from watermark.etcd_config import ETCD_OPTIONS, EtcdSettings, open_kv
 from watermark.kv import Put
+from watermark.options import CommandParser
 from watermark.record import PartitionRecord
 from watermark.store import WatermarkStore
 
@@ -124,6 +136,170 @@ def test_usage_errors_exit_2() -> None:
     bad_namespace = watermark({**os.environ, "L0GC_NAMESPACE": "no-slash"}, "epoch", "get")
     assert bad_namespace.returncode == EXIT_USAGE
     assert "namespace" in bad_namespace.stderr
+
+
+# -- options: the same system as gcd (watermark.options) ----------------------------------
+
+ETCD = {"L0GC_ETCD": "etcd-0:2379"}
+
+
+def test_serve_takes_durations_like_gcd() -> None:
+    """`serve` takes 10s, 1.5, 500ms and 1m wherever it takes a duration."""
+    invocation = parse(
+        ["serve", "--tick-interval", "10s", "--publish-interval", "500ms", "--hold-ttl", "1.5",
+         "--fence-timeout", "2s", "--drain-timeout", "1m", "--ticker-lease-ttl", "15s",
+         "--http-read-timeout", "250ms", "--etcd-timeout", "3s"],
+        ETCD,
+    )  # fmt: skip
+    args = invocation.args
+    assert (args.tick_interval, args.publish_interval, args.hold_ttl) == (10.0, 0.5, 1.5)
+    assert (args.fence_timeout, args.drain_timeout, args.ticker_lease_ttl) == (2.0, 60.0, 15)
+    assert invocation.http is not None
+    assert invocation.http.limits.read_timeout_s == 0.25
+    assert invocation.etcd.timeout_s == 3.0
+
+
+def test_a_bad_env_value_exits_2_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """L0GC_TICK_INTERVAL=abc: exit 2, the variable and the value named, no function name."""
+    monkeypatch.setenv("L0GC_ETCD", "127.0.0.1:1")
+    monkeypatch.setenv("L0GC_TICK_INTERVAL", "abc")
+    assert main(["serve"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "env L0GC_TICK_INTERVAL: invalid value 'abc': expected seconds or a number" in err
+    assert "_non_negative" not in err
+    assert "function" not in err
+    monkeypatch.delenv("L0GC_TICK_INTERVAL")
+    assert main(["serve", "--publish-interval", "0"]) == EXIT_USAGE
+    assert "flag --publish-interval: invalid value '0': expected a duration > 0" in (
+        capsys.readouterr().err
+    )
+    assert main(["epoch", "get", "--json", "--etcd-timeout", "soon"]) == EXIT_USAGE
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["error"] == "ConfigError"
+    assert "flag --etcd-timeout: invalid value 'soon'" in doc["message"]
+
+
+def test_config_file_keys_and_precedence(tmp_path: Path) -> None:
+    """--config / L0GC_CONFIG: keys are flag names; flag beats env beats config beats default."""
+    config = tmp_path / "watermark.toml"
+    config.write_text(
+        'etcd = ["etcd-0:2379", "etcd-1:2379"]\nnamespace = "/l0gc/prod"\n'
+        'etcd_timeout = "2s"\ntick_interval = "30s"\npublish_interval = "3s"\n'
+        'partitions = ["orders/0-1", "audit"]\nregister = true\nhold_ttl = "1m"\n'
+    )
+    env = {"L0GC_CONFIG": str(config), "L0GC_PUBLISH_INTERVAL": "2s", "L0GC_HOLD_TTL": "45s"}
+    invocation = parse(["serve", "--hold-ttl", "20s"], env)
+    args = invocation.args
+    assert args.hold_ttl == 20.0  # flag
+    assert args.publish_interval == 2.0  # env
+    assert args.tick_interval == 30.0  # config
+    assert args.fence_timeout == 5.0  # default
+    assert args.partitions == ("orders/0", "orders/1", "audit")
+    assert args.register is True
+    assert invocation.etcd.endpoints == ("etcd-0:2379", "etcd-1:2379")
+    assert (invocation.etcd.namespace, invocation.etcd.timeout_s) == ("/l0gc/prod", 2.0)
+    # The same file serves the admin commands: serve's keys are ignored there.
+    assert parse(["epoch", "get", "--config", str(config)], {}).etcd.namespace == "/l0gc/prod"
+
+
+def test_config_file_errors_name_the_key(tmp_path: Path) -> None:
+    """An unknown key (with the closest one) or a bad value in the file is a usage error."""
+    config = tmp_path / "watermark.toml"
+    config.write_text("tick_intervall = 10\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'tick_intervall' \(did you mean "
+                       r"'tick_interval'\?\)"):  # fmt: skip
+        parse(["serve", "--config", str(config)], ETCD)
+    config.write_text('tick_interval = "often"\n')
+    with pytest.raises(ConfigError, match=f"config key tick_interval in {config}: invalid "
+                       "value 'often'"):  # fmt: skip
+        parse(["serve", "--config", str(config)], ETCD)
+
+
+def test_serve_needs_an_etcd_endpoint_from_flag_env_or_config(tmp_path: Path) -> None:
+    """No --etcd, L0GC_ETCD or config `etcd`: exit 2 naming both; the config file suffices."""
+    with pytest.raises(ConfigError, match=r"--etcd .*L0GC_ETCD"):
+        parse(["serve"], {})
+    config = tmp_path / "watermark.toml"
+    config.write_text('etcd = "etcd-0:2379"\n')
+    assert parse(["serve", "--config", str(config)], {}).etcd.endpoints == ("etcd-0:2379",)
+    assert parse(["epoch", "get"], {}).etcd.endpoints == ("127.0.0.1:2379",)
+
+
+def leaf_parsers() -> dict[str, CommandParser]:
+    """Every runnable `watermark` subcommand's parser, by command ("epoch get", ...)."""
+    found: dict[str, CommandParser] = {}
+
+    def walk(parser: CommandParser, prefix: str) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            found[prefix] = parser
+            return
+        for name, child in subs[0].choices.items():
+            if name != "namespace":  # gcd's command, tested with gcd
+                walk(child, f"{prefix} {name}".strip())
+
+    walk(build_parser(), "")
+    return found
+
+
+def test_every_flag_has_an_env_var_a_config_key_and_a_shown_default() -> None:
+    """Walking the parser: every flag is a resolved Option whose help names its env var and,
+    unless it is a switch, its default."""
+    leaves = leaf_parsers()
+    assert set(leaves) == set(COMMAND_OPTIONS)
+    for command, parser in leaves.items():
+        declared = {o.dest: o for o in (*COMMAND_OPTIONS[command], *ETCD_OPTIONS)}
+        for action in parser._actions:
+            if not action.option_strings or action.dest in ("help", "config"):
+                continue
+            assert action.dest in declared, f"watermark {command} {action.option_strings[0]}"
+            option = declared[action.dest]
+            assert f"env {option.env}" in str(action.help), option.flag
+            if not option.switch:
+                assert "default" in str(action.help) or "required" in str(action.help), option.flag
+
+
+@pytest.mark.parametrize(
+    ("argv", "variable", "dest"),
+    [(["serve"], "L0GC_REGISTER", "register"),
+     (["serve"], "L0GC_NO_IDLE_ADVANCE", "no_idle_advance"),
+     (["serve"], "L0GC_INSECURE_NO_AUTH", "insecure_no_auth"),
+     (["serve"], "L0GC_JSON", "json"),
+     (["partition", "list"], "L0GC_JSON", "json")],
+)  # fmt: skip
+def test_switches_have_env_vars(argv: list[str], variable: str, dest: str) -> None:
+    """The switches that had no variable (--register, --no-idle-advance, --json) now do."""
+    assert getattr(parse(argv, {**ETCD, variable: "true"}).args, dest) is True
+    assert getattr(parse(argv, {**ETCD, variable: "0"}).args, dest) is False
+
+
+def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """`serve --help` shows the defaults the old help left out, and the env vars."""
+    assert main(["serve", "--help"]) == EXIT_OK
+    out = " ".join(capsys.readouterr().out.split())
+    shown = [
+        "deadline of a fence whose request gives none (default 5s; env L0GC_FENCE_TIMEOUT)",
+        "(default 30s; env L0GC_HOLD_TTL)",
+        "(default 10s; env L0GC_TICKER_LEASE_TTL)",
+        "(default 5s; env L0GC_DRAIN_TIMEOUT)",
+        "(default 127.0.0.1; env L0GC_HTTP_HOST)",
+    ]
+    assert [text for text in shown if text not in out] == []
+
+
+def test_a_mistyped_flag_is_one_line_with_a_suggestion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`serve --tick-intervall 10s`: exit 2, one line with the suggestion and the usage line."""
+    assert main(["serve", "--tick-intervall", "10s"]) == EXIT_USAGE
+    assert capsys.readouterr().err.splitlines() == [
+        "watermark serve: unknown option --tick-intervall; did you mean --tick-interval?",
+        "usage: watermark serve [options]; `watermark serve --help` lists them",
+    ]
+    assert main(["partition", "show"]) == EXIT_USAGE
+    assert len(capsys.readouterr().err.splitlines()) == 2
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from watermark.etcd_config import (
     open_kv,
     parse_endpoints,
 )
+from watermark.options import add_config_option
 from watermark.store import WatermarkStore
 
 
@@ -132,6 +133,54 @@ def test_tls_options_are_validated(tmp_path: Path) -> None:
         settings_from(["--etcd-cert-file", str(pem)])
     with pytest.raises(ConfigError, match="http://"):
         settings_from(["--etcd", "http://e:1", "--etcd-ca-file", str(pem)])
+
+
+def test_durations_and_the_config_file(tmp_path: Path) -> None:
+    """The etcd options follow the one option system: durations, config keys, precedence."""
+    assert settings_from(["--etcd-timeout", "500ms"]).timeout_s == 0.5
+    config = tmp_path / "l0gc.toml"
+    config.write_text(
+        'etcd = ["c0:1", "c1:2"]\nnamespace = "/l0gc/from-file"\netcd_timeout = "2s"\n'
+        'bucket = "other commands\' keys are not checked here"\n'
+    )
+    parser = argparse.ArgumentParser()
+    add_config_option(parser)
+    add_etcd_arguments(parser)
+    ns = parser.parse_args(["--config", str(config), "--etcd-timeout", "4s"])
+    settings = EtcdSettings.from_args(ns, {"L0GC_NAMESPACE": "/l0gc/env"}, required=True)
+    assert settings.endpoints == ("c0:1", "c1:2")  # config
+    assert settings.namespace == "/l0gc/env"  # env over config
+    assert settings.timeout_s == 4.0  # flag over config
+    env_config = EtcdSettings.from_args(parser.parse_args([]), {"L0GC_CONFIG": str(config)})
+    assert env_config.namespace == "/l0gc/from-file"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [([], {"L0GC_ETCD_TIMEOUT": "abc"}, "env L0GC_ETCD_TIMEOUT: invalid value 'abc'"),
+     ([], {"L0GC_NAMESPACE": "no-slash"}, "env L0GC_NAMESPACE: invalid value 'no-slash'"),
+     ([], {"L0GC_ETCD": "etcd"}, "env L0GC_ETCD: invalid value 'etcd'"),
+     (["--etcd-ca-file", "/nonexistent/ca.pem"], {},
+      "flag --etcd-ca-file: invalid value '/nonexistent/ca.pem'")],
+)  # fmt: skip
+def test_bad_values_name_their_source(argv: list[str], env: dict[str, str], message: str) -> None:
+    """A bad etcd setting names the flag or env var it came from, and the value."""
+    with pytest.raises(ConfigError) as info:
+        settings_from(argv, env)
+    assert message in str(info.value)
+
+
+def test_a_service_without_any_endpoint_is_refused_naming_every_source() -> None:
+    """required=True and no flag, env or config: ConfigError naming --etcd and L0GC_ETCD."""
+    with pytest.raises(ConfigError, match=r"--etcd .*L0GC_ETCD.*config"):
+        settings_from_required([])
+
+
+def settings_from_required(argv: list[str]) -> EtcdSettings:
+    """Like `settings_from`, for a service (an endpoint is required)."""
+    parser = argparse.ArgumentParser()
+    add_etcd_arguments(parser)
+    return EtcdSettings.from_args(parser.parse_args(argv), {}, required=True)
 
 
 def test_every_option_has_help() -> None:
