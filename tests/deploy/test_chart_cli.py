@@ -145,3 +145,33 @@ def test_cronjob_sweeps_treat_a_pause_as_success(
     assert sweeper.args.shard_count == 3
     strict = render(env, "-f", values, "--set", "sweeper.cronjob.pausedOk=false")
     assert parse_all(strict, tmp_path / "b", monkeypatch)["sweeper"].args.paused_ok is False
+
+
+def test_publisher_env_durations_reach_the_cli_as_written(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publisher.env` values pass unconverted: watermark takes 1m, 15s and 250ms itself."""
+    objects = render(
+        env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
+        "--set", "publisher.env.L0GC_HOLD_TTL=1m",
+        "--set", "publisher.env.L0GC_TICKER_LEASE_TTL=15s",
+        "--set", "publisher.env.L0GC_HTTP_READ_TIMEOUT=250ms",
+        "--set", "publisher.env.L0GC_NO_IDLE_ADVANCE=true",
+    )  # fmt: skip
+    publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
+    assert publisher.args.hold_ttl == 60.0
+    assert publisher.args.ticker_lease_ttl == 15
+    assert publisher.args.http_read_timeout == 0.25
+    assert publisher.args.no_idle_advance is True
+
+
+def test_a_bad_publisher_value_fails_naming_its_variable(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value watermark refuses fails the chart test with the CLI's message, naming it."""
+    objects = render(
+        env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
+        "--set", "publisher.env.L0GC_HOLD_TTL=soon",
+    )  # fmt: skip
+    with pytest.raises(pytest.fail.Exception, match="env L0GC_HOLD_TTL: invalid value 'soon'"):
+        parse_all(objects, tmp_path, monkeypatch)
