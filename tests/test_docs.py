@@ -15,7 +15,7 @@ from watermark.binding import CLAIM_NAME
 from watermark.metrics import WatermarkMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/operations.md", "docs/integration.md")
+DOCS = ("README.md", "docs/operations.md", "docs/integration.md", "docs/conventions.md")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _METRIC = re.compile(r"\bl0gc_(?:sweeper|watermark)_[a-z_]+")
 _RUNBOOK_ANCHORS = (

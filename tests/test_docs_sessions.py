@@ -151,15 +151,19 @@ class Shell:
         return buffer[: found.start()].decode(errors="replace"), int(found.group(1))
 
     def close(self) -> None:
-        """End the shell (and a command it still runs) by PID."""
-        if self.process.poll() is None:
+        """End the shell: EOF on its input; if a command still runs, it and bash by PID."""
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
             for child in _children(self.process.pid):
                 _stop(child)
             self.process.kill()
-        self.process.wait(timeout=10)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
+            self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def _children(pid: int) -> list[int]:
