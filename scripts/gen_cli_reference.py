@@ -3,10 +3,12 @@
 
     .venv/bin/python scripts/gen_cli_reference.py            # rewrite both files
     .venv/bin/python scripts/gen_cli_reference.py --check    # exit 1 if either is stale
+    .venv/bin/python scripts/gen_cli_reference.py --only cli # just docs/cli-reference.md
 
 The CLI reference walks the argparse parsers of every `gcd` subcommand (built exactly as
 `gcd.cli.main` builds them) and of every `watermark` subcommand, and lists each flag
-with its environment variable and help text. The metrics reference collects the two
+with its environment variable and help text (which shows its default); a section at
+the top says how options work. The metrics reference collects the two
 Prometheus registries (`gcd.metrics.SweeperMetrics`, `watermark.metrics.WatermarkMetrics`)
 and lists each metric with its type, labels and help text. `tests/test_docs.py` runs
 `--check`, so a flag or metric added without regenerating fails CI.
@@ -54,9 +56,12 @@ def _flag(action: argparse.Action) -> str:
     return f"{names} `{metavar}`"
 
 
-def _env(help_text: str) -> str:
-    found = _ENV.findall(help_text)
-    return ", ".join(f"`{name}`" for name in dict.fromkeys(found)) or "-"
+def _env(action: argparse.Action, help_text: str) -> str:
+    found = list(dict.fromkeys(_ENV.findall(help_text)))
+    own = "L0GC_" + action.dest.upper()
+    if own in found:  # the flag's own variable first, then any other the help names
+        found = [own, *(name for name in found if name != own)]
+    return ", ".join(f"`{name}`" for name in found) or "-"
 
 
 def _table(parser: argparse.ArgumentParser) -> Iterator[str]:
@@ -70,17 +75,17 @@ def _table(parser: argparse.ArgumentParser) -> Iterator[str]:
         yield "|---|---|---|"
         for action in actions:
             text = _help(parser, action)
-            yield f"| {_flag(action)} | {_env(text)} | {_cell(text)} |"
+            yield f"| {_flag(action)} | {_env(action, text)} | {_cell(text)} |"
         yield ""
 
 
 def _gcd_sections() -> Iterator[str]:
     from gcd.cli.main import SUBCOMMANDS  # noqa: PLC0415 - after sys.path is set
+    from watermark.options import CommandParser  # noqa: PLC0415
 
     yield "## gcd\n"
-    yield ("Every `gcd` command also reads `--config FILE` / `L0GC_CONFIG` where listed: a TOML "
-           "file whose keys are flag names with underscores. Precedence: flag, then "
-           "environment variable, then config file, then default.\n")  # fmt: skip
+    yield ("Every `gcd` command also reads `--config FILE` / `L0GC_CONFIG` where listed. "
+           "The options work as described under [Options](#options).\n")  # fmt: skip
     for name, sub in SUBCOMMANDS.items():
         yield f"### gcd {name}\n"
         yield f"{sub.help}.\n"
@@ -89,8 +94,7 @@ def _gcd_sections() -> Iterator[str]:
         except ImportError as exc:
             yield f"_Not available in this checkout ({type(exc).__name__}: {exc})._\n"
             continue
-        parser = argparse.ArgumentParser(prog=f"gcd {name}", description=sub.help,
-                                         allow_abbrev=False)  # fmt: skip
+        parser = CommandParser(prog=f"gcd {name}", description=sub.help)
         module.add_arguments(parser)
         yield from _table(parser)
 
@@ -106,9 +110,13 @@ def _watermark_sections() -> Iterator[str]:
     from watermark.cli import build_parser  # noqa: PLC0415
 
     yield "## watermark\n"
-    yield ("The publisher service and its admin commands. Every subcommand takes the etcd "
-           "flags and `--json`.\n")  # fmt: skip
+    yield ("The publisher service and its admin commands. Every subcommand takes "
+           "`--config FILE` / `L0GC_CONFIG`, `--json` and the etcd flags; the options work "
+           "as described under [Options](#options). `watermark namespace` is `gcd "
+           "namespace` (see above).\n")  # fmt: skip
     for name, sub in _subparsers(build_parser()).items():
+        if name == "namespace":
+            continue
         children = _subparsers(sub)
         for child_name, child in (children.items() if children else [("", sub)]):
             title = f"watermark {name} {child_name}".strip()
@@ -123,6 +131,20 @@ def cli_reference() -> str:
         "# Command-line reference\n",
         ("Every flag of every command, with the environment variable that sets it when "
          "the flag is not given. Exit codes: [README](../README.md#exit-codes).\n"),
+        "## Options\n",
+        ("`gcd` and `watermark` share one option system (`watermark.options`). Each flag "
+         "`--some-flag` has the environment variable `L0GC_SOME_FLAG` and the config-file "
+         "key `some_flag` (TOML, in the file named by `--config FILE` or `L0GC_CONFIG`); "
+         "a switch takes `true`/`false` (or 1/0, yes/no, on/off) there. The first found "
+         "wins: flag, then environment variable (an empty one counts as not set), then "
+         "config file, then the default shown below. A key that no command of the program "
+         "takes is an error (a typo must not keep a default); the keys of other commands "
+         "are ignored, so one file serves them all. Durations take seconds (`90`, `1.5`) "
+         "or a number with `ms`, `s`, `m`, `h` or `d` (`500ms`, `10s`, `10m`). A bad "
+         "value exits 2 naming where it came from, e.g. `env L0GC_TICK_INTERVAL: invalid "
+         "value 'abc': expected seconds or a number with ms/s/m/h/d, e.g. 30s or 10m`; a "
+         "mistyped flag exits 2 with the closest one (`did you mean --tick-interval?`). "
+         "Flags cannot be abbreviated.\n"),
         *_gcd_sections(),
         *_watermark_sections(),
     ]
@@ -179,10 +201,15 @@ def metrics_reference() -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Write (or with --check, compare) both documents."""
+    """Write (or with --check, compare) both documents; `--only cli|metrics` picks one."""
     check = "--check" in argv
+    only = argv[argv.index("--only") + 1] if "--only" in argv[:-1] else None
+    documents = {"cli": (CLI_DOC, cli_reference), "metrics": (METRICS_DOC, metrics_reference)}
     stale = []
-    for path, content in ((CLI_DOC, cli_reference()), (METRICS_DOC, metrics_reference())):
+    for name, (path, make) in documents.items():
+        if only not in (None, name):
+            continue
+        content = make()
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current == content:
             continue
