@@ -49,7 +49,11 @@ __all__ = [
 
 BACKGROUND_PREFIX = "# in another terminal: "
 _FENCE = re.compile(r"^(?P<indent> {0,4})```(?P<lang>[\w-]*)\s*$")
-_MARKER = re.compile(r"^\s*<!--\s*(?P<body>(?:not run|session)\b.*?)\s*-->\s*$")
+# Loose on purpose: a misspelt marker (`not-run`, `skip`, `setup:`) is an error, not ignored.
+_MARKER = re.compile(
+    r"^\s*<!--\s*(?P<body>(?:not[\s_-]*run|no[\s_-]*run|skip|session|setup)\b.*?)\s*-->\s*$",
+    re.IGNORECASE,
+)
 _NOT_RUN = re.compile(r"not run:\s*(?P<reason>\S.*)")
 _SETUP = re.compile(r"session setup:\s*(?P<name>[\w-]+)")
 _SESSION_LANGS = {"console", "sh", "shell", "bash", ""}
@@ -332,34 +336,32 @@ def _match(
     captured: dict[str, str],
     furthest: _Furthest,
 ) -> dict[str, str] | None:
-    """Backtracking over `...` lines: the captured tokens, or None (see `furthest`)."""
+    """The captured tokens, or None (see `furthest`); recurses only at `...` lines."""
+    captured = dict(captured)
+    while at_line < len(lines) and (line := lines[at_line]) is not None:
+        if at_actual == len(actual):
+            furthest.note(at_line, "real output ended before this line")
+            return None
+        matched = line.pattern.fullmatch(actual[at_actual])
+        if matched is None:
+            furthest.note(at_line, f"real line is {actual[at_actual]!r}")
+            return None
+        for group, shown in line.captures.items():
+            real = matched.group(group)
+            if captured.setdefault(shown, real) != real:
+                furthest.note(at_line, f"{shown!r} stood for {captured[shown]!r}, now {real!r}")
+                return None
+        at_line, at_actual = at_line + 1, at_actual + 1
     if at_line == len(lines):
         if at_actual == len(actual):
             return captured
         furthest.note(at_line, f"real output goes on with: {actual[at_actual]!r}")
         return None
-    line = lines[at_line]
-    if line is None:
-        for skip in range(at_actual, len(actual) + 1):
-            found = _match(lines, actual, at_line + 1, skip, captured, furthest)
-            if found is not None:
-                return found
-        return None
-    if at_actual == len(actual):
-        furthest.note(at_line, "real output ended before this line")
-        return None
-    matched = line.pattern.fullmatch(actual[at_actual])
-    if matched is None:
-        furthest.note(at_line, f"real line is {actual[at_actual]!r}")
-        return None
-    more = dict(captured)
-    for group, shown in line.captures.items():
-        real = matched.group(group)
-        if more.get(shown, real) != real:
-            furthest.note(at_line, f"{shown!r} stood for {more[shown]!r}, now {real!r}")
-            return None
-        more[shown] = real
-    return _match(lines, actual, at_line + 1, at_actual + 1, more, furthest)
+    for skip in range(at_actual, len(actual) + 1):  # a `...` line: try every length
+        found = _match(lines, actual, at_line + 1, skip, captured, furthest)
+        if found is not None:
+            return found
+    return None
 
 
 def substitute(command: str, table: Mapping[str, str]) -> str:

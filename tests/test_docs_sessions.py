@@ -447,6 +447,22 @@ def test_the_docs_have_runnable_sessions() -> None:
     assert sum(len(session.steps) for session in RUNNABLE) >= 25
 
 
+def test_every_prompt_in_the_docs_is_in_a_session() -> None:
+    """A `$ ` line outside any session (say in a ```text block) would silently not run."""
+    prompts = set()
+    for path in DOCS:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("$ "):
+                prompts.add(f"{path.relative_to(ROOT)}:{number}")
+    covered = {
+        f"{session.doc}:{step.line}"
+        for session in SESSIONS
+        for step in session.steps
+        if not step.background
+    }
+    assert prompts - covered == set(), "write these in a ```console block (docs/conventions.md)"
+
+
 def test_every_setup_named_by_a_doc_exists() -> None:
     """A `<!-- session setup: NAME -->` names a state the harness knows how to write."""
     for session in SESSIONS:
@@ -530,6 +546,8 @@ def test_extraction_reads_commands_outputs_narration_and_markers() -> None:
     [
         ("<!-- not run -->", "a reason is required"),
         ("<!-- session: pinned -->", "neither"),
+        ("<!-- not-run: needs a Kubernetes cluster -->", "neither"),
+        ("<!-- setup: pinned -->", "neither"),
     ],
 )
 def test_a_marker_against_the_conventions_is_refused(marker: str, error: str) -> None:
