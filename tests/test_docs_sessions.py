@@ -13,9 +13,9 @@ What the harness provides, so that the documented commands run as written:
 - environment: `L0GC_ETCD` (the local etcd), `L0GC_NAMESPACE` (a fresh namespace),
   `L0GC_HTTP_PORT` (a free port for `watermark serve`), AWS test credentials and
   `AWS_ENDPOINT_URL_S3` (the local S3 server, so that l0gc itself sees AWS: no
-  `--endpoint-url`), `PATH` with the venv's `gcd` and `watermark`, `TZ=UTC`;
+  `--endpoint-url`), `PATH` with this interpreter's `gcd` and `watermark`, `TZ=UTC`;
 - a fresh bucket per session, created empty;
-- the substitution table `DOC_NAMES`: the production names the docs use, replaced in
+- the substitution table `doc_names`: the production names the docs use, replaced in
   commands by the local ones (and the local ones by the doc's in outputs). Nothing
   else of a command is rewritten, except tokens an earlier output showed (replaced by
   the real value in that output's place).
@@ -39,6 +39,7 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -66,7 +67,7 @@ from watermark.kv import Put
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
-VENV_BIN = ROOT / ".venv" / "bin"
+VENV_BIN = Path(sys.executable).parent  # where `gcd` and `watermark` are installed
 COMMAND_TIMEOUT_S = 30.0
 SETTLE_S = 10.0  # how long a read-only command may take to show the documented state
 READ_ONLY = re.compile(
@@ -301,7 +302,7 @@ class Harness:
 
     def start_background(self, command: str) -> None:
         """Start a server `# in another terminal:` and keep its PID to stop it."""
-        log = self.cwd / f"background-{len(self.background)}.log"
+        log = self.cwd.parent / f"background-{len(self.background)}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
                 ["bash", "--noprofile", "--norc", "-c", f"exec {command}"],
@@ -418,8 +419,11 @@ def harness(
         publisher_port=free_port(),
     )
     s3_server.create_bucket(local.bucket)
-    env = session_env(local, tmp_path)
-    running = Harness(session, local, s3_server, tmp_path, env, Shell(tmp_path, env))
+    cwd, home = tmp_path / "session", tmp_path / "home"  # logs stay out of the session's dir
+    cwd.mkdir()
+    home.mkdir()
+    env = session_env(local, home)
+    running = Harness(session, local, s3_server, cwd, env, Shell(cwd, env))
     try:
         if session.setup is not None:
             SETUPS[session.setup](running)
