@@ -119,6 +119,14 @@ class SweeperMetrics:
         self.last_success_timestamp = gauge(
             "last_success_timestamp_seconds", "Unix time of the last round without errors."
         )
+        self.journal_records = counter("journal_records", "Deletion journal records written.")
+        self.journal_bytes = counter("journal_bytes", "Bytes written to the deletion journal.")
+        self.journal_segments = counter(
+            "journal_segments", "Deletion journal segments opened (rotations)."
+        )
+        self.journal_errors = counter(
+            "journal_errors", "Deletion journal writes or segment uploads that failed."
+        )
         for unknown in (self.safe_epoch, self.cluster_epoch, self.epoch_lag):
             unknown.set(math.nan)  # never a healthy-looking 0 before the first read
         for reason in SKIP_REASONS:

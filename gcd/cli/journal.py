@@ -33,14 +33,13 @@ from typing import Any
 
 from gcd.cli import exitcodes
 from gcd.cli.options import (
+    JOURNAL_OPTIONS,
     LAYOUT_OPTIONS,
     S3_OPTIONS,
     Option,
     add_config_option,
     add_options,
     boolean,
-    duration,
-    integer,
     layout_from_args,
     resolve,
     text,
@@ -48,8 +47,6 @@ from gcd.cli.options import (
 from gcd.cli.output import configure_logging, printable, write_json
 from gcd.errors import ConfigError
 from gcd.journal import (
-    DEFAULT_MAX_AGE_S,
-    DEFAULT_MAX_BYTES,
     JournalRead,
     JournalWriter,
     check_audit_prefix,
@@ -70,29 +67,15 @@ from gcd.metrics import SweeperMetrics
 from gcd.s3store import S3ObjectStore, S3Settings
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
 
-__all__ = ["JOURNAL_OPTIONS", "OUTPUT_VERSION", "add_arguments", "open_journal", "run"]
+__all__ = ["OUTPUT_VERSION", "add_arguments", "open_journal", "run"]
 
 OUTPUT_VERSION = 1
 _MAX_SEGMENT_READ = 1 << 30
 
-JOURNAL_OPTIONS: tuple[Option, ...] = (
-    Option("--journal-dir", text, None,
-           "deletion journal: append a record of why each DeleteObjects call is safe, and of "
-           "its outcome, to rotated JSON-lines segments in this directory (default: none)",
-           "DIR"),
-    Option("--journal-prefix", text, None,
-           "also upload each closed journal segment to this prefix of the bucket, which must "
-           "lie outside --root (needs --journal-dir)", "PREFIX"),
-    Option("--journal-max-bytes", integer(1024), DEFAULT_MAX_BYTES,
-           "start a new journal segment past this size (default 64 MiB)", "BYTES"),
-    Option("--journal-max-age", duration, DEFAULT_MAX_AGE_S,
-           "start a new journal segment after this long (default 1h)", "DURATION"),
-)  # fmt: skip
 _READ_OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
     *LAYOUT_OPTIONS,
-    JOURNAL_OPTIONS[0],
-    JOURNAL_OPTIONS[1],
+    *JOURNAL_OPTIONS[:2],
     Option("--key", text, None, "show: the object key to explain", "KEY"),
     Option("--json", boolean, False, "print one JSON document on stdout", switch=True),
     Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
@@ -111,29 +94,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.asynccontextmanager
 async def open_journal(
-    args: argparse.Namespace,
-    *,
-    sweeper_id: str,
-    namespace: str | None,
-    s3: S3Settings,
-    root: str,
-    objects: Any,
+    args: argparse.Namespace, *, sweeper_id: str, setup: Any, objects: Any,
     metrics: SweeperMetrics,
-) -> AsyncIterator[tuple[JournalWriter, ...]]:
+) -> AsyncIterator[tuple[JournalWriter, ...]]:  # fmt: skip
     """The journal sinks a sweeping command's flags ask for (none without --journal-dir);
-    on exit the last segment is closed and, with --journal-prefix, every segment shipped."""
+    on exit the last segment is closed and, with --journal-prefix, every segment shipped.
+
+    `setup` is the command's `gcd.cli.sweep.RoundSetup`; `objects` its `S3ObjectStore`.
+    """
     if args.journal_dir is None:
         if args.journal_prefix is not None:
             raise ConfigError("--journal-prefix needs --journal-dir (the local spool of the "
                               "segments it uploads)")  # fmt: skip
         yield ()
         return
+    root = setup.round.layout.root
     prefix = None if args.journal_prefix is None else check_audit_prefix(args.journal_prefix,
                                                                           root)  # fmt: skip
+    namespace = None if setup.etcd is None else setup.etcd.namespace
     writer = JournalWriter(
-        Path(args.journal_dir), sweeper_id, namespace=namespace, bucket=s3.bucket, root=root,
-        endpoint_url=s3.endpoint_url, metrics=metrics, max_bytes=args.journal_max_bytes,
-        max_age_s=args.journal_max_age,
+        Path(args.journal_dir), sweeper_id, namespace=namespace, bucket=setup.s3.bucket,
+        root=root, endpoint_url=setup.s3.endpoint_url, metrics=metrics,
+        max_bytes=args.journal_max_bytes, max_age_s=args.journal_max_age,
     )  # fmt: skip
     shipped: set[Path] = set()
     try:

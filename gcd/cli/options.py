@@ -43,10 +43,12 @@ from watermark.options import (
     integer,
     positive_number,
     text,
+    whole_seconds,
 )
 
 __all__ = [
     "DAEMON_OPTIONS",
+    "JOURNAL_OPTIONS",
     "LAYOUT_OPTIONS",
     "ROUND_OPTIONS",
     "S3_OPTIONS",
@@ -109,6 +111,10 @@ ROUND_OPTIONS: tuple[Option, ...] = (
     Option("--shard-index", integer(0), 0, "this sweeper's shard, 0..shard-count-1", "I"),
     Option("--shard-count", integer(1), 1, "number of sweepers splitting prefixes 000-999",
            "N"),
+    Option("--shard-ttl", whole_seconds(1), 15,
+           "lease of this sweeper's shard announcement: a sweeper killed without a clean "
+           "stop is still announced this long, so its restart waits that long before "
+           "deleting (default 15s)", "DURATION"),
     Option("--log-level", text, "info", "debug, info, warning or error (default info)",
            "LEVEL"),
 )  # fmt: skip
@@ -140,7 +146,21 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
            "every other block still exits 3 (for scheduled runs: a pause is no failure)",
            switch=True),
 )  # fmt: skip
-_TABLES = (S3_OPTIONS, LAYOUT_OPTIONS, ROUND_OPTIONS, DAEMON_OPTIONS, SWEEP_OPTIONS)
+JOURNAL_OPTIONS: tuple[Option, ...] = (
+    Option("--journal-dir", text, None,
+           "deletion journal: append a record of why each DeleteObjects request is safe, "
+           "and of its outcome, to rotated JSON-lines segments in this directory (default: "
+           "no journal)", "DIR"),
+    Option("--journal-prefix", text, None,
+           "also upload each closed journal segment to this prefix of the bucket, which must "
+           "lie outside --root (needs --journal-dir; default: local segments only)", "PREFIX"),
+    Option("--journal-max-bytes", integer(1024), 64 * 1024 * 1024,
+           "start a new journal segment past this size in bytes (default 64 MiB)", "BYTES"),
+    Option("--journal-max-age", duration, 3600.0,
+           "start a new journal segment after this long (default 1h)", "DURATION"),
+)  # fmt: skip
+_TABLES = (S3_OPTIONS, LAYOUT_OPTIONS, ROUND_OPTIONS, DAEMON_OPTIONS, SWEEP_OPTIONS,
+           JOURNAL_OPTIONS)  # fmt: skip
 # Keys of the Spark commands (gcd/cli/spark.py, kept there so `gcd sweep` never imports
 # the Spark modules): one config file may serve every gcd command.
 SPARK_ONLY_KEYS = frozenset({

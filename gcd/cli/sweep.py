@@ -41,7 +41,9 @@ import structlog
 from gcd.binding import BoundSource, ClaimStore
 from gcd.brake import brake_for
 from gcd.cli import exitcodes
+from gcd.cli.journal import open_journal
 from gcd.cli.options import (
+    JOURNAL_OPTIONS,
     LAYOUT_OPTIONS,
     ROUND_OPTIONS,
     S3_OPTIONS,
@@ -54,9 +56,10 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import ProgressLine, configure_logging, human_bytes, printable, write_json
 from gcd.errors import ConfigError
+from gcd.metrics import SweeperMetrics
 from gcd.report import PlanWriter, RoundCounts, RoundSummary
 from gcd.s3store import S3ObjectStore, S3Settings, preflight
-from gcd.shards import announced, announcement, new_sweeper_id
+from gcd.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper_id
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
 from watermark.binding import StorageTarget
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
@@ -68,7 +71,9 @@ __all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments", 
 
 log = structlog.get_logger("gcd.cli.sweep")
 
-COMMON_OPTIONS: tuple[Option, ...] = (*S3_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS)
+COMMON_OPTIONS: tuple[Option, ...] = (
+    *S3_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS, *JOURNAL_OPTIONS
+)
 
 
 def add_round_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +82,7 @@ def add_round_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, S3_OPTIONS, "object store (AWS credentials: the standard chain)")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, ROUND_OPTIONS, "round")
+    add_options(parser, JOURNAL_OPTIONS, "deletion journal")
     add_etcd_arguments(parser)
 
 
@@ -94,6 +100,7 @@ class RoundSetup:
     s3: S3Settings
     etcd: EtcdSettings | None
     safe_epoch_override: int | None
+    shard_ttl_s: int = DEFAULT_TTL_S
 
     @property
     def target(self) -> StorageTarget:
@@ -138,7 +145,7 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
     # not a silent wait on 127.0.0.1:2379.
     needs_etcd = etcd_given or args.safe_epoch is None
     etcd = EtcdSettings.from_args(args, env, required=True) if needs_etcd else None
-    return RoundSetup(config, s3, etcd, args.safe_epoch)
+    return RoundSetup(config, s3, etcd, args.safe_epoch, args.shard_ttl)
 
 
 @contextlib.asynccontextmanager
@@ -148,12 +155,15 @@ async def watermark_source(
     target: StorageTarget | None = None,
     objects: ClaimStore | None = None,
     shard: tuple[int, int] | None = None,
+    sweeper_id: str | None = None,
+    shard_ttl_s: int = DEFAULT_TTL_S,
 ) -> AsyncIterator[WatermarkSource | None]:
     """M from etcd (connected lazily: an outage blocks rounds), or None without etcd.
 
     With `target` and `objects`, M is refused unless the namespace is bound to `target`
     (`gcd.binding`); with `shard` (index, count) this process also announces its shard
-    while the block runs and refuses to delete when sweepers disagree (`gcd.shards`).
+    while the block runs (as `sweeper_id`, under a lease of `shard_ttl_s`) and refuses to
+    delete when sweepers disagree (`gcd.shards`).
     """
     if etcd is None:
         yield None
@@ -166,8 +176,8 @@ async def watermark_source(
         elif shard is None:
             yield BoundSource(store, target, objects)
         else:
-            me = announcement(new_sweeper_id(), *shard)
-            async with announced(store, kv, me):
+            me = announcement(sweeper_id or new_sweeper_id(), *shard)
+            async with announced(store, kv, me, ttl_s=shard_ttl_s):
                 yield BoundSource(store, target, objects, shard=me)
     finally:
         await kv.close()
@@ -272,10 +282,16 @@ async def run(args: argparse.Namespace) -> int:
     await preflight(setup.s3, setup.round.layout.listing_root)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
+        sweeper_id = new_sweeper_id()
+        metrics = SweeperMetrics()
         async with S3ObjectStore.open(setup.s3) as store, watermark_source(
-            setup.etcd, target=setup.target, objects=store, shard=setup.shard
-        ) as source:
-            sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source))
+            setup.etcd, target=setup.target, objects=store, shard=setup.shard,
+            sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s,
+        ) as source, open_journal(
+            args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
+        ) as sinks:  # fmt: skip
+            sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source),
+                              metrics=metrics, sinks=sinks)  # fmt: skip
             # The sweeper forgets its live counters when the round ends; the progress
             # line's last refresh shows the round's totals instead.
             totals: list[RoundCounts] = []

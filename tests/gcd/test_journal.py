@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,11 @@ from gcd.errors import ConfigError
 from gcd.journal import JournalWriter, check_audit_prefix, keys_digest, read_journal
 from gcd.journal_check import FindingKind, check_history, check_records, find_key, history_reader
 from gcd.layout import KeyLayout
-from gcd.local_servers import LocalEtcd, etcd_binary
+from gcd.local_servers import LocalEtcd, LocalS3, etcd_binary
 from gcd.metrics import SweeperMetrics
 from gcd.objectstore import MemoryObjectStore
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from tests.binding import bind_sync
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.memory_kv import MemoryKV
 from watermark.store import Publication, WatermarkStore
@@ -300,6 +302,7 @@ def test_gcd_journal_verify_and_show_exit_codes(
 ) -> None:
     """verify exits 0 on a true journal and 1 on a lying one; show finds the key."""
     r1, _ = asyncio.run(history_cluster(etcd_server, namespace))
+    capsys.readouterr()  # the set-up's log lines
     journal = writer(tmp_path / "ok")
     write_batch(journal, [key(4, "z")], m=5, revision=r1)
     journal.close()
@@ -396,3 +399,53 @@ async def test_the_daemon_journals_the_revision_it_read(tmp_path: Path) -> None:
     (before,) = [r.doc for r in read_journal([tmp_path]).records if r.kind == "before"]
     assert before["revision"] == (await store.read_gc_view()).revision
     assert (before["safe_epoch"], before["pinning"]) == (5, [["orders/3", 5]])
+
+
+# -- gcd sweep with a journal, against real servers -------------------------------------
+
+
+@pytest.mark.integration
+def test_gcd_sweep_journals_ships_and_verifies(
+    etcd_server: LocalEtcd, s3_server: LocalS3, namespace: str, bucket: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A real sweep writes the journal, ships it outside the root; verify passes both ways."""
+    asyncio.run(history_cluster(etcd_server, namespace))  # M = 7 now
+    bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
+    old = datetime.now(UTC) - timedelta(hours=2)
+    s3_server.seed(bucket, [key(e, f"o{e}") for e in (2, 6, 7, 9)], last_modified=old)
+    journal_dir = tmp_path / "journal"
+    capsys.readouterr()  # the set-up's log lines
+    common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--etcd",
+              etcd_server.endpoint, "--namespace", namespace]  # fmt: skip
+    code = main(["sweep", *common, "--journal-dir", str(journal_dir), "--journal-prefix",
+                 "l0gc-audit/journal", "--shard-ttl", "2s", "--json"])  # fmt: skip
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["deleted"] == 3
+    assert s3_server.keys(bucket) & {key(e, f"o{e}") for e in (2, 6, 7, 9)} == {key(9, "o9")}
+    shipped = [k for k in s3_server.keys(bucket) if k.startswith("l0gc-audit/journal/journal-")]
+    assert len(shipped) == 1
+    for source in (["--journal-dir", str(journal_dir)],
+                   ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
+                    "--journal-prefix", "l0gc-audit/journal"]):  # fmt: skip
+        assert main(["journal", "verify", *source, "--etcd", etcd_server.endpoint,
+                     "--namespace", namespace, "--json"]) == 0  # fmt: skip
+        doc = json.loads(capsys.readouterr().out)
+        assert (doc["keys_deleted"], doc["revisions_checked"], doc["findings"]) == (3, 1, [])
+
+
+@pytest.mark.integration
+def test_a_journal_prefix_inside_the_root_is_a_usage_error(
+    etcd_server: LocalEtcd, s3_server: LocalS3, namespace: str, bucket: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """--journal-prefix under --root exits 2 before anything is deleted."""
+    asyncio.run(history_cluster(etcd_server, namespace))
+    bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
+    s3_server.seed(bucket, [key(2, "kept")], last_modified=datetime.now(UTC) - timedelta(hours=2))
+    code = main(["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
+                 "--etcd", etcd_server.endpoint, "--namespace", namespace, "--journal-dir",
+                 str(tmp_path), "--journal-prefix", f"{ROOT}/audit"])  # fmt: skip
+    assert code == exitcodes.USAGE
+    assert "overlaps the swept root" in capsys.readouterr().err
+    assert key(2, "kept") in s3_server.keys(bucket)
