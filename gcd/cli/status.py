@@ -154,7 +154,8 @@ def build_report(
             pinning = [p for p in valid if p.watermark == lowest][:_PINNING_SHOWN]
     lag = None if cluster is None or safe.safe_epoch is None else cluster - safe.safe_epoch
     reason = safe.blocked_reason
-    if reason is not None and view.cluster_epoch_raw is None and not view.partitions:
+    if (reason is not None and view.cluster_epoch_raw is None and not view.partitions
+            and view.binding_raw is None):  # fmt: skip
         reason += f"; nothing is stored under {namespace}/: is --namespace right?"
     return StatusReport(
         version=STATUS_VERSION,
