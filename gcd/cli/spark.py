@@ -3,6 +3,16 @@
     gcd spark-sweep  --bucket B (--inventory manifest.json | --list) --output DIR [--dry-run]
     gcd spark-report --bucket B (--inventory manifest.json | --list) --output DIR
 
+spark-report takes no delete options (--dry-run, --batch-size, --decisions-uri,
+--max-deletes-per-second, --delete-concurrency): it deletes nothing, so it refuses them
+(exit 2) rather than accept and ignore them.
+
+When the job will call S3 (--list, or a sweep that deletes), the driver first runs the
+preflight of `gcd sweep` (`gcd.s3store.preflight`): a bucket it cannot list (no
+credentials, endpoint unreachable, no such bucket, access denied, wrong region) exits 2
+in seconds, before any Spark work. A dry run or a report from an inventory makes no S3
+call and needs no S3 access.
+
 The driver reads the safe epoch M ONCE (one etcd revision, through the sweeper's own
 safety rails: `gcd.sweeper.read_admission`), or takes `--safe-epoch` (checked against
 the cluster epoch when etcd is configured). If M may not be used (undefined, above
@@ -16,6 +26,7 @@ row per object seen) and `DIR/summary.json` with the fields of `gcd sweep --json
 plus `source`, `outside_root`, `would_delete`, `would_delete_bytes`. Exit 0, or 1
 when some deletes failed (or a Spark job failed part way: re-running is safe).
 spark-report writes the tables, `report.json` and `report.png` (`gcd.spark.report`).
+Without --json, one line on stdout says what was done, sizes in KiB/MiB/GiB.
 """
 
 from __future__ import annotations
@@ -44,11 +55,11 @@ from gcd.cli.options import (
     resolve,
     text,
 )
-from gcd.cli.output import configure_logging, write_json
+from gcd.cli.output import configure_logging, human_bytes, write_json
 from gcd.cli.sweep import watermark_source
 from gcd.errors import ConfigError
 from gcd.report import RoundSummary
-from gcd.s3store import S3ObjectStore, S3Settings
+from gcd.s3store import S3ObjectStore, S3Settings, preflight
 from gcd.safety import Admission, SafetyGate
 from gcd.spark.pipeline import JobConfig, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
@@ -57,7 +68,7 @@ from gcd.sweeper import read_admission
 from watermark.binding import StorageTarget
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments
 
-__all__ = ["SPARK_OPTIONS", "add_arguments", "run"]
+__all__ = ["REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "run", "summary_line"]
 
 log = structlog.get_logger("gcd.spark")
 
@@ -90,22 +101,40 @@ SPARK_OPTIONS: tuple[Option, ...] = (
            f"(default {DEFAULT_PRICE_PER_GB_MONTH}, S3 Standard)", "USD"),
     Option("--json", boolean, False, "print the summary as JSON on stdout", switch=True),
 )  # fmt: skip
-_ALL = (*S3_OPTIONS, *LAYOUT_OPTIONS, *_SHARED, *SPARK_OPTIONS)
+_DELETE_ONLY = {"--dry-run", "--batch-size", "--decisions-uri", "--max-deletes-per-second",
+                "--delete-concurrency"}  # fmt: skip
+_REPORT_SHARED = tuple(o for o in _SHARED if o.flag not in _DELETE_ONLY)
+REPORT_OPTIONS: tuple[Option, ...] = tuple(o for o in SPARK_OPTIONS if o.flag not in _DELETE_ONLY)
+"""spark-report's own options: SPARK_OPTIONS without the ones that only matter to deletes."""
+
+
+def _tables(command: str) -> tuple[tuple[Option, ...], tuple[Option, ...]]:
+    """(round options, spark options) of `command`."""
+    if command == "spark-report":
+        return _REPORT_SHARED, REPORT_OPTIONS
+    return _SHARED, SPARK_OPTIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of spark-sweep / spark-report (shared flags, etcd, Spark)."""
+    """The options of spark-sweep / spark-report (shared flags, etcd, Spark); the parser's
+    prog ("gcd spark-report") says which, and spark-report gets no delete options."""
+    shared, spark = _tables(parser.prog.rsplit(" ", 1)[-1])
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "bucket")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
-    add_options(parser, _SHARED, "round")
-    add_options(parser, SPARK_OPTIONS, "spark")
+    add_options(parser, shared, "round")
+    add_options(parser, spark, "spark")
     add_etcd_arguments(parser)
 
 
 def parse_run(args: argparse.Namespace) -> JobConfig:
     """Resolve flags > env > config > defaults and validate them (ConfigError)."""
-    resolve(args, _ALL)
+    command = str(getattr(args, "command", "spark-sweep"))
+    shared, spark = _tables(command)
+    resolve(args, (*S3_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark))
+    for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
+        if not hasattr(args, option.dest):
+            setattr(args, option.dest, option.default)
     if args.bucket is None:
         raise ConfigError("--bucket is required (env L0GC_BUCKET)")
     if args.output is None:
@@ -116,7 +145,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         raise ConfigError(f"--batch-size {args.batch_size} must be 1-1000")
     output = Path(args.output)
     return JobConfig(
-        command=str(getattr(args, "command", "spark-sweep")),
+        command=command,
         bucket=args.bucket,
         endpoint_url=args.endpoint_url,
         region=args.region,
@@ -154,10 +183,8 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Adm
         return await read_admission(SafetyGate(), source, override=override)
 
 
-def _announce(config: JobConfig, document: dict[str, Any]) -> None:
-    if config.json:
-        write_json(document)
-        return
+def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
+    """The one line for people (stdout without --json); sizes in binary units."""
     if document.get("blocked_reason"):
         line = f"{config.command}: blocked, nothing deleted: {document['blocked_reason']}"
     elif "job_error" in document or ("objects" not in document and not config.sweep):
@@ -165,18 +192,30 @@ def _announce(config: JobConfig, document: dict[str, Any]) -> None:
     elif config.sweep:
         verb = "would delete" if config.dry_run else "deleted"
         count = document["would_delete"] if config.dry_run else document["deleted"]
+        size = document["would_delete_bytes"] if config.dry_run else document["deleted_bytes"]
         line = (
-            f"{config.command}: M={document['safe_epoch']} listed={document['listed']} "
-            f"eligible={document['eligible']} {verb}={count} errors={document['errors']} "
-            f"unparsable={document['unparsable']} -> {config.output}"
+            f"{config.command}: M={document['safe_epoch']} listed={document['listed']:,} "
+            f"eligible={document['eligible']:,} {verb}={count:,} ({human_bytes(size)}) "
+            f"errors={document['errors']:,} unparsable={document['unparsable']:,} "
+            f"-> {config.output}"
         )
     else:
         line = (
-            f"{config.command}: M={document['safe_epoch']} objects={document['objects']} "
-            f"garbage={document['garbage_objects']} ({document['garbage_bytes']} bytes, "
-            f"{document['garbage_monthly_cost_usd']:.2f} USD/month) -> {config.output}"
+            f"{config.command}: M={document['safe_epoch']} objects={document['objects']:,} "
+            f"({human_bytes(document['bytes'])}) garbage={document['garbage_objects']:,} "
+            f"({human_bytes(document['garbage_bytes'])}: deletable now "
+            f"{human_bytes(document['eligible_bytes'])}, too young "
+            f"{human_bytes(document['in_grace_bytes'])}) costing "
+            f"{document['garbage_monthly_cost_usd']:,.2f} USD/month -> {config.output}"
         )
-    sys.stdout.write(line + "\n")
+    return line
+
+
+def _announce(config: JobConfig, document: dict[str, Any]) -> None:
+    if config.json:
+        write_json(document)
+        return
+    sys.stdout.write(summary_line(config, document) + "\n")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -189,6 +228,10 @@ async def run(args: argparse.Namespace) -> int:
     config = parse_run(args)
     configure_logging(args.log_level)
     started = time.monotonic()
+    if config.source == "list" or (config.sweep and not config.dry_run):
+        settings = S3Settings(bucket=config.bucket, endpoint_url=config.endpoint_url,
+                              region=config.region)  # fmt: skip
+        await preflight(settings, config.layout.listing_root)
     admission = await read_safe_epoch(args, config.safe_epoch)
     if not admission.allowed:
         log.warning("spark.round_blocked", command=config.command, reason=admission.blocked_reason,

@@ -3,7 +3,8 @@
 Input: the classified DataFrame (`gcd.spark.transforms.classify`). The words:
 
 - garbage: parsed, epoch <= M (verdict ``delete`` or ``too_young``); a sweep deletes
-  it now (``eligible``: older than the grace period) or once the grace period is over;
+  it now (``eligible``, "deletable now": older than the grace period) or once the grace
+  period is over (``in_grace``, "too young");
 - live: parsed, epoch > M (``not_eligible``);
 - unparsable: under the root but not in the layout: never deleted, counted, sampled;
 - outside root: counted only (a sweep never lists them).
@@ -11,13 +12,18 @@ Input: the classified DataFrame (`gcd.spark.transforms.classify`). The words:
 Outputs, in the output directory:
 
 - ``by_epoch.parquet`` / ``.csv``: per epoch: objects, bytes, status (garbage/live),
-  eligible and in-grace objects and bytes, oldest LastModified;
-- ``by_prefix.parquet`` / ``.csv``: per 3-digit prefix: objects, bytes, garbage
-  objects and bytes, epoch range, age of the oldest object and of the oldest garbage;
-- ``report.json``: totals, the unparsable sample, and the monthly storage cost of the
+  eligible, in-grace and live objects and bytes, oldest LastModified;
+- ``by_prefix.parquet`` / ``.csv``: per prefix, written as in keys ("007", a string):
+  objects, bytes, garbage objects and bytes, epoch range, age of the oldest object and
+  of the oldest garbage;
+- ``report.json``: totals, the unparsable sample, the monthly storage cost of the
   garbage: ``garbage_bytes / 2**30 * price_per_gb_month`` (S3 bills GB-months of
-  2**30 bytes; default 0.023 USD, S3 Standard, first 50 TB, us-east-1);
-- ``report.png``: objects and bytes by epoch, M marked by a vertical line.
+  2**30 bytes; default 0.023 USD, S3 Standard, first 50 TB, us-east-1), and what
+  listing costs (`list_requests`): LIST requests of a full listing (1,000 keys a
+  page) and of a sweep (which skips the rest of a prefix at its first live key), at
+  0.005 USD per 1,000 requests (S3 Standard, us-east-1);
+- ``report.png`` (`gcd.spark.chart`): objects and size by epoch, deletable / too young
+  / live, M marked, totals and costs under the panels.
 
 Aggregates are small (one row per epoch / prefix), so they are collected to the
 driver and written with pandas as single files an operator can open.
@@ -32,22 +38,25 @@ from pathlib import Path
 from typing import Any, Final
 
 from gcd.decision import Verdict
+from gcd.spark.chart import save_chart
 
 __all__ = [
     "DEFAULT_PRICE_PER_GB_MONTH",
     "ReportSettings",
     "epoch_table",
+    "list_requests",
     "monthly_cost",
     "prefix_table",
     "write_report",
 ]
 
 DEFAULT_PRICE_PER_GB_MONTH: Final = 0.023
+PRICE_PER_1000_LIST_REQUESTS: Final = 0.005  # S3 Standard, us-east-1
 REPORT_VERSION: Final = 1
 GIB: Final = 2**30
+PAGE_SIZE: Final = 1000  # keys per ListObjectsV2 page
 _GARBAGE = (Verdict.DELETE.value, Verdict.TOO_YOUNG.value)
 _PARSED = (*_GARBAGE, Verdict.NOT_ELIGIBLE.value)
-_BARS_UP_TO = 400  # epochs; more are drawn as lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,20 @@ class ReportSettings:
 def monthly_cost(garbage_bytes: int, price_per_gb_month: float) -> float:
     """USD per month of storing `garbage_bytes` at `price_per_gb_month` (GB = 2**30 bytes)."""
     return garbage_bytes / GIB * price_per_gb_month
+
+
+def list_requests(objects: int, garbage_objects: int, prefixes_with_live: int) -> tuple[int, int]:
+    """LIST requests (full listing, sweep) for a root of `objects` keys.
+
+    A full listing reads every key, `PAGE_SIZE` a page. A sweep reads the garbage and,
+    in each prefix holding live objects, stops at the first live key and starts a new
+    request at the next prefix: about one page per `PAGE_SIZE` garbage keys plus one
+    request per prefix with live objects. Estimates: real pages also end at listing
+    stream boundaries.
+    """
+    full = max(1, math.ceil(objects / PAGE_SIZE))
+    sweep = max(1, math.ceil(garbage_objects / PAGE_SIZE) + prefixes_with_live)
+    return full, sweep
 
 
 def _counts(F: Any, condition: Any, name: str) -> list[Any]:  # noqa: N803 - pyspark idiom
@@ -90,6 +113,7 @@ def epoch_table(classified: Any) -> Any:
             F.max(F.when(verdict.isin(*_GARBAGE), 1).otherwise(0)).alias("garbage"),
             *_counts(F, verdict == Verdict.DELETE.value, "eligible"),
             *_counts(F, verdict == Verdict.TOO_YOUNG.value, "in_grace"),
+            *_counts(F, verdict == Verdict.NOT_ELIGIBLE.value, "live"),
             F.min("last_modified_s").alias("oldest_last_modified_s"),
         )
         .withColumn("status", F.when(F.col("garbage") == 1, "garbage").otherwise("live"))
@@ -147,6 +171,8 @@ def _summary(
     under_root = pair(*_PARSED, Verdict.UNPARSABLE.value)
     garbage = pair(*_GARBAGE)
     oldest = prefixes["oldest_garbage_age_s"].dropna()
+    with_live = int((prefixes["objects"] > prefixes["garbage_objects"]).sum())
+    full_listing, sweep = list_requests(under_root[0], garbage[0], with_live)
     doc: dict[str, Any] = {
         "version": REPORT_VERSION,
         "source": settings.source,
@@ -177,38 +203,13 @@ def _summary(
         "oldest_garbage_age_s": None if oldest.empty else float(oldest.max()),
         "price_per_gb_month": settings.price_per_gb_month,
         "garbage_monthly_cost_usd": monthly_cost(garbage[1], settings.price_per_gb_month),
+        "list_requests_full_listing": full_listing,
+        "list_requests_sweep": sweep,
+        "price_per_1000_list_requests": PRICE_PER_1000_LIST_REQUESTS,
+        "list_cost_full_listing_usd": full_listing / 1000 * PRICE_PER_1000_LIST_REQUESTS,
+        "list_cost_sweep_usd": sweep / 1000 * PRICE_PER_1000_LIST_REQUESTS,
     }
     return doc
-
-
-def _chart(epochs: Any, safe_epoch: int | None, path: Path) -> None:
-    import matplotlib as mpl  # noqa: PLC0415
-
-    mpl.use("Agg")
-    from matplotlib import pyplot as plt  # noqa: PLC0415
-    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
-
-    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6))
-    try:
-        for axes, column in ((top, "objects"), (bottom, "bytes")):
-            for status, color in (("garbage", "tab:red"), ("live", "tab:blue")):
-                part = epochs[epochs["status"] == status]
-                if len(epochs) <= _BARS_UP_TO:
-                    axes.bar(part["epoch"], part[column], color=color, width=0.8, label=status)
-                else:  # thousands of bars render slowly; lines show the same shape
-                    axes.vlines(part["epoch"], 0, part[column], color=color, label=status)
-            axes.set_ylabel(column)
-            if safe_epoch is not None:
-                axes.axvline(safe_epoch + 0.5, color="black", linestyle="--",
-                             label=f"M = {safe_epoch}")  # fmt: skip
-        bottom.set_xlabel("epoch")
-        bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
-        top.legend(loc="upper right")
-        top.set_title("L0 objects by epoch")
-        figure.tight_layout()
-        figure.savefig(path, dpi=100)
-    finally:
-        plt.close(figure)
 
 
 def write_report(classified: Any, output: str | Path, settings: ReportSettings) -> dict[str, Any]:
@@ -240,11 +241,13 @@ def write_report(classified: Any, output: str | Path, settings: ReportSettings) 
     finally:
         cached.unpersist()
     sample = [row["key"] for row in sample_rows]
+    # Prefixes as the keys write them ("007"), so a CSV reader does not see the number 7.
+    prefixes["prefix"] = [f"{int(prefix):03d}" for prefix in prefixes["prefix"]]
     for name, table in (("by_epoch", epochs), ("by_prefix", prefixes)):
         table.to_parquet(out / f"{name}.parquet", index=False)
         table.to_csv(out / f"{name}.csv", index=False)
     summary = _summary(totals, epochs, prefixes, sample, settings)
-    _chart(epochs, settings.safe_epoch, out / "report.png")
+    save_chart(epochs, summary, out / "report.png")
     summary["files"] = {
         name: str(out / name)
         for name in (

@@ -1,24 +1,36 @@
 """`gcd spark-report` on a bucket with known contents: exact counts and bytes per epoch
-and prefix, garbage (eligible + in grace) vs live, unparsable keys, and the cost."""
+and prefix, garbage (eligible + in grace) vs live, unparsable keys, and the cost; it
+takes no delete options, and its line on stdout gives sizes in binary units."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+import structlog
 
 from gcd.cli import exitcodes
 from gcd.cli.main import main
+from gcd.cli.spark import summary_line
+from gcd.layout import KeyLayout
 from gcd.local_servers import LocalS3
+from gcd.spark.pipeline import JobConfig
 from gcd.spark.report import monthly_cost
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """main() configures structlog for the (captured) stderr; undo that after each test."""
+    yield
+    structlog.reset_defaults()
 
 
 def key(prefix: int, epoch: int, name: str) -> str:
@@ -46,17 +58,22 @@ def test_monthly_cost_is_bytes_in_gib_times_price() -> None:
 
 
 async def test_report_numbers_match_the_bucket(
-    spark: Any, s3_server: LocalS3, bucket: str, inventory: Callable[..., Path], tmp_path: Path
-) -> None:
-    """Totals, per-epoch and per-prefix tables and the cost are exact; chart and files exist."""
+    spark: Any, s3_server: LocalS3, bucket: str, inventory: Callable[..., Path], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Totals, per-epoch and per-prefix tables and the cost are exact; chart and files exist;
+    one line on stdout with sizes in binary units."""
     seed_known(s3_server, bucket)
     out = tmp_path / "report"
     argv = [
         "spark-report", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
         "--inventory", str(inventory("CSV")), "--output", str(out), "--safe-epoch", "2",
-        "--price-per-gb-month", "0.05", "--json",
+        "--price-per-gb-month", "0.05",
     ]  # fmt: skip
     assert await asyncio.to_thread(main, argv) == exitcodes.OK
+    line = capsys.readouterr().out
+    assert line.startswith("spark-report: M=2 objects=13 (7.3 KiB) garbage=6 (2.3 KiB: ")
+    assert "deletable now 2.2 KiB, too young 10 B" in line
     report = json.loads((out / "report.json").read_text())
     expected = {
         "version": 1, "source": "inventory", "safe_epoch": 2, "blocked_reason": None,
@@ -70,6 +87,8 @@ async def test_report_numbers_match_the_bucket(
         "outside_root_objects": 1, "outside_root_bytes": 9,
         "epochs": 4, "min_epoch": 1, "max_epoch": 4, "prefixes": 3,
         "price_per_gb_month": 0.05,
+        "list_requests_full_listing": 1, "list_requests_sweep": 2,
+        "price_per_1000_list_requests": 0.005,
     }  # fmt: skip
     assert {name: report[name] for name in expected} == expected
     assert report["garbage_monthly_cost_usd"] == pytest.approx(2310 / 2**30 * 0.05)
@@ -82,10 +101,13 @@ async def test_report_numbers_match_the_bucket(
     assert epochs["status"].tolist() == ["garbage", "garbage", "live", "live"]
     assert epochs["eligible_objects"].tolist() == [3, 2, 0, 0]
     assert epochs["in_grace_bytes"].tolist() == [0, 10, 0, 0]
+    assert epochs["live_objects"].tolist() == [0, 0, 1, 4]
     assert pd.read_parquet(out / "by_epoch.parquet")["bytes"].tolist() == [300, 2010, 5000, 28]
 
     prefixes = pd.read_parquet(out / "by_prefix.parquet")
-    assert prefixes["prefix"].tolist() == [10, 20, 30]
+    assert prefixes["prefix"].tolist() == ["010", "020", "030"]
+    csv_lines = (out / "by_prefix.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in csv_lines[1:]] == ["010", "020", "030"]
     assert prefixes["objects"].tolist() == [3, 3, 5]
     assert prefixes["garbage_bytes"].tolist() == [300, 2010, 0]
     assert (prefixes["min_epoch"].tolist(), prefixes["max_epoch"].tolist()) == (
@@ -94,4 +116,47 @@ async def test_report_numbers_match_the_bucket(
     assert prefixes["oldest_age_s"].between(7200, 7500).all()
     assert prefixes["oldest_garbage_age_s"].isna().tolist() == [False, False, True]
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (out / "by_prefix.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "flag", ["--dry-run", "--batch-size=5", "--max-deletes-per-second=9", "--decisions-uri=x",
+             "--delete-concurrency=2"],
+)  # fmt: skip
+def test_report_refuses_delete_options(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spark-report deletes nothing, so a delete option is a usage error, not ignored."""
+    argv = ["spark-report", "--bucket", "b", "--list", "--output", str(tmp_path), flag]
+    assert main(argv) == exitcodes.USAGE
+    name = flag.split("=", maxsplit=1)[0]
+    assert capsys.readouterr().err.startswith(f"gcd spark-report: unknown option {name}")
+    assert main(["spark-sweep", "--help"]) == exitcodes.OK
+    assert name in capsys.readouterr().out  # spark-sweep still takes it
+
+
+def _job(command: str, *, dry_run: bool = False) -> JobConfig:
+    return JobConfig(
+        command=command, bucket="b", endpoint_url=None, region=None,
+        layout=KeyLayout.default(), inventory="m.json", inventory_root=None, list_tasks=1,
+        output=Path("out"), decisions_uri="out/decisions", dry_run=dry_run, master=None,
+        grace_s=600, batch_size=1000, max_deletes_per_second=None, delete_concurrency=1,
+        price_per_gb_month=0.023, safe_epoch=None, json=False,
+    )  # fmt: skip
+
+
+def test_the_line_for_people_gives_sizes_in_binary_units() -> None:
+    """spark-sweep's and spark-report's stdout line: KiB/MiB/GiB, never raw byte counts."""
+    sweep = {"safe_epoch": 7, "listed": 12, "eligible": 5, "deleted": 5,
+             "deleted_bytes": 3 * 2**30, "would_delete": 0, "would_delete_bytes": 0,
+             "errors": 0, "unparsable": 1}  # fmt: skip
+    line = summary_line(_job("spark-sweep"), sweep)
+    assert "deleted=5 (3.0 GiB)" in line
+    dry = {**sweep, "deleted": 0, "deleted_bytes": 0, "would_delete": 5,
+           "would_delete_bytes": 1536}  # fmt: skip
+    assert "would delete=5 (1.5 KiB)" in summary_line(_job("spark-sweep", dry_run=True), dry)
+    report = {"safe_epoch": 7, "objects": 3, "bytes": 5 * 2**20, "garbage_objects": 2,
+              "garbage_bytes": 2**20, "eligible_bytes": 2**19, "in_grace_bytes": 2**19,
+              "garbage_monthly_cost_usd": 0.5}  # fmt: skip
+    line = summary_line(_job("spark-report"), report)
+    assert "objects=3 (5.0 MiB) garbage=2 (1.0 MiB: deletable now 512.0 KiB" in line
+    assert "bytes" not in line

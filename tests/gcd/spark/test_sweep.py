@@ -1,33 +1,47 @@
 """`gcd spark-sweep` end to end on a real S3 server and a real etcd: it deletes exactly
 the eligible keys (inventory CSV/Parquet or distributed listing), a dry run deletes
-nothing, stale inventory rows are harmless, and an undefined M fails closed."""
+nothing, stale inventory rows are harmless, an undefined M fails closed, and a bucket
+that cannot be listed fails before any Spark work (exit 2)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+import structlog
 
 from gcd.cli import exitcodes
 from gcd.cli.main import main
+from gcd.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.local_servers import LocalEtcd, LocalS3
 from gcd.spark.pipeline import summary_from_counts
 from watermark.binding import claim_key
 from watermark.kv import Put
 from watermark.store import WatermarkStore
 
+from .conftest import Listed
+
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 SAFE_EPOCH = 10
 CLUSTER_EPOCH = 20
 CLAIM = claim_key("level_zero/data")  # the namespace binding's claim, kept by every sweep
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """main() configures structlog for the (captured) stderr; undo that after each test."""
+    yield
+    structlog.reset_defaults()
 
 
 def key(prefix: int, epoch: int, name: str = "obj") -> str:
@@ -135,12 +149,15 @@ async def test_inventory_csv_sweep_deletes_exactly_the_eligible_keys(
 async def test_parquet_inventory_dry_run_deletes_nothing(
     spark: Any, s3_server: LocalS3, bucket: str, inventory: Callable[..., Path], tmp_path: Path
 ) -> None:
-    """A dry run (M from --safe-epoch, no etcd) makes no delete call and plans the same set."""
+    """A dry run (M from --safe-epoch, no etcd) makes no delete call and plans the same set;
+    decisions keep epochs as 64-bit integers (an 18-digit epoch read back exactly)."""
     seed_mixed(s3_server, bucket)
     before = s3_server.keys(bucket)
     out = tmp_path / "out"
+    far = key(4, 123_456_789_012_345_678)  # above 2**53: a float64 would change it
+    stale = Listed(far, 1, datetime.now(UTC) - timedelta(hours=2))
     code = await gcd(
-        gcd_args(s3_server, bucket, out, "--inventory", str(inventory("Parquet")),
+        gcd_args(s3_server, bucket, out, "--inventory", str(inventory("Parquet", extra=[stale])),
                  "--safe-epoch", str(SAFE_EPOCH), "--dry-run")
     )  # fmt: skip
     assert code == exitcodes.OK
@@ -151,6 +168,13 @@ async def test_parquet_inventory_dry_run_deletes_nothing(
     done = summary(out)
     assert (done["dry_run"], done["deleted"], done["delete_requests"]) == (True, 0, 0)
     assert (done["would_delete"], done["eligible"]) == (5, 5)
+    table = pq.read_table(out / "decisions")
+    assert table.schema.field("epoch").type == pa.int64()
+    frame = pd.read_parquet(out / "decisions", dtype_backend="numpy_nullable")  # as docs/spark.md
+    epochs = dict(zip(frame["key"], frame["epoch"], strict=True))
+    assert epochs[far] == 123_456_789_012_345_678
+    assert epochs[key(500, 3, "a b+c")] == 3
+    assert pd.isna(epochs["level_zero/data/123/notanepoch/x"])
 
 
 async def test_list_mode_sweep_deletes_exactly_the_eligible_keys(
@@ -265,16 +289,41 @@ def test_summary_counts_failed_deletes_as_errors() -> None:
     assert (done["listed"], done["outside_root"], done["would_delete"]) == (15, 6, 0)
 
 
-async def test_a_failed_listing_is_a_partial_failure(
-    spark: Any, s3_server: LocalS3, tmp_path: Path
+@pytest.mark.parametrize("mode", [["--list"], ["--inventory", "manifest.json"]])
+def test_a_bucket_that_cannot_be_listed_exits_2_before_spark(
+    s3_server: LocalS3, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: list[str]
 ) -> None:
-    """Listing a missing bucket fails the Spark job: exit 1, the S3 error in summary.json."""
+    """A missing bucket, when the job would list or delete: exit 2 in the driver's preflight,
+    one line naming the bucket, no Spark job, no summary written."""
     out = tmp_path / "out"
-    code = await gcd(
-        gcd_args(s3_server, "no-such-bucket-l0gc", out, "--list", "--list-tasks", "2",
-                 "--safe-epoch", "5")
-    )  # fmt: skip
+    code = main(gcd_args(s3_server, "no-such-bucket-l0gc", out, *mode, "--safe-epoch", "5"))
+    assert code == exitcodes.USAGE
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "bucket 'no-such-bucket-l0gc' does not exist" in lines[0]
+    assert not (out / "summary.json").exists()
+
+
+async def test_a_failed_listing_is_a_partial_failure(
+    spark: Any, s3_server: LocalS3, bucket: str, tmp_path: Path
+) -> None:
+    """A listing that fails on the executors (after the preflight passed) fails the Spark
+    job: exit 1, the S3 error in summary.json, nothing deleted."""
+    seed_mixed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    out = tmp_path / "out"
+    # Seed 15: the first LIST (the preflight) passes, the second (an executor's) is denied.
+    denied = FaultConfig(share=0.9, codes=("AccessDenied",), operations=frozenset({"list"}),
+                         seed=15)  # fmt: skip
+    with ThreadedFaultProxy(s3_server.endpoint_url, denied) as proxy:
+        code = await gcd(
+            ["spark-sweep", "--bucket", bucket, "--endpoint-url", proxy.endpoint_url,
+             "--region", "us-east-1", "--output", str(out), "--list", "--list-tasks", "2",
+             "--safe-epoch", "5"]
+        )  # fmt: skip
+        assert proxy.proxy.faults["AccessDenied"] >= 1
     assert code == exitcodes.PARTIAL_FAILURE
     done = summary(out)
-    assert "NoSuchBucket" in done["job_error"]
+    assert "AccessDenied" in done["job_error"]
     assert done["deleted"] == 0
+    assert s3_server.keys(bucket) == before
