@@ -2,10 +2,12 @@
 
     0  OK               the command did what it was asked
     1  PARTIAL_FAILURE  it ran, but some work failed (e.g. deletes that kept failing)
-    2  USAGE            bad flags, env vars, config file, or a command that is not installed
+    2  USAGE            bad flags, env vars, config file, or a command that is not installed;
+                        a bucket the sweeping commands cannot list at start (S3 preflight)
     3  BLOCKED          a safety rail stopped it: M undefined, M regression, M above the
                         cluster epoch, GC paused, etcd unreachable
-  130  INTERRUPTED      Ctrl-C
+  130  INTERRUPTED      Ctrl-C (`gcd sweep` also on SIGTERM; `gcd daemon` exits 0 on SIGTERM,
+                        the way Kubernetes stops it)
 """
 
 from __future__ import annotations
