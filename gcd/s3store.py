@@ -7,9 +7,9 @@ never sees or logs them. botocore's own retries are OFF (one attempt per call): 
 sweeper owns retries and backoff (`gcd.retry`), so every retry is paced and counted.
 The connection pool is sized for the sweeper's concurrency.
 
-Library exceptions are translated here, and only here, into `StorageError` with the
-S3 error code (or the HTTP status, or "ConnectionError"/"Timeout") and whether a
-retry may help.
+Library exceptions are translated at this boundary, by `gcd.s3errors.translate_error`
+(shared with the Spark executors), into `StorageError` with the S3 error code (or the
+HTTP status, or "ConnectionError"/"Timeout") and whether a retry may help.
 
 `preflight` runs before a command's first round: one ListObjectsV2 (MaxKeys=1) on the
 root, 3 tries, a 3 s connect timeout. What only the operator can fix (no credentials,
@@ -38,13 +38,14 @@ from botocore.utils import parse_timestamp
 from gcd.errors import ConfigError, L0gcError, StorageError
 from gcd.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
 from gcd.retry import Backoff
+from gcd.s3errors import RETRYABLE_STATUS, translate_error
 
 __all__ = ["S3ObjectStore", "S3Settings", "parse_s3_timestamp", "preflight", "preflight_failure",
            "translate_error"]  # fmt: skip
 
 log = structlog.get_logger("gcd.s3store")
 
-_RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
+_RETRYABLE_STATUS = RETRYABLE_STATUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,44 +73,6 @@ class S3Settings:
             raise ConfigError(msg)
         if self.max_pool_connections < 1:
             raise ConfigError(f"max_pool_connections {self.max_pool_connections!r} must be >= 1")
-
-
-def translate_error(exc: BaseException, operation: str) -> StorageError:
-    """The StorageError for a botocore/aiohttp exception raised by `operation`."""
-    if isinstance(exc, botocore_errors.ClientError):
-        error = exc.response.get("Error", {})
-        meta = exc.response.get("ResponseMetadata", {})
-        status = int(meta.get("HTTPStatusCode") or 0)
-        code = str(error.get("Code") or status or "Unknown")
-        message = str(error.get("Message") or code)
-        retryable = code in RETRYABLE_CODES or status in _RETRYABLE_STATUS
-        return StorageError(f"{operation} failed: {message}", code=code, retryable=retryable)
-    no_credentials = botocore_errors.NoCredentialsError | botocore_errors.PartialCredentialsError
-    if isinstance(exc, no_credentials):
-        return StorageError(
-            f"{operation} failed: no AWS credentials found (set AWS_ACCESS_KEY_ID/"
-            "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a web identity / instance role)",
-            code="NoCredentials",
-            retryable=False,
-        )
-    if isinstance(exc, botocore_errors.ConnectTimeoutError | botocore_errors.ReadTimeoutError):
-        return StorageError(f"{operation} timed out: {exc}", code="Timeout", retryable=True)
-    if isinstance(exc, TimeoutError):
-        return StorageError(f"{operation} timed out", code="Timeout", retryable=True)
-    if isinstance(
-        exc,
-        botocore_errors.EndpointConnectionError
-        | botocore_errors.ConnectionClosedError
-        | botocore_errors.HTTPClientError
-        | aiohttp.ClientError
-        | ConnectionError,
-    ):
-        message = f"{operation} could not reach the endpoint: {exc}"
-        return StorageError(message, code="ConnectionError", retryable=True)
-    if isinstance(exc, botocore_errors.ParamValidationError):
-        message = f"{operation} was refused: {exc}"
-        return StorageError(message, code="InvalidRequest", retryable=False)
-    return StorageError(f"{operation} failed: {exc!r}", code="Unknown", retryable=False)
 
 
 def parse_s3_timestamp(value: Any) -> datetime:

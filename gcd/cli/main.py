@@ -71,6 +71,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "simulate": Subcommand("gcd.cli.simulate", "deterministic simulation of writers and GC"),
     "spark-sweep": Subcommand("gcd.cli.spark", "sweep a huge bucket with PySpark"),
     "spark-report": Subcommand("gcd.cli.spark", "report garbage by epoch and prefix with PySpark"),
+    "spark-package": Subcommand("gcd.cli.spark_package", "zip l0gc for Spark --py-files"),
 }
 
 

@@ -8,7 +8,8 @@ identity, instance role); nothing here reads or forwards them.
 
 As in the async sweeper (`gcd.s3store`), botocore's own retries are off: every
 retry is made here with full-jitter backoff (`gcd.retry.Backoff`), and exceptions
-are translated once, by `gcd.s3store.translate_error`, into `StorageError`.
+are translated once, by `gcd.s3errors.translate_error` (the sweeper's own translation;
+it needs botocore only, so executors need boto3 but not aiobotocore), into `StorageError`.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def call_with_retries(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """`operation()`, retried on retryable errors; raises the last StorageError."""
-    from gcd.s3store import translate_error  # noqa: PLC0415 - imports botocore
+    from gcd.s3errors import translate_error  # noqa: PLC0415 - imports botocore
 
     rng = rng or random.Random()
     translated = _translated()
