@@ -574,11 +574,13 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
         result = asyncio.run(_run(invocation, parts if parts is not None else ServeParts()))
     except (L0gcError, KeyboardInterrupt) as exc:
         code = _exit_code(exc)
-        message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        message = "interrupted (Ctrl-C); stopped cleanly" if interrupted else str(exc)
         if getattr(args, "json", None) is True:  # the flag, or resolved (the first option)
-            error = {"version": OUTPUT_VERSION, "error": type(exc).__name__, "message": message}
+            kind = "interrupted" if interrupted else type(exc).__name__  # as gcd writes it
+            error = {"version": OUTPUT_VERSION, "error": kind, "message": message}
             sys.stdout.write(json.dumps(error) + "\n")
-        sys.stderr.write(f"watermark: error: {message}\n")
+        sys.stderr.write(f"watermark {args.command}: {'' if interrupted else 'error: '}{message}\n")
         return code
     if args.json:
         sys.stdout.write(json.dumps({"version": OUTPUT_VERSION, **result}, sort_keys=True) + "\n")

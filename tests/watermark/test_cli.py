@@ -501,6 +501,8 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
             await stop_by_pid(process, log)
     text = log.read_text()
     assert code == EXIT_INTERRUPTED, text
+    assert "watermark serve: interrupted (Ctrl-C); stopped cleanly" in text
+    assert "error: interrupted" not in text  # as gcd says it: not an error
     assert "line 2: not a token" in text
     assert "watermark.publisher_stopped" in text
     assert old not in text
