@@ -319,3 +319,31 @@ def test_claim_store_of_s3_reads_and_creates_only_if_absent(
             assert await store.get_object("k", max_bytes=10) == b"one"
 
     asyncio.run(scenario())
+
+
+def test_a_watermark_at_the_cluster_epoch_blocks_the_sweep_naming_the_partition(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Finding 4: M(p) >= the cluster epoch is not capped to epoch - 1: exit 3, nothing deleted."""
+    cluster(etcd_server, namespace, safe=7, epoch=8)
+    keys = objects(s3_server, bucket)
+    bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
+
+    async def publish_above() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+        store = WatermarkStore(kv, namespace)
+        try:
+            record = await store.get_partition("t/0")
+            assert record is not None
+            await store.publish_one(Publication("t/0", "p", record.owner_epoch, 8))
+        finally:
+            await kv.close()
+
+    asyncio.run(publish_above())
+    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    assert code == exitcodes.BLOCKED
+    assert "partition 't/0' publishes M(p) = 8, at or above the cluster epoch 8" in str(
+        summary["blocked_reason"]
+    )
+    assert s3_server.keys(bucket) - {claim_key(ROOT)} == keys
