@@ -69,6 +69,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "journal": Subcommand("gcd.cli.journal", "verify the deletion journal; show who deleted a key"),
     "demo": Subcommand("gcd.cli.demo", "run everything on this machine: etcd, S3, writers, GC"),
     "simulate": Subcommand("gcd.cli.simulate", "deterministic simulation of writers and GC"),
+    "chaos": Subcommand("gcd.cli.chaos", "real processes under a nemesis, checked: etcd, S3, GC"),
     "spark-sweep": Subcommand("gcd.cli.spark", "sweep a huge bucket with PySpark"),
     "spark-report": Subcommand("gcd.cli.spark", "report garbage by epoch and prefix with PySpark"),
     "spark-package": Subcommand("gcd.cli.spark_package", "zip l0gc for Spark --py-files"),

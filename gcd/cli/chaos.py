@@ -1,0 +1,147 @@
+"""`gcd chaos`: the whole system as real processes on this machine, under a nemesis, checked.
+
+    gcd chaos [--duration 60s] [--seed N] [--faults all|KIND,...] [--json] [--keep-run-dir]
+
+Starts, on free loopback ports, a 3-member etcd cluster, an S3 server behind a fault
+proxy, two `watermark serve` publishers, HTTP and embedded writers, a reconciler per
+partition and two sharded `gcd daemon` sweepers writing the deletion journal; then a
+seeded nemesis kills, freezes, restarts and throttles them (`gcd.chaos.nemesis`), and a
+checker judges the recorded history (`gcd.chaos.checker`): no live object lost, no
+garbage at or below the final M left, every deletion journaled and justified by etcd's
+history, M never backwards, recovery after every fault within the bound. A live view
+on a terminal's stderr (log lines otherwise); the report on stdout (`--json`: one JSON
+document). The seed is printed with the command that replays the schedule.
+
+`--broken-build` runs the publishers with a deliberately broken part (for the tests
+that show the checker bites); never use it for anything else.
+
+Flags only (no L0GC_* variables: a chaos run never points at real servers). Everything
+started is stopped by PID at the end; the run directory (logs, partition logs,
+histories, journal) is kept when the run fails, or with --keep-run-dir.
+
+Exit: 0 the checker passed, 1 it did not (or the harness failed), 2 bad flags, 130
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import random
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from gcd.chaos.config import BROKEN_BUILDS, FAULT_GROUPS, ChaosConfig, FaultKind, parse_faults
+from gcd.cli import exitcodes
+from gcd.cli.options import duration, integer
+from gcd.cli.output import configure_logging, write_json
+
+__all__ = ["add_arguments", "run"]
+
+_log = structlog.get_logger("gcd.chaos")
+_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from None
+
+    return convert
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`gcd chaos` options (flags only)."""
+    kinds = ", ".join(kind.value for kind in FaultKind)
+    groups = ", ".join(FAULT_GROUPS)
+    run = parser.add_argument_group("run")
+    run.add_argument("--duration", type=_typed(duration), default=60.0, metavar="DURATION",
+                     help="how long the nemesis injects faults, e.g. 60s or 30m (default 60s)")
+    run.add_argument("--seed", type=_typed(integer(0)), default=None, metavar="N",
+                     help="seed of the fault schedule and the workload (default: random, "
+                     "printed so the run can be replayed)")
+    run.add_argument("--faults", default="all", metavar="KIND,...",
+                     help=f"fault kinds to inject, comma-separated: {kinds}; or groups: "
+                     f"{groups} (default all)")
+    run.add_argument("--write-rate", type=_typed(integer(1)), default=16, metavar="N",
+                     help="objects written per second over all partitions (default 16)")
+    run.add_argument("--keep-going", action="store_true",
+                     help="inject faults for the whole duration even after a live object "
+                     "was lost (default: the faulty phase ends at the first loss)")
+    run.add_argument("--broken-build", choices=sorted(BROKEN_BUILDS), default=None,
+                     help="TESTING ONLY: run the publishers with a deliberately broken part, "
+                     "which the checker must catch")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true",
+                     help="print the report as one JSON document on stdout")
+    out.add_argument("--run-dir", metavar="DIR", default=None,
+                     help="directory for the run's data and logs (default: a fresh temporary "
+                     "directory, removed after a passing run)")
+    out.add_argument("--keep-run-dir", action="store_true",
+                     help="keep the run directory even when the run passes")
+    out.add_argument("--log-level", choices=_LEVELS, default=None,
+                     help="level of the harness's logs on stderr (default warning, or error "
+                     "on a terminal, where the live view shows the state)")  # fmt: skip
+
+
+async def _main(config: ChaosConfig, tty: bool) -> object:
+    """Run; the first SIGINT/SIGTERM ends the faulty phase, a second aborts."""
+    from gcd.chaos.runner import ChaosRun  # noqa: PLC0415 - the harness, only when run
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def on_signal(name: str) -> None:
+        if stop.is_set():
+            task.cancel()
+            return
+        _log.warning("chaos.stopping", signal=name, detail="healing, quiescing and checking; "
+                     "signal again to abort")  # fmt: skip
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    try:
+        return await ChaosRun(config, stream=sys.stderr, tty=tty).run(stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Parse, run, report."""
+    from gcd.chaos.report import ChaosReport, exit_code, text_report  # noqa: PLC0415
+
+    tty = sys.stderr.isatty()
+    configure_logging(args.log_level or ("error" if tty else "warning"))
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    config = ChaosConfig(
+        duration_s=args.duration, seed=seed, faults=parse_faults(args.faults),
+        broken_build=args.broken_build,
+        run_dir=None if args.run_dir is None else Path(args.run_dir),
+        keep_run_dir=args.keep_run_dir, stop_at_first_loss=not args.keep_going,
+        write_rate=float(args.write_rate),
+    )  # fmt: skip
+    sys.stderr.write(f"gcd chaos: seed {seed} (replay with --seed {seed})\n")
+    try:
+        report = asyncio.run(_main(config, tty))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        sys.stderr.write("gcd chaos: aborted; the processes it started are stopped\n")
+        return exitcodes.INTERRUPTED
+    assert isinstance(report, ChaosReport)
+    if args.json:
+        write_json(report.to_dict())
+    else:
+        sys.stdout.write(text_report(report))
+    return exit_code(report)
