@@ -102,9 +102,15 @@ class HttpBackend:
         with contextlib.suppress(aiohttp.ClientError, TimeoutError):
             await self._call("POST", url, {}, 2.0)
 
-    async def commit(self, partition: str, token: str, offset: int) -> Commit:
-        """Commit `token` at `offset` and find out, whatever happens, whether it was applied."""
-        sent = False
+    async def commit(
+        self, partition: str, token: str, offset: int, *, resumed: bool = False
+    ) -> Commit:
+        """Commit `token` at `offset` and find out, whatever happens, whether it was applied.
+
+        `resumed`: a predecessor may already have sent this commit (a restarted writer
+        resolving its log), so a forgotten token proves nothing by itself.
+        """
+        sent = resumed
         while True:
             url = f"{self._route(partition)}/v1/fences/{token}/commit"
             try:

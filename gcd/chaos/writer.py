@@ -209,7 +209,8 @@ class PartitionWriter:
                 # log end, so the entry stays.
                 self._resolve(entry.offset, "kept", "")
                 continue
-            outcome, why = await self.backend.commit(self.partition, entry.token, entry.offset)
+            outcome, why = await self.backend.commit(self.partition, entry.token, entry.offset,
+                                                     resumed=True)  # fmt: skip
             self._resolve(entry.offset, outcome, why)
 
     async def pause(self) -> int:
