@@ -165,7 +165,7 @@ _TABLES = (S3_OPTIONS, LAYOUT_OPTIONS, ROUND_OPTIONS, DAEMON_OPTIONS, SWEEP_OPTI
 # the Spark modules): one config file may serve every gcd command.
 SPARK_ONLY_KEYS = frozenset({
     "inventory", "inventory_root", "list", "list_tasks", "output", "decisions_uri",
-    "master", "delete_concurrency", "price_per_gb_month",
+    "master", "delete_concurrency", "price_per_gb_month", "conf", "py_files", "delete_tasks",
 })  # fmt: skip
 _UNIVERSE = (
     {o.dest for table in _TABLES for o in table} | {o.dest for o in ETCD_OPTIONS} | SPARK_ONLY_KEYS

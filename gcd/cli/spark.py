@@ -26,6 +26,14 @@ row per object seen) and `DIR/summary.json` with the fields of `gcd sweep --json
 plus `source`, `outside_root`, `would_delete`, `would_delete_bytes`. Exit 0, or 1
 when some deletes failed (or a Spark job failed part way: re-running is safe).
 spark-report writes the tables, `report.json` and `report.png` (`gcd.spark.report`).
+
+On a cluster: `--py-files l0gc-spark.zip` (from `gcd spark-package`) ships l0gc to the
+executors and `--conf KEY=VALUE` (repeatable; env L0GC_CONF one per line; a `[conf]`
+table in the config file) sets up the session this command makes, e.g.
+`--conf spark.pyspark.python=/opt/py/bin/python` for the executors' Python.
+`--max-deletes-per-second` and `--delete-concurrency` are for the whole job, split
+equally between the `--delete-tasks` delete tasks. A sweep refuses (exit 2) a
+`--decisions-uri` that is a plain path when the master is not local.
 Without --json, one line on stdout says what was done, sizes in KiB/MiB/GiB.
 """
 
@@ -45,6 +53,7 @@ from gcd.cli.options import (
     LAYOUT_OPTIONS,
     ROUND_OPTIONS,
     S3_OPTIONS,
+    CommandParser,
     Option,
     add_config_option,
     add_options,
@@ -61,14 +70,15 @@ from gcd.errors import ConfigError
 from gcd.report import RoundSummary
 from gcd.s3store import S3ObjectStore, S3Settings, preflight
 from gcd.safety import Admission, SafetyGate
-from gcd.spark.pipeline import JobConfig, execute, write_json_file
+from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
-from gcd.spark.session import PYSPARK_MISSING, require_pyspark
+from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.sweeper import read_admission
 from watermark.binding import StorageTarget
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments
 
-__all__ = ["REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "run", "summary_line"]
+__all__ = ["CONF_OPTION", "REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "run",
+           "summary_line"]  # fmt: skip
 
 log = structlog.get_logger("gcd.spark")
 
@@ -87,22 +97,38 @@ SPARK_OPTIONS: tuple[Option, ...] = (
     Option("--output", text, None, "directory for summary.json and decisions/ (sweep) or the "
            "report files (required)", "DIR"),
     Option("--decisions-uri", text, None, "where executors write decisions/ (default "
-           "DIR/decisions; on a cluster give a shared file system, e.g. hdfs://...)", "URI"),
+           "DIR/decisions; with a master that is not local a plain path is refused: give "
+           "a location every node shares, e.g. hdfs://..., s3a://..., file:///shared/...)",
+           "URI"),
     Option("--dry-run", boolean, False, "delete nothing; decisions say would_delete",
            switch=True),
     Option("--master", text, None, "Spark master (default: spark-submit's --master when run "
            "by spark-submit, else local[*])", "URL"),
+    Option("--py-files", parse_py_files, None, "comma-separated .zip/.py files shipped to "
+           "the executors and put on their path, e.g. the zip of `gcd spark-package` "
+           "(default: none)", "FILES"),
     Option("--max-deletes-per-second", positive_number, None,
-           "deleted keys per second per EXECUTOR (token bucket; default unlimited)", "RATE"),
+           "deleted keys per second for the WHOLE JOB, split equally between the delete "
+           "tasks (token buckets; default unlimited)", "RATE"),
     Option("--delete-concurrency", integer(1), 8,
-           "DeleteObjects requests in flight per EXECUTOR (default 8)", "N"),
+           "DeleteObjects requests in flight for the whole job, split between the delete "
+           "tasks, at least one each (default 8)", "N"),
+    Option("--delete-tasks", integer(1), None,
+           "partitions of the delete stage, each with its share of the limits (default: "
+           "the task slots Spark granted when the sweep starts)", "N"),
     Option("--price-per-gb-month", positive_number, DEFAULT_PRICE_PER_GB_MONTH,
            "storage price in USD per GB-month for the garbage cost estimate "
            f"(default {DEFAULT_PRICE_PER_GB_MONTH}, S3 Standard)", "USD"),
     Option("--json", boolean, False, "print the summary as JSON on stdout", switch=True),
 )  # fmt: skip
+CONF_OPTION = Option(
+    "--conf", parse_conf, None, "a setting of the Spark session this command makes, "
+    "repeatable, as spark-submit's --conf: spark.pyspark.python names the executors' "
+    "Python (env: one KEY=VALUE per line; config file: a [conf] table; default: none)",
+    "KEY=VALUE",
+)  # fmt: skip
 _DELETE_ONLY = {"--dry-run", "--batch-size", "--decisions-uri", "--max-deletes-per-second",
-                "--delete-concurrency"}  # fmt: skip
+                "--delete-concurrency", "--delete-tasks"}  # fmt: skip
 _REPORT_SHARED = tuple(o for o in _SHARED if o.flag not in _DELETE_ONLY)
 REPORT_OPTIONS: tuple[Option, ...] = tuple(o for o in SPARK_OPTIONS if o.flag not in _DELETE_ONLY)
 """spark-report's own options: SPARK_OPTIONS without the ones that only matter to deletes."""
@@ -124,6 +150,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, shared, "round")
     add_options(parser, spark, "spark")
+    if isinstance(parser, CommandParser):  # repeatable, so added by hand; resolved as any
+        parser.options.append(CONF_OPTION)
+    parser.add_argument_group("spark session").add_argument(
+        CONF_OPTION.flag, action="append", metavar=CONF_OPTION.metavar, default=None,
+        help=CONF_OPTION.help_text,
+    )  # fmt: skip
     add_etcd_arguments(parser)
 
 
@@ -131,7 +163,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     """Resolve flags > env > config > defaults and validate them (ConfigError)."""
     command = str(getattr(args, "command", "spark-sweep"))
     shared, spark = _tables(command)
-    resolve(args, (*S3_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark))
+    resolve(args, (*S3_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark, CONF_OPTION))
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
@@ -144,6 +176,10 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     if args.batch_size > 1000:
         raise ConfigError(f"--batch-size {args.batch_size} must be 1-1000")
     output = Path(args.output)
+    decisions_uri = args.decisions_uri or str(output.resolve() / "decisions")
+    problem = None if args.master is None else decisions_uri_problem(args.master, decisions_uri)
+    if command == "spark-sweep" and problem is not None:
+        raise ConfigError(problem)
     return JobConfig(
         command=command,
         bucket=args.bucket,
@@ -154,7 +190,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         inventory_root=args.inventory_root,
         list_tasks=args.list_tasks,
         output=output,
-        decisions_uri=args.decisions_uri or str(output.resolve() / "decisions"),
+        decisions_uri=decisions_uri,
         dry_run=bool(args.dry_run),
         master=args.master,
         grace_s=args.grace,
@@ -164,6 +200,9 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         price_per_gb_month=args.price_per_gb_month,
         safe_epoch=args.safe_epoch,
         json=bool(args.json),
+        conf=args.conf or {},
+        py_files=args.py_files or (),
+        delete_tasks=args.delete_tasks,
     )
 
 

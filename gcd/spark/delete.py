@@ -8,7 +8,9 @@ run (in SQL: no client is ever made); otherwise each task:
 - groups them into DeleteObjects requests of at most `batch_size` (<= 1000) keys;
 - runs at most `threads` requests at once (a thread pool per task);
 - paces keys with a token bucket (`gcd.ratelimit.TokenBucket`, `deletes_per_second`
-  per task: the CLI divides the per-executor limit by the executor's task slots);
+  per task): `DeleteSettings.for_job` gives each of the stage's delete tasks an equal
+  share of the job-wide `--max-deletes-per-second` and `--delete-concurrency`, so
+  however many of them run at once the bucket never sees more than the limit;
 - retries a whole request on throttling / 5xx / connection errors, and the keys the
   answer lists with a retryable per-key code (SlowDown, InternalError...), with
   full-jitter backoff; other per-key errors are final;
@@ -18,7 +20,8 @@ run (in SQL: no client is ever made); otherwise each task:
 - yields ``deleted`` or ``failed`` (with ``error``) per key.
 
 Deleting a key that is already gone succeeds in S3, so a stale inventory row, a
-re-run after a crash, or a Spark task retry is harmless.
+re-run after a crash, or a Spark task retry is harmless: a retried task gets the same
+rows again (the pipeline never lists in a delete task) and reports them ``deleted``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,31 @@ class DeleteSettings:
     threads: int = 4
     deletes_per_second: float | None = None
     batch_size: int = MAX_BATCH
+
+    @classmethod
+    def for_job(
+        cls,
+        target: S3Target,
+        *,
+        tasks: int,
+        dry_run: bool = True,
+        max_deletes_per_second: float | None = None,
+        delete_concurrency: int = 8,
+        batch_size: int = MAX_BATCH,
+    ) -> DeleteSettings:
+        """The settings of each of `tasks` delete tasks sharing job-wide limits equally:
+        rate / tasks keys per second, and concurrency // tasks requests (at least 1)."""
+        if tasks < 1:
+            raise ConfigError(f"delete tasks {tasks!r} must be >= 1")
+        return cls(
+            target=target,
+            dry_run=dry_run,
+            threads=max(1, delete_concurrency // tasks),
+            deletes_per_second=None if max_deletes_per_second is None else (
+                max_deletes_per_second / tasks
+            ),
+            batch_size=batch_size,
+        )  # fmt: skip
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= MAX_BATCH:
@@ -223,7 +251,10 @@ def _delete_partition(
 def apply_deletes(classified: Any, settings: DeleteSettings, *, requests: Any = None) -> Any:
     """Classified rows -> decisions ``(key, epoch, size, action, error)``.
 
-    `requests` is an optional Spark accumulator counting DeleteObjects calls.
+    `requests` is an optional Spark accumulator counting DeleteObjects calls. Spark
+    merges a task's accumulator updates when the task succeeds (once per partition of
+    the job's final stage, where the deletes run), so it counts the requests of the
+    successful attempts; those of an attempt that failed are not counted.
     """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:

@@ -12,18 +12,33 @@ then counted from the written decisions, so nothing is listed or deleted twice. 
 Spark job that fails part way (a listing that kept failing, an unreadable inventory
 file) is reported in `job_error`: some deletes may have happened, and re-running the
 sweep is safe (deleting a missing key succeeds).
+
+The delete stage has exactly `delete_tasks` partitions (`--delete-tasks`, default the
+task slots Spark granted: `session.task_slots`), and each task gets 1/delete_tasks of
+the job-wide `--max-deletes-per-second` and `--delete-concurrency`: the limits hold
+for the bucket however many executors and cores there are. A listing is never done in
+a delete task: listed rows cross a shuffle (`repartition`) first, so a delete task
+that fails and is retried gets the same rows again instead of re-listing a bucket it
+has already partly deleted, and the decisions (hence the summary) stay complete.
+Inventory rows are re-read from the same files on a retry, and are only coalesced.
+
+On a cluster the executors write the decisions and the driver reads them back, so
+`decisions_uri` must be a location every node shares: a plain path is refused unless
+the master is local (`decisions_uri_problem`).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from gcd.errors import ConfigError
 from gcd.layout import KeyLayout
 from gcd.report import RoundSummary
 from gcd.spark.delete import DeleteSettings, apply_deletes
@@ -31,10 +46,17 @@ from gcd.spark.inventory import read_inventory
 from gcd.spark.listing import list_objects
 from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.s3client import S3Target
-from gcd.spark.session import slots_per_executor, spark_session
+from gcd.spark.session import is_local_master, spark_session, task_slots
 from gcd.spark.transforms import Action, classify, outcome_counts
 
-__all__ = ["JobConfig", "JobResult", "execute", "summary_from_counts", "write_json_file"]
+__all__ = [
+    "JobConfig",
+    "JobResult",
+    "decisions_uri_problem",
+    "execute",
+    "summary_from_counts",
+    "write_json_file",
+]
 
 log = structlog.get_logger("gcd.spark")
 
@@ -62,6 +84,12 @@ class JobConfig:
     price_per_gb_month: float
     safe_epoch: int | None
     json: bool
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """`--conf KEY=VALUE`: settings of the Spark session this command makes."""
+    py_files: tuple[str, ...] = ()
+    """`--py-files`: zips (e.g. `gcd spark-package`'s) shipped to the executors."""
+    delete_tasks: int | None = None
+    """`--delete-tasks`: partitions of the delete stage; None: the granted task slots."""
 
     @property
     def sweep(self) -> bool:
@@ -129,20 +157,44 @@ def summary_from_counts(
     return summary
 
 
-def _source(spark: Any, job: JobConfig, skip_above: int | None, requests: Any) -> Any:
+def decisions_uri_problem(master: str, uri: str) -> str | None:
+    """Why executors on `master` cannot write decisions to `uri` for the driver to read
+    back, or None. A plain path is on each machine's own disk; a URI (hdfs://, s3a://,
+    file:// for a volume mounted at the same path on every node) is shared."""
+    if is_local_master(master) or "://" in uri:
+        return None
+    return (
+        f"--decisions-uri {uri!r} is a path on this machine, but master {master} runs the "
+        "executors on other machines: each would write its part of decisions/ to its own "
+        "disk and the summary read back here would be wrong. Give a location every node "
+        "shares: --decisions-uri hdfs:///l0gc/decisions/RUN, s3a://BUCKET/PREFIX, or "
+        "file:///PATH on a volume mounted at the same path on every node"
+    )
+
+
+def _source(
+    spark: Any, job: JobConfig, skip_above: int | None, requests: Any, tasks: int | None
+) -> Any:
+    """The objects; with `tasks` (a deleting sweep) in exactly that many partitions."""
     if job.inventory is not None:
         frame = read_inventory(
             spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket
         )
         # gzip CSV files are not splittable: spread the rows over the cluster's cores.
-        wanted = spark.sparkContext.defaultParallelism
-        if frame.rdd.getNumPartitions() < wanted:
+        wanted = tasks or spark.sparkContext.defaultParallelism
+        files = frame.rdd.getNumPartitions()  # a file scan: planning only, no job
+        if files < wanted:
             frame = frame.repartition(wanted)
+        elif tasks is not None and files > tasks:
+            frame = frame.coalesce(tasks)  # no shuffle: a retry re-reads the same files
         return frame
-    return list_objects(
+    frame = list_objects(
         spark, job.target, job.layout, task_count=job.list_tasks,
         skip_above_epoch=skip_above, requests=requests,
     )  # fmt: skip
+    # A retried delete task must not re-list (its deleted keys would be gone from the
+    # decisions): listed rows cross a shuffle, and the deletes read its output.
+    return frame if tasks is None else frame.repartition(tasks)
 
 
 def write_json_file(path: Path, document: dict[str, Any]) -> None:
@@ -152,17 +204,15 @@ def write_json_file(path: Path, document: dict[str, Any]) -> None:
     temporary.replace(path)
 
 
-def _sweep(spark: Any, job: JobConfig, classified: Any) -> tuple[dict[str, tuple[int, int]], int]:
+def _sweep(
+    spark: Any, job: JobConfig, classified: Any, tasks: int | None
+) -> tuple[dict[str, tuple[int, int]], int]:
     """Delete (or not) and write the decisions; per-action counts and DeleteObjects calls."""
-    slots = slots_per_executor(spark)
-    rate = job.max_deletes_per_second
-    settings = DeleteSettings(
-        target=job.target,
-        dry_run=job.dry_run,
-        threads=max(1, job.delete_concurrency // slots),
-        deletes_per_second=None if rate is None else rate / slots,
-        batch_size=job.batch_size,
-    )
+    settings = DeleteSettings.for_job(
+        job.target, tasks=tasks or 1, dry_run=job.dry_run,
+        max_deletes_per_second=job.max_deletes_per_second,
+        delete_concurrency=job.delete_concurrency, batch_size=job.batch_size,
+    )  # fmt: skip
     delete_requests = spark.sparkContext.accumulator(0)
     decisions = apply_deletes(classified, settings, requests=delete_requests)
     decisions.write.mode("overwrite").parquet(job.decisions_uri)  # the one action: deletes
@@ -178,11 +228,18 @@ def execute(
     now_s = time.time()
     log.info("spark.round_started", command=job.command, source=job.source,
              safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, dry_run=job.dry_run)  # fmt: skip
-    with spark_session(job.master, app_name=f"l0gc {job.command}") as spark:
+    with spark_session(
+        job.master, app_name=f"l0gc {job.command}", conf=job.conf, py_files=job.py_files
+    ) as spark:
+        problem = decisions_uri_problem(spark.sparkContext.master, job.decisions_uri)
+        if job.sweep and problem is not None:
+            raise ConfigError(problem)
         list_requests = spark.sparkContext.accumulator(0)
         skip_above = safe_epoch if job.sweep else None
+        deleting = job.sweep and not job.dry_run
+        tasks = (job.delete_tasks or task_slots(spark)) if deleting else None
         try:
-            source = _source(spark, job, skip_above, list_requests)
+            source = _source(spark, job, skip_above, list_requests, tasks)
             classified = classify(source, job.layout, safe_epoch, now_s, job.grace_s)
             if not job.sweep:
                 settings = ReportSettings(
@@ -194,7 +251,7 @@ def execute(
                 log.info("spark.report_written", output=str(job.output),
                          garbage_objects=document["garbage_objects"])  # fmt: skip
                 return JobResult(document)
-            counts, delete_count = _sweep(spark, job, classified)
+            counts, delete_count = _sweep(spark, job, classified, tasks)
             job_error = None
         except Exception as exc:
             if not _is_spark_failure(exc):
@@ -211,6 +268,7 @@ def execute(
     )  # fmt: skip
     document["source"] = job.source
     document["decisions"] = job.decisions_uri
+    document["delete_tasks"] = tasks
     if job_error is not None:
         document["job_error"] = job_error
     write_json_file(job.output / "summary.json", document)
