@@ -16,22 +16,21 @@
 
 The partition -> owner table (`routes`) is the harness's, as a cluster controller's
 would be. The operations the nemesis uses (restart a publisher and adopt its
-partitions with the writers' log ends, move a partition, find the etcd leader or the
-ticker's) live here; the faults themselves are in `gcd.chaos.nemesis`.
+partitions with the writers' log ends, pause and resume a writer's partitions) live
+here; the faults themselves, and finding the etcd or ticker leader, are in
+`gcd.chaos.nemesis`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -396,35 +395,6 @@ class Cluster:
         for partition in parts:
             await self.adopt(name, partition, ends[partition])
         await self.writer_resume("http", parts)
-
-    async def ticker_leader(self) -> str | None:
-        """The publisher whose ticker holds the lease (by its owner id in etcd)."""
-        assert self.kv is not None
-        assert self.store is not None
-        item = await self.kv.get(self.store.leader_key)
-        if item is None:
-            return None
-        holder = item.value.decode(errors="replace")
-        return next((name for name, pub in self.publishers.items()
-                     if pub.owner_id == holder and pub.child.alive), None)  # fmt: skip
-
-    def etcd_leader(self) -> LocalEtcd | None:
-        """The member leading the raft group, asked over etcd's JSON gateway."""
-        statuses: dict[str, LocalEtcd] = {}
-        leader = None
-        for member in self.etcd.members:
-            if member.process is None:
-                continue
-            request = urllib.request.Request(f"http://{member.endpoint}/v3/maintenance/status",
-                                             data=b"{}", method="POST")  # fmt: skip
-            try:
-                with urllib.request.urlopen(request, timeout=1) as response:  # noqa: S310
-                    doc = json.loads(response.read())
-            except (OSError, ValueError):
-                continue
-            statuses[str(doc["header"]["member_id"])] = member
-            leader = str(doc.get("leader"))
-        return statuses.get(leader) if leader else None
 
 
 def _signal_cont(member: LocalEtcd) -> None:

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import signal
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -39,7 +41,7 @@ from gcd.chaos.reconciler import Reconcilers
 from gcd.faultproxy import FaultConfig
 from gcd.local_servers import LocalEtcd
 
-__all__ = ["Nemesis"]
+__all__ = ["Nemesis", "etcd_leader", "ticker_leader"]
 
 _log = structlog.get_logger("gcd.chaos")
 Heal = Callable[[], Awaitable[None]]
@@ -165,7 +167,7 @@ class Nemesis:
         if kind in {FaultKind.PUBLISHER_KILL, FaultKind.TICKER_LEADER_KILL}:
             name = rng.choice(sorted(cluster.publishers))
             if kind is FaultKind.TICKER_LEADER_KILL:
-                name = await cluster.ticker_leader() or name
+                name = await ticker_leader(cluster) or name
             cluster.publishers[name].child.kill()
             return name, lambda: cluster.restart_publisher(name)
         if kind is FaultKind.PUBLISHER_FREEZE:
@@ -237,7 +239,7 @@ class Nemesis:
             kind is FaultKind.ETCD_FREEZE and self.rng.random() < 0.5
         )
         if leader:
-            found: LocalEtcd | None = await asyncio.to_thread(self.cluster.etcd_leader)
+            found = await asyncio.to_thread(etcd_leader, self.cluster)
             member = found or member
         name = f"etcd {member.name}"
         if kind is FaultKind.ETCD_FREEZE:
@@ -269,3 +271,34 @@ class Nemesis:
         finally:
             await cluster.writer_resume("http", [partition])
         return f"{partition} {old}->{new}", self._unstall(partition)
+
+
+async def ticker_leader(cluster: Cluster) -> str | None:
+    """The publisher whose ticker holds the lease (by its owner id in etcd)."""
+    assert cluster.kv is not None
+    assert cluster.store is not None
+    item = await cluster.kv.get(cluster.store.leader_key)
+    if item is None:
+        return None
+    holder = item.value.decode(errors="replace")
+    return next((name for name, pub in cluster.publishers.items()
+                 if pub.owner_id == holder and pub.child.alive), None)  # fmt: skip
+
+
+def etcd_leader(cluster: Cluster) -> LocalEtcd | None:
+    """The member leading the raft group, asked over etcd's JSON gateway."""
+    statuses: dict[str, LocalEtcd] = {}
+    leader = None
+    for member in cluster.etcd.members:
+        if member.process is None:
+            continue
+        request = urllib.request.Request(f"http://{member.endpoint}/v3/maintenance/status",
+                                         data=b"{}", method="POST")  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=1) as response:  # noqa: S310
+                doc = json.loads(response.read())
+        except (OSError, ValueError):
+            continue
+        statuses[str(doc["header"]["member_id"])] = member
+        leader = str(doc.get("leader"))
+    return statuses.get(leader) if leader else None
