@@ -409,7 +409,7 @@ class WatermarkStore:
     async def set_paused(self, reason: str) -> None:
         """Pause every sweeper of this namespace until `clear_paused`."""
         await self._kv.txn([], [Put(self.paused_key, pause_marker(reason, self._wall_clock()))])
-        _log.warning("gc.paused", namespace=self.namespace, reason=reason)
+        _log.info("gc.paused", namespace=self.namespace, reason=reason)
 
     async def clear_paused(self) -> bool:
         """Resume sweeping; False when GC was not paused."""

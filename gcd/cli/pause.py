@@ -7,8 +7,9 @@
 sweeper of the namespace reads it with M, at the start of each round, and deletes
 nothing while it is there (a round already deleting finishes its requests in flight).
 `resume` deletes the key. Both are idempotent: pausing again replaces the reason
-(the previous one is reported), resuming when not paused changes nothing. The store
-logs `gc.paused` / `gc.resumed` on stderr, an audit trail for log collectors.
+(the previous one is reported), resuming when not paused changes nothing. Stdout says
+what happened, for a person; with `--log-level info` the store also logs `gc.paused` /
+`gc.resumed` on stderr (JSON when not a terminal), an audit trail for log collectors.
 
 Without `--reason` the reason names who paused: "paused with gcd pause by USER@HOST".
 Exit codes: 0 done, 1 etcd unreachable, 2 bad flags.

@@ -107,14 +107,19 @@ def test_resume_takes_no_reason(etcd_env: str, capsys: pytest.CaptureFixture[str
 
 
 def test_pause_as_a_subprocess_prints_text(etcd_env: str) -> None:
-    """`python -m gcd pause` tells a person what happened and how to undo it."""
+    """`python -m gcd pause` tells a person what happened and how to undo it, and mixes no
+    log line into that; `--log-level info` adds the audit line on stderr."""
     done = subprocess.run([sys.executable, "-m", "gcd", "pause", "--reason", "drill"],
                           env=dict(os.environ), capture_output=True, text=True, timeout=60,
                           check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"GC paused for {etcd_env}: drill" in done.stdout
     assert "gcd resume" in done.stdout
-    assert '"gc.paused"' in done.stderr  # the audit trail, as a JSON log line
+    assert done.stderr == ""
+    audited = subprocess.run([sys.executable, "-m", "gcd", "pause", "--reason", "drill",
+                              "--log-level", "info"], env=dict(os.environ), capture_output=True,
+                             text=True, timeout=60, check=False)  # fmt: skip
+    assert '"gc.paused"' in audited.stderr  # the audit trail, as a JSON log line
 
 
 def test_pause_text_escapes_reasons_from_etcd(
