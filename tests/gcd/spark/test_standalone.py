@@ -1,0 +1,181 @@
+"""`gcd spark-*` on a Spark standalone cluster whose executors do NOT have l0gc.
+
+As a user runs it: a master and one 4-core worker from the pip pyspark on loopback
+(`gcd.spark.localcluster`, stopped by PID), executors on a virtualenv with only boto3,
+pandas and pyarrow (`executor_python`, cached under .venv-spark-exec/ by constraints
+hash), l0gc shipped as the `gcd spark-package` zip with --py-files, the executors'
+Python named with --conf spark.pyspark.python. The driver is the `gcd` console script
+in a child process, M comes from etcd through the namespace binding.
+
+It runs spark-report, spark-sweep --dry-run and spark-sweep against the S3 server and
+checks: the tasks ran on the executor (Spark's event log), exactly the eligible keys
+were deleted, and --max-deletes-per-second held for the whole bucket (DeleteObjects
+counted per second at the server: one executor of 4 cores used to get 4x the limit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gcd.cli import exitcodes
+from gcd.local_servers import LocalEtcd, LocalS3
+from gcd.spark.localcluster import LocalSparkCluster, executor_python
+from tests.gcd.spark.s3tap import S3Tap
+from watermark.binding import claim_key
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[3]
+SAFE_EPOCH, CLUSTER_EPOCH = 10, 20
+CORES = 4
+RATE = 100.0  # keys per second, for the whole job
+BATCH = 10
+
+
+def key(prefix: int, epoch: int) -> str:
+    """A key of the default layout."""
+    return f"level_zero/data/{prefix:03d}/{epoch:018d}/obj"
+
+
+ELIGIBLE = {key(prefix, 1 + prefix % SAFE_EPOCH) for prefix in range(600)}
+LIVE = {key(prefix, SAFE_EPOCH + 1 + prefix % 5) for prefix in range(0, 600, 10)}
+YOUNG = {key(prefix, 2) for prefix in range(700, 710)}
+UNPARSABLE = {f"level_zero/data/{prefix:03d}/not-an-epoch/obj" for prefix in range(800, 805)}
+
+
+@pytest.fixture(scope="session")
+def executor_venv_python() -> Path:
+    """The executors' Python: boto3, pandas, pyarrow, and no l0gc."""
+    python = executor_python(ROOT / ".venv-spark-exec", ROOT / "constraints.txt")
+    # -I: no current directory (this checkout) and no PYTHON* variables on the path.
+    has = subprocess.run([str(python), "-I", "-c", "import boto3, pandas, pyarrow"],
+                         capture_output=True, timeout=120, check=False)  # fmt: skip
+    assert has.returncode == 0, has.stderr
+    lacks = subprocess.run([str(python), "-I", "-c", "import gcd"],
+                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert "No module named 'gcd'" in lacks.stderr
+    return python
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkCluster]:
+    """A standalone master and one 4-core worker on loopback, stopped by PID after."""
+    cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-standalone"), cores=CORES)
+    with cluster:
+        yield cluster
+
+
+def gcd_command() -> str:
+    """The `gcd` console script of this interpreter."""
+    return str(Path(sys.executable).parent / "gcd")
+
+
+async def gcd(*argv: str) -> tuple[int, dict[str, Any], float]:
+    """Run `gcd argv --json` as a user would; (exit code, JSON document, seconds)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    started = time.monotonic()
+    done = await asyncio.to_thread(
+        subprocess.run, [gcd_command(), *argv, "--json"], env=env, capture_output=True,
+        text=True, timeout=240, check=False,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    assert done.stdout.strip(), done.stderr[-4000:]
+    return done.returncode, json.loads(done.stdout.strip().splitlines()[-1]), seconds
+
+
+def executor_ids(events: Path) -> list[str]:
+    """The executor of every finished task in Spark's event logs under `events`."""
+    ran = []
+    for log in (path for path in events.rglob("*") if path.is_file()):
+        if log.name.startswith("."):
+            continue  # a checksum
+        for line in log.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("Event") == "SparkListenerTaskEnd":
+                ran.append(str(event["Task Info"]["Executor ID"]))
+    return ran
+
+
+async def test_report_dry_run_and_sweep_run_on_executors_without_l0gc(
+    standalone: LocalSparkCluster,
+    executor_venv_python: Path,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    set_safe_epoch: Callable[[int, int], Any],
+    tmp_path: Path,
+) -> None:
+    """Report, dry run and sweep give the same eligible set; the sweep deletes exactly it,
+    on the executor, at no more than --max-deletes-per-second for the whole bucket."""
+    old = datetime.now(UTC) - timedelta(hours=2)
+    s3_server.seed(bucket, sorted(ELIGIBLE | LIVE | UNPARSABLE), last_modified=old)
+    s3_server.seed(bucket, sorted(YOUNG))
+    await set_safe_epoch(SAFE_EPOCH, CLUSTER_EPOCH)
+    everything = s3_server.keys(bucket)
+    code, package, _ = await gcd("spark-package", "--output", str(tmp_path / "l0gc-spark.zip"))
+    assert code == exitcodes.OK
+    events = tmp_path / "events"
+    events.mkdir()
+    common = [
+        "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1",
+        "--etcd", etcd_server.endpoint, "--namespace", namespace,
+        "--list", "--list-tasks", "8", "--master", standalone.master_url,
+        "--py-files", package["path"],
+        "--conf", f"spark.pyspark.python={executor_venv_python}",
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=1g",
+        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
+        "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
+    ]  # fmt: skip
+
+    code, report, report_s = await gcd("spark-report", *common, "--output", str(tmp_path / "r"))
+    assert code == exitcodes.OK, report
+    assert (report["eligible_objects"], report["in_grace_objects"]) == (len(ELIGIBLE), len(YOUNG))
+    assert (report["live_objects"], report["unparsable_objects"]) == (len(LIVE), len(UNPARSABLE))
+
+    code, dry, dry_s = await gcd(
+        "spark-sweep", *common, "--dry-run", "--output", str(tmp_path / "dry"),
+        "--decisions-uri", (tmp_path / "dry" / "decisions").as_uri(),
+    )  # fmt: skip
+    assert code == exitcodes.OK, dry
+    assert (dry["would_delete"], dry["deleted"]) == (len(ELIGIBLE), 0)
+    assert s3_server.keys(bucket) == everything
+
+    with S3Tap(s3_server, bucket) as tap:
+        code, swept, sweep_s = await gcd(
+            "spark-sweep", *common, "--output", str(tmp_path / "sweep"),
+            "--decisions-uri", (tmp_path / "sweep" / "decisions").as_uri(),
+            "--max-deletes-per-second", str(RATE), "--batch-size", str(BATCH),
+        )  # fmt: skip
+    assert code == exitcodes.OK, swept
+    assert s3_server.keys(bucket) == everything - ELIGIBLE
+    assert claim_key("level_zero/data") in everything - ELIGIBLE
+    assert (swept["eligible"], swept["deleted"], swept["errors"]) == (len(ELIGIBLE),) * 2 + (0,)
+    # One executor holding all 4 cores: 4 delete tasks, each with a quarter of the rate.
+    assert swept["delete_tasks"] == CORES
+    assert sum(a.keys for a in tap.deletes) == len(ELIGIBLE)
+    # Token buckets: per window at most rate x window, plus each task's burst (rate/4)
+    # and the batch it reserved at the window's edge. 4x the rate breaks this at once.
+    window = 2.0
+    assert tap.most_keys_within(window) <= RATE * window + RATE + CORES * BATCH
+    assert tap.keys_per_second() >= RATE * 0.3  # the limit is used, not starved
+    ran = executor_ids(events)
+    assert ran, "no task finished in the event logs"
+    assert set(ran) == {"0"}  # the worker's one executor; never "driver"
+    print(  # the numbers bench/RESULTS.md quotes (pytest -s)
+        f"\nstandalone timings: report {report_s:.1f}s, dry run {dry_s:.1f}s, sweep "
+        f"{sweep_s:.1f}s; delete rate {tap.keys_per_second():.1f} keys/s (limit {RATE}), "
+        f"most in {window}s: {tap.most_keys_within(window)}"
+    )
