@@ -523,10 +523,11 @@ def _write_text(args: argparse.Namespace, result: dict[str, Any]) -> None:
                 sys.stdout.write(f"{name}  MALFORMED: {printable(doc['error'])}\n")
                 continue
             low, high = doc["window"]
-            window = "[]" if low is None else f"[{low}, {high}]"
+            window = "empty" if low is None else f"[{low}, {high}]"
+            owner = "none" if doc["owner"] is None else printable(doc["owner"])
             sys.stdout.write(
                 f"{name}  M(p)={doc['watermark']}  window={window}  "
-                f"created_epoch={doc['created_epoch']}  owner={printable(str(doc['owner']))}"
+                f"created_epoch={doc['created_epoch']}  owner={owner}"
                 f"  owner_epoch={doc['owner_epoch']}\n"
             )
 

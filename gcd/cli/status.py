@@ -245,7 +245,8 @@ def render_text(report: StatusReport, now: float) -> str:
             lines.append(f"                    partition live -> repair its record, see "
                          f"{RUNBOOK}#gc-blocked")  # fmt: skip
     else:
-        lines.append(f"global M       {report.safe_epoch}  (lag {report.lag_epochs} epochs)")
+        unit = "epoch" if report.lag_epochs == 1 else "epochs"
+        lines.append(f"global M       {report.safe_epoch}  (lag {report.lag_epochs} {unit})")
     if report.paused:
         since = " since an unknown time"
         if report.paused_at is not None:

@@ -318,3 +318,12 @@ def test_status_shows_the_binding_and_shard_disagreement() -> None:
     assert report.to_dict()["sweepers"][1]["shard_count"] == 3
     moved = build_report(GcView(1, b"5", {}, binding_raw=binding, cluster_id="c2"), "/x", NOW)
     assert "etcd cluster c1, but this is etcd cluster c2" in str(moved.binding_problem)
+
+
+def test_a_lag_of_one_epoch_is_singular() -> None:
+    """`(lag 1 epoch)`, `(lag 2 epochs)`: no "1 epochs"."""
+    one = render_text(build_report(GcView(1, b"6", {}), "/l0gc/x", NOW), NOW)
+    assert "global M       5  (lag 1 epoch)" in one
+    record = PartitionRecord("p", 4, 1, owner="o", owner_epoch=1).encode()
+    two = render_text(build_report(GcView(1, b"6", {"p": record}), "/l0gc/x", NOW), NOW)
+    assert "global M       4  (lag 2 epochs)" in two

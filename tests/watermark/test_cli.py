@@ -127,6 +127,17 @@ def test_partition_list_escapes_names_owners_and_errors_from_etcd(
     assert "\\x1b[31mred" in listed.stdout
 
 
+def test_partition_text_shows_no_python_reprs(etcd_server: LocalEtcd, namespace: str) -> None:
+    """A registered, never-owned partition reads `window=empty owner=none`, not [] / None."""
+    env = environment(etcd_server, namespace)
+    assert watermark(env, "epoch", "advance").returncode == EXIT_OK
+    registered = watermark(env, "partition", "register", "orders/0")
+    assert registered.returncode == EXIT_OK, registered.stderr
+    assert "window=empty  created_epoch=1  owner=none  owner_epoch=0" in registered.stdout
+    assert "None" not in registered.stdout
+    assert "[]" not in registered.stdout
+
+
 def test_usage_errors_exit_2() -> None:
     """Unknown commands, bad option values and bad settings are usage errors (exit 2)."""
     assert main(["bogus"]) == EXIT_USAGE
