@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from gcd.errors import L0gcError
 __all__ = ["Monitor", "Sample"]
 
 _log = structlog.get_logger("gcd.chaos")
+_SAFE_EPOCH = re.compile(r"^l0gc_sweeper_safe_epoch ([0-9.e+]+)$", re.MULTILINE)
 _ROUNDS = re.compile(r'^l0gc_sweeper_rounds_total\{outcome="(ok|partial|idle)"\} ([0-9.e+]+)$',
                      re.MULTILINE)  # fmt: skip
 _PENDING_S = 60.0
@@ -68,6 +70,9 @@ class Monitor:
     sweeper_progress_at: dict[int, float] = field(default_factory=dict)
     deleted: int = 0
     first_loss: str | None = None
+    sweeper_m: dict[tuple[int, int], int] = field(default_factory=dict)
+    """The highest M each sweeper process (index, start number) has used."""
+    m_regressions: list[str] = field(default_factory=list)
     _journal_tails: dict[Path, Tail] = field(default_factory=dict)
     _history_tails: dict[Path, Tail] = field(default_factory=dict)
     _befores: dict[tuple[str, Any], float] = field(default_factory=dict)
@@ -97,7 +102,7 @@ class Monitor:
                                    read.blocked_reason, pinned))  # fmt: skip
 
     async def _scrape(self, session: aiohttp.ClientSession) -> None:
-        async def one(index: int, url: str) -> None:
+        async def one(index: int, start: int, url: str) -> None:
             try:
                 async with session.get(url, timeout=aiohttp.ClientTimeout(total=1)) as response:
                     text = await response.text()
@@ -107,8 +112,21 @@ class Monitor:
             if rounds and rounds != self.sweeper_rounds.get(index):
                 self.sweeper_rounds[index] = rounds
                 self.sweeper_progress_at[index] = time.time()
+            self._check_sweeper_m(index, start, _SAFE_EPOCH.search(text))
 
-        await asyncio.gather(*(one(s.index, s.metrics_url) for s in self.cluster.sweepers))
+        await asyncio.gather(*(one(s.index, s.child.starts, s.metrics_url)
+                               for s in self.cluster.sweepers))  # fmt: skip
+
+    def _check_sweeper_m(self, index: int, start: int, found: re.Match[str] | None) -> None:
+        """The M a sweeper process uses must never go down (NaN: blocked, no M)."""
+        if found is None or not math.isfinite(value := float(found.group(1))):
+            return
+        m, key = int(value), (index, start)
+        highest = self.sweeper_m.get(key)
+        if highest is not None and m < highest:
+            self.m_regressions.append(f"sweeper {index} (start {start}) used M = {m} after "
+                                      f"M = {highest}")  # fmt: skip
+        self.sweeper_m[key] = m if highest is None else max(highest, m)
 
     def _tail_files(
         self, tails: dict[Path, Tail], directory: Path, pattern: str

@@ -127,6 +127,8 @@ class ChaosRun:
             report.stopped_early = self.monitor.first_loss
             facts = await self._finish(faults_from, faults_until)
             facts.harness_problems.extend(self.cluster.problems + self.problems)
+            facts.harness_problems.extend(f"M went backwards in a sweeper: {regression}"
+                                          for regression in self.monitor.m_regressions)  # fmt: skip
             verdict = check_run(facts)
             self._fill(report, facts, verdict.counts, faults_from, faults_until)
             report.problems = verdict.problems

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gcd.chaos.config import BROKEN_BUILDS, ChaosConfig, FaultKind, parse_faults
+from gcd.chaos.monitor import _SAFE_EPOCH, Monitor
 from gcd.chaos.records import PartitionLog, Tail, log_path, read_lines
 from gcd.chaos.report import ChaosReport, exit_code, replay_command, text_report
 from gcd.chaos.view import Progress, render
@@ -104,3 +105,15 @@ def test_the_live_view_shows_faults_processes_and_losses() -> None:
     assert "pinned by orders/3" in lines[2]
     assert "down: etcd m1   frozen: serve-a" in lines[3]
     assert lines[-1].endswith("0 (ok)")
+
+
+def test_the_monitor_catches_a_sweeper_whose_m_goes_down() -> None:
+    """Per sweeper process, a lower M than one it used is a regression; NaN is no M."""
+    monitor = Monitor(cluster=None, reconcilers=None)  # type: ignore[arg-type]
+    for text in ("l0gc_sweeper_safe_epoch 41.0", "l0gc_sweeper_safe_epoch NaN",
+                 "l0gc_sweeper_safe_epoch 43.0"):  # fmt: skip
+        monitor._check_sweeper_m(0, 1, _SAFE_EPOCH.search(text))
+    monitor._check_sweeper_m(0, 2, _SAFE_EPOCH.search("l0gc_sweeper_safe_epoch 40.0"))  # restarted
+    assert monitor.m_regressions == []
+    monitor._check_sweeper_m(0, 2, _SAFE_EPOCH.search("l0gc_sweeper_safe_epoch 39.0"))
+    assert monitor.m_regressions == ["sweeper 0 (start 2) used M = 39 after M = 40"]
