@@ -28,6 +28,7 @@ __all__ = [
     "InvalidRecord",
     "InvalidSnapshot",
     "L0gcError",
+    "NoOwner",
     "PartitionNotHosted",
     "StaleEpoch",
     "StaleOwner",
@@ -411,4 +412,23 @@ class PartitionNotRegistered(ConfigError):
         return (
             f"partition {self.partition!r} is not registered (never registered, or deleted); "
             "register it before any object is written for it, then retry"
+        )
+
+
+class NoOwner(L0gcError):
+    """No replica owns the partition right now (`watermark serve --replicated`): it is
+    being handed over or adopted after a replica left, and the wait for it ran out."""
+
+    def __init__(self, partition: str, reason: str, waited_s: float) -> None:
+        super().__init__(partition, reason, waited_s)
+        self.partition = partition
+        self.reason = reason
+        self.waited_s = waited_s
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r} has no owner yet ({self.reason}; waited "
+            f"{self.waited_s:.1f} s): retry in a second, at any replica; a partition without "
+            "an owner for longer than the replicas' lease TTL needs a look (is any replica "
+            "that lists it running?)"
         )

@@ -20,6 +20,14 @@ The rules for one hosted partition (commits, reconciled reports, the log end, id
 advances, fencing violations) are in `watermark.hosted`; this module owns the
 partitions in etcd, publishes them and runs the rounds.
 
+Ownership lease. A publisher whose partitions are owned through an etcd lease
+(`watermark.replicas`) is given `owned_until`, the monotonic time up to which that lease
+is certainly alive; from then on, until it is renewed, every call that touches a
+partition first drops them all (no fence is granted, held ones cannot commit, nothing is
+published), since another replica may adopt them once the lease has expired in etcd.
+`hand_over` stops hosting partitions cleanly for their next owner (close, drain, a
+sealed publish, drop).
+
 Pluggable parts. `state_class` and `guard_class` choose the GC state and guard classes
 hosted per partition (the deterministic simulation swaps in deliberately broken ones).
 """
@@ -174,6 +182,8 @@ class Publisher:
         self._epoch_reads_started = 0
         self._epoch_read_last = (0, -1)  # (sequence number, cluster epoch) of the last read
         self.published_once = False
+        self.owned_until: float | None = None
+        """Ownership lease deadline on `clock` (None: no lease; see the module docstring)."""
 
     # -- ownership -----------------------------------------------------------------
 
@@ -237,6 +247,53 @@ class Publisher:
         )
         return hosted
 
+    def serving(self, partition: str) -> bool:
+        """True while `partition` is hosted here and its fence is open (not handing over)."""
+        hosted = self._hosted.get(partition)
+        return hosted is not None and not hosted.guard.closed and not self._lapsed()
+
+    def learn_log_end(self, partition: str, log_end_offset: int) -> dict[str, Any]:
+        """Tell a hosted partition where its log ends (as `adopt` does, but never taking
+        ownership); PartitionNotHosted if it is not hosted here. Returns `state()`."""
+        self._get(partition).learn_log_end(log_end_offset)
+        return self.state(partition)
+
+    async def hand_over(self, partitions: Iterable[str]) -> dict[str, PublishStatus | None]:
+        """Stop hosting `partitions` for their next owner: close their fences, let held
+        ones finish (bounded by the drain timeout), publish each once (sealed when its
+        state provably holds the whole log) and drop them. Returns each one's publish
+        status: None when nothing was published (no change, frozen, or etcd failed)."""
+        hosts = [self._hosted[p] for p in dict.fromkeys(partitions) if p in self._hosted]
+        await asyncio.gather(*(h.close(self._drain_timeout_s) for h in hosts))
+        results: dict[str, PublishStatus] = {}
+        if not self._lapsed():
+            results = await self.publish_now(hosts)
+        for hosted in hosts:
+            self._drop(hosted, "handed over")
+        return {h.partition: results.get(h.partition) for h in hosts}
+
+    def drop(self, partition: str, reason: str) -> bool:
+        """Stop hosting `partition` at once, publishing nothing (it was lost); False if
+        it was not hosted."""
+        hosted = self._hosted.get(partition)
+        if hosted is None:
+            return False
+        self._drop(hosted, reason)
+        return True
+
+    def _lapsed(self) -> bool:
+        """True (after dropping every partition) once the ownership lease has lapsed."""
+        until = self.owned_until
+        if until is None or self.clock() < until:
+            return False
+        if self._hosted:
+            _log.warning(
+                "watermark.ownership_lapsed", owner=self.owner_id, partitions=len(self._hosted)
+            )
+            for hosted in list(self._hosted.values()):
+                self._drop(hosted, "ownership lease lapsed")
+        return True
+
     async def release(self, partition: str) -> None:
         """Stop hosting `partition`: abort fence waiters, drain holders, publish, drop."""
         hosted = self._get(partition)
@@ -254,6 +311,7 @@ class Publisher:
         _log.info("watermark.partition_dropped", partition=hosted.partition, reason=reason)
 
     def _get(self, partition: str) -> HostedPartition:
+        self._lapsed()
         hosted = self._hosted.get(partition)
         if hosted is None:
             raise PartitionNotHosted(partition)
@@ -356,8 +414,11 @@ class Publisher:
         self, only: Iterable[HostedPartition] | None = None
     ) -> dict[str, PublishStatus]:
         """Publish every changed partition (or `only` those) now; return each status."""
+        self._lapsed()
         hosts = self._hosted.values() if only is None else only
-        chosen = [h for h in hosts if h.dirty and h.frozen is None]
+        chosen = [
+            h for h in hosts if h.dirty and h.frozen is None and self._hosted.get(h.partition) is h
+        ]
         results: dict[str, PublishStatus] = {}
         if chosen:
             started = time.perf_counter()
@@ -428,6 +489,7 @@ class Publisher:
         given); return how many were advanced. See `watermark.hosted`."""
         if epoch is None:
             epoch = await self.read_cluster_epoch()
+        self._lapsed()
         advanced = 0
         for hosted in list(self._hosted.values()):
             if not hosted.is_idle_below(epoch):
