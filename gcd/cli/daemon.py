@@ -25,17 +25,12 @@ from collections.abc import Iterator
 
 import structlog
 
-from gcd.brake import brake_for
 from gcd.cli import exitcodes
-from gcd.cli.journal import open_journal
 from gcd.cli.options import DAEMON_OPTIONS, add_options, resolve
 from gcd.cli.output import configure_logging
-from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, watermark_source
+from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, open_sweeper, round_setup
 from gcd.daemon import Daemon, DaemonConfig, serve
-from gcd.metrics import SweeperMetrics
-from gcd.s3store import S3ObjectStore, preflight
-from gcd.shards import new_sweeper_id
-from gcd.sweeper import Sweeper
+from gcd.s3store import preflight
 
 __all__ = ["add_arguments", "run"]
 
@@ -84,16 +79,7 @@ async def run(args: argparse.Namespace) -> int:
         unready_after_s=args.unready_after,
     )
     await preflight(setup.s3, setup.round.layout.listing_root)
-    sweeper_id = new_sweeper_id()
-    metrics = SweeperMetrics()
-    async with S3ObjectStore.open(setup.s3) as store, watermark_source(
-        setup.etcd, target=setup.target, objects=store, shard=setup.shard,
-        sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s,
-    ) as source, open_journal(
-        args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
-    ) as sinks:  # fmt: skip
-        sweeper = Sweeper(store, setup.round, metrics=metrics, brake=brake_for(source),
-                          sinks=sinks)  # fmt: skip
+    async with open_sweeper(args, setup) as (sweeper, source):
         daemon = Daemon(sweeper, source, config, override=setup.safe_epoch_override)
         with _stop_on_signals(daemon) as received:
             await serve(daemon, args.http_host, args.http_port, handle_signals=False)

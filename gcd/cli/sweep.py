@@ -274,6 +274,25 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
     return "\n".join(lines) + "\n"
 
 
+@contextlib.asynccontextmanager
+async def open_sweeper(
+    args: argparse.Namespace, setup: RoundSetup, *, plan: PlanWriter | None = None
+) -> AsyncIterator[tuple[Sweeper, WatermarkSource | None]]:
+    """The Sweeper and its watermark source, wired as every sweeping command wires them:
+    the S3 store, M through the namespace binding (and the shard announcement), the
+    pause brake and the deletion journal."""
+    sweeper_id = new_sweeper_id()
+    metrics = SweeperMetrics()
+    async with S3ObjectStore.open(setup.s3) as store, watermark_source(
+        setup.etcd, target=setup.target, objects=store, shard=setup.shard,
+        sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s,
+    ) as source, open_journal(
+        args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
+    ) as sinks:  # fmt: skip
+        yield Sweeper(store, setup.round, plan=plan, brake=brake_for(source), metrics=metrics,
+                      sinks=sinks), source  # fmt: skip
+
+
 async def run(args: argparse.Namespace) -> int:
     """One round; see the module docstring."""
     resolve(args, (*COMMON_OPTIONS, *SWEEP_OPTIONS))
@@ -282,16 +301,7 @@ async def run(args: argparse.Namespace) -> int:
     await preflight(setup.s3, setup.round.layout.listing_root)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
-        sweeper_id = new_sweeper_id()
-        metrics = SweeperMetrics()
-        async with S3ObjectStore.open(setup.s3) as store, watermark_source(
-            setup.etcd, target=setup.target, objects=store, shard=setup.shard,
-            sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s,
-        ) as source, open_journal(
-            args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
-        ) as sinks:  # fmt: skip
-            sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source),
-                              metrics=metrics, sinks=sinks)  # fmt: skip
+        async with open_sweeper(args, setup, plan=plan) as (sweeper, source):
             # The sweeper forgets its live counters when the round ends; the progress
             # line's last refresh shows the round's totals instead.
             totals: list[RoundCounts] = []
