@@ -20,6 +20,9 @@ with the role each needs when the service has a token file (`watermark.auth`):
                                                                 -> 200 partition state
          404 not_registered   409 illegal_offset   503 etcd_unavailable         admin
     GET  /v1/partitions/{partition}                             -> 200 partition state
+    GET  /v1/partitions/{partition}/owner   -> 200 {"version", "partition", "owner",
+                                                    "address", "local"}
+         404 not_hosted   503 no_owner
     GET  /v1/partitions                   -> 200 {"version", "owner", "partitions": [...]}
                                                                                any role
     GET  /metrics (Prometheus text)   GET /healthz   GET /readyz (503 until ready)
@@ -39,11 +42,23 @@ not) in [0, 2**63 - 1]. Anything else is 400 bad_request. An unexpected exceptio
 handler is a JSON 500 ``internal_error`` without details; the traceback goes to the
 log. Connection limits and the request-head timeout: `watermark.http_server`.
 
+Replicas (`watermark serve --replicated`, a `router` given to `create_app`): a request
+for a partition this replica does not serve (fence, reconciled, adopt, show) is
+answered, after the token check, with 307 and a ``Location`` on the owning replica (the
+same path; the body is the JSON error ``moved`` with ``owner`` and ``address``), or
+waits while the partition moves between replicas and then is served or redirected
+(503 ``no_owner`` with ``Retry-After: 1`` if that takes longer than the router's wait),
+or is 404 ``not_hosted`` when no replica lists it. ``adopt`` there never takes
+ownership: the replicas own partitions through their leases, and ``adopt`` only tells
+the owner where the log ends. Commits and aborts name a fence token, which lives on the
+replica that granted it, and are never redirected.
+
 Partition names may contain '/' (``orders/0``). Routes take the name either raw
 (``/v1/partitions/orders/0/fence``) or percent-encoded (``/v1/partitions/orders%2F0/
-fence``); the route's fixed suffix (``/fence``, ``/reconciled``, ``/adopt``) is
-matched last, so a name that itself ends in ``/fence`` still works. Clients should
-percent-encode: it is unambiguous for every name.
+fence``); the route's fixed suffix (``/fence``, ``/reconciled``, ``/adopt``,
+``/owner``) is matched last, so a name that itself ends in ``/fence`` still works (but
+``GET .../x/owner`` raw is the owner of ``x``, not the state of ``x/owner``). Clients
+should percent-encode: it is unambiguous for every name.
 
 Protocol for a write: upload the object stamped with epoch E, ``fence`` E, append the
 entry to the partition log, ``commit`` the token with the entry's offset (or
@@ -65,12 +80,13 @@ import reprlib
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from aiohttp import hdrs, web
 
 from watermark import strictjson
+from watermark.assignment import Route, RouteKind
 from watermark.auth import Access, TokenSet, allows, bearer_token, roles_allowed
 from watermark.errors import (
     ConfigError,
@@ -83,6 +99,7 @@ from watermark.errors import (
     IllegalTransition,
     InvalidJson,
     L0gcError,
+    NoOwner,
     PartitionNotHosted,
     PartitionNotRegistered,
     StaleEpoch,
@@ -93,7 +110,15 @@ from watermark.metrics import CONTENT_TYPE_LATEST, HttpRefusal
 from watermark.publisher import Publisher
 from watermark.record import RECORD_VERSION
 
-__all__ = ["MAX_FIELD_VALUE", "BadRequest", "FenceTable", "UnknownFence", "create_app"]
+__all__ = [
+    "MAX_FIELD_VALUE",
+    "BadRequest",
+    "FenceTable",
+    "Moved",
+    "Router",
+    "UnknownFence",
+    "create_app",
+]
 
 MAX_FENCE_TIMEOUT_S = 300.0
 MAX_FIELD_VALUE = 2**63 - 1
@@ -103,6 +128,8 @@ _PUBLISHER: web.AppKey[Publisher] = web.AppKey("publisher", Publisher)
 _FENCES: web.AppKey[FenceTable] = web.AppKey("fences")
 _READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")
 _TOKENS: web.AppKey[Callable[[], TokenSet | None]] = web.AppKey("tokens")
+_ROUTER: web.AppKey[Router | None] = web.AppKey("router")
+_T = TypeVar("_T")
 _log = structlog.get_logger("watermark.http")
 _short = reprlib.Repr()  # a hostile value must not flood a message
 _short.maxstring = _short.maxother = _short.maxlong = 40
@@ -119,6 +146,7 @@ _ERRORS: tuple[tuple[type[L0gcError], int, str], ...] = (
     (FencingViolation, 409, "fencing_violation"),
     (IllegalTransition, 409, "illegal_offset"),
     (EtcdUnavailable, 503, "etcd_unavailable"),
+    (NoOwner, 503, "no_owner"),
     (ConfigError, 400, "bad_request"),
     (L0gcError, 500, "error"),
 )
@@ -155,6 +183,29 @@ class UnknownFence(Exception):
     """No live fence has this token; answered with 404."""
 
 
+class Router(Protocol):
+    """Where requests for partitions go among replicas (`watermark.replicas.ReplicaSet`)."""
+
+    @property
+    def address(self) -> str:
+        """This replica's own URL, as the others redirect to it."""
+        ...
+
+    async def locate(self, partition: str) -> Route:
+        """SERVE, REDIRECT or UNKNOWN (waiting while the partition moves; NoOwner after)."""
+        ...
+
+
+class Moved(Exception):
+    """Another replica owns the partition; answered with 307 to it."""
+
+    def __init__(self, partition: str, owner: str, address: str) -> None:
+        super().__init__(partition, owner, address)
+        self.partition = partition
+        self.owner = owner
+        self.address = address
+
+
 def _error(status: int, code: str, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": code, "message": message, **extra}, status=status)
 
@@ -169,6 +220,19 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = _error(exc.status, exc.code, str(exc))
         if exc.close:
             response.force_close()
+        return response
+    except Moved as exc:
+        _publisher(request).metrics.redirects.inc()
+        response = _error(
+            307,
+            "moved",
+            f"partition {_short.repr(exc.partition)} is owned by replica {_short.repr(exc.owner)} "
+            f"at {exc.address}: send this request there (and keep sending this partition's "
+            "requests there until it answers otherwise)",
+            owner=exc.owner,
+            address=exc.address,
+        )
+        response.headers[hdrs.LOCATION] = exc.address + request.raw_path
         return response
     except UnknownFence:
         return _error(
@@ -188,7 +252,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             extra["cluster_epoch"] = exc.cluster_epoch
         if status >= 500:
             _log.warning("watermark.http_error", route=_route(request), code=code, error=str(exc))
-        return _error(status, code, str(exc), **extra)
+        response = _error(status, code, str(exc), **extra)
+        if isinstance(exc, NoOwner):
+            response.headers[hdrs.RETRY_AFTER] = "1"
+        return response
     except web.HTTPException as exc:  # the router's 404 and 405
         if exc.status < 400:
             raise
@@ -327,6 +394,38 @@ def _publisher(request: web.Request) -> Publisher:
     return request.app[_PUBLISHER]
 
 
+async def _locate(request: web.Request, partition: str) -> None:
+    """Return when this replica serves `partition`; raise Moved (307) or
+    PartitionNotHosted otherwise. Without a router every partition is served here."""
+    router = request.app[_ROUTER]
+    if router is None or _publisher(request).serving(partition):
+        return
+    found = await router.locate(partition)
+    if found.kind is RouteKind.REDIRECT and found.member is not None:
+        raise Moved(partition, found.member.member_id, found.member.address)
+    if found.kind is not RouteKind.SERVE:
+        raise PartitionNotHosted(partition)
+
+
+async def _on_owner(
+    request: web.Request, partition: str, action: Callable[[], Awaitable[_T]]
+) -> _T:
+    """Run `action` on the replica that owns `partition` (see the module docstring): a
+    partition that moves away meanwhile is located again, twice at most."""
+    for attempt in range(3):
+        await _locate(request, partition)
+        try:
+            return await action()
+        except (PartitionNotHosted, GuardClosed):
+            if request.app[_ROUTER] is None or attempt == 2:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _now(value: _T) -> _T:
+    return value
+
+
 class FenceTable:
     """Fences granted over HTTP, by token id, until committed or aborted.
 
@@ -367,7 +466,10 @@ async def fence(request: web.Request) -> web.Response:
     doc = await _body(request, "epoch", "timeout_s")
     epoch = _int_field(doc, "epoch")
     timeout_s = _timeout_field(doc, publisher.fence_timeout_s)
-    token = await publisher.acquire(request.match_info["partition"], epoch, timeout_s)
+    partition = request.match_info["partition"]
+    token = await _on_owner(
+        request, partition, lambda: publisher.acquire(partition, epoch, timeout_s)
+    )
     request.app[_FENCES].add(token)
     expires_in = None if token.deadline is None else max(0.0, token.deadline - publisher.clock())
     return web.json_response(
@@ -413,8 +515,13 @@ async def reconciled(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/reconciled."""
     publisher = _publisher(request)
     partition = request.match_info["partition"]
-    publisher.reconciled(partition, _int_field(await _body(request, "offset"), "offset"))
-    return web.json_response(publisher.state(partition))
+    offset = _int_field(await _body(request, "offset"), "offset")
+
+    def report() -> dict[str, Any]:
+        publisher.reconciled(partition, offset)
+        return publisher.state(partition)
+
+    return web.json_response(await _on_owner(request, partition, lambda: _now(report())))
 
 
 async def adopt(request: web.Request) -> web.Response:
@@ -426,13 +533,47 @@ async def adopt(request: web.Request) -> web.Response:
             f"field 'log_end_offset' must be the offset of the log's last entry (>= 0), -1 "
             f"for an empty log, or null if unknown; got {_short.repr(log_end)}"
         )
-    state = await _publisher(request).adopt(request.match_info["partition"], log_end_offset=log_end)
-    return web.json_response(state)
+    publisher, partition = _publisher(request), request.match_info["partition"]
+    if request.app[_ROUTER] is None:
+        state = await publisher.adopt(partition, log_end_offset=log_end)
+        return web.json_response(state)
+
+    def learn() -> dict[str, Any]:  # replicas own through leases: never take ownership here
+        if log_end is None:
+            return publisher.state(partition)
+        return publisher.learn_log_end(partition, log_end)
+
+    return web.json_response(await _on_owner(request, partition, lambda: _now(learn())))
 
 
 async def show(request: web.Request) -> web.Response:
     """GET /v1/partitions/{partition}."""
-    return web.json_response(_publisher(request).state(request.match_info["partition"]))
+    publisher, partition = _publisher(request), request.match_info["partition"]
+    state = await _on_owner(request, partition, lambda: _now(publisher.state(partition)))
+    return web.json_response(state)
+
+
+async def owner(request: web.Request) -> web.Response:
+    """GET /v1/partitions/{partition}/owner."""
+    publisher, partition = _publisher(request), request.match_info["partition"]
+    router = request.app[_ROUTER]
+    address = None if router is None else router.address
+    try:
+        await _locate(request, partition)
+    except Moved as moved:
+        owner_id, address, local = moved.owner, moved.address, False
+    else:
+        publisher.state(partition)  # PartitionNotHosted (404) if not hosted after all
+        owner_id, local = publisher.owner_id, True
+    return web.json_response(
+        {
+            "version": RECORD_VERSION,
+            "partition": partition,
+            "owner": owner_id,
+            "address": address,
+            "local": local,
+        }
+    )
 
 
 async def listing(request: web.Request) -> web.Response:
@@ -474,6 +615,7 @@ _ACCESS: dict[Callable[..., Any], Access | None] = {
     reconciled: Access.RECONCILE,
     adopt: Access.ADMIN,
     show: Access.READ,
+    owner: Access.READ,
     listing: Access.READ,
     metrics: None,
     healthz: None,
@@ -487,12 +629,14 @@ def create_app(
     ready: Callable[[], bool] | None = None,
     tokens: Callable[[], TokenSet | None] | None = None,
     limits: HttpLimits | None = None,
+    router: Router | None = None,
 ) -> web.Application:
     """The aiohttp application for `publisher`.
 
     `ready` overrides the readiness check; `tokens` returns the tokens callers must
     present (called per request, so a reloaded token file takes effect at once; None:
-    no token is asked); `limits` bound the requests (see `watermark.http_server`).
+    no token is asked); `limits` bound the requests (see `watermark.http_server`);
+    `router` makes it one replica of several (see the module docstring).
     """
     limits = limits if limits is not None else HttpLimits()
     app = web.Application(middlewares=[_errors, _authorize], client_max_size=limits.max_body_bytes)
@@ -501,10 +645,12 @@ def create_app(
     app[_READY] = ready if ready is not None else (lambda: publisher.published_once)
     app[_TOKENS] = tokens if tokens is not None else (lambda: None)
     app[HTTP_LIMITS] = limits
+    app[_ROUTER] = router
     partition = "/v1/partitions/{partition:.+}"
     app.router.add_post(f"{partition}/fence", fence)
     app.router.add_post(f"{partition}/reconciled", reconciled)
     app.router.add_post(f"{partition}/adopt", adopt)
+    app.router.add_get(f"{partition}/owner", owner)
     app.router.add_get(partition, show)
     app.router.add_get("/v1/partitions", listing)
     app.router.add_post("/v1/fences/{token}/commit", commit)

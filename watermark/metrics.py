@@ -26,6 +26,20 @@ process (tests, `gcd demo`) never collide on the global default registry, and
 | ``l0gc_watermark_ticker_leader`` | gauge | (1 while this process leads the epoch ticker) |
 | ``l0gc_watermark_http_refusals_total`` | counter | ``reason``: unauthorized, forbidden, |
 |  |  | too_many_connections, read_timeout, body_too_large, bad_request |
+
+Replicas (`watermark serve --replicated`, see `watermark.replicas`):
+
+| metric | type | labels |
+|---|---|---|
+| ``l0gc_watermark_replica_member`` | gauge | (1 while this replica holds its membership lease) |
+| ``l0gc_watermark_replicas`` | gauge | (live replicas in the last view) |
+| ``l0gc_watermark_adoptions_total`` | counter | ``log_end``: known, unknown |
+| ``l0gc_watermark_handovers_total`` | counter | ``outcome``: sealed, unsealed |
+| ``l0gc_watermark_time_to_adopt_seconds`` | histogram | |
+| ``l0gc_watermark_partitions_unowned`` | gauge | |
+| ``l0gc_watermark_longest_unowned_seconds`` | gauge | |
+| ``l0gc_watermark_ownership_lapses_total`` | counter | |
+| ``l0gc_watermark_redirects_total`` | counter | |
 """
 
 from __future__ import annotations
@@ -172,11 +186,73 @@ class WatermarkMetrics:
         )
         for refusal in HttpRefusal:
             self.http_refusals.labels(reason=refusal.value)
+        self._replica_metrics(reg)
         # Every labelled child is bound once here: `labels(...)` costs ~1.5 us a call
         # (kwargs, a lock, a dict lookup), which the fence fast path cannot afford.
         self._fence_children = {r: self.fences.labels(result=r.value) for r in FenceResult}
         self._publish_children = {o: self.publishes.labels(outcome=o.value) for o in PublishOutcome}
         self.min_watermark.set(-1)
+
+    def _replica_metrics(self, reg: CollectorRegistry) -> None:
+        """The metrics of `watermark serve --replicated` (flat at 0 without it)."""
+        self.replica_member = Gauge(
+            "l0gc_watermark_replica_member",
+            "1 while this replica holds its membership lease (it may own partitions), else 0.",
+            registry=reg,
+        )
+        self.replicas = Gauge(
+            "l0gc_watermark_replicas",
+            "Live replicas (member records) in this replica's last view of the replica set.",
+            registry=reg,
+        )
+        self.adoptions = Counter(
+            "l0gc_watermark_adoptions_total",
+            "Partitions this replica adopted, by whether the log end was known (the previous "
+            "owner sealed it: a handover) or unknown (a failover: no idle advance until the "
+            "first commit).",
+            ["log_end"],
+            registry=reg,
+        )
+        self.handovers = Counter(
+            "l0gc_watermark_handovers_total",
+            "Partitions this replica handed over to another, by whether the final publish "
+            "was sealed (the next owner knows where the log ends) or not.",
+            ["outcome"],
+            registry=reg,
+        )
+        self.time_to_adopt = Histogram(
+            "l0gc_watermark_time_to_adopt_seconds",
+            "From when this replica first saw a partition without an owner (or handed over "
+            "by a leaving replica) to when it had adopted it.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
+            registry=reg,
+        )
+        self.partitions_unowned = Gauge(
+            "l0gc_watermark_partitions_unowned",
+            "Partitions of this replica's --partitions that no replica owns in its last view.",
+            registry=reg,
+        )
+        self.longest_unowned = Gauge(
+            "l0gc_watermark_longest_unowned_seconds",
+            "How long the partition of this replica's --partitions that has been without an "
+            "owner longest has been so, as this replica has seen it (0 when all are owned).",
+            registry=reg,
+        )
+        self.ownership_lapses = Counter(
+            "l0gc_watermark_ownership_lapses_total",
+            "Times this replica's membership lease lapsed (not renewed in time) and it "
+            "dropped every partition it owned.",
+            registry=reg,
+        )
+        self.redirects = Counter(
+            "l0gc_watermark_redirects_total",
+            "Requests answered 307 with the owning replica's address.",
+            registry=reg,
+        )
+        for known in ("known", "unknown"):
+            self.adoptions.labels(log_end=known)
+        for outcome in ("sealed", "unsealed"):
+            self.handovers.labels(outcome=outcome)
 
     def _held_fences(self) -> float:
         return self.held_fences

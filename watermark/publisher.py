@@ -250,7 +250,7 @@ class Publisher:
     def serving(self, partition: str) -> bool:
         """True while `partition` is hosted here and its fence is open (not handing over)."""
         hosted = self._hosted.get(partition)
-        return hosted is not None and not hosted.guard.closed and not self._lapsed()
+        return hosted is not None and not hosted.guard.closed and not self.lapsed()
 
     def learn_log_end(self, partition: str, log_end_offset: int) -> dict[str, Any]:
         """Tell a hosted partition where its log ends (as `adopt` does, but never taking
@@ -258,19 +258,21 @@ class Publisher:
         self._get(partition).learn_log_end(log_end_offset)
         return self.state(partition)
 
-    async def hand_over(self, partitions: Iterable[str]) -> dict[str, PublishStatus | None]:
+    async def hand_over(self, partitions: Iterable[str]) -> dict[str, bool]:
         """Stop hosting `partitions` for their next owner: close their fences, let held
         ones finish (bounded by the drain timeout), publish each once (sealed when its
-        state provably holds the whole log) and drop them. Returns each one's publish
-        status: None when nothing was published (no change, frozen, or etcd failed)."""
+        state provably holds the whole log) and drop them. Returns, per partition, True
+        when a sealed publish landed (the next owner knows where the log ends)."""
         hosts = [self._hosted[p] for p in dict.fromkeys(partitions) if p in self._hosted]
         await asyncio.gather(*(h.close(self._drain_timeout_s) for h in hosts))
         results: dict[str, PublishStatus] = {}
-        if not self._lapsed():
+        if not self.lapsed():
             results = await self.publish_now(hosts)
         for hosted in hosts:
             self._drop(hosted, "handed over")
-        return {h.partition: results.get(h.partition) for h in hosts}
+        return {
+            h.partition: h.sealed and results.get(h.partition) is PublishStatus.OK for h in hosts
+        }
 
     def drop(self, partition: str, reason: str) -> bool:
         """Stop hosting `partition` at once, publishing nothing (it was lost); False if
@@ -281,7 +283,7 @@ class Publisher:
         self._drop(hosted, reason)
         return True
 
-    def _lapsed(self) -> bool:
+    def lapsed(self) -> bool:
         """True (after dropping every partition) once the ownership lease has lapsed."""
         until = self.owned_until
         if until is None or self.clock() < until:
@@ -311,7 +313,7 @@ class Publisher:
         _log.info("watermark.partition_dropped", partition=hosted.partition, reason=reason)
 
     def _get(self, partition: str) -> HostedPartition:
-        self._lapsed()
+        self.lapsed()
         hosted = self._hosted.get(partition)
         if hosted is None:
             raise PartitionNotHosted(partition)
@@ -414,7 +416,7 @@ class Publisher:
         self, only: Iterable[HostedPartition] | None = None
     ) -> dict[str, PublishStatus]:
         """Publish every changed partition (or `only` those) now; return each status."""
-        self._lapsed()
+        self.lapsed()
         hosts = self._hosted.values() if only is None else only
         chosen = [
             h for h in hosts if h.dirty and h.frozen is None and self._hosted.get(h.partition) is h
@@ -489,7 +491,7 @@ class Publisher:
         given); return how many were advanced. See `watermark.hosted`."""
         if epoch is None:
             epoch = await self.read_cluster_epoch()
-        self._lapsed()
+        self.lapsed()
         advanced = 0
         for hosted in list(self._hosted.values()):
             if not hosted.is_idle_below(epoch):
