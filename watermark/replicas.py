@@ -167,6 +167,11 @@ class ReplicaSet:
         """True once a first round has run with this replica announced."""
 
     @property
+    def address(self) -> str:
+        """This replica's URL, as the others redirect writers to it."""
+        return self.settings.address
+
+    @property
     def identity(self) -> Identity:
         """This process as claims name it (lease 0 while it holds none)."""
         return Identity(self.settings.member_id, self._lease or 0)
@@ -180,7 +185,7 @@ class ReplicaSet:
         until = self._publisher.owned_until
         return self._lease is not None and until is not None and self._clock() < until
 
-    async def _join(self) -> None:
+    async def join(self) -> None:
         """Take a lease and announce this replica (raise what etcd raises)."""
         if self._lease is None:
             sent = self._clock()
@@ -235,27 +240,30 @@ class ReplicaSet:
         with contextlib.suppress(L0gcError):
             await self._kv.lease_revoke(lease)
 
-    async def _keep_lease(self) -> None:
-        """Refresh the lease every TTL/4; replace it when it is gone or lapsed."""
-        every = self.settings.lease_ttl_s / 4
+    async def keep_lease(self) -> None:
+        """One keepalive step: refresh the lease (or find it gone or lapsed, and replace
+        it), and announce this replica if it is not yet. etcd failures are logged."""
+        try:
+            if self._lease is not None:
+                sent = self._clock()
+                if await self._kv.lease_refresh(self._lease):
+                    self._extend(sent)
+                else:
+                    self._lost("lease expired in etcd")
+            if self._lease is not None and not self._lease_valid():
+                self._lost("lease not renewed in time")
+            await self.join()
+        except LeaseExpired:
+            self._lost("lease expired in etcd")
+        except L0gcError as exc:
+            _log.warning("watermark.replica_lease_failed", error=str(exc))
+            if self._lease is not None and not self._lease_valid():
+                self._lost("lease not renewed in time")
+
+    async def _keep_lease_loop(self) -> None:
         while True:
-            try:
-                if self._lease is not None:
-                    sent = self._clock()
-                    if await self._kv.lease_refresh(self._lease):
-                        self._extend(sent)
-                    else:
-                        self._lost("lease expired in etcd")
-                if self._lease is not None and not self._lease_valid():
-                    self._lost("lease not renewed in time")
-                await self._join()
-            except LeaseExpired:
-                self._lost("lease expired in etcd")
-            except L0gcError as exc:
-                _log.warning("watermark.replica_lease_failed", error=str(exc))
-                if self._lease is not None and not self._lease_valid():
-                    self._lost("lease not renewed in time")
-            await asyncio.sleep(every)
+            await self.keep_lease()
+            await asyncio.sleep(self.settings.lease_ttl_s / 4)
 
     # -- rounds --------------------------------------------------------------------------
 
@@ -440,6 +448,11 @@ class ReplicaSet:
             self._wake.set()
             await self._notify()
 
+    async def wait_handovers(self) -> None:
+        """Return once no handover (or lease revocation) started here is in flight."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     async def _delete_claims(self, partitions: Sequence[str]) -> None:
         """Delete this replica's claims of `partitions` (each only if unchanged)."""
         revisions = self._claim_revisions
@@ -457,7 +470,8 @@ class ReplicaSet:
         """Where a request for `partition` goes (see the module docstring); waits while it
         moves, at most `route_wait_s`, then raises NoOwner."""
         arrived = self._rounds_started
-        deadline = self._clock() + self.settings.route_wait_s
+        loop = asyncio.get_running_loop()  # a real wait: the loop's clock, not `clock`
+        deadline = loop.time() + self.settings.route_wait_s
         reason = "no view of the replicas read yet"
         self._waiters += 1
         self._wake.set()
@@ -472,7 +486,7 @@ class ReplicaSet:
                         if found.kind is not RouteKind.WAIT:
                             return found
                         reason = found.reason
-                    remaining = deadline - self._clock()
+                    remaining = deadline - loop.time()
                     if remaining <= 0:
                         raise NoOwner(partition, reason, self.settings.route_wait_s)
                     with contextlib.suppress(TimeoutError):
@@ -499,7 +513,7 @@ class ReplicaSet:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Join, run rounds until `stop`, then leave (hand over, revoke the lease)."""
-        keeper = asyncio.create_task(self._keep_lease(), name="replica-lease")
+        keeper = asyncio.create_task(self._keep_lease_loop(), name="replica-lease")
         try:
             while not stop.is_set():
                 await self.run_round()
@@ -531,8 +545,9 @@ class ReplicaSet:
         _log.info(
             "watermark.replica_leaving", member=self.settings.member_id, partitions=len(handed)
         )
-        deadline = self._clock() + self.settings.leave_wait_s
-        while self._clock() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.leave_wait_s
+        while loop.time() < deadline:
             await self.run_round()
             view = self.view
             mine = view is not None and any(c.held_by(self.identity) for c in view.claims.values())
