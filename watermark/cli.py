@@ -18,6 +18,10 @@ Exit codes, decided in one place (`_exit_code`): 0 success, 1 failure (etcd
 unreachable, partition not registered, CAS conflict, ...), 2 usage or configuration
 error, 130 interrupted.
 
+`serve --replicated` (`watermark.replicas`): partitions are owned through etcd leases
+and claims shared with the other replicas instead of adopted at start; on SIGTERM they
+are handed over (sealed) before what follows.
+
 `serve` shutdown on SIGTERM/SIGINT: readiness turns 503, fence waiters are aborted
 (new fences refused), held fences get a bounded time to commit (the HTTP API still
 takes their commits), the HTTP server stops, the final publish is written, the ticker
@@ -80,6 +84,7 @@ from watermark.options import (
 )
 from watermark.publisher import DEFAULT_FENCE_TIMEOUT_S, Publisher
 from watermark.record import PartitionRecord
+from watermark.replicas import ReplicaSet, ReplicaSettings, advertised_url
 from watermark.store import WatermarkStore
 from watermark.ticker import EpochTicker
 
@@ -167,6 +172,21 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            "on shutdown, how long held fences may still commit", "DURATION"),
     Option("--no-idle-advance", boolean, False,
            "do not give idle, reconciled partitions housekeeping epoch advances", switch=True),
+    Option("--replicated", boolean, False,
+           "share --partitions with the other --replicated replicas of this namespace: each "
+           "partition is owned by one replica at a time through an etcd lease and moves when "
+           "replicas come and go; requests for a partition owned elsewhere get a 307 to its "
+           "owner (default: adopt every --partitions at start)", switch=True),
+    Option("--advertise-url", text, None,
+           "with --replicated: the URL other replicas redirect writers to (default: "
+           "http(s)://HOST:PORT of --http-host, or of this host's name when that is 0.0.0.0 "
+           "or ::)", "URL"),
+    Option("--member-lease-ttl", whole_seconds(2), 5,
+           "with --replicated: etcd lease TTL of this replica's membership and claims; a "
+           "replica that dies loses its partitions after about this long", "DURATION"),
+    Option("--membership-interval", positive_duration, 0.5,
+           "with --replicated: how often the replicas and claims are read from etcd",
+           "DURATION"),
 )  # fmt: skip
 ADMIN_OPTIONS = _output_options("warning")
 EXPECTED_OPTION = Option("--expected", integer(0), None,
@@ -269,6 +289,8 @@ def _settle(args: argparse.Namespace, environ: Mapping[str, str] | None) -> Invo
         args.owner_id = f"{socket.gethostname()}-{os.getpid()}"
     etcd = EtcdSettings.from_args(args, env, required=command == "serve")
     http = ServeHttp.from_args(args) if command == "serve" else None  # files before etcd
+    if command == "serve" and args.replicated:
+        _replica_settings(args)
     return Invocation(command, args, etcd, http)
 
 
@@ -413,6 +435,15 @@ class ServeHttp:
         )
 
 
+def _replica_settings(args: argparse.Namespace) -> ReplicaSettings:
+    """`serve --replicated`: this process as one replica of `args.partitions` (ConfigError
+    for a bad value, checked by `parse` before etcd is contacted)."""
+    return ReplicaSettings.for_serve(
+        args.owner_id, tuple(args.partitions), args.member_lease_ttl,
+        args.membership_interval, args.drain_timeout, advertise_url=args.advertise_url,
+    )  # fmt: skip
+
+
 async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
     http: ServeHttp = args.http
     stopping = asyncio.Event()
@@ -443,18 +474,32 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     for name in partitions:
         if args.register:
             await store.register_partition(name)
-        await publisher.adopt(name)
+        if not args.replicated:  # replicas adopt what their claims give them
+            await publisher.adopt(name)
+    replicas = None
+    if args.replicated:
+        replicas = ReplicaSet(store, kv, publisher, _replica_settings(args))
     app = create_app(
         publisher,
-        ready=lambda: publisher.published_once and not stopping.is_set(),
+        ready=lambda: (
+            publisher.published_once
+            and not stopping.is_set()
+            and (replicas is None or replicas.settled)
+        ),
         tokens=http.tokens,
         limits=http.limits,
+        router=replicas,
     )
     server = ApiServer(app, ssl_context=http.ssl_context, metrics=metrics)
     port = await server.start(args.http_host, args.http_port)
     http.log_exposure(args.http_host, port)
-    publisher_stop, ticker_stop = asyncio.Event(), asyncio.Event()
+    publisher_stop, ticker_stop, replicas_stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
     tasks = [asyncio.create_task(publisher.run(publisher_stop), name="publisher")]
+    if replicas is not None:  # announced once the API answers at the advertised URL
+        tls = http.ssl_context is not None
+        replicas.advertise(args.advertise_url or advertised_url(args.http_host, port, tls=tls))
+        tasks.append(asyncio.create_task(replicas.run(replicas_stop), name="replicas"))
+        replicas_done = tasks[-1]
     if args.tick_interval > 0:
         ticker = MeteredTicker(
             store, kv, args.tick_interval, args.owner_id, args.ticker_lease_ttl, metrics=metrics
@@ -468,6 +513,9 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         await stop_wait
     stopping.set()
     _log.info("watermark.serve_stopping", owner=args.owner_id)
+    if replicas is not None:  # hand the partitions over while the API still answers
+        replicas_stop.set()
+        await asyncio.wait([replicas_done])
     publisher.abort_waiters()
     await publisher.drain()
     await server.stop()

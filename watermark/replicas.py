@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ __all__ = [
     "ADOPTION_ALLOWANCE_S",
     "ReplicaSet",
     "ReplicaSettings",
+    "advertised_url",
     "failover_bound_s",
 ]
 
@@ -84,6 +86,17 @@ def failover_bound_s(lease_ttl_s: float, interval_s: float) -> float:
     """How long a dead replica's partitions stay without an owner, at most: its lease's
     TTL, a round to see the claims gone, a round to claim, and adopting them."""
     return lease_ttl_s + 2 * interval_s + ADOPTION_ALLOWANCE_S
+
+
+def advertised_url(host: str, port: int, *, tls: bool) -> str:
+    """The default `--advertise-url`: the listening address, or this host's name when
+    it listens on every address."""
+    scheme = "https" if tls else "http"
+    if host in ("", "0.0.0.0", "::"):  # noqa: S104 - naming the wildcard, not binding it
+        host = socket.getfqdn()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +113,37 @@ class ReplicaSettings:
     """How long a request waits for a partition that is moving (then 503 no_owner)."""
     leave_wait_s: float = 10.0
     """On leaving, how long to wait for the others to claim what was handed over."""
+
+    @classmethod
+    def for_serve(
+        cls,
+        member_id: str,
+        partitions: tuple[str, ...],
+        lease_ttl_s: int,
+        interval_s: float,
+        drain_timeout_s: float,
+        *,
+        advertise_url: str | None = None,
+    ) -> ReplicaSettings:
+        """The settings of `watermark serve --replicated`; without `advertise_url` the
+        address is set by `ReplicaSet.advertise` once the port is bound.
+
+        A request for a moving partition waits as long as a handover may take (the
+        drain, then a few rounds); leaving waits that plus a lease TTL for the others."""
+        if advertise_url is not None:
+            try:
+                validate_address(advertise_url)
+            except ConfigError as exc:
+                raise ConfigError(f"--advertise-url: {exc}") from None
+        return cls(
+            member_id,
+            advertise_url or "http://127.0.0.1:1",
+            partitions,
+            lease_ttl_s=lease_ttl_s,
+            interval_s=interval_s,
+            route_wait_s=drain_timeout_s + 3.0,
+            leave_wait_s=drain_timeout_s + lease_ttl_s + 2.0,
+        )
 
     def __post_init__(self) -> None:
         check_member_id(self.member_id)
@@ -169,7 +213,13 @@ class ReplicaSet:
     @property
     def address(self) -> str:
         """This replica's URL, as the others redirect writers to it."""
-        return self.settings.address
+        return self._record.address
+
+    def advertise(self, address: str) -> None:
+        """Set the URL to announce (before `join`: e.g. once the port is bound)."""
+        self._record = MemberRecord(
+            self.settings.member_id, validate_address(address), self._partitions
+        )
 
     @property
     def identity(self) -> Identity:
