@@ -514,6 +514,7 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     stopping.set()
     _log.info("watermark.serve_stopping", owner=args.owner_id)
     if replicas is not None:  # hand the partitions over while the API still answers
+        ticker_stop.set()  # and let another replica tick meanwhile
         replicas_stop.set()
         await asyncio.wait([replicas_done])
     publisher.abort_waiters()

@@ -31,7 +31,8 @@ view read after it arrived, then is served, redirected to the claim's holder, or
 Leaving (the end of `run`, on SIGTERM): the member record is deleted first, so the others
 re-assign its partitions; the rounds then hand over everything (writers with a request
 in flight are redirected to the new owner once it holds the claim), wait (bounded) until
-the others have claimed them, and the lease is revoked.
+the others have claimed them, keep redirecting for `linger_s` (clients that cached this
+replica learn the new owners rather than find the port closed), and the lease is revoked.
 
 Failover bound: a replica that dies keeps its claims until its lease expires (TTL), the
 others see that within one round and adopt within one more (`failover_bound_s`).
@@ -113,6 +114,9 @@ class ReplicaSettings:
     """How long a request waits for a partition that is moving (then 503 no_owner)."""
     leave_wait_s: float = 10.0
     """On leaving, how long to wait for the others to claim what was handed over."""
+    linger_s: float = 0.0
+    """After that, how long to keep redirecting (clients that cached this replica as a
+    partition's owner learn the new one instead of finding the port closed)."""
 
     @classmethod
     def for_serve(
@@ -129,7 +133,8 @@ class ReplicaSettings:
         address is set by `ReplicaSet.advertise` once the port is bound.
 
         A request for a moving partition waits as long as a handover may take (the
-        drain, then a few rounds); leaving waits that plus a lease TTL for the others."""
+        drain, then a few rounds); leaving waits that plus a lease TTL for the others,
+        then keeps redirecting for one more lease TTL."""
         if advertise_url is not None:
             try:
                 validate_address(advertise_url)
@@ -143,6 +148,7 @@ class ReplicaSettings:
             interval_s=interval_s,
             route_wait_s=drain_timeout_s + 3.0,
             leave_wait_s=drain_timeout_s + lease_ttl_s + 2.0,
+            linger_s=float(lease_ttl_s),
         )
 
     def __post_init__(self) -> None:
@@ -607,5 +613,9 @@ class ReplicaSet:
                 )
                 if others or not (view and view.members):
                     break
+            await self._sleep(None)
+        linger_until = loop.time() + self.settings.linger_s
+        while loop.time() < linger_until:  # keep views fresh for the redirects
+            await self.run_round()
             await self._sleep(None)
         _log.info("watermark.replica_left", member=self.settings.member_id)
