@@ -18,5 +18,6 @@ BENCHMARKS: dict[str, str] = {
     "list_cost": "bench.list_cost",
     "client_cost": "bench.client_cost",
     "spark": "bench.spark",
+    "failover": "bench.failover",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""

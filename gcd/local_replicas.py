@@ -282,6 +282,8 @@ class PartitionWriter:
     errors: list[str] = field(default_factory=list)
     longest_gap_s: float = 0.0
     """Longest time between two acknowledged commits."""
+    commit_times: list[float] = field(default_factory=list)
+    """When each acknowledged commit was answered (monotonic)."""
     _last_commit: float | None = None
 
     async def write_one(self) -> None:
@@ -307,6 +309,7 @@ class PartitionWriter:
         if commit.status == 200:
             entry.committed = True
             now = time.monotonic()
+            self.commit_times.append(now)
             if self._last_commit is not None:
                 self.longest_gap_s = max(self.longest_gap_s, now - self._last_commit)
             self._last_commit = now
@@ -315,6 +318,14 @@ class PartitionWriter:
         else:
             entry.committed = False
             self.errors.append(f"commit: {commit.status} {commit.doc}")
+
+    def stall_around(self, moment: float) -> float:
+        """The gap between the last acknowledged commit before `moment` and the first
+        after it (to now, if none yet)."""
+        times = self.commit_times
+        before = max((t for t in times if t <= moment), default=moment)
+        after = min((t for t in times if t > moment), default=time.monotonic())
+        return after - before
 
     async def run(self, stop: asyncio.Event, interval_s: float) -> None:
         """Write every `interval_s` until `stop`."""
