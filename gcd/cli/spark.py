@@ -64,7 +64,7 @@ from gcd.cli.options import (
     resolve,
     text,
 )
-from gcd.cli.output import configure_logging, human_bytes, write_json
+from gcd.cli.output import configure_logging, human_bytes, printable, write_json
 from gcd.cli.sweep import watermark_source
 from gcd.errors import ConfigError
 from gcd.report import RoundSummary
@@ -225,7 +225,8 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Adm
 def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
     """The one line for people (stdout without --json); sizes in binary units."""
     if document.get("blocked_reason"):
-        line = f"{config.command}: blocked, nothing deleted: {document['blocked_reason']}"
+        reason = printable(str(document["blocked_reason"]))  # names, owners: from etcd
+        line = f"{config.command}: blocked, nothing deleted: {reason}"
     elif "job_error" in document or ("objects" not in document and not config.sweep):
         line = f"{config.command}: the Spark job failed; see the error below"
     elif config.sweep:

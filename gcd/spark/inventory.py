@@ -27,7 +27,6 @@ The result is a DataFrame ``(key string, size long, last_modified_s double)``:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from gcd.errors import ConfigError
+from watermark import strictjson
+from watermark.errors import InvalidJson
 
 __all__ = [
     "INVENTORY_SCHEMA",
@@ -49,6 +50,8 @@ INVENTORY_SCHEMA = "key string, size long, last_modified_s double"
 _REQUIRED = ("key", "size", "last_modified_date")
 _PARQUET_FIELD = re.compile(r"(?:required|optional|repeated)\s+\w+\s+(\w+)")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+_MANIFEST_MAX_BYTES = 64 * 1024 * 1024  # S3 Inventory manifests list file keys: generous
 
 
 class InventoryFormat(Enum):
@@ -82,9 +85,10 @@ class InventoryManifest:
     def parse(cls, raw: bytes | str, *, where: str = "manifest.json") -> InventoryManifest:
         """Parse a manifest document; ConfigError naming `where` and the problem."""
         try:
-            doc = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"inventory manifest {where} is not JSON ({exc})") from exc
+            doc = strictjson.loads(raw, what=f"inventory manifest {where}",
+                                   max_bytes=_MANIFEST_MAX_BYTES, max_depth=8)  # fmt: skip
+        except InvalidJson as exc:
+            raise ConfigError(f"inventory manifest {where} is not valid JSON ({exc})") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"inventory manifest {where} must be a JSON object")
         source = _text(doc, "sourceBucket", where)

@@ -120,3 +120,11 @@ def test_inventory_of_another_bucket_is_refused(
     s3_server.seed(bucket, ["k"])
     with pytest.raises(ConfigError, match="not --bucket"):
         read_inventory(spark, inventory(), expected_bucket="another-bucket")
+
+
+@pytest.mark.parametrize("raw", [b"[" * 100_000, b'{"sourceBucket": "a", "sourceBucket": "b"}',
+                                 b'{"creationTimestamp": NaN}'])  # fmt: skip
+def test_hostile_manifests_are_refused_not_crashing(raw: bytes) -> None:
+    """A deeply nested, duplicate-key or NaN manifest is a ConfigError, never RecursionError."""
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        InventoryManifest.parse(raw)
