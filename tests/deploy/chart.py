@@ -176,6 +176,8 @@ def container_env(
     for entry in container.get("env", []):
         if "value" in entry:
             env[entry["name"]] = local(_expand(entry["value"], env))
+        elif entry["valueFrom"].get("fieldRef", {}).get("fieldPath") == "status.podIP":
+            env[entry["name"]] = "10.1.2.3"  # a publisher replica's address
         elif "fieldRef" in entry["valueFrom"]:
             env[entry["name"]] = "0"  # pod index / completion index of the first pod
         else:

@@ -321,7 +321,7 @@ def test_publisher_runs_watermark_serve_behind_a_service(renders: dict[str, Rend
     """Publisher: a `watermark serve` Deployment and a Service on its http port."""
     objects = rendered(renders, "publisher-values.yaml")
     deployment = one(objects, "Deployment", "publisher")
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # replicas hand over
     container = pod_spec(deployment)["containers"][0]
     assert container["command"] == ["watermark"]
     assert container["args"][:5] == ["serve", "--http-host", "0.0.0.0", "--http-port", "8080"]
