@@ -25,6 +25,7 @@ _RUNBOOK_ANCHORS = (
     "slowdown-storms",
     "pausing",
     "etcd-restore",
+    "partition-without-owner",
 )
 
 

@@ -58,6 +58,7 @@ GAUGES = {
     "l0gc_watermark_min_watermark",
     "l0gc_watermark_cluster_epoch",
     "l0gc_watermark_ticker_leader",
+    "l0gc_watermark_longest_unowned_seconds",
 }
 HISTOGRAMS = {"l0gc_sweeper_round_duration_seconds", "l0gc_watermark_publish_duration_seconds"}
 KNOWN: dict[str, set[str]] = {
@@ -75,6 +76,7 @@ RUNBOOK_ANCHORS = {
     "pausing",
     "fencing-violation",
     "sweeper-or-publisher-down",
+    "partition-without-owner",
 }
 # The scrape-health series Prometheus makes itself (only target labels), and the job
 # matchers the down/absent alerts use (the chart pins them to a release).
@@ -253,7 +255,7 @@ ALERTS_DOC = REPO / "docs" / "kubernetes.md"
 
 
 def test_alert_set_is_complete() -> None:
-    """The rules file defines exactly the thirteen l0gc alerts."""
+    """The rules file defines exactly the fourteen l0gc alerts."""
     assert set(_rules()) == {
         "L0gcSweeperBlocked",
         "L0gcEpochLagGrowing",
@@ -262,6 +264,7 @@ def test_alert_set_is_complete() -> None:
         "L0gcWatermarkStale",
         "L0gcPublisherStaleOwner",
         "L0gcFencingViolation",
+        "L0gcPartitionWithoutOwner",
         "L0gcSweeperDown",
         "L0gcSweeperAbsent",
         "L0gcSweeperMetricsAbsent",
@@ -334,6 +337,8 @@ def test_alerts_are_well_formed_with_runbooks() -> None:
         ("L0gcPublisherStaleOwner",
          ['l0gc_watermark_publishes_total{outcome="stale_owner"}'], None),
         ("L0gcFencingViolation", ["l0gc_watermark_fencing_violations_total", "> 0"], "0m"),
+        ("L0gcPartitionWithoutOwner", ["l0gc_watermark_longest_unowned_seconds", "> 30"],
+         "30s"),
     ],
 )  # fmt: skip
 def test_alert_thresholds_match_the_spec(
