@@ -11,6 +11,8 @@ namespace such as `/l0gc/prod` (namespaces must not be nested inside each other)
     {ns}/leader/ticker           the epoch ticker's leader, bound to its lease
     {ns}/binding                 the storage this namespace is bound to (`watermark.binding`)
     {ns}/sweepers/{id}           a running sweeper's shard announcement, bound to its lease
+    {ns}/replicas/...            `watermark serve --replicated` members and partition
+                                 claims, bound to their leases (`watermark.replicas`)
 
 Rules, each enforced by a compare-and-swap on etcd's `mod_revision`, so a concurrent
 writer can make a call fail (and be retried after a re-read) but never corrupt state:
