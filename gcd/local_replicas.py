@@ -29,6 +29,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,9 +156,10 @@ class LocalReplicas:
         return "\n".join(p.child.log_path.read_text(errors="replace") for p in self.procs.values())
 
     def stop_all(self, timeout_s: float = 30.0) -> None:
-        """SIGTERM every replica (SIGKILL after `timeout_s`)."""
-        for proc in self.procs.values():
-            proc.child.stop(timeout_s)
+        """SIGTERM every replica at once (SIGKILL after `timeout_s`)."""
+        children = [proc.child for proc in self.procs.values()]
+        with ThreadPoolExecutor(max_workers=max(1, len(children))) as pool:
+            list(pool.map(lambda child: child.stop(timeout_s), children))
 
     async def hosted(self, session: aiohttp.ClientSession, token: str) -> dict[str, list[str]]:
         """partition -> the live replicas that host it (GET /v1/partitions on each)."""
