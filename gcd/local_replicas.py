@@ -36,7 +36,7 @@ from typing import Any
 
 import aiohttp
 
-from gcd.chaos.procs import Child, wait_http
+from gcd.chaos.procs import Child, ServeProc, wait_http
 from gcd.layout import KeyLayout
 from gcd.local_servers import free_port
 from watermark.clock import EpochClock, stamp_epoch
@@ -58,24 +58,8 @@ _READY_S = 60.0
 _RETRYABLE = frozenset({503})
 
 
-@dataclass(slots=True)
-class ReplicaProc:
-    """One `watermark serve --replicated` process (restartable: a new owner id each time)."""
-
-    name: str
-    port: int
-    child: Child
-    incarnation: int = 0
-
-    @property
-    def url(self) -> str:
-        """Its HTTP API."""
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def owner_id(self) -> str:
-        """Its member id in the running incarnation."""
-        return f"{self.name}.{self.incarnation}"
+ReplicaProc = ServeProc
+"""One `watermark serve --replicated` process (restartable: a new owner id each time)."""
 
 
 class LocalReplicas:

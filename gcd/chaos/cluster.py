@@ -39,7 +39,7 @@ import aiohttp
 import structlog
 
 from gcd.chaos.config import ChaosConfig
-from gcd.chaos.procs import Child, child_env, wait_http
+from gcd.chaos.procs import Child, ServeProc, child_env, wait_http
 from gcd.chaos.records import PartitionLog, log_path
 from gcd.chaos.writer import WriterSpec
 from gcd.demo.s3io import DemoBucket
@@ -60,24 +60,8 @@ EMBEDDED = "embedded"
 _READY_S = 60.0
 
 
-@dataclass(slots=True)
-class PublisherProc:
-    """One `watermark serve`."""
-
-    name: str
-    port: int
-    child: Child
-    incarnation: int = 1
-
-    @property
-    def url(self) -> str:
-        """Its HTTP API."""
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def owner_id(self) -> str:
-        """The owner id of the running incarnation."""
-        return f"{self.name}.{self.incarnation}"
+PublisherProc = ServeProc
+"""One `watermark serve` of the cluster (first incarnation 1)."""
 
 
 @dataclass(slots=True)
@@ -133,7 +117,7 @@ class Cluster:
                 self.routes[partition] = name
             port = free_port()
             child = Child(name, [], self.logs / f"{name}.log")
-            self.publishers[name] = PublisherProc(name, port, child)
+            self.publishers[name] = PublisherProc(name, port, child, incarnation=1)
         for partition in config.embedded_names:
             self.routes[partition] = EMBEDDED
         self.sweepers = [

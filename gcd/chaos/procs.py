@@ -17,10 +17,11 @@ import sys
 import time
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Child", "child_env", "wait_http"]
+__all__ = ["Child", "ServeProc", "child_env", "wait_http"]
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -160,3 +161,24 @@ class Child:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+
+@dataclass(slots=True)
+class ServeProc:
+    """One `watermark serve` process on loopback; each restart is a new incarnation with a
+    new owner id."""
+
+    name: str
+    port: int
+    child: Child
+    incarnation: int = 0
+
+    @property
+    def url(self) -> str:
+        """Its HTTP API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def owner_id(self) -> str:
+        """The owner (member) id of the running incarnation."""
+        return f"{self.name}.{self.incarnation}"

@@ -155,7 +155,9 @@ async def test_leaving_hands_over_sealed_partitions(group: Group) -> None:
     baseline = _known_adoptions(group, "a", "c")
     fence = await leaver._publisher.acquire(moving[0], 5)
     leaving = asyncio.create_task(leaver.leave())
-    await asyncio.sleep(0.05)
+    async with asyncio.timeout(5):  # wait for the handover to close the fence, not a delay
+        while leaver._publisher.serving(moving[0]):
+            await asyncio.sleep(0)
     leaver._publisher.commit(fence, 0)  # the drain lets it finish
     while not leaving.done():
         await group.rounds("a", "c", count=1)
