@@ -129,7 +129,7 @@ class LocalReplicas:
 
     def live(self) -> list[ReplicaProc]:
         """The replicas whose process runs."""
-        return [p for p in self.procs.values() if p.child.alive]
+        return [p for p in list(self.procs.values()) if p.child.alive]  # a snapshot: threads add
 
     def urls(self) -> list[str]:
         """The API of every running replica (what a Service in front of them would route to)."""
