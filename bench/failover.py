@@ -56,7 +56,7 @@ class _Size:
 
 
 _SIZES = {
-    Scale.TOY: _Size(partitions=6, kills=1, lease_ttl_s=2, interval_s=0.2),
+    Scale.TOY: _Size(partitions=6, kills=1, lease_ttl_s=5, interval_s=0.5),
     Scale.QUICK: _Size(partitions=12, kills=5, lease_ttl_s=5, interval_s=0.5),
     Scale.FULL: _Size(partitions=24, kills=20, lease_ttl_s=5, interval_s=0.5),
 }
