@@ -22,3 +22,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 scripts/install-helm.sh
+scripts/install-azurite.sh
