@@ -50,6 +50,7 @@ from watermark.errors import (
     FenceTimeout,
     FencingViolation,
     GuardClosed,
+    InvalidRecord,
     L0gcError,
     PartitionNotHosted,
     StaleEpoch,
@@ -203,6 +204,11 @@ class Publisher:
         """
         async with self._adopt_lock:
             hosted = self._hosted.get(partition)
+            if hosted is not None and not await self._still_owned(hosted):
+                # Owned elsewhere since (A -> B -> A): this copy of the window predates
+                # what the other owner applied and published; it must not admit anything.
+                self._drop(hosted, "owned by another publisher since")
+                hosted = None
             if hosted is None:
                 record = await self._store.acquire_ownership(partition, self.owner_id)
                 hosted = self._host(record)
@@ -210,6 +216,19 @@ class Publisher:
             hosted.learn_log_end(log_end_offset)
         self._update_gauges()
         return self.state(partition)
+
+    async def _still_owned(self, hosted: HostedPartition) -> bool:
+        """True if the stored record still names this publisher at the owner_epoch it
+        acquired (an unregistered or unreadable record counts as moved)."""
+        try:
+            record = await self._store.get_partition(hosted.partition)
+        except InvalidRecord:
+            return False
+        return (
+            record is not None
+            and record.owner == self.owner_id
+            and record.owner_epoch == hosted.owner_epoch
+        )
 
     def _host(self, record: PartitionRecord) -> HostedPartition:
         state = (

@@ -153,6 +153,46 @@ async def test_new_owner_recovers_the_window_and_the_old_owner_stops_publishing(
     assert (await stored(store, "p0")).owner == "pub-b"
 
 
+async def test_adopting_back_a_partition_that_moved_away_reacquires_it() -> None:
+    """A -> B -> A: A's second adopt re-reads the record and re-acquires; its stale
+    window (below what B published) can no longer admit an epoch at or below M(p)."""
+    store, a = await hosting("p0")
+    await advance_to(store, 8)
+    b = Publisher(store, "pub-b")
+    await b.adopt("p0")
+    await write(b, "p0", 5, 0)
+    await write(b, "p0", 6, 1)
+    await write(b, "p0", 7, 2)
+    b.reconciled("p0", 2)
+    assert await b.publish_now() == {"p0": PublishStatus.OK}
+    assert (await stored(store, "p0")).watermark == 5
+
+    state = await a.adopt("p0")  # A still hosts its copy from owner_epoch 1, window [5, 5]
+    assert state["owner_epoch"] == 3
+    assert state["watermark"] == 5
+    record = await stored(store, "p0")
+    assert (record.owner, record.owner_epoch) == ("pub-a", 3)
+    for epoch in (5, 6):  # 5 is M(p): a sweeper may already be deleting it
+        with pytest.raises(StaleEpoch):
+            await a.acquire("p0", epoch, 5)
+    await write(a, "p0", 7, 3)
+    assert await a.publish_now() == {"p0": PublishStatus.OK}
+    await write(b, "p0", 8, 3)  # B does not know yet
+    assert await b.publish_now() == {"p0": PublishStatus.STALE_OWNER}
+
+
+async def test_adopting_a_partition_still_owned_here_keeps_its_state() -> None:
+    """A second adopt of a partition this publisher still owns bumps nothing and keeps
+    fences and applied offsets (a writer re-sending its adopt loses no work)."""
+    _, a = await hosting("p0")
+    token = await a.acquire("p0", 5, 5)
+    state = await a.adopt("p0", log_end_offset=-1)
+    assert state["owner_epoch"] == 1
+    assert a.is_held(token)
+    a.commit(token, 0)
+    assert a.state("p0")["last_applied_offset"] == 0
+
+
 async def test_refused_lower_is_counted_and_never_written() -> None:
     """A publish that would lower M(p) is refused, counted, and the stored M(p) stays."""
     metrics = WatermarkMetrics()
