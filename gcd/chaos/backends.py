@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
 import structlog
 
+from gcd.chaos.owners import Owners, call_json
 from watermark.errors import (
     EpochAhead,
     EtcdUnavailable,
@@ -52,7 +52,9 @@ _RETRY_S = 0.2
 
 
 class HttpBackend:
-    """Fence and commit through `watermark serve`'s HTTP API with a writer token."""
+    """Fence and commit through `watermark serve`'s HTTP API with a writer token; with
+    replicated publishers, fences and state reads find the owner (`gcd.chaos.owners`)
+    and a commit goes to the replica that granted its fence."""
 
     def __init__(
         self,
@@ -60,45 +62,47 @@ class HttpBackend:
         route: Callable[[str], str],
         token: str,
         *,
+        replicas: Sequence[str] = (),
         fence_timeout_s: float = 4.0,
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._session = session
-        self._route = route
         self._headers = {"Authorization": f"Bearer {token}"}
+        self._owners = Owners(route, self._headers, replicas)
+        self._granted: dict[str, str] = {}
+        """fence token -> base URL of the replica that granted it."""
         self._fence_timeout_s = fence_timeout_s
         self._stopping = stopping
 
-    def _url(self, partition: str, suffix: str = "") -> str:
-        name = urllib.parse.quote(partition, safe="")
-        return f"{self._route(partition)}/v1/partitions/{name}{suffix}"
-
     async def _call(self, method: str, url: str, body: dict[str, Any] | None,
                     timeout_s: float) -> tuple[int, dict[str, Any]]:  # fmt: skip
-        timeout = aiohttp.ClientTimeout(total=timeout_s)
-        async with self._session.request(method, url, json=body, headers=self._headers,
-                                         timeout=timeout) as response:  # fmt: skip
-            try:
-                doc = await response.json(content_type=None)
-            except ValueError:
-                doc = {}
-            return response.status, doc if isinstance(doc, dict) else {}
+        status, doc, _ = await call_json(self._session, method, url, body,
+                                         headers=self._headers, timeout_s=timeout_s)  # fmt: skip
+        return status, doc
 
     async def fence(self, partition: str, epoch: int) -> tuple[str | None, str]:
         """(token, "") when granted, else (None, why)."""
         body = {"epoch": epoch, "timeout_s": self._fence_timeout_s}
+        wait = self._fence_timeout_s + 2.0
         try:
-            status, doc = await self._call("POST", self._url(partition, "/fence"), body,
-                                           self._fence_timeout_s + 2.0)  # fmt: skip
+            status, doc, base = await self._owners.request(
+                self._session, "POST", partition, "/fence", body, timeout_s=wait, patience_s=wait
+            )
         except (aiohttp.ClientError, TimeoutError) as exc:
             return None, f"unreachable ({type(exc).__name__})"
         if status == 200 and isinstance(doc.get("token"), str):
+            self._granted[doc["token"]] = base
             return doc["token"], ""
         return None, str(doc.get("error", status))
 
+    def _token_url(self, token: str, partition: str, action: str) -> str:
+        base = self._granted.get(token) or self._owners.base(partition)
+        return f"{base}/v1/fences/{token}/{action}"
+
     async def abort(self, token: str, partition: str) -> None:
         """Release a fence that will not be committed (best effort)."""
-        url = f"{self._route(partition)}/v1/fences/{token}/abort"
+        url = self._token_url(token, partition, "abort")
+        self._granted.pop(token, None)
         with contextlib.suppress(aiohttp.ClientError, TimeoutError):
             await self._call("POST", url, {}, 2.0)
 
@@ -110,9 +114,14 @@ class HttpBackend:
         `resumed`: a predecessor may already have sent this commit (a restarted writer
         resolving its log), so a forgotten token proves nothing by itself.
         """
-        sent = resumed
+        try:
+            return await self._commit(partition, token, offset, sent=resumed)
+        finally:
+            self._granted.pop(token, None)
+
+    async def _commit(self, partition: str, token: str, offset: int, *, sent: bool) -> Commit:
+        url = self._token_url(token, partition, "commit")
         while True:
-            url = f"{self._route(partition)}/v1/fences/{token}/commit"
             try:
                 status, doc = await self._call("POST", url, {"offset": offset}, 3.0)
             except aiohttp.ClientConnectorError:
@@ -143,7 +152,9 @@ class HttpBackend:
         """Whether the publisher has applied `offset`; None when nobody can tell."""
         while True:
             try:
-                status, doc = await self._call("GET", self._url(partition), None, 3.0)
+                status, doc, _ = await self._owners.request(
+                    self._session, "GET", partition, "", None, timeout_s=3.0, patience_s=10.0
+                )
             except aiohttp.ClientConnectorError:
                 return None
             except (aiohttp.ClientError, TimeoutError):

@@ -9,13 +9,17 @@
 * the namespace bound to bucket/root at the proxy's URL with `watermark namespace bind`,
   as an operator would, and the cluster epoch initialised;
 * two `watermark serve` publishers (``serve-a``, ``serve-b``) owning disjoint partitions,
-  each with the epoch ticker (leader-elected) and the HTTP API behind bearer tokens;
+  each with the epoch ticker (leader-elected) and the HTTP API behind bearer tokens; or,
+  with `ChaosConfig.publisher_replicas`, one `serve --replicated` set sharing all those
+  partitions through etcd leases (the writers and reconcilers follow 307s to the owner,
+  `gcd.chaos.owners`);
 * two writer processes (`gcd.chaos.writer`): ``http`` leads the publishers' partitions
   over the HTTP API, ``embedded`` hosts a Publisher of its own for two more;
 * two `gcd daemon` sweepers, shards 0/2 and 1/2, journaling every deletion.
 
 The partition -> owner table (`routes`) is the harness's, as a cluster controller's
-would be. The operations the nemesis uses (restart a publisher and adopt its
+would be (``replicated`` for the partitions a replicated set assigns itself). The
+operations the nemesis uses (restart a publisher and adopt its
 partitions with the writers' log ends, pause and resume a writer's partitions) live
 here; the faults themselves, and finding the etcd or ticker leader, are in
 `gcd.chaos.nemesis`.
@@ -57,6 +61,7 @@ _log = structlog.get_logger("gcd.chaos")
 NAMESPACE = "/l0gc/chaos"
 BUCKET = "l0gc-chaos"
 EMBEDDED = "embedded"
+REPLICATED = "replicated"
 _READY_S = 60.0
 
 
@@ -113,8 +118,9 @@ class Cluster:
         self.routes: dict[str, str] = {}
         self.publishers: dict[str, PublisherProc] = {}
         for index, name in enumerate(config.publisher_names):
-            for partition in config.serve_partitions(index):
-                self.routes[partition] = name
+            if index < 2:
+                for partition in config.serve_partitions(index):
+                    self.routes[partition] = REPLICATED if config.replicated else name
             port = free_port()
             child = Child(name, [], self.logs / f"{name}.log")
             self.publishers[name] = PublisherProc(name, port, child, incarnation=1)
@@ -144,11 +150,21 @@ class Cluster:
         return f"http://127.0.0.1:{self.s3_port}"
 
     def url(self, partition: str) -> str:
-        """The HTTP API of the partition's owner."""
+        """The HTTP API of the partition's owner (of some replica: a hint, when replicated)."""
         owner = self.routes[partition]
         if owner == EMBEDDED:
             return f"http://127.0.0.1:{self.writers[EMBEDDED].api_port}"
+        if owner == REPLICATED:
+            urls = self.replica_urls
+            return urls[sorted(self.routes).index(partition) % len(urls)]
         return self.publishers[owner].url
+
+    @property
+    def replica_urls(self) -> list[str]:
+        """Every replica's HTTP API (none unless the publishers are replicated)."""
+        if not self.config.replicated:
+            return []
+        return [self.publishers[name].url for name in sorted(self.publishers)]
 
     def s3_settings(self, *, direct: bool = False) -> S3Settings:
         """Settings for the bucket, through the proxy unless `direct`."""
@@ -160,9 +176,13 @@ class Cluster:
     def _serve_argv(self, pub: PublisherProc) -> list[str]:
         build = self.config.broken_build
         base = ["-m", "gcd.chaos.broken_serve", build] if build else ["-m", "watermark"]
-        partitions = ",".join(p for p, owner in sorted(self.routes.items()) if owner == pub.name)
+        served = {pub.name, REPLICATED}
+        partitions = ",".join(p for p, owner in sorted(self.routes.items()) if owner in served)
         cfg = self.config
-        return [sys.executable, *base, "serve", "--etcd", self.etcd_endpoints,
+        replicas = ["--replicated", "--advertise-url", pub.url, "--member-lease-ttl",
+                    str(cfg.member_lease_ttl_s), "--membership-interval", "0.5"]  # fmt: skip
+        return [sys.executable, *base, "serve", *(replicas if cfg.replicated else []),
+                "--etcd", self.etcd_endpoints,
                 "--namespace", NAMESPACE, "--partitions", partitions, "--register",
                 "--http-port", str(pub.port), "--auth-token-file", str(self.token_file),
                 "--tick-interval", str(cfg.epoch_interval_s),
@@ -256,6 +276,7 @@ class Cluster:
             etcd=list(self.etcd.endpoints), namespace=NAMESPACE,
             endpoint_url=self.proxy.endpoint_url, bucket=BUCKET, root=self.root,
             routes={p: ("" if name == EMBEDDED else self.url(p)) for p in partitions},
+            replicas=[] if embedded else self.replica_urls,
             token=self.tokens["writer"], token_file=str(self.token_file),
             control_port=control_port, api_port=api_port, owner_id=f"{EMBEDDED}-publisher",
             rate=cfg.write_rate / len(self.routes), slow_share=cfg.slow_commit_share,
@@ -371,7 +392,12 @@ class Cluster:
 
     async def restart_publisher(self, name: str) -> None:
         """Restart a killed publisher: the writers pause its partitions, the new process
-        adopts each with its log end, the writers resume."""
+        adopts each with its log end, the writers resume. A replica just starts again:
+        the leases give it its share back (handed over by the others)."""
+        if self.config.replicated:
+            self.publishers[name].incarnation += 1
+            await self.start_publisher(name)
+            return
         parts = self.partitions_of(name)
         ends = await self.writer_pause("http", parts)
         self.publishers[name].incarnation += 1

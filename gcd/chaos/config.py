@@ -34,6 +34,9 @@ class FaultKind(enum.Enum):
     """SIGSTOP an etcd member (the leader half the time), SIGCONT it."""
     PUBLISHER_KILL = "publisher-kill"
     """kill -9 a `watermark serve`; the restart adopts with the writers' log ends."""
+    PUBLISHER_TERM = "publisher-term"
+    """SIGTERM a `watermark serve` (a rolling restart: it seals and hands its partitions
+    over before it exits), start it again."""
     PUBLISHER_FREEZE = "publisher-freeze"
     """SIGSTOP a `watermark serve`, SIGCONT it."""
     TICKER_LEADER_KILL = "ticker-leader-kill"
@@ -41,7 +44,8 @@ class FaultKind(enum.Enum):
     FAILOVER = "failover"
     """Move a partition to the other publisher; the old owner is never told (a stale
     owner that keeps running, whose publishes must be refused); the partition's
-    reconciler resumes only at the heal."""
+    reconciler resumes only at the heal. Not with replicated publishers, whose leases
+    move partitions (the kills, SIGTERMs and freezes do it there)."""
     SWEEPER_KILL = "sweeper-kill"
     """kill -9 a `gcd daemon`, restart it (blocked until its old shard lease expires)."""
     SWEEPER_FREEZE = "sweeper-freeze"
@@ -63,8 +67,9 @@ class FaultKind(enum.Enum):
 FAULT_GROUPS: Final[dict[str, frozenset[FaultKind]]] = {
     "all": frozenset(FaultKind),
     "etcd": frozenset({FaultKind.ETCD_KILL, FaultKind.ETCD_LEADER_KILL, FaultKind.ETCD_FREEZE}),
-    "publisher": frozenset({FaultKind.PUBLISHER_KILL, FaultKind.PUBLISHER_FREEZE,
-                            FaultKind.TICKER_LEADER_KILL, FaultKind.FAILOVER}),
+    "publisher": frozenset({FaultKind.PUBLISHER_KILL, FaultKind.PUBLISHER_TERM,
+                            FaultKind.PUBLISHER_FREEZE, FaultKind.TICKER_LEADER_KILL,
+                            FaultKind.FAILOVER}),
     "sweeper": frozenset({FaultKind.SWEEPER_KILL, FaultKind.SWEEPER_FREEZE}),
     "writer": frozenset({FaultKind.WRITER_KILL, FaultKind.WRITER_FREEZE}),
     "s3": frozenset({FaultKind.S3_STORM, FaultKind.S3_LATENCY, FaultKind.S3_DROP}),
@@ -80,15 +85,16 @@ BROKEN_BUILDS: Final[dict[str, str]] = {
 """Deliberately broken `watermark serve` builds that `gcd chaos` must catch."""
 
 
-def parse_faults(text: str) -> frozenset[FaultKind]:
-    """`--faults`: comma-separated kinds and groups (all, etcd, publisher, sweeper, ...)."""
+def parse_faults(text: str, *, replicated: bool = False) -> frozenset[FaultKind]:
+    """`--faults`: comma-separated kinds and groups (all, etcd, publisher, sweeper, ...);
+    with `replicated` publishers a group leaves out `failover` (see FaultKind.FAILOVER)."""
     chosen: set[FaultKind] = set()
     by_value = {kind.value: kind for kind in FaultKind}
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         if part in FAULT_GROUPS:
-            chosen |= FAULT_GROUPS[part]
+            chosen |= FAULT_GROUPS[part] - ({FaultKind.FAILOVER} if replicated else set())
         elif part in by_value:
             chosen.add(by_value[part])
         else:
@@ -110,6 +116,10 @@ class ChaosConfig:
     stop_at_first_loss: bool = True
     """End the faulty phase at the first live object lost (the checker still runs)."""
     partitions_per_publisher: int = 3
+    publisher_replicas: int = 0
+    """0: two `watermark serve` publishers on disjoint partitions, moved by the harness
+    (a controller); N >= 2: one `serve --replicated` set of N replicas sharing those
+    partitions through etcd leases, and writers that follow 307s to the owner."""
     embedded_partitions: int = 2
     write_rate: float = 16.0
     """Objects per second over all partitions."""
@@ -118,6 +128,8 @@ class ChaosConfig:
     grace_s: float = 1.0
     shard_ttl_s: int = 3
     ticker_lease_ttl_s: int = 3
+    member_lease_ttl_s: int = 3
+    """Replicated publishers: a dead replica's partitions move after this long."""
     hold_ttl_s: float = 5.0
     slow_commit_share: float = 0.08
     """Share of writes that hold their fence 1-2.5 s before committing (a slow log append)."""
@@ -135,18 +147,31 @@ class ChaosConfig:
             (self.partitions_per_publisher >= 1 and self.embedded_partitions >= 1,
              "each publisher needs at least one partition"),
             (self.write_rate > 0, "--write-rate must be > 0"),
+            (self.publisher_replicas == 0 or 2 <= self.publisher_replicas <= 5,
+             (f"--publisher-replicas {self.publisher_replicas}: 0 (two publishers on "
+              "disjoint partitions) or 2-5 replicas")),
+            (not (self.replicated and FaultKind.FAILOVER in self.faults),
+             ("--faults failover moves partitions the way a controller does, which a "
+              "replicated set does by itself: drop it, or run without --publisher-replicas")),
         )  # fmt: skip
         for ok, problem in checks:
             if not ok:
                 raise ConfigError(problem)
 
     @property
-    def publisher_names(self) -> tuple[str, str]:
-        """The two `watermark serve` processes."""
-        return ("serve-a", "serve-b")
+    def replicated(self) -> bool:
+        """Whether the publishers are one replicated set."""
+        return self.publisher_replicas > 0
+
+    @property
+    def publisher_names(self) -> tuple[str, ...]:
+        """The `watermark serve` processes (two, or the replicas)."""
+        count = self.publisher_replicas or 2
+        return tuple(f"serve-{chr(ord('a') + n)}" for n in range(count))
 
     def serve_partitions(self, index: int) -> list[str]:
-        """The partitions publisher `index` owns at the start."""
+        """The partitions of the first (index 0) or second half of the served ones; without
+        replicas, publisher `index` owns them at the start."""
         per = self.partitions_per_publisher
         return [f"orders/{index * per + n}" for n in range(per)]
 

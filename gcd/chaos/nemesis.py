@@ -9,14 +9,16 @@ monitor sees recovery (`Monitor.wait_recovery`: M advances, every partition comm
 every sweeper completes an unblocked round) or the recovery bound passes, and pause a
 little before the next. Every fault becomes a `FaultRecord` for the checker.
 
-Kills are SIGKILL and freezes SIGSTOP/SIGCONT, always of the harness's own children by
-PID. A restarted publisher adopts its partitions with the writers' log ends
-(`Cluster.restart_publisher`); a *failover* moves one partition to the other publisher
-the way a controller would (writes paused, reconciler caught up, adopt with the log
-end, writes resumed) but never tells the old owner, which keeps running: its publishes
-must be refused from then on. The moved partition's reconciler resumes only at the heal
-(a consumer moving with its partition), so until then only the new owner's refusal to
-advance M(p) protects the entries written meanwhile.
+Kills are SIGKILL, clean stops SIGTERM and freezes SIGSTOP/SIGCONT, always of the
+harness's own children by PID. A restarted publisher adopts its partitions with the
+writers' log ends (`Cluster.restart_publisher`); a restarted replica of a replicated set
+gets its share back through the leases, and while a replica is dead, frozen or stopping
+the others adopt its partitions without being told the log ends. A *failover* moves one
+partition to the other publisher the way a controller would (writes paused, reconciler
+caught up, adopt with the log end, writes resumed) but never tells the old owner, which
+keeps running: its publishes must be refused from then on. The moved partition's
+reconciler resumes only at the heal (a consumer moving with its partition), so until
+then only the new owner's refusal to advance M(p) protects the entries written meanwhile.
 """
 
 from __future__ import annotations
@@ -169,6 +171,10 @@ class Nemesis:
             if kind is FaultKind.TICKER_LEADER_KILL:
                 name = await ticker_leader(cluster) or name
             cluster.publishers[name].child.kill()
+            return name, lambda: cluster.restart_publisher(name)
+        if kind is FaultKind.PUBLISHER_TERM:
+            name = rng.choice(sorted(cluster.publishers))
+            await asyncio.to_thread(cluster.publishers[name].child.stop, 20.0)
             return name, lambda: cluster.restart_publisher(name)
         if kind is FaultKind.PUBLISHER_FREEZE:
             child = cluster.publishers[rng.choice(sorted(cluster.publishers))].child

@@ -19,14 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 import structlog
 
+from gcd.chaos.owners import Owners
 from gcd.chaos.records import History, PartitionLog, Tail, log_path
 
 __all__ = ["PartitionFeed", "Reconcilers"]
@@ -84,14 +84,14 @@ class Reconcilers:
         token: str,
         history: History,
         lag_s: float,
+        replicas: Sequence[str] = (),
     ) -> None:
         self.feeds = {
             name: PartitionFeed(name, PartitionLog(log_path(run_dir, name)),
                                 Tail(log_path(run_dir, name)))
             for name in partitions
         }  # fmt: skip
-        self._route = route
-        self._headers = {"Authorization": f"Bearer {token}"}
+        self._owners = Owners(route, {"Authorization": f"Bearer {token}"}, replicas)
         self._history = history
         self.lag_s = lag_s
         self.session: aiohttp.ClientSession | None = None
@@ -117,16 +117,15 @@ class Reconcilers:
         if feed.reported_through >= feed.lifted_through:
             return True
         assert self.session is not None
-        name = urllib.parse.quote(feed.name, safe="")
-        url = f"{self._route(feed.name)}/v1/partitions/{name}/reconciled"
         through = feed.lifted_through
-        timeout = aiohttp.ClientTimeout(total=2)
         try:
-            async with self.session.post(url, json={"offset": through}, headers=self._headers,
-                                         timeout=timeout) as response:  # fmt: skip
-                ok = response.status == 200
+            status, _, _ = await self._owners.request(
+                self.session, "POST", feed.name, "/reconciled", {"offset": through},
+                timeout_s=2.0, patience_s=2.0,
+            )  # fmt: skip
         except (aiohttp.ClientError, TimeoutError):
             return False
+        ok = status == 200
         if ok:
             feed.reported_through = max(feed.reported_through, through)
         return ok

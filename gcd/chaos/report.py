@@ -31,6 +31,10 @@ class ChaosReport:
     faults: list[dict[str, Any]] = field(default_factory=list)
     recovery_bound_s: float = 0.0
     longest_recovery_s: float | None = None
+    publisher_replicas: int = 0
+    ownership_changes: int = 0
+    """Times a publisher-served partition changed owner (owner_epoch bumps after the
+    first adoption): kills, SIGTERMs and freezes that moved partitions, failovers."""
     objects_written: int = 0
     objects_committed: int = 0
     orphans: int = 0
@@ -59,11 +63,15 @@ class ChaosReport:
         return asdict(self)
 
 
-def replay_command(seed: int, duration_s: float, faults: list[str], broken: str | None) -> str:
+def replay_command(seed: int, duration_s: float, faults: list[str], broken: str | None,
+                   replicas: int = 0) -> str:  # fmt: skip
     """The command that replays this run's schedule."""
-    everything = sorted(kind.value for kind in FaultKind)
+    everything = sorted(kind.value for kind in FaultKind if not replicas or
+                        kind is not FaultKind.FAILOVER)  # fmt: skip
     kinds = "all" if faults == everything else (",".join(faults) or "none")
     parts = [f"gcd chaos --seed {seed} --duration {duration_s:g}s --faults {kinds}"]
+    if replicas:
+        parts.append(f"--publisher-replicas {replicas}")
     if broken is not None:
         parts.append(f"--broken-build {broken}")
     return " ".join(parts)
@@ -88,6 +96,8 @@ def text_report(report: ChaosReport) -> str:
     lines = [
         f"l0gc chaos: {verdict} after {report.elapsed_s:.1f} s, seed {report.seed}{build}",
         f"  faults    {report.faults_injected} injected: {kinds or 'none'}",
+        (f"  owners    {report.ownership_changes} ownership changes of publisher partitions"
+         + (f" ({report.publisher_replicas} replicas)" if report.publisher_replicas else "")),
         (f"  recovery  longest {_shown(report.longest_recovery_s)} s (bound "
          f"{report.recovery_bound_s:g} s); longest write unavailability "
          f"{report.longest_write_unavailability_s:.1f} s; longest M stall after a fault "

@@ -28,7 +28,7 @@ import aiohttp
 import structlog
 
 from gcd.chaos.checker import Ledger, RunFacts, check_run, deletions_of
-from gcd.chaos.cluster import NAMESPACE, Cluster
+from gcd.chaos.cluster import EMBEDDED, NAMESPACE, Cluster
 from gcd.chaos.config import ChaosConfig
 from gcd.chaos.monitor import Monitor
 from gcd.chaos.nemesis import Nemesis
@@ -65,11 +65,12 @@ class ChaosRun:
         self.reconcilers = Reconcilers(
             self.run_dir, config.all_partitions, route=self.cluster.url,
             token=self.cluster.tokens["reconciler"], history=self.history,
-            lag_s=config.reconcile_lag_s,
+            lag_s=config.reconcile_lag_s, replicas=self.cluster.replica_urls,
         )  # fmt: skip
         self.monitor = Monitor(self.cluster, self.reconcilers)
         self.nemesis = Nemesis(config, self.cluster, self.reconcilers, self.monitor)
         self.problems: list[str] = []
+        self.ownership_changes = 0
 
     def _note(self, phase: str) -> None:
         self.phase = phase
@@ -147,7 +148,8 @@ class ChaosRun:
         report.elapsed_s = round(time.time() - self.started, 1)
         faults = sorted(kind.value for kind in self.config.faults)
         report.replay = replay_command(self.config.seed, self.config.duration_s, faults,
-                                       self.config.broken_build)  # fmt: skip
+                                       self.config.broken_build,
+                                       self.config.publisher_replicas)  # fmt: skip
         if report.ok and not self.config.keep_run_dir and self.config.run_dir is None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         else:
@@ -179,6 +181,7 @@ class ChaosRun:
         await check_history(read, history_reader(cast(HistoryKV, cluster.kv), NAMESPACE), journal)
         assert cluster.store is not None
         final = await cluster.store.read_safe_epoch()
+        self.ownership_changes = await self._ownership_changes()
         return RunFacts(
             ledger=self._ledger(), deletions=deletions_of(read), present=present,
             readback_missing=missing, final_m=final.safe_epoch,
@@ -187,6 +190,13 @@ class ChaosRun:
             faulty_until=faults_until, recovery_bound_s=self.config.recovery_bound_s,
             duration_s=faults_until - faults_from,
         )  # fmt: skip
+
+    async def _ownership_changes(self) -> int:
+        """owner_epoch bumps beyond the first adoption, over the publishers' partitions."""
+        assert self.cluster.store is not None
+        records = await self.cluster.store.list_partitions()
+        served = (p for p, owner in self.cluster.routes.items() if owner != EMBEDDED)
+        return sum(max(0, getattr(records.get(p), "owner_epoch", 1) - 1) for p in served)
 
     def _ledger(self) -> Ledger:
         ledger = Ledger()
@@ -266,6 +276,8 @@ class ChaosRun:
             if hasattr(report, name):
                 setattr(report, name, value)
         report.faulty_phase_s = round(faults_until - faults_from, 1)
+        report.publisher_replicas = self.config.publisher_replicas
+        report.ownership_changes = self.ownership_changes
         report.faults_enabled = sorted(kind.value for kind in self.config.faults)
         report.faults_injected = len(facts.faults)
         report.faults = [fault.to_dict(faults_from) for fault in facts.faults]

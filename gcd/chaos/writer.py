@@ -87,6 +87,8 @@ class WriterSpec:
     prefixes: list[int] = field(default_factory=lambda: list(range(0, 1000, 37)))
     seed: int = 0
     hold_ttl_s: float = 5.0
+    replicas: list[str] = field(default_factory=list)
+    """Every publisher replica's base URL (replicated publishers; `routes` are hints)."""
 
     def dump(self, path: Path) -> None:
         """Write the spec as JSON."""
@@ -296,7 +298,8 @@ async def run(spec: WriterSpec) -> int:
                                       hold_ttl_s=spec.hold_ttl_s)  # fmt: skip
                 backend: Any = EmbeddedBackend(publisher)
             else:
-                backend = HttpBackend(session, lambda p: routes[p], spec.token)
+                backend = HttpBackend(session, lambda p: routes[p], spec.token,
+                                      replicas=spec.replicas)  # fmt: skip
             created: dict[str, int] = {}
             for name in routes:
                 created[name] = (await _retry(store.register_partition, name)).created_epoch

@@ -1,9 +1,12 @@
 """`gcd chaos`: the whole system as real processes on this machine, under a nemesis, checked.
 
-    gcd chaos [--duration 60s] [--seed N] [--faults all|KIND,...] [--json] [--keep-run-dir]
+    gcd chaos [--duration 60s] [--seed N] [--faults all|KIND,...] [--publisher-replicas N]
+              [--json] [--keep-run-dir]
 
 Starts, on free loopback ports, a 3-member etcd cluster, an S3 server behind a fault
-proxy, two `watermark serve` publishers, HTTP and embedded writers, a reconciler per
+proxy, two `watermark serve` publishers (or, with `--publisher-replicas N`, one
+replicated set of N that the nemesis kills, SIGTERMs and freezes too), HTTP and embedded
+writers, a reconciler per
 partition and two sharded `gcd daemon` sweepers writing the deletion journal; then a
 seeded nemesis kills, freezes, restarts and throttles them (`gcd.chaos.nemesis`), and a
 checker judges the recorded history (`gcd.chaos.checker`): no live object lost, no
@@ -71,6 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--faults", default="all", metavar="KIND,...",
                      help=f"fault kinds to inject, comma-separated: {kinds}; or groups: "
                      f"{groups} (default all)")
+    run.add_argument("--publisher-replicas", type=_typed(integer(0)), default=0, metavar="N",
+                     help="run the publishers as one `watermark serve --replicated` set of N "
+                     "(2-5) replicas sharing the partitions (default 0: two publishers on "
+                     "disjoint partitions)")
     run.add_argument("--write-rate", type=_typed(integer(1)), default=16, metavar="N",
                      help="objects written per second over all partitions (default 16)")
     run.add_argument("--keep-going", action="store_true",
@@ -127,8 +134,9 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     config = ChaosConfig(
-        duration_s=args.duration, seed=seed, faults=parse_faults(args.faults),
-        broken_build=args.broken_build,
+        duration_s=args.duration, seed=seed,
+        faults=parse_faults(args.faults, replicated=args.publisher_replicas > 0),
+        publisher_replicas=args.publisher_replicas, broken_build=args.broken_build,
         run_dir=None if args.run_dir is None else Path(args.run_dir),
         keep_run_dir=args.keep_run_dir, stop_at_first_loss=not args.keep_going,
         write_rate=float(args.write_rate),

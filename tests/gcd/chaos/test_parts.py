@@ -26,6 +26,25 @@ def test_faults_are_kinds_and_groups_and_typos_are_refused() -> None:
         parse_faults("etcd-kil")
 
 
+def test_replicated_publishers_leave_the_controller_failover_out() -> None:
+    """With a replicated set, groups leave `failover` out, naming it is refused, and the
+    replicas serve every publisher partition the two split publishers would."""
+    assert FaultKind.FAILOVER not in parse_faults("all", replicated=True)
+    assert parse_faults("publisher", replicated=True) == {
+        FaultKind.PUBLISHER_KILL, FaultKind.PUBLISHER_TERM, FaultKind.PUBLISHER_FREEZE,
+        FaultKind.TICKER_LEADER_KILL}  # fmt: skip
+    with pytest.raises(ConfigError, match="--faults failover"):
+        ChaosConfig(publisher_replicas=3, faults=parse_faults("failover", replicated=True))
+    with pytest.raises(ConfigError, match="--publisher-replicas 1"):
+        ChaosConfig(publisher_replicas=1)
+    config = ChaosConfig(publisher_replicas=3, faults=parse_faults("all", replicated=True))
+    assert config.publisher_names == ("serve-a", "serve-b", "serve-c")
+    assert ChaosConfig().publisher_names == ("serve-a", "serve-b")
+    assert replay_command(7, 60, sorted(k.value for k in config.faults), None, 3) == (
+        "gcd chaos --seed 7 --duration 60s --faults all --publisher-replicas 3"
+    )
+
+
 def test_the_config_refuses_what_cannot_run() -> None:
     """Too short a run or an unknown broken build is refused."""
     with pytest.raises(ConfigError, match="at least 10 s"):

@@ -86,3 +86,17 @@ def test_the_owner_blind_build_is_caught() -> None:
     assert code == 1, report["problems"]
     assert report["live_lost"] > 0
     assert report["losses"][0]["how"] == "deleted while referenced"
+
+
+def test_replicated_publishers_lose_nothing_when_replicas_die() -> None:
+    """Three `serve --replicated` replicas killed, SIGTERMed and frozen while the writers
+    follow 307s: nothing lost, every fault recovered, and partitions really moved."""
+    code, report, _ = chaos("--seed", str(FIXED_SEED), "--publisher-replicas", "3",
+                            "--faults", "publisher")  # fmt: skip
+    assert_passed(code, report)
+    assert report["publisher_replicas"] == 3
+    assert "failover" not in report["faults_enabled"]
+    moved_by = {"publisher-kill", "publisher-term", "publisher-freeze", "ticker-leader-kill"}
+    assert moved_by & set(report["faults_by_kind"])
+    assert report["ownership_changes"] > 0
+    assert "--publisher-replicas 3" in report["replay"]
