@@ -42,6 +42,9 @@ COUNTERS = {
     "l0gc_watermark_publishes_total": {"outcome"},
     "l0gc_watermark_epoch_advances_total": set(),
     "l0gc_watermark_fencing_violations_total": set(),
+    "l0gc_watermark_adoptions_total": {"log_end"},
+    "l0gc_watermark_handovers_total": {"outcome"},
+    "l0gc_watermark_redirects_total": set(),
 }
 GAUGES = {
     "l0gc_sweeper_safe_epoch",
@@ -59,8 +62,25 @@ GAUGES = {
     "l0gc_watermark_cluster_epoch",
     "l0gc_watermark_ticker_leader",
     "l0gc_watermark_longest_unowned_seconds",
+    "l0gc_watermark_partitions_unowned",
+    "l0gc_watermark_replicas",
 }
-HISTOGRAMS = {"l0gc_sweeper_round_duration_seconds", "l0gc_watermark_publish_duration_seconds"}
+HISTOGRAMS = {
+    "l0gc_sweeper_round_duration_seconds",
+    "l0gc_watermark_publish_duration_seconds",
+    "l0gc_watermark_time_to_adopt_seconds",
+}
+REPLICA_METRICS = {
+    "l0gc_watermark_partitions_owned",
+    "l0gc_watermark_partitions_unowned",
+    "l0gc_watermark_replicas",
+    "l0gc_watermark_adoptions_total",
+    "l0gc_watermark_handovers_total",
+    "l0gc_watermark_redirects_total",
+    "l0gc_watermark_time_to_adopt_seconds_bucket",
+    "l0gc_watermark_longest_unowned_seconds",
+}
+"""What an operator of replicated publishers watches: each must be on the dashboard."""
 KNOWN: dict[str, set[str]] = {
     **COUNTERS,
     **{name: set() for name in GAUGES},
@@ -185,6 +205,13 @@ def test_dashboard_is_valid_grafana_json() -> None:
         if panel["type"] != "row":
             assert panel["targets"], panel["title"]
             assert panel["datasource"]["uid"] == "${datasource}"
+
+
+def test_the_dashboard_shows_the_replicas() -> None:
+    """Partitions per replica, unowned partitions, adoptions, handovers, redirects and the
+    time to adopt each appear in a dashboard query."""
+    used = {name for _, expr in _queries() for name in METRIC.findall(expr)}
+    assert used >= REPLICA_METRICS, f"not on the dashboard: {sorted(REPLICA_METRICS - used)}"
 
 
 def test_dashboard_queries_use_only_exported_metrics_and_labels() -> None:
