@@ -33,8 +33,10 @@ __all__ = ["FaultConfig", "FaultProxy", "ThreadedFaultProxy", "operation_of"]
 
 _STATUS: Final = {"SlowDown": 503, "ServiceUnavailable": 503, "InternalError": 500,
                   "AccessDenied": 403}  # fmt: skip
+# The client's Host goes through unchanged: a server that checks SigV4 signatures
+# (SeaweedFS) must see the host the client signed, the proxy's.
 _HOP_BY_HOP: Final = frozenset(
-    {"host", "content-length", "transfer-encoding", "connection", "keep-alive",
+    {"content-length", "transfer-encoding", "connection", "keep-alive",
      "proxy-connection", "upgrade"}
 )  # fmt: skip
 

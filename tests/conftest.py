@@ -1,7 +1,9 @@
 """Shared fixtures: real etcd and S3-compatible servers on loopback, stopped by PID.
 
-Servers are session-scoped (one etcd process, one moto server thread); every test gets
-its own etcd namespace and its own bucket, so tests never see each other's state.
+Servers are session-scoped (one etcd process, one moto server thread, one SeaweedFS
+process when a test asks for it); every test gets its own etcd namespace and its own
+bucket, so tests never see each other's state. `s3_any` runs a test once per real S3
+server (moto and SeaweedFS), for behaviour that must not depend on the server.
 Fault tests that stop etcd use `etcd_private`, a function-scoped server of their own.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gcd.local_seaweedfs import LocalSeaweedFS
 from gcd.local_servers import LocalEtcd, LocalS3
 
 _counter = itertools.count()
@@ -69,3 +72,33 @@ def bucket(s3_server: LocalS3) -> Iterator[str]:
     s3_server.create_bucket(name)
     yield name
     s3_server.delete_bucket_contents(name)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server() -> Iterator[LocalSeaweedFS]:
+    """One real SeaweedFS (`weed mini`) for the session, on loopback, stopped by PID."""
+    server = LocalSeaweedFS().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+S3Server = LocalS3 | LocalSeaweedFS
+
+
+@pytest.fixture(params=["moto", "seaweedfs"])
+def s3_any(request: pytest.FixtureRequest) -> S3Server:
+    """Each real S3 server in turn (the test runs once per server)."""
+    fixture = "s3_server" if request.param == "moto" else "seaweedfs_server"
+    server: S3Server = request.getfixturevalue(fixture)
+    return server
+
+
+@pytest.fixture
+def any_bucket(s3_any: S3Server) -> Iterator[str]:
+    """A fresh, empty bucket on `s3_any`; emptied again afterwards."""
+    name = f"l0gc-test-{next(_counter)}"
+    s3_any.create_bucket(name)
+    yield name
+    s3_any.delete_bucket_contents(name)
