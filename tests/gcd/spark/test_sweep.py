@@ -22,13 +22,15 @@ import structlog
 from gcd.cli import exitcodes
 from gcd.cli.main import main
 from gcd.faultproxy import FaultConfig, ThreadedFaultProxy
+from gcd.local_seaweedfs import LocalSeaweedFS
 from gcd.local_servers import LocalEtcd, LocalS3
 from gcd.spark.pipeline import summary_from_counts
+from tests.binding import bind
 from watermark.binding import claim_key
 from watermark.kv import Put
 from watermark.store import WatermarkStore
 
-from .conftest import Listed
+from .conftest import Listed, publish_safe_epoch
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -73,7 +75,9 @@ def seed_mixed(s3_server: LocalS3, bucket: str) -> None:
     s3_server.seed(bucket, sorted(YOUNG), body=b"young")
 
 
-def gcd_args(s3_server: LocalS3, bucket: str, output: Path, *extra: str) -> list[str]:
+def gcd_args(
+    s3_server: LocalS3 | LocalSeaweedFS, bucket: str, output: Path, *extra: str
+) -> list[str]:
     """`gcd spark-sweep` arguments for this bucket."""
     return [
         "spark-sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
@@ -327,3 +331,33 @@ async def test_a_failed_listing_is_a_partial_failure(
     assert "AccessDenied" in done["job_error"]
     assert done["deleted"] == 0
     assert s3_server.keys(bucket) == before
+
+
+async def test_list_mode_sweep_on_seaweedfs_deletes_exactly_the_eligible_keys(
+    spark: Any,
+    seaweedfs_server: LocalSeaweedFS,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    watermark_store: WatermarkStore,
+    tmp_path: Path,
+) -> None:
+    """Spark's listing and delete path on a real S3 server (SeaweedFS, whose objects
+    cannot be back-dated: grace 0): the eligible set goes, everything else stays."""
+    bucket = "l0gc-spark-sw"
+    seaweedfs_server.create_bucket(bucket)
+    try:
+        seaweedfs_server.seed(bucket, sorted(ELIGIBLE | LIVE | UNPARSABLE | OUTSIDE))
+        await publish_safe_epoch(watermark_store, SAFE_EPOCH, CLUSTER_EPOCH)
+        await bind(etcd_server.endpoint, namespace, seaweedfs_server.endpoint_url, bucket)
+        out = tmp_path / "out"
+        code = await gcd(
+            gcd_args(seaweedfs_server, bucket, out, "--list", "--list-tasks", "4",
+                     "--grace", "0s", *etcd_args(etcd_server, namespace))
+        )  # fmt: skip
+        assert code == exitcodes.OK
+        left = seaweedfs_server.keys(bucket) - {CLAIM}
+        assert left == LIVE | UNPARSABLE | OUTSIDE
+        done = summary(out)
+        assert (done["eligible"], done["deleted"], done["errors"]) == (5, 5, 0)
+    finally:
+        seaweedfs_server.delete_bucket_contents(bucket)
