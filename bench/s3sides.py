@@ -1,7 +1,9 @@
 """The four ways of emptying L0 garbage from a bucket that the S3 benchmarks compare.
 
-Every side is a separate process, started the way a user starts it, against the moto
-server running in the benchmark's own process (seeded through moto's backend):
+Every side is a separate process, started the way a user starts it, against one of two
+real S3 servers: moto, running in the benchmark's own process (seeded through moto's
+backend), or SeaweedFS (`weed mini`, a Go process of its own: seeded once by PUT, then
+restored from a copy of its data directory before every side):
 
 - `gcd sweep`: the real CLI (`python -m gcd sweep ...`), M read from a real etcd.
 - `gcd sweep`, full listing: the same CLI with `--full-listing` (`RoundConfig(
@@ -12,7 +14,9 @@ server running in the benchmark's own process (seeded through moto's backend):
 
 Because moto runs in this process, the process CPU time of this process during a side's
 run is (almost all) the server's work: `server_cpu_s / wall_s` near 1 means the server
-was the bottleneck (moto handles one request at a time under the GIL).
+was the bottleneck (moto handles one request at a time under the GIL). SeaweedFS's CPU
+is read from /proc/PID/stat of the `weed` process (it can use both cores). Its objects
+are as old as the restore, so `gcd sweep` runs there with `--grace 0s`.
 """
 
 from __future__ import annotations
@@ -30,15 +34,19 @@ from typing import Any
 
 from bench.common import OLD, PYTHON, REPO, ROOT, child_env, quiet_s3, timed_child
 from gcd.binding import bind_namespace
+from gcd.local_seaweedfs import LocalSeaweedFS
 from gcd.local_servers import LocalEtcd
 from gcd.s3store import S3ObjectStore, S3Settings
 from watermark.binding import StorageTarget, claim_key
 from watermark.etcd_kv import EtcdKV
 from watermark.store import WatermarkStore
 
-__all__ = ["SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
+__all__ = ["SERVERS", "SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
 
 SIDES = ("gcd sweep", "gcd sweep, full listing", "s5cmd rm", "naive boto3")
+SERVERS = ("moto", "seaweedfs")
+_PUT_RESEED_MAX = 2000
+"""Up to this many keys, SeaweedFS is re-seeded by PUT; above, from a data snapshot."""
 NAMESPACE = "/l0gc/bench"
 
 
@@ -126,12 +134,17 @@ class ProxyChild:
 
 
 class S3Bench:
-    """moto + etcd for the S3 benchmarks, and how to run each side against them."""
+    """An S3 server (moto or SeaweedFS) + etcd for the S3 benchmarks, and how to run each
+    side against them."""
 
-    def __init__(self, bucket: str, keys: Sequence[str]) -> None:
+    def __init__(self, bucket: str, keys: Sequence[str], server: str = "moto") -> None:
+        if server not in SERVERS:
+            raise ValueError(f"unknown S3 server {server!r}; choose from {SERVERS}")
         self.bucket = bucket
         self.keys = list(keys)
-        self.s3 = quiet_s3()
+        self.server = server
+        self.s3: Any = quiet_s3() if server == "moto" else LocalSeaweedFS().start()
+        self._snapshot = False
         self.etcd = LocalEtcd().start()
         self.safe_epoch = len(self.keys) + 1
         asyncio.run(self._init_epoch(self.safe_epoch + 1))
@@ -163,10 +176,25 @@ class S3Bench:
     def reseed(self) -> float:
         """Empty the bucket and put the same keys back; return the seconds it took."""
         started = time.perf_counter()
+        if self.server == "seaweedfs":
+            if self._snapshot:
+                self.s3.restore()
+            else:
+                self.s3.create_bucket(self.bucket)
+                self.s3.delete_bucket_contents(self.bucket)
+                self.s3.seed(self.bucket, self.keys)
+                if len(self.keys) > _PUT_RESEED_MAX:
+                    self.s3.snapshot()  # ~30 s once; each restore then takes ~2 s
+                    self._snapshot = True
+            return time.perf_counter() - started
         self.s3.create_bucket(self.bucket)
         self.s3.delete_bucket_contents(self.bucket)
         self.s3.seed(self.bucket, self.keys, last_modified=OLD)
         return time.perf_counter() - started
+
+    def server_cpu_s(self) -> float:
+        """CPU seconds the S3 server has used so far (moto: this process)."""
+        return time.process_time() if self.server == "moto" else float(self.s3.cpu_seconds())
 
     def argv(self, side: str, endpoint_url: str, concurrency: int = 8) -> list[str]:
         """The command line of `side` against `endpoint_url`."""
@@ -194,6 +222,8 @@ class S3Bench:
             ]
             if side.endswith("full listing"):
                 argv.append("--full-listing")
+            if self.server == "seaweedfs":
+                argv += ["--grace", "0s"]  # objects are as old as the last restore
             return argv
         if side == "s5cmd rm":
             return [
@@ -224,9 +254,9 @@ class S3Bench:
         if side.startswith("gcd sweep"):
             asyncio.run(self._bind(endpoint))  # as an operator binds the namespace, once
         argv = self.argv(side, endpoint, concurrency)
-        server_before = time.process_time()
+        server_before = self.server_cpu_s()
         child = timed_child(argv)
-        server_cpu = time.process_time() - server_before
+        server_cpu = self.server_cpu_s() - server_before
         if child.returncode != 0:
             raise RuntimeError(f"{side} exited {child.returncode}: {child.stderr[-2000:]}")
         left = len(self.s3.keys(self.bucket) - {claim_key(ROOT)})
@@ -255,9 +285,9 @@ class S3Bench:
 
 
 @contextlib.contextmanager
-def s3_bench(bucket: str, keys: Sequence[str]) -> Iterator[S3Bench]:
+def s3_bench(bucket: str, keys: Sequence[str], server: str = "moto") -> Iterator[S3Bench]:
     """An `S3Bench`, closed on exit."""
-    bench = S3Bench(bucket, keys)
+    bench = S3Bench(bucket, keys, server)
     try:
         yield bench
     finally:

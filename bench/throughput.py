@@ -1,11 +1,12 @@
-"""Delete throughput on the local S3 server: `gcd sweep` vs s5cmd vs naive vs full listing.
+"""Delete throughput on two real S3 servers: `gcd sweep` vs s5cmd vs naive vs full listing.
 
-Every run re-seeds the same keys (all garbage: epochs at or below M, LastModified two
-hours ago, spread round-robin over the 1000 prefixes of the default layout) into the
-moto server before each side, and runs the sides in a rotating order, so no side
-always goes first or last. Each side is a separate process, timed from spawn to exit
-(`keys/s wall`); the sweeper's own round duration (`keys/s in round`, from `--json`)
-shows how much of its wall time is Python start-up. See `bench.s3sides` for the sides.
+Run on moto and on SeaweedFS, one after the other (`bench.s3sides.SERVERS`). Every run
+re-seeds the same keys (all garbage: epochs at or below M, spread round-robin over the
+1000 prefixes of the default layout) into the server before each side, and runs the
+sides in a rotating order, so no side always goes first or last. Each side is a separate
+process, timed from spawn to exit (`keys/s wall`); the sweeper's own round duration
+(`keys/s in round`, from `--json`) shows how much of its wall time is Python start-up.
+See `bench.s3sides` for the sides.
 
 The bucket is all garbage so that every side does the same job (s5cmd and the naive
 script cannot tell garbage from live objects); what skipping ahead saves on a bucket
@@ -18,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from bench.common import Goal, Report, Scale, Table, garbage_keys, median
-from bench.s3sides import SIDES, SideRun, s3_bench
+from bench.s3sides import SERVERS, SIDES, SideRun, s3_bench
 
 NAME = "throughput"
-TITLE = "1. Delete throughput on the local S3 server (moto)"
+TITLE = "1. Delete throughput on two real S3 servers (moto, SeaweedFS)"
 _KEYS = {Scale.TOY: 200, Scale.QUICK: 5_000, Scale.FULL: 20_000}
 
 
@@ -39,6 +40,7 @@ def _row(side: str, results: Sequence[SideRun], gcd: Sequence[SideRun]) -> tuple
     rounds = [r.keys / r.round_s for r in results if r.round_s]
     busy = median([r.server_cpu_s / r.wall_s for r in results])
     cpu_us = median([r.client_cpu_s / r.keys * 1e6 for r in results])
+    server_us = median([r.server_cpu_s / r.keys * 1e6 for r in results])
     lists = results[0].list_requests
     deletes = results[0].delete_requests
     return (
@@ -47,6 +49,7 @@ def _row(side: str, results: Sequence[SideRun], gcd: Sequence[SideRun]) -> tuple
         median(rounds) if rounds else None,
         median([r.wall_s for r in results]),
         cpu_us,
+        server_us,
         f"{busy:.0%}",
         "?" if lists is None else lists,
         "?" if deletes is None else deletes,
@@ -56,27 +59,62 @@ def _row(side: str, results: Sequence[SideRun], gcd: Sequence[SideRun]) -> tuple
 
 
 def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
-    """Run every side `runs` times on identically seeded buckets (see the module docstring)."""
+    """Run every side `runs` times on identically seeded buckets, on each server (see the
+    module docstring)."""
     count = _KEYS[scale]
     keys = garbage_keys(count)
     report = Report(NAME, TITLE, scale, runs)
-    results: dict[str, list[SideRun]] = {side: [] for side in SIDES}
-    with s3_bench("bench-throughput", keys) as bench:
-        seed_s = bench.reseed()
-        for order in _rotations(runs):
-            for side in order:
-                results[side].append(bench.run_side(side))
+    for server in SERVERS:
+        results: dict[str, list[SideRun]] = {side: [] for side in SIDES}
+        with s3_bench("bench-throughput", keys, server) as bench:
+            seed_s = bench.reseed()
+            for order in _rotations(runs):
+                for side in order:
+                    results[side].append(bench.run_side(side))
+        _tabulate(report, server, count, seed_s, results)
+        report.raw.setdefault("runs", {})[server] = {
+            side: [asdict(r) for r in rs] for side, rs in results.items()
+        }
+    report.notes += [
+        (
+            "keys/s wall: deleted keys / seconds from process spawn to exit (what a user "
+            "waits for, including Python start-up and the etcd read for gcd)."
+        ),
+        (
+            "server busy: the server's CPU seconds per wall second of the side's run (moto: "
+            "this process, one request at a time under the GIL, so near 100% means moto set "
+            "the pace; SeaweedFS: the weed process from /proc, up to 200% on 2 cores)."
+        ),
+        (
+            "moto answers each LIST page by scanning the whole bucket, so LIST pages cost "
+            "O(bucket) here, unlike S3; DeleteObjects of 1000 keys costs ~70 ms of moto CPU."
+        ),
+        "client CPU: user+sys CPU of the side's process (rusage of the reaped child).",
+        (
+            "gcd sweep x: gcd sweep's keys/s divided by the side's (above 1 = gcd is faster); "
+            "'paired' is the median of the per-run ratios (run i of each side), which cancels "
+            "drifts in the machine's load; the goal uses the ratio of the medians."
+        ),
+    ]
+    return report
+
+
+def _tabulate(
+    report: Report, server: str, count: int, seed_s: float, results: dict[str, list[SideRun]]
+) -> None:
     rows = tuple(_row(side, results[side], results["gcd sweep"]) for side in SIDES)
     report.tables.append(
         Table(
-            f"Deleting {count:,} garbage keys over 1000 prefixes (seeded in {seed_s:.1f} s)",
+            f"{server}: deleting {count:,} garbage keys over 1000 prefixes "
+            f"(seeded in {seed_s:.1f} s)",
             (
                 "side",
                 "keys/s wall (median)",
                 "keys/s in round",
                 "wall s",
                 "client CPU us/key",
-                "server busy (moto CPU / wall)",
+                "server CPU us/key",
+                "server busy (server CPU / wall)",
                 "LIST reqs",
                 "DELETE reqs",
                 "gcd sweep x (ratio of medians)",
@@ -91,7 +129,7 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
     paired_s5 = float(by_side["s5cmd rm"][-1])  # type: ignore[arg-type]
     report.goals.append(
         Goal(
-            "gcd sweep vs s5cmd rm (keys/s, wall)",
+            f"{server}: gcd sweep vs s5cmd rm (keys/s, wall)",
             f"{vs_s5:.2f}x (paired {paired_s5:.2f}x)",
             ">= 1.0x",
             vs_s5 >= 1.0,
@@ -99,29 +137,9 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
     )
     report.goals.append(
         Goal(
-            "gcd sweep vs naive boto3 (keys/s, wall)", f"{vs_naive:.1f}x", ">= 20x", vs_naive >= 20
+            f"{server}: gcd sweep vs naive boto3 (keys/s, wall)",
+            f"{vs_naive:.1f}x",
+            ">= 20x",
+            vs_naive >= 20,
         )
     )
-    report.notes += [
-        (
-            "keys/s wall: deleted keys / seconds from process spawn to exit (what a user "
-            "waits for, including Python start-up and the etcd read for gcd)."
-        ),
-        (
-            "server busy: CPU seconds of the benchmark process (the moto server threads) per "
-            "wall second of the side's run; moto serves one request at a time under the GIL, "
-            "so a figure near 100% means the server, not the client, set the pace."
-        ),
-        (
-            "moto answers each LIST page by scanning the whole bucket, so LIST pages cost "
-            "O(bucket) here, unlike S3; DeleteObjects of 1000 keys costs ~70 ms of moto CPU."
-        ),
-        "client CPU: user+sys CPU of the side's process (rusage of the reaped child).",
-        (
-            "gcd sweep x: gcd sweep's keys/s divided by the side's (above 1 = gcd is faster); "
-            "'paired' is the median of the per-run ratios (run i of each side), which cancels "
-            "drifts in the machine's load; the goal uses the ratio of the medians."
-        ),
-    ]
-    report.raw["runs"] = {side: [asdict(r) for r in rs] for side, rs in results.items()}
-    return report

@@ -17,8 +17,9 @@ from bench.common import Report, Scale
 
 pytestmark = pytest.mark.integration
 
-# The Spark benchmark belongs to the Spark work and needs a ~15 s SparkSession.
-_SMOKED = [name for name in BENCHMARKS if name != "spark"]
+# The Spark benchmark belongs to the Spark work and needs a ~15 s SparkSession;
+# throughput has a test of its own below (it also checks both servers).
+_SMOKED = [name for name in BENCHMARKS if name not in {"spark", "throughput"}]
 
 
 def _check(report: Report, name: str) -> None:
@@ -44,3 +45,14 @@ def test_benchmark_runs_at_toy_size(name: str) -> None:
     """Each benchmark runs once at toy size and returns a well-formed report."""
     module = importlib.import_module(BENCHMARKS[name])
     _check(module.run(Scale.TOY, 1), name)
+
+
+def test_throughput_is_measured_on_both_real_s3_servers() -> None:
+    """The throughput report has one table per server, moto and SeaweedFS, each with a
+    server CPU per key for every side."""
+    report = importlib.import_module(BENCHMARKS["throughput"]).run(Scale.TOY, 1)
+    _check(report, "throughput")
+    assert [t.title.split(":")[0] for t in report.tables] == ["moto", "seaweedfs"]
+    for table in report.tables:
+        column = table.columns.index("server CPU us/key")
+        assert all(float(row[column]) > 0 for row in table.rows), table.title
