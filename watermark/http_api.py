@@ -14,6 +14,10 @@ with the role each needs when the service has a token file (`watermark.auth`):
                                                                                  writer
     POST /v1/fences/{token}/abort                               -> 200 {"aborted": bool}
                                                                                  writer
+    POST /v1/fences    {"fences": [{"partition": P, "epoch": N}, ...], "timeout_s": 5}
+         -> 200 {"results": [one per entry, in order]}                          writer
+    POST /v1/commits   {"commits": [{"token": T, "offset": N}, ...]}
+         -> 200 {"results": [one per entry, in order]}                          writer
     POST /v1/partitions/{partition}/reconciled  {"offset": N}   -> 200 partition state
                                                                              reconciler
     POST /v1/partitions/{partition}/adopt       {"log_end_offset": N | -1 | null}
@@ -52,6 +56,19 @@ or is 404 ``not_hosted`` when no replica lists it. ``adopt`` there never takes
 ownership: the replicas own partitions through their leases, and ``adopt`` only tells
 the owner where the log ends. Commits and aborts name a fence token, which lives on the
 replica that granted it, and are never redirected.
+
+Batches (`fences`, `commits`): one request fences every partition an L0 object carries,
+or commits many (token, offset) entries. A batch is not atomic: each entry is decided on
+its own, exactly as the single route would decide it, and answered in its result,
+``{"status": 200, ...the single route's answer...}`` or ``{"status": S, "error": CODE,
+"message", ...}`` with the single route's status and code (307 ``moved`` with ``owner``
+and ``address`` for a partition another replica owns: send that entry there). Fences of
+one batch are acquired concurrently (a slide on one partition does not hold up the
+others), so a writer that gets some refused aborts the granted ones it will not use, as
+it would after single fences. Commits are applied in the order given (a partition's
+offsets must increase through the list). A partition may appear once per fence batch.
+The batch itself answers 400 only when its body is malformed, 413 above
+`HttpLimits.max_batch_entries` entries or `max_batch_body_bytes`; 401/403 as every route.
 
 Partition names may contain '/' (``orders/0``). Routes take the name either raw
 (``/v1/partitions/orders/0/fence``) or percent-encoded (``/v1/partitions/orders%2F0/
@@ -173,6 +190,12 @@ class BodyTooLarge(HttpProblem):
     status, code, reason, close = 413, "body_too_large", HttpRefusal.BODY_TOO_LARGE, True
 
 
+class BatchTooLarge(HttpProblem):
+    """More entries than a batch may carry; answered with 413."""
+
+    status, code, reason = 413, "batch_too_large", HttpRefusal.BODY_TOO_LARGE
+
+
 class BodyTimeout(HttpProblem):
     """The body did not arrive in time; answered with 408 and the connection closed."""
 
@@ -242,14 +265,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             "fence again (and do not commit the entry under the old token)",
         )
     except L0gcError as exc:
-        status, code = next((s, c) for kind, s, c in _ERRORS if isinstance(exc, kind))
-        extra: dict[str, Any] = {}
-        if isinstance(exc, StaleEpoch | FenceTimeout):
-            extra["window"] = list(exc.window)
-        if isinstance(exc, StaleEpoch):
-            extra["floor"] = exc.floor
-        if isinstance(exc, EpochAhead):
-            extra["cluster_epoch"] = exc.cluster_epoch
+        status, code, extra = _problem(exc)
         if status >= 500:
             _log.warning("watermark.http_error", route=_route(request), code=code, error=str(exc))
         response = _error(status, code, str(exc), **extra)
@@ -279,6 +295,19 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             "the service failed to handle this request (its log has the details); retry, "
             "and report it if it persists",
         )
+
+
+def _problem(exc: L0gcError) -> tuple[int, str, dict[str, Any]]:
+    """(status, code, extra fields) of the answer to `exc` (see `_ERRORS`)."""
+    status, code = next((s, c) for kind, s, c in _ERRORS if isinstance(exc, kind))
+    extra: dict[str, Any] = {}
+    if isinstance(exc, StaleEpoch | FenceTimeout):
+        extra["window"] = list(exc.window)
+    if isinstance(exc, StaleEpoch):
+        extra["floor"] = exc.floor
+    if isinstance(exc, EpochAhead):
+        extra["cluster_epoch"] = exc.cluster_epoch
+    return status, code, extra
 
 
 def _route(request: web.Request) -> str:
@@ -327,16 +356,21 @@ async def _authorize(request: web.Request, handler: Handler) -> web.StreamRespon
     return await handler(request)
 
 
-async def _body(request: web.Request, *fields: str) -> dict[str, Any]:
-    """The request's JSON object, which may hold only `fields` (see the module docstring)."""
+async def _body(
+    request: web.Request, *fields: str, max_bytes: int | None = None
+) -> dict[str, Any]:
+    """The request's JSON object, which may hold only `fields` (see the module docstring),
+    of at most `max_bytes` (default: the limits' `max_body_bytes`)."""
     if not request.can_read_body:
         return {}
     limits = request.app[HTTP_LIMITS]
+    cap = limits.max_body_bytes if max_bytes is None else max_bytes
     declared = request.content_length
-    if declared is not None and declared > limits.max_body_bytes:
+    if declared is not None and declared > cap:
         raise BodyTooLarge(
-            f"request body of {declared} bytes is larger than the limit of "
-            f"{limits.max_body_bytes}; these routes take a small JSON object"
+            f"request body of {declared} bytes is larger than the limit of {cap}; "
+            + ("split the batch" if max_bytes is not None else "these routes take a small "
+               "JSON object")
         )
     try:
         async with asyncio.timeout(limits.read_timeout_s):
@@ -348,13 +382,13 @@ async def _body(request: web.Request, *fields: str) -> dict[str, Any]:
         ) from None
     except web.HTTPRequestEntityTooLarge:
         raise BodyTooLarge(
-            f"request body is larger than the limit of {limits.max_body_bytes} bytes; these "
-            "routes take a small JSON object"
+            f"request body is larger than the limit of {cap} bytes; these routes take a "
+            "small JSON object"
         ) from None
+    if len(raw) > cap:  # chunked bodies carry no Content-Length
+        raise BodyTooLarge(f"request body of {len(raw)} bytes is larger than the limit of {cap}")
     try:
-        doc = strictjson.loads(
-            raw, what="request body", max_bytes=limits.max_body_bytes, max_depth=MAX_BODY_DEPTH
-        )
+        doc = strictjson.loads(raw, what="request body", max_bytes=cap, max_depth=MAX_BODY_DEPTH)
     except InvalidJson as exc:
         raise BadRequest(str(exc)) from None
     if not isinstance(doc, dict):
@@ -369,14 +403,43 @@ async def _body(request: web.Request, *fields: str) -> dict[str, Any]:
     return doc
 
 
-def _int_field(doc: dict[str, Any], name: str) -> int:
+def _int_field(doc: dict[str, Any], name: str, where: str = "") -> int:
     value = doc.get(name)
     if type(value) is not int or not 0 <= value <= MAX_FIELD_VALUE:
         raise BadRequest(
-            f"field {name!r} must be a JSON integer in [0, {MAX_FIELD_VALUE}], got "
+            f"field {where}{name!r} must be a JSON integer in [0, {MAX_FIELD_VALUE}], got "
             f"{_short.repr(value)}"
         )
     return value
+
+
+def _str_field(doc: dict[str, Any], name: str, where: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"field {where}{name!r} must be a non-empty string, got "
+                         f"{_short.repr(value)}")  # fmt: skip
+    return value
+
+
+def _entries(
+    doc: dict[str, Any], name: str, fields: tuple[str, ...], limits: HttpLimits
+) -> list[dict[str, Any]]:
+    """The batch's list of entry objects, each holding exactly `fields`."""
+    entries = doc.get(name)
+    if not isinstance(entries, list) or not entries:
+        raise BadRequest(f"field {name!r} must be a non-empty list of objects")
+    if len(entries) > limits.max_batch_entries:
+        raise BatchTooLarge(
+            f"{len(entries)} entries in {name!r}: the limit is {limits.max_batch_entries} "
+            "per request; split the batch"
+        )
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or set(entry) != set(fields):
+            raise BadRequest(
+                f"{name}[{index}] must be an object with exactly the fields "
+                f"{', '.join(fields)}; got {_short.repr(entry)}"
+            )
+    return entries
 
 
 def _timeout_field(doc: dict[str, Any], default: float) -> float:
@@ -471,18 +534,86 @@ async def fence(request: web.Request) -> web.Response:
         request, partition, lambda: publisher.acquire(partition, epoch, timeout_s)
     )
     request.app[_FENCES].add(token)
+    return web.json_response(_granted(token, publisher))
+
+
+def _granted(token: FenceToken, publisher: Publisher) -> dict[str, Any]:
+    """A granted fence as the API answers it."""
     expires_in = None if token.deadline is None else max(0.0, token.deadline - publisher.clock())
-    return web.json_response(
-        {
-            "token": token.token,
-            "partition": token.partition,
-            "epoch": token.epoch,
-            "window": list(token.window),
-            "slid": token.slid,
-            "deadline": None if expires_in is None else round(time.time() + expires_in, 3),
-            "expires_in_s": expires_in,
-        }
-    )
+    return {
+        "token": token.token,
+        "partition": token.partition,
+        "epoch": token.epoch,
+        "window": list(token.window),
+        "slid": token.slid,
+        "deadline": None if expires_in is None else round(time.time() + expires_in, 3),
+        "expires_in_s": expires_in,
+    }
+
+
+def _refused(exc: L0gcError | Moved | UnknownFence) -> dict[str, Any]:
+    """A batch entry's answer for a refusal: the single route's status, code and fields."""
+    if isinstance(exc, Moved):
+        return {"status": 307, "error": "moved", "message": "owned by another replica: send "
+                "this entry there", "owner": exc.owner, "address": exc.address}  # fmt: skip
+    if isinstance(exc, UnknownFence):
+        return {"status": 404, "error": "unknown_fence", "message": "no such fence: fence "
+                "again (and do not commit the entry under the old token)"}  # fmt: skip
+    status, code, extra = _problem(exc)
+    return {"status": status, "error": code, "message": str(exc), **extra}
+
+
+async def fences(request: web.Request) -> web.Response:
+    """POST /v1/fences: one fence per entry, acquired concurrently."""
+    publisher, limits = _publisher(request), request.app[HTTP_LIMITS]
+    doc = await _body(request, "fences", "timeout_s", max_bytes=limits.max_batch_body_bytes)
+    timeout_s = _timeout_field(doc, publisher.fence_timeout_s)
+    wanted: dict[str, int] = {}
+    for index, entry in enumerate(_entries(doc, "fences", ("partition", "epoch"), limits)):
+        where = f"fences[{index}]."
+        partition = _str_field(entry, "partition", where)
+        if partition in wanted:
+            raise BadRequest(f"partition {_short.repr(partition)} appears twice in 'fences'")
+        wanted[partition] = _int_field(entry, "epoch", where)
+
+    async def one(partition: str, epoch: int) -> dict[str, Any]:
+        try:
+            token = await _on_owner(
+                request, partition, lambda: publisher.acquire(partition, epoch, timeout_s)
+            )
+        except (L0gcError, Moved) as exc:
+            return {"partition": partition, **_refused(exc)}
+        request.app[_FENCES].add(token)
+        return {"status": 200, **_granted(token, publisher)}
+
+    results = await asyncio.gather(*(one(p, e) for p, e in wanted.items()))
+    return web.json_response({"results": results})
+
+
+async def commits(request: web.Request) -> web.Response:
+    """POST /v1/commits: the entries applied in order, each answered."""
+    publisher, limits, table = _publisher(request), request.app[HTTP_LIMITS], request.app[_FENCES]
+    doc = await _body(request, "commits", max_bytes=limits.max_batch_body_bytes)
+    parsed = [
+        (_str_field(entry, "token", f"commits[{i}]."),
+         _int_field(entry, "offset", f"commits[{i}]."))
+        for i, entry in enumerate(_entries(doc, "commits", ("token", "offset"), limits))
+    ]  # fmt: skip
+    results: list[dict[str, Any]] = []
+    for token_id, offset in parsed:
+        try:
+            token = table.get(token_id)
+            try:
+                publisher.commit(token, offset)
+            except FenceExpired:
+                table.forget(token)
+                raise
+        except (L0gcError, UnknownFence) as exc:
+            results.append(_refused(exc))
+            continue
+        table.forget(token)
+        results.append({"status": 200, "partition": token.partition, "offset": offset})
+    return web.json_response({"results": results})
 
 
 def _token(request: web.Request) -> FenceToken:
@@ -612,6 +743,8 @@ _ACCESS: dict[Callable[..., Any], Access | None] = {
     fence: Access.WRITE,
     commit: Access.WRITE,
     abort: Access.WRITE,
+    fences: Access.WRITE,
+    commits: Access.WRITE,
     reconciled: Access.RECONCILE,
     adopt: Access.ADMIN,
     show: Access.READ,
@@ -639,7 +772,9 @@ def create_app(
     `router` makes it one replica of several (see the module docstring).
     """
     limits = limits if limits is not None else HttpLimits()
-    app = web.Application(middlewares=[_errors, _authorize], client_max_size=limits.max_body_bytes)
+    app = web.Application(
+        middlewares=[_errors, _authorize], client_max_size=limits.max_batch_body_bytes
+    )
     app[_PUBLISHER] = publisher
     app[_FENCES] = FenceTable(publisher)
     app[_READY] = ready if ready is not None else (lambda: publisher.published_once)
@@ -655,6 +790,8 @@ def create_app(
     app.router.add_get("/v1/partitions", listing)
     app.router.add_post("/v1/fences/{token}/commit", commit)
     app.router.add_post("/v1/fences/{token}/abort", abort)
+    app.router.add_post("/v1/fences", fences)
+    app.router.add_post("/v1/commits", commits)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -46,6 +46,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
+DEFAULT_MAX_BATCH_ENTRIES = 1000
+DEFAULT_MAX_BATCH_BODY_BYTES = 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_READ_TIMEOUT_S = 10.0
 _REFUSAL_LOG_INTERVAL_S = 10.0
@@ -67,6 +69,10 @@ class HttpLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_batch_entries: int = DEFAULT_MAX_BATCH_ENTRIES
+    """Entries one batched fence or commit request may carry."""
+    max_batch_body_bytes: int = DEFAULT_MAX_BATCH_BODY_BYTES
+    """Body limit of the two batch routes (every other route: `max_body_bytes`)."""
 
     def __post_init__(self) -> None:
         if self.max_connections < 1:
@@ -81,6 +87,11 @@ class HttpLimits:
             )
         if self.max_body_bytes < 1:
             raise ConfigError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
+        if self.max_batch_entries < 1 or self.max_batch_body_bytes < self.max_body_bytes:
+            raise ConfigError(
+                f"max_batch_entries ({self.max_batch_entries}) must be >= 1 and "
+                f"max_batch_body_bytes ({self.max_batch_body_bytes}) >= max_body_bytes"
+            )
 
 
 HTTP_LIMITS: web.AppKey[HttpLimits] = web.AppKey("http_limits", HttpLimits)

@@ -723,3 +723,131 @@ def test_tls_files_are_checked_with_their_paths(pki: Pki, tmp_path: Path) -> Non
     context = server_ssl_context(cert, key, ca)
     assert context is not None
     assert context.verify_mode == ssl.CERT_REQUIRED
+
+
+# -- batches ------------------------------------------------------------------------------
+
+
+async def hosting_three(api: Api) -> None:
+    """orders/0 plus orders/1 and orders/2 hosted (all at cluster epoch 9)."""
+    for name in ("orders/1", "orders/2"):
+        await api.store.register_partition(name)
+        await api.publisher.adopt(name)
+
+
+async def test_one_request_fences_every_partition_and_one_commits_them(api: Api) -> None:
+    """A batch fence answers per partition in order; a batch commit applies every entry;
+    the partitions end exactly as after single requests."""
+    await hosting_three(api)
+    entries = [{"partition": p, "epoch": 9} for p in ("orders/2", "orders/0", "orders/1")]
+    status, doc = await api.call("POST", "/v1/fences", {"fences": entries})
+    assert status == 200
+    results = doc["results"]
+    assert [r["partition"] for r in results] == ["orders/2", "orders/0", "orders/1"]
+    assert all(r["status"] == 200 and r["epoch"] == 9 and r["expires_in_s"] > 0 for r in results)
+    commits = [{"token": r["token"], "offset": 0} for r in results]
+    status, doc = await api.call("POST", "/v1/commits", {"commits": commits})
+    assert status == 200
+    assert doc["results"] == [
+        {"status": 200, "partition": p, "offset": 0} for p in ("orders/2", "orders/0", "orders/1")
+    ]
+    for name in ("orders/0", "orders/1", "orders/2"):
+        state = api.publisher.state(name)
+        assert (state["last_applied_offset"], state["inflight_fences"]) == (0, 0)
+
+
+async def test_each_batch_entry_gets_the_single_routes_answer(api: Api) -> None:
+    """Mixed outcomes in one batch: granted, stale_epoch (with window and floor),
+    epoch_ahead, not_hosted; commits: ok, illegal_offset (fence kept), unknown_fence."""
+    await hosting_three(api)
+    await api.call("POST", "/v1/partitions/orders%2F1/fence", {"epoch": 9})  # slides to [9, 9]
+    fences = [
+        {"partition": "orders/0", "epoch": 9},
+        {"partition": "orders/1", "epoch": 5},
+        {"partition": "orders/2", "epoch": 10},
+        {"partition": "nowhere", "epoch": 9},
+    ]
+    _, doc = await api.call("POST", "/v1/fences", {"fences": fences})
+    ok, stale, ahead, missing = doc["results"]
+    single_status, single = await api.call("POST", "/v1/partitions/orders%2F1/fence",
+                                           {"epoch": 5})  # fmt: skip
+    assert ok["status"] == 200
+    assert (stale["status"], stale["error"]) == (single_status, single["error"]) == (
+        409, "stale_epoch")  # fmt: skip
+    assert stale["window"] == single["window"]
+    assert stale["floor"] == single["floor"]
+    assert (ahead["status"], ahead["error"], ahead["cluster_epoch"]) == (409, "epoch_ahead", 9)
+    assert (missing["status"], missing["error"], missing["partition"]) == (
+        404, "not_hosted", "nowhere")  # fmt: skip
+    commits = [
+        {"token": ok["token"], "offset": 0},
+        {"token": ok["token"], "offset": 0},  # already committed: gone
+        {"token": "no-such-token", "offset": 1},
+    ]
+    _, doc = await api.call("POST", "/v1/commits", {"commits": commits})
+    assert [r["status"] for r in doc["results"]] == [200, 404, 404]
+    assert doc["results"][1]["error"] == "unknown_fence"
+    _, again = await api.call("POST", "/v1/fences", {"fences": [fences[0]]})
+    held = again["results"][0]["token"]
+    _, doc = await api.call("POST", "/v1/commits", {"commits": [{"token": held, "offset": 0}]})
+    assert (doc["results"][0]["status"], doc["results"][0]["error"]) == (409, "illegal_offset")
+    _, doc = await api.call("POST", "/v1/commits", {"commits": [{"token": held, "offset": 1}]})
+    assert doc["results"][0]["status"] == 200  # the refused commit kept the fence
+
+
+async def test_batches_need_a_writer_token(secured: Api) -> None:
+    """Both batch routes are writer routes: anonymous 401, reconciler 403, writer 200."""
+    body = {"fences": [{"partition": "orders/0", "epoch": 9}]}
+    assert (await secured.call("POST", "/v1/fences", body))[0] == 401
+    assert (await secured.call("POST", "/v1/fences", body, token=RECONCILER))[0] == 403
+    status, doc = await secured.call("POST", "/v1/fences", body, token=WRITER)
+    assert status == 200
+    commit = {"commits": [{"token": doc["results"][0]["token"], "offset": 0}]}
+    assert (await secured.call("POST", "/v1/commits", commit, token=RECONCILER))[0] == 403
+    assert (await secured.call("POST", "/v1/commits", commit, token=WRITER))[0] == 200
+    assert secured.publisher.state("orders/0")["last_applied_offset"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"fences": []}, "non-empty list"),
+        ({"fences": {"partition": "orders/0"}}, "non-empty list"),
+        ({"fences": [{"partition": "orders/0"}]}, "exactly the fields"),
+        ({"fences": [{"partition": "orders/0", "epoch": 9, "x": 1}]}, "exactly the fields"),
+        ({"fences": [{"partition": 7, "epoch": 9}]}, "non-empty string"),
+        ({"fences": [{"partition": "orders/0", "epoch": -1}]}, "fences[0].'epoch'"),
+        ({"fences": [{"partition": "orders/0", "epoch": True}]}, "JSON integer"),
+        ({"fences": [{"partition": "p", "epoch": 9}, {"partition": "p", "epoch": 9}]},
+         "appears twice"),
+        ({"fences": [{"partition": "orders/0", "epoch": 9}], "timeout_s": 0}, "timeout_s"),
+        ({"commits": [{"token": "t", "offset": 1.0}]}, "JSON integer"),
+        ({"commits": [{"token": "", "offset": 1}]}, "non-empty string"),
+        ({"commits": [["t", 1]]}, "exactly the fields"),
+    ],
+)
+async def test_a_malformed_batch_is_400_and_applies_nothing(
+    api: Api, body: dict[str, Any], fragment: str
+) -> None:
+    """A hostile batch body is refused as a whole (400, naming what is wrong), never 500,
+    and no entry of it takes effect."""
+    path = "/v1/fences" if "fences" in body else "/v1/commits"
+    status, doc = await api.call("POST", path, body)
+    assert (status, doc["error"]) == (400, "bad_request"), doc
+    assert fragment in doc["message"]
+    assert api.publisher.state("orders/0")["inflight_fences"] == 0
+
+
+async def test_a_batch_over_the_limits_is_413_naming_them(serve: Serve) -> None:
+    """More entries than max_batch_entries, or more bytes than max_batch_body_bytes: 413."""
+    api = await serve(limits=HttpLimits(max_batch_entries=3, max_batch_body_bytes=70_000))
+    entries = [{"partition": f"p{i}", "epoch": 9} for i in range(4)]
+    status, doc = await api.call("POST", "/v1/fences", {"fences": entries})
+    assert (status, doc["error"]) == (413, "batch_too_large")
+    assert "the limit is 3 per request" in doc["message"]
+    padded = {"commits": [{"token": "x" * 80_000, "offset": 1}]}
+    status, doc = await api.call("POST", "/v1/commits", padded)
+    assert (status, doc["error"]) == (413, "body_too_large")
+    status, doc = await api.call("POST", "/v1/partitions/orders%2F0/fence",
+                                 {"epoch": 9, "timeout_s": 1, "x": "y" * 66_000})  # fmt: skip
+    assert (status, doc["error"]) == (413, "body_too_large")  # single routes keep 64 KiB

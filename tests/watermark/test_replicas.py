@@ -372,3 +372,25 @@ async def test_adopt_among_replicas_never_takes_ownership(
     assert after.owner_epoch == before.owner_epoch
     status, body, _ = await _call(session, "GET", urls["a"] + _path("audit", "/owner"))
     assert (status, body["error"]) == (404, "not_hosted")
+
+
+async def test_a_batch_fence_sends_other_replicas_entries_there(
+    served: tuple[Group, dict[str, str], aiohttp.ClientSession],
+) -> None:
+    """One batch over partitions of both replicas: a's own are granted, b's answer 307
+    with b's address; re-sent to b they are granted there."""
+    made, urls, session = served
+    mine = made.replicas["a"]._publisher.partitions[0]
+    theirs = made.replicas["b"]._publisher.partitions[0]
+    entries = [{"partition": mine, "epoch": 5}, {"partition": theirs, "epoch": 5}]
+    status, doc, _ = await _call(session, "POST", urls["a"] + "/v1/fences", {"fences": entries})
+    assert status == 200
+    granted, moved = doc["results"]
+    assert (granted["status"], granted["partition"]) == (200, mine)
+    assert (moved["status"], moved["error"], moved["address"]) == (307, "moved", urls["b"])
+    status, doc, _ = await _call(session, "POST", moved["address"] + "/v1/fences",
+                                 {"fences": [entries[1]]})  # fmt: skip
+    assert doc["results"][0]["status"] == 200
+    commit = {"commits": [{"token": doc["results"][0]["token"], "offset": 0}]}
+    status, doc, _ = await _call(session, "POST", urls["b"] + "/v1/commits", commit)
+    assert doc["results"] == [{"status": 200, "partition": theirs, "offset": 0}]
