@@ -19,5 +19,6 @@ BENCHMARKS: dict[str, str] = {
     "client_cost": "bench.client_cost",
     "spark": "bench.spark",
     "failover": "bench.failover",
+    "writer_api": "bench.writer_api",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""
