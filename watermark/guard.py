@@ -231,14 +231,23 @@ class FencingGuard:
 
         `hold_ttl_s` overrides the guard's hold deadline for this fence.
         """
+        granted = self.try_acquire(epoch, hold_ttl_s=hold_ttl_s)
+        if granted is not None:
+            return granted
+        return await self._acquire_waiting(epoch, timeout, hold_ttl_s)
+
+    def try_acquire(self, epoch: int, *, hold_ttl_s: float | None = None) -> FenceToken | None:
+        """The fast path of `acquire`, without awaiting: a held token when `epoch` is
+        inside the window and nothing waits to slide it, else None (then `acquire`
+        decides: slide, wait or refuse)."""
         if (
             not self._exclusive
             and not self._exclusive_waiters
             and not self._closed
             and self._window.classify(epoch) is _INSIDE
         ):
-            return self._grant(epoch, slid=False, hold_ttl_s=hold_ttl_s)  # the fast path
-        return await self._acquire_waiting(epoch, timeout, hold_ttl_s)
+            return self._grant(epoch, slid=False, hold_ttl_s=hold_ttl_s)
+        return None
 
     async def _acquire_waiting(
         self,

@@ -576,17 +576,38 @@ async def fences(request: web.Request) -> web.Response:
             raise BadRequest(f"partition {_short.repr(partition)} appears twice in 'fences'")
         wanted[partition] = _int_field(entry, "epoch", where)
 
-    async def one(partition: str, epoch: int) -> dict[str, Any]:
+    def granted(token: FenceToken) -> dict[str, Any]:
+        request.app[_FENCES].add(token)
+        return {"status": 200, **_granted(token, publisher)}
+
+    async def waiting(partition: str, epoch: int) -> dict[str, Any]:
         try:
             token = await _on_owner(
                 request, partition, lambda: publisher.acquire(partition, epoch, timeout_s)
             )
         except (L0gcError, Moved) as exc:
             return {"partition": partition, **_refused(exc)}
-        request.app[_FENCES].add(token)
-        return {"status": 200, **_granted(token, publisher)}
+        return granted(token)
 
-    results = await asyncio.gather(*(one(p, e) for p, e in wanted.items()))
+    # Entries granted on the fast path are answered without a task each; the rest
+    # (a slide, an etcd read, another replica) are decided concurrently.
+    results: list[dict[str, Any] | None] = []
+    slow: list[tuple[int, str, int]] = []
+    local = request.app[_ROUTER] is None
+    for partition, epoch in wanted.items():
+        token = None
+        if local or publisher.serving(partition):
+            try:
+                token = publisher.try_acquire(partition, epoch)
+            except L0gcError as exc:
+                results.append({"partition": partition, **_refused(exc)})
+                continue
+        results.append(None if token is None else granted(token))
+        if token is None:
+            slow.append((len(results) - 1, partition, epoch))
+    decided = await asyncio.gather(*(waiting(p, e) for _, p, e in slow))
+    for (index, _, _), answer in zip(slow, decided, strict=True):
+        results[index] = answer
     return web.json_response({"results": results})
 
 

@@ -355,6 +355,16 @@ class Publisher:
         timeout = self.fence_timeout_s if timeout_s is None else timeout_s
         return await hosted.guard.acquire(epoch, timeout)
 
+    def try_acquire(self, partition: str, epoch: int) -> FenceToken | None:
+        """`acquire` when it can decide without waiting or reading etcd (the epoch is
+        inside the window and at most the known cluster epoch): the token, else None.
+        PartitionNotHosted as `acquire`."""
+        hosted = self._get(partition)
+        known = self.cluster_epoch
+        if known is None or epoch > known:
+            return None
+        return hosted.guard.try_acquire(epoch)
+
     async def _refuse_epoch_ahead(self, partition: str, epoch: int) -> None:
         """Raise EpochAhead if `epoch` is above the cluster epoch, as read from etcd after
         this fence arrived: a writer that has just seen the ticker advance is not refused.

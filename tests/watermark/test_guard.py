@@ -513,3 +513,21 @@ async def test_metrics_count_inside_and_slide_and_export_fences_in_flight() -> N
     second.release(held[2])
     assert not second.release(held[2])
     assert sample("l0gc_watermark_inflight_fences") == 0
+
+
+async def test_try_acquire_grants_only_what_acquire_grants_without_waiting() -> None:
+    """Inside the window with nothing queued: a held token; a slide, a queued slide, an
+    epoch below the window or a closed guard: None (acquire decides those)."""
+    guard = guard_at(N)
+    held = guard.try_acquire(N)
+    assert held is not None
+    assert guard.is_held(held)
+    assert guard.try_acquire(N + 1) is None  # needs a slide
+    assert guard.try_acquire(N - 1) is None  # below: acquire raises StaleEpoch
+    slide = asyncio.create_task(guard.acquire(N + 1, timeout=5))
+    await until(lambda: guard.exclusive_waiters == 1)
+    assert guard.try_acquire(N) is None  # writer preference holds on the fast path too
+    guard.release(held)
+    await slide
+    guard.close()
+    assert guard.try_acquire(N + 1) is None

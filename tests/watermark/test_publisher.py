@@ -618,3 +618,17 @@ async def test_a_fence_revoked_at_shutdown_leaves_the_log_unsealed() -> None:
     record = await stored(store, "p0")
     assert record.sealed_owner_epoch is None
     assert record.tracker is not None
+
+
+async def test_try_acquire_never_decides_an_epoch_above_the_known_cluster_epoch() -> None:
+    """The fast path grants inside the window only up to the cluster epoch it knows; an
+    epoch above it is left to acquire (which re-reads etcd); unhosted raises."""
+    store, publisher = await hosting("p0")
+    await publisher.read_cluster_epoch()
+    token = publisher.try_acquire("p0", 5)
+    assert token is not None
+    assert publisher.is_held(token)
+    assert publisher.try_acquire("p0", 6) is None
+    with pytest.raises(PartitionNotHosted):
+        publisher.try_acquire("nope", 5)
+    assert await store.get_cluster_epoch() == 5
