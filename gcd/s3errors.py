@@ -12,6 +12,7 @@ import sys
 from typing import Final
 
 from botocore import exceptions as botocore_errors
+from botocore.parsers import ResponseParserError
 
 from gcd.errors import StorageError
 from gcd.objectstore import RETRYABLE_CODES
@@ -59,6 +60,9 @@ def translate_error(exc: BaseException, operation: str) -> StorageError:
     if isinstance(exc, unreachable):
         message = f"{operation} could not reach the endpoint: {exc}"
         return StorageError(message, code="ConnectionError", retryable=True)
+    if isinstance(exc, ResponseParserError):
+        message = f"{operation} got an answer that could not be parsed (cut short?): {exc}"
+        return StorageError(message, code="InternalError", retryable=True)
     if isinstance(exc, botocore_errors.ParamValidationError):
         message = f"{operation} was refused: {exc}"
         return StorageError(message, code="InvalidRequest", retryable=False)

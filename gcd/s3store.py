@@ -7,6 +7,14 @@ never sees or logs them. botocore's own retries are OFF (one attempt per call): 
 sweeper owns retries and backoff (`gcd.retry`), so every retry is paced and counted.
 The connection pool is sized for the sweeper's concurrency.
 
+Client CPU (`bench/RESULTS.md` §10): the client skips botocore's validation of request
+parameters (the sweeper builds every request itself, and S3 checks them anyway), and
+replaces botocore's check for an S3 error inside a 200 answer, which parses every 200
+body completely a second time before the real parse, by a look at the body's first
+element (`error_in_200`): a 200 whose root element is ``<Error>`` still becomes a 500
+and is retried; a body cut short still fails the real parse, which is translated into
+a retryable error (`gcd.s3errors`).
+
 Library exceptions are translated at this boundary, by `gcd.s3errors.translate_error`
 (shared with the Spark executors), into `StorageError` with the S3 error code (or the
 HTTP status, or "ConnectionError"/"Timeout") and whether a retry may help.
@@ -33,6 +41,8 @@ import structlog
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
+from botocore import handlers as botocore_handlers
+from botocore.parsers import ResponseParserError
 from botocore.utils import parse_timestamp
 
 from gcd.errors import ConfigError, L0gcError, StorageError
@@ -40,8 +50,8 @@ from gcd.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage,
 from gcd.retry import Backoff
 from gcd.s3errors import RETRYABLE_STATUS, translate_error
 
-__all__ = ["S3ObjectStore", "S3Settings", "parse_s3_timestamp", "preflight", "preflight_failure",
-           "translate_error"]  # fmt: skip
+__all__ = ["S3ObjectStore", "S3Settings", "error_in_200", "parse_s3_timestamp", "preflight",
+           "preflight_failure", "translate_error"]  # fmt: skip
 
 log = structlog.get_logger("gcd.s3store")
 
@@ -93,8 +103,27 @@ def parse_s3_timestamp(value: Any) -> datetime:
     return parsed
 
 
+def error_in_200(response_dict: dict[str, Any], **_: Any) -> None:
+    """`before-parse` handler: a 200 answer whose XML root element is ``<Error>`` is an S3
+    error (S3 may send one after the 200 status, e.g. for DeleteObjects): make it a 500.
+
+    Looks only at the body's start (the XML declaration, then the root tag), where
+    botocore's handler parses the whole body; streamed bodies are not looked at."""
+    body = response_dict.get("body")
+    if response_dict.get("status_code") != 200 or not isinstance(body, bytes):
+        return
+    head = body[:512].lstrip()
+    if head.startswith(b"<?xml"):
+        end = head.find(b"?>")
+        head = head[end + 2 :].lstrip() if end >= 0 else b""
+    if head.startswith((b"<Error>", b"<Error ")):
+        response_dict["status_code"] = 500
+        log.debug("s3.error_in_200", body=body[:300])
+
+
 _TRANSLATED = (
     botocore_errors.BotoCoreError,
+    ResponseParserError,
     botocore_errors.ClientError,
     aiohttp.ClientError,
     ConnectionError,
@@ -118,6 +147,7 @@ class S3ObjectStore:
             max_pool_connections=settings.max_pool_connections,
             connect_timeout=settings.connect_timeout_s,
             read_timeout=settings.read_timeout_s,
+            parameter_validation=False,
         )
         session = get_session()
         # The documented hook for this (botocore `ResponseParserFactory`); the session is
@@ -135,6 +165,9 @@ class S3ObjectStore:
             client = await context.__aenter__()
         except _TRANSLATED as exc:
             raise translate_error(exc, "opening the S3 client") from exc
+        events = client.meta.events  # this client's own copy of the session's handlers
+        events.unregister("before-parse.s3.*", botocore_handlers._handle_200_error)
+        events.register_first("before-parse.s3.*", error_in_200)
         try:
             yield cls(client, settings.bucket)
         finally:
