@@ -8,10 +8,18 @@ is paused. From that view:
 
 Fail closed: if the cluster epoch is missing or malformed, or ANY registered partition's
 record is empty, unparsable, lacks a watermark or publishes M(p) >= the cluster epoch
-(objects of an epoch still being written cannot be garbage), M is undefined and the result carries
-the reason and the offending partition. With no partitions at all, M = cluster epoch - 1,
-so objects stranded by deleted partitions are still collected. `pinning` names the
-partitions whose M(p) is the minimum (what an operator looks at when GC stalls).
+(objects of an epoch still being written cannot be garbage), M is undefined and the
+result carries the reason and the offending partition (the lowest-sorting malformed
+one; else the one with the highest M(p)).
+
+The rules (`judge`) read the partitions only through a `PartitionSummary` (count, first
+malformed, highest and lowest M(p), pinning records): a full read computes it in one
+scan (`summarize`), and a sweeper following the namespace with an etcd watch keeps it
+up to date per change (`watermark.gcindex`), so both apply the same rules.
+
+With no partitions at all, M = cluster epoch - 1, so objects stranded by deleted
+partitions are still collected. `pinning` names the partitions whose M(p) is the
+minimum (what an operator looks at when GC stalls).
 """
 
 from __future__ import annotations
@@ -22,7 +30,16 @@ from dataclasses import dataclass, field
 from watermark.errors import InvalidRecord
 from watermark.record import PartitionRecord
 
-__all__ = ["GcView", "SafeEpoch", "compute_safe_epoch", "parse_cluster_epoch"]
+__all__ = [
+    "PINNING_LIMIT",
+    "GcView",
+    "PartitionSummary",
+    "SafeEpoch",
+    "compute_safe_epoch",
+    "judge",
+    "parse_cluster_epoch",
+    "summarize",
+]
 
 _PINNING_LIMIT = 10
 
@@ -80,9 +97,63 @@ def parse_cluster_epoch(raw: bytes | None) -> int:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionSummary:
+    """What the rules need from the partition records: the full read computes it with one
+    scan (`summarize`), `watermark.gcindex` keeps it up to date event by event."""
+
+    count: int
+    malformed: tuple[str, str] | None = None
+    """(name, reason) of the lowest-sorting malformed record, if any."""
+    highest: tuple[str, int] | None = None
+    """(name, M(p)) of the highest M(p) (the lowest-sorting name among equals)."""
+    lowest: int | None = None
+    pinning: tuple[PartitionRecord, ...] = ()
+    """Up to `PINNING_LIMIT` records whose M(p) is `lowest`, in name order."""
+
+
+PINNING_LIMIT = _PINNING_LIMIT
+
+
+def summarize(partitions: Mapping[str, bytes]) -> PartitionSummary:
+    """One pass over the raw records in name order.
+
+    Every record is decoded, but none is kept past its turn except the pinning ones:
+    holding 100k decoded records (tracker dicts and all) made the cyclic GC traverse an
+    ever larger heap, half the time of a 100k-record read. The sort is cheap: names
+    arrive in key order from etcd, and sorting a sorted list is linear."""
+    malformed: tuple[str, str] | None = None
+    highest: tuple[str, int] | None = None
+    lowest: int | None = None
+    lowest_records: list[PartitionRecord] = []
+    for name in sorted(partitions):
+        try:
+            record = PartitionRecord.decode(partitions[name], partition=name)
+        except InvalidRecord as exc:
+            if malformed is None:
+                malformed = (name, str(exc))
+            continue
+        watermark = record.watermark
+        if highest is None or watermark > highest[1]:
+            highest = (name, watermark)
+        if lowest is None or watermark < lowest:
+            lowest = watermark
+            lowest_records = [record]
+        elif watermark == lowest and len(lowest_records) < _PINNING_LIMIT:
+            lowest_records.append(record)
+    return PartitionSummary(len(partitions), malformed, highest, lowest, tuple(lowest_records))
+
+
 def compute_safe_epoch(view: GcView) -> SafeEpoch:
     """Global M from one view; undefined (with reason) on anything missing or malformed."""
-    count = len(view.partitions)
+    return judge(view, summarize(view.partitions))
+
+
+def judge(view: GcView, summary: PartitionSummary) -> SafeEpoch:
+    """The rules (see the module docstring) over `view`'s epoch and pause marker and the
+    summary of its partition records. A malformed record blocks before an M(p) at or
+    above the cluster epoch does."""
+    count = summary.count
 
     def blocked(reason: str, partition: str | None = None, epoch: int | None = None) -> SafeEpoch:
         return SafeEpoch(
@@ -100,48 +171,26 @@ def compute_safe_epoch(view: GcView) -> SafeEpoch:
         cluster_epoch = parse_cluster_epoch(view.cluster_epoch_raw)
     except InvalidRecord as exc:
         return blocked(str(exc))
-
-    # One pass in name order, keeping only the running minimum and its first
-    # _PINNING_LIMIT records: every record is decoded (a malformed one blocks M, and the
-    # lowest-sorting malformed name is the one reported), but none is kept past its
-    # turn. Holding 100k decoded records (tracker dicts and all) made the cyclic GC
-    # traverse an ever larger heap: half the time of a 100k-record read. The sort is
-    # cheap: names arrive in key order from etcd, and sorting a sorted list is linear
-    # (3 ms for 100k names; 27 ms shuffled).
-    lowest: int | None = None
-    lowest_records: list[PartitionRecord] = []
-    for name in sorted(view.partitions):
-        try:
-            record = PartitionRecord.decode(view.partitions[name], partition=name)
-        except InvalidRecord as exc:
-            return blocked(f"malformed partition record: {exc}", name, cluster_epoch)
-        watermark = record.watermark
-        if watermark >= cluster_epoch:
-            return blocked(
-                f"partition {name!r} publishes M(p) = {watermark}, at or above the cluster "
-                f"epoch {cluster_epoch}: no object of an epoch that is still being written "
-                "can be garbage, so its publisher is broken or the epoch key was rewound "
-                "(docs/operations.md#gc-blocked)",
-                name,
-                cluster_epoch,
-            )
-        if lowest is None or watermark < lowest:
-            lowest = watermark
-            lowest_records = [record]
-        elif watermark == lowest and len(lowest_records) < _PINNING_LIMIT:
-            lowest_records.append(record)
-
-    safe = cluster_epoch - 1
-    pinning: tuple[PartitionRecord, ...] = ()
-    if lowest is not None:
-        safe = lowest
-        pinning = tuple(lowest_records)
+    if summary.malformed is not None:
+        name, reason = summary.malformed
+        return blocked(f"malformed partition record: {reason}", name, cluster_epoch)
+    if summary.highest is not None and summary.highest[1] >= cluster_epoch:
+        name, watermark = summary.highest
+        return blocked(
+            f"partition {name!r} publishes M(p) = {watermark}, at or above the cluster "
+            f"epoch {cluster_epoch}: no object of an epoch that is still being written "
+            "can be garbage, so its publisher is broken or the epoch key was rewound "
+            "(docs/operations.md#gc-blocked)",
+            name,
+            cluster_epoch,
+        )
+    safe = cluster_epoch - 1 if summary.lowest is None else summary.lowest
     return SafeEpoch(
         revision=view.revision,
         cluster_epoch=cluster_epoch,
         safe_epoch=safe,
         partition_count=count,
-        pinning=pinning,
+        pinning=summary.pinning if summary.lowest is not None else (),
         paused=view.paused,
         paused_reason=view.paused_reason,
     )
