@@ -16,6 +16,8 @@ PURE_MODULES = [
     "snapshot.py",
     "strictjson.py",
     "display.py",
+    "safe_epoch.py",
+    "gcindex.py",
 ]
 FORBIDDEN = frozenset(
     {
