@@ -338,6 +338,7 @@ __all__ += [
     "EtcdUnavailable",
     "LeaseExpired",
     "PartitionNotRegistered",
+    "WatchLost",
     "WatermarkRegression",
 ]
 
@@ -358,6 +359,12 @@ class EtcdUnavailable(L0gcError):
             f"etcd at {self.endpoint} unavailable: {self.reason}; check that etcd is running "
             "and reachable (--etcd, TLS and auth settings), then retry"
         )
+
+
+
+class WatchLost(EtcdUnavailable):
+    """A watch of the namespace ended (compacted, cancelled, connection lost, no answer):
+    the follower reads the whole namespace again and watches from there."""
 
 
 class EpochConflict(L0gcError):

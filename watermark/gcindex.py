@@ -1,7 +1,9 @@
 """The sweepers' view of a namespace kept up to date change by change (pure, no I/O).
 
 A `GcIndex` starts from one full read (`GcView` at revision R) and applies etcd's
-changes after R (`Change`: a put or a delete of one key, with its revision). It keeps
+changes after R (`watermark.kv.Change`: a put or a delete of one key, with its
+revision); its revision is the last change's, so after whole revisions in order it
+holds exactly the namespace at that revision. It keeps
 every raw value the full read would return (cluster epoch, pause marker, binding,
 sweeper announcements, partition records), so `view()` at revision R' equals a full
 read at R' (which is how a follower checks itself: `matches`), and it keeps the
@@ -27,19 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from watermark.errors import InvalidRecord
+from watermark.kv import Change
 from watermark.record import PartitionRecord
 from watermark.safe_epoch import PINNING_LIMIT, GcView, PartitionSummary, SafeEpoch, judge
 
-__all__ = ["Change", "GcIndex", "NamespaceKeys"]
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One key's change: `value` None is a delete."""
-
-    key: str
-    value: bytes | None
-    revision: int
+__all__ = ["GcIndex", "NamespaceKeys"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +99,6 @@ class GcIndex:
                     self._sweepers.pop(sweeper, None)
                 else:
                     self._sweepers[sweeper] = value
-
-    def advance(self, revision: int) -> None:
-        """Every change up to `revision` has been applied (a watch progress report)."""
-        self.revision = max(self.revision, revision)
 
     def _reason(self, raw: bytes) -> str | None:
         return self._pause_reason(raw)

@@ -11,6 +11,11 @@ Semantics are etcd's: every write bumps a global revision; a key's `mod_revision
 the revision of its last write; comparing `mod_revision == 0` means "key absent".
 `range_prefix` returns every key under a prefix as of ONE revision (paged internally
 at that revision when the prefix is large).
+
+Watching is a separate capability (`Watchable`): `watch_prefix(prefix, R)` returns the
+changes under the prefix after revision R, whole revisions in revision order, on every
+`sync()`; a compacted start, a cancelled watch or a lost connection ends it with
+`WatchLost`, after which the caller reads the prefix again.
 """
 
 from __future__ import annotations
@@ -19,7 +24,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["KV", "Compare", "Delete", "KeyValue", "Put", "RangeResult", "TxnResult"]
+__all__ = [
+    "KV",
+    "Change",
+    "Compare",
+    "Delete",
+    "KeyValue",
+    "PrefixWatch",
+    "Put",
+    "RangeResult",
+    "TxnResult",
+    "Watchable",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +88,36 @@ class TxnResult:
 
     succeeded: bool
     revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One key's change at `revision`: `value` None is a delete."""
+
+    key: str
+    value: bytes | None
+    revision: int
+
+
+class PrefixWatch(Protocol):
+    """An open watch of one prefix."""
+
+    async def sync(self) -> tuple[list[Change], int]:
+        """Every change since the previous sync (whole revisions, in order), and the
+        revision the server had when it answered; WatchLost once the watch has ended."""
+        ...
+
+    async def close(self) -> None:
+        """Cancel the watch."""
+        ...
+
+
+class Watchable(Protocol):
+    """A KV that can follow a prefix."""
+
+    async def watch_prefix(self, prefix: str, start_revision: int) -> PrefixWatch:
+        """Watch `prefix` from `start_revision` (inclusive); WatchLost if it cannot."""
+        ...
 
 
 class KV(Protocol):

@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from watermark.errors import EtcdUnavailable, LeaseExpired
-from watermark.kv import Compare, Delete, KeyValue, Put, RangeResult, TxnResult
+from watermark.errors import EtcdUnavailable, LeaseExpired, WatchLost
+from watermark.kv import Change, Compare, Delete, KeyValue, Put, RangeResult, TxnResult
 
 __all__ = ["MAX_TXN_OPS", "MemoryKV"]
 
@@ -51,6 +51,8 @@ class MemoryKV:
         self._revision = 1  # an empty etcd reports revision 1
         self._data: dict[str, KeyValue] = {}
         self._leases: dict[int, _Lease] = {}
+        self._history: list[Change] = []
+        self._compacted = 0
         self._lease_ids = itertools.count(0x1000)
         self.unavailable = False
         self.closed = False
@@ -80,15 +82,19 @@ class MemoryKV:
             self._revision += 1
             for key in doomed:
                 del self._data[key]
+                self._history.append(Change(key, None, self._revision))
 
     async def get(self, key: str) -> KeyValue | None:
         """The key's current value, or None."""
         self._enter()
         return self._data.get(key)
 
-    async def range_prefix(self, prefix: str) -> RangeResult:
-        """Every key starting with `prefix`, sorted by key, at the current revision."""
+    async def range_prefix(self, prefix: str, *, revision: int = 0) -> RangeResult:
+        """Every key starting with `prefix`, sorted by key, at the current revision (no
+        history is kept: another `revision` is EtcdUnavailable, as a compacted one is)."""
         self._enter()
+        if revision not in (0, self._revision):
+            raise EtcdUnavailable(_ENDPOINT, f"revision {revision} is not kept in memory")
         items = tuple(self._data[key] for key in sorted(self._data) if key.startswith(prefix))
         return RangeResult(revision=self._revision, items=items)
 
@@ -113,7 +119,9 @@ class MemoryKV:
         for op in changes:
             if isinstance(op, Delete):
                 del self._data[op.key]
+                self._history.append(Change(op.key, None, self._revision))
                 continue
+            self._history.append(Change(op.key, op.value, self._revision))
             previous = self._data.get(op.key)
             self._data[op.key] = KeyValue(
                 key=op.key,
@@ -123,6 +131,19 @@ class MemoryKV:
                 lease=op.lease,
             )
         return TxnResult(succeeded=True, revision=self._revision)
+
+    def compact(self, revision: int) -> None:
+        """Forget the history before `revision`: a watch from below it ends (WatchLost)."""
+        self._compacted = max(self._compacted, revision)
+        self._history = [c for c in self._history if c.revision >= revision]
+
+    async def watch_prefix(self, prefix: str, start_revision: int) -> _MemoryWatch:
+        """Changes under `prefix` from `start_revision` on (see `watermark.kv`)."""
+        self._enter()
+        return _MemoryWatch(self, prefix, start_revision)
+
+    def _changes(self, prefix: str, after: int) -> list[Change]:
+        return [c for c in self._history if c.revision > after and c.key.startswith(prefix)]
 
     async def lease_grant(self, ttl_s: int) -> int:
         """A new lease that expires `ttl_s` seconds from now on the injected clock."""
@@ -150,4 +171,29 @@ class MemoryKV:
 
     async def close(self) -> None:
         """Nothing to release; recorded for tests."""
+        self.closed = True
+
+
+class _MemoryWatch:
+    """A watch on a `MemoryKV`: each sync returns the history since the previous one."""
+
+    def __init__(self, kv: MemoryKV, prefix: str, start_revision: int) -> None:
+        self._kv = kv
+        self._prefix = prefix
+        self._seen = start_revision - 1
+        self.closed = False
+
+    async def sync(self) -> tuple[list[Change], int]:
+        """Changes since the last sync, and the current revision."""
+        kv = self._kv
+        if self.closed or kv.unavailable:
+            raise WatchLost(_ENDPOINT, f"watch {self._prefix}: simulated outage")
+        if self._seen + 1 < kv._compacted:
+            raise WatchLost(_ENDPOINT, f"watch {self._prefix}: compacted at {kv._compacted}")
+        changes = kv._changes(self._prefix, self._seen)
+        self._seen = kv.revision
+        return changes, kv.revision
+
+    async def close(self) -> None:
+        """End the watch."""
         self.closed = True

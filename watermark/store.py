@@ -374,9 +374,19 @@ class WatermarkStore:
 
     # -- sweeper view and pause -------------------------------------------------------
 
-    async def read_gc_view(self) -> GcView:
-        """Epoch, partition records and pause marker from ONE read at one revision."""
-        result = await self._kv.range_prefix(self.namespace + "/")
+    @property
+    def kv(self) -> KV:
+        """The KV this store reads and writes (`watermark.gcfollow` watches it)."""
+        return self._kv
+
+    async def read_gc_view(self, *, revision: int = 0) -> GcView:
+        """Epoch, partition records and pause marker from ONE read at one revision (the
+        current one, or `revision` on a KV that keeps history: etcd until compaction)."""
+        prefix = self.namespace + "/"
+        if revision:
+            result = await self._kv.range_prefix(prefix, revision=revision)  # type: ignore[call-arg]
+        else:
+            result = await self._kv.range_prefix(prefix)
         epoch_raw: bytes | None = None
         binding_raw: bytes | None = None
         partitions: dict[str, bytes] = {}

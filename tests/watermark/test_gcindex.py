@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watermark.contract import pause_reason
-from watermark.gcindex import Change, GcIndex, NamespaceKeys
+from watermark.gcindex import GcIndex, NamespaceKeys
+from watermark.kv import Change
 from watermark.record import PartitionRecord
 from watermark.safe_epoch import GcView, compute_safe_epoch
 
