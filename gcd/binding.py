@@ -21,6 +21,7 @@ from gcd.errors import ConfigError, StorageError
 from gcd.shards import ShardAnnouncement, check_shards
 from watermark.binding import Binding, Claim, StorageTarget, check_binding, claim_key
 from watermark.errors import InvalidRecord
+from watermark.gcfollow import GcFollower
 from watermark.safe_epoch import SafeEpoch, compute_safe_epoch
 from watermark.store import WatermarkStore
 
@@ -144,11 +145,14 @@ class BoundSource:
         objects: ClaimStore,
         *,
         shard: ShardAnnouncement | None = None,
+        follower: GcFollower | None = None,
     ) -> None:
         self.store = store
         self.target = target
         self.objects = objects
         self.shard = shard
+        self.follower = follower
+        """Reads M through an etcd watch when set (`watermark.gcfollow`), else in full."""
 
     async def get_paused(self) -> str | None:
         """The pause reason (None: not paused), for the sweeper's brake (`gcd.brake`)."""
@@ -156,8 +160,11 @@ class BoundSource:
 
     async def read_safe_epoch(self) -> SafeEpoch:
         """`WatermarkStore.read_safe_epoch`, with `refused_reason` set on any mismatch."""
-        view = await self.store.read_gc_view()
-        read = compute_safe_epoch(view)
+        if self.follower is not None:
+            view, read = await self.follower.read()
+        else:
+            view = await self.store.read_gc_view()
+            read = compute_safe_epoch(view)
         claim_raw: bytes | None = None
         if view.binding_raw is not None:
             try:

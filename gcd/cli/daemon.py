@@ -79,7 +79,9 @@ async def run(args: argparse.Namespace) -> int:
         unready_after_s=args.unready_after,
     )
     await preflight(setup.s3, setup.round.layout.listing_root)
-    async with open_sweeper(args, setup) as (sweeper, source):
+    async with open_sweeper(args, setup, follow_every=args.verify_m_every) as (
+        sweeper, source
+    ):
         daemon = Daemon(sweeper, source, config, override=setup.safe_epoch_override)
         with _stop_on_signals(daemon) as received:
             await serve(daemon, args.http_host, args.http_port, handle_signals=False)

@@ -135,6 +135,11 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
            "(default 9464; 0 picks a free port)", "PORT"),
     Option("--unready-after", duration, 300.0,
            "/readyz fails when etcd was unreachable this long (default 5m)", "DURATION"),
+    Option("--verify-m-every", integer(0), 30,
+           "follow the namespace with an etcd watch after one full read, and check the "
+           "followed view against a full read every this many rounds (a mismatch blocks "
+           "that round); 0 reads every partition record every round (default 30)",
+           "ROUNDS"),
 )  # fmt: skip
 SWEEP_OPTIONS: tuple[Option, ...] = (
     Option("--dry-run", boolean, False, "delete nothing; report what would be deleted",

@@ -63,6 +63,7 @@ from gcd.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper_id
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
 from watermark.binding import StorageTarget
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.gcfollow import GcFollower
 from watermark.store import WatermarkStore
 
 __all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments", "exit_code",
@@ -157,13 +158,16 @@ async def watermark_source(
     shard: tuple[int, int] | None = None,
     sweeper_id: str | None = None,
     shard_ttl_s: int = DEFAULT_TTL_S,
+    follow_every: int = 0,
 ) -> AsyncIterator[WatermarkSource | None]:
     """M from etcd (connected lazily: an outage blocks rounds), or None without etcd.
 
     With `target` and `objects`, M is refused unless the namespace is bound to `target`
     (`gcd.binding`); with `shard` (index, count) this process also announces its shard
     while the block runs (as `sweeper_id`, under a lease of `shard_ttl_s`) and refuses to
-    delete when sweepers disagree (`gcd.shards`).
+    delete when sweepers disagree (`gcd.shards`). With `follow_every` > 0 (a daemon) M is
+    followed with an etcd watch after one full read (`watermark.gcfollow`), checked
+    against a full read every `follow_every` reads.
     """
     if etcd is None:
         yield None
@@ -173,12 +177,18 @@ async def watermark_source(
         store = WatermarkStore(kv, etcd.namespace)
         if target is None or objects is None:
             yield store
-        elif shard is None:
-            yield BoundSource(store, target, objects)
         else:
-            me = announcement(sweeper_id or new_sweeper_id(), *shard)
-            async with announced(store, kv, me, ttl_s=shard_ttl_s):
-                yield BoundSource(store, target, objects, shard=me)
+            follower = GcFollower(store, verify_every=follow_every) if follow_every else None
+            try:
+                if shard is None:
+                    yield BoundSource(store, target, objects, follower=follower)
+                else:
+                    me = announcement(sweeper_id or new_sweeper_id(), *shard)
+                    async with announced(store, kv, me, ttl_s=shard_ttl_s):
+                        yield BoundSource(store, target, objects, shard=me, follower=follower)
+            finally:
+                if follower is not None:
+                    await follower.close()
     finally:
         await kv.close()
 
@@ -276,8 +286,9 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
 
 @contextlib.asynccontextmanager
 async def open_sweeper(
-    args: argparse.Namespace, setup: RoundSetup, *, plan: PlanWriter | None = None
-) -> AsyncIterator[tuple[Sweeper, WatermarkSource | None]]:
+    args: argparse.Namespace, setup: RoundSetup, *, plan: PlanWriter | None = None,
+    follow_every: int = 0,
+) -> AsyncIterator[tuple[Sweeper, WatermarkSource | None]]:  # fmt: skip
     """The Sweeper and its watermark source, wired as every sweeping command wires them:
     the S3 store, M through the namespace binding (and the shard announcement), the
     pause brake and the deletion journal."""
@@ -285,7 +296,7 @@ async def open_sweeper(
     metrics = SweeperMetrics()
     async with S3ObjectStore.open(setup.s3) as store, watermark_source(
         setup.etcd, target=setup.target, objects=store, shard=setup.shard,
-        sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s,
+        sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s, follow_every=follow_every,
     ) as source, open_journal(
         args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
     ) as sinks:  # fmt: skip
