@@ -274,7 +274,7 @@ async def test_paged_read_of_5000_partitions_is_one_revision(
     etcd_server: LocalEtcd, namespace: str
 ) -> None:
     """5,000 partitions published and read back with small pages, all at one revision."""
-    kv = EtcdKV([etcd_server.endpoint], timeout_s=10.0, page_size=128)
+    kv = EtcdKV([etcd_server.endpoint], timeout_s=10.0, page_size=128, page_target_bytes=None)
     store = WatermarkStore(kv, namespace)
     names = [f"t{i % 7}/{i:05d}" for i in range(5000)]
     try:
@@ -345,7 +345,7 @@ async def test_range_prefix_pages_return_each_key_once_in_key_order_at_one_revis
     names += [f"p{i:03d}" for i in range(0, 60, 3)] + [f"p{i}" for i in range(7)]
     shuffled = sorted(names, key=lambda name: name[::-1])  # written out of key order
     writer = EtcdKV([etcd_server.endpoint])
-    kv = EtcdKV([etcd_server.endpoint], timeout_s=10.0, page_size=3)
+    kv = EtcdKV([etcd_server.endpoint], timeout_s=10.0, page_size=3, page_target_bytes=None)
     try:
         for name in shuffled:
             await writer.txn([], [Put(prefix + name, name.encode())])
@@ -398,3 +398,37 @@ async def test_lease_lifecycle_on_etcd(kv: EtcdKV, namespace: str) -> None:
     await kv.lease_revoke(lease)  # already gone: not an error
     with pytest.raises(LeaseExpired):
         await kv.txn([], [Put(key, b"again", lease=lease)])
+
+
+async def test_later_pages_are_sized_by_bytes(etcd_server: LocalEtcd, namespace: str) -> None:
+    """After a first page of `page_size` keys, pages carry about `page_target_bytes`
+    (here ~7 records of ~130 bytes: key and value), so a large read takes few pages; every
+    key once."""
+    prefix = f"{namespace}/big/"
+    writer = EtcdKV([etcd_server.endpoint])
+    kv = EtcdKV([etcd_server.endpoint], timeout_s=10.0, page_size=2, page_target_bytes=1000)
+    try:
+        for start in range(0, 100, 50):
+            batch = [Put(f"{prefix}{i:03d}", b"v" * 80) for i in range(start, start + 50)]
+            await writer.txn([], batch)
+        await kv.connect()
+        session = kv._session
+        assert session is not None
+        async def nothing() -> None:
+            return None
+
+        recording = RecordingRangeStub(session.kv, nothing)
+        session.kv = recording
+        try:
+            result = await kv.range_prefix(prefix)
+        finally:
+            session.kv = recording._stub
+        assert [item.key for item in result.items] == [f"{prefix}{i:03d}" for i in range(100)]
+        limits = [request.limit for request in recording.requests]
+        assert limits[0] == 2
+        size = len(f"{prefix}000") + 80
+        assert set(limits[1:]) == {1000 // size}, limits
+        assert len(limits) <= 2 + 100 // (1000 // size)
+    finally:
+        await kv.close()
+        await writer.close()
