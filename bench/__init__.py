@@ -20,5 +20,6 @@ BENCHMARKS: dict[str, str] = {
     "spark": "bench.spark",
     "failover": "bench.failover",
     "writer_api": "bench.writer_api",
+    "global_m": "bench.global_m",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""
