@@ -59,11 +59,12 @@ async def watermarks(etcd_server: LocalEtcd, namespace: str) -> AsyncIterator[Wa
         await kv.close()
 
 
-def seed_mixed(server: S3Server, bucket: str) -> set[str]:
-    """Epochs below/at/above M and keys the layout does not produce; the deletable ones."""
+def mixed_keys() -> tuple[list[str], set[str]]:
+    """Epochs below/at/above M and keys the layout does not produce, and the deletable
+    ones among them (shared with tests/gcd/test_sweeper_s3.py)."""
     deletable: set[str] = set()
     keys: list[str] = []
-    for prefix in (0, 1, 417, 998, 999):
+    for prefix in (0, 1, 250, 417, 500, 998, 999):
         for epoch in (0, 3, SAFE):
             key = LAYOUT.format(prefix, epoch, f"seg-{epoch}.log")
             keys.append(key)
@@ -76,8 +77,15 @@ def seed_mixed(server: S3Server, bucket: str) -> set[str]:
         f"{ROOT}/README",
         f"other/417/{3:018d}/x",
         f"level_zero/data-old/417/{3:018d}/x",
+        f"level_zero/{3:018d}/x",
         f"{ROOT}/417/-{3:017d}/x",
     ]
+    return keys, deletable
+
+
+def seed_mixed(server: S3Server, bucket: str) -> set[str]:
+    """Seed `mixed_keys()` (all just written); return the deletable ones."""
+    keys, deletable = mixed_keys()
     server.seed(bucket, keys)
     return deletable
 

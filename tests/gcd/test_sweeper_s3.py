@@ -22,6 +22,7 @@ from gcd.report import PlanWriter
 from gcd.retry import Backoff, Retrier
 from gcd.s3store import S3ObjectStore, S3Settings, parse_s3_timestamp
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from tests.gcd.test_s3_servers import mixed_keys
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import Put
 from watermark.store import Publication, WatermarkStore
@@ -58,26 +59,9 @@ async def watermarks(etcd_server: LocalEtcd, namespace: str) -> AsyncIterator[Wa
 
 
 def seed_mixed(s3: LocalS3, bucket: str) -> set[str]:
-    """Epochs below/at/above M, young objects, junk and other layouts; returns deletable keys."""
-    deletable: set[str] = set()
-    old_keys: list[str] = []
-    for prefix in (0, 1, 250, 417, 500, 998, 999):
-        for epoch in (0, 3, SAFE):
-            key = LAYOUT.format(prefix, epoch, f"seg-{epoch}.log")
-            old_keys.append(key)
-            deletable.add(key)
-        old_keys += [LAYOUT.format(prefix, epoch, "live.log") for epoch in (SAFE + 1, CLUSTER, 99)]
-    old_keys += [
-        f"{ROOT}/417/{3:018d}",  # no name
-        f"{ROOT}/417/3/short-epoch",
-        f"{ROOT}/4x7/{3:018d}/x",
-        f"{ROOT}/README",
-        f"other/417/{3:018d}/x",
-        f"level_zero/data-old/417/{3:018d}/x",
-        f"level_zero/{3:018d}/x",
-        f"{ROOT}/417/-{3:017d}/x",
-    ]
-    s3.seed(bucket, old_keys, last_modified=OLD)
+    """`mixed_keys()` two hours old, plus young garbage; returns the deletable keys."""
+    keys, deletable = mixed_keys()
+    s3.seed(bucket, keys, last_modified=OLD)
     s3.seed(bucket, [LAYOUT.format(p, 1, "young.log") for p in (2, 417)],
             last_modified=datetime.now(UTC))  # fmt: skip
     return deletable
