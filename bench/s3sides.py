@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -143,6 +144,9 @@ class S3Bench:
         self.bucket = bucket
         self.keys = list(keys)
         self.server = server
+        for name, value in child_env().items():  # this process's own S3 client (binding)
+            if name.startswith("AWS_"):
+                os.environ.setdefault(name, value)
         self.s3: Any = quiet_s3() if server == "moto" else LocalSeaweedFS().start()
         self._snapshot = False
         self.etcd = LocalEtcd().start()
