@@ -94,7 +94,7 @@ class GcFollower:
             except EtcdUnavailable as exc:  # the next read is a full one again
                 _log.warning("watermark.watch_failed", namespace=self.store.namespace,
                              error=str(exc))  # fmt: skip
-        return view, compute_safe_epoch(view)
+        return view, self._index.safe_epoch()  # the index decoded every record once
 
     async def _verify(self, index: GcIndex) -> tuple[GcView, SafeEpoch]:
         full = await self.store.read_gc_view(revision=index.revision)
