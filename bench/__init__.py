@@ -21,5 +21,6 @@ BENCHMARKS: dict[str, str] = {
     "failover": "bench.failover",
     "writer_api": "bench.writer_api",
     "global_m": "bench.global_m",
+    "skip_ahead": "bench.skip_ahead",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""

@@ -138,11 +138,16 @@ class S3Bench:
     """An S3 server (moto or SeaweedFS) + etcd for the S3 benchmarks, and how to run each
     side against them."""
 
-    def __init__(self, bucket: str, keys: Sequence[str], server: str = "moto") -> None:
+    def __init__(
+        self, bucket: str, keys: Sequence[str], server: str = "moto", live: Sequence[str] = ()
+    ) -> None:
+        """`keys` are garbage (at or below M), `live` are above M and must stay (only the
+        gcd sides can tell them apart)."""
         if server not in SERVERS:
             raise ValueError(f"unknown S3 server {server!r}; choose from {SERVERS}")
         self.bucket = bucket
         self.keys = list(keys)
+        self.live = list(live)
         self.server = server
         for name, value in child_env().items():  # this process's own S3 client (binding)
             if name.startswith("AWS_"):
@@ -186,14 +191,14 @@ class S3Bench:
             else:
                 self.s3.create_bucket(self.bucket)
                 self.s3.delete_bucket_contents(self.bucket)
-                self.s3.seed(self.bucket, self.keys)
-                if len(self.keys) > _PUT_RESEED_MAX:
+                self.s3.seed(self.bucket, self.keys + self.live)
+                if len(self.keys) + len(self.live) > _PUT_RESEED_MAX:
                     self.s3.snapshot()  # ~30 s once; each restore then takes ~2 s
                     self._snapshot = True
             return time.perf_counter() - started
         self.s3.create_bucket(self.bucket)
         self.s3.delete_bucket_contents(self.bucket)
-        self.s3.seed(self.bucket, self.keys, last_modified=OLD)
+        self.s3.seed(self.bucket, self.keys + self.live, last_modified=OLD)
         return time.perf_counter() - started
 
     def server_cpu_s(self) -> float:
@@ -263,9 +268,10 @@ class S3Bench:
         server_cpu = self.server_cpu_s() - server_before
         if child.returncode != 0:
             raise RuntimeError(f"{side} exited {child.returncode}: {child.stderr[-2000:]}")
-        left = len(self.s3.keys(self.bucket) - {claim_key(ROOT)})
-        if left:
-            raise RuntimeError(f"{side} left {left} of {len(self.keys)} keys in the bucket")
+        left = self.s3.keys(self.bucket) - {claim_key(ROOT)}
+        if left != set(self.live):
+            raise RuntimeError(f"{side} left {len(left)} keys in the bucket, not the "
+                               f"{len(self.live)} live ones")  # fmt: skip
         round_s = list_requests = delete_requests = None
         if side.startswith("gcd sweep"):
             summary = json.loads(child.stdout.strip().splitlines()[-1])
@@ -289,9 +295,11 @@ class S3Bench:
 
 
 @contextlib.contextmanager
-def s3_bench(bucket: str, keys: Sequence[str], server: str = "moto") -> Iterator[S3Bench]:
+def s3_bench(
+    bucket: str, keys: Sequence[str], server: str = "moto", live: Sequence[str] = ()
+) -> Iterator[S3Bench]:
     """An `S3Bench`, closed on exit."""
-    bench = S3Bench(bucket, keys, server)
+    bench = S3Bench(bucket, keys, server, live)
     try:
         yield bench
     finally:
