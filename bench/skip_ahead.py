@@ -19,8 +19,8 @@ NAME = "skip_ahead"
 TITLE = "12. Skip-ahead vs full listing on moto and SeaweedFS, 100 live : 1 garbage"
 _SIZES = {  # scale: (prefixes, garbage per prefix); live = 100 x garbage
     Scale.TOY: (4, 2),
-    Scale.QUICK: (20, 5),
-    Scale.FULL: (50, 4),
+    Scale.QUICK: (5, 10),
+    Scale.FULL: (5, 40),  # 4,000 live per prefix: several LIST pages each, as in S3 buckets
 }
 _SIDES = ("gcd sweep", "gcd sweep, full listing")
 
