@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gcd.local_azurite import LocalAzurite
 from gcd.local_seaweedfs import LocalSeaweedFS
 from gcd.local_servers import LocalEtcd, LocalS3
 
@@ -102,3 +103,13 @@ def any_bucket(s3_any: S3Server) -> Iterator[str]:
     s3_any.create_bucket(name)
     yield name
     s3_any.delete_bucket_contents(name)
+
+
+@pytest.fixture(scope="session")
+def azurite_server() -> Iterator[LocalAzurite]:
+    """One Azurite blob service for the session, on loopback, stopped by PID."""
+    server = LocalAzurite().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,159 @@
+"""The sweeper on Azure Blob Storage (`gcd.azstore`), against Azurite on loopback.
+
+Azurite stamps its own LastModified, so objects are aged by the sweeper's clock. Every
+container is fresh per test; one Azurite process serves the session.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+
+from gcd.azstore import AzureBlobStore, AzureSettings
+from gcd.errors import ConfigError
+from gcd.layout import KeyLayout
+from gcd.local_azurite import LocalAzurite
+from gcd.sweeper import RoundConfig, RoundResult, Sweeper
+from tests.gcd.test_s3_servers import SAFE, mixed_keys
+
+pytestmark = pytest.mark.integration
+
+LAYOUT = KeyLayout.default("level_zero/data")
+_names = itertools.count()
+
+
+def ahead(hours: float) -> float:
+    """The sweeper's clock `hours` ahead of now (negative: behind)."""
+    return time.time() + hours * 3600
+
+
+@pytest.fixture
+async def container(
+    azurite_server: LocalAzurite, tmp_path: Path
+) -> AsyncIterator[tuple[ContainerClient, AzureSettings]]:
+    """A fresh container and the settings to reach it (connection string in a file)."""
+    name = f"l0gc-{next(_names)}"
+    conn = azurite_server.write_connection_string(tmp_path / "azure-connection-string")
+    async with BlobServiceClient.from_connection_string(azurite_server.connection_string) as svc:
+        client = await svc.create_container(name)
+        yield client, AzureSettings(azurite_server.account_url, name, str(conn))
+        await client.delete_container()
+
+
+async def seed(client: ContainerClient, keys: list[str]) -> None:
+    """Upload one small blob per key."""
+    for key in keys:
+        await client.upload_blob(key, b"x", overwrite=True)
+
+
+async def names(client: ContainerClient) -> set[str]:
+    """Every blob name in the container."""
+    return {blob.name async for blob in client.list_blobs()}
+
+
+async def sweep(settings: AzureSettings, safe: int, **options: object) -> tuple[RoundResult, int]:
+    """One round at M = `safe` (clock two hours ahead unless `clock` is given); the
+    round's result and the List Blobs requests it sent."""
+    clock = options.pop("clock", lambda: ahead(2))
+    config = RoundConfig(layout=LAYOUT, grace_s=600.0, **options)  # type: ignore[arg-type]
+    async with AzureBlobStore.open(settings) as store:
+        result = await Sweeper(store, config, clock=clock).sweep(safe, None)  # type: ignore[arg-type]
+        return result, store.list_requests
+
+
+async def test_exactly_the_right_blobs_are_deleted(
+    container: tuple[ContainerClient, AzureSettings],
+) -> None:
+    """At or below M and old enough: deleted; live, stray and foreign names kept."""
+    client, settings = container
+    keys, deletable = mixed_keys()
+    await seed(client, keys)
+    result, _ = await sweep(settings, SAFE)
+    assert await names(client) == set(keys) - deletable
+    assert (result.summary.deleted, result.summary.errors) == (len(deletable), 0)
+
+
+async def test_young_and_future_blobs_are_kept(
+    container: tuple[ContainerClient, AzureSettings],
+) -> None:
+    """Azurite's LastModified holds garbage back within the grace, and a LastModified in
+    the sweeper's future (a clock behind the store's) never makes a blob old."""
+    client, settings = container
+    garbage = [LAYOUT.format(5, epoch, "g") for epoch in range(1, SAFE + 1)]
+    await seed(client, garbage)
+    young, _ = await sweep(settings, SAFE, clock=time.time)
+    future, _ = await sweep(settings, SAFE, clock=lambda: ahead(-1))
+    assert await names(client) == set(garbage)
+    assert young.summary.skipped_young == future.summary.skipped_young == len(garbage)
+
+
+async def test_skip_ahead_walks_the_prefixes_and_lists_less(
+    container: tuple[ContainerClient, AzureSettings],
+) -> None:
+    """100 live blobs per garbage blob: Blob Storage has no StartAfter, so past a prefix's
+    first live blob the store walks the level with a delimiter; it lists far less than
+    a full listing and deletes the same garbage."""
+    client, settings = container
+    garbage = [LAYOUT.format(p, e, "g") for p in (3, 4, 5) for e in (1, 2)]
+    live = [LAYOUT.format(p, 100 + i, "live") for p in (3, 4, 5) for i in range(200)]
+    strays = ["level_zero/data/004-a", "level_zero/data/0040"]
+    await seed(client, garbage + live + strays)
+    skipping, skip_lists = await sweep(settings, 2, page_size=20, list_concurrency=1)
+    assert await names(client) == set(live + strays)
+    await seed(client, garbage)
+    full, full_lists = await sweep(settings, 2, page_size=20, list_concurrency=1,
+                                   skip_ahead=False)  # fmt: skip
+    assert await names(client) == set(live + strays)
+    assert skipping.summary.deleted == full.summary.deleted == len(garbage)
+    assert full_lists >= (len(live) + len(garbage)) // 20
+    assert skip_lists <= 3 * 3 + 4, (skip_lists, full_lists)
+
+
+async def test_a_blob_that_cannot_be_deleted_is_reported_by_name(
+    container: tuple[ContainerClient, AzureSettings],
+) -> None:
+    """A leased blob inside a batch fails alone (its Azure code, kept, counted); the rest
+    of the batch is deleted."""
+    client, settings = container
+    garbage = [LAYOUT.format(7, 1, f"g{i}") for i in range(300)]  # two Blob Batch requests
+    await seed(client, garbage)
+    leased = garbage[123]
+    await client.get_blob_client(leased).acquire_lease(lease_duration=-1)
+    result, _ = await sweep(settings, SAFE, batch_size=1000)
+    assert await names(client) == {leased}
+    assert result.summary.deleted == len(garbage) - 1
+    assert result.summary.errors == 1
+
+
+async def test_the_claim_is_created_once_and_read_back(
+    container: tuple[ContainerClient, AzureSettings],
+) -> None:
+    """put_object(if_absent=True) creates a blob once (If-None-Match: *); a second create
+    is refused; get_object reads it back; a missing blob reads as None."""
+    _, settings = container
+    async with AzureBlobStore.open(settings) as store:
+        assert await store.put_object("r/.l0gc-claim.json", b'{"a": 1}', if_absent=True)
+        assert not await store.put_object("r/.l0gc-claim.json", b'{"b": 2}', if_absent=True)
+        assert await store.get_object("r/.l0gc-claim.json", max_bytes=100) == b'{"a": 1}'
+        assert await store.get_object("r/none", max_bytes=100) is None
+
+
+def test_settings_refuse_what_cannot_work(tmp_path: Path) -> None:
+    """A URL without a scheme, a bad container name, an unreadable or wrong connection
+    string file: ConfigError naming the value and the fix."""
+    with pytest.raises(ConfigError, match="must start with https://"):
+        AzureSettings("acct.blob.core.windows.net", "l0gc")
+    with pytest.raises(ConfigError, match="is not a container name"):
+        AzureSettings("https://a.blob.core.windows.net", "L0")
+    with pytest.raises(ConfigError, match="cannot read the Azure connection string file"):
+        AzureSettings("https://a.blob.core.windows.net", "l0gc",
+                      str(tmp_path / "missing")).connection_string()  # fmt: skip
+    wrong = tmp_path / "wrong"
+    wrong.write_text("hello")
+    with pytest.raises(ConfigError, match="does not hold an Azure Storage connection string"):
+        AzureSettings("https://a.blob.core.windows.net", "l0gc", str(wrong)).connection_string()
