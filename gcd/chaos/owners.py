@@ -57,11 +57,19 @@ class Owners:
         self._route = route
         self._headers = headers
         self._replicas = list(replicas)
-        self._seen: dict[str, str] = {}
+        self._seen: dict[str, tuple[str, str]] = {}
+        """partition -> (its route then, the replica seen owning it)."""
 
     def base(self, partition: str) -> str:
-        """The base URL of the replica last seen owning `partition` (else its route)."""
-        return self._seen.get(partition) or self._route(partition)
+        """The base URL of the replica last seen owning `partition`, while its route is
+        the one it had then; else its route (a controller that moves a partition changes
+        its route, and a writer must follow that, not what it saw before)."""
+        route = self._route(partition)
+        seen = self._seen.get(partition)
+        return seen[1] if seen is not None and seen[0] == route else route
+
+    def _remember(self, partition: str, base: str) -> None:
+        self._seen[partition] = (self._route(partition), base)
 
     async def request(
         self, session: aiohttp.ClientSession, method: str, partition: str, suffix: str,
@@ -94,11 +102,12 @@ class Owners:
             if status == 307 and location and hops < _MAX_HOPS:
                 hops += 1
                 parts = urllib.parse.urlsplit(location)
-                base = self._seen[partition] = f"{parts.scheme}://{parts.netloc}"
+                base = f"{parts.scheme}://{parts.netloc}"
+                self._remember(partition, base)
                 continue
             if status == 503 and doc.get("error") == "no_owner" and time.monotonic() < deadline:
                 await asyncio.sleep(_MOVING_RETRY_S)
                 continue
             if status == 200:
-                self._seen[partition] = base
+                self._remember(partition, base)
             return status, doc, base

@@ -116,3 +116,20 @@ async def test_no_replica_answering_raises(replicas: list[Replica]) -> None:
         with pytest.raises(aiohttp.ClientConnectorError):
             await owners.request(session, "POST", "p0", "/fence", {"epoch": 1},
                                  timeout_s=1, patience_s=1)  # fmt: skip
+
+
+async def test_a_new_route_wins_over_an_owner_seen_before(replicas: list[Replica]) -> None:
+    """A controller moved the partition (its route changed): requests follow the new
+    route, not the replica seen owning it under the old one (which may still run and
+    grant fences as a stale owner)."""
+    _, b, c = replicas
+    route = {"p0": b.url}
+    owners = Owners(lambda p: route[p], {}, [])
+    async with aiohttp.ClientSession() as session:
+        await owners.request(session, "POST", "p0", "/fence", {"epoch": 1},
+                             timeout_s=2, patience_s=2)  # fmt: skip
+        c.owned.add("p0")
+        route["p0"] = c.url
+        _, doc, base = await owners.request(session, "POST", "p0", "/fence", {"epoch": 2},
+                                            timeout_s=2, patience_s=2)  # fmt: skip
+    assert (base, doc["at"], b.requests) == (c.url, c.url, 1)
