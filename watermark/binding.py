@@ -61,9 +61,14 @@ def _normal_endpoint(endpoint_url: str | None) -> str | None:
     return f"{scheme.lower()}{sep}{rest.lower()}" if sep else text.lower()
 
 
+TARGET_KINDS = frozenset({"s3", "azure"})
+"""What a binding may point at: an S3 bucket or an Azure Blob container."""
+
+
 @dataclass(frozen=True, slots=True)
 class StorageTarget:
-    """Where a namespace's objects live: an S3 bucket, a root, and (optionally) an endpoint."""
+    """Where a namespace's objects live: an S3 bucket (or, kind "azure", an Azure container
+    at its account URL), a root, and (optionally) an endpoint."""
 
     bucket: str
     root: str
@@ -107,8 +112,9 @@ class Binding:
         target = doc.get("target")
         if not isinstance(target, dict):
             raise InvalidRecord("namespace binding: field 'target' must be an object")
-        if target.get("kind") != "s3":
-            raise InvalidRecord(f"namespace binding: unknown target kind {target.get('kind')!r}")
+        kind = target.get("kind")
+        if kind not in TARGET_KINDS:
+            raise InvalidRecord(f"namespace binding: unknown target kind {kind!r}")
         endpoint = target.get("endpoint_url")
         what = "namespace binding"
         return cls(
@@ -117,6 +123,7 @@ class Binding:
                 bucket=_text(target, "bucket", "namespace binding"),
                 root=_text(target, "root", "namespace binding"),
                 endpoint_url=None if endpoint is None else _text(target, "endpoint_url", what),
+                kind=str(kind),
             ),
             binding_id=_text(doc, "binding_id", "namespace binding"),
             cluster_id=_text(doc, "etcd_cluster_id", "namespace binding"),

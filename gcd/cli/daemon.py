@@ -28,9 +28,9 @@ import structlog
 from gcd.cli import exitcodes
 from gcd.cli.options import DAEMON_OPTIONS, add_options, resolve
 from gcd.cli.output import configure_logging
+from gcd.cli.storage import preflight_storage
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, open_sweeper, round_setup
 from gcd.daemon import Daemon, DaemonConfig, serve
-from gcd.s3store import preflight
 
 __all__ = ["add_arguments", "run"]
 
@@ -78,7 +78,7 @@ async def run(args: argparse.Namespace) -> int:
         full_pass_interval_s=args.full_pass_interval,
         unready_after_s=args.unready_after,
     )
-    await preflight(setup.s3, setup.round.layout.listing_root)
+    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root)
     async with open_sweeper(args, setup, follow_every=args.verify_m_every) as (
         sweeper, source
     ):

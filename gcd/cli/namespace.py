@@ -22,6 +22,7 @@ import argparse
 import sys
 from typing import Any
 
+from gcd.azstore import AzureSettings
 from gcd.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
 from gcd.cli import exitcodes
 from gcd.cli.options import (
@@ -35,8 +36,9 @@ from gcd.cli.options import (
     text,
 )
 from gcd.cli.output import configure_logging, write_json
+from gcd.cli.storage import AZURE_OPTIONS, azure_settings, open_objects, target_of
 from gcd.errors import ConfigError
-from gcd.s3store import S3ObjectStore, S3Settings
+from gcd.s3store import S3Settings
 from watermark.binding import Binding, StorageTarget, check_binding, claim_key
 from watermark.errors import InvalidRecord
 from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
@@ -48,6 +50,7 @@ OUTPUT_VERSION = 1
 _ROOT = next(option for option in LAYOUT_OPTIONS if option.flag == "--root")
 OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
+    *AZURE_OPTIONS,
     _ROOT,
     Option("--replace", boolean, False, "bind: move an existing binding of this namespace "
            "(never takes a root claimed by another namespace)", switch=True),
@@ -66,15 +69,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_etcd_arguments(parser)
 
 
-def _settings(target: StorageTarget, region: str | None) -> S3Settings:
-    return S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url, region=region)
+def _settings(
+    target: StorageTarget, args: argparse.Namespace
+) -> tuple[S3Settings | None, AzureSettings | None]:
+    """How to reach `target`: S3 settings, or Azure's (credentials from this command's
+    --azure-connection-string-file or the Azure chain)."""
+    if target.kind == "azure":
+        assert target.endpoint_url is not None
+        return None, AzureSettings(target.endpoint_url, target.bucket,
+                                   args.azure_connection_string_file)  # fmt: skip
+    settings = S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url,
+                          region=args.region)  # fmt: skip
+    return settings, None
 
 
 async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
-    if args.bucket is None:
-        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET")
-    target = StorageTarget(args.bucket, args.root, args.endpoint_url)
-    async with S3ObjectStore.open(_settings(target, args.region)) as objects:
+    azure = azure_settings(args)
+    if args.bucket is None and azure is None:
+        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET (or "
+                          "--storage azure --account-url URL --container NAME)")  # fmt: skip
+    s3 = None if azure is not None else S3Settings(bucket=args.bucket,
+                                                   endpoint_url=args.endpoint_url,
+                                                   region=args.region)  # fmt: skip
+    target = target_of(s3, azure, args.root)
+    async with open_objects(*_settings(target, args)) as objects:
         outcome = await bind_namespace(store, objects, target, replace=bool(args.replace))
     doc: dict[str, Any] = {
         "namespace": store.namespace,
@@ -99,7 +117,7 @@ async def _show(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
         doc["problem"] = f"unreadable binding: {exc}"
         return exitcodes.BLOCKED, doc
     doc["binding"] = _binding_doc(binding)
-    async with S3ObjectStore.open(_settings(binding.target, args.region)) as objects:
+    async with open_objects(*_settings(binding.target, args)) as objects:
         claim = await objects.get_object(claim_key(binding.target.root), max_bytes=CLAIM_MAX_BYTES)
     view = await store.read_gc_view()
     problem = check_binding(store.namespace, raw, view.cluster_id, binding.target, claim)

@@ -65,6 +65,7 @@ from gcd.cli.options import (
     text,
 )
 from gcd.cli.output import configure_logging, human_bytes, printable, write_json
+from gcd.cli.storage import AZURE_OPTIONS
 from gcd.cli.sweep import watermark_source
 from gcd.errors import ConfigError
 from gcd.report import RoundSummary
@@ -147,6 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shared, spark = _tables(parser.prog.rsplit(" ", 1)[-1])
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "bucket")
+    add_options(parser, AZURE_OPTIONS[:1], "storage")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, shared, "round")
     add_options(parser, spark, "spark")
@@ -163,7 +165,14 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     """Resolve flags > env > config > defaults and validate them (ConfigError)."""
     command = str(getattr(args, "command", "spark-sweep"))
     shared, spark = _tables(command)
-    resolve(args, (*S3_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark, CONF_OPTION))
+    resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS[:1], *LAYOUT_OPTIONS, *shared, *spark,
+                   CONF_OPTION))  # fmt: skip
+    if args.storage != "s3":
+        raise ConfigError(
+            f"--storage {args.storage}: {command} supports S3 only (Spark on Azure Blob Storage, "
+            "from a Blob Inventory, is not supported yet); sweep an Azure container with "
+            "`gcd sweep --storage azure` or `gcd daemon --storage azure`"
+        )
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)

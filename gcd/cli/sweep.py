@@ -38,6 +38,7 @@ from typing import Any
 
 import structlog
 
+from gcd.azstore import AzureSettings
 from gcd.binding import BoundSource, ClaimStore
 from gcd.brake import brake_for
 from gcd.cli import exitcodes
@@ -55,10 +56,17 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import ProgressLine, configure_logging, human_bytes, printable, write_json
+from gcd.cli.storage import (
+    AZURE_OPTIONS,
+    azure_settings,
+    open_objects,
+    preflight_storage,
+    target_of,
+)
 from gcd.errors import ConfigError
 from gcd.metrics import SweeperMetrics
 from gcd.report import PlanWriter, RoundCounts, RoundSummary
-from gcd.s3store import S3ObjectStore, S3Settings, preflight
+from gcd.s3store import S3Settings
 from gcd.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper_id
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
 from watermark.binding import StorageTarget
@@ -73,7 +81,7 @@ __all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments", 
 log = structlog.get_logger("gcd.cli.sweep")
 
 COMMON_OPTIONS: tuple[Option, ...] = (
-    *S3_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS, *JOURNAL_OPTIONS
+    *S3_OPTIONS, *AZURE_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS, *JOURNAL_OPTIONS
 )
 
 
@@ -81,6 +89,7 @@ def add_round_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every sweeping command takes: S3, layout, round, etcd, --config."""
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "object store (AWS credentials: the standard chain)")
+    add_options(parser, AZURE_OPTIONS, "Azure Blob Storage (--storage azure)")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, ROUND_OPTIONS, "round")
     add_options(parser, JOURNAL_OPTIONS, "deletion journal")
@@ -99,14 +108,17 @@ class RoundSetup:
 
     round: RoundConfig
     s3: S3Settings
+    """S3, or (with `azure`) the container and account URL as the journal names them."""
     etcd: EtcdSettings | None
     safe_epoch_override: int | None
     shard_ttl_s: int = DEFAULT_TTL_S
+    azure: AzureSettings | None = None
+    """Set with --storage azure: the sweeper talks to Azure Blob Storage instead of S3."""
 
     @property
     def target(self) -> StorageTarget:
         """The storage this command sweeps, as a namespace binding names it."""
-        return StorageTarget(self.s3.bucket, self.round.layout.root, self.s3.endpoint_url)
+        return target_of(self.s3, self.azure, self.round.layout.root)
 
     @property
     def shard(self) -> tuple[int, int] | None:
@@ -119,8 +131,10 @@ class RoundSetup:
 def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> RoundSetup:
     """Build and check the settings from resolved options; ConfigError says what is wrong."""
     env = os.environ if environ is None else environ
-    if args.bucket is None:
-        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET")
+    azure = azure_settings(args)
+    if args.bucket is None and azure is None:
+        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET (or "
+                          "--storage azure --account-url URL --container NAME)")  # fmt: skip
     layout = layout_from_args(args)
     config = RoundConfig(
         layout=layout,
@@ -136,8 +150,8 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         skip_ahead=not args.full_listing,
     )
     s3 = S3Settings(
-        bucket=args.bucket,
-        endpoint_url=args.endpoint_url,
+        bucket=args.bucket if azure is None else azure.container,
+        endpoint_url=args.endpoint_url if azure is None else azure.account_url,
         region=args.region,
         max_pool_connections=args.concurrency + args.list_concurrency + 4,
     )
@@ -146,7 +160,7 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
     # not a silent wait on 127.0.0.1:2379.
     needs_etcd = etcd_given or args.safe_epoch is None
     etcd = EtcdSettings.from_args(args, env, required=True) if needs_etcd else None
-    return RoundSetup(config, s3, etcd, args.safe_epoch, args.shard_ttl)
+    return RoundSetup(config, s3, etcd, args.safe_epoch, args.shard_ttl, azure)
 
 
 @contextlib.asynccontextmanager
@@ -294,7 +308,7 @@ async def open_sweeper(
     pause brake and the deletion journal."""
     sweeper_id = new_sweeper_id()
     metrics = SweeperMetrics()
-    async with S3ObjectStore.open(setup.s3) as store, watermark_source(
+    async with open_objects(setup.s3, setup.azure) as store, watermark_source(
         setup.etcd, target=setup.target, objects=store, shard=setup.shard,
         sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s, follow_every=follow_every,
     ) as source, open_journal(
@@ -309,7 +323,7 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, (*COMMON_OPTIONS, *SWEEP_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
-    await preflight(setup.s3, setup.round.layout.listing_root)
+    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
         async with open_sweeper(args, setup, plan=plan) as (sweeper, source):

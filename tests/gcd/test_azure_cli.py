@@ -1,0 +1,130 @@
+"""`gcd namespace bind`, `gcd sweep` and `gcd daemon`'s preflight with --storage azure, as
+an operator runs them (subprocesses), against Azurite and a real etcd."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from azure.storage.blob import BlobServiceClient
+
+from gcd.cli import exitcodes
+from gcd.layout import KeyLayout
+from gcd.local_azurite import LocalAzurite
+from gcd.local_servers import LocalEtcd
+from tests.gcd.test_sweep_cli import prepare_etcd
+
+pytestmark = pytest.mark.integration
+
+ROOT = "level_zero/data"
+LAYOUT = KeyLayout.default(ROOT)
+
+
+@pytest.fixture
+def azure(azurite_server: LocalAzurite, tmp_path: Path, namespace: str) -> Iterator[list[str]]:
+    """A fresh container (named after the test's namespace) with garbage and live blobs;
+    the storage flags that reach it (connection string in a file)."""
+    name = "az-" + "".join(c for c in namespace.lower() if c.isalnum())[-40:]
+    conn = azurite_server.write_connection_string(tmp_path / "conn")
+    service = BlobServiceClient.from_connection_string(azurite_server.connection_string)
+    container = service.create_container(name)
+    for key in [LAYOUT.format(p, e, "g") for p in (1, 500) for e in (1, 5)]:
+        container.upload_blob(key, b"x")
+    for key in [LAYOUT.format(p, 9, "live") for p in (1, 500)] + [f"{ROOT}/junk"]:
+        container.upload_blob(key, b"x")
+    yield ["--storage", "azure", "--account-url", azurite_server.account_url,
+           "--container", name, "--azure-connection-string-file", str(conn)]  # fmt: skip
+    container.delete_container()
+
+
+def gcd(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run `python -m gcd ARGV`."""
+    return subprocess.run([sys.executable, "-m", "gcd", *argv], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+
+
+def left(azurite: LocalAzurite, flags: list[str]) -> set[str]:
+    """Blob names left in the fixture's container."""
+    service = BlobServiceClient.from_connection_string(azurite.connection_string)
+    container = service.get_container_client(flags[flags.index("--container") + 1])
+    return {blob.name for blob in container.list_blobs()}
+
+
+def test_bind_then_sweep_an_azure_container(
+    azure: list[str], azurite_server: LocalAzurite, etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """The namespace is bound to the container (claim blob written), then a sweep deletes
+    exactly the garbage; a dry run before deletes nothing."""
+    prepare_etcd(etcd_server, namespace, bound_to=None)
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    bound = gcd("namespace", "bind", *azure, *etcd, "--json")
+    assert bound.returncode == 0, bound.stderr
+    assert json.loads(bound.stdout)["binding"]["target"]["kind"] == "azure"
+    dry = gcd("sweep", *azure, *etcd, "--grace", "0s", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout.splitlines()[-1])["eligible"] == 4
+    assert len(left(azurite_server, azure)) == 8  # 4 garbage, 2 live, junk, the claim
+    swept = gcd("sweep", *azure, *etcd, "--grace", "0s", "--json")
+    assert swept.returncode == 0, swept.stderr
+    assert json.loads(swept.stdout.splitlines()[-1])["deleted"] == 4
+    assert left(azurite_server, azure) == {LAYOUT.format(1, 9, "live"),
+                                           LAYOUT.format(500, 9, "live"), f"{ROOT}/junk",
+                                           f"{ROOT}/.l0gc-claim.json"}  # fmt: skip
+    shown = gcd("namespace", "show", *azure[-2:], *etcd, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["consistent"] is True
+
+
+def test_an_unbound_or_other_container_deletes_nothing(
+    azure: list[str], azurite_server: LocalAzurite, etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Unbound: exit 3. Bound to this container but pointed at another one: exit 3 (or
+    2 if that container does not exist); nothing deleted either way."""
+    prepare_etcd(etcd_server, namespace, bound_to=None)
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    unbound = gcd("sweep", *azure, *etcd, "--grace", "0s", "--json")
+    assert unbound.returncode == exitcodes.BLOCKED, unbound.stderr
+    assert gcd("namespace", "bind", *azure, *etcd).returncode == 0
+    other = list(azure)
+    other[other.index("--container") + 1] = "no-such-container"
+    missing = gcd("sweep", *other, *etcd, "--grace", "0s")
+    assert missing.returncode == exitcodes.USAGE
+    assert "does not exist" in missing.stderr
+    assert len(left(azurite_server, azure)) == 8
+
+
+URL = ["--account-url", "https://a.blob.core.windows.net"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--storage", "azure", *URL, "--container", "l0gc", "--bucket", "b"],
+         "--bucket is for S3"),
+        (["--bucket", "b", "--container", "x"],
+         "--container is for Azure Blob Storage: add --storage azure"),
+        (["--storage", "gcs", "--bucket", "b"], "--storage 'gcs': choose s3 or azure"),
+        (["--storage", "azure", "--container", "l0gc"], "needs --account-url URL and --container"),
+        (["--storage", "azure", "--account-url", "acct", "--container", "l0gc"],
+         "must start with https://"),
+        (["--storage", "azure", *URL, "--container", "L0"], "is not a container name"),
+    ],
+)
+def test_storage_flags_that_cannot_work_exit_2(flags: list[str], message: str) -> None:
+    """Mixed or incomplete storage flags: exit 2 naming the flag and the fix."""
+    done = gcd("sweep", *flags, "--etcd", "127.0.0.1:1", "--namespace", "/x")
+    assert done.returncode == exitcodes.USAGE, done.stderr
+    assert message in done.stderr
+
+
+def test_spark_on_azure_says_it_is_not_supported(tmp_path: Path) -> None:
+    """spark-sweep --storage azure: exit 2, saying plainly what to use instead."""
+    done = gcd("spark-sweep", "--storage", "azure", "--bucket", "b", "--list",
+               "--output", str(tmp_path / "out"))  # fmt: skip
+    assert done.returncode == exitcodes.USAGE
+    assert "supports S3 only" in done.stderr
+    assert "gcd sweep --storage azure" in done.stderr
