@@ -939,7 +939,11 @@ def test_notes_render_and_describe_the_install(
     notes = yaml.safe_load(template.stdout)["data"]["notes"]
     values = yaml.safe_load((CHART / "ci" / name).read_text())
     assert "etcd: " in notes
-    if values.get("sweeper", {}).get("enabled", True):
+    if values.get("sweeper", {}).get("enabled", True) and values.get("azure", {}).get("enabled"):
+        azure = values["azure"]
+        assert (f"watermark namespace bind --storage azure --account-url {azure['accountUrl']} "
+                f"--container {azure['container']} --root ") in notes  # fmt: skip
+    elif values.get("sweeper", {}).get("enabled", True):
         bucket = values["s3"]["bucket"]
         assert f"watermark namespace bind --bucket {bucket} --root " in notes
     publisher = values.get("publisher", {})

@@ -449,3 +449,16 @@ Container env of the publisher's API security: paths of mounted Secret files onl
         path: ca.crt
 {{- end }}
 {{- end }}
+
+{{/*
+L0GC_BUCKET: required for S3, empty (and refused if set) with azure.enabled.
+*/}}
+{{- define "l0gc.bucket" -}}
+{{- if .Values.azure.enabled -}}
+{{- if .Values.s3.bucket -}}
+{{- fail "s3.bucket must stay empty with azure.enabled: the sweeper then sweeps azure.container" -}}
+{{- end -}}
+{{- else -}}
+{{- required "s3.bucket is required while the sweeper is enabled: the bucket holding the L0 objects, e.g. --set s3.bucket=my-l0-bucket" .Values.s3.bucket -}}
+{{- end -}}
+{{- end }}

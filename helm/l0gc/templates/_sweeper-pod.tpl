@@ -10,6 +10,9 @@ metadata:
   labels:
     {{- include "l0gc.selectorLabels" $ | nindent 4 }}
     app.kubernetes.io/component: sweeper
+    {{- if and $.Values.azure.enabled $.Values.azure.workloadIdentityClientId }}
+    azure.workload.identity/use: "true"
+    {{- end }}
     {{- with $sw.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -90,9 +93,23 @@ spec:
         - name: tmp
           mountPath: /tmp
         {{- with include "l0gc.etcdVolumeMounts" $ }}{{ . | trim | nindent 8 }}{{ end }}
+        {{- if and $.Values.azure.enabled $.Values.azure.connectionString.existingSecret }}
+        - name: azure-connection-string
+          mountPath: /var/run/l0gc/azure
+          readOnly: true
+        {{- end }}
   volumes:
     {{- include "l0gc.tmpVolume" $ | nindent 4 }}
     {{- with include "l0gc.etcdVolumes" $ }}{{ . | trim | nindent 4 }}{{ end }}
+    {{- if and $.Values.azure.enabled $.Values.azure.connectionString.existingSecret }}
+    - name: azure-connection-string
+      secret:
+        secretName: {{ $.Values.azure.connectionString.existingSecret }}
+        defaultMode: 0440
+        items:
+          - key: {{ $.Values.azure.connectionString.key }}
+            path: connection-string
+    {{- end }}
   {{- with $sw.nodeSelector }}
   nodeSelector:
     {{- toYaml . | nindent 4 }}
