@@ -22,5 +22,6 @@ BENCHMARKS: dict[str, str] = {
     "writer_api": "bench.writer_api",
     "global_m": "bench.global_m",
     "skip_ahead": "bench.skip_ahead",
+    "azure": "bench.azure",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""
