@@ -26,7 +26,8 @@ import structlog
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from bench.common import Goal, Report, Scale, Table, median
-from gcd.azstore import AzureBlobStore, AzureSettings
+from gcd.azsettings import AzureSettings
+from gcd.azstore import AzureBlobStore
 from gcd.layout import KeyLayout
 from gcd.local_azurite import LocalAzurite
 from gcd.sweeper import RoundConfig, Sweeper

@@ -29,61 +29,20 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from azure.core import exceptions as azure_errors
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
-from gcd.errors import ConfigError, StorageError
+from gcd.azsettings import AzureSettings
+from gcd.errors import StorageError
 from gcd.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
 
-__all__ = ["MAX_BATCH", "AzureBlobStore", "AzureSettings"]
+__all__ = ["MAX_BATCH", "AzureBlobStore"]
 
 MAX_BATCH = 256
 """Sub-requests Blob Batch takes in one request."""
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-
-
-@dataclass(frozen=True, slots=True)
-class AzureSettings:
-    """Where the container is and how to authenticate."""
-
-    account_url: str
-    container: str
-    connection_string_file: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.account_url.startswith(("https://", "http://")):
-            raise ConfigError(
-                f"account URL {self.account_url!r} must start with https:// (or http:// for "
-                "an emulator), e.g. --account-url https://ACCOUNT.blob.core.windows.net"
-            )
-        name = self.container
-        if not 3 <= len(name) <= 63 or not name.replace("-", "").isalnum() or name != name.lower():
-            raise ConfigError(
-                f"container {name!r} is not a container name (3-63 lower-case letters, digits "
-                "and hyphens); give --container NAME"
-            )
-
-    def connection_string(self) -> str | None:
-        """The connection string from its file, or None (the standard credential chain)."""
-        if self.connection_string_file is None:
-            return None
-        path = Path(self.connection_string_file)
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read the Azure connection string file {str(path)!r} "
-                f"({exc.strerror}); point --azure-connection-string-file at a readable file"
-            ) from exc
-        if "AccountName=" not in text and "BlobEndpoint=" not in text:
-            raise ConfigError(
-                f"{str(path)!r} does not hold an Azure Storage connection string "
-                "(AccountName=...;AccountKey=...;BlobEndpoint=...)"
-            )
-        return text
 
 
 def _failure(exc: BaseException, operation: str) -> StorageError:

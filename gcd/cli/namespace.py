@@ -22,7 +22,7 @@ import argparse
 import sys
 from typing import Any
 
-from gcd.azstore import AzureSettings
+from gcd.azsettings import AzureSettings
 from gcd.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
 from gcd.cli import exitcodes
 from gcd.cli.options import (

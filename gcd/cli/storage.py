@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gcd.azstore import AzureBlobStore, AzureSettings
+from gcd.azsettings import AzureSettings
 from gcd.cli.options import Option, text
 from gcd.errors import ConfigError, StorageError
 from gcd.s3store import S3ObjectStore, S3Settings, preflight
@@ -68,6 +68,8 @@ def target_of(s3: S3Settings | None, azure: AzureSettings | None, root: str) -> 
 async def open_objects(s3: S3Settings | None, azure: AzureSettings | None) -> AsyncIterator[Any]:
     """An open `S3ObjectStore` or `AzureBlobStore` (both are sweeper stores and claim stores)."""
     if azure is not None:
+        from gcd.azstore import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
+
         async with AzureBlobStore.open(azure) as store:
             yield store
         return
@@ -84,6 +86,8 @@ async def preflight_storage(s3: S3Settings | None, azure: AzureSettings | None,
         assert s3 is not None
         await preflight(s3, prefix)
         return
+    from gcd.azstore import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
+
     where = f"container {azure.container!r} at {azure.account_url}"
     try:
         async with AzureBlobStore.open(azure) as store:

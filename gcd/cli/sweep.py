@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from gcd.azstore import AzureSettings
+from gcd.azsettings import AzureSettings
 from gcd.binding import BoundSource, ClaimStore
 from gcd.brake import brake_for
 from gcd.cli import exitcodes

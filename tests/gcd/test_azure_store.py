@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
-from gcd.azstore import AzureBlobStore, AzureSettings
+from gcd.azsettings import AzureSettings
+from gcd.azstore import AzureBlobStore
 from gcd.errors import ConfigError
 from gcd.layout import KeyLayout
 from gcd.local_azurite import LocalAzurite
