@@ -10,9 +10,7 @@ is no secret; the connection string is written to a file, as an operator gives o
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -21,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gcd.local_servers import free_port
+from gcd.local_servers import free_port, stop_process
 from watermark.errors import ConfigError
 
 __all__ = ["DEV_ACCOUNT", "LocalAzurite", "azurite_binary"]
@@ -100,14 +98,7 @@ class LocalAzurite:
         """SIGTERM by PID (SIGKILL after 5 s); remove the data directory."""
         if self.process is not None:
             proc, self.process = self.process, None
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            stop_process(proc, 5.0)
         if self._log is not None:
             self._log.close()
             self._log = None

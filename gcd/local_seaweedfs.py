@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gcd.local_servers import free_port
+from gcd.local_servers import free_port, stop_process
 from watermark.errors import ConfigError
 
 __all__ = ["LocalSeaweedFS", "weed_binary"]
@@ -137,14 +136,7 @@ class LocalSeaweedFS:
         """SIGTERM by PID, SIGKILL after `grace_s`; the data directory stays."""
         if self.process is not None:
             proc, self.process = self.process, None
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            stop_process(proc, grace_s)
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -25,7 +25,7 @@ from typing import Any
 
 from watermark.errors import ConfigError
 
-__all__ = ["LocalEtcd", "LocalEtcdCluster", "LocalS3", "etcd_binary", "free_port"]
+__all__ = ["LocalEtcd", "LocalEtcdCluster", "LocalS3", "etcd_binary", "free_port", "stop_process"]
 
 _START_TIMEOUT_S = 20.0
 
@@ -35,6 +35,18 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Stop a server we started: SIGTERM by its PID, SIGKILL after `grace_s`, reaped."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
 def etcd_binary() -> Path:
