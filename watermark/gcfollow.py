@@ -13,7 +13,8 @@ give, without re-reading every partition record each round:
    the watch) blocks that round, is logged and counted, and the index is rebuilt from
    the full read;
 4. a lost watch (compacted, cancelled, connection lost, no answer) falls back to a full
-   read, counted as such.
+   read, and so does a check whose revision etcd no longer has (compacted while the
+   namespace was quiet): the index is rebuilt from a read at the current revision.
 
 Every fail-closed rule of a full read holds at every revision: the index keeps the same
 raw values and applies the same rules (`watermark.safe_epoch.judge`). A store whose KV
@@ -97,7 +98,13 @@ class GcFollower:
         return view, self._index.safe_epoch()  # the index decoded every record once
 
     async def _verify(self, index: GcIndex) -> tuple[GcView, SafeEpoch]:
-        full = await self.store.read_gc_view(revision=index.revision)
+        try:
+            full = await self.store.read_gc_view(revision=index.revision)
+        except EtcdUnavailable as exc:  # e.g. that revision was compacted: start afresh
+            _log.warning("watermark.verify_read_failed", namespace=self.store.namespace,
+                         revision=index.revision, error=str(exc))  # fmt: skip
+            await self.close()
+            return await self._full()
         differs = index.matches(full)
         if differs is None:
             self.last_kind = "verified"

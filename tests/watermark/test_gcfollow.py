@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from aetcd import rpc
 
 from gcd.local_servers import LocalEtcd
 from watermark.errors import EtcdUnavailable
@@ -130,6 +131,32 @@ async def test_a_lost_watch_falls_back_to_full_reads(
         await store.advance_cluster_epoch()
         assert (await follower.read())[1].safe_epoch == 6
         assert follower.last_kind == "incremental"
+    finally:
+        await follower.close()
+        await store.kv.close()
+
+
+async def test_a_check_at_a_compacted_revision_rebuilds_instead_of_failing(
+    etcd_private: LocalEtcd, namespace: str
+) -> None:
+    """A quiet namespace keeps the index at an old revision; once etcd compacts it, the
+    check's read at that revision cannot be made: the follower reads afresh, no error
+    (an etcd of this test's own: compaction would take other tests' history)."""
+    store = await open_store(etcd_private.endpoint, namespace)
+    try:
+        await store.init_cluster_epoch(10)
+        follower = GcFollower(store, verify_every=2)
+        await follower.read()
+        other = WatermarkStore(store.kv, namespace + "-elsewhere")
+        await other.init_cluster_epoch(1)
+        for _ in range(3):  # revisions move on outside the namespace
+            await other.advance_cluster_epoch()
+        head = (await store.kv.get(other.epoch_key)).mod_revision  # type: ignore[union-attr]
+        session = await store.kv._connected()  # type: ignore[attr-defined]
+        await rpc.KVStub(session.channel).Compact(rpc.CompactionRequest(revision=head))
+        _, safe = await follower.read()
+        assert follower.last_kind == "full"
+        assert safe.safe_epoch == 9
     finally:
         await follower.close()
         await store.kv.close()
