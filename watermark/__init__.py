@@ -31,6 +31,7 @@ from watermark.errors import (
     StaleEpoch,
     StaleOwner,
     StorageError,
+    WatchLost,
     WatermarkRegression,
     WatermarkUnavailable,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "StaleEpoch",
     "StaleOwner",
     "StorageError",
+    "WatchLost",
     "WatermarkMetrics",
     "WatermarkRegression",
     "WatermarkUnavailable",
