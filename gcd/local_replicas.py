@@ -39,6 +39,7 @@ import aiohttp
 from gcd.chaos.procs import Child, ServeProc, wait_http
 from gcd.layout import KeyLayout
 from gcd.local_servers import free_port
+from watermark.assignment import weight
 from watermark.clock import EpochClock, stamp_epoch
 from watermark.errors import L0gcError
 from watermark.store import WatermarkStore
@@ -144,6 +145,15 @@ class LocalReplicas:
         children = [proc.child for proc in self.procs.values()]
         with ThreadPoolExecutor(max_workers=max(1, len(children))) as pool:
             list(pool.map(lambda child: child.stop(timeout_s), children))
+
+    def assigned(self) -> dict[str, str]:
+        """partition -> the live replica that rendezvous hashing gives it (each incarnation
+        has a new owner id, so a restarted replica's share may differ, and may be empty)."""
+        live = self.live()
+        return {
+            p: max(live, key=lambda proc: (weight(proc.owner_id, p), proc.owner_id)).name
+            for p in self.partitions
+        }
 
     async def hosted(self, session: aiohttp.ClientSession, token: str) -> dict[str, list[str]]:
         """partition -> the live replicas that host it (GET /v1/partitions on each)."""

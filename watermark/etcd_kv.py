@@ -361,10 +361,12 @@ class EtcdKV:
         call = rpc.WatchStub(session.channel).Watch(metadata=session.metadata)
         watch = _EtcdWatch(session.endpoint, prefix, call, self._timeout_s)
         try:
-            await call.write(rpc.WatchRequest(create_request=create))
-        except grpc.aio.AioRpcError as exc:
+            async with asyncio.timeout(self._timeout_s):
+                await call.write(rpc.WatchRequest(create_request=create))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, TimeoutError) as exc:
             await watch.close()
-            raise WatchLost(session.endpoint, f"watch {prefix}: {exc.code().name}") from exc
+            reason = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
+            raise WatchLost(session.endpoint, f"watch {prefix}: {reason}") from exc
         return watch
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
@@ -496,31 +498,39 @@ class _EtcdWatch:
         """Events since the last sync, and the revision of etcd's progress answer."""
         changes: list[Change] = []
         try:
-            await self._call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
-            while True:
-                response = await asyncio.wait_for(self._call.read(), self._timeout_s)
-                if response is grpc.aio.EOF:
-                    raise self._lost("the stream ended")
-                if response.compact_revision:
-                    raise self._lost(f"compacted at revision {response.compact_revision}")
-                if response.canceled:
-                    raise self._lost(f"cancelled ({response.cancel_reason or 'no reason'})")
-                if response.events:
-                    changes.extend(
-                        Change(
-                            event.kv.key.decode("utf-8", "surrogateescape"),
-                            None if event.type == rpc.Event.EventType.DELETE else
-                            bytes(event.kv.value),
-                            event.kv.mod_revision,
-                        )
-                        for event in response.events
-                    )  # fmt: skip
-                elif not response.created:
-                    return changes, response.header.revision  # the progress answer
+            async with asyncio.timeout(self._timeout_s):
+                return await self._sync(changes)
         except grpc.aio.AioRpcError as exc:
             raise self._lost(f"{exc.code().name} {exc.details()}") from exc
+        except asyncio.InvalidStateError:  # the call ended (e.g. its member died) unread
+            raise self._lost("the stream has ended") from None
         except TimeoutError:
             raise self._lost(f"no progress answer within {self._timeout_s:g} s") from None
+
+    async def _sync(self, changes: list[Change]) -> tuple[list[Change], int]:
+        if self._call.done():
+            raise self._lost("the stream has ended")
+        await self._call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
+        while True:
+            response = await self._call.read()
+            if response is grpc.aio.EOF:
+                raise self._lost("the stream ended")
+            if response.compact_revision:
+                raise self._lost(f"compacted at revision {response.compact_revision}")
+            if response.canceled:
+                raise self._lost(f"cancelled ({response.cancel_reason or 'no reason'})")
+            if response.events:
+                changes.extend(
+                    Change(
+                        event.kv.key.decode("utf-8", "surrogateescape"),
+                        None if event.type == rpc.Event.EventType.DELETE else
+                        bytes(event.kv.value),
+                        event.kv.mod_revision,
+                    )
+                    for event in response.events
+                )  # fmt: skip
+            elif not response.created:
+                return changes, response.header.revision  # the progress answer
 
     async def close(self) -> None:
         """Cancel the stream."""

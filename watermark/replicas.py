@@ -272,7 +272,7 @@ class ReplicaSet:
         _log.info(
             "watermark.replica_joined",
             member=self.settings.member_id,
-            address=self.settings.address,
+            address=self.address,
             lease=f"{lease:x}",
             partitions=len(self._partitions),
         )

@@ -4,14 +4,18 @@ against full reads, and falls back to full reads when the watch is lost."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from aetcd import rpc
 
-from gcd.local_servers import LocalEtcd
+from gcd.local_servers import LocalEtcd, LocalEtcdCluster
+from tests.waiting import wait_until
 from watermark.errors import EtcdUnavailable
 from watermark.etcd_config import EtcdSettings, open_kv
+from watermark.etcd_kv import _EtcdWatch
 from watermark.gcfollow import GcFollower
 from watermark.kv import Put
 from watermark.safe_epoch import compute_safe_epoch
@@ -20,9 +24,10 @@ from watermark.store import Publication, WatermarkStore
 pytestmark = pytest.mark.integration
 
 
-async def open_store(endpoint: str, namespace: str) -> WatermarkStore:
-    """A store on the real etcd, timeouts short."""
-    kv = await open_kv(EtcdSettings(endpoints=(endpoint,), namespace=namespace, timeout_s=2.0))
+async def open_store(endpoint: str | tuple[str, ...], namespace: str) -> WatermarkStore:
+    """A store on the real etcd (one endpoint or a cluster's), timeouts short."""
+    endpoints = (endpoint,) if isinstance(endpoint, str) else endpoint
+    kv = await open_kv(EtcdSettings(endpoints=endpoints, namespace=namespace, timeout_s=2.0))
     return WatermarkStore(kv, namespace)
 
 
@@ -160,3 +165,31 @@ async def test_a_check_at_a_compacted_revision_rebuilds_instead_of_failing(
     finally:
         await follower.close()
         await store.kv.close()
+
+
+async def test_a_watch_whose_member_died_falls_back_to_another_member(tmp_path: Path) -> None:
+    """Three etcd members; the one serving the watch is killed and its stream has ended
+    (a gRPC call that is done refuses writes with InvalidStateError, not an RPC error):
+    the next read is a full one from a live member, not a failed round, forever."""
+    cluster = LocalEtcdCluster(base_dir=tmp_path)
+    await asyncio.to_thread(cluster.start)
+    store = await open_store(cluster.endpoints, "/follow")
+    follower = GcFollower(store)
+    try:
+        await store.init_cluster_epoch(5)
+        assert (await follower.read())[1].safe_epoch == 4
+        watch = follower._watch  # noqa: SLF001 - the stream under test
+        assert isinstance(watch, _EtcdWatch)
+        victim = next(m for m in cluster.members if m.endpoint == watch._endpoint)  # noqa: SLF001
+        await asyncio.to_thread(victim.stop, kill=True)
+        await wait_until(watch._call.done, timeout_s=30, what="the watch stream ended")  # noqa: SLF001
+        await store.advance_cluster_epoch()
+        assert (await follower.read())[1].safe_epoch == 5
+        assert follower.last_kind == "full"
+        await store.advance_cluster_epoch()
+        assert (await follower.read())[1].safe_epoch == 6
+        assert follower.last_kind == "incremental"
+    finally:
+        await follower.close()
+        await store.kv.close()
+        await asyncio.to_thread(cluster.close)
