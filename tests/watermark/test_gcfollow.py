@@ -178,11 +178,11 @@ async def test_a_watch_whose_member_died_falls_back_to_another_member(tmp_path: 
     try:
         await store.init_cluster_epoch(5)
         assert (await follower.read())[1].safe_epoch == 4
-        watch = follower._watch  # noqa: SLF001 - the stream under test
+        watch = follower._watch
         assert isinstance(watch, _EtcdWatch)
-        victim = next(m for m in cluster.members if m.endpoint == watch._endpoint)  # noqa: SLF001
+        victim = next(m for m in cluster.members if m.endpoint == watch._endpoint)
         await asyncio.to_thread(victim.stop, kill=True)
-        await wait_until(watch._call.done, timeout_s=30, what="the watch stream ended")  # noqa: SLF001
+        await wait_until(watch._call.done, timeout_s=30, what="the watch stream ended")
         await store.advance_cluster_epoch()
         assert (await follower.read())[1].safe_epoch == 5
         assert follower.last_kind == "full"
