@@ -13,8 +13,10 @@ The sweeper's store protocol is S3's; this module maps it onto Blob Storage:
   requests); each blob's answer is triaged as a DeleteObjects key is: 202 and 404
   (already gone) count as deleted, anything else is a `KeyFailure` with Azure's error
   code (``ServerBusy``/503 throttle and are retried, like SlowDown; ``AuthorizationFailure``
-  and the like are reported by name). A batch request failing as a whole raises
-  `StorageError` with its code and whether a retry may help.
+  and the like are reported by name). An answer is matched to its blob by its request's
+  path, not only by its place in the batch: a key is never counted as deleted from
+  another blob's answer. A batch request failing as a whole raises `StorageError` with
+  its code and whether a retry may help.
 - `get_object` / `put_object(if_absent=)`: the namespace binding's claim, with
   ``If-None-Match: *`` for a create that must not overwrite.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -176,6 +179,10 @@ class AzureBlobStore:
             except _TRANSLATED as exc:
                 raise _failure(exc, f"Blob Batch delete on {self.bucket}") from exc
             for key, answer in zip(part, answers, strict=True):
+                if not self._answers_for(answer, key):  # never count a key from another's answer
+                    errors.append(KeyFailure(key, "UnmatchedAnswer", "the batch answered "
+                                             "another blob in this blob's place"))  # fmt: skip
+                    continue
                 status = int(answer.status_code)
                 if status in (200, 202, 404):
                     deleted.append(key)
@@ -183,6 +190,15 @@ class AzureBlobStore:
                 code = answer.headers.get("x-ms-error-code") or str(status)
                 errors.append(KeyFailure(key, _code(code, status), f"HTTP {status}"))
         return DeleteResult(tuple(deleted), tuple(errors))
+
+    def _answers_for(self, answer: Any, key: str) -> bool:
+        """True when a Blob Batch sub-response is the one for blob `key` (its request's
+        path ends with /{container}/{key}; Azurite puts the account before it)."""
+        request = getattr(answer, "request", None)
+        if request is None:
+            return False
+        path = urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
+        return path.endswith(f"/{self.bucket}/{key}")
 
     # -- the claim ------------------------------------------------------------------
 

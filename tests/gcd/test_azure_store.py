@@ -10,6 +10,7 @@ import itertools
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
@@ -158,3 +159,31 @@ def test_settings_refuse_what_cannot_work(tmp_path: Path) -> None:
     wrong.write_text("hello")
     with pytest.raises(ConfigError, match="does not hold an Azure Storage connection string"):
         AzureSettings("https://a.blob.core.windows.net", "l0gc", str(wrong)).connection_string()
+
+
+async def test_an_answer_for_another_blob_never_counts_as_deleted(
+    container: tuple[ContainerClient, AzureSettings],
+) -> None:
+    """Sub-responses that come back out of order (here: reversed under the store) are
+    matched by their request's path: a key whose place holds another blob's answer is
+    reported, not counted as deleted; the key answered in its own place is."""
+    client, settings = container
+    keys = [LAYOUT.format(7, 1, f"r{i}") for i in range(3)]
+    await seed(client, keys)
+    async with AzureBlobStore.open(settings) as store:
+        real = store._container.delete_blobs
+
+        async def reversed_answers(*blobs: str, **kwargs: Any) -> AsyncIterator[object]:
+            answers = [a async for a in await real(*blobs, **kwargs)]
+
+            async def again() -> AsyncIterator[object]:
+                for answer in reversed(answers):
+                    yield answer
+
+            return again()
+
+        store._container.delete_blobs = reversed_answers  # type: ignore[method-assign,assignment]
+        result = await store.delete_batch(keys)
+    assert result.deleted == (keys[1],)
+    assert [(f.key, f.code) for f in result.errors] == [
+        (keys[0], "UnmatchedAnswer"), (keys[2], "UnmatchedAnswer")]  # fmt: skip
