@@ -10,7 +10,7 @@ import itertools
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
@@ -187,3 +187,48 @@ async def test_an_answer_for_another_blob_never_counts_as_deleted(
     assert result.deleted == (keys[1],)
     assert [(f.key, f.code) for f in result.errors] == [
         (keys[0], "UnmatchedAnswer"), (keys[2], "UnmatchedAnswer")]  # fmt: skip
+
+
+class _Busy:
+    """A Blob Batch sub-response saying ServerBusy (503) for `request`'s blob."""
+
+    status_code = 503
+    headers: ClassVar[dict[str, str]] = {"x-ms-error-code": "ServerBusy"}
+
+    def __init__(self, request: object) -> None:
+        self.request = request
+
+
+async def test_a_server_busy_blob_throttles_the_deleter_and_is_retried(
+    container: tuple[ContainerClient, AzureSettings],
+) -> None:
+    """Azure answers one blob of a batch with ServerBusy (503, here injected once under
+    the store): the deleter halves its concurrency as for S3's SlowDown, retries the blob,
+    and the round ends with every garbage blob deleted and no error."""
+    client, settings = container
+    garbage = [LAYOUT.format(7, 1, f"b{i}") for i in range(20)]
+    await seed(client, garbage)
+    async with AzureBlobStore.open(settings) as store:
+        real = store._container.delete_blobs
+        busy_once = [True]
+
+        async def one_busy(*blobs: str, **kwargs: Any) -> AsyncIterator[object]:
+            answers: list[object] = [a async for a in await real(*blobs, **kwargs)]
+            if busy_once.pop() if busy_once else False:
+                answers[0] = _Busy(answers[0].request)  # type: ignore[attr-defined]
+
+            async def again() -> AsyncIterator[object]:
+                for answer in answers:
+                    yield answer
+
+            return again()
+
+        store._container.delete_blobs = one_busy  # type: ignore[method-assign,assignment]
+        config = RoundConfig(layout=LAYOUT, grace_s=600.0, batch_size=5, concurrency=4)
+        sweeper = Sweeper(store, config, clock=lambda: ahead(2))
+        result = await sweeper.sweep(SAFE, None)
+    assert not busy_once, "the injection ran"
+    assert sweeper.deleter.limiter.cuts == 1
+    assert result.summary.deleted == len(garbage)
+    assert result.summary.errors == 0
+    assert await names(client) == set()
