@@ -62,6 +62,16 @@ async def same_as_full(store: WatermarkStore, follower: GcFollower) -> int | Non
     return safe.safe_epoch
 
 
+async def reads_in_full_then_follows(store: WatermarkStore, follower: GcFollower, m: int) -> None:
+    """After a lost watch: the next read (at M = `m`) is a full one, the one after follows."""
+    await store.advance_cluster_epoch()
+    assert (await follower.read())[1].safe_epoch == m
+    assert follower.last_kind == "full"
+    await store.advance_cluster_epoch()
+    assert (await follower.read())[1].safe_epoch == m + 1
+    assert follower.last_kind == "incremental"
+
+
 async def test_the_follower_reads_in_full_once_then_follows_every_change(
     store: WatermarkStore,
 ) -> None:
@@ -130,12 +140,7 @@ async def test_a_lost_watch_falls_back_to_full_reads(
         with pytest.raises(EtcdUnavailable):
             await follower.read()
         etcd_private.start()
-        await store.advance_cluster_epoch()
-        assert (await follower.read())[1].safe_epoch == 5
-        assert follower.last_kind == "full"
-        await store.advance_cluster_epoch()
-        assert (await follower.read())[1].safe_epoch == 6
-        assert follower.last_kind == "incremental"
+        await reads_in_full_then_follows(store, follower, 5)
     finally:
         await follower.close()
         await store.kv.close()
@@ -183,12 +188,7 @@ async def test_a_watch_whose_member_died_falls_back_to_another_member(tmp_path: 
         victim = next(m for m in cluster.members if m.endpoint == watch._endpoint)
         await asyncio.to_thread(victim.stop, kill=True)
         await wait_until(watch._call.done, timeout_s=30, what="the watch stream ended")
-        await store.advance_cluster_epoch()
-        assert (await follower.read())[1].safe_epoch == 5
-        assert follower.last_kind == "full"
-        await store.advance_cluster_epoch()
-        assert (await follower.read())[1].safe_epoch == 6
-        assert follower.last_kind == "incremental"
+        await reads_in_full_then_follows(store, follower, 5)
     finally:
         await follower.close()
         await store.kv.close()
