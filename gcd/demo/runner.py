@@ -16,7 +16,11 @@ M past the newest epoch within two epoch ticks; the grace period passes. *final
 round*: the daemon stops and one more round runs with the final M. *verifying*: the
 demo's root is listed and each key checked against the ledger.
 If the demo's own etcd is gone (a Ctrl-C in a terminal reaches its process group),
-the etcd steps are skipped and the S3 read-back still runs.
+the etcd steps are skipped and the read-back of the storage still runs.
+
+The storage is S3 or an Azure Blob container (`gcd.demo.storage`, the one place that
+tells them apart); the runner sees the demo's own client (`DemoObjects`) and the
+sweeper's store, whichever they are.
 """
 
 from __future__ import annotations
@@ -35,7 +39,14 @@ import structlog
 from gcd.binding import BoundSource, bind_namespace
 from gcd.daemon import Daemon, DaemonConfig
 from gcd.demo.ledger import Ledger
-from gcd.demo.s3io import CountingStore, DemoBucket
+from gcd.demo.s3io import CountingStore
+from gcd.demo.storage import (
+    DemoObjects,
+    DemoStorage,
+    SweptStore,
+    open_storage,
+    storage_target,
+)
 from gcd.demo.verify import (
     BucketCheck,
     DemoSummary,
@@ -50,9 +61,7 @@ from gcd.errors import ConfigError, L0gcError
 from gcd.layout import DEFAULT_ROOT, KeyLayout
 from gcd.metrics import SweeperMetrics
 from gcd.report import RoundSummary
-from gcd.s3store import S3ObjectStore, S3Settings
 from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
-from watermark.binding import StorageTarget
 from watermark.clock import EpochClock
 from watermark.etcd_config import EtcdSettings, open_kv
 from watermark.kv import KV
@@ -110,10 +119,10 @@ def _name(index: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Servers:
-    """Where etcd and S3 are, and (for a demo-owned etcd) whether it still runs."""
+    """Where etcd and the storage are, and (for a demo-owned etcd) whether it still runs."""
 
     etcd: EtcdSettings
-    s3: S3Settings
+    storage: DemoStorage
     etcd_pid: int | None = None
     etcd_alive: Callable[[], bool] = field(default=lambda: True)
 
@@ -123,7 +132,7 @@ class _Parts:
     """The running components of one demo."""
 
     store: WatermarkStore
-    bucket: DemoBucket
+    bucket: DemoObjects
     publisher: Publisher
     reconciler: Reconciler
     counting: CountingStore
@@ -176,11 +185,9 @@ class DemoRun:
         kv = await open_kv(self.servers.etcd)
         try:
             store = WatermarkStore(kv, self.servers.etcd.namespace)
-            async with DemoBucket.open(self.servers.s3) as bucket, S3ObjectStore.open(
-                self.servers.s3
-            ) as s3store:
+            async with open_storage(self.servers.storage) as (bucket, objects):
                 await bucket.ensure_bucket()
-                parts = await self._start(store, kv, bucket, s3store)
+                parts = await self._start(store, kv, bucket, objects)
                 return await self._run(stop, parts)
         finally:
             for event in self._stops.values():
@@ -190,16 +197,15 @@ class DemoRun:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
             await kv.close()
 
-    async def _start(self, store: WatermarkStore, kv: KV, bucket: DemoBucket,
-                     s3store: S3ObjectStore) -> _Parts:  # fmt: skip
+    async def _start(self, store: WatermarkStore, kv: KV, bucket: DemoObjects,
+                     objects: SweptStore) -> _Parts:  # fmt: skip
         """Register and adopt the partitions, start every component and the writers."""
         config = self.config
         rng = random.Random(config.seed)
         layout = KeyLayout.default(config.root)
         await store.init_cluster_epoch(1)
-        s3 = self.servers.s3
-        target = StorageTarget(s3.bucket, config.root, s3.endpoint_url)
-        await bind_namespace(store, s3store, target)  # as `watermark namespace bind` does
+        target = storage_target(self.servers.storage, config.root)
+        await bind_namespace(store, objects, target)  # as `gcd namespace bind` does
         publisher = Publisher(store, "demo-publisher", publish_interval_s=0.5)
         created: dict[str, int] = {}
         for index in range(config.partitions):
@@ -215,7 +221,7 @@ class DemoRun:
             at = time.monotonic()
             self._stall = (at + 0.25 * config.duration_s, at + 0.55 * config.duration_s)
         stalls = {} if slow is None or self._stall is None else {slow: self._stall}
-        counting = CountingStore(s3store, self.ledger, time.monotonic)
+        counting = CountingStore(objects, self.ledger, time.monotonic)
         round_config = RoundConfig(layout=layout, grace_s=config.grace_s, concurrency=4,
                                    list_concurrency=4)  # fmt: skip
         metrics = SweeperMetrics()
@@ -231,7 +237,7 @@ class DemoRun:
             round_config=round_config,
             metrics=metrics,
             daemon=Daemon(Sweeper(counting, round_config, metrics=metrics),
-                          BoundSource(store, target, s3store), pacing),
+                          BoundSource(store, target, objects), pacing),
         )  # fmt: skip
         view = LiveView(lambda: self._sample(store, counting), self.stream, tty=self.tty,
                         log_every_s=min(5.0, max(1.0, config.duration_s / 10)))  # fmt: skip
@@ -282,7 +288,7 @@ class DemoRun:
             await asyncio.sleep(max(0.0, last_write + config.grace_s + 0.5 - time.monotonic()))
         else:
             _log.warning("demo.etcd_gone", detail="the demo's etcd stopped; skipping the final "
-                         "sweeper round, verifying S3 only")  # fmt: skip
+                         "sweeper round, verifying the storage only")  # fmt: skip
 
         self._set_phase("final round")
         await self._stop("sweeper")
@@ -387,8 +393,9 @@ class DemoRun:
             losses=[dataclasses.asdict(loss) for loss in self.ledger.losses[:20]],
             etcd=",".join(self.servers.etcd.endpoints),
             etcd_pid=self.servers.etcd_pid,
-            endpoint_url=self.servers.s3.endpoint_url,
-            bucket=self.servers.s3.bucket,
+            storage=self.servers.storage.kind,
+            endpoint_url=self.servers.storage.endpoint_url,
+            bucket=self.servers.storage.name,
             root=self.config.root,
             namespace=self.servers.etcd.namespace,
             seed=self.config.seed,

@@ -4,10 +4,14 @@
 the end-of-run verification (HeadObject, ListObjectsV2) and to create the bucket. Its
 requests are not the sweeper's, so they are counted apart.
 
-`CountingStore` wraps the sweeper's real `ObjectStore`: it passes every request
-through unchanged, counts LIST and DELETE requests, and reports each completed delete
-to the ledger the moment it completes, so a referenced object that the sweeper deletes
-is noticed at once (`demo.live_object_deleted`), not only at the end.
+`CountingStore` wraps the sweeper's real `ObjectStore` (`S3ObjectStore`, or
+`AzureBlobStore` for `--storage azure`): it passes every request through unchanged,
+counts LIST and DELETE requests, and reports each completed delete to the ledger the
+moment it completes, so a referenced object that the sweeper deletes is noticed at once
+(`demo.live_object_deleted`), not only at the end. It counts the sweeper's calls: on
+Azure one delete batch may be up to four Blob Batch requests (256 blobs each).
+
+The Azure counterpart of `DemoBucket` is `gcd.demo.azio.DemoContainer`.
 """
 
 from __future__ import annotations

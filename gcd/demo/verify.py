@@ -1,12 +1,13 @@
 """The end of a demo run: read everything back and say, with numbers, how it went.
 
-The bucket is read back over S3 with the demo's own client, independently of the
-sweeper. `read_back`, when the writers have stopped and before the reconciler catches
-up: a HeadObject for every object the ledger says is referenced (each one missing is a
-loss). `check_bucket`, after the final sweeper round: a full listing of the demo's
-root, each key sorted by what the ledger knows of it. Garbage still there is reported
-as it is (normally none: after the catch-up every object is garbage and M passes the
-newest epoch within two epoch ticks; objects younger than the grace period stay).
+The bucket (or Azure container) is read back with the demo's own client, independently
+of the sweeper. `read_back`, when the writers have stopped and before the reconciler
+catches up: a HeadObject (Get Blob Properties) for every object the ledger says is
+referenced (each one missing is a loss). `check_bucket`, after the final sweeper
+round: a full listing of the demo's root, each key sorted by what the ledger knows of
+it. Garbage still there is reported as it is (normally none: after the catch-up every
+object is garbage and M passes the newest epoch within two epoch ticks; objects younger
+than the grace period stay).
 
 `DemoSummary` is the `gcd demo --json` document; `exit_code` turns it into the exit
 status: 0 only when no live object was lost (and, for runs of 10 s or more, the
@@ -22,7 +23,7 @@ from typing import Any, Final
 
 from gcd.cli import exitcodes
 from gcd.demo.ledger import Ledger, ObjectState
-from gcd.demo.s3io import DemoBucket
+from gcd.demo.storage import DemoObjects
 
 __all__ = [
     "SUMMARY_VERSION",
@@ -39,6 +40,8 @@ __all__ = [
 SUMMARY_VERSION: Final = 1
 MIN_SECONDS_FOR_DELETES: Final = 10.0
 _HEAD_CONCURRENCY = 16
+_NOUNS: Final = {"s3": ("bucket", "HEAD"), "azure": ("container", "Get Blob Properties")}
+"""What the text report calls the storage and its existence check, by `DemoSummary.storage`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +52,7 @@ class Readback:
     present: int
 
 
-async def read_back(ledger: Ledger, bucket: DemoBucket) -> Readback:
+async def read_back(ledger: Ledger, bucket: DemoObjects) -> Readback:
     """HEAD every referenced object; each one missing is recorded as a loss."""
     referenced = ledger.referenced()
     gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
@@ -76,7 +79,7 @@ class BucketCheck:
     deleted_but_present: int
 
 
-async def check_bucket(ledger: Ledger, bucket: DemoBucket, root: str) -> BucketCheck:
+async def check_bucket(ledger: Ledger, bucket: DemoObjects, root: str) -> BucketCheck:
     """List everything under `root` and count it by ledger state."""
     keys = await bucket.list_keys(root + "/")
     states = Counter(ledger.state(key) for key in keys)
@@ -120,6 +123,7 @@ class DemoSummary:
     notes: list[str] = field(default_factory=list)
     etcd: str = ""
     etcd_pid: int | None = None
+    storage: str = "s3"
     endpoint_url: str | None = None
     bucket: str = ""
     root: str = ""
@@ -157,6 +161,7 @@ def _shown(value: int | None) -> str:
 def text_report(summary: DemoSummary) -> str:
     """A few lines for people, printed after the run."""
     verdict = "OK" if summary.ok else ("INTERRUPTED" if summary.interrupted else "FAILED")
+    where, head = _NOUNS.get(summary.storage, _NOUNS["s3"])
     final = summary.final_round
     lines = [
         f"l0gc demo: {verdict} after {summary.duration_s:.1f} s",
@@ -166,8 +171,8 @@ def text_report(summary: DemoSummary) -> str:
         (f"  sweeper   deleted {summary.deleted} objects with {summary.list_requests} LIST and "
          f"{summary.delete_requests} DELETE requests ({summary.deletes_per_s:.1f} deletes/s)"),
         (f"  verified  {summary.live_at_stop} objects were referenced when the writers stopped: "
-         f"{summary.live_verified} read back (HEAD); live objects lost: {summary.live_lost}"),
-        (f"  left      {summary.garbage_remaining} garbage objects in the bucket (newest "
+         f"{summary.live_verified} read back ({head}); live objects lost: {summary.live_lost}"),
+        (f"  left      {summary.garbage_remaining} garbage objects in the {where} (newest "
          f"epoch written {summary.max_epoch_written})"),
     ]
     if final:
@@ -182,6 +187,6 @@ def text_report(summary: DemoSummary) -> str:
         f"{loss['how']})"
         for loss in summary.losses
     )
-    where = f"etcd {summary.etcd} namespace {summary.namespace}; bucket {summary.bucket}"
-    lines.append(f"  servers   {where} root {summary.root}")
+    servers = f"etcd {summary.etcd} namespace {summary.namespace}; {where} {summary.bucket}"
+    lines.append(f"  servers   {servers} root {summary.root}")
     return "\n".join(lines) + "\n"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from gcd.demo.ledger import Ledger
-from gcd.demo.s3io import DemoBucket
+from gcd.demo.storage import DemoObjects
 from gcd.errors import L0gcError, StorageError
 from gcd.layout import PREFIX_COUNT, KeyLayout
 from watermark.clock import EpochClock, stamp_epoch
@@ -78,7 +78,7 @@ class Writer:
         *,
         publisher: Publisher,
         clock: EpochClock,
-        bucket: DemoBucket,
+        bucket: DemoObjects,
         ledger: Ledger,
         layout: KeyLayout,
         log: CommitLog,

@@ -1,23 +1,31 @@
-"""`gcd demo`: its ground-truth ledger and views (pure), and whole runs as subprocesses."""
+"""`gcd demo`: its ground-truth ledger and views (pure), and whole runs as subprocesses
+(on moto, SeaweedFS and Azurite)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob import BlobServiceClient
 
+from gcd.cli import exitcodes
 from gcd.demo.ledger import Ledger, ObjectState
 from gcd.demo.verify import DemoSummary, exit_code, problems, text_report
 from gcd.demo.view import Snapshot, progress_fields, render
 from gcd.demo.workload import CommitLog, horizon
+from gcd.local_azurite import LocalAzurite
 from gcd.local_seaweedfs import LocalSeaweedFS
+from gcd.local_servers import LocalEtcd
 
 # -- the ledger ---------------------------------------------------------------------------
 
@@ -299,3 +307,137 @@ def test_the_demo_runs_against_seaweedfs(seaweedfs_server: LocalSeaweedFS) -> No
     assert summary["deleted"] > 0
     assert summary["live_lost"] == 0
     assert summary["live_verified"] == summary["live_at_stop"] > 0
+
+
+# -- on Azure Blob Storage -------------------------------------------------------------
+
+
+def running(pid: int, name: bytes) -> bool:
+    """True while a process with this PID has `name` in its command line."""
+    try:
+        return name in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def logged(stderr: str, event: str) -> dict[str, Any]:
+    """The demo's JSON log line of `event` (the first one)."""
+    for line in stderr.splitlines():
+        if line.startswith("{"):
+            doc: dict[str, Any] = json.loads(line)
+            if doc.get("event") == event:
+                return doc
+    pytest.fail(f"the demo did not log {event}")
+
+
+@pytest.fixture
+def container(azurite_server: LocalAzurite, namespace: str) -> Iterator[str]:
+    """A container name of this test's own on the session's Azurite (the demo creates it);
+    deleted afterwards."""
+    name = "demo-" + "".join(c for c in namespace.lower() if c.isalnum())[-40:]
+    yield name
+    service = BlobServiceClient.from_connection_string(azurite_server.connection_string)
+    with contextlib.suppress(ResourceNotFoundError):
+        service.delete_container(name)
+
+
+@pytest.mark.integration
+def test_the_demo_runs_on_an_azure_account(
+    azurite_server: LocalAzurite,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    container: str,
+    tmp_path: Path,
+) -> None:
+    """`gcd demo --storage azure --account-url ...` (Azurite, connection string in a file):
+    garbage deleted, no live blob lost, every live blob read back; the container holds
+    nothing under the demo's root at the end but the namespace's claim; and the namespace
+    is bound exactly as `gcd namespace bind --storage azure` binds it."""
+    connection = azurite_server.write_connection_string(tmp_path / "connection-string")
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    azure = [
+        "--storage", "azure", "--account-url", azurite_server.account_url,
+        "--container", container, "--azure-connection-string-file", str(connection),
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json", *etcd, *azure],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["ok"] is True
+    assert (summary["storage"], summary["bucket"]) == ("azure", container)
+    assert summary["endpoint_url"] == azurite_server.account_url
+    assert summary["deleted"] > 0
+    assert summary["live_lost"] == 0
+    assert summary["garbage_remaining"] == 0
+    assert summary["live_verified"] == summary["live_at_stop"] > 0
+    service = BlobServiceClient.from_connection_string(azurite_server.connection_string)
+    root = summary["root"]
+    left = [b.name for b in service.get_container_client(container).list_blobs(root + "/")]
+    assert left == [f"{root}/.l0gc-claim.json"]
+    bind = subprocess.run(
+        [sys.executable, "-m", "gcd", "namespace", "bind", *azure, "--root", root, *etcd,
+         "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bind.returncode == 0, bind.stderr[-3000:]
+    bound = json.loads(bind.stdout)
+    assert bound["changed"] is False  # the demo's binding is this one already
+    assert bound["binding"]["target"]["kind"] == "azure"
+
+
+@pytest.mark.integration
+def test_the_demo_starts_and_stops_its_own_azurite(etcd_server: LocalEtcd, namespace: str) -> None:
+    """`gcd demo --storage azure` with no account: it runs on an Azurite of its own, verifies
+    (0 lost, 0 garbage left), and the Azurite process is gone when it exits."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json",
+         "--etcd", etcd_server.endpoint, "--namespace", namespace, "--storage", "azure"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    started = logged(done.stderr, "demo.servers_started")
+    if running(started["azurite_pid"], b"azurite"):
+        os.kill(started["azurite_pid"], signal.SIGKILL)
+        pytest.fail(f"the demo left its Azurite (pid {started['azurite_pid']}) running")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["ok"] is True
+    assert summary["storage"] == "azure"
+    assert summary["endpoint_url"].endswith("/devstoreaccount1")
+    assert (summary["deleted"] > 0, summary["live_lost"], summary["garbage_remaining"]) == (
+        True, 0, 0)  # fmt: skip
+
+
+AZURE_URL = ["--account-url", "https://acct.blob.core.windows.net"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--storage", "azure", "--endpoint-url", "http://127.0.0.1:9000"],
+            "--endpoint-url is for S3",
+        ),
+        (
+            ["--storage", "azure", *AZURE_URL, "--container", "l0gc", "--bucket", "b"],
+            "--bucket is for S3",
+        ),
+        (["--storage", "azure", "--region", "eu-west-1"], "--region is for S3"),
+        (["--container", "l0gc"], "--container is for Azure Blob Storage: add --storage azure"),
+        (["--storage", "azure", *AZURE_URL], "needs --account-url URL and --container NAME"),
+        (
+            ["--storage", "azure", "--azure-connection-string-file", "conn"],
+            "--azure-connection-string-file needs --account-url",
+        ),
+        (["--storage", "gcs"], "--storage 'gcs': choose s3 or azure"),
+    ],
+)
+def test_storage_flags_that_do_not_fit_exit_2(flags: list[str], message: str) -> None:
+    """Mixed or incomplete storage flags: exit 2 naming the flag, before any server starts."""
+    done = subprocess.run([sys.executable, "-m", "gcd", "demo", "--json", *flags],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == exitcodes.USAGE, done.stderr[-3000:]
+    assert message in done.stderr
+    assert "demo.servers_started" not in done.stderr
+    assert done.stdout == ""
