@@ -326,28 +326,33 @@ class EtcdKV:
         async def operation(session: _Session) -> RangeResult:
             items: list[KeyValue] = []
             revision, cluster_id = at_revision, 0
-            key = start
-            limit = self._page_size
+
+            def page(key: bytes, limit: int) -> Any:
+                request = rpc.RangeRequest(key=key, range_end=end, limit=limit, revision=revision)
+                return session.kv.Range(request, timeout=self._timeout_s,
+                                        metadata=session.metadata)  # fmt: skip
+
+            response = await page(start, self._page_size)
+            revision = revision or response.header.revision  # later pages: the same revision
+            cluster_id = response.header.cluster_id
             while True:
-                request = rpc.RangeRequest(
-                    key=key,
-                    range_end=end,
-                    limit=limit,
-                    revision=revision,
-                )
-                response = await session.kv.Range(
-                    request, timeout=self._timeout_s, metadata=session.metadata
-                )
-                if revision == 0:
-                    revision = response.header.revision
-                if cluster_id == 0:
-                    cluster_id = response.header.cluster_id
-                items.extend(_key_value(raw) for raw in response.kvs)
-                if not response.more or not response.kvs:
+                ahead: asyncio.Future[Any] | None = None
+                if response.more and response.kvs:  # ask for the next page before converting
+                    limit = self._page_size  # this one: etcd works while this process does
+                    if self._page_target_bytes is not None:
+                        limit = _next_limit(response.kvs, self._page_size, self._page_target_bytes)
+                    ahead = asyncio.ensure_future(page(response.kvs[-1].key + b"\0", limit))
+                try:
+                    if ahead is not None:
+                        await asyncio.sleep(0)  # let the request go out
+                    items.extend(_key_value(raw) for raw in response.kvs)
+                except BaseException:  # e.g. cancelled: no call left behind
+                    if ahead is not None:
+                        ahead.cancel()
+                    raise
+                if ahead is None:
                     return RangeResult(revision, tuple(items), cluster_id)
-                key = response.kvs[-1].key + b"\0"
-                if self._page_target_bytes is not None:
-                    limit = _next_limit(response.kvs, self._page_size, self._page_target_bytes)
+                response = await ahead
 
         return await self._call(f"range {prefix}", operation, idempotent=True)
 
