@@ -1,12 +1,14 @@
-"""`gcd namespace bind`, `gcd sweep` and `gcd daemon`'s preflight with --storage azure, as
-an operator runs them (subprocesses), against Azurite and a real etcd."""
+"""`gcd namespace bind`, `gcd sweep` and `gcd daemon` with --storage azure, as an operator
+runs them (subprocesses), against Azurite and a real etcd."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,10 @@ from azure.storage.blob import BlobServiceClient
 from gcd.cli import exitcodes
 from gcd.layout import KeyLayout
 from gcd.local_azurite import LocalAzurite
-from gcd.local_servers import LocalEtcd
+from gcd.local_servers import LocalEtcd, free_port
+from tests.gcd.test_daemon import metric
 from tests.gcd.test_sweep_cli import prepare_etcd
+from tests.waiting import wait_until_sync
 
 pytestmark = pytest.mark.integration
 
@@ -128,3 +132,54 @@ def test_spark_on_azure_says_it_is_not_supported(tmp_path: Path) -> None:
     assert done.returncode == exitcodes.USAGE
     assert "supports S3 only" in done.stderr
     assert "gcd sweep --storage azure" in done.stderr
+
+
+def test_the_daemon_sweeps_an_azure_container_and_stops_on_sigterm(
+    azure: list[str], azurite_server: LocalAzurite, etcd_server: LocalEtcd, namespace: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """`gcd daemon --storage azure`: deletes the garbage (metrics say so), keeps the live
+    and unparsable blobs, deletes what becomes garbage later, and exits 0 on SIGTERM."""
+    prepare_etcd(etcd_server, namespace, bound_to=None)
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    assert gcd("namespace", "bind", *azure, *etcd).returncode == 0
+    port = free_port()
+    log_path = tmp_path / "daemon.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gcd", "daemon", *azure, *etcd, "--grace", "0s",
+             "--interval", "0.05s", "--idle-interval", "0.1s", "--max-interval", "1s",
+             "--full-pass-interval", "0.3s", "--http-host", "127.0.0.1",
+             "--http-port", str(port)],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def deleted(count: int) -> Callable[[], bool]:
+        def check() -> bool:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                text = r.read().decode()
+            return metric(text, "l0gc_sweeper_deleted_objects_total") >= count
+
+        return check
+
+    kept = {LAYOUT.format(1, 9, "live"), LAYOUT.format(500, 9, "live"), f"{ROOT}/junk",
+            f"{ROOT}/.l0gc-claim.json"}  # fmt: skip
+    try:
+        wait_until_sync(deleted(4), timeout_s=60, what="the first garbage deleted",
+                        ignore=(OSError,), detail=lambda: log_path.read_text()[-3000:])  # fmt: skip
+        assert left(azurite_server, azure) == kept
+        later = LAYOUT.format(77, 2, "later")
+        service = BlobServiceClient.from_connection_string(azurite_server.connection_string)
+        service.get_container_client(azure[azure.index("--container") + 1]).upload_blob(
+            later, b"x"
+        )
+        wait_until_sync(deleted(5), timeout_s=60, what="the later garbage deleted",
+                        ignore=(OSError,), detail=lambda: log_path.read_text()[-3000:])  # fmt: skip
+        assert left(azurite_server, azure) == kept
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log_path.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
