@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from gcd.errors import ConfigError
 
 __all__ = ["AzureSettings"]
+
+_CONTAINER = re.compile(r"(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
+"""Blob Storage's container names (3-63 characters; no leading, trailing or double '-')."""
+_MAX_CONNECTION_STRING = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +31,11 @@ class AzureSettings:
                 "an emulator), e.g. --account-url https://ACCOUNT.blob.core.windows.net"
             )
         name = self.container
-        if not 3 <= len(name) <= 63 or not name.replace("-", "").isalnum() or name != name.lower():
+        if not _CONTAINER.fullmatch(name):
             raise ConfigError(
-                f"container {name!r} is not a container name (3-63 lower-case letters, digits "
-                "and hyphens); give --container NAME"
+                f"container {name!r} is not a container name (3-63 lower-case ASCII letters, "
+                "digits and single hyphens, starting and ending with a letter or digit); give "
+                "--container NAME"
             )
 
     def connection_string(self) -> str | None:
@@ -38,13 +44,20 @@ class AzureSettings:
             return None
         path = Path(self.connection_string_file)
         try:
-            text = path.read_text(encoding="utf-8").strip()
+            with path.open("rb") as file:
+                raw = file.read(_MAX_CONNECTION_STRING + 1)
         except OSError as exc:
             raise ConfigError(
                 f"cannot read the Azure connection string file {str(path)!r} "
                 f"({exc.strerror}); point --azure-connection-string-file at a readable file"
             ) from exc
-        if "AccountName=" not in text and "BlobEndpoint=" not in text:
+        try:
+            text = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            text = ""
+        if len(raw) > _MAX_CONNECTION_STRING or not text.isprintable() or (
+            "AccountName=" not in text and "BlobEndpoint=" not in text
+        ):
             raise ConfigError(
                 f"{str(path)!r} does not hold an Azure Storage connection string "
                 "(AccountName=...;AccountKey=...;BlobEndpoint=...)"

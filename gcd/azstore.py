@@ -52,7 +52,8 @@ def _failure(exc: BaseException, operation: str) -> StorageError:
     """The StorageError for an azure-core exception raised by `operation`."""
     if isinstance(exc, azure_errors.HttpResponseError):
         status = int(exc.status_code or 0)
-        code = str(getattr(exc, "error_code", None) or status or "Unknown")
+        error_code = getattr(exc, "error_code", None)  # a StorageErrorCode (str enum) or str
+        code = str(getattr(error_code, "value", error_code) or status or "Unknown")
         retryable = status in _RETRYABLE_STATUS or code in RETRYABLE_CODES
         message = str(exc.message or exc).splitlines()[0]
         return StorageError(f"{operation} failed: {message}", code=code, retryable=retryable)

@@ -83,6 +83,14 @@ class StorageTarget:
         where = f"{self.kind}://{self.bucket}/{self.root}"
         return where if self.endpoint_url is None else f"{where} at {self.endpoint_url}"
 
+    def bind_command(self) -> str:
+        """The command that binds a namespace to this target (the namespace flags aside)."""
+        if self.kind == "azure":
+            return (f"watermark namespace bind --storage azure --account-url {self.endpoint_url} "
+                    f"--container {self.bucket} --root {self.root}")  # fmt: skip
+        endpoint = "" if self.endpoint_url is None else f" --endpoint-url {self.endpoint_url}"
+        return f"watermark namespace bind --bucket {self.bucket} --root {self.root}{endpoint}"
+
     def to_doc(self) -> dict[str, Any]:
         """The JSON form."""
         return {"kind": self.kind, "bucket": self.bucket, "root": self.root,
@@ -190,7 +198,7 @@ def check_binding(
         return (
             f"namespace {namespace} is not bound to any storage, so its watermark may not "
             f"be used on {target.describe()}; if that is its storage, bind it with "
-            f"`watermark namespace bind --bucket {target.bucket} --root {target.root}` ({fix})"
+            f"`{target.bind_command()}` ({fix})"
         )
     try:
         binding = Binding.decode(binding_raw)

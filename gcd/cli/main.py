@@ -67,7 +67,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "resume": Subcommand("gcd.cli.pause", "resume sweeping after `gcd pause`"),
     "namespace": Subcommand("gcd.cli.namespace", "bind a namespace to its bucket and root"),
     "journal": Subcommand("gcd.cli.journal", "verify the deletion journal; show who deleted a key"),
-    "demo": Subcommand("gcd.cli.demo", "run everything on this machine: etcd, S3 (or Azure Blob), writers, GC"),
+    "demo": Subcommand("gcd.cli.demo", "run it all here: etcd, S3 or Azure, writers, GC"),
     "simulate": Subcommand("gcd.cli.simulate", "deterministic simulation of writers and GC"),
     "chaos": Subcommand("gcd.cli.chaos", "real processes under a nemesis, checked: etcd, S3, GC"),
     "spark-sweep": Subcommand("gcd.cli.spark", "sweep a huge bucket with PySpark"),

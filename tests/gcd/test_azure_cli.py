@@ -92,7 +92,12 @@ def test_an_unbound_or_other_container_deletes_nothing(
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
     unbound = gcd("sweep", *azure, *etcd, "--grace", "0s", "--json")
     assert unbound.returncode == exitcodes.BLOCKED, unbound.stderr
-    assert gcd("namespace", "bind", *azure, *etcd).returncode == 0
+    suggested = json.loads(unbound.stdout.splitlines()[-1])["blocked_reason"].split("`")[1]
+    assert suggested.startswith("watermark namespace bind --storage azure "), suggested
+    credentials = azure[azure.index("--azure-connection-string-file") :]
+    bound = subprocess.run([sys.executable, "-m", *suggested.split(), *credentials, *etcd],
+                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert bound.returncode == 0, bound.stderr  # the command it suggests binds this container
     other = list(azure)
     other[other.index("--container") + 1] = "no-such-container"
     missing = gcd("sweep", *other, *etcd, "--grace", "0s")

@@ -150,15 +150,19 @@ def test_settings_refuse_what_cannot_work(tmp_path: Path) -> None:
     string file: ConfigError naming the value and the fix."""
     with pytest.raises(ConfigError, match="must start with https://"):
         AzureSettings("acct.blob.core.windows.net", "l0gc")
-    with pytest.raises(ConfigError, match="is not a container name"):
-        AzureSettings("https://a.blob.core.windows.net", "L0")
+    for bad in ("L0gc", "l0", "-l0gc", "l0gc-", "l0--gc", "l0gç", "l0gc²", "a" * 64):
+        with pytest.raises(ConfigError, match="is not a container name"):
+            AzureSettings("https://a.blob.core.windows.net", bad)
+    assert AzureSettings("https://a.blob.core.windows.net", "l0-g-c" + "9" * 57).container
     with pytest.raises(ConfigError, match="cannot read the Azure connection string file"):
         AzureSettings("https://a.blob.core.windows.net", "l0gc",
                       str(tmp_path / "missing")).connection_string()  # fmt: skip
     wrong = tmp_path / "wrong"
-    wrong.write_text("hello")
-    with pytest.raises(ConfigError, match="does not hold an Azure Storage connection string"):
-        AzureSettings("https://a.blob.core.windows.net", "l0gc", str(wrong)).connection_string()
+    for content in (b"hello", b"\xd8\x00AccountName=x" * 10, b"AccountName=x\x00;",
+                    b"AccountName=" + b"x" * 70_000):  # not text, a NUL, too large
+        wrong.write_bytes(content)
+        with pytest.raises(ConfigError, match="does not hold an Azure Storage connection string"):
+            AzureSettings("https://a.blob.core.windows.net", "l0gc", str(wrong)).connection_string()
 
 
 async def test_an_answer_for_another_blob_never_counts_as_deleted(

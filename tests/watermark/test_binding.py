@@ -69,3 +69,20 @@ def test_every_mismatch_is_refused_naming_both_sides() -> None:
     assert copied is not None
     assert "copied" in copied
     assert "unreadable claim" in str(check_binding(NS, BINDING.encode(), "c1", TARGET, b"{"))
+
+
+
+def test_an_unbound_refusal_names_the_bind_command_of_its_own_storage() -> None:
+    """S3: bucket, root and endpoint flags; Azure: account URL and container (the command
+    itself runs in tests/gcd/test_azure_cli.py)."""
+    azure = StorageTarget("l0gc", "level_zero/data", "https://acct.blob.core.windows.net",
+                          kind="azure")  # fmt: skip
+    expected = {
+        TARGET: "watermark namespace bind --bucket bucket-a --root level_zero/data "
+                "--endpoint-url http://127.0.0.1:9000",
+        StorageTarget("bucket-a", "r"): "watermark namespace bind --bucket bucket-a --root r",
+        azure: "watermark namespace bind --storage azure --account-url "
+               "https://acct.blob.core.windows.net --container l0gc --root level_zero/data",
+    }  # fmt: skip
+    for target, command in expected.items():
+        assert f"`{command}`" in str(check_binding(NS, None, "c1", target, None))
