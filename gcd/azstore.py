@@ -41,14 +41,14 @@ from gcd.azsettings import AzureSettings
 from gcd.errors import StorageError
 from gcd.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
 
-__all__ = ["MAX_BATCH", "AzureBlobStore"]
+__all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "open_container", "translate_error"]
 
 MAX_BATCH = 256
 """Sub-requests Blob Batch takes in one request."""
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
-def _failure(exc: BaseException, operation: str) -> StorageError:
+def translate_error(exc: BaseException, operation: str) -> StorageError:
     """The StorageError for an azure-core exception raised by `operation`."""
     if isinstance(exc, azure_errors.HttpResponseError):
         status = int(exc.status_code or 0)
@@ -66,7 +66,25 @@ def _failure(exc: BaseException, operation: str) -> StorageError:
     return StorageError(f"{operation} failed: {exc!r}", code="Unknown", retryable=False)
 
 
-_TRANSLATED = (azure_errors.AzureError, OSError)
+TRANSLATED = (azure_errors.AzureError, OSError)
+"""What `translate_error` turns into a StorageError."""
+
+
+@contextlib.asynccontextmanager
+async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClient]:
+    """An aio client on `settings`' container: a connection string from its file, else
+    the Azure credential chain (`DefaultAzureCredential`); closed on exit."""
+    credential_cm: Any = contextlib.nullcontext()
+    connection = settings.connection_string()
+    if connection is not None:
+        service = BlobServiceClient.from_connection_string(connection)
+    else:
+        from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
+
+        credential_cm = DefaultAzureCredential()
+        service = BlobServiceClient(settings.account_url, credential=credential_cm)
+    async with credential_cm, service:
+        yield service.get_container_client(settings.container)
 
 
 class AzureBlobStore:
@@ -83,17 +101,8 @@ class AzureBlobStore:
     @contextlib.asynccontextmanager
     async def open(cls, settings: AzureSettings) -> AsyncIterator[AzureBlobStore]:
         """A client for `settings` (closed on exit)."""
-        credential_cm: Any = contextlib.nullcontext()
-        connection = settings.connection_string()
-        if connection is not None:
-            service = BlobServiceClient.from_connection_string(connection)
-        else:
-            from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
-
-            credential_cm = DefaultAzureCredential()
-            service = BlobServiceClient(settings.account_url, credential=credential_cm)
-        async with credential_cm, service:
-            yield cls(service.get_container_client(settings.container), settings)
+        async with open_container(settings) as container:
+            yield cls(container, settings)
 
     # -- listing --------------------------------------------------------------------
 
@@ -139,8 +148,8 @@ class AzureBlobStore:
             ]
         except StopAsyncIteration:
             return [], None
-        except _TRANSLATED as exc:
-            raise _failure(exc, f"List Blobs {self.bucket}/{prefix}") from exc
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"List Blobs {self.bucket}/{prefix}") from exc
         return items, getattr(pages, "continuation_token", None)
 
     async def _after(self, prefix: str, start_after: str) -> list[str]:
@@ -152,15 +161,17 @@ class AzureBlobStore:
             async for page in walk.by_page():
                 self.list_requests += 1
                 names.extend([item.name async for item in page if item.name > start_after])
-        except _TRANSLATED as exc:
-            raise _failure(exc, f"List Blobs {self.bucket}/{prefix} (delimiter '/')") from exc
+        except TRANSLATED as exc:
+            raise translate_error(
+                exc, f"List Blobs {self.bucket}/{prefix} (delimiter '/')"
+            ) from exc
         return sorted(names, key=str.encode)
 
     async def _info(self, name: str) -> ObjectInfo:
         try:
             props = await self._container.get_blob_client(name).get_blob_properties()
-        except _TRANSLATED as exc:
-            raise _failure(exc, f"Get Blob Properties {self.bucket}/{name}") from exc
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Get Blob Properties {self.bucket}/{name}") from exc
         return ObjectInfo(name, int(props.size or 0), props.last_modified.timestamp())
 
     # -- deleting -------------------------------------------------------------------
@@ -177,8 +188,8 @@ class AzureBlobStore:
             try:
                 answers = [a async for a in await self._container.delete_blobs(
                     *part, raise_on_any_failure=False)]  # fmt: skip
-            except _TRANSLATED as exc:
-                raise _failure(exc, f"Blob Batch delete on {self.bucket}") from exc
+            except TRANSLATED as exc:
+                raise translate_error(exc, f"Blob Batch delete on {self.bucket}") from exc
             for key, answer in zip(part, answers, strict=True):
                 if not self._answers_for(answer, key):  # never count a key from another's answer
                     errors.append(KeyFailure(key, "UnmatchedAnswer", "the batch answered "
@@ -212,8 +223,8 @@ class AzureBlobStore:
             data: bytes = await stream.readall()
         except azure_errors.ResourceNotFoundError:
             return None
-        except _TRANSLATED as exc:
-            raise _failure(exc, f"Get Blob {self.bucket}/{key}") from exc
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Get Blob {self.bucket}/{key}") from exc
         if len(data) > max_bytes:
             raise StorageError(f"{self.bucket}/{key} is larger than {max_bytes} bytes",
                                code="EntityTooLarge", retryable=False)  # fmt: skip
@@ -227,8 +238,8 @@ class AzureBlobStore:
             if if_absent:
                 return False
             raise
-        except _TRANSLATED as exc:
-            raise _failure(exc, f"Put Blob {self.bucket}/{key}") from exc
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Put Blob {self.bucket}/{key}") from exc
         return True
 
 

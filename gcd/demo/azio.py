@@ -5,38 +5,25 @@ verification (Get Blob Properties, List Blobs) and to create the container. Its
 requests are not the sweeper's (an `AzureBlobStore` behind `CountingStore`), so they are
 counted apart. The interface is `DemoBucket`'s, so the runner and the verification do
 not know which store they talk to. Credentials as for the sweeper (`AzureBlobStore.open`):
-a connection string from a file, else the Azure credential chain. Library exceptions are
-translated here into `StorageError`; the SDK's own retries stay on (the writers are not
-under test).
+a connection string from a file, else the Azure credential chain. Library exceptions
+become `StorageError` as the sweeper's do (`gcd.azstore.translate_error`); the SDK's own
+retries stay on (the writers are not under test).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 from azure.core import exceptions as azure_errors
-from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+from azure.storage.blob.aio import ContainerClient
 
 from gcd.azsettings import AzureSettings
-from gcd.errors import StorageError
+from gcd.azstore import TRANSLATED, open_container, translate_error
 
 __all__ = ["DemoContainer"]
 
 _BODY = b"l0 object written by gcd demo\n"
-
-
-def _translated(exc: Exception, operation: str) -> StorageError:
-    """The StorageError for an azure-core (or socket) exception raised by `operation`."""
-    code = "Unknown"
-    if isinstance(exc, azure_errors.HttpResponseError):
-        code = str(getattr(exc, "error_code", None) or exc.status_code or "Unknown")
-    elif isinstance(exc, azure_errors.ServiceRequestError | azure_errors.ServiceResponseError):
-        code = "ConnectionError"
-    message = str(exc).splitlines()[0] if str(exc) else repr(exc)
-    return StorageError(f"{operation} failed: {message}", code=code,
-                        retryable=code == "ConnectionError")  # fmt: skip
 
 
 class DemoContainer:
@@ -51,18 +38,9 @@ class DemoContainer:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, settings: AzureSettings) -> AsyncIterator[DemoContainer]:
-        """A client for `settings` (closed on exit)."""
-        credential_cm: Any = contextlib.nullcontext()
-        connection = settings.connection_string()
-        if connection is not None:
-            service = BlobServiceClient.from_connection_string(connection)
-        else:
-            from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
-
-            credential_cm = DefaultAzureCredential()
-            service = BlobServiceClient(settings.account_url, credential=credential_cm)
-        async with credential_cm, service:
-            yield cls(service.get_container_client(settings.container), settings.container)
+        """A client for `settings` (closed on exit), authenticated as the sweeper's is."""
+        async with open_container(settings) as container:
+            yield cls(container, settings.container)
 
     async def ensure_bucket(self) -> None:
         """Create the container unless it exists."""
@@ -72,16 +50,16 @@ class DemoContainer:
             await self._container.create_container()
         except azure_errors.ResourceExistsError:
             return  # created meanwhile by someone else: what we wanted
-        except (azure_errors.AzureError, OSError) as exc:
-            raise _translated(exc, f"Create Container {self.bucket}") from exc
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Create Container {self.bucket}") from exc
 
     async def put(self, key: str) -> None:
         """Upload one small blob."""
         self.put_requests += 1
         try:
             await self._container.get_blob_client(key).upload_blob(_BODY, overwrite=True)
-        except (azure_errors.AzureError, OSError) as exc:
-            raise _translated(exc, f"Put Blob {self.bucket}/{key}") from exc
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Put Blob {self.bucket}/{key}") from exc
 
     async def exists(self, key: str) -> bool:
         """Get Blob Properties: True when the blob is there."""
@@ -89,8 +67,8 @@ class DemoContainer:
             await self._container.get_blob_client(key).get_blob_properties()
         except azure_errors.ResourceNotFoundError:
             return False
-        except (azure_errors.AzureError, OSError) as exc:
-            raise _translated(exc, f"Get Blob Properties {self.bucket}/{key}") from exc
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Get Blob Properties {self.bucket}/{key}") from exc
         return True
 
     async def list_keys(self, prefix: str) -> list[str]:
@@ -98,5 +76,5 @@ class DemoContainer:
         try:
             return [name async for name in self._container.list_blob_names(
                 name_starts_with=prefix)]  # fmt: skip
-        except (azure_errors.AzureError, OSError) as exc:
-            raise _translated(exc, f"List Blobs {self.bucket}/{prefix}") from exc
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"List Blobs {self.bucket}/{prefix}") from exc
