@@ -172,9 +172,16 @@ SPARK_ONLY_KEYS = frozenset({
     "inventory", "inventory_root", "list", "list_tasks", "output", "decisions_uri",
     "master", "delete_concurrency", "price_per_gb_month", "conf", "py_files", "delete_tasks",
 })  # fmt: skip
+# Keys of the options the other commands declare in their own modules (status, pause,
+# resume, journal, namespace, and the Azure storage options), which import this one.
+OTHER_COMMAND_KEYS = frozenset({
+    "all", "json", "log_level", "replace", "reason", "key",
+    "storage", "account_url", "container", "azure_connection_string_file",
+})  # fmt: skip
 _UNIVERSE = (
-    {o.dest for table in _TABLES for o in table} | {o.dest for o in ETCD_OPTIONS} | SPARK_ONLY_KEYS
-)
+    {o.dest for table in _TABLES for o in table} | {o.dest for o in ETCD_OPTIONS}
+    | SPARK_ONLY_KEYS | OTHER_COMMAND_KEYS
+)  # fmt: skip
 
 
 def layout_from_args(args: argparse.Namespace) -> KeyLayout:
