@@ -180,6 +180,8 @@ class Answer:
     attempts: int
     base: str
     waited_s: float
+    trail: tuple[str, ...] = ()
+    """What each attempt met, e.g. ``127.0.0.1:4100 307`` (for failure messages)."""
 
 
 class OwnerClient:
@@ -217,17 +219,23 @@ class OwnerClient:
         """POST /v1/partitions/{partition}{suffix} at the partition's owner."""
         path = f"/v1/partitions/{urllib.parse.quote(partition, safe='')}{suffix}"
         started = time.monotonic()
+        trail: list[str] = []
         for attempt in range(1, self._max_attempts + 1):
             urls = self._urls()
-            base = self.owners.get(partition) or (self._rng.choice(urls) if urls else "")
+            cached = self.owners.get(partition)
+            base = cached or (self._rng.choice(urls) if urls else "")
+            where = f"{base.rpartition('/')[2]}{'' if cached else ' (any)'}"
             try:
                 if not base:
                     raise aiohttp.ClientConnectionError("no replica running")
                 status, doc, location = await self._send(base + path, body)
-            except (aiohttp.ClientError, TimeoutError):
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                trail.append(f"{where} {type(exc).__name__}")
                 self.owners.pop(partition, None)
                 await asyncio.sleep(self._backoff_s)
                 continue
+            reason = doc.get("reason", doc.get("error", "")) if isinstance(doc, dict) else ""
+            trail.append(f"{where} {status} {reason}".rstrip())
             if status == 307 and location:
                 parsed = urllib.parse.urlsplit(location)
                 self.owners[partition] = f"{parsed.scheme}://{parsed.netloc}"
@@ -237,8 +245,9 @@ class OwnerClient:
                 await asyncio.sleep(self._backoff_s)
                 continue
             self.owners[partition] = base
-            return Answer(status, doc, attempt, base, time.monotonic() - started)
-        return Answer(0, {"error": "gave_up"}, self._max_attempts, "", time.monotonic() - started)
+            return Answer(status, doc, attempt, base, time.monotonic() - started, tuple(trail))
+        return Answer(0, {"error": "gave_up"}, self._max_attempts, "",
+                      time.monotonic() - started, tuple(trail))  # fmt: skip
 
     async def at(self, base: str, path: str, body: Any) -> Answer:
         """POST `path` at replica `base` only (a fence token lives where it was granted)."""
@@ -275,6 +284,8 @@ class PartitionWriter:
     entries: list[Entry] = field(default_factory=list)
     attempts: list[int] = field(default_factory=list)
     """Attempts of every fence request (1: no retry)."""
+    retried: list[tuple[str, ...]] = field(default_factory=list)
+    """The trail of every fence request that needed more than one retry."""
     errors: list[str] = field(default_factory=list)
     longest_gap_s: float = 0.0
     """Longest time between two acknowledged commits."""
@@ -290,6 +301,8 @@ class PartitionWriter:
             await self.upload(key)
         fence = await self.client.call(self.partition, "/fence", {"epoch": epoch})
         self.attempts.append(fence.attempts)
+        if fence.attempts > 2:
+            self.retried.append(fence.trail)
         if fence.status == 409 and fence.doc.get("error") in ("stale_epoch", "epoch_ahead"):
             await self.clock.refresh()  # the upload is garbage
             return

@@ -337,8 +337,6 @@ def plan(
     A replica without a live member record on its own lease (leaving, or not announced
     yet) claims nothing and hands over everything it hosts.
     """
-    member = view.members.get(me.member_id)
-    active = member is not None and member.lease == me.lease
     mine = {p for p, claim in view.claims.items() if claim.held_by(me)}
     claim: list[str] = []
     adopt: list[str] = []
@@ -349,9 +347,7 @@ def plan(
     for partition in sorted(partitions | hosted | mine):
         if partition in busy:
             continue
-        assigned_here = (
-            active and partition in partitions and view.assignment.owner(partition) == me.member_id
-        )
+        assigned_here = partition in partitions and _assigned_to(view, me, partition)
         held = view.claims.get(partition)
         if partition in hosted:
             if partition not in mine:
@@ -365,6 +361,14 @@ def plan(
     return Plan(
         tuple(claim), tuple(adopt), tuple(hand_over), tuple(unclaim), tuple(drop), tuple(pending)
     )
+
+
+def _assigned_to(view: View, me: Identity, partition: str) -> bool:
+    """`partition` is assigned to `me`: its member record is live on `me`'s own lease
+    (not an older process's) and rendezvous hashing picks it."""
+    member = view.members.get(me.member_id)
+    active = member is not None and member.lease == me.lease
+    return active and view.assignment.owner(partition) == me.member_id
 
 
 class RouteKind(enum.Enum):
@@ -402,6 +406,9 @@ def route(partition: str, view: View, me: Identity, *, serving: bool) -> Route:
             return Route(RouteKind.WAIT, "being adopted by this replica")
         holder = view.is_live(held)
         if holder is not None and holder.member_id != me.member_id:
+            if _assigned_to(view, me, partition):  # the holder would only send it back
+                reason = f"being handed over by replica {holder.member_id} to this replica"
+                return Route(RouteKind.WAIT, reason)
             return Route(RouteKind.REDIRECT, f"owned by replica {holder.member_id}", holder)
         return Route(RouteKind.WAIT, f"being handed over by replica {held.member_id}")
     target = view.assignment.owner(partition)

@@ -181,12 +181,17 @@ def test_route_serves_redirects_or_waits() -> None:
     """Hosted: serve; a live holder: redirect to it; a leaving holder or no claim: wait;
     nobody lists it: unknown."""
     a, b = member("a", 10), member("b", 20)
-    p = min(PARTITIONS)
+    mine = view_of(a, b).assignment.of("a")
+    p = min(set(PARTITIONS) - set(mine))  # assigned to b
     assert route(p, view_of(a, b), ME, serving=True).kind is RouteKind.SERVE
     held_by_b = view_of(a, b, claims={p: ClaimRecord("b", 20)})
     found = route(p, held_by_b, ME, serving=False)
     assert found.kind is RouteKind.REDIRECT
     assert found.member == b
+    # Assigned here but b still holds it: b is handing it over to us and would send the
+    # request straight back (a 307 ping-pong seen in a rolling restart): wait instead.
+    coming = view_of(a, b, claims={mine[0]: ClaimRecord("b", 20)})
+    assert route(mine[0], coming, ME, serving=False).kind is RouteKind.WAIT
     leaving = view_of(a, claims={p: ClaimRecord("b", 20)})
     assert route(p, leaving, ME, serving=False).kind is RouteKind.WAIT
     stale_lease = view_of(a, member("b", 21), claims={p: ClaimRecord("b", 20)})

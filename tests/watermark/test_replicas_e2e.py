@@ -38,8 +38,8 @@ from watermark.store import WatermarkStore
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 PARTITIONS = [f"orders/{n}" for n in range(6)]
-TTL = 2
-INTERVAL = 0.2
+TTL = 5  # watermark serve's defaults: a 2 s lease lapsed under a loaded CI machine's CPU
+INTERVAL = 0.5  # starvation, and a lapse drops partitions unsealed (safe, but not a handover)
 WRITE_EVERY_S = 0.15
 
 
@@ -195,7 +195,7 @@ async def test_a_rolling_restart_hands_every_partition_over_with_one_retry_at_mo
     await wait_until(run.hosted_once, timeout_s=30, what="every partition owned once")
     await run.finish()
     retried = [max(w.attempts) for w in run.writers]
-    assert max(retried) <= 2, retried
+    assert max(retried) <= 2, (retried, [t for w in run.writers for t in w.retried])
     assert [e for w in run.writers for e in w.errors] == []
     logs = run.replicas.logs()
     assert '"log_end": "unknown"' not in logs
