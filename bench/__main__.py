@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if args.json_out is not None:
         document = {"machine": about, "reports": [r.to_dict() for r in reports]}
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)  # e.g. bench/out/ (ignored)
         args.json_out.write_text(json.dumps(document, indent=1, default=str) + "\n")
     return 0
 
