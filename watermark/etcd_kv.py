@@ -18,9 +18,10 @@ This is the only module that talks to etcd (aetcd, grpc). It holds no watermark 
   Only failures that prove nothing was applied (no connection, auth token rejected)
   are retried for transactions.
 - Consistency. `range_prefix` reads page by page at the revision of the first page
-  (the first page `page_size` keys, later ones sized to about 8 MiB by the bytes per
+  (the first page `page_size` keys, later ones sized to about 32 MiB by the bytes per
   key seen: etcd 3.5 counts the rest of the range on every page, so fewer pages cost
-  it less), so the result is one snapshot however large the prefix.
+  it less; a page larger than the client may receive is asked for again with a quarter
+  of the keys), so the result is one snapshot however large the prefix.
   If that revision is compacted away in between, the whole read starts again. Pages
   come back in key order without asking for a sort: etcd's index is ordered by key,
   and a request with a sort order makes etcd 3.5 ignore `limit` while fetching (it
@@ -52,8 +53,9 @@ from watermark.kv import Change, Compare, Delete, KeyValue, Put, RangeResult, Tx
 __all__ = ["DEFAULT_PAGE_SIZE", "PAGE_TARGET_BYTES", "EtcdKV"]
 
 DEFAULT_PAGE_SIZE = 2000
-PAGE_TARGET_BYTES = 8 * 1024 * 1024
-"""Later pages of a range read carry about this many bytes (None: fixed pages)."""
+PAGE_TARGET_BYTES = 32 * 1024 * 1024
+"""Later pages of a range read carry about this many bytes (None: fixed pages); a page
+that would exceed what the client may receive is asked for again with fewer keys."""
 _MAX_PAGE_KEYS = 100_000
 _MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 _T = TypeVar("_T")
@@ -140,6 +142,7 @@ class EtcdKV:
         page_target_bytes: int | None = PAGE_TARGET_BYTES,
         read_attempts: int = 3,
         retry_backoff_s: float = 0.1,
+        max_receive_bytes: int = _MAX_RECEIVE_BYTES,
     ) -> None:
         if not endpoints:
             raise ConfigError("no etcd endpoint given: pass at least one host:port")
@@ -165,6 +168,7 @@ class EtcdKV:
         )
         self._page_size = page_size
         self._page_target_bytes = page_target_bytes
+        self._max_receive_bytes = max_receive_bytes
         self._read_attempts = read_attempts
         self._retry_backoff_s = retry_backoff_s
         self._session: _Session | None = None
@@ -208,7 +212,7 @@ class EtcdKV:
 
     async def _open(self, endpoint: str) -> _Session:
         options = [
-            ("grpc.max_receive_message_length", _MAX_RECEIVE_BYTES),
+            ("grpc.max_receive_message_length", self._max_receive_bytes),
             # A private subchannel per channel: otherwise a new channel to an endpoint
             # that just restarted inherits the old subchannel's TRANSIENT_FAILURE backoff
             # and `_ready` reports it refused although the server is back.
@@ -327,10 +331,17 @@ class EtcdKV:
             items: list[KeyValue] = []
             revision, cluster_id = at_revision, 0
 
-            def page(key: bytes, limit: int) -> Any:
-                request = rpc.RangeRequest(key=key, range_end=end, limit=limit, revision=revision)
-                return session.kv.Range(request, timeout=self._timeout_s,
-                                        metadata=session.metadata)  # fmt: skip
+            async def page(key: bytes, limit: int) -> Any:
+                while True:
+                    request = rpc.RangeRequest(key=key, range_end=end, limit=limit,
+                                               revision=revision)  # fmt: skip
+                    try:
+                        return await session.kv.Range(request, timeout=self._timeout_s,
+                                                      metadata=session.metadata)  # fmt: skip
+                    except grpc.aio.AioRpcError as exc:  # a page larger than we may receive:
+                        if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
+                            raise  # (its keys are larger than the page before's) ask again
+                        limit = max(1, limit // 4)  # for fewer keys
 
             response = await page(start, self._page_size)
             revision = revision or response.header.revision  # later pages: the same revision

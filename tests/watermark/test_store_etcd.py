@@ -432,3 +432,41 @@ async def test_later_pages_are_sized_by_bytes(etcd_server: LocalEtcd, namespace:
     finally:
         await kv.close()
         await writer.close()
+
+
+async def test_a_page_larger_than_the_client_may_receive_is_asked_for_in_parts(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Small keys first, then much larger ones: the page sized by the small ones would be
+    larger than the client may receive (RESOURCE_EXHAUSTED); it is asked for again with a
+    quarter of the keys until it fits, and the read still gives every key once, in order."""
+    prefix = f"{namespace}/grow/"
+    writer = EtcdKV([etcd_server.endpoint])
+    kv = EtcdKV([etcd_server.endpoint], timeout_s=10.0, page_size=2,
+                page_target_bytes=1 << 20, max_receive_bytes=64 * 1024)  # fmt: skip
+    try:
+        await writer.txn([], [Put(f"{prefix}{i:03d}", b"s") for i in range(2)])
+        for start in range(2, 42, 10):  # 40 values of 10 KB: 400 KB in all
+            await writer.txn([], [Put(f"{prefix}{i:03d}", b"L" * 10_000)
+                                  for i in range(start, start + 10)])  # fmt: skip
+        await kv.connect()
+        session = kv._session
+        assert session is not None
+
+        async def nothing() -> None:
+            return None
+
+        recording = RecordingRangeStub(session.kv, nothing)
+        session.kv = recording
+        try:
+            result = await kv.range_prefix(prefix)
+        finally:
+            session.kv = recording._stub
+        assert [item.key for item in result.items] == [f"{prefix}{i:03d}" for i in range(42)]
+        limits = [request.limit for request in recording.requests]
+        assert limits[1] > 42  # sized by the 1-byte values: everything at once, too large
+        assert limits[2] == limits[1] // 4  # the same page asked for again with fewer keys
+        assert all(size * 10_000 <= 64 * 1024 for size in recording.page_sizes[1:])
+    finally:
+        await kv.close()
+        await writer.close()
