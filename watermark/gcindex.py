@@ -108,19 +108,19 @@ class GcIndex:
         self._marks.pop(name, None)
         self._malformed.pop(name, None)
         try:
-            record = PartitionRecord.decode(raw, partition=name)
+            watermark = PartitionRecord.watermark_of(raw, partition=name)
         except InvalidRecord as exc:
             self._malformed[name] = str(exc)
             return
-        self._marks[name] = record.watermark
+        self._marks[name] = watermark
         if len(self._low) > 2 * len(self._marks) + 64:  # mostly dead entries: rebuild
             self._low = [(mark, n) for n, mark in self._marks.items()]
             self._high = [(-mark, n) for n, mark in self._marks.items()]
             heapq.heapify(self._low)
             heapq.heapify(self._high)
             return
-        heapq.heappush(self._low, (record.watermark, name))
-        heapq.heappush(self._high, (-record.watermark, name))
+        heapq.heappush(self._low, (watermark, name))
+        heapq.heappush(self._high, (-watermark, name))
 
     def _drop_partition(self, name: str) -> None:
         self._raw.pop(name, None)

@@ -118,30 +118,31 @@ PINNING_LIMIT = _PINNING_LIMIT
 def summarize(partitions: Mapping[str, bytes]) -> PartitionSummary:
     """One pass over the raw records in name order.
 
-    Every record is decoded, but none is kept past its turn except the pinning ones:
-    holding 100k decoded records (tracker dicts and all) made the cyclic GC traverse an
-    ever larger heap, half the time of a 100k-record read. The sort is cheap: names
-    arrive in key order from etcd, and sorting a sorted list is linear."""
+    Every record is checked as `PartitionRecord.decode` checks it, but only the pinning
+    ones are built into records (at the end): holding 100k decoded records (tracker
+    dicts and all) made the cyclic GC traverse an ever larger heap, half the time of a
+    100k-record read. The sort is cheap: names arrive in key order from etcd, and
+    sorting a sorted list is linear."""
     malformed: tuple[str, str] | None = None
     highest: tuple[str, int] | None = None
     lowest: int | None = None
-    lowest_records: list[PartitionRecord] = []
+    lowest_names: list[str] = []
     for name in sorted(partitions):
         try:
-            record = PartitionRecord.decode(partitions[name], partition=name)
+            watermark = PartitionRecord.watermark_of(partitions[name], partition=name)
         except InvalidRecord as exc:
             if malformed is None:
                 malformed = (name, str(exc))
             continue
-        watermark = record.watermark
         if highest is None or watermark > highest[1]:
             highest = (name, watermark)
         if lowest is None or watermark < lowest:
             lowest = watermark
-            lowest_records = [record]
-        elif watermark == lowest and len(lowest_records) < _PINNING_LIMIT:
-            lowest_records.append(record)
-    return PartitionSummary(len(partitions), malformed, highest, lowest, tuple(lowest_records))
+            lowest_names = [name]
+        elif watermark == lowest and len(lowest_names) < _PINNING_LIMIT:
+            lowest_names.append(name)
+    pinning = tuple(PartitionRecord.decode(partitions[n], partition=n) for n in lowest_names)
+    return PartitionSummary(len(partitions), malformed, highest, lowest, pinning)
 
 
 def compute_safe_epoch(view: GcView) -> SafeEpoch:

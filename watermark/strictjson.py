@@ -81,7 +81,8 @@ def loads(
     _check_depth(text, what=what, max_depth=max_depth)
     # Checking every integer in Python costs more than the rest of the parse: only a
     # document with a long run of digits somewhere (maybe in a string) pays for it.
-    decoder = _CAREFUL if _LONG_DIGITS.search(text) else _FAST
+    long_digits = len(text) > _MAX_INT_DIGITS and _LONG_DIGITS.search(text)  # shorter: none
+    decoder = _CAREFUL if long_digits else _FAST
     try:
         value = decoder.decode(text)
     except _Refused as exc:
@@ -91,7 +92,7 @@ def loads(
         raise InvalidJson(what, f"it is not JSON: {problem} at offset {exc.pos}") from None
     except (ValueError, RecursionError) as exc:  # belt and braces: the rules above stop both
         raise InvalidJson(what, f"it cannot be decoded: {_clip(str(exc))}") from None
-    if _SURROGATE_ESCAPE.search(text) and _holds_surrogate(value):
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text) and _holds_surrogate(value):
         raise InvalidJson(what, "a string holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF)")
     return value
 

@@ -176,6 +176,23 @@ def test_any_field_values_decode_or_raise_invalid_record(changes: dict[str, Any]
     assert decode(record.encode()) == record
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(FIELDS, JSON_VALUES, max_size=4) | st.binary(max_size=200))
+def test_watermark_of_checks_exactly_what_decode_checks(changes: dict[str, Any] | bytes) -> None:
+    """The bulk readers' `watermark_of` refuses exactly the records `decode` refuses, with
+    the same message, and gives the same M(p) otherwise."""
+    raw = changes if isinstance(changes, bytes) else json.dumps(good_doc(**changes)).encode()
+    try:
+        expected: int | str = PartitionRecord.decode(raw, partition="p0").watermark
+    except InvalidRecord as exc:
+        expected = str(exc)
+    try:
+        got: int | str = PartitionRecord.watermark_of(raw, partition="p0")
+    except InvalidRecord as exc:
+        got = str(exc)
+    assert got == expected
+
+
 SNAPSHOT_FIELDS = st.sampled_from([*good_doc()["tracker"], "unknown"])
 
 
