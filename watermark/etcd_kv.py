@@ -332,24 +332,28 @@ class EtcdKV:
             revision, cluster_id = at_revision, 0
 
             async def page(key: bytes, limit: int) -> Any:
+                # A page larger than the client may receive (its keys are much larger than
+                # the page before's, which sized it) is asked for again with fewer keys.
                 while True:
                     request = rpc.RangeRequest(key=key, range_end=end, limit=limit,
                                                revision=revision)  # fmt: skip
                     try:
                         return await session.kv.Range(request, timeout=self._timeout_s,
                                                       metadata=session.metadata)  # fmt: skip
-                    except grpc.aio.AioRpcError as exc:  # a page larger than we may receive:
+                    except grpc.aio.AioRpcError as exc:
                         if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
-                            raise  # (its keys are larger than the page before's) ask again
-                        limit = max(1, limit // 4)  # for fewer keys
+                            raise
+                        limit = max(1, limit // 4)
 
             response = await page(start, self._page_size)
             revision = revision or response.header.revision  # later pages: the same revision
             cluster_id = response.header.cluster_id
             while True:
+                # The next page is asked for before this one is converted: etcd serves it
+                # while this process converts.
                 ahead: asyncio.Future[Any] | None = None
-                if response.more and response.kvs:  # ask for the next page before converting
-                    limit = self._page_size  # this one: etcd works while this process does
+                if response.more and response.kvs:
+                    limit = self._page_size
                     if self._page_target_bytes is not None:
                         limit = _next_limit(response.kvs, self._page_size, self._page_target_bytes)
                     ahead = asyncio.ensure_future(page(response.kvs[-1].key + b"\0", limit))
