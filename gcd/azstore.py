@@ -38,7 +38,7 @@ from azure.core import exceptions as azure_errors
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from gcd.azsettings import AzureSettings
-from gcd.errors import StorageError
+from gcd.errors import ConfigError, StorageError
 from gcd.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
 
 __all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "open_container", "translate_error"]
@@ -78,6 +78,12 @@ async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClie
     connection = settings.connection_string()
     if connection is not None:
         service = BlobServiceClient.from_connection_string(connection)
+        if _endpoint(service.url) != _endpoint(settings.account_url):
+            raise ConfigError(
+                f"the connection string in {settings.connection_string_file!r} is for "
+                f"{service.url.rstrip('/')}, not --account-url {settings.account_url}: the "
+                "binding names the account URL, so both must be the same account"
+            )
     else:
         from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
 
@@ -85,6 +91,12 @@ async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClie
         service = BlobServiceClient(settings.account_url, credential=credential_cm)
     async with credential_cm, service:
         yield service.get_container_client(settings.container)
+
+
+def _endpoint(url: str) -> str:
+    """An account URL compared without case in scheme and host or a trailing '/'."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
 class AzureBlobStore:

@@ -188,3 +188,20 @@ def test_the_daemon_sweeps_an_azure_container_and_stops_on_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_a_connection_string_for_another_account_exits_2(
+    azure: list[str], azurite_server: LocalAzurite, etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """--account-url names one account, the connection string file another: the binding
+    would name the first while the client deletes in the second, so nothing starts."""
+    prepare_etcd(etcd_server, namespace, bound_to=None)
+    other = list(azure)
+    other[other.index("--account-url") + 1] = "http://127.0.0.1:1/otheraccount"
+    done = gcd("namespace", "bind", *other, "--etcd", etcd_server.endpoint,
+               "--namespace", namespace)  # fmt: skip
+    assert done.returncode == exitcodes.USAGE, done.stderr
+    assert "not --account-url http://127.0.0.1:1/otheraccount" in done.stderr
+    swept = gcd("sweep", *other, "--etcd", etcd_server.endpoint, "--namespace", namespace)
+    assert swept.returncode == exitcodes.USAGE, swept.stderr
+    assert len(left(azurite_server, azure)) == 7  # nothing deleted, no claim written
