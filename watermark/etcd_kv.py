@@ -516,10 +516,9 @@ class _EtcdWatch:
 
     async def sync(self) -> tuple[list[Change], int]:
         """Events since the last sync, and the revision of etcd's progress answer."""
-        changes: list[Change] = []
         try:
             async with asyncio.timeout(self._timeout_s):
-                return await self._sync(changes)
+                return await self._sync()
         except grpc.aio.AioRpcError as exc:
             raise self._lost(f"{exc.code().name} {exc.details()}") from exc
         except asyncio.InvalidStateError:  # the call ended (e.g. its member died) unread
@@ -527,9 +526,8 @@ class _EtcdWatch:
         except TimeoutError:
             raise self._lost(f"no progress answer within {self._timeout_s:g} s") from None
 
-    async def _sync(self, changes: list[Change]) -> tuple[list[Change], int]:
-        if self._call.done():
-            raise self._lost("the stream has ended")
+    async def _sync(self) -> tuple[list[Change], int]:
+        changes: list[Change] = []
         await self._call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
         while True:
             response = await self._call.read()

@@ -37,6 +37,7 @@ from typing import Any, TextIO
 import structlog
 
 from gcd.binding import BoundSource, bind_namespace
+from gcd.cli.storage import target_of
 from gcd.daemon import Daemon, DaemonConfig
 from gcd.demo.ledger import Ledger
 from gcd.demo.s3io import CountingStore
@@ -45,7 +46,6 @@ from gcd.demo.storage import (
     DemoStorage,
     SweptStore,
     open_storage,
-    storage_target,
 )
 from gcd.demo.verify import (
     BucketCheck,
@@ -204,7 +204,8 @@ class DemoRun:
         rng = random.Random(config.seed)
         layout = KeyLayout.default(config.root)
         await store.init_cluster_epoch(1)
-        target = storage_target(self.servers.storage, config.root)
+        storage = self.servers.storage
+        target = target_of(storage.s3, storage.azure, config.root)
         await bind_namespace(store, objects, target)  # as `gcd namespace bind` does
         publisher = Publisher(store, "demo-publisher", publish_interval_s=0.5)
         created: dict[str, int] = {}

@@ -4,8 +4,8 @@
 (`DemoBucket` on S3, `DemoContainer` on Azure; both are `DemoObjects`), which the
 writers and the verification use, and the sweeper's store (`S3ObjectStore` or
 `AzureBlobStore`), which `CountingStore` wraps unchanged and the namespace binding
-claims. `storage_target` names the storage as `gcd namespace bind` would bind it.
-The Azure SDK is imported only for an Azure run.
+claims (the binding target is `gcd.cli.storage.target_of`'s, as `gcd namespace bind`
+makes it). The Azure SDK is imported only for an Azure run.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Protocol
 
 from gcd.azsettings import AzureSettings
 from gcd.binding import ClaimStore
+from gcd.cli.storage import open_objects
 from gcd.demo.s3io import DemoBucket
 from gcd.objectstore import ObjectStore
-from gcd.s3store import S3ObjectStore, S3Settings
-from watermark.binding import StorageTarget
+from gcd.s3store import S3Settings
 
-__all__ = ["DemoObjects", "DemoStorage", "SweptStore", "open_storage", "storage_target"]
+__all__ = ["DemoObjects", "DemoStorage", "SweptStore", "open_storage"]
 
 
 class DemoObjects(Protocol):
@@ -91,27 +91,16 @@ class DemoStorage:
         return self.s3
 
 
-def storage_target(storage: DemoStorage, root: str) -> StorageTarget:
-    """The storage as a namespace binding names it (`gcd namespace bind` binds the same)."""
-    if storage.azure is not None:
-        return StorageTarget(storage.azure.container, root, storage.azure.account_url,
-                             kind="azure")  # fmt: skip
-    return StorageTarget(storage.name, root, storage.endpoint_url)
-
-
 @contextlib.asynccontextmanager
 async def open_storage(storage: DemoStorage) -> AsyncIterator[tuple[DemoObjects, SweptStore]]:
     """The demo's own client and the sweeper's store on `storage` (both closed on exit)."""
-    if storage.azure is not None:
-        from gcd.azstore import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
-        from gcd.demo.azio import DemoContainer  # noqa: PLC0415
+    async with open_objects(storage.s3, storage.azure) as swept:  # as `gcd sweep` opens it
+        if storage.azure is not None:
+            from gcd.demo.azio import DemoContainer  # noqa: PLC0415 - the SDK only when used
 
-        async with (
-            DemoContainer.open(storage.azure) as container,
-            AzureBlobStore.open(storage.azure) as blobs,
-        ):
-            yield container, blobs
-        return
-    assert storage.s3 is not None
-    async with DemoBucket.open(storage.s3) as bucket, S3ObjectStore.open(storage.s3) as s3store:
-        yield bucket, s3store
+            async with DemoContainer.open(storage.azure) as container:
+                yield container, swept
+            return
+        assert storage.s3 is not None
+        async with DemoBucket.open(storage.s3) as bucket:
+            yield bucket, swept

@@ -11,7 +11,7 @@ import pytest
 from gcd.local_servers import LocalEtcd
 from watermark.errors import EtcdUnavailable, InvalidRecord, LeaseExpired
 from watermark.etcd_kv import EtcdKV
-from watermark.kv import Compare, Delete, Put, TxnResult
+from watermark.kv import Compare, Delete, Put, RangeResult, TxnResult
 from watermark.publisher import Publisher
 from watermark.record import PartitionRecord
 from watermark.store import Publication, PublishStatus, WatermarkStore
@@ -336,6 +336,26 @@ class RecordingRangeStub(RacingRangeStub):
         return response
 
 
+async def recorded_read(
+    kv: EtcdKV, prefix: str, write: Any = None
+) -> tuple[RangeResult, RecordingRangeStub]:
+    """`kv.range_prefix(prefix)` with every Range request recorded (and `write` run after
+    the first page, if given)."""
+
+    async def nothing() -> None:
+        return None
+
+    await kv.connect()
+    session = kv._session  # test hook into the channel
+    assert session is not None
+    recording = RecordingRangeStub(session.kv, write or nothing)
+    session.kv = recording
+    try:
+        return await kv.range_prefix(prefix), recording
+    finally:
+        session.kv = recording._stub
+
+
 async def test_range_prefix_pages_return_each_key_once_in_key_order_at_one_revision(
     etcd_server: LocalEtcd, namespace: str
 ) -> None:
@@ -354,15 +374,7 @@ async def test_range_prefix_pages_return_each_key_once_in_key_order_at_one_revis
         async def concurrent_write() -> None:
             await writer.txn([], [Put(prefix + "p000x", b"late"), Delete(prefix + "z")])
 
-        await kv.connect()
-        session = kv._session  # test hook into the channel
-        assert session is not None
-        recording = RecordingRangeStub(session.kv, concurrent_write)
-        session.kv = recording
-        try:
-            result = await kv.range_prefix(prefix)
-        finally:
-            session.kv = recording._stub
+        result, recording = await recorded_read(kv, prefix, concurrent_write)
         keys = [item.key for item in result.items]
         assert keys == sorted((prefix + name for name in names), key=str.encode)
         assert [item.value.decode() for item in result.items] == [
@@ -411,18 +423,7 @@ async def test_later_pages_are_sized_by_bytes(etcd_server: LocalEtcd, namespace:
         for start in range(0, 100, 50):
             batch = [Put(f"{prefix}{i:03d}", b"v" * 80) for i in range(start, start + 50)]
             await writer.txn([], batch)
-        await kv.connect()
-        session = kv._session
-        assert session is not None
-        async def nothing() -> None:
-            return None
-
-        recording = RecordingRangeStub(session.kv, nothing)
-        session.kv = recording
-        try:
-            result = await kv.range_prefix(prefix)
-        finally:
-            session.kv = recording._stub
+        result, recording = await recorded_read(kv, prefix)
         assert [item.key for item in result.items] == [f"{prefix}{i:03d}" for i in range(100)]
         limits = [request.limit for request in recording.requests]
         assert limits[0] == 2
@@ -449,19 +450,7 @@ async def test_a_page_larger_than_the_client_may_receive_is_asked_for_in_parts(
         for start in range(2, 42, 10):  # 40 values of 10 KB: 400 KB in all
             await writer.txn([], [Put(f"{prefix}{i:03d}", b"L" * 10_000)
                                   for i in range(start, start + 10)])  # fmt: skip
-        await kv.connect()
-        session = kv._session
-        assert session is not None
-
-        async def nothing() -> None:
-            return None
-
-        recording = RecordingRangeStub(session.kv, nothing)
-        session.kv = recording
-        try:
-            result = await kv.range_prefix(prefix)
-        finally:
-            session.kv = recording._stub
+        result, recording = await recorded_read(kv, prefix)
         assert [item.key for item in result.items] == [f"{prefix}{i:03d}" for i in range(42)]
         limits = [request.limit for request in recording.requests]
         assert limits[1] > 42  # sized by the 1-byte values: everything at once, too large
