@@ -1,10 +1,10 @@
 """gcd on Azure Blob Storage (Azurite): the sweeper vs a naive one-by-one delete, and
 skip-ahead (the delimiter walk) vs a full listing at 100 live : 1 garbage.
 
-Azurite runs on loopback (`gcd.local_azurite`); blobs are uploaded before every side
+Azurite runs on loopback (`gcd.testing.local_azurite`); blobs are uploaded before every side
 (Azurite stamps its own LastModified, so the sweeper runs with grace 0). Sides:
 
-- gcd: `Sweeper` over `gcd.azstore.AzureBlobStore` in this process (List Blobs pages,
+- gcd: `Sweeper` over `gcd.storage.azure.AzureBlobStore` in this process (List Blobs pages,
   Blob Batch deletes of 256), M given;
 - gcd, full listing: the same with `skip_ahead=False`;
 - naive: list every blob, then `delete_blob` one at a time (what a script does).
@@ -26,11 +26,11 @@ import structlog
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from bench.common import Goal, Report, Scale, Table, median
-from gcd.azsettings import AzureSettings
-from gcd.azstore import AzureBlobStore
-from gcd.layout import KeyLayout
-from gcd.local_azurite import LocalAzurite
-from gcd.sweeper import RoundConfig, Sweeper
+from gcd.rules.layout import KeyLayout
+from gcd.storage.azsettings import AzureSettings
+from gcd.storage.azure import AzureBlobStore
+from gcd.sweep.sweeper import RoundConfig, Sweeper
+from gcd.testing.local_azurite import LocalAzurite
 
 NAME = "azure"
 TITLE = "13. Azure Blob Storage (Azurite): gcd vs naive deletes, skip-ahead vs full listing"

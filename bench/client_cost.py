@@ -29,7 +29,7 @@ import structlog
 
 from bench.common import PYTHON, Goal, Report, Scale, Table, child_env, median, run_child
 from bench.synthetic import BucketShape, SyntheticStore
-from gcd.sweeper import RoundConfig, Sweeper
+from gcd.sweep.sweeper import RoundConfig, Sweeper
 
 NAME = "client_cost"
 TITLE = "4. Client cost per deleted key: CPU and peak RSS (in-memory fake, no server)"

@@ -1,6 +1,6 @@
 """Publisher high availability: failover after kill -9, and a rolling restart of 3.
 
-Three `watermark serve --replicated` processes (`gcd.local_replicas.LocalReplicas`) on
+Three `watermark serve --replicated` processes (`gcd.testing.local_replicas.LocalReplicas`) on
 one local etcd share the partitions; a writer per partition fences and commits through
 them with the owner-lookup retry loop of docs/integration.md (`OwnerClient`: cached
 owner, 307 followed, 503 / connection errors retried at another replica after 0.1 s).
@@ -34,12 +34,12 @@ from pathlib import Path
 import aiohttp
 
 from bench.common import Goal, Report, Scale, Table
-from gcd.local_replicas import LocalReplicas, OwnerClient, PartitionWriter
-from gcd.local_servers import LocalEtcd
-from watermark.clock import EpochClock
-from watermark.etcd_config import EtcdSettings, open_kv
-from watermark.replicas import ADOPTION_ALLOWANCE_S, failover_bound_s
-from watermark.store import WatermarkStore
+from gcd.testing.local_replicas import LocalReplicas, OwnerClient, PartitionWriter
+from gcd.testing.local_servers import LocalEtcd
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
+from watermark.service.clock import EpochClock
+from watermark.service.replicas import ADOPTION_ALLOWANCE_S, failover_bound_s
 
 NAME = "failover"
 TITLE = "Publisher replicas: failover after kill -9, and a rolling restart of 3"

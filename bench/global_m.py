@@ -1,5 +1,5 @@
 """Global M per sweeper round: a full read of every partition record vs following the
-namespace with an etcd watch (`watermark.gcfollow.GcFollower`).
+namespace with an etcd watch (`watermark.etcd.follow.GcFollower`).
 
 A real etcd (`LocalEtcd`) holds `count` realistic partition records (owned, with a
 tracker snapshot; `bench.watermark_path._record`). Each round, 1% of the partitions
@@ -26,11 +26,11 @@ from typing import Any
 
 from bench.common import Goal, Report, Scale, Table, median
 from bench.watermark_path import _etcd, _record, _seed_records
-from watermark.etcd_kv import EtcdKV
-from watermark.gcfollow import GcFollower
-from watermark.kv import Put
-from watermark.safe_epoch import compute_safe_epoch
-from watermark.store import WatermarkStore
+from watermark.core.kv import Put
+from watermark.core.safe_epoch import compute_safe_epoch
+from watermark.etcd.client import EtcdKV
+from watermark.etcd.follow import GcFollower
+from watermark.etcd.store import WatermarkStore
 
 NAME = "global_m"
 TITLE = "11. Global M per round: full read vs an etcd watch"

@@ -2,7 +2,7 @@
 
 Two set-ups, each measured with no added delay and with 20 ms per request:
 
-A. The real thing: `gcd sweep` (and `s5cmd rm` beside it) through `gcd.faultproxy`
+A. The real thing: `gcd sweep` (and `s5cmd rm` beside it) through `gcd.testing.faultproxy`
    (in a process of its own) in front of each real S3 server (moto, then SeaweedFS),
    on identically re-seeded buckets. The nominal bound is concurrency x batch /
    latency = 8 x 1000 / 20 ms = 400,000 keys/s, which neither server can approach on
@@ -32,7 +32,7 @@ import structlog
 from bench.common import Goal, Report, Scale, Table, garbage_keys, median
 from bench.s3sides import SERVERS, ProxyChild, SideRun, s3_bench
 from bench.synthetic import BucketShape, SyntheticStore
-from gcd.sweeper import RoundConfig, Sweeper
+from gcd.sweep.sweeper import RoundConfig, Sweeper
 
 NAME = "latency"
 TITLE = "2. Latency tolerance: 20 ms added to every request"

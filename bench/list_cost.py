@@ -1,7 +1,7 @@
 """LIST requests per round: the skip-ahead sweeper vs a full-listing sweeper, and in dollars.
 
 Deterministic (request counts, not timings), so one run per scenario is enough. Both
-sides are the real `gcd.sweeper.Sweeper` in this process over the same
+sides are the real `gcd.sweep.sweeper.Sweeper` in this process over the same
 `bench.synthetic.SyntheticStore` bucket; the full-listing side is the same sweeper with
 `RoundConfig(skip_ahead=False)` (`gcd sweep --full-listing`), which turns skipping off
 and nothing else. The sweeper is shard 0 of 10 (prefixes 000-099, one replica of ten),
@@ -23,8 +23,8 @@ import structlog
 
 from bench.common import Goal, Report, Scale, Table
 from bench.synthetic import BucketShape, SyntheticStore
-from gcd.layout import KeyLayout
-from gcd.sweeper import RoundConfig, Sweeper
+from gcd.rules.layout import KeyLayout
+from gcd.sweep.sweeper import RoundConfig, Sweeper
 
 NAME = "list_cost"
 TITLE = "3. LIST requests per round: skip-ahead vs full listing, and what they cost"

@@ -1,4 +1,4 @@
-"""`gcd.faultproxy.FaultProxy` in a process of its own, driven over stdin/stdout.
+"""`gcd.testing.faultproxy.FaultProxy` in a process of its own, driven over stdin/stdout.
 
     .venv/bin/python -m bench.proxy_child UPSTREAM_URL DELAY_S
 
@@ -16,7 +16,7 @@ import asyncio
 import json
 import sys
 
-from gcd.faultproxy import FaultConfig, FaultProxy
+from gcd.testing.faultproxy import FaultConfig, FaultProxy
 
 
 async def _serve(upstream: str, delay_s: float) -> None:

@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import OLD, PYTHON, REPO, ROOT, child_env, quiet_s3, timed_child
-from gcd.binding import bind_namespace
-from gcd.local_seaweedfs import LocalSeaweedFS
-from gcd.local_servers import LocalEtcd
-from gcd.s3store import S3ObjectStore, S3Settings
-from watermark.binding import StorageTarget, claim_key
-from watermark.etcd_kv import EtcdKV
-from watermark.store import WatermarkStore
+from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.sweep.binding import bind_namespace
+from gcd.testing.local_seaweedfs import LocalSeaweedFS
+from gcd.testing.local_servers import LocalEtcd
+from watermark.core.binding import StorageTarget, claim_key
+from watermark.etcd.client import EtcdKV
+from watermark.etcd.store import WatermarkStore
 
 __all__ = ["SERVERS", "SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
 

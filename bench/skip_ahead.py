@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from bench.common import Goal, Report, Scale, Table, median
 from bench.s3sides import SERVERS, SideRun, s3_bench
-from gcd.layout import KeyLayout
+from gcd.rules.layout import KeyLayout
 
 NAME = "skip_ahead"
 TITLE = "12. Skip-ahead vs full listing on moto and SeaweedFS, 100 live : 1 garbage"

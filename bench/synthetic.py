@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.common import ROOT
-from gcd.objectstore import DeleteResult, ListPage, ObjectInfo
+from gcd.storage.objectstore import DeleteResult, ListPage, ObjectInfo
 
 __all__ = ["BucketShape", "SyntheticStore"]
 

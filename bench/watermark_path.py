@@ -35,16 +35,16 @@ from typing import Any
 import structlog
 
 from bench.common import Goal, Report, Scale, Table, child_env, median, run_child
-from gcd.local_servers import LocalEtcd, etcd_binary
-from watermark.etcd_kv import EtcdKV
-from watermark.gcstate import PartitionGcState
-from watermark.guard import FencingGuard
-from watermark.kv import Compare, Put
-from watermark.metrics import WatermarkMetrics
-from watermark.publisher import Publisher
-from watermark.record import PartitionRecord
-from watermark.store import Publication, WatermarkStore
-from watermark.window import EpochWindow
+from gcd.testing.local_servers import LocalEtcd, etcd_binary
+from watermark.core.gcstate import PartitionGcState
+from watermark.core.kv import Compare, Put
+from watermark.core.record import PartitionRecord
+from watermark.core.window import EpochWindow
+from watermark.etcd.client import EtcdKV
+from watermark.etcd.store import Publication, WatermarkStore
+from watermark.service.guard import FencingGuard
+from watermark.service.metrics import WatermarkMetrics
+from watermark.service.publisher import Publisher
 
 NAME = "watermark"
 TITLE = "5. Watermark path: fence, publish to etcd, global M from etcd"

@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 
 from bench.common import PYTHON, REPO, Goal, Report, Scale, Table, child_env, median
-from gcd.local_servers import LocalEtcd, free_port
+from gcd.testing.local_servers import LocalEtcd, free_port
 
 NAME = "writer_api"
 TITLE = "9. Writer API: single fence+commit requests vs batches"
@@ -167,8 +167,8 @@ async def _side(
 
 
 async def _cluster_epoch(etcd: LocalEtcd) -> int:
-    from watermark.etcd_kv import EtcdKV  # noqa: PLC0415
-    from watermark.store import WatermarkStore  # noqa: PLC0415
+    from watermark.etcd.client import EtcdKV  # noqa: PLC0415
+    from watermark.etcd.store import WatermarkStore  # noqa: PLC0415
 
     kv = EtcdKV([etcd.endpoint])
     try:

@@ -9,9 +9,10 @@ The CLI reference walks the argparse parsers of every `gcd` subcommand (built ex
 `gcd.cli.main` builds them) and of every `watermark` subcommand, and lists each flag
 with its environment variable and help text (which shows its default); a section at
 the top says how options work. The metrics reference collects the two
-Prometheus registries (`gcd.metrics.SweeperMetrics`, `watermark.metrics.WatermarkMetrics`)
-and lists each metric with its type, labels and help text. `tests/test_docs.py` runs
-`--check`, so a flag or metric added without regenerating fails CI.
+Prometheus registries (`gcd.sweep.metrics.SweeperMetrics`,
+`watermark.service.metrics.WatermarkMetrics`) and lists each metric with its type,
+labels and help text. `tests/test_docs.py` runs `--check`, so a flag or metric added
+without regenerating fails CI.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def _watermark_sections() -> Iterator[str]:
-    from watermark.cli import build_parser  # noqa: PLC0415
+    from watermark.api.cli import build_parser  # noqa: PLC0415
 
     yield "## watermark\n"
     yield ("The publisher service and its admin commands. Every subcommand takes "
@@ -181,8 +182,8 @@ def _metric_rows(registry: object, known_codes: frozenset[str]) -> Iterator[str]
 
 def metrics_reference() -> str:
     """The whole metrics reference document."""
-    from gcd.metrics import ERROR_LABELS, SweeperMetrics  # noqa: PLC0415
-    from watermark.metrics import WatermarkMetrics  # noqa: PLC0415
+    from gcd.sweep.metrics import ERROR_LABELS, SweeperMetrics  # noqa: PLC0415
+    from watermark.service.metrics import WatermarkMetrics  # noqa: PLC0415
 
     head = "| metric | type | labels (values) | meaning |\n|---|---|---|---|"
     sweeper = "\n".join(_metric_rows(SweeperMetrics().registry, ERROR_LABELS))

@@ -1,6 +1,6 @@
 """Bind a test's namespace to its bucket and root, as an operator does once per cluster.
 
-Every sweeping command refuses to delete for an unbound namespace (`gcd.binding`), so
+Every sweeping command refuses to delete for an unbound namespace (`gcd.sweep.binding`), so
 tests that sweep with etcd bind first, through the same code `watermark namespace bind`
 runs:
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 
-from gcd.binding import BindOutcome, bind_namespace
-from gcd.layout import DEFAULT_ROOT
-from gcd.s3store import S3ObjectStore, S3Settings
-from watermark.binding import StorageTarget
-from watermark.etcd_config import EtcdSettings, open_kv
-from watermark.store import WatermarkStore
+from gcd.rules.layout import DEFAULT_ROOT
+from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.sweep.binding import BindOutcome, bind_namespace
+from watermark.core.binding import StorageTarget
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
 
 
 async def bind(

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gcd.local_azurite import LocalAzurite
-from gcd.local_seaweedfs import LocalSeaweedFS
-from gcd.local_servers import LocalEtcd, LocalS3
+from gcd.testing.local_azurite import LocalAzurite
+from gcd.testing.local_seaweedfs import LocalSeaweedFS
+from gcd.testing.local_servers import LocalEtcd, LocalS3
 
 _counter = itertools.count()
 

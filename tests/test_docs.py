@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gcd.metrics import SweeperMetrics
-from watermark.binding import CLAIM_NAME
-from watermark.metrics import WatermarkMetrics
+from gcd.sweep.metrics import SweeperMetrics
+from watermark.core.binding import CLAIM_NAME
+from watermark.service.metrics import WatermarkMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/operations.md", "docs/integration.md", "docs/conventions.md")

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pytest
 
-from gcd.local_servers import LocalEtcd, LocalS3, free_port
+from gcd.testing.local_servers import LocalEtcd, LocalS3, free_port
 from tests.docsessions import (
     DocFormatError,
     Mismatch,
@@ -62,8 +62,8 @@ from tests.docsessions import (
     substitute,
 )
 from tests.waiting import wait_until_sync
-from watermark.etcd_config import EtcdSettings, open_kv
-from watermark.kv import Put
+from watermark.core.kv import Put
+from watermark.etcd.settings import EtcdSettings, open_kv
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])

@@ -9,7 +9,7 @@ import aetcd
 import boto3
 import pytest
 
-from gcd.local_servers import LocalEtcd, LocalS3
+from gcd.testing.local_servers import LocalEtcd, LocalS3
 
 pytestmark = pytest.mark.integration
 

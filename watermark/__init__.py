@@ -1,97 +1,19 @@
 """l0gc watermark: the per-partition epoch tracker and what publishes its watermark.
 
-The core (`EpochWindow`, `PartitionGcState`) is pure and deterministic; see the
-module docstrings of `watermark.window` and `watermark.gcstate` for how it works.
+Layers, lowest first; a layer imports only the layers below it (tests/test_layers.py):
 
-The async service classes (`FencingGuard`, `Publisher`, ...) are exported too, but
-loaded on first use, so that importing the pure core never imports asyncio, structlog
-or prometheus-client.
+- `watermark.errors`: every error, grouped by who is at fault. Imports nothing.
+- `watermark.core`: the pure rules (epoch window, fence lock, GC state, records, the
+  etcd contract, global M, replica assignment, namespace binding). No asyncio, no I/O,
+  no clock; imports `watermark.errors` only.
+- `watermark.options`, `watermark.logs`: the option system every command uses
+  (flag > env > config file > default) and the one logging setup.
+- `watermark.etcd`: etcd I/O: the client, the in-memory KV, the store that applies the
+  contract, the watch-based follower of M, connection settings.
+- `watermark.service`: the async service: fencing guard, hosted partitions, publisher,
+  epoch ticker, replicas, the writers' epoch clock, Prometheus metrics.
+- `watermark.api`: the edges: the `watermark` command and the HTTP API.
+
+`watermark.__main__` is the composition root of the `watermark` command. Nothing is
+re-exported here: every name has one import path, its defining module's.
 """
-
-from typing import TYPE_CHECKING
-
-from watermark.errors import (
-    ConfigError,
-    EpochAhead,
-    EpochConflict,
-    EtcdUnavailable,
-    FenceExpired,
-    FenceTimeout,
-    FencingViolation,
-    GuardClosed,
-    IllegalTransition,
-    InvalidJson,
-    InvalidRecord,
-    InvalidSnapshot,
-    L0gcError,
-    LeaseExpired,
-    NoOwner,
-    PartitionNotHosted,
-    PartitionNotRegistered,
-    StaleEpoch,
-    StaleOwner,
-    StorageError,
-    WatchLost,
-    WatermarkRegression,
-    WatermarkUnavailable,
-)
-from watermark.gcstate import PartitionGcState, PendingSlide
-from watermark.window import Admission, EpochWindow
-
-if TYPE_CHECKING:
-    from watermark.guard import FenceToken, FencingGuard
-    from watermark.metrics import WatermarkMetrics
-    from watermark.publisher import Fence, Publisher
-
-__all__ = [
-    "Admission",
-    "ConfigError",
-    "EpochAhead",
-    "EpochConflict",
-    "EpochWindow",
-    "EtcdUnavailable",
-    "Fence",
-    "FenceExpired",
-    "FenceTimeout",
-    "FenceToken",
-    "FencingGuard",
-    "FencingViolation",
-    "GuardClosed",
-    "IllegalTransition",
-    "InvalidJson",
-    "InvalidRecord",
-    "InvalidSnapshot",
-    "L0gcError",
-    "LeaseExpired",
-    "NoOwner",
-    "PartitionGcState",
-    "PartitionNotHosted",
-    "PartitionNotRegistered",
-    "PendingSlide",
-    "Publisher",
-    "StaleEpoch",
-    "StaleOwner",
-    "StorageError",
-    "WatchLost",
-    "WatermarkMetrics",
-    "WatermarkRegression",
-    "WatermarkUnavailable",
-]
-
-
-def __getattr__(name: str) -> object:
-    """Load the service classes on first access (see the module docstring)."""
-    # Imports inside the function are the point: they keep `import watermark` pure.
-    if name in ("FenceToken", "FencingGuard"):
-        from watermark import guard  # noqa: PLC0415
-
-        return getattr(guard, name)
-    if name in ("Fence", "Publisher"):
-        from watermark import publisher  # noqa: PLC0415
-
-        return getattr(publisher, name)
-    if name == "WatermarkMetrics":
-        from watermark import metrics  # noqa: PLC0415
-
-        return metrics.WatermarkMetrics
-    raise AttributeError(f"module 'watermark' has no attribute {name!r}")

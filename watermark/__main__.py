@@ -1,5 +1,27 @@
-"""`python -m watermark`: the `watermark` command (see `watermark.cli`)."""
+"""The `watermark` command (`python -m watermark`, and the console script).
 
-from watermark.cli import main
+This is the composition root: `watermark namespace ...` is gcd's command (binding needs
+the object store too, which is gcd's side: one implementation), every other command is
+`watermark.api.cli`. Imports of gcd happen here only, and only for that command.
+"""
 
-raise SystemExit(main())
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `watermark` command; return its exit code."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["namespace"]:
+        from gcd.cli.main import main as gcd_main  # noqa: PLC0415 - only for this command
+
+        return gcd_main(arguments)
+    from watermark.api.cli import main as watermark_main  # noqa: PLC0415 - keeps gcd out
+
+    return watermark_main(arguments)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -187,7 +187,7 @@ class InvalidRecord(L0gcError, ValueError):
 
 
 class InvalidJson(InvalidRecord):
-    """A JSON document (a stored record, a request body) broke `watermark.strictjson`'s rules.
+    """A JSON document (a stored record, a request body) broke `watermark.core.strictjson`'s rules.
 
     `what` names the document, `problem` the rule it broke (and where, when known).
     """
@@ -331,7 +331,7 @@ class PartitionNotHosted(L0gcError):
         )
 
 
-# -- etcd store errors (watermark.store, watermark.etcd_kv, watermark.memory_kv) --------
+# -- etcd store errors (watermark.etcd.store, watermark.etcd.client, watermark.etcd.memory) --------
 
 __all__ += [
     "EpochConflict",

@@ -7,7 +7,7 @@ deletion journal), kills, freezes, restarts and throttles them on a seeded sched
 checks the recorded history afterwards, as Jepsen does:
 
 - `gcd.chaos.config`: the run's sizes and timings, the fault kinds, the broken builds.
-- `gcd.chaos.procs`: child processes, signalled and stopped by PID.
+- `gcd.testing.procs`: child processes, signalled and stopped by PID.
 - `gcd.chaos.cluster`: the processes of a run and the operations on them.
 - `gcd.chaos.records`: partition logs and histories, as JSON lines.
 - `gcd.chaos.writer`, `gcd.chaos.backends`: the writer processes.
@@ -19,10 +19,6 @@ checks the recorded history afterwards, as Jepsen does:
 - `gcd.chaos.broken_serve`: `watermark serve` with a deliberately broken part.
 
 The command itself is `gcd.cli.chaos`; the recorded long run is in docs/reliability.md.
-Only the configuration is re-exported here: the writer processes and the broken publisher
-import modules of this package, and should not pay for the harness's imports.
+
+May import: `watermark` (below its API), and gcd's layers up to `demo`.
 """
-
-from gcd.chaos.config import BROKEN_BUILDS, FAULT_GROUPS, ChaosConfig, FaultKind, parse_faults
-
-__all__ = ["BROKEN_BUILDS", "FAULT_GROUPS", "ChaosConfig", "FaultKind", "parse_faults"]

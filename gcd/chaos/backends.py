@@ -40,8 +40,8 @@ from watermark.errors import (
     PartitionNotHosted,
     StaleEpoch,
 )
-from watermark.guard import FenceToken
-from watermark.publisher import Publisher
+from watermark.service.guard import FenceToken
+from watermark.service.publisher import Publisher
 
 __all__ = ["Commit", "EmbeddedBackend", "HttpBackend"]
 

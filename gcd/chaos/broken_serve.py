@@ -2,8 +2,8 @@
 
     python -m gcd.chaos.broken_serve BUILD serve [watermark serve options...]
 
-Runs the real `watermark serve` (`watermark.cli.main`) with one of its parts swapped for
-a broken variant of the simulation (`gcd.sim.variants`), as `watermark.cli.ServeParts`
+Runs the real `watermark serve` (`watermark.api.cli.main`) with one of its parts swapped for
+a broken variant of the simulation (`gcd.sim.variants`), as `watermark.api.cli.ServeParts`
 allows: nothing is patched, and nothing but the chaos harness starts this module. A
 checker that never fails proves nothing: `gcd chaos` must fail on every build here.
 """
@@ -16,8 +16,8 @@ from typing import Final
 
 from gcd.chaos.config import BROKEN_BUILDS
 from gcd.sim.variants import NoDrainGuard, OwnerBlindStore
-from watermark.cli import ServeParts
-from watermark.cli import main as watermark_main
+from watermark.api.cli import ServeParts
+from watermark.api.cli import main as watermark_main
 
 __all__ = ["BUILDS", "main"]
 

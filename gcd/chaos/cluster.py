@@ -2,8 +2,8 @@
 
 `Cluster.start` brings up, on free loopback ports and under one run directory:
 
-* a 3-member etcd cluster (`gcd.local_servers.LocalEtcdCluster`);
-* moto's S3 server as a process of its own, behind the fault proxy (`gcd.faultproxy`,
+* a 3-member etcd cluster (`gcd.testing.local_servers.LocalEtcdCluster`);
+* moto's S3 server as a process of its own, behind the fault proxy (`gcd.testing.faultproxy`,
   on the harness's event loop): every S3 request of the writers and sweepers goes
   through the proxy, whose URL is the one the namespace is bound to;
 * the namespace bound to bucket/root at the proxy's URL with `watermark namespace bind`,
@@ -43,17 +43,17 @@ import aiohttp
 import structlog
 
 from gcd.chaos.config import ChaosConfig
-from gcd.chaos.procs import Child, ServeProc, child_env, wait_http
 from gcd.chaos.records import PartitionLog, log_path
 from gcd.chaos.writer import WriterSpec
 from gcd.demo.s3io import DemoBucket
-from gcd.faultproxy import FaultProxy
-from gcd.layout import DEFAULT_ROOT
-from gcd.local_servers import LocalEtcd, LocalEtcdCluster, free_port
-from gcd.s3store import S3Settings
-from watermark.etcd_config import EtcdSettings, open_kv
-from watermark.kv import KV
-from watermark.store import WatermarkStore
+from gcd.rules.layout import DEFAULT_ROOT
+from gcd.storage.s3 import S3Settings
+from gcd.testing.faultproxy import FaultProxy
+from gcd.testing.local_servers import LocalEtcd, LocalEtcdCluster, free_port
+from gcd.testing.procs import Child, ServeProc, child_env, wait_http
+from watermark.core.kv import KV
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
 
 __all__ = ["Cluster", "PublisherProc", "SweeperProc", "WriterProc"]
 

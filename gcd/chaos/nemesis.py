@@ -40,8 +40,8 @@ from gcd.chaos.cluster import EMBEDDED, Cluster
 from gcd.chaos.config import ChaosConfig, FaultKind
 from gcd.chaos.monitor import Monitor
 from gcd.chaos.reconciler import Reconcilers
-from gcd.faultproxy import FaultConfig
-from gcd.local_servers import LocalEtcd
+from gcd.testing.faultproxy import FaultConfig
+from gcd.testing.local_servers import LocalEtcd
 
 __all__ = ["Nemesis", "etcd_leader", "ticker_leader"]
 

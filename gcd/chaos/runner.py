@@ -32,16 +32,16 @@ from gcd.chaos.cluster import EMBEDDED, NAMESPACE, Cluster
 from gcd.chaos.config import ChaosConfig
 from gcd.chaos.monitor import Monitor
 from gcd.chaos.nemesis import Nemesis
-from gcd.chaos.procs import child_env
 from gcd.chaos.reconciler import Reconcilers
 from gcd.chaos.records import History, PartitionLog, log_path, read_lines
 from gcd.chaos.report import ChaosReport, replay_command
 from gcd.chaos.view import ChaosView, Progress
 from gcd.demo.s3io import DemoBucket
 from gcd.errors import L0gcError
-from gcd.journal import read_journal
-from gcd.journal_check import HistoryKV, check_history, check_records, history_reader
-from gcd.layout import KeyLayout
+from gcd.rules.layout import KeyLayout
+from gcd.sweep.journal import read_journal
+from gcd.sweep.journal_check import HistoryKV, check_history, check_records, history_reader
+from gcd.testing.procs import child_env
 
 __all__ = ["ChaosRun"]
 

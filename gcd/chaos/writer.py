@@ -43,18 +43,18 @@ from aiohttp import web
 
 from gcd.chaos.backends import EmbeddedBackend, HttpBackend
 from gcd.chaos.records import History, PartitionLog, log_path
-from gcd.cli.output import configure_logging
 from gcd.demo.s3io import DemoBucket
 from gcd.errors import L0gcError, StorageError
-from gcd.layout import KeyLayout
-from gcd.s3store import S3Settings
-from watermark.auth import TokenFile
-from watermark.clock import EpochClock, stamp_epoch
-from watermark.etcd_config import EtcdSettings, open_kv
-from watermark.http_api import create_app
-from watermark.http_server import ApiServer
-from watermark.publisher import Publisher
-from watermark.store import WatermarkStore
+from gcd.rules.layout import KeyLayout
+from gcd.storage.s3 import S3Settings
+from watermark.api.auth import TokenFile
+from watermark.api.http_api import create_app
+from watermark.api.http_server import ApiServer
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
+from watermark.logs import configure_logging
+from watermark.service.clock import EpochClock, stamp_epoch
+from watermark.service.publisher import Publisher
 
 __all__ = ["PartitionWriter", "WriterSpec", "main"]
 

@@ -1,3 +1,4 @@
-"""The `gcd` command line: `gcd.cli.main.main` dispatches to one module per subcommand."""
+"""The `gcd` command line: `gcd.cli.main.main` dispatches to one module per subcommand.
 
-__all__: list[str] = []
+May import: every other layer of gcd and watermark (it is the top of gcd).
+"""

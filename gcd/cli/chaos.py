@@ -40,15 +40,16 @@ from typing import Any
 
 import structlog
 
+from gcd import exitcodes
 from gcd.chaos.config import BROKEN_BUILDS, FAULT_GROUPS, ChaosConfig, FaultKind, parse_faults
-from gcd.cli import exitcodes
 from gcd.cli.options import duration, integer
-from gcd.cli.output import configure_logging, write_json
+from gcd.cli.output import write_json
+from watermark.logs import LEVELS, configure_logging
 
 __all__ = ["add_arguments", "run"]
 
 _log = structlog.get_logger("gcd.chaos")
-_LEVELS = ("debug", "info", "warning", "error")
+_LEVELS = tuple(LEVELS)
 
 
 def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:

@@ -4,7 +4,7 @@
                --shard-count N] [--interval 10s --idle-interval 60s ...]
 
 Takes every `gcd sweep` option except the output ones, plus the pacing and HTTP
-options. At start, the same S3 preflight as `gcd sweep` (`gcd.s3store.preflight`): a
+options. At start, the same S3 preflight as `gcd sweep` (`gcd.storage.s3.preflight`): a
 bucket it cannot list (no credentials, endpoint unreachable, no such bucket, access
 denied, wrong region) exits 2 in seconds with one line saying what to fix. Once
 running, losing S3 is an error of a round like any other: logged, retried with backoff.
@@ -25,12 +25,12 @@ from collections.abc import Iterator
 
 import structlog
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.options import DAEMON_OPTIONS, add_options, resolve
-from gcd.cli.output import configure_logging
-from gcd.cli.storage import preflight_storage
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, open_sweeper, round_setup
-from gcd.daemon import Daemon, DaemonConfig, serve
+from gcd.storage.open import preflight_storage
+from gcd.sweep.daemon import Daemon, DaemonConfig, serve
+from watermark.logs import configure_logging
 
 __all__ = ["add_arguments", "run"]
 

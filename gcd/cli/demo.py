@@ -43,25 +43,26 @@ from typing import Any
 
 import structlog
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.options import duration, integer, positive_number
-from gcd.cli.output import configure_logging, write_json
+from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.demo.runner import DemoConfig, DemoRun, Servers
 from gcd.demo.storage import DemoStorage
 from gcd.demo.verify import DemoSummary, exit_code, text_report
 from gcd.errors import ConfigError
-from gcd.layout import DEFAULT_ROOT, KeyLayout
-from gcd.local_azurite import LocalAzurite
-from gcd.local_servers import LocalEtcd, LocalS3
-from gcd.s3store import S3Settings
-from watermark.contract import validate_namespace
-from watermark.etcd_config import EtcdSettings, parse_endpoints
+from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
+from gcd.storage.s3 import S3Settings
+from gcd.testing.local_azurite import LocalAzurite
+from gcd.testing.local_servers import LocalEtcd, LocalS3
+from watermark.core.contract import validate_namespace
+from watermark.etcd.settings import EtcdSettings, parse_endpoints
+from watermark.logs import LEVELS, configure_logging
 
 __all__ = ["add_arguments", "run"]
 
 _log = structlog.get_logger("gcd.demo")
-_LEVELS = ("debug", "info", "warning", "error")
+_LEVELS = tuple(LEVELS)
 _LOCAL_ETCD_TIMEOUT_S = 2.0
 _DEMO_BUCKET = "l0gc-demo"
 _DEMO_REGION = "us-east-1"

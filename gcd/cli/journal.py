@@ -7,7 +7,7 @@
 `verify` checks the journal on its own (chain, digests, every key's epoch at or below
 the M its record claims, M never going backwards per sweeper) and, with etcd given,
 against etcd's history: the namespace is read at each revision a record claims and M
-recomputed there (`gcd.journal_check`). `show` prints every attempt to delete KEY: the
+recomputed there (`gcd.sweep.journal_check`). `show` prints every attempt to delete KEY: the
 sweeper, when, M and the cluster epoch, the etcd revision, the partitions pinning M,
 and what became of the key.
 
@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.options import (
     JOURNAL_OPTIONS,
     LAYOUT_OPTIONS,
@@ -44,9 +44,11 @@ from gcd.cli.options import (
     resolve,
     text,
 )
-from gcd.cli.output import configure_logging, printable, write_json
+from gcd.cli.output import write_json
 from gcd.errors import ConfigError
-from gcd.journal import (
+from gcd.rules.layout import KeyLayout
+from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.sweep.journal import (
     JournalRead,
     JournalWriter,
     check_audit_prefix,
@@ -54,7 +56,7 @@ from gcd.journal import (
     read_journal_objects,
     ship_segments,
 )
-from gcd.journal_check import (
+from gcd.sweep.journal_check import (
     FindingKind,
     VerifyReport,
     check_history,
@@ -62,10 +64,10 @@ from gcd.journal_check import (
     find_key,
     history_reader,
 )
-from gcd.layout import KeyLayout
-from gcd.metrics import SweeperMetrics
-from gcd.s3store import S3ObjectStore, S3Settings
-from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
+from gcd.sweep.metrics import SweeperMetrics
+from watermark.core.display import printable
+from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.logs import configure_logging
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "open_journal", "run"]
 

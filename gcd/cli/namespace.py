@@ -6,7 +6,7 @@
 `bind` records `{ns}/binding` in etcd and claims the root in the bucket (the object
 `{root}/.l0gc-claim.json`, created only if absent), so that no sweeper of this
 namespace deletes from any other storage and no other namespace can claim this root
-(`watermark.binding`, `gcd.binding`). It is idempotent; `--replace` moves the binding
+(`watermark.core.binding`, `gcd.sweep.binding`). It is idempotent; `--replace` moves the binding
 (new bucket, root or endpoint, or an etcd cluster restored from a backup), but never
 takes a root claimed by another namespace. `show` prints the binding and checks the
 claim in the bucket.
@@ -22,9 +22,7 @@ import argparse
 import sys
 from typing import Any
 
-from gcd.azsettings import AzureSettings
-from gcd.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.options import (
     LAYOUT_OPTIONS,
     S3_OPTIONS,
@@ -35,14 +33,18 @@ from gcd.cli.options import (
     resolve,
     text,
 )
-from gcd.cli.output import configure_logging, write_json
-from gcd.cli.storage import AZURE_OPTIONS, azure_settings, open_objects, target_of
+from gcd.cli.output import write_json
+from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.errors import ConfigError
-from gcd.s3store import S3Settings
-from watermark.binding import Binding, StorageTarget, check_binding, claim_key
+from gcd.storage.azsettings import AzureSettings
+from gcd.storage.open import open_objects, target_of
+from gcd.storage.s3 import S3Settings
+from gcd.sweep.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
+from watermark.core.binding import Binding, StorageTarget, check_binding, claim_key
 from watermark.errors import InvalidRecord
-from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.store import WatermarkStore
+from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.etcd.store import WatermarkStore
+from watermark.logs import configure_logging
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
 

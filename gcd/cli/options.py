@@ -12,7 +12,7 @@ fills in each value, first found wins:
 The config file is TOML whose top-level keys are flag names with underscores. A key
 that no gcd option knows is an error (a typo must not silently keep a default); a key
 of another command's option is ignored, so one file can serve `sweep` and `daemon`.
-`resolve` also resolves the etcd options (`watermark.etcd_config.ETCD_OPTIONS`) of a
+`resolve` also resolves the etcd options (`watermark.etcd.settings.ETCD_OPTIONS`) of a
 command that has them, by the same rules.
 
 Values are checked when resolved: a bad one raises ConfigError naming the flag, where
@@ -30,9 +30,9 @@ import argparse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gcd.layout import DEFAULT_ROOT, KeyLayout
+from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from watermark import options as _options
-from watermark.etcd_config import ETCD_OPTIONS
+from watermark.etcd.settings import ETCD_OPTIONS
 from watermark.options import (
     CommandParser,
     Option,

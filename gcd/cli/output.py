@@ -1,14 +1,9 @@
 """How gcd commands talk to people and machines.
 
-- `configure_logging`: structlog to stderr; JSON lines when stderr is not a TTY (for
-  log collectors), a readable console format when it is. A processor drops secrets:
-  any field whose name looks like a password, secret, token or credential is replaced
-  by "[redacted]" before rendering. On a console, string values are passed through
-  `printable` (a partition name or pause reason from etcd may hold terminal escapes).
+- Logging is configured by `watermark.logs.configure_logging` (one setup for every
+  l0gc process).
 - `write_json`: one JSON document on stdout, always with a "version" field, always
-  valid JSON (`watermark.strictjson.dumps`: a non-finite number is written as null).
-- `printable`: the one helper for any text output of a string that came from etcd or a
-  bucket listing: non-printable characters become backslash escapes.
+  valid JSON (`watermark.core.strictjson.dumps`: a non-finite number is written as null).
 - `ProgressLine`: a single self-overwriting status line on a TTY's stderr (objects
   listed and deleted, bytes, delete rate), refreshed from a counter source.
 """
@@ -16,78 +11,15 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any, TextIO
 
-import structlog
+from gcd.sweep.report import RoundCounts
+from watermark.core import strictjson
 
-from gcd.errors import ConfigError
-from gcd.report import RoundCounts
-from watermark import strictjson
-from watermark.display import printable
-
-__all__ = ["ProgressLine", "configure_logging", "human_bytes", "printable", "redact", "write_json"]
-
-_SECRET_WORDS = ("password", "secret", "token", "credential", "authorization", "access_key")
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}  # fmt: skip
-
-
-def redact(
-    _logger: object, _method: str, event: MutableMapping[str, Any]
-) -> MutableMapping[str, Any]:
-    """structlog processor: blank out fields whose names suggest a secret."""
-    for name in list(event):
-        if any(word in name.lower() for word in _SECRET_WORDS):
-            event[name] = "[redacted]"
-    return event
-
-
-def printable_values(
-    _logger: object, _method: str, event: MutableMapping[str, Any]
-) -> MutableMapping[str, Any]:
-    """structlog processor for the console: escape non-printables in string values.
-
-    A formatted traceback ("exception") keeps its newlines.
-    """
-    for name, value in event.items():
-        if isinstance(value, str) and name != "exception":
-            event[name] = printable(value)
-    return event
-
-
-def configure_logging(
-    level: str = "info", *, stream: TextIO | None = None, json_lines: bool | None = None
-) -> None:
-    """Route structlog to `stream` (stderr): JSON unless it is a TTY, at `level`."""
-    numeric = _LEVELS.get(level.lower())
-    if numeric is None:
-        raise ConfigError(f"log level {level!r} is not one of {', '.join(_LEVELS)}")
-    out = stream if stream is not None else sys.stderr
-    as_json = not out.isatty() if json_lines is None else json_lines
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if as_json
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            redact,
-            structlog.processors.format_exc_info,
-            *(() if as_json else (printable_values,)),
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(out),
-        cache_logger_on_first_use=False,
-    )
-
+__all__ = ["ProgressLine", "human_bytes", "write_json"]
 
 def write_json(document: dict[str, Any], stream: TextIO | None = None) -> None:
     """Write one JSON document and a newline to stdout; it must carry "version"."""

@@ -8,18 +8,18 @@ spark-report takes no delete options (--dry-run, --batch-size, --decisions-uri,
 (exit 2) rather than accept and ignore them.
 
 When the job will call S3 (--list, or a sweep that deletes), the driver first runs the
-preflight of `gcd sweep` (`gcd.s3store.preflight`): a bucket it cannot list (no
+preflight of `gcd sweep` (`gcd.storage.s3.preflight`): a bucket it cannot list (no
 credentials, endpoint unreachable, no such bucket, access denied, wrong region) exits 2
 in seconds, before any Spark work. A dry run or a report from an inventory makes no S3
 call and needs no S3 access.
 
 The driver reads the safe epoch M ONCE (one etcd revision, through the sweeper's own
-safety rails: `gcd.sweeper.read_admission`), or takes `--safe-epoch` (checked against
+safety rails: `gcd.sweep.sweeper.read_admission`), or takes `--safe-epoch` (checked against
 the cluster epoch when etcd is configured). If M may not be used (undefined, above
 the cluster epoch, GC paused, etcd unreachable) the command fails closed before any
 Spark work: exit 3, `summary.json` / `report.json` with `blocked_reason`, nothing
 deleted. Otherwise M, "now" and the grace period are fixed on the driver and
-broadcast; executors classify every object with `gcd.decision.decide`.
+broadcast; executors classify every object with `gcd.rules.decision.decide`.
 
 spark-sweep writes `DIR/decisions/` (Parquet: key, epoch, size, action, error; one
 row per object seen) and `DIR/summary.json` with the fields of `gcd sweep --json`
@@ -48,7 +48,7 @@ from typing import Any
 
 import structlog
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.options import (
     LAYOUT_OPTIONS,
     ROUND_OPTIONS,
@@ -64,19 +64,21 @@ from gcd.cli.options import (
     resolve,
     text,
 )
-from gcd.cli.output import configure_logging, human_bytes, printable, write_json
+from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS
 from gcd.cli.sweep import watermark_source
 from gcd.errors import ConfigError
-from gcd.report import RoundSummary
-from gcd.s3store import S3ObjectStore, S3Settings, preflight
-from gcd.safety import Admission, SafetyGate
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
-from gcd.sweeper import read_admission
-from watermark.binding import StorageTarget
-from watermark.etcd_config import EtcdSettings, add_etcd_arguments
+from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
+from gcd.sweep.report import RoundSummary
+from gcd.sweep.safety import Admission, SafetyGate
+from gcd.sweep.sweeper import read_admission
+from watermark.core.binding import StorageTarget
+from watermark.core.display import printable
+from watermark.etcd.settings import EtcdSettings, add_etcd_arguments
+from watermark.logs import configure_logging
 
 __all__ = ["CONF_OPTION", "REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "run",
            "summary_line"]  # fmt: skip
@@ -268,7 +270,7 @@ def _announce(config: JobConfig, document: dict[str, Any]) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Run spark-sweep or spark-report; an exit code from `gcd.cli.exitcodes`."""
+    """Run spark-sweep or spark-report; an exit code from `gcd.exitcodes`."""
     try:
         require_pyspark()
     except ConfigError:

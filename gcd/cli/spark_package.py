@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.output import write_json
 from gcd.spark.package import EXECUTOR_REQUIREMENTS, build_package, write_launcher
 

@@ -32,17 +32,19 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.options import Option, add_config_option, add_options, boolean, resolve, text
-from gcd.cli.output import configure_logging, printable, write_json
-from gcd.shards import ShardAnnouncement, fleet_problem
-from watermark.binding import Binding
-from watermark.contract import pause_at
+from gcd.cli.output import write_json
+from gcd.sweep.shards import ShardAnnouncement, fleet_problem
+from watermark.core.binding import Binding
+from watermark.core.contract import pause_at
+from watermark.core.display import printable
+from watermark.core.record import PartitionRecord
+from watermark.core.safe_epoch import GcView, compute_safe_epoch
 from watermark.errors import InvalidRecord
-from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.record import PartitionRecord
-from watermark.safe_epoch import GcView, compute_safe_epoch
-from watermark.store import WatermarkStore
+from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.etcd.store import WatermarkStore
+from watermark.logs import configure_logging
 
 __all__ = [
     "STATUS_OPTIONS",

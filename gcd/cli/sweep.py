@@ -3,7 +3,7 @@
     gcd sweep --bucket B [--etcd HOST:PORT --namespace /l0gc/prod | --safe-epoch N]
               [--dry-run --plan-out plan.jsonl] [--json] ...
 
-First a preflight (`gcd.s3store.preflight`: one ListObjectsV2 of the root, bounded
+First a preflight (`gcd.storage.s3.preflight`: one ListObjectsV2 of the root, bounded
 retries, short connect timeout): no credentials, an unreachable endpoint, a missing
 bucket, access denied or the wrong region exit 2 in seconds with one line saying what to
 fix. Then it reads M from etcd (or takes `--safe-epoch`, still checked against the
@@ -38,10 +38,7 @@ from typing import Any
 
 import structlog
 
-from gcd.azsettings import AzureSettings
-from gcd.binding import BoundSource, ClaimStore
-from gcd.brake import brake_for
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.journal import open_journal
 from gcd.cli.options import (
     JOURNAL_OPTIONS,
@@ -55,24 +52,24 @@ from gcd.cli.options import (
     layout_from_args,
     resolve,
 )
-from gcd.cli.output import ProgressLine, configure_logging, human_bytes, printable, write_json
-from gcd.cli.storage import (
-    AZURE_OPTIONS,
-    azure_settings,
-    open_objects,
-    preflight_storage,
-    target_of,
-)
+from gcd.cli.output import ProgressLine, human_bytes, write_json
+from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.errors import ConfigError
-from gcd.metrics import SweeperMetrics
-from gcd.report import PlanWriter, RoundCounts, RoundSummary
-from gcd.s3store import S3Settings
-from gcd.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper_id
-from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
-from watermark.binding import StorageTarget
-from watermark.etcd_config import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.gcfollow import GcFollower
-from watermark.store import WatermarkStore
+from gcd.storage.azsettings import AzureSettings
+from gcd.storage.open import open_objects, preflight_storage, target_of
+from gcd.storage.s3 import S3Settings
+from gcd.sweep.binding import BoundSource, ClaimStore
+from gcd.sweep.brake import brake_for
+from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.report import PlanWriter, RoundCounts, RoundSummary
+from gcd.sweep.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper_id
+from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
+from watermark.core.binding import StorageTarget
+from watermark.core.display import printable
+from watermark.etcd.follow import GcFollower
+from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.etcd.store import WatermarkStore
+from watermark.logs import configure_logging
 
 __all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments", "exit_code",
            "interrupted_document", "round_setup", "run", "text_summary",
@@ -177,10 +174,10 @@ async def watermark_source(
     """M from etcd (connected lazily: an outage blocks rounds), or None without etcd.
 
     With `target` and `objects`, M is refused unless the namespace is bound to `target`
-    (`gcd.binding`); with `shard` (index, count) this process also announces its shard
+    (`gcd.sweep.binding`); with `shard` (index, count) this process also announces its shard
     while the block runs (as `sweeper_id`, under a lease of `shard_ttl_s`) and refuses to
-    delete when sweepers disagree (`gcd.shards`). With `follow_every` > 0 (a daemon) M is
-    followed with an etcd watch after one full read (`watermark.gcfollow`), checked
+    delete when sweepers disagree (`gcd.sweep.shards`). With `follow_every` > 0 (a daemon) M is
+    followed with an etcd watch after one full read (`watermark.etcd.follow`), checked
     against a full read every `follow_every` reads.
     """
     if etcd is None:

@@ -10,22 +10,6 @@
 - `gcd.demo.runner`: one run, phase by phase.
 
 The command itself (servers, signals, output) is `gcd.cli.demo`.
+
+May import: `watermark` (below its API), and gcd's layers up to `testing` and `sim`.
 """
-
-from gcd.demo.ledger import Ledger, LedgerCounts, Loss, ObjectState
-from gcd.demo.runner import DemoConfig, DemoRun, Servers
-from gcd.demo.storage import DemoStorage
-from gcd.demo.verify import DemoSummary, Readback
-
-__all__ = [
-    "DemoConfig",
-    "DemoRun",
-    "DemoStorage",
-    "DemoSummary",
-    "Ledger",
-    "LedgerCounts",
-    "Loss",
-    "ObjectState",
-    "Readback",
-    "Servers",
-]

@@ -36,9 +36,6 @@ from typing import Any, TextIO
 
 import structlog
 
-from gcd.binding import BoundSource, bind_namespace
-from gcd.cli.storage import target_of
-from gcd.daemon import Daemon, DaemonConfig
 from gcd.demo.ledger import Ledger
 from gcd.demo.s3io import CountingStore
 from gcd.demo.storage import (
@@ -58,17 +55,20 @@ from gcd.demo.verify import (
 from gcd.demo.view import LiveView, Snapshot
 from gcd.demo.workload import CommitLog, Reconciler, Writer, WriterStats
 from gcd.errors import ConfigError, L0gcError
-from gcd.layout import DEFAULT_ROOT, KeyLayout
-from gcd.metrics import SweeperMetrics
-from gcd.report import RoundSummary
-from gcd.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
-from watermark.clock import EpochClock
-from watermark.etcd_config import EtcdSettings, open_kv
-from watermark.kv import KV
-from watermark.publisher import Publisher
-from watermark.safe_epoch import SafeEpoch
-from watermark.store import WatermarkStore
-from watermark.ticker import EpochTicker
+from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
+from gcd.storage.open import target_of
+from gcd.sweep.binding import BoundSource, bind_namespace
+from gcd.sweep.daemon import Daemon, DaemonConfig
+from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.report import RoundSummary
+from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from watermark.core.kv import KV
+from watermark.core.safe_epoch import SafeEpoch
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
+from watermark.service.clock import EpochClock
+from watermark.service.publisher import Publisher
+from watermark.service.ticker import EpochTicker
 
 __all__ = ["DemoConfig", "DemoRun", "Servers"]
 

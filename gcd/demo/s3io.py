@@ -28,8 +28,8 @@ from botocore import exceptions as botocore_errors
 
 from gcd.demo.ledger import Ledger
 from gcd.errors import StorageError
-from gcd.objectstore import DeleteResult, ListPage, ObjectStore
-from gcd.s3store import S3Settings, translate_error
+from gcd.storage.objectstore import DeleteResult, ListPage, ObjectStore
+from gcd.storage.s3 import S3Settings, translate_error
 
 __all__ = ["CountingStore", "DemoBucket", "RequestCounts"]
 

@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from gcd.azsettings import AzureSettings
-from gcd.binding import ClaimStore
-from gcd.cli.storage import open_objects
 from gcd.demo.s3io import DemoBucket
-from gcd.objectstore import ObjectStore
-from gcd.s3store import S3Settings
+from gcd.storage.azsettings import AzureSettings
+from gcd.storage.objectstore import ObjectStore
+from gcd.storage.open import open_objects
+from gcd.storage.s3 import S3Settings
+from gcd.sweep.binding import ClaimStore
 
 __all__ = ["DemoObjects", "DemoStorage", "SweptStore", "open_storage"]
 

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.demo.ledger import Ledger, ObjectState
 from gcd.demo.storage import DemoObjects
 

@@ -32,10 +32,10 @@ import structlog
 from gcd.demo.ledger import Ledger
 from gcd.demo.storage import DemoObjects
 from gcd.errors import L0gcError, StorageError
-from gcd.layout import PREFIX_COUNT, KeyLayout
-from watermark.clock import EpochClock, stamp_epoch
+from gcd.rules.layout import PREFIX_COUNT, KeyLayout
 from watermark.errors import FenceExpired, FenceTimeout, GuardClosed, IllegalTransition, StaleEpoch
-from watermark.publisher import Publisher
+from watermark.service.clock import EpochClock, stamp_epoch
+from watermark.service.publisher import Publisher
 
 __all__ = ["CommitLog", "Reconciler", "Writer", "WriterStats", "horizon"]
 

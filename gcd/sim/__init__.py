@@ -8,11 +8,11 @@ deployment sees, and that garbage does get collected once things calm down.
 
 What runs
 ---------
-The real code: `watermark.publisher.Publisher` (hosting `PartitionGcState` and the
-`FencingGuard` per partition), `watermark.clock.EpochClock` and `stamp_epoch` for
-writers, `watermark.store.WatermarkStore` on `watermark.memory_kv.MemoryKV` (so the
+The real code: `watermark.service.publisher.Publisher` (hosting `PartitionGcState` and the
+`FencingGuard` per partition), `watermark.service.clock.EpochClock` and `stamp_epoch` for
+writers, `watermark.etcd.store.WatermarkStore` on `watermark.etcd.memory.MemoryKV` (so the
 ownership fencing, monotonic M(p), registration and `compute_safe_epoch` are the
-production ones), and `gcd.sweeper.run_round` against `gcd.objectstore.MemoryObjectStore`.
+production ones), and `gcd.sweep.sweeper.run_round` against `gcd.testing.memory.MemoryObjectStore`.
 Only the environment is simulated: writers with stale epoch caches and multi-partition
 objects, partition logs and their reconcilers, partition creation and deletion,
 leadership changes, the epoch ticker, and the faults (`gcd.sim.faults`).
@@ -39,7 +39,7 @@ Bugs it found in l0gc (fixed; the seeds below reproduced them)
    (``[4] + 6 -> [4, 6]``) and admit it later as INSIDE; the log applied 5 then 6, the
    applied window became ``[5, 6]``, M(p) reached 4 while a writer still held an
    admitted fence at epoch 4. Fixed: each entry carries the fence's lower bound at
-   commit time (``admitted_from``), which is the promise (`watermark.gcstate`).
+   commit time (``admitted_from``), which is the promise (`watermark.core.gcstate`).
 2. Liveness, the publisher's housekeeping entries took log offsets the writer's log
    did not have; the offset mapping was not persisted, so after a failover reconciled
    reports mapped below the last housekeeping entry forever and the partition pinned
@@ -49,31 +49,7 @@ Bugs it found in l0gc (fixed; the seeds below reproduced them)
    reconciled, and idle-advanced M(p) past the unpublished entries' epochs. Fixed:
    adoption takes the log's end offset (`catch_up`), and without it a partition gets
    no idle advance until its first commit.
+
+May import: `watermark` (below its API), and gcd's `errors`, `exitcodes`, `rules`,
+`storage`, `sweep`, `spark` and `testing`.
 """
-
-from gcd.sim.checks import SAFETY, Checker, Ledger, Violation, ViolationKind
-from gcd.sim.runner import REPORT_VERSION, Report, SeedResult, run_seed, run_seeds
-from gcd.sim.variants import BROKEN, CORRECT, VARIANTS, Variant
-from gcd.sim.world import SimConfig
-
-__all__ = [
-    "BROKEN",
-    "CORRECT",
-    "DEFAULT_STEPS",
-    "REPORT_VERSION",
-    "SAFETY",
-    "VARIANTS",
-    "Checker",
-    "Ledger",
-    "Report",
-    "SeedResult",
-    "SimConfig",
-    "Variant",
-    "Violation",
-    "ViolationKind",
-    "run_seed",
-    "run_seeds",
-]
-
-DEFAULT_STEPS = 1000
-"""Steps of the faulty phase per seed in CI and by default in `gcd simulate`."""

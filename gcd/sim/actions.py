@@ -25,8 +25,8 @@ from gcd.sim.actors import (
     shard_config,
 )
 from gcd.sim.variants import LenientSafeEpoch
-from gcd.sweeper import RoundResult, WatermarkSource, run_round
-from watermark.clock import EpochClock, stamp_epoch
+from gcd.sweep.sweeper import RoundResult, WatermarkSource, run_round
+from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import (
     EtcdUnavailable,
     FenceExpired,
@@ -37,7 +37,7 @@ from watermark.errors import (
     PartitionNotHosted,
     StaleEpoch,
 )
-from watermark.safe_epoch import SafeEpoch
+from watermark.service.clock import EpochClock, stamp_epoch
 
 if TYPE_CHECKING:
     from gcd.sim.world import World

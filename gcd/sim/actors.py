@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from gcd.objectstore import DeleteResult, ListPage, MemoryObjectStore
-from gcd.retry import Backoff, Retrier
-from gcd.safety import SafetyGate
 from gcd.sim.vtime import VirtualClock
-from gcd.sweeper import RoundConfig, RoundResult, Sweeper
-from watermark.clock import EpochClock
-from watermark.guard import FenceToken
-from watermark.publisher import Publisher
+from gcd.storage.objectstore import DeleteResult, ListPage
+from gcd.storage.retry import Backoff, Retrier
+from gcd.sweep.safety import SafetyGate
+from gcd.sweep.sweeper import RoundConfig, RoundResult, Sweeper
+from gcd.testing.memory import MemoryObjectStore
+from watermark.service.clock import EpochClock
+from watermark.service.guard import FenceToken
+from watermark.service.publisher import Publisher
 
 __all__ = [
+    "Fault",
     "Grant",
     "PartitionSim",
     "PublisherSim",
@@ -217,3 +219,13 @@ def shard_config(rng: random.Random, index: int, count: int, grace_s: float) -> 
         page_size=rng.choice([3, 5, 10, 50]),
         backoff=Backoff(base_s=0.5, cap_s=3.0, max_attempts=4),
     )
+
+
+@dataclass(slots=True)
+class Fault:
+    """An active fault: it ends at step `until` by calling `end`."""
+
+    name: str
+    until: int
+    end: Callable[[], Awaitable[bool]]
+    """Undo the fault; False when it cannot be undone yet (try again next step)."""

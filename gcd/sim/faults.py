@@ -24,19 +24,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gcd.objectstore import status_fault
 from gcd.sim.actions import adopt
-from gcd.sim.actors import PartitionSim, PublisherSim
+from gcd.sim.actors import Fault, PartitionSim, PublisherSim
+from gcd.storage.objectstore import status_fault
+from watermark.core.kv import Compare, Put
 from watermark.errors import StorageError
-from watermark.kv import Compare, Put
 
 if TYPE_CHECKING:
     from gcd.sim.world import World
 
-__all__ = ["Fault", "expire", "heal_all", "inject"]
+__all__ = ["expire", "heal_all", "inject"]
 
 _GARBAGE = (
     b"",
@@ -48,16 +47,6 @@ _GARBAGE = (
 )
 _REQUEST_CODES = ("SlowDown", "500", "InternalError", "ServiceUnavailable")
 _KEY_CODES = ("InternalError", "SlowDown", "AccessDenied")
-
-
-@dataclass(slots=True)
-class Fault:
-    """An active fault: it ends at step `until` by calling `end`."""
-
-    name: str
-    until: int
-    end: Callable[[], Awaitable[bool]]
-    """Undo the fault; False when it cannot be undone yet (try again next step)."""
 
 
 async def inject(world: World) -> None:

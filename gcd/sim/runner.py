@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from gcd.sim.checks import Violation, ViolationKind
+from gcd.sim.play import play
 from gcd.sim.variants import CORRECT, Variant
 from gcd.sim.vtime import VirtualClock, VirtualTimeLoop
 from gcd.sim.world import START_TIME, SimConfig, World
@@ -137,7 +138,7 @@ def run_seed(seed: int, config: SimConfig | None = None) -> SeedResult:
     world = World(seed, config, loop, clock)
     try:
         with quiet_logs():
-            loop.run_until_complete(world.run())
+            loop.run_until_complete(play(world))
     except Exception as exc:  # noqa: BLE001 - any escape is a finding, reported with its seed
         where = traceback.extract_tb(exc.__traceback__)[-1]
         world.checker.crash(f"{type(exc).__name__}: {exc} ({where.filename}:{where.lineno})")

@@ -29,14 +29,14 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watermark.contract import Publication, PublishOutcome
+from watermark.core.contract import Publication, PublishOutcome
+from watermark.core.gcstate import PartitionGcState
+from watermark.core.record import PartitionRecord
+from watermark.core.safe_epoch import SafeEpoch, compute_safe_epoch
+from watermark.core.window import Admission
 from watermark.errors import InvalidRecord
-from watermark.gcstate import PartitionGcState
-from watermark.guard import FenceToken, FencingGuard
-from watermark.record import PartitionRecord
-from watermark.safe_epoch import SafeEpoch, compute_safe_epoch
-from watermark.store import WatermarkStore
-from watermark.window import Admission
+from watermark.etcd.store import WatermarkStore
+from watermark.service.guard import FenceToken, FencingGuard
 
 __all__ = [
     "BROKEN",

@@ -24,25 +24,35 @@ import asyncio
 import hashlib
 import random
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gcd.layout import KeyLayout
-from gcd.objectstore import MemoryObjectStore
-from gcd.sim import actions, faults
-from gcd.sim.actors import Grant, PartitionSim, PublisherSim, ShardSim, Turnstile, WriterSim
+from gcd.rules.layout import KeyLayout
+from gcd.sim.actors import (
+    Fault,
+    Grant,
+    PartitionSim,
+    PublisherSim,
+    ShardSim,
+    Turnstile,
+    WriterSim,
+)
 from gcd.sim.checks import Checker, Ledger, Violation
 from gcd.sim.variants import CORRECT, Variant
 from gcd.sim.vtime import VirtualClock, VirtualTimeLoop
+from gcd.testing.memory import MemoryObjectStore
+from watermark.core.record import PartitionRecord
+from watermark.core.safe_epoch import compute_safe_epoch
 from watermark.errors import InvalidRecord
-from watermark.memory_kv import MemoryKV
-from watermark.publisher import Publisher
-from watermark.record import PartitionRecord
-from watermark.safe_epoch import compute_safe_epoch
-from watermark.store import WatermarkStore
+from watermark.etcd.memory import MemoryKV
+from watermark.etcd.store import WatermarkStore
+from watermark.service.publisher import Publisher
 
-__all__ = ["NAMESPACE", "START_TIME", "SimConfig", "Trace", "World"]
+DEFAULT_STEPS = 1000
+"""Steps of the faulty phase per seed in CI and by default in `gcd simulate`."""
+
+__all__ = ["DEFAULT_STEPS", "NAMESPACE", "START_TIME", "SimConfig", "Trace", "World"]
 
 NAMESPACE = "/l0gc/sim"
 START_TIME = 1_700_000_000.0
@@ -112,7 +122,7 @@ class World:
         self.shards: list[ShardSim] = []
         self.grants: dict[int, Grant] = {}
         self.stale: list[tuple[int, PublisherSim, str]] = []
-        self.active_faults: list[faults.Fault] = []
+        self.active_faults: list[Fault] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.counters: dict[str, int] = {}
         self._decoded: dict[tuple[str, bytes], int] = {}  # record -> M(p), for the checks
@@ -150,7 +160,7 @@ class World:
                 return
         raise RuntimeError(f"seed {self.seed}: tasks kept running for {_SETTLE_LIMIT} yields")
 
-    def _reap(self) -> None:
+    def reap(self) -> None:
         """Drop finished tasks; an unexpected exception in any of them is a finding."""
         running = []
         for task in self._tasks:
@@ -206,38 +216,6 @@ class World:
         """Violations found so far."""
         return self.checker.violations
 
-    # -- the run -------------------------------------------------------------------
-
-    async def run(self) -> None:
-        """Set up, run the chaos phase, the quiescent tail and the final checks."""
-        try:
-            await actions.setup(self)
-            for _ in range(self.config.steps):
-                await self.step_once(chaos=True)
-                if self.violations and self.config.stop_on_violation:
-                    return
-            await self.quiesce()
-        finally:
-            await self.cancel_all()
-
-    async def step_once(self, *, chaos: bool) -> None:
-        """One step: time moves, one action (in the chaos phase), settle, check."""
-        self.step += 1
-        self.checker.step = self.step
-        self.clock.advance(1.0)
-        self.turnstile.open()
-        await self.settle()
-        actions.housekeeping(self, daemons=chaos)
-        await faults.expire(self)
-        if chaos:
-            if self.rng.random() < self.fault_rate:
-                await faults.inject(self)
-            else:
-                await actions.random_action(self)
-        await self.settle()
-        self._reap()
-        await self.check_step()
-
     async def check_step(self) -> None:
         """Per-step invariants on what etcd holds now (skipped while etcd is down)."""
         if self.kv.unavailable:
@@ -257,77 +235,3 @@ class World:
                 self._decoded[(name, raw)] = watermark
             published[name] = watermark
         self.checker.check_watermarks(published, safe.safe_epoch, self.cluster_epoch)
-
-    # -- the quiescent tail ----------------------------------------------------------
-
-    async def _steps_until(self, done: Callable[[], bool], what: str) -> bool:
-        """Step (no chaos) until `done()`; record TAIL_STUCK and return False if never."""
-        while not done():
-            if self.step >= self.config.steps + self.config.tail_limit:
-                self.checker.stuck(f"tail: {what} did not finish in {self.config.tail_limit} steps")
-                return False
-            await self.step_once(chaos=False)
-            if self.violations and self.config.stop_on_violation:
-                return False
-        return True
-
-    async def quiesce(self) -> None:
-        """Heal, drain, catch up, advance idle partitions, sweep; then check liveness."""
-        self.event("tail: faults off, writers stop")
-        await faults.heal_all(self)
-        if not await self._steps_until(self._drained, "draining writes"):
-            return
-        await actions.report_log_ends(self)
-        for _ in range(3):
-            await actions.tick(self)
-            actions.reconcile_all(self)
-            for pub in [p for p in self.publishers if p.alive]:
-                actions.start_publish_round(self, pub)
-            if not await self._steps_until(self._publishers_idle, "publishing"):
-                return
-        final = await self.store.read_safe_epoch()
-        self.event(f"tail: cluster epoch {self.cluster_epoch}, M {final.safe_epoch}")
-        self.clock.advance(self.grace_s + 1.0)
-        for _ in range(4):
-            for shard in self.shards:
-                if not shard.busy:
-                    actions.start_sweep(self, shard)
-            if not await self._steps_until(self._sweepers_idle, "sweeping"):
-                return
-            if self._sweeps_complete(final.safe_epoch):
-                break
-        final = await self.store.read_safe_epoch()
-        self.checker.check_final(final.safe_epoch, self.cluster_epoch, self.bucket.keys())
-
-    def _drained(self) -> bool:
-        """Commit what is ready; True once no write, adoption or deletion is in flight."""
-        for writer in self.writers:
-            if writer.op is not None and writer.op.fenced:
-                actions.commit(self, writer)
-        if any(writer.op is not None for writer in self.writers):
-            return False
-        if any(pub.alive and pub.stopping for pub in self.publishers):
-            return False  # a clean stop is under way: its partitions move on after it
-        for part in self.partitions.values():
-            if part.task is not None and not part.task.done():
-                return False
-            if part.deleting and not part.deleted:
-                return False
-            if not part.deleted and (part.leader is None or not part.leader.alive):
-                return False
-        hosted = [(p, n) for p in self.publishers if p.alive for n in p.publisher.partitions]
-        return all(self.partitions[name].leader is pub for pub, name in hosted)
-
-    def _publishers_idle(self) -> bool:
-        return all(p.round_task is None or p.round_task.done() for p in self.publishers)
-
-    def _sweepers_idle(self) -> bool:
-        return not any(shard.busy for shard in self.shards)
-
-    def _sweeps_complete(self, safe_epoch: int | None) -> bool:
-        """True when every shard's last round was complete and used `safe_epoch`."""
-        return all(
-            shard.last is not None and shard.last.complete
-            and shard.last.summary.safe_epoch == safe_epoch
-            for shard in self.shards
-        )  # fmt: skip

@@ -7,14 +7,14 @@ run (in SQL: no client is ever made); otherwise each task:
 
 - groups them into DeleteObjects requests of at most `batch_size` (<= 1000) keys;
 - runs at most `threads` requests at once (a thread pool per task);
-- paces keys with a token bucket (`gcd.ratelimit.TokenBucket`, `deletes_per_second`
+- paces keys with a token bucket (`gcd.storage.ratelimit.TokenBucket`, `deletes_per_second`
   per task): `DeleteSettings.for_job` gives each of the stage's delete tasks an equal
   share of the job-wide `--max-deletes-per-second` and `--delete-concurrency`, so
   however many of them run at once the bucket never sees more than the limit;
 - retries a whole request on throttling / 5xx / connection errors, and the keys the
   answer lists with a retryable per-key code (SlowDown, InternalError...), with
   full-jitter backoff; other per-key errors are final;
-- never sends a key a DeleteObjects request cannot carry (`gcd.xmlkeys`: control
+- never sends a key a DeleteObjects request cannot carry (`gcd.rules.xmlkeys`: control
   characters, CR, lone surrogates: one would fail or alter the whole request): it is
   ``failed`` with the reason, and the rest of its batch goes;
 - yields ``deleted`` or ``failed`` (with ``error``) per key.
@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gcd.errors import ConfigError, StorageError
-from gcd.objectstore import RETRYABLE_CODES
-from gcd.ratelimit import TokenBucket
+from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
 from gcd.spark.transforms import Action
-from gcd.xmlkeys import xml_unsafe_reason
+from gcd.storage.objectstore import RETRYABLE_CODES
+from gcd.storage.ratelimit import TokenBucket
 
 __all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes", "delete_keys"]
 

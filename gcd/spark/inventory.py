@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gcd.errors import ConfigError
-from watermark import strictjson
+from watermark.core import strictjson
 from watermark.errors import InvalidJson
 
 __all__ = [

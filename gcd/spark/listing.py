@@ -1,7 +1,7 @@
 """List mode: executors list the bucket with ListObjectsV2, one task per prefix range.
 
 The driver splits the prefixes 000-999 into `task_count` contiguous ranges with the
-sweeper's own sharding (`gcd.layout.listing_prefixes`: `shard_range`, then
+sweeper's own sharding (`gcd.rules.layout.listing_prefixes`: `shard_range`, then
 `compress_range` to the fewest listing prefixes), so 100 tasks list ``root/00``,
 ``root/01``, ... ``root/99``. A layout without a prefix group is one task over the
 whole root. Each task builds its own boto3 client and yields
@@ -20,7 +20,7 @@ import random
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from gcd.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
+from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
 from gcd.spark.transforms import LayoutSpec
 

@@ -39,8 +39,7 @@ from typing import Any
 import structlog
 
 from gcd.errors import ConfigError
-from gcd.layout import KeyLayout
-from gcd.report import RoundSummary
+from gcd.rules.layout import KeyLayout
 from gcd.spark.delete import DeleteSettings, apply_deletes
 from gcd.spark.inventory import read_inventory
 from gcd.spark.listing import list_objects
@@ -48,6 +47,7 @@ from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.s3client import S3Target
 from gcd.spark.session import is_local_master, spark_session, task_slots
 from gcd.spark.transforms import Action, classify, outcome_counts
+from gcd.sweep.report import RoundSummary
 
 __all__ = [
     "JobConfig",

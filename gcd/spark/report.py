@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from gcd.decision import Verdict
+from gcd.rules.decision import Verdict
 from gcd.spark.chart import save_chart
 
 __all__ = [

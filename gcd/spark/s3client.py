@@ -6,9 +6,9 @@ from an `S3Target` (plain strings, shipped in the closure). Credentials come fro
 botocore's standard chain on the executor (environment, profile, IRSA / web
 identity, instance role); nothing here reads or forwards them.
 
-As in the async sweeper (`gcd.s3store`), botocore's own retries are off: every
-retry is made here with full-jitter backoff (`gcd.retry.Backoff`), and exceptions
-are translated once, by `gcd.s3errors.translate_error` (the sweeper's own translation;
+As in the async sweeper (`gcd.storage.s3`), botocore's own retries are off: every
+retry is made here with full-jitter backoff (`gcd.storage.retry.Backoff`), and exceptions
+are translated once, by `gcd.storage.s3errors.translate_error` (the sweeper's own translation;
 it needs botocore only, so executors need boto3 but not aiobotocore), into `StorageError`.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gcd.errors import ConfigError, StorageError
-from gcd.retry import Backoff
+from gcd.storage.retry import Backoff
 
 __all__ = ["S3Target", "call_with_retries", "make_client"]
 
@@ -78,7 +78,7 @@ def call_with_retries(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """`operation()`, retried on retryable errors; raises the last StorageError."""
-    from gcd.s3errors import translate_error  # noqa: PLC0415 - imports botocore
+    from gcd.storage.s3errors import translate_error  # noqa: PLC0415 - imports botocore
 
     rng = rng or random.Random()
     translated = _translated()

@@ -1,6 +1,6 @@
 """Pure DataFrame -> DataFrame steps of the Spark pipeline (no session, no I/O).
 
-The deletion rule is NOT written here: every row goes through `gcd.decision.decide`,
+The deletion rule is NOT written here: every row goes through `gcd.rules.decision.decide`,
 the function the async sweeper calls, inside `mapInPandas` on the executors. The
 layout travels as a `LayoutSpec` (its pattern, root, width and template: plain
 strings and ints) and is rebuilt with `KeyLayout` on each executor, so it is
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from gcd.decision import Verdict, decide
-from gcd.layout import KeyLayout
-from watermark.binding import claim_key
+from gcd.rules.decision import Verdict, decide
+from gcd.rules.layout import KeyLayout
+from watermark.core.binding import claim_key
 
 __all__ = [
     "CLASSIFIED_SCHEMA",

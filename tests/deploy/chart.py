@@ -196,7 +196,7 @@ class Parsed:
     program: str
     command: str
     args: argparse.Namespace
-    etcd: Any  # watermark.etcd_config.EtcdSettings, or None for gcd --safe-epoch alone
+    etcd: Any  # watermark.etcd.settings.EtcdSettings, or None for gcd --safe-epoch alone
     partitions: list[str]
 
 
@@ -227,7 +227,7 @@ def _parse_gcd(argv: list[str], where: str) -> Parsed:
 
 
 def _parse_watermark(argv: list[str], where: str) -> Parsed:
-    from watermark import cli  # noqa: PLC0415 - imported per CLI
+    from watermark.api import cli  # noqa: PLC0415 - imported per CLI
 
     # watermark's own parse-only entry point: options, etcd settings, HTTP security files.
     stderr = io.StringIO()

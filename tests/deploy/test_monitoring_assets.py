@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gcd.metrics import SweeperMetrics
-from watermark.metrics import WatermarkMetrics
+from gcd.sweep.metrics import SweeperMetrics
+from watermark.service.metrics import WatermarkMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 CANONICAL = REPO / "helm" / "l0gc" / "files"
@@ -148,7 +148,7 @@ def check_query(expr: str, where: str) -> set[str]:
 
 
 def test_spec_metrics_are_exported_by_the_product() -> None:
-    """Every metric the assets may use is exported by gcd.metrics or watermark.metrics."""
+    """Every metric the assets may use is exported by the sweeper's or the publisher's metrics."""
     missing = set(KNOWN) - exported_series()
     assert not missing, f"not exported by the product: {sorted(missing)}"
 

@@ -16,8 +16,8 @@ from gcd.chaos.checker import (
     deletions_of,
 )
 from gcd.chaos.records import PartitionLog
-from gcd.journal import JournalRead, Record
-from gcd.journal_check import Finding, FindingKind, VerifyReport
+from gcd.sweep.journal import JournalRead, Record
+from gcd.sweep.journal_check import Finding, FindingKind, VerifyReport
 
 
 def log_of(tmp_path: Path, *entries: tuple[int, str, str | None, float | None]) -> PartitionLog:

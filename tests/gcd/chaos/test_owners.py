@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from gcd.chaos.owners import Owners
-from gcd.local_servers import free_port
+from gcd.testing.local_servers import free_port
 
 
 class Replica:

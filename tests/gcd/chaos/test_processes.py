@@ -11,15 +11,15 @@ import aiohttp
 import pytest
 
 from gcd.chaos.backends import HttpBackend
-from gcd.chaos.procs import Child
 from gcd.errors import StorageError
-from gcd.faultproxy import FaultConfig, FaultProxy
-from gcd.local_servers import LocalEtcd, LocalEtcdCluster, LocalS3, free_port
-from gcd.s3store import S3ObjectStore, S3Settings
+from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.testing.faultproxy import FaultConfig, FaultProxy
+from gcd.testing.local_servers import LocalEtcd, LocalEtcdCluster, LocalS3, free_port
+from gcd.testing.procs import Child
 from tests.binding import bind
 from tests.waiting import wait_until
-from watermark.etcd_config import EtcdSettings, open_kv
-from watermark.store import WatermarkStore
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 TOKEN = "w" * 32

@@ -18,14 +18,14 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.demo.ledger import Ledger, ObjectState
 from gcd.demo.verify import DemoSummary, exit_code, problems, text_report
 from gcd.demo.view import Snapshot, progress_fields, render
 from gcd.demo.workload import CommitLog, horizon
-from gcd.local_azurite import LocalAzurite
-from gcd.local_seaweedfs import LocalSeaweedFS
-from gcd.local_servers import LocalEtcd
+from gcd.testing.local_azurite import LocalAzurite
+from gcd.testing.local_seaweedfs import LocalSeaweedFS
+from gcd.testing.local_servers import LocalEtcd
 
 # -- the ledger ---------------------------------------------------------------------------
 

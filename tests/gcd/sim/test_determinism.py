@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gcd.sim import CORRECT, VARIANTS, SimConfig, run_seed
+from gcd.sim.runner import run_seed
+from gcd.sim.variants import CORRECT, VARIANTS
 from gcd.sim.vtime import VirtualClock, VirtualTimeLoop, VirtualTimeStall
+from gcd.sim.world import SimConfig
 
 ROOT = Path(__file__).resolve().parents[3]
 STEPS = 250
@@ -48,7 +50,8 @@ def test_the_trace_does_not_depend_on_string_hashing(hash_seed: str) -> None:
     """Another process with another PYTHONHASHSEED replays the seed to the same digest."""
     here = run_seed(3, SimConfig(steps=120, variant=CORRECT)).trace_digest
     code = (
-        "from gcd.sim import CORRECT, SimConfig, run_seed;"
+        "from gcd.sim.runner import run_seed; from gcd.sim.variants import CORRECT;"
+        "from gcd.sim.world import SimConfig;"
         "print(run_seed(3, SimConfig(steps=120, variant=CORRECT)).trace_digest)"
     )
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}

@@ -12,7 +12,9 @@ import json
 import pytest
 
 from gcd.cli.main import main
-from gcd.sim import CORRECT, DEFAULT_STEPS, Report, run_seeds
+from gcd.sim.runner import Report, run_seeds
+from gcd.sim.variants import CORRECT
+from gcd.sim.world import DEFAULT_STEPS
 
 CI_SEEDS = 200
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gcd.sim import CORRECT, DEFAULT_STEPS, run_seeds
+from gcd.sim.runner import run_seeds
+from gcd.sim.variants import CORRECT
+from gcd.sim.world import DEFAULT_STEPS
 
 # ~0.2 s a seed on a shared 2-core machine: 500 seeds keep CI within its budget; the
 # 10,000-seed soak is run by hand (`gcd simulate --seeds 10000`).

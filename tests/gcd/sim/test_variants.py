@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gcd.sim import BROKEN, DEFAULT_STEPS, SAFETY, VARIANTS, run_seeds
+from gcd.sim.checks import SAFETY
+from gcd.sim.runner import run_seeds
+from gcd.sim.variants import BROKEN, VARIANTS
+from gcd.sim.world import DEFAULT_STEPS
 
 SEED_BOUND = 60
 """Each variant must be caught by one of seeds 0..SEED_BOUND-1 (today: within the first 26)."""

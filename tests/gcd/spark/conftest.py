@@ -31,10 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from gcd.local_servers import LocalS3
+from gcd.testing.local_servers import LocalS3
 from tests.binding import bind
-from watermark.etcd_kv import EtcdKV
-from watermark.store import WatermarkStore
+from watermark.etcd.client import EtcdKV
+from watermark.etcd.store import WatermarkStore
 
 
 @pytest.fixture(scope="session")

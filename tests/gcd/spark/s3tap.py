@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gcd.faultproxy import operation_of
-from gcd.local_servers import LocalS3
+from gcd.testing.faultproxy import operation_of
+from gcd.testing.local_servers import LocalS3
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.cli.options import CommandParser, resolve
 from gcd.cli.spark import add_arguments, parse_run

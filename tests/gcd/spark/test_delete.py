@@ -12,9 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gcd.errors import ConfigError
-from gcd.retry import Backoff
 from gcd.spark.delete import DeleteSettings, delete_keys
 from gcd.spark.s3client import S3Target
+from gcd.storage.retry import Backoff
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -31,7 +31,7 @@ _CHILD = textwrap.dedent(
     import gcd.spark.delete, gcd.spark.listing, gcd.spark.transforms
     from botocore.exceptions import ClientError
     from gcd.errors import StorageError
-    from gcd.retry import Backoff
+    from gcd.storage.retry import Backoff
     from gcd.spark.s3client import call_with_retries
 
     def throttled():
@@ -43,7 +43,7 @@ _CHILD = textwrap.dedent(
                           sleep=lambda s: None)
     except StorageError as exc:
         print("translated", exc.code, exc.retryable)
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED or m == "gcd.s3store")
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED or m == "gcd.storage.s3")
     print("loaded", loaded)
     """
 )
@@ -51,7 +51,7 @@ _CHILD = textwrap.dedent(
 
 def test_executor_modules_import_without_driver_dependencies() -> None:
     """The delete, listing and classify code imports and translates S3 errors with only
-    botocore: no aiobotocore/aiohttp/structlog/aetcd, and gcd.s3store is never loaded."""
+    botocore: no aiobotocore/aiohttp/structlog/aetcd, and gcd.storage.s3 is never loaded."""
     blocked = ",".join(sorted(DRIVER_ONLY_MODULES))
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, blocked],

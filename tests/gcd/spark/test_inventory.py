@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from gcd.errors import ConfigError
-from gcd.local_servers import LocalS3
 from gcd.spark.inventory import (
     InventoryFormat,
     InventoryManifest,
     read_inventory,
     resolve_data_paths,
 )
+from gcd.testing.local_servers import LocalS3
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

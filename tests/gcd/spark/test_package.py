@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.spark.package import DRIVER_ONLY_MODULES, LAUNCHER
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gcd.cli import exitcodes
-from gcd.local_servers import LocalS3
+from gcd import exitcodes
+from gcd.testing.local_servers import LocalS3
 from tests.gcd.spark.s3tap import S3Tap, client_process
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

@@ -19,16 +19,16 @@ import pyarrow.parquet as pq
 import pytest
 import structlog
 
-from gcd.cli import exitcodes
+from gcd import exitcodes
 from gcd.cli.main import main
-from gcd.faultproxy import FaultConfig, ThreadedFaultProxy
-from gcd.local_seaweedfs import LocalSeaweedFS
-from gcd.local_servers import LocalEtcd, LocalS3
 from gcd.spark.pipeline import summary_from_counts
+from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
+from gcd.testing.local_seaweedfs import LocalSeaweedFS
+from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind
-from watermark.binding import claim_key
-from watermark.kv import Put
-from watermark.store import WatermarkStore
+from watermark.core.binding import claim_key
+from watermark.core.kv import Put
+from watermark.etcd.store import WatermarkStore
 
 from .conftest import Listed, publish_safe_epoch
 

@@ -1,0 +1,54 @@
+"""The deletion rule: may the sweeper delete this object? (pure, no I/O)
+
+This one function is THE rule. The async sweeper, the Spark pipeline and the
+simulation all call it, so it takes plain values (the key, its LastModified as epoch
+seconds, the layout, the safe epoch M, "now" and the grace period) and returns a
+verdict. It reads no clock and does no I/O.
+
+An object is deleted only when all of these hold, checked in this order:
+
+1. the key is under the layout's root (``OUTSIDE_ROOT`` otherwise);
+2. the key parses with the layout (``UNPARSABLE`` otherwise: never deleted, reported);
+3. its epoch is at or below M (``NOT_ELIGIBLE`` otherwise);
+4. it is older than the grace period: ``now - last_modified > grace`` (``TOO_YOUNG``
+   otherwise; a LastModified in the future is too young, whatever the grace).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from gcd.rules.layout import KeyLayout, ParsedKey
+
+__all__ = ["Verdict", "decide"]
+
+
+class Verdict(enum.Enum):
+    """What the sweeper does with one listed object."""
+
+    DELETE = "delete"
+    NOT_ELIGIBLE = "not_eligible"
+    TOO_YOUNG = "too_young"
+    UNPARSABLE = "unparsable"
+    OUTSIDE_ROOT = "outside_root"
+
+
+def decide(  # noqa: PLR0917 - the shared rule's signature, called positionally everywhere
+    key: str,
+    last_modified_s: float,
+    layout: KeyLayout,
+    safe_epoch: int,
+    now_s: float,
+    grace_s: float,
+) -> tuple[Verdict, ParsedKey | None]:
+    """The verdict for one object, and its parsed key when it parsed."""
+    if not key.startswith(layout.listing_root):
+        return Verdict.OUTSIDE_ROOT, None
+    parsed = layout.parse(key)
+    if parsed is None:
+        return Verdict.UNPARSABLE, None
+    if parsed.epoch > safe_epoch:
+        return Verdict.NOT_ELIGIBLE, parsed
+    if not now_s - last_modified_s > grace_s:
+        return Verdict.TOO_YOUNG, parsed
+    return Verdict.DELETE, parsed

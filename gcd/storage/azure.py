@@ -1,0 +1,276 @@
+"""`ObjectStore` on Azure Blob Storage (one container) through azure-storage-blob's aio client.
+
+The sweeper's store protocol is S3's; this module maps it onto Blob Storage:
+
+- `list_page`: List Blobs with `name_starts_with` and a page size. Blob Storage has no
+  StartAfter, so a listing that must start after a key (the sweeper's skip point past a
+  prefix whose remaining keys are live, ``{root}/{p}0``) walks one level first: List
+  Blobs with the delimiter '/' under the listing prefix gives the prefix's directories
+  (and blobs), and only those sorting after the start key are then listed, one after the
+  other. The continuation token carries the directories still to list, so LIST calls
+  still follow the garbage. Names come back in byte order of UTF-8, as S3's do.
+- `delete_batch`: Blob Batch, at most 256 deletes per request (a 1000-key batch is four
+  requests); each blob's answer is triaged as a DeleteObjects key is: 202 and 404
+  (already gone) count as deleted, anything else is a `KeyFailure` with Azure's error
+  code (``ServerBusy``/503 throttle and are retried, like SlowDown; ``AuthorizationFailure``
+  and the like are reported by name). An answer is matched to its blob by its request's
+  path, not only by its place in the batch: a key is never counted as deleted from
+  another blob's answer. A batch request failing as a whole raises `StorageError` with
+  its code and whether a retry may help.
+- `get_object` / `put_object(if_absent=)`: the namespace binding's claim, with
+  ``If-None-Match: *`` for a create that must not overwrite.
+
+Credentials: a connection string read from a file (never a flag value), or the Azure
+standard chain (`DefaultAzureCredential`: workload identity, managed identity,
+environment). Library exceptions are translated here into `StorageError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.parse
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core import exceptions as azure_errors
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+
+from gcd.errors import ConfigError, StorageError
+from gcd.storage.azsettings import AzureSettings
+from gcd.storage.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
+
+__all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "open_container", "translate_error"]
+
+MAX_BATCH = 256
+"""Sub-requests Blob Batch takes in one request."""
+_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def translate_error(exc: BaseException, operation: str) -> StorageError:
+    """The StorageError for an azure-core exception raised by `operation`."""
+    if isinstance(exc, azure_errors.HttpResponseError):
+        status = int(exc.status_code or 0)
+        error_code = getattr(exc, "error_code", None)  # a StorageErrorCode (str enum) or str
+        code = str(getattr(error_code, "value", error_code) or status or "Unknown")
+        retryable = status in _RETRYABLE_STATUS or code in RETRYABLE_CODES
+        message = str(exc.message or exc).splitlines()[0]
+        return StorageError(f"{operation} failed: {message}", code=code, retryable=retryable)
+    if isinstance(exc, azure_errors.ClientAuthenticationError):
+        return StorageError(f"{operation} failed: {exc}", code="AuthenticationFailed",
+                            retryable=False)  # fmt: skip
+    if isinstance(exc, azure_errors.ServiceRequestError | azure_errors.ServiceResponseError):
+        return StorageError(f"{operation} could not reach the endpoint: {exc}",
+                            code="ConnectionError", retryable=True)  # fmt: skip
+    return StorageError(f"{operation} failed: {exc!r}", code="Unknown", retryable=False)
+
+
+TRANSLATED = (azure_errors.AzureError, OSError)
+"""What `translate_error` turns into a StorageError."""
+
+
+@contextlib.asynccontextmanager
+async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClient]:
+    """An aio client on `settings`' container: a connection string from its file, else
+    the Azure credential chain (`DefaultAzureCredential`); closed on exit."""
+    credential_cm: Any = contextlib.nullcontext()
+    connection = settings.connection_string()
+    if connection is not None:
+        service = BlobServiceClient.from_connection_string(connection)
+        if _endpoint(service.url) != _endpoint(settings.account_url):
+            raise ConfigError(
+                f"the connection string in {settings.connection_string_file!r} is for "
+                f"{service.url.rstrip('/')}, not --account-url {settings.account_url}: the "
+                "binding names the account URL, so both must be the same account"
+            )
+    else:
+        from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
+
+        credential_cm = DefaultAzureCredential()
+        service = BlobServiceClient(settings.account_url, credential=credential_cm)
+    async with credential_cm, service:
+        yield service.get_container_client(settings.container)
+
+
+def _endpoint(url: str) -> str:
+    """An account URL compared without case in scheme and host or a trailing '/'."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+class AzureBlobStore:
+    """One container through an open aio `ContainerClient`."""
+
+    def __init__(self, container: ContainerClient, settings: AzureSettings) -> None:
+        self._container = container
+        self.settings = settings
+        self.bucket = settings.container
+        self.list_requests = 0
+        """List Blobs requests sent (walks included): what LIST cost is counted in."""
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, settings: AzureSettings) -> AsyncIterator[AzureBlobStore]:
+        """A client for `settings` (closed on exit)."""
+        async with open_container(settings) as container:
+            yield cls(container, settings)
+
+    # -- listing --------------------------------------------------------------------
+
+    async def list_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One page of names under `prefix` after `start_after` (see the module docstring)."""
+        state = _Cursor.decode(continuation_token) if continuation_token else None
+        if state is None:
+            if start_after is None:
+                state = _Cursor([prefix], None)
+            else:
+                state = _Cursor(await self._after(prefix, start_after), None)
+        objects: list[ObjectInfo] = []
+        while state.pending and not objects:
+            current = state.pending[0]
+            if not current.endswith("/") and current != prefix:  # a blob the walk found
+                objects.append(await self._info(current))
+                state = _Cursor(state.pending[1:], None)
+                continue
+            page, token = await self._page(current, state.token, max_keys)
+            objects.extend(page)
+            state = _Cursor(state.pending if token else state.pending[1:], token)
+        next_token = state.encode() if state.pending else None
+        return ListPage(tuple(objects), next_token, None)
+
+    async def _page(
+        self, prefix: str, token: str | None, max_keys: int
+    ) -> tuple[list[ObjectInfo], str | None]:
+        try:
+            pages = self._container.list_blobs(
+                name_starts_with=prefix, results_per_page=max_keys
+            ).by_page(continuation_token=token)
+            self.list_requests += 1
+            items = [
+                ObjectInfo(b.name, int(b.size or 0), b.last_modified.timestamp())
+                async for b in await pages.__anext__()
+            ]
+        except StopAsyncIteration:
+            return [], None
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"List Blobs {self.bucket}/{prefix}") from exc
+        return items, getattr(pages, "continuation_token", None)
+
+    async def _after(self, prefix: str, start_after: str) -> list[str]:
+        """The directories and blobs one level under `prefix` that sort after
+        `start_after`, in order (one delimiter listing, paged)."""
+        names: list[str] = []
+        try:
+            walk = self._container.walk_blobs(name_starts_with=prefix, delimiter="/")
+            async for page in walk.by_page():
+                self.list_requests += 1
+                names.extend([item.name async for item in page if item.name > start_after])
+        except TRANSLATED as exc:
+            raise translate_error(
+                exc, f"List Blobs {self.bucket}/{prefix} (delimiter '/')"
+            ) from exc
+        return sorted(names, key=str.encode)
+
+    async def _info(self, name: str) -> ObjectInfo:
+        try:
+            props = await self._container.get_blob_client(name).get_blob_properties()
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Get Blob Properties {self.bucket}/{name}") from exc
+        return ObjectInfo(name, int(props.size or 0), props.last_modified.timestamp())
+
+    # -- deleting -------------------------------------------------------------------
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        """Blob Batch deletes, 256 per request; per-blob answers triaged (module docstring)."""
+        if not 1 <= len(keys) <= 1000:
+            raise StorageError(f"a delete batch takes 1-1000 keys, got {len(keys)}",
+                               code="InvalidRequest", retryable=False)  # fmt: skip
+        deleted: list[str] = []
+        errors: list[KeyFailure] = []
+        for start in range(0, len(keys), MAX_BATCH):
+            part = list(keys[start : start + MAX_BATCH])
+            try:
+                answers = [a async for a in await self._container.delete_blobs(
+                    *part, raise_on_any_failure=False)]  # fmt: skip
+            except TRANSLATED as exc:
+                raise translate_error(exc, f"Blob Batch delete on {self.bucket}") from exc
+            for key, answer in zip(part, answers, strict=True):
+                if not self._answers_for(answer, key):  # never count a key from another's answer
+                    errors.append(KeyFailure(key, "UnmatchedAnswer", "the batch answered "
+                                             "another blob in this blob's place"))  # fmt: skip
+                    continue
+                status = int(answer.status_code)
+                if status in (200, 202, 404):
+                    deleted.append(key)
+                    continue
+                code = answer.headers.get("x-ms-error-code") or str(status)
+                errors.append(KeyFailure(key, _code(code, status), f"HTTP {status}"))
+        return DeleteResult(tuple(deleted), tuple(errors))
+
+    def _answers_for(self, answer: Any, key: str) -> bool:
+        """True when a Blob Batch sub-response is the one for blob `key` (its request's
+        path ends with /{container}/{key}; Azurite puts the account before it)."""
+        request = getattr(answer, "request", None)
+        if request is None:
+            return False
+        path = urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
+        return path.endswith(f"/{self.bucket}/{key}")
+
+    # -- the claim ------------------------------------------------------------------
+
+    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
+        """A small blob's content (at most `max_bytes`), or None when there is none."""
+        try:
+            stream = await self._container.get_blob_client(key).download_blob(
+                offset=0, length=max_bytes + 1
+            )
+            data: bytes = await stream.readall()
+        except azure_errors.ResourceNotFoundError:
+            return None
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Get Blob {self.bucket}/{key}") from exc
+        if len(data) > max_bytes:
+            raise StorageError(f"{self.bucket}/{key} is larger than {max_bytes} bytes",
+                               code="EntityTooLarge", retryable=False)  # fmt: skip
+        return data
+
+    async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
+        """Write a small blob; with `if_absent` only if there is none (else False)."""
+        try:  # overwrite=False sends If-None-Match: * (create only)
+            await self._container.get_blob_client(key).upload_blob(body, overwrite=not if_absent)
+        except azure_errors.ResourceExistsError:
+            if if_absent:
+                return False
+            raise
+        except TRANSLATED as exc:
+            raise translate_error(exc, f"Put Blob {self.bucket}/{key}") from exc
+        return True
+
+
+def _code(code: str, status: int) -> str:
+    """Azure's per-blob error code in the sweeper's vocabulary: throttling is "503"."""
+    return "503" if code == "ServerBusy" or status == 503 else code
+
+
+@dataclass(frozen=True, slots=True)
+class _Cursor:
+    """Where a listing goes on: prefixes still to list and the current one's token."""
+
+    pending: list[str]
+    token: str | None
+
+    def encode(self) -> str:
+        return json.dumps({"pending": self.pending, "token": self.token}, separators=(",", ":"))
+
+    @staticmethod
+    def decode(text: str) -> _Cursor:
+        doc = json.loads(text)
+        return _Cursor(list(doc["pending"]), doc["token"])

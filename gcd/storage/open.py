@@ -1,0 +1,72 @@
+"""Open and check the object store a command names: S3 or Azure Blob Storage.
+
+`target_of` gives the `StorageTarget` a namespace binding names; `open_objects` opens the
+store (the Azure SDK is imported only when Azure is used); `preflight_storage` lists once
+before any round and turns what only the operator can fix into a ConfigError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gcd.errors import ConfigError, StorageError
+from gcd.storage.azsettings import AzureSettings
+from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
+from watermark.core.binding import StorageTarget
+
+__all__ = ["open_objects", "preflight_storage", "target_of"]
+
+
+def target_of(s3: S3Settings | None, azure: AzureSettings | None, root: str) -> StorageTarget:
+    """The storage a command sweeps, as a namespace binding names it."""
+    if azure is not None:
+        return StorageTarget(azure.container, root, azure.account_url, kind="azure")
+    assert s3 is not None
+    return StorageTarget(s3.bucket, root, s3.endpoint_url)
+
+
+@contextlib.asynccontextmanager
+async def open_objects(s3: S3Settings | None, azure: AzureSettings | None) -> AsyncIterator[Any]:
+    """An open `S3ObjectStore` or `AzureBlobStore` (both are sweeper stores and claim stores)."""
+    if azure is not None:
+        from gcd.storage.azure import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
+
+        async with AzureBlobStore.open(azure) as store:
+            yield store
+        return
+    assert s3 is not None
+    async with S3ObjectStore.open(s3) as s3_store:
+        yield s3_store
+
+
+async def preflight_storage(s3: S3Settings | None, azure: AzureSettings | None,
+                            prefix: str) -> None:  # fmt: skip
+    """One listing of `prefix` before any round: ConfigError (exit 2) naming what only the
+    operator can fix (missing container, refused credentials, unreachable endpoint)."""
+    if azure is None:
+        assert s3 is not None
+        await preflight(s3, prefix)
+        return
+    from gcd.storage.azure import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
+
+    where = f"container {azure.container!r} at {azure.account_url}"
+    try:
+        async with AzureBlobStore.open(azure) as store:
+            await store.list_page(prefix, max_keys=1)
+    except StorageError as exc:
+        if exc.code == "ContainerNotFound":
+            raise ConfigError(f"{where} does not exist: check --container and "
+                              "--account-url") from exc  # fmt: skip
+        if exc.code in {"AuthenticationFailed", "AuthorizationFailure",
+                        "AuthorizationPermissionMismatch", "403"}:  # fmt: skip
+            raise ConfigError(
+                f"listing {where} was refused ({exc.code}): the identity needs the Storage "
+                "Blob Data Contributor role on the container (docs/operations.md), or the "
+                "connection string is wrong"
+            ) from exc
+        if exc.code == "ConnectionError":
+            raise ConfigError(f"cannot reach {azure.account_url}: check --account-url, DNS "
+                              f"and the network ({exc})") from exc  # fmt: skip
+        raise

@@ -1,0 +1,399 @@
+"""`ObjectStore` on S3 (or any S3-compatible endpoint) through aiobotocore.
+
+One client per sweeper process (or per `gcd sweep` round), opened with
+`S3ObjectStore.open(settings)`. Credentials come from botocore's standard chain
+(environment, shared profile, web identity / IRSA, instance metadata); this module
+never sees or logs them. botocore's own retries are OFF (one attempt per call): the
+sweeper owns retries and backoff (`gcd.storage.retry`), so every retry is paced and counted.
+The connection pool is sized for the sweeper's concurrency.
+
+Client CPU (`bench/RESULTS.md` §10): the client skips botocore's validation of request
+parameters (the sweeper builds every request itself, and S3 checks them anyway), and
+replaces botocore's check for an S3 error inside a 200 answer, which parses every 200
+body completely a second time before the real parse, by a look at the body's first
+element (`error_in_200`): a 200 whose root element is ``<Error>`` still becomes a 500
+and is retried; a body cut short still fails the real parse, which is translated into
+a retryable error (`gcd.storage.s3errors`).
+
+Library exceptions are translated at this boundary, by `gcd.storage.s3errors.translate_error`
+(shared with the Spark executors), into `StorageError` with the S3 error code (or the
+HTTP status, or "ConnectionError"/"Timeout") and whether a retry may help.
+
+`preflight` runs before a command's first round: one ListObjectsV2 (MaxKeys=1) on the
+root, 3 tries, a 3 s connect timeout. What only the operator can fix (no credentials,
+an unreachable endpoint, no such bucket, access denied, rejected credentials, the wrong
+region) becomes one `ConfigError` naming the problem and the fix (exit 2), in seconds,
+instead of a round of per-prefix errors and backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+import structlog
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore import exceptions as botocore_errors
+from botocore import handlers as botocore_handlers
+from botocore.parsers import ResponseParserError
+from botocore.utils import parse_timestamp
+
+from gcd.errors import ConfigError, L0gcError, StorageError
+from gcd.storage.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
+from gcd.storage.retry import Backoff
+from gcd.storage.s3errors import RETRYABLE_STATUS, translate_error
+
+__all__ = ["S3ObjectStore", "S3Settings", "error_in_200", "parse_s3_timestamp", "preflight",
+           "preflight_failure", "translate_error"]  # fmt: skip
+
+log = structlog.get_logger("gcd.s3store")
+
+_RETRYABLE_STATUS = RETRYABLE_STATUS
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Where the bucket is and how to talk to it."""
+
+    bucket: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    max_pool_connections: int = 16
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.bucket or self.bucket != self.bucket.strip() or "/" in self.bucket:
+            msg = f"bucket {self.bucket!r} is not a bucket name; give --bucket NAME (no s3://)"
+            raise ConfigError(msg)
+        if self.endpoint_url is not None and not self.endpoint_url.startswith(
+            ("http://", "https://")
+        ):
+            msg = (
+                f"endpoint URL {self.endpoint_url!r} must start with http:// or https://, "
+                "e.g. --endpoint-url http://127.0.0.1:9000"
+            )
+            raise ConfigError(msg)
+        if self.max_pool_connections < 1:
+            raise ConfigError(f"max_pool_connections {self.max_pool_connections!r} must be >= 1")
+
+
+def parse_s3_timestamp(value: Any) -> datetime:
+    """botocore's timestamp parser with a fast path for S3's ISO 8601 UTC form.
+
+    ListObjectsV2 sends every LastModified as `2026-11-22T03:12:50.000Z`; botocore parses
+    each one with dateutil (~120 us: a third of the client's CPU for a 20k-key round).
+    `datetime.fromisoformat` reads that form (Python >= 3.11) in ~1 us, aware in UTC.
+    Anything else (RFC 822 headers, epoch numbers, a form fromisoformat rejects) goes
+    to botocore's own parser, so the result is the same as botocore's.
+    """
+    if isinstance(value, str) and value.endswith("Z"):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    parsed: datetime = parse_timestamp(value)
+    return parsed
+
+
+def error_in_200(response_dict: dict[str, Any], **_: Any) -> None:
+    """`before-parse` handler: a 200 answer whose XML root element is ``<Error>`` is an S3
+    error (S3 may send one after the 200 status, e.g. for DeleteObjects): make it a 500.
+
+    Looks only at the body's start (the XML declaration, then the root tag), where
+    botocore's handler parses the whole body; streamed bodies are not looked at."""
+    body = response_dict.get("body")
+    if response_dict.get("status_code") != 200 or not isinstance(body, bytes):
+        return
+    head = body[:512].lstrip()
+    if head.startswith(b"<?xml"):
+        end = head.find(b"?>")
+        head = head[end + 2 :].lstrip() if end >= 0 else b""
+    if head.startswith((b"<Error>", b"<Error ")):
+        response_dict["status_code"] = 500
+        log.debug("s3.error_in_200", body=body[:300])
+
+
+_TRANSLATED = (
+    botocore_errors.BotoCoreError,
+    ResponseParserError,
+    botocore_errors.ClientError,
+    aiohttp.ClientError,
+    ConnectionError,
+    asyncio.TimeoutError,
+)
+
+
+class S3ObjectStore:
+    """One bucket through an open aiobotocore S3 client."""
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self._client = client
+        self.bucket = bucket
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, settings: S3Settings) -> AsyncIterator[S3ObjectStore]:
+        """Open a client for `settings` (closed on exit)."""
+        config = AioConfig(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            max_pool_connections=settings.max_pool_connections,
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.read_timeout_s,
+            parameter_validation=False,
+        )
+        session = get_session()
+        # The documented hook for this (botocore `ResponseParserFactory`); the session is
+        # this store's own, so no other client is affected.
+        session.get_component("response_parser_factory").set_parser_defaults(
+            timestamp_parser=parse_s3_timestamp
+        )
+        try:
+            context = session.create_client(
+                "s3",
+                endpoint_url=settings.endpoint_url,
+                region_name=settings.region,
+                config=config,
+            )
+            client = await context.__aenter__()
+        except _TRANSLATED as exc:
+            raise translate_error(exc, "opening the S3 client") from exc
+        events = client.meta.events  # this client's own copy of the session's handlers
+        events.unregister("before-parse.s3.*", botocore_handlers._handle_200_error)
+        events.register_first("before-parse.s3.*", error_in_200)
+        try:
+            yield cls(client, settings.bucket)
+        finally:
+            await context.__aexit__(None, None, None)
+
+    async def list_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One ListObjectsV2 request."""
+        params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if continuation_token is not None:
+            params["ContinuationToken"] = continuation_token
+        elif start_after is not None:
+            params["StartAfter"] = start_after
+        try:
+            response = await self._client.list_objects_v2(**params)
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"ListObjectsV2 s3://{self.bucket}/{prefix}") from exc
+        objects = tuple(
+            ObjectInfo(
+                key=item["Key"],
+                size=int(item.get("Size", 0)),
+                last_modified_s=item["LastModified"].timestamp(),
+            )
+            for item in response.get("Contents", ())
+        )
+        token = response.get("NextContinuationToken") if response.get("IsTruncated") else None
+        request_id = response.get("ResponseMetadata", {}).get("RequestId")
+        return ListPage(objects, token, request_id)
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        """One DeleteObjects request with Quiet=false."""
+        if not 1 <= len(keys) <= 1000:
+            raise StorageError(
+                f"DeleteObjects takes 1-1000 keys, got {len(keys)}",
+                code="InvalidRequest",
+                retryable=False,
+            )
+        request = {"Objects": [{"Key": key} for key in keys], "Quiet": False}
+        try:
+            response = await self._client.delete_objects(Bucket=self.bucket, Delete=request)
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"DeleteObjects on s3://{self.bucket}") from exc
+        deleted = tuple(item["Key"] for item in response.get("Deleted", ()))
+        errors = tuple(
+            KeyFailure(
+                key=item.get("Key", ""),
+                code=str(item.get("Code", "Unknown")),
+                message=str(item.get("Message", "")),
+            )
+            for item in response.get("Errors", ())
+        )
+        return DeleteResult(deleted, errors)
+
+    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
+        """A small object's body (at most `max_bytes`), or None when there is no such key."""
+        try:
+            response = await self._client.get_object(
+                Bucket=self.bucket, Key=key, Range=f"bytes=0-{max_bytes}"
+            )
+            async with response["Body"] as body:
+                data: bytes = await body.read()
+        except botocore_errors.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+                return None
+            raise translate_error(exc, f"GetObject s3://{self.bucket}/{key}") from exc
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"GetObject s3://{self.bucket}/{key}") from exc
+        if len(data) > max_bytes:
+            raise StorageError(
+                f"s3://{self.bucket}/{key} is larger than {max_bytes} bytes",
+                code="EntityTooLarge",
+                retryable=False,
+            )
+        return data
+
+    async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
+        """Write a small object; with `if_absent`, only if no such key exists (else False)."""
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body,
+                                  "ContentType": "application/json"}  # fmt: skip
+        if if_absent:
+            params["IfNoneMatch"] = "*"
+        try:
+            await self._client.put_object(**params)
+        except botocore_errors.ClientError as exc:
+            if if_absent and exc.response.get("Error", {}).get("Code") in {
+                "PreconditionFailed", "ConditionalRequestConflict", "412"
+            }:  # fmt: skip
+                return False
+            raise translate_error(exc, f"PutObject s3://{self.bucket}/{key}") from exc
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"PutObject s3://{self.bucket}/{key}") from exc
+        return True
+
+
+# -- preflight: is the bucket there and listable, before any round? ---------------------
+
+PREFLIGHT_ATTEMPTS = 3
+PREFLIGHT_CONNECT_TIMEOUT_S = 3.0
+PREFLIGHT_READ_TIMEOUT_S = 10.0
+_PREFLIGHT_BACKOFF = Backoff(base_s=0.5, cap_s=2.0, max_attempts=PREFLIGHT_ATTEMPTS)
+_CREDENTIALS_REJECTED = frozenset({
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+    "TokenRefreshRequired", "InvalidClientTokenId",
+})  # fmt: skip
+_WRONG_REGION = frozenset({
+    "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException",
+    "301",
+})  # fmt: skip
+_NO_CREDENTIALS = (botocore_errors.NoCredentialsError, botocore_errors.PartialCredentialsError)
+_NOT_REACHED = (
+    botocore_errors.EndpointConnectionError,
+    botocore_errors.ConnectionClosedError,
+    botocore_errors.ConnectTimeoutError,
+    botocore_errors.ReadTimeoutError,
+    botocore_errors.HTTPClientError,
+    aiohttp.ClientError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def preflight_failure(
+    exc: BaseException, bucket: str, prefix: str, endpoint: str, region: str | None
+) -> tuple[L0gcError, bool]:
+    """What to report when the preflight LIST of s3://`bucket`/`prefix` raised `exc`, and
+    whether another try may help. ConfigError (exit 2) for what only the operator can fix."""
+    where = f"s3://{bucket}/{prefix} at {endpoint}"
+    if isinstance(exc, _NO_CREDENTIALS):
+        return ConfigError(
+            f"no AWS credentials found to list {where}: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the process a role (IRSA, Pod "
+            "Identity, instance profile; see docs/kubernetes.md)"
+        ), False
+    if isinstance(exc, _NOT_REACHED):
+        cause = getattr(exc, "kwargs", {}).get("error") or exc  # botocore wraps the OS error
+        reason = str(cause).strip() or type(cause).__name__
+        return ConfigError(
+            f"cannot reach the S3 endpoint {endpoint} ({reason[:160]}): check "
+            "--endpoint-url / L0GC_ENDPOINT_URL and --region, DNS and the network"
+        ), True
+    if not isinstance(exc, botocore_errors.ClientError):
+        return ConfigError(f"listing {where} failed at start: {exc!r}; check --bucket, "
+                           "--endpoint-url and --region"), False  # fmt: skip
+    error = exc.response.get("Error", {})
+    meta = exc.response.get("ResponseMetadata", {})
+    status = int(meta.get("HTTPStatusCode") or 0)
+    code = str(error.get("Code") or status or "Unknown")
+    message = str(error.get("Message") or code)
+    if code == "NoSuchBucket":
+        return ConfigError(
+            f"bucket {bucket!r} does not exist at {endpoint}: check --bucket / L0GC_BUCKET "
+            "(and --endpoint-url, --region)"
+        ), False
+    if code in {"AccessDenied", "AllAccessDisabled", "403"}:
+        return ConfigError(
+            f"access denied listing {where} ({code}: {message}): the credentials need "
+            f"s3:ListBucket on arn:aws:s3:::{bucket} (docs/operations.md, least-privilege "
+            "IAM policy), or --bucket names the wrong bucket"
+        ), False
+    if code in _CREDENTIALS_REJECTED:
+        return ConfigError(
+            f"S3 rejected the credentials listing {where} ({code}: {message}): check "
+            "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE, and refresh an "
+            "expired session token"
+        ), False
+    if code in _WRONG_REGION:
+        headers = meta.get("HTTPHeaders", {})
+        actual = error.get("Region") or headers.get("x-amz-bucket-region")
+        if actual and actual != region:
+            return ConfigError(
+                f"bucket {bucket!r} is in region {actual}, not {region or 'the default'}: "
+                f"pass --region {actual} (env L0GC_REGION)"
+            ), False
+        return ConfigError(
+            f"listing {where} answered {code} ({message}): the bucket is in another region "
+            f"than {region or 'the default'}; pass its region with --region (env L0GC_REGION)"
+        ), False
+    if code in RETRYABLE_CODES or status in _RETRYABLE_STATUS:
+        return StorageError(
+            f"listing {where} failed at start: {message} ({code}); S3 is throttling or "
+            "failing: try again later", code=code, retryable=True,
+        ), True  # fmt: skip
+    return ConfigError(f"listing {where} failed at start: {code}: {message}; check --bucket, "
+                       "--endpoint-url and --region"), False  # fmt: skip
+
+
+async def preflight(
+    settings: S3Settings,
+    prefix: str,
+    *,
+    backoff: Backoff = _PREFLIGHT_BACKOFF,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Check that the bucket can be listed, before any round: ONE ListObjectsV2
+    (MaxKeys=1) on `prefix`, tried `backoff.max_attempts` times (3) with a short
+    connect timeout (3 s), so a misconfiguration fails in seconds with one message.
+
+    Raises ConfigError naming the problem and the fix (no credentials, endpoint
+    unreachable, no such bucket, access denied, credentials rejected, wrong region),
+    or StorageError when S3 keeps throttling or failing (a retry later may help).
+    """
+    probe = replace(
+        settings,
+        max_pool_connections=1,
+        connect_timeout_s=min(settings.connect_timeout_s, PREFLIGHT_CONNECT_TIMEOUT_S),
+        read_timeout_s=min(settings.read_timeout_s, PREFLIGHT_READ_TIMEOUT_S),
+    )
+    async with S3ObjectStore.open(probe) as store:
+        client = store._client  # the raw error names the bucket's region
+        endpoint = settings.endpoint_url or f"AWS S3 ({client.meta.region_name})"
+        for attempt in range(backoff.max_attempts):
+            try:
+                await client.list_objects_v2(Bucket=settings.bucket, Prefix=prefix, MaxKeys=1)
+            except _TRANSLATED as exc:
+                problem, retry = preflight_failure(
+                    exc, settings.bucket, prefix, endpoint, settings.region
+                )
+                if not retry or attempt + 1 >= backoff.max_attempts:
+                    raise problem from exc
+                log.debug("s3.preflight_retry", attempt=attempt + 1, error=str(problem))
+                await sleep(backoff.delay(attempt, random.random()))
+            else:
+                return

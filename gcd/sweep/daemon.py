@@ -1,0 +1,403 @@
+"""The long-running sweeper: rounds forever, paced so LIST calls follow the garbage.
+
+Theory of operation
+-------------------
+Each iteration (`Daemon.run_once`) reads etcd once, applies the safety rails, decides
+whether listing can find anything new, maybe runs a round, and returns how long to
+wait. The decisions are pure functions of remembered state, so tests drive them
+without sleeping:
+
+* `should_list` - a round lists only when something new can be deletable: it is the
+  first round; M advanced since the last listing; objects skipped as too young have
+  aged past the grace period; the last listing was incomplete (delete cap, errors,
+  stop); or a full pass is due (`full_pass_interval_s`, which also catches orphans
+  written with stale epochs). Otherwise the iteration only read etcd. LIST calls are
+  what a sweeper costs on S3, so this is where the money is.
+* `next_delay` - `interval_s` after progress; `idle_interval_s` when idle, blocked or
+  paused, or only as long as it takes the oldest too-young object to age; after
+  consecutive errors `idle_interval_s * 2**(n-1)` capped at `max_interval_s`. Plus
+  0-10 % jitter so a fleet does not move in lockstep.
+
+etcd unreachable: the last good read is used again (M only ever goes up, so a stale M
+deletes less, never more); this is logged and visible in the metrics
+(`seconds_since_last_good_watermark`), and `/readyz` fails once it lasts longer than
+`unready_after_s`. Pause/resume for the whole fleet is the `{ns}/gc/paused` key: a
+pause stops a round in progress within one DeleteObjects batch (the sweeper's brake,
+`gcd.sweep.brake`), and while paused the wait between iterations also ends as soon as the key
+is gone (`until_resumed` polls it every `resume_poll_s`, 2 s, while paused and only
+then), so `gcd resume` takes effect within seconds, not one `idle_interval_s`. While M
+is unknown (blocked, paused, no etcd read yet) the M gauges are NaN, never 0.
+`stop` (SIGTERM) ends the loop: the round in progress stops listing, requests in
+flight complete, and `run` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from gcd.errors import ConfigError, L0gcError
+from gcd.sweep.brake import PauseSource, until_resumed
+from gcd.sweep.events import DeleteBasis
+from gcd.sweep.report import RoundResult
+from gcd.sweep.safety import Admission, SafetyGate
+from gcd.sweep.sweeper import Sweeper, WatermarkSource
+from watermark.core.safe_epoch import SafeEpoch
+
+__all__ = [
+    "Daemon",
+    "DaemonConfig",
+    "ListReason",
+    "ListState",
+    "RoundKind",
+    "make_app",
+    "next_delay",
+    "serve",
+    "should_list",
+]
+
+log = structlog.get_logger("gcd.daemon")
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    """Pacing of the daemon loop (seconds)."""
+
+    interval_s: float = 10.0
+    idle_interval_s: float = 60.0
+    max_interval_s: float = 600.0
+    full_pass_interval_s: float = 600.0
+    unready_after_s: float = 300.0
+    jitter: float = 0.1
+    resume_poll_s: float = 2.0
+    """While paused, how often the wait between iterations checks whether GC resumed."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.interval_s <= self.idle_interval_s <= self.max_interval_s:
+            msg = (
+                f"intervals must satisfy 0 <= --interval ({self.interval_s}) <= --idle-interval "
+                f"({self.idle_interval_s}) <= --max-interval ({self.max_interval_s}); fix them"
+            )
+            raise ConfigError(msg)
+        if self.full_pass_interval_s < 0 or self.unready_after_s < 0 or not 0 <= self.jitter <= 1:
+            raise ConfigError("--full-pass-interval and --unready-after must be >= 0")
+        if not self.resume_poll_s > 0:
+            raise ConfigError(f"resume poll interval {self.resume_poll_s!r} s must be > 0")
+
+
+class ListReason(enum.Enum):
+    """Why a round lists."""
+
+    FIRST_ROUND = "first_round"
+    SAFE_EPOCH_ADVANCED = "safe_epoch_advanced"
+    YOUNG_AGED = "young_aged"
+    INCOMPLETE = "incomplete"
+    FULL_PASS_DUE = "full_pass_due"  # noqa: S105 - not a password
+
+
+class RoundKind(enum.Enum):
+    """How an iteration went, for pacing."""
+
+    PROGRESS = "progress"
+    IDLE = "idle"
+    BLOCKED = "blocked"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class ListState:
+    """What the daemon remembers of its last listing."""
+
+    listed_safe_epoch: int | None = None
+    listed_at_s: float | None = None
+    young_ready_at_s: float | None = None
+    complete: bool = True
+
+
+def should_list(
+    state: ListState, safe_epoch: int, now_s: float, full_pass_interval_s: float
+) -> ListReason | None:
+    """Why this iteration must list, or None when listing cannot find anything new."""
+    if state.listed_safe_epoch is None or state.listed_at_s is None:
+        return ListReason.FIRST_ROUND
+    if safe_epoch > state.listed_safe_epoch:
+        return ListReason.SAFE_EPOCH_ADVANCED
+    if not state.complete:
+        return ListReason.INCOMPLETE
+    if state.young_ready_at_s is not None and now_s >= state.young_ready_at_s:
+        return ListReason.YOUNG_AGED
+    if now_s - state.listed_at_s >= full_pass_interval_s:
+        return ListReason.FULL_PASS_DUE
+    return None
+
+
+def next_delay(
+    kind: RoundKind,
+    config: DaemonConfig,
+    *,
+    consecutive_errors: int = 0,
+    young_ready_at_s: float | None = None,
+    now_s: float = 0.0,
+    uniform: float = 0.0,
+) -> float:
+    """Seconds to wait before the next iteration; `uniform` in [0, 1) drives the jitter."""
+    if kind is RoundKind.PROGRESS:
+        base = config.interval_s
+    elif kind is RoundKind.ERROR:
+        exponent = min(max(consecutive_errors, 1) - 1, 30)
+        base = min(config.max_interval_s, config.idle_interval_s * 2.0**exponent)
+    else:
+        base = config.idle_interval_s
+        if kind is RoundKind.IDLE and young_ready_at_s is not None:
+            base = min(base, max(0.0, young_ready_at_s - now_s))
+    return base * (1.0 + config.jitter * uniform)
+
+
+class Daemon:
+    """The loop: `run_once` is one iteration, `run` repeats it until `stop` is set."""
+
+    def __init__(
+        self,
+        sweeper: Sweeper,
+        source: WatermarkSource | None,
+        config: DaemonConfig,
+        *,
+        override: int | None = None,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        if source is None and override is None:
+            raise ConfigError("the daemon needs etcd (--etcd) or --safe-epoch")
+        self.sweeper = sweeper
+        self.metrics = sweeper.metrics
+        self.stop = sweeper.stop
+        self.source = source
+        self.config = config
+        self.override = override
+        self.clock = clock
+        self.rng = rng if rng is not None else random.Random()
+        self.gate = SafetyGate()
+        self.state = ListState()
+        self.consecutive_errors = 0
+        self.last_good: SafeEpoch | None = None
+        self.last_good_at_s: float | None = None
+        self.etcd_failing_since_s: float | None = None
+        self.admission: Admission | None = None
+        self.iterations = 0
+        self.last_result: RoundResult | None = None
+        self.paused = False
+        """True when the last iteration was held by a pause: its wait ends on resume."""
+
+    # -- health -----------------------------------------------------------------------
+
+    def seconds_since_good_watermark(self) -> float:
+        """Seconds since etcd last answered (0 without etcd)."""
+        if self.source is None:
+            return 0.0
+        if self.last_good_at_s is None:
+            return float("inf")
+        return max(0.0, self.clock() - self.last_good_at_s)
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why): not ready while blocked or etcd is down longer than allowed."""
+        if self.admission is None:
+            return False, "no round yet"
+        if self.admission.blocked_reason is not None and not self.admission.paused:
+            return False, f"blocked: {self.admission.blocked_reason}"
+        if (
+            self.etcd_failing_since_s is not None
+            and self.seconds_since_good_watermark() > self.config.unready_after_s
+        ):
+            return False, "etcd unreachable for longer than --unready-after"
+        return True, "paused" if self.admission.paused else "ok"
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def _read(self) -> SafeEpoch | None:
+        """A fresh etcd read, or the last good one (logged) while etcd is unreachable."""
+        if self.source is None:
+            return None
+        try:
+            read = await self.source.read_safe_epoch()
+        except (L0gcError, OSError) as exc:
+            now = self.clock()
+            if self.etcd_failing_since_s is None:
+                self.etcd_failing_since_s = now
+            stale = None if self.last_good is None else self.last_good.safe_epoch
+            since = round(self.seconds_since_good_watermark(), 1)
+            log.warning("daemon.etcd_unreachable", error=str(exc), using_safe_epoch=stale,
+                        seconds_since_good=since)  # fmt: skip
+            if self.last_good is None:
+                raise
+            return self.last_good
+        self.last_good, self.last_good_at_s = read, self.clock()
+        if self.etcd_failing_since_s is not None:
+            log.info("daemon.etcd_reachable_again")
+        self.etcd_failing_since_s = None
+        return read
+
+    async def run_once(self) -> float:
+        """One iteration; returns the seconds to wait before the next."""
+        self.iterations += 1
+        self.paused = False
+        now = self.clock()
+        try:
+            read = await self._read()
+        except (L0gcError, OSError) as exc:
+            self.admission = Admission(None, None, f"etcd unreachable, no safe epoch yet: {exc}")
+            self.sweeper.blocked(self.admission)
+            return self._delay(RoundKind.BLOCKED)
+        finally:
+            self.metrics.seconds_since_last_good_watermark.set(
+                min(self.seconds_since_good_watermark(), 1e12)
+            )
+        self.admission = self.gate.admit(read, override=self.override)
+        if not self.admission.allowed:
+            self.sweeper.blocked(self.admission)
+            self.paused = self.admission.paused
+            return self._delay(RoundKind.BLOCKED)
+        safe_epoch = self.admission.safe_epoch
+        assert safe_epoch is not None
+        self.metrics.set_epochs(safe_epoch, self.admission.cluster_epoch)
+        self.metrics.blocked.set(0)
+        self.metrics.paused.set(0)
+        reason = should_list(self.state, safe_epoch, now, self.config.full_pass_interval_s)
+        if reason is None:
+            self.metrics.round_finished("idle")
+            log.debug("daemon.listing_skipped", safe_epoch=safe_epoch)
+            return self._delay(RoundKind.IDLE)
+        log.info("daemon.round", reason=reason.value, safe_epoch=safe_epoch)
+        try:
+            basis = DeleteBasis.of(self.admission, override=self.override is not None)
+            result = await self.sweeper.sweep(safe_epoch, self.admission.cluster_epoch,
+                                              basis=basis)  # fmt: skip
+        except Exception as exc:  # a daemon logs a failed round and backs off
+            log.exception("daemon.round_failed", error=repr(exc))
+            self.metrics.round_finished("error")
+            self.consecutive_errors += 1
+            self.state = ListState(self.state.listed_safe_epoch, self.state.listed_at_s,
+                                   self.state.young_ready_at_s, complete=False)  # fmt: skip
+            return self._delay(RoundKind.ERROR)
+        self.last_result = result
+        self.state = ListState(safe_epoch, now, result.young_ready_at_s, result.complete)
+        summary = result.summary
+        if summary.blocked_reason is not None:  # the brake stopped the round (a pause...)
+            self.paused = True
+            return self._delay(RoundKind.BLOCKED)
+        if summary.errors:
+            self.consecutive_errors += 1
+            return self._delay(RoundKind.ERROR)
+        self.consecutive_errors = 0
+        progress = summary.deleted > 0 or (summary.eligible > 0 and not result.complete)
+        return self._delay(RoundKind.PROGRESS if progress else RoundKind.IDLE)
+
+    def _delay(self, kind: RoundKind) -> float:
+        return next_delay(
+            kind,
+            self.config,
+            consecutive_errors=self.consecutive_errors,
+            young_ready_at_s=self.state.young_ready_at_s,
+            now_s=self.clock(),
+            uniform=self.rng.random(),
+        )
+
+    async def run(self) -> None:
+        """Iterate until `stop` is set; waits are cut short by `stop`."""
+        log.info("daemon.started", prefixes=len(self.sweeper.config.prefixes()),
+                 dry_run=self.sweeper.config.dry_run)  # fmt: skip
+        while not self.stop.is_set():
+            delay = await self.run_once()
+            if self.stop.is_set():
+                break
+            await self._wait(delay)
+        log.info("daemon.stopped", iterations=self.iterations)
+
+    async def _wait(self, delay: float) -> None:
+        """Wait `delay` seconds, less if `stop` is set or, while paused, GC resumes."""
+        stopped = asyncio.create_task(self.stop.wait())
+        resumed: asyncio.Task[None] | None = None
+        source: object = self.source  # WatermarkStore and BoundSource can read the pause key
+        if self.paused and isinstance(source, PauseSource):
+            poll = self.config.resume_poll_s
+            resumed = asyncio.create_task(until_resumed(source, poll_s=poll))
+        ends: list[asyncio.Task[Any]] = [stopped] if resumed is None else [stopped, resumed]
+        try:
+            await asyncio.wait(ends, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in ends:
+                task.cancel()
+            await asyncio.gather(*ends, return_exceptions=True)
+        if resumed is not None and resumed.done() and not resumed.cancelled():
+            log.info("daemon.resumed", reason="the pause key is gone")
+
+
+# -- HTTP: /metrics /healthz /readyz ----------------------------------------------------
+
+
+def make_app(daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None]) -> web.Application:
+    """The daemon's HTTP endpoints; `loop_task` returns the loop's task for /healthz."""
+
+    async def metrics(_request: web.Request) -> web.Response:
+        seconds = min(daemon.seconds_since_good_watermark(), 1e12)
+        daemon.metrics.seconds_since_last_good_watermark.set(seconds)
+        return web.Response(body=daemon.metrics.render(),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})  # fmt: skip
+
+    async def healthz(_request: web.Request) -> web.Response:
+        task = loop_task()
+        if task is not None and task.done():
+            return web.Response(status=500, text="sweeper loop ended\n")
+        return web.Response(text="ok\n")
+
+    async def readyz(_request: web.Request) -> web.Response:
+        ready, why = daemon.readiness()
+        return web.Response(status=200 if ready else 503, text=why + "\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+async def serve(daemon: Daemon, host: str, port: int, *, handle_signals: bool = True) -> int:
+    """Run the loop with its HTTP server until SIGTERM/SIGINT (or `stop`); return 0."""
+    task: asyncio.Task[None] | None = None
+    runner = web.AppRunner(make_app(daemon, lambda: task), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); "
+                          "pick another --http-port or --http-host") from exc  # fmt: skip
+    bound = runner.addresses[0][1] if runner.addresses else port
+    log.info("daemon.http_listening", host=host, port=bound)
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
+
+    def on_signal(name: str) -> None:
+        log.info("daemon.stopping", signal=name)
+        daemon.stop.set()
+
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    try:
+        task = asyncio.create_task(daemon.run())
+        await task
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        await runner.cleanup()
+    return 0

@@ -1,0 +1,347 @@
+"""Deleting one batch of keys reliably: pacing, retries, the brake, poison keys, accounting.
+
+A batch goes out as one DeleteObjects request (Quiet=false). What comes back is
+sorted three ways: deleted keys are counted (with their bytes and epochs); per-key
+failures with a transient code (InternalError, SlowDown, ServiceUnavailable...) are
+sent again after a jittered backoff; permanent ones (AccessDenied...) are counted as
+errors and logged. Keys the answer does not mention are sent again too (deleting an
+absent key succeeds, so a retry is always safe). A failure of the whole request is
+retried when its code is transient.
+
+Every request first pays the token bucket (one token per key), then takes an in-flight
+slot from the AIMD limiter, then asks the brake (`gcd.sweep.brake`) whether deletion may go
+on: a pause seen mid-round stops the batch before that request is sent, and every key
+of it not deleted yet is counted as `skipped_paused`. Throttled answers (SlowDown, 503),
+whole or per key, cut the limiter. The limiter and bucket are shared by all deleter
+tasks, and persist across the daemon's rounds.
+
+Poison keys. One key can fail a whole request: S3 refuses a body it cannot parse
+(MalformedXML), or the client cannot write it. Retrying the batch fails the same way
+every time, so the other keys would never go. Two defences:
+
+* keys a DeleteObjects request cannot carry exactly (`gcd.rules.xmlkeys`: control
+  characters, CR, lone surrogates) are never sent;
+* a request that fails as a whole with a code that can come from its keys
+  (`SPLIT_CODES`) is split in halves, depth first, until each bad key is alone: every
+  good key is deleted. A key that fails alone is a poison key only if some other request
+  of the batch was answered (the request path works); if halves keep failing with
+  nothing answered (`MAX_UNPROVEN` single keys), the failure is not the keys' and the
+  rest of the batch counts as errors, as before, and is retried next round.
+
+Around each DeleteObjects request the deleter emits a frozen `BatchAttempt` (before)
+and `BatchOutcome` (after) to its sinks (`gcd.sweep.events`; the deletion journal is
+one); a sink that cannot record an attempt (`DeletionNotRecorded`) stops the batch
+before its request is sent, and its keys count as errors.
+
+Both kinds are kept in the bucket, counted as `unsafe_keys` (not as errors: they are
+no reason to back off or exit 1) and logged by name (`sweep.unsafe_key`) the first
+time this process meets them; poison keys are remembered, so later rounds do not send
+them again (`MAX_REMEMBERED`, then they are bisected again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import structlog
+
+from gcd.errors import StorageError
+from gcd.rules.xmlkeys import xml_unsafe_reason
+from gcd.storage.objectstore import DeleteResult, ObjectStore
+from gcd.storage.ratelimit import AimdLimiter, TokenBucket
+from gcd.storage.retry import Retrier
+from gcd.sweep.brake import OPEN, Brake
+from gcd.sweep.events import (
+    BatchAttempt,
+    BatchOutcome,
+    DeleteBasis,
+    DeleteSink,
+    DeletionNotRecorded,
+    emit_after,
+    emit_before,
+)
+from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.report import RoundCounts
+
+__all__ = ["MAX_UNPROVEN", "SPLIT_CODES", "THROTTLE_CODES", "BatchDeleter", "Candidate"]
+
+log = structlog.get_logger("gcd.deleter")
+
+THROTTLE_CODES = frozenset(
+    {"SlowDown", "503", "ServiceUnavailable", "Throttling", "ThrottlingException",
+     "RequestLimitExceeded"}
+)  # fmt: skip
+SPLIT_CODES: Final = frozenset(
+    {"MalformedXML", "InvalidArgument", "InvalidRequest", "KeyTooLongError", "InvalidURI"}
+)  # fmt: skip
+"""Whole-request failures that may come from one key: the request is bisected.
+
+InvalidRequest is also what `gcd.storage.s3` makes of the client refusing to write a request
+(botocore's parameter validation, e.g. an empty key)."""
+MAX_UNPROVEN: Final = 4
+"""Single keys failing alone, with no request of the batch answered, before giving up."""
+MAX_REMEMBERED: Final = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A key selected for deletion, with what the accounting needs."""
+
+    key: str
+    size: int
+    epoch: int
+
+
+@dataclass(slots=True)
+class _Part:
+    """Keys that go out in one request: a batch, a retry of some of it, or a half."""
+
+    keys: list[str]
+    attempt: int = 0
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One `delete` call: its candidates and what its requests found out."""
+
+    by_key: dict[str, Candidate]
+    counts: RoundCounts
+    stack: list[_Part] = field(default_factory=list)
+    highest: int | None = None
+    answered: bool = False
+    """True once a request of this batch got an answer: the request path works."""
+    suspects: list[tuple[str, str, str]] = field(default_factory=list)
+    """(key, code, message) of single keys whose request failed as a whole."""
+    sent: int = 0
+    basis: DeleteBasis | None = None
+    """The admission the round deletes under (for the sinks)."""
+    number: int = 0
+
+    def remaining(self) -> list[str]:
+        """Every key still waiting in the stack (which is emptied)."""
+        keys = [key for part in self.stack for key in part.keys]
+        self.stack.clear()
+        return keys
+
+
+class BatchDeleter:
+    """Deletes batches through `store`, sharing one limiter and one token bucket."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        concurrency: int,
+        retrier: Retrier,
+        metrics: SweeperMetrics,
+        stop: asyncio.Event,
+        max_deletes_per_second: float | None = None,
+        burst: int = 1000,
+        brake: Brake = OPEN,
+        sinks: Sequence[DeleteSink] = (),
+    ) -> None:
+        self.store = store
+        self.sinks = tuple(sinks)
+        self._batch_numbers = itertools.count(1)
+        self._request_numbers = itertools.count(1)
+        self.retrier = retrier
+        self.metrics = metrics
+        self.stop = stop
+        self.brake = brake
+        self.limiter = AimdLimiter(concurrency)
+        rate = max_deletes_per_second
+        self.bucket = TokenBucket(rate, max(rate, burst)) if rate else None
+        self.poison: dict[str, str] = {}
+        """Keys found poison by bisection (key -> code); never sent again by this process."""
+        self._reported: set[str] = set()
+
+    async def delete(
+        self, batch: Sequence[Candidate], counts: RoundCounts, basis: DeleteBasis | None = None
+    ) -> int | None:
+        """Delete `batch` under `basis`, updating `counts`; return the highest epoch deleted."""
+        run = _Batch({candidate.key: candidate for candidate in batch}, counts, basis=basis,
+                     number=next(self._batch_numbers))  # fmt: skip
+        sendable = [key for key in run.by_key if not self._screened(key, counts)]
+        if sendable:
+            run.stack.append(_Part(sendable))
+        while run.stack:
+            part = run.stack.pop()
+            if run.sent and self.stop.is_set():
+                self._abandon([*part.keys, *run.remaining()], counts)
+                break
+            if not await self._send(part, run):
+                break
+            if run.suspects and not run.answered and len(run.suspects) >= MAX_UNPROVEN:
+                self._give_up(run)
+        self._settle_suspects(run)
+        return run.highest
+
+    def _screened(self, key: str, counts: RoundCounts) -> bool:
+        """True (and counted) for a key that must not be sent: XML-unsafe or known poison."""
+        why = xml_unsafe_reason(key)
+        if why is None and key in self.poison:
+            why = f"a DeleteObjects request with it alone failed with {self.poison[key]}"
+        if why is None:
+            return False
+        self._unsafe(key, why, counts)
+        return True
+
+    def _unsafe(self, key: str, why: str, counts: RoundCounts) -> None:
+        counts.unsafe_keys += 1
+        self.metrics.unsafe_keys.inc()
+        if key not in self._reported:
+            if len(self._reported) < MAX_REMEMBERED:
+                self._reported.add(key)
+            log.warning("sweep.unsafe_key", key=key, reason=why, kept=True)
+
+    async def _send(self, part: _Part, run: _Batch) -> bool:
+        """One DeleteObjects request for `part`; False when the brake stopped the batch."""
+        if self.brake.engaged is not None:
+            self._braked([*part.keys, *run.remaining()], run.counts)
+            return False
+        if self.bucket is not None:
+            await self.bucket.acquire(len(part.keys))
+        slot = await self.limiter.acquire()
+        if await self.brake.check() is not None:
+            await self.limiter.release(slot, ok=False)
+            self._braked([*part.keys, *run.remaining()], run.counts)
+            return False
+        attempt = BatchAttempt(run.basis, tuple(part.keys),
+                               tuple(run.by_key[key].epoch for key in part.keys), part.attempt,
+                               run.number, next(self._request_numbers))  # fmt: skip
+        try:
+            emit_before(self.sinks, attempt)
+        except DeletionNotRecorded as exc:
+            await self.limiter.release(slot, ok=False)
+            self._failed([*part.keys, *run.remaining()], "NotRecorded", str(exc), run.counts)
+            return False
+        run.sent += 1
+        run.counts.delete_requests += 1
+        self.metrics.delete_requests.inc()
+        try:
+            result = await self.store.delete_batch(part.keys)
+        except StorageError as exc:
+            emit_after(self.sinks, BatchOutcome(attempt, request_error=exc.code))
+            await self.limiter.release(slot, throttled=exc.code in THROTTLE_CODES, ok=False)
+            self.metrics.delete_error(exc.code)
+            await self._failed_whole(part, exc, run)
+            return True
+        failed = tuple((failure.key, failure.code) for failure in result.errors)
+        emit_after(self.sinks, BatchOutcome(attempt, result.deleted, failed))
+        retry = [f for f in result.errors if f.retryable]
+        throttled = any(f.code in THROTTLE_CODES for f in retry)
+        await self.limiter.release(slot, throttled=throttled, ok=not retry)
+        run.answered = True
+        await self._answered(part, result, run)
+        return True
+
+    async def _failed_whole(self, part: _Part, exc: StorageError, run: _Batch) -> None:
+        """The whole request failed: retry, bisect, suspect the one key, or count errors."""
+        if exc.retryable:
+            await self._retry(part.keys, part.attempt, exc.code, str(exc), run)
+        elif exc.code in SPLIT_CODES and len(part.keys) > 1:
+            middle = len(part.keys) // 2
+            log.info("sweep.delete_bisect", keys=len(part.keys), code=exc.code)
+            run.stack += [_Part(part.keys[middle:]), _Part(part.keys[:middle])]
+        elif exc.code in SPLIT_CODES:
+            run.suspects.append((part.keys[0], exc.code, str(exc)))
+        else:
+            self._failed(part.keys, exc.code, str(exc), run.counts)
+
+    async def _answered(self, part: _Part, result: DeleteResult, run: _Batch) -> None:
+        """Account an answer; send again what failed transiently or was not mentioned."""
+        top = self._account(result.deleted, run.by_key, run.counts)
+        if top is not None and (run.highest is None or top > run.highest):
+            run.highest = top
+        for bad in result.errors:
+            self.metrics.delete_error(bad.code)
+            if not bad.retryable:
+                log.error("sweep.key_delete_failed", key=bad.key, code=bad.code,
+                          message=bad.message)  # fmt: skip
+                run.counts.errors += 1
+        answered = set(result.deleted) | {f.key for f in result.errors}
+        retry = [f for f in result.errors if f.retryable]
+        pending = [f.key for f in retry] + [k for k in part.keys if k not in answered]
+        if pending:
+            code, message = ((retry[0].code, retry[0].message) if retry
+                             else ("Unknown", "the answer did not mention these keys"))  # fmt: skip
+            await self._retry(pending, part.attempt, code, message, run)
+
+    async def _retry(
+        self, keys: list[str], attempt: int, code: str, message: str, run: _Batch
+    ) -> None:
+        """Queue `keys` again after a backoff, or give up on them (stop, attempts spent)."""
+        if self.stop.is_set():
+            self._abandon(keys, run.counts)
+        elif self.retrier.can_retry(attempt):
+            log.info("sweep.delete_retry", keys=len(keys), attempt=attempt, code=code)
+            await self.retrier.wait(attempt)
+            run.stack.append(_Part(keys, attempt + 1))
+        else:
+            self._failed(keys, code, message, run.counts)
+
+    def _give_up(self, run: _Batch) -> None:
+        """Halves keep failing whole and nothing was answered: not the keys' fault."""
+        code, message = run.suspects[0][1], run.suspects[0][2]
+        keys = [key for key, _, _ in run.suspects] + run.remaining()
+        run.suspects.clear()
+        log.error("sweep.delete_bisect_abandoned", keys=len(keys), code=code,
+                  single_key_failures=MAX_UNPROVEN)  # fmt: skip
+        self._failed(keys, code, message, run.counts)
+
+    def _settle_suspects(self, run: _Batch) -> None:
+        """Single keys that failed alone: poison if the batch proved the path works."""
+        if not run.suspects:
+            return
+        if not run.answered:
+            code, message = run.suspects[0][1], run.suspects[0][2]
+            self._failed([key for key, _, _ in run.suspects], code, message, run.counts)
+            return
+        for key, code, message in run.suspects:
+            if len(self.poison) < MAX_REMEMBERED:
+                self.poison[key] = code
+            log.info("sweep.poison_key_answer", key=key, code=code, message=message)
+            self._unsafe(key, f"a DeleteObjects request with it alone failed with {code}",
+                         run.counts)  # fmt: skip
+
+    def _failed(self, keys: Sequence[str], code: str, message: str, counts: RoundCounts) -> None:
+        log.error("sweep.delete_failed", keys=len(keys), code=code, error=message,
+                  first_key=keys[0])  # fmt: skip
+        counts.errors += len(keys)
+
+    def _braked(self, keys: Sequence[str], counts: RoundCounts) -> None:
+        # Not an error: the round ends; keys wait for the round after the pause.
+        if keys:
+            log.info("sweep.delete_skipped", keys=len(keys), reason=self.brake.engaged)
+            counts.skipped_paused += len(keys)
+            self.metrics.paused_skipped_objects.inc(len(keys))
+
+    @staticmethod
+    def _abandon(pending: Sequence[str], counts: RoundCounts) -> None:
+        # Shutting down: not an error, the next round lists these keys again.
+        if pending:
+            log.info("sweep.delete_abandoned", keys=len(pending))
+            counts.abandoned += len(pending)
+
+    def _account(
+        self, deleted: Sequence[str], by_key: dict[str, Candidate], counts: RoundCounts
+    ) -> int | None:
+        count = size = 0
+        highest: int | None = None
+        for key in deleted:
+            candidate = by_key.get(key)
+            if candidate is None:
+                continue
+            count += 1
+            size += candidate.size
+            if highest is None or candidate.epoch > highest:
+                highest = candidate.epoch
+        counts.deleted += count
+        counts.deleted_bytes += size
+        self.metrics.deleted_objects.inc(count)
+        self.metrics.deleted_bytes.inc(size)
+        return highest

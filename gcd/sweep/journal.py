@@ -1,0 +1,377 @@
+"""The deletion journal: why every DeleteObjects call a sweeper made was safe.
+
+Theory of operation
+-------------------
+`JournalWriter` is a `gcd.sweep.events.DeleteSink`. Before each DeleteObjects call it
+appends a *before* record: the sweeper, its etcd revision, M, the cluster epoch, the
+partitions pinning M with their M(p), and the batch's keys with their epochs, count,
+first and last key and a SHA-256 digest; the record is written, flushed and fsynced
+before the request is sent, and if that fails the request is not sent
+(`DeletionNotRecorded`): no deletion without its reason on disk. After the call an
+*after* record says what became of each key (deleted, failed with a code, or not
+mentioned), or which error failed the whole request.
+
+Records are JSON lines in segment files ``journal-{sweeper}-{n:06d}.jsonl`` under a
+local directory, each opening with a *segment* header (namespace, bucket, root). A
+segment is closed and a new one opened when it passes `max_bytes` or `max_age_s`
+(rotation); closed segments can be shipped to objects under an audit prefix of the
+bucket (`ship_segments`), which must not overlap the swept root, so no sweeper can ever
+list its own journal as garbage. Each record carries ``seq`` (1, 2, ... per sweeper
+process) and ``prev``, the SHA-256 of the previous line, so a lost, reordered or edited
+record breaks the chain and `gcd journal verify` says where.
+
+Reading (`read_journal`) is strict and bounded (`watermark.core.strictjson`): a journal is
+input like any other. Checking it against etcd's history is `gcd.sweep.journal_check`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import structlog
+
+from gcd.errors import ConfigError, StorageError
+from gcd.sweep.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
+from gcd.sweep.metrics import SweeperMetrics
+from watermark.core import strictjson
+from watermark.errors import InvalidJson
+
+__all__ = [
+    "JOURNAL_VERSION",
+    "JournalRead",
+    "JournalWriter",
+    "Record",
+    "chain_digest",
+    "check_audit_prefix",
+    "keys_digest",
+    "read_journal",
+    "read_journal_objects",
+    "segment_files",
+    "ship_segments",
+]
+
+JOURNAL_VERSION: Final = 1
+DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_MAX_AGE_S: Final = 3600.0
+MAX_LINE_BYTES: Final = 4 * 1024 * 1024
+"""A before record of 1000 keys of the S3 maximum (1024 bytes) fits with room to spare."""
+_MAX_DEPTH = 3
+_PATTERN = "journal-*.jsonl"
+log = structlog.get_logger("gcd.journal")
+
+
+def keys_digest(keys: Iterable[str]) -> str:
+    """SHA-256 (hex) of the keys joined by newlines, in batch order."""
+    return hashlib.sha256("\n".join(keys).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _line_digest(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()
+
+
+def check_audit_prefix(prefix: str, root: str) -> str:
+    """The audit prefix without a trailing slash; ConfigError when it overlaps the root."""
+    clean = prefix.strip().strip("/")
+    base = root.strip("/")
+    if not clean:
+        raise ConfigError("--journal-prefix is empty; give a prefix such as l0gc-audit/journal")
+    if clean == base or clean.startswith(base + "/") or base.startswith(clean + "/"):
+        raise ConfigError(
+            f"--journal-prefix {prefix!r} overlaps the swept root {root!r}: the journal must "
+            "live outside it (a sweeper must never list its own journal); pick another prefix"
+        )
+    return clean
+
+
+class JournalWriter:
+    """Appends deletion records to rotated local segments (see the module docstring)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        sweeper_id: str,
+        *,
+        namespace: str | None,
+        bucket: str,
+        root: str,
+        endpoint_url: str | None = None,
+        metrics: SweeperMetrics | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        fsync: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_bytes < 1024 or max_age_s <= 0:
+            raise ConfigError(
+                f"journal segments need --journal-max-bytes >= 1024 (got {max_bytes}) and "
+                f"--journal-max-age > 0 (got {max_age_s}); fix the flags"
+            )
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"journal directory {directory} cannot be created "
+                              f"({exc.strerror}); fix --journal-dir") from exc  # fmt: skip
+        self.directory = directory
+        self.sweeper_id = sweeper_id
+        self._header = {"namespace": namespace, "bucket": bucket, "root": root,
+                        "endpoint_url": endpoint_url}  # fmt: skip
+        self.metrics = metrics if metrics is not None else SweeperMetrics()
+        self.max_bytes = max_bytes
+        self.max_age_s = max_age_s
+        self._fsync = fsync
+        self._clock = clock
+        self._file: Any = None
+        self._path: Path | None = None
+        self._opened_at = 0.0
+        self._size = 0
+        self._segment = 0
+        self._seq = 0
+        self._prev = ""
+        self.closed_segments: list[Path] = []
+        """Segments closed by rotation or `close`, oldest first (for `ship_segments`)."""
+
+    @property
+    def current_segment(self) -> Path | None:
+        """The segment being written, None before the first record and after `close`."""
+        return self._path
+
+    # -- the sink -----------------------------------------------------------------------
+
+    def before(self, attempt: BatchAttempt) -> None:
+        """Record why `attempt` is safe; DeletionNotRecorded if it cannot be written."""
+        basis = attempt.basis
+        keys = list(attempt.keys)
+        doc: dict[str, Any] = {
+            "type": "before",
+            "request": attempt.request,
+            "batch": attempt.batch,
+            "attempt": attempt.attempt,
+            "safe_epoch": None if basis is None else basis.safe_epoch,
+            "cluster_epoch": None if basis is None else basis.cluster_epoch,
+            "revision": None if basis is None else basis.revision,
+            "override": False if basis is None else basis.override,
+            "pinning": [] if basis is None else [list(pair) for pair in basis.pinning],
+            "count": len(keys),
+            "first": keys[0] if keys else None,
+            "last": keys[-1] if keys else None,
+            "digest": keys_digest(keys),
+            "keys": keys,
+            "epochs": list(attempt.epochs),
+        }
+        try:
+            self._append(doc)
+        except (OSError, ValueError) as exc:
+            self.metrics.journal_errors.inc()
+            log.error("journal.write_failed", record="before", error=str(exc))
+            raise DeletionNotRecorded(
+                f"the deletion journal in {self.directory} cannot be written ({exc}); "
+                f"{len(keys)} keys not deleted: fix the disk or --journal-dir"
+            ) from exc
+
+    def after(self, outcome: BatchOutcome) -> None:
+        """Record what became of the attempt (a failure to write is logged and counted)."""
+        doc: dict[str, Any] = {
+            "type": "after",
+            "request": outcome.attempt.request,
+            "batch": outcome.attempt.batch,
+            "attempt": outcome.attempt.attempt,
+            "deleted": list(outcome.deleted),
+            "failed": [list(pair) for pair in outcome.failed],
+            "unanswered": list(outcome.unanswered),
+            "request_error": outcome.request_error,
+        }
+        try:
+            self._append(doc)
+        except (OSError, ValueError) as exc:
+            self.metrics.journal_errors.inc()
+            log.error("journal.write_failed", record="after", error=str(exc))
+
+    # -- segments -----------------------------------------------------------------------
+
+    def _append(self, doc: dict[str, Any]) -> None:
+        now = self._clock()
+        if self._file is None or self._size >= self.max_bytes or (
+            now - self._opened_at >= self.max_age_s
+        ):
+            self._rotate(now)
+        self._write(doc, now)
+
+    def _write(self, doc: dict[str, Any], now: float) -> None:
+        self._seq += 1
+        record = {"v": JOURNAL_VERSION, "type": doc.pop("type"), "sweeper": self.sweeper_id,
+                  "seq": self._seq, "at": round(now, 6), "prev": self._prev, **doc}  # fmt: skip
+        line = strictjson.dumps(record, what="journal record", compact=True).encode(
+            "utf-8", "surrogatepass"
+        )
+        self._file.write(line + b"\n")
+        self._file.flush()
+        if self._fsync:
+            os.fsync(self._file.fileno())
+        self._prev = _line_digest(line)
+        self._size += len(line) + 1
+        self.metrics.journal_records.inc()
+        self.metrics.journal_bytes.inc(len(line) + 1)
+
+    def _rotate(self, now: float) -> None:
+        self._close_segment()
+        self._segment += 1
+        self._path = self.directory / f"journal-{self.sweeper_id}-{self._segment:06d}.jsonl"
+        self._file = self._path.open("ab")
+        self._opened_at = now
+        self._size = 0
+        self.metrics.journal_segments.inc()
+        self._write({"type": "segment", "segment": self._segment, **self._header}, now)
+
+    def _close_segment(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            assert self._path is not None
+            self.closed_segments.append(self._path)
+            self._path = None
+
+    def close(self) -> None:
+        """Close the current segment (it joins `closed_segments`)."""
+        self._close_segment()
+
+
+async def ship_segments(
+    writer: JournalWriter, objects: Any, prefix: str, *, shipped: set[Path] | None = None
+) -> int:
+    """Upload closed segments not shipped yet to ``{prefix}/{file name}``; return how many.
+
+    `objects` is a `gcd.sweep.binding.ClaimStore` (`put_object`). A failed upload is logged,
+    counted and retried on the next call; the local segment is kept either way.
+    """
+    done = shipped if shipped is not None else set()
+    count = 0
+    for path in list(writer.closed_segments):
+        if path in done:
+            continue
+        try:
+            body = path.read_bytes()
+            await objects.put_object(f"{prefix}/{path.name}", body, if_absent=False)
+        except (OSError, StorageError) as exc:
+            writer.metrics.journal_errors.inc()
+            log.warning("journal.ship_failed", segment=path.name, error=str(exc))
+            continue
+        done.add(path)
+        count += 1
+        log.info("journal.segment_shipped", segment=path.name, key=f"{prefix}/{path.name}")
+    return count
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One journal line, decoded; `source` says where it was read (file:line)."""
+
+    doc: dict[str, Any]
+    line: bytes
+    source: str
+
+    @property
+    def kind(self) -> str:
+        """"segment", "before" or "after"."""
+        return str(self.doc.get("type"))
+
+    @property
+    def sweeper(self) -> str:
+        """The sweeper that wrote it."""
+        return str(self.doc.get("sweeper"))
+
+
+@dataclass(slots=True)
+class JournalRead:
+    """Every record found, and every line that could not be read."""
+
+    records: list[Record] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)
+    """"source: why" for each unreadable line."""
+
+    def by_sweeper(self) -> dict[str, list[Record]]:
+        """Each sweeper's records in `seq` order."""
+        grouped: dict[str, list[Record]] = {}
+        for record in self.records:
+            grouped.setdefault(record.sweeper, []).append(record)
+        for records in grouped.values():
+            records.sort(key=_seq)
+        return grouped
+
+
+def _seq(record: Record) -> int:
+    seq = record.doc.get("seq")
+    return seq if type(seq) is int else 0
+
+
+def segment_files(paths: Sequence[Path]) -> list[Path]:
+    """The segment files named by `paths` (files, or directories searched for segments)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(path.glob(_PATTERN)))
+        elif path.exists():
+            found.append(path)
+        else:
+            raise ConfigError(f"journal {path} does not exist; give a journal directory or file")
+    return found
+
+
+def _decode(raw: bytes, source: str, into: JournalRead) -> None:
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            doc = strictjson.loads(line, what="journal record", max_bytes=MAX_LINE_BYTES,
+                                   max_depth=_MAX_DEPTH)  # fmt: skip
+        except InvalidJson as exc:
+            into.damaged.append(f"{where}: {exc}")
+            continue
+        if not isinstance(doc, dict) or doc.get("v") != JOURNAL_VERSION:
+            into.damaged.append(f"{where}: not a version {JOURNAL_VERSION} journal record")
+            continue
+        if doc.get("type") not in {"segment", "before", "after"}:
+            into.damaged.append(f"{where}: unknown record type {doc.get('type')!r}")
+            continue
+        into.records.append(Record(doc, line, where))
+
+
+def read_journal(paths: Sequence[Path]) -> JournalRead:
+    """Every record of the segment files under `paths`."""
+    read = JournalRead()
+    for path in segment_files(paths):
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"journal segment {path} cannot be read ({exc.strerror})") from exc
+        _decode(raw, str(path), read)
+    return read
+
+
+async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int) -> JournalRead:
+    """Every record of the segments shipped under `prefix` (an `S3ObjectStore`)."""
+    read = JournalRead()
+    token: str | None = None
+    while True:
+        page = await objects.list_page(prefix.rstrip("/") + "/", continuation_token=token)
+        for info in page.objects:
+            body = await objects.get_object(info.key, max_bytes=max_bytes)
+            if body is not None:
+                _decode(body, info.key, read)
+        token = page.next_token
+        if token is None:
+            return read
+
+
+def chain_digest(record: Record) -> str:
+    """The digest the next record of the same sweeper must carry as ``prev``."""
+    return _line_digest(record.line)

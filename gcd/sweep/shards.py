@@ -1,0 +1,175 @@
+"""Shard agreement: running sweepers announce their shard, and refuse to delete on a mismatch.
+
+Sweepers split the 1,000 key prefixes by `--shard-index/--shard-count`. Two sweepers
+with different counts (a half-finished rollout, a stray CronJob) leave some prefixes
+unswept forever and sweep others twice; two with the same index double-count. Nothing
+in the listing shows it, so each running sweeper announces itself in etcd:
+
+    {ns}/sweepers/{sweeper_id}  {"version": 1, "sweeper_id", "shard_index", "shard_count",
+                                 "started_at"}     bound to the sweeper's lease
+
+and before each round checks every other announcement (`check_shards`, pure): a
+different count, the same index twice, or an announcement it cannot read means it does
+not delete until they agree; the reason names both sweepers. A sweeper that dies stops
+refreshing its lease and its announcement vanishes after `ttl_s`. Dry runs neither
+announce nor check: they delete nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from gcd.errors import L0gcError
+from watermark.core import strictjson
+from watermark.core.kv import KV
+from watermark.etcd.store import WatermarkStore
+
+__all__ = [
+    "DEFAULT_TTL_S",
+    "ShardAnnouncement",
+    "announced",
+    "announcement",
+    "check_shards",
+    "fleet_problem",
+    "new_sweeper_id",
+]
+
+DEFAULT_TTL_S = 15
+_VERSION = 1
+_MAX_BYTES = 4096
+log = structlog.get_logger("gcd.shards")
+
+
+def new_sweeper_id() -> str:
+    """hostname-pid-random: unique per process, readable in `gcd status`."""
+    host = "".join(ch if "!" <= ch <= "~" and ch != "/" else "_" for ch in socket.gethostname())
+    return f"{host[:100]}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ShardAnnouncement:
+    """One running sweeper's shard."""
+
+    sweeper_id: str
+    shard_index: int
+    shard_count: int
+    started_at: float
+
+    def encode(self) -> bytes:
+        """Compact JSON."""
+        doc = {"version": _VERSION, "sweeper_id": self.sweeper_id,
+               "shard_index": self.shard_index, "shard_count": self.shard_count,
+               "started_at": self.started_at}  # fmt: skip
+        text = strictjson.dumps(doc, what="shard announcement", sort_keys=True, compact=True)
+        return text.encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> ShardAnnouncement:
+        """Parse an announcement; ValueError says what is wrong."""
+        doc = strictjson.loads(raw, what="shard announcement", max_bytes=_MAX_BYTES, max_depth=2)
+        if not isinstance(doc, dict) or doc.get("version") != _VERSION:
+            raise ValueError("announcement is not a version 1 object")
+        index, count = doc.get("shard_index"), doc.get("shard_count")
+        sweeper_id, started = doc.get("sweeper_id"), doc.get("started_at")
+        if type(index) is not int or type(count) is not int or not 0 <= index < count:
+            raise ValueError(f"announcement has shard {index!r}/{count!r}")
+        if not isinstance(sweeper_id, str) or not isinstance(started, int | float):
+            raise ValueError("announcement lacks sweeper_id or started_at")
+        return cls(sweeper_id, index, count, float(started))
+
+    @property
+    def shard(self) -> str:
+        """``index/count`` for messages."""
+        return f"{self.shard_index}/{self.shard_count}"
+
+
+def check_shards(me: ShardAnnouncement, announced: Mapping[str, bytes]) -> str | None:
+    """Why `me` must not delete given every announcement (its own included); None: agreed."""
+    for sweeper_id, raw in sorted(announced.items()):
+        if sweeper_id == me.sweeper_id:
+            continue
+        try:
+            other = ShardAnnouncement.decode(raw)
+        except ValueError as exc:
+            return f"cannot read sweeper {sweeper_id!r}'s shard announcement ({exc})"
+        if other.shard_count != me.shard_count:
+            return (
+                f"shard counts disagree: sweeper {other.sweeper_id!r} runs shard {other.shard}, "
+                f"this sweeper ({me.sweeper_id}) runs shard {me.shard}; some prefixes would "
+                "never be swept: give every sweeper the same --shard-count"
+            )
+        if other.shard_index == me.shard_index:
+            return (
+                f"shard {me.shard} is run twice: by sweeper {other.sweeper_id!r} and by this "
+                f"sweeper ({me.sweeper_id}); give each sweeper its own --shard-index"
+            )
+    return None
+
+
+def fleet_problem(announced: Mapping[str, bytes]) -> str | None:
+    """The first disagreement among all announcements (for `gcd status`); None: agreed."""
+    for sweeper_id, raw in sorted(announced.items()):
+        try:
+            me = ShardAnnouncement.decode(raw)
+        except ValueError as exc:
+            return f"cannot read sweeper {sweeper_id!r}'s shard announcement ({exc})"
+        problem = check_shards(me, announced)
+        if problem is not None:
+            return problem
+    return None
+
+
+@contextlib.asynccontextmanager
+async def announced(
+    store: WatermarkStore, kv: KV, me: ShardAnnouncement, *, ttl_s: int = DEFAULT_TTL_S
+) -> AsyncIterator[None]:
+    """Keep `me` announced under a lease while the block runs; withdraw it on exit.
+
+    etcd being unreachable at start or later is logged, never raised: the sweeper's own
+    watermark reads then fail and block deletion anyway, and the announcement is put
+    back (with a new lease) once etcd answers again.
+    """
+    stop = asyncio.Event()
+    lease = [0]
+
+    async def ensure() -> None:
+        try:
+            if not lease[0] or not await kv.lease_refresh(lease[0]):
+                lease[0] = await kv.lease_grant(ttl_s)
+                await store.announce_sweeper(me.sweeper_id, me.encode(), lease[0])
+                log.info("sweep.shard_announced", sweeper_id=me.sweeper_id, shard=me.shard)
+        except (L0gcError, OSError) as exc:
+            lease[0] = 0
+            log.warning("sweep.shard_announce_failed", error=str(exc))
+
+    async def keep() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), ttl_s / 3)
+            if not stop.is_set():
+                await ensure()
+
+    await ensure()
+    task = asyncio.create_task(keep(), name="shard-announcer")
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+        if lease[0]:
+            with contextlib.suppress(L0gcError, OSError):
+                await kv.lease_revoke(lease[0])
+
+
+def announcement(sweeper_id: str, shard_index: int, shard_count: int) -> ShardAnnouncement:
+    """This process's announcement, stamped now."""
+    return ShardAnnouncement(sweeper_id, shard_index, shard_count, round(time.time(), 3))

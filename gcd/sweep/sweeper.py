@@ -1,0 +1,527 @@
+"""One sweeper round: list the assigned prefixes, decide, delete in batches.
+
+Theory of operation
+-------------------
+`admit` (pure) turns one etcd read (a `SafeEpoch`) and an optional operator override
+into the safe epoch M this round may use, or the reason it may not: paused, M
+undefined, M above the cluster epoch, or M below one this process already used
+(`SafetyGate` remembers the highest; a regression means etcd went backwards, so we
+alert and delete nothing).
+
+`Sweeper.sweep(M)` then streams: lister tasks (at most `list_concurrency` at a time)
+page through their listing prefixes in key order and feed every object to
+`gcd.rules.decision.decide`. Deletable keys are cut into batches of `batch_size` that go
+through a bounded queue to `concurrency` deleter tasks, so memory stays bounded by
+the queue however big the bucket is, and listers wait when deleters fall behind.
+
+LIST cost follows the garbage: in a padded layout with prefixes, keys of one 3-digit
+prefix sort by epoch, so the first key of prefix p with an epoch above M means no
+later key of p is deletable. The lister then restarts at ``StartAfter="{root}/{p}0"``:
+'0' sorts after '/', so that string is above every "{root}/{p}/..." key, and below
+every "{root}/{p+1}/..." key (same length, smaller third digit). Unpadded layouts
+list everything: correct, slower.
+
+LIST latency is hidden by looking one page ahead: as soon as a page arrives, its
+lister guesses from the page's last key alone where the next page starts, sends that
+LIST, and only then decides the page's objects. The guess is exact for keys the layout
+produces: a page ends in a skip exactly when its last key is above M (keys of a prefix
+sort by epoch), at that key's skip point; otherwise the listing goes on at the
+continuation token. Deciding the page gives the true next start; when it differs from
+the guess (a key the layout does not produce ends a page after a live key) or the
+listing ends (stop, delete cap, nothing left), the request sent ahead is cancelled and
+its page dropped unseen. So each lister has at most one LIST in flight and two pages
+in memory, examines exactly the pages it would without looking ahead, in the same
+order, and LIST counters count every request sent, the discarded ones included.
+
+Deleters pace themselves with a token bucket (deletes per second) and an AIMD limit
+on requests in flight that halves on SlowDown/503; whole-request failures and
+transient per-key failures are retried with jittered backoff, permanent per-key
+failures (AccessDenied...) are counted and reported, poison keys are isolated by
+bisection and kept (`gcd.sweep.deleter`). A stop event (SIGTERM) ends listing at the next
+page (a LIST sent ahead is cancelled) and drops queued batches; delete requests in
+flight complete.
+
+The brake (`gcd.sweep.brake`) is asked before every DeleteObjects request. Once it says stop
+(a pause seen mid-round, or the pause key unreadable), listing ends at the next page as
+for a stop event, no further request is sent, every selected key not deleted is counted
+as `skipped_paused`, and the round reports why in `blocked_reason` (outcome "paused" or
+"blocked"): a pause takes effect within one DeleteObjects batch per deleter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, TypeAlias
+
+import structlog
+
+from gcd.errors import ConfigError, StorageError
+from gcd.rules.decision import Verdict, decide
+from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
+from gcd.storage.objectstore import ListPage, ObjectInfo, ObjectStore
+from gcd.storage.retry import Backoff, Retrier
+from gcd.sweep.brake import OPEN, Brake
+from gcd.sweep.deleter import BatchDeleter, Candidate
+from gcd.sweep.events import DeleteBasis, DeleteSink
+from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
+from gcd.sweep.safety import Admission, SafetyGate, WatermarkSource, admit, read_admission
+from watermark.core.binding import claim_key
+
+__all__ = [
+    "Admission",
+    "PlanWriter",
+    "RoundConfig",
+    "RoundCounts",
+    "RoundResult",
+    "RoundSummary",
+    "SafetyGate",
+    "Sweeper",
+    "WatermarkSource",
+    "admit",
+    "read_admission",
+    "run_round",
+    "split_prefixes",
+]
+
+log = structlog.get_logger("gcd.sweeper")
+
+_LOGGED_UNPARSABLE = 10  # per round; the rest are only counted
+
+
+@dataclass(frozen=True, slots=True)
+class RoundConfig:
+    """How a round lists and deletes (validated; the CLI maps flags onto it)."""
+
+    layout: KeyLayout = field(default_factory=KeyLayout.default)
+    grace_s: float = 600.0
+    batch_size: int = 1000
+    concurrency: int = 8
+    list_concurrency: int = 4
+    max_deletes_per_second: float | None = None
+    max_deletes: int | None = None
+    shard_index: int = 0
+    shard_count: int = 1
+    dry_run: bool = False
+    page_size: int = 1000
+    skip_ahead: bool = True  # False lists every key (the full-listing baseline)
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def __post_init__(self) -> None:
+        checks = (
+            (self.grace_s >= 0, f"grace {self.grace_s!r} s must be >= 0"),
+            (1 <= self.batch_size <= 1000, f"batch size {self.batch_size!r} must be 1-1000"),
+            (1 <= self.concurrency <= 1024, f"concurrency {self.concurrency!r} must be 1-1024"),
+            (1 <= self.list_concurrency <= 256,
+             f"list concurrency {self.list_concurrency!r} must be 1-256"),
+            (self.max_deletes_per_second is None or self.max_deletes_per_second > 0,
+             f"max deletes per second {self.max_deletes_per_second!r} must be > 0"),
+            (self.max_deletes is None or self.max_deletes >= 1,
+             f"max deletes {self.max_deletes!r} must be >= 1"),
+            (1 <= self.page_size <= 1000, f"page size {self.page_size!r} must be 1-1000"),
+        )  # fmt: skip
+        for ok, problem in checks:
+            if not ok:
+                raise ConfigError(f"{problem}; fix the flag, env var or config key")
+        self.prefixes()  # validates the shard against the layout
+
+    def prefixes(self) -> list[str]:
+        """This shard's listing prefixes, split so listers can run concurrently.
+
+        Splitting "{root}/" into "{root}/0" ... "{root}/9" means keys beside the
+        000-999 directories (e.g. "{root}/README") are not listed, so not counted as
+        unparsable; with `list_concurrency` 1 the root is listed whole.
+        """
+        base = listing_prefixes(self.layout, self.shard_index, self.shard_count)
+        if not self.layout.has_prefix:
+            return base
+        return split_prefixes(base, self.layout.listing_root, self.list_concurrency)
+
+
+def split_prefixes(prefixes: list[str], root: str, want: int) -> list[str]:
+    """Refine decimal listing prefixes into their ten children until there are `want`."""
+    while len(prefixes) < want and all(len(p) - len(root) < 3 for p in prefixes):
+        prefixes = [p + digit for p in prefixes for digit in "0123456789"]
+    return prefixes
+
+
+_Queue: TypeAlias = "asyncio.Queue[list[Candidate] | None]"
+
+
+class _Cursor(NamedTuple):
+    """Where a lister's next LIST starts: S3's continuation token, else after a key."""
+
+    start_after: str | None
+    token: str | None
+
+
+class _Ahead(NamedTuple):
+    """A LIST sent ahead (still in flight, or answered and not read yet) and its cursor."""
+
+    cursor: _Cursor
+    task: asyncio.Task[ListPage]
+
+
+@dataclass
+class _Run:
+    """Live counters and coordination of one round."""
+
+    safe_epoch: int
+    basis: DeleteBasis
+    counts: RoundCounts = field(default_factory=RoundCounts)
+    batch: list[Candidate] = field(default_factory=list)
+    young_ready_at_s: float | None = None
+    max_deleted_epoch: int | None = None
+    capped: bool = False
+    incomplete: bool = False
+    unparsable_logged: int = 0
+
+    def full(self) -> bool:
+        """True once the per-round delete cap is reached."""
+        return self.capped
+
+
+class Sweeper:
+    """Runs rounds against one object store; keeps AIMD state between rounds."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        config: RoundConfig,
+        *,
+        metrics: SweeperMetrics | None = None,
+        plan: PlanWriter | None = None,
+        retrier: Retrier | None = None,
+        stop: asyncio.Event | None = None,
+        clock: Callable[[], float] = time.time,
+        brake: Brake = OPEN,
+        sinks: Sequence[DeleteSink] = (),
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.metrics = metrics if metrics is not None else SweeperMetrics()
+        self.plan = plan
+        self.retrier = retrier if retrier is not None else Retrier(config.backoff)
+        self.stop = stop if stop is not None else asyncio.Event()
+        self.clock = clock
+        self.brake = brake
+        self.deleter = BatchDeleter(
+            store,
+            concurrency=config.concurrency,
+            retrier=self.retrier,
+            metrics=self.metrics,
+            stop=self.stop,
+            max_deletes_per_second=config.max_deletes_per_second,
+            burst=config.batch_size,
+            brake=brake,
+            sinks=sinks,
+        )
+        self.current: _Run | None = None
+        """The round in progress, for progress displays."""
+
+    @property
+    def counts(self) -> RoundCounts | None:
+        """Live counters of the round in progress (None between rounds)."""
+        return self.current.counts if self.current is not None else None
+
+    async def sweep(
+        self, safe_epoch: int, cluster_epoch: int | None, *, basis: DeleteBasis | None = None
+    ) -> RoundResult:
+        """List and delete everything at or below `safe_epoch`; never raises StorageError.
+
+        `basis` is the admission behind `safe_epoch` (etcd revision, pinning partitions),
+        handed to the deleter's sinks with every request.
+        """
+        started = time.monotonic()
+        run = _Run(safe_epoch, basis or DeleteBasis(safe_epoch, cluster_epoch, None))
+        self.current = run
+        self.brake.reset()
+        log.info("sweep.round_started", safe_epoch=safe_epoch, cluster_epoch=cluster_epoch,
+                 dry_run=self.config.dry_run, prefixes=len(self.config.prefixes()))  # fmt: skip
+        queue: _Queue = asyncio.Queue(self.config.concurrency * 2)
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(self.config.concurrency):
+                    group.create_task(self._delete_worker(queue, run))
+                group.create_task(self._produce(queue, run))
+        except BaseExceptionGroup as failed:
+            raise _first(failed) from None
+        finally:
+            self.current = None
+        counts = run.counts
+        braked = self.brake.engaged
+        summary = RoundSummary(
+            safe_epoch=safe_epoch,
+            cluster_epoch=cluster_epoch,
+            dry_run=self.config.dry_run,
+            duration_s=round(time.monotonic() - started, 3),
+            blocked_reason=braked,
+            **counts.summary_fields(),
+        )
+        complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
+                        or self.stop.is_set() or braked)  # fmt: skip
+        self._record(summary, run.max_deleted_epoch)
+        return RoundResult(summary, run.young_ready_at_s, complete, run.max_deleted_epoch)
+
+    def _record(self, summary: RoundSummary, max_deleted_epoch: int | None) -> None:
+        metrics = self.metrics
+        metrics.round_duration.observe(summary.duration_s)
+        outcome = summary.outcome
+        known = summary.blocked_reason is None  # a round the brake stopped: M is not in force
+        metrics.set_epochs(summary.safe_epoch if known else None, summary.cluster_epoch)
+        metrics.blocked.set(1 if outcome == "blocked" else 0)
+        metrics.paused.set(1 if outcome == "paused" else 0)
+        metrics.last_round_eligible_objects.set(summary.eligible)
+        if max_deleted_epoch is not None:
+            metrics.max_deleted_epoch.set(max_deleted_epoch)
+        if not summary.errors and known:
+            metrics.last_success_timestamp.set(self.clock())
+        metrics.round_finished(outcome)
+        log.info("sweep.round_finished", outcome=outcome, **summary.to_dict())
+
+    def blocked(self, admission: Admission) -> RoundResult:
+        """Report a round that may delete nothing (paused, undefined M, regression...)."""
+        summary = RoundSummary(
+            safe_epoch=None,
+            cluster_epoch=admission.cluster_epoch,
+            dry_run=self.config.dry_run,
+            blocked_reason=admission.blocked_reason,
+        )
+        self.metrics.set_epochs(None, admission.cluster_epoch)
+        self.metrics.blocked.set(0 if admission.paused else 1)
+        self.metrics.paused.set(1 if admission.paused else 0)
+        self.metrics.round_finished(summary.outcome)
+        event = "sweep.round_paused" if admission.paused else "sweep.round_blocked"
+        log.warning(event, reason=admission.blocked_reason, regression=admission.regression,
+                    cluster_epoch=admission.cluster_epoch)  # fmt: skip
+        return RoundResult(summary, complete=False)
+
+    # -- listing --------------------------------------------------------------------
+
+    async def _produce(self, queue: _Queue, run: _Run) -> None:
+        gate = asyncio.Semaphore(self.config.list_concurrency)
+
+        async def one(prefix: str) -> None:
+            async with gate:
+                await self._list_prefix(prefix, queue, run)
+
+        async with asyncio.TaskGroup() as group:
+            for prefix in self.config.prefixes():
+                group.create_task(one(prefix))
+        if run.batch:
+            batch, run.batch = run.batch, []
+            await queue.put(batch)
+        for _ in range(self.config.concurrency):
+            await queue.put(None)
+
+    def _skip_point(self, listing_prefix: str, prefix: int) -> str | None:
+        """StartAfter that skips the rest of 3-digit `prefix`; None: nothing left to list."""
+        root = self.config.layout.listing_root
+        more_dirs = prefix + 1 < PREFIX_COUNT and f"{root}{prefix + 1:03d}/".startswith(
+            listing_prefix
+        )
+        # A whole-root listing goes on past 999 too, to count junk beside the dirs.
+        return f"{root}{prefix:03d}0" if more_dirs or listing_prefix == root else None
+
+    async def _list_prefix(self, prefix: str, queue: _Queue, run: _Run) -> None:
+        """Page through one listing prefix, one LIST ahead (see the module docstring)."""
+        cursor: _Cursor | None = _Cursor(None, None)
+        ahead: _Ahead | None = None
+        try:
+            while cursor is not None and not self._listing_over(run):
+                if ahead is not None and ahead.cursor != cursor:
+                    await _discard(ahead.task)  # the guess was wrong
+                    ahead = None
+                task = ahead.task if ahead is not None else self._send(prefix, cursor, run)
+                ahead = None
+                try:
+                    page = await task
+                except StorageError as exc:
+                    log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
+                    run.counts.errors += 1
+                    return
+                guess = self._guess_next(prefix, cursor, page, run)
+                if guess is not None and not self._listing_over(run):
+                    ahead = _Ahead(guess, self._send(prefix, guess, run))
+                    await asyncio.sleep(0)  # let it start: examining the page may never yield
+                cursor = await self._examine(prefix, cursor, page, queue, run)
+        finally:
+            if ahead is not None:
+                await _discard(ahead.task)
+
+    def _listing_over(self, run: _Run) -> bool:
+        """True once listers must stop: a stop event, the brake, or the delete cap reached."""
+        return self.stop.is_set() or run.capped or self.brake.engaged is not None
+
+    @property
+    def _can_skip(self) -> bool:
+        layout = self.config.layout
+        return self.config.skip_ahead and layout.padded and layout.has_prefix
+
+    def _guess_next(
+        self, prefix: str, cursor: _Cursor, page: ListPage, run: _Run
+    ) -> _Cursor | None:
+        """What `_examine` will return for `page`, guessed from its last key alone."""
+        if page.next_token is None:
+            return None
+        last = page.objects[-1].key if page.objects and self._can_skip else None
+        parsed = self.config.layout.parse(last) if last is not None else None
+        if parsed is not None and parsed.epoch > run.safe_epoch:  # `decide`: NOT_ELIGIBLE
+            assert parsed.prefix is not None
+            skip_to = self._skip_point(prefix, parsed.prefix)
+            return _Cursor(skip_to, None) if skip_to is not None else None
+        return _Cursor(cursor.start_after, page.next_token)
+
+    async def _examine(
+        self, prefix: str, cursor: _Cursor, page: ListPage, queue: _Queue, run: _Run
+    ) -> _Cursor | None:
+        """Decide every object of a page, queue the deletable ones; where the listing goes on.
+
+        None: this listing prefix is done (last page, or the rest of it is above M).
+        """
+        layout, config = self.config.layout, self.config
+        now = self.clock()
+        can_skip = self._can_skip
+        skip_to: str | None = None
+        finished = False
+        tally = dict.fromkeys(Verdict, 0)
+        claim = claim_key(layout.root)  # the namespace's binding, never an L0 object
+        for obj in page.objects:
+            if (skip_to is not None and obj.key <= skip_to) or obj.key == claim:
+                continue
+            verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
+                                     run.safe_epoch, now, config.grace_s)  # fmt: skip
+            tally[verdict] += 1
+            if verdict is Verdict.DELETE and parsed is not None:
+                candidate = Candidate(obj.key, obj.size, parsed.epoch)
+                if not await self._select(candidate, obj, queue, run):
+                    tally[verdict] -= 1  # not examined: another lister hit the cap
+                if run.full():
+                    break  # the per-round delete cap is reached
+            elif verdict is Verdict.NOT_ELIGIBLE and can_skip and parsed is not None:
+                assert parsed.prefix is not None
+                skip_to = self._skip_point(prefix, parsed.prefix)
+                if skip_to is None:
+                    finished = True  # the rest of this listing prefix is not eligible
+                    break
+            elif verdict is Verdict.TOO_YOUNG:
+                ready = obj.last_modified_s + config.grace_s
+                if run.young_ready_at_s is None or ready < run.young_ready_at_s:
+                    run.young_ready_at_s = ready
+            elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
+                self._note_unparsable(obj, run)
+        self._count(tally, run)
+        if finished or page.next_token is None:
+            return None
+        last = page.objects[-1].key if page.objects else ""
+        if skip_to is not None and last <= skip_to:
+            return _Cursor(skip_to, None)
+        return _Cursor(cursor.start_after, page.next_token)
+
+    def _note_unparsable(self, obj: ObjectInfo, run: _Run) -> None:
+        run.unparsable_logged += 1
+        if run.unparsable_logged <= _LOGGED_UNPARSABLE:
+            log.warning("sweep.unparsable_key", key=obj.key, layout=self.config.layout.pattern)
+
+    def _count(self, tally: dict[Verdict, int], run: _Run) -> None:
+        listed = sum(tally.values())
+        counts, metrics = run.counts, self.metrics
+        counts.listed += listed
+        counts.skipped_not_eligible += tally[Verdict.NOT_ELIGIBLE]
+        counts.skipped_young += tally[Verdict.TOO_YOUNG]
+        counts.unparsable += tally[Verdict.UNPARSABLE] + tally[Verdict.OUTSIDE_ROOT]
+        metrics.listed_objects.inc(listed)
+        for verdict in (Verdict.NOT_ELIGIBLE, Verdict.TOO_YOUNG, Verdict.UNPARSABLE,
+                        Verdict.OUTSIDE_ROOT):  # fmt: skip
+            if tally[verdict]:
+                metrics.skipped(verdict.value, tally[verdict])
+
+    async def _select(self, item: Candidate, obj: ObjectInfo, queue: _Queue, run: _Run) -> bool:
+        """Take a deletable object; False when the round's delete cap was already reached."""
+        if run.capped:
+            return False
+        run.counts.eligible += 1
+        cap = self.config.max_deletes
+        if cap is not None and run.counts.eligible >= cap:
+            if not run.capped:
+                log.info("sweep.delete_cap_reached", max_deletes=cap)
+            run.capped = True
+        if self.plan is not None:
+            self.plan.write(obj.key, item.epoch, obj.size, obj.last_modified_s)
+        if not self.config.dry_run:
+            run.batch.append(item)
+            if len(run.batch) >= self.config.batch_size:
+                batch, run.batch = run.batch, []
+                await queue.put(batch)
+        return True
+
+    def _send(self, prefix: str, cursor: _Cursor, run: _Run) -> asyncio.Task[ListPage]:
+        return asyncio.create_task(self._list_page(prefix, cursor, run))
+
+    async def _list_page(self, prefix: str, cursor: _Cursor, run: _Run) -> ListPage:
+        """One LIST, retried while retryable; raises the StorageError that ended it."""
+        attempt = 0
+        while True:
+            # Counted when sent (the round's counter and the metric), so a LIST sent
+            # ahead and then discarded unread counts too: these count what S3 bills.
+            run.counts.list_requests += 1
+            self.metrics.list_requests.inc()
+            try:
+                return await self.store.list_page(prefix, start_after=cursor.start_after,
+                                                  continuation_token=cursor.token,
+                                                  max_keys=self.config.page_size)  # fmt: skip
+            except StorageError as exc:
+                self.metrics.list_error(exc.code)
+                if exc.retryable and self.retrier.can_retry(attempt) and not self.stop.is_set():
+                    log.info("sweep.list_retry", prefix=prefix, code=exc.code, attempt=attempt)
+                    await self.retrier.wait(attempt)
+                    attempt += 1
+                    continue
+                raise
+
+    # -- deleting -------------------------------------------------------------------
+
+    async def _delete_worker(self, queue: _Queue, run: _Run) -> None:
+        while (batch := await queue.get()) is not None:
+            if self.stop.is_set():
+                run.incomplete = True  # dropped: the next round lists these keys again
+                continue
+            top = await self.deleter.delete(batch, run.counts, run.basis)
+            if top is not None and (run.max_deleted_epoch is None or top > run.max_deleted_epoch):
+                run.max_deleted_epoch = top
+
+
+async def _discard(task: asyncio.Task[ListPage]) -> None:
+    """Cancel a LIST sent ahead that is not wanted and wait for it to end, unread.
+
+    Nothing of it is examined or counted but the request itself (when it was sent); a
+    failure of it is no error of the round.
+    """
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+async def run_round(
+    sweeper: Sweeper,
+    gate: SafetyGate,
+    source: WatermarkSource | None,
+    *,
+    override: int | None = None,
+) -> RoundResult:
+    """One full round: read M, check it, then list and delete (or report why not)."""
+    admission = await read_admission(gate, source, override=override)
+    if not admission.allowed:
+        return sweeper.blocked(admission)
+    assert admission.safe_epoch is not None
+    basis = DeleteBasis.of(admission, override=override is not None)
+    return await sweeper.sweep(admission.safe_epoch, admission.cluster_epoch, basis=basis)

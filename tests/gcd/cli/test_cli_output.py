@@ -1,0 +1,128 @@
+"""What the gcd CLI shows people: the sweep's progress line on a terminal ends with the
+round's real totals, a summary for people on stdout without --json, a two-line usage
+error with the closest flag, and the exit codes in `gcd --help`."""
+
+from __future__ import annotations
+
+import errno
+import os
+import pty
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import structlog
+
+from gcd import exitcodes
+from gcd.cli.main import main
+from gcd.cli.sweep import interrupted_document, text_summary
+from gcd.rules.layout import KeyLayout
+from gcd.sweep.report import RoundSummary
+from gcd.testing.local_servers import LocalS3
+
+REPO = Path(__file__).resolve().parents[3]
+LAYOUT = KeyLayout.default("level_zero/data")
+OLD = datetime.now(UTC) - timedelta(hours=2)
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """main() configures structlog for its stderr; undo that after each test."""
+    yield
+    structlog.reset_defaults()
+
+
+def run_with_tty_stderr(argv: list[str]) -> tuple[int, str, str]:
+    """`python -m gcd ARGV` with stderr on a pseudo-terminal: exit code, stdout, stderr."""
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "gcd", *argv], stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=follower, cwd=REPO,
+    ) as proc:  # fmt: skip
+        os.close(follower)
+        chunks = []
+        try:
+            while True:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError as exc:  # EIO: the child closed the terminal (it exited)
+                    if exc.errno != errno.EIO:
+                        raise
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(leader)
+        out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out.decode(), b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.integration
+def test_sweep_on_a_terminal_ends_with_the_real_totals_and_prints_a_summary(
+    s3_server: LocalS3, bucket: str
+) -> None:
+    """On a TTY the last progress line shows what the round did (not zeros), and stdout
+    carries a summary for people saying how many objects were deleted."""
+    garbage = [LAYOUT.format(p, e, "g") for p in (1, 2) for e in range(1, 6)]
+    s3_server.seed(bucket, [*garbage, LAYOUT.format(3, 9, "live")], last_modified=OLD)
+    code, out, err = run_with_tty_stderr(
+        ["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
+         "--region", "us-east-1", "--safe-epoch", "5", "--grace", "1m"]
+    )  # fmt: skip
+    assert code == exitcodes.OK, err
+    final = err.rsplit("\r\x1b[2K", 1)[-1].splitlines()[0]
+    assert final.startswith("listed 11  eligible 10  deleted 10 (10 B)"), repr(err[-2000:])
+    assert out.startswith("gcd sweep: deleted 10 objects (10 B)\n")
+    assert "  listed     11 objects; eligible 10\n" in out
+    assert "  kept       1 live (epoch > M), 0 too young (grace period), 0 unparsable\n" in out
+    assert s3_server.keys(bucket) == {LAYOUT.format(3, 9, "live")}
+
+
+def test_text_summary_says_what_happened() -> None:
+    """Blocked, dry-run and interrupted rounds each say so in the first line."""
+    blocked = text_summary(RoundSummary(safe_epoch=None, blocked_reason="paused: upgrade"))
+    assert blocked.splitlines()[0] == "gcd sweep: paused, nothing deleted: paused: upgrade"
+    assert "listed" not in blocked
+    dry = text_summary(RoundSummary(safe_epoch=4, cluster_epoch=6, dry_run=True, eligible=3))
+    assert dry.splitlines()[0] == "gcd sweep: dry run: would delete 3 objects, deleted nothing"
+    assert "  M          4 (cluster epoch 6)" in dry
+    stopped = text_summary(RoundSummary(safe_epoch=4, deleted=2, deleted_bytes=2048),
+                           interrupted_by="SIGINT")  # fmt: skip
+    assert stopped.startswith("gcd sweep: interrupted by SIGINT after deleting 2 objects (2.0 KiB)")
+
+
+def test_interrupted_document_keeps_the_summary_behind_version_error_signal() -> None:
+    """--json after a signal: version, error, signal first, then every summary field."""
+    summary = RoundSummary(safe_epoch=4, deleted=2)
+    document = interrupted_document(summary, "SIGTERM")
+    assert list(document)[:3] == ["version", "error", "signal"]
+    assert document["error"] == "interrupted"
+    assert {k: v for k, v in document.items() if k not in {"error", "signal"}} == (
+        summary.to_dict()
+    )
+
+
+def test_a_mistyped_flag_gets_one_line_with_the_closest_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`gcd sweep --dry-rn`: exit 2, the did-you-mean line and the short usage line only."""
+    assert main(["sweep", "--dry-rn"]) == exitcodes.USAGE
+    assert capsys.readouterr().err.splitlines() == [
+        "gcd sweep: unknown option --dry-rn; did you mean --dry-run?",
+        "usage: gcd sweep [options]; `gcd sweep --help` lists them",
+    ]
+    assert main(["swep"]) == exitcodes.USAGE
+    assert "unknown command 'swep'; did you mean sweep?" in capsys.readouterr().err
+
+
+def test_help_lists_every_exit_code_including_130(capsys: pytest.CaptureFixture[str]) -> None:
+    """`gcd --help` names 0, 1, 2, 3 and 130 (interrupted), and the daemon's SIGTERM 0."""
+    assert main(["--help"]) == exitcodes.OK
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("0 ok", "1 partial failure", "2 usage error", "3 blocked", "130 interrupted"):
+        assert words in text
+    assert "exits 0 on SIGTERM" in text

@@ -1,0 +1,147 @@
+"""`gcd pause` / `gcd resume` against a real etcd, seen through `gcd status` and the sweepers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+
+import pytest
+import structlog
+
+from gcd.cli.main import main
+from gcd.testing.local_servers import LocalEtcd
+from watermark.core.kv import Put
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """main() configures structlog for its stderr; undo that after each test."""
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.fixture
+def etcd_env(
+    etcd_server: LocalEtcd, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """L0GC_ETCD / L0GC_NAMESPACE point at the test's namespace, with a cluster epoch."""
+
+    async def init() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+        try:
+            await WatermarkStore(kv, namespace).init_cluster_epoch(4)
+        finally:
+            await kv.close()
+
+    asyncio.run(init())
+    monkeypatch.setenv("L0GC_ETCD", etcd_server.endpoint)
+    monkeypatch.setenv("L0GC_NAMESPACE", namespace)
+    return namespace
+
+
+def run_json(
+    args: Sequence[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int, dict[str, object]]:
+    """Run `gcd ARGS --json` in this process; its exit code and JSON document."""
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_pause_and_resume_round_trip_is_visible_to_status(
+    etcd_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pause sets the marker with its reason; status shows it; resume clears it."""
+    code, paused = run_json(["pause", "--reason", "bucket migration"], capsys)
+    assert code == 0
+    assert paused == {"version": 1, "namespace": etcd_env, "paused": True,
+                      "reason": "bucket migration", "was_paused": False,
+                      "previous_reason": None}  # fmt: skip
+    code, status = run_json(["status"], capsys)
+    assert code == 0
+    assert status["paused"] is True
+    assert status["paused_reason"] == "bucket migration"
+    assert isinstance(status["paused_at"], float)
+    code, resumed = run_json(["resume"], capsys)
+    assert code == 0
+    assert resumed["was_paused"] is True
+    assert resumed["previous_reason"] == "bucket migration"
+    assert run_json(["status"], capsys)[1]["paused"] is False
+    code, again = run_json(["resume"], capsys)
+    assert code == 0
+    assert again["was_paused"] is False
+
+
+def test_pausing_twice_replaces_the_reason_and_reports_the_old_one(
+    etcd_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second pause keeps GC paused with the new reason and names the previous one."""
+    run_json(["pause", "--reason", "first"], capsys)
+    code, second = run_json(["pause", "--reason", "second"], capsys)
+    assert code == 0
+    assert second["previous_reason"] == "first"
+    assert run_json(["status"], capsys)[1]["paused_reason"] == "second"
+
+
+def test_pause_without_reason_names_who_paused(
+    etcd_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default reason says it was `gcd pause` and by which user@host."""
+    code, doc = run_json(["pause"], capsys)
+    assert code == 0
+    assert str(doc["reason"]).startswith("paused with gcd pause by ")
+    assert "@" in str(doc["reason"])
+
+
+def test_resume_takes_no_reason(etcd_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--reason belongs to pause only: resume refuses it as a usage error."""
+    assert main(["resume", "--reason", "x"]) == 2
+    assert "--reason" in capsys.readouterr().err
+
+
+def test_pause_as_a_subprocess_prints_text(etcd_env: str) -> None:
+    """`python -m gcd pause` tells a person what happened and how to undo it, and mixes no
+    log line into that; `--log-level info` adds the audit line on stderr."""
+    done = subprocess.run([sys.executable, "-m", "gcd", "pause", "--reason", "drill"],
+                          env=dict(os.environ), capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"GC paused for {etcd_env}: drill" in done.stdout
+    assert "gcd resume" in done.stdout
+    assert done.stderr == ""
+    audited = subprocess.run([sys.executable, "-m", "gcd", "pause", "--reason", "drill",
+                              "--log-level", "info"], env=dict(os.environ), capture_output=True,
+                             text=True, timeout=60, check=False)  # fmt: skip
+    assert '"gc.paused"' in audited.stderr  # the audit trail, as a JSON log line
+
+
+def test_pause_text_escapes_reasons_from_etcd(
+    etcd_env: str, etcd_server: LocalEtcd, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A previous reason with terminal escapes, or an unreadable marker, is printed escaped."""
+
+    async def put_marker(raw: bytes) -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=etcd_env))
+        try:
+            await kv.txn([], [Put(WatermarkStore(kv, etcd_env).paused_key, raw)])
+        finally:
+            await kv.close()
+
+    asyncio.run(put_marker(json.dumps({"reason": "\x1b[31mred\x07", "at": 1}).encode()))
+    assert main(["pause", "--reason", "new\x1b[0m"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert f"GC paused for {etcd_env}: new\\x1b[0m" in out
+    assert "(it was already paused: '\\x1b[31mred\\x07'; the reason is replaced)" in out
+    asyncio.run(put_marker(b"[" * 50_000))
+    assert main(["resume"]) == 0
+    out = capsys.readouterr().out
+    assert "was paused: unreadable pause marker (it is nested more than 4 levels deep" in out

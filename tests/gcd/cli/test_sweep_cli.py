@@ -1,0 +1,389 @@
+"""`gcd sweep` end to end (real S3 server and etcd), and the CLI plumbing it rests on."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import structlog
+
+from gcd import exitcodes
+from gcd.cli import sweep as sweep_module
+from gcd.cli.main import main
+from gcd.cli.options import ROUND_OPTIONS, CommandParser, add_options, duration, resolve
+from gcd.cli.output import ProgressLine
+from gcd.errors import ConfigError
+from gcd.rules.layout import KeyLayout
+from gcd.sweep.report import RoundCounts
+from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
+from gcd.testing.local_servers import LocalEtcd, LocalS3
+from tests.binding import bind_sync
+from watermark.core.kv import Put
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import Publication, WatermarkStore
+from watermark.logs import redact
+
+ROOT = "level_zero/data"
+LAYOUT = KeyLayout.default(ROOT)
+OLD = datetime.now(UTC) - timedelta(hours=2)
+SUMMARY_FIELDS = [
+    "version", "safe_epoch", "cluster_epoch", "dry_run", "listed", "eligible", "deleted",
+    "deleted_bytes", "skipped_not_eligible", "skipped_young", "unparsable", "errors",
+    "skipped_paused", "unsafe_keys", "list_requests", "delete_requests", "duration_s",
+    "blocked_reason",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """main() configures structlog for its stderr; undo that after each test."""
+    yield
+    structlog.reset_defaults()
+
+
+def prepare_etcd(
+    etcd: LocalEtcd, namespace: str, *, safe: int = 5, cluster: int = 8,
+    malformed: bool = False, paused: str | None = None, bound_to: tuple[LocalS3, str] | None,
+) -> None:  # fmt: skip
+    """Cluster epoch `cluster`, one partition at M(p) = `safe`, optional faults; bound to
+    `bound_to` (server, bucket) unless it is None."""
+    if bound_to is not None:
+        bind_sync(etcd.endpoint, namespace, bound_to[0].endpoint_url, bound_to[1], ROOT)
+
+    async def setup() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+        store = WatermarkStore(kv, namespace)
+        try:
+            await store.init_cluster_epoch(1)
+            await store.register_partition("t/0")
+            owned = await store.acquire_ownership("t/0", "p")
+            for _ in range(cluster - 1):
+                await store.advance_cluster_epoch()
+            await store.publish_one(Publication("t/0", "p", owned.owner_epoch, safe))
+            if malformed:
+                await kv.txn([], [Put(store.partition_key("t/broken"), b"not json")])
+            if paused is not None:
+                await store.set_paused(paused)
+        finally:
+            await kv.close()
+
+    asyncio.run(setup())
+
+
+def seed(s3: LocalS3, bucket: str) -> set[str]:
+    """Garbage at epochs 1-5 plus live, young and junk keys; returns the garbage."""
+    garbage = {LAYOUT.format(p, e, "g") for p in (1, 500, 999) for e in range(1, 6)}
+    live = [LAYOUT.format(p, e, "live") for p in (1, 500, 999) for e in (6, 9)]
+    s3.seed(bucket, [*garbage, *live, f"{ROOT}/junk", f"{ROOT}/001/x/y"], last_modified=OLD)
+    s3.seed(bucket, [LAYOUT.format(7, 1, "young")], last_modified=datetime.now(UTC))
+    return garbage
+
+
+def sweep_args(s3: LocalS3 | str, bucket: str, *extra: str) -> list[str]:
+    endpoint = s3 if isinstance(s3, str) else s3.endpoint_url
+    return ["sweep", "--bucket", bucket, "--endpoint-url", endpoint, "--region", "us-east-1",
+            "--grace", "1m", "--json", *extra]  # fmt: skip
+
+
+def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    code = main(argv)
+    out = capsys.readouterr().out.strip().splitlines()
+    return code, json.loads(out[-1])
+
+
+@pytest.mark.integration
+def test_sweep_deletes_garbage_and_prints_summary(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Exit 0; the JSON summary has exactly the documented fields; only garbage is gone."""
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
+    garbage = seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    code, summary = run_json(
+        sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
+        capsys,
+    )
+    assert code == exitcodes.OK
+    assert list(summary) == SUMMARY_FIELDS
+    assert summary["version"] == 1
+    assert summary["safe_epoch"] == 5
+    assert summary["cluster_epoch"] == 8
+    assert summary["deleted"] == len(garbage)
+    assert before - s3_server.keys(bucket) == garbage
+
+
+@pytest.mark.integration
+def test_malformed_partition_record_exits_3_and_deletes_nothing(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Fail closed: exit 3, blocked_reason names the partition, every key is still there."""
+    prepare_etcd(etcd_server, namespace, malformed=True, bound_to=(s3_server, bucket))
+    seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    code, summary = run_json(
+        sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
+        capsys,
+    )
+    assert code == exitcodes.BLOCKED
+    assert "t/broken" in str(summary["blocked_reason"])
+    assert summary["deleted"] == 0
+    assert s3_server.keys(bucket) == before
+
+
+@pytest.mark.integration
+def test_paused_exits_3_with_reason(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A paused namespace: exit 3, blocked_reason 'paused: <reason>', nothing deleted."""
+    prepare_etcd(etcd_server, namespace, paused="migration", bound_to=(s3_server, bucket))
+    seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    code, summary = run_json(
+        sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
+        capsys,
+    )
+    assert code == exitcodes.BLOCKED
+    assert summary["blocked_reason"] == "paused: migration"
+    assert s3_server.keys(bucket) == before
+
+
+@pytest.mark.integration
+def test_safe_epoch_override_is_checked_against_cluster_epoch(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """--safe-epoch above the cluster epoch exits 3; without etcd it is used as given."""
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
+    garbage = seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    code, summary = run_json(sweep_args(s3_server, bucket, *etcd, "--safe-epoch", "9"), capsys)
+    assert code == exitcodes.BLOCKED
+    assert "above the cluster epoch 8" in str(summary["blocked_reason"])
+    assert s3_server.keys(bucket) == before
+    code, summary = run_json(sweep_args(s3_server, bucket, "--safe-epoch", "3"), capsys)
+    assert code == exitcodes.OK
+    assert summary["cluster_epoch"] is None
+    assert before - s3_server.keys(bucket) == {k for k in garbage if LAYOUT.parse(k).epoch <= 3}  # type: ignore[union-attr]
+
+
+@pytest.mark.integration
+def test_etcd_unreachable_exits_3(
+    s3_server: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No etcd answering: the round is blocked (exit 3) and deletes nothing."""
+    seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    code, summary = run_json(
+        sweep_args(s3_server, bucket, "--etcd", "127.0.0.1:1", "--etcd-timeout", "1"), capsys
+    )
+    assert code == exitcodes.BLOCKED
+    assert "etcd unreachable" in str(summary["blocked_reason"])
+    assert s3_server.keys(bucket) == before
+
+
+@pytest.mark.integration
+def test_dry_run_plan_matches_the_real_run(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """--dry-run --plan-out deletes nothing; the real run deletes exactly the plan."""
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
+    seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    plan = tmp_path / "plan.jsonl"
+    code, summary = run_json(
+        sweep_args(s3_server, bucket, *etcd, "--dry-run", "--plan-out", str(plan)), capsys
+    )
+    assert code == exitcodes.OK
+    assert summary["dry_run"] is True
+    assert summary["deleted"] == 0
+    assert s3_server.keys(bucket) == before
+    rows = [json.loads(line) for line in plan.read_text().splitlines()]
+    assert len(rows) == summary["eligible"]
+    assert all(set(row) == {"key", "epoch", "size", "last_modified"} for row in rows)
+    datetime.fromisoformat(rows[0]["last_modified"])
+    code, _ = run_json(sweep_args(s3_server, bucket, *etcd), capsys)
+    assert code == exitcodes.OK
+    assert before - s3_server.keys(bucket) == {row["key"] for row in rows}
+
+
+@pytest.mark.integration
+def test_injected_faults_are_survived_and_permanent_ones_exit_1(
+    s3_server: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SlowDown/500 through the fault proxy: exit 0, all garbage gone; AccessDenied: exit 1."""
+    garbage = seed(s3_server, bucket)
+    faults = FaultConfig(share=0.3, codes=("SlowDown", "InternalError"), seed=2)
+    with ThreadedFaultProxy(s3_server.endpoint_url, faults) as proxy:
+        code, summary = run_json(
+            sweep_args(proxy.endpoint_url, bucket, "--safe-epoch", "5", "--batch-size", "2"),
+            capsys,
+        )
+        assert sum(proxy.proxy.faults.values()) > 0
+    assert code == exitcodes.OK
+    assert summary["errors"] == 0
+    assert not garbage & s3_server.keys(bucket)
+    more = {LAYOUT.format(3, 1, f"g{i}") for i in range(4)}
+    s3_server.seed(bucket, sorted(more), last_modified=OLD)
+    denied = FaultConfig(share=1.0, codes=("AccessDenied",), operations=frozenset({"delete"}))
+    with ThreadedFaultProxy(s3_server.endpoint_url, denied) as proxy:
+        code, summary = run_json(sweep_args(proxy.endpoint_url, bucket, "--safe-epoch", "5"),
+                                 capsys)  # fmt: skip
+    assert code == exitcodes.PARTIAL_FAILURE
+    assert summary["errors"] == len(more)
+    assert more <= s3_server.keys(bucket)
+
+
+def test_bad_values_are_usage_errors_naming_the_value(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Exit 2 with a message naming the flag, env var or config key and the bad value."""
+    assert main(["sweep", "--safe-epoch", "1"]) == exitcodes.USAGE
+    assert "--bucket" in capsys.readouterr().err
+    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--batch-size", "0"]) == 2
+    assert "flag --batch-size: invalid value '0'" in capsys.readouterr().err
+    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--batch-size", "1001"]) == 2
+    assert "batch size 1001" in capsys.readouterr().err
+    monkeypatch.setenv("L0GC_GRACE", "soon")
+    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1"]) == 2
+    assert "env L0GC_GRACE: invalid value 'soon'" in capsys.readouterr().err
+    monkeypatch.delenv("L0GC_GRACE")
+    config = tmp_path / "gcd.toml"
+    config.write_text('bucket = "b"\nbatch_sise = 5\n')
+    assert main(["sweep", "--config", str(config), "--safe-epoch", "1"]) == 2
+    assert "unknown key 'batch_sise'" in capsys.readouterr().err
+    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--shard-index", "3",
+                 "--shard-count", "2"]) == 2  # fmt: skip
+    assert "shard index 3" in capsys.readouterr().err
+    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--key-pattern", "([0-9]+"]) == 2
+    assert "not a valid regular expression" in capsys.readouterr().err
+    assert main(["sweep", "--bucket", "b", "--no-such-flag"]) == 2
+
+
+def test_precedence_is_flag_then_env_then_config_then_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each option takes the flag, else the env var, else the config file, else its default."""
+    config = tmp_path / "gcd.toml"
+    config.write_text('grace = "5m"\nbatch_size = 10\nconcurrency = 3\ninterval = "1s"\n')
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config")
+    add_options(parser, ROUND_OPTIONS)
+    ns = parser.parse_args(["--config", str(config), "--batch-size", "20"])
+    resolve(ns, ROUND_OPTIONS, environ={"L0GC_CONCURRENCY": "4", "L0GC_BATCH_SIZE": "30"})
+    assert ns.batch_size == 20  # flag
+    assert ns.concurrency == 4  # env
+    assert ns.grace == 300.0  # config
+    assert ns.list_concurrency == 4  # default
+    assert ns.max_deletes is None
+
+
+@pytest.mark.parametrize("command", ["sweep", "daemon"])
+def test_every_flag_shows_its_env_var_and_default(command: str) -> None:
+    """Each `gcd sweep`/`gcd daemon` flag's help names its env var and, unless it is a
+    switch or required, its default (the shared help rule of watermark.options)."""
+    module = importlib.import_module(f"gcd.cli.{command}")
+    parser = CommandParser(prog=f"gcd {command}")
+    module.add_arguments(parser)
+    flags = [a for a in parser._actions if a.option_strings and a.dest not in ("help", "config")]
+    assert {a.dest for a in flags} == {o.dest for o in parser.options}
+    for action in flags:
+        env = "L0GC_" + action.dest.upper()
+        assert f"env {env}" in str(action.help), action.option_strings
+        if action.nargs != 0:
+            assert "default" in str(action.help) or "required" in str(action.help), action.dest
+
+
+def test_config_file_sets_etcd_with_durations(tmp_path: Path) -> None:
+    """The config file's etcd keys work like any other: a list of endpoints, a 2s timeout."""
+    config = tmp_path / "gcd.toml"
+    config.write_text('bucket = "b"\netcd = ["e0:1", "e1:2"]\netcd_timeout = "2s"\n')
+    parser = CommandParser(prog="gcd sweep")
+    sweep_module.add_arguments(parser)
+    ns = parser.parse_args(["--config", str(config), "--safe-epoch", "3"])
+    resolve(ns, parser.options, environ={})
+    etcd = sweep_module.round_setup(ns, {}).etcd
+    assert etcd is not None  # given in the file: still checked against the cluster epoch
+    assert (etcd.endpoints, etcd.timeout_s) == (("e0:1", "e1:2"), 2.0)
+
+
+def test_durations() -> None:
+    """Durations take seconds or a unit; anything else is refused."""
+    assert duration("90") == 90.0
+    assert duration(1.5) == 1.5
+    assert duration("500ms") == 0.5
+    assert duration("10m") == 600.0
+    assert duration("2h") == 7200.0
+    for bad in ("-1", "soon", "1y", True):
+        with pytest.raises(ValueError):
+            duration(bad)
+
+
+def test_unknown_and_uninstalled_commands_are_usage_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Unknown commands and missing modules exit 2; --help lists every command and exits 0."""
+    assert main(["frobnicate"]) == exitcodes.USAGE
+    assert "unknown command 'frobnicate'" in capsys.readouterr().err
+    assert main([]) == exitcodes.USAGE
+    assert main(["--help"]) == exitcodes.OK
+    out = capsys.readouterr().out
+    for name in ("sweep", "daemon", "status", "pause", "resume", "demo", "simulate",
+                 "spark-sweep", "spark-report"):  # fmt: skip
+        assert f"  {name} " in out
+    assert main(["sweep", "--help"]) == exitcodes.OK
+
+
+def test_sweep_does_not_import_pyspark_or_other_commands() -> None:
+    """Selecting `sweep` imports only its own module, never pyspark, nor the Azure SDK
+    (0.23 s of start-up that an S3 sweep does not need)."""
+    code = (
+        "import sys\n"
+        "from gcd.cli.main import main\n"
+        "main(['sweep', '--help'])\n"
+        "bad = [m for m in sys.modules if m.startswith(('pyspark', 'gcd.cli.spark', "
+        "'gcd.cli.demo', 'gcd.spark', 'azure', 'gcd.storage.azure'))]\n"
+        "print('IMPORTED', bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parents[3]).stdout  # fmt: skip
+    assert "IMPORTED []" in out
+
+
+def test_exception_mapping() -> None:
+    """ConfigError -> 2, WatermarkUnavailable -> 3, other L0gcError -> 1, bugs re-raised."""
+    from gcd.errors import StorageError, WatermarkUnavailable  # noqa: PLC0415
+
+    assert exitcodes.exit_code_for(ConfigError("x")) == exitcodes.USAGE
+    assert exitcodes.exit_code_for(WatermarkUnavailable("x")) == exitcodes.BLOCKED
+    assert exitcodes.exit_code_for(StorageError("x", "SlowDown", True)) == 1
+    assert exitcodes.exit_code_for(RuntimeError("bug")) is None
+
+
+def test_progress_line_and_redaction() -> None:
+    """The TTY progress line shows counts and bytes; secrets never reach a log line."""
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    counts = RoundCounts(listed=12345, eligible=10, deleted=7, deleted_bytes=3 * 1024 * 1024)
+    line = ProgressLine(lambda: counts, stream=Tty(), clock=lambda: 0.0).render()
+    assert "listed 12,345" in line
+    assert "deleted 7 (3.0 MiB)" in line
+    event = redact(None, "info", {"event": "x", "aws_secret_access_key": "s", "password": "p"})
+    assert event == {"event": "x", "aws_secret_access_key": "[redacted]", "password": "[redacted]"}

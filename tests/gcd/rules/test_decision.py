@@ -1,0 +1,75 @@
+"""The deletion rule: exactly which objects may go."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gcd.rules.decision import Verdict, decide
+from gcd.rules.layout import KeyLayout
+
+LAYOUT = KeyLayout.default("level_zero/data")
+NOW = 1_000_000.0
+GRACE = 600.0
+OLD = NOW - 3600
+
+
+def key(prefix: int, epoch: int, name: str = "obj") -> str:
+    return LAYOUT.format(prefix, epoch, name)
+
+
+def test_old_key_at_or_below_safe_epoch_is_deleted() -> None:
+    """Epochs <= M older than the grace period are deleted, with the parsed key."""
+    for epoch in (0, 41, 42):
+        verdict, parsed = decide(key(7, epoch), OLD, LAYOUT, 42, NOW, GRACE)
+        assert verdict is Verdict.DELETE
+        assert parsed is not None
+        assert parsed.epoch == epoch
+
+
+def test_epoch_above_safe_epoch_is_not_eligible() -> None:
+    """An epoch above M is never deleted, however old."""
+    verdict, parsed = decide(key(7, 43), 0.0, LAYOUT, 42, NOW, GRACE)
+    assert verdict is Verdict.NOT_ELIGIBLE
+    assert parsed is not None
+
+
+def test_young_object_is_kept() -> None:
+    """An object not older than the grace period is kept, including exactly at the edge."""
+    assert decide(key(1, 1), NOW - 10, LAYOUT, 42, NOW, GRACE)[0] is Verdict.TOO_YOUNG
+    assert decide(key(1, 1), NOW - GRACE, LAYOUT, 42, NOW, GRACE)[0] is Verdict.TOO_YOUNG
+    assert decide(key(1, 1), NOW - GRACE - 0.001, LAYOUT, 42, NOW, GRACE)[0] is Verdict.DELETE
+
+
+def test_future_or_nan_last_modified_is_too_young() -> None:
+    """A LastModified in the future (clock skew) or NaN never makes an object deletable."""
+    assert decide(key(1, 1), NOW + 5, LAYOUT, 42, NOW, 0.0)[0] is Verdict.TOO_YOUNG
+    assert decide(key(1, 1), math.nan, LAYOUT, 42, NOW, 0.0)[0] is Verdict.TOO_YOUNG
+
+
+def test_unparsable_and_outside_root_are_never_deleted() -> None:
+    """Keys the layout could not have written, or outside the root, are reported, not deleted."""
+    for bad in ("level_zero/data/7/000000000000000001/x", "level_zero/data/007/1/x",
+                "level_zero/data/007/000000000000000001/", "level_zero/data/readme"):
+        assert decide(bad, OLD, LAYOUT, 10**9, NOW, 0.0) == (Verdict.UNPARSABLE, None)
+    for outside in ("other/007/000000000000000001/x", "level_zero/database/007/x"):
+        assert decide(outside, OLD, LAYOUT, 10**9, NOW, 0.0) == (Verdict.OUTSIDE_ROOT, None)
+
+
+def test_negative_safe_epoch_deletes_nothing() -> None:
+    """M = -1 (cluster epoch 0) makes even epoch 0 ineligible."""
+    assert decide(key(0, 0), OLD, LAYOUT, -1, NOW, 0.0)[0] is Verdict.NOT_ELIGIBLE
+
+
+@given(
+    epoch=st.integers(0, 10**18 - 1),
+    safe=st.integers(-1, 10**18),
+    age=st.floats(-1e6, 1e6, allow_nan=False),
+    grace=st.floats(0, 1e5, allow_nan=False),
+)
+def test_delete_iff_every_condition_holds(epoch: int, safe: int, age: float, grace: float) -> None:
+    """DELETE exactly when epoch <= M and age > grace, for any parsable key."""
+    verdict, _ = decide(key(123, epoch), NOW - age, LAYOUT, safe, NOW, grace)
+    assert (verdict is Verdict.DELETE) == (epoch <= safe and NOW - (NOW - age) > grace)

@@ -1,0 +1,94 @@
+"""How the S3 client reads answers that are not what they seem: an S3 error inside a 200
+(S3 may send one after the status line) and a body cut short. A loopback HTTP server
+plays the S3 endpoint that answers so; everything else is the real client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from aiohttp import web
+
+from gcd.errors import StorageError
+from gcd.storage.s3 import S3ObjectStore, S3Settings, error_in_200
+from gcd.testing.local_servers import free_port
+
+pytestmark = pytest.mark.integration
+
+ERROR_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
+    b"<Message>We encountered an internal error. Please try again.</Message></Error>"
+)
+DELETED_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult xmlns="http://s3.amazonaws.com/'
+    b'doc/2006-03-01/"><Deleted><Key>a</Key></Deleted></DeleteResult>'
+)
+
+
+@pytest.fixture
+async def answering() -> AsyncIterator[Callable[[bytes], str]]:
+    """`start(body)`: an endpoint answering every request 200 with `body`; its URL."""
+    runners: list[web.AppRunner] = []
+
+    async def start(body: bytes) -> str:
+        async def handle(_: web.Request) -> web.Response:
+            return web.Response(status=200, body=body, content_type="application/xml")
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{port}"
+
+    yield start  # type: ignore[misc]
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (ERROR_BODY, True),
+        (b"<Error><Code>SlowDown</Code></Error>", True),
+        (b'  <?xml version="1.0"?>  <Error code="x"/>', True),
+        (DELETED_BODY, False),
+        (b"<ListBucketResult><Contents><Key>&lt;Error&gt;</Key></Contents></ListBucketResult>",
+         False),
+        (b"", False),
+    ],
+)
+def test_only_a_root_error_element_turns_a_200_into_a_500(body: bytes, error: bool) -> None:
+    """The root element decides; an <Error> deeper in the body (a key's text) does not."""
+    answer = {"status_code": 200, "body": body}
+    error_in_200(answer)
+    assert answer["status_code"] == (500 if error else 200)
+
+
+async def test_an_error_inside_a_200_is_a_retryable_storage_error(answering: Callable) -> None:
+    """DeleteObjects answered 200 with an <Error> body: a retryable InternalError, never
+    'every key deleted'."""
+    endpoint = await answering(ERROR_BODY)
+    async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
+        with pytest.raises(StorageError) as raised:
+            await store.delete_batch(["a", "b"])
+    assert (raised.value.code, raised.value.retryable) == ("InternalError", True)
+
+
+async def test_a_body_cut_short_is_a_retryable_storage_error(answering: Callable) -> None:
+    """A 200 whose XML ends mid-element cannot be parsed: retryable, not 'Unknown'."""
+    endpoint = await answering(DELETED_BODY[:-30])
+    async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
+        with pytest.raises(StorageError) as raised:
+            await store.delete_batch(["a"])
+    assert raised.value.retryable
+
+
+async def test_a_plain_200_is_read_as_usual(answering: Callable) -> None:
+    """A well-formed DeleteObjects answer is parsed once, as botocore parses it."""
+    endpoint = await answering(DELETED_BODY)
+    async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
+        result = await store.delete_batch(["a"])
+    assert (result.deleted, result.errors) == (("a",), ())

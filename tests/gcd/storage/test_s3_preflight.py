@@ -1,0 +1,174 @@
+"""S3 misconfiguration fails fast: before any round, `gcd sweep` and `gcd daemon` list the
+root once (`gcd.storage.s3.preflight`) and exit 2 within seconds with one line naming the
+problem and the fix, instead of minutes of retries and per-prefix errors."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from botocore.exceptions import ClientError, NoCredentialsError
+
+from gcd import exitcodes
+from gcd.cli.main import main
+from gcd.errors import ConfigError, StorageError
+from gcd.storage.s3 import preflight_failure
+from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
+from gcd.testing.local_servers import LocalS3
+
+REPO = Path(__file__).resolve().parents[3]
+ROOT = "level_zero/data/"
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """main() configures structlog for its stderr; undo that after each test."""
+    yield
+    structlog.reset_defaults()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: bound, then closed."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def sweep_argv(endpoint: str, bucket: str, *extra: str) -> list[str]:
+    """`gcd sweep` against `endpoint` with M given (no etcd needed)."""
+    return ["sweep", "--bucket", bucket, "--endpoint-url", endpoint, "--region", "us-east-1",
+            "--safe-epoch", "5", *extra]  # fmt: skip
+
+
+def daemon_argv(endpoint: str, bucket: str) -> list[str]:
+    """`gcd daemon` against `endpoint` with M given, HTTP on a free loopback port."""
+    return ["daemon", "--bucket", bucket, "--endpoint-url", endpoint, "--region", "us-east-1",
+            "--safe-epoch", "5", "--http-host", "127.0.0.1", "--http-port", "0"]  # fmt: skip
+
+
+def error_lines(err: str) -> list[str]:
+    """The lines of stderr (no log line is expected before the preflight fails)."""
+    return [line for line in err.splitlines() if line.strip()]
+
+
+def gcd(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run `python -m gcd` (a daemon that does not fail fast would run on: time limit)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gcd", *argv], env=env, cwd=REPO, capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["sweep", "daemon"])
+def test_missing_bucket_exits_2_at_once_with_one_line(s3_server: LocalS3, command: str) -> None:
+    """No such bucket: exit 2 before any round, one line naming the bucket and --bucket."""
+    argv = (sweep_argv if command == "sweep" else daemon_argv)(
+        s3_server.endpoint_url, "l0gc-no-such-bucket"
+    )
+    started = time.monotonic()
+    code, out, err = gcd(argv)
+    assert time.monotonic() - started < 15
+    assert code == exitcodes.USAGE, err
+    lines = error_lines(err)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"gcd {command}: error: bucket 'l0gc-no-such-bucket' does not exist")
+    assert "--bucket" in lines[0]
+    assert out == ""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["sweep", "daemon"])
+def test_unreachable_endpoint_exits_2_within_seconds(command: str) -> None:
+    """A closed loopback port: three quick tries, then exit 2 naming the endpoint and flag."""
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    argv = (sweep_argv if command == "sweep" else daemon_argv)(endpoint, "b")
+    started = time.monotonic()
+    code, _, err = gcd(argv)
+    assert time.monotonic() - started < 15
+    assert code == exitcodes.USAGE, err
+    lines = error_lines(err)
+    assert len(lines) == 1, lines
+    assert f"cannot reach the S3 endpoint {endpoint}" in lines[0]
+    assert "--endpoint-url" in lines[0]
+
+
+@pytest.mark.integration
+def test_access_denied_on_list_names_the_permission(
+    s3_server: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AccessDenied on ListObjectsV2: exit 2, one line naming s3:ListBucket on the bucket;
+    the preflight is the only LIST sent."""
+    denied = FaultConfig(share=1.0, codes=("AccessDenied",), operations=frozenset({"list"}))
+    with ThreadedFaultProxy(s3_server.endpoint_url, denied) as proxy:
+        assert main(sweep_argv(proxy.endpoint_url, bucket)) == exitcodes.USAGE
+        assert proxy.proxy.requests["list"] == 1
+    lines = error_lines(capsys.readouterr().err)
+    assert len(lines) == 1, lines
+    assert f"s3:ListBucket on arn:aws:s3:::{bucket}" in lines[0]
+
+
+@pytest.mark.integration
+def test_no_credentials_exits_2_within_seconds(s3_server: LocalS3, tmp_path: Path) -> None:
+    """No AWS_* variables, empty config and credentials files, no instance metadata:
+    exit 2 within seconds, one line saying how to give credentials."""
+    (tmp_path / "config").write_text("")
+    (tmp_path / "credentials").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "L0GC_"))}
+    env.update(
+        HOME=str(tmp_path),
+        AWS_CONFIG_FILE=str(tmp_path / "config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    started = time.monotonic()
+    code, out, err = gcd(sweep_argv(s3_server.endpoint_url, "b", "--json"), env)
+    assert time.monotonic() - started < 15
+    assert code == exitcodes.USAGE, err
+    lines = error_lines(err)
+    assert len(lines) == 1, lines
+    assert "no AWS credentials found" in lines[0]
+    assert "AWS_ACCESS_KEY_ID" in lines[0]
+    assert out == ""
+
+
+def client_error(code: str, status: int, **extra: object) -> ClientError:
+    """A ClientError as botocore raises it for an S3 error answer."""
+    response: dict[str, object] = {
+        "Error": {"Code": code, "Message": f"{code} message", **extra},
+        "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}},
+    }
+    return ClientError(response, "ListObjectsV2")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "retry", "words"),
+    [
+        (NoCredentialsError(), ConfigError, False, "no AWS credentials found"),
+        (client_error("NoSuchBucket", 404), ConfigError, False, "does not exist"),
+        (client_error("AccessDenied", 403), ConfigError, False, "s3:ListBucket"),
+        (client_error("InvalidAccessKeyId", 403), ConfigError, False, "rejected the credentials"),
+        (client_error("AuthorizationHeaderMalformed", 400, Region="eu-west-1"), ConfigError,
+         False, "pass --region eu-west-1"),
+        (client_error("PermanentRedirect", 301), ConfigError, False, "another region"),
+        (client_error("SlowDown", 503), StorageError, True, "try again later"),
+        (ConnectionRefusedError("refused"), ConfigError, True, "cannot reach the S3 endpoint"),
+    ],
+)  # fmt: skip
+def test_each_misconfiguration_gets_its_own_message(
+    exc: BaseException, kind: type[Exception], retry: bool, words: str
+) -> None:
+    """The preflight names the problem: credentials, bucket, permission, region, endpoint;
+    only the endpoint and throttling are worth another try."""
+    problem, may_retry = preflight_failure(exc, "b", ROOT, "http://s3.test", "us-east-1")
+    assert type(problem) is kind
+    assert may_retry is retry
+    assert words in str(problem)

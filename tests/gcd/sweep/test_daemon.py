@@ -1,0 +1,462 @@
+"""The daemon: pure pacing decisions, iterations on fakes, HTTP endpoints, and the real
+`python -m gcd daemon` process paused, resumed and stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
+
+from gcd.rules.layout import KeyLayout
+from gcd.storage.retry import Backoff, Retrier
+from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.sweep.brake import PauseBrake
+from gcd.sweep.daemon import (
+    Daemon,
+    DaemonConfig,
+    ListReason,
+    ListState,
+    RoundKind,
+    make_app,
+    next_delay,
+    should_list,
+)
+from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.sweeper import RoundConfig, Sweeper
+from gcd.testing.local_servers import LocalEtcd, LocalS3, free_port
+from gcd.testing.memory import MemoryObjectStore
+from tests.binding import bind
+from tests.waiting import wait_until
+from watermark.core.kv import Put
+from watermark.etcd.memory import MemoryKV
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import Publication, WatermarkStore
+
+LAYOUT = KeyLayout.default("level_zero/data")
+CONFIG = DaemonConfig(interval_s=10, idle_interval_s=60, max_interval_s=600,
+                      full_pass_interval_s=600, unready_after_s=300)  # fmt: skip
+REPO = Path(__file__).parents[3]
+
+
+# -- pure decisions -----------------------------------------------------------------------
+
+
+def test_should_list_only_when_something_new_can_be_deletable() -> None:
+    """List on the first round, when M advanced, young objects aged, incomplete, or a full
+    pass is due; otherwise do not list."""
+    assert should_list(ListState(), 5, 0.0, 600) is ListReason.FIRST_ROUND
+    done = ListState(listed_safe_epoch=5, listed_at_s=1000.0)
+    assert should_list(done, 5, 1100.0, 600) is None
+    assert should_list(done, 6, 1100.0, 600) is ListReason.SAFE_EPOCH_ADVANCED
+    assert should_list(done, 5, 1600.0, 600) is ListReason.FULL_PASS_DUE
+    young = ListState(5, 1000.0, young_ready_at_s=1200.0)
+    assert should_list(young, 5, 1199.0, 600) is None
+    assert should_list(young, 5, 1200.0, 600) is ListReason.YOUNG_AGED
+    assert should_list(ListState(5, 1000.0, complete=False), 5, 1001, 600) is ListReason.INCOMPLETE
+
+
+def test_next_delay_paces_by_outcome() -> None:
+    """Short after progress, idle interval otherwise, exponential on errors up to the cap."""
+    assert next_delay(RoundKind.PROGRESS, CONFIG) == 10
+    assert next_delay(RoundKind.IDLE, CONFIG) == 60
+    assert next_delay(RoundKind.BLOCKED, CONFIG) == 60
+    errors = [next_delay(RoundKind.ERROR, CONFIG, consecutive_errors=n) for n in range(1, 7)]
+    assert errors == [60, 120, 240, 480, 600, 600]
+    assert next_delay(RoundKind.IDLE, CONFIG, young_ready_at_s=130, now_s=100) == 30
+    assert next_delay(RoundKind.IDLE, CONFIG, young_ready_at_s=90, now_s=100) == 0
+    assert next_delay(RoundKind.IDLE, CONFIG, young_ready_at_s=900, now_s=100) == 60
+    jittered = next_delay(RoundKind.PROGRESS, CONFIG, uniform=0.999)
+    assert 10 < jittered < 11
+
+
+# -- iterations on in-memory fakes ------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 2_000_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def no_sleep(_seconds: float) -> None:
+    return None
+
+
+async def memory_setup(clock: Clock) -> tuple[MemoryKV, WatermarkStore, MemoryObjectStore, Daemon]:
+    kv = MemoryKV(now=clock)
+    watermarks = WatermarkStore(kv, "/l0gc/d")
+    await watermarks.init_cluster_epoch(1)
+    await watermarks.register_partition("p")
+    await watermarks.acquire_ownership("p", "owner")
+    for _ in range(9):
+        await watermarks.advance_cluster_epoch()
+    await publish(watermarks, 5)
+    store = MemoryObjectStore()
+    sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, grace_s=600), clock=clock,
+                      retrier=Retrier(Backoff(), no_sleep, random.Random(0)))  # fmt: skip
+    daemon = Daemon(sweeper, watermarks, CONFIG, clock=clock, rng=random.Random(0))
+    return kv, watermarks, store, daemon
+
+
+async def publish(watermarks: WatermarkStore, safe: int) -> None:
+    record = await watermarks.get_partition("p")
+    assert record is not None
+    await watermarks.publish_one(Publication("p", "owner", record.owner_epoch, safe))
+
+
+def put_garbage(store: MemoryObjectStore, clock: Clock, epochs: range, tag: str) -> set[str]:
+    keys = {LAYOUT.format(e % 1000, e, tag) for e in epochs}
+    for key in keys:
+        store.put(key, last_modified_s=clock.now - 3600)
+    return keys
+
+
+async def test_daemon_lists_only_when_listing_can_find_something() -> None:
+    """After a full round, iterations read etcd but do not LIST until M advances."""
+    clock = Clock()
+    _, watermarks, store, daemon = await memory_setup(clock)
+    first = put_garbage(store, clock, range(1, 6), "a")
+    assert await daemon.run_once() <= CONFIG.interval_s * 1.1
+    assert not first & store.keys()
+    lists = store.list_requests
+    clock.now += 70
+    assert await daemon.run_once() >= CONFIG.idle_interval_s
+    assert store.list_requests == lists
+    second = put_garbage(store, clock, range(6, 8), "b")
+    await publish(watermarks, 7)
+    clock.now += 70
+    await daemon.run_once()
+    assert store.list_requests > lists
+    assert not second & store.keys()
+    assert daemon.readiness() == (True, "ok")
+
+
+async def test_daemon_sleeps_until_young_objects_age() -> None:
+    """Only young garbage: wait until it ages, then list and delete it."""
+    clock = Clock()
+    _, _, store, daemon = await memory_setup(clock)
+    young = LAYOUT.format(1, 1, "young")
+    store.put(young, last_modified_s=clock.now - 570)
+    delay = await daemon.run_once()
+    assert delay == pytest.approx(30, rel=0.11)  # not the 60 s idle interval
+    clock.now += 29
+    lists = store.list_requests
+    await daemon.run_once()
+    assert store.list_requests == lists
+    clock.now += 2
+    await daemon.run_once()
+    assert young not in store.objects
+
+
+async def test_daemon_keeps_last_good_safe_epoch_while_etcd_is_down() -> None:
+    """etcd down: rounds use the last good M, the metric grows, readiness fails after a while."""
+    clock = Clock()
+    kv, _, store, daemon = await memory_setup(clock)
+    await daemon.run_once()
+    kv.unavailable = True
+    late = put_garbage(store, clock, range(2, 4), "late")  # orphans found by the full pass
+    clock.now += CONFIG.full_pass_interval_s + 1
+    await daemon.run_once()
+    assert not late & store.keys()
+    assert daemon.metrics.seconds_since_last_good_watermark._value.get() > 600
+    assert daemon.readiness()[0] is False  # down longer than unready_after (300 s)
+    kv.unavailable = False
+    await daemon.run_once()
+    assert daemon.readiness() == (True, "ok")
+    assert daemon.metrics.seconds_since_last_good_watermark._value.get() == 0
+
+
+async def test_daemon_blocked_without_any_good_read() -> None:
+    """etcd down from the start: blocked, not ready, nothing listed."""
+    clock = Clock()
+    kv, _, store, daemon = await memory_setup(clock)
+    kv.unavailable = True
+    assert await daemon.run_once() >= CONFIG.idle_interval_s
+    assert store.list_requests == 0
+    ready, why = daemon.readiness()
+    assert not ready
+    assert "etcd unreachable" in why
+
+
+async def test_daemon_pause_resume_and_fail_closed() -> None:
+    """Paused: nothing deleted, still ready. Malformed record: blocked and not ready."""
+    clock = Clock()
+    kv, watermarks, store, daemon = await memory_setup(clock)
+    garbage = put_garbage(store, clock, range(1, 6), "g")
+    await watermarks.set_paused("maintenance")
+    await daemon.run_once()
+    assert garbage <= store.keys()
+    assert daemon.metrics.paused._value.get() == 1
+    assert daemon.readiness() == (True, "paused")
+    await watermarks.clear_paused()
+    await daemon.run_once()
+    assert not garbage & store.keys()
+    assert daemon.metrics.paused._value.get() == 0
+    await kv.txn([], [Put(watermarks.partition_key("bad"), b"{}")])
+    await daemon.run_once()
+    assert daemon.metrics.blocked._value.get() == 1
+    assert daemon.readiness()[0] is False
+
+
+def gauge(daemon: Daemon, name: str) -> float:
+    value = daemon.metrics.registry.get_sample_value(f"l0gc_sweeper_{name}")
+    assert value is not None, name
+    return value
+
+
+async def test_epoch_gauges_are_nan_while_m_is_unknown() -> None:
+    """Before any read, while paused or blocked, M and the lag are NaN, never a healthy 0."""
+    clock = Clock()
+    kv, watermarks, _, daemon = await memory_setup(clock)
+    assert math.isnan(gauge(daemon, "safe_epoch"))
+    assert math.isnan(gauge(daemon, "epoch_lag"))
+    assert math.isnan(gauge(daemon, "cluster_epoch"))
+    await watermarks.set_paused("maintenance")
+    await daemon.run_once()
+    assert math.isnan(gauge(daemon, "safe_epoch"))
+    assert math.isnan(gauge(daemon, "epoch_lag"))
+    assert gauge(daemon, "cluster_epoch") == 10
+    await watermarks.clear_paused()
+    await daemon.run_once()
+    assert (gauge(daemon, "safe_epoch"), gauge(daemon, "epoch_lag")) == (5, 5)
+    await kv.txn([], [Put(watermarks.partition_key("bad"), b"{}")])
+    await daemon.run_once()
+    assert math.isnan(gauge(daemon, "safe_epoch"))
+    assert math.isnan(gauge(daemon, "epoch_lag"))
+    kv.unavailable = True
+    fresh = Daemon(daemon.sweeper, watermarks, CONFIG, clock=clock)
+    await fresh.run_once()  # etcd down from the start: nothing known at all
+    assert math.isnan(gauge(daemon, "cluster_epoch"))
+
+
+async def test_a_paused_daemon_wakes_when_resumed_not_after_its_idle_interval() -> None:
+    """Paused with a 60 s idle interval: clearing the pause starts the next round at once."""
+    clock = Clock()
+    _, watermarks, store, daemon = await memory_setup(clock)
+    daemon.config = dataclasses.replace(CONFIG, resume_poll_s=0.01)
+    garbage = put_garbage(store, clock, range(1, 6), "g")
+    await watermarks.set_paused("maintenance")
+    task = asyncio.create_task(daemon.run())
+    try:
+        await wait_until(lambda: daemon.iterations == 1 and daemon.paused, timeout_s=10,
+                         what="a paused iteration")  # fmt: skip
+        assert garbage <= store.keys()
+        await watermarks.clear_paused()
+        await wait_until(lambda: not garbage & store.keys(), timeout_s=10,
+                         what="the garbage deleted after resume")  # fmt: skip
+        assert daemon.iterations == 2
+    finally:
+        daemon.stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+
+async def test_run_stops_when_stop_is_set() -> None:
+    """run() returns promptly once stop is set, even in the middle of a long wait."""
+    clock = Clock()
+    _, _, _, daemon = await memory_setup(clock)
+    task = asyncio.create_task(daemon.run())
+    while daemon.iterations == 0:
+        await asyncio.sleep(0)
+    daemon.stop.set()
+    await asyncio.wait_for(task, timeout=10)
+
+
+async def test_http_endpoints() -> None:
+    """/metrics serves l0gc_sweeper_* series; /readyz follows readiness; /healthz is ok."""
+    clock = Clock()
+    _, _, _, daemon = await memory_setup(clock)
+    async with TestClient(TestServer(make_app(daemon, lambda: None))) as client:
+        assert (await client.get("/readyz")).status == 503
+        await daemon.run_once()
+        assert (await client.get("/readyz")).status == 200
+        assert (await client.get("/healthz")).status == 200
+        body = await (await client.get("/metrics")).text()
+    for name in ("deleted_objects_total", "listed_objects_total", "rounds_total", "safe_epoch",
+                 "epoch_lag", "seconds_since_last_good_watermark", "round_duration_seconds"):
+        assert f"l0gc_sweeper_{name}" in body
+    assert 'l0gc_sweeper_skipped_objects_total{reason="too_young"}' in body
+
+
+def test_metric_labels_come_from_fixed_sets() -> None:
+    """Unknown S3 codes become 'other'; unknown reasons and outcomes are refused."""
+    metrics = SweeperMetrics()
+    metrics.delete_error("WeirdVendorCode")
+    metrics.list_error("SlowDown")
+    body = metrics.render().decode()
+    assert 'l0gc_sweeper_delete_errors_total{code="other"} 1.0' in body
+    assert 'l0gc_sweeper_list_errors_total{code="SlowDown"} 1.0' in body
+    with pytest.raises(ValueError):
+        metrics.skipped("because")
+    with pytest.raises(ValueError):
+        metrics.round_finished("meh")
+
+
+# -- the real process ---------------------------------------------------------------------
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    raise AssertionError(f"metric {name} {labels} not found")
+
+
+@pytest.fixture
+def daemon_log(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "daemon.log"
+    yield path
+    if os.environ.get("L0GC_SHOW_DAEMON_LOG"):
+        print(path.read_text())
+
+
+@pytest.mark.integration
+async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, daemon_log: Path
+) -> None:
+    """`python -m gcd daemon`: deletes garbage, holds off while paused, resumes, exits 0."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+    watermarks = WatermarkStore(kv, namespace)
+    await watermarks.init_cluster_epoch(1)
+    await watermarks.register_partition("p")
+    await watermarks.acquire_ownership("p", "owner")
+    for _ in range(9):
+        await watermarks.advance_cluster_epoch()
+    await publish(watermarks, 5)
+    await bind(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
+    old = datetime.now(UTC) - timedelta(hours=1)
+    first = [LAYOUT.format(p, e, "a") for p in (1, 600) for e in range(1, 6)]
+    s3_server.seed(bucket, first, last_modified=old)
+    port = free_port()
+    command = [sys.executable, "-m", "gcd", "daemon", "--bucket", bucket,
+               "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1",
+               "--etcd", etcd_server.endpoint, "--namespace", namespace, "--grace", "1m",
+               "--interval", "0.05s", "--idle-interval", "0.1s", "--max-interval", "1s",
+               "--full-pass-interval", "0.3s", "--http-host", "127.0.0.1",
+               "--http-port", str(port)]  # fmt: skip
+    with daemon_log.open("wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def scrape() -> str:
+                async with http.get(f"{base}/metrics") as resp:
+                    return await resp.text()
+
+            async def wait_for(check: object, what: str, timeout: float = 60) -> None:
+                async def alive_and_done() -> bool:
+                    assert proc.poll() is None, daemon_log.read_text()[-3000:]
+                    return bool(await check())  # type: ignore[operator]
+
+                await wait_until(
+                    alive_and_done,
+                    timeout_s=timeout,
+                    what=what,
+                    ignore=(aiohttp.ClientError,),
+                    detail=lambda: daemon_log.read_text()[-3000:],
+                )
+
+            async def deleted(count: int) -> bool:
+                return metric(await scrape(), "l0gc_sweeper_deleted_objects_total") >= count
+
+            async def paused_rounds(more: float) -> bool:
+                text = await scrape()
+                return (metric(text, "l0gc_sweeper_paused") == 1
+                        and metric(text, "l0gc_sweeper_rounds_total", outcome="paused")
+                        >= more)  # fmt: skip
+
+            await wait_for(lambda: deleted(len(first)), "first garbage deleted")
+            assert not set(first) & s3_server.keys(bucket)
+            async with http.get(f"{base}/readyz") as resp:
+                assert resp.status == 200
+
+            await watermarks.set_paused("test pause")
+            await wait_for(lambda: paused_rounds(1), "paused round")
+            second = [LAYOUT.format(p, e, "b") for p in (2, 700) for e in range(1, 6)]
+            s3_server.seed(bucket, second, last_modified=old)
+            await publish(watermarks, 6)
+            seen = metric(await scrape(), "l0gc_sweeper_rounds_total", outcome="paused")
+
+            await wait_for(lambda: paused_rounds(seen + 3), "three more paused rounds")
+            assert set(second) <= s3_server.keys(bucket)
+            async with http.get(f"{base}/readyz") as resp:
+                assert resp.status == 200
+
+            await watermarks.clear_paused()
+            await wait_for(lambda: deleted(len(first) + len(second)), "second garbage deleted")
+            assert not set(second) & s3_server.keys(bucket)
+            text = await scrape()
+            assert metric(text, "l0gc_sweeper_paused") == 0
+            assert metric(text, "l0gc_sweeper_safe_epoch") == 6
+            assert metric(text, "l0gc_sweeper_cluster_epoch") == 10
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(proc.wait, 30)
+        assert code == 0, daemon_log.read_text()[-3000:]
+        assert b"daemon.stopped" in daemon_log.read_bytes()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        await kv.close()
+
+
+@pytest.mark.integration
+async def test_resume_wakes_a_daemon_within_seconds(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Issue 14: a daemon paused with a 60 s idle interval starts its next round within a few
+    seconds of `gcd resume` (real etcd and S3); M is NaN on its gauges while paused."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+    watermarks = WatermarkStore(kv, namespace)
+    await watermarks.init_cluster_epoch(1)
+    await watermarks.register_partition("p")
+    await watermarks.acquire_ownership("p", "owner")
+    for _ in range(9):
+        await watermarks.advance_cluster_epoch()
+    await publish(watermarks, 5)
+    await watermarks.set_paused("issue 14 item 9")
+    garbage = [LAYOUT.format(p, e, "g") for p in (3, 800) for e in range(1, 6)]
+    s3_server.seed(bucket, garbage, last_modified=datetime.now(UTC) - timedelta(hours=1))
+    settings = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
+    try:
+        async with S3ObjectStore.open(settings) as objects:
+            sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=60),
+                              brake=PauseBrake(watermarks))  # fmt: skip
+            daemon = Daemon(sweeper, watermarks, CONFIG)  # idle interval 60 s
+            task = asyncio.create_task(daemon.run())
+            try:
+                await wait_until(lambda: daemon.iterations == 1 and daemon.paused,
+                                 timeout_s=30, what="a paused iteration")  # fmt: skip
+                assert math.isnan(gauge(daemon, "safe_epoch"))
+                assert math.isnan(gauge(daemon, "epoch_lag"))
+                resumed_at = time.monotonic()
+                assert await watermarks.clear_paused()
+                await wait_until(lambda: not set(garbage) & s3_server.keys(bucket),
+                                 timeout_s=15, what="the round after resume")  # fmt: skip
+                waited = time.monotonic() - resumed_at
+                print(f"next round {waited:.2f} s after resume")
+                assert daemon.iterations == 2
+                assert waited < CONFIG.resume_poll_s * 1.1 + 3
+                assert gauge(daemon, "safe_epoch") == 5
+            finally:
+                daemon.stop.set()
+                await asyncio.wait_for(task, timeout=30)
+    finally:
+        await kv.close()

@@ -1,0 +1,204 @@
+"""The batch deleter on the in-memory store: poison keys, XML-unsafe keys, and the brake."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Sequence
+
+import pytest
+from structlog.testing import capture_logs
+
+from gcd.errors import StorageError
+from gcd.storage.objectstore import DeleteResult
+from gcd.storage.retry import Backoff, Retrier
+from gcd.sweep.brake import OPEN, Brake, PauseBrake
+from gcd.sweep.deleter import MAX_UNPROVEN, BatchDeleter, Candidate
+from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.report import RoundCounts
+from gcd.testing.memory import MemoryObjectStore
+
+
+class RefusingStore(MemoryObjectStore):
+    """S3 as it answers a body it cannot parse: one bad key fails the whole request."""
+
+    def __init__(self, bad: set[str], code: str = "MalformedXML") -> None:
+        super().__init__()
+        self.bad = bad
+        self.code = code
+        self.requests: list[tuple[str, ...]] = []
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        self.requests.append(tuple(keys))
+        if self.bad & set(keys) or "*" in self.bad:
+            raise StorageError("The XML you provided was not well-formed", code=self.code,
+                               retryable=False)  # fmt: skip
+        return await super().delete_batch(keys)
+
+
+async def no_sleep(_seconds: float) -> None:
+    return None
+
+
+def deleter_for(store: MemoryObjectStore, brake: Brake = OPEN) -> BatchDeleter:
+    retrier = Retrier(Backoff(base_s=0.01, cap_s=0.1, max_attempts=4), no_sleep, random.Random(1))
+    return BatchDeleter(store, concurrency=4, retrier=retrier, metrics=SweeperMetrics(),
+                        stop=asyncio.Event(), brake=brake)  # fmt: skip
+
+
+def batch_of(store: MemoryObjectStore, keys: Sequence[str]) -> list[Candidate]:
+    for key in keys:
+        store.put(key, size=3)
+    return [Candidate(key, 3, epoch) for epoch, key in enumerate(keys)]
+
+
+def counter(deleter: BatchDeleter, name: str) -> float:
+    value = deleter.metrics.registry.get_sample_value(name)
+    assert value is not None, name
+    return value
+
+
+GOOD = [f"l0/{i:04d}/good" for i in range(1000)]
+
+
+@pytest.mark.parametrize("poison", [[17], [0, 999], [3, 4, 500, 777]])
+async def test_poison_keys_are_isolated_and_every_good_key_is_deleted(poison: list[int]) -> None:
+    """A batch failing as a whole is bisected: good keys go, each bad key is reported once."""
+    keys = list(GOOD)
+    bad = {keys[i] for i in poison}
+    store = RefusingStore(bad)
+    deleter = deleter_for(store)
+    counts = RoundCounts()
+    with capture_logs() as logs:
+        await deleter.delete(batch_of(store, keys), counts)
+    assert store.keys() == bad
+    assert counts.deleted == len(keys) - len(bad)
+    assert counts.unsafe_keys == len(bad)
+    assert counts.errors == 0
+    reported = [e["key"] for e in logs if e["event"] == "sweep.unsafe_key"]
+    assert sorted(reported) == sorted(bad)
+    assert len(store.requests) <= 1 + 2 * len(bad) * math.ceil(math.log2(len(keys)))
+    assert counter(deleter, "l0gc_sweeper_unsafe_keys_total") == len(bad)
+    # The next round does not send them again, and does not log them again.
+    store.requests.clear()
+    counts = RoundCounts()
+    with capture_logs() as logs:
+        await deleter.delete(batch_of(store, sorted(bad)), counts)
+    assert store.requests == []
+    assert counts.unsafe_keys == len(bad)
+    assert not [e for e in logs if e["event"] == "sweep.unsafe_key"]
+
+
+async def test_keys_xml_cannot_carry_are_never_sent() -> None:
+    """Control characters, CR and lone surrogates are kept, reported, and never in a request."""
+    unsafe = ["l0/1/bad\x01name", "l0/1/cr\rname", "l0/1/lone\ud800", "l0/1/nul\x00"]
+    carried = ["l0/1/tab\tname", "l0/1/lf\nname", "l0/1/plain"]
+    store = RefusingStore(set())
+    deleter = deleter_for(store)
+    counts = RoundCounts()
+    with capture_logs() as logs:
+        await deleter.delete(batch_of(store, [*unsafe, *carried]), counts)
+    sent = {key for request in store.requests for key in request}
+    assert sent == set(carried)
+    assert store.keys() == set(unsafe)
+    assert counts.unsafe_keys == len(unsafe)
+    assert counts.errors == 0
+    reasons = {e["key"]: e["reason"] for e in logs if e["event"] == "sweep.unsafe_key"}
+    assert set(reasons) == set(unsafe)
+    assert "carriage return" in reasons["l0/1/cr\rname"]
+    assert "U+0001" in reasons["l0/1/bad\x01name"]
+
+
+async def test_a_failure_that_is_not_the_keys_is_an_error_not_poison() -> None:
+    """Every request failing alike: bisection stops early, the keys count as errors."""
+    store = RefusingStore({"*"})
+    deleter = deleter_for(store)
+    counts = RoundCounts()
+    await deleter.delete(batch_of(store, GOOD), counts)
+    assert counts.errors == len(GOOD)
+    assert counts.unsafe_keys == 0
+    assert deleter.poison == {}
+    assert len(store.requests) <= math.ceil(math.log2(len(GOOD))) + 2 * MAX_UNPROVEN
+    assert store.keys() == set(GOOD)
+
+
+async def test_failures_unrelated_to_keys_are_not_bisected() -> None:
+    """AccessDenied on the whole request is one failed request, counted as errors."""
+    store = RefusingStore({GOOD[5]}, code="AccessDenied")
+    deleter = deleter_for(store)
+    counts = RoundCounts()
+    await deleter.delete(batch_of(store, GOOD), counts)
+    assert len(store.requests) == 1
+    assert counts.errors == len(GOOD)
+    assert counts.unsafe_keys == 0
+
+
+async def test_a_single_key_batch_has_no_proof_and_counts_as_an_error() -> None:
+    """A key failing alone with nothing else answered is an error, tried again next round."""
+    store = RefusingStore({GOOD[0]})
+    deleter = deleter_for(store)
+    counts = RoundCounts()
+    await deleter.delete(batch_of(store, GOOD[:1]), counts)
+    assert counts.errors == 1
+    assert counts.unsafe_keys == 0
+    assert deleter.poison == {}
+
+
+class PausingStore(MemoryObjectStore):
+    """Writes the pause key once the first request was answered."""
+
+    def __init__(self, pauses: FakePauses) -> None:
+        super().__init__()
+        self.pauses = pauses
+        self.requests = 0
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        result = await super().delete_batch(keys)
+        self.requests += 1
+        self.pauses.reason = "incident"
+        return result
+
+
+class FakePauses:
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    async def get_paused(self) -> str | None:
+        return self.reason
+
+
+async def test_the_brake_stops_before_the_next_request_including_halves() -> None:
+    """A pause seen after the first request: no further request, the rest is skipped_paused."""
+    pauses = FakePauses()
+    store = PausingStore(pauses)
+    deleter = deleter_for(store, PauseBrake(pauses, min_interval_s=0))
+    counts = RoundCounts()
+    await deleter.delete(batch_of(store, GOOD[:10]), counts)
+    assert store.requests == 1
+    assert counts.deleted == 10
+    counts = RoundCounts()
+    await deleter.delete(batch_of(store, GOOD[10:20]), counts)
+    assert store.requests == 1
+    assert counts.skipped_paused == 10
+    assert counts.errors == 0
+    assert counter(deleter, "l0gc_sweeper_paused_skipped_objects_total") == 10
+
+    # A bisection is stopped between its halves too.
+    pauses.reason = None
+    refusing = RefusingStore({GOOD[3]})
+    halves = deleter_for(refusing, PauseBrake(pauses, min_interval_s=0))
+    original = refusing.delete_batch
+
+    async def pause_after_first(keys: Sequence[str]) -> DeleteResult:
+        try:
+            return await original(keys)
+        finally:
+            pauses.reason = "incident"
+
+    refusing.delete_batch = pause_after_first  # type: ignore[method-assign]
+    counts = RoundCounts()
+    await halves.delete(batch_of(refusing, GOOD[:8]), counts)
+    assert len(refusing.requests) == 1
+    assert counts.skipped_paused == 8
+    assert refusing.keys() == set(GOOD[:8])

@@ -1,0 +1,285 @@
+"""The architecture as a test: layers, no import cycles, and a pure core.
+
+Every module of `watermark` and `gcd` belongs to one *unit* (a subpackage such as
+`watermark.core`, or a root module such as `watermark.errors`), and every unit to one
+layer of `LAYERS`, lowest first. A module may import its own unit and the units of
+lower layers, never a unit of its own layer or of a higher one. Every import counts:
+at module level, inside a function, or under `TYPE_CHECKING`. The composition roots
+(`watermark.__main__`, `gcd.__main__`) are the one exception: they wire the command
+together and import whatever it needs.
+
+The pure units (`watermark.core`, `gcd.rules`, both `errors` modules) import none of
+the I/O, clock or randomness modules: they decide, the layers above do the I/O.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("watermark", "gcd")
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("watermark", "watermark.errors"),
+    ("watermark.core",),
+    ("watermark.options", "watermark.logs"),
+    ("watermark.etcd",),
+    ("watermark.service",),
+    ("watermark.api",),
+    ("gcd", "gcd.errors"),
+    ("gcd.exitcodes",),
+    ("gcd.rules",),
+    ("gcd.storage",),
+    ("gcd.sweep",),
+    ("gcd.spark",),
+    ("gcd.testing",),
+    ("gcd.sim",),
+    ("gcd.demo",),
+    ("gcd.chaos",),
+    ("gcd.cli",),
+)
+ROOTS = frozenset({"watermark.__main__", "gcd.__main__"})
+PURE_UNITS = ("watermark.errors", "watermark.core", "gcd.errors", "gcd.rules")
+FORBIDDEN = frozenset(
+    {
+        "asyncio", "aetcd", "etcd3", "grpc", "boto3", "botocore", "aiobotocore", "azure",
+        "pyspark", "structlog", "prometheus_client", "time", "random", "secrets", "socket",
+        "threading", "os", "datetime", "importlib", "subprocess", "pathlib",
+    }
+)  # fmt: skip
+
+
+def module_name(path: Path) -> str:
+    """`watermark/core/window.py` -> `watermark.core.window` (a package: its name)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the two packages, by dotted name."""
+    return {
+        module_name(path): path
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+
+
+def imports(name: str, source: str, *, is_package: bool = False) -> list[tuple[int, str]]:
+    """(line, module) of every import in `source`, absolute, wherever it is written.
+
+    `from pkg import name` counts as an import of `pkg.name` when that is a module, so
+    importing a submodule through its package is seen for what it is.
+    """
+    known = MODULES
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - (node.level - 1)]
+                target = ".".join([*anchor, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                dotted = f"{target}.{alias.name}"
+                found.append((node.lineno, dotted if dotted in known else target))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "__import__"
+        ):
+            found.append((node.lineno, "__import__"))
+    return found
+
+
+def unit_of(module: str) -> str | None:
+    """The unit of `module`: the longest unit name it is, or lies under; None if outside."""
+    best: str | None = None
+    for layer in LAYERS:
+        for unit in layer:
+            if (module == unit or module.startswith(unit + ".")) and (
+                best is None or len(unit) > len(best)
+            ):
+                best = unit
+    return best
+
+
+def layer_of(unit: str) -> int:
+    """The index of `unit`'s layer in LAYERS."""
+    return next(index for index, layer in enumerate(LAYERS) if unit in layer)
+
+
+def violations(name: str, targets: list[tuple[int, str]]) -> list[str]:
+    """'line: module' for every import of `name` that is not of a lower layer."""
+    own = unit_of(name)
+    assert own is not None, f"{name} belongs to no unit of LAYERS: add it"
+    found = []
+    for line, target in targets:
+        unit = unit_of(target)
+        if unit is None or unit == own:
+            continue
+        if layer_of(unit) >= layer_of(own):
+            found.append(f"{line}: {target}")
+    return found
+
+
+MODULES = modules()
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - ROOTS))
+def test_a_module_imports_only_its_own_unit_and_lower_layers(name: str) -> None:
+    """No module imports a unit of its own layer or of a layer above it."""
+    path = MODULES[name]
+    found = violations(name, imports(name, path.read_text(), is_package=path.stem == "__init__"))
+    assert found == [], f"{path.relative_to(ROOT)} imports above its layer: {found}"
+
+
+def test_there_is_no_import_cycle() -> None:
+    """The module import graph (every import, TYPE_CHECKING ones too) is acyclic."""
+    graph = {
+        name: {target for _, target in imports(name, path.read_text(),
+                                                is_package=path.stem == "__init__")
+               if target in MODULES and target != name}
+        for name, path in MODULES.items()
+    }  # fmt: skip
+    # A package's own __init__ importing nothing is the rule here; an edge from a module
+    # to its package __init__ is a real edge.
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt)) is not None:
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)) is not None:
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+def test_every_package_says_what_lives_there_and_what_it_may_import() -> None:
+    """Each package's __init__ has a docstring naming its layer's imports, and no code."""
+    for name, path in MODULES.items():
+        if path.stem != "__init__":
+            continue
+        tree = ast.parse(path.read_text())
+        doc = ast.get_docstring(tree) or ""
+        assert "import" in doc.lower(), f"{path.relative_to(ROOT)}: say what it may import"
+        code = [node for node in tree.body[1:] if not isinstance(node, ast.ImportFrom)
+                or node.module != "__future__"]  # fmt: skip
+        allowed = name == "gcd"  # the version
+        assert allowed or code == [], f"{path.relative_to(ROOT)}: a package re-exports nothing"
+
+
+def forbidden_imports(source: str) -> list[str]:
+    """Return 'line: module' for every forbidden import (or __import__ call) in `source`."""
+    return [
+        f"{line}: {module}"
+        for line, module in imports("x.y", source)
+        if module == "__import__" or module.split(".")[0] in FORBIDDEN
+    ]
+
+
+@pytest.mark.parametrize(
+    "name", sorted(name for name in MODULES if unit_of(name) in PURE_UNITS)
+)
+def test_a_pure_unit_imports_nothing_impure(name: str) -> None:
+    """The pure units import none of the I/O, clock or randomness modules."""
+    assert forbidden_imports(MODULES[name].read_text()) == [], f"{name} must stay sans-IO"
+
+
+def test_the_pure_units_are_what_they_claim() -> None:
+    """The purity check covers the whole of each pure unit, not a hand-kept list."""
+    covered = {unit_of(name) for name in MODULES if unit_of(name) in PURE_UNITS}
+    assert covered == set(PURE_UNITS)
+    assert len([n for n in MODULES if unit_of(n) == "watermark.core"]) >= 12
+
+
+# -- the checks can fail ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("watermark.core.window", "from watermark.etcd.store import WatermarkStore\n"),
+        ("watermark.core.window", "def f():\n    import watermark.service.guard\n"),
+        ("watermark.options", "from watermark.logs import redact\n"),
+        ("gcd.rules.layout", "from gcd.storage import objectstore\n"),
+        ("gcd.sweep.sweeper", "from gcd.testing.memory import MemoryObjectStore\n"),
+        ("gcd.sweep.sweeper", "from gcd.spark import delete\n"),
+        ("watermark.api.cli", "from gcd.cli.main import main\n"),
+        ("gcd.demo.runner", "from gcd.cli import output\n"),
+    ],
+)
+def test_the_layer_check_flags_an_upward_or_sideways_import(name: str, source: str) -> None:
+    """An import of the same or a higher layer is reported with its line."""
+    assert violations(name, imports(name, source)) != []
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("watermark.etcd.store", "from watermark.core.record import PartitionRecord\n"),
+        ("gcd.sweep.sweeper", "from gcd.rules.layout import KeyLayout\n"),
+        ("gcd.cli.main", "from watermark.api import cli\n"),
+        ("watermark.core.window", "from watermark.core import strictjson\n"),
+        ("watermark.core.window", "import json\n"),
+    ],
+)
+def test_the_layer_check_accepts_own_unit_and_lower_layers(name: str, source: str) -> None:
+    """Own-unit, lower-layer and stdlib imports pass."""
+    assert violations(name, imports(name, source)) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import time\n",
+        "import os.path\n",
+        "from time import monotonic\n",
+        "from asyncio import Lock\n",
+        "import json, random\n",
+        "def f():\n    import socket\n",
+        "try:\n    import aetcd\nexcept ImportError:\n    pass\n",
+        "clock = __import__('time')\n",
+        "from datetime import datetime as dt\n",
+        "import structlog\n",
+    ],
+)
+def test_the_purity_check_flags_an_impure_import(source: str) -> None:
+    """The checker reports a forbidden import wherever it hides in the source."""
+    assert forbidden_imports(source) != []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import enum\nfrom dataclasses import dataclass\n",
+        "from watermark.errors import StaleEpoch\n",
+        "from . import errors\n",
+        "import timeit_helpers_are_not_time\n",
+        "from collections import deque\n",
+    ],
+)
+def test_the_purity_check_accepts_pure_imports(source: str) -> None:
+    """Stdlib data modules, intra-package and look-alike names are not flagged."""
+    assert forbidden_imports(source) == []
+
+
+def test_the_purity_check_names_the_line_and_module() -> None:
+    """A finding says where the import is and what it imports."""
+    assert forbidden_imports("import enum\nimport time\n") == ["2: time"]

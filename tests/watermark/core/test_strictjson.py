@@ -1,0 +1,198 @@
+"""strictjson: bounded, strict JSON that refuses with InvalidJson and nothing else."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watermark.core.strictjson import dumps, loads
+from watermark.errors import InvalidJson, InvalidRecord, L0gcError
+
+LIMIT = 1 << 20
+
+
+def refusal(raw: bytes | str, **limits: int) -> str:
+    """The message `loads` refuses `raw` with (fails the test if it accepts it)."""
+    with pytest.raises(InvalidJson) as caught:
+        loads(raw, what="the test document", **{"max_bytes": LIMIT, **limits})
+    message = str(caught.value)
+    assert message.startswith("the test document: ")
+    return message
+
+
+def test_a_plain_document_decodes_like_json_loads() -> None:
+    """A valid document comes back exactly as json.loads would decode it."""
+    raw = '{"a": [1, -2.5, "x\\u00e9", null, true, {"b": {}}], "c": "\\ud83d\\ude00"}'
+    assert loads(raw.encode(), what="doc", max_bytes=LIMIT) == json.loads(raw)
+    assert loads(raw, what="doc", max_bytes=LIMIT) == json.loads(raw)
+
+
+def test_the_size_cap_is_checked_before_parsing() -> None:
+    """A document over max_bytes is refused by size, even when it is not JSON at all."""
+    assert "5 bytes, more than the limit of 4" in refusal(b"\xff\xff[[[", max_bytes=4)
+    assert "6 bytes" in refusal("\u00e9\u00e9\u00e9", max_bytes=5)  # UTF-8 bytes, not chars
+    assert loads(b"[1]", what="doc", max_bytes=3) == [1]
+
+
+def test_100k_open_brackets_are_refused_fast_without_recursion() -> None:
+    """100 000 nested arrays are refused as too deep, quickly, instead of RecursionError."""
+    started = time.perf_counter()
+    message = refusal(b"[" * 100_000 + b"]" * 100_000, max_bytes=1 << 21)
+    assert "nested more than 32 levels deep (at offset 32)" in message
+    assert time.perf_counter() - started < 1.0
+
+
+def test_depth_counts_arrays_and_objects_but_not_brackets_inside_strings() -> None:
+    """max_depth levels are accepted, one more is refused; brackets in strings do not count."""
+    deep = '{"a":' * 3 + "[[1]]" + "}" * 3
+    assert loads(deep, what="doc", max_bytes=LIMIT, max_depth=5) == {"a": {"a": {"a": [[1]]}}}
+    assert "nested more than 4 levels" in refusal(deep, max_depth=4)
+    brackets_in_strings = json.dumps(["[[[[{{{{", '\\"[[[[', {"k[[[[": "]]]]"}])
+    assert loads(brackets_in_strings, what="doc", max_bytes=LIMIT, max_depth=2)[0] == "[[[[{{{{"
+
+
+def test_an_unterminated_string_is_refused_before_the_parser_sees_the_brackets() -> None:
+    """An open string followed by brackets is refused as unterminated, with its offset."""
+    assert "unterminated string at offset 1" in refusal('["' + "[" * 50_000)
+    assert "nterminated string starting at offset 0" in refusal('"ends in a backslash\\')
+
+
+def test_duplicate_keys_are_refused_by_name() -> None:
+    """An object naming a key twice is refused, even when both values are equal."""
+    assert "the key 'version' more than once" in refusal(b'{"version": 1, "version": 1}')
+    assert "the key 'b' more than once" in refusal(b'[{"a": {"b": 1, "b": 2}}]')
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_refused(constant: str) -> None:
+    """NaN, Infinity and -Infinity are not JSON numbers and are refused."""
+    assert f"{constant} is not a JSON number" in refusal(f'{{"at": {constant}}}')
+
+
+@pytest.mark.parametrize("literal", ["1e400", "-1e400", "1" * 400 + ".0"])
+def test_floats_that_overflow_to_infinity_are_refused(literal: str) -> None:
+    """A number too large for a float is refused rather than becoming inf."""
+    assert "too large for a float" in refusal(f"[{literal}]")
+    assert loads("[1e300]", what="doc", max_bytes=LIMIT) == [1e300]
+
+
+def test_an_integer_beyond_4300_digits_is_refused() -> None:
+    """A 5000-digit integer is refused by length (the conversion would be quadratic)."""
+    assert "5000 digits, more than 4300" in refusal("9" * 5000)
+    assert loads("9" * 4300, what="doc", max_bytes=LIMIT) == int("9" * 4300)
+    assert loads(f'["{"9" * 5000}"]', what="doc", max_bytes=LIMIT) == ["9" * 5000]  # a string
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"\xff{}", "not UTF-8 (invalid start byte at byte 0)"),
+        ('"\u00e9"'.encode("utf-16"), "not UTF-8"),
+        (b"\xef\xbb\xbf{}", "byte-order mark"),
+        (b'["\\ud800"]', "lone UTF-16 surrogate escape"),
+        (b'{"\\udfff": 1}', "lone UTF-16 surrogate escape"),
+        ('["\ud800"]', "lone UTF-16 surrogate"),
+    ],
+)
+def test_only_utf8_text_is_accepted(raw: bytes | str, expected: str) -> None:
+    """Non-UTF-8 bytes, a byte-order mark and lone surrogates are refused."""
+    assert expected in refusal(raw)
+
+
+def test_a_surrogate_pair_escape_is_accepted() -> None:
+    """A valid surrogate pair escape decodes to its character (only lone halves are refused)."""
+    assert loads(b'"\\ud83d\\ude00"', what="doc", max_bytes=LIMIT) == "\U0001f600"
+
+
+@pytest.mark.parametrize("raw", [b"", b" ", b"[1,]", b"{'a': 1}", b"[1] [2]", b'"\x01"'])
+def test_syntax_errors_are_refused_with_their_offset(raw: bytes) -> None:
+    """Empty input, trailing commas, single quotes, extra data, raw control chars: refused."""
+    assert "it is not JSON: " in refusal(raw)
+    assert " at offset " in refusal(raw)
+
+
+def test_invalid_json_is_an_invalid_record_and_a_value_error() -> None:
+    """InvalidJson is caught by `except InvalidRecord`, `except ValueError` and L0gcError."""
+    error = InvalidJson("doc", "problem")
+    assert isinstance(error, InvalidRecord)
+    assert isinstance(error, ValueError)
+    assert isinstance(error, L0gcError)
+    assert (error.what, error.problem) == ("doc", "problem")
+
+
+def test_dumps_refuses_nonfinite_floats_or_writes_them_as_null() -> None:
+    """dumps never writes NaN/Infinity: it refuses them, or writes null when asked to."""
+    value = {"at": math.nan, "window": [math.inf, -math.inf, 1.5], "owner": "a\x1b"}
+    with pytest.raises(InvalidJson, match="report: it cannot be written as JSON"):
+        dumps(value, what="report")
+    text = dumps(value, what="report", nonfinite_as_null=True, sort_keys=True)
+    assert json.loads(text, parse_constant=pytest.fail) == {
+        "at": None,
+        "window": [None, None, 1.5],
+        "owner": "a\x1b",
+    }
+    assert text.isascii()
+    assert dumps([1, {"a": None}], what="doc", compact=True) == '[1,{"a":null}]'
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_decode_or_raise_invalid_json(raw: bytes) -> None:
+    """Any bytes either decode or raise InvalidJson; no other exception escapes."""
+    with contextlib.suppress(InvalidJson):
+        loads(raw, what="fuzz", max_bytes=200, max_depth=4)
+
+
+JSON_ALPHABET = st.sampled_from(
+    [*'[]{}",:\\ -+.0123456789eEtruefalsnNIaiy', "\\u", "\\ud800", "\x00", "\u00e9"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(JSON_ALPHABET, max_size=80).map("".join))
+def test_json_like_text_decodes_or_raises_invalid_json(raw: str) -> None:
+    """Text made of JSON's own tokens either decodes or raises InvalidJson, nothing else."""
+    try:
+        value = loads(raw, what="fuzz", max_bytes=200, max_depth=3)
+    except InvalidJson:
+        return
+    assert json.loads(dumps(value, what="fuzz")) == value  # what it accepts can be written
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON_VALUES)
+def test_any_finite_document_round_trips(value: Any) -> None:
+    """Whatever dumps writes, loads reads back equal, and refuses it only if too deep."""
+    text = dumps(value, what="doc")
+    if nesting(value) <= 6:
+        assert loads(text.encode(), what="doc", max_bytes=LIMIT, max_depth=6) == value
+    else:
+        with pytest.raises(InvalidJson, match="nested more than 6 levels"):
+            loads(text.encode(), what="doc", max_bytes=LIMIT, max_depth=6)
+
+
+def nesting(value: Any) -> int:
+    """How many arrays/objects deep `value` is (a scalar is 0)."""
+    if isinstance(value, list):
+        return 1 + max(map(nesting, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(nesting, value.values()), default=0)
+    return 0

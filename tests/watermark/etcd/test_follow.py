@@ -1,0 +1,195 @@
+"""A sweeper's namespace view followed with an etcd watch, on a real etcd: it gives what a
+full read gives after every change, blocks at once on a malformed record, checks itself
+against full reads, and falls back to full reads when the watch is lost."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aetcd import rpc
+
+from gcd.testing.local_servers import LocalEtcd, LocalEtcdCluster
+from tests.waiting import wait_until
+from watermark.core.kv import Put
+from watermark.core.safe_epoch import compute_safe_epoch
+from watermark.errors import EtcdUnavailable
+from watermark.etcd.client import _EtcdWatch
+from watermark.etcd.follow import GcFollower
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import Publication, WatermarkStore
+
+pytestmark = pytest.mark.integration
+
+
+async def open_store(endpoint: str | tuple[str, ...], namespace: str) -> WatermarkStore:
+    """A store on the real etcd (one endpoint or a cluster's), timeouts short."""
+    endpoints = (endpoint,) if isinstance(endpoint, str) else endpoint
+    kv = await open_kv(EtcdSettings(endpoints=endpoints, namespace=namespace, timeout_s=2.0))
+    return WatermarkStore(kv, namespace)
+
+
+@pytest.fixture
+async def store(etcd_server: LocalEtcd, namespace: str) -> AsyncIterator[WatermarkStore]:
+    """Cluster epoch 10, partitions p/0..p/2 owned by pub-1 at M(p) 9 (created at 10)."""
+    made = await open_store(etcd_server.endpoint, namespace)
+    await made.init_cluster_epoch(10)
+    for name in ("p/0", "p/1", "p/2"):
+        await made.register_partition(name)
+        await made.acquire_ownership(name, "pub-1")
+    try:
+        yield made
+    finally:
+        await made.kv.close()
+
+
+async def publish(store: WatermarkStore, name: str, watermark: int) -> None:
+    """Publish M(p) as its owner would."""
+    record = await store.get_partition(name)
+    assert record is not None
+    await store.publish_one(Publication(name, "pub-1", record.owner_epoch, watermark))
+
+
+async def same_as_full(store: WatermarkStore, follower: GcFollower) -> int | None:
+    """Read through the follower; assert it equals a full read now; return M."""
+    _, safe = await follower.read()
+    full = compute_safe_epoch(await store.read_gc_view())
+    assert (safe.safe_epoch, safe.blocked_reason, safe.paused, safe.partition_count) == (
+        full.safe_epoch, full.blocked_reason, full.paused, full.partition_count)  # fmt: skip
+    assert [r.partition for r in safe.pinning] == [r.partition for r in full.pinning]
+    return safe.safe_epoch
+
+
+async def reads_in_full_then_follows(store: WatermarkStore, follower: GcFollower, m: int) -> None:
+    """After a lost watch: the next read (at M = `m`) is a full one, the one after follows."""
+    await store.advance_cluster_epoch()
+    assert (await follower.read())[1].safe_epoch == m
+    assert follower.last_kind == "full"
+    await store.advance_cluster_epoch()
+    assert (await follower.read())[1].safe_epoch == m + 1
+    assert follower.last_kind == "incremental"
+
+
+async def test_the_follower_reads_in_full_once_then_follows_every_change(
+    store: WatermarkStore,
+) -> None:
+    """Publications, a pause, a malformed record (blocks at once), its repair, a
+    deregistration: each read equals a full read, and only the first is a full one."""
+    follower = GcFollower(store, verify_every=1000)
+    assert await same_as_full(store, follower) == 9
+    assert follower.last_kind == "full"
+    await store.advance_cluster_epoch()
+    await publish(store, "p/0", 10)
+    await publish(store, "p/1", 10)
+    assert await same_as_full(store, follower) == 9  # p/2 pins
+    assert follower.last_kind == "incremental"
+    await publish(store, "p/2", 10)
+    assert await same_as_full(store, follower) == 10
+    await store.set_paused("maintenance")
+    _, safe = await follower.read()
+    assert (safe.paused, safe.paused_reason) == (True, "maintenance")
+    await store.clear_paused()
+    await store.kv.txn([], [Put(store.partition_key("p/1"), b"{broken")])
+    _, safe = await follower.read()
+    assert (safe.safe_epoch, safe.blocked_partition) == (None, "p/1")
+    await store.kv.txn([], [Put(store.partition_key("p/1"), b"")])
+    assert await same_as_full(store, follower) is None
+    await store.deregister_partition("p/1")
+    assert await same_as_full(store, follower) == 10
+    assert follower.last_kind == "incremental"
+    assert follower.changes_applied >= 8
+
+
+async def test_every_nth_read_is_checked_against_a_full_read(store: WatermarkStore) -> None:
+    """verify_every=2: the second read compares with a full read at the index's revision;
+    an index that missed a change blocks that round, and the next read is a full one."""
+    follower = GcFollower(store, verify_every=2)
+    await follower.read()
+    await store.advance_cluster_epoch()
+    await publish(store, "p/0", 10)
+    _, safe = await follower.read()
+    assert follower.last_kind == "verified"
+    assert safe.safe_epoch == 9
+    await follower.read()  # 3rd: incremental
+    index = follower._index
+    assert index is not None
+    index.apply([])  # simulate a change the watch never delivered:
+    index._set_partition("p/2", (await store.kv.get(store.partition_key("p/0"))).value)  # type: ignore[union-attr]
+    _, blocked = await follower.read()  # 4th: verified against etcd
+    assert follower.last_kind == "mismatch"
+    assert blocked.safe_epoch is None
+    assert "differs from a full read" in str(blocked.blocked_reason)
+    assert "'p/2'" in str(blocked.blocked_reason)
+    assert await same_as_full(store, follower) == 9
+    assert follower.last_kind == "full"
+
+
+async def test_a_lost_watch_falls_back_to_full_reads(
+    etcd_private: LocalEtcd, namespace: str
+) -> None:
+    """etcd restarted under the watch: the read after is a full one (or fails while etcd
+    is down: no stale M is ever returned), and following resumes."""
+    store = await open_store(etcd_private.endpoint, namespace)
+    try:
+        await store.init_cluster_epoch(5)
+        follower = GcFollower(store)
+        assert (await follower.read())[1].safe_epoch == 4
+        etcd_private.stop()
+        with pytest.raises(EtcdUnavailable):
+            await follower.read()
+        etcd_private.start()
+        await reads_in_full_then_follows(store, follower, 5)
+    finally:
+        await follower.close()
+        await store.kv.close()
+
+
+async def test_a_check_at_a_compacted_revision_rebuilds_instead_of_failing(
+    etcd_private: LocalEtcd, namespace: str
+) -> None:
+    """A quiet namespace keeps the index at an old revision; once etcd compacts it, the
+    check's read at that revision cannot be made: the follower reads afresh, no error
+    (an etcd of this test's own: compaction would take other tests' history)."""
+    store = await open_store(etcd_private.endpoint, namespace)
+    try:
+        await store.init_cluster_epoch(10)
+        follower = GcFollower(store, verify_every=2)
+        await follower.read()
+        other = WatermarkStore(store.kv, namespace + "-elsewhere")
+        await other.init_cluster_epoch(1)
+        for _ in range(3):  # revisions move on outside the namespace
+            await other.advance_cluster_epoch()
+        head = (await store.kv.get(other.epoch_key)).mod_revision  # type: ignore[union-attr]
+        session = await store.kv._connected()  # type: ignore[attr-defined]
+        await rpc.KVStub(session.channel).Compact(rpc.CompactionRequest(revision=head))
+        _, safe = await follower.read()
+        assert follower.last_kind == "full"
+        assert safe.safe_epoch == 9
+    finally:
+        await follower.close()
+        await store.kv.close()
+
+
+async def test_a_watch_whose_member_died_falls_back_to_another_member(tmp_path: Path) -> None:
+    """Three etcd members; the one serving the watch is killed and its stream has ended
+    (a gRPC call that is done refuses writes with InvalidStateError, not an RPC error):
+    the next read is a full one from a live member, not a failed round, forever."""
+    cluster = LocalEtcdCluster(base_dir=tmp_path)
+    await asyncio.to_thread(cluster.start)
+    store = await open_store(cluster.endpoints, "/follow")
+    follower = GcFollower(store)
+    try:
+        await store.init_cluster_epoch(5)
+        assert (await follower.read())[1].safe_epoch == 4
+        watch = follower._watch
+        assert isinstance(watch, _EtcdWatch)
+        victim = next(m for m in cluster.members if m.endpoint == watch._endpoint)
+        await asyncio.to_thread(victim.stop, kill=True)
+        await wait_until(watch._call.done, timeout_s=30, what="the watch stream ended")
+        await reads_in_full_then_follows(store, follower, 5)
+    finally:
+        await follower.close()
+        await store.kv.close()
+        await asyncio.to_thread(cluster.close)

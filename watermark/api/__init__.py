@@ -1,0 +1,9 @@
+"""The edges of the publisher: the `watermark` command and its HTTP API.
+
+Lives here: `cli` (`watermark serve`, `tick`, `show`, ...), `http_api` (the writer and
+reconciler endpoints, with the replica redirects), `http_server` (the HTTP/1.1 server and
+its limits), `auth` (bearer tokens, roles, where the API may listen).
+
+May import: every lower watermark layer (`errors`, `core`, `options`, `logs`, `etcd`,
+`service`). Never gcd: `watermark namespace` is wired in `watermark.__main__`.
+"""

@@ -1,0 +1,819 @@
+"""The publisher's JSON API over HTTP, for writers that are not in Python (aiohttp).
+
+Routes (every body and answer is JSON; errors are ``{"error": CODE, "message": ...}``),
+with the role each needs when the service has a token file (`watermark.api.auth`):
+
+    POST /v1/partitions/{partition}/fence       {"epoch": N, "timeout_s": 5}     writer
+         200 {"token", "partition", "epoch", "window": [a, b], "slid",
+              "deadline" (unix seconds), "expires_in_s"}
+         409 stale_epoch {"window": [a, b], "floor"}
+         409 epoch_ahead {"cluster_epoch"}   404 not_hosted
+         503 fence_timeout | guard_closed | etcd_unavailable
+    POST /v1/fences/{token}/commit              {"offset": N}   -> 200 partition state
+         404 unknown_fence   410 fence_expired   409 illegal_offset | fencing_violation
+                                                                                 writer
+    POST /v1/fences/{token}/abort                               -> 200 {"aborted": bool}
+                                                                                 writer
+    POST /v1/fences    {"fences": [{"partition": P, "epoch": N}, ...], "timeout_s": 5}
+         -> 200 {"results": [one per entry, in order]}                          writer
+    POST /v1/commits   {"commits": [{"token": T, "offset": N}, ...]}
+         -> 200 {"results": [one per entry, in order]}                          writer
+    POST /v1/partitions/{partition}/reconciled  {"offset": N}   -> 200 partition state
+                                                                             reconciler
+    POST /v1/partitions/{partition}/adopt       {"log_end_offset": N | -1 | null}
+                                                                -> 200 partition state
+         404 not_registered   409 illegal_offset   503 etcd_unavailable         admin
+    GET  /v1/partitions/{partition}                             -> 200 partition state
+    GET  /v1/partitions/{partition}/owner   -> 200 {"version", "partition", "owner",
+                                                    "address", "local"}
+         404 not_hosted   503 no_owner
+    GET  /v1/partitions                   -> 200 {"version", "owner", "partitions": [...]}
+                                                                               any role
+    GET  /metrics (Prometheus text)   GET /healthz   GET /readyz (503 until ready)
+                                                                      open to everyone
+
+Every request but the open three: 401 unauthorized (with ``WWW-Authenticate: Bearer``)
+without ``Authorization: Bearer TOKEN`` or with an unknown token, 403 forbidden if the
+token's role may not use the route (admin may use every route). Without a token file
+(loopback, mutual TLS only, or --insecure-no-auth) nothing is asked. Tokens are never
+logged or echoed.
+
+Bodies (`_body`): at most `HttpLimits.max_body_bytes` (413 body_too_large), read within
+`HttpLimits.read_timeout_s` (408 request_timeout, connection closed), strict JSON
+(`watermark.core.strictjson`: bounded nesting, no duplicate keys, no NaN/Infinity) holding
+one object with only the route's fields; integers must be JSON integers (``1.0`` is
+not) in [0, 2**63 - 1]. Anything else is 400 bad_request. An unexpected exception in a
+handler is a JSON 500 ``internal_error`` without details; the traceback goes to the
+log. Connection limits and the request-head timeout: `watermark.api.http_server`.
+
+Replicas (`watermark serve --replicated`, a `router` given to `create_app`): a request
+for a partition this replica does not serve (fence, reconciled, adopt, show) is
+answered, after the token check, with 307 and a ``Location`` on the owning replica (the
+same path; the body is the JSON error ``moved`` with ``owner`` and ``address``), or
+waits while the partition moves between replicas and then is served or redirected
+(503 ``no_owner`` with ``Retry-After: 1`` if that takes longer than the router's wait),
+or is 404 ``not_hosted`` when no replica lists it. ``adopt`` there never takes
+ownership: the replicas own partitions through their leases, and ``adopt`` only tells
+the owner where the log ends. Commits and aborts name a fence token, which lives on the
+replica that granted it, and are never redirected.
+
+Batches (`fences`, `commits`): one request fences every partition an L0 object carries,
+or commits many (token, offset) entries. A batch is not atomic: each entry is decided on
+its own, exactly as the single route would decide it, and answered in its result,
+``{"status": 200, ...the single route's answer...}`` or ``{"status": S, "error": CODE,
+"message", ...}`` with the single route's status and code (307 ``moved`` with ``owner``
+and ``address`` for a partition another replica owns: send that entry there). Fences of
+one batch are acquired concurrently (a slide on one partition does not hold up the
+others), so a writer that gets some refused aborts the granted ones it will not use, as
+it would after single fences. Commits are applied in the order given (a partition's
+offsets must increase through the list). A partition may appear once per fence batch.
+The batch itself answers 400 only when its body is malformed, 413 above
+`HttpLimits.max_batch_entries` entries or `max_batch_body_bytes`; 401/403 as every route.
+
+Partition names may contain '/' (``orders/0``). Routes take the name either raw
+(``/v1/partitions/orders/0/fence``) or percent-encoded (``/v1/partitions/orders%2F0/
+fence``); the route's fixed suffix (``/fence``, ``/reconciled``, ``/adopt``,
+``/owner``) is matched last, so a name that itself ends in ``/fence`` still works (but
+``GET .../x/owner`` raw is the owner of ``x``, not the state of ``x/owner``). Clients
+should percent-encode: it is unambiguous for every name.
+
+Protocol for a write: upload the object stamped with epoch E, ``fence`` E, append the
+entry to the partition log, ``commit`` the token with the entry's offset (or
+``abort``). A token is a bearer credential for one fence. Its ``deadline`` is when a
+waiting window slide may reclaim it; a reclaimed token's commit answers 410 (or 404
+once the service has forgotten it) and the entry must not be committed. On 409
+stale_epoch or epoch_ahead re-read the cluster epoch and re-upload. A partition leader
+that takes over a partition calls ``adopt`` with the offset of its log's last entry
+(-1 when the log is empty): entries the previous owner applied but never published
+then hold the watermark until the reconciler has passed them. Without it (null, or the
+partitions `watermark serve --partitions` adopts at start) the partition gets no idle
+advance until its first commit. One place, `_ERRORS`, maps exceptions to statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import reprlib
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+import structlog
+from aiohttp import hdrs, web
+
+from watermark.api.auth import Access, TokenSet, allows, bearer_token, roles_allowed
+from watermark.api.http_server import HTTP_LIMITS, HttpLimits
+from watermark.core import strictjson
+from watermark.core.assignment import Route, RouteKind
+from watermark.core.record import RECORD_VERSION
+from watermark.errors import (
+    ConfigError,
+    EpochAhead,
+    EtcdUnavailable,
+    FenceExpired,
+    FenceTimeout,
+    FencingViolation,
+    GuardClosed,
+    IllegalTransition,
+    InvalidJson,
+    L0gcError,
+    NoOwner,
+    PartitionNotHosted,
+    PartitionNotRegistered,
+    StaleEpoch,
+)
+from watermark.service.guard import FenceToken
+from watermark.service.metrics import CONTENT_TYPE_LATEST, HttpRefusal
+from watermark.service.publisher import Publisher
+
+__all__ = [
+    "MAX_FIELD_VALUE",
+    "BadRequest",
+    "FenceTable",
+    "Moved",
+    "Router",
+    "UnknownFence",
+    "create_app",
+]
+
+MAX_FENCE_TIMEOUT_S = 300.0
+MAX_FIELD_VALUE = 2**63 - 1
+"""The largest epoch or offset a request may carry (a signed 64-bit integer)."""
+MAX_BODY_DEPTH = 4
+_PUBLISHER: web.AppKey[Publisher] = web.AppKey("publisher", Publisher)
+_FENCES: web.AppKey[FenceTable] = web.AppKey("fences")
+_READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")
+_TOKENS: web.AppKey[Callable[[], TokenSet | None]] = web.AppKey("tokens")
+_ROUTER: web.AppKey[Router | None] = web.AppKey("router")
+_T = TypeVar("_T")
+_log = structlog.get_logger("watermark.http")
+_short = reprlib.Repr()  # a hostile value must not flood a message
+_short.maxstring = _short.maxother = _short.maxlong = 40
+
+# Most specific first: PartitionNotRegistered is a ConfigError.
+_ERRORS: tuple[tuple[type[L0gcError], int, str], ...] = (
+    (StaleEpoch, 409, "stale_epoch"),
+    (EpochAhead, 409, "epoch_ahead"),
+    (PartitionNotHosted, 404, "not_hosted"),
+    (PartitionNotRegistered, 404, "not_registered"),
+    (FenceTimeout, 503, "fence_timeout"),
+    (GuardClosed, 503, "guard_closed"),
+    (FenceExpired, 410, "fence_expired"),
+    (FencingViolation, 409, "fencing_violation"),
+    (IllegalTransition, 409, "illegal_offset"),
+    (EtcdUnavailable, 503, "etcd_unavailable"),
+    (NoOwner, 503, "no_owner"),
+    (ConfigError, 400, "bad_request"),
+    (L0gcError, 500, "error"),
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class HttpProblem(Exception):
+    """A request the API refuses before any route logic: `status`, `code`, `reason`."""
+
+    status = 400
+    code = "bad_request"
+    reason = HttpRefusal.BAD_REQUEST
+    close = False
+
+
+class BadRequest(HttpProblem):
+    """The request body is not what the route takes; answered with 400."""
+
+
+class BodyTooLarge(HttpProblem):
+    """The body is larger than the limit; answered with 413 and the connection closed."""
+
+    status, code, reason, close = 413, "body_too_large", HttpRefusal.BODY_TOO_LARGE, True
+
+
+class BatchTooLarge(HttpProblem):
+    """More entries than a batch may carry; answered with 413."""
+
+    status, code, reason = 413, "batch_too_large", HttpRefusal.BODY_TOO_LARGE
+
+
+class BodyTimeout(HttpProblem):
+    """The body did not arrive in time; answered with 408 and the connection closed."""
+
+    status, code, reason, close = 408, "request_timeout", HttpRefusal.READ_TIMEOUT, True
+
+
+class UnknownFence(Exception):
+    """No live fence has this token; answered with 404."""
+
+
+class Router(Protocol):
+    """Where requests for partitions go among replicas (`watermark.service.replicas.ReplicaSet`)."""
+
+    @property
+    def address(self) -> str:
+        """This replica's own URL, as the others redirect to it."""
+        ...
+
+    async def locate(self, partition: str) -> Route:
+        """SERVE, REDIRECT or UNKNOWN (waiting while the partition moves; NoOwner after)."""
+        ...
+
+
+class Moved(Exception):
+    """Another replica owns the partition; answered with 307 to it."""
+
+    def __init__(self, partition: str, owner: str, address: str) -> None:
+        super().__init__(partition, owner, address)
+        self.partition = partition
+        self.owner = owner
+        self.address = address
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": code, "message": message, **extra}, status=status)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure becomes a JSON answer; nothing but the log sees a traceback."""
+    try:
+        return await handler(request)
+    except HttpProblem as exc:
+        _publisher(request).metrics.http_refused(exc.reason)
+        response = _error(exc.status, exc.code, str(exc))
+        if exc.close:
+            response.force_close()
+        return response
+    except Moved as exc:
+        _publisher(request).metrics.redirects.inc()
+        response = _error(
+            307,
+            "moved",
+            f"partition {_short.repr(exc.partition)} is owned by replica {_short.repr(exc.owner)} "
+            f"at {exc.address}: send this request there (and keep sending this partition's "
+            "requests there until it answers otherwise)",
+            owner=exc.owner,
+            address=exc.address,
+        )
+        response.headers[hdrs.LOCATION] = exc.address + request.raw_path
+        return response
+    except UnknownFence:
+        return _error(
+            404,
+            "unknown_fence",
+            "no such fence: it was committed, aborted or reclaimed, or never granted; "
+            "fence again (and do not commit the entry under the old token)",
+        )
+    except L0gcError as exc:
+        status, code, extra = _problem(exc)
+        if status >= 500:
+            _log.warning("watermark.http_error", route=_route(request), code=code, error=str(exc))
+        response = _error(status, code, str(exc), **extra)
+        if isinstance(exc, NoOwner):
+            response.headers[hdrs.RETRY_AFTER] = "1"
+        return response
+    except web.HTTPException as exc:  # the router's 404 and 405
+        if exc.status < 400:
+            raise
+        response = _error(exc.status, exc.reason.lower().replace(" ", "_"), exc.reason)
+        if hdrs.ALLOW in exc.headers:
+            response.headers[hdrs.ALLOW] = exc.headers[hdrs.ALLOW]
+        return response
+    except ConnectionError:
+        raise  # the client went away: aiohttp drops the connection quietly
+    except Exception as exc:  # noqa: BLE001 - the one place a handler's bug becomes a 500
+        _log.error(
+            "watermark.http_internal_error",
+            route=_route(request),
+            method=request.method,
+            error=type(exc).__name__,
+            traceback=traceback.format_exc(),
+        )
+        return _error(
+            500,
+            "internal_error",
+            "the service failed to handle this request (its log has the details); retry, "
+            "and report it if it persists",
+        )
+
+
+def _problem(exc: L0gcError) -> tuple[int, str, dict[str, Any]]:
+    """(status, code, extra fields) of the answer to `exc` (see `_ERRORS`)."""
+    status, code = next((s, c) for kind, s, c in _ERRORS if isinstance(exc, kind))
+    extra: dict[str, Any] = {}
+    if isinstance(exc, StaleEpoch | FenceTimeout):
+        extra["window"] = list(exc.window)
+    if isinstance(exc, StaleEpoch):
+        extra["floor"] = exc.floor
+    if isinstance(exc, EpochAhead):
+        extra["cluster_epoch"] = exc.cluster_epoch
+    return status, code, extra
+
+
+def _route(request: web.Request) -> str:
+    """The matched route's pattern: never the raw path, which may hold a fence token."""
+    resource = request.match_info.route.resource
+    return "-" if resource is None else resource.canonical
+
+
+@web.middleware
+async def _authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Require a bearer token whose role may use the route (see the module docstring)."""
+    tokens = request.app[_TOKENS]()
+    access = _ACCESS.get(request.match_info.handler, Access.READ)
+    if tokens is None or access is None:
+        return await handler(request)
+    presented = bearer_token(request.headers.get(hdrs.AUTHORIZATION))
+    role = None if presented is None else tokens.role_of(presented)
+    metrics = _publisher(request).metrics
+    if role is None:
+        metrics.http_refused(HttpRefusal.UNAUTHORIZED)
+        challenge = 'Bearer realm="l0gc"'
+        message = (
+            "no bearer token: send the header 'Authorization: Bearer TOKEN' with a token "
+            "from the service's token file"
+        )
+        if presented is not None:
+            challenge += ', error="invalid_token"'
+            message = (
+                "unknown bearer token: check it against the service's token file (the "
+                "service re-reads that file on SIGHUP)"
+            )
+        response = _error(401, "unauthorized", message)
+        response.headers[hdrs.WWW_AUTHENTICATE] = challenge
+        return response
+    if not allows(role, access):
+        metrics.http_refused(HttpRefusal.FORBIDDEN)
+        needed = " or ".join(r.value for r in roles_allowed(access))
+        response = _error(
+            403,
+            "forbidden",
+            f"a {role.value} token may not use {request.method} {_route(request)}: it needs "
+            f"a {needed} token",
+        )
+        response.headers[hdrs.WWW_AUTHENTICATE] = 'Bearer realm="l0gc", error="insufficient_scope"'
+        return response
+    return await handler(request)
+
+
+async def _body(
+    request: web.Request, *fields: str, max_bytes: int | None = None
+) -> dict[str, Any]:
+    """The request's JSON object, which may hold only `fields` (see the module docstring),
+    of at most `max_bytes` (default: the limits' `max_body_bytes`)."""
+    if not request.can_read_body:
+        return {}
+    limits = request.app[HTTP_LIMITS]
+    cap = limits.max_body_bytes if max_bytes is None else max_bytes
+    declared = request.content_length
+    if declared is not None and declared > cap:
+        raise BodyTooLarge(
+            f"request body of {declared} bytes is larger than the limit of {cap}; "
+            + ("split the batch" if max_bytes is not None else "these routes take a small "
+               "JSON object")
+        )
+    try:
+        async with asyncio.timeout(limits.read_timeout_s):
+            raw = await request.read()
+    except TimeoutError:
+        raise BodyTimeout(
+            f"request body not received within {limits.read_timeout_s:g} s; send the whole "
+            "request at once"
+        ) from None
+    except web.HTTPRequestEntityTooLarge:
+        raise BodyTooLarge(
+            f"request body is larger than the limit of {cap} bytes; these routes take a "
+            "small JSON object"
+        ) from None
+    if len(raw) > cap:  # chunked bodies carry no Content-Length
+        raise BodyTooLarge(f"request body of {len(raw)} bytes is larger than the limit of {cap}")
+    try:
+        doc = strictjson.loads(raw, what="request body", max_bytes=cap, max_depth=MAX_BODY_DEPTH)
+    except InvalidJson as exc:
+        raise BadRequest(str(exc)) from None
+    if not isinstance(doc, dict):
+        raise BadRequest("request body must be a JSON object")
+    unknown = sorted(set(doc) - set(fields))
+    if unknown:
+        takes = ", ".join(fields) or "no fields"
+        raise BadRequest(
+            f"request body field {_short.repr(unknown[0])} is not taken by this route "
+            f"(it takes: {takes})"
+        )
+    return doc
+
+
+def _int_field(doc: dict[str, Any], name: str, where: str = "") -> int:
+    value = doc.get(name)
+    if type(value) is not int or not 0 <= value <= MAX_FIELD_VALUE:
+        raise BadRequest(
+            f"field {where}{name!r} must be a JSON integer in [0, {MAX_FIELD_VALUE}], got "
+            f"{_short.repr(value)}"
+        )
+    return value
+
+
+def _str_field(doc: dict[str, Any], name: str, where: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"field {where}{name!r} must be a non-empty string, got "
+                         f"{_short.repr(value)}")  # fmt: skip
+    return value
+
+
+def _entries(
+    doc: dict[str, Any], name: str, fields: tuple[str, ...], limits: HttpLimits
+) -> list[dict[str, Any]]:
+    """The batch's list of entry objects, each holding exactly `fields`."""
+    entries = doc.get(name)
+    if not isinstance(entries, list) or not entries:
+        raise BadRequest(f"field {name!r} must be a non-empty list of objects")
+    if len(entries) > limits.max_batch_entries:
+        raise BatchTooLarge(
+            f"{len(entries)} entries in {name!r}: the limit is {limits.max_batch_entries} "
+            "per request; split the batch"
+        )
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or set(entry) != set(fields):
+            raise BadRequest(
+                f"{name}[{index}] must be an object with exactly the fields "
+                f"{', '.join(fields)}; got {_short.repr(entry)}"
+            )
+    return entries
+
+
+def _timeout_field(doc: dict[str, Any], default: float) -> float:
+    value = doc.get("timeout_s", default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRequest(f"field 'timeout_s' must be a number of seconds, got {_short.repr(value)}")
+    if not 0 < value <= MAX_FENCE_TIMEOUT_S:
+        raise BadRequest(
+            f"field 'timeout_s' must be in (0, {MAX_FENCE_TIMEOUT_S:g}], got {_short.repr(value)}"
+        )
+    return float(value)
+
+
+def _publisher(request: web.Request) -> Publisher:
+    return request.app[_PUBLISHER]
+
+
+async def _locate(request: web.Request, partition: str) -> None:
+    """Return when this replica serves `partition`; raise Moved (307) or
+    PartitionNotHosted otherwise. Without a router every partition is served here."""
+    router = request.app[_ROUTER]
+    if router is None or _publisher(request).serving(partition):
+        return
+    found = await router.locate(partition)
+    if found.kind is RouteKind.REDIRECT and found.member is not None:
+        raise Moved(partition, found.member.member_id, found.member.address)
+    if found.kind is not RouteKind.SERVE:
+        raise PartitionNotHosted(partition)
+
+
+async def _on_owner(
+    request: web.Request, partition: str, action: Callable[[], Awaitable[_T]]
+) -> _T:
+    """Run `action` on the replica that owns `partition` (see the module docstring): a
+    partition that moves away meanwhile is located again, twice at most."""
+    for attempt in range(3):
+        await _locate(request, partition)
+        try:
+            return await action()
+        except (PartitionNotHosted, GuardClosed):
+            if request.app[_ROUTER] is None or attempt == 2:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _now(value: _T) -> _T:
+    return value
+
+
+class FenceTable:
+    """Fences granted over HTTP, by token id, until committed or aborted.
+
+    Tokens that can no longer be committed (reclaimed, revoked, partition dropped) are
+    forgotten whenever the table has doubled since the last sweep, so clients that
+    never come back cannot grow it without bound.
+    """
+
+    def __init__(self, publisher: Publisher) -> None:
+        self._publisher = publisher
+        self._tokens: dict[str, FenceToken] = {}
+        self._swept_at = 64
+
+    def add(self, token: FenceToken) -> None:
+        """Remember a granted fence."""
+        if len(self._tokens) >= 2 * self._swept_at:
+            for token_id, held in list(self._tokens.items()):
+                if not self._publisher.is_held(held):
+                    del self._tokens[token_id]
+            self._swept_at = max(64, len(self._tokens))
+        self._tokens[token.token] = token
+
+    def get(self, token_id: str) -> FenceToken:
+        """The fence with this token id; UnknownFence if there is none."""
+        token = self._tokens.get(token_id)
+        if token is None:
+            raise UnknownFence
+        return token
+
+    def forget(self, token: FenceToken) -> None:
+        """Drop a committed, aborted or expired fence."""
+        self._tokens.pop(token.token, None)
+
+
+async def fence(request: web.Request) -> web.Response:
+    """POST /v1/partitions/{partition}/fence."""
+    publisher = _publisher(request)
+    doc = await _body(request, "epoch", "timeout_s")
+    epoch = _int_field(doc, "epoch")
+    timeout_s = _timeout_field(doc, publisher.fence_timeout_s)
+    partition = request.match_info["partition"]
+    token = await _on_owner(
+        request, partition, lambda: publisher.acquire(partition, epoch, timeout_s)
+    )
+    request.app[_FENCES].add(token)
+    return web.json_response(_granted(token, publisher))
+
+
+def _granted(token: FenceToken, publisher: Publisher) -> dict[str, Any]:
+    """A granted fence as the API answers it."""
+    expires_in = None if token.deadline is None else max(0.0, token.deadline - publisher.clock())
+    return {
+        "token": token.token,
+        "partition": token.partition,
+        "epoch": token.epoch,
+        "window": list(token.window),
+        "slid": token.slid,
+        "deadline": None if expires_in is None else round(time.time() + expires_in, 3),
+        "expires_in_s": expires_in,
+    }
+
+
+def _refused(exc: L0gcError | Moved | UnknownFence) -> dict[str, Any]:
+    """A batch entry's answer for a refusal: the single route's status, code and fields."""
+    if isinstance(exc, Moved):
+        return {"status": 307, "error": "moved", "message": "owned by another replica: send "
+                "this entry there", "owner": exc.owner, "address": exc.address}  # fmt: skip
+    if isinstance(exc, UnknownFence):
+        return {"status": 404, "error": "unknown_fence", "message": "no such fence: fence "
+                "again (and do not commit the entry under the old token)"}  # fmt: skip
+    status, code, extra = _problem(exc)
+    return {"status": status, "error": code, "message": str(exc), **extra}
+
+
+async def fences(request: web.Request) -> web.Response:
+    """POST /v1/fences: one fence per entry, acquired concurrently."""
+    publisher, limits = _publisher(request), request.app[HTTP_LIMITS]
+    doc = await _body(request, "fences", "timeout_s", max_bytes=limits.max_batch_body_bytes)
+    timeout_s = _timeout_field(doc, publisher.fence_timeout_s)
+    wanted: dict[str, int] = {}
+    for index, entry in enumerate(_entries(doc, "fences", ("partition", "epoch"), limits)):
+        where = f"fences[{index}]."
+        partition = _str_field(entry, "partition", where)
+        if partition in wanted:
+            raise BadRequest(f"partition {_short.repr(partition)} appears twice in 'fences'")
+        wanted[partition] = _int_field(entry, "epoch", where)
+
+    def granted(token: FenceToken) -> dict[str, Any]:
+        request.app[_FENCES].add(token)
+        return {"status": 200, **_granted(token, publisher)}
+
+    async def waiting(partition: str, epoch: int) -> dict[str, Any]:
+        try:
+            token = await _on_owner(
+                request, partition, lambda: publisher.acquire(partition, epoch, timeout_s)
+            )
+        except (L0gcError, Moved) as exc:
+            return {"partition": partition, **_refused(exc)}
+        return granted(token)
+
+    # Entries granted on the fast path are answered without a task each; the rest
+    # (a slide, an etcd read, another replica) are decided concurrently.
+    results: list[dict[str, Any] | None] = []
+    slow: list[tuple[int, str, int]] = []
+    local = request.app[_ROUTER] is None
+    for partition, epoch in wanted.items():
+        token = None
+        if local or publisher.serving(partition):
+            try:
+                token = publisher.try_acquire(partition, epoch)
+            except L0gcError as exc:
+                results.append({"partition": partition, **_refused(exc)})
+                continue
+        results.append(None if token is None else granted(token))
+        if token is None:
+            slow.append((len(results) - 1, partition, epoch))
+    decided = await asyncio.gather(*(waiting(p, e) for _, p, e in slow))
+    for (index, _, _), answer in zip(slow, decided, strict=True):
+        results[index] = answer
+    return web.json_response({"results": results})
+
+
+async def commits(request: web.Request) -> web.Response:
+    """POST /v1/commits: the entries applied in order, each answered."""
+    publisher, limits, table = _publisher(request), request.app[HTTP_LIMITS], request.app[_FENCES]
+    doc = await _body(request, "commits", max_bytes=limits.max_batch_body_bytes)
+    parsed = [
+        (_str_field(entry, "token", f"commits[{i}]."),
+         _int_field(entry, "offset", f"commits[{i}]."))
+        for i, entry in enumerate(_entries(doc, "commits", ("token", "offset"), limits))
+    ]  # fmt: skip
+    results: list[dict[str, Any]] = []
+    for token_id, offset in parsed:
+        try:
+            token = table.get(token_id)
+            try:
+                publisher.commit(token, offset)
+            except FenceExpired:
+                table.forget(token)
+                raise
+        except (L0gcError, UnknownFence) as exc:
+            results.append(_refused(exc))
+            continue
+        table.forget(token)
+        results.append({"status": 200, "partition": token.partition, "offset": offset})
+    return web.json_response({"results": results})
+
+
+def _token(request: web.Request) -> FenceToken:
+    return request.app[_FENCES].get(request.match_info["token"])
+
+
+async def commit(request: web.Request) -> web.Response:
+    """POST /v1/fences/{token}/commit."""
+    publisher = _publisher(request)
+    token = _token(request)
+    offset = _int_field(await _body(request, "offset"), "offset")
+    try:
+        publisher.commit(token, offset)
+    except FenceExpired:
+        request.app[_FENCES].forget(token)
+        raise
+    request.app[_FENCES].forget(token)
+    return web.json_response(publisher.state(token.partition))
+
+
+async def abort(request: web.Request) -> web.Response:
+    """POST /v1/fences/{token}/abort."""
+    token = _token(request)
+    await _body(request)
+    request.app[_FENCES].forget(token)
+    return web.json_response({"aborted": _publisher(request).abort(token)})
+
+
+async def reconciled(request: web.Request) -> web.Response:
+    """POST /v1/partitions/{partition}/reconciled."""
+    publisher = _publisher(request)
+    partition = request.match_info["partition"]
+    offset = _int_field(await _body(request, "offset"), "offset")
+
+    def report() -> dict[str, Any]:
+        publisher.reconciled(partition, offset)
+        return publisher.state(partition)
+
+    return web.json_response(await _on_owner(request, partition, lambda: _now(report())))
+
+
+async def adopt(request: web.Request) -> web.Response:
+    """POST /v1/partitions/{partition}/adopt."""
+    doc = await _body(request, "log_end_offset")
+    log_end = doc.get("log_end_offset")
+    if log_end is not None and (type(log_end) is not int or not -1 <= log_end <= MAX_FIELD_VALUE):
+        raise BadRequest(
+            f"field 'log_end_offset' must be the offset of the log's last entry (>= 0), -1 "
+            f"for an empty log, or null if unknown; got {_short.repr(log_end)}"
+        )
+    publisher, partition = _publisher(request), request.match_info["partition"]
+    if request.app[_ROUTER] is None:
+        state = await publisher.adopt(partition, log_end_offset=log_end)
+        return web.json_response(state)
+
+    def learn() -> dict[str, Any]:  # replicas own through leases: never take ownership here
+        if log_end is None:
+            return publisher.state(partition)
+        return publisher.learn_log_end(partition, log_end)
+
+    return web.json_response(await _on_owner(request, partition, lambda: _now(learn())))
+
+
+async def show(request: web.Request) -> web.Response:
+    """GET /v1/partitions/{partition}."""
+    publisher, partition = _publisher(request), request.match_info["partition"]
+    state = await _on_owner(request, partition, lambda: _now(publisher.state(partition)))
+    return web.json_response(state)
+
+
+async def owner(request: web.Request) -> web.Response:
+    """GET /v1/partitions/{partition}/owner."""
+    publisher, partition = _publisher(request), request.match_info["partition"]
+    router = request.app[_ROUTER]
+    address = None if router is None else router.address
+    try:
+        await _locate(request, partition)
+    except Moved as moved:
+        owner_id, address, local = moved.owner, moved.address, False
+    else:
+        publisher.state(partition)  # PartitionNotHosted (404) if not hosted after all
+        owner_id, local = publisher.owner_id, True
+    return web.json_response(
+        {
+            "version": RECORD_VERSION,
+            "partition": partition,
+            "owner": owner_id,
+            "address": address,
+            "local": local,
+        }
+    )
+
+
+async def listing(request: web.Request) -> web.Response:
+    """GET /v1/partitions."""
+    publisher = _publisher(request)
+    return web.json_response(
+        {
+            "version": RECORD_VERSION,
+            "owner": publisher.owner_id,
+            "partitions": [publisher.state(name) for name in publisher.partitions],
+        }
+    )
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """GET /metrics."""
+    body = _publisher(request).metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """GET /healthz: the process and its event loop answer."""
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """GET /readyz: 200 once the first publish round is done and until shutdown starts."""
+    if request.app[_READY]():
+        return web.json_response({"status": "ready"})
+    return web.json_response({"status": "not_ready"}, status=503)
+
+
+# What each route needs (None: open to everyone). A path no route matches needs READ,
+# so a caller without a token learns nothing from 404s.
+_ACCESS: dict[Callable[..., Any], Access | None] = {
+    fence: Access.WRITE,
+    commit: Access.WRITE,
+    abort: Access.WRITE,
+    fences: Access.WRITE,
+    commits: Access.WRITE,
+    reconciled: Access.RECONCILE,
+    adopt: Access.ADMIN,
+    show: Access.READ,
+    owner: Access.READ,
+    listing: Access.READ,
+    metrics: None,
+    healthz: None,
+    readyz: None,
+}
+
+
+def create_app(
+    publisher: Publisher,
+    *,
+    ready: Callable[[], bool] | None = None,
+    tokens: Callable[[], TokenSet | None] | None = None,
+    limits: HttpLimits | None = None,
+    router: Router | None = None,
+) -> web.Application:
+    """The aiohttp application for `publisher`.
+
+    `ready` overrides the readiness check; `tokens` returns the tokens callers must
+    present (called per request, so a reloaded token file takes effect at once; None:
+    no token is asked); `limits` bound the requests (see `watermark.api.http_server`);
+    `router` makes it one replica of several (see the module docstring).
+    """
+    limits = limits if limits is not None else HttpLimits()
+    app = web.Application(
+        middlewares=[_errors, _authorize], client_max_size=limits.max_batch_body_bytes
+    )
+    app[_PUBLISHER] = publisher
+    app[_FENCES] = FenceTable(publisher)
+    app[_READY] = ready if ready is not None else (lambda: publisher.published_once)
+    app[_TOKENS] = tokens if tokens is not None else (lambda: None)
+    app[HTTP_LIMITS] = limits
+    app[_ROUTER] = router
+    partition = "/v1/partitions/{partition:.+}"
+    app.router.add_post(f"{partition}/fence", fence)
+    app.router.add_post(f"{partition}/reconciled", reconciled)
+    app.router.add_post(f"{partition}/adopt", adopt)
+    app.router.add_get(f"{partition}/owner", owner)
+    app.router.add_get(partition, show)
+    app.router.add_get("/v1/partitions", listing)
+    app.router.add_post("/v1/fences/{token}/commit", commit)
+    app.router.add_post("/v1/fences/{token}/abort", abort)
+    app.router.add_post("/v1/fences", fences)
+    app.router.add_post("/v1/commits", commits)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app

@@ -1,0 +1,430 @@
+"""Which `watermark serve` replica owns which partition: pure decisions, no I/O.
+
+Theory of operation
+-------------------
+Replicas that share a partition set (`watermark serve --replicated`) each hold one etcd
+lease. Under it a replica announces itself, its *member* record (`MemberRecord`: its id,
+the URL writers are redirected to, the partitions it can serve), and it *claims* each
+partition it owns with a claim key created only when absent (`ClaimRecord`). A claim
+exists for as long as its lease does: a replica that dies or loses etcd loses every claim
+when its lease expires, and one that stops cleanly deletes them itself. So a claim is
+held by at most one replica at a time; only its holder adopts the partition (the
+``owner_epoch`` fencing of `watermark.etcd.store` stays the safety net underneath).
+
+Assignment is rendezvous (highest random weight) hashing: partition ``p`` belongs to the
+live member ``m`` that lists ``p`` and has the highest ``weight(m, p)``, a 64-bit BLAKE2b
+hash of both names (ties, which need a hash collision, go to the larger id). Every
+replica computes the same answer from the same member list, with no coordination, and
+when a member comes or goes only the partitions whose top choice changed move: about
+1/N of them when the N-th member joins, exactly the leaver's when one leaves. Members
+whose partition lists differ (a rollout that changes ``--partitions``) are handled: a
+member is only a candidate for the partitions it lists.
+
+Each round a replica reads one `View` (members and claims at one etcd revision) and asks
+`plan` what to do; the shell (`watermark.service.replicas`) does it and reads the next view:
+
+- *claim* an unclaimed partition assigned to it, then adopt it;
+- *adopt* a partition it has claimed but does not host (an adoption that failed);
+- *hand over* a hosted partition assigned to another member, or every partition when
+  it is leaving (no member record): close the fence, drain, publish sealed, delete the
+  claim;
+- *unclaim* a claim of its own it neither hosts nor should;
+- *drop* at once a hosted partition whose claim is no longer its own (its lease
+  lapsed, or an operator deleted the claim): it has lost the partition.
+
+A request for a partition this replica does not serve is answered by `route`: serve it
+here, redirect it to the claim's holder, wait (a claim is being handed over or about to be
+taken, here or by another member), or "no member lists it". Redirects only ever name a
+claim holder that is a live member, so a writer is redirected at most once per move.
+
+Records in etcd are hostile input: `decode_member` and `decode_claim` parse them with
+`watermark.core.strictjson` and check every field, and the URL a member announces must be a
+plain ``http(s)://host[:port]`` (it ends up in ``Location`` headers).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from watermark.core import strictjson
+from watermark.core.contract import MAX_PARTITION_NAME, expand_partitions, validate_partition
+from watermark.errors import ConfigError, InvalidRecord
+
+__all__ = [
+    "MEMBER_RECORD_VERSION",
+    "Assignment",
+    "ClaimRecord",
+    "Identity",
+    "MemberRecord",
+    "Plan",
+    "Route",
+    "RouteKind",
+    "View",
+    "check_member_id",
+    "compact_partitions",
+    "decode_claim",
+    "decode_member",
+    "plan",
+    "route",
+    "validate_address",
+    "weight",
+]
+
+MEMBER_RECORD_VERSION = 1
+MAX_MEMBER_RECORD_BYTES = 1024 * 1024
+MAX_ADDRESS = 255
+_ADDRESS = re.compile(r"https?://(?:[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
+
+def weight(member_id: str, partition: str) -> int:
+    """The rendezvous weight of `member_id` for `partition` (same in every process)."""
+    digest = hashlib.blake2b(
+        member_id.encode() + b"\x00" + partition.encode(), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "big")
+
+
+def validate_address(address: str) -> str:
+    """Return `address` if it is a plain ``http(s)://host[:port]`` URL, else ConfigError."""
+    if len(address) > MAX_ADDRESS or _ADDRESS.fullmatch(address) is None:
+        raise ConfigError(
+            f"replica address {address[:80]!r} is not a plain http(s)://HOST[:PORT] URL of at "
+            f"most {MAX_ADDRESS} characters (no path, no user, no query); give the URL other "
+            "replicas and writers reach this one at, e.g. http://10.0.0.5:8080"
+        )
+    port = address.rpartition(":")[2]
+    if port.isdigit() and not 0 < int(port) < 65536:
+        raise ConfigError(f"replica address {address!r} has port {port}, outside 1-65535")
+    return address
+
+
+def compact_partitions(names: Iterable[str]) -> str:
+    """A short `--partitions` spec that `expand_partitions` turns back into `names`.
+
+    Runs of names that differ only in a final decimal segment become ``PREFIX/LO-HI``
+    (padding kept as `expand_partitions` reads it); everything else is listed as is.
+    The result is checked by expanding it: a run that would not come back exactly is
+    written out name by name.
+    """
+    wanted = list(dict.fromkeys(names))
+    numbered: dict[str, list[str]] = {}  # prefix -> the decimal last segments under it
+    plain: list[str] = []
+    for name in wanted:
+        head, sep, last = name.rpartition("/")
+        if last.isascii() and last.isdigit():
+            numbered.setdefault(head + sep, []).append(last)
+        else:
+            plain.append(name)
+    runs: dict[tuple[str, int], list[int]] = {}
+    for prefix, texts in numbered.items():
+        # A zero-padded width seen under this prefix takes every number of that width
+        # (p/08, p/09, p/10 is one run 08-10); the others are plain numbers.
+        padded = {len(t) for t in texts if len(t) > 1 and t.startswith("0")}
+        for text in texts:
+            width = len(text) if len(text) in padded else 0
+            runs.setdefault((prefix, width), []).append(int(text))
+    entries: list[str] = []
+    for (prefix, width), numbers in runs.items():
+        numbers.sort()
+        start = previous = numbers[0]
+        for number in [*numbers[1:], None]:
+            if number is not None and number == previous + 1:
+                previous = number
+                continue
+            entries.append(_run_entry(prefix, width, start, previous))
+            if number is not None:
+                start = previous = number
+    entries.extend(plain)
+    spec = ",".join(entries)
+    try:
+        if set(expand_partitions(spec)) == set(wanted):
+            return spec
+    except ConfigError:
+        pass
+    return ",".join(wanted)
+
+
+def _run_entry(prefix: str, width: int, low: int, high: int) -> str:
+    if low == high:
+        return f"{prefix}{low:0{width}d}" if width else f"{prefix}{low}"
+    if width:
+        return f"{prefix}{low:0{width}d}-{high:0{width}d}"
+    return f"{prefix}{low}-{high}"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """One running replica: its member id and the etcd lease its records live on."""
+
+    member_id: str
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRecord:
+    """A live replica as announced in etcd (bound to its lease)."""
+
+    member_id: str
+    address: str
+    partitions: frozenset[str]
+    lease: int = 0
+    spec: str = ""
+    """The `partitions` as a compact `--partitions` spec (what is stored)."""
+
+    def encode(self, started_at: float) -> bytes:
+        """The record as stored (the lease is the key's, not part of the value)."""
+        spec = self.spec or compact_partitions(sorted(self.partitions))
+        doc = {
+            "version": MEMBER_RECORD_VERSION,
+            "member": self.member_id,
+            "address": self.address,
+            "partitions": spec,
+            "started_at": round(started_at, 3),
+        }
+        return strictjson.dumps(doc, what="member record", compact=True).encode()
+
+
+def _field(doc: dict[str, Any], name: str, kind: type, what: str) -> Any:
+    value = doc.get(name)
+    if type(value) is not kind:
+        raise InvalidRecord(f"{what}: field {name!r} must be a {kind.__name__}, got {value!r:.60}")
+    return value
+
+
+def _member_id(value: str, what: str) -> str:
+    if not value or len(value) > MAX_PARTITION_NAME or not all("!" <= ch <= "~" for ch in value):
+        raise InvalidRecord(f"{what}: member id {value!r:.60} is not 1-200 printable characters")
+    return value
+
+
+def decode_member(raw: bytes, *, key_id: str, lease: int) -> MemberRecord:
+    """Parse a member record stored under the key of `key_id`; InvalidRecord says why not."""
+    what = f"member record {key_id!r:.60}"
+    doc = strictjson.loads(raw, what=what, max_bytes=MAX_MEMBER_RECORD_BYTES, max_depth=2)
+    if not isinstance(doc, dict):
+        raise InvalidRecord(f"{what}: not a JSON object")
+    if doc.get("version") != MEMBER_RECORD_VERSION or type(doc.get("version")) is not int:
+        raise InvalidRecord(f"{what}: version {doc.get('version')!r:.20} is not 1")
+    member_id = _member_id(_field(doc, "member", str, what), what)
+    if member_id != key_id:
+        raise InvalidRecord(f"{what}: names member {member_id!r:.60}, not its key's")
+    address = _field(doc, "address", str, what)
+    spec = _field(doc, "partitions", str, what)
+    try:
+        validate_address(address)
+        partitions = frozenset(expand_partitions(spec))
+    except ConfigError as exc:
+        raise InvalidRecord(f"{what}: {exc}") from None
+    return MemberRecord(member_id, address, partitions, lease, spec)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRecord:
+    """Who holds a partition's claim: a member id and the lease the claim key is on."""
+
+    member_id: str
+    lease: int
+
+    def encode(self) -> bytes:
+        """The claim key's value."""
+        doc = {"version": MEMBER_RECORD_VERSION, "member": self.member_id}
+        return strictjson.dumps(doc, what="claim", compact=True).encode()
+
+    def held_by(self, identity: Identity) -> bool:
+        """True if `identity` (this very process, lease included) holds the claim."""
+        return self.member_id == identity.member_id and self.lease == identity.lease
+
+
+def decode_claim(raw: bytes, *, partition: str, lease: int) -> ClaimRecord:
+    """Parse a claim value; InvalidRecord says why not."""
+    what = f"claim of partition {partition!r:.60}"
+    doc = strictjson.loads(raw, what=what, max_bytes=4096, max_depth=2)
+    if not isinstance(doc, dict) or doc.get("version") != MEMBER_RECORD_VERSION:
+        raise InvalidRecord(f"{what}: not a version 1 claim object")
+    return ClaimRecord(_member_id(_field(doc, "member", str, what), what), lease)
+
+
+class Assignment:
+    """Rendezvous assignment of partitions to `members` (memoised per partition)."""
+
+    def __init__(self, members: Mapping[str, MemberRecord]) -> None:
+        self.members = dict(members)
+        self._owner: dict[str, str | None] = {}
+
+    def owner(self, partition: str) -> str | None:
+        """The member `partition` belongs to, None if no member lists it."""
+        try:
+            return self._owner[partition]
+        except KeyError:
+            pass
+        best: tuple[int, str] | None = None
+        for member_id, member in self.members.items():
+            if partition in member.partitions:
+                candidate = (weight(member_id, partition), member_id)
+                if best is None or candidate > best:
+                    best = candidate
+        owner = None if best is None else best[1]
+        self._owner[partition] = owner
+        return owner
+
+    def of(self, member_id: str) -> list[str]:
+        """The partitions assigned to `member_id`, sorted."""
+        member = self.members.get(member_id)
+        if member is None:
+            return []
+        return sorted(p for p in member.partitions if self.owner(p) == member_id)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """Members and claims as of one etcd revision; `problems`: records that did not parse."""
+
+    revision: int
+    members: Mapping[str, MemberRecord]
+    claims: Mapping[str, ClaimRecord]
+    problems: tuple[str, ...] = ()
+    assignment: Assignment = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "assignment", Assignment(self.members))
+
+    def with_assignment(self, assignment: Assignment) -> View:
+        """The same view reusing `assignment` (made for the same members: memo kept)."""
+        object.__setattr__(self, "assignment", assignment)
+        return self
+
+    def is_live(self, claim: ClaimRecord) -> MemberRecord | None:
+        """The member holding `claim` if it is a live member on the same lease."""
+        member = self.members.get(claim.member_id)
+        return member if member is not None and member.lease == claim.lease else None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one replica does after reading a view (see the module docstring)."""
+
+    claim: tuple[str, ...] = ()
+    adopt: tuple[str, ...] = ()
+    hand_over: tuple[str, ...] = ()
+    unclaim: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()
+    """Assigned here, but still claimed by another replica (handing it over)."""
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to do."""
+        return not (self.claim or self.adopt or self.hand_over or self.unclaim or self.drop)
+
+
+def plan(
+    view: View,
+    me: Identity,
+    *,
+    partitions: frozenset[str],
+    hosted: frozenset[str],
+    busy: frozenset[str] = frozenset(),
+) -> Plan:
+    """Decide what replica `me` does with `view`.
+
+    `partitions`: the ones it may serve (its `--partitions`); `hosted`: the ones its
+    publisher hosts now; `busy`: partitions with an action still in flight (left alone).
+    A replica without a live member record on its own lease (leaving, or not announced
+    yet) claims nothing and hands over everything it hosts.
+    """
+    mine = {p for p, claim in view.claims.items() if claim.held_by(me)}
+    claim: list[str] = []
+    adopt: list[str] = []
+    hand_over: list[str] = []
+    unclaim: list[str] = []
+    drop: list[str] = []
+    pending: list[str] = []
+    for partition in sorted(partitions | hosted | mine):
+        if partition in busy:
+            continue
+        assigned_here = partition in partitions and _assigned_to(view, me, partition)
+        held = view.claims.get(partition)
+        if partition in hosted:
+            if partition not in mine:
+                drop.append(partition)
+            elif not assigned_here:
+                hand_over.append(partition)
+        elif partition in mine:
+            (adopt if assigned_here else unclaim).append(partition)
+        elif assigned_here:
+            (claim if held is None else pending).append(partition)
+    return Plan(
+        tuple(claim), tuple(adopt), tuple(hand_over), tuple(unclaim), tuple(drop), tuple(pending)
+    )
+
+
+def _assigned_to(view: View, me: Identity, partition: str) -> bool:
+    """`partition` is assigned to `me`: its member record is live on `me`'s own lease
+    (not an older process's) and rendezvous hashing picks it."""
+    member = view.members.get(me.member_id)
+    active = member is not None and member.lease == me.lease
+    return active and view.assignment.owner(partition) == me.member_id
+
+
+class RouteKind(enum.Enum):
+    """How a replica answers a request for a partition."""
+
+    SERVE = "serve"
+    """It hosts the partition: answer here."""
+    REDIRECT = "redirect"
+    """Another live member holds the claim: 307 to it."""
+    WAIT = "wait"
+    """A move is under way (handover, or adoption here or elsewhere): ask again soon."""
+    UNKNOWN = "unknown"
+    """No live member lists the partition."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """The answer of `route`: what to do, the member to redirect to, and why."""
+
+    kind: RouteKind
+    reason: str
+    member: MemberRecord | None = None
+
+
+def route(partition: str, view: View, me: Identity, *, serving: bool) -> Route:
+    """Where a request for `partition` goes, as replica `me` sees `view`.
+
+    `serving`: this replica hosts the partition and is not handing it over.
+    """
+    if serving:
+        return Route(RouteKind.SERVE, "hosted here")
+    held = view.claims.get(partition)
+    if held is not None:
+        if held.held_by(me):
+            return Route(RouteKind.WAIT, "being adopted by this replica")
+        holder = view.is_live(held)
+        if holder is not None and holder.member_id != me.member_id:
+            if _assigned_to(view, me, partition):  # the holder would only send it back
+                reason = f"being handed over by replica {holder.member_id} to this replica"
+                return Route(RouteKind.WAIT, reason)
+            return Route(RouteKind.REDIRECT, f"owned by replica {holder.member_id}", holder)
+        return Route(RouteKind.WAIT, f"being handed over by replica {held.member_id}")
+    target = view.assignment.owner(partition)
+    if target is None:
+        return Route(RouteKind.UNKNOWN, "no live replica lists it in --partitions")
+    if target == me.member_id:
+        return Route(RouteKind.WAIT, "unowned; this replica is adopting it")
+    return Route(RouteKind.WAIT, f"unowned; replica {target} is adopting it")
+
+
+def check_member_id(member_id: str) -> str:
+    """A member id must be a valid key segment (the same rule as partition names)."""
+    try:
+        return validate_partition(member_id)
+    except ConfigError:
+        raise ConfigError(
+            f"owner id {member_id!r:.80} cannot name a replica: use 1-{MAX_PARTITION_NAME} "
+            "printable ASCII characters without whitespace (--owner-id)"
+        ) from None

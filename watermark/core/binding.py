@@ -1,0 +1,267 @@
+"""A namespace bound to its storage, and the storage knowing it (pure, no I/O).
+
+Theory of operation
+-------------------
+A namespace's watermark M is only true of the objects its own writers wrote. Pointed at
+another cluster's bucket (a typo in `--bucket`, a copied values file), a sweeper would
+delete that cluster's live objects. So a namespace is bound to exactly one storage
+target, and the target knows it, from both sides:
+
+* etcd, `{ns}/binding`: the `Binding` written by `watermark namespace bind`: the target
+  (`s3://bucket/root`, and the endpoint for S3-compatible stores), a random
+  `binding_id`, and the id of the etcd cluster it was written to.
+* the bucket, `{root}/.l0gc-claim.json`: the `Claim`, naming the namespace, the same
+  `binding_id` and etcd cluster. It is created only if absent (S3 `If-None-Match: *`),
+  so a second namespace, or the same namespace name in another etcd cluster, cannot
+  claim a root that is already claimed.
+
+Before deleting anything a sweeper checks (`check_binding`) that the namespace is bound,
+to exactly the target it is pointed at, in this etcd cluster, and that the claim it reads
+from the bucket names this namespace and binding. Any mismatch, a missing or unreadable
+side included, blocks deletion with a reason naming both sides. The claim's key does not
+parse as an L0 key in any layout whose keys live in prefix or epoch directories, and the
+sweeper never lists it as a candidate (`CLAIM_NAME`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from watermark.core import strictjson
+from watermark.errors import InvalidRecord
+
+__all__ = [
+    "BINDING_VERSION",
+    "CLAIM_NAME",
+    "Binding",
+    "Claim",
+    "StorageTarget",
+    "check_binding",
+    "claim_key",
+]
+
+BINDING_VERSION = 1
+CLAIM_NAME = ".l0gc-claim.json"
+_MAX_DOC_BYTES = 16 * 1024
+_MAX_TEXT = 1024
+
+
+def claim_key(root: str) -> str:
+    """The key of the claim object under `root`."""
+    return f"{root}/{CLAIM_NAME}"
+
+
+def _normal_endpoint(endpoint_url: str | None) -> str | None:
+    if endpoint_url is None:
+        return None
+    text = endpoint_url.strip().rstrip("/")
+    scheme, sep, rest = text.partition("://")
+    return f"{scheme.lower()}{sep}{rest.lower()}" if sep else text.lower()
+
+
+TARGET_KINDS = frozenset({"s3", "azure"})
+"""What a binding may point at: an S3 bucket or an Azure Blob container."""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageTarget:
+    """Where a namespace's objects live: an S3 bucket (or, kind "azure", an Azure container
+    at its account URL), a root, and (optionally) an endpoint."""
+
+    bucket: str
+    root: str
+    endpoint_url: str | None = None
+    kind: str = "s3"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "endpoint_url", _normal_endpoint(self.endpoint_url))
+
+    def describe(self) -> str:
+        """``s3://bucket/root`` plus the endpoint when there is one."""
+        where = f"{self.kind}://{self.bucket}/{self.root}"
+        return where if self.endpoint_url is None else f"{where} at {self.endpoint_url}"
+
+    def bind_command(self) -> str:
+        """The command that binds a namespace to this target (the namespace flags aside)."""
+        if self.kind == "azure":
+            return (f"watermark namespace bind --storage azure --account-url {self.endpoint_url} "
+                    f"--container {self.bucket} --root {self.root}")  # fmt: skip
+        endpoint = "" if self.endpoint_url is None else f" --endpoint-url {self.endpoint_url}"
+        return f"watermark namespace bind --bucket {self.bucket} --root {self.root}{endpoint}"
+
+    def to_doc(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"kind": self.kind, "bucket": self.bucket, "root": self.root,
+                "endpoint_url": self.endpoint_url}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """`{ns}/binding`: the one storage target this namespace's watermark is about."""
+
+    namespace: str
+    target: StorageTarget
+    binding_id: str
+    cluster_id: str
+    bound_at: float
+
+    def encode(self) -> bytes:
+        """Compact JSON."""
+        return _dump({"version": BINDING_VERSION, "namespace": self.namespace,
+                      "target": self.target.to_doc(), "binding_id": self.binding_id,
+                      "etcd_cluster_id": self.cluster_id, "bound_at": self.bound_at})  # fmt: skip
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Binding:
+        """Parse a stored binding; InvalidRecord says what is wrong."""
+        doc = _load(raw, "namespace binding")
+        target = doc.get("target")
+        if not isinstance(target, dict):
+            raise InvalidRecord("namespace binding: field 'target' must be an object")
+        kind = target.get("kind")
+        if kind not in TARGET_KINDS:
+            raise InvalidRecord(f"namespace binding: unknown target kind {kind!r}")
+        endpoint = target.get("endpoint_url")
+        what = "namespace binding"
+        return cls(
+            namespace=_text(doc, "namespace", "namespace binding"),
+            target=StorageTarget(
+                bucket=_text(target, "bucket", "namespace binding"),
+                root=_text(target, "root", "namespace binding"),
+                endpoint_url=None if endpoint is None else _text(target, "endpoint_url", what),
+                kind=str(kind),
+            ),
+            binding_id=_text(doc, "binding_id", "namespace binding"),
+            cluster_id=_text(doc, "etcd_cluster_id", "namespace binding"),
+            bound_at=_number(doc, "bound_at", "namespace binding"),
+        )
+
+    def claim(self) -> Claim:
+        """The claim object that goes with this binding."""
+        return Claim(self.namespace, self.binding_id, self.cluster_id, self.target.bucket,
+                     self.target.root, self.bound_at)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """`{root}/.l0gc-claim.json` in the bucket: which namespace may sweep this root."""
+
+    namespace: str
+    binding_id: str
+    cluster_id: str
+    bucket: str
+    root: str
+    claimed_at: float
+
+    def encode(self) -> bytes:
+        """Compact JSON."""
+        return _dump({"version": BINDING_VERSION, "namespace": self.namespace,
+                      "binding_id": self.binding_id, "etcd_cluster_id": self.cluster_id,
+                      "bucket": self.bucket, "root": self.root,
+                      "claimed_at": self.claimed_at})  # fmt: skip
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Claim:
+        """Parse a claim object; InvalidRecord says what is wrong."""
+        doc = _load(raw, "bucket claim")
+        return cls(
+            namespace=_text(doc, "namespace", "bucket claim"),
+            binding_id=_text(doc, "binding_id", "bucket claim"),
+            cluster_id=_text(doc, "etcd_cluster_id", "bucket claim"),
+            bucket=_text(doc, "bucket", "bucket claim"),
+            root=_text(doc, "root", "bucket claim"),
+            claimed_at=_number(doc, "claimed_at", "bucket claim"),
+        )
+
+    def describe(self) -> str:
+        """Who holds the claim, for messages."""
+        return (f"namespace {self.namespace!r} (binding {self.binding_id}, etcd cluster "
+                f"{self.cluster_id})")  # fmt: skip
+
+
+def check_binding(
+    namespace: str,
+    binding_raw: bytes | None,
+    cluster_id: str | None,
+    target: StorageTarget,
+    claim_raw: bytes | None,
+) -> str | None:
+    """Why a sweeper of `namespace` pointed at `target` must not delete; None when it may.
+
+    `cluster_id` is the id of the etcd cluster the binding was read from (None when the
+    client cannot tell); `claim_raw` is the claim object read from `target` (None: absent).
+    """
+    fix = "see docs/operations.md#binding-a-namespace"
+    if binding_raw is None:
+        return (
+            f"namespace {namespace} is not bound to any storage, so its watermark may not "
+            f"be used on {target.describe()}; if that is its storage, bind it with "
+            f"`{target.bind_command()}` ({fix})"
+        )
+    try:
+        binding = Binding.decode(binding_raw)
+    except InvalidRecord as exc:
+        return f"namespace {namespace}: unreadable binding ({exc}); {fix}"
+    if binding.namespace != namespace:
+        return (
+            f"the binding stored in namespace {namespace} names namespace "
+            f"{binding.namespace!r} (copied keys?); {fix}"
+        )
+    if binding.target != target:
+        return (
+            f"namespace {namespace} is bound to {binding.target.describe()}, but this sweeper "
+            f"is pointed at {target.describe()}: fix --bucket/--root/--endpoint-url or "
+            "--namespace"
+        )
+    if cluster_id is not None and binding.cluster_id != cluster_id:
+        return (
+            f"namespace {namespace} was bound in etcd cluster {binding.cluster_id}, but this "
+            f"is etcd cluster {cluster_id} (a restored backup or copied keys?): check the "
+            f"watermarks, then re-bind with `watermark namespace bind --replace` ({fix})"
+        )
+    if claim_raw is None:
+        return (
+            f"{target.describe()} has no claim object {claim_key(target.root)} for namespace "
+            f"{namespace} (deleted, or another bucket of the same name?): re-bind with "
+            f"`watermark namespace bind` ({fix})"
+        )
+    try:
+        claim = Claim.decode(claim_raw)
+    except InvalidRecord as exc:
+        return f"{target.describe()}: unreadable claim {claim_key(target.root)} ({exc}); {fix}"
+    if (claim.namespace, claim.binding_id) != (namespace, binding.binding_id):
+        return (
+            f"{target.describe()} is claimed by {claim.describe()}, but this sweeper's "
+            f"namespace is {namespace} (binding {binding.binding_id}, etcd cluster "
+            f"{binding.cluster_id}): two namespaces must not share a root"
+        )
+    return None
+
+
+def _dump(doc: dict[str, Any]) -> bytes:
+    return strictjson.dumps(doc, what="binding", sort_keys=True, compact=True).encode()
+
+
+def _load(raw: bytes, what: str) -> dict[str, Any]:
+    doc = strictjson.loads(raw, what=what, max_bytes=_MAX_DOC_BYTES, max_depth=4)
+    if not isinstance(doc, dict):
+        raise InvalidRecord(f"{what} must be a JSON object")
+    if type(doc.get("version")) is not int or doc["version"] != BINDING_VERSION:
+        raise InvalidRecord(f"{what}: unsupported version {doc.get('version')!r}")
+    return doc
+
+
+def _text(doc: dict[str, Any], name: str, what: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value or len(value) > _MAX_TEXT:
+        raise InvalidRecord(f"{what}: field {name!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _number(doc: dict[str, Any], name: str, what: str) -> float:
+    value = doc.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidRecord(f"{what}: field {name!r} must be a finite number, got {value!r}")
+    return float(value)

@@ -1,0 +1,555 @@
+"""The `KV` protocol on a real etcd (v3 gRPC API), through aetcd's generated stubs.
+
+This is the only module that talks to etcd (aetcd, grpc). It holds no watermark rules
+(those are in `watermark.etcd.store`); its job is to make etcd calls predictable:
+
+- Connection. aetcd's `Client` only opens insecure channels and talks to one host, so
+  the channel is opened here (`grpc.aio.secure_channel` with CA / client cert when TLS
+  is on) over aetcd's request/stub classes. Endpoints are tried in order, starting with
+  the last one that worked; a channel counts as connected once gRPC reports it ready
+  (and, with a username, once etcd has issued an auth token).
+- Reconnection. A connection error (or an expired auth token) closes the channel and
+  marks the client disconnected; the next call connects again. An etcd restart never
+  needs a new `EtcdKV`.
+- Retries. Reads, lease refreshes and revokes are idempotent and are retried a few
+  times with exponential backoff. A transaction is NOT retried once it may have reached
+  etcd: its outcome is unknown, so `EtcdUnavailable` is raised and the caller re-reads
+  (every write in `watermark.etcd.store` is a compare-and-swap, so re-read + retry is safe).
+  Only failures that prove nothing was applied (no connection, auth token rejected)
+  are retried for transactions.
+- Consistency. `range_prefix` reads page by page at the revision of the first page
+  (the first page `page_size` keys, later ones sized to about 32 MiB by the bytes per
+  key seen: etcd 3.5 counts the rest of the range on every page, so fewer pages cost
+  it less; a page larger than the client may receive is asked for again with a quarter
+  of the keys), so the result is one snapshot however large the prefix.
+  If that revision is compacted away in between, the whole read starts again. Pages
+  come back in key order without asking for a sort: etcd's index is ordered by key,
+  and a request with a sort order makes etcd 3.5 ignore `limit` while fetching (it
+  reads and sorts the whole rest of the range on every page: quadratic paging).
+- Errors. Every gRPC failure leaves this module as `EtcdUnavailable(endpoint, reason)`;
+  a put on a lease that etcd no longer has becomes `LeaseExpired`.
+- Watches (`watch_prefix`). One gRPC Watch stream per watch, on the current channel.
+  `sync()` asks etcd for a progress report and returns the events that arrived before
+  it (etcd sends a watch's events in revision order, whole revisions per answer);
+  a compacted start revision, a cancel, the end of the stream, a gRPC error or no
+  answer within the call timeout ends the watch with `WatchLost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+import structlog
+from aetcd import rpc
+
+from watermark.core.kv import Change, Compare, Delete, KeyValue, Put, RangeResult, TxnResult
+from watermark.errors import ConfigError, EtcdUnavailable, LeaseExpired, WatchLost
+
+__all__ = ["DEFAULT_PAGE_SIZE", "PAGE_TARGET_BYTES", "EtcdKV"]
+
+DEFAULT_PAGE_SIZE = 2000
+PAGE_TARGET_BYTES = 32 * 1024 * 1024
+"""Later pages of a range read carry about this many bytes (None: fixed pages); a page
+that would exceed what the client may receive is asked for again with fewer keys."""
+_MAX_PAGE_KEYS = 100_000
+_MAX_RECEIVE_BYTES = 64 * 1024 * 1024
+_T = TypeVar("_T")
+_log = structlog.get_logger(__name__)
+
+# Codes after which the channel is dropped and the next call connects afresh.
+_RECONNECT = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAUTHENTICATED,
+    }
+)
+# Codes after which an idempotent call is tried again (OUT_OF_RANGE: the paged
+# revision was compacted, so the read starts over at a new one).
+_RETRY_READ = _RECONNECT | {grpc.StatusCode.OUT_OF_RANGE}
+# Codes that prove the request was rejected before anything was applied.
+_NOT_APPLIED = frozenset({grpc.StatusCode.UNAUTHENTICATED})
+
+
+@dataclass(slots=True)
+class _Session:
+    """One open channel to one endpoint, with its stubs and auth metadata."""
+
+    endpoint: str
+    channel: grpc.aio.Channel
+    kv: Any
+    lease: Any
+    metadata: tuple[tuple[str, str], ...] | None
+    retired: bool = False
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """etcd's range_end for "every key starting with prefix"."""
+    end = bytearray(prefix)
+    for index in reversed(range(len(end))):
+        if end[index] < 0xFF:
+            end[index] += 1
+            return bytes(end[: index + 1])
+    return b"\0"  # empty or all-0xff prefix: to the end of the keyspace
+
+
+def _next_limit(page: Any, first: int, target_bytes: int) -> int:
+    """The next page's key count: about `target_bytes` at this page's bytes per key,
+    never fewer than the first page's. etcd 3.5 counts the whole rest of the range for
+    every page, so the fewer pages a large read takes, the less etcd works."""
+    size = sum(len(kv.key) + len(kv.value) for kv in page) / len(page)
+    return max(first, min(_MAX_PAGE_KEYS, int(target_bytes / max(size, 1.0))))
+
+
+def _key_value(raw: Any) -> KeyValue:
+    return KeyValue(
+        key=raw.key.decode("utf-8", "surrogateescape"),
+        value=bytes(raw.value),
+        mod_revision=raw.mod_revision,
+        create_revision=raw.create_revision,
+        lease=raw.lease,
+    )
+
+
+class EtcdKV:
+    """The `KV` protocol on etcd; see the module docstring for connection behaviour.
+
+    `endpoints` are "host:port" strings. `timeout_s` bounds every single call (and each
+    connection attempt). TLS is on when `tls` is true; `ca_cert` (PEM bytes; system roots
+    when None) verifies the server, `cert_chain` + `private_key` authenticate the client.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        timeout_s: float = 5.0,
+        username: str | None = None,
+        password: str | None = None,
+        tls: bool = False,
+        ca_cert: bytes | None = None,
+        cert_chain: bytes | None = None,
+        private_key: bytes | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        page_target_bytes: int | None = PAGE_TARGET_BYTES,
+        read_attempts: int = 3,
+        retry_backoff_s: float = 0.1,
+        max_receive_bytes: int = _MAX_RECEIVE_BYTES,
+    ) -> None:
+        if not endpoints:
+            raise ConfigError("no etcd endpoint given: pass at least one host:port")
+        if (username is None) != (password is None):
+            raise ConfigError("etcd username and password must be given together")
+        if (cert_chain is None) != (private_key is None):
+            raise ConfigError("etcd client certificate and key must be given together")
+        if page_size < 1 or read_attempts < 1 or timeout_s <= 0:
+            raise ConfigError(
+                f"page_size ({page_size}), read_attempts ({read_attempts}) and timeout_s "
+                f"({timeout_s}) must be positive"
+            )
+        self._endpoints = tuple(endpoints)
+        self._timeout_s = timeout_s
+        self._username = username
+        self._password = password
+        self._credentials = (
+            grpc.ssl_channel_credentials(
+                root_certificates=ca_cert, private_key=private_key, certificate_chain=cert_chain
+            )
+            if tls or ca_cert is not None or cert_chain is not None
+            else None
+        )
+        self._page_size = page_size
+        self._page_target_bytes = page_target_bytes
+        self._max_receive_bytes = max_receive_bytes
+        self._read_attempts = read_attempts
+        self._retry_backoff_s = retry_backoff_s
+        self._session: _Session | None = None
+        self._preferred = 0
+        self._connect_lock = asyncio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"EtcdKV(endpoints={list(self._endpoints)!r}, tls={self._credentials is not None})"
+
+    @property
+    def connected_endpoint(self) -> str | None:
+        """The endpoint of the open channel, None while disconnected."""
+        return None if self._session is None else self._session.endpoint
+
+    # -- connection -------------------------------------------------------------------
+
+    async def _connected(self) -> _Session:
+        async with self._connect_lock:
+            if self._closed:
+                raise EtcdUnavailable(",".join(self._endpoints), "the client was closed")
+            if self._session is not None:
+                return self._session
+            reasons: list[str] = []
+            count = len(self._endpoints)
+            for step in range(count):
+                index = (self._preferred + step) % count
+                endpoint = self._endpoints[index]
+                try:
+                    self._session = await self._open(endpoint)
+                except (grpc.RpcError, OSError) as exc:
+                    reason = _describe(exc)
+                    reasons.append(f"{endpoint}: {reason}")
+                    _log.warning("etcd.connect_failed", endpoint=endpoint, reason=reason)
+                    continue
+                self._preferred = index
+                _log.info("etcd.connected", endpoint=endpoint)
+                return self._session
+            raise EtcdUnavailable(",".join(self._endpoints), "; ".join(reasons))
+
+    async def _open(self, endpoint: str) -> _Session:
+        options = [
+            ("grpc.max_receive_message_length", self._max_receive_bytes),
+            # A private subchannel per channel: otherwise a new channel to an endpoint
+            # that just restarted inherits the old subchannel's TRANSIENT_FAILURE backoff
+            # and `_ready` reports it refused although the server is back.
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
+        if self._credentials is None:
+            channel = grpc.aio.insecure_channel(endpoint, options=options)
+        else:
+            channel = grpc.aio.secure_channel(endpoint, self._credentials, options=options)
+        try:
+            await asyncio.wait_for(_ready(channel), self._timeout_s)
+            metadata = None
+            if self._username is not None:
+                auth = rpc.AuthStub(channel)
+                request = rpc.AuthenticateRequest(name=self._username, password=self._password)
+                response = await auth.Authenticate(request, timeout=self._timeout_s)
+                metadata = (("token", response.token),)
+        except BaseException:
+            await channel.close()
+            raise
+        return _Session(
+            endpoint=endpoint,
+            channel=channel,
+            kv=rpc.KVStub(channel),
+            lease=rpc.LeaseStub(channel),
+            metadata=metadata,
+        )
+
+    async def connect(self) -> str:
+        """Connect now instead of on the first call; return the endpoint that answered."""
+        return (await self._connected()).endpoint
+
+    def _disconnect(self, session: _Session) -> None:
+        """Stop using `session`; close its channel in the background.
+
+        The close has a grace period, so other calls still in flight on the channel end
+        with their own result or error instead of being cancelled under their callers.
+        """
+        if self._session is session:
+            self._session = None
+        if session.retired:
+            return
+        session.retired = True
+        closing = asyncio.create_task(session.channel.close(grace=self._timeout_s))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+
+    async def close(self) -> None:
+        """Close the channel (in-flight calls get a grace period); later calls raise."""
+        self._closed = True
+        if self._session is not None:
+            self._disconnect(self._session)
+        await asyncio.gather(*self._closing)
+
+    async def _call(
+        self,
+        what: str,
+        operation: Callable[[_Session], Awaitable[_T]],
+        *,
+        idempotent: bool,
+    ) -> _T:
+        """Run `operation` on a connected session; translate and retry as documented."""
+        failure: EtcdUnavailable | None = None
+        for attempt in range(self._read_attempts):
+            if attempt:
+                await asyncio.sleep(self._retry_backoff_s * 2 ** (attempt - 1))
+            try:
+                session = await self._connected()
+            except EtcdUnavailable as exc:
+                failure = exc  # nothing was sent: safe to retry any call
+                continue
+            try:
+                return await operation(session)
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                reason = f"{what}: {code.name} {exc.details()}"
+                if code in _RECONNECT:
+                    _log.warning("etcd.connection_lost", endpoint=session.endpoint, reason=reason)
+                    self._disconnect(session)
+                error = EtcdUnavailable(session.endpoint, reason)
+                retryable = code in _RETRY_READ if idempotent else code in _NOT_APPLIED
+                if not retryable:
+                    raise error from exc
+                error.__cause__ = exc
+                failure = error
+        assert failure is not None
+        raise failure
+
+    # -- KV protocol --------------------------------------------------------------------
+
+    async def get(self, key: str) -> KeyValue | None:
+        """The key's current value (linearizable read), or None."""
+
+        async def operation(session: _Session) -> KeyValue | None:
+            request = rpc.RangeRequest(key=key.encode())
+            response = await session.kv.Range(
+                request, timeout=self._timeout_s, metadata=session.metadata
+            )
+            return _key_value(response.kvs[0]) if response.kvs else None
+
+        return await self._call(f"get {key}", operation, idempotent=True)
+
+    async def range_prefix(self, prefix: str, *, revision: int = 0) -> RangeResult:
+        """Every key under `prefix` at one revision, sorted by key, paged internally.
+
+        `revision` 0 reads the current revision; a past one reads etcd's history (the
+        deletion journal's checks), which fails with OUT_OF_RANGE once compacted.
+        No `sort_order` on the requests: etcd returns a range in ascending key order
+        by itself, and sorting would make it fetch the whole remaining range per page.
+        """
+        start = prefix.encode()
+        end = _prefix_end(start)
+        at_revision = revision
+
+        async def operation(session: _Session) -> RangeResult:
+            items: list[KeyValue] = []
+            revision, cluster_id = at_revision, 0
+
+            async def page(key: bytes, limit: int) -> Any:
+                # A page larger than the client may receive (its keys are much larger than
+                # the page before's, which sized it) is asked for again with fewer keys.
+                while True:
+                    request = rpc.RangeRequest(key=key, range_end=end, limit=limit,
+                                               revision=revision)  # fmt: skip
+                    try:
+                        return await session.kv.Range(request, timeout=self._timeout_s,
+                                                      metadata=session.metadata)  # fmt: skip
+                    except grpc.aio.AioRpcError as exc:
+                        if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
+                            raise
+                        limit = max(1, limit // 4)
+
+            response = await page(start, self._page_size)
+            revision = revision or response.header.revision  # later pages: the same revision
+            cluster_id = response.header.cluster_id
+            while True:
+                # The next page is asked for before this one is converted: etcd serves it
+                # while this process converts.
+                ahead: asyncio.Future[Any] | None = None
+                if response.more and response.kvs:
+                    limit = self._page_size
+                    if self._page_target_bytes is not None:
+                        limit = _next_limit(response.kvs, self._page_size, self._page_target_bytes)
+                    ahead = asyncio.ensure_future(page(response.kvs[-1].key + b"\0", limit))
+                try:
+                    if ahead is not None:
+                        await asyncio.sleep(0)  # let the request go out
+                    items.extend(_key_value(raw) for raw in response.kvs)
+                except BaseException:  # e.g. cancelled: no call left behind
+                    if ahead is not None:
+                        ahead.cancel()
+                    raise
+                if ahead is None:
+                    return RangeResult(revision, tuple(items), cluster_id)
+                response = await ahead
+
+        return await self._call(f"range {prefix}", operation, idempotent=True)
+
+    async def watch_prefix(self, prefix: str, start_revision: int) -> _EtcdWatch:
+        """Watch `prefix` from `start_revision` (see the module docstring)."""
+        session = await self._connected()
+        start = prefix.encode()
+        create = rpc.WatchCreateRequest(
+            key=start, range_end=_prefix_end(start), start_revision=start_revision
+        )
+        call = rpc.WatchStub(session.channel).Watch(metadata=session.metadata)
+        watch = _EtcdWatch(session.endpoint, prefix, call, self._timeout_s)
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                await call.write(rpc.WatchRequest(create_request=create))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, TimeoutError) as exc:
+            await watch.close()
+            reason = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
+            raise WatchLost(session.endpoint, f"watch {prefix}: {reason}") from exc
+        return watch
+
+    async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
+        """Apply `ops` iff every mod_revision compare holds. Never retried once sent."""
+        request = rpc.TxnRequest(
+            compare=[
+                rpc.Compare(
+                    result=rpc.Compare.EQUAL,
+                    target=rpc.Compare.MOD,
+                    key=compare.key.encode(),
+                    mod_revision=compare.mod_revision,
+                )
+                for compare in compares
+            ],
+            success=[_request_op(op) for op in ops],
+        )
+
+        async def operation(session: _Session) -> TxnResult:
+            try:
+                response = await session.kv.Txn(
+                    request, timeout=self._timeout_s, metadata=session.metadata
+                )
+            except grpc.aio.AioRpcError as exc:
+                leased = [op.lease for op in ops if isinstance(op, Put) and op.lease]
+                if exc.code() == grpc.StatusCode.NOT_FOUND and leased:
+                    raise LeaseExpired(leased[0]) from exc
+                raise
+            return TxnResult(succeeded=response.succeeded, revision=response.header.revision)
+
+        return await self._call("txn", operation, idempotent=False)
+
+    async def lease_grant(self, ttl_s: int) -> int:
+        """A new lease id with `ttl_s` seconds to live (etcd may raise a tiny TTL)."""
+
+        async def operation(session: _Session) -> int:
+            response = await session.lease.LeaseGrant(
+                rpc.LeaseGrantRequest(TTL=ttl_s, ID=0),
+                timeout=self._timeout_s,
+                metadata=session.metadata,
+            )
+            return int(response.ID)
+
+        # A grant whose answer was lost leaks a lease that simply expires: not retried
+        # so that a caller never holds two live leases.
+        return await self._call("lease grant", operation, idempotent=False)
+
+    async def lease_refresh(self, lease_id: int) -> bool:
+        """One keepalive round trip; False when etcd no longer knows the lease."""
+
+        async def operation(session: _Session) -> bool:
+            call = session.lease.LeaseKeepAlive(timeout=self._timeout_s, metadata=session.metadata)
+            try:
+                await call.write(rpc.LeaseKeepAliveRequest(ID=lease_id))
+                reply = await call.read()
+            finally:
+                call.cancel()
+            if reply is grpc.aio.EOF:
+                return False
+            return int(reply.TTL) > 0
+
+        return await self._call("lease refresh", operation, idempotent=True)
+
+    async def lease_revoke(self, lease_id: int) -> None:
+        """Revoke the lease (deleting its keys); a lease already gone is not an error."""
+
+        async def operation(session: _Session) -> None:
+            try:
+                await session.lease.LeaseRevoke(
+                    rpc.LeaseRevokeRequest(ID=lease_id),
+                    timeout=self._timeout_s,
+                    metadata=session.metadata,
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+
+        await self._call("lease revoke", operation, idempotent=True)
+
+
+async def _ready(channel: grpc.aio.Channel) -> None:
+    """Wait until the channel is connected; fail at once when the endpoint refuses.
+
+    (`channel_ready()` keeps retrying a refused endpoint until the timeout, which would
+    make failing over to the next endpoint as slow as the timeout.)
+    """
+    state = channel.get_state(try_to_connect=True)
+    while state != grpc.ChannelConnectivity.READY:
+        if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            raise ConnectionRefusedError(
+                "cannot connect (refused, unreachable or TLS handshake failed)"
+            )
+        if state == grpc.ChannelConnectivity.SHUTDOWN:
+            raise ConnectionAbortedError("channel shut down")
+        await channel.wait_for_state_change(state)
+        state = channel.get_state(try_to_connect=True)
+
+
+def _request_op(op: Put | Delete) -> Any:
+    if isinstance(op, Put):
+        return rpc.RequestOp(
+            request_put=rpc.PutRequest(key=op.key.encode(), value=op.value, lease=op.lease)
+        )
+    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=op.key.encode()))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name} {exc.details()}"
+    if isinstance(exc, TimeoutError):
+        return "no connection within the timeout"
+    if isinstance(exc, OSError):
+        return str(exc)
+    return repr(exc)
+
+
+class _EtcdWatch:
+    """One Watch stream (see the module docstring, "Watches")."""
+
+    def __init__(self, endpoint: str, prefix: str, call: Any, timeout_s: float) -> None:
+        self._endpoint = endpoint
+        self._prefix = prefix
+        self._call = call
+        self._timeout_s = timeout_s
+
+    def _lost(self, reason: str) -> WatchLost:
+        return WatchLost(self._endpoint, f"watch {self._prefix}: {reason}")
+
+    async def sync(self) -> tuple[list[Change], int]:
+        """Events since the last sync, and the revision of etcd's progress answer."""
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await self._sync()
+        except grpc.aio.AioRpcError as exc:
+            raise self._lost(f"{exc.code().name} {exc.details()}") from exc
+        except asyncio.InvalidStateError:  # the call ended (e.g. its member died) unread
+            raise self._lost("the stream has ended") from None
+        except TimeoutError:
+            raise self._lost(f"no progress answer within {self._timeout_s:g} s") from None
+
+    async def _sync(self) -> tuple[list[Change], int]:
+        changes: list[Change] = []
+        await self._call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
+        while True:
+            response = await self._call.read()
+            if response is grpc.aio.EOF:
+                raise self._lost("the stream ended")
+            if response.compact_revision:
+                raise self._lost(f"compacted at revision {response.compact_revision}")
+            if response.canceled:
+                raise self._lost(f"cancelled ({response.cancel_reason or 'no reason'})")
+            if response.events:
+                changes.extend(
+                    Change(
+                        event.kv.key.decode("utf-8", "surrogateescape"),
+                        None if event.type == rpc.Event.EventType.DELETE else
+                        bytes(event.kv.value),
+                        event.kv.mod_revision,
+                    )
+                    for event in response.events
+                )  # fmt: skip
+            elif not response.created:
+                return changes, response.header.revision  # the progress answer
+
+    async def close(self) -> None:
+        """Cancel the stream."""
+        self._call.cancel()

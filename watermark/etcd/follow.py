@@ -1,0 +1,131 @@
+"""A long-running sweeper's view of the namespace: one full read, then an etcd watch.
+
+`GcFollower.read()` gives what `WatermarkStore.read_gc_view()` + `compute_safe_epoch`
+give, without re-reading every partition record each round:
+
+1. the first read (and any read after the watch is lost) is a full read at revision R,
+   which builds a `watermark.core.gcindex.GcIndex` and opens a watch from R + 1;
+2. every later read asks the watch for the changes since the previous read (one etcd
+   progress round trip, plus the changed records) and applies them: the cost follows
+   what changed, not how many partitions there are;
+3. every `verify_every`-th read also reads the namespace in full at the index's own
+   revision and compares: a mismatch (which would be a bug, or etcd history lost under
+   the watch) blocks that round, is logged and counted, and the index is rebuilt from
+   the full read;
+4. a lost watch (compacted, cancelled, connection lost, no answer) falls back to a full
+   read, and so does a check whose revision etcd no longer has (compacted while the
+   namespace was quiet): the index is rebuilt from a read at the current revision.
+
+Every fail-closed rule of a full read holds at every revision: the index keeps the same
+raw values and applies the same rules (`watermark.core.safe_epoch.judge`). A store whose KV
+cannot watch (`watermark.core.kv.Watchable`) is read in full every time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import structlog
+
+from watermark.core.contract import pause_reason
+from watermark.core.gcindex import GcIndex, NamespaceKeys
+from watermark.core.kv import PrefixWatch
+from watermark.core.safe_epoch import GcView, SafeEpoch, compute_safe_epoch
+from watermark.errors import EtcdUnavailable
+from watermark.etcd.store import WatermarkStore
+
+__all__ = ["DEFAULT_VERIFY_EVERY", "GcFollower", "ReadKind"]
+
+DEFAULT_VERIFY_EVERY = 30
+"""Reads between two full reads that check the index (30 rounds: 5 min at 10 s)."""
+ReadKind = Literal["full", "incremental", "verified", "mismatch"]
+_log = structlog.get_logger("watermark.gcfollow")
+
+
+class GcFollower:
+    """See the module docstring."""
+
+    def __init__(self, store: WatermarkStore, *, verify_every: int = DEFAULT_VERIFY_EVERY) -> None:
+        if verify_every < 1:
+            raise ValueError(f"verify_every must be >= 1, got {verify_every}")
+        self.store = store
+        self.verify_every = verify_every
+        self._keys = NamespaceKeys(
+            epoch=store.epoch_key,
+            partitions=store.partitions_prefix,
+            paused=store.paused_key,
+            binding=store.binding_key,
+            sweepers=store.sweepers_prefix,
+        )
+        self._index: GcIndex | None = None
+        self._watch: PrefixWatch | None = None
+        self._reads = 0
+        self.last_kind: ReadKind | None = None
+        """How the last read was made (for metrics and tests)."""
+        self.changes_applied = 0
+
+    async def read(self) -> tuple[GcView, SafeEpoch]:
+        """The namespace view (without partition records, except after a full read) and
+        M, at one revision; EtcdUnavailable when etcd cannot be read at all."""
+        self._reads += 1
+        if self._index is None or self._watch is None:
+            return await self._full()
+        try:
+            changes, _ = await self._watch.sync()
+        except EtcdUnavailable as exc:
+            _log.warning("watermark.watch_lost", namespace=self.store.namespace, error=str(exc))
+            await self.close()
+            return await self._full()
+        self._index.apply(changes)
+        self.changes_applied += len(changes)
+        if self._reads % self.verify_every == 0:
+            return await self._verify(self._index)
+        self.last_kind = "incremental"
+        return self._index.view(with_partitions=False), self._index.safe_epoch()
+
+    async def _full(self) -> tuple[GcView, SafeEpoch]:
+        view = await self.store.read_gc_view()
+        self._index = GcIndex(self._keys, view, pause_reason)
+        self.last_kind = "full"
+        kv = self.store.kv
+        if hasattr(kv, "watch_prefix"):
+            try:
+                self._watch = await kv.watch_prefix(self.store.namespace + "/", view.revision + 1)
+            except EtcdUnavailable as exc:  # the next read is a full one again
+                _log.warning("watermark.watch_failed", namespace=self.store.namespace,
+                             error=str(exc))  # fmt: skip
+        return view, self._index.safe_epoch()  # the index decoded every record once
+
+    async def _verify(self, index: GcIndex) -> tuple[GcView, SafeEpoch]:
+        try:
+            full = await self.store.read_gc_view(revision=index.revision)
+        except EtcdUnavailable as exc:  # e.g. that revision was compacted: start afresh
+            _log.warning("watermark.verify_read_failed", namespace=self.store.namespace,
+                         revision=index.revision, error=str(exc))  # fmt: skip
+            await self.close()
+            return await self._full()
+        differs = index.matches(full)
+        if differs is None:
+            self.last_kind = "verified"
+            return index.view(with_partitions=False), index.safe_epoch()
+        self.last_kind = "mismatch"
+        _log.error("watermark.index_mismatch", namespace=self.store.namespace,
+                   revision=index.revision, differs=differs)  # fmt: skip
+        await self.close()
+        blocked = dataclasses.replace(
+            compute_safe_epoch(full),
+            safe_epoch=None,
+            blocked_reason=(
+                f"the watched view of the namespace differs from a full read at revision "
+                f"{index.revision} ({differs}): this round is blocked and the view rebuilt "
+                "from a full read (report it: it is a bug or lost etcd history)"
+            ),
+        )
+        return full, blocked
+
+    async def close(self) -> None:
+        """Cancel the watch; the next read is a full one."""
+        watch, self._watch, self._index = self._watch, None, None
+        if watch is not None:
+            await watch.close()

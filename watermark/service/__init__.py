@@ -1,0 +1,11 @@
+"""The async publisher service: thin asyncio shells around the pure core.
+
+Lives here: `guard` (`FencingGuard`: the asyncio shell of `watermark.core.fencelock`),
+`hosted` (one partition: GC state, guard, commits), `publisher` (`Publisher`: hosts
+partitions and publishes M(p)), `ticker` (the cluster epoch ticker), `replicas`
+(replicated publishers under etcd leases), `clock` (the writers' cached epoch clock),
+`metrics` (Prometheus metrics, fed by the core's events through hooks).
+
+May import: `watermark.errors`, `watermark.core`, `watermark.options`, `watermark.logs`,
+`watermark.etcd`.
+"""

@@ -1,0 +1,184 @@
+"""One partition hosted by a publisher: its GC state, its fencing guard, its log.
+
+Theory of operation
+-------------------
+A `HostedPartition` applies the writer's commits and the reconciler's reports to the
+partition's `PartitionGcState`, with the fence's lower bound (`watermark.core.gcstate`
+explains why the bound is the fence's), and knows what the publisher may do with it:
+publish it, advance it while idle, or nothing because fencing failed.
+
+Commits. `commit(token, offset)` checks the fence is still held, then applies
+``(offset, epoch)`` with ``admitted_from`` = the fencing window's lower bound, which
+cannot move while the fence is held.
+
+Idle partitions. A partition whose every applied entry is reconciled would pin the
+global M at its floor. Each publisher round (with `Publisher.idle_advance`) advances
+such a partition to the cluster epoch when its applied epoch is below it: under the
+guard's EXCLUSIVE
+lock, after sliding the fencing window up to the cluster epoch (so no write is in
+flight), the GC state's `advance_idle` raises the floor to the fence's new lower bound.
+If the window already covered the cluster epoch, a writer fenced it: the partition is
+not idle, skip. An idle advance is not a log entry and uses no offset, so the state's
+offsets are the writer's log offsets, one to one.
+
+The log end. A new owner restores the last *published* snapshot; the log may hold
+entries committed after it (the previous owner crashed or lost ownership before it
+published them). Their epochs are unknown, so the partition may not count as idle
+until the reconciler has passed them. `Publisher.adopt(p, log_end_offset=N)` says where
+the log ends (-1: it is empty; `learn_log_end`, `PartitionGcState.catch_up`). It is
+also known when the record is *sealed* by the previous owner: `close` seals a partition
+whose log end was known and none of whose fences was ever reclaimed or revoked (such a
+writer may have appended an entry this state never saw), and the publish that follows
+carries ``sealed_owner_epoch`` (see `watermark.core.record`); registration seals the empty
+log of a new partition. Otherwise the log end is unknown and the partition gets no idle
+advance until its first commit (whose offset is past every older entry) or a later
+`adopt` with the log end. Floors
+rise through the reconciler either way. Reconciled reports are clamped to the applied
+log (entries the writer never fenced have nothing to lift); a report at or below the
+current reconciled offset is a no-op.
+
+Fencing violations. A commit below the promised window (`FencingViolation`) means an
+entry whose object may already be exposed to the sweepers is in the log. The partition
+is then *frozen* until an operator has investigated and it is adopted again: its M(p)
+is not published any more and gets no idle advance (the stored one stays where it
+is), `describe()` says why, and the publisher counts it in
+``l0gc_watermark_fencing_violations_total`` and logs ``watermark.fencing_violation``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from watermark.core.contract import Publication
+from watermark.core.gcstate import PartitionGcState
+from watermark.core.window import Admission
+from watermark.errors import FencingViolation
+from watermark.service.guard import FenceToken, FencingGuard
+
+__all__ = ["HostedPartition"]
+
+
+@dataclass(slots=True)
+class HostedPartition:
+    """One owned partition: its GC state, its fence and what is known of its log."""
+
+    partition: str
+    state: PartitionGcState
+    guard: FencingGuard
+    owner_epoch: int
+    published_watermark: int
+    log_end_known: bool = False
+    """True once the state has every log entry (a log end given to adopt, or a commit)."""
+    frozen: str | None = None
+    """Why M(p) no longer moves: the fencing violation that froze it."""
+    dirty: bool = True
+    """Changed since the last successful publish."""
+    sealed: bool = False
+    """Its fence is closed and every fence finished: the state holds the whole log."""
+
+    def _fence_bound(self, default: int) -> int:
+        lower = self.guard.window[0]
+        return default if lower is None else lower
+
+    def commit(self, token: FenceToken, offset: int) -> None:
+        """Apply the write fenced by `token` at the log's `offset`; the caller releases it.
+
+        Raise FenceExpired (the fence is gone: do not commit), IllegalTransition (an
+        offset that does not increase), or FencingViolation, which freezes the partition.
+        """
+        self.guard.ensure_held(token)
+        try:
+            self.state.apply(offset, token.epoch, admitted_from=self._fence_bound(token.epoch))
+        except FencingViolation as exc:
+            if self.frozen is None:
+                self.frozen = str(exc)
+            raise
+        self.log_end_known = True  # entries before `offset` are older: none is unknown
+        self.dirty = True
+
+    def reconciled(self, offset: int) -> None:
+        """The reconciler lifted every entry through the log's `offset` (clamped to the
+        applied log; a report at or below the last one changes nothing)."""
+        last = self.state.last_applied_offset
+        if offset < 0 or last is None:
+            return
+        mapped = min(offset, last)
+        done = self.state.reconciled_offset
+        if done is None or mapped > done:
+            self.state.reconciled(mapped)
+            self.dirty = True
+
+    def learn_log_end(self, log_end_offset: int) -> None:
+        """The log's last entry is at `log_end_offset` (-1: empty); see "The log end"."""
+        self.state.catch_up(log_end_offset)
+        self.log_end_known = True
+        self.dirty = True
+
+    def is_idle_below(self, epoch: int) -> bool:
+        """True when an idle advance to `epoch` is due: not frozen, the log end known,
+        everything reconciled, the applied epoch below `epoch` and no write in flight."""
+        state = self.state
+        return (
+            self.frozen is None
+            and self.log_end_known
+            and state.is_idle_reconciled
+            and state.last_applied_epoch < epoch
+            and not self.guard.inflight
+        )
+
+    async def advance_idle(self, epoch: int, timeout_s: float) -> bool:
+        """Slide the fence to `epoch` under the exclusive lock and advance the GC state;
+        False if a writer got there first. Raise what `FencingGuard.exclusive` raises."""
+        async with self.guard.exclusive(epoch, timeout_s) as admission:
+            # No write is in flight now; re-check what may have changed meanwhile.
+            if admission is not Admission.ABOVE or not self.state.is_idle_reconciled:
+                return False
+            self.state.advance_idle(epoch, admitted_from=self._fence_bound(epoch))
+        self.dirty = True
+        return True
+
+    async def close(self, drain_timeout_s: float) -> None:
+        """Stop admitting writes and wait for the fences held (revoking what is left);
+        `sealed` when the state provably holds the whole log: its end was known and no
+        fence was ever reclaimed or revoked (such a writer may have appended an entry
+        the state never saw)."""
+        self.guard.close()
+        await self.guard.drain(drain_timeout_s)
+        if self.log_end_known and self.frozen is None and self.guard.taken_back == 0:
+            self.sealed = True
+            self.dirty = True
+
+    def publication(self, owner: str) -> Publication:
+        """What a publish of this partition writes, as `owner`."""
+        return Publication(
+            partition=self.partition,
+            owner=owner,
+            owner_epoch=self.owner_epoch,
+            watermark=self.state.gc_eligible_epoch,
+            window=self.guard.window,
+            tracker=self.state.snapshot(),
+            sealed=self.sealed,
+        )
+
+    def describe(self, owner: str) -> dict[str, Any]:
+        """What is known of the partition, JSON-able (for the HTTP API and logs)."""
+        state = self.state
+        return {
+            "partition": self.partition,
+            "owner": owner,
+            "owner_epoch": self.owner_epoch,
+            "window": list(self.guard.window),
+            "watermark": state.gc_eligible_epoch,
+            "published_watermark": self.published_watermark,
+            "created_epoch": state.created_epoch,
+            "applied_window": list(state.applied_window),
+            "last_applied_offset": state.last_applied_offset,
+            "reconciled_offset": state.reconciled_offset,
+            "log_end_known": self.log_end_known,
+            "sealed": self.sealed,
+            "frozen": self.frozen,
+            "inflight_fences": self.guard.inflight,
+            "waiting_slides": self.guard.exclusive_waiters,
+            "dirty": self.dirty,
+        }

@@ -1,0 +1,278 @@
+"""Prometheus metrics of the watermark publisher service, on a registry of their own.
+
+Every metric is named ``l0gc_watermark_<noun>_<unit>`` (counters end in ``_total``)
+and carries at most one label with a small, fixed set of values. Partition names are
+never labels (there may be thousands); per-partition detail is in the HTTP state
+endpoints and the structlog events, not here.
+
+A `WatermarkMetrics` owns a dedicated `CollectorRegistry`, so several services in one
+process (tests, `gcd demo`) never collide on the global default registry, and
+`render()` gives the text exposition that ``GET /metrics`` serves.
+
+| metric | type | labels |
+|---|---|---|
+| ``l0gc_watermark_fences_total`` | counter | ``result``: inside, slide, stale, timeout |
+| ``l0gc_watermark_fences_reclaimed_total`` | counter | |
+| ``l0gc_watermark_window_slides_total`` | counter | |
+| ``l0gc_watermark_inflight_fences`` | gauge | |
+| ``l0gc_watermark_publishes_total`` | counter | ``outcome``: ok, refused_lower, stale_owner, |
+|  |  | missing, error |
+| ``l0gc_watermark_publish_duration_seconds`` | histogram | |
+| ``l0gc_watermark_partitions_owned`` | gauge | |
+| ``l0gc_watermark_min_watermark`` | gauge | (lowest M(p) among owned partitions; -1 when none) |
+| ``l0gc_watermark_cluster_epoch`` | gauge | |
+| ``l0gc_watermark_epoch_advances_total`` | counter | |
+| ``l0gc_watermark_idle_advances_total`` | counter | |
+| ``l0gc_watermark_ticker_leader`` | gauge | (1 while this process leads the epoch ticker) |
+| ``l0gc_watermark_http_refusals_total`` | counter | ``reason``: unauthorized, forbidden, |
+|  |  | too_many_connections, read_timeout, body_too_large, bad_request |
+
+Replicas (`watermark serve --replicated`, see `watermark.service.replicas`):
+
+| metric | type | labels |
+|---|---|---|
+| ``l0gc_watermark_replica_member`` | gauge | (1 while this replica holds its membership lease) |
+| ``l0gc_watermark_replicas`` | gauge | (live replicas in the last view) |
+| ``l0gc_watermark_adoptions_total`` | counter | ``log_end``: known, unknown |
+| ``l0gc_watermark_handovers_total`` | counter | ``outcome``: sealed, unsealed |
+| ``l0gc_watermark_time_to_adopt_seconds`` | histogram | |
+| ``l0gc_watermark_partitions_unowned`` | gauge | |
+| ``l0gc_watermark_longest_unowned_seconds`` | gauge | |
+| ``l0gc_watermark_ownership_lapses_total`` | counter | |
+| ``l0gc_watermark_redirects_total`` | counter | |
+"""
+
+from __future__ import annotations
+
+import enum
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "FenceResult",
+    "HttpRefusal",
+    "PublishOutcome",
+    "WatermarkMetrics",
+]
+
+
+class FenceResult(enum.Enum):
+    """How a fence request ended (the ``result`` label of fences_total)."""
+
+    INSIDE = "inside"
+    """Admitted under the shared lock, the window unchanged."""
+    SLIDE = "slide"
+    """Admitted after sliding the window up to the epoch."""
+    STALE = "stale"
+    """Refused: the epoch is below the window (or at/below the published M(p))."""
+    TIMEOUT = "timeout"
+    """The fence deadline passed while waiting for the lock."""
+
+
+class PublishOutcome(enum.Enum):
+    """How one partition's publish ended (the ``outcome`` label of publishes_total)."""
+
+    OK = "ok"
+    REFUSED_LOWER = "refused_lower"
+    STALE_OWNER = "stale_owner"
+    MISSING = "missing"
+    ERROR = "error"
+
+
+class HttpRefusal(enum.Enum):
+    """Why the HTTP API refused a request or a connection (the ``reason`` label)."""
+
+    UNAUTHORIZED = "unauthorized"
+    """401: no bearer token, or one the service does not know."""
+    FORBIDDEN = "forbidden"
+    """403: the token's role may not use the route."""
+    TOO_MANY_CONNECTIONS = "too_many_connections"
+    """A connection closed at accept time: --max-connections were open."""
+    READ_TIMEOUT = "read_timeout"
+    """408: the body did not arrive within --http-read-timeout."""
+    BODY_TOO_LARGE = "body_too_large"
+    """413: the body was larger than the limit."""
+    BAD_REQUEST = "bad_request"
+    """400: the body is not strict JSON or not what the route takes."""
+
+
+class WatermarkMetrics:
+    """The publisher service's metrics on a dedicated registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        reg = self.registry
+        self.fences = Counter(
+            "l0gc_watermark_fences_total",
+            "Fence requests by result (inside, slide, stale, timeout).",
+            ["result"],
+            registry=reg,
+        )
+        self.fences_reclaimed = Counter(
+            "l0gc_watermark_fences_reclaimed_total",
+            "Held fences reclaimed after their deadline because a window slide waited on them.",
+            registry=reg,
+        )
+        self.window_slides = Counter(
+            "l0gc_watermark_window_slides_total",
+            "Fencing window slides (a higher epoch took the exclusive lock).",
+            registry=reg,
+        )
+        self.held_fences = 0
+        """Fences held right now by the guards sharing these metrics; they add and
+        subtract here, and `inflight_fences` reads it at collection time (a plain int:
+        a `Gauge.inc` and `dec` per fence cost ~0.65 us on the fence fast path)."""
+        self.inflight_fences = Gauge(
+            "l0gc_watermark_inflight_fences",
+            "Fences currently held (writes admitted and not yet committed or aborted).",
+            registry=reg,
+        )
+        self.inflight_fences.set_function(self._held_fences)
+        self.publishes = Counter(
+            "l0gc_watermark_publishes_total",
+            "Partition record publishes by outcome.",
+            ["outcome"],
+            registry=reg,
+        )
+        self.publish_duration = Histogram(
+            "l0gc_watermark_publish_duration_seconds",
+            "Duration of one publish round (all dirty partitions, batched).",
+            registry=reg,
+        )
+        self.partitions_owned = Gauge(
+            "l0gc_watermark_partitions_owned",
+            "Partitions this process owns and publishes.",
+            registry=reg,
+        )
+        self.min_watermark = Gauge(
+            "l0gc_watermark_min_watermark",
+            "Lowest M(p) among the partitions this process owns (-1 when it owns none).",
+            registry=reg,
+        )
+        self.cluster_epoch = Gauge(
+            "l0gc_watermark_cluster_epoch",
+            "Cluster epoch as last read or written by this process.",
+            registry=reg,
+        )
+        self.epoch_advances = Counter(
+            "l0gc_watermark_epoch_advances_total",
+            "Cluster epoch advances made by this process (ticker or admin).",
+            registry=reg,
+        )
+        self.idle_advances = Counter(
+            "l0gc_watermark_idle_advances_total",
+            "Epoch advances applied to idle, fully reconciled partitions.",
+            registry=reg,
+        )
+        self.fencing_violations = Counter(
+            "l0gc_watermark_fencing_violations_total",
+            "Commits refused because their epoch was below the promised window; each "
+            "freezes its partition's M(p) until it is adopted again.",
+            registry=reg,
+        )
+        self.ticker_leader = Gauge(
+            "l0gc_watermark_ticker_leader",
+            "1 while this process is the elected epoch ticker leader, else 0.",
+            registry=reg,
+        )
+        self.http_refusals = Counter(
+            "l0gc_watermark_http_refusals_total",
+            "Requests and connections the HTTP API refused, by reason (unauthorized, "
+            "forbidden, too_many_connections, read_timeout, body_too_large, bad_request).",
+            ["reason"],
+            registry=reg,
+        )
+        for refusal in HttpRefusal:
+            self.http_refusals.labels(reason=refusal.value)
+        self._replica_metrics(reg)
+        # Every labelled child is bound once here: `labels(...)` costs ~1.5 us a call
+        # (kwargs, a lock, a dict lookup), which the fence fast path cannot afford.
+        self._fence_children = {r: self.fences.labels(result=r.value) for r in FenceResult}
+        self._publish_children = {o: self.publishes.labels(outcome=o.value) for o in PublishOutcome}
+        self.min_watermark.set(-1)
+
+    def _replica_metrics(self, reg: CollectorRegistry) -> None:
+        """The metrics of `watermark serve --replicated` (flat at 0 without it)."""
+        self.replica_member = Gauge(
+            "l0gc_watermark_replica_member",
+            "1 while this replica holds its membership lease (it may own partitions), else 0.",
+            registry=reg,
+        )
+        self.replicas = Gauge(
+            "l0gc_watermark_replicas",
+            "Live replicas (member records) in this replica's last view of the replica set.",
+            registry=reg,
+        )
+        self.adoptions = Counter(
+            "l0gc_watermark_adoptions_total",
+            "Partitions this replica adopted, by whether the log end was known (the previous "
+            "owner sealed it: a handover) or unknown (a failover: no idle advance until the "
+            "first commit).",
+            ["log_end"],
+            registry=reg,
+        )
+        self.handovers = Counter(
+            "l0gc_watermark_handovers_total",
+            "Partitions this replica handed over to another, by whether the final publish "
+            "was sealed (the next owner knows where the log ends) or not.",
+            ["outcome"],
+            registry=reg,
+        )
+        self.time_to_adopt = Histogram(
+            "l0gc_watermark_time_to_adopt_seconds",
+            "From when this replica first saw a partition without an owner (or handed over "
+            "by a leaving replica) to when it had adopted it.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
+            registry=reg,
+        )
+        self.partitions_unowned = Gauge(
+            "l0gc_watermark_partitions_unowned",
+            "Partitions of this replica's --partitions that no replica owns in its last view.",
+            registry=reg,
+        )
+        self.longest_unowned = Gauge(
+            "l0gc_watermark_longest_unowned_seconds",
+            "How long the partition of this replica's --partitions that has been without an "
+            "owner longest has been so, as this replica has seen it (0 when all are owned).",
+            registry=reg,
+        )
+        self.ownership_lapses = Counter(
+            "l0gc_watermark_ownership_lapses_total",
+            "Times this replica's membership lease lapsed (not renewed in time) and it "
+            "dropped every partition it owned.",
+            registry=reg,
+        )
+        self.redirects = Counter(
+            "l0gc_watermark_redirects_total",
+            "Requests answered 307 with the owning replica's address.",
+            registry=reg,
+        )
+        for known in ("known", "unknown"):
+            self.adoptions.labels(log_end=known)
+        for outcome in ("sealed", "unsealed"):
+            self.handovers.labels(outcome=outcome)
+
+    def _held_fences(self) -> float:
+        return self.held_fences
+
+    def fence(self, result: FenceResult) -> None:
+        """Count one fence request that ended with `result`."""
+        self._fence_children[result].inc()
+
+    def fence_counter(self, result: FenceResult) -> Counter:
+        """The fences_total child of `result`, to bind once and `inc()` on a hot path."""
+        return self._fence_children[result]
+
+    def publish(self, outcome: PublishOutcome, count: int = 1) -> None:
+        """Count `count` partition publishes that ended with `outcome`."""
+        self._publish_children[outcome].inc(count)
+
+    def http_refused(self, reason: HttpRefusal) -> None:
+        """Count one request or connection the HTTP API refused for `reason`."""
+        self.http_refusals.labels(reason=reason.value).inc()
+
+    def render(self) -> bytes:
+        """The registry in the Prometheus text exposition format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,167 @@
+"""The epoch ticker: advances the cluster epoch every interval, one leader at a time.
+
+Any number of tickers may run (one per `watermark serve` replica); only the leader
+advances the epoch. Leadership is the key `{ns}/leader/ticker`, created only when
+absent and bound to the ticker's etcd lease, so it disappears when the leader stops
+refreshing the lease (crash, partition from etcd) and another ticker can take it.
+
+Each tick: refresh the lease (aetcd has no background keepalive, so the ticker wakes
+at least every third of the lease TTL); if the lease is gone, take a new one and stop
+being leader; if not leader, try to create the leader key; if leader and the interval
+is due, advance the epoch by exactly +1. The advance is one transaction that also
+compares the leader key's revision, so a ticker that lost leadership without noticing
+cannot advance the epoch. Stopping revokes the lease, so a successor is elected at
+once rather than after the TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import structlog
+
+from watermark.core.kv import KV, Compare, Put
+from watermark.errors import (
+    ConfigError,
+    EpochConflict,
+    EtcdUnavailable,
+    LeaseExpired,
+    WatermarkUnavailable,
+)
+from watermark.etcd.store import WatermarkStore
+
+__all__ = ["EpochTicker"]
+
+_log = structlog.get_logger(__name__)
+
+
+class EpochTicker:
+    """Leader-elected cluster epoch clock; see the module docstring."""
+
+    def __init__(
+        self,
+        store: WatermarkStore,
+        kv: KV,
+        interval_s: float,
+        owner_id: str,
+        lease_ttl_s: int,
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not interval_s > 0:
+            raise ConfigError(f"epoch tick interval {interval_s!r} must be > 0 s")
+        if lease_ttl_s < 2:
+            raise ConfigError(f"ticker lease TTL {lease_ttl_s!r} must be >= 2 s")
+        if not owner_id:
+            raise ConfigError("ticker owner id must not be empty; use host name + process id")
+        self._store = store
+        self._kv = kv
+        self._interval_s = interval_s
+        self._owner_id = owner_id
+        self._lease_ttl_s = lease_ttl_s
+        self._now = now
+        self._lease: int | None = None
+        self._leader_revision: int | None = None  # mod_revision of our leader key
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this ticker holds the leader key (as last seen)."""
+        return self._leader_revision is not None
+
+    @property
+    def lease_id(self) -> int | None:
+        """The etcd lease this ticker holds, if any."""
+        return self._lease
+
+    def _step_down(self, reason: str) -> None:
+        if self._leader_revision is not None:
+            level = _log.info if reason == "resigned" else _log.warning
+            level("epoch_ticker.leadership_lost", owner=self._owner_id, reason=reason)
+        self._leader_revision = None
+
+    async def _keep_lease(self) -> int:
+        if self._lease is not None:
+            if await self._kv.lease_refresh(self._lease):
+                return self._lease
+            self._lease = None
+            self._step_down("lease expired")
+        self._lease = await self._kv.lease_grant(self._lease_ttl_s)
+        return self._lease
+
+    async def _campaign(self, lease: int) -> bool:
+        if self._leader_revision is not None:
+            return True
+        key = self._store.leader_key
+        claim = Put(key, self._owner_id.encode(), lease=lease)
+        result = await self._kv.txn([Compare(key, 0)], [claim])
+        if result.succeeded:
+            self._leader_revision = result.revision
+        else:
+            # An earlier claim whose answer was lost (etcd went away mid-call) may have
+            # landed: the key is then ours, on our lease, and must be adopted, or nobody
+            # would lead for as long as we keep refreshing that lease.
+            item = await self._kv.get(key)
+            if item is None or item.lease != lease or item.value != claim.value:
+                return False
+            self._leader_revision = item.mod_revision
+        _log.info("epoch_ticker.elected", owner=self._owner_id, namespace=self._store.namespace)
+        return True
+
+    async def _advance(self) -> bool:
+        assert self._leader_revision is not None
+        key = self._store.leader_key
+        try:
+            await self._store.advance_cluster_epoch(guard=[Compare(key, self._leader_revision)])
+        except EpochConflict as exc:
+            item = await self._kv.get(key)
+            if item is None or item.mod_revision != self._leader_revision:
+                self._step_down("leader key changed")
+            else:  # someone else (e.g. the admin CLI) advanced the epoch meanwhile
+                _log.info("epoch_ticker.advance_conflict", owner=self._owner_id, error=str(exc))
+            return False
+        return True
+
+    async def tick_once(self, *, advance: bool = True) -> bool:
+        """Keep the lease, campaign, and (if leader and `advance`) advance the epoch.
+
+        Returns True when this call advanced the cluster epoch. etcd failures are logged
+        and end the tick; the next tick starts over.
+        """
+        try:
+            lease = await self._keep_lease()
+            if not await self._campaign(lease) or not advance:
+                return False
+            return await self._advance()
+        except LeaseExpired:
+            self._lease = None
+            self._step_down("lease expired")
+        except (EtcdUnavailable, WatermarkUnavailable) as exc:
+            _log.warning("epoch_ticker.tick_failed", owner=self._owner_id, error=str(exc))
+        return False
+
+    async def resign(self) -> None:
+        """Give up leadership now: revoke the lease (which deletes the leader key)."""
+        lease, self._lease = self._lease, None
+        self._step_down("resigned")
+        if lease is not None:
+            with contextlib.suppress(EtcdUnavailable):
+                await self._kv.lease_revoke(lease)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Tick until `stop` is set, then resign."""
+        wake_every = min(self._interval_s, self._lease_ttl_s / 3)
+        next_advance = self._now()
+        try:
+            while not stop.is_set():
+                due = self._now() >= next_advance
+                await self.tick_once(advance=due)
+                if due:
+                    next_advance = self._now() + self._interval_s
+                wait = min(wake_every, max(0.0, next_advance - self._now()))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=wait)
+        finally:
+            await self.resign()
