@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from gcd.errors import ConfigError, L0gcError, StorageError, WatermarkUnavailable
+from gcd.errors import StorageError
+from watermark.errors import ConfigError, L0gcError, WatermarkUnavailable
 
 __all__ = ["BLOCKED", "INTERRUPTED", "OK", "PARTIAL_FAILURE", "USAGE", "exit_code_for"]
 

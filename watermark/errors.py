@@ -1,10 +1,21 @@
-"""Every exception l0gc raises on purpose, in one small hierarchy.
+"""Every exception of the watermark side, in one hierarchy grouped by who is at fault.
 
-Catch `L0gcError` to catch them all. Each error keeps the values that explain it as
-attributes (for logs and metrics) and its message says what was wrong, with the value,
-and what to do about it. Library exceptions are translated where they enter our code
-(`raise StorageError(...) from exc`), so callers never have to know about botocore or
-aetcd.
+Catch `L0gcError` to catch them all, or a group:
+
+- `UsageError`: the caller or operator asked for something invalid (`ConfigError`,
+  `PartitionNotRegistered`, `IllegalTransition`). Fix the input.
+- `Refused`: l0gc refused an operation to keep data safe and changed nothing; the caller
+  lost a race or its fence. `FenceRefused` are a writer's: retry the write under a new
+  fence. The others are a publisher's etcd writes (`StaleOwner`, `EpochConflict`, ...).
+- `InvalidRecord`: what was stored or sent is malformed; it is never trusted.
+- `Unavailable`: a dependency is down or cannot be trusted now (`EtcdUnavailable`,
+  `WatermarkUnavailable`; the object store's `gcd.errors.StorageError`). Deletion stops.
+- `FencingViolation`: an invariant of l0gc itself broke (a bug).
+
+Each error keeps the values that explain it as attributes (for logs and metrics) and its
+message says what was wrong, with the value, and what to do about it. Library exceptions
+are translated where they enter our code (`raise EtcdUnavailable(...) from exc`), so
+callers never have to know about aetcd or botocore.
 
 The constructor arguments are kept in `args`, so every error survives pickling (Spark
 ships executor exceptions back to the driver); `str(error)` is the message.
@@ -19,7 +30,10 @@ import reprlib
 __all__ = [
     "ConfigError",
     "EpochAhead",
+    "EpochConflict",
+    "EtcdUnavailable",
     "FenceExpired",
+    "FenceRefused",
     "FenceTimeout",
     "FencingViolation",
     "GuardClosed",
@@ -28,11 +42,17 @@ __all__ = [
     "InvalidRecord",
     "InvalidSnapshot",
     "L0gcError",
+    "LeaseExpired",
     "NoOwner",
     "PartitionNotHosted",
+    "PartitionNotRegistered",
+    "Refused",
     "StaleEpoch",
     "StaleOwner",
-    "StorageError",
+    "Unavailable",
+    "UsageError",
+    "WatchLost",
+    "WatermarkRegression",
     "WatermarkUnavailable",
 ]
 
@@ -51,11 +71,33 @@ class L0gcError(Exception):
     """Base class of every error l0gc raises on purpose."""
 
 
-class ConfigError(L0gcError):
+# -- the caller is at fault: fix the input; retrying as is fails again ----------
+
+
+class UsageError(L0gcError):
+    """The caller or operator asked for something invalid: a setting, an argument, an
+    event the state machine cannot take in its state. Nothing was changed."""
+
+
+class ConfigError(UsageError):
     """A setting or an argument is invalid; the message names it and says what is allowed."""
 
 
-class IllegalTransition(L0gcError):
+class PartitionNotRegistered(ConfigError):
+    """The partition has no record in etcd: it was never registered, or it was deleted."""
+
+    def __init__(self, partition: str) -> None:
+        super().__init__(partition)
+        self.partition = partition
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r} is not registered (never registered, or deleted); "
+            "register it before any object is written for it, then retry"
+        )
+
+
+class IllegalTransition(UsageError):
     """An event the state machine cannot take in its current state; nothing was changed.
 
     Raised for caller bugs: advancing a window to an epoch that is not above it, log
@@ -64,7 +106,20 @@ class IllegalTransition(L0gcError):
     """
 
 
-class StaleEpoch(L0gcError):
+# -- refused to keep data safe: nothing changed; re-read, or retry with a new fence -
+
+
+class Refused(L0gcError):
+    """l0gc refused an operation to keep data safe, and nothing was changed: the caller
+    lost a race (a newer epoch, owner or value) or its fence. Re-read and retry."""
+
+
+class FenceRefused(Refused):
+    """A writer's fence or commit was refused: the object it wrote is not committed, and
+    the writer retries the write under a new fence (a new object key)."""
+
+
+class StaleEpoch(FenceRefused):
     """A writer's epoch is below the fencing window: the write must not be committed.
 
     `epoch` is the refused epoch, `window` the fencing window `(oldest_accepted,
@@ -98,7 +153,7 @@ class StaleEpoch(L0gcError):
         )
 
 
-class EpochAhead(L0gcError):
+class EpochAhead(FenceRefused):
     """A fence asked for an epoch above the cluster epoch; nothing was granted.
 
     No writer can have read such an epoch, so granting it would slide the fencing window
@@ -120,7 +175,104 @@ class EpochAhead(L0gcError):
         )
 
 
-class StaleOwner(L0gcError):
+class FenceTimeout(FenceRefused):
+    """A fence was not granted before its deadline; the caller holds nothing.
+
+    `epoch` is the requested epoch, `timeout_s` the deadline it had and `window` the
+    fencing window when it gave up.
+    """
+
+    def __init__(
+        self, epoch: int, timeout_s: float, window: tuple[int | None, int | None]
+    ) -> None:
+        super().__init__(epoch, timeout_s, window)
+        self.epoch = epoch
+        self.timeout_s = timeout_s
+        self.window = window
+
+    def __str__(self) -> str:
+        return (
+            f"fence for epoch {self.epoch} not granted within {self.timeout_s:g} s (fencing "
+            f"window {_span(self.window)}): in-flight writes did not drain in time; retry the "
+            "fence, or raise the fence timeout if this happens at every epoch change"
+        )
+
+
+class GuardClosed(FenceRefused):
+    """The partition's fencing guard is closed; nothing was granted.
+
+    It was released, this process lost the partition, or the service is shutting down.
+    Queued fence requests are woken with this error.
+    """
+
+    def __init__(self, partition: str) -> None:
+        super().__init__(partition)
+        self.partition = partition
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r}: its fencing guard is closed (released, taken over "
+            "by another owner, or the service is shutting down); send the write to the "
+            "partition's current owner"
+        )
+
+
+class FenceExpired(FenceRefused):
+    """A fence is not held any more: the write must not be committed.
+
+    It passed its deadline and was reclaimed so a window slide could proceed, or it was
+    already committed or aborted.
+    """
+
+    def __init__(self, partition: str, epoch: int | None) -> None:
+        super().__init__(partition, epoch)
+        self.partition = partition
+        self.epoch = epoch
+
+    def __str__(self) -> str:
+        what = "unknown fence" if self.epoch is None else f"fence for epoch {self.epoch}"
+        return (
+            f"partition {self.partition!r}: {what} is not held (it expired and was reclaimed "
+            "so the fencing window could slide, or it was already committed or aborted); do "
+            "not commit the write: fence again, and re-upload with a current epoch if refused"
+        )
+
+
+class PartitionNotHosted(FenceRefused):
+    """This publisher does not host the partition (never adopted, released, or lost)."""
+
+    def __init__(self, partition: str) -> None:
+        super().__init__(partition)
+        self.partition = partition
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r} is not hosted by this publisher: adopt it first "
+            "(`watermark serve --partitions`, or POST /v1/partitions/{partition}/adopt), or "
+            "send the request to the partition's owner"
+        )
+
+
+class NoOwner(Refused):
+    """No replica owns the partition right now (`watermark serve --replicated`): it is
+    being handed over or adopted after a replica left, and the wait for it ran out."""
+
+    def __init__(self, partition: str, reason: str, waited_s: float) -> None:
+        super().__init__(partition, reason, waited_s)
+        self.partition = partition
+        self.reason = reason
+        self.waited_s = waited_s
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r} has no owner yet ({self.reason}; waited "
+            f"{self.waited_s:.1f} s): retry in a second, at any replica; a partition without "
+            "an owner for longer than the replicas' lease TTL needs a look (is any replica "
+            "that lists it running?)"
+        )
+
+
+class StaleOwner(Refused):
     """This process no longer owns the partition: its `owner_epoch` is not the current one."""
 
     def __init__(self, partition: str, owner_epoch: int, current_owner_epoch: int) -> None:
@@ -137,46 +289,48 @@ class StaleOwner(L0gcError):
         )
 
 
-class WatermarkUnavailable(L0gcError):
-    """The global safe epoch M cannot be computed; sweepers must delete nothing.
+class EpochConflict(Refused):
+    """A compare-and-swap lost: `key` changed underneath (e.g. another process advanced
+    the cluster epoch, or a partition record kept changing during a publish)."""
 
-    `partition` names the partition whose record is the cause, when there is one.
-    """
+    def __init__(self, key: str, detail: str) -> None:
+        super().__init__(key, detail)
+        self.key = key
+        self.detail = detail
 
-    def __init__(self, reason: str, partition: str | None = None) -> None:
-        super().__init__(reason, partition)
-        self.reason = reason
+    def __str__(self) -> str:
+        return f"{self.key}: {self.detail}; it was changed concurrently: re-read it and retry"
+
+
+class WatermarkRegression(Refused):
+    """A publish would lower a partition's M(p); it was refused (M(p) only goes up)."""
+
+    def __init__(self, partition: str, attempted: int, current: int) -> None:
+        super().__init__(partition, attempted, current)
         self.partition = partition
+        self.attempted = attempted
+        self.current = current
 
     def __str__(self) -> str:
-        which = "" if self.partition is None else f" (partition {self.partition!r})"
         return (
-            f"global watermark unavailable: {self.reason}{which}; nothing is deleted until "
-            "it is fixed: see docs/operations.md#gc-blocked (repair the record with "
-            "`watermark partition show`, or deregister the partition if it is gone)"
+            f"partition {self.partition!r}: refused to lower the published watermark from "
+            f"{self.current} to {self.attempted}; objects up to {self.current} may already be "
+            "deleted: rebuild this partition's GC state from its log instead of publishing"
         )
 
 
-class StorageError(L0gcError):
-    """An object-store call failed; `code` is the service's error code.
+class LeaseExpired(Refused):
+    """An etcd lease is gone (expired or revoked): keys bound to it are deleted."""
 
-    `retryable` says whether the same call may succeed later (throttling, timeouts,
-    5xx) or will keep failing (access denied, no such bucket).
-    """
-
-    def __init__(self, message: str, code: str, retryable: bool) -> None:
-        super().__init__(message, code, retryable)
-        self.message = message
-        self.code = code
-        self.retryable = retryable
+    def __init__(self, lease_id: int) -> None:
+        super().__init__(lease_id)
+        self.lease_id = lease_id
 
     def __str__(self) -> str:
-        advice = (
-            "retryable: retry with backoff"
-            if self.retryable
-            else "not retryable: check credentials, bucket and permissions"
-        )
-        return f"{self.message} (code {self.code}; {advice})"
+        return f"etcd lease {self.lease_id:#x} has expired or was revoked; grant a new lease"
+
+
+# -- what was stored or sent is malformed: it is never trusted, nothing is deleted -
 
 
 class InvalidRecord(L0gcError, ValueError):
@@ -229,6 +383,60 @@ class InvalidSnapshot(InvalidRecord):
         )
 
 
+# -- a dependency is down or cannot be trusted now: deletion stops; retry later ----
+
+
+class Unavailable(L0gcError):
+    """A dependency (etcd, the object store) could not be reached, failed a call, or gave
+    an answer that cannot be trusted right now. Sweepers delete nothing on it."""
+
+
+class EtcdUnavailable(Unavailable):
+    """etcd could not be reached or refused a call; `endpoint` is the one tried last.
+
+    After a failed write the outcome is unknown: re-read before deciding to write again.
+    """
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(endpoint, reason)
+        self.endpoint = endpoint
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return (
+            f"etcd at {self.endpoint} unavailable: {self.reason}; check that etcd is running "
+            "and reachable (--etcd, TLS and auth settings), then retry"
+        )
+
+
+class WatchLost(EtcdUnavailable):
+    """A watch of the namespace ended (compacted, cancelled, connection lost, no answer):
+    the follower reads the whole namespace again and watches from there."""
+
+
+class WatermarkUnavailable(Unavailable):
+    """The global safe epoch M cannot be computed; sweepers must delete nothing.
+
+    `partition` names the partition whose record is the cause, when there is one.
+    """
+
+    def __init__(self, reason: str, partition: str | None = None) -> None:
+        super().__init__(reason, partition)
+        self.reason = reason
+        self.partition = partition
+
+    def __str__(self) -> str:
+        which = "" if self.partition is None else f" (partition {self.partition!r})"
+        return (
+            f"global watermark unavailable: {self.reason}{which}; nothing is deleted until "
+            "it is fixed: see docs/operations.md#gc-blocked (repair the record with "
+            "`watermark partition show`, or deregister the partition if it is gone)"
+        )
+
+
+# -- l0gc itself is at fault: an invariant broke (a bug; report it) --------------
+
+
 class FencingViolation(L0gcError):
     """A committed entry's epoch is below the applied window: fencing failed.
 
@@ -250,192 +458,4 @@ class FencingViolation(L0gcError):
             f"{_span(self.window)}: fencing failed and its object may already be deleted; "
             "the entry was not applied: stop publishing this partition's watermark and "
             "investigate the leader's fencing"
-        )
-
-
-class FenceTimeout(L0gcError):
-    """A fence was not granted before its deadline; the caller holds nothing.
-
-    `epoch` is the requested epoch, `timeout_s` the deadline it had and `window` the
-    fencing window when it gave up.
-    """
-
-    def __init__(
-        self, epoch: int, timeout_s: float, window: tuple[int | None, int | None]
-    ) -> None:
-        super().__init__(epoch, timeout_s, window)
-        self.epoch = epoch
-        self.timeout_s = timeout_s
-        self.window = window
-
-    def __str__(self) -> str:
-        return (
-            f"fence for epoch {self.epoch} not granted within {self.timeout_s:g} s (fencing "
-            f"window {_span(self.window)}): in-flight writes did not drain in time; retry the "
-            "fence, or raise the fence timeout if this happens at every epoch change"
-        )
-
-
-class GuardClosed(L0gcError):
-    """The partition's fencing guard is closed; nothing was granted.
-
-    It was released, this process lost the partition, or the service is shutting down.
-    Queued fence requests are woken with this error.
-    """
-
-    def __init__(self, partition: str) -> None:
-        super().__init__(partition)
-        self.partition = partition
-
-    def __str__(self) -> str:
-        return (
-            f"partition {self.partition!r}: its fencing guard is closed (released, taken over "
-            "by another owner, or the service is shutting down); send the write to the "
-            "partition's current owner"
-        )
-
-
-class FenceExpired(L0gcError):
-    """A fence is not held any more: the write must not be committed.
-
-    It passed its deadline and was reclaimed so a window slide could proceed, or it was
-    already committed or aborted.
-    """
-
-    def __init__(self, partition: str, epoch: int | None) -> None:
-        super().__init__(partition, epoch)
-        self.partition = partition
-        self.epoch = epoch
-
-    def __str__(self) -> str:
-        what = "unknown fence" if self.epoch is None else f"fence for epoch {self.epoch}"
-        return (
-            f"partition {self.partition!r}: {what} is not held (it expired and was reclaimed "
-            "so the fencing window could slide, or it was already committed or aborted); do "
-            "not commit the write: fence again, and re-upload with a current epoch if refused"
-        )
-
-
-class PartitionNotHosted(L0gcError):
-    """This publisher does not host the partition (never adopted, released, or lost)."""
-
-    def __init__(self, partition: str) -> None:
-        super().__init__(partition)
-        self.partition = partition
-
-    def __str__(self) -> str:
-        return (
-            f"partition {self.partition!r} is not hosted by this publisher: adopt it first "
-            "(`watermark serve --partitions`, or POST /v1/partitions/{partition}/adopt), or "
-            "send the request to the partition's owner"
-        )
-
-
-# -- etcd store errors (watermark.etcd.store, watermark.etcd.client, watermark.etcd.memory) --------
-
-__all__ += [
-    "EpochConflict",
-    "EtcdUnavailable",
-    "LeaseExpired",
-    "PartitionNotRegistered",
-    "WatchLost",
-    "WatermarkRegression",
-]
-
-
-class EtcdUnavailable(L0gcError):
-    """etcd could not be reached or refused a call; `endpoint` is the one tried last.
-
-    After a failed write the outcome is unknown: re-read before deciding to write again.
-    """
-
-    def __init__(self, endpoint: str, reason: str) -> None:
-        super().__init__(endpoint, reason)
-        self.endpoint = endpoint
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return (
-            f"etcd at {self.endpoint} unavailable: {self.reason}; check that etcd is running "
-            "and reachable (--etcd, TLS and auth settings), then retry"
-        )
-
-
-
-class WatchLost(EtcdUnavailable):
-    """A watch of the namespace ended (compacted, cancelled, connection lost, no answer):
-    the follower reads the whole namespace again and watches from there."""
-
-
-class EpochConflict(L0gcError):
-    """A compare-and-swap lost: `key` changed underneath (e.g. another process advanced
-    the cluster epoch, or a partition record kept changing during a publish)."""
-
-    def __init__(self, key: str, detail: str) -> None:
-        super().__init__(key, detail)
-        self.key = key
-        self.detail = detail
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.detail}; it was changed concurrently: re-read it and retry"
-
-
-class WatermarkRegression(L0gcError):
-    """A publish would lower a partition's M(p); it was refused (M(p) only goes up)."""
-
-    def __init__(self, partition: str, attempted: int, current: int) -> None:
-        super().__init__(partition, attempted, current)
-        self.partition = partition
-        self.attempted = attempted
-        self.current = current
-
-    def __str__(self) -> str:
-        return (
-            f"partition {self.partition!r}: refused to lower the published watermark from "
-            f"{self.current} to {self.attempted}; objects up to {self.current} may already be "
-            "deleted: rebuild this partition's GC state from its log instead of publishing"
-        )
-
-
-class LeaseExpired(L0gcError):
-    """An etcd lease is gone (expired or revoked): keys bound to it are deleted."""
-
-    def __init__(self, lease_id: int) -> None:
-        super().__init__(lease_id)
-        self.lease_id = lease_id
-
-    def __str__(self) -> str:
-        return f"etcd lease {self.lease_id:#x} has expired or was revoked; grant a new lease"
-
-
-class PartitionNotRegistered(ConfigError):
-    """The partition has no record in etcd: it was never registered, or it was deleted."""
-
-    def __init__(self, partition: str) -> None:
-        super().__init__(partition)
-        self.partition = partition
-
-    def __str__(self) -> str:
-        return (
-            f"partition {self.partition!r} is not registered (never registered, or deleted); "
-            "register it before any object is written for it, then retry"
-        )
-
-
-class NoOwner(L0gcError):
-    """No replica owns the partition right now (`watermark serve --replicated`): it is
-    being handed over or adopted after a replica left, and the wait for it ran out."""
-
-    def __init__(self, partition: str, reason: str, waited_s: float) -> None:
-        super().__init__(partition, reason, waited_s)
-        self.partition = partition
-        self.reason = reason
-        self.waited_s = waited_s
-
-    def __str__(self) -> str:
-        return (
-            f"partition {self.partition!r} has no owner yet ({self.reason}; waited "
-            f"{self.waited_s:.1f} s): retry in a second, at any replica; a partition without "
-            "an owner for longer than the replicas' lease TTL needs a look (is any replica "
-            "that lists it running?)"
         )

@@ -32,7 +32,7 @@ from gcd.chaos.owners import Owners, call_json
 from watermark.errors import (
     EpochAhead,
     EtcdUnavailable,
-    FenceExpired,
+    FenceRefused,
     FenceTimeout,
     FencingViolation,
     GuardClosed,
@@ -201,7 +201,7 @@ class EmbeddedBackend:
             self.publisher.commit(held, offset)
         except FencingViolation:
             return "abort", "fencing_violation"
-        except (FenceExpired, IllegalTransition, PartitionNotHosted) as exc:
+        except (FenceRefused, IllegalTransition) as exc:
             self.publisher.abort(held)
             return "abort", type(exc).__name__
         return "ok", ""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from gcd.errors import ConfigError
+from watermark.errors import ConfigError
 
 __all__ = [
     "BROKEN_BUILDS",

@@ -29,7 +29,7 @@ import structlog
 from gcd.chaos.cluster import Cluster
 from gcd.chaos.reconciler import Reconcilers
 from gcd.chaos.records import Tail
-from gcd.errors import L0gcError
+from watermark.errors import L0gcError
 
 __all__ = ["Monitor", "Sample"]
 

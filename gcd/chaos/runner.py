@@ -37,11 +37,11 @@ from gcd.chaos.records import History, PartitionLog, log_path, read_lines
 from gcd.chaos.report import ChaosReport, replay_command
 from gcd.chaos.view import ChaosView, Progress
 from gcd.demo.s3io import DemoBucket
-from gcd.errors import L0gcError
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.journal import read_journal
 from gcd.sweep.journal_check import HistoryKV, check_history, check_records, history_reader
 from gcd.testing.procs import child_env
+from watermark.errors import L0gcError
 
 __all__ = ["ChaosRun"]
 

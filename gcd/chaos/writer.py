@@ -44,12 +44,13 @@ from aiohttp import web
 from gcd.chaos.backends import EmbeddedBackend, HttpBackend
 from gcd.chaos.records import History, PartitionLog, log_path
 from gcd.demo.s3io import DemoBucket
-from gcd.errors import L0gcError, StorageError
+from gcd.errors import StorageError
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3Settings
 from watermark.api.auth import TokenFile
 from watermark.api.http_api import create_app
 from watermark.api.http_server import ApiServer
+from watermark.errors import L0gcError
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging

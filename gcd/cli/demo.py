@@ -50,12 +50,12 @@ from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.demo.runner import DemoConfig, DemoRun, Servers
 from gcd.demo.storage import DemoStorage
 from gcd.demo.verify import DemoSummary, exit_code, text_report
-from gcd.errors import ConfigError
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.storage.s3 import S3Settings
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from watermark.core.contract import validate_namespace
+from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, parse_endpoints
 from watermark.logs import LEVELS, configure_logging
 

@@ -45,7 +45,6 @@ from gcd.cli.options import (
     text,
 )
 from gcd.cli.output import write_json
-from gcd.errors import ConfigError
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.journal import (
@@ -66,6 +65,7 @@ from gcd.sweep.journal_check import (
 )
 from gcd.sweep.metrics import SweeperMetrics
 from watermark.core.display import printable
+from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.logs import configure_logging
 

@@ -35,13 +35,12 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
-from gcd.errors import ConfigError
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.open import open_objects, target_of
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
 from watermark.core.binding import Binding, StorageTarget, check_binding, claim_key
-from watermark.errors import InvalidRecord
+from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging

@@ -67,7 +67,6 @@ from gcd.cli.options import (
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS
 from gcd.cli.sweep import watermark_source
-from gcd.errors import ConfigError
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
@@ -77,6 +76,7 @@ from gcd.sweep.safety import Admission, SafetyGate
 from gcd.sweep.sweeper import read_admission
 from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
+from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments
 from watermark.logs import configure_logging
 

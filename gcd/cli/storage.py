@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 
 from gcd.cli.options import Option, text
-from gcd.errors import ConfigError
 from gcd.storage.azsettings import AzureSettings
+from watermark.errors import ConfigError
 
 __all__ = ["AZURE_OPTIONS", "azure_settings"]
 

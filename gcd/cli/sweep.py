@@ -54,7 +54,6 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import ProgressLine, human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
-from gcd.errors import ConfigError
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.open import open_objects, preflight_storage, target_of
 from gcd.storage.s3 import S3Settings
@@ -66,6 +65,7 @@ from gcd.sweep.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper
 from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
 from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
+from watermark.errors import ConfigError
 from watermark.etcd.follow import GcFollower
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore

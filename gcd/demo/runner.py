@@ -54,7 +54,6 @@ from gcd.demo.verify import (
 )
 from gcd.demo.view import LiveView, Snapshot
 from gcd.demo.workload import CommitLog, Reconciler, Writer, WriterStats
-from gcd.errors import ConfigError, L0gcError
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.storage.open import target_of
 from gcd.sweep.binding import BoundSource, bind_namespace
@@ -64,6 +63,7 @@ from gcd.sweep.report import RoundSummary
 from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
 from watermark.core.kv import KV
 from watermark.core.safe_epoch import SafeEpoch
+from watermark.errors import ConfigError, L0gcError
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.service.clock import EpochClock

@@ -31,16 +31,20 @@ import structlog
 
 from gcd.demo.ledger import Ledger
 from gcd.demo.storage import DemoObjects
-from gcd.errors import L0gcError, StorageError
+from gcd.errors import StorageError
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
-from watermark.errors import FenceExpired, FenceTimeout, GuardClosed, IllegalTransition, StaleEpoch
+from watermark.errors import (
+    FenceRefused,
+    IllegalTransition,
+    L0gcError,
+)
 from watermark.service.clock import EpochClock, stamp_epoch
 from watermark.service.publisher import Publisher
 
 __all__ = ["CommitLog", "Reconciler", "Writer", "WriterStats", "horizon"]
 
 _log = structlog.get_logger("gcd.demo")
-_REFUSED = (StaleEpoch, FenceTimeout, GuardClosed, FenceExpired, IllegalTransition)
+_REFUSED = (FenceRefused, IllegalTransition)  # a commit out of order is refused too
 
 
 @dataclass(slots=True)

@@ -62,8 +62,8 @@ import string
 from dataclasses import dataclass, field
 from typing import Final
 
-from gcd.errors import ConfigError
 from gcd.rules.xmlkeys import xml_unsafe_reason
+from watermark.errors import ConfigError
 
 __all__ = [
     "DEFAULT_EPOCH_WIDTH",

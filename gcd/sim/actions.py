@@ -29,13 +29,9 @@ from gcd.sweep.sweeper import RoundResult, WatermarkSource, run_round
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import (
     EtcdUnavailable,
-    FenceExpired,
-    FenceTimeout,
+    FenceRefused,
     FencingViolation,
-    GuardClosed,
     L0gcError,
-    PartitionNotHosted,
-    StaleEpoch,
 )
 from watermark.service.clock import EpochClock, stamp_epoch
 
@@ -271,7 +267,7 @@ async def _fence(world: World, op: WriteOp, part: PartitionSim, pub: PublisherSi
         token = await pub.publisher.acquire(part.name, op.epoch)
     # EtcdUnavailable: the epoch was above the publisher's cached one and the re-read
     # failed (an outage); the writer gives up as for any refusal.
-    except (StaleEpoch, FenceTimeout, GuardClosed, PartitionNotHosted, EtcdUnavailable) as exc:
+    except (FenceRefused, EtcdUnavailable) as exc:
         world.event(f"{name} fence {part.name}@{pub.name} refused {type(exc).__name__}")
         return None
     grant = Grant(world.next_id("fence"), part.name, token, pub)
@@ -320,7 +316,7 @@ def _commit_one(world: World, op: WriteOp, name: str, grant: Grant) -> None:
     except FencingViolation as exc:
         pub.publisher.abort(grant.token)  # the entry is in the log all the same
         world.checker.on_fencing_violation(part.name, offset, str(exc))
-    except (FenceExpired, PartitionNotHosted) as exc:
+    except FenceRefused as exc:
         pub.publisher.abort(grant.token)
         world.event(f"{name} commit {part.name} refused {type(exc).__name__}")
         return

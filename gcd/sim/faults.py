@@ -26,11 +26,11 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from gcd.errors import StorageError
 from gcd.sim.actions import adopt
 from gcd.sim.actors import Fault, PartitionSim, PublisherSim
 from gcd.storage.objectstore import status_fault
 from watermark.core.kv import Compare, Put
-from watermark.errors import StorageError
 
 if TYPE_CHECKING:
     from gcd.sim.world import World

@@ -34,12 +34,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
 from gcd.spark.transforms import Action
 from gcd.storage.objectstore import RETRYABLE_CODES
 from gcd.storage.ratelimit import TokenBucket
+from watermark.errors import ConfigError
 
 __all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes", "delete_keys"]
 

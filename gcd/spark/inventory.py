@@ -33,9 +33,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from gcd.errors import ConfigError
 from watermark.core import strictjson
-from watermark.errors import InvalidJson
+from watermark.errors import ConfigError, InvalidJson
 
 __all__ = [
     "INVENTORY_SCHEMA",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from gcd import __version__
-from gcd.errors import ConfigError
+from watermark.errors import ConfigError
 
 __all__ = [
     "DRIVER_ONLY_MODULES",

@@ -38,7 +38,6 @@ from typing import Any
 
 import structlog
 
-from gcd.errors import ConfigError
 from gcd.rules.layout import KeyLayout
 from gcd.spark.delete import DeleteSettings, apply_deletes
 from gcd.spark.inventory import read_inventory
@@ -48,6 +47,7 @@ from gcd.spark.s3client import S3Target
 from gcd.spark.session import is_local_master, spark_session, task_slots
 from gcd.spark.transforms import Action, classify, outcome_counts
 from gcd.sweep.report import RoundSummary
+from watermark.errors import ConfigError
 
 __all__ = [
     "JobConfig",

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.storage.retry import Backoff
+from watermark.errors import ConfigError
 
 __all__ = ["S3Target", "call_with_retries", "make_client"]
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gcd.errors import ConfigError
+from watermark.errors import ConfigError
 
 __all__ = [
     "PY_FILE_SUFFIXES",

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gcd.errors import ConfigError
+from watermark.errors import ConfigError
 
 __all__ = ["AzureSettings"]
 

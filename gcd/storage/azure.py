@@ -37,9 +37,10 @@ from typing import Any
 from azure.core import exceptions as azure_errors
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
+from watermark.errors import ConfigError
 
 __all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "open_container", "translate_error"]
 

@@ -11,10 +11,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
 from watermark.core.binding import StorageTarget
+from watermark.errors import ConfigError
 
 __all__ = ["open_objects", "preflight_storage", "target_of"]
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gcd.errors import ConfigError
+from watermark.errors import ConfigError
 
 __all__ = ["AimdLimiter", "Slot", "TokenBucket"]
 

@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
+from watermark.errors import ConfigError
 
 __all__ = ["Backoff", "Retrier"]
 

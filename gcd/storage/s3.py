@@ -45,10 +45,11 @@ from botocore import handlers as botocore_handlers
 from botocore.parsers import ResponseParserError
 from botocore.utils import parse_timestamp
 
-from gcd.errors import ConfigError, L0gcError, StorageError
+from gcd.errors import StorageError
 from gcd.storage.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
 from gcd.storage.retry import Backoff
 from gcd.storage.s3errors import RETRYABLE_STATUS, translate_error
+from watermark.errors import ConfigError, L0gcError
 
 __all__ = ["S3ObjectStore", "S3Settings", "error_in_200", "parse_s3_timestamp", "preflight",
            "preflight_failure", "translate_error"]  # fmt: skip

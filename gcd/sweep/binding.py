@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.sweep.shards import ShardAnnouncement, check_shards
 from watermark.core.binding import Binding, Claim, StorageTarget, check_binding, claim_key
 from watermark.core.safe_epoch import SafeEpoch, compute_safe_epoch
-from watermark.errors import InvalidRecord
+from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.follow import GcFollower
 from watermark.etcd.store import WatermarkStore
 

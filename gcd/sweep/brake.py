@@ -33,7 +33,7 @@ from typing import Final, Protocol, runtime_checkable
 
 import structlog
 
-from gcd.errors import L0gcError
+from watermark.errors import L0gcError
 
 __all__ = ["OPEN", "Brake", "OpenBrake", "PauseBrake", "PauseSource", "brake_for", "until_resumed"]
 

@@ -46,13 +46,13 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gcd.errors import ConfigError, L0gcError
 from gcd.sweep.brake import PauseSource, until_resumed
 from gcd.sweep.events import DeleteBasis
 from gcd.sweep.report import RoundResult
 from gcd.sweep.safety import Admission, SafetyGate
 from gcd.sweep.sweeper import Sweeper, WatermarkSource
 from watermark.core.safe_epoch import SafeEpoch
+from watermark.errors import ConfigError, L0gcError
 
 __all__ = [
     "Daemon",

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gcd.errors import L0gcError
 from gcd.sweep.safety import Admission
+from watermark.errors import L0gcError
 
 __all__ = ["BatchAttempt", "BatchOutcome", "DeleteBasis", "DeleteSink", "DeletionNotRecorded"]
 

@@ -36,11 +36,11 @@ from typing import Any, Final
 
 import structlog
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.sweep.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
 from gcd.sweep.metrics import SweeperMetrics
 from watermark.core import strictjson
-from watermark.errors import InvalidJson
+from watermark.errors import ConfigError, InvalidJson
 
 __all__ = [
     "JOURNAL_VERSION",

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-from gcd.errors import ConfigError
+from watermark.errors import ConfigError
 
 __all__ = ["SUMMARY_VERSION", "PlanWriter", "RoundCounts", "RoundResult", "RoundSummary", "iso_utc"]
 

@@ -25,8 +25,8 @@ from typing import Protocol
 
 import structlog
 
-from gcd.errors import ConfigError, L0gcError
 from watermark.core.safe_epoch import SafeEpoch
+from watermark.errors import ConfigError, L0gcError
 
 __all__ = ["Admission", "SafetyGate", "WatermarkSource", "admit", "read_admission"]
 

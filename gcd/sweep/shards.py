@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import structlog
 
-from gcd.errors import L0gcError
 from watermark.core import strictjson
 from watermark.core.kv import KV
+from watermark.errors import L0gcError
 from watermark.etcd.store import WatermarkStore
 
 __all__ = [

@@ -58,7 +58,7 @@ from typing import NamedTuple, TypeAlias
 
 import structlog
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
 from gcd.storage.objectstore import ListPage, ObjectInfo, ObjectStore
@@ -70,6 +70,7 @@ from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
 from gcd.sweep.safety import Admission, SafetyGate, WatermarkSource, admit, read_admission
 from watermark.core.binding import claim_key
+from watermark.errors import ConfigError
 
 __all__ = [
     "Admission",

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from gcd.errors import ConfigError
 from gcd.spark.package import EXECUTOR_REQUIREMENTS
 from gcd.testing.local_servers import free_port
+from watermark.errors import ConfigError
 
 __all__ = ["LocalSparkCluster", "executor_python", "spark_home"]
 

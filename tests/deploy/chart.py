@@ -253,7 +253,6 @@ def parse_container(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HOME", str(root))
     program, rest = Path(argv[0]).name, argv[1:]
-    from gcd.errors import L0gcError as GcdError  # noqa: PLC0415
     from watermark.errors import L0gcError  # noqa: PLC0415
 
     try:
@@ -261,6 +260,6 @@ def parse_container(
             return _parse_gcd(rest, where)
         if program == "watermark":
             return _parse_watermark(rest, where)
-    except (GcdError, L0gcError) as exc:
+    except L0gcError as exc:
         pytest.fail(f"{where}: the CLI refuses its settings: {exc}")
     pytest.fail(f"{where}: unknown program {argv[0]!r}")

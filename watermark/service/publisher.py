@@ -50,13 +50,11 @@ from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
 from watermark.errors import (
     EpochAhead,
-    FenceTimeout,
+    FenceRefused,
     FencingViolation,
-    GuardClosed,
     InvalidRecord,
     L0gcError,
     PartitionNotHosted,
-    StaleEpoch,
 )
 from watermark.etcd.store import WatermarkStore
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FenceToken, FencingGuard
@@ -535,7 +533,7 @@ class Publisher:
                         epoch=epoch,
                         watermark=hosted.state.gc_eligible_epoch,
                     )
-            except (StaleEpoch, FenceTimeout, GuardClosed) as exc:
+            except FenceRefused as exc:
                 _log.info(
                     "watermark.idle_advance_skipped", partition=hosted.partition, error=str(exc)
                 )

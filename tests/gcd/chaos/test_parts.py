@@ -13,7 +13,7 @@ from gcd.chaos.monitor import _SAFE_EPOCH, Monitor
 from gcd.chaos.records import PartitionLog, Tail, log_path, read_lines
 from gcd.chaos.report import ChaosReport, exit_code, replay_command, text_report
 from gcd.chaos.view import Progress, render
-from gcd.errors import ConfigError
+from watermark.errors import ConfigError
 
 
 def test_faults_are_kinds_and_groups_and_typos_are_refused() -> None:

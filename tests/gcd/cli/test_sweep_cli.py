@@ -21,13 +21,13 @@ from gcd.cli import sweep as sweep_module
 from gcd.cli.main import main
 from gcd.cli.options import ROUND_OPTIONS, CommandParser, add_options, duration, resolve
 from gcd.cli.output import ProgressLine
-from gcd.errors import ConfigError
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundCounts
 from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
 from watermark.core.kv import Put
+from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import Publication, WatermarkStore
 from watermark.logs import redact
@@ -366,7 +366,8 @@ def test_sweep_does_not_import_pyspark_or_other_commands() -> None:
 
 def test_exception_mapping() -> None:
     """ConfigError -> 2, WatermarkUnavailable -> 3, other L0gcError -> 1, bugs re-raised."""
-    from gcd.errors import StorageError, WatermarkUnavailable  # noqa: PLC0415
+    from gcd.errors import StorageError  # noqa: PLC0415
+    from watermark.errors import WatermarkUnavailable  # noqa: PLC0415
 
     assert exitcodes.exit_code_for(ConfigError("x")) == exitcodes.USAGE
     assert exitcodes.exit_code_for(WatermarkUnavailable("x")) == exitcodes.BLOCKED

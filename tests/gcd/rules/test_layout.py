@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gcd.errors import ConfigError
 from gcd.rules.layout import (
     DEFAULT_ROOT,
     EPOCH_MAX,
@@ -19,6 +18,7 @@ from gcd.rules.layout import (
     listing_prefixes,
     shard_range,
 )
+from watermark.errors import ConfigError
 
 # Keep hypothesis' example database out of the working tree.
 no_db = settings(database=None)

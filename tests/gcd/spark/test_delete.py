@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from gcd.errors import ConfigError
 from gcd.spark.delete import DeleteSettings, delete_keys
 from gcd.spark.s3client import S3Target
 from gcd.storage.retry import Backoff
+from watermark.errors import ConfigError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

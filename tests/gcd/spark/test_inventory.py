@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from gcd.errors import ConfigError
 from gcd.spark.inventory import (
     InventoryFormat,
     InventoryManifest,
@@ -20,6 +19,7 @@ from gcd.spark.inventory import (
     resolve_data_paths,
 )
 from gcd.testing.local_servers import LocalS3
+from watermark.errors import ConfigError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from gcd.errors import ConfigError
 from gcd.spark.session import spark_session, task_slots
+from watermark.errors import ConfigError
 
 pytestmark = [pytest.mark.spark]
 

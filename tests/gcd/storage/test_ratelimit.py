@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from gcd.errors import ConfigError
 from gcd.storage.ratelimit import AimdLimiter, TokenBucket
+from watermark.errors import ConfigError
 
 
 class FakeClock:

@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.storage.retry import Backoff, Retrier
+from watermark.errors import ConfigError
 
 
 class FakeSleep:

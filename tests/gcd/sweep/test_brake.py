@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from gcd.errors import L0gcError
 from gcd.sweep.binding import BoundSource
 from gcd.sweep.brake import OPEN, PauseBrake, brake_for, until_resumed
 from gcd.testing.memory import MemoryObjectStore
 from watermark.core.binding import StorageTarget
+from watermark.errors import L0gcError
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
 

@@ -14,7 +14,6 @@ import structlog
 
 from gcd import exitcodes
 from gcd.cli.main import main
-from gcd.errors import ConfigError
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.daemon import Daemon, DaemonConfig
 from gcd.sweep.events import (
@@ -36,6 +35,7 @@ from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
 from gcd.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
 from gcd.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync
+from watermark.errors import ConfigError
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import Publication, WatermarkStore

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gcd.errors import ConfigError, StorageError
+from gcd.errors import StorageError
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DeleteResult, ListPage
@@ -31,6 +31,7 @@ from gcd.sweep.sweeper import (
 )
 from gcd.testing.memory import MemoryObjectStore
 from watermark.core.kv import Put
+from watermark.errors import ConfigError
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import Publication, WatermarkStore
 

@@ -17,6 +17,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from gcd.errors import StorageError
 from watermark import errors
 from watermark.core.gcstate import PartitionGcState, PendingSlide
 from watermark.core.window import Admission, EpochWindow
@@ -29,7 +30,6 @@ from watermark.errors import (
     L0gcError,
     StaleEpoch,
     StaleOwner,
-    StorageError,
     WatermarkUnavailable,
 )
 
