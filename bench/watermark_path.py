@@ -36,12 +36,13 @@ import structlog
 
 from bench.common import Goal, Report, Scale, Table, child_env, median, run_child
 from gcd.testing.local_servers import LocalEtcd, etcd_binary
+from watermark.core.contract import Publication
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.kv import Compare, Put
 from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
 from watermark.etcd.client import EtcdKV
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 from watermark.service.guard import FencingGuard
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher

@@ -42,9 +42,9 @@ import structlog
 
 from gcd import exitcodes
 from gcd.chaos.config import BROKEN_BUILDS, FAULT_GROUPS, ChaosConfig, FaultKind, parse_faults
-from gcd.cli.options import duration, integer
 from gcd.cli.output import write_json
 from watermark.logs import LEVELS, configure_logging
+from watermark.options import duration, integer
 
 __all__ = ["add_arguments", "run"]
 

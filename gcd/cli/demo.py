@@ -44,7 +44,6 @@ from typing import Any
 import structlog
 
 from gcd import exitcodes
-from gcd.cli.options import duration, integer, positive_number
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.demo.runner import DemoConfig, DemoRun, Servers
@@ -58,6 +57,7 @@ from watermark.core.contract import validate_namespace
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, parse_endpoints
 from watermark.logs import LEVELS, configure_logging
+from watermark.options import duration, integer, positive_number
 
 __all__ = ["add_arguments", "run"]
 

@@ -32,18 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gcd import exitcodes
-from gcd.cli.options import (
-    JOURNAL_OPTIONS,
-    LAYOUT_OPTIONS,
-    S3_OPTIONS,
-    Option,
-    add_config_option,
-    add_options,
-    boolean,
-    layout_from_args,
-    resolve,
-    text,
-)
+from gcd.cli.options import JOURNAL_OPTIONS, LAYOUT_OPTIONS, S3_OPTIONS, layout_from_args, resolve
 from gcd.cli.output import write_json
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
@@ -68,6 +57,7 @@ from watermark.core.display import printable
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.logs import configure_logging
+from watermark.options import Option, add_config_option, add_options, boolean, text
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "open_journal", "run"]
 

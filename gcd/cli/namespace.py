@@ -23,16 +23,7 @@ import sys
 from typing import Any
 
 from gcd import exitcodes
-from gcd.cli.options import (
-    LAYOUT_OPTIONS,
-    S3_OPTIONS,
-    Option,
-    add_config_option,
-    add_options,
-    boolean,
-    resolve,
-    text,
-)
+from gcd.cli.options import LAYOUT_OPTIONS, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.storage.azsettings import AzureSettings
@@ -44,6 +35,7 @@ from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
+from watermark.options import Option, add_config_option, add_options, boolean, text
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
 

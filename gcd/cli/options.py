@@ -34,10 +34,7 @@ from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from watermark import options as _options
 from watermark.etcd.settings import ETCD_OPTIONS
 from watermark.options import (
-    CommandParser,
     Option,
-    add_config_option,
-    add_options,
     boolean,
     duration,
     integer,
@@ -53,17 +50,8 @@ __all__ = [
     "ROUND_OPTIONS",
     "S3_OPTIONS",
     "SWEEP_OPTIONS",
-    "CommandParser",
-    "Option",
-    "add_config_option",
-    "add_options",
-    "boolean",
-    "duration",
-    "integer",
     "load_config",
-    "positive_number",
     "resolve",
-    "text",
 ]
 
 S3_OPTIONS: tuple[Option, ...] = (

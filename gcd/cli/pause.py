@@ -24,12 +24,13 @@ import sys
 from typing import Any
 
 from gcd import exitcodes
-from gcd.cli.options import Option, add_config_option, add_options, boolean, resolve, text
+from gcd.cli.options import resolve
 from gcd.cli.output import write_json
 from watermark.core.display import printable
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
+from watermark.options import Option, add_config_option, add_options, boolean, text
 
 __all__ = ["OUTPUT_VERSION", "PAUSE_OPTIONS", "RESUME_OPTIONS", "add_arguments", "run"]
 

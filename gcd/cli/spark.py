@@ -49,21 +49,7 @@ from typing import Any
 import structlog
 
 from gcd import exitcodes
-from gcd.cli.options import (
-    LAYOUT_OPTIONS,
-    ROUND_OPTIONS,
-    S3_OPTIONS,
-    CommandParser,
-    Option,
-    add_config_option,
-    add_options,
-    boolean,
-    integer,
-    layout_from_args,
-    positive_number,
-    resolve,
-    text,
-)
+from gcd.cli.options import LAYOUT_OPTIONS, ROUND_OPTIONS, S3_OPTIONS, layout_from_args, resolve
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS
 from gcd.cli.sweep import watermark_source
@@ -79,6 +65,16 @@ from watermark.core.display import printable
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments
 from watermark.logs import configure_logging
+from watermark.options import (
+    CommandParser,
+    Option,
+    add_config_option,
+    add_options,
+    boolean,
+    integer,
+    positive_number,
+    text,
+)
 
 __all__ = ["CONF_OPTION", "REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "run",
            "summary_line"]  # fmt: skip

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from gcd import exitcodes
-from gcd.cli.options import Option, add_config_option, add_options, boolean, resolve, text
+from gcd.cli.options import resolve
 from gcd.cli.output import write_json
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark.core.binding import Binding
@@ -45,6 +45,7 @@ from watermark.errors import InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
+from watermark.options import Option, add_config_option, add_options, boolean, text
 
 __all__ = [
     "STATUS_OPTIONS",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from gcd.cli.options import Option, text
 from gcd.storage.azsettings import AzureSettings
 from watermark.errors import ConfigError
+from watermark.options import Option, text
 
 __all__ = ["AZURE_OPTIONS", "azure_settings"]
 

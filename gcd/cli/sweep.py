@@ -46,9 +46,6 @@ from gcd.cli.options import (
     ROUND_OPTIONS,
     S3_OPTIONS,
     SWEEP_OPTIONS,
-    Option,
-    add_config_option,
-    add_options,
     layout_from_args,
     resolve,
 )
@@ -70,6 +67,7 @@ from watermark.etcd.follow import GcFollower
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
+from watermark.options import Option, add_config_option, add_options
 
 __all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments", "exit_code",
            "interrupted_document", "round_setup", "run", "text_summary",

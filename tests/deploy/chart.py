@@ -211,8 +211,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], where: str) -> argp
 
 def _parse_gcd(argv: list[str], where: str) -> Parsed:
     from gcd.cli.main import SUBCOMMANDS  # noqa: PLC0415 - imported per CLI
-    from gcd.cli.options import CommandParser, resolve  # noqa: PLC0415
+    from gcd.cli.options import resolve  # noqa: PLC0415
     from gcd.cli.sweep import round_setup  # noqa: PLC0415
+    from watermark.options import CommandParser  # noqa: PLC0415
 
     # What gcd.cli.main and the subcommand's run() do before any I/O: parse, resolve the
     # options the command declared (flag > env > config > default), build its settings.

@@ -70,12 +70,7 @@ from watermark.core.snapshot import SNAPSHOT_VERSION, parse_snapshot
 from watermark.core.window import Admission, EpochWindow
 from watermark.errors import ConfigError, FencingViolation, IllegalTransition
 
-__all__ = [
-    "DEFAULT_MAX_PENDING_SLIDES",
-    "SNAPSHOT_VERSION",
-    "PartitionGcState",
-    "PendingSlide",
-]
+__all__ = ["DEFAULT_MAX_PENDING_SLIDES", "PartitionGcState", "PendingSlide"]
 
 DEFAULT_MAX_PENDING_SLIDES = 1024
 _INT64_MAX = 2**63 - 1

@@ -34,7 +34,7 @@ from typing import Any
 
 from watermark.errors import InvalidJson
 
-__all__ = ["DEFAULT_MAX_DEPTH", "InvalidJson", "dumps", "loads"]
+__all__ = ["DEFAULT_MAX_DEPTH", "dumps", "loads"]
 
 DEFAULT_MAX_DEPTH = 32
 # Python's default int_max_str_digits, fixed here so the rule does not depend on the

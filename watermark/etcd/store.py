@@ -73,17 +73,7 @@ from watermark.errors import (
     WatermarkUnavailable,
 )
 
-__all__ = [
-    "MAX_PARTITION_NAME",
-    "PUBLISH_BATCH",
-    "Publication",
-    "PublishOutcome",
-    "PublishStatus",
-    "WatermarkStore",
-    "decide_publication",
-    "validate_namespace",
-    "validate_partition",
-]
+__all__ = ["WatermarkStore"]
 
 _PUBLISH_BATCH_BYTES = 1024 * 1024  # etcd's default request limit is 1.5 MiB
 _RANGE_READ_MIN = 512  # publishing at least this many partitions reads the registry once

@@ -17,11 +17,12 @@ from gcd.sweep.shards import ShardAnnouncement
 from gcd.testing.local_servers import LocalEtcd, free_port
 from watermark.core import strictjson
 from watermark.core.binding import Binding, StorageTarget
+from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import GcView
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 NOW = 1_763_700_000.0
 

@@ -19,18 +19,20 @@ import structlog
 from gcd import exitcodes
 from gcd.cli import sweep as sweep_module
 from gcd.cli.main import main
-from gcd.cli.options import ROUND_OPTIONS, CommandParser, add_options, duration, resolve
+from gcd.cli.options import ROUND_OPTIONS, resolve
 from gcd.cli.output import ProgressLine
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundCounts
 from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 from watermark.logs import redact
+from watermark.options import CommandParser, add_options, duration
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -15,8 +15,9 @@ from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from watermark.core.contract import Publication
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

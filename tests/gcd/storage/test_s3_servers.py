@@ -24,8 +24,9 @@ from gcd.sweep.sweeper import RoundConfig, RoundResult, SafetyGate, Sweeper, run
 from gcd.testing.faultproxy import FaultConfig, FaultProxy
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd, LocalS3
+from watermark.core.contract import Publication
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,10 @@ from gcd.testing.memory import MemoryObjectStore
 from tests.binding import bind, bind_sync
 from watermark.__main__ import main as watermark_main
 from watermark.core.binding import CLAIM_NAME, StorageTarget, claim_key
+from watermark.core.contract import Publication
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -41,10 +41,11 @@ from gcd.testing.local_servers import LocalEtcd, LocalS3, free_port
 from gcd.testing.memory import MemoryObjectStore
 from tests.binding import bind
 from tests.waiting import wait_until
+from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 LAYOUT = KeyLayout.default("level_zero/data")
 CONFIG = DaemonConfig(interval_s=10, idle_interval_s=60, max_interval_s=600,

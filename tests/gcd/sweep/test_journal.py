@@ -35,10 +35,11 @@ from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
 from gcd.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
 from gcd.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync
+from watermark.core.contract import Publication
 from watermark.errors import ConfigError
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -25,10 +25,11 @@ from gcd.sweep.safety import SafetyGate, read_admission
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.errors import InvalidRecord
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 pytestmark = pytest.mark.integration

@@ -30,10 +30,11 @@ from gcd.sweep.sweeper import (
     split_prefixes,
 )
 from gcd.testing.memory import MemoryObjectStore
+from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.errors import ConfigError
 from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -23,9 +23,10 @@ from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
 from gcd.testing.faultproxy import FaultConfig, FaultProxy
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.gcd.storage.test_s3_servers import mixed_keys
+from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

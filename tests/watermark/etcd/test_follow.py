@@ -13,13 +13,14 @@ from aetcd import rpc
 
 from gcd.testing.local_servers import LocalEtcd, LocalEtcdCluster
 from tests.waiting import wait_until
+from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.core.safe_epoch import compute_safe_epoch
 from watermark.errors import EtcdUnavailable
 from watermark.etcd.client import _EtcdWatch
 from watermark.etcd.follow import GcFollower
 from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import Publication, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import pytest
 from structlog.testing import capture_logs
 
+from watermark.core.contract import PUBLISH_BATCH, Publication, PublishStatus, decide_publication
 from watermark.core.kv import Compare, Delete, KeyValue, Put, RangeResult, TxnResult
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import GcView, compute_safe_epoch
@@ -21,13 +22,7 @@ from watermark.errors import (
     WatermarkUnavailable,
 )
 from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import (
-    PUBLISH_BATCH,
-    Publication,
-    PublishStatus,
-    WatermarkStore,
-    decide_publication,
-)
+from watermark.etcd.store import WatermarkStore
 
 NS = "/l0gc/test"
 

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from gcd.testing.local_servers import LocalEtcd
+from watermark.core.contract import Publication, PublishStatus
 from watermark.core.kv import Compare, Delete, Put, RangeResult, TxnResult
 from watermark.core.record import PartitionRecord
 from watermark.errors import EtcdUnavailable, InvalidRecord, LeaseExpired
 from watermark.etcd.client import EtcdKV
-from watermark.etcd.store import Publication, PublishStatus, WatermarkStore
+from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 pytestmark = pytest.mark.integration
