@@ -1,6 +1,6 @@
 """`gcd demo`: the whole collector on one machine, with a ground truth to check it against.
 
-- `gcd.demo.ledger`: which objects are still referenced (pure).
+- `gcd.testing.ledger` (shared with the simulation): which objects are still referenced.
 - `gcd.demo.workload`: simulated writers and a lagging reconciler on the real Publisher.
 - `gcd.demo.s3io`: the demo's own S3 client, and the store wrapper that watches deletes.
 - `gcd.demo.azio`: the demo's own Azure Blob client (`--storage azure`).

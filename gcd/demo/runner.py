@@ -36,7 +36,6 @@ from typing import Any, TextIO
 
 import structlog
 
-from gcd.demo.ledger import Ledger
 from gcd.demo.s3io import CountingStore
 from gcd.demo.storage import (
     DemoObjects,
@@ -61,6 +60,7 @@ from gcd.sweep.daemon import Daemon, DaemonConfig
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from gcd.testing.ledger import Ledger
 from watermark.core.kv import KV
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import ConfigError, L0gcError

@@ -26,10 +26,10 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
 
-from gcd.demo.ledger import Ledger
 from gcd.errors import StorageError
 from gcd.storage.objectstore import DeleteResult, ListPage, ObjectStore
 from gcd.storage.s3 import S3Settings, translate_error
+from gcd.testing.ledger import Ledger
 
 __all__ = ["CountingStore", "DemoBucket", "RequestCounts"]
 

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from gcd import exitcodes
-from gcd.demo.ledger import Ledger, ObjectState
 from gcd.demo.storage import DemoObjects
+from gcd.testing.ledger import Ledger, ObjectState
 
 __all__ = [
     "SUMMARY_VERSION",

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from gcd.demo.ledger import Ledger
 from gcd.demo.storage import DemoObjects
 from gcd.errors import StorageError
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
+from gcd.testing.ledger import Ledger
 from watermark.errors import (
     FenceRefused,
     IllegalTransition,
@@ -136,7 +136,7 @@ class Writer:
         epoch = stamp_epoch(await self._clock.current(), (self.created_epoch,))
         prefix = self._rng.randrange(PREFIX_COUNT)
         key = self._layout.format(prefix, epoch, uuid.UUID(int=self._rng.getrandbits(128)).hex)
-        self._ledger.uploaded(key, self.partition, epoch)
+        self._ledger.uploaded(key, epoch, self.partition)
         self._stats.written += 1
         try:
             await self._bucket.put(key)
@@ -153,7 +153,7 @@ class Writer:
             async with self._publisher.fence(self.partition, epoch) as fence:
                 offset = self.next_offset
                 fence.commit(offset)
-                self._ledger.committed(key, offset)
+                self._ledger.committed(key, self.partition, offset)
                 self._log.pending.append((self._now(), offset))
                 self.next_offset += 1
                 self._stats.committed += 1

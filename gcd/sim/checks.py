@@ -1,10 +1,10 @@
 """Ground truth and invariants of the simulation (pure: no asyncio, no l0gc I/O).
 
-The simulator keeps its own account of the world in a `Ledger`, independent of the
-code under test: which object each partition's log references at which offset, how
-far each partition's reconciler has really lifted its data, which fences writers hold
-and whether partitions are still registered. The `Checker` compares what the system
-does against that account.
+The simulator keeps its own account of the world in a `gcd.testing.ledger.Ledger`
+(the demo's too), independent of the code under test: which object each partition's
+log references at which offset, how far each partition's reconciler has really lifted
+its data, which fences writers hold and whether partitions are still registered. The
+`Checker` compares what the system does against that account.
 
 SAFETY (checked at the moment it happens, or after every step):
 
@@ -35,10 +35,12 @@ an actor raised an exception that l0gc should have handled.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-__all__ = ["SAFETY", "Checker", "Ledger", "Violation", "ViolationKind"]
+from gcd.testing.ledger import Ledger
+
+__all__ = ["SAFETY", "Checker", "Violation", "ViolationKind"]
 
 
 class ViolationKind(enum.Enum):
@@ -84,130 +86,6 @@ class Violation:
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form."""
         return {"kind": self.kind.value, "step": self.step, "detail": self.detail}
-
-
-@dataclass(slots=True)
-class _Object:
-    epoch: int | None  # None: not a layout key (never deletable)
-    refs: dict[tuple[str, int], None] = field(default_factory=dict)  # (partition, offset)
-    fences: dict[int, str] = field(default_factory=dict)  # fence id -> partition
-
-
-@dataclass(slots=True)
-class _Partition:
-    reconciled: int = -1  # writer offset through which the data is really lifted
-    live: bool = True
-
-
-FenceIsLive = Callable[[int], bool]
-"""Asks the world whether a fence (by id) is still held by the partition's leader."""
-
-
-class Ledger:
-    """The simulator's ground truth about objects, references and fences."""
-
-    def __init__(self, fence_is_live: FenceIsLive | None = None) -> None:
-        self._objects: dict[str, _Object] = {}
-        self._partitions: dict[str, _Partition] = {}
-        # Keys that may be protected: an object leaves once nothing protects it, and only
-        # a new fence or commit (which put it back) can protect it again.
-        self._candidates: dict[str, None] = {}
-        self._fence_is_live = fence_is_live or (lambda _fence: True)
-
-    # -- events ------------------------------------------------------------------
-
-    def uploaded(self, key: str, epoch: int | None) -> None:
-        """An object was written; `epoch` None marks a key that must never be deleted."""
-        self._objects.setdefault(key, _Object(epoch))
-
-    def partition_created(self, partition: str) -> None:
-        """A partition was registered (before any write to it)."""
-        self._partitions[partition] = _Partition()
-
-    def partition_deleted(self, partition: str) -> None:
-        """A partition's record was removed: its unreconciled data is dropped with it."""
-        self._partitions[partition].live = False
-
-    def fence_granted(self, fence: int, key: str, partition: str) -> None:
-        """A writer holds an accepted fence for `key` on `partition`."""
-        self._objects[key].fences[fence] = partition
-        self._candidates[key] = None
-
-    def fence_finished(self, fence: int, key: str) -> None:
-        """The fence was committed, aborted, or found reclaimed."""
-        self._objects[key].fences.pop(fence, None)
-
-    def committed(self, key: str, partition: str, offset: int) -> None:
-        """`partition`'s log references `key` at writer `offset`."""
-        self._objects[key].refs[(partition, offset)] = None
-        self._candidates[key] = None
-
-    def reconciled(self, partition: str, offset: int) -> None:
-        """The reconciler lifted every entry of `partition` through `offset`."""
-        part = self._partitions[partition]
-        part.reconciled = max(part.reconciled, offset)
-
-    # -- queries -----------------------------------------------------------------
-
-    def epoch_of(self, key: str) -> int | None:
-        """The epoch of a layout key the simulator wrote; None for junk or unknown keys."""
-        obj = self._objects.get(key)
-        return None if obj is None else obj.epoch
-
-    def is_known(self, key: str) -> bool:
-        """True for every key the simulator put into the bucket."""
-        return key in self._objects
-
-    def protection(self, key: str) -> str | None:
-        """Why `key` must not be deleted now (a short reason), or None if it may be."""
-        obj = self._objects.get(key)
-        if obj is None:
-            return None
-        for partition, offset in obj.refs:
-            part = self._partitions[partition]
-            if part.live and offset > part.reconciled:
-                return f"referenced by {partition}@{offset} (reconciled {part.reconciled})"
-        for fence, partition in obj.fences.items():
-            if self._partitions[partition].live and self._fence_is_live(fence):
-                return f"fenced on {partition} (fence {fence})"
-        return None
-
-    def protected_keys(self) -> Iterable[str]:
-        """Every key that is protected right now."""
-        return [key for key in list(self._candidates) if self.protection(key) is not None]
-
-    def lowest_protected(self) -> dict[str, tuple[int, str, str]]:
-        """Per live partition, its protected object with the lowest epoch:
-        ``partition -> (epoch, key, why)``."""
-        lowest: dict[str, tuple[int, str, str]] = {}
-
-        def note(partition: str, epoch: int, key: str, why: str) -> None:
-            if partition not in lowest or epoch < lowest[partition][0]:
-                lowest[partition] = (epoch, key, why)
-
-        for key in list(self._candidates):
-            obj = self._objects[key]
-            if obj.epoch is None or self.protection(key) is None:
-                del self._candidates[key]
-                continue
-            for partition, offset in obj.refs:
-                part = self._partitions[partition]
-                if part.live and offset > part.reconciled:
-                    note(partition, obj.epoch, key, f"referenced at offset {offset} "
-                         f"(reconciled {part.reconciled})")  # fmt: skip
-            for fence, partition in obj.fences.items():
-                if self._partitions[partition].live and self._fence_is_live(fence):
-                    note(partition, obj.epoch, key, f"fenced (fence {fence})")
-        return lowest
-
-    def garbage_at_or_below(self, safe_epoch: int, present: Iterable[str]) -> list[str]:
-        """Present layout keys with epoch <= `safe_epoch` (what a sweeper should remove)."""
-        found = []
-        for key in present:
-            epoch = self.epoch_of(key)
-            if epoch is not None and epoch <= safe_epoch:
-                found.append(key)
-        return sorted(found)
 
 
 class Checker:

@@ -38,9 +38,10 @@ from gcd.sim.actors import (
     Turnstile,
     WriterSim,
 )
-from gcd.sim.checks import Checker, Ledger, Violation
+from gcd.sim.checks import Checker, Violation
 from gcd.sim.variants import CORRECT, Variant
 from gcd.sim.vtime import VirtualClock, VirtualTimeLoop
+from gcd.testing.ledger import Ledger
 from gcd.testing.memory import MemoryObjectStore
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import compute_safe_epoch

@@ -33,7 +33,7 @@ _START_TIMEOUT_S = 30.0
 
 def azurite_binary() -> Path:
     """`.tools/azurite/node_modules/.bin/azurite-blob` of this repository."""
-    found = Path(__file__).resolve().parent.parent / ".tools/azurite/node_modules/.bin/azurite-blob"
+    found = Path(__file__).resolve().parents[2] / ".tools/azurite/node_modules/.bin/azurite-blob"
     if not found.exists():
         raise ConfigError("Azurite is not installed: run scripts/install-azurite.sh "
                           "(the bootstrap does)")  # fmt: skip

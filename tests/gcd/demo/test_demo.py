@@ -19,80 +19,12 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
 from gcd import exitcodes
-from gcd.demo.ledger import Ledger, ObjectState
 from gcd.demo.verify import DemoSummary, exit_code, problems, text_report
 from gcd.demo.view import Snapshot, progress_fields, render
 from gcd.demo.workload import CommitLog, horizon
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd
-
-# -- the ledger ---------------------------------------------------------------------------
-
-
-def test_committed_objects_are_live_until_reconciled() -> None:
-    """A committed object is referenced; reconciling its offset makes it garbage."""
-    ledger = Ledger()
-    ledger.uploaded("k0", "p", 5)
-    ledger.uploaded("k1", "p", 6)
-    ledger.committed("k0", 0)
-    ledger.committed("k1", 1)
-    assert ledger.referenced() == ["k0", "k1"]
-    assert ledger.reconciled("p", 0) == 1
-    assert ledger.state("k0") is ObjectState.RECONCILED
-    assert ledger.referenced() == ["k1"]
-    counts = ledger.counts()
-    assert (counts.written, counts.live, counts.garbage, counts.deleted) == (2, 1, 1, 0)
-
-
-def test_deleting_a_referenced_object_is_a_loss() -> None:
-    """The sweeper deleting a referenced object is recorded as live_lost; garbage is not."""
-    ledger = Ledger()
-    for key, offset in (("dead", 0), ("live", 1)):
-        ledger.uploaded(key, "p", 3)
-        ledger.committed(key, offset)
-    ledger.reconciled("p", 0)
-    losses = ledger.deleted(["dead", "live", "never-written"])
-    assert [loss.key for loss in losses] == ["live"]
-    assert losses[0].how == "deleted while referenced"
-    assert ledger.counts().live_lost == 1
-    assert ledger.unknown_deleted == 1
-
-
-def test_committing_an_already_deleted_upload_is_a_loss() -> None:
-    """An upload deleted before its fence, then committed, is a loss too."""
-    ledger = Ledger()
-    ledger.uploaded("k", "p", 2)
-    assert ledger.deleted(["k"]) == []
-    ledger.committed("k", 0)
-    assert [loss.how for loss in ledger.losses] == ["committed after deletion"]
-
-
-def test_orphans_are_garbage_even_when_deleted_first() -> None:
-    """A refused fence makes the upload an orphan; deleting it is no loss."""
-    ledger = Ledger()
-    ledger.uploaded("a", "p", 1)
-    ledger.uploaded("b", "p", 1)
-    ledger.orphaned("a")
-    ledger.deleted(["b"])
-    ledger.orphaned("b")
-    assert ledger.state("a") is ObjectState.ORPHANED
-    assert ledger.is_garbage("b")
-    assert (ledger.counts().orphans, ledger.counts().live_lost) == (2, 0)
-    assert ledger.max_epoch == 1
-
-
-def test_a_key_cannot_be_written_twice_nor_committed_out_of_order() -> None:
-    """Keys are unique and a partition's commits come in offset order."""
-    ledger = Ledger()
-    ledger.uploaded("k", "p", 1)
-    with pytest.raises(ValueError, match="already in the ledger"):
-        ledger.uploaded("k", "p", 2)
-    ledger.uploaded("j", "p", 1)
-    ledger.committed("k", 5)
-    with pytest.raises(ValueError, match="offset 4"):
-        ledger.committed("j", 4)
-
 
 # -- the workload's pure parts ---------------------------------------------------------
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gcd.sim.checks import Checker, Ledger, ViolationKind
+from gcd.sim.checks import Checker, ViolationKind
+from gcd.testing.ledger import Ledger
 
 KEY_4 = "level_zero/data/001/000000000000000004/a"
 KEY_6 = "level_zero/data/002/000000000000000006/b"
