@@ -43,6 +43,7 @@ from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
 from watermark.etcd.client import EtcdKV
 from watermark.etcd.store import WatermarkStore
+from watermark.service.eventlog import EVENT_LOG
 from watermark.service.guard import FencingGuard
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher
@@ -68,9 +69,9 @@ def _quiet_logs() -> None:
 
 
 def _new_guard(*, with_metrics: bool) -> Any:
-    return FencingGuard(
-        EpochWindow(), metrics=WatermarkMetrics() if with_metrics else None, partition="bench/0"
-    )
+    # As the publisher builds it (its metrics' hook and the log), or with the log alone.
+    hook = (WatermarkMetrics().hook, EVENT_LOG) if with_metrics else EVENT_LOG
+    return FencingGuard(EpochWindow(), hook=hook, partition="bench/0")
 
 
 async def _per_op(body: Callable[[int], Awaitable[None]], ops: int) -> tuple[float, float]:

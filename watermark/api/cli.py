@@ -82,6 +82,7 @@ from watermark.options import (
     text,
     whole_seconds,
 )
+from watermark.service.eventlog import EVENT_LOG
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FencingGuard
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import DEFAULT_FENCE_TIMEOUT_S, Publisher
@@ -89,7 +90,7 @@ from watermark.service.replicas import ReplicaSet, ReplicaSettings, advertised_u
 from watermark.service.ticker import EpochTicker
 
 __all__ = ["COMMAND_OPTIONS", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE",
-           "Invocation", "MeteredTicker", "ServeParts", "build_parser", "main",
+           "Invocation", "ServeParts", "build_parser", "main",
            "parse"]  # fmt: skip
 
 EXIT_OK = 0
@@ -294,22 +295,6 @@ def _settle(args: argparse.Namespace, environ: Mapping[str, str] | None) -> Invo
     return Invocation(command, args, etcd, http)
 
 
-class MeteredTicker(EpochTicker):
-    """The epoch ticker hosted by `serve`, counting its advances and leadership in metrics."""
-
-    def __init__(self, *args: Any, metrics: WatermarkMetrics, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._metrics = metrics
-
-    async def tick_once(self, *, advance: bool = True) -> bool:
-        """`EpochTicker.tick_once`, then update the epoch and leadership metrics."""
-        advanced = await super().tick_once(advance=advance)
-        if advanced:
-            self._metrics.epoch_advances.inc()
-        self._metrics.ticker_leader.set(1 if self.is_leader else 0)
-        return advanced
-
-
 @dataclass(frozen=True, slots=True)
 class ServeParts:
     """The classes `serve` builds its publisher from: the real ones, unless a test harness
@@ -501,9 +486,10 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         tasks.append(asyncio.create_task(replicas.run(replicas_stop), name="replicas"))
         replicas_done = tasks[-1]
     if args.tick_interval > 0:
-        ticker = MeteredTicker(
-            store, kv, args.tick_interval, args.owner_id, args.ticker_lease_ttl, metrics=metrics
-        )
+        ticker = EpochTicker(
+            store, kv, args.tick_interval, args.owner_id, args.ticker_lease_ttl,
+            hook=(metrics.hook, EVENT_LOG),
+        )  # fmt: skip
         tasks.append(asyncio.create_task(ticker.run(ticker_stop), name="ticker"))
     _log.info("watermark.serve_started", owner=args.owner_id, port=port, partitions=partitions)
     stop_wait = asyncio.create_task(stopping.wait())

@@ -4,7 +4,8 @@ Lives here: `guard` (`FencingGuard`: the asyncio shell of `watermark.core.fencel
 `hosted` (one partition: GC state, guard, commits), `publisher` (`Publisher`: hosts
 partitions and publishes M(p)), `ticker` (the cluster epoch ticker), `replicas`
 (replicated publishers under etcd leases), `clock` (the writers' cached epoch clock),
-`metrics` (Prometheus metrics, fed by the core's events through hooks).
+`metrics` (Prometheus metrics, fed by the core's events through hooks), `eventlog` (the
+logging hook: one fixed log event name per core event).
 
 May import: `watermark.errors`, `watermark.core`, `watermark.options`, `watermark.logs`,
 `watermark.etcd`.

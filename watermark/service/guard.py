@@ -1,59 +1,45 @@
-"""The async fencing guard of one partition: the windowed epoch fence with its locks.
+"""The async fencing guard of one partition: the asyncio shell of the fence lock.
 
 Theory of operation
 -------------------
-A writer that uploaded an L0 object stamped with epoch ``e`` must *fence* ``e``
-before it commits the object's metadata to the partition log. The guard classifies
-``e`` against the partition's `EpochWindow` ``[oldest_accepted, latest_seen]``:
+Every rule of the lock (INSIDE shares, ABOVE drains and slides, BELOW is refused;
+writer preference; hold deadlines and reclaiming; the exclusive block; close) is
+decided by `watermark.core.fencelock.FenceLock`, a synchronous state machine; read its
+docstring first. This module only asks it and does the waiting, as httpcore's loops
+do: each turn of a request asks the lock (`request`), and the answer says what to do:
 
-* INSIDE: granted under a SHARED lock, held until the writer commits (or aborts).
-  Any number of writers hold it at once.
-* ABOVE: the writer takes the EXCLUSIVE lock, which waits until every shared holder
-  has released (in-flight writes drain), slides the window up to ``e`` and then
-  downgrades to a shared hold for its own write. Draining first is what makes a slide
-  a promise: once the window is ``[b, c]``, no write with an epoch below ``b`` can
-  still be committed.
-* BELOW: refused with `StaleEpoch` (carrying the window and the floor). The writer
-  re-reads the cluster epoch and re-uploads.
+* `Grant` / `Slide`: return the fence (a `FenceToken`, the lock's hold with a bearer
+  secret).
+* `Wait`: sleep until the lock changes or, for a queued slide, until the earliest hold
+  deadline (then ask again, which reclaims what expired); if the request's own
+  `timeout` passes first, `give_up` and raise `FenceTimeout`. Nothing is held then,
+  and a queued slide has left the queue (which may let shared waiters in).
+* `Refuse`: raise `StaleEpoch` (with the window and the floor) or `GuardClosed`.
 
-The classification is repeated after every wait, so a writer that queued for epoch
-``N`` while two slides happened is refused, and one that queued to slide to ``N+1``
-while another writer already slid there simply joins as a shared holder.
+One event loop serialises everything, so each turn runs without an await in the middle.
+A holder keeps its fence across awaits (the commit). Waiters sleep on a broadcast event
+that is set and dropped whenever the lock's `changes` count moved (a condition variable
+whose notify is synchronous, so `release` and `close` need no await: an HTTP handler or
+a shutdown path can call them from anywhere on the loop). The event is made by the
+first waiter, so a change with nobody waiting costs nothing. A task must not fence the
+same partition twice while holding a fence: behind a queued slide it would wait for
+itself until its timeout.
 
-Lock discipline: writer preference. As soon as an exclusive waiter is queued, new
-shared acquirers wait behind it, even for epochs inside the current window; otherwise
-a steady stream of writers at the current epoch would starve the slide forever. Once
-the slide is done they re-classify (the old latest epoch is still inside the new
-window, so they are normally admitted). Nothing here waits on anything but the
-holders' own progress, so the only way to block a slide is a holder that never
-finishes; that is what deadlines are for (below). A task must not fence the same
-partition twice while holding a fence: behind a queued slide it would wait for itself
-until its timeout.
+Clocks. Hold deadlines (`hold_ttl_s`) are on the injectable `clock`, which is the `now`
+the lock is given; a request's acquisition `timeout` is on the event loop's clock.
 
-Deadlines. Every request has an acquisition `timeout`: when it passes, `FenceTimeout`
-is raised and nothing is held (a queued exclusive waiter withdraws, which may unblock
-shared waiters). Every granted fence has a hold deadline (`hold_ttl_s`, measured on
-the injectable `clock`): a writer that never commits cannot block a slide forever,
-because an exclusive waiter that finds expired holds in its way reclaims them. A
-reclaimed fence is dead: `ensure_held` raises `FenceExpired` and the write must not be
-committed. Expired holds are only reclaimed when a slide needs them gone; with no
-slide waiting, a late commit is still safe and is allowed.
-
-One event loop serialises everything, so each check-and-update below runs without an
-await in the middle; "taking the exclusive lock, sliding and downgrading" for a fence
-is one such step once the holders have drained. A holder keeps the lock across awaits
-(the commit), which is why holds are counted. Waiters sleep on a broadcast event that
-every state change sets and drops (a condition variable whose notify is synchronous, so
-`release` and `close` need no await: an HTTP handler or a shutdown path can call them
-from anywhere on the loop). The event is made by the first waiter, so a state change
-with nobody waiting costs nothing.
+Instrumentation. The guard takes ONE optional `hook` (see `watermark.core.events`) and
+calls it with `FenceGranted`, `FenceReleased`, `FenceRefused`, `WindowSlid`,
+`FenceReclaimed` and `FencesRevoked`; the default logs them
+(`watermark.service.eventlog`), the publisher adds its metrics
+(`WatermarkMetrics.hook`). Routes are resolved once, at construction.
 
 Fast path. A fence for an epoch INSIDE the window, with no exclusive holder or waiter
-(writer preference) and the guard open, is granted at once: no loop time, no deadline,
-no await. That is the common case (every write of the current epoch), and it is the
-same decision the waiting loop would take on its first turn. A `FenceToken` is a plain
-slots object whose bearer secret (`token`, for the HTTP API) is only drawn when first
-read, so an embedded writer never pays for randomness it does not use.
+and the guard open, is granted at once by `FenceLock.grant_at_once` (one range check):
+no loop time, no await. That is the common case (every write of the current epoch), and
+the same decision `request` takes on its first turn. Its `FenceGranted` is one shared
+value per epoch. A `FenceToken`'s bearer secret (`token`, for the HTTP API) is only
+drawn when first read, so an embedded writer never pays for randomness it does not use.
 
 `close()` wakes every waiter with `GuardClosed` and refuses new requests; fences
 already held stay held until their holders release them.
@@ -69,38 +55,39 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
-import structlog
-
+from watermark.core.events import (
+    FenceGranted,
+    FenceReclaimed,
+    FenceRefusal,
+    FenceRefused,
+    FenceReleased,
+    FencesRevoked,
+    Hook,
+    Hooks,
+    WindowSlid,
+    route,
+)
+from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Refuse, Slide, Wait
 from watermark.core.window import Admission, EpochWindow
-from watermark.errors import FenceExpired, FenceTimeout, GuardClosed, StaleEpoch
-from watermark.service.metrics import FenceResult, WatermarkMetrics
+from watermark.errors import FenceExpired, FenceTimeout, GuardClosed, L0gcError, StaleEpoch
+from watermark.service.eventlog import EVENT_LOG
 
 __all__ = ["DEFAULT_HOLD_TTL_S", "FenceToken", "FencingGuard"]
 
 DEFAULT_HOLD_TTL_S = 30.0
 """How long a granted fence may stay uncommitted before a waiting slide may reclaim it."""
 
-_log = structlog.get_logger("watermark.guard")
-
 Bounds = tuple[int | None, int | None]
-_INSIDE = Admission.INSIDE
+_GUARD_EVENTS = (
+    FenceGranted, FenceReleased, FenceRefused, WindowSlid, FenceReclaimed, FencesRevoked,
+)  # fmt: skip
 
 
-# Not frozen: a frozen dataclass sets every field through object.__setattr__ (~0.5 us
-# per fence on the fast path). Treat it as read-only all the same. Equality is identity
-# (eq=False): a token is a capability, and the guard keys its holds by the object.
+# Not frozen, equality is identity: see `Hold`.
 @dataclass(slots=True, eq=False)
-class FenceToken:
+class FenceToken(Hold):
     """A granted fence: proof that `epoch` was admitted, until released or reclaimed."""
 
-    partition: str
-    epoch: int
-    window: Bounds
-    """The fencing window right after this fence was granted."""
-    slid: bool
-    """True if this fence slid the window up to `epoch`."""
-    deadline: float | None
-    """When the hold may be reclaimed, on the guard's clock; None = never."""
     _secret: str | None = field(default=None, init=False, repr=False)
 
     @property
@@ -110,6 +97,11 @@ class FenceToken:
         if secret is None:
             secret = self._secret = secrets.token_urlsafe(18)
         return secret
+
+
+_Turn = (
+    Grant[FenceToken] | Slide[FenceToken] | Wait[FenceToken] | Enter[FenceToken] | Refuse
+)
 
 
 class _FenceBlock:
@@ -154,34 +146,33 @@ class FencingGuard:
         self,
         window: EpochWindow,
         *,
-        metrics: WatermarkMetrics | None = None,
+        hook: Hooks = EVENT_LOG,
         partition: str = "",
         hold_ttl_s: float | None = DEFAULT_HOLD_TTL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._window = window
-        self._metrics = metrics
+        self._lock: FenceLock[FenceToken] = FenceLock(
+            window, partition=partition, make_hold=FenceToken
+        )
         self._partition = partition
         self._hold_ttl_s = hold_ttl_s
         self._clock = clock
-        self._holds: dict[FenceToken, None] = {}
-        self._exclusive = False
-        self._exclusive_waiters = 0
-        self._closed = False
-        self._taken_back = 0
         self._changed: asyncio.Event | None = None
         """The broadcast event of the current waiters; None while nobody waits."""
-        # The fast path's counter, bound once (`labels()` per call cost ~1.5 us).
-        self._count_inside: Callable[[], None] | None = None
-        if metrics is not None:
-            self._count_inside = metrics.fence_counter(FenceResult.INSIDE).inc
+        self._routes: dict[type, Hook | None] = {kind: route(hook, kind) for kind in _GUARD_EVENTS}
+        # The fast path's two routes and events, bound once.
+        self._on_granted = self._routes[FenceGranted]
+        self._on_released = self._routes[FenceReleased]
+        self._released = FenceReleased(partition)
+        self._granted_inside = FenceGranted(partition, 0, False, 0.0)
 
     # -- reading -------------------------------------------------------------------
 
     @property
     def window(self) -> Bounds:
         """The fencing window ``(oldest_accepted, latest_seen)``."""
-        return self._window.bounds
+        return self._lock.bounds
 
     @property
     def floor(self) -> int | None:
@@ -191,31 +182,31 @@ class FencingGuard:
     @property
     def inflight(self) -> int:
         """How many fences are held right now."""
-        return len(self._holds)
+        return self._lock.inflight
 
     @property
     def exclusive_waiters(self) -> int:
         """How many requests are queued for the exclusive lock."""
-        return self._exclusive_waiters
+        return self._lock.exclusive_waiters
 
     @property
     def taken_back(self) -> int:
         """Fences reclaimed or revoked so far: their writers may have appended entries
         that were never committed here."""
-        return self._taken_back
+        return self._lock.taken_back
 
     @property
     def closed(self) -> bool:
         """True after `close()`."""
-        return self._closed
+        return self._lock.closed
 
     def is_held(self, token: FenceToken) -> bool:
         """True while `token` is held (not released, committed or reclaimed)."""
-        return token in self._holds
+        return self._lock.is_held(token)
 
     def ensure_held(self, token: FenceToken) -> None:
         """Raise `FenceExpired` unless `token` is still held."""
-        if token not in self._holds:
+        if not self._lock.is_held(token):
             raise FenceExpired(self._partition, token.epoch)
 
     # -- fencing -------------------------------------------------------------------
@@ -240,14 +231,18 @@ class FencingGuard:
         """The fast path of `acquire`, without awaiting: a held token when `epoch` is
         inside the window and nothing waits to slide it, else None (then `acquire`
         decides: slide, wait or refuse)."""
-        if (
-            not self._exclusive
-            and not self._exclusive_waiters
-            and not self._closed
-            and self._window.classify(epoch) is _INSIDE
-        ):
-            return self._grant(epoch, slid=False, hold_ttl_s=hold_ttl_s)
-        return None
+        token = self._lock.grant_at_once(
+            epoch, self._clock(), self._hold_ttl_s if hold_ttl_s is None else hold_ttl_s
+        )
+        if token is not None:
+            on_granted = self._on_granted
+            if on_granted is not None:
+                granted = self._granted_inside
+                if granted.epoch != epoch:  # equal events are shared: one per epoch
+                    granted = FenceGranted(self._partition, epoch, False, 0.0)
+                    self._granted_inside = granted
+                on_granted(granted)
+        return token
 
     async def _acquire_waiting(
         self,
@@ -255,34 +250,37 @@ class FencingGuard:
         timeout: float | None,  # noqa: ASYNC109 - see acquire
         hold_ttl_s: float | None,
     ) -> FenceToken:
-        """`acquire` when the fast path does not apply: classify, queue, wait, repeat."""
+        """`acquire` when the fast path does not apply: ask the lock, wait, ask again."""
         loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        queued_exclusive = False
+        started = loop.time()
+        deadline = None if timeout is None else started + timeout
+        hold_for = self._hold_ttl_s if hold_ttl_s is None else hold_ttl_s
+        lock = self._lock
+        queued = False
         try:
             while True:
-                self._raise_if_closed()
-                admission = self._window.classify(epoch)
-                if admission is Admission.BELOW:
-                    raise self._stale(epoch)
-                if admission is Admission.INSIDE:
-                    if queued_exclusive:
-                        queued_exclusive = self._withdraw_exclusive()
-                    if not self._exclusive and self._exclusive_waiters == 0:
-                        return self._grant(epoch, slid=False, hold_ttl_s=hold_ttl_s)
-                else:
-                    if not queued_exclusive:
-                        queued_exclusive = True
-                        self._exclusive_waiters += 1
-                    self._reclaim_expired()
-                    if not self._exclusive and not self._holds:
-                        queued_exclusive = self._withdraw_exclusive()
-                        self._slide(epoch)
-                        return self._grant(epoch, slid=True, hold_ttl_s=hold_ttl_s)
-                await self._wait(epoch, timeout, deadline, reclaim=queued_exclusive)
+                changes = lock.changes
+                decision = lock.request(epoch, self._clock(), hold_for=hold_for, queued=queued)
+                self._settle(changes, decision)
+                if isinstance(decision, Slide):
+                    self._slid(epoch, decision)
+                if isinstance(decision, Wait):
+                    queued = decision.queued
+                    if await self._wait(deadline, decision.until):
+                        queued = False
+                        raise self._timed_out(epoch, timeout, queued=decision.queued)
+                    continue
+                queued = False
+                if isinstance(decision, Refuse):
+                    raise self._refused(decision, timeout)
+                token = decision.hold
+                assert token is not None
+                self._emit(FenceGranted(self._partition, epoch, token.slid, loop.time() - started))
+                return token
         finally:
-            if queued_exclusive:
-                self._withdraw_exclusive()
+            if queued:  # cancelled while queued
+                lock.withdraw()
+                self._notify()
 
     def fence(
         self,
@@ -296,12 +294,11 @@ class FencingGuard:
 
     def release(self, token: FenceToken) -> bool:
         """Give a fence back (after commit or abort); False if it was no longer held."""
-        holds = self._holds
-        if token not in holds:
+        if not self._lock.release(token):
             return False
-        del holds[token]
-        if self._metrics is not None:
-            self._metrics.held_fences -= 1
+        on_released = self._on_released
+        if on_released is not None:
+            on_released(self._released)
         if self._changed is not None:
             self._notify()
         return True
@@ -321,30 +318,36 @@ class FencingGuard:
         """
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        queued = True
-        self._raise_if_closed()
-        self._exclusive_waiters += 1
+        lock = self._lock
+        queued = False
         try:
             while True:
-                self._raise_if_closed()
-                self._reclaim_expired()
-                if not self._exclusive and not self._holds:
+                changes = lock.changes
+                decision = lock.request_exclusive(epoch, self._clock(), queued=queued)
+                self._settle(changes, decision)
+                if isinstance(decision, Enter):
+                    queued = False
                     break
-                await self._wait(epoch, timeout, deadline, reclaim=True)
-            queued = self._withdraw_exclusive()
-            self._exclusive = True
+                if isinstance(decision, Refuse):
+                    queued = False
+                    raise self._refused(decision, timeout)
+                queued = True
+                if await self._wait(deadline, decision.until):
+                    queued = False
+                    raise self._timed_out(epoch, timeout, queued=True)
         finally:
-            if queued:
-                self._withdraw_exclusive()
+            if queued:  # cancelled while queued
+                lock.withdraw()
+                self._notify()
         try:
-            admission = self._window.classify(epoch)
-            if admission is Admission.BELOW:
-                raise self._stale(epoch)
-            if admission is Admission.ABOVE:
-                self._slide(epoch)
-            yield admission
+            slide = lock.exclusive_epoch(epoch)
+            if isinstance(slide, Refuse):
+                raise self._refused(slide, timeout)
+            if slide is not None:
+                self._slid(epoch, slide)
+            yield Admission.INSIDE if slide is None else Admission.ABOVE
         finally:
-            self._exclusive = False
+            lock.leave_exclusive()
             self._notify()
 
     def reclaim_expired(self) -> int:
@@ -353,12 +356,16 @@ class FencingGuard:
         Blocked exclusive waiters call this themselves when the earliest hold deadline
         passes; call it after moving an injected clock, or from a housekeeping loop.
         """
-        return self._reclaim_expired()
+        changes = self._lock.changes
+        reclaimed = self._lock.reclaim_expired(self._clock())
+        self._reclaimed(reclaimed)
+        if self._lock.changes != changes:
+            self._notify()
+        return len(reclaimed)
 
     def close(self) -> None:
         """Refuse new requests and wake every waiter with `GuardClosed`; idempotent."""
-        if not self._closed:
-            self._closed = True
+        if self._lock.close():
             self._notify()
 
     async def drain(self, timeout_s: float | None) -> int:
@@ -366,7 +373,7 @@ class FencingGuard:
         then revoke the ones left. Return how many were revoked."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
-        while self._holds and (deadline is None or loop.time() < deadline):
+        while self._lock.inflight and (deadline is None or loop.time() < deadline):
             changed = self._waiting_on()
             limit = None if deadline is None else deadline - loop.time()
             with contextlib.suppress(TimeoutError):
@@ -376,71 +383,68 @@ class FencingGuard:
 
     def revoke_all(self) -> int:
         """Take back every held fence (their commits now raise FenceExpired); return how many."""
-        revoked = len(self._holds)
-        self._taken_back += revoked
+        revoked = len(self._lock.revoke_all())
         if revoked:
-            _log.warning("watermark.fences_revoked", partition=self._partition, count=revoked)
-            self._holds.clear()
-            if self._metrics is not None:
-                self._metrics.held_fences -= revoked
+            self._emit(FencesRevoked(self._partition, revoked))
             self._notify()
         return revoked
 
-    # -- internals -----------------------------------------------------------------
-
-    def _grant(self, epoch: int, *, slid: bool, hold_ttl_s: float | None) -> FenceToken:
-        ttl = self._hold_ttl_s if hold_ttl_s is None else hold_ttl_s
-        token = FenceToken(
-            self._partition,
-            epoch,
-            self._window.bounds,
-            slid,
-            None if ttl is None else self._clock() + ttl,
-        )
-        self._holds[token] = None
-        metrics = self._metrics
-        if metrics is not None:
-            metrics.held_fences += 1
-            if slid:
-                metrics.fence(FenceResult.SLIDE)
-            elif self._count_inside is not None:
-                self._count_inside()
-        return token
+    # -- for subclasses that break the rules on purpose (gcd.sim.variants) -----------
 
     def _slide(self, epoch: int) -> None:
-        before = self._window.bounds
-        self._window.advance(epoch)
-        if self._metrics is not None:
-            self._metrics.window_slides.inc()
-        _log.debug(
-            "watermark.window_slid",
-            partition=self._partition,
-            epoch=epoch,
-            before=list(before),
-            after=list(self._window.bounds),
-        )
+        """Slide the window to `epoch` now, without draining (`FenceLock.slide`)."""
+        self._slid(epoch, self._lock.slide(epoch))
 
-    def _stale(self, epoch: int) -> StaleEpoch:
-        if self._metrics is not None:
-            self._metrics.fence(FenceResult.STALE)
-        _log.info(
-            "watermark.fence_stale",
-            partition=self._partition,
-            epoch=epoch,
-            window=list(self._window.bounds),
-            floor=self._window.floor,
-        )
-        return StaleEpoch(epoch, self._window.bounds, self._window.floor)
+    def _grant(self, epoch: int, *, slid: bool, hold_ttl_s: float | None) -> FenceToken:
+        """Grant a fence at `epoch` now, without asking the lock (`FenceLock.grant`)."""
+        ttl = self._hold_ttl_s if hold_ttl_s is None else hold_ttl_s
+        token = self._lock.grant(epoch, self._clock(), ttl, slid=slid)
+        self._emit(FenceGranted(self._partition, epoch, slid, 0.0))
+        return token
 
-    def _withdraw_exclusive(self) -> bool:
-        """Leave the exclusive queue (waking shared waiters it held back); returns False."""
-        self._exclusive_waiters -= 1
-        self._notify()
-        return False
+    # -- internals -----------------------------------------------------------------
 
-    def _raise_if_closed(self) -> None:
-        if self._closed:
-            raise GuardClosed(self._partition)
+    def _emit(self, event: object) -> None:
+        handler = self._routes[type(event)]
+        if handler is not None:
+            handler(event)
+
+    def _settle(self, changes: int, decision: _Turn) -> None:
+        """After a turn: report the fences it reclaimed, wake waiters if the lock changed."""
+        if not isinstance(decision, Refuse):
+            self._reclaimed(decision.reclaimed)
+        if self._lock.changes != changes:
+            self._notify()
+
+    def _slid(self, epoch: int, slide: Slide[FenceToken]) -> None:
+        self._emit(WindowSlid(self._partition, epoch, slide.before, slide.after))
+
+    def _reclaimed(self, tokens: tuple[FenceToken, ...]) -> None:
+        for token in tokens:
+            self._emit(FenceReclaimed(self._partition, token.epoch, self._lock.bounds))
+
+    def _timed_out(self, epoch: int, timeout: float | None, *, queued: bool) -> L0gcError:
+        """The request's deadline passed: it gives up (leaving the queue wakes the waiters
+        it held back)."""
+        changes = self._lock.changes
+        refusal = self._lock.give_up(epoch, queued=queued)
+        if self._lock.changes != changes:
+            self._notify()
+        return self._refused(refusal, timeout)
+
+    def _refused(self, refusal: Refuse, timeout: float | None) -> L0gcError:
+        """The one place a refusal becomes an event and an exception."""
+        self._emit(
+            FenceRefused(
+                self._partition, refusal.epoch, refusal.reason, refusal.window,
+                refusal.floor, refusal.inflight, timeout,
+            )
+        )  # fmt: skip
+        if refusal.reason is FenceRefusal.STALE:
+            return StaleEpoch(refusal.epoch, refusal.window, refusal.floor)
+        if refusal.reason is FenceRefusal.TIMEOUT:
+            return FenceTimeout(refusal.epoch, timeout or 0.0, refusal.window)
+        return GuardClosed(self._partition)
 
     def _notify(self) -> None:
         """Wake everyone waiting on the current event (the next waiter makes a new one)."""
@@ -456,64 +460,20 @@ class FencingGuard:
             changed = self._changed = asyncio.Event()
         return changed
 
-    def _reclaim_expired(self) -> int:
-        if self._exclusive_waiters == 0:
-            return 0
-        now = self._clock()
-        expired = [
-            token for token in self._holds if token.deadline is not None and token.deadline <= now
-        ]
-        self._taken_back += len(expired)
-        for token in expired:
-            del self._holds[token]
-            _log.warning(
-                "watermark.fence_reclaimed",
-                partition=self._partition,
-                epoch=token.epoch,
-                window=list(self._window.bounds),
-            )
-        if expired:
-            if self._metrics is not None:
-                self._metrics.fences_reclaimed.inc(len(expired))
-                self._metrics.held_fences -= len(expired)
-            self._notify()
-        return len(expired)
-
-    def _next_expiry_in(self) -> float | None:
-        deadlines = [t.deadline for t in self._holds if t.deadline is not None]
-        if not deadlines:
-            return None
-        return max(0.0, min(deadlines) - self._clock())
-
-    async def _wait(
-        self, epoch: int, timeout_s: float | None, deadline: float | None, *, reclaim: bool
-    ) -> None:
-        """Sleep until the state changes, the request deadline passes (FenceTimeout) or,
-        for an exclusive waiter, the earliest hold deadline passes."""
+    async def _wait(self, deadline: float | None, until: float | None) -> bool:
+        """Sleep until the lock changes, the hold deadline `until` passes (on `clock`), or
+        the request's `deadline` passes (on the loop's clock): then return True."""
         changed = self._waiting_on()
         loop = asyncio.get_running_loop()
         limit = None if deadline is None else deadline - loop.time()
         if limit is not None and limit <= 0:
-            raise self._timeout(epoch, timeout_s)
-        expiry = self._next_expiry_in() if reclaim else None
-        if expiry is not None:
+            return True
+        if until is not None:
+            expiry = max(0.0, until - self._clock())
             limit = expiry if limit is None else min(limit, expiry)
         try:
             async with asyncio.timeout(limit):
                 await changed.wait()
         except TimeoutError:
-            if deadline is not None and loop.time() >= deadline:
-                raise self._timeout(epoch, timeout_s) from None
-
-    def _timeout(self, epoch: int, timeout: float | None) -> FenceTimeout:
-        if self._metrics is not None:
-            self._metrics.fence(FenceResult.TIMEOUT)
-        _log.info(
-            "watermark.fence_timeout",
-            partition=self._partition,
-            epoch=epoch,
-            timeout_s=timeout,
-            window=list(self._window.bounds),
-            inflight=len(self._holds),
-        )
-        return FenceTimeout(epoch, timeout or 0.0, self._window.bounds)
+            return deadline is not None and loop.time() >= deadline
+        return False

@@ -9,6 +9,16 @@ A `WatermarkMetrics` owns a dedicated `CollectorRegistry`, so several services i
 process (tests, `gcd demo`) never collide on the global default registry, and
 `render()` gives the text exposition that ``GET /metrics`` serves.
 
+Fed by events. The fence lock, the ticker and the publisher do not touch these metrics
+for what they decide: they emit the events of `watermark.core.events`, and
+`WatermarkMetrics.hook` (a `RoutedHook`, routed once per event class) turns each into
+the counters and gauges below: `FenceGranted` (fences_total inside or slide, one more
+in flight), `FenceReleased`, `FenceReclaimed` and `FencesRevoked` (fewer in flight,
+reclaims counted), `FenceRefused` (fences_total stale or timeout), `WindowSlid`,
+`TickerAdvanced`, `TickerElected` / `TickerLeadershipLost` (ticker_leader),
+`Published`, `PublishRefused` and `PublishFailed` (publishes_total). Give it to a
+shell as its ``hook`` (with `watermark.service.eventlog.EVENT_LOG` for the logs).
+
 | metric | type | labels |
 |---|---|---|
 | ``l0gc_watermark_fences_total`` | counter | ``result``: inside, slide, stale, timeout |
@@ -45,15 +55,36 @@ Replicas (`watermark serve --replicated`, see `watermark.service.replicas`):
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from watermark.core.contract import PublishStatus
+from watermark.core.events import (
+    FenceGranted,
+    FenceReclaimed,
+    FenceRefusal,
+    FenceRefused,
+    FenceReleased,
+    FencesRevoked,
+    Hook,
+    Published,
+    PublishFailed,
+    PublishRefused,
+    TickerAdvanced,
+    TickerElected,
+    TickerLeadershipLost,
+    WindowSlid,
+)
 
 __all__ = [
     "CONTENT_TYPE_LATEST",
     "FenceResult",
     "HttpRefusal",
-    "PublishOutcome",
+    "MetricsHook",
+    "PublishResult",
     "WatermarkMetrics",
 ]
 
@@ -71,8 +102,9 @@ class FenceResult(enum.Enum):
     """The fence deadline passed while waiting for the lock."""
 
 
-class PublishOutcome(enum.Enum):
-    """How one partition's publish ended (the ``outcome`` label of publishes_total)."""
+class PublishResult(enum.Enum):
+    """How one partition's publish ended (the ``outcome`` label of publishes_total; the
+    store's per-partition answer is `watermark.core.contract.PublishOutcome`)."""
 
     OK = "ok"
     REFUSED_LOWER = "refused_lower"
@@ -190,8 +222,10 @@ class WatermarkMetrics:
         # Every labelled child is bound once here: `labels(...)` costs ~1.5 us a call
         # (kwargs, a lock, a dict lookup), which the fence fast path cannot afford.
         self._fence_children = {r: self.fences.labels(result=r.value) for r in FenceResult}
-        self._publish_children = {o: self.publishes.labels(outcome=o.value) for o in PublishOutcome}
+        self._publish_children = {o: self.publishes.labels(outcome=o.value) for o in PublishResult}
         self.min_watermark.set(-1)
+        self.hook = MetricsHook(self)
+        """The hook that feeds these metrics from the core's events (see the docstring)."""
 
     def _replica_metrics(self, reg: CollectorRegistry) -> None:
         """The metrics of `watermark serve --replicated` (flat at 0 without it)."""
@@ -265,7 +299,7 @@ class WatermarkMetrics:
         """The fences_total child of `result`, to bind once and `inc()` on a hot path."""
         return self._fence_children[result]
 
-    def publish(self, outcome: PublishOutcome, count: int = 1) -> None:
+    def publish(self, outcome: PublishResult, count: int = 1) -> None:
         """Count `count` partition publishes that ended with `outcome`."""
         self._publish_children[outcome].inc(count)
 
@@ -276,3 +310,94 @@ class WatermarkMetrics:
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format."""
         return generate_latest(self.registry)
+
+
+_PUBLISH_RESULTS = {
+    PublishStatus.OK: PublishResult.OK,
+    PublishStatus.REFUSED_LOWER: PublishResult.REFUSED_LOWER,
+    PublishStatus.STALE_OWNER: PublishResult.STALE_OWNER,
+    PublishStatus.MISSING: PublishResult.MISSING,
+    PublishStatus.MALFORMED: PublishResult.ERROR,
+}
+_FENCE_REFUSALS = {FenceRefusal.STALE: FenceResult.STALE, FenceRefusal.TIMEOUT: FenceResult.TIMEOUT}
+
+
+class MetricsHook:
+    """Feeds a `WatermarkMetrics` from the core's events (a `RoutedHook`).
+
+    Each handler is bound once; the fence fast path's (`FenceGranted`, `FenceReleased`)
+    do one add and at most one bound `inc`, as the guard did before it emitted events.
+    """
+
+    __slots__ = ("_handlers", "_inside", "_metrics", "_slide")
+
+    def __init__(self, metrics: WatermarkMetrics) -> None:
+        self._metrics = metrics
+        self._inside = metrics.fence_counter(FenceResult.INSIDE).inc
+        self._slide = metrics.fence_counter(FenceResult.SLIDE).inc
+        handlers: dict[type, Callable[[Any], None]] = {
+            FenceGranted: self._granted,
+            FenceReleased: self._released,
+            FenceRefused: self._refused,
+            WindowSlid: self._window_slid,
+            FenceReclaimed: self._reclaimed,
+            FencesRevoked: self._revoked,
+            TickerAdvanced: self._ticker_advanced,
+            TickerElected: self._ticker_elected,
+            TickerLeadershipLost: self._ticker_lost,
+            Published: self._published,
+            PublishRefused: self._publish_refused,
+            PublishFailed: self._publish_failed,
+        }
+        self._handlers = handlers
+
+    @property
+    def handlers(self) -> Mapping[type, Hook]:
+        """The handler of each event class these metrics count."""
+        return self._handlers
+
+    def __call__(self, event: Any) -> None:
+        """Count `event` if its class is one these metrics count."""
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    def _granted(self, event: FenceGranted) -> None:
+        self._metrics.held_fences += 1
+        (self._slide if event.slid else self._inside)()
+
+    def _released(self, event: FenceReleased) -> None:
+        self._metrics.held_fences -= 1
+
+    def _refused(self, event: FenceRefused) -> None:
+        result = _FENCE_REFUSALS.get(event.reason)
+        if result is not None:  # a closed guard is not a fence result
+            self._metrics.fence(result)
+
+    def _window_slid(self, event: WindowSlid) -> None:
+        self._metrics.window_slides.inc()
+
+    def _reclaimed(self, event: FenceReclaimed) -> None:
+        self._metrics.fences_reclaimed.inc()
+        self._metrics.held_fences -= 1
+
+    def _revoked(self, event: FencesRevoked) -> None:
+        self._metrics.held_fences -= event.count
+
+    def _ticker_advanced(self, event: TickerAdvanced) -> None:
+        self._metrics.epoch_advances.inc()
+
+    def _ticker_elected(self, event: TickerElected) -> None:
+        self._metrics.ticker_leader.set(1)
+
+    def _ticker_lost(self, event: TickerLeadershipLost) -> None:
+        self._metrics.ticker_leader.set(0)
+
+    def _published(self, event: Published) -> None:
+        self._metrics.publish(PublishResult.OK)
+
+    def _publish_refused(self, event: PublishRefused) -> None:
+        self._metrics.publish(_PUBLISH_RESULTS[event.status])
+
+    def _publish_failed(self, event: PublishFailed) -> None:
+        self._metrics.publish(PublishResult.ERROR, event.partitions)

@@ -30,21 +30,29 @@ sealed publish, drop).
 
 Pluggable parts. `state_class` and `guard_class` choose the GC state and guard classes
 hosted per partition (the deterministic simulation swaps in deliberately broken ones).
+
+Instrumentation. The publisher and every guard it hosts emit the events of
+`watermark.core.events` (`Published`, `PublishRefused`, `PublishFailed`, and the
+guards' fence events) to ONE `hook`; by default that is its `metrics.hook` and the
+log (`watermark.service.eventlog.EVENT_LOG`). Gauges of what it hosts (partitions
+owned, lowest M(p), the cluster epoch, publish duration) it sets on `metrics` itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
 from watermark.core.contract import PublishStatus
+from watermark.core.events import Hooks, Published, PublishFailed, PublishRefused, route
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
@@ -57,9 +65,10 @@ from watermark.errors import (
     PartitionNotHosted,
 )
 from watermark.etcd.store import WatermarkStore
+from watermark.service.eventlog import EVENT_LOG
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FenceToken, FencingGuard
 from watermark.service.hosted import HostedPartition
-from watermark.service.metrics import PublishOutcome, WatermarkMetrics
+from watermark.service.metrics import WatermarkMetrics
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_FENCE_TIMEOUT_S", "Fence", "Publisher"]
 
@@ -67,19 +76,11 @@ DEFAULT_FENCE_TIMEOUT_S = 5.0
 DEFAULT_DRAIN_TIMEOUT_S = 5.0
 _log = structlog.get_logger("watermark.publisher")
 
-_OUTCOMES = {
-    PublishStatus.OK: PublishOutcome.OK,
-    PublishStatus.REFUSED_LOWER: PublishOutcome.REFUSED_LOWER,
-    PublishStatus.STALE_OWNER: PublishOutcome.STALE_OWNER,
-    PublishStatus.MISSING: PublishOutcome.MISSING,
-    PublishStatus.MALFORMED: PublishOutcome.ERROR,
-}
-_REFUSAL_EVENTS = {
-    PublishStatus.REFUSED_LOWER: "watermark.refused_lower",
-    PublishStatus.STALE_OWNER: "watermark.stale_owner",
-    PublishStatus.MISSING: "watermark.partition_missing",
-    PublishStatus.MALFORMED: "watermark.record_malformed",
-}
+
+
+class _Default(enum.Enum):
+    HOOK = "metrics and log"
+    """`Publisher(hook=...)` not given: its metrics' hook and the log."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +163,7 @@ class Publisher:
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
         state_class: type[PartitionGcState] = PartitionGcState,
         guard_class: type[FencingGuard] = FencingGuard,
+        hook: Hooks | Literal[_Default.HOOK] = _Default.HOOK,
     ) -> None:
         self._store = store
         self._state_class = state_class
@@ -171,6 +173,10 @@ class Publisher:
         self.idle_advance = idle_advance
         self.clock = clock
         self.metrics = metrics if metrics is not None else WatermarkMetrics()
+        self._hook: Hooks = (self.metrics.hook, EVENT_LOG) if hook is _Default.HOOK else hook
+        self._on_published = route(self._hook, Published)
+        self._on_refused = route(self._hook, PublishRefused)
+        self._on_failed = route(self._hook, PublishFailed)
         self._hold_ttl_s = hold_ttl_s
         self.fence_timeout_s = fence_timeout_s
         self._drain_timeout_s = drain_timeout_s
@@ -240,7 +246,7 @@ class Publisher:
             window = EpochWindow.recovered(state.last_applied_epoch, record.watermark)
         guard = self._guard_class(
             window,
-            metrics=self.metrics,
+            hook=self._hook,
             partition=record.partition,
             hold_ttl_s=self._hold_ttl_s,
             clock=self.clock,
@@ -481,27 +487,29 @@ class Publisher:
             # are published again (same M(p), accepted) next round.
             for hosted in batch:
                 hosted.dirty = True
-            self.metrics.publish(PublishOutcome.ERROR, len(batch))
-            _log.warning("watermark.publish_failed", partitions=len(batch), error=str(exc))
+            if self._on_failed is not None:
+                self._on_failed(PublishFailed(len(batch), str(exc)))
             return
+        on_published, on_refused = self._on_published, self._on_refused
         for hosted, pub, outcome in zip(batch, pubs, outcomes, strict=True):
             status = outcome.status
             results[hosted.partition] = status
-            self.metrics.publish(_OUTCOMES[status])
             if status is PublishStatus.OK:
                 hosted.published_watermark = pub.watermark
+                if on_published is not None:
+                    on_published(Published(pub.partition, pub.watermark))
                 continue
-            stored = outcome.record
-            _log.warning(
-                _REFUSAL_EVENTS[status],
-                partition=pub.partition,
-                watermark=pub.watermark,
-                owner_epoch=pub.owner_epoch,
-                stored_watermark=None if stored is None else stored.watermark,
-                stored_owner=None if stored is None else stored.owner,
-                stored_owner_epoch=None if stored is None else stored.owner_epoch,
-                detail=outcome.detail,
-            )
+            if on_refused is not None:
+                stored = outcome.record
+                on_refused(
+                    PublishRefused(
+                        pub.partition, status, pub.watermark, pub.owner_epoch,
+                        None if stored is None else stored.watermark,
+                        None if stored is None else stored.owner,
+                        None if stored is None else stored.owner_epoch,
+                        outcome.detail,
+                    )
+                )  # fmt: skip
             if status in (PublishStatus.STALE_OWNER, PublishStatus.MISSING):
                 self._drop(hosted, status.value)  # a stale owner stops publishing
             elif status is PublishStatus.MALFORMED:

@@ -12,6 +12,12 @@ is due, advance the epoch by exactly +1. The advance is one transaction that als
 compares the leader key's revision, so a ticker that lost leadership without noticing
 cannot advance the epoch. Stopping revokes the lease, so a successor is elected at
 once rather than after the TTL.
+
+Instrumentation: the ticker decides and emits; its ONE optional `hook` (see
+`watermark.core.events`) gets `TickerElected`, `TickerLeadershipLost` (only when it was
+the leader), `TickerAdvanced`, `TickerAdvanceConflict` and `TickerTickFailed`. The
+default logs them (`watermark.service.eventlog`); `watermark serve` adds
+`WatermarkMetrics.hook` (epoch advances, the leader gauge).
 """
 
 from __future__ import annotations
@@ -21,8 +27,16 @@ import contextlib
 import time
 from collections.abc import Callable
 
-import structlog
-
+from watermark.core.events import (
+    Hook,
+    Hooks,
+    TickerAdvanceConflict,
+    TickerAdvanced,
+    TickerElected,
+    TickerLeadershipLost,
+    TickerTickFailed,
+    route,
+)
 from watermark.core.kv import KV, Compare, Put
 from watermark.errors import (
     ConfigError,
@@ -32,10 +46,13 @@ from watermark.errors import (
     WatermarkUnavailable,
 )
 from watermark.etcd.store import WatermarkStore
+from watermark.service.eventlog import EVENT_LOG
 
 __all__ = ["EpochTicker"]
 
-_log = structlog.get_logger(__name__)
+_TICKER_EVENTS = (
+    TickerElected, TickerLeadershipLost, TickerAdvanced, TickerAdvanceConflict, TickerTickFailed,
+)  # fmt: skip
 
 
 class EpochTicker:
@@ -50,6 +67,7 @@ class EpochTicker:
         lease_ttl_s: int,
         *,
         now: Callable[[], float] = time.monotonic,
+        hook: Hooks = EVENT_LOG,
     ) -> None:
         if not interval_s > 0:
             raise ConfigError(f"epoch tick interval {interval_s!r} must be > 0 s")
@@ -65,6 +83,12 @@ class EpochTicker:
         self._now = now
         self._lease: int | None = None
         self._leader_revision: int | None = None  # mod_revision of our leader key
+        self._routes: dict[type, Hook | None] = {k: route(hook, k) for k in _TICKER_EVENTS}
+
+    def _emit(self, event: object) -> None:
+        handler = self._routes[type(event)]
+        if handler is not None:
+            handler(event)
 
     @property
     def is_leader(self) -> bool:
@@ -78,8 +102,7 @@ class EpochTicker:
 
     def _step_down(self, reason: str) -> None:
         if self._leader_revision is not None:
-            level = _log.info if reason == "resigned" else _log.warning
-            level("epoch_ticker.leadership_lost", owner=self._owner_id, reason=reason)
+            self._emit(TickerLeadershipLost(self._owner_id, reason))
         self._leader_revision = None
 
     async def _keep_lease(self) -> int:
@@ -107,21 +130,24 @@ class EpochTicker:
             if item is None or item.lease != lease or item.value != claim.value:
                 return False
             self._leader_revision = item.mod_revision
-        _log.info("epoch_ticker.elected", owner=self._owner_id, namespace=self._store.namespace)
+        self._emit(TickerElected(self._owner_id, self._store.namespace))
         return True
 
     async def _advance(self) -> bool:
         assert self._leader_revision is not None
         key = self._store.leader_key
         try:
-            await self._store.advance_cluster_epoch(guard=[Compare(key, self._leader_revision)])
+            epoch = await self._store.advance_cluster_epoch(
+                guard=[Compare(key, self._leader_revision)]
+            )
         except EpochConflict as exc:
             item = await self._kv.get(key)
             if item is None or item.mod_revision != self._leader_revision:
                 self._step_down("leader key changed")
             else:  # someone else (e.g. the admin CLI) advanced the epoch meanwhile
-                _log.info("epoch_ticker.advance_conflict", owner=self._owner_id, error=str(exc))
+                self._emit(TickerAdvanceConflict(self._owner_id, str(exc)))
             return False
+        self._emit(TickerAdvanced(self._owner_id, epoch))
         return True
 
     async def tick_once(self, *, advance: bool = True) -> bool:
@@ -139,7 +165,7 @@ class EpochTicker:
             self._lease = None
             self._step_down("lease expired")
         except (EtcdUnavailable, WatermarkUnavailable) as exc:
-            _log.warning("epoch_ticker.tick_failed", owner=self._owner_id, error=str(exc))
+            self._emit(TickerTickFailed(self._owner_id, str(exc)))
         return False
 
     async def resign(self) -> None:

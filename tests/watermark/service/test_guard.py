@@ -61,7 +61,7 @@ def guard_at(
         partition="p0",
         clock=FakeClock() if clock is None else clock,
         hold_ttl_s=hold_ttl_s,
-        metrics=metrics,
+        hook=None if metrics is None else metrics.hook,
     )
 
 

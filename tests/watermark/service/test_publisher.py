@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from gcd.sim.variants import NoDrainGuard
-from watermark.api.cli import MeteredTicker
 from watermark.core.contract import PUBLISH_BATCH, Publication, PublishStatus
 from watermark.core.record import PartitionRecord
 from watermark.errors import (
@@ -27,6 +26,7 @@ from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Fence, Publisher
+from watermark.service.ticker import EpochTicker
 
 NS = "/l0gc/test"
 
@@ -542,13 +542,13 @@ async def test_failed_publish_keeps_every_partition_dirty_for_the_next_round() -
     assert not publisher.state("t/0299")["dirty"]
 
 
-async def test_metered_ticker_counts_advances_and_leadership() -> None:
-    """The hosted ticker reports its leadership and each epoch it advanced."""
+async def test_ticker_hook_counts_advances_and_leadership() -> None:
+    """The ticker, given the metrics' hook, reports its leadership and each epoch it advanced."""
     kv = MemoryKV()
     store = WatermarkStore(kv, NS)
     await store.init_cluster_epoch(5)
     metrics = WatermarkMetrics()
-    ticker = MeteredTicker(store, kv, 1.0, "pub-a", 10, metrics=metrics)
+    ticker = EpochTicker(store, kv, 1.0, "pub-a", 10, hook=metrics.hook)
     assert await ticker.tick_once()
     assert await store.get_cluster_epoch() == 6
     assert metrics.epoch_advances._value.get() == 1

@@ -1,0 +1,315 @@
+"""The fence lock as a state machine: every transition, with in-memory values and no loop."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watermark.core.events import FenceRefusal
+from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Refuse, Slide, Wait
+from watermark.core.window import EpochWindow
+from watermark.errors import IllegalTransition
+
+N = 100
+
+
+def lock_at(*epochs: int, floor: int | None = None) -> FenceLock[Hold]:
+    """A lock whose window has been slid through `epochs`."""
+    window = EpochWindow(floor=floor)
+    for epoch in epochs:
+        window.advance(epoch)
+    return FenceLock(window, partition="p0")
+
+
+def granted(decision: object) -> Hold:
+    """The hold of a Grant or Slide decision."""
+    assert isinstance(decision, Grant | Slide)
+    assert decision.hold is not None
+    return decision.hold
+
+
+def test_inside_is_granted_at_once_with_its_deadline() -> None:
+    """An epoch inside the window, nothing queued: a shared hold with deadline now + ttl."""
+    lock = lock_at(N, N + 1)
+    hold = lock.grant_at_once(N, 7.0, 2.0)
+    assert hold is not None
+    assert (hold.partition, hold.epoch, hold.window, hold.slid, hold.deadline) == (
+        "p0", N, (N, N + 1), False, 9.0,
+    )  # fmt: skip
+    assert lock.is_held(hold)
+    assert lock.inflight == 1
+    assert lock.grant_at_once(N + 1, 0.0, None) is not None
+    assert lock.inflight == 2
+
+
+def test_the_fast_path_grants_nothing_outside_the_open_range() -> None:
+    """Above, below, at the floor, on an empty window: grant_at_once holds nothing."""
+    lock = lock_at(N, N + 1)
+    for epoch in (N - 1, N + 2):
+        assert lock.grant_at_once(epoch, 0.0, None) is None
+    assert lock_at().grant_at_once(N, 0.0, None) is None
+    assert lock_at(floor=N).grant_at_once(N, 0.0, None) is None
+    assert lock.inflight == 0
+
+
+def test_request_inside_is_a_grant_and_above_with_no_holder_slides() -> None:
+    """request: INSIDE -> Grant; ABOVE with nobody holding -> Slide, window [N, N+1]."""
+    lock = lock_at(N)
+    inside = lock.request(N, 0.0, hold_for=None)
+    assert isinstance(inside, Grant)
+    lock.release(inside.hold)
+    slide = lock.request(N + 1, 0.0, hold_for=5.0)
+    assert isinstance(slide, Slide)
+    assert (slide.before, slide.after) == ((N, N), (N, N + 1))
+    assert slide.hold is not None
+    assert (slide.hold.slid, slide.hold.window, slide.hold.deadline) == (True, (N, N + 1), 5.0)
+    assert lock.bounds == (N, N + 1)
+    assert lock.exclusive_waiters == 0
+
+
+def test_an_epoch_ahead_of_an_empty_window_slides_it() -> None:
+    """On an empty window any epoch above the floor is ahead: it slides to [e]."""
+    lock = lock_at(floor=41)
+    assert lock.grant_at_once(42, 0.0, None) is None
+    slide = lock.request(42, 0.0, hold_for=None)
+    assert isinstance(slide, Slide)
+    assert (slide.before, slide.after) == ((None, None), (42, 42))
+
+
+def test_below_the_window_is_refused_and_changes_nothing() -> None:
+    """request below the window or at the floor: Refuse(STALE) with the window and floor."""
+    lock = lock_at(N, N + 1, N + 2)
+    refusal = lock.request(N, 0.0, hold_for=None)
+    assert refusal == Refuse(FenceRefusal.STALE, N, (N + 1, N + 2), None, 0)
+    floored = lock_at(floor=41).request(41, 0.0, hold_for=None)
+    assert isinstance(floored, Refuse)
+    assert (floored.reason, floored.floor) == (FenceRefusal.STALE, 41)
+    assert lock.bounds == (N + 1, N + 2)
+    assert lock.inflight == 0
+
+
+def test_slide_waits_for_inflight_holders_to_drain() -> None:
+    """ABOVE while two holders are in: Wait(queued); after both release, the next turn slides."""
+    lock = lock_at(N)
+    first, second = granted(lock.request(N, 0.0, hold_for=None)), lock.grant_at_once(N, 0.0, None)
+    assert second is not None
+    wait = lock.request(N + 1, 0.0, hold_for=None)
+    assert wait == Wait(queued=True, until=None)
+    assert lock.exclusive_waiters == 1
+    assert lock.bounds == (N, N)
+    changes = lock.changes
+    assert lock.release(first)
+    assert lock.changes > changes  # a release may let a waiter proceed
+    assert lock.request(N + 1, 0.0, hold_for=None, queued=True) == Wait(queued=True, until=None)
+    assert lock.exclusive_waiters == 1  # asking again does not queue twice
+    lock.release(second)
+    slide = lock.request(N + 1, 0.0, hold_for=None, queued=True)
+    assert isinstance(slide, Slide)
+    assert lock.exclusive_waiters == 0
+    assert lock.bounds == (N, N + 1)
+
+
+def test_a_queued_slide_holds_back_inside_requests() -> None:
+    """Writer preference: with a slide queued, INSIDE waits and the fast path grants nothing."""
+    lock = lock_at(N)
+    holder = granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    assert lock.grant_at_once(N, 0.0, None) is None
+    assert lock.request(N, 0.0, hold_for=None) == Wait(queued=False, until=None)
+    lock.release(holder)
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None, queued=True), Slide)
+    late = lock.request(N, 0.0, hold_for=None)
+    assert isinstance(late, Grant)
+    assert late.hold.window == (N, N + 1)
+
+
+def test_a_queued_request_whose_epoch_another_slid_to_joins_inside() -> None:
+    """Queued to slide to N+1 while another slid there: the next turn is a Grant, dequeued."""
+    lock = lock_at(N)
+    holder = granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    assert lock.exclusive_waiters == 2
+    lock.release(holder)
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None, queued=True), Slide)
+    assert lock.exclusive_waiters == 1
+    joined = lock.request(N + 1, 0.0, hold_for=None, queued=True)
+    assert isinstance(joined, Grant)
+    assert not joined.hold.slid
+    assert lock.exclusive_waiters == 0
+
+
+def test_a_waiting_request_passed_by_two_slides_is_refused() -> None:
+    """A request for N waiting behind slides to N+1 and N+2 is refused on its next turn."""
+    lock = lock_at(N)
+    holder = granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    assert lock.request(N, 0.0, hold_for=None) == Wait(queued=False, until=None)
+    lock.release(holder)
+    lock.release(granted(lock.request(N + 1, 0.0, hold_for=None, queued=True)))
+    lock.release(granted(lock.request(N + 2, 0.0, hold_for=None)))
+    refusal = lock.request(N, 0.0, hold_for=None)
+    assert isinstance(refusal, Refuse)
+    assert (refusal.reason, refusal.window) == (FenceRefusal.STALE, (N + 1, N + 2))
+
+
+def test_timeout_gives_up_leaves_the_queue_and_lets_inside_requests_in() -> None:
+    """give_up: Refuse(TIMEOUT), out of the queue, holders still held, fast path open again."""
+    lock = lock_at(N)
+    holder = granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    changes = lock.changes
+    refusal = lock.give_up(N + 1, queued=True)
+    assert refusal == Refuse(FenceRefusal.TIMEOUT, N + 1, (N, N), None, 1)
+    assert lock.changes > changes
+    assert lock.exclusive_waiters == 0
+    assert lock.is_held(holder)
+    assert lock.grant_at_once(N, 0.0, None) is not None
+
+
+def test_an_inside_request_that_times_out_changes_nothing() -> None:
+    """give_up of a request that was not queued: Refuse(TIMEOUT), the queue untouched."""
+    lock = lock_at(N)
+    granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    changes = lock.changes
+    assert lock.give_up(N, queued=False).reason is FenceRefusal.TIMEOUT
+    assert (lock.exclusive_waiters, lock.changes) == (1, changes)
+
+
+def test_withdraw_leaves_the_queue_and_an_idle_withdraw_is_illegal() -> None:
+    """withdraw after a queued Wait empties the queue; with nobody queued it raises."""
+    lock = lock_at(N)
+    granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    lock.withdraw()
+    assert lock.exclusive_waiters == 0
+    with pytest.raises(IllegalTransition):
+        lock.withdraw()
+    assert lock.exclusive_waiters == 0
+
+
+def test_expired_holds_are_reclaimed_only_for_a_waiting_slide() -> None:
+    """Past its deadline a hold stays until a slide waits; then that slide reclaims it."""
+    lock = lock_at(N)
+    stuck = granted(lock.request(N, 0.0, hold_for=10.0))
+    assert lock.reclaim_expired(100.0) == ()  # nobody waits to slide
+    wait = lock.request(N + 1, 9.0, hold_for=None)
+    assert wait == Wait(queued=True, until=10.0)
+    slide = lock.request(N + 1, 10.5, hold_for=None, queued=True)
+    assert isinstance(slide, Slide)
+    assert slide.reclaimed == (stuck,)
+    assert not lock.is_held(stuck)
+    assert not lock.release(stuck)
+    assert lock.taken_back == 1
+
+
+def test_reclaim_expired_with_a_slide_waiting() -> None:
+    """reclaim_expired (moved clock): takes back only the holds at or past their deadline."""
+    lock = lock_at(N)
+    early = granted(lock.request(N, 0.0, hold_for=1.0))
+    late = granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    assert lock.reclaim_expired(0.5) == ()
+    assert lock.reclaim_expired(1.0) == (early,)
+    assert lock.is_held(late)
+
+
+def test_exclusive_block_waits_for_holders_slides_and_blocks_fences() -> None:
+    """request_exclusive waits for holders, Enter; inside it the window slides; then left."""
+    lock = lock_at(N)
+    holder = granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request_exclusive(N + 1, 0.0), Wait)
+    lock.release(holder)
+    assert isinstance(lock.request_exclusive(N + 1, 0.0, queued=True), Enter)
+    assert lock.exclusive
+    assert lock.grant_at_once(N, 0.0, None) is None
+    assert lock.request(N, 0.0, hold_for=None) == Wait(queued=False, until=None)
+    slide = lock.exclusive_epoch(N + 1)
+    assert isinstance(slide, Slide)
+    assert (slide.hold, slide.after) == (None, (N, N + 1))
+    assert lock.exclusive_epoch(N + 1) is None  # already covered: INSIDE
+    refusal = lock.exclusive_epoch(N - 1)
+    assert isinstance(refusal, Refuse)
+    assert refusal.reason is FenceRefusal.STALE
+    lock.leave_exclusive()
+    assert lock.grant_at_once(N + 1, 0.0, None) is not None
+
+
+def test_exclusive_transitions_out_of_turn_are_illegal() -> None:
+    """exclusive_epoch or leave_exclusive without the lock raise and change nothing."""
+    lock = lock_at(N)
+    with pytest.raises(IllegalTransition):
+        lock.exclusive_epoch(N + 1)
+    with pytest.raises(IllegalTransition):
+        lock.leave_exclusive()
+    assert lock.bounds == (N, N)
+    assert not lock.exclusive
+
+
+def test_an_illegal_slide_raises_and_leaves_the_lock_unchanged() -> None:
+    """The slide primitive to an epoch that is not above the window raises, nothing moves."""
+    lock = lock_at(N, N + 1)
+    with pytest.raises(IllegalTransition):
+        lock.slide(N)
+    assert lock.bounds == (N, N + 1)
+    assert lock.grant_at_once(N, 0.0, None) is not None
+
+
+def test_close_refuses_every_request_and_dequeues_waiters() -> None:
+    """After close: fast path none, request and request_exclusive Refuse(CLOSED); holds stay."""
+    lock = lock_at(N)
+    holder = granted(lock.request(N, 0.0, hold_for=None))
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    assert lock.close()
+    assert not lock.close()
+    assert lock.grant_at_once(N, 0.0, None) is None
+    closed = lock.request(N + 1, 0.0, hold_for=None, queued=True)
+    assert isinstance(closed, Refuse)
+    assert closed.reason is FenceRefusal.CLOSED
+    assert lock.exclusive_waiters == 0
+    exclusive = lock.request_exclusive(N + 1, 0.0)
+    assert isinstance(exclusive, Refuse)
+    assert lock.exclusive_waiters == 0
+    assert lock.is_held(holder)
+    assert lock.release(holder)
+
+
+def test_revoke_all_takes_back_every_hold() -> None:
+    """revoke_all returns the holds taken back and counts them; with none, no change."""
+    lock = lock_at(N)
+    holds = [granted(lock.request(N, 0.0, hold_for=None)) for _ in range(3)]
+    assert set(lock.revoke_all()) == set(holds)
+    assert (lock.inflight, lock.taken_back) == (0, 3)
+    changes = lock.changes
+    assert lock.revoke_all() == ()
+    assert lock.changes == changes
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    floor=st.integers(0, 5),
+    epochs=st.lists(st.integers(0, 15), min_size=1, max_size=30),
+)
+def test_no_hold_is_granted_at_or_below_the_floor_or_outside_its_window(
+    floor: int, epochs: list[int]
+) -> None:
+    """Whatever the order, a hold's epoch is > M(p), inside its window, and the fast path
+    agrees with the first turn of request."""
+    lock: FenceLock[Hold] = FenceLock(EpochWindow.recovered(None, floor))
+    for epoch in epochs:
+        fast = lock.grant_at_once(epoch, 0.0, None)
+        decision = lock.request(epoch, 0.0, hold_for=None) if fast is None else Grant(fast)
+        if fast is None:
+            assert not isinstance(decision, Grant)  # the fast path grants every INSIDE
+        if isinstance(decision, Refuse):
+            assert decision.reason is FenceRefusal.STALE
+            continue
+        hold = granted(decision)
+        low, high = hold.window
+        assert low is not None
+        assert high is not None
+        assert hold.epoch > floor
+        assert low <= hold.epoch <= high
+        lock.release(hold)

@@ -1,0 +1,273 @@
+"""What the core reports to instrumentation: small frozen events, and how hooks receive them.
+
+Theory of operation
+-------------------
+The fence lock, the epoch ticker and the publisher decide; they do not count or log.
+Each outcome worth observing is an *event*, a frozen record named for what happened
+(`FenceGranted`, `FenceRefused`, `WindowSlid`, `TickerAdvanced`, `PublishRefused`, ...).
+The service shells hand every event to ONE optional *hook*: a callable taking an event,
+or a tuple of them. Instrumentation backends are hooks: `watermark.service.metrics`
+turns events into Prometheus counters and gauges, `watermark.service.eventlog` into
+structlog lines. Nothing in the deciding code asks whether metrics or logs are on.
+
+Routing. A plain callable receives every event. A hook may instead carry `handlers`, a
+mapping from event class to the callable for that class (`RoutedHook`); it then receives
+only those classes, with no dispatch per call. `route(hook, kind)` resolves, once, the
+single callable to call with events of `kind` (None when no hook takes them), so a shell
+emits on its hot path with one call and emits nothing when nobody listens. An event's
+value never depends on who listens: equal events may be shared (the fence fast path
+reuses one `FenceGranted` per epoch).
+
+This module is pure: records and routing, no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from watermark.core.contract import PublishStatus
+
+__all__ = [
+    "Event",
+    "FenceGranted",
+    "FenceReclaimed",
+    "FenceRefusal",
+    "FenceRefused",
+    "FenceReleased",
+    "FencesRevoked",
+    "Hook",
+    "Hooks",
+    "PublishFailed",
+    "PublishRefused",
+    "Published",
+    "RoutedHook",
+    "TickerAdvanceConflict",
+    "TickerAdvanced",
+    "TickerElected",
+    "TickerLeadershipLost",
+    "TickerTickFailed",
+    "WindowSlid",
+    "route",
+]
+
+Bounds = tuple[int | None, int | None]
+
+
+# -- the fence lock (watermark.core.fencelock, shell: watermark.service.guard) ----------
+
+
+class FenceRefusal(enum.Enum):
+    """Why a fence request ended without a fence."""
+
+    STALE = "stale"
+    """The epoch is below the window (or at/below the published M(p))."""
+    TIMEOUT = "timeout"
+    """The request's deadline passed while it waited for the lock."""
+    CLOSED = "closed"
+    """The guard was closed (shutdown, hand-over) before it could decide."""
+
+
+@dataclass(frozen=True, slots=True)
+class FenceGranted:
+    """A fence was granted: a write at `epoch` may commit."""
+
+    partition: str
+    epoch: int
+    slid: bool
+    """True if this fence slid the window up to `epoch` (see `WindowSlid`)."""
+    waited_s: float
+    """Time the request waited for the lock, on the event loop's clock (0.0: at once)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FenceReleased:
+    """A held fence was given back (committed or aborted)."""
+
+    partition: str
+
+
+@dataclass(frozen=True, slots=True)
+class FenceRefused:
+    """A fence request ended without a fence; `reason` says why."""
+
+    partition: str
+    epoch: int
+    reason: FenceRefusal
+    window: Bounds
+    """The window when it was refused."""
+    floor: int | None
+    inflight: int
+    """Fences held when it was refused."""
+    timeout_s: float | None
+    """The request's acquisition timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSlid:
+    """The fencing window slid up to `epoch` (every earlier holder had drained)."""
+
+    partition: str
+    epoch: int
+    before: Bounds
+    after: Bounds
+
+
+@dataclass(frozen=True, slots=True)
+class FenceReclaimed:
+    """A held fence past its hold deadline was taken back for a waiting slide."""
+
+    partition: str
+    epoch: int
+    window: Bounds
+
+
+@dataclass(frozen=True, slots=True)
+class FencesRevoked:
+    """Every fence still held was taken back (a drain that ran out of time, a drop)."""
+
+    partition: str
+    count: int
+
+
+# -- the epoch ticker (watermark.service.ticker) ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TickerElected:
+    """This ticker became the leader of `namespace`."""
+
+    owner: str
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class TickerLeadershipLost:
+    """This ticker stopped leading: "resigned", "lease expired" or "leader key changed"."""
+
+    owner: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TickerAdvanced:
+    """The leader advanced the cluster epoch to `epoch`."""
+
+    owner: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickerAdvanceConflict:
+    """Someone else (e.g. the admin CLI) advanced the epoch first; this tick did not."""
+
+    owner: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TickerTickFailed:
+    """etcd failed during a tick; the next tick starts over."""
+
+    owner: str
+    error: str
+
+
+# -- the publisher (watermark.service.publisher) ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A partition's record was written with M(p) = `watermark`."""
+
+    partition: str
+    watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class PublishRefused:
+    """The store did not write a partition's record; `status` says why."""
+
+    partition: str
+    status: PublishStatus
+    watermark: int
+    owner_epoch: int
+    stored_watermark: int | None
+    stored_owner: str | None
+    stored_owner_epoch: int | None
+    detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PublishFailed:
+    """A publish round's store call failed; its `partitions` are published again next round."""
+
+    partitions: int
+    error: str
+
+
+Event = (
+    FenceGranted
+    | FenceReleased
+    | FenceRefused
+    | WindowSlid
+    | FenceReclaimed
+    | FencesRevoked
+    | TickerElected
+    | TickerLeadershipLost
+    | TickerAdvanced
+    | TickerAdvanceConflict
+    | TickerTickFailed
+    | Published
+    | PublishRefused
+    | PublishFailed
+)
+Hook = Callable[[Any], None]
+"""Called with each event (typed `Any` so a hook for one event class fits)."""
+
+
+@runtime_checkable
+class RoutedHook(Protocol):
+    """A hook that takes only some event classes: `handlers[type(event)](event)`."""
+
+    @property
+    def handlers(self) -> Mapping[type, Hook]:
+        """The callable for each event class this hook takes."""
+
+    def __call__(self, event: Any) -> None:
+        """Take any event (those without a handler are ignored)."""
+
+
+Hooks = Hook | tuple[Hook, ...] | None
+"""What a shell takes: one hook, several, or none."""
+
+
+def _fan_out(handlers: tuple[Hook, ...], event: Any) -> None:
+    for handler in handlers:
+        handler(event)
+
+
+def route(hooks: Hooks, kind: type) -> Hook | None:
+    """The one callable to call with events of class `kind`, or None if no hook takes them.
+
+    A `RoutedHook` contributes its handler for `kind` (if any); any other callable
+    contributes itself. Several contributors are called in order.
+    """
+    if hooks is None:
+        return None
+    handlers: list[Hook] = []
+    for hook in hooks if isinstance(hooks, tuple) else (hooks,):
+        if isinstance(hook, RoutedHook):
+            handler = hook.handlers.get(kind)
+            if handler is not None:
+                handlers.append(handler)
+        else:
+            handlers.append(hook)
+    if not handlers:
+        return None
+    if len(handlers) == 1:
+        return handlers[0]
+    fanned = tuple(handlers)
+    return lambda event: _fan_out(fanned, event)

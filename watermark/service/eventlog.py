@@ -1,0 +1,178 @@
+"""The structlog hook: each core event that is worth a log line, under one fixed name.
+
+`EVENT_LOG` is a `watermark.core.events.RoutedHook`: the shells (guard, ticker,
+publisher) route to it only the event classes it logs, so an event nobody logs (a
+fence granted on the fast path) costs it nothing. Each event class has one log event
+name here and nowhere else:
+
+| event | log event | level |
+|---|---|---|
+| `FenceRefused` (stale) | ``watermark.fence_stale`` | info |
+| `FenceRefused` (timeout) | ``watermark.fence_timeout`` | info |
+| `WindowSlid` | ``watermark.window_slid`` | debug |
+| `FenceReclaimed` | ``watermark.fence_reclaimed`` | warning |
+| `FencesRevoked` | ``watermark.fences_revoked`` | warning |
+| `TickerElected` | ``epoch_ticker.elected`` | info |
+| `TickerLeadershipLost` | ``epoch_ticker.leadership_lost`` | info when resigned, else warning |
+| `TickerAdvanceConflict` | ``epoch_ticker.advance_conflict`` | info |
+| `TickerTickFailed` | ``epoch_ticker.tick_failed`` | warning |
+| `PublishRefused` (missing) | ``watermark.partition_missing`` | warning |
+| `PublishRefused` (malformed) | ``watermark.record_malformed`` | warning |
+| `PublishFailed` | ``watermark.publish_failed`` | warning |
+
+A publish refused as REFUSED_LOWER or STALE_OWNER is not logged here: the store, which
+decides those, logs them (``watermark.publish_refused_lower``,
+``watermark.publish_stale_owner``, see `watermark.etcd.store`); logging them here too
+wrote each refusal twice under two names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from watermark.core.contract import PublishStatus
+from watermark.core.events import (
+    FenceReclaimed,
+    FenceRefusal,
+    FenceRefused,
+    FencesRevoked,
+    Hook,
+    PublishFailed,
+    PublishRefused,
+    TickerAdvanceConflict,
+    TickerElected,
+    TickerLeadershipLost,
+    TickerTickFailed,
+    WindowSlid,
+)
+
+__all__ = ["EVENT_LOG", "EventLog"]
+
+_guard_log = structlog.get_logger("watermark.guard")
+_ticker_log = structlog.get_logger("watermark.service.ticker")
+_publisher_log = structlog.get_logger("watermark.publisher")
+
+_REFUSED_PUBLISH = {
+    PublishStatus.MISSING: "watermark.partition_missing",
+    PublishStatus.MALFORMED: "watermark.record_malformed",
+}
+
+
+def _fence_refused(event: FenceRefused) -> None:
+    if event.reason is FenceRefusal.STALE:
+        _guard_log.info(
+            "watermark.fence_stale",
+            partition=event.partition,
+            epoch=event.epoch,
+            window=list(event.window),
+            floor=event.floor,
+        )
+    elif event.reason is FenceRefusal.TIMEOUT:
+        _guard_log.info(
+            "watermark.fence_timeout",
+            partition=event.partition,
+            epoch=event.epoch,
+            timeout_s=event.timeout_s,
+            window=list(event.window),
+            inflight=event.inflight,
+        )
+
+
+def _window_slid(event: WindowSlid) -> None:
+    _guard_log.debug(
+        "watermark.window_slid",
+        partition=event.partition,
+        epoch=event.epoch,
+        before=list(event.before),
+        after=list(event.after),
+    )
+
+
+def _fence_reclaimed(event: FenceReclaimed) -> None:
+    _guard_log.warning(
+        "watermark.fence_reclaimed",
+        partition=event.partition,
+        epoch=event.epoch,
+        window=list(event.window),
+    )
+
+
+def _fences_revoked(event: FencesRevoked) -> None:
+    _guard_log.warning("watermark.fences_revoked", partition=event.partition, count=event.count)
+
+
+def _ticker_elected(event: TickerElected) -> None:
+    _ticker_log.info("epoch_ticker.elected", owner=event.owner, namespace=event.namespace)
+
+
+def _leadership_lost(event: TickerLeadershipLost) -> None:
+    level = _ticker_log.info if event.reason == "resigned" else _ticker_log.warning
+    level("epoch_ticker.leadership_lost", owner=event.owner, reason=event.reason)
+
+
+def _advance_conflict(event: TickerAdvanceConflict) -> None:
+    _ticker_log.info("epoch_ticker.advance_conflict", owner=event.owner, error=event.error)
+
+
+def _tick_failed(event: TickerTickFailed) -> None:
+    _ticker_log.warning("epoch_ticker.tick_failed", owner=event.owner, error=event.error)
+
+
+def _publish_refused(event: PublishRefused) -> None:
+    name = _REFUSED_PUBLISH.get(event.status)
+    if name is None:  # logged by the store (see the module docstring)
+        return
+    _publisher_log.warning(
+        name,
+        partition=event.partition,
+        watermark=event.watermark,
+        owner_epoch=event.owner_epoch,
+        stored_watermark=event.stored_watermark,
+        stored_owner=event.stored_owner,
+        stored_owner_epoch=event.stored_owner_epoch,
+        detail=event.detail,
+    )
+
+
+def _publish_failed(event: PublishFailed) -> None:
+    _publisher_log.warning(
+        "watermark.publish_failed", partitions=event.partitions, error=event.error
+    )
+
+
+class EventLog:
+    """Logs the events in the module docstring's table; ignores every other event."""
+
+    __slots__ = ("_handlers",)
+
+    def __init__(self) -> None:
+        self._handlers: dict[type, Hook] = {
+            FenceRefused: _fence_refused,
+            WindowSlid: _window_slid,
+            FenceReclaimed: _fence_reclaimed,
+            FencesRevoked: _fences_revoked,
+            TickerElected: _ticker_elected,
+            TickerLeadershipLost: _leadership_lost,
+            TickerAdvanceConflict: _advance_conflict,
+            TickerTickFailed: _tick_failed,
+            PublishRefused: _publish_refused,
+            PublishFailed: _publish_failed,
+        }
+
+    @property
+    def handlers(self) -> Mapping[type, Hook]:
+        """The logging function of each event class this hook logs."""
+        return self._handlers
+
+    def __call__(self, event: Any) -> None:
+        """Log `event` if its class is one this hook logs."""
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+
+EVENT_LOG = EventLog()
+"""The one logging hook (stateless; shared)."""
