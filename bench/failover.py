@@ -34,7 +34,7 @@ from pathlib import Path
 import aiohttp
 
 from bench.common import Goal, Report, Scale, Table
-from gcd.testing.local_replicas import LocalReplicas, OwnerClient, PartitionWriter
+from gcd.testing.local_replicas import LocalReplicas, OwnerClient, ReplicaWriter
 from gcd.testing.local_servers import LocalEtcd
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -66,7 +66,7 @@ class _Bench:
     def __init__(self, replicas: LocalReplicas, session: aiohttp.ClientSession) -> None:
         self.replicas = replicas
         self.session = session
-        self.writers: list[PartitionWriter] = []
+        self.writers: list[ReplicaWriter] = []
 
     async def hosted_once(self) -> bool:
         hosts = await self.replicas.hosted(self.session, self.replicas.tokens["writer"])
@@ -168,7 +168,7 @@ async def _run(scale: Scale, runs: int) -> Report:
                     assert record is not None
                     client = OwnerClient(session, replicas.urls, replicas.tokens["writer"], rng=rng)
                     bench.writers.append(
-                        PartitionWriter(partition, client, clock, record.created_epoch, rng=rng)
+                        ReplicaWriter(partition, client, clock, record.created_epoch, rng=rng)
                     )
                 tasks = [asyncio.create_task(w.run(stop, WRITE_EVERY_S)) for w in bench.writers]
                 await bench.until(lambda: _commits_after(bench, 0.0), 60, "first writes")

@@ -5,7 +5,7 @@ Catch `L0gcError` to catch them all, or a group:
 - `UsageError`: the caller or operator asked for something invalid (`ConfigError`,
   `PartitionNotRegistered`, `IllegalTransition`). Fix the input.
 - `Refused`: l0gc refused an operation to keep data safe and changed nothing; the caller
-  lost a race or its fence. `FenceRefused` are a writer's: retry the write under a new
+  lost a race or its fence. `WriteRefused` are a writer's: retry the write under a new
   fence. The others are a publisher's etcd writes (`StaleOwner`, `EpochConflict`, ...).
 - `InvalidRecord`: what was stored or sent is malformed; it is never trusted.
 - `Unavailable`: a dependency is down or cannot be trusted now (`EtcdUnavailable`,
@@ -33,7 +33,6 @@ __all__ = [
     "EpochConflict",
     "EtcdUnavailable",
     "FenceExpired",
-    "FenceRefused",
     "FenceTimeout",
     "FencingViolation",
     "GuardClosed",
@@ -54,6 +53,7 @@ __all__ = [
     "WatchLost",
     "WatermarkRegression",
     "WatermarkUnavailable",
+    "WriteRefused",
 ]
 
 _short = reprlib.Repr()  # keeps a huge bad value from flooding a message
@@ -114,12 +114,12 @@ class Refused(L0gcError):
     lost a race (a newer epoch, owner or value) or its fence. Re-read and retry."""
 
 
-class FenceRefused(Refused):
+class WriteRefused(Refused):
     """A writer's fence or commit was refused: the object it wrote is not committed, and
     the writer retries the write under a new fence (a new object key)."""
 
 
-class StaleEpoch(FenceRefused):
+class StaleEpoch(WriteRefused):
     """A writer's epoch is below the fencing window: the write must not be committed.
 
     `epoch` is the refused epoch, `window` the fencing window `(oldest_accepted,
@@ -153,7 +153,7 @@ class StaleEpoch(FenceRefused):
         )
 
 
-class EpochAhead(FenceRefused):
+class EpochAhead(WriteRefused):
     """A fence asked for an epoch above the cluster epoch; nothing was granted.
 
     No writer can have read such an epoch, so granting it would slide the fencing window
@@ -175,7 +175,7 @@ class EpochAhead(FenceRefused):
         )
 
 
-class FenceTimeout(FenceRefused):
+class FenceTimeout(WriteRefused):
     """A fence was not granted before its deadline; the caller holds nothing.
 
     `epoch` is the requested epoch, `timeout_s` the deadline it had and `window` the
@@ -198,7 +198,7 @@ class FenceTimeout(FenceRefused):
         )
 
 
-class GuardClosed(FenceRefused):
+class GuardClosed(WriteRefused):
     """The partition's fencing guard is closed; nothing was granted.
 
     It was released, this process lost the partition, or the service is shutting down.
@@ -217,7 +217,7 @@ class GuardClosed(FenceRefused):
         )
 
 
-class FenceExpired(FenceRefused):
+class FenceExpired(WriteRefused):
     """A fence is not held any more: the write must not be committed.
 
     It passed its deadline and was reclaimed so a window slide could proceed, or it was
@@ -238,7 +238,7 @@ class FenceExpired(FenceRefused):
         )
 
 
-class PartitionNotHosted(FenceRefused):
+class PartitionNotHosted(WriteRefused):
     """This publisher does not host the partition (never adopted, released, or lost)."""
 
     def __init__(self, partition: str) -> None:

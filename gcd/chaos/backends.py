@@ -32,13 +32,13 @@ from gcd.chaos.owners import Owners, call_json
 from watermark.errors import (
     EpochAhead,
     EtcdUnavailable,
-    FenceRefused,
     FenceTimeout,
     FencingViolation,
     GuardClosed,
     IllegalTransition,
     PartitionNotHosted,
     StaleEpoch,
+    WriteRefused,
 )
 from watermark.service.guard import FenceToken
 from watermark.service.publisher import Publisher
@@ -201,7 +201,7 @@ class EmbeddedBackend:
             self.publisher.commit(held, offset)
         except FencingViolation:
             return "abort", "fencing_violation"
-        except (FenceRefused, IllegalTransition) as exc:
+        except (WriteRefused, IllegalTransition) as exc:
             self.publisher.abort(held)
             return "abort", type(exc).__name__
         return "ok", ""

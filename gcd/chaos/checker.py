@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 The run's processes write down what they did (`gcd.chaos.records`); the sweepers write
-the deletion journal (`gcd.sweep.journal`). From those the `Ledger` rebuilds the ground truth
+the deletion journal (`gcd.sweep.journal`). From those the `RunHistory` rebuilds the ground truth
 of every object: its upload, the log entry that references it (committed, kept or
 aborted) and the moment the reconciler lifted that entry. An object is *protected*
 from the moment a writer could have fenced it until its entry's lift is recorded (the
@@ -40,11 +40,11 @@ from gcd.sweep.journal import JournalRead
 from gcd.sweep.journal_check import FindingKind, VerifyReport
 
 __all__ = [
+    "CheckResult",
     "Deletion",
     "FaultRecord",
-    "Ledger",
     "RunFacts",
-    "Verdict",
+    "RunHistory",
     "check_run",
     "deletions_of",
 ]
@@ -109,7 +109,7 @@ class FaultRecord:
                 "m_stall_s": m_stall, "note": self.note, "cut_short": self.cut_short}  # fmt: skip
 
 
-class Ledger:
+class RunHistory:
     """The ground truth of a run, rebuilt from its files (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -223,7 +223,7 @@ def deletions_of(read: JournalRead) -> list[Deletion]:
 class RunFacts:
     """Everything measured in a run, for `check_run`."""
 
-    ledger: Ledger
+    ledger: RunHistory
     deletions: list[Deletion]
     present: set[str]
     readback_missing: list[str]
@@ -240,7 +240,7 @@ class RunFacts:
 
 
 @dataclass(slots=True)
-class Verdict:
+class CheckResult:
     """What the checker concluded."""
 
     problems: list[str] = field(default_factory=list)
@@ -253,9 +253,9 @@ class Verdict:
         return not self.problems
 
 
-def check_run(facts: RunFacts) -> Verdict:
+def check_run(facts: RunFacts) -> CheckResult:
     """Apply every rule of the run (see the module docstring)."""
-    verdict = Verdict()
+    verdict = CheckResult()
     ledger = facts.ledger
     _losses(facts, verdict)
     deleted = {d.key for d in facts.deletions}
@@ -315,7 +315,7 @@ def check_run(facts: RunFacts) -> Verdict:
     return verdict
 
 
-def _losses(facts: RunFacts, verdict: Verdict) -> None:
+def _losses(facts: RunFacts, verdict: CheckResult) -> None:
     seen: set[str] = set()
     for deletion in sorted(facts.deletions, key=lambda d: d.began_at):
         if deletion.key in seen:
@@ -331,7 +331,7 @@ def _losses(facts: RunFacts, verdict: Verdict) -> None:
 
 
 def _loss(
-    ledger: Ledger, key: str, how: str, sweeper: str | None, at: float | None
+    ledger: RunHistory, key: str, how: str, sweeper: str | None, at: float | None
 ) -> dict[str, Any]:
     partition, entry = ledger.entries.get(key, ("?", None))
     lifted = None if entry is None else ledger.lifted_at(partition, entry.offset)

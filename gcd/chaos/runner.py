@@ -27,7 +27,7 @@ from typing import Any, TextIO, cast
 import aiohttp
 import structlog
 
-from gcd.chaos.checker import Ledger, RunFacts, check_run, deletions_of
+from gcd.chaos.checker import RunFacts, RunHistory, check_run, deletions_of
 from gcd.chaos.cluster import EMBEDDED, NAMESPACE, Cluster
 from gcd.chaos.config import ChaosConfig
 from gcd.chaos.monitor import Monitor
@@ -198,8 +198,8 @@ class ChaosRun:
         served = (p for p, owner in self.cluster.routes.items() if owner != EMBEDDED)
         return sum(max(0, getattr(records.get(p), "owner_epoch", 1) - 1) for p in served)
 
-    def _ledger(self) -> Ledger:
-        ledger = Ledger()
+    def _ledger(self) -> RunHistory:
+        ledger = RunHistory()
         for path in sorted((self.run_dir / "history").glob("writer-*.jsonl")):
             ledger.add_writer_events(read_lines(path))
         for partition in self.config.all_partitions:

@@ -34,9 +34,9 @@ from gcd.errors import StorageError
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
 from gcd.testing.ledger import Ledger
 from watermark.errors import (
-    FenceRefused,
     IllegalTransition,
     L0gcError,
+    WriteRefused,
 )
 from watermark.service.clock import EpochClock, stamp_epoch
 from watermark.service.publisher import Publisher
@@ -44,7 +44,7 @@ from watermark.service.publisher import Publisher
 __all__ = ["CommitLog", "Reconciler", "Writer", "WriterStats", "horizon"]
 
 _log = structlog.get_logger("gcd.demo")
-_REFUSED = (FenceRefused, IllegalTransition)  # a commit out of order is refused too
+_REFUSED = (WriteRefused, IllegalTransition)  # a commit out of order is refused too
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gcd.sim.actors import (
-    Grant,
+    HeldFence,
     PartitionSim,
     PublisherSim,
     ShardSim,
@@ -25,13 +25,15 @@ from gcd.sim.actors import (
     shard_config,
 )
 from gcd.sim.variants import LenientSafeEpoch
-from gcd.sweep.sweeper import RoundResult, WatermarkSource, run_round
+from gcd.sweep.report import RoundResult
+from gcd.sweep.safety import WatermarkSource
+from gcd.sweep.sweeper import run_round
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import (
     EtcdUnavailable,
-    FenceRefused,
     FencingViolation,
     L0gcError,
+    WriteRefused,
 )
 from watermark.service.clock import EpochClock, stamp_epoch
 
@@ -261,16 +263,18 @@ async def write_start(world: World) -> None:
     world.event(f"{name} e={epoch} cached={cached} -> {[p.name for p in chosen]}")
 
 
-async def _fence(world: World, op: WriteOp, part: PartitionSim, pub: PublisherSim) -> Grant | None:
+async def _fence(
+    world: World, op: WriteOp, part: PartitionSim, pub: PublisherSim
+) -> HeldFence | None:
     name = op.key.rsplit("/", 1)[1]
     try:
         token = await pub.publisher.acquire(part.name, op.epoch)
     # EtcdUnavailable: the epoch was above the publisher's cached one and the re-read
     # failed (an outage); the writer gives up as for any refusal.
-    except (FenceRefused, EtcdUnavailable) as exc:
+    except (WriteRefused, EtcdUnavailable) as exc:
         world.event(f"{name} fence {part.name}@{pub.name} refused {type(exc).__name__}")
         return None
-    grant = Grant(world.next_id("fence"), part.name, token, pub)
+    grant = HeldFence(world.next_id("fence"), part.name, token, pub)
     world.grants[grant.fence_id] = grant
     world.ledger.fence_granted(grant.fence_id, op.key, part.name)
     if part.leader is pub:  # a stale owner's grant protects nothing: it cannot commit
@@ -301,7 +305,7 @@ def commit(world: World, writer: WriterSim) -> None:
     writer.op = None
 
 
-def _commit_one(world: World, op: WriteOp, name: str, grant: Grant) -> None:
+def _commit_one(world: World, op: WriteOp, name: str, grant: HeldFence) -> None:
     part, pub = world.partitions[grant.partition], grant.publisher
     world.grants.pop(grant.fence_id, None)
     world.ledger.fence_finished(grant.fence_id, op.key)
@@ -316,7 +320,7 @@ def _commit_one(world: World, op: WriteOp, name: str, grant: Grant) -> None:
     except FencingViolation as exc:
         pub.publisher.abort(grant.token)  # the entry is in the log all the same
         world.checker.on_fencing_violation(part.name, offset, str(exc))
-    except FenceRefused as exc:
+    except WriteRefused as exc:
         pub.publisher.abort(grant.token)
         world.event(f"{name} commit {part.name} refused {type(exc).__name__}")
         return

@@ -14,11 +14,13 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from gcd.rules.admission import SafetyGate
+from gcd.rules.backoff import Backoff
 from gcd.sim.vtime import VirtualClock
 from gcd.storage.objectstore import DeleteResult, ListPage
-from gcd.storage.retry import Backoff, Retrier
-from gcd.sweep.safety import SafetyGate
-from gcd.sweep.sweeper import RoundConfig, RoundResult, Sweeper
+from gcd.storage.retry import Retrier
+from gcd.sweep.report import RoundResult
+from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.memory import MemoryObjectStore
 from watermark.service.clock import EpochClock
 from watermark.service.guard import FenceToken
@@ -26,7 +28,7 @@ from watermark.service.publisher import Publisher
 
 __all__ = [
     "Fault",
-    "Grant",
+    "HeldFence",
     "PartitionSim",
     "PublisherSim",
     "ShardSim",
@@ -135,7 +137,7 @@ class PartitionSim:
 
 
 @dataclass(frozen=True, slots=True)
-class Grant:
+class HeldFence:
     """A fence a writer was granted, with the publisher incarnation that granted it."""
 
     fence_id: int
@@ -150,7 +152,7 @@ class WriteOp:
 
     key: str
     epoch: int
-    fences: dict[str, asyncio.Task[Grant | None]]
+    fences: dict[str, asyncio.Task[HeldFence | None]]
     targets: dict[str, PublisherSim]
     """The publisher each fence request went to."""
     started_step: int

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from gcd.rules.layout import KeyLayout
 from gcd.sim.actors import (
     Fault,
-    Grant,
+    HeldFence,
     PartitionSim,
     PublisherSim,
     ShardSim,
@@ -121,7 +121,7 @@ class World:
         self.publishers: list[PublisherSim] = []
         self.writers: list[WriterSim] = []
         self.shards: list[ShardSim] = []
-        self.grants: dict[int, Grant] = {}
+        self.grants: dict[int, HeldFence] = {}
         self.stale: list[tuple[int, PublisherSim, str]] = []
         self.active_faults: list[Fault] = []
         self._tasks: list[asyncio.Task[Any]] = []

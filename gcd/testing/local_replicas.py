@@ -11,10 +11,10 @@ benchmark (`bench/failover.py`), on loopback against a real etcd:
   on 307 cache the ``Location``'s replica and resend there; on 503 or a connection
   error forget the cached owner, wait a moment and resend to another replica. Every
   answer says how many attempts it took.
-- `PartitionWriter`: a partition's leader writing through the client: stamp, upload
+- `ReplicaWriter`: a partition's leader writing through the client: stamp, upload
   (optional), fence, append to its in-memory log, commit at the replica that granted the
   fence; it records every entry, every request's attempts, and the longest time between
-  two successful commits. `Reconciler`: lifts entries older than a lag.
+  two successful commits. `LagReconciler`: lifts entries older than a lag.
 - `WatermarkMonitor`: reads every M(p) from etcd and records any that went backwards.
 """
 
@@ -46,12 +46,12 @@ from watermark.service.clock import EpochClock, stamp_epoch
 
 __all__ = [
     "Answer",
-    "Entry",
+    "LagReconciler",
     "LocalReplicas",
+    "LogEntry",
     "OwnerClient",
-    "PartitionWriter",
-    "Reconciler",
     "ReplicaProc",
+    "ReplicaWriter",
     "WatermarkMonitor",
 ]
 
@@ -260,7 +260,7 @@ class OwnerClient:
 
 
 @dataclass(slots=True)
-class Entry:
+class LogEntry:
     """One entry of a partition log: its object and whether its commit was acknowledged
     (True), refused (False) or its answer lost (None)."""
 
@@ -272,7 +272,7 @@ class Entry:
 
 
 @dataclass(slots=True)
-class PartitionWriter:
+class ReplicaWriter:
     """A partition's leader writing through an `OwnerClient`; see the module docstring."""
 
     partition: str
@@ -281,7 +281,7 @@ class PartitionWriter:
     created_epoch: int
     upload: Callable[[str], Awaitable[None]] | None = None
     rng: random.Random = field(default_factory=random.Random)
-    entries: list[Entry] = field(default_factory=list)
+    entries: list[LogEntry] = field(default_factory=list)
     attempts: list[int] = field(default_factory=list)
     """Attempts of every fence request (1: no retry)."""
     retried: list[tuple[str, ...]] = field(default_factory=list)
@@ -309,7 +309,7 @@ class PartitionWriter:
         if fence.status != 200:
             self.errors.append(f"fence: {fence.status} {fence.doc}")
             return
-        entry = Entry(len(self.entries), epoch, key, time.monotonic())
+        entry = LogEntry(len(self.entries), epoch, key, time.monotonic())
         self.entries.append(entry)  # the log append
         token = urllib.parse.quote(fence.doc["token"], safe="")
         commit = await self.client.at(
@@ -347,11 +347,11 @@ class PartitionWriter:
                 await asyncio.wait_for(stop.wait(), interval_s)
 
 
-class Reconciler:
+class LagReconciler:
     """Reports entries older than `lag_s` as lifted; `lifted[p]` is the highest offset it
     ever sent (sent before the answer: a lost answer may still have reached the owner)."""
 
-    def __init__(self, client: OwnerClient, writers: Sequence[PartitionWriter], lag_s: float):
+    def __init__(self, client: OwnerClient, writers: Sequence[ReplicaWriter], lag_s: float):
         self.client = client
         self.writers = list(writers)
         self.lag_s = lag_s

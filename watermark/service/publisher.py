@@ -58,11 +58,11 @@ from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
 from watermark.errors import (
     EpochAhead,
-    FenceRefused,
     FencingViolation,
     InvalidRecord,
     L0gcError,
     PartitionNotHosted,
+    WriteRefused,
 )
 from watermark.etcd.store import WatermarkStore
 from watermark.service.eventlog import EVENT_LOG
@@ -541,7 +541,7 @@ class Publisher:
                         epoch=epoch,
                         watermark=hosted.state.gc_eligible_epoch,
                     )
-            except FenceRefused as exc:
+            except WriteRefused as exc:
                 _log.info(
                     "watermark.idle_advance_skipped", partition=hosted.partition, error=str(exc)
                 )

@@ -10,8 +10,8 @@ import pytest
 from gcd.chaos.checker import (
     Deletion,
     FaultRecord,
-    Ledger,
     RunFacts,
+    RunHistory,
     check_run,
     deletions_of,
 )
@@ -32,10 +32,10 @@ def log_of(tmp_path: Path, *entries: tuple[int, str, str | None, float | None]) 
     return log
 
 
-def ledger(tmp_path: Path) -> Ledger:
+def ledger(tmp_path: Path) -> RunHistory:
     """Keys a (committed, lifted at 10), b (committed, never lifted), c (aborted),
     d (unresolved), o (uploaded, never in the log: an orphan)."""
-    led = Ledger()
+    led = RunHistory()
     led.add_writer_events(
         {"op": "upload", "key": k, "partition": "p", "epoch": 5, "t": 1.0} for k in "abcdo"
     )
@@ -144,6 +144,6 @@ def test_every_rule_of_a_run_bites(tmp_path: Path) -> None:
 
 def test_the_longest_write_gap_spans_the_faulty_phase(tmp_path: Path) -> None:
     """Gaps between commits, and from the phase's edges, are measured per partition."""
-    led = Ledger()
+    led = RunHistory()
     led.add_log("p", log_of(tmp_path, (0, "a", "ok", 2.0), (1, "b", "ok", 7.0)))
     assert led.longest_write_gap(0.0, 8.0) == (pytest.approx(5.0), "p")

@@ -21,10 +21,10 @@ import pytest
 from gcd.demo.s3io import DemoBucket
 from gcd.storage.s3 import S3Settings
 from gcd.testing.local_replicas import (
+    LagReconciler,
     LocalReplicas,
     OwnerClient,
-    PartitionWriter,
-    Reconciler,
+    ReplicaWriter,
     WatermarkMonitor,
 )
 from gcd.testing.local_servers import LocalEtcd, LocalS3
@@ -51,8 +51,8 @@ class Run:
     store: WatermarkStore
     session: aiohttp.ClientSession
     bucket: DemoBucket
-    writers: list[PartitionWriter]
-    reconciler: Reconciler
+    writers: list[ReplicaWriter]
+    reconciler: LagReconciler
     monitor: WatermarkMonitor
     stop: asyncio.Event
     tasks: list[asyncio.Task[None]]
@@ -102,10 +102,10 @@ async def run(
             assert record is not None
             client = OwnerClient(session, replicas.urls, replicas.tokens["writer"], rng=rng)
             writers.append(
-                PartitionWriter(partition, client, clock, record.created_epoch, objects.put, rng)
+                ReplicaWriter(partition, client, clock, record.created_epoch, objects.put, rng)
             )
         lifter = OwnerClient(session, replicas.urls, replicas.tokens["reconciler"], rng=rng)
-        reconciler = Reconciler(lifter, writers, lag_s=1.0)
+        reconciler = LagReconciler(lifter, writers, lag_s=1.0)
         monitor = WatermarkMonitor(store)
         stop = asyncio.Event()
         tasks = [asyncio.create_task(w.run(stop, WRITE_EVERY_S)) for w in writers]
