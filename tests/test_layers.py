@@ -159,7 +159,7 @@ def test_there_is_no_import_cycle() -> None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state and (cycle := visit(nxt)) is not None:
                 return cycle
         stack.pop()
@@ -185,6 +185,37 @@ def test_every_package_says_what_lives_there_and_what_it_may_import() -> None:
         assert allowed or code == [], f"{path.relative_to(ROOT)}: a package re-exports nothing"
 
 
+def test_a_public_name_means_one_thing() -> None:
+    """No two modules define a public class or re-export a name they import: one name,
+    one meaning, one import path."""
+    defined: dict[str, list[str]] = {}
+    reexports: list[str] = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        imported: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                defined.setdefault(node.name, []).append(name)
+            elif (
+                isinstance(node, ast.ImportFrom | ast.Import)
+                and getattr(node, "module", "") != "__future__"
+            ):
+                imported |= {alias.asname or alias.name for alias in node.names}
+            elif (
+                isinstance(node, ast.Assign)
+                and any(
+                    isinstance(target, ast.Name) and target.id == "__all__"
+                    for target in node.targets
+                )
+                and isinstance(node.value, ast.List | ast.Tuple)
+            ):
+                exported = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+                reexports.extend(f"{name}.{n}" for n in sorted(exported & imported))
+    twice = {cls: where for cls, where in defined.items() if len(where) > 1}
+    assert twice == {}, f"one class name, two meanings: {twice}"
+    assert reexports == [], f"re-exported (import it from its defining module): {reexports}"
+
+
 def forbidden_imports(source: str) -> list[str]:
     """Return 'line: module' for every forbidden import (or __import__ call) in `source`."""
     return [
@@ -194,9 +225,7 @@ def forbidden_imports(source: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(
-    "name", sorted(name for name in MODULES if unit_of(name) in PURE_UNITS)
-)
+@pytest.mark.parametrize("name", sorted(name for name in MODULES if unit_of(name) in PURE_UNITS))
 def test_a_pure_unit_imports_nothing_impure(name: str) -> None:
     """The pure units import none of the I/O, clock or randomness modules."""
     assert forbidden_imports(MODULES[name].read_text()) == [], f"{name} must stay sans-IO"

@@ -101,6 +101,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 from aiohttp import hdrs, web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from watermark.api.auth import Access, TokenSet, allows, bearer_token, roles_allowed
 from watermark.api.http_server import HTTP_LIMITS, HttpLimits
@@ -124,7 +125,7 @@ from watermark.errors import (
     StaleEpoch,
 )
 from watermark.service.guard import FenceToken
-from watermark.service.metrics import CONTENT_TYPE_LATEST, HttpRefusal
+from watermark.service.metrics import HttpRefusal
 from watermark.service.publisher import Publisher
 
 __all__ = [

@@ -59,7 +59,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from watermark.core.contract import PublishStatus
 from watermark.core.events import (
@@ -80,7 +79,6 @@ from watermark.core.events import (
 )
 
 __all__ = [
-    "CONTENT_TYPE_LATEST",
     "FenceResult",
     "HttpRefusal",
     "MetricsHook",
