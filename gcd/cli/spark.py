@@ -14,7 +14,7 @@ in seconds, before any Spark work. A dry run or a report from an inventory makes
 call and needs no S3 access.
 
 The driver reads the safe epoch M ONCE (one etcd revision, through the sweeper's own
-safety rails: `gcd.sweep.sweeper.read_admission`), or takes `--safe-epoch` (checked against
+safety rails: `gcd.sweep.safety.read_admission`), or takes `--safe-epoch` (checked against
 the cluster epoch when etcd is configured). If M may not be used (undefined, above
 the cluster epoch, GC paused, etcd unreachable) the command fails closed before any
 Spark work: exit 3, `summary.json` / `report.json` with `blocked_reason`, nothing
@@ -53,13 +53,13 @@ from gcd.cli.options import LAYOUT_OPTIONS, ROUND_OPTIONS, S3_OPTIONS, layout_fr
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS
 from gcd.cli.sweep import watermark_source
+from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
 from gcd.sweep.report import RoundSummary
-from gcd.sweep.safety import Admission, SafetyGate
-from gcd.sweep.sweeper import read_admission
+from gcd.sweep.safety import read_admission
 from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
 from watermark.errors import ConfigError
@@ -213,7 +213,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     )
 
 
-async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Admission:
+async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> RoundAdmission:
     """M from ONE etcd read through the sweeper's safety rails, as `gcd sweep` does.
 
     etcd is read when configured (flag, env or config file) or when there is no

@@ -51,6 +51,7 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import ProgressLine, human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
+from gcd.rules.admission import SafetyGate
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.open import open_objects, preflight_storage, target_of
 from gcd.storage.s3 import S3Settings
@@ -58,8 +59,9 @@ from gcd.sweep.binding import BoundSource, ClaimStore
 from gcd.sweep.brake import brake_for
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundSummary
+from gcd.sweep.safety import WatermarkSource
 from gcd.sweep.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper_id
-from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, WatermarkSource, run_round
+from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
 from watermark.errors import ConfigError

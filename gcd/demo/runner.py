@@ -53,13 +53,14 @@ from gcd.demo.verify import (
 )
 from gcd.demo.view import LiveView, Snapshot
 from gcd.demo.workload import CommitLog, Reconciler, Writer, WriterStats
+from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.storage.open import target_of
 from gcd.sweep.binding import BoundSource, bind_namespace
 from gcd.sweep.daemon import Daemon, DaemonConfig
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundSummary
-from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.testing.ledger import Ledger
 from watermark.core.kv import KV
 from watermark.core.safe_epoch import SafeEpoch

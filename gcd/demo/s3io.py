@@ -28,7 +28,8 @@ from botocore import exceptions as botocore_errors
 
 from gcd.errors import StorageError
 from gcd.storage.objectstore import DeleteResult, ListPage, ObjectStore
-from gcd.storage.s3 import S3Settings, translate_error
+from gcd.storage.s3 import S3Settings
+from gcd.storage.s3errors import translate_error
 from gcd.testing.ledger import Ledger
 
 __all__ = ["CountingStore", "DemoBucket", "RequestCounts"]

@@ -6,6 +6,11 @@
     -> `delete.apply_deletes` (boto3 DeleteObjects on executors) -> decisions
     or `report.write_report`  (tables, summary, chart)
 
+Every decision is the async sweeper's own (`gcd.rules`): which key goes (`decision`),
+where a listing skips to (`cursor`), what a DeleteObjects answer means (`triage`),
+when a request is retried (`backoff`) and which M the driver may use (`admission`,
+through `gcd.sweep.safety.read_admission`).
+
 Importing this package does not import pyspark: every function that needs it imports
 it when called, so the CLI can say "install l0gc[spark]" when it is missing. The
 SparkSession is made only at the entry points (`session.spark_session`).

@@ -12,8 +12,12 @@ run (in SQL: no client is ever made); otherwise each task:
   share of the job-wide `--max-deletes-per-second` and `--delete-concurrency`, so
   however many of them run at once the bucket never sees more than the limit;
 - retries a whole request on throttling / 5xx / connection errors, and the keys the
-  answer lists with a retryable per-key code (SlowDown, InternalError...), with
-  full-jitter backoff; other per-key errors are final;
+  answer lists with a retryable per-key code (SlowDown, InternalError...) or does not
+  mention, with full-jitter backoff; other per-key errors, unknown codes included, are
+  final. The answer is sorted by the async deleter's own rule (`gcd.rules.triage`) and
+  retried under its policy (`gcd.rules.backoff`); the executors do not bisect a request
+  refused as a whole (`gcd.rules.triage.SPLIT_CODES`): its keys fail, and show in the
+  decisions with the error;
 - never sends a key a DeleteObjects request cannot carry (`gcd.rules.xmlkeys`: control
   characters, CR, lone surrogates: one would fail or alter the whole request): it is
   ``failed`` with the reason, and the rest of its batch goes;
@@ -35,10 +39,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gcd.errors import StorageError
+from gcd.rules.triage import triage
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
 from gcd.spark.transforms import Action
-from gcd.storage.objectstore import RETRYABLE_CODES
+from gcd.storage.objectstore import DeleteResult, KeyFailure
 from gcd.storage.ratelimit import TokenBucket
 from watermark.errors import ConfigError
 
@@ -151,23 +156,15 @@ def delete_keys(
         except StorageError as exc:
             outcome.update(dict.fromkeys(batch, str(exc)))
             return outcome
-        for item in answer.get("Deleted", ()):
-            outcome[item["Key"]] = None
-        retry: list[str] = []
-        last_error: dict[str, str] = {}
-        for item in answer.get("Errors", ()):
-            key, code = item.get("Key", ""), str(item.get("Code", "Unknown"))
-            text = f"{code}: {item.get('Message', '')}".rstrip(": ")
-            if code in RETRYABLE_CODES:
-                retry.append(key)
-                last_error[key] = text
-            else:
-                outcome[key] = text
-        # With Quiet=false every key is reported; one that is not is retried, not assumed.
-        retry.extend(k for k in batch if k not in outcome and k not in last_error)
+        result = DeleteResult.from_answer(answer)
+        sorted_keys = triage(batch, result.deleted, result.errors)
+        outcome.update(dict.fromkeys(sorted_keys.deleted))
+        outcome.update((failure.key, _error_text(failure)) for failure in sorted_keys.failed)
+        last_error = {failure.key: _error_text(failure) for failure in sorted_keys.retry_failures}
+        retry = list(sorted_keys.retry)
         if not retry:
             break
-        if attempt + 1 >= backoff.max_attempts:
+        if not backoff.can_retry(attempt):
             for key in retry:
                 outcome[key] = last_error.get(key, "not reported by DeleteObjects") + (
                     f" (gave up after {backoff.max_attempts} attempts)"
@@ -177,6 +174,11 @@ def delete_keys(
         attempt += 1
         remaining = retry
     return outcome
+
+
+def _error_text(failure: KeyFailure) -> str:
+    """``"Code: message"`` (or the code alone) for a key's decision row."""
+    return f"{failure.code}: {failure.message}".rstrip(": ")
 
 
 def _optional_int(value: object) -> int | None:
@@ -203,9 +205,11 @@ def _delete_partition(
             client, settings.target, [key for key, _, _ in rows], pace=pacer.acquire,
             on_request=count,
         )
+        # A key is deleted only when its outcome says so; one without any is failed.
+        errors = {key: result.get(key, "not reported by DeleteObjects") for key, _, _ in rows}
         return [
-            (key, epoch, size, Action.FAILED.value if result.get(key) else Action.DELETED.value,
-             result.get(key))
+            (key, epoch, size, Action.FAILED.value if errors[key] else Action.DELETED.value,
+             errors[key])
             for key, epoch, size in rows
         ]
 

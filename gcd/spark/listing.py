@@ -9,17 +9,20 @@ whole root. Each task builds its own boto3 client and yields
 
 Skip-ahead (sweeps only, padded layouts with a prefix): within one prefix directory
 keys are in epoch order, so once a key's epoch is above `skip_above_epoch` (M) the
-rest of that directory is live; the listing jumps to the next directory with
-``StartAfter=root/417`` + ``"0"`` (``"0"`` sorts right after ``"/"``). LIST cost then
-follows the garbage, as in the async sweeper. A report lists everything.
+rest of that directory is live; the listing goes on at the next directory, or ends
+when its listing prefix has none left. Where is the async sweeper's own rule,
+`gcd.rules.cursor` (`skip` per key, `next_cursor` per page), so LIST cost follows the
+garbage exactly as there. A report lists everything.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
 from gcd.spark.transforms import LayoutSpec
@@ -49,34 +52,37 @@ def list_prefix(
     rng: random.Random | None = None,
 ) -> Iterator[tuple[str, int, float]]:
     """Every object under `prefix`, skipping live prefix dirs when asked (see module)."""
-    skip_layout = layout if layout is not None and layout.padded and layout.has_prefix else None
-    limit = skip_above_epoch if skip_layout is not None else None
-    params: dict[str, Any] = {"Bucket": target.bucket, "Prefix": prefix, "MaxKeys": _PAGE}
-    while True:
+    limit = skip_above_epoch if layout is not None and can_skip(layout) else None
+    cursor: Cursor | None = Cursor()
+    while cursor is not None:
+        params: dict[str, Any] = {"Bucket": target.bucket, "Prefix": prefix, "MaxKeys": _PAGE}
+        if cursor.token is not None:
+            params["ContinuationToken"] = cursor.token
+        elif cursor.start_after is not None:
+            params["StartAfter"] = cursor.start_after
         if on_request is not None:
             on_request()
         page = call_with_retries(
-            lambda: client.list_objects_v2(**params),
+            functools.partial(client.list_objects_v2, **params),
             what=f"ListObjectsV2 s3://{target.bucket}/{prefix}",
             backoff=target.backoff,
             rng=rng,
         )
-        jump: str | None = None
-        for item in page.get("Contents", ()):
+        contents = page.get("Contents", ())
+        found: Skip | None = None  # the last skip a key of this page called for
+        for item in contents:
             key = item["Key"]
+            skip_to = found.start_after if found is not None else None
+            if skip_to is not None and key <= skip_to:
+                continue
             yield key, int(item.get("Size", 0)), float(item["LastModified"].timestamp())
-            if skip_layout is not None and limit is not None:
-                parsed = skip_layout.parse(key)
-                if parsed is not None and parsed.prefix is not None and parsed.epoch > limit:
-                    jump = skip_layout.prefix_dir(parsed.prefix).rstrip("/") + "0"
+            if limit is not None and layout is not None:
+                found = skip(layout, prefix, layout.parse(key), limit) or found
+                if found is not None and found.done:
                     break
-        params.pop("ContinuationToken", None)
-        if jump is not None:
-            params["StartAfter"] = jump
-        elif page.get("IsTruncated") and page.get("NextContinuationToken"):
-            params["ContinuationToken"] = page["NextContinuationToken"]
-        else:
-            return
+        token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+        last = contents[-1]["Key"] if contents else None
+        cursor = next_cursor(cursor, found, last, token)
 
 
 def list_objects(

@@ -7,7 +7,9 @@ botocore's standard chain on the executor (environment, profile, IRSA / web
 identity, instance role); nothing here reads or forwards them.
 
 As in the async sweeper (`gcd.storage.s3`), botocore's own retries are off: every
-retry is made here with full-jitter backoff (`gcd.storage.retry.Backoff`), and exceptions
+retry is made here, by `call_with_retries`: the synchronous twin of the async loop
+(`gcd.storage.retry.Retrier.call`), driven by the same policy (`gcd.rules.backoff`:
+which errors, how many attempts, the full-jitter wait), and exceptions
 are translated once, by `gcd.storage.s3errors.translate_error` (the sweeper's own translation;
 it needs botocore only, so executors need boto3 but not aiobotocore), into `StorageError`.
 """
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gcd.errors import StorageError
-from gcd.storage.retry import Backoff
+from gcd.rules.backoff import Backoff
 from watermark.errors import ConfigError
 
 __all__ = ["S3Target", "call_with_retries", "make_client"]
@@ -78,7 +80,7 @@ def call_with_retries(
     rng: random.Random | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """`operation()`, retried on retryable errors; raises the last StorageError."""
+    """`operation()`, retried while the policy retries; raises the last StorageError."""
     from gcd.storage.s3errors import translate_error  # noqa: PLC0415 - imports botocore
 
     rng = rng or random.Random()
@@ -88,12 +90,11 @@ def call_with_retries(
         try:
             return operation()
         except StorageError as exc:
-            error = exc
+            if not backoff.retries(exc, attempt):
+                raise
         except translated as exc:
             error = translate_error(exc, what)
-            if not error.retryable or attempt + 1 >= backoff.max_attempts:
+            if not backoff.retries(error, attempt):
                 raise error from exc
-        if not error.retryable or attempt + 1 >= backoff.max_attempts:
-            raise error
         sleep(backoff.delay(attempt, rng.random()))
         attempt += 1

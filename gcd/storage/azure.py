@@ -38,8 +38,9 @@ from azure.core import exceptions as azure_errors
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from gcd.errors import StorageError
+from gcd.rules.triage import RETRYABLE_CODES
 from gcd.storage.azsettings import AzureSettings
-from gcd.storage.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
+from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, ObjectStore
 from watermark.errors import ConfigError
 
 __all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "open_container", "translate_error"]
@@ -100,7 +101,7 @@ def _endpoint(url: str) -> str:
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
-class AzureBlobStore:
+class AzureBlobStore(ObjectStore):
     """One container through an open aio `ContainerClient`."""
 
     def __init__(self, container: ContainerClient, settings: AzureSettings) -> None:
@@ -127,7 +128,6 @@ class AzureBlobStore:
         continuation_token: str | None = None,
         max_keys: int = 1000,
     ) -> ListPage:
-        """One page of names under `prefix` after `start_after` (see the module docstring)."""
         state = _Cursor.decode(continuation_token) if continuation_token else None
         if state is None:
             if start_after is None:

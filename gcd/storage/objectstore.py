@@ -4,8 +4,12 @@ Two calls, both shaped after S3: `list_page` (one ListObjectsV2 request, keys in
 ascending UTF-8 byte order, which for Python strings is code point order) and
 `delete_batch` (one DeleteObjects request with Quiet=false, so the answer says which
 keys went and which failed, each failure with its S3 error code). A failure of the
-whole request raises `StorageError(message, code, retryable)`; the sweeper owns
-retries and backoff, implementations never retry.
+whole request raises `StorageError(message, code, retryable)`, retryable per
+`gcd.rules.triage.RETRYABLE_CODES`; the sweeper owns retries and backoff
+(`gcd.storage.retry`), implementations never retry.
+
+`ObjectStore` is the one statement of these calls: implementations (`gcd.storage.s3`,
+`gcd.storage.azure`, the fakes) conform to it, and their docs say only what they add.
 
 The in-memory fake (`gcd.testing.memory.MemoryObjectStore`) lives with the other test
 and simulation support.
@@ -13,14 +17,14 @@ and simulation support.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from gcd.errors import StorageError
+from gcd.rules.triage import retryable_code
 
 __all__ = [
-    "RETRYABLE_CODES",
     "DeleteResult",
     "KeyFailure",
     "ListPage",
@@ -28,26 +32,6 @@ __all__ = [
     "ObjectStore",
     "status_fault",
 ]
-
-# S3 error codes that mean "try again later" (request level or per key).
-RETRYABLE_CODES = frozenset(
-    {
-        "SlowDown",
-        "ServiceUnavailable",
-        "503",
-        "500",
-        "502",
-        "504",
-        "InternalError",
-        "RequestTimeout",
-        "Throttling",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "ConnectionError",
-        "Timeout",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +63,7 @@ class KeyFailure:
     @property
     def retryable(self) -> bool:
         """True when deleting this key again later may succeed."""
-        return self.code in RETRYABLE_CODES
+        return retryable_code(self.code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +72,24 @@ class DeleteResult:
 
     deleted: tuple[str, ...]
     errors: tuple[KeyFailure, ...] = ()
+
+    @classmethod
+    def from_answer(cls, answer: Mapping[str, Any]) -> DeleteResult:
+        """The result of an S3 DeleteObjects answer as boto3 and aiobotocore parse it.
+
+        A failure without a code gets "Unknown", which is not retryable: a key is never
+        taken for deleted unless the answer lists it as deleted.
+        """
+        deleted = tuple(item["Key"] for item in answer.get("Deleted", ()))
+        errors = tuple(
+            KeyFailure(
+                key=item.get("Key", ""),
+                code=str(item.get("Code", "Unknown")),
+                message=str(item.get("Message", "")),
+            )
+            for item in answer.get("Errors", ())
+        )
+        return cls(deleted, errors)
 
 
 class ObjectStore(Protocol):
@@ -101,14 +103,24 @@ class ObjectStore(Protocol):
         continuation_token: str | None = None,
         max_keys: int = 1000,
     ) -> ListPage:
-        """One page of keys starting with `prefix`, ascending, after `start_after`."""
+        """One ListObjectsV2 page: up to `max_keys` keys starting with `prefix`, ascending.
+
+        The page starts after `start_after`, or where `continuation_token` (the
+        `ListPage.next_token` of the page before) says, which then wins; the listing
+        goes on while `next_token` is not None.
+        """
         ...
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
-        """Delete up to 1000 keys in one request; deleting a missing key succeeds."""
+        """One DeleteObjects request (Quiet=false) for 1-1000 keys.
+
+        Deleting a missing key succeeds. The answer says per key what happened
+        (`gcd.rules.triage` sorts it); a failure of the whole request raises.
+        """
         ...
 
 
 def status_fault(code: str) -> StorageError:
-    """The StorageError an S3 answer with this code becomes (retryable per RETRYABLE_CODES)."""
-    return StorageError(f"injected {code}", code=code, retryable=code in RETRYABLE_CODES)
+    """The StorageError an S3 answer with this code becomes (`gcd.rules.triage` says
+    whether it is retryable)."""
+    return StorageError(f"injected {code}", code=code, retryable=retryable_code(code))

@@ -1,11 +1,15 @@
-"""Retries with jittered exponential backoff ("full jitter", as AWS recommends).
+"""The async retry loop: runs a request under the retry policy (`gcd.rules.backoff`).
 
-Attempt n (0-based) waits a uniform random time in [0, min(cap, base * 2**n)]. Random
-waits spread the retries of many concurrent requests (and of many sweepers) so they
-do not hit the store again in lockstep. botocore's own retries are switched off: this
-module is the only place that retries, so retries are counted, logged and bounded.
+`Retrier.call` awaits a request and, while the policy says a failure is worth another
+attempt, sleeps the jittered backoff and sends it again; the last failure is raised.
+The sweeper's lister and the deleter's per-key retries (`Retrier.can_retry`,
+`Retrier.wait`) use the same retrier, so one random source and one counter see every
+retry of a sweeper. The policy itself (which errors, how many attempts, how long) is
+`gcd.rules.backoff.Backoff`'s; this module only sleeps.
 
-The sleep and the random source are injected, so tests run without waiting.
+The sleep and the random source are injected, so tests run without waiting and the
+simulation's runs are reproducible: every retry draws exactly one number, after the
+policy said "retry" and before the sleep.
 """
 
 from __future__ import annotations
@@ -17,37 +21,17 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gcd.errors import StorageError
-from watermark.errors import ConfigError
+from gcd.rules.backoff import Backoff
 
-__all__ = ["Backoff", "Retrier"]
+__all__ = ["Retrier"]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 OnRetry = Callable[[StorageError, int, float], None]
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """The backoff schedule: `max_attempts` tries in all, waits capped at `cap_s`."""
-
-    base_s: float = 0.2
-    cap_s: float = 20.0
-    max_attempts: int = 10
-
-    def __post_init__(self) -> None:
-        if not self.base_s >= 0 or not self.cap_s >= self.base_s:
-            msg = f"backoff base {self.base_s!r} s and cap {self.cap_s!r} s need 0 <= base <= cap"
-            raise ConfigError(msg)
-        if self.max_attempts < 1:
-            raise ConfigError(f"max_attempts {self.max_attempts!r} must be >= 1")
-
-    def ceiling(self, attempt: int) -> float:
-        """The longest wait after failed attempt number `attempt` (0-based)."""
-        return min(self.cap_s, self.base_s * 2.0 ** min(attempt, 62))
-
-    def delay(self, attempt: int, uniform: float) -> float:
-        """The wait after attempt `attempt`, given a uniform random number in [0, 1)."""
-        return self.ceiling(attempt) * uniform
+def _never() -> bool:
+    return False
 
 
 @dataclass(slots=True)
@@ -69,21 +53,26 @@ class Retrier:
 
     def can_retry(self, attempt: int) -> bool:
         """True when attempt number `attempt` (0-based) may be followed by another."""
-        return attempt + 1 < self.backoff.max_attempts
+        return self.backoff.can_retry(attempt)
 
     async def call(
         self,
         operation: Callable[[], Awaitable[T]],
         *,
         on_retry: OnRetry | None = None,
+        stopped: Callable[[], bool] = _never,
     ) -> T:
-        """Await `operation()`, retrying retryable StorageErrors; re-raise the last one."""
+        """Await `operation()`, retrying what the policy retries; re-raise the last failure.
+
+        `stopped` is asked after each retryable failure: once it says True (shutting
+        down), that failure is raised instead of retried.
+        """
         attempt = 0
         while True:
             try:
                 return await operation()
             except StorageError as exc:
-                if not exc.retryable or not self.can_retry(attempt):
+                if not self.backoff.retries(exc, attempt) or stopped():
                     raise
                 delay = self.backoff.delay(attempt, self.rng.random())
                 if on_retry is not None:

@@ -46,13 +46,14 @@ from botocore.parsers import ResponseParserError
 from botocore.utils import parse_timestamp
 
 from gcd.errors import StorageError
-from gcd.storage.objectstore import RETRYABLE_CODES, DeleteResult, KeyFailure, ListPage, ObjectInfo
-from gcd.storage.retry import Backoff
+from gcd.rules.backoff import Backoff
+from gcd.rules.triage import RETRYABLE_CODES
+from gcd.storage.objectstore import DeleteResult, ListPage, ObjectInfo, ObjectStore
 from gcd.storage.s3errors import RETRYABLE_STATUS, translate_error
 from watermark.errors import ConfigError, L0gcError
 
 __all__ = ["S3ObjectStore", "S3Settings", "error_in_200", "parse_s3_timestamp", "preflight",
-           "preflight_failure", "translate_error"]  # fmt: skip
+           "preflight_failure"]  # fmt: skip
 
 log = structlog.get_logger("gcd.s3store")
 
@@ -132,7 +133,7 @@ _TRANSLATED = (
 )
 
 
-class S3ObjectStore:
+class S3ObjectStore(ObjectStore):
     """One bucket through an open aiobotocore S3 client."""
 
     def __init__(self, client: Any, bucket: str) -> None:
@@ -182,7 +183,6 @@ class S3ObjectStore:
         continuation_token: str | None = None,
         max_keys: int = 1000,
     ) -> ListPage:
-        """One ListObjectsV2 request."""
         params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
         if continuation_token is not None:
             params["ContinuationToken"] = continuation_token
@@ -205,7 +205,6 @@ class S3ObjectStore:
         return ListPage(objects, token, request_id)
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
-        """One DeleteObjects request with Quiet=false."""
         if not 1 <= len(keys) <= 1000:
             raise StorageError(
                 f"DeleteObjects takes 1-1000 keys, got {len(keys)}",
@@ -217,16 +216,7 @@ class S3ObjectStore:
             response = await self._client.delete_objects(Bucket=self.bucket, Delete=request)
         except _TRANSLATED as exc:
             raise translate_error(exc, f"DeleteObjects on s3://{self.bucket}") from exc
-        deleted = tuple(item["Key"] for item in response.get("Deleted", ()))
-        errors = tuple(
-            KeyFailure(
-                key=item.get("Key", ""),
-                code=str(item.get("Code", "Unknown")),
-                message=str(item.get("Message", "")),
-            )
-            for item in response.get("Errors", ())
-        )
-        return DeleteResult(deleted, errors)
+        return DeleteResult.from_answer(response)
 
     async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
         """A small object's body (at most `max_bytes`), or None when there is no such key."""

@@ -15,7 +15,7 @@ from botocore import exceptions as botocore_errors
 from botocore.parsers import ResponseParserError
 
 from gcd.errors import StorageError
-from gcd.storage.objectstore import RETRYABLE_CODES
+from gcd.rules.triage import RETRYABLE_CODES
 
 __all__ = ["RETRYABLE_STATUS", "translate_error"]
 

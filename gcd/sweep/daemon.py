@@ -2,7 +2,8 @@
 
 Theory of operation
 -------------------
-Each iteration (`Daemon.run_once`) reads etcd once, applies the safety rails, decides
+Each iteration (`Daemon.run_once`) reads etcd once and applies the safety rails (the
+one admission path of every round, `gcd.sweep.safety.read_admission`), decides
 whether listing can find anything new, maybe runs a round, and returns how long to
 wait. The decisions are pure functions of remembered state, so tests drive them
 without sleeping:
@@ -46,11 +47,12 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.sweep.brake import PauseSource, until_resumed
 from gcd.sweep.events import DeleteBasis
 from gcd.sweep.report import RoundResult
-from gcd.sweep.safety import Admission, SafetyGate
-from gcd.sweep.sweeper import Sweeper, WatermarkSource
+from gcd.sweep.safety import WatermarkSource, read_admission
+from gcd.sweep.sweeper import Sweeper
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import ConfigError, L0gcError
 
@@ -192,7 +194,7 @@ class Daemon:
         self.last_good: SafeEpoch | None = None
         self.last_good_at_s: float | None = None
         self.etcd_failing_since_s: float | None = None
-        self.admission: Admission | None = None
+        self.admission: RoundAdmission | None = None
         self.iterations = 0
         self.last_result: RoundResult | None = None
         self.paused = False
@@ -223,10 +225,13 @@ class Daemon:
 
     # -- the loop -----------------------------------------------------------------------
 
-    async def _read(self) -> SafeEpoch | None:
-        """A fresh etcd read, or the last good one (logged) while etcd is unreachable."""
-        if self.source is None:
-            return None
+    async def read_safe_epoch(self) -> SafeEpoch:
+        """A fresh etcd read, or the last good one (logged) while etcd is unreachable.
+
+        This is the daemon's `WatermarkSource` for `read_admission`: it raises only
+        when etcd is unreachable and no read succeeded yet (the round is then blocked).
+        """
+        assert self.source is not None
         try:
             read = await self.source.read_safe_epoch()
         except (L0gcError, OSError) as exc:
@@ -251,26 +256,21 @@ class Daemon:
         self.iterations += 1
         self.paused = False
         now = self.clock()
+        source: WatermarkSource | None = self if self.source is not None else None
         try:
-            read = await self._read()
-        except (L0gcError, OSError) as exc:
-            self.admission = Admission(None, None, f"etcd unreachable, no safe epoch yet: {exc}")
-            self.sweeper.blocked(self.admission)
-            return self._delay(RoundKind.BLOCKED)
+            self.admission = await read_admission(self.gate, source, override=self.override)
         finally:
             self.metrics.seconds_since_last_good_watermark.set(
                 min(self.seconds_since_good_watermark(), 1e12)
             )
-        self.admission = self.gate.admit(read, override=self.override)
         if not self.admission.allowed:
             self.sweeper.blocked(self.admission)
             self.paused = self.admission.paused
             return self._delay(RoundKind.BLOCKED)
         safe_epoch = self.admission.safe_epoch
         assert safe_epoch is not None
-        self.metrics.set_epochs(safe_epoch, self.admission.cluster_epoch)
-        self.metrics.blocked.set(0)
-        self.metrics.paused.set(0)
+        self.metrics.set_admission(safe_epoch, self.admission.cluster_epoch, blocked=False,
+                                   paused=False)  # fmt: skip
         reason = should_list(self.state, safe_epoch, now, self.config.full_pass_interval_s)
         if reason is None:
             self.metrics.round_finished("idle")

@@ -1,12 +1,13 @@
 """Deleting one batch of keys reliably: pacing, retries, the brake, poison keys, accounting.
 
 A batch goes out as one DeleteObjects request (Quiet=false). What comes back is
-sorted three ways: deleted keys are counted (with their bytes and epochs); per-key
-failures with a transient code (InternalError, SlowDown, ServiceUnavailable...) are
-sent again after a jittered backoff; permanent ones (AccessDenied...) are counted as
-errors and logged. Keys the answer does not mention are sent again too (deleting an
-absent key succeeds, so a retry is always safe). A failure of the whole request is
-retried when its code is transient.
+sorted three ways by the rule Spark's executors use too (`gcd.rules.triage.triage`):
+deleted keys are counted (with their bytes and epochs); per-key failures with a
+transient code (InternalError, SlowDown, ServiceUnavailable...) and keys the answer
+does not mention are sent again after a jittered backoff (`gcd.rules.backoff`; deleting
+an absent key succeeds, so a retry is always safe); the others (AccessDenied, or a code
+we do not know) are counted as errors and logged. A failure of the whole request is
+retried when its code is transient (`gcd.rules.triage.request_failure`).
 
 Every request first pays the token bucket (one token per key), then takes an in-flight
 slot from the AIMD limiter, then asks the brake (`gcd.sweep.brake`) whether deletion may go
@@ -22,11 +23,12 @@ every time, so the other keys would never go. Two defences:
 * keys a DeleteObjects request cannot carry exactly (`gcd.rules.xmlkeys`: control
   characters, CR, lone surrogates) are never sent;
 * a request that fails as a whole with a code that can come from its keys
-  (`SPLIT_CODES`) is split in halves, depth first, until each bad key is alone: every
-  good key is deleted. A key that fails alone is a poison key only if some other request
-  of the batch was answered (the request path works); if halves keep failing with
-  nothing answered (`MAX_UNPROVEN` single keys), the failure is not the keys' and the
-  rest of the batch counts as errors, as before, and is retried next round.
+  (`gcd.rules.triage.SPLIT_CODES`) is split in halves, depth first, until each bad key
+  is alone: every good key is deleted. A key that fails alone is a poison key only if
+  some other request of the batch was answered (the request path works); if halves keep
+  failing with nothing answered (`MAX_UNPROVEN` single keys), the failure is not the
+  keys' and the rest of the batch counts as errors, as before, and is retried next
+  round.
 
 Around each DeleteObjects request the deleter emits a frozen `BatchAttempt` (before)
 and `BatchOutcome` (after) to its sinks (`gcd.sweep.events`; the deletion journal is
@@ -50,8 +52,9 @@ from typing import Final
 import structlog
 
 from gcd.errors import StorageError
+from gcd.rules.triage import THROTTLE_CODES, RequestFailure, Triage, request_failure, triage
 from gcd.rules.xmlkeys import xml_unsafe_reason
-from gcd.storage.objectstore import DeleteResult, ObjectStore
+from gcd.storage.objectstore import DeleteResult, KeyFailure, ObjectStore
 from gcd.storage.ratelimit import AimdLimiter, TokenBucket
 from gcd.storage.retry import Retrier
 from gcd.sweep.brake import OPEN, Brake
@@ -67,21 +70,10 @@ from gcd.sweep.events import (
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundCounts
 
-__all__ = ["MAX_UNPROVEN", "SPLIT_CODES", "THROTTLE_CODES", "BatchDeleter", "Candidate"]
+__all__ = ["MAX_UNPROVEN", "BatchDeleter", "Candidate"]
 
 log = structlog.get_logger("gcd.deleter")
 
-THROTTLE_CODES = frozenset(
-    {"SlowDown", "503", "ServiceUnavailable", "Throttling", "ThrottlingException",
-     "RequestLimitExceeded"}
-)  # fmt: skip
-SPLIT_CODES: Final = frozenset(
-    {"MalformedXML", "InvalidArgument", "InvalidRequest", "KeyTooLongError", "InvalidURI"}
-)  # fmt: skip
-"""Whole-request failures that may come from one key: the request is bisected.
-
-InvalidRequest is also what `gcd.storage.s3` makes of the client refusing to write a request
-(botocore's parameter validation, e.g. an empty key)."""
 MAX_UNPROVEN: Final = 4
 """Single keys failing alone, with no request of the batch answered, before giving up."""
 MAX_REMEMBERED: Final = 10_000
@@ -232,44 +224,46 @@ class BatchDeleter:
             return True
         failed = tuple((failure.key, failure.code) for failure in result.errors)
         emit_after(self.sinks, BatchOutcome(attempt, result.deleted, failed))
-        retry = [f for f in result.errors if f.retryable]
+        answer = triage(part.keys, result.deleted, result.errors)
+        retry = answer.retry_failures
         throttled = any(f.code in THROTTLE_CODES for f in retry)
         await self.limiter.release(slot, throttled=throttled, ok=not retry)
         run.answered = True
-        await self._answered(part, result, run)
+        await self._answered(part, result, answer, run)
         return True
 
     async def _failed_whole(self, part: _Part, exc: StorageError, run: _Batch) -> None:
         """The whole request failed: retry, bisect, suspect the one key, or count errors."""
-        if exc.retryable:
+        action = request_failure(exc.code, exc.retryable, len(part.keys))
+        if action is RequestFailure.RETRY:
             await self._retry(part.keys, part.attempt, exc.code, str(exc), run)
-        elif exc.code in SPLIT_CODES and len(part.keys) > 1:
+        elif action is RequestFailure.SPLIT:
             middle = len(part.keys) // 2
             log.info("sweep.delete_bisect", keys=len(part.keys), code=exc.code)
             run.stack += [_Part(part.keys[middle:]), _Part(part.keys[:middle])]
-        elif exc.code in SPLIT_CODES:
+        elif action is RequestFailure.SUSPECT:
             run.suspects.append((part.keys[0], exc.code, str(exc)))
         else:
             self._failed(part.keys, exc.code, str(exc), run.counts)
 
-    async def _answered(self, part: _Part, result: DeleteResult, run: _Batch) -> None:
-        """Account an answer; send again what failed transiently or was not mentioned."""
-        top = self._account(result.deleted, run.by_key, run.counts)
+    async def _answered(
+        self, part: _Part, result: DeleteResult, answer: Triage[KeyFailure], run: _Batch
+    ) -> None:
+        """Account a triaged answer; send again what failed transiently or was not mentioned."""
+        top = self._account(answer.deleted, run.by_key, run.counts)
         if top is not None and (run.highest is None or top > run.highest):
             run.highest = top
         for bad in result.errors:
             self.metrics.delete_error(bad.code)
-            if not bad.retryable:
-                log.error("sweep.key_delete_failed", key=bad.key, code=bad.code,
-                          message=bad.message)  # fmt: skip
-                run.counts.errors += 1
-        answered = set(result.deleted) | {f.key for f in result.errors}
-        retry = [f for f in result.errors if f.retryable]
-        pending = [f.key for f in retry] + [k for k in part.keys if k not in answered]
-        if pending:
+        for bad in answer.failed:
+            log.error("sweep.key_delete_failed", key=bad.key, code=bad.code,
+                      message=bad.message)  # fmt: skip
+            run.counts.errors += 1
+        if answer.retry:
+            retry = answer.retry_failures
             code, message = ((retry[0].code, retry[0].message) if retry
                              else ("Unknown", "the answer did not mention these keys"))  # fmt: skip
-            await self._retry(pending, part.attempt, code, message, run)
+            await self._retry(list(answer.retry), part.attempt, code, message, run)
 
     async def _retry(
         self, keys: list[str], attempt: int, code: str, message: str, run: _Batch

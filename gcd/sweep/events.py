@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gcd.sweep.safety import Admission
+from gcd.rules.admission import RoundAdmission
 from watermark.errors import L0gcError
 
 __all__ = ["BatchAttempt", "BatchOutcome", "DeleteBasis", "DeleteSink", "DeletionNotRecorded"]
@@ -43,7 +43,7 @@ class DeleteBasis:
     """True when M is an operator's `--safe-epoch`, checked against etcd but not read from it."""
 
     @classmethod
-    def of(cls, admission: Admission, *, override: bool = False) -> DeleteBasis:
+    def of(cls, admission: RoundAdmission, *, override: bool = False) -> DeleteBasis:
         """The basis of an allowed admission."""
         if admission.safe_epoch is None:
             raise ValueError(f"admission {admission!r} allows no deletion: no basis")

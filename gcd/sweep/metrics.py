@@ -154,8 +154,11 @@ class SweeperMetrics:
             raise ValueError(f"unknown round outcome {outcome!r}; use one of {OUTCOMES}")
         self.rounds.labels(outcome=outcome).inc()
 
-    def set_epochs(self, safe_epoch: int | None, cluster_epoch: int | None) -> None:
-        """Record the epochs a round used; None (unknown) is exported as NaN.
+    def set_admission(
+        self, safe_epoch: int | None, cluster_epoch: int | None, *, blocked: bool, paused: bool
+    ) -> None:
+        """Record what a round was admitted with: its epochs, and whether it was blocked
+        or paused. The one place these gauges are set (the sweeper, the daemon).
 
         A blocked or paused round knows no M: its gauges say NaN (Prometheus' "unknown"),
         not 0 or a stale M, so a dashboard never shows a stuck sweeper as caught up.
@@ -166,6 +169,8 @@ class SweeperMetrics:
             self.epoch_lag.set(cluster_epoch - safe_epoch)
         else:
             self.epoch_lag.set(math.nan)
+        self.blocked.set(1 if blocked else 0)
+        self.paused.set(1 if paused else 0)
 
     def render(self) -> bytes:
         """The registry in the Prometheus text format."""

@@ -1,123 +1,31 @@
-"""The safety rails in front of every delete (pure, no I/O).
+"""The one admission path: read the safe epoch, then ask the rule whether a round may delete.
 
-`admit` decides from one etcd read (a `SafeEpoch`, or None when no etcd is
-configured) and an optional operator override which safe epoch M a round may use,
-or why it may delete nothing:
+`read_admission` reads etcd once through a `WatermarkSource` (no read when no etcd is
+configured) and hands the read to the `SafetyGate` (`gcd.rules.admission`: paused,
+refused, M undefined, above the cluster epoch, regression). A read that fails (etcd
+unreachable, a record etcd returns that cannot be read) blocks the round:
+`gcd.rules.admission.unreachable`, fail closed.
 
-* paused: ``{ns}/gc/paused`` is present (reason "paused: <reason>");
-* refused: the namespace is not bound to the storage this sweeper is pointed at, or
-  running sweepers disagree on shards (`gcd.sweep.binding`; an override does not lift it);
-* M undefined: a partition record is missing, malformed or lacks a watermark, or the
-  cluster epoch is unreadable (fail closed);
-* M above the cluster epoch (an override can never exceed it either; with etcd
-  configured the cluster epoch is always read to check the override);
-* regression: M is lower than one this process already used. Watermarks only go up,
-  so this means etcd was restored from an old backup or the namespace is wrong: an
-  alert, not something to act on.
-
-`SafetyGate` holds the highest M this process used and applies `admit` with it.
+Every round goes through here: `gcd sweep` (`gcd.sweep.sweeper.run_round`), the
+daemon (`gcd.sweep.daemon`, whose source stands in the last good read while etcd is
+unreachable: M only goes up, so a stale M deletes less, never more) and the driver of
+`gcd spark-sweep` / `gcd spark-report` (`gcd.cli.spark`). What a refused round does
+to the gauges is `gcd.sweep.metrics.SweeperMetrics.set_admission`'s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
+from gcd.rules.admission import RoundAdmission, SafetyGate, unreachable
 from watermark.core.safe_epoch import SafeEpoch
-from watermark.errors import ConfigError, L0gcError
+from watermark.errors import L0gcError
 
-__all__ = ["Admission", "SafetyGate", "WatermarkSource", "admit", "read_admission"]
+__all__ = ["WatermarkSource", "read_admission"]
 
 log = structlog.get_logger("gcd.safety")
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """The M a round may use, or the reason it may not delete anything."""
-
-    safe_epoch: int | None
-    cluster_epoch: int | None
-    blocked_reason: str | None = None
-    paused: bool = False
-    regression: bool = False
-    revision: int | None = None
-    """The etcd revision M was read at (None without etcd)."""
-    pinning: tuple[tuple[str, int], ...] = ()
-    """(partition, M(p)) of the partitions pinning M, as read (for the deletion journal)."""
-
-    @property
-    def allowed(self) -> bool:
-        """True when the round may delete up to `safe_epoch`."""
-        return self.blocked_reason is None and self.safe_epoch is not None
-
-
-def admit(
-    read: SafeEpoch | None, *, override: int | None = None, highest_used: int | None = None
-) -> Admission:
-    """Which M a round may use, given the etcd read, an override and the last M used."""
-    if read is None:
-        if override is None:
-            raise ConfigError("no safe epoch source: give --etcd ENDPOINTS or --safe-epoch N")
-        return _check_regression(Admission(override, None), highest_used)
-    cluster = read.cluster_epoch
-    if read.paused:
-        reason = f"paused: {read.paused_reason or 'no reason given'}"
-        return Admission(None, cluster, reason, paused=True)
-    if read.refused_reason is not None:
-        return Admission(None, cluster, read.refused_reason)
-    if override is not None:
-        if cluster is None:
-            why = read.blocked_reason or "cluster epoch missing"
-            return Admission(None, None, f"cannot check --safe-epoch {override}: {why}")
-        if override > cluster:
-            return Admission(
-                None, cluster, f"--safe-epoch {override} is above the cluster epoch {cluster}"
-            )
-        return _check_regression(
-            Admission(override, cluster, revision=read.revision), highest_used
-        )
-    if read.safe_epoch is None:
-        reason = read.blocked_reason or "global watermark undefined"
-        if read.blocked_partition is not None and read.blocked_partition not in reason:
-            reason = f"{reason} (partition {read.blocked_partition!r})"
-        return Admission(None, cluster, f"safe epoch undefined: {reason}")
-    if cluster is None or read.safe_epoch > cluster:
-        return Admission(
-            None, cluster, f"safe epoch {read.safe_epoch} is above the cluster epoch {cluster}"
-        )
-    pinning = tuple((record.partition, record.watermark) for record in read.pinning)
-    admission = Admission(read.safe_epoch, cluster, revision=read.revision, pinning=pinning)
-    return _check_regression(admission, highest_used)
-
-
-def _check_regression(admission: Admission, highest_used: int | None) -> Admission:
-    epoch = admission.safe_epoch
-    if epoch is not None and highest_used is not None and epoch < highest_used:
-        reason = (
-            f"safe epoch regression: {epoch} is below {highest_used}, which this process "
-            "already used; etcd went backwards (restored backup? wrong namespace?): check it, "
-            "then restart the sweeper if the lower value is really intended"
-        )
-        return Admission(None, admission.cluster_epoch, reason, regression=True)
-    return admission
-
-
-class SafetyGate:
-    """Remembers the highest M used by this process and refuses to go below it."""
-
-    def __init__(self) -> None:
-        self.highest: int | None = None
-
-    def admit(self, read: SafeEpoch | None, *, override: int | None = None) -> Admission:
-        """`admit` against this process's history; an allowed M is remembered."""
-        admission = admit(read, override=override, highest_used=self.highest)
-        if admission.allowed:
-            assert admission.safe_epoch is not None
-            if self.highest is None or admission.safe_epoch > self.highest:
-                self.highest = admission.safe_epoch
-        return admission
 
 
 class WatermarkSource(Protocol):
@@ -130,7 +38,7 @@ class WatermarkSource(Protocol):
 
 async def read_admission(
     gate: SafetyGate, source: WatermarkSource | None, *, override: int | None = None
-) -> Admission:
+) -> RoundAdmission:
     """Read etcd (if configured) and apply the safety rails; etcd failures block."""
     read: SafeEpoch | None = None
     if source is not None:
@@ -138,5 +46,5 @@ async def read_admission(
             read = await source.read_safe_epoch()
         except (L0gcError, OSError) as exc:
             log.warning("sweep.watermark_unreachable", error=str(exc))
-            return Admission(None, None, f"etcd unreachable, safe epoch unknown: {exc}")
+            return unreachable(str(exc))
     return gate.admit(read, override=override)

@@ -2,11 +2,11 @@
 
 Theory of operation
 -------------------
-`admit` (pure) turns one etcd read (a `SafeEpoch`) and an optional operator override
-into the safe epoch M this round may use, or the reason it may not: paused, M
-undefined, M above the cluster epoch, or M below one this process already used
-(`SafetyGate` remembers the highest; a regression means etcd went backwards, so we
-alert and delete nothing).
+`run_round` first admits the round (`gcd.sweep.safety.read_admission`: one etcd read,
+then the rule `gcd.rules.admission.admit`) to the safe epoch M it may use, or learns
+the reason it may not: paused, M undefined, M above the cluster epoch, or M below one
+this process already used (a regression means etcd went backwards, so we alert and
+delete nothing).
 
 `Sweeper.sweep(M)` then streams: lister tasks (at most `list_concurrency` at a time)
 page through their listing prefixes in key order and feed every object to
@@ -16,30 +16,33 @@ the queue however big the bucket is, and listers wait when deleters fall behind.
 
 LIST cost follows the garbage: in a padded layout with prefixes, keys of one 3-digit
 prefix sort by epoch, so the first key of prefix p with an epoch above M means no
-later key of p is deletable. The lister then restarts at ``StartAfter="{root}/{p}0"``:
-'0' sorts after '/', so that string is above every "{root}/{p}/..." key, and below
-every "{root}/{p+1}/..." key (same length, smaller third digit). Unpadded layouts
-list everything: correct, slower.
+later key of p is deletable, and the lister skips to the next prefix directory, or
+ends when none is left under its listing prefix. Where the next LIST starts is the
+rule `gcd.rules.cursor` (`skip`, `next_cursor`), shared with Spark's listing; the
+sweeper's `skip_ahead` switch (off: `gcd sweep --full-listing`) only says whether to
+ask it. Unpadded layouts list everything: correct, slower.
 
-LIST latency is hidden by looking one page ahead: as soon as a page arrives, its
-lister guesses from the page's last key alone where the next page starts, sends that
-LIST, and only then decides the page's objects. The guess is exact for keys the layout
-produces: a page ends in a skip exactly when its last key is above M (keys of a prefix
-sort by epoch), at that key's skip point; otherwise the listing goes on at the
-continuation token. Deciding the page gives the true next start; when it differs from
-the guess (a key the layout does not produce ends a page after a live key) or the
-listing ends (stop, delete cap, nothing left), the request sent ahead is cancelled and
-its page dropped unseen. So each lister has at most one LIST in flight and two pages
-in memory, examines exactly the pages it would without looking ahead, in the same
-order, and LIST counters count every request sent, the discarded ones included.
+LIST latency is hidden by looking one page ahead: as soon as a page arrives, its lister
+guesses from the page's last key alone where the next page starts, sends that LIST, and
+only then decides the page's objects. The guess is exact for keys the layout produces: a
+page ends in a skip exactly when its last key is above M (keys of a prefix sort by
+epoch), at that key's skip point; otherwise the listing goes on at the continuation
+token: the same two rules, applied to the last key alone. Deciding the page gives the
+true next start; when it differs from the guess (a key the layout does not produce ends
+a page after a live key) or the listing ends (stop, delete cap, nothing left), the
+request sent ahead is cancelled and its page dropped unseen. So each lister has at most
+one LIST in flight and two pages in memory, examines exactly the pages it would without
+looking ahead, in the same order, and LIST counters count every request sent, the
+discarded ones included.
 
-Deleters pace themselves with a token bucket (deletes per second) and an AIMD limit
-on requests in flight that halves on SlowDown/503; whole-request failures and
-transient per-key failures are retried with jittered backoff, permanent per-key
-failures (AccessDenied...) are counted and reported, poison keys are isolated by
-bisection and kept (`gcd.sweep.deleter`). A stop event (SIGTERM) ends listing at the next
-page (a LIST sent ahead is cancelled) and drops queued batches; delete requests in
-flight complete.
+Deleters pace themselves with a token bucket (deletes per second) and an AIMD limit on
+requests in flight that halves on SlowDown/503; whole-request failures and transient
+per-key failures are retried with jittered backoff (`gcd.rules.backoff`, through the one
+retry loop `gcd.storage.retry`, which also retries LISTs), permanent per-key failures
+(AccessDenied...) are counted and reported (`gcd.rules.triage`), poison keys are
+isolated by bisection and kept (`gcd.sweep.deleter`). A stop event (SIGTERM) ends
+listing at the next page (a LIST sent ahead is cancelled) and drops queued batches;
+delete requests in flight complete.
 
 The brake (`gcd.sweep.brake`) is asked before every DeleteObjects request. Once it says stop
 (a pause seen mid-round, or the pause key unreadable), listing ends at the next page as
@@ -59,34 +62,23 @@ from typing import NamedTuple, TypeAlias
 import structlog
 
 from gcd.errors import StorageError
+from gcd.rules.admission import RoundAdmission, SafetyGate
+from gcd.rules.backoff import Backoff
+from gcd.rules.cursor import Cursor, Skip, next_cursor, skip
 from gcd.rules.decision import Verdict, decide
-from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
+from gcd.rules.layout import KeyLayout, listing_prefixes
 from gcd.storage.objectstore import ListPage, ObjectInfo, ObjectStore
-from gcd.storage.retry import Backoff, Retrier
+from gcd.storage.retry import Retrier
 from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.deleter import BatchDeleter, Candidate
 from gcd.sweep.events import DeleteBasis, DeleteSink
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
-from gcd.sweep.safety import Admission, SafetyGate, WatermarkSource, admit, read_admission
+from gcd.sweep.safety import WatermarkSource, read_admission
 from watermark.core.binding import claim_key
 from watermark.errors import ConfigError
 
-__all__ = [
-    "Admission",
-    "PlanWriter",
-    "RoundConfig",
-    "RoundCounts",
-    "RoundResult",
-    "RoundSummary",
-    "SafetyGate",
-    "Sweeper",
-    "WatermarkSource",
-    "admit",
-    "read_admission",
-    "run_round",
-    "split_prefixes",
-]
+__all__ = ["RoundConfig", "Sweeper", "run_round", "split_prefixes"]
 
 log = structlog.get_logger("gcd.sweeper")
 
@@ -152,17 +144,10 @@ def split_prefixes(prefixes: list[str], root: str, want: int) -> list[str]:
 _Queue: TypeAlias = "asyncio.Queue[list[Candidate] | None]"
 
 
-class _Cursor(NamedTuple):
-    """Where a lister's next LIST starts: S3's continuation token, else after a key."""
-
-    start_after: str | None
-    token: str | None
-
-
 class _Ahead(NamedTuple):
     """A LIST sent ahead (still in flight, or answered and not read yet) and its cursor."""
 
-    cursor: _Cursor
+    cursor: Cursor
     task: asyncio.Task[ListPage]
 
 
@@ -272,9 +257,8 @@ class Sweeper:
         metrics.round_duration.observe(summary.duration_s)
         outcome = summary.outcome
         known = summary.blocked_reason is None  # a round the brake stopped: M is not in force
-        metrics.set_epochs(summary.safe_epoch if known else None, summary.cluster_epoch)
-        metrics.blocked.set(1 if outcome == "blocked" else 0)
-        metrics.paused.set(1 if outcome == "paused" else 0)
+        metrics.set_admission(summary.safe_epoch if known else None, summary.cluster_epoch,
+                              blocked=outcome == "blocked", paused=outcome == "paused")  # fmt: skip
         metrics.last_round_eligible_objects.set(summary.eligible)
         if max_deleted_epoch is not None:
             metrics.max_deleted_epoch.set(max_deleted_epoch)
@@ -283,7 +267,7 @@ class Sweeper:
         metrics.round_finished(outcome)
         log.info("sweep.round_finished", outcome=outcome, **summary.to_dict())
 
-    def blocked(self, admission: Admission) -> RoundResult:
+    def blocked(self, admission: RoundAdmission) -> RoundResult:
         """Report a round that may delete nothing (paused, undefined M, regression...)."""
         summary = RoundSummary(
             safe_epoch=None,
@@ -291,9 +275,8 @@ class Sweeper:
             dry_run=self.config.dry_run,
             blocked_reason=admission.blocked_reason,
         )
-        self.metrics.set_epochs(None, admission.cluster_epoch)
-        self.metrics.blocked.set(0 if admission.paused else 1)
-        self.metrics.paused.set(1 if admission.paused else 0)
+        self.metrics.set_admission(None, admission.cluster_epoch, blocked=not admission.paused,
+                                   paused=admission.paused)  # fmt: skip
         self.metrics.round_finished(summary.outcome)
         event = "sweep.round_paused" if admission.paused else "sweep.round_blocked"
         log.warning(event, reason=admission.blocked_reason, regression=admission.regression,
@@ -318,18 +301,9 @@ class Sweeper:
         for _ in range(self.config.concurrency):
             await queue.put(None)
 
-    def _skip_point(self, listing_prefix: str, prefix: int) -> str | None:
-        """StartAfter that skips the rest of 3-digit `prefix`; None: nothing left to list."""
-        root = self.config.layout.listing_root
-        more_dirs = prefix + 1 < PREFIX_COUNT and f"{root}{prefix + 1:03d}/".startswith(
-            listing_prefix
-        )
-        # A whole-root listing goes on past 999 too, to count junk beside the dirs.
-        return f"{root}{prefix:03d}0" if more_dirs or listing_prefix == root else None
-
     async def _list_prefix(self, prefix: str, queue: _Queue, run: _Run) -> None:
         """Page through one listing prefix, one LIST ahead (see the module docstring)."""
-        cursor: _Cursor | None = _Cursor(None, None)
+        cursor: Cursor | None = Cursor()
         ahead: _Ahead | None = None
         try:
             while cursor is not None and not self._listing_over(run):
@@ -357,40 +331,29 @@ class Sweeper:
         """True once listers must stop: a stop event, the brake, or the delete cap reached."""
         return self.stop.is_set() or run.capped or self.brake.engaged is not None
 
-    @property
-    def _can_skip(self) -> bool:
-        layout = self.config.layout
-        return self.config.skip_ahead and layout.padded and layout.has_prefix
-
-    def _guess_next(
-        self, prefix: str, cursor: _Cursor, page: ListPage, run: _Run
-    ) -> _Cursor | None:
+    def _guess_next(self, prefix: str, cursor: Cursor, page: ListPage, run: _Run) -> Cursor | None:
         """What `_examine` will return for `page`, guessed from its last key alone."""
-        if page.next_token is None:
-            return None
-        last = page.objects[-1].key if page.objects and self._can_skip else None
-        parsed = self.config.layout.parse(last) if last is not None else None
-        if parsed is not None and parsed.epoch > run.safe_epoch:  # `decide`: NOT_ELIGIBLE
-            assert parsed.prefix is not None
-            skip_to = self._skip_point(prefix, parsed.prefix)
-            return _Cursor(skip_to, None) if skip_to is not None else None
-        return _Cursor(cursor.start_after, page.next_token)
+        last = page.objects[-1].key if page.objects else None
+        found: Skip | None = None
+        if last is not None and self.config.skip_ahead and page.next_token is not None:
+            found = skip(self.config.layout, prefix, self.config.layout.parse(last),
+                         run.safe_epoch)  # fmt: skip
+        return next_cursor(cursor, found, last, page.next_token)
 
     async def _examine(
-        self, prefix: str, cursor: _Cursor, page: ListPage, queue: _Queue, run: _Run
-    ) -> _Cursor | None:
+        self, prefix: str, cursor: Cursor, page: ListPage, queue: _Queue, run: _Run
+    ) -> Cursor | None:
         """Decide every object of a page, queue the deletable ones; where the listing goes on.
 
         None: this listing prefix is done (last page, or the rest of it is above M).
         """
         layout, config = self.config.layout, self.config
         now = self.clock()
-        can_skip = self._can_skip
-        skip_to: str | None = None
-        finished = False
+        found: Skip | None = None  # the last skip a key of this page called for
         tally = dict.fromkeys(Verdict, 0)
         claim = claim_key(layout.root)  # the namespace's binding, never an L0 object
         for obj in page.objects:
+            skip_to = found.start_after if found is not None else None
             if (skip_to is not None and obj.key <= skip_to) or obj.key == claim:
                 continue
             verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
@@ -402,12 +365,10 @@ class Sweeper:
                     tally[verdict] -= 1  # not examined: another lister hit the cap
                 if run.full():
                     break  # the per-round delete cap is reached
-            elif verdict is Verdict.NOT_ELIGIBLE and can_skip and parsed is not None:
-                assert parsed.prefix is not None
-                skip_to = self._skip_point(prefix, parsed.prefix)
-                if skip_to is None:
-                    finished = True  # the rest of this listing prefix is not eligible
-                    break
+            elif verdict is Verdict.NOT_ELIGIBLE and config.skip_ahead:
+                found = skip(layout, prefix, parsed, run.safe_epoch) or found
+                if found is not None and found.done:
+                    break  # the rest of this listing prefix is not eligible
             elif verdict is Verdict.TOO_YOUNG:
                 ready = obj.last_modified_s + config.grace_s
                 if run.young_ready_at_s is None or ready < run.young_ready_at_s:
@@ -415,12 +376,8 @@ class Sweeper:
             elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
                 self._note_unparsable(obj, run)
         self._count(tally, run)
-        if finished or page.next_token is None:
-            return None
-        last = page.objects[-1].key if page.objects else ""
-        if skip_to is not None and last <= skip_to:
-            return _Cursor(skip_to, None)
-        return _Cursor(cursor.start_after, page.next_token)
+        last = page.objects[-1].key if page.objects else None
+        return next_cursor(cursor, found, last, page.next_token)
 
     def _note_unparsable(self, obj: ObjectInfo, run: _Run) -> None:
         run.unparsable_logged += 1
@@ -459,13 +416,13 @@ class Sweeper:
                 await queue.put(batch)
         return True
 
-    def _send(self, prefix: str, cursor: _Cursor, run: _Run) -> asyncio.Task[ListPage]:
+    def _send(self, prefix: str, cursor: Cursor, run: _Run) -> asyncio.Task[ListPage]:
         return asyncio.create_task(self._list_page(prefix, cursor, run))
 
-    async def _list_page(self, prefix: str, cursor: _Cursor, run: _Run) -> ListPage:
-        """One LIST, retried while retryable; raises the StorageError that ended it."""
-        attempt = 0
-        while True:
+    async def _list_page(self, prefix: str, cursor: Cursor, run: _Run) -> ListPage:
+        """One LIST, retried by the retry loop; raises the StorageError that ended it."""
+
+        async def attempt() -> ListPage:
             # Counted when sent (the round's counter and the metric), so a LIST sent
             # ahead and then discarded unread counts too: these count what S3 bills.
             run.counts.list_requests += 1
@@ -476,12 +433,12 @@ class Sweeper:
                                                   max_keys=self.config.page_size)  # fmt: skip
             except StorageError as exc:
                 self.metrics.list_error(exc.code)
-                if exc.retryable and self.retrier.can_retry(attempt) and not self.stop.is_set():
-                    log.info("sweep.list_retry", prefix=prefix, code=exc.code, attempt=attempt)
-                    await self.retrier.wait(attempt)
-                    attempt += 1
-                    continue
                 raise
+
+        def on_retry(exc: StorageError, attempt: int, _delay: float) -> None:
+            log.info("sweep.list_retry", prefix=prefix, code=exc.code, attempt=attempt)
+
+        return await self.retrier.call(attempt, on_retry=on_retry, stopped=self.stop.is_set)
 
     # -- deleting -------------------------------------------------------------------
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from gcd.rules.backoff import Backoff
 from gcd.spark.delete import DeleteSettings, delete_keys
 from gcd.spark.s3client import S3Target
-from gcd.storage.retry import Backoff
 from watermark.errors import ConfigError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

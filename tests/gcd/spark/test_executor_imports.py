@@ -31,7 +31,7 @@ _CHILD = textwrap.dedent(
     import gcd.spark.delete, gcd.spark.listing, gcd.spark.transforms
     from botocore.exceptions import ClientError
     from gcd.errors import StorageError
-    from gcd.storage.retry import Backoff
+    from gcd.rules.backoff import Backoff
     from gcd.spark.s3client import call_with_retries
 
     def throttled():

@@ -18,7 +18,8 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 from gcd.rules.layout import KeyLayout
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
-from gcd.sweep.sweeper import RoundConfig, RoundResult, Sweeper
+from gcd.sweep.report import RoundResult
+from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.local_azurite import LocalAzurite
 from tests.gcd.storage.test_s3_servers import SAFE, mixed_keys
 from watermark.errors import ConfigError

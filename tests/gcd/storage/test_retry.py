@@ -7,7 +7,8 @@ import random
 import pytest
 
 from gcd.errors import StorageError
-from gcd.storage.retry import Backoff, Retrier
+from gcd.rules.backoff import Backoff
+from gcd.storage.retry import Retrier
 from watermark.errors import ConfigError
 
 

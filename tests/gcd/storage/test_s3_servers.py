@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from gcd.rules.admission import SafetyGate
+from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
-from gcd.storage.retry import Backoff, Retrier
+from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.report import PlanWriter
-from gcd.sweep.sweeper import RoundConfig, RoundResult, SafetyGate, Sweeper, run_round
+from gcd.sweep.report import PlanWriter, RoundResult
+from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.testing.faultproxy import FaultConfig, FaultProxy
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd, LocalS3

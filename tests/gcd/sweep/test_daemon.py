@@ -21,8 +21,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
-from gcd.storage.retry import Backoff, Retrier
+from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.daemon import (

@@ -11,8 +11,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from gcd.errors import StorageError
+from gcd.rules.backoff import Backoff
 from gcd.storage.objectstore import DeleteResult
-from gcd.storage.retry import Backoff, Retrier
+from gcd.storage.retry import Retrier
 from gcd.sweep.brake import OPEN, Brake, PauseBrake
 from gcd.sweep.deleter import MAX_UNPROVEN, BatchDeleter, Candidate
 from gcd.sweep.metrics import SweeperMetrics

@@ -14,6 +14,7 @@ import structlog
 
 from gcd import exitcodes
 from gcd.cli.main import main
+from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.daemon import Daemon, DaemonConfig
 from gcd.sweep.events import (
@@ -31,7 +32,7 @@ from gcd.sweep.journal_check import (
     history_reader,
 )
 from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
 from gcd.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync

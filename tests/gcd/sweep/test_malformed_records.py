@@ -18,10 +18,11 @@ import structlog
 
 from gcd import exitcodes
 from gcd.cli.main import main
+from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.daemon import Daemon, DaemonConfig
-from gcd.sweep.safety import SafetyGate, read_admission
+from gcd.sweep.safety import read_admission
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync

@@ -14,21 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gcd.errors import StorageError
+from gcd.rules.admission import SafetyGate
+from gcd.rules.backoff import Backoff
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DeleteResult, ListPage
-from gcd.storage.retry import Backoff, Retrier
+from gcd.storage.retry import Retrier
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.sweeper import (
-    PlanWriter,
-    RoundConfig,
-    RoundResult,
-    SafetyGate,
-    Sweeper,
-    run_round,
-    split_prefixes,
-)
+from gcd.sweep.report import PlanWriter, RoundResult
+from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round, split_prefixes
 from gcd.testing.memory import MemoryObjectStore
 from watermark.core.contract import Publication
 from watermark.core.kv import Put

@@ -13,13 +13,15 @@ import pytest
 from botocore.utils import parse_timestamp
 
 from gcd.errors import StorageError
+from gcd.rules.admission import SafetyGate
+from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DeleteResult, ListPage
-from gcd.storage.retry import Backoff, Retrier
+from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings, parse_s3_timestamp
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.report import PlanWriter
-from gcd.sweep.sweeper import RoundConfig, SafetyGate, Sweeper, run_round
+from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.testing.faultproxy import FaultConfig, FaultProxy
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.gcd.storage.test_s3_servers import mixed_keys

@@ -1,0 +1,107 @@
+"""Skip-ahead: where the next listing request starts (pure, no I/O).
+
+Theory of operation
+-------------------
+A sweeper lists each of its listing prefixes (``{root}/``, ``{root}/4``, ``{root}/41``
+...: `gcd.rules.layout.listing_prefixes`) page by page, in key order. LIST cost should
+follow the garbage, not the bucket, and the layout makes that possible: in a padded
+layout with prefixes (`can_skip`), the keys of one prefix directory ``{root}/417/``
+sort by epoch. So the first key of directory 417 whose epoch is above M means no later
+key of 417 is deletable, and the listing may skip the rest of that directory.
+
+The skip point is ``StartAfter="{root}/4170"``: '0' sorts after '/', so that string is
+above every ``{root}/417/...`` key and below every ``{root}/418/...`` key (same
+length, smaller third digit). The one end condition: when the next directory is not
+under the listing prefix (skipping 999, or skipping 419 in the listing prefix
+``{root}/41``), the listing prefix is done, and no LIST is spent to find out that
+nothing is left. The whole root (``{root}/``) is the exception: it goes on past
+directory 999, so junk beside the directories is seen and counted.
+
+`skip` is that rule for one listed key; `next_cursor` says where the listing goes on
+after a page: nowhere on the last page or after a skip that ended the prefix; after
+the skip point when the page ended inside the skipped directory; else at the page's
+continuation token (keys after the skip point in the same page are read from it, not
+listed again). The async sweeper (`gcd.sweep.sweeper`) and Spark's distributed
+listing (`gcd.spark.listing`) both page with these two functions.
+
+Unpadded layouts, or layouts without a prefix, list everything: correct, slower. So
+does a padded custom layout that does not keep the ordering it promises: skipping then
+leaves garbage behind, but never deletes more, since every key is still decided
+against M (`gcd.rules.decision`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gcd.rules.layout import PREFIX_COUNT, KeyLayout, ParsedKey
+
+__all__ = ["Cursor", "Skip", "can_skip", "next_cursor", "skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a LIST starts: S3's continuation token when set (it wins), else after a key."""
+
+    start_after: str | None = None
+    token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """The rest of a prefix directory is above M: go on after `start_after`.
+
+    `start_after` None: nothing after that directory is under the listing prefix,
+    which is done.
+    """
+
+    start_after: str | None
+
+    @property
+    def done(self) -> bool:
+        """True when the listing prefix has nothing left to list."""
+        return self.start_after is None
+
+
+def can_skip(layout: KeyLayout) -> bool:
+    """True when keys of one prefix directory sort by epoch (padded, with a prefix)."""
+    return layout.padded and layout.has_prefix
+
+
+def skip(
+    layout: KeyLayout, listing_prefix: str, parsed: ParsedKey | None, safe_epoch: int
+) -> Skip | None:
+    """The skip a listed key calls for, or None (it is at or below M, or cannot skip).
+
+    `parsed` is the key parsed with `layout` (None when it did not parse: no skip),
+    `listing_prefix` the prefix the key was listed under.
+    """
+    if parsed is None or parsed.prefix is None or parsed.epoch <= safe_epoch:
+        return None
+    if not can_skip(layout):
+        return None
+    root = layout.listing_root
+    directory = parsed.prefix
+    more_dirs = directory + 1 < PREFIX_COUNT and f"{root}{directory + 1:03d}/".startswith(
+        listing_prefix
+    )
+    if more_dirs or listing_prefix == root:
+        return Skip(f"{root}{directory:03d}0")
+    return Skip(None)
+
+
+def next_cursor(
+    cursor: Cursor, found: Skip | None, last_key: str | None, next_token: str | None
+) -> Cursor | None:
+    """Where the listing goes on after a page; None: this listing prefix is done.
+
+    `cursor` is where the page started, `found` the last skip its keys called for,
+    `last_key` its last key (None for an empty page), `next_token` its continuation
+    token (None on the last page).
+    """
+    if next_token is None or (found is not None and found.done):
+        return None
+    skip_to = found.start_after if found is not None else None
+    if skip_to is not None and (last_key or "") <= skip_to:
+        return Cursor(skip_to, None)
+    return Cursor(cursor.start_after, next_token)

@@ -1,0 +1,156 @@
+"""What a DeleteObjects answer means for each key sent, and which error codes say what.
+
+Theory of operation
+-------------------
+A DeleteObjects request (Quiet=false) names up to 1000 keys; its answer lists the keys
+deleted and, for the others, an S3 error code. The async deleter
+(`gcd.sweep.deleter`) and the Spark executors (`gcd.spark.delete`) both sort the keys
+they sent three ways with `triage`:
+
+* deleted: the answer lists the key as deleted, and not also as failed;
+* retry: the answer says it failed with a retryable code (`RETRYABLE_CODES`:
+  throttling, 5xx, timeouts), or does not mention the key at all (with Quiet=false
+  every key is reported; deleting an absent key succeeds, so sending it again is
+  always safe);
+* failed: the answer says it failed with any other code, including a code this module
+  does not know. A key is deleted only when the answer says so: an unknown code, an
+  empty code, a missing key or a contradictory answer never counts as deleted.
+
+The code sets are data, one home each:
+
+* `RETRYABLE_CODES`: the request (or the key) may succeed later. The object stores
+  translate a failed request with it (`gcd.storage.s3errors`, `gcd.storage.azure`),
+  and `triage` reads per-key codes with it;
+* `THROTTLE_CODES`: the store asks us to slow down; the deleter's AIMD limit halves;
+* `SPLIT_CODES`: a whole request refused for something one of its keys may cause; the
+  deleter bisects the request (`request_failure`) to isolate a poison key.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Generic, Protocol, TypeVar
+
+__all__ = [
+    "RETRYABLE_CODES",
+    "SPLIT_CODES",
+    "THROTTLE_CODES",
+    "Failure",
+    "RequestFailure",
+    "Triage",
+    "request_failure",
+    "retryable_code",
+    "triage",
+]
+
+RETRYABLE_CODES: Final = frozenset(
+    {
+        "SlowDown",
+        "ServiceUnavailable",
+        "503",
+        "500",
+        "502",
+        "504",
+        "InternalError",
+        "RequestTimeout",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "ConnectionError",
+        "Timeout",
+    }
+)
+"""S3 error codes that mean "try again later" (request level or per key)."""
+
+THROTTLE_CODES: Final = frozenset(
+    {"SlowDown", "503", "ServiceUnavailable", "Throttling", "ThrottlingException",
+     "RequestLimitExceeded"}
+)  # fmt: skip
+"""Retryable codes that ask for fewer requests: the deleter's AIMD limit halves."""
+
+SPLIT_CODES: Final = frozenset(
+    {"MalformedXML", "InvalidArgument", "InvalidRequest", "KeyTooLongError", "InvalidURI"}
+)  # fmt: skip
+"""Whole-request failures that may come from one key: the request is bisected.
+
+InvalidRequest is also what `gcd.storage.s3` makes of the client refusing to write a request
+(botocore's parameter validation, e.g. an empty key)."""
+
+
+def retryable_code(code: str) -> bool:
+    """True when a request or key that failed with `code` may succeed if sent again."""
+    return code in RETRYABLE_CODES
+
+
+class Failure(Protocol):
+    """A key the answer says was not deleted (`gcd.storage.objectstore.KeyFailure`)."""
+
+    @property
+    def key(self) -> str:
+        """The key, as the answer names it."""
+        ...
+
+    @property
+    def code(self) -> str:
+        """The service's error code."""
+        ...
+
+
+F = TypeVar("F", bound=Failure)
+
+
+@dataclass(frozen=True, slots=True)
+class Triage(Generic[F]):
+    """Every key of one request, sorted: `deleted`, `retry` (send again), `failed` (final).
+
+    `retry` lists the keys that failed with a retryable code, in the answer's order,
+    then the keys the answer did not mention, in the order they were sent;
+    `retry_failures` are the failures behind the first part.
+    """
+
+    deleted: tuple[str, ...]
+    retry: tuple[str, ...]
+    retry_failures: tuple[F, ...]
+    failed: tuple[F, ...]
+
+
+def triage(sent: Sequence[str], deleted: Iterable[str], failures: Sequence[F]) -> Triage[F]:
+    """Sort the keys of a request by what its answer says (see the module docstring).
+
+    `sent` are the keys of the request, `deleted` and `failures` the answer's two lists;
+    keys the answer names that were not sent are ignored.
+    """
+    asked = set(sent)
+    failed_keys = {failure.key for failure in failures}
+    gone = tuple(dict.fromkeys(key for key in deleted if key in asked and key not in failed_keys))
+    retry_failures = tuple(f for f in failures if f.key in asked and retryable_code(f.code))
+    final = tuple(f for f in failures if f.key in asked and not retryable_code(f.code))
+    answered = set(gone) | failed_keys
+    unmentioned = [key for key in sent if key not in answered]
+    retry = tuple(dict.fromkeys([*(f.key for f in retry_failures), *unmentioned]))
+    return Triage(gone, retry, retry_failures, final)
+
+
+class RequestFailure(enum.Enum):
+    """What the deleter does with keys whose whole DeleteObjects request failed."""
+
+    RETRY = "retry"
+    """Send the same keys again after a backoff (a retryable failure)."""
+    SPLIT = "split"
+    """Send each half alone: one key may be what the store refused."""
+    SUSPECT = "suspect"
+    """A lone key refused as a poison key would be: decided once the batch is done."""
+    FAIL = "fail"
+    """Final: count the keys as errors."""
+
+
+def request_failure(code: str, retryable: bool, keys: int) -> RequestFailure:
+    """What to do after a request of `keys` keys failed as a whole with `code`."""
+    if retryable:
+        return RequestFailure.RETRY
+    if code in SPLIT_CODES:
+        return RequestFailure.SPLIT if keys > 1 else RequestFailure.SUSPECT
+    return RequestFailure.FAIL

@@ -1,0 +1,76 @@
+"""Skip-ahead: where the next LIST starts, with one end condition for sweeper and Spark."""
+
+from __future__ import annotations
+
+from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
+from gcd.rules.layout import KeyLayout
+
+LAYOUT = KeyLayout.default("r")
+ROOT = LAYOUT.listing_root
+M = 10
+
+
+def parsed(prefix: int, epoch: int) -> object:
+    return LAYOUT.parse(LAYOUT.format(prefix, epoch, "x"))
+
+
+def test_key_at_or_below_m_never_skips() -> None:
+    """Only an epoch above M skips: M itself is still deletable."""
+    assert skip(LAYOUT, ROOT, LAYOUT.parse(LAYOUT.format(417, M, "x")), M) is None
+    assert skip(LAYOUT, ROOT, None, M) is None
+
+
+def test_skip_point_sorts_between_two_directories() -> None:
+    """The skip point is above every key of the directory and below the next one's."""
+    found = skip(LAYOUT, ROOT, LAYOUT.parse(LAYOUT.format(417, M + 1, "x")), M)
+    assert found == Skip(f"{ROOT}4170")
+    assert found.start_after is not None
+    assert LAYOUT.format(417, 10**18 - 1, "zzz") < found.start_after
+    assert found.start_after < LAYOUT.format(418, 0, "0")
+
+
+def test_end_condition_at_a_listing_prefix_boundary() -> None:
+    """Skipping the last directory under a listing prefix ends it; one before does not."""
+    last = skip(LAYOUT, f"{ROOT}41", LAYOUT.parse(LAYOUT.format(419, M + 1, "x")), M)
+    assert last is not None
+    assert last.done
+    before = skip(LAYOUT, f"{ROOT}41", LAYOUT.parse(LAYOUT.format(418, M + 1, "x")), M)
+    assert before == Skip(f"{ROOT}4180")
+    single = skip(LAYOUT, f"{ROOT}417", LAYOUT.parse(LAYOUT.format(417, M + 1, "x")), M)
+    assert single is not None
+    assert single.done
+
+
+def test_whole_root_goes_on_past_the_last_directory() -> None:
+    """Listing the whole root, skipping 999 still lists on (junk beside the dirs)."""
+    found = skip(LAYOUT, ROOT, LAYOUT.parse(LAYOUT.format(999, M + 1, "x")), M)
+    assert found == Skip(f"{ROOT}9990")
+    in_nine = skip(LAYOUT, f"{ROOT}9", LAYOUT.parse(LAYOUT.format(999, M + 1, "x")), M)
+    assert in_nine is not None
+    assert in_nine.done
+
+
+def test_layouts_that_cannot_skip_list_everything() -> None:
+    """Unpadded layouts, or layouts without a prefix, never skip."""
+    unpadded = KeyLayout.custom(pattern=r"(?P<prefix>[0-9]{3})/(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
+                                root="r", template="{prefix:03d}/{epoch}/{name}")  # fmt: skip
+    flat = KeyLayout.custom(pattern=r"(?P<epoch>[0-9]{18})/(?P<name>[^/]+)", root="r",
+                            epoch_width=18, template="{epoch:018d}/{name}")  # fmt: skip
+    assert can_skip(LAYOUT)
+    assert not can_skip(unpadded)
+    assert not can_skip(flat)
+    assert skip(unpadded, ROOT, unpadded.parse(unpadded.format(417, M + 1, "x")), M) is None
+    assert skip(flat, ROOT, flat.parse(flat.format(None, M + 1, "x")), M) is None
+
+
+def test_next_cursor_after_a_page() -> None:
+    """Last page or a finished prefix: done; a page ending inside the skipped directory
+    goes on at the skip point; one ending past it goes on at the continuation token."""
+    start = Cursor("s", None)
+    point = f"{ROOT}4170"
+    assert next_cursor(start, None, "k", None) is None
+    assert next_cursor(start, Skip(None), "k", "tok") is None
+    assert next_cursor(start, Skip(point), f"{ROOT}417/x", "tok") == Cursor(point, None)
+    assert next_cursor(start, Skip(point), f"{ROOT}418/x", "tok") == Cursor("s", "tok")
+    assert next_cursor(start, None, f"{ROOT}417/x", "tok") == Cursor("s", "tok")
+    assert next_cursor(start, Skip(point), None, "tok") == Cursor(point, None)
