@@ -4,7 +4,6 @@ Layers, lowest first, above all of `watermark`; a layer imports only the layers 
 it (tests/test_layers.py):
 
 - `gcd.errors`: the sweeper's errors (storage), beside `watermark.errors`.
-- `gcd.exitcodes`: which exit code each outcome is.
 - `gcd.rules`: every pure decision: key layout, delete-or-keep, the next listing cursor
   (skip-ahead), DeleteObjects answer triage, retry backoff, admission of a round.
 - `gcd.storage`: the object stores (S3, Azure Blob) behind one interface, their error

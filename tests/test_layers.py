@@ -25,12 +25,11 @@ PACKAGES = ("watermark", "gcd")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("watermark", "watermark.errors"),
     ("watermark.core",),
-    ("watermark.options", "watermark.logs"),
+    ("watermark.options", "watermark.logs", "watermark.exitcodes"),
     ("watermark.etcd",),
     ("watermark.service",),
     ("watermark.api",),
     ("gcd", "gcd.errors"),
-    ("gcd.exitcodes",),
     ("gcd.rules",),
     ("gcd.storage",),
     ("gcd.sweep",),

@@ -6,8 +6,9 @@ Layers, lowest first; a layer imports only the layers below it (tests/test_layer
 - `watermark.core`: the pure rules (epoch window, fence lock, GC state, records, the
   etcd contract, global M, replica assignment, namespace binding). No asyncio, no I/O,
   no clock; imports `watermark.errors` only.
-- `watermark.options`, `watermark.logs`: the option system every command uses
-  (flag > env > config file > default) and the one logging setup.
+- `watermark.options`, `watermark.logs`, `watermark.exitcodes`: the option system every
+  command uses (flag > env > config file > default), the one logging setup, and what
+  each exit code of every l0gc command means.
 - `watermark.etcd`: etcd I/O: the client, the in-memory KV, the store that applies the
   contract, the watch-based follower of M, connection settings.
 - `watermark.service`: the async service: fencing guard, hosted partitions, publisher,

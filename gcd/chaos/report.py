@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from gcd import exitcodes
 from gcd.chaos.config import FaultKind
+from watermark import exitcodes
 
 __all__ = ["REPORT_VERSION", "ChaosReport", "exit_code", "replay_command", "text_report"]
 

@@ -40,9 +40,9 @@ from typing import Any
 
 import structlog
 
-from gcd import exitcodes
 from gcd.chaos.config import BROKEN_BUILDS, FAULT_GROUPS, ChaosConfig, FaultKind, parse_faults
 from gcd.cli.output import write_json
+from watermark import exitcodes
 from watermark.logs import LEVELS, configure_logging
 from watermark.options import duration, integer
 

@@ -25,11 +25,11 @@ from collections.abc import Iterator
 
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.options import DAEMON_OPTIONS, resolve
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, open_sweeper, round_setup
 from gcd.storage.open import preflight_storage
 from gcd.sweep.daemon import Daemon, DaemonConfig, serve
+from watermark import exitcodes
 from watermark.logs import configure_logging
 from watermark.options import add_options
 

@@ -43,7 +43,6 @@ from typing import Any
 
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.demo.runner import DemoConfig, DemoRun, Servers
@@ -53,6 +52,7 @@ from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.storage.s3 import S3Settings
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_servers import LocalEtcd, LocalS3
+from watermark import exitcodes
 from watermark.core.contract import validate_namespace
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, parse_endpoints

@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gcd import exitcodes
 from gcd.cli.options import JOURNAL_OPTIONS, LAYOUT_OPTIONS, S3_OPTIONS, layout_from_args, resolve
 from gcd.cli.output import write_json
 from gcd.rules.layout import KeyLayout
@@ -53,6 +52,7 @@ from gcd.sweep.journal_check import (
     history_reader,
 )
 from gcd.sweep.metrics import SweeperMetrics
+from watermark import exitcodes
 from watermark.core.display import printable
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv

@@ -11,14 +11,14 @@ subcommands may share a module) and provides two functions:
 
     def run(args: argparse.Namespace) -> int            # or
     async def run(args: argparse.Namespace) -> int
-        Do the work and return an exit code from `gcd.exitcodes`. An async `run` is
+        Do the work and return an exit code from `watermark.exitcodes`. An async `run` is
         executed with `asyncio.run`. `args.command` holds the subcommand name, so a module
         serving several subcommands (pause/resume, spark-sweep/spark-report) can tell
         which one was invoked.
 
 A module is imported only when its subcommand is selected: `gcd sweep` never imports
 pyspark, and `gcd --help` imports nothing but this file. Exceptions from `run` are
-mapped to exit codes in exactly one place (`gcd.exitcodes.exit_code_for`); an
+mapped to exit codes in exactly one place (`watermark.exitcodes.exit_code_for`); an
 unknown subcommand, or one whose module is not installed, is a usage error (exit 2).
 
 Usage errors are two lines (`watermark.options.CommandParser`), with the closest
@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Final
 
-from gcd import __version__, exitcodes
+from gcd import __version__
+from watermark import exitcodes
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "main"]
 

@@ -22,7 +22,6 @@ import argparse
 import sys
 from typing import Any
 
-from gcd import exitcodes
 from gcd.cli.options import LAYOUT_OPTIONS, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
@@ -30,6 +29,7 @@ from gcd.storage.azsettings import AzureSettings
 from gcd.storage.open import open_objects, target_of
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
+from watermark import exitcodes
 from watermark.core.binding import Binding, StorageTarget, check_binding, claim_key
 from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv

@@ -23,9 +23,9 @@ import socket
 import sys
 from typing import Any
 
-from gcd import exitcodes
 from gcd.cli.options import resolve
 from gcd.cli.output import write_json
+from watermark import exitcodes
 from watermark.core.display import printable
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore

@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gcd import exitcodes
 from gcd.cli.output import write_json
 from gcd.sim.runner import SeedResult, run_seeds
 from gcd.sim.variants import VARIANTS
 from gcd.sim.world import DEFAULT_STEPS
+from watermark import exitcodes
 
 __all__ = ["add_arguments", "run"]
 

@@ -48,7 +48,6 @@ from typing import Any
 
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.options import LAYOUT_OPTIONS, ROUND_OPTIONS, S3_OPTIONS, layout_from_args, resolve
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS
@@ -60,6 +59,7 @@ from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, requi
 from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.safety import read_admission
+from watermark import exitcodes
 from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
 from watermark.errors import ConfigError
@@ -266,7 +266,7 @@ def _announce(config: JobConfig, document: dict[str, Any]) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Run spark-sweep or spark-report; an exit code from `gcd.exitcodes`."""
+    """Run spark-sweep or spark-report; an exit code from `watermark.exitcodes`."""
     try:
         require_pyspark()
     except ConfigError:

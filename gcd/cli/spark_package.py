@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gcd import exitcodes
 from gcd.cli.output import write_json
 from gcd.spark.package import EXECUTOR_REQUIREMENTS, build_package, write_launcher
+from watermark import exitcodes
 
 __all__ = ["add_arguments", "run"]
 

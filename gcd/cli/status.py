@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from gcd import exitcodes
 from gcd.cli.options import resolve
 from gcd.cli.output import write_json
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
+from watermark import exitcodes
 from watermark.core.binding import Binding
 from watermark.core.contract import pause_at
 from watermark.core.display import printable

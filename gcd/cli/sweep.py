@@ -38,7 +38,6 @@ from typing import Any
 
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.journal import open_journal
 from gcd.cli.options import (
     JOURNAL_OPTIONS,
@@ -62,6 +61,7 @@ from gcd.sweep.report import PlanWriter, RoundCounts, RoundSummary
 from gcd.sweep.safety import WatermarkSource
 from gcd.sweep.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper_id
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
+from watermark import exitcodes
 from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
 from watermark.errors import ConfigError

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import structlog
 from aiobotocore.config import AioConfig
@@ -27,7 +27,7 @@ from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
 
 from gcd.errors import StorageError
-from gcd.storage.objectstore import DeleteResult, ListPage, ObjectStore
+from gcd.storage.objectstore import DeleteResult, ListOptions, ListPage, ObjectStore
 from gcd.storage.s3 import S3Settings
 from gcd.storage.s3errors import translate_error
 from gcd.testing.ledger import Ledger
@@ -58,22 +58,10 @@ class CountingStore:
         self.counts = RequestCounts()
         self.deleted_at: list[tuple[float, int]] = []  # (time, deleted so far), for rates
 
-    async def list_page(
-        self,
-        prefix: str,
-        *,
-        start_after: str | None = None,
-        continuation_token: str | None = None,
-        max_keys: int = 1000,
-    ) -> ListPage:
+    async def list_page(self, prefix: str, **options: Unpack[ListOptions]) -> ListPage:
         """ListObjectsV2, counted."""
         self.counts.list_requests += 1
-        return await self._inner.list_page(
-            prefix,
-            start_after=start_after,
-            continuation_token=continuation_token,
-            max_keys=max_keys,
-        )
+        return await self._inner.list_page(prefix, **options)
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         """DeleteObjects, counted; deleted keys go to the ledger as soon as it answers."""

@@ -21,9 +21,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from gcd import exitcodes
 from gcd.demo.storage import DemoObjects
 from gcd.testing.ledger import Ledger, ObjectState
+from watermark import exitcodes
 
 __all__ = [
     "SUMMARY_VERSION",

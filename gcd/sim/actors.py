@@ -13,11 +13,12 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Unpack
 
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.sim.vtime import VirtualClock
-from gcd.storage.objectstore import DeleteResult, ListPage
+from gcd.storage.objectstore import DeleteResult, ListOptions, ListPage
 from gcd.storage.retry import Retrier
 from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
@@ -76,20 +77,10 @@ class SimObjectStore:
         self.on_deleted = on_deleted
         self.name = name
 
-    async def list_page(
-        self,
-        prefix: str,
-        *,
-        start_after: str | None = None,
-        continuation_token: str | None = None,
-        max_keys: int = 1000,
-    ) -> ListPage:
+    async def list_page(self, prefix: str, **options: Unpack[ListOptions]) -> ListPage:
         """One ListObjectsV2 page, a step after it was asked for."""
         await self.turnstile.wait()
-        return await self.bucket.list_page(
-            prefix, start_after=start_after, continuation_token=continuation_token,
-            max_keys=max_keys,
-        )  # fmt: skip
+        return await self.bucket.list_page(prefix, **options)
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         """One DeleteObjects: applied a step after the call, answered a step later."""

@@ -15,6 +15,6 @@ Importing this package does not import pyspark: every function that needs it imp
 it when called, so the CLI can say "install l0gc[spark]" when it is missing. The
 SparkSession is made only at the entry points (`session.spark_session`).
 
-May import: `watermark` (below its API), `gcd.errors`, `gcd.exitcodes`, `gcd.rules`,
+May import: `watermark` (below its API), `gcd.errors`, `gcd.rules`,
 `gcd.storage`, `gcd.sweep`.
 """

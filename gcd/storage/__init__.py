@@ -6,6 +6,6 @@ Lives here: `objectstore` (the `ObjectStore` interface: `list_page`, `delete_bat
 command names), `retry` (the async retry loop, under the policy of
 `gcd.rules.backoff`), `ratelimit` (the request-rate limiter).
 
-May import: `watermark` (any layer below its API), `gcd.errors`, `gcd.exitcodes`,
+May import: `watermark` (any layer below its API), `gcd.errors`,
 `gcd.rules`.
 """

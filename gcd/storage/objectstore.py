@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from gcd.errors import StorageError
 from gcd.rules.triage import retryable_code
@@ -27,6 +27,7 @@ from gcd.rules.triage import retryable_code
 __all__ = [
     "DeleteResult",
     "KeyFailure",
+    "ListOptions",
     "ListPage",
     "ObjectInfo",
     "ObjectStore",
@@ -90,6 +91,15 @@ class DeleteResult:
             for item in answer.get("Errors", ())
         )
         return cls(deleted, errors)
+
+
+class ListOptions(TypedDict, total=False):
+    """`list_page`'s keyword arguments, for a store that wraps another and passes them on
+    (``**options: Unpack[ListOptions]``) instead of restating the signature."""
+
+    start_after: str | None
+    continuation_token: str | None
+    max_keys: int
 
 
 class ObjectStore(Protocol):

@@ -7,6 +7,6 @@ prefixes), `binding` (checking the namespace's binding to its storage), `journal
 `journal_check` (the deletion journal and its verification), `events`, `report` and
 `metrics`.
 
-May import: `watermark` (below its API), `gcd.errors`, `gcd.exitcodes`, `gcd.rules`,
+May import: `watermark` (below its API), `gcd.errors`, `gcd.rules`,
 `gcd.storage`.
 """

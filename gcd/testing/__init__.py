@@ -6,6 +6,6 @@ Lives here: `local_servers` (etcd and moto on free loopback ports, stopped by PI
 that injects faults), `procs` (child processes, signalled by PID), `memory` (the
 in-memory object store). Nothing in the daemon or the sweep path imports this.
 
-May import: `watermark` (below its API), `gcd.errors`, `gcd.exitcodes`, `gcd.rules`,
+May import: `watermark` (below its API), `gcd.errors`, `gcd.rules`,
 `gcd.storage`, `gcd.sweep`, `gcd.spark`.
 """

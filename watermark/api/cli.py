@@ -50,6 +50,7 @@ from typing import Any
 
 import structlog
 
+from watermark import exitcodes
 from watermark.api.auth import Exposure, TokenFile, TokenSet, check_exposure
 from watermark.api.http_api import create_app
 from watermark.api.http_server import (
@@ -89,14 +90,8 @@ from watermark.service.publisher import DEFAULT_FENCE_TIMEOUT_S, Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings, advertised_url
 from watermark.service.ticker import EpochTicker
 
-__all__ = ["COMMAND_OPTIONS", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE",
-           "Invocation", "ServeParts", "build_parser", "main",
-           "parse"]  # fmt: skip
+__all__ = ["COMMAND_OPTIONS", "Invocation", "ServeParts", "build_parser", "main", "parse"]
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 OUTPUT_VERSION = 1
 
 _log = structlog.get_logger("watermark.cli")
@@ -567,28 +562,19 @@ def _write_text(args: argparse.Namespace, result: dict[str, Any]) -> None:
             )
 
 
-def _exit_code(exc: BaseException) -> int:
-    """The one place that maps an error to an exit code."""
-    if isinstance(exc, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
-    if isinstance(exc, ConfigError) and not isinstance(exc, PartitionNotRegistered):
-        return EXIT_USAGE
-    return EXIT_FAILURE
-
-
 def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) -> int:
     """Run the `watermark` command; return its exit code (`parts`: see `ServeParts`)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(arguments)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
     try:
         invocation = _settle(args, None)  # bad values, token or TLS files: exit 2, no etcd
         configure_logging(args.log_level)
         result = asyncio.run(_run(invocation, parts if parts is not None else ServeParts()))
     except (L0gcError, KeyboardInterrupt) as exc:
-        code = _exit_code(exc)
+        code = exitcodes.watermark_exit_code(exc)
         interrupted = isinstance(exc, KeyboardInterrupt)
         message = "interrupted (Ctrl-C); stopped cleanly" if interrupted else str(exc)
         if getattr(args, "json", None) is True:  # the flag, or resolved (the first option)
@@ -601,4 +587,4 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
         sys.stdout.write(json.dumps({"version": OUTPUT_VERSION, **result}, sort_keys=True) + "\n")
     else:
         _write_text(args, result)
-    return EXIT_OK
+    return exitcodes.OK

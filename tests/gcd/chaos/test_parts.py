@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from gcd import exitcodes
 from gcd.chaos.config import BROKEN_BUILDS, ChaosConfig, FaultKind, parse_faults
 from gcd.chaos.monitor import _SAFE_EPOCH, Monitor
 from gcd.chaos.records import PartitionLog, Tail, log_path, read_lines
 from gcd.chaos.report import ChaosReport, exit_code, replay_command, text_report
 from gcd.chaos.view import Progress, render
+from watermark import exitcodes
 from watermark.errors import ConfigError
 
 

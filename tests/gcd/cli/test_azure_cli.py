@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from gcd import exitcodes
 from gcd.rules.layout import KeyLayout
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_servers import LocalEtcd, free_port
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_daemon import metric
 from tests.waiting import wait_until_sync
+from watermark import exitcodes
 
 pytestmark = pytest.mark.integration
 

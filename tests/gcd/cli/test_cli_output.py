@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.cli.sweep import interrupted_document, text_summary
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
 from gcd.testing.local_servers import LocalS3
+from watermark import exitcodes
 
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")

@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.main import SUBCOMMANDS, Subcommand, main
 from gcd.rules.layout import KeyLayout
 from gcd.testing.local_servers import LocalS3, free_port
 from tests.waiting import wait_until_sync
+from watermark import exitcodes
 
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.cli.sweep import exit_code
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
 from gcd.testing.local_servers import LocalEtcd, LocalS3
+from watermark import exitcodes
 from watermark.core.kv import Put
 from watermark.errors import ConfigError
 from watermark.etcd.settings import DEFAULT_ENDPOINT, EtcdSettings, add_etcd_arguments, open_kv

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli import sweep as sweep_module
 from gcd.cli.main import main
 from gcd.cli.options import ROUND_OPTIONS, resolve
@@ -26,6 +25,7 @@ from gcd.sweep.report import RoundCounts
 from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from watermark import exitcodes
 from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.errors import ConfigError

@@ -18,13 +18,13 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
-from gcd import exitcodes
 from gcd.demo.verify import DemoSummary, exit_code, problems, text_report
 from gcd.demo.view import Snapshot, progress_fields, render
 from gcd.demo.workload import CommitLog, horizon
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd
+from watermark import exitcodes
 
 # -- the workload's pure parts ---------------------------------------------------------
 

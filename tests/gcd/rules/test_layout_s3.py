@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from watermark import exitcodes
 from watermark.core.contract import Publication
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.cli.options import resolve
 from gcd.cli.spark import add_arguments, parse_run
@@ -16,6 +15,7 @@ from gcd.spark.delete import DeleteSettings
 from gcd.spark.pipeline import decisions_uri_problem
 from gcd.spark.s3client import S3Target
 from gcd.spark.session import check_py_files, local_task_slots, parse_conf
+from watermark import exitcodes
 from watermark.errors import ConfigError
 from watermark.options import CommandParser
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.spark.package import DRIVER_ONLY_MODULES, LAUNCHER
+from watermark import exitcodes
 
 
 def test_the_zip_is_reproducible_and_holds_both_packages(

@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from gcd import exitcodes
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from gcd.testing.spark_cluster import LocalSparkCluster, executor_python
 from tests.gcd.spark.s3tap import S3Tap
+from watermark import exitcodes
 from watermark.core.binding import claim_key
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.integration]

@@ -19,13 +19,13 @@ import pyarrow.parquet as pq
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.spark.pipeline import summary_from_counts
 from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind
+from watermark import exitcodes
 from watermark.core.binding import claim_key
 from watermark.core.kv import Put
 from watermark.etcd.store import WatermarkStore

@@ -16,12 +16,12 @@ import pytest
 import structlog
 from botocore.exceptions import ClientError, NoCredentialsError
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.errors import StorageError
 from gcd.storage.s3 import preflight_failure
 from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.testing.local_servers import LocalS3
+from watermark import exitcodes
 from watermark.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]

@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.cli.spark import read_safe_epoch
 from gcd.rules.layout import KeyLayout
@@ -22,6 +21,7 @@ from gcd.sweep.shards import ShardAnnouncement, announced
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from gcd.testing.memory import MemoryObjectStore
 from tests.binding import bind, bind_sync
+from watermark import exitcodes
 from watermark.__main__ import main as watermark_main
 from watermark.core.binding import CLAIM_NAME, StorageTarget, claim_key
 from watermark.core.contract import Publication

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
@@ -36,6 +35,7 @@ from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
 from gcd.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync
+from watermark import exitcodes
 from watermark.core.contract import Publication
 from watermark.errors import ConfigError
 from watermark.etcd.memory import MemoryKV

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import structlog
 
-from gcd import exitcodes
 from gcd.cli.main import main
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
@@ -26,6 +25,7 @@ from gcd.sweep.safety import read_admission
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from watermark import exitcodes
 from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.errors import InvalidRecord

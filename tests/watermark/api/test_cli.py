@@ -18,12 +18,9 @@ import pytest
 
 from gcd.testing.local_servers import LocalEtcd, free_port
 from tests.waiting import wait_until
+from watermark import exitcodes
 from watermark.api.cli import (
     COMMAND_OPTIONS,
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
     build_parser,
     main,
     parse,
@@ -57,7 +54,7 @@ def watermark(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 
 def json_of(result: subprocess.CompletedProcess[str]) -> Any:
     """The JSON document a successful `--json` command printed."""
-    assert result.returncode == EXIT_OK, result.stderr
+    assert result.returncode == exitcodes.OK, result.stderr
     return json.loads(result.stdout)
 
 
@@ -90,16 +87,16 @@ def test_failures_exit_1_with_a_clear_message(etcd_server: LocalEtcd, namespace:
     """An unregistered partition, a lost CAS or an unreachable etcd exit 1 and say why."""
     env = environment(etcd_server, namespace)
     missing = watermark(env, "partition", "show", "ghost")
-    assert missing.returncode == EXIT_FAILURE
+    assert missing.returncode == exitcodes.PARTIAL_FAILURE
     assert "'ghost' is not registered" in missing.stderr
     watermark(env, "epoch", "advance")
     conflict = watermark(env, "epoch", "advance", "--expected", "99", "--json")
-    assert conflict.returncode == EXIT_FAILURE
+    assert conflict.returncode == exitcodes.PARTIAL_FAILURE
     assert json.loads(conflict.stdout)["error"] == "EpochConflict"
     unreachable = watermark(
         {**env, "L0GC_ETCD": f"127.0.0.1:{free_port()}"}, "epoch", "get", "--etcd-timeout", "1"
     )
-    assert unreachable.returncode == EXIT_FAILURE
+    assert unreachable.returncode == exitcodes.PARTIAL_FAILURE
     assert "unavailable" in unreachable.stderr
 
 
@@ -120,7 +117,7 @@ def test_partition_list_escapes_names_owners_and_errors_from_etcd(
 
     asyncio.run(put())
     listed = watermark(environment(etcd_server, namespace), "partition", "list")
-    assert listed.returncode == EXIT_OK, listed.stderr
+    assert listed.returncode == exitcodes.OK, listed.stderr
     assert "\x1b" not in listed.stdout
     assert "evil\\x1b[2J  M(p)=6" in listed.stdout
     assert "owner  MALFORMED: partition 'owner': field 'owner'" in listed.stdout
@@ -130,9 +127,9 @@ def test_partition_list_escapes_names_owners_and_errors_from_etcd(
 def test_partition_text_shows_no_python_reprs(etcd_server: LocalEtcd, namespace: str) -> None:
     """A registered, never-owned partition reads `window=empty owner=none`, not [] / None."""
     env = environment(etcd_server, namespace)
-    assert watermark(env, "epoch", "advance").returncode == EXIT_OK
+    assert watermark(env, "epoch", "advance").returncode == exitcodes.OK
     registered = watermark(env, "partition", "register", "orders/0")
-    assert registered.returncode == EXIT_OK, registered.stderr
+    assert registered.returncode == exitcodes.OK, registered.stderr
     assert "window=empty  created_epoch=1  owner=none  owner_epoch=0" in registered.stdout
     assert "None" not in registered.stdout
     assert "[]" not in registered.stdout
@@ -140,12 +137,12 @@ def test_partition_text_shows_no_python_reprs(etcd_server: LocalEtcd, namespace:
 
 def test_usage_errors_exit_2() -> None:
     """Unknown commands, bad option values and bad settings are usage errors (exit 2)."""
-    assert main(["bogus"]) == EXIT_USAGE
-    assert main(["serve", "--http-port", "eighty"]) == EXIT_USAGE
-    assert main(["epoch"]) == EXIT_USAGE
-    assert main(["--help"]) == EXIT_OK
+    assert main(["bogus"]) == exitcodes.USAGE
+    assert main(["serve", "--http-port", "eighty"]) == exitcodes.USAGE
+    assert main(["epoch"]) == exitcodes.USAGE
+    assert main(["--help"]) == exitcodes.OK
     bad_namespace = watermark({**os.environ, "L0GC_NAMESPACE": "no-slash"}, "epoch", "get")
-    assert bad_namespace.returncode == EXIT_USAGE
+    assert bad_namespace.returncode == exitcodes.USAGE
     assert "namespace" in bad_namespace.stderr
 
 
@@ -176,17 +173,17 @@ def test_a_bad_env_value_exits_2_naming_the_variable(
     """L0GC_TICK_INTERVAL=abc: exit 2, the variable and the value named, no function name."""
     monkeypatch.setenv("L0GC_ETCD", "127.0.0.1:1")
     monkeypatch.setenv("L0GC_TICK_INTERVAL", "abc")
-    assert main(["serve"]) == EXIT_USAGE
+    assert main(["serve"]) == exitcodes.USAGE
     err = capsys.readouterr().err
     assert "env L0GC_TICK_INTERVAL: invalid value 'abc': expected seconds or a number" in err
     assert "_non_negative" not in err
     assert "function" not in err
     monkeypatch.delenv("L0GC_TICK_INTERVAL")
-    assert main(["serve", "--publish-interval", "0"]) == EXIT_USAGE
+    assert main(["serve", "--publish-interval", "0"]) == exitcodes.USAGE
     assert "flag --publish-interval: invalid value '0': expected a duration > 0" in (
         capsys.readouterr().err
     )
-    assert main(["epoch", "get", "--json", "--etcd-timeout", "soon"]) == EXIT_USAGE
+    assert main(["epoch", "get", "--json", "--etcd-timeout", "soon"]) == exitcodes.USAGE
     doc = json.loads(capsys.readouterr().out)
     assert doc["error"] == "ConfigError"
     assert "flag --etcd-timeout: invalid value 'soon'" in doc["message"]
@@ -288,7 +285,7 @@ def test_switches_have_env_vars(argv: list[str], variable: str, dest: str) -> No
 
 def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     """`serve --help` shows the defaults the old help left out, and the env vars."""
-    assert main(["serve", "--help"]) == EXIT_OK
+    assert main(["serve", "--help"]) == exitcodes.OK
     out = " ".join(capsys.readouterr().out.split())
     shown = [
         "deadline of a fence whose request gives none (default 5s; env L0GC_FENCE_TIMEOUT)",
@@ -304,12 +301,12 @@ def test_a_mistyped_flag_is_one_line_with_a_suggestion(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`serve --tick-intervall 10s`: exit 2, one line with the suggestion and the usage line."""
-    assert main(["serve", "--tick-intervall", "10s"]) == EXIT_USAGE
+    assert main(["serve", "--tick-intervall", "10s"]) == exitcodes.USAGE
     assert capsys.readouterr().err.splitlines() == [
         "watermark serve: unknown option --tick-intervall; did you mean --tick-interval?",
         "usage: watermark serve [options]; `watermark serve --help` lists them",
     ]
-    assert main(["partition", "show"]) == EXIT_USAGE
+    assert main(["partition", "show"]) == exitcodes.USAGE
     assert len(capsys.readouterr().err.splitlines()) == 2
 
 
@@ -392,7 +389,7 @@ async def test_serve_fences_over_http_and_publishes_on_sigterm(
         assert before["tracker"]["last_applied_offset"] is None  # only the start-up publish
     finally:
         code = await stop_by_pid(process, log)
-    assert code == EXIT_OK, log.read_text()
+    assert code == exitcodes.OK, log.read_text()
     record = json_of(watermark(env, "partition", "show", "orders/0", "--json"))
     assert record["owner"] == "serve-test"
     assert record["window"] == [1, 2]
@@ -424,7 +421,7 @@ async def test_serve_with_ticker_advances_the_epoch_and_resigns(
         assert "l0gc_watermark_ticker_leader 1.0" in text
     finally:
         code = await stop_by_pid(process, log)
-    assert code == EXIT_OK, log.read_text()
+    assert code == exitcodes.OK, log.read_text()
 
 
 def test_serve_refuses_unsafe_http_settings_with_exit_2(tmp_path: Path) -> None:
@@ -433,26 +430,26 @@ def test_serve_refuses_unsafe_http_settings_with_exit_2(tmp_path: Path) -> None:
     `serve` before it starts (exit 2)."""
     env = {**os.environ, "L0GC_ETCD": f"127.0.0.1:{free_port()}", "L0GC_NAMESPACE": "/l0gc/t"}
     exposed = watermark(env, "serve", "--http-host", "0.0.0.0")  # refused before binding
-    assert exposed.returncode == EXIT_USAGE, exposed.stderr
+    assert exposed.returncode == exitcodes.USAGE, exposed.stderr
     assert "--auth-token-file" in exposed.stderr
     assert "--insecure-no-auth" in exposed.stderr
     unclear = watermark(
         {**env, "L0GC_INSECURE_NO_AUTH": "maybe"}, "serve", "--http-host", "0.0.0.0"
     )
-    assert unclear.returncode == EXIT_USAGE, unclear.stderr
+    assert unclear.returncode == exitcodes.USAGE, unclear.stderr
     assert "env L0GC_INSECURE_NO_AUTH: invalid value 'maybe'" in unclear.stderr
     secret = "s3cret-token-0123456789abcdef"
     tokens = tmp_path / "tokens"
     tokens.write_text(f"# callers\nwriter:{secret}\nboss:{secret}x\n")
     bad_file = watermark(env, "serve", "--auth-token-file", str(tokens))
-    assert bad_file.returncode == EXIT_USAGE, bad_file.stderr
+    assert bad_file.returncode == exitcodes.USAGE, bad_file.stderr
     assert "line 3: unknown role" in bad_file.stderr
     assert secret not in bad_file.stderr
     missing = tmp_path / "missing.pem"
     no_cert = watermark(
         {**env, "L0GC_TLS_CERT_FILE": str(missing), "L0GC_TLS_KEY_FILE": str(missing)}, "serve"
     )
-    assert no_cert.returncode == EXIT_USAGE, no_cert.stderr
+    assert no_cert.returncode == exitcodes.USAGE, no_cert.stderr
     assert f"--tls-cert-file {missing}" in no_cert.stderr
 
 
@@ -511,7 +508,7 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
         if process.returncode is None:
             await stop_by_pid(process, log)
     text = log.read_text()
-    assert code == EXIT_INTERRUPTED, text
+    assert code == exitcodes.INTERRUPTED, text
     assert "watermark serve: interrupted (Ctrl-C); stopped cleanly" in text
     assert "error: interrupted" not in text  # as gcd says it: not an error
     assert "line 2: not a token" in text
