@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from watermark.core.contract import PublishStatus
 
 __all__ = [
+    "ClusterEpochRead",
     "Event",
     "FenceGranted",
     "FenceReclaimed",
@@ -38,10 +39,15 @@ __all__ = [
     "FenceRefused",
     "FenceReleased",
     "FencesRevoked",
+    "FencingViolationFound",
     "Hook",
     "Hooks",
+    "HostedChanged",
+    "IdleAdvanceSkipped",
+    "IdleAdvanced",
     "PublishFailed",
     "PublishRefused",
+    "PublishRound",
     "Published",
     "RoutedHook",
     "TickerAdvanceConflict",
@@ -208,6 +214,61 @@ class PublishFailed:
     error: str
 
 
+@dataclass(frozen=True, slots=True)
+class PublishRound:
+    """A publish round wrote `partitions` records (`ok` of them accepted) in `duration_s`."""
+
+    partitions: int
+    ok: int
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEpochRead:
+    """The publisher read the cluster epoch."""
+
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class IdleAdvanced:
+    """An idle, reconciled partition's M(p) advanced to `watermark` at cluster `epoch`."""
+
+    partition: str
+    epoch: int
+    watermark: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class IdleAdvanceSkipped:
+    """An idle advance could not fence its partition (refused); it is tried next round."""
+
+    partition: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class FencingViolationFound:
+    """A commit's epoch was below the applied window: fencing failed (a bug; see
+    `watermark.errors.FencingViolation`)."""
+
+    partition: str
+    offset: int
+    epoch: int
+    window: Bounds
+    published_watermark: int | None
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostedChanged:
+    """The publisher hosts `partitions`; the lowest M(p) it published is `min_watermark`
+    (None: none published)."""
+
+    partitions: int
+    min_watermark: int | None
+
+
 Event = (
     FenceGranted
     | FenceReleased
@@ -223,6 +284,12 @@ Event = (
     | Published
     | PublishRefused
     | PublishFailed
+    | PublishRound
+    | ClusterEpochRead
+    | IdleAdvanced
+    | IdleAdvanceSkipped
+    | FencingViolationFound
+    | HostedChanged
 )
 Hook = Callable[[Any], None]
 """Called with each event (typed `Any` so a hook for one event class fits)."""

@@ -19,6 +19,10 @@ name here and nowhere else:
 | `PublishRefused` (missing) | ``watermark.partition_missing`` | warning |
 | `PublishRefused` (malformed) | ``watermark.record_malformed`` | warning |
 | `PublishFailed` | ``watermark.publish_failed`` | warning |
+| `PublishRound` | ``watermark.publish`` | info |
+| `IdleAdvanced` | ``watermark.idle_advance`` | info |
+| `IdleAdvanceSkipped` | ``watermark.idle_advance_skipped`` | info |
+| `FencingViolationFound` | ``watermark.fencing_violation`` | error |
 
 A publish refused as REFUSED_LOWER or STALE_OWNER is not logged here: the store, which
 decides those, logs them (``watermark.publish_refused_lower``,
@@ -39,9 +43,13 @@ from watermark.core.events import (
     FenceRefusal,
     FenceRefused,
     FencesRevoked,
+    FencingViolationFound,
     Hook,
+    IdleAdvanced,
+    IdleAdvanceSkipped,
     PublishFailed,
     PublishRefused,
+    PublishRound,
     TickerAdvanceConflict,
     TickerElected,
     TickerLeadershipLost,
@@ -143,6 +151,29 @@ def _publish_failed(event: PublishFailed) -> None:
     )
 
 
+def _publish_round(event: PublishRound) -> None:
+    _publisher_log.info("watermark.publish", partitions=event.partitions, ok=event.ok,
+                        duration_s=round(event.duration_s, 4))  # fmt: skip
+
+
+def _idle_advanced(event: IdleAdvanced) -> None:
+    _publisher_log.info("watermark.idle_advance", partition=event.partition,
+                        epoch=event.epoch, watermark=event.watermark)  # fmt: skip
+
+
+def _idle_advance_skipped(event: IdleAdvanceSkipped) -> None:
+    _publisher_log.info("watermark.idle_advance_skipped", partition=event.partition,
+                        error=event.error)  # fmt: skip
+
+
+def _fencing_violation(event: FencingViolationFound) -> None:
+    _publisher_log.error(
+        "watermark.fencing_violation", partition=event.partition, offset=event.offset,
+        epoch=event.epoch, window=list(event.window),
+        published_watermark=event.published_watermark, error=event.error,
+    )  # fmt: skip
+
+
 class EventLog:
     """Logs the events in the module docstring's table; ignores every other event."""
 
@@ -160,6 +191,10 @@ class EventLog:
             TickerTickFailed: _tick_failed,
             PublishRefused: _publish_refused,
             PublishFailed: _publish_failed,
+            PublishRound: _publish_round,
+            IdleAdvanced: _idle_advanced,
+            IdleAdvanceSkipped: _idle_advance_skipped,
+            FencingViolationFound: _fencing_violation,
         }
 
     @property

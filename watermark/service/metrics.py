@@ -16,7 +16,9 @@ the counters and gauges below: `FenceGranted` (fences_total inside or slide, one
 in flight), `FenceReleased`, `FenceReclaimed` and `FencesRevoked` (fewer in flight,
 reclaims counted), `FenceRefused` (fences_total stale or timeout), `WindowSlid`,
 `TickerAdvanced`, `TickerElected` / `TickerLeadershipLost` (ticker_leader),
-`Published`, `PublishRefused` and `PublishFailed` (publishes_total). Give it to a
+`Published`, `PublishRefused` and `PublishFailed` (publishes_total), `PublishRound`
+(publish_duration), `ClusterEpochRead`, `IdleAdvanced`, `FencingViolationFound`,
+`HostedChanged` (partitions owned, lowest M(p)). Give it to a
 shell as its ``hook`` (with `watermark.service.eventlog.EVENT_LOG` for the logs).
 
 | metric | type | labels |
@@ -62,16 +64,21 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from watermark.core.contract import PublishStatus
 from watermark.core.events import (
+    ClusterEpochRead,
     FenceGranted,
     FenceReclaimed,
     FenceRefusal,
     FenceRefused,
     FenceReleased,
     FencesRevoked,
+    FencingViolationFound,
     Hook,
+    HostedChanged,
+    IdleAdvanced,
     Published,
     PublishFailed,
     PublishRefused,
+    PublishRound,
     TickerAdvanced,
     TickerElected,
     TickerLeadershipLost,
@@ -346,6 +353,11 @@ class MetricsHook:
             Published: self._published,
             PublishRefused: self._publish_refused,
             PublishFailed: self._publish_failed,
+            PublishRound: self._publish_round,
+            ClusterEpochRead: self._cluster_epoch,
+            IdleAdvanced: self._idle_advanced,
+            FencingViolationFound: self._fencing_violation,
+            HostedChanged: self._hosted_changed,
         }
         self._handlers = handlers
 
@@ -399,3 +411,20 @@ class MetricsHook:
 
     def _publish_failed(self, event: PublishFailed) -> None:
         self._metrics.publish(PublishResult.ERROR, event.partitions)
+
+    def _publish_round(self, event: PublishRound) -> None:
+        self._metrics.publish_duration.observe(event.duration_s)
+
+    def _cluster_epoch(self, event: ClusterEpochRead) -> None:
+        self._metrics.cluster_epoch.set(event.epoch)
+
+    def _idle_advanced(self, event: IdleAdvanced) -> None:
+        self._metrics.idle_advances.inc()
+
+    def _fencing_violation(self, event: FencingViolationFound) -> None:
+        self._metrics.fencing_violations.inc()
+
+    def _hosted_changed(self, event: HostedChanged) -> None:
+        self._metrics.partitions_owned.set(event.partitions)
+        low = event.min_watermark
+        self._metrics.min_watermark.set(-1 if low is None else low)

@@ -32,10 +32,12 @@ Pluggable parts. `state_class` and `guard_class` choose the GC state and guard c
 hosted per partition (the deterministic simulation swaps in deliberately broken ones).
 
 Instrumentation. The publisher and every guard it hosts emit the events of
-`watermark.core.events` (`Published`, `PublishRefused`, `PublishFailed`, and the
-guards' fence events) to ONE `hook`; by default that is its `metrics.hook` and the
-log (`watermark.service.eventlog.EVENT_LOG`). Gauges of what it hosts (partitions
-owned, lowest M(p), the cluster epoch, publish duration) it sets on `metrics` itself.
+`watermark.core.events` (`Published`, `PublishRefused`, `PublishFailed`, `PublishRound`,
+`ClusterEpochRead`, `IdleAdvanced`, `IdleAdvanceSkipped`, `FencingViolationFound`,
+`HostedChanged`, and the guards' fence events) to ONE `hook`; by default that is its
+`metrics.hook` and the log (`watermark.service.eventlog.EVENT_LOG`). It sets no metric
+and writes no instrumentation log line itself; its own log lines are about ownership
+(adopted, dropped, stopped).
 """
 
 from __future__ import annotations
@@ -52,7 +54,20 @@ from typing import Any, Literal
 import structlog
 
 from watermark.core.contract import PublishStatus
-from watermark.core.events import Hooks, Published, PublishFailed, PublishRefused, route
+from watermark.core.events import (
+    ClusterEpochRead,
+    FencingViolationFound,
+    Hook,
+    Hooks,
+    HostedChanged,
+    IdleAdvanced,
+    IdleAdvanceSkipped,
+    Published,
+    PublishFailed,
+    PublishRefused,
+    PublishRound,
+    route,
+)
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
@@ -75,6 +90,10 @@ __all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_FENCE_TIMEOUT_S", "Fence", "Publi
 DEFAULT_FENCE_TIMEOUT_S = 5.0
 DEFAULT_DRAIN_TIMEOUT_S = 5.0
 _log = structlog.get_logger("watermark.publisher")
+_PUBLISHER_EVENTS = (
+    Published, PublishRefused, PublishFailed, PublishRound, ClusterEpochRead, IdleAdvanced,
+    IdleAdvanceSkipped, FencingViolationFound, HostedChanged,
+)  # fmt: skip
 
 
 
@@ -174,9 +193,12 @@ class Publisher:
         self.clock = clock
         self.metrics = metrics if metrics is not None else WatermarkMetrics()
         self._hook: Hooks = (self.metrics.hook, EVENT_LOG) if hook is _Default.HOOK else hook
-        self._on_published = route(self._hook, Published)
-        self._on_refused = route(self._hook, PublishRefused)
-        self._on_failed = route(self._hook, PublishFailed)
+        self._routes: dict[type, Hook | None] = {
+            kind: route(self._hook, kind) for kind in _PUBLISHER_EVENTS
+        }
+        self._on_published = self._routes[Published]
+        self._on_refused = self._routes[PublishRefused]
+        self._on_failed = self._routes[PublishFailed]
         self._hold_ttl_s = hold_ttl_s
         self.fence_timeout_s = fence_timeout_s
         self._drain_timeout_s = drain_timeout_s
@@ -408,16 +430,12 @@ class Publisher:
         try:
             hosted.commit(token, offset)
         except FencingViolation as exc:
-            self.metrics.fencing_violations.inc()
-            _log.error(
-                "watermark.fencing_violation",
-                partition=hosted.partition,
-                offset=exc.offset,
-                epoch=exc.epoch,
-                window=list(exc.window),
-                published_watermark=hosted.published_watermark,
-                error=str(exc),
-            )
+            self._emit(
+                FencingViolationFound(
+                    hosted.partition, exc.offset, exc.epoch, exc.window,
+                    hosted.published_watermark, str(exc),
+                )
+            )  # fmt: skip
             raise
         self.abort(token)
 
@@ -463,13 +481,8 @@ class Publisher:
             # ~100 gets plus a txn per slice (10k partitions on etcd: 2.5 s instead of 0.7 s).
             await self._publish(chosen, results)
             elapsed = time.perf_counter() - started
-            self.metrics.publish_duration.observe(elapsed)
-            _log.info(
-                "watermark.publish",
-                partitions=len(chosen),
-                ok=sum(status is PublishStatus.OK for status in results.values()),
-                duration_s=round(elapsed, 4),
-            )
+            ok = sum(status is PublishStatus.OK for status in results.values())
+            self._emit(PublishRound(len(chosen), ok, elapsed))
         self.published_once = True
         self._update_gauges()
         return results
@@ -518,7 +531,7 @@ class Publisher:
     async def read_cluster_epoch(self) -> int:
         """Read the cluster epoch (and export it as a metric)."""
         self.cluster_epoch = await self._store.get_cluster_epoch()
-        self.metrics.cluster_epoch.set(self.cluster_epoch)
+        self._emit(ClusterEpochRead(self.cluster_epoch))
         return self.cluster_epoch
 
     async def advance_idle(self, epoch: int | None = None) -> int:
@@ -534,17 +547,11 @@ class Publisher:
             try:
                 if await hosted.advance_idle(epoch, self.fence_timeout_s):
                     advanced += 1
-                    self.metrics.idle_advances.inc()
-                    _log.info(
-                        "watermark.idle_advance",
-                        partition=hosted.partition,
-                        epoch=epoch,
-                        watermark=hosted.state.gc_eligible_epoch,
+                    self._emit(
+                        IdleAdvanced(hosted.partition, epoch, hosted.state.gc_eligible_epoch)
                     )
             except WriteRefused as exc:
-                _log.info(
-                    "watermark.idle_advance_skipped", partition=hosted.partition, error=str(exc)
-                )
+                self._emit(IdleAdvanceSkipped(hosted.partition, str(exc)))
         return advanced
 
     async def run_once(self) -> None:
@@ -586,6 +593,10 @@ class Publisher:
         _log.info("watermark.publisher_stopped", partitions=len(self._hosted))
 
     def _update_gauges(self) -> None:
-        self.metrics.partitions_owned.set(len(self._hosted))
         watermarks = [h.published_watermark for h in self._hosted.values()]
-        self.metrics.min_watermark.set(min(watermarks) if watermarks else -1)
+        self._emit(HostedChanged(len(self._hosted), min(watermarks) if watermarks else None))
+
+    def _emit(self, event: object) -> None:
+        handler = self._routes[type(event)]
+        if handler is not None:
+            handler(event)

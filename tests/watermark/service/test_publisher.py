@@ -10,6 +10,7 @@ import pytest
 
 from gcd.sim.variants import NoDrainGuard
 from watermark.core.contract import PUBLISH_BATCH, Publication, PublishStatus
+from watermark.core.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
 from watermark.core.record import PartitionRecord
 from watermark.errors import (
     EpochAhead,
@@ -632,3 +633,35 @@ async def test_try_acquire_never_decides_an_epoch_above_the_known_cluster_epoch(
     with pytest.raises(PartitionNotHosted):
         publisher.try_acquire("nope", 5)
     assert await store.get_cluster_epoch() == 5
+
+
+async def test_a_round_is_reported_to_the_hook_only() -> None:
+    """A round's instrumentation is events (one hook), and the metrics hook turns them
+    into the gauges: the publisher sets no metric itself."""
+    seen: list[object] = []
+    metrics = WatermarkMetrics()
+    store, publisher = await hosting("p0", metrics=metrics, hook=(seen.append, metrics.hook))
+    await write(publisher, "p0", 5, 0)
+    publisher.reconciled("p0", 0)
+    await store.advance_cluster_epoch()
+    await publisher.run_once()
+    assert ClusterEpochRead(6) in seen
+    assert IdleAdvanced("p0", 6, 4) in seen
+    rounds = [event for event in seen if isinstance(event, PublishRound)]
+    assert [(r.partitions, r.ok) for r in rounds] == [(1, 1)]
+    assert HostedChanged(1, 4) in seen
+    assert metrics.cluster_epoch._value.get() == 6
+    assert metrics.min_watermark._value.get() == 4
+    assert metrics.partitions_owned._value.get() == 1
+    assert metrics.idle_advances._value.get() == 1
+
+
+async def test_a_publisher_without_a_hook_reports_nothing_and_still_publishes() -> None:
+    """hook=None: no metrics move, no instrumentation runs, the round works the same."""
+    metrics = WatermarkMetrics()
+    store, publisher = await hosting("p0", metrics=metrics, hook=None)
+    await write(publisher, "p0", 5, 0)
+    publisher.reconciled("p0", 0)
+    assert (await publisher.publish_now())["p0"] is PublishStatus.OK
+    assert (await stored(store, "p0")).watermark == 4
+    assert metrics.partitions_owned._value.get() == 0
