@@ -123,9 +123,12 @@ def triage(sent: Sequence[str], deleted: Iterable[str], failures: Sequence[F]) -
     `sent` are the keys of the request, `deleted` and `failures` the answer's two lists;
     keys the answer names that were not sent are ignored.
     """
+    listed = tuple(deleted)
+    if not failures and listed == tuple(sent):  # the usual answer: every key, in order
+        return Triage(tuple(dict.fromkeys(listed)), (), (), ())
     asked = set(sent)
     failed_keys = {failure.key for failure in failures}
-    gone = tuple(dict.fromkeys(key for key in deleted if key in asked and key not in failed_keys))
+    gone = tuple(dict.fromkeys(key for key in listed if key in asked and key not in failed_keys))
     retry_failures = tuple(f for f in failures if f.key in asked and retryable_code(f.code))
     final = tuple(f for f in failures if f.key in asked and not retryable_code(f.code))
     answered = set(gone) | failed_keys

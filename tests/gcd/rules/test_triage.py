@@ -69,3 +69,14 @@ def test_whole_request_failure() -> None:
     assert request_failure("MalformedXML", False, 10) is RequestFailure.SPLIT
     assert request_failure("MalformedXML", False, 1) is RequestFailure.SUSPECT
     assert request_failure("AccessDenied", False, 10) is RequestFailure.FAIL
+
+
+def test_the_usual_answer_is_sorted_like_any_other() -> None:
+    """Every key deleted, in the order sent (the fast path), gives what the general rule
+    gives for the same keys in another order."""
+    sent = [f"k{i}" for i in range(5)]
+    usual = triage(sent, list(sent), [])
+    shuffled = triage(sent, list(reversed(sent)), [])
+    assert usual.deleted == tuple(sent)
+    assert set(shuffled.deleted) == set(usual.deleted)
+    assert (usual.retry, usual.failed, shuffled.retry, shuffled.failed) == ((), (), (), ())
