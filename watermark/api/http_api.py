@@ -38,13 +38,14 @@ token's role may not use the route (admin may use every route). Without a token 
 (loopback, mutual TLS only, or --insecure-no-auth) nothing is asked. Tokens are never
 logged or echoed.
 
-Bodies (`_body`): at most `HttpLimits.max_body_bytes` (413 body_too_large), read within
-`HttpLimits.read_timeout_s` (408 request_timeout, connection closed), strict JSON
-(`watermark.core.strictjson`: bounded nesting, no duplicate keys, no NaN/Infinity) holding
-one object with only the route's fields; integers must be JSON integers (``1.0`` is
-not) in [0, 2**63 - 1]. Anything else is 400 bad_request. An unexpected exception in a
-handler is a JSON 500 ``internal_error`` without details; the traceback goes to the
-log. Connection limits and the request-head timeout: `watermark.api.http_server`.
+Bodies (checked by `watermark.api.http_body`): at most `HttpLimits.max_body_bytes` (413
+body_too_large), read within `HttpLimits.read_timeout_s` (408 request_timeout,
+connection closed), strict JSON (`watermark.core.strictjson`: bounded nesting, no
+duplicate keys, no NaN/Infinity) holding one object with only the route's fields;
+integers must be JSON integers (``1.0`` is not) in [0, 2**63 - 1]. Anything else is 400
+bad_request. An unexpected exception in a handler is a JSON 500 ``internal_error``
+without details; the traceback goes to the log. Connection limits and the request-head
+timeout: `watermark.api.http_server`.
 
 Replicas (`watermark serve --replicated`, a `router` given to `create_app`): a request
 for a partition this replica does not serve (fence, reconciled, adopt, show) is
@@ -103,9 +104,9 @@ import structlog
 from aiohttp import hdrs, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from watermark.api import http_body
 from watermark.api.auth import Access, TokenSet, allows, bearer_token, roles_allowed
 from watermark.api.http_server import HTTP_LIMITS, HttpLimits
-from watermark.core import strictjson
 from watermark.core.assignment import Route, RouteKind
 from watermark.core.record import RECORD_VERSION
 from watermark.errors import (
@@ -117,7 +118,6 @@ from watermark.errors import (
     FencingViolation,
     GuardClosed,
     IllegalTransition,
-    InvalidJson,
     L0gcError,
     NoOwner,
     PartitionNotHosted,
@@ -129,8 +129,6 @@ from watermark.service.metrics import HttpRefusal
 from watermark.service.publisher import Publisher
 
 __all__ = [
-    "MAX_FIELD_VALUE",
-    "BadRequest",
     "FenceTable",
     "Moved",
     "Router",
@@ -138,10 +136,6 @@ __all__ = [
     "create_app",
 ]
 
-MAX_FENCE_TIMEOUT_S = 300.0
-MAX_FIELD_VALUE = 2**63 - 1
-"""The largest epoch or offset a request may carry (a signed 64-bit integer)."""
-MAX_BODY_DEPTH = 4
 _PUBLISHER: web.AppKey[Publisher] = web.AppKey("publisher", Publisher)
 _FENCES: web.AppKey[FenceTable] = web.AppKey("fences")
 _READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")
@@ -170,37 +164,6 @@ _ERRORS: tuple[tuple[type[L0gcError], int, str], ...] = (
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class HttpProblem(Exception):
-    """A request the API refuses before any route logic: `status`, `code`, `reason`."""
-
-    status = 400
-    code = "bad_request"
-    reason = HttpRefusal.BAD_REQUEST
-    close = False
-
-
-class BadRequest(HttpProblem):
-    """The request body is not what the route takes; answered with 400."""
-
-
-class BodyTooLarge(HttpProblem):
-    """The body is larger than the limit; answered with 413 and the connection closed."""
-
-    status, code, reason, close = 413, "body_too_large", HttpRefusal.BODY_TOO_LARGE, True
-
-
-class BatchTooLarge(HttpProblem):
-    """More entries than a batch may carry; answered with 413."""
-
-    status, code, reason = 413, "batch_too_large", HttpRefusal.BODY_TOO_LARGE
-
-
-class BodyTimeout(HttpProblem):
-    """The body did not arrive in time; answered with 408 and the connection closed."""
-
-    status, code, reason, close = 408, "request_timeout", HttpRefusal.READ_TIMEOUT, True
 
 
 class UnknownFence(Exception):
@@ -239,7 +202,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure becomes a JSON answer; nothing but the log sees a traceback."""
     try:
         return await handler(request)
-    except HttpProblem as exc:
+    except http_body.HttpProblem as exc:
         _publisher(request).metrics.http_refused(exc.reason)
         response = _error(exc.status, exc.code, str(exc))
         if exc.close:
@@ -357,103 +320,6 @@ async def _authorize(request: web.Request, handler: Handler) -> web.StreamRespon
     return await handler(request)
 
 
-async def _body(
-    request: web.Request, *fields: str, max_bytes: int | None = None
-) -> dict[str, Any]:
-    """The request's JSON object, which may hold only `fields` (see the module docstring),
-    of at most `max_bytes` (default: the limits' `max_body_bytes`)."""
-    if not request.can_read_body:
-        return {}
-    limits = request.app[HTTP_LIMITS]
-    cap = limits.max_body_bytes if max_bytes is None else max_bytes
-    declared = request.content_length
-    if declared is not None and declared > cap:
-        raise BodyTooLarge(
-            f"request body of {declared} bytes is larger than the limit of {cap}; "
-            + ("split the batch" if max_bytes is not None else "these routes take a small "
-               "JSON object")
-        )
-    try:
-        async with asyncio.timeout(limits.read_timeout_s):
-            raw = await request.read()
-    except TimeoutError:
-        raise BodyTimeout(
-            f"request body not received within {limits.read_timeout_s:g} s; send the whole "
-            "request at once"
-        ) from None
-    except web.HTTPRequestEntityTooLarge:
-        raise BodyTooLarge(
-            f"request body is larger than the limit of {cap} bytes; these routes take a "
-            "small JSON object"
-        ) from None
-    if len(raw) > cap:  # chunked bodies carry no Content-Length
-        raise BodyTooLarge(f"request body of {len(raw)} bytes is larger than the limit of {cap}")
-    try:
-        doc = strictjson.loads(raw, what="request body", max_bytes=cap, max_depth=MAX_BODY_DEPTH)
-    except InvalidJson as exc:
-        raise BadRequest(str(exc)) from None
-    if not isinstance(doc, dict):
-        raise BadRequest("request body must be a JSON object")
-    unknown = sorted(set(doc) - set(fields))
-    if unknown:
-        takes = ", ".join(fields) or "no fields"
-        raise BadRequest(
-            f"request body field {_short.repr(unknown[0])} is not taken by this route "
-            f"(it takes: {takes})"
-        )
-    return doc
-
-
-def _int_field(doc: dict[str, Any], name: str, where: str = "") -> int:
-    value = doc.get(name)
-    if type(value) is not int or not 0 <= value <= MAX_FIELD_VALUE:
-        raise BadRequest(
-            f"field {where}{name!r} must be a JSON integer in [0, {MAX_FIELD_VALUE}], got "
-            f"{_short.repr(value)}"
-        )
-    return value
-
-
-def _str_field(doc: dict[str, Any], name: str, where: str) -> str:
-    value = doc.get(name)
-    if not isinstance(value, str) or not value:
-        raise BadRequest(f"field {where}{name!r} must be a non-empty string, got "
-                         f"{_short.repr(value)}")  # fmt: skip
-    return value
-
-
-def _entries(
-    doc: dict[str, Any], name: str, fields: tuple[str, ...], limits: HttpLimits
-) -> list[dict[str, Any]]:
-    """The batch's list of entry objects, each holding exactly `fields`."""
-    entries = doc.get(name)
-    if not isinstance(entries, list) or not entries:
-        raise BadRequest(f"field {name!r} must be a non-empty list of objects")
-    if len(entries) > limits.max_batch_entries:
-        raise BatchTooLarge(
-            f"{len(entries)} entries in {name!r}: the limit is {limits.max_batch_entries} "
-            "per request; split the batch"
-        )
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict) or set(entry) != set(fields):
-            raise BadRequest(
-                f"{name}[{index}] must be an object with exactly the fields "
-                f"{', '.join(fields)}; got {_short.repr(entry)}"
-            )
-    return entries
-
-
-def _timeout_field(doc: dict[str, Any], default: float) -> float:
-    value = doc.get("timeout_s", default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRequest(f"field 'timeout_s' must be a number of seconds, got {_short.repr(value)}")
-    if not 0 < value <= MAX_FENCE_TIMEOUT_S:
-        raise BadRequest(
-            f"field 'timeout_s' must be in (0, {MAX_FENCE_TIMEOUT_S:g}], got {_short.repr(value)}"
-        )
-    return float(value)
-
-
 def _publisher(request: web.Request) -> Publisher:
     return request.app[_PUBLISHER]
 
@@ -527,9 +393,9 @@ class FenceTable:
 async def fence(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/fence."""
     publisher = _publisher(request)
-    doc = await _body(request, "epoch", "timeout_s")
-    epoch = _int_field(doc, "epoch")
-    timeout_s = _timeout_field(doc, publisher.fence_timeout_s)
+    doc = await http_body.read_body(request, "epoch", "timeout_s")
+    epoch = http_body.int_field(doc, "epoch")
+    timeout_s = http_body.timeout_field(doc, publisher.fence_timeout_s)
     partition = request.match_info["partition"]
     token = await _on_owner(
         request, partition, lambda: publisher.acquire(partition, epoch, timeout_s)
@@ -567,15 +433,19 @@ def _refused(exc: L0gcError | Moved | UnknownFence) -> dict[str, Any]:
 async def fences(request: web.Request) -> web.Response:
     """POST /v1/fences: one fence per entry, acquired concurrently."""
     publisher, limits = _publisher(request), request.app[HTTP_LIMITS]
-    doc = await _body(request, "fences", "timeout_s", max_bytes=limits.max_batch_body_bytes)
-    timeout_s = _timeout_field(doc, publisher.fence_timeout_s)
+    doc = await http_body.read_body(
+        request, "fences", "timeout_s", max_bytes=limits.max_batch_body_bytes
+    )
+    timeout_s = http_body.timeout_field(doc, publisher.fence_timeout_s)
     wanted: dict[str, int] = {}
-    for index, entry in enumerate(_entries(doc, "fences", ("partition", "epoch"), limits)):
+    for index, entry in enumerate(http_body.entries(doc, "fences", ("partition", "epoch"), limits)):
         where = f"fences[{index}]."
-        partition = _str_field(entry, "partition", where)
+        partition = http_body.str_field(entry, "partition", where)
         if partition in wanted:
-            raise BadRequest(f"partition {_short.repr(partition)} appears twice in 'fences'")
-        wanted[partition] = _int_field(entry, "epoch", where)
+            raise http_body.BadRequest(
+                f"partition {_short.repr(partition)} appears twice in 'fences'"
+            )
+        wanted[partition] = http_body.int_field(entry, "epoch", where)
 
     def granted(token: FenceToken) -> dict[str, Any]:
         request.app[_FENCES].add(token)
@@ -615,11 +485,11 @@ async def fences(request: web.Request) -> web.Response:
 async def commits(request: web.Request) -> web.Response:
     """POST /v1/commits: the entries applied in order, each answered."""
     publisher, limits, table = _publisher(request), request.app[HTTP_LIMITS], request.app[_FENCES]
-    doc = await _body(request, "commits", max_bytes=limits.max_batch_body_bytes)
+    doc = await http_body.read_body(request, "commits", max_bytes=limits.max_batch_body_bytes)
     parsed = [
-        (_str_field(entry, "token", f"commits[{i}]."),
-         _int_field(entry, "offset", f"commits[{i}]."))
-        for i, entry in enumerate(_entries(doc, "commits", ("token", "offset"), limits))
+        (http_body.str_field(entry, "token", f"commits[{i}]."),
+         http_body.int_field(entry, "offset", f"commits[{i}]."))
+        for i, entry in enumerate(http_body.entries(doc, "commits", ("token", "offset"), limits))
     ]  # fmt: skip
     results: list[dict[str, Any]] = []
     for token_id, offset in parsed:
@@ -646,7 +516,7 @@ async def commit(request: web.Request) -> web.Response:
     """POST /v1/fences/{token}/commit."""
     publisher = _publisher(request)
     token = _token(request)
-    offset = _int_field(await _body(request, "offset"), "offset")
+    offset = http_body.int_field(await http_body.read_body(request, "offset"), "offset")
     try:
         publisher.commit(token, offset)
     except FenceExpired:
@@ -659,7 +529,7 @@ async def commit(request: web.Request) -> web.Response:
 async def abort(request: web.Request) -> web.Response:
     """POST /v1/fences/{token}/abort."""
     token = _token(request)
-    await _body(request)
+    await http_body.read_body(request)
     request.app[_FENCES].forget(token)
     return web.json_response({"aborted": _publisher(request).abort(token)})
 
@@ -668,7 +538,7 @@ async def reconciled(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/reconciled."""
     publisher = _publisher(request)
     partition = request.match_info["partition"]
-    offset = _int_field(await _body(request, "offset"), "offset")
+    offset = http_body.int_field(await http_body.read_body(request, "offset"), "offset")
 
     def report() -> dict[str, Any]:
         publisher.reconciled(partition, offset)
@@ -679,10 +549,11 @@ async def reconciled(request: web.Request) -> web.Response:
 
 async def adopt(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/adopt."""
-    doc = await _body(request, "log_end_offset")
+    doc = await http_body.read_body(request, "log_end_offset")
     log_end = doc.get("log_end_offset")
-    if log_end is not None and (type(log_end) is not int or not -1 <= log_end <= MAX_FIELD_VALUE):
-        raise BadRequest(
+    highest = http_body.MAX_FIELD_VALUE
+    if log_end is not None and (type(log_end) is not int or not -1 <= log_end <= highest):
+        raise http_body.BadRequest(
             f"field 'log_end_offset' must be the offset of the log's last entry (>= 0), -1 "
             f"for an empty log, or null if unknown; got {_short.repr(log_end)}"
         )
