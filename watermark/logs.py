@@ -20,11 +20,13 @@ import structlog
 from watermark.core.display import printable
 from watermark.errors import ConfigError
 
-__all__ = ["LEVELS", "configure_logging", "redact"]
+__all__ = ["LEVELS", "LEVEL_NAMES", "configure_logging", "redact"]
 
 _SECRET_WORDS = ("password", "secret", "token", "credential", "authorization", "access_key")
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}  # fmt: skip
+LEVEL_NAMES = tuple(LEVELS)
+"""The level names, lowest first (the choices of every --log-level)."""
 
 
 def redact(

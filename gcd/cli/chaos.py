@@ -43,13 +43,12 @@ import structlog
 from gcd.chaos.config import BROKEN_BUILDS, FAULT_GROUPS, ChaosConfig, FaultKind, parse_faults
 from gcd.cli.output import write_json
 from watermark import exitcodes
-from watermark.logs import LEVELS, configure_logging
+from watermark.logs import LEVEL_NAMES, configure_logging
 from watermark.options import duration, integer
 
 __all__ = ["add_arguments", "run"]
 
 _log = structlog.get_logger("gcd.chaos")
-_LEVELS = tuple(LEVELS)
 
 
 def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:
@@ -95,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "directory, removed after a passing run)")
     out.add_argument("--keep-run-dir", action="store_true",
                      help="keep the run directory even when the run passes")
-    out.add_argument("--log-level", choices=_LEVELS, default=None,
+    out.add_argument("--log-level", choices=LEVEL_NAMES, default=None,
                      help="level of the harness's logs on stderr (default warning, or error "
                      "on a terminal, where the live view shows the state)")  # fmt: skip
 

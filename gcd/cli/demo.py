@@ -56,13 +56,12 @@ from watermark import exitcodes
 from watermark.core.contract import validate_namespace
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, parse_endpoints
-from watermark.logs import LEVELS, configure_logging
+from watermark.logs import LEVEL_NAMES, configure_logging
 from watermark.options import duration, integer, positive_number
 
 __all__ = ["add_arguments", "run"]
 
 _log = structlog.get_logger("gcd.demo")
-_LEVELS = tuple(LEVELS)
 _LOCAL_ETCD_TIMEOUT_S = 2.0
 _DEMO_BUCKET = "l0gc-demo"
 _DEMO_REGION = "us-east-1"
@@ -132,7 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true",
                      help="print the verified summary as one JSON document on stdout")
-    out.add_argument("--log-level", choices=_LEVELS, default=None,
+    out.add_argument("--log-level", choices=LEVEL_NAMES, default=None,
                      help="level of the components' logs on stderr (default warning, or "
                      "error on a terminal, where the live view shows the state); the "
                      "demo's own events are always shown")  # fmt: skip
@@ -141,11 +140,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _configure_logging(level: str) -> None:
     """Logs to stderr: demo.* events always, the components' from `level` up."""
     configure_logging("debug" if level == "debug" else "info")
-    threshold = _LEVELS.index(level)
+    threshold = LEVEL_NAMES.index(level)
 
     def keep(_logger: object, method: str, event: Any) -> Any:
         name = str(event.get("event", ""))
-        if not name.startswith("demo.") and method in _LEVELS and _LEVELS.index(method) < threshold:
+        below = method in LEVEL_NAMES and LEVEL_NAMES.index(method) < threshold
+        if below and not name.startswith("demo."):
             raise structlog.DropEvent
         return event
 

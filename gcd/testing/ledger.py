@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 __all__ = ["FenceIsLive", "Ledger", "LedgerCounts", "Loss", "ObjectState"]
@@ -260,18 +260,27 @@ class Ledger:
             live_lost=len(self.losses),
         )
 
+    def _protectors(self, obj: _Object) -> Iterator[tuple[str, int, int | None]]:
+        """What protects `obj` now, the one statement of the rule: ``(partition, offset,
+        reconciled)`` for a reference above its live partition's reconciled offset, then
+        ``(partition, fence, None)`` for a live fence on a live partition."""
+        for partition, offset in obj.refs:
+            part = self._partitions[partition]
+            if part.live and offset > part.reconciled:
+                yield partition, offset, part.reconciled
+        for fence, partition in obj.fences.items():
+            if self._partitions[partition].live and self._fence_is_live(fence):
+                yield partition, fence, None
+
     def protection(self, key: str) -> str | None:
         """Why `key` must not be deleted now (a short reason), or None if it may be."""
         obj = self._objects.get(key)
         if obj is None:
             return None
-        for partition, offset in obj.refs:
-            part = self._partitions[partition]
-            if part.live and offset > part.reconciled:
-                return f"referenced by {partition}@{offset} (reconciled {part.reconciled})"
-        for fence, partition in obj.fences.items():
-            if self._partitions[partition].live and self._fence_is_live(fence):
-                return f"fenced on {partition} (fence {fence})"
+        for partition, number, reconciled in self._protectors(obj):
+            if reconciled is None:
+                return f"fenced on {partition} (fence {number})"
+            return f"referenced by {partition}@{number} (reconciled {reconciled})"
         return None
 
     def protected_keys(self) -> Iterable[str]:
@@ -282,24 +291,18 @@ class Ledger:
         """Per live partition, its protected object with the lowest epoch:
         ``partition -> (epoch, key, why)``."""
         lowest: dict[str, tuple[int, str, str]] = {}
-
-        def note(partition: str, epoch: int, key: str, why: str) -> None:
-            if partition not in lowest or epoch < lowest[partition][0]:
-                lowest[partition] = (epoch, key, why)
-
         for key in list(self._candidates):
             obj = self._objects[key]
-            if obj.epoch is None or self.protection(key) is None:
+            epoch = obj.epoch
+            protectors = [] if epoch is None else list(self._protectors(obj))
+            if epoch is None or not protectors:
                 del self._candidates[key]
                 continue
-            for partition, offset in obj.refs:
-                part = self._partitions[partition]
-                if part.live and offset > part.reconciled:
-                    note(partition, obj.epoch, key, f"referenced at offset {offset} "
-                         f"(reconciled {part.reconciled})")  # fmt: skip
-            for fence, partition in obj.fences.items():
-                if self._partitions[partition].live and self._fence_is_live(fence):
-                    note(partition, obj.epoch, key, f"fenced (fence {fence})")
+            for partition, number, reconciled in protectors:
+                if partition not in lowest or epoch < lowest[partition][0]:
+                    why = (f"fenced (fence {number})" if reconciled is None else
+                           f"referenced at offset {number} (reconciled {reconciled})")  # fmt: skip
+                    lowest[partition] = (epoch, key, why)
         return lowest
 
     def garbage_at_or_below(self, safe_epoch: int, present: Iterable[str]) -> list[str]:

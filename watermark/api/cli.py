@@ -68,7 +68,7 @@ from watermark.core.record import PartitionRecord
 from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
 from watermark.etcd.settings import ETCD_OPTIONS, EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
-from watermark.logs import LEVELS, configure_logging
+from watermark.logs import LEVEL_NAMES, configure_logging
 from watermark.options import (
     CommandParser,
     Option,
@@ -96,7 +96,6 @@ OUTPUT_VERSION = 1
 
 _log = structlog.get_logger("watermark.cli")
 Command = Callable[[argparse.Namespace, WatermarkStore, KV], Awaitable[dict[str, Any]]]
-LOG_LEVELS = tuple(LEVELS)
 
 
 def _partition_list(value: object) -> tuple[str, ...]:
@@ -114,7 +113,7 @@ def _partition_list(value: object) -> tuple[str, ...]:
 def _output_options(log_level: str) -> tuple[Option, ...]:
     return (
         Option("--json", boolean, False, "print one JSON object on stdout", switch=True),
-        Option("--log-level", choice(*LOG_LEVELS), log_level,
+        Option("--log-level", choice(*LEVEL_NAMES), log_level,
                "log level on stderr: debug, info, warning or error", "LEVEL"),
     )  # fmt: skip
 

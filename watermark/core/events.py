@@ -14,7 +14,8 @@ Routing. A plain callable receives every event. A hook may instead carry `handle
 mapping from event class to the callable for that class (`RoutedHook`); it then receives
 only those classes, with no dispatch per call. `route(hook, kind)` resolves, once, the
 single callable to call with events of `kind` (None when no hook takes them), so a shell
-emits on its hot path with one call and emits nothing when nobody listens. An event's
+emits on its hot path with one call and emits nothing when nobody listens. A shell
+holds its routes in an `Emitter`; a backend is a `HandlerTable` of its handlers. An event's
 value never depends on who listens: equal events may be shared (the fence fast path
 reuses one `FenceGranted` per epoch).
 
@@ -24,7 +25,7 @@ This module is pure: records and routing, no I/O.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,6 +33,7 @@ from watermark.core.contract import PublishStatus
 
 __all__ = [
     "ClusterEpochRead",
+    "Emitter",
     "Event",
     "FenceGranted",
     "FenceReclaimed",
@@ -40,6 +42,7 @@ __all__ = [
     "FenceReleased",
     "FencesRevoked",
     "FencingViolationFound",
+    "HandlerTable",
     "Hook",
     "Hooks",
     "HostedChanged",
@@ -338,3 +341,44 @@ def route(hooks: Hooks, kind: type) -> Hook | None:
         return handlers[0]
     fanned = tuple(handlers)
     return lambda event: _fan_out(fanned, event)
+
+
+class HandlerTable:
+    """A `RoutedHook` made of a fixed table: event class -> handler (the base of every
+    instrumentation backend)."""
+
+    __slots__ = ("_handlers",)
+
+    def __init__(self, handlers: Mapping[type, Hook]) -> None:
+        self._handlers = dict(handlers)
+
+    @property
+    def handlers(self) -> Mapping[type, Hook]:
+        """The handler of each event class this hook takes."""
+        return self._handlers
+
+    def __call__(self, event: Any) -> None:
+        """Hand `event` to its class's handler; ignore it if it has none."""
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+
+class Emitter:
+    """A shell's side of the hooks: `route` resolved once for each event class it emits,
+    then one dictionary lookup per event (nothing is called when no hook takes it)."""
+
+    __slots__ = ("_routes",)
+
+    def __init__(self, hooks: Hooks, kinds: Iterable[type]) -> None:
+        self._routes = {kind: route(hooks, kind) for kind in kinds}
+
+    def route_of(self, kind: type) -> Hook | None:
+        """The resolved callable for `kind` (for a hot path that binds it once)."""
+        return self._routes[kind]
+
+    def __call__(self, event: Any) -> None:
+        """Emit `event` (its class must be one of the shell's)."""
+        handler = self._routes[type(event)]
+        if handler is not None:
+            handler(event)

@@ -32,9 +32,6 @@ wrote each refusal twice under two names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import structlog
 
 from watermark.core.contract import PublishStatus
@@ -44,7 +41,7 @@ from watermark.core.events import (
     FenceRefused,
     FencesRevoked,
     FencingViolationFound,
-    Hook,
+    HandlerTable,
     IdleAdvanced,
     IdleAdvanceSkipped,
     PublishFailed,
@@ -174,13 +171,13 @@ def _fencing_violation(event: FencingViolationFound) -> None:
     )  # fmt: skip
 
 
-class EventLog:
+class EventLog(HandlerTable):
     """Logs the events in the module docstring's table; ignores every other event."""
 
-    __slots__ = ("_handlers",)
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self._handlers: dict[type, Hook] = {
+        super().__init__({
             FenceRefused: _fence_refused,
             WindowSlid: _window_slid,
             FenceReclaimed: _fence_reclaimed,
@@ -195,18 +192,7 @@ class EventLog:
             IdleAdvanced: _idle_advanced,
             IdleAdvanceSkipped: _idle_advance_skipped,
             FencingViolationFound: _fencing_violation,
-        }
-
-    @property
-    def handlers(self) -> Mapping[type, Hook]:
-        """The logging function of each event class this hook logs."""
-        return self._handlers
-
-    def __call__(self, event: Any) -> None:
-        """Log `event` if its class is one this hook logs."""
-        handler = self._handlers.get(type(event))
-        if handler is not None:
-            handler(event)
+        })  # fmt: skip
 
 
 EVENT_LOG = EventLog()

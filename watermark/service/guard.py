@@ -56,16 +56,15 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from watermark.core.events import (
+    Emitter,
     FenceGranted,
     FenceReclaimed,
     FenceRefusal,
     FenceRefused,
     FenceReleased,
     FencesRevoked,
-    Hook,
     Hooks,
     WindowSlid,
-    route,
 )
 from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Refuse, Slide, Wait
 from watermark.core.window import Admission, EpochWindow
@@ -160,10 +159,10 @@ class FencingGuard:
         self._clock = clock
         self._changed: asyncio.Event | None = None
         """The broadcast event of the current waiters; None while nobody waits."""
-        self._routes: dict[type, Hook | None] = {kind: route(hook, kind) for kind in _GUARD_EVENTS}
+        self._emit = Emitter(hook, _GUARD_EVENTS)
         # The fast path's two routes and events, bound once.
-        self._on_granted = self._routes[FenceGranted]
-        self._on_released = self._routes[FenceReleased]
+        self._on_granted = self._emit.route_of(FenceGranted)
+        self._on_released = self._emit.route_of(FenceReleased)
         self._released = FenceReleased(partition)
         self._granted_inside = FenceGranted(partition, 0, False, 0.0)
 
@@ -403,11 +402,6 @@ class FencingGuard:
         return token
 
     # -- internals -----------------------------------------------------------------
-
-    def _emit(self, event: object) -> None:
-        handler = self._routes[type(event)]
-        if handler is not None:
-            handler(event)
 
     def _settle(self, changes: int, decision: _Turn) -> None:
         """After a turn: report the fences it reclaimed, wake waiters if the lock changed."""

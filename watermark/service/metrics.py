@@ -57,8 +57,6 @@ Replicas (`watermark serve --replicated`, see `watermark.service.replicas`):
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -72,7 +70,7 @@ from watermark.core.events import (
     FenceReleased,
     FencesRevoked,
     FencingViolationFound,
-    Hook,
+    HandlerTable,
     HostedChanged,
     IdleAdvanced,
     Published,
@@ -327,20 +325,20 @@ _PUBLISH_RESULTS = {
 _FENCE_REFUSALS = {FenceRefusal.STALE: FenceResult.STALE, FenceRefusal.TIMEOUT: FenceResult.TIMEOUT}
 
 
-class MetricsHook:
+class MetricsHook(HandlerTable):
     """Feeds a `WatermarkMetrics` from the core's events (a `RoutedHook`).
 
     Each handler is bound once; the fence fast path's (`FenceGranted`, `FenceReleased`)
     do one add and at most one bound `inc`, as the guard did before it emitted events.
     """
 
-    __slots__ = ("_handlers", "_inside", "_metrics", "_slide")
+    __slots__ = ("_inside", "_metrics", "_slide")
 
     def __init__(self, metrics: WatermarkMetrics) -> None:
         self._metrics = metrics
         self._inside = metrics.fence_counter(FenceResult.INSIDE).inc
         self._slide = metrics.fence_counter(FenceResult.SLIDE).inc
-        handlers: dict[type, Callable[[Any], None]] = {
+        super().__init__({
             FenceGranted: self._granted,
             FenceReleased: self._released,
             FenceRefused: self._refused,
@@ -358,19 +356,7 @@ class MetricsHook:
             IdleAdvanced: self._idle_advanced,
             FencingViolationFound: self._fencing_violation,
             HostedChanged: self._hosted_changed,
-        }
-        self._handlers = handlers
-
-    @property
-    def handlers(self) -> Mapping[type, Hook]:
-        """The handler of each event class these metrics count."""
-        return self._handlers
-
-    def __call__(self, event: Any) -> None:
-        """Count `event` if its class is one these metrics count."""
-        handler = self._handlers.get(type(event))
-        if handler is not None:
-            handler(event)
+        })  # fmt: skip
 
     def _granted(self, event: FenceGranted) -> None:
         self._metrics.held_fences += 1

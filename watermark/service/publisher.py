@@ -56,8 +56,8 @@ import structlog
 from watermark.core.contract import PublishStatus
 from watermark.core.events import (
     ClusterEpochRead,
+    Emitter,
     FencingViolationFound,
-    Hook,
     Hooks,
     HostedChanged,
     IdleAdvanced,
@@ -66,7 +66,6 @@ from watermark.core.events import (
     PublishFailed,
     PublishRefused,
     PublishRound,
-    route,
 )
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.record import PartitionRecord
@@ -193,12 +192,10 @@ class Publisher:
         self.clock = clock
         self.metrics = metrics if metrics is not None else WatermarkMetrics()
         self._hook: Hooks = (self.metrics.hook, EVENT_LOG) if hook is _Default.HOOK else hook
-        self._routes: dict[type, Hook | None] = {
-            kind: route(self._hook, kind) for kind in _PUBLISHER_EVENTS
-        }
-        self._on_published = self._routes[Published]
-        self._on_refused = self._routes[PublishRefused]
-        self._on_failed = self._routes[PublishFailed]
+        self._emit = Emitter(self._hook, _PUBLISHER_EVENTS)
+        self._on_published = self._emit.route_of(Published)
+        self._on_refused = self._emit.route_of(PublishRefused)
+        self._on_failed = self._emit.route_of(PublishFailed)
         self._hold_ttl_s = hold_ttl_s
         self.fence_timeout_s = fence_timeout_s
         self._drain_timeout_s = drain_timeout_s
@@ -595,8 +592,3 @@ class Publisher:
     def _update_gauges(self) -> None:
         watermarks = [h.published_watermark for h in self._hosted.values()]
         self._emit(HostedChanged(len(self._hosted), min(watermarks) if watermarks else None))
-
-    def _emit(self, event: object) -> None:
-        handler = self._routes[type(event)]
-        if handler is not None:
-            handler(event)

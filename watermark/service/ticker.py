@@ -28,14 +28,13 @@ import time
 from collections.abc import Callable
 
 from watermark.core.events import (
-    Hook,
+    Emitter,
     Hooks,
     TickerAdvanceConflict,
     TickerAdvanced,
     TickerElected,
     TickerLeadershipLost,
     TickerTickFailed,
-    route,
 )
 from watermark.core.kv import KV, Compare, Put
 from watermark.errors import (
@@ -83,12 +82,7 @@ class EpochTicker:
         self._now = now
         self._lease: int | None = None
         self._leader_revision: int | None = None  # mod_revision of our leader key
-        self._routes: dict[type, Hook | None] = {k: route(hook, k) for k in _TICKER_EVENTS}
-
-    def _emit(self, event: object) -> None:
-        handler = self._routes[type(event)]
-        if handler is not None:
-            handler(event)
+        self._emit = Emitter(hook, _TICKER_EVENTS)
 
     @property
     def is_leader(self) -> bool:
