@@ -162,15 +162,30 @@ def _label_names(registry: object) -> dict[str, tuple[str, ...]]:
     return names
 
 
-def _metric_rows(registry: object, known_codes: frozenset[str]) -> Iterator[str]:
+_COMMON = ("l0gc_build", "process_", "python_")
+"""Families every l0gc registry holds (`watermark.service.buildinfo`): listed once."""
+_OF_THE_PROCESS = frozenset({"version", "python", "implementation", "major", "minor", "patchlevel"})
+"""Labels whose values depend on the running process: named, not listed."""
+
+
+def _metric_rows(
+    registry: object, known_codes: frozenset[str], *, common: bool = False
+) -> Iterator[str]:
     label_names = _label_names(registry)
     for family in registry.collect():  # type: ignore[attr-defined]
-        name = f"{family.name}_total" if family.type == "counter" else family.name
+        if family.name.startswith(_COMMON) != common:
+            continue
+        suffix = {"counter": "_total", "info": "_info"}.get(family.type, "")
+        name = f"{family.name}{suffix}"
         labels: dict[str, set[str]] = {key: set() for key in label_names.get(name, ())}
         for sample in family.samples:
             for key, value in sample.labels.items():
                 if key != "le":
                     labels.setdefault(key, set()).add(value)
+        for key in _OF_THE_PROCESS & set(labels):
+            labels[key] = {"of the running process"}
+        if "component" in labels:
+            labels["component"] = {"publisher", "sweeper"}
         if "code" in labels:
             labels["code"] |= set(known_codes)
         shown = "; ".join(
@@ -188,6 +203,7 @@ def metrics_reference() -> str:
     head = "| metric | type | labels (values) | meaning |\n|---|---|---|---|"
     sweeper = "\n".join(_metric_rows(SweeperMetrics().registry, ERROR_LABELS))
     publisher = "\n".join(_metric_rows(WatermarkMetrics().registry, frozenset()))
+    common = "\n".join(_metric_rows(WatermarkMetrics().registry, frozenset(), common=True))
     return (
         f"{_HEADER}\n# Metrics reference\n\n"
         "Labels only ever take the values listed (never a key, a prefix or a partition "
@@ -197,7 +213,12 @@ def metrics_reference() -> str:
         "## Sweeper: `gcd daemon` on `:9464/metrics`\n\n"
         f"{head}\n{sweeper}\n\n"
         "## Publisher: `watermark serve` on `:8080/metrics`\n\n"
-        f"{head}\n{publisher}\n"
+        f"{head}\n{publisher}\n\n"
+        "## Both: build information and the process\n\n"
+        "Each of the two also exports `l0gc_build_info` and prometheus_client's process "
+        "(Linux), platform and garbage-collector collectors; `count by (version, component) "
+        "(l0gc_build_info)` lists the versions a fleet runs.\n\n"
+        f"{head}\n{common}\n"
     )
 
 

@@ -3,7 +3,12 @@
 Each `SweeperMetrics` owns a `CollectorRegistry`, so tests and several sweepers in one
 process never collide, and `/metrics` serves exactly these series. Label values come
 only from fixed sets: skip reasons, round outcomes, and S3 error codes normalised by
-`error_label` to a known set plus "other". Never a key, a prefix or a message.
+`error_label` to a known set plus "other". Never a key, a prefix or a message. Every
+label value is created at zero up front, so `rate()` and the dashboard's error panels
+show 0 rather than no data before the first error.
+
+The registry also holds ``l0gc_build_info`` and the process, platform and GC collectors
+(`watermark.service.buildinfo`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import math
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from watermark.service.buildinfo import register_build_info
 
 __all__ = ["ERROR_LABELS", "OUTCOMES", "SKIP_REASONS", "SweeperMetrics", "error_label"]
 
@@ -59,6 +66,7 @@ class SweeperMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         reg = self.registry
+        register_build_info(reg, "sweeper")
 
         def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
             return Counter(name, doc, labels, namespace=_NAMESPACE, registry=reg)
@@ -133,6 +141,9 @@ class SweeperMetrics:
             self.skipped_objects.labels(reason=reason)
         for outcome in OUTCOMES:
             self.rounds.labels(outcome=outcome)
+        for code in ERROR_LABELS:
+            self.list_errors.labels(code=code)
+            self.delete_errors.labels(code=code)
 
     def skipped(self, reason: str, count: int = 1) -> None:
         """Count skipped objects; `reason` is one of SKIP_REASONS."""

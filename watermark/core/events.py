@@ -57,6 +57,7 @@ __all__ = [
     "TickerAdvanced",
     "TickerElected",
     "TickerLeadershipLost",
+    "TickerStarted",
     "TickerTickFailed",
     "WindowSlid",
     "route",
@@ -142,6 +143,14 @@ class FencesRevoked:
 
 
 # -- the epoch ticker (watermark.service.ticker) ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TickerStarted:
+    """This ticker runs and will advance the epoch every `interval_s` while it leads."""
+
+    owner: str
+    interval_s: float
 
 
 @dataclass(frozen=True, slots=True)

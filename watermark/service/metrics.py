@@ -15,7 +15,8 @@ for what they decide: they emit the events of `watermark.core.events`, and
 the counters and gauges below: `FenceGranted` (fences_total inside or slide, one more
 in flight), `FenceReleased`, `FenceReclaimed` and `FencesRevoked` (fewer in flight,
 reclaims counted), `FenceRefused` (fences_total stale or timeout), `WindowSlid`,
-`TickerAdvanced`, `TickerElected` / `TickerLeadershipLost` (ticker_leader),
+`TickerStarted` (ticker_interval), `TickerAdvanced` (epoch advances, the time of the
+last one, the cluster epoch), `TickerElected` / `TickerLeadershipLost` (ticker_leader),
 `Published`, `PublishRefused` and `PublishFailed` (publishes_total), `PublishRound`
 (publish_duration), `ClusterEpochRead`, `IdleAdvanced`, `FencingViolationFound`,
 `HostedChanged` (partitions owned, lowest M(p)). Give it to a
@@ -36,6 +37,8 @@ shell as its ``hook`` (with `watermark.service.eventlog.EVENT_LOG` for the logs)
 | ``l0gc_watermark_epoch_advances_total`` | counter | |
 | ``l0gc_watermark_idle_advances_total`` | counter | |
 | ``l0gc_watermark_ticker_leader`` | gauge | (1 while this process leads the epoch ticker) |
+| ``l0gc_watermark_ticker_interval_seconds`` | gauge | (the ticker's interval; 0: no ticker) |
+| ``l0gc_watermark_ticker_last_advance_timestamp_seconds`` | gauge | (0: never advanced) |
 | ``l0gc_watermark_http_refusals_total`` | counter | ``reason``: unauthorized, forbidden, |
 |  |  | too_many_connections, read_timeout, body_too_large, bad_request |
 
@@ -52,6 +55,9 @@ Replicas (`watermark serve --replicated`, see `watermark.service.replicas`):
 | ``l0gc_watermark_longest_unowned_seconds`` | gauge | |
 | ``l0gc_watermark_ownership_lapses_total`` | counter | |
 | ``l0gc_watermark_redirects_total`` | counter | |
+
+Like the sweeper, the registry also holds ``l0gc_build_info`` and the process, platform
+and GC collectors (`watermark.service.buildinfo`).
 """
 
 from __future__ import annotations
@@ -80,8 +86,10 @@ from watermark.core.events import (
     TickerAdvanced,
     TickerElected,
     TickerLeadershipLost,
+    TickerStarted,
     WindowSlid,
 )
+from watermark.service.buildinfo import register_build_info
 
 __all__ = [
     "FenceResult",
@@ -139,6 +147,7 @@ class WatermarkMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         reg = self.registry
+        register_build_info(reg, "publisher")
         self.fences = Counter(
             "l0gc_watermark_fences_total",
             "Fence requests by result (inside, slide, stale, timeout).",
@@ -210,6 +219,18 @@ class WatermarkMetrics:
         self.ticker_leader = Gauge(
             "l0gc_watermark_ticker_leader",
             "1 while this process is the elected epoch ticker leader, else 0.",
+            registry=reg,
+        )
+        self.ticker_interval = Gauge(
+            "l0gc_watermark_ticker_interval_seconds",
+            "Interval of the epoch ticker running in this process (it advances the epoch "
+            "this often while it leads); 0 when this process runs no ticker.",
+            registry=reg,
+        )
+        self.ticker_last_advance = Gauge(
+            "l0gc_watermark_ticker_last_advance_timestamp_seconds",
+            "Unix time of this process's last epoch advance as ticker leader; 0 when it has "
+            "made none.",
             registry=reg,
         )
         self.http_refusals = Counter(
@@ -345,6 +366,7 @@ class MetricsHook(HandlerTable):
             WindowSlid: self._window_slid,
             FenceReclaimed: self._reclaimed,
             FencesRevoked: self._revoked,
+            TickerStarted: self._ticker_started,
             TickerAdvanced: self._ticker_advanced,
             TickerElected: self._ticker_elected,
             TickerLeadershipLost: self._ticker_lost,
@@ -380,8 +402,13 @@ class MetricsHook(HandlerTable):
     def _revoked(self, event: FencesRevoked) -> None:
         self._metrics.held_fences -= event.count
 
+    def _ticker_started(self, event: TickerStarted) -> None:
+        self._metrics.ticker_interval.set(event.interval_s)
+
     def _ticker_advanced(self, event: TickerAdvanced) -> None:
         self._metrics.epoch_advances.inc()
+        self._metrics.ticker_last_advance.set_to_current_time()
+        self._metrics.cluster_epoch.set(event.epoch)
 
     def _ticker_elected(self, event: TickerElected) -> None:
         self._metrics.ticker_leader.set(1)

@@ -14,10 +14,12 @@ cannot advance the epoch. Stopping revokes the lease, so a successor is elected 
 once rather than after the TTL.
 
 Instrumentation: the ticker decides and emits; its ONE optional `hook` (see
-`watermark.core.events`) gets `TickerElected`, `TickerLeadershipLost` (only when it was
-the leader), `TickerAdvanced`, `TickerAdvanceConflict` and `TickerTickFailed`. The
+`watermark.core.events`) gets `TickerStarted` (when `run` begins), `TickerElected`,
+`TickerLeadershipLost` (only when it was the leader), `TickerAdvanced`,
+`TickerAdvanceConflict` and `TickerTickFailed`. The
 default logs them (`watermark.service.eventlog`); `watermark serve` adds
-`WatermarkMetrics.hook` (epoch advances, the leader gauge).
+`WatermarkMetrics.hook` (epoch advances, the leader gauge, the interval and the time of
+the last advance).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from watermark.core.events import (
     TickerAdvanced,
     TickerElected,
     TickerLeadershipLost,
+    TickerStarted,
     TickerTickFailed,
 )
 from watermark.core.kv import KV, Compare, Put
@@ -50,7 +53,8 @@ from watermark.service.eventlog import EVENT_LOG
 __all__ = ["EpochTicker"]
 
 _TICKER_EVENTS = (
-    TickerElected, TickerLeadershipLost, TickerAdvanced, TickerAdvanceConflict, TickerTickFailed,
+    TickerStarted, TickerElected, TickerLeadershipLost, TickerAdvanced, TickerAdvanceConflict,
+    TickerTickFailed,
 )  # fmt: skip
 
 
@@ -173,6 +177,7 @@ class EpochTicker:
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until `stop` is set, then resign."""
         wake_every = min(self._interval_s, self._lease_ttl_s / 3)
+        self._emit(TickerStarted(self._owner_id, self._interval_s))
         next_advance = self._now()
         try:
             while not stop.is_set():

@@ -20,6 +20,7 @@ from watermark.errors import ConfigError
 from watermark.etcd.client import EtcdKV
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
+from watermark.service.metrics import WatermarkMetrics
 from watermark.service.ticker import EpochTicker
 
 integration = pytest.mark.integration
@@ -201,3 +202,39 @@ async def test_claim_whose_answer_was_lost_is_adopted() -> None:
     assert await ticker.tick_once()
     assert ticker.is_leader
     assert await store.get_cluster_epoch() == 2
+
+
+async def test_metrics_show_the_interval_the_leader_and_the_last_advance() -> None:
+    """Fed by the ticker's events: the interval of a running ticker (0 before it runs),
+    the leader gauge, the time of the last advance and the epoch it wrote."""
+    kv = MemoryKV()
+    store = WatermarkStore(kv, "/l0gc/tick")
+    await store.init_cluster_epoch(1)
+    metrics = WatermarkMetrics()
+    ticker = EpochTicker(
+        store, kv, interval_s=0.05, owner_id="m-0", lease_ttl_s=5, hook=metrics.hook
+    )
+
+    def value(name: str) -> float | None:
+        return metrics.registry.get_sample_value(name)
+
+    assert value("l0gc_watermark_ticker_interval_seconds") == 0
+    assert value("l0gc_watermark_ticker_last_advance_timestamp_seconds") == 0
+    before = time.time()
+    stop = asyncio.Event()
+    task = asyncio.create_task(ticker.run(stop))
+    try:
+        await wait_until(
+            lambda: (value("l0gc_watermark_cluster_epoch") or 0) >= 3, timeout_s=10.0,
+            what="two advances seen by the metrics",
+        )  # fmt: skip
+        assert value("l0gc_watermark_ticker_interval_seconds") == 0.05
+        assert value("l0gc_watermark_ticker_leader") == 1
+        last = value("l0gc_watermark_ticker_last_advance_timestamp_seconds")
+        assert last is not None
+        assert before <= last <= time.time()
+        assert value("l0gc_watermark_epoch_advances_total") >= 2
+    finally:
+        stop.set()
+        await task
+    assert value("l0gc_watermark_ticker_leader") == 0
