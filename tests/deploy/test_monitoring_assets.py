@@ -61,6 +61,8 @@ GAUGES = {
     "l0gc_watermark_min_watermark",
     "l0gc_watermark_cluster_epoch",
     "l0gc_watermark_ticker_leader",
+    "l0gc_watermark_ticker_interval_seconds",
+    "l0gc_watermark_ticker_last_advance_timestamp_seconds",
     "l0gc_watermark_longest_unowned_seconds",
     "l0gc_watermark_partitions_unowned",
     "l0gc_watermark_replicas",
@@ -97,6 +99,7 @@ RUNBOOK_ANCHORS = {
     "fencing-violation",
     "sweeper-or-publisher-down",
     "partition-without-owner",
+    "epoch-ticker",
 }
 # The scrape-health series Prometheus makes itself (only target labels), and the job
 # matchers the down/absent alerts use (the chart pins them to a release).
@@ -282,7 +285,7 @@ ALERTS_DOC = REPO / "docs" / "kubernetes.md"
 
 
 def test_alert_set_is_complete() -> None:
-    """The rules file defines exactly the fourteen l0gc alerts."""
+    """The rules file defines exactly the seventeen l0gc alerts."""
     assert set(_rules()) == {
         "L0gcSweeperBlocked",
         "L0gcEpochLagGrowing",
@@ -298,6 +301,9 @@ def test_alert_set_is_complete() -> None:
         "L0gcPublisherDown",
         "L0gcPublisherAbsent",
         "L0gcPublisherMetricsAbsent",
+        "L0gcEpochTickerStopped",
+        "L0gcTickerLeaderMissing",
+        "L0gcTickerMultipleLeaders",
     }
 
 
@@ -366,6 +372,14 @@ def test_alerts_are_well_formed_with_runbooks() -> None:
         ("L0gcFencingViolation", ["l0gc_watermark_fencing_violations_total", "> 0"], "0m"),
         ("L0gcPartitionWithoutOwner", ["l0gc_watermark_longest_unowned_seconds", "> 30"],
          "30s"),
+        ("L0gcEpochTickerStopped",
+         ["l0gc_watermark_ticker_last_advance_timestamp_seconds",
+          "3 * max by (namespace, job) (l0gc_watermark_ticker_interval_seconds) + 60"], "5m"),
+        ("L0gcTickerLeaderMissing",
+         ["sum by (namespace, job) (l0gc_watermark_ticker_leader) == 0",
+          "(l0gc_watermark_ticker_interval_seconds) > 0"], "2m"),
+        ("L0gcTickerMultipleLeaders",
+         ["sum by (namespace, job) (l0gc_watermark_ticker_leader) > 1"], "5m"),
     ],
 )  # fmt: skip
 def test_alert_thresholds_match_the_spec(
