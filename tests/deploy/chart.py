@@ -34,7 +34,8 @@ HELM = REPO / ".tools" / "helm" / "helm"
 KUBE_VERSION = "1.30.0"
 RELEASE = "l0gc"
 NAMESPACE = "gc"
-WORKLOAD_KINDS = ("Deployment", "StatefulSet", "CronJob", "Job")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "CronJob", "Job", "Pod")
+L0GC_PROGRAMS = ("gcd", "watermark")
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 Obj = dict[str, Any]
@@ -64,18 +65,22 @@ def objects_of(manifest: str) -> list[Obj]:
 
 
 def pod_spec(workload: Obj) -> Obj:
-    """The pod spec of a Deployment, StatefulSet, Job or CronJob."""
+    """The pod spec of a Deployment, StatefulSet, Job, CronJob or Pod (the helm test)."""
+    if workload["kind"] == "Pod":
+        return dict(workload["spec"])
     if workload["kind"] == "CronJob":
         return dict(workload["spec"]["jobTemplate"]["spec"]["template"]["spec"])
     return dict(workload["spec"]["template"]["spec"])
 
 
 def containers(objects: list[Obj]) -> list[tuple[Obj, Obj]]:
-    """(workload, container) for every container of every workload."""
+    """(workload, container) for every l0gc container (`gcd` or `watermark`, not the
+    user's sidecars) of every workload."""
     return [
         (workload, container)
         for workload in objects if workload["kind"] in WORKLOAD_KINDS
         for container in pod_spec(workload)["containers"]
+        if container.get("command", [""])[0] in L0GC_PROGRAMS
     ]  # fmt: skip
 
 
@@ -171,8 +176,11 @@ def container_env(
         return value
 
     env: dict[str, str] = {}
+    own = {o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap"}
     for source in container.get("envFrom", []):
-        env.update(_configmap(objects, source["configMapRef"]["name"]))
+        name = source.get("configMapRef", {}).get("name")
+        if name in own:  # the user's extraEnvFrom sources are not in the render
+            env.update(_configmap(objects, name))
     for entry in container.get("env", []):
         if "value" in entry:
             env[entry["name"]] = local(_expand(entry["value"], env))
@@ -217,13 +225,17 @@ def _parse_gcd(argv: list[str], where: str) -> Parsed:
 
     # What gcd.cli.main and the subcommand's run() do before any I/O: parse, resolve the
     # options the command declared (flag > env > config > default), build its settings.
+    from watermark.etcd.settings import EtcdSettings  # noqa: PLC0415
+
     command = argv[0]
-    assert command in ("daemon", "sweep"), f"{where}: no parse-only check for `gcd {command}`"
+    assert command in ("daemon", "sweep", "status"), f"{where}: no parse-only check for `gcd {command}`"
     module = importlib.import_module(SUBCOMMANDS[command].module)
     parser = CommandParser(prog=f"gcd {command}")
     module.add_arguments(parser)
     ns = _parse(parser, argv[1:], where)
     resolve(ns, parser.options)
+    if command == "status":  # what `gcd status` builds before it reads etcd
+        return Parsed("gcd", command, ns, EtcdSettings.from_args(ns), [])
     return Parsed("gcd", command, ns, round_setup(ns).etcd, [])
 
 

@@ -69,7 +69,8 @@ def test_every_container_of_every_ci_values_file_parses(
     parsed = parse_all(objects, tmp_path, monkeypatch)
     assert parsed, "no container rendered"
     for component, result in parsed.items():
-        assert result.program == {"sweeper": "gcd", "publisher": "watermark"}[component]
+        expected = {"sweeper": "gcd", "publisher": "watermark", "helm-test": "gcd"}[component]
+        assert result.program == expected
 
 
 def test_publisher_durations_and_partition_range_reach_the_cli(
@@ -121,7 +122,7 @@ def test_several_etcd_endpoints_from_the_command_line(
         "--set", "publisher.auth.existingSecret=tokens",
     )  # fmt: skip
     parsed = parse_all(objects, tmp_path, monkeypatch)
-    for component in ("sweeper", "publisher"):
+    for component in ("sweeper", "publisher", "helm-test"):
         assert parsed[component].etcd.endpoints == ("etcd-0.etcd:2379", "etcd-1.etcd:2379")
 
 

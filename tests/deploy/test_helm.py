@@ -154,6 +154,11 @@ def workloads(objects: list[Obj]) -> Iterator[Obj]:
     return (o for o in objects if o["kind"] in WORKLOAD_KINDS)
 
 
+def l0gc_containers(spec: Obj) -> list[Obj]:
+    """The pod's `gcd` / `watermark` containers (not the user's `sidecars`)."""
+    return [c for c in spec["containers"] if c.get("command", [""])[0] in ("gcd", "watermark")]
+
+
 def env_of(container: Obj) -> dict[str, Obj]:
     """A container's env entries by name."""
     return {entry["name"]: entry for entry in container.get("env", [])}
@@ -490,7 +495,7 @@ def test_every_pod_is_hardened(renders: dict[str, Render], name: str) -> None:
         assert spec["terminationGracePeriodSeconds"] == 60
         volumes = {v["name"]: v for v in spec["volumes"]}
         assert "emptyDir" in volumes["tmp"]
-        for container in spec["containers"]:
+        for container in l0gc_containers(spec):
             security = container["securityContext"]
             assert security["runAsNonRoot"] is True
             assert security["runAsUser"] == UID
@@ -508,23 +513,33 @@ def test_every_pod_is_hardened(renders: dict[str, Render], name: str) -> None:
 
 @pytest.mark.parametrize("name", VALUES_FILES)
 def test_daemons_have_health_and_readiness_probes(renders: dict[str, Render], name: str) -> None:
-    """Long-running containers probe /healthz (liveness) and /readyz (readiness) on their port."""
+    """Long-running containers probe /healthz (liveness and, unless disabled, startup) and
+    /readyz (readiness) on their port."""
     checked = 0
-    publisher_tls = renders[name].values.get("publisher", {}).get("tls", {})
+    values = renders[name].values
+    publisher_tls = values.get("publisher", {}).get("tls", {})
     for workload in workloads(rendered(renders, name)):
         if workload["kind"] == "CronJob":
             continue
         component = workload["metadata"]["labels"]["app.kubernetes.io/component"]
-        for container in pod_spec(workload)["containers"]:
+        startup = values.get(component, {}).get("startupProbe", {}).get("enabled", True)
+        for container in l0gc_containers(pod_spec(workload)):
             ports = {p["name"] for p in container["ports"]}
+            assert ("startupProbe" in container) == startup, (component, startup)
             if component == "publisher" and publisher_tls.get("clientCa", {}).get("existingSecret"):
                 # Mutual TLS: the kubelet has no client certificate, so TCP checks.
                 assert container["livenessProbe"]["tcpSocket"]["port"] in ports
                 assert container["readinessProbe"]["tcpSocket"]["port"] in ports
+                if startup:
+                    assert container["startupProbe"]["tcpSocket"]["port"] in ports
                 checked += 1
                 continue
             liveness = container["livenessProbe"]["httpGet"]
             readiness = container["readinessProbe"]["httpGet"]
+            if startup:
+                assert container["startupProbe"]["httpGet"] == liveness
+                budget = container["startupProbe"]
+                assert budget["periodSeconds"] * budget["failureThreshold"] >= 60
             assert liveness["path"] == "/healthz"
             assert readiness["path"] == "/readyz"
             assert liveness["port"] in ports

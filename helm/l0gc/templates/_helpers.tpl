@@ -221,11 +221,16 @@ Static S3 credentials, from an existing Secret only.
 
 {{/*
 HTTP probes on the product's endpoints. Input: dict "port" (port name), "liveness",
-"readiness" (timing values), optional "scheme" (HTTPS) and "tcp" (true: TCP connect
-checks, for a server that asks every client for a certificate the kubelet cannot give).
+"readiness", "startup" (timing values; startup also `enabled`), optional "scheme" (HTTPS)
+and "tcp" (true: TCP connect checks, for a server that asks every client for a
+certificate the kubelet cannot give). The startup probe asks /healthz, like liveness.
 */}}
 {{- define "l0gc.probes" -}}
-{{- range $probe := list (list "livenessProbe" "/healthz" $.liveness) (list "readinessProbe" "/readyz" $.readiness) }}
+{{- $probes := list (list "livenessProbe" "/healthz" $.liveness) (list "readinessProbe" "/readyz" $.readiness) }}
+{{- if $.startup.enabled }}
+{{- $probes = append $probes (list "startupProbe" "/healthz" (omit $.startup "enabled")) }}
+{{- end }}
+{{- range $probe := $probes }}
 {{ index $probe 0 }}:
   {{- if $.tcp }}
   tcpSocket:
@@ -461,4 +466,39 @@ L0GC_BUCKET: required for S3, empty (and refused if set) with azure.enabled.
 {{- else -}}
 {{- required "s3.bucket is required while the sweeper is enabled: the bucket holding the L0 objects, e.g. --set s3.bucket=my-l0-bucket" .Values.s3.bucket -}}
 {{- end -}}
+{{- end }}
+
+{{/*
+The pods' affinity: the workload's `affinity` when set, else the anti-affinity of its
+`podAntiAffinityPreset` (soft: preferred, hard: required) against the pods of the same
+component, one per node. Input: dict "ctx" (root), "component", "values" (the workload's).
+*/}}
+{{- define "l0gc.affinity" -}}
+{{- $v := .values }}
+{{- if $v.affinity }}
+{{- toYaml $v.affinity }}
+{{- else if $v.podAntiAffinityPreset }}
+{{- $selector := include "l0gc.selectorLabels" .ctx | fromYaml }}
+{{- $_ := set $selector "app.kubernetes.io/component" .component }}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" $selector) }}
+podAntiAffinity:
+  {{- if eq $v.podAntiAffinityPreset "hard" }}
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - {{- toYaml $term | nindent 6 }}
+  {{- else }}
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 1
+      podAffinityTerm:
+        {{- toYaml $term | nindent 8 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+A list value of the user's (extra volumes, containers...) rendered through `tpl`, so it
+may use the chart's templates, e.g. {{ include "l0gc.fullname" . }}. Input: dict "value",
+"ctx" (root). Empty when the list is.
+*/}}
+{{- define "l0gc.userList" -}}
+{{- with .value }}{{ tpl (toYaml .) $.ctx }}{{- end }}
 {{- end }}

@@ -37,6 +37,10 @@ spec:
   {{- with $sw.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
+  {{- with include "l0gc.userList" (dict "value" $sw.initContainers "ctx" $) }}
+  initContainers:
+    {{- . | nindent 4 }}
+  {{- end }}
   containers:
     - name: sweeper
       image: {{ include "l0gc.image" $ | quote }}
@@ -72,6 +76,7 @@ spec:
       envFrom:
         - configMapRef:
             name: {{ include "l0gc.sweeper.fullname" $ }}
+        {{- with include "l0gc.userList" (dict "value" $sw.extraEnvFrom "ctx" $) }}{{ . | nindent 8 }}{{ end }}
       {{- $env := include "l0gc.sweeper.shardEnv" (dict "ctx" $ "oneShot" $oneShot) }}
       {{- $env = print $env (include "l0gc.etcdEnv" $) (include "l0gc.s3Env" $) }}
       {{- if $env }}
@@ -83,7 +88,7 @@ spec:
         - name: metrics
           containerPort: {{ $sw.http.port }}
           protocol: TCP
-      {{- include "l0gc.probes" (dict "port" "metrics" "liveness" $sw.livenessProbe "readiness" $sw.readinessProbe) | nindent 6 }}
+      {{- include "l0gc.probes" (dict "port" "metrics" "liveness" $sw.livenessProbe "readiness" $sw.readinessProbe "startup" $sw.startupProbe) | nindent 6 }}
       {{- end }}
       resources:
         {{- toYaml $sw.resources | nindent 8 }}
@@ -98,6 +103,8 @@ spec:
           mountPath: /var/run/l0gc/azure
           readOnly: true
         {{- end }}
+        {{- with include "l0gc.userList" (dict "value" $sw.extraVolumeMounts "ctx" $) }}{{ . | nindent 8 }}{{ end }}
+    {{- with include "l0gc.userList" (dict "value" $sw.sidecars "ctx" $) }}{{ . | nindent 4 }}{{ end }}
   volumes:
     {{- include "l0gc.tmpVolume" $ | nindent 4 }}
     {{- with include "l0gc.etcdVolumes" $ }}{{ . | trim | nindent 4 }}{{ end }}
@@ -110,13 +117,14 @@ spec:
           - key: {{ $.Values.azure.connectionString.key }}
             path: connection-string
     {{- end }}
+    {{- with include "l0gc.userList" (dict "value" $sw.extraVolumes "ctx" $) }}{{ . | nindent 4 }}{{ end }}
   {{- with $sw.nodeSelector }}
   nodeSelector:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with $sw.affinity }}
+  {{- with include "l0gc.affinity" (dict "ctx" $ "component" "sweeper" "values" $sw) }}
   affinity:
-    {{- toYaml . | nindent 4 }}
+    {{- . | trim | nindent 4 }}
   {{- end }}
   {{- with $sw.tolerations }}
   tolerations:
