@@ -221,14 +221,14 @@ def _parse_gcd(argv: list[str], where: str) -> Parsed:
     from gcd.cli.main import SUBCOMMANDS  # noqa: PLC0415 - imported per CLI
     from gcd.cli.options import resolve  # noqa: PLC0415
     from gcd.cli.sweep import round_setup  # noqa: PLC0415
+    from watermark.etcd.settings import EtcdSettings  # noqa: PLC0415
     from watermark.options import CommandParser  # noqa: PLC0415
 
     # What gcd.cli.main and the subcommand's run() do before any I/O: parse, resolve the
     # options the command declared (flag > env > config > default), build its settings.
-    from watermark.etcd.settings import EtcdSettings  # noqa: PLC0415
-
     command = argv[0]
-    assert command in ("daemon", "sweep", "status"), f"{where}: no parse-only check for `gcd {command}`"
+    checked = ("daemon", "sweep", "status")
+    assert command in checked, f"{where}: no parse-only check for `gcd {command}`"
     module = importlib.import_module(SUBCOMMANDS[command].module)
     parser = CommandParser(prog=f"gcd {command}")
     module.add_arguments(parser)
