@@ -246,3 +246,27 @@ def test_schema_refuses_bad_new_values(
     assert done.returncode != 0
     assert "schema" in done.stderr
     assert word in done.stderr
+
+
+def test_helm_test_pod_may_reach_etcd_under_network_policies(env: dict[str, str]) -> None:
+    """With networkPolicy.enabled, a policy selects the test Pod: no ingress, egress only
+    to DNS and etcd (the same peers as the sweeper's), so `helm test` works in a namespace
+    whose default denies all."""
+    objects = render(env, "-f", str(CHART / "ci" / "networkpolicy-values.yaml"))
+    pod = workload(objects, "helm-test")
+    (policy,) = [
+        o for o in objects if o["kind"] == "NetworkPolicy"
+        and o["metadata"]["labels"]["app.kubernetes.io/component"] == "helm-test"
+    ]  # fmt: skip
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert policy["spec"]["ingress"] == []
+    ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
+    assert 2379 in ports
+    assert 443 not in ports  # no S3
+    (sweeper,) = [
+        o for o in objects if o["kind"] == "NetworkPolicy"
+        and o["metadata"]["labels"]["app.kubernetes.io/component"] == "sweeper"
+    ]  # fmt: skip
+    etcd = [r for r in policy["spec"]["egress"] if r["ports"][0]["port"] == 2379]
+    assert etcd == [r for r in sweeper["spec"]["egress"] if r["ports"][0]["port"] == 2379]

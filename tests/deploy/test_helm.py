@@ -954,6 +954,7 @@ def test_notes_render_and_describe_the_install(
     notes = yaml.safe_load(template.stdout)["data"]["notes"]
     values = yaml.safe_load((CHART / "ci" / name).read_text())
     assert "etcd: " in notes
+    assert f"helm test {RELEASE} --namespace {NAMESPACE} --logs" in notes
     if values.get("sweeper", {}).get("enabled", True) and values.get("azure", {}).get("enabled"):
         azure = values["azure"]
         assert (f"watermark namespace bind --storage azure --account-url {azure['accountUrl']} "
