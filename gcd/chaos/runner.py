@@ -280,6 +280,7 @@ class ChaosRun:
         report.ownership_changes = self.ownership_changes
         report.faults_enabled = sorted(kind.value for kind in self.config.faults)
         report.faults_injected = len(facts.faults)
+        report.faults_not_injected = self.nemesis.not_injected()
         report.faults = [fault.to_dict(faults_from) for fault in facts.faults]
         recoveries = [f.recovery_s for f in facts.faults if f.recovery_s is not None]
         report.longest_recovery_s = round(max(recoveries), 2) if recoveries else None
