@@ -23,6 +23,7 @@ from gcd.sweep.events import (
     DeletionNotRecorded,
 )
 from gcd.sweep.journal import JournalWriter, check_audit_prefix, keys_digest, read_journal
+from gcd.sweep.journal_anchor import AnchorKeeper
 from gcd.sweep.journal_check import (
     FindingKind,
     check_history,
@@ -69,11 +70,24 @@ def attempt(keys: list[str], *, m: int = 5, cluster: int = 8, revision: int | No
     return BatchAttempt(basis, tuple(keys), epochs, number, batch, next(_requests))
 
 
-def writer(directory: Path, **options: object) -> JournalWriter:
+def writer(directory: Path, namespace: str = "/l0gc/t", sweeper: str = "s-1",
+           **options: object) -> JournalWriter:  # fmt: skip
     """A journal writer for sweeper s-1 with a fixed clock."""
     clock = iter(float(t) for t in range(1000, 100000))
-    return JournalWriter(directory, "s-1", namespace="/l0gc/t", bucket="b", root=ROOT,
+    return JournalWriter(directory, sweeper, namespace=namespace, bucket="b", root=ROOT,
                          clock=lambda: next(clock), fsync=False, **options)  # type: ignore[arg-type]  # fmt: skip
+
+
+async def anchor_end(etcd: LocalEtcd, namespace: str, journal: JournalWriter) -> int:
+    """Anchor `journal`'s end in etcd as a sweeper's keeper does; the seq anchored."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+    try:
+        await AnchorKeeper(journal, kv=kv, namespace=namespace).step()
+    finally:
+        await kv.close()
+    end = journal.anchor()
+    assert end is not None
+    return end.seq
 
 
 def write_batch(journal: JournalWriter, keys: list[str], **kw: object) -> None:
@@ -311,15 +325,17 @@ def test_gcd_journal_verify_and_show_exit_codes(
     """verify exits 0 on a true journal and 1 on a lying one; show finds the key."""
     r1, _ = asyncio.run(history_cluster(etcd_server, namespace))
     capsys.readouterr()  # the set-up's log lines
-    journal = writer(tmp_path / "ok")
+    journal = writer(tmp_path / "ok", namespace)
     write_batch(journal, [key(4, "z")], m=5, revision=r1)
     journal.close()
+    asyncio.run(anchor_end(etcd_server, namespace, journal))
     common = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
     assert main(["journal", "verify", "--journal-dir", str(tmp_path / "ok"), *common]) == 0
     assert "journal verify: OK" in capsys.readouterr().out
-    lying = writer(tmp_path / "bad")
+    lying = writer(tmp_path / "bad", namespace, "s-2")
     write_batch(lying, [key(6, "z")], m=6, revision=r1)
     lying.close()
+    asyncio.run(anchor_end(etcd_server, namespace, lying))
     code = main(["journal", "verify", "--journal-dir", str(tmp_path / "bad"), *common, "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (code, doc["violations"], doc["ok"]) == (exitcodes.PARTIAL_FAILURE, 1, False)
