@@ -17,7 +17,6 @@ an anchor guarantees is in `watermark.core.journal_anchor` and docs/reliability.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ class AnchorKeeper:
         self._mod_revision = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self.anchored = 0
         """How many anchors were written to etcd (for tests and logs)."""
 
@@ -59,16 +59,19 @@ class AnchorKeeper:
         self._task = asyncio.create_task(self._follow(), name="journal-anchor")
 
     async def close(self) -> None:
-        """Stop following; anchor the end and ship every segment (the writer is closed)."""
+        """Stop following; anchor the end and ship every segment (the writer is closed).
+
+        A step in progress is let finish, never cancelled: an etcd call cancelled in the
+        middle of connecting can leave the client waiting on its channel for minutes."""
         self.writer.on_append = None
+        self._closing = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
         await self.step()
 
     async def _follow(self) -> None:
-        while True:
+        while not self._closing:
             await self._wake.wait()
             self._wake.clear()
             await self.step()
