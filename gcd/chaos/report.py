@@ -114,7 +114,8 @@ def text_report(report: ChaosReport) -> str:
          f"{_shown(report.max_epoch_written)}, cluster epoch {_shown(report.cluster_epoch)})"),
         (f"  journal   {report.journal.get('attempts', 0)} delete requests, "
          f"{report.journal.get('keys_deleted', 0)} keys, "
-         f"{report.journal.get('revisions_checked', 0)} etcd revisions checked: "
+         f"{report.journal.get('revisions_checked', 0)} etcd revisions and "
+         f"{report.journal.get('anchors_checked', 0)} journal ends anchored in etcd checked: "
          f"{report.journal.get('violations', 0)} violations"),
         (f"  S3        {report.list_requests} LIST and {report.delete_requests} DELETE "
          f"requests through the fault proxy"),

@@ -298,7 +298,7 @@ async def run(args: argparse.Namespace) -> int:
         else:
             _write_show(args.key, stories)
         return exitcodes.OK if stories else exitcodes.PARTIAL_FAILURE
-    if not read.files:
+    if not read.files and not read.audit_anchors:
         where = args.journal_dir or f"s3://{args.bucket}/{args.journal_prefix}"
         raise ConfigError(f"no journal segments (journal-*.jsonl) in {where}: nothing to "
                           "verify; is --journal-dir (or --journal-prefix) right?")  # fmt: skip
