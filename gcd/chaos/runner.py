@@ -27,7 +27,7 @@ from typing import Any, TextIO, cast
 import aiohttp
 import structlog
 
-from gcd.chaos.checker import RunFacts, RunHistory, check_run, deletions_of
+from gcd.chaos.checker import RunFacts, RunHistory, check_run, deletions_of, unanswered_of
 from gcd.chaos.cluster import EMBEDDED, NAMESPACE, Cluster
 from gcd.chaos.config import ChaosConfig
 from gcd.chaos.monitor import Monitor
@@ -195,6 +195,7 @@ class ChaosRun:
         self.ownership_changes = await self._ownership_changes()
         return RunFacts(
             ledger=self._ledger(), deletions=deletions_of(read), present=present,
+            unanswered=unanswered_of(read),
             readback_missing=missing, final_m=final.safe_epoch,
             cluster_epoch=final.cluster_epoch, journal=journal, faults=self.nemesis.faults,
             m_samples=self.monitor.m_samples(), started_at=faults_from,
