@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import subprocess
 from collections.abc import Iterator
@@ -583,6 +584,22 @@ def tampered(directory: Path, namespace: str, sweeper: str, revision: int) -> Jo
     return journal
 
 
+def rechain(segment: Path) -> None:
+    """Edit the segment's first after record and recompute every later `prev`: a chain
+    that verifies on its own (what an editor who knows the format would do)."""
+    lines = segment.read_bytes().splitlines()
+    first = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "after")
+    out: list[bytes] = lines[:first]
+    for line in lines[first:]:
+        doc = json.loads(line)
+        if len(out) == first:
+            doc["deleted"] = doc["deleted"][:1]
+        if out:
+            doc["prev"] = hashlib.sha256(out[-1]).hexdigest()
+        out.append(json.dumps(doc, separators=(",", ":")).encode())
+    segment.write_bytes(b"\n".join(out) + b"\n")
+
+
 @pytest.mark.integration
 def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
     etcd_server: LocalEtcd, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -592,7 +609,7 @@ def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
     torn tail (it was damage, exit 1)."""
     r1, _ = asyncio.run(history_cluster(etcd_server, namespace))
     journals = {case: tampered(tmp_path / case, namespace, f"s-{case}", r1)
-                for case in ("intact", "segment", "cut", "torn")}  # fmt: skip
+                for case in ("intact", "segment", "cut", "torn", "rechained")}  # fmt: skip
     for journal in journals.values():
         asyncio.run(anchor_end(etcd_server, namespace, journal))
     journals["segment"].closed_segments[-1].unlink()
@@ -600,6 +617,8 @@ def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
     last.write_bytes(b"".join(last.read_bytes().splitlines(keepends=True)[:-2]))
     torn = journals["torn"].closed_segments[-1]
     torn.write_bytes(torn.read_bytes() + b'{"v":1,"type":"before","sweeper":"s-torn","se')
+    rechain(journals["rechained"].closed_segments[-1])
+    assert check_records(read_journal([tmp_path / "rechained"])).findings == []  # chain alone
     capsys.readouterr()  # the set-up's log lines
 
     def verify(case: str) -> tuple[int, str]:
@@ -614,6 +633,9 @@ def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
         assert code == exitcodes.PARTIAL_FAILURE, out
         assert f"sweeper s-{case}: the journal ends at record" in out
         assert "(the last segment or the last records were removed)" in out
+    code, out = verify("rechained")
+    assert code == exitcodes.PARTIAL_FAILURE, out
+    assert "is not the one anchored in etcd (its digest differs): the journal was rewritten" in out
     code, out = verify("torn")
     assert code == exitcodes.OK, out
     assert out.splitlines()[0].startswith("journal verify: OK, with a torn tail")
