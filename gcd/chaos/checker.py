@@ -219,6 +219,19 @@ def deletions_of(read: JournalRead) -> list[Deletion]:
     return found
 
 
+def unanswered_of(read: JournalRead) -> list[Deletion]:
+    """Keys of requests without an after record (the sweeper was killed while the request
+    was in flight): S3 may have deleted them. Judged when the request began."""
+    answered = {(r.sweeper, r.doc.get("request")) for r in read.records if r.kind == "after"}
+    found: list[Deletion] = []
+    for record in read.records:
+        if record.kind == "before" and (record.sweeper, record.doc.get("request")) not in answered:
+            at = float(record.doc["at"])
+            found.extend(Deletion(str(key), record.sweeper, at, at)
+                         for key in record.doc.get("keys") or ())  # fmt: skip
+    return found
+
+
 @dataclass(slots=True)
 class RunFacts:
     """Everything measured in a run, for `check_run`."""
@@ -237,6 +250,8 @@ class RunFacts:
     recovery_bound_s: float
     harness_problems: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    unanswered: list[Deletion] = field(default_factory=list)
+    """`unanswered_of`: keys a killed sweeper's request may have deleted."""
 
 
 @dataclass(slots=True)
@@ -259,13 +274,15 @@ def check_run(facts: RunFacts) -> CheckResult:
     ledger = facts.ledger
     _losses(facts, verdict)
     deleted = {d.key for d in facts.deletions}
+    maybe = {d.key for d in facts.unanswered if d.key not in facts.present}
     garbage_left = sorted(
         key for key in facts.present
         if key in ledger.uploads and ledger.is_garbage(key) and facts.final_m is not None
         and ledger.uploads[key].epoch <= facts.final_m
     )  # fmt: skip
     gone = [key for key, upload in ledger.uploads.items()
-            if not (upload.put_failed or key in facts.present or key in deleted)]  # fmt: skip
+            if not (upload.put_failed or key in facts.present or key in deleted
+                    or key in maybe)]  # fmt: skip
     back = sorted(deleted & facts.present)
     committed = sum(1 for _, e in ledger.entries.values() if e.committed)
     gap, gap_where = ledger.longest_write_gap(facts.started_at, facts.faulty_until)
@@ -317,7 +334,8 @@ def check_run(facts: RunFacts) -> CheckResult:
 
 def _losses(facts: RunFacts, verdict: CheckResult) -> None:
     seen: set[str] = set()
-    for deletion in sorted(facts.deletions, key=lambda d: d.began_at):
+    gone = [d for d in facts.unanswered if d.key not in facts.present]
+    for deletion in sorted([*facts.deletions, *gone], key=lambda d: d.began_at):
         if deletion.key in seen:
             continue
         if facts.ledger.judge(deletion.key, deletion.began_at, final=True) == "loss":
@@ -343,6 +361,8 @@ def _loss(
 
 def _journal(report: VerifyReport, problems: list[str]) -> None:
     for kind in FindingKind:
+        if kind is FindingKind.TORN_TAIL:
+            continue  # a sweeper killed mid-write: its request was never sent
         found = [f for f in report.findings if f.kind is kind]
         if found:
             problems.append(f"gcd journal verify: {len(found)} {kind.value} findings, e.g. "

@@ -27,6 +27,9 @@ class ChaosReport:
     broken_build: str | None = None
     faults_enabled: list[str] = field(default_factory=list)
     faults_injected: int = 0
+    faults_not_injected: list[str] = field(default_factory=list)
+    """Enabled kinds the run never injected (each kind comes once before any repeats,
+    so only a run too short for all of them leaves some out)."""
     faults_by_kind: dict[str, int] = field(default_factory=dict)
     faults: list[dict[str, Any]] = field(default_factory=list)
     recovery_bound_s: float = 0.0
@@ -95,7 +98,9 @@ def text_report(report: ChaosReport) -> str:
     build = f" (broken build: {report.broken_build})" if report.broken_build else ""
     lines = [
         f"l0gc chaos: {verdict} after {report.elapsed_s:.1f} s, seed {report.seed}{build}",
-        f"  faults    {report.faults_injected} injected: {kinds or 'none'}",
+        f"  faults    {report.faults_injected} injected: {kinds or 'none'}"
+        + (f"; not injected (run too short): {', '.join(report.faults_not_injected)}"
+           if report.faults_not_injected else ""),
         (f"  owners    {report.ownership_changes} ownership changes of publisher partitions"
          + (f" ({report.publisher_replicas} replicas)" if report.publisher_replicas else "")),
         (f"  recovery  longest {_shown(report.longest_recovery_s)} s (bound "
@@ -109,7 +114,8 @@ def text_report(report: ChaosReport) -> str:
          f"{_shown(report.max_epoch_written)}, cluster epoch {_shown(report.cluster_epoch)})"),
         (f"  journal   {report.journal.get('attempts', 0)} delete requests, "
          f"{report.journal.get('keys_deleted', 0)} keys, "
-         f"{report.journal.get('revisions_checked', 0)} etcd revisions checked: "
+         f"{report.journal.get('revisions_checked', 0)} etcd revisions and "
+         f"{report.journal.get('anchors_checked', 0)} journal ends anchored in etcd checked: "
          f"{report.journal.get('violations', 0)} violations"),
         (f"  S3        {report.list_requests} LIST and {report.delete_requests} DELETE "
          f"requests through the fault proxy"),

@@ -27,7 +27,7 @@ from typing import Any, TextIO, cast
 import aiohttp
 import structlog
 
-from gcd.chaos.checker import RunFacts, RunHistory, check_run, deletions_of
+from gcd.chaos.checker import RunFacts, RunHistory, check_run, deletions_of, unanswered_of
 from gcd.chaos.cluster import EMBEDDED, NAMESPACE, Cluster
 from gcd.chaos.config import ChaosConfig
 from gcd.chaos.monitor import Monitor
@@ -38,9 +38,18 @@ from gcd.chaos.report import ChaosReport, replay_command
 from gcd.chaos.view import ChaosView, Progress
 from gcd.demo.s3io import DemoBucket
 from gcd.rules.layout import KeyLayout
-from gcd.sweep.journal import read_journal
-from gcd.sweep.journal_check import HistoryKV, check_history, check_records, history_reader
+from gcd.sweep.journal import JournalRead, read_journal
+from gcd.sweep.journal_check import (
+    FindingKind,
+    HistoryKV,
+    VerifyReport,
+    check_anchors,
+    check_history,
+    check_records,
+    history_reader,
+)
 from gcd.testing.procs import child_env
+from watermark.core.journal_anchor import JournalAnchor, anchors_prefix
 from watermark.errors import L0gcError
 
 __all__ = ["ChaosRun"]
@@ -71,6 +80,7 @@ class ChaosRun:
         self.nemesis = Nemesis(config, self.cluster, self.reconcilers, self.monitor)
         self.problems: list[str] = []
         self.ownership_changes = 0
+        self.anchors_checked = 0
 
     def _note(self, phase: str) -> None:
         self.phase = phase
@@ -179,11 +189,13 @@ class ChaosRun:
         read = read_journal([cluster.journal_dir])
         journal = check_records(read, layout=KeyLayout.default(cluster.root))
         await check_history(read, history_reader(cast(HistoryKV, cluster.kv), NAMESPACE), journal)
+        await self._check_anchors(read, journal)
         assert cluster.store is not None
         final = await cluster.store.read_safe_epoch()
         self.ownership_changes = await self._ownership_changes()
         return RunFacts(
             ledger=self._ledger(), deletions=deletions_of(read), present=present,
+            unanswered=unanswered_of(read),
             readback_missing=missing, final_m=final.safe_epoch,
             cluster_epoch=final.cluster_epoch, journal=journal, faults=self.nemesis.faults,
             m_samples=self.monitor.m_samples(), started_at=faults_from,
@@ -270,6 +282,17 @@ class ChaosRun:
 
         await asyncio.gather(*(one(s.index) for s in self.cluster.sweepers))
 
+    async def _check_anchors(self, read: JournalRead, journal: VerifyReport) -> None:
+        """Every sweeper's journal reaches the end it anchored in etcd. Only damage counts:
+        a sweeper killed before its first anchor write has none, which is no fault."""
+        assert self.cluster.kv is not None
+        items = (await self.cluster.kv.range_prefix(anchors_prefix(NAMESPACE))).items
+        anchors = {a.sweeper: a for a in (JournalAnchor.decode(i.value, i.key) for i in items)}
+        found = VerifyReport()
+        check_anchors(read, anchors, found, where="etcd", require_all=True)
+        journal.findings.extend(f for f in found.findings if f.kind is FindingKind.DAMAGE)
+        self.anchors_checked = len(anchors)
+
     def _fill(self, report: ChaosReport, facts: RunFacts, counts: dict[str, Any],
               faults_from: float, faults_until: float) -> None:  # fmt: skip
         for name, value in counts.items():
@@ -280,6 +303,7 @@ class ChaosRun:
         report.ownership_changes = self.ownership_changes
         report.faults_enabled = sorted(kind.value for kind in self.config.faults)
         report.faults_injected = len(facts.faults)
+        report.faults_not_injected = self.nemesis.not_injected()
         report.faults = [fault.to_dict(faults_from) for fault in facts.faults]
         recoveries = [f.recovery_s for f in facts.faults if f.recovery_s is not None]
         report.longest_recovery_s = round(max(recoveries), 2) if recoveries else None
@@ -289,5 +313,6 @@ class ChaosRun:
         report.s3_faults = dict(proxy.faults)
         journal = facts.journal.to_dict()
         journal.pop("findings", None)
+        journal["anchors_checked"] = self.anchors_checked
         report.journal = journal
 

@@ -4,20 +4,23 @@
     gcd journal verify --bucket B --journal-prefix P [--endpoint-url U] [--etcd ...]
     gcd journal show --key KEY --journal-dir DIR [--json]
 
-`verify` checks the journal on its own (chain, digests, every key's epoch at or below
-the M its record claims, M never going backwards per sweeper) and, with etcd given,
-against etcd's history: the namespace is read at each revision a record claims and M
-recomputed there (`gcd.sweep.journal_check`). `show` prints every attempt to delete KEY: the
-sweeper, when, M and the cluster epoch, the etcd revision, the partitions pinning M,
-and what became of the key.
+`verify` checks the journal on its own (chain in file order, digests, every key's epoch
+at or below the M its record claims, M never going backwards per sweeper), its end
+against the anchors of the audit prefix (when read from there) and, with etcd given,
+against etcd: each sweeper's anchored end, and the namespace read at each revision a
+record claims and M recomputed there (`gcd.sweep.journal_check`). `show` prints every
+attempt to delete KEY: the sweeper, when, M and the cluster epoch, the etcd revision,
+the partitions pinning M, and what became of the key.
 
 Journals are written by `gcd sweep` and `gcd daemon` with `--journal-dir` (and shipped
 to `--journal-prefix` in the bucket); `JOURNAL_OPTIONS` and `open_journal` are their
-side of it.
+side of it: the writer, and its `AnchorKeeper` (the end anchored in etcd and shipped).
 
-Exit codes: verify 0 every check passed, 1 a violation or a damaged journal, 2 bad
-flags, 3 nothing wrong found but some records could not be checked (a compacted or
-unreachable etcd revision); show 0 found, 1 no record of the key.
+Exit codes: verify 0 every check passed (a torn tail, a crash mid-write, is said and
+still 0), 1 a violation or a damaged journal, 2 bad flags or nothing to verify (no
+segments, or a namespace with nothing stored in etcd), 3 nothing wrong found but
+something could not be checked (no --etcd; a compacted or unreachable etcd revision; a
+sweeper without an anchor); show 0 found, 1 no record of the key.
 """
 
 from __future__ import annotations
@@ -41,11 +44,13 @@ from gcd.sweep.journal import (
     check_audit_prefix,
     read_journal,
     read_journal_objects,
-    ship_segments,
 )
+from gcd.sweep.journal_anchor import AnchorKeeper
 from gcd.sweep.journal_check import (
+    Finding,
     FindingKind,
     VerifyReport,
+    check_anchors,
     check_history,
     check_records,
     find_key,
@@ -54,7 +59,8 @@ from gcd.sweep.journal_check import (
 from gcd.sweep.metrics import SweeperMetrics
 from watermark import exitcodes
 from watermark.core.display import printable
-from watermark.errors import ConfigError
+from watermark.core.journal_anchor import JournalAnchor, anchors_prefix
+from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.logs import configure_logging
 from watermark.options import Option, add_config_option, add_options, boolean, text
@@ -90,7 +96,9 @@ async def open_journal(
     metrics: SweeperMetrics,
 ) -> AsyncIterator[tuple[JournalWriter, ...]]:  # fmt: skip
     """The journal sinks a sweeping command's flags ask for (none without --journal-dir);
-    on exit the last segment is closed and, with --journal-prefix, every segment shipped.
+    while they run the journal's end is anchored in etcd (with etcd) and closed segments
+    are shipped (with --journal-prefix); on exit the last segment is closed, anchored and
+    shipped.
 
     `setup` is the command's `gcd.cli.sweep.RoundSetup`; `objects` its `S3ObjectStore`.
     """
@@ -109,13 +117,18 @@ async def open_journal(
         root=root, endpoint_url=setup.s3.endpoint_url, metrics=metrics,
         max_bytes=args.journal_max_bytes, max_age_s=args.journal_max_age,
     )  # fmt: skip
-    shipped: set[Path] = set()
+    kv = None if setup.etcd is None else await open_kv(setup.etcd, connect=False)
+    keeper = AnchorKeeper(writer, kv=kv, namespace=namespace, objects=objects, prefix=prefix)
+    keeper.start()
     try:
         yield (writer,)
     finally:
         writer.close()
-        if prefix is not None:
-            await ship_segments(writer, objects, prefix, shipped=shipped)
+        try:
+            await keeper.close()
+        finally:
+            if kv is not None:
+                await kv.close()
 
 
 async def _read(args: argparse.Namespace) -> JournalRead:
@@ -143,31 +156,92 @@ def _layout(args: argparse.Namespace, read: JournalRead) -> KeyLayout:
     return layout_from_args(args)
 
 
+_NOT_CHECKED = ("NOT checked (no --etcd): M at each etcd revision a record claims, and "
+                "whether each sweeper's journal reaches its end anchored in etcd (the last "
+                "segment or the last records removed would not show); give --etcd and "
+                "--namespace")  # fmt: skip
+
+
 async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyReport, list[str]]:
-    """The report, and notes on what was not checked."""
+    """The report, and notes on what was and was not checked."""
     report = check_records(read, layout=_layout(args, read))
     notes: list[str] = []
+    from_prefix = args.journal_dir is None
+    if from_prefix:
+        notes.extend(check_anchors(read, read.audit_anchors, report, where="the audit prefix",
+                                   require_all=True))  # fmt: skip
     if args.etcd is None and not os.environ.get("L0GC_ETCD"):
-        notes.append("not checked against etcd's history: give --etcd (and --namespace)")
+        notes.append(_NOT_CHECKED)
         return report, notes
     settings = EtcdSettings.from_args(args)
-    namespaces = _headers(read, "namespace")
-    namespace = settings.namespace
-    if args.namespace is None and len(namespaces) == 1:
-        namespace = next(iter(namespaces))
+    namespace = _namespace(args, read, settings.namespace)
     kv = await open_kv(settings, connect=False)
     try:
+        anchors = await _etcd_anchors(kv, namespace, settings.endpoints, report)
+        notes.extend(check_anchors(read, anchors, report, where="etcd",
+                                   shipped=read.audit_anchors if from_prefix else None))
         await check_history(read, history_reader(kv, namespace), report)
     finally:
         await kv.close()
-    notes.append(f"checked against etcd {','.join(settings.endpoints)} namespace {namespace}")
+    notes.append(f"checked against etcd {','.join(settings.endpoints)} namespace {namespace} "
+                 f"({len(anchors)} journal anchors there)")  # fmt: skip
     return report, notes
 
 
-def _verify_code(report: VerifyReport) -> int:
+def _namespace(args: argparse.Namespace, read: JournalRead, default: str) -> str:
+    """--namespace, else the one the journal names; a namespace the journal does not
+    name is a usage error (a typo must not turn into violations)."""
+    namespaces = _headers(read, "namespace")
+    if args.namespace is None:
+        return next(iter(namespaces)) if len(namespaces) == 1 else default
+    if namespaces and args.namespace not in namespaces:
+        raise ConfigError(
+            f"--namespace {args.namespace!r}: this journal was written by sweepers of "
+            f"{', '.join(sorted(map(repr, namespaces)))}: is --namespace right?")
+    return str(args.namespace)
+
+
+async def _etcd_anchors(kv: Any, namespace: str, endpoints: Sequence[str],
+                        report: VerifyReport) -> dict[str, JournalAnchor]:  # fmt: skip
+    """The namespace's anchors; a namespace with nothing stored is a usage error."""
+    stored = await kv.range_prefix(namespace + "/")
+    if not stored.items:
+        raise ConfigError(
+            f"nothing is stored under namespace {namespace!r} in etcd "
+            f"{','.join(endpoints)}: is --namespace (or --etcd) right? Nothing was verified")
+    anchors: dict[str, JournalAnchor] = {}
+    prefix = anchors_prefix(namespace)
+    for item in stored.items:
+        if not item.key.startswith(prefix):
+            continue
+        try:
+            anchor = JournalAnchor.decode(item.value, item.key)
+        except InvalidRecord as exc:
+            report.findings.append(Finding(FindingKind.DAMAGE, item.key, str(exc)))
+            continue
+        anchors[anchor.sweeper] = anchor
+    return anchors
+
+
+def _verify_code(report: VerifyReport, notes: Sequence[str] = ()) -> int:
     if report.count(FindingKind.VIOLATION) or report.count(FindingKind.DAMAGE):
         return exitcodes.PARTIAL_FAILURE
-    return exitcodes.BLOCKED if report.count(FindingKind.UNVERIFIABLE) else exitcodes.OK
+    if report.count(FindingKind.UNVERIFIABLE) or _NOT_CHECKED in notes:
+        return exitcodes.BLOCKED
+    return exitcodes.OK
+
+
+def _verdict(report: VerifyReport, notes: Sequence[str]) -> str:
+    code = _verify_code(report, notes)
+    if code == exitcodes.PARTIAL_FAILURE:
+        return "FAILED"
+    if _NOT_CHECKED in notes:
+        return "NOT FULLY CHECKED: nothing wrong in the journal itself; not checked against etcd"
+    if code == exitcodes.BLOCKED:
+        return "NOT FULLY CHECKED: nothing wrong found, some records could not be checked"
+    if report.count(FindingKind.TORN_TAIL):
+        return "OK, with a torn tail (a crash cut a last record short; nothing was sent for it)"
+    return "OK"
 
 
 def _when(at: float) -> str:
@@ -175,15 +249,15 @@ def _when(at: float) -> str:
 
 
 def _write_verify(report: VerifyReport, notes: Sequence[str]) -> None:
-    verdict = "OK" if _verify_code(report) == exitcodes.OK else "FAILED"
     lines = [
-        f"journal verify: {verdict}",
+        f"journal verify: {_verdict(report, notes)}",
         (f"  {report.records} records from {report.sweepers} sweepers: {report.attempts} "
          f"delete requests, {report.keys_deleted} keys deleted, {report.outcome_unknown} "
          f"without an outcome; {report.revisions_checked} etcd revisions checked"),
         (f"  violations {report.count(FindingKind.VIOLATION)}, damage "
          f"{report.count(FindingKind.DAMAGE)}, unverifiable "
-         f"{report.count(FindingKind.UNVERIFIABLE)}"),
+         f"{report.count(FindingKind.UNVERIFIABLE)}, torn tails "
+         f"{report.count(FindingKind.TORN_TAIL)}"),
     ]  # fmt: skip
     lines.extend(f"  note      {note}" for note in notes)
     lines.extend(f"  {finding.kind.value.upper():<12} {printable(finding.source)}: "
@@ -224,10 +298,16 @@ async def run(args: argparse.Namespace) -> int:
         else:
             _write_show(args.key, stories)
         return exitcodes.OK if stories else exitcodes.PARTIAL_FAILURE
+    if not read.files and not read.audit_anchors:
+        where = args.journal_dir or f"s3://{args.bucket}/{args.journal_prefix}"
+        raise ConfigError(f"no journal segments (journal-*.jsonl) in {where}: nothing to "
+                          "verify; is --journal-dir (or --journal-prefix) right?")  # fmt: skip
     report, notes = await verify(args, read)
+    code = _verify_code(report, notes)
     if args.json:
-        write_json({"version": OUTPUT_VERSION, "ok": _verify_code(report) == exitcodes.OK,
-                    "notes": notes, **report.to_dict()})  # fmt: skip
+        write_json({"version": OUTPUT_VERSION, "ok": code == exitcodes.OK,
+                    "verdict": _verdict(report, notes), "notes": notes,
+                    **report.to_dict()})  # fmt: skip
     else:
         _write_verify(report, notes)
-    return _verify_code(report)
+    return code

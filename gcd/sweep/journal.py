@@ -18,7 +18,15 @@ segment is closed and a new one opened when it passes `max_bytes` or `max_age_s`
 bucket (`ship_segments`), which must not overlap the swept root, so no sweeper can ever
 list its own journal as garbage. Each record carries ``seq`` (1, 2, ... per sweeper
 process) and ``prev``, the SHA-256 of the previous line, so a lost, reordered or edited
-record breaks the chain and `gcd journal verify` says where.
+record breaks the chain and `gcd journal verify` says where (it checks the chain in file
+order). The chain cannot show its own end cut off, so the newest (seq, digest) of each
+sweeper is also *anchored* outside the journal directory (`watermark.core.journal_anchor`:
+etcd, and the audit prefix when shipped; written by `gcd.sweep.journal_anchor`): the
+writer calls `on_append` after each record and says where it ends (`anchor`).
+
+A crash in the middle of a write leaves a *torn* last line (no newline, not JSON) in the
+sweeper's last segment: its request was never sent (the record is written before it),
+and the reader reports it apart from damage (`JournalRead.torn`).
 
 Reading (`read_journal`) is strict and bounded (`watermark.core.strictjson`): a journal is
 input like any other. Checking it against etcd's history is `gcd.sweep.journal_check`.
@@ -40,7 +48,8 @@ from gcd.errors import StorageError
 from gcd.sweep.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
 from gcd.sweep.metrics import SweeperMetrics
 from watermark.core import strictjson
-from watermark.errors import ConfigError, InvalidJson
+from watermark.core.journal_anchor import JournalAnchor, audit_anchor_name
+from watermark.errors import ConfigError, InvalidJson, InvalidRecord
 
 __all__ = [
     "JOURNAL_VERSION",
@@ -63,6 +72,7 @@ MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 """A before record of 1000 keys of the S3 maximum (1024 bytes) fits with room to spare."""
 _MAX_DEPTH = 3
 _PATTERN = "journal-*.jsonl"
+_ANCHOR_PREFIX = audit_anchor_name("")[:-len(".json")]
 log = structlog.get_logger("gcd.journal")
 
 
@@ -135,6 +145,18 @@ class JournalWriter:
         self._prev = ""
         self.closed_segments: list[Path] = []
         """Segments closed by rotation or `close`, oldest first (for `ship_segments`)."""
+        self.segment_ends: dict[Path, JournalAnchor] = {}
+        """The last record of each closed segment (the audit prefix's anchor)."""
+        self.on_append: Callable[[], None] | None = None
+        """Called after each record is on disk (the anchor keeper wakes up)."""
+        self._last_segment = ""
+
+    def anchor(self) -> JournalAnchor | None:
+        """Where this sweeper's journal ends now (None before the first record)."""
+        if not self._seq:
+            return None
+        return JournalAnchor(self.sweeper_id, self._seq, self._prev, self._last_segment,
+                             self._clock())  # fmt: skip
 
     @property
     def current_segment(self) -> Path | None:
@@ -217,11 +239,14 @@ class JournalWriter:
         self._size += len(line) + 1
         self.metrics.journal_records.inc()
         self.metrics.journal_bytes.inc(len(line) + 1)
+        if self.on_append is not None:
+            self.on_append()
 
     def _rotate(self, now: float) -> None:
         self._close_segment()
         self._segment += 1
         self._path = self.directory / f"journal-{self.sweeper_id}-{self._segment:06d}.jsonl"
+        self._last_segment = self._path.name
         self._file = self._path.open("ab")
         self._opened_at = now
         self._size = 0
@@ -233,6 +258,9 @@ class JournalWriter:
             self._file.close()
             self._file = None
             assert self._path is not None
+            end = self.anchor()
+            if end is not None:
+                self.segment_ends[self._path] = end
             self.closed_segments.append(self._path)
             self._path = None
 
@@ -247,10 +275,13 @@ async def ship_segments(
     """Upload closed segments not shipped yet to ``{prefix}/{file name}``; return how many.
 
     `objects` is a `gcd.sweep.binding.ClaimStore` (`put_object`). A failed upload is logged,
-    counted and retried on the next call; the local segment is kept either way.
+    counted and retried on the next call (with every later segment: they go in order);
+    the local segment is kept either way. Then ``{prefix}/anchor-{sweeper}.json`` records
+    the end of the segments shipped (`watermark.core.journal_anchor`).
     """
     done = shipped if shipped is not None else set()
     count = 0
+    end: JournalAnchor | None = None
     for path in list(writer.closed_segments):
         if path in done:
             continue
@@ -260,10 +291,18 @@ async def ship_segments(
         except (OSError, StorageError) as exc:
             writer.metrics.journal_errors.inc()
             log.warning("journal.ship_failed", segment=path.name, error=str(exc))
-            continue
+            break  # in order: the audit anchor never covers a segment not shipped
         done.add(path)
         count += 1
+        end = writer.segment_ends.get(path, end)
         log.info("journal.segment_shipped", segment=path.name, key=f"{prefix}/{path.name}")
+    if end is not None:
+        name = audit_anchor_name(writer.sweeper_id)
+        try:
+            await objects.put_object(f"{prefix}/{name}", end.encode(), if_absent=False)
+        except StorageError as exc:
+            writer.metrics.journal_errors.inc()
+            log.warning("journal.anchor_failed", where="audit prefix", error=str(exc))
     return count
 
 
@@ -291,25 +330,25 @@ class Record:
 
 @dataclass(slots=True)
 class JournalRead:
-    """Every record found, and every line that could not be read."""
+    """Every record found (in file order), and every line that could not be read."""
 
     records: list[Record] = field(default_factory=list)
     damaged: list[str] = field(default_factory=list)
     """"source: why" for each unreadable line."""
+    torn: list[tuple[str, str]] = field(default_factory=list)
+    """(file, "source: why") of each segment whose last line is cut short (no newline,
+    not JSON): a crash mid-write if the file is its sweeper's last segment."""
+    files: list[str] = field(default_factory=list)
+    """The segment files read, in order."""
+    audit_anchors: dict[str, JournalAnchor] = field(default_factory=dict)
+    """Read from an audit prefix: each sweeper's anchor found there."""
 
     def by_sweeper(self) -> dict[str, list[Record]]:
-        """Each sweeper's records in `seq` order."""
+        """Each sweeper's records in FILE order (never sorted: a reordering must show)."""
         grouped: dict[str, list[Record]] = {}
         for record in self.records:
             grouped.setdefault(record.sweeper, []).append(record)
-        for records in grouped.values():
-            records.sort(key=_seq)
         return grouped
-
-
-def _seq(record: Record) -> int:
-    seq = record.doc.get("seq")
-    return seq if type(seq) is int else 0
 
 
 def segment_files(paths: Sequence[Path]) -> list[Path]:
@@ -326,7 +365,9 @@ def segment_files(paths: Sequence[Path]) -> list[Path]:
 
 
 def _decode(raw: bytes, source: str, into: JournalRead) -> None:
-    for number, line in enumerate(raw.split(b"\n"), start=1):
+    into.files.append(source)
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{source}:{number}"
@@ -334,7 +375,11 @@ def _decode(raw: bytes, source: str, into: JournalRead) -> None:
             doc = strictjson.loads(line, what="journal record", max_bytes=MAX_LINE_BYTES,
                                    max_depth=_MAX_DEPTH)  # fmt: skip
         except InvalidJson as exc:
-            into.damaged.append(f"{where}: {exc}")
+            if number == len(lines):  # the last line, without its newline
+                why = f"{where}: {len(line)} bytes without a newline, not a record ({exc})"
+                into.torn.append((source, why))
+            else:
+                into.damaged.append(f"{where}: {exc}")
             continue
         if not isinstance(doc, dict) or doc.get("v") != JOURNAL_VERSION:
             into.damaged.append(f"{where}: not a version {JOURNAL_VERSION} journal record")
@@ -365,11 +410,24 @@ async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int) -> 
         page = await objects.list_page(prefix.rstrip("/") + "/", continuation_token=token)
         for info in page.objects:
             body = await objects.get_object(info.key, max_bytes=max_bytes)
-            if body is not None:
+            if body is None:
+                continue
+            if info.key.rsplit("/", 1)[-1].startswith(_ANCHOR_PREFIX):
+                _decode_anchor(body, info.key, read)
+            else:
                 _decode(body, info.key, read)
         token = page.next_token
         if token is None:
             return read
+
+
+def _decode_anchor(body: bytes, key: str, into: JournalRead) -> None:
+    try:
+        anchor = JournalAnchor.decode(body, key)
+    except InvalidRecord as exc:
+        into.damaged.append(f"{key}: {exc}")
+        return
+    into.audit_anchors[anchor.sweeper] = anchor
 
 
 def chain_digest(record: Record) -> str:

@@ -3,8 +3,10 @@
 `verify` runs two kinds of checks over the records of `gcd.sweep.journal.read_journal`:
 
 * On the journal alone (pure, `check_records`): every line decodes; each sweeper's
-  records are numbered 1, 2, ... without a gap and chained (``prev`` is the digest of
-  the line before), so a lost, reordered or edited record shows; a *before* record's
+  records, in FILE order, are numbered 1, 2, ... without a gap and chained (``prev`` is
+  the digest of the line before), so a lost, reordered or edited record shows; a last
+  line cut short in a sweeper's last segment is a *torn tail* (a crash mid-write: its
+  request was never sent), anywhere else damage; a *before* record's
   count, first/last key and digest match its keys; every key's epoch is at or below the
   M the record claims, and that M is below the cluster epoch it claims; with a key
   layout, every key parses to the epoch recorded; an *after* record follows the
@@ -16,14 +18,20 @@
   above what etcd held at that revision, an M that was undefined there, another
   cluster epoch, or a binding to another bucket or root than the journal's, is a
   violation. A compacted revision is reported as unverifiable, never as fine.
+* Against the anchors (`check_anchors`, `watermark.core.journal_anchor`): each sweeper's
+  journal must reach the (seq, digest) anchored in etcd and in the audit prefix, and
+  hold exactly that record there, so its end cut off (the last segment deleted, the
+  last records removed) shows.
 
 Findings are `VIOLATION` (a deletion the record does not justify), `DAMAGE` (the
-journal itself is incomplete or altered) or `UNVERIFIABLE`.
+journal itself is incomplete or altered), `UNVERIFIABLE`, or `TORN_TAIL` (not a
+failure: a crash cut the last line short).
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, cast
@@ -31,6 +39,7 @@ from typing import Any, Protocol, cast
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.journal import JournalRead, Record, chain_digest, keys_digest
 from watermark.core.binding import Binding
+from watermark.core.journal_anchor import JournalAnchor
 from watermark.core.kv import KV, RangeResult
 from watermark.core.safe_epoch import GcView, compute_safe_epoch
 from watermark.errors import InvalidRecord, L0gcError
@@ -42,6 +51,7 @@ __all__ = [
     "HistoryKV",
     "KeyStory",
     "VerifyReport",
+    "check_anchors",
     "check_history",
     "check_records",
     "find_key",
@@ -55,6 +65,7 @@ class FindingKind(enum.Enum):
     VIOLATION = "violation"
     DAMAGE = "damage"
     UNVERIFIABLE = "unverifiable"
+    TORN_TAIL = "torn_tail"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +105,7 @@ class VerifyReport:
         doc["violations"] = self.count(FindingKind.VIOLATION)
         doc["damage"] = self.count(FindingKind.DAMAGE)
         doc["unverifiable"] = self.count(FindingKind.UNVERIFIABLE)
+        doc["torn_tails"] = self.count(FindingKind.TORN_TAIL)
         return doc
 
 
@@ -110,11 +122,35 @@ def check_records(read: JournalRead, *, layout: KeyLayout | None = None) -> Veri
     report = VerifyReport(records=len(read.records))
     report.findings.extend(Finding(FindingKind.DAMAGE, where.split(": ", 1)[0], where)
                            for where in read.damaged)  # fmt: skip
+    _check_torn(read, report)
     grouped = read.by_sweeper()
     report.sweepers = len(grouped)
     for records in grouped.values():
         _check_stream(records, report, layout)
     return report
+
+
+_SEGMENT_NAME = re.compile(r"journal-(?P<sweeper>.+)-[0-9]+\.jsonl")
+
+
+def _file_sweeper(source: str) -> str | None:
+    match = _SEGMENT_NAME.fullmatch(source.replace("\\", "/").rsplit("/", 1)[-1])
+    return None if match is None else match.group("sweeper")
+
+
+def _check_torn(read: JournalRead, report: VerifyReport) -> None:
+    last_file: dict[str | None, str] = {_file_sweeper(f): f for f in read.files}
+    for source, message in read.torn:
+        sweeper = _file_sweeper(source)
+        if sweeper is not None and last_file.get(sweeper) == source:
+            report.findings.append(Finding(
+                FindingKind.TORN_TAIL, source,
+                f"sweeper {sweeper}: its last record was cut short by a crash mid-write (its "
+                f"request was never sent, the record is written first): {message}"))
+        else:
+            report.findings.append(Finding(
+                FindingKind.DAMAGE, source,
+                f"a line cut short in a segment that is not its sweeper's last: {message}"))
 
 
 def _check_stream(records: list[Record], report: VerifyReport, layout: KeyLayout | None) -> None:
@@ -209,6 +245,80 @@ def _check_after(record: Record, before: Record | None, report: VerifyReport) ->
             FindingKind.VIOLATION, record.source,
             f"{len(stray)} deleted keys were not in the batch's before record, e.g. {stray[0]!r}"))
     report.keys_deleted += len(deleted) - len(stray)
+
+
+# -- against the anchors ---------------------------------------------------------------
+
+
+def check_anchors(read: JournalRead, anchors: dict[str, JournalAnchor], report: VerifyReport,
+                  *, where: str, shipped: dict[str, JournalAnchor] | None = None,
+                  require_all: bool = False) -> list[str]:  # fmt: skip
+    """Each sweeper's journal must reach its anchor and hold the anchored record.
+
+    `where` names the anchors' home ("etcd", "the audit prefix"). With `shipped` (the
+    audit prefix's anchors, when the journal was read from there) an etcd anchor beyond
+    the shipped end is unverifiable (not shipped yet), not damage. `require_all`: an
+    anchored sweeper without records here is damage (its segments were deleted); else
+    it is a note (its journal lives on another host). Returns notes.
+    """
+    grouped = read.by_sweeper()
+    notes: list[str] = []
+    elsewhere = sorted(set(anchors) - set(grouped))
+    for sweeper in elsewhere:
+        if require_all:
+            anchor = anchors[sweeper]
+            report.findings.append(Finding(
+                FindingKind.DAMAGE, where,
+                f"sweeper {sweeper}: {where} anchors its journal at record {anchor.seq} "
+                f"({anchor.segment}) but none of its records is here: its segments were "
+                "deleted"))
+    if elsewhere and not require_all:
+        notes.append(f"{len(elsewhere)} sweepers anchored in {where} have no records here "
+                     f"(journals of other hosts, or deleted), e.g. {elsewhere[0]}")
+    for sweeper, records in grouped.items():
+        found = anchors.get(sweeper)
+        if found is None:
+            if where != "etcd" or not _ran_without_etcd(records):
+                report.findings.append(Finding(
+                    FindingKind.UNVERIFIABLE, records[-1].source,
+                    f"sweeper {sweeper}: no anchor in {where}, so whether its journal's end "
+                    "was cut cannot be checked (written before anchoring, or the anchor "
+                    "was deleted)"))
+            continue
+        _check_end(records, found, report, where=where,
+                   shipped=None if shipped is None else shipped.get(sweeper))  # fmt: skip
+    return notes
+
+
+def _ran_without_etcd(records: list[Record]) -> bool:
+    """A sweeper that ran without etcd (its segment records name no namespace)."""
+    return all(r.doc.get("namespace") is None for r in records if r.kind == "segment")
+
+
+def _check_end(records: list[Record], anchor: JournalAnchor, report: VerifyReport, *,
+               where: str, shipped: JournalAnchor | None) -> None:  # fmt: skip
+    sweeper = anchor.sweeper
+    last = records[-1]
+    last_seq = _int(last.doc.get("seq")) or 0
+    if anchor.seq > last_seq:
+        if shipped is not None and shipped.seq == last_seq and shipped.digest == chain_digest(last):
+            report.findings.append(Finding(
+                FindingKind.UNVERIFIABLE, last.source,
+                f"sweeper {sweeper}: records {last_seq + 1}..{anchor.seq} anchored in {where} "
+                "are not shipped yet (the sweeper still runs, or its last upload failed)"))
+            return
+        report.findings.append(Finding(
+            FindingKind.DAMAGE, last.source,
+            f"sweeper {sweeper}: the journal ends at record {last_seq} but {where} anchored "
+            f"record {anchor.seq} ({anchor.segment}): records {last_seq + 1}..{anchor.seq} "
+            "are missing (the last segment or the last records were removed)"))
+        return
+    held = next((r for r in records if _int(r.doc.get("seq")) == anchor.seq), None)
+    if held is not None and chain_digest(held) != anchor.digest:
+        report.findings.append(Finding(
+            FindingKind.DAMAGE, held.source,
+            f"sweeper {sweeper}: record {anchor.seq} is not the one anchored in {where} "
+            "(its digest differs): the journal was rewritten"))
 
 
 # -- against etcd's history ------------------------------------------------------------

@@ -11,6 +11,7 @@ namespace such as `/l0gc/prod` (namespaces must not be nested inside each other)
     {ns}/leader/ticker           the epoch ticker's leader, bound to its lease
     {ns}/binding                 the storage this namespace is bound to (`watermark.core.binding`)
     {ns}/sweepers/{id}           a running sweeper's shard announcement, bound to its lease
+    {ns}/journal/{id}            where a sweeper's deletion journal ends (`core.journal_anchor`)
     {ns}/replicas/...            `watermark serve --replicated` members and partition
                                  claims, bound to their leases (`watermark.service.replicas`)
 

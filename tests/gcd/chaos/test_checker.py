@@ -14,6 +14,7 @@ from gcd.chaos.checker import (
     RunHistory,
     check_run,
     deletions_of,
+    unanswered_of,
 )
 from gcd.chaos.records import PartitionLog
 from gcd.sweep.journal import JournalRead, Record
@@ -147,3 +148,23 @@ def test_the_longest_write_gap_spans_the_faulty_phase(tmp_path: Path) -> None:
     led = RunHistory()
     led.add_log("p", log_of(tmp_path, (0, "a", "ok", 2.0), (1, "b", "ok", 7.0)))
     assert led.longest_write_gap(0.0, 8.0) == (pytest.approx(5.0), "p")
+
+
+def test_a_request_cut_short_by_a_kill_still_journals_its_keys(tmp_path: Path) -> None:
+    """A sweeper killed with its request in flight leaves a before record and no after:
+    its keys that are gone are journaled (judged at the request's start), not "gone
+    without a journal record" (a chaos run with a sweeper-kill failed so)."""
+    read = journal(
+        {"type": "before", "sweeper": "s", "request": 1, "at": 11.0, "keys": ["c", "o", "b"]},
+    )
+    cut = unanswered_of(read)
+    assert {(d.key, d.began_at) for d in cut} == {("c", 11.0), ("o", 11.0), ("b", 11.0)}
+    verdict = check_run(facts(tmp_path, deletions=[Deletion("a", "s", 11.0, 11.5)],
+                              unanswered=cut))  # b is still there: not sent, or refused
+    assert verdict.problems == []
+    assert check_run(facts(tmp_path, deletions=[Deletion("a", "s", 11.0, 11.5)])).problems == [
+        "2 objects are gone without a journal record of their deletion, e.g. c"]
+    early = [Deletion("a", "s", 9.0, 9.0)]  # before a's lift at 10: a loss if it is gone
+    verdict = check_run(facts(tmp_path, present={"b", "d"}, unanswered=early,
+                              deletions=[Deletion(k, "s", 11.0, 11.5) for k in "co"]))  # fmt: skip
+    assert [loss["key"] for loss in verdict.losses] == ["a"]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from gcd.chaos.checker import FaultRecord
 from gcd.chaos.config import BROKEN_BUILDS, ChaosConfig, FaultKind, parse_faults
 from gcd.chaos.monitor import _SAFE_EPOCH, Monitor
+from gcd.chaos.nemesis import Nemesis
 from gcd.chaos.records import PartitionLog, Tail, log_path, read_lines
 from gcd.chaos.report import ChaosReport, exit_code, replay_command, text_report
 from gcd.chaos.view import Progress, render
@@ -136,3 +140,35 @@ def test_the_monitor_catches_a_sweeper_whose_m_goes_down() -> None:
     assert monitor.m_regressions == []
     monitor._check_sweeper_m(0, 2, _SAFE_EPOCH.search("l0gc_sweeper_safe_epoch 39.0"))
     assert monitor.m_regressions == ["sweeper 0 (start 2) used M = 39 after M = 40"]
+
+
+class _RecordingNemesis(Nemesis):
+    """The real schedule (`Nemesis.run`), with each fault recorded instead of injected."""
+
+    def __init__(self, config: ChaosConfig, limit: int) -> None:
+        monitor = Monitor(cluster=None, reconcilers=None)  # type: ignore[arg-type]
+        super().__init__(config, None, None, monitor)  # type: ignore[arg-type]
+        self.limit = limit
+        self.stop = asyncio.Event()
+
+    async def _one(self, kind: FaultKind, duration: float, stop: asyncio.Event) -> None:
+        self.faults.append(FaultRecord(kind.value, "-", time.time()))
+        if len(self.faults) >= self.limit:
+            stop.set()
+
+
+async def test_every_enabled_fault_kind_is_injected_before_any_repeats() -> None:
+    """Issue 25: `--faults ...,etcd-freeze` injected no etcd-freeze: kinds were drawn with
+    replacement, so a seeded run could leave one out. Each kind now comes once per cycle."""
+    kinds = parse_faults("sweeper-kill,s3-storm,publisher-kill,writer-freeze,etcd-freeze")
+    for seed in range(40):
+        config = ChaosConfig(seed=seed, faults=kinds, gap_s=(0.0, 0.0))
+        nemesis = _RecordingNemesis(config, limit=len(kinds))
+        await nemesis.run(time.time() + 3600, nemesis.stop)
+        assert {record.kind for record in nemesis.faults} == {k.value for k in kinds}, seed
+        assert nemesis.not_injected() == []
+    short = _RecordingNemesis(ChaosConfig(seed=1, faults=kinds, gap_s=(0.0, 0.0)), limit=2)
+    await short.run(time.time() + 3600, short.stop)
+    assert len(short.not_injected()) == 3
+    report = ChaosReport(faults_not_injected=short.not_injected())
+    assert "not injected (run too short): " in text_report(report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import subprocess
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from gcd.sweep.events import (
     DeletionNotRecorded,
 )
 from gcd.sweep.journal import JournalWriter, check_audit_prefix, keys_digest, read_journal
+from gcd.sweep.journal_anchor import AnchorKeeper
 from gcd.sweep.journal_check import (
     FindingKind,
     check_history,
@@ -37,6 +39,7 @@ from gcd.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync
 from watermark import exitcodes
 from watermark.core.contract import Publication
+from watermark.core.journal_anchor import JournalAnchor, anchor_key, anchors_prefix
 from watermark.errors import ConfigError
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.settings import EtcdSettings, open_kv
@@ -69,11 +72,24 @@ def attempt(keys: list[str], *, m: int = 5, cluster: int = 8, revision: int | No
     return BatchAttempt(basis, tuple(keys), epochs, number, batch, next(_requests))
 
 
-def writer(directory: Path, **options: object) -> JournalWriter:
+def writer(directory: Path, namespace: str = "/l0gc/t", sweeper: str = "s-1",
+           **options: object) -> JournalWriter:  # fmt: skip
     """A journal writer for sweeper s-1 with a fixed clock."""
     clock = iter(float(t) for t in range(1000, 100000))
-    return JournalWriter(directory, "s-1", namespace="/l0gc/t", bucket="b", root=ROOT,
+    return JournalWriter(directory, sweeper, namespace=namespace, bucket="b", root=ROOT,
                          clock=lambda: next(clock), fsync=False, **options)  # type: ignore[arg-type]  # fmt: skip
+
+
+async def anchor_end(etcd: LocalEtcd, namespace: str, journal: JournalWriter) -> int:
+    """Anchor `journal`'s end in etcd as a sweeper's keeper does; the seq anchored."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+    try:
+        await AnchorKeeper(journal, kv=kv, namespace=namespace).step()
+    finally:
+        await kv.close()
+    end = journal.anchor()
+    assert end is not None
+    return end.seq
 
 
 def write_batch(journal: JournalWriter, keys: list[str], **kw: object) -> None:
@@ -311,15 +327,17 @@ def test_gcd_journal_verify_and_show_exit_codes(
     """verify exits 0 on a true journal and 1 on a lying one; show finds the key."""
     r1, _ = asyncio.run(history_cluster(etcd_server, namespace))
     capsys.readouterr()  # the set-up's log lines
-    journal = writer(tmp_path / "ok")
+    journal = writer(tmp_path / "ok", namespace)
     write_batch(journal, [key(4, "z")], m=5, revision=r1)
     journal.close()
+    asyncio.run(anchor_end(etcd_server, namespace, journal))
     common = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
     assert main(["journal", "verify", "--journal-dir", str(tmp_path / "ok"), *common]) == 0
     assert "journal verify: OK" in capsys.readouterr().out
-    lying = writer(tmp_path / "bad")
+    lying = writer(tmp_path / "bad", namespace, "s-2")
     write_batch(lying, [key(6, "z")], m=6, revision=r1)
     lying.close()
+    asyncio.run(anchor_end(etcd_server, namespace, lying))
     code = main(["journal", "verify", "--journal-dir", str(tmp_path / "bad"), *common, "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (code, doc["violations"], doc["ok"]) == (exitcodes.PARTIAL_FAILURE, 1, False)
@@ -440,6 +458,19 @@ def test_gcd_sweep_journals_ships_and_verifies(
                      "--namespace", namespace, "--json"]) == 0  # fmt: skip
         doc = json.loads(capsys.readouterr().out)
         assert (doc["keys_deleted"], doc["revisions_checked"], doc["findings"]) == (3, 1, [])
+    # the end is anchored in etcd and in the audit prefix: removing the shipped segment shows
+    (segment,) = journal_dir.glob("journal-*.jsonl")
+    last_seq = json.loads(segment.read_bytes().splitlines()[-1])["seq"]
+    stored = asyncio.run(etcd_anchors(etcd_server, namespace))
+    assert [anchor.seq for anchor in stored.values()] == [last_seq]
+    assert any(k.startswith("l0gc-audit/journal/anchor-") for k in s3_server.keys(bucket))
+    s3_server._backend().get_bucket(bucket).keys.pop(shipped[0])
+    assert main(["journal", "verify", "--bucket", bucket, "--endpoint-url",
+                 s3_server.endpoint_url, "--journal-prefix", "l0gc-audit/journal", "--etcd",
+                 etcd_server.endpoint, "--namespace", namespace]) == 1  # fmt: skip
+    out = capsys.readouterr().out
+    assert "the audit prefix anchors its journal at record" in out
+    assert "none of its records is here: its segments were deleted" in out
 
 
 @pytest.mark.integration
@@ -457,3 +488,181 @@ def test_a_journal_prefix_inside_the_root_is_a_usage_error(
     assert code == exitcodes.USAGE
     assert "overlaps the swept root" in capsys.readouterr().err
     assert key(2, "kept") in s3_server.keys(bucket)
+
+
+async def etcd_anchors(etcd: LocalEtcd, namespace: str) -> dict[str, JournalAnchor]:
+    """The journal anchors stored under `namespace`, by sweeper."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+    try:
+        items = (await kv.range_prefix(anchors_prefix(namespace))).items
+    finally:
+        await kv.close()
+    return {a.sweeper: a for a in (JournalAnchor.decode(i.value, i.key) for i in items)}
+
+
+# -- tampering: issue 25, finding 4 -------------------------------------------------------
+
+
+def test_two_intact_records_swapped_in_a_segment_break_the_chain(tmp_path: Path) -> None:
+    """The chain is checked in file order: swapping two whole records shows (it verified
+    clean while records were sorted by seq first)."""
+    lines = journal_lines(tmp_path)
+    rewrite(tmp_path, [lines[0], lines[2], lines[1], *lines[3:]])
+    report = check_records(read_journal([tmp_path]))
+    assert report.count(FindingKind.DAMAGE) >= 1
+    assert any("out of order" in f.message for f in report.findings)
+
+
+def test_a_torn_last_line_is_a_torn_tail_not_damage(tmp_path: Path) -> None:
+    """A crash mid-write leaves the last line short, without a newline: a torn tail. The
+    same bytes in a segment that is not the sweeper's last are damage."""
+    lines = journal_lines(tmp_path)
+    (path,) = tmp_path.glob("journal-*.jsonl")
+    path.write_bytes(("\n".join(lines) + "\n").encode() + lines[1].encode()[:40])
+    report = check_records(read_journal([tmp_path]))
+    assert [f.kind for f in report.findings] == [FindingKind.TORN_TAIL]
+    assert "crash mid-write" in report.findings[0].message
+    later = tmp_path / path.name.replace("000001", "000002")
+    later.write_bytes(lines[0].encode() + b"\n")
+    report = check_records(read_journal([tmp_path]))
+    assert FindingKind.DAMAGE in [f.kind for f in report.findings]
+
+
+def test_verify_of_an_empty_journal_directory_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No segments: exit 2 naming the directory (it verified OK, exit 0)."""
+    assert main(["journal", "verify", "--journal-dir", str(tmp_path)]) == exitcodes.USAGE
+    captured = capsys.readouterr()
+    assert f"no journal segments (journal-*.jsonl) in {tmp_path}" in captured.err
+    assert "journal verify: OK" not in captured.out
+
+
+def test_verify_without_etcd_says_what_it_did_not_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --etcd: not a bare OK but what was not checked, exit 3 (it printed OK, exit 0)."""
+    monkeypatch.delenv("L0GC_ETCD", raising=False)
+    journal_lines(tmp_path)
+    code = main(["journal", "verify", "--journal-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == exitcodes.BLOCKED
+    assert "journal verify: NOT FULLY CHECKED" in out
+    assert "NOT checked (no --etcd)" in out
+    assert "the last segment or the last records removed would not show" in out
+    assert "journal verify: OK" not in out
+
+
+async def test_the_anchor_never_goes_back(tmp_path: Path) -> None:
+    """The keeper's CAS: a stale writer of the same sweeper cannot lower the anchor."""
+    kv = MemoryKV()
+    newer = writer(tmp_path / "a")
+    for batch in range(3):
+        write_batch(newer, [key(3, f"n{batch}")], batch=batch)
+    await AnchorKeeper(newer, kv=kv, namespace="/l0gc/t").step()
+    older = writer(tmp_path / "b")
+    write_batch(older, [key(3, "o")])
+    newer.close()
+    older.close()
+    stale = AnchorKeeper(older, kv=kv, namespace="/l0gc/t")
+    await stale.step()
+    item = await kv.get(anchor_key("/l0gc/t", "s-1"))
+    assert item is not None
+    assert JournalAnchor.decode(item.value, "k").seq == 7
+    assert stale.anchored == 0
+
+
+def tampered(directory: Path, namespace: str, sweeper: str, revision: int) -> JournalWriter:
+    """Six batches of sweeper `sweeper` over several segments, each record claiming M = 5
+    at `revision` (true in `history_cluster`)."""
+    journal = writer(directory, namespace, sweeper, max_bytes=1024)
+    for batch in range(6):
+        write_batch(journal, [key(4, f"{sweeper}-{batch}-{i}") for i in range(4)], m=5,
+                    revision=revision, batch=batch)  # fmt: skip
+    journal.close()
+    assert len(journal.closed_segments) >= 3
+    return journal
+
+
+def rechain(segment: Path) -> None:
+    """Edit the segment's first after record and recompute every later `prev`: a chain
+    that verifies on its own (what an editor who knows the format would do)."""
+    lines = segment.read_bytes().splitlines()
+    first = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "after")
+    out: list[bytes] = lines[:first]
+    for line in lines[first:]:
+        doc = json.loads(line)
+        if len(out) == first:
+            doc["deleted"] = doc["deleted"][:1]
+        if out:
+            doc["prev"] = hashlib.sha256(out[-1]).hexdigest()
+        out.append(json.dumps(doc, separators=(",", ":")).encode())
+    segment.write_bytes(b"\n".join(out) + b"\n")
+
+
+@pytest.mark.integration
+def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
+    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each sweeper's end is anchored in etcd: the last segment deleted or the last
+    complete records cut exit 1 (both verified OK before); a torn last line exits 0 as a
+    torn tail (it was damage, exit 1)."""
+    r1, _ = asyncio.run(history_cluster(etcd_server, namespace))
+    journals = {case: tampered(tmp_path / case, namespace, f"s-{case}", r1)
+                for case in ("intact", "segment", "cut", "torn", "rechained")}  # fmt: skip
+    for journal in journals.values():
+        asyncio.run(anchor_end(etcd_server, namespace, journal))
+    journals["segment"].closed_segments[-1].unlink()
+    last = journals["cut"].closed_segments[-1]
+    last.write_bytes(b"".join(last.read_bytes().splitlines(keepends=True)[:-2]))
+    torn = journals["torn"].closed_segments[-1]
+    torn.write_bytes(torn.read_bytes() + b'{"v":1,"type":"before","sweeper":"s-torn","se')
+    rechain(journals["rechained"].closed_segments[-1])
+    assert check_records(read_journal([tmp_path / "rechained"])).findings == []  # chain alone
+    capsys.readouterr()  # the set-up's log lines
+
+    def verify(case: str) -> tuple[int, str]:
+        code = main(["journal", "verify", "--journal-dir", str(tmp_path / case), "--etcd",
+                     etcd_server.endpoint, "--namespace", namespace])  # fmt: skip
+        return code, capsys.readouterr().out
+
+    code, out = verify("intact")
+    assert (code, out.splitlines()[0]) == (exitcodes.OK, "journal verify: OK")
+    for case in ("segment", "cut"):
+        code, out = verify(case)
+        assert code == exitcodes.PARTIAL_FAILURE, out
+        assert f"sweeper s-{case}: the journal ends at record" in out
+        assert "(the last segment or the last records were removed)" in out
+    code, out = verify("rechained")
+    assert code == exitcodes.PARTIAL_FAILURE, out
+    assert "is not the one anchored in etcd (its digest differs): the journal was rewritten" in out
+    code, out = verify("torn")
+    assert code == exitcodes.OK, out
+    assert out.splitlines()[0].startswith("journal verify: OK, with a torn tail")
+    assert "torn tails 1" in out
+
+
+@pytest.mark.integration
+def test_verify_with_a_mistyped_namespace_says_nothing_is_stored_there(
+    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A namespace the journal does not name, or one with nothing in etcd, exits 2 and
+    never suggests creating state (it reported violations advising `epoch advance`)."""
+    r1, _ = asyncio.run(history_cluster(etcd_server, namespace))
+    journal = tampered(tmp_path / "ok", namespace, "s-ok", r1)
+    asyncio.run(anchor_end(etcd_server, namespace, journal))
+    typo = namespace + "-typo"
+    elsewhere = tampered(tmp_path / "typo", typo, "s-typo", r1)
+    elsewhere.close()
+    capsys.readouterr()
+    for directory, given, expected in (
+        ("ok", typo, f"written by sweepers of '{namespace}': is --namespace right?"),
+        ("typo", typo, f"nothing is stored under namespace '{typo}' in etcd"),
+    ):  # fmt: skip
+        code = main(["journal", "verify", "--journal-dir", str(tmp_path / directory),
+                     "--etcd", etcd_server.endpoint, "--namespace", given])  # fmt: skip
+        captured = capsys.readouterr()
+        assert code == exitcodes.USAGE
+        assert expected in captured.err
+        assert "advance" not in captured.out + captured.err
+        assert "VIOLATION" not in captured.out

@@ -1,0 +1,115 @@
+"""Anchoring a sweeper's deletion journal outside its directory (the async shell).
+
+`AnchorKeeper` follows a `JournalWriter` (its `on_append` wakes the keeper) and, one
+write at a time, so that a burst of appends costs one etcd write:
+
+* puts the writer's newest (seq, digest) at `{ns}/journal/{sweeper}` in etcd, with a
+  compare-and-swap on the key's `mod_revision`, never lower than what is stored there;
+* with an audit prefix, ships the segments closed since (`ship_segments`), which also
+  writes the prefix's anchor.
+
+A failure (etcd or the bucket unreachable) is logged and counted in
+`l0gc_sweeper_journal_errors_total` and retried at the next append or at `close`;
+deletions go on (the before record on local disk is what a deletion waits for). What
+an anchor guarantees is in `watermark.core.journal_anchor` and docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from gcd.sweep.journal import JournalWriter, ship_segments
+from watermark.core.journal_anchor import JournalAnchor, anchor_key
+from watermark.core.kv import KV, Compare, Put
+from watermark.errors import InvalidRecord, L0gcError
+
+__all__ = ["AnchorKeeper"]
+
+log = structlog.get_logger("gcd.journal")
+_CAS_ATTEMPTS = 5
+
+
+class AnchorKeeper:
+    """See the module docstring. `start`, then `close` (a last anchor and shipping)."""
+
+    def __init__(self, writer: JournalWriter, *, kv: KV | None, namespace: str | None,
+                 objects: Any = None, prefix: str | None = None) -> None:  # fmt: skip
+        self.writer = writer
+        self._kv = kv if namespace is not None else None
+        self._key = None if namespace is None else anchor_key(namespace, writer.sweeper_id)
+        self._objects = objects
+        self._prefix = prefix
+        self._shipped: set[Path] = set()
+        self._anchored = 0
+        """The seq stored in etcd by this keeper (0: nothing yet)."""
+        self._mod_revision = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.anchored = 0
+        """How many anchors were written to etcd (for tests and logs)."""
+
+    def start(self) -> None:
+        """Follow the writer's appends."""
+        self.writer.on_append = self._wake.set
+        self._task = asyncio.create_task(self._follow(), name="journal-anchor")
+
+    async def close(self) -> None:
+        """Stop following; anchor the end and ship every segment (the writer is closed).
+
+        A step in progress is let finish, never cancelled: an etcd call cancelled in the
+        middle of connecting can leave the client waiting on its channel for minutes."""
+        self.writer.on_append = None
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+        await self.step()
+
+    async def _follow(self) -> None:
+        while not self._closing:
+            await self._wake.wait()
+            self._wake.clear()
+            await self.step()
+
+    async def step(self) -> None:
+        """Anchor the writer's end in etcd and ship what is closed (errors logged)."""
+        end = self.writer.anchor()
+        if end is not None and self._kv is not None and end.seq > self._anchored:
+            try:
+                await self._put(end)
+            except (L0gcError, OSError) as exc:
+                self.writer.metrics.journal_errors.inc()
+                log.warning("journal.anchor_failed", where="etcd", key=self._key,
+                            seq=end.seq, error=str(exc))  # fmt: skip
+        if self._prefix is not None and self._objects is not None:
+            await ship_segments(self.writer, self._objects, self._prefix, shipped=self._shipped)
+
+    async def _put(self, end: JournalAnchor) -> None:
+        assert self._kv is not None
+        assert self._key is not None
+        for _ in range(_CAS_ATTEMPTS):
+            result = await self._kv.txn([Compare(self._key, self._mod_revision)],
+                                        [Put(self._key, end.encode())])  # fmt: skip
+            if result.succeeded:
+                self._anchored, self._mod_revision = end.seq, result.revision
+                self.anchored += 1
+                return
+            stored = await self._kv.get(self._key)
+            self._mod_revision = 0 if stored is None else stored.mod_revision
+            if stored is None:
+                continue
+            try:
+                seq = JournalAnchor.decode(stored.value, self._key).seq
+            except InvalidRecord:
+                seq = 0  # overwritten with garbage: our own end replaces it
+            if seq >= end.seq:
+                log.error("journal.anchor_ahead", key=self._key, stored=seq, ours=end.seq,
+                          detail="another process writes this sweeper's anchor")  # fmt: skip
+                self._anchored = seq
+                return
+        raise L0gcError(f"the journal anchor {self._key} kept changing under us")
