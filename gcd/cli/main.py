@@ -27,6 +27,11 @@ known flag or command when there is one:
     gcd sweep: unknown option --dry-rn; did you mean --dry-run?
     usage: gcd sweep [options]; `gcd sweep --help` lists them
 
+With `--json`, a command that stops on an error (an exception mapped to an exit code, or
+bad usage) prints, besides the line on stderr, one JSON document on stdout:
+`{"version": 1, "error": "etcd_unreachable", "exit_code": 4, "message": "..."}`
+(`watermark.exitcodes.error_document`).
+
 Ctrl-C that reaches this level (a command that does not handle it, or a second Ctrl-C)
 exits 130 with one line on stderr, and, when the command was given `--json`, a JSON
 document `{"version": 1, "error": "interrupted"}` on stdout.
@@ -146,7 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         namespace = parser.parse_args(args[1:])
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
-        return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+        code = exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+        if code != exitcodes.OK and "--json" in args:
+            _json_error(code, "bad usage: see the message on stderr")
+        return code
     namespace.command = first
     try:
         result = module.run(namespace)
@@ -159,8 +167,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is None:
             raise
         sys.stderr.write(f"gcd {first}: error: {exc}\n")
+        if getattr(namespace, "json", False):
+            _json_error(code, str(exc))
         return code
     return int(result)
+
+
+def _json_error(code: int, message: str) -> None:
+    """With `--json`, a failure is a JSON document on stdout too (scripts read one)."""
+    sys.stdout.write(json.dumps(exitcodes.error_document(code, message)) + "\n")
+    sys.stdout.flush()
 
 
 def _interrupted(command: str, as_json: bool) -> int:
