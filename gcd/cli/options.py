@@ -103,7 +103,8 @@ ROUND_OPTIONS: tuple[Option, ...] = (
            "lease of this sweeper's shard announcement: a sweeper killed without a clean "
            "stop is still announced this long, so its restart waits that long before "
            "deleting (default 15s)", "DURATION"),
-    Option("--log-level", text, "info", "debug, info, warning or error (default info)",
+    Option("--log-level", text, None, "debug, info, warning or error (default: warning "
+           "when stderr is a terminal, so the progress line stays intact; info otherwise)",
            "LEVEL"),
 )  # fmt: skip
 DAEMON_OPTIONS: tuple[Option, ...] = (
