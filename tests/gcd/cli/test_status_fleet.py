@@ -59,7 +59,8 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
 ) -> None:  # fmt: skip
     """Issue 27: live replicas (address, lease, partitions held), the ticker leader, owners
     now; a SIGTERMed replica hands over sealed; a killed one leaves the fleet and its
-    partitions show their new owners (never the dead one as owner)."""
+    partitions show their new owners (never the dead one as owner); a later SIGTERM hands
+    over unsealed exactly the partitions adopted from the killed replica."""
     monkeypatch.setenv("L0GC_ETCD", etcd_server.endpoint)
     monkeypatch.setenv("L0GC_NAMESPACE", namespace)
     replicas = LocalReplicas([etcd_server.endpoint], namespace, PARTITIONS, tmp_path,
@@ -112,6 +113,18 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
         assert "replicas       1 live" in text
         assert f"ticker         leader {ids['a']}" in text
         assert f" {ids['b']} #" not in text or "(record: " in text
+
+        # What SIGTERM hands over sealed: a partition whose log end the replica knows (it
+        # got it from a sealed handover or registration), not one adopted after a kill
+        # (its log end stays unknown until a writer commits; none does here).
+        killed_held = {p["partition"] for p in during["partitions"] if p["owner_now"] == ids["b"]}
+        assert replicas.terminate("a") == 0
+        handed = [json.loads(line) for line in replicas.procs["a"].child.log_path.read_text()
+                  .splitlines() if '"watermark.replica_handed_over"' in line]  # fmt: skip
+        unsealed = {h["partition"] for h in handed if not h["sealed"]}
+        print("SIGTERM after a failover: unsealed", sorted(unsealed), "b held", sorted(killed_held))
+        assert {h["partition"] for h in handed} == set(PARTITIONS)
+        assert unsealed == killed_held
     finally:
         structlog.reset_defaults()
         replicas.stop_all()
