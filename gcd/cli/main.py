@@ -199,10 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         namespace = parser.parse_args(args[1:])
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
-        code = exc.code if isinstance(exc.code, int) else exitcodes.USAGE
-        if code != exitcodes.OK and "--json" in args:
-            _json_error(code, "bad usage: see the message on stderr")
-        return code
+        status = exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+        if status != exitcodes.OK and "--json" in args:
+            _json_error(status, "bad usage: see the message on stderr")
+        return status
     namespace.command = first
     try:
         result = module.run(namespace)

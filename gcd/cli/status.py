@@ -217,9 +217,10 @@ def build_report(
 
 def is_empty(view: GcView, fleet: FleetStatus | None = None) -> bool:
     """True when nothing at all is stored under the namespace (a typo, most likely)."""
-    return (view.cluster_epoch_raw is None and not view.partitions and view.binding_raw is None
-            and not view.paused and not view.sweepers
-            and (fleet is None or (not fleet.replicated and fleet.ticker_leader is None)))  # fmt: skip
+    fleet_empty = fleet is None or (not fleet.replicated and fleet.ticker_leader is None)
+    return (view.cluster_epoch_raw is None and not view.partitions
+            and view.binding_raw is None and not view.paused and not view.sweepers
+            and fleet_empty)  # fmt: skip
 
 
 def empty_namespace(namespace: str) -> ConfigError:
@@ -305,8 +306,7 @@ def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
         more = ", ..." if len(fleet["unclaimed"]) > 5 else ""
         lines.append(f"unclaimed      {len(fleet['unclaimed'])} without a live owner now: "
                      f"{names}{more}")  # fmt: skip
-    for problem in fleet["problems"][:5]:
-        lines.append(f"replica record UNREADABLE: {printable(problem)}")
+    lines.extend(f"replica record UNREADABLE: {printable(p)}" for p in fleet["problems"][:5])
     return lines
 
 

@@ -53,8 +53,8 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import ProgressLine, human_bytes, write_json
-from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.cli.status import empty_namespace
+from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.rules.admission import UNREACHABLE, SafetyGate
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.open import open_objects, preflight_storage, target_of

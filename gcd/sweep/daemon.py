@@ -43,13 +43,13 @@ in flight complete, and `run` returns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import random
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 from aiohttp import web
@@ -402,10 +402,8 @@ class Daemon:
             if left <= 0:
                 return
             step = left if self.source is None else min(left, self.config.follow_poll_s)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), timeout=step)
-            except TimeoutError:
-                pass
             if self.stop.is_set():
                 return
             if self.source is None:

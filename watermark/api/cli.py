@@ -579,7 +579,8 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         code = exc.code if isinstance(exc.code, int) else exitcodes.USAGE
         if code and "--json" in arguments:  # scripts read stdout: one JSON document
-            sys.stdout.write(json.dumps(exitcodes.error_document(code, "bad usage: see stderr")) + "\n")
+            error = exitcodes.error_document(code, "bad usage: see stderr")
+            sys.stdout.write(json.dumps(error) + "\n")
         return code
     try:
         invocation = _settle(args, None)  # bad values, token or TLS files: exit 2, no etcd

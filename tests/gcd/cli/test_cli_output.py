@@ -18,12 +18,12 @@ import pytest
 import structlog
 
 from gcd.cli.main import main
-from watermark.__main__ import main as watermark_main
 from gcd.cli.sweep import interrupted_document, text_summary
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
 from gcd.testing.local_servers import LocalS3
 from watermark import exitcodes
+from watermark.__main__ import main as watermark_main
 
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")

@@ -78,9 +78,8 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
             live = {r["member"] for r in doc["fleet"]["replicas"]}
             owners = {p["owner_now"] for p in doc["partitions"]}
             moving = any(r["handing_over"] for r in doc["fleet"]["replicas"])
-            ok = (code == 0 and live == members and owners <= members and None not in owners
-                  and not moving and doc["fleet"]["ticker_leader"] in members)  # fmt: skip
-            return ok
+            return (code == 0 and live == members and owners <= members and None not in owners
+                    and not moving and doc["fleet"]["ticker_leader"] in members)  # fmt: skip
 
         wait_until_sync(lambda: settled(set(ids.values())), timeout_s=30,
                         what="three replicas holding every partition")  # fmt: skip
@@ -95,7 +94,8 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
         handed = [json.loads(line) for line in replicas.procs["c"].child.log_path.read_text()
                   .splitlines() if '"watermark.replica_handed_over"' in line]  # fmt: skip
         print("SIGTERM handovers:", [(h["partition"], h["sealed"]) for h in handed])
-        assert handed and all(h["sealed"] for h in handed)
+        assert handed
+        assert all(h["sealed"] for h in handed)
         wait_until_sync(lambda: settled({ids["a"], ids["b"]}), timeout_s=30,
                         what="c gone after SIGTERM, its partitions taken over")  # fmt: skip
 

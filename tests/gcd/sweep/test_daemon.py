@@ -22,9 +22,9 @@ import structlog
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from gcd.rules.backoff import Backoff
 from gcd.cli.main import main as gcd_main
 from gcd.rules.admission import RoundAdmission
+from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
