@@ -25,11 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import structlog
+
 from watermark.core.assignment import ClaimRecord, MemberRecord, View, decode_claim, decode_member
 from watermark.core.kv import KeyValue
-from watermark.errors import InvalidRecord
+from watermark.errors import InvalidRecord, L0gcError
 
 __all__ = ["FleetStatus", "LeaseReader", "ReplicaStatus", "build_fleet", "read_fleet"]
+
+_log = structlog.get_logger("gcd.status")
 
 
 class LeaseReader(Protocol):
@@ -97,7 +101,8 @@ def build_fleet(
     items: Sequence[KeyValue], namespace: str, leases: Mapping[int, int | None]
 ) -> FleetStatus:
     """The fleet from the keys under ``{ns}/replicas/`` and ``{ns}/leader/`` (pure);
-    `leases` maps a lease id to the seconds it has left (None: gone)."""
+    `leases` maps a lease id to the seconds it has left (None: gone; a lease missing
+    from it could not be asked about, and its holder is taken as alive)."""
     members_prefix = f"{namespace}/replicas/members/"
     claims_prefix = f"{namespace}/replicas/claims/"
     leader_key = f"{namespace}/leader/ticker"
@@ -118,7 +123,10 @@ def build_fleet(
                 leader = item
         except InvalidRecord as exc:
             problems.append(str(exc))
-    live = {m: r for m, r in members.items() if leases.get(r.lease) is not None}
+    def alive(lease: int) -> bool:  # a lease etcd would not tell about counts as alive
+        return lease not in leases or leases[lease] is not None
+
+    live = {m: r for m, r in members.items() if alive(r.lease)}
     view = View(0, live, claims)
     owner_now = {p: c.member_id for p, c in claims.items() if view.is_live(c) is not None}
     replicas = []
@@ -132,7 +140,7 @@ def build_fleet(
     unclaimed = tuple(sorted(p for p in listed if p not in owner_now))
     leader_name = None
     leader_ttl = None
-    if leader is not None and leases.get(leader.lease) is not None:
+    if leader is not None and alive(leader.lease):
         leader_name = leader.value.decode("utf-8", errors="replace")
         leader_ttl = leases.get(leader.lease)
     return FleetStatus(tuple(replicas), leader_name, leader_ttl, unclaimed, tuple(problems),
@@ -144,6 +152,10 @@ async def read_fleet(kv: LeaseReader, namespace: str, revision: int) -> FleetSta
     items: list[KeyValue] = []
     for prefix in (f"{namespace}/replicas/", f"{namespace}/leader/"):
         items.extend((await kv.range_prefix(prefix, revision=revision)).items)
-    lease_ids = sorted({item.lease for item in items if item.lease})
-    leases = {lease: await kv.lease_time_to_live(lease) for lease in lease_ids}
+    leases: dict[int, int | None] = {}
+    for lease in sorted({item.lease for item in items if item.lease}):
+        try:
+            leases[lease] = await kv.lease_time_to_live(lease)
+        except L0gcError as exc:  # e.g. an etcd role that may not ask: shown as unknown
+            _log.debug("status.lease_unknown", lease=lease, error=str(exc))
     return build_fleet(items, namespace, leases)

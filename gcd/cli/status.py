@@ -282,12 +282,16 @@ def _owner(p: PartitionStatus) -> str:
     return recorded
 
 
+def _left(seconds: int | None) -> str:
+    return "unknown" if seconds is None else f"{seconds}s left"
+
+
 def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     leader = fleet["ticker_leader"]
     if leader is not None:
         lines.append(f"ticker         leader {printable(leader)}  "
-                     f"(lease {fleet['ticker_lease_remaining_s']}s left)")  # fmt: skip
+                     f"(lease {_left(fleet['ticker_lease_remaining_s'])})")  # fmt: skip
     elif fleet["replicas"]:
         lines.append("ticker         NO LEADER: the cluster epoch does not advance")
     replicas = fleet["replicas"]
@@ -299,7 +303,7 @@ def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
         if len(moving) > 5:
             handover += ", ..."
         lines.append(f"  {printable(r['member']):<13}{printable(r['address'])}  lease "
-                     f"{r['lease_remaining_s']}s left  holds {r['holds']} of "
+                     f"{_left(r['lease_remaining_s'])}  holds {r['holds']} of "
                      f"{printable(r['partitions'])}  handing over {handover}")  # fmt: skip
     if fleet["unclaimed"]:
         names = ", ".join(map(printable, fleet["unclaimed"][:5]))

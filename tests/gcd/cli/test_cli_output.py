@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,8 @@ from gcd.cli.main import main
 from gcd.cli.sweep import interrupted_document, text_summary
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
-from gcd.testing.local_servers import LocalS3
+from gcd.testing.local_servers import LocalS3, free_port
+from tests.waiting import wait_until_sync
 from watermark import exitcodes
 from watermark.__main__ import main as watermark_main
 
@@ -147,11 +149,13 @@ def test_help_shows_examples_and_both_commands_print_their_version(
     assert capsys.readouterr().out == f"watermark {version}\n"
 
 
-def test_completion_script_completes_commands_actions_and_flags() -> None:
+def test_completion_script_completes_commands_actions_and_flags(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """`gcd completion bash` is a script bash sources; it completes gcd and watermark
     commands, their actions and their flags (generated from the real parsers)."""
-    script = subprocess.run([sys.executable, "-m", "gcd", "completion", "bash"], check=True,
-                            capture_output=True, text=True, cwd=REPO).stdout  # fmt: skip
+    assert main(["completion", "bash"]) == exitcodes.OK
+    script = capsys.readouterr().out
     probe = script + """
 for line in "gcd sw" "gcd sweep --dry-r" "watermark partition re" "watermark epoch advance --exp" \
             "watermark namespace b" "gcd completion z" "watermark --ver"; do
@@ -173,3 +177,31 @@ def test_json_usage_errors_print_a_json_document(capsys: pytest.CaptureFixture[s
     assert main(["status", "--json", "--bogus"]) == exitcodes.USAGE
     document = json.loads(capsys.readouterr().out)
     assert (document["error"], document["exit_code"]) == ("usage", exitcodes.USAGE)
+
+
+@pytest.mark.integration
+def test_dev_etcd_serves_the_guides_and_stops_with_its_etcd(tmp_path: Path) -> None:
+    """Issue 27: `gcd dev etcd` starts the pinned etcd on loopback, says what to export,
+    answers the admin commands, and on SIGTERM stops its etcd (by PID) and exits 0."""
+    port = free_port()
+    out = tmp_path / "dev.out"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "gcd", "dev", "etcd", "--port", str(port)],
+                                stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)  # fmt: skip
+    try:
+        wait_until_sync(lambda: "export L0GC_ETCD=" in out.read_text(), timeout_s=30,
+                        what="gcd dev etcd ready", detail=out.read_text)  # fmt: skip
+        text = out.read_text()
+        assert f"  export L0GC_ETCD=127.0.0.1:{port} L0GC_NAMESPACE=/l0gc/prod\n" in text
+        etcd_pid = int(text.split("(pid ", 1)[1].split(",", 1)[0])
+        etcd = ["--etcd", f"127.0.0.1:{port}", "--namespace", "/l0gc/dev"]
+        assert watermark_main(["epoch", "advance", *etcd]) == exitcodes.OK
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == exitcodes.OK
+        assert out.read_text().endswith("etcd stopped\n")
+        with pytest.raises(ProcessLookupError):
+            os.kill(etcd_pid, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

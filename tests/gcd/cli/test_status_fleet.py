@@ -50,6 +50,9 @@ def test_build_fleet_shows_owners_now_and_handovers() -> None:
     assert fleet.owner_now == {"p": "a"}
     assert fleet.unclaimed == ("q",)
     assert fleet.ticker_leader is None
+    unknown = build_fleet(items, ns, {9: None})  # lease 1 could not be asked about
+    assert [r.member for r in unknown.replicas] == ["a"]
+    assert unknown.replicas[0].lease_remaining_s is None
 
 
 @pytest.mark.integration
