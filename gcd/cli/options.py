@@ -130,7 +130,7 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
            "follow the namespace with an etcd watch after one full read, and check the "
            "followed view against a full read every this many reads (rounds and the looks "
            "every 2s between them; a mismatch blocks that round); 0 reads every partition "
-           "record every time (default 30)",
+           "record every time, and looks between rounds only every --interval (default 30)",
            "ROUNDS"),
 )  # fmt: skip
 SWEEP_OPTIONS: tuple[Option, ...] = (
