@@ -350,3 +350,28 @@ def test_a_lag_of_one_epoch_is_singular() -> None:
     record = PartitionRecord("p", 4, 1, owner="o", owner_epoch=1).encode()
     two = render_text(build_report(GcView(1, b"6", {"p": record}), "/l0gc/x", NOW), NOW)
     assert "global M       4  (lag 2 epochs)" in two
+
+
+def test_status_exits_3_and_says_refused_while_sweepers_disagree_on_shards(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Issue 25: sweepers blocked on a shard conflict: not "gc running" with exit 0, but
+    REFUSED with exit 3, and the disagreement named (real etcd)."""
+    setup(etcd_server, namespace, {"orders/0": 5})
+    running = (ShardAnnouncement("s-a", 0, 2, 1.0), ShardAnnouncement("s-b", 0, 3, 1.0))
+
+    async def announce() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+        store = WatermarkStore(kv, namespace)
+        try:
+            await kv.txn([], [Put(store.sweepers_prefix + a.sweeper_id, a.encode())
+                              for a in running])  # fmt: skip
+        finally:
+            await kv.close()
+
+    asyncio.run(announce())
+    done = gcd(["status"], etcd_server.endpoint, namespace)
+    assert done.returncode == exitcodes.BLOCKED, done.stderr
+    assert "gc             REFUSED: sweepers delete nothing" in done.stdout
+    assert "shards         DISAGREE: shard counts disagree" in done.stdout
+    assert "gc             running" not in done.stdout
