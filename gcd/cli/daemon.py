@@ -7,8 +7,8 @@ Takes every `gcd sweep` option except the output ones, plus the pacing and HTTP
 options. Rounds follow M: between rounds the daemon looks at etcd every 2 s (its
 gauges and /readyz follow), and starts a round once M advanced, at most one per
 `--interval` (`gcd.sweep.daemon.wake_reason`). At start, the same S3 preflight as
-`gcd sweep` (`gcd.storage.s3.preflight`): a bucket it cannot list (no credentials, endpoint unreachable, no such bucket, access
-denied, wrong region) exits 2 in seconds with one line saying what to fix. Once
+`gcd sweep` (`gcd.storage.s3.preflight`): a bucket it cannot list (no credentials,
+endpoint unreachable, no such bucket, access denied, wrong region) exits 2 in seconds with one line saying what to fix. Once
 running, losing S3 is an error of a round like any other: logged, retried with backoff.
 
 Stopping: SIGTERM, how Kubernetes stops a pod, lets requests in flight finish and exits
