@@ -329,8 +329,11 @@ def _is_log_record(line: str) -> bool:
 
 
 def session_env(local: Local, home: Path) -> dict[str, str]:
-    """A clean environment: nothing of the developer's L0GC_*/AWS_* settings leaks in."""
-    return {
+    """A clean environment: nothing of the developer's L0GC_*/AWS_* settings leaks in.
+    PYTHONPATH is kept: the commands then import the tree under test (a worktree), not
+    whatever the venv's editable install points at."""
+    kept = {name: os.environ[name] for name in ("PYTHONPATH",) if os.environ.get(name)}
+    return kept | {
         "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "HOME": str(home),
         "LC_ALL": "C.UTF-8",

@@ -2,7 +2,8 @@
 
 This is the composition root: `watermark namespace ...` is gcd's command (binding needs
 the object store too, which is gcd's side: one implementation), every other command is
-`watermark.api.cli`. Imports of gcd happen here only, and only for that command.
+`watermark.api.cli`. Imports of gcd happen here only, and only for that command and for
+`--version` (one version for the one distribution, the same `gcd --version` prints).
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `watermark` command; return its exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["--version"]:
+        from gcd import __version__  # noqa: PLC0415 - one version for the one distribution
+
+        sys.stdout.write(f"watermark {__version__}\n")
+        return 0
     if arguments[:1] == ["namespace"]:
         from gcd.cli.main import main as gcd_main  # noqa: PLC0415 - only for this command
 

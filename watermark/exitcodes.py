@@ -1,14 +1,20 @@
 """Exit codes of every l0gc command, and the one place exceptions are mapped to them.
 
-    0  OK               the command did what it was asked
-    1  PARTIAL_FAILURE  it ran, but some work failed (e.g. deletes that kept failing); for
-                        `watermark`: it failed (etcd unreachable, not registered, CAS conflict)
-    2  USAGE            bad flags, env vars, config file, or a command that is not installed;
-                        a bucket the sweeping commands cannot list at start (S3 preflight)
-    3  BLOCKED          (gcd) a safety rail stopped it: M undefined, M regression, M above
-                        the cluster epoch, GC paused, etcd unreachable
-  130  INTERRUPTED      Ctrl-C (`gcd sweep` also on SIGTERM; `gcd daemon` exits 0 on SIGTERM,
-                        the way Kubernetes stops it)
+    0  OK                the command did what it was asked
+    1  PARTIAL_FAILURE   it ran, but some work failed (e.g. deletes that kept failing); for
+                         `watermark`: it failed (not registered, CAS conflict)
+    2  USAGE             bad flags, env vars, config file, or a command that is not installed;
+                         a bucket the sweeping commands cannot list at start (S3 preflight);
+                         a namespace under which nothing is stored (`gcd status`, `gcd sweep`)
+    3  BLOCKED           (gcd) a safety rail stopped it: M undefined, M regression, M above
+                         the cluster epoch, GC paused, namespace not bound here, shards
+    4  ETCD_UNREACHABLE  etcd could not be reached (every command, `gcd` and `watermark`):
+                         nothing was read or changed; retrying later is safe
+  130  INTERRUPTED       Ctrl-C (`gcd sweep` also on SIGTERM; `gcd daemon` exits 0 on SIGTERM,
+                         the way Kubernetes stops it)
+
+A long-running command does not exit when etcd goes away: `gcd daemon` keeps its last good
+M and retries, `watermark serve` fails closed for writers and retries.
 
 `exit_code_for` is gcd's mapping; `watermark_exit_code` the `watermark` command's, which
 has no BLOCKED (it deletes nothing) and counts an unregistered partition as a failure of
@@ -19,14 +25,23 @@ from __future__ import annotations
 
 from typing import Final
 
-from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered, WatermarkUnavailable
+from watermark.errors import (
+    ConfigError,
+    EtcdUnavailable,
+    L0gcError,
+    PartitionNotRegistered,
+    WatermarkUnavailable,
+)
 
 __all__ = [
     "BLOCKED",
+    "ERROR_NAMES",
+    "ETCD_UNREACHABLE",
     "INTERRUPTED",
     "OK",
     "PARTIAL_FAILURE",
     "USAGE",
+    "error_document",
     "exit_code_for",
     "watermark_exit_code",
 ]
@@ -35,13 +50,27 @@ OK: Final = 0
 PARTIAL_FAILURE: Final = 1
 USAGE: Final = 2
 BLOCKED: Final = 3
+ETCD_UNREACHABLE: Final = 4
 INTERRUPTED: Final = 130
+
+
+ERROR_NAMES: Final = {PARTIAL_FAILURE: "failed", USAGE: "usage", BLOCKED: "blocked",
+                      ETCD_UNREACHABLE: "etcd_unreachable", INTERRUPTED: "interrupted"}  # fmt: skip
+"""The `"error"` of the JSON document a command given `--json` prints when it fails."""
+
+
+def error_document(code: int, message: str) -> dict[str, object]:
+    """What a command given `--json` prints on stdout when it stops on an error."""
+    return {"version": 1, "error": ERROR_NAMES.get(code, "failed"), "exit_code": code,
+            "message": message}  # fmt: skip
 
 
 def exit_code_for(exc: BaseException) -> int | None:
     """The exit code for an exception a command let escape; None: not ours, re-raise it."""
     if isinstance(exc, ConfigError):
         return USAGE
+    if isinstance(exc, EtcdUnavailable):
+        return ETCD_UNREACHABLE
     if isinstance(exc, WatermarkUnavailable):
         return BLOCKED
     if isinstance(exc, L0gcError):  # gcd.errors.StorageError too
@@ -55,6 +84,8 @@ def watermark_exit_code(exc: BaseException) -> int:
     """The exit code of the `watermark` command for an error it stopped on."""
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
+    if isinstance(exc, EtcdUnavailable):
+        return ETCD_UNREACHABLE
     if isinstance(exc, ConfigError) and not isinstance(exc, PartitionNotRegistered):
         return USAGE
     return PARTIAL_FAILURE

@@ -53,9 +53,15 @@ def printable_values(
 
 
 def configure_logging(
-    level: str = "info", *, stream: TextIO | None = None, json_lines: bool | None = None
+    level: str | None = "info", *, stream: TextIO | None = None, json_lines: bool | None = None
 ) -> None:
-    """Route structlog to `stream` (stderr): JSON unless it is a TTY, at `level`."""
+    """Route structlog to `stream` (stderr): JSON unless it is a TTY, at `level`.
+
+    `level` None: "warning" on a terminal (info lines would tear a progress line apart;
+    `--log-level info` brings them back), "info" otherwise (log collectors want them).
+    """
+    if level is None:
+        level = "warning" if (stream if stream is not None else sys.stderr).isatty() else "info"
     numeric = LEVELS.get(level.lower())
     if numeric is None:
         raise ConfigError(f"log level {level!r} is not one of {', '.join(LEVELS)}")

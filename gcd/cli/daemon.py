@@ -3,11 +3,14 @@
     gcd daemon --bucket B --etcd HOST:PORT --namespace /l0gc/prod [--shard-index I
                --shard-count N] [--interval 10s --idle-interval 60s ...]
 
-Takes every `gcd sweep` option except the output ones, plus the pacing and HTTP
-options. At start, the same S3 preflight as `gcd sweep` (`gcd.storage.s3.preflight`): a
-bucket it cannot list (no credentials, endpoint unreachable, no such bucket, access
-denied, wrong region) exits 2 in seconds with one line saying what to fix. Once
-running, losing S3 is an error of a round like any other: logged, retried with backoff.
+Takes every `gcd sweep` option except the output ones, plus the pacing and HTTP options.
+Rounds follow M: between rounds the daemon looks at etcd every 2 s (its gauges and
+/readyz follow), and starts a round once M advanced, at most one per `--interval`
+(`gcd.sweep.daemon.wake_reason`). At start, the same S3 preflight as `gcd sweep`
+(`gcd.storage.s3.preflight`): a bucket it cannot list (no credentials, endpoint
+unreachable, no such bucket, access denied, wrong region) exits 2 in seconds with one
+line saying what to fix. Once running, losing S3 is an error of a round like any other:
+logged, retried with backoff.
 
 Stopping: SIGTERM, how Kubernetes stops a pod, lets requests in flight finish and exits
 0. Ctrl-C (SIGINT) stops the same clean way but exits 130 with one line on stderr, as
@@ -78,6 +81,9 @@ async def run(args: argparse.Namespace) -> int:
         max_interval_s=args.max_interval,
         full_pass_interval_s=args.full_pass_interval,
         unready_after_s=args.unready_after,
+        # Without the watch every look is a full read of the namespace: look once per
+        # --interval then, not every 2 s.
+        follow_poll_s=2.0 if args.verify_m_every else max(2.0, args.interval),
     )
     await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root)
     async with open_sweeper(args, setup, follow_every=args.verify_m_every) as (

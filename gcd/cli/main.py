@@ -27,6 +27,11 @@ known flag or command when there is one:
     gcd sweep: unknown option --dry-rn; did you mean --dry-run?
     usage: gcd sweep [options]; `gcd sweep --help` lists them
 
+With `--json`, a command that stops on an error (an exception mapped to an exit code, or
+bad usage) prints, besides the line on stderr, one JSON document on stdout:
+`{"version": 1, "error": "etcd_unreachable", "exit_code": 4, "message": "..."}`
+(`watermark.exitcodes.error_document`).
+
 Ctrl-C that reaches this level (a command that does not handle it, or a second Ctrl-C)
 exits 130 with one line on stderr, and, when the command was given `--json`, a JSON
 document `{"version": 1, "error": "interrupted"}` on stdout.
@@ -34,6 +39,7 @@ document `{"version": 1, "error": "interrupted"}` on stdout.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import difflib
 import importlib
@@ -48,7 +54,7 @@ from typing import Final
 from gcd import __version__
 from watermark import exitcodes
 
-__all__ = ["SUBCOMMANDS", "Subcommand", "main"]
+__all__ = ["EXAMPLES", "SUBCOMMANDS", "Subcommand", "main"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +79,46 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "spark-sweep": Subcommand("gcd.cli.spark", "sweep a huge bucket with PySpark"),
     "spark-report": Subcommand("gcd.cli.spark", "report garbage by epoch and prefix with PySpark"),
     "spark-package": Subcommand("gcd.cli.spark_package", "zip l0gc for Spark --py-files"),
+    "dev": Subcommand("gcd.cli.dev", "start a local etcd for the guides (gcd dev etcd)"),
+    "completion": Subcommand("gcd.cli.completion", "print a bash or zsh completion script"),
 }
+
+
+EXAMPLES: Final[dict[str, str]] = {
+    "sweep": """examples:
+  gcd sweep --bucket my-l0-bucket --etcd etcd-0:2379 --namespace /l0gc/prod --dry-run
+  gcd sweep --bucket my-l0-bucket --shard-index 0 --shard-count 4 --json
+  gcd sweep --bucket my-l0-bucket --safe-epoch 1021   # M by hand, still checked in etcd""",
+    "daemon": """examples:
+  gcd daemon --bucket my-l0-bucket --etcd etcd-0:2379 --namespace /l0gc/prod
+  gcd daemon --bucket my-l0-bucket --shard-index 0 --shard-count 4 --http-port 9464
+  curl -s localhost:9464/metrics | grep l0gc_sweeper_epoch_lag""",
+    "status": """examples:
+  gcd status --etcd etcd-0:2379 --namespace /l0gc/prod
+  gcd status --all                 # every partition (L0GC_ETCD, L0GC_NAMESPACE set)
+  gcd status --json | jq .safe_epoch""",
+    "pause": """examples:
+  gcd pause --reason "incident 4711: reconciler replaying"
+  gcd status | grep -A1 '^gc '""",
+    "resume": """examples:
+  gcd resume""",
+    "namespace": """examples:
+  watermark namespace bind --bucket my-l0-bucket --root level_zero/data
+  watermark namespace show""",
+    "journal": """examples:
+  gcd journal verify --journal-dir /var/lib/l0gc/journal
+  gcd journal show --journal-dir /var/lib/l0gc/journal --key level_zero/data/007/1021/x""",
+    "demo": """examples:
+  gcd demo                          # etcd, S3, writers and GC here, about a minute
+  gcd demo --duration 2m --json""",
+    "dev": """examples:
+  gcd dev etcd                      # etcd on 127.0.0.1:2379 until Ctrl-C
+  export L0GC_ETCD=127.0.0.1:2379 L0GC_NAMESPACE=/l0gc/prod""",
+    "completion": """examples:
+  eval "$(gcd completion bash)"     # in ~/.bashrc
+  gcd completion zsh > ~/.zfunc/_gcd  # a directory in $fpath""",
+}
+"""`--help` epilogs: a few command lines to start from."""
 
 
 def _usage() -> str:
@@ -86,9 +131,15 @@ def _usage() -> str:
         "commands:",
         *(f"  {name:<{width}}  {sub.help}" for name, sub in SUBCOMMANDS.items()),
         "",
-        "Run `gcd <command> --help` for a command's options.",
+        "Run `gcd <command> --help` for a command's options and examples.",
         "Exit codes: 0 ok, 1 partial failure, 2 usage error, 3 blocked by a safety rail,",
-        "130 interrupted (Ctrl-C; `gcd daemon` exits 0 on SIGTERM, its normal stop).",
+        "4 etcd unreachable, 130 interrupted (Ctrl-C; `gcd daemon` exits 0 on SIGTERM).",
+        "",
+        "examples:",
+        "  gcd dev etcd                      # a local etcd for the guides",
+        "  gcd status --etcd 127.0.0.1:2379 --namespace /l0gc/prod",
+        "  gcd sweep --bucket my-l0-bucket --dry-run",
+        '  eval "$(gcd completion bash)"     # shell completion',
     ]
     return "\n".join(lines) + "\n"
 
@@ -141,12 +192,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(module)
     from watermark.options import CommandParser  # noqa: PLC0415 - `gcd --help` stays light
 
-    parser = CommandParser(prog=f"gcd {first}", description=SUBCOMMANDS[first].help)
+    parser = CommandParser(prog=f"gcd {first}", description=SUBCOMMANDS[first].help,
+                           epilog=EXAMPLES.get(first),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     module.add_arguments(parser)
     try:
         namespace = parser.parse_args(args[1:])
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
-        return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+        status = exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+        if status != exitcodes.OK and "--json" in args:
+            _json_error(status, "bad usage: see the message on stderr")
+        return status
     namespace.command = first
     try:
         result = module.run(namespace)
@@ -159,8 +215,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is None:
             raise
         sys.stderr.write(f"gcd {first}: error: {exc}\n")
+        if getattr(namespace, "json", False):
+            _json_error(code, str(exc))
         return code
     return int(result)
+
+
+def _json_error(code: int, message: str) -> None:
+    """With `--json`, a failure is a JSON document on stdout too (scripts read one)."""
+    sys.stdout.write(json.dumps(exitcodes.error_document(code, message)) + "\n")
+    sys.stdout.flush()
 
 
 def _interrupted(command: str, as_json: bool) -> int:

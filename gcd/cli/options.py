@@ -103,15 +103,18 @@ ROUND_OPTIONS: tuple[Option, ...] = (
            "lease of this sweeper's shard announcement: a sweeper killed without a clean "
            "stop is still announced this long, so its restart waits that long before "
            "deleting (default 15s)", "DURATION"),
-    Option("--log-level", text, "info", "debug, info, warning or error (default info)",
+    Option("--log-level", text, None, "debug, info, warning or error (default: warning "
+           "when stderr is a terminal, so the progress line stays intact; info otherwise)",
            "LEVEL"),
 )  # fmt: skip
 DAEMON_OPTIONS: tuple[Option, ...] = (
-    Option("--interval", duration, 10.0, "pause between rounds that made progress "
-           "(default 10s)", "DURATION"),
+    Option("--interval", duration, 10.0, "pause between rounds that made progress, and "
+           "the least time between rounds started because M advanced (default 10s)",
+           "DURATION"),
     Option("--idle-interval", duration, 60.0,
-           "pause when nothing was deletable, while blocked, or after an error; doubles on "
-           "consecutive errors (default 60s)", "DURATION"),
+           "longest pause when nothing was deletable, while blocked, or after an error "
+           "(doubles on consecutive errors); M advancing, `gcd resume` or an unblocked "
+           "namespace end it within 2s (default 60s)", "DURATION"),
     Option("--max-interval", duration, 600.0,
            "cap of the error backoff (default 10m)", "DURATION"),
     Option("--full-pass-interval", duration, 600.0,
@@ -125,8 +128,9 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
            "/readyz fails when etcd was unreachable this long (default 5m)", "DURATION"),
     Option("--verify-m-every", integer(0), 30,
            "follow the namespace with an etcd watch after one full read, and check the "
-           "followed view against a full read every this many rounds (a mismatch blocks "
-           "that round); 0 reads every partition record every round (default 30)",
+           "followed view against a full read every this many reads (rounds and the looks "
+           "every 2s between them; a mismatch blocks that round); 0 reads every partition "
+           "record every time, and looks between rounds only every --interval (default 30)",
            "ROUNDS"),
 )  # fmt: skip
 SWEEP_OPTIONS: tuple[Option, ...] = (

@@ -8,8 +8,17 @@ partitions that pin M: those with the lowest M(p), with owner and the age of the
 last update. `--all` lists every partition. Everything comes from ONE range read of
 the namespace (one etcd revision), the same read the sweepers make.
 
-Exit codes: 0 normally (also while paused), 3 when M is undefined (blocked: sweepers
-delete nothing), 1 when etcd cannot be read, 2 for bad flags.
+Exit codes: 0 normally (also while paused), 3 when sweepers delete nothing: M is
+undefined (blocked), or they refuse (the binding is unreadable or names another etcd
+cluster, or the running sweepers disagree on shards), 4 when etcd cannot be read, 2 for bad flags
+and for a namespace under which nothing at all is stored ("is --namespace right?": a
+typo must not be answered with advice to create state there). A namespace that is not
+bound yet is a setup step, not a fault: "gc waiting", exit 0.
+
+The publisher fleet (`gcd.cli.fleet`): the live `watermark serve --replicated` replicas
+(address, lease remaining, partitions held, claims in handover), the ticker leader, and
+each partition's owner as it is now; a record's owner that is no longer a live replica
+is shown as gone.
 
 `build_report` and `render_text` are pure, so the demo's live view and tests use them
 without etcd.
@@ -26,12 +35,14 @@ non-printables escaped (`printable`); `--json` is always valid JSON.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from gcd.cli.fleet import FleetStatus, read_fleet
 from gcd.cli.options import resolve
 from gcd.cli.output import write_json
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
@@ -41,7 +52,7 @@ from watermark.core.contract import pause_at
 from watermark.core.display import printable
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import GcView, compute_safe_epoch
-from watermark.errors import InvalidRecord
+from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
@@ -54,7 +65,9 @@ __all__ = [
     "StatusReport",
     "add_arguments",
     "build_report",
+    "empty_namespace",
     "human_age",
+    "is_empty",
     "render_text",
     "run",
 ]
@@ -87,6 +100,10 @@ class PartitionStatus:
     updated_at: float | None = None
     age_s: float | None = None
     error: str | None = None
+    owner_now: str | None = None
+    """The live replica holding the partition's claim (replicated publishers only)."""
+    owner_gone: bool = False
+    """The record's owner is no longer a live replica (its last writer died or left)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +131,12 @@ class StatusReport:
     sweepers: tuple[dict[str, Any], ...] = ()
     """The running sweepers' shard announcements."""
     shard_problem: str | None = None
+    refused: bool = False
+    """Sweepers refuse to delete whatever M is: the binding or the shards are wrong."""
+    unbound: bool = False
+    """Not bound yet (a setup step, exit 0): sweepers delete nothing until it is."""
+    fleet: dict[str, Any] | None = None
+    """The publisher fleet (`gcd.cli.fleet.FleetStatus.to_dict`), None when not read."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""
@@ -143,12 +166,19 @@ def _partition(name: str, raw: bytes, cluster_epoch: int | None, now: float) -> 
 
 def build_report(
     view: GcView, namespace: str, now: float, *, include_all: bool = False,
-    paused_at: float | None = None,
+    paused_at: float | None = None, fleet: FleetStatus | None = None,
 ) -> StatusReport:  # fmt: skip
     """The status from one `GcView` read at wall-clock time `now` (pure)."""
     safe = compute_safe_epoch(view)
     cluster = safe.cluster_epoch
     partitions = [_partition(n, view.partitions[n], cluster, now) for n in sorted(view.partitions)]
+    if fleet is not None and fleet.replicated:
+        live = {r.member for r in fleet.replicas}
+        partitions = [
+            dataclasses.replace(p, owner_now=fleet.owner_now.get(p.partition),
+                                owner_gone=p.owner is not None and p.owner not in live)
+            for p in partitions
+        ]  # fmt: skip
     valid = [p for p in partitions if p.watermark is not None]
     pinning: list[PartitionStatus] = []
     if valid:
@@ -157,9 +187,8 @@ def build_report(
             pinning = [p for p in valid if p.watermark == lowest][:_PINNING_SHOWN]
     lag = None if cluster is None or safe.safe_epoch is None else cluster - safe.safe_epoch
     reason = safe.blocked_reason
-    if (reason is not None and view.cluster_epoch_raw is None and not view.partitions
-            and view.binding_raw is None):  # fmt: skip
-        reason += f"; nothing is stored under {namespace}/: is --namespace right?"
+    bound = _binding(view, namespace)
+    shards = fleet_problem(view.sweepers)
     return StatusReport(
         version=STATUS_VERSION,
         namespace=namespace,
@@ -176,9 +205,29 @@ def build_report(
         partition_count=len(partitions),
         pinning=tuple(pinning),
         partitions=tuple(partitions) if include_all else None,
-        **_binding(view, namespace),
+        **bound,
         sweepers=tuple(_sweepers(view)),
-        shard_problem=fleet_problem(view.sweepers),
+        shard_problem=shards,
+        refused=shards is not None or (view.binding_raw is not None
+                                       and bound["binding_problem"] is not None),
+        unbound=view.binding_raw is None,
+        fleet=None if fleet is None else fleet.to_dict(),
+    )
+
+
+def is_empty(view: GcView, fleet: FleetStatus | None = None) -> bool:
+    """True when nothing at all is stored under the namespace (a typo, most likely)."""
+    fleet_empty = fleet is None or (not fleet.replicated and fleet.ticker_leader is None)
+    return (view.cluster_epoch_raw is None and not view.partitions
+            and view.binding_raw is None and not view.paused and not view.sweepers
+            and fleet_empty)  # fmt: skip
+
+
+def empty_namespace(namespace: str) -> ConfigError:
+    """The error for a namespace with nothing stored under it (exit 2)."""
+    return ConfigError(
+        f"nothing is stored under {namespace}/ in this etcd: is --namespace right? "
+        "(check the name, e.g. with etcdctl get --prefix --keys-only /)"
     )
 
 
@@ -225,7 +274,44 @@ def human_age(seconds: float | None) -> str:
 
 
 def _owner(p: PartitionStatus) -> str:
-    return "-" if p.owner is None else f"{printable(p.owner)} #{p.owner_epoch}"
+    recorded = "-" if p.owner is None else f"{printable(p.owner)} #{p.owner_epoch}"
+    if p.owner_now is not None and p.owner_now != p.owner:
+        return f"{printable(p.owner_now)} (record: {recorded})"
+    if p.owner_now is None and p.owner_gone:
+        return f"none now (record: {recorded}, gone)"
+    return recorded
+
+
+def _left(seconds: int | None) -> str:
+    return "unknown" if seconds is None else f"{seconds}s left"
+
+
+def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    leader = fleet["ticker_leader"]
+    if leader is not None:
+        lines.append(f"ticker         leader {printable(leader)}  "
+                     f"(lease {_left(fleet['ticker_lease_remaining_s'])})")  # fmt: skip
+    elif fleet["replicas"]:
+        lines.append("ticker         NO LEADER: the cluster epoch does not advance")
+    replicas = fleet["replicas"]
+    if replicas or fleet["problems"]:
+        lines.append(f"replicas       {len(replicas)} live")
+    for r in replicas:
+        moving = r["handing_over"]
+        handover = "-" if not moving else f"{len(moving)}: {', '.join(map(printable, moving[:5]))}"
+        if len(moving) > 5:
+            handover += ", ..."
+        lines.append(f"  {printable(r['member']):<13}{printable(r['address'])}  lease "
+                     f"{_left(r['lease_remaining_s'])}  holds {r['holds']} of "
+                     f"{printable(r['partitions'])}  handing over {handover}")  # fmt: skip
+    if fleet["unclaimed"]:
+        names = ", ".join(map(printable, fleet["unclaimed"][:5]))
+        more = ", ..." if len(fleet["unclaimed"]) > 5 else ""
+        lines.append(f"unclaimed      {len(fleet['unclaimed'])} without a live owner now: "
+                     f"{names}{more}")  # fmt: skip
+    lines.extend(f"replica record UNREADABLE: {printable(p)}" for p in fleet["problems"][:5])
+    return lines
 
 
 def _window(p: PartitionStatus) -> str:
@@ -258,8 +344,16 @@ def render_text(report: StatusReport, now: float) -> str:
             since = f" since {at:%Y-%m-%dT%H:%M:%SZ} ({age})"
         lines.append(f"gc             PAUSED{since}: {printable(report.paused_reason or '')}")
         lines.append("               resume with: gcd resume")
+    elif report.blocked:
+        lines.append("gc             blocked")
+    elif report.refused:
+        lines.append("gc             REFUSED: sweepers delete nothing until the binding or "
+                     "shard problem below is fixed")  # fmt: skip
+    elif report.unbound:
+        lines.append("gc             waiting: sweepers delete nothing until the namespace is "
+                     "bound")  # fmt: skip
     else:
-        lines.append("gc             running" if not report.blocked else "gc             blocked")
+        lines.append("gc             running")
     if report.binding is not None:
         lines.append(f"bound to       {printable(report.binding['describe'])}  (claim checked by "
                      "sweepers and `watermark namespace show`)")  # fmt: skip
@@ -274,6 +368,8 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append(f"sweepers       {len(report.sweepers)} running: {shards}")
     if report.shard_problem is not None:
         lines.append(f"shards         DISAGREE: {printable(report.shard_problem)}")
+    if report.fleet is not None:
+        lines.extend(_fleet_lines(report.fleet))
     lines.append(f"partitions     {report.partition_count} registered")
     if report.pinning:
         label = "pinning M" if not report.blocked else "lowest M(p)"
@@ -317,13 +413,17 @@ async def run(args: argparse.Namespace) -> int:
         store = WatermarkStore(kv, settings.namespace)
         view = await store.read_gc_view()
         marker = await kv.get(store.paused_key) if view.paused else None
+        fleet = await read_fleet(kv, settings.namespace, view.revision)
     finally:
         await kv.close()
+    if is_empty(view, fleet):
+        raise empty_namespace(settings.namespace)
     now = time.time()
     paused_at = pause_at(None if marker is None else marker.value)
-    report = build_report(view, settings.namespace, now, include_all=args.all, paused_at=paused_at)
+    report = build_report(view, settings.namespace, now, include_all=args.all, paused_at=paused_at,
+                          fleet=fleet)  # fmt: skip
     if args.json:
         write_json(report.to_dict())
     else:
         sys.stdout.write(render_text(report, now))
-    return exitcodes.BLOCKED if report.blocked else exitcodes.OK
+    return exitcodes.BLOCKED if report.blocked or report.refused else exitcodes.OK

@@ -12,8 +12,12 @@ cluster epoch when etcd is configured), lists the shard's prefixes and deletes w
 round's totals), structured logs otherwise; the round summary goes to stdout: a few
 lines for people, or one JSON document with `--json`.
 
+Before the preflight, with etcd configured, one GET checks that the namespace exists (a
+namespace under which nothing at all is stored is a typo: exit 2, "is --namespace
+right?", and nothing is written there, not even the shard announcement).
+
 Exit: 0 ok, 1 some deletes failed, 2 usage/config error, 3 blocked (undefined M,
-regression, M above the cluster epoch, paused unless --paused-ok, etcd unreachable),
+regression, M above the cluster epoch, paused unless --paused-ok), 4 etcd unreachable,
 130 stopped by Ctrl-C (SIGINT) or SIGTERM during the round: requests in flight finish,
 the rest waits for the next run; one line on stderr says so, and the summary of what
 was done is printed with `"error": "interrupted"` and `"signal"` added to the JSON. A
@@ -49,8 +53,9 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import ProgressLine, human_bytes, write_json
+from gcd.cli.status import empty_namespace
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
-from gcd.rules.admission import SafetyGate
+from gcd.rules.admission import UNREACHABLE, SafetyGate
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.open import open_objects, preflight_storage, target_of
 from gcd.storage.s3 import S3Settings
@@ -71,7 +76,8 @@ from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
 from watermark.options import Option, add_config_option, add_options
 
-__all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments", "exit_code",
+__all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments",
+           "check_namespace", "exit_code",
            "interrupted_document", "round_setup", "run", "text_summary",
            "watermark_source"]  # fmt: skip
 
@@ -204,10 +210,28 @@ async def watermark_source(
         await kv.close()
 
 
+async def check_namespace(etcd: EtcdSettings) -> None:
+    """Raise ConfigError (exit 2) when nothing is stored under the namespace, and
+    EtcdUnavailable (exit 4) when etcd cannot be reached. One GET when the cluster epoch
+    exists; a read of the (then small) namespace otherwise. Writes nothing."""
+    kv = await open_kv(etcd)
+    try:
+        store = WatermarkStore(kv, etcd.namespace)
+        if await kv.get(store.epoch_key) is not None:
+            return
+        if not (await kv.range_prefix(etcd.namespace + "/")).items:
+            raise empty_namespace(etcd.namespace)
+    finally:
+        await kv.close()
+
+
 def exit_code(summary: RoundSummary, *, paused_ok: bool = False) -> int:
-    """0 ok, 1 some deletes failed, 3 blocked or paused (0 when paused with `paused_ok`)."""
+    """0 ok, 1 some deletes failed, 3 blocked or paused (0 when paused with `paused_ok`),
+    4 when etcd could not be read at all (`gcd.rules.admission.unreachable`)."""
     if paused_ok and summary.outcome == "paused":
         return exitcodes.OK
+    if summary.blocked_reason is not None and summary.blocked_reason.startswith(UNREACHABLE):
+        return exitcodes.ETCD_UNREACHABLE
     if summary.blocked_reason is not None:
         return exitcodes.BLOCKED
     return exitcodes.PARTIAL_FAILURE if summary.errors else exitcodes.OK
@@ -320,6 +344,8 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, (*COMMON_OPTIONS, *SWEEP_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
+    if setup.etcd is not None:
+        await check_namespace(setup.etcd)
     await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:

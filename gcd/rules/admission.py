@@ -32,7 +32,10 @@ from dataclasses import dataclass
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import ConfigError
 
-__all__ = ["RoundAdmission", "SafetyGate", "admit", "unreachable"]
+__all__ = ["UNREACHABLE", "RoundAdmission", "SafetyGate", "admit", "unreachable"]
+
+UNREACHABLE = "etcd unreachable, no safe epoch yet"
+"""How the reason of a round refused for an unreachable etcd starts (exit 4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,7 @@ class RoundAdmission:
 
 def unreachable(error: str) -> RoundAdmission:
     """The refusal when etcd could not be read and no earlier read may stand in."""
-    return RoundAdmission(None, None, f"etcd unreachable, no safe epoch yet: {error}")
+    return RoundAdmission(None, None, f"{UNREACHABLE}: {error}")
 
 
 def admit(

@@ -18,37 +18,44 @@ without sleeping:
   paused, or only as long as it takes the oldest too-young object to age; after
   consecutive errors `idle_interval_s * 2**(n-1)` capped at `max_interval_s`. Plus
   0-10 % jitter so a fleet does not move in lockstep.
+* `wake_reason` - rounds follow M. While it waits, the daemon looks at etcd every
+  `follow_poll_s` (2 s; through the etcd watch of `watermark.etcd.follow` when the
+  command follows M, so a look costs one etcd round trip plus the changed records, and
+  a sweeper bound to its storage also re-reads its claim object: one GET). A look
+  refreshes the gauges (M, cluster epoch, lag, paused, blocked) and `/readyz`, so they
+  are never older than one poll, and it ends the wait early when M advanced past the
+  last listing (debounced: not before `interval_s` after the previous iteration
+  ended) or when a blocked or paused daemon may delete again (`gcd resume`, a repaired
+  record). After errors the backoff is kept: a look never cuts it short.
 
 etcd unreachable: the last good read is used again (M only ever goes up, so a stale M
 deletes less, never more); this is logged and visible in the metrics
 (`seconds_since_last_good_watermark`), and `/readyz` fails once it lasts longer than
 `unready_after_s`. Pause/resume for the whole fleet is the `{ns}/gc/paused` key: a
 pause stops a round in progress within one DeleteObjects batch (the sweeper's brake,
-`gcd.sweep.brake`), and while paused the wait between iterations also ends as soon as the key
-is gone (`until_resumed` polls it every `resume_poll_s`, 2 s, while paused and only
-then), so `gcd resume` takes effect within seconds, not one `idle_interval_s`. While M
-is unknown (blocked, paused, no etcd read yet) the M gauges are NaN, never 0.
-`stop` (SIGTERM) ends the loop: the round in progress stops listing, requests in
-flight complete, and `run` returns.
+`gcd.sweep.brake`), and the looks between iterations see it within `follow_poll_s`
+(the paused gauge goes to 1) and see `gcd resume` the same way (the next round starts
+at once). While M is unknown (blocked, paused, no etcd read yet) the M gauges are NaN,
+never 0. `stop` (SIGTERM) ends the loop: the round in progress stops listing, requests
+in flight complete, and `run` returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import random
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gcd.rules.admission import RoundAdmission, SafetyGate
-from gcd.sweep.brake import PauseSource, until_resumed
+from gcd.rules.admission import RoundAdmission, SafetyGate, admit, unreachable
 from gcd.sweep.events import DeleteBasis
 from gcd.sweep.report import RoundResult
 from gcd.sweep.safety import WatermarkSource, read_admission
@@ -66,6 +73,7 @@ __all__ = [
     "next_delay",
     "serve",
     "should_list",
+    "wake_reason",
 ]
 
 log = structlog.get_logger("gcd.daemon")
@@ -81,8 +89,8 @@ class DaemonConfig:
     full_pass_interval_s: float = 600.0
     unready_after_s: float = 300.0
     jitter: float = 0.1
-    resume_poll_s: float = 2.0
-    """While paused, how often the wait between iterations checks whether GC resumed."""
+    follow_poll_s: float = 2.0
+    """While waiting, how often etcd is looked at (gauges, M advancing, resume)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.interval_s <= self.idle_interval_s <= self.max_interval_s:
@@ -93,8 +101,8 @@ class DaemonConfig:
             raise ConfigError(msg)
         if self.full_pass_interval_s < 0 or self.unready_after_s < 0 or not 0 <= self.jitter <= 1:
             raise ConfigError("--full-pass-interval and --unready-after must be >= 0")
-        if not self.resume_poll_s > 0:
-            raise ConfigError(f"resume poll interval {self.resume_poll_s!r} s must be > 0")
+        if not self.follow_poll_s > 0:
+            raise ConfigError(f"follow poll interval {self.follow_poll_s!r} s must be > 0")
 
 
 class ListReason(enum.Enum):
@@ -165,6 +173,32 @@ def next_delay(
     return base * (1.0 + config.jitter * uniform)
 
 
+def wake_reason(
+    kind: RoundKind,
+    look: RoundAdmission,
+    state: ListState,
+    *,
+    waited_s: float,
+    interval_s: float,
+) -> str | None:
+    """Why a look during the wait after a `kind` iteration ends the wait; None: wait on.
+
+    A blocked or paused daemon wakes as soon as it may delete; an idle or busy one when
+    M advanced past its last listing, but not before `interval_s` after the iteration
+    (a debounce: M advancing every second still gives one round per interval). After an
+    error, the backoff stands.
+    """
+    if kind is RoundKind.ERROR or not look.allowed:
+        return None
+    if kind is RoundKind.BLOCKED:
+        return "may_delete_again"
+    assert look.safe_epoch is not None
+    listed = state.listed_safe_epoch
+    if listed is not None and look.safe_epoch > listed and waited_s >= interval_s:
+        return ListReason.SAFE_EPOCH_ADVANCED.value
+    return None
+
+
 class Daemon:
     """The loop: `run_once` is one iteration, `run` repeats it until `stop` is set."""
 
@@ -198,7 +232,9 @@ class Daemon:
         self.iterations = 0
         self.last_result: RoundResult | None = None
         self.paused = False
-        """True when the last iteration was held by a pause: its wait ends on resume."""
+        """True when the last iteration was held by a pause."""
+        self.last_kind = RoundKind.IDLE
+        """How the last iteration went (it decides what may end the wait after it)."""
 
     # -- health -----------------------------------------------------------------------
 
@@ -231,6 +267,10 @@ class Daemon:
         This is the daemon's `WatermarkSource` for `read_admission`: it raises only
         when etcd is unreachable and no read succeeded yet (the round is then blocked).
         """
+        return await self._read(quiet=False)
+
+    async def _read(self, *, quiet: bool) -> SafeEpoch:
+        """`read_safe_epoch`; `quiet` (the looks between iterations) logs failures at debug."""
         assert self.source is not None
         try:
             read = await self.source.read_safe_epoch()
@@ -240,8 +280,9 @@ class Daemon:
                 self.etcd_failing_since_s = now
             stale = None if self.last_good is None else self.last_good.safe_epoch
             since = round(self.seconds_since_good_watermark(), 1)
-            log.warning("daemon.etcd_unreachable", error=str(exc), using_safe_epoch=stale,
-                        seconds_since_good=since)  # fmt: skip
+            emit = log.debug if quiet else log.warning
+            emit("daemon.etcd_unreachable", error=str(exc), using_safe_epoch=stale,
+                 seconds_since_good=since)  # fmt: skip
             if self.last_good is None:
                 raise
             return self.last_good
@@ -250,6 +291,35 @@ class Daemon:
             log.info("daemon.etcd_reachable_again")
         self.etcd_failing_since_s = None
         return read
+
+    async def look(self) -> RoundAdmission:
+        """Read etcd between iterations: refresh the gauges and readiness, delete nothing.
+
+        The read is judged like a round's (`admit`, against the highest M used) without
+        counting as one: no round outcome, and the highest M used is not raised.
+        """
+        try:
+            read = await self._read(quiet=True)
+        except (L0gcError, OSError) as exc:
+            admission = unreachable(str(exc))
+        else:
+            admission = admit(read, override=self.override, highest_used=self.gate.highest)
+        self.admission = admission
+        self._show(admission)
+        return admission
+
+    def _show(self, admission: RoundAdmission) -> None:
+        """The gauges for an admission: M when allowed, NaN and blocked/paused otherwise."""
+        self.metrics.seconds_since_last_good_watermark.set(
+            min(self.seconds_since_good_watermark(), 1e12)
+        )
+        if admission.allowed:
+            self.metrics.set_admission(admission.safe_epoch, admission.cluster_epoch,
+                                       blocked=False, paused=False)  # fmt: skip
+        else:
+            self.metrics.set_admission(None, admission.cluster_epoch,
+                                       blocked=not admission.paused,
+                                       paused=admission.paused)  # fmt: skip
 
     async def run_once(self) -> float:
         """One iteration; returns the seconds to wait before the next."""
@@ -302,6 +372,7 @@ class Daemon:
         return self._delay(RoundKind.PROGRESS if progress else RoundKind.IDLE)
 
     def _delay(self, kind: RoundKind) -> float:
+        self.last_kind = kind
         return next_delay(
             kind,
             self.config,
@@ -319,26 +390,31 @@ class Daemon:
             delay = await self.run_once()
             if self.stop.is_set():
                 break
-            await self._wait(delay)
+            await self._wait(delay, self.last_kind)
         log.info("daemon.stopped", iterations=self.iterations)
 
-    async def _wait(self, delay: float) -> None:
-        """Wait `delay` seconds, less if `stop` is set or, while paused, GC resumes."""
-        stopped = asyncio.create_task(self.stop.wait())
-        resumed: asyncio.Task[None] | None = None
-        source: object = self.source  # WatermarkStore and BoundSource can read the pause key
-        if self.paused and isinstance(source, PauseSource):
-            poll = self.config.resume_poll_s
-            resumed = asyncio.create_task(until_resumed(source, poll_s=poll))
-        ends: list[asyncio.Task[Any]] = [stopped] if resumed is None else [stopped, resumed]
-        try:
-            await asyncio.wait(ends, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in ends:
-                task.cancel()
-            await asyncio.gather(*ends, return_exceptions=True)
-        if resumed is not None and resumed.done() and not resumed.cancelled():
-            log.info("daemon.resumed", reason="the pause key is gone")
+    async def _wait(self, delay: float, kind: RoundKind) -> None:
+        """Wait `delay` seconds, less if `stop` is set or a look says to wake (`wake_reason`)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while True:
+            left = delay - (loop.time() - started)
+            if left <= 0:
+                return
+            step = left if self.source is None else min(left, self.config.follow_poll_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), timeout=step)
+            if self.stop.is_set():
+                return
+            if self.source is None:
+                continue
+            look = await self.look()
+            why = wake_reason(kind, look, self.state, waited_s=loop.time() - started,
+                              interval_s=self.config.interval_s)  # fmt: skip
+            if why is not None:
+                log.info("daemon.woken", reason=why, safe_epoch=look.safe_epoch,
+                         waited_s=round(loop.time() - started, 2))  # fmt: skip
+                return
 
 
 # -- HTTP: /metrics /healthz /readyz ----------------------------------------------------

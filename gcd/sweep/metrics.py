@@ -107,8 +107,9 @@ class SweeperMetrics:
         )
         self.safe_epoch = gauge(
             "safe_epoch",
-            "Global safe epoch M used by the last round; NaN while M is unknown (blocked, "
-            "paused, or etcd unreachable with no good read yet).",
+            "Global safe epoch M as last read (each round; a daemon also every 2 s between "
+            "rounds); NaN while M is unknown (blocked, paused, or etcd unreachable with no "
+            "good read yet).",
         )
         self.cluster_epoch = gauge(
             "cluster_epoch", "Cluster epoch read with M; NaN while it is unknown (no etcd read)."

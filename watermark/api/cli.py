@@ -14,9 +14,9 @@ rendered container). Every command takes `--json`, whose output is one JSON obje
 carrying ``"version"``. Logs go to stderr (JSON unless stderr is a terminal); stdout
 carries only the command's output.
 
-Exit codes, decided in one place (`_exit_code`): 0 success, 1 failure (etcd
-unreachable, partition not registered, CAS conflict, ...), 2 usage or configuration
-error, 130 interrupted.
+Exit codes, decided in one place (`exitcodes.watermark_exit_code`): 0 success, 1
+failure (partition not registered, CAS conflict, ...), 2 usage or configuration error,
+4 etcd unreachable, 130 interrupted.
 
 `serve --replicated` (`watermark.service.replicas`): partitions are owned through etcd leases
 and claims shared with the other replicas instead of adopted at start; on SIGTERM they
@@ -218,11 +218,21 @@ def _command_parser(
     return parser
 
 
+_EXAMPLES = """examples:
+  watermark --version
+  watermark serve --etcd etcd-0:2379 --namespace /l0gc/prod --partitions 'orders/0-7' --register
+  watermark epoch get --json
+  watermark partition list
+
+Exit codes: 0 ok, 1 failed, 2 usage, 4 etcd unreachable, 130 interrupted."""
+
+
 def build_parser() -> CommandParser:
     """The argument parser of every subcommand (values are checked by `parse`)."""
     parser = CommandParser(
-        prog="watermark", description="l0gc watermark publisher service and admin commands."
-    )
+        prog="watermark", description="l0gc watermark publisher service and admin commands.",
+        epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _command_parser(
         commands, "serve", SERVE_OPTIONS, "run the publisher service (HTTP API, epoch ticker)"
@@ -567,7 +577,11 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
     try:
         args = build_parser().parse_args(arguments)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+        code = exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+        if code and "--json" in arguments:  # scripts read stdout: one JSON document
+            error = exitcodes.error_document(code, "bad usage: see stderr")
+            sys.stdout.write(json.dumps(error) + "\n")
+        return code
     try:
         invocation = _settle(args, None)  # bad values, token or TLS files: exit 2, no etcd
         configure_logging(args.log_level)
@@ -578,7 +592,8 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
         message = "interrupted (Ctrl-C); stopped cleanly" if interrupted else str(exc)
         if getattr(args, "json", None) is True:  # the flag, or resolved (the first option)
             kind = "interrupted" if interrupted else type(exc).__name__  # as gcd writes it
-            error = {"version": OUTPUT_VERSION, "error": kind, "message": message}
+            error = {"version": OUTPUT_VERSION, "error": kind, "exit_code": code,
+                     "message": message}  # fmt: skip
             sys.stdout.write(json.dumps(error) + "\n")
         sys.stderr.write(f"watermark {args.command}: {'' if interrupted else 'error: '}{message}\n")
         return code

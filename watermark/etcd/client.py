@@ -449,6 +449,19 @@ class EtcdKV:
 
         return await self._call("lease refresh", operation, idempotent=True)
 
+    async def lease_time_to_live(self, lease_id: int) -> int | None:
+        """Seconds the lease has left (etcd's LeaseTimeToLive); None when it is gone."""
+
+        async def operation(session: _Session) -> int | None:
+            response = await session.lease.LeaseTimeToLive(
+                rpc.LeaseTimeToLiveRequest(ID=lease_id, keys=False),
+                timeout=self._timeout_s,
+                metadata=session.metadata,
+            )
+            return None if int(response.TTL) < 0 else int(response.TTL)
+
+        return await self._call("lease time to live", operation, idempotent=True)
+
     async def lease_revoke(self, lease_id: int) -> None:
         """Revoke the lease (deleting its keys); a lease already gone is not an error."""
 

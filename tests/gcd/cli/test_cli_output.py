@@ -5,8 +5,10 @@ error with the closest flag, and the exit codes in `gcd --help`."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,8 +22,10 @@ from gcd.cli.main import main
 from gcd.cli.sweep import interrupted_document, text_summary
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
-from gcd.testing.local_servers import LocalS3
+from gcd.testing.local_servers import LocalS3, free_port
+from tests.waiting import wait_until_sync
 from watermark import exitcodes
+from watermark.__main__ import main as watermark_main
 
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")
@@ -80,6 +84,7 @@ def test_sweep_on_a_terminal_ends_with_the_real_totals_and_prints_a_summary(
     assert "  listed     11 objects; eligible 10\n" in out
     assert "  kept       1 live (epoch > M), 0 too young (grace period), 0 unparsable\n" in out
     assert s3_server.keys(bucket) == {LAYOUT.format(3, 9, "live")}
+    assert "sweep.round_started" not in err  # issue 27: info logs would tear the line apart
 
 
 def test_text_summary_says_what_happened() -> None:
@@ -126,3 +131,77 @@ def test_help_lists_every_exit_code_including_130(capsys: pytest.CaptureFixture[
     for words in ("0 ok", "1 partial failure", "2 usage error", "3 blocked", "130 interrupted"):
         assert words in text
     assert "exits 0 on SIGTERM" in text
+
+
+def test_help_shows_examples_and_both_commands_print_their_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 27: `--help` of the main commands ends with examples; `gcd --version` and
+    `watermark --version` exit 0 with the same version."""
+    for command in ("sweep", "daemon", "status", "pause", "journal", "dev", "completion"):
+        assert main([command, "--help"]) == exitcodes.OK
+        out = capsys.readouterr().out
+        assert "\nexamples:\n" in out
+        assert f"  gcd {command} " in out or command in ("dev", "completion")
+    assert main(["--version"]) == exitcodes.OK
+    version = capsys.readouterr().out.split()[-1]
+    assert watermark_main(["--version"]) == exitcodes.OK
+    assert capsys.readouterr().out == f"watermark {version}\n"
+
+
+def test_completion_script_completes_commands_actions_and_flags(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`gcd completion bash` is a script bash sources; it completes gcd and watermark
+    commands, their actions and their flags (generated from the real parsers)."""
+    assert main(["completion", "bash"]) == exitcodes.OK
+    script = capsys.readouterr().out
+    probe = script + """
+for line in "gcd sw" "gcd sweep --dry-r" "watermark partition re" "watermark epoch advance --exp" \
+            "watermark namespace b" "gcd completion z" "watermark --ver"; do
+    COMP_WORDS=($line); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_complete
+    echo "${COMPREPLY[*]}"
+done
+complete -p gcd watermark
+"""
+    done = subprocess.run(["bash", "-c", probe], check=True, capture_output=True, text=True)
+    assert done.stdout.splitlines() == [
+        "sweep", "--dry-run", "register", "--expected", "bind", "zsh", "--version",
+        "complete -o default -F _l0gc_complete gcd",
+        "complete -o default -F _l0gc_complete watermark",
+    ]
+
+
+def test_json_usage_errors_print_a_json_document(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27: with --json even a usage error prints one JSON document on stdout."""
+    assert main(["status", "--json", "--bogus"]) == exitcodes.USAGE
+    document = json.loads(capsys.readouterr().out)
+    assert (document["error"], document["exit_code"]) == ("usage", exitcodes.USAGE)
+
+
+@pytest.mark.integration
+def test_dev_etcd_serves_the_guides_and_stops_with_its_etcd(tmp_path: Path) -> None:
+    """Issue 27: `gcd dev etcd` starts the pinned etcd on loopback, says what to export,
+    answers the admin commands, and on SIGTERM stops its etcd (by PID) and exits 0."""
+    port = free_port()
+    out = tmp_path / "dev.out"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "gcd", "dev", "etcd", "--port", str(port)],
+                                stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)  # fmt: skip
+    try:
+        wait_until_sync(lambda: "export L0GC_ETCD=" in out.read_text(), timeout_s=30,
+                        what="gcd dev etcd ready", detail=out.read_text)  # fmt: skip
+        text = out.read_text()
+        assert f"  export L0GC_ETCD=127.0.0.1:{port} L0GC_NAMESPACE=/l0gc/prod\n" in text
+        etcd_pid = int(text.split("(pid ", 1)[1].split(",", 1)[0])
+        etcd = ["--etcd", f"127.0.0.1:{port}", "--namespace", "/l0gc/dev"]
+        assert watermark_main(["epoch", "advance", *etcd]) == exitcodes.OK
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == exitcodes.OK
+        assert out.read_text().endswith("etcd stopped\n")
+        with pytest.raises(ProcessLookupError):
+            os.kill(etcd_pid, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 import pytest
 
 from gcd.cli.output import write_json
-from gcd.cli.status import build_report, human_age, render_text
+from gcd.cli.status import build_report, human_age, is_empty, render_text
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.testing.local_servers import LocalEtcd, free_port
+from watermark import exitcodes
 from watermark.core import strictjson
 from watermark.core.binding import Binding, StorageTarget
 from watermark.core.contract import Publication
@@ -116,12 +117,18 @@ def test_status_all_lists_every_partition(etcd_server: LocalEtcd, namespace: str
     assert "pub #1" in rows[1]
 
 
-def test_status_exits_1_when_etcd_is_unreachable(namespace: str) -> None:
-    """No etcd listening: exit 1 with a message naming the endpoint."""
+def test_status_exits_4_when_etcd_is_unreachable(namespace: str) -> None:
+    """No etcd listening: exit 4 (etcd unreachable, every command) naming the endpoint;
+    with --json a JSON error document on stdout."""
     endpoint = f"127.0.0.1:{free_port()}"
     done = gcd(["status"], endpoint, namespace, L0GC_ETCD_TIMEOUT="1")
-    assert done.returncode == 1
+    assert done.returncode == exitcodes.ETCD_UNREACHABLE
     assert endpoint in done.stderr
+    done = gcd(["status", "--json"], endpoint, namespace, L0GC_ETCD_TIMEOUT="1")
+    assert done.returncode == exitcodes.ETCD_UNREACHABLE
+    document = json.loads(done.stdout)
+    assert document["error"] == "etcd_unreachable"
+    assert endpoint in document["message"]
 
 
 def test_no_partitions_means_m_is_epoch_minus_one() -> None:
@@ -131,12 +138,20 @@ def test_no_partitions_means_m_is_epoch_minus_one() -> None:
     assert "every partition is ahead" in render_text(report, NOW)
 
 
-def test_an_empty_namespace_is_blocked_with_a_hint() -> None:
-    """Nothing stored under the namespace: blocked, and the message asks about --namespace."""
-    report = build_report(GcView(3, None, {}), "/l0gc/typo", NOW)
-    assert report.blocked
-    assert report.blocked_reason is not None
-    assert "is --namespace right?" in report.blocked_reason
+def test_a_mistyped_namespace_exits_2_asking_about_namespace(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Issue 25: nothing stored under the namespace: exit 2, "is --namespace right?", and no
+    advice to create state there (`watermark epoch advance`, `namespace bind`)."""
+    for args in (["status"], ["status", "--json"]):
+        done = gcd(args, etcd_server.endpoint, namespace + "-typo")
+        assert done.returncode == exitcodes.USAGE, done.stderr
+        assert "is --namespace right?" in done.stderr
+        assert "epoch advance" not in done.stderr + done.stdout
+        assert "bind" not in done.stderr + done.stdout
+    assert json.loads(done.stdout)["error"] == "usage"
+    assert is_empty(GcView(3, None, {}))
+    assert not is_empty(GcView(3, b"1", {}))
 
 
 def test_paused_is_shown_with_reason_and_age() -> None:
@@ -317,8 +332,15 @@ def test_status_shows_the_binding_and_shard_disagreement() -> None:
     assert "sweepers       2 running: s-a 0/2, s-b 0/3" in text
     assert "shards         DISAGREE: shard counts disagree" in text
     assert report.to_dict()["sweepers"][1]["shard_count"] == 3
+    # issue 25: sweepers blocked on a shard conflict is not "gc running" (exit 3)
+    assert report.refused
+    assert "gc             REFUSED: sweepers delete nothing" in text
+    assert "gc             running" not in text
+    assert "gc             waiting: sweepers delete nothing until" in render_text(unbound, NOW)
+    assert not unbound.refused
     moved = build_report(GcView(1, b"5", {}, binding_raw=binding, cluster_id="c2"), "/x", NOW)
     assert "etcd cluster c1, but this is etcd cluster c2" in str(moved.binding_problem)
+    assert moved.refused
 
 
 def test_a_lag_of_one_epoch_is_singular() -> None:
@@ -328,3 +350,28 @@ def test_a_lag_of_one_epoch_is_singular() -> None:
     record = PartitionRecord("p", 4, 1, owner="o", owner_epoch=1).encode()
     two = render_text(build_report(GcView(1, b"6", {"p": record}), "/l0gc/x", NOW), NOW)
     assert "global M       4  (lag 2 epochs)" in two
+
+
+def test_status_exits_3_and_says_refused_while_sweepers_disagree_on_shards(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Issue 25: sweepers blocked on a shard conflict: not "gc running" with exit 0, but
+    REFUSED with exit 3, and the disagreement named (real etcd)."""
+    setup(etcd_server, namespace, {"orders/0": 5})
+    running = (ShardAnnouncement("s-a", 0, 2, 1.0), ShardAnnouncement("s-b", 0, 3, 1.0))
+
+    async def announce() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+        store = WatermarkStore(kv, namespace)
+        try:
+            await kv.txn([], [Put(store.sweepers_prefix + a.sweeper_id, a.encode())
+                              for a in running])  # fmt: skip
+        finally:
+            await kv.close()
+
+    asyncio.run(announce())
+    done = gcd(["status"], etcd_server.endpoint, namespace)
+    assert done.returncode == exitcodes.BLOCKED, done.stderr
+    assert "gc             REFUSED: sweepers delete nothing" in done.stdout
+    assert "shards         DISAGREE: shard counts disagree" in done.stdout
+    assert "gc             running" not in done.stdout

@@ -182,18 +182,51 @@ def test_safe_epoch_override_is_checked_against_cluster_epoch(
 
 
 @pytest.mark.integration
-def test_etcd_unreachable_exits_3(
+def test_etcd_unreachable_exits_4(
     s3_server: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """No etcd answering: the round is blocked (exit 3) and deletes nothing."""
+    """No etcd answering: exit 4 (etcd unreachable, as for every command), nothing deleted,
+    and with --json a JSON error document on stdout."""
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     code, summary = run_json(
         sweep_args(s3_server, bucket, "--etcd", "127.0.0.1:1", "--etcd-timeout", "1"), capsys
     )
-    assert code == exitcodes.BLOCKED
-    assert "etcd unreachable" in str(summary["blocked_reason"])
+    assert code == exitcodes.ETCD_UNREACHABLE
+    assert summary["error"] == "etcd_unreachable"
+    assert summary["exit_code"] == exitcodes.ETCD_UNREACHABLE
+    assert "127.0.0.1:1" in str(summary["message"])
     assert s3_server.keys(bucket) == before
+
+
+@pytest.mark.integration
+def test_a_mistyped_namespace_exits_2_and_writes_nothing_there(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue 25: `gcd sweep` on a namespace with nothing stored: exit 2, "is --namespace
+    right?", no advice to create state, no shard announcement left there, nothing deleted."""
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
+    seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    typo = namespace + "-typo"
+    code, document = run_json(sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint,
+                                         "--namespace", typo, "--shard-count", "2",
+                                         "--shard-index", "0"), capsys)  # fmt: skip
+    assert code == exitcodes.USAGE
+    assert document["error"] == "usage"
+    assert "is --namespace right?" in str(document["message"])
+    assert "epoch advance" not in str(document["message"])
+    assert s3_server.keys(bucket) == before
+
+    async def stored() -> int:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=typo))
+        try:
+            return len((await kv.range_prefix(typo + "/")).items)
+        finally:
+            await kv.close()
+
+    assert asyncio.run(stored()) == 0
 
 
 @pytest.mark.integration

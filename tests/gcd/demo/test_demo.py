@@ -372,4 +372,5 @@ def test_storage_flags_that_do_not_fit_exit_2(flags: list[str], message: str) ->
     assert done.returncode == exitcodes.USAGE, done.stderr[-3000:]
     assert message in done.stderr
     assert "demo.servers_started" not in done.stderr
-    assert done.stdout == ""
+    error = json.loads(done.stdout)  # --json: the failure as one JSON document (issue 27)
+    assert (error["error"], error["exit_code"]) == ("usage", exitcodes.USAGE)

@@ -83,7 +83,8 @@ def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
     assert code == exitcodes.USAGE
     assert GREEDY in err
     assert "--key-template" in err
-    assert summary is None
+    assert summary is not None  # --json: the failure is a JSON error document (issue 27)
+    assert (summary["error"], summary["exit_code"]) == ("usage", exitcodes.USAGE)
     assert s3_server.keys(bucket) == before
 
     template = ("--key-template", "{epoch}/{name}")

@@ -18,9 +18,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import structlog
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from gcd.cli.main import main as gcd_main
+from gcd.rules.admission import RoundAdmission
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.retry import Retrier
@@ -35,6 +38,7 @@ from gcd.sweep.daemon import (
     make_app,
     next_delay,
     should_list,
+    wake_reason,
 )
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.sweeper import RoundConfig, Sweeper
@@ -251,7 +255,7 @@ async def test_a_paused_daemon_wakes_when_resumed_not_after_its_idle_interval() 
     """Paused with a 60 s idle interval: clearing the pause starts the next round at once."""
     clock = Clock()
     _, watermarks, store, daemon = await memory_setup(clock)
-    daemon.config = dataclasses.replace(CONFIG, resume_poll_s=0.01)
+    daemon.config = dataclasses.replace(CONFIG, follow_poll_s=0.01)
     garbage = put_garbage(store, clock, range(1, 6), "g")
     await watermarks.set_paused("maintenance")
     task = asyncio.create_task(daemon.run())
@@ -307,6 +311,80 @@ def test_metric_labels_come_from_fixed_sets() -> None:
         metrics.skipped("because")
     with pytest.raises(ValueError):
         metrics.round_finished("meh")
+
+
+def test_a_look_wakes_the_daemon_when_m_advances_or_it_may_delete_again() -> None:
+    """Rounds follow M: M past the last listing wakes an idle or busy daemon (not before
+    --interval); a blocked or paused one wakes once it may delete; errors keep backing off."""
+    listed = ListState(listed_safe_epoch=5, listed_at_s=0.0)
+    same, ahead = RoundAdmission(5, 10), RoundAdmission(6, 10)
+    paused = RoundAdmission(None, 10, "paused: x", paused=True)
+    for kind in (RoundKind.IDLE, RoundKind.PROGRESS):
+        assert wake_reason(kind, ahead, listed, waited_s=2, interval_s=1) == "safe_epoch_advanced"
+        assert wake_reason(kind, ahead, listed, waited_s=0.5, interval_s=1) is None  # debounce
+        assert wake_reason(kind, same, listed, waited_s=30, interval_s=1) is None
+        assert wake_reason(kind, paused, listed, waited_s=30, interval_s=1) is None
+    assert wake_reason(RoundKind.BLOCKED, same, listed, waited_s=0, interval_s=1) is not None
+    assert wake_reason(RoundKind.BLOCKED, paused, listed, waited_s=9, interval_s=1) is None
+    assert wake_reason(RoundKind.ERROR, ahead, listed, waited_s=99, interval_s=1) is None
+
+
+@pytest.mark.integration
+async def test_rounds_follow_m_and_gauges_follow_a_pause_while_idle(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Issue 27: with a 60 s idle interval, the paused gauge changes within seconds of `gcd
+    pause` / `gcd resume`, and a round starts within seconds of M advancing (etcd, moto)."""
+    kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+    watermarks = WatermarkStore(kv, namespace)
+    await watermarks.init_cluster_epoch(1)
+    await watermarks.register_partition("p")
+    await watermarks.acquire_ownership("p", "owner")
+    for _ in range(9):
+        await watermarks.advance_cluster_epoch()
+    await publish(watermarks, 5)
+    live = [LAYOUT.format(p, e, "g") for p in (4, 900) for e in (6, 7)]
+    s3_server.seed(bucket, live, last_modified=datetime.now(UTC) - timedelta(hours=1))
+    monkeypatch.setenv("L0GC_ETCD", etcd_server.endpoint)
+    monkeypatch.setenv("L0GC_NAMESPACE", namespace)
+    config = dataclasses.replace(CONFIG, interval_s=1)  # idle interval 60 s, looks every 2 s
+    settings = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
+    try:
+        async with S3ObjectStore.open(settings) as objects:
+            sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=60),
+                              brake=PauseBrake(watermarks))  # fmt: skip
+            daemon = Daemon(sweeper, watermarks, config)
+            task = asyncio.create_task(daemon.run())
+            try:
+                await wait_until(lambda: daemon.iterations == 1 and daemon.last_result,
+                                 timeout_s=30, what="the first (idle) round")  # fmt: skip
+                assert set(live) <= s3_server.keys(bucket)
+                assert gauge(daemon, "paused") == 0
+                for command, value in (("pause", 1), ("resume", 0)):
+                    at = time.monotonic()
+                    args = [command, "--json"] + (["--reason", "t"] if command == "pause" else [])
+                    assert await asyncio.to_thread(gcd_main, args) == 0
+                    await wait_until(lambda v=value: gauge(daemon, "paused") == v,  # type: ignore[misc]
+                                     timeout_s=10, what=f"paused gauge {value} after {command}")
+                    print(f"paused gauge {value} {time.monotonic() - at:.2f} s after {command}")
+                    assert time.monotonic() - at < config.follow_poll_s + 2
+                assert daemon.iterations == 1  # looks are not rounds
+                at = time.monotonic()
+                await publish(watermarks, 8)
+                await wait_until(lambda: not set(live) & s3_server.keys(bucket),
+                                 timeout_s=20, what="the round after M advanced")  # fmt: skip
+                waited = time.monotonic() - at
+                print(f"round {waited:.2f} s after M advanced (idle interval 60 s)")
+                assert waited < config.follow_poll_s + config.interval_s + 3
+                assert daemon.iterations == 2
+                assert gauge(daemon, "safe_epoch") == 8
+            finally:
+                daemon.stop.set()
+                await asyncio.wait_for(task, timeout=30)
+    finally:
+        structlog.reset_defaults()
+        await kv.close()
 
 
 # -- the real process ---------------------------------------------------------------------
@@ -455,7 +533,7 @@ async def test_resume_wakes_a_daemon_within_seconds(
                 waited = time.monotonic() - resumed_at
                 print(f"next round {waited:.2f} s after resume")
                 assert daemon.iterations == 2
-                assert waited < CONFIG.resume_poll_s * 1.1 + 3
+                assert waited < CONFIG.follow_poll_s * 1.1 + 3
                 assert gauge(daemon, "safe_epoch") == 5
             finally:
                 daemon.stop.set()

@@ -84,7 +84,8 @@ def test_epoch_advance_json_moves_the_epoch_by_one(etcd_server: LocalEtcd, names
 
 
 def test_failures_exit_1_with_a_clear_message(etcd_server: LocalEtcd, namespace: str) -> None:
-    """An unregistered partition, a lost CAS or an unreachable etcd exit 1 and say why."""
+    """An unregistered partition or a lost CAS exit 1, an unreachable etcd exits 4 (as for
+    every gcd command); each says why."""
     env = environment(etcd_server, namespace)
     missing = watermark(env, "partition", "show", "ghost")
     assert missing.returncode == exitcodes.PARTIAL_FAILURE
@@ -96,7 +97,7 @@ def test_failures_exit_1_with_a_clear_message(etcd_server: LocalEtcd, namespace:
     unreachable = watermark(
         {**env, "L0GC_ETCD": f"127.0.0.1:{free_port()}"}, "epoch", "get", "--etcd-timeout", "1"
     )
-    assert unreachable.returncode == exitcodes.PARTIAL_FAILURE
+    assert unreachable.returncode == exitcodes.ETCD_UNREACHABLE
     assert "unavailable" in unreachable.stderr
 
 
