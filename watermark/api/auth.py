@@ -7,8 +7,9 @@ listens beyond loopback (see docs/operations.md, "Securing the publisher").
 Token file (``--auth-token-file``): one token per line, either ``ROLE:TOKEN`` or a
 bare ``TOKEN``, which has the role ``admin``. Blank lines and lines starting with ``#``
 are ignored, and so is a ``#`` comment after a token (after whitespace: no token holds
-``#`` or a space); a UTF-8 byte-order mark at the start of the file is skipped. A token is 16 to 512 characters of ``A-Z a-z 0-9 - . _ ~ + /``, optionally
-followed by ``=`` padding (RFC 6750 ``b64token``; ``openssl rand -hex 32`` makes one).
+``#`` or a space); a UTF-8 byte-order mark at the start of the file is skipped. A
+token is 16 to 512 characters of ``A-Z a-z 0-9 - . _ ~ + /``, optionally followed by
+``=`` padding (RFC 6750 ``b64token``; ``openssl rand -hex 32`` makes one).
 A line that is not of this form, an unknown role, a token given twice or a file with no
 token is refused with the line number, never the token.
 

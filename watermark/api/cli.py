@@ -54,7 +54,9 @@ from watermark import exitcodes
 from watermark.api.auth import Exposure, TokenFile, TokenSet, check_exposure
 from watermark.api.http_api import create_app
 from watermark.api.http_server import (
+    DEFAULT_HEAD_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_PEER,
     DEFAULT_READ_TIMEOUT_S,
     ApiServer,
     HttpLimits,
@@ -85,6 +87,7 @@ from watermark.options import (
 )
 from watermark.service.eventlog import EVENT_LOG
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FencingGuard
+from watermark.service.liveness import Liveness, take_over_plan
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import DEFAULT_FENCE_TIMEOUT_S, Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings, advertised_url
@@ -139,6 +142,12 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            "the port can get live objects deleted", switch=True),
     Option("--max-connections", integer(1), DEFAULT_MAX_CONNECTIONS,
            "connections beyond N open at once are answered 503 and closed", "N"),
+    Option("--max-connections-per-peer", integer(1), DEFAULT_MAX_CONNECTIONS_PER_PEER,
+           "connections beyond N open at once from one client address are answered 503 "
+           "and closed (probes keep a reserve beyond --max-connections)", "N"),
+    Option("--http-head-timeout", positive_duration, DEFAULT_HEAD_TIMEOUT_S,
+           "how long a new connection may take to send its first request head before it "
+           "is closed (at most --http-read-timeout)", "DURATION"),
     Option("--http-read-timeout", positive_duration, DEFAULT_READ_TIMEOUT_S,
            "how long a client may take to send a request's head, and again its body; also "
            "the idle keep-alive time", "DURATION"),
@@ -150,6 +159,10 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option("--register", boolean, False,
            "register the --partitions that are not registered yet before adopting them",
            switch=True),
+    Option("--take-over", boolean, False,
+           "adopt the --partitions even from a publisher that is alive (its liveness key "
+           "is held): it turns stale and stops serving them; without it serve waits about "
+           "2 lease TTLs for such owners to go, then exits 2", switch=True),
     Option("--publish-interval", positive_duration, 1.0,
            "how often M(p) of the owned partitions is published", "DURATION"),
     Option("--tick-interval", duration, 0.0,
@@ -177,8 +190,9 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            "http(s)://HOST:PORT of --http-host, or of this host's name when that is 0.0.0.0 "
            "or ::)", "URL"),
     Option("--member-lease-ttl", whole_seconds(2), 5,
-           "with --replicated: etcd lease TTL of this replica's membership and claims; a "
-           "replica that dies loses its partitions after about this long", "DURATION"),
+           "etcd lease TTL of this process's liveness key ({ns}/owners/ID), or with "
+           "--replicated of its membership and claims; a publisher that dies is seen as "
+           "gone (its partitions may be adopted) after about this long", "DURATION"),
     Option("--membership-interval", positive_duration, 0.5,
            "with --replicated: how often the replicas and claims are read from etcd",
            "DURATION"),
@@ -308,9 +322,7 @@ async def _epoch_get(args: argparse.Namespace, store: WatermarkStore, kv: KV) ->
     return {"epoch": await store.get_cluster_epoch()}
 
 
-async def _epoch_advance(
-    args: argparse.Namespace, store: WatermarkStore, kv: KV
-) -> dict[str, Any]:
+async def _epoch_advance(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
     epoch = await store.advance_cluster_epoch(args.expected)
     return {"epoch": epoch, "previous": epoch - 1}
 
@@ -373,7 +385,10 @@ class ServeHttp:
         authenticated = token_file is not None or args.tls_client_ca_file is not None
         exposure = check_exposure(args.http_host, authenticated=authenticated, insecure=insecure)
         limits = HttpLimits(
-            max_connections=args.max_connections, read_timeout_s=args.http_read_timeout
+            max_connections=args.max_connections,
+            read_timeout_s=args.http_read_timeout,
+            max_connections_per_peer=args.max_connections_per_peer,
+            head_timeout_s=args.http_head_timeout,
         )
         return cls(token_file, ssl_context, limits, exposure)
 
@@ -450,11 +465,9 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         state_class=args.parts.state_class,
         guard_class=args.parts.guard_class,
     )
-    for name in partitions:
-        if args.register:
-            await store.register_partition(name)
-        if not args.replicated:  # replicas adopt what their claims give them
-            await publisher.adopt(name)
+    # Nothing is written to etcd before every check has passed and the port is bound:
+    # a `serve` that cannot start leaves every partition as it found it.
+    owners = await _current_owners(store, partitions, register=args.register)
     replicas = None
     if args.replicated:
         replicas = ReplicaSet(store, kv, publisher, _replica_settings(args))
@@ -470,10 +483,27 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         router=replicas,
     )
     server = ApiServer(app, ssl_context=http.ssl_context, metrics=metrics)
-    port = await server.start(args.http_host, args.http_port)
+    port = await server.start(args.http_host, args.http_port, serving=False)
+    liveness = None
+    try:
+        if not args.replicated:
+            liveness = Liveness(kv, store.namespace, args.owner_id, args.member_lease_ttl)
+            await _take_partitions(args, store, publisher, liveness, owners)
+        elif args.register:
+            for name in partitions:
+                await store.register_partition(name)
+        await server.start_serving()
+    except BaseException:
+        await server.stop()
+        if liveness is not None:
+            await liveness.release()
+        raise
     http.log_exposure(args.http_host, port)
     publisher_stop, ticker_stop, replicas_stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
     tasks = [asyncio.create_task(publisher.run(publisher_stop), name="publisher")]
+    liveness_stop = asyncio.Event()
+    if liveness is not None:
+        tasks.append(asyncio.create_task(liveness.keep(liveness_stop), name="liveness"))
     if replicas is not None:  # announced once the API answers at the advertised URL
         tls = http.ssl_context is not None
         replicas.advertise(args.advertise_url or advertised_url(args.http_host, port, tls=tls))
@@ -502,8 +532,11 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     await server.stop()
     publisher_stop.set()
     ticker_stop.set()
+    liveness_stop.set()
     # The publisher's run ends with the final publish; the ticker's with resigning.
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    if liveness is not None:  # after the final publish: a successor may adopt at once
+        await liveness.release()
     for task, outcome in zip(tasks, outcomes, strict=True):
         if isinstance(outcome, BaseException) or task in done:
             _log.error("watermark.task_failed", task=task.get_name(), error=repr(outcome))
@@ -511,6 +544,47 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     if signal.SIGINT in stopped_by[:1]:
         raise KeyboardInterrupt  # Ctrl-C: the same clean stop, then exit 130
     return {"stopped": True, "owner": args.owner_id, "partitions": publisher.partitions}
+
+
+async def _current_owners(
+    store: WatermarkStore, partitions: Sequence[str], *, register: bool
+) -> dict[str, str | None]:
+    """Each partition's owner as stored (read only); PartitionNotRegistered for one that
+    is not registered unless `register`, InvalidRecord for one that does not parse."""
+    records = await store.list_partitions() if partitions else {}
+    owners: dict[str, str | None] = {}
+    for name in partitions:
+        found = records.get(name)
+        if isinstance(found, L0gcError):
+            raise found
+        if found is None and not register:
+            raise PartitionNotRegistered(name)
+        owners[name] = None if found is None else found.owner
+    return owners
+
+
+async def _take_partitions(
+    args: argparse.Namespace,
+    store: WatermarkStore,
+    publisher: Publisher,
+    liveness: Liveness,
+    owners: dict[str, str | None],
+) -> None:
+    """Non-replicated `serve`: hold this owner id's liveness key, wait (bounded) for the
+    live owners of our partitions to go (unless --take-over), register, adopt."""
+    wait_s = 2.0 * args.member_lease_ttl + 1.0
+    await liveness.hold(wait_s)
+    if args.take_over:
+        alive = await liveness.alive([o for o in owners.values() if o is not None])
+        held = take_over_plan(owners, args.owner_id, alive.__contains__)
+        if held:
+            _log.warning("watermark.take_over", partitions=sorted(held), owners=sorted(alive))
+    else:
+        await liveness.wait_for_owners(owners, wait_s)
+    for name in owners:
+        if args.register:
+            await store.register_partition(name)
+        await publisher.adopt(name)
 
 
 _COMMANDS: dict[str, Command] = {

@@ -536,7 +536,12 @@ async def test_a_trickled_body_is_408_and_closed(serve: Serve) -> None:
 async def test_1500_slow_sockets_do_not_starve_a_legitimate_client(serve: Serve) -> None:
     """With 1,500 connections holding partial request heads open, a legitimate client
     is still served promptly."""
-    api = await serve(limits=HttpLimits(max_connections=2000, read_timeout_s=60))
+    api = await serve(
+        limits=HttpLimits(
+            max_connections=2000, read_timeout_s=60, max_connections_per_peer=2000,
+            head_timeout_s=60,
+        )
+    )  # fmt: skip
     slow = await open_slow(api, 1500)
     try:
         await wait_until(
@@ -554,7 +559,7 @@ async def test_1500_slow_sockets_do_not_starve_a_legitimate_client(serve: Serve)
 async def test_connections_over_the_cap_are_refused_at_once(serve: Serve) -> None:
     """With max_connections open, a new connection gets 503 and is closed at once (the
     refusal is counted); once slow ones go, legitimate clients are served again."""
-    api = await serve(limits=HttpLimits(max_connections=10, read_timeout_s=60))
+    api = await serve(limits=HttpLimits(max_connections=10, read_timeout_s=60, probe_reserve=0))
     slow = await open_slow(api, 10)
     try:
         await wait_until(
