@@ -8,9 +8,9 @@ hold the service's sockets or memory (`HttpLimits`):
   address that already holds `max_connections_per_peer`, or one while `max_connections`
   plus `probe_reserve` are open, is answered 503 and closed at once, before aiohttp sees
   it; the last `probe_reserve` places serve only probes (GET /healthz, /readyz,
-  /metrics; one request each), so a liveness probe is answered while other clients hold
-  every other connection. Refusals are counted by reason and logged at most every
-  `_REFUSAL_LOG_INTERVAL_S`.
+  /metrics; one request each; at most 2 per address; 1 s to send the head), so a
+  liveness probe is answered while other clients hold every other connection.
+  Refusals are counted by reason and logged at most every `_REFUSAL_LOG_INTERVAL_S`.
 - Request head: a new connection must send its first request head within
   `head_timeout_s` (else it is closed, counted as ``head_timeout``); only then does
   aiohttp see it (`_Admission`). After each answer aiohttp's keep-alive timer
@@ -212,6 +212,10 @@ _BAD_REQUEST = (
 )
 
 
+_RESERVE_PER_PEER = 2
+_RESERVE_HEAD_TIMEOUT_S = 1.0
+
+
 class _Gate:
     """Who holds the API's connections: the open ones in all, per peer address, and
     the probes' reserve (see `ApiServer`'s docstring)."""
@@ -220,40 +224,58 @@ class _Gate:
         self.limits = limits
         self.open = 0
         self.per_peer: dict[str, int] = {}
+        self.reserve_open = 0
+        self.reserve_per_peer: dict[str, int] = {}
 
-    def take(self, peer: str) -> HttpRefusal | bool | None:
-        """Admit a connection from `peer`: True (a normal one), False (probes only, from
-        the reserve), or the refusal."""
+    def take(self, peer: str) -> HttpRefusal | _Slot:
+        """Admit a connection from `peer` (its `_Slot`), or say why not."""
         limits = self.limits
         if self.per_peer.get(peer, 0) >= limits.max_connections_per_peer:
             return HttpRefusal.TOO_MANY_FROM_PEER
-        if self.open >= limits.max_connections + limits.probe_reserve:
-            return HttpRefusal.TOO_MANY_CONNECTIONS
-        normal = self.open < limits.max_connections
+        reserve = self.open >= limits.max_connections
+        if reserve:  # probes only: a few places, at most _RESERVE_PER_PEER per address
+            if (
+                self.reserve_open >= limits.probe_reserve
+                or self.reserve_per_peer.get(peer, 0) >= _RESERVE_PER_PEER
+            ):
+                return HttpRefusal.TOO_MANY_CONNECTIONS
+            self.reserve_open += 1
+            _add(self.reserve_per_peer, peer, 1)
         self.open += 1
-        self.per_peer[peer] = self.per_peer.get(peer, 0) + 1
-        return normal
+        _add(self.per_peer, peer, 1)
+        return _Slot(self, peer, reserve)
 
-    def give_back(self, peer: str) -> None:
+    def give_back(self, peer: str, reserve: bool) -> None:
         self.open -= 1
-        left = self.per_peer.pop(peer) - 1
-        if left:
-            self.per_peer[peer] = left
+        _add(self.per_peer, peer, -1)
+        if reserve:
+            self.reserve_open -= 1
+            _add(self.reserve_per_peer, peer, -1)
+
+
+def _add(counts: dict[str, int], key: str, step: int) -> None:
+    value = counts.get(key, 0) + step
+    if value:
+        counts[key] = value
+    else:
+        counts.pop(key, None)
 
 
 class _Slot:
-    """One admitted connection's place in the `_Gate`, given back exactly once."""
+    """One admitted connection's place in the `_Gate`, given back exactly once;
+    `reserve`: a place of the probes' reserve."""
 
-    __slots__ = ("_gate", "_peer")
+    __slots__ = ("_gate", "_peer", "reserve")
 
-    def __init__(self, gate: _Gate, peer: str) -> None:
+    def __init__(self, gate: _Gate, peer: str, reserve: bool) -> None:
         self._gate: _Gate | None = gate
         self._peer = peer
+        self.reserve = reserve
 
     def release(self) -> None:
         gate, self._gate = self._gate, None
         if gate is not None:
-            gate.give_back(self._peer)
+            gate.give_back(self._peer, self.reserve)
 
 
 class _Handler(RequestHandler):
@@ -325,16 +347,18 @@ class _Admission(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         peer = str(peername[0]) if isinstance(peername, tuple) and peername else "?"
         server = self._server
-        taken = server.gate.take(peer)
-        if isinstance(taken, HttpRefusal):
-            server.refuse(transport, taken)
+        slot = server.gate.take(peer)
+        if isinstance(slot, HttpRefusal):
+            server.refuse(transport, slot)
             return
         self._transport = transport
-        self._slot = _Slot(server.gate, peer)
-        self._probes_only = not taken
-        self._timer = asyncio.get_running_loop().call_later(
-            min(server.limits.head_timeout_s, server.limits.read_timeout_s), self._head_timed_out
-        )
+        self._slot = slot
+        self._probes_only = slot.reserve
+        limits = server.limits
+        timeout = min(limits.head_timeout_s, limits.read_timeout_s)
+        if slot.reserve:  # a probe sends its request at once
+            timeout = min(timeout, _RESERVE_HEAD_TIMEOUT_S)
+        self._timer = asyncio.get_running_loop().call_later(timeout, self._head_timed_out)
 
     def data_received(self, data: bytes) -> None:
         if self._transport is None:
