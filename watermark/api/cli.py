@@ -64,6 +64,7 @@ from watermark.api.http_server import (
 )
 from watermark.core.contract import expand_partitions
 from watermark.core.display import printable
+from watermark.core.fleet import FleetUrls
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.kv import KV
 from watermark.core.record import PartitionRecord
@@ -109,6 +110,18 @@ def _partition_list(value: object) -> tuple[str, ...]:
         raise ValueError("expected comma-separated partition names, e.g. orders/0-63,audit")
     try:
         return tuple(expand_partitions(value))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _fleet_urls(value: object) -> FleetUrls:
+    """--fleet-urls: comma-separated address patterns (see `watermark.core.fleet`)."""
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        value = ",".join(value)
+    if not isinstance(value, str):
+        raise ValueError("expected comma-separated SCHEME://HOST[:PORT] patterns")
+    try:
+        return FleetUrls.parse(value)
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
 
@@ -189,6 +202,13 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            "with --replicated: the URL other replicas redirect writers to (default: "
            "http(s)://HOST:PORT of --http-host, or of this host's name when that is 0.0.0.0 "
            "or ::)", "URL"),
+    Option("--fleet-urls", _fleet_urls, None,
+           "with --replicated: comma-separated patterns of the addresses replicas advertise, "
+           "SCHEME://HOST[:PORT] with HOST an IP, a CIDR (10.244.0.0/16), a DNS name with '*' "
+           "labels or '*', PORT a number or '*'; a member record outside them is ignored (no "
+           "redirect, no partition) (default: this replica's scheme, and its port on any host "
+           "or its host on any port)",
+           "URLS"),
     Option("--member-lease-ttl", whole_seconds(2), 5,
            "etcd lease TTL of this process's liveness key ({ns}/owners/ID), or with "
            "--replicated of its membership and claims; a publisher that dies is seen as "
@@ -435,6 +455,7 @@ def _replica_settings(args: argparse.Namespace) -> ReplicaSettings:
     return ReplicaSettings.for_serve(
         args.owner_id, tuple(args.partitions), args.member_lease_ttl,
         args.membership_interval, args.drain_timeout, advertise_url=args.advertise_url,
+        fleet=args.fleet_urls,
     )  # fmt: skip
 
 
@@ -486,11 +507,13 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     port = await server.start(args.http_host, args.http_port, serving=False)
     liveness = None
     try:
-        if not args.replicated:
+        if replicas is None:
             liveness = Liveness(kv, store.namespace, args.owner_id, args.member_lease_ttl)
             await _take_partitions(args, store, publisher, liveness, owners)
-        elif args.register:
-            for name in partitions:
+        else:
+            tls = http.ssl_context is not None
+            replicas.advertise(args.advertise_url or advertised_url(args.http_host, port, tls=tls))
+            for name in partitions if args.register else ():
                 await store.register_partition(name)
         await server.start_serving()
     except BaseException:
@@ -505,8 +528,14 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     if liveness is not None:
         tasks.append(asyncio.create_task(liveness.keep(liveness_stop), name="liveness"))
     if replicas is not None:  # announced once the API answers at the advertised URL
-        tls = http.ssl_context is not None
-        replicas.advertise(args.advertise_url or advertised_url(args.http_host, port, tls=tls))
+        if args.fleet_urls is None:
+            _log.warning(
+                "watermark.fleet_urls_unset",
+                fleet=repr(replicas.fleet),
+                message="no --fleet-urls: a member record under {ns}/replicas/members/ with "
+                "this replica's port on any host, or its host on any port, gets redirects "
+                "with writers' tokens; set --fleet-urls to the addresses replicas advertise",
+            )
         tasks.append(asyncio.create_task(replicas.run(replicas_stop), name="replicas"))
         replicas_done = tasks[-1]
     if args.tick_interval > 0:
