@@ -8,9 +8,10 @@ holds, on one etcd lease of ``--member-lease-ttl`` seconds, the key
     {ns}/owners/{owner_id}              this process's liveness record
 
 created only when absent (one live process per owner id), refreshed every TTL/4, and
-revoked when it stops; a crashed process's key vanishes with its lease (or at once, for
-a successor on the same machine: the record names host, boot id and pid). A replica of
-``--replicated`` is alive while its member record ``{ns}/replicas/members/{id}`` exists.
+revoked when it stops; a crashed process's key vanishes with its lease (or at once for
+a successor on the same machine: the record names host, boot id, PID namespace and
+pid). A replica of ``--replicated`` is alive while its member record
+``{ns}/replicas/members/{id}`` exists.
 
 `take_over_plan` is the rule (pure): a partition is taken when it has no owner, this
 owner id owns it, or its owner is not alive; a live owner's partition only with
@@ -67,16 +68,23 @@ def _field(raw: bytes, name: str) -> object:
     return doc.get(name) if isinstance(doc, dict) else None
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (``pid:[4026531836]``), or ""."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 def _gone_from_here(raw: bytes) -> bool:
-    """True if a liveness record names this machine (host name and boot id) and a
-    process that is not running here, or this very pid (a restarted container is pid 1
-    again): its writer is certainly gone. Anything else is judged by its lease alone."""
-    host, boot, pid = _field(raw, "host"), _field(raw, "boot"), _field(raw, "pid")
-    here = _boot_id()
-    if not here or host != socket.gethostname() or boot != here or type(pid) is not int:
+    """True if a liveness record names this machine and PID namespace (host name, boot
+    id, namespace) and a pid that is not running: its writer is certainly gone (a crash
+    followed by a restart on the same machine). Anything else is judged by its lease."""
+    here = (socket.gethostname(), _boot_id(), _pid_namespace())
+    there = (_field(raw, "host"), _field(raw, "boot"), _field(raw, "pidns"))
+    pid = _field(raw, "pid")
+    if not all(here) or there != here or type(pid) is not int or pid <= 0:
         return False
-    if pid == os.getpid():
-        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -108,8 +116,14 @@ class Liveness:
         self._lease: int | None = None
 
     def _value(self) -> bytes:
-        doc = {"owner": self.owner_id, "host": socket.gethostname(), "boot": _boot_id(),
-               "pid": os.getpid(), "started_at": time.time()}  # fmt: skip
+        doc = {
+            "owner": self.owner_id,
+            "host": socket.gethostname(),
+            "boot": _boot_id(),
+            "pidns": _pid_namespace(),
+            "pid": os.getpid(),
+            "started_at": time.time(),
+        }
         return json.dumps(doc, sort_keys=True).encode()
 
     async def alive(self, owners: Sequence[str]) -> set[str]:

@@ -345,8 +345,16 @@ async def start_serve(env: dict[str, str], log: Path, *args: str) -> Any:
     """Start `python -m watermark serve ARGS` with its logs in `log`."""
     with log.open("wb") as sink:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "watermark", "serve", "--http-host", "127.0.0.1", *args,
-            env=env, stdout=subprocess.DEVNULL, stderr=sink,
+            sys.executable,
+            "-m",
+            "watermark",
+            "serve",
+            "--http-host",
+            "127.0.0.1",
+            *args,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
         )
 
 
@@ -371,8 +379,18 @@ async def test_serve_fences_over_http_and_publishes_on_sigterm(
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     process = await start_serve(
-        env, log, "--http-port", str(port), "--partitions", "orders/0", "--register",
-        "--publish-interval", "3600", "--owner-id", "serve-test", "--no-idle-advance",
+        env,
+        log,
+        "--http-port",
+        str(port),
+        "--partitions",
+        "orders/0",
+        "--register",
+        "--publish-interval",
+        "3600",
+        "--owner-id",
+        "serve-test",
+        "--no-idle-advance",
     )
     try:
         await wait_ready(http, base, process)
@@ -473,8 +491,15 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
     listing = f"{base}/v1/partitions"
     log = tmp_path / "serve.log"
     process = await start_serve(
-        env, log, "--http-port", str(port), "--partitions", "orders/0", "--register",
-        "--auth-token-file", str(tokens),
+        env,
+        log,
+        "--http-port",
+        str(port),
+        "--partitions",
+        "orders/0",
+        "--register",
+        "--auth-token-file",
+        str(tokens),
     )
     try:
         await wait_ready(http, base, process)
@@ -515,3 +540,11 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
     assert "watermark.publisher_stopped" in text
     assert old not in text
     assert new not in text
+
+
+def test_minus_zero_is_refused_as_an_epoch(capsys: pytest.CaptureFixture[str]) -> None:
+    """`epoch advance --expected -0` exits 2 naming the value (it was taken as 0)."""
+    with pytest.raises(ConfigError, match=r"--expected: invalid value '-0'.*write 0, not -0"):
+        parse(["epoch", "advance", "--expected", "-0", "--etcd", "127.0.0.1:1"])
+    assert main(["epoch", "advance", "--expected", "-0", "--etcd", "127.0.0.1:1"]) == 2
+    assert "write 0, not -0" in capsys.readouterr().err

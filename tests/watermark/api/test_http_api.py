@@ -381,6 +381,16 @@ async def test_partition_state_needs_any_token_and_health_and_metrics_stay_open(
 # -- the fence's epoch -------------------------------------------------------------------
 
 
+async def test_minus_zero_is_not_an_epoch_nor_an_offset(api: Api) -> None:
+    """``{"epoch": -0}`` and ``{"offset": -0}`` are 400 naming -0 (they were taken as 0)."""
+    for path, body in (("/v1/partitions/orders%2F0/fence", b'{"epoch": -0}'),
+                       ("/v1/partitions/orders%2F0/reconciled", b'{"offset": -0}')):  # fmt: skip
+        status, doc = await api.send(path, body, token=ADMIN)
+        assert status == 400, doc
+        assert "-0" in doc["message"], doc
+    assert api.publisher.state("orders/0")["window"] == [5, 5]
+
+
 async def test_fence_far_above_the_cluster_epoch_is_409_and_wedges_nothing(api: Api) -> None:
     """Epoch 10**17 is 409 epoch_ahead with the cluster epoch; the window does not move and
     the real writer's next fence and commit work; a value past int64 is 400."""
@@ -823,8 +833,10 @@ async def test_batches_need_a_writer_token(secured: Api) -> None:
         ({"fences": [{"partition": 7, "epoch": 9}]}, "non-empty string"),
         ({"fences": [{"partition": "orders/0", "epoch": -1}]}, "fences[0].'epoch'"),
         ({"fences": [{"partition": "orders/0", "epoch": True}]}, "JSON integer"),
-        ({"fences": [{"partition": "p", "epoch": 9}, {"partition": "p", "epoch": 9}]},
-         "appears twice"),
+        (
+            {"fences": [{"partition": "p", "epoch": 9}, {"partition": "p", "epoch": 9}]},
+            "appears twice",
+        ),
         ({"fences": [{"partition": "orders/0", "epoch": 9}], "timeout_s": 0}, "timeout_s"),
         ({"commits": [{"token": "t", "offset": 1.0}]}, "JSON integer"),
         ({"commits": [{"token": "", "offset": 1}]}, "non-empty string"),
