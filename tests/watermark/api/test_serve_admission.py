@@ -146,7 +146,7 @@ async def test_probes_and_writers_are_answered_under_a_connection_flood(
         slowest = await _probe_while(
             flood, base, ["/healthz", "/readyz", "/v1/partitions/p%2F0"], rounds=5
         )
-        assert slowest < 1.0, slowest
+        assert slowest < 2.0, slowest  # measured: 0.02-0.4 s (a 503 before the fix)
         await flood.stop()
         assert flood.seen["other"] == flood.seen["connect_failed"] == 0, flood.seen
         counted = _refusals(base)
@@ -163,7 +163,7 @@ async def test_probes_and_writers_are_answered_under_a_connection_flood(
             assert time.monotonic() < deadline, flood.seen
             await asyncio.sleep(0.05)
         slowest = await _probe_while(flood, base, ["/healthz", "/readyz"], rounds=5)
-        assert slowest < 1.0, slowest
+        assert slowest < 2.0, slowest  # measured: 0.02-0.4 s (a 503 before the fix)
         refused_mine = 0
         for _ in range(20):  # between two waves of head timeouts the pool may have room
             status, body, _ = await asyncio.to_thread(_get, f"{base}/v1/partitions/p%2F0")
