@@ -18,6 +18,13 @@ Exit codes, decided in one place (`_exit_code`): 0 success, 1 failure (etcd
 unreachable, partition not registered, CAS conflict, ...), 2 usage or configuration
 error, 130 interrupted.
 
+`serve` start-up changes nothing before it can serve: the options, token and TLS files
+(`parse`), the partition records (registered, or --register; parsable), the listening
+socket (bound, not yet accepting), and, without --replicated, the liveness of the
+partitions' owners (`watermark.service.liveness`: a live publisher's partitions are
+taken only with --take-over) are all checked before the first etcd write; then it
+registers, adopts and starts accepting connections.
+
 `serve --replicated` (`watermark.service.replicas`): partitions are owned through etcd leases
 and claims shared with the other replicas instead of adopted at start; on SIGTERM they
 are handed over (sealed) before what follows.
@@ -487,8 +494,11 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         guard_class=args.parts.guard_class,
     )
     # Nothing is written to etcd before every check has passed and the port is bound:
-    # a `serve` that cannot start leaves every partition as it found it.
-    owners = await _current_owners(store, partitions, register=args.register)
+    # a `serve` that cannot start leaves every partition as it found it. (Replicas adopt
+    # each partition on its own later, retrying one that cannot be adopted yet.)
+    owners = {}
+    if not args.replicated:
+        owners = await _current_owners(store, partitions, register=args.register)
     replicas = None
     if args.replicated:
         replicas = ReplicaSet(store, kv, publisher, _replica_settings(args))
