@@ -349,7 +349,9 @@ async def _epoch_get(args: argparse.Namespace, store: WatermarkStore, kv: KV) ->
     return {"epoch": await store.get_cluster_epoch()}
 
 
-async def _epoch_advance(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+async def _epoch_advance(
+    args: argparse.Namespace, store: WatermarkStore, kv: KV
+) -> dict[str, Any]:
     epoch = await store.advance_cluster_epoch(args.expected)
     return {"epoch": epoch, "previous": epoch - 1}
 

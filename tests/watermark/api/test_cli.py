@@ -345,16 +345,8 @@ async def start_serve(env: dict[str, str], log: Path, *args: str) -> Any:
     """Start `python -m watermark serve ARGS` with its logs in `log`."""
     with log.open("wb") as sink:
         return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "watermark",
-            "serve",
-            "--http-host",
-            "127.0.0.1",
-            *args,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=sink,
+            sys.executable, "-m", "watermark", "serve", "--http-host", "127.0.0.1", *args,
+            env=env, stdout=subprocess.DEVNULL, stderr=sink,
         )
 
 
@@ -379,18 +371,8 @@ async def test_serve_fences_over_http_and_publishes_on_sigterm(
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     process = await start_serve(
-        env,
-        log,
-        "--http-port",
-        str(port),
-        "--partitions",
-        "orders/0",
-        "--register",
-        "--publish-interval",
-        "3600",
-        "--owner-id",
-        "serve-test",
-        "--no-idle-advance",
+        env, log, "--http-port", str(port), "--partitions", "orders/0", "--register",
+        "--publish-interval", "3600", "--owner-id", "serve-test", "--no-idle-advance",
     )
     try:
         await wait_ready(http, base, process)
@@ -491,15 +473,8 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
     listing = f"{base}/v1/partitions"
     log = tmp_path / "serve.log"
     process = await start_serve(
-        env,
-        log,
-        "--http-port",
-        str(port),
-        "--partitions",
-        "orders/0",
-        "--register",
-        "--auth-token-file",
-        str(tokens),
+        env, log, "--http-port", str(port), "--partitions", "orders/0", "--register",
+        "--auth-token-file", str(tokens),
     )
     try:
         await wait_ready(http, base, process)
