@@ -833,10 +833,8 @@ async def test_batches_need_a_writer_token(secured: Api) -> None:
         ({"fences": [{"partition": 7, "epoch": 9}]}, "non-empty string"),
         ({"fences": [{"partition": "orders/0", "epoch": -1}]}, "fences[0].'epoch'"),
         ({"fences": [{"partition": "orders/0", "epoch": True}]}, "JSON integer"),
-        (
-            {"fences": [{"partition": "p", "epoch": 9}, {"partition": "p", "epoch": 9}]},
-            "appears twice",
-        ),
+        ({"fences": [{"partition": "p", "epoch": 9}, {"partition": "p", "epoch": 9}]},
+         "appears twice"),
         ({"fences": [{"partition": "orders/0", "epoch": 9}], "timeout_s": 0}, "timeout_s"),
         ({"commits": [{"token": "t", "offset": 1.0}]}, "JSON integer"),
         ({"commits": [{"token": "", "offset": 1}]}, "non-empty string"),
