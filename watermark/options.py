@@ -121,6 +121,8 @@ def integer(minimum: int, maximum: int | None = None) -> Parse:
         if isinstance(value, str) and not _INTEGER.fullmatch(value.strip()):
             raise ValueError(f"expected {allowed}")
         number = int(value)
+        if number == 0 and isinstance(value, str) and value.strip().startswith("-"):
+            raise ValueError(f"expected {allowed}; write 0, not -0")
         if number < minimum or (maximum is not None and number > maximum):
             raise ValueError(f"expected {allowed}")
         return number

@@ -173,7 +173,8 @@ class Cluster:
 
     # -- argv -----------------------------------------------------------------------------
 
-    def _serve_argv(self, pub: PublisherProc) -> list[str]:
+    def serve_argv(self, pub: PublisherProc) -> list[str]:
+        """The command line of `pub`'s next incarnation."""
         build = self.config.broken_build
         base = ["-m", "gcd.chaos.broken_serve", build] if build else ["-m", "watermark"]
         served = {pub.name, REPLICATED}
@@ -254,7 +255,7 @@ class Cluster:
     async def start_publisher(self, name: str) -> None:
         """Start (or restart) publisher `name` and wait until it has published."""
         pub = self.publishers[name]
-        pub.child.argv = self._serve_argv(pub)
+        pub.child.argv = self.serve_argv(pub)
         pub.child.start()
         if not await asyncio.to_thread(wait_http, f"{pub.url}/readyz", _READY_S, child=pub.child):
             raise RuntimeError(f"{name} did not become ready: {pub.child.tail()}")

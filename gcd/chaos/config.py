@@ -62,6 +62,12 @@ class FaultKind(enum.Enum):
     """The S3 proxy resets a share of connections without an answer."""
     RECONCILER_STALL = "reconciler-stall"
     """One partition's reconciler lifts nothing (it pins M until it catches up)."""
+    PUBLISHER_DUP_START = "publisher-dup-start"
+    """Start a second `watermark serve` with a running publisher's partitions and port (in
+    use): it must exit 2 and change no partition record (`gcd.chaos.intruders`)."""
+    FORGED_MEMBER = "forged-member"
+    """Announce a replica member outside the fleet (127.0.0.2) with claims on two
+    partitions: no writer may be redirected to it. Only with replicated publishers."""
 
 
 FAULT_GROUPS: Final[dict[str, frozenset[FaultKind]]] = {
@@ -69,7 +75,8 @@ FAULT_GROUPS: Final[dict[str, frozenset[FaultKind]]] = {
     "etcd": frozenset({FaultKind.ETCD_KILL, FaultKind.ETCD_LEADER_KILL, FaultKind.ETCD_FREEZE}),
     "publisher": frozenset({FaultKind.PUBLISHER_KILL, FaultKind.PUBLISHER_TERM,
                             FaultKind.PUBLISHER_FREEZE, FaultKind.TICKER_LEADER_KILL,
-                            FaultKind.FAILOVER}),
+                            FaultKind.FAILOVER, FaultKind.PUBLISHER_DUP_START,
+                            FaultKind.FORGED_MEMBER}),
     "sweeper": frozenset({FaultKind.SWEEPER_KILL, FaultKind.SWEEPER_FREEZE}),
     "writer": frozenset({FaultKind.WRITER_KILL, FaultKind.WRITER_FREEZE}),
     "s3": frozenset({FaultKind.S3_STORM, FaultKind.S3_LATENCY, FaultKind.S3_DROP}),
@@ -87,14 +94,17 @@ BROKEN_BUILDS: Final[dict[str, str]] = {
 
 def parse_faults(text: str, *, replicated: bool = False) -> frozenset[FaultKind]:
     """`--faults`: comma-separated kinds and groups (all, etcd, publisher, sweeper, ...);
-    with `replicated` publishers a group leaves out `failover` (see FaultKind.FAILOVER)."""
+    with `replicated` publishers a group leaves out `failover` (see FaultKind.FAILOVER),
+    without them `forged-member`."""
     chosen: set[FaultKind] = set()
     by_value = {kind.value: kind for kind in FaultKind}
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         if part in FAULT_GROUPS:
-            chosen |= FAULT_GROUPS[part] - ({FaultKind.FAILOVER} if replicated else set())
+            chosen |= FAULT_GROUPS[part] - (
+                {FaultKind.FAILOVER} if replicated else {FaultKind.FORGED_MEMBER}
+            )
         elif part in by_value:
             chosen.add(by_value[part])
         else:
@@ -109,7 +119,7 @@ class ChaosConfig:
 
     duration_s: float = 60.0
     seed: int = 0
-    faults: frozenset[FaultKind] = field(default_factory=lambda: frozenset(FaultKind))
+    faults: frozenset[FaultKind] = field(default_factory=lambda: parse_faults("all"))
     broken_build: str | None = None
     run_dir: Path | None = None
     keep_run_dir: bool = False
@@ -153,6 +163,8 @@ class ChaosConfig:
             (not (self.replicated and FaultKind.FAILOVER in self.faults),
              ("--faults failover moves partitions the way a controller does, which a "
               "replicated set does by itself: drop it, or run without --publisher-replicas")),
+            (self.replicated or FaultKind.FORGED_MEMBER not in self.faults,
+             "--faults forged-member needs replicated publishers (--publisher-replicas N)"),
         )  # fmt: skip
         for ok, problem in checks:
             if not ok:

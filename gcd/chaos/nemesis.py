@@ -38,6 +38,7 @@ import structlog
 from gcd.chaos.checker import FaultRecord
 from gcd.chaos.cluster import EMBEDDED, Cluster
 from gcd.chaos.config import ChaosConfig, FaultKind
+from gcd.chaos.intruders import duplicate_start, forged_member
 from gcd.chaos.monitor import Monitor
 from gcd.chaos.reconciler import Reconcilers
 from gcd.testing.faultproxy import FaultConfig
@@ -199,6 +200,10 @@ class Nemesis:
             return self._freeze(child.name, child.freeze, child.thaw)
         if kind is FaultKind.FAILOVER:
             return await self._failover()
+        if kind is FaultKind.PUBLISHER_DUP_START:
+            return await duplicate_start(cluster, rng)
+        if kind is FaultKind.FORGED_MEMBER:
+            return await forged_member(cluster, rng)
         if kind in {FaultKind.SWEEPER_KILL, FaultKind.SWEEPER_FREEZE}:
             sweeper = rng.choice(cluster.sweepers)
             if kind is FaultKind.SWEEPER_FREEZE:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from gcd.chaos.config import FaultKind
+from gcd.chaos.config import parse_faults
 from watermark import exitcodes
 
 __all__ = ["REPORT_VERSION", "ChaosReport", "exit_code", "replay_command", "text_report"]
@@ -69,8 +69,7 @@ class ChaosReport:
 def replay_command(seed: int, duration_s: float, faults: list[str], broken: str | None,
                    replicas: int = 0) -> str:  # fmt: skip
     """The command that replays this run's schedule."""
-    everything = sorted(kind.value for kind in FaultKind if not replicas or
-                        kind is not FaultKind.FAILOVER)  # fmt: skip
+    everything = sorted(kind.value for kind in parse_faults("all", replicated=bool(replicas)))
     kinds = "all" if faults == everything else (",".join(faults) or "none")
     parts = [f"gcd chaos --seed {seed} --duration {duration_s:g}s --faults {kinds}"]
     if replicas:

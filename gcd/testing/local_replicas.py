@@ -8,7 +8,8 @@ benchmark (`bench/failover.py`), on loopback against a real etcd:
   PID (`gcd.testing.procs.Child`).
 - `OwnerClient`: the owner-lookup retry loop of docs/integration.md, as a writer in any
   language would write it: send to the cached owner of the partition, or to any replica;
-  on 307 cache the ``Location``'s replica and resend there; on 503 or a connection
+  on 307 cache the ``Location``'s replica and resend there, only if it is one of the
+  configured replicas (`urls`), else count it and ask another; on 503 or a connection
   error forget the cached owner, wait a moment and resend to another replica. Every
   answer says how many attempts it took.
 - `ReplicaWriter`: a partition's leader writing through the client: stamp, upload
@@ -78,8 +79,10 @@ class LocalReplicas:
         tick_interval_s: float = 0.5,
         publish_interval_s: float = 0.2,
         drain_timeout_s: float = 2.0,
+        fleet_urls: str | None = None,
     ) -> None:
         self.etcd = ",".join(etcd_endpoints)
+        self.fleet_urls = fleet_urls
         self.namespace = namespace
         self.partitions = list(partitions)
         self.run_dir = run_dir
@@ -105,7 +108,8 @@ class LocalReplicas:
                 "--tick-interval", str(self.tick_interval_s), "--ticker-lease-ttl", "2",
                 "--publish-interval", str(self.publish_interval_s),
                 "--drain-timeout", str(self.drain_timeout_s), "--etcd-timeout", "2",
-                "--log-level", "info"]  # fmt: skip
+                "--log-level", "info",
+                *(["--fleet-urls", self.fleet_urls] if self.fleet_urls else [])]  # fmt: skip
 
     def start(self, name: str) -> ReplicaProc:
         """Start replica `name` (a new incarnation) and wait until it is ready (blocking)."""
@@ -205,6 +209,8 @@ class OwnerClient:
         self._backoff_s = backoff_s
         self.owners: dict[str, str] = {}
         """partition -> the replica URL last seen owning it."""
+        self.refused_redirects: list[str] = []
+        """Locations of 307 answers not followed: outside `urls()`, the configured set."""
 
     async def _send(self, url: str, body: Any) -> tuple[int, Any, str | None]:
         headers = {"Authorization": f"Bearer {self._token}"}
@@ -238,7 +244,14 @@ class OwnerClient:
             trail.append(f"{where} {status} {reason}".rstrip())
             if status == 307 and location:
                 parsed = urllib.parse.urlsplit(location)
-                self.owners[partition] = f"{parsed.scheme}://{parsed.netloc}"
+                target = f"{parsed.scheme}://{parsed.netloc}"
+                if target not in urls:  # never send the token outside the configured set
+                    trail[-1] += f" to {target}: outside the configured replicas, not followed"
+                    self.refused_redirects.append(location)
+                    self.owners.pop(partition, None)
+                    await asyncio.sleep(self._backoff_s)
+                    continue
+                self.owners[partition] = target
                 continue
             if status in _RETRYABLE:
                 self.owners.pop(partition, None)

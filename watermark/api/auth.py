@@ -6,8 +6,10 @@ listens beyond loopback (see docs/operations.md, "Securing the publisher").
 
 Token file (``--auth-token-file``): one token per line, either ``ROLE:TOKEN`` or a
 bare ``TOKEN``, which has the role ``admin``. Blank lines and lines starting with ``#``
-are ignored. A token is 16 to 512 characters of ``A-Z a-z 0-9 - . _ ~ + /``, optionally
-followed by ``=`` padding (RFC 6750 ``b64token``; ``openssl rand -hex 32`` makes one).
+are ignored, and so is a ``#`` comment after a token (after whitespace: no token holds
+``#`` or a space); a UTF-8 byte-order mark at the start of the file is skipped. A
+token is 16 to 512 characters of ``A-Z a-z 0-9 - . _ ~ + /``, optionally followed by
+``=`` padding (RFC 6750 ``b64token``; ``openssl rand -hex 32`` makes one).
 A line that is not of this form, an unknown role, a token given twice or a file with no
 token is refused with the line number, never the token.
 
@@ -55,6 +57,7 @@ __all__ = [
 
 MAX_TOKEN_FILE_BYTES = 1 << 20
 _TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]{16,512}=*")
+_INLINE_COMMENT = re.compile(r"\s#.*\Z", re.DOTALL)
 
 
 class Role(enum.Enum):
@@ -132,8 +135,8 @@ def parse_token_file(text: str, source: str = "the token file") -> TokenSet:
     entries: list[tuple[bytes, Role]] = []
     seen: dict[bytes, int] = {}
     roles = ", ".join(role.value for role in Role)
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+        line = _INLINE_COMMENT.sub("", raw).strip()
         if not line or line.startswith("#"):
             continue
         role = Role.ADMIN

@@ -18,6 +18,13 @@ Exit codes, decided in one place (`exitcodes.watermark_exit_code`): 0 success, 1
 failure (partition not registered, CAS conflict, ...), 2 usage or configuration error,
 4 etcd unreachable, 130 interrupted.
 
+`serve` start-up changes nothing before it can serve: the options, token and TLS files
+(`parse`), the partition records (registered, or --register; parsable), the listening
+socket (bound, not yet accepting), and, without --replicated, the liveness of the
+partitions' owners (`watermark.service.liveness`: a live publisher's partitions are
+taken only with --take-over) are all checked before the first etcd write; then it
+registers, adopts and starts accepting connections.
+
 `serve --replicated` (`watermark.service.replicas`): partitions are owned through etcd leases
 and claims shared with the other replicas instead of adopted at start; on SIGTERM they
 are handed over (sealed) before what follows.
@@ -54,7 +61,9 @@ from watermark import exitcodes
 from watermark.api.auth import Exposure, TokenFile, TokenSet, check_exposure
 from watermark.api.http_api import create_app
 from watermark.api.http_server import (
+    DEFAULT_HEAD_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_PEER,
     DEFAULT_READ_TIMEOUT_S,
     ApiServer,
     HttpLimits,
@@ -62,6 +71,7 @@ from watermark.api.http_server import (
 )
 from watermark.core.contract import expand_partitions
 from watermark.core.display import printable
+from watermark.core.fleet import FleetUrls
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.kv import KV
 from watermark.core.record import PartitionRecord
@@ -85,6 +95,7 @@ from watermark.options import (
 )
 from watermark.service.eventlog import EVENT_LOG
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FencingGuard
+from watermark.service.liveness import Liveness, take_over_plan
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import DEFAULT_FENCE_TIMEOUT_S, Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings, advertised_url
@@ -106,6 +117,18 @@ def _partition_list(value: object) -> tuple[str, ...]:
         raise ValueError("expected comma-separated partition names, e.g. orders/0-63,audit")
     try:
         return tuple(expand_partitions(value))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _fleet_urls(value: object) -> FleetUrls:
+    """--fleet-urls: comma-separated address patterns (see `watermark.core.fleet`)."""
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        value = ",".join(value)
+    if not isinstance(value, str):
+        raise ValueError("expected comma-separated SCHEME://HOST[:PORT] patterns")
+    try:
+        return FleetUrls.parse(value)
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
 
@@ -139,6 +162,12 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            "the port can get live objects deleted", switch=True),
     Option("--max-connections", integer(1), DEFAULT_MAX_CONNECTIONS,
            "connections beyond N open at once are answered 503 and closed", "N"),
+    Option("--max-connections-per-peer", integer(1), DEFAULT_MAX_CONNECTIONS_PER_PEER,
+           "connections beyond N open at once from one client address are answered 503 "
+           "and closed (probes keep a reserve beyond --max-connections)", "N"),
+    Option("--http-head-timeout", positive_duration, DEFAULT_HEAD_TIMEOUT_S,
+           "how long a new connection may take to send its first request head before it "
+           "is closed (at most --http-read-timeout)", "DURATION"),
     Option("--http-read-timeout", positive_duration, DEFAULT_READ_TIMEOUT_S,
            "how long a client may take to send a request's head, and again its body; also "
            "the idle keep-alive time", "DURATION"),
@@ -150,6 +179,10 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option("--register", boolean, False,
            "register the --partitions that are not registered yet before adopting them",
            switch=True),
+    Option("--take-over", boolean, False,
+           "adopt the --partitions even from a publisher that is alive (its liveness key "
+           "is held): it turns stale and stops serving them; without it serve waits about "
+           "2 lease TTLs for such owners to go, then exits 2", switch=True),
     Option("--publish-interval", positive_duration, 1.0,
            "how often M(p) of the owned partitions is published", "DURATION"),
     Option("--tick-interval", duration, 0.0,
@@ -176,9 +209,17 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            "with --replicated: the URL other replicas redirect writers to (default: "
            "http(s)://HOST:PORT of --http-host, or of this host's name when that is 0.0.0.0 "
            "or ::)", "URL"),
+    Option("--fleet-urls", _fleet_urls, None,
+           "with --replicated: comma-separated patterns of the addresses replicas advertise, "
+           "SCHEME://HOST[:PORT] with HOST an IP, a CIDR (10.244.0.0/16), a DNS name with '*' "
+           "labels or '*', PORT a number or '*'; a member record outside them is ignored (no "
+           "redirect, no partition) (default: this replica's scheme, and its port on any host "
+           "or its host on any port)",
+           "URLS"),
     Option("--member-lease-ttl", whole_seconds(2), 5,
-           "with --replicated: etcd lease TTL of this replica's membership and claims; a "
-           "replica that dies loses its partitions after about this long", "DURATION"),
+           "etcd lease TTL of this process's liveness key ({ns}/owners/ID), or with "
+           "--replicated of its membership and claims; a publisher that dies is seen as "
+           "gone (its partitions may be adopted) after about this long", "DURATION"),
     Option("--membership-interval", positive_duration, 0.5,
            "with --replicated: how often the replicas and claims are read from etcd",
            "DURATION"),
@@ -383,7 +424,10 @@ class ServeHttp:
         authenticated = token_file is not None or args.tls_client_ca_file is not None
         exposure = check_exposure(args.http_host, authenticated=authenticated, insecure=insecure)
         limits = HttpLimits(
-            max_connections=args.max_connections, read_timeout_s=args.http_read_timeout
+            max_connections=args.max_connections,
+            read_timeout_s=args.http_read_timeout,
+            max_connections_per_peer=args.max_connections_per_peer,
+            head_timeout_s=args.http_head_timeout,
         )
         return cls(token_file, ssl_context, limits, exposure)
 
@@ -430,6 +474,7 @@ def _replica_settings(args: argparse.Namespace) -> ReplicaSettings:
     return ReplicaSettings.for_serve(
         args.owner_id, tuple(args.partitions), args.member_lease_ttl,
         args.membership_interval, args.drain_timeout, advertise_url=args.advertise_url,
+        fleet=args.fleet_urls,
     )  # fmt: skip
 
 
@@ -460,11 +505,12 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         state_class=args.parts.state_class,
         guard_class=args.parts.guard_class,
     )
-    for name in partitions:
-        if args.register:
-            await store.register_partition(name)
-        if not args.replicated:  # replicas adopt what their claims give them
-            await publisher.adopt(name)
+    # Nothing is written to etcd before every check has passed and the port is bound:
+    # a `serve` that cannot start leaves every partition as it found it. (Replicas adopt
+    # each partition on its own later, retrying one that cannot be adopted yet.)
+    owners = {}
+    if not args.replicated:
+        owners = await _current_owners(store, partitions, register=args.register)
     replicas = None
     if args.replicated:
         replicas = ReplicaSet(store, kv, publisher, _replica_settings(args))
@@ -480,13 +526,38 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         router=replicas,
     )
     server = ApiServer(app, ssl_context=http.ssl_context, metrics=metrics)
-    port = await server.start(args.http_host, args.http_port)
+    port = await server.start(args.http_host, args.http_port, serving=False)
+    liveness = None
+    try:
+        if replicas is None:
+            liveness = Liveness(kv, store.namespace, args.owner_id, args.member_lease_ttl)
+            await _take_partitions(args, store, publisher, liveness, owners)
+        else:
+            tls = http.ssl_context is not None
+            replicas.advertise(args.advertise_url or advertised_url(args.http_host, port, tls=tls))
+            for name in partitions if args.register else ():
+                await store.register_partition(name)
+        await server.start_serving()
+    except BaseException:
+        await server.stop()
+        if liveness is not None:
+            await liveness.release()
+        raise
     http.log_exposure(args.http_host, port)
     publisher_stop, ticker_stop, replicas_stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
     tasks = [asyncio.create_task(publisher.run(publisher_stop), name="publisher")]
+    liveness_stop = asyncio.Event()
+    if liveness is not None:
+        tasks.append(asyncio.create_task(liveness.keep(liveness_stop), name="liveness"))
     if replicas is not None:  # announced once the API answers at the advertised URL
-        tls = http.ssl_context is not None
-        replicas.advertise(args.advertise_url or advertised_url(args.http_host, port, tls=tls))
+        if args.fleet_urls is None:
+            _log.warning(
+                "watermark.fleet_urls_unset",
+                fleet=repr(replicas.fleet),
+                message="no --fleet-urls: a member record under {ns}/replicas/members/ with "
+                "this replica's port on any host, or its host on any port, gets redirects "
+                "with writers' tokens; set --fleet-urls to the addresses replicas advertise",
+            )
         tasks.append(asyncio.create_task(replicas.run(replicas_stop), name="replicas"))
         replicas_done = tasks[-1]
     if args.tick_interval > 0:
@@ -512,8 +583,11 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     await server.stop()
     publisher_stop.set()
     ticker_stop.set()
+    liveness_stop.set()
     # The publisher's run ends with the final publish; the ticker's with resigning.
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    if liveness is not None:  # after the final publish: a successor may adopt at once
+        await liveness.release()
     for task, outcome in zip(tasks, outcomes, strict=True):
         if isinstance(outcome, BaseException) or task in done:
             _log.error("watermark.task_failed", task=task.get_name(), error=repr(outcome))
@@ -521,6 +595,47 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     if signal.SIGINT in stopped_by[:1]:
         raise KeyboardInterrupt  # Ctrl-C: the same clean stop, then exit 130
     return {"stopped": True, "owner": args.owner_id, "partitions": publisher.partitions}
+
+
+async def _current_owners(
+    store: WatermarkStore, partitions: Sequence[str], *, register: bool
+) -> dict[str, str | None]:
+    """Each partition's owner as stored (read only); PartitionNotRegistered for one that
+    is not registered unless `register`, InvalidRecord for one that does not parse."""
+    records = await store.list_partitions() if partitions else {}
+    owners: dict[str, str | None] = {}
+    for name in partitions:
+        found = records.get(name)
+        if isinstance(found, L0gcError):
+            raise found
+        if found is None and not register:
+            raise PartitionNotRegistered(name)
+        owners[name] = None if found is None else found.owner
+    return owners
+
+
+async def _take_partitions(
+    args: argparse.Namespace,
+    store: WatermarkStore,
+    publisher: Publisher,
+    liveness: Liveness,
+    owners: dict[str, str | None],
+) -> None:
+    """Non-replicated `serve`: hold this owner id's liveness key, wait (bounded) for the
+    live owners of our partitions to go (unless --take-over), register, adopt."""
+    wait_s = 2.0 * args.member_lease_ttl + 1.0
+    await liveness.hold(wait_s)
+    if args.take_over:
+        alive = await liveness.alive([o for o in owners.values() if o is not None])
+        held = take_over_plan(owners, args.owner_id, alive.__contains__)
+        if held:
+            _log.warning("watermark.take_over", partitions=sorted(held), owners=sorted(alive))
+    else:
+        await liveness.wait_for_owners(owners, wait_s)
+    for name in owners:
+        if args.register:
+            await store.register_partition(name)
+        await publisher.adopt(name)
 
 
 _COMMANDS: dict[str, Command] = {

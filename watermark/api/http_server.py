@@ -4,13 +4,20 @@ aiohttp serves the application (`watermark.api.http_api`); this module decides w
 connection and how long a client may take to send its request, so that no client can
 hold the service's sockets or memory (`HttpLimits`):
 
-- Connections: one accepted while `max_connections` are open is answered 503 and
-  closed at once, before aiohttp sees it (`_Admission`); refusals are logged at most
-  every `_REFUSAL_LOG_INTERVAL_S`.
-- Request head: aiohttp's keep-alive timer starts when a connection is made and again
-  after each answer, and closes a connection that has no complete request head when it
-  fires; `keepalive_timeout = read_timeout_s` therefore bounds a client that trickles
-  its headers (slowloris) as well as an idle keep-alive connection.
+- Connections (`_Gate`, before anything is parsed or authenticated): one from a client
+  address that already holds `max_connections_per_peer`, or one while `max_connections`
+  plus `probe_reserve` are open, is answered 503 and closed at once, before aiohttp sees
+  it; the last `probe_reserve` places serve only probes (GET /healthz, /readyz,
+  /metrics; one request each; at most 2 per address; 1 s to send the head), so a
+  liveness probe is answered while other clients hold every other connection.
+  Refusals are counted by reason and logged at most every `_REFUSAL_LOG_INTERVAL_S`.
+- Request head: a new connection must send its first request head within
+  `head_timeout_s` (else it is closed, counted as ``head_timeout``); only then does
+  aiohttp see it (`_Admission`). After each answer aiohttp's keep-alive timer
+  (`keepalive_timeout = read_timeout_s`) closes a connection that has no complete next
+  head when it fires, which bounds a client that trickles its headers (slowloris) as
+  well as an idle keep-alive connection. A head aiohttp cannot parse (a request line over
+  8190 bytes, ...) is answered with the API's JSON error document, 400 ``bad_request``.
 - Request body: the routes read bodies under the same timeout (`http_api`), and
   answer 408; a body larger than `max_body_bytes` is 413. After an answer to a request
   whose body was not read, at most `read_timeout_s` more of it is read and discarded
@@ -23,6 +30,7 @@ hold the service's sockets or memory (`HttpLimits`):
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import time
 from collections.abc import Callable
@@ -31,13 +39,17 @@ from pathlib import Path
 
 import structlog
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 
 from watermark.errors import ConfigError
 from watermark.service.metrics import HttpRefusal, WatermarkMetrics
 
 __all__ = [
+    "DEFAULT_HEAD_TIMEOUT_S",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_CONNECTIONS_PER_PEER",
     "DEFAULT_READ_TIMEOUT_S",
     "HTTP_LIMITS",
     "ApiServer",
@@ -50,14 +62,31 @@ DEFAULT_MAX_BATCH_ENTRIES = 1000
 DEFAULT_MAX_BATCH_BODY_BYTES = 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_READ_TIMEOUT_S = 10.0
+DEFAULT_MAX_CONNECTIONS_PER_PEER = 256
+DEFAULT_HEAD_TIMEOUT_S = 5.0
+DEFAULT_PROBE_RESERVE = 16
 _REFUSAL_LOG_INTERVAL_S = 10.0
 _OVERLOADED_BODY = (
     b'{"error": "too_many_connections", "message": "the service has its maximum of open '
     b'connections; retry shortly"}'
 )
-_OVERLOADED = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_OVERLOADED_BODY), _OVERLOADED_BODY)
+_FROM_PEER_BODY = (
+    b'{"error": "too_many_connections", "message": "this client address has the maximum of '
+    b'open connections (--max-connections-per-peer); reuse them or retry shortly"}'
+)
+
+
+def _answer_503(body: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+
+_OVERLOADED = _answer_503(_OVERLOADED_BODY)
+_OVERLOADED_FROM_PEER = _answer_503(_FROM_PEER_BODY)
+_ADMISSION_REFUSALS = frozenset(
+    {HttpRefusal.TOO_MANY_CONNECTIONS, HttpRefusal.TOO_MANY_FROM_PEER, HttpRefusal.HEAD_TIMEOUT}
 )
 _log = structlog.get_logger("watermark.http")
 
@@ -68,6 +97,13 @@ class HttpLimits:
 
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    max_connections_per_peer: int = DEFAULT_MAX_CONNECTIONS_PER_PEER
+    """Connections one client address may hold open at once."""
+    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
+    """How long a new connection may take to send its first request head (at most
+    `read_timeout_s`: the smaller one applies)."""
+    probe_reserve: int = DEFAULT_PROBE_RESERVE
+    """Connections beyond `max_connections` kept for probes (GET /healthz, /readyz, /metrics)."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_batch_entries: int = DEFAULT_MAX_BATCH_ENTRIES
     """Entries one batched fence or commit request may carry."""
@@ -85,6 +121,17 @@ class HttpLimits:
                 f"--http-read-timeout must be > 0 seconds, got {self.read_timeout_s}; it bounds "
                 "how long a client may take to send a request"
             )
+        if self.max_connections_per_peer < 1:
+            raise ConfigError(
+                f"--max-connections-per-peer must be >= 1, got {self.max_connections_per_peer}"
+            )
+        if not self.head_timeout_s > 0:
+            raise ConfigError(
+                f"--http-head-timeout must be > 0 seconds, got {self.head_timeout_s}; it bounds "
+                "how long a new connection may take to send its request head"
+            )
+        if self.probe_reserve < 0:
+            raise ConfigError(f"probe_reserve must be >= 0, got {self.probe_reserve}")
         if self.max_body_bytes < 1:
             raise ConfigError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
         if self.max_batch_entries < 1 or self.max_batch_body_bytes < self.max_body_bytes:
@@ -156,33 +203,205 @@ def _reason(exc: OSError | ssl.SSLError) -> str:
     return exc.strerror or exc.__class__.__name__
 
 
-class _Admission(asyncio.Protocol):
-    """The first protocol of every accepted connection: hands it to aiohttp, or answers
-    503 and closes it when `limit` connections are already open.
+_PROBES = (b"/healthz", b"/readyz", b"/metrics")
+_HEAD_END = (b"\r\n\r\n", b"\n\n")
+_MAX_HELD_HEAD = 64 * 1024  # beyond this aiohttp's own limits (8190 a line) answer 400
+_BAD_REQUEST = (
+    "the request cannot be parsed ({reason}): send one HTTP/1.1 request with a request line "
+    "and each header under 8190 bytes"
+)
 
-    A handed-over connection no longer passes through here (`transport.set_protocol`), so
-    the cap costs nothing per request. aiohttp's own table of open connections is the
-    count; with TLS a connection enters it once its handshake is done.
+
+_RESERVE_PER_PEER = 2
+_RESERVE_HEAD_TIMEOUT_S = 1.0
+
+
+class _Gate:
+    """Who holds the API's connections: the open ones in all, per peer address, and
+    the probes' reserve (see `ApiServer`'s docstring)."""
+
+    def __init__(self, limits: HttpLimits) -> None:
+        self.limits = limits
+        self.open = 0
+        self.per_peer: dict[str, int] = {}
+        self.reserve_open = 0
+        self.reserve_per_peer: dict[str, int] = {}
+
+    def take(self, peer: str) -> HttpRefusal | _Slot:
+        """Admit a connection from `peer` (its `_Slot`), or say why not."""
+        limits = self.limits
+        if self.per_peer.get(peer, 0) >= limits.max_connections_per_peer:
+            return HttpRefusal.TOO_MANY_FROM_PEER
+        reserve = self.open >= limits.max_connections
+        if reserve:  # probes only: a few places, at most _RESERVE_PER_PEER per address
+            if (
+                self.reserve_open >= limits.probe_reserve
+                or self.reserve_per_peer.get(peer, 0) >= _RESERVE_PER_PEER
+            ):
+                return HttpRefusal.TOO_MANY_CONNECTIONS
+            self.reserve_open += 1
+            _add(self.reserve_per_peer, peer, 1)
+        self.open += 1
+        _add(self.per_peer, peer, 1)
+        return _Slot(self, peer, reserve)
+
+    def give_back(self, peer: str, reserve: bool) -> None:
+        self.open -= 1
+        _add(self.per_peer, peer, -1)
+        if reserve:
+            self.reserve_open -= 1
+            _add(self.reserve_per_peer, peer, -1)
+
+
+def _add(counts: dict[str, int], key: str, step: int) -> None:
+    value = counts.get(key, 0) + step
+    if value:
+        counts[key] = value
+    else:
+        counts.pop(key, None)
+
+
+class _Slot:
+    """One admitted connection's place in the `_Gate`, given back exactly once;
+    `reserve`: a place of the probes' reserve."""
+
+    __slots__ = ("_gate", "_peer", "reserve")
+
+    def __init__(self, gate: _Gate, peer: str, reserve: bool) -> None:
+        self._gate: _Gate | None = gate
+        self._peer = peer
+        self.reserve = reserve
+
+    def release(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.give_back(self._peer, self.reserve)
+
+
+class _Handler(RequestHandler):
+    """aiohttp's connection handler, plus: its `_Slot` is released when the connection
+    ends, and the errors aiohttp answers itself (an unparsable or oversized request head,
+    an unhandled exception) are the API's JSON error document too."""
+
+    def __init__(self, manager: web.Server, slot: _Slot, refused: Callable[[HttpRefusal], None]):
+        super().__init__(manager, loop=asyncio.get_running_loop(), **manager._kwargs)
+        self._slot = slot
+        self._refused_hook = refused
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._slot.release()
+        super().connection_lost(exc)
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if request.writer.output_size > 0:  # as aiohttp: too late for an answer
+            raise ConnectionError("response already started; cannot send the error")
+        if status == 400:
+            self._refused_hook(HttpRefusal.BAD_REQUEST)
+            reason = getattr(exc, "message", None) or message or "malformed request"
+            code, text = "bad_request", _BAD_REQUEST.format(reason=str(reason)[:200])
+        elif status == 504:
+            code, text = "timeout", "the request took too long to handle; retry it"
+        else:
+            self.log_exception("watermark.http_unhandled", exc_info=exc)
+            code, text = "internal_error", "the service failed to handle the request; see its log"
+        body = json.dumps({"error": code, "message": text})
+        response = web.Response(status=status, text=body, content_type="application/json")
+        response.force_close()
+        return response
+
+
+def _is_probe(head: bytes | bytearray) -> bool:
+    """True if the request head is a GET of /healthz, /readyz or /metrics."""
+    method, _, rest = bytes(head.split(b"\n", 1)[0]).partition(b" ")
+    target = rest.partition(b" ")[0].partition(b"?")[0]
+    return method == b"GET" and target in _PROBES
+
+
+class _Admission(asyncio.Protocol):
+    """The first protocol of every accepted connection: admits it (`_Gate`) or answers
+    503 and closes it; holds it until its request head has arrived (closing it after
+    `head_timeout_s`), then hands it and the bytes read to aiohttp (`_Handler`).
+
+    A handed-over connection no longer passes through here (`transport.set_protocol`).
+    A connection admitted from the probes' reserve is handed over only for one GET of
+    /healthz, /readyz or /metrics, and closed after the answer.
     """
 
-    def __init__(self, handlers: web.Server, limit: int, refused: Callable[[], None]) -> None:
+    def __init__(self, server: ApiServer, handlers: web.Server) -> None:
+        self._server = server
         self._handlers = handlers
-        self._limit = limit
-        self._refused = refused
+        self._transport: asyncio.Transport | None = None
+        self._slot: _Slot | None = None
+        self._probes_only = False
+        self._head = bytearray()
+        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if len(self._handlers.connections) >= self._limit:
-            assert isinstance(transport, asyncio.Transport)
-            transport.write(_OVERLOADED)
-            transport.close()
-            self._refused()
+        assert isinstance(transport, asyncio.Transport)
+        peername = transport.get_extra_info("peername")
+        peer = str(peername[0]) if isinstance(peername, tuple) and peername else "?"
+        server = self._server
+        slot = server.gate.take(peer)
+        if isinstance(slot, HttpRefusal):
+            server.refuse(transport, slot)
             return
-        handler = self._handlers()
-        transport.set_protocol(handler)
-        handler.connection_made(transport)
+        self._transport = transport
+        self._slot = slot
+        self._probes_only = slot.reserve
+        limits = server.limits
+        timeout = min(limits.head_timeout_s, limits.read_timeout_s)
+        if slot.reserve:  # a probe sends its request at once
+            timeout = min(timeout, _RESERVE_HEAD_TIMEOUT_S)
+        self._timer = asyncio.get_running_loop().call_later(timeout, self._head_timed_out)
 
     def data_received(self, data: bytes) -> None:
-        """Bytes from a refused connection, still closing: ignored."""
+        if self._transport is None:
+            return  # a refused connection, still closing: ignored
+        self._head += data
+        head = self._head
+        if len(head) < _MAX_HELD_HEAD and not any(end in head for end in _HEAD_END):
+            return
+        transport, slot = self._transport, self._slot
+        assert slot is not None
+        self._stop_timer()
+        self._transport = None
+        if self._probes_only and not _is_probe(head):
+            slot.release()
+            self._server.refuse(transport, HttpRefusal.TOO_MANY_CONNECTIONS)
+            return
+        handler = _Handler(self._handlers, slot, self._server.count_refusal)
+        transport.set_protocol(handler)
+        handler.connection_made(transport)
+        handler.data_received(bytes(head))
+        if self._probes_only:
+            handler.close()  # one answer, then the reserve slot is free again
+
+    def eof_received(self) -> bool:
+        return False  # no complete head before the end: close
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._stop_timer()
+        if self._slot is not None and self._transport is not None:
+            self._slot.release()
+        self._transport = None
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _head_timed_out(self) -> None:
+        self._timer = None
+        transport = self._transport
+        if transport is not None:
+            self._server.count_refusal(HttpRefusal.HEAD_TIMEOUT)
+            transport.abort()
 
 
 class ApiServer:
@@ -190,6 +409,15 @@ class ApiServer:
 
     The limits are the app's (`HTTP_LIMITS`, set by `http_api.create_app`); TLS if
     `ssl_context` is given; refused connections are counted in `metrics` if given.
+
+    Admission (`_Gate`, before anything is parsed or authenticated): a connection from
+    an address that has `max_connections_per_peer` open is answered 503 and closed at
+    once; so is one while `max_connections` + `probe_reserve` are open. Beyond
+    `max_connections` the last `probe_reserve` places take only probes (one GET of
+    /healthz, /readyz or /metrics each, then closed): a liveness probe is answered while
+    clients hold every other connection. A new connection must send its request head
+    within `head_timeout_s` or is closed. Each refusal is counted by its reason
+    (`HttpRefusal`) and logged at most every `_REFUSAL_LOG_INTERVAL_S`.
     """
 
     def __init__(
@@ -208,35 +436,38 @@ class ApiServer:
             keepalive_timeout=self.limits.read_timeout_s,
             lingering_time=self.limits.read_timeout_s,
         )
+        self.gate = _Gate(self.limits)
         self._ssl_context = ssl_context
         self._metrics = metrics
         self._server: asyncio.Server | None = None
-        self._refused = 0
+        self._refused: dict[HttpRefusal, int] = {}
         self._refusal_logged_at = -_REFUSAL_LOG_INTERVAL_S
         self.port: int | None = None
 
     @property
     def open_connections(self) -> int:
-        """Connections aiohttp is serving now."""
-        handlers = self._runner.server
-        return 0 if handlers is None else len(handlers.connections)
+        """Connections open now: waiting for their first request head, or served."""
+        return self.gate.open
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on `host`:`port`; return the port actually bound."""
+    async def start(self, host: str, port: int, *, serving: bool = True) -> int:
+        """Listen on `host`:`port`; return the port actually bound. With `serving=False`
+        the socket is bound (a port in use fails here, ConfigError) but connections wait
+        in the backlog until `start_serving`."""
         await self._runner.setup()
         handlers = self._runner.server
         assert handlers is not None
-        limit = self.limits.max_connections
+        limits = self.limits
         context = self._ssl_context
         tls = context is not None
         try:
             self._server = await asyncio.get_running_loop().create_server(
-                lambda: _Admission(handlers, limit, self._on_refused),
+                lambda: _Admission(self, handlers),
                 host,
                 port,
                 ssl=context,
-                ssl_handshake_timeout=self.limits.read_timeout_s if tls else None,
-                backlog=min(limit, 1024),
+                ssl_handshake_timeout=limits.read_timeout_s if tls else None,
+                backlog=min(limits.max_connections, 1024),
+                start_serving=serving,
             )
         except OSError as exc:
             await self._runner.cleanup()
@@ -250,22 +481,42 @@ class ApiServer:
             port=self.port,
             tls=tls,
             client_certificates=context is not None and context.verify_mode == ssl.CERT_REQUIRED,
-            max_connections=limit,
-            read_timeout_s=self.limits.read_timeout_s,
+            max_connections=limits.max_connections,
+            max_connections_per_peer=limits.max_connections_per_peer,
+            head_timeout_s=limits.head_timeout_s,
+            read_timeout_s=limits.read_timeout_s,
+            serving=serving,
         )
         return self.port
 
-    def _on_refused(self) -> None:
-        self._refused += 1
+    async def start_serving(self) -> None:
+        """Accept the connections of a socket bound by `start(serving=False)`."""
+        assert self._server is not None, "start() first"
+        await self._server.start_serving()
+
+    def refuse(self, transport: asyncio.Transport, reason: HttpRefusal) -> None:
+        """Answer 503 on a connection that is not admitted, close it, count it."""
+        transport.write(_OVERLOADED_FROM_PEER if reason is HttpRefusal.TOO_MANY_FROM_PEER
+                        else _OVERLOADED)  # fmt: skip
+        transport.close()
+        self.count_refusal(reason)
+
+    def count_refusal(self, reason: HttpRefusal) -> None:
+        """Count a refused connection or request (metrics; a log line now and then)."""
+        self._refused[reason] = self._refused.get(reason, 0) + 1
         if self._metrics is not None:
-            self._metrics.http_refused(HttpRefusal.TOO_MANY_CONNECTIONS)
+            self._metrics.http_refused(reason)
+        if reason not in _ADMISSION_REFUSALS:
+            return
         now = time.monotonic()
         if now - self._refusal_logged_at >= _REFUSAL_LOG_INTERVAL_S:
             self._refusal_logged_at = now
             _log.warning(
                 "watermark.http_connections_refused",
                 max_connections=self.limits.max_connections,
-                refused_total=self._refused,
+                max_connections_per_peer=self.limits.max_connections_per_peer,
+                open=self.gate.open,
+                refused_total={r.value: n for r, n in self._refused.items()},
             )
 
     async def stop(self) -> None:

@@ -13,7 +13,8 @@ it accepts ``NaN``/``Infinity`` and keeps the last of two duplicate keys, and it
    reach Python's recursion limit;
 4. syntax, then values: no duplicate keys, no ``NaN``/``Infinity``/``-Infinity``, no
    number that overflows a float to infinity, no integer longer than 4300 digits,
-   no string holding a lone UTF-16 surrogate (it cannot be printed or re-encoded).
+   no string holding a lone UTF-16 surrogate (it cannot be printed or re-encoded), no
+   integer ``-0`` (every integer l0gc reads is a count, an epoch or an offset).
 
 Any failure raises `InvalidJson` (an `InvalidRecord`, hence a `ValueError`) naming the
 document (`what`), the rule it broke and, where cheap, the character offset. Nothing
@@ -51,6 +52,8 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 # A run of more than _MAX_INT_DIGITS digits; the lookbehind starts a match only where a
 # run starts, so the search stays linear.
 _LONG_DIGITS = re.compile(rf"(?<![0-9])[0-9]{{{_MAX_INT_DIGITS + 1}}}")
+# The integer -0 (not -0.5, -0e1): JSON allows it, but no epoch or offset is negative.
+_NEGATIVE_ZERO = re.compile(r"-0+(?![0-9.eE])")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
@@ -92,6 +95,8 @@ def loads(
         raise InvalidJson(what, f"it is not JSON: {problem} at offset {exc.pos}") from None
     except (ValueError, RecursionError) as exc:  # belt and braces: the rules above stop both
         raise InvalidJson(what, f"it cannot be decoded: {_clip(str(exc))}") from None
+    if "-0" in text and _NEGATIVE_ZERO.search(_STRING.sub("", text)):
+        raise InvalidJson(what, "it holds the integer -0, which names no count or epoch: write 0")
     if "\\u" in text and _SURROGATE_ESCAPE.search(text) and _holds_surrogate(value):
         raise InvalidJson(what, "a string holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF)")
     return value

@@ -40,7 +40,8 @@ shell as its ``hook`` (with `watermark.service.eventlog.EVENT_LOG` for the logs)
 | ``l0gc_watermark_ticker_interval_seconds`` | gauge | (the ticker's interval; 0: no ticker) |
 | ``l0gc_watermark_ticker_last_advance_timestamp_seconds`` | gauge | (0: never advanced) |
 | ``l0gc_watermark_http_refusals_total`` | counter | ``reason``: unauthorized, forbidden, |
-|  |  | too_many_connections, read_timeout, body_too_large, bad_request |
+|  |  | too_many_connections, too_many_from_peer, head_timeout, read_timeout, |
+|  |  | body_too_large, bad_request |
 
 Replicas (`watermark serve --replicated`, see `watermark.service.replicas`):
 
@@ -55,6 +56,7 @@ Replicas (`watermark serve --replicated`, see `watermark.service.replicas`):
 | ``l0gc_watermark_longest_unowned_seconds`` | gauge | |
 | ``l0gc_watermark_ownership_lapses_total`` | counter | |
 | ``l0gc_watermark_redirects_total`` | counter | |
+| ``l0gc_watermark_members_ignored_total`` | counter | (member records outside --fleet-urls) |
 
 Like the sweeper, the registry also holds ``l0gc_build_info`` and the process, platform
 and GC collectors (`watermark.service.buildinfo`).
@@ -132,7 +134,13 @@ class HttpRefusal(enum.Enum):
     FORBIDDEN = "forbidden"
     """403: the token's role may not use the route."""
     TOO_MANY_CONNECTIONS = "too_many_connections"
-    """A connection closed at accept time: --max-connections were open."""
+    """A connection closed at accept time (--max-connections were open), or a request other
+    than a probe on a connection of the probes' reserve."""
+    TOO_MANY_FROM_PEER = "too_many_from_peer"
+    """A connection closed at accept time: its address had --max-connections-per-peer open."""
+    HEAD_TIMEOUT = "head_timeout"
+    """A new connection closed because its request head did not arrive within
+    --http-head-timeout."""
     READ_TIMEOUT = "read_timeout"
     """408: the body did not arrive within --http-read-timeout."""
     BODY_TOO_LARGE = "body_too_large"
@@ -236,7 +244,8 @@ class WatermarkMetrics:
         self.http_refusals = Counter(
             "l0gc_watermark_http_refusals_total",
             "Requests and connections the HTTP API refused, by reason (unauthorized, "
-            "forbidden, too_many_connections, read_timeout, body_too_large, bad_request).",
+            "forbidden, too_many_connections, too_many_from_peer, head_timeout, read_timeout, "
+            "body_too_large, bad_request).",
             ["reason"],
             registry=reg,
         )
@@ -305,6 +314,12 @@ class WatermarkMetrics:
         self.redirects = Counter(
             "l0gc_watermark_redirects_total",
             "Requests answered 307 with the owning replica's address.",
+            registry=reg,
+        )
+        self.members_ignored = Counter(
+            "l0gc_watermark_members_ignored_total",
+            "Member records under {ns}/replicas/members/ ignored (no redirect to them, no "
+            "partition assigned to them) because their address is outside --fleet-urls.",
             registry=reg,
         )
         for known in ("known", "unknown"):

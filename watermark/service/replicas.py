@@ -24,6 +24,12 @@ A `ReplicaSet` runs two loops beside the publisher:
   request waiting for an owner, a handover, a partition assigned here but still claimed
   elsewhere, leaving).
 
+Fleet (`--fleet-urls`, `watermark.core.fleet`): a member record whose address is outside
+the fleet's list is ignored: no redirect goes there, rendezvous hashing does not count
+it, and its claims on our partitions are deleted (a claim is only a lock; the partition
+record's owner_epoch still fences). Each such record is logged once
+(``watermark.replica_member_ignored``) and counted (``members_ignored``).
+
 Requests (`locate`): a request for a partition this replica does not serve waits for a
 view read after it arrived, then is served, redirected to the claim's holder, or waits
 (bounded by `route_wait_s`) while the partition moves; `NoOwner` after that.
@@ -64,6 +70,7 @@ from watermark.core.assignment import (
     route,
     validate_address,
 )
+from watermark.core.fleet import FleetUrls
 from watermark.core.kv import KV, Compare, Delete, KeyValue, Put
 from watermark.errors import ConfigError, InvalidRecord, L0gcError, LeaseExpired, NoOwner
 from watermark.etcd.store import WatermarkStore
@@ -117,6 +124,9 @@ class ReplicaSettings:
     linger_s: float = 0.0
     """After that, how long to keep redirecting (clients that cached this replica as a
     partition's owner learn the new one instead of finding the port closed)."""
+    fleet: FleetUrls | None = None
+    """The addresses a member may have to count (--fleet-urls); None: this replica's
+    scheme, and its port on any host or its host on any port (`FleetUrls.default_for`)."""
 
     @classmethod
     def for_serve(
@@ -128,6 +138,7 @@ class ReplicaSettings:
         drain_timeout_s: float,
         *,
         advertise_url: str | None = None,
+        fleet: FleetUrls | None = None,
     ) -> ReplicaSettings:
         """The settings of `watermark serve --replicated`; without `advertise_url` the
         address is set by `ReplicaSet.advertise` once the port is bound.
@@ -140,6 +151,11 @@ class ReplicaSettings:
                 validate_address(advertise_url)
             except ConfigError as exc:
                 raise ConfigError(f"--advertise-url: {exc}") from None
+            if fleet is not None and not fleet.allows(advertise_url):
+                raise ConfigError(
+                    f"--advertise-url {advertise_url} is not in --fleet-urls {fleet.spec}: the "
+                    "other replicas would ignore this one; add its address to --fleet-urls"
+                )
         return cls(
             member_id,
             advertise_url or "http://127.0.0.1:1",
@@ -149,6 +165,7 @@ class ReplicaSettings:
             route_wait_s=drain_timeout_s + 3.0,
             leave_wait_s=drain_timeout_s + lease_ttl_s + 2.0,
             linger_s=float(lease_ttl_s),
+            fleet=fleet,
         )
 
     def __post_init__(self) -> None:
@@ -193,6 +210,8 @@ class ReplicaSet:
         self._member_key = self.members_prefix + settings.member_id
         self._partitions = frozenset(settings.partitions)
         self._record = MemberRecord(settings.member_id, settings.address, self._partitions)
+        self._fleet = settings.fleet or FleetUrls.default_for(settings.address)
+        self._foreign: dict[str, int] = {}  # partition -> revision: claims of ignored members
         self._lease: int | None = None
         self._announced = False
         self._member_revision = 0
@@ -217,12 +236,26 @@ class ReplicaSet:
         """True once a first round has run with this replica announced."""
 
     @property
+    def fleet(self) -> FleetUrls:
+        """The addresses a member may have to count (--fleet-urls or the default)."""
+        return self._fleet
+
+    @property
     def address(self) -> str:
         """This replica's URL, as the others redirect writers to it."""
         return self._record.address
 
     def advertise(self, address: str) -> None:
-        """Set the URL to announce (before `join`: e.g. once the port is bound)."""
+        """Set the URL to announce (before `join`: e.g. once the port is bound);
+        ConfigError if it is outside --fleet-urls."""
+        fleet = self.settings.fleet
+        if fleet is None:
+            self._fleet = FleetUrls.default_for(validate_address(address))
+        elif not fleet.allows(address):
+            raise ConfigError(
+                f"this replica's address {address} is not in --fleet-urls {fleet.spec}: the "
+                "other replicas would ignore it; give --advertise-url or fix --fleet-urls"
+            )
         self._record = MemberRecord(
             self.settings.member_id, validate_address(address), self._partitions
         )
@@ -329,6 +362,7 @@ class ReplicaSet:
         claims: dict[str, ClaimRecord] = {}
         problems: list[str] = []
         revisions: dict[str, int] = {}
+        ignored: set[str] = set()
         for item in result.items:
             decoded = self._decode(item)
             if isinstance(decoded, InvalidRecord):
@@ -337,11 +371,30 @@ class ReplicaSet:
                     self._reported.add((item.key, item.mod_revision))
                     _log.error("watermark.replica_record_invalid", key=item.key, error=str(decoded))
             elif isinstance(decoded, MemberRecord):
-                members[decoded.member_id] = decoded
+                if self._fleet.allows(decoded.address):
+                    members[decoded.member_id] = decoded
+                    continue
+                ignored.add(decoded.member_id)
+                if (item.key, item.mod_revision) not in self._reported:
+                    self._reported.add((item.key, item.mod_revision))
+                    self._metrics.members_ignored.inc()
+                    _log.error(
+                        "watermark.replica_member_ignored",
+                        key=item.key,
+                        address=decoded.address[:100],
+                        fleet=self._fleet.spec,
+                        detail="its address is outside --fleet-urls: no redirect goes there "
+                        "and no partition is assigned to it; its claims are removed",
+                    )
             else:
                 partition = item.key[len(self.claims_prefix) :]
                 claims[partition] = decoded
                 revisions[partition] = item.mod_revision
+        self._foreign = {
+            p: revisions.pop(p) for p, c in list(claims.items()) if c.member_id in ignored
+        }
+        for partition in self._foreign:
+            del claims[partition]
         self._claim_revisions = revisions
         view = View(result.revision, members, claims, tuple(problems))
         key = tuple(sorted((m.member_id, m.lease, m.spec) for m in members.values()))
@@ -349,6 +402,16 @@ class ReplicaSet:
             view = view.with_assignment(self.view.assignment)
         self._assignment_key = key
         return view
+
+    async def _remove_foreign_claims(self) -> None:
+        """Delete the claims of ignored members on partitions of ours (each only if
+        unchanged), so that the replica the assignment picks can claim them."""
+        for partition, revision in sorted(self._foreign.items()):
+            if partition not in self._partitions:
+                continue
+            key = self.claims_prefix + partition
+            if (await self._kv.txn([Compare(key, revision)], [Delete(key)])).succeeded:
+                _log.warning("watermark.replica_foreign_claim_removed", partition=partition)
 
     def _decode(self, item: KeyValue) -> MemberRecord | ClaimRecord | InvalidRecord:
         cache_key = (item.key, item.mod_revision)
@@ -396,6 +459,8 @@ class ReplicaSet:
             self._start_hand_over(decided.hand_over)
         try:
             await self._delete_claims(decided.unclaim)
+            if self._foreign and self._lease_valid() and self._announced:
+                await self._remove_foreign_claims()
             if self._lease_valid() and self._announced:
                 claimed = await self._claim(decided.claim)
                 await self._adopt([*decided.adopt, *claimed])

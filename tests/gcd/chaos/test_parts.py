@@ -22,7 +22,8 @@ from watermark.errors import ConfigError
 
 def test_faults_are_kinds_and_groups_and_typos_are_refused() -> None:
     """--faults takes kinds and groups; an unknown name is a usage error naming it."""
-    assert parse_faults("all") == frozenset(FaultKind)
+    assert parse_faults("all") == frozenset(FaultKind) - {FaultKind.FORGED_MEMBER}
+    assert parse_faults("all", replicated=True) == frozenset(FaultKind) - {FaultKind.FAILOVER}
     assert parse_faults("etcd,s3-drop") == {FaultKind.ETCD_KILL, FaultKind.ETCD_LEADER_KILL,
                                            FaultKind.ETCD_FREEZE, FaultKind.S3_DROP}  # fmt: skip
     assert parse_faults("none") == frozenset()
@@ -36,7 +37,10 @@ def test_replicated_publishers_leave_the_controller_failover_out() -> None:
     assert FaultKind.FAILOVER not in parse_faults("all", replicated=True)
     assert parse_faults("publisher", replicated=True) == {
         FaultKind.PUBLISHER_KILL, FaultKind.PUBLISHER_TERM, FaultKind.PUBLISHER_FREEZE,
-        FaultKind.TICKER_LEADER_KILL}  # fmt: skip
+        FaultKind.TICKER_LEADER_KILL, FaultKind.PUBLISHER_DUP_START,
+        FaultKind.FORGED_MEMBER}  # fmt: skip
+    with pytest.raises(ConfigError, match="--faults forged-member needs replicated"):
+        ChaosConfig(faults=parse_faults("forged-member"))
     with pytest.raises(ConfigError, match="--faults failover"):
         ChaosConfig(publisher_replicas=3, faults=parse_faults("failover", replicated=True))
     with pytest.raises(ConfigError, match="--publisher-replicas 1"):
@@ -100,7 +104,7 @@ def test_the_report_exit_code_and_replay_command() -> None:
     assert exit_code(report) == exitcodes.OK
     report.ok = False
     assert exit_code(report) == exitcodes.PARTIAL_FAILURE
-    everything = sorted(kind.value for kind in FaultKind)
+    everything = sorted(kind.value for kind in parse_faults("all"))
     replay = replay_command(7, 60, everything, None)
     assert replay == "gcd chaos --seed 7 --duration 60s --faults all"
     assert replay_command(7, 60, ["failover"], "owner-blind-publisher") == (

@@ -181,3 +181,18 @@ def test_a_failed_reload_keeps_the_tokens_read_before(tmp_path: Path) -> None:
         token_file.reload()
     assert token_file.tokens.role_of(RECONCILER) is Role.RECONCILER
     assert token_file.tokens.role_of(ADMIN) is None
+
+
+def test_an_inline_comment_and_a_byte_order_mark_are_accepted(tmp_path: Path) -> None:
+    """The docs' example: ``writer:TOKEN   # the brokers``; a file saved with a UTF-8 BOM
+    (Windows editors) reads the same (it was "unknown role" on line 1)."""
+    text = f"writer:{WRITER}        # the brokers: fence, commit, abort\n{BARE}\t# bare: admin\n"
+    path = tmp_path / "tokens"
+    path.write_bytes(b"\xef\xbb\xbf" + f"reconciler:{RECONCILER}\n{text}".encode())
+    tokens = read_token_file(str(path))
+    assert len(tokens) == 3
+    assert tokens.role_of(WRITER) is Role.WRITER
+    assert tokens.role_of(RECONCILER) is Role.RECONCILER
+    assert tokens.role_of(BARE) is Role.ADMIN
+    with pytest.raises(ConfigError, match="line 1: not a token"):  # '#' inside: no comment
+        parse_token_file(f"writer:{WRITER}#x\n")

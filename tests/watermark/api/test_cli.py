@@ -516,3 +516,11 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
     assert "watermark.publisher_stopped" in text
     assert old not in text
     assert new not in text
+
+
+def test_minus_zero_is_refused_as_an_epoch(capsys: pytest.CaptureFixture[str]) -> None:
+    """`epoch advance --expected -0` exits 2 naming the value (it was taken as 0)."""
+    with pytest.raises(ConfigError, match=r"--expected: invalid value '-0'.*write 0, not -0"):
+        parse(["epoch", "advance", "--expected", "-0", "--etcd", "127.0.0.1:1"])
+    assert main(["epoch", "advance", "--expected", "-0", "--etcd", "127.0.0.1:1"]) == 2
+    assert "write 0, not -0" in capsys.readouterr().err

@@ -381,6 +381,16 @@ async def test_partition_state_needs_any_token_and_health_and_metrics_stay_open(
 # -- the fence's epoch -------------------------------------------------------------------
 
 
+async def test_minus_zero_is_not_an_epoch_nor_an_offset(api: Api) -> None:
+    """``{"epoch": -0}`` and ``{"offset": -0}`` are 400 naming -0 (they were taken as 0)."""
+    for path, body in (("/v1/partitions/orders%2F0/fence", b'{"epoch": -0}'),
+                       ("/v1/partitions/orders%2F0/reconciled", b'{"offset": -0}')):  # fmt: skip
+        status, doc = await api.send(path, body, token=ADMIN)
+        assert status == 400, doc
+        assert "-0" in doc["message"], doc
+    assert api.publisher.state("orders/0")["window"] == [5, 5]
+
+
 async def test_fence_far_above_the_cluster_epoch_is_409_and_wedges_nothing(api: Api) -> None:
     """Epoch 10**17 is 409 epoch_ahead with the cluster epoch; the window does not move and
     the real writer's next fence and commit work; a value past int64 is 400."""
@@ -536,7 +546,12 @@ async def test_a_trickled_body_is_408_and_closed(serve: Serve) -> None:
 async def test_1500_slow_sockets_do_not_starve_a_legitimate_client(serve: Serve) -> None:
     """With 1,500 connections holding partial request heads open, a legitimate client
     is still served promptly."""
-    api = await serve(limits=HttpLimits(max_connections=2000, read_timeout_s=60))
+    api = await serve(
+        limits=HttpLimits(
+            max_connections=2000, read_timeout_s=60, max_connections_per_peer=2000,
+            head_timeout_s=60,
+        )
+    )  # fmt: skip
     slow = await open_slow(api, 1500)
     try:
         await wait_until(
@@ -554,7 +569,7 @@ async def test_1500_slow_sockets_do_not_starve_a_legitimate_client(serve: Serve)
 async def test_connections_over_the_cap_are_refused_at_once(serve: Serve) -> None:
     """With max_connections open, a new connection gets 503 and is closed at once (the
     refusal is counted); once slow ones go, legitimate clients are served again."""
-    api = await serve(limits=HttpLimits(max_connections=10, read_timeout_s=60))
+    api = await serve(limits=HttpLimits(max_connections=10, read_timeout_s=60, probe_reserve=0))
     slow = await open_slow(api, 10)
     try:
         await wait_until(

@@ -1,0 +1,73 @@
+"""The liveness key of a non-replicated `serve` (in-memory etcd): one live process per
+owner id, who counts as alive, and the take-over rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from watermark.core.kv import Put
+from watermark.errors import ConfigError
+from watermark.etcd.memory import MemoryKV
+from watermark.service.liveness import Liveness, take_over_plan
+
+NS = "/l0gc/test"
+
+
+def test_only_partitions_of_another_live_owner_are_held() -> None:
+    owners = {"p/0": None, "p/1": "me", "p/2": "alive", "p/3": "gone"}
+    assert take_over_plan(owners, "me", {"alive"}.__contains__) == {"p/2": "alive"}
+
+
+async def test_one_live_process_per_owner_id_and_a_released_key_frees_it() -> None:
+    kv = MemoryKV()
+    first = Liveness(kv, NS, "pub-a", 5)
+    await first.hold(0.0)
+    other = Liveness(kv, NS, "pub-b", 5)
+    assert await other.alive(["pub-a", "pub-b"]) == {"pub-a"}
+    elsewhere = json.dumps({"host": "elsewhere", "pid": 1}).encode()
+    await kv.txn([], [Put(f"{NS}/owners/pub-b", elsewhere)])
+    second = Liveness(kv, NS, "pub-b", 5)
+    with pytest.raises(ConfigError, match="another live process uses this owner id"):
+        await second.hold(0.0)
+    await first.release()
+    assert await other.alive(["pub-a"]) == set()
+    with pytest.raises(ConfigError, match=r"p/2 \(owner pub-b\).*--take-over"):
+        await first.wait_for_owners({"p/1": "pub-a", "p/2": "pub-b"}, 0.0)
+
+
+async def test_a_replica_member_counts_as_alive() -> None:
+    kv = MemoryKV()
+    await kv.txn([], [Put(f"{NS}/replicas/members/replica-1", b"{}")])
+    assert await Liveness(kv, NS, "me", 5).alive(["replica-1", "nobody"]) == {"replica-1"}
+
+
+async def test_a_key_left_by_a_dead_process_of_this_machine_is_taken_at_once() -> None:
+    """A crashed predecessor on this host (same boot, same PID namespace, its pid no
+    longer running) does not make the successor wait out its lease; one on another host
+    (or still running) does."""
+    kv = MemoryKV()
+    here = Liveness(kv, NS, "pub-a", 5)
+    record = json.loads(here._value())
+    assert record["boot"], "Linux has /proc/sys/kernel/random/boot_id"
+    dead = {**record, "pid": _exited_pid()}
+    elsewhere = {**dead, "host": "another-host"}
+    await kv.txn([], [Put(f"{NS}/owners/pub-a", json.dumps(dead).encode()),
+                      Put(f"{NS}/owners/pub-b", json.dumps(elsewhere).encode())])  # fmt: skip
+    assert await Liveness(kv, NS, "pub-c", 5).alive(["pub-a", "pub-b"]) == {"pub-b"}
+    await here.hold(0.0)
+    held = await kv.get(f"{NS}/owners/pub-a")
+    assert held is not None
+    assert held.lease != 0
+    assert json.loads(held.value)["pid"] == os.getpid()
+
+
+def _exited_pid() -> int:
+    """The pid of a child that has exited and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid

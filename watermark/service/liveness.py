@@ -1,0 +1,216 @@
+"""Which publishers are alive: the liveness key of a non-replicated `watermark serve`.
+
+A `serve` without ``--replicated`` adopts its ``--partitions`` at start, which makes any
+previous owner stale (``owner_epoch`` + 1). That is what a restart needs, and what a
+typo (a second `serve` with the same partitions) must not do. So each such process
+holds, on one etcd lease of ``--member-lease-ttl`` seconds, the key
+
+    {ns}/owners/{owner_id}              this process's liveness record
+
+created only when absent (one live process per owner id), refreshed every TTL/4, and
+revoked when it stops; a crashed process's key vanishes with its lease (or at once for
+a successor on the same machine: the record names host, boot id, PID namespace and
+pid). A replica of ``--replicated`` is alive while its member record
+``{ns}/replicas/members/{id}`` exists.
+
+`take_over_plan` is the rule (pure): a partition is taken when it has no owner, this
+owner id owns it, or its owner is not alive; a live owner's partition only with
+``--take-over``. `Liveness.wait_for_owners` waits (bounded) for live owners to go, as
+after a crash or during a `Recreate` rollout, and otherwise refuses the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import structlog
+
+from watermark.core.kv import KV, Compare, Put
+from watermark.errors import ConfigError, L0gcError, LeaseExpired
+
+__all__ = ["Liveness", "take_over_plan"]
+
+_log = structlog.get_logger("watermark.liveness")
+
+
+def take_over_plan(
+    owners: Mapping[str, str | None], me: str, live: Callable[[str], bool]
+) -> dict[str, str]:
+    """The partitions of `owners` (partition -> its record's owner) whose owner is
+    another, live publisher: partition -> that owner. Every other one may be taken."""
+    return {
+        partition: owner
+        for partition, owner in sorted(owners.items())
+        if owner is not None and owner != me and live(owner)
+    }
+
+
+def _boot_id() -> str:
+    """This machine's boot id (shared by the containers of one node), or ""."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _field(raw: bytes, name: str) -> object:
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc.get(name) if isinstance(doc, dict) else None
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace (``pid:[4026531836]``), or ""."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _gone_from_here(raw: bytes) -> bool:
+    """True if a liveness record names this machine and PID namespace (host name, boot
+    id, namespace) and a pid that is not running: its writer is certainly gone (a crash
+    followed by a restart on the same machine). Anything else is judged by its lease."""
+    here = (socket.gethostname(), _boot_id(), _pid_namespace())
+    there = (_field(raw, "host"), _field(raw, "boot"), _field(raw, "pidns"))
+    pid = _field(raw, "pid")
+    if not all(here) or there != here or type(pid) is not int or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+class Liveness:
+    """This process's liveness key, and who else is alive (see the module docstring)."""
+
+    def __init__(
+        self,
+        kv: KV,
+        namespace: str,
+        owner_id: str,
+        ttl_s: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kv = kv
+        self._owners_prefix = f"{namespace}/owners/"
+        self._members_prefix = f"{namespace}/replicas/members/"
+        self.owner_id = owner_id
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self.key = self._owners_prefix + owner_id
+        self._lease: int | None = None
+
+    def _value(self) -> bytes:
+        doc = {
+            "owner": self.owner_id,
+            "host": socket.gethostname(),
+            "boot": _boot_id(),
+            "pidns": _pid_namespace(),
+            "pid": os.getpid(),
+            "started_at": time.time(),
+        }
+        return json.dumps(doc, sort_keys=True).encode()
+
+    async def alive(self, owners: Sequence[str]) -> set[str]:
+        """The ones of `owners` that hold a liveness key or a replica member record (a
+        key left by a process of this machine that is gone does not count)."""
+        found: set[str] = set()
+        for owner in sorted(set(owners)):
+            item = await self._kv.get(self._owners_prefix + owner)
+            keyed = item is not None and not _gone_from_here(item.value)
+            if keyed or await self._kv.get(self._members_prefix + owner) is not None:
+                found.add(owner)
+        return found
+
+    async def hold(self, wait_s: float) -> None:
+        """Create this process's liveness key on a new lease; if another process holds
+        the key of this owner id, wait up to `wait_s` for it to go, then ConfigError."""
+        deadline = self._clock() + wait_s
+        while True:
+            if self._lease is None:
+                self._lease = await self._kv.lease_grant(self.ttl_s)
+            put = Put(self.key, self._value(), self._lease)
+            if (await self._kv.txn([Compare(self.key, 0)], [put])).succeeded:
+                _log.info("watermark.liveness_held", owner=self.owner_id, key=self.key)
+                return
+            held = await self._kv.get(self.key)
+            if held is not None and _gone_from_here(held.value):
+                # This machine's earlier process of this owner id (crashed, or this
+                # container restarted): replace its key rather than wait out its lease.
+                replace = [Compare(self.key, held.mod_revision)]
+                if (await self._kv.txn(replace, [put])).succeeded:
+                    _log.info("watermark.liveness_held", owner=self.owner_id, key=self.key,
+                              replaced_pid=_field(held.value, "pid"))  # fmt: skip
+                    return
+            if self._clock() >= deadline:
+                await self.release()
+                raise ConfigError(
+                    f"--owner-id {self.owner_id}: another live process uses this owner id "
+                    f"(etcd key {self.key} is held on its lease); two publishers with one "
+                    "owner id would fence each other out: stop the other one, or give this "
+                    "one another --owner-id"
+                )
+            await asyncio.sleep(min(0.5, self.ttl_s / 4))
+
+    async def wait_for_owners(self, owners: Mapping[str, str | None], wait_s: float) -> None:
+        """Return once no partition of `owners` is owned by another live publisher;
+        ConfigError naming them if some still are after `wait_s`."""
+        deadline = self._clock() + wait_s
+        while True:
+            alive = await self.alive([o for o in owners.values() if o is not None])
+            held = take_over_plan(owners, self.owner_id, alive.__contains__)
+            if not held:
+                return
+            if self._clock() >= deadline:
+                shown = ", ".join(f"{p} (owner {o})" for p, o in list(held.items())[:5])
+                more = f" and {len(held) - 5} more" if len(held) > 5 else ""
+                raise ConfigError(
+                    f"{len(held)} of --partitions are owned by a live publisher: {shown}{more}; "
+                    "adopting them would make that publisher stale while it serves. Stop it "
+                    "first (a restart: its key vanishes when it stops, or one lease TTL after "
+                    "it crashed), check --partitions for a typo, or, to take them over from "
+                    "a publisher that is alive but must go, pass --take-over"
+                )
+            await asyncio.sleep(min(0.5, self.ttl_s / 4))
+
+    async def keep(self, stop: asyncio.Event) -> None:
+        """Refresh the lease every TTL/4 until `stop`; a lost lease is replaced (the key
+        created again), etcd failures are logged and retried."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.ttl_s / 4)
+            if stop.is_set():
+                break
+            try:
+                if self._lease is not None and await self._kv.lease_refresh(self._lease):
+                    continue
+                raise LeaseExpired(self._lease or 0)
+            except LeaseExpired:
+                _log.warning("watermark.liveness_lost", owner=self.owner_id, key=self.key)
+                self._lease = None
+                with contextlib.suppress(L0gcError, ConfigError):
+                    await self.hold(0.0)
+            except L0gcError as exc:
+                _log.warning("watermark.liveness_refresh_failed", error=str(exc))
+
+    async def release(self) -> None:
+        """Revoke the lease (the key goes with it): a successor may start at once."""
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            with contextlib.suppress(L0gcError):
+                await self._kv.lease_revoke(lease)
