@@ -106,6 +106,10 @@ _ERROR_FIELDS: Final[Json] = {
     "address": {"type": "string"},
 }  # fmt: skip
 
+_BATCH_LIMIT = (
+    f"at most {DEFAULT_MAX_BATCH_ENTRIES} entries by default (a server flag may change it): "
+    "more is 413 batch_too_large"
+)
 SCHEMAS: Final[Json] = {
     "Error": _obj(_ERROR_FIELDS, ["error", "message"]),
     "PartitionState": _obj(_STATE_FIELDS),
@@ -131,7 +135,7 @@ SCHEMAS: Final[Json] = {
                             "maximum": MAX_FIELD_VALUE}}, []
     ),
     "FenceBatchRequest": _obj(
-        {"fences": {"type": "array", "minItems": 1, "maxItems": DEFAULT_MAX_BATCH_ENTRIES,
+        {"fences": {"type": "array", "minItems": 1, "description": _BATCH_LIMIT,
                     "items": _obj({"partition": {"type": "string", "minLength": 1},
                                    "epoch": _INT})},
          "timeout_s": {"type": "number", "exclusiveMinimum": 0,
@@ -144,7 +148,7 @@ SCHEMAS: Final[Json] = {
               **_ERROR_FIELDS}, ["partition", "status", "error", "message"]),
     ]}}}),
     "CommitBatchRequest": _obj(
-        {"commits": {"type": "array", "minItems": 1, "maxItems": DEFAULT_MAX_BATCH_ENTRIES,
+        {"commits": {"type": "array", "minItems": 1, "description": _BATCH_LIMIT,
                      "items": _obj({"token": {"type": "string", "minLength": 1},
                                     "offset": _INT})}}
     ),
@@ -286,6 +290,16 @@ def _errors(codes: tuple[str, ...]) -> Json:
     return answers
 
 
+_EXAMPLES: Final[Json] = {
+    "fence": {"epoch": 3, "timeout_s": 5},
+    "commit": {"offset": 0},
+    "fences": {"fences": [{"partition": "orders/0", "epoch": 3},
+                          {"partition": "orders/1", "epoch": 3}]},
+    "reconciled": {"offset": 0},
+    "adopt": {"log_end_offset": -1},
+}  # fmt: skip
+
+
 def _operation(route: Route) -> Json:
     method, path, name, role, summary, body, answers, codes = route
     op: Json = {"operationId": name, "summary": summary, "responses": {}}
@@ -293,7 +307,8 @@ def _operation(route: Route) -> Json:
     if "{partition}" in path:
         params.append({"name": "partition", "in": "path", "required": True,
                        "description": "the partition name, percent-encoded",
-                       "schema": {"type": "string", "minLength": 1, "maxLength": 200}})
+                       "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                       "example": "orders/0"})
     if "{token}" in path:
         params.append({"name": "token", "in": "path", "required": True,
                        "description": "the fence token from the fence answer",
@@ -301,8 +316,10 @@ def _operation(route: Route) -> Json:
     if params:
         op["parameters"] = params
     if body is not None:
-        op["requestBody"] = {"required": name != "adopt",
-                             "content": {"application/json": {"schema": _ref(body)}}}
+        media: Json = {"schema": _ref(body)}
+        if name in _EXAMPLES:
+            media["example"] = _EXAMPLES[name]
+        op["requestBody"] = {"required": name != "adopt", "content": {"application/json": media}}
     elif method == "post":
         op["requestBody"] = {"required": False, "content": {
             "application/json": {"schema": {"type": "object", "maxProperties": 0}}}}
