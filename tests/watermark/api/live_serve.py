@@ -31,7 +31,7 @@ class LiveServe:
 
 def watermark(etcd: LocalEtcd, namespace: str, *args: str) -> str:
     """Run one `watermark` admin command against `etcd`; its stdout."""
-    done = subprocess.run(  # noqa: S603 - our own command
+    done = subprocess.run(
         [sys.executable, "-m", "watermark", *args, "--etcd", etcd.endpoint,
          "--namespace", namespace],
         capture_output=True, text=True, timeout=60, check=False, env=child_env(),

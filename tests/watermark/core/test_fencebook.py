@@ -38,7 +38,8 @@ def test_ended_fences_are_bounded_by_count_oldest_first() -> None:
         lock.release(hold)
         book.finish(f"t{index}", float(index))
     assert book.ended == 3
-    assert [book.get(f"t{i}", 5.0) is not None for i in range(5)] == [False, False, True, True, True]
+    found = [book.get(f"t{i}", 5.0) is not None for i in range(5)]
+    assert found == [False, False, True, True, True]
 
 
 def test_fences_that_end_unnoticed_are_swept_as_the_book_grows() -> None:

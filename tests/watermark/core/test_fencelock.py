@@ -8,7 +8,15 @@ from hypothesis import strategies as st
 
 from watermark.core.events import FenceRefusal
 from watermark.core.fencelock import (
-    Enter, FenceLock, Grant, Hold, Outcome, Refuse, Slide, Wait, repeat_of,
+    Enter,
+    FenceLock,
+    Grant,
+    Hold,
+    Outcome,
+    Refuse,
+    Slide,
+    Wait,
+    repeat_of,
 )  # fmt: skip
 from watermark.core.window import EpochWindow
 from watermark.errors import AlreadyCommitted, FenceExpired, IllegalTransition
@@ -325,8 +333,10 @@ def test_every_way_a_hold_ends_is_remembered_on_the_hold() -> None:
     RECLAIMED and a revoke REVOKED; a second release changes nothing."""
     lock = lock_at(N)
     committed, aborted, refused, revoked = (lock.grant_at_once(N, 0.0, 5.0) for _ in range(4))
-    assert committed is not None and aborted is not None
-    assert refused is not None and revoked is not None
+    assert committed is not None
+    assert aborted is not None
+    assert refused is not None
+    assert revoked is not None
     assert committed.outcome is None
     assert lock.release(committed, Outcome.COMMITTED, 12)
     assert lock.release(aborted)
@@ -354,7 +364,8 @@ def test_release_refuses_an_outcome_that_does_not_fit(outcome: Outcome, offset: 
     assert hold is not None
     with pytest.raises(IllegalTransition):
         lock.release(hold, outcome, offset)
-    assert lock.is_held(hold) and hold.outcome is None
+    assert lock.is_held(hold)
+    assert hold.outcome is None
 
 
 def test_repeat_of_tells_a_lost_answer_from_a_commit_that_must_not_happen() -> None:
