@@ -144,9 +144,11 @@ def test_a_forged_redirect_never_carries_the_token_outside_the_set(
     """A 307 to a host outside the configured publishers raises RedirectRefused and the
     attacker receives nothing; a 307 to a configured publisher is followed (both clients)."""
     forger.target = forger.urls["attacker"]
-    with WriterClient([forger.urls["forger"]], token=WRITER, retry=FAST) as client:
-        with pytest.raises(RedirectRefused):
-            client.fence("orders/0", 3)
+    with (
+        WriterClient([forger.urls["forger"]], token=WRITER, retry=FAST) as client,
+        pytest.raises(RedirectRefused),
+    ):
+        client.fence("orders/0", 3)
     assert forger.seen == []
 
     async def run_async() -> None:
