@@ -170,6 +170,11 @@ _ERRORS: tuple[tuple[type[L0gcError], str], ...] = (
     (L0gcError, "error"),
 )
 
+_UNKNOWN_FENCE = (
+    "no such fence: never granted by this publisher, or it ended more than 5 minutes ago "
+    "and is forgotten; do not commit the entry under this token: fence again"
+)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -232,8 +237,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(
             404,
             "unknown_fence",
-            "no such fence: it was committed, aborted or reclaimed, or never granted; "
-            "fence again (and do not commit the entry under the old token)",
+            _UNKNOWN_FENCE,
         )
     except L0gcError as exc:
         status, code, extra = _problem(exc)
@@ -435,8 +439,7 @@ def _refused(exc: L0gcError | Moved | UnknownFence) -> dict[str, Any]:
         return {"status": 307, "error": "moved", "message": "owned by another replica: send "
                 "this entry there", "owner": exc.owner, "address": exc.address}  # fmt: skip
     if isinstance(exc, UnknownFence):
-        return {"status": 404, "error": "unknown_fence", "message": "no such fence: fence "
-                "again (and do not commit the entry under the old token)"}  # fmt: skip
+        return {"status": 404, "error": "unknown_fence", "message": _UNKNOWN_FENCE}
     status, code, extra = _problem(exc)
     return {"status": status, "error": code, "message": str(exc), **extra}
 

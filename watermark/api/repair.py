@@ -5,7 +5,8 @@ that must move) instead of hand-writing JSON into etcd with ``etcdctl txn`` (who
 quoting once stored the single byte ``{`` and blocked the whole namespace).
 
 What it writes: the stored record with the fields given as flags replaced
-(``--watermark``, ``--created-epoch``, ``--owner`` / ``--no-owner``); for a record that
+(``--watermark``, ``--created-epoch``, ``--owner`` / ``--no-owner``, ``--owner-epoch``);
+for a record that
 does not decode, a fresh one from the flags (``--watermark`` and ``--created-epoch`` are
 then required; no owner, no tracker: the next owner adopts it from scratch). Before
 writing, the new record is encoded and decoded again with the sweepers' own strict
@@ -51,7 +52,11 @@ OPTIONS: tuple[Option, ...] = (
            "the new M(p), >= -1 and below the cluster epoch (default: unchanged)", "M"),
     Option("--created-epoch", integer(0), None,
            "the new created_epoch, at most the cluster epoch (default: unchanged)", "E"),
-    Option("--owner", text, None, "set the owner id (owner_epoch + 1)", "ID"),
+    Option("--owner", text, None, "set the owner id (owner_epoch + 1 unless --owner-epoch)",
+           "ID"),
+    Option("--owner-epoch", integer(0), None,
+           "set owner_epoch exactly (e.g. the running owner's, so its next publish is "
+           "accepted; default: unchanged, + 1 with --owner or --no-owner)", "N"),
     Option("--no-owner", boolean, False,
            "clear the owner (owner_epoch + 1): the next publisher adopts it", switch=True),
     Option("--force", boolean, False, "allow lowering M(p); logs an audit line with --reason",
@@ -96,6 +101,8 @@ def plan(
         record = dataclasses.replace(
             record, owner=None if args.no_owner else args.owner, owner_epoch=base.owner_epoch + 1
         )
+    if args.owner_epoch is not None:
+        record = dataclasses.replace(record, owner_epoch=args.owner_epoch)
     if not -1 <= record.watermark < cluster_epoch:
         raise ConfigError(
             f"--watermark {record.watermark}: M(p) must be >= -1 and below the cluster epoch "
