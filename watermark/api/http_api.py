@@ -1,7 +1,9 @@
 """The publisher's JSON API over HTTP, for writers that are not in Python (aiohttp).
 
 Routes (every body and answer is JSON; errors are ``{"error": CODE, "message": ...}``),
-with the role each needs when the service has a token file (`watermark.api.auth`):
+with the role each needs when the service has a token file (`watermark.api.auth`). The
+contract is `watermark.api.openapi` (served at ``GET /v1/openapi.json``, checked in as
+docs/openapi.json); each error code's status is in `watermark.api.openapi_errors`:
 
     POST /v1/partitions/{partition}/fence       {"epoch": N, "timeout_s": 5}     writer
          200 {"token", "partition", "epoch", "window": [a, b], "slid",
@@ -9,11 +11,13 @@ with the role each needs when the service has a token file (`watermark.api.auth`
          409 stale_epoch {"window": [a, b], "floor"}
          409 epoch_ahead {"cluster_epoch"}   404 not_hosted
          503 fence_timeout | guard_closed | etcd_unavailable
-    POST /v1/fences/{token}/commit              {"offset": N}   -> 200 partition state
-         404 unknown_fence   410 fence_expired   409 illegal_offset | fencing_violation
-                                                                                 writer
-    POST /v1/fences/{token}/abort                               -> 200 {"aborted": bool}
-                                                                                 writer
+    POST /v1/fences/{token}/commit    {"offset": N}  -> 200 partition state + "repeat"
+         404 unknown_fence   410 fence_expired   409 illegal_offset | already_committed |
+         fencing_violation                                                       writer
+    POST /v1/fences/{token}/abort           -> 200 {"aborted": bool, "outcome": ...}
+         404 unknown_fence                                                       writer
+    GET  /v1/epoch  -> 200 {"version", "epoch", "partitions": [{"partition",
+                            "created_epoch", "window"}]}   503 etcd_unavailable  any role
     POST /v1/fences    {"fences": [{"partition": P, "epoch": N}, ...], "timeout_s": 5}
          -> 200 {"results": [one per entry, in order]}                          writer
     POST /v1/commits   {"commits": [{"token": T, "offset": N}, ...]}
@@ -30,7 +34,7 @@ with the role each needs when the service has a token file (`watermark.api.auth`
     GET  /v1/partitions                   -> 200 {"version", "owner", "partitions": [...]}
                                                                                any role
     GET  /metrics (Prometheus text)   GET /healthz   GET /readyz (503 until ready)
-                                                                      open to everyone
+    GET  /v1/openapi.json (this API's OpenAPI 3.1 document)          open to everyone
 
 Every request but the open three: 401 unauthorized (with ``WWW-Authenticate: Bearer``)
 without ``Authorization: Bearer TOKEN`` or with an unknown token, 403 forbidden if the
@@ -78,9 +82,16 @@ fence``); the route's fixed suffix (``/fence``, ``/reconciled``, ``/adopt``,
 ``GET .../x/owner`` raw is the owner of ``x``, not the state of ``x/owner``). Clients
 should percent-encode: it is unambiguous for every name.
 
-Protocol for a write: upload the object stamped with epoch E, ``fence`` E, append the
-entry to the partition log, ``commit`` the token with the entry's offset (or
-``abort``). A token is a bearer credential for one fence. Its ``deadline`` is when a
+Protocol for a write: read the epoch (``GET /v1/epoch``), upload the object stamped with
+epoch E, ``fence`` E, append the entry to the partition log, ``commit`` the token with
+the entry's offset (or ``abort``). A token is a bearer credential for one fence.
+
+Idempotence. Fences are remembered after they end (`FenceTable`: 5 minutes, or the last
+100,000 ended ones): a commit repeated with the same token and offset answers 200 again
+with ``"repeat": true``; another offset is 409 already_committed; a commit under a fence
+that ended otherwise is 410 fence_expired naming how (aborted, refused, reclaimed,
+revoked); abort of an ended fence answers 200 ``{"aborted": false, "outcome": ...}``. A
+commit refused for good (illegal_offset, fencing_violation) releases its fence. Its ``deadline`` is when a
 waiting window slide may reclaim it; a reclaimed token's commit answers 410 (or 404
 once the service has forgotten it) and the entry must not be committed. On 409
 stale_epoch or epoch_ahead re-read the cluster epoch and re-upload. A partition leader
