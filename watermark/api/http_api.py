@@ -91,8 +91,9 @@ Idempotence. Fences are remembered after they end (`FenceTable`: 5 minutes, or t
 with ``"repeat": true``; another offset is 409 already_committed; a commit under a fence
 that ended otherwise is 410 fence_expired naming how (aborted, refused, reclaimed,
 revoked); abort of an ended fence answers 200 ``{"aborted": false, "outcome": ...}``. A
-commit refused for good (illegal_offset, fencing_violation) releases its fence. Its ``deadline`` is when a
-waiting window slide may reclaim it; a reclaimed token's commit answers 410 (or 404
+commit refused for good (illegal_offset, fencing_violation) releases its fence.
+
+A fence's ``deadline`` is when a waiting window slide may reclaim it; a reclaimed token's commit answers 410 (or 404
 once the service has forgotten it) and the entry must not be committed. On 409
 stale_epoch or epoch_ahead re-read the cluster epoch and re-upload. A partition leader
 that takes over a partition calls ``adopt`` with the offset of its log's last entry
