@@ -93,8 +93,9 @@ that ended otherwise is 410 fence_expired naming how (aborted, refused, reclaime
 revoked); abort of an ended fence answers 200 ``{"aborted": false, "outcome": ...}``. A
 commit refused for good (illegal_offset, fencing_violation) releases its fence.
 
-A fence's ``deadline`` is when a waiting window slide may reclaim it; a reclaimed token's commit answers 410 (or 404
-once the service has forgotten it) and the entry must not be committed. On 409
+A fence's ``deadline`` is when a waiting window slide may reclaim it; a reclaimed
+token's commit answers 410 (or 404 once the service has forgotten it) and the entry
+must not be committed. On 409
 stale_epoch or epoch_ahead re-read the cluster epoch and re-upload. A partition leader
 that takes over a partition calls ``adopt`` with the offset of its log's last entry
 (-1 when the log is empty): entries the previous owner applied but never published
