@@ -48,7 +48,7 @@ def test_a_live_server_conforms_to_its_openapi_document(
              "--exclude-checks", "positive_data_acceptance,allow_header_conformance",
              "--request-timeout", "10", "--no-color", "--output-truncate", "true",
              "--report", "junit", "--report-dir", str(tmp_path / "report")],
-            capture_output=True, text=True, timeout=240, check=False,
+            capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path,
         )  # fmt: skip
         assert serve.child.alive, serve.child.tail()
     output = done.stdout + done.stderr
