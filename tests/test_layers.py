@@ -10,11 +10,20 @@ together and import whatever it needs.
 
 The pure units (`watermark.core`, `gcd.rules`, both `errors` modules) import none of
 the I/O, clock or randomness modules: they decide, the layers above do the I/O.
+
+No re-exports: a name is imported from the module that defines it. The one documented
+exception is a *package face* (`FACES`: `watermark/__init__.py`), which exposes the
+public API (docs/python-api.md) so users import ``from watermark import Publisher``. A
+face imports nothing at run time but `importlib` and `typing` (its names are resolved
+lazily, PEP 562; the imports that give them types sit under ``if TYPE_CHECKING:``), and
+every name it exposes is listed with the one module that defines it, in whose own
+`__all__` the name is, and nowhere else (`test_the_package_face_...` below).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -29,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("watermark.etcd",),
     ("watermark.service",),
     ("watermark.api",),
+    ("watermark.client",),
     ("gcd", "gcd.errors"),
     ("gcd.rules",),
     ("gcd.storage",),
@@ -41,6 +51,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gcd.cli",),
 )
 ROOTS = frozenset({"watermark.__main__", "gcd.__main__"})
+FACES = frozenset({"watermark"})
+FACE_RUNTIME_IMPORTS = frozenset({"__future__", "importlib", "typing"})
 PURE_UNITS = ("watermark.errors", "watermark.core", "gcd.errors", "gcd.rules")
 FORBIDDEN = frozenset(
     {
@@ -132,7 +144,7 @@ def violations(name: str, targets: list[tuple[int, str]]) -> list[str]:
 MODULES = modules()
 
 
-@pytest.mark.parametrize("name", sorted(set(MODULES) - ROOTS))
+@pytest.mark.parametrize("name", sorted(set(MODULES) - ROOTS - FACES))
 def test_a_module_imports_only_its_own_unit_and_lower_layers(name: str) -> None:
     """No module imports a unit of its own layer or of a layer above it."""
     path = MODULES[name]
@@ -180,7 +192,7 @@ def test_every_package_says_what_lives_there_and_what_it_may_import() -> None:
         assert "import" in doc.lower(), f"{path.relative_to(ROOT)}: say what it may import"
         code = [node for node in tree.body[1:] if not isinstance(node, ast.ImportFrom)
                 or node.module != "__future__"]  # fmt: skip
-        allowed = name == "gcd"  # the version
+        allowed = name == "gcd" or name in FACES  # the version; the face
         assert allowed or code == [], f"{path.relative_to(ROOT)}: a package re-exports nothing"
 
 
@@ -190,6 +202,8 @@ def test_a_public_name_means_one_thing() -> None:
     defined: dict[str, list[str]] = {}
     reexports: list[str] = []
     for name, path in MODULES.items():
+        if name in FACES:
+            continue  # the documented exception: test_the_package_face_...
         tree = ast.parse(path.read_text())
         imported: set[str] = set()
         for node in tree.body:
@@ -213,6 +227,69 @@ def test_a_public_name_means_one_thing() -> None:
     twice = {cls: where for cls, where in defined.items() if len(where) > 1}
     assert twice == {}, f"one class name, two meanings: {twice}"
     assert reexports == [], f"re-exported (import it from its defining module): {reexports}"
+
+
+def face_runtime_imports(source: str) -> list[str]:
+    """'line: module' of every import of a face that is not under ``if TYPE_CHECKING:``
+    and not of `FACE_RUNTIME_IMPORTS`."""
+    tree = ast.parse(source)
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            typing_only |= {id(n) for n in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom) or id(node) in typing_only:
+            continue
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [
+            node.module or ""]  # fmt: skip
+        found += [f"{node.lineno}: {m}" for m in modules
+                  if m.split(".")[0] not in FACE_RUNTIME_IMPORTS]  # fmt: skip
+    return found
+
+
+@pytest.mark.parametrize("face", sorted(FACES))
+def test_the_package_face_imports_nothing_at_run_time(face: str) -> None:
+    """A face imports only importlib and typing when it runs; the rest is for types."""
+    assert face_runtime_imports(MODULES[face].read_text()) == []
+
+
+@pytest.mark.parametrize("face", sorted(FACES))
+def test_the_package_face_exposes_each_name_from_its_one_defining_module(face: str) -> None:
+    """Every name of the face's __all__ is in its table with the module that defines it
+    (in that module's own __all__, the very object), is typed by an import from that
+    same module, and no other module of the packages defines a public class of the name."""
+    package = importlib.import_module(face)
+    table: dict[str, str] = package._FACE
+    assert sorted(package.__all__) == sorted(table)
+    typed: dict[str, str] = {}
+    for node in ast.walk(ast.parse(MODULES[face].read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            typed |= {alias.name: node.module for alias in node.names}
+    for name, module_name in table.items():
+        module = importlib.import_module(module_name)
+        assert name in module.__all__, f"{module_name} does not export {name}"
+        assert getattr(package, name) is getattr(module, name)
+        assert typed.get(name) == module_name, f"{name}: typed from {typed.get(name)}"
+        defined_in = getattr(getattr(module, name), "__module__", module_name)
+        assert defined_in == module_name, f"{name} is defined in {defined_in}"
+    defining: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name in table:
+                defining.setdefault(node.name, []).append(name)
+    assert {n: w for n, w in defining.items() if len(w) > 1} == {}
+
+
+def test_the_face_check_flags_a_runtime_import() -> None:
+    """A face that imports a module when it runs (not for types only) is reported."""
+    source = (
+        "from __future__ import annotations\nimport importlib\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from watermark.service.publisher import Publisher\n"
+        "from watermark.etcd.store import WatermarkStore\n"
+    )
+    assert face_runtime_imports(source) == ["6: watermark.etcd.store"]
 
 
 def forbidden_imports(source: str) -> list[str]:

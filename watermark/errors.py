@@ -28,6 +28,7 @@ from __future__ import annotations
 import reprlib
 
 __all__ = [
+    "AlreadyCommitted",
     "ConfigError",
     "EpochAhead",
     "EpochConflict",
@@ -183,18 +184,32 @@ class FenceTimeout(WriteRefused):
     """
 
     def __init__(
-        self, epoch: int, timeout_s: float, window: tuple[int | None, int | None]
+        self,
+        epoch: int,
+        timeout_s: float,
+        window: tuple[int | None, int | None],
+        oldest: tuple[int, float] | None = None,
     ) -> None:
-        super().__init__(epoch, timeout_s, window)
+        super().__init__(epoch, timeout_s, window, oldest)
         self.epoch = epoch
         self.timeout_s = timeout_s
         self.window = window
+        self.oldest = oldest
+        """(epoch, age in seconds) of the oldest fence still held when it gave up."""
 
     def __str__(self) -> str:
+        if self.oldest is None:
+            held = "no fence was held then: the window was busy sliding"
+        else:
+            epoch, age = self.oldest
+            held = (
+                f"a fence for epoch {epoch} granted {age:.1f} s ago is still held (neither "
+                "committed nor aborted; it is reclaimed at its hold deadline)"
+            )
         return (
             f"fence for epoch {self.epoch} not granted within {self.timeout_s:g} s (fencing "
-            f"window {_span(self.window)}): in-flight writes did not drain in time; retry the "
-            "fence, or raise the fence timeout if this happens at every epoch change"
+            f"window {_span(self.window)}): {held}; retry the fence, and make writers commit "
+            "or abort every fence they are granted"
         )
 
 
@@ -224,17 +239,46 @@ class FenceExpired(WriteRefused):
     already committed or aborted.
     """
 
-    def __init__(self, partition: str, epoch: int | None) -> None:
+    def __init__(self, partition: str, epoch: int | None, *, why: str | None = None) -> None:
         super().__init__(partition, epoch)
         self.partition = partition
         self.epoch = epoch
+        self.why = why
+        """How it ended when known: aborted, refused, reclaimed or revoked."""
 
     def __str__(self) -> str:
         what = "unknown fence" if self.epoch is None else f"fence for epoch {self.epoch}"
+        cause = {
+            None: "it expired and was reclaimed so the fencing window could slide, or it was "
+            "already committed or aborted",
+            "aborted": "it was aborted",
+            "refused": "its commit was refused (see that answer), which released it",
+            "reclaimed": "it passed its hold deadline and was reclaimed so the fencing window "
+            "could slide",
+            "revoked": "the publisher let the partition go (shutdown, hand-over or lost "
+            "ownership) and revoked it",
+        }.get(self.why, str(self.why))
         return (
-            f"partition {self.partition!r}: {what} is not held (it expired and was reclaimed "
-            "so the fencing window could slide, or it was already committed or aborted); do "
-            "not commit the write: fence again, and re-upload with a current epoch if refused"
+            f"partition {self.partition!r}: {what} is not held ({cause}); do not commit the "
+            "write: fence again, and re-upload with a current epoch if refused"
+        )
+
+
+class AlreadyCommitted(WriteRefused):
+    """A fence already committed at one offset is committed again at another one."""
+
+    def __init__(self, partition: str, epoch: int, committed: int, offset: int) -> None:
+        super().__init__(partition, epoch, committed, offset)
+        self.partition = partition
+        self.epoch = epoch
+        self.committed = committed
+        self.offset = offset
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r}: this fence (epoch {self.epoch}) was already "
+            f"committed at offset {self.committed}, not {self.offset}; one fence commits one "
+            "log entry: fence again for another entry"
         )
 
 

@@ -2,7 +2,7 @@
 
     watermark serve [--partitions p1,p2 [--register]] [--http-port 8080] [--tick-interval 10s]
     watermark epoch get|advance [--expected N]
-    watermark partition register|deregister NAME... | list | show NAME
+    watermark partition register|deregister NAME... | list | show NAME | repair NAME
 
 Every option is an `Option` of `watermark.options`, the option system `gcd` uses too
 (tables `COMMAND_OPTIONS` here, `ETCD_OPTIONS` for etcd): each has an environment
@@ -58,6 +58,7 @@ from typing import Any
 import structlog
 
 from watermark import exitcodes
+from watermark.api import repair
 from watermark.api.auth import Exposure, TokenFile, TokenSet, check_exposure
 from watermark.api.http_api import create_app
 from watermark.api.http_server import (
@@ -237,6 +238,7 @@ COMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
     "partition deregister": ADMIN_OPTIONS,
     "partition list": ADMIN_OPTIONS,
     "partition show": ADMIN_OPTIONS,
+    "partition repair": (*ADMIN_OPTIONS, *repair.OPTIONS),
 }
 # Config-file keys some watermark command takes: one file serves every command.
 CONFIG_KEYS = frozenset(
@@ -302,6 +304,11 @@ def build_parser() -> CommandParser:
     _command_parser(part_commands, "list", ADMIN_OPTIONS, "list every partition record")
     show = _command_parser(part_commands, "show", ADMIN_OPTIONS, "print one partition record")
     show.add_argument("name", metavar="NAME", help="partition name")
+    _command_parser(
+        part_commands, "repair", COMMAND_OPTIONS["partition repair"],
+        "write a validated partition record by compare-and-swap (never lowers M(p) without "
+        "--force)",
+    ).add_argument("name", metavar="NAME", help="partition name")  # fmt: skip
     return parser
 
 
@@ -646,6 +653,7 @@ _COMMANDS: dict[str, Command] = {
     "partition deregister": _deregister,
     "partition list": _list,
     "partition show": _show,
+    "partition repair": repair.repair,
 }
 
 
@@ -669,6 +677,8 @@ def _write_text(args: argparse.Namespace, result: dict[str, Any]) -> None:
             sys.stdout.write(f"deregistered {printable(name)}\n")
         for name in result["absent"]:
             sys.stdout.write(f"not registered {printable(name)}\n")
+    elif args.command == "partition" and args.action == "repair":
+        repair.write_text(result)
     elif args.command == "partition":
         docs = result.get("partitions", [result])
         for doc in docs:

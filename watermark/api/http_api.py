@@ -1,7 +1,9 @@
 """The publisher's JSON API over HTTP, for writers that are not in Python (aiohttp).
 
 Routes (every body and answer is JSON; errors are ``{"error": CODE, "message": ...}``),
-with the role each needs when the service has a token file (`watermark.api.auth`):
+with the role each needs when the service has a token file (`watermark.api.auth`). The
+contract is `watermark.api.openapi` (served at ``GET /v1/openapi.json``, checked in as
+docs/openapi.json); each error code's status is in `watermark.api.openapi_errors`:
 
     POST /v1/partitions/{partition}/fence       {"epoch": N, "timeout_s": 5}     writer
          200 {"token", "partition", "epoch", "window": [a, b], "slid",
@@ -9,11 +11,13 @@ with the role each needs when the service has a token file (`watermark.api.auth`
          409 stale_epoch {"window": [a, b], "floor"}
          409 epoch_ahead {"cluster_epoch"}   404 not_hosted
          503 fence_timeout | guard_closed | etcd_unavailable
-    POST /v1/fences/{token}/commit              {"offset": N}   -> 200 partition state
-         404 unknown_fence   410 fence_expired   409 illegal_offset | fencing_violation
-                                                                                 writer
-    POST /v1/fences/{token}/abort                               -> 200 {"aborted": bool}
-                                                                                 writer
+    POST /v1/fences/{token}/commit    {"offset": N}  -> 200 partition state + "repeat"
+         404 unknown_fence   410 fence_expired   409 illegal_offset | already_committed |
+         fencing_violation                                                       writer
+    POST /v1/fences/{token}/abort           -> 200 {"aborted": bool, "outcome": ...}
+         404 unknown_fence                                                       writer
+    GET  /v1/epoch  -> 200 {"version", "epoch", "partitions": [{"partition",
+                            "created_epoch", "window"}]}   503 etcd_unavailable  any role
     POST /v1/fences    {"fences": [{"partition": P, "epoch": N}, ...], "timeout_s": 5}
          -> 200 {"results": [one per entry, in order]}                          writer
     POST /v1/commits   {"commits": [{"token": T, "offset": N}, ...]}
@@ -30,7 +34,7 @@ with the role each needs when the service has a token file (`watermark.api.auth`
     GET  /v1/partitions                   -> 200 {"version", "owner", "partitions": [...]}
                                                                                any role
     GET  /metrics (Prometheus text)   GET /healthz   GET /readyz (503 until ready)
-                                                                      open to everyone
+    GET  /v1/openapi.json (this API's OpenAPI 3.1 document)          open to everyone
 
 Every request but the open three: 401 unauthorized (with ``WWW-Authenticate: Bearer``)
 without ``Authorization: Bearer TOKEN`` or with an unknown token, 403 forbidden if the
@@ -78,11 +82,20 @@ fence``); the route's fixed suffix (``/fence``, ``/reconciled``, ``/adopt``,
 ``GET .../x/owner`` raw is the owner of ``x``, not the state of ``x/owner``). Clients
 should percent-encode: it is unambiguous for every name.
 
-Protocol for a write: upload the object stamped with epoch E, ``fence`` E, append the
-entry to the partition log, ``commit`` the token with the entry's offset (or
-``abort``). A token is a bearer credential for one fence. Its ``deadline`` is when a
-waiting window slide may reclaim it; a reclaimed token's commit answers 410 (or 404
-once the service has forgotten it) and the entry must not be committed. On 409
+Protocol for a write: read the epoch (``GET /v1/epoch``), upload the object stamped with
+epoch E, ``fence`` E, append the entry to the partition log, ``commit`` the token with
+the entry's offset (or ``abort``). A token is a bearer credential for one fence.
+
+Idempotence. Fences are remembered after they end (`FenceTable`: 5 minutes, or the last
+100,000 ended ones): a commit repeated with the same token and offset answers 200 again
+with ``"repeat": true``; another offset is 409 already_committed; a commit under a fence
+that ended otherwise is 410 fence_expired naming how (aborted, refused, reclaimed,
+revoked); abort of an ended fence answers 200 ``{"aborted": false, "outcome": ...}``. A
+commit refused for good (illegal_offset, fencing_violation) releases its fence.
+
+A fence's ``deadline`` is when a waiting window slide may reclaim it; a reclaimed
+token's commit answers 410 (or 404 once the service has forgotten it) and the entry
+must not be committed. On 409
 stale_epoch or epoch_ahead re-read the cluster epoch and re-upload. A partition leader
 that takes over a partition calls ``adopt`` with the offset of its log's last entry
 (-1 when the log is empty): entries the previous owner applied but never published
@@ -107,9 +120,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from watermark.api import http_body
 from watermark.api.auth import Access, TokenSet, allows, bearer_token, roles_allowed
 from watermark.api.http_server import HTTP_LIMITS, HttpLimits
+from watermark.api.openapi import OPENAPI_JSON
+from watermark.api.openapi_errors import ERROR_CODES
 from watermark.core.assignment import Route, RouteKind
+from watermark.core.fencebook import DEFAULT_ENDED_HORIZON_S, DEFAULT_MAX_ENDED, FenceBook
 from watermark.core.record import RECORD_VERSION
 from watermark.errors import (
+    AlreadyCommitted,
     ConfigError,
     EpochAhead,
     EtcdUnavailable,
@@ -141,26 +158,34 @@ _FENCES: web.AppKey[FenceTable] = web.AppKey("fences")
 _READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")
 _TOKENS: web.AppKey[Callable[[], TokenSet | None]] = web.AppKey("tokens")
 _ROUTER: web.AppKey[Router | None] = web.AppKey("router")
+_EPOCH_READER: web.AppKey[_EpochReader] = web.AppKey("epoch_reader")
 _T = TypeVar("_T")
 _log = structlog.get_logger("watermark.http")
 _short = reprlib.Repr()  # a hostile value must not flood a message
 _short.maxstring = _short.maxother = _short.maxlong = 40
 
-# Most specific first: PartitionNotRegistered is a ConfigError.
-_ERRORS: tuple[tuple[type[L0gcError], int, str], ...] = (
-    (StaleEpoch, 409, "stale_epoch"),
-    (EpochAhead, 409, "epoch_ahead"),
-    (PartitionNotHosted, 404, "not_hosted"),
-    (PartitionNotRegistered, 404, "not_registered"),
-    (FenceTimeout, 503, "fence_timeout"),
-    (GuardClosed, 503, "guard_closed"),
-    (FenceExpired, 410, "fence_expired"),
-    (FencingViolation, 409, "fencing_violation"),
-    (IllegalTransition, 409, "illegal_offset"),
-    (EtcdUnavailable, 503, "etcd_unavailable"),
-    (NoOwner, 503, "no_owner"),
-    (ConfigError, 400, "bad_request"),
-    (L0gcError, 500, "error"),
+# Most specific first: PartitionNotRegistered is a ConfigError. Each code's status is
+# in `watermark.api.openapi_errors.ERROR_CODES`, the one table of the API's errors.
+_ERRORS: tuple[tuple[type[L0gcError], str], ...] = (
+    (StaleEpoch, "stale_epoch"),
+    (EpochAhead, "epoch_ahead"),
+    (PartitionNotHosted, "not_hosted"),
+    (PartitionNotRegistered, "not_registered"),
+    (FenceTimeout, "fence_timeout"),
+    (GuardClosed, "guard_closed"),
+    (FenceExpired, "fence_expired"),
+    (AlreadyCommitted, "already_committed"),
+    (FencingViolation, "fencing_violation"),
+    (IllegalTransition, "illegal_offset"),
+    (EtcdUnavailable, "etcd_unavailable"),
+    (NoOwner, "no_owner"),
+    (ConfigError, "bad_request"),
+    (L0gcError, "error"),
+)
+
+_UNKNOWN_FENCE = (
+    "no such fence: never granted by this publisher, or it ended more than 5 minutes ago "
+    "and is forgotten; do not commit the entry under this token: fence again"
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -225,8 +250,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(
             404,
             "unknown_fence",
-            "no such fence: it was committed, aborted or reclaimed, or never granted; "
-            "fence again (and do not commit the entry under the old token)",
+            _UNKNOWN_FENCE,
         )
     except L0gcError as exc:
         status, code, extra = _problem(exc)
@@ -263,10 +287,15 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 def _problem(exc: L0gcError) -> tuple[int, str, dict[str, Any]]:
     """(status, code, extra fields) of the answer to `exc` (see `_ERRORS`)."""
-    status, code = next((s, c) for kind, s, c in _ERRORS if isinstance(exc, kind))
+    code = next(c for kind, c in _ERRORS if isinstance(exc, kind))
+    status = ERROR_CODES[code].status
     extra: dict[str, Any] = {}
     if isinstance(exc, StaleEpoch | FenceTimeout):
         extra["window"] = list(exc.window)
+    if isinstance(exc, FenceTimeout) and exc.oldest is not None:
+        extra["held_epoch"], extra["held_for_s"] = exc.oldest[0], round(exc.oldest[1], 3)
+    if isinstance(exc, AlreadyCommitted):
+        extra["committed_offset"] = exc.committed
     if isinstance(exc, StaleEpoch):
         extra["floor"] = exc.floor
     if isinstance(exc, EpochAhead):
@@ -357,37 +386,36 @@ async def _now(value: _T) -> _T:
 
 
 class FenceTable:
-    """Fences granted over HTTP, by token id, until committed or aborted.
+    """Fences granted over HTTP, by token id: live ones until they end, ended ones for
+    the horizon of `watermark.core.fencebook` (5 min, or the last 100,000 ended fences),
+    so a repeated commit or abort is answered as the first one was."""
 
-    Tokens that can no longer be committed (reclaimed, revoked, partition dropped) are
-    forgotten whenever the table has doubled since the last sweep, so clients that
-    never come back cannot grow it without bound.
-    """
-
-    def __init__(self, publisher: Publisher) -> None:
-        self._publisher = publisher
-        self._tokens: dict[str, FenceToken] = {}
-        self._swept_at = 64
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        *,
+        horizon_s: float = DEFAULT_ENDED_HORIZON_S,
+        max_ended: int = DEFAULT_MAX_ENDED,
+    ) -> None:
+        self._clock = clock
+        self._book: FenceBook[FenceToken] = FenceBook(horizon_s=horizon_s, max_ended=max_ended)
 
     def add(self, token: FenceToken) -> None:
         """Remember a granted fence."""
-        if len(self._tokens) >= 2 * self._swept_at:
-            for token_id, held in list(self._tokens.items()):
-                if not self._publisher.is_held(held):
-                    del self._tokens[token_id]
-            self._swept_at = max(64, len(self._tokens))
-        self._tokens[token.token] = token
+        self._book.add(token.token, token, self._clock())
 
     def get(self, token_id: str) -> FenceToken:
-        """The fence with this token id; UnknownFence if there is none."""
-        token = self._tokens.get(token_id)
+        """The fence with this token id (live, or ended within the horizon); UnknownFence
+        if there is none."""
+        token = self._book.get(token_id, self._clock())
         if token is None:
             raise UnknownFence
         return token
 
-    def forget(self, token: FenceToken) -> None:
-        """Drop a committed, aborted or expired fence."""
-        self._tokens.pop(token.token, None)
+    def finish(self, token: FenceToken) -> None:
+        """`token` may have ended (committed, aborted, refused): remember it as ended."""
+        if token.outcome is not None:
+            self._book.finish(token.token, self._clock())
 
 
 async def fence(request: web.Request) -> web.Response:
@@ -424,8 +452,7 @@ def _refused(exc: L0gcError | Moved | UnknownFence) -> dict[str, Any]:
         return {"status": 307, "error": "moved", "message": "owned by another replica: send "
                 "this entry there", "owner": exc.owner, "address": exc.address}  # fmt: skip
     if isinstance(exc, UnknownFence):
-        return {"status": 404, "error": "unknown_fence", "message": "no such fence: fence "
-                "again (and do not commit the entry under the old token)"}  # fmt: skip
+        return {"status": 404, "error": "unknown_fence", "message": _UNKNOWN_FENCE}
     status, code, extra = _problem(exc)
     return {"status": status, "error": code, "message": str(exc), **extra}
 
@@ -482,9 +509,18 @@ async def fences(request: web.Request) -> web.Response:
     return web.json_response({"results": results})
 
 
+def _commit(request: web.Request, token: FenceToken, offset: int) -> bool:
+    """Commit `token` at `offset` (True: a repeat of a commit that succeeded); whatever
+    the answer, a fence that ended is remembered as ended (see `FenceTable`)."""
+    try:
+        return _publisher(request).commit(token, offset)
+    finally:
+        request.app[_FENCES].finish(token)
+
+
 async def commits(request: web.Request) -> web.Response:
     """POST /v1/commits: the entries applied in order, each answered."""
-    publisher, limits, table = _publisher(request), request.app[HTTP_LIMITS], request.app[_FENCES]
+    limits, table = request.app[HTTP_LIMITS], request.app[_FENCES]
     doc = await http_body.read_body(request, "commits", max_bytes=limits.max_batch_body_bytes)
     parsed = [
         (http_body.str_field(entry, "token", f"commits[{i}]."),
@@ -495,16 +531,13 @@ async def commits(request: web.Request) -> web.Response:
     for token_id, offset in parsed:
         try:
             token = table.get(token_id)
-            try:
-                publisher.commit(token, offset)
-            except FenceExpired:
-                table.forget(token)
-                raise
+            repeat = _commit(request, token, offset)
         except (L0gcError, UnknownFence) as exc:
             results.append(_refused(exc))
             continue
-        table.forget(token)
-        results.append({"status": 200, "partition": token.partition, "offset": offset})
+        results.append(
+            {"status": 200, "partition": token.partition, "offset": offset, "repeat": repeat}
+        )
     return web.json_response({"results": results})
 
 
@@ -514,24 +547,61 @@ def _token(request: web.Request) -> FenceToken:
 
 async def commit(request: web.Request) -> web.Response:
     """POST /v1/fences/{token}/commit."""
-    publisher = _publisher(request)
     token = _token(request)
     offset = http_body.int_field(await http_body.read_body(request, "offset"), "offset")
-    try:
-        publisher.commit(token, offset)
-    except FenceExpired:
-        request.app[_FENCES].forget(token)
-        raise
-    request.app[_FENCES].forget(token)
-    return web.json_response(publisher.state(token.partition))
+    repeat = _commit(request, token, offset)
+    return web.json_response({**_publisher(request).state(token.partition), "repeat": repeat})
 
 
 async def abort(request: web.Request) -> web.Response:
-    """POST /v1/fences/{token}/abort."""
+    """POST /v1/fences/{token}/abort: 200 ``{"aborted": true, "outcome": "aborted"}``
+    when released now; for a fence that had already ended (within the horizon),
+    ``{"aborted": false, "outcome": how it ended}``."""
     token = _token(request)
     await http_body.read_body(request)
-    request.app[_FENCES].forget(token)
-    return web.json_response({"aborted": _publisher(request).abort(token)})
+    aborted = _publisher(request).abort(token)
+    request.app[_FENCES].finish(token)
+    outcome = token.outcome
+    return web.json_response(
+        {"aborted": aborted, "outcome": "revoked" if outcome is None else outcome.value}
+    )
+
+
+async def epoch(request: web.Request) -> web.Response:
+    """GET /v1/epoch: the cluster epoch, read from etcd now (concurrent requests share
+    one read), and the created_epoch and window of each partition hosted here."""
+    publisher = _publisher(request)
+    current = await request.app[_EPOCH_READER].read()
+    hosted = []
+    for name in publisher.partitions:
+        try:
+            state = publisher.state(name)
+        except PartitionNotHosted:
+            continue  # let go meanwhile
+        hosted.append(
+            {"partition": name, "created_epoch": state["created_epoch"], "window": state["window"]}
+        )
+    return web.json_response({"version": RECORD_VERSION, "epoch": current, "partitions": hosted})
+
+
+class _EpochReader:
+    """Shares one etcd read of the cluster epoch among the requests that arrive while it
+    runs (a crowd of writers polling costs one read per round trip, not one each)."""
+
+    def __init__(self, publisher: Publisher) -> None:
+        self._publisher = publisher
+        self._reading: asyncio.Task[int] | None = None
+
+    async def read(self) -> int:
+        reading = self._reading
+        if reading is None or reading.done():
+            reading = self._reading = asyncio.ensure_future(self._publisher.read_cluster_epoch())
+        return await asyncio.shield(reading)
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """GET /v1/openapi.json: the API's OpenAPI 3.1 document (docs/openapi.json)."""
+    return web.Response(body=OPENAPI_JSON, content_type="application/json")
 
 
 async def reconciled(request: web.Request) -> web.Response:
@@ -638,6 +708,7 @@ _ACCESS: dict[Callable[..., Any], Access | None] = {
     abort: Access.WRITE,
     fences: Access.WRITE,
     commits: Access.WRITE,
+    epoch: Access.READ,
     reconciled: Access.RECONCILE,
     adopt: Access.ADMIN,
     show: Access.READ,
@@ -646,6 +717,7 @@ _ACCESS: dict[Callable[..., Any], Access | None] = {
     metrics: None,
     healthz: None,
     readyz: None,
+    openapi: None,
 }
 
 
@@ -669,7 +741,8 @@ def create_app(
         middlewares=[_errors, _authorize], client_max_size=limits.max_batch_body_bytes
     )
     app[_PUBLISHER] = publisher
-    app[_FENCES] = FenceTable(publisher)
+    app[_FENCES] = FenceTable(publisher.clock)
+    app[_EPOCH_READER] = _EpochReader(publisher)
     app[_READY] = ready if ready is not None else (lambda: publisher.published_once)
     app[_TOKENS] = tokens if tokens is not None else (lambda: None)
     app[HTTP_LIMITS] = limits
@@ -685,6 +758,8 @@ def create_app(
     app.router.add_post("/v1/fences/{token}/abort", abort)
     app.router.add_post("/v1/fences", fences)
     app.router.add_post("/v1/commits", commits)
+    app.router.add_get("/v1/epoch", epoch)
+    app.router.add_get("/v1/openapi.json", openapi)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

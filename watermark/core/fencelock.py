@@ -41,7 +41,8 @@ raises `IllegalTransition`, leaving the state unchanged:
 ``request``            one turn of a fence request -> `Grant` | `Slide` | `Wait` | `Refuse`
 ``give_up``            a waiting request's deadline passed -> `Refuse` (TIMEOUT), dequeued
 ``withdraw``           a queued request leaves the exclusive queue (cancelled)
-``release``            a hold is given back -> True, or False if it was not held
+``release``            a hold is given back (committed, aborted or refused) -> True, or
+                       False if it was not held; the hold remembers its `Outcome`
 ``reclaim_expired``    holds past their deadline, if a slide waits -> the reclaimed holds
 ``request_exclusive``  one turn of taking the exclusive lock -> `Enter` | `Wait` | `Refuse`
 ``exclusive_epoch``    inside the exclusive lock: slide to an epoch -> `Slide` | `Refuse` | None
@@ -57,25 +58,49 @@ one comparison. `changes` counts the transitions that may let a waiter proceed (
 release, a withdrawal, a reclaim, the end of an exclusive block, close, revoke): the
 shell wakes its waiters when it moved.
 
+Every hold remembers how it ended (`Hold.outcome`: committed at which offset, aborted,
+refused, reclaimed or revoked), so a commit repeated after its answer was lost can be
+told from one that must not happen (`repeat_of`). A hold also carries when it was
+granted, so a fence that timed out can name the oldest fence in its way (`Refuse.oldest`).
+
 This module is pure: no asyncio, no clock (``now`` is passed in, on the clock of the
 hold deadlines), no I/O. `watermark.service.guard` is its asyncio shell.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from watermark.core.events import FenceRefusal
 from watermark.core.window import Admission, EpochWindow
-from watermark.errors import IllegalTransition
+from watermark.errors import AlreadyCommitted, FenceExpired, IllegalTransition
 
-__all__ = ["Enter", "FenceLock", "Grant", "Hold", "Refuse", "Slide", "Wait"]
+__all__ = [
+    "Enter", "FenceLock", "Grant", "Hold", "Outcome", "Refuse", "Slide", "Wait", "repeat_of",
+]  # fmt: skip
 
 Bounds = tuple[int | None, int | None]
 _INSIDE = Admission.INSIDE
 _BELOW = Admission.BELOW
+
+
+class Outcome(enum.Enum):
+    """How a hold ended (`Hold.outcome`); None while it is held."""
+
+    COMMITTED = "committed"
+    """Its write was applied at `Hold.offset`."""
+    ABORTED = "aborted"
+    """Given back without a commit (the writer aborted, or left the block)."""
+    REFUSED = "refused"
+    """Its commit was refused for good (an offset that does not increase, a fencing
+    violation): released, so it does not block the partition."""
+    RECLAIMED = "reclaimed"
+    """Past its deadline, taken back so a window slide could proceed."""
+    REVOKED = "revoked"
+    """Taken back when the partition closed or was let go."""
 
 
 # Not frozen: a frozen dataclass sets every field through object.__setattr__ (~0.5 us
@@ -93,6 +118,28 @@ class Hold:
     """True if this fence slid the window up to `epoch`."""
     deadline: float | None
     """When the hold may be reclaimed, on the lock's clock; None = never."""
+    granted_at: float = 0.0
+    """When it was granted, on the lock's clock."""
+    outcome: Outcome | None = None
+    """How it ended; None while held."""
+    offset: int | None = None
+    """The log offset it was committed at (`Outcome.COMMITTED` only)."""
+
+
+def repeat_of(hold: Hold, offset: int) -> bool:
+    """Decide a commit of `offset` under a hold that may have ended already: False while
+    it is held (commit it now); True when it was committed at this very offset (a repeat
+    whose first answer was lost: answer success again). Raise `AlreadyCommitted` when it
+    was committed at another offset, `FenceExpired` when it ended any other way."""
+    outcome = hold.outcome
+    if outcome is None:
+        return False
+    if outcome is Outcome.COMMITTED:
+        if hold.offset == offset:
+            return True
+        assert hold.offset is not None
+        raise AlreadyCommitted(hold.partition, hold.epoch, hold.offset, offset)
+    raise FenceExpired(hold.partition, hold.epoch, why=outcome.value)
 
 
 H = TypeVar("H", bound=Hold)
@@ -145,13 +192,15 @@ class Refuse:
     window: Bounds
     floor: int | None
     inflight: int
+    oldest: tuple[int, float] | None = None
+    """(epoch, age in seconds) of the oldest fence held when a request timed out."""
 
 
 class FenceLock(Generic[H]):
     """The fence lock of one partition (see the module docstring).
 
-    `make_hold(partition, epoch, window, slid, deadline)` builds each hold (default
-    `Hold`; the guard's `FenceToken` adds a bearer secret).
+    `make_hold(partition, epoch, window, slid, deadline, granted_at)` builds each hold
+    (default `Hold`; the guard's `FenceToken` adds a bearer secret).
     """
 
     __slots__ = (
@@ -174,7 +223,7 @@ class FenceLock(Generic[H]):
         window: EpochWindow,
         *,
         partition: str = "",
-        make_hold: Callable[[str, int, Bounds, bool, float | None], H] = Hold,  # type: ignore[assignment]
+        make_hold: Callable[[str, int, Bounds, bool, float | None, float], H] = Hold,  # type: ignore[assignment]
     ) -> None:
         self._window = window
         self.partition = partition
@@ -228,6 +277,14 @@ class FenceLock(Generic[H]):
         """True while `hold` is held."""
         return hold in self._holds
 
+    def oldest(self, now: float) -> tuple[int, float] | None:
+        """(epoch, age at `now`) of the longest-held fence, None if none is held."""
+        holds = self._holds
+        if not holds:
+            return None
+        first = min(holds, key=lambda h: h.granted_at)
+        return first.epoch, max(0.0, now - first.granted_at)
+
     def next_deadline(self) -> float | None:
         """The earliest hold deadline, None if no hold has one."""
         deadlines = [h.deadline for h in self._holds if h.deadline is not None]
@@ -240,7 +297,7 @@ class FenceLock(Generic[H]):
         `request`, which decides the same on its first turn and also the rest)."""
         if self._open_low <= epoch <= self._open_high:
             deadline = None if hold_for is None else now + hold_for
-            hold = self._make_hold(self.partition, epoch, self._bounds, False, deadline)
+            hold = self._make_hold(self.partition, epoch, self._bounds, False, deadline, now)
             self._holds[hold] = None
             return hold
         return None
@@ -272,9 +329,16 @@ class FenceLock(Generic[H]):
         self._advance(epoch)
         return Slide(self._hold(epoch, now, hold_for, slid=True), before, self._bounds, reclaimed)
 
-    def give_up(self, epoch: int, *, queued: bool) -> Refuse:
-        """A waiting request's deadline passed: it leaves the queue, refused (TIMEOUT)."""
-        return self._refuse(FenceRefusal.TIMEOUT, epoch, queued=queued)
+    def give_up(self, epoch: int, *, queued: bool, now: float | None = None) -> Refuse:
+        """A waiting request's deadline passed: it leaves the queue, refused (TIMEOUT);
+        with `now`, the refusal names the oldest fence held (`Refuse.oldest`)."""
+        refusal = self._refuse(FenceRefusal.TIMEOUT, epoch, queued=queued)
+        if now is None:
+            return refusal
+        return Refuse(
+            refusal.reason, refusal.epoch, refusal.window, refusal.floor, refusal.inflight,
+            self.oldest(now),
+        )  # fmt: skip
 
     def withdraw(self) -> None:
         """A queued request leaves the exclusive queue without an answer (cancelled)."""
@@ -285,12 +349,25 @@ class FenceLock(Generic[H]):
             )
         self._dequeue()
 
-    def release(self, hold: H) -> bool:
-        """Give a hold back (after commit or abort); False if it was no longer held."""
+    def release(
+        self, hold: H, outcome: Outcome = Outcome.ABORTED, offset: int | None = None
+    ) -> bool:
+        """Give a hold back, ended as `outcome` (COMMITTED with its `offset`, ABORTED or
+        REFUSED); False if it was no longer held (its outcome then stays as it was)."""
         holds = self._holds
         if hold not in holds:
             return False
+        if (outcome is Outcome.COMMITTED) != (offset is not None) or outcome in (
+            Outcome.RECLAIMED, Outcome.REVOKED
+        ):
+            raise IllegalTransition(
+                f"a hold of partition {self.partition!r} is released as committed with an "
+                f"offset, or as aborted or refused without one; got {outcome.value} with "
+                f"offset {offset!r}"
+            )
         del holds[hold]
+        hold.outcome = outcome
+        hold.offset = offset
         self.changes += 1
         return True
 
@@ -362,6 +439,8 @@ class FenceLock(Generic[H]):
         revoked = tuple(self._holds)
         if revoked:
             self._holds.clear()
+            for hold in revoked:
+                hold.outcome = Outcome.REVOKED
             self.taken_back += len(revoked)
             self.changes += 1
         return revoked
@@ -382,7 +461,7 @@ class FenceLock(Generic[H]):
 
     def _hold(self, epoch: int, now: float, hold_for: float | None, *, slid: bool) -> H:
         deadline = None if hold_for is None else now + hold_for
-        hold = self._make_hold(self.partition, epoch, self._bounds, slid, deadline)
+        hold = self._make_hold(self.partition, epoch, self._bounds, slid, deadline, now)
         self._holds[hold] = None
         return hold
 
@@ -411,6 +490,7 @@ class FenceLock(Generic[H]):
         if expired:
             for hold in expired:
                 del self._holds[hold]
+                hold.outcome = Outcome.RECLAIMED
             self.taken_back += len(expired)
             self.changes += 1
         return expired

@@ -66,7 +66,7 @@ from watermark.core.events import (
     Hooks,
     WindowSlid,
 )
-from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Refuse, Slide, Wait
+from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Outcome, Refuse, Slide, Wait
 from watermark.core.window import Admission, EpochWindow
 from watermark.errors import FenceExpired, FenceTimeout, GuardClosed, L0gcError, StaleEpoch
 from watermark.service.eventlog import EVENT_LOG
@@ -291,9 +291,12 @@ class FencingGuard:
         """``async with guard.fence(epoch, timeout) as token:`` commit inside, released on exit."""
         return _FenceBlock(self, epoch, timeout, hold_ttl_s)
 
-    def release(self, token: FenceToken) -> bool:
-        """Give a fence back (after commit or abort); False if it was no longer held."""
-        if not self._lock.release(token):
+    def release(
+        self, token: FenceToken, outcome: Outcome = Outcome.ABORTED, offset: int | None = None
+    ) -> bool:
+        """Give a fence back, ended as `outcome` (see `FenceLock.release`; by default
+        aborted); False if it was no longer held."""
+        if not self._lock.release(token, outcome, offset):
             return False
         on_released = self._on_released
         if on_released is not None:
@@ -421,7 +424,7 @@ class FencingGuard:
         """The request's deadline passed: it gives up (leaving the queue wakes the waiters
         it held back)."""
         changes = self._lock.changes
-        refusal = self._lock.give_up(epoch, queued=queued)
+        refusal = self._lock.give_up(epoch, queued=queued, now=self._clock())
         if self._lock.changes != changes:
             self._notify()
         return self._refused(refusal, timeout)
@@ -437,7 +440,7 @@ class FencingGuard:
         if refusal.reason is FenceRefusal.STALE:
             return StaleEpoch(refusal.epoch, refusal.window, refusal.floor)
         if refusal.reason is FenceRefusal.TIMEOUT:
-            return FenceTimeout(refusal.epoch, timeout or 0.0, refusal.window)
+            return FenceTimeout(refusal.epoch, timeout or 0.0, refusal.window, refusal.oldest)
         return GuardClosed(self._partition)
 
     def _notify(self) -> None:

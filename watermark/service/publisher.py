@@ -67,12 +67,14 @@ from watermark.core.events import (
     PublishRefused,
     PublishRound,
 )
+from watermark.core.fencelock import Outcome, repeat_of
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
 from watermark.errors import (
     EpochAhead,
     FencingViolation,
+    IllegalTransition,
     InvalidRecord,
     L0gcError,
     PartitionNotHosted,
@@ -109,9 +111,11 @@ class Fence:
     token: FenceToken
     """Its `epoch` and the `window` right after it was granted."""
 
-    def commit(self, offset: int) -> None:
-        """Apply (offset, epoch) to the partition's GC state and release the fence."""
-        self.publisher.commit(self.token, offset)
+    def commit(self, offset: int) -> bool:
+        """Apply (offset, epoch) to the partition's GC state and release the fence; True
+        when it was already committed at this offset (a repeat changes nothing). See
+        `Publisher.commit` for what it raises."""
+        return self.publisher.commit(self.token, offset)
 
     def abort(self) -> bool:
         """Release the fence without committing (an upload you will not commit, e.g. the
@@ -416,17 +420,24 @@ class Publisher:
         """``async with publisher.fence(p, epoch) as f: ... f.commit(offset)``."""
         return _FenceBlock(self, partition, epoch, timeout_s)
 
-    def commit(self, token: FenceToken, offset: int) -> None:
+    def commit(self, token: FenceToken, offset: int) -> bool:
         """Apply the committed write at the writer's log `offset`, then release the fence.
 
-        Raises FenceExpired (fence reclaimed or finished: do not commit),
-        PartitionNotHosted, or IllegalTransition for an offset that does not increase
-        (the fence stays held; commit again with the right offset or abort).
+        Idempotent: a commit repeated with the same offset after it succeeded returns
+        True and changes nothing (False: committed now). Raises AlreadyCommitted (that
+        fence was committed at another offset), FenceExpired (reclaimed, aborted,
+        revoked or refused before: do not commit), PartitionNotHosted, or, refused for
+        good, IllegalTransition (an offset that does not increase) and FencingViolation;
+        a fence refused for good is released at once (its `outcome` is REFUSED), so it
+        holds up nobody's window slide.
         """
+        if repeat_of(token, offset):
+            return True
         hosted = self._get(token.partition)
         try:
             hosted.commit(token, offset)
         except FencingViolation as exc:
+            hosted.guard.release(token, Outcome.REFUSED)
             self._emit(
                 FencingViolationFound(
                     hosted.partition, exc.offset, exc.epoch, exc.window,
@@ -434,7 +445,11 @@ class Publisher:
                 )
             )  # fmt: skip
             raise
-        self.abort(token)
+        except IllegalTransition:
+            hosted.guard.release(token, Outcome.REFUSED)
+            raise
+        hosted.guard.release(token, Outcome.COMMITTED, offset)
+        return False
 
     def abort(self, token: FenceToken) -> bool:
         """Release a fence without committing; False if it was no longer held."""

@@ -110,7 +110,7 @@ async def test_a_lost_commit_answer_is_resolved_from_the_partition_state(
         assert later is not None
         await backend.abort(later, "orders/0")
         outcome = await backend.commit("orders/0", later, 1, resumed=True)
-        assert outcome == ("abort", "unknown_fence")
+        assert outcome == ("abort", "fence_expired")  # the abort is remembered (issue 26)
         assert await backend.fence("orders/9", 3) == (None, "not_hosted")
     finally:
         child.stop()

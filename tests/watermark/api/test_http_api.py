@@ -174,24 +174,96 @@ async def test_fence_timeout_is_503(api: Api) -> None:
     assert api.publisher.abort(holder)
 
 
-async def test_abort_releases_and_a_finished_token_is_404(api: Api) -> None:
-    """Abort frees the fence; committing an aborted token is 404 unknown_fence."""
+async def test_abort_releases_and_an_aborted_token_cannot_commit(api: Api) -> None:
+    """Abort frees the fence (200 aborted: true); a commit under it is 410 fence_expired
+    naming the abort, a second abort is 200 aborted: false; an unknown token is 404."""
     _, fence = await api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5})
     status, body = await api.call("POST", f"/v1/fences/{fence['token']}/abort")
-    assert (status, body) == (200, {"aborted": True})
+    assert (status, body) == (200, {"aborted": True, "outcome": "aborted"})
     status, body = await api.call("POST", f"/v1/fences/{fence['token']}/commit", {"offset": 0})
+    assert (status, body["error"]) == (410, "fence_expired")
+    assert "it was aborted" in body["message"]
+    status, body = await api.call("POST", f"/v1/fences/{fence['token']}/abort")
+    assert (status, body) == (200, {"aborted": False, "outcome": "aborted"})
+    status, body = await api.call("POST", "/v1/fences/never-granted/abort")
     assert (status, body["error"]) == (404, "unknown_fence")
+    assert api.publisher.state("orders/0")["last_applied_offset"] is None
 
 
-async def test_repeated_offset_is_409_and_keeps_the_fence(api: Api) -> None:
-    """A commit whose offset does not increase is 409 illegal_offset; the token stays usable."""
+async def test_a_commit_refused_for_good_releases_its_fence(api: Api) -> None:
+    """A commit whose offset does not increase is 409 illegal_offset and releases the
+    fence at once: a slide is granted without waiting for the hold TTL, and the token
+    cannot commit any more (410, naming the refusal). Issue 25 finding 7: before, the
+    fence stayed held and the next slide got 503 fence_timeout for up to 30 s."""
     _, first = await api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5})
     await api.call("POST", f"/v1/fences/{first['token']}/commit", {"offset": 3})
     _, second = await api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5})
     status, body = await api.call("POST", f"/v1/fences/{second['token']}/commit", {"offset": 3})
     assert (status, body["error"]) == (409, "illegal_offset")
-    status, _ = await api.call("POST", f"/v1/fences/{second['token']}/commit", {"offset": 4})
+    assert api.publisher.state("orders/0")["inflight_fences"] == 0
+    status, slid = await api.call(
+        "POST", "/v1/partitions/orders%2F0/fence", {"epoch": 6, "timeout_s": 0.5}
+    )
+    assert (status, slid["slid"]) == (200, True)
+    status, body = await api.call("POST", f"/v1/fences/{second['token']}/commit", {"offset": 4})
+    assert (status, body["error"]) == (410, "fence_expired")
+    assert "refused" in body["message"]
+    status, body = await api.call("POST", f"/v1/fences/{second['token']}/abort")
+    assert (status, body) == (200, {"aborted": False, "outcome": "refused"})
+
+
+async def test_a_repeated_commit_answers_success_once_more(api: Api) -> None:
+    """A commit repeated with the same token and offset (its answer was lost) is 200 with
+    repeat: true and changes nothing; another offset under that token is 409
+    already_committed; abort after it answers 200 aborted: false, outcome committed."""
+    _, fence = await api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5})
+    path = f"/v1/fences/{fence['token']}/commit"
+    status, first = await api.call("POST", path, {"offset": 7})
+    assert (status, first["repeat"], first["last_applied_offset"]) == (200, False, 7)
+    status, again = await api.call("POST", path, {"offset": 7})
+    assert (status, again["repeat"], again["last_applied_offset"]) == (200, True, 7)
+    status, body = await api.call("POST", path, {"offset": 8})
+    assert (status, body["error"], body["committed_offset"]) == (409, "already_committed", 7)
+    status, body = await api.call("POST", f"/v1/fences/{fence['token']}/abort")
+    assert (status, body) == (200, {"aborted": False, "outcome": "committed"})
+    assert api.publisher.state("orders/0")["last_applied_offset"] == 7
+
+
+async def test_fence_timeout_names_the_held_fence_and_its_age(api: Api) -> None:
+    """The 503 fence_timeout answer names the fence in the way and how long it is held."""
+    holder = await api.publisher.acquire("orders/0", 5, 5)
+    status, body = await api.call(
+        "POST", "/v1/partitions/orders%2F0/fence", {"epoch": 6, "timeout_s": 0.05}
+    )
+    assert (status, body["error"], body["held_epoch"]) == (503, "fence_timeout", 5)
+    assert body["held_for_s"] >= 0.05
+    assert "a fence for epoch 5 granted" in body["message"]
+    assert "in-flight writes did not drain" not in body["message"]
+    assert api.publisher.abort(holder)
+
+
+async def test_epoch_route_answers_the_cluster_epoch_read_now(api: Api) -> None:
+    """GET /v1/epoch: the cluster epoch as etcd has it now (also right after an advance),
+    and each hosted partition's created_epoch and window."""
+    status, body = await api.call("GET", "/v1/epoch")
     assert status == 200
+    assert body == {
+        "version": 1,
+        "epoch": 9,
+        "partitions": [{"partition": "orders/0", "created_epoch": 5, "window": [5, 5]}],
+    }
+    await api.store.advance_cluster_epoch()
+    answers = await asyncio.gather(*(api.call("GET", "/v1/epoch") for _ in range(20)))
+    assert {body["epoch"] for _, body in answers} == {10}
+
+
+async def test_epoch_route_is_open_to_every_role(secured: Api) -> None:
+    """Every role may read the epoch; no token is 401."""
+    for token in (WRITER, RECONCILER, ADMIN):
+        status, body = await secured.call("GET", "/v1/epoch", token=token)
+        assert (status, body["epoch"]) == (200, 9)
+    status, body = await secured.call("GET", "/v1/epoch")
+    assert (status, body["error"]) == (401, "unauthorized")
 
 
 @pytest.mark.parametrize(
@@ -278,9 +350,11 @@ async def test_waiter_blocked_on_a_slide_gets_503_when_the_guard_closes(api: Api
     api.publisher.commit(holder, 0)
 
 
-async def test_fence_table_forgets_fences_that_can_no_longer_commit(api: Api) -> None:
-    """Tokens whose fences were reclaimed or released elsewhere are swept as the table grows."""
-    table = FenceTable(api.publisher)
+async def test_fence_table_forgets_ended_fences_after_the_horizon(api: Api) -> None:
+    """Fences released behind the table's back are swept to the ended ones as the table
+    grows, remembered for the horizon (a repeat is still answered), then forgotten."""
+    now = [0.0]
+    table = FenceTable(lambda: now[0], horizon_s=10.0)
     gone = []
     for _ in range(128):
         token = await api.publisher.acquire("orders/0", 5, 5)
@@ -289,6 +363,8 @@ async def test_fence_table_forgets_fences_that_can_no_longer_commit(api: Api) ->
         gone.append(token)
     live = await api.publisher.acquire("orders/0", 5, 5)
     table.add(live)
+    assert table.get(gone[0].token) is gone[0]  # ended, within the horizon
+    now[0] = 11.0
     with pytest.raises(UnknownFence):
         table.get(gone[0].token)
     assert table.get(live.token) is live
@@ -764,7 +840,8 @@ async def test_one_request_fences_every_partition_and_one_commits_them(api: Api)
     status, doc = await api.call("POST", "/v1/commits", {"commits": commits})
     assert status == 200
     assert doc["results"] == [
-        {"status": 200, "partition": p, "offset": 0} for p in ("orders/2", "orders/0", "orders/1")
+        {"status": 200, "partition": p, "offset": 0, "repeat": False}
+        for p in ("orders/2", "orders/0", "orders/1")
     ]
     for name in ("orders/0", "orders/1", "orders/2"):
         state = api.publisher.state(name)
@@ -773,7 +850,8 @@ async def test_one_request_fences_every_partition_and_one_commits_them(api: Api)
 
 async def test_each_batch_entry_gets_the_single_routes_answer(api: Api) -> None:
     """Mixed outcomes in one batch: granted, stale_epoch (with window and floor),
-    epoch_ahead, not_hosted; commits: ok, illegal_offset (fence kept), unknown_fence."""
+    epoch_ahead, not_hosted; commits: ok, a repeat, another offset, illegal_offset (fence
+    released), unknown_fence."""
     await hosting_three(api)
     await api.call("POST", "/v1/partitions/orders%2F1/fence", {"epoch": 9})  # slides to [9, 9]
     fences = [
@@ -796,18 +874,22 @@ async def test_each_batch_entry_gets_the_single_routes_answer(api: Api) -> None:
         404, "not_hosted", "nowhere")  # fmt: skip
     commits = [
         {"token": ok["token"], "offset": 0},
-        {"token": ok["token"], "offset": 0},  # already committed: gone
+        {"token": ok["token"], "offset": 0},  # a repeat: success again
+        {"token": ok["token"], "offset": 1},  # another offset: refused
         {"token": "no-such-token", "offset": 1},
     ]
     _, doc = await api.call("POST", "/v1/commits", {"commits": commits})
-    assert [r["status"] for r in doc["results"]] == [200, 404, 404]
-    assert doc["results"][1]["error"] == "unknown_fence"
+    assert [r["status"] for r in doc["results"]] == [200, 200, 409, 404]
+    assert [doc["results"][0]["repeat"], doc["results"][1]["repeat"]] == [False, True]
+    assert doc["results"][2]["error"] == "already_committed"
+    assert doc["results"][3]["error"] == "unknown_fence"
     _, again = await api.call("POST", "/v1/fences", {"fences": [fences[0]]})
     held = again["results"][0]["token"]
     _, doc = await api.call("POST", "/v1/commits", {"commits": [{"token": held, "offset": 0}]})
     assert (doc["results"][0]["status"], doc["results"][0]["error"]) == (409, "illegal_offset")
+    assert api.publisher.state("orders/0")["inflight_fences"] == 0  # released
     _, doc = await api.call("POST", "/v1/commits", {"commits": [{"token": held, "offset": 1}]})
-    assert doc["results"][0]["status"] == 200  # the refused commit kept the fence
+    assert (doc["results"][0]["status"], doc["results"][0]["error"]) == (410, "fence_expired")
 
 
 async def test_batches_need_a_writer_token(secured: Api) -> None:

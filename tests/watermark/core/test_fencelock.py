@@ -7,9 +7,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watermark.core.events import FenceRefusal
-from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Refuse, Slide, Wait
+from watermark.core.fencelock import (
+    Enter,
+    FenceLock,
+    Grant,
+    Hold,
+    Outcome,
+    Refuse,
+    Slide,
+    Wait,
+    repeat_of,
+)  # fmt: skip
 from watermark.core.window import EpochWindow
-from watermark.errors import IllegalTransition
+from watermark.errors import AlreadyCommitted, FenceExpired, IllegalTransition
 
 N = 100
 
@@ -313,3 +323,77 @@ def test_no_hold_is_granted_at_or_below_the_floor_or_outside_its_window(
         assert hold.epoch > floor
         assert low <= hold.epoch <= high
         lock.release(hold)
+
+
+# -- how holds end (outcomes), repeats, and the oldest hold -------------------------
+
+
+def test_every_way_a_hold_ends_is_remembered_on_the_hold() -> None:
+    """release records COMMITTED with its offset, ABORTED or REFUSED; a reclaim records
+    RECLAIMED and a revoke REVOKED; a second release changes nothing."""
+    lock = lock_at(N)
+    committed, aborted, refused, revoked = (lock.grant_at_once(N, 0.0, 5.0) for _ in range(4))
+    assert committed is not None
+    assert aborted is not None
+    assert refused is not None
+    assert revoked is not None
+    assert committed.outcome is None
+    assert lock.release(committed, Outcome.COMMITTED, 12)
+    assert lock.release(aborted)
+    assert lock.release(refused, Outcome.REFUSED)
+    assert not lock.release(committed, Outcome.ABORTED)
+    assert (committed.outcome, committed.offset) == (Outcome.COMMITTED, 12)
+    assert (aborted.outcome, refused.outcome) == (Outcome.ABORTED, Outcome.REFUSED)
+    assert lock.revoke_all() == (revoked,)
+    assert revoked.outcome is Outcome.REVOKED
+    expired = lock.grant_at_once(N, 0.0, 1.0)
+    assert expired is not None
+    assert isinstance(lock.request(N + 1, 5.0, hold_for=1.0), Slide)  # reclaims, then slides
+    assert expired.outcome is Outcome.RECLAIMED
+
+
+@pytest.mark.parametrize(
+    ("outcome", "offset"),
+    [(Outcome.COMMITTED, None), (Outcome.ABORTED, 3), (Outcome.RECLAIMED, None),
+     (Outcome.REVOKED, None)],
+)  # fmt: skip
+def test_release_refuses_an_outcome_that_does_not_fit(outcome: Outcome, offset: int | None) -> None:
+    """COMMITTED needs its offset, the others none; RECLAIMED and REVOKED are the lock's."""
+    lock = lock_at(N)
+    hold = lock.grant_at_once(N, 0.0, None)
+    assert hold is not None
+    with pytest.raises(IllegalTransition):
+        lock.release(hold, outcome, offset)
+    assert lock.is_held(hold)
+    assert hold.outcome is None
+
+
+def test_repeat_of_tells_a_lost_answer_from_a_commit_that_must_not_happen() -> None:
+    """Held: commit now (False). Committed at this offset: a repeat (True). At another
+    offset: AlreadyCommitted. Ended otherwise: FenceExpired naming how."""
+    lock = lock_at(N)
+    hold = lock.grant_at_once(N, 0.0, None)
+    assert hold is not None
+    assert repeat_of(hold, 4) is False
+    lock.release(hold, Outcome.COMMITTED, 4)
+    assert repeat_of(hold, 4) is True
+    with pytest.raises(AlreadyCommitted):
+        repeat_of(hold, 5)
+    aborted = lock.grant_at_once(N, 0.0, None)
+    assert aborted is not None
+    lock.release(aborted)
+    with pytest.raises(FenceExpired, match="aborted"):
+        repeat_of(aborted, 4)
+
+
+def test_a_timed_out_request_names_the_oldest_hold_and_its_age() -> None:
+    """give_up with `now` carries (epoch, age) of the longest-held fence."""
+    lock = lock_at(N)
+    lock.grant_at_once(N, 10.0, None)
+    lock.grant_at_once(N, 12.0, None)
+    assert isinstance(lock.request(N + 1, 13.0, hold_for=None), Wait)
+    refusal = lock.give_up(N + 1, queued=True, now=15.5)
+    assert refusal.reason is FenceRefusal.TIMEOUT
+    assert refusal.oldest == (N, 5.5)
+    assert lock.exclusive_waiters == 0
+    assert FenceLock(EpochWindow(), partition="p").oldest(1.0) is None

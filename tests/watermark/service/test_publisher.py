@@ -11,8 +11,10 @@ import pytest
 from gcd.sim.variants import NoDrainGuard
 from watermark.core.contract import PUBLISH_BATCH, Publication, PublishStatus
 from watermark.core.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
+from watermark.core.fencelock import Outcome
 from watermark.core.record import PartitionRecord
 from watermark.errors import (
+    AlreadyCommitted,
     EpochAhead,
     EtcdUnavailable,
     FenceExpired,
@@ -216,16 +218,32 @@ async def test_deregistered_partition_is_dropped_on_publish() -> None:
     assert publisher.partitions == []
 
 
-async def test_commit_offsets_must_increase_and_a_failed_commit_keeps_the_fence() -> None:
-    """A repeated offset is refused; the fence stays held so the writer can abort."""
+async def test_commit_offsets_must_increase_and_a_refused_commit_releases_the_fence() -> None:
+    """An offset that does not increase is refused for good: the fence is released at
+    once (outcome REFUSED), so it blocks no slide, and it cannot commit afterwards."""
     _, publisher = await hosting("p0")
     await write(publisher, "p0", 5, 10)
     token = await publisher.acquire("p0", 5, 5)
     with pytest.raises(IllegalTransition):
         publisher.commit(token, 10)
-    assert publisher.state("p0")["inflight_fences"] == 1
-    assert publisher.abort(token)
     assert publisher.state("p0")["inflight_fences"] == 0
+    assert token.outcome is Outcome.REFUSED
+    assert not publisher.abort(token)
+    with pytest.raises(FenceExpired, match="refused"):
+        publisher.commit(token, 11)
+    assert publisher.state("p0")["last_applied_offset"] == 10
+
+
+async def test_a_repeated_commit_is_recognised_and_another_offset_refused() -> None:
+    """Committing the same fence at the same offset again returns True (a repeat) and
+    changes nothing; at another offset it raises AlreadyCommitted."""
+    _, publisher = await hosting("p0")
+    token = await publisher.acquire("p0", 5, 5)
+    assert publisher.commit(token, 3) is False
+    assert publisher.commit(token, 3) is True
+    with pytest.raises(AlreadyCommitted, match="already committed at offset 3"):
+        publisher.commit(token, 4)
+    assert publisher.state("p0")["last_applied_offset"] == 3
 
 
 async def test_fence_block_aborts_on_error_and_refused_fences_hold_nothing() -> None:

@@ -393,4 +393,4 @@ async def test_a_batch_fence_sends_other_replicas_entries_there(
     assert doc["results"][0]["status"] == 200
     commit = {"commits": [{"token": doc["results"][0]["token"], "offset": 0}]}
     status, doc, _ = await _call(session, "POST", urls["b"] + "/v1/commits", commit)
-    assert doc["results"] == [{"status": 200, "partition": theirs, "offset": 0}]
+    assert doc["results"] == [{"status": 200, "partition": theirs, "offset": 0, "repeat": False}]

@@ -1,0 +1,154 @@
+// A reference l0gc writer in Node 20: built-in fetch and node:crypto only, no npm packages.
+// Built from docs/openapi.json and docs/integration.md alone (the contract): stamp from
+// GET /v1/epoch, PUT the object to S3 (SigV4), fence, append to the "log", commit (retried:
+// commits are idempotent), abort when the append fails; follow a 307 only to a configured
+// publisher; after a restart resume from last_applied_offset + 1.
+//
+//   node writer.mjs write N        write N objects to L0GC_PARTITION, print one JSON per object
+//   node writer.mjs reconcile O    report the entries through offset O as reconciled
+//
+// Environment: L0GC_PUBLISHERS (comma-separated base URLs; the token is sent only there),
+// L0GC_TOKEN (writer), L0GC_RECONCILER_TOKEN, L0GC_PARTITION, S3_ENDPOINT, S3_BUCKET,
+// S3_REGION (default us-east-1), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, L0GC_ROOT
+// (default level_zero/data).
+import { createHash, createHmac, randomInt, randomUUID } from "node:crypto";
+
+const env = process.env;
+const PUBLISHERS = env.L0GC_PUBLISHERS.split(",").map((u) => new URL(u).origin);
+const PARTITION = env.L0GC_PARTITION;
+const ROOT = env.L0GC_ROOT ?? "level_zero/data";
+
+// The error table (x-l0gc-error-codes of the OpenAPI document): what to do after each code.
+const ACTIONS = {};
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super(`${status} ${body.error}: ${body.message}`);
+    this.status = status;
+    this.code = body.error;
+    this.action = ACTIONS[body.error]?.action ?? (status >= 500 ? "retry" : "stop");
+    this.body = body;
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// One request through retries and redirects. `pinned`: a fence token's publisher (commit,
+// abort): never elsewhere. A 307 is followed only inside PUBLISHERS (never send the token
+// to any other host). Fences are not retried after the request may have arrived.
+async function call(method, path, { body, token, base, pinned = false, idempotent = true } = {}) {
+  let target = base ?? PUBLISHERS[0];
+  for (let attempt = 1; ; attempt++) {
+    let response;
+    try {
+      response = await fetch(target + path, {
+        method, redirect: "manual",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (error) {
+      const refused = error.cause?.code === "ECONNREFUSED";
+      if ((!idempotent && !refused) || attempt >= 6) throw error;
+      if (!pinned) target = PUBLISHERS[attempt % PUBLISHERS.length];
+      await sleep(100 * 2 ** attempt);
+      continue;
+    }
+    const text = await response.text();
+    const doc = text ? JSON.parse(text) : {};
+    if (response.status < 300) return { doc, base: target };
+    if (response.status === 307 && !pinned) {
+      const location = new URL(response.headers.get("location"), target).origin;
+      if (!PUBLISHERS.includes(location)) {
+        throw new Error(`redirect to ${location} refused: not a configured publisher`);
+      }
+      target = location;
+      continue;
+    }
+    const error = new ApiError(response.status, doc);
+    if (error.action !== "retry" || attempt >= 6) throw error;
+    const after = Number(response.headers.get("retry-after"));
+    await sleep(after > 0 ? after * 1000 : 100 * 2 ** attempt);
+  }
+}
+
+// --- S3 PUT with AWS Signature Version 4 (node:crypto) ------------------------------------
+const sha256 = (data) => createHash("sha256").update(data).digest("hex");
+const hmac = (key, data) => createHmac("sha256", key).update(data).digest();
+
+async function s3Put(key, payload) {
+  const region = env.S3_REGION ?? "us-east-1";
+  const url = new URL(`${env.S3_ENDPOINT}/${env.S3_BUCKET}/${key.split("/").map(encodeURIComponent).join("/")}`);
+  const now = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d{3}/, "");
+  const day = now.slice(0, 8);
+  const hash = sha256(payload);
+  const headers = { host: url.host, "x-amz-content-sha256": hash, "x-amz-date": now };
+  const names = Object.keys(headers).sort();
+  const canonical = ["PUT", url.pathname, "", ...names.map((n) => `${n}:${headers[n]}`), "",
+    names.join(";"), hash].join("\n");
+  const scope = `${day}/${region}/s3/aws4_request`;
+  const toSign = ["AWS4-HMAC-SHA256", now, scope, sha256(canonical)].join("\n");
+  let signingKey = hmac(`AWS4${env.AWS_SECRET_ACCESS_KEY}`, day);
+  for (const part of [region, "s3", "aws4_request"]) signingKey = hmac(signingKey, part);
+  const signature = createHmac("sha256", signingKey).update(toSign).digest("hex");
+  const authorization = `AWS4-HMAC-SHA256 Credential=${env.AWS_ACCESS_KEY_ID}/${scope}, ` +
+    `SignedHeaders=${names.join(";")}, Signature=${signature}`;
+  const response = await fetch(url, { method: "PUT", body: payload,
+    headers: { ...headers, Authorization: authorization } });
+  if (!response.ok) throw new Error(`S3 PUT ${key}: ${response.status} ${await response.text()}`);
+}
+
+// --- the write protocol -------------------------------------------------------------------
+const encoded = encodeURIComponent(PARTITION);
+
+async function writeOne(offset) {
+  for (;;) {
+    // 1. the epoch to stamp: max(cluster epoch, created_epoch of the partition)
+    const { doc: info } = await call("GET", "/v1/epoch", { token: env.L0GC_TOKEN });
+    const hosted = info.partitions.find((p) => p.partition === PARTITION);
+    const epoch = Math.max(info.epoch, hosted?.created_epoch ?? info.epoch);
+    // 2. PUT {root}/{prefix:03d}/{epoch:018d}/{name}
+    const key = `${ROOT}/${String(randomInt(1000)).padStart(3, "0")}/` +
+      `${String(epoch).padStart(18, "0")}/${randomUUID()}`;
+    await s3Put(key, `payload of offset ${offset}`);
+    // 3. fence the epoch (never retried once it may have arrived: a lost grant holds the window)
+    let fence;
+    try {
+      fence = await call("POST", `/v1/partitions/${encoded}/fence`,
+        { body: { epoch }, token: env.L0GC_TOKEN, idempotent: false });
+    } catch (error) {
+      if (error.action === "reupload") continue; // stale_epoch / epoch_ahead: new key, new epoch
+      throw error;
+    }
+    // 4. append to the log (here: the offset is the entry), then commit where it was granted;
+    //    a commit whose answer is lost is simply sent again (idempotent: "repeat": true)
+    const { doc: state } = await call("POST", `/v1/fences/${fence.doc.token}/commit`,
+      { body: { offset }, token: env.L0GC_TOKEN, base: fence.base, pinned: true });
+    return { key, epoch, offset, repeat: state.repeat };
+  }
+}
+
+async function main() {
+  const { doc: openapi } = await call("GET", "/v1/openapi.json", { token: env.L0GC_TOKEN });
+  Object.assign(ACTIONS, openapi["x-l0gc-error-codes"]);
+  const [command, argument] = process.argv.slice(2);
+  if (command === "write") {
+    // restart and resume: continue after the last offset the publisher applied
+    const { doc: state } = await call("GET", `/v1/partitions/${encoded}`, { token: env.L0GC_TOKEN });
+    let offset = (state.last_applied_offset ?? -1) + 1;
+    for (let i = 0; i < Number(argument); i++) {
+      console.log(JSON.stringify(await writeOne(offset)));
+      offset += 1;
+    }
+  } else if (command === "reconcile") {
+    const { doc } = await call("POST", `/v1/partitions/${encoded}/reconciled`,
+      { body: { offset: Number(argument) }, token: env.L0GC_RECONCILER_TOKEN });
+    console.log(JSON.stringify({ reconciled_offset: doc.reconciled_offset, watermark: doc.watermark }));
+  } else {
+    throw new Error("usage: node writer.mjs write N | reconcile OFFSET");
+  }
+}
+
+main().catch((error) => {
+  console.error(`writer: ${error.message}`);
+  process.exit(1);
+});

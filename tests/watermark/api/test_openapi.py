@@ -1,0 +1,77 @@
+"""The OpenAPI document cannot drift: the checked-in copy is the generated one, the
+routes the app registers are the routes it describes (with their roles), and every
+error code the server can answer is in the one error table."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+
+from watermark.api import http_api, http_body
+from watermark.api.auth import Access
+from watermark.api.openapi import OPENAPI_JSON, ROUTES, document, render
+from watermark.api.openapi_errors import ERROR_CODES
+from watermark.etcd.memory import MemoryKV
+from watermark.etcd.store import WatermarkStore
+from watermark.service.publisher import Publisher
+
+ROOT = Path(__file__).resolve().parents[3]
+ROLE_OF = {Access.WRITE: "writer", Access.RECONCILE: "reconciler", Access.ADMIN: "admin",
+           Access.READ: "any", None: None}  # fmt: skip
+
+
+def test_the_checked_in_document_is_the_generated_one() -> None:
+    """docs/openapi.json equals `document()` (regenerate: python -m watermark.api.openapi
+    > docs/openapi.json) and is what the server answers."""
+    assert (ROOT / "docs" / "openapi.json").read_text() == render()
+    assert json.loads(OPENAPI_JSON) == document()
+
+
+def test_every_registered_route_is_described_with_its_role_and_no_other() -> None:
+    """(method, path, handler) of create_app's router == the document's routes; each
+    route's role is the one the auth middleware enforces."""
+    app = http_api.create_app(Publisher(WatermarkStore(MemoryKV(), "/x"), "o"))
+    registered = set()
+    for route in app.router.routes():
+        if route.method == "HEAD":
+            continue
+        path = route.resource.canonical.replace("{partition:.+}", "{partition}")
+        registered.add((route.method.lower(), path, route.handler.__name__))
+        described = next(r for r in ROUTES if r[2] == route.handler.__name__)
+        assert described[3] == ROLE_OF[http_api._ACCESS[route.handler]], described
+    assert registered == {(m, p, n) for m, p, n, *_ in ROUTES}
+
+
+def test_every_error_code_the_server_answers_is_in_the_table() -> None:
+    """The codes of http_api's exception map, of the body checks and of the fixed answers
+    (unknown_fence, moved, the router's 404/405, internal_error) are all in ERROR_CODES;
+    and the statuses in http_body agree with the table."""
+    source = (ROOT / "watermark" / "api" / "http_api.py").read_text()
+    literals = {n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant)
+                and isinstance(n.value, str)}  # fmt: skip
+    used = {code for _, code in http_api._ERRORS} | {"unknown_fence", "moved",
+            "internal_error", "not_found", "method_not_allowed", "unauthorized",
+            "forbidden"}  # fmt: skip
+    assert used <= literals | {"not_found", "method_not_allowed"}
+    for problem in (http_body.BadRequest, http_body.BodyTooLarge, http_body.BatchTooLarge,
+                    http_body.BodyTimeout):  # fmt: skip
+        assert ERROR_CODES[problem.code].status == problem.status
+    assert used <= set(ERROR_CODES)
+
+
+def test_the_document_is_valid_openapi_and_every_schema_valid_json_schema() -> None:
+    """Every component schema is a valid JSON Schema 2020-12; every operation has an id,
+    a 200 answer and (unless open) a role; the fence answer links to commit and abort."""
+    doc = document()
+    assert doc["openapi"].startswith("3.1")
+    for schema in doc["components"]["schemas"].values():
+        Draft202012Validator.check_schema(schema)
+    for path, methods in doc["paths"].items():
+        for method, op in methods.items():
+            assert "200" in op["responses"], (method, path)
+            assert op.get("security") == [] or op["x-l0gc-role"], (method, path)
+    links = doc["paths"]["/v1/partitions/{partition}/fence"]["post"]["responses"]["200"]["links"]
+    assert set(links) == {"commit", "abort", "state"}

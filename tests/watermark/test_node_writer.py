@@ -1,0 +1,106 @@
+"""The reference writer in Node 20 (examples/node-writer, built-in fetch only) against a
+live `watermark serve`, a real etcd and moto, then `gcd sweep`: the objects it reported
+reconciled are deleted, the ones it did not survive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from gcd.cli.main import main
+from gcd.testing.local_servers import LocalEtcd, LocalS3
+from gcd.testing.procs import child_env
+from tests.waiting import wait_until_sync
+from tests.watermark.api.live_serve import RECONCILER, WRITER, live_serve
+from watermark import exitcodes
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+WRITER_JS = ROOT / "examples" / "node-writer" / "writer.mjs"
+NODE = shutil.which("node")
+
+
+def gcd(*argv: str) -> int:
+    """The `gcd` command in this process (real etcd and S3, as the CLI tests run it)."""
+    code = main(list(argv))
+    structlog.reset_defaults()
+    return code
+
+
+def etcd_op(etcd: LocalEtcd, namespace: str, op: str) -> int:
+    """Advance the cluster epoch ("advance") or read orders/0's published M(p) ("m"), in
+    this process (a `watermark` subprocess costs ~2 s of this test's budget)."""
+
+    async def run() -> int:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+        try:
+            store = WatermarkStore(kv, namespace)
+            if op == "advance":
+                return await store.advance_cluster_epoch()
+            record = await store.get_partition("orders/0")
+            assert record is not None
+            return record.watermark
+        finally:
+            await kv.close()
+
+    return asyncio.run(run())
+
+
+def node(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
+    """Run the Node writer; its JSON lines."""
+    assert NODE is not None, "node (20) is on every machine of this project: install it"
+    done = subprocess.run([NODE, str(WRITER_JS), *args], capture_output=True, text=True,
+                          timeout=60, check=False, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
+    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Writes across epoch changes, each round a new writer process (it resumes after
+    last_applied_offset: offsets never repeat); the reconciler reports the first three
+    entries; after a sweep the reconciled object below M(p) is gone and every object
+    above it, the unreconciled ones first, survives."""
+    with live_serve(etcd_server, namespace, tmp_path, partitions=("orders/0",), epochs=2) as serve:
+        etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
+        assert gcd("namespace", "bind", "--bucket", bucket, "--root", "level_zero/data",
+                   "--endpoint-url", s3_server.endpoint_url, *etcd) == exitcodes.OK  # fmt: skip
+        env = {**child_env(), "L0GC_PUBLISHERS": serve.url, "L0GC_TOKEN": WRITER,
+               "L0GC_RECONCILER_TOKEN": RECONCILER, "L0GC_PARTITION": "orders/0",
+               "S3_ENDPOINT": s3_server.endpoint_url, "S3_BUCKET": bucket,
+               "PATH": os.environ.get("PATH", "")}  # fmt: skip
+        first = node(env, "write", "1")
+        for _ in range(2):
+            etcd_op(etcd_server, namespace, "advance")
+        second = node(env, "write", "1")  # a new process: resumes after offset 0
+        for _ in range(2):
+            etcd_op(etcd_server, namespace, "advance")
+        third = node(env, "write", "3")
+        assert [o["offset"] for o in first + second + third] == [0, 1, 2, 3, 4]
+        assert [o["epoch"] for o in first + second + third] == [2, 4, 6, 6, 6]
+        # The reconciler lifted offsets 0-2. M(p) is the window's lower bound when the
+        # last reconciled entry was fenced (4), minus 1: epoch 2 is garbage; epoch 4 (and
+        # 6) wait until an entry fenced above them is reconciled; 3 and 4 are unreconciled.
+        (reported,) = node(env, "reconcile", "2")
+        assert (reported["reconciled_offset"], reported["watermark"]) == (2, 3)
+        wait_until_sync(lambda: etcd_op(etcd_server, namespace, "m") == 3, timeout_s=10,
+                        what="the publisher to publish M(p) = 3")  # fmt: skip
+    capsys.readouterr()
+    assert gcd("sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
+               "--region", "us-east-1", "--grace", "0s", "--json", *etcd) == exitcodes.OK
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["deleted"] == 1
+    left = s3_server.keys(bucket)
+    assert first[0]["key"] not in left  # reconciled, epoch 2 <= M: collected
+    assert {o["key"] for o in second + third} <= left  # above M (3 and 4 unreconciled): kept

@@ -1,0 +1,379 @@
+"""The OpenAPI 3.1 document of the publisher's HTTP API, described once, in Python.
+
+`document()` builds it from the description below, the error table
+(`watermark.api.openapi_errors`) and the limits the server enforces
+(`watermark.api.http_server`, `watermark.api.http_body`); `watermark serve` answers it
+at ``GET /v1/openapi.json`` (open, like ``/healthz``: it holds no data, and a client
+generator needs it before it has a token), and docs/openapi.json is the same document
+checked into the repository. Tests keep them from drifting: the checked-in file equals
+`document()`, every route `create_app` registers is described with its role and every
+described one is registered, and schemathesis checks a live server's answers against it
+(tests/watermark/api/test_openapi_conformance.py).
+
+Regenerate the checked-in copy after a change: ``python -m watermark.api.openapi >
+docs/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Final
+
+from watermark.api.http_body import MAX_BODY_DEPTH, MAX_FENCE_TIMEOUT_S, MAX_FIELD_VALUE
+from watermark.api.http_server import (
+    DEFAULT_MAX_BATCH_BODY_BYTES,
+    DEFAULT_MAX_BATCH_ENTRIES,
+    DEFAULT_MAX_BODY_BYTES,
+)
+from watermark.api.openapi_errors import ERROR_CODES
+from watermark.core.record import RECORD_VERSION
+
+__all__ = ["OPENAPI_JSON", "ROUTES", "document"]
+
+Json = dict[str, Any]
+
+
+def _ref(name: str) -> Json:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+_INT: Final[Json] = {"type": "integer", "minimum": 0, "maximum": MAX_FIELD_VALUE}
+_BOUND: Final[Json] = {"type": ["integer", "null"]}
+_BOUNDS: Final[Json] = {
+    "type": "array", "items": _BOUND, "minItems": 2, "maxItems": 2,
+    "description": "[lower, upper], both null when empty",
+}  # fmt: skip
+
+
+def _obj(props: Json, required: list[str] | None = None, **more: Any) -> Json:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props) if required is None else required,
+        "additionalProperties": False,
+        **more,
+    }
+
+
+_STATE_FIELDS: Final[Json] = {
+    "partition": {"type": "string"},
+    "owner": {"type": "string", "description": "this publisher's owner id"},
+    "owner_epoch": {"type": "integer", "minimum": 0},
+    "window": {**_BOUNDS, "description": "the fencing window [oldest accepted, latest seen]"},
+    "watermark": {"type": "integer", "minimum": -1, "description": "M(p) as computed now"},
+    "published_watermark": {"type": "integer", "minimum": -1,
+                            "description": "M(p) as last written to etcd"},
+    "created_epoch": {"type": "integer", "minimum": 0,
+                      "description": "no object of this partition is stamped below it"},
+    "applied_window": {"type": "array", "items": {"type": "integer"}, "minItems": 2,
+                       "maxItems": 2, "description": "[previous, highest] applied epoch"},
+    "last_applied_offset": {"type": ["integer", "null"], "minimum": 0,
+                            "description": "the last log offset committed (resume after it)"},
+    "reconciled_offset": {"type": ["integer", "null"], "minimum": 0},
+    "log_end_known": {"type": "boolean",
+                      "description": "the state holds every entry of the log"},
+    "sealed": {"type": "boolean"},
+    "frozen": {"type": ["string", "null"],
+               "description": "why M(p) no longer moves (a fencing violation), else null"},
+    "inflight_fences": {"type": "integer", "minimum": 0},
+    "waiting_slides": {"type": "integer", "minimum": 0},
+    "dirty": {"type": "boolean", "description": "changed since the last publish"},
+}  # fmt: skip
+
+_GRANTED_FIELDS: Final[Json] = {
+    "token": {"type": "string", "minLength": 1,
+              "description": "bearer credential of this one fence; commit or abort it"},
+    "partition": {"type": "string"},
+    "epoch": _INT,
+    "window": {**_BOUNDS, "description": "the fencing window right after the grant"},
+    "slid": {"type": "boolean", "description": "this fence slid the window"},
+    "deadline": {"type": ["number", "null"],
+                 "description": "unix seconds of the hold deadline (null: none)"},
+    "expires_in_s": {"type": ["number", "null"], "minimum": 0},
+}  # fmt: skip
+
+_ERROR_FIELDS: Final[Json] = {
+    "error": {"type": "string", "enum": sorted(ERROR_CODES)},
+    "message": {"type": "string", "description": "what was wrong and what to do"},
+    "window": _BOUNDS,
+    "floor": {"type": ["integer", "null"]},
+    "cluster_epoch": {"type": "integer"},
+    "held_epoch": {"type": "integer", "description": "fence_timeout: the oldest held fence"},
+    "held_for_s": {"type": "number"},
+    "committed_offset": {"type": "integer"},
+    "owner": {"type": "string"},
+    "address": {"type": "string"},
+}  # fmt: skip
+
+_BATCH_LIMIT = (
+    f"at most {DEFAULT_MAX_BATCH_ENTRIES} entries by default (a server flag may change it): "
+    "more is 413 batch_too_large"
+)
+SCHEMAS: Final[Json] = {
+    "Error": _obj(_ERROR_FIELDS, ["error", "message"]),
+    "PartitionState": _obj(_STATE_FIELDS),
+    "CommitAnswer": _obj({**_STATE_FIELDS, "repeat": {
+        "type": "boolean",
+        "description": "true: this fence was already committed at this offset (a retry)",
+    }}),
+    "FenceRequest": _obj(
+        {"epoch": _INT, "timeout_s": {"type": "number", "exclusiveMinimum": 0,
+                                      "maximum": MAX_FENCE_TIMEOUT_S}},
+        ["epoch"],
+    ),
+    "FenceGranted": _obj(_GRANTED_FIELDS),
+    "OffsetRequest": _obj({"offset": _INT}),
+    "AbortAnswer": _obj({
+        "aborted": {"type": "boolean", "description": "released now"},
+        "outcome": {"type": "string", "enum": ["aborted", "committed", "refused",
+                                                "reclaimed", "revoked"],
+                    "description": "how the fence ended"},
+    }),
+    "AdoptRequest": _obj(
+        {"log_end_offset": {"type": ["integer", "null"], "minimum": -1,
+                            "maximum": MAX_FIELD_VALUE}}, []
+    ),
+    "FenceBatchRequest": _obj(
+        {"fences": {"type": "array", "minItems": 1, "description": _BATCH_LIMIT,
+                    "items": _obj({"partition": {"type": "string", "minLength": 1},
+                                   "epoch": _INT})},
+         "timeout_s": {"type": "number", "exclusiveMinimum": 0,
+                       "maximum": MAX_FENCE_TIMEOUT_S}},
+        ["fences"],
+    ),
+    "FenceBatchAnswer": _obj({"results": {"type": "array", "items": {"oneOf": [
+        _obj({"status": {"const": 200}, **_GRANTED_FIELDS}),
+        _obj({"partition": {"type": "string"}, "status": {"type": "integer"},
+              **_ERROR_FIELDS}, ["partition", "status", "error", "message"]),
+    ]}}}),
+    "CommitBatchRequest": _obj(
+        {"commits": {"type": "array", "minItems": 1, "description": _BATCH_LIMIT,
+                     "items": _obj({"token": {"type": "string", "minLength": 1},
+                                    "offset": _INT})}}
+    ),
+    "CommitBatchAnswer": _obj({"results": {"type": "array", "items": {"oneOf": [
+        _obj({"status": {"const": 200}, "partition": {"type": "string"}, "offset": _INT,
+              "repeat": {"type": "boolean"}}),
+        _obj({"status": {"type": "integer", "minimum": 300}, **_ERROR_FIELDS},
+             ["status", "error", "message"]),
+    ]}}}),
+    "Epoch": _obj({
+        "version": {"const": RECORD_VERSION},
+        "epoch": {"type": "integer", "minimum": 0,
+                  "description": "the cluster epoch, read from etcd for this request"},
+        "partitions": {"type": "array", "items": _obj({
+            "partition": {"type": "string"},
+            "created_epoch": {"type": "integer", "minimum": 0},
+            "window": _BOUNDS,
+        }), "description": "the partitions hosted here: stamp max(epoch, created_epoch)"},
+    }),
+    "Owner": _obj({
+        "version": {"const": RECORD_VERSION}, "partition": {"type": "string"},
+        "owner": {"type": "string"}, "address": {"type": ["string", "null"]},
+        "local": {"type": "boolean"},
+    }),
+    "Listing": _obj({
+        "version": {"const": RECORD_VERSION}, "owner": {"type": "string"},
+        "partitions": {"type": "array", "items": _ref("PartitionState")},
+    }),
+    "Status": _obj({"status": {"type": "string", "enum": ["ok", "ready", "not_ready"]}}),
+}
+
+# (method, path, handler name, role or None for open, summary, request schema, answers)
+# Answers: status -> schema name (or "text" for Prometheus text); error codes are added
+# from the table per status listed in the route's `errors`.
+Route = tuple[str, str, str, str | None, str, str | None, dict[int, str], tuple[str, ...]]
+_P = "/v1/partitions/{partition}"
+_BODY = ("bad_request", "body_too_large", "request_timeout")
+_AUTH = ("unauthorized", "forbidden")
+_MOVE = ("moved", "no_owner", "not_hosted")
+ROUTES: Final[tuple[Route, ...]] = (
+    ("post", f"{_P}/fence", "fence", "writer", ("Fence an epoch on a partition (after the "
+     "upload, before the log append)"), "FenceRequest", {200: "FenceGranted"},
+     (*_AUTH, *_BODY, *_MOVE, "stale_epoch", "epoch_ahead", "fence_timeout", "guard_closed",
+      "etcd_unavailable")),
+    ("post", "/v1/fences/{token}/commit", "commit", "writer", ("Commit a fence at the log "
+     "offset of its entry (idempotent: a repeat with the same offset answers repeat: true)"),
+     "OffsetRequest", {200: "CommitAnswer"},
+     (*_AUTH, *_BODY, "unknown_fence", "fence_expired", "already_committed",
+      "illegal_offset", "fencing_violation", "not_hosted")),
+    ("post", "/v1/fences/{token}/abort", "abort", "writer", ("Release a fence without "
+     "committing (an entry you will not commit)"), None, {200: "AbortAnswer"},
+     (*_AUTH, *_BODY, "unknown_fence")),
+    ("post", "/v1/fences", "fences", "writer", ("Fence many partitions in one request (each "
+     "entry decided as the single route)"), "FenceBatchRequest", {200: "FenceBatchAnswer"},
+     (*_AUTH, *_BODY, "batch_too_large")),
+    ("post", "/v1/commits", "commits", "writer", ("Commit many fences in one request, in "
+     "order (each entry decided as the single route)"), "CommitBatchRequest",
+     {200: "CommitBatchAnswer"}, (*_AUTH, *_BODY, "batch_too_large")),
+    ("get", "/v1/epoch", "epoch", "any", ("The cluster epoch to stamp objects with, and "
+     "each hosted partition's created_epoch and window"), None, {200: "Epoch"},
+     (*_AUTH, "etcd_unavailable")),
+    ("post", f"{_P}/reconciled", "reconciled", "reconciler", ("The reconciler lifted every "
+     "entry through this offset"), "OffsetRequest", {200: "PartitionState"},
+     (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "guard_closed")),
+    ("post", f"{_P}/adopt", "adopt", "admin", ("Take the partition over (or, among replicas, "
+     "tell its owner where the log ends)"), "AdoptRequest", {200: "PartitionState"},
+     (*_AUTH, *_BODY, *_MOVE, "not_registered", "illegal_offset", "etcd_unavailable",
+      "guard_closed")),
+    ("get", f"{_P}/owner", "owner", "any", "Which replica owns the partition", None,
+     {200: "Owner"}, (*_AUTH, "not_hosted", "no_owner")),
+    ("get", _P, "show", "any", "What the publisher knows of the partition", None,
+     {200: "PartitionState"}, (*_AUTH, *_MOVE, "guard_closed")),
+    ("get", "/v1/partitions", "listing", "any", "Every partition hosted here", None,
+     {200: "Listing"}, _AUTH),
+    ("get", "/metrics", "metrics", None, "Prometheus metrics", None, {200: "text"}, ()),
+    ("get", "/healthz", "healthz", None, "Liveness: the process and its event loop answer",
+     None, {200: "Status"}, ()),
+    ("get", "/readyz", "readyz", None, ("Readiness: 200 once the first publish round is "
+     "done, 503 before and during shutdown"), None, {200: "Status", 503: "Status"}, ()),
+    ("get", "/v1/openapi.json", "openapi", None, "This document", None, {200: "document"},
+     ()),
+)  # fmt: skip
+
+_INFO = f"""The HTTP API of `watermark serve`, the l0gc publisher: writers fence the epoch of
+each object they upload and commit it with its log offset; reconcilers report what they
+lifted. docs/integration.md is the guide; this document is the contract.
+
+Roles: with a token file every route but /metrics, /healthz, /readyz and
+/v1/openapi.json needs `Authorization: Bearer TOKEN`; the token's role (x-l0gc-role:
+writer, reconciler, admin; `any` = every role) decides (admin may use every route).
+
+Errors: `{{"error": CODE, "message": TEXT, ...}}`; each code's status, meaning and what a
+writer does next (x-l0gc-action: retry, redirect, reupload, refence, stop) are in
+x-l0gc-error-codes.
+
+Bodies: at most {DEFAULT_MAX_BODY_BYTES} bytes ({DEFAULT_MAX_BATCH_BODY_BYTES} for the
+batch routes, at most {DEFAULT_MAX_BATCH_ENTRIES} entries), strict JSON (no duplicate
+keys, no NaN, nesting at most {MAX_BODY_DEPTH}), only the route's fields; integers are
+JSON integers in [0, 2^63-1]. Server flags may lower these limits.
+
+Replicas (`--replicated`): a partition route sent to a replica that does not own the
+partition answers 307 `moved` with `Location` on the owner (the same path): send the same
+request there, only if it is one of your configured publishers. Fence tokens live on the
+replica that granted them: commit and abort there (never redirected).
+
+Partition names may contain '/': percent-encode them in paths (orders%2F0)."""
+
+
+def _answer(status: int, schema: str, *, many: bool = False) -> Json:
+    if schema == "text":
+        return {"description": "Prometheus text format",
+                "content": {"text/plain": {"schema": {"type": "string"}}}}  # fmt: skip
+    if schema == "document":
+        return {"description": "an OpenAPI 3.1 document",
+                "content": {"application/json": {"schema": {"type": "object"}}}}  # fmt: skip
+    return {
+        "description": "success" if status < 300 else "not ready",
+        "content": {"application/json": {"schema": _ref(schema)}},
+    }
+
+
+def _errors(codes: tuple[str, ...]) -> Json:
+    by_status: dict[int, list[str]] = {}
+    for code in codes:
+        by_status.setdefault(ERROR_CODES[code].status, []).append(code)
+    answers: Json = {}
+    for status, named in sorted(by_status.items()):
+        listed = "; ".join(f"`{c}`: {ERROR_CODES[c].meaning}" for c in named)
+        answer: Json = {
+            "description": listed,
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
+        if status == 307:
+            answer["headers"] = {"Location": {"schema": {"type": "string"},
+                                              "description": "the same path on the owner"}}
+        if status == 401:
+            answer["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
+        answers[str(status)] = answer
+    return answers
+
+
+_EXAMPLES: Final[Json] = {
+    "fence": {"epoch": 3, "timeout_s": 5},
+    "commit": {"offset": 0},
+    "fences": {"fences": [{"partition": "orders/0", "epoch": 3},
+                          {"partition": "orders/1", "epoch": 3}]},
+    "reconciled": {"offset": 0},
+    "adopt": {"log_end_offset": -1},
+}  # fmt: skip
+
+
+def _operation(route: Route) -> Json:
+    method, path, name, role, summary, body, answers, codes = route
+    op: Json = {"operationId": name, "summary": summary, "responses": {}}
+    params = []
+    if "{partition}" in path:
+        params.append({"name": "partition", "in": "path", "required": True,
+                       "description": "the partition name, percent-encoded",
+                       "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                       "example": "orders/0"})
+    if "{token}" in path:
+        params.append({"name": "token", "in": "path", "required": True,
+                       "description": "the fence token from the fence answer",
+                       "schema": {"type": "string", "minLength": 1, "maxLength": 64}})
+    if params:
+        op["parameters"] = params
+    if body is not None:
+        media: Json = {"schema": _ref(body)}
+        if name in _EXAMPLES:
+            media["example"] = _EXAMPLES[name]
+        op["requestBody"] = {"required": name != "adopt", "content": {"application/json": media}}
+    elif method == "post":
+        op["requestBody"] = {"required": False, "content": {
+            "application/json": {"schema": {"type": "object", "maxProperties": 0}}}}
+    for status, schema in answers.items():
+        op["responses"][str(status)] = _answer(status, schema)
+    op["responses"].update(_errors(codes))
+    if role is None:
+        op["security"] = []
+    else:
+        op["x-l0gc-role"] = role
+    if name == "fence":
+        op["responses"]["200"]["links"] = {
+            "commit": {"operationId": "commit",
+                       "parameters": {"token": "$response.body#/token"}},
+            "abort": {"operationId": "abort",
+                      "parameters": {"token": "$response.body#/token"}},
+            "state": {"operationId": "show",
+                      "parameters": {"partition": "$response.body#/partition"}},
+        }  # fmt: skip
+    return op
+
+
+def document() -> Json:
+    """The OpenAPI 3.1 document of the API (see the module docstring)."""
+    paths: Json = {}
+    for route in ROUTES:
+        paths.setdefault(route[1], {})[route[0]] = _operation(route)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "l0gc publisher API", "version": str(RECORD_VERSION),
+                 "description": _INFO},
+        "servers": [{"url": "http://127.0.0.1:8080"}],
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "a token from the service's "
+                                           "token file; its role decides the routes"}},
+        },
+        "x-l0gc-error-codes": {
+            code: {"status": e.status, "action": e.action, "meaning": e.meaning}
+            for code, e in sorted(ERROR_CODES.items())
+        },
+    }  # fmt: skip
+
+
+def render() -> str:
+    """The document as the checked-in docs/openapi.json holds it."""
+    return json.dumps(document(), indent=1, sort_keys=False) + "\n"
+
+
+OPENAPI_JSON: Final[bytes] = json.dumps(document()).encode()
+"""What ``GET /v1/openapi.json`` answers."""
+
+if __name__ == "__main__":
+    sys.stdout.write(render())

@@ -1,0 +1,173 @@
+"""`watermark partition repair NAME`: write a validated partition record by compare-and-swap.
+
+The operator's tool for a record that blocks GC (malformed, hand-edited, or with an M(p)
+that must move) instead of hand-writing JSON into etcd with ``etcdctl txn`` (whose
+quoting once stored the single byte ``{`` and blocked the whole namespace).
+
+What it writes: the stored record with the fields given as flags replaced
+(``--watermark``, ``--created-epoch``, ``--owner`` / ``--no-owner``, ``--owner-epoch``);
+for a record that
+does not decode, a fresh one from the flags (``--watermark`` and ``--created-epoch`` are
+then required; no owner, no tracker: the next owner adopts it from scratch). Before
+writing, the new record is encoded and decoded again with the sweepers' own strict
+decoder, and checked against the cluster epoch (M(p) below it, created_epoch at most
+it). It never lowers a valid record's M(p) (objects at or below it may already be
+deleted, and a lower M(p) would not bring them back but would hide that) unless
+``--force``, which logs a warning audit line ``watermark.partition_repair_forced`` with
+the old and new values and the operator's ``--reason``. ``--dry-run`` prints what would be
+written and writes nothing. The write is one etcd transaction comparing the record's
+``mod_revision`` with the one read: if anything wrote the record meanwhile, nothing is
+written and the command fails (exit 1): read it again and decide again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from typing import Any
+
+import structlog
+
+from watermark.core.kv import KV, Compare, Put
+from watermark.core.record import PartitionRecord
+from watermark.errors import (
+    ConfigError,
+    EpochConflict,
+    InvalidRecord,
+    PartitionNotRegistered,
+)
+from watermark.etcd.store import WatermarkStore
+from watermark.options import Option, boolean, integer, text
+
+__all__ = ["OPTIONS", "plan", "repair", "write_text"]
+
+_log = structlog.get_logger("watermark.repair")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--watermark", integer(-1), None,
+           "the new M(p), >= -1 and below the cluster epoch (default: unchanged)", "M"),
+    Option("--created-epoch", integer(0), None,
+           "the new created_epoch, at most the cluster epoch (default: unchanged)", "E"),
+    Option("--owner", text, None, "set the owner id (owner_epoch + 1 unless --owner-epoch)",
+           "ID"),
+    Option("--owner-epoch", integer(0), None,
+           "set owner_epoch exactly (e.g. the running owner's, so its next publish is "
+           "accepted; default: unchanged, + 1 with --owner or --no-owner)", "N"),
+    Option("--no-owner", boolean, False,
+           "clear the owner (owner_epoch + 1): the next publisher adopts it", switch=True),
+    Option("--force", boolean, False, "allow lowering M(p); logs an audit line with --reason",
+           switch=True),
+    Option("--reason", text, "", "why (written to the audit log line of --force)", "TEXT"),
+    Option("--dry-run", boolean, False, "print the record that would be written; write "
+           "nothing", switch=True),
+)  # fmt: skip
+"""The flags of `watermark partition repair` (its NAME is positional)."""
+
+
+def plan(
+    name: str,
+    current: PartitionRecord | None,
+    args: argparse.Namespace,
+    cluster_epoch: int,
+    now: float,
+) -> PartitionRecord:
+    """The record to write (pure): `current` (None: malformed) with the flags applied,
+    validated; ConfigError naming the flag, or a lowered M(p) without --force."""
+    if current is None:
+        given = (("--watermark", args.watermark), ("--created-epoch", args.created_epoch))
+        missing = [flag for flag, value in given if value is None]
+        if missing:
+            raise ConfigError(
+                f"partition {name!r}: the stored record does not decode, so a new one is "
+                f"written from the flags: give {' and '.join(missing)}"
+            )
+        base = PartitionRecord(name, args.watermark, args.created_epoch)
+    else:
+        base = current
+    if args.owner is not None and args.no_owner:
+        raise ConfigError("give --owner ID or --no-owner, not both")
+    record = dataclasses.replace(
+        base,
+        watermark=base.watermark if args.watermark is None else args.watermark,
+        created_epoch=base.created_epoch if args.created_epoch is None else args.created_epoch,
+        updated_at=now,
+        sealed_owner_epoch=None,
+    )
+    if args.owner is not None or args.no_owner:
+        record = dataclasses.replace(
+            record, owner=None if args.no_owner else args.owner, owner_epoch=base.owner_epoch + 1
+        )
+    if args.owner_epoch is not None:
+        record = dataclasses.replace(record, owner_epoch=args.owner_epoch)
+    if not -1 <= record.watermark < cluster_epoch:
+        raise ConfigError(
+            f"--watermark {record.watermark}: M(p) must be >= -1 and below the cluster epoch "
+            f"{cluster_epoch} (sweepers treat a higher one as malformed)"
+        )
+    if not 0 <= record.created_epoch <= cluster_epoch:
+        raise ConfigError(
+            f"--created-epoch {record.created_epoch}: must be in [0, cluster epoch "
+            f"{cluster_epoch}]"
+        )
+    if current is not None and record.watermark < current.watermark and not args.force:
+        raise ConfigError(
+            f"partition {name!r}: refusing to lower M(p) from {current.watermark} to "
+            f"{record.watermark}: objects up to {current.watermark} may already be deleted; "
+            "pass --force (and --reason) only if you know why it must go down"
+        )
+    raw = record.encode()
+    PartitionRecord.decode(raw, partition=name)  # the sweepers' decoder accepts it
+    return record
+
+
+async def repair(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
+    """Run `watermark partition repair` (see the module docstring)."""
+    key = store.partition_key(args.name)
+    item = await kv.get(key)
+    if item is None:
+        raise PartitionNotRegistered(args.name)
+    malformed: str | None = None
+    try:
+        current: PartitionRecord | None = PartitionRecord.decode(item.value, partition=args.name)
+    except InvalidRecord as exc:
+        current, malformed = None, str(exc)
+    record = plan(args.name, current, args, await store.get_cluster_epoch(), time.time())
+    lowered = current is not None and record.watermark < current.watermark
+    written = False
+    if not args.dry_run:
+        result = await kv.txn([Compare(key, item.mod_revision)], [Put(key, record.encode())])
+        if not result.succeeded:
+            raise EpochConflict(key, "the record changed since it was read: run repair again")
+        written = True
+        if lowered:
+            assert current is not None
+            _log.warning(
+                "watermark.partition_repair_forced", partition=args.name,
+                previous_watermark=current.watermark, watermark=record.watermark,
+                reason=args.reason or "(none given)",
+            )  # fmt: skip
+        _log.info("watermark.partition_repaired", partition=args.name, watermark=record.watermark)
+    return {
+        "partition": args.name,
+        "previous": None if current is None else json.loads(current.encode()),
+        "malformed": malformed,
+        "record": json.loads(record.encode()),
+        "forced": lowered,
+        "written": written,
+    }
+
+
+def write_text(result: dict[str, Any]) -> None:
+    """The text output of `watermark partition repair`."""
+    record, previous = result["record"], result["previous"]
+    before = "malformed" if previous is None else f"M(p)={previous['watermark']}"
+    verb = "repaired" if result["written"] else "would repair (dry run)"
+    sys.stdout.write(
+        f"{verb} {result['partition']!r}: {before} -> M(p)={record['watermark']}  "
+        f"created_epoch={record['created_epoch']}  owner={record['owner'] or 'none'}  "
+        f"owner_epoch={record['owner_epoch']}\n"
+    )

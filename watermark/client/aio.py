@@ -1,0 +1,191 @@
+"""`AsyncWriterClient`: the publisher's HTTP API for a writer in Python, on asyncio
+(aiohttp, as the service itself). The same routes, rules and answers as the blocking
+`watermark.client.sync.WriterClient`; every method is a coroutine.
+
+    async with AsyncWriterClient(["http://127.0.0.1:8080"], token=WRITER_TOKEN) as client:
+        epoch = (await client.epoch()).stamp(["orders/0"])
+        ... upload the object stamped with `epoch` ...
+        fence = await client.fence("orders/0", epoch)
+        ... append the entry to the log at `offset` (before fence.expires_in_s) ...
+        await client.commit(fence, offset)   # safe to retry: a repeat answers repeat: true
+
+Every method raises `ApiError` (with `action`: reupload, refence or stop) when the
+writer must act, `RedirectRefused` for a redirect outside the set, `Unreachable` when
+no publisher answered within the retries (see `watermark.client.protocol`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from watermark.client.protocol import (
+    ApiError,
+    EpochInfo,
+    Exchange,
+    Granted,
+    PublisherSet,
+    Retry,
+    batch_fence,
+    entry_error,
+    json_answer,
+    partition_path,
+)
+
+__all__ = ["AsyncWriterClient"]
+
+Json = dict[str, Any]
+
+
+class AsyncWriterClient:
+    """An asyncio writer client of the publishers in `publishers` (see the module
+    docstring); `token` is a writer (or reconciler, admin) token; `timeout_s` bounds each
+    request (it must exceed the fence timeout); `retry` how often to retry."""
+
+    def __init__(
+        self,
+        publishers: Iterable[str],
+        *,
+        token: str | None = None,
+        timeout_s: float = 35.0,
+        retry: Retry | None = None,
+    ) -> None:
+        self.publishers = PublisherSet(publishers)
+        self.retry = retry if retry is not None else Retry()
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(5.0, timeout_s))
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> AsyncWriterClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:  # fmt: skip
+        await self.close()
+
+    # -- the routes ------------------------------------------------------------------
+
+    async def epoch(self) -> EpochInfo:
+        """``GET /v1/epoch``: the cluster epoch now, and the hosted partitions'
+        created_epoch (`EpochInfo.stamp` gives the epoch to stamp an object with)."""
+        return EpochInfo.of(await self._call("GET", "/v1/epoch", None))
+
+    async def fence(self, partition: str, epoch: int, *, timeout_s: float | None = None) -> Granted:
+        """Fence `epoch` on `partition` (after the upload, before the log append)."""
+        body: Json = {"epoch": epoch}
+        if timeout_s is not None:
+            body["timeout_s"] = timeout_s
+        exchange = Exchange(self.publishers, self.retry, partition=partition, idempotent=False)
+        answer = await self._run(exchange, "POST", partition_path(partition, "/fence"), body)
+        return Granted.of(answer, exchange.target)
+
+    async def commit(self, fence: Granted, offset: int) -> Json:
+        """Commit `fence` at the log `offset` of its entry: the partition state, with
+        ``repeat`` true when it was already committed at this offset (a retry)."""
+        return await self._call("POST", f"/v1/fences/{fence.token}/commit", {"offset": offset},
+                          base=fence.base)  # fmt: skip
+
+    async def abort(self, fence: Granted) -> Json:
+        """Release `fence` without committing: ``{"aborted", "outcome"}``."""
+        return await self._call("POST", f"/v1/fences/{fence.token}/abort", None, base=fence.base)
+
+    async def reconciled(self, partition: str, offset: int) -> Json:
+        """The reconciler lifted every entry of `partition` through `offset`."""
+        path = partition_path(partition, "/reconciled")
+        return await self._call("POST", path, {"offset": offset}, partition=partition)
+
+    async def state(self, partition: str) -> Json:
+        """What the owner knows of `partition` (``last_applied_offset``: resume after it)."""
+        return await self._call("GET", partition_path(partition), None, partition=partition)
+
+    async def fences(
+        self, entries: Sequence[tuple[str, int]], *, timeout_s: float | None = None
+    ) -> list[Granted | ApiError]:
+        """Fence every (partition, epoch) in one request per owner, in order: each entry
+        a `Granted` or the `ApiError` of its refusal (a 307 entry is sent again to its
+        owner when that is one of the publishers, else it is `RedirectRefused`)."""
+        results: list[Granted | ApiError | None] = [None] * len(entries)
+        pending = {index: self.publishers.candidates(p)[0] for index, (p, _) in enumerate(entries)}
+        for _ in range(self.retry.attempts):
+            if not pending:
+                break
+            for base in dict.fromkeys(pending.values()):
+                indexes = [i for i, b in pending.items() if b == base]
+                body: Json = {"fences": [{"partition": entries[i][0], "epoch": entries[i][1]}
+                                         for i in indexes]}  # fmt: skip
+                if timeout_s is not None:
+                    body["timeout_s"] = timeout_s
+                exchange = Exchange(self.publishers, self.retry, base=base, idempotent=False)
+                answer = await self._run(exchange, "POST", "/v1/fences", body)
+                for index, result in zip(indexes, answer["results"], strict=True):
+                    del pending[index]
+                    decided = batch_fence(self.publishers, result, base)
+                    if isinstance(decided, str):
+                        pending[index] = decided
+                    else:
+                        results[index] = decided
+        for index in pending:
+            results[index] = ApiError(307, "moved", "still moving after the retries", {})
+        return [r for r in results if r is not None]
+
+    async def commits(self, entries: Sequence[tuple[Granted, int]]) -> list[Json | ApiError]:
+        """Commit every (fence, offset), one request per publisher that granted them, in
+        order: each entry ``{"status": 200, "partition", "offset", "repeat"}`` or the
+        `ApiError` of its refusal."""
+        results: list[Json | ApiError | None] = [None] * len(entries)
+        for base in dict.fromkeys(fence.base for fence, _ in entries):
+            indexes = [i for i, (fence, _) in enumerate(entries) if fence.base == base]
+            body = {"commits": [{"token": entries[i][0].token, "offset": entries[i][1]}
+                                for i in indexes]}  # fmt: skip
+            answer = await self._call("POST", "/v1/commits", body, base=base)
+            for index, result in zip(indexes, answer["results"], strict=True):
+                results[index] = result if result["status"] == 200 else entry_error(result)
+        return [r for r in results if r is not None]
+
+    # -- the exchange ------------------------------------------------------------------
+
+    async def _call(
+        self, method: str, path: str, body: Json | None, *, partition: str | None = None,
+        base: str | None = None,
+    ) -> Json:  # fmt: skip
+        exchange = Exchange(self.publishers, self.retry, partition=partition, base=base)
+        return await self._run(exchange, method, path, body)
+
+    async def _run(self, exchange: Exchange, method: str, path: str, body: Json | None) -> Json:
+        data = None if body is None else json.dumps(body).encode()
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        while True:
+            try:
+                async with self._session.request(
+                    method, URL(exchange.target + path, encoded=True), data=data,
+                    headers=self._headers, allow_redirects=False,
+                ) as response:  # fmt: skip
+                    doc = json_answer(await response.read())
+                    done = exchange.answered(
+                        response.status, doc, retry_after=response.headers.get("Retry-After"),
+                        location=response.headers.get("Location"),
+                    )  # fmt: skip
+                if done:
+                    return doc
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                refused = isinstance(exc, aiohttp.ClientConnectorError)
+                exchange.failed(str(exc) or type(exc).__name__, sent=not refused)
+            if exchange.pause_s:
+                await asyncio.sleep(exchange.pause_s)
