@@ -100,9 +100,6 @@ class S3Settings:
     max_pool_connections: int = 16
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
-    unordered_listing: bool = False
-    """The store lists keys out of order (`--listing unordered`); directory buckets are
-    detected by name without it."""
 
     def __post_init__(self) -> None:
         if not self.bucket or self.bucket != self.bucket.strip() or "/" in self.bucket:
@@ -191,10 +188,10 @@ _TRANSLATED = (
 class S3ObjectStore(ObjectStore):
     """One bucket through an open aiobotocore S3 client."""
 
-    def __init__(self, client: Any, bucket: str, *, unordered_listing: bool = False) -> None:
+    def __init__(self, client: Any, bucket: str) -> None:
         self._client = client
         self.bucket = bucket
-        self._ordered = not (unordered_listing or directory_bucket(bucket))
+        self._ordered = not directory_bucket(bucket)  # else: `--listing unordered`
         self._features: StoreFeatures | None = None
         self._features_at = 0.0
         self._batch: bool | None = None  # DeleteObjects supported? None: not tried yet
@@ -234,7 +231,7 @@ class S3ObjectStore(ObjectStore):
         if not directory_bucket(settings.bucket):
             events.register("before-call.s3.DeleteObjects", content_md5)
         try:
-            yield cls(client, settings.bucket, unordered_listing=settings.unordered_listing)
+            yield cls(client, settings.bucket)
         finally:
             await context.__aexit__(None, None, None)
 
