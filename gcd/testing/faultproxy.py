@@ -93,8 +93,7 @@ def operation_of(method: str, query: str) -> str:
 
 _REFUSALS: Final = {
     "MissingContentMD5": (400, "Missing required header for this request: Content-Md5."),
-    "NotImplemented": (501, "A header you provided implies functionality that is not "
-                       + "implemented"),
+    "NotImplemented": (501, "A header you provided implies functionality not implemented"),
     "InvalidArgument": (400, "StartAfter is not supported by this bucket"),
 }  # fmt: skip
 _CONTENTS: Final = re.compile(rb"<Contents>.*?</Contents>", re.DOTALL)
