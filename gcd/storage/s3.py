@@ -327,6 +327,8 @@ class S3ObjectStore(ObjectStore):
             error = translate_error(exc, f"DeleteObjects on s3://{self.bucket}")
             if error.code != "NotImplemented" or self._batch:
                 raise error from exc
+            if self._batch is False:  # another request learnt it meanwhile
+                return await self._delete_singly(keys)
             self._batch = False
             log.warning("s3.batch_delete_unsupported", bucket=self.bucket,
                         fallback="one DeleteObject per key", message=str(error))  # fmt: skip
