@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -46,7 +45,7 @@ Version = tuple[str, str, bool]
 def client_for(endpoint: str) -> Any:
     return boto3.client(
         "s3", endpoint_url=endpoint, region_name="us-east-1",
-        aws_access_key_id="testing", aws_secret_access_key="testing",  # noqa: S106
+        aws_access_key_id="testing", aws_secret_access_key="testing",
         config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required",
                       response_checksum_validation="when_required"),
     )  # fmt: skip
@@ -75,7 +74,8 @@ def versions(client: Any, bucket: str) -> set[Version]:
 def seed_versions(client: Any, bucket: str, *, markers: bool = True) -> tuple[set[str], set[str]]:
     """Eligible and live keys, each with two versions; with `markers`, every third one
     also deleted (a delete marker on top). Returns (eligible keys, live keys)."""
-    eligible, live = set(), set()
+    eligible: set[str] = set()
+    live: set[str] = set()
     for n, (prefix, epoch) in enumerate(itertools.product((1, 2, 417), range(1, 9))):
         key = LAYOUT.format(prefix, epoch, f"seg{n}.log")
         (eligible if epoch <= SAFE else live).add(key)
@@ -116,10 +116,10 @@ def version_pages(server: S3Server) -> int:
 
 
 @pytest.fixture
-def versioned(s3_any: S3Server) -> Iterator[tuple[str, Any, str, int]]:
+def versioned(s3_any: S3Server) -> tuple[str, Any, str, int]:
     """(endpoint, client, bucket, page size) of a fresh versioned bucket on each server."""
     client = client_for(s3_any.endpoint_url)
-    yield s3_any.endpoint_url, client, new_bucket(client), version_pages(s3_any)
+    return s3_any.endpoint_url, client, new_bucket(client), version_pages(s3_any)
 
 
 async def test_a_versioned_bucket_loses_every_version_of_eligible_keys_only(
@@ -162,7 +162,8 @@ async def test_markers_only_keeps_the_old_behaviour(s3_server: S3Server) -> None
     assert {key for key, _, marker in after - before if marker} == current
     assert summary.deleted == len(current)
     assert summary.deleted_versions == summary.deleted_markers == 0
-    assert summary.store is not None and summary.store["versions"] == "markers-only"
+    assert summary.store is not None
+    assert summary.store["versions"] == "markers-only"
 
 
 async def test_object_lock_keeps_locked_versions_and_reports_them_once(
@@ -173,7 +174,7 @@ async def test_object_lock_keeps_locked_versions_and_reports_them_once(
     client = client_for(s3_server.endpoint_url)
     bucket = new_bucket(client, lock=True)
     until = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
-    eligible, live = seed_versions(client, bucket)
+    _eligible, live = seed_versions(client, bucket)
     retained = LAYOUT.format(2, 3, "retained.log")
     held = LAYOUT.format(417, 1, "held.log")
     client.put_object(Bucket=bucket, Key=retained, Body=b"r", ObjectLockMode="GOVERNANCE",
@@ -197,8 +198,10 @@ async def test_object_lock_keeps_locked_versions_and_reports_them_once(
     assert delete_requests == 1  # one DeleteObjects: locked versions were never sent again
     assert metric(sweeper, "l0gc_sweeper_locked_versions_total") == 2
     reports = [e for e in logs if e["event"] == "sweep.locked_versions"]
-    assert len(reports) == 1 and reports[0]["bypassed"] is False
-    assert summary.store is not None and summary.store["object_lock"] is True
+    assert len(reports) == 1
+    assert reports[0]["bypassed"] is False
+    assert summary.store is not None
+    assert summary.store["object_lock"] is True
 
 
 def test_the_proxy_refuses_deleteobjects_without_content_md5_as_minio_did(
@@ -231,8 +234,10 @@ async def test_a_store_requiring_content_md5_is_collected(s3_any: S3Server) -> N
     current = {key for key, _, _ in versions(client, bucket)}
     assert refused == 0
     assert not current & eligible
-    assert summary.errors == 0 and summary.deleted > 0
-    assert summary.store is not None and summary.store["versioning"] == "off"
+    assert summary.errors == 0
+    assert summary.deleted > 0
+    assert summary.store is not None
+    assert summary.store["versioning"] == "off"
     assert current == live
 
 
@@ -253,7 +258,8 @@ async def test_no_batch_delete_falls_back_to_single_deletes_once(s3_server: S3Se
     assert 1 <= refused <= 2  # learnt once (by the requests in flight), never asked again
     assert [e["event"] for e in logs].count("s3.batch_delete_unsupported") == 1
     assert deletes == refused + summary.deleted
-    assert summary.store is not None and summary.store["batch_delete"] is False
+    assert summary.store is not None
+    assert summary.store["batch_delete"] is False
     assert left == live
 
 
@@ -275,9 +281,11 @@ async def test_an_unordered_listing_without_startafter_is_collected_safely(
                                  unordered_listing=True)  # fmt: skip
         refused = proxy.faults["InvalidArgument"]
     left = {key for key, _, _ in versions(client, bucket)}
-    assert refused_ordered > 0 and ordered.errors > 0
+    assert refused_ordered > 0
+    assert ordered.errors > 0
     assert refused == 0
     assert left == live
     assert summary.errors == 0
     assert summary.deleted == len(eligible)
-    assert summary.store is not None and summary.store["listing"] == "unordered"
+    assert summary.store is not None
+    assert summary.store["listing"] == "unordered"
