@@ -327,14 +327,18 @@ class S3ObjectStore(ObjectStore):
             error = translate_error(exc, f"DeleteObjects on s3://{self.bucket}")
             if error.code != "NotImplemented" or self._batch:
                 raise error from exc
-            if self._batch is False:  # another request learnt it meanwhile
-                return await self._delete_singly(keys)
-            self._batch = False
-            log.warning("s3.batch_delete_unsupported", bucket=self.bucket,
-                        fallback="one DeleteObject per key", message=str(error))  # fmt: skip
+            self._no_batch_delete(error)
             return await self._delete_singly(keys)
         self._batch = True
         return DeleteResult.from_answer(response, keys)
+
+    def _no_batch_delete(self, error: StorageError) -> None:
+        """DeleteObjects is not implemented: logged once (requests in flight may learn it
+        at the same time), single deletes from now on."""
+        if self._batch is None:
+            log.warning("s3.batch_delete_unsupported", bucket=self.bucket,
+                        fallback="one DeleteObject per key", message=str(error))  # fmt: skip
+        self._batch = False
 
     async def _delete_singly(self, targets: Sequence[str]) -> DeleteResult:
         """One DeleteObject per target, `SINGLE_DELETES_IN_FLIGHT` at a time; a request that
@@ -562,7 +566,7 @@ async def preflight(
     *,
     backoff: Backoff = _PREFLIGHT_BACKOFF,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> None:
+) -> StoreFeatures:
     """Check that the bucket can be listed, before any round: ONE ListObjectsV2
     (MaxKeys=1) on `prefix`, tried `backoff.max_attempts` times (3) with a short
     connect timeout (3 s), so a misconfiguration fails in seconds with one message.
@@ -570,6 +574,8 @@ async def preflight(
     Raises ConfigError naming the problem and the fix (no credentials, endpoint
     unreachable, no such bucket, access denied, credentials rejected, wrong region),
     or StorageError when S3 keeps throttling or failing (a retry later may help).
+    Then reads what the bucket is (`S3ObjectStore.detect`), logs it once
+    (`s3.detected`) and returns it.
     """
     probe = replace(
         settings,
@@ -592,4 +598,7 @@ async def preflight(
                 log.debug("s3.preflight_retry", attempt=attempt + 1, error=str(problem))
                 await sleep(backoff.delay(attempt, random.random()))
             else:
-                return
+                features = await store.detect()
+                log.info("s3.detected", bucket=settings.bucket, **features.to_dict())
+                return features
+        raise AssertionError("unreachable: the last attempt returns or raises")
