@@ -66,7 +66,8 @@ def test_spark_sweep_refuses_a_versioned_bucket(
     """Spark deletes without version ids: on a versioned bucket it would free nothing,
     so it refuses before starting Spark, naming the commands that can."""
     code = main(["spark-sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-                 "--region", "us-east-1", "--safe-epoch", "5", "--list", "--output", str(tmp_path)])  # fmt: skip
+                 "--region", "us-east-1", "--safe-epoch", "5", "--list",
+                 "--output", str(tmp_path)])  # fmt: skip
     err = capsys.readouterr().err
     assert code == exitcodes.USAGE
     assert "versioning Enabled" in err
