@@ -102,10 +102,8 @@ class DeleteResult:
         the key of versions that were `sent` (moto does) is a failure of each of them
         the answer does not list as deleted.
         """
-        deleted = tuple(
-            version_target(item["Key"], item.get("VersionId"))
-            for item in answer.get("Deleted", ())
-        )
+        asked = set(sent)
+        deleted = tuple(_deleted_target(item, asked) for item in answer.get("Deleted", ()))
         errors: list[KeyFailure] = []
         for item in answer.get("Errors", ()):
             key, version_id = item.get("Key", ""), item.get("VersionId")
@@ -116,6 +114,18 @@ class DeleteResult:
                 named = [t for t in sent if split_target(t)[0] == key and t not in gone] or named
             errors += [KeyFailure(target, code, message) for target in named]
         return cls(deleted, tuple(errors))
+
+
+def _deleted_target(item: Mapping[str, Any], sent: set[str]) -> str:
+    """The target a Deleted entry names. A delete marker deleted by its version id may be
+    named by DeleteMarkerVersionId alone (SeaweedFS); a delete without a version id that
+    created a marker names the new marker there, which is not what was sent: the key."""
+    key, version_id = item["Key"], item.get("VersionId")
+    if version_id is None and item.get("DeleteMarkerVersionId") is not None:
+        marker = version_target(key, str(item["DeleteMarkerVersionId"]))
+        if marker in sent:
+            return marker
+    return version_target(key, version_id)
 
 
 class ListOptions(TypedDict, total=False):
