@@ -96,7 +96,7 @@ def _seed(server: LocalSeaweedFS, side: str, dead: list[str], alive: list[str]) 
     if versioned:
         marked = dead[::2]
         for start in range(0, len(marked), 1000):
-            objects = [{"Key": key} for key in marked[start:start + 1000]]
+            objects = [{"Key": key} for key in marked[start : start + 1000]]
             client.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
     return bucket
 

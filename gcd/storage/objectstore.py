@@ -91,9 +91,7 @@ class DeleteResult:
     errors: tuple[KeyFailure, ...] = ()
 
     @classmethod
-    def from_answer(
-        cls, answer: Mapping[str, Any], sent: Sequence[str] = ()
-    ) -> DeleteResult:
+    def from_answer(cls, answer: Mapping[str, Any], sent: Sequence[str] = ()) -> DeleteResult:
         """The result of an S3 DeleteObjects answer as boto3 and aiobotocore parse it.
 
         A failure without a code gets "Unknown", which is not retryable: a key is never

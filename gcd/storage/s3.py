@@ -377,8 +377,9 @@ class S3ObjectStore(ObjectStore):
         now = time.monotonic()
         if self._features is None or now - self._features_at > FEATURES_TTL_S:
             versioning, lock = await self._versioning(), await self._object_lock()
-            if versioning == "unknown" and (self._features is None
-                                            or self._features.versioning != "unknown"):
+            if versioning == "unknown" and (
+                self._features is None or self._features.versioning != "unknown"
+            ):
                 log.warning("s3.versioning_unknown", bucket=self.bucket,
                             fix="allow s3:GetBucketVersioning (docs/operations.md)")  # fmt: skip
             self._features = StoreFeatures(versioning, lock)

@@ -45,8 +45,12 @@ def test_a_delete_marker_named_by_its_marker_version_id_is_deleted() -> None:
     """SeaweedFS names a delete marker deleted by version id with DeleteMarkerVersionId
     alone; a delete without a version id names the marker it created, which was not sent."""
     sent = [version_target("k", "m1"), "j"]
-    answer = {"Deleted": [{"Key": "k", "DeleteMarker": True, "DeleteMarkerVersionId": "m1"},
-                          {"Key": "j", "DeleteMarker": True, "DeleteMarkerVersionId": "new"}]}
+    answer = {
+        "Deleted": [
+            {"Key": "k", "DeleteMarker": True, "DeleteMarkerVersionId": "m1"},
+            {"Key": "j", "DeleteMarker": True, "DeleteMarkerVersionId": "new"},
+        ]
+    }
     assert DeleteResult.from_answer(answer, sent).deleted == (version_target("k", "m1"), "j")
 
 
