@@ -415,7 +415,8 @@ class S3ObjectStore(ObjectStore):
         return bool(config.get("ObjectLockEnabled") == "Enabled")
 
     async def lock_state(self, key: str, version_id: str) -> tuple[str, float | None]:
-        """Why a version is locked and until when (one HeadObject); "unknown" on failure."""
+        """Why a version is locked and until when (one HeadObject); "unknown" when the HEAD
+        fails (no s3:GetObjectVersion), "no lock found..." when it shows no lock."""
         try:
             head = await self._client.head_object(Bucket=self.bucket, Key=key,
                                                   VersionId=version_id)  # fmt: skip
@@ -426,7 +427,10 @@ class S3ObjectStore(ObjectStore):
         if head.get("ObjectLockLegalHoldStatus") == "ON":
             return "legal hold", until_s
         mode = head.get("ObjectLockMode")
-        return (f"retention {mode}" if mode else "unknown"), until_s
+        if mode:
+            return f"retention {mode}", until_s
+        # Refused, yet no lock on it: a permission, not Object Lock, refused the delete.
+        return "no lock found: check s3:DeleteObjectVersion", until_s
 
     async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
         """A small object's body (at most `max_bytes`), or None when there is no such key."""

@@ -333,7 +333,8 @@ class BatchDeleter:
             if len(self.poison) < MAX_REMEMBERED:
                 self.poison[key] = code
             log.info("sweep.poison_key_answer", key=key, code=code, message=message)
-            self._unsafe(key, f"a DeleteObjects request with it alone failed with {code}",
+            self._unsafe(split_target(key)[0],
+                         f"a DeleteObjects request with it alone failed with {code}",
                          run.counts)  # fmt: skip
 
     def _locked(self, target: str, counts: RoundCounts) -> None:
