@@ -40,7 +40,7 @@ from gcd.testing.local_seaweedfs import LocalSeaweedFS
 NAME = "versions"
 TITLE = "15. Versioned buckets: LIST and DELETE requests per reclaimed byte (SeaweedFS)"
 _SIZES = {  # scale: (prefixes, garbage keys per prefix, live keys per prefix)
-    Scale.TOY: (2, 3, 3),
+    Scale.TOY: (1, 2, 2),
     Scale.QUICK: (4, 25, 50),
     Scale.FULL: (5, 100, 200),
 }

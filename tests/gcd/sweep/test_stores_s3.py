@@ -266,16 +266,16 @@ async def test_no_batch_delete_falls_back_to_single_deletes_once(s3_server: S3Se
 
 
 async def test_an_unordered_listing_without_startafter_is_collected_safely(
-    s3_any: S3Server,
+    s3_server: S3Server,
 ) -> None:
     """Pages with shuffled keys and StartAfter refused (S3 Express): with --listing
     unordered nothing live is deleted and no garbage is left; ordered, skip-ahead would
     ask for StartAfter, which such a store refuses (the round reports errors)."""
-    client = client_for(s3_any.endpoint_url)
+    client = client_for(s3_server.endpoint_url)
     bucket = new_bucket(client, versioning=False)
     eligible, live = seed_versions(client, bucket, markers=False)
     shuffled = FaultConfig(unordered_listing=True, seed=7)
-    async with FaultProxy(s3_any.endpoint_url, shuffled) as proxy:
+    async with FaultProxy(s3_server.endpoint_url, shuffled) as proxy:
         _, ordered = await sweep(proxy.endpoint_url, bucket, page_size=4, dry_run=True)
         refused_ordered = proxy.faults["InvalidArgument"]
         proxy.faults.clear()
