@@ -110,6 +110,15 @@ def test_json_examples_in_the_runbook_parse() -> None:
     blocks = re.findall(r"```json\n(.*?)```", text, re.DOTALL)
     assert blocks
     policy = json.loads(blocks[0])
-    actions = {statement["Action"]: statement["Resource"] for statement in policy["Statement"]}
-    assert set(actions) == {"s3:ListBucket", "s3:DeleteObject", "s3:GetObject"}
+    actions = {
+        action: statement["Resource"]
+        for statement in policy["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str)
+                       else statement["Action"])
+    }  # fmt: skip
+    assert set(actions) == {"s3:ListBucket", "s3:DeleteObject", "s3:GetObject",
+                            "s3:ListBucketVersions", "s3:DeleteObjectVersion",
+                            "s3:GetBucketVersioning",
+                            "s3:GetBucketObjectLockConfiguration"}  # fmt: skip
+    assert actions["s3:DeleteObjectVersion"] == "arn:aws:s3:::BUCKET/ROOT/*"
     assert actions["s3:GetObject"] == f"arn:aws:s3:::BUCKET/ROOT/{CLAIM_NAME}"  # the claim only

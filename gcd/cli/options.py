@@ -36,6 +36,7 @@ from watermark.etcd.settings import ETCD_OPTIONS
 from watermark.options import (
     Option,
     boolean,
+    choice,
     duration,
     integer,
     positive_number,
@@ -96,6 +97,15 @@ ROUND_OPTIONS: tuple[Option, ...] = (
            "delete at most N objects per round (default: unlimited)", "N"),
     Option("--full-listing", boolean, False, "list every key instead of skipping the rest "
            "of a prefix past M (slower; for comparison and audits)", switch=True),
+    Option("--versions", choice("reclaim", "markers-only"), "reclaim",
+           "on a versioned bucket: 'reclaim' deletes every version and delete marker of an "
+           "eligible key by version id (bytes freed); 'markers-only' deletes current keys "
+           "only, leaving a delete marker and every old version billed (default reclaim; "
+           "docs/stores.md)", "MODE"),
+    Option("--listing", choice("ordered", "unordered"), "ordered",
+           "'unordered' for a store whose listings are not in key order or that refuses "
+           "StartAfter: listed in full, no skip-ahead (S3 Express directory buckets, names "
+           "ending --x-s3, are detected; default ordered; docs/stores.md)", "ORDER"),
     Option("--shard-index", integer(0), 0, "this sweeper's shard, 0..shard-count-1", "I"),
     Option("--shard-count", integer(1), 1, "number of sweepers splitting prefixes 000-999",
            "N"),

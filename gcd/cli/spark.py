@@ -278,7 +278,14 @@ async def run(args: argparse.Namespace) -> int:
     if config.source == "list" or (config.sweep and not config.dry_run):
         settings = S3Settings(bucket=config.bucket, endpoint_url=config.endpoint_url,
                               region=config.region)  # fmt: skip
-        await preflight(settings, config.layout.listing_root)
+        features = await preflight(settings, config.layout.listing_root)
+        if features.versioned and config.sweep and not config.dry_run:
+            raise ConfigError(
+                f"bucket {config.bucket!r} has versioning {features.versioning}: Spark deletes "
+                "without version ids, which only adds delete markers and frees no bytes; "
+                "sweep it with `gcd sweep` or `gcd daemon` (they delete every version of an "
+                "eligible key, docs/stores.md), or run spark-report / --dry-run"
+            )
     admission = await read_safe_epoch(args, config.safe_epoch)
     if not admission.allowed:
         log.warning("spark.round_blocked", command=config.command, reason=admission.blocked_reason,

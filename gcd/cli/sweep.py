@@ -56,6 +56,7 @@ from gcd.cli.output import ProgressLine, human_bytes, write_json
 from gcd.cli.status import empty_namespace
 from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.rules.admission import UNREACHABLE, SafetyGate
+from gcd.rules.versions import VersionMode
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.open import open_objects, preflight_storage, target_of
 from gcd.storage.s3 import S3Settings
@@ -151,6 +152,8 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         shard_count=args.shard_count,
         dry_run=bool(getattr(args, "dry_run", False)),
         skip_ahead=not args.full_listing,
+        versions=VersionMode(args.versions),
+        unordered_listing=args.listing == "unordered",
     )
     s3 = S3Settings(
         bucket=args.bucket if azure is None else azure.container,
@@ -305,13 +308,16 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
         f"{summary.skipped_young:,} too young (grace period)",
         f"{summary.unparsable:,} unparsable",
     ]
-    for name, what in (("skipped_paused", "not sent (paused)"), ("unsafe_keys", "unsafe")):
+    for name, what in (("skipped_paused", "not sent (paused)"), ("unsafe_keys", "unsafe"),
+                       ("locked", "versions locked (Object Lock)")):
         if fields.get(name):
             kept.append(f"{fields[name]:,} {what}")
     requests = f"{summary.list_requests:,} LIST, {summary.delete_requests:,} DeleteObjects"
     lines += [
         f"  listed     {summary.listed:,} objects; eligible {summary.eligible:,}",
-        f"  deleted    {deleted}",
+        f"  deleted    {deleted}" + (
+            f", of them {summary.deleted_versions:,} versions and {summary.deleted_markers:,} "
+            "delete markers" if summary.deleted_versions or summary.deleted_markers else ""),
         f"  kept       {', '.join(kept)}",
         f"  errors     {summary.errors:,}",
         f"  requests   {requests}",

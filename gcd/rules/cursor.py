@@ -24,6 +24,13 @@ continuation token (keys after the skip point in the same page are read from it,
 listed again). The async sweeper (`gcd.sweep.sweeper`) and Spark's distributed
 listing (`gcd.spark.listing`) both page with these two functions.
 
+Listing order is a capability, not an assumption: a store whose listings are not in
+key order (S3 Express directory buckets; `--listing unordered`) is listed without
+skip-ahead and without StartAfter, every page at its continuation token, so every key is
+seen and decided. Such stores may also require prefixes ending in ``/``:
+`directory_prefixes` turns a shard's decimal listing prefixes into the prefix
+directories they cover (``{root}/41`` -> ``{root}/410/`` ... ``{root}/419/``).
+
 Unpadded layouts, or layouts without a prefix, list everything: correct, slower. So
 does a padded custom layout that does not keep the ordering it promises: skipping then
 leaves garbage behind, but never deletes more, since every key is still decided
@@ -34,9 +41,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gcd.rules.layout import PREFIX_COUNT, KeyLayout, ParsedKey
+from gcd.rules.layout import PREFIX_COUNT, PREFIX_WIDTH, KeyLayout, ParsedKey
 
-__all__ = ["Cursor", "Skip", "can_skip", "next_cursor", "skip"]
+__all__ = ["Cursor", "Skip", "can_skip", "directory_prefixes", "next_cursor", "skip"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +112,16 @@ def next_cursor(
     if skip_to is not None and (last_key or "") <= skip_to:
         return Cursor(skip_to, None)
     return Cursor(cursor.start_after, next_token)
+
+
+def directory_prefixes(prefixes: list[str], root: str) -> list[str]:
+    """`prefixes` (the root, or the root and 1-3 decimal digits) as prefixes ending in "/":
+    the root as it is, a partial prefix as the prefix directories it covers."""
+    out: list[str] = []
+    for prefix in prefixes:
+        width = PREFIX_WIDTH - (len(prefix) - len(root))
+        if prefix == root or prefix.endswith("/") or width < 0:
+            out.append(prefix)
+            continue
+        out += [f"{prefix}{n:0{width}d}/" if width else f"{prefix}/" for n in range(10**width)]
+    return out

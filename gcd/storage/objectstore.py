@@ -11,6 +11,14 @@ whole request raises `StorageError(message, code, retryable)`, retryable per
 `ObjectStore` is the one statement of these calls: implementations (`gcd.storage.s3`,
 `gcd.storage.azure`, the fakes) conform to it, and their docs say only what they add.
 
+Stores differ (docs/stores.md): a store that can say how it differs implements
+`DetectingStore` as well (`detect`: versioning, Object Lock, listing order, batch
+deletes, as `StoreFeatures`), and, on a versioned bucket, `VersionedStore`
+(`list_versions_page`: one ListObjectVersions page in the same shape as `list_page`,
+one `ObjectInfo` per version or delete marker; `delete_batch` then takes targets,
+`gcd.rules.versions`). A store that does not is taken for an ordered, unversioned store
+with batch deletes.
+
 The in-memory fake (`gcd.testing.memory.MemoryObjectStore`) lives with the other test
 and simulation support.
 """
@@ -19,18 +27,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from gcd.errors import StorageError
 from gcd.rules.triage import retryable_code
+from gcd.rules.versions import split_target, version_target
 
 __all__ = [
     "DeleteResult",
+    "DetectingStore",
     "KeyFailure",
     "ListOptions",
     "ListPage",
     "ObjectInfo",
     "ObjectStore",
+    "StoreFeatures",
+    "VersionedStore",
     "status_fault",
 ]
 
@@ -42,6 +54,10 @@ class ObjectInfo:
     key: str
     size: int
     last_modified_s: float
+    version_id: str | None = None
+    """Set by `list_versions_page` only: the version this entry is."""
+    delete_marker: bool = False
+    """True for a delete marker (`list_versions_page` only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,22 +91,39 @@ class DeleteResult:
     errors: tuple[KeyFailure, ...] = ()
 
     @classmethod
-    def from_answer(cls, answer: Mapping[str, Any]) -> DeleteResult:
+    def from_answer(cls, answer: Mapping[str, Any], sent: Sequence[str] = ()) -> DeleteResult:
         """The result of an S3 DeleteObjects answer as boto3 and aiobotocore parse it.
 
         A failure without a code gets "Unknown", which is not retryable: a key is never
-        taken for deleted unless the answer lists it as deleted.
+        taken for deleted unless the answer lists it as deleted. Entries are targets
+        (`gcd.rules.versions`): the key and the answer's VersionId. A failure naming only
+        the key of versions that were `sent` (moto does) is a failure of each of them
+        the answer does not list as deleted.
         """
-        deleted = tuple(item["Key"] for item in answer.get("Deleted", ()))
-        errors = tuple(
-            KeyFailure(
-                key=item.get("Key", ""),
-                code=str(item.get("Code", "Unknown")),
-                message=str(item.get("Message", "")),
-            )
-            for item in answer.get("Errors", ())
-        )
-        return cls(deleted, errors)
+        asked = set(sent)
+        deleted = tuple(_deleted_target(item, asked) for item in answer.get("Deleted", ()))
+        errors: list[KeyFailure] = []
+        for item in answer.get("Errors", ()):
+            key, version_id = item.get("Key", ""), item.get("VersionId")
+            code, message = str(item.get("Code", "Unknown")), str(item.get("Message", ""))
+            named = [version_target(key, version_id)]
+            if version_id is None and sent:
+                gone = set(deleted)
+                named = [t for t in sent if split_target(t)[0] == key and t not in gone] or named
+            errors += [KeyFailure(target, code, message) for target in named]
+        return cls(deleted, tuple(errors))
+
+
+def _deleted_target(item: Mapping[str, Any], sent: set[str]) -> str:
+    """The target a Deleted entry names. A delete marker deleted by its version id may be
+    named by DeleteMarkerVersionId alone (SeaweedFS); a delete without a version id that
+    created a marker names the new marker there, which is not what was sent: the key."""
+    key, version_id = item["Key"], item.get("VersionId")
+    if version_id is None and item.get("DeleteMarkerVersionId") is not None:
+        marker = version_target(key, str(item["DeleteMarkerVersionId"]))
+        if marker in sent:
+            return marker
+    return version_target(key, version_id)
 
 
 class ListOptions(TypedDict, total=False):
@@ -127,6 +160,67 @@ class ObjectStore(Protocol):
         Deleting a missing key succeeds. The answer says per key what happened
         (`gcd.rules.triage` sorts it); a failure of the whole request raises.
         """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFeatures:
+    """What a store's preflight detected about the bucket (the round's JSON "store")."""
+
+    versioning: str = "off"
+    """"Enabled", "Suspended", "off" (never enabled) or "unknown" (not readable)."""
+    object_lock: bool | None = False
+    """True when Object Lock is enabled on the bucket; None: not readable."""
+    ordered_listing: bool = True
+    """False for a store that lists keys out of order and refuses StartAfter."""
+    batch_delete: bool | None = True
+    """False once DeleteObjects answered NotImplemented; None: not tried yet."""
+
+    @property
+    def versioned(self) -> bool:
+        """True when deletes without a version id leave delete markers."""
+        return self.versioning in {"Enabled", "Suspended"}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The features as a JSON-ready dict."""
+        return {"versioning": self.versioning, "object_lock": self.object_lock,
+                "listing": "ordered" if self.ordered_listing else "unordered",
+                "batch_delete": self.batch_delete}  # fmt: skip
+
+
+@runtime_checkable
+class DetectingStore(Protocol):
+    """A store that can say how it differs from plain S3 (`StoreFeatures`)."""
+
+    async def detect(self) -> StoreFeatures:
+        """The bucket's features (cached by the store for a bounded time)."""
+        ...
+
+    @property
+    def detected(self) -> StoreFeatures:
+        """The features known now, without a request (batch support learnt so far)."""
+        ...
+
+
+@runtime_checkable
+class VersionedStore(Protocol):
+    """A store that lists versions and deletes targets (`gcd.rules.versions`)."""
+
+    async def list_versions_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One ListObjectVersions page, as `ObjectStore.list_page` (keys ascending, every
+        version and delete marker of a key one `ObjectInfo`)."""
+        ...
+
+    async def lock_state(self, key: str, version_id: str) -> tuple[str, float | None]:
+        """Why a version is locked ("legal hold", "retention GOVERNANCE"...) and its
+        retain-until (epoch seconds) when it has one."""
         ...
 
 

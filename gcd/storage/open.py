@@ -48,7 +48,7 @@ async def preflight_storage(s3: S3Settings | None, azure: AzureSettings | None,
     operator can fix (missing container, refused credentials, unreachable endpoint)."""
     if azure is None:
         assert s3 is not None
-        await preflight(s3, prefix)
+        await preflight(s3, prefix)  # logs what it detected (s3.detected)
         return
     from gcd.storage.azure import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
 

@@ -19,6 +19,18 @@ Library exceptions are translated at this boundary, by `gcd.storage.s3errors.tra
 (shared with the Spark executors), into `StorageError` with the S3 error code (or the
 HTTP status, or "ConnectionError"/"Timeout") and whether a retry may help.
 
+How stores differ (docs/stores.md) is handled here: `detect` reads versioning
+(GetBucketVersioning) and Object Lock (GetObjectLockConfiguration) once, cached for
+`FEATURES_TTL_S`, and takes a directory bucket (a name ending ``--x-s3``, S3 Express)
+for a store whose listings are unordered; `list_versions_page` is ListObjectVersions
+in `list_page`'s shape; `delete_batch` takes targets (`gcd.rules.versions`) and sends
+their version ids, with a Content-MD5 header (servers of the MinIO era, Ceph RGW and
+others refuse a DeleteObjects without one; botocore >= 1.36 sends a CRC32 instead, and
+computes checksums only where an operation requires one: ``when_required``). When
+DeleteObjects answers NotImplemented (GCS's XML API), the store says so once in the log
+and deletes each key with its own DeleteObject from then on, `SINGLE_DELETES_IN_FLIGHT`
+at a time, under the deleter's pacing (it paid one token per key already).
+
 `preflight` runs before a command's first round: one ListObjectsV2 (MaxKeys=1) on the
 root, 3 tries, a 3 s connect timeout. What only the operator can fix (no credentials,
 an unreachable endpoint, no such bucket, access denied, rejected credentials, the wrong
@@ -29,8 +41,11 @@ instead of a round of per-prefix errors and backoff.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import random
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -48,12 +63,27 @@ from botocore.utils import parse_timestamp
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.triage import RETRYABLE_CODES
-from gcd.storage.objectstore import DeleteResult, ListPage, ObjectInfo, ObjectStore
+from gcd.rules.versions import split_target
+from gcd.storage.objectstore import (
+    DeleteResult,
+    KeyFailure,
+    ListPage,
+    ObjectInfo,
+    ObjectStore,
+    StoreFeatures,
+)
 from gcd.storage.s3errors import RETRYABLE_STATUS, translate_error
 from watermark.errors import ConfigError, L0gcError
 
-__all__ = ["S3ObjectStore", "S3Settings", "error_in_200", "parse_s3_timestamp", "preflight",
+__all__ = ["FEATURES_TTL_S", "SINGLE_DELETES_IN_FLIGHT", "S3ObjectStore", "S3Settings",
+           "content_md5", "directory_bucket", "error_in_200", "parse_s3_timestamp", "preflight",
            "preflight_failure"]  # fmt: skip
+
+FEATURES_TTL_S = 300.0
+"""How long `detect`'s answer is used before versioning and Object Lock are read again."""
+SINGLE_DELETES_IN_FLIGHT = 16
+"""DeleteObject requests in flight per batch once DeleteObjects is known unsupported."""
+_MARKER_SEPARATOR = "\x00"  # joins KeyMarker and VersionIdMarker in one continuation token
 
 log = structlog.get_logger("gcd.s3store")
 
@@ -105,6 +135,28 @@ def parse_s3_timestamp(value: Any) -> datetime:
     return parsed
 
 
+def directory_bucket(bucket: str) -> bool:
+    """True for an S3 Express One Zone directory bucket (its name ends ``--x-s3``)."""
+    return bucket.endswith("--x-s3")
+
+
+def content_md5(params: dict[str, Any], **_: Any) -> None:
+    """`before-call.s3.DeleteObjects` handler: send Content-MD5, not botocore's CRC32.
+
+    botocore >= 1.36 answers DeleteObjects' "checksum required" with a CRC32 header;
+    servers of the MinIO era, Ceph RGW versions and others refuse a DeleteObjects
+    without Content-MD5 (`MissingContentMD5`, boto3 #4392). AWS S3 accepts either.
+    Not registered for directory buckets (S3 Express), which refuse MD5 and keep the
+    CRC32."""
+    checksum = params.get("context", {}).get("checksum", {})
+    checksum.pop("request_algorithm", None)  # no CRC32 header then
+    checksum.pop("request_algorithm_header", None)
+    body = params.get("body")
+    if isinstance(body, bytes):
+        digest = hashlib.md5(body, usedforsecurity=False).digest()
+        params["headers"]["Content-MD5"] = base64.b64encode(digest).decode()
+
+
 def error_in_200(response_dict: dict[str, Any], **_: Any) -> None:
     """`before-parse` handler: a 200 answer whose XML root element is ``<Error>`` is an S3
     error (S3 may send one after the 200 status, e.g. for DeleteObjects): make it a 500.
@@ -139,6 +191,10 @@ class S3ObjectStore(ObjectStore):
     def __init__(self, client: Any, bucket: str) -> None:
         self._client = client
         self.bucket = bucket
+        self._ordered = not directory_bucket(bucket)  # else: `--listing unordered`
+        self._features: StoreFeatures | None = None
+        self._features_at = 0.0
+        self._batch: bool | None = None  # DeleteObjects supported? None: not tried yet
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -150,6 +206,8 @@ class S3ObjectStore(ObjectStore):
             connect_timeout=settings.connect_timeout_s,
             read_timeout=settings.read_timeout_s,
             parameter_validation=False,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
         )
         session = get_session()
         # The documented hook for this (botocore `ResponseParserFactory`); the session is
@@ -170,6 +228,8 @@ class S3ObjectStore(ObjectStore):
         events = client.meta.events  # this client's own copy of the session's handlers
         events.unregister("before-parse.s3.*", botocore_handlers._handle_200_error)
         events.register_first("before-parse.s3.*", error_in_200)
+        if not directory_bucket(settings.bucket):
+            events.register("before-call.s3.DeleteObjects", content_md5)
         try:
             yield cls(client, settings.bucket)
         finally:
@@ -204,19 +264,173 @@ class S3ObjectStore(ObjectStore):
         request_id = response.get("ResponseMetadata", {}).get("RequestId")
         return ListPage(objects, token, request_id)
 
+    async def list_versions_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One ListObjectVersions page: every version and delete marker, keys ascending.
+
+        `start_after` is the KeyMarker (the listing starts after that key); the
+        continuation token is the answer's NextKeyMarker and NextVersionIdMarker."""
+        params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if continuation_token is not None:
+            key_marker, _, version_marker = continuation_token.partition(_MARKER_SEPARATOR)
+            params["KeyMarker"] = key_marker
+            if version_marker:
+                params["VersionIdMarker"] = version_marker
+        elif start_after is not None:
+            params["KeyMarker"] = start_after
+        try:
+            response = await self._client.list_object_versions(**params)
+        except _TRANSLATED as exc:
+            raise translate_error(exc, f"ListObjectVersions s3://{self.bucket}/{prefix}") from exc
+        entries = [
+            ObjectInfo(item["Key"], int(item.get("Size", 0)), item["LastModified"].timestamp(),
+                       str(item["VersionId"]), marker)
+            for marker, items in ((False, response.get("Versions", ())),
+                                  (True, response.get("DeleteMarkers", ())))
+            for item in items
+        ]  # fmt: skip
+        entries.sort(key=lambda entry: entry.key)  # stable: S3's order within a key is kept
+        token = None
+        if response.get("IsTruncated"):
+            token = str(response.get("NextKeyMarker") or (entries[-1].key if entries else ""))
+            if response.get("NextVersionIdMarker"):
+                token += _MARKER_SEPARATOR + str(response["NextVersionIdMarker"])
+        request_id = response.get("ResponseMetadata", {}).get("RequestId")
+        return ListPage(tuple(entries), token, request_id)
+
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        """DeleteObjects for 1-1000 targets (`gcd.rules.versions`: a key, or a key and a
+        version id); DeleteObject per target when the store has no batch delete."""
         if not 1 <= len(keys) <= 1000:
             raise StorageError(
                 f"DeleteObjects takes 1-1000 keys, got {len(keys)}",
                 code="InvalidRequest",
                 retryable=False,
             )
-        request = {"Objects": [{"Key": key} for key in keys], "Quiet": False}
+        if self._batch is False:
+            return await self._delete_singly(keys)
+        objects = []
+        for target in keys:
+            key, version_id = split_target(target)
+            objects.append({"Key": key} if version_id is None else
+                           {"Key": key, "VersionId": version_id})  # fmt: skip
+        request = {"Objects": objects, "Quiet": False}
         try:
             response = await self._client.delete_objects(Bucket=self.bucket, Delete=request)
         except _TRANSLATED as exc:
-            raise translate_error(exc, f"DeleteObjects on s3://{self.bucket}") from exc
-        return DeleteResult.from_answer(response)
+            error = translate_error(exc, f"DeleteObjects on s3://{self.bucket}")
+            if error.code != "NotImplemented" or self._batch:
+                raise error from exc
+            self._no_batch_delete(error)
+            return await self._delete_singly(keys)
+        self._batch = True
+        return DeleteResult.from_answer(response, keys)
+
+    def _no_batch_delete(self, error: StorageError) -> None:
+        """DeleteObjects is not implemented: logged once (requests in flight may learn it
+        at the same time), single deletes from now on."""
+        if self._batch is None:
+            log.warning("s3.batch_delete_unsupported", bucket=self.bucket,
+                        fallback="one DeleteObject per key", message=str(error))  # fmt: skip
+        self._batch = False
+
+    async def _delete_singly(self, targets: Sequence[str]) -> DeleteResult:
+        """One DeleteObject per target, `SINGLE_DELETES_IN_FLIGHT` at a time; a request that
+        fails is that target's failure (the deleter retries or counts it)."""
+        gate = asyncio.Semaphore(SINGLE_DELETES_IN_FLIGHT)
+
+        async def one(target: str) -> KeyFailure | None:
+            key, version_id = split_target(target)
+            params = {"Bucket": self.bucket, "Key": key}
+            if version_id is not None:
+                params["VersionId"] = version_id
+            async with gate:
+                try:
+                    await self._client.delete_object(**params)
+                except _TRANSLATED as exc:
+                    error = translate_error(exc, f"DeleteObject s3://{self.bucket}/{key}")
+                    return KeyFailure(target, error.code, str(error))
+            return None
+
+        outcomes = await asyncio.gather(*(one(target) for target in targets))
+        deleted = tuple(t for t, bad in zip(targets, outcomes, strict=True) if bad is None)
+        return DeleteResult(deleted, tuple(bad for bad in outcomes if bad is not None))
+
+    @property
+    def detected(self) -> StoreFeatures:
+        """What is known now: the last detection, and batch support learnt so far."""
+        known = self._features or StoreFeatures(versioning="unknown", object_lock=None)
+        return replace(known, ordered_listing=self._ordered, batch_delete=self._batch)
+
+    async def detect(self) -> StoreFeatures:
+        """Versioning and Object Lock, read at most every `FEATURES_TTL_S` seconds.
+
+        A read that fails (no s3:GetBucketVersioning, a store without the call) says
+        "unknown" and is logged once: the round then deletes as on an unversioned bucket.
+        """
+        now = time.monotonic()
+        if self._features is None or now - self._features_at > FEATURES_TTL_S:
+            versioning, lock = await self._versioning(), await self._object_lock()
+            if versioning == "unknown" and (
+                self._features is None or self._features.versioning != "unknown"
+            ):
+                log.warning("s3.versioning_unknown", bucket=self.bucket,
+                            fix="allow s3:GetBucketVersioning (docs/operations.md)")  # fmt: skip
+            self._features = StoreFeatures(versioning, lock)
+            self._features_at = now
+        return self.detected
+
+    async def _versioning(self) -> str:
+        if directory_bucket(self.bucket):
+            return "off"  # directory buckets have no versioning
+        try:
+            answer = await self._client.get_bucket_versioning(Bucket=self.bucket)
+        except _TRANSLATED as exc:
+            log.debug("s3.get_bucket_versioning_failed", error=repr(exc))
+            return "unknown"
+        return str(answer.get("Status") or "off")
+
+    async def _object_lock(self) -> bool | None:
+        if directory_bucket(self.bucket):
+            return False
+        try:
+            answer = await self._client.get_object_lock_configuration(Bucket=self.bucket)
+        except botocore_errors.ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in {"ObjectLockConfigurationNotFoundError", "NotImplemented",
+                        "NoSuchObjectLockConfiguration"}:  # fmt: skip
+                return False
+            log.debug("s3.get_object_lock_failed", code=code)
+            return None
+        except _TRANSLATED as exc:
+            log.debug("s3.get_object_lock_failed", error=repr(exc))
+            return None
+        config = answer.get("ObjectLockConfiguration", {})
+        return bool(config.get("ObjectLockEnabled") == "Enabled")
+
+    async def lock_state(self, key: str, version_id: str) -> tuple[str, float | None]:
+        """Why a version is locked and until when (one HeadObject); "unknown" when the HEAD
+        fails (no s3:GetObjectVersion), "no lock found..." when it shows no lock."""
+        try:
+            head = await self._client.head_object(Bucket=self.bucket, Key=key,
+                                                  VersionId=version_id)  # fmt: skip
+        except _TRANSLATED:
+            return "unknown", None
+        until = head.get("ObjectLockRetainUntilDate")
+        until_s = until.timestamp() if isinstance(until, datetime) else None
+        if head.get("ObjectLockLegalHoldStatus") == "ON":
+            return "legal hold", until_s
+        mode = head.get("ObjectLockMode")
+        if mode:
+            return f"retention {mode}", until_s
+        # Refused, yet no lock on it: a permission, not Object Lock, refused the delete.
+        return "no lock found: check s3:DeleteObjectVersion", until_s
 
     async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
         """A small object's body (at most `max_bytes`), or None when there is no such key."""
@@ -357,7 +571,7 @@ async def preflight(
     *,
     backoff: Backoff = _PREFLIGHT_BACKOFF,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> None:
+) -> StoreFeatures:
     """Check that the bucket can be listed, before any round: ONE ListObjectsV2
     (MaxKeys=1) on `prefix`, tried `backoff.max_attempts` times (3) with a short
     connect timeout (3 s), so a misconfiguration fails in seconds with one message.
@@ -365,6 +579,8 @@ async def preflight(
     Raises ConfigError naming the problem and the fix (no credentials, endpoint
     unreachable, no such bucket, access denied, credentials rejected, wrong region),
     or StorageError when S3 keeps throttling or failing (a retry later may help).
+    Then reads what the bucket is (`S3ObjectStore.detect`), logs it once
+    (`s3.detected`) and returns it.
     """
     probe = replace(
         settings,
@@ -387,4 +603,7 @@ async def preflight(
                 log.debug("s3.preflight_retry", attempt=attempt + 1, error=str(problem))
                 await sleep(backoff.delay(attempt, random.random()))
             else:
-                return
+                features = await store.detect()
+                log.info("s3.detected", bucket=settings.bucket, **features.to_dict())
+                return features
+        raise AssertionError("unreachable: the last attempt returns or raises")

@@ -35,6 +35,12 @@ and `BatchOutcome` (after) to its sinks (`gcd.sweep.events`; the deletion journa
 one); a sink that cannot record an attempt (`DeletionNotRecorded`) stops the batch
 before its request is sent, and its keys count as errors.
 
+Versions (`gcd.rules.versions`): a candidate may be one version or delete marker of
+a key, named by its target; the sinks see the key and the version id apart. On a bucket
+with Object Lock (`object_lock`), a version the answer refuses with AccessDenied is
+locked (retention or legal hold): kept, counted as `locked`, never sent again this
+round and never an error; no request ever asks to bypass governance retention.
+
 Both kinds are kept in the bucket, counted as `unsafe_keys` (not as errors: they are
 no reason to back off or exit 1) and logged by name (`sweep.unsafe_key`) the first
 time this process meets them; poison keys are remembered, so later rounds do not send
@@ -53,6 +59,7 @@ import structlog
 
 from gcd.errors import StorageError
 from gcd.rules.triage import THROTTLE_CODES, RequestFailure, Triage, request_failure, triage
+from gcd.rules.versions import split_target, version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ObjectStore
 from gcd.storage.ratelimit import AimdLimiter, TokenBucket
@@ -77,6 +84,10 @@ log = structlog.get_logger("gcd.deleter")
 MAX_UNPROVEN: Final = 4
 """Single keys failing alone, with no request of the batch answered, before giving up."""
 MAX_REMEMBERED: Final = 10_000
+LOCKED_CODES: Final = frozenset({"AccessDenied"})
+"""Per-version codes that mean "locked" on a bucket with Object Lock."""
+MAX_LOCKED_NOTED: Final = 1_000
+"""Locked versions remembered per round for the round's report (the rest only counted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +97,15 @@ class Candidate:
     key: str
     size: int
     epoch: int
+    version_id: str | None = None
+    """Set on a versioned bucket: the version (or delete marker) to delete."""
+    marker: bool = False
+    """True for a delete marker (no bytes)."""
+
+    @property
+    def target(self) -> str:
+        """What the store's `delete_batch` is given (`gcd.rules.versions`)."""
+        return version_target(self.key, self.version_id)
 
 
 @dataclass(slots=True)
@@ -147,6 +167,8 @@ class BatchDeleter:
         self.limiter = AimdLimiter(concurrency)
         rate = max_deletes_per_second
         self.bucket = TokenBucket(rate, max(rate, burst)) if rate else None
+        self.object_lock = False
+        """True when the bucket has Object Lock (the sweeper sets it every round)."""
         self.poison: dict[str, str] = {}
         """Keys found poison by bisection (key -> code); never sent again by this process."""
         self._reported: set[str] = set()
@@ -155,9 +177,10 @@ class BatchDeleter:
         self, batch: Sequence[Candidate], counts: RoundCounts, basis: DeleteBasis | None = None
     ) -> int | None:
         """Delete `batch` under `basis`, updating `counts`; return the highest epoch deleted."""
-        run = _Batch({candidate.key: candidate for candidate in batch}, counts, basis=basis,
+        run = _Batch({candidate.target: candidate for candidate in batch}, counts, basis=basis,
                      number=next(self._batch_numbers))  # fmt: skip
-        sendable = [key for key in run.by_key if not self._screened(key, counts)]
+        sendable = [target for target, candidate in run.by_key.items()
+                    if not self._screened(target, candidate.key, counts)]  # fmt: skip
         if sendable:
             run.stack.append(_Part(sendable))
         while run.stack:
@@ -172,11 +195,12 @@ class BatchDeleter:
         self._settle_suspects(run)
         return run.highest
 
-    def _screened(self, key: str, counts: RoundCounts) -> bool:
-        """True (and counted) for a key that must not be sent: XML-unsafe or known poison."""
+    def _screened(self, target: str, key: str, counts: RoundCounts) -> bool:
+        """True (and counted) for a key that must not be sent: XML-unsafe (NUL included,
+        so a key never reads as a version target) or known poison."""
         why = xml_unsafe_reason(key)
-        if why is None and key in self.poison:
-            why = f"a DeleteObjects request with it alone failed with {self.poison[key]}"
+        if why is None and target in self.poison:
+            why = f"a DeleteObjects request with it alone failed with {self.poison[target]}"
         if why is None:
             return False
         self._unsafe(key, why, counts)
@@ -202,9 +226,12 @@ class BatchDeleter:
             await self.limiter.release(slot, ok=False)
             self._braked([*part.keys, *run.remaining()], run.counts)
             return False
-        attempt = BatchAttempt(run.basis, tuple(part.keys),
+        named = [split_target(target) for target in part.keys]
+        versions = tuple(version for _, version in named)
+        attempt = BatchAttempt(run.basis, tuple(key for key, _ in named),
                                tuple(run.by_key[key].epoch for key in part.keys), part.attempt,
-                               run.number, next(self._request_numbers))  # fmt: skip
+                               run.number, next(self._request_numbers),
+                               versions if any(versions) else ())  # fmt: skip
         try:
             emit_before(self.sinks, attempt)
         except DeletionNotRecorded as exc:
@@ -222,8 +249,12 @@ class BatchDeleter:
             self.metrics.delete_error(exc.code)
             await self._failed_whole(part, exc, run)
             return True
-        failed = tuple((failure.key, failure.code) for failure in result.errors)
-        emit_after(self.sinks, BatchOutcome(attempt, result.deleted, failed))
+        gone = [split_target(target) for target in result.deleted]
+        failed = tuple((split_target(failure.key)[0], failure.code) for failure in result.errors)
+        gone_versions = tuple(version for _, version in gone)
+        emit_after(self.sinks, BatchOutcome(attempt, tuple(key for key, _ in gone), failed,
+                                            deleted_version_ids=gone_versions
+                                            if any(gone_versions) else ()))  # fmt: skip
         answer = triage(part.keys, result.deleted, result.errors)
         retry = answer.retry_failures
         throttled = any(f.code in THROTTLE_CODES for f in retry)
@@ -256,6 +287,9 @@ class BatchDeleter:
         for bad in result.errors:
             self.metrics.delete_error(bad.code)
         for bad in answer.failed:
+            if self.object_lock and bad.code in LOCKED_CODES and split_target(bad.key)[1]:
+                self._locked(bad.key, run.counts)
+                continue
             log.error("sweep.key_delete_failed", key=bad.key, code=bad.code,
                       message=bad.message)  # fmt: skip
             run.counts.errors += 1
@@ -299,8 +333,16 @@ class BatchDeleter:
             if len(self.poison) < MAX_REMEMBERED:
                 self.poison[key] = code
             log.info("sweep.poison_key_answer", key=key, code=code, message=message)
-            self._unsafe(key, f"a DeleteObjects request with it alone failed with {code}",
+            self._unsafe(split_target(key)[0],
+                         f"a DeleteObjects request with it alone failed with {code}",
                          run.counts)  # fmt: skip
+
+    def _locked(self, target: str, counts: RoundCounts) -> None:
+        """A version Object Lock keeps: counted, noted for the round's report, kept."""
+        counts.locked += 1
+        self.metrics.locked_versions.inc()
+        if len(counts.locked_targets) < MAX_LOCKED_NOTED:
+            counts.locked_targets.append(target)
 
     def _failed(self, keys: Sequence[str], code: str, message: str, counts: RoundCounts) -> None:
         log.error("sweep.delete_failed", keys=len(keys), code=code, error=message,
@@ -324,7 +366,7 @@ class BatchDeleter:
     def _account(
         self, deleted: Sequence[str], by_key: dict[str, Candidate], counts: RoundCounts
     ) -> int | None:
-        count = size = 0
+        count = size = versions = markers = 0
         highest: int | None = None
         for key in deleted:
             candidate = by_key.get(key)
@@ -332,10 +374,20 @@ class BatchDeleter:
                 continue
             count += 1
             size += candidate.size
+            if candidate.marker:
+                markers += 1
+            elif candidate.version_id is not None:
+                versions += 1
             if highest is None or candidate.epoch > highest:
                 highest = candidate.epoch
         counts.deleted += count
         counts.deleted_bytes += size
+        counts.deleted_versions += versions
+        counts.deleted_markers += markers
         self.metrics.deleted_objects.inc(count)
         self.metrics.deleted_bytes.inc(size)
+        if versions:
+            self.metrics.deleted_versions.inc(versions)
+        if markers:
+            self.metrics.deleted_markers.inc(markers)
         return highest

@@ -65,6 +65,9 @@ class BatchAttempt:
     """This deleter's sequence number of the batch (the same for all its requests)."""
     request: int
     """This deleter's sequence number of the request (pairs a before with its after)."""
+    version_ids: tuple[str | None, ...] = ()
+    """On a versioned bucket, the version id of each key (None: no version id), in the
+    same order; empty when the request names no version."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,8 @@ class BatchOutcome:
     """(key, S3 error code) of each key the answer says was not deleted."""
     request_error: str | None = None
     """The error code when the whole request failed (then nothing is known deleted)."""
+    deleted_version_ids: tuple[str | None, ...] = ()
+    """The version id of each deleted key, in `deleted`'s order; empty without versions."""
 
     @property
     def unanswered(self) -> tuple[str, ...]:

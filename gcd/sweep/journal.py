@@ -186,6 +186,8 @@ class JournalWriter:
             "keys": keys,
             "epochs": list(attempt.epochs),
         }
+        if attempt.version_ids:
+            doc["version_ids"] = list(attempt.version_ids)
         try:
             self._append(doc)
         except (OSError, ValueError) as exc:
@@ -208,6 +210,8 @@ class JournalWriter:
             "unanswered": list(outcome.unanswered),
             "request_error": outcome.request_error,
         }
+        if outcome.deleted_version_ids:
+            doc["deleted_version_ids"] = list(outcome.deleted_version_ids)
         try:
             self._append(doc)
         except (OSError, ValueError) as exc:

@@ -76,6 +76,17 @@ class SweeperMetrics:
 
         self.deleted_objects = counter("deleted_objects", "Objects deleted.")
         self.deleted_bytes = counter("deleted_bytes", "Bytes of objects deleted.")
+        self.deleted_versions = counter(
+            "deleted_versions", "Object versions deleted by version id (versioned buckets)."
+        )
+        self.deleted_markers = counter(
+            "deleted_markers", "Delete markers deleted by version id (versioned buckets)."
+        )
+        self.locked_versions = counter(
+            "locked_versions",
+            "Eligible versions kept because Object Lock refuses their deletion (retention "
+            "or legal hold; reported once per round as sweep.locked_versions).",
+        )
         self.listed_objects = counter("listed_objects", "Listed objects examined.")
         self.skipped_objects = counter(
             "skipped_objects", "Listed objects not deleted, by reason.", ("reason",)

@@ -12,6 +12,14 @@ unreadable pause key) was seen during the round (`blocked_reason` then starts wi
 delete by name (`gcd.sweep.deleter`: never sent, or failing a request alone), kept and
 logged.
 
+On a versioned bucket (`gcd.rules.versions`) every listed version and delete marker is
+one object of these counts; `deleted_versions` and `deleted_markers` say how many of
+`deleted` were versions holding bytes and delete markers. `locked` counts versions
+Object Lock kept (not errors), `locked_reasons` how many of the examined ones were kept
+for which reason, `locked_earliest_retain_until` the first of their retain-until dates.
+`store` is what the round detected about the store (versioning, object_lock, listing,
+batch_delete; `gcd.storage.objectstore.StoreFeatures`), None for stores that say nothing.
+
 The plan (`--plan-out FILE`) is one JSON object per line for every key the round
 selected for deletion: ``{"key", "epoch", "size", "last_modified"}`` with
 last_modified in ISO-8601 UTC. A dry run writes exactly the keys a real run with the
@@ -58,6 +66,12 @@ class RoundSummary:
     delete_requests: int = 0
     duration_s: float = 0.0
     blocked_reason: str | None = None
+    deleted_versions: int = 0
+    deleted_markers: int = 0
+    locked: int = 0
+    locked_reasons: dict[str, int] | None = None
+    locked_earliest_retain_until: str | None = None
+    store: dict[str, Any] | None = None
 
     @property
     def outcome(self) -> str:
@@ -93,8 +107,13 @@ class RoundCounts:
     unsafe_keys: int = 0
     list_requests: int = 0
     delete_requests: int = 0
+    deleted_versions: int = 0
+    deleted_markers: int = 0
+    locked: int = 0
     abandoned: int = field(default=0, metadata={"summary": False})
     """Keys left for the next round because of a stop (not in RoundSummary)."""
+    locked_targets: list[str] = field(default_factory=list, metadata={"summary": False})
+    """The first locked versions of the round, for its report (not in RoundSummary)."""
 
     def summary_fields(self) -> dict[str, Any]:
         """The counters that are RoundSummary fields."""

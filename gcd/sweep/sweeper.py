@@ -44,6 +44,18 @@ isolated by bisection and kept (`gcd.sweep.deleter`). A stop event (SIGTERM) end
 listing at the next page (a LIST sent ahead is cancelled) and drops queued batches;
 delete requests in flight complete.
 
+Stores differ (docs/stores.md). Each round first asks a store that can tell
+(`DetectingStore.detect`) what it is: on a versioned or suspended bucket with
+`versions` RECLAIM (the default), listers page through ListObjectVersions instead, with
+the same skip-ahead, and every version and delete marker of a key is decided by the
+key's epoch (`gcd.rules.versions`): eligible keys lose every version, live keys keep
+every version. On a bucket with Object Lock, versions the store refuses to delete are
+kept and counted as `locked`, and reported once at the end of the round: how many for
+which reason, and the earliest retain-until, found by asking the store about at most
+`LOCK_PROBES` of them. A store whose listings are unordered (or `unordered_listing`) is
+listed without skip-ahead and without StartAfter, under prefixes ending in "/"
+(`gcd.rules.cursor.directory_prefixes`). What was detected is the summary's `store`.
+
 The brake (`gcd.sweep.brake`) is asked before every DeleteObjects request. Once it says stop
 (a pause seen mid-round, or the pause key unreadable), listing ends at the next page as
 for a stop event, no further request is sent, every selected key not deleted is counted
@@ -64,16 +76,24 @@ import structlog
 from gcd.errors import StorageError
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.backoff import Backoff
-from gcd.rules.cursor import Cursor, Skip, next_cursor, skip
+from gcd.rules.cursor import Cursor, Skip, directory_prefixes, next_cursor, skip
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import KeyLayout, listing_prefixes
-from gcd.storage.objectstore import ListPage, ObjectInfo, ObjectStore
+from gcd.rules.versions import VersionMode, split_target
+from gcd.storage.objectstore import (
+    DetectingStore,
+    ListPage,
+    ObjectInfo,
+    ObjectStore,
+    StoreFeatures,
+    VersionedStore,
+)
 from gcd.storage.retry import Retrier
 from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.deleter import BatchDeleter, Candidate
 from gcd.sweep.events import DeleteBasis, DeleteSink
 from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
+from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary, iso_utc
 from gcd.sweep.safety import WatermarkSource, read_admission
 from watermark.core.binding import claim_key
 from watermark.errors import ConfigError
@@ -83,6 +103,8 @@ __all__ = ["RoundConfig", "Sweeper", "run_round", "split_prefixes"]
 log = structlog.get_logger("gcd.sweeper")
 
 _LOGGED_UNPARSABLE = 10  # per round; the rest are only counted
+LOCK_PROBES = 20
+"""Locked versions per round whose reason and retain-until are asked (one HEAD each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +123,8 @@ class RoundConfig:
     dry_run: bool = False
     page_size: int = 1000
     skip_ahead: bool = True  # False lists every key (the full-listing baseline)
+    versions: VersionMode = VersionMode.RECLAIM
+    unordered_listing: bool = False  # the store lists out of order: no skip, no StartAfter
     backoff: Backoff = field(default_factory=Backoff)
 
     def __post_init__(self) -> None:
@@ -121,7 +145,7 @@ class RoundConfig:
                 raise ConfigError(f"{problem}; fix the flag, env var or config key")
         self.prefixes()  # validates the shard against the layout
 
-    def prefixes(self) -> list[str]:
+    def prefixes(self, *, unordered: bool = False) -> list[str]:
         """This shard's listing prefixes, split so listers can run concurrently.
 
         Splitting "{root}/" into "{root}/0" ... "{root}/9" means keys beside the
@@ -129,6 +153,8 @@ class RoundConfig:
         unparsable; with `list_concurrency` 1 the root is listed whole.
         """
         base = listing_prefixes(self.layout, self.shard_index, self.shard_count)
+        if unordered and self.layout.has_prefix:
+            return directory_prefixes(base, self.layout.listing_root)
         if not self.layout.has_prefix:
             return base
         return split_prefixes(base, self.layout.listing_root, self.list_concurrency)
@@ -164,6 +190,11 @@ class _Run:
     capped: bool = False
     incomplete: bool = False
     unparsable_logged: int = 0
+    versioned: bool = False
+    """Listing versions and deleting by version id (a versioned bucket, RECLAIM)."""
+    skip_ahead: bool = True
+    prefixes: list[str] = field(default_factory=list)
+    features: StoreFeatures | None = None
 
     def full(self) -> bool:
         """True once the per-round delete cap is reached."""
@@ -223,10 +254,12 @@ class Sweeper:
         """
         started = time.monotonic()
         run = _Run(safe_epoch, basis or DeleteBasis(safe_epoch, cluster_epoch, None))
+        await self._detect(run)
         self.current = run
         self.brake.reset()
         log.info("sweep.round_started", safe_epoch=safe_epoch, cluster_epoch=cluster_epoch,
-                 dry_run=self.config.dry_run, prefixes=len(self.config.prefixes()))  # fmt: skip
+                 dry_run=self.config.dry_run, prefixes=len(run.prefixes),
+                 versioned=run.versioned, skip_ahead=run.skip_ahead)  # fmt: skip
         queue: _Queue = asyncio.Queue(self.config.concurrency * 2)
         try:
             async with asyncio.TaskGroup() as group:
@@ -239,18 +272,74 @@ class Sweeper:
             self.current = None
         counts = run.counts
         braked = self.brake.engaged
+        reasons, earliest = await self._report_locked(run)
         summary = RoundSummary(
             safe_epoch=safe_epoch,
             cluster_epoch=cluster_epoch,
             dry_run=self.config.dry_run,
             duration_s=round(time.monotonic() - started, 3),
             blocked_reason=braked,
+            locked_reasons=reasons,
+            locked_earliest_retain_until=earliest,
+            store=self._store_report(run),
             **counts.summary_fields(),
         )
         complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
                         or self.stop.is_set() or braked)  # fmt: skip
         self._record(summary, run.max_deleted_epoch)
         return RoundResult(summary, run.young_ready_at_s, complete, run.max_deleted_epoch)
+
+    async def _detect(self, run: _Run) -> None:
+        """What the store is, for this round: versioned, locked, listing in order."""
+        config = self.config
+        features = await self.store.detect() if isinstance(self.store, DetectingStore) else None
+        unordered = config.unordered_listing or (features is not None
+                                                 and not features.ordered_listing)  # fmt: skip
+        run.features = features
+        run.versioned = (features is not None and features.versioned
+                         and config.versions is VersionMode.RECLAIM
+                         and isinstance(self.store, VersionedStore))  # fmt: skip
+        run.skip_ahead = config.skip_ahead and not unordered
+        run.prefixes = config.prefixes(unordered=unordered)
+        self.deleter.object_lock = bool(features is not None and features.object_lock)
+
+    def _store_report(self, run: _Run) -> dict[str, object] | None:
+        """The summary's `store`: what was detected, and how this round listed."""
+        if not isinstance(self.store, DetectingStore):
+            return None
+        report = self.store.detected.to_dict()
+        if self.config.unordered_listing:
+            report["listing"] = "unordered"
+        report["versions"] = ("reclaim" if run.versioned else
+                              "markers-only" if report["versioning"] in {"Enabled", "Suspended"}
+                              else "none")  # fmt: skip
+        return report
+
+    async def _report_locked(self, run: _Run) -> tuple[dict[str, int] | None, str | None]:
+        """Reasons and the earliest retain-until of the round's locked versions, logged
+        once (at most `LOCK_PROBES` asked; the others count as "not examined")."""
+        counts = run.counts
+        if not counts.locked:
+            return None, None
+        reasons: dict[str, int] = {}
+        earliest: float | None = None
+        probes = counts.locked_targets[:LOCK_PROBES]
+        if isinstance(self.store, VersionedStore):
+            for target in probes:
+                key, version_id = split_target(target)
+                if version_id is None:
+                    continue
+                reason, until = await self.store.lock_state(key, version_id)
+                reasons[reason] = reasons.get(reason, 0) + 1
+                if until is not None and (earliest is None or until < earliest):
+                    earliest = until
+        examined = sum(reasons.values())
+        if counts.locked > examined:
+            reasons["not examined"] = counts.locked - examined
+        first = None if earliest is None else iso_utc(earliest)
+        log.warning("sweep.locked_versions", count=counts.locked, reasons=reasons,
+                    earliest_retain_until=first, bypassed=False)  # fmt: skip
+        return reasons, first
 
     def _record(self, summary: RoundSummary, max_deleted_epoch: int | None) -> None:
         metrics = self.metrics
@@ -293,7 +382,7 @@ class Sweeper:
                 await self._list_prefix(prefix, queue, run)
 
         async with asyncio.TaskGroup() as group:
-            for prefix in self.config.prefixes():
+            for prefix in run.prefixes:
                 group.create_task(one(prefix))
         if run.batch:
             batch, run.batch = run.batch, []
@@ -335,7 +424,7 @@ class Sweeper:
         """What `_examine` will return for `page`, guessed from its last key alone."""
         last = page.objects[-1].key if page.objects else None
         found: Skip | None = None
-        if last is not None and self.config.skip_ahead and page.next_token is not None:
+        if last is not None and run.skip_ahead and page.next_token is not None:
             found = skip(self.config.layout, prefix, self.config.layout.parse(last),
                          run.safe_epoch)  # fmt: skip
         return next_cursor(cursor, found, last, page.next_token)
@@ -360,12 +449,13 @@ class Sweeper:
                                      run.safe_epoch, now, config.grace_s)  # fmt: skip
             tally[verdict] += 1
             if verdict is Verdict.DELETE and parsed is not None:
-                candidate = Candidate(obj.key, obj.size, parsed.epoch)
+                candidate = Candidate(obj.key, obj.size, parsed.epoch, obj.version_id,
+                                      obj.delete_marker)  # fmt: skip
                 if not await self._select(candidate, obj, queue, run):
                     tally[verdict] -= 1  # not examined: another lister hit the cap
                 if run.full():
                     break  # the per-round delete cap is reached
-            elif verdict is Verdict.NOT_ELIGIBLE and config.skip_ahead:
+            elif verdict is Verdict.NOT_ELIGIBLE and run.skip_ahead:
                 found = skip(layout, prefix, parsed, run.safe_epoch) or found
                 if found is not None and found.done:
                     break  # the rest of this listing prefix is not eligible
@@ -422,15 +512,20 @@ class Sweeper:
     async def _list_page(self, prefix: str, cursor: Cursor, run: _Run) -> ListPage:
         """One LIST, retried by the retry loop; raises the StorageError that ended it."""
 
+        lister = self.store.list_page
+        if run.versioned:
+            assert isinstance(self.store, VersionedStore)
+            lister = self.store.list_versions_page
+
         async def attempt() -> ListPage:
             # Counted when sent (the round's counter and the metric), so a LIST sent
             # ahead and then discarded unread counts too: these count what S3 bills.
             run.counts.list_requests += 1
             self.metrics.list_requests.inc()
             try:
-                return await self.store.list_page(prefix, start_after=cursor.start_after,
-                                                  continuation_token=cursor.token,
-                                                  max_keys=self.config.page_size)  # fmt: skip
+                return await lister(prefix, start_after=cursor.start_after,
+                                    continuation_token=cursor.token,
+                                    max_keys=self.config.page_size)  # fmt: skip
             except StorageError as exc:
                 self.metrics.list_error(exc.code)
                 raise

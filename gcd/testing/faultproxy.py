@@ -7,8 +7,16 @@ is answered by the proxy itself with an S3 error document: 503 SlowDown, 500
 InternalError, 503 ServiceUnavailable, or 403 AccessDenied (a permanent failure), and
 a `drop_share` has its connection reset without any answer.
 `delay_s` adds a fixed latency to every request, as a far-away S3 region would.
-Requests are counted per operation ("list", "delete", "other") and faults per code, so
-tests can check request counts from the server's side.
+Requests are counted per operation ("list": ListObjectsV2 and ListObjectVersions,
+"delete": DeleteObjects and DeleteObject, "other") and faults per code, so tests can
+check request counts from the server's side.
+
+It can also play a store that differs from the one behind it (docs/stores.md), as
+those stores answer: `require_content_md5` refuses a DeleteObjects without Content-MD5
+(400 MissingContentMD5, as MinIO-era servers do); `batch_delete=False` answers every
+DeleteObjects 501 NotImplemented (as GCS's XML API does); `unordered_listing` shuffles
+the keys of each ListObjectsV2 page and refuses StartAfter (400 InvalidArgument), as an
+S3 Express directory bucket lists.
 
 The proxy runs on the caller's event loop (`async with FaultProxy(...)`) or on a
 thread of its own (`with ThreadedFaultProxy(...)`) for synchronous callers such as
@@ -20,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import random
+import re
 import threading
 from dataclasses import dataclass
 from types import TracebackType
@@ -29,7 +38,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-__all__ = ["FaultConfig", "FaultProxy", "ThreadedFaultProxy", "operation_of"]
+__all__ = ["FaultConfig", "FaultProxy", "ThreadedFaultProxy", "operation_of", "shuffle_contents"]
 
 _STATUS: Final = {"SlowDown": 503, "ServiceUnavailable": 503, "InternalError": 500,
                   "AccessDenied": 403}  # fmt: skip
@@ -54,6 +63,12 @@ class FaultConfig:
     drop_share: float = 0.0
     """Share of the eligible requests whose connection is reset without an answer (after
     the request was read, so the client cannot tell whether it was carried out)."""
+    require_content_md5: bool = False
+    """Refuse a DeleteObjects without a Content-MD5 header (MissingContentMD5)."""
+    batch_delete: bool = True
+    """False: answer every DeleteObjects NotImplemented (single DeleteObject works)."""
+    unordered_listing: bool = False
+    """Shuffle each ListObjectsV2 page's keys; refuse StartAfter (InvalidArgument)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.share <= 1.0 or not 0.0 <= self.drop_share <= 1.0:
@@ -66,19 +81,37 @@ class FaultConfig:
 
 
 def operation_of(method: str, query: str) -> str:
-    """"list" for ListObjectsV2, "delete" for DeleteObjects, else "other"."""
+    """"list" for ListObjectsV2 and ListObjectVersions, "delete" for DeleteObjects and
+    DeleteObject, else "other"."""
     params = {part.split("=", 1)[0] for part in query.split("&") if part}
-    if method == "GET" and "list-type" in params:
+    if method == "GET" and ("list-type" in params or "versions" in params):
         return "list"
-    if method == "POST" and "delete" in params:
+    if (method == "POST" and "delete" in params) or method == "DELETE":
         return "delete"
     return "other"
 
 
-def _error_body(code: str, request_id: str) -> bytes:
+_REFUSALS: Final = {
+    "MissingContentMD5": (400, "Missing required header for this request: Content-Md5."),
+    "NotImplemented": (501, "A header you provided implies functionality not implemented"),
+    "InvalidArgument": (400, "StartAfter is not supported by this bucket"),
+}  # fmt: skip
+_CONTENTS: Final = re.compile(rb"<Contents>.*?</Contents>", re.DOTALL)
+
+
+def shuffle_contents(body: bytes, rng: random.Random) -> bytes:
+    """A ListObjectsV2 answer with its <Contents> entries in a random order."""
+    entries = _CONTENTS.findall(body)
+    rng.shuffle(entries)
+    shuffled = iter(entries)
+    return _CONTENTS.sub(lambda _: next(shuffled), body)
+
+
+def _error_body(code: str, request_id: str,
+                message: str = "injected by l0gc fault proxy") -> bytes:  # fmt: skip
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Error><Code>{code}</Code><Message>injected by l0gc fault proxy</Message>"
+        f"<Error><Code>{code}</Code><Message>{message}</Message>"
         f"<RequestId>{request_id}</RequestId></Error>"
     ).encode()
 
@@ -131,6 +164,16 @@ class FaultProxy:
                 body=_error_body(code, request_id),
                 headers={"Content-Type": "application/xml", "x-amz-request-id": request_id},
             )
+        refusal = self._refusal(operation, request)
+        if refusal is not None:
+            self.faults[refusal] += 1
+            status, message = _REFUSALS[refusal]
+            request_id = f"refused-{sum(self.faults.values())}"
+            return web.Response(
+                status=status,
+                body=_error_body(refusal, request_id, message),
+                headers={"Content-Type": "application/xml", "x-amz-request-id": request_id},
+            )
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         url = URL(self.upstream + request.raw_path, encoded=True)
@@ -138,8 +181,23 @@ class FaultProxy:
             request.method, url, headers=headers, data=body, allow_redirects=False
         ) as upstream:
             payload = await upstream.read()
+            if (config.unordered_listing and "list-type" in request.query
+                    and upstream.status == 200):  # fmt: skip
+                payload = shuffle_contents(payload, self._rng)
             out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
             return web.Response(status=upstream.status, body=payload, headers=out)
+
+    def _refusal(self, operation: str, request: web.Request) -> str | None:
+        """The code a differing store answers this request with, or None to forward it."""
+        config = self.config
+        batch = request.method == "POST" and operation == "delete"
+        if batch and not config.batch_delete:
+            return "NotImplemented"
+        if batch and config.require_content_md5 and "Content-MD5" not in request.headers:
+            return "MissingContentMD5"
+        if config.unordered_listing and "start-after" in request.query:
+            return "InvalidArgument"
+        return None
 
     async def start(self) -> FaultProxy:
         """Start listening on a free loopback port."""
