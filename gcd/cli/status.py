@@ -38,6 +38,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -258,8 +259,18 @@ def _sweepers(view: GcView) -> list[dict[str, Any]]:
             found.append({"sweeper_id": sweeper_id, "error": str(exc)})
             continue
         found.append({"sweeper_id": one.sweeper_id, "shard_index": one.shard_index,
-                      "shard_count": one.shard_count, "started_at": one.started_at})  # fmt: skip
+                      "shard_count": one.shard_count, "started_at": one.started_at,
+                      "store": None if one.store is None else dict(one.store)})  # fmt: skip
     return found
+
+
+def _store_line(store: Mapping[str, Any]) -> str:
+    """What a sweeper detected about its bucket, in one line."""
+    lock, batch = store.get("object_lock"), store.get("batch_delete")
+    lock_text = "unknown" if lock is None else ("on" if lock else "off")
+    batch_text = "not tried yet" if batch is None else ("yes" if batch else "NO (single deletes)")
+    return (f"versioning {printable(str(store.get('versioning')))}, object lock {lock_text}, "
+            f"listing {printable(str(store.get('listing')))}, batch delete {batch_text}")
 
 
 def human_age(seconds: float | None) -> str:
@@ -366,6 +377,8 @@ def render_text(report: StatusReport, now: float) -> str:
             for w in report.sweepers
         )
         lines.append(f"sweepers       {len(report.sweepers)} running: {shards}")
+        seen = {_store_line(w["store"]) for w in report.sweepers if w.get("store")}
+        lines.extend(f"store          {line}" for line in sorted(seen))
     if report.shard_problem is not None:
         lines.append(f"shards         DISAGREE: {printable(report.shard_problem)}")
     if report.fleet is not None:

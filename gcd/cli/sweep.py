@@ -35,7 +35,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.rules.admission import UNREACHABLE, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.storage.azsettings import AzureSettings
+from gcd.storage.objectstore import DetectingStore
 from gcd.storage.open import open_objects, preflight_storage, target_of
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.binding import BoundSource, ClaimStore
@@ -204,13 +205,26 @@ async def watermark_source(
                     yield BoundSource(store, target, objects, follower=follower)
                 else:
                     me = announcement(sweeper_id or new_sweeper_id(), *shard)
-                    async with announced(store, kv, me, ttl_s=shard_ttl_s):
+                    async with announced(store, kv, me, ttl_s=shard_ttl_s,
+                                         detected=_detected(objects)):
                         yield BoundSource(store, target, objects, shard=me, follower=follower)
             finally:
                 if follower is not None:
                     await follower.close()
     finally:
         await kv.close()
+
+
+def _detected(objects: object) -> Callable[[], dict[str, Any] | None]:
+    """What the sweeper's store has detected so far, for its shard announcement."""
+    if not isinstance(objects, DetectingStore):
+        return lambda: None
+    store = objects
+
+    def now() -> dict[str, Any]:  # read at each call: the detection changes
+        return store.detected.to_dict()
+
+    return now
 
 
 async def check_namespace(etcd: EtcdSettings) -> None:

@@ -6,7 +6,11 @@ unswept forever and sweep others twice; two with the same index double-count. No
 in the listing shows it, so each running sweeper announces itself in etcd:
 
     {ns}/sweepers/{sweeper_id}  {"version": 1, "sweeper_id", "shard_index", "shard_count",
-                                 "started_at"}     bound to the sweeper's lease
+                                 "started_at", "store"?}     bound to the sweeper's lease
+
+(`store`, once the sweeper's preflight has looked: what it detected about the bucket,
+`gcd.storage.objectstore.StoreFeatures.to_dict`, so `gcd status` can show it; re-put
+under the same lease when it changes.)
 
 and before each round checks every other announcement (`check_shards`, pure): a
 different count, the same index twice, or an announcement it cannot read means it does
@@ -23,8 +27,9 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 import structlog
 
@@ -63,12 +68,16 @@ class ShardAnnouncement:
     shard_index: int
     shard_count: int
     started_at: float
+    store: Mapping[str, str | bool | None] | None = None
+    """What the sweeper detected about its bucket (see the module docstring), if known."""
 
     def encode(self) -> bytes:
         """Compact JSON."""
-        doc = {"version": _VERSION, "sweeper_id": self.sweeper_id,
-               "shard_index": self.shard_index, "shard_count": self.shard_count,
-               "started_at": self.started_at}  # fmt: skip
+        doc: dict[str, Any] = {"version": _VERSION, "sweeper_id": self.sweeper_id,
+                               "shard_index": self.shard_index, "shard_count": self.shard_count,
+                               "started_at": self.started_at}  # fmt: skip
+        if self.store is not None:
+            doc["store"] = dict(self.store)
         text = strictjson.dumps(doc, what="shard announcement", sort_keys=True, compact=True)
         return text.encode()
 
@@ -84,12 +93,25 @@ class ShardAnnouncement:
             raise ValueError(f"announcement has shard {index!r}/{count!r}")
         if not isinstance(sweeper_id, str) or not isinstance(started, int | float):
             raise ValueError("announcement lacks sweeper_id or started_at")
-        return cls(sweeper_id, index, count, float(started))
+        return cls(sweeper_id, index, count, float(started), _store(doc.get("store")))
 
     @property
     def shard(self) -> str:
         """``index/count`` for messages."""
         return f"{self.shard_index}/{self.shard_count}"
+
+
+def _store(value: object) -> dict[str, str | bool | None] | None:
+    """The optional `store` field: a flat object of short strings, booleans and nulls."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or len(value) > 16:
+        raise ValueError("announcement's store is not a small object")
+    for name, item in value.items():
+        short = isinstance(item, str) and len(item) <= 64
+        if len(name) > 64 or not (short or item is None or isinstance(item, bool)):
+            raise ValueError(f"announcement's store field {name!r} is not a short value")
+    return value
 
 
 def check_shards(me: ShardAnnouncement, announced: Mapping[str, bytes]) -> str | None:
@@ -130,9 +152,17 @@ def fleet_problem(announced: Mapping[str, bytes]) -> str | None:
 
 @contextlib.asynccontextmanager
 async def announced(
-    store: WatermarkStore, kv: KV, me: ShardAnnouncement, *, ttl_s: int = DEFAULT_TTL_S
+    store: WatermarkStore,
+    kv: KV,
+    me: ShardAnnouncement,
+    *,
+    ttl_s: int = DEFAULT_TTL_S,
+    detected: Callable[[], Mapping[str, str | bool | None] | None] = lambda: None,
 ) -> AsyncIterator[None]:
     """Keep `me` announced under a lease while the block runs; withdraw it on exit.
+
+    `detected()` is what the sweeper's store has detected so far (None: nothing yet); it
+    is looked at every `ttl_s / 3` s and a change is put again under the same lease.
 
     etcd being unreachable at start or later is logged, never raised: the sweeper's own
     watermark reads then fail and block deletion anyway, and the announcement is put
@@ -140,13 +170,19 @@ async def announced(
     """
     stop = asyncio.Event()
     lease = [0]
+    written = [b""]
 
     async def ensure() -> None:
         try:
+            raw = replace(me, store=detected()).encode()
             if not lease[0] or not await kv.lease_refresh(lease[0]):
                 lease[0] = await kv.lease_grant(ttl_s)
-                await store.announce_sweeper(me.sweeper_id, me.encode(), lease[0])
-                log.info("sweep.shard_announced", sweeper_id=me.sweeper_id, shard=me.shard)
+                written[0] = b""
+            if raw != written[0]:
+                await store.announce_sweeper(me.sweeper_id, raw, lease[0])
+                if not written[0]:
+                    log.info("sweep.shard_announced", sweeper_id=me.sweeper_id, shard=me.shard)
+                written[0] = raw
         except (L0gcError, OSError) as exc:
             lease[0] = 0
             log.warning("sweep.shard_announce_failed", error=str(exc))

@@ -375,3 +375,27 @@ def test_status_exits_3_and_says_refused_while_sweepers_disagree_on_shards(
     assert "gc             REFUSED: sweepers delete nothing" in done.stdout
     assert "shards         DISAGREE: shard counts disagree" in done.stdout
     assert "gc             running" not in done.stdout
+
+
+def test_status_shows_what_the_sweepers_detected_about_the_bucket() -> None:
+    """Issue 28: versioning, Object Lock, listing order and batch deletes as the running
+    sweepers detected them, one line per distinct answer, also in --json."""
+    locked = {"versioning": "Enabled", "object_lock": True, "listing": "ordered",
+              "batch_delete": True}  # fmt: skip
+    fallback = {"versioning": "off", "object_lock": None, "listing": "unordered",
+                "batch_delete": False}  # fmt: skip
+    running = (ShardAnnouncement("s-a", 0, 3, 1.0, locked),
+               ShardAnnouncement("s-b", 1, 3, 1.0, locked),
+               ShardAnnouncement("s-c", 2, 3, 1.0, fallback))  # fmt: skip
+    view = GcView(1, b"5", {}, sweepers={a.sweeper_id: a.encode() for a in running})
+    report = build_report(view, "/l0gc/x", NOW)
+    lines = [line for line in render_text(report, NOW).splitlines() if line.startswith("store ")]
+    assert lines == [
+        "store          versioning Enabled, object lock on, listing ordered, batch delete yes",
+        ("store          versioning off, object lock unknown, listing unordered, batch delete "
+         "NO (single deletes)"),
+    ]
+    assert report.to_dict()["sweepers"][2]["store"] == fallback
+    undetected = {"s-a": ShardAnnouncement("s-a", 0, 1, 1.0).encode()}
+    quiet = build_report(GcView(1, b"5", {}, sweepers=undetected), "/l0gc/x", NOW)
+    assert "store " not in render_text(quiet, NOW)

@@ -3,6 +3,7 @@ it detected; `gcd spark-sweep` refusing a versioned bucket (real moto server).""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,9 +13,14 @@ import pytest
 import structlog
 
 from gcd.cli.main import main
+from gcd.cli.sweep import watermark_source
 from gcd.rules.layout import KeyLayout
-from gcd.testing.local_servers import LocalS3
+from gcd.storage.open import open_objects, target_of
+from gcd.storage.s3 import S3Settings
+from gcd.testing.local_servers import LocalEtcd, LocalS3
+from tests.waiting import wait_until
 from watermark import exitcodes
+from watermark.etcd.settings import EtcdSettings
 
 pytestmark = pytest.mark.integration
 
@@ -72,3 +78,26 @@ def test_spark_sweep_refuses_a_versioned_bucket(
     assert code == exitcodes.USAGE
     assert "versioning Enabled" in err
     assert "gcd sweep" in err
+
+
+async def test_status_shows_what_a_running_sweeper_detected(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 28: a running sweeper announces what its preflight detected (real etcd and a
+    versioned moto bucket), and `gcd status` shows it beside the sweeper."""
+    etcd = EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace)
+    s3 = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
+    async with open_objects(s3, None) as objects:
+        source = watermark_source(etcd, target=target_of(s3, None, "level_zero/data"),
+                                  objects=objects, shard=(0, 1), shard_ttl_s=3)  # fmt: skip
+        async with source:
+            await objects.detect()
+
+            async def shown() -> bool:
+                await asyncio.to_thread(main, ["status", "--etcd", etcd_server.endpoint,
+                                               "--namespace", namespace])  # fmt: skip
+                return ("store          versioning Enabled, object lock off, listing ordered"
+                        in capsys.readouterr().out)  # fmt: skip
+
+            await wait_until(shown, timeout_s=15, what="gcd status shows the detection")

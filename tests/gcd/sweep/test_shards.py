@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from gcd.sweep.shards import ShardAnnouncement, check_shards
+from gcd.sweep.shards import announced as keep_announced
+from tests.waiting import wait_until
+from watermark.etcd.memory import MemoryKV
+from watermark.etcd.store import WatermarkStore
 
 ME = ShardAnnouncement("me", 0, 2, 1.0)
 
@@ -38,3 +44,51 @@ def test_unreadable_announcement_is_refused() -> None:
         reason = check_shards(ME, {"me": ME.encode(), "x": raw})
         assert reason is not None
         assert "'x'" in reason
+
+
+def test_the_store_a_sweeper_detected_round_trips_and_hostile_values_are_refused() -> None:
+    """Issue 28: the announcement carries what the sweeper detected about its bucket (for
+    `gcd status`); anything but a small flat object of short values blocks, as garbage does."""
+    store = {"versioning": "Enabled", "object_lock": True, "listing": "ordered",
+             "batch_delete": None}  # fmt: skip
+    detected = ShardAnnouncement("b", 1, 2, 1.0, store)
+    assert ShardAnnouncement.decode(detected.encode()) == detected
+    assert check_shards(ME, announced(detected)) is None
+    many = {f"k{i}": "v" for i in range(17)}
+    for hostile in ({"a": {"b": 1}}, {"a": "x" * 65}, {"a": 7}, [1], many):
+        doc = json.loads(detected.encode())
+        doc["store"] = hostile
+        reason = check_shards(ME, {"me": ME.encode(), "b": json.dumps(doc).encode()})
+        assert reason is not None, hostile
+        assert "'b'" in reason
+
+
+async def test_a_detection_is_put_again_under_the_same_lease() -> None:
+    """The announcement follows what the store detects: first without `store`, then with
+    it once detected, under the same key version (the sweeper stays announced throughout)."""
+    kv = MemoryKV()
+    store = WatermarkStore(kv, "/ns")
+    seen: list[dict[str, str | bool | None] | None] = [None]
+    key = store.sweepers_prefix + ME.sweeper_id
+
+    async def announced_store() -> object:
+        found = await kv.get(key)
+        assert found is not None
+        return json.loads(found.value).get("store", "absent")
+
+    async with keep_announced(store, kv, ME, ttl_s=3, detected=lambda: seen[0]):
+        first = await kv.get(key)
+        assert first is not None
+        assert await announced_store() == "absent"
+        seen[0] = {"versioning": "Suspended", "object_lock": False, "listing": "unordered",
+                   "batch_delete": False}  # fmt: skip
+
+        async def updated() -> bool:
+            return await announced_store() == seen[0]
+
+        await wait_until(updated, timeout_s=10, what="the announcement carries the detection")
+        now = await kv.get(key)
+        assert now is not None
+        assert now.create_revision == first.create_revision  # put again, never withdrawn
+        assert now.lease == first.lease != 0
+    assert await kv.get(key) is None
