@@ -84,6 +84,11 @@ def test_replication_settings_reach_the_cli(
     assert publisher.args.member_lease_ttl == 10
     assert publisher.args.membership_interval == 1.0
     assert publisher.args.advertise_url == "https://10.1.2.3:8080"
+    fleet = publisher.args.fleet_urls  # replication.fleetUrls, joined
+    assert fleet.allows("https://10.244.7.9:8080")
+    assert fleet.allows("https://p-1.publishers.example:8080")
+    assert not fleet.allows("https://192.168.1.1:8080")
+    assert not fleet.allows("http://10.244.7.9:8080")
     (deployment,) = _component(objects, "Deployment", "publisher")
     assert deployment["spec"]["replicas"] == 5
 
