@@ -79,7 +79,7 @@ async def run(args: argparse.Namespace) -> int:
         full_pass_interval_s=args.full_pass_interval,
         unready_after_s=args.unready_after,
     )
-    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root)
+    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root, gcs=setup.gcs)
     async with open_sweeper(args, setup, follow_every=args.verify_m_every) as (
         sweeper, source
     ):

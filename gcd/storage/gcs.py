@@ -67,13 +67,14 @@ class GcsObjectStore(ObjectStore):
         """A client for `settings` (closed on exit)."""
         timeout = aiohttp.ClientTimeout(sock_connect=settings.connect_timeout_s,
                                         sock_read=settings.read_timeout_s)  # fmt: skip
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        async with contextlib.AsyncExitStack() as stack:
+            session = await stack.enter_async_context(aiohttp.ClientSession(timeout=timeout))
             token = None
             if not settings.anonymous:
                 from gcloud.aio.auth import Token  # noqa: PLC0415 - only with credentials
 
-                token = Token(service_file=settings.credentials_file, session=session,
-                              scopes=[SCOPE])  # fmt: skip
+                token = await stack.enter_async_context(
+                    Token(service_file=settings.credentials_file, scopes=[SCOPE]))
             yield cls(session, settings, token)
 
     # -- requests -------------------------------------------------------------------
@@ -83,7 +84,7 @@ class GcsObjectStore(ObjectStore):
             return {}
         try:
             return {"Authorization": f"Bearer {await self._token.get()}"}
-        except Exception as exc:  # noqa: BLE001 - any failure to get a token is one error
+        except Exception as exc:
             raise _no_credentials(operation, exc) from exc
 
     async def check_credentials(self) -> None:
@@ -92,7 +93,7 @@ class GcsObjectStore(ObjectStore):
             return
         try:
             await self._token.refresh(timeout=5)
-        except Exception as exc:  # noqa: BLE001 - any failure to get a token is one error
+        except Exception as exc:
             raise _no_credentials("getting an access token", exc) from exc
 
     async def _send(self, method: str, url: str, operation: str, *,

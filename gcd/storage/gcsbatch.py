@@ -127,10 +127,10 @@ def error_code(status: int, body: str) -> tuple[str, str]:
 def triage(keys: Sequence[str], answers: Sequence[SubAnswer]) -> DeleteResult:
     """What one batch did per key, matched by Content-ID (module docstring)."""
     by_index: dict[int, SubAnswer | None] = {}
-    for answer in answers:
-        index = _answer_index(answer.content_id, len(keys))
+    for sub in answers:
+        index = _answer_index(sub.content_id, len(keys))
         if index is not None:
-            by_index[index] = None if index in by_index else answer  # twice: unmatched
+            by_index[index] = None if index in by_index else sub  # twice: unmatched
     deleted: list[str] = []
     errors: list[KeyFailure] = []
     for index, key in enumerate(keys):

@@ -57,6 +57,6 @@ def _parse_batch_item(item: Any) -> Any:
 server._parse_batch_item = _parse_batch_item
 
 if __name__ == "__main__":
-    from gcp_storage_emulator.__main__ import main  # noqa: E402
+    from gcp_storage_emulator.__main__ import main
 
     main(sys.argv[1:])
