@@ -59,5 +59,3 @@ class DemoGcsBucket:
             if page.next_token is None:
                 return keys
             token = page.next_token
-
-

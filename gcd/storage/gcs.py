@@ -74,7 +74,8 @@ class GcsObjectStore(ObjectStore):
                 from gcloud.aio.auth import Token  # noqa: PLC0415 - only with credentials
 
                 token = await stack.enter_async_context(
-                    Token(service_file=settings.credentials_file, scopes=[SCOPE]))
+                    Token(service_file=settings.credentials_file, scopes=[SCOPE])
+                )
             yield cls(session, settings, token)
 
     # -- requests -------------------------------------------------------------------
@@ -178,7 +179,8 @@ class GcsObjectStore(ObjectStore):
             part = list(keys[start : start + MAX_BATCH])
             body, content_type = batch_body(self.bucket, part)
             status, answer, answer_type = await self._send(
-                "POST", url, operation, data=body, headers={"Content-Type": content_type})
+                "POST", url, operation, data=body, headers={"Content-Type": content_type}
+            )
             self.batch_requests += 1
             if status != 200:
                 raise self._failure(operation, status, answer)

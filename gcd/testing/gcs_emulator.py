@@ -1,5 +1,5 @@
 """`python -m gcd.testing.gcs_emulator start ...`: the pinned `gcp-storage-emulator`, with
-the one change that lets gcd's GCS client talk to it as to GCS.
+the one change that lets gcd's GCS client talk to it as to GCS, and one for speed.
 
 GCS answers each call of a JSON batch with ``Content-ID: <response-ID>`` (the id its
 request part carried); the emulator writes no Content-ID at all, and gcd matches batch
@@ -8,6 +8,10 @@ launcher echoes the request's Content-ID in each answer part, as GCS does, and c
 nothing else: the emulator's other deviations (startOffset, maxResults and
 ifGenerationMatch ignored) stay, and tests/gcd/storage/test_gcs_emulator.py pins them,
 and the missing Content-ID, on the unchanged emulator (`LocalGcs(content_ids=False)`).
+
+Speed: the emulator serialises its whole metadata (every object of every bucket) after
+each write, for persistence; in memory (``--in-memory``) nothing reads it back after
+start, so the launcher skips it: a write costs ~1 ms instead of ~30 us per stored object.
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ def _parse_batch_item(item: Any) -> Any:
 
 
 server._parse_batch_item = _parse_batch_item
+
+if "--in-memory" in sys.argv:
+    from gcp_storage_emulator.storage import Storage
+
+    Storage._write_config_to_file = lambda self: None  # read back only at start
 
 if __name__ == "__main__":
     from gcp_storage_emulator.__main__ import main
