@@ -23,5 +23,6 @@ BENCHMARKS: dict[str, str] = {
     "global_m": "bench.global_m",
     "skip_ahead": "bench.skip_ahead",
     "azure": "bench.azure",
+    "gcs": "bench.gcs",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""

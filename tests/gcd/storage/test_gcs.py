@@ -238,6 +238,36 @@ async def test_a_throttled_object_slows_the_deleter_and_is_retried(
     assert store.batch_requests == 5  # four batches and the one retried object
 
 
+async def test_throttled_and_failed_requests_are_survived(
+    gcs_server: LocalGcs, gcs_bucket: str, watermarks: WatermarkStore
+) -> None:
+    """Whole requests answered 429, 503 or 500 (every third LIST and batch, injected
+    under the store, as the S3 servers' fault proxy does for SlowDown/500): retried with
+    backoff, exactly the garbage deleted, no error."""
+    keys, deletable = mixed_keys()
+    gcs_server.seed(gcs_bucket, keys)
+    faults = iter([429, 0, 0, 503, 0, 0, 500, 0, 0] * 100)
+    injected: list[int] = []
+
+    def inject(store: GcsObjectStore) -> None:
+        real = store._send
+
+        async def send(method: str, url: str, operation: str, **kwargs: Any) -> Any:
+            status = next(faults)
+            if status:
+                injected.append(status)
+                body = json.dumps({"error": {"code": status, "errors": [{"reason": "x"}]}})
+                return status, body.encode(), "application/json"
+            return await real(method, url, operation, **kwargs)
+
+        store._send = send  # type: ignore[method-assign]
+
+    result, _ = await sweep(gcs_server, gcs_bucket, watermarks, batch_size=4, wrap=inject)
+    assert {429, 503, 500} <= set(injected)
+    assert gcs_server.keys(gcs_bucket) == set(keys) - deletable
+    assert (result.summary.deleted, result.summary.errors) == (len(deletable), 0)
+
+
 # -- the claim and settings ----------------------------------------------------------------
 
 
