@@ -38,6 +38,7 @@ from gcd.errors import StorageError
 from gcd.storage.gcsbatch import MAX_BATCH, batch_body, error_code, parse_answer, triage
 from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, ObjectStore
+from watermark.errors import ConfigError
 
 __all__ = ["SCOPE", "GcsObjectStore"]
 
@@ -73,9 +74,15 @@ class GcsObjectStore(ObjectStore):
             if not settings.anonymous:
                 from gcloud.aio.auth import Token  # noqa: PLC0415 - only with credentials
 
-                token = await stack.enter_async_context(
-                    Token(service_file=settings.credentials_file, scopes=[SCOPE])
-                )
+                try:
+                    made = Token(service_file=settings.credentials_file, scopes=[SCOPE])
+                except Exception as exc:  # noqa: BLE001 - an unusable file, whatever the reason
+                    where = settings.credentials_file or "GOOGLE_APPLICATION_CREDENTIALS"
+                    raise ConfigError(
+                        f"cannot use the Google credentials file {where!r} ({exc!r}); point "
+                        "--gcs-credentials-file at a service-account key or ADC JSON file"
+                    ) from exc
+                token = await stack.enter_async_context(made)
             yield cls(session, settings, token)
 
     # -- requests -------------------------------------------------------------------

@@ -321,6 +321,45 @@ async def test_a_second_claim_is_refused_by_generation_match() -> None:
     assert queries[0]["name"] == "r/.l0gc-claim.json"
 
 
+async def test_a_service_account_key_file_is_used_and_a_bad_one_refused(tmp_path: Path) -> None:
+    """A key file (`--gcs-credentials-file`): gcd signs a JWT with its key, gets a token
+    from its token_uri, and sends it as a bearer token on every call. A file that is
+    missing or not a key: ConfigError naming it."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
+
+    seen: list[tuple[str, str]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/token":
+            form = await request.post()
+            assert form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer"
+            return web.json_response({"access_token": "tok-1", "expires_in": 3600})
+        seen.append((request.path, request.headers.get("Authorization", "")))
+        return web.json_response({"items": []})
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()  # fmt: skip
+    async with fake_gcs(handler) as url:
+        key_file = tmp_path / "key.json"
+        key_file.write_text(json.dumps({
+            "type": "service_account", "project_id": "p", "private_key": pem,
+            "client_email": "sweeper@p.iam.gserviceaccount.com", "token_uri": f"{url}/token",
+        }))  # fmt: skip
+        async with GcsObjectStore.open(GcsSettings("bkt", url, str(key_file))) as store:
+            await store.check_credentials()
+            page = await store.list_page("r/")
+    assert page.objects == ()
+    assert seen == [("/storage/v1/b/bkt/o", "Bearer tok-1")]
+    for bad in (tmp_path / "missing.json", tmp_path / "not-a-key.json"):
+        if bad.name == "not-a-key.json":
+            bad.write_text('{"type": "nonsense"}')
+        with pytest.raises(ConfigError, match=f"cannot use the Google credentials file '{bad}'"):
+            async with GcsObjectStore.open(GcsSettings("bkt", "http://127.0.0.1:1", str(bad))):
+                pass
+
+
 async def test_preflight_says_what_the_operator_must_fix(gcs_server: LocalGcs) -> None:
     """A missing bucket, a refused listing (403), an unreachable endpoint: one ConfigError
     each, naming the bucket and the fix."""
