@@ -76,7 +76,7 @@ class GcsObjectStore(ObjectStore):
 
                 try:
                     made = Token(service_file=settings.credentials_file, scopes=[SCOPE])
-                except Exception as exc:  # noqa: BLE001 - an unusable file, whatever the reason
+                except Exception as exc:
                     where = settings.credentials_file or "GOOGLE_APPLICATION_CREDENTIALS"
                     raise ConfigError(
                         f"cannot use the Google credentials file {where!r} ({exc!r}); point "
