@@ -62,11 +62,19 @@ def bucket_of(flags: list[str]) -> str:
 def test_bind_then_sweep_a_gcs_bucket(
     gcs: list[str], gcs_server: LocalGcs, etcd_server: LocalEtcd, namespace: str
 ) -> None:
-    """The namespace is bound to the bucket (kind gcs, claim object written), a dry run
-    deletes nothing, a sweep exactly the garbage; `namespace show` finds it consistent."""
+    """Unbound: exit 3, naming the bind command. That command binds the namespace to
+    the bucket (kind gcs, claim object written); a dry run deletes nothing, a sweep
+    exactly the garbage; `namespace show` finds it consistent. A bucket that does not
+    exist: exit 2 in one line, nothing deleted."""
     prepare_etcd(etcd_server, namespace, bound_to=None)
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
-    bound = gcd("namespace", "bind", *gcs, *etcd, "--json")
+    unbound = gcd("sweep", *gcs, *etcd, "--grace", "0s", "--json")
+    assert unbound.returncode == exitcodes.BLOCKED, unbound.stderr
+    suggested = json.loads(unbound.stdout.splitlines()[-1])["blocked_reason"].split("`")[1]
+    assert suggested.startswith("watermark namespace bind --storage gcs --bucket "), suggested
+    bound = subprocess.run([sys.executable, "-m", *suggested.split(), "--gcs-anonymous", *etcd,
+                            "--json"], capture_output=True, text=True, timeout=120,
+                           check=False)  # fmt: skip
     assert bound.returncode == 0, bound.stderr
     target = json.loads(bound.stdout)["binding"]["target"]
     assert (target["kind"], target["bucket"]) == ("gcs", bucket_of(gcs))
@@ -74,29 +82,6 @@ def test_bind_then_sweep_a_gcs_bucket(
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout.splitlines()[-1])["eligible"] == 4
     assert len(gcs_server.keys(bucket_of(gcs))) == 8  # 4 garbage, 2 live, junk, the claim
-    swept = gcd("sweep", *gcs, *etcd, "--grace", "0s", "--json")
-    assert swept.returncode == 0, swept.stderr
-    assert json.loads(swept.stdout.splitlines()[-1])["deleted"] == 4
-    assert gcs_server.keys(bucket_of(gcs)) == KEPT | {CLAIM}
-    shown = gcd("namespace", "show", "--gcs-anonymous", *etcd, "--json")
-    assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["consistent"] is True
-
-
-def test_an_unbound_or_missing_bucket_deletes_nothing(
-    gcs: list[str], gcs_server: LocalGcs, etcd_server: LocalEtcd, namespace: str
-) -> None:
-    """Unbound: exit 3, naming the bind command, which binds this bucket. A bucket that
-    does not exist: exit 2, one line. Nothing deleted either way."""
-    prepare_etcd(etcd_server, namespace, bound_to=None)
-    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
-    unbound = gcd("sweep", *gcs, *etcd, "--grace", "0s", "--json")
-    assert unbound.returncode == exitcodes.BLOCKED, unbound.stderr
-    suggested = json.loads(unbound.stdout.splitlines()[-1])["blocked_reason"].split("`")[1]
-    assert suggested.startswith("watermark namespace bind --storage gcs --bucket "), suggested
-    bound = subprocess.run([sys.executable, "-m", *suggested.split(), "--gcs-anonymous", *etcd],
-                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert bound.returncode == 0, bound.stderr
     other = list(gcs)
     other[other.index("--bucket") + 1] = "no-such-bucket"
     missing = gcd("sweep", *other, *etcd, "--grace", "0s")
@@ -104,7 +89,13 @@ def test_an_unbound_or_missing_bucket_deletes_nothing(
     assert "GCS bucket 'no-such-bucket'" in missing.stderr
     assert "does not exist" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1, missing.stderr
-    assert len(gcs_server.keys(bucket_of(gcs))) == 8
+    swept = gcd("sweep", *gcs, *etcd, "--grace", "0s", "--json")
+    assert swept.returncode == 0, swept.stderr
+    assert json.loads(swept.stdout.splitlines()[-1])["deleted"] == 4
+    assert gcs_server.keys(bucket_of(gcs)) == KEPT | {CLAIM}
+    shown = gcd("namespace", "show", "--gcs-anonymous", *etcd, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["consistent"] is True
 
 
 def test_no_credentials_exit_2_in_one_line(gcs: list[str], tmp_path: Path) -> None:
