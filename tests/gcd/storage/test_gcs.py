@@ -396,7 +396,7 @@ def test_settings_refuse_what_cannot_work() -> None:
 
 async def test_emulator_deviations_are_pinned(gcs_server: LocalGcs, gcs_bucket: str) -> None:
     """The emulator ignores startOffset, maxResults and ifGenerationMatch=0 (GCS honours
-    all three). Pinned here, raw; and the store's listing is right anyway: a listing that
+    all three), and answers a single objects.delete 200 (GCS: 204). Pinned here, raw; and the store's listing is right anyway: a listing that
     starts after a key never returns a key at or before it (skip-ahead never relies on
     the server for that), and pages are cut to max_keys on the client."""
     keys = [f"p/{i}" for i in range(6)]
@@ -411,6 +411,8 @@ async def test_emulator_deviations_are_pinned(gcs_server: LocalGcs, gcs_bucket: 
         params = {"uploadType": "media", "name": "p/0", "ifGenerationMatch": "0"}
         async with http.post(upload, params=params, data=b"again") as again:
             assert again.status == 200  # GCS: 412, the object exists
+        async with http.delete(f"{base}/p%2F1") as single:
+            assert single.status == 200  # GCS: 204 (gcd never sends a single delete)
     async with GcsObjectStore.open(settings(gcs_server, gcs_bucket)) as store:
         page = await store.list_page("p/", start_after="p/3", max_keys=1)
         assert [o.key for o in page.objects] == ["p/4"]
