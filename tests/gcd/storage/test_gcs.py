@@ -396,9 +396,10 @@ def test_settings_refuse_what_cannot_work() -> None:
 
 async def test_emulator_deviations_are_pinned(gcs_server: LocalGcs, gcs_bucket: str) -> None:
     """The emulator ignores startOffset, maxResults and ifGenerationMatch=0 (GCS honours
-    all three), and answers a single objects.delete 200 (GCS: 204). Pinned here, raw; and the store's listing is right anyway: a listing that
-    starts after a key never returns a key at or before it (skip-ahead never relies on
-    the server for that), and pages are cut to max_keys on the client."""
+    all three), and answers a single objects.delete 200 (GCS: 204). Pinned here, raw;
+    and the store's listing is right anyway: a listing that starts after a key never
+    returns a key at or before it (skip-ahead never relies on the server for that), and
+    pages are cut to max_keys on the client."""
     keys = [f"p/{i}" for i in range(6)]
     gcs_server.seed(gcs_bucket, keys)
     base = f"{gcs_server.endpoint_url}/storage/v1/b/{gcs_bucket}/o"
