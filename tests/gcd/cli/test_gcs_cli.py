@@ -60,10 +60,12 @@ def bucket_of(flags: list[str]) -> str:
 
 
 def test_bind_then_sweep_a_gcs_bucket(
-    gcs: list[str], gcs_server: LocalGcs, etcd_server: LocalEtcd, namespace: str
-) -> None:
+    gcs: list[str], gcs_server: LocalGcs, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
     """Unbound: exit 3, naming the bind command. That command binds the namespace to
-    the bucket (kind gcs, claim object written); a dry run deletes nothing, a sweep
+    the bucket (kind gcs, claim object written); another namespace binding the same root
+    is refused (exit 3: the claim names the first); a dry run deletes nothing, a sweep
     exactly the garbage; `namespace show` finds it consistent. A bucket that does not
     exist: exit 2 in one line, nothing deleted."""
     prepare_etcd(etcd_server, namespace, bound_to=None)
@@ -78,6 +80,11 @@ def test_bind_then_sweep_a_gcs_bucket(
     assert bound.returncode == 0, bound.stderr
     target = json.loads(bound.stdout)["binding"]["target"]
     assert (target["kind"], target["bucket"]) == ("gcs", bucket_of(gcs))
+    other_ns = ["--etcd", etcd_server.endpoint, "--namespace", f"{namespace}-other"]
+    assert main(["namespace", "bind", *gcs, *other_ns, "--json"]) == exitcodes.BLOCKED
+    problem = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["problem"]
+    assert "already claimed" in problem
+    assert namespace in problem
     dry = gcd("sweep", *gcs, *etcd, "--grace", "0s", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout.splitlines()[-1])["eligible"] == 4
