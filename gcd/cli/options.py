@@ -179,6 +179,7 @@ SPARK_ONLY_KEYS = frozenset({
 OTHER_COMMAND_KEYS = frozenset({
     "all", "json", "log_level", "replace", "reason", "key",
     "storage", "account_url", "container", "azure_connection_string_file",
+    "gcs_credentials_file", "gcs_anonymous",
 })  # fmt: skip
 _UNIVERSE = (
     {o.dest for table in _TABLES for o in table} | {o.dest for o in ETCD_OPTIONS}

@@ -165,6 +165,12 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     shared, spark = _tables(command)
     resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS[:1], *LAYOUT_OPTIONS, *shared, *spark,
                    CONF_OPTION))  # fmt: skip
+    if args.storage == "gcs":
+        raise ConfigError(
+            f"--storage gcs: {command} supports S3 only (Spark on Google Cloud Storage, from "
+            "a Storage Insights inventory, is not supported yet); sweep a GCS bucket with "
+            "`gcd sweep --storage gcs --bucket NAME` or `gcd daemon --storage gcs --bucket NAME`"
+        )
     if args.storage != "s3":
         raise ConfigError(
             f"--storage {args.storage}: {command} supports S3 only (Spark on Azure Blob Storage, "

@@ -1,10 +1,14 @@
-"""Which object store a command talks to: S3 (`--bucket`) or Azure Blob Storage
-(`--storage azure --account-url URL --container NAME`); `gcd.storage.open` opens it.
+"""Which object store a command talks to: S3 (`--bucket`), Azure Blob Storage
+(`--storage azure --account-url URL --container NAME`) or Google Cloud Storage
+(`--storage gcs --bucket NAME`); `gcd.storage.open` opens it.
 
 S3 is the default and keeps its flags. Azure credentials come from the Azure standard
 chain (`DefaultAzureCredential`: workload identity, managed identity, environment) or
 from a connection string in a file (`--azure-connection-string-file`), never from a flag
 value. A namespace binding names the account URL and the container (kind ``azure``).
+GCS credentials are Application Default Credentials (GKE workload identity through the
+metadata server) or a key file (`--gcs-credentials-file`); a binding of kind ``gcs``
+names the bucket and the endpoint when one is given (an emulator).
 """
 
 from __future__ import annotations
@@ -12,14 +16,15 @@ from __future__ import annotations
 import argparse
 
 from gcd.storage.azsettings import AzureSettings
+from gcd.storage.gcssettings import GcsSettings
 from watermark.errors import ConfigError
-from watermark.options import Option, text
+from watermark.options import Option, boolean, text
 
-__all__ = ["AZURE_OPTIONS", "azure_settings"]
+__all__ = ["AZURE_OPTIONS", "GCS_OPTIONS", "azure_settings", "gcs_settings"]
 
-STORAGES = ("s3", "azure")
+STORAGES = ("s3", "azure", "gcs")
 AZURE_OPTIONS: tuple[Option, ...] = (
-    Option("--storage", text, "s3", "object store: s3 (default) or azure", "KIND"),
+    Option("--storage", text, "s3", "object store: s3 (default), azure or gcs", "KIND"),
     Option("--account-url", text, None,
            "--storage azure: the account's blob endpoint, "
            "e.g. https://ACCOUNT.blob.core.windows.net", "URL"),
@@ -31,14 +36,44 @@ AZURE_OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 
-def azure_settings(args: argparse.Namespace) -> AzureSettings | None:
-    """The Azure settings when `--storage azure`, else None (S3); ConfigError on a mix."""
+GCS_OPTIONS: tuple[Option, ...] = (
+    Option("--gcs-credentials-file", text, None,
+           "--storage gcs: a service-account key or ADC file (default: Application Default "
+           "Credentials: GOOGLE_APPLICATION_CREDENTIALS, gcloud, GKE workload identity)",
+           "FILE"),
+    Option("--gcs-anonymous", boolean, False,
+           "--storage gcs: send no credentials (an emulator at --endpoint-url)", switch=True),
+)  # fmt: skip
+
+
+def _storage(args: argparse.Namespace) -> str:
     storage = getattr(args, "storage", "s3") or "s3"
     if storage not in STORAGES:
-        raise ConfigError(f"--storage {storage!r}: choose s3 or azure")
+        raise ConfigError(f"--storage {storage!r}: choose s3, azure or gcs")
+    return str(storage)
+
+
+def gcs_settings(args: argparse.Namespace) -> GcsSettings | None:
+    """The GCS settings when `--storage gcs` (`--bucket`, `--endpoint-url`), else None."""
+    storage = _storage(args)
+    credentials = getattr(args, "gcs_credentials_file", None)
+    anonymous = bool(getattr(args, "gcs_anonymous", False))
+    if storage != "gcs":
+        if credentials is not None or anonymous:
+            flag = "--gcs-credentials-file" if credentials is not None else "--gcs-anonymous"
+            raise ConfigError(f"{flag} is for Google Cloud Storage: add --storage gcs")
+        return None
+    if getattr(args, "bucket", None) is None:
+        raise ConfigError("--storage gcs needs --bucket NAME (or L0GC_BUCKET)")
+    return GcsSettings(args.bucket, getattr(args, "endpoint_url", None), credentials, anonymous)
+
+
+def azure_settings(args: argparse.Namespace) -> AzureSettings | None:
+    """The Azure settings when `--storage azure`, else None (S3); ConfigError on a mix."""
+    storage = _storage(args)
     azure_flags = [name for name in ("account_url", "container", "azure_connection_string_file")
                    if getattr(args, name, None) is not None]  # fmt: skip
-    if storage == "s3":
+    if storage != "azure":
         if azure_flags:
             flag = "--" + azure_flags[0].replace("_", "-")
             raise ConfigError(f"{flag} is for Azure Blob Storage: add --storage azure")

@@ -54,10 +54,11 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import ProgressLine, human_bytes, write_json
 from gcd.cli.status import empty_namespace
-from gcd.cli.storage import AZURE_OPTIONS, azure_settings
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.rules.admission import UNREACHABLE, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.storage.azsettings import AzureSettings
+from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.objectstore import DetectingStore
 from gcd.storage.open import open_objects, preflight_storage, target_of
 from gcd.storage.s3 import S3Settings
@@ -86,7 +87,8 @@ __all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments",
 log = structlog.get_logger("gcd.cli.sweep")
 
 COMMON_OPTIONS: tuple[Option, ...] = (
-    *S3_OPTIONS, *AZURE_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS, *JOURNAL_OPTIONS
+    *S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS,
+    *JOURNAL_OPTIONS,
 )
 
 
@@ -95,6 +97,7 @@ def add_round_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "object store (AWS credentials: the standard chain)")
     add_options(parser, AZURE_OPTIONS, "Azure Blob Storage (--storage azure)")
+    add_options(parser, GCS_OPTIONS, "Google Cloud Storage (--storage gcs --bucket NAME)")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, ROUND_OPTIONS, "round")
     add_options(parser, JOURNAL_OPTIONS, "deletion journal")
@@ -119,11 +122,13 @@ class RoundSetup:
     shard_ttl_s: int = DEFAULT_TTL_S
     azure: AzureSettings | None = None
     """Set with --storage azure: the sweeper talks to Azure Blob Storage instead of S3."""
+    gcs: GcsSettings | None = None
+    """Set with --storage gcs: the sweeper talks to Google Cloud Storage instead of S3."""
 
     @property
     def target(self) -> StorageTarget:
         """The storage this command sweeps, as a namespace binding names it."""
-        return target_of(self.s3, self.azure, self.round.layout.root)
+        return target_of(self.s3, self.azure, self.round.layout.root, gcs=self.gcs)
 
     @property
     def shard(self) -> tuple[int, int] | None:
@@ -137,6 +142,7 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
     """Build and check the settings from resolved options; ConfigError says what is wrong."""
     env = os.environ if environ is None else environ
     azure = azure_settings(args)
+    gcs = gcs_settings(args)
     if args.bucket is None and azure is None:
         raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET (or "
                           "--storage azure --account-url URL --container NAME)")  # fmt: skip
@@ -167,7 +173,7 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
     # not a silent wait on 127.0.0.1:2379.
     needs_etcd = etcd_given or args.safe_epoch is None
     etcd = EtcdSettings.from_args(args, env, required=True) if needs_etcd else None
-    return RoundSetup(config, s3, etcd, args.safe_epoch, args.shard_ttl, azure)
+    return RoundSetup(config, s3, etcd, args.safe_epoch, args.shard_ttl, azure, gcs)
 
 
 @contextlib.asynccontextmanager
@@ -349,7 +355,7 @@ async def open_sweeper(
     pause brake and the deletion journal."""
     sweeper_id = new_sweeper_id()
     metrics = SweeperMetrics()
-    async with open_objects(setup.s3, setup.azure) as store, watermark_source(
+    async with open_objects(setup.s3, setup.azure, gcs=setup.gcs) as store, watermark_source(
         setup.etcd, target=setup.target, objects=store, shard=setup.shard,
         sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s, follow_every=follow_every,
     ) as source, open_journal(
@@ -366,7 +372,7 @@ async def run(args: argparse.Namespace) -> int:
     setup = round_setup(args)
     if setup.etcd is not None:
         await check_namespace(setup.etcd)
-    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root)
+    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root, gcs=setup.gcs)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
         async with open_sweeper(args, setup, plan=plan) as (sweeper, source):

@@ -206,7 +206,7 @@ class DemoRun:
         layout = KeyLayout.default(config.root)
         await store.init_cluster_epoch(1)
         storage = self.servers.storage
-        target = target_of(storage.s3, storage.azure, config.root)
+        target = target_of(storage.s3, storage.azure, config.root, gcs=storage.gcs)
         await bind_namespace(store, objects, target)  # as `gcd namespace bind` does
         publisher = Publisher(store, "demo-publisher", publish_interval_s=0.5)
         created: dict[str, int] = {}

@@ -1,11 +1,12 @@
-"""Which object store a demo runs on, S3 or Azure Blob Storage, chosen in this one place.
+"""Which object store a demo runs on, S3, Azure Blob Storage or GCS, chosen in this one place.
 
 `open_storage` opens two clients on the same bucket or container: the demo's own
 (`DemoBucket` on S3, `DemoContainer` on Azure; both are `DemoObjects`), which the
 writers and the verification use, and the sweeper's store (`S3ObjectStore` or
 `AzureBlobStore`), which `CountingStore` wraps unchanged and the namespace binding
 claims (the binding target is `gcd.cli.storage.target_of`'s, as `gcd namespace bind`
-makes it). The Azure SDK is imported only for an Azure run.
+makes it). The Azure SDK is imported only for an Azure run, the GCS client (`DemoGcsBucket`,
+`GcsObjectStore`) only for a GCS run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Protocol
 
 from gcd.demo.s3io import DemoBucket
 from gcd.storage.azsettings import AzureSettings
+from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.objectstore import ObjectStore
 from gcd.storage.open import open_objects
 from gcd.storage.s3 import S3Settings
@@ -61,28 +63,34 @@ class SweptStore(ObjectStore, ClaimStore, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class DemoStorage:
-    """The storage of one run: S3 settings, or (`azure` set) an Azure container."""
+    """The storage of one run: S3 settings, or (`azure` set) an Azure container, or (`gcs`
+    set) a GCS bucket."""
 
     s3: S3Settings | None = None
     azure: AzureSettings | None = None
+    gcs: GcsSettings | None = None
 
     def __post_init__(self) -> None:
-        if (self.s3 is None) == (self.azure is None):
-            raise ValueError("a demo runs on S3 or on Azure Blob Storage: give exactly one")
+        if [self.s3, self.azure, self.gcs].count(None) != 2:
+            raise ValueError("a demo runs on S3, Azure Blob Storage or GCS: give exactly one")
 
     @property
     def kind(self) -> str:
-        """ "s3" or "azure"."""
-        return "s3" if self.azure is None else "azure"
+        """ "s3", "azure" or "gcs"."""
+        return "gcs" if self.gcs is not None else "s3" if self.azure is None else "azure"
 
     @property
     def name(self) -> str:
         """The bucket or container."""
+        if self.gcs is not None:
+            return self.gcs.bucket
         return self.azure.container if self.azure is not None else self._s3.bucket
 
     @property
     def endpoint_url(self) -> str | None:
-        """The S3 endpoint (None: AWS) or the Azure account URL."""
+        """The S3 endpoint (None: AWS), the Azure account URL or the GCS endpoint."""
+        if self.gcs is not None:
+            return self.gcs.endpoint_url
         return self.azure.account_url if self.azure is not None else self._s3.endpoint_url
 
     @property
@@ -94,7 +102,13 @@ class DemoStorage:
 @contextlib.asynccontextmanager
 async def open_storage(storage: DemoStorage) -> AsyncIterator[tuple[DemoObjects, SweptStore]]:
     """The demo's own client and the sweeper's store on `storage` (both closed on exit)."""
-    async with open_objects(storage.s3, storage.azure) as swept:  # as `gcd sweep` opens it
+    async with open_objects(storage.s3, storage.azure, gcs=storage.gcs) as swept:  # as `gcd sweep`
+        if storage.gcs is not None:
+            from gcd.demo.gcsio import DemoGcsBucket  # noqa: PLC0415 - the client only when used
+
+            async with DemoGcsBucket.open(storage.gcs) as gcs_bucket:
+                yield gcs_bucket, swept
+            return
         if storage.azure is not None:
             from gcd.demo.azio import DemoContainer  # noqa: PLC0415 - the SDK only when used
 

@@ -40,7 +40,8 @@ __all__ = [
 SUMMARY_VERSION: Final = 1
 MIN_SECONDS_FOR_DELETES: Final = 10.0
 _HEAD_CONCURRENCY = 16
-_NOUNS: Final = {"s3": ("bucket", "HEAD"), "azure": ("container", "Get Blob Properties")}
+_NOUNS: Final = {"s3": ("bucket", "HEAD"), "azure": ("container", "Get Blob Properties"),
+                 "gcs": ("bucket", "objects.get")}  # fmt: skip
 """What the text report calls the storage and its existence check, by `DemoSummary.storage`."""
 
 

@@ -9,7 +9,8 @@ whole request raises `StorageError(message, code, retryable)`, retryable per
 (`gcd.storage.retry`), implementations never retry.
 
 `ObjectStore` is the one statement of these calls: implementations (`gcd.storage.s3`,
-`gcd.storage.azure`, the fakes) conform to it, and their docs say only what they add.
+`gcd.storage.azure`, `gcd.storage.gcs`, the fakes) conform to it, and their docs say only
+what they add.
 
 Stores differ (docs/stores.md): a store that can say how it differs implements
 `DetectingStore` as well (`detect`: versioning, Object Lock, listing order, batch

@@ -959,6 +959,9 @@ def test_notes_render_and_describe_the_install(
         azure = values["azure"]
         assert (f"watermark namespace bind --storage azure --account-url {azure['accountUrl']} "
                 f"--container {azure['container']} --root ") in notes  # fmt: skip
+    elif values.get("sweeper", {}).get("enabled", True) and values.get("gcs", {}).get("enabled"):
+        bucket = values["gcs"]["bucket"]
+        assert f"watermark namespace bind --storage gcs --bucket {bucket} --root " in notes
     elif values.get("sweeper", {}).get("enabled", True):
         bucket = values["s3"]["bucket"]
         assert f"watermark namespace bind --bucket {bucket} --root " in notes

@@ -61,14 +61,14 @@ def _normal_endpoint(endpoint_url: str | None) -> str | None:
     return f"{scheme.lower()}{sep}{rest.lower()}" if sep else text.lower()
 
 
-TARGET_KINDS = frozenset({"s3", "azure"})
-"""What a binding may point at: an S3 bucket or an Azure Blob container."""
+TARGET_KINDS = frozenset({"s3", "azure", "gcs"})
+"""What a binding may point at: an S3 bucket, an Azure Blob container or a GCS bucket."""
 
 
 @dataclass(frozen=True, slots=True)
 class StorageTarget:
     """Where a namespace's objects live: an S3 bucket (or, kind "azure", an Azure container
-    at its account URL), a root, and (optionally) an endpoint."""
+    at its account URL; kind "gcs", a GCS bucket), a root, and (optionally) an endpoint."""
 
     bucket: str
     root: str
@@ -89,6 +89,9 @@ class StorageTarget:
             return (f"watermark namespace bind --storage azure --account-url {self.endpoint_url} "
                     f"--container {self.bucket} --root {self.root}")  # fmt: skip
         endpoint = "" if self.endpoint_url is None else f" --endpoint-url {self.endpoint_url}"
+        if self.kind == "gcs":
+            return (f"watermark namespace bind --storage gcs --bucket {self.bucket} "
+                    f"--root {self.root}{endpoint}")  # fmt: skip
         return f"watermark namespace bind --bucket {self.bucket} --root {self.root}{endpoint}"
 
     def to_doc(self) -> dict[str, Any]:

@@ -456,10 +456,16 @@ Container env of the publisher's API security: paths of mounted Secret files onl
 {{- end }}
 
 {{/*
-L0GC_BUCKET: required for S3, empty (and refused if set) with azure.enabled.
+L0GC_BUCKET: required for S3, gcs.bucket with gcs.enabled, empty (and refused if set)
+with azure.enabled.
 */}}
 {{- define "l0gc.bucket" -}}
-{{- if .Values.azure.enabled -}}
+{{- if .Values.gcs.enabled -}}
+{{- if .Values.s3.bucket -}}
+{{- fail "s3.bucket must stay empty with gcs.enabled: the sweeper then sweeps gcs.bucket" -}}
+{{- end -}}
+{{- required "gcs.bucket is required with gcs.enabled: the GCS bucket holding the L0 objects, e.g. --set gcs.bucket=my-l0-bucket" .Values.gcs.bucket -}}
+{{- else if .Values.azure.enabled -}}
 {{- if .Values.s3.bucket -}}
 {{- fail "s3.bucket must stay empty with azure.enabled: the sweeper then sweeps azure.container" -}}
 {{- end -}}

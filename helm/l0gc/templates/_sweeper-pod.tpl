@@ -103,6 +103,11 @@ spec:
           mountPath: /var/run/l0gc/azure
           readOnly: true
         {{- end }}
+        {{- if and $.Values.gcs.enabled $.Values.gcs.credentials.existingSecret }}
+        - name: gcs-credentials
+          mountPath: /var/run/l0gc/gcs
+          readOnly: true
+        {{- end }}
         {{- with include "l0gc.userList" (dict "value" $sw.extraVolumeMounts "ctx" $) }}{{ . | nindent 8 }}{{ end }}
     {{- with include "l0gc.userList" (dict "value" $sw.sidecars "ctx" $) }}{{ . | nindent 4 }}{{ end }}
   volumes:
@@ -116,6 +121,15 @@ spec:
         items:
           - key: {{ $.Values.azure.connectionString.key }}
             path: connection-string
+    {{- end }}
+    {{- if and $.Values.gcs.enabled $.Values.gcs.credentials.existingSecret }}
+    - name: gcs-credentials
+      secret:
+        secretName: {{ $.Values.gcs.credentials.existingSecret }}
+        defaultMode: 0440
+        items:
+          - key: {{ $.Values.gcs.credentials.key }}
+            path: key.json
     {{- end }}
     {{- with include "l0gc.userList" (dict "value" $sw.extraVolumes "ctx" $) }}{{ . | nindent 4 }}{{ end }}
   {{- with $sw.nodeSelector }}

@@ -116,7 +116,7 @@ URL = ["--account-url", "https://a.blob.core.windows.net"]
          "--bucket is for S3"),
         (["--bucket", "b", "--container", "x"],
          "--container is for Azure Blob Storage: add --storage azure"),
-        (["--storage", "gcs", "--bucket", "b"], "--storage 'gcs': choose s3 or azure"),
+        (["--storage", "ftp", "--bucket", "b"], "--storage 'ftp': choose s3, azure or gcs"),
         (["--storage", "azure", "--container", "l0gc"], "needs --account-url URL and --container"),
         (["--storage", "azure", "--account-url", "acct", "--container", "l0gc"],
          "must start with https://"),

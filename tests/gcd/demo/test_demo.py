@@ -341,6 +341,29 @@ def test_the_demo_starts_and_stops_its_own_azurite(etcd_server: LocalEtcd, names
         True, 0, 0)  # fmt: skip
 
 
+@pytest.mark.integration
+def test_the_demo_runs_on_its_own_gcs_emulator(etcd_server: LocalEtcd, namespace: str) -> None:
+    """`gcd demo --storage gcs` with no endpoint: it runs on a GCS emulator of its own
+    (the sweeper deleting through JSON batches), verifies (0 lost, 0 garbage left), and
+    the emulator process is gone when it exits."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json",
+         "--etcd", etcd_server.endpoint, "--namespace", namespace, "--storage", "gcs"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    started = logged(done.stderr, "demo.servers_started")
+    if running(started["gcs_emulator_pid"], b"gcs_emulator"):
+        os.kill(started["gcs_emulator_pid"], signal.SIGKILL)
+        pytest.fail(f"the demo left its emulator (pid {started['gcs_emulator_pid']}) running")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert (summary["ok"], summary["storage"], summary["bucket"]) == (True, "gcs", "l0gc-demo")
+    assert summary["endpoint_url"].startswith("http://127.0.0.1:")
+    assert (summary["deleted"] > 0, summary["live_lost"], summary["garbage_remaining"]) == (
+        True, 0, 0)  # fmt: skip
+    assert summary["live_verified"] == summary["live_at_stop"] > 0
+
+
 AZURE_URL = ["--account-url", "https://acct.blob.core.windows.net"]
 
 
@@ -362,7 +385,8 @@ AZURE_URL = ["--account-url", "https://acct.blob.core.windows.net"]
             ["--storage", "azure", "--azure-connection-string-file", "conn"],
             "--azure-connection-string-file needs --account-url",
         ),
-        (["--storage", "gcs"], "--storage 'gcs': choose s3 or azure"),
+        (["--storage", "ftp"], "--storage 'ftp': choose s3, azure or gcs"),
+        (["--storage", "gcs", "--gcs-anonymous"], "--gcs-anonymous need --endpoint-url"),
     ],
 )
 def test_storage_flags_that_do_not_fit_exit_2(flags: list[str], message: str) -> None:

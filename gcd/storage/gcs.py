@@ -1,0 +1,244 @@
+"""`ObjectStore` on Google Cloud Storage (one bucket) through its JSON API on aiohttp.
+
+Client choice (issue 29): neither Google client does what the sweeper needs as it needs
+it. `gcloud-aio-storage` (async, aiohttp) has no batch API; `google-cloud-storage` has
+batches but is synchronous (a thread per request, its own HTTP stack beside aiohttp).
+So the four calls are sent here on aiohttp (already pinned), and `gcloud-aio-auth`
+(pinned; async, aiohttp) supplies the access token: Application Default Credentials
+(GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC file), a service-account key file, or
+the metadata server (GKE workload identity, GCE).
+
+- `list_page`: objects.list with `prefix`, `maxResults` and `startOffset` (inclusive)
+  for a listing that starts after a key. The server is never trusted to honour
+  `startOffset` or `maxResults` (the emulator honours neither): keys at or before the
+  start key, or outside the prefix, are dropped here, and a page longer than
+  `max_keys` is cut, its token then resuming after its last key. Names come back in
+  lexicographic order of their UTF-8 bytes, as S3's do.
+- `delete_batch`: JSON batch requests, `gcd.storage.gcsbatch.MAX_BATCH` deletes each;
+  every answer is matched to its object by Content-ID and triaged there.
+- `get_object` / `put_object(if_absent=)`: the namespace binding's claim; a create that
+  must not overwrite sends ``ifGenerationMatch=0`` (GCS answers 412 when the object
+  exists). With `list_page` these are the claim primitives a nested-root check needs.
+
+Failures become `StorageError` with GCS's error reason (or the status) as the code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.parse
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+
+from gcd.errors import StorageError
+from gcd.storage.gcsbatch import MAX_BATCH, batch_body, error_code, parse_answer, triage
+from gcd.storage.gcssettings import GcsSettings
+from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, ObjectStore
+from watermark.errors import ConfigError
+
+__all__ = ["SCOPE", "GcsObjectStore"]
+
+SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
+"""The OAuth scope asked for (the IAM role decides what is allowed: docs/operations.md)."""
+_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_FIELDS = "items(name,size,updated),nextPageToken"
+
+
+class GcsObjectStore(ObjectStore):
+    """One bucket through an aiohttp session and (unless anonymous) a token source."""
+
+    def __init__(self, session: aiohttp.ClientSession, settings: GcsSettings,
+                 token: Any | None) -> None:  # fmt: skip
+        self._session = session
+        self._token = token
+        self.settings = settings
+        self.bucket = settings.bucket
+        self.list_requests = 0
+        """objects.list requests sent: what LIST cost is counted in."""
+        self.batch_requests = 0
+        """Batch requests sent."""
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, settings: GcsSettings) -> AsyncIterator[GcsObjectStore]:
+        """A client for `settings` (closed on exit)."""
+        timeout = aiohttp.ClientTimeout(sock_connect=settings.connect_timeout_s,
+                                        sock_read=settings.read_timeout_s)  # fmt: skip
+        async with contextlib.AsyncExitStack() as stack:
+            session = await stack.enter_async_context(aiohttp.ClientSession(timeout=timeout))
+            token = None
+            if not settings.anonymous:
+                from gcloud.aio.auth import Token  # noqa: PLC0415 - only with credentials
+
+                try:
+                    made = Token(service_file=settings.credentials_file, scopes=[SCOPE])
+                except Exception as exc:
+                    where = settings.credentials_file or "GOOGLE_APPLICATION_CREDENTIALS"
+                    raise ConfigError(
+                        f"cannot use the Google credentials file {where!r} ({exc!r}); point "
+                        "--gcs-credentials-file at a service-account key or ADC JSON file"
+                    ) from exc
+                token = await stack.enter_async_context(made)
+            yield cls(session, settings, token)
+
+    # -- requests -------------------------------------------------------------------
+
+    async def _headers(self, operation: str) -> dict[str, str]:
+        if self._token is None:
+            return {}
+        try:
+            return {"Authorization": f"Bearer {await self._token.get()}"}
+        except Exception as exc:
+            raise _no_credentials(operation, exc) from exc
+
+    async def check_credentials(self) -> None:
+        """Get a token once, without the token library's retries (the preflight)."""
+        if self._token is None:
+            return
+        try:
+            await self._token.refresh(timeout=5)
+        except Exception as exc:
+            raise _no_credentials("getting an access token", exc) from exc
+
+    async def _send(self, method: str, url: str, operation: str, *,
+                    params: dict[str, str] | None = None, data: bytes | None = None,
+                    headers: dict[str, str] | None = None) -> tuple[int, bytes, str]:  # fmt: skip
+        all_headers = {**await self._headers(operation), **(headers or {})}
+        try:
+            async with self._session.request(method, url, params=params, data=data,
+                                             headers=all_headers) as answer:  # fmt: skip
+                body = await answer.read()
+                return answer.status, body, answer.headers.get("Content-Type", "")
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise StorageError(f"{operation} could not reach {self.settings.api_root}: {exc!r}",
+                               code="ConnectionError", retryable=True) from exc  # fmt: skip
+
+    def _failure(self, operation: str, status: int, body: bytes, *,
+                 listing: bool = False) -> StorageError:  # fmt: skip
+        code, message = error_code(status, body.decode("utf-8", "replace"))
+        if listing and status == 404:  # a listing answers 404 only for a missing bucket
+            code = "NoSuchBucket"
+        return StorageError(f"{operation} failed: {message}", code=code,
+                            retryable=status in _RETRYABLE_STATUS)  # fmt: skip
+
+    def _object_url(self, key: str) -> str:
+        name = urllib.parse.quote(key, safe="")
+        return f"{self.settings.api_root}/storage/v1/b/{self.bucket}/o/{name}"
+
+    # -- listing --------------------------------------------------------------------
+
+    async def list_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        after, page_token = start_after, None
+        if continuation_token:
+            cursor = json.loads(continuation_token)
+            after, page_token = cursor.get("after"), cursor.get("page")
+        url = f"{self.settings.api_root}/storage/v1/b/{self.bucket}/o"
+        while True:
+            params = {"prefix": prefix, "maxResults": str(max_keys), "fields": _FIELDS}
+            if after is not None:
+                params["startOffset"] = after  # inclusive; keys <= after are dropped below
+            if page_token is not None:
+                params["pageToken"] = page_token
+            operation = f"objects.list gs://{self.bucket}/{prefix}"
+            status, body, _ = await self._send("GET", url, operation, params=params)
+            self.list_requests += 1
+            if status != 200:
+                raise self._failure(f"objects.list gs://{self.bucket}", status, body, listing=True)
+            doc = json.loads(body)
+            objects = [
+                ObjectInfo(item["name"], int(item.get("size", 0)),
+                           datetime.fromisoformat(item["updated"]).timestamp())
+                for item in doc.get("items", ())
+                if item["name"].startswith(prefix) and (after is None or item["name"] > after)
+            ]  # fmt: skip
+            page_token = doc.get("nextPageToken")
+            if objects or page_token is None:
+                break
+        objects.sort(key=lambda info: info.key)  # code point order is UTF-8 byte order
+        if len(objects) > max_keys:
+            objects = objects[:max_keys]
+            return ListPage(tuple(objects), _cursor(objects[-1].key, None))
+        return ListPage(tuple(objects), None if page_token is None else _cursor(after, page_token))
+
+    # -- deleting -------------------------------------------------------------------
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        """JSON batch deletes, 100 per request; answers triaged per object by Content-ID."""
+        if not 1 <= len(keys) <= 1000:
+            raise StorageError(f"a delete batch takes 1-1000 keys, got {len(keys)}",
+                               code="InvalidRequest", retryable=False)  # fmt: skip
+        deleted: list[str] = []
+        errors: list[KeyFailure] = []
+        url = f"{self.settings.api_root}/batch/storage/v1"
+        operation = f"batch delete on gs://{self.bucket}"
+        for start in range(0, len(keys), MAX_BATCH):
+            part = list(keys[start : start + MAX_BATCH])
+            body, content_type = batch_body(self.bucket, part)
+            status, answer, answer_type = await self._send(
+                "POST", url, operation, data=body, headers={"Content-Type": content_type}
+            )
+            self.batch_requests += 1
+            if status != 200:
+                raise self._failure(operation, status, answer)
+            try:
+                result = triage(part, parse_answer(answer, answer_type))
+            except ValueError as exc:
+                raise StorageError(f"{operation}: unreadable answer ({exc})", code="500",
+                                   retryable=True) from exc  # fmt: skip
+            deleted.extend(result.deleted)
+            errors.extend(result.errors)
+        return DeleteResult(tuple(deleted), tuple(errors))
+
+    # -- the claim ------------------------------------------------------------------
+
+    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
+        """A small object's content (at most `max_bytes`), or None when there is none."""
+        operation = f"objects.get gs://{self.bucket}/{key}"
+        status, body, _ = await self._send("GET", self._object_url(key), operation,
+                                           params={"alt": "media"})  # fmt: skip
+        if status == 404:
+            return None
+        if status != 200:
+            raise self._failure(operation, status, body)
+        if len(body) > max_bytes:
+            raise StorageError(f"gs://{self.bucket}/{key} is larger than {max_bytes} bytes",
+                               code="EntityTooLarge", retryable=False)  # fmt: skip
+        return body
+
+    async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
+        """Write a small object; with `if_absent` only if there is none (else False):
+        ``ifGenerationMatch=0``, answered 412 when the object exists."""
+        url = f"{self.settings.api_root}/upload/storage/v1/b/{self.bucket}/o"
+        params = {"uploadType": "media", "name": key}
+        if if_absent:
+            params["ifGenerationMatch"] = "0"
+        operation = f"objects.insert gs://{self.bucket}/{key}"
+        status, answer, _ = await self._send(
+            "POST", url, operation, params=params, data=body,
+            headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+        if status == 412 and if_absent:
+            return False
+        if status != 200:
+            raise self._failure(operation, status, answer)
+        return True
+
+
+def _cursor(after: str | None, page_token: str | None) -> str:
+    return json.dumps({"after": after, "page": page_token}, separators=(",", ":"))
+
+
+def _no_credentials(operation: str, exc: BaseException) -> StorageError:
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return StorageError(f"{operation}: no Google credentials ({detail})",
+                        code="NoCredentials", retryable=False)  # fmt: skip
