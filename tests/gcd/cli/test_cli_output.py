@@ -166,7 +166,7 @@ complete -p gcd watermark
 """
     done = subprocess.run(["bash", "-c", probe], check=True, capture_output=True, text=True)
     assert done.stdout.splitlines() == [
-        "sweep", "--dry-run", "register", "--expected", "bind", "zsh", "--version",
+        "sweep", "--dry-run", "register repair", "--expected", "bind", "zsh", "--version",
         "complete -o default -F _l0gc_complete gcd",
         "complete -o default -F _l0gc_complete watermark",
     ]

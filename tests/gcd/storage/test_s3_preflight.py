@@ -4,6 +4,7 @@ problem and the fix, instead of minutes of retries and per-prefix errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -138,7 +139,10 @@ def test_no_credentials_exits_2_within_seconds(s3_server: LocalS3, tmp_path: Pat
     assert len(lines) == 1, lines
     assert "no AWS credentials found" in lines[0]
     assert "AWS_ACCESS_KEY_ID" in lines[0]
-    assert out == ""
+    doc = json.loads(out)  # --json: the failure as a JSON document on stdout too
+    assert doc["error"] == "usage"
+    assert doc["exit_code"] == exitcodes.USAGE
+    assert lines[0].endswith(doc["message"])
 
 
 def client_error(code: str, status: int, **extra: object) -> ClientError:
