@@ -10,7 +10,11 @@ kept on purpose, not errors: `skipped_paused`, not sent because a pause (or an
 unreadable pause key) was seen during the round (`blocked_reason` then starts with
 "paused during the round" or "pause state unknown"); `unsafe_keys`, keys S3 cannot
 delete by name (`gcd.sweep.deleter`: never sent, or failing a request alone), kept and
-logged.
+logged; `skipped_nested`, keys kept because they lie under another namespace's root
+claimed below this one (`nested_roots` names those roots, `gcd.sweep.nesting`; the
+round is "partial"). `unlistable_prefixes` names the listing prefixes whose listing kept
+failing after the round's retry budget for them; they are skipped (each counts one error)
+so the other prefixes are collected and the round ends.
 
 The plan (`--plan-out FILE`) is one JSON object per line for every key the round
 selected for deletion: ``{"key", "epoch", "size", "last_modified"}`` with
@@ -58,13 +62,16 @@ class RoundSummary:
     delete_requests: int = 0
     duration_s: float = 0.0
     blocked_reason: str | None = None
+    skipped_nested: int = 0
+    nested_roots: tuple[str, ...] = ()
+    unlistable_prefixes: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> str:
         """The metrics outcome: blocked, paused, partial, ok or idle."""
         if self.blocked_reason is not None:
             return "paused" if self.blocked_reason.startswith("paused") else "blocked"
-        if self.errors:
+        if self.errors or self.nested_roots:
             return "partial"
         return "ok" if self.eligible else "idle"
 
@@ -93,14 +100,18 @@ class RoundCounts:
     unsafe_keys: int = 0
     list_requests: int = 0
     delete_requests: int = 0
+    skipped_nested: int = 0
+    unlistable_prefixes: list[str] = field(default_factory=list)
     abandoned: int = field(default=0, metadata={"summary": False})
     """Keys left for the next round because of a stop (not in RoundSummary)."""
 
     def summary_fields(self) -> dict[str, Any]:
         """The counters that are RoundSummary fields."""
         return {
-            f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("summary", True)
-        }
+            f.name: tuple(sorted(value)) if isinstance(value := getattr(self, f.name), list)
+            else value
+            for f in fields(self) if f.metadata.get("summary", True)
+        }  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

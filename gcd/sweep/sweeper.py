@@ -73,6 +73,7 @@ from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.deleter import BatchDeleter, Candidate
 from gcd.sweep.events import DeleteBasis, DeleteSink
 from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
 from gcd.sweep.safety import WatermarkSource, read_admission
 from watermark.core.binding import claim_key
@@ -164,6 +165,8 @@ class _Run:
     capped: bool = False
     incomplete: bool = False
     unparsable_logged: int = 0
+    nested: NestedRoots | None = None
+    list_failures: dict[str, int] = field(default_factory=dict)
 
     def full(self) -> bool:
         """True once the per-round delete cap is reached."""
@@ -223,6 +226,7 @@ class Sweeper:
         """
         started = time.monotonic()
         run = _Run(safe_epoch, basis or DeleteBasis(safe_epoch, cluster_epoch, None))
+        run.nested = NestedRoots(self.config.layout.root, lambda key: self._exists(key, run))
         self.current = run
         self.brake.reset()
         log.info("sweep.round_started", safe_epoch=safe_epoch, cluster_epoch=cluster_epoch,
@@ -245,6 +249,7 @@ class Sweeper:
             dry_run=self.config.dry_run,
             duration_s=round(time.monotonic() - started, 3),
             blocked_reason=braked,
+            nested_roots=tuple(sorted(run.nested.found)),
             **counts.summary_fields(),
         )
         complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
@@ -260,6 +265,8 @@ class Sweeper:
         metrics.set_admission(summary.safe_epoch if known else None, summary.cluster_epoch,
                               blocked=outcome == "blocked", paused=outcome == "paused")  # fmt: skip
         metrics.last_round_eligible_objects.set(summary.eligible)
+        metrics.prefixes_unlistable.set(len(summary.unlistable_prefixes))
+        metrics.nested_roots.set(len(summary.nested_roots))
         if max_deleted_epoch is not None:
             metrics.max_deleted_epoch.set(max_deleted_epoch)
         if not summary.errors and known:
@@ -316,7 +323,10 @@ class Sweeper:
                     page = await task
                 except StorageError as exc:
                     log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
+                    log.error("sweep.prefix_unlistable", prefix=prefix, code=exc.code,
+                              attempts=run.list_failures.get(prefix, 0))  # fmt: skip
                     run.counts.errors += 1
+                    run.counts.unlistable_prefixes.append(prefix)
                     return
                 guess = self._guess_next(prefix, cursor, page, run)
                 if guess is not None and not self._listing_over(run):
@@ -352,6 +362,9 @@ class Sweeper:
         found: Skip | None = None  # the last skip a key of this page called for
         tally = dict.fromkeys(Verdict, 0)
         claim = claim_key(layout.root)  # the namespace's binding, never an L0 object
+        assert run.nested is not None
+        run.nested.scan(prefix, page)  # claims below the root block their subtree
+        kept = 0  # deletable, but under a nested root
         for obj in page.objects:
             skip_to = found.start_after if found is not None else None
             if (skip_to is not None and obj.key <= skip_to) or obj.key == claim:
@@ -359,7 +372,10 @@ class Sweeper:
             verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
                                      run.safe_epoch, now, config.grace_s)  # fmt: skip
             tally[verdict] += 1
-            if verdict is Verdict.DELETE and parsed is not None:
+            if verdict is Verdict.DELETE and await run.nested.blocks(obj.key, page):
+                tally[verdict] -= 1
+                kept += 1
+            elif verdict is Verdict.DELETE and parsed is not None:
                 candidate = Candidate(obj.key, obj.size, parsed.epoch)
                 if not await self._select(candidate, obj, queue, run):
                     tally[verdict] -= 1  # not examined: another lister hit the cap
@@ -376,6 +392,11 @@ class Sweeper:
             elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
                 self._note_unparsable(obj, run)
         self._count(tally, run)
+        if kept:
+            run.counts.listed += kept
+            run.counts.skipped_nested += kept
+            self.metrics.listed_objects.inc(kept)
+            self.metrics.skipped("nested_root", kept)
         last = page.objects[-1].key if page.objects else None
         return next_cursor(cursor, found, last, page.next_token)
 
@@ -419,7 +440,9 @@ class Sweeper:
     def _send(self, prefix: str, cursor: Cursor, run: _Run) -> asyncio.Task[ListPage]:
         return asyncio.create_task(self._list_page(prefix, cursor, run))
 
-    async def _list_page(self, prefix: str, cursor: Cursor, run: _Run) -> ListPage:
+    async def _list_page(
+        self, prefix: str, cursor: Cursor, run: _Run, *, max_keys: int | None = None
+    ) -> ListPage:
         """One LIST, retried by the retry loop; raises the StorageError that ended it."""
 
         async def attempt() -> ListPage:
@@ -427,18 +450,29 @@ class Sweeper:
             # ahead and then discarded unread counts too: these count what S3 bills.
             run.counts.list_requests += 1
             self.metrics.list_requests.inc()
+            page_size = max_keys or self.config.page_size
             try:
                 return await self.store.list_page(prefix, start_after=cursor.start_after,
                                                   continuation_token=cursor.token,
-                                                  max_keys=self.config.page_size)  # fmt: skip
+                                                  max_keys=page_size)  # fmt: skip
             except StorageError as exc:
                 self.metrics.list_error(exc.code)
                 raise
 
         def on_retry(exc: StorageError, attempt: int, _delay: float) -> None:
             log.info("sweep.list_retry", prefix=prefix, code=exc.code, attempt=attempt)
+            run.list_failures[prefix] = run.list_failures.get(prefix, 0) + 1
 
-        return await self.retrier.call(attempt, on_retry=on_retry, stopped=self.stop.is_set)
+        def given_up() -> bool:  # one retry budget per prefix and round, across its pages
+            spent = run.list_failures.get(prefix, 0) + 1 >= self.config.backoff.max_attempts
+            return self.stop.is_set() or spent
+
+        return await self.retrier.call(attempt, on_retry=on_retry, stopped=given_up)
+
+    async def _exists(self, key: str, run: _Run) -> bool:
+        """Whether an object `key` exists: one one-key LIST (`gcd.sweep.nesting`)."""
+        page = await self._list_page(key, Cursor(), run, max_keys=1)
+        return bool(page.objects) and page.objects[0].key == key
 
     # -- deleting -------------------------------------------------------------------
 
