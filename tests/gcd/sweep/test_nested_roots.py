@@ -21,9 +21,19 @@ from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
+from gcd.sweep.sweeper import RoundConfig, Sweeper
+from gcd.testing.memory import MemoryObjectStore
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from watermark import exitcodes
-from watermark.core.binding import StorageTarget, claim_key
+from watermark.core.binding import (
+    CLAIM_NAME,
+    StorageTarget,
+    ancestor_roots,
+    claim_key,
+    covering_root,
+    may_precede_claim,
+    nested_root,
+)
 from watermark.core.contract import Publication
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -162,3 +172,56 @@ def test_bind_refuses_nesting_in_either_order_and_compares_at_slashes(
     assert bind(f"{namespace}/beside", f"{INNER}x")[0] == exitcodes.OK  # 417x: not inside 417
     assert bind(f"{namespace}/sibling", "level_zero/data2")[0] == exitcodes.OK
     assert bind(f"{namespace}/inner", INNER)[0] == exitcodes.OK  # idempotent, still
+
+
+def test_prefixes_nest_only_at_slashes() -> None:
+    """The pure rules: ancestors up to the bucket top; `data2` is not below `data`."""
+    assert ancestor_roots(INNER) == (OUTER, "level_zero", "")
+    assert claim_key("") == CLAIM_NAME
+    assert nested_root(claim_key(INNER), OUTER) == INNER
+    assert nested_root(claim_key("level_zero/data2"), OUTER) is None
+    assert nested_root(claim_key(OUTER), OUTER) is None  # its own claim
+    assert nested_root(f"{INNER}/x{CLAIM_NAME}", OUTER) is None  # not a claim object
+    assert covering_root(f"{INNER}/1/k", OUTER, {INNER}) == INNER
+    assert covering_root(f"{INNER}9/1/k", OUTER, {INNER}) is None
+    assert list(may_precede_claim(f"{INNER}/000/-k", OUTER)) == [f"{INNER}/000"]
+    assert list(may_precede_claim(f"{INNER}/000/k", OUTER)) == []
+
+
+def test_a_key_sorting_before_its_directorys_claim_is_kept() -> None:
+    """`-early` sorts before `.l0gc-claim.json`: on a page of its own, the claim is not
+    seen yet, so one one-key LIST decides; without a claim the key is deleted."""
+    nested = A.format(417, 1, "x").rsplit("/", 1)[0]  # an epoch directory, claimed
+    plain = A.format(500, 1, "x").rsplit("/", 1)[0]  # the same shape, no claim
+    store = MemoryObjectStore()
+    keys = [f"{nested}/-early", f"{nested}/late", claim_key(nested), f"{plain}/-early",
+            A.format(1, 1, "g")]  # fmt: skip
+    for key in keys:
+        store.put(key, last_modified_s=0.0)
+    config = RoundConfig(layout=A, grace_s=0.0, page_size=1, list_concurrency=1)
+    result = asyncio.run(Sweeper(store, config, clock=lambda: 100.0).sweep(5, None))
+    assert result.summary.nested_roots == (nested,)
+    assert store.keys() == {f"{nested}/-early", f"{nested}/late", claim_key(nested)}
+    # the nested claim parses as an L0 key of this layout: kept too, not deleted
+    assert (result.summary.deleted, result.summary.skipped_nested) == (2, 3)
+
+
+def test_an_oversized_claim_says_what_it_is_not_check_credentials(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Finding 8: a 20 KB object at the claim key blocks with a message about the object."""
+    cluster(etcd_server, namespace, 5)
+    args = storage(s3_server, bucket, etcd_server, namespace)
+    assert gcd(capsys, "namespace", "bind", *args, "--root", OUTER)[0] == exitcodes.OK
+    s3_server.seed(bucket, {claim_key(OUTER): b" " * 20_000})
+    code, summary = gcd(capsys, "sweep", *args, "--root", OUTER)
+    reason = summary["blocked_reason"]
+    assert code == exitcodes.BLOCKED, summary
+    assert f"{claim_key(OUTER)} is larger than 16384 bytes, so l0gc did not write it" in reason
+    assert "credentials" not in reason
+    code, refused = gcd(capsys, "namespace", "bind", *storage(s3_server, bucket, etcd_server,
+                                                              f"{namespace}-2"), "--root", OUTER)  # fmt: skip
+    assert code == exitcodes.BLOCKED, refused
+    assert "is larger than 16384 bytes" in refused["problem"]
+    assert "credentials" not in refused["problem"]
