@@ -41,7 +41,7 @@ SUMMARY_FIELDS = [
     "version", "safe_epoch", "cluster_epoch", "dry_run", "listed", "eligible", "deleted",
     "deleted_bytes", "skipped_not_eligible", "skipped_young", "unparsable", "errors",
     "skipped_paused", "unsafe_keys", "list_requests", "delete_requests", "duration_s",
-    "blocked_reason",
+    "blocked_reason", "skipped_nested", "nested_roots", "unlistable_prefixes",
 ]  # fmt: skip
 
 
