@@ -308,9 +308,12 @@ class Sweeper:
         for _ in range(self.config.concurrency):
             await queue.put(None)
 
-    async def _list_prefix(self, prefix: str, queue: _Queue, run: _Run) -> None:
+    async def _list_prefix(
+        self, prefix: str, queue: _Queue, run: _Run, start: Cursor | None = None
+    ) -> None:
         """Page through one listing prefix, one LIST ahead (see the module docstring)."""
-        cursor: Cursor | None = Cursor()
+        cursor: Cursor | None = start or Cursor()
+        done = start.start_after if start else None  # every key up to here is examined
         ahead: _Ahead | None = None
         try:
             while cursor is not None and not self._listing_over(run):
@@ -323,19 +326,48 @@ class Sweeper:
                     page = await task
                 except StorageError as exc:
                     log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
-                    log.error("sweep.prefix_unlistable", prefix=prefix, code=exc.code,
-                              attempts=run.list_failures.get(prefix, 0))  # fmt: skip
-                    run.counts.errors += 1
-                    run.counts.unlistable_prefixes.append(prefix)
+                    await self._unlistable(prefix, done, exc, queue, run)
                     return
                 guess = self._guess_next(prefix, cursor, page, run)
                 if guess is not None and not self._listing_over(run):
                     ahead = _Ahead(guess, self._send(prefix, guess, run))
                     await asyncio.sleep(0)  # let it start: examining the page may never yield
                 cursor = await self._examine(prefix, cursor, page, queue, run)
+                if cursor is not None:
+                    last = page.objects[-1].key if page.objects else done
+                    done = cursor.start_after if cursor.token is None else last
         finally:
             if ahead is not None:
                 await _discard(ahead.task)
+
+    async def _unlistable(
+        self, prefix: str, done: str | None, exc: StorageError, queue: _Queue, run: _Run
+    ) -> None:
+        """A listing prefix whose listing failed for its whole retry budget.
+
+        After a retryable failure (a name the store cannot list answers 500 for its whole
+        prefix) its ten children are probed with one one-key LIST each, from where it
+        stopped: the listable ones are listed (each with a budget of its own), the others
+        narrowed the same way, down to the layout's 3-digit prefix directories, so one
+        poison name costs one directory. When no child answers (an outage, not a name),
+        or it cannot be narrowed, the prefix is reported by name and skipped (one error).
+        """
+        children = _narrower(prefix, self.config.layout, done) if exc.retryable else []
+        listable = [await self._answers(child, start, run) for child, start in children]
+        if any(listable):
+            log.warning("sweep.prefix_narrowed", prefix=prefix, code=exc.code)
+            for (child, start), ok in zip(children, listable, strict=True):
+                if self._listing_over(run):
+                    return
+                if ok:
+                    await self._list_prefix(child, queue, run, start)
+                else:
+                    await self._unlistable(child, start.start_after, exc, queue, run)
+            return
+        log.error("sweep.prefix_unlistable", prefix=prefix, code=exc.code,
+                  attempts=run.list_failures.get(prefix, 0) + 1)  # fmt: skip
+        run.counts.errors += 1
+        run.counts.unlistable_prefixes.append(prefix)
 
     def _listing_over(self, run: _Run) -> bool:
         """True once listers must stop: a stop event, the brake, or the delete cap reached."""
@@ -441,8 +473,9 @@ class Sweeper:
         return asyncio.create_task(self._list_page(prefix, cursor, run))
 
     async def _list_page(
-        self, prefix: str, cursor: Cursor, run: _Run, *, max_keys: int | None = None
-    ) -> ListPage:
+        self, prefix: str, cursor: Cursor, run: _Run, *, max_keys: int | None = None,
+        retry: bool = True,
+    ) -> ListPage:  # fmt: skip
         """One LIST, retried by the retry loop; raises the StorageError that ended it."""
 
         async def attempt() -> ListPage:
@@ -467,7 +500,17 @@ class Sweeper:
             spent = run.list_failures.get(prefix, 0) + 1 >= self.config.backoff.max_attempts
             return self.stop.is_set() or spent
 
+        if not retry:
+            return await attempt()
         return await self.retrier.call(attempt, on_retry=on_retry, stopped=given_up)
+
+    async def _answers(self, prefix: str, start: Cursor, run: _Run) -> bool:
+        """Whether one one-key LIST of `prefix` (no retry) succeeds."""
+        try:
+            await self._list_page(prefix, start, run, max_keys=1, retry=False)
+        except StorageError:
+            return False
+        return True
 
     async def _exists(self, key: str, run: _Run) -> bool:
         """Whether an object `key` exists: one one-key LIST (`gcd.sweep.nesting`)."""
@@ -484,6 +527,22 @@ class Sweeper:
             top = await self.deleter.delete(batch, run.counts, run.basis)
             if top is not None and (run.max_deleted_epoch is None or top > run.max_deleted_epoch):
                 run.max_deleted_epoch = top
+
+
+def _narrower(prefix: str, layout: KeyLayout, done: str | None) -> list[tuple[str, Cursor]]:
+    """The children of a listing prefix that keeps failing, each with where its listing
+    starts given that every key up to `done` is examined; [] when it cannot be narrowed
+    (no 000-999 prefix in the layout, or already a whole prefix directory)."""
+    depth = len(prefix) - len(layout.listing_root)
+    if not layout.has_prefix or not prefix.startswith(layout.listing_root) or depth >= 3:
+        return []
+    children: list[tuple[str, Cursor]] = []
+    for child in (prefix + digit for digit in "0123456789"):
+        if done is None or done[: len(child)] < child:
+            children.append((child, Cursor()))
+        elif done.startswith(child):
+            children.append((child, Cursor(start_after=done)))
+    return children
 
 
 async def _discard(task: asyncio.Task[ListPage]) -> None:

@@ -22,8 +22,8 @@ from gcd.storage.objectstore import ListPage
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.memory import MemoryObjectStore
 from gcd.testing.local_servers import LocalEtcd, LocalS3
+from gcd.testing.memory import MemoryObjectStore
 from watermark import exitcodes
 from watermark.core.binding import (
     CLAIM_NAME,
@@ -220,8 +220,8 @@ def test_an_oversized_claim_says_what_it_is_not_check_credentials(
     assert code == exitcodes.BLOCKED, summary
     assert f"{claim_key(OUTER)} is larger than 16384 bytes, so l0gc did not write it" in reason
     assert "credentials" not in reason
-    code, refused = gcd(capsys, "namespace", "bind", *storage(s3_server, bucket, etcd_server,
-                                                              f"{namespace}-2"), "--root", OUTER)  # fmt: skip
+    other = storage(s3_server, bucket, etcd_server, f"{namespace}-2")
+    code, refused = gcd(capsys, "namespace", "bind", *other, "--root", OUTER)
     assert code == exitcodes.BLOCKED, refused
     assert "is larger than 16384 bytes" in refused["problem"]
     assert "credentials" not in refused["problem"]
