@@ -157,6 +157,7 @@ def test_bind_refuses_nesting_in_either_order_and_compares_at_slashes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """Inner first, then outer: refused too; `level_zero/data2` is no child of `.../data`."""
+
     def bind(ns: str, root: str) -> tuple[int, dict[str, Any]]:
         return gcd(capsys, "namespace", "bind", *storage(s3_server, bucket, etcd_server, ns),
                    "--root", root)  # fmt: skip
