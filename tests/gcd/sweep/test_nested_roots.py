@@ -18,9 +18,13 @@ import structlog
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
+from gcd.sim.checks import ViolationKind
+from gcd.sim.runner import first_kind, run_seed
+from gcd.sim.world import SimConfig
 from gcd.storage.objectstore import ListPage
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
+from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from gcd.testing.memory import MemoryObjectStore
@@ -226,3 +230,17 @@ def test_an_oversized_claim_says_what_it_is_not_check_credentials(
     assert code == exitcodes.BLOCKED, refused
     assert "is larger than 16384 bytes" in refused["problem"]
     assert "credentials" not in refused["problem"]
+
+
+def test_the_simulation_catches_a_sweeper_blind_to_nested_roots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every simulated bucket holds another namespace's root inside ours (`gcd.sim.actions`):
+    a sweeper that ignores it deletes that namespace's objects, and the run says so."""
+
+    async def blind(_self: NestedRoots, _key: str, _page: ListPage) -> str | None:
+        return None
+
+    assert first_kind(run_seed(0, SimConfig(steps=60))) is None
+    monkeypatch.setattr(NestedRoots, "blocks", blind)
+    assert first_kind(run_seed(0, SimConfig(steps=60))) is ViolationKind.DELETED_OUTSIDE_LAYOUT
