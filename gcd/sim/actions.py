@@ -90,7 +90,8 @@ async def setup(world: World) -> None:
         key = world.layout.format(rng.randrange(1000), epoch, f"stranded-{index}")
         world.bucket.put(key, last_modified_s=old)
         world.ledger.uploaded(key, epoch)
-    _claim_nested_root(world, old)
+    if world.config.nested_root:
+        _claim_nested_root(world, old)
     world.publishers = [world.new_publisher(f"pub{i}") for i in range(rng.randint(2, 3))]
     for _ in range(rng.randint(1, 4)):
         await create_partition(world)

@@ -12,7 +12,8 @@ keys of the same page (every page is scanned for claims before any key of it is
 decided), and keys that sort BEFORE their directory's claim (a segment starting with a
 byte below '.', `watermark.core.binding.may_precede_claim`): such a key is deleted only
 once the listing has shown that directory's claim is absent (the page goes past it), or
-a one-key LIST of the claim's key (once per directory per round) says so.
+a one-key LIST of the claim's key (once per directory per round) says so; while that
+LIST fails, the key is kept.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from gcd.errors import StorageError
 from gcd.storage.objectstore import ListPage
 from watermark.core.binding import claim_key, covering_root, may_precede_claim, nested_root
 
@@ -62,7 +64,11 @@ class NestedRoots:
             if page.next_token is None or last.encode() >= claim.encode():
                 continue  # this page lists past where the claim would be: scan() saw it
             if directory not in self._probed:
-                self._probed[directory] = await self._probe(claim)
+                try:
+                    self._probed[directory] = await self._probe(claim)
+                except StorageError as exc:  # cannot tell: keep the key this round
+                    log.warning("sweep.nested_probe_failed", claim=claim, code=exc.code)
+                    return directory
             if self._probed[directory]:
                 self.found.setdefault(directory, claim)
                 log.error("sweep.nested_root", nested_root=directory, claim=claim,

@@ -235,12 +235,14 @@ def test_an_oversized_claim_says_what_it_is_not_check_credentials(
 def test_the_simulation_catches_a_sweeper_blind_to_nested_roots(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Every simulated bucket holds another namespace's root inside ours (`gcd.sim.actions`):
-    a sweeper that ignores it deletes that namespace's objects, and the run says so."""
+    """With `nested_root`, the simulated bucket holds another namespace's root inside ours
+    (`gcd.sim.actions`): a sweeper that ignores it deletes that namespace's objects, and the
+    run says so; the real sweeper keeps them over every seed tried."""
 
     async def blind(_self: NestedRoots, _key: str, _page: ListPage) -> str | None:
         return None
 
-    assert first_kind(run_seed(0, SimConfig(steps=60))) is None
+    config = SimConfig(steps=120, nested_root=True)
+    assert [first_kind(run_seed(seed, config)) for seed in range(4)] == [None] * 4
     monkeypatch.setattr(NestedRoots, "blocks", blind)
-    assert first_kind(run_seed(0, SimConfig(steps=60))) is ViolationKind.DELETED_OUTSIDE_LAYOUT
+    assert first_kind(run_seed(0, config)) is ViolationKind.DELETED_OUTSIDE_LAYOUT
