@@ -13,8 +13,9 @@ delete by name (`gcd.sweep.deleter`: never sent, or failing a request alone), ke
 logged; `skipped_nested`, keys kept because they lie under another namespace's root
 claimed below this one (`nested_roots` names those roots, `gcd.sweep.nesting`; the
 round is "partial"). `unlistable_prefixes` names the listing prefixes whose listing kept
-failing after the round's retry budget for them; they are skipped (each counts one error)
-so the other prefixes are collected and the round ends.
+failing after a retry budget, narrowed down to their prefix directory where the others
+still answer (`gcd.sweep.sweeper`); they are skipped (each counts one error) so the other
+prefixes are collected and the round ends.
 
 The plan (`--plan-out FILE`) is one JSON object per line for every key the round
 selected for deletion: ``{"key", "epoch", "size", "last_modified"}`` with

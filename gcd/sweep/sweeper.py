@@ -166,7 +166,6 @@ class _Run:
     incomplete: bool = False
     unparsable_logged: int = 0
     nested: NestedRoots | None = None
-    list_failures: dict[str, int] = field(default_factory=dict)
 
     def full(self) -> bool:
         """True once the per-round delete cap is reached."""
@@ -343,7 +342,8 @@ class Sweeper:
     async def _unlistable(
         self, prefix: str, done: str | None, exc: StorageError, queue: _Queue, run: _Run
     ) -> None:
-        """A listing prefix whose listing failed for its whole retry budget.
+        """A listing prefix whose listing failed for a whole retry budget (`RoundConfig.backoff`,
+        per request; the Azure SDK's own retries are off, so this is the only one).
 
         After a retryable failure (a name the store cannot list answers 500 for its whole
         prefix) its ten children are probed with one one-key LIST each, from where it
@@ -364,8 +364,7 @@ class Sweeper:
                 else:
                     await self._unlistable(child, start.start_after, exc, queue, run)
             return
-        log.error("sweep.prefix_unlistable", prefix=prefix, code=exc.code,
-                  attempts=run.list_failures.get(prefix, 0) + 1)  # fmt: skip
+        log.error("sweep.prefix_unlistable", prefix=prefix, code=exc.code, error=str(exc))
         run.counts.errors += 1
         run.counts.unlistable_prefixes.append(prefix)
 
@@ -494,15 +493,10 @@ class Sweeper:
 
         def on_retry(exc: StorageError, attempt: int, _delay: float) -> None:
             log.info("sweep.list_retry", prefix=prefix, code=exc.code, attempt=attempt)
-            run.list_failures[prefix] = run.list_failures.get(prefix, 0) + 1
-
-        def given_up() -> bool:  # one retry budget per prefix and round, across its pages
-            spent = run.list_failures.get(prefix, 0) + 1 >= self.config.backoff.max_attempts
-            return self.stop.is_set() or spent
 
         if not retry:
             return await attempt()
-        return await self.retrier.call(attempt, on_retry=on_retry, stopped=given_up)
+        return await self.retrier.call(attempt, on_retry=on_retry, stopped=self.stop.is_set)
 
     async def _answers(self, prefix: str, start: Cursor, run: _Run) -> bool:
         """Whether one one-key LIST of `prefix` (no retry) succeeds."""
