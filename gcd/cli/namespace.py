@@ -8,8 +8,9 @@
 namespace deletes from any other storage and no other namespace can claim this root
 (`watermark.core.binding`, `gcd.sweep.binding`). It is idempotent; `--replace` moves the binding
 (new bucket, root or endpoint, or an etcd cluster restored from a backup), but never
-takes a root claimed by another namespace. `show` prints the binding and checks the
-claim in the bucket.
+takes a root claimed by another namespace. Roots never nest: `bind` refuses a root
+inside or containing another namespace's claimed root (exit 3, naming both). `show`
+prints the binding and checks the claim in the bucket (and the claims above the root).
 
 Exit codes: 0 bound (and, for `show`, consistent), 1 etcd or S3 failed, 2 bad flags,
 3 refused: bound elsewhere, claimed by another namespace, not bound (`show`), or the
@@ -29,9 +30,20 @@ from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.open import open_objects, target_of
 from gcd.storage.s3 import S3Settings
-from gcd.sweep.binding import CLAIM_MAX_BYTES, BindingConflict, bind_namespace
+from gcd.sweep.binding import (
+    BindingConflict,
+    bind_namespace,
+    read_ancestor_claims,
+    read_claim_object,
+)
 from watermark import exitcodes
-from watermark.core.binding import Binding, StorageTarget, check_binding, claim_key
+from watermark.core.binding import (
+    Binding,
+    StorageTarget,
+    check_ancestor_claims,
+    check_binding,
+    claim_key,
+)
 from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -124,9 +136,11 @@ async def _show(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
         return exitcodes.BLOCKED, doc
     doc["binding"] = _binding_doc(binding)
     async with _open(binding.target, args) as objects:
-        claim = await objects.get_object(claim_key(binding.target.root), max_bytes=CLAIM_MAX_BYTES)
+        claim = await read_claim_object(objects, claim_key(binding.target.root))
+        above = await read_ancestor_claims(objects, binding.target.root)
     view = await store.read_gc_view()
-    problem = check_binding(store.namespace, raw, view.cluster_id, binding.target, claim)
+    problem = check_binding(store.namespace, raw, view.cluster_id, binding.target, claim) or (
+        check_ancestor_claims(store.namespace, view.cluster_id, binding.target, above))
     doc["claim_key"] = claim_key(binding.target.root)
     doc["consistent"] = problem is None
     if problem is not None:

@@ -370,9 +370,9 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, (*COMMON_OPTIONS, *SWEEP_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
+    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root, gcs=setup.gcs)
     if setup.etcd is not None:
         await check_namespace(setup.etcd)
-    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root, gcs=setup.gcs)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
         async with open_sweeper(args, setup, plan=plan) as (sweeper, source):

@@ -28,6 +28,7 @@ from gcd.sim.variants import LenientSafeEpoch
 from gcd.sweep.report import RoundResult
 from gcd.sweep.safety import WatermarkSource
 from gcd.sweep.sweeper import run_round
+from watermark.core.binding import claim_key
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import (
     EtcdUnavailable,
@@ -64,6 +65,18 @@ _JUNK_KEYS = (
 )
 
 
+def _claim_nested_root(world: World, old: float) -> None:
+    """Another namespace's root inside ours (issue 25): its claim and two old objects of
+    epoch 0 (one sorting before the claim), in an epoch-0 directory no stranded key of ours
+    uses. Deleting any of them is a violation (`gcd.sweep.nesting` keeps them)."""
+    used = {key.rsplit("/", 1)[0] for key in world.bucket.objects}
+    epoch_0 = (world.layout.prefix_dir(prefix) + "0" * 18 for prefix in range(123, 1000))
+    nested = next(directory for directory in epoch_0 if directory not in used)
+    for key in (claim_key(nested), f"{nested}/-foreign", f"{nested}/foreign"):
+        world.bucket.put(key, last_modified_s=old)
+        world.ledger.uploaded(key, None)
+
+
 async def setup(world: World) -> None:
     """Cluster epoch, bucket contents, publishers, partitions, writers and sweepers."""
     rng = world.rng
@@ -77,6 +90,8 @@ async def setup(world: World) -> None:
         key = world.layout.format(rng.randrange(1000), epoch, f"stranded-{index}")
         world.bucket.put(key, last_modified_s=old)
         world.ledger.uploaded(key, epoch)
+    if world.config.nested_root:
+        _claim_nested_root(world, old)
     world.publishers = [world.new_publisher(f"pub{i}") for i in range(rng.randint(2, 3))]
     for _ in range(rng.randint(1, 4)):
         await create_partition(world)

@@ -72,6 +72,9 @@ class SimConfig:
     tail_limit: int = 800
     trace_keep: int = 30
     """How many of the last events to keep verbatim (all are in the digest)."""
+    nested_root: bool = False
+    """Put another namespace's claimed root inside ours (`gcd.sim.actions`); off by
+    default, so the seeds of the default runs (and the variants they catch) stay as they are."""
 
 
 class Trace:

@@ -20,6 +20,11 @@ The sweeper's store protocol is S3's; this module maps it onto Blob Storage:
 - `get_object` / `put_object(if_absent=)`: the namespace binding's claim, with
   ``If-None-Match: *`` for a create that must not overwrite.
 
+The SDK's own retries are off (`retry_total=0`), as botocore's are for S3: the sweeper's
+retry loop (`gcd.storage.retry`) is the only one, so a listing that keeps failing (a blob
+name Azure cannot list answers 500 for its whole prefix) costs the sweeper's bounded
+budget, not the SDK's ~80 s per attempt.
+
 Credentials: a connection string read from a file (never a flag value), or the Azure
 standard chain (`DefaultAzureCredential`: workload identity, managed identity,
 environment). Library exceptions are translated here into `StorageError`.
@@ -79,7 +84,7 @@ async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClie
     credential_cm: Any = contextlib.nullcontext()
     connection = settings.connection_string()
     if connection is not None:
-        service = BlobServiceClient.from_connection_string(connection)
+        service = BlobServiceClient.from_connection_string(connection, retry_total=0)
         if _endpoint(service.url) != _endpoint(settings.account_url):
             raise ConfigError(
                 f"the connection string in {settings.connection_string_file!r} is for "
@@ -90,7 +95,7 @@ async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClie
         from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
 
         credential_cm = DefaultAzureCredential()
-        service = BlobServiceClient(settings.account_url, credential=credential_cm)
+        service = BlobServiceClient(settings.account_url, credential=credential_cm, retry_total=0)
     async with credential_cm, service:
         yield service.get_container_client(settings.container)
 

@@ -6,6 +6,13 @@ it resumes a bind that was interrupted between the two writes. `BoundSource` is 
 watermark source every sweeping command reads M through: it adds, from the same etcd
 revision, the binding check (and, for sweepers that announce a shard, the shard check),
 so a sweeper pointed at storage its namespace is not bound to deletes nothing.
+
+Roots never nest across namespaces (docs/operations.md#roots-never-nest): `bind_namespace`
+refuses a root inside another namespace's claimed root (`read_ancestor_claims`: one
+one-key LIST per ancestor, a GET only where a claim is) or containing one
+(`find_nested_claims`: one listing of the root), and `BoundSource` re-reads the
+ancestors' claims at every admission. A claim found below the root while a round lists
+blocks that subtree (`gcd.sweep.sweeper`).
 """
 
 from __future__ import annotations
@@ -18,20 +25,53 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gcd.errors import StorageError
+from gcd.storage.objectstore import ListPage
 from gcd.sweep.shards import ShardAnnouncement, check_shards
-from watermark.core.binding import Binding, Claim, StorageTarget, check_binding, claim_key
+from watermark.core.binding import (
+    Binding,
+    Claim,
+    StorageTarget,
+    ancestor_roots,
+    check_ancestor_claims,
+    check_binding,
+    claim_key,
+    nested_root,
+    overlap_conflict,
+)
 from watermark.core.safe_epoch import SafeEpoch, compute_safe_epoch
 from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.follow import GcFollower
 from watermark.etcd.store import WatermarkStore
 
-__all__ = ["BindOutcome", "BindingConflict", "BoundSource", "ClaimStore", "bind_namespace"]
+__all__ = [
+    "BindOutcome",
+    "BindingConflict",
+    "BoundSource",
+    "ClaimStore",
+    "ClaimTooLarge",
+    "bind_namespace",
+    "find_nested_claims",
+    "read_ancestor_claims",
+    "read_claim_object",
+]
 
 CLAIM_MAX_BYTES = 16 * 1024
 
 
 class ClaimStore(Protocol):
-    """The two object calls a binding needs (`S3ObjectStore`, `MemoryObjectStore`)."""
+    """The object calls a binding needs (`S3ObjectStore`, `AzureBlobStore`,
+    `MemoryObjectStore`)."""
+
+    async def list_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One listing page (`gcd.storage.objectstore.ObjectStore.list_page`)."""
+        ...
 
     async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
         """A small object's body, or None when absent."""
@@ -44,6 +84,10 @@ class ClaimStore(Protocol):
 
 class BindingConflict(ConfigError):
     """The namespace or the root is bound elsewhere; the message names both sides."""
+
+
+class ClaimTooLarge(BindingConflict):
+    """An object at a claim key too big to be a claim; the message says what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +128,7 @@ async def bind_namespace(
             f"{target.describe()} is already claimed by {claim.describe()} ({key}); a root "
             f"belongs to one namespace: bind {namespace} to another root or bucket"
         )
+    await _refuse_nesting(objects, namespace, cluster_id, target)
     same = existing is not None and (existing.target, existing.cluster_id) == (target, cluster_id)
     if existing is not None and not same and not replace:
         raise BindingConflict(
@@ -121,9 +166,80 @@ async def bind_namespace(
     return BindOutcome(binding, changed, existing if existing is not binding else None)
 
 
+async def _refuse_nesting(
+    objects: ClaimStore, namespace: str, cluster_id: str, target: StorageTarget
+) -> None:
+    """BindingConflict when `target.root` lies inside or contains another claimed root."""
+    above = await read_ancestor_claims(objects, target.root)
+    problem = check_ancestor_claims(namespace, cluster_id, target, above)
+    if problem is None:
+        below = await find_nested_claims(objects, target.root)
+        if below:
+            root, raw = min(below.items())
+            problem = overlap_conflict(namespace, target, root, raw, inside=False)
+    if problem is not None:
+        raise BindingConflict(problem)
+
+
+async def read_claim_object(objects: ClaimStore, key: str) -> bytes | None:
+    """The claim object at `key` (None: absent); one that is too big to be a claim is
+    refused with a message that says so (ClaimTooLarge), not as a storage failure."""
+    try:
+        raw = await objects.get_object(key, max_bytes=CLAIM_MAX_BYTES)
+    except StorageError as exc:
+        if exc.code != "EntityTooLarge":
+            raise
+        raw = None
+        too_big = True
+    else:
+        too_big = raw is not None and len(raw) > CLAIM_MAX_BYTES
+    if too_big:
+        raise ClaimTooLarge(
+            f"the claim object {key} is larger than {CLAIM_MAX_BYTES} bytes, so l0gc did not "
+            "write it (a claim is a few hundred bytes of JSON): find out who wrote it; if no "
+            "namespace owns this root, delete it and bind again (docs/operations.md"
+            "#binding-a-namespace)"
+        )
+    return raw
+
+
+async def read_ancestor_claims(objects: ClaimStore, root: str) -> dict[str, bytes]:
+    """The claim objects at `root`'s proper ancestors (`ancestor_roots`), by root: one
+    one-key LIST of each ancestor's claim key (allowed by a prefix-scoped s3:ListBucket,
+    absent keys need no s3:GetObject), and a GET only of a claim that is there."""
+    found: dict[str, bytes] = {}
+    for ancestor in ancestor_roots(root):
+        key = claim_key(ancestor)
+        page = await objects.list_page(key, max_keys=1)
+        if page.objects and page.objects[0].key == key:
+            raw = await read_claim_object(objects, key)
+            if raw is not None:
+                found[ancestor] = raw
+    return found
+
+
+async def find_nested_claims(objects: ClaimStore, root: str) -> dict[str, bytes]:
+    """The claim objects strictly below `root`, by the root they claim: one listing of
+    `root/` (a LIST per 1,000 keys), a GET of each claim found."""
+    found: dict[str, bytes] = {}
+    token: str | None = None
+    while True:
+        page = await objects.list_page(root + "/", continuation_token=token)
+        for obj in page.objects:
+            nested = nested_root(obj.key, root)
+            if nested is not None:
+                found[nested] = await read_claim_object(objects, obj.key) or b""
+        if page.next_token is None:
+            return found
+        token = page.next_token
+
+
 async def _read_claim(objects: ClaimStore, target: StorageTarget) -> Claim | None:
     key = claim_key(target.root)
-    raw = await objects.get_object(key, max_bytes=CLAIM_MAX_BYTES)
+    try:
+        raw = await read_claim_object(objects, key)
+    except ClaimTooLarge as exc:
+        raise BindingConflict(f"{target.describe()}: {exc}") from None
     if raw is None:
         return None
     try:
@@ -166,17 +282,22 @@ class BoundSource:
             view = await self.store.read_gc_view()
             read = compute_safe_epoch(view)
         claim_raw: bytes | None = None
+        above: dict[str, bytes] = {}
         if view.binding_raw is not None:
             try:
-                claim_raw = await self.objects.get_object(
-                    claim_key(self.target.root), max_bytes=CLAIM_MAX_BYTES
-                )
+                claim_raw = await read_claim_object(self.objects, claim_key(self.target.root))
+                above = await read_ancestor_claims(self.objects, self.target.root)
+            except ClaimTooLarge as exc:
+                return dataclasses.replace(read, refused_reason=f"{self.target.describe()}: {exc}")
             except StorageError as exc:
-                unreadable = f"cannot read the claim {claim_key(self.target.root)}: {exc}"
+                unreadable = f"cannot read the claims of {self.target.describe()}: {exc}"
                 return dataclasses.replace(read, refused_reason=unreadable)
         reason = check_binding(
             self.store.namespace, view.binding_raw, view.cluster_id, self.target, claim_raw
         )
+        if reason is None:
+            reason = check_ancestor_claims(self.store.namespace, view.cluster_id, self.target,
+                                           above)  # fmt: skip
         if reason is None and self.shard is not None:
             reason = check_shards(self.shard, view.sweepers)
         return read if reason is None else dataclasses.replace(read, refused_reason=reason)

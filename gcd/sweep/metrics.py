@@ -22,7 +22,7 @@ from watermark.service.buildinfo import register_build_info
 
 __all__ = ["ERROR_LABELS", "OUTCOMES", "SKIP_REASONS", "SweeperMetrics", "error_label"]
 
-SKIP_REASONS: Final = ("not_eligible", "too_young", "unparsable", "outside_root")
+SKIP_REASONS: Final = ("not_eligible", "too_young", "unparsable", "outside_root", "nested_root")
 OUTCOMES: Final = ("ok", "partial", "blocked", "paused", "idle", "error")
 ERROR_LABELS: Final = frozenset(
     {
@@ -138,6 +138,16 @@ class SweeperMetrics:
         )
         self.last_success_timestamp = gauge(
             "last_success_timestamp_seconds", "Unix time of the last round without errors."
+        )
+        self.prefixes_unlistable = gauge(
+            "prefixes_unlistable",
+            "Listing prefixes the last round skipped because their listing kept failing "
+            "after its retry budget (each logged by name as sweep.prefix_unlistable).",
+        )
+        self.nested_roots = gauge(
+            "nested_roots",
+            "Roots claimed by another namespace found below this root in the last round; "
+            "nothing under them is deleted (each logged by name as sweep.nested_root).",
         )
         self.journal_records = counter("journal_records", "Deletion journal records written.")
         self.journal_bytes = counter("journal_bytes", "Bytes written to the deletion journal.")

@@ -10,7 +10,12 @@ kept on purpose, not errors: `skipped_paused`, not sent because a pause (or an
 unreadable pause key) was seen during the round (`blocked_reason` then starts with
 "paused during the round" or "pause state unknown"); `unsafe_keys`, keys S3 cannot
 delete by name (`gcd.sweep.deleter`: never sent, or failing a request alone), kept and
-logged.
+logged; `skipped_nested`, keys kept because they lie under another namespace's root
+claimed below this one (`nested_roots` names those roots, `gcd.sweep.nesting`; the
+round is "partial"). `unlistable_prefixes` names the listing prefixes whose listing kept
+failing after a retry budget, narrowed down to their prefix directory where the others
+still answer (`gcd.sweep.sweeper`); they are skipped (each counts one error) so the other
+prefixes are collected and the round ends.
 
 On a versioned bucket (`gcd.rules.versions`) every listed version and delete marker is
 one object of these counts; `deleted_versions` and `deleted_markers` say how many of
@@ -72,13 +77,16 @@ class RoundSummary:
     locked_reasons: dict[str, int] | None = None
     locked_earliest_retain_until: str | None = None
     store: dict[str, Any] | None = None
+    skipped_nested: int = 0
+    nested_roots: tuple[str, ...] = ()
+    unlistable_prefixes: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> str:
         """The metrics outcome: blocked, paused, partial, ok or idle."""
         if self.blocked_reason is not None:
             return "paused" if self.blocked_reason.startswith("paused") else "blocked"
-        if self.errors:
+        if self.errors or self.nested_roots:
             return "partial"
         return "ok" if self.eligible else "idle"
 
@@ -110,6 +118,8 @@ class RoundCounts:
     deleted_versions: int = 0
     deleted_markers: int = 0
     locked: int = 0
+    skipped_nested: int = 0
+    unlistable_prefixes: list[str] = field(default_factory=list)
     abandoned: int = field(default=0, metadata={"summary": False})
     """Keys left for the next round because of a stop (not in RoundSummary)."""
     locked_targets: list[str] = field(default_factory=list, metadata={"summary": False})
@@ -118,8 +128,10 @@ class RoundCounts:
     def summary_fields(self) -> dict[str, Any]:
         """The counters that are RoundSummary fields."""
         return {
-            f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("summary", True)
-        }
+            f.name: tuple(sorted(value)) if isinstance(value := getattr(self, f.name), list)
+            else value
+            for f in fields(self) if f.metadata.get("summary", True)
+        }  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,10 +89,12 @@ from gcd.storage.objectstore import (
     VersionedStore,
 )
 from gcd.storage.retry import Retrier
+from gcd.sweep.binding import CLAIM_MAX_BYTES
 from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.deleter import BatchDeleter, Candidate
 from gcd.sweep.events import DeleteBasis, DeleteSink
 from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary, iso_utc
 from gcd.sweep.safety import WatermarkSource, read_admission
 from watermark.core.binding import claim_key
@@ -193,8 +195,11 @@ class _Run:
     versioned: bool = False
     """Listing versions and deleting by version id (a versioned bucket, RECLAIM)."""
     skip_ahead: bool = True
+    unordered: bool = False
+    """The store lists out of order (no skip-ahead, no StartAfter, claims probed)."""
     prefixes: list[str] = field(default_factory=list)
     features: StoreFeatures | None = None
+    nested: NestedRoots | None = None
 
     def full(self) -> bool:
         """True once the per-round delete cap is reached."""
@@ -255,6 +260,9 @@ class Sweeper:
         started = time.monotonic()
         run = _Run(safe_epoch, basis or DeleteBasis(safe_epoch, cluster_epoch, None))
         await self._detect(run)
+        ordered = not run.unordered
+        probe = (lambda key: self._exists(key, run)) if ordered else self._stored
+        run.nested = NestedRoots(self.config.layout.root, probe, ordered=ordered)
         self.current = run
         self.brake.reset()
         log.info("sweep.round_started", safe_epoch=safe_epoch, cluster_epoch=cluster_epoch,
@@ -282,6 +290,7 @@ class Sweeper:
             locked_reasons=reasons,
             locked_earliest_retain_until=earliest,
             store=self._store_report(run),
+            nested_roots=tuple(sorted(run.nested.found)),
             **counts.summary_fields(),
         )
         complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
@@ -299,6 +308,7 @@ class Sweeper:
         run.versioned = (features is not None and features.versioned
                          and config.versions is VersionMode.RECLAIM
                          and isinstance(self.store, VersionedStore))  # fmt: skip
+        run.unordered = unordered
         run.skip_ahead = config.skip_ahead and not unordered
         run.prefixes = config.prefixes(unordered=unordered)
         self.deleter.object_lock = bool(features is not None and features.object_lock)
@@ -349,6 +359,8 @@ class Sweeper:
         metrics.set_admission(summary.safe_epoch if known else None, summary.cluster_epoch,
                               blocked=outcome == "blocked", paused=outcome == "paused")  # fmt: skip
         metrics.last_round_eligible_objects.set(summary.eligible)
+        metrics.prefixes_unlistable.set(len(summary.unlistable_prefixes))
+        metrics.nested_roots.set(len(summary.nested_roots))
         if max_deleted_epoch is not None:
             metrics.max_deleted_epoch.set(max_deleted_epoch)
         if not summary.errors and known:
@@ -390,9 +402,12 @@ class Sweeper:
         for _ in range(self.config.concurrency):
             await queue.put(None)
 
-    async def _list_prefix(self, prefix: str, queue: _Queue, run: _Run) -> None:
+    async def _list_prefix(
+        self, prefix: str, queue: _Queue, run: _Run, start: Cursor | None = None
+    ) -> None:
         """Page through one listing prefix, one LIST ahead (see the module docstring)."""
-        cursor: Cursor | None = Cursor()
+        cursor: Cursor | None = start or Cursor()
+        done = start.start_after if start else None  # every key up to here is examined
         ahead: _Ahead | None = None
         try:
             while cursor is not None and not self._listing_over(run):
@@ -405,16 +420,48 @@ class Sweeper:
                     page = await task
                 except StorageError as exc:
                     log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
-                    run.counts.errors += 1
+                    await self._unlistable(prefix, done, exc, queue, run)
                     return
                 guess = self._guess_next(prefix, cursor, page, run)
                 if guess is not None and not self._listing_over(run):
                     ahead = _Ahead(guess, self._send(prefix, guess, run))
                     await asyncio.sleep(0)  # let it start: examining the page may never yield
                 cursor = await self._examine(prefix, cursor, page, queue, run)
+                if cursor is not None:
+                    last = page.objects[-1].key if page.objects else done
+                    done = cursor.start_after if cursor.token is None else last
         finally:
             if ahead is not None:
                 await _discard(ahead.task)
+
+    async def _unlistable(
+        self, prefix: str, done: str | None, exc: StorageError, queue: _Queue, run: _Run
+    ) -> None:
+        """A listing prefix whose listing failed for a whole retry budget (`RoundConfig.backoff`,
+        per request; the Azure SDK's own retries are off, so this is the only one).
+
+        After a retryable failure (a name the store cannot list answers 500 for its whole
+        prefix) its ten children are probed with one one-key LIST each, from where it
+        stopped: the listable ones are listed (each with a budget of its own), the others
+        narrowed the same way, down to the layout's 3-digit prefix directories, so one
+        poison name costs one directory. When no child answers (an outage, not a name),
+        or it cannot be narrowed, the prefix is reported by name and skipped (one error).
+        """
+        children = _narrower(prefix, self.config.layout, done) if exc.retryable else []
+        listable = [await self._answers(child, start, run) for child, start in children]
+        if any(listable):
+            log.warning("sweep.prefix_narrowed", prefix=prefix, code=exc.code)
+            for (child, start), ok in zip(children, listable, strict=True):
+                if self._listing_over(run):
+                    return
+                if ok:
+                    await self._list_prefix(child, queue, run, start)
+                else:
+                    await self._unlistable(child, start.start_after, exc, queue, run)
+            return
+        log.error("sweep.prefix_unlistable", prefix=prefix, code=exc.code, error=str(exc))
+        run.counts.errors += 1
+        run.counts.unlistable_prefixes.append(prefix)
 
     def _listing_over(self, run: _Run) -> bool:
         """True once listers must stop: a stop event, the brake, or the delete cap reached."""
@@ -441,6 +488,9 @@ class Sweeper:
         found: Skip | None = None  # the last skip a key of this page called for
         tally = dict.fromkeys(Verdict, 0)
         claim = claim_key(layout.root)  # the namespace's binding, never an L0 object
+        assert run.nested is not None
+        run.nested.scan(prefix, page)  # claims below the root block their subtree
+        kept = 0  # deletable, but under a nested root
         for obj in page.objects:
             skip_to = found.start_after if found is not None else None
             if (skip_to is not None and obj.key <= skip_to) or obj.key == claim:
@@ -448,7 +498,10 @@ class Sweeper:
             verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
                                      run.safe_epoch, now, config.grace_s)  # fmt: skip
             tally[verdict] += 1
-            if verdict is Verdict.DELETE and parsed is not None:
+            if verdict is Verdict.DELETE and await run.nested.blocks(obj.key, page):
+                tally[verdict] -= 1
+                kept += 1
+            elif verdict is Verdict.DELETE and parsed is not None:
                 candidate = Candidate(obj.key, obj.size, parsed.epoch, obj.version_id,
                                       obj.delete_marker)  # fmt: skip
                 if not await self._select(candidate, obj, queue, run):
@@ -466,6 +519,11 @@ class Sweeper:
             elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
                 self._note_unparsable(obj, run)
         self._count(tally, run)
+        if kept:
+            run.counts.listed += kept
+            run.counts.skipped_nested += kept
+            self.metrics.listed_objects.inc(kept)
+            self.metrics.skipped("nested_root", kept)
         last = page.objects[-1].key if page.objects else None
         return next_cursor(cursor, found, last, page.next_token)
 
@@ -509,7 +567,10 @@ class Sweeper:
     def _send(self, prefix: str, cursor: Cursor, run: _Run) -> asyncio.Task[ListPage]:
         return asyncio.create_task(self._list_page(prefix, cursor, run))
 
-    async def _list_page(self, prefix: str, cursor: Cursor, run: _Run) -> ListPage:
+    async def _list_page(
+        self, prefix: str, cursor: Cursor, run: _Run, *, max_keys: int | None = None,
+        retry: bool = True,
+    ) -> ListPage:  # fmt: skip
         """One LIST, retried by the retry loop; raises the StorageError that ended it."""
 
         lister = self.store.list_page
@@ -522,10 +583,11 @@ class Sweeper:
             # ahead and then discarded unread counts too: these count what S3 bills.
             run.counts.list_requests += 1
             self.metrics.list_requests.inc()
+            page_size = max_keys or self.config.page_size
             try:
                 return await lister(prefix, start_after=cursor.start_after,
                                     continuation_token=cursor.token,
-                                    max_keys=self.config.page_size)  # fmt: skip
+                                    max_keys=page_size)  # fmt: skip
             except StorageError as exc:
                 self.metrics.list_error(exc.code)
                 raise
@@ -533,7 +595,31 @@ class Sweeper:
         def on_retry(exc: StorageError, attempt: int, _delay: float) -> None:
             log.info("sweep.list_retry", prefix=prefix, code=exc.code, attempt=attempt)
 
+        if not retry:
+            return await attempt()
         return await self.retrier.call(attempt, on_retry=on_retry, stopped=self.stop.is_set)
+
+    async def _answers(self, prefix: str, start: Cursor, run: _Run) -> bool:
+        """Whether one one-key LIST of `prefix` (no retry) succeeds."""
+        try:
+            await self._list_page(prefix, start, run, max_keys=1, retry=False)
+        except StorageError:
+            return False
+        return True
+
+    async def _exists(self, key: str, run: _Run) -> bool:
+        """Whether an object `key` exists: one one-key LIST (`gcd.sweep.nesting`)."""
+        page = await self._list_page(key, Cursor(), run, max_keys=1)
+        return bool(page.objects) and page.objects[0].key == key
+
+    async def _stored(self, key: str) -> bool:
+        """Whether an object `key` exists, without a listing (unordered stores refuse a
+        prefix that does not end in '/'): one GET of at most a claim's size. A store that
+        cannot read an object answers True: the key is kept."""
+        get_object = getattr(self.store, "get_object", None)
+        if get_object is None:
+            return True
+        return await get_object(key, max_bytes=CLAIM_MAX_BYTES) is not None
 
     # -- deleting -------------------------------------------------------------------
 
@@ -545,6 +631,22 @@ class Sweeper:
             top = await self.deleter.delete(batch, run.counts, run.basis)
             if top is not None and (run.max_deleted_epoch is None or top > run.max_deleted_epoch):
                 run.max_deleted_epoch = top
+
+
+def _narrower(prefix: str, layout: KeyLayout, done: str | None) -> list[tuple[str, Cursor]]:
+    """The children of a listing prefix that keeps failing, each with where its listing
+    starts given that every key up to `done` is examined; [] when it cannot be narrowed
+    (no 000-999 prefix in the layout, or already a whole prefix directory)."""
+    depth = len(prefix) - len(layout.listing_root)
+    if not layout.has_prefix or not prefix.startswith(layout.listing_root) or depth >= 3:
+        return []
+    children: list[tuple[str, Cursor]] = []
+    for child in (prefix + digit for digit in "0123456789"):
+        if done is None or done[: len(child)] < child:
+            children.append((child, Cursor()))
+        elif done.startswith(child):
+            children.append((child, Cursor(start_after=done)))
+    return children
 
 
 async def _discard(task: asyncio.Task[ListPage]) -> None:

@@ -26,6 +26,7 @@ sweeper never lists it as a candidate (`CLAIM_NAME`).
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,19 +39,85 @@ __all__ = [
     "Binding",
     "Claim",
     "StorageTarget",
+    "ancestor_roots",
+    "check_ancestor_claims",
     "check_binding",
     "claim_key",
+    "claimed_root",
+    "covering_root",
+    "may_precede_claim",
+    "nested_root",
+    "overlap_conflict",
 ]
 
 BINDING_VERSION = 1
 CLAIM_NAME = ".l0gc-claim.json"
 _MAX_DOC_BYTES = 16 * 1024
+_CLAIM_BYTES = CLAIM_NAME.encode()
 _MAX_TEXT = 1024
 
 
 def claim_key(root: str) -> str:
-    """The key of the claim object under `root`."""
-    return f"{root}/{CLAIM_NAME}"
+    """The key of the claim object under `root` ("" is the bucket's top)."""
+    return f"{root}/{CLAIM_NAME}" if root else CLAIM_NAME
+
+
+def ancestor_roots(root: str) -> tuple[str, ...]:
+    """Every proper ancestor of `root` at '/' boundaries, nearest first, ending with the
+    bucket's top (""): the roots whose claim would contain `root`."""
+    parts = root.split("/")
+    return tuple("/".join(parts[:n]) for n in range(len(parts) - 1, -1, -1))
+
+
+def claimed_root(key: str) -> str | None:
+    """The root a claim object's key claims, or None when `key` is no claim object."""
+    if key == CLAIM_NAME:
+        return ""
+    return key[: -len(CLAIM_NAME) - 1] if key.endswith("/" + CLAIM_NAME) else None
+
+
+def nested_root(key: str, root: str) -> str | None:
+    """The root claimed by `key` when it is a claim object strictly below `root`.
+
+    Prefixes are compared at '/' boundaries: `a/data2` is not below `a/data`, `a/data/417` is.
+    """
+    claimed = claimed_root(key)
+    return claimed if claimed is not None and claimed.startswith(root + "/") else None
+
+
+def covering_root(key: str, root: str, nested: Collection[str]) -> str | None:
+    """The root in `nested` that `key` (under `root`) lies in, or None."""
+    if not nested:
+        return None
+    at = key.find("/", len(root) + 1)
+    while at >= 0:
+        if key[:at] in nested:
+            return key[:at]
+        at = key.find("/", at + 1)
+    return None
+
+
+def directories_below(key: str, root: str) -> Iterator[str]:
+    """Every directory strictly below `root` that holds `key` (outermost first): where a
+    nested claim could be when a listing is unordered and any key may come before it."""
+    at = key.find("/", len(root) + 1)
+    while at >= 0:
+        yield key[:at]
+        at = key.find("/", at + 1)
+
+
+def may_precede_claim(key: str, root: str) -> Iterator[str]:
+    """The directories strictly below `root` holding `key` whose claim object would sort
+    AFTER `key` (byte order), so a listing may show `key` before that claim.
+
+    Only a path segment that sorts before CLAIM_NAME (one starting with a byte below '.',
+    or a prefix of the claim name) does; keys of digits and letters never do.
+    """
+    at = key.find("/", len(root) + 1)
+    while at >= 0:
+        if key[at + 1 :].encode() < _CLAIM_BYTES:
+            yield key[:at]
+        at = key.find("/", at + 1)
 
 
 def _normal_endpoint(endpoint_url: str | None) -> str | None:
@@ -240,6 +307,48 @@ def check_binding(
             f"namespace is {namespace} (binding {binding.binding_id}, etcd cluster "
             f"{binding.cluster_id}): two namespaces must not share a root"
         )
+    return None
+
+
+def overlap_conflict(
+    namespace: str, target: StorageTarget, other_root: str, claim_raw: bytes, *, inside: bool
+) -> str:
+    """The refusal for `target` (of `namespace`) nesting with the claimed `other_root`:
+    `inside` when `target.root` lies inside it, else it lies inside `target.root`."""
+    other = StorageTarget(target.bucket, other_root, target.endpoint_url, target.kind)
+    try:
+        owner = Claim.decode(claim_raw).describe()
+    except InvalidRecord as exc:
+        owner = f"an unreadable claim ({exc})"
+    where = (f"inside {other.describe()}, claimed by {owner}" if inside else
+             f"contains {other.describe()}, claimed by {owner}")  # fmt: skip
+    return (
+        f"namespace {namespace}'s root {target.describe()} {where} ({claim_key(other_root)}): "
+        "the roots of two namespaces must not nest, or one namespace's sweeper would delete "
+        "the other's live objects; bind one of them to a root outside the other's (see "
+        "docs/operations.md#roots-never-nest)"
+    )
+
+
+def check_ancestor_claims(
+    namespace: str, cluster_id: str | None, target: StorageTarget, found: Mapping[str, bytes]
+) -> str | None:
+    """Why `target` must not be swept given the claims `found` at its ancestors (root ->
+    claim object, `ancestor_roots`), or None. A claim of this same namespace in this same
+    etcd cluster (left by a `--replace` move) is no conflict; any other is, an unreadable
+    one included."""
+    for root in ancestor_roots(target.root):
+        raw = found.get(root)
+        if raw is None:
+            continue
+        try:
+            claim = Claim.decode(raw)
+        except InvalidRecord:
+            return overlap_conflict(namespace, target, root, raw, inside=True)
+        if claim.namespace != namespace or (
+            cluster_id is not None and claim.cluster_id != cluster_id
+        ):
+            return overlap_conflict(namespace, target, root, raw, inside=True)
     return None
 
 

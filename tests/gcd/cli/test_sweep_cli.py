@@ -42,7 +42,8 @@ SUMMARY_FIELDS = [
     "deleted_bytes", "skipped_not_eligible", "skipped_young", "unparsable", "errors",
     "skipped_paused", "unsafe_keys", "list_requests", "delete_requests", "duration_s",
     "blocked_reason", "deleted_versions", "deleted_markers", "locked", "locked_reasons",
-    "locked_earliest_retain_until", "store",
+    "locked_earliest_retain_until", "store", "skipped_nested", "nested_roots",
+    "unlistable_prefixes",
 ]  # fmt: skip
 
 

@@ -1,0 +1,92 @@
+"""Claims found below the root while a round lists: the subtrees no key is deleted from.
+
+Another namespace's root may lie inside this one's (bound before nesting was refused, two
+binds at one moment, a claim written by hand): its claim object
+`{nested}/.l0gc-claim.json` then shows up in this round's listing. From then on nothing
+under `{nested}/` is deleted this round, and the round names the nested root
+(`RoundSummary.nested_roots`, the log event `sweep.nested_root`).
+
+A listing returns keys in byte order, and `.` sorts before digits and letters, so a
+directory's claim is listed before its keys. Two cases are left, both handled here:
+keys of the same page (every page is scanned for claims before any key of it is
+decided), and keys that sort BEFORE their directory's claim (a segment starting with a
+byte below '.', `watermark.core.binding.may_precede_claim`): such a key is deleted only
+once the listing has shown that directory's claim is absent (the page goes past it), or
+a probe of the claim's key (once per directory per round) says so; while that probe
+fails, the key is kept.
+
+An unordered listing (S3 Express directory buckets, `--listing unordered`) promises no
+order at all: any key may come before its directories' claims. There every directory
+between the root and an eligible key is probed once per round (a GET of its claim key,
+`watermark.core.binding.directories_below`) before the key may be deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from gcd.errors import StorageError
+from gcd.storage.objectstore import ListPage
+from watermark.core.binding import (
+    claim_key,
+    covering_root,
+    directories_below,
+    may_precede_claim,
+    nested_root,
+)
+
+__all__ = ["NestedRoots"]
+
+log = structlog.get_logger("gcd.sweeper")
+
+Probe = Callable[[str], Awaitable[bool]]
+"""Whether an object with exactly this key exists (one one-key LIST)."""
+
+
+class NestedRoots:
+    """The roots claimed below `root` that this round has found (one per round)."""
+
+    def __init__(self, root: str, probe: Probe, *, ordered: bool = True) -> None:
+        self.root = root
+        self.ordered = ordered
+        """False: the listing has no order, so no page tells a claim is absent."""
+        self.found: dict[str, str] = {}
+        """Nested root -> its claim object's key."""
+        self._probe = probe
+        self._probed: dict[str, bool] = {}
+
+    def scan(self, prefix: str, page: ListPage) -> None:
+        """Note every claim object of `page` below the root (before any key is decided)."""
+        for obj in page.objects:
+            nested = nested_root(obj.key, self.root)
+            if nested is not None and nested not in self.found:
+                self.found[nested] = obj.key
+                log.error("sweep.nested_root", nested_root=nested, claim=obj.key,
+                          root=self.root, prefix=prefix)  # fmt: skip
+
+    async def blocks(self, key: str, page: ListPage) -> str | None:
+        """The nested root that keeps `key` (a key of `page` about to be deleted), or None."""
+        covered = covering_root(key, self.root, self.found)
+        if covered is not None:
+            return covered
+        last = page.objects[-1].key if page.objects else key
+        ordered = self.ordered
+        directories = may_precede_claim if ordered else directories_below
+        for directory in directories(key, self.root):
+            claim = claim_key(directory)
+            if ordered and (page.next_token is None or last.encode() >= claim.encode()):
+                continue  # this page lists past where the claim would be: scan() saw it
+            if directory not in self._probed:
+                try:
+                    self._probed[directory] = await self._probe(claim)
+                except StorageError as exc:  # cannot tell: keep the key this round
+                    log.warning("sweep.nested_probe_failed", claim=claim, code=exc.code)
+                    return directory
+            if self._probed[directory]:
+                self.found.setdefault(directory, claim)
+                log.error("sweep.nested_root", nested_root=directory, claim=claim,
+                          root=self.root)  # fmt: skip
+                return directory
+        return None
