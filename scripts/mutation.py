@@ -51,6 +51,9 @@ from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENTS = ROOT / "scripts" / "mutation-equivalents.txt"
+OPEN = ROOT / "scripts" / "mutation-open.txt"
+"""Survivors of the modules outside the safety set that are not answered yet: allowed
+(and counted against the score) so that a new survivor still fails; never equivalents."""
 
 
 @dataclass(frozen=True)
@@ -352,7 +355,7 @@ def mutants(path: str, source: str, module: types.ModuleType) -> list[Mutant]:
 # -- equivalents ---------------------------------------------------------------------
 
 
-def read_equivalents(path: Path = EQUIVALENTS) -> dict[str, str]:
+def read_equivalents(path: Path = EQUIVALENTS) -> dict[str, str]:  # also reads OPEN
     """id -> reason, from lines ``ID reason`` (``#`` comments and blank lines aside)."""
     listed: dict[str, str] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -595,6 +598,8 @@ class _Campaign:
     match: str | None
     timeout_factor: float
     equivalents: dict[str, str]
+    open_survivors: dict[str, str]
+    recheck: bool
     out: Any
     failures: int | None = None
     rows: list[str] = field(default_factory=list)
@@ -613,8 +618,9 @@ class _Campaign:
         source = (ROOT / path).read_text(encoding="utf-8")
         original = ast.parse(source)
         found = mutants(path, source, sys.modules[_module_name(path)])
-        chosen = _sample([m for m in found if self.match is None or self.match in m.id],
-                         self.sample, self.seed)
+        listed = self.equivalents.keys() | self.open_survivors.keys()
+        chosen = _sample([m for m in found if (self.match is None or self.match in m.id)
+                          and (not self.recheck or m.id in listed)], self.sample, self.seed)
         started, cpu = time.monotonic(), _children_cpu()
         _, status = os.waitpid(_fork(_mutant_run(None, original, items, tests)), 0)
         if os.waitstatus_to_exitcode(status) != 0:
@@ -637,19 +643,25 @@ class _Campaign:
         path = result.module
         out = self.out
         listed = {i for i in self.equivalents if i.startswith(f"{path}:")}
+        known = {i for i in self.open_survivors if i.startswith(f"{path}:")}
         equivalent = [m for m in result.survived if m.id in listed]
-        unlisted = [m for m in result.survived if m.id not in listed]
-        wrongly = [m for m in result.killed + result.timed_out if m.id in listed]
-        stale = sorted(listed - {m.id for m in found}) if full else []
-        new = "survived, not listed as equivalent (write a test that kills it, or list it)"
-        killed = "listed as equivalent but killed (remove it from the list)"
+        still_open = [m for m in result.survived if m.id in known]
+        unlisted = [m for m in result.survived if m.id not in listed | known]
+        wrongly = [m for m in result.killed + result.timed_out if m.id in listed | known]
+        stale = sorted((listed | known) - {m.id for m in found}) if full else []
+        if TARGETS[path].safety and known:
+            _say(f"{path}: a safety module leaves no survivor open: answer these in "
+                 f"{EQUIVALENTS.name} or with a test:", *sorted(known), file=out)
+            stale.extend(sorted(known))
+        new = "survived, not listed (write a test that kills it, or list it as equivalent)"
+        killed = "listed but killed (remove it from the equivalents or open list)"
         for title, bad in ((new, unlisted), (killed, wrongly)):
             if bad:
                 _say(f"{path}: {title}:", file=out)
                 for mutant in bad:
                     _say(_describe(mutant, lines), file=out)
         if stale:
-            _say(f"{path}: listed as equivalent but no such mutant (remove or rename):",
+            _say(f"{path}: listed but no such mutant (remove or rename it):",
                   file=out)
             _say("\n".join(f"  {i}" for i in stale), file=out)
         dead = len(result.killed) + len(result.timed_out)
@@ -657,29 +669,31 @@ class _Campaign:
         score = 100.0 * dead / judged if judged else 100.0
         self.rows.append(f"| {path} | {len(found)} | {len(result.run)} | {dead} "
                          f"({len(result.timed_out)} timed out) | {len(equivalent)} | "
-                         f"{len(unlisted)} | {score:.0f} % | {result.seconds:.0f} s | "
+                         f"{len(still_open)} | {len(unlisted)} | {score:.0f} % | "
+                         f"{result.seconds:.0f} s | "
                          f"{result.cpu:.0f} s |")
         out.flush()
         return len(unlisted) + len(wrongly) + len(stale)
 
 
 def check(paths: list[str], *, jobs: int, sample: int | None, seed: int, match: str | None,
-          timeout_factor: float, equivalents: dict[str, str]) -> int:
+          timeout_factor: float, equivalents: dict[str, str],
+          open_survivors: dict[str, str], recheck: bool = False) -> int:
     """Run the mutants of `paths`; print a table; 1 on any unlisted survivor (or a stale or
     killed equivalent), else 0."""
     import pytest  # noqa: PLC0415
 
     tests = tuple(dict.fromkeys(t for p in paths for t in TARGETS[p].tests))
     campaign = _Campaign(paths, jobs, sample, seed, match, timeout_factor, equivalents,
-                         sys.stdout)
+                         open_survivors, recheck, sys.stdout)
     with contextlib.redirect_stdout(io.StringIO()) as said:
         code = pytest.main(_pytest_args(tests), plugins=[_Profile(), campaign])
     if campaign.failures is None:
         _say(said.getvalue())
         raise SystemExit(f"pytest exit {code} before any mutant ran")
-    _say("| module | mutants | run | killed | equivalent | unlisted survivors "
+    _say("| module | mutants | run | killed | equivalent | open | unlisted survivors "
          "| score | wall | CPU |")
-    _say("|---|---|---|---|---|---|---|---|---|")
+    _say("|---|---|---|---|---|---|---|---|---|---|")
     _say("\n".join(campaign.rows))
     return 1 if campaign.failures else 0
 
@@ -743,6 +757,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--match", metavar="TEXT", help="run only the mutants whose id has TEXT")
     parser.add_argument("--equivalents", type=Path, default=EQUIVALENTS, metavar="FILE",
                         help="the list of equivalent mutants (default: %(default)s)")
+    parser.add_argument("--open", type=Path, default=OPEN, metavar="FILE",
+                        help="survivors not answered yet (default: %(default)s)")
+    parser.add_argument("--recheck", action="store_true",
+                        help="run only the listed mutants (equivalent or open)")
     parser.add_argument("--list", action="store_true", help="print the mutant ids and stop")
     parser.add_argument("--show", metavar="ID", help="run one mutant with pytest's output")
     args = parser.parse_args(argv)
@@ -761,8 +779,9 @@ def main(argv: list[str] | None = None) -> int:
                 _say(f"{mutant.id}  (line {mutant.line})")
         return 0
     return check(paths, jobs=args.jobs, sample=args.sample, seed=args.seed, match=args.match,
-                 timeout_factor=args.timeout_factor,
-                 equivalents=read_equivalents(args.equivalents))
+                 timeout_factor=args.timeout_factor, recheck=args.recheck,
+                 equivalents=read_equivalents(args.equivalents),
+                 open_survivors=read_equivalents(args.open))
 
 
 if __name__ == "__main__":
