@@ -640,6 +640,9 @@ def test_range_errors_name_the_range_to_give() -> None:
     """A prefix, prefix range or shard index out of range says what range to give."""
     with pytest.raises(ValueError, match=r"give 0-999$"):
         DEFAULT.format(1000, 1, "x")
+    with pytest.raises(ValueError, match=r"prefixes are 0-999$"):
+        DEFAULT.prefix_dir(1000)
+    assert DEFAULT.prefix_dir(0) == "level_zero/data/000/"
     with pytest.raises(ConfigError, match=r"within 0-999$"):
         shard_range(0, 1, 5, 1000)
     with pytest.raises(ConfigError, match=r"number the sweepers 0-3$"):
