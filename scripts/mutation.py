@@ -539,7 +539,7 @@ class Result:
     killed: list[Mutant] = field(default_factory=list)
     timed_out: list[Mutant] = field(default_factory=list)
     slow: list[Mutant] = field(default_factory=list)
-    """Outlived the timeout once: run again alone, with four times as long."""
+    """Outlived the timeout once: run again alone, with twice as long."""
     survived: list[Mutant] = field(default_factory=list)
     seconds: float = 0.0
     cpu: float = 0.0
@@ -641,7 +641,7 @@ class _Campaign:
         slow, result.slow = result.slow, []
         for mutant in slow:
             _reap({_fork(_mutant_run(mutant, original, items, tests)): (
-                mutant, time.monotonic())}, 1, timeout * 4, result)
+                mutant, time.monotonic())}, 1, timeout * 2, result)
         result.timed_out.extend(result.slow)
         result.seconds = time.monotonic() - started
         result.cpu = _children_cpu() - cpu
