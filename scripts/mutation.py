@@ -15,12 +15,15 @@ name), the operator with what it changed, and the occurrence of that same change
 same function, e.g. ``watermark/core/safe_epoch.py:judge:cmp:>=->>#1``. Line numbers are
 shown but are not part of it.
 
-How it runs: one process imports pytest, the project and the test files once; each mutant
-runs in a forked child that swaps the mutated function's code object into the live
-function (or, for a change outside any function, re-imports the project with the mutated
-module), then runs pytest in-process on the test files. Hypothesis runs derandomized and
-without its example database, so a run is reproducible. `--jobs` children run at once;
-one that outlives `--timeout` is killed (and counts as killed).
+How it runs: one process runs pytest on the test files of every chosen module and, once
+they are collected, takes over the test loop. Each mutant runs in a forked child that
+swaps the mutated function's code object into the live function and runs the collected
+tests in order, stopping at the first failure; a change outside any function (a module
+constant, a default value) instead makes the child import the project again with the
+mutated module and run pytest afresh. Hypothesis runs derandomized, without shrinking or
+its example database, so a run is reproducible. `--jobs` children run at once; one that
+outlives `--timeout-factor` times the unmutated run is run again alone with twice as
+long, and counts as killed only if it times out again.
 
     python scripts/mutation.py --safety            # the five safety modules (CI)
     python scripts/mutation.py --all               # every module of TARGETS (make mutation)
@@ -637,7 +640,7 @@ class _Campaign:
             result.run.append(mutant)
         _reap(pending, 1, timeout, result)
         # A busy machine can slow a run past the timeout: only a second one, alone and
-        # with four times as long, counts as killed (it loops, or nearly so).
+        # with twice as long, counts as killed (it loops, or nearly so).
         slow, result.slow = result.slow, []
         for mutant in slow:
             _reap({_fork(_mutant_run(mutant, original, items, tests)): (
