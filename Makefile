@@ -1,5 +1,5 @@
 # Both targets do all set-up on a fresh machine (see scripts/bootstrap.sh).
-.PHONY: demo test test-fast bench
+.PHONY: demo test test-fast bench mutation
 demo:
 	scripts/bootstrap.sh
 	.venv/bin/gcd demo $(ARGS)
@@ -10,3 +10,5 @@ test-fast:  ## skips the Spark and soak suites
 bench:
 	scripts/bootstrap.sh
 	.venv/bin/python -m bench $(ARGS)
+mutation:  ## mutation testing of watermark/core and gcd/rules (docs/conventions.md)
+	.venv/bin/python scripts/mutation.py --all $(ARGS)

@@ -74,3 +74,25 @@ def test_next_cursor_after_a_page() -> None:
     assert next_cursor(start, Skip(point), f"{ROOT}418/x", "tok") == Cursor("s", "tok")
     assert next_cursor(start, None, f"{ROOT}417/x", "tok") == Cursor("s", "tok")
     assert next_cursor(start, Skip(point), None, "tok") == Cursor(point, None)
+
+
+def test_skipping_998_goes_on_to_999_under_every_listing_prefix() -> None:
+    """Directory 998 is not the last: under `{root}9` and `{root}99` the listing goes on
+    after it, so directory 999 is listed (its garbage is not left forever)."""
+    for prefix in (f"{ROOT}9", f"{ROOT}99", ROOT):
+        found = skip(LAYOUT, prefix, LAYOUT.parse(LAYOUT.format(998, M + 1, "x")), M)
+        assert found == Skip(f"{ROOT}9980"), prefix
+        assert not found.done
+    last = skip(LAYOUT, f"{ROOT}99", LAYOUT.parse(LAYOUT.format(999, M + 1, "x")), M)
+    assert last == Skip(None)
+    assert skip(LAYOUT, f"{ROOT}999", LAYOUT.parse(LAYOUT.format(999, M + 1, "x")), M) == Skip(
+        None
+    )
+
+
+def test_a_page_ending_at_the_skip_point_goes_on_after_it() -> None:
+    """A page whose last key is the skip point itself (junk named like it) goes on after
+    that point, not at the continuation token: nothing below it is listed again."""
+    point = f"{ROOT}4170"
+    assert next_cursor(Cursor("s", None), Skip(point), point, "tok") == Cursor(point, None)
+    assert next_cursor(Cursor("s", None), Skip(point), point + "0", "tok") == Cursor("s", "tok")

@@ -623,3 +623,27 @@ def test_listing_prefixes_without_prefix_group_allow_only_one_shard() -> None:
         listing_prefixes(LOOSE, 0, 2)
     with pytest.raises(ConfigError, match="sharding"):
         listing_prefixes(LOOSE, 1, 1)
+
+
+def test_the_epoch_bound_is_int64_max_written_out() -> None:
+    """EPOCH_MAX is 2**63 - 1 itself (not derived in the test from the constant it
+    checks): an unpadded layout parses and writes 9223372036854775807 and refuses
+    9223372036854775808 both ways."""
+    assert EPOCH_MAX == 9223372036854775807
+    assert LOOSE.parse("l0/e=9223372036854775807/x") is not None
+    assert LOOSE.parse("l0/e=9223372036854775808/x") is None
+    with pytest.raises(ValueError, match="this layout holds 0-9223372036854775807"):
+        LOOSE.format(None, 9223372036854775808, "x")
+
+
+def test_range_errors_name_the_range_to_give() -> None:
+    """A prefix, prefix range or shard index out of range says what range to give."""
+    with pytest.raises(ValueError, match=r"give 0-999$"):
+        DEFAULT.format(1000, 1, "x")
+    with pytest.raises(ValueError, match=r"prefixes are 0-999$"):
+        DEFAULT.prefix_dir(1000)
+    assert DEFAULT.prefix_dir(0) == "level_zero/data/000/"
+    with pytest.raises(ConfigError, match=r"within 0-999$"):
+        shard_range(0, 1, 5, 1000)
+    with pytest.raises(ConfigError, match=r"number the sweepers 0-3$"):
+        shard_range(4, 4)

@@ -397,3 +397,95 @@ def test_a_timed_out_request_names_the_oldest_hold_and_its_age() -> None:
     assert refusal.oldest == (N, 5.5)
     assert lock.exclusive_waiters == 0
     assert FenceLock(EpochWindow(), partition="p").oldest(1.0) is None
+
+
+def test_a_waiting_exclusive_request_stops_the_fast_path_until_it_leaves() -> None:
+    """Writer preference for the exclusive lock: while it waits for a holder, fences that
+    arrive (fast path or request) wait too; asking again does not queue it twice; once it
+    entered and left, the fast path grants again."""
+    lock = lock_at(N)
+    holder = granted(lock.request(N, 0.0, hold_for=None))
+    assert lock.request_exclusive(N + 1, 0.0) == Wait(queued=True, until=None)
+    assert lock.exclusive_waiters == 1
+    assert lock.grant_at_once(N, 0.0, None) is None
+    assert lock.request(N, 0.0, hold_for=None) == Wait(queued=False, until=None)
+    assert lock.request_exclusive(N + 1, 0.0, queued=True) == Wait(queued=True, until=None)
+    assert lock.exclusive_waiters == 1
+    assert lock.grant_at_once(N, 0.0, None) is None
+    assert lock.inflight == 1
+    lock.release(holder)
+    assert lock.request_exclusive(N + 1, 0.0, queued=True) == Enter()
+    assert (lock.exclusive, lock.exclusive_waiters) == (True, 0)
+    lock.leave_exclusive()
+    assert lock.grant_at_once(N, 0.0, None) is not None
+
+
+def test_a_closed_lock_grants_nothing_even_with_nothing_queued() -> None:
+    """close with no request queued shuts the fast path too, and request_exclusive is
+    refused as CLOSED."""
+    lock = lock_at(N, N + 1)
+    assert not lock.closed
+    assert lock.close()
+    assert lock.closed
+    assert lock.grant_at_once(N, 0.0, None) is None
+    assert lock.grant_at_once(N + 1, 0.0, None) is None
+    refusal = lock.request_exclusive(N + 1, 0.0)
+    assert refusal == Refuse(FenceRefusal.CLOSED, N + 1, (N, N + 1), None, 0)
+
+
+def test_each_transition_that_may_free_a_waiter_counts_one_change() -> None:
+    """`changes` starts at 0 and moves by exactly one per release, withdrawal, dequeue,
+    reclaim, end of an exclusive block, close and revoke; other transitions leave it."""
+    lock = lock_at(N)
+    assert lock.changes == 0
+    expired = granted(lock.request(N, 0.0, hold_for=1.0))
+    other = granted(lock.request(N, 0.0, hold_for=None))
+    assert lock.changes == 0  # grants free nobody
+    assert isinstance(lock.request(N + 1, 0.0, hold_for=None), Wait)
+    assert lock.changes == 0  # queueing frees nobody
+    assert lock.reclaim_expired(1.0) == (expired,)
+    assert lock.changes == 1
+    lock.withdraw()
+    assert lock.changes == 2
+    assert lock.release(other)
+    assert lock.changes == 3
+    assert not lock.release(other)
+    assert lock.changes == 3
+    assert isinstance(lock.request_exclusive(N + 1, 0.0), Enter)
+    assert lock.changes == 4  # it left the queue
+    lock.leave_exclusive()
+    assert lock.changes == 5
+    granted(lock.request(N, 0.0, hold_for=None))
+    assert len(lock.revoke_all()) == 1
+    assert lock.changes == 6
+    assert lock.close()
+    assert lock.changes == 7
+    assert not lock.close()
+    assert lock.changes == 7
+
+
+def test_a_waiting_slide_is_told_the_earliest_deadline() -> None:
+    """Wait.until and next_deadline are the earliest hold deadline, so an expired hold is
+    reclaimed as soon as it may be, not at the latest one."""
+    lock = lock_at(N)
+    assert lock.next_deadline() is None
+    granted(lock.request(N, 0.0, hold_for=9.0))
+    granted(lock.request(N, 0.0, hold_for=3.0))
+    granted(lock.request(N, 0.0, hold_for=None))
+    assert lock.next_deadline() == 3.0
+    assert lock.request(N + 1, 1.0, hold_for=None) == Wait(queued=True, until=3.0)
+    assert lock.request_exclusive(N + 1, 1.0) == Wait(queued=True, until=3.0)
+
+
+def test_the_primitives_record_without_checking() -> None:
+    """grant records a hold at any epoch; slide moves the window, returning before/after;
+    the window property is the lock's own window."""
+    window = EpochWindow()
+    window.advance(N)
+    lock: FenceLock[Hold] = FenceLock(window, partition="p0")
+    assert lock.window is window
+    hold = lock.grant(N + 5, 1.0, 2.0, slid=True)
+    assert (hold.epoch, hold.slid, hold.deadline, hold.window) == (N + 5, True, 3.0, (N, N))
+    assert lock.is_held(hold)
+    assert lock.slide(N + 1) == Slide(None, (N, N), (N, N + 1))
+    assert lock.bounds == (N, N + 1)
