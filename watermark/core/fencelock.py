@@ -118,7 +118,7 @@ class Hold:
     """True if this fence slid the window up to `epoch`."""
     deadline: float | None
     """When the hold may be reclaimed, on the lock's clock; None = never."""
-    granted_at: float = 0.0
+    granted_at: float
     """When it was granted, on the lock's clock."""
     outcome: Outcome | None = None
     """How it ended; None while held."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
+from gcd.rules.cursor import Cursor, Skip, can_skip, directory_prefixes, next_cursor, skip
 from gcd.rules.layout import KeyLayout
 
 LAYOUT = KeyLayout.default("r")
@@ -96,3 +96,19 @@ def test_a_page_ending_at_the_skip_point_goes_on_after_it() -> None:
     point = f"{ROOT}4170"
     assert next_cursor(Cursor("s", None), Skip(point), point, "tok") == Cursor(point, None)
     assert next_cursor(Cursor("s", None), Skip(point), point + "0", "tok") == Cursor("s", "tok")
+
+
+def test_directory_prefixes_cover_each_partial_prefix_with_its_directories() -> None:
+    """Unordered listings need prefixes ending in '/': the root stays as it is, a partial
+    prefix becomes exactly the 3-digit directories it covers, in order; a prefix that is
+    already a directory (or longer) is kept."""
+    root = "level_zero/data/"
+    assert directory_prefixes([root], root) == [root]
+    assert directory_prefixes([root + "4"], root) == [f"{root}4{n:02d}/" for n in range(100)]
+    assert directory_prefixes([root + "41"], root) == [f"{root}41{n}/" for n in range(10)]
+    assert directory_prefixes([root + "417"], root) == [f"{root}417/"]
+    assert directory_prefixes([root + "417/"], root) == [f"{root}417/"]
+    assert directory_prefixes([root + "4170"], root) == [f"{root}4170"]
+    both = directory_prefixes([root + "9", root + "23"], root)
+    assert both == [f"{root}9{n:02d}/" for n in range(100)] + [f"{root}23{n}/" for n in range(10)]
+    assert directory_prefixes([], root) == []

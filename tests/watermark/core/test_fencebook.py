@@ -51,7 +51,7 @@ def test_fences_that_end_unnoticed_are_swept_as_the_book_grows() -> None:
         book.add(f"a{index}", hold, 0.0)
     lock.revoke_all()  # every one of them ends, unnoticed
     assert book.live == 128
-    book.add("late", Hold("p", 5, (5, 5), False, None), 1.0)  # live is 2 x 64: sweep
+    book.add("late", Hold("p", 5, (5, 5), False, None, 0.0), 1.0)  # live is 2 x 64: sweep
     assert (book.live, book.ended) == (1, 128)
     assert book.get("a0", 6.0) is granted[0]  # within the horizon from the sweep
     assert book.get("a0", 6.5) is None

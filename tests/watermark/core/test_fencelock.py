@@ -489,3 +489,13 @@ def test_the_primitives_record_without_checking() -> None:
     assert lock.is_held(hold)
     assert lock.slide(N + 1) == Slide(None, (N, N), (N, N + 1))
     assert lock.bounds == (N, N + 1)
+
+
+def test_the_oldest_hold_is_never_older_than_zero_seconds() -> None:
+    """A clock read before the grant (`now` earlier than `granted_at`) gives age 0.0, and
+    with nothing held there is no oldest hold."""
+    lock = lock_at(N)
+    assert lock.oldest(5.0) is None
+    lock.grant_at_once(N, 10.0, None)
+    assert lock.oldest(9.0) == (N, 0.0)
+    assert lock.oldest(10.25) == (N, 0.25)
