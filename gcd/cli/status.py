@@ -260,7 +260,8 @@ def _sweepers(view: GcView) -> list[dict[str, Any]]:
             continue
         found.append({"sweeper_id": one.sweeper_id, "shard_index": one.shard_index,
                       "shard_count": one.shard_count, "started_at": one.started_at,
-                      "store": None if one.store is None else dict(one.store)})  # fmt: skip
+                      "store": None if one.store is None else dict(one.store),
+                      "problems": list(one.problems)})  # fmt: skip
     return found
 
 
@@ -379,6 +380,8 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append(f"sweepers       {len(report.sweepers)} running: {shards}")
         seen = {_store_line(w["store"]) for w in report.sweepers if w.get("store")}
         lines.extend(f"store          {line}" for line in sorted(seen))
+        lines.extend(f"last round     {printable(w['sweeper_id'])}: {printable(problem)}"
+                     for w in report.sweepers for problem in w.get("problems", ()))  # fmt: skip
     if report.shard_problem is not None:
         lines.append(f"shards         DISAGREE: {printable(report.shard_problem)}")
     if report.fleet is not None:

@@ -32,10 +32,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,14 @@ from gcd.sweep.brake import brake_for
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundSummary
 from gcd.sweep.safety import WatermarkSource
-from gcd.sweep.shards import DEFAULT_TTL_S, announced, announcement, new_sweeper_id
+from gcd.sweep.shards import (
+    DEFAULT_TTL_S,
+    ShardAnnouncement,
+    announced,
+    announcement,
+    new_sweeper_id,
+    problems_of,
+)
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from watermark import exitcodes
 from watermark.core.binding import StorageTarget
@@ -186,6 +194,7 @@ async def watermark_source(
     sweeper_id: str | None = None,
     shard_ttl_s: int = DEFAULT_TTL_S,
     follow_every: int = 0,
+    announce: Announcing | None = None,
 ) -> AsyncIterator[WatermarkSource | None]:
     """M from etcd (connected lazily: an outage blocks rounds), or None without etcd.
 
@@ -212,7 +221,7 @@ async def watermark_source(
                 else:
                     me = announcement(sweeper_id or new_sweeper_id(), *shard)
                     async with announced(store, kv, me, ttl_s=shard_ttl_s,
-                                         detected=_detected(objects)):
+                                         now=announce or Announcing(objects)):
                         yield BoundSource(store, target, objects, shard=me, follower=follower)
             finally:
                 if follower is not None:
@@ -221,16 +230,26 @@ async def watermark_source(
         await kv.close()
 
 
-def _detected(objects: object) -> Callable[[], dict[str, Any] | None]:
-    """What the sweeper's store has detected so far, for its shard announcement."""
-    if not isinstance(objects, DetectingStore):
-        return lambda: None
-    store = objects
+class Announcing:
+    """What a running sweeper says of itself in its shard announcement, read each time
+    it is refreshed: what its store detected, and what its last round could not collect
+    (prefixes that cannot be listed, nested roots of other namespaces), for `gcd status`."""
 
-    def now() -> dict[str, Any]:  # read at each call: the detection changes
-        return store.detected.to_dict()
+    def __init__(self, objects: object) -> None:
+        self.objects = objects
+        self.sweeper: Sweeper | None = None
+        """Set once the sweeper exists (its last round's summary is read)."""
 
-    return now
+    def __call__(self, me: ShardAnnouncement) -> ShardAnnouncement:
+        objects = self.objects
+        store = objects.detected.to_dict() if isinstance(objects, DetectingStore) else None
+        last = None if self.sweeper is None else self.sweeper.last_summary
+        lines: list[str] = []
+        if last is not None:
+            lines += [f"cannot list {prefix}: skipped" for prefix in last.unlistable_prefixes]
+            lines += [f"nested root {root}: another namespace's claim, kept"
+                      for root in last.nested_roots]  # fmt: skip
+        return dataclasses.replace(me, store=store, problems=problems_of(lines))
 
 
 async def check_namespace(etcd: EtcdSettings) -> None:
@@ -355,14 +374,19 @@ async def open_sweeper(
     pause brake and the deletion journal."""
     sweeper_id = new_sweeper_id()
     metrics = SweeperMetrics()
-    async with open_objects(setup.s3, setup.azure, gcs=setup.gcs) as store, watermark_source(
-        setup.etcd, target=setup.target, objects=store, shard=setup.shard,
-        sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s, follow_every=follow_every,
-    ) as source, open_journal(
-        args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
-    ) as sinks:  # fmt: skip
-        yield Sweeper(store, setup.round, plan=plan, brake=brake_for(source), metrics=metrics,
-                      sinks=sinks), source  # fmt: skip
+    async with open_objects(setup.s3, setup.azure, gcs=setup.gcs) as store:
+        announce = Announcing(store)
+        async with watermark_source(
+            setup.etcd, target=setup.target, objects=store, shard=setup.shard,
+            sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s, follow_every=follow_every,
+            announce=announce,
+        ) as source, open_journal(
+            args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
+        ) as sinks:  # fmt: skip
+            sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source),
+                              metrics=metrics, sinks=sinks)  # fmt: skip
+            announce.sweeper = sweeper
+            yield sweeper, source
 
 
 async def run(args: argparse.Namespace) -> int:

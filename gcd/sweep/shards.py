@@ -9,8 +9,9 @@ in the listing shows it, so each running sweeper announces itself in etcd:
                                  "started_at", "store"?}     bound to the sweeper's lease
 
 (`store`, once the sweeper's preflight has looked: what it detected about the bucket,
-`gcd.storage.objectstore.StoreFeatures.to_dict`, so `gcd status` can show it; re-put
-under the same lease when it changes.)
+`gcd.storage.objectstore.StoreFeatures.to_dict`; `problems`, what its last round could not
+collect and why, e.g. a prefix that cannot be listed or a nested root; both for `gcd
+status`, and put again under the same lease when they change.)
 
 and before each round checks every other announcement (`check_shards`, pure): a
 different count, the same index twice, or an announcement it cannot read means it does
@@ -27,8 +28,8 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -40,15 +41,19 @@ from watermark.etcd.store import WatermarkStore
 
 __all__ = [
     "DEFAULT_TTL_S",
+    "MAX_PROBLEMS",
     "ShardAnnouncement",
     "announced",
     "announcement",
     "check_shards",
     "fleet_problem",
     "new_sweeper_id",
+    "problems_of",
 ]
 
 DEFAULT_TTL_S = 15
+MAX_PROBLEMS = 8
+_MAX_PROBLEM_CHARS = 300
 _VERSION = 1
 _MAX_BYTES = 4096
 log = structlog.get_logger("gcd.shards")
@@ -70,6 +75,8 @@ class ShardAnnouncement:
     started_at: float
     store: Mapping[str, str | bool | None] | None = None
     """What the sweeper detected about its bucket (see the module docstring), if known."""
+    problems: tuple[str, ...] = ()
+    """What its last round could not collect, one short line each (at most `MAX_PROBLEMS`)."""
 
     def encode(self) -> bytes:
         """Compact JSON."""
@@ -78,6 +85,8 @@ class ShardAnnouncement:
                                "started_at": self.started_at}  # fmt: skip
         if self.store is not None:
             doc["store"] = dict(self.store)
+        if self.problems:
+            doc["problems"] = list(self.problems)
         text = strictjson.dumps(doc, what="shard announcement", sort_keys=True, compact=True)
         return text.encode()
 
@@ -93,7 +102,8 @@ class ShardAnnouncement:
             raise ValueError(f"announcement has shard {index!r}/{count!r}")
         if not isinstance(sweeper_id, str) or not isinstance(started, int | float):
             raise ValueError("announcement lacks sweeper_id or started_at")
-        return cls(sweeper_id, index, count, float(started), _store(doc.get("store")))
+        return cls(sweeper_id, index, count, float(started), _store(doc.get("store")),
+                   _problems(doc.get("problems", [])))
 
     @property
     def shard(self) -> str:
@@ -112,6 +122,24 @@ def _store(value: object) -> dict[str, str | bool | None] | None:
         if len(name) > 64 or not (short or item is None or isinstance(item, bool)):
             raise ValueError(f"announcement's store field {name!r} is not a short value")
     return value
+
+
+def _problems(value: object) -> tuple[str, ...]:
+    """The optional `problems` field: a short list of short strings."""
+    if not isinstance(value, list) or len(value) > MAX_PROBLEMS:
+        raise ValueError(f"announcement's problems is not a list of at most {MAX_PROBLEMS}")
+    if not all(isinstance(item, str) and len(item) <= _MAX_PROBLEM_CHARS for item in value):
+        raise ValueError("announcement's problems are not short strings")
+    return tuple(value)
+
+
+def problems_of(lines: Sequence[str]) -> tuple[str, ...]:
+    """`lines` as an announcement's problems: each cut short, at most `MAX_PROBLEMS`."""
+    cut = [line if len(line) <= _MAX_PROBLEM_CHARS else line[: _MAX_PROBLEM_CHARS - 3] + "..."
+           for line in lines]  # fmt: skip
+    if len(cut) > MAX_PROBLEMS:
+        cut = [*cut[: MAX_PROBLEMS - 1], f"... and {len(cut) - MAX_PROBLEMS + 1} more"]
+    return tuple(cut)
 
 
 def check_shards(me: ShardAnnouncement, announced: Mapping[str, bytes]) -> str | None:
@@ -157,12 +185,13 @@ async def announced(
     me: ShardAnnouncement,
     *,
     ttl_s: int = DEFAULT_TTL_S,
-    detected: Callable[[], Mapping[str, str | bool | None] | None] = lambda: None,
+    now: Callable[[ShardAnnouncement], ShardAnnouncement] = lambda me: me,
 ) -> AsyncIterator[None]:
     """Keep `me` announced under a lease while the block runs; withdraw it on exit.
 
-    `detected()` is what the sweeper's store has detected so far (None: nothing yet); it
-    is looked at every `ttl_s / 3` s and a change is put again under the same lease.
+    `now(me)` is the announcement as it should read now (`me` with what the sweeper has
+    detected and its last round's problems); it is looked at every `ttl_s / 3` s and a
+    change is put again under the same lease.
 
     etcd being unreachable at start or later is logged, never raised: the sweeper's own
     watermark reads then fail and block deletion anyway, and the announcement is put
@@ -174,7 +203,7 @@ async def announced(
 
     async def ensure() -> None:
         try:
-            raw = replace(me, store=detected()).encode()
+            raw = now(me).encode()
             if not lease[0] or not await kv.lease_refresh(lease[0]):
                 lease[0] = await kv.lease_grant(ttl_s)
                 written[0] = b""

@@ -242,6 +242,8 @@ class Sweeper:
             sinks=sinks,
         )
         self.current: _Run | None = None
+        self.last_summary: RoundSummary | None = None
+        """The summary of the last round that ran (None before the first)."""
         """The round in progress, for progress displays."""
 
     @property
@@ -352,6 +354,7 @@ class Sweeper:
         return reasons, first
 
     def _record(self, summary: RoundSummary, max_deleted_epoch: int | None) -> None:
+        self.last_summary = summary
         metrics = self.metrics
         metrics.round_duration.observe(summary.duration_s)
         outcome = summary.outcome

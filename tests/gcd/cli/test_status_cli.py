@@ -396,6 +396,11 @@ def test_status_shows_what_the_sweepers_detected_about_the_bucket() -> None:
          "NO (single deletes)"),
     ]
     assert report.to_dict()["sweepers"][2]["store"] == fallback
+    problem = "cannot list level_zero/data/417: skipped"
+    troubled = ShardAnnouncement("s-d", 0, 1, 1.0, None, (problem,))
+    shown = build_report(GcView(1, b"5", {}, sweepers={"s-d": troubled.encode()}), "/x", NOW)
+    assert "last round     s-d: cannot list level_zero/data/417: skipped" in render_text(shown, NOW)
+    assert shown.to_dict()["sweepers"][0]["problems"] == list(troubled.problems)
     undetected = {"s-a": ShardAnnouncement("s-a", 0, 1, 1.0).encode()}
     quiet = build_report(GcView(1, b"5", {}, sweepers=undetected), "/l0gc/x", NOW)
     assert "store " not in render_text(quiet, NOW)

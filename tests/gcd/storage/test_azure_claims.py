@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
+from gcd.cli.sweep import Announcing
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
 from gcd.sweep.binding import BindingConflict, BoundSource, bind_namespace
 from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.shards import ShardAnnouncement
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.local_azurite import LocalAzurite
 from watermark.core.binding import StorageTarget, claim_key
@@ -104,9 +106,13 @@ async def test_a_prefix_azure_cannot_list_is_skipped_by_name_and_the_round_ends(
     metrics = SweeperMetrics()
     started = time.monotonic()
     async with AzureBlobStore.open(settings) as store:
-        result = await Sweeper(store, config, metrics=metrics,
-                               clock=lambda: time.time() + 60).sweep(5, None)  # fmt: skip
+        sweeper = Sweeper(store, config, metrics=metrics, clock=lambda: time.time() + 60)
+        result = await sweeper.sweep(5, None)
+        announce = Announcing(store)  # what `gcd status` shows of a running sweeper
+        announce.sweeper = sweeper
+        told = announce(ShardAnnouncement("s", 0, 1, 1.0))
     assert time.monotonic() - started < 10
+    assert told.problems == ("cannot list level_zero/data/417: skipped",)
     summary = result.summary
     assert summary.unlistable_prefixes == ("level_zero/data/417",)
     assert (summary.deleted, summary.errors, summary.outcome) == (len(garbage), 1, "partial")

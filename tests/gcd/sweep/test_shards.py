@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
-from gcd.sweep.shards import ShardAnnouncement, check_shards
+from gcd.sweep.shards import MAX_PROBLEMS, ShardAnnouncement, check_shards, problems_of
 from gcd.sweep.shards import announced as keep_announced
 from tests.waiting import wait_until
 from watermark.etcd.memory import MemoryKV
@@ -76,7 +77,8 @@ async def test_a_detection_is_put_again_under_the_same_lease() -> None:
         assert found is not None
         return json.loads(found.value).get("store", "absent")
 
-    async with keep_announced(store, kv, ME, ttl_s=3, detected=lambda: seen[0]):
+    async with keep_announced(store, kv, ME, ttl_s=3,
+                              now=lambda me: replace(me, store=seen[0])):
         first = await kv.get(key)
         assert first is not None
         assert await announced_store() == "absent"
@@ -92,3 +94,21 @@ async def test_a_detection_is_put_again_under_the_same_lease() -> None:
         assert now.create_revision == first.create_revision  # put again, never withdrawn
         assert now.lease == first.lease != 0
     assert await kv.get(key) is None
+
+
+def test_the_last_rounds_problems_round_trip_short_and_bounded() -> None:
+    """Issue 25 (6): what the last round could not collect travels in the announcement for
+    `gcd status`, cut to MAX_PROBLEMS short lines; a long list or a non-string blocks."""
+    lines = [f"cannot list level_zero/data/{n:03d}: skipped" for n in range(12)] + ["x" * 400]
+    problems = problems_of(lines)
+    assert len(problems) == MAX_PROBLEMS
+    assert problems[-1] == f"... and {len(lines) - MAX_PROBLEMS + 1} more"
+    assert problems[0] == lines[0]
+    assert problems_of(["x" * 400])[0].endswith("...")
+    assert len(problems_of(["x" * 400])[0]) == 300
+    with_problems = ShardAnnouncement("b", 1, 2, 1.0, None, problems)
+    assert ShardAnnouncement.decode(with_problems.encode()) == with_problems
+    for hostile in ([1], ["x" * 301], ["p"] * (MAX_PROBLEMS + 1), "text"):
+        doc = json.loads(with_problems.encode())
+        doc["problems"] = hostile
+        assert check_shards(ME, {"me": ME.encode(), "b": json.dumps(doc).encode()}) is not None
