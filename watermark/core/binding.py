@@ -89,12 +89,7 @@ def covering_root(key: str, root: str, nested: Collection[str]) -> str | None:
     """The root in `nested` that `key` (under `root`) lies in, or None."""
     if not nested:
         return None
-    at = key.find("/", len(root) + 1)
-    while at >= 0:
-        if key[:at] in nested:
-            return key[:at]
-        at = key.find("/", at + 1)
-    return None
+    return next((d for d in directories_below(key, root) if d in nested), None)
 
 
 def directories_below(key: str, root: str) -> Iterator[str]:
@@ -113,11 +108,9 @@ def may_precede_claim(key: str, root: str) -> Iterator[str]:
     Only a path segment that sorts before CLAIM_NAME (one starting with a byte below '.',
     or a prefix of the claim name) does; keys of digits and letters never do.
     """
-    at = key.find("/", len(root) + 1)
-    while at >= 0:
-        if key[at + 1 :].encode() < _CLAIM_BYTES:
-            yield key[:at]
-        at = key.find("/", at + 1)
+    for directory in directories_below(key, root):
+        if key[len(directory) + 1 :].encode() < _CLAIM_BYTES:
+            yield directory
 
 
 def _normal_endpoint(endpoint_url: str | None) -> str | None:

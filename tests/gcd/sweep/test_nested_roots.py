@@ -29,15 +29,7 @@ from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from gcd.testing.memory import MemoryObjectStore
 from watermark import exitcodes
-from watermark.core.binding import (
-    CLAIM_NAME,
-    StorageTarget,
-    ancestor_roots,
-    claim_key,
-    covering_root,
-    may_precede_claim,
-    nested_root,
-)
+from watermark.core.binding import StorageTarget, claim_key
 from watermark.core.contract import Publication
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -177,20 +169,6 @@ def test_bind_refuses_nesting_in_either_order_and_compares_at_slashes(
     assert bind(f"{namespace}/beside", f"{INNER}x")[0] == exitcodes.OK  # 417x: not inside 417
     assert bind(f"{namespace}/sibling", "level_zero/data2")[0] == exitcodes.OK
     assert bind(f"{namespace}/inner", INNER)[0] == exitcodes.OK  # idempotent, still
-
-
-def test_prefixes_nest_only_at_slashes() -> None:
-    """The pure rules: ancestors up to the bucket top; `data2` is not below `data`."""
-    assert ancestor_roots(INNER) == (OUTER, "level_zero", "")
-    assert claim_key("") == CLAIM_NAME
-    assert nested_root(claim_key(INNER), OUTER) == INNER
-    assert nested_root(claim_key("level_zero/data2"), OUTER) is None
-    assert nested_root(claim_key(OUTER), OUTER) is None  # its own claim
-    assert nested_root(f"{INNER}/x{CLAIM_NAME}", OUTER) is None  # not a claim object
-    assert covering_root(f"{INNER}/1/k", OUTER, {INNER}) == INNER
-    assert covering_root(f"{INNER}9/1/k", OUTER, {INNER}) is None
-    assert list(may_precede_claim(f"{INNER}/000/-k", OUTER)) == [f"{INNER}/000"]
-    assert list(may_precede_claim(f"{INNER}/000/k", OUTER)) == []
 
 
 def test_a_key_sorting_before_its_directorys_claim_is_kept() -> None:
