@@ -45,6 +45,7 @@ __all__ = [
     "claim_key",
     "claimed_root",
     "covering_root",
+    "directories_below",
     "may_precede_claim",
     "nested_root",
     "overlap_conflict",
