@@ -72,6 +72,7 @@ __all__ = [
     "DEFAULT_TEMPLATE",
     "EPOCH_MAX",
     "PREFIX_COUNT",
+    "PREFIX_WIDTH",
     "KeyLayout",
     "ParsedKey",
     "compress_range",
@@ -237,7 +238,8 @@ class KeyLayout:
             return None
         if key[start + PREFIX_WIDTH] != "/" or key[name_at - 1] != "/":
             return None
-        prefix, epoch = key[start : start + PREFIX_WIDTH], key[start + PREFIX_WIDTH + 1 : name_at - 1]
+        prefix = key[start : start + PREFIX_WIDTH]
+        epoch = key[start + PREFIX_WIDTH + 1 : name_at - 1]
         if not (_is_ascii_digits(prefix) and _is_ascii_digits(epoch)):
             return None
         name = key[name_at:]

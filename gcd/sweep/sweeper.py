@@ -9,7 +9,8 @@ this process already used (a regression means etcd went backwards, so we alert a
 delete nothing).
 
 `Sweeper.sweep(M)` then streams: lister tasks (at most `list_concurrency` at a time)
-page through their listing prefixes in key order and feed every object to
+page through their listing prefixes in key order (a lister that would idle takes over
+the back half of another's range: `gcd.rules.listsplit`) and feed every object to
 `gcd.rules.decision.decide`. Deletable keys are cut into batches of `batch_size` that go
 through a bounded queue to `concurrency` deleter tasks, so memory stays bounded by
 the queue however big the bucket is, and listers wait when deleters fall behind.
@@ -20,7 +21,10 @@ later key of p is deletable, and the lister skips to the next prefix directory, 
 ends when none is left under its listing prefix. Where the next LIST starts is the
 rule `gcd.rules.cursor` (`skip`, `next_cursor`), shared with Spark's listing; the
 sweeper's `skip_ahead` switch (off: `gcd sweep --full-listing`) only says whether to
-ask it. Unpadded layouts list everything: correct, slower.
+ask it. Unpadded layouts list everything: correct, slower. Where the listing may skip, the page
+that starts a directory asks for few keys, and pages grow while every key is eligible
+(`gcd.rules.cursor.next_page_size`), so a skip does not make the server read and send
+the live keys it skips.
 
 LIST latency is hidden by looking one page ahead: as soon as a page arrives, its lister
 guesses from the page's last key alone where the next page starts, sends that LIST, and
@@ -64,9 +68,18 @@ import structlog
 from gcd.errors import StorageError
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.backoff import Backoff
-from gcd.rules.cursor import Cursor, Skip, next_cursor, skip
+from gcd.rules.cursor import (
+    Cursor,
+    Skip,
+    can_skip,
+    first_page_size,
+    next_cursor,
+    next_page_size,
+    skip,
+)
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import KeyLayout, listing_prefixes
+from gcd.rules.listsplit import ListRange, split_range
 from gcd.storage.objectstore import ListPage, ObjectInfo, ObjectStore
 from gcd.storage.retry import Retrier
 from gcd.sweep.brake import OPEN, Brake
@@ -148,6 +161,7 @@ class _Ahead(NamedTuple):
     """A LIST sent ahead (still in flight, or answered and not read yet) and its cursor."""
 
     cursor: Cursor
+    size: int
     task: asyncio.Task[ListPage]
 
 
@@ -286,46 +300,80 @@ class Sweeper:
     # -- listing --------------------------------------------------------------------
 
     async def _produce(self, queue: _Queue, run: _Run) -> None:
-        gate = asyncio.Semaphore(self.config.list_concurrency)
+        want = self.config.list_concurrency
+        gate = asyncio.Semaphore(want)
+        unfinished = [0]  # ranges queued or being listed
 
-        async def one(prefix: str) -> None:
-            async with gate:
-                await self._list_prefix(prefix, queue, run)
+        async def one(part: ListRange) -> None:
+            try:
+                async with gate:
+                    await self._list_prefix(part, queue, run, share)
+            finally:
+                unfinished[0] -= 1
+
+        def share(part: ListRange, last_key: str) -> ListRange:
+            """Hand the back half of `part` to a lister that would idle; the part kept."""
+            if unfinished[0] >= want:
+                return part
+            halves = split_range(self.config.layout, part, last_key)
+            if halves is None:
+                return part
+            unfinished[0] += 1
+            group.create_task(one(halves[1]))
+            return halves[0]
 
         async with asyncio.TaskGroup() as group:
             for prefix in self.config.prefixes():
-                group.create_task(one(prefix))
+                unfinished[0] += 1
+                group.create_task(one(ListRange(prefix)))
         if run.batch:
             batch, run.batch = run.batch, []
             await queue.put(batch)
         for _ in range(self.config.concurrency):
             await queue.put(None)
 
-    async def _list_prefix(self, prefix: str, queue: _Queue, run: _Run) -> None:
-        """Page through one listing prefix, one LIST ahead (see the module docstring)."""
-        cursor: Cursor | None = Cursor()
+    async def _list_prefix(
+        self,
+        part: ListRange,
+        queue: _Queue,
+        run: _Run,
+        share: Callable[[ListRange, str], ListRange],
+    ) -> None:
+        """Page through one range of a listing prefix, one LIST ahead (see the module
+        docstring); `share` may hand the back half of the range to another lister."""
+        prefix, full, probing = part.prefix, self.config.page_size, self._probing()
+        cursor: Cursor | None = Cursor(part.start_after)
+        size = first_page_size(probing, full)
         ahead: _Ahead | None = None
         try:
             while cursor is not None and not self._listing_over(run):
-                if ahead is not None and ahead.cursor != cursor:
+                if ahead is not None and (ahead.cursor, ahead.size) != (cursor, size):
                     await _discard(ahead.task)  # the guess was wrong
                     ahead = None
-                task = ahead.task if ahead is not None else self._send(prefix, cursor, run)
+                task = ahead.task if ahead is not None else self._send(prefix, cursor, size, run)
                 ahead = None
                 try:
-                    page = await task
+                    page = _clip(await task, part)
                 except StorageError as exc:
                     log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
                     run.counts.errors += 1
                     return
-                guess = self._guess_next(prefix, cursor, page, run)
+                guess = _within(part, self._guess_next(prefix, cursor, page, run))
                 if guess is not None and not self._listing_over(run):
-                    ahead = _Ahead(guess, self._send(prefix, guess, run))
+                    guess_size = next_page_size(size, guess, full, probing=probing)
+                    ahead = _Ahead(guess, guess_size, self._send(prefix, guess, guess_size, run))
                     await asyncio.sleep(0)  # let it start: examining the page may never yield
-                cursor = await self._examine(prefix, cursor, page, queue, run)
+                cursor = _within(part, await self._examine(prefix, cursor, page, queue, run))
+                if cursor is not None:
+                    size = next_page_size(size, cursor, full, probing=probing)
+                    part = share(part, page.objects[-1].key) if page.objects else part
         finally:
             if ahead is not None:
                 await _discard(ahead.task)
+
+    def _probing(self) -> bool:
+        """True when pages start as probes: the listing may skip (`next_page_size`)."""
+        return self.config.skip_ahead and can_skip(self.config.layout)
 
     def _listing_over(self, run: _Run) -> bool:
         """True once listers must stop: a stop event, the brake, or the delete cap reached."""
@@ -416,10 +464,10 @@ class Sweeper:
                 await queue.put(batch)
         return True
 
-    def _send(self, prefix: str, cursor: Cursor, run: _Run) -> asyncio.Task[ListPage]:
-        return asyncio.create_task(self._list_page(prefix, cursor, run))
+    def _send(self, prefix: str, cursor: Cursor, size: int, run: _Run) -> asyncio.Task[ListPage]:
+        return asyncio.create_task(self._list_page(prefix, cursor, size, run))
 
-    async def _list_page(self, prefix: str, cursor: Cursor, run: _Run) -> ListPage:
+    async def _list_page(self, prefix: str, cursor: Cursor, size: int, run: _Run) -> ListPage:
         """One LIST, retried by the retry loop; raises the StorageError that ended it."""
 
         async def attempt() -> ListPage:
@@ -430,7 +478,7 @@ class Sweeper:
             try:
                 return await self.store.list_page(prefix, start_after=cursor.start_after,
                                                   continuation_token=cursor.token,
-                                                  max_keys=self.config.page_size)  # fmt: skip
+                                                  max_keys=size)  # fmt: skip
             except StorageError as exc:
                 self.metrics.list_error(exc.code)
                 raise
@@ -450,6 +498,21 @@ class Sweeper:
             top = await self.deleter.delete(batch, run.counts, run.basis)
             if top is not None and (run.max_deleted_epoch is None or top > run.max_deleted_epoch):
                 run.max_deleted_epoch = top
+
+
+def _clip(page: ListPage, part: ListRange) -> ListPage:
+    """`page` without the keys beyond `part`'s end (a later range's); then the range is done."""
+    if not page.objects or part.owns(page.objects[-1].key):
+        return page
+    kept = tuple(obj for obj in page.objects if part.owns(obj.key))
+    return ListPage(kept, None, page.request_id)
+
+
+def _within(part: ListRange, cursor: Cursor | None) -> Cursor | None:
+    """`cursor`, or None when the listing would go on past `part`'s end."""
+    if cursor is None or (cursor.token is None and part.passed(cursor.start_after)):
+        return None
+    return cursor
 
 
 async def _discard(task: asyncio.Task[ListPage]) -> None:
