@@ -83,7 +83,7 @@ async def _child(args: argparse.Namespace) -> dict[str, Any]:
                          skip_ahead=not args.full_listing)  # fmt: skip
     async with S3ObjectStore.open(settings) as store:
         counting = _Counting(store)
-        sweeper = Sweeper(counting, config)  # type: ignore[arg-type]
+        sweeper = Sweeper(counting, config)
         cpu, started = time.process_time(), time.perf_counter()
         result = await sweeper.sweep(args.safe_epoch, None)
         round_s, round_cpu = time.perf_counter() - started, time.process_time() - cpu
