@@ -81,6 +81,10 @@ async def _child(args: argparse.Namespace) -> dict[str, Any]:
     settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region="us-east-1")
     config = RoundConfig(layout=KeyLayout.default(ROOT), grace_s=0.0,
                          skip_ahead=not args.full_listing)  # fmt: skip
+    import gcd  # noqa: PLC0415
+
+    if args.tree and not gcd.__file__.startswith(os.path.abspath(args.tree)):
+        raise RuntimeError(f"imported {gcd.__file__}, not the tree {args.tree}")
     async with S3ObjectStore.open(settings) as store:
         counting = _Counting(store)
         sweeper = Sweeper(counting, config)
@@ -105,8 +109,10 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
     endpoint = bench.s3.endpoint_url
     if side.startswith("gcd"):
         tree = before if side == "gcd-before" else os.getcwd()
-        argv = [sys.executable, "-m", "bench.paired", "child", "--endpoint-url", endpoint,
-                "--bucket", bench.bucket, "--safe-epoch", "1000"]  # fmt: skip
+        # -P: the working directory (this tree) does not go first on sys.path, so the
+        # child imports the tree PYTHONPATH names
+        argv = [sys.executable, "-P", "-m", "bench.paired", "child", "--endpoint-url", endpoint,
+                "--bucket", bench.bucket, "--safe-epoch", "1000", "--tree", str(tree)]  # fmt: skip
         if side == "gcd-full":
             argv.append("--full-listing")
         env = child_env(PYTHONPATH=str(tree))
@@ -196,6 +202,7 @@ def main() -> int:
     child.add_argument("--bucket", required=True)
     child.add_argument("--safe-epoch", type=int, required=True)
     child.add_argument("--full-listing", action="store_true")
+    child.add_argument("--tree", default=None, help="fail unless gcd is imported from here")
     args = parser.parse_args()
     if args.mode == "child":
         sys.stdout.write(json.dumps(asyncio.run(_child(args))) + "\n")
