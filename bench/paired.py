@@ -136,7 +136,7 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
 
 
 def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
-    cols = ("side", "wall s", "keys/s wall", "client CPU us/key", "round CPU us/key",
+    cols = ("side", "wall s", "round s", "keys/s wall", "client CPU us/key", "round CPU us/key",
             "server CPU us/key", "LISTs", "keys returned", "x gcd (paired wall)")  # fmt: skip
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     ours = results["gcd"]
@@ -150,6 +150,7 @@ def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
         cells = (
             side,
             f"{med('wall_s'):.2f}",
+            "-" if med("round_s") is None else f"{med('round_s'):.2f}",
             f"{keys / (med('wall_s') or 1):,.0f}",
             f"{(med('cpu_s') or 0) / keys * 1e6:.1f}",
             "-" if round_cpu is None else f"{round_cpu / keys * 1e6:.1f}",
