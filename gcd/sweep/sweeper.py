@@ -304,22 +304,23 @@ class Sweeper:
         gate = asyncio.Semaphore(want)
         unfinished = [0]  # ranges queued or being listed
 
-        async def one(part: ListRange) -> None:
+        async def one(part: ListRange, size: int | None = None) -> None:
             try:
                 async with gate:
-                    await self._list_prefix(part, queue, run, share)
+                    await self._list_prefix(part, queue, run, share, size)
             finally:
                 unfinished[0] -= 1
 
-        def share(part: ListRange, last_key: str) -> ListRange:
-            """Hand the back half of `part` to a lister that would idle; the part kept."""
+        def share(part: ListRange, last_key: str, size: int) -> ListRange:
+            """Hand the back half of `part` to a lister that would idle, starting with
+            pages of `size` keys (the giver's); return the part kept."""
             if unfinished[0] >= want:
                 return part
             halves = split_range(self.config.layout, part, last_key)
             if halves is None:
                 return part
             unfinished[0] += 1
-            group.create_task(one(halves[1]))
+            group.create_task(one(halves[1], size))
             return halves[0]
 
         async with asyncio.TaskGroup() as group:
@@ -337,13 +338,15 @@ class Sweeper:
         part: ListRange,
         queue: _Queue,
         run: _Run,
-        share: Callable[[ListRange, str], ListRange],
+        share: Callable[[ListRange, str, int], ListRange],
+        size: int | None = None,
     ) -> None:
         """Page through one range of a listing prefix, one LIST ahead (see the module
-        docstring); `share` may hand the back half of the range to another lister."""
+        docstring); `share` may hand the back half of the range to another lister.
+        `size`: the first page's (default `first_page_size`)."""
         prefix, full, probing = part.prefix, self.config.page_size, self._probing()
         cursor: Cursor | None = Cursor(part.start_after)
-        size = first_page_size(probing, full)
+        size = first_page_size(probing, full) if size is None else size
         ahead: _Ahead | None = None
         try:
             while cursor is not None and not self._listing_over(run):
@@ -366,7 +369,7 @@ class Sweeper:
                 cursor = _within(part, await self._examine(prefix, cursor, page, queue, run))
                 if cursor is not None:
                     size = next_page_size(size, cursor, full, probing=probing)
-                    part = share(part, page.objects[-1].key) if page.objects else part
+                    part = share(part, page.objects[-1].key, size) if page.objects else part
         finally:
             if ahead is not None:
                 await _discard(ahead.task)
