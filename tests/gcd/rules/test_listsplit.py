@@ -68,7 +68,7 @@ def test_passed_says_when_a_range_has_nothing_left() -> None:
     assert not ListRange(f"{ROOT}0").passed(f"{ROOT}0990")
 
 
-@settings(database=None, max_examples=150)
+@settings(database=None, max_examples=80)
 @given(st.lists(st.integers(0, 99), min_size=1, max_size=12))
 def test_repeated_splits_own_every_key_exactly_once(positions: list[int]) -> None:
     """However ranges are split, each key of the prefix (junk too) is owned by one range."""
