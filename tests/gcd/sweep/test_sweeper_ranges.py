@@ -9,7 +9,7 @@ import pytest
 
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
-from gcd.storage.objectstore import DeleteResult, ListPage
+from gcd.storage.objectstore import DeleteResult, ListPage, StoreFeatures
 from gcd.storage.retry import Retrier
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.testing.memory import MemoryObjectStore
@@ -56,6 +56,42 @@ class CountingStore:
 
     async def delete_batch(self, keys: list[str]) -> DeleteResult:
         return await self.inner.delete_batch(keys)
+
+    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
+        return await self.inner.get_object(key, max_bytes=max_bytes)
+
+
+class VersionedCountingStore(CountingStore):
+    """A CountingStore that says it is a versioned bucket and lists versions (one each)."""
+
+    async def detect(self) -> StoreFeatures:
+        return self.detected
+
+    @property
+    def detected(self) -> StoreFeatures:
+        return StoreFeatures(versioning="Enabled")
+
+    async def list_versions_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        return await self.list_page(prefix, start_after=start_after,
+                                    continuation_token=continuation_token,
+                                    max_keys=max_keys)  # fmt: skip
+
+    async def lock_state(self, key: str, version_id: str) -> tuple[str, float | None]:
+        raise AssertionError("nothing is locked here")
+
+
+def crowded(store: MemoryObjectStore) -> None:
+    """Directories 000-099 (all under {root}/0), 3 garbage keys each."""
+    for prefix in range(100):
+        for epoch in range(1, 4):
+            store.put(LAYOUT.format(prefix, epoch, "g"), last_modified_s=OLD)
 
 
 def sweeper(store: CountingStore, **config: object) -> Sweeper:
@@ -153,3 +189,33 @@ async def test_split_ranges_and_probes_delete_exactly_the_eligible_keys(seed: in
     assert before - inner.keys() == expected
     assert result.summary.deleted == len(expected)
     assert result.summary.errors == 0
+
+
+async def test_unordered_listings_are_never_split_and_ask_for_full_pages() -> None:
+    """An unordered listing: no range is shared (no StartAfter at all), every page asks
+    for the configured page size, and every key is listed exactly once."""
+    inner = MemoryObjectStore()
+    crowded(inner)
+    store = CountingStore(inner)
+    config = {"list_concurrency": 4, "page_size": 100, "unordered_listing": True}
+    result = await sweeper(store, **config).sweep(100, None)
+    assert inner.objects == {}
+    assert all(start is None for _, start, _, _ in store.sent)
+    assert {size for *_, size in store.sent} == {100}
+    assert all(prefix.endswith("/") for prefix, *_ in store.sent)
+    assert result.summary.listed == 300
+    assert store.returned == 300
+
+
+async def test_versioned_listings_are_never_split_and_ask_for_full_pages() -> None:
+    """ListObjectVersions pages by KeyMarker: full pages, no probes, no shared ranges
+    (a dry run: the sizes and starts of the LISTs are what is checked)."""
+    inner = MemoryObjectStore()
+    crowded(inner)
+    store = VersionedCountingStore(inner)
+    config = {"list_concurrency": 4, "page_size": 100, "dry_run": True}
+    result = await sweeper(store, **config).sweep(100, None)
+    assert {size for *_, size in store.sent if size != 1} == {100}  # 1: nested-claim probes
+    assert not [start for _, start, token, size in store.sent if start and size != 1]
+    assert result.summary.listed == 300
+    assert result.summary.eligible == 300
