@@ -705,6 +705,8 @@ def test_fixed_width_parse_examples() -> None:
         "level_zero/data/417/" + EPOCH18 + "/..",
         "level_zero/data/417//" + EPOCH18 + "/x",
         "level_zero/dataa/417/" + EPOCH18 + "/x",
+        "level_zero/data/417x" + EPOCH18 + "/x",  # one separator wrong, same length
+        "level_zero/data/417/" + EPOCH18 + "\\x",
     ]
     for key in refused:
         assert DEFAULT.parse(key) is None, key
