@@ -9,8 +9,9 @@ this process already used (a regression means etcd went backwards, so we alert a
 delete nothing).
 
 `Sweeper.sweep(M)` then streams: lister tasks (at most `list_concurrency` at a time)
-page through their listing prefixes in key order (a lister that would idle takes over
-the back half of another's range: `gcd.rules.listsplit`) and feed every object to
+page through their listing prefixes in key order (on an ordered listing of keys that may
+skip, a lister that would idle takes over the back half of another's range:
+`gcd.rules.listsplit`) and feed every object to
 `gcd.rules.decision.decide`. Deletable keys are cut into batches of `batch_size` that go
 through a bounded queue to `concurrency` deleter tasks, so memory stays bounded by
 the queue however big the bucket is, and listers wait when deleters fall behind.
@@ -24,7 +25,9 @@ sweeper's `skip_ahead` switch (off: `gcd sweep --full-listing`) only says whethe
 ask it. Unpadded layouts list everything: correct, slower. Where the listing may skip, the page
 that starts a directory asks for few keys, and pages grow while every key is eligible
 (`gcd.rules.cursor.next_page_size`), so a skip does not make the server read and send
-the live keys it skips.
+the live keys it skips. Versioned and unordered listings ask for full pages and are
+never shared; a prefix narrowed after failures (`_unlistable`) is listed in pieces that
+keep its range's end and are not shared either.
 
 LIST latency is hidden by looking one page ahead: as soon as a page arrives, its lister
 guesses from the page's last key alone where the next page starts, sends that LIST, and
