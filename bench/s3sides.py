@@ -11,6 +11,8 @@ restored from a copy of its data directory before every side):
   full-listing sweeper (Redpanda's) does. Same code, same concurrency.
 - `s5cmd rm 's3://bucket/root/*'`: the fast bulk-delete tool a user would reach for.
 - naive: `bench.naive_delete`, boto3 list-everything then DeleteObject per key.
+- obstore: `bench.obstore_delete`, the Rust object_store client listing and deleting in
+  batches of 1,000 (a bench-only optional dependency: the `bench` extra).
 
 Because moto runs in this process, the process CPU time of this process during a side's
 run is (almost all) the server's work: `server_cpu_s / wall_s` near 1 means the server
@@ -44,7 +46,7 @@ from watermark.etcd.store import WatermarkStore
 
 __all__ = ["SERVERS", "SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
 
-SIDES = ("gcd sweep", "gcd sweep, full listing", "s5cmd rm", "naive boto3")
+SIDES = ("gcd sweep", "gcd sweep, full listing", "s5cmd rm", "naive boto3", "obstore")
 SERVERS = ("moto", "seaweedfs")
 _PUT_RESEED_MAX = 2000
 """Up to this many keys, SeaweedFS is re-seeded by PUT; above, from a data snapshot."""
@@ -254,6 +256,9 @@ class S3Bench:
                 "--prefix",
                 ROOT + "/",
             ]
+        if side == "obstore":
+            return [PYTHON, "-m", "bench.obstore_delete", "--endpoint-url", endpoint_url,
+                    "--bucket", self.bucket, "--prefix", ROOT + "/"]  # fmt: skip
         raise ValueError(f"unknown side {side!r}; choose from {SIDES}")
 
     def run_side(self, side: str, endpoint_url: str | None = None, concurrency: int = 8) -> SideRun:
@@ -282,6 +287,8 @@ class S3Bench:
         elif side == "naive boto3":
             summary = json.loads(child.stdout.strip().splitlines()[-1])
             list_requests, delete_requests = summary["list_requests"], summary["delete_requests"]
+        elif side == "obstore":
+            delete_requests = json.loads(child.stdout.strip().splitlines()[-1])["delete_requests"]
         return SideRun(
             side,
             len(self.keys),

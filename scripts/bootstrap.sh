@@ -17,7 +17,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==25.3"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        -c constraints.txt -e ".[dev,spark]"
+        -c constraints.txt -e ".[dev,spark,bench]"
     echo "$want" > "$stamp"
 fi
 

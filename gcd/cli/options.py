@@ -90,7 +90,8 @@ ROUND_OPTIONS: tuple[Option, ...] = (
     Option("--concurrency", integer(1), 8,
            "DeleteObjects requests in flight at most (default 8; halved on SlowDown)", "N"),
     Option("--list-concurrency", integer(1), 4,
-           "listing prefixes listed at once (default 4; 1 lists the root as one stream)", "N"),
+           "LIST streams at once (default 4; a stream that would idle takes half of another's "
+           "prefix directories; 1 lists the root as one stream)", "N"),
     Option("--max-deletes-per-second", positive_number, None,
            "token-bucket limit on deleted keys per second (default: unlimited)", "RATE"),
     Option("--max-deletes", integer(1), None,

@@ -31,6 +31,14 @@ seen and decided. Such stores may also require prefixes ending in ``/``:
 `directory_prefixes` turns a shard's decimal listing prefixes into the prefix
 directories they cover (``{root}/41`` -> ``{root}/410/`` ... ``{root}/419/``).
 
+How many keys a LIST asks for follows the same ordering (`first_page_size`,
+`next_page_size`): where the listing may skip, a page that starts a directory is a
+probe of `PROBE_KEYS` keys, and while pages go on without skipping (every key of them
+at or below M) each asks for `PROBE_GROWTH` times more, up to the full page. So a
+probe that crosses from a directory's garbage into its live keys returns few live keys
+(the server neither reads nor sends the rest), and pages are full only where keys are
+all eligible. A listing that cannot skip asks for full pages throughout.
+
 Unpadded layouts, or layouts without a prefix, list everything: correct, slower. So
 does a padded custom layout that does not keep the ordering it promises: skipping then
 leaves garbage behind, but never deletes more, since every key is still decided
@@ -40,10 +48,25 @@ against M (`gcd.rules.decision`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from gcd.rules.layout import PREFIX_COUNT, PREFIX_WIDTH, KeyLayout, ParsedKey
 
-__all__ = ["Cursor", "Skip", "can_skip", "directory_prefixes", "next_cursor", "skip"]
+__all__ = [
+    "PROBE_GROWTH",
+    "PROBE_KEYS",
+    "Cursor",
+    "Skip",
+    "can_skip",
+    "directory_prefixes",
+    "first_page_size",
+    "next_cursor",
+    "next_page_size",
+    "skip",
+]
+
+PROBE_KEYS: Final = 32  # keys asked for by the page that starts a directory
+PROBE_GROWTH: Final = 4  # the next page asks for this many times more while none skips
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,3 +148,21 @@ def directory_prefixes(prefixes: list[str], root: str) -> list[str]:
             continue
         out += [f"{prefix}{n:0{width}d}/" if width else f"{prefix}/" for n in range(10**width)]
     return out
+
+def first_page_size(probing: bool, full: int) -> int:
+    """Keys the first LIST of a listing asks for: a probe when the listing may skip."""
+    return min(full, PROBE_KEYS) if probing else full
+
+
+def next_page_size(previous: int, after: Cursor, full: int, *, probing: bool) -> int:
+    """Keys the LIST starting at `after` asks for, after a page that asked for `previous`.
+
+    `after` is `next_cursor`'s answer: a cursor without a token skipped to a new
+    directory, so its page is a probe; one with a token goes on where the page left
+    off, every key so far eligible, so it asks for `PROBE_GROWTH` times more.
+    """
+    if not probing:
+        return full
+    if after.token is None:
+        return min(full, PROBE_KEYS)
+    return min(full, previous * PROBE_GROWTH)

@@ -72,6 +72,7 @@ __all__ = [
     "DEFAULT_TEMPLATE",
     "EPOCH_MAX",
     "PREFIX_COUNT",
+    "PREFIX_WIDTH",
     "KeyLayout",
     "ParsedKey",
     "compress_range",
@@ -90,6 +91,7 @@ EPOCH_MAX: Final = 2**63 - 1  # epochs are signed 64-bit integers everywhere
 # int() refuses strings over 4300 digits; no sane layout pads an epoch beyond this.
 _MAX_EPOCH_WIDTH: Final = 64
 _UNPADDED_MAX_DIGITS: Final = len(str(EPOCH_MAX))
+_FIXED_NAME_AT: Final = PREFIX_WIDTH + 1 + DEFAULT_EPOCH_WIDTH + 1  # "DDD/" epoch "/"
 _TEMPLATE_FIELDS: Final = frozenset({"prefix", "epoch", "name"})
 
 
@@ -111,6 +113,7 @@ class KeyLayout:
     epoch_width: int | None = DEFAULT_EPOCH_WIDTH
     template: str = DEFAULT_TEMPLATE
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _fixed: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_root(self.root)
@@ -127,6 +130,9 @@ class KeyLayout:
         _check_template(self.template, self.pattern, "prefix" in regex.groupindex,
                         self.epoch_width)  # fmt: skip
         object.__setattr__(self, "_regex", regex)
+        fixed = (self.pattern, self.template, self.epoch_width) == (
+            DEFAULT_PATTERN, DEFAULT_TEMPLATE, DEFAULT_EPOCH_WIDTH)  # fmt: skip
+        object.__setattr__(self, "_fixed", fixed)
 
     @classmethod
     def default(cls, root: str = DEFAULT_ROOT) -> KeyLayout:
@@ -208,11 +214,38 @@ class KeyLayout:
         """The key's fields, or None for any key this layout could not have produced.
 
         Fields are returned only when the template writes them back as exactly `key`.
+        The default layout's fixed widths are read by slicing (`_parse_fixed`), with
+        the same verdicts as the match and round trip every other layout takes.
         """
+        if self._fixed:
+            return self._parse_fixed(key)
         parsed = self._match(key)
         if parsed is None or self._write(parsed.prefix, parsed.epoch, parsed.name) != key:
             return None
         return parsed
+
+    def _parse_fixed(self, key: str) -> ParsedKey | None:
+        """`parse` for the default layout: ``{root}/DDD/`` + 18 digits + ``/{name}``.
+
+        Every key this accepts matches the default pattern and formats back to itself
+        (the widths are fixed, the digits ASCII, the name valid), and every key it refuses
+        fails one of them; tests/gcd/rules/test_layout.py holds the two paths equal.
+        """
+        root = self.listing_root
+        start = len(root)
+        name_at = start + _FIXED_NAME_AT
+        if len(key) <= name_at or not key.startswith(root):
+            return None
+        if key[start + PREFIX_WIDTH] != "/" or key[name_at - 1] != "/":
+            return None
+        prefix = key[start : start + PREFIX_WIDTH]
+        epoch = key[start + PREFIX_WIDTH + 1 : name_at - 1]
+        if not (_is_ascii_digits(prefix) and _is_ascii_digits(epoch)):
+            return None
+        name = key[name_at:]
+        if "/" in name or not _is_valid_name(name):
+            return None
+        return ParsedKey(prefix=int(prefix), epoch=int(epoch), name=name)
 
     def _write(self, prefix: int | None, epoch: int, name: str) -> str:
         return self.listing_root + self.template.format(prefix=prefix, epoch=epoch, name=name)

@@ -9,7 +9,9 @@ this process already used (a regression means etcd went backwards, so we alert a
 delete nothing).
 
 `Sweeper.sweep(M)` then streams: lister tasks (at most `list_concurrency` at a time)
-page through their listing prefixes in key order and feed every object to
+page through their listing prefixes in key order (on an ordered listing of keys that may
+skip, a lister that would idle takes over the back half of another's range:
+`gcd.rules.listsplit`) and feed every object to
 `gcd.rules.decision.decide`. Deletable keys are cut into batches of `batch_size` that go
 through a bounded queue to `concurrency` deleter tasks, so memory stays bounded by
 the queue however big the bucket is, and listers wait when deleters fall behind.
@@ -20,7 +22,12 @@ later key of p is deletable, and the lister skips to the next prefix directory, 
 ends when none is left under its listing prefix. Where the next LIST starts is the
 rule `gcd.rules.cursor` (`skip`, `next_cursor`), shared with Spark's listing; the
 sweeper's `skip_ahead` switch (off: `gcd sweep --full-listing`) only says whether to
-ask it. Unpadded layouts list everything: correct, slower.
+ask it. Unpadded layouts list everything: correct, slower. Where the listing may skip, the page
+that starts a directory asks for few keys, and pages grow while every key is eligible
+(`gcd.rules.cursor.next_page_size`), so a skip does not make the server read and send
+the live keys it skips. Versioned and unordered listings ask for full pages and are
+never shared; a prefix narrowed after failures (`_unlistable`) is listed in pieces that
+keep its range's end and are not shared either.
 
 LIST latency is hidden by looking one page ahead: as soon as a page arrives, its lister
 guesses from the page's last key alone where the next page starts, sends that LIST, and
@@ -76,9 +83,19 @@ import structlog
 from gcd.errors import StorageError
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.backoff import Backoff
-from gcd.rules.cursor import Cursor, Skip, directory_prefixes, next_cursor, skip
+from gcd.rules.cursor import (
+    Cursor,
+    Skip,
+    can_skip,
+    directory_prefixes,
+    first_page_size,
+    next_cursor,
+    next_page_size,
+    skip,
+)
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import KeyLayout, listing_prefixes
+from gcd.rules.listsplit import ListRange, split_range
 from gcd.rules.versions import VersionMode, split_target
 from gcd.storage.objectstore import (
     DetectingStore,
@@ -176,6 +193,7 @@ class _Ahead(NamedTuple):
     """A LIST sent ahead (still in flight, or answered and not read yet) and its cursor."""
 
     cursor: Cursor
+    size: int
     task: asyncio.Task[ListPage]
 
 
@@ -390,15 +408,33 @@ class Sweeper:
     # -- listing --------------------------------------------------------------------
 
     async def _produce(self, queue: _Queue, run: _Run) -> None:
-        gate = asyncio.Semaphore(self.config.list_concurrency)
+        want = self.config.list_concurrency
+        gate = asyncio.Semaphore(want)
+        unfinished = [0]  # ranges queued or being listed
 
-        async def one(prefix: str) -> None:
-            async with gate:
-                await self._list_prefix(prefix, queue, run)
+        async def one(part: ListRange, size: int | None = None) -> None:
+            try:
+                async with gate:
+                    await self._list_prefix(part, queue, run, share, size)
+            finally:
+                unfinished[0] -= 1
+
+        def share(part: ListRange, last_key: str, size: int) -> ListRange:
+            """Hand the back half of `part` to a lister that would idle, starting with
+            pages of `size` keys (the giver's); return the part kept."""
+            if unfinished[0] >= want or not self._probing(run):
+                return part
+            halves = split_range(self.config.layout, part, last_key)
+            if halves is None:
+                return part
+            unfinished[0] += 1
+            group.create_task(one(halves[1], size))
+            return halves[0]
 
         async with asyncio.TaskGroup() as group:
             for prefix in run.prefixes:
-                group.create_task(one(prefix))
+                unfinished[0] += 1
+                group.create_task(one(ListRange(prefix)))
         if run.batch:
             batch, run.batch = run.batch, []
             await queue.put(batch)
@@ -406,39 +442,53 @@ class Sweeper:
             await queue.put(None)
 
     async def _list_prefix(
-        self, prefix: str, queue: _Queue, run: _Run, start: Cursor | None = None
+        self,
+        part: ListRange,
+        queue: _Queue,
+        run: _Run,
+        share: Callable[[ListRange, str, int], ListRange] | None = None,
+        size: int | None = None,
     ) -> None:
-        """Page through one listing prefix, one LIST ahead (see the module docstring)."""
-        cursor: Cursor | None = start or Cursor()
-        done = start.start_after if start else None  # every key up to here is examined
+        """Page through one range of a listing prefix, one LIST ahead (see the module
+        docstring); `share` (ordered, unversioned listings that may skip) may hand the
+        back half of the range to another lister. `size`: the first page's (default
+        `first_page_size`)."""
+        prefix, full, probing = part.prefix, self.config.page_size, self._probing(run)
+        cursor: Cursor | None = Cursor(part.start_after)
+        done = part.start_after  # every key up to here is examined
+        size = first_page_size(probing, full) if size is None else size
         ahead: _Ahead | None = None
         try:
             while cursor is not None and not self._listing_over(run):
-                if ahead is not None and ahead.cursor != cursor:
+                if ahead is not None and (ahead.cursor, ahead.size) != (cursor, size):
                     await _discard(ahead.task)  # the guess was wrong
                     ahead = None
-                task = ahead.task if ahead is not None else self._send(prefix, cursor, run)
+                task = ahead.task if ahead is not None else self._send(prefix, cursor, size, run)
                 ahead = None
                 try:
-                    page = await task
+                    page = _clip(await task, part)
                 except StorageError as exc:
                     log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
-                    await self._unlistable(prefix, done, exc, queue, run)
+                    await self._unlistable(part, done, exc, queue, run)
                     return
-                guess = self._guess_next(prefix, cursor, page, run)
+                guess = _within(part, self._guess_next(prefix, cursor, page, run))
                 if guess is not None and not self._listing_over(run):
-                    ahead = _Ahead(guess, self._send(prefix, guess, run))
+                    guess_size = next_page_size(size, guess, full, probing=probing)
+                    ahead = _Ahead(guess, guess_size, self._send(prefix, guess, guess_size, run))
                     await asyncio.sleep(0)  # let it start: examining the page may never yield
-                cursor = await self._examine(prefix, cursor, page, queue, run)
+                cursor = _within(part, await self._examine(prefix, cursor, page, queue, run))
                 if cursor is not None:
                     last = page.objects[-1].key if page.objects else done
                     done = cursor.start_after if cursor.token is None else last
+                    size = next_page_size(size, cursor, full, probing=probing)
+                    if share is not None and page.objects:
+                        part = share(part, page.objects[-1].key, size)
         finally:
             if ahead is not None:
                 await _discard(ahead.task)
 
     async def _unlistable(
-        self, prefix: str, done: str | None, exc: StorageError, queue: _Queue, run: _Run
+        self, part: ListRange, done: str | None, exc: StorageError, queue: _Queue, run: _Run
     ) -> None:
         """A listing prefix whose listing failed for a whole retry budget (`RoundConfig.backoff`,
         per request; the Azure SDK's own retries are off, so this is the only one).
@@ -449,22 +499,32 @@ class Sweeper:
         narrowed the same way, down to the layout's 3-digit prefix directories, so one
         poison name costs one directory. When no child answers (an outage, not a name),
         or it cannot be narrowed, the prefix is reported by name and skipped (one error).
+        A child is listed as a range of its own, never shared, that keeps `part`'s end:
+        keys past it are another range's.
         """
-        children = _narrower(prefix, self.config.layout, done) if exc.retryable else []
+        prefix = part.prefix
+        children = _narrower(part, self.config.layout, done) if exc.retryable else []
         listable = [await self._answers(child, start, run) for child, start in children]
         if any(listable):
             log.warning("sweep.prefix_narrowed", prefix=prefix, code=exc.code)
             for (child, start), ok in zip(children, listable, strict=True):
                 if self._listing_over(run):
                     return
+                narrowed = ListRange(child, start.start_after, part.end)
                 if ok:
-                    await self._list_prefix(child, queue, run, start)
+                    await self._list_prefix(narrowed, queue, run)
                 else:
-                    await self._unlistable(child, start.start_after, exc, queue, run)
+                    await self._unlistable(narrowed, start.start_after, exc, queue, run)
             return
         log.error("sweep.prefix_unlistable", prefix=prefix, code=exc.code, error=str(exc))
         run.counts.errors += 1
         run.counts.unlistable_prefixes.append(prefix)
+
+    def _probing(self, run: _Run) -> bool:
+        """True when pages start as probes and ranges may be shared: the listing is
+        ordered, lists keys (not versions) and may skip. Unordered listings never skip nor
+        start after a key; versioned ones page by KeyMarker: both take full pages, unsplit."""
+        return run.skip_ahead and not run.versioned and can_skip(self.config.layout)
 
     def _listing_over(self, run: _Run) -> bool:
         """True once listers must stop: a stop event, the brake, or the delete cap reached."""
@@ -567,13 +627,12 @@ class Sweeper:
                 await queue.put(batch)
         return True
 
-    def _send(self, prefix: str, cursor: Cursor, run: _Run) -> asyncio.Task[ListPage]:
-        return asyncio.create_task(self._list_page(prefix, cursor, run))
+    def _send(self, prefix: str, cursor: Cursor, size: int, run: _Run) -> asyncio.Task[ListPage]:
+        return asyncio.create_task(self._list_page(prefix, cursor, size, run))
 
     async def _list_page(
-        self, prefix: str, cursor: Cursor, run: _Run, *, max_keys: int | None = None,
-        retry: bool = True,
-    ) -> ListPage:  # fmt: skip
+        self, prefix: str, cursor: Cursor, size: int, run: _Run, *, retry: bool = True
+    ) -> ListPage:
         """One LIST, retried by the retry loop; raises the StorageError that ended it."""
 
         lister = self.store.list_page
@@ -586,11 +645,9 @@ class Sweeper:
             # ahead and then discarded unread counts too: these count what S3 bills.
             run.counts.list_requests += 1
             self.metrics.list_requests.inc()
-            page_size = max_keys or self.config.page_size
             try:
                 return await lister(prefix, start_after=cursor.start_after,
-                                    continuation_token=cursor.token,
-                                    max_keys=page_size)  # fmt: skip
+                                    continuation_token=cursor.token, max_keys=size)  # fmt: skip
             except StorageError as exc:
                 self.metrics.list_error(exc.code)
                 raise
@@ -605,14 +662,14 @@ class Sweeper:
     async def _answers(self, prefix: str, start: Cursor, run: _Run) -> bool:
         """Whether one one-key LIST of `prefix` (no retry) succeeds."""
         try:
-            await self._list_page(prefix, start, run, max_keys=1, retry=False)
+            await self._list_page(prefix, start, 1, run, retry=False)
         except StorageError:
             return False
         return True
 
     async def _exists(self, key: str, run: _Run) -> bool:
         """Whether an object `key` exists: one one-key LIST (`gcd.sweep.nesting`)."""
-        page = await self._list_page(key, Cursor(), run, max_keys=1)
+        page = await self._list_page(key, Cursor(), 1, run)
         return bool(page.objects) and page.objects[0].key == key
 
     async def _stored(self, key: str) -> bool:
@@ -636,20 +693,39 @@ class Sweeper:
                 run.max_deleted_epoch = top
 
 
-def _narrower(prefix: str, layout: KeyLayout, done: str | None) -> list[tuple[str, Cursor]]:
+def _narrower(part: ListRange, layout: KeyLayout, done: str | None) -> list[tuple[str, Cursor]]:
     """The children of a listing prefix that keeps failing, each with where its listing
-    starts given that every key up to `done` is examined; [] when it cannot be narrowed
-    (no 000-999 prefix in the layout, or already a whole prefix directory)."""
+    starts given that every key up to `done` is examined, and none whose keys all sort
+    after `part`'s end (another range's); [] when it cannot be narrowed (no 000-999
+    prefix in the layout, or already a whole prefix directory)."""
+    prefix, end = part.prefix, part.end
     depth = len(prefix) - len(layout.listing_root)
     if not layout.has_prefix or not prefix.startswith(layout.listing_root) or depth >= 3:
         return []
     children: list[tuple[str, Cursor]] = []
     for child in (prefix + digit for digit in "0123456789"):
+        if end is not None and child > end and not end.startswith(child):
+            continue  # every key under it sorts after the range's last
         if done is None or done[: len(child)] < child:
             children.append((child, Cursor()))
         elif done.startswith(child):
             children.append((child, Cursor(start_after=done)))
     return children
+
+
+def _clip(page: ListPage, part: ListRange) -> ListPage:
+    """`page` without the keys beyond `part`'s end (a later range's); then the range is done."""
+    if not page.objects or part.owns(page.objects[-1].key):
+        return page
+    kept = tuple(obj for obj in page.objects if part.owns(obj.key))
+    return ListPage(kept, None, page.request_id)
+
+
+def _within(part: ListRange, cursor: Cursor | None) -> Cursor | None:
+    """`cursor`, or None when the listing would go on past `part`'s end."""
+    if cursor is None or (cursor.token is None and part.passed(cursor.start_after)):
+        return None
+    return cursor
 
 
 async def _discard(task: asyncio.Task[ListPage]) -> None:

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from gcd.rules.cursor import Cursor, Skip, can_skip, directory_prefixes, next_cursor, skip
+from gcd.rules.cursor import (
+    PROBE_GROWTH,
+    PROBE_KEYS,
+    Cursor,
+    Skip,
+    can_skip,
+    directory_prefixes,
+    first_page_size,
+    next_cursor,
+    next_page_size,
+    skip,
+)
 from gcd.rules.layout import KeyLayout
 
 LAYOUT = KeyLayout.default("r")
@@ -112,3 +123,19 @@ def test_directory_prefixes_cover_each_partial_prefix_with_its_directories() -> 
     both = directory_prefixes([root + "9", root + "23"], root)
     assert both == [f"{root}9{n:02d}/" for n in range(100)] + [f"{root}23{n}/" for n in range(10)]
     assert directory_prefixes([], root) == []
+
+def test_page_sizes_probe_a_directory_and_grow_while_nothing_skips() -> None:
+    """A page that starts a directory asks for few keys; each page that went on asks for
+    4x more up to the full page; a listing that cannot skip always asks for full pages."""
+    assert (PROBE_KEYS, PROBE_GROWTH) == (32, 4)
+    assert first_page_size(True, 1000) == 32
+    assert first_page_size(False, 1000) == 1000
+    assert first_page_size(True, 3) == 3  # never more than the configured page
+    sizes = [first_page_size(True, 1000)]
+    for _ in range(4):
+        sizes.append(next_page_size(sizes[-1], Cursor(None, "token"), 1000, probing=True))
+    assert sizes == [32, 128, 512, 1000, 1000]
+    jumped = Cursor(f"{ROOT}4170", None)  # next_cursor's answer after a skip
+    assert next_page_size(1000, jumped, 1000, probing=True) == 32
+    assert next_page_size(32, jumped, 1000, probing=False) == 1000
+    assert next_page_size(32, Cursor(None, "token"), 1000, probing=False) == 1000

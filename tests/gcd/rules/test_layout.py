@@ -647,3 +647,70 @@ def test_range_errors_name_the_range_to_give() -> None:
         shard_range(0, 1, 5, 1000)
     with pytest.raises(ConfigError, match=r"number the sweepers 0-3$"):
         shard_range(4, 4)
+
+# -- the default layout's sliced parse holds the same verdicts as match + round trip --
+
+_HOSTILE = "0189/ \t\n.a_-\x00\x85\u00a0\u0663\uff10\u00b2+_é"
+_SEGMENT = st.text(alphabet=_HOSTILE, max_size=20)
+
+
+def _round_trip_parse(layout: KeyLayout, key: str) -> ParsedKey | None:
+    """What `parse` does for layouts without a fixed-width fast path."""
+    parsed = layout._match(key)
+    if parsed is None or layout._write(parsed.prefix, parsed.epoch, parsed.name) != key:
+        return None
+    return parsed
+
+
+def _mutated_keys() -> st.SearchStrategy[str]:
+    """Default keys whose fields are each well formed, or often one hostile variant."""
+
+    def field(good: st.SearchStrategy[str], *bad: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(good, good, good, *bad)
+
+    digits = "0123456789\u0663\uff10\u00b2"
+    prefix = field(st.integers(0, 999).map(lambda n: f"{n:03d}"), _SEGMENT,
+                   st.text(alphabet=digits, min_size=3, max_size=3))
+    epoch = field(st.integers(0, 10**18 - 1).map(lambda n: f"{n:018d}"), _SEGMENT,
+                  st.text(alphabet=digits, min_size=17, max_size=19))
+    names = [".", "..", " x", "x ", "x\n", "\x85x", "a/b", "", "\u00a0", "ok"]
+    name = st.one_of(st.sampled_from(["x", "0b8e-uuid"]), st.sampled_from(names), _SEGMENT)
+    root = field(st.just(DEFAULT_ROOT + "/"),
+                 st.sampled_from([DEFAULT_ROOT, "level_zero/dat/", "", " level_zero/data/"]))
+    sep = field(st.just("/"), st.sampled_from(["//", "", "\\", "/ "]))
+    return st.builds(lambda r, p, s1, e, s2, n: r + p + s1 + e + s2 + n,
+                     root, prefix, sep, epoch, sep, name)
+
+
+@settings(database=None, max_examples=600)
+@given(st.one_of(_mutated_keys(), st.text(alphabet=_HOSTILE + "level_zro/", max_size=60)))
+def test_fixed_width_parse_has_the_round_trip_verdicts(key: str) -> None:
+    """The sliced parse of the default layout accepts exactly what match + round trip does."""
+    assert DEFAULT._fixed
+    assert DEFAULT.parse(key) == _round_trip_parse(DEFAULT, key)
+
+
+def test_fixed_width_parse_examples() -> None:
+    """Examples a bug in the slicing would break (the property test's anchors)."""
+    assert DEFAULT.parse(GOOD) == ParsedKey(417, 12345, "0b8e-uuid")
+    assert DEFAULT.parse(f"level_zero/data/999/{'9' * 18}/n") == ParsedKey(999, 10**18 - 1, "n")
+    refused = [
+        GOOD.replace("/417/", "/41\u0663/"),  # Arabic-Indic digit
+        GOOD.replace(EPOCH18, "\uff10" + EPOCH18[1:]),  # fullwidth zero
+        GOOD.replace(EPOCH18, EPOCH18[1:]),  # 17 digits
+        GOOD.replace(EPOCH18, "0" + EPOCH18),  # 19 digits
+        GOOD + "/more",  # an extra segment
+        GOOD + " ",  # trailing whitespace
+        "level_zero/data/417/" + EPOCH18 + "/",  # no name
+        "level_zero/data/417/" + EPOCH18 + "/..",
+        "level_zero/data/417//" + EPOCH18 + "/x",
+        "level_zero/dataa/417/" + EPOCH18 + "/x",
+        "level_zero/data/417x" + EPOCH18 + "/x",  # one separator wrong, same length
+        "level_zero/data/417/" + EPOCH18 + "\\x",
+    ]
+    for key in refused:
+        assert DEFAULT.parse(key) is None, key
+        assert _round_trip_parse(DEFAULT, key) is None, key
+    # a custom layout spelling the default out in other words takes the round trip
+    assert not KeyLayout(pattern=r"(?P<prefix>[0-9]{3})/(?P<epoch>[0-9]{18})/(?P<name>.+)",
+                         template="{prefix:03d}/{epoch:018d}/{name}")._fixed

@@ -170,14 +170,18 @@ async def test_list_requests_follow_the_garbage(
     assert s3_server.keys(bucket) == set(live)
     full_listing_pages = (len(garbage) + len(live)) // 1000 + 1  # 21
     listing_prefixes = 1 if list_concurrency == 1 else 10
-    bound = len(garbage) // 1000 + len(prefixes) + listing_prefixes + 1
+    # each directory's 40 garbage keys take a probe of 32 keys and one of 128 (which
+    # crosses into the live keys and skips), so pages carry few live keys
+    bound = 2 * len(prefixes) + listing_prefixes + 1
     print(f"list_concurrency={list_concurrency}: LIST requests {summary.list_requests} "
           f"(server saw {server_lists}), a full listing needs {full_listing_pages}; "
           f"deleted {summary.deleted} in {summary.duration_s:.2f}s")  # fmt: skip
     assert summary.list_requests == server_lists
     assert summary.list_requests <= bound
-    assert summary.list_requests < full_listing_pages
+    if list_concurrency == 1:  # ten listing prefixes cost ten LISTs, most of them empty
+        assert summary.list_requests < full_listing_pages
     assert summary.listed < len(live) / 10
+    assert summary.listed <= 2 * len(garbage)  # examined: the garbage and a few live keys
 
 
 async def test_slowdown_and_500_are_survived(

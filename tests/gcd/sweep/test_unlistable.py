@@ -87,3 +87,41 @@ async def test_a_listing_failing_mid_prefix_resumes_where_it_stopped() -> None:
     assert result.summary.unlistable_prefixes == ("level_zero/data/417",)
     assert result.summary.deleted == len(garbage) - len(keys_417)
     assert store.keys() == {poison, *keys_417}
+
+
+class PoisonPageStore(MemoryObjectStore):
+    """Every LIST whose answer would hold `poison` fails with a 500 (so pages before it,
+    and probes that do not reach it, answer)."""
+
+    def __init__(self, poison: str) -> None:
+        super().__init__()
+        self.poison = poison
+        self.starts: list[tuple[str, str | None]] = []
+
+    async def list_page(self, prefix: str, **options: Any) -> ListPage:
+        if options.get("continuation_token") is None:
+            self.starts.append((prefix, options.get("start_after")))
+        page = await super().list_page(prefix, **options)
+        if any(obj.key == self.poison for obj in page.objects):
+            raise status_fault("500")
+        return page
+
+
+async def test_a_poison_name_in_a_shared_range_is_narrowed_within_that_range() -> None:
+    """Keys crowd {root}/0 so listers share its directories (`gcd.rules.listsplit`); the
+    range that meets the poison is narrowed without going past its own end: every other
+    key is examined once and deleted once, and only the poison's directory is named."""
+    poison = LAYOUT.format(30, 0, "bad\x01")
+    store = PoisonPageStore(poison)
+    keys = {LAYOUT.format(p, e, "g") for p in range(100) for e in (1, 2, 3)}
+    for key in (*keys, poison):
+        store.put(key)
+    result, _ = await sweep(store, list_concurrency=4, page_size=10)
+    summary = result.summary
+    in_030 = {key for key in keys if key.startswith("level_zero/data/030/")}
+    assert summary.unlistable_prefixes == ("level_zero/data/030",)
+    assert store.keys() == in_030 | {poison}
+    assert (summary.deleted, summary.listed, summary.errors) == (297, 297, 1)
+    cuts = {start for prefix, start in store.starts if prefix == "level_zero/data/0" and start
+            and len(start) == len("level_zero/data/0000") and start.endswith("0")}  # fmt: skip
+    assert cuts  # {root}/0 was listed as shared ranges

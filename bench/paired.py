@@ -1,0 +1,217 @@
+"""Paired, alternating runs of one sweeper round: this tree vs another (before/after).
+
+    .venv/bin/python -m bench.paired run --server seaweedfs --case dense --runs 3 \\
+        --before /path/to/old/tree
+    .venv/bin/python -m bench.paired child ...     (one round; run by `run`)
+
+A loaded machine moves every figure; so the sides of one comparison run back to back
+in an order that alternates every run (A B C D, then D C B A, ...), each side a child
+process of its own, and the table shows per-side medians and, per run, the ratio to
+this tree's sweeper (paired: both saw about the same load). Client CPU is the child's
+rusage (less load-sensitive than wall time) and, for the sweeper sides, the CPU of the
+round alone (`time.process_time` around it, without Python start-up); server CPU is
+the SeaweedFS process's (/proc) or, for moto, this process's. The sweeper sides count
+the keys the server returned (a store wrapper around `S3ObjectStore`).
+
+Cases (the default layout, M above every garbage key):
+
+- ``dense``: 20,000 garbage keys in prefixes 000-099 (all under ``{root}/0``);
+- ``skip``: 20 prefixes, each 20 garbage + 2,000 live keys (100 live : 1 garbage).
+
+Sides: ``gcd`` (this tree), ``gcd-before`` (the tree given by --before, which must hold
+this file too), ``gcd-full`` (this tree, --full-listing), ``s5cmd``, ``obstore`` (the
+last two only for ``dense``: they cannot tell live keys from garbage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench.common import ROOT, child_env, median, timed_child
+from bench.s3sides import S3Bench
+
+_CASES = ("dense", "skip")
+
+
+def case_keys(case: str) -> tuple[list[str], list[str]]:
+    """(garbage, live) keys of a case; garbage epochs are 1-200, live ones above 10**6."""
+    garbage: list[str] = []
+    live: list[str] = []
+    if case == "dense":
+        for prefix in range(100):
+            garbage += [f"{ROOT}/{prefix:03d}/{epoch:018d}/g" for epoch in range(1, 201)]
+    else:
+        for prefix in range(0, 1000, 50):
+            garbage += [f"{ROOT}/{prefix:03d}/{epoch:018d}/g" for epoch in range(1, 21)]
+            live += [f"{ROOT}/{prefix:03d}/{10**6 + i:018d}/live" for i in range(2000)]
+    return garbage, live
+
+
+# -- the child: one round, in process -------------------------------------------------
+
+
+class _Counting:
+    """An object store that counts the keys its LIST answers carry."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.returned = 0
+
+    async def list_page(self, prefix: str, **options: Any) -> Any:
+        page = await self.inner.list_page(prefix, **options)
+        self.returned += len(page.objects)
+        return page
+
+    async def delete_batch(self, keys: Sequence[str]) -> Any:
+        return await self.inner.delete_batch(keys)
+
+
+async def _child(args: argparse.Namespace) -> dict[str, Any]:
+    from gcd.rules.layout import KeyLayout  # noqa: PLC0415 - from the tree under test
+    from gcd.storage.s3 import S3ObjectStore, S3Settings  # noqa: PLC0415
+    from gcd.sweep.sweeper import RoundConfig, Sweeper  # noqa: PLC0415
+
+    settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region="us-east-1")
+    config = RoundConfig(layout=KeyLayout.default(ROOT), grace_s=0.0,
+                         skip_ahead=not args.full_listing)  # fmt: skip
+    import gcd  # noqa: PLC0415
+
+    if args.tree and not gcd.__file__.startswith(os.path.abspath(args.tree)):
+        raise RuntimeError(f"imported {gcd.__file__}, not the tree {args.tree}")
+    async with S3ObjectStore.open(settings) as store:
+        counting = _Counting(store)
+        sweeper = Sweeper(counting, config)
+        cpu, started = time.process_time(), time.perf_counter()
+        result = await sweeper.sweep(args.safe_epoch, None)
+        round_s, round_cpu = time.perf_counter() - started, time.process_time() - cpu
+    summary = result.summary
+    return {"deleted": summary.deleted, "list_requests": summary.list_requests,
+            "keys_returned": counting.returned, "round_s": round_s, "round_cpu_s": round_cpu,
+            "errors": summary.errors}  # fmt: skip
+
+
+# -- the parent: paired, alternating runs ----------------------------------------------
+
+
+def _order(sides: Sequence[str], run: int) -> list[str]:
+    return list(sides) if run % 2 == 0 else list(reversed(sides))
+
+
+def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
+    bench.reseed()
+    endpoint = bench.s3.endpoint_url
+    if side.startswith("gcd"):
+        tree = before if side == "gcd-before" else os.getcwd()
+        # -P: the working directory (this tree) does not go first on sys.path, so the
+        # child imports the tree PYTHONPATH names
+        argv = [sys.executable, "-P", "-m", "bench.paired", "child", "--endpoint-url", endpoint,
+                "--bucket", bench.bucket, "--safe-epoch", "1000", "--tree", str(tree)]  # fmt: skip
+        if side == "gcd-full":
+            argv.append("--full-listing")
+        env = child_env(PYTHONPATH=str(tree))
+    else:
+        argv = bench.argv("s5cmd rm" if side == "s5cmd" else "obstore", endpoint)
+        env = child_env()
+    load = os.getloadavg()[0]
+    server_before = bench.server_cpu_s()
+    child = timed_child(argv, env=env)
+    server_cpu = bench.server_cpu_s() - server_before
+    if child.returncode != 0:
+        raise RuntimeError(f"{side} exited {child.returncode}: {child.stderr[-2000:]}")
+    left = bench.s3.keys(bench.bucket)
+    if left != set(bench.live):
+        raise RuntimeError(f"{side} left {len(left)} keys, not the {len(bench.live)} live ones")
+    figures: dict[str, Any] = {"wall_s": child.wall_s, "cpu_s": child.cpu_s,
+                               "server_cpu_s": server_cpu, "load": load}  # fmt: skip
+    if side.startswith("gcd"):
+        figures |= json.loads(child.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
+    cols = ("side", "wall s", "round s", "keys/s wall", "client CPU us/key", "round CPU us/key",
+            "server CPU us/key", "LISTs", "keys returned", "gcd speed x (paired wall)")  # fmt: skip
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    ours = results["gcd"]
+    for side, runs in results.items():
+        def med(name: str, runs: list[dict[str, Any]] = runs) -> float | None:
+            values = [r[name] for r in runs if name in r]
+            return median(values) if values else None
+
+        # > 1: this tree's sweeper was faster than `side` (its wall / ours, run by run)
+        paired = median([r["wall_s"] / o["wall_s"] for o, r in zip(ours, runs, strict=True)])
+        round_cpu = med("round_cpu_s")
+        cells = (
+            side,
+            f"{med('wall_s'):.2f}",
+            "-" if med("round_s") is None else f"{med('round_s'):.2f}",
+            f"{keys / (med('wall_s') or 1):,.0f}",
+            f"{(med('cpu_s') or 0) / keys * 1e6:.1f}",
+            "-" if round_cpu is None else f"{round_cpu / keys * 1e6:.1f}",
+            f"{(med('server_cpu_s') or 0) / keys * 1e6:.1f}",
+            "-" if med("list_requests") is None else f"{med('list_requests'):.0f}",
+            "-" if med("keys_returned") is None else f"{med('keys_returned'):,.0f}",
+            f"{paired:.2f}",
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    loads = [r["load"] for runs in results.values() for r in runs]
+    spread = f"min {min(loads):.1f}, max {max(loads):.1f}"
+    lines.append(f"\n1-minute load average during the runs: median {median(loads):.1f} "
+                 f"({spread}) on {os.cpu_count()} cores")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _run(args: argparse.Namespace) -> None:
+    garbage, live = case_keys(args.case)
+    sides = ["gcd", "gcd-before"] if args.before else ["gcd"]
+    if args.case == "dense":
+        sides += ["s5cmd", "obstore"]
+    else:
+        sides += ["gcd-full"]
+    results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    bench = S3Bench("paired", garbage, args.server, live)
+    try:
+        for run in range(args.runs):
+            for side in _order(sides, run):
+                results[side].append(_side(bench, side, args.before))
+                print(side, json.dumps(results[side][-1]), file=sys.stderr, flush=True)
+    finally:
+        bench.close()
+    print(f"### {args.case} on {args.server}: {len(garbage):,} garbage + {len(live):,} live "
+          f"keys, {args.runs} paired alternating runs (medians)\n")  # fmt: skip
+    print(_table(results, len(garbage)))
+    print("\nraw: " + json.dumps(results))
+
+
+def main() -> int:
+    """`run` (the comparison) or `child` (one round of this tree's sweeper)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--server", choices=("moto", "seaweedfs"), default="seaweedfs")
+    run.add_argument("--case", choices=_CASES, default="dense")
+    run.add_argument("--runs", type=int, default=3)
+    run.add_argument("--before", default=None, help="another tree holding bench/paired.py")
+    child = sub.add_parser("child")
+    child.add_argument("--endpoint-url", required=True)
+    child.add_argument("--bucket", required=True)
+    child.add_argument("--safe-epoch", type=int, required=True)
+    child.add_argument("--full-listing", action="store_true")
+    child.add_argument("--tree", default=None, help="fail unless gcd is imported from here")
+    args = parser.parse_args()
+    if args.mode == "child":
+        sys.stdout.write(json.dumps(asyncio.run(_child(args))) + "\n")
+    else:
+        _run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
