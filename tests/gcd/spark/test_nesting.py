@@ -58,6 +58,7 @@ def seed_nested(s3_server: LocalS3, bucket: str, root: str, under: set[str]) -> 
 
 
 async def test_list_mode_keeps_a_nested_root(
+    spark: Any,
     s3_server: LocalS3,
     bucket: str,
     etcd_server: LocalEtcd,
@@ -91,6 +92,7 @@ async def test_list_mode_keeps_a_nested_root(
 
 
 async def test_stale_inventory_claims_are_probed(
+    spark: Any,
     s3_server: LocalS3,
     bucket: str,
     etcd_server: LocalEtcd,
