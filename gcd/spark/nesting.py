@@ -9,7 +9,8 @@ The rule of which key is a claim below the root, and which keys it covers, is
 
 1. `find_nested_roots`: the claim rows are filtered out of the source and collected
    to the driver (they are few) BEFORE any delete;
-2. `probe_claims` (sweeps that delete or plan deletes): the claims the rows may not
+2. `probe_claims` (a spark-sweep that deletes; a dry run and a report read the rows
+   only, and make no S3 call from an inventory): the claims the rows may not
    show are looked up in the bucket itself, one one-key ListObjectsV2 per directory,
    on the executors:
    - inventory mode: an inventory is a day old or more, so a claim written since is
@@ -27,6 +28,9 @@ The rule of which key is a claim below the root, and which keys it covers, is
 The sweep summary counts them in `skipped_nested` and names the roots in
 `nested_roots` (`claim_probe_failures`: directories whose probe failed); the report in
 `nested_root_objects` / `nested_roots`.
+
+Executors import this module (its functions run in their tasks): no structlog here; the
+driver logs what was found (`gcd.spark.pipeline`).
 """
 
 from __future__ import annotations
@@ -34,8 +38,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
-import structlog
 
 from gcd.errors import StorageError
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
@@ -53,9 +55,6 @@ __all__ = ["NESTED_VERDICT", "NestedClaims", "find_nested_roots", "keep_nested",
 
 NESTED_VERDICT = "nested_root"
 """The `verdict` of a row kept because it lies under another namespace's root."""
-
-log = structlog.get_logger("gcd.spark")
-
 
 @dataclass(frozen=True, slots=True)
 class NestedClaims:
@@ -90,7 +89,6 @@ def find_nested_roots(source: Any, root: str) -> dict[str, str]:
         nested = nested_root(row["key"], root)
         if nested is not None:
             found.setdefault(nested, row["key"])
-            log.error("spark.nested_root", nested_root=nested, claim=row["key"], root=root)
     return found
 
 
@@ -145,11 +143,8 @@ def probe_claims(
     for directory, present in sorted(results):
         if present:
             roots.setdefault(directory, claim_key(directory))
-            log.error("spark.nested_root", nested_root=directory, claim=claim_key(directory),
-                      root=root, found_by="probe")  # fmt: skip
         else:
             failed.append(directory)
-            log.warning("spark.claim_probe_failed", directory=directory, root=root)
     return NestedClaims(roots, tuple(failed), int(requests.value) if requests else 0)
 
 

@@ -220,12 +220,13 @@ def write_json_file(path: Path, document: dict[str, Any]) -> None:
 
 
 def _nested(
-    spark: Any, job: JobConfig, source: Any, classified: Any
+    spark: Any, job: JobConfig, source: Any, classified: Any, *, deleting: bool
 ) -> tuple[Any, NestedClaims]:
-    """The claims below the root (collected before any delete) and the rows they keep."""
+    """The claims below the root (collected before any delete) and the rows they keep;
+    a job that deletes also probes the bucket for claims its rows may not show."""
     root = job.layout.root
     found = find_nested_roots(source, root)
-    if job.sweep:
+    if deleting:
         probes = spark.sparkContext.accumulator(0)
         nested = probe_claims(
             classified, root, job.target, found,
@@ -233,6 +234,10 @@ def _nested(
         )  # fmt: skip
     else:
         nested = NestedClaims(found)
+    for nested_root, claim in sorted(nested.roots.items()):
+        log.error("spark.nested_root", nested_root=nested_root, claim=claim, root=root)
+    for directory in nested.failed:
+        log.warning("spark.claim_probe_failed", directory=directory, root=root)
     return keep_nested(classified, nested.kept, root), nested
 
 
@@ -279,7 +284,7 @@ def execute(
             if job.inventory is None:  # list once: the claims and the deletes read the same rows
                 source = source.persist(StorageLevel.MEMORY_AND_DISK)
             classified = classify(source, job.layout, safe_epoch, now_s, job.grace_s)
-            classified, nested = _nested(spark, job, source, classified)
+            classified, nested = _nested(spark, job, source, classified, deleting=deleting)
             if not job.sweep:
                 settings = ReportSettings(
                     safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, now_s=now_s,

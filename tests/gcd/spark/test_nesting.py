@@ -7,6 +7,8 @@ root (and the claim itself) is kept, counted and named."""
 from __future__ import annotations
 
 import json
+import socket
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +16,11 @@ from typing import Any
 
 import pytest
 
+from gcd.rules.backoff import Backoff
+from gcd.rules.layout import KeyLayout
+from gcd.spark.nesting import keep_nested, probe_claims
+from gcd.spark.s3client import S3Target
+from gcd.spark.transforms import classify
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from watermark import exitcodes
 from watermark.core.binding import Binding, StorageTarget, claim_key
@@ -142,3 +149,29 @@ async def test_stale_inventory_claims_are_probed(
     # 007/9, 500/3, 999/0 and 418/4: 4 + 5 prefix and epoch directories, + 2.
     assert done["claim_probes"] == 11
     assert done["claim_probe_failures"] == []
+
+
+def test_a_failed_probe_keeps_its_directories(spark: Any) -> None:
+    """The bucket cannot be reached for a probe: every probed directory is reported and
+    its keys are kept (fail closed), not deleted as if no claim were there."""
+    with socket.socket() as sock:  # a loopback port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    target = S3Target("bucket", f"http://127.0.0.1:{port}", "us-east-1",
+                      Backoff(base_s=0.01, cap_s=0.01, max_attempts=1))  # fmt: skip
+    old = (datetime.now(UTC) - timedelta(hours=2)).timestamp()
+    rows = [(key(1, 5), 1, old), (key(2, 6, "x"), 1, old), (key(3, 50), 1, old)]
+    source = spark.createDataFrame(rows, "key string, size long, last_modified_s double")
+    root = "level_zero/data"
+    classified = classify(source, KeyLayout.default(root), SAFE_EPOCH, time.time(), 60.0)
+    probes = spark.sparkContext.accumulator(0)
+    nested = probe_claims(classified, root, target, {}, every_directory=True, requests=probes)
+    assert nested.roots == {}
+    assert set(nested.failed) == {key(1, 5).rsplit("/", 2)[0], key(1, 5).rsplit("/", 1)[0],
+                                  key(2, 6).rsplit("/", 2)[0], key(2, 6).rsplit("/", 1)[0]}
+    assert nested.probes == 4  # the live key's directories are not probed
+    kept = keep_nested(classified, nested.kept, root).select("key", "action").collect()
+    assert {row["key"]: row["action"] for row in kept} == {
+        key(1, 5): "kept_nested_root", key(2, 6, "x"): "kept_nested_root",
+        key(3, 50): "kept_not_eligible",
+    }  # fmt: skip
