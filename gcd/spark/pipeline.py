@@ -9,8 +9,10 @@ SparkSession and runs:
 
 Before any delete, the claims of other namespaces' roots below this root are collected
 from the source rows (and, for a sweep, probed in the bucket where the rows may not
-show them), and every key under one of those roots is kept (`gcd.spark.nesting`). A
-listed source is persisted for that, so the bucket is listed once.
+show them), and every key under one of those roots is kept (`gcd.spark.nesting`). The
+classified rows are persisted (memory and disk) for that, so the bucket is listed (or
+the inventory read) and classified once; a lost cached block is recomputed from the
+shuffle (listing) or the same files (inventory), as a retried task is.
 
 Deletes happen while the decisions are written, in ONE Spark action; the summary is
 then counted from the written decisions, so nothing is listed or deleted twice. A
@@ -220,12 +222,12 @@ def write_json_file(path: Path, document: dict[str, Any]) -> None:
 
 
 def _nested(
-    spark: Any, job: JobConfig, source: Any, classified: Any, *, deleting: bool
+    spark: Any, job: JobConfig, classified: Any, *, deleting: bool
 ) -> tuple[Any, NestedClaims]:
     """The claims below the root (collected before any delete) and the rows they keep;
     a job that deletes also probes the bucket for claims its rows may not show."""
     root = job.layout.root
-    found = find_nested_roots(source, root)
+    found = find_nested_roots(classified, root)
     if deleting:
         probes = spark.sparkContext.accumulator(0)
         nested = probe_claims(
@@ -278,13 +280,13 @@ def execute(
         from pyspark import StorageLevel  # noqa: PLC0415
 
         nested = NestedClaims({})
-        source = None
+        cached = None
         try:
             source = _source(spark, job, skip_above, list_requests, tasks)
-            if job.inventory is None:  # list once: the claims and the deletes read the same rows
-                source = source.persist(StorageLevel.MEMORY_AND_DISK)
             classified = classify(source, job.layout, safe_epoch, now_s, job.grace_s)
-            classified, nested = _nested(spark, job, source, classified, deleting=deleting)
+            # List (or read) and classify once: the claims, probes and deletes read these.
+            cached = classified.persist(StorageLevel.MEMORY_AND_DISK)
+            classified, nested = _nested(spark, job, cached, deleting=deleting)
             if not job.sweep:
                 settings = ReportSettings(
                     safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, now_s=now_s,
@@ -305,8 +307,8 @@ def execute(
             if not job.sweep:
                 return JobResult({"version": 1, "safe_epoch": safe_epoch}, job_error)
         finally:
-            if source is not None and job.inventory is None:
-                source.unpersist()
+            if cached is not None:
+                cached.unpersist()
         list_count = int(list_requests.value)
     document = summary_from_counts(
         counts, safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, dry_run=job.dry_run,
