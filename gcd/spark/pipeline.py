@@ -8,8 +8,8 @@ SparkSession and runs:
                                      \\-> write_report -> tables, report.json, report.png
 
 Before any delete, the claims of other namespaces' roots below this root are collected
-from the source rows (and, for a sweep, probed in the bucket where the rows may not
-show them), and every key under one of those roots is kept (`gcd.spark.nesting`). The
+from the source rows (and, by a sweep that deletes, probed in the bucket where the rows
+may not show them), and every key under one of those roots is kept (`gcd.spark.nesting`). The
 classified rows are persisted (memory and disk) for that, so the bucket is listed (or
 the inventory read) and classified once; a lost cached block is recomputed from the
 shuffle (listing) or the same files (inventory), as a retried task is.
