@@ -261,6 +261,11 @@ def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
             f"{human_bytes(document['in_grace_bytes'])}) costing "
             f"{document['garbage_monthly_cost_usd']:,.2f} USD/month -> {config.output}"
         )
+    nested = document.get("nested_roots") or ()
+    if nested:  # another namespace's roots inside this one: kept, and worth a look
+        line += "; kept under other namespaces' roots: " + ", ".join(
+            printable(str(root)) for root in nested
+        )
     return line
 
 

@@ -4,8 +4,15 @@ The CLI (`gcd.cli.spark`) validates the options into a `JobConfig`, reads M thro
 the safety rails and only then calls `execute`, which makes (or reuses) the
 SparkSession and runs:
 
-    source -> classify -> apply_deletes -> decisions/ (Parquet)  -> summary.json
-                       \\-> write_report -> tables, report.json, report.png
+    source -> classify -> keep_nested -> apply_deletes -> decisions/ (Parquet) -> summary.json
+                                     \\-> write_report -> tables, report.json, report.png
+
+Before any delete, the claims of other namespaces' roots below this root are collected
+from the source rows (and, by a sweep that deletes, probed in the bucket where the rows
+may not show them), and every key under one of those roots is kept (`gcd.spark.nesting`). The
+classified rows are persisted (memory and disk) for that, so the bucket is listed (or
+the inventory read) and classified once; a lost cached block is recomputed from the
+shuffle (listing) or the same files (inventory), as a retried task is.
 
 Deletes happen while the decisions are written, in ONE Spark action; the summary is
 then counted from the written decisions, so nothing is listed or deleted twice. A
@@ -42,6 +49,7 @@ from gcd.rules.layout import KeyLayout
 from gcd.spark.delete import DeleteSettings, apply_deletes
 from gcd.spark.inventory import read_inventory
 from gcd.spark.listing import list_objects
+from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
 from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.s3client import S3Target
 from gcd.spark.session import is_local_master, spark_session, task_slots
@@ -124,6 +132,7 @@ def summary_from_counts(
     list_requests: int,
     delete_requests: int,
     duration_s: float,
+    nested: NestedClaims | None = None,
 ) -> dict[str, Any]:
     """`gcd sweep --json` fields (plus Spark extras) from per-action (objects, bytes)."""
 
@@ -134,7 +143,11 @@ def summary_from_counts(
         return counts.get(action.value, (0, 0))[1]
 
     eligible = objects(Action.DELETED) + objects(Action.WOULD_DELETE) + objects(Action.FAILED)
-    kept = (Action.KEPT_NOT_ELIGIBLE, Action.KEPT_TOO_YOUNG, Action.KEPT_UNPARSABLE)
+    kept = (
+        Action.KEPT_NOT_ELIGIBLE, Action.KEPT_TOO_YOUNG, Action.KEPT_UNPARSABLE,
+        Action.KEPT_NESTED_ROOT,
+    )  # fmt: skip
+    nested = nested or NestedClaims({})
     summary = RoundSummary(
         safe_epoch=safe_epoch,
         cluster_epoch=cluster_epoch,
@@ -150,10 +163,14 @@ def summary_from_counts(
         list_requests=list_requests,
         delete_requests=delete_requests,
         duration_s=duration_s,
+        skipped_nested=objects(Action.KEPT_NESTED_ROOT),
+        nested_roots=tuple(sorted(nested.roots)),
     ).to_dict()
     summary["outside_root"] = objects(Action.KEPT_OUTSIDE_ROOT)
     summary["would_delete"] = objects(Action.WOULD_DELETE)
     summary["would_delete_bytes"] = size(Action.WOULD_DELETE)
+    summary["claim_probes"] = nested.probes
+    summary["claim_probe_failures"] = list(nested.failed)
     return summary
 
 
@@ -204,6 +221,28 @@ def write_json_file(path: Path, document: dict[str, Any]) -> None:
     temporary.replace(path)
 
 
+def _nested(
+    spark: Any, job: JobConfig, classified: Any, *, deleting: bool
+) -> tuple[Any, NestedClaims]:
+    """The claims below the root (collected before any delete) and the rows they keep;
+    a job that deletes also probes the bucket for claims its rows may not show."""
+    root = job.layout.root
+    found = find_nested_roots(classified, root)
+    if deleting:
+        probes = spark.sparkContext.accumulator(0)
+        nested = probe_claims(
+            classified, root, job.target, found,
+            every_directory=job.inventory is not None, requests=probes,
+        )  # fmt: skip
+    else:
+        nested = NestedClaims(found)
+    for nested_root, claim in sorted(nested.roots.items()):
+        log.error("spark.nested_root", nested_root=nested_root, claim=claim, root=root)
+    for directory in nested.failed:
+        log.warning("spark.claim_probe_failed", directory=directory, root=root)
+    return keep_nested(classified, nested.kept, root), nested
+
+
 def _sweep(
     spark: Any, job: JobConfig, classified: Any, tasks: int | None
 ) -> tuple[dict[str, tuple[int, int]], int]:
@@ -238,14 +277,21 @@ def execute(
         skip_above = safe_epoch if job.sweep else None
         deleting = job.sweep and not job.dry_run
         tasks = (job.delete_tasks or task_slots(spark)) if deleting else None
+        from pyspark import StorageLevel  # noqa: PLC0415
+
+        nested = NestedClaims({})
+        cached = None
         try:
             source = _source(spark, job, skip_above, list_requests, tasks)
             classified = classify(source, job.layout, safe_epoch, now_s, job.grace_s)
+            # List (or read) and classify once: the claims, probes and deletes read these.
+            cached = classified.persist(StorageLevel.MEMORY_AND_DISK)
+            classified, nested = _nested(spark, job, cached, deleting=deleting)
             if not job.sweep:
                 settings = ReportSettings(
                     safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, now_s=now_s,
                     grace_s=job.grace_s, price_per_gb_month=job.price_per_gb_month,
-                    source=job.source,
+                    source=job.source, nested_roots=tuple(sorted(nested.roots)),
                 )  # fmt: skip
                 document = write_report(classified, job.output, settings)
                 log.info("spark.report_written", output=str(job.output),
@@ -260,11 +306,14 @@ def execute(
             counts, delete_count, job_error = {}, 0, _first_line(exc)
             if not job.sweep:
                 return JobResult({"version": 1, "safe_epoch": safe_epoch}, job_error)
+        finally:
+            if cached is not None:
+                cached.unpersist()
         list_count = int(list_requests.value)
     document = summary_from_counts(
         counts, safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, dry_run=job.dry_run,
         list_requests=list_count, delete_requests=delete_count,
-        duration_s=time.monotonic() - started,
+        duration_s=time.monotonic() - started, nested=nested,
     )  # fmt: skip
     document["source"] = job.source
     document["decisions"] = job.decisions_uri
@@ -273,7 +322,8 @@ def execute(
         document["job_error"] = job_error
     write_json_file(job.output / "summary.json", document)
     log.info("spark.round_finished", **{k: document[k] for k in ("listed", "eligible",
-             "deleted", "errors", "would_delete", "outside_root")})  # fmt: skip
+             "deleted", "errors", "would_delete", "outside_root", "skipped_nested",
+             "nested_roots")})  # fmt: skip
     return JobResult(document, job_error)
 
 

@@ -7,7 +7,10 @@ Input: the classified DataFrame (`gcd.spark.transforms.classify`). The words:
   period is over (``in_grace``, "too young");
 - live: parsed, epoch > M (``not_eligible``);
 - unparsable: under the root but not in the layout: never deleted, counted, sampled;
-- outside root: counted only (a sweep never lists them).
+- outside root: counted only (a sweep never lists them);
+- nested root: under another namespace's root claimed below this one (verdict
+  ``nested_root``): that namespace's objects, counted apart (``nested_root_objects``,
+  ``nested_roots``), never garbage of this one.
 
 Outputs, in the output directory:
 
@@ -39,6 +42,7 @@ from typing import Any, Final
 
 from gcd.rules.decision import Verdict
 from gcd.spark.chart import save_chart
+from gcd.spark.nesting import NESTED_VERDICT
 
 __all__ = [
     "DEFAULT_PRICE_PER_GB_MONTH",
@@ -71,6 +75,8 @@ class ReportSettings:
     sample_size: int = 20
     blocked_reason: str | None = None
     source: str = "inventory"
+    nested_roots: tuple[str, ...] = ()
+    """Other namespaces' roots claimed below this root (`gcd.spark.nesting`)."""
 
 
 def monthly_cost(garbage_bytes: int, price_per_gb_month: float) -> float:
@@ -158,7 +164,9 @@ def _totals(classified: Any) -> dict[str, tuple[int, int]]:
         F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("size"), F.lit(0)).alias("bytes")
     )
     found = {row["verdict"]: (int(row["objects"]), int(row["bytes"])) for row in rows.collect()}
-    return {verdict.value: found.get(verdict.value, (0, 0)) for verdict in Verdict}
+    totals = {verdict.value: found.get(verdict.value, (0, 0)) for verdict in Verdict}
+    totals[NESTED_VERDICT] = found.get(NESTED_VERDICT, (0, 0))
+    return totals
 
 
 def _summary(
@@ -202,6 +210,9 @@ def _summary(
         "unparsable_sample": sample,
         "outside_root_objects": totals[Verdict.OUTSIDE_ROOT.value][0],
         "outside_root_bytes": totals[Verdict.OUTSIDE_ROOT.value][1],
+        "nested_root_objects": totals[NESTED_VERDICT][0],
+        "nested_root_bytes": totals[NESTED_VERDICT][1],
+        "nested_roots": list(settings.nested_roots),
         "epochs": len(epochs),
         "min_epoch": None if epochs.empty else int(epochs["epoch"].min()),
         "max_epoch": None if epochs.empty else int(epochs["epoch"].max()),

@@ -51,6 +51,8 @@ class Action(Enum):
     KEPT_TOO_YOUNG = "kept_too_young"
     KEPT_UNPARSABLE = "kept_unparsable"
     KEPT_OUTSIDE_ROOT = "kept_outside_root"
+    KEPT_NESTED_ROOT = "kept_nested_root"
+    """Under another namespace's root claimed below this one (`gcd.spark.nesting`)."""
 
     @classmethod
     def for_verdict(cls, verdict: Verdict) -> Action:

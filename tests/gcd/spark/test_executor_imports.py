@@ -28,7 +28,7 @@ _CHILD = textwrap.dedent(
 
     sys.meta_path.insert(0, Block())
     import gcd.spark
-    import gcd.spark.delete, gcd.spark.listing, gcd.spark.transforms
+    import gcd.spark.delete, gcd.spark.listing, gcd.spark.nesting, gcd.spark.transforms
     from botocore.exceptions import ClientError
     from gcd.errors import StorageError
     from gcd.rules.backoff import Backoff

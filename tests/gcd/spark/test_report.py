@@ -160,3 +160,14 @@ def test_the_line_for_people_gives_sizes_in_binary_units() -> None:
     line = summary_line(_job("spark-report"), report)
     assert "objects=3 (5.0 MiB) garbage=2 (1.0 MiB: deletable now 512.0 KiB" in line
     assert "bytes" not in line
+
+
+def test_the_line_for_people_names_nested_roots() -> None:
+    """A sweep that kept another namespace's root says which, on its one line."""
+    sweep = {"safe_epoch": 7, "listed": 12, "eligible": 5, "deleted": 5, "deleted_bytes": 5,
+             "would_delete": 0, "would_delete_bytes": 0, "errors": 0, "unparsable": 0,
+             "nested_roots": ["level_zero/data/417"]}  # fmt: skip
+    line = summary_line(_job("spark-sweep"), sweep)
+    assert line.endswith("; kept under other namespaces' roots: level_zero/data/417")
+    plain = summary_line(_job("spark-sweep"), {**sweep, "nested_roots": []})
+    assert "other namespaces" not in plain

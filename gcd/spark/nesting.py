@@ -1,0 +1,174 @@
+"""Claims below the root in a Spark job: the subtrees no key is deleted from.
+
+Another namespace's root may lie inside this one's (bound before nesting was refused,
+two binds at one moment, a claim written by hand). Its claim object
+`{nested}/.l0gc-claim.json` is then one of the job's own rows (listing or inventory).
+The rule of which key is a claim below the root, and which keys it covers, is
+`watermark.core.binding` (`nested_root`, `covering_root`), the async sweeper's
+(`gcd.sweep.nesting`); here it is applied the Spark way:
+
+1. `find_nested_roots`: the claim rows are filtered out of the source and collected
+   to the driver (they are few) BEFORE any delete;
+2. `probe_claims` (a spark-sweep that deletes; a dry run and a report read the rows
+   only, and make no S3 call from an inventory): the claims the rows may not
+   show are looked up in the bucket itself, one one-key ListObjectsV2 per directory,
+   on the executors:
+   - inventory mode: an inventory is a day old or more, so a claim written since is
+     missing from it. Every directory strictly between the root and an eligible key
+     (`directories_below`) is probed once;
+   - list mode: the listing shows every claim it passes, except one that sorts after
+     a key of its directory (a segment starting with a byte below '.') in a prefix
+     directory whose tail the skip-ahead dropped: only those directories
+     (`may_precede_claim`) are probed; keys of digits and letters need no probe.
+   A probe that fails (after its retries) keeps its directory's keys: fail closed.
+3. `keep_nested`: every row under a nested root (or an unprobed directory) gets the
+   action `kept_nested_root` and the verdict `nested_root`; the claim objects
+   themselves are such rows, so they are never deleted.
+
+The sweep summary counts them in `skipped_nested` and names the roots in
+`nested_roots` (`claim_probe_failures`: directories whose probe failed); the report in
+`nested_root_objects` / `nested_roots`.
+
+Executors import this module (its functions run in their tasks): no structlog here; the
+driver logs what was found (`gcd.spark.pipeline`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gcd.errors import StorageError
+from gcd.spark.s3client import S3Target, call_with_retries, make_client
+from gcd.spark.transforms import Action
+from watermark.core.binding import (
+    CLAIM_NAME,
+    claim_key,
+    covering_root,
+    directories_below,
+    may_precede_claim,
+    nested_root,
+)
+
+__all__ = ["NESTED_VERDICT", "NestedClaims", "find_nested_roots", "keep_nested", "probe_claims"]
+
+NESTED_VERDICT = "nested_root"
+"""The `verdict` of a row kept because it lies under another namespace's root."""
+
+@dataclass(frozen=True, slots=True)
+class NestedClaims:
+    """What a job found below its root before deleting anything."""
+
+    roots: dict[str, str]
+    """Nested root -> its claim object's key."""
+    failed: tuple[str, ...] = ()
+    """Directories whose claim probe failed: kept this round."""
+    probes: int = 0
+    """One-key ListObjectsV2 calls made."""
+
+    @property
+    def kept(self) -> frozenset[str]:
+        """Every directory whose subtree is kept."""
+        return frozenset(self.roots) | frozenset(self.failed)
+
+
+def find_nested_roots(source: Any, root: str) -> dict[str, str]:
+    """Nested root -> claim key, for every claim object strictly below `root` in `source`."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    # A cheap SQL prefilter; `nested_root` decides (the rule's one home).
+    rows = (
+        source.where(F.col("key").endswith("/" + CLAIM_NAME))
+        .where(F.col("key").startswith(root + "/"))
+        .select("key")
+        .collect()
+    )
+    found: dict[str, str] = {}
+    for row in rows:
+        nested = nested_root(row["key"], root)
+        if nested is not None:
+            found.setdefault(nested, row["key"])
+    return found
+
+
+def _exists(client: Any, target: S3Target, key: str) -> bool:
+    page = call_with_retries(
+        lambda: client.list_objects_v2(Bucket=target.bucket, Prefix=key, MaxKeys=1),
+        what=f"ListObjectsV2 s3://{target.bucket}/{key}",
+        backoff=target.backoff,
+    )
+    return any(item["Key"] == key for item in page.get("Contents", ()))
+
+
+def probe_claims(
+    classified: Any,
+    root: str,
+    target: S3Target,
+    known: dict[str, str],
+    *,
+    every_directory: bool,
+    requests: Any = None,
+) -> NestedClaims:
+    """`known` plus the claims found by probing the directories of eligible rows."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    directories: Callable[[str, str], Iterator[str]] = (
+        directories_below if every_directory else may_precede_claim
+    )
+    skip = frozenset(known)
+
+    def wanted(rows: Iterable[Any]) -> Iterator[str]:
+        for row in rows:
+            for directory in directories(row["key"], root):
+                if covering_root(directory + "/", root, skip) is None:
+                    yield directory
+
+    def probe(partition: Iterable[str]) -> Iterator[tuple[str, bool]]:
+        client = None
+        for directory in partition:
+            client = client or make_client(target, pool=1)
+            if requests is not None:
+                requests.add(1)
+            try:
+                if _exists(client, target, claim_key(directory)):
+                    yield directory, True
+            except StorageError:
+                yield directory, False
+
+    eligible = classified.where(F.col("action") == Action.DELETE.value).select("key")
+    results = eligible.rdd.mapPartitions(wanted).distinct().mapPartitions(probe).collect()
+    roots = dict(known)
+    failed = []
+    for directory, present in sorted(results):
+        if present:
+            roots.setdefault(directory, claim_key(directory))
+        else:
+            failed.append(directory)
+    return NestedClaims(roots, tuple(failed), int(requests.value) if requests else 0)
+
+
+def keep_nested(classified: Any, kept: Collection[str], root: str) -> Any:
+    """Rows under a directory of `kept`: action `kept_nested_root`, verdict `nested_root`."""
+    if not kept:
+        return classified
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    shared = classified.sparkSession.sparkContext.broadcast(frozenset(kept))
+
+    def covered(keys: Any) -> Any:
+        import pandas as pd  # noqa: PLC0415
+
+        return pd.Series(
+            [isinstance(k, str) and covering_root(k, root, shared.value) is not None
+             for k in keys.tolist()],
+            dtype=bool,
+        )  # fmt: skip
+
+    import pandas as pd  # noqa: PLC0415
+
+    covered.__annotations__ = {"keys": pd.Series, "return": pd.Series}
+    under = F.pandas_udf(covered, "boolean")("key")  # type: ignore[attr-defined]
+    return classified.withColumn(
+        "action", F.when(under, Action.KEPT_NESTED_ROOT.value).otherwise(F.col("action"))
+    ).withColumn("verdict", F.when(under, NESTED_VERDICT).otherwise(F.col("verdict")))
