@@ -23,6 +23,7 @@ import pytest
 
 from gcd.testing.local_servers import LocalEtcd, free_port
 from gcd.testing.procs import Child, child_env, wait_http
+from tests.waiting import wait_until
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
 
@@ -126,11 +127,12 @@ async def test_a_failed_start_leaves_the_partitions_and_the_live_publisher_alone
                 tmp_path / "d.log",
             ).start()  # fmt: skip
             try:
-                deadline = time.monotonic() + 30
-                while (await _owners(etcd_server, namespace))["p/1"][0] != "d":  # adopted last
+                async def taken_over() -> bool:
                     assert forced.alive, forced.log_path.read_text()
-                    assert time.monotonic() < deadline, forced.log_path.read_text()
-                    await asyncio.sleep(0.1)
+                    return (await _owners(etcd_server, namespace))["p/1"][0] == "d"  # adopted last
+
+                await wait_until(taken_over, timeout_s=30, what="--take-over adopted p/1",
+                                 detail=forced.log_path.read_text)  # fmt: skip
                 assert await _owners(etcd_server, namespace) == {"p/0": ("d", 3), "p/1": ("d", 3)}
             finally:
                 forced.stop(15.0)

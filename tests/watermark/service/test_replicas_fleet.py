@@ -13,6 +13,7 @@ address, and the attacker's listener receives no request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import re
 import time
@@ -75,9 +76,10 @@ async def test_a_forged_member_gets_no_partition_and_no_redirect(
         lease = await kv.lease_grant(5)
 
         async def keep_alive() -> None:
-            while not stop.is_set():
+            while not stop.is_set():  # refresh the forged member's lease until told to stop
                 await kv.lease_refresh(lease)
-                await asyncio.sleep(1)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1)
 
         keeper = asyncio.create_task(keep_alive())
         forged = MemberRecord("zz-forged", forged_url, frozenset(PARTITIONS))
