@@ -66,6 +66,12 @@ class NestedRoots:
                 log.error("sweep.nested_root", nested_root=nested, claim=obj.key,
                           root=self.root, prefix=prefix)  # fmt: skip
 
+    def may_block(self, key: str) -> bool:
+        """False when `blocks` would say None without a look (no nested root found, an
+        ordered listing, and no directory of `key` whose claim would sort after it):
+        the common case, decided without a coroutine per key."""
+        return bool(self.found) or not self.ordered or any(may_precede_claim(key, self.root))
+
     async def blocks(self, key: str, page: ListPage) -> str | None:
         """The nested root that keeps `key` (a key of `page` about to be deleted), or None."""
         covered = covering_root(key, self.root, self.found)

@@ -561,7 +561,8 @@ class Sweeper:
             verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
                                      run.safe_epoch, now, config.grace_s)  # fmt: skip
             tally[verdict] += 1
-            if verdict is Verdict.DELETE and await run.nested.blocks(obj.key, page):
+            if (verdict is Verdict.DELETE and run.nested.may_block(obj.key)
+                    and await run.nested.blocks(obj.key, page)):  # fmt: skip
                 tally[verdict] -= 1
                 kept += 1
             elif verdict is Verdict.DELETE and parsed is not None:

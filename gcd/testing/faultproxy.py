@@ -26,7 +26,9 @@ thread of its own (`with ThreadedFaultProxy(...)`) for synchronous callers such 
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
+import hashlib
 import random
 import re
 import threading
@@ -64,7 +66,8 @@ class FaultConfig:
     """Share of the eligible requests whose connection is reset without an answer (after
     the request was read, so the client cannot tell whether it was carried out)."""
     require_content_md5: bool = False
-    """Refuse a DeleteObjects without a Content-MD5 header (MissingContentMD5)."""
+    """Refuse a DeleteObjects without a Content-MD5 header (MissingContentMD5), or with
+    one that is not the body's digest (BadDigest)."""
     batch_delete: bool = True
     """False: answer every DeleteObjects NotImplemented (single DeleteObject works)."""
     unordered_listing: bool = False
@@ -93,6 +96,7 @@ def operation_of(method: str, query: str) -> str:
 
 _REFUSALS: Final = {
     "MissingContentMD5": (400, "Missing required header for this request: Content-Md5."),
+    "BadDigest": (400, "The Content-MD5 you specified did not match what we received."),
     "NotImplemented": (501, "A header you provided implies functionality not implemented"),
     "InvalidArgument": (400, "StartAfter is not supported by this bucket"),
 }  # fmt: skip
@@ -105,6 +109,10 @@ def shuffle_contents(body: bytes, rng: random.Random) -> bytes:
     rng.shuffle(entries)
     shuffled = iter(entries)
     return _CONTENTS.sub(lambda _: next(shuffled), body)
+
+
+def _content_md5(body: bytes) -> str:
+    return base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()
 
 
 def _error_body(code: str, request_id: str,
@@ -164,7 +172,7 @@ class FaultProxy:
                 body=_error_body(code, request_id),
                 headers={"Content-Type": "application/xml", "x-amz-request-id": request_id},
             )
-        refusal = self._refusal(operation, request)
+        refusal = self._refusal(operation, request, body)
         if refusal is not None:
             self.faults[refusal] += 1
             status, message = _REFUSALS[refusal]
@@ -187,7 +195,7 @@ class FaultProxy:
             out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
             return web.Response(status=upstream.status, body=payload, headers=out)
 
-    def _refusal(self, operation: str, request: web.Request) -> str | None:
+    def _refusal(self, operation: str, request: web.Request, body: bytes) -> str | None:
         """The code a differing store answers this request with, or None to forward it."""
         config = self.config
         batch = request.method == "POST" and operation == "delete"
@@ -195,6 +203,10 @@ class FaultProxy:
             return "NotImplemented"
         if batch and config.require_content_md5 and "Content-MD5" not in request.headers:
             return "MissingContentMD5"
+        if batch and config.require_content_md5 and request.headers["Content-MD5"] != _content_md5(
+            body
+        ):
+            return "BadDigest"  # the digest must cover the body sent
         if config.unordered_listing and "start-after" in request.query:
             return "InvalidArgument"
         return None

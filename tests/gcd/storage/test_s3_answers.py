@@ -92,3 +92,37 @@ async def test_a_plain_200_is_read_as_usual(answering: Callable) -> None:
     async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
         result = await store.delete_batch(["a"])
     assert (result.deleted, result.errors) == (("a",), ())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        (b"<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>a</Key>"
+         b"<LastModified>2026-11-22T03:12:50.000Z</LastModified></Contents></ListBucketResult>"),
+        (b"<ListBucketResult><Contents><LastModified>2026-11-22T03:12:50.000Z</LastModified>"
+         b"</Contents></ListBucketResult>"),
+        b"<DeleteResult/>",
+        b"",
+    ],
+    ids=["truncated-without-token", "entry-without-key", "wrong-root", "empty"],
+)  # fmt: skip
+async def test_a_malformed_listing_is_a_retryable_error_never_an_empty_page(
+    answering: Callable, body: bytes
+) -> None:
+    """The lean parse (`gcd.storage.s3xml`) refuses what botocore's would have read as a
+    last or empty page: the round sees a retryable InternalError."""
+    endpoint = await answering(body)
+    async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
+        with pytest.raises(StorageError) as raised:
+            await store.list_page("p/")
+    assert (raised.value.code, raised.value.retryable) == ("InternalError", True)
+
+
+async def test_a_delete_answer_lists_failures_by_key(answering: Callable) -> None:
+    """Each <Error> of a DeleteObjects answer is that key's failure, with its code."""
+    error = b"<Error><Key>b</Key><Code>AccessDenied</Code><Message>no</Message></Error>"
+    endpoint = await answering(DELETED_BODY.replace(b"</DeleteResult>", error + b"</DeleteResult>"))
+    async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
+        result = await store.delete_batch(["a", "b"])
+    assert result.deleted == ("a",)
+    assert [(f.key, f.code, f.message) for f in result.errors] == [("b", "AccessDenied", "no")]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from itertools import islice
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from watermark.core.binding import (
     CLAIM_NAME,
@@ -182,6 +184,17 @@ def test_only_directories_whose_claim_sorts_after_the_key_may_precede_it() -> No
     assert list(islice(may_precede_claim(f"{OUTER}/4//-k", OUTER), 5)) == [f"{OUTER}/4/"]
     assert list(islice(may_precede_claim(f"{INNER}/-a/-b/k", OUTER), 5)) == [
         INNER, f"{INNER}/-a"]  # fmt: skip
+
+
+@settings(max_examples=500)
+@given(st.lists(st.sampled_from([*"/.-,+ 0aZ~\t\x01é", CLAIM_NAME, ".l0"]), max_size=20))
+def test_the_quick_test_says_what_every_directory_comparison_says(parts: list[str]) -> None:
+    """`may_precede_claim` skips keys in which no segment below the root starts below
+    '/' (or is empty): it gives what comparing at every directory gives, for any key."""
+    key = f"{OUTER}/{''.join(parts)}"
+    compared = [d for d in directories_below(key, OUTER)
+                if key[len(d) + 1 :].encode() < CLAIM_NAME.encode()]  # fmt: skip
+    assert list(may_precede_claim(key, OUTER)) == compared
 
 
 def _claim(namespace: str, root: str, cluster: str = "c1") -> bytes:

@@ -1,0 +1,143 @@
+"""The XML of S3's two hot operations, read and written directly.
+
+A sweep is ListObjectsV2 pages and DeleteObjects batches. botocore builds a dict per
+key from a generic, model-driven parse of every answer and serialises every request
+body the same way: most of the client's CPU per deleted key (bench/RESULTS.md §18).
+These three functions do the same work for these two operations only, with the C
+expat parser of the standard library:
+
+- `read_listing`: a ListObjectsV2 answer -> `Listing` (`ObjectInfo`s, the truncation
+  flag and the continuation token); keys URL-decoded exactly as botocore decodes them
+  when the answer says ``<EncodingType>url</EncodingType>`` (the client asks for it, so
+  keys with characters XML cannot carry are listed);
+- `read_delete_result`: a DeleteObjects answer -> the ``Deleted``/``Errors`` mapping
+  `DeleteResult.from_answer` reads, as botocore would give it;
+- `delete_body`: targets -> the DeleteObjects request body (Quiet=false).
+
+Strictness is botocore's or more: an answer that does not parse, whose root element is
+not the operation's, an entry without a key, a LastModified or Size that is not one,
+or a truncated page without a continuation token raises `ResponseParserError` (which
+the store turns into a retryable StorageError, as for botocore's own parse failures):
+a malformed answer is never an empty or a last page. Keys XML 1.0 cannot carry are
+never sent (`gcd.rules.xmlkeys`: the deleter keeps and reports them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote_plus
+from xml.etree.ElementTree import Element, ParseError, fromstring
+
+from botocore.parsers import ResponseParserError
+
+from gcd.rules.versions import split_target
+from gcd.storage.objectstore import ObjectInfo
+
+__all__ = ["Listing", "delete_body", "read_delete_result", "read_listing"]
+
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+_DELETE_ENTRIES = {"Deleted": "Deleted", "Error": "Errors"}  # element -> botocore's member
+_ESCAPE = re.compile(r"[&<>\r]")
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"}
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One ListObjectsV2 page as the sweeper reads it."""
+
+    objects: tuple[ObjectInfo, ...]
+    truncated: bool
+    next_token: str | None
+
+
+def _root(body: bytes, name: str) -> tuple[Element, str]:
+    """The parsed root element, which must be `name`, and its namespace prefix."""
+    if b"<!DOCTYPE" in body:  # S3 never sends one; entity tricks need one
+        raise ResponseParserError(f"{name} answer has a DOCTYPE: {body[:200]!r}")
+    try:
+        root = fromstring(body)  # noqa: S314 - no DOCTYPE, so no entities to expand
+    except ParseError as exc:
+        raise ResponseParserError(f"{name} answer is not XML ({exc}): {body[:200]!r}") from exc
+    namespace, _, local = root.tag.rpartition("}")
+    if local != name:
+        raise ResponseParserError(f"expected a <{name}> answer, got <{root.tag}>: {body[:200]!r}")
+    return root, f"{namespace}}}" if namespace else ""
+
+
+def _timestamp(text: str | None, key: str) -> float:
+    """LastModified as epoch seconds: S3's ISO 8601 form (`2026-11-22T03:12:50.000Z`)."""
+    try:
+        return datetime.fromisoformat(text or "").timestamp()
+    except ValueError as exc:
+        raise ResponseParserError(f"LastModified {text!r} of {key!r} is not a time") from exc
+
+
+def read_listing(body: bytes) -> Listing:
+    """A ListObjectsV2 answer (see the module docstring)."""
+    root, ns = _root(body, "ListBucketResult")
+    key_tag, size_tag, modified_tag = ns + "Key", ns + "Size", ns + "LastModified"
+    url = root.findtext(ns + "EncodingType") == "url"
+    objects: list[ObjectInfo] = []
+    append = objects.append
+    for entry in root.iterfind(ns + "Contents"):
+        key = entry.findtext(key_tag)
+        if not key:
+            raise ResponseParserError(f"a <Contents> entry without a <Key>: {body[:200]!r}")
+        if url and ("%" in key or "+" in key):
+            key = unquote_plus(key)
+        size = entry.findtext(size_tag) or "0"
+        if not size.isdigit():
+            raise ResponseParserError(f"Size {size!r} of {key!r} is not a number")
+        append(ObjectInfo(key, int(size), _timestamp(entry.findtext(modified_tag), key)))
+    truncated_text = root.findtext(ns + "IsTruncated")
+    if truncated_text not in {"true", "false", None}:
+        raise ResponseParserError(f"IsTruncated {truncated_text!r} is not true or false")
+    truncated = truncated_text == "true"
+    token = root.findtext(ns + "NextContinuationToken") or None
+    if truncated and token is None:
+        raise ResponseParserError("a truncated ListObjectsV2 page without NextContinuationToken")
+    return Listing(tuple(objects), truncated, token)
+
+
+def read_delete_result(body: bytes) -> dict[str, Any]:
+    """A DeleteObjects answer as ``{"Deleted": [...], "Errors": [...]}`` of dicts with
+    botocore's member names (only those present in the answer)."""
+    root, ns = _root(body, "DeleteResult")
+    strip = len(ns)
+    answer: dict[str, Any] = {"Deleted": [], "Errors": []}
+    for entry in root:
+        kind = _DELETE_ENTRIES.get(entry.tag[strip:])
+        if kind is None:
+            continue
+        item = {child.tag[strip:]: child.text or "" for child in entry}
+        if not item.get("Key"):
+            name = entry.tag[strip:]
+            raise ResponseParserError(f"a <{name}> entry without a <Key>: {body[:200]!r}")
+        answer[kind].append(item)
+    return answer
+
+
+def _text(value: str) -> str:
+    if _ESCAPE.search(value) is None:
+        return value
+    return _ESCAPE.sub(lambda match: _ESCAPES[match.group()], value)
+
+
+def delete_body(targets: Iterable[str]) -> bytes:
+    """The DeleteObjects body (Quiet=false) for targets (`gcd.rules.versions`) XML can
+    carry (`gcd.rules.xmlkeys`). ``&``, ``<``, ``>`` and a carriage return are written as
+    references (a bare carriage return would reach the server as a line feed)."""
+    parts = [f'<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="{_NS[1:-1]}">']
+    for target in targets:
+        key, version_id = split_target(target)
+        if version_id is None:
+            parts.append(f"<Object><Key>{_text(key)}</Key></Object>")
+        else:
+            parts.append(f"<Object><Key>{_text(key)}</Key><VersionId>{_text(version_id)}"
+                         "</VersionId></Object>")  # fmt: skip
+    parts.append("<Quiet>false</Quiet></Delete>")
+    return "".join(parts).encode()
