@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import gc
 import importlib
 import inspect
 import json
@@ -207,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = module.run(namespace)
         if inspect.isawaitable(result):
-            result = asyncio.run(_await(result))
+            result = _run_frozen(result)
     except KeyboardInterrupt:
         return _interrupted(first, bool(getattr(namespace, "json", False)))
     except Exception as exc:
@@ -234,6 +235,18 @@ def _interrupted(command: str, as_json: bool) -> int:
         sys.stdout.write(json.dumps({"version": 1, "error": "interrupted"}) + "\n")
         sys.stdout.flush()
     return exitcodes.INTERRUPTED
+
+
+def _run_frozen(awaitable: object) -> object:
+    """Run a command with what is loaded so far (modules, ~100k objects) out of the cyclic
+    collector's sight: the collections a sweep's allocations trigger then do not walk it
+    again and again (a quarter of a round's CPU, bench/RESULTS.md section 18). Thawed
+    after, for callers that run commands in-process."""
+    gc.freeze()
+    try:
+        return asyncio.run(_await(awaitable))
+    finally:
+        gc.unfreeze()
 
 
 async def _await(awaitable: object) -> object:

@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import os
 import signal
 import sys
@@ -387,11 +386,6 @@ async def open_sweeper(
             sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source),
                               metrics=metrics, sinks=sinks)  # fmt: skip
             announce.sweeper = sweeper
-            # Everything built so far (modules, botocore's models, clients) lives as long
-            # as the process: out of the collector's sight, so the collections that a
-            # round's allocations trigger do not walk it again and again (a third of the
-            # round's CPU at 20,000 keys, bench/RESULTS.md section 18).
-            gc.freeze()
             yield sweeper, source
 
 

@@ -26,6 +26,7 @@ sweeper never lists it as a candidate (`CLAIM_NAME`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,9 @@ BINDING_VERSION = 1
 CLAIM_NAME = ".l0gc-claim.json"
 _MAX_DOC_BYTES = 16 * 1024
 _CLAIM_BYTES = CLAIM_NAME.encode()
+_MAY_SORT_BEFORE_CLAIM = re.compile(r"/(?:[\x00-\x2e]|\Z)")
+"""A path segment that may sort before CLAIM_NAME: empty, or starting with a byte <= '.'
+(CLAIM_NAME starts with '.'); a key without one sorts after every claim of its directories."""
 _MAX_TEXT = 1024
 
 
@@ -109,6 +113,8 @@ def may_precede_claim(key: str, root: str) -> Iterator[str]:
     Only a path segment that sorts before CLAIM_NAME (one starting with a byte below '.',
     or a prefix of the claim name) does; keys of digits and letters never do.
     """
+    if _MAY_SORT_BEFORE_CLAIM.search(key, len(root) + 1) is None:
+        return  # no segment below the root is empty or starts with a byte <= '.'
     for directory in directories_below(key, root):
         if key[len(directory) + 1 :].encode() < _CLAIM_BYTES:
             yield directory
