@@ -18,9 +18,17 @@ Cases (the default layout, M above every garbage key):
 - ``dense``: 20,000 garbage keys in prefixes 000-099 (all under ``{root}/0``);
 - ``skip``: 20 prefixes, each 20 garbage + 2,000 live keys (100 live : 1 garbage).
 
-Sides: ``gcd`` (this tree), ``gcd-before`` (the tree given by --before, which must hold
-this file too), ``gcd-full`` (this tree, --full-listing), ``s5cmd``, ``obstore`` (the
-last two only for ``dense``: they cannot tell live keys from garbage).
+Sides: ``gcd sweep`` (the real CLI of this tree: M from etcd through the namespace
+binding, the journal, everything a user runs; client CPU is the whole process's),
+``gcd sweep before`` (the CLI of the tree given by --before), ``gcd`` (one round of this
+tree's Sweeper in a child process, without etcd), ``gcd-before`` (the same from the
+--before tree, which must hold this file too), ``gcd-full`` (this tree,
+--full-listing), ``s5cmd``, ``obstore`` (the last two only for ``dense``: they cannot
+tell live keys from garbage). ``--sides`` picks them (the first is the reference of the
+paired ratios); ``--keys`` sizes the dense case (20,000 by default):
+
+    .venv/bin/python -m bench.paired run --server seaweedfs --case dense --keys 100000 \\
+        --sides "gcd sweep,s5cmd,obstore" --runs 3
 """
 
 from __future__ import annotations
@@ -36,17 +44,21 @@ from typing import Any
 
 from bench.common import ROOT, child_env, median, timed_child
 from bench.s3sides import S3Bench
+from watermark.core.binding import claim_key
 
 _CASES = ("dense", "skip")
+_SIDES = ("gcd sweep", "gcd sweep before", "gcd", "gcd-before", "gcd-full", "s5cmd", "obstore")
 
 
-def case_keys(case: str) -> tuple[list[str], list[str]]:
-    """(garbage, live) keys of a case; garbage epochs are 1-200, live ones above 10**6."""
+def case_keys(case: str, keys: int = 20_000) -> tuple[list[str], list[str]]:
+    """(garbage, live) keys of a case; live epochs are above 10**6. ``dense``: `keys`
+    garbage keys, epochs 1 to keys/100 in each of 100 prefixes."""
     garbage: list[str] = []
     live: list[str] = []
     if case == "dense":
+        per_prefix = keys // 100
         for prefix in range(100):
-            garbage += [f"{ROOT}/{prefix:03d}/{epoch:018d}/g" for epoch in range(1, 201)]
+            garbage += [f"{ROOT}/{prefix:03d}/{epoch:018d}/g" for epoch in range(1, per_prefix + 1)]
     else:
         for prefix in range(0, 1000, 50):
             garbage += [f"{ROOT}/{prefix:03d}/{epoch:018d}/g" for epoch in range(1, 21)]
@@ -107,7 +119,12 @@ def _order(sides: Sequence[str], run: int) -> list[str]:
 def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
     bench.reseed()
     endpoint = bench.s3.endpoint_url
-    if side.startswith("gcd"):
+    if side.startswith("gcd sweep"):  # the real CLI: M from etcd, binding, journal...
+        tree = before if side == "gcd sweep before" else os.getcwd()
+        asyncio.run(bench.bind(endpoint))
+        argv = [sys.executable, "-P", *bench.argv("gcd sweep", endpoint)[1:]]
+        env = child_env(PYTHONPATH=str(tree))
+    elif side.startswith("gcd"):
         tree = before if side == "gcd-before" else os.getcwd()
         # -P: the working directory (this tree) does not go first on sys.path, so the
         # child imports the tree PYTHONPATH names
@@ -125,12 +142,16 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
     server_cpu = bench.server_cpu_s() - server_before
     if child.returncode != 0:
         raise RuntimeError(f"{side} exited {child.returncode}: {child.stderr[-2000:]}")
-    left = bench.s3.keys(bench.bucket)
+    left = bench.s3.keys(bench.bucket) - {claim_key(ROOT)}
     if left != set(bench.live):
         raise RuntimeError(f"{side} left {len(left)} keys, not the {len(bench.live)} live ones")
     figures: dict[str, Any] = {"wall_s": child.wall_s, "cpu_s": child.cpu_s,
                                "server_cpu_s": server_cpu, "load": load}  # fmt: skip
-    if side.startswith("gcd"):
+    if side.startswith("gcd sweep"):
+        summary = json.loads(child.stdout.strip().splitlines()[-1])
+        figures |= {"deleted": summary["deleted"], "list_requests": summary["list_requests"],
+                    "round_s": summary["duration_s"], "errors": summary["errors"]}  # fmt: skip
+    elif side.startswith("gcd"):
         figures |= json.loads(child.stdout.strip().splitlines()[-1])
     return figures
 
@@ -139,13 +160,13 @@ def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
     cols = ("side", "wall s", "round s", "keys/s wall", "client CPU us/key", "round CPU us/key",
             "server CPU us/key", "LISTs", "keys returned", "gcd speed x (paired wall)")  # fmt: skip
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    ours = results["gcd"]
+    ours = results[next(iter(results))]
     for side, runs in results.items():
         def med(name: str, runs: list[dict[str, Any]] = runs) -> float | None:
             values = [r[name] for r in runs if name in r]
             return median(values) if values else None
 
-        # > 1: this tree's sweeper was faster than `side` (its wall / ours, run by run)
+        # > 1: the first side was faster than `side` (its wall / the first's, run by run)
         paired = median([r["wall_s"] / o["wall_s"] for o, r in zip(ours, runs, strict=True)])
         round_cpu = med("round_cpu_s")
         cells = (
@@ -169,12 +190,15 @@ def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
 
 
 def _run(args: argparse.Namespace) -> None:
-    garbage, live = case_keys(args.case)
-    sides = ["gcd", "gcd-before"] if args.before else ["gcd"]
-    if args.case == "dense":
-        sides += ["s5cmd", "obstore"]
+    garbage, live = case_keys(args.case, args.keys)
+    if args.sides:
+        sides = args.sides.split(",")
     else:
-        sides += ["gcd-full"]
+        sides = ["gcd", "gcd-before"] if args.before else ["gcd"]
+        sides += ["s5cmd", "obstore"] if args.case == "dense" else ["gcd-full"]
+    unknown = set(sides) - set(_SIDES)
+    if unknown or (args.before is None and any(side.endswith("before") for side in sides)):
+        raise SystemExit(f"sides {sorted(unknown) or sides} not among {_SIDES} (before: --before)")
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     bench = S3Bench("paired", garbage, args.server, live)
     try:
@@ -199,6 +223,9 @@ def main() -> int:
     run.add_argument("--case", choices=_CASES, default="dense")
     run.add_argument("--runs", type=int, default=3)
     run.add_argument("--before", default=None, help="another tree holding bench/paired.py")
+    run.add_argument("--keys", type=int, default=20_000, help="garbage keys of the dense case")
+    run.add_argument("--sides", default=None, help=f"comma-separated, the first is the "
+                     f"reference of the paired ratios; of {', '.join(_SIDES)}")  # fmt: skip
     child = sub.add_parser("child")
     child.add_argument("--endpoint-url", required=True)
     child.add_argument("--bucket", required=True)

@@ -168,7 +168,7 @@ class S3Bench:
         finally:
             await kv.close()
 
-    async def _bind(self, endpoint_url: str) -> None:
+    async def bind(self, endpoint_url: str) -> None:
         """Bind NAMESPACE to the bucket at `endpoint_url` (the claim went with the reseed)."""
         kv = EtcdKV([self.etcd.endpoint])
         target = StorageTarget(self.bucket, ROOT, endpoint_url)
@@ -266,7 +266,7 @@ class S3Bench:
         self.reseed()
         endpoint = endpoint_url or self.s3.endpoint_url
         if side.startswith("gcd sweep"):
-            asyncio.run(self._bind(endpoint))  # as an operator binds the namespace, once
+            asyncio.run(self.bind(endpoint))  # as an operator binds the namespace, once
         argv = self.argv(side, endpoint, concurrency)
         server_before = self.server_cpu_s()
         child = timed_child(argv)
