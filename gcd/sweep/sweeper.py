@@ -568,8 +568,11 @@ class Sweeper:
             elif verdict is Verdict.DELETE and parsed is not None:
                 candidate = Candidate(obj.key, obj.size, parsed.epoch, obj.version_id,
                                       obj.delete_marker)  # fmt: skip
-                if not await self._select(candidate, obj, queue, run):
+                if not self._select(candidate, obj, run):
                     tally[verdict] -= 1  # not examined: another lister hit the cap
+                if len(run.batch) >= self.config.batch_size:
+                    batch, run.batch = run.batch, []
+                    await queue.put(batch)
                 if run.full():
                     break  # the per-round delete cap is reached
             elif verdict is Verdict.NOT_ELIGIBLE and run.skip_ahead:
@@ -609,8 +612,9 @@ class Sweeper:
             if tally[verdict]:
                 metrics.skipped(verdict.value, tally[verdict])
 
-    async def _select(self, item: Candidate, obj: ObjectInfo, queue: _Queue, run: _Run) -> bool:
-        """Take a deletable object; False when the round's delete cap was already reached."""
+    def _select(self, item: Candidate, obj: ObjectInfo, run: _Run) -> bool:
+        """Take a deletable object into the round's batch; False when the round's delete
+        cap was already reached. (Not a coroutine: it runs for every deletable key.)"""
         if run.capped:
             return False
         run.counts.eligible += 1
@@ -623,9 +627,6 @@ class Sweeper:
             self.plan.write(obj.key, item.epoch, obj.size, obj.last_modified_s)
         if not self.config.dry_run:
             run.batch.append(item)
-            if len(run.batch) >= self.config.batch_size:
-                batch, run.batch = run.batch, []
-                await queue.put(batch)
         return True
 
     def _send(self, prefix: str, cursor: Cursor, size: int, run: _Run) -> asyncio.Task[ListPage]:
