@@ -95,7 +95,10 @@ def loads(
         raise InvalidJson(what, f"it is not JSON: {problem} at offset {exc.pos}") from None
     except (ValueError, RecursionError) as exc:  # belt and braces: the rules above stop both
         raise InvalidJson(what, f"it cannot be decoded: {_clip(str(exc))}") from None
-    if "-0" in text and _NEGATIVE_ZERO.search(_STRING.sub("", text)):
+    # Only a text with a -0 somewhere (e.g. in a name: "topic-00001") is stripped of its
+    # strings to see whether one is a number (the text is valid JSON here, so a number's
+    # next character is the same with or without the strings).
+    if _NEGATIVE_ZERO.search(text) and _NEGATIVE_ZERO.search(_STRING.sub("", text)):
         raise InvalidJson(what, "it holds the integer -0, which names no count or epoch: write 0")
     if "\\u" in text and _SURROGATE_ESCAPE.search(text) and _holds_surrogate(value):
         raise InvalidJson(what, "a string holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF)")

@@ -96,7 +96,15 @@ def test_a_mismatch_with_a_full_read_is_named() -> None:
     state = {KEYS.epoch: b"10", KEYS.partitions + "p/1": record("p/1", 3)}
     index = GcIndex(KEYS, full_view(state, 5), pause_reason)
     state[KEYS.partitions + "p/1"] = record("p/1", 4)
-    assert index.matches(full_view(state, 5)) == "1 partition records differ, e.g. 'p/1'"
+    assert index.matches(full_view(state, 5)) == "partition records differ, e.g. 'p/1'"
+    state[KEYS.partitions + "p/1"] = record("p/1", 3)
+    assert index.matches(full_view(state, 5)) is None
+    state[KEYS.partitions + "p/2"] = record("p/2", 3)  # a record the index never saw
+    assert index.matches(full_view(state, 5)) == "partition records differ, e.g. 'p/2'"
+    del state[KEYS.partitions + "p/1"], state[KEYS.partitions + "p/2"]  # one it still holds
+    assert index.matches(full_view(state, 5)) == (
+        "the index holds 1 partition records, the full read 0"
+    )
     state[KEYS.epoch] = b"11"
     assert index.matches(full_view(state, 5)) == "cluster epoch differs"
 
