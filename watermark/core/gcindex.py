@@ -69,6 +69,10 @@ class GcIndex:
         """`pause_reason` decodes a pause marker, as the full read does."""
         self._keys = keys
         self._pause_reason = pause_reason
+        self._epoch: bytes | None
+        self._paused_reason: str | None
+        self._binding: bytes | None
+        self._sweepers: dict[str, bytes]
         self._clear(view.revision, view.cluster_id)
         self._epoch = view.cluster_epoch_raw
         self._paused_reason = view.paused_reason
@@ -86,11 +90,11 @@ class GcIndex:
     def _clear(self, revision: int, cluster_id: str | None) -> None:
         self.revision = revision
         self.cluster_id = cluster_id
-        self._epoch: bytes | None = None
-        self._paused_reason: str | None = None
+        self._epoch = None
+        self._paused_reason = None
         self._paused = False
-        self._binding: bytes | None = None
-        self._sweepers: dict[str, bytes] = {}
+        self._binding = None
+        self._sweepers = {}
         self._digests: dict[str, int] = {}  # every record, well-formed or not
         self._marks: dict[str, int] = {}  # well-formed records: M(p)
         self._malformed: dict[str, str] = {}

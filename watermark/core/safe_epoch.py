@@ -135,8 +135,8 @@ def summarize(partitions: Mapping[str, bytes]) -> PartitionSummary:
 
     Every record is checked as `PartitionRecord.decode` checks it, but none is built
     into a record: holding 100k decoded records (tracker dicts and all) made the cyclic
-    GC traverse an ever larger heap, half the time of a 100k-record read. The sort is cheap: names arrive in key order from etcd, and
-    sorting a sorted list is linear."""
+    GC traverse an ever larger heap, half the time of a 100k-record read. The sort is
+    cheap: names arrive in key order from etcd, and sorting a sorted list is linear."""
     malformed: tuple[str, str] | None = None
     highest: tuple[str, int] | None = None
     lowest: int | None = None

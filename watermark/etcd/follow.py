@@ -20,8 +20,8 @@ give, without re-reading every partition record each round:
    namespace was quiet): the index is rebuilt from a read at the current revision.
 
 Every fail-closed rule of a full read holds at every revision: the index decodes every
-record as a full read does and applies the same rules (`watermark.core.safe_epoch.judge`). A store whose KV
-cannot watch (`watermark.core.kv.Watchable`) is read in full every time.
+record as a full read does and applies the same rules (`watermark.core.safe_epoch.judge`).
+A store whose KV cannot watch (`watermark.core.kv.Watchable`) is read in full every time.
 """
 
 from __future__ import annotations
