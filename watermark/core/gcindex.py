@@ -9,10 +9,13 @@ returns them (cluster epoch, pause marker, binding, sweeper announcements) and, 
 partition record, only what M needs and what a check needs (a million records must fit
 in a few hundred MiB, not in the gigabyte their raw values and decoded documents take):
 
-- its M(p) (well-formed records), or why it is malformed;
+- its M(p) (well-formed records), or why it is malformed (rare: by name);
 - a 64-bit digest of its raw value (Python's keyed SipHash of the bytes), which is
   how a follower checks itself against a full read at R' (`checker`, `matches`): a
   record that differs goes unnoticed with a probability of 2**-64.
+
+Both are one int per name (M(p) << 64 | digest): with the name itself and its place in
+its M(p) group, ~190 bytes per record.
 
 The partition summary of `watermark.core.safe_epoch` is kept from the names grouped by
 M(p): the distinct M(p) values sit in a min-heap and a max-heap with lazy deletion (a
@@ -47,6 +50,18 @@ from watermark.core.safe_epoch import (
 from watermark.errors import InvalidRecord
 
 __all__ = ["GcIndex", "IndexCheck", "NamespaceKeys"]
+
+_DIGEST = (1 << 64) - 1
+_MALFORMED = -2  # the M(p) of a malformed record in `_pack` (a real one is >= -1)
+
+
+def _digest(raw: bytes) -> int:
+    return hash(raw) & _DIGEST
+
+
+def _pack(watermark: int, raw: bytes) -> int:
+    """One int per record (~44 bytes): M(p) above bit 64, the raw value's digest below."""
+    return (watermark << 64) | _digest(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +110,7 @@ class GcIndex:
         self._paused = False
         self._binding = None
         self._sweepers = {}
-        self._digests: dict[str, int] = {}  # every record, well-formed or not
-        self._marks: dict[str, int] = {}  # well-formed records: M(p)
+        self._records: dict[str, int] = {}  # every record: M(p) << 64 | digest (_pack)
         self._malformed: dict[str, str] = {}
         self._groups: dict[int, set[str]] = {}  # M(p) -> the names that have it
         self._low: list[int] = []  # distinct M(p), lazily deleted
@@ -152,13 +166,15 @@ class GcIndex:
             self._sweepers.pop(key[len(keys.sweepers) :], None)
 
     def _set_partition(self, name: str, raw: bytes) -> None:
-        self._drop_partition(name)
-        self._digests[name] = hash(raw)
+        if name in self._records:
+            self._drop_partition(name)
         try:
             watermark = PartitionRecord.watermark_of(raw, partition=name)
         except InvalidRecord as exc:
             self._malformed[name] = str(exc)
+            self._records[name] = _pack(_MALFORMED, raw)
             return
+        self._records[name] = _pack(watermark, raw)
         group = self._groups.get(watermark)
         if group is None:
             group = self._groups[watermark] = set()
@@ -171,18 +187,19 @@ class GcIndex:
                 heapq.heappush(self._low, watermark)
                 heapq.heappush(self._high, -watermark)
         group.add(name)
-        self._marks[name] = watermark
 
     def _drop_partition(self, name: str) -> None:
-        if self._digests.pop(name, None) is None:
+        packed = self._records.pop(name, None)
+        if packed is None:
             return
-        self._malformed.pop(name, None)
-        mark = self._marks.pop(name, None)
-        if mark is not None:
-            group = self._groups[mark]
-            group.discard(name)
-            if not group:
-                del self._groups[mark]
+        mark = packed >> 64
+        if mark == _MALFORMED:
+            del self._malformed[name]
+            return
+        group = self._groups[mark]
+        group.discard(name)
+        if not group:
+            del self._groups[mark]
 
     # -- reading ---------------------------------------------------------------------
 
@@ -207,7 +224,7 @@ class GcIndex:
         if lowest is not None:
             names = heapq.nsmallest(PINNING_LIMIT, self._groups[lowest])
             pinning = tuple(PinningPartition(name, lowest) for name in names)
-        return PartitionSummary(len(self._digests), malformed, highest, lowest, pinning)
+        return PartitionSummary(len(self._records), malformed, highest, lowest, pinning)
 
     def view(self) -> GcView:
         """The view a full read at `revision` would return, without the partition records."""
@@ -259,13 +276,14 @@ class IndexCheck:
     def add(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Compare the next page's partition records; keep the other keys."""
         prefix = self._index._keys.partitions
-        digests = self._index._digests
+        records = self._index._records
         for key, value in items:
             if not key.startswith(prefix):
                 self.read._put(key, value)
                 continue
             self.records += 1
-            if self._first is None and digests.get(key[len(prefix) :]) != hash(value):
+            packed = records.get(key[len(prefix) :])
+            if self._first is None and (packed is None or packed & _DIGEST != _digest(value)):
                 self._first = key[len(prefix) :]
 
     def differs(self) -> str | None:
@@ -284,7 +302,7 @@ def _differs(ours: GcView, theirs: GcView, check: IndexCheck) -> str | None:
             return f"{label} differs"
     if check._first is not None:
         return f"partition records differ, e.g. {check._first!r}"
-    held = len(check._index._digests)
+    held = len(check._index._records)
     if check.records != held:  # every record read is in the index: it holds more
         return f"the index holds {held} partition records, the full read {check.records}"
     return None

@@ -21,8 +21,11 @@ This is the only module that talks to etcd (aetcd, grpc). It holds no watermark 
   (the first page `page_size` keys, later ones sized to about 32 MiB by the bytes per
   key seen: etcd 3.5 counts the rest of the range on every page, so fewer pages cost
   it less; a page larger than the client may receive is asked for again with a quarter
-  of the keys), so the result is one snapshot however large the prefix.
-  If that revision is compacted away in between, the whole read starts again. Pages
+  of the keys), so the result is one snapshot however large the prefix. `range_fold`
+  hands each page to a `watermark.core.kv.RangeFold` as it arrives instead of holding
+  them all (1M partition records are ~480 MB of keys and values).
+  If that revision is compacted away in between, the whole read starts again (a fold
+  is told by a second `start`); a read at an explicit revision fails instead. Pages
   come back in key order without asking for a sort: etcd's index is ordered by key,
   and a request with a sort order makes etcd 3.5 ignore `limit` while fetching (it
   reads and sorts the whole rest of the range on every page: quadratic paging).
@@ -66,6 +69,7 @@ PAGE_TARGET_BYTES = 32 * 1024 * 1024
 """Later pages of a range read carry about this many bytes (None: fixed pages); a page
 that would exceed what the client may receive is asked for again with fewer keys."""
 _MAX_PAGE_KEYS = 100_000
+_SLICE_KEYS = 2_000  # keys converted between two turns of the event loop
 _MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 _T = TypeVar("_T")
 _log = structlog.get_logger(__name__)
@@ -400,9 +404,14 @@ class EtcdKV:
                         limit = _next_limit(response.kvs, self._page_size, self._page_target_bytes)
                     ahead = asyncio.ensure_future(page(response.kvs[-1].key + b"\0", limit))
                 try:
-                    if ahead is not None:
-                        await asyncio.sleep(0)  # let the request go out
-                    take(response.kvs)
+                    # In slices, giving the event loop a turn after each: gRPC sends the
+                    # request for the next page and receives it only while the loop runs
+                    # (one turn before a whole 32 MiB page was not enough: etcd then
+                    # started on the next page only once this one was converted).
+                    kvs = response.kvs
+                    for begin in range(0, len(kvs), _SLICE_KEYS):
+                        await asyncio.sleep(0)
+                        take(kvs[begin : begin + _SLICE_KEYS])
                 except BaseException:  # e.g. cancelled: no call left behind
                     if ahead is not None:
                         ahead.cancel()

@@ -33,6 +33,8 @@ writer can make a call fail (and be retried after a re-read) but never corrupt s
   epoch, every partition record, the pause marker, the binding and the running
   sweepers' announcements come from one etcd revision; the
   global safe epoch M is computed from it by `watermark.core.safe_epoch` (fail closed).
+  `read_gc_into` is the same read handed over page by page (`watermark.core.kv.RangeFold`),
+  for readers that must not hold every record at once (`watermark.etcd.follow`).
 
 The publication types are defined in `watermark.core.contract` and re-exported here.
 
