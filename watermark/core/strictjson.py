@@ -166,16 +166,22 @@ def _check_depth(text: str, *, what: str, max_depth: int) -> None:
 def _decode(decoder: json.JSONDecoder, text: str) -> Any:
     """`decoder.decode(text)`, same errors, without its two layers of Python calls (a 1M
     record read decodes a million small documents)."""
-    start = _WHITESPACE(text, 0).end() if text[:1] in _SPACE else 0
+    start = _skip_space(text, 0) if text[:1] in _SPACE else 0
     try:
         value, end = decoder.scan_once(text, start)  # type: ignore[attr-defined]
     except StopIteration as err:
         raise json.JSONDecodeError("Expecting value", text, err.value) from None
     if end != len(text):
-        end = _WHITESPACE(text, end).end()
+        end = _skip_space(text, end)
         if end != len(text):
             raise json.JSONDecodeError("Extra data", text, end)
     return value
+
+
+def _skip_space(text: str, at: int) -> int:
+    match = _WHITESPACE(text, at)
+    assert match is not None  # the pattern matches the empty string
+    return match.end()
 
 
 def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
