@@ -226,3 +226,33 @@ async def test_a_follower_built_from_small_pages_judges_as_a_full_read(
     finally:
         await follower.close()
         await kv.close()
+
+
+async def test_a_page_larger_than_a_slice_is_handed_over_in_slices_each_key_once(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """One page of 4,500 keys reaches the fold in slices of 2,000 (the event loop runs in
+    between, so the next page is fetched meanwhile): 2,000 + 2,000 + 500, in key order."""
+    prefix = f"{namespace}/s/"
+    names = [f"{i:05d}" for i in range(4500)]
+    writer = EtcdKV([etcd_server.endpoint], timeout_s=5.0)
+    reader = EtcdKV([etcd_server.endpoint], timeout_s=5.0, page_size=4500,
+                    page_target_bytes=None)  # fmt: skip
+    try:
+        for start in range(0, len(names), 100):
+            await writer.txn([], [Put(prefix + n, n.encode()) for n in names[start : start + 100]])
+        sizes: list[int] = []
+
+        class Sizes(Collected):
+            def add(self, items: Iterable[tuple[str, bytes]]) -> None:
+                before = len(self.items)
+                super().add(items)
+                sizes.append(len(self.items) - before)
+
+        fold = Sizes()
+        await reader.range_fold(prefix, fold)
+        assert sizes == [2000, 2000, 500]
+        assert [key for key, _ in fold.items] == [prefix + n for n in names]
+    finally:
+        await reader.close()
+        await writer.close()
