@@ -1,22 +1,30 @@
 """The sweepers' view of a namespace kept up to date change by change (pure, no I/O).
 
-A `GcIndex` starts from one full read (`GcView` at revision R) and applies etcd's
+A `GcIndex` starts from one full read at revision R (a `GcView`, or the read handed to
+it page by page: the index is a `watermark.core.kv.RangeFold`) and applies etcd's
 changes after R (`watermark.core.kv.Change`: a put or a delete of one key, with its
 revision); its revision is the last change's, so after whole revisions in order it
-holds exactly the namespace at that revision. It keeps
-every raw value the full read would return (cluster epoch, pause marker, binding,
-sweeper announcements, partition records), so `view()` at revision R' equals a full
-read at R' (which is how a follower checks itself: `matches`), and it keeps the
-partition summary of `watermark.core.safe_epoch` current in O(log n) per change:
+holds exactly the namespace at that revision. It keeps the small values as a full read
+returns them (cluster epoch, pause marker, binding, sweeper announcements) and, per
+partition record, only what M needs and what a check needs (a million records must fit
+in a few hundred MiB, not in the gigabyte their raw values and decoded documents take):
 
-- M(p) of every well-formed record in a min-heap and a max-heap of (M(p), name) with
-  lazy deletion (an entry is live while the name still maps to that M(p); a name may
-  have several live copies, which only the pinning walk has to skip); the lowest and
-  highest are found by popping dead entries off the top, and the heaps are rebuilt
-  when dead entries outnumber live ones;
-- malformed records by name (any one blocks M; the lowest name is reported);
-- the pinning records (M(p) equal to the lowest) by popping the live minimum entries
-  and pushing them back: O(k log n) for k <= `PINNING_LIMIT`.
+- its M(p) (well-formed records), or why it is malformed (rare: by name);
+- a 64-bit digest of its raw value (Python's keyed SipHash of the bytes), which is
+  how a follower checks itself against a full read at R' (`checker`, `matches`): a
+  record that differs goes unnoticed with a probability of 2**-64.
+
+Both are one int per name (M(p) << 64 | digest): with the name itself and its place in
+its M(p) group, ~190 bytes per record.
+
+The partition summary of `watermark.core.safe_epoch` is kept from the names grouped by
+M(p): the distinct M(p) values sit in a min-heap and a max-heap with lazy deletion (a
+value is live while some record has it; the heaps are rebuilt when dead values
+outnumber live ones), so the lowest and highest M(p) cost O(log d) per change for d
+distinct values; the pinning names (up to `PINNING_LIMIT`, in name order) and the
+lowest-sorting name at the highest M(p) are taken from those groups when asked: O(k)
+for the k records that share the value. The malformed records are kept by name (any one
+blocks M; the lowest-sorting name is reported).
 
 `safe_epoch()` is then `judge(view, summary)`: the same rules as a full read, at the
 cost of decoding one changed record per change instead of every record per round.
@@ -30,10 +38,30 @@ from dataclasses import dataclass
 
 from watermark.core.kv import Change
 from watermark.core.record import PartitionRecord
-from watermark.core.safe_epoch import PINNING_LIMIT, GcView, PartitionSummary, SafeEpoch, judge
+from watermark.core.safe_epoch import (
+    PINNING_LIMIT,
+    GcView,
+    PartitionSummary,
+    PinningPartition,
+    SafeEpoch,
+    cluster_id_text,
+    judge,
+)
 from watermark.errors import InvalidRecord
 
-__all__ = ["GcIndex", "NamespaceKeys"]
+__all__ = ["GcIndex", "IndexCheck", "NamespaceKeys"]
+
+_DIGEST = (1 << 64) - 1
+_MALFORMED = -2  # the M(p) of a malformed record in `_pack` (a real one is >= -1)
+
+
+def _digest(raw: bytes) -> int:
+    return hash(raw) & _DIGEST
+
+
+def _pack(watermark: int, raw: bytes) -> int:
+    """One int per record (~44 bytes): M(p) above bit 64, the raw value's digest below."""
+    return (watermark << 64) | _digest(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,85 +84,130 @@ class GcIndex:
         """`pause_reason` decodes a pause marker, as the full read does."""
         self._keys = keys
         self._pause_reason = pause_reason
-        self.revision = view.revision
-        self.cluster_id = view.cluster_id
+        self._epoch: bytes | None
+        self._paused_reason: str | None
+        self._binding: bytes | None
+        self._sweepers: dict[str, bytes]
+        self._clear(view.revision, view.cluster_id)
         self._epoch = view.cluster_epoch_raw
-        self._paused_raw: bytes | None = None
         self._paused_reason = view.paused_reason
         self._paused = view.paused
         self._binding = view.binding_raw
         self._sweepers = dict(view.sweepers)
-        self._raw: dict[str, bytes] = {}
-        self._marks: dict[str, int] = {}
-        self._malformed: dict[str, str] = {}
-        self._low: list[tuple[int, str]] = []
-        self._high: list[tuple[int, str]] = []
         for name, raw in view.partitions.items():
             self._set_partition(name, raw)
+
+    @classmethod
+    def empty(cls, keys: NamespaceKeys, pause_reason: Callable[[bytes], str | None]) -> GcIndex:
+        """An index to hand a full read to (`start`, then `add` page by page)."""
+        return cls(keys, GcView(revision=0, cluster_epoch_raw=None, partitions={}), pause_reason)
+
+    def _clear(self, revision: int, cluster_id: str | None) -> None:
+        self.revision = revision
+        self.cluster_id = cluster_id
+        self._epoch = None
+        self._paused_reason = None
+        self._paused = False
+        self._binding = None
+        self._sweepers = {}
+        self._records: dict[str, int] = {}  # every record: M(p) << 64 | digest (_pack)
+        self._malformed: dict[str, str] = {}
+        self._groups: dict[int, set[str]] = {}  # M(p) -> the names that have it
+        self._low: list[int] = []  # distinct M(p), lazily deleted
+        self._high: list[int] = []  # the same, negated
+
+    # -- a full read, page by page (watermark.core.kv.RangeFold) ----------------------
+
+    def start(self, revision: int, cluster_id: int) -> None:
+        """A full read (re)starts at `revision`: forget everything held so far."""
+        self._clear(revision, cluster_id_text(cluster_id))
+
+    def add(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """The next page of the full read."""
+        for key, value in items:
+            self._put(key, value)
 
     # -- changes ---------------------------------------------------------------------
 
     def apply(self, changes: Iterable[Change]) -> None:
         """Apply changes in revision order (a whole revision at a time)."""
-        keys = self._keys
         for change in changes:
-            key, value = change.key, change.value
             self.revision = max(self.revision, change.revision)
-            if key.startswith(keys.partitions):
-                name = key[len(keys.partitions) :]
-                if value is None:
-                    self._drop_partition(name)
-                else:
-                    self._set_partition(name, value)
-            elif key == keys.epoch:
-                self._epoch = value
-            elif key == keys.paused:
-                self._paused = value is not None
-                self._paused_reason = None if value is None else self._reason(value)
-            elif key == keys.binding:
-                self._binding = value
-            elif key.startswith(keys.sweepers):
-                sweeper = key[len(keys.sweepers) :]
-                if value is None:
-                    self._sweepers.pop(sweeper, None)
-                else:
-                    self._sweepers[sweeper] = value
+            if change.value is None:
+                self._delete(change.key)
+            else:
+                self._put(change.key, change.value)
 
-    def _reason(self, raw: bytes) -> str | None:
-        return self._pause_reason(raw)
+    def _put(self, key: str, value: bytes) -> None:
+        keys = self._keys
+        if key.startswith(keys.partitions):
+            self._set_partition(key[len(keys.partitions) :], value)
+        elif key == keys.epoch:
+            self._epoch = value
+        elif key == keys.paused:
+            self._paused = True
+            self._paused_reason = self._pause_reason(value)
+        elif key == keys.binding:
+            self._binding = value
+        elif key.startswith(keys.sweepers):
+            self._sweepers[key[len(keys.sweepers) :]] = value
+
+    def _delete(self, key: str) -> None:
+        keys = self._keys
+        if key.startswith(keys.partitions):
+            self._drop_partition(key[len(keys.partitions) :])
+        elif key == keys.epoch:
+            self._epoch = None
+        elif key == keys.paused:
+            self._paused, self._paused_reason = False, None
+        elif key == keys.binding:
+            self._binding = None
+        elif key.startswith(keys.sweepers):
+            self._sweepers.pop(key[len(keys.sweepers) :], None)
 
     def _set_partition(self, name: str, raw: bytes) -> None:
-        self._raw[name] = raw
-        self._marks.pop(name, None)
-        self._malformed.pop(name, None)
+        if name in self._records:
+            self._drop_partition(name)
         try:
             watermark = PartitionRecord.watermark_of(raw, partition=name)
         except InvalidRecord as exc:
             self._malformed[name] = str(exc)
+            self._records[name] = _pack(_MALFORMED, raw)
             return
-        self._marks[name] = watermark
-        if len(self._low) > 2 * len(self._marks) + 64:  # mostly dead entries: rebuild
-            self._low = [(mark, n) for n, mark in self._marks.items()]
-            self._high = [(-mark, n) for n, mark in self._marks.items()]
-            heapq.heapify(self._low)
-            heapq.heapify(self._high)
-            return
-        heapq.heappush(self._low, (watermark, name))
-        heapq.heappush(self._high, (-watermark, name))
+        self._records[name] = _pack(watermark, raw)
+        group = self._groups.get(watermark)
+        if group is None:
+            group = self._groups[watermark] = set()
+            if len(self._low) > 2 * len(self._groups) + 64:  # mostly dead values: rebuild
+                self._low = list(self._groups)
+                self._high = [-mark for mark in self._groups]
+                heapq.heapify(self._low)
+                heapq.heapify(self._high)
+            else:
+                heapq.heappush(self._low, watermark)
+                heapq.heappush(self._high, -watermark)
+        group.add(name)
 
     def _drop_partition(self, name: str) -> None:
-        self._raw.pop(name, None)
-        self._marks.pop(name, None)
-        self._malformed.pop(name, None)
+        packed = self._records.pop(name, None)
+        if packed is None:
+            return
+        mark = packed >> 64
+        if mark == _MALFORMED:
+            del self._malformed[name]
+            return
+        group = self._groups[mark]
+        group.discard(name)
+        if not group:
+            del self._groups[mark]
 
     # -- reading ---------------------------------------------------------------------
 
-    def _live(self, heap: list[tuple[int, str]], sign: int) -> tuple[int, str] | None:
-        """The top live entry of `heap` (dead ones popped for good)."""
+    def _live(self, heap: list[int], sign: int) -> int | None:
+        """The top live value of `heap` (dead ones popped for good), signed back."""
         while heap:
-            mark, name = heap[0]
-            if self._marks.get(name) == sign * mark:
-                return heap[0]
+            if sign * heap[0] in self._groups:
+                return sign * heap[0]
             heapq.heappop(heap)
         return None
 
@@ -145,35 +218,20 @@ class GcIndex:
             name = min(self._malformed)
             malformed = (name, self._malformed[name])
         top = self._live(self._high, -1)
-        highest = None if top is None else (top[1], -top[0])
-        bottom = self._live(self._low, 1)
-        lowest = None if bottom is None else bottom[0]
-        return PartitionSummary(len(self._raw), malformed, highest, lowest, self._pinning(lowest))
+        highest = None if top is None else (min(self._groups[top]), top)
+        lowest = self._live(self._low, 1)
+        pinning: tuple[PinningPartition, ...] = ()
+        if lowest is not None:
+            names = heapq.nsmallest(PINNING_LIMIT, self._groups[lowest])
+            pinning = tuple(PinningPartition(name, lowest) for name in names)
+        return PartitionSummary(len(self._records), malformed, highest, lowest, pinning)
 
-    def _pinning(self, lowest: int | None) -> tuple[PartitionRecord, ...]:
-        """Up to PINNING_LIMIT records at the lowest M(p), in name order."""
-        if lowest is None:
-            return ()
-        taken: list[tuple[int, str]] = []
-        seen: set[str] = set()
-        while len(taken) < PINNING_LIMIT:
-            top = self._live(self._low, 1)
-            if top is None or top[0] != lowest:
-                break
-            entry = heapq.heappop(self._low)
-            if entry[1] not in seen:  # a name set twice to one M(p) has two live copies
-                seen.add(entry[1])
-                taken.append(entry)
-        for entry in taken:
-            heapq.heappush(self._low, entry)
-        return tuple(PartitionRecord.decode(self._raw[name], partition=name) for _, name in taken)
-
-    def view(self, *, with_partitions: bool = True) -> GcView:
-        """The view a full read at `revision` would return (partitions only if asked)."""
+    def view(self) -> GcView:
+        """The view a full read at `revision` would return, without the partition records."""
         return GcView(
             revision=self.revision,
             cluster_epoch_raw=self._epoch,
-            partitions=dict(self._raw) if with_partitions else {},
+            partitions={},
             paused=self._paused,
             paused_reason=self._paused_reason,
             binding_raw=self._binding,
@@ -183,23 +241,68 @@ class GcIndex:
 
     def safe_epoch(self) -> SafeEpoch:
         """M and the rest, by the rules of a full read."""
-        return judge(self.view(with_partitions=False), self.summary())
+        return judge(self.view(), self.summary())
+
+    def checker(self) -> IndexCheck:
+        """A `watermark.core.kv.RangeFold` that compares a full read with this index."""
+        return IndexCheck(self)
 
     def matches(self, full: GcView) -> str | None:
-        """None if a full read at this index's revision holds exactly what the index does;
-        else what differs (for the report)."""
-        ours = self.view()
-        for label, mine, theirs in (
-            ("cluster epoch", ours.cluster_epoch_raw, full.cluster_epoch_raw),
-            ("pause marker", (ours.paused, ours.paused_reason), (full.paused, full.paused_reason)),
-            ("binding", ours.binding_raw, full.binding_raw),
-            ("sweeper announcements", ours.sweepers, full.sweepers),
-        ):
-            if mine != theirs:
-                return f"{label} differs"
-        if ours.partitions != full.partitions:
-            names = sorted(set(ours.partitions).symmetric_difference(full.partitions)) or sorted(
-                n for n in ours.partitions if ours.partitions[n] != full.partitions[n]
-            )
-            return f"{len(names)} partition records differ, e.g. {names[0]!r}"
-        return None
+        """None if the full read `full` (at this index's revision) holds exactly what the
+        index does; else what differs (for the report)."""
+        check = self.checker()
+        check.start(full.revision, 0)
+        check.add((self._keys.partitions + name, raw) for name, raw in full.partitions.items())
+        return _differs(self.view(), full, check)
+
+
+class IndexCheck:
+    """A full read compared with a `GcIndex`, page by page (a `RangeFold`): each partition
+    record by name and digest as it arrives (nothing of it is kept), the other keys in an
+    index of their own (`read`: the view the full read gave, without partition records)."""
+
+    def __init__(self, index: GcIndex) -> None:
+        self._index = index
+        self.read = GcIndex.empty(index._keys, index._pause_reason)
+        self.records = 0
+        """How many partition records the read held."""
+        self._first: str | None = None  # the first record that differs, by name
+
+    def start(self, revision: int, cluster_id: int) -> None:
+        """The read (re)starts: forget what it gave so far."""
+        self.read.start(revision, cluster_id)
+        self.records, self._first = 0, None
+
+    def add(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """Compare the next page's partition records; keep the other keys."""
+        prefix = self._index._keys.partitions
+        records = self._index._records
+        for key, value in items:
+            if not key.startswith(prefix):
+                self.read._put(key, value)
+                continue
+            self.records += 1
+            packed = records.get(key[len(prefix) :])
+            if self._first is None and (packed is None or packed & _DIGEST != _digest(value)):
+                self._first = key[len(prefix) :]
+
+    def differs(self) -> str | None:
+        """None when the read holds exactly what the index does; else what differs."""
+        return _differs(self._index.view(), self.read.view(), self)
+
+
+def _differs(ours: GcView, theirs: GcView, check: IndexCheck) -> str | None:
+    for label, mine, read in (
+        ("cluster epoch", ours.cluster_epoch_raw, theirs.cluster_epoch_raw),
+        ("pause marker", (ours.paused, ours.paused_reason), (theirs.paused, theirs.paused_reason)),
+        ("binding", ours.binding_raw, theirs.binding_raw),
+        ("sweeper announcements", ours.sweepers, theirs.sweepers),
+    ):
+        if mine != read:
+            return f"{label} differs"
+    if check._first is not None:
+        return f"partition records differ, e.g. {check._first!r}"
+    held = len(check._index._records)
+    if check.records != held:  # every record read is in the index: it holds more
+        return f"the index holds {held} partition records, the full read {check.records}"
+    return None

@@ -12,6 +12,12 @@ the revision of its last write; comparing `mod_revision == 0` means "key absent"
 `range_prefix` returns every key under a prefix as of ONE revision (paged internally
 at that revision when the prefix is large).
 
+Reading a large prefix without holding it is a separate capability (`FoldReadable`):
+`range_fold(prefix, fold)` hands the keys to a `RangeFold` page by page, all at the
+revision of the first page; a read that has to start again at another revision (etcd
+compacted the first one mid-read) calls `fold.start` again, so the fold never sees a
+mix of two revisions.
+
 Watching is a separate capability (`Watchable`): `watch_prefix(prefix, R)` returns the
 changes under the prefix after revision R, whole revisions in revision order, on every
 `sync()`; a compacted start, a cancelled watch or a lost connection ends it with
@@ -20,7 +26,7 @@ changes under the prefix after revision R, whole revisions in revision order, on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -29,9 +35,11 @@ __all__ = [
     "Change",
     "Compare",
     "Delete",
+    "FoldReadable",
     "KeyValue",
     "PrefixWatch",
     "Put",
+    "RangeFold",
     "RangeResult",
     "TxnResult",
     "Watchable",
@@ -99,6 +107,27 @@ class Change:
     key: str
     value: bytes | None
     revision: int
+
+
+class RangeFold(Protocol):
+    """What a paged read of a prefix hands its keys to (`FoldReadable.range_fold`)."""
+
+    def start(self, revision: int, cluster_id: int) -> None:
+        """The read (re)starts at `revision`: forget every key given before."""
+        ...
+
+    def add(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """The next page's (key, value) pairs, in key order."""
+        ...
+
+
+class FoldReadable(Protocol):
+    """A KV that can hand a large prefix over page by page instead of holding it whole."""
+
+    async def range_fold(self, prefix: str, fold: RangeFold, *, revision: int = 0) -> None:
+        """Every key under `prefix` at one revision (the current one, or `revision`),
+        given to `fold` page by page after `fold.start(revision, cluster_id)`."""
+        ...
 
 
 class PrefixWatch(Protocol):

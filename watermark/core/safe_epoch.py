@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from watermark.core.record import PartitionRecord
 from watermark.errors import InvalidRecord
@@ -34,7 +35,9 @@ __all__ = [
     "PINNING_LIMIT",
     "GcView",
     "PartitionSummary",
+    "PinningPartition",
     "SafeEpoch",
+    "cluster_id_text",
     "compute_safe_epoch",
     "judge",
     "parse_cluster_epoch",
@@ -42,6 +45,18 @@ __all__ = [
 ]
 
 _PINNING_LIMIT = 10
+
+
+def cluster_id_text(raw: int) -> str | None:
+    """etcd's cluster id as `GcView.cluster_id` shows it (0: the client cannot tell)."""
+    return None if raw == 0 else f"{raw:016x}"
+
+
+class PinningPartition(NamedTuple):
+    """A partition whose M(p) is the minimum: it pins M (what an operator looks at)."""
+
+    partition: str
+    watermark: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +84,7 @@ class SafeEpoch:
     cluster_epoch: int | None
     safe_epoch: int | None
     partition_count: int
-    pinning: tuple[PartitionRecord, ...] = ()
+    pinning: tuple[PinningPartition, ...] = ()
     blocked_reason: str | None = None
     blocked_partition: str | None = None
     paused: bool = False
@@ -108,8 +123,8 @@ class PartitionSummary:
     highest: tuple[str, int] | None = None
     """(name, M(p)) of the highest M(p) (the lowest-sorting name among equals)."""
     lowest: int | None = None
-    pinning: tuple[PartitionRecord, ...] = ()
-    """Up to `PINNING_LIMIT` records whose M(p) is `lowest`, in name order."""
+    pinning: tuple[PinningPartition, ...] = ()
+    """Up to `PINNING_LIMIT` partitions whose M(p) is `lowest`, in name order."""
 
 
 PINNING_LIMIT = _PINNING_LIMIT
@@ -118,11 +133,10 @@ PINNING_LIMIT = _PINNING_LIMIT
 def summarize(partitions: Mapping[str, bytes]) -> PartitionSummary:
     """One pass over the raw records in name order.
 
-    Every record is checked as `PartitionRecord.decode` checks it, but only the pinning
-    ones are built into records (at the end): holding 100k decoded records (tracker
-    dicts and all) made the cyclic GC traverse an ever larger heap, half the time of a
-    100k-record read. The sort is cheap: names arrive in key order from etcd, and
-    sorting a sorted list is linear."""
+    Every record is checked as `PartitionRecord.decode` checks it, but none is built
+    into a record: holding 100k decoded records (tracker dicts and all) made the cyclic
+    GC traverse an ever larger heap, half the time of a 100k-record read. The sort is
+    cheap: names arrive in key order from etcd, and sorting a sorted list is linear."""
     malformed: tuple[str, str] | None = None
     highest: tuple[str, int] | None = None
     lowest: int | None = None
@@ -141,7 +155,9 @@ def summarize(partitions: Mapping[str, bytes]) -> PartitionSummary:
             lowest_names = [name]
         elif watermark == lowest and len(lowest_names) < _PINNING_LIMIT:
             lowest_names.append(name)
-    pinning = tuple(PartitionRecord.decode(partitions[n], partition=n) for n in lowest_names)
+    pinning: tuple[PinningPartition, ...] = ()
+    if lowest is not None:
+        pinning = tuple(PinningPartition(name, lowest) for name in lowest_names)
     return PartitionSummary(len(partitions), malformed, highest, lowest, pinning)
 
 

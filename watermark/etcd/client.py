@@ -21,8 +21,11 @@ This is the only module that talks to etcd (aetcd, grpc). It holds no watermark 
   (the first page `page_size` keys, later ones sized to about 32 MiB by the bytes per
   key seen: etcd 3.5 counts the rest of the range on every page, so fewer pages cost
   it less; a page larger than the client may receive is asked for again with a quarter
-  of the keys), so the result is one snapshot however large the prefix.
-  If that revision is compacted away in between, the whole read starts again. Pages
+  of the keys), so the result is one snapshot however large the prefix. `range_fold`
+  hands each page to a `watermark.core.kv.RangeFold` as it arrives instead of holding
+  them all (1M partition records are ~480 MB of keys and values).
+  If that revision is compacted away in between, the whole read starts again (a fold
+  is told by a second `start`); a read at an explicit revision fails instead. Pages
   come back in key order without asking for a sort: etcd's index is ordered by key,
   and a request with a sort order makes etcd 3.5 ignore `limit` while fetching (it
   reads and sorts the whole rest of the range on every page: quadratic paging).
@@ -47,7 +50,16 @@ import grpc.aio
 import structlog
 from aetcd import rpc
 
-from watermark.core.kv import Change, Compare, Delete, KeyValue, Put, RangeResult, TxnResult
+from watermark.core.kv import (
+    Change,
+    Compare,
+    Delete,
+    KeyValue,
+    Put,
+    RangeFold,
+    RangeResult,
+    TxnResult,
+)
 from watermark.errors import ConfigError, EtcdUnavailable, LeaseExpired, WatchLost
 
 __all__ = ["DEFAULT_PAGE_SIZE", "PAGE_TARGET_BYTES", "EtcdKV"]
@@ -57,6 +69,7 @@ PAGE_TARGET_BYTES = 32 * 1024 * 1024
 """Later pages of a range read carry about this many bytes (None: fixed pages); a page
 that would exceed what the client may receive is asked for again with fewer keys."""
 _MAX_PAGE_KEYS = 100_000
+_SLICE_KEYS = 2_000  # keys converted between two turns of the event loop
 _MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 _T = TypeVar("_T")
 _log = structlog.get_logger(__name__)
@@ -323,13 +336,46 @@ class EtcdKV:
         No `sort_order` on the requests: etcd returns a range in ascending key order
         by itself, and sorting would make it fetch the whole remaining range per page.
         """
-        start = prefix.encode()
-        end = _prefix_end(start)
-        at_revision = revision
+        items: list[KeyValue] = []
+        header = [0, 0]
 
-        async def operation(session: _Session) -> RangeResult:
-            items: list[KeyValue] = []
-            revision, cluster_id = at_revision, 0
+        def start(at: int, cluster_id: int) -> None:
+            items.clear()
+            header[:] = [at, cluster_id]
+
+        def take(kvs: Any) -> None:
+            items.extend(_key_value(raw) for raw in kvs)
+
+        await self._paged(prefix, revision, start, take)
+        return RangeResult(header[0], tuple(items), header[1])
+
+    async def range_fold(self, prefix: str, fold: RangeFold, *, revision: int = 0) -> None:
+        """`range_prefix` without holding the result: each page's (key, value) pairs go
+        to `fold` as they arrive (`watermark.core.kv.FoldReadable`). A read that starts
+        again (connection lost, or the first page's revision compacted before the last
+        page when `revision` is 0) calls `fold.start` again; an explicit `revision`
+        that is compacted fails with EtcdUnavailable."""
+
+        def take(kvs: Any) -> None:
+            fold.add((raw.key.decode("utf-8", "surrogateescape"), raw.value) for raw in kvs)
+
+        await self._paged(prefix, revision, fold.start, take)
+
+    async def _paged(
+        self,
+        prefix: str,
+        at_revision: int,
+        start: Callable[[int, int], None],
+        take: Callable[[Any], None],
+    ) -> None:
+        """Read `prefix` page by page at one revision (see the module docstring): `start`
+        gets the revision and cluster id once the first page is in (again on a retry),
+        `take` every page's protobuf key-values in key order."""
+        first_key = prefix.encode()
+        end = _prefix_end(first_key)
+
+        async def operation(session: _Session) -> None:
+            revision = at_revision
 
             async def page(key: bytes, limit: int) -> Any:
                 # A page larger than the client may receive (its keys are much larger than
@@ -345,9 +391,9 @@ class EtcdKV:
                             raise
                         limit = max(1, limit // 4)
 
-            response = await page(start, self._page_size)
+            response = await page(first_key, self._page_size)
             revision = revision or response.header.revision  # later pages: the same revision
-            cluster_id = response.header.cluster_id
+            start(revision, response.header.cluster_id)
             while True:
                 # The next page is asked for before this one is converted: etcd serves it
                 # while this process converts.
@@ -358,18 +404,24 @@ class EtcdKV:
                         limit = _next_limit(response.kvs, self._page_size, self._page_target_bytes)
                     ahead = asyncio.ensure_future(page(response.kvs[-1].key + b"\0", limit))
                 try:
-                    if ahead is not None:
-                        await asyncio.sleep(0)  # let the request go out
-                    items.extend(_key_value(raw) for raw in response.kvs)
+                    # In slices, giving the event loop a turn after each: gRPC sends the
+                    # request for the next page and receives it only while the loop runs
+                    # (one turn before a whole 32 MiB page was not enough: etcd then
+                    # started on the next page only once this one was converted).
+                    kvs = response.kvs
+                    for begin in range(0, len(kvs), _SLICE_KEYS):
+                        await asyncio.sleep(0)
+                        take(kvs[begin : begin + _SLICE_KEYS])
                 except BaseException:  # e.g. cancelled: no call left behind
                     if ahead is not None:
                         ahead.cancel()
                     raise
                 if ahead is None:
-                    return RangeResult(revision, tuple(items), cluster_id)
+                    return
+                response = None  # this page's memory goes before the next one is awaited
                 response = await ahead
 
-        return await self._call(f"range {prefix}", operation, idempotent=True)
+        await self._call(f"range {prefix}", operation, idempotent=True)
 
     async def watch_prefix(self, prefix: str, start_revision: int) -> _EtcdWatch:
         """Watch `prefix` from `start_revision` (see the module docstring)."""

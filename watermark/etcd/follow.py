@@ -4,21 +4,24 @@
 give, without re-reading every partition record each round:
 
 1. the first read (and any read after the watch is lost) is a full read at revision R,
-   which builds a `watermark.core.gcindex.GcIndex` and opens a watch from R + 1;
+   handed page by page to a `watermark.core.gcindex.GcIndex` (which keeps per record
+   only its M(p) and a digest, never the raw values: 1M records fit in a few hundred
+   MiB), and opens a watch from R + 1;
 2. every later read asks the watch for the changes since the previous read (one etcd
    progress round trip, plus the changed records) and applies them: the cost follows
    what changed, not how many partitions there are;
 3. every `verify_every`-th read also reads the namespace in full at the index's own
-   revision and compares: a mismatch (which would be a bug, or etcd history lost under
+   revision and compares it, page by page, record by record (by digest), with the
+   index: a mismatch (which would be a bug, or etcd history lost under
    the watch) blocks that round, is logged and counted, and the index is rebuilt from
    the full read;
 4. a lost watch (compacted, cancelled, connection lost, no answer) falls back to a full
    read, and so does a check whose revision etcd no longer has (compacted while the
    namespace was quiet): the index is rebuilt from a read at the current revision.
 
-Every fail-closed rule of a full read holds at every revision: the index keeps the same
-raw values and applies the same rules (`watermark.core.safe_epoch.judge`). A store whose KV
-cannot watch (`watermark.core.kv.Watchable`) is read in full every time.
+Every fail-closed rule of a full read holds at every revision: the index decodes every
+record as a full read does and applies the same rules (`watermark.core.safe_epoch.judge`).
+A store whose KV cannot watch (`watermark.core.kv.Watchable`) is read in full every time.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import structlog
 from watermark.core.contract import pause_reason
 from watermark.core.gcindex import GcIndex, NamespaceKeys
 from watermark.core.kv import PrefixWatch
-from watermark.core.safe_epoch import GcView, SafeEpoch, compute_safe_epoch
+from watermark.core.safe_epoch import GcView, PartitionSummary, SafeEpoch, judge
 from watermark.errors import EtcdUnavailable
 from watermark.etcd.store import WatermarkStore
 
@@ -66,8 +69,8 @@ class GcFollower:
         self.changes_applied = 0
 
     async def read(self) -> tuple[GcView, SafeEpoch]:
-        """The namespace view (without partition records, except after a full read) and
-        M, at one revision; EtcdUnavailable when etcd cannot be read at all."""
+        """The namespace view (without its partition records) and M, at one revision;
+        EtcdUnavailable when etcd cannot be read at all."""
         self._reads += 1
         if self._index is None or self._watch is None:
             return await self._full()
@@ -82,39 +85,42 @@ class GcFollower:
         if self._reads % self.verify_every == 0:
             return await self._verify(self._index)
         self.last_kind = "incremental"
-        return self._index.view(with_partitions=False), self._index.safe_epoch()
+        return self._index.view(), self._index.safe_epoch()
 
     async def _full(self) -> tuple[GcView, SafeEpoch]:
-        view = await self.store.read_gc_view()
-        self._index = GcIndex(self._keys, view, pause_reason)
+        index = GcIndex.empty(self._keys, pause_reason)
+        await self.store.read_gc_into(index)  # page by page: the records are never all held
+        self._index = index
         self.last_kind = "full"
         kv = self.store.kv
         if hasattr(kv, "watch_prefix"):
             try:
-                self._watch = await kv.watch_prefix(self.store.namespace + "/", view.revision + 1)
+                self._watch = await kv.watch_prefix(self.store.namespace + "/", index.revision + 1)
             except EtcdUnavailable as exc:  # the next read is a full one again
                 _log.warning("watermark.watch_failed", namespace=self.store.namespace,
                              error=str(exc))  # fmt: skip
-        return view, self._index.safe_epoch()  # the index decoded every record once
+        return index.view(), index.safe_epoch()  # the index decoded every record once
 
     async def _verify(self, index: GcIndex) -> tuple[GcView, SafeEpoch]:
+        check = index.checker()
         try:
-            full = await self.store.read_gc_view(revision=index.revision)
+            await self.store.read_gc_into(check, revision=index.revision)
         except EtcdUnavailable as exc:  # e.g. that revision was compacted: start afresh
             _log.warning("watermark.verify_read_failed", namespace=self.store.namespace,
                          revision=index.revision, error=str(exc))  # fmt: skip
             await self.close()
             return await self._full()
-        differs = index.matches(full)
+        differs = check.differs()
         if differs is None:
             self.last_kind = "verified"
-            return index.view(with_partitions=False), index.safe_epoch()
+            return index.view(), index.safe_epoch()
         self.last_kind = "mismatch"
         _log.error("watermark.index_mismatch", namespace=self.store.namespace,
                    revision=index.revision, differs=differs)  # fmt: skip
         await self.close()
+        full = check.read.view()
         blocked = dataclasses.replace(
-            compute_safe_epoch(full),
+            judge(full, PartitionSummary(check.records)),
             safe_epoch=None,
             blocked_reason=(
                 f"the watched view of the namespace differs from a full read at revision "

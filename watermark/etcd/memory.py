@@ -26,7 +26,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from watermark.core.kv import Change, Compare, Delete, KeyValue, Put, RangeResult, TxnResult
+from watermark.core.kv import (
+    Change,
+    Compare,
+    Delete,
+    KeyValue,
+    Put,
+    RangeFold,
+    RangeResult,
+    TxnResult,
+)
 from watermark.errors import EtcdUnavailable, LeaseExpired, WatchLost
 
 __all__ = ["MAX_TXN_OPS", "MemoryKV"]
@@ -97,6 +106,12 @@ class MemoryKV:
             raise EtcdUnavailable(_ENDPOINT, f"revision {revision} is not kept in memory")
         items = tuple(self._data[key] for key in sorted(self._data) if key.startswith(prefix))
         return RangeResult(revision=self._revision, items=items)
+
+    async def range_fold(self, prefix: str, fold: RangeFold, *, revision: int = 0) -> None:
+        """`range_prefix` handed to `fold` (`watermark.core.kv.FoldReadable`) in one page."""
+        result = await self.range_prefix(prefix, revision=revision)
+        fold.start(result.revision, result.cluster_id)
+        fold.add((item.key, item.value) for item in result.items)
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
         """Apply all `ops` atomically (at one new revision) iff every compare holds."""

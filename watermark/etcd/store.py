@@ -33,6 +33,8 @@ writer can make a call fail (and be retried after a re-read) but never corrupt s
   epoch, every partition record, the pause marker, the binding and the running
   sweepers' announcements come from one etcd revision; the
   global safe epoch M is computed from it by `watermark.core.safe_epoch` (fail closed).
+  `read_gc_into` is the same read handed over page by page (`watermark.core.kv.RangeFold`),
+  for readers that must not hold every record at once (`watermark.etcd.follow`).
 
 The publication types are defined in `watermark.core.contract` and re-exported here.
 
@@ -61,9 +63,15 @@ from watermark.core.contract import (
     validate_namespace,
     validate_partition,
 )
-from watermark.core.kv import KV, Compare, Delete, KeyValue, Put
+from watermark.core.kv import KV, Compare, Delete, KeyValue, Put, RangeFold
 from watermark.core.record import PartitionRecord
-from watermark.core.safe_epoch import GcView, SafeEpoch, compute_safe_epoch, parse_cluster_epoch
+from watermark.core.safe_epoch import (
+    GcView,
+    SafeEpoch,
+    cluster_id_text,
+    compute_safe_epoch,
+    parse_cluster_epoch,
+)
 from watermark.errors import (
     ConfigError,
     EpochConflict,
@@ -401,9 +409,24 @@ class WatermarkStore:
             paused=paused_reason is not None,
             paused_reason=paused_reason,
             binding_raw=binding_raw,
-            cluster_id=_cluster_id(result.cluster_id),
+            cluster_id=cluster_id_text(result.cluster_id),
             sweepers=sweepers,
         )
+
+    async def read_gc_into(self, fold: RangeFold, *, revision: int = 0) -> None:
+        """`read_gc_view`'s one read at one revision, handed to `fold` page by page
+        (`watermark.core.kv.FoldReadable`) instead of held whole: a million partition
+        records are never in memory at once. A KV that cannot fold is read whole."""
+        prefix = self.namespace + "/"
+        if hasattr(self._kv, "range_fold"):
+            await self._kv.range_fold(prefix, fold, revision=revision)
+            return
+        if revision:
+            result = await self._kv.range_prefix(prefix, revision=revision)  # type: ignore[call-arg]
+        else:
+            result = await self._kv.range_prefix(prefix)
+        fold.start(result.revision, result.cluster_id)
+        fold.add((item.key, item.value) for item in result.items)
 
     async def read_safe_epoch(self) -> SafeEpoch:
         """The global safe epoch M (or why it is undefined), from one revision."""
@@ -431,7 +454,7 @@ class WatermarkStore:
 
     async def cluster_id(self) -> str | None:
         """The id of the etcd cluster behind this store (None when it cannot tell)."""
-        return _cluster_id((await self._kv.range_prefix(self.binding_key)).cluster_id)
+        return cluster_id_text((await self._kv.range_prefix(self.binding_key)).cluster_id)
 
     async def get_binding(self) -> tuple[bytes | None, int]:
         """The raw `{ns}/binding` value (None: unbound) and its mod_revision (0: absent)."""
@@ -456,10 +479,6 @@ class WatermarkStore:
         """Write a running sweeper's announcement, bound to its lease."""
         key = self.sweepers_prefix + validate_partition(sweeper_id)
         await self._kv.txn([], [Put(key, raw, lease)])
-
-
-def _cluster_id(raw: int) -> str | None:
-    return None if raw == 0 else f"{raw:016x}"
 
 
 def _batches(

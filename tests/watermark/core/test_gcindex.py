@@ -96,7 +96,15 @@ def test_a_mismatch_with_a_full_read_is_named() -> None:
     state = {KEYS.epoch: b"10", KEYS.partitions + "p/1": record("p/1", 3)}
     index = GcIndex(KEYS, full_view(state, 5), pause_reason)
     state[KEYS.partitions + "p/1"] = record("p/1", 4)
-    assert index.matches(full_view(state, 5)) == "1 partition records differ, e.g. 'p/1'"
+    assert index.matches(full_view(state, 5)) == "partition records differ, e.g. 'p/1'"
+    state[KEYS.partitions + "p/1"] = record("p/1", 3)
+    assert index.matches(full_view(state, 5)) is None
+    state[KEYS.partitions + "p/2"] = record("p/2", 3)  # a record the index never saw
+    assert index.matches(full_view(state, 5)) == "partition records differ, e.g. 'p/2'"
+    del state[KEYS.partitions + "p/1"], state[KEYS.partitions + "p/2"]  # one it still holds
+    assert index.matches(full_view(state, 5)) == (
+        "the index holds 1 partition records, the full read 0"
+    )
     state[KEYS.epoch] = b"11"
     assert index.matches(full_view(state, 5)) == "cluster epoch differs"
 
@@ -110,3 +118,20 @@ def test_many_updates_of_one_partition_keep_the_heaps_small() -> None:
     assert index.safe_epoch().safe_epoch == 0
     assert len(index._low) < 200
     assert len(index._high) < 200
+
+
+def test_a_full_read_handed_over_in_pages_and_restarted_holds_only_the_last_start() -> None:
+    """The index as a range fold: pages after `start` build what a full read's view
+    builds; a restarted read (etcd compacted the first revision) forgets the first try."""
+    state = {KEYS.epoch: b"10", KEYS.paused: b'{"reason": "x", "version": 1}'}
+    state |= {KEYS.partitions + n: record(n, 3 + i % 4) for i, n in enumerate(NAMES)}
+    index = GcIndex(KEYS, full_view({}, 1), pause_reason)
+    index.start(7, 0)
+    index.add([(KEYS.partitions + "gone", b"{broken"), (f"{NS}/sweepers/old", b"1")])
+    index.start(8, 0xABC)
+    items = sorted(state.items())
+    index.add(items[:5])
+    index.add(items[5:])
+    assert index.safe_epoch() == compute_safe_epoch(full_view(state, 8))
+    assert (index.revision, index.cluster_id) == (8, "0000000000000abc")
+    assert index.matches(full_view(state, 8)) is None

@@ -196,3 +196,21 @@ def nesting(value: Any) -> int:
     if isinstance(value, dict):
         return 1 + max(map(nesting, value.values()), default=0)
     return 0
+
+
+@pytest.mark.parametrize(
+    "text", ["", " ", "\t\n", " {} ", "{}", "{} x", "[1] ,", "x", " 1", "1 ", '"a"  ', "\r[]\r",
+             "[1]\u00a0", "\u00a0[1]", "{\"a\": 1}\n\n"],
+)  # fmt: skip
+def test_a_document_and_the_space_around_it_are_judged_as_json_judges_them(text: str) -> None:
+    """loads calls json's scanner itself (no JSONDecoder.decode): leading and trailing
+    whitespace, an empty text and extra data give json's own answer and offset."""
+    try:
+        expected: tuple[str, Any] = ("value", json.loads(text))
+    except json.JSONDecodeError as exc:
+        expected = ("refused", f"it is not JSON: {exc.msg} at offset {exc.pos}")
+    try:
+        got: tuple[str, Any] = ("value", loads(text, what="t", max_bytes=LIMIT))
+    except InvalidJson as exc:
+        got = ("refused", exc.problem)
+    assert got == expected
