@@ -40,7 +40,7 @@ from bench.watermark_path import _etcd, _record, _seed_records
 from watermark.core.kv import Change, Put
 from watermark.core.safe_epoch import compute_safe_epoch
 from watermark.etcd.client import EtcdKV
-from watermark.etcd.follow import DEFAULT_VERIFY_EVERY, GcFollower
+from watermark.etcd.follow import DEFAULT_VERIFY_EVERY, GcFollower, read_once
 from watermark.etcd.store import WatermarkStore
 
 NAME = "global_m"
@@ -154,7 +154,8 @@ def _vm_hwm_mib() -> float:
 async def _read_once(endpoint: str, path: str, traced: bool) -> dict[str, float]:
     """In a child: one full read of the namespace at `endpoint` (+ M), timed. `path`
     "follower" is a daemon's cold start (`GcFollower`'s first read: page by page into
-    its index); "view" is `read_gc_view` + `compute_safe_epoch` (`gcd sweep`, once)."""
+    its index); "sweep" is `gcd sweep`'s read (`read_once`: the same, without a watch);
+    "view" is `read_gc_view` + `compute_safe_epoch` (`gcd status`, records held whole)."""
     kv = EtcdKV([endpoint], timeout_s=60.0)
     follower = None
     try:
@@ -167,6 +168,8 @@ async def _read_once(endpoint: str, path: str, traced: bool) -> dict[str, float]
         if path == "follower":
             follower = GcFollower(store)
             _, safe = await follower.read()
+        elif path == "sweep":
+            _, safe = await read_once(store)
         else:
             safe = compute_safe_epoch(await store.read_gc_view())
         read_s = time.perf_counter() - started
@@ -190,7 +193,7 @@ def _child_read(endpoint: str, path: str, traced: bool) -> dict[str, float]:
     return figures
 
 
-_COLD_PATHS = ("follower", "view")
+_COLD_PATHS = ("follower", "sweep", "view")
 
 
 async def _cold_start(count: int) -> dict[str, Any]:
@@ -244,7 +247,8 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
         ),
     ))  # fmt: skip
     labels = {"follower": "daemon: GcFollower's first read (page by page into its index)",
-              "view": "gcd sweep: read_gc_view + compute_safe_epoch (records held whole)"}
+              "sweep": "gcd sweep: read_once (the same, no watch)",
+              "view": "gcd status: read_gc_view + compute_safe_epoch (records held whole)"}
     report.tables.append(Table(
         f"Cold start: one full read of {cold_count:,} partition records (seeded in "
         f"{cold['seed_s']:.1f} s; each path in a child process of its own)",

@@ -38,9 +38,9 @@ from watermark.core.binding import (
     nested_root,
     overlap_conflict,
 )
-from watermark.core.safe_epoch import SafeEpoch, compute_safe_epoch
+from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import ConfigError, InvalidRecord
-from watermark.etcd.follow import GcFollower
+from watermark.etcd.follow import GcFollower, read_once
 from watermark.etcd.store import WatermarkStore
 
 __all__ = [
@@ -279,8 +279,7 @@ class BoundSource:
         if self.follower is not None:
             view, read = await self.follower.read()
         else:
-            view = await self.store.read_gc_view()
-            read = compute_safe_epoch(view)
+            view, read = await read_once(self.store)
         claim_raw: bytes | None = None
         above: dict[str, bytes] = {}
         if view.binding_raw is not None:

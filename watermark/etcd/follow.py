@@ -38,12 +38,32 @@ from watermark.core.safe_epoch import GcView, PartitionSummary, SafeEpoch, judge
 from watermark.errors import EtcdUnavailable
 from watermark.etcd.store import WatermarkStore
 
-__all__ = ["DEFAULT_VERIFY_EVERY", "GcFollower", "ReadKind"]
+__all__ = ["DEFAULT_VERIFY_EVERY", "GcFollower", "ReadKind", "read_once"]
 
 DEFAULT_VERIFY_EVERY = 30
 """Reads between two full reads that check the index (30 rounds: 5 min at 10 s)."""
 ReadKind = Literal["full", "incremental", "verified", "mismatch"]
 _log = structlog.get_logger("watermark.gcfollow")
+
+
+def _namespace_keys(store: WatermarkStore) -> NamespaceKeys:
+    return NamespaceKeys(
+        epoch=store.epoch_key,
+        partitions=store.partitions_prefix,
+        paused=store.paused_key,
+        binding=store.binding_key,
+        sweepers=store.sweepers_prefix,
+    )
+
+
+async def read_once(store: WatermarkStore) -> tuple[GcView, SafeEpoch]:
+    """One full read, page by page into a compact index, and M: what
+    `read_gc_view` + `compute_safe_epoch` give, without holding every record at once
+    (a one-shot `gcd sweep`; ~940 -> ~380 MiB peak at 1M records, bench/RESULTS.md
+    section 17). No watch is opened."""
+    index = GcIndex.empty(_namespace_keys(store), pause_reason)
+    await store.read_gc_into(index)
+    return index.view(), index.safe_epoch()
 
 
 class GcFollower:
@@ -54,13 +74,7 @@ class GcFollower:
             raise ValueError(f"verify_every must be >= 1, got {verify_every}")
         self.store = store
         self.verify_every = verify_every
-        self._keys = NamespaceKeys(
-            epoch=store.epoch_key,
-            partitions=store.partitions_prefix,
-            paused=store.paused_key,
-            binding=store.binding_key,
-            sweepers=store.sweepers_prefix,
-        )
+        self._keys = _namespace_keys(store)
         self._index: GcIndex | None = None
         self._watch: PrefixWatch | None = None
         self._reads = 0
