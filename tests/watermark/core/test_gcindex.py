@@ -121,8 +121,8 @@ def test_many_updates_of_one_partition_keep_the_heaps_small() -> None:
     assert len(index._low) < 200
     assert len(index._high) < 200
     # the other two move above it: the last value of the updated one, 10001, is M now
-    index.apply([Change(KEYS.partitions + NAMES[0], record(NAMES[0], 20_000), 10_002),
-                 Change(KEYS.partitions + NAMES[2], record(NAMES[2], 30_000), 10_002)])
+    index.apply([Change(KEYS.partitions + n, record(n, m), 10_002)
+                 for n, m in ((NAMES[0], 20_000), (NAMES[2], 30_000))])  # fmt: skip
     assert index.safe_epoch().safe_epoch == 10_001
 
 
