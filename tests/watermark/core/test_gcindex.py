@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,7 +47,7 @@ _partition_change = st.tuples(
 _other_change = st.sampled_from(
     [("epoch", b"7"), ("epoch", b"12"), ("epoch", b"x"), ("epoch", None),
      ("paused", b'{"reason": "maintenance", "version": 1}'), ("paused", None),
-     ("binding", b"{}"), ("sweepers/a", b"1"), ("sweepers/a", None)]
+     ("binding", b"{}"), ("binding", None), ("sweepers/a", b"1"), ("sweepers/a", None)]
 )  # fmt: skip
 
 
@@ -118,6 +120,10 @@ def test_many_updates_of_one_partition_keep_the_heaps_small() -> None:
     assert index.safe_epoch().safe_epoch == 0
     assert len(index._low) < 200
     assert len(index._high) < 200
+    # the other two move above it: the last value of the updated one, 10001, is M now
+    index.apply([Change(KEYS.partitions + n, record(n, m), 10_002)
+                 for n, m in ((NAMES[0], 20_000), (NAMES[2], 30_000))])  # fmt: skip
+    assert index.safe_epoch().safe_epoch == 10_001
 
 
 def test_a_full_read_handed_over_in_pages_and_restarted_holds_only_the_last_start() -> None:
@@ -135,3 +141,91 @@ def test_a_full_read_handed_over_in_pages_and_restarted_holds_only_the_last_star
     assert index.safe_epoch() == compute_safe_epoch(full_view(state, 8))
     assert (index.revision, index.cluster_id) == (8, "0000000000000abc")
     assert index.matches(full_view(state, 8)) is None
+
+
+PAUSED = b'{"reason": "maintenance", "version": 1}'
+
+
+def test_an_index_built_from_a_view_holds_all_of_it() -> None:
+    """Every key a full read gives (epoch, pause marker, binding, sweepers, cluster id)
+    is in the index's view, not only the partition records."""
+    state = {KEYS.epoch: b"10", KEYS.paused: PAUSED, KEYS.binding: b'{"b": 1}',
+             f"{NS}/sweepers/a": b"1", KEYS.partitions + "p/1": record("p/1", 3)}  # fmt: skip
+    full = dataclasses.replace(full_view(state, 5), cluster_id="0000000000000abc")
+    index = GcIndex(KEYS, full, pause_reason)
+    assert index.view() == dataclasses.replace(full, partitions={})
+    assert index.safe_epoch() == compute_safe_epoch(full)
+
+
+def test_an_index_that_has_read_nothing_is_the_empty_namespace_at_revision_0() -> None:
+    """Before any read (revision 0: etcd's revisions start at 1) the index judges as a
+    read of an empty namespace does: blocked, as the cluster epoch is missing."""
+    nothing = GcView(revision=0, cluster_epoch_raw=None, partitions={})
+    index = GcIndex.empty(KEYS, pause_reason)
+    assert (index.revision, index.view()) == (0, nothing)
+    assert index.safe_epoch() == compute_safe_epoch(nothing)
+
+
+def test_a_restarted_full_read_forgets_the_pause_marker_and_binding_of_the_first_try() -> None:
+    """Keys the first try gave and the last one does not (a pause lifted, a binding
+    removed, a sweeper gone) are not in the index: it is the last read alone."""
+    index = GcIndex.empty(KEYS, pause_reason)
+    index.start(7, 0xABC)
+    index.add([(KEYS.binding, b'{"b": 1}'), (KEYS.epoch, b"9"), (KEYS.paused, PAUSED),
+               (f"{NS}/sweepers/a", b"1")])  # fmt: skip
+    index.start(8, 0)
+    state = {KEYS.partitions + "p/1": record("p/1", 3)}  # the epoch key is gone too
+    index.add(sorted(state.items()))
+    assert index.view() == dataclasses.replace(full_view(state, 8), partitions={})
+    assert index.safe_epoch() == compute_safe_epoch(full_view(state, 8))
+    assert (index.safe_epoch().paused, index.safe_epoch().defined) == (False, False)
+
+
+def test_a_partition_that_has_published_nothing_is_updated_and_deleted_like_any_other() -> None:
+    """M(p) = -1 (none of its epochs is garbage yet) is an M(p) like any other, not a
+    malformed record: it pins M at -1 until it moves, then the next lowest does."""
+    state = {KEYS.epoch: b"10", KEYS.partitions + "p/1": record("p/1", -1),
+             KEYS.partitions + "p/2": record("p/2", 4)}  # fmt: skip
+    index = GcIndex(KEYS, full_view(state, 5), pause_reason)
+    assert index.safe_epoch().safe_epoch == -1
+    for revision, value in ((6, record("p/1", 6)), (7, record("p/1", -1)), (8, None)):
+        index.apply([Change(KEYS.partitions + "p/1", value, revision)])
+        if value is None:
+            del state[KEYS.partitions + "p/1"]
+        else:
+            state[KEYS.partitions + "p/1"] = value
+        assert index.safe_epoch() == compute_safe_epoch(full_view(state, revision))
+        assert index.matches(full_view(state, revision)) is None
+    assert index.safe_epoch().safe_epoch == 4
+
+
+def test_a_check_fed_page_by_page_names_what_the_last_read_differs_in() -> None:
+    """The check as a range fold: a restarted read forgets its first try; a read holding
+    what the index holds matches; a pause marker or binding it missed is named."""
+    state = {KEYS.epoch: b"10", KEYS.binding: b'{"b": 1}', f"{NS}/sweepers/a": b"1"}
+    state |= {KEYS.partitions + n: record(n, 3 + i % 4) for i, n in enumerate(NAMES)}
+    index = GcIndex(KEYS, full_view(state, 5), pause_reason)
+    check = index.checker()
+    check.start(4, 0)
+    check.add([(KEYS.partitions + "gone", b"{broken"), (KEYS.paused, PAUSED)])
+    check.start(5, 0)
+    items = sorted(state.items())
+    check.add(items[:4])
+    check.add(items[4:])
+    assert (check.differs(), check.records) == (None, len(NAMES))
+    assert check.read.view() == index.view()
+    check.start(5, 0)
+    check.add(sorted((state | {KEYS.paused: PAUSED}).items()))
+    assert check.differs() == "pause marker differs"
+    check.start(5, 0)
+    check.add(sorted((state | {KEYS.binding: b'{"b": 2}'}).items()))
+    assert check.differs() == "binding differs"
+
+
+def test_a_check_that_was_handed_no_read_compares_with_an_empty_namespace() -> None:
+    """Before `start`, a check is a read of nothing: an empty index matches it, an index
+    with records holds more."""
+    assert GcIndex.empty(KEYS, pause_reason).checker().differs() is None
+    state = {KEYS.partitions + "p/1": record("p/1", 3)}
+    index = GcIndex(KEYS, full_view(state, 5), pause_reason)
+    assert index.checker().differs() == "the index holds 1 partition records, the full read 0"

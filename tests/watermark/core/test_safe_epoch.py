@@ -10,6 +10,7 @@ from watermark.core.safe_epoch import (
     PINNING_LIMIT,
     GcView,
     SafeEpoch,
+    cluster_id_text,
     compute_safe_epoch,
     parse_cluster_epoch,
 )
@@ -117,3 +118,12 @@ def test_defined_is_true_exactly_when_m_is_known() -> None:
     assert (known.paused, known.refused_reason) == (False, None)
     assert compute_safe_epoch(view(b"3")).paused is False
     assert GcView(1, b"3", {}).paused is False
+
+
+def test_a_cluster_id_is_16_hex_digits_and_0_means_the_client_cannot_tell() -> None:
+    """etcd's cluster id as a view shows it: 0 (no id in the response) is None, so no
+    binding is compared against a made-up cluster; every other id is 16 hex digits."""
+    assert cluster_id_text(0) is None
+    assert cluster_id_text(1) == "0000000000000001"
+    assert cluster_id_text(0xABC) == "0000000000000abc"
+    assert cluster_id_text(2**64 - 1) == "ffffffffffffffff"

@@ -58,6 +58,19 @@ def test_depth_counts_arrays_and_objects_but_not_brackets_inside_strings() -> No
     assert loads(brackets_in_strings, what="doc", max_bytes=LIMIT, max_depth=2)[0] == "[[[[{{{{"
 
 
+def test_depth_is_nesting_not_the_number_of_brackets() -> None:
+    """Many closed arrays and objects side by side are one level each: a list of 100
+    objects or of 100 arrays is 2 levels deep, under a limit of 2."""
+    objects = "[" + ",".join(['{"a":1}'] * 100) + "]"
+    assert loads(objects, what="doc", max_bytes=LIMIT, max_depth=2) == [{"a": 1}] * 100
+    arrays = "{" + ",".join(f'"k{i}":[]' for i in range(100)) + "}"
+    assert len(loads(arrays, what="doc", max_bytes=LIMIT, max_depth=2)) == 100
+    assert "nested more than 1 levels deep (at offset 1)" in refusal(objects, max_depth=1)
+    # a closed sibling takes back exactly its own level: the next one is as deep as ever
+    assert "nested more than 2 levels deep (at offset 5)" in refusal("[[],[[1]]]", max_depth=2)
+    assert "nested more than 2 levels deep (at offset 9)" in refusal('[{},{"a":{}}]', max_depth=2)
+
+
 def test_an_unterminated_string_is_refused_before_the_parser_sees_the_brackets() -> None:
     """An open string followed by brackets is refused as unterminated, with its offset."""
     assert "unterminated string at offset 1" in refusal('["' + "[" * 50_000)
@@ -111,6 +124,15 @@ def test_a_surrogate_pair_escape_is_accepted() -> None:
     assert loads(b'"\\ud83d\\ude00"', what="doc", max_bytes=LIMIT) == "\U0001f600"
 
 
+def test_the_integer_minus_zero_is_refused_but_not_a_float_or_a_string_that_holds_it() -> None:
+    """-0 names no count, epoch or offset: refused wherever it is a number; -0.5, -0e1 and
+    a name like "topic-0" are fine."""
+    assert "it holds the integer -0, which names no count or epoch" in refusal('{"epoch": -0}')
+    assert "it holds the integer -0" in refusal('["topic-0", -0]')
+    doc = loads('{"topic-0": ["topic-0", -0.5, -0e1, 0]}', what="doc", max_bytes=LIMIT)
+    assert doc == {"topic-0": ["topic-0", -0.5, -0.0, 0]}
+
+
 @pytest.mark.parametrize("raw", [b"", b" ", b"[1,]", b"{'a': 1}", b"[1] [2]", b'"\x01"'])
 def test_syntax_errors_are_refused_with_their_offset(raw: bytes) -> None:
     """Empty input, trailing commas, single quotes, extra data, raw control chars: refused."""
@@ -140,6 +162,8 @@ def test_dumps_refuses_nonfinite_floats_or_writes_them_as_null() -> None:
     }
     assert text.isascii()
     assert dumps([1, {"a": None}], what="doc", compact=True) == '[1,{"a":null}]'
+    # by default: keys in the order given, json's usual spacing
+    assert dumps({"b": 1, "a": [1, 2]}, what="doc") == '{"b": 1, "a": [1, 2]}'
 
 
 @settings(max_examples=300, deadline=None)
