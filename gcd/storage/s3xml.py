@@ -27,12 +27,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_plus
 from xml.etree.ElementTree import Element, ParseError, fromstring
 
 from botocore.parsers import ResponseParserError
+from botocore.utils import parse_timestamp
 
 from gcd.rules.versions import split_target
 from gcd.storage.objectstore import ObjectInfo
@@ -69,11 +70,18 @@ def _root(body: bytes, name: str) -> tuple[Element, str]:
 
 
 def _timestamp(text: str | None, key: str) -> float:
-    """LastModified as epoch seconds: S3's ISO 8601 form (`2026-11-22T03:12:50.000Z`)."""
+    """LastModified as epoch seconds: S3's ISO 8601 form (`2026-11-22T03:12:50.000Z`)
+    directly; any other form as botocore reads it (a time without a zone is UTC)."""
     try:
-        return datetime.fromisoformat(text or "").timestamp()
-    except ValueError as exc:
-        raise ResponseParserError(f"LastModified {text!r} of {key!r} is not a time") from exc
+        parsed = datetime.fromisoformat(text or "")
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+    except ValueError:
+        try:
+            parsed = parse_timestamp(text)
+        except (ValueError, TypeError) as exc:
+            raise ResponseParserError(f"LastModified {text!r} of {key!r} is not a time") from exc
+    return parsed.timestamp()
 
 
 def read_listing(body: bytes) -> Listing:

@@ -9,6 +9,7 @@ malformed answer must raise, never read as an empty or a last page.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import quote_plus
 from xml.etree.ElementTree import Element, fromstring
@@ -202,6 +203,33 @@ def test_a_malformed_listing_raises(body: bytes, why: str) -> None:
 def test_a_malformed_delete_answer_raises(body: bytes, why: str) -> None:
     with pytest.raises(ResponseParserError, match=why):
         read_delete_result(body)
+
+
+@pytest.mark.parametrize(
+    "modified",
+    ["2026-11-22T03:12:50.000Z", "2026-11-22T03:12:50Z", "2026-11-22T03:12:50+00:00",
+     "2026-11-22T04:12:50+01:00", "Sun, 22 Nov 2026 03:12:50 GMT", "1795317170"],
+)  # fmt: skip
+def test_a_last_modified_in_any_form_botocore_reads_is_read_as_it_reads_it(modified: str) -> None:
+    """S3's own form directly; other forms as botocore parses them."""
+    body = _LISTING.format(_ENTRY.replace("2026-11-22T03:12:50.000Z", modified)).encode()
+    (ours,) = read_listing(body).objects
+    (theirs,) = _botocore("ListObjectsV2", body)["Contents"]
+    assert ours.last_modified_s == theirs["LastModified"].timestamp() == 1795317170.0
+
+
+def test_a_last_modified_without_a_zone_is_utc_whatever_the_machine_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """botocore would read it in the machine's zone; S3 times are UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        body = _LISTING.format(_ENTRY.replace("03:12:50.000Z", "03:12:50.000")).encode()
+        assert read_listing(body).objects[0].last_modified_s == 1795317170.0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_an_empty_listing_is_read_as_empty_and_last() -> None:
