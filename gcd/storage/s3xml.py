@@ -38,7 +38,7 @@ from botocore.utils import parse_timestamp
 from gcd.rules.versions import split_target
 from gcd.storage.objectstore import ObjectInfo
 
-__all__ = ["Listing", "delete_body", "read_delete_result", "read_listing"]
+__all__ = ["Listing", "delete_body", "parse_s3_timestamp", "read_delete_result", "read_listing"]
 
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _DELETE_ENTRIES = {"Deleted": "Deleted", "Error": "Errors"}  # element -> botocore's member
@@ -69,18 +69,33 @@ def _root(body: bytes, name: str) -> tuple[Element, str]:
     return root, f"{namespace}}}" if namespace else ""
 
 
-def _timestamp(text: str | None, key: str) -> float:
-    """LastModified as epoch seconds: S3's ISO 8601 form (`2026-11-22T03:12:50.000Z`)
-    directly; any other form as botocore reads it (a time without a zone is UTC)."""
-    try:
-        parsed = datetime.fromisoformat(text or "")
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-    except ValueError:
+def parse_s3_timestamp(value: Any) -> datetime:
+    """botocore's timestamp parser with a fast path for S3's ISO 8601 UTC form.
+
+    ListObjectsV2 sends every LastModified as `2026-11-22T03:12:50.000Z`; botocore parses
+    each one with dateutil (~120 us: a third of the client's CPU for a 20k-key round).
+    `datetime.fromisoformat` reads that form (Python >= 3.11) in ~1 us, aware in UTC.
+    Anything else (RFC 822 headers, epoch numbers, a form fromisoformat rejects) goes
+    to botocore's own parser, so the result is the same as botocore's.
+    """
+    if isinstance(value, str) and value.endswith("Z"):
         try:
-            parsed = parse_timestamp(text)
-        except (ValueError, TypeError) as exc:
-            raise ResponseParserError(f"LastModified {text!r} of {key!r} is not a time") from exc
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    parsed: datetime = parse_timestamp(value)
+    return parsed
+
+
+def _timestamp(text: str | None, key: str) -> float:
+    """LastModified as epoch seconds (`parse_s3_timestamp`); a time without a zone is UTC
+    (botocore would read it in the machine's zone)."""
+    try:
+        parsed = parse_s3_timestamp(text)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ResponseParserError(f"LastModified {text!r} of {key!r} is not a time") from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
 
 

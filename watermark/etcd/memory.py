@@ -32,7 +32,6 @@ from watermark.core.kv import (
     Delete,
     KeyValue,
     Put,
-    RangeFold,
     RangeResult,
     TxnResult,
 )
@@ -106,12 +105,6 @@ class MemoryKV:
             raise EtcdUnavailable(_ENDPOINT, f"revision {revision} is not kept in memory")
         items = tuple(self._data[key] for key in sorted(self._data) if key.startswith(prefix))
         return RangeResult(revision=self._revision, items=items)
-
-    async def range_fold(self, prefix: str, fold: RangeFold, *, revision: int = 0) -> None:
-        """`range_prefix` handed to `fold` (`watermark.core.kv.FoldReadable`) in one page."""
-        result = await self.range_prefix(prefix, revision=revision)
-        fold.start(result.revision, result.cluster_id)
-        fold.add((item.key, item.value) for item in result.items)
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
         """Apply all `ops` atomically (at one new revision) iff every compare holds."""

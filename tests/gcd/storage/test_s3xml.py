@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 from gcd.rules.versions import version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.storage.objectstore import DeleteResult
-from gcd.storage.s3 import parse_s3_timestamp
-from gcd.storage.s3xml import delete_body, read_delete_result, read_listing
+from gcd.storage.s3xml import delete_body, parse_s3_timestamp, read_delete_result, read_listing
 
 _S3 = botocore.session.get_session().get_service_model("s3")
 _NS = "http://s3.amazonaws.com/doc/2006-03-01/"

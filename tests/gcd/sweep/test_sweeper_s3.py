@@ -18,7 +18,8 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DeleteResult, ListPage
 from gcd.storage.retry import Retrier
-from gcd.storage.s3 import S3ObjectStore, S3Settings, parse_s3_timestamp
+from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3xml import parse_s3_timestamp
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.report import PlanWriter
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
