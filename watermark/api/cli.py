@@ -70,13 +70,14 @@ from watermark.api.http_server import (
     HttpLimits,
     server_ssl_context,
 )
+from watermark.api.owners import FORCE_OPTIONS, live_owner, refuse_live, revoke
 from watermark.core.contract import expand_partitions
 from watermark.core.display import printable
 from watermark.core.fleet import FleetUrls
 from watermark.core.gcstate import PartitionGcState
-from watermark.core.kv import KV
+from watermark.core.kv import KV, KeyValue
 from watermark.core.record import PartitionRecord
-from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
+from watermark.errors import ConfigError, InvalidRecord, L0gcError, PartitionNotRegistered
 from watermark.etcd.settings import ETCD_OPTIONS, EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import LEVEL_NAMES, configure_logging
@@ -235,7 +236,7 @@ COMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
     "epoch get": ADMIN_OPTIONS,
     "epoch advance": (*ADMIN_OPTIONS, EXPECTED_OPTION),
     "partition register": ADMIN_OPTIONS,
-    "partition deregister": ADMIN_OPTIONS,
+    "partition deregister": (*ADMIN_OPTIONS, *FORCE_OPTIONS),
     "partition list": ADMIN_OPTIONS,
     "partition show": ADMIN_OPTIONS,
     "partition repair": (*ADMIN_OPTIONS, *repair.OPTIONS),
@@ -366,9 +367,7 @@ async def _epoch_get(args: argparse.Namespace, store: WatermarkStore, kv: KV) ->
     return {"epoch": await store.get_cluster_epoch()}
 
 
-async def _epoch_advance(
-    args: argparse.Namespace, store: WatermarkStore, kv: KV
-) -> dict[str, Any]:
+async def _epoch_advance(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
     epoch = await store.advance_cluster_epoch(args.expected)
     return {"epoch": epoch, "previous": epoch - 1}
 
@@ -378,7 +377,28 @@ async def _register(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> 
 
 
 async def _deregister(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
-    deleted = [name for name in args.names if await store.deregister_partition(name)]
+    """Delete the records; a live owner's only with --force, revoked first (`owners`)."""
+    plans: list[tuple[str, KeyValue | None]] = []
+    for name in args.names:  # every name checked before anything is deleted
+        item = await kv.get(store.partition_key(name))
+        why = None
+        if item is not None:
+            with contextlib.suppress(InvalidRecord):  # a malformed record has no owner
+                record = PartitionRecord.decode(item.value, partition=name)
+                why = await live_owner(kv, store.namespace, record)
+        if why is not None and not args.force:
+            raise refuse_live(name, "deregister it", why)
+        plans.append((name, item if why is not None else None))
+    deleted: list[str] = []
+    for name, live in plans:
+        if live is None:
+            gone = await store.deregister_partition(name)
+        else:
+            record = PartitionRecord.decode(live.value, partition=name)
+            revoked = await revoke(kv, live, record, wait_s=args.revoke_wait, reason=args.reason)
+            gone = await store.deregister_partition(name, expected=revoked)
+        if gone:
+            deleted.append(name)
     return {"deregistered": deleted, "absent": [n for n in args.names if n not in deleted]}
 
 

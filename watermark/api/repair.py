@@ -15,7 +15,16 @@ it). It never lowers a valid record's M(p) (objects at or below it may already b
 deleted, and a lower M(p) would not bring them back but would hide that) unless
 ``--force``, which logs a warning audit line ``watermark.partition_repair_forced`` with
 the old and new values and the operator's ``--reason``. ``--dry-run`` prints what would be
-written and writes nothing. The write is one etcd transaction comparing the record's
+written and writes nothing.
+
+Under a live owner (`watermark.api.owners`: it holds a liveness key or member record, or
+published within a minute) a raise of M(p), or a lower owner_epoch, is refused unless
+``--force``, which revokes the owner first and waits ``--revoke-wait`` before writing.
+``--reset-tracker`` drops a tracker no commit can pass any more (and the owner, so the
+next owner starts afresh above M(p)); it never lowers M(p), so it needs no ``--force``.
+Lowering owner_epoch needs ``--force``.
+
+The write is one etcd transaction comparing the record's
 ``mod_revision`` with the one read: if anything wrote the record meanwhile, nothing is
 written and the command fails (exit 1): read it again and decide again.
 """
@@ -31,6 +40,7 @@ from typing import Any
 
 import structlog
 
+from watermark.api.owners import FORCE_OPTIONS, live_owner, refuse_live, revoke
 from watermark.core.kv import KV, Compare, Put
 from watermark.core.record import PartitionRecord
 from watermark.errors import (
@@ -59,9 +69,12 @@ OPTIONS: tuple[Option, ...] = (
            "accepted; default: unchanged, + 1 with --owner or --no-owner)", "N"),
     Option("--no-owner", boolean, False,
            "clear the owner (owner_epoch + 1): the next publisher adopts it", switch=True),
-    Option("--force", boolean, False, "allow lowering M(p); logs an audit line with --reason",
-           switch=True),
-    Option("--reason", text, "", "why (written to the audit log line of --force)", "TEXT"),
+    Option("--reset-tracker", boolean, False,
+           "drop the stored tracker (a tracker no later commit can pass, e.g. an applied "
+           "offset at the maximum) and the owner (owner_epoch + 1): the next owner starts "
+           "afresh from created_epoch, its window above M(p), its log end unknown until a "
+           "commit or an adopt with the log end", switch=True),
+    *FORCE_OPTIONS,
     Option("--dry-run", boolean, False, "print the record that would be written; write "
            "nothing", switch=True),
 )  # fmt: skip
@@ -101,6 +114,10 @@ def plan(
         record = dataclasses.replace(
             record, owner=None if args.no_owner else args.owner, owner_epoch=base.owner_epoch + 1
         )
+    if args.reset_tracker:
+        record = dataclasses.replace(
+            record, tracker=None, owner=None, owner_epoch=base.owner_epoch + 1
+        )
     if args.owner_epoch is not None:
         record = dataclasses.replace(record, owner_epoch=args.owner_epoch)
     if not -1 <= record.watermark < cluster_epoch:
@@ -110,14 +127,19 @@ def plan(
         )
     if not 0 <= record.created_epoch <= cluster_epoch:
         raise ConfigError(
-            f"--created-epoch {record.created_epoch}: must be in [0, cluster epoch "
-            f"{cluster_epoch}]"
+            f"--created-epoch {record.created_epoch}: must be in [0, cluster epoch {cluster_epoch}]"
         )
     if current is not None and record.watermark < current.watermark and not args.force:
         raise ConfigError(
             f"partition {name!r}: refusing to lower M(p) from {current.watermark} to "
             f"{record.watermark}: objects up to {current.watermark} may already be deleted; "
             "pass --force (and --reason) only if you know why it must go down"
+        )
+    if current is not None and record.owner_epoch < current.owner_epoch and not args.force:
+        raise ConfigError(
+            f"partition {name!r}: refusing to lower owner_epoch from {current.owner_epoch} to "
+            f"{record.owner_epoch}: an owner that acquired it since could then be shadowed "
+            "by an older one; pass --force (and --reason) only if you know why"
         )
     raw = record.encode()
     PartitionRecord.decode(raw, partition=name)  # the sweepers' decoder accepts it
@@ -137,6 +159,19 @@ async def repair(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         current, malformed = None, str(exc)
     record = plan(args.name, current, args, await store.get_cluster_epoch(), time.time())
     lowered = current is not None and record.watermark < current.watermark
+    revoked = False
+    if current is not None and _needs_owner_gone(current, record):
+        why = await live_owner(kv, store.namespace, current)
+        if why is not None and not args.force:
+            raise refuse_live(args.name, "raise M(p) or lower owner_epoch", why)
+        if why is not None and not args.dry_run:
+            item = await revoke(kv, item, current, wait_s=args.revoke_wait, reason=args.reason)
+            record = dataclasses.replace(
+                record,
+                owner=None if record.owner == current.owner else record.owner,
+                owner_epoch=max(record.owner_epoch, current.owner_epoch + 1),
+            )
+            revoked = True
     written = False
     if not args.dry_run:
         result = await kv.txn([Compare(key, item.mod_revision)], [Put(key, record.encode())])
@@ -157,8 +192,17 @@ async def repair(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         "malformed": malformed,
         "record": json.loads(record.encode()),
         "forced": lowered,
+        "owner_revoked": revoked,
         "written": written,
     }
+
+
+def _needs_owner_gone(current: PartitionRecord, record: PartitionRecord) -> bool:
+    """True when the change is unsafe under a live owner: M(p) raised (the owner still
+    admits epochs up to it), or owner_epoch lowered while the owner stays named."""
+    return record.watermark > current.watermark or (
+        record.owner is not None and record.owner_epoch < current.owner_epoch
+    )
 
 
 def write_text(result: dict[str, Any]) -> None:

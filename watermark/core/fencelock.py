@@ -100,7 +100,8 @@ class Outcome(enum.Enum):
     RECLAIMED = "reclaimed"
     """Past its deadline, taken back so a window slide could proceed."""
     REVOKED = "revoked"
-    """Taken back when the partition closed or was let go."""
+    """Taken back when the partition closed or was let go, or when its epoch fell at or
+    below a raised floor (`FenceLock.raise_floor`)."""
 
 
 # Not frozen: a frozen dataclass sets every field through object.__setattr__ (~0.5 us
@@ -358,7 +359,8 @@ class FenceLock(Generic[H]):
         if hold not in holds:
             return False
         if (outcome is Outcome.COMMITTED) != (offset is not None) or outcome in (
-            Outcome.RECLAIMED, Outcome.REVOKED
+            Outcome.RECLAIMED,
+            Outcome.REVOKED,
         ):
             raise IllegalTransition(
                 f"a hold of partition {self.partition!r} is released as committed with an "
@@ -445,6 +447,21 @@ class FenceLock(Generic[H]):
             self.changes += 1
         return revoked
 
+    def raise_floor(self, watermark: int) -> tuple[H, ...]:
+        """Admit no epoch <= `watermark` from now on (`EpochWindow.raise_floor`) and take
+        back every hold at or below it (their commits must fail); return those holds."""
+        if not self._window.raise_floor(watermark):
+            return ()
+        self._bounds = self._window.bounds
+        revoked = tuple(h for h in self._holds if h.epoch <= watermark)
+        for hold in revoked:
+            del self._holds[hold]
+            hold.outcome = Outcome.REVOKED
+        self.taken_back += len(revoked)
+        self.changes += 1
+        self._reopen()
+        return revoked
+
     # -- primitives (the transitions above check before calling them) ----------------
 
     def grant(self, epoch: int, now: float, hold_for: float | None, *, slid: bool) -> H:
@@ -484,9 +501,7 @@ class FenceLock(Generic[H]):
     def _reclaim(self, now: float) -> tuple[H, ...]:
         if self._exclusive_waiters == 0:
             return ()
-        expired = tuple(
-            h for h in self._holds if h.deadline is not None and h.deadline <= now
-        )
+        expired = tuple(h for h in self._holds if h.deadline is not None and h.deadline <= now)
         if expired:
             for hold in expired:
                 del self._holds[hold]

@@ -70,9 +70,14 @@ from watermark.core.snapshot import SNAPSHOT_VERSION, parse_snapshot
 from watermark.core.window import Admission, EpochWindow
 from watermark.errors import ConfigError, FencingViolation, IllegalTransition
 
-__all__ = ["DEFAULT_MAX_PENDING_SLIDES", "PartitionGcState", "PendingSlide"]
+__all__ = ["DEFAULT_MAX_PENDING_SLIDES", "MAX_LOG_OFFSET", "PartitionGcState", "PendingSlide"]
 
 DEFAULT_MAX_PENDING_SLIDES = 1024
+MAX_LOG_OFFSET = 2**53 - 1
+"""The highest log offset a commit or a log end may carry (9,007,199,254,740,991: exact in
+every JSON parser, and 285 years of a million entries a second). A higher one is refused
+and changes nothing, so no single writer's value can leave the state where no later
+offset is legal (an offset of 2**63 - 1 did, for every writer, across restarts)."""
 _INT64_MAX = 2**63 - 1
 
 
@@ -263,10 +268,10 @@ class PartitionGcState:
         it: the log cannot be shorter than what was applied from it.
         """
         last = self._last_applied_offset
-        if type(log_end_offset) is not int or log_end_offset < -1:
+        if type(log_end_offset) is not int or not -1 <= log_end_offset <= MAX_LOG_OFFSET:
             raise IllegalTransition(
                 f"log end offset {log_end_offset!r} must be the offset of the last entry in "
-                "the partition log (>= 0), or -1 for an empty log"
+                f"the partition log (0 to {MAX_LOG_OFFSET}), or -1 for an empty log"
             )
         if log_end_offset < (-1 if last is None else last):
             raise IllegalTransition(
@@ -302,6 +307,11 @@ class PartitionGcState:
 
     def _require_next_offset(self, offset: int, event: str) -> None:
         last = self._last_applied_offset
+        if offset > MAX_LOG_OFFSET:
+            raise IllegalTransition(
+                f"{event} at offset {offset}: log offsets may not exceed {MAX_LOG_OFFSET} "
+                "(2**53 - 1); this is not an offset of a real log: check the writer"
+            )
         if offset < 0 or (last is not None and offset <= last):
             raise IllegalTransition(
                 f"{event} at offset {offset}: log offsets must be >= 0 and strictly increase, "

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 __all__ = [
     "KV",
@@ -143,6 +143,7 @@ class PrefixWatch(Protocol):
         ...
 
 
+@runtime_checkable
 class Watchable(Protocol):
     """A KV that can follow a prefix."""
 

@@ -24,6 +24,11 @@ what the garbage collector builds on (see `watermark.core.gcstate`): after the w
 to ``[b, c]`` and the in-flight writes drained, no entry with an epoch below ``b`` can
 be committed any more.
 
+The floor may also rise while a term runs (`raise_floor`): the owner learned that the
+stored M(p) is above what its window promised (an operator raised it), so epochs at or
+below it must not be admitted any more; fences already held there are taken back by
+the lock (`watermark.core.fencelock.FenceLock.raise_floor`).
+
 The window is volatile (one leadership term). After recovery it is rebuilt by
 `EpochWindow.recovered`: collapsed to the last applied epoch ``[max_applied]``, and
 never admitting an epoch at or below the published watermark M(p), because objects
@@ -142,6 +147,23 @@ class EpochWindow:
             )
         self._oldest_accepted = epoch if self._latest_seen is None else self._latest_seen
         self._latest_seen = epoch
+
+    def raise_floor(self, watermark: int) -> bool:
+        """Never admit an epoch <= `watermark` again (the stored M(p) was raised above
+        what this window promised, e.g. by an operator's repair); False if it already
+        did not. A window whose epochs are all at or below it becomes empty; one that
+        straddles it keeps only the epochs above it (``[a, b]`` -> ``[watermark + 1, b]``).
+        """
+        if self._floor is not None and watermark <= self._floor:
+            return False
+        self._floor = watermark
+        if self._latest_seen is not None:
+            if self._latest_seen <= watermark:
+                self._oldest_accepted = self._latest_seen = None
+            else:
+                assert self._oldest_accepted is not None
+                self._oldest_accepted = max(self._oldest_accepted, watermark + 1)
+        return True
 
     def __repr__(self) -> str:
         if self._latest_seen is None:

@@ -63,7 +63,7 @@ from watermark.core.contract import (
     validate_namespace,
     validate_partition,
 )
-from watermark.core.kv import KV, Compare, Delete, KeyValue, Put, RangeFold
+from watermark.core.kv import KV, Compare, Delete, KeyValue, PrefixWatch, Put, RangeFold, Watchable
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import (
     GcView,
@@ -188,22 +188,52 @@ class WatermarkStore:
                 return record
         raise EpochConflict(key, f"registration raced with concurrent writes {_CAS_ATTEMPTS} times")
 
-    async def deregister_partition(self, partition: str) -> bool:
-        """Delete the partition's record; False when it was not registered."""
+    async def deregister_partition(
+        self, partition: str, *, expected: KeyValue | None = None
+    ) -> bool:
+        """Delete the partition's record; False when it was not registered. With
+        `expected`, only if the record is still that one (else EpochConflict)."""
         key = self.partition_key(partition)
         for _ in range(_CAS_ATTEMPTS):
-            existing = await self._kv.get(key)
+            existing = await self._kv.get(key) if expected is None else expected
             if existing is None:
                 return False
             if (await self._kv.txn([Compare(key, existing.mod_revision)], [Delete(key)])).succeeded:
                 _log.info("watermark.partition_deregistered", partition=partition)
                 return True
+            if expected is not None:
+                raise EpochConflict(key, "the record changed since it was read: run it again")
         raise EpochConflict(key, f"record kept changing during deletion ({_CAS_ATTEMPTS} tries)")
 
     async def get_partition(self, partition: str) -> PartitionRecord | None:
         """The stored record, None when not registered; InvalidRecord when malformed."""
         item = await self._kv.get(self.partition_key(partition))
         return None if item is None else PartitionRecord.decode(item.value, partition=partition)
+
+    async def read_partitions(
+        self, partitions: Sequence[str]
+    ) -> dict[str, PartitionRecord | InvalidRecord | None]:
+        """The current records of `partitions` (None: not registered; InvalidRecord: does
+        not decode), read as a publish reads them (gets, or one range read for many)."""
+        found = await self._read_records(partitions)
+        records: dict[str, PartitionRecord | InvalidRecord | None] = {}
+        for name, item in found.items():
+            if item is None:
+                records[name] = None
+                continue
+            try:
+                records[name] = PartitionRecord.decode(item.value, partition=name)
+            except InvalidRecord as exc:
+                records[name] = exc
+        return records
+
+    async def watch_partitions(self) -> PrefixWatch | None:
+        """A watch of every partition record from now on; None if the KV cannot watch."""
+        kv = self._kv
+        if not isinstance(kv, Watchable):
+            return None
+        revision = (await kv.range_prefix(self.epoch_key)).revision
+        return await kv.watch_prefix(self.partitions_prefix, revision + 1)
 
     async def list_partitions(self) -> dict[str, PartitionRecord | InvalidRecord]:
         """Every registered partition's record, or the InvalidRecord explaining why not."""

@@ -98,9 +98,7 @@ class FenceToken(Hold):
         return secret
 
 
-_Turn = (
-    Grant[FenceToken] | Slide[FenceToken] | Wait[FenceToken] | Enter[FenceToken] | Refuse
-)
+_Turn = Grant[FenceToken] | Slide[FenceToken] | Wait[FenceToken] | Enter[FenceToken] | Refuse
 
 
 class _FenceBlock:
@@ -389,6 +387,15 @@ class FencingGuard:
         if revoked:
             self._emit(FencesRevoked(self._partition, revoked))
             self._notify()
+        return revoked
+
+    def raise_floor(self, watermark: int) -> int:
+        """Admit no epoch <= `watermark` any more and take back the fences held at or
+        below it (their commits raise FenceExpired); return how many were taken back."""
+        revoked = len(self._lock.raise_floor(watermark))
+        if revoked:
+            self._emit(FencesRevoked(self._partition, revoked))
+        self._notify()
         return revoked
 
     # -- for subclasses that break the rules on purpose (gcd.sim.variants) -----------

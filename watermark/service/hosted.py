@@ -37,6 +37,13 @@ rise through the reconciler either way. Reconciled reports are clamped to the ap
 log (entries the writer never fenced have nothing to lift); a report at or below the
 current reconciled offset is a no-op.
 
+A raised M(p). An operator's `watermark partition repair --watermark` (with `--force`
+while an owner is live) can raise the stored M(p) above what this owner promised. The
+owner learns it from a refused publish or from its watch of the records
+(`Publisher.check_records`) and calls `learn_stored_watermark`: the fence then admits
+nothing at or below the stored M(p), and fences held there are taken back, so no write
+at such an epoch is committed after the raise (the sweepers may delete it).
+
 Fencing violations. A commit below the promised window (`FencingViolation`) means an
 entry whose object may already be exposed to the sweepers is in the log. The partition
 is then *frozen* until an operator has investigated and it is adopted again: its M(p)
@@ -149,13 +156,25 @@ class HostedPartition:
             self.sealed = True
             self.dirty = True
 
+    def learn_stored_watermark(self, watermark: int) -> int | None:
+        """The stored M(p) is `watermark`; if that is above what this owner published (an
+        operator raised it), admit no epoch <= it any more and take back the fences held
+        at or below it. Return how many fences were taken back, None if nothing changed.
+        """
+        if watermark <= self.published_watermark:
+            return None
+        self.published_watermark = watermark
+        return self.guard.raise_floor(watermark)
+
     def publication(self, owner: str) -> Publication:
-        """What a publish of this partition writes, as `owner`."""
+        """What a publish of this partition writes, as `owner`: the GC state's M(p), or
+        the stored one when that is higher (it was raised under this owner: publishing
+        the lower value would only be refused)."""
         return Publication(
             partition=self.partition,
             owner=owner,
             owner_epoch=self.owner_epoch,
-            watermark=self.state.gc_eligible_epoch,
+            watermark=max(self.state.gc_eligible_epoch, self.published_watermark),
             window=self.guard.window,
             tracker=self.state.snapshot(),
             sealed=self.sealed,

@@ -85,6 +85,7 @@ from watermark.service.eventlog import EVENT_LOG
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FenceToken, FencingGuard
 from watermark.service.hosted import HostedPartition
 from watermark.service.metrics import WatermarkMetrics
+from watermark.service.records import RecordWatch
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_FENCE_TIMEOUT_S", "Fence", "Publisher"]
 
@@ -95,7 +96,6 @@ _PUBLISHER_EVENTS = (
     Published, PublishRefused, PublishFailed, PublishRound, ClusterEpochRead, IdleAdvanced,
     IdleAdvanceSkipped, FencingViolationFound, HostedChanged,
 )  # fmt: skip
-
 
 
 class _Default(enum.Enum):
@@ -212,6 +212,7 @@ class Publisher:
         self.published_once = False
         self.owned_until: float | None = None
         """Ownership lease deadline on `clock` (None: no lease; see the module docstring)."""
+        self._records = RecordWatch(store, owner_id)
 
     # -- ownership -----------------------------------------------------------------
 
@@ -535,10 +536,49 @@ class Publisher:
                         outcome.detail,
                     )
                 )  # fmt: skip
+            if status is PublishStatus.REFUSED_LOWER and outcome.record is not None:
+                self._learn_watermark(hosted, outcome.record.watermark)
             if status in (PublishStatus.STALE_OWNER, PublishStatus.MISSING):
                 self._drop(hosted, status.value)  # a stale owner stops publishing
             elif status is PublishStatus.MALFORMED:
                 hosted.dirty = True  # retried next round; an operator must repair the record
+
+    def _learn_watermark(self, hosted: HostedPartition, watermark: int) -> None:
+        revoked = hosted.learn_stored_watermark(watermark)
+        if revoked is not None:
+            _log.warning(
+                "watermark.floor_raised", partition=hosted.partition, watermark=watermark,
+                fences_revoked=revoked,
+                detail="the stored M(p) was raised above this owner's: no epoch at or below "
+                "it is admitted any more",
+            )  # fmt: skip
+
+    async def check_records(self) -> None:
+        """Learn what others wrote to the hosted records since the last check
+        (`watermark.service.records`): a record deleted (deregistered), or owned by another
+        owner or at another owner_epoch (revoked), drops the partition at once; an M(p)
+        raised above this owner's raises its fencing floor
+        (`HostedPartition.learn_stored_watermark`)."""
+        for name, record in (await self._records.changed(self._hosted)).items():
+            hosted = self._hosted.get(name)
+            if hosted is not None:
+                self._apply_record(hosted, record)
+
+    def _apply_record(
+        self, hosted: HostedPartition, record: PartitionRecord | InvalidRecord | None
+    ) -> None:
+        if record is None:
+            self._drop(hosted, "deregistered")
+        elif isinstance(record, InvalidRecord):
+            return  # sweepers block on it; an operator repairs it, then it is read again
+        elif record.owner != self.owner_id or record.owner_epoch != hosted.owner_epoch:
+            self._drop(
+                hosted,
+                f"revoked: the record names owner {record.owner!r} at owner_epoch "
+                f"{record.owner_epoch} (this owner holds {hosted.owner_epoch})",
+            )
+        else:
+            self._learn_watermark(hosted, record.watermark)
 
     async def read_cluster_epoch(self) -> int:
         """Read the cluster epoch (and export it as a metric)."""
@@ -567,8 +607,10 @@ class Publisher:
         return advanced
 
     async def run_once(self) -> None:
-        """One round: idle advances (if enabled), then publish what changed."""
+        """One round: learn what others wrote to the records (`check_records`), idle
+        advances (if enabled), then publish what changed."""
         try:
+            await self.check_records()
             epoch = await self.read_cluster_epoch()
             if self.idle_advance:
                 await self.advance_idle(epoch)
@@ -602,6 +644,7 @@ class Publisher:
         self.abort_waiters()
         await self.drain()
         await self.publish_now()
+        await self._records.close()
         _log.info("watermark.publisher_stopped", partitions=len(self._hosted))
 
     def _update_gauges(self) -> None:

@@ -499,3 +499,20 @@ def test_the_oldest_hold_is_never_older_than_zero_seconds() -> None:
     lock.grant_at_once(N, 10.0, None)
     assert lock.oldest(9.0) == (N, 0.0)
     assert lock.oldest(10.25) == (N, 0.25)
+
+
+def test_raise_floor_takes_back_holds_at_or_below_it() -> None:
+    """FenceLock.raise_floor revokes exactly the holds at or below the new floor (their
+    outcome REVOKED, counted in taken_back) and the fast path stops granting there."""
+    window = EpochWindow()
+    window.advance(9)
+    window.advance(10)
+    lock: FenceLock[Hold] = FenceLock(window, partition="p")
+    low = lock.grant(9, 0.0, None, slid=False)
+    high = lock.grant(10, 0.0, None, slid=False)
+    assert lock.raise_floor(9) == (low,)
+    assert (low.outcome, high.outcome, lock.inflight, lock.taken_back) == (
+        Outcome.REVOKED, None, 1, 1)  # fmt: skip
+    assert lock.grant_at_once(9, 0.0, None) is None
+    assert lock.grant_at_once(10, 0.0, None) is not None
+    assert lock.raise_floor(9) == ()

@@ -215,3 +215,20 @@ def test_stale_epoch_is_an_l0gc_error_and_survives_pickling() -> None:
     assert isinstance(error, L0gcError)
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.epoch, copy.window, copy.floor, str(copy)) == (4, (5, 6), None, str(error))
+
+
+def test_raise_floor_trims_a_straddling_window_and_empties_one_below() -> None:
+    """raise_floor(m): epochs <= m are BELOW from then on; [a, b] with a <= m < b keeps
+    (m, b]; a window entirely at or below m empties; a lower m changes nothing."""
+    window = EpochWindow.recovered(None, 3)
+    window.advance(9)
+    window.advance(10)
+    assert window.raise_floor(9) is True
+    assert (window.bounds, window.floor) == ((10, 10), 9)
+    assert window.classify(9) is Admission.BELOW
+    assert window.classify(10) is Admission.INSIDE
+    assert window.raise_floor(8) is False
+    assert window.raise_floor(12) is True
+    assert (window.bounds, window.floor) == ((None, None), 12)
+    assert window.classify(12) is Admission.BELOW
+    assert window.classify(13) is Admission.ABOVE
