@@ -300,7 +300,9 @@ def build_parser() -> CommandParser:
         ("register", "register partitions (M(p) = cluster epoch - 1); existing ones unchanged"),
         ("deregister", "delete partitions' records (do this only once their data is gone)"),
     ):
-        sub = _command_parser(part_commands, action, ADMIN_OPTIONS, help_text)
+        sub = _command_parser(
+            part_commands, action, COMMAND_OPTIONS[f"partition {action}"], help_text
+        )
         sub.add_argument("names", nargs="+", metavar="NAME", help="partition name(s)")
     _command_parser(part_commands, "list", ADMIN_OPTIONS, "list every partition record")
     show = _command_parser(part_commands, "show", ADMIN_OPTIONS, "print one partition record")
