@@ -470,11 +470,16 @@ class WatermarkUnavailable(Unavailable):
         self.partition = partition
 
     def __str__(self) -> str:
-        which = "" if self.partition is None else f" (partition {self.partition!r})"
+        if self.partition is None:
+            return (
+                f"global watermark unavailable: {self.reason}; nothing is deleted until it "
+                "is fixed: see docs/operations.md#gc-blocked"
+            )
         return (
-            f"global watermark unavailable: {self.reason}{which}; nothing is deleted until "
-            "it is fixed: see docs/operations.md#gc-blocked (repair the record with "
-            "`watermark partition show`, or deregister the partition if it is gone)"
+            f"global watermark unavailable: {self.reason} (partition {self.partition!r}); "
+            "nothing is deleted until it is fixed: see docs/operations.md#gc-blocked (look "
+            "at the record with `watermark partition show`, fix it with `watermark partition "
+            "repair`, or deregister the partition if it is gone)"
         )
 
 

@@ -223,6 +223,7 @@ class Cluster:
                 os.environ.setdefault(name, value)
         lines = (f"{role}:{token}\n" for role, token in self.tokens.items())
         self.token_file.write_text("".join(lines))
+        self.token_file.chmod(0o600)
         await asyncio.to_thread(self.etcd.start)
         self.s3.start()
         url = f"{self.s3_url}/moto-api/"

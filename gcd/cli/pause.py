@@ -12,7 +12,11 @@ what happened, for a person; with `--log-level info` the store also logs `gc.pau
 `gc.resumed` on stderr (JSON when not a terminal), an audit trail for log collectors.
 
 Without `--reason` the reason names who paused: "paused with gcd pause by USER@HOST".
-Exit codes: 0 done, 1 etcd unreachable, 2 bad flags.
+`pause` refuses (exit 2, "is --namespace right?") a namespace without a cluster epoch
+key: every namespace in use has one, and a pause written under a mistyped name would
+stop nothing.
+
+Exit codes: 0 done, 1 etcd unreachable, 2 bad flags or a namespace not in use.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from gcd.cli.options import resolve
 from gcd.cli.output import write_json
+from gcd.cli.status import empty_namespace
 from watermark import exitcodes
 from watermark.core.display import printable
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
@@ -83,6 +88,10 @@ async def run(args: argparse.Namespace) -> int:
     try:
         store = WatermarkStore(kv, settings.namespace)
         previous = await store.get_paused()
+        if command == "pause" and previous is None and await kv.get(store.epoch_key) is None:
+            # Nothing initialised there: most likely a typo, and a pause written there
+            # would pause nothing while the operator believes GC stopped.
+            raise empty_namespace(settings.namespace)
         if command == "pause":
             reason = args.reason or _default_reason()
             await store.set_paused(reason)

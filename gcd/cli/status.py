@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 import sys
 import time
 from collections.abc import Mapping
@@ -49,7 +50,7 @@ from gcd.cli.output import write_json
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark import exitcodes
 from watermark.core.binding import Binding
-from watermark.core.contract import pause_at
+from watermark.core.contract import pause_at, validate_partition
 from watermark.core.display import printable
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import GcView, compute_safe_epoch
@@ -332,6 +333,15 @@ def _window(p: PartitionStatus) -> str:
     return f"[{p.window[0]}, {p.window[1]}]"
 
 
+def _deregister_args(name: str) -> str:
+    """How `watermark partition deregister` names this record: as itself when it is a
+    valid partition name, else by its bytes in hex (control characters, non-UTF-8)."""
+    try:
+        return shlex.quote(validate_partition(name))
+    except ConfigError:
+        return "--name-hex " + name.encode("utf-8", "surrogateescape").hex()
+
+
 def render_text(report: StatusReport, now: float) -> str:
     """The report for people."""
     lines = [f"namespace      {report.namespace}  (etcd revision {report.revision})"]
@@ -340,9 +350,8 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append("global M       UNDEFINED: sweepers delete nothing (fail closed)")
         lines.append(f"blocked        {printable(report.blocked_reason or '')}")
         if report.blocked_partition is not None:
-            name = printable(report.blocked_partition)
             lines.append(f"               fix: partition gone -> watermark partition deregister "
-                         f"{name}")  # fmt: skip
+                         f"{_deregister_args(report.blocked_partition)}")  # fmt: skip
             lines.append(f"                    partition live -> repair its record, see "
                          f"{RUNBOOK}#gc-blocked")  # fmt: skip
     else:

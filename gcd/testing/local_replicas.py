@@ -96,6 +96,7 @@ class LocalReplicas:
         self.procs: dict[str, ReplicaProc] = {}
         run_dir.mkdir(parents=True, exist_ok=True)
         self.token_file.write_text("".join(f"{r}:{t}\n" for r, t in self.tokens.items()))
+        self.token_file.chmod(0o600)
 
     def argv(self, proc: ReplicaProc) -> list[str]:
         """The command line of `proc`'s next incarnation."""

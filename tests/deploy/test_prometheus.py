@@ -204,6 +204,7 @@ def test_a_real_prometheus_answers_every_dashboard_and_alert_query(
     sweeper_port, publisher_port, prom_port = free_port(), free_port(), free_port()
     token = tmp_path / "tokens"
     token.write_text("writer:writer-token-0123456789abcdef\n")
+    token.chmod(0o600)
     children = [
         Child("gcd-daemon", [sys.executable, "-m", "gcd", "daemon", "--bucket", bucket,
               "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1", *etcd,

@@ -11,7 +11,9 @@ are ignored, and so is a ``#`` comment after a token (after whitespace: no token
 token is 16 to 512 characters of ``A-Z a-z 0-9 - . _ ~ + /``, optionally followed by
 ``=`` padding (RFC 6750 ``b64token``; ``openssl rand -hex 32`` makes one).
 A line that is not of this form, an unknown role, a token given twice or a file with no
-token is refused with the line number, never the token.
+token is refused with the line number, never the token. A file any user of the machine
+may read or write (a mode with "other" bits, e.g. 0644) is refused as ssh refuses such a
+private key: 0600, or 0640 / Kubernetes' 0440 for a group.
 
 Roles (`Role`) and what each may do (`Access`, `allows`):
 
@@ -33,7 +35,9 @@ import enum
 import hashlib
 import hmac
 import ipaddress
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,12 +182,20 @@ def read_token_file(path: str) -> TokenSet:
     source = f"--auth-token-file {path}"
     try:
         with Path(path).open("rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
             data = handle.read(MAX_TOKEN_FILE_BYTES + 1)
     except OSError as exc:
         raise ConfigError(
             f"{source}: cannot read it ({exc.strerror or type(exc).__name__}); give the path "
             "of a readable token file"
         ) from exc
+    if mode & 0o007:
+        raise ConfigError(
+            f"{source}: every user of this machine may read or write it (mode "
+            f"{stat.S_IMODE(mode):04o}), so anyone here could take the admin token; run "
+            f"`chmod 600 {path}` (or 640 for a group; Kubernetes: a secret volume with "
+            "defaultMode 0440, as the chart mounts it), as ssh requires of private keys"
+        )
     if len(data) > MAX_TOKEN_FILE_BYTES:
         raise ConfigError(
             f"{source}: larger than {MAX_TOKEN_FILE_BYTES} bytes; is this the token file?"

@@ -236,7 +236,13 @@ COMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
     "epoch get": ADMIN_OPTIONS,
     "epoch advance": (*ADMIN_OPTIONS, EXPECTED_OPTION),
     "partition register": ADMIN_OPTIONS,
-    "partition deregister": (*ADMIN_OPTIONS, *FORCE_OPTIONS),
+    "partition deregister": (
+        *ADMIN_OPTIONS, *FORCE_OPTIONS,
+        Option("--name-hex", boolean, False,
+               "the NAMEs are the hex bytes of records whose names are not valid partition "
+               "names (control characters, bytes that are not UTF-8), as `gcd status` prints "
+               "them; such a record has no owner to check", switch=True),
+    ),
     "partition list": ADMIN_OPTIONS,
     "partition show": ADMIN_OPTIONS,
     "partition repair": (*ADMIN_OPTIONS, *repair.OPTIONS),
@@ -380,6 +386,11 @@ async def _register(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> 
 
 async def _deregister(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
     """Delete the records; a live owner's only with --force, revoked first (`owners`)."""
+    if args.name_hex:
+        raw = [_hex_name(name) for name in args.names]
+        gone = [name for name, data in zip(args.names, raw, strict=True)
+                if await store.deregister_raw(data)]  # fmt: skip
+        return {"deregistered": gone, "absent": [n for n in args.names if n not in gone]}
     plans: list[tuple[str, KeyValue | None]] = []
     for name in args.names:  # every name checked before anything is deleted
         item = await kv.get(store.partition_key(name))
@@ -402,6 +413,16 @@ async def _deregister(args: argparse.Namespace, store: WatermarkStore, kv: KV) -
         if gone:
             deleted.append(name)
     return {"deregistered": deleted, "absent": [n for n in args.names if n not in deleted]}
+
+
+def _hex_name(text_: str) -> bytes:
+    try:
+        return bytes.fromhex(text_)
+    except ValueError:
+        raise ConfigError(
+            f"--name-hex: {text_!r} is not hex; give the bytes of the record's name after "
+            "{ns}/partitions/ as `gcd status` prints them (e.g. 6f72646572730a)"
+        ) from None
 
 
 async def _list(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:

@@ -99,16 +99,28 @@ class SafeEpoch:
         return self.safe_epoch is not None
 
 
+MAX_CLUSTER_EPOCH = 2**63 - 1
+"""The highest cluster epoch (int64); `watermark epoch advance` refuses to go past it."""
+
+
 def parse_cluster_epoch(raw: bytes | None) -> int:
     """Decode the `{ns}/epoch` value; raise InvalidRecord naming the bad value."""
     if raw is None:
-        raise InvalidRecord("cluster epoch key is missing: run `watermark epoch advance` once")
+        raise InvalidRecord(
+            "cluster epoch key is missing: is --namespace right? (a namespace in use always "
+            "has one; only a new namespace starts without it, until its first `watermark "
+            "epoch advance`)"
+        )
     text = raw.decode("ascii", errors="replace")
     if not text.isascii() or not text.isdigit() or (len(text) > 1 and text[0] == "0"):
         raise InvalidRecord(f"cluster epoch value {text!r} is not a non-negative decimal")
     value = int(text)
-    if value > 2**63 - 1:
-        raise InvalidRecord(f"cluster epoch value {text!r} overflows int64")
+    if value > MAX_CLUSTER_EPOCH:
+        raise InvalidRecord(
+            f"cluster epoch value {text!r} overflows int64 (at most {MAX_CLUSTER_EPOCH}); "
+            "l0gc never writes such a value: put the epoch back with `etcdctl put` to the "
+            "highest value any partition has seen plus one"
+        )
     return value
 
 

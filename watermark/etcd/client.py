@@ -320,7 +320,7 @@ class EtcdKV:
         """The key's current value (linearizable read), or None."""
 
         async def operation(session: _Session) -> KeyValue | None:
-            request = rpc.RangeRequest(key=key.encode())
+            request = rpc.RangeRequest(key=_key_bytes(key))
             response = await session.kv.Range(
                 request, timeout=self._timeout_s, metadata=session.metadata
             )
@@ -448,7 +448,7 @@ class EtcdKV:
                 rpc.Compare(
                     result=rpc.Compare.EQUAL,
                     target=rpc.Compare.MOD,
-                    key=compare.key.encode(),
+                    key=_key_bytes(compare.key),
                     mod_revision=compare.mod_revision,
                 )
                 for compare in compares
@@ -549,12 +549,18 @@ async def _ready(channel: grpc.aio.Channel) -> None:
         state = channel.get_state(try_to_connect=True)
 
 
+def _key_bytes(key: str) -> bytes:
+    """A key's bytes: the inverse of how keys are read (UTF-8, surrogateescape), so a
+    key holding bytes that are not UTF-8 can be read, compared and deleted again."""
+    return key.encode("utf-8", "surrogateescape")
+
+
 def _request_op(op: Put | Delete) -> Any:
     if isinstance(op, Put):
         return rpc.RequestOp(
-            request_put=rpc.PutRequest(key=op.key.encode(), value=op.value, lease=op.lease)
+            request_put=rpc.PutRequest(key=_key_bytes(op.key), value=op.value, lease=op.lease)
         )
-    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=op.key.encode()))
+    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=_key_bytes(op.key)))
 
 
 def _describe(exc: BaseException) -> str:

@@ -66,6 +66,7 @@ from watermark.core.contract import (
 from watermark.core.kv import KV, Compare, Delete, KeyValue, PrefixWatch, Put, RangeFold, Watchable
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import (
+    MAX_CLUSTER_EPOCH,
     GcView,
     SafeEpoch,
     cluster_id_text,
@@ -154,6 +155,11 @@ class WatermarkStore:
             if expected is not None and current != expected:
                 raise EpochConflict(self.epoch_key, f"expected epoch {expected}, found {current}")
             compare = Compare(self.epoch_key, item.mod_revision)
+        if current >= MAX_CLUSTER_EPOCH:
+            raise ConfigError(
+                f"the cluster epoch is {current}, the maximum (2**63 - 1): it cannot advance; "
+                "an epoch this high was set by hand, not by l0gc's ticker"
+            )
         advanced = current + 1
         write = Put(self.epoch_key, str(advanced).encode())
         if not (await self._kv.txn([compare, *guard], [write])).succeeded:
@@ -204,6 +210,21 @@ class WatermarkStore:
             if expected is not None:
                 raise EpochConflict(key, "the record changed since it was read: run it again")
         raise EpochConflict(key, f"record kept changing during deletion ({_CAS_ATTEMPTS} tries)")
+
+    async def deregister_raw(self, name: bytes) -> bool:
+        """Delete the record whose key is exactly `{ns}/partitions/` + `name` (bytes that
+        need not be a valid partition name: a record written by hand, which `gcd status`
+        names in hex); False when there is none."""
+        if not name:
+            raise ConfigError("give the name's bytes in hex, e.g. 6f72646572732f30")
+        key = self.partitions_prefix + name.decode("utf-8", "surrogateescape")
+        existing = await self._kv.get(key)
+        if existing is None:
+            return False
+        if not (await self._kv.txn([Compare(key, existing.mod_revision)], [Delete(key)])).succeeded:
+            raise EpochConflict(key, "the record changed since it was read: run it again")
+        _log.info("watermark.partition_deregistered", partition=repr(name))
+        return True
 
     async def get_partition(self, partition: str) -> PartitionRecord | None:
         """The stored record, None when not registered; InvalidRecord when malformed."""

@@ -73,6 +73,7 @@ async def serve(etcd: LocalEtcd, namespace: str, tmp_path: Path, *build: str) ->
     await store.init_cluster_epoch(1)
     tokens = tmp_path / "tokens"
     tokens.write_text(f"writer:{TOKEN}\n")
+    tokens.chmod(0o600)
     port = free_port()
     base = ["-m", "gcd.chaos.broken_serve", *build] if build else ["-m", "watermark"]
     child = Child.python("serve", [*base, "serve", "--etcd", etcd.endpoint, "--namespace",

@@ -57,6 +57,7 @@ def live_serve(
     watermark(etcd, namespace, "partition", "register", *partitions)
     tokens = workdir / "tokens"
     tokens.write_text(f"writer:{WRITER}\nreconciler:{RECONCILER}\nadmin:{ADMIN}\n")
+    tokens.chmod(0o600)
     port = free_port()
     child = Child.python(
         "serve",

@@ -160,10 +160,12 @@ def test_reading_the_token_file_names_the_path(tmp_path: Path) -> None:
         read_token_file(str(missing))
     big = tmp_path / "big"
     big.write_bytes(b"#" * (auth.MAX_TOKEN_FILE_BYTES + 1))
+    big.chmod(0o600)
     with pytest.raises(ConfigError, match="larger than"):
         read_token_file(str(big))
     binary = tmp_path / "binary"
     binary.write_bytes(b"\xff\xfe" + WRITER.encode())
+    binary.chmod(0o600)
     with pytest.raises(ConfigError, match="not UTF-8"):
         read_token_file(str(binary))
 
@@ -172,6 +174,7 @@ def test_a_failed_reload_keeps_the_tokens_read_before(tmp_path: Path) -> None:
     """reload() swaps in a good file's tokens; a bad file raises and changes nothing."""
     path = tmp_path / "tokens"
     path.write_text(f"writer:{WRITER}\n")
+    path.chmod(0o600)
     token_file = TokenFile(str(path))
     path.write_text(f"reconciler:{RECONCILER}\n")
     assert token_file.reload().role_of(RECONCILER) is Role.RECONCILER
@@ -189,6 +192,7 @@ def test_an_inline_comment_and_a_byte_order_mark_are_accepted(tmp_path: Path) ->
     text = f"writer:{WRITER}        # the brokers: fence, commit, abort\n{BARE}\t# bare: admin\n"
     path = tmp_path / "tokens"
     path.write_bytes(b"\xef\xbb\xbf" + f"reconciler:{RECONCILER}\n{text}".encode())
+    path.chmod(0o600)
     tokens = read_token_file(str(path))
     assert len(tokens) == 3
     assert tokens.role_of(WRITER) is Role.WRITER
@@ -196,3 +200,22 @@ def test_an_inline_comment_and_a_byte_order_mark_are_accepted(tmp_path: Path) ->
     assert tokens.role_of(BARE) is Role.ADMIN
     with pytest.raises(ConfigError, match="line 1: not a token"):  # '#' inside: no comment
         parse_token_file(f"writer:{WRITER}#x\n")
+
+
+@pytest.mark.parametrize(("mode", "refused"), [(0o644, True), (0o606, True), (0o600, False),
+                                               (0o640, False), (0o440, False)])  # fmt: skip
+def test_a_token_file_others_may_read_or_write_is_refused(
+    tmp_path: Path, mode: int, refused: bool
+) -> None:
+    """Red-team round 4, finding 12: a 0644 token file was accepted silently. Any "other"
+    permission is refused with the mode and the chmod to run (never the token); owner-
+    or group-only files (the chart mounts 0440) are read."""
+    path = tmp_path / "tokens"
+    path.write_text(f"writer:{WRITER}\n")
+    path.chmod(mode)
+    if refused:
+        with pytest.raises(ConfigError, match=f"mode {mode:04o}.*chmod 600") as caught:
+            read_token_file(str(path))
+        assert WRITER not in str(caught.value)
+    else:
+        assert read_token_file(str(path)).role_of(WRITER) is Role.WRITER

@@ -442,6 +442,7 @@ def test_serve_refuses_unsafe_http_settings_with_exit_2(tmp_path: Path) -> None:
     secret = "s3cret-token-0123456789abcdef"
     tokens = tmp_path / "tokens"
     tokens.write_text(f"# callers\nwriter:{secret}\nboss:{secret}x\n")
+    tokens.chmod(0o600)
     bad_file = watermark(env, "serve", "--auth-token-file", str(tokens))
     assert bad_file.returncode == exitcodes.USAGE, bad_file.stderr
     assert "line 3: unknown role" in bad_file.stderr
@@ -469,6 +470,7 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
     old, new = "old-writer-token-0123456789", "new-writer-token-0123456789"
     tokens = tmp_path / "tokens"
     tokens.write_text(f"writer:{old}\n")
+    tokens.chmod(0o600)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     listing = f"{base}/v1/partitions"

@@ -91,6 +91,7 @@ async def test_a_failed_start_leaves_the_partitions_and_the_live_publisher_alone
         # A bad token file: exit 2 before etcd is contacted.
         bad = tmp_path / "tokens"
         bad.write_text("writer:short\n")
+        bad.chmod(0o600)
         refused = _run(_serve_argv(etcd_server, namespace, "b", free_port(),
                                    "--auth-token-file", str(bad)))  # fmt: skip
         assert refused.returncode == 2, refused.stderr
