@@ -388,9 +388,9 @@ async def _deregister(args: argparse.Namespace, store: WatermarkStore, kv: KV) -
     """Delete the records; a live owner's only with --force, revoked first (`owners`)."""
     if args.name_hex:
         raw = [_hex_name(name) for name in args.names]
-        gone = [name for name, data in zip(args.names, raw, strict=True)
-                if await store.deregister_raw(data)]  # fmt: skip
-        return {"deregistered": gone, "absent": [n for n in args.names if n not in gone]}
+        removed = [name for name, data in zip(args.names, raw, strict=True)
+                   if await store.deregister_raw(data)]  # fmt: skip
+        return {"deregistered": removed, "absent": [n for n in args.names if n not in removed]}
     plans: list[tuple[str, KeyValue | None]] = []
     for name in args.names:  # every name checked before anything is deleted
         item = await kv.get(store.partition_key(name))
