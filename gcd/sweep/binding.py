@@ -20,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from gcd.errors import StorageError
-from gcd.storage.objectstore import ListPage
+from gcd.storage.objectstore import DeleteResult, ListPage
 from gcd.sweep.shards import ShardAnnouncement, check_shards
 from watermark.core.binding import (
     Binding,
@@ -79,6 +79,10 @@ class ClaimStore(Protocol):
 
     async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
         """Write a small object; with `if_absent`, False when the key already exists."""
+        ...
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        """Delete keys (here: a claim this bind wrote and must take back)."""
         ...
 
 
@@ -149,6 +153,17 @@ async def bind_namespace(
         if not await objects.put_object(key, binding.claim().encode(), if_absent=True):
             raise BindingConflict(f"{target.describe()} was claimed while binding; run it again")
         changed = True
+        # Two binds of nested roots at one moment both pass the check above (neither claim
+        # exists yet). Checking again once ours is written closes that: of two racing
+        # binds, the later check sees the earlier claim, so at most one keeps its claim.
+        try:
+            await _refuse_nesting(objects, namespace, cluster_id, target)
+        except BindingConflict as exc:
+            await objects.delete_batch([key])
+            raise BindingConflict(
+                f"{exc} (a bind of that root ran at the same moment; this one took its claim "
+                "back: if that bind failed too, run this one again)"
+            ) from None
     elif claim.binding_id != binding.binding_id:
         if not replace:
             raise BindingConflict(

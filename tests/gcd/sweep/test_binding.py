@@ -348,3 +348,34 @@ def test_a_watermark_at_the_cluster_epoch_blocks_the_sweep_naming_the_partition(
         summary["blocked_reason"]
     )
     assert s3_server.keys(bucket) - {claim_key(ROOT)} == keys
+
+
+def test_a_bind_racing_a_nested_bind_takes_its_claim_back() -> None:
+    """Red-team round 4, finding 13: two binds of nested roots at one instant both passed
+    the nesting check (neither claim existed yet) and both kept their claims. Here the
+    other namespace's claim of a root inside ours lands between our check and our
+    write: the bind checks again after writing, refuses, and removes its own claim."""
+
+    class RacingBucket(MemoryObjectStore):
+        """Another bind's claim is written just before this bind's own."""
+
+        racing: tuple[str, bytes] | None = None
+
+        async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
+            if self.racing is not None:
+                other, self.racing = self.racing, None
+                await super().put_object(other[0], other[1], if_absent=True)
+            return await super().put_object(key, body, if_absent=if_absent)
+
+    async def scenario() -> None:
+        inner = StorageTarget("b", f"{ROOT}/inner")
+        elsewhere = MemoryObjectStore()
+        await bind_namespace(WatermarkStore(MemoryKV(), "/l0gc/inner"), elsewhere, inner)
+        bucket = RacingBucket()
+        bucket.racing = (claim_key(inner.root), elsewhere.bodies[claim_key(inner.root)])
+        with pytest.raises(BindingConflict, match="same moment"):
+            await bind_namespace(WatermarkStore(MemoryKV(), "/l0gc/outer"), bucket,
+                                 StorageTarget("b", ROOT))  # fmt: skip
+        assert bucket.keys() == {claim_key(inner.root)}
+
+    asyncio.run(scenario())
