@@ -2,6 +2,7 @@
 
     watermark namespace bind --bucket B [--root R] [--endpoint-url U] [--replace] [--json]
     watermark namespace show [--json]
+    watermark namespace repair-claims [--remove-claim KEY ...] [--force] [--json]
 
 `bind` records `{ns}/binding` in etcd and claims the root in the bucket (the object
 `{root}/.l0gc-claim.json`, created only if absent), so that no sweeper of this
@@ -11,6 +12,9 @@ namespace deletes from any other storage and no other namespace can claim this r
 takes a root claimed by another namespace. Roots never nest: `bind` refuses a root
 inside or containing another namespace's claimed root (exit 3, naming both). `show`
 prints the binding and checks the claim in the bucket (and the claims above the root).
+`repair-claims` rewrites the root's claim from the etcd binding and removes claims planted
+below the root (`gcd.sweep.claims`): the storage comes from the binding, so it takes no
+bucket flags (credentials and `--region` as for `bind`).
 
 Exit codes: 0 bound (and, for `show`, consistent), 1 etcd or S3 failed, 2 bad flags,
 3 refused: bound elsewhere, claimed by another namespace, not bound (`show`), or the
@@ -36,6 +40,7 @@ from gcd.sweep.binding import (
     read_ancestor_claims,
     read_claim_object,
 )
+from gcd.sweep.claims import bound_target, repair_claims
 from watermark import exitcodes
 from watermark.core.binding import (
     Binding,
@@ -44,6 +49,7 @@ from watermark.core.binding import (
     check_binding,
     claim_key,
 )
+from watermark.core.display import printable
 from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -61,6 +67,8 @@ OPTIONS: tuple[Option, ...] = (
     _ROOT,
     Option("--replace", boolean, False, "bind: move an existing binding of this namespace "
            "(never takes a root claimed by another namespace)", switch=True),
+    Option("--force", boolean, False, "repair-claims: also remove a valid claim of another "
+           "namespace with --remove-claim", switch=True),
     Option("--json", boolean, False, "print the outcome as one JSON document on stdout",
            switch=True),
     Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
@@ -70,7 +78,11 @@ OPTIONS: tuple[Option, ...] = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`namespace bind|show` options."""
-    parser.add_argument("action", choices=["bind", "show"], help="bind, or show the binding")
+    parser.add_argument("action", choices=["bind", "show", "repair-claims"],
+                        help="bind, show the binding, or repair its claims in the bucket")
+    parser.add_argument("--remove-claim", action="append", default=[], metavar="KEY",
+                        help="repair-claims: delete this claim object below the root "
+                        "(repeatable); a valid claim of another namespace needs --force")
     add_config_option(parser)
     add_options(parser, OPTIONS, "storage and output")
     add_etcd_arguments(parser)
@@ -123,6 +135,25 @@ async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
     return exitcodes.OK, doc
 
 
+async def _repair_claims(
+    args: argparse.Namespace, store: WatermarkStore
+) -> tuple[int, dict[str, Any]]:
+    binding = await bound_target(store)
+    async with _open(binding.target, args) as objects:
+        done = await repair_claims(
+            binding, objects, remove=list(args.remove_claim), force=bool(args.force)
+        )
+    return exitcodes.OK, {
+        "namespace": store.namespace,
+        "bound": True,
+        "binding": _binding_doc(binding),
+        "claim_key": done.root_claim,
+        "claim_rewritten": done.rewritten,
+        "previous_claim": done.previous,
+        "removed_claims": done.removed,
+    }
+
+
 async def _show(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
     raw, _ = await store.get_binding()
     doc: dict[str, Any] = {"namespace": store.namespace, "bound": raw is not None}
@@ -165,7 +196,14 @@ def _write_text(doc: dict[str, Any]) -> None:
         lines.append("  bound now" if doc["changed"] else "  already bound: nothing changed")
     if "replaced" in doc:
         lines.append(f"  replaced   {doc['replaced']['describe']}")
-    if "claim_key" in doc:
+    if "claim_rewritten" in doc:
+        previous = doc["previous_claim"]
+        lines.append(f"  claim      {doc['claim_key']}: "
+                     + ("rewritten from the binding (it held "
+                        f"{'nothing' if previous is None else printable(previous)})"
+                        if doc["claim_rewritten"] else "matches: nothing changed"))  # fmt: skip
+        lines.extend(f"  removed    {printable(key)}" for key in doc["removed_claims"])
+    elif "claim_key" in doc:
         lines.append(f"  claim      {doc['claim_key']}: "
                      f"{'matches' if doc['consistent'] else 'DOES NOT MATCH'}")  # fmt: skip
     if "problem" in doc:
@@ -182,7 +220,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         store = WatermarkStore(kv, settings.namespace)
         try:
-            action = _bind if args.action == "bind" else _show
+            action = {"bind": _bind, "show": _show, "repair-claims": _repair_claims}[args.action]
             code, doc = await action(args, store)
         except BindingConflict as exc:
             code, doc = exitcodes.BLOCKED, {"namespace": store.namespace, "problem": str(exc)}
