@@ -73,7 +73,7 @@ from gcd.rules.versions import split_target, version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ObjectStore
 from gcd.storage.ratelimit import AimdLimiter, TokenBucket
-from gcd.storage.retry import Retrier
+from gcd.storage.retry import Retrier, deadline
 from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.events import (
     BatchAttempt,
@@ -172,8 +172,10 @@ class BatchDeleter:
         burst: int = 1000,
         brake: Brake = OPEN,
         sinks: Sequence[DeleteSink] = (),
+        request_deadline_s: float = 120.0,
     ) -> None:
         self.store = store
+        self.request_deadline_s = request_deadline_s
         self.sinks = tuple(sinks)
         self._batch_numbers = itertools.count(1)
         self._request_numbers = itertools.count(1)
@@ -268,7 +270,9 @@ class BatchDeleter:
         run.counts.delete_requests += 1
         self.metrics.delete_requests.inc()
         try:
-            result = _sent_only(await self.store.delete_batch(part.keys), part.keys)
+            async with deadline(self.request_deadline_s, "DeleteObjects"):
+                whole = await self.store.delete_batch(part.keys)
+            result = _sent_only(whole, part.keys)
         except StorageError as exc:
             emit_after(self.sinks, BatchOutcome(attempt, request_error=exc.code))
             await self.limiter.release(slot, throttled=exc.code in THROTTLE_CODES, ok=False)

@@ -17,7 +17,8 @@ failing after a retry budget, narrowed down to their prefix directory where the 
 still answer (`gcd.sweep.sweeper`); they are skipped (each counts one error) so the other
 prefixes are collected and the round ends. `poison_keys` names (the first 100 of) the
 keys a DeleteObjects request with the key alone keeps failing for, kept and counted in
-`unsafe_keys` (`gcd.sweep.deleter`).
+`unsafe_keys` (`gcd.sweep.deleter`). `deadline_exceeded` says the round's listing was
+stopped by its deadline (`--round-deadline`; one error): batches already cut still went.
 
 On a versioned bucket (`gcd.rules.versions`) every listed version and delete marker is
 one object of these counts; `deleted_versions` and `deleted_markers` say how many of
@@ -83,6 +84,7 @@ class RoundSummary:
     nested_roots: tuple[str, ...] = ()
     unlistable_prefixes: tuple[str, ...] = ()
     poison_keys: tuple[str, ...] = ()
+    deadline_exceeded: bool = False
 
     @property
     def outcome(self) -> str:
