@@ -7,9 +7,21 @@ that stops deleting on any unavailable dependency catches it with etcd's.
 
 from __future__ import annotations
 
+from typing import Final
+
 from watermark.errors import Unavailable
 
-__all__ = ["StorageError"]
+__all__ = ["AUTH_CODES", "MISSING_CODES", "StorageError"]
+
+AUTH_CODES: Final = frozenset({
+    "401", "403", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
+    "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired",
+    "InvalidClientTokenId", "NoCredentials", "AuthenticationFailed", "AuthorizationFailure",
+    "AuthorizationPermissionMismatch", "forbidden", "unauthorized",
+})  # fmt: skip
+"""Codes (S3, Azure, GCS reasons, HTTP statuses) that mean the credentials or their
+permissions are the problem: the only failures whose advice is "check credentials"."""
+MISSING_CODES: Final = frozenset({"NoSuchBucket", "ContainerNotFound", "notFound", "404"})
 
 
 class StorageError(Unavailable):
@@ -26,9 +38,12 @@ class StorageError(Unavailable):
         self.retryable = retryable
 
     def __str__(self) -> str:
-        advice = (
-            "retryable: retry with backoff"
-            if self.retryable
-            else "not retryable: check credentials, bucket and permissions"
-        )
+        if self.retryable:
+            advice = "retryable: retry with backoff"
+        elif self.code in AUTH_CODES:
+            advice = "not retryable: check the credentials and their permissions"
+        elif self.code in MISSING_CODES:
+            advice = "not retryable: check the bucket (container) name and the endpoint"
+        else:
+            advice = f"not retryable: the store refused the request with {self.code}"
         return f"{self.message} (code {self.code}; {advice})"

@@ -81,6 +81,7 @@ async def run(args: argparse.Namespace) -> int:
         max_interval_s=args.max_interval,
         full_pass_interval_s=args.full_pass_interval,
         unready_after_s=args.unready_after,
+        stale_after_s=args.stale_after,
         # Without the watch every look is a full read of the namespace: look once per
         # --interval then, not every 2 s.
         follow_poll_s=2.0 if args.verify_m_every else max(2.0, args.interval),

@@ -114,6 +114,18 @@ ROUND_OPTIONS: tuple[Option, ...] = (
            "lease of this sweeper's shard announcement: a sweeper killed without a clean "
            "stop is still announced this long, so its restart waits that long before "
            "deleting (default 15s)", "DURATION"),
+    Option("--round-deadline", duration, 1800.0,
+           "a round stops listing this long after it started, whatever the store does "
+           "(listers still waiting are cancelled, batches already cut are deleted; the round "
+           "counts one error and says deadline_exceeded; default 30m)", "DURATION"),
+    Option("--request-deadline", duration, 120.0,
+           "total time one LIST or DeleteObjects request may take, its whole answer read "
+           "(a store dripping its answer restarts the 60s read timeout with every byte, not "
+           "this; default 2m)", "DURATION"),
+    Option("--max-pages-per-prefix", integer(1), 100_000,
+           "pages one listing range may take before it is taken for a broken store, named "
+           "and skipped (one error; a continuation token given twice is caught at once; "
+           "default 100000)", "N"),
     Option("--log-level", text, None, "debug, info, warning or error (default: warning "
            "when stderr is a terminal, so the progress line stays intact; info otherwise)",
            "LEVEL"),
@@ -137,6 +149,11 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
            "(default 9464; 0 picks a free port)", "PORT"),
     Option("--unready-after", duration, 300.0,
            "/readyz fails when etcd was unreachable this long (default 5m)", "DURATION"),
+    Option("--stale-after", duration, 2400.0,
+           "/readyz fails (and l0gc_sweeper_seconds_since_last_round grows past it) when no "
+           "round has completed for this long, or a higher M read from etcd has waited this "
+           "long for a round to apply it (default 40m: the 30m round deadline plus 10m)",
+           "DURATION"),
     Option("--verify-m-every", integer(0), 30,
            "follow the namespace with an etcd watch after one full read, and check the "
            "followed view against a full read every this many reads (rounds and the looks "

@@ -169,6 +169,9 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         skip_ahead=not args.full_listing,
         versions=VersionMode(args.versions),
         unordered_listing=args.listing == "unordered",
+        round_deadline_s=args.round_deadline,
+        request_deadline_s=args.request_deadline,
+        max_pages_per_prefix=args.max_pages_per_prefix,
     )
     s3 = S3Settings(
         bucket=args.bucket if azure is None else azure.container,

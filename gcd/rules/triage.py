@@ -23,7 +23,10 @@ The code sets are data, one home each:
   and `triage` reads per-key codes with it;
 * `THROTTLE_CODES`: the store asks us to slow down; the deleter's AIMD limit halves;
 * `SPLIT_CODES`: a whole request refused for something one of its keys may cause; the
-  deleter bisects the request (`request_failure`) to isolate a poison key.
+  deleter bisects the request (`request_failure`) to isolate a poison key;
+* `KEY_FAULT_CODES`: retryable failures one key may cause as well (a store answering 500
+  for every request naming one key): retried first, then bisected once the retry budget
+  is spent, so one such key cannot keep every other key of its batch.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from typing import Final, Generic, Protocol, TypeVar
 
 __all__ = [
+    "KEY_FAULT_CODES",
     "RETRYABLE_CODES",
     "SPLIT_CODES",
     "THROTTLE_CODES",
@@ -78,6 +82,12 @@ SPLIT_CODES: Final = frozenset(
 
 InvalidRequest is also what `gcd.storage.s3` makes of the client refusing to write a request
 (botocore's parameter validation, e.g. an empty key)."""
+
+
+KEY_FAULT_CODES: Final = frozenset({"500", "InternalError", "502"})
+"""Retryable whole-request failures that may come from one key: bisected once retries are
+spent. Not throttling (503, SlowDown: the store's load), not a connection failure or a
+timeout (the path's: halves would each wait their own deadline)."""
 
 
 def retryable_code(code: str) -> bool:
@@ -150,10 +160,13 @@ class RequestFailure(enum.Enum):
     """Final: count the keys as errors."""
 
 
-def request_failure(code: str, retryable: bool, keys: int) -> RequestFailure:
-    """What to do after a request of `keys` keys failed as a whole with `code`."""
-    if retryable:
+def request_failure(
+    code: str, retryable: bool, keys: int, *, retries_left: bool = True
+) -> RequestFailure:
+    """What to do after a request of `keys` keys failed as a whole with `code`;
+    `retries_left`: the retry budget of these keys is not spent yet."""
+    if retryable and retries_left:
         return RequestFailure.RETRY
-    if code in SPLIT_CODES:
+    if code in SPLIT_CODES or (retryable and code in KEY_FAULT_CODES):
         return RequestFailure.SPLIT if keys > 1 else RequestFailure.SUSPECT
     return RequestFailure.FAIL

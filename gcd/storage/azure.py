@@ -40,15 +40,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from azure.core import exceptions as azure_errors
+from azure.core.pipeline import PipelineRequest, PipelineResponse
+from azure.core.pipeline.policies import SansIOHTTPPolicy
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+from botocore.parsers import ResponseParserError
 
 from gcd.errors import StorageError
 from gcd.rules.triage import RETRYABLE_CODES
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, ObjectStore
+from gcd.storage.s3xml import refuse_doctype
 from watermark.errors import ConfigError
 
-__all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "open_container", "translate_error"]
+__all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "RefuseDoctype", "open_container",
+           "translate_error"]  # fmt: skip
 
 MAX_BATCH = 256
 """Sub-requests Blob Batch takes in one request."""
@@ -77,6 +82,28 @@ TRANSLATED = (azure_errors.AzureError, OSError)
 """What `translate_error` turns into a StorageError."""
 
 
+class RefuseDoctype(SansIOHTTPPolicy):  # type: ignore[type-arg]
+    """A pipeline policy: an XML answer with a DOCTYPE is refused before the SDK parses it
+    (it decodes every answer as UTF-8, then expands internal entities): a retryable
+    StorageError, as for an S3 answer that cannot be read. Streamed bodies (downloads)
+    are not read here."""
+
+    def on_response(
+        self, request: PipelineRequest[Any], response: PipelineResponse[Any, Any]
+    ) -> None:
+        http = response.http_response
+        if "xml" not in (http.headers.get("Content-Type") or "").lower():
+            return
+        try:
+            body = http.body()
+        except ValueError:  # streamed, not loaded
+            return
+        try:
+            refuse_doctype(body, "Azure")
+        except ResponseParserError as exc:
+            raise StorageError(str(exc), code="InternalError", retryable=True) from None
+
+
 @contextlib.asynccontextmanager
 async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClient]:
     """An aio client on `settings`' container: a connection string from its file, else
@@ -84,7 +111,9 @@ async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClie
     credential_cm: Any = contextlib.nullcontext()
     connection = settings.connection_string()
     if connection is not None:
-        service = BlobServiceClient.from_connection_string(connection, retry_total=0)
+        service = BlobServiceClient.from_connection_string(
+            connection, retry_total=0, _additional_pipeline_policies=[RefuseDoctype()]
+        )
         if _endpoint(service.url) != _endpoint(settings.account_url):
             raise ConfigError(
                 f"the connection string in {settings.connection_string_file!r} is for "
@@ -95,7 +124,8 @@ async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClie
         from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
 
         credential_cm = DefaultAzureCredential()
-        service = BlobServiceClient(settings.account_url, credential=credential_cm, retry_total=0)
+        service = BlobServiceClient(settings.account_url, credential=credential_cm, retry_total=0,
+                                    _additional_pipeline_policies=[RefuseDoctype()])  # fmt: skip
     async with credential_cm, service:
         yield service.get_container_client(settings.container)
 
@@ -171,18 +201,27 @@ class AzureBlobStore(ObjectStore):
         return items, getattr(pages, "continuation_token", None)
 
     async def _after(self, prefix: str, start_after: str) -> list[str]:
-        """The directories and blobs one level under `prefix` that sort after
-        `start_after`, in order (one delimiter listing, paged)."""
+        """The directories and blobs under `prefix` that sort after `start_after`, in
+        order: one delimiter listing (paged) per level. The directory holding
+        `start_after` sorts before it, yet its names after it are wanted: it is walked
+        one level down the same way (one more listing per level of `start_after`)."""
         names: list[str] = []
+        inside: str | None = None  # the directory `start_after` lies in, at this level
         try:
             walk = self._container.walk_blobs(name_starts_with=prefix, delimiter="/")
             async for page in walk.by_page():
                 self.list_requests += 1
-                names.extend([item.name async for item in page if item.name > start_after])
+                async for item in page:
+                    if item.name > start_after:
+                        names.append(item.name)
+                    elif item.name.endswith("/") and start_after.startswith(item.name):
+                        inside = item.name
         except TRANSLATED as exc:
             raise translate_error(
                 exc, f"List Blobs {self.bucket}/{prefix} (delimiter '/')"
             ) from exc
+        if inside is not None and inside != prefix:
+            names += await self._after(inside, start_after)
         return sorted(names, key=str.encode)
 
     async def _info(self, name: str) -> ObjectInfo:

@@ -13,7 +13,11 @@ the metadata server (GKE workload identity, GCE).
   `startOffset` or `maxResults` (the emulator honours neither): keys at or before the
   start key, or outside the prefix, are dropped here, and a page longer than
   `max_keys` is cut, its token then resuming after its last key. Names come back in
-  lexicographic order of their UTF-8 bytes, as S3's do.
+  lexicographic order of their UTF-8 bytes, as S3's do. Pages left empty that way are
+  skipped within one call, at most `EMPTY_PAGES_PER_CALL` (then an empty page is
+  returned with the token, so the sweeper's guard, `gcd.rules.listguard`, sees every
+  token); a page token the server gave before in the same call is refused
+  (`ListingLoop`, not retryable): the store is broken and would be paged forever.
 - `delete_batch`: JSON batch requests, `gcd.storage.gcsbatch.MAX_BATCH` deletes each;
   every answer is matched to its object by Content-ID and triaged there.
 - `get_object` / `put_object(if_absent=)`: the namespace binding's claim; a create that
@@ -46,6 +50,8 @@ SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
 """The OAuth scope asked for (the IAM role decides what is allowed: docs/operations.md)."""
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _FIELDS = "items(name,size,updated),nextPageToken"
+EMPTY_PAGES_PER_CALL = 10
+"""objects.list pages with nothing to return one `list_page` reads before it returns."""
 
 
 class GcsObjectStore(ObjectStore):
@@ -144,6 +150,7 @@ class GcsObjectStore(ObjectStore):
             cursor = json.loads(continuation_token)
             after, page_token = cursor.get("after"), cursor.get("page")
         url = f"{self.settings.api_root}/storage/v1/b/{self.bucket}/o"
+        seen: set[str] = set()
         while True:
             params = {"prefix": prefix, "maxResults": str(max_keys), "fields": _FIELDS}
             if after is not None:
@@ -163,8 +170,13 @@ class GcsObjectStore(ObjectStore):
                 if item["name"].startswith(prefix) and (after is None or item["name"] > after)
             ]  # fmt: skip
             page_token = doc.get("nextPageToken")
-            if objects or page_token is None:
+            if objects or page_token is None or len(seen) >= EMPTY_PAGES_PER_CALL:
                 break
+            if page_token in seen:
+                raise StorageError(f"{operation}: the server gave page token {page_token!r} "
+                                   "again; it would be listed forever", code="ListingLoop",
+                                   retryable=False)  # fmt: skip
+            seen.add(page_token)
         objects.sort(key=lambda info: info.key)  # code point order is UTF-8 byte order
         if len(objects) > max_keys:
             objects = objects[:max_keys]

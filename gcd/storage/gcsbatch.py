@@ -29,7 +29,9 @@ __all__ = ["MAX_BATCH", "SubAnswer", "batch_body", "error_code", "parse_answer",
 MAX_BATCH = 100
 """Calls GCS takes in one batch request."""
 _BOUNDARY = re.compile(r'boundary="?([^";]+)"?', re.IGNORECASE)
-_STATUS = re.compile(r"HTTP/\d(?:\.\d)?\s+(\d{3})")
+_STATUS = re.compile(r"HTTP/\d(?:\.\d)? ([1-5]\d\d)(?: [^\r\n]*)?")
+"""A status line exactly (RFC 9112: version SP 3-digit code [SP reason]): "HTTP/1.1 2040"
+is no 204, "HTTP/1.1 204x" none either; such a part has no status (never deleted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ def parse_answer(body: bytes, content_type: str) -> list[SubAnswer]:
                 content_id = value.strip()
             index += 1
         status: int | None = None
-        if index < len(lines) and (match := _STATUS.match(lines[index])) is not None:
+        if index < len(lines) and (match := _STATUS.fullmatch(lines[index].rstrip())) is not None:
             status = int(match.group(1))
         index += 1
         while index < len(lines) and lines[index].strip():  # the inner headers

@@ -15,15 +15,16 @@ policy said "retry" and before the sleep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 
-__all__ = ["Retrier"]
+__all__ = ["Retrier", "deadline"]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -32,6 +33,20 @@ OnRetry = Callable[[StorageError, int, float], None]
 
 def _never() -> bool:
     return False
+
+
+@contextlib.asynccontextmanager
+async def deadline(seconds: float, what: str) -> AsyncIterator[None]:
+    """Bound one store request, its whole answer read, to `seconds`: a store that drips its
+    answer one byte at a time restarts a read timeout with every byte, not this. Past it,
+    the request is cancelled and a retryable `StorageError` ("Timeout") raised."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError as exc:
+        raise StorageError(f"{what}: no complete answer within {seconds:g} s (the request "
+                           "deadline, --request-deadline)", code="Timeout",
+                           retryable=True) from exc  # fmt: skip
 
 
 @dataclass(slots=True)

@@ -81,7 +81,13 @@ from gcd.storage.objectstore import (
     StoreFeatures,
 )
 from gcd.storage.s3errors import RETRYABLE_STATUS, translate_error
-from gcd.storage.s3xml import delete_body, parse_s3_timestamp, read_delete_result, read_listing
+from gcd.storage.s3xml import (
+    delete_body,
+    parse_s3_timestamp,
+    read_delete_result,
+    read_listing,
+    refuse_doctype,
+)
 from watermark.errors import ConfigError, L0gcError
 
 __all__ = ["FEATURES_TTL_S", "SINGLE_DELETES_IN_FLIGHT", "S3ObjectStore", "S3Settings",
@@ -209,6 +215,12 @@ class _LeanRestXMLParser(AioRestXMLParser):  # type: ignore[misc]
             return super()._do_parse(response, shape)
         parsed["ResponseMetadata"] = self._populate_response_metadata(response)
         return parsed
+
+    def _parse_xml_string_to_dom(self, xml_string: bytes) -> Any:
+        """botocore's parse of every other answer and every error body (always read as
+        UTF-8, so the byte check sees any DOCTYPE): a DOCTYPE is refused, not expanded."""
+        refuse_doctype(xml_string, "S3")
+        return super()._parse_xml_string_to_dom(xml_string)
 
 
 _TRANSLATED = (

@@ -36,8 +36,17 @@ pause stops a round in progress within one DeleteObjects batch (the sweeper's br
 `gcd.sweep.brake`), and the looks between iterations see it within `follow_poll_s`
 (the paused gauge goes to 1) and see `gcd resume` the same way (the next round starts
 at once). While M is unknown (blocked, paused, no etcd read yet) the M gauges are NaN,
-never 0. `stop` (SIGTERM) ends the loop: the round in progress stops listing, requests
-in flight complete, and `run` returns.
+never 0.
+
+A stalled daemon is not ready (issue 36): `/readyz` answers 503, naming why, when no
+iteration has completed for `stale_after_s` (a round stuck on a store: the round
+deadline should have ended it), or when an M read from etcd above the last M a round
+listed with has waited that long. Two gauges say the same
+(`l0gc_sweeper_seconds_since_last_round`, `l0gc_sweeper_safe_epoch_unapplied_seconds`,
+refreshed on every scrape) for the `L0gcSweeperStalled` alert.
+
+`stop` (SIGTERM) ends the loop: the round in progress stops listing, requests in flight
+complete, and `run` returns.
 """
 
 from __future__ import annotations
@@ -88,6 +97,8 @@ class DaemonConfig:
     max_interval_s: float = 600.0
     full_pass_interval_s: float = 600.0
     unready_after_s: float = 300.0
+    stale_after_s: float = 2400.0
+    """Not ready when no round completed, or a read M waited unapplied, this long."""
     jitter: float = 0.1
     follow_poll_s: float = 2.0
     """While waiting, how often etcd is looked at (gauges, M advancing, resume)."""
@@ -101,6 +112,8 @@ class DaemonConfig:
             raise ConfigError(msg)
         if self.full_pass_interval_s < 0 or self.unready_after_s < 0 or not 0 <= self.jitter <= 1:
             raise ConfigError("--full-pass-interval and --unready-after must be >= 0")
+        if not self.stale_after_s > 0:
+            raise ConfigError(f"--stale-after {self.stale_after_s!r} s must be > 0")
         if not self.follow_poll_s > 0:
             raise ConfigError(f"follow poll interval {self.follow_poll_s!r} s must be > 0")
 
@@ -235,6 +248,11 @@ class Daemon:
         """True when the last iteration was held by a pause."""
         self.last_kind = RoundKind.IDLE
         """How the last iteration went (it decides what may end the wait after it)."""
+        self.started_at_s = clock()
+        self.last_round_end_s: float | None = None
+        """When the last iteration completed (any outcome); None before the first."""
+        self.unapplied_since_s: float | None = None
+        """Since when an M above the last listed one has been read and not applied."""
 
     # -- health -----------------------------------------------------------------------
 
@@ -246,8 +264,44 @@ class Daemon:
             return float("inf")
         return max(0.0, self.clock() - self.last_good_at_s)
 
+    def seconds_since_last_round(self) -> float:
+        """Seconds since the last iteration completed (since the start before the first)."""
+        return max(0.0, self.clock() - (self.last_round_end_s or self.started_at_s))
+
+    def unapplied_seconds(self) -> float:
+        """Seconds a read M above the last listed one has waited for a round (0: none)."""
+        since = self.unapplied_since_s
+        return 0.0 if since is None else max(0.0, self.clock() - since)
+
+    def _note_unapplied(self, admission: RoundAdmission) -> None:
+        read, listed = admission.safe_epoch, self.state.listed_safe_epoch
+        if admission.allowed and read is not None and listed is not None and read > listed:
+            if self.unapplied_since_s is None:
+                self.unapplied_since_s = self.clock()
+        else:
+            self.unapplied_since_s = None
+
+    def show_staleness(self) -> None:
+        """Refresh the two staleness gauges (each scrape, each iteration)."""
+        self.metrics.seconds_since_last_round.set(self.seconds_since_last_round())
+        self.metrics.safe_epoch_unapplied_seconds.set(self.unapplied_seconds())
+
     def readiness(self) -> tuple[bool, str]:
-        """(ready, why): not ready while blocked or etcd is down longer than allowed."""
+        """(ready, why): not ready while blocked, stalled, or etcd is down too long."""
+        stale = self.config.stale_after_s
+        since = self.seconds_since_last_round()
+        if since > stale:
+            what = "no round has completed" if self.last_round_end_s is None else (
+                "no round completed")
+            return False, (f"stalled: {what} for {since:.0f}s (--stale-after {stale:g}s): "
+                           "the store is not answering the round (see sweep.list_failed, "
+                           "sweep.listing_broken, sweep.round_deadline in the log)")
+        waited = self.unapplied_seconds()
+        if waited > stale:
+            read = None if self.admission is None else self.admission.safe_epoch
+            return False, (f"stalled: M {read} read {waited:.0f}s ago is not applied yet "
+                           f"(last round listed M {self.state.listed_safe_epoch}; "
+                           f"--stale-after {stale:g}s)")
         if self.admission is None:
             return False, "no round yet"
         if self.admission.blocked_reason is not None and not self.admission.paused:
@@ -306,6 +360,7 @@ class Daemon:
             admission = admit(read, override=self.override, highest_used=self.gate.highest)
         self.admission = admission
         self._show(admission)
+        self._note_unapplied(admission)
         return admission
 
     def _show(self, admission: RoundAdmission) -> None:
@@ -323,6 +378,15 @@ class Daemon:
 
     async def run_once(self) -> float:
         """One iteration; returns the seconds to wait before the next."""
+        try:
+            return await self._iteration()
+        finally:
+            self.last_round_end_s = self.clock()
+            if self.admission is not None:
+                self._note_unapplied(self.admission)
+            self.show_staleness()
+
+    async def _iteration(self) -> float:
         self.iterations += 1
         self.paused = False
         now = self.clock()
@@ -426,6 +490,7 @@ def make_app(daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None])
     async def metrics(_request: web.Request) -> web.Response:
         seconds = min(daemon.seconds_since_good_watermark(), 1e12)
         daemon.metrics.seconds_since_last_good_watermark.set(seconds)
+        daemon.show_staleness()
         return web.Response(body=daemon.metrics.render(),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})  # fmt: skip
 

@@ -23,12 +23,16 @@ every time, so the other keys would never go. Two defences:
 * keys a DeleteObjects request cannot carry exactly (`gcd.rules.xmlkeys`: control
   characters, CR, lone surrogates) are never sent;
 * a request that fails as a whole with a code that can come from its keys
-  (`gcd.rules.triage.SPLIT_CODES`) is split in halves, depth first, until each bad key
-  is alone: every good key is deleted. A key that fails alone is a poison key only if
-  some other request of the batch was answered (the request path works); if halves keep
-  failing with nothing answered (`MAX_UNPROVEN` single keys), the failure is not the
-  keys' and the rest of the batch counts as errors, as before, and is retried next
-  round.
+  (`gcd.rules.triage.SPLIT_CODES`, and once its retry budget is spent
+  `KEY_FAULT_CODES`: a store answering 500 for any request naming one key) is split in
+  halves, depth first, until each bad key is alone: every good key is deleted. Halves
+  of a retryable failure inherit the spent budget (one try each, then split again). A
+  key that fails alone is a poison key only if some other request of the batch was
+  answered (the request path works); if halves keep failing with nothing answered
+  (`MAX_UNPROVEN` single keys), the failure is not the keys' and the rest of the batch
+  counts as errors, as before, and is retried next round. Bisection sends at most
+  `MAX_BISECT_REQUESTS` extra requests per batch (one poison key in 1000 costs about
+  20); past that the keys left count as errors.
 
 Around each DeleteObjects request the deleter emits a frozen `BatchAttempt` (before)
 and `BatchOutcome` (after) to its sinks (`gcd.sweep.events`; the deletion journal is
@@ -44,7 +48,13 @@ round and never an error; no request ever asks to bypass governance retention.
 Both kinds are kept in the bucket, counted as `unsafe_keys` (not as errors: they are
 no reason to back off or exit 1) and logged by name (`sweep.unsafe_key`) the first
 time this process meets them; poison keys are remembered, so later rounds do not send
-them again (`MAX_REMEMBERED`, then they are bisected again).
+them again (`MAX_REMEMBERED`, then they are bisected again), and named once in every
+round that meets them (`sweep.poison_key`, the round's `poison_keys`, the first
+`MAX_POISON_NAMED`).
+
+An answer naming a key the request did not send (a store's bug) is never a deletion:
+such entries are dropped before the sinks (the journal) and the accounting see the
+answer, and logged (`sweep.unsent_keys_in_answer`).
 """
 
 from __future__ import annotations
@@ -63,7 +73,7 @@ from gcd.rules.versions import split_target, version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ObjectStore
 from gcd.storage.ratelimit import AimdLimiter, TokenBucket
-from gcd.storage.retry import Retrier
+from gcd.storage.retry import Retrier, deadline
 from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.events import (
     BatchAttempt,
@@ -77,12 +87,17 @@ from gcd.sweep.events import (
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundCounts
 
-__all__ = ["MAX_UNPROVEN", "BatchDeleter", "Candidate"]
+__all__ = ["MAX_BISECT_REQUESTS", "MAX_POISON_NAMED", "MAX_UNPROVEN", "BatchDeleter",
+           "Candidate"]  # fmt: skip
 
 log = structlog.get_logger("gcd.deleter")
 
 MAX_UNPROVEN: Final = 4
 """Single keys failing alone, with no request of the batch answered, before giving up."""
+MAX_BISECT_REQUESTS: Final = 64
+"""Extra requests bisection may send for one batch (two per split)."""
+MAX_POISON_NAMED: Final = 100
+"""Poison keys a round names in its report (the rest only counted)."""
 MAX_REMEMBERED: Final = 10_000
 LOCKED_CODES: Final = frozenset({"AccessDenied"})
 """Per-version codes that mean "locked" on a bucket with Object Lock."""
@@ -129,6 +144,8 @@ class _Batch:
     suspects: list[tuple[str, str, str]] = field(default_factory=list)
     """(key, code, message) of single keys whose request failed as a whole."""
     sent: int = 0
+    halves: int = 0
+    """Requests added by bisection (bounded by `MAX_BISECT_REQUESTS`)."""
     basis: DeleteBasis | None = None
     """The admission the round deletes under (for the sinks)."""
     number: int = 0
@@ -155,8 +172,10 @@ class BatchDeleter:
         burst: int = 1000,
         brake: Brake = OPEN,
         sinks: Sequence[DeleteSink] = (),
+        request_deadline_s: float = 120.0,
     ) -> None:
         self.store = store
+        self.request_deadline_s = request_deadline_s
         self.sinks = tuple(sinks)
         self._batch_numbers = itertools.count(1)
         self._request_numbers = itertools.count(1)
@@ -200,11 +219,20 @@ class BatchDeleter:
         so a key never reads as a version target) or known poison."""
         why = xml_unsafe_reason(key)
         if why is None and target in self.poison:
-            why = f"a DeleteObjects request with it alone failed with {self.poison[target]}"
+            self._poison(target, self.poison[target], counts)
+            return True
         if why is None:
             return False
         self._unsafe(key, why, counts)
         return True
+
+    def _poison(self, target: str, code: str, counts: RoundCounts) -> None:
+        """A poison key kept: counted as unsafe, named once per round."""
+        why = f"a DeleteObjects request with it alone failed with {code}"
+        if target not in counts.poison_keys and len(counts.poison_keys) < MAX_POISON_NAMED:
+            counts.poison_keys.append(target)
+            log.warning("sweep.poison_key", key=target, code=code, kept=True)
+        self._unsafe(split_target(target)[0], why, counts)
 
     def _unsafe(self, key: str, why: str, counts: RoundCounts) -> None:
         counts.unsafe_keys += 1
@@ -242,7 +270,9 @@ class BatchDeleter:
         run.counts.delete_requests += 1
         self.metrics.delete_requests.inc()
         try:
-            result = await self.store.delete_batch(part.keys)
+            async with deadline(self.request_deadline_s, "DeleteObjects"):
+                whole = await self.store.delete_batch(part.keys)
+            result = _sent_only(whole, part.keys)
         except StorageError as exc:
             emit_after(self.sinks, BatchOutcome(attempt, request_error=exc.code))
             await self.limiter.release(slot, throttled=exc.code in THROTTLE_CODES, ok=False)
@@ -265,13 +295,20 @@ class BatchDeleter:
 
     async def _failed_whole(self, part: _Part, exc: StorageError, run: _Batch) -> None:
         """The whole request failed: retry, bisect, suspect the one key, or count errors."""
-        action = request_failure(exc.code, exc.retryable, len(part.keys))
+        action = request_failure(exc.code, exc.retryable, len(part.keys),
+                                 retries_left=self.retrier.can_retry(part.attempt))  # fmt: skip
         if action is RequestFailure.RETRY:
             await self._retry(part.keys, part.attempt, exc.code, str(exc), run)
+        elif action is RequestFailure.SPLIT and run.halves + 2 > MAX_BISECT_REQUESTS:
+            log.error("sweep.delete_bisect_abandoned", keys=len(part.keys), code=exc.code,
+                      extra_requests=run.halves)  # fmt: skip
+            self._failed([*part.keys, *run.remaining()], exc.code, str(exc), run.counts)
         elif action is RequestFailure.SPLIT:
             middle = len(part.keys) // 2
+            run.halves += 2
             log.info("sweep.delete_bisect", keys=len(part.keys), code=exc.code)
-            run.stack += [_Part(part.keys[middle:]), _Part(part.keys[:middle])]
+            run.stack += [_Part(part.keys[middle:], part.attempt),
+                          _Part(part.keys[:middle], part.attempt)]  # fmt: skip
         elif action is RequestFailure.SUSPECT:
             run.suspects.append((part.keys[0], exc.code, str(exc)))
         else:
@@ -333,9 +370,7 @@ class BatchDeleter:
             if len(self.poison) < MAX_REMEMBERED:
                 self.poison[key] = code
             log.info("sweep.poison_key_answer", key=key, code=code, message=message)
-            self._unsafe(split_target(key)[0],
-                         f"a DeleteObjects request with it alone failed with {code}",
-                         run.counts)  # fmt: skip
+            self._poison(key, code, run.counts)
 
     def _locked(self, target: str, counts: RoundCounts) -> None:
         """A version Object Lock keeps: counted, noted for the round's report, kept."""
@@ -391,3 +426,17 @@ class BatchDeleter:
         if markers:
             self.metrics.deleted_markers.inc(markers)
         return highest
+
+
+def _sent_only(result: DeleteResult, sent: Sequence[str]) -> DeleteResult:
+    """`result` without the entries naming keys that were not sent (logged): a store
+    that answers so is broken, and such a key is neither deleted nor failed here."""
+    asked = set(sent)
+    stray = [key for key in result.deleted if key not in asked]
+    stray += [failure.key for failure in result.errors if failure.key not in asked]
+    if not stray:
+        return result
+    log.error("sweep.unsent_keys_in_answer", keys=len(stray), first_key=stray[0],
+              recorded=False)  # fmt: skip
+    return DeleteResult(tuple(key for key in result.deleted if key in asked),
+                        tuple(f for f in result.errors if f.key in asked))  # fmt: skip

@@ -133,6 +133,16 @@ class SweeperMetrics:
             "seconds_since_last_good_watermark",
             "Seconds since M was last read from etcd (grows while etcd is unreachable).",
         )
+        self.seconds_since_last_round = gauge(
+            "seconds_since_last_round",
+            "gcd daemon: seconds since its last round (iteration) completed, any outcome; "
+            "since the start before the first. Grows while a round is stuck.",
+        )
+        self.safe_epoch_unapplied_seconds = gauge(
+            "safe_epoch_unapplied_seconds",
+            "gcd daemon: seconds a safe epoch M read from etcd, above the M its last round "
+            "listed with, has waited for a round to apply it (0 when none waits).",
+        )
         self.last_round_eligible_objects = gauge(
             "last_round_eligible_objects", "Objects eligible for deletion in the last round."
         )

@@ -15,7 +15,10 @@ claimed below this one (`nested_roots` names those roots, `gcd.sweep.nesting`; t
 round is "partial"). `unlistable_prefixes` names the listing prefixes whose listing kept
 failing after a retry budget, narrowed down to their prefix directory where the others
 still answer (`gcd.sweep.sweeper`); they are skipped (each counts one error) so the other
-prefixes are collected and the round ends.
+prefixes are collected and the round ends. `poison_keys` names (the first 100 of) the
+keys a DeleteObjects request with the key alone keeps failing for, kept and counted in
+`unsafe_keys` (`gcd.sweep.deleter`). `deadline_exceeded` says the round's listing was
+stopped by its deadline (`--round-deadline`; one error): batches already cut still went.
 
 On a versioned bucket (`gcd.rules.versions`) every listed version and delete marker is
 one object of these counts; `deleted_versions` and `deleted_markers` say how many of
@@ -80,6 +83,8 @@ class RoundSummary:
     skipped_nested: int = 0
     nested_roots: tuple[str, ...] = ()
     unlistable_prefixes: tuple[str, ...] = ()
+    poison_keys: tuple[str, ...] = ()
+    deadline_exceeded: bool = False
 
     @property
     def outcome(self) -> str:
@@ -120,6 +125,7 @@ class RoundCounts:
     locked: int = 0
     skipped_nested: int = 0
     unlistable_prefixes: list[str] = field(default_factory=list)
+    poison_keys: list[str] = field(default_factory=list)
     abandoned: int = field(default=0, metadata={"summary": False})
     """Keys left for the next round because of a stop (not in RoundSummary)."""
     locked_targets: list[str] = field(default_factory=list, metadata={"summary": False})

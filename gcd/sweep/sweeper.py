@@ -95,6 +95,7 @@ from gcd.rules.cursor import (
 )
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import KeyLayout, listing_prefixes
+from gcd.rules.listguard import DEFAULT_MAX_PAGES, ListingGuard
 from gcd.rules.listsplit import ListRange, split_range
 from gcd.rules.versions import VersionMode, split_target
 from gcd.storage.objectstore import (
@@ -105,7 +106,7 @@ from gcd.storage.objectstore import (
     StoreFeatures,
     VersionedStore,
 )
-from gcd.storage.retry import Retrier
+from gcd.storage.retry import Retrier, deadline
 from gcd.sweep.binding import CLAIM_MAX_BYTES
 from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.deleter import BatchDeleter, Candidate
@@ -122,6 +123,11 @@ __all__ = ["RoundConfig", "Sweeper", "run_round", "split_prefixes"]
 log = structlog.get_logger("gcd.sweeper")
 
 _LOGGED_UNPARSABLE = 10  # per round; the rest are only counted
+ROUND_DEADLINE_S = 1800.0
+"""Default `--round-deadline`: listing ends 30 min into a round, whatever the store does."""
+REQUEST_DEADLINE_S = 120.0
+"""Default `--request-deadline`: a request's whole answer within 2 min (twice the read
+timeout, which a store dripping one byte at a time restarts with every byte)."""
 LOCK_PROBES = 20
 """Locked versions per round whose reason and retain-until are asked (one HEAD each)."""
 
@@ -145,6 +151,11 @@ class RoundConfig:
     versions: VersionMode = VersionMode.RECLAIM
     unordered_listing: bool = False  # the store lists out of order: no skip, no StartAfter
     backoff: Backoff = field(default_factory=Backoff)
+    round_deadline_s: float = ROUND_DEADLINE_S
+    """Listing stops this long after the round started (`--round-deadline`)."""
+    request_deadline_s: float = REQUEST_DEADLINE_S
+    """Total time one LIST or DeleteObjects request may take, answer read in full."""
+    max_pages_per_prefix: int = DEFAULT_MAX_PAGES
 
     def __post_init__(self) -> None:
         checks = (
@@ -158,6 +169,11 @@ class RoundConfig:
             (self.max_deletes is None or self.max_deletes >= 1,
              f"max deletes {self.max_deletes!r} must be >= 1"),
             (1 <= self.page_size <= 1000, f"page size {self.page_size!r} must be 1-1000"),
+            (self.round_deadline_s > 0, f"round deadline {self.round_deadline_s!r} s must be > 0"),
+            (self.request_deadline_s > 0,
+             f"request deadline {self.request_deadline_s!r} s must be > 0"),
+            (self.max_pages_per_prefix >= 1,
+             f"max pages per prefix {self.max_pages_per_prefix!r} must be >= 1"),
         )  # fmt: skip
         for ok, problem in checks:
             if not ok:
@@ -216,6 +232,8 @@ class _Run:
     unordered: bool = False
     """The store lists out of order (no skip-ahead, no StartAfter, claims probed)."""
     prefixes: list[str] = field(default_factory=list)
+    deadline_hit: bool = False
+    """The round's listing was stopped by `RoundConfig.round_deadline_s`."""
     features: StoreFeatures | None = None
     nested: NestedRoots | None = None
 
@@ -258,6 +276,7 @@ class Sweeper:
             burst=config.batch_size,
             brake=brake,
             sinks=sinks,
+            request_deadline_s=config.request_deadline_s,
         )
         self.current: _Run | None = None
         self.last_summary: RoundSummary | None = None
@@ -311,6 +330,7 @@ class Sweeper:
             locked_earliest_retain_until=earliest,
             store=self._store_report(run),
             nested_roots=tuple(sorted(run.nested.found)),
+            deadline_exceeded=run.deadline_hit,
             **counts.summary_fields(),
         )
         complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
@@ -416,6 +436,9 @@ class Sweeper:
             try:
                 async with gate:
                     await self._list_prefix(part, queue, run, share, size)
+                if run.batch:  # a range ended: its garbage goes now, not when all listing has
+                    batch, run.batch = run.batch, []
+                    await queue.put(batch)
             finally:
                 unfinished[0] -= 1
 
@@ -431,10 +454,17 @@ class Sweeper:
             group.create_task(one(halves[1], size))
             return halves[0]
 
-        async with asyncio.TaskGroup() as group:
-            for prefix in run.prefixes:
-                unfinished[0] += 1
-                group.create_task(one(ListRange(prefix)))
+        try:
+            async with asyncio.timeout(self.config.round_deadline_s):
+                async with asyncio.TaskGroup() as group:
+                    for prefix in run.prefixes:
+                        unfinished[0] += 1
+                        group.create_task(one(ListRange(prefix)))
+        except TimeoutError:  # listers still at work are cancelled; queued batches go
+            run.incomplete = run.deadline_hit = True
+            run.counts.errors += 1
+            log.error("sweep.round_deadline", deadline_s=self.config.round_deadline_s,
+                      fix="see the sweep.list_* errors before it; --round-deadline")  # fmt: skip
         if run.batch:
             batch, run.batch = run.batch, []
             await queue.put(batch)
@@ -458,6 +488,7 @@ class Sweeper:
         done = part.start_after  # every key up to here is examined
         size = first_page_size(probing, full) if size is None else size
         ahead: _Ahead | None = None
+        guard = ListingGuard(self.config.max_pages_per_prefix)
         try:
             while cursor is not None and not self._listing_over(run):
                 if ahead is not None and (ahead.cursor, ahead.size) != (cursor, size):
@@ -477,6 +508,13 @@ class Sweeper:
                     ahead = _Ahead(guess, guess_size, self._send(prefix, guess, guess_size, run))
                     await asyncio.sleep(0)  # let it start: examining the page may never yield
                 cursor = _within(part, await self._examine(prefix, cursor, page, queue, run))
+                broken = None if cursor is None else guard.advance(cursor.start_after,
+                                                                   cursor.token)  # fmt: skip
+                if broken is not None:
+                    log.error("sweep.listing_broken", prefix=prefix, reason=broken)
+                    run.counts.errors += 1
+                    run.counts.unlistable_prefixes.append(prefix)
+                    return
                 if cursor is not None:
                     last = page.objects[-1].key if page.objects else done
                     done = cursor.start_after if cursor.token is None else last
@@ -648,8 +686,9 @@ class Sweeper:
             run.counts.list_requests += 1
             self.metrics.list_requests.inc()
             try:
-                return await lister(prefix, start_after=cursor.start_after,
-                                    continuation_token=cursor.token, max_keys=size)  # fmt: skip
+                async with deadline(self.config.request_deadline_s, f"LIST {prefix}"):
+                    return await lister(prefix, start_after=cursor.start_after,
+                                        continuation_token=cursor.token, max_keys=size)  # fmt: skip
             except StorageError as exc:
                 self.metrics.list_error(exc.code)
                 raise

@@ -18,6 +18,12 @@ DeleteObjects 501 NotImplemented (as GCS's XML API does); `unordered_listing` sh
 the keys of each ListObjectsV2 page and refuses StartAfter (400 InvalidArgument), as an
 S3 Express directory bucket lists.
 
+And a broken store (issue 36): `endless_prefixes` answers every ListObjectsV2 of such a
+prefix with no keys, ``IsTruncated=true`` and the same continuation token forever;
+`drip_prefixes` forwards such a listing but sends its answer one byte every
+`drip_interval_s`; `fail_delete_keys` answers 500 InternalError to every DeleteObjects
+(or DeleteObject) naming one of those keys, as a store crashing on one key does.
+
 The proxy runs on the caller's event loop (`async with FaultProxy(...)`) or on a
 thread of its own (`with ThreadedFaultProxy(...)`) for synchronous callers such as
 `gcd.cli.main.main`, which runs its own event loop.
@@ -72,6 +78,13 @@ class FaultConfig:
     """False: answer every DeleteObjects NotImplemented (single DeleteObject works)."""
     unordered_listing: bool = False
     """Shuffle each ListObjectsV2 page's keys; refuse StartAfter (InvalidArgument)."""
+    endless_prefixes: tuple[str, ...] = ()
+    """Listings of a prefix starting with one of these never end (the same token again)."""
+    drip_prefixes: tuple[str, ...] = ()
+    """Listings of a prefix starting with one of these are answered one byte at a time."""
+    drip_interval_s: float = 5.0
+    fail_delete_keys: frozenset[str] = frozenset()
+    """A delete request naming one of these keys is answered 500 InternalError."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.share <= 1.0 or not 0.0 <= self.drop_share <= 1.0:
@@ -124,6 +137,21 @@ def _error_body(code: str, request_id: str,
     ).encode()
 
 
+async def _drip(request: web.Request, status: int, payload: bytes, headers: dict[str, str],
+                interval_s: float) -> web.StreamResponse:  # fmt: skip
+    """Send `payload` one byte every `interval_s` (a read timeout restarts with each)."""
+    answer = web.StreamResponse(status=status, headers=headers)
+    answer.content_length = len(payload)
+    await answer.prepare(request)
+    try:
+        for index in range(len(payload)):
+            await answer.write(payload[index : index + 1])
+            await asyncio.sleep(interval_s)  # the hostile behaviour itself, not a wait
+    except (ConnectionResetError, RuntimeError):
+        pass  # the client gave up
+    return answer
+
+
 class FaultProxy:
     """The proxy on the running event loop; use `async with`."""
 
@@ -172,6 +200,9 @@ class FaultProxy:
                 body=_error_body(code, request_id),
                 headers={"Content-Type": "application/xml", "x-amz-request-id": request_id},
             )
+        hostile = await self._hostile(operation, request, body)
+        if hostile is not None:
+            return hostile
         refusal = self._refusal(operation, request, body)
         if refusal is not None:
             self.faults[refusal] += 1
@@ -193,7 +224,33 @@ class FaultProxy:
                     and upstream.status == 200):  # fmt: skip
                 payload = shuffle_contents(payload, self._rng)
             out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
-            return web.Response(status=upstream.status, body=payload, headers=out)
+        prefix = request.query.get("prefix", "")
+        if operation == "list" and prefix.startswith(config.drip_prefixes or ("\x00",)):
+            self.faults["dripped"] += 1
+            return await _drip(request, upstream.status, payload, out, config.drip_interval_s)
+        return web.Response(status=upstream.status, body=payload, headers=out)
+
+    async def _hostile(self, operation: str, request: web.Request,
+                       body: bytes) -> web.Response | None:  # fmt: skip
+        """The answer of a broken store (endless listing, poison key), or None."""
+        config = self.config
+        prefix = request.query.get("prefix", "")
+        if operation == "list" and prefix.startswith(config.endless_prefixes or ("\x00",)):
+            self.faults["endless"] += 1
+            page = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.'
+                    f'amazonaws.com/doc/2006-03-01/"><Prefix>{prefix}</Prefix><KeyCount>0'
+                    "</KeyCount><IsTruncated>true</IsTruncated><NextContinuationToken>"
+                    "l0gc-endless</NextContinuationToken></ListBucketResult>")  # fmt: skip
+            return web.Response(body=page.encode(), content_type="application/xml")
+        named = request.path.split("/", 2)[-1] if request.method == "DELETE" else body.decode(
+            "utf-8", "replace")
+        if operation == "delete" and any(
+            f"<Key>{key}</Key>" in named or named == key for key in config.fail_delete_keys
+        ):
+            self.faults["poison"] += 1
+            return web.Response(status=500, body=_error_body("InternalError", "poison"),
+                                headers={"Content-Type": "application/xml"})  # fmt: skip
+        return None
 
     def _refusal(self, operation: str, request: web.Request, body: bytes) -> str | None:
         """The code a differing store answers this request with, or None to forward it."""

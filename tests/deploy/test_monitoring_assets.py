@@ -56,6 +56,8 @@ GAUGES = {
     "l0gc_sweeper_seconds_since_last_good_watermark",
     "l0gc_sweeper_last_round_eligible_objects",
     "l0gc_sweeper_last_success_timestamp_seconds",
+    "l0gc_sweeper_seconds_since_last_round",
+    "l0gc_sweeper_safe_epoch_unapplied_seconds",
     "l0gc_watermark_inflight_fences",
     "l0gc_watermark_partitions_owned",
     "l0gc_watermark_min_watermark",
@@ -100,6 +102,7 @@ RUNBOOK_ANCHORS = {
     "sweeper-or-publisher-down",
     "partition-without-owner",
     "epoch-ticker",
+    "gc-stalled",
 }
 # The scrape-health series Prometheus makes itself (only target labels), and the job
 # matchers the down/absent alerts use (the chart pins them to a release).
@@ -285,9 +288,10 @@ ALERTS_DOC = REPO / "docs" / "kubernetes.md"
 
 
 def test_alert_set_is_complete() -> None:
-    """The rules file defines exactly the seventeen l0gc alerts."""
+    """The rules file defines exactly the eighteen l0gc alerts."""
     assert set(_rules()) == {
         "L0gcSweeperBlocked",
+        "L0gcSweeperStalled",
         "L0gcEpochLagGrowing",
         "L0gcDeleteErrorRate",
         "L0gcNoSuccessfulRound",
@@ -362,6 +366,8 @@ def test_alerts_are_well_formed_with_runbooks() -> None:
     ("alert", "must_contain", "duration"),
     [
         ("L0gcSweeperBlocked", ["l0gc_sweeper_blocked == 1"], "15m"),
+        ("L0gcSweeperStalled", ["l0gc_sweeper_seconds_since_last_round) > 2400",
+                                "l0gc_sweeper_safe_epoch_unapplied_seconds) > 2400"], "5m"),
         ("L0gcEpochLagGrowing", ["deriv(l0gc_sweeper_epoch_lag[30m]) > 0", "> 10"], None),
         ("L0gcDeleteErrorRate", ["l0gc_sweeper_delete_errors_total", "> 0.05"], "15m"),
         ("L0gcNoSuccessfulRound",

@@ -237,3 +237,62 @@ async def test_a_server_busy_blob_throttles_the_deleter_and_is_retried(
     assert result.summary.deleted == len(garbage)
     assert result.summary.errors == 0
     assert await names(client) == set()
+
+
+async def test_a_start_point_inside_a_directory_lists_the_rest_of_it(
+    container: tuple[ContainerClient, AzureSettings],
+) -> None:
+    """Issue 35, item 13: the walk's delimiter listing sees the start point's directory
+    as one name that sorts before it; the names after the start point in that directory
+    (and in the directories it lies in) are listed, not skipped."""
+    client, settings = container
+    keys = [LAYOUT.format(p, e, name) for p in (4, 5) for e in (1, 2) for name in "abc"]
+    await seed(client, keys)
+    start = LAYOUT.format(4, 1, "a")
+    async with AzureBlobStore.open(settings) as store:
+        listed: list[str] = []
+        token: str | None = None
+        while True:
+            after = start if token is None else None
+            page = await store.list_page("level_zero/data/", start_after=after,
+                                         continuation_token=token, max_keys=2)  # fmt: skip
+            listed += [obj.key for obj in page.objects]
+            if (token := page.next_token) is None:
+                break
+    assert listed == sorted(key for key in keys if key > start)
+
+
+async def test_an_answer_with_a_doctype_is_refused(tmp_path: Path) -> None:
+    """Issue 35, item 9: the SDK decodes an XML answer and expands its internal entities;
+    a stand-in Blob endpoint answering a DOCTYPE gets a retryable error, not a listing
+    with a 1,000,000-character name."""
+    from aiohttp import web  # noqa: PLC0415
+
+    from gcd.errors import StorageError  # noqa: PLC0415
+    from gcd.testing.local_servers import free_port  # noqa: PLC0415
+
+    body = (b'<?xml version="1.0" encoding="utf-8"?><!DOCTYPE x [<!ENTITY a "'
+            + b"a" * 100_000 + b'"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+            b'<EnumerationResults ContainerName="c"><Blobs><Blob><Name>&b;</Name><Properties>'
+            b"<Last-Modified>Sun, 22 Nov 2026 03:12:50 GMT</Last-Modified>"
+            b"<Content-Length>1</Content-Length></Properties></Blob></Blobs><NextMarker/>"
+            b"</EnumerationResults>")  # fmt: skip
+
+    async def handle(_: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/xml")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    stand_in = LocalAzurite(port=free_port())
+    await web.TCPSite(runner, "127.0.0.1", stand_in.port).start()
+    try:
+        conn = stand_in.write_connection_string(tmp_path / "conn")
+        settings = AzureSettings(stand_in.account_url, "ccc", str(conn))
+        async with AzureBlobStore.open(settings) as store:
+            with pytest.raises(StorageError, match="DOCTYPE") as raised:
+                await store.list_page("level_zero/data/")
+    finally:
+        await runner.cleanup()
+    assert (raised.value.code, raised.value.retryable) == ("InternalError", True)

@@ -435,3 +435,35 @@ async def test_unchanged_emulator_answers_batches_without_content_ids() -> None:
         assert result.deleted == ()
         assert [(f.key, f.code) for f in result.errors] == [
             ("a/1", "UnmatchedAnswer"), ("a/2", "UnmatchedAnswer")]  # fmt: skip
+
+
+async def test_an_endless_listing_does_not_loop_inside_one_list_page() -> None:
+    """Issue 36, item 1: a server answering empty pages with the same nextPageToken made
+    one `list_page` loop forever; now a repeated token is refused (ListingLoop), and a
+    server inventing new empty pages gets at most `EMPTY_PAGES_PER_CALL` per call, the
+    token handed to the sweeper (whose guard bounds the whole listing)."""
+    from gcd.storage.gcs import EMPTY_PAGES_PER_CALL  # noqa: PLC0415
+
+    tokens = iter(range(1_000_000))
+    mode = {"same": True}
+    requests: list[str | None] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        requests.append(request.query.get("pageToken"))
+        token = "again" if mode["same"] else f"t{next(tokens)}"
+        return web.json_response({"items": [], "nextPageToken": token})
+
+    async with (
+        fake_gcs(handler) as url,
+        GcsObjectStore.open(GcsSettings("bkt", url, anonymous=True)) as store,
+    ):
+        with pytest.raises(StorageError, match="'again' again") as raised:
+            await store.list_page("level_zero/data/")
+        assert (raised.value.code, raised.value.retryable) == ("ListingLoop", False)
+        assert len(requests) == 2
+        mode["same"] = False
+        requests.clear()
+        page = await store.list_page("level_zero/data/")
+    assert page.objects == ()
+    assert page.next_token is not None
+    assert len(requests) == EMPTY_PAGES_PER_CALL + 1

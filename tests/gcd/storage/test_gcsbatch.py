@@ -110,3 +110,23 @@ def test_an_answer_without_a_boundary_is_refused() -> None:
         parse_answer(b"{}", "application/json")
     assert parse_answer(b"--B--\r\n", "multipart/mixed; boundary=B") == []
     assert SubAnswer(None, None, "").status is None
+
+
+@pytest.mark.parametrize("line", ["HTTP/1.1 2040", "HTTP/1.1 4040 Not Found", "HTTP/1.1 204x",
+                                  "HTTP/1.1  204 No Content", "HTTP/1.1 0204", "HTTP/1.1 20"])
+def test_a_status_line_is_read_strictly(line: str) -> None:
+    """Issue 35, item 10: "HTTP/1.1 2040" is not 204 nor "4040" 404: a status line that
+    is not exactly one is no answer, and the object is never counted deleted."""
+    body, content_type = answer([("<response-k0>", f"{line}\r\nContent-Length: 0\r\n\r\n")])
+    parsed = parse_answer(body, content_type)
+    assert [sub.status for sub in parsed] == [None]
+    result = triage(KEYS[:1], parsed)
+    assert result.deleted == ()
+    assert [f.code for f in result.errors] == ["UnmatchedAnswer"]
+
+
+@pytest.mark.parametrize(("line", "status"), [("HTTP/1.1 204 No Content", 204),
+                                              ("HTTP/1.1 404", 404), ("HTTP/2 204 ", 204)])
+def test_a_status_line_with_or_without_a_reason_is_read(line: str, status: int) -> None:
+    body, content_type = answer([("<response-k0>", f"{line}\r\n\r\n")])
+    assert [sub.status for sub in parse_answer(body, content_type)] == [status]

@@ -88,3 +88,28 @@ async def test_call_does_not_retry_permanent_errors() -> None:
     with pytest.raises(StorageError):
         await retrier.call(denied)
     assert sleep.waits == []
+
+
+@pytest.mark.parametrize(
+    ("code", "retryable", "says", "never"),
+    [
+        ("AccessDenied", False, "check the credentials", None),
+        ("InvalidAccessKeyId", False, "check the credentials", None),
+        ("SignatureDoesNotMatch", False, "check the credentials", None),
+        ("403", False, "check the credentials", None),
+        ("401", False, "check the credentials", None),
+        ("MalformedXML", False, "refused the request with MalformedXML", "credentials"),
+        ("InvalidArgument", False, "with InvalidArgument", "credentials"),
+        ("NoSuchBucket", False, "check the bucket", "credentials"),
+        ("500", True, "retryable", "credentials"),
+    ],
+)  # fmt: skip
+def test_a_storage_error_names_its_code_and_blames_credentials_only_for_auth(
+    code: str, retryable: bool, says: str, never: str | None
+) -> None:
+    """Issue 35, item 13: "check credentials" only for authentication and permission
+    failures; every message names the code."""
+    text = str(StorageError("DeleteObjects on s3://b failed: no", code=code, retryable=retryable))
+    assert f"code {code};" in text
+    assert says in text
+    assert never is None or never not in text

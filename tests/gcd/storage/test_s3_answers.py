@@ -126,3 +126,36 @@ async def test_a_delete_answer_lists_failures_by_key(answering: Callable) -> Non
         result = await store.delete_batch(["a", "b"])
     assert result.deleted == ("a",)
     assert [(f.key, f.code, f.message) for f in result.errors] == [("b", "AccessDenied", "no")]
+
+
+_ENTITIES = (b'<!DOCTYPE x [<!ENTITY a "' + b"a" * 100_000 + b'">'
+             b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>')  # fmt: skip
+
+
+async def test_a_utf16_listing_with_a_doctype_is_refused_not_expanded(
+    answering: Callable,
+) -> None:
+    """Issue 35, item 9: the lean ListObjectsV2 path refuses a DOCTYPE in UTF-16 (which
+    hides the bytes `<!DOCTYPE`) instead of listing a 1,000,000-character key."""
+    text = ('<?xml version="1.0" encoding="UTF-16"?>' + _ENTITIES.decode()
+            + "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>&b;</Key>"
+            "<LastModified>2026-11-22T03:12:50.000Z</LastModified><Size>1</Size></Contents>"
+            "</ListBucketResult>")  # fmt: skip
+    endpoint = await answering(text.encode("utf-16"))
+    async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
+        with pytest.raises(StorageError, match="DOCTYPE") as raised:
+            await store.list_page("p/")
+    assert (raised.value.code, raised.value.retryable) == ("InternalError", True)
+
+
+async def test_botocores_parse_refuses_a_doctype_too(answering: Callable) -> None:
+    """ListObjectVersions (and every error body) goes through botocore's parser, which
+    expands internal entities: it is refused there as well."""
+    body = (_ENTITIES + b"<ListVersionsResult><IsTruncated>false</IsTruncated><Version>"
+            b"<Key>&b;</Key><VersionId>v</VersionId><Size>1</Size><LastModified>"
+            b"2026-11-22T03:12:50.000Z</LastModified></Version></ListVersionsResult>")  # fmt: skip
+    endpoint = await answering(body)
+    async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
+        with pytest.raises(StorageError, match="DOCTYPE") as raised:
+            await store.list_versions_page("p/")
+    assert raised.value.retryable

@@ -236,3 +236,37 @@ def test_an_empty_listing_is_read_as_empty_and_last() -> None:
     assert listing.objects == ()
     assert not listing.truncated
     assert listing.next_token is None
+
+
+_BOMB = ('<?xml version="1.0" encoding="{encoding}"?><!DOCTYPE x [<!ENTITY a "{a}">'
+         '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+         '<{root}><Contents><Key>&b;</Key><Size>1</Size>'
+         "<LastModified>2026-11-22T03:12:50.000Z</LastModified></Contents></{root}>")
+
+
+@pytest.mark.parametrize(("encoding", "codec"), [("UTF-8", "utf-8"), ("UTF-16", "utf-16"),
+                                               ("UTF-16", "utf-16-le"), ("UTF-16", "utf-16-be"),
+                                               ("ISO-8859-1", "latin-1"), ("US-ASCII", "ascii")])
+@pytest.mark.parametrize("root", ["ListBucketResult", "DeleteResult"])
+def test_a_doctype_is_refused_in_any_encoding(encoding: str, codec: str, root: str) -> None:
+    """Issue 35, item 9: `<!DOCTYPE` in UTF-16 is not the bytes `<!DOCTYPE`; the parser
+    itself refuses it, before its entities expand (here to a 1,000,000-character key)."""
+    text = _BOMB.format(encoding=encoding, a="a" * 100_000, root=root)
+    body = text.encode(codec)
+    assert codec.startswith("utf-16") is (b"<!DOCTYPE" not in body)  # the old check's gap
+    read = read_listing if root == "ListBucketResult" else read_delete_result
+    with pytest.raises(ResponseParserError, match="DOCTYPE"):
+        read(body)
+
+
+@pytest.mark.parametrize("encoding", ["UTF-16", "ISO-8859-1"])
+def test_a_listing_in_another_encoding_without_a_doctype_is_read(encoding: str) -> None:
+    text = f'<?xml version="1.0" encoding="{encoding}"?>' + _LISTING.format("é" + _ENTRY)
+    plain = _LISTING.format("é" + _ENTRY).encode()
+    assert read_listing(text.encode(encoding)) == read_listing(plain)
+
+
+def test_an_encoding_expat_cannot_read_is_a_parse_error_not_a_crash() -> None:
+    body = '<?xml version="1.0" encoding="utf-16-le"?><ListBucketResult/>'.encode("utf-16-le")
+    with pytest.raises(ResponseParserError, match="not XML"):
+        read_listing(body)

@@ -203,3 +203,110 @@ async def test_the_brake_stops_before_the_next_request_including_halves() -> Non
     assert len(refusing.requests) == 1
     assert counts.skipped_paused == 8
     assert refusing.keys() == set(GOOD[:8])
+
+
+class StrayAnswerStore(MemoryObjectStore):
+    """A broken store: its answers also name keys no request sent, as deleted and failed."""
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        result = await super().delete_batch(keys)
+        from gcd.storage.objectstore import KeyFailure  # noqa: PLC0415
+
+        return DeleteResult((*result.deleted, "l0/never/sent"),
+                            (KeyFailure("l0/never/failed", "AccessDenied", "no"),))  # fmt: skip
+
+
+async def test_an_answer_naming_keys_never_sent_records_and_counts_none_of_them() -> None:
+    """Issue 35, item 6: such entries are dropped (and logged) before the journal and the
+    accounting see the answer: no deletion the request did not ask for is recorded."""
+    from gcd.sweep.events import BatchOutcome  # noqa: PLC0415
+
+    store = StrayAnswerStore()
+    deleter = deleter_for(store)
+    outcomes: list[BatchOutcome] = []
+
+    class Sink:
+        def before(self, attempt: object) -> None:
+            return None
+
+        def after(self, outcome: BatchOutcome) -> None:
+            outcomes.append(outcome)
+
+    deleter.sinks = (Sink(),)  # type: ignore[assignment]
+    counts = RoundCounts()
+    batch = batch_of(store, GOOD[:3])
+    with capture_logs() as logs:
+        await deleter.delete(batch, counts)
+    assert [set(outcome.deleted) for outcome in outcomes] == [set(GOOD[:3])]
+    assert [outcome.failed for outcome in outcomes] == [()]
+    assert (counts.deleted, counts.errors) == (3, 0)
+    assert counter(deleter, "l0gc_sweeper_deleted_objects_total") == 3
+    stray = [log for log in logs if log["event"] == "sweep.unsent_keys_in_answer"]
+    assert [(log["keys"], log["first_key"]) for log in stray] == [(2, "l0/never/sent")]
+
+
+class FailingKeyStore(MemoryObjectStore):
+    """A store that answers HTTP 500 for every DeleteObjects naming one poison key."""
+
+    def __init__(self, poison: str) -> None:
+        super().__init__()
+        self.poison = poison
+        self.requests: list[tuple[str, ...]] = []
+
+    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
+        self.requests.append(tuple(keys))
+        if self.poison in keys:
+            raise StorageError("We encountered an internal error", code="500", retryable=True)
+        return await super().delete_batch(keys)
+
+
+@pytest.mark.parametrize(("size", "poison_at"), [(27, 13), (1000, 0), (1000, 617), (2, 1)])
+async def test_a_key_answered_500_is_bisected_out_and_every_other_key_deleted(
+    size: int, poison_at: int
+) -> None:
+    """Issue 36, item 3: 500 was retried, never bisected, so 0 of 27 keys went behind one
+    poison key, every round. Now: retries spent, then halves; the poison key is kept,
+    named once in the round, counted; the extra requests stay within the bound."""
+    from gcd.sweep.deleter import MAX_BISECT_REQUESTS  # noqa: PLC0415
+
+    keys = GOOD[:size]
+    store = FailingKeyStore(keys[poison_at])
+    deleter = deleter_for(store)
+    counts = RoundCounts()
+    with capture_logs() as logs:
+        await deleter.delete(batch_of(store, keys), counts)
+    assert set(store.objects) == {keys[poison_at]}
+    assert (counts.deleted, counts.errors, counts.unsafe_keys) == (size - 1, 0, 1)
+    assert counts.poison_keys == [keys[poison_at]]
+    assert [log["key"] for log in logs if log["event"] == "sweep.poison_key"] == [keys[poison_at]]
+    retries = 4  # the whole batch's budget (Backoff max_attempts)
+    extra = len(store.requests) - retries
+    assert extra <= MAX_BISECT_REQUESTS
+    assert extra <= 2 * math.ceil(math.log2(size)) + 1, extra
+    again = RoundCounts()  # the next round: not sent again, named again
+    store.requests.clear()
+    store.put(keys[(poison_at + 1) % size], size=3)
+    with capture_logs() as logs:
+        await deleter.delete(batch_of(store, [keys[poison_at], keys[(poison_at + 1) % size]]),
+                             again)  # fmt: skip
+    assert all(keys[poison_at] not in request for request in store.requests)
+    assert again.poison_keys == [keys[poison_at]]
+    assert counter(deleter, "l0gc_sweeper_unsafe_keys_total") == 2
+
+
+async def test_an_outage_answered_500_is_not_bisected_into_a_thousand_requests() -> None:
+    """Every request answers 500 (the store, not a key): a few halves, then the batch
+    counts as errors, as before; nothing is taken for poison."""
+    store = FailingKeyStore("")
+    store.poison = "*"
+
+    async def always(keys: Sequence[str]) -> DeleteResult:
+        store.requests.append(tuple(keys))
+        raise StorageError("down", code="500", retryable=True)
+
+    store.delete_batch = always  # type: ignore[method-assign]
+    deleter = deleter_for(store)
+    counts = RoundCounts()
+    await deleter.delete(batch_of(store, GOOD), counts)
+    assert (counts.deleted, counts.errors, counts.poison_keys) == (0, 1000, [])
+    assert len(store.requests) <= 4 + 2 * 10 + MAX_UNPROVEN

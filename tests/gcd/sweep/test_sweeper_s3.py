@@ -313,7 +313,9 @@ async def test_poison_keys_are_kept_and_every_other_key_deleted(
     assert summary.deleted == len(good)
     assert summary.unsafe_keys == len(poison)
     assert summary.errors == 0
-    assert delete_requests == summary.delete_requests == 2  # one per batch: no retry at all
+    # One request per batch, no retry: two full ones, plus the partial batch each shared
+    # listing range sends as it ends (4 listers: issue 36, batches go as a range ends).
+    assert delete_requests == summary.delete_requests <= 2 + 3
 
 
 class RefusesOneKey:
@@ -354,4 +356,4 @@ async def test_a_batch_failing_as_a_whole_is_bisected(
     assert summary.deleted == len(keys) - 1
     assert summary.unsafe_keys == 1
     assert summary.errors == 0
-    assert store.requests <= 1 + 2 * 10
+    assert store.requests <= 2 + 2 * 10  # the batches cut (a range's end sends its own), halves
