@@ -2,12 +2,16 @@
 // Built from docs/openapi.json and docs/integration.md alone (the contract): stamp from
 // GET /v1/epoch, PUT the object to S3 (SigV4), fence, append to the "log", commit (retried:
 // commits are idempotent), abort when the append fails; follow a 307 only to a configured
-// publisher; after a restart resume from last_applied_offset + 1.
+// publisher or to a replica of the fleet (L0GC_FLEET); after a restart resume from
+// last_applied_offset + 1.
 //
 //   node writer.mjs write N        write N objects to L0GC_PARTITION, print one JSON per object
 //   node writer.mjs reconcile O    report the entries through offset O as reconciled
 //
 // Environment: L0GC_PUBLISHERS (comma-separated base URLs; the token is sent only there),
+// L0GC_FLEET (optional, comma-separated SCHEME://HOST[:PORT] patterns, as
+// `watermark serve --fleet-urls`: a 307 to a replica matching one is followed too, e.g.
+// http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080, the Helm chart's replicas),
 // L0GC_TOKEN (writer), L0GC_RECONCILER_TOKEN, L0GC_PARTITION, S3_ENDPOINT, S3_BUCKET,
 // S3_REGION (default us-east-1), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, L0GC_ROOT
 // (default level_zero/data).
@@ -15,6 +19,41 @@ import { createHash, createHmac, randomInt, randomUUID } from "node:crypto";
 
 const env = process.env;
 const PUBLISHERS = env.L0GC_PUBLISHERS.split(",").map((u) => new URL(u).origin);
+
+// The fleet patterns: SCHEME://HOST[:PORT], HOST a DNS name whose "*" labels match any
+// one label, an IPv4 address or CIDR network, or "*"; PORT a number, "*", or the scheme's
+// default. A pattern that is none of these stops the writer (never guess at trust).
+const DEFAULT_PORTS = { "http:": "80", "https:": "443" };
+const ipv4 = (text) => /^\d{1,3}(\.\d{1,3}){3}$/.test(text)
+  ? text.split(".").reduce((n, part) => n * 256 + Number(part), 0) : null;
+const FLEET = (env.L0GC_FLEET ?? "").split(",").map((s) => s.trim()).filter(Boolean).map((text) => {
+  const m = /^(https?):\/\/([A-Za-z0-9.\-*\/]+)(?::(\d{1,5}|\*))?$/.exec(text);
+  if (!m) throw new Error(`L0GC_FLEET entry ${JSON.stringify(text)} is not SCHEME://HOST[:PORT]`);
+  const [, scheme, host, port] = m;
+  const [net, bits] = host.split("/");
+  if (bits !== undefined && (ipv4(net) === null || !(Number(bits) <= 32))) {
+    throw new Error(`L0GC_FLEET entry ${JSON.stringify(text)}: ${host} is not an IPv4 CIDR network`);
+  }
+  return { scheme: `${scheme}:`, host: host.toLowerCase(), net: ipv4(net), bits: Number(bits ?? 32),
+    port: port ?? DEFAULT_PORTS[`${scheme}:`] };
+});
+
+function inFleet(origin) {
+  const url = new URL(origin);
+  const port = url.port || DEFAULT_PORTS[url.protocol];
+  const host = url.hostname.toLowerCase();
+  return FLEET.some((p) => {
+    if (p.scheme !== url.protocol || (p.port !== "*" && p.port !== port)) return false;
+    if (p.host === "*") return true;
+    if (p.net !== null) {
+      const ip = ipv4(host);
+      const mask = p.bits === 0 ? 0 : (0xffffffff << (32 - p.bits)) >>> 0;
+      return ip !== null && ((ip & mask) >>> 0) === ((p.net & mask) >>> 0);
+    }
+    const want = p.host.split("."), got = host.split(".");
+    return want.length === got.length && want.every((label, i) => label === "*" || label === got[i]);
+  });
+}
 const PARTITION = env.L0GC_PARTITION;
 const ROOT = env.L0GC_ROOT ?? "level_zero/data";
 
@@ -58,8 +97,8 @@ async function call(method, path, { body, token, base, pinned = false, idempoten
     if (response.status < 300) return { doc, base: target };
     if (response.status === 307 && !pinned) {
       const location = new URL(response.headers.get("location"), target).origin;
-      if (!PUBLISHERS.includes(location)) {
-        throw new Error(`redirect to ${location} refused: not a configured publisher`);
+      if (!PUBLISHERS.includes(location) && !inFleet(location)) {
+        throw new Error(`redirect to ${location} refused: not a configured publisher nor in L0GC_FLEET`);
       }
       target = location;
       continue;

@@ -1,8 +1,15 @@
-"""`gcd journal verify|show`: check a deletion journal, or find who deleted a key.
+"""`gcd journal verify|show|prune`: check a deletion journal, find who deleted a key, or
+apply the retention.
 
     gcd journal verify --journal-dir DIR [--etcd HOST:PORT --namespace NS] [--json]
     gcd journal verify --bucket B --journal-prefix P [--endpoint-url U] [--etcd ...]
     gcd journal show --key KEY --journal-dir DIR [--json]
+    gcd journal prune --bucket B --journal-prefix P --journal-retention 30d [--etcd ...]
+
+`prune` deletes the shipped segments older than the retention (per sweeper, from the
+start of its chain, after writing its pruned marker) and, with etcd, the anchors of
+sweepers whose last record is older than that (`gcd.sweep.journal_prune`); sweepers given
+``--journal-retention`` do the same by themselves once an hour.
 
 `verify` checks the journal on its own (chain in file order, digests, every key's epoch
 at or below the M its record claims, M never going backwards per sweeper), its end
@@ -29,6 +36,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +64,7 @@ from gcd.sweep.journal_check import (
     find_key,
     history_reader,
 )
+from gcd.sweep.journal_prune import prune_anchors, prune_audit
 from gcd.sweep.metrics import SweeperMetrics
 from watermark import exitcodes
 from watermark.core.display import printable
@@ -74,6 +83,7 @@ _READ_OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
     *LAYOUT_OPTIONS,
     *JOURNAL_OPTIONS[:2],
+    *(o for o in JOURNAL_OPTIONS if o.flag == "--journal-retention"),
     Option("--key", text, None, "show: the object key to explain", "KEY"),
     Option("--json", boolean, False, "print one JSON document on stdout", switch=True),
     Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
@@ -83,8 +93,9 @@ _READ_OPTIONS: tuple[Option, ...] = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`journal verify|show` options."""
-    parser.add_argument("action", choices=["verify", "show"],
-                        help="verify the journal, or show the records of one key")  # fmt: skip
+    parser.add_argument("action", choices=["verify", "show", "prune"],
+                        help="verify the journal, show the records of one key, or delete "
+                        "what is older than --journal-retention")  # fmt: skip
     add_config_option(parser)
     add_options(parser, _READ_OPTIONS, "journal and output")
     add_etcd_arguments(parser)
@@ -117,8 +128,13 @@ async def open_journal(
         root=root, endpoint_url=setup.s3.endpoint_url, metrics=metrics,
         max_bytes=args.journal_max_bytes, max_age_s=args.journal_max_age,
     )  # fmt: skip
+    if prefix is None and args.journal_retention is not None:
+        raise ConfigError("--journal-retention needs --journal-prefix (it prunes the "
+                          "segments shipped there)")  # fmt: skip
     kv = None if setup.etcd is None else await open_kv(setup.etcd, connect=False)
-    keeper = AnchorKeeper(writer, kv=kv, namespace=namespace, objects=objects, prefix=prefix)
+    keeper = AnchorKeeper(writer, kv=kv, namespace=namespace, objects=objects, prefix=prefix,
+                          keep_local=args.journal_keep_local,
+                          retention_s=args.journal_retention)  # fmt: skip
     keeper.start()
     try:
         yield (writer,)
@@ -283,10 +299,41 @@ def _write_show(key: str, stories: Sequence[Any]) -> None:
     sys.stdout.write("\n".join(lines) + "\n")
 
 
+async def prune(args: argparse.Namespace) -> int:
+    """`gcd journal prune`: the retention of the audit prefix (and of etcd's anchors)."""
+    if args.journal_retention is None or args.journal_prefix is None or args.bucket is None:
+        raise ConfigError("gcd journal prune needs --bucket B, --journal-prefix P and "
+                          "--journal-retention DURATION (e.g. 30d)")  # fmt: skip
+    now = time.time()
+    settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    async with S3ObjectStore.open(settings) as objects:
+        report = await prune_audit(objects, args.journal_prefix,
+                                   retention_s=args.journal_retention, now=now)  # fmt: skip
+    if args.etcd is not None or os.environ.get("L0GC_ETCD"):
+        etcd = EtcdSettings.from_args(args)
+        kv = await open_kv(etcd, connect=False)
+        try:
+            await prune_anchors(kv, etcd.namespace, retention_s=args.journal_retention, now=now,
+                                report=report)  # fmt: skip
+        finally:
+            await kv.close()
+    if args.json:
+        write_json({"version": OUTPUT_VERSION, **report.to_dict()})
+    else:
+        sys.stdout.write(
+            f"journal prune: {report.segments_deleted} segments deleted, "
+            f"{report.segments_kept} kept, {report.sweepers_gone} sweepers gone, "
+            f"{report.markers_written} pruned markers written, {report.anchors_deleted} etcd "
+            f"anchors deleted, {report.errors} errors\n")  # fmt: skip
+    return exitcodes.PARTIAL_FAILURE if report.errors else exitcodes.OK
+
+
 async def run(args: argparse.Namespace) -> int:
-    """Verify or show; see the module docstring."""
+    """Verify, show or prune; see the module docstring."""
     resolve(args, _READ_OPTIONS)
     configure_logging(args.log_level)
+    if args.action == "prune":
+        return await prune(args)
     if args.action == "show" and args.key is None:
         raise ConfigError("gcd journal show needs --key KEY (the object key to explain)")
     read = await _read(args)

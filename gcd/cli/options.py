@@ -39,6 +39,7 @@ from watermark.options import (
     choice,
     duration,
     integer,
+    positive_duration,
     positive_number,
     text,
     whole_seconds,
@@ -183,6 +184,14 @@ JOURNAL_OPTIONS: tuple[Option, ...] = (
            "start a new journal segment past this size in bytes (default 64 MiB)", "BYTES"),
     Option("--journal-max-age", duration, 3600.0,
            "start a new journal segment after this long (default 1h)", "DURATION"),
+    Option("--journal-keep-local", boolean, False,
+           "keep the local journal segments after they are shipped to --journal-prefix "
+           "(default: a segment is deleted locally once its uploaded copy is read back "
+           "identical, so the journal directory holds about one segment)", switch=True),
+    Option("--journal-retention", positive_duration, None,
+           "delete shipped segments under --journal-prefix, and the etcd journal anchors, "
+           "older than this (e.g. 30d), at most once an hour; the chain goes on from a "
+           "pruned marker (default: kept forever)", "DURATION"),
 )  # fmt: skip
 _TABLES = (S3_OPTIONS, LAYOUT_OPTIONS, ROUND_OPTIONS, DAEMON_OPTIONS, SWEEP_OPTIONS,
            JOURNAL_OPTIONS)  # fmt: skip

@@ -16,13 +16,19 @@ local directory, each opening with a *segment* header (namespace, bucket, root).
 segment is closed and a new one opened when it passes `max_bytes` or `max_age_s`
 (rotation); closed segments can be shipped to objects under an audit prefix of the
 bucket (`ship_segments`), which must not overlap the swept root, so no sweeper can ever
-list its own journal as garbage. Each record carries ``seq`` (1, 2, ... per sweeper
-process) and ``prev``, the SHA-256 of the previous line, so a lost, reordered or edited
-record breaks the chain and `gcd journal verify` says where (it checks the chain in file
-order). The chain cannot show its own end cut off, so the newest (seq, digest) of each
-sweeper is also *anchored* outside the journal directory (`watermark.core.journal_anchor`:
-etcd, and the audit prefix when shipped; written by `gcd.sweep.journal_anchor`): the
-writer calls `on_append` after each record and says where it ends (`anchor`).
+list its own journal as garbage. A shipped segment is read back and compared (size and
+SHA-256) and, unless the local copies are kept, deleted from the local directory; a
+*pruned marker* ``pruned-{sweeper}.json`` there (and in the audit prefix, for segments
+removed by retention: `gcd.sweep.journal_prune`) names the last record removed, so the
+chain of what is left starts from it instead of from record 1.
+
+Each record carries ``seq`` (1, 2, ... per sweeper process) and ``prev``, the SHA-256 of
+the previous line, so a lost, reordered or edited record breaks the chain and `gcd
+journal verify` says where (it checks the chain in file order). The chain cannot show
+its own end cut off, so the newest (seq, digest) of each sweeper is also *anchored*
+outside the journal directory (`watermark.core.journal_anchor`: etcd, and the audit
+prefix when shipped; written by `gcd.sweep.journal_anchor`): the writer calls
+`on_append` after each record and says where it ends (`anchor`).
 
 A crash in the middle of a write leaves a *torn* last line (no newline, not JSON) in the
 sweeper's last segment: its request was never sent (the record is written before it),
@@ -48,7 +54,7 @@ from gcd.errors import StorageError
 from gcd.sweep.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
 from gcd.sweep.metrics import SweeperMetrics
 from watermark.core import strictjson
-from watermark.core.journal_anchor import JournalAnchor, audit_anchor_name
+from watermark.core.journal_anchor import JournalAnchor, audit_anchor_name, pruned_marker_name
 from watermark.errors import ConfigError, InvalidJson, InvalidRecord
 
 __all__ = [
@@ -63,6 +69,7 @@ __all__ = [
     "read_journal_objects",
     "segment_files",
     "ship_segments",
+    "write_marker",
 ]
 
 JOURNAL_VERSION: Final = 1
@@ -73,6 +80,7 @@ MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 _MAX_DEPTH = 3
 _PATTERN = "journal-*.jsonl"
 _ANCHOR_PREFIX = audit_anchor_name("")[:-len(".json")]
+_PRUNED_PREFIX = pruned_marker_name("")[:-len(".json")]
 log = structlog.get_logger("gcd.journal")
 
 
@@ -273,14 +281,27 @@ class JournalWriter:
         self._close_segment()
 
 
+def write_marker(directory: Path, end: JournalAnchor) -> None:
+    """Write (atomically) the local pruned marker of `end`'s sweeper: the last record of
+    the segments removed from `directory`."""
+    path = directory / pruned_marker_name(end.sweeper)
+    scratch = path.with_suffix(".tmp")
+    scratch.write_bytes(end.encode())
+    os.replace(scratch, path)
+
+
 async def ship_segments(
-    writer: JournalWriter, objects: Any, prefix: str, *, shipped: set[Path] | None = None
-) -> int:
+    writer: JournalWriter, objects: Any, prefix: str, *, shipped: set[Path] | None = None,
+    keep_local: bool = True,
+) -> int:  # fmt: skip
     """Upload closed segments not shipped yet to ``{prefix}/{file name}``; return how many.
 
-    `objects` is a `gcd.sweep.binding.ClaimStore` (`put_object`). A failed upload is logged,
-    counted and retried on the next call (with every later segment: they go in order);
-    the local segment is kept either way. Then ``{prefix}/anchor-{sweeper}.json`` records
+    `objects` is a `gcd.sweep.binding.ClaimStore` (`put_object`, `get_object`). Each
+    upload is read back and compared with the local segment (size and SHA-256). A failed
+    or mismatched upload is logged, counted and retried on the next call (with every
+    later segment: they go in order), and the local segment is kept. Without
+    `keep_local`, a verified segment is then deleted locally, after the directory's
+    pruned marker names its last record. Then ``{prefix}/anchor-{sweeper}.json`` records
     the end of the segments shipped (`watermark.core.journal_anchor`).
     """
     done = shipped if shipped is not None else set()
@@ -289,17 +310,27 @@ async def ship_segments(
     for path in list(writer.closed_segments):
         if path in done:
             continue
+        key = f"{prefix}/{path.name}"
         try:
             body = path.read_bytes()
-            await objects.put_object(f"{prefix}/{path.name}", body, if_absent=False)
+            await objects.put_object(key, body, if_absent=False)
+            copy = await objects.get_object(key, max_bytes=len(body))
         except (OSError, StorageError) as exc:
             writer.metrics.journal_errors.inc()
             log.warning("journal.ship_failed", segment=path.name, error=str(exc))
             break  # in order: the audit anchor never covers a segment not shipped
+        if copy is None or len(copy) != len(body) or _line_digest(copy) != _line_digest(body):
+            writer.metrics.journal_errors.inc()
+            log.error("journal.ship_unverified", segment=path.name, key=key, size=len(body),
+                      stored=None if copy is None else len(copy),
+                      detail="the uploaded copy differs: the local segment is kept")  # fmt: skip
+            break
         done.add(path)
         count += 1
         end = writer.segment_ends.get(path, end)
-        log.info("journal.segment_shipped", segment=path.name, key=f"{prefix}/{path.name}")
+        log.info("journal.segment_shipped", segment=path.name, key=key)
+        if not keep_local:
+            _delete_shipped(writer, path, done)
     if end is not None:
         name = audit_anchor_name(writer.sweeper_id)
         try:
@@ -308,6 +339,23 @@ async def ship_segments(
             writer.metrics.journal_errors.inc()
             log.warning("journal.anchor_failed", where="audit prefix", error=str(exc))
     return count
+
+
+def _delete_shipped(writer: JournalWriter, path: Path, done: set[Path]) -> None:
+    """Delete a shipped, verified segment locally (its end in the pruned marker first)."""
+    end = writer.segment_ends.get(path)
+    try:
+        if end is not None:
+            write_marker(writer.directory, end)
+        path.unlink()
+    except OSError as exc:
+        writer.metrics.journal_errors.inc()
+        log.warning("journal.local_delete_failed", segment=path.name, error=str(exc))
+        return
+    writer.closed_segments.remove(path)
+    writer.segment_ends.pop(path, None)
+    done.discard(path)
+    log.info("journal.local_segment_deleted", segment=path.name)
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -346,6 +394,9 @@ class JournalRead:
     """The segment files read, in order."""
     audit_anchors: dict[str, JournalAnchor] = field(default_factory=dict)
     """Read from an audit prefix: each sweeper's anchor found there."""
+    pruned: dict[str, JournalAnchor] = field(default_factory=dict)
+    """Each sweeper's pruned marker: the last record of its segments removed (shipped
+    and deleted locally, or expired from the audit prefix); its chain starts after it."""
 
     def by_sweeper(self) -> dict[str, list[Record]]:
         """Each sweeper's records in FILE order (never sorted: a reordering must show)."""
@@ -395,7 +446,7 @@ def _decode(raw: bytes, source: str, into: JournalRead) -> None:
 
 
 def read_journal(paths: Sequence[Path]) -> JournalRead:
-    """Every record of the segment files under `paths`."""
+    """Every record of the segment files under `paths` (and the directories' markers)."""
     read = JournalRead()
     for path in segment_files(paths):
         try:
@@ -403,6 +454,12 @@ def read_journal(paths: Sequence[Path]) -> JournalRead:
         except OSError as exc:
             raise ConfigError(f"journal segment {path} cannot be read ({exc.strerror})") from exc
         _decode(raw, str(path), read)
+    for directory in (path for path in paths if path.is_dir()):
+        for marker in sorted(directory.glob(_PRUNED_PREFIX + "*.json")):
+            try:
+                _decode_anchor(marker.read_bytes(), str(marker), read, into=read.pruned)
+            except OSError as exc:
+                read.damaged.append(f"{marker}: cannot be read ({exc.strerror})")
     return read
 
 
@@ -416,8 +473,11 @@ async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int) -> 
             body = await objects.get_object(info.key, max_bytes=max_bytes)
             if body is None:
                 continue
-            if info.key.rsplit("/", 1)[-1].startswith(_ANCHOR_PREFIX):
+            name = info.key.rsplit("/", 1)[-1]
+            if name.startswith(_ANCHOR_PREFIX):
                 _decode_anchor(body, info.key, read)
+            elif name.startswith(_PRUNED_PREFIX):
+                _decode_anchor(body, info.key, read, into=read.pruned)
             else:
                 _decode(body, info.key, read)
         token = page.next_token
@@ -425,13 +485,14 @@ async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int) -> 
             return read
 
 
-def _decode_anchor(body: bytes, key: str, into: JournalRead) -> None:
+def _decode_anchor(body: bytes, key: str, read: JournalRead,
+                   into: dict[str, JournalAnchor] | None = None) -> None:  # fmt: skip
     try:
         anchor = JournalAnchor.decode(body, key)
     except InvalidRecord as exc:
-        into.damaged.append(f"{key}: {exc}")
+        read.damaged.append(f"{key}: {exc}")
         return
-    into.audit_anchors[anchor.sweeper] = anchor
+    (read.audit_anchors if into is None else into)[anchor.sweeper] = anchor
 
 
 def chain_digest(record: Record) -> str:

@@ -6,7 +6,10 @@ write at a time, so that a burst of appends costs one etcd write:
 * puts the writer's newest (seq, digest) at `{ns}/journal/{sweeper}` in etcd, with a
   compare-and-swap on the key's `mod_revision`, never lower than what is stored there;
 * with an audit prefix, ships the segments closed since (`ship_segments`), which also
-  writes the prefix's anchor.
+  writes the prefix's anchor, and deletes them locally once verified (unless
+  `keep_local`);
+* with a retention, at most once per `PRUNE_EVERY_S`, deletes the audit prefix's
+  segments and the etcd anchors older than it (`gcd.sweep.journal_prune`).
 
 A failure (etcd or the bucket unreachable) is logged and counted in
 `l0gc_sweeper_journal_errors_total` and retried at the next append or at `close`;
@@ -17,12 +20,15 @@ an anchor guarantees is in `watermark.core.journal_anchor` and docs/reliability.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from gcd.sweep.journal import JournalWriter, ship_segments
+from gcd.sweep.journal_prune import PRUNE_EVERY_S, PruneReport, prune_anchors, prune_audit
 from watermark.core.journal_anchor import JournalAnchor, anchor_key
 from watermark.core.kv import KV, Compare, Put
 from watermark.errors import InvalidRecord, L0gcError
@@ -37,12 +43,21 @@ class AnchorKeeper:
     """See the module docstring. `start`, then `close` (a last anchor and shipping)."""
 
     def __init__(self, writer: JournalWriter, *, kv: KV | None, namespace: str | None,
-                 objects: Any = None, prefix: str | None = None) -> None:  # fmt: skip
+                 objects: Any = None, prefix: str | None = None, keep_local: bool = True,
+                 retention_s: float | None = None,
+                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
         self.writer = writer
         self._kv = kv if namespace is not None else None
+        self._namespace = namespace
         self._key = None if namespace is None else anchor_key(namespace, writer.sweeper_id)
         self._objects = objects
         self._prefix = prefix
+        self._keep_local = keep_local
+        self._retention_s = retention_s
+        self._clock = clock
+        self._pruned_at: float | None = None
+        self.pruned: list[PruneReport] = []
+        """What each retention pass removed (for tests and logs)."""
         self._shipped: set[Path] = set()
         self._anchored = 0
         """The seq stored in etcd by this keeper (0: nothing yet)."""
@@ -87,7 +102,30 @@ class AnchorKeeper:
                 log.warning("journal.anchor_failed", where="etcd", key=self._key,
                             seq=end.seq, error=str(exc))  # fmt: skip
         if self._prefix is not None and self._objects is not None:
-            await ship_segments(self.writer, self._objects, self._prefix, shipped=self._shipped)
+            await ship_segments(self.writer, self._objects, self._prefix, shipped=self._shipped,
+                                keep_local=self._keep_local)  # fmt: skip
+            await self._prune()
+
+    async def _prune(self) -> None:
+        """The retention pass, at most once per PRUNE_EVERY_S (errors logged)."""
+        now = self._clock()
+        if self._retention_s is None or (
+            self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY_S
+        ):
+            return
+        self._pruned_at = now
+        assert self._prefix is not None
+        try:
+            report = await prune_audit(self._objects, self._prefix,
+                                       retention_s=self._retention_s, now=now)  # fmt: skip
+            if self._kv is not None and self._namespace is not None:
+                await prune_anchors(self._kv, self._namespace, retention_s=self._retention_s,
+                                    now=now, report=report)  # fmt: skip
+        except (L0gcError, OSError) as exc:
+            self.writer.metrics.journal_errors.inc()
+            log.warning("journal.prune_failed", error=str(exc))
+            return
+        self.pruned.append(report)
 
     async def _put(self, end: JournalAnchor) -> None:
         assert self._kv is not None

@@ -4,7 +4,9 @@
 
 * On the journal alone (pure, `check_records`): every line decodes; each sweeper's
   records, in FILE order, are numbered 1, 2, ... without a gap and chained (``prev`` is
-  the digest of the line before), so a lost, reordered or edited record shows; a last
+  the digest of the line before), so a lost, reordered or edited record shows (a
+  sweeper whose first segments were removed, shipped or expired, starts right after the
+  record its pruned marker names, chained to it); a last
   line cut short in a sweeper's last segment is a *torn tail* (a crash mid-write: its
   request was never sent), anywhere else damage; a *before* record's
   count, first/last key and digest match its keys; every key's epoch is at or below the
@@ -125,8 +127,8 @@ def check_records(read: JournalRead, *, layout: KeyLayout | None = None) -> Veri
     _check_torn(read, report)
     grouped = read.by_sweeper()
     report.sweepers = len(grouped)
-    for records in grouped.values():
-        _check_stream(records, report, layout)
+    for sweeper, records in grouped.items():
+        _check_stream(records, report, layout, read.pruned.get(sweeper))
     return report
 
 
@@ -153,9 +155,16 @@ def _check_torn(read: JournalRead, report: VerifyReport) -> None:
                 f"a line cut short in a segment that is not its sweeper's last: {message}"))
 
 
-def _check_stream(records: list[Record], report: VerifyReport, layout: KeyLayout | None) -> None:
+def _check_stream(records: list[Record], report: VerifyReport, layout: KeyLayout | None,
+                  pruned: JournalAnchor | None = None) -> None:  # fmt: skip
     prev = ""
     expected_seq = 1
+    pruned_head = pruned is not None and _int(records[0].doc.get("seq")) != 1
+    if pruned is not None and pruned_head:
+        # Its first segments were removed (shipped, or expired): the chain goes on from
+        # the last record removed, as its pruned marker names it.
+        prev, expected_seq = pruned.digest, pruned.seq + 1
+    first_request: object = None  # of the stream's first before record
     highest_m: int | None = None
     open_attempts: dict[object, Record] = {}
     for record in records:
@@ -185,8 +194,11 @@ def _check_stream(records: list[Record], report: VerifyReport, layout: KeyLayout
                         f"M = {highest_m}: M went backwards"))
                 highest_m = m if highest_m is None else max(highest_m, m)
             open_attempts[doc.get("request")] = record
+            first_request = doc.get("request") if first_request is None else first_request
         elif record.kind == "after":
             before = open_attempts.pop(doc.get("request"), None)
+            if before is None and pruned_head and _before_pruned(doc, first_request):
+                continue  # its before record was in a segment removed
             _check_after(record, before, report)
     report.outcome_unknown += len(open_attempts)
 
@@ -224,6 +236,15 @@ def _check_before(record: Record, report: VerifyReport, layout: KeyLayout | None
                 found = None if parsed is None else parsed.epoch
                 bad(FindingKind.VIOLATION, f"{key!r} does not parse to the epoch {epoch} "
                                            f"recorded (layout gives {found})")  # fmt: skip
+
+
+def _before_pruned(after: dict[str, Any], first_request: object) -> bool:
+    """An after record, in a chain whose head was pruned, of a request made before the
+    first one whose before record is left (request numbers grow in a sweeper process)."""
+    request = _int(after.get("request"))
+    first = _int(first_request)
+    return request is not None and (first_request is None or (first is not None
+                                                              and request < first))
 
 
 def _check_after(record: Record, before: Record | None, report: VerifyReport) -> None:

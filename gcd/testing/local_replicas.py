@@ -103,7 +103,8 @@ class LocalReplicas:
         return [sys.executable, "-m", "watermark", "serve", "--replicated",
                 "--etcd", self.etcd, "--namespace", self.namespace,
                 "--partitions", ",".join(self.partitions), "--register",
-                "--http-port", str(proc.port), "--auth-token-file", str(self.token_file),
+                "--http-host", proc.host, "--http-port", str(proc.port),
+                "--auth-token-file", str(self.token_file),
                 "--owner-id", proc.owner_id, "--member-lease-ttl", str(self.lease_ttl_s),
                 "--membership-interval", str(self.interval_s),
                 "--tick-interval", str(self.tick_interval_s), "--ticker-lease-ttl", "2",
@@ -112,12 +113,15 @@ class LocalReplicas:
                 "--log-level", "info",
                 *(["--fleet-urls", self.fleet_urls] if self.fleet_urls else [])]  # fmt: skip
 
-    def start(self, name: str) -> ReplicaProc:
-        """Start replica `name` (a new incarnation) and wait until it is ready (blocking)."""
+    def start(self, name: str, *, host: str = "127.0.0.1", port: int | None = None) -> ReplicaProc:
+        """Start replica `name` (a new incarnation) and wait until it is ready (blocking).
+        A new replica listens on `host` (a loopback address; 127.0.0.2, ... stand in for
+        pods) and `port` (default: a free one)."""
         proc = self.procs.get(name)
         if proc is None:
             log = self.run_dir / f"{name}.log"
-            proc = self.procs[name] = ReplicaProc(name, free_port(), Child(name, [], log))
+            child = Child(name, [], log)
+            proc = self.procs[name] = ReplicaProc(name, port or free_port(), child, host=host)
         proc.incarnation += 1
         proc.child.argv = self.argv(proc)
         proc.child.start()

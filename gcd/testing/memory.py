@@ -35,6 +35,8 @@ class MemoryObjectStore:
     """key -> how many more deletes fail with its `key_faults` code (absent: forever)."""
     bodies: dict[str, bytes] = field(default_factory=dict)
     """Bodies of objects written with `put_object` (listed objects have none)."""
+    clock: Callable[[], float] | None = None
+    """The LastModified of objects written with `put_object` (None: 0.0)."""
 
     _sorted: list[str] = field(default_factory=list, repr=False)
     _dirty: bool = field(default=False, repr=False)
@@ -160,6 +162,6 @@ class MemoryObjectStore:
         """Write an object; with `if_absent`, only if the key is new (else False)."""
         if if_absent and key in self.objects:
             return False
-        self.put(key, size=len(body))
+        self.put(key, size=len(body), last_modified_s=self.clock() if self.clock else 0.0)
         self.bodies[key] = body
         return True

@@ -172,11 +172,13 @@ class ServeProc:
     port: int
     child: Child
     incarnation: int = 0
+    host: str = "127.0.0.1"
+    """The loopback address it listens on (127.0.0.2, ... stand in for pod addresses)."""
 
     @property
     def url(self) -> str:
         """Its HTTP API."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def owner_id(self) -> str:

@@ -186,6 +186,8 @@ def container_env(
             env[entry["name"]] = local(_expand(entry["value"], env))
         elif entry["valueFrom"].get("fieldRef", {}).get("fieldPath") == "status.podIP":
             env[entry["name"]] = "10.1.2.3"  # a publisher replica's address
+        elif entry["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            env[entry["name"]] = workload["metadata"]["name"] + "-1"  # a StatefulSet's 2nd pod
         elif "fieldRef" in entry["valueFrom"]:
             env[entry["name"]] = "0"  # pod index / completion index of the first pod
         else:

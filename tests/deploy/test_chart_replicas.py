@@ -1,6 +1,7 @@
-"""The chart's publisher replicas: several `watermark serve --replicated` pods rolled one
-by one with a surge and a PDB, a headless Service for their addresses, each announcing
-its pod IP, and the single-publisher mode kept to one pod stopped before its successor."""
+"""The chart's publisher replicas: a StatefulSet of `watermark serve --replicated` pods
+rolled one by one with a PDB, a headless governing Service, each announcing its stable
+name and always given the fleet's pattern (issue 36 #5), probes on a port of their own
+(#6), and the single-publisher mode kept to one pod stopped before its successor."""
 
 from __future__ import annotations
 
@@ -28,27 +29,43 @@ def _component(objects: list[Obj], kind: str, component: str) -> list[Obj]:
     ]  # fmt: skip
 
 
-def test_default_publisher_is_three_replicas_rolled_with_a_surge(
+def test_default_publisher_is_a_statefulset_of_three_with_stable_names(
     env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Defaults: 3 replicas sharing the partitions, RollingUpdate (surge 1, none
-    unavailable), a PDB, each announcing its pod IP; the CLI takes it all."""
+    """Defaults: 3 replicas sharing the partitions, a StatefulSet governed by the peers
+    Service (rolled one pod at a time), a PDB; each announces its stable name, the fleet
+    is always the pattern of those names (a forged member's own IP is outside it), and
+    the probes use the probe port; the CLI takes it all."""
     objects = render(env, "-f", str(CHART / "ci" / "publisher-values.yaml"))
-    (deployment,) = _component(objects, "Deployment", "publisher")
-    assert deployment["spec"]["replicas"] == 3
-    assert deployment["spec"]["strategy"] == {
-        "type": "RollingUpdate",
-        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
-    }
+    assert not _component(objects, "Deployment", "publisher")
+    (sts,) = _component(objects, "StatefulSet", "publisher")
+    assert sts["spec"]["replicas"] == 3
+    assert sts["spec"]["serviceName"] == "l0gc-publisher-peers"
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
     (pdb,) = _component(objects, "PodDisruptionBudget", "publisher")
     assert pdb["spec"]["maxUnavailable"] == 1
-    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert pdb["spec"]["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+    container = sts["spec"]["template"]["spec"]["containers"][0]
     env_vars = {e["name"]: e for e in container["env"]}
-    assert env_vars["L0GC_POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env_vars["L0GC_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": 8080, "probes": 8081}
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert container[probe]["httpGet"]["port"] == "probes", probe
+        assert "scheme" not in container[probe]["httpGet"], probe
     publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
     assert publisher.args.replicated is True
-    assert publisher.args.advertise_url == "http://10.1.2.3:8080"
+    assert publisher.args.probe_port == 8081
+    names = "l0gc-publisher-peers.gc.svc.cluster.local"
+    assert publisher.args.advertise_url == f"http://l0gc-publisher-1.{names}:8080"
+    fleet = publisher.args.fleet_urls
+    assert fleet.spec == f"http://*.{names}:8080"
+    assert fleet.allows(publisher.args.advertise_url)
+    assert fleet.allows(f"http://l0gc-publisher-7.{names}:8080")
+    for outside in ("http://10.1.2.3:8080", f"http://x.{names}:9999",
+                    "http://l0gc-publisher-1.l0gc-publisher-peers.other.svc.cluster.local:8080"):
+        assert not fleet.allows(outside), outside
     assert publisher.args.member_lease_ttl == 5
     assert publisher.args.membership_interval == 0.5
     assert publisher.args.tick_interval == 10.0  # every replica runs the elected ticker
@@ -63,11 +80,12 @@ def test_a_headless_service_resolves_every_replica_and_is_not_scraped(
         env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
         "--set", "serviceMonitor.enabled=true",
     )  # fmt: skip
-    (deployment,) = _component(objects, "Deployment", "publisher")
+    (sts,) = _component(objects, "StatefulSet", "publisher")
     (peers,) = _component(objects, "Service", "publisher-peers")
+    assert peers["metadata"]["name"] == sts["spec"]["serviceName"]
     assert peers["spec"]["clusterIP"] == "None"
     assert peers["spec"]["publishNotReadyAddresses"] is True
-    assert peers["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert peers["spec"]["selector"] == sts["spec"]["selector"]["matchLabels"]
     assert peers["spec"]["ports"][0]["targetPort"] == "http"
     (monitor,) = _component(objects, "ServiceMonitor", "publisher")
     selected = monitor["spec"]["selector"]["matchLabels"]
@@ -83,14 +101,38 @@ def test_replication_settings_reach_the_cli(
     publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
     assert publisher.args.member_lease_ttl == 10
     assert publisher.args.membership_interval == 1.0
-    assert publisher.args.advertise_url == "https://10.1.2.3:8080"
-    fleet = publisher.args.fleet_urls  # replication.fleetUrls, joined
+    names = "l0gc-publisher-peers.gc.svc.cluster.local"
+    assert publisher.args.advertise_url == f"https://l0gc-publisher-1.{names}:8080"
+    fleet = publisher.args.fleet_urls  # the stable names, then replication.fleetUrls
+    assert fleet.allows(publisher.args.advertise_url)
     assert fleet.allows("https://10.244.7.9:8080")
     assert fleet.allows("https://p-1.publishers.example:8080")
     assert not fleet.allows("https://192.168.1.1:8080")
     assert not fleet.allows("http://10.244.7.9:8080")
-    (deployment,) = _component(objects, "Deployment", "publisher")
-    assert deployment["spec"]["replicas"] == 5
+    (sts,) = _component(objects, "StatefulSet", "publisher")
+    assert sts["spec"]["replicas"] == 5
+    # HTTPS on the API port; the probes stay plain HTTP on the probe port.
+    probe = sts["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+    assert probe["httpGet"] == {"path": "/healthz", "port": "probes"}
+
+
+def test_an_advertise_url_of_your_own_goes_with_its_fleet(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """advertiseUrl (e.g. names your certificate covers) with fleetUrls matching it: the
+    fleet is exactly those patterns; clusterDomain changes the stable names."""
+    objects = render(
+        env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
+        "--set", "publisher.replication.advertiseUrl=http://$(L0GC_POD_NAME).pub.example:8080",
+        "--set", "publisher.replication.fleetUrls={http://*.pub.example:8080}",
+    )  # fmt: skip
+    publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
+    assert publisher.args.advertise_url == "http://l0gc-publisher-1.pub.example:8080"
+    assert publisher.args.fleet_urls.spec == "http://*.pub.example:8080"
+    objects = render(env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
+                     "--set", "publisher.replication.clusterDomain=k8s.internal")  # fmt: skip
+    publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
+    assert publisher.args.fleet_urls.spec == "http://*.l0gc-publisher-peers.gc.svc.k8s.internal:8080"
 
 
 def test_a_single_publisher_without_replication_is_recreated(
@@ -99,6 +141,7 @@ def test_a_single_publisher_without_replication_is_recreated(
     """replication.enabled=false: one pod, Recreate, no peers Service, no --replicated."""
     objects = render(env, "-f", str(CHART / "ci" / "publisher-single-values.yaml"))
     (deployment,) = _component(objects, "Deployment", "publisher")
+    assert not _component(objects, "StatefulSet", "publisher")
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     assert not _component(objects, "Service", "publisher-peers")
     publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
@@ -114,6 +157,10 @@ def test_a_single_publisher_without_replication_is_recreated(
          "needs publisher.strategy.type=Recreate"),
         (["--set", "publisher.replication.leaseTtl=5 s"], "publisher.replication.leaseTtl"),
         (["--set", "publisher.replication.advertiseUrl=ftp://x"], "advertiseUrl"),
+        (["--set", "publisher.replication.advertiseUrl=http://x:8080"],
+         "publisher.replication.advertiseUrl=http://x:8080 needs publisher.replication.fleetUrls"),
+        (["--set", "publisher.http.probePort=8080"],
+         "publisher.http.probePort=8080 is publisher.http.port"),
     ],
 )  # fmt: skip
 def test_unsound_replication_settings_are_refused(

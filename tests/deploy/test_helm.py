@@ -323,14 +323,16 @@ def test_cronjob_mode_runs_one_shot_sweeps_never_overlapping(renders: dict[str, 
 
 
 def test_publisher_runs_watermark_serve_behind_a_service(renders: dict[str, Render]) -> None:
-    """Publisher: a `watermark serve` Deployment and a Service on its http port."""
+    """Publisher: a `watermark serve` StatefulSet and a Service on its http port."""
     objects = rendered(renders, "publisher-values.yaml")
-    deployment = one(objects, "Deployment", "publisher")
-    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # replicas hand over
+    deployment = one(objects, "StatefulSet", "publisher")
+    assert deployment["spec"]["updateStrategy"]["type"] == "RollingUpdate"  # replicas hand over
     container = pod_spec(deployment)["containers"][0]
     assert container["command"] == ["watermark"]
-    assert container["args"][:5] == ["serve", "--http-host", "0.0.0.0", "--http-port", "8080"]
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["args"][:7] == ["serve", "--http-host", "0.0.0.0", "--http-port", "8080",
+                                     "--probe-port", "8081"]  # fmt: skip
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"},
+                                  {"name": "probes", "containerPort": 8081, "protocol": "TCP"}]
     service = one(objects, "Service", "publisher")
     assert service["spec"]["ports"][0]["port"] == 8080
     assert service["spec"]["ports"][0]["targetPort"] == "http"
@@ -517,7 +519,6 @@ def test_daemons_have_health_and_readiness_probes(renders: dict[str, Render], na
     /readyz (readiness) on their port."""
     checked = 0
     values = renders[name].values
-    publisher_tls = values.get("publisher", {}).get("tls", {})
     for workload in workloads(rendered(renders, name)):
         if workload["kind"] == "CronJob":
             continue
@@ -526,14 +527,6 @@ def test_daemons_have_health_and_readiness_probes(renders: dict[str, Render], na
         for container in l0gc_containers(pod_spec(workload)):
             ports = {p["name"] for p in container["ports"]}
             assert ("startupProbe" in container) == startup, (component, startup)
-            if component == "publisher" and publisher_tls.get("clientCa", {}).get("existingSecret"):
-                # Mutual TLS: the kubelet has no client certificate, so TCP checks.
-                assert container["livenessProbe"]["tcpSocket"]["port"] in ports
-                assert container["readinessProbe"]["tcpSocket"]["port"] in ports
-                if startup:
-                    assert container["startupProbe"]["tcpSocket"]["port"] in ports
-                checked += 1
-                continue
             liveness = container["livenessProbe"]["httpGet"]
             readiness = container["readinessProbe"]["httpGet"]
             if startup:
@@ -544,9 +537,10 @@ def test_daemons_have_health_and_readiness_probes(renders: dict[str, Render], na
             assert readiness["path"] == "/readyz"
             assert liveness["port"] in ports
             assert readiness["port"] in ports
-            https = component == "publisher" and publisher_tls.get("enabled", False)
-            assert liveness.get("scheme", "HTTP") == readiness.get("scheme", "HTTP")
-            assert liveness.get("scheme", "HTTP") == ("HTTPS" if https else "HTTP")
+            # The publisher's probes: its plain-HTTP probe port, whatever the API's TLS.
+            assert liveness.get("scheme", "HTTP") == readiness.get("scheme", "HTTP") == "HTTP"
+            if component == "publisher":
+                assert liveness["port"] == readiness["port"] == "probes"
             checked += 1
     if renders[name].values.get("sweeper", {}).get("mode") != "cronjob":
         assert checked
@@ -557,8 +551,8 @@ def test_etcd_tls_auth_and_s3_credentials_come_from_existing_secrets(
 ) -> None:
     """TLS files and the password are mounted Secret files; user and S3 keys are secretKeyRefs."""
     objects = rendered(renders, "tls-values.yaml")
-    for component in ("sweeper", "publisher"):
-        workload = one(objects, "Deployment", component)
+    for component, kind in (("sweeper", "Deployment"), ("publisher", "StatefulSet")):
+        workload = one(objects, kind, component)
         spec = pod_spec(workload)
         container = spec["containers"][0]
         env = env_of(container)
@@ -617,13 +611,18 @@ def test_network_policies_allow_only_dns_etcd_and_s3(renders: dict[str, Render])
     }
     sweeper_pods = one(objects, "Deployment", "sweeper")["spec"]["template"]["metadata"]["labels"]
     assert sweeper["spec"]["podSelector"]["matchLabels"].items() <= sweeper_pods.items()
-    # The publisher's port (API and metrics) only from the scrapers and the brokers.
-    (publisher_ingress,) = publisher["spec"]["ingress"]
-    sources = {
-        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
-        for peer in publisher_ingress["from"]
-    }
-    assert sources == {"monitoring", "brokers"}
+    # The publisher's port (API and metrics) only from the scrapers and the brokers; its
+    # probe port only from the scrapers (kubelet probes pass on common CNIs).
+    publisher_ingress, probe_ingress = publisher["spec"]["ingress"]
+
+    def sources(rule: Obj) -> set[str]:
+        return {peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                for peer in rule["from"]}  # fmt: skip
+
+    assert publisher_ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert sources(publisher_ingress) == {"monitoring", "brokers"}
+    assert probe_ingress["ports"] == [{"port": "probes", "protocol": "TCP"}]
+    assert sources(probe_ingress) == {"monitoring"}
 
 
 # --- the schema and the template guards --------------------------------------------------
@@ -714,7 +713,7 @@ def test_publisher_without_sweeper_needs_no_bucket(helm_env: dict[str, str]) -> 
     )  # fmt: skip
     assert template.returncode == 0, template.stderr
     objects = [doc for doc in yaml.safe_load_all(template.stdout) if doc]
-    deployment = one(objects, "Deployment", "publisher")
+    deployment = one(objects, "StatefulSet", "publisher")
     assert settings_of(objects, deployment)["L0GC_INSECURE_NO_AUTH"] == "true"
     assert "L0GC_AUTH_TOKEN_FILE" not in env_of(pod_spec(deployment)["containers"][0])
 
@@ -734,7 +733,7 @@ def test_publisher_tokens_from_values_become_a_mounted_token_file(
         "reconciler:fedcba9876543210fedcba9876543210",
         "admin-token-0123456789abcdef",  # no role: the CLI makes it admin
     ]
-    deployment = one(objects, "Deployment", "publisher")
+    deployment = one(objects, "StatefulSet", "publisher")
     spec = pod_spec(deployment)
     container = spec["containers"][0]
     assert "--register" not in container["args"]
@@ -752,7 +751,7 @@ def test_publisher_tokens_from_values_become_a_mounted_token_file(
 def test_publisher_mutual_tls_from_existing_secrets(renders: dict[str, Render]) -> None:
     """TLS and client-CA files are mounted from existing Secrets; https scraping; TCP probes."""
     objects = rendered(renders, "publisher-tls-values.yaml")
-    deployment = one(objects, "Deployment", "publisher")
+    deployment = one(objects, "StatefulSet", "publisher")
     spec = pod_spec(deployment)
     container = spec["containers"][0]
     env = env_of(container)
@@ -770,7 +769,8 @@ def test_publisher_mutual_tls_from_existing_secrets(renders: dict[str, Render]) 
         assert {"key": key, "path": path.name} in secret_of[mount["name"]]["items"]
     assert "L0GC_AUTH_TOKEN_FILE" not in env
     assert not of_kind(objects, "Secret")
-    assert "tcpSocket" in container["readinessProbe"]
+    # The kubelet has no client certificate: the probes use the plain-HTTP probe port.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     monitor = one(objects, "ServiceMonitor", "publisher")
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["scheme"] == "https"
@@ -779,10 +779,11 @@ def test_publisher_mutual_tls_from_existing_secrets(renders: dict[str, Render]) 
     assert "scheme" not in sweeper_monitor["spec"]["endpoints"][0]
 
 
-def test_server_tls_without_client_ca_keeps_http_probes_over_https(
+def test_server_tls_keeps_the_probes_on_the_plain_probe_port(
     helm_env: dict[str, str],
 ) -> None:
-    """HTTPS with tokens: the probes still GET /healthz and /readyz, with scheme HTTPS."""
+    """HTTPS with tokens: the probes GET /healthz and /readyz on the probe port (plain
+    HTTP, the API's TLS does not reach it)."""
     template = helm(
         helm_env, "template", RELEASE, str(CHART), *REQUIRED, "--set", "publisher.enabled=true",
         "--set", "publisher.auth.existingSecret=t", "--set", "publisher.tls.enabled=true",
@@ -790,9 +791,9 @@ def test_server_tls_without_client_ca_keeps_http_probes_over_https(
     )  # fmt: skip
     assert template.returncode == 0, template.stderr
     objects = [doc for doc in yaml.safe_load_all(template.stdout) if doc]
-    container = pod_spec(one(objects, "Deployment", "publisher"))["containers"][0]
-    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
-    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    container = pod_spec(one(objects, "StatefulSet", "publisher"))["containers"][0]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
     assert "L0GC_TLS_CLIENT_CA_FILE" not in env_of(container)
 
 
@@ -970,6 +971,9 @@ def test_notes_render_and_describe_the_install(
         assert "\n\nPublisher (`watermark serve`)\n" in notes
         scheme = "https" if publisher.get("tls", {}).get("enabled") else "http"
         assert f"HTTP API for writers: {scheme}://l0gc-publisher.{NAMESPACE}.svc:8080" in notes
+        fleet = f"{scheme}://*.l0gc-publisher-peers.{NAMESPACE}.svc.cluster.local:8080"
+        replicated = publisher.get("replication", {}).get("enabled", True)
+        assert (f"refuse the redirects to the other replicas:\n    {fleet}" in notes) == replicated
         if publisher.get("auth", {}).get("insecureNoAuth"):
             assert "WARNING: publisher.auth.insecureNoAuth=true" in notes
         else:

@@ -71,6 +71,7 @@ from watermark.api.http_server import (
     server_ssl_context,
 )
 from watermark.api.owners import FORCE_OPTIONS, live_owner, refuse_live, revoke
+from watermark.api.probes import create_probe_app
 from watermark.core.contract import expand_partitions
 from watermark.core.display import printable
 from watermark.core.fleet import FleetUrls
@@ -162,6 +163,11 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option("--insecure-no-auth", boolean, False,
            "allow a non-loopback --http-host without any authentication: anyone who reaches "
            "the port can get live objects deleted", switch=True),
+    Option("--probe-port", integer(0, 65535), None,
+           "also serve GET /healthz, /readyz and /metrics (only those, no token, no TLS) on "
+           "this port of --http-host, a listener no API client can starve; point the "
+           "liveness and readiness probes at it (default: none, probes on --http-port)",
+           "PORT"),
     Option("--max-connections", integer(1), DEFAULT_MAX_CONNECTIONS,
            "connections beyond N open at once are answered 503 and closed", "N"),
     Option("--max-connections-per-peer", integer(1), DEFAULT_MAX_CONNECTIONS_PER_PEER,
@@ -564,21 +570,21 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     replicas = None
     if args.replicated:
         replicas = ReplicaSet(store, kv, publisher, _replica_settings(args))
-    app = create_app(
-        publisher,
-        ready=lambda: (
-            publisher.published_once
-            and not stopping.is_set()
-            and (replicas is None or replicas.settled)
-        ),
-        tokens=http.tokens,
-        limits=http.limits,
-        router=replicas,
-    )
+    def ready() -> bool:
+        return bool(publisher.published_once and not stopping.is_set()
+                    and (replicas is None or replicas.settled))  # fmt: skip
+
+    app = create_app(publisher, ready=ready, tokens=http.tokens, limits=http.limits,
+                     router=replicas)  # fmt: skip
     server = ApiServer(app, ssl_context=http.ssl_context, metrics=metrics)
     port = await server.start(args.http_host, args.http_port, serving=False)
+    probes = None  # --probe-port: answers from now on, the API once adopted
+    if args.probe_port is not None:
+        probes = ApiServer(create_probe_app(publisher, ready), metrics=metrics)
     liveness = None
     try:
+        if probes is not None:
+            await probes.start(args.http_host, args.probe_port, flag="--probe-port")
         if replicas is None:
             liveness = Liveness(kv, store.namespace, args.owner_id, args.member_lease_ttl)
             await _take_partitions(args, store, publisher, liveness, owners)
@@ -590,6 +596,8 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         await server.start_serving()
     except BaseException:
         await server.stop()
+        if probes is not None:
+            await probes.stop()
         if liveness is not None:
             await liveness.release()
         raise
@@ -631,6 +639,8 @@ async def _serve(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
     publisher.abort_waiters()
     await publisher.drain()
     await server.stop()
+    if probes is not None:
+        await probes.stop()
     publisher_stop.set()
     ticker_stop.set()
     liveness_stop.set()

@@ -449,10 +449,12 @@ class ApiServer:
         """Connections open now: waiting for their first request head, or served."""
         return self.gate.open
 
-    async def start(self, host: str, port: int, *, serving: bool = True) -> int:
+    async def start(
+        self, host: str, port: int, *, serving: bool = True, flag: str = "--http-port"
+    ) -> int:
         """Listen on `host`:`port`; return the port actually bound. With `serving=False`
-        the socket is bound (a port in use fails here, ConfigError) but connections wait
-        in the backlog until `start_serving`."""
+        the socket is bound (a port in use fails here, ConfigError naming `flag`) but
+        connections wait in the backlog until `start_serving`."""
         await self._runner.setup()
         handlers = self._runner.server
         assert handlers is not None
@@ -472,7 +474,7 @@ class ApiServer:
         except OSError as exc:
             await self._runner.cleanup()
             raise ConfigError(
-                f"cannot listen on {host}:{port}: {exc}; choose another --http-port or host"
+                f"cannot listen on {host}:{port}: {exc}; choose another {flag} or host"
             ) from exc
         self.port = int(self._server.sockets[0].getsockname()[1])
         _log.info(

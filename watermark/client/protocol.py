@@ -8,7 +8,11 @@ the `watermark serve` replicas it trusts. It sends its bearer token only there:
 
 * a partition route (fence, reconciled, state, owner) goes to the partition's last known
   owner, else to the first publisher of the set; a 307 ``moved`` answer is followed only
-  when its ``Location`` lies inside the set (same scheme, host and port as one of them);
+  when its ``Location`` lies inside the set (same scheme, host and port as one of them)
+  or matches the client's **fleet** patterns, when it is given one (the same
+  ``SCHEME://HOST[:PORT]`` patterns as ``watermark serve --fleet-urls``, see
+  `watermark.core.fleet`: ``http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080``
+  admits every replica of the Helm chart by its stable name, whatever its pod IP);
   otherwise the client raises `RedirectRefused` and sends nothing there. A publisher that
   does not answer (connection refused, reset) is skipped for the next one of the set.
 * a fence token lives on the publisher that granted it, so commit and abort go there
@@ -35,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watermark.api.openapi_errors import ERROR_CODES, Action
+from watermark.core.fleet import FleetUrls
+from watermark.errors import ConfigError
 
 __all__ = [
     "ApiError",
@@ -78,7 +84,8 @@ class RedirectRefused(ApiError):
             "moved",
             f"redirect to {location!r} refused: it is not one of the configured publishers "
             f"({', '.join(allowed)}); the bearer token was not sent there. Add that replica "
-            "to the client's publishers if it is yours, else report the redirect",
+            "to the client's publishers (or its fleet patterns) if it is yours, else report "
+            "the redirect",
             {"location": location},
         )
         self.action = "stop"
@@ -125,15 +132,29 @@ def _origin(url: str) -> str:
 
 
 class PublisherSet:
-    """The publishers a client trusts with its token, and each partition's known owner."""
+    """The publishers a client trusts with its token, and each partition's known owner.
 
-    def __init__(self, publishers: Iterable[str]) -> None:
+    `publishers` are tried in order; `fleet` (optional, comma-separated
+    ``SCHEME://HOST[:PORT]`` patterns, `watermark.core.fleet`) admits redirects to any
+    replica whose address matches, e.g. the stable names of a StatefulSet's pods."""
+
+    def __init__(self, publishers: Iterable[str], *, fleet: str | None = None) -> None:
         bases = [url.rstrip("/") for url in publishers]
         if not bases:
             raise ValueError("give at least one publisher URL, e.g. http://127.0.0.1:8080")
         self.bases: tuple[str, ...] = tuple(bases)
         self._by_origin = {_origin(base): base for base in bases}
         self._owners: dict[str, str] = {}
+        self.fleet: FleetUrls | None = None
+        if fleet is not None:
+            try:
+                self.fleet = FleetUrls.parse(fleet, what="the client's fleet")
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+
+    def allowed(self) -> tuple[str, ...]:
+        """Where a redirect may go, for messages: the publishers and the fleet patterns."""
+        return self.bases if self.fleet is None else (*self.bases, f"fleet {self.fleet.spec}")
 
     def candidates(self, partition: str | None) -> list[str]:
         """The publishers to try for a request, best first: the known owner of
@@ -143,16 +164,18 @@ class PublisherSet:
         return rest if owner is None else [owner, *rest]
 
     def follow(self, location: str) -> str:
-        """The configured base URL a redirect's `location` lies on; RedirectRefused if
-        it is outside the set (never send a token there)."""
+        """The configured base URL a redirect's `location` lies on (or, inside the fleet,
+        its origin); RedirectRefused if it is outside both (never send a token there)."""
         try:
             origin = _origin(location)
         except ValueError:
             origin = ""
         base = self._by_origin.get(origin)
-        if base is None:
-            raise RedirectRefused(location, self.bases)
-        return base
+        if base is not None:
+            return base
+        if origin and self.fleet is not None and self.fleet.allows(origin):
+            return origin  # a replica of the fleet: its origin is its base URL
+        raise RedirectRefused(location, self.allowed())
 
     def owned_by(self, partition: str, base: str) -> None:
         """`partition` answered at `base`: send its requests there from now on."""

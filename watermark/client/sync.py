@@ -49,7 +49,9 @@ Json = dict[str, Any]
 class WriterClient:
     """A blocking writer client of the publishers in `publishers` (see the module
     docstring); `token` is a writer (or reconciler, admin) token; `timeout_s` bounds each
-    request (it must exceed the fence timeout); `retry` how often to retry."""
+    request (it must exceed the fence timeout); `retry` how often to retry; `fleet`
+    (patterns such as ``http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080``)
+    admits redirects to the replicas it matches (`watermark.client.protocol.PublisherSet`)."""
 
     def __init__(
         self,
@@ -58,8 +60,9 @@ class WriterClient:
         token: str | None = None,
         timeout_s: float = 35.0,
         retry: Retry | None = None,
+        fleet: str | None = None,
     ) -> None:
-        self.publishers = PublisherSet(publishers)
+        self.publishers = PublisherSet(publishers, fleet=fleet)
         self.retry = retry if retry is not None else Retry()
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if token is not None:

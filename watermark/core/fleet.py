@@ -59,7 +59,7 @@ class _Pattern:
         )
 
 
-def _parse_one(text: str) -> _Pattern:
+def _parse_one(text: str, what: str) -> _Pattern:
     match = _PATTERN.fullmatch(text)
     problem = "not SCHEME://HOST[:PORT]"
     if match is not None:
@@ -82,7 +82,7 @@ def _parse_one(text: str) -> _Pattern:
                 return _Pattern(scheme, None, labels, False, port)
             problem = f"host {host!r} is not a DNS name (a label '*' matches any one label)"
     raise ConfigError(
-        f"--fleet-urls entry {text[:100]!r}: {problem}; give SCHEME://HOST[:PORT] entries "
+        f"{what} entry {text[:100]!r}: {problem}; give SCHEME://HOST[:PORT] entries "
         "separated by commas, HOST an IP, a CIDR network (10.244.0.0/16), a DNS name with "
         "'*' labels (*.peers.l0gc.svc) or '*', PORT a number or '*'"
     )
@@ -96,15 +96,16 @@ class FleetUrls:
         self.spec = spec
 
     @classmethod
-    def parse(cls, spec: str) -> FleetUrls:
-        """Parse a comma-separated list; ConfigError names a bad entry."""
+    def parse(cls, spec: str, *, what: str = "--fleet-urls") -> FleetUrls:
+        """Parse a comma-separated list; ConfigError names a bad entry (and `what`, the
+        setting it came from)."""
         entries = [entry.strip() for entry in spec.split(",") if entry.strip()]
         if not entries:
             raise ConfigError(
-                "--fleet-urls is empty: give the addresses replicas advertise, e.g. "
+                f"{what} is empty: give the addresses replicas advertise, e.g. "
                 "http://10.244.0.0/16:8080"
             )
-        return cls(tuple(_parse_one(entry) for entry in entries), ",".join(entries))
+        return cls(tuple(_parse_one(entry, what) for entry in entries), ",".join(entries))
 
     @classmethod
     def default_for(cls, address: str) -> FleetUrls:

@@ -31,6 +31,7 @@ __all__ = [
     "anchor_key",
     "anchors_prefix",
     "audit_anchor_name",
+    "pruned_marker_name",
 ]
 
 ANCHOR_VERSION = 1
@@ -51,6 +52,13 @@ def anchor_key(namespace: str, sweeper: str) -> str:
 def audit_anchor_name(sweeper: str) -> str:
     """The object name (under the audit prefix) of one sweeper's anchor."""
     return f"{_AUDIT_PREFIX}{sweeper}.json"
+
+
+def pruned_marker_name(sweeper: str) -> str:
+    """The file (journal directory) or object (audit prefix) name of one sweeper's
+    pruned marker: an anchor of the last record of its segments removed, from which the
+    chain of its remaining records starts."""
+    return f"pruned-{sweeper}.json"
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,6 +97,10 @@ spec:
       volumeMounts:
         - name: tmp
           mountPath: /tmp
+        {{- if $.Values.sweeper.journal.enabled }}
+        - name: journal
+          mountPath: /var/lib/l0gc/journal
+        {{- end }}
         {{- with include "l0gc.etcdVolumeMounts" $ }}{{ . | trim | nindent 8 }}{{ end }}
         {{- if and $.Values.azure.enabled $.Values.azure.connectionString.existingSecret }}
         - name: azure-connection-string
@@ -112,6 +116,12 @@ spec:
     {{- with include "l0gc.userList" (dict "value" $sw.sidecars "ctx" $) }}{{ . | nindent 4 }}{{ end }}
   volumes:
     {{- include "l0gc.tmpVolume" $ | nindent 4 }}
+    {{- if $.Values.sweeper.journal.enabled }}
+    # The journal spool: the open segment, and closed ones until shipped and verified.
+    - name: journal
+      emptyDir:
+        sizeLimit: {{ $.Values.sweeper.journal.sizeLimit }}
+    {{- end }}
     {{- with include "l0gc.etcdVolumes" $ }}{{ . | trim | nindent 4 }}{{ end }}
     {{- if and $.Values.azure.enabled $.Values.azure.connectionString.existingSecret }}
     - name: azure-connection-string

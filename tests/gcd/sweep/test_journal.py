@@ -445,7 +445,8 @@ def test_gcd_sweep_journals_ships_and_verifies(
     common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--etcd",
               etcd_server.endpoint, "--namespace", namespace]  # fmt: skip
     code = main(["sweep", *common, "--journal-dir", str(journal_dir), "--journal-prefix",
-                 "l0gc-audit/journal", "--shard-ttl", "2s", "--json"])  # fmt: skip
+                 "l0gc-audit/journal", "--journal-keep-local", "--shard-ttl", "2s",
+                 "--json"])  # fmt: skip (kept locally, to verify the directory too)
     assert code == 0
     assert json.loads(capsys.readouterr().out)["deleted"] == 3
     assert s3_server.keys(bucket) & {key(e, f"o{e}") for e in (2, 6, 7, 9)} == {key(9, "o9")}

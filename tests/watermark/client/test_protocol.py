@@ -33,6 +33,44 @@ def test_redirects_are_followed_only_inside_the_publisher_set() -> None:
         assert "token was not sent" in str(refused.value)
 
 
+def test_a_fleet_pattern_admits_the_replicas_stable_names_and_nothing_else() -> None:
+    """With a fleet (the Helm chart's StatefulSet names), a redirect to any replica of the
+    headless Service is followed at its own origin, and remembered as the owner; other
+    namespaces, ports, schemes, deeper names and IPs are still RedirectRefused, and the
+    message names the fleet."""
+    service = "http://l0gc-publisher.l0gc.svc.cluster.local:8080"
+    fleet = "http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080"
+    publishers = PublisherSet([service], fleet=fleet)
+    owner = "http://l0gc-publisher-2.l0gc-publisher-peers.l0gc.svc.cluster.local:8080"
+    assert publishers.follow(owner + "/v1/partitions/p%2F3/fence") == owner
+    assert publishers.follow(owner.upper().replace("HTTP://", "http://")) == owner
+    exchange = Exchange(publishers, FAST, partition="p/3")
+    assert not exchange.answered(307, {"error": "moved"}, retry_after=None, location=owner + "/x")
+    assert exchange.answered(200, {}, retry_after=None, location=None)
+    assert publishers.candidates("p/3") == [owner, service]
+    for forged in (
+        "http://l0gc-publisher-2.l0gc-publisher-peers.other.svc.cluster.local:8080/x",
+        "http://l0gc-publisher-2.l0gc-publisher-peers.l0gc.svc.cluster.local:8081/x",
+        "https://l0gc-publisher-2.l0gc-publisher-peers.l0gc.svc.cluster.local:8080/x",
+        "http://a.b.l0gc-publisher-peers.l0gc.svc.cluster.local:8080/x",
+        "http://evil@l0gc-publisher-peers.l0gc.svc.cluster.local:8080/x",
+        "http://10.244.1.7:8080/x",
+    ):
+        with pytest.raises(RedirectRefused) as refused:
+            publishers.follow(forged)
+        assert f"fleet {fleet}" in str(refused.value)
+    ips = PublisherSet(["http://127.0.0.2:8080"], fleet="http://127.0.0.0/29:8080")
+    assert ips.follow("http://127.0.0.4:8080/x") == "http://127.0.0.4:8080"
+    with pytest.raises(RedirectRefused):
+        ips.follow("http://127.0.0.9:8080/x")
+
+
+def test_a_bad_fleet_pattern_is_refused_naming_it() -> None:
+    """A client's fleet is checked when the client is made: a ValueError names the entry."""
+    with pytest.raises(ValueError, match="the client's fleet entry 'ftp://x'"):
+        PublisherSet([A], fleet="http://ok:1,ftp://x")
+
+
 def test_a_partition_goes_to_its_known_owner_first() -> None:
     """After an answer from B (or a redirect to it), B is tried first for that partition."""
     publishers = PublisherSet([A, B])

@@ -1,0 +1,95 @@
+"""Probes on their own listener (`watermark serve --probe-port`, issue 36 item 6), against
+a real `watermark serve` flooded with idle sockets from 20 loopback source addresses.
+
+The API port keeps a reserve of connections for probes, at most 2 per address: idle
+sockets from a dozen addresses hold all of it, so /healthz on the API port fails much
+of the time (the kubelet would restart a healthy publisher). The probe port is not
+reachable through the API port's admission at all: every /healthz and /readyz sent
+there during the flood is answered 200, in well under the kubelet's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gcd.testing.local_servers import LocalEtcd, free_port
+from gcd.testing.procs import Child, wait_http
+from tests.waiting import wait_until
+from tests.watermark.api.test_serve_admission import Flood, _get
+
+pytestmark = pytest.mark.integration
+
+SOURCES = [f"127.0.0.{n}" for n in range(10, 30)]  # 20 source addresses
+
+
+async def test_probes_on_the_probe_port_answer_through_an_idle_connection_flood(
+    etcd_server: LocalEtcd, namespace: str, tmp_path: Path
+) -> None:
+    port, probe_port = free_port(), free_port()
+    api, probes = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{probe_port}"
+    argv = ["-m", "watermark", "serve", "--etcd", etcd_server.endpoint, "--namespace", namespace,
+            "--partitions", "p/0", "--register", "--http-port", str(port),
+            "--probe-port", str(probe_port), "--owner-id", "solo",
+            "--max-connections", "64", "--max-connections-per-peer", "8",
+            "--http-head-timeout", "3s", "--publish-interval", "0.2",
+            "--drain-timeout", "0.5"]  # fmt: skip
+    child = Child.python("solo", argv, tmp_path / "solo.log").start()
+    flood = Flood(port, SOURCES, 8)
+    try:
+        assert await asyncio.to_thread(wait_http, f"{probes}/readyz", 60, child=child), (
+            child.log_path.read_text()
+        )
+        for path in ("/healthz", "/readyz", "/metrics"):  # the probe port serves these only
+            assert (await asyncio.to_thread(_get, probes + path))[0] == 200
+        assert (await asyncio.to_thread(_get, probes + "/v1/epoch"))[0] == 404
+        flood.start()
+        await wait_until(lambda: flood.seen["too_many_connections"] >= 200, timeout_s=30,
+                         what="the flood to fill the API port and its probe reserve",
+                         detail=lambda: str(flood.seen))  # fmt: skip
+        answered = {"api": 0, "probe": 0}
+        slowest = 0.0
+        rounds = 40
+        for _ in range(rounds):
+            status, _, _ = await asyncio.to_thread(_get, api + "/healthz")
+            answered["api"] += status == 200
+            for path in ("/healthz", "/readyz"):
+                started = time.monotonic()
+                status, body, _ = await asyncio.to_thread(_get, probes + path)
+                assert status == 200, (path, status, body, flood.seen)
+                slowest = max(slowest, time.monotonic() - started)
+                answered["probe"] += 1
+            await asyncio.sleep(0.05)
+        assert slowest < 2.0, slowest  # the kubelet's default timeout is 1 s, the chart's 5 s
+        # The flood did starve the API port's own probe reserve (else this test shows nothing).
+        assert answered["api"] < rounds, (answered, flood.seen)
+        print(f"\nunder the flood: /healthz answered {answered['api']}/{rounds} on the API "
+              f"port, {answered['probe']}/{2 * rounds} probes on the probe port "
+              f"(slowest {slowest:.3f} s); {dict(flood.seen)}")
+        await flood.stop()
+    finally:
+        child.stop(15.0)
+
+
+def test_a_probe_port_in_use_is_refused_naming_the_flag(
+    etcd_server: LocalEtcd, namespace: str, tmp_path: Path
+) -> None:
+    """--probe-port on a port that is taken: exit 2 naming --probe-port."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "watermark", "serve", "--etcd", etcd_server.endpoint,
+             "--namespace", namespace, "--partitions", "p/0", "--register",
+             "--http-port", str(free_port()), "--probe-port", str(busy)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "choose another --probe-port" in done.stderr
