@@ -355,6 +355,7 @@ async def reconcile(world: World) -> None:
         return
     part = world.rng.choice(live)
     last = part.next_offset - 1
+    part.seen_end = last
     if part.reconciled < last:
         jump = world.rng.choice([1, 1, 2, 3, 8])
         part.reconciled = min(last, part.reconciled + jump)
@@ -368,9 +369,16 @@ def _hosts(pub: PublisherSim, name: str) -> bool:
 
 
 def _report(part: PartitionSim) -> None:
+    """Report with the log end the reconciler last read: read again now (after the
+    previous answer) when the owner's last answer wanted it, as docs/integration.md says;
+    otherwise the old read goes along anyway, which may predate the owner's adoption
+    (the owner must ignore a log end it did not ask for)."""
     leader = part.leader
-    if part.reconciled >= 0 and leader is not None and _hosts(leader, part.name):
-        leader.publisher.reconciled(part.name, part.reconciled)
+    if leader is not None and _hosts(leader, part.name):  # -1: nothing lifted (empty log)
+        if leader.publisher.state(part.name)["log_end_wanted"]:
+            part.seen_end = part.next_offset - 1
+        log_end = part.seen_end
+        leader.publisher.reconciled(part.name, part.reconciled, log_end_offset=log_end)
 
 
 async def report_log_ends(world: World) -> None:

@@ -116,6 +116,8 @@ class PartitionSim:
     leader: PublisherSim | None = None
     next_offset: int = 0
     reconciled: int = -1
+    seen_end: int = -1
+    """The log end the reconciler read last (it may predate the owner's adoption)."""
     deleting: bool = False
     deleted: bool = False
     task: asyncio.Task[None] | None = None

@@ -69,7 +69,7 @@ async def quiesce(world: World) -> None:
     await faults.heal_all(world)
     if not await _steps_until(world, lambda: _drained(world), "draining writes"):
         return
-    await actions.report_log_ends(world)
+    # No controller tells the owners where the logs end: the reconcilers' reports do.
     for _ in range(3):
         await actions.tick(world)
         actions.reconcile_all(world)

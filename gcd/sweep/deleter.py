@@ -47,8 +47,10 @@ round and never an error; no request ever asks to bypass governance retention.
 
 Both kinds are kept in the bucket, counted as `unsafe_keys` (not as errors: they are
 no reason to back off or exit 1) and logged by name (`sweep.unsafe_key`) the first
-time this process meets them; poison keys are remembered, so later rounds do not send
-them again (`MAX_REMEMBERED`, then they are bisected again), and named once in every
+time this process meets them; poison keys refused with a code only a key causes are
+remembered, so later rounds do not send them again (`MAX_REMEMBERED`, then they are
+bisected again), while a key that failed alone with a 500 is sent again next round (a
+storm may have hit its request, not the key); every poison key is named once in every
 round that meets them (`sweep.poison_key`, the round's `poison_keys`, the first
 `MAX_POISON_NAMED`).
 
@@ -68,7 +70,14 @@ from typing import Final
 import structlog
 
 from gcd.errors import StorageError
-from gcd.rules.triage import THROTTLE_CODES, RequestFailure, Triage, request_failure, triage
+from gcd.rules.triage import (
+    KEY_FAULT_CODES,
+    THROTTLE_CODES,
+    RequestFailure,
+    Triage,
+    request_failure,
+    triage,
+)
 from gcd.rules.versions import split_target, version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ObjectStore
@@ -367,7 +376,10 @@ class BatchDeleter:
             self._failed([key for key, _, _ in run.suspects], code, message, run.counts)
             return
         for key, code, message in run.suspects:
-            if len(self.poison) < MAX_REMEMBERED:
+            # A 500 alone may be a storm that happened to hit this key's request, not the
+            # key: remembering it would keep the key forever. Only a refusal the key
+            # causes (SPLIT_CODES) is remembered; a 500 key is bisected out again next round.
+            if len(self.poison) < MAX_REMEMBERED and code not in KEY_FAULT_CODES:
                 self.poison[key] = code
             log.info("sweep.poison_key_answer", key=key, code=code, message=message)
             self._poison(key, code, run.counts)

@@ -22,7 +22,8 @@ docs/openapi.json); each error code's status is in `watermark.api.openapi_errors
          -> 200 {"results": [one per entry, in order]}                          writer
     POST /v1/commits   {"commits": [{"token": T, "offset": N}, ...]}
          -> 200 {"results": [one per entry, in order]}                          writer
-    POST /v1/partitions/{partition}/reconciled  {"offset": N}   -> 200 partition state
+    POST /v1/partitions/{partition}/reconciled  {"offset": N[, "log_end_offset": L]}
+                                                                -> 200 partition state
                                                                              reconciler
     POST /v1/partitions/{partition}/adopt       {"log_end_offset": N | -1 | null}
                                                                 -> 200 partition state
@@ -604,22 +605,7 @@ async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=OPENAPI_JSON, content_type="application/json")
 
 
-async def reconciled(request: web.Request) -> web.Response:
-    """POST /v1/partitions/{partition}/reconciled."""
-    publisher = _publisher(request)
-    partition = request.match_info["partition"]
-    offset = http_body.int_field(await http_body.read_body(request, "offset"), "offset")
-
-    def report() -> dict[str, Any]:
-        publisher.reconciled(partition, offset)
-        return publisher.state(partition)
-
-    return web.json_response(await _on_owner(request, partition, lambda: _now(report())))
-
-
-async def adopt(request: web.Request) -> web.Response:
-    """POST /v1/partitions/{partition}/adopt."""
-    doc = await http_body.read_body(request, "log_end_offset")
+def _log_end_offset(doc: dict[str, Any]) -> int | None:
     log_end = doc.get("log_end_offset")
     highest = http_body.MAX_FIELD_VALUE
     if log_end is not None and (type(log_end) is not int or not -1 <= log_end <= highest):
@@ -627,6 +613,27 @@ async def adopt(request: web.Request) -> web.Response:
             f"field 'log_end_offset' must be the offset of the log's last entry (>= 0), -1 "
             f"for an empty log, or null if unknown; got {_short.repr(log_end)}"
         )
+    return log_end
+
+
+async def reconciled(request: web.Request) -> web.Response:
+    """POST /v1/partitions/{partition}/reconciled."""
+    publisher = _publisher(request)
+    partition = request.match_info["partition"]
+    doc = await http_body.read_body(request, "offset", "log_end_offset")
+    offset = http_body.int_field(doc, "offset", minimum=-1)  # -1: nothing lifted yet
+    log_end = _log_end_offset(doc)
+
+    def report() -> dict[str, Any]:
+        publisher.reconciled(partition, offset, log_end_offset=log_end)
+        return publisher.state(partition)
+
+    return web.json_response(await _on_owner(request, partition, lambda: _now(report())))
+
+
+async def adopt(request: web.Request) -> web.Response:
+    """POST /v1/partitions/{partition}/adopt."""
+    log_end = _log_end_offset(await http_body.read_body(request, "log_end_offset"))
     publisher, partition = _publisher(request), request.match_info["partition"]
     if request.app[_ROUTER] is None:
         state = await publisher.adopt(partition, log_end_offset=log_end)

@@ -125,12 +125,12 @@ async def read_body(
     return doc
 
 
-def int_field(doc: dict[str, Any], name: str, where: str = "") -> int:
+def int_field(doc: dict[str, Any], name: str, where: str = "", *, minimum: int = 0) -> int:
     value = doc.get(name)
-    if type(value) is not int or not 0 <= value <= MAX_FIELD_VALUE:
+    if type(value) is not int or not minimum <= value <= MAX_FIELD_VALUE:
         raise BadRequest(
-            f"field {where}{name!r} must be a JSON integer in [0, {MAX_FIELD_VALUE}], got "
-            f"{_short.repr(value)}"
+            f"field {where}{name!r} must be a JSON integer in [{minimum}, {MAX_FIELD_VALUE}], "
+            f"got {_short.repr(value)}"
         )
     return value
 

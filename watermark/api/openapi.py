@@ -73,6 +73,10 @@ _STATE_FIELDS: Final[Json] = {
     "reconciled_offset": {"type": ["integer", "null"], "minimum": 0},
     "log_end_known": {"type": "boolean",
                       "description": "the state holds every entry of the log"},
+    "log_end_wanted": {"type": "boolean",
+                       "description": "the reconciler should read the log's last offset "
+                       "after this answer and send it as log_end_offset with its next "
+                       "report (the owner does not know where the log ends)"},
     "sealed": {"type": "boolean"},
     "frozen": {"type": ["string", "null"],
                "description": "why M(p) no longer moves (a fencing violation), else null"},
@@ -124,6 +128,16 @@ SCHEMAS: Final[Json] = {
     ),
     "FenceGranted": _obj(_GRANTED_FIELDS),
     "OffsetRequest": _obj({"offset": _INT}),
+    "ReconciledRequest": _obj(
+        {"offset": {"type": "integer", "minimum": -1, "maximum": MAX_FIELD_VALUE,
+                    "description": "every entry through it is lifted; -1: none yet (an "
+                    "empty log still reports, so that its owner can learn its end)"},
+         "log_end_offset": {"type": ["integer", "null"], "minimum": -1,
+                            "maximum": MAX_FIELD_VALUE,
+                            "description": "only after an answer said log_end_wanted: the "
+                            "offset of the log's last entry, read after that answer"}},
+        ["offset"],
+    ),
     "AbortAnswer": _obj({
         "aborted": {"type": "boolean", "description": "released now"},
         "outcome": {"type": "string", "enum": ["aborted", "committed", "refused",
@@ -211,7 +225,7 @@ ROUTES: Final[tuple[Route, ...]] = (
      "each hosted partition's created_epoch and window"), None, {200: "Epoch"},
      (*_AUTH, "etcd_unavailable")),
     ("post", f"{_P}/reconciled", "reconciled", "reconciler", ("The reconciler lifted every "
-     "entry through this offset"), "OffsetRequest", {200: "PartitionState"},
+     "entry through this offset"), "ReconciledRequest", {200: "PartitionState"},
      (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "guard_closed")),
     ("post", f"{_P}/adopt", "adopt", "admin", ("Take the partition over (or, among replicas, "
      "tell its owner where the log ends)"), "AdoptRequest", {200: "PartitionState"},

@@ -36,6 +36,7 @@ from watermark.client.protocol import (
     entry_error,
     json_answer,
     partition_path,
+    reconciled_body,
 )
 
 __all__ = ["AsyncWriterClient"]
@@ -108,10 +109,15 @@ class AsyncWriterClient:
         """Release `fence` without committing: ``{"aborted", "outcome"}``."""
         return await self._call("POST", f"/v1/fences/{fence.token}/abort", None, base=fence.base)
 
-    async def reconciled(self, partition: str, offset: int) -> Json:
-        """The reconciler lifted every entry of `partition` through `offset`."""
+    async def reconciled(
+        self, partition: str, offset: int, *, log_end_offset: int | None = None
+    ) -> Json:
+        """The reconciler lifted every entry of `partition` through `offset`. When the answer
+        says ``log_end_wanted``, read your log's last offset after it and pass it as
+        `log_end_offset` with the next report (docs/integration.md)."""
         path = partition_path(partition, "/reconciled")
-        return await self._call("POST", path, {"offset": offset}, partition=partition)
+        return await self._call("POST", path, reconciled_body(offset, log_end_offset),
+                                partition=partition)  # fmt: skip
 
     async def state(self, partition: str) -> Json:
         """What the owner knows of `partition` (``last_applied_offset``: resume after it)."""

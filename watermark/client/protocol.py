@@ -56,6 +56,7 @@ __all__ = [
     "entry_error",
     "json_answer",
     "partition_path",
+    "reconciled_body",
 ]
 
 
@@ -112,6 +113,13 @@ def action_of(status: int, code: str) -> Action:
     if status == 307:
         return "redirect"
     return "retry" if status >= 500 else "stop"
+
+
+def reconciled_body(offset: int, log_end_offset: int | None) -> dict[str, int]:
+    """The body of a reconciled report (the log end only when given)."""
+    if log_end_offset is None:
+        return {"offset": offset}
+    return {"offset": offset, "log_end_offset": log_end_offset}
 
 
 def partition_path(partition: str, suffix: str = "") -> str:

@@ -39,6 +39,7 @@ from watermark.client.protocol import (
     entry_error,
     json_answer,
     partition_path,
+    reconciled_body,
 )
 
 __all__ = ["WriterClient"]
@@ -107,10 +108,14 @@ class WriterClient:
         """Release `fence` without committing: ``{"aborted", "outcome"}``."""
         return self._call("POST", f"/v1/fences/{fence.token}/abort", None, base=fence.base)
 
-    def reconciled(self, partition: str, offset: int) -> Json:
-        """The reconciler lifted every entry of `partition` through `offset`."""
-        return self._call("POST", partition_path(partition, "/reconciled"), {"offset": offset},
-                          partition=partition)  # fmt: skip
+    def reconciled(
+        self, partition: str, offset: int, *, log_end_offset: int | None = None
+    ) -> Json:
+        """The reconciler lifted every entry of `partition` through `offset`. When the answer
+        says ``log_end_wanted``, read your log's last offset after it and pass it as
+        `log_end_offset` with the next report (docs/integration.md)."""
+        return self._call("POST", partition_path(partition, "/reconciled"),
+                          reconciled_body(offset, log_end_offset), partition=partition)  # fmt: skip
 
     def state(self, partition: str) -> Json:
         """What the owner knows of `partition` (``last_applied_offset``: resume after it)."""

@@ -31,8 +31,15 @@ whose log end was known and none of whose fences was ever reclaimed or revoked (
 writer may have appended an entry this state never saw), and the publish that follows
 carries ``sealed_owner_epoch`` (see `watermark.core.record`); registration seals the empty
 log of a new partition. Otherwise the log end is unknown and the partition gets no idle
-advance until its first commit (whose offset is past every older entry) or a later
-`adopt` with the log end. Floors
+advance until its first commit (whose offset is past every older entry), a later
+`adopt` with the log end, or the reconciler's word: while the log end is unknown, every
+answer to a reconciled report says ``log_end_wanted``; the reconciler then reads the end
+of its log *after* that answer and sends it with its next report (`report`). A read
+after the answer is a read after this owner adopted the partition, so after the previous
+owner stopped acknowledging commits (it crashed, or lost ownership and dropped the
+partition): every entry it committed is at or before that end. A log end sent before
+any answer asked for it is ignored (it may predate the adoption). So an idle partition
+whose owner crashed moves on with the reconciler's usual reports, and no admin. Floors
 rise through the reconciler either way. Reconciled reports are clamped to the applied
 log (entries the writer never fenced have nothing to lift); a report at or below the
 current reconciled offset is a no-op.
@@ -83,6 +90,8 @@ class HostedPartition:
     """Changed since the last successful publish."""
     sealed: bool = False
     """Its fence is closed and every fence finished: the state holds the whole log."""
+    log_end_asked: bool = False
+    """An answer to the reconciler has asked for the log end (see "The log end")."""
 
     def _fence_bound(self, default: int) -> int:
         lower = self.guard.window[0]
@@ -115,6 +124,20 @@ class HostedPartition:
         if done is None or mapped > done:
             self.state.reconciled(mapped)
             self.dirty = True
+
+    def report(self, offset: int, log_end_offset: int | None) -> bool:
+        """A reconciler's report: lifted through `offset`, and (only when an earlier
+        answer asked for it) the log's end as read after that answer. Return True when
+        the log end was learned from it. Raises IllegalTransition for a log end below the
+        applied log (nothing changes)."""
+        learned = False
+        if log_end_offset is not None and not self.log_end_known and self.log_end_asked:
+            self.learn_log_end(log_end_offset)
+            learned = True
+        self.reconciled(offset)
+        if not self.log_end_known:
+            self.log_end_asked = True  # this answer says log_end_wanted
+        return learned
 
     def learn_log_end(self, log_end_offset: int) -> None:
         """The log's last entry is at `log_end_offset` (-1: empty); see "The log end"."""
@@ -195,6 +218,7 @@ class HostedPartition:
             "last_applied_offset": state.last_applied_offset,
             "reconciled_offset": state.reconciled_offset,
             "log_end_known": self.log_end_known,
+            "log_end_wanted": not self.log_end_known and self.frozen is None,
             "sealed": self.sealed,
             "frozen": self.frozen,
             "inflight_fences": self.guard.inflight,

@@ -466,9 +466,16 @@ class Publisher:
         """Reclaim expired fences that block a waiting slide, on every partition."""
         return sum(h.guard.reclaim_expired() for h in self._hosted.values())
 
-    def reconciled(self, partition: str, offset: int) -> None:
-        """The reconciler lifted every entry of `partition` through the writer's `offset`."""
-        self._get(partition).reconciled(offset)
+    def reconciled(
+        self, partition: str, offset: int, *, log_end_offset: int | None = None
+    ) -> None:
+        """The reconciler lifted every entry of `partition` through the writer's `offset`;
+        `log_end_offset`: the log's last offset, read after a `state()` that said
+        ``log_end_wanted`` (see "The log end" in `watermark.service.hosted`)."""
+        hosted = self._get(partition)
+        if hosted.report(offset, log_end_offset):
+            _log.info("watermark.log_end_reported", partition=partition,
+                      log_end_offset=log_end_offset)  # fmt: skip
 
     def state(self, partition: str) -> dict[str, Any]:
         """What this process knows of `partition`, JSON-able (for the HTTP API and logs)."""

@@ -4,12 +4,16 @@ clients, the reference writer in Node). Stopped by its PID."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gcd.testing.local_servers import LocalEtcd, free_port
 from gcd.testing.procs import Child, child_env, wait_http
@@ -38,6 +42,20 @@ def watermark(etcd: LocalEtcd, namespace: str, *args: str) -> str:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def request(url: str, method: str, path: str, body: dict[str, Any] | None = None,
+            token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    """One HTTP request to a serve at `url`; (status, JSON body), redirects not followed."""
+    sent = urllib.request.Request(
+        url + path, method=method, data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(sent, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
 
 
 @contextmanager

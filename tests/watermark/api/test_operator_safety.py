@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ import pytest
 from gcd.testing.local_servers import LocalEtcd, etcd_binary
 from gcd.testing.procs import child_env
 from tests.waiting import wait_until_sync
-from tests.watermark.api.live_serve import ADMIN, WRITER, LiveServe, live_serve
+from tests.watermark.api.live_serve import ADMIN, WRITER, LiveServe, live_serve, request
 
 pytestmark = pytest.mark.integration
 P = "orders/0"
@@ -37,16 +35,7 @@ def admin(serve: LiveServe, *args: str) -> subprocess.CompletedProcess[str]:
 
 def call(serve: LiveServe, method: str, path: str, body: dict[str, Any] | None = None,
          token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
-    """One HTTP request to the serve; (status, JSON body), redirects not followed."""
-    request = urllib.request.Request(
-        serve.url + path, method=method, data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )  # fmt: skip
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
+    return request(serve.url, method, path, body, token)
 
 
 def record(serve: LiveServe) -> dict[str, Any]:

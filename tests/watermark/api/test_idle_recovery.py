@@ -1,0 +1,144 @@
+"""Issue 36, item 4, on real etcd and `watermark serve`: a lone publisher killed with
+SIGKILL and restarted used to leave its idle, fully reconciled partitions at their old
+M(p) for good (`log_end_known: false`) until an admin called `adopt` with the log end.
+Now the reconciler's usual reports carry the log end when the owner asks for it
+(`log_end_wanted`), so the partitions move on by themselves; a log end sent before the
+owner asked (a read that may predate the restart) is ignored."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gcd.testing.local_servers import LocalEtcd, free_port
+from gcd.testing.procs import Child, wait_http
+from tests.waiting import wait_until_sync
+from tests.watermark.api.live_serve import RECONCILER, WRITER, request, watermark
+from watermark.core.record import PartitionRecord
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
+
+pytestmark = pytest.mark.integration
+PARTITIONS = ("orders/0", "orders/1", "orders/2")
+
+
+class Serve:
+    """One `watermark serve` process that can be killed and started again."""
+
+    def __init__(self, etcd: LocalEtcd, namespace: str, workdir: Path) -> None:
+        tokens = workdir / "tokens"
+        tokens.write_text(f"writer:{WRITER}\nreconciler:{RECONCILER}\n")
+        tokens.chmod(0o600)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.etcd, self.namespace = etcd.endpoint, namespace
+        self.child = Child.python(
+            "serve",
+            ["-m", "watermark", "serve", "--etcd", etcd.endpoint, "--namespace", namespace,
+             "--partitions", ",".join(PARTITIONS), "--owner-id", "lone-publisher",
+             "--http-port", str(self.port), "--auth-token-file", str(tokens),
+             "--publish-interval", "200ms", "--tick-interval", "500ms",
+             "--ticker-lease-ttl", "2", "--log-level", "info"],
+            workdir / "serve.log",
+        )  # fmt: skip
+
+    def start(self) -> None:
+        self.child.start()
+        if not wait_http(self.url + "/readyz", 30, child=self.child):
+            raise RuntimeError(f"watermark serve did not get ready: {self.child.tail()}")
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None,
+             token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        return request(self.url, method, path, body, token)
+
+
+def state(serve: Serve, partition: str) -> dict[str, Any]:
+    status, doc = serve.call("GET", f"/v1/partitions/{partition.replace('/', '%2F')}")
+    assert status == 200, doc
+    return doc
+
+
+def stored(etcd: LocalEtcd, namespace: str) -> tuple[int, dict[str, int]]:
+    """The cluster epoch and each partition's stored M(p), read in this process."""
+
+    async def read() -> tuple[int, dict[str, int]]:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+        try:
+            store = WatermarkStore(kv, namespace)
+            records = await store.list_partitions()
+            marks = {name: record.watermark for name, record in records.items()
+                     if isinstance(record, PartitionRecord)}  # fmt: skip
+            return await store.get_cluster_epoch(), marks
+        finally:
+            await kv.close()
+
+    return asyncio.run(read())
+
+
+def report(serve: Serve, partition: str, offset: int, log_end: int | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"offset": offset}
+    if log_end is not None:
+        body["log_end_offset"] = log_end
+    status, doc = serve.call("POST", f"/v1/partitions/{partition.replace('/', '%2F')}/reconciled",
+                             body, RECONCILER)  # fmt: skip
+    assert status == 200, doc
+    return doc
+
+
+def test_idle_partitions_move_on_after_a_kill_with_only_the_reconcilers_reports(
+    etcd_server: LocalEtcd, namespace: str, tmp_path: Path
+) -> None:
+    """Three idle, reconciled partitions; SIGKILL, restart, the epoch moves on: within
+    20 s of the reconcilers' usual reports (no adopt, no admin) every M(p) follows the
+    cluster epoch; a log end the owner did not ask for changed nothing."""
+    watermark(etcd_server, namespace, "epoch", "advance")
+    watermark(etcd_server, namespace, "partition", "register", *PARTITIONS)
+    serve = Serve(etcd_server, namespace, tmp_path)
+    serve.start()
+    try:
+        for partition in PARTITIONS:  # two writes each, reconciled
+            encoded = partition.replace("/", "%2F")
+            for offset in (0, 1):
+                epoch = stored(etcd_server, namespace)[0]
+                status, granted = serve.call("POST", f"/v1/partitions/{encoded}/fence",
+                                             {"epoch": epoch})  # fmt: skip
+                assert status == 200, granted
+                status, body = serve.call("POST", f"/v1/fences/{granted['token']}/commit",
+                                          {"offset": offset})  # fmt: skip
+                assert status == 200, body
+            report(serve, partition, 1)
+        wait_until_sync(lambda: all(m >= 1 for m in stored(etcd_server, namespace)[1].values()),
+                        timeout_s=30, what="the writes reconciled and published")  # fmt: skip
+        serve.child.kill()
+        _, before = stored(etcd_server, namespace)
+        serve.start()
+        first = state(serve, PARTITIONS[0])
+        assert (first["log_end_known"], first["log_end_wanted"]) == (False, True), first
+        # A log end sent before the owner asked is ignored (it may predate the restart).
+        early = report(serve, PARTITIONS[0], 1, log_end=1)
+        assert early["log_end_known"] is False
+        started = time.monotonic()
+        epoch_at_start = stored(etcd_server, namespace)[0]
+
+        def reconcilers_report() -> bool:
+            """One round of each reconciler's usual report (the log end when asked)."""
+            for partition in PARTITIONS:
+                if report(serve, partition, 1)["log_end_wanted"]:
+                    report(serve, partition, 1, log_end=1)
+            _, marks = stored(etcd_server, namespace)
+            return all(marks[p] >= epoch_at_start for p in PARTITIONS)
+
+        wait_until_sync(reconcilers_report, timeout_s=20,
+                        what=f"every idle partition at M(p) >= {epoch_at_start}",
+                        detail=serve.child.tail)  # fmt: skip
+        took = time.monotonic() - started
+        _, after = stored(etcd_server, namespace)
+        assert all(after[p] > before[p] for p in PARTITIONS), (before, after)
+        assert took < 20
+        assert state(serve, PARTITIONS[0])["log_end_known"] is True
+    finally:
+        serve.child.stop()
