@@ -6,7 +6,9 @@
 // last_applied_offset + 1.
 //
 //   node writer.mjs write N        write N objects to L0GC_PARTITION, print one JSON per object
-//   node writer.mjs reconcile O    report the entries through offset O as reconciled
+//   node writer.mjs reconcile O [L] report the entries through offset O as reconciled (-1:
+//                                  none yet); L: the log's last offset, read after an answer
+//                                  that printed "log_end_wanted": true (only then)
 //
 // Environment: L0GC_PUBLISHERS (comma-separated base URLs; the token is sent only there),
 // L0GC_FLEET (optional, comma-separated SCHEME://HOST[:PORT] patterns, as
@@ -179,11 +181,14 @@ async function main() {
       offset += 1;
     }
   } else if (command === "reconcile") {
+    const body = { offset: Number(argument) };
+    if (process.argv[4] !== undefined) body.log_end_offset = Number(process.argv[4]);
     const { doc } = await call("POST", `/v1/partitions/${encoded}/reconciled`,
-      { body: { offset: Number(argument) }, token: env.L0GC_RECONCILER_TOKEN });
-    console.log(JSON.stringify({ reconciled_offset: doc.reconciled_offset, watermark: doc.watermark }));
+      { body, token: env.L0GC_RECONCILER_TOKEN });
+    console.log(JSON.stringify({ reconciled_offset: doc.reconciled_offset, watermark: doc.watermark,
+      log_end_wanted: doc.log_end_wanted }));
   } else {
-    throw new Error("usage: node writer.mjs write N | reconcile OFFSET");
+    throw new Error("usage: node writer.mjs write N | reconcile OFFSET [LOG_END]");
   }
 }
 

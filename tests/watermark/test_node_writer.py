@@ -95,6 +95,7 @@ def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
         # 6) wait until an entry fenced above them is reconciled; 3 and 4 are unreconciled.
         (reported,) = node(env, "reconcile", "2")
         assert (reported["reconciled_offset"], reported["watermark"]) == (2, 3)
+        assert reported["log_end_wanted"] is False
         wait_until_sync(lambda: etcd_op(etcd_server, namespace, "m") == 3, timeout_s=10,
                         what="the publisher to publish M(p) = 3")  # fmt: skip
     capsys.readouterr()
