@@ -35,8 +35,8 @@ from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.journal import read_journal, read_journal_objects
 from gcd.sweep.restore import (
     KeyResult,
-    Outcome,
     RestoreLog,
+    RestoreOutcome,
     Selection,
     deletions_in,
     repair_steps,
@@ -156,12 +156,12 @@ async def run(args: argparse.Namespace) -> int:
                                    if_absent=True)  # fmt: skip
     steps = repair_steps(results, chosen, sorted(selection.partitions))
     _write(results, steps, json_out=args.json, dry_run=args.dry_run)
-    failed = any(result.outcome is Outcome.FAILED for result in results)
+    failed = any(result.outcome is RestoreOutcome.FAILED for result in results)
     return exitcodes.PARTIAL_FAILURE if failed else exitcodes.OK
 
 
 def _write(results: list[KeyResult], steps: list[str], *, json_out: bool, dry_run: bool) -> None:
-    counts = {outcome.value: 0 for outcome in Outcome}
+    counts = {outcome.value: 0 for outcome in RestoreOutcome}
     for result in results:
         counts[result.outcome.value] += 1
     if json_out:

@@ -34,14 +34,14 @@ from gcd.rules.versions import split_target, version_target
 from gcd.storage.objectstore import ObjectInfo
 from gcd.sweep.journal import JournalRead, Record
 
-__all__ = ["Deletion", "KeyResult", "Outcome", "RestoreLog", "Selection", "deletions_in",
-           "repair_steps", "restore", "select"]  # fmt: skip
+__all__ = ["JournaledDeletion", "KeyResult", "RestoreLog", "RestoreOutcome", "Selection",
+           "deletions_in", "repair_steps", "restore", "select"]  # fmt: skip
 
 BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True)
-class Deletion:
+class JournaledDeletion:
     """One key l0gc deleted, as its journal tells it."""
 
     key: str
@@ -55,7 +55,7 @@ class Deletion:
     pinning: tuple[tuple[str, int], ...] = ()
 
 
-class Outcome(enum.Enum):
+class RestoreOutcome(enum.Enum):
     """What `restore` found, or did, for one key."""
 
     RESTORED = "restored"
@@ -65,12 +65,16 @@ class Outcome(enum.Enum):
     FAILED = "failed"
 
 
+_Deletion = JournaledDeletion
+_Outcome = RestoreOutcome
+
+
 @dataclass(frozen=True, slots=True)
 class KeyResult:
     """One key's outcome; `version_id` is the version current again (RESTORED)."""
 
     key: str
-    outcome: Outcome
+    outcome: _Outcome
     epoch: int | None = None
     version_id: str | None = None
     marker: str | None = None
@@ -87,10 +91,10 @@ def _strings(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def deletions_in(read: JournalRead) -> list[Deletion]:
+def deletions_in(read: JournalRead) -> list[_Deletion]:
     """Every key deletion the journal records as done (an after record lists it)."""
     befores: dict[tuple[str, object], Record] = {}
-    found: list[Deletion] = []
+    found: list[_Deletion] = []
     for record in read.records:
         if record.kind == "before":
             befores[(record.sweeper, record.doc.get("request"))] = record
@@ -101,7 +105,7 @@ def deletions_in(read: JournalRead) -> list[Deletion]:
     return found
 
 
-def _deleted(before: dict[str, Any], after: dict[str, Any], sweeper: str) -> list[Deletion]:
+def _deleted(before: dict[str, Any], after: dict[str, Any], sweeper: str) -> list[_Deletion]:
     keys, epochs = _strings(before.get("keys")), _strings(before.get("epochs"))
     versions = _strings(before.get("version_ids")) or [None] * len(keys)
     hides = _strings(before.get("hides")) or [[]] * len(keys)
@@ -118,7 +122,7 @@ def _deleted(before: dict[str, Any], after: dict[str, Any], sweeper: str) -> lis
         index = sent.get(version_target(str(key), version))
         if index is None or not isinstance(epochs[index], int):
             continue
-        result.append(Deletion(
+        result.append(_Deletion(
             str(key), epochs[index], float(after.get("at", 0.0)), sweeper,
             before.get("round"), markers.get(str(key)) if version is None else None,
             tuple(str(v) for v in _strings(hides[index])), pinning))  # fmt: skip
@@ -136,7 +140,7 @@ class Selection:
     """Deletions made while one of these partitions pinned M (M(p) was M)."""
     keys: tuple[str, ...] = ()
 
-    def matches(self, deletion: Deletion) -> bool:
+    def matches(self, deletion: _Deletion) -> bool:
         """True when `deletion` is selected."""
         return ((self.since is None or deletion.at >= self.since)
                 and (self.until is None or deletion.at <= self.until)
@@ -146,9 +150,9 @@ class Selection:
                 and (not self.keys or deletion.key in self.keys))  # fmt: skip
 
 
-def select(deletions: Iterable[Deletion], selection: Selection) -> dict[str, Deletion]:
+def select(deletions: Iterable[_Deletion], selection: Selection) -> dict[str, _Deletion]:
     """The newest selected deletion of each key (in journal order: the later wins)."""
-    chosen: dict[str, Deletion] = {}
+    chosen: dict[str, _Deletion] = {}
     for deletion in deletions:
         if selection.matches(deletion):
             chosen[deletion.key] = deletion
@@ -187,17 +191,17 @@ class RestoreLog:
 @dataclass
 class _Plan:
     results: list[KeyResult] = field(default_factory=list)
-    targets: list[tuple[Deletion, str, ObjectInfo | None]] = field(default_factory=list)
+    targets: list[tuple[_Deletion, str, ObjectInfo | None]] = field(default_factory=list)
 
 
 async def restore(
-    store: Any, chosen: dict[str, Deletion], *, wanted: Sequence[str] = (), dry_run: bool = False,
+    store: Any, chosen: dict[str, _Deletion], *, wanted: Sequence[str] = (), dry_run: bool = False,
     log: RestoreLog | None = None, progress: Callable[[int, int], None] | None = None,
 ) -> list[KeyResult]:  # fmt: skip
     """Restore every chosen key (see the module docstring); keys in `wanted` that the
     journal never deleted are NEVER_DELETED. `store` is a versioned S3 store."""
     plan = _Plan()
-    plan.results += [KeyResult(key, Outcome.NEVER_DELETED) for key in wanted if key not in chosen]
+    plan.results += [KeyResult(key, _Outcome.NEVER_DELETED) for key in wanted if key not in chosen]
     total = len(chosen)
     for done, deletion in enumerate(chosen.values(), start=1):
         await _inspect(store, deletion, plan)
@@ -206,7 +210,7 @@ async def restore(
     for start in range(0, len(plan.targets), BATCH):
         part = plan.targets[start: start + BATCH]
         if dry_run:
-            plan.results += [KeyResult(d.key, Outcome.RESTORED, d.epoch, None if top is None
+            plan.results += [KeyResult(d.key, _Outcome.RESTORED, d.epoch, None if top is None
                                        else top.version_id, marker, "dry run: not restored")
                              for d, marker, top in part]  # fmt: skip
             continue
@@ -214,9 +218,9 @@ async def restore(
     return sorted(plan.results, key=lambda result: result.key)
 
 
-async def _inspect(store: Any, deletion: Deletion, plan: _Plan) -> None:
+async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
     if deletion.marker is None:
-        plan.results.append(KeyResult(deletion.key, Outcome.ALREADY_RECLAIMED, deletion.epoch,
+        plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
                                       detail="deleted without an undo window"))  # fmt: skip
         return
     listed = await _versions(store, deletion.key)
@@ -228,10 +232,10 @@ async def _inspect(store: Any, deletion: Deletion, plan: _Plan) -> None:
         return
     latest = next((obj for obj in listed if obj.is_latest), None)
     if latest is not None and not latest.delete_marker and latest.version_id in deletion.hides:
-        plan.results.append(KeyResult(deletion.key, Outcome.ALREADY_RESTORED, deletion.epoch,
+        plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RESTORED, deletion.epoch,
                                       latest.version_id, deletion.marker))  # fmt: skip
         return
-    plan.results.append(KeyResult(deletion.key, Outcome.ALREADY_RECLAIMED, deletion.epoch,
+    plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
                                   marker=deletion.marker,
                                   detail="the window passed: versions freed"))  # fmt: skip
 
@@ -248,7 +252,7 @@ async def _versions(store: Any, key: str) -> list[ObjectInfo]:
         token = page.next_token
 
 
-async def _send(store: Any, part: list[tuple[Deletion, str, ObjectInfo | None]],
+async def _send(store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]],
                 log: RestoreLog | None) -> list[KeyResult]:  # fmt: skip
     targets = [version_target(d.key, marker) for d, marker, _ in part]
     if log is not None:
@@ -258,7 +262,7 @@ async def _send(store: Any, part: list[tuple[Deletion, str, ObjectInfo | None]],
     except Exception as exc:  # noqa: BLE001 - the log and the results say what failed
         if log is not None:
             log.write({"type": "restore-after", "request_error": str(exc)})
-        return [KeyResult(d.key, Outcome.FAILED, d.epoch, marker=m, detail=str(exc))
+        return [KeyResult(d.key, _Outcome.FAILED, d.epoch, marker=m, detail=str(exc))
                 for d, m, _ in part]  # fmt: skip
     gone = set(answer.deleted)
     errors = {failure.key: failure.code for failure in answer.errors}
@@ -269,20 +273,20 @@ async def _send(store: Any, part: list[tuple[Deletion, str, ObjectInfo | None]],
     results = []
     for (deletion, marker, top), target in zip(part, targets, strict=True):
         if target in gone:
-            results.append(KeyResult(deletion.key, Outcome.RESTORED, deletion.epoch,
+            results.append(KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch,
                                      None if top is None else top.version_id, marker))  # fmt: skip
         else:
-            results.append(KeyResult(deletion.key, Outcome.FAILED, deletion.epoch, marker=marker,
+            results.append(KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, marker=marker,
                                      detail=errors.get(target, "not in the answer")))  # fmt: skip
     return results
 
 
-def repair_steps(results: Sequence[KeyResult], chosen: dict[str, Deletion],
+def repair_steps(results: Sequence[KeyResult], chosen: dict[str, _Deletion],
                  partitions: Sequence[str]) -> list[str]:  # fmt: skip
     """The commands that keep the restored objects: lower the wrong M(p) below the lowest
     restored epoch (the `partitions` named, else those pinning M when they were deleted),
     then resume GC."""
-    kept = [r for r in results if r.outcome in {Outcome.RESTORED, Outcome.ALREADY_RESTORED}]
+    kept = [r for r in results if r.outcome in {_Outcome.RESTORED, _Outcome.ALREADY_RESTORED}]
     if not kept:
         return []
     lowest = min(r.epoch for r in kept if r.epoch is not None)
