@@ -56,7 +56,7 @@ from gcd.cli.options import (
 from gcd.cli.output import ProgressLine, human_bytes, write_json
 from gcd.cli.status import empty_namespace
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
-from gcd.cli.undo import undo_keeper
+from gcd.cli.undo import undo_fields, undo_keeper
 from gcd.rules.admission import UNREACHABLE, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.storage.azsettings import AzureSettings
@@ -258,6 +258,8 @@ class Announcing:
             lines += [f"cannot list {prefix}: skipped" for prefix in last.unlistable_prefixes]
             lines += [f"nested root {root}: another namespace's claim, kept"
                       for root in last.nested_roots]  # fmt: skip
+        if store is not None and last is not None and last.undo is not None:
+            store.update(undo_fields(last.undo))
         return dataclasses.replace(me, store=store, problems=problems_of(lines))
 
 

@@ -22,7 +22,7 @@ from gcd.sweep.mhistory import MHistory
 from gcd.sweep.undo import UndoKeeper
 from watermark.etcd.settings import open_kv
 
-__all__ = ["MAX_SEGMENT_READ", "undo_keeper"]
+__all__ = ["MAX_SEGMENT_READ", "undo_fields", "undo_keeper"]
 
 log = structlog.get_logger("gcd.cli.undo")
 
@@ -57,3 +57,14 @@ async def undo_keeper(
         yield keeper
     finally:
         await kv.close()
+
+
+def undo_fields(undo: dict[str, Any]) -> dict[str, str | bool | None]:
+    """The last round's undo report as flat, short fields of the shard announcement's
+    `store` (`gcd status` shows them)."""
+    oldest = undo.get("oldest_pending")
+    pending = f"{undo.get('pending_keys', 0)} keys, {undo.get('pending_bytes', 0)} bytes"
+    return {"undo_window": f"{float(undo.get('window_s') or 0):g}s",
+            "undo_rule": None if undo.get("rule") is None else str(undo["rule"]),
+            "undo_pending": pending,
+            "undo_oldest_pending": None if oldest is None else str(oldest)}  # fmt: skip

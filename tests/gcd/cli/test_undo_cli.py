@@ -19,8 +19,11 @@ import pytest
 import structlog
 
 from gcd.cli.main import main
+from gcd.cli.status import _undo_line
+from gcd.cli.undo import undo_fields
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.mhistory import history_prefix
+from gcd.sweep.shards import ShardAnnouncement
 from gcd.testing.local_servers import LocalEtcd
 from tests.conftest import S3Server
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
@@ -235,3 +238,15 @@ def test_a_plain_bucket_keeps_what_only_just_became_garbage(
     assert code == exitcodes.OK
     assert third["undo"] is None
     assert current(client, bucket) == live
+
+
+def test_status_shows_the_window_and_what_is_pending() -> None:
+    """A round's undo report fits the shard announcement's `store` and `gcd status`
+    prints the window, the rule, the pending keys and bytes and the oldest marker."""
+    undo = {"window_s": 3600.0, "rule": "hide-then-reclaim", "pending_keys": 12,
+            "pending_bytes": 4096, "oldest_pending": "2026-11-22T02:44:38Z"}  # fmt: skip
+    store = {"versioning": "Enabled", **undo_fields(undo)}
+    me = ShardAnnouncement("s1", 0, 1, 1.0, store)
+    assert ShardAnnouncement.decode(me.encode()).store == store  # round-trips, validated
+    assert _undo_line(store) == ("3600s (hide-then-reclaim), pending 12 keys, 4096 bytes, "
+                                 "oldest 2026-11-22T02:44:38Z")  # fmt: skip
