@@ -123,6 +123,12 @@ ROUND_OPTIONS: tuple[Option, ...] = (
            "total time one LIST or DeleteObjects request may take, its whole answer read "
            "(a store dripping its answer restarts the 60s read timeout with every byte, not "
            "this; default 2m)", "DURATION"),
+    Option("--undo-window", duration, 0.0,
+           "after l0gc deletes an object it can be brought back this long (`gcd restore`): "
+           "on a versioned bucket keys are hidden behind a delete marker and their versions "
+           "freed one window later; elsewhere only what was garbage for the whole window "
+           "is deleted. Needs --journal-dir. 0 (the default): deletions are final",
+           "DURATION"),
     Option("--max-pages-per-prefix", integer(1), 100_000,
            "pages one listing range may take before it is taken for a broken store, named "
            "and skipped (one error; a continuation token given twice is caught at once; "
@@ -206,7 +212,7 @@ SPARK_ONLY_KEYS = frozenset({
 OTHER_COMMAND_KEYS = frozenset({
     "all", "json", "log_level", "replace", "reason", "key",
     "storage", "account_url", "container", "azure_connection_string_file",
-    "gcs_credentials_file", "gcs_anonymous",
+    "gcs_credentials_file", "gcs_anonymous", "since", "until", "round", "partition",
 })  # fmt: skip
 _UNIVERSE = (
     {o.dest for table in _TABLES for o in table} | {o.dest for o in ETCD_OPTIONS}

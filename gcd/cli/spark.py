@@ -82,7 +82,8 @@ __all__ = ["CONF_OPTION", "REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "r
 log = structlog.get_logger("gcd.spark")
 
 _SHARED = tuple(
-    o for o in ROUND_OPTIONS if o.flag in {"--safe-epoch", "--grace", "--batch-size", "--log-level"}
+    o for o in ROUND_OPTIONS
+    if o.flag in {"--safe-epoch", "--grace", "--batch-size", "--log-level", "--undo-window"}
 )
 SPARK_OPTIONS: tuple[Option, ...] = (
     Option("--inventory", text, None, "S3 Inventory manifest.json to read the objects from "
@@ -180,6 +181,10 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
+    if args.undo_window:
+        raise ConfigError(f"--undo-window {args.undo_window:g}s: {command} cannot keep its "
+                          "deletions reversible yet; give --undo-window 0, or sweep with "
+                          "`gcd sweep` / `gcd daemon`, which can")  # fmt: skip
     if args.bucket is None:
         raise ConfigError("--bucket is required (env L0GC_BUCKET)")
     if args.output is None:

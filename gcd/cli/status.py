@@ -266,6 +266,14 @@ def _sweepers(view: GcView) -> list[dict[str, Any]]:
     return found
 
 
+def _undo_line(store: Mapping[str, Any]) -> str:
+    """A sweeper's undo window and what its last round left pending reclaim."""
+    oldest = store.get("undo_oldest_pending")
+    return (f"{printable(str(store['undo_window']))} ({printable(str(store.get('undo_rule')))}),"
+            f" pending {printable(str(store.get('undo_pending')))}"
+            + ("" if oldest is None else f", oldest {printable(str(oldest))}"))
+
+
 def _store_line(store: Mapping[str, Any]) -> str:
     """What a sweeper detected about its bucket, in one line."""
     lock, batch = store.get("object_lock"), store.get("batch_delete")
@@ -389,6 +397,9 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append(f"sweepers       {len(report.sweepers)} running: {shards}")
         seen = {_store_line(w["store"]) for w in report.sweepers if w.get("store")}
         lines.extend(f"store          {line}" for line in sorted(seen))
+        windowed = [w for w in report.sweepers if (w.get("store") or {}).get("undo_window")]
+        lines.extend(f"undo window    {printable(w['sweeper_id'])}: {_undo_line(w['store'])}"
+                     for w in windowed)  # fmt: skip
         lines.extend(f"last round     {printable(w['sweeper_id'])}: {printable(problem)}"
                      for w in report.sweepers for problem in w.get("problems", ()))  # fmt: skip
     if report.shard_problem is not None:

@@ -56,6 +56,7 @@ from gcd.cli.options import (
 from gcd.cli.output import ProgressLine, human_bytes, write_json
 from gcd.cli.status import empty_namespace
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
+from gcd.cli.undo import undo_fields, undo_keeper
 from gcd.rules.admission import UNREACHABLE, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.storage.azsettings import AzureSettings
@@ -172,7 +173,12 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         round_deadline_s=args.round_deadline,
         request_deadline_s=args.request_deadline,
         max_pages_per_prefix=args.max_pages_per_prefix,
+        undo_window_s=args.undo_window,
     )
+    if args.undo_window and args.journal_dir is None and not config.dry_run:
+        raise ConfigError(f"--undo-window {args.undo_window:g}s needs --journal-dir DIR: the "
+                          "journal names the delete markers l0gc wrote, which `gcd restore` "
+                          "deletes and later rounds reclaim")  # fmt: skip
     s3 = S3Settings(
         bucket=args.bucket if azure is None else azure.container,
         endpoint_url=args.endpoint_url if azure is None else azure.account_url,
@@ -252,6 +258,8 @@ class Announcing:
             lines += [f"cannot list {prefix}: skipped" for prefix in last.unlistable_prefixes]
             lines += [f"nested root {root}: another namespace's claim, kept"
                       for root in last.nested_roots]  # fmt: skip
+        if store is not None and last is not None and last.undo is not None:
+            store.update(undo_fields(last.undo))
         return dataclasses.replace(me, store=store, problems=problems_of(lines))
 
 
@@ -385,9 +393,10 @@ async def open_sweeper(
             announce=announce,
         ) as source, open_journal(
             args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
-        ) as sinks:  # fmt: skip
+        ) as sinks, undo_keeper(args, setup, store) as undo:  # fmt: skip
             sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source),
-                              metrics=metrics, sinks=sinks)  # fmt: skip
+                              metrics=metrics, sinks=sinks, undo=undo,
+                              sweeper_id=sweeper_id)  # fmt: skip
             announce.sweeper = sweeper
             yield sweeper, source
 

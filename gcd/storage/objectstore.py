@@ -59,6 +59,8 @@ class ObjectInfo:
     """Set by `list_versions_page` only: the version this entry is."""
     delete_marker: bool = False
     """True for a delete marker (`list_versions_page` only)."""
+    is_latest: bool = False
+    """True for the key's newest version or marker (`list_versions_page` only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,9 @@ class DeleteResult:
 
     deleted: tuple[str, ...]
     errors: tuple[KeyFailure, ...] = ()
+    markers: tuple[tuple[str, str], ...] = ()
+    """(key, version id of the delete marker the delete wrote) for each key deleted
+    without a version id on a versioned bucket (the undo window's hidden keys)."""
 
     @classmethod
     def from_answer(cls, answer: Mapping[str, Any], sent: Sequence[str] = ()) -> DeleteResult:
@@ -112,7 +117,13 @@ class DeleteResult:
                 gone = set(deleted)
                 named = [t for t in sent if split_target(t)[0] == key and t not in gone] or named
             errors += [KeyFailure(target, code, message) for target in named]
-        return cls(deleted, tuple(errors))
+        markers = tuple((str(item["Key"]), str(item["DeleteMarkerVersionId"]))
+                        for item in answer.get("Deleted", ())
+                        if item.get("VersionId") is None
+                        and item.get("DeleteMarkerVersionId") is not None
+                        and version_target(str(item["Key"]), str(item["DeleteMarkerVersionId"]))
+                        not in asked)  # fmt: skip
+        return cls(deleted, tuple(errors), markers)
 
 
 def _deleted_target(item: Mapping[str, Any], sent: set[str]) -> str:

@@ -334,7 +334,7 @@ class S3ObjectStore(ObjectStore):
             raise translate_error(exc, f"ListObjectVersions s3://{self.bucket}/{prefix}") from exc
         entries = [
             ObjectInfo(item["Key"], int(item.get("Size", 0)), item["LastModified"].timestamp(),
-                       str(item["VersionId"]), marker)
+                       str(item["VersionId"]), marker, bool(item.get("IsLatest")))
             for marker, items in ((False, response.get("Versions", ())),
                                   (True, response.get("DeleteMarkers", ())))
             for item in items
@@ -385,22 +385,27 @@ class S3ObjectStore(ObjectStore):
         fails is that target's failure (the deleter retries or counts it)."""
         gate = asyncio.Semaphore(SINGLE_DELETES_IN_FLIGHT)
 
-        async def one(target: str) -> KeyFailure | None:
+        async def one(target: str) -> KeyFailure | tuple[str, str] | None:
             key, version_id = split_target(target)
             params = {"Bucket": self.bucket, "Key": key}
             if version_id is not None:
                 params["VersionId"] = version_id
             async with gate:
                 try:
-                    await self._client.delete_object(**params)
+                    answer = await self._client.delete_object(**params)
                 except _TRANSLATED as exc:
                     error = translate_error(exc, f"DeleteObject s3://{self.bucket}/{key}")
                     return KeyFailure(target, error.code, str(error))
+            if version_id is None and answer.get("DeleteMarker") and answer.get("VersionId"):
+                return key, str(answer["VersionId"])  # the delete marker it wrote
             return None
 
         outcomes = await asyncio.gather(*(one(target) for target in targets))
-        deleted = tuple(t for t, bad in zip(targets, outcomes, strict=True) if bad is None)
-        return DeleteResult(deleted, tuple(bad for bad in outcomes if bad is not None))
+        failures = tuple(bad for bad in outcomes if isinstance(bad, KeyFailure))
+        deleted = tuple(t for t, bad in zip(targets, outcomes, strict=True)
+                        if not isinstance(bad, KeyFailure))  # fmt: skip
+        markers = tuple(bad for bad in outcomes if isinstance(bad, tuple))
+        return DeleteResult(deleted, failures, markers)
 
     @property
     def detected(self) -> StoreFeatures:

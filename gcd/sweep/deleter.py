@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -125,6 +125,11 @@ class Candidate:
     """Set on a versioned bucket: the version (or delete marker) to delete."""
     marker: bool = False
     """True for a delete marker (no bytes)."""
+    hides: tuple[str, ...] = ()
+    """Set when the key is hidden behind a new delete marker (an undo window on a
+    versioned bucket, `gcd.rules.undo`): the version ids it keeps, newest first."""
+    reclaim: bool = False
+    """True for a version or marker freed by an undo window's reclaim."""
 
     @property
     def target(self) -> str:
@@ -268,7 +273,8 @@ class BatchDeleter:
         attempt = BatchAttempt(run.basis, tuple(key for key, _ in named),
                                tuple(run.by_key[key].epoch for key in part.keys), part.attempt,
                                run.number, next(self._request_numbers),
-                               versions if any(versions) else ())  # fmt: skip
+                               versions if any(versions) else (),
+                               _hides(run.by_key[key] for key in part.keys))  # fmt: skip
         try:
             emit_before(self.sinks, attempt)
         except DeletionNotRecorded as exc:
@@ -293,7 +299,8 @@ class BatchDeleter:
         gone_versions = tuple(version for _, version in gone)
         emit_after(self.sinks, BatchOutcome(attempt, tuple(key for key, _ in gone), failed,
                                             deleted_version_ids=gone_versions
-                                            if any(gone_versions) else ()))  # fmt: skip
+                                            if any(gone_versions) else (),
+                                            markers=result.markers))  # fmt: skip
         answer = triage(part.keys, result.deleted, result.errors)
         retry = answer.retry_failures
         throttled = any(f.code in THROTTLE_CODES for f in retry)
@@ -413,14 +420,18 @@ class BatchDeleter:
     def _account(
         self, deleted: Sequence[str], by_key: dict[str, Candidate], counts: RoundCounts
     ) -> int | None:
-        count = size = versions = markers = 0
+        count = size = versions = markers = hidden = reclaimed = 0
         highest: int | None = None
         for key in deleted:
             candidate = by_key.get(key)
             if candidate is None:
                 continue
             count += 1
-            size += candidate.size
+            if candidate.hides:
+                hidden += 1  # a delete marker written: no byte freed
+            else:
+                size += candidate.size
+            reclaimed += candidate.reclaim
             if candidate.marker:
                 markers += 1
             elif candidate.version_id is not None:
@@ -431,6 +442,12 @@ class BatchDeleter:
         counts.deleted_bytes += size
         counts.deleted_versions += versions
         counts.deleted_markers += markers
+        counts.markers_written += hidden
+        counts.versions_reclaimed += reclaimed
+        if hidden:
+            self.metrics.undo_markers_written.inc(hidden)
+        if reclaimed:
+            self.metrics.undo_versions_reclaimed.inc(reclaimed)
         self.metrics.deleted_objects.inc(count)
         self.metrics.deleted_bytes.inc(size)
         if versions:
@@ -451,4 +468,11 @@ def _sent_only(result: DeleteResult, sent: Sequence[str]) -> DeleteResult:
     log.error("sweep.unsent_keys_in_answer", keys=len(stray), first_key=stray[0],
               recorded=False)  # fmt: skip
     return DeleteResult(tuple(key for key in result.deleted if key in asked),
-                        tuple(f for f in result.errors if f.key in asked))  # fmt: skip
+                        tuple(f for f in result.errors if f.key in asked),
+                        tuple(m for m in result.markers if m[0] in asked))  # fmt: skip
+
+
+def _hides(candidates: Iterable[Candidate]) -> tuple[tuple[str, ...], ...]:
+    """Each candidate's hidden versions, in order; () when no candidate hides any."""
+    hides = tuple(candidate.hides for candidate in candidates)
+    return hides if any(hides) else ()

@@ -41,6 +41,8 @@ class DeleteBasis:
     """(partition, M(p)) of the partitions whose M(p) is M (the first few)."""
     override: bool = False
     """True when M is an operator's `--safe-epoch`, checked against etcd but not read from it."""
+    round_id: str | None = None
+    """The round's id (`gcd sweep --json` "round"; `gcd restore --round`)."""
 
     @classmethod
     def of(cls, admission: RoundAdmission, *, override: bool = False) -> DeleteBasis:
@@ -68,6 +70,9 @@ class BatchAttempt:
     version_ids: tuple[str | None, ...] = ()
     """On a versioned bucket, the version id of each key (None: no version id), in the
     same order; empty when the request names no version."""
+    hides: tuple[tuple[str, ...], ...] = ()
+    """With an undo window on a versioned bucket: for each key, the version ids the
+    delete marker this request writes will hide (newest first); empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,9 @@ class BatchOutcome:
     """The error code when the whole request failed (then nothing is known deleted)."""
     deleted_version_ids: tuple[str | None, ...] = ()
     """The version id of each deleted key, in `deleted`'s order; empty without versions."""
+    markers: tuple[tuple[str, str], ...] = ()
+    """(key, version id) of each delete marker the request wrote (an undo window's hidden
+    keys on a versioned bucket: `gcd restore` deletes exactly these)."""
 
     @property
     def unanswered(self) -> tuple[str, ...]:

@@ -196,6 +196,10 @@ class JournalWriter:
         }
         if attempt.version_ids:
             doc["version_ids"] = list(attempt.version_ids)
+        if attempt.hides:
+            doc["hides"] = [list(hidden) for hidden in attempt.hides]
+        if basis is not None and basis.round_id is not None:
+            doc["round"] = basis.round_id
         try:
             self._append(doc)
         except (OSError, ValueError) as exc:
@@ -220,6 +224,8 @@ class JournalWriter:
         }
         if outcome.deleted_version_ids:
             doc["deleted_version_ids"] = list(outcome.deleted_version_ids)
+        if outcome.markers:
+            doc["markers"] = [list(pair) for pair in outcome.markers]
         try:
             self._append(doc)
         except (OSError, ValueError) as exc:
@@ -470,6 +476,8 @@ async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int) -> 
     while True:
         page = await objects.list_page(prefix.rstrip("/") + "/", continuation_token=token)
         for info in page.objects:
+            if info.key.rsplit("/", 1)[-1].startswith("restore-"):
+                continue  # a restore's own log (`gcd.sweep.restore`), not a segment
             body = await objects.get_object(info.key, max_bytes=max_bytes)
             if body is None:
                 continue

@@ -167,6 +167,30 @@ class SweeperMetrics:
         self.journal_errors = counter(
             "journal_errors", "Deletion journal writes or segment uploads that failed."
         )
+        self.undo_window_seconds = gauge(
+            "undo_window_seconds", "The undo window (--undo-window); 0: deletions are final.")
+        self.undo_markers_written = counter(
+            "undo_markers_written",
+            "Keys hidden behind a delete marker l0gc wrote (undo window, versioned bucket).",
+        )
+        self.undo_versions_reclaimed = counter(
+            "undo_versions_reclaimed",
+            "Versions and l0gc delete markers freed once their undo window had passed.",
+        )
+        self.undo_pending_objects = gauge(
+            "undo_pending_objects",
+            "Eligible keys kept by the undo window in the last round (restorable, or not "
+            "garbage for the whole window yet).",
+        )
+        self.undo_pending_bytes = gauge(
+            "undo_pending_bytes", "Bytes of the keys the undo window kept in the last round."
+        )
+        self.undo_oldest_pending_timestamp = gauge(
+            "undo_oldest_pending_timestamp_seconds",
+            "When the oldest delete marker pending reclaim was written (unix seconds); NaN "
+            "when none is pending.",
+        )
+        self.undo_oldest_pending_timestamp.set(math.nan)
         for unknown in (self.safe_epoch, self.cluster_epoch, self.epoch_lag):
             unknown.set(math.nan)  # never a healthy-looking 0 before the first read
         for reason in SKIP_REASONS:

@@ -25,6 +25,12 @@ one object of these counts; `deleted_versions` and `deleted_markers` say how man
 `deleted` were versions holding bytes and delete markers. `locked` counts versions
 Object Lock kept (not errors), `locked_reasons` how many of the examined ones were kept
 for which reason, `locked_earliest_retain_until` the first of their retain-until dates.
+With an undo window (`gcd.rules.undo`), `markers_written` counts the keys hidden behind a
+delete marker (counted in `deleted`, no bytes freed), `versions_reclaimed` the versions and
+l0gc markers freed once their window passed, and `undo` says the window, the rule used
+("hide-then-reclaim" or "delayed-m"), the delayed M, what is pending reclaim (keys,
+bytes, oldest) and the keys kept under another writer's marker; `round` is the round's
+id, recorded in the journal (`gcd restore --round`).
 `store` is what the round detected about the store (versioning, object_lock, listing,
 batch_delete; `gcd.storage.objectstore.StoreFeatures`), None for stores that say nothing.
 
@@ -85,6 +91,10 @@ class RoundSummary:
     unlistable_prefixes: tuple[str, ...] = ()
     poison_keys: tuple[str, ...] = ()
     deadline_exceeded: bool = False
+    round: str | None = None
+    markers_written: int = 0
+    versions_reclaimed: int = 0
+    undo: dict[str, Any] | None = None
 
     @property
     def outcome(self) -> str:
@@ -126,6 +136,14 @@ class RoundCounts:
     skipped_nested: int = 0
     unlistable_prefixes: list[str] = field(default_factory=list)
     poison_keys: list[str] = field(default_factory=list)
+    markers_written: int = 0
+    versions_reclaimed: int = 0
+    pending_keys: int = field(default=0, metadata={"summary": False})
+    """Undo window: keys hidden or not yet old enough, kept (in the summary's `undo`)."""
+    pending_bytes: int = field(default=0, metadata={"summary": False})
+    oldest_pending_s: float | None = field(default=None, metadata={"summary": False})
+    foreign_markers: int = field(default=0, metadata={"summary": False})
+    """Undo window: eligible keys under a delete marker l0gc did not write, kept."""
     abandoned: int = field(default=0, metadata={"summary": False})
     """Keys left for the next round because of a stop (not in RoundSummary)."""
     locked_targets: list[str] = field(default_factory=list, metadata={"summary": False})

@@ -73,6 +73,9 @@ as `skipped_paused`, and the round reports why in `blocked_reason` (outcome "pau
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -115,8 +118,9 @@ from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary, iso_utc
 from gcd.sweep.safety import WatermarkSource, read_admission
+from gcd.sweep.undo import KeyGroups, UndoKeeper
 from watermark.core.binding import claim_key
-from watermark.errors import ConfigError
+from watermark.errors import ConfigError, L0gcError
 
 __all__ = ["RoundConfig", "Sweeper", "run_round", "split_prefixes"]
 
@@ -156,6 +160,8 @@ class RoundConfig:
     request_deadline_s: float = REQUEST_DEADLINE_S
     """Total time one LIST or DeleteObjects request may take, answer read in full."""
     max_pages_per_prefix: int = DEFAULT_MAX_PAGES
+    undo_window_s: float = 0.0
+    """`--undo-window`: deletions stay reversible this long (`gcd.rules.undo`); 0: final."""
 
     def __post_init__(self) -> None:
         checks = (
@@ -172,6 +178,7 @@ class RoundConfig:
             (self.round_deadline_s > 0, f"round deadline {self.round_deadline_s!r} s must be > 0"),
             (self.request_deadline_s > 0,
              f"request deadline {self.request_deadline_s!r} s must be > 0"),
+            (self.undo_window_s >= 0, f"undo window {self.undo_window_s!r} s must be >= 0"),
             (self.max_pages_per_prefix >= 1,
              f"max pages per prefix {self.max_pages_per_prefix!r} must be >= 1"),
         )  # fmt: skip
@@ -236,6 +243,11 @@ class _Run:
     """The round's listing was stopped by `RoundConfig.round_deadline_s`."""
     features: StoreFeatures | None = None
     nested: NestedRoots | None = None
+    groups: KeyGroups | None = None
+    """Undo window on a versioned bucket: every version of a key is planned together."""
+    ceiling: int | None = None
+    """Undo window on a store without versions: the delayed M (-1: none yet)."""
+    undo_rule: str | None = None
 
     def full(self) -> bool:
         """True once the per-round delete cap is reached."""
@@ -257,8 +269,15 @@ class Sweeper:
         clock: Callable[[], float] = time.time,
         brake: Brake = OPEN,
         sinks: Sequence[DeleteSink] = (),
+        undo: UndoKeeper | None = None,
+        sweeper_id: str | None = None,
     ) -> None:
         self.store = store
+        self.undo = undo if config.undo_window_s > 0 else None
+        if self.undo is not None:
+            sinks = (*sinks, self.undo.ledger)
+        self._rounds = itertools.count(1)
+        self.sweeper_id = sweeper_id
         self.config = config
         self.metrics = metrics if metrics is not None else SweeperMetrics()
         self.plan = plan
@@ -278,6 +297,7 @@ class Sweeper:
             sinks=sinks,
             request_deadline_s=config.request_deadline_s,
         )
+        self.metrics.undo_window_seconds.set(config.undo_window_s)
         self.current: _Run | None = None
         self.last_summary: RoundSummary | None = None
         """The summary of the last round that ran (None before the first)."""
@@ -289,16 +309,21 @@ class Sweeper:
         return self.current.counts if self.current is not None else None
 
     async def sweep(
-        self, safe_epoch: int, cluster_epoch: int | None, *, basis: DeleteBasis | None = None
-    ) -> RoundResult:
+        self, safe_epoch: int, cluster_epoch: int | None, *, basis: DeleteBasis | None = None,
+        ceiling: int | None = None,
+    ) -> RoundResult:  # fmt: skip
         """List and delete everything at or below `safe_epoch`; never raises StorageError.
 
         `basis` is the admission behind `safe_epoch` (etcd revision, pinning partitions),
-        handed to the deleter's sinks with every request.
+        handed to the deleter's sinks with every request. With an undo window, `ceiling`
+        is the delayed M a store without versions deletes up to (None: no history yet).
         """
         started = time.monotonic()
-        run = _Run(safe_epoch, basis or DeleteBasis(safe_epoch, cluster_epoch, None))
+        round_id = f"{self.sweeper_id or 'sweeper'}.{next(self._rounds)}"
+        basis = basis or DeleteBasis(safe_epoch, cluster_epoch, None)
+        run = _Run(safe_epoch, dataclasses.replace(basis, round_id=round_id))
         await self._detect(run)
+        self._undo_rule(run, ceiling)
         ordered = not run.unordered
         probe = (lambda key: self._exists(key, run)) if ordered else self._stored
         run.nested = NestedRoots(self.config.layout.root, probe, ordered=ordered)
@@ -331,6 +356,8 @@ class Sweeper:
             store=self._store_report(run),
             nested_roots=tuple(sorted(run.nested.found)),
             deadline_exceeded=run.deadline_hit,
+            round=round_id,
+            undo=self._undo_report(run),
             **counts.summary_fields(),
         )
         complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
@@ -352,6 +379,41 @@ class Sweeper:
         run.skip_ahead = config.skip_ahead and not unordered
         run.prefixes = config.prefixes(unordered=unordered)
         self.deleter.object_lock = bool(features is not None and features.object_lock)
+
+    def _undo_rule(self, run: _Run, ceiling: int | None) -> None:
+        """Which undo rule this round follows (`gcd.rules.undo`), now the store is known."""
+        if self.undo is None or self.config.dry_run:
+            return
+        if run.versioned:
+            run.undo_rule, run.groups = "hide-then-reclaim", KeyGroups(self.undo)
+        elif run.features is not None and run.features.versioned:
+            run.undo_rule = "markers-only"  # every delete is a marker, kept: restorable
+        else:
+            run.undo_rule = "delayed-m"
+            run.ceiling = -1 if ceiling is None else min(ceiling, run.safe_epoch)
+            if ceiling is None:
+                log.warning("undo.no_history", window_s=self.config.undo_window_s,
+                            fix="M's history in etcd does not reach back one window yet: "
+                                "nothing is deleted until it does")  # fmt: skip
+
+    def _undo_report(self, run: _Run) -> dict[str, object] | None:
+        """The summary's `undo` (None without a window), and its gauges."""
+        if self.undo is None:
+            return None
+        counts = run.counts
+        oldest = counts.oldest_pending_s
+        self.metrics.undo_pending_objects.set(counts.pending_keys)
+        self.metrics.undo_pending_bytes.set(counts.pending_bytes)
+        self.metrics.undo_oldest_pending_timestamp.set(math.nan if oldest is None else oldest)
+        note = None
+        if run.ceiling == -1:
+            note = ("no M history one window old yet: nothing deleted until M has been "
+                    "recorded for a whole window")  # fmt: skip
+        return {"window_s": self.config.undo_window_s, "rule": run.undo_rule,
+                "delayed_safe_epoch": None if run.ceiling in (None, -1) else run.ceiling,
+                "pending_keys": counts.pending_keys, "pending_bytes": counts.pending_bytes,
+                "oldest_pending": None if oldest is None else iso_utc(oldest),
+                "foreign_markers": counts.foreign_markers, "note": note}  # fmt: skip
 
     def _store_report(self, run: _Run) -> dict[str, object] | None:
         """The summary's `store`: what was detected, and how this round listed."""
@@ -436,6 +498,8 @@ class Sweeper:
             try:
                 async with gate:
                     await self._list_prefix(part, queue, run, share, size)
+                if run.groups is not None:
+                    await self._planned(run.groups.flush(part.prefix), queue, run)
                 if run.batch:  # a range ended: its garbage goes now, not when all listing has
                     batch, run.batch = run.batch, []
                     await queue.put(batch)
@@ -465,6 +529,8 @@ class Sweeper:
             run.counts.errors += 1
             log.error("sweep.round_deadline", deadline_s=self.config.round_deadline_s,
                       fix="see the sweep.list_* errors before it; --round-deadline")  # fmt: skip
+        if run.groups is not None:
+            await self._planned(run.groups.flush(), queue, run)
         if run.batch:
             batch, run.batch = run.batch, []
             await queue.put(batch)
@@ -592,6 +658,7 @@ class Sweeper:
         assert run.nested is not None
         run.nested.scan(prefix, page)  # claims below the root block their subtree
         kept = 0  # deletable, but under a nested root
+        held = 0  # deletable by M, not by the delayed M of the undo window
         for obj in page.objects:
             skip_to = found.start_after if found is not None else None
             if (skip_to is not None and obj.key <= skip_to) or obj.key == claim:
@@ -603,6 +670,15 @@ class Sweeper:
                     and await run.nested.blocks(obj.key, page)):  # fmt: skip
                 tally[verdict] -= 1
                 kept += 1
+            elif verdict is Verdict.DELETE and parsed is not None and run.groups is not None:
+                tally[verdict] -= 1  # counted when its key is planned
+                await self._grouped(prefix, obj, parsed.epoch, False, queue=queue, run=run)
+            elif (verdict is Verdict.DELETE and parsed is not None and run.ceiling is not None
+                  and parsed.epoch > run.ceiling):  # fmt: skip
+                tally[verdict] -= 1
+                held += 1
+                run.counts.pending_keys += 1
+                run.counts.pending_bytes += obj.size
             elif verdict is Verdict.DELETE and parsed is not None:
                 candidate = Candidate(obj.key, obj.size, parsed.epoch, obj.version_id,
                                       obj.delete_marker)  # fmt: skip
@@ -618,12 +694,17 @@ class Sweeper:
                 if found is not None and found.done:
                     break  # the rest of this listing prefix is not eligible
             elif verdict is Verdict.TOO_YOUNG:
+                if run.groups is not None and parsed is not None:
+                    await self._grouped(prefix, obj, parsed.epoch, True, queue=queue, run=run)
                 ready = obj.last_modified_s + config.grace_s
                 if run.young_ready_at_s is None or ready < run.young_ready_at_s:
                     run.young_ready_at_s = ready
             elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
                 self._note_unparsable(obj, run)
         self._count(tally, run)
+        if held:  # kept by the undo window (delayed M): pending
+            run.counts.listed += held
+            self.metrics.listed_objects.inc(held)
         if kept:
             run.counts.listed += kept
             run.counts.skipped_nested += kept
@@ -631,6 +712,27 @@ class Sweeper:
             self.metrics.skipped("nested_root", kept)
         last = page.objects[-1].key if page.objects else None
         return next_cursor(cursor, found, last, page.next_token)
+
+    async def _grouped(self, prefix: str, obj: ObjectInfo, epoch: int, young: bool, *,
+                       queue: _Queue, run: _Run) -> None:  # fmt: skip
+        """One version of an eligible key, gathered with the key's other versions; the key
+        before it, now complete, is planned (`gcd.sweep.undo`)."""
+        assert run.groups is not None
+        done = run.groups.feed(prefix, obj, epoch, young)
+        if done is not None:
+            await self._planned([done], queue, run)
+
+    async def _planned(self, groups: Sequence[object], queue: _Queue, run: _Run) -> None:
+        """Plan complete key groups; select (and batch) what their plans delete."""
+        assert run.groups is not None
+        now = self.clock()
+        for group in groups:
+            for candidate, obj in run.groups.plans(group, now, run.counts):  # type: ignore[arg-type]
+                if not self._select(candidate, obj, run):
+                    return
+                if len(run.batch) >= self.config.batch_size:
+                    batch, run.batch = run.batch, []
+                    await queue.put(batch)
 
     def _note_unparsable(self, obj: ObjectInfo, run: _Run) -> None:
         run.unparsable_logged += 1
@@ -799,4 +901,13 @@ async def run_round(
         return sweeper.blocked(admission)
     assert admission.safe_epoch is not None
     basis = DeleteBasis.of(admission, override=override is not None)
-    return await sweeper.sweep(admission.safe_epoch, admission.cluster_epoch, basis=basis)
+    ceiling = None
+    if sweeper.undo is not None:
+        try:
+            ceiling = await sweeper.undo.ceiling(admission.safe_epoch)
+        except (L0gcError, OSError) as exc:  # fail closed: no history, no deletion
+            log.warning("undo.history_unreadable", error=str(exc))
+            return sweeper.blocked(RoundAdmission(
+                None, admission.cluster_epoch, f"M history unreadable (undo window): {exc}"))
+    return await sweeper.sweep(admission.safe_epoch, admission.cluster_epoch, basis=basis,
+                               ceiling=ceiling)  # fmt: skip

@@ -1,0 +1,185 @@
+"""`gcd restore`: bring back objects l0gc deleted within its undo window.
+
+    gcd restore --bucket B (--journal-dir DIR | --journal-prefix P)
+                [--since TIME] [--until TIME] [--round ID] [--partition P]... [--key K]...
+                [--dry-run] [--json] [--etcd ... --namespace /l0gc/prod]
+
+It refuses (exit 2, one line saying what to run) unless GC is paused for the namespace:
+a restored key at or below M would be deleted again by the next round. It reads the
+deletion journal as `gcd journal` does (local segments, or the ones shipped to the audit
+prefix), keeps the deletions selected (`gcd.sweep.restore.Selection`: every criterion
+given must hold; `--partition` selects deletions made while that partition pinned M)
+and restores each key by deleting exactly the delete marker l0gc wrote on it, by
+version id (`gcd.sweep.restore`). It reports every key (restored, already restored,
+already reclaimed, never deleted, failed), then prints the steps that keep the objects:
+`watermark partition repair ... --force` for each partition concerned, then `gcd resume`.
+The restore's requests are journaled (`restore-{id}.jsonl` beside the journal).
+
+Exit codes: 0 done (nothing failed), 1 a marker could not be deleted, 2 bad flags, GC
+not paused, or nothing in the journal, 4 etcd unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gcd.cli.options import JOURNAL_OPTIONS, S3_OPTIONS, SWEEP_OPTIONS, resolve
+from gcd.cli.output import write_json
+from gcd.cli.undo import MAX_SEGMENT_READ
+from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.sweep.journal import read_journal, read_journal_objects
+from gcd.sweep.restore import (
+    KeyResult,
+    RestoreLog,
+    RestoreOutcome,
+    Selection,
+    deletions_in,
+    repair_steps,
+    restore,
+    select,
+)
+from watermark import exitcodes
+from watermark.core.display import printable
+from watermark.errors import ConfigError
+from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from watermark.etcd.store import WatermarkStore
+from watermark.logs import configure_logging
+from watermark.options import Option, add_config_option, add_options, text
+
+__all__ = ["OUTPUT_VERSION", "RESTORE_OPTIONS", "add_arguments", "run"]
+
+OUTPUT_VERSION = 1
+
+RESTORE_OPTIONS: tuple[Option, ...] = (
+    *S3_OPTIONS,
+    *JOURNAL_OPTIONS[:2],
+    Option("--since", text, None, "restore deletions made at or after this time (ISO 8601, "
+           "e.g. 2026-11-22T02:00:00Z; default: no lower bound)", "TIME"),
+    Option("--until", text, None, "restore deletions made at or before this time (ISO 8601; "
+           "default: no upper bound)", "TIME"),
+    Option("--round", text, None, "restore the deletions of these rounds (ids as `gcd sweep "
+           "--json` prints them, comma-separated; default: every round)", "ID"),
+    *(o for o in SWEEP_OPTIONS if o.flag in {"--dry-run", "--json"}),
+    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
+           "LEVEL"),
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`gcd restore` options."""
+    add_config_option(parser)
+    add_options(parser, RESTORE_OPTIONS, "journal, selection and output")
+    parser.add_argument("--partition", action="append", metavar="P", default=None,
+                        help="restore deletions made while partition P pinned M, and name P "
+                        "in the repair steps (repeatable; default: every partition)")  # fmt: skip
+    parser.add_argument("--key", action="append", metavar="K", default=None,
+                        help="restore this object key (repeatable; a key the journal never "
+                        "deleted is reported as such; default: every selected key)")  # fmt: skip
+    add_etcd_arguments(parser)
+
+
+def _time(value: str | None, flag: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {value!r} is not an ISO 8601 time; give one such as "
+                          "2026-11-22T02:00:00Z") from exc  # fmt: skip
+
+
+async def _paused(settings: EtcdSettings) -> str | None:
+    kv = await open_kv(settings)
+    try:
+        return await WatermarkStore(kv, settings.namespace).get_paused()
+    finally:
+        await kv.close()
+
+
+def _progress(done: int, total: int) -> None:
+    if sys.stderr.isatty() and (done == total or done % 100 == 0):
+        sys.stderr.write(f"\rrestore: checked {done:,}/{total:,} keys")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Restore; see the module docstring."""
+    resolve(args, RESTORE_OPTIONS, extra_known={"partition", "key", "since", "until", "round"})
+    configure_logging(args.log_level)
+    selection = Selection(
+        since=_time(args.since, "--since"), until=_time(args.until, "--until"),
+        rounds=frozenset(part for part in (args.round or "").split(",") if part),
+        partitions=frozenset(args.partition or ()), keys=tuple(args.key or ()),
+    )  # fmt: skip
+    if args.bucket is None:
+        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET")
+    if args.journal_dir is None and args.journal_prefix is None:
+        raise ConfigError("give the journal: --journal-dir DIR, or --journal-prefix P (the "
+                          "segments shipped to the bucket)")  # fmt: skip
+    settings = EtcdSettings.from_args(args)
+    if await _paused(settings) is None and not args.dry_run:
+        sys.stderr.write(f"gcd restore: GC is not paused for {settings.namespace}: a restored "
+                         "key at or below M would be deleted again; run `gcd pause --reason "
+                         "\"restore\"` first\n")  # fmt: skip
+        return exitcodes.USAGE
+    s3 = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    restore_id = uuid.uuid4().hex[:8]
+    async with S3ObjectStore.open(s3) as store:
+        if args.journal_dir is not None:
+            read = read_journal([Path(part) for part in args.journal_dir.split(",") if part])
+        else:
+            read = await read_journal_objects(store, args.journal_prefix,
+                                              max_bytes=MAX_SEGMENT_READ)  # fmt: skip
+        if not read.records:
+            raise ConfigError("no journal records found: is --journal-dir / --journal-prefix "
+                              "the sweepers' journal?")  # fmt: skip
+        chosen = select(deletions_in(read), selection)
+        path = None
+        if args.journal_dir is not None and not args.dry_run:
+            path = Path(args.journal_dir.split(",")[0]) / f"restore-{restore_id}.jsonl"
+        log = RestoreLog(path)
+        try:
+            results = await restore(store, chosen, wanted=selection.keys, dry_run=args.dry_run,
+                                    log=log, progress=_progress)  # fmt: skip
+        finally:
+            log.close()
+        if args.journal_dir is None and log.lines:
+            name = f"{args.journal_prefix.strip('/')}/restore-{restore_id}.jsonl"
+            await store.put_object(name, ("\n".join(log.lines) + "\n").encode(),
+                                   if_absent=True)  # fmt: skip
+    steps = repair_steps(results, chosen, sorted(selection.partitions))
+    _write(results, steps, json_out=args.json, dry_run=args.dry_run)
+    failed = any(result.outcome is RestoreOutcome.FAILED for result in results)
+    return exitcodes.PARTIAL_FAILURE if failed else exitcodes.OK
+
+
+def _write(results: list[KeyResult], steps: list[str], *, json_out: bool, dry_run: bool) -> None:
+    counts = {outcome.value: 0 for outcome in RestoreOutcome}
+    for result in results:
+        counts[result.outcome.value] += 1
+    if json_out:
+        doc: dict[str, Any] = {"version": OUTPUT_VERSION, "dry_run": dry_run, **{
+            name.replace(" ", "_"): count for name, count in counts.items()},
+            "keys": [result.to_dict() for result in results], "steps": steps}  # fmt: skip
+        write_json(doc)
+        return
+    for result in results:
+        line = f"{result.outcome.value:<18} {printable(result.key)}"
+        if result.version_id is not None:
+            line += f"  (version {result.version_id})"
+        if result.detail is not None:
+            line += f"  ({result.detail})"
+        sys.stdout.write(line + "\n")
+    said = ", ".join(f"{count} {name}" for name, count in counts.items() if count)
+    head = "gcd restore (dry run):" if dry_run else "gcd restore:"
+    sys.stdout.write(f"{head} {said or 'nothing selected'}\n")
+    if steps:
+        sys.stdout.write("to keep them, lower the wrong M(p) below them, then resume GC:\n")
+        sys.stdout.writelines(f"  {step}\n" for step in steps)

@@ -1,0 +1,159 @@
+"""The undo window: which deletions stay reversible, and for how long (pure).
+
+Theory of operation
+-------------------
+One knob, one meaning: for `--undo-window W` after l0gc deletes an object, the object
+can be brought back (`gcd restore`). W = 0 is the old behaviour: deletions are final.
+Two rules keep the promise, chosen per round by what the store can do:
+
+* **Versioned buckets: hide, then reclaim.** An eligible key whose newest version holds
+  bytes is *hidden*: deleted without a version id, so the store writes a delete marker
+  and keeps every version (`plan_key` answers HIDE; the journal records the marker's
+  version id and the versions it hides). A later round that finds l0gc's own marker on
+  top of a key, older than W by the store's clock (its LastModified), *reclaims* the
+  key: every version and every marker l0gc wrote, by version id (RECLAIM). A marker l0gc
+  did not write is never touched (FOREIGN): only markers the journal names are
+  l0gc's. A key whose marker is younger than W is PENDING (counted with its bytes and
+  the marker's age: `gcd status`). A key with a version inside the grace period waits.
+* **Stores without versions: the M of one window ago.** The round deletes only keys
+  that have been garbage for the whole window: at or below every M in force during
+  the last W (`delayed_safe_epoch` over M's history, `MEntry`: one entry per change of
+  M, recorded by the sweepers where they read M, `should_record`; pruned past the
+  longest window in use, `prunable`). A namespace whose history does not reach back W
+  deletes nothing yet (None).
+
+Both rules only ever delete *less* than M allows, never more: HIDE keeps every byte,
+RECLAIM needs an l0gc marker older than W, and the delayed M is the minimum of M over
+the window, so it is never above the M in force now.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "KeyPlan",
+    "MEntry",
+    "UndoAction",
+    "VersionEntry",
+    "delayed_safe_epoch",
+    "plan_key",
+    "prunable",
+    "should_record",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class MEntry:
+    """One change of the global M: its value, when a sweeper first saw it, and the undo
+    window (seconds) of that sweeper (the longest in use decides what is pruned)."""
+
+    m: int
+    at: float
+    window_s: float = 0.0
+
+
+def delayed_safe_epoch(
+    history: Sequence[MEntry], current: int, now: float, window_s: float
+) -> int | None:
+    """The M a round may delete up to when every deletion must have been garbage for
+    `window_s`: the lowest M in force at any time in [now - window_s, now] (the entry in
+    force at the window's start, every later entry, and `current`). None when no entry
+    is that old: nothing is known to have been garbage for the whole window."""
+    start = now - window_s
+    ordered = sorted(history, key=lambda entry: entry.at)
+    in_force = [entry for entry in ordered if entry.at <= start]
+    if not in_force:
+        return None
+    later = [entry.m for entry in ordered if entry.at > start]
+    return min([in_force[-1].m, *later, current])
+
+
+def should_record(history: Sequence[MEntry], current: int, now: float, spacing_s: float) -> bool:
+    """Whether a sweeper that reads M = `current` at `now` adds an entry: always when there
+    is none or M went down (a repair); when M went up, only `spacing_s` after the last
+    entry. Recording a rise late only makes the delayed M lower (safe), and keeps the
+    history small: about window / spacing entries."""
+    if not history:
+        return True
+    last = max(history, key=lambda entry: entry.at)
+    if current < last.m:
+        return True
+    return current > last.m and now - last.at >= spacing_s
+
+
+def prunable(history: Sequence[MEntry], now: float, window_s: float) -> list[MEntry]:
+    """The entries no window in use needs any more: older than the entry in force at
+    now - longest window (the longest of `window_s` and every entry's own window)."""
+    longest = max([window_s, *(entry.window_s for entry in history)])
+    ordered = sorted(history, key=lambda entry: entry.at)
+    start = now - longest
+    in_force = [index for index, entry in enumerate(ordered) if entry.at <= start]
+    return ordered[: in_force[-1]] if in_force else []
+
+
+@dataclass(frozen=True, slots=True)
+class VersionEntry:
+    """One listed version or delete marker of a key."""
+
+    version_id: str
+    marker: bool
+    latest: bool
+    last_modified_s: float
+    size: int = 0
+    young: bool = False
+    """Inside the grace period: the whole key waits."""
+
+
+class UndoAction(enum.Enum):
+    """What a versioned round with an undo window does with one eligible key."""
+
+    HIDE = "hide"
+    """Delete without a version id: a delete marker, every version kept."""
+    RECLAIM = "reclaim"
+    """l0gc's marker is older than the window: delete its versions and l0gc's markers."""
+    PENDING = "pending"
+    """l0gc's marker is younger than the window: keep, count."""
+    FOREIGN = "foreign"
+    """Another writer's marker is on top: never touched."""
+    WAIT = "wait"
+    """A version is inside the grace period, or the listing named no latest entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPlan:
+    """`plan_key`'s answer: the action, the versions to delete (RECLAIM), the versions a
+    new marker hides (HIDE, newest first), and for PENDING the bytes held and the time
+    l0gc's marker was written."""
+
+    action: UndoAction
+    targets: tuple[VersionEntry, ...] = ()
+    hides: tuple[str, ...] = ()
+    held_bytes: int = 0
+    marker_at: float | None = None
+
+
+def plan_key(
+    versions: Sequence[VersionEntry], ours: Collection[str], now: float, window_s: float
+) -> KeyPlan:
+    """What to do with every listed version of one eligible key (see the theory above);
+    `ours` are the version ids of the delete markers l0gc wrote on this key."""
+    data = sorted((v for v in versions if not v.marker), key=lambda v: -v.last_modified_s)
+    if any(v.young for v in versions):
+        return KeyPlan(UndoAction.WAIT)
+    latest = [v for v in versions if v.latest]
+    if len(latest) != 1:
+        return KeyPlan(UndoAction.WAIT)
+    top = latest[0]
+    held = sum(v.size for v in data)
+    if not top.marker:
+        return KeyPlan(UndoAction.HIDE, hides=tuple(v.version_id for v in data), held_bytes=held)
+    if top.version_id not in ours:
+        return KeyPlan(UndoAction.FOREIGN, held_bytes=held)
+    if now - top.last_modified_s < window_s:
+        return KeyPlan(UndoAction.PENDING, held_bytes=held, marker_at=top.last_modified_s)
+    mine = tuple(v for v in versions if v.marker and v.version_id in ours)
+    return KeyPlan(UndoAction.RECLAIM, targets=(*data, *mine), held_bytes=held,
+                   marker_at=top.last_modified_s)  # fmt: skip

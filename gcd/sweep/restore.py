@@ -1,0 +1,299 @@
+"""Bringing back what l0gc deleted within its undo window (`gcd restore`).
+
+Theory of operation
+-------------------
+The deletion journal says what l0gc deleted and how (`deletions_in`): a key *hidden*
+behind a delete marker l0gc wrote (an undo window on a versioned bucket; the after
+record names the marker's version id, the before record the versions it hides), a
+version or marker freed by version id (a reclaim: gone), or a key deleted for good (no
+window, or a store without versions). `select` keeps the deletions an operator asks
+for (time, round, partition pinning M, keys); the newest deletion of a key wins.
+
+`restore` then asks the store about each chosen key (one ListObjectVersions of the key)
+and sorts it: l0gc's marker is still there -> RESTORED by deleting exactly that marker
+by its version id (the version it hid becomes current again, byte for byte: nothing
+is copied); the marker is gone and a hidden version is current -> ALREADY_RESTORED; the
+versions are gone -> ALREADY_RECLAIMED (the window had passed); a key the journal never
+deleted -> NEVER_DELETED. Nothing else is ever deleted: never another writer's marker,
+never a version. Each request is written to the restore log (`RestoreLog`, JSON lines,
+fsynced) before it is sent, and its answer after.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from gcd.rules.versions import split_target, version_target
+from gcd.storage.objectstore import ObjectInfo
+from gcd.sweep.journal import JournalRead, Record
+
+__all__ = ["JournaledDeletion", "KeyResult", "RestoreLog", "RestoreOutcome", "Selection",
+           "deletions_in", "repair_steps", "restore", "select"]  # fmt: skip
+
+BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class JournaledDeletion:
+    """One key l0gc deleted, as its journal tells it."""
+
+    key: str
+    epoch: int
+    at: float
+    sweeper: str
+    round: str | None
+    marker: str | None
+    """The delete marker l0gc wrote (a hidden key); None: the key's bytes were deleted."""
+    hides: tuple[str, ...] = ()
+    pinning: tuple[tuple[str, int], ...] = ()
+
+
+class RestoreOutcome(enum.Enum):
+    """What `restore` found, or did, for one key."""
+
+    RESTORED = "restored"
+    ALREADY_RESTORED = "already restored"
+    ALREADY_RECLAIMED = "already reclaimed"
+    NEVER_DELETED = "never deleted"
+    FAILED = "failed"
+
+
+_Deletion = JournaledDeletion
+_Outcome = RestoreOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class KeyResult:
+    """One key's outcome; `version_id` is the version current again (RESTORED)."""
+
+    key: str
+    outcome: _Outcome
+    epoch: int | None = None
+    version_id: str | None = None
+    marker: str | None = None
+    detail: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
+        return {"key": self.key, "outcome": self.outcome.value, "epoch": self.epoch,
+                "version_id": self.version_id, "marker": self.marker,
+                "detail": self.detail}  # fmt: skip
+
+
+def _strings(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def deletions_in(read: JournalRead) -> list[_Deletion]:
+    """Every key deletion the journal records as done (an after record lists it)."""
+    befores: dict[tuple[str, object], Record] = {}
+    found: list[_Deletion] = []
+    for record in read.records:
+        if record.kind == "before":
+            befores[(record.sweeper, record.doc.get("request"))] = record
+        elif record.kind == "after":
+            before = befores.get((record.sweeper, record.doc.get("request")))
+            if before is not None:
+                found += _deleted(before.doc, record.doc, record.sweeper)
+    return found
+
+
+def _deleted(before: dict[str, Any], after: dict[str, Any], sweeper: str) -> list[_Deletion]:
+    keys, epochs = _strings(before.get("keys")), _strings(before.get("epochs"))
+    versions = _strings(before.get("version_ids")) or [None] * len(keys)
+    hides = _strings(before.get("hides")) or [[]] * len(keys)
+    sent = {version_target(str(key), version): index
+            for index, (key, version) in enumerate(zip(keys, versions, strict=False))}
+    markers = {str(pair[0]): str(pair[1]) for pair in _strings(after.get("markers"))
+               if isinstance(pair, list) and len(pair) == 2}  # fmt: skip
+    gone_versions = _strings(after.get("deleted_version_ids")) or [None] * len(
+        _strings(after.get("deleted")))
+    pinning = tuple((str(p[0]), int(p[1])) for p in _strings(before.get("pinning"))
+                    if isinstance(p, list) and len(p) == 2)  # fmt: skip
+    result = []
+    for key, version in zip(_strings(after.get("deleted")), gone_versions, strict=False):
+        index = sent.get(version_target(str(key), version))
+        if index is None or not isinstance(epochs[index], int):
+            continue
+        result.append(_Deletion(
+            str(key), epochs[index], float(after.get("at", 0.0)), sweeper,
+            before.get("round"), markers.get(str(key)) if version is None else None,
+            tuple(str(v) for v in _strings(hides[index])), pinning))  # fmt: skip
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which deletions to restore (an empty criterion selects every deletion)."""
+
+    since: float | None = None
+    until: float | None = None
+    rounds: frozenset[str] = frozenset()
+    partitions: frozenset[str] = frozenset()
+    """Deletions made while one of these partitions pinned M (M(p) was M)."""
+    keys: tuple[str, ...] = ()
+
+    def matches(self, deletion: _Deletion) -> bool:
+        """True when `deletion` is selected."""
+        return ((self.since is None or deletion.at >= self.since)
+                and (self.until is None or deletion.at <= self.until)
+                and (not self.rounds or deletion.round in self.rounds)
+                and (not self.partitions
+                     or any(name in self.partitions for name, _ in deletion.pinning))
+                and (not self.keys or deletion.key in self.keys))  # fmt: skip
+
+
+def select(deletions: Iterable[_Deletion], selection: Selection) -> dict[str, _Deletion]:
+    """The newest selected deletion of each key (in journal order: the later wins)."""
+    chosen: dict[str, _Deletion] = {}
+    for deletion in deletions:
+        if selection.matches(deletion):
+            chosen[deletion.key] = deletion
+    return chosen
+
+
+class RestoreLog:
+    """The restore's own journal: one JSON line per request, before and after, fsynced."""
+
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._file: IO[str] | None = None
+        self.lines: list[str] = []
+
+    def write(self, doc: dict[str, Any]) -> None:
+        """Append one record (to the file when there is one)."""
+        line = json.dumps({"v": 1, "at": round(self._clock(), 6), **doc}, sort_keys=True)
+        self.lines.append(line)
+        if self.path is None:
+            return
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+        self._file.write(line + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+@dataclass
+class _Plan:
+    results: list[KeyResult] = field(default_factory=list)
+    targets: list[tuple[_Deletion, str, ObjectInfo | None]] = field(default_factory=list)
+
+
+async def restore(
+    store: Any, chosen: dict[str, _Deletion], *, wanted: Sequence[str] = (), dry_run: bool = False,
+    log: RestoreLog | None = None, progress: Callable[[int, int], None] | None = None,
+) -> list[KeyResult]:  # fmt: skip
+    """Restore every chosen key (see the module docstring); keys in `wanted` that the
+    journal never deleted are NEVER_DELETED. `store` is a versioned S3 store."""
+    plan = _Plan()
+    plan.results += [KeyResult(key, _Outcome.NEVER_DELETED) for key in wanted if key not in chosen]
+    total = len(chosen)
+    for done, deletion in enumerate(chosen.values(), start=1):
+        await _inspect(store, deletion, plan)
+        if progress is not None:
+            progress(done, total)
+    for start in range(0, len(plan.targets), BATCH):
+        part = plan.targets[start: start + BATCH]
+        if dry_run:
+            plan.results += [KeyResult(d.key, _Outcome.RESTORED, d.epoch, None if top is None
+                                       else top.version_id, marker, "dry run: not restored")
+                             for d, marker, top in part]  # fmt: skip
+            continue
+        plan.results += await _send(store, part, log)
+    return sorted(plan.results, key=lambda result: result.key)
+
+
+async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
+    if deletion.marker is None:
+        plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
+                                      detail="deleted without an undo window"))  # fmt: skip
+        return
+    listed = await _versions(store, deletion.key)
+    ids = {obj.version_id: obj for obj in listed}
+    data = sorted((obj for obj in listed if not obj.delete_marker and obj.version_id
+                   in deletion.hides), key=lambda obj: -obj.last_modified_s)  # fmt: skip
+    if deletion.marker in ids:
+        plan.targets.append((deletion, deletion.marker, data[0] if data else None))
+        return
+    latest = next((obj for obj in listed if obj.is_latest), None)
+    if latest is not None and not latest.delete_marker and latest.version_id in deletion.hides:
+        plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RESTORED, deletion.epoch,
+                                      latest.version_id, deletion.marker))  # fmt: skip
+        return
+    plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
+                                  marker=deletion.marker,
+                                  detail="the window passed: versions freed"))  # fmt: skip
+
+
+async def _versions(store: Any, key: str) -> list[ObjectInfo]:
+    """Every version and marker of exactly `key`."""
+    found: list[ObjectInfo] = []
+    token: str | None = None
+    while True:
+        page = await store.list_versions_page(key, continuation_token=token)
+        found += [obj for obj in page.objects if obj.key == key]
+        if page.next_token is None or (page.objects and page.objects[-1].key > key):
+            return found
+        token = page.next_token
+
+
+async def _send(store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]],
+                log: RestoreLog | None) -> list[KeyResult]:  # fmt: skip
+    targets = [version_target(d.key, marker) for d, marker, _ in part]
+    if log is not None:
+        log.write({"type": "restore-before", "targets": [[d.key, m] for d, m, _ in part]})
+    try:
+        answer = await store.delete_batch(targets)
+    except Exception as exc:  # noqa: BLE001 - the log and the results say what failed
+        if log is not None:
+            log.write({"type": "restore-after", "request_error": str(exc)})
+        return [KeyResult(d.key, _Outcome.FAILED, d.epoch, marker=m, detail=str(exc))
+                for d, m, _ in part]  # fmt: skip
+    gone = set(answer.deleted)
+    errors = {failure.key: failure.code for failure in answer.errors}
+    if log is not None:
+        log.write({"type": "restore-after",
+                   "restored": [list(split_target(t)) for t in targets if t in gone],
+                   "failed": [[*split_target(t), code] for t, code in errors.items()]})  # fmt: skip
+    results = []
+    for (deletion, marker, top), target in zip(part, targets, strict=True):
+        if target in gone:
+            results.append(KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch,
+                                     None if top is None else top.version_id, marker))  # fmt: skip
+        else:
+            results.append(KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, marker=marker,
+                                     detail=errors.get(target, "not in the answer")))  # fmt: skip
+    return results
+
+
+def repair_steps(results: Sequence[KeyResult], chosen: dict[str, _Deletion],
+                 partitions: Sequence[str]) -> list[str]:  # fmt: skip
+    """The commands that keep the restored objects: lower the wrong M(p) below the lowest
+    restored epoch (the `partitions` named, else those pinning M when they were deleted),
+    then resume GC."""
+    kept = [r for r in results if r.outcome in {_Outcome.RESTORED, _Outcome.ALREADY_RESTORED}]
+    if not kept:
+        return []
+    lowest = min(r.epoch for r in kept if r.epoch is not None)
+    names = list(partitions) or sorted({name for r in kept for name, _ in chosen[r.key].pinning})
+    steps = [f"watermark partition repair {name} --watermark {lowest - 1} --force "
+             '--reason "restored objects from a wrong M(p)"' for name in names]  # fmt: skip
+    if not names:
+        steps.append(f"watermark partition repair PARTITION --watermark {lowest - 1} --force "
+                     "  # the partition whose M(p) was wrong")  # fmt: skip
+    return [*steps, "gcd resume"]

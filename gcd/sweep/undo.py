@@ -1,0 +1,166 @@
+"""The undo window in a round: the sweeper's side of `gcd.rules.undo`.
+
+`UndoKeeper` is what a sweeper with `--undo-window` holds between rounds:
+
+* a `MarkerLedger`, the delete markers l0gc wrote (key -> marker version ids), read from
+  the deletion journal at start (`load`, the after records' ``markers``) and kept up to
+  date as a `DeleteSink` of the round's own deletions. Only a marker named here is
+  l0gc's: a marker the journal does not name is never reclaimed nor restored;
+* M's history (`gcd.sweep.mhistory.MHistory`, etcd), observed once per round
+  (`ceiling`): on a store without versions the round deletes only up to the delayed M.
+
+`KeyGroups` gathers, per listing prefix, every listed version of one key (a key's
+versions may span pages) and hands the whole key to `gcd.rules.undo.plan_key` once the
+listing moves to the next key or ends; `plans` turns each plan into the candidates the
+deleter sends (a HIDE is one delete without a version id carrying the hidden versions,
+a RECLAIM one delete per version id) and counts what it keeps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import structlog
+
+from gcd.rules.undo import KeyPlan, UndoAction, VersionEntry, delayed_safe_epoch, plan_key
+from gcd.storage.objectstore import ObjectInfo
+from gcd.sweep.deleter import Candidate
+from gcd.sweep.events import BatchAttempt, BatchOutcome
+from gcd.sweep.journal import JournalRead
+from gcd.sweep.mhistory import MHistory
+from gcd.sweep.report import RoundCounts
+
+__all__ = ["KeyGroups", "MarkerLedger", "UndoKeeper", "journal_markers"]
+
+log = structlog.get_logger("gcd.undo")
+
+
+def journal_markers(read: JournalRead) -> Iterator[tuple[str, str]]:
+    """(key, marker version id) of every delete marker a journal says l0gc wrote."""
+    for record in read.records:
+        if record.kind != "after":
+            continue
+        for pair in record.doc.get("markers") or ():
+            if (isinstance(pair, list) and len(pair) == 2
+                    and all(isinstance(part, str) for part in pair)):  # fmt: skip
+                yield pair[0], pair[1]
+
+
+class MarkerLedger:
+    """The delete markers l0gc wrote, by key (a `DeleteSink` of the round's deletions)."""
+
+    def __init__(self) -> None:
+        self.markers: dict[str, set[str]] = {}
+
+    def add(self, key: str, version_id: str) -> None:
+        """Remember one marker l0gc wrote."""
+        self.markers.setdefault(key, set()).add(version_id)
+
+    def load(self, read: JournalRead) -> int:
+        """Remember every marker `read` names; return how many."""
+        count = 0
+        for key, version_id in journal_markers(read):
+            self.add(key, version_id)
+            count += 1
+        return count
+
+    def ours(self, key: str) -> set[str]:
+        """The version ids of l0gc's markers on `key` (empty: none known)."""
+        return self.markers.get(key, set())
+
+    def before(self, attempt: BatchAttempt) -> None:
+        """Nothing to do before a request."""
+
+    def after(self, outcome: BatchOutcome) -> None:
+        """Remember the markers a request wrote; forget the reclaimed ones."""
+        for key, version_id in outcome.markers:
+            self.add(key, version_id)
+        for key, gone in zip(outcome.deleted, outcome.deleted_version_ids, strict=False):
+            known = self.markers.get(key)
+            if known is not None and gone in known:
+                known.discard(str(gone))
+                if not known:
+                    del self.markers[key]
+
+
+@dataclass
+class UndoKeeper:
+    """A sweeper's undo window: its length, l0gc's markers, and M's history."""
+
+    window_s: float
+    ledger: MarkerLedger = field(default_factory=MarkerLedger)
+    history: MHistory | None = None
+    clock: Callable[[], float] = time.time
+
+    async def ceiling(self, current: int) -> int | None:
+        """The delayed M for a store without versions (recording `current` in the history
+        first); None when the history does not reach back a whole window, or there is no
+        history (no etcd): nothing may be deleted yet. Raises what reading etcd raises."""
+        if self.history is None:
+            return None
+        now = self.clock()
+        entries = await self.history.observe(current, now)
+        return delayed_safe_epoch(entries, current, now, self.window_s)
+
+
+@dataclass
+class _Group:
+    key: str
+    epoch: int
+    objects: list[tuple[ObjectInfo, bool]] = field(default_factory=list)
+
+
+class KeyGroups:
+    """Every listed version of the key being listed, per listing prefix."""
+
+    def __init__(self, keeper: UndoKeeper) -> None:
+        self.keeper = keeper
+        self._open: dict[str, _Group] = {}
+
+    def feed(self, prefix: str, obj: ObjectInfo, epoch: int, young: bool) -> _Group | None:
+        """Add one version of an eligible key; the group of the key before, once complete."""
+        group = self._open.get(prefix)
+        done = None
+        if group is None or group.key != obj.key:
+            done = group
+            group = self._open[prefix] = _Group(obj.key, epoch)
+        group.objects.append((obj, young))
+        return done
+
+    def flush(self, prefix: str | None = None) -> list[_Group]:
+        """The open groups of `prefix` (every prefix when None), closed."""
+        names = list(self._open) if prefix is None else [prefix]
+        return [group for name in names if (group := self._open.pop(name, None)) is not None]
+
+    def plans(
+        self, group: _Group, now: float, counts: RoundCounts
+    ) -> list[tuple[Candidate, ObjectInfo]]:
+        """The candidates to delete for a complete group; what is kept is counted."""
+        entries = [VersionEntry(str(obj.version_id), obj.delete_marker, obj.is_latest,
+                                obj.last_modified_s, obj.size, young)
+                   for obj, young in group.objects]  # fmt: skip
+        plan = plan_key(entries, self.keeper.ledger.ours(group.key), now, self.keeper.window_s)
+        return self._act(plan, group, counts)
+
+    @staticmethod
+    def _act(plan: KeyPlan, group: _Group, counts: RoundCounts
+             ) -> list[tuple[Candidate, ObjectInfo]]:  # fmt: skip
+        by_version = {str(obj.version_id): obj for obj, _ in group.objects}
+        if plan.action is UndoAction.HIDE:
+            top = next(obj for obj, _ in group.objects if obj.is_latest)
+            return [(Candidate(group.key, top.size, group.epoch, hides=plan.hides), top)]
+        if plan.action is UndoAction.RECLAIM:
+            return [(Candidate(group.key, entry.size, group.epoch, entry.version_id,
+                               entry.marker, reclaim=True), by_version[entry.version_id])
+                    for entry in plan.targets]  # fmt: skip
+        if plan.action is UndoAction.PENDING:
+            counts.pending_keys += 1
+            counts.pending_bytes += plan.held_bytes
+            oldest = counts.oldest_pending_s
+            if plan.marker_at is not None and (oldest is None or plan.marker_at < oldest):
+                counts.oldest_pending_s = plan.marker_at
+        elif plan.action is UndoAction.FOREIGN:
+            counts.foreign_markers += 1
+        return []

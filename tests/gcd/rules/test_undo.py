@@ -1,0 +1,109 @@
+"""The undo window's pure rules: the delayed M, M's history, and a versioned key's plan."""
+
+from __future__ import annotations
+
+from gcd.rules.undo import (
+    MEntry,
+    UndoAction,
+    VersionEntry,
+    delayed_safe_epoch,
+    plan_key,
+    prunable,
+    should_record,
+)
+
+HOUR = 3600.0
+NOW = 100_000.0
+
+
+def test_no_history_one_window_old_deletes_nothing() -> None:
+    """Without an entry at or before now - window the delayed M is None."""
+    assert delayed_safe_epoch([], 9, NOW, HOUR) is None
+    assert delayed_safe_epoch([MEntry(5, NOW - HOUR + 1)], 9, NOW, HOUR) is None
+
+
+def test_the_entry_exactly_one_window_old_is_in_force() -> None:
+    """An entry recorded exactly one window ago counts (the boundary)."""
+    assert delayed_safe_epoch([MEntry(5, NOW - HOUR)], 9, NOW, HOUR) == 5
+
+
+def test_the_delayed_m_is_the_lowest_m_during_the_window() -> None:
+    """The M in force at the window's start, every later one, and the current: the minimum."""
+    history = [MEntry(2, NOW - 3 * HOUR), MEntry(6, NOW - 2 * HOUR), MEntry(8, NOW - HOUR / 2)]
+    assert delayed_safe_epoch(history, 9, NOW, HOUR) == 6
+    repaired = [*history, MEntry(4, NOW - 60)]  # a repair lowered M inside the window
+    assert delayed_safe_epoch(repaired, 9, NOW, HOUR) == 4
+    assert delayed_safe_epoch(history, 3, NOW, HOUR) == 3  # the current M is lower still
+
+
+def test_a_zero_window_uses_the_latest_entry() -> None:
+    """A window of 0 is the M in force now (never above the current M)."""
+    assert delayed_safe_epoch([MEntry(5, NOW - 1), MEntry(7, NOW)], 7, NOW, 0.0) == 7
+
+
+def test_history_records_every_fall_and_rises_spaced() -> None:
+    """First entry and any fall always; a rise only `spacing` after the last entry."""
+    assert should_record([], 5, NOW, 36.0)
+    last = [MEntry(5, NOW - 10)]
+    assert should_record(last, 4, NOW, 36.0)
+    assert not should_record(last, 6, NOW, 36.0)
+    assert should_record(last, 6, NOW + 26, 36.0)  # exactly the spacing
+    assert not should_record(last, 5, NOW + 1000, 36.0)  # unchanged
+
+
+def test_pruning_keeps_the_entry_in_force_at_the_longest_window() -> None:
+    """Entries older than the one in force at now - longest window go; the longest window
+    is the largest of this sweeper's and every entry's."""
+    history = [MEntry(1, NOW - 5 * HOUR), MEntry(2, NOW - 3 * HOUR), MEntry(3, NOW - 10)]
+    assert prunable(history, NOW, HOUR) == history[:1]
+    assert prunable(history, NOW, 3 * HOUR) == history[:1]
+    assert prunable(history, NOW, 4 * HOUR) == []
+    longer = [MEntry(1, NOW - 5 * HOUR), MEntry(2, NOW - 3 * HOUR, 4 * HOUR)]
+    assert prunable(longer, NOW, HOUR) == []
+
+
+def version(vid: str, *, marker: bool = False, latest: bool = False, at: float = 0.0,
+            size: int = 10, young: bool = False) -> VersionEntry:  # fmt: skip
+    return VersionEntry(vid, marker, latest, at, size, young)
+
+
+def test_a_key_with_bytes_on_top_is_hidden_with_its_versions_named() -> None:
+    """HIDE names every data version, newest first, and the bytes it holds."""
+    plan = plan_key([version("a", at=1), version("b", latest=True, at=2, size=5)], set(), NOW,
+                    HOUR)  # fmt: skip
+    assert plan.action is UndoAction.HIDE
+    assert plan.hides == ("b", "a")
+    assert plan.held_bytes == 15
+
+
+def test_l0gcs_marker_younger_than_the_window_is_pending() -> None:
+    """PENDING until the marker is a whole window old, then RECLAIM (the boundary)."""
+    versions = [version("a", at=1), version("m", marker=True, latest=True, at=NOW - HOUR + 1)]
+    pending = plan_key(versions, {"m"}, NOW, HOUR)
+    assert pending.action is UndoAction.PENDING
+    assert pending.marker_at == NOW - HOUR + 1
+    assert pending.held_bytes == 10
+    due = plan_key(versions, {"m"}, NOW + 1, HOUR)
+    assert due.action is UndoAction.RECLAIM
+    assert {entry.version_id for entry in due.targets} == {"a", "m"}
+
+
+def test_reclaim_never_takes_another_writers_marker() -> None:
+    """Only l0gc's markers and the data versions are reclaimed; a foreign marker on top
+    keeps the whole key."""
+    versions = [version("a", at=1), version("x", marker=True, at=2),
+                version("m", marker=True, latest=True, at=3)]  # fmt: skip
+    plan = plan_key(versions, {"m"}, NOW, HOUR)
+    assert {entry.version_id for entry in plan.targets} == {"a", "m"}
+    foreign = plan_key(versions, {"x"}, NOW, HOUR)
+    assert foreign.action is UndoAction.FOREIGN
+    assert foreign.targets == ()
+
+
+def test_a_young_version_or_no_latest_entry_waits() -> None:
+    """A version inside the grace period, or a listing without exactly one latest, waits."""
+    assert plan_key([version("a", latest=True, young=True)], set(), NOW, HOUR).action is (
+        UndoAction.WAIT)
+    assert plan_key([version("a"), version("b")], set(), NOW, HOUR).action is UndoAction.WAIT
+    two = [version("a", latest=True), version("b", latest=True)]
+    assert plan_key(two, set(), NOW, HOUR).action is UndoAction.WAIT
