@@ -107,9 +107,13 @@ def test_runbook_anchors_exist_for_every_alert() -> None:
 def test_json_examples_in_the_runbook_parse() -> None:
     """The IAM policy in operations.md is valid JSON and reads no object but the claim."""
     text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```json\n(.*?)```", text, re.DOTALL)
-    assert blocks
-    policy = json.loads(blocks[0])
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.DOTALL)]
+    sids = {statement.get("Sid"): statement for block in blocks
+            for statement in block.get("Statement", [])}  # fmt: skip
+    deny = sids["WritersNeverWriteL0gcClaims"]  # writers are kept off every claim key
+    assert (deny["Effect"], deny["Resource"]) == ("Deny", f"arn:aws:s3:::BUCKET/ROOT/*{CLAIM_NAME}")
+    (policy,) = [block for block in blocks if any(
+        statement.get("Sid") == "ReadTheNamespaceClaim" for statement in block.get("Statement", []))]
     actions = {
         action: statement["Resource"]
         for statement in policy["Statement"]

@@ -146,7 +146,10 @@ def _mount_secrets(objects: list[Obj], spec: Obj, container: Obj, root: Path) ->
         secret = volume["secret"]
         for item in secret["items"]:
             content = _secret_file(objects, secret["secretName"], item["key"], item["path"])
-            (local / item["path"]).write_bytes(content)
+            written = local / item["path"]
+            written.write_bytes(content)
+            # As the kubelet does: the item's mode, else the volume's defaultMode (0644).
+            written.chmod(item.get("mode", secret.get("defaultMode", 0o644)))
         mounted[mount["mountPath"]] = str(local)
     return mounted
 
