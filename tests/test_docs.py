@@ -112,8 +112,8 @@ def test_json_examples_in_the_runbook_parse() -> None:
             for statement in block.get("Statement", [])}  # fmt: skip
     deny = sids["WritersNeverWriteL0gcClaims"]  # writers are kept off every claim key
     assert (deny["Effect"], deny["Resource"]) == ("Deny", f"arn:aws:s3:::BUCKET/ROOT/*{CLAIM_NAME}")
-    (policy,) = [block for block in blocks if any(
-        statement.get("Sid") == "ReadTheNamespaceClaim" for statement in block.get("Statement", []))]
+    (policy,) = [block for block in blocks
+                 if "ReadTheNamespaceClaim" in {st.get("Sid") for st in block.get("Statement", [])}]
     actions = {
         action: statement["Resource"]
         for statement in policy["Statement"]
