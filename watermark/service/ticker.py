@@ -86,12 +86,15 @@ class EpochTicker:
         self._now = now
         self._lease: int | None = None
         self._leader_revision: int | None = None  # mod_revision of our leader key
+        self._lease_until = 0.0  # on `now`: our lease is certainly alive before this
         self._emit = Emitter(hook, _TICKER_EVENTS)
 
     @property
     def is_leader(self) -> bool:
-        """True while this ticker holds the leader key (as last seen)."""
-        return self._leader_revision is not None
+        """True while this ticker holds the leader key (as last seen) and its lease is
+        certainly alive: a leader cut off from etcd stops saying so when its lease ends,
+        not when a tick next succeeds."""
+        return self._leader_revision is not None and self._now() < self._lease_until
 
     @property
     def lease_id(self) -> int | None:
@@ -104,12 +107,15 @@ class EpochTicker:
         self._leader_revision = None
 
     async def _keep_lease(self) -> int:
+        sent = self._now()  # the lease lives at least TTL from when the call was sent
         if self._lease is not None:
             if await self._kv.lease_refresh(self._lease):
+                self._lease_until = sent + self._lease_ttl_s
                 return self._lease
             self._lease = None
             self._step_down("lease expired")
         self._lease = await self._kv.lease_grant(self._lease_ttl_s)
+        self._lease_until = sent + self._lease_ttl_s
         return self._lease
 
     async def _campaign(self, lease: int) -> bool:
@@ -164,6 +170,8 @@ class EpochTicker:
             self._step_down("lease expired")
         except (EtcdUnavailable, WatermarkUnavailable) as exc:
             self._emit(TickerTickFailed(self._owner_id, str(exc)))
+            if self._leader_revision is not None and self._now() >= self._lease_until:
+                self._step_down("lease expired while etcd was unreachable")
         return False
 
     async def resign(self) -> None:

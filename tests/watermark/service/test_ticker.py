@@ -168,6 +168,30 @@ async def test_outage_ends_the_tick_without_raising() -> None:
     assert await store.get_cluster_epoch() == 3
 
 
+async def test_a_leader_cut_off_from_etcd_steps_down_when_its_lease_ends() -> None:
+    """Issue 36, item 8: a leader that lost etcd kept reporting itself leader (and the
+    leader gauge said 1) until a tick succeeded. Now it says so only while its lease is
+    certainly alive, and its first failed tick after that steps down, once."""
+    clock = FakeClock()
+    kv = MemoryKV(now=clock)
+    events: list[object] = []
+    store = WatermarkStore(kv, "/l0gc/tick")
+    ticker = EpochTicker(store, kv, interval_s=1.0, owner_id="t", lease_ttl_s=10, now=clock,
+                         hook=events.append)  # fmt: skip
+    await store.init_cluster_epoch(1)
+    assert await ticker.tick_once()
+    kv.unavailable = True
+    clock.now += 9.0
+    assert not await ticker.tick_once()
+    assert ticker.is_leader  # 9 s after the last refresh: the lease may still be alive
+    clock.now += 1.5
+    assert not ticker.is_leader
+    assert not await ticker.tick_once()
+    lost = [e for e in events if type(e).__name__ == "TickerLeadershipLost"]
+    assert len(lost) == 1
+    assert "etcd was unreachable" in str(lost[0])
+
+
 async def test_tick_without_advance_keeps_leadership_only() -> None:
     """tick_once(advance=False) refreshes the lease and campaigns but does not advance."""
     kv = MemoryKV()
