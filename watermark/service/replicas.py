@@ -28,7 +28,10 @@ Fleet (`--fleet-urls`, `watermark.core.fleet`): a member record whose address is
 the fleet's list is ignored: no redirect goes there, rendezvous hashing does not count
 it, and its claims on our partitions are deleted (a claim is only a lock; the partition
 record's owner_epoch still fences). Each such record is logged once
-(``watermark.replica_member_ignored``) and counted (``members_ignored``).
+(``watermark.replica_member_ignored``) and counted (``members_ignored``). So is a claim
+whose member has no member record at all for longer than a leaving replica's handover
+(`orphan_grace_s`): its holder left without cleaning up, or was never a replica, and its
+lease may be kept alive for ever (``watermark.replica_orphan_claim``).
 
 Requests (`locate`): a request for a partition this replica does not serve waits for a
 view read after it arrived, then is served, redirected to the claim's holder, or waits
@@ -212,6 +215,11 @@ class ReplicaSet:
         self._record = MemberRecord(settings.member_id, settings.address, self._partitions)
         self._fleet = settings.fleet or FleetUrls.default_for(settings.address)
         self._foreign: dict[str, int] = {}  # partition -> revision: claims of ignored members
+        self._orphan_since: dict[str, tuple[int, float]] = {}  # partition -> (revision, seen)
+        self.orphan_grace_s = (
+            settings.leave_wait_s + settings.linger_s + 2 * settings.lease_ttl_s
+        )
+        """How long a claim may outlive its member record (a leaving replica's handover)."""
         self._lease: int | None = None
         self._announced = False
         self._member_revision = 0
@@ -391,8 +399,9 @@ class ReplicaSet:
                 claims[partition] = decoded
                 revisions[partition] = item.mod_revision
         self._foreign = {
-            p: revisions.pop(p) for p, c in list(claims.items()) if c.member_id in ignored
-        }
+            p: revisions.pop(p) for p, c in list(claims.items())
+            if c.member_id in ignored or self._orphaned(p, c, revisions[p], members)
+        }  # fmt: skip
         for partition in self._foreign:
             del claims[partition]
         self._claim_revisions = revisions
@@ -402,6 +411,30 @@ class ReplicaSet:
             view = view.with_assignment(self.view.assignment)
         self._assignment_key = key
         return view
+
+    def _orphaned(
+        self, partition: str, claim: ClaimRecord, revision: int,
+        members: dict[str, MemberRecord],
+    ) -> bool:  # fmt: skip
+        """True for a claim whose member has had no member record for longer than a
+        leaving replica's whole handover takes (`orphan_grace_s`): its holder is gone or
+        was never a replica, and keeping it would strand the partition until its lease
+        ends (a lease someone keeps alive: forever)."""
+        if claim.member_id in members:
+            self._orphan_since.pop(partition, None)
+            return False
+        seen = self._orphan_since.get(partition)
+        now = self._clock()
+        if seen is None or seen[0] != revision:
+            self._orphan_since[partition] = (revision, now)
+            return False
+        if now - seen[1] < self.orphan_grace_s:
+            return False
+        if (self.claims_prefix + partition, revision) not in self._reported:
+            self._reported.add((self.claims_prefix + partition, revision))
+            _log.warning("watermark.replica_orphan_claim", partition=partition,
+                         member=claim.member_id[:100], seconds=round(now - seen[1], 1))  # fmt: skip
+        return True
 
     async def _remove_foreign_claims(self) -> None:
         """Delete the claims of ignored members on partitions of ours (each only if

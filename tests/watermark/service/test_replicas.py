@@ -18,7 +18,8 @@ from gcd.testing.local_servers import free_port
 from watermark.api.auth import parse_token_file
 from watermark.api.http_api import create_app
 from watermark.api.http_server import ApiServer
-from watermark.core.kv import Put
+from watermark.core.assignment import ClaimRecord
+from watermark.core.kv import Delete, Put
 from watermark.errors import NoOwner, PartitionNotHosted
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
@@ -257,6 +258,37 @@ async def test_hostile_records_are_reported_and_claim_nothing(group: Group) -> N
     await group.rounds()
     assert group.owners()[victim] == []
     assert sum(len(hosts) for hosts in group.owners().values()) == len(PARTITIONS) - 1
+
+
+async def test_a_claim_without_a_member_record_is_removed_after_the_grace(
+    group: Group,
+) -> None:
+    """Issue 36, item 8: a claim on a live lease by a member id with no member record
+    (a replica that left without cleaning up, or not a replica at all) kept its partition
+    unowned as long as someone refreshed that lease. It is tolerated for a leaving
+    replica's whole handover (`orphan_grace_s`), then removed, and the partition's
+    assigned replica adopts it."""
+    a = group.replicas["a"]
+    victim = a._publisher.partitions[0]
+    a._publisher.drop(victim, "test")
+    lease = await group.kv.lease_grant(TTL)
+    claim = ClaimRecord("ghost", lease).encode()
+    key = f"{NS}/replicas/claims/{victim}"
+    await group.kv.txn([], [Delete(key)])
+    await group.kv.txn([], [Put(key, claim, lease=lease)])
+    await group.rounds()
+    assert group.owners()[victim] == []  # inside the grace: a handover may be under way
+    step = TTL / 2
+    waited = 0.0
+    while waited <= a.orphan_grace_s:
+        group.clock.now += step
+        waited += step
+        assert await group.kv.lease_refresh(lease)  # someone keeps the ghost's lease alive
+        for replica in group.replicas.values():
+            await replica.keep_lease()
+        await group.rounds(count=1)
+    await group.rounds()
+    assert group.owners()[victim] == ["a"]
 
 
 async def test_a_member_id_in_use_on_another_lease_claims_nothing(group: Group) -> None:
