@@ -32,6 +32,8 @@ from gcd.chaos.records import History, PartitionLog, Tail, log_path
 __all__ = ["PartitionFeed", "Reconcilers"]
 
 _log = structlog.get_logger("gcd.chaos")
+_IDLE_REPORT_S = 1.0
+"""How often a reconciler reports a partition with nothing new lifted."""
 
 
 @dataclass(slots=True)
@@ -44,6 +46,9 @@ class PartitionFeed:
     lifted_through: int = -1
     reported_through: int = -1
     stalled: bool = False
+    log_end_wanted: bool = False
+    """The owner's last answer asked for the log end (it does not know where it is)."""
+    reported_at: float = 0.0
     last_commit_at: float | None = None
     lifts: list[tuple[int, float]] = field(default_factory=list)
 
@@ -113,22 +118,32 @@ class Reconcilers:
             feed.lifts.append((through, at))
 
     async def _report(self, feed: PartitionFeed) -> bool:
-        """Tell the owner; True once it has everything lifted."""
-        if feed.reported_through >= feed.lifted_through:
+        """Tell the owner; True once it has everything lifted. As docs/integration.md
+        says, an idle partition is reported too (every `_IDLE_REPORT_S`), and the log
+        end goes along only when the owner's last answer asked for it (read now, after
+        that answer): that is how an idle partition moves on after its owner crashed."""
+        caught_up = feed.reported_through >= feed.lifted_through
+        idle_due = time.monotonic() - feed.reported_at >= _IDLE_REPORT_S
+        if caught_up and not feed.log_end_wanted and not idle_due:
             return True
         assert self.session is not None
         through = feed.lifted_through
+        body: dict[str, int] = {"offset": through}
+        if feed.log_end_wanted:
+            body["log_end_offset"] = feed.log.next_offset - 1
         try:
-            status, _, _ = await self._owners.request(
-                self.session, "POST", feed.name, "/reconciled", {"offset": through},
+            status, answer, _ = await self._owners.request(
+                self.session, "POST", feed.name, "/reconciled", body,
                 timeout_s=2.0, patience_s=2.0,
             )  # fmt: skip
         except (aiohttp.ClientError, TimeoutError):
-            return False
+            return caught_up
         ok = status == 200
         if ok:
             feed.reported_through = max(feed.reported_through, through)
-        return ok
+            feed.reported_at = time.monotonic()
+            feed.log_end_wanted = answer.get("log_end_wanted") is True
+        return ok or caught_up
 
     async def step(self) -> None:
         """One pass: poll, lift what is due, report."""
