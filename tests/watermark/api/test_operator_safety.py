@@ -45,6 +45,16 @@ def record(serve: LiveServe) -> dict[str, Any]:
     return doc
 
 
+def put_by_hand(etcd: LocalEtcd, serve: LiveServe, doc: dict[str, Any]) -> None:
+    """Write orders/0's record with etcdctl, behind l0gc's back (as an operator might)."""
+    etcdctl = etcd_binary().with_name("etcdctl")
+    subprocess.run(
+        [str(etcdctl), "--endpoints", etcd.endpoint, "put",
+         f"{serve.namespace}/partitions/{P}", json.dumps(doc)],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+
+
 def fence(serve: LiveServe, epoch: int, timeout_s: float = 2.0) -> tuple[int, dict[str, Any]]:
     return call(serve, "POST", f"/v1/partitions/{PATH}/fence",
                 {"epoch": epoch, "timeout_s": timeout_s})  # fmt: skip
@@ -101,13 +111,7 @@ def test_a_raise_written_behind_l0gcs_back_raises_the_owners_floor(
     cannot commit; the epoch above is still served."""
     status, held = fence(serve, 3)
     assert status == 200
-    raised = {**record(serve), "watermark": 3}
-    etcdctl = etcd_binary().with_name("etcdctl")
-    subprocess.run(
-        [str(etcdctl), "--endpoints", etcd_server.endpoint, "put",
-         f"{serve.namespace}/partitions/{P}", json.dumps(raised)],
-        check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
+    put_by_hand(etcd_server, serve, {**record(serve), "watermark": 3})
     wait_until_sync(
         lambda: call(serve, "GET", f"/v1/partitions/{PATH}")[1]["published_watermark"] == 3,
         timeout_s=30, what="the owner learned M(p) = 3",
@@ -171,12 +175,7 @@ def test_repair_reset_tracker_unbricks_a_partition_and_refuses_lowering_owner_ep
     bricked = record(serve)
     bricked["tracker"]["last_applied_offset"] = 2**63 - 1
     bricked["owner"] = None
-    etcdctl = etcd_binary().with_name("etcdctl")
-    subprocess.run(
-        [str(etcdctl), "--endpoints", etcd_server.endpoint, "put",
-         f"{serve.namespace}/partitions/{P}", json.dumps(bricked)],
-        check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
+    put_by_hand(etcd_server, serve, bricked)
     reset = admin(serve, "partition", "repair", P, "--reset-tracker", "--json")
     assert reset.returncode == 0, reset.stderr
     after = record(serve)
