@@ -40,22 +40,35 @@ Without --json, one line on stdout says what was done, sizes in KiB/MiB/GiB.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from gcd.cli.options import LAYOUT_OPTIONS, ROUND_OPTIONS, S3_OPTIONS, layout_from_args, resolve
+from gcd.cli.options import (
+    LAYOUT_OPTIONS,
+    ROUND_OPTIONS,
+    S3_OPTIONS,
+    layout_from_args,
+    load_config,
+    resolve,
+)
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS
 from gcd.cli.sweep import watermark_source
 from gcd.rules.admission import RoundAdmission, SafetyGate
+from gcd.rules.versions import VersionMode
+from gcd.spark.inventory import InventoryManifest
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
+from gcd.spark.versioning import plan_versions
+from gcd.storage.objectstore import StoreFeatures
 from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.safety import read_admission
@@ -71,6 +84,8 @@ from watermark.options import (
     add_config_option,
     add_options,
     boolean,
+    config_path,
+    duration,
     integer,
     positive_number,
     text,
@@ -82,15 +97,18 @@ __all__ = ["CONF_OPTION", "REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "r
 log = structlog.get_logger("gcd.spark")
 
 _SHARED = tuple(
-    o for o in ROUND_OPTIONS if o.flag in {"--safe-epoch", "--grace", "--batch-size", "--log-level"}
+    o for o in ROUND_OPTIONS
+    if o.flag in {"--safe-epoch", "--grace", "--batch-size", "--versions", "--log-level"}
 )
 SPARK_OPTIONS: tuple[Option, ...] = (
     Option("--inventory", text, None, "S3 Inventory manifest.json to read the objects from "
-           "(CSV or Parquet report; or use --list)", "PATH"),
+           "(CSV, ORC or Parquet report; all versions on a versioned bucket; or use --list)",
+           "PATH"),
     Option("--inventory-root", text, None, "where the inventory's destination bucket is "
            "copied (local dir or hdfs:// ...); default: found next to the manifest", "DIR"),
     Option("--list", boolean, False, "list the bucket with ListObjectsV2 on the executors "
-           "instead of reading an inventory", switch=True),
+           "(ListObjectVersions on a versioned bucket with --versions reclaim) instead of "
+           "reading an inventory", switch=True),
     Option("--list-tasks", integer(1), 100, "listing tasks the 000-999 prefixes are split "
            "into (default 100)", "N"),
     Option("--output", text, None, "directory for summary.json and decisions/ (sweep) or the "
@@ -177,6 +195,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
             "from a Blob Inventory, is not supported yet); sweep an Azure container with "
             "`gcd sweep --storage azure` or `gcd daemon --storage azure`"
         )
+    refuse_undo_window(args)
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
@@ -216,7 +235,42 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         conf=args.conf or {},
         py_files=args.py_files or (),
         delete_tasks=args.delete_tasks,
+        version_mode=args.versions,
     )
+
+
+UNDO_WINDOW_ENV = "L0GC_UNDO_WINDOW"
+
+
+def refuse_undo_window(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> None:
+    """ConfigError when an undo window (`gcd sweep --undo-window`, issue 38) reaches a
+    Spark command, from a flag, L0GC_UNDO_WINDOW or the config file's `undo_window`:
+    Spark deletes at once and cannot honour one, so it says so instead of ignoring it.
+    A window of zero ("0", "0s") is no window and is accepted."""
+    env = os.environ if environ is None else environ
+    found: list[tuple[str, object]] = []
+    if getattr(args, "undo_window", None) is not None:
+        found.append(("flag --undo-window", args.undo_window))
+    if env.get(UNDO_WINDOW_ENV):
+        found.append((f"env {UNDO_WINDOW_ENV}", env[UNDO_WINDOW_ENV]))
+    path = config_path(args, env)
+    config = load_config(path) if path is not None else {}
+    if config.get("undo_window") is not None:
+        found.append((f"config key undo_window in {path}", config["undo_window"]))
+    for source, value in found:
+        try:
+            seconds = duration(value)
+        except ValueError:
+            seconds = None
+        if seconds != 0:
+            raise ConfigError(
+                f"{source} = {value!r}: {getattr(args, 'command', 'spark-sweep')} cannot honour "
+                "an undo window (Spark deletes at once, nothing is held back to restore); "
+                "remove it for Spark jobs (0 is accepted), or sweep with `gcd sweep` / "
+                "`gcd daemon`, which keep the window"
+            )
 
 
 async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> RoundAdmission:
@@ -250,7 +304,10 @@ def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
             f"{config.command}: M={document['safe_epoch']} listed={document['listed']:,} "
             f"eligible={document['eligible']:,} {verb}={count:,} ({human_bytes(size)}) "
             f"errors={document['errors']:,} unparsable={document['unparsable']:,} "
-            f"-> {config.output}"
+            + (f"versions={document['deleted_versions']:,} "
+               f"markers={document['deleted_markers']:,} locked={document['locked']:,} "
+               if config.versions else "")
+            + f"-> {config.output}"
         )
     else:
         line = (
@@ -267,6 +324,20 @@ def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
             printable(str(root)) for root in nested
         )
     return line
+
+
+def with_version_plan(config: JobConfig, features: StoreFeatures | None) -> JobConfig:
+    """`config` with what the job does about versions (`gcd.spark.versioning`)."""
+    has_versions = False
+    if config.inventory is not None:
+        has_versions = InventoryManifest.load(config.inventory).has_versions
+    plan = plan_versions(
+        mode=VersionMode(config.version_mode), features=features, source=config.source,
+        inventory_has_versions=has_versions, deleting=config.sweep and not config.dry_run,
+        bucket=config.bucket, inventory=config.inventory,
+    )  # fmt: skip
+    return dataclasses.replace(config, versions=plan.versions, object_lock=plan.object_lock,
+                               store=plan.store)  # fmt: skip
 
 
 def _announce(config: JobConfig, document: dict[str, Any]) -> None:
@@ -290,13 +361,9 @@ async def run(args: argparse.Namespace) -> int:
         settings = S3Settings(bucket=config.bucket, endpoint_url=config.endpoint_url,
                               region=config.region)  # fmt: skip
         features = await preflight(settings, config.layout.listing_root)
-        if features.versioned and config.sweep and not config.dry_run:
-            raise ConfigError(
-                f"bucket {config.bucket!r} has versioning {features.versioning}: Spark deletes "
-                "without version ids, which only adds delete markers and frees no bytes; "
-                "sweep it with `gcd sweep` or `gcd daemon` (they delete every version of an "
-                "eligible key, docs/stores.md), or run spark-report / --dry-run"
-            )
+    else:
+        features = None
+    config = with_version_plan(config, features)
     admission = await read_safe_epoch(args, config.safe_epoch)
     if not admission.allowed:
         log.warning("spark.round_blocked", command=config.command, reason=admission.blocked_reason,
