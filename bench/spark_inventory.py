@@ -12,6 +12,11 @@ S3 call. The data: 1000 prefixes, epochs 1-200 (M = 150), 0.1% unparsable keys,
 0.1% keys outside the root, sizes 1 KiB-8 MiB, LastModified over the last 10 days.
 
     .venv/bin/python -m bench.spark_inventory [--rows 1000000] [--runs 3] [--master local[2]]
+
+`--versions` writes an inventory of all versions (IncludedObjectVersions All: VersionId,
+IsLatest, IsDeleteMarker) of a versioned bucket instead: every key has a non-current
+version before its current one, and one key in ten a delete marker on top; `--rows`
+counts versions and markers. The commands then read and decide every version.
 """
 
 from __future__ import annotations
@@ -42,8 +47,10 @@ BUCKET = "bench-l0"
 SAFE_EPOCH = 150
 
 
-def generate(directory: Path, rows: int, files: int, seed: int = 7) -> Path:
-    """Write the inventory report; return the manifest path."""
+def generate(
+    directory: Path, rows: int, files: int, seed: int = 7, *, versions: bool = False
+) -> Path:
+    """Write the inventory report (of all versions with `versions`); the manifest path."""
     rng = random.Random(seed)
     now = time.time()
     config_dir = directory / "inventory" / BUCKET / "daily"
@@ -53,10 +60,13 @@ def generate(directory: Path, rows: int, files: int, seed: int = 7) -> Path:
     for index in range(files):
         text = io.StringIO()
         writer = csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        key = ""
         for row in range(index * per_file, min(rows, (index + 1) * per_file)):
             draw = rng.random()
             epoch = rng.randint(1, 200)
-            if draw < 0.001:
+            if versions and row % 2:
+                pass  # the current version (or marker) of the previous row's key
+            elif draw < 0.001:
                 key = f"level_zero/data/{rng.randrange(1000):03d}/not-an-epoch/{row}"
             elif draw < 0.002:
                 key = f"elsewhere/{row}"
@@ -65,8 +75,18 @@ def generate(directory: Path, rows: int, files: int, seed: int = 7) -> Path:
                 key = f"level_zero/data/{rng.randrange(1000):03d}/{epoch:018d}/{name}"
             stamp = datetime.fromtimestamp(now - rng.uniform(0, 864000), UTC)
             size = rng.randint(1024, 8 * 2**20)
-            writer.writerow([BUCKET, quote_plus(key, safe=""), size,
-                             stamp.strftime("%Y-%m-%dT%H:%M:%S.000Z")])  # fmt: skip
+            when = stamp.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            if not versions:
+                writer.writerow([BUCKET, quote_plus(key, safe=""), size, when])
+                continue
+            # Versions come in pairs (non-current, then current) and every tenth pair
+            # has a delete marker on top: row numbers name the key they belong to.
+            kind = row % 20
+            version = f"v{row:010d}"
+            writer.writerow([BUCKET, quote_plus(key, safe=""), version,
+                             "true" if kind % 2 else "false",
+                             "true" if kind == 19 else "false",
+                             "" if kind == 19 else size, when])  # fmt: skip
         name = f"data/part-{index:04d}.csv.gz"
         payload = gzip.compress(text.getvalue().encode(), compresslevel=6)
         (config_dir / name).write_bytes(payload)
@@ -78,7 +98,8 @@ def generate(directory: Path, rows: int, files: int, seed: int = 7) -> Path:
         "version": "2016-11-30",
         "creationTimestamp": str(int(now * 1000)),
         "fileFormat": "CSV",
-        "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+        "fileSchema": ("Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate"
+                       if versions else "Bucket, Key, Size, LastModifiedDate"),
         "files": entries,
     }
     stamp_dir = config_dir / "2026-11-22T00-00Z"
@@ -105,10 +126,12 @@ def main_bench() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (JIT, workers)")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--versions", action="store_true",
+                        help="an inventory of all versions of a versioned bucket")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "spark_inventory")
     args = parser.parse_args()
     started = time.perf_counter()
-    manifest = generate(args.out / "report", args.rows, args.files)
+    manifest = generate(args.out / "report", args.rows, args.files, versions=args.versions)
     generate_s = time.perf_counter() - started
     common = ["--bucket", BUCKET, "--inventory", str(manifest), "--safe-epoch", str(SAFE_EPOCH),
               "--master", args.master, "--log-level", "error", "--json"]  # fmt: skip
@@ -140,6 +163,7 @@ def main_bench() -> None:
     document = {
         "benchmark": "spark_inventory",
         "rows": args.rows,
+        "versions": args.versions,
         "data_files": args.files,
         "master": args.master,
         "cpus": os.cpu_count(),

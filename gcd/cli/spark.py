@@ -40,6 +40,7 @@ Without --json, one line on stdout says what was done, sizes in KiB/MiB/GiB.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -48,14 +49,24 @@ from typing import Any
 
 import structlog
 
-from gcd.cli.options import LAYOUT_OPTIONS, ROUND_OPTIONS, S3_OPTIONS, layout_from_args, resolve
+from gcd.cli.options import (
+    LAYOUT_OPTIONS,
+    ROUND_OPTIONS,
+    S3_OPTIONS,
+    layout_from_args,
+    resolve,
+)
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS
 from gcd.cli.sweep import watermark_source
 from gcd.rules.admission import RoundAdmission, SafetyGate
+from gcd.rules.versions import VersionMode
+from gcd.spark.inventory import InventoryManifest
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
+from gcd.spark.versioning import plan_versions
+from gcd.storage.objectstore import StoreFeatures
 from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.safety import read_admission
@@ -83,15 +94,18 @@ log = structlog.get_logger("gcd.spark")
 
 _SHARED = tuple(
     o for o in ROUND_OPTIONS
-    if o.flag in {"--safe-epoch", "--grace", "--batch-size", "--log-level", "--undo-window"}
+    if o.flag in {"--safe-epoch", "--grace", "--batch-size", "--versions", "--log-level",
+                  "--undo-window"}
 )
 SPARK_OPTIONS: tuple[Option, ...] = (
     Option("--inventory", text, None, "S3 Inventory manifest.json to read the objects from "
-           "(CSV or Parquet report; or use --list)", "PATH"),
+           "(CSV, ORC or Parquet report; all versions on a versioned bucket; or use --list)",
+           "PATH"),
     Option("--inventory-root", text, None, "where the inventory's destination bucket is "
            "copied (local dir or hdfs:// ...); default: found next to the manifest", "DIR"),
     Option("--list", boolean, False, "list the bucket with ListObjectsV2 on the executors "
-           "instead of reading an inventory", switch=True),
+           "(ListObjectVersions on a versioned bucket with --versions reclaim) instead of "
+           "reading an inventory", switch=True),
     Option("--list-tasks", integer(1), 100, "listing tasks the 000-999 prefixes are split "
            "into (default 100)", "N"),
     Option("--output", text, None, "directory for summary.json and decisions/ (sweep) or the "
@@ -181,10 +195,13 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
-    if args.undo_window:
-        raise ConfigError(f"--undo-window {args.undo_window:g}s: {command} cannot keep its "
-                          "deletions reversible yet; give --undo-window 0, or sweep with "
-                          "`gcd sweep` / `gcd daemon`, which can")  # fmt: skip
+    if args.undo_window:  # from the flag, L0GC_UNDO_WINDOW or the config file
+        raise ConfigError(
+            f"--undo-window {args.undo_window:g}s: {command} cannot honour an undo window "
+            "(Spark deletes at once, nothing is held back to restore); give 0 (or remove "
+            "L0GC_UNDO_WINDOW / the config key undo_window for Spark jobs), or sweep with "
+            "`gcd sweep` / `gcd daemon`, which keep the window"
+        )
     if args.bucket is None:
         raise ConfigError("--bucket is required (env L0GC_BUCKET)")
     if args.output is None:
@@ -221,6 +238,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         conf=args.conf or {},
         py_files=args.py_files or (),
         delete_tasks=args.delete_tasks,
+        version_mode=args.versions,
     )
 
 
@@ -255,7 +273,10 @@ def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
             f"{config.command}: M={document['safe_epoch']} listed={document['listed']:,} "
             f"eligible={document['eligible']:,} {verb}={count:,} ({human_bytes(size)}) "
             f"errors={document['errors']:,} unparsable={document['unparsable']:,} "
-            f"-> {config.output}"
+            + (f"versions={document['deleted_versions']:,} "
+               f"markers={document['deleted_markers']:,} locked={document['locked']:,} "
+               if config.versions else "")
+            + f"-> {config.output}"
         )
     else:
         line = (
@@ -272,6 +293,20 @@ def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
             printable(str(root)) for root in nested
         )
     return line
+
+
+def with_version_plan(config: JobConfig, features: StoreFeatures | None) -> JobConfig:
+    """`config` with what the job does about versions (`gcd.spark.versioning`)."""
+    has_versions = False
+    if config.inventory is not None:
+        has_versions = InventoryManifest.load(config.inventory).has_versions
+    plan = plan_versions(
+        mode=VersionMode(config.version_mode), features=features, source=config.source,
+        inventory_has_versions=has_versions, deleting=config.sweep and not config.dry_run,
+        bucket=config.bucket, inventory=config.inventory,
+    )  # fmt: skip
+    return dataclasses.replace(config, versions=plan.versions, object_lock=plan.object_lock,
+                               store=plan.store)  # fmt: skip
 
 
 def _announce(config: JobConfig, document: dict[str, Any]) -> None:
@@ -295,13 +330,9 @@ async def run(args: argparse.Namespace) -> int:
         settings = S3Settings(bucket=config.bucket, endpoint_url=config.endpoint_url,
                               region=config.region)  # fmt: skip
         features = await preflight(settings, config.layout.listing_root)
-        if features.versioned and config.sweep and not config.dry_run:
-            raise ConfigError(
-                f"bucket {config.bucket!r} has versioning {features.versioning}: Spark deletes "
-                "without version ids, which only adds delete markers and frees no bytes; "
-                "sweep it with `gcd sweep` or `gcd daemon` (they delete every version of an "
-                "eligible key, docs/stores.md), or run spark-report / --dry-run"
-            )
+    else:
+        features = None
+    config = with_version_plan(config, features)
     admission = await read_safe_epoch(args, config.safe_epoch)
     if not admission.allowed:
         log.warning("spark.round_blocked", command=config.command, reason=admission.blocked_reason,

@@ -1,9 +1,9 @@
 """Executors delete the eligible keys: DeleteObjects batches, paced, retried.
 
 `apply_deletes` maps the classified DataFrame (`gcd.spark.transforms.classify`) to
-the decisions ``(key, epoch, size, action, error)``. Rows the classifier kept pass
-through (``kept_*``). Eligible rows (``delete``) become ``would_delete`` in a dry
-run (in SQL: no client is ever made); otherwise each task:
+the decisions ``(key, version_id, delete_marker, epoch, size, action, error)``. Rows
+the classifier kept pass through (``kept_*``). Eligible rows (``delete``) become
+``would_delete`` in a dry run (in SQL: no client is ever made); otherwise each task:
 
 - groups them into DeleteObjects requests of at most `batch_size` (<= 1000) keys;
 - runs at most `threads` requests at once (a thread pool per task);
@@ -23,6 +23,13 @@ run (in SQL: no client is ever made); otherwise each task:
   ``failed`` with the reason, and the rest of its batch goes;
 - yields ``deleted`` or ``failed`` (with ``error``) per key.
 
+A row with a version id (a versioned bucket, `--versions reclaim`) is deleted by that
+version id: the request names the version (`gcd.rules.versions.version_target` is how
+it travels through the triage), so bytes are freed and no delete marker is added. On a
+bucket with Object Lock (`DeleteSettings.object_lock`), a version the answer refuses
+with AccessDenied is ``locked`` (kept, counted, not an error), as in the async deleter
+(`gcd.sweep.deleter.LOCKED_CODES`); it is never retried nor sent with a bypass.
+
 Deleting a key that is already gone succeeds in S3, so a stale inventory row, a
 re-run after a crash, or a Spark task retry is harmless: a retried task gets the same
 rows again (the pipeline never lists in a delete task) and reports them ``deleted``.
@@ -40,20 +47,29 @@ from typing import Any
 
 from gcd.errors import StorageError
 from gcd.rules.triage import triage
+from gcd.rules.versions import split_target, version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
-from gcd.spark.transforms import Action
+from gcd.spark.transforms import Action, with_version_columns
 from gcd.storage.objectstore import DeleteResult, KeyFailure
 from gcd.storage.ratelimit import TokenBucket
 from watermark.errors import ConfigError
 
 __all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes", "delete_keys"]
 
-DECISIONS_SCHEMA = "key string, epoch long, size long, action string, error string"
+DECISIONS_SCHEMA = (
+    "key string, version_id string, delete_marker boolean, epoch long, size long, "
+    "action string, error string"
+)
 MAX_BATCH = 1000
+LOCKED_CODES = frozenset({"AccessDenied"})
+"""Per-version codes that mean "locked" on a bucket with Object Lock (the async
+deleter's `gcd.sweep.deleter.LOCKED_CODES`, which executors do not import)."""
 
-Row = tuple[str, int | None, int, str, str | None]
-"""(key, epoch, size, action, error): one decision."""
+Row = tuple[str, str | None, bool, int | None, int, str, str | None]
+"""(key, version_id, delete_marker, epoch, size, action, error): one decision."""
+_Pending = tuple[str, str | None, bool, int | None, int]
+_DECISION_COLUMNS = ("key", "version_id", "delete_marker", "epoch", "size", "action", "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +81,8 @@ class DeleteSettings:
     threads: int = 4
     deletes_per_second: float | None = None
     batch_size: int = MAX_BATCH
+    object_lock: bool = False
+    """The bucket has Object Lock: a version refused with AccessDenied is `locked`."""
 
     @classmethod
     def for_job(
@@ -76,6 +94,7 @@ class DeleteSettings:
         max_deletes_per_second: float | None = None,
         delete_concurrency: int = 8,
         batch_size: int = MAX_BATCH,
+        object_lock: bool = False,
     ) -> DeleteSettings:
         """The settings of each of `tasks` delete tasks sharing job-wide limits equally:
         rate / tasks keys per second, and concurrency // tasks requests (at least 1)."""
@@ -89,6 +108,7 @@ class DeleteSettings:
                 max_deletes_per_second / tasks
             ),
             batch_size=batch_size,
+            object_lock=object_lock,
         )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -127,13 +147,15 @@ def delete_keys(
     rng: random.Random | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, str | None]:
-    """Delete up to 1000 keys; key -> None when deleted, else the final error text."""
+    """Delete up to 1000 keys, or versions (`gcd.rules.versions` targets: a key, or a key
+    and a version id); target -> None when deleted, else the final error text
+    (``"Code: message"``)."""
     rng = rng or random.Random()
     backoff = target.backoff
     outcome: dict[str, str | None] = {}
     remaining = []
     for key in keys:
-        unsafe = xml_unsafe_reason(key)
+        unsafe = xml_unsafe_reason(split_target(key)[0])
         if unsafe is None:
             remaining.append(key)
         else:
@@ -145,7 +167,7 @@ def delete_keys(
         def request(batch: list[str] = batch) -> Any:
             pace(len(batch))
             on_request()
-            body = {"Objects": [{"Key": key} for key in batch], "Quiet": False}
+            body = {"Objects": [_object(each) for each in batch], "Quiet": False}
             return client.delete_objects(Bucket=target.bucket, Delete=body)
 
         try:
@@ -156,7 +178,7 @@ def delete_keys(
         except StorageError as exc:
             outcome.update(dict.fromkeys(batch, str(exc)))
             return outcome
-        result = DeleteResult.from_answer(answer)
+        result = DeleteResult.from_answer(answer, batch)
         sorted_keys = triage(batch, result.deleted, result.errors)
         outcome.update(dict.fromkeys(sorted_keys.deleted))
         outcome.update((failure.key, _error_text(failure)) for failure in sorted_keys.failed)
@@ -176,6 +198,19 @@ def delete_keys(
     return outcome
 
 
+def _object(target: str) -> dict[str, str]:
+    """One entry of a DeleteObjects request: the key, and the version id if any."""
+    key, version_id = split_target(target)
+    return {"Key": key} if version_id is None else {"Key": key, "VersionId": version_id}
+
+
+def _failed_action(settings: DeleteSettings, version_id: str | None, error: str) -> str:
+    """`locked` for a version Object Lock refused, else `failed`."""
+    code = error.split(":", 1)[0]
+    locked = settings.object_lock and version_id is not None and code in LOCKED_CODES
+    return str((Action.LOCKED if locked else Action.FAILED).value)
+
+
 def _error_text(failure: KeyFailure) -> str:
     """``"Code: message"`` (or the code alone) for a key's decision row."""
     return f"{failure.code}: {failure.message}".rstrip(": ")
@@ -189,29 +224,35 @@ def _optional_int(value: object) -> int | None:
         return None
 
 
+def _text_or_none(value: object) -> str | None:
+    """A version id: None for None / NaN / pandas NA."""
+    return value if isinstance(value, str) else None
+
+
 def _delete_partition(
     batches: Iterator[Any], settings: DeleteSettings, requests: Any
 ) -> Iterator[list[Row]]:
     """Decisions for one task's rows, in chunks (see module docs)."""
-    pending: list[tuple[str, int | None, int]] = []
+    pending: list[_Pending] = []
     in_flight: set[Future[list[Row]]] = set()
     pool: ThreadPoolExecutor | None = None
     client: Any = None
     pacer = _Pacer(settings.deletes_per_second)
     count = (lambda: requests.add(1)) if requests is not None else (lambda: None)
 
-    def run_batch(rows: list[tuple[str, int | None, int]]) -> list[Row]:
+    def run_batch(rows: list[_Pending]) -> list[Row]:
+        targets = [version_target(key, version_id) for key, version_id, *_ in rows]
         result = delete_keys(
-            client, settings.target, [key for key, _, _ in rows], pace=pacer.acquire,
-            on_request=count,
-        )
-        # A key is deleted only when its outcome says so; one without any is failed.
-        errors = {key: result.get(key, "not reported by DeleteObjects") for key, _, _ in rows}
-        return [
-            (key, epoch, size, Action.FAILED.value if errors[key] else Action.DELETED.value,
-             errors[key])
-            for key, epoch, size in rows
-        ]
+            client, settings.target, targets, pace=pacer.acquire, on_request=count,
+        )  # fmt: skip
+        decided: list[Row] = []
+        for target, (key, version_id, marker, epoch, size) in zip(targets, rows, strict=True):
+            # A key is deleted only when its outcome says so; one without any is failed.
+            error = result.get(target, "not reported by DeleteObjects")
+            action = Action.DELETED.value if error is None else _failed_action(
+                settings, version_id, error)  # fmt: skip
+            decided.append((key, version_id, marker, epoch, size, action, error))
+        return decided
 
     def submit() -> Iterator[list[Row]]:
         nonlocal pool, client
@@ -229,17 +270,19 @@ def _delete_partition(
     try:
         for frame in batches:
             kept: list[Row] = []
-            for key, epoch, size, action in zip(
-                frame["key"].tolist(), frame["epoch"].tolist(), frame["size"].tolist(),
-                frame["action"].tolist(), strict=True,
-            ):
-                epoch_value = _optional_int(epoch)
+            for key, version, marker, epoch, size, action in zip(
+                frame["key"].tolist(), frame["version_id"].tolist(),
+                frame["delete_marker"].tolist(), frame["epoch"].tolist(),
+                frame["size"].tolist(), frame["action"].tolist(), strict=True,
+            ):  # fmt: skip
+                row: _Pending = (key, _text_or_none(version), str(marker) == "True",
+                                 _optional_int(epoch), int(size))  # fmt: skip
                 if action != Action.DELETE.value:
-                    kept.append((key, epoch_value, int(size), action, None))
+                    kept.append((*row, action, None))
                 elif settings.dry_run:
-                    kept.append((key, epoch_value, int(size), Action.WOULD_DELETE.value, None))
+                    kept.append((*row, Action.WOULD_DELETE.value, None))
                 else:
-                    pending.append((key, epoch_value, int(size)))
+                    pending.append(row)
                     if len(pending) >= settings.batch_size:
                         yield from submit()
             if kept:
@@ -254,7 +297,8 @@ def _delete_partition(
 
 
 def apply_deletes(classified: Any, settings: DeleteSettings, *, requests: Any = None) -> Any:
-    """Classified rows -> decisions ``(key, epoch, size, action, error)``.
+    """Classified rows -> decisions ``(key, version_id, delete_marker, epoch, size,
+    action, error)``.
 
     `requests` is an optional Spark accumulator counting DeleteObjects calls. Spark
     merges a task's accumulator updates when the task succeeds (once per partition of
@@ -266,20 +310,21 @@ def apply_deletes(classified: Any, settings: DeleteSettings, *, requests: Any = 
         import pandas as pd  # noqa: PLC0415
 
         for rows in _delete_partition(batches, settings, requests):
-            frame = pd.DataFrame.from_records(
-                rows, columns=["key", "epoch", "size", "action", "error"]
-            )
+            frame = pd.DataFrame.from_records(rows, columns=list(_DECISION_COLUMNS))
             frame["epoch"] = frame["epoch"].astype("Int64")
+            frame["delete_marker"] = frame["delete_marker"].astype(bool)
             yield frame
 
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
-    columns = classified.select("key", "epoch", "size", "action")
+    columns = with_version_columns(classified).select(
+        "key", "version_id", "delete_marker", "epoch", "size", "action"
+    )
     if settings.dry_run:
         # Nothing to call: rename the action in SQL, without a trip through Python.
         eligible = F.col("action") == Action.DELETE.value
         return columns.select(
-            "key", "epoch", "size",
+            "key", "version_id", "delete_marker", "epoch", "size",
             F.when(eligible, Action.WOULD_DELETE.value).otherwise(F.col("action")).alias("action"),
             F.lit(None).cast("string").alias("error"),
         )  # fmt: skip

@@ -6,7 +6,7 @@ bucket::
     {dest-prefix}/{source-bucket}/{config-id}/{YYYY-MM-DDTHH-MMZ}/manifest.json
     {dest-prefix}/{source-bucket}/{config-id}/data/{uuid}.csv.gz   (or .parquet)
 
-The manifest names the source bucket, the format (CSV or Parquet; ORC is refused),
+The manifest names the source bucket, the format (CSV, Apache ORC or Apache Parquet),
 the columns (`fileSchema`) and the data files by their key in the DESTINATION bucket.
 Copy the report to a file system Spark can read (local disk, HDFS, a mounted volume)
 and give the manifest's path: each file's key is resolved against an
@@ -15,14 +15,23 @@ against the manifest's own directory or one of its parents, dropping as many lea
 key segments as needed (so both a mirror of the whole bucket and an
 `aws s3 sync s3://dest/prefix/src/config/ DIR` copy work).
 
-The result is a DataFrame ``(key string, size long, last_modified_s double)``:
+The result is a DataFrame of `SOURCE_SCHEMA` rows (`gcd.spark.transforms`):
 
 - CSV keys are URL-encoded by S3 (``+`` for a space): they are decoded; a key that
   does not decode becomes NULL and is reported as unparsable, never deleted.
 - A LastModifiedDate that does not parse becomes NULL: the classifier treats the
   object as too young (never deleted).
-- In versioned-bucket reports, delete markers and non-current versions are dropped:
-  a DeleteObjects call by key only ever removes the current version.
+- A report configured with ``IncludedObjectVersions: All`` has the columns VersionId,
+  IsLatest and IsDeleteMarker (CSV ``VersionId, IsLatest, IsDeleteMarker``; Parquet
+  and ORC ``version_id``, ``is_latest``, ``is_delete_marker``: the manifest examples
+  of https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html
+  and the field list of .../storage-inventory.html#storage-inventory-contents). With
+  `versions` (a sweep that reclaims) every row is kept with its version id, delete
+  markers included (size 0), so each version is deleted by its id; an empty VersionId
+  is the "null" version (an object written before versioning was enabled). Without
+  `versions` (``--versions markers-only``), delete markers and non-current versions
+  are dropped and rows carry no version id: a delete by key removes the current
+  version only.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from gcd.spark.transforms import SOURCE_SCHEMA
 from watermark.core import strictjson
 from watermark.errors import ConfigError, InvalidJson
 
@@ -45,9 +55,12 @@ __all__ = [
     "resolve_data_paths",
 ]
 
-INVENTORY_SCHEMA = "key string, size long, last_modified_s double"
+INVENTORY_SCHEMA = SOURCE_SCHEMA
 _REQUIRED = ("key", "size", "last_modified_date")
+VERSION_FIELDS = ("version_id", "is_latest", "is_delete_marker")
+"""The columns of a report that includes all versions."""
 _PARQUET_FIELD = re.compile(r"(?:required|optional|repeated)\s+\w+\s+(\w+)")
+_ORC_FIELD = re.compile(r"(?:^|,)\s*(\w+)\s*:")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 _MANIFEST_MAX_BYTES = 64 * 1024 * 1024  # S3 Inventory manifests list file keys: generous
@@ -58,6 +71,7 @@ class InventoryFormat(Enum):
 
     CSV = "CSV"
     PARQUET = "Parquet"
+    ORC = "ORC"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +94,11 @@ class InventoryManifest:
     files: tuple[InventoryFile, ...]
     creation_timestamp_ms: int | None = None
 
+    @property
+    def has_versions(self) -> bool:
+        """True for a report that includes all versions (VersionId, IsLatest, IsDeleteMarker)."""
+        return all(name in self.columns for name in VERSION_FIELDS)
+
     @classmethod
     def parse(cls, raw: bytes | str, *, where: str = "manifest.json") -> InventoryManifest:
         """Parse a manifest document; ConfigError naming `where` and the problem."""
@@ -94,22 +113,19 @@ class InventoryManifest:
         destination = _text(doc, "destinationBucket", where).removeprefix("arn:aws:s3:::")
         fmt_name = _text(doc, "fileFormat", where)
         schema = _text(doc, "fileSchema", where)
-        if fmt_name.upper() == "ORC":
-            msg = (
-                f"inventory manifest {where}: fileFormat ORC is not supported; configure the "
-                "S3 Inventory with the CSV or Apache Parquet format"
-            )
-            raise ConfigError(msg)
         formats = {f.value.upper(): f for f in InventoryFormat}
         if fmt_name.upper() not in formats:
             msg = (
                 f"inventory manifest {where}: unknown fileFormat {fmt_name!r}; "
-                "expected CSV or Parquet"
+                "expected CSV, ORC or Parquet"
             )
             raise ConfigError(msg)
         file_format = formats[fmt_name.upper()]
         if file_format is InventoryFormat.PARQUET:
             columns = tuple(name.lower() for name in _PARQUET_FIELD.findall(schema))
+        elif file_format is InventoryFormat.ORC:
+            inner = schema.strip().removeprefix("struct<").removesuffix(">")
+            columns = tuple(name.lower() for name in _ORC_FIELD.findall(inner))
         else:
             columns = tuple(_snake(name.strip()) for name in schema.split(","))
         missing = [name for name in _REQUIRED if name not in columns]
@@ -220,8 +236,9 @@ def read_inventory(
     *,
     inventory_root: str | None = None,
     expected_bucket: str | None = None,
+    versions: bool = False,
 ) -> Any:
-    """The report's objects as a DataFrame ``(key, size, last_modified_s)``."""
+    """The report's objects as `SOURCE_SCHEMA` rows; every version with `versions`."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     manifest = InventoryManifest.load(manifest_path)
@@ -237,18 +254,36 @@ def read_inventory(
         raw = spark.read.csv(paths, schema=schema, header=False, mode="PERMISSIVE")
         key = F.try_url_decode(F.col("key"))
         modified = F.try_to_timestamp(F.col("last_modified_date"))
-        flag_true = F.lit("true")
+
+        def flag(name: str) -> Any:
+            return F.lower(F.trim(F.col(name))) == F.lit("true")
     else:
-        raw = spark.read.parquet(*paths)
+        # DataFrameReader.orc takes a list (its second argument is mergeSchema).
+        parquet = manifest.file_format is InventoryFormat.PARQUET
+        raw = spark.read.parquet(*paths) if parquet else spark.read.orc(paths)
         key = F.col("key")
         modified = F.col("last_modified_date").try_cast("timestamp")
-        flag_true = F.lit(True)
-    if "is_delete_marker" in manifest.columns:
-        raw = raw.where(F.coalesce(F.col("is_delete_marker") != flag_true, F.lit(True)))
-    if "is_latest" in manifest.columns:
-        raw = raw.where(F.coalesce(F.col("is_latest") == flag_true, F.lit(True)))
+
+        def flag(name: str) -> Any:
+            return F.col(name).try_cast("boolean")
+
+    columns = manifest.columns
+    marker = (F.coalesce(flag("is_delete_marker"), F.lit(False))
+              if "is_delete_marker" in columns else F.lit(False))  # fmt: skip
+    latest = F.coalesce(flag("is_latest"), F.lit(True)) if "is_latest" in columns else F.lit(True)
+    if versions and "version_id" in columns:
+        given = F.col("version_id").cast("string")
+        # An empty VersionId is the "null" version (written before versioning was on).
+        version_id = F.when(F.coalesce(F.length(given), F.lit(0)) > 0, given).otherwise(
+            F.lit("null"))  # fmt: skip
+    else:
+        raw = raw.where(~marker & latest)
+        version_id = F.lit(None).cast("string")
     return raw.select(
         key.alias("key"),
         F.coalesce(F.col("size").try_cast("long"), F.lit(0)).alias("size"),
         (F.unix_micros(modified) / F.lit(1e6)).alias("last_modified_s"),
+        version_id.alias("version_id"),
+        latest.alias("is_latest"),
+        marker.alias("delete_marker"),
     )

@@ -4,8 +4,15 @@ The driver splits the prefixes 000-999 into `task_count` contiguous ranges with 
 sweeper's own sharding (`gcd.rules.layout.listing_prefixes`: `shard_range`, then
 `compress_range` to the fewest listing prefixes), so 100 tasks list ``root/00``,
 ``root/01``, ... ``root/99``. A layout without a prefix group is one task over the
-whole root. Each task builds its own boto3 client and yields
-``(key, size, last_modified_s)`` rows.
+whole root. Each task builds its own boto3 client and yields `SOURCE_SCHEMA` rows
+(`gcd.spark.transforms`).
+
+Versioned buckets (`versions=True`: versioning enabled or suspended, `--versions
+reclaim`): the task pages through ListObjectVersions instead, one row per version and
+delete marker with its version id, as the async sweeper's `list_versions_page` does
+(`gcd.storage.s3`): the skip point is the KeyMarker, the continuation token is the
+answer's NextKeyMarker and NextVersionIdMarker, and the same skip-ahead applies (every
+version of a key has the key's epoch). Unversioned rows have no version id.
 
 Skip-ahead (sweeps only, padded layouts with a prefix): within one prefix directory
 keys are in epoch order, so once a key's epoch is above `skip_above_epoch` (M) the
@@ -25,12 +32,60 @@ from typing import Any
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
-from gcd.spark.transforms import LayoutSpec
+from gcd.spark.transforms import SOURCE_SCHEMA, LayoutSpec
 
-__all__ = ["LISTING_SCHEMA", "list_objects", "list_prefix", "listing_tasks"]
+__all__ = ["LISTING_SCHEMA", "Listed", "list_objects", "list_prefix", "listing_tasks"]
 
-LISTING_SCHEMA = "key string, size long, last_modified_s double"
+LISTING_SCHEMA = SOURCE_SCHEMA
 _PAGE = 1000
+_MARKER_SEPARATOR = "\x00"  # KeyMarker and VersionIdMarker in one continuation token
+
+Listed = tuple[str, int, float, str | None, bool, bool]
+"""(key, size, last_modified_s, version_id, is_latest, delete_marker): one source row."""
+
+
+def _objects_page(client: Any, params: dict[str, Any], cursor: Cursor) -> tuple[
+    list[Listed], str | None
+]:
+    if cursor.token is not None:
+        params["ContinuationToken"] = cursor.token
+    elif cursor.start_after is not None:
+        params["StartAfter"] = cursor.start_after
+    page = client.list_objects_v2(**params)
+    rows: list[Listed] = [
+        (str(item["Key"]), int(item.get("Size", 0)), float(item["LastModified"].timestamp()),
+         None, True, False)
+        for item in page.get("Contents", ())
+    ]  # fmt: skip
+    return rows, page.get("NextContinuationToken") if page.get("IsTruncated") else None
+
+
+def _versions_page(client: Any, params: dict[str, Any], cursor: Cursor) -> tuple[
+    list[Listed], str | None
+]:
+    """One ListObjectVersions page as rows, keys ascending (S3's order within a key kept)."""
+    if cursor.token is not None:
+        key_marker, _, version_marker = cursor.token.partition(_MARKER_SEPARATOR)
+        params["KeyMarker"] = key_marker
+        if version_marker:
+            params["VersionIdMarker"] = version_marker
+    elif cursor.start_after is not None:
+        params["KeyMarker"] = cursor.start_after
+    page = client.list_object_versions(**params)
+    rows: list[Listed] = [
+        (item["Key"], int(item.get("Size", 0)), float(item["LastModified"].timestamp()),
+         str(item["VersionId"]), bool(item.get("IsLatest", False)), marker)
+        for marker, items in ((False, page.get("Versions", ())),
+                              (True, page.get("DeleteMarkers", ())))
+        for item in items
+    ]  # fmt: skip
+    rows.sort(key=lambda row: row[0])  # stable: versions and markers of a key stay together
+    token = None
+    if page.get("IsTruncated"):
+        token = str(page.get("NextKeyMarker") or (rows[-1][0] if rows else ""))
+        if page.get("NextVersionIdMarker"):
+            token += _MARKER_SEPARATOR + str(page["NextVersionIdMarker"])
+    return rows, token
 
 
 def listing_tasks(layout: KeyLayout, task_count: int = 100) -> list[list[str]]:
@@ -50,38 +105,35 @@ def list_prefix(
     skip_above_epoch: int | None = None,
     on_request: Any = None,
     rng: random.Random | None = None,
-) -> Iterator[tuple[str, int, float]]:
-    """Every object under `prefix`, skipping live prefix dirs when asked (see module)."""
+    versions: bool = False,
+) -> Iterator[Listed]:
+    """Every object (or version) under `prefix`, skipping live prefix dirs when asked."""
     limit = skip_above_epoch if layout is not None and can_skip(layout) else None
+    lister, operation = ((_versions_page, "ListObjectVersions") if versions
+                         else (_objects_page, "ListObjectsV2"))  # fmt: skip
     cursor: Cursor | None = Cursor()
     while cursor is not None:
         params: dict[str, Any] = {"Bucket": target.bucket, "Prefix": prefix, "MaxKeys": _PAGE}
-        if cursor.token is not None:
-            params["ContinuationToken"] = cursor.token
-        elif cursor.start_after is not None:
-            params["StartAfter"] = cursor.start_after
         if on_request is not None:
             on_request()
-        page = call_with_retries(
-            functools.partial(client.list_objects_v2, **params),
-            what=f"ListObjectsV2 s3://{target.bucket}/{prefix}",
+        rows, token = call_with_retries(
+            functools.partial(lister, client, params, cursor),
+            what=f"{operation} s3://{target.bucket}/{prefix}",
             backoff=target.backoff,
             rng=rng,
         )
-        contents = page.get("Contents", ())
         found: Skip | None = None  # the last skip a key of this page called for
-        for item in contents:
-            key = item["Key"]
+        for row in rows:
+            key = row[0]
             skip_to = found.start_after if found is not None else None
             if skip_to is not None and key <= skip_to:
                 continue
-            yield key, int(item.get("Size", 0)), float(item["LastModified"].timestamp())
+            yield row
             if limit is not None and layout is not None:
                 found = skip(layout, prefix, layout.parse(key), limit) or found
                 if found is not None and found.done:
                     break
-        token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
-        last = contents[-1]["Key"] if contents else None
+        last = rows[-1][0] if rows else None
         cursor = next_cursor(cursor, found, last, token)
 
 
@@ -93,15 +145,17 @@ def list_objects(
     task_count: int = 100,
     skip_above_epoch: int | None = None,
     requests: Any = None,
+    versions: bool = False,
 ) -> Any:
-    """The bucket's objects under the layout's root as ``(key, size, last_modified_s)``.
+    """The bucket's objects (every version with `versions`) under the layout's root as
+    `SOURCE_SCHEMA` rows.
 
-    `requests` is an optional Spark accumulator counting ListObjectsV2 calls.
+    `requests` is an optional Spark accumulator counting LIST calls.
     """
     tasks = listing_tasks(layout, task_count)
     spec = LayoutSpec.of(layout)
 
-    def run(partition: Iterable[list[str]]) -> Iterator[tuple[str, int, float]]:
+    def run(partition: Iterable[list[str]]) -> Iterator[Listed]:
         built = spec.build()
         client = make_client(target, pool=1)
         count = (lambda: requests.add(1)) if requests is not None else None
@@ -114,6 +168,7 @@ def list_objects(
                     layout=built,
                     skip_above_epoch=skip_above_epoch,
                     on_request=count,
+                    versions=versions,
                 )
 
     rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(run)

@@ -29,6 +29,12 @@ that fails and is retried gets the same rows again instead of re-listing a bucke
 has already partly deleted, and the decisions (hence the summary) stay complete.
 Inventory rows are re-read from the same files on a retry, and are only coalesced.
 
+On a versioned bucket (`versions`: ListObjectVersions on the executors, or an inventory
+of all versions) every version and delete marker is a row, decided on its own by the
+shared rule and deleted by its version id (`gcd.spark.delete`); the summary says how
+many of `deleted` were versions and markers, and counts Object Lock refusals in
+`locked`, as `gcd sweep --json` does.
+
 On a cluster the executors write the decisions and the driver reads them back, so
 `decisions_uri` must be a location every node shares: a plain path is refused unless
 the master is local (`decisions_uri_problem`).
@@ -98,6 +104,15 @@ class JobConfig:
     """`--py-files`: zips (e.g. `gcd spark-package`'s) shipped to the executors."""
     delete_tasks: int | None = None
     """`--delete-tasks`: partitions of the delete stage; None: the granted task slots."""
+    version_mode: str = "reclaim"
+    """`--versions`: "reclaim" or "markers-only" (as `gcd sweep`)."""
+    versions: bool = False
+    """List (or read from the inventory) every version and delete marker, and delete by
+    version id: a versioned bucket with `--versions reclaim` (set by the CLI)."""
+    object_lock: bool = False
+    """The bucket has Object Lock: a version it refuses is `locked`, not an error."""
+    store: dict[str, Any] | None = None
+    """What the preflight detected (versioning, Object Lock), for the summary's `store`."""
 
     @property
     def sweep(self) -> bool:
@@ -133,8 +148,11 @@ def summary_from_counts(
     delete_requests: int,
     duration_s: float,
     nested: NestedClaims | None = None,
+    kinds: dict[str, tuple[int, int]] | None = None,
+    store: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """`gcd sweep --json` fields (plus Spark extras) from per-action (objects, bytes)."""
+    """`gcd sweep --json` fields (plus Spark extras) from per-action (objects, bytes);
+    `kinds`: per action (versions, delete markers) of a versioned bucket's rows."""
 
     def objects(action: Action) -> int:
         return counts.get(action.value, (0, 0))[0]
@@ -142,7 +160,9 @@ def summary_from_counts(
     def size(action: Action) -> int:
         return counts.get(action.value, (0, 0))[1]
 
-    eligible = objects(Action.DELETED) + objects(Action.WOULD_DELETE) + objects(Action.FAILED)
+    eligible = (objects(Action.DELETED) + objects(Action.WOULD_DELETE) + objects(Action.FAILED)
+                + objects(Action.LOCKED))  # fmt: skip
+    deleted_kinds = (kinds or {}).get(Action.DELETED.value, (0, 0))
     kept = (
         Action.KEPT_NOT_ELIGIBLE, Action.KEPT_TOO_YOUNG, Action.KEPT_UNPARSABLE,
         Action.KEPT_NESTED_ROOT,
@@ -165,6 +185,10 @@ def summary_from_counts(
         duration_s=duration_s,
         skipped_nested=objects(Action.KEPT_NESTED_ROOT),
         nested_roots=tuple(sorted(nested.roots)),
+        deleted_versions=deleted_kinds[0],
+        deleted_markers=deleted_kinds[1],
+        locked=objects(Action.LOCKED),
+        store=store,
     ).to_dict()
     summary["outside_root"] = objects(Action.KEPT_OUTSIDE_ROOT)
     summary["would_delete"] = objects(Action.WOULD_DELETE)
@@ -195,8 +219,9 @@ def _source(
     """The objects; with `tasks` (a deleting sweep) in exactly that many partitions."""
     if job.inventory is not None:
         frame = read_inventory(
-            spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket
-        )
+            spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket,
+            versions=job.versions,
+        )  # fmt: skip
         # gzip CSV files are not splittable: spread the rows over the cluster's cores.
         wanted = tasks or spark.sparkContext.defaultParallelism
         files = frame.rdd.getNumPartitions()  # a file scan: planning only, no job
@@ -207,7 +232,7 @@ def _source(
         return frame
     frame = list_objects(
         spark, job.target, job.layout, task_count=job.list_tasks,
-        skip_above_epoch=skip_above, requests=requests,
+        skip_above_epoch=skip_above, requests=requests, versions=job.versions,
     )  # fmt: skip
     # A retried delete task must not re-list (its deleted keys would be gone from the
     # decisions): listed rows cross a shuffle, and the deletes read its output.
@@ -245,19 +270,22 @@ def _nested(
 
 def _sweep(
     spark: Any, job: JobConfig, classified: Any, tasks: int | None
-) -> tuple[dict[str, tuple[int, int]], int]:
-    """Delete (or not) and write the decisions; per-action counts and DeleteObjects calls."""
+) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], int]:
+    """Delete (or not) and write the decisions; per-action (objects, bytes) and
+    (versions, markers), and DeleteObjects calls."""
     settings = DeleteSettings.for_job(
         job.target, tasks=tasks or 1, dry_run=job.dry_run,
         max_deletes_per_second=job.max_deletes_per_second,
         delete_concurrency=job.delete_concurrency, batch_size=job.batch_size,
+        object_lock=job.object_lock,
     )  # fmt: skip
     delete_requests = spark.sparkContext.accumulator(0)
     decisions = apply_deletes(classified, settings, requests=delete_requests)
     decisions.write.mode("overwrite").parquet(job.decisions_uri)  # the one action: deletes
     rows = outcome_counts(spark.read.parquet(job.decisions_uri)).collect()
     counts = {row["action"]: (int(row["objects"]), int(row["bytes"])) for row in rows}
-    return counts, int(delete_requests.value)
+    kinds = {row["action"]: (int(row["versions"]), int(row["markers"])) for row in rows}
+    return counts, kinds, int(delete_requests.value)
 
 
 def execute(
@@ -292,18 +320,19 @@ def execute(
                     safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, now_s=now_s,
                     grace_s=job.grace_s, price_per_gb_month=job.price_per_gb_month,
                     source=job.source, nested_roots=tuple(sorted(nested.roots)),
+                    versions=job.versions,
                 )  # fmt: skip
                 document = write_report(classified, job.output, settings)
                 log.info("spark.report_written", output=str(job.output),
                          garbage_objects=document["garbage_objects"])  # fmt: skip
                 return JobResult(document)
-            counts, delete_count = _sweep(spark, job, classified, tasks)
+            counts, kinds, delete_count = _sweep(spark, job, classified, tasks)
             job_error = None
         except Exception as exc:
             if not _is_spark_failure(exc):
                 raise
             log.error("spark.job_failed", command=job.command, error=str(exc)[:2000])
-            counts, delete_count, job_error = {}, 0, _first_line(exc)
+            counts, kinds, delete_count, job_error = {}, {}, 0, _first_line(exc)
             if not job.sweep:
                 return JobResult({"version": 1, "safe_epoch": safe_epoch}, job_error)
         finally:
@@ -313,7 +342,7 @@ def execute(
     document = summary_from_counts(
         counts, safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, dry_run=job.dry_run,
         list_requests=list_count, delete_requests=delete_count,
-        duration_s=time.monotonic() - started, nested=nested,
+        duration_s=time.monotonic() - started, nested=nested, kinds=kinds, store=job.store,
     )  # fmt: skip
     document["source"] = job.source
     document["decisions"] = job.decisions_uri

@@ -12,6 +12,14 @@ Input: the classified DataFrame (`gcd.spark.transforms.classify`). The words:
   ``nested_root``): that namespace's objects, counted apart (``nested_root_objects``,
   ``nested_roots``), never garbage of this one.
 
+On a versioned bucket (`ReportSettings.versions`: every version and delete marker
+listed or read from an inventory of all versions) each version is one object of these
+counts, decided by its key's epoch, and `report.json` splits the bytes into current
+and non-current ones (`versions_split`): ``current_*`` (the versions a plain listing
+shows), ``noncurrent_*`` (older versions, billed as well) and ``delete_markers``, each
+also for the garbage (``garbage_current_*``, ``garbage_noncurrent_*``,
+``garbage_delete_markers``): what `--versions reclaim` frees beyond the current bytes.
+
 Outputs, in the output directory:
 
 - ``by_epoch.parquet`` / ``.csv``: per epoch: objects, bytes, status (garbage/live),
@@ -51,6 +59,7 @@ __all__ = [
     "list_requests",
     "monthly_cost",
     "prefix_table",
+    "versions_split",
     "write_report",
 ]
 
@@ -77,6 +86,8 @@ class ReportSettings:
     source: str = "inventory"
     nested_roots: tuple[str, ...] = ()
     """Other namespaces' roots claimed below this root (`gcd.spark.nesting`)."""
+    versions: bool = False
+    """The rows are every version and delete marker of a versioned bucket."""
 
 
 def monthly_cost(garbage_bytes: int, price_per_gb_month: float) -> float:
@@ -169,6 +180,28 @@ def _totals(classified: Any) -> dict[str, tuple[int, int]]:
     return totals
 
 
+def versions_split(classified: Any) -> dict[str, int]:
+    """Objects and bytes under the root, and of the garbage, split into current versions,
+    non-current versions and delete markers (`is_latest`, `delete_marker` columns)."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    verdict = F.col("verdict")
+    under_root = verdict.isin(*_PARSED, Verdict.UNPARSABLE.value)
+    garbage = verdict.isin(*_GARBAGE)
+    marker = F.coalesce(F.col("delete_marker"), F.lit(False))
+    current = F.coalesce(F.col("is_latest"), F.lit(True)) & ~marker
+    noncurrent = ~F.coalesce(F.col("is_latest"), F.lit(True)) & ~marker
+    parts = {"current": current, "noncurrent": noncurrent}
+    columns: list[Any] = []
+    for scope, within in (("", under_root), ("garbage_", garbage)):
+        for name, condition in parts.items():
+            columns += _counts(F, within & condition, f"{scope}{name}")
+        columns.append(F.sum(F.when(within & marker, 1).otherwise(0)).alias(
+            f"{scope}delete_markers"))  # fmt: skip
+    row = classified.agg(*columns).collect()[0]
+    return {name: int(row[name] or 0) for name in row.asDict()}
+
+
 def _summary(
     totals: dict[str, tuple[int, int]],
     epochs: Any,
@@ -241,11 +274,12 @@ def write_report(classified: Any, output: str | Path, settings: ReportSettings) 
     unparsable = F.col("verdict") == Verdict.UNPARSABLE.value
     narrow = classified.select(
         F.when(unparsable, F.col("key")).alias("key"),
-        "size", "last_modified_s", "prefix", "epoch", "verdict",
+        "size", "last_modified_s", "prefix", "epoch", "verdict", "is_latest", "delete_marker",
     )  # fmt: skip
     cached = narrow.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         totals = _totals(cached)
+        split = versions_split(cached)
         epochs = epoch_table(cached).toPandas()
         prefixes = prefix_table(cached, settings.now_s).toPandas()
         sample_rows = (
@@ -264,6 +298,8 @@ def write_report(classified: Any, output: str | Path, settings: ReportSettings) 
         table.to_parquet(out / f"{name}.parquet", index=False)
         table.to_csv(out / f"{name}.csv", index=False)
     summary = _summary(totals, epochs, prefixes, sample, settings)
+    summary["versions"] = settings.versions
+    summary.update(split)
     save_chart(epochs, summary, out / "report.png")
     summary["files"] = {
         name: str(out / name)

@@ -10,6 +10,12 @@ the grace period) are fixed once by the driver and broadcast.
 A row whose key is NULL (an inventory key that did not URL-decode) is unparsable; a
 row whose LastModified is NULL is treated as modified "now" (too young): both are
 never deleted.
+
+Every source gives `SOURCE_SCHEMA` rows: one per object, or on a versioned bucket one
+per version and delete marker (`version_id` set, `is_latest`, `delete_marker`). Each
+row is decided on its own by the key's epoch and its own LastModified, as the async
+sweeper decides each listed version (`gcd.rules.versions`): every version of a live key
+is kept, every version and marker of an eligible key goes.
 """
 
 from __future__ import annotations
@@ -26,16 +32,25 @@ from watermark.core.binding import claim_key
 
 __all__ = [
     "CLASSIFIED_SCHEMA",
+    "SOURCE_SCHEMA",
+    "VERSION_COLUMNS",
     "Action",
     "ClassifyParams",
     "LayoutSpec",
     "classify",
     "outcome_counts",
+    "with_version_columns",
 ]
 
+SOURCE_SCHEMA = (
+    "key string, size long, last_modified_s double, version_id string, is_latest boolean, "
+    "delete_marker boolean"
+)
+"""What every source (listing, inventory) gives: one row per object or version."""
+VERSION_COLUMNS = ("version_id", "is_latest", "delete_marker")
 CLASSIFIED_SCHEMA = (
-    "key string, size long, last_modified_s double, prefix int, epoch long, "
-    "verdict string, action string"
+    "key string, size long, last_modified_s double, version_id string, is_latest boolean, "
+    "delete_marker boolean, prefix int, epoch long, verdict string, action string"
 )
 
 
@@ -53,6 +68,8 @@ class Action(Enum):
     KEPT_OUTSIDE_ROOT = "kept_outside_root"
     KEPT_NESTED_ROOT = "kept_nested_root"
     """Under another namespace's root claimed below this one (`gcd.spark.nesting`)."""
+    LOCKED = "locked"
+    """An eligible version Object Lock keeps (retention or legal hold): refused, kept."""
 
     @classmethod
     def for_verdict(cls, verdict: Verdict) -> Action:
@@ -186,20 +203,44 @@ def classify(
     for each in Verdict:
         action = F.when(verdict == each.value, Action.for_verdict(each).value).otherwise(action)
     return (
-        df.select("key", "size", "last_modified_s")
+        with_version_columns(df)
+        .select("key", "size", "last_modified_s", *VERSION_COLUMNS)
         .where(F.col("key") != F.lit(claim_key(spec.root)))  # the binding, not an L0 object
         .withColumn("decided", decide_udf("key", "last_modified_s"))
-        .select("key", "size", "last_modified_s", "decided.prefix", "decided.epoch",
-                "decided.verdict")
+        .select("key", "size", "last_modified_s", *VERSION_COLUMNS, "decided.prefix",
+                "decided.epoch", "decided.verdict")
         .withColumn("action", action)
     )
 
 
-def outcome_counts(df: Any) -> Any:
-    """``(action, objects, bytes)`` over a DataFrame with ``action`` and ``size`` columns."""
+def with_version_columns(df: Any) -> Any:
+    """`df` with the version columns an unversioned source lacks: no version id, the
+    current version, not a delete marker."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
+    defaults = {
+        "version_id": F.lit(None).cast("string"),
+        "is_latest": F.lit(True),
+        "delete_marker": F.lit(False),
+    }
+    for name, value in defaults.items():
+        if name not in df.columns:
+            df = df.withColumn(name, value)
+    return df
+
+
+def outcome_counts(df: Any) -> Any:
+    """``(action, objects, bytes, versions, markers)`` over a DataFrame with ``action``
+    and ``size`` columns: `versions` are rows with a version id that hold bytes (not
+    delete markers), `markers` the delete markers (both 0 without version columns)."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    df = with_version_columns(df)
+    marker = F.coalesce(F.col("delete_marker"), F.lit(False))
+    version = F.col("version_id").isNotNull() & ~marker
     return df.groupBy("action").agg(
         F.count(F.lit(1)).alias("objects"),
         F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+        F.sum(F.when(version, 1).otherwise(0)).alias("versions"),
+        F.sum(F.when(marker, 1).otherwise(0)).alias("markers"),
     )

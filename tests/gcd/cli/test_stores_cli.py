@@ -1,5 +1,6 @@
 """The store options end to end: `gcd sweep --versions/--listing` and what the JSON says
-it detected; `gcd spark-sweep` refusing a versioned bucket (real moto server)."""
+it detected; `gcd spark-sweep` refusing a current-only inventory of a versioned bucket
+(real moto server)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import boto3
 import pytest
@@ -66,18 +68,25 @@ def test_a_bad_versions_value_is_a_usage_error(capsys: pytest.CaptureFixture[str
     assert "--versions" in capsys.readouterr().err
 
 
-def test_spark_sweep_refuses_a_versioned_bucket(
-    s3_server: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str], tmp_path: object
+def test_spark_sweep_refuses_a_current_only_inventory_of_a_versioned_bucket(
+    s3_server: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Spark deletes without version ids: on a versioned bucket it would free nothing,
-    so it refuses before starting Spark, naming the commands that can."""
+    """Issue 41: Spark deletes every version by id (from ListObjectVersions or an
+    inventory of all versions); an inventory of current versions cannot name them, so a
+    deleting sweep from one refuses before starting Spark, naming the fix."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({
+        "sourceBucket": bucket, "destinationBucket": "arn:aws:s3:::dest",
+        "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+        "files": [{"key": "inventory/data/a.csv.gz", "size": 1}],
+    }))  # fmt: skip
     code = main(["spark-sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-                 "--region", "us-east-1", "--safe-epoch", "5", "--list",
-                 "--output", str(tmp_path)])  # fmt: skip
+                 "--region", "us-east-1", "--safe-epoch", "5", "--inventory", str(manifest),
+                 "--output", str(tmp_path / "out")])  # fmt: skip
     err = capsys.readouterr().err
     assert code == exitcodes.USAGE
     assert "versioning Enabled" in err
-    assert "gcd sweep" in err
+    assert "IncludedObjectVersions All" in err
 
 
 async def test_status_shows_what_a_running_sweeper_detected(

@@ -53,7 +53,8 @@ def test_manifest_fields_are_parsed() -> None:
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"fileFormat": "ORC", "fileSchema": "struct<bucket:string,key:string>"}, "ORC"),
+        ({"fileFormat": "ORC", "fileSchema": "struct<bucket:string,key:string>"},
+         "Size and LastModifiedDate"),
         ({"fileSchema": "Bucket, Key"}, "Size and LastModifiedDate"),
         ({"files": []}, "non-empty list"),
         ({"files": [{"key": "../etc/passwd"}]}, "bad file entry"),
@@ -62,9 +63,35 @@ def test_manifest_fields_are_parsed() -> None:
     ],
 )
 def test_bad_manifests_are_refused_with_a_reason(changes: dict[str, Any], words: str) -> None:
-    """ORC, missing Size/LastModifiedDate, bad file lists and fields raise ConfigError."""
+    """Missing Size/LastModifiedDate (any format), bad file lists and fields raise ConfigError."""
     with pytest.raises(ConfigError, match=words):
         InventoryManifest.parse(manifest(**changes))
+
+
+@pytest.mark.parametrize(
+    ("file_format", "schema"),
+    [
+        ("CSV", "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate"),
+        ("Parquet", ("message s3.inventory { required binary bucket (UTF8); required binary "
+                     "key (UTF8); optional binary version_id (UTF8); optional boolean "
+                     "is_latest; optional boolean is_delete_marker; optional int64 size; "
+                     "optional int64 last_modified_date (TIMESTAMP_MILLIS); }")),
+        ("ORC", ("struct<bucket:string,key:string,version_id:string,is_latest:boolean,"
+                 "is_delete_marker:boolean,size:bigint,last_modified_date:timestamp>")),
+    ],
+)
+def test_a_report_of_all_versions_is_recognised_in_each_format(
+    file_format: str, schema: str
+) -> None:
+    """The manifests AWS documents for IncludedObjectVersions All (storage-inventory-
+    location.html) name the version columns in every format."""
+    parsed = InventoryManifest.parse(manifest(fileFormat=file_format, fileSchema=schema))
+    assert parsed.has_versions
+    assert parsed.columns[:4] == ("bucket", "key", "version_id", "is_latest")
+    current = InventoryManifest.parse(manifest(fileFormat=file_format,
+                                               fileSchema=schema.replace("version_id", "v")
+                                               .replace("VersionId", "V")))  # fmt: skip
+    assert not current.has_versions
 
 
 def test_data_files_resolve_in_a_partial_copy(tmp_path: Path) -> None:
