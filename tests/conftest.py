@@ -5,6 +5,11 @@ process when a test asks for it); every test gets its own etcd namespace and its
 bucket, so tests never see each other's state. `s3_any` runs a test once per real S3
 server (moto and SeaweedFS), for behaviour that must not depend on the server.
 Fault tests that stop etcd use `etcd_private`, a function-scoped server of their own.
+
+Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) every worker is a
+process of its own with its own session servers, on free ports and in temp dirs of its
+own, so workers share nothing. The Spark tests are one `xdist_group`: one worker runs
+them all and starts the one SparkSession (~15 s, ~1 GB) of the run.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+import structlog
 
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_gcs import LocalGcs
@@ -29,6 +35,22 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Never let a test pick up the developer's real AWS profile or etcd settings.
 for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "L0GC_ETCD", "L0GC_NAMESPACE"):
     os.environ.pop(_var, None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every `spark` test goes to the same xdist worker (`--dist loadgroup`): one
+    SparkSession for the run, not one per worker."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """`main()` of either CLI configures structlog for its stderr; undo that after each
+    test, so no test sees another's logging set-up (whatever order a worker runs them)."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session")

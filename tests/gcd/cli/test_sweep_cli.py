@@ -9,12 +9,10 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gcd.cli import sweep as sweep_module
 from gcd.cli.main import main
@@ -45,13 +43,6 @@ SUMMARY_FIELDS = [
     "locked_earliest_retain_until", "store", "skipped_nested", "nested_roots",
     "unlistable_prefixes",
 ]  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def prepare_etcd(
