@@ -5,7 +5,7 @@ demo:
 	.venv/bin/gcd demo $(ARGS)
 test:
 	scripts/test.sh $(ARGS)
-test-fast:  ## skips the Spark and soak suites
+test-fast:  ## skips the Spark suite and the slow ones (soak, chaos, whole gcd demo runs)
 	scripts/test.sh -m "not spark and not slow" $(ARGS)
 bench:
 	scripts/bootstrap.sh

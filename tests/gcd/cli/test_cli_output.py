@@ -11,12 +11,10 @@ import pty
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.cli.sweep import interrupted_document, text_summary
@@ -30,13 +28,6 @@ from watermark.__main__ import main as watermark_main
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")
 OLD = datetime.now(UTC) - timedelta(hours=2)
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def run_with_tty_stderr(argv: list[str]) -> tuple[int, str, str]:

@@ -24,7 +24,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gcd.cli.main import SUBCOMMANDS, Subcommand, main
 from gcd.rules.layout import KeyLayout
@@ -35,13 +34,6 @@ from watermark import exitcodes
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")
 OLD = datetime.now(UTC) - timedelta(hours=2)
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 @contextlib.contextmanager

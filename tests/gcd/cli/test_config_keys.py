@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from gcd.cli.journal import _READ_OPTIONS
@@ -12,6 +10,7 @@ from gcd.cli.options import _UNIVERSE, OTHER_COMMAND_KEYS
 from gcd.cli.pause import PAUSE_OPTIONS, RESUME_OPTIONS
 from gcd.cli.status import STATUS_OPTIONS
 from gcd.cli.storage import AZURE_OPTIONS
+from tests.clirun import run_cli
 
 
 def test_every_command_option_is_a_known_config_key() -> None:
@@ -30,8 +29,6 @@ def test_status_takes_the_config_file_of_an_azure_daemon(tmp_path: Path) -> None
     config.write_text('storage = "azure"\naccount_url = "https://a.blob.core.windows.net"\n'
                       'container = "l0gc"\netcd = "127.0.0.1:1"\nnamespace = "/l0gc/x"\n'
                       'grace = "10m"\n')  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "gcd", "status", "--config", str(config),
-                           "--etcd-timeout", "1"], capture_output=True, text=True, timeout=60,
-                          check=False)  # fmt: skip
+    done = run_cli("gcd", "status", "--config", str(config), "--etcd-timeout", "1")
     assert "unknown key" not in done.stderr, done.stderr
     assert done.returncode != 2, done.stderr

@@ -9,16 +9,16 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
 from gcd.testing.local_gcs import LocalGcs
 from gcd.testing.local_servers import LocalEtcd, free_port
+from tests.clirun import run_cli
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_daemon import metric
 from tests.waiting import wait_until_sync
@@ -30,13 +30,6 @@ ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 CLAIM = f"{ROOT}/.l0gc-claim.json"
 KEPT = {LAYOUT.format(1, 9, "live"), LAYOUT.format(500, 9, "live"), f"{ROOT}/junk"}
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture
@@ -51,8 +44,7 @@ def gcs(gcs_server: LocalGcs, gcs_bucket: str) -> list[str]:
 
 def gcd(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `python -m gcd ARGV`."""
-    return subprocess.run([sys.executable, "-m", "gcd", *argv], capture_output=True, text=True,
-                          timeout=120, check=False, env=env)  # fmt: skip
+    return run_cli("gcd", *argv, env=env, timeout_s=120)
 
 
 def bucket_of(flags: list[str]) -> str:

@@ -5,27 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.testing.local_servers import LocalEtcd
+from tests.clirun import run_cli
 from watermark.core.kv import Put
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture
@@ -109,16 +100,12 @@ def test_resume_takes_no_reason(etcd_env: str, capsys: pytest.CaptureFixture[str
 def test_pause_as_a_subprocess_prints_text(etcd_env: str) -> None:
     """`python -m gcd pause` tells a person what happened and how to undo it, and mixes no
     log line into that; `--log-level info` adds the audit line on stderr."""
-    done = subprocess.run([sys.executable, "-m", "gcd", "pause", "--reason", "drill"],
-                          env=dict(os.environ), capture_output=True, text=True, timeout=60,
-                          check=False)  # fmt: skip
+    done = run_cli("gcd", "pause", "--reason", "drill", env=os.environ)
     assert done.returncode == 0, done.stderr
     assert f"GC paused for {etcd_env}: drill" in done.stdout
     assert "gcd resume" in done.stdout
     assert done.stderr == ""
-    audited = subprocess.run([sys.executable, "-m", "gcd", "pause", "--reason", "drill",
-                              "--log-level", "info"], env=dict(os.environ), capture_output=True,
-                             text=True, timeout=60, check=False)  # fmt: skip
+    audited = run_cli("gcd", "pause", "--reason", "drill", "--log-level", "info", env=os.environ)
     assert '"gc.paused"' in audited.stderr  # the audit trail, as a JSON log line
 
 

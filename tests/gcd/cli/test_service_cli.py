@@ -12,20 +12,17 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.cli.sweep import exit_code
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
 from gcd.testing.local_servers import LocalEtcd, LocalS3
+from tests.clirun import run_cli
 from watermark import exitcodes
 from watermark.core.kv import Put
 from watermark.errors import ConfigError
@@ -34,13 +31,6 @@ from watermark.etcd.store import WatermarkStore
 
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def _bare_env(tmp_path: Path) -> dict[str, str]:
@@ -63,10 +53,7 @@ def test_services_without_any_etcd_setting_exit_2_naming_it(
     argv: list[str], tmp_path: Path
 ) -> None:
     """No --etcd, no L0GC_ETCD, no config: exit 2 within seconds, naming both settings."""
-    done = subprocess.run(
-        [sys.executable, "-m", *argv], cwd=tmp_path, env=_bare_env(tmp_path),
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = run_cli(*argv, env=_bare_env(tmp_path), cwd=tmp_path)
     assert done.returncode == exitcodes.USAGE, done.stderr
     assert "--etcd" in done.stderr
     assert "L0GC_ETCD" in done.stderr

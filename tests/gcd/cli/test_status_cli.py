@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Sequence
 
 import pytest
@@ -15,6 +14,7 @@ from gcd.cli.output import write_json
 from gcd.cli.status import build_report, human_age, is_empty, render_text
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.testing.local_servers import LocalEtcd, free_port
+from tests.clirun import run_cli
 from watermark import exitcodes
 from watermark.core import strictjson
 from watermark.core.binding import Binding, StorageTarget
@@ -33,10 +33,7 @@ def gcd(
 ) -> subprocess.CompletedProcess[str]:
     """Run `python -m gcd ARGS` with the etcd settings in the environment."""
     env = {**os.environ, "L0GC_ETCD": etcd, "L0GC_NAMESPACE": namespace, **extra_env}
-    return subprocess.run(
-        [sys.executable, "-m", "gcd", *args], env=env, capture_output=True, text=True,
-        timeout=60, check=False,
-    )
+    return run_cli("gcd", *args, env=env)
 
 
 def setup(etcd: LocalEtcd, namespace: str, watermarks: dict[str, int], *, cluster: int = 8,

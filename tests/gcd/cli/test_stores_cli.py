@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.cli.sweep import watermark_source
@@ -27,12 +25,6 @@ from watermark.etcd.settings import EtcdSettings
 pytestmark = pytest.mark.integration
 
 LAYOUT = KeyLayout.default("level_zero/data")
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture

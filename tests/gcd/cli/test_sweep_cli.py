@@ -9,12 +9,10 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gcd.cli import sweep as sweep_module
 from gcd.cli.main import main
@@ -46,13 +44,6 @@ SUMMARY_FIELDS = [
     "unlistable_prefixes", "poison_keys", "deadline_exceeded", "round", "markers_written",
     "versions_reclaimed", "undo",
 ]  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def prepare_etcd(

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.cli.status import _undo_line
@@ -40,11 +39,6 @@ pytestmark = pytest.mark.integration
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Any:
-    yield
-    structlog.reset_defaults()
 
 
 def make_bucket(client: Any, *, versioned: bool) -> str:

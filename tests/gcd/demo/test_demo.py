@@ -1,5 +1,7 @@
 """`gcd demo`: its ground-truth ledger and views (pure), and whole runs as subprocesses
-(on moto, SeaweedFS and Azurite)."""
+(on moto, SeaweedFS and Azurite). Each whole run is marked `slow` (CI runs them, `make
+test-fast` skips them); each is a configuration of its own (storage, signal), so none
+can share another's run."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from gcd.demo.workload import CommitLog, horizon
 from gcd.testing.local_azurite import LocalAzurite
 from gcd.testing.local_seaweedfs import LocalSeaweedFS
 from gcd.testing.local_servers import LocalEtcd
+from tests.clirun import run_cli
 from watermark import exitcodes
 
 # -- the workload's pure parts ---------------------------------------------------------
@@ -136,12 +139,10 @@ def wait_for_event(
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_a_short_demo_collects_garbage_and_loses_nothing() -> None:
     """An 8 s demo deletes garbage, loses no live object, and stops its etcd."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    done = run_cli("gcd", "demo", "--duration", "8", "--json", timeout_s=120)
     summary = json.loads(done.stdout)
     assert_gone(summary["etcd_pid"])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -158,6 +159,7 @@ def test_a_short_demo_collects_garbage_and_loses_nothing() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_the_demo_cleanly(signum: signal.Signals) -> None:
     """SIGINT/SIGTERM mid-run: it drains, verifies, reports, exits 130, leaves no etcd."""
@@ -181,6 +183,7 @@ def test_a_signal_stops_the_demo_cleanly(signum: signal.Signals) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_a_second_signal_aborts_and_still_stops_etcd() -> None:
     """Two Ctrl-Cs: no summary, exit 130, and the etcd child is stopped all the same."""
     proc = demo("--duration", "120")
@@ -202,6 +205,7 @@ def test_a_second_signal_aborts_and_still_stops_etcd() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_ctrl_c_in_a_terminal_reaches_etcd_too_and_still_ends_cleanly() -> None:
     """A terminal's Ctrl-C signals the whole group (demo and its etcd): still exit 130,
     a summary that verified the referenced objects, and no etcd left behind."""
@@ -224,13 +228,14 @@ def test_ctrl_c_in_a_terminal_reaches_etcd_too_and_still_ends_cleanly() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_the_demo_runs_against_seaweedfs(seaweedfs_server: LocalSeaweedFS) -> None:
     """`gcd demo --endpoint-url` on a real S3 server (SeaweedFS): garbage deleted, no live
     object lost, every live object read back from the server."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json",
-         "--endpoint-url", seaweedfs_server.endpoint_url, "--bucket", "l0gc-demo-sw"],
-        capture_output=True, text=True, timeout=120, check=False,
+    done = run_cli(
+        "gcd", "demo", "--duration", "8", "--json",
+        "--endpoint-url", seaweedfs_server.endpoint_url, "--bucket", "l0gc-demo-sw",
+        timeout_s=120,
     )  # fmt: skip
     summary = json.loads(done.stdout)
     assert_gone(summary["etcd_pid"])
@@ -274,6 +279,7 @@ def container(azurite_server: LocalAzurite, namespace: str) -> Iterator[str]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_the_demo_runs_on_an_azure_account(
     azurite_server: LocalAzurite,
     etcd_server: LocalEtcd,
@@ -291,10 +297,7 @@ def test_the_demo_runs_on_an_azure_account(
         "--storage", "azure", "--account-url", azurite_server.account_url,
         "--container", container, "--azure-connection-string-file", str(connection),
     ]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json", *etcd, *azure],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    done = run_cli("gcd", "demo", "--duration", "8", "--json", *etcd, *azure, timeout_s=120)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     assert summary["ok"] is True
@@ -308,11 +311,7 @@ def test_the_demo_runs_on_an_azure_account(
     root = summary["root"]
     left = [b.name for b in service.get_container_client(container).list_blobs(root + "/")]
     assert left == [f"{root}/.l0gc-claim.json"]
-    bind = subprocess.run(
-        [sys.executable, "-m", "gcd", "namespace", "bind", *azure, "--root", root, *etcd,
-         "--json"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    bind = run_cli("gcd", "namespace", "bind", *azure, "--root", root, *etcd, "--json")
     assert bind.returncode == 0, bind.stderr[-3000:]
     bound = json.loads(bind.stdout)
     assert bound["changed"] is False  # the demo's binding is this one already
@@ -320,13 +319,14 @@ def test_the_demo_runs_on_an_azure_account(
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_the_demo_starts_and_stops_its_own_azurite(etcd_server: LocalEtcd, namespace: str) -> None:
     """`gcd demo --storage azure` with no account: it runs on an Azurite of its own, verifies
     (0 lost, 0 garbage left), and the Azurite process is gone when it exits."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json",
-         "--etcd", etcd_server.endpoint, "--namespace", namespace, "--storage", "azure"],
-        capture_output=True, text=True, timeout=120, check=False,
+    done = run_cli(
+        "gcd", "demo", "--duration", "8", "--json",
+        "--etcd", etcd_server.endpoint, "--namespace", namespace, "--storage", "azure",
+        timeout_s=120,
     )  # fmt: skip
     started = logged(done.stderr, "demo.servers_started")
     if running(started["azurite_pid"], b"azurite"):
@@ -342,14 +342,15 @@ def test_the_demo_starts_and_stops_its_own_azurite(etcd_server: LocalEtcd, names
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_the_demo_runs_on_its_own_gcs_emulator(etcd_server: LocalEtcd, namespace: str) -> None:
     """`gcd demo --storage gcs` with no endpoint: it runs on a GCS emulator of its own
     (the sweeper deleting through JSON batches), verifies (0 lost, 0 garbage left), and
     the emulator process is gone when it exits."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gcd", "demo", "--duration", "8", "--json",
-         "--etcd", etcd_server.endpoint, "--namespace", namespace, "--storage", "gcs"],
-        capture_output=True, text=True, timeout=120, check=False,
+    done = run_cli(
+        "gcd", "demo", "--duration", "8", "--json",
+        "--etcd", etcd_server.endpoint, "--namespace", namespace, "--storage", "gcs",
+        timeout_s=120,
     )  # fmt: skip
     started = logged(done.stderr, "demo.servers_started")
     if running(started["gcs_emulator_pid"], b"gcs_emulator"):
@@ -391,8 +392,7 @@ AZURE_URL = ["--account-url", "https://acct.blob.core.windows.net"]
 )
 def test_storage_flags_that_do_not_fit_exit_2(flags: list[str], message: str) -> None:
     """Mixed or incomplete storage flags: exit 2 naming the flag, before any server starts."""
-    done = subprocess.run([sys.executable, "-m", "gcd", "demo", "--json", *flags],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = run_cli("gcd", "demo", "--json", *flags)
     assert done.returncode == exitcodes.USAGE, done.stderr[-3000:]
     assert message in done.stderr
     assert "demo.servers_started" not in done.stderr

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.testing.local_servers import LocalEtcd, LocalS3
@@ -25,13 +23,6 @@ SAFE = 5
 OLD = datetime.now(UTC) - timedelta(hours=2)
 GREEDY = r".*?(?P<epoch>[0-9]+).*"
 SPANNING = r".+/(?P<epoch>[0-9]{18})/(?P<name>[^/]+)"
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def prepare(etcd: LocalEtcd, namespace: str, s3: LocalS3, bucket: str, root: str) -> None:

@@ -18,8 +18,10 @@ def _seed_range(first: int, count: int) -> Report:
 
 def run_correct_seeds(first: int, count: int) -> Report:
     """Seeds `first` .. `first + count - 1` of the real code, one contiguous share per
-    core (fresh processes: nothing of the test session is inherited)."""
-    workers = max(1, min(len(os.sched_getaffinity(0)), count))
+    core (fresh processes: nothing of the test session is inherited). Under pytest-xdist
+    the cores are shared out among its workers, which run other tests meanwhile."""
+    cores = len(os.sched_getaffinity(0)) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    workers = max(1, min(cores, count))
     shares = [count // workers + (1 if n < count % workers else 0) for n in range(workers)]
     firsts = [first + sum(shares[:n]) for n in range(workers)]
     spawn = multiprocessing.get_context("spawn")

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.cli.spark import summary_line
@@ -24,13 +23,6 @@ from gcd.testing.local_servers import LocalS3
 from watermark import exitcodes
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for the (captured) stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def key(prefix: int, epoch: int, name: str) -> str:

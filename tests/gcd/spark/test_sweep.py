@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.spark.pipeline import summary_from_counts
@@ -37,13 +36,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 SAFE_EPOCH = 10
 CLUSTER_EPOCH = 20
 CLAIM = claim_key("level_zero/data")  # the namespace binding's claim, kept by every sweep
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for the (captured) stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def key(prefix: int, epoch: int, name: str = "obj") -> str:

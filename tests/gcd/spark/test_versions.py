@@ -11,7 +11,6 @@ import asyncio
 import itertools
 import json
 import random
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import boto3
 import pandas as pd
 import pytest
-import structlog
 from botocore.config import Config
 
 from gcd.cli.main import main
@@ -39,12 +37,6 @@ ROOT = "level_zero/data"
 CLAIM = claim_key(ROOT)
 _names = itertools.count()
 
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for the (captured) stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def client_for(endpoint: str) -> Any:

@@ -7,14 +7,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from botocore.exceptions import ClientError, NoCredentialsError
 
 from gcd.cli.main import main
@@ -22,18 +18,12 @@ from gcd.errors import StorageError
 from gcd.storage.s3 import preflight_failure
 from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.testing.local_servers import LocalS3
+from tests.clirun import run_cli
 from watermark import exitcodes
 from watermark.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 ROOT = "level_zero/data/"
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def closed_port() -> int:
@@ -62,10 +52,7 @@ def error_lines(err: str) -> list[str]:
 
 def gcd(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run `python -m gcd` (a daemon that does not fail fast would run on: time limit)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gcd", *argv], env=env, cwd=REPO, capture_output=True,
-        text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = run_cli("gcd", *argv, env=env, cwd=REPO)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.cli.spark import read_safe_epoch
@@ -33,13 +31,6 @@ ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 OLD = datetime.now(UTC) - timedelta(hours=2)
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def cluster(etcd: LocalEtcd, namespace: str, *, safe: int = 5, epoch: int = 8) -> None:

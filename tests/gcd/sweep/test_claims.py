@@ -6,10 +6,8 @@ directory was never collected). The namespace's admin repairs both from the bind
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
-import structlog
 
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.testing.local_servers import LocalEtcd, LocalS3
@@ -20,12 +18,6 @@ from watermark.core.binding import Binding, StorageTarget, claim_key
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def put(s3: LocalS3, bucket: str, key: str, body: bytes) -> None:

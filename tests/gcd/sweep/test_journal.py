@@ -6,12 +6,10 @@ import asyncio
 import hashlib
 import json
 import subprocess
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.rules.admission import SafetyGate
@@ -47,13 +45,6 @@ from watermark.etcd.store import WatermarkStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def key(epoch: int, name: str = "x", prefix: int = 7) -> str:

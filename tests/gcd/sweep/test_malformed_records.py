@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.rules.admission import SafetyGate
@@ -39,13 +38,6 @@ ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 DEEP = b"[" * 100_000
 CONFIG = DaemonConfig(interval_s=1, idle_interval_s=1, max_interval_s=1, full_pass_interval_s=1)
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 async def prepare(etcd: LocalEtcd, namespace: str) -> None:

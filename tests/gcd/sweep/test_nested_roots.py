@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
@@ -45,12 +43,6 @@ LIVE_FOR_A = f"{INNER}/000000000000002000/live1"  # /a's prefix 417, epoch 2000 
 A_GARBAGE_IN_B = f"{INNER}/000000000000001000/old"  # /a's garbage, but under /b's claim
 A_GARBAGE = [A.format(1, 1000, "g"), A.format(500, 1999, "g")]
 A_LIVE = [A.format(1, 2000, "l"), LIVE_FOR_A]
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
 
 
 def cluster(etcd: LocalEtcd, namespace: str, safe: int) -> None:

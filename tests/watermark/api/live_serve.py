@@ -5,8 +5,6 @@ clients, the reference writer in Node). Stopped by its PID."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -17,6 +15,7 @@ from typing import Any
 
 from gcd.testing.local_servers import LocalEtcd, free_port
 from gcd.testing.procs import Child, child_env, wait_http
+from tests.clirun import run_cli
 
 WRITER = "writer-token-0123456789abcdef0123"
 RECONCILER = "reconciler-token-0123456789abcdef"
@@ -35,11 +34,8 @@ class LiveServe:
 
 def watermark(etcd: LocalEtcd, namespace: str, *args: str) -> str:
     """Run one `watermark` admin command against `etcd`; its stdout."""
-    done = subprocess.run(
-        [sys.executable, "-m", "watermark", *args, "--etcd", etcd.endpoint,
-         "--namespace", namespace],
-        capture_output=True, text=True, timeout=60, check=False, env=child_env(),
-    )  # fmt: skip
+    done = run_cli("watermark", *args, "--etcd", etcd.endpoint, "--namespace", namespace,
+                   env=child_env())  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 
 from gcd.testing.local_servers import LocalEtcd, free_port
+from tests.clirun import run_cli
 from tests.waiting import wait_until
 from watermark import exitcodes
 from watermark.api.cli import (
@@ -42,14 +43,7 @@ def environment(etcd: LocalEtcd, namespace: str) -> dict[str, str]:
 
 def watermark(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run `python -m watermark ARGS` and capture its output."""
-    return subprocess.run(
-        [sys.executable, "-m", "watermark", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli("watermark", *args, env=env)
 
 
 def json_of(result: subprocess.CompletedProcess[str]) -> Any:

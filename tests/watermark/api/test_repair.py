@@ -9,7 +9,6 @@ import contextlib
 import io
 import json
 import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ import structlog
 
 from gcd.testing.local_servers import LocalEtcd
 from gcd.testing.procs import child_env
+from tests.clirun import run_cli
 from watermark.api.cli import main
 from watermark.core.kv import Put
 from watermark.etcd.settings import EtcdSettings, open_kv
@@ -29,10 +29,7 @@ def run(etcd: LocalEtcd, namespace: str, *args: str) -> subprocess.CompletedProc
     `subprocess` (the real command line, logs on stderr) for --force's audit line."""
     argv = [*args, "--etcd", etcd.endpoint, "--namespace", namespace]
     if "--force" in args:
-        return subprocess.run(
-            [sys.executable, "-m", "watermark", *argv],
-            capture_output=True, text=True, timeout=60, check=False, env=child_env(),
-        )  # fmt: skip
+        return run_cli("watermark", *argv, env=child_env())
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)

@@ -20,7 +20,8 @@ from watermark import (
     WriterClient,
 )
 
-pytestmark = pytest.mark.integration
+# One xdist worker starts the module's serve (`serve`, module-scoped), not one per worker.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_clients_live")]
 FAST = Retry(attempts=3, first_pause_s=0.02, max_pause_s=0.1)
 
 
