@@ -2,7 +2,7 @@
 # The test command: set-up, lint, type checks, tests. Extra args go to pytest,
 # e.g. scripts/test.sh -m "not spark and not slow" for a quick local run.
 # pytest runs on L0GC_TEST_WORKERS (default 2) xdist workers, each with its own
-# servers; the Spark tests share one worker (xdist_group, --dist loadgroup); `-n 0`
+# servers; the Spark tests share one worker (XDIST_GROUPS in tests/conftest.py); `-n 0`
 # among the extra args runs them in this process. mypy checks alongside the tests (they
 # mostly wait on servers and subprocesses) and reports after them; either failing fails
 # the command. docs/conventions.md, "The test suite".

@@ -8,8 +8,9 @@ Fault tests that stop etcd use `etcd_private`, a function-scoped server of their
 
 Under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) every worker is a
 process of its own with its own session servers, on free ports and in temp dirs of its
-own, so workers share nothing. The Spark tests are one `xdist_group`: one worker runs
-them all and starts the one SparkSession (~15 s, ~1 GB) of the run.
+own, so workers share nothing. `XDIST_GROUPS` sends some tests to one worker together:
+the Spark tests (one SparkSession, ~15 s and ~1 GB, for the run) and the modules whose
+module-scoped fixture is costly.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterator
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import structlog
@@ -39,12 +40,32 @@ for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "L0GC_ETCD", "L0GC_NAMESPACE"):
     os.environ.pop(_var, None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every `spark` test goes to the same xdist worker (`--dist loadgroup`): one
-    SparkSession for the run, not one per worker."""
-    for item in items:
-        if item.get_closest_marker("spark") is not None:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+XDIST_GROUPS = (
+    ("tests/gcd/spark/", "spark"),  # one SparkSession for the run, not one per worker
+    ("tests/deploy/test_helm.py::", "test_helm"),  # `renders`: every values file, once
+    ("tests/watermark/client/test_clients_live.py::", "test_clients_live"),  # its `serve`
+)
+"""Node id prefix -> group: the tests of a group run on one xdist worker, in order."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` by `XDIST_GROUPS`; every other test is a unit of its own.
+
+    Not the `xdist_group` marker: pytest-xdist 3.8 marks a group by renaming the item's
+    node id, which pytest 9.2 no longer lets it do (the marker is silently ignored)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # noqa: PLC0415 - only under xdist
+
+    class Groups(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for prefix, group in XDIST_GROUPS:
+                if nodeid.startswith(prefix):
+                    return group
+            return str(super()._split_scope(nodeid))
+
+    return Groups(config, log)
 
 
 @pytest.fixture(autouse=True)

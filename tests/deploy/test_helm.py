@@ -32,10 +32,6 @@ KUBERNETES_VALIDATE = Path(sys.executable).parent / "kubernetes-validate"
 KUBE_VERSION = "1.30.0"
 RELEASE = "l0gc"
 NAMESPACE = "gc"
-# One xdist worker renders every values file once (`renders`, module-scoped): split over
-# workers, each would lint, render and validate all of them again.
-pytestmark = pytest.mark.xdist_group("test_helm")
-
 VALUES_FILES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 # The two values the chart cannot do without; given to every ad-hoc render.
 REQUIRED = ["--set", "etcd.endpoints=etcd.etcd.svc:2379", "--set", "s3.bucket=b"]

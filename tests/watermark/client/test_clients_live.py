@@ -20,8 +20,7 @@ from watermark import (
     WriterClient,
 )
 
-# One xdist worker starts the module's serve (`serve`, module-scoped), not one per worker.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_clients_live")]
+pytestmark = pytest.mark.integration
 FAST = Retry(attempts=3, first_pause_s=0.02, max_pause_s=0.1)
 
 
