@@ -74,6 +74,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "resume": Subcommand("gcd.cli.pause", "resume sweeping after `gcd pause`"),
     "namespace": Subcommand("gcd.cli.namespace", "bind a namespace to its bucket and root"),
     "journal": Subcommand("gcd.cli.journal", "verify the deletion journal; show who deleted a key"),
+    "explain": Subcommand("gcd.cli.explain", "why is an object still there, or who deleted it"),
     "demo": Subcommand("gcd.cli.demo", "run it all here: etcd, S3 or Azure, writers, GC"),
     "simulate": Subcommand("gcd.cli.simulate", "deterministic simulation of writers and GC"),
     "chaos": Subcommand("gcd.cli.chaos", "real processes under a nemesis, checked: etcd, S3, GC"),
@@ -109,6 +110,10 @@ EXAMPLES: Final[dict[str, str]] = {
     "journal": """examples:
   gcd journal verify --journal-dir /var/lib/l0gc/journal
   gcd journal show --journal-dir /var/lib/l0gc/journal --key level_zero/data/007/1021/x""",
+    "explain": """examples:
+  gcd explain --bucket my-l0-bucket level_zero/data/007/000000000000001030/seg-a
+  gcd explain --bucket my-l0-bucket --journal-dir /var/lib/l0gc/journal --from-file keys.txt
+  gcd explain --bucket my-l0-bucket --json KEY | jq '.keys[0].waiting_on'""",
     "demo": """examples:
   gcd demo                          # etcd, S3, writers and GC here, about a minute
   gcd demo --duration 2m --json""",

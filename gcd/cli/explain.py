@@ -1,0 +1,205 @@
+"""`gcd explain`: why is this object still there, or who deleted it?
+
+    gcd explain KEY [KEY ...] --bucket B [--etcd HOST:PORT --namespace NS]
+                [--from-file F | --from-file -] [--journal-dir DIR] [--json]
+
+Per key one verdict, the rule the sweeper applies (`gcd.rules.explain`), with the facts
+behind it: ``never`` (not an L0 key of this namespace: which case), ``deletable`` (the
+next round deletes it), ``kept`` (the partitions it waits on, the grace period, a pause
+or block, Object Lock; with an *estimate* of when it becomes deletable), ``deleted``
+(found in the journal: when, by which sweeper, under which M) or ``absent``. Takes the
+store, layout, round (``--grace``, ``--safe-epoch``), etcd and journal flags of `gcd
+sweep`, so the answer is for the rounds those flags run. Keys come from the arguments,
+``--from-file`` (one per line; ``-`` is stdin) or, when neither is given and stdin is
+not a terminal, stdin. Read-only: nothing is written to etcd, the store or the journal.
+
+Exit: 0 every key answered, 2 bad flags or no key, 4 etcd unreachable (the keys are
+still answered: kept, blocked), 1 the store could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gcd.cli.options import resolve
+from gcd.cli.output import write_json
+from gcd.cli.status import human_age
+from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, watermark_source
+from gcd.rules.admission import UNREACHABLE
+from gcd.storage.open import open_objects
+from gcd.sweep.explain import ExplainReport, explain_keys, read_gc_facts
+from gcd.sweep.journal import check_audit_prefix
+from gcd.sweep.journal_search import LocalSegments, PrefixSegments, SegmentSource
+from watermark import exitcodes
+from watermark.core.display import printable
+from watermark.errors import ConfigError
+from watermark.logs import configure_logging
+from watermark.options import Option, add_options, boolean, text
+
+__all__ = ["EXPLAIN_OPTIONS", "add_arguments", "read_keys", "render_text", "run"]
+
+MAX_KEYS = 1_000_000
+MAX_KEY_BYTES = 1024 * 4  # S3 keys are at most 1024 bytes; a longer line is no key
+
+EXPLAIN_OPTIONS: tuple[Option, ...] = (
+    Option("--from-file", text, None, "read keys from this file, one per line ('-': stdin)",
+           "FILE"),
+    Option("--json", boolean, False, "print one JSON document: an object per key with "
+           "key, verdict, reason, summary and the facts", switch=True),
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`gcd explain` options: the keys, then every `gcd sweep` store/round/journal option."""
+    parser.add_argument("keys", nargs="*", metavar="KEY", help="object keys to explain")
+    add_round_arguments(parser)
+    add_options(parser, EXPLAIN_OPTIONS, "keys and output")
+
+
+def read_keys(args: argparse.Namespace, stdin: Any = None) -> list[str]:
+    """The keys of the arguments, `--from-file`, or stdin (see the module docstring)."""
+    keys = list(args.keys)
+    stream = sys.stdin if stdin is None else stdin
+    lines: list[str] = []
+    if args.from_file == "-" or (args.from_file is None and not keys and not stream.isatty()):
+        lines = stream.read().splitlines()
+    elif args.from_file is not None:
+        try:
+            lines = Path(args.from_file).read_text(encoding="utf-8",
+                                                   errors="surrogateescape").splitlines()
+        except OSError as exc:
+            raise ConfigError(f"--from-file {args.from_file}: cannot be read "
+                              f"({exc.strerror}); give a file of keys, one per line") from exc
+    keys += [line for line in lines if line.strip()]
+    if not keys:
+        raise ConfigError("no key to explain: give KEY arguments, --from-file FILE, or keys "
+                          "on stdin (one per line)")  # fmt: skip
+    if len(keys) > MAX_KEYS:
+        raise ConfigError(f"{len(keys)} keys given; explain at most {MAX_KEYS} per call")
+    too_long = next((k for k in keys if len(k.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES),
+                    None)  # fmt: skip
+    if too_long is not None:
+        raise ConfigError(f"key {printable(too_long[:60])}... is longer than {MAX_KEY_BYTES} "
+                          "bytes: no object store holds such a key")  # fmt: skip
+    return keys
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "unknown"
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _reconciler(p: dict[str, Any]) -> str:
+    behind = p.get("reconciler_behind")
+    if behind is None:
+        return "reconciler unknown"
+    if behind:
+        return f"reconciler BEHIND ({p.get('unreconciled')} entries not lifted)"
+    return "reconciler caught up"
+
+
+def _detail(doc: dict[str, Any], now: float) -> list[str]:
+    lines: list[str] = []
+    for p in doc.get("waiting_on", ()):
+        owner = "-" if p["owner"] is None else printable(p["owner"])
+        lines.append(f"  waiting on {printable(p['partition'])}  M(p) {p['watermark']}  "
+                     f"owner {owner}  updated {human_age(p['age_s'])}  {_reconciler(p)}")
+    if doc.get("waiting_on_more"):
+        lines.append(f"  ...        and {doc['waiting_on_more']} more partitions")
+    if doc.get("epoch_open"):
+        lines.append(f"  epoch      {doc['epoch']} is not closed yet (cluster epoch "
+                     f"{doc['cluster_epoch']})")  # fmt: skip
+    estimate = doc.get("estimate")
+    if estimate is not None:
+        if estimate["at"] is None:
+            lines.append(f"  estimate   {printable(estimate['basis'])}")
+        else:
+            lines.append(f"  estimate   deletable around {_when(estimate['at'])} (an estimate, "
+                         f"{printable(estimate['basis'])})")  # fmt: skip
+    if doc["reason"] == "grace_period":
+        lines.append(f"  written    {_when(doc['last_modified'])}; the grace period ends "
+                     f"{_when(doc['grace_ends'])}")  # fmt: skip
+    if doc["reason"] == "object_lock":
+        lines.append(f"  locked     {printable(str(doc['lock']))} until "
+                     f"{_when(doc['retain_until'])}")  # fmt: skip
+    deleted = doc.get("deleted")
+    if deleted is not None:
+        versions = ", ".join(map(printable, deleted["version_ids"])) or "-"
+        how = f"etcd revision {deleted['revision']}"
+        lines.append(f"  deleted    {_when(deleted['at'])} by sweeper "
+                     f"{printable(deleted['sweeper'])}, request {deleted['request']}, epoch "
+                     f"{deleted['epoch']} <= M {deleted['safe_epoch']} (cluster epoch "
+                     f"{deleted['cluster_epoch']}, {how}); versions {versions}")  # fmt: skip
+        lines.append(f"  record     {printable(deleted['source'])}")
+    searched = doc.get("journal_searched")
+    if doc["verdict"] == "absent":
+        if searched is None or searched["source"] is None:
+            lines.append("  journal    not searched: give --journal-dir or --journal-prefix")
+        else:
+            count = len(searched["segments"]) + searched["segments_more"]
+            lines.append(f"  journal    searched {count} of {searched['segments_total']} "
+                         f"segments in {printable(searched['source'])} (the others cannot "
+                         "hold it)")  # fmt: skip
+    _ = now
+    return lines
+
+
+def render_text(report: ExplainReport) -> str:
+    """The report for people: a block per key."""
+    out: list[str] = []
+    for answer in report.explanations:
+        doc = answer.to_dict()
+        out.append(f"{printable(answer.key)}: {answer.verdict.value.upper()}")
+        out.append(f"  why        {printable(answer.summary)}")
+        out.extend(_detail(doc, report.facts.now))
+    return "\n".join(out) + "\n"
+
+
+def _journal(args: argparse.Namespace, objects: Any, root: str) -> SegmentSource | None:
+    if args.journal_dir is not None:
+        return LocalSegments([Path(p) for p in args.journal_dir.split(",") if p])
+    if args.journal_prefix is not None:
+        return PrefixSegments(objects, check_audit_prefix(args.journal_prefix, root))
+    return None
+
+
+async def explain_from_args(args: argparse.Namespace, keys: Sequence[str]) -> ExplainReport:
+    """Open what the flags name, read once, explain `keys`."""
+    setup = round_setup(args)
+    layout = setup.round.layout
+    prefix = None if args.journal_prefix is None else args.journal_prefix.strip("/")
+    async with contextlib.AsyncExitStack() as stack:
+        objects = await stack.enter_async_context(open_objects(setup.s3, setup.azure,
+                                                               gcs=setup.gcs))  # fmt: skip
+        source = await stack.enter_async_context(
+            watermark_source(setup.etcd, target=setup.target, objects=objects))
+        store = None if source is None else getattr(source, "store", source)
+        facts = await read_gc_facts(store, source, grace_s=setup.round.grace_s,
+                                    override=setup.safe_epoch_override,
+                                    journal_prefix=prefix)  # fmt: skip
+        journal = _journal(args, objects, layout.root)
+        return await explain_keys(keys, layout, facts, objects=objects, journal=journal,
+                                  store=store)  # fmt: skip
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Explain the keys; see the module docstring."""
+    resolve(args, (*COMMON_OPTIONS, *EXPLAIN_OPTIONS))
+    configure_logging(args.log_level or "warning")
+    keys = read_keys(args)
+    report = await explain_from_args(args, keys)
+    if args.json:
+        write_json(report.to_dict())
+    else:
+        sys.stdout.write(render_text(report))
+    refused = report.facts.refused
+    if refused is not None and refused.startswith(UNREACHABLE):
+        return exitcodes.ETCD_UNREACHABLE
+    return exitcodes.OK
