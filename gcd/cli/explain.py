@@ -42,7 +42,8 @@ from watermark.errors import ConfigError
 from watermark.logs import configure_logging
 from watermark.options import Option, add_options, boolean, text
 
-__all__ = ["EXPLAIN_OPTIONS", "add_arguments", "read_keys", "render_text", "run"]
+__all__ = ["EXPLAIN_OPTIONS", "add_arguments", "explain", "journal_source", "read_keys",
+           "render_text", "run"]
 
 MAX_KEYS = 1_000_000
 MAX_KEY_BYTES = 1024 * 4  # S3 keys are at most 1024 bytes; a longer line is no key
@@ -162,7 +163,8 @@ def render_text(report: ExplainReport) -> str:
     return "\n".join(out) + "\n"
 
 
-def _journal(args: argparse.Namespace, objects: Any, root: str) -> SegmentSource | None:
+def journal_source(args: argparse.Namespace, objects: Any, root: str) -> SegmentSource | None:
+    """Where the journal flags say segments are read (None: no journal flag given)."""
     if args.journal_dir is not None:
         return LocalSegments([Path(p) for p in args.journal_dir.split(",") if p])
     if args.journal_prefix is not None:
@@ -184,9 +186,43 @@ async def explain_from_args(args: argparse.Namespace, keys: Sequence[str]) -> Ex
         facts = await read_gc_facts(store, source, grace_s=setup.round.grace_s,
                                     override=setup.safe_epoch_override,
                                     journal_prefix=prefix)  # fmt: skip
-        journal = _journal(args, objects, layout.root)
+        journal = journal_source(args, objects, layout.root)
         return await explain_keys(keys, layout, facts, objects=objects, journal=journal,
                                   store=store)  # fmt: skip
+
+
+async def explain(keys: Sequence[str], **options: str | int | float | bool | None
+                  ) -> list[dict[str, Any]]:  # fmt: skip
+    """`gcd explain --json` for programs: one dict per key of `keys`, in order (key,
+    verdict, reason, summary and the facts; docs/python-api.md).
+
+    `options` are the command's flags with underscores, e.g. ``bucket="my-l0-bucket",
+    etcd="etcd-0:2379", namespace="/l0gc/prod", journal_dir="/var/lib/l0gc/journal",
+    grace="10m"``; True turns a switch on, None or False leaves a flag out. Unset ones come
+    from the ``L0GC_*`` environment and the ``config`` file, as for the command.
+    Raises `ConfigError` for a bad option, `EtcdUnavailable` / `StorageError` when etcd or
+    the store cannot be read.
+    """
+    parser = argparse.ArgumentParser(prog="gcd explain", add_help=False, exit_on_error=False)
+    add_arguments(parser)
+    argv: list[str] = []
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if value is None or value is False:
+            continue
+        argv += [flag] if value is True else [flag, str(value)]
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except argparse.ArgumentError as exc:
+        raise ConfigError(f"gcd.explain: {exc}") from exc
+    if unknown:
+        raise ConfigError(f"gcd.explain: unknown options {unknown}; use the flags of "
+                          "`gcd explain --help` with underscores")  # fmt: skip
+    resolve(args, (*COMMON_OPTIONS, *EXPLAIN_OPTIONS))
+    if not keys:
+        raise ConfigError("gcd.explain: no key to explain")
+    report = await explain_from_args(args, list(keys))
+    return [answer.to_dict() for answer in report.explanations]
 
 
 async def run(args: argparse.Namespace) -> int:

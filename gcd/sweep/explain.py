@@ -311,13 +311,14 @@ async def explain_keys(
         facts = await add_rates(store, facts, max(_epoch(layout, k) or 0 for k in l0))
     probes = [0]
     answers: list[Explanation] = []
+    lockable = isinstance(objects, DetectingStore) and bool(objects.detected.object_lock)
+    where = None if journal is None else journal.describe()
     for key in keys:
         nested = next((c.rsplit("/", 1)[0] for c in claims.get(key, ()) if c in held), None)
         versions = held.get(key, [])
         found = StoreFacts(_versions(versions), nested)
         deletions = hits.deletions.get(key, [])
         answer = explain(key, layout, facts, found, deletions)
-        lockable = isinstance(objects, DetectingStore) and bool(objects.detected.object_lock)
         if answer.reason is Reason.ELIGIBLE and lockable and probes[0] < LOCK_PROBES:
             probes[0] += len(versions)
             try:
@@ -325,8 +326,8 @@ async def explain_keys(
             except StorageError as exc:
                 log.warning("explain.lock_probe_failed", key=key, code=exc.code)
             answer = explain(key, layout, facts, found, deletions)
-        answers.append(_with_search(answer, hits, journal))
-    summary = None if journal is None else {"source": journal.describe(), **hits.summary()}
+        answers.append(_with_search(answer, hits, where))
+    summary = None if journal is None else {"source": where, **hits.summary()}
     return ExplainReport(tuple(answers), facts, summary, requests)
 
 
@@ -335,14 +336,13 @@ def _epoch(layout: KeyLayout, key: str) -> int | None:
     return None if parsed is None else parsed.epoch
 
 
-def _with_search(answer: Explanation, hits: JournalHits, journal: SegmentSource | None
-                 ) -> Explanation:  # fmt: skip
+def _with_search(answer: Explanation, hits: JournalHits, where: str | None) -> Explanation:
     """An absent or deleted key says which journal segments were searched for it."""
     if answer.verdict.value not in {"absent", "deleted"}:
         return answer
     searched = hits.searched.get(answer.key, [])
     facts = {**answer.facts, "journal_searched": {
-        "source": None if journal is None else journal.describe(),
+        "source": where,
         "segments": searched[:20], "segments_more": max(0, len(searched) - 20),
         "segments_total": hits.segments}}  # fmt: skip
     return dataclasses.replace(answer, facts=facts)

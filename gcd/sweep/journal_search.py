@@ -70,10 +70,11 @@ class LocalSegments:
 
     def __init__(self, paths: Sequence[Path]) -> None:
         self._files = {path.name: path for path in segment_files(paths)}
+        self._where = ",".join(str(path) for path in paths)
 
     def describe(self) -> str:
         """The directories' names."""
-        return ",".join(sorted({str(p.parent) for p in self._files.values()}))
+        return self._where
 
     async def names(self) -> list[str]:
         """See `SegmentSource`."""
