@@ -20,6 +20,9 @@ The publisher fleet (`gcd.cli.fleet`): the live `watermark serve --replicated` r
 each partition's owner as it is now; a record's owner that is no longer a live replica
 is shown as gone.
 
+A "pinned longest" line names the pinning partition at its M(p) the longest, since when,
+and its owner; `--why` explains the oldest kept key (`gcd.cli.status_why`).
+
 `build_report` and `render_text` are pure, so the demo's live view and tests use them
 without etcd.
 
@@ -83,6 +86,8 @@ STATUS_OPTIONS: tuple[Option, ...] = (
            switch=True),
     Option("--json", boolean, False, "print the status as one JSON document on stdout",
            switch=True),
+    Option("--why", boolean, False, "also explain the oldest kept key (`gcd explain` on the "
+           "lowest epoch above M, looked for under the bound S3 root)", switch=True),
     Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
            "LEVEL"),
 )  # fmt: skip
@@ -139,6 +144,10 @@ class StatusReport:
     """Not bound yet (a setup step, exit 0): sweepers delete nothing until it is."""
     fleet: dict[str, Any] | None = None
     """The publisher fleet (`gcd.cli.fleet.FleetStatus.to_dict`), None when not read."""
+    pinned_longest: dict[str, Any] | None = None
+    """The pinning partition at its M(p) the longest (`gcd.cli.status_why`), None: unknown."""
+    why: dict[str, Any] | None = None
+    """With --why: `gcd explain` of the oldest kept key (its JSON object), else None."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""
@@ -406,6 +415,13 @@ def render_text(report: StatusReport, now: float) -> str:
             lines.append(" " * 15 + "(first 10 shown; --all lists every partition)")
     elif not report.blocked:
         lines.append("pinning M      none: every partition is ahead, M = cluster epoch - 1")
+    if report.pinned_longest is not None:
+        held = report.pinned_longest
+        at = datetime.fromtimestamp(held["since"], UTC)
+        owner = "-" if held["owner"] is None else printable(held["owner"])
+        lines.append(f"pinned longest {printable(held['partition'])}  M(p) {held['watermark']} "
+                     f"since {at:%Y-%m-%dT%H:%M:%SZ} ({human_age(held['for_s'])})  "
+                     f"owner {owner}")  # fmt: skip
     if report.partitions is not None:
         lines.append("")
         lines.append(f"{'PARTITION':<24} {'M(p)':>8} {'LAG':>5}  {'WINDOW':<20} "
@@ -419,6 +435,28 @@ def render_text(report: StatusReport, now: float) -> str:
             lines.append(f"{name:<24} {p.watermark:>8} {lag:>5}  {_window(p):<20} "
                          f"{_owner(p):<28} {human_age(p.age_s)}")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: float, *,
+               explain: bool) -> StatusReport:  # fmt: skip
+    """The report with its "pinned longest" line and, with --why, the oldest kept key."""
+    from gcd.cli.explain import render_text as explain_text  # noqa: PLC0415 - only with --why
+    from gcd.cli.status_why import pinned_longest, why  # noqa: PLC0415 - a few etcd reads
+
+    kv = await open_kv(settings)
+    try:
+        store = WatermarkStore(kv, settings.namespace)
+        pins = [(p.partition, p.watermark, p.owner) for p in report.pinning
+                if p.watermark is not None]  # fmt: skip
+        held = await pinned_longest(store, pins, now) if not report.blocked else None
+        found = None
+        if explain and not report.blocked:
+            key, answer = await why(store, view.binding_raw)
+            if key is not None and answer is not None:
+                found = {**answer.explanations[0].to_dict(), "text": explain_text(answer)}
+    finally:
+        await kv.close()
+    return dataclasses.replace(report, pinned_longest=held, why=found)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -447,8 +485,16 @@ async def run(args: argparse.Namespace) -> int:
     paused_at = pause_at(None if marker is None else marker.value)
     report = build_report(view, settings.namespace, now, include_all=args.all, paused_at=paused_at,
                           fleet=fleet)  # fmt: skip
+    report = await _why(report, settings, view, now, explain=args.why)
     if args.json:
-        write_json(report.to_dict())
+        document = report.to_dict()
+        if document["why"] is not None:
+            document["why"].pop("text", None)
+        write_json(document)
     else:
         sys.stdout.write(render_text(report, now))
+        if report.why is not None:
+            sys.stdout.write("\nwhy            the oldest kept key:\n" + report.why["text"])
+        elif args.why:
+            sys.stdout.write("\nwhy            no key above M is kept\n")
     return exitcodes.BLOCKED if report.blocked or report.refused else exitcodes.OK

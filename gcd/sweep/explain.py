@@ -240,7 +240,7 @@ async def _merge_join(objects: Any, wanted: list[str], root: str,
         requests[0] += 1
         page = await objects.list_page(prefix, start_after=start_before(key), max_keys=_PAGE)
         for obj in page.objects:
-            found.setdefault(obj.key, []).append(obj)
+            found[obj.key] = [obj]  # one entry per key: pages of two chunks may overlap
         horizon = page.objects[-1].key if page.objects and page.next_token else None
         at += 1  # this page started at or before `key`: it is answered
         while at < len(wanted) and wanted[at].startswith(prefix) and (
