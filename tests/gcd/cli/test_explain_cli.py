@@ -131,3 +131,30 @@ def test_no_key_is_a_usage_error(capsys: pytest.CaptureFixture[str],
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert main(["explain", "--bucket", "b", "--safe-epoch", "3"]) == 2
     assert "no key to explain" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_status_names_the_partition_pinned_longest_and_why_explains_the_oldest_kept_key(
+    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """`gcd status` says which partition holds M back (a/0, since its publish, owner pub);
+    `--why` explains the key of the lowest epoch above M, naming a/0 as what it waits on."""
+    setup_partitions(etcd_server, namespace, {"a/0": 3, "a/1": 6}, cluster=10)
+    bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
+    old = datetime.now(UTC) - timedelta(hours=2)
+    s3_server.seed(bucket, [key(2, "gone"), key(7, "later"), key(5, "oldest", prefix=900)],
+                   last_modified=old)  # fmt: skip
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    capsys.readouterr()
+    assert main(["status", *etcd, "--json", "--why"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    held = doc["pinned_longest"]
+    assert (held["partition"], held["watermark"], held["owner"]) == ("a/0", 3, "pub")
+    assert held["since"] <= datetime.now(UTC).timestamp()
+    assert (doc["why"]["key"], doc["why"]["verdict"]) == (key(5, "oldest", prefix=900), "kept")
+    assert [p["partition"] for p in doc["why"]["waiting_on"]] == ["a/0"]
+    assert main(["status", *etcd, "--why"]) == 0
+    text = capsys.readouterr().out
+    assert "pinned longest a/0  M(p) 3 since " in text
+    assert f"{key(5, 'oldest', prefix=900)}: KEPT" in text
