@@ -27,6 +27,7 @@ both programs.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -49,6 +50,7 @@ __all__ = [
     "DAEMON_OPTIONS",
     "JOURNAL_OPTIONS",
     "LAYOUT_OPTIONS",
+    "PRICE_OPTIONS",
     "ROUND_OPTIONS",
     "S3_OPTIONS",
     "SWEEP_OPTIONS",
@@ -197,8 +199,29 @@ JOURNAL_OPTIONS: tuple[Option, ...] = (
            "older than this (e.g. 30d), at most once an hour; the chain goes on from a "
            "pruned marker (default: kept forever)", "DURATION"),
 )  # fmt: skip
+
+
+def _dollars(value: object) -> float:
+    """A price in dollars: a finite number >= 0."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError("expected a price in dollars, a number >= 0") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise ValueError("expected a price in dollars, a number >= 0")
+    return number
+
+
+PRICE_OPTIONS: tuple[Option, ...] = (
+    Option("--price-list", _dollars, None, "dollars per 1,000 LIST requests (default: the "
+           "store's list price, gcd.rules.prices; docs/stores.md#what-gc-costs)", "USD"),
+    Option("--price-delete", _dollars, None, "dollars per 1,000 DeleteObjects requests "
+           "(default: the store's; free on S3, GCS and Azure)", "USD"),
+    Option("--price-storage", _dollars, None, "dollars per GiB-month stored (default: the "
+           "store's standard/hot tier)", "USD"),
+)  # fmt: skip
 _TABLES = (S3_OPTIONS, LAYOUT_OPTIONS, ROUND_OPTIONS, DAEMON_OPTIONS, SWEEP_OPTIONS,
-           JOURNAL_OPTIONS)  # fmt: skip
+           JOURNAL_OPTIONS, PRICE_OPTIONS)  # fmt: skip
 # Keys of the Spark commands (gcd/cli/spark.py, kept there so `gcd sweep` never imports
 # the Spark modules): one config file may serve every gcd command.
 SPARK_ONLY_KEYS = frozenset({
@@ -210,7 +233,7 @@ SPARK_ONLY_KEYS = frozenset({
 OTHER_COMMAND_KEYS = frozenset({
     "all", "json", "log_level", "replace", "reason", "key",
     "storage", "account_url", "container", "azure_connection_string_file",
-    "gcs_credentials_file", "gcs_anonymous",
+    "gcs_credentials_file", "gcs_anonymous", "why", "from_file",
 })  # fmt: skip
 _UNIVERSE = (
     {o.dest for table in _TABLES for o in table} | {o.dest for o in ETCD_OPTIONS}

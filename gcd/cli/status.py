@@ -148,6 +148,8 @@ class StatusReport:
     """The pinning partition at its M(p) the longest (`gcd.cli.status_why`), None: unknown."""
     why: dict[str, Any] | None = None
     """With --why: `gcd explain` of the oldest kept key (its JSON object), else None."""
+    costs: dict[str, Any] | None = None
+    """The sweepers' last 24 h: requests, dollars, bytes reclaimed (`gcd.rules.usage`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""
@@ -336,6 +338,19 @@ def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _cost_lines(costs: dict[str, Any]) -> list[str]:
+    asked = costs["requests"]
+    per = costs["lists_per_deleted"]
+    per_text = "-" if per is None else f"{per:.4f}"
+    gib = costs["deleted_bytes"] / 1024**3
+    requests = (f"requests/day   {asked['list']:,} LIST, {asked['delete']:,} DeleteObjects = "
+                f"${costs['requests_usd']:.6f}/day ({printable(costs['prices']['store'])} "
+                f"prices); {per_text} LISTs per deleted object")  # fmt: skip
+    reclaimed = (f"reclaimed/day  {costs['deleted']:,} objects, {gib:.6f} GiB = "
+                 f"${costs['reclaimed_usd_per_month']:.6f}/month of storage")  # fmt: skip
+    return [requests, reclaimed]
+
+
 def _window(p: PartitionStatus) -> str:
     if p.window is None or p.window == (None, None):
         return "[]"
@@ -422,6 +437,8 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append(f"pinned longest {printable(held['partition'])}  M(p) {held['watermark']} "
                      f"since {at:%Y-%m-%dT%H:%M:%SZ} ({human_age(held['for_s'])})  "
                      f"owner {owner}")  # fmt: skip
+    if report.costs is not None:
+        lines.extend(_cost_lines(report.costs))
     if report.partitions is not None:
         lines.append("")
         lines.append(f"{'PARTITION':<24} {'M(p)':>8} {'LAG':>5}  {'WINDOW':<20} "
@@ -439,7 +456,8 @@ def render_text(report: StatusReport, now: float) -> str:
 
 async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: float, *,
                explain: bool) -> StatusReport:  # fmt: skip
-    """The report with its "pinned longest" line and, with --why, the oldest kept key."""
+    """The report with its "pinned longest" line, the cost lines and, with --why, the
+    oldest kept key."""
     from gcd.cli.explain import render_text as explain_text  # noqa: PLC0415 - only with --why
     from gcd.cli.status_why import pinned_longest, why  # noqa: PLC0415 - a few etcd reads
 
@@ -454,9 +472,27 @@ async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: flo
             key, answer = await why(store, view.binding_raw)
             if key is not None and answer is not None:
                 found = {**answer.explanations[0].to_dict(), "text": explain_text(answer)}
+        costs = await _costs(kv, settings.namespace, now)
     finally:
         await kv.close()
-    return dataclasses.replace(report, pinned_longest=held, why=found)
+    return dataclasses.replace(report, pinned_longest=held, why=found, costs=costs)
+
+
+async def _costs(kv: Any, namespace: str, now: float) -> dict[str, Any] | None:
+    """The shards' usage records of the last day, costed (`gcd.rules.usage`)."""
+    from gcd.rules.usage import Usage, day_cost  # noqa: PLC0415
+    from gcd.sweep.usage import usage_prefix  # noqa: PLC0415
+
+    records = {}
+    for item in (await kv.range_prefix(usage_prefix(namespace))).items:
+        try:
+            records[item.key] = Usage.decode(item.value, item.key)
+        except InvalidRecord:
+            continue  # a damaged record only costs its shard's line
+    cost = day_cost(records, now)
+    if cost is None:
+        return None
+    return {**cost.to_dict(), "deleted": cost.deleted, "deleted_bytes": cost.deleted_bytes}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
