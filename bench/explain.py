@@ -40,7 +40,8 @@ _PER_REQUEST = 2
 
 def _write_journal(directory: Path, records: int) -> list[str]:
     """`records` records of two-key requests; the keys deleted, in order."""
-    clock = iter(float(t) for t in range(1_700_000_000, 1_800_000_000))
+    # 20 records a second: segments close by size (64 MiB), as a busy sweeper's do
+    clock = iter(1_700_000_000 + t / 20 for t in range(100_000_000))
     journal = JournalWriter(directory, "bench-1", namespace="/l0gc/bench", bucket="b",
                             root=_LAYOUT.root, fsync=False, clock=lambda: next(clock))  # fmt: skip
     deleted: list[str] = []

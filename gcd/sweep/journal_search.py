@@ -19,7 +19,8 @@ it names a key.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import bisect
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -219,6 +220,9 @@ async def search_journal(source: SegmentSource, wanted: Mapping[str, int | None]
     """The journaled requests of every key in `wanted` (key -> its epoch, when known)."""
     hits = JournalHits()
     found: dict[str, list[Record]] = {}
+    by_epoch = sorted((epoch, key) for key, epoch in wanted.items() if epoch is not None)
+    epochs = [epoch for epoch, _ in by_epoch]
+    no_epoch = [key for key, epoch in wanted.items() if epoch is None]
     names = await source.names()
     hits.segments = len(names)
     for name in names:
@@ -237,7 +241,7 @@ async def search_journal(source: SegmentSource, wanted: Mapping[str, int | None]
             continue
         hits.indexed += 1
         offsets: dict[int, list[str]] = {}
-        for key, epoch in wanted.items():
+        for key, epoch in _candidates(index, by_epoch, epochs, no_epoch):
             if not index.may_hold(key, epoch):
                 continue
             hits.searched.setdefault(key, []).append(name)
@@ -257,6 +261,21 @@ async def search_journal(source: SegmentSource, wanted: Mapping[str, int | None]
     for key, records in found.items():
         hits.deletions[key] = _deletions(key, records)
     return hits
+
+
+def _candidates(index: SegmentIndex, by_epoch: list[tuple[int, str]], epochs: list[int],
+                no_epoch: list[str]) -> Iterator[tuple[str, int | None]]:  # fmt: skip
+    """The wanted keys whose epoch lies in the segment's range (bisected: a journal of
+    hundreds of segments is not scanned key by key), and those without an epoch."""
+    if index.min_epoch is None or index.max_epoch is None:
+        chosen = by_epoch
+    else:
+        start = bisect.bisect_left(epochs, index.min_epoch)
+        chosen = by_epoch[start : bisect.bisect_right(epochs, index.max_epoch, lo=start)]
+    for epoch, key in chosen:
+        yield key, epoch
+    for key in no_epoch:
+        yield key, None
 
 
 async def _usable_index(source: SegmentSource, name: str) -> SegmentIndex | None:
