@@ -43,7 +43,7 @@ SUMMARY_FIELDS = [
     "skipped_paused", "unsafe_keys", "list_requests", "delete_requests", "duration_s",
     "blocked_reason", "deleted_versions", "deleted_markers", "locked", "locked_reasons",
     "locked_earliest_retain_until", "store", "skipped_nested", "nested_roots",
-    "unlistable_prefixes", "poison_keys", "deadline_exceeded",
+    "unlistable_prefixes", "poison_keys", "deadline_exceeded", "cost",
 ]  # fmt: skip
 
 
