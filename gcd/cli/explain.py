@@ -23,13 +23,12 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gcd.cli.explain_text import render_text
 from gcd.cli.options import resolve
 from gcd.cli.output import write_json
-from gcd.cli.status import human_age
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, watermark_source
 from gcd.rules.admission import UNREACHABLE
 from gcd.storage.open import open_objects
@@ -42,8 +41,7 @@ from watermark.errors import ConfigError
 from watermark.logs import configure_logging
 from watermark.options import Option, add_options, boolean, text
 
-__all__ = ["EXPLAIN_OPTIONS", "add_arguments", "explain", "journal_source", "read_keys",
-           "render_text", "run"]
+__all__ = ["EXPLAIN_OPTIONS", "add_arguments", "explain", "journal_source", "read_keys", "run"]
 
 MAX_KEYS = 1_000_000
 MAX_KEY_BYTES = 1024 * 4  # S3 keys are at most 1024 bytes; a longer line is no key
@@ -89,78 +87,6 @@ def read_keys(args: argparse.Namespace, stdin: Any = None) -> list[str]:
         raise ConfigError(f"key {printable(too_long[:60])}... is longer than {MAX_KEY_BYTES} "
                           "bytes: no object store holds such a key")  # fmt: skip
     return keys
-
-
-def _when(at: float | None) -> str:
-    if at is None:
-        return "unknown"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _reconciler(p: dict[str, Any]) -> str:
-    behind = p.get("reconciler_behind")
-    if behind is None:
-        return "reconciler unknown"
-    if behind:
-        return f"reconciler BEHIND ({p.get('unreconciled')} entries not lifted)"
-    return "reconciler caught up"
-
-
-def _detail(doc: dict[str, Any], now: float) -> list[str]:
-    lines: list[str] = []
-    for p in doc.get("waiting_on", ()):
-        owner = "-" if p["owner"] is None else printable(p["owner"])
-        lines.append(f"  waiting on {printable(p['partition'])}  M(p) {p['watermark']}  "
-                     f"owner {owner}  updated {human_age(p['age_s'])}  {_reconciler(p)}")
-    if doc.get("waiting_on_more"):
-        lines.append(f"  ...        and {doc['waiting_on_more']} more partitions")
-    if doc.get("epoch_open"):
-        lines.append(f"  epoch      {doc['epoch']} is not closed yet (cluster epoch "
-                     f"{doc['cluster_epoch']})")  # fmt: skip
-    estimate = doc.get("estimate")
-    if estimate is not None:
-        if estimate["at"] is None:
-            lines.append(f"  estimate   {printable(estimate['basis'])}")
-        else:
-            lines.append(f"  estimate   deletable around {_when(estimate['at'])} (an estimate, "
-                         f"{printable(estimate['basis'])})")  # fmt: skip
-    if doc["reason"] == "grace_period":
-        lines.append(f"  written    {_when(doc['last_modified'])}; the grace period ends "
-                     f"{_when(doc['grace_ends'])}")  # fmt: skip
-    if doc["reason"] == "object_lock":
-        lines.append(f"  locked     {printable(str(doc['lock']))} until "
-                     f"{_when(doc['retain_until'])}")  # fmt: skip
-    deleted = doc.get("deleted")
-    if deleted is not None:
-        versions = ", ".join(map(printable, deleted["version_ids"])) or "-"
-        how = f"etcd revision {deleted['revision']}"
-        lines.append(f"  deleted    {_when(deleted['at'])} by sweeper "
-                     f"{printable(deleted['sweeper'])}, request {deleted['request']}, epoch "
-                     f"{deleted['epoch']} <= M {deleted['safe_epoch']} (cluster epoch "
-                     f"{deleted['cluster_epoch']}, {how}); versions {versions}")  # fmt: skip
-        lines.append(f"  record     {printable(deleted['source'])}")
-    searched = doc.get("journal_searched")
-    if doc["verdict"] == "absent":
-        if searched is None or searched["source"] is None:
-            lines.append("  journal    not searched: give --journal-dir or --journal-prefix")
-        else:
-            count = len(searched["segments"]) + searched["segments_more"]
-            lines.append(f"  journal    searched {count} of {searched['segments_total']} "
-                         f"segments in {printable(searched['source'])} (the others cannot "
-                         "hold it)")  # fmt: skip
-    _ = now
-    return lines
-
-
-def render_text(report: ExplainReport) -> str:
-    """The report for people: a block per key."""
-    out: list[str] = []
-    for answer in report.explanations:
-        doc = answer.to_dict()
-        out.append(f"{printable(answer.key)}: {answer.verdict.value.upper()}")
-        out.append(f"  why        {printable(answer.summary)}")
-        out.extend(_detail(doc, report.facts.now))
-    return "\n".join(out) + "\n"
 
 
 def journal_source(args: argparse.Namespace, objects: Any, root: str) -> SegmentSource | None:

@@ -49,7 +49,7 @@ from typing import Any, Final
 
 from gcd.cli.fleet import FleetStatus, read_fleet
 from gcd.cli.options import resolve
-from gcd.cli.output import write_json
+from gcd.cli.output import human_age, write_json
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark import exitcodes
 from watermark.core.binding import Binding
@@ -71,7 +71,6 @@ __all__ = [
     "add_arguments",
     "build_report",
     "empty_namespace",
-    "human_age",
     "is_empty",
     "render_text",
     "run",
@@ -286,17 +285,6 @@ def _store_line(store: Mapping[str, Any]) -> str:
             f"listing {printable(str(store.get('listing')))}, batch delete {batch_text}")
 
 
-def human_age(seconds: float | None) -> str:
-    """12.3 -> '12.3s ago', 300 -> '5m ago'; '-' when unknown."""
-    if seconds is None:
-        return "-"
-    for limit, unit, size in ((60, "s", 1), (3600, "m", 60), (86400, "h", 3600)):
-        if seconds < limit:
-            value = seconds / size
-            return f"{value:.1f}{unit} ago" if unit == "s" else f"{value:.0f}{unit} ago"
-    return f"{seconds / 86400:.0f}d ago"
-
-
 def _owner(p: PartitionStatus) -> str:
     recorded = "-" if p.owner is None else f"{printable(p.owner)} #{p.owner_epoch}"
     if p.owner_now is not None and p.owner_now != p.owner:
@@ -458,7 +446,7 @@ async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: flo
                explain: bool) -> StatusReport:  # fmt: skip
     """The report with its "pinned longest" line, the cost lines and, with --why, the
     oldest kept key."""
-    from gcd.cli.explain import render_text as explain_text  # noqa: PLC0415 - only with --why
+    from gcd.cli.explain_text import render_text as explain_text  # noqa: PLC0415 - with --why
     from gcd.cli.status_why import pinned_longest, why  # noqa: PLC0415 - a few etcd reads
 
     kv = await open_kv(settings)
