@@ -16,6 +16,37 @@ it (tests/test_layers.py):
 - `gcd.cli`: the `gcd` command.
 
 `gcd.__main__` is the composition root of the `gcd` command.
+
+The package face: ``from gcd import explain`` (`gcd.cli.explain.explain`, docs/python-api.md),
+looked up lazily on first use (PEP 562) like `watermark`'s, so ``import gcd`` stays light.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gcd.cli.explain import explain
+
 __version__ = "0.1.0"
+
+_FACE: dict[str, str] = {
+    "explain": "gcd.cli.explain",
+}
+
+__all__ = ["explain"]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported from its defining module on first use."""
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gcd' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -397,8 +397,19 @@ def setup_unbound_garbage(harness: Harness) -> None:
     harness.s3.seed(harness.local.bucket, keys, last_modified=an_hour_ago)
 
 
+def setup_pinned_objects(harness: Harness) -> None:
+    """`pinned`, plus in the bucket, an hour old: level_zero/data/007/...1015/seg-b (below
+    M), level_zero/data/007/...1030/seg-a (above), and other/notes.txt (outside the root)."""
+    setup_pinned(harness)
+    keys = ["level_zero/data/007/000000000000001015/seg-b",
+            "level_zero/data/007/000000000000001030/seg-a", "other/notes.txt"]  # fmt: skip
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    harness.s3.seed(harness.local.bucket, keys, last_modified=an_hour_ago)
+
+
 SETUPS: dict[str, Callable[[Harness], None]] = {
     "pinned": setup_pinned,
+    "pinned-objects": setup_pinned_objects,
     "malformed": setup_malformed,
     "unbound-garbage": setup_unbound_garbage,
 }
@@ -722,9 +733,9 @@ def test_readme_names_every_flag_without_an_environment_variable() -> None:
     unnamed = {
         (command, flag)
         for command, flag in missing
-        if command not in whole_commands and not (command.startswith("watermark") and flag in flags)
+        if command not in whole_commands and flag not in flags
     }
     assert unnamed == set(), "README: add these to the flags without an environment variable"
-    stale = flags - {flag for command, flag in missing if command.startswith("watermark")}
+    stale = flags - {flag for _, flag in missing}
     assert stale == set(), "README names flags without an environment variable that have one"
     assert whole_commands <= {command for command, _ in missing}

@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gcd.cli",),
 )
 ROOTS = frozenset({"watermark.__main__", "gcd.__main__"})
-FACES = frozenset({"watermark"})
+FACES = frozenset({"watermark", "gcd"})
 FACE_RUNTIME_IMPORTS = frozenset({"__future__", "importlib", "typing"})
 PURE_UNITS = ("watermark.errors", "watermark.core", "gcd.errors", "gcd.rules")
 FORBIDDEN = frozenset(

@@ -1,4 +1,4 @@
-"""`gcd daemon`: sweeper rounds forever, with /metrics, /healthz and /readyz.
+"""`gcd daemon`: sweeper rounds forever, with /metrics, /healthz, /readyz and /v1/explain.
 
     gcd daemon --bucket B --etcd HOST:PORT --namespace /l0gc/prod [--shard-index I
                --shard-count N] [--interval 10s --idle-interval 60s ...]
@@ -28,11 +28,15 @@ from collections.abc import Iterator
 
 import structlog
 
+from gcd.cli.explain import journal_source
 from gcd.cli.options import DAEMON_OPTIONS, resolve
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, open_sweeper, round_setup
 from gcd.storage.open import preflight_storage
+from gcd.sweep.binding import BoundSource
 from gcd.sweep.daemon import Daemon, DaemonConfig, serve
+from gcd.sweep.explain_http import ExplainRoute
 from watermark import exitcodes
+from watermark.api.auth import TokenFile
 from watermark.logs import configure_logging
 from watermark.options import add_options
 
@@ -86,13 +90,25 @@ async def run(args: argparse.Namespace) -> int:
         # --interval then, not every 2 s.
         follow_poll_s=2.0 if args.verify_m_every else max(2.0, args.interval),
     )
+    tokens = None if args.auth_token_file is None else TokenFile(args.auth_token_file)
     await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root, gcs=setup.gcs)
     async with open_sweeper(args, setup, follow_every=args.verify_m_every) as (
         sweeper, source
     ):
         daemon = Daemon(sweeper, source, config, override=setup.safe_epoch_override)
+        layout = setup.round.layout
+        # Explain reads M in full, beside the daemon's followed view (never through it).
+        plain = (BoundSource(source.store, source.target, source.objects)
+                 if isinstance(source, BoundSource) else source)  # fmt: skip
+        explain = ExplainRoute(
+            sweeper.store, plain, layout, setup.round.grace_s, setup.safe_epoch_override,
+            journal_source(args, sweeper.store, layout.root),
+            None if args.journal_prefix is None else args.journal_prefix.strip("/"),
+            args.http_host, tokens,
+        )  # fmt: skip
         with _stop_on_signals(daemon) as received:
-            await serve(daemon, args.http_host, args.http_port, handle_signals=False)
+            await serve(daemon, args.http_host, args.http_port, handle_signals=False,
+                        routes=explain.routes())  # fmt: skip
     if received and received[0] is signal.SIGINT:
         sys.stderr.write("gcd daemon: interrupted (Ctrl-C): stopped cleanly after the requests "
                          "in flight (SIGTERM is the normal stop, exit 0)\n")  # fmt: skip

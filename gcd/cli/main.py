@@ -75,6 +75,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "namespace": Subcommand("gcd.cli.namespace", "bind a namespace to its bucket and root"),
     "journal": Subcommand("gcd.cli.journal", "verify the deletion journal; show who deleted a key"),
     "restore": Subcommand("gcd.cli.restore", "bring back objects deleted within the undo window"),
+    "explain": Subcommand("gcd.cli.explain", "why is an object still there, or who deleted it"),
     "demo": Subcommand("gcd.cli.demo", "run it all here: etcd, S3 or Azure, writers, GC"),
     "simulate": Subcommand("gcd.cli.simulate", "deterministic simulation of writers and GC"),
     "chaos": Subcommand("gcd.cli.chaos", "real processes under a nemesis, checked: etcd, S3, GC"),
@@ -114,6 +115,10 @@ EXAMPLES: Final[dict[str, str]] = {
   gcd pause --reason "wrong M(p) on orders/2"
   gcd restore --bucket my-l0-bucket --journal-dir /var/lib/l0gc/journal --since 2026-11-22T02:00Z
   gcd restore --bucket my-l0-bucket --journal-prefix l0gc-audit/journal --key KEY --dry-run""",
+    "explain": """examples:
+  gcd explain --bucket my-l0-bucket level_zero/data/007/000000000000001030/seg-a
+  gcd explain --bucket my-l0-bucket --journal-dir /var/lib/l0gc/journal --from-file keys.txt
+  gcd explain --bucket my-l0-bucket --json KEY | jq '.keys[0].waiting_on'""",
     "demo": """examples:
   gcd demo                          # etcd, S3, writers and GC here, about a minute
   gcd demo --duration 2m --json""",

@@ -27,6 +27,7 @@ both programs.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -49,6 +50,7 @@ __all__ = [
     "DAEMON_OPTIONS",
     "JOURNAL_OPTIONS",
     "LAYOUT_OPTIONS",
+    "PRICE_OPTIONS",
     "ROUND_OPTIONS",
     "S3_OPTIONS",
     "SWEEP_OPTIONS",
@@ -154,6 +156,10 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
            "(default 0.0.0.0)", "HOST"),
     Option("--http-port", integer(0), 9464, "port of /metrics /healthz /readyz "
            "(default 9464; 0 picks a free port)", "PORT"),
+    Option("--auth-token-file", text, None,
+           "tokens (ROLE:TOKEN lines, as `watermark serve` reads them) that GET /v1/explain "
+           "requires, any role; without it /v1/explain answers on a loopback --http-host "
+           "only (default: none)", "PATH"),
     Option("--unready-after", duration, 300.0,
            "/readyz fails when etcd was unreachable this long (default 5m)", "DURATION"),
     Option("--stale-after", duration, 2400.0,
@@ -199,8 +205,29 @@ JOURNAL_OPTIONS: tuple[Option, ...] = (
            "older than this (e.g. 30d), at most once an hour; the chain goes on from a "
            "pruned marker (default: kept forever)", "DURATION"),
 )  # fmt: skip
+
+
+def _dollars(value: object) -> float:
+    """A price in dollars: a finite number >= 0."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError("expected a price in dollars, a number >= 0") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise ValueError("expected a price in dollars, a number >= 0")
+    return number
+
+
+PRICE_OPTIONS: tuple[Option, ...] = (
+    Option("--price-list", _dollars, None, "dollars per 1,000 LIST requests (default: the "
+           "store's list price, gcd.rules.prices; docs/stores.md#what-gc-costs)", "USD"),
+    Option("--price-delete", _dollars, None, "dollars per 1,000 DeleteObjects requests "
+           "(default: the store's; free on S3, GCS and Azure)", "USD"),
+    Option("--price-storage", _dollars, None, "dollars per GiB-month stored (default: the "
+           "store's standard/hot tier)", "USD"),
+)  # fmt: skip
 _TABLES = (S3_OPTIONS, LAYOUT_OPTIONS, ROUND_OPTIONS, DAEMON_OPTIONS, SWEEP_OPTIONS,
-           JOURNAL_OPTIONS)  # fmt: skip
+           JOURNAL_OPTIONS, PRICE_OPTIONS)  # fmt: skip
 # Keys of the Spark commands (gcd/cli/spark.py, kept there so `gcd sweep` never imports
 # the Spark modules): one config file may serve every gcd command.
 SPARK_ONLY_KEYS = frozenset({
@@ -210,9 +237,10 @@ SPARK_ONLY_KEYS = frozenset({
 # Keys of the options the other commands declare in their own modules (status, pause,
 # resume, journal, namespace, and the Azure storage options), which import this one.
 OTHER_COMMAND_KEYS = frozenset({
-    "all", "json", "log_level", "replace", "reason", "key",
+    "all", "json", "log_level", "replace", "reason", "key", "force",
     "storage", "account_url", "container", "azure_connection_string_file",
     "gcs_credentials_file", "gcs_anonymous", "since", "until", "round", "partition",
+    "why", "from_file",
 })  # fmt: skip
 _UNIVERSE = (
     {o.dest for table in _TABLES for o in table} | {o.dest for o in ETCD_OPTIONS}

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from gcd.sweep.report import RoundCounts
 from watermark.core import strictjson
 
-__all__ = ["ProgressLine", "human_bytes", "write_json"]
+__all__ = ["ProgressLine", "human_age", "human_bytes", "write_json"]
 
 def write_json(document: dict[str, Any], stream: TextIO | None = None) -> None:
     """Write one JSON document and a newline to stdout; it must carry "version"."""
@@ -85,3 +85,14 @@ class ProgressLine:
             await asyncio.gather(self._task, return_exceptions=True)
             self._stream.write("\r\x1b[2K" + self.render() + "\n")
             self._stream.flush()
+
+
+def human_age(seconds: float | None) -> str:
+    """12.3 -> '12.3s ago', 300 -> '5m ago'; '-' when unknown."""
+    if seconds is None:
+        return "-"
+    for limit, unit, size in ((60, "s", 1), (3600, "m", 60), (86400, "h", 3600)):
+        if seconds < limit:
+            value = seconds / size
+            return f"{value:.1f}{unit} ago" if unit == "s" else f"{value:.0f}{unit} ago"
+    return f"{seconds / 86400:.0f}d ago"

@@ -20,6 +20,9 @@ The publisher fleet (`gcd.cli.fleet`): the live `watermark serve --replicated` r
 each partition's owner as it is now; a record's owner that is no longer a live replica
 is shown as gone.
 
+A "pinned longest" line names the pinning partition at its M(p) the longest, since when,
+and its owner; `--why` explains the oldest kept key (`gcd.cli.status_why`).
+
 `build_report` and `render_text` are pure, so the demo's live view and tests use them
 without etcd.
 
@@ -46,7 +49,7 @@ from typing import Any, Final
 
 from gcd.cli.fleet import FleetStatus, read_fleet
 from gcd.cli.options import resolve
-from gcd.cli.output import write_json
+from gcd.cli.output import human_age, write_json
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark import exitcodes
 from watermark.core.binding import Binding
@@ -68,7 +71,6 @@ __all__ = [
     "add_arguments",
     "build_report",
     "empty_namespace",
-    "human_age",
     "is_empty",
     "render_text",
     "run",
@@ -83,6 +85,8 @@ STATUS_OPTIONS: tuple[Option, ...] = (
            switch=True),
     Option("--json", boolean, False, "print the status as one JSON document on stdout",
            switch=True),
+    Option("--why", boolean, False, "also explain the oldest kept key (`gcd explain` on the "
+           "lowest epoch above M, looked for under the bound S3 root)", switch=True),
     Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
            "LEVEL"),
 )  # fmt: skip
@@ -139,6 +143,12 @@ class StatusReport:
     """Not bound yet (a setup step, exit 0): sweepers delete nothing until it is."""
     fleet: dict[str, Any] | None = None
     """The publisher fleet (`gcd.cli.fleet.FleetStatus.to_dict`), None when not read."""
+    pinned_longest: dict[str, Any] | None = None
+    """The pinning partition at its M(p) the longest (`gcd.cli.status_why`), None: unknown."""
+    why: dict[str, Any] | None = None
+    """With --why: `gcd explain` of the oldest kept key (its JSON object), else None."""
+    costs: dict[str, Any] | None = None
+    """The sweepers' last 24 h: requests, dollars, bytes reclaimed (`gcd.rules.usage`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""
@@ -283,17 +293,6 @@ def _store_line(store: Mapping[str, Any]) -> str:
             f"listing {printable(str(store.get('listing')))}, batch delete {batch_text}")
 
 
-def human_age(seconds: float | None) -> str:
-    """12.3 -> '12.3s ago', 300 -> '5m ago'; '-' when unknown."""
-    if seconds is None:
-        return "-"
-    for limit, unit, size in ((60, "s", 1), (3600, "m", 60), (86400, "h", 3600)):
-        if seconds < limit:
-            value = seconds / size
-            return f"{value:.1f}{unit} ago" if unit == "s" else f"{value:.0f}{unit} ago"
-    return f"{seconds / 86400:.0f}d ago"
-
-
 def _owner(p: PartitionStatus) -> str:
     recorded = "-" if p.owner is None else f"{printable(p.owner)} #{p.owner_epoch}"
     if p.owner_now is not None and p.owner_now != p.owner:
@@ -333,6 +332,19 @@ def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
                      f"{names}{more}")  # fmt: skip
     lines.extend(f"replica record UNREADABLE: {printable(p)}" for p in fleet["problems"][:5])
     return lines
+
+
+def _cost_lines(costs: dict[str, Any]) -> list[str]:
+    asked = costs["requests"]
+    per = costs["lists_per_deleted"]
+    per_text = "-" if per is None else f"{per:.4f}"
+    gib = costs["deleted_bytes"] / 1024**3
+    requests = (f"requests/day   {asked['list']:,} LIST, {asked['delete']:,} DeleteObjects = "
+                f"${costs['requests_usd']:.6f}/day ({printable(costs['prices']['store'])} "
+                f"prices); {per_text} LISTs per deleted object")  # fmt: skip
+    reclaimed = (f"reclaimed/day  {costs['deleted']:,} objects, {gib:.6f} GiB = "
+                 f"${costs['reclaimed_usd_per_month']:.6f}/month of storage")  # fmt: skip
+    return [requests, reclaimed]
 
 
 def _window(p: PartitionStatus) -> str:
@@ -417,6 +429,15 @@ def render_text(report: StatusReport, now: float) -> str:
             lines.append(" " * 15 + "(first 10 shown; --all lists every partition)")
     elif not report.blocked:
         lines.append("pinning M      none: every partition is ahead, M = cluster epoch - 1")
+    if report.pinned_longest is not None:
+        held = report.pinned_longest
+        at = datetime.fromtimestamp(held["since"], UTC)
+        owner = "-" if held["owner"] is None else printable(held["owner"])
+        lines.append(f"pinned longest {printable(held['partition'])}  M(p) {held['watermark']} "
+                     f"since {at:%Y-%m-%dT%H:%M:%SZ} ({human_age(held['for_s'])})  "
+                     f"owner {owner}")  # fmt: skip
+    if report.costs is not None:
+        lines.extend(_cost_lines(report.costs))
     if report.partitions is not None:
         lines.append("")
         lines.append(f"{'PARTITION':<24} {'M(p)':>8} {'LAG':>5}  {'WINDOW':<20} "
@@ -430,6 +451,47 @@ def render_text(report: StatusReport, now: float) -> str:
             lines.append(f"{name:<24} {p.watermark:>8} {lag:>5}  {_window(p):<20} "
                          f"{_owner(p):<28} {human_age(p.age_s)}")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: float, *,
+               explain: bool) -> StatusReport:  # fmt: skip
+    """The report with its "pinned longest" line, the cost lines and, with --why, the
+    oldest kept key."""
+    from gcd.cli.explain_text import render_text as explain_text  # noqa: PLC0415 - with --why
+    from gcd.cli.status_why import pinned_longest, why  # noqa: PLC0415 - a few etcd reads
+
+    kv = await open_kv(settings)
+    try:
+        store = WatermarkStore(kv, settings.namespace)
+        pins = [(p.partition, p.watermark, p.owner) for p in report.pinning
+                if p.watermark is not None]  # fmt: skip
+        held = await pinned_longest(store, pins, now) if not report.blocked else None
+        found = None
+        if explain and not report.blocked:
+            key, answer = await why(store, view.binding_raw)
+            if key is not None and answer is not None:
+                found = {**answer.explanations[0].to_dict(), "text": explain_text(answer)}
+        costs = await _costs(kv, settings.namespace, now)
+    finally:
+        await kv.close()
+    return dataclasses.replace(report, pinned_longest=held, why=found, costs=costs)
+
+
+async def _costs(kv: Any, namespace: str, now: float) -> dict[str, Any] | None:
+    """The shards' usage records of the last day, costed (`gcd.rules.usage`)."""
+    from gcd.rules.usage import Usage, day_cost  # noqa: PLC0415
+    from gcd.sweep.usage import usage_prefix  # noqa: PLC0415
+
+    records = {}
+    for item in (await kv.range_prefix(usage_prefix(namespace))).items:
+        try:
+            records[item.key] = Usage.decode(item.value, item.key)
+        except InvalidRecord:
+            continue  # a damaged record only costs its shard's line
+    cost = day_cost(records, now)
+    if cost is None:
+        return None
+    return {**cost.to_dict(), "deleted": cost.deleted, "deleted_bytes": cost.deleted_bytes}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -458,8 +520,16 @@ async def run(args: argparse.Namespace) -> int:
     paused_at = pause_at(None if marker is None else marker.value)
     report = build_report(view, settings.namespace, now, include_all=args.all, paused_at=paused_at,
                           fleet=fleet)  # fmt: skip
+    report = await _why(report, settings, view, now, explain=args.why)
     if args.json:
-        write_json(report.to_dict())
+        document = report.to_dict()
+        if document["why"] is not None:
+            document["why"].pop("text", None)
+        write_json(document)
     else:
         sys.stdout.write(render_text(report, now))
+        if report.why is not None:
+            sys.stdout.write("\nwhy            the oldest kept key:\n" + report.why["text"])
+        elif args.why:
+            sys.stdout.write("\nwhy            no key above M is kept\n")
     return exitcodes.BLOCKED if report.blocked or report.refused else exitcodes.OK

@@ -47,6 +47,7 @@ from gcd.cli.journal import open_journal
 from gcd.cli.options import (
     JOURNAL_OPTIONS,
     LAYOUT_OPTIONS,
+    PRICE_OPTIONS,
     ROUND_OPTIONS,
     S3_OPTIONS,
     SWEEP_OPTIONS,
@@ -58,6 +59,7 @@ from gcd.cli.status import empty_namespace
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.cli.undo import undo_fields, undo_keeper
 from gcd.rules.admission import UNREACHABLE, SafetyGate
+from gcd.rules.prices import PriceTable, RoundCost, prices_for, round_cost
 from gcd.rules.versions import VersionMode
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
@@ -78,6 +80,7 @@ from gcd.sweep.shards import (
     problems_of,
 )
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
+from gcd.sweep.usage import UsageRecorder, usage_key
 from watermark import exitcodes
 from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
@@ -97,7 +100,7 @@ log = structlog.get_logger("gcd.cli.sweep")
 
 COMMON_OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS,
-    *JOURNAL_OPTIONS,
+    *JOURNAL_OPTIONS, *PRICE_OPTIONS,
 )
 
 
@@ -110,6 +113,7 @@ def add_round_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, ROUND_OPTIONS, "round")
     add_options(parser, JOURNAL_OPTIONS, "deletion journal")
+    add_options(parser, PRICE_OPTIONS, "prices (what GC costs and saves)")
     add_etcd_arguments(parser)
 
 
@@ -375,6 +379,21 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
     return "\n".join(lines) + "\n"
 
 
+def prices_of(args: argparse.Namespace, setup: RoundSetup) -> PriceTable:
+    """The price table of the store the flags name, with the --price-* overrides."""
+    store = "azure" if setup.azure is not None else "gcs" if setup.gcs is not None else "s3"
+    return prices_for(store, list_per_1000=args.price_list, delete_per_1000=args.price_delete,
+                      storage_gb_month=args.price_storage)  # fmt: skip
+
+
+def cost_line(cost: RoundCost) -> str:
+    """The summary's cost line: requests in dollars, storage reclaimed per month."""
+    per = "-" if cost.lists_per_deleted is None else f"{cost.lists_per_deleted:.4f}"
+    return (f"  cost       ${cost.requests_usd:.6f} in requests ({cost.prices.store} prices); "
+            f"reclaims ${cost.reclaimed_usd_per_month:.6f}/month of storage; {per} LISTs "
+            "per deleted object\n")
+
+
 @contextlib.asynccontextmanager
 async def open_sweeper(
     args: argparse.Namespace, setup: RoundSetup, *, plan: PlanWriter | None = None,
@@ -398,6 +417,12 @@ async def open_sweeper(
                               metrics=metrics, sinks=sinks, undo=undo,
                               sweeper_id=sweeper_id)  # fmt: skip
             announce.sweeper = sweeper
+            shard = setup.shard
+            if shard is not None and isinstance(source, BoundSource):
+                index, count = shard
+                sweeper.after_round = UsageRecorder(
+                    source.store.kv, usage_key(source.store.namespace, index, count),
+                    prices_of(args, setup))  # fmt: skip
             yield sweeper, source
 
 
@@ -430,13 +455,17 @@ async def run(args: argparse.Namespace) -> int:
             f"gcd sweep: interrupted by {signals.received}: requests in flight finished, "
             f"{summary.deleted:,} objects deleted; the rest waits for the next run\n"
         )
+    cost = round_cost(summary.list_requests, summary.delete_requests, summary.deleted,
+                      summary.deleted_bytes, prices_of(args, setup))  # fmt: skip
     if args.json:
         document = summary.to_dict()
         if signals.received is not None:
             document = interrupted_document(summary, signals.received)
-        write_json(document)
+        write_json({**document, "cost": cost.to_dict()})
     else:
         sys.stdout.write(text_summary(summary, interrupted_by=signals.received))
+        if summary.list_requests or summary.delete_requests:
+            sys.stdout.write(cost_line(cost))
     if signals.received is not None:
         return exitcodes.INTERRUPTED
     return exit_code(summary, paused_ok=args.paused_ok)

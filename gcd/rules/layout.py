@@ -224,6 +224,11 @@ class KeyLayout:
             return None
         return parsed
 
+    def read_fields(self, key: str) -> ParsedKey | None:
+        """The fields the pattern reads from `key`, NOT proven by the template: for telling
+        a person why a key does not parse (`gcd.rules.explain`), never for deleting."""
+        return self._match(key)
+
     def _parse_fixed(self, key: str) -> ParsedKey | None:
         """`parse` for the default layout: ``{root}/DDD/`` + 18 digits + ``/{name}``.
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from gcd.rules.decision import Verdict
+from gcd.rules.prices import DEFAULT_PRICES
 from gcd.spark.chart import save_chart
 from gcd.spark.nesting import NESTED_VERDICT
 
@@ -63,8 +64,9 @@ __all__ = [
     "write_report",
 ]
 
-DEFAULT_PRICE_PER_GB_MONTH: Final = 0.023
-PRICE_PER_1000_LIST_REQUESTS: Final = 0.005  # S3 Standard, us-east-1
+# The one price table of gcd (`gcd.rules.prices`): `gcd sweep` and `gcd status` price with it too.
+DEFAULT_PRICE_PER_GB_MONTH: Final = DEFAULT_PRICES["s3"].storage_gb_month
+PRICE_PER_1000_LIST_REQUESTS: Final = DEFAULT_PRICES["s3"].list_per_1000  # S3 Standard
 REPORT_VERSION: Final = 1
 GIB: Final = 2**30
 PAGE_SIZE: Final = 1000  # keys per ListObjectsV2 page

@@ -57,7 +57,7 @@ import enum
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -484,7 +484,12 @@ class Daemon:
 # -- HTTP: /metrics /healthz /readyz ----------------------------------------------------
 
 
-def make_app(daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None]) -> web.Application:
+Route = tuple[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]
+"""An extra GET route of the daemon's port (`gcd.sweep.explain_http`: /v1/explain)."""
+
+
+def make_app(daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None],
+             routes: Sequence[Route] = ()) -> web.Application:  # fmt: skip
     """The daemon's HTTP endpoints; `loop_task` returns the loop's task for /healthz."""
 
     async def metrics(_request: web.Request) -> web.Response:
@@ -508,13 +513,16 @@ def make_app(daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None])
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    for path, handler in routes:
+        app.router.add_get(path, handler)
     return app
 
 
-async def serve(daemon: Daemon, host: str, port: int, *, handle_signals: bool = True) -> int:
+async def serve(daemon: Daemon, host: str, port: int, *, handle_signals: bool = True,
+                routes: Sequence[Route] = ()) -> int:  # fmt: skip
     """Run the loop with its HTTP server until SIGTERM/SIGINT (or `stop`); return 0."""
     task: asyncio.Task[None] | None = None
-    runner = web.AppRunner(make_app(daemon, lambda: task), access_log=None)
+    runner = web.AppRunner(make_app(daemon, lambda: task, routes), access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -52,6 +52,7 @@ import structlog
 
 from gcd.errors import StorageError
 from gcd.sweep.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
+from gcd.sweep.journal_index import INDEX_SUFFIX, IndexBuilder, index_name
 from gcd.sweep.metrics import SweeperMetrics
 from watermark.core import strictjson
 from watermark.core.journal_anchor import JournalAnchor, audit_anchor_name, pruned_marker_name
@@ -158,6 +159,8 @@ class JournalWriter:
         self.on_append: Callable[[], None] | None = None
         """Called after each record is on disk (the anchor keeper wakes up)."""
         self._last_segment = ""
+        self._index = IndexBuilder()
+        """The index of the segment being written (`gcd.sweep.journal_index`)."""
 
     def anchor(self) -> JournalAnchor | None:
         """Where this sweeper's journal ends now (None before the first record)."""
@@ -201,7 +204,7 @@ class JournalWriter:
         if basis is not None and basis.round_id is not None:
             doc["round"] = basis.round_id
         try:
-            self._append(doc)
+            self._append(doc, keys, attempt.epochs)
         except (OSError, ValueError) as exc:
             self.metrics.journal_errors.inc()
             log.error("journal.write_failed", record="before", error=str(exc))
@@ -226,21 +229,25 @@ class JournalWriter:
             doc["deleted_version_ids"] = list(outcome.deleted_version_ids)
         if outcome.markers:
             doc["markers"] = [list(pair) for pair in outcome.markers]
+        named = [*outcome.deleted, *(pair[0] for pair in outcome.failed), *outcome.unanswered]
         try:
-            self._append(doc)
+            self._append(doc, named, outcome.attempt.epochs)
         except (OSError, ValueError) as exc:
             self.metrics.journal_errors.inc()
             log.error("journal.write_failed", record="after", error=str(exc))
 
     # -- segments -----------------------------------------------------------------------
 
-    def _append(self, doc: dict[str, Any]) -> None:
+    def _append(self, doc: dict[str, Any], keys: Sequence[str] = (),
+                epochs: Sequence[int] = ()) -> None:  # fmt: skip
         now = self._clock()
         if self._file is None or self._size >= self.max_bytes or (
             now - self._opened_at >= self.max_age_s
         ):
             self._rotate(now)
+        offset = self._size
         self._write(doc, now)
+        self._index.add(offset, keys, epochs)
 
     def _write(self, doc: dict[str, Any], now: float) -> None:
         self._seq += 1
@@ -276,6 +283,7 @@ class JournalWriter:
             self._file.close()
             self._file = None
             assert self._path is not None
+            self._write_index(self._path)
             end = self.anchor()
             if end is not None:
                 self.segment_ends[self._path] = end
@@ -285,6 +293,21 @@ class JournalWriter:
     def close(self) -> None:
         """Close the current segment (it joins `closed_segments`)."""
         self._close_segment()
+
+    def _write_index(self, path: Path) -> None:
+        """Write the closed segment's index beside it (atomically); a failure only costs
+        `gcd explain` a full read of the segment."""
+        index, self._index = self._index, IndexBuilder()
+        raw = index.encode(path.name, self._size)
+        if raw is None:
+            return
+        target = path.with_name(index_name(path.name))
+        scratch = target.with_suffix(".tmp")
+        try:
+            scratch.write_bytes(raw)
+            os.replace(scratch, target)
+        except OSError as exc:
+            log.warning("journal.index_failed", segment=path.name, error=str(exc))
 
 
 def write_marker(directory: Path, end: JournalAnchor) -> None:
@@ -335,6 +358,7 @@ async def ship_segments(
         count += 1
         end = writer.segment_ends.get(path, end)
         log.info("journal.segment_shipped", segment=path.name, key=key)
+        await _ship_index(objects, prefix, path)
         if not keep_local:
             _delete_shipped(writer, path, done)
     if end is not None:
@@ -347,6 +371,19 @@ async def ship_segments(
     return count
 
 
+async def _ship_index(objects: Any, prefix: str, segment: Path) -> None:
+    """Upload a shipped segment's index beside it (best effort: without it `gcd explain`
+    reads the segment in full)."""
+    index = segment.with_name(index_name(segment.name))
+    try:
+        body = index.read_bytes()
+        await objects.put_object(f"{prefix}/{index.name}", body, if_absent=False)
+    except FileNotFoundError:
+        return
+    except (OSError, StorageError) as exc:
+        log.warning("journal.index_ship_failed", segment=segment.name, error=str(exc))
+
+
 def _delete_shipped(writer: JournalWriter, path: Path, done: set[Path]) -> None:
     """Delete a shipped, verified segment locally (its end in the pruned marker first)."""
     end = writer.segment_ends.get(path)
@@ -354,6 +391,7 @@ def _delete_shipped(writer: JournalWriter, path: Path, done: set[Path]) -> None:
         if end is not None:
             write_marker(writer.directory, end)
         path.unlink()
+        path.with_name(index_name(path.name)).unlink(missing_ok=True)
     except OSError as exc:
         writer.metrics.journal_errors.inc()
         log.warning("journal.local_delete_failed", segment=path.name, error=str(exc))
@@ -486,6 +524,8 @@ async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int) -> 
                 _decode_anchor(body, info.key, read)
             elif name.startswith(_PRUNED_PREFIX):
                 _decode_anchor(body, info.key, read, into=read.pruned)
+            elif name.endswith(INDEX_SUFFIX):
+                continue  # a segment's index (`gcd.sweep.journal_index`), not records
             else:
                 _decode(body, info.key, read)
         token = page.next_token

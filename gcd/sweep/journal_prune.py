@@ -31,6 +31,7 @@ import structlog
 
 from gcd.errors import StorageError
 from gcd.storage.objectstore import ObjectInfo
+from gcd.sweep.journal_index import index_name
 from watermark.core import strictjson
 from watermark.core.journal_anchor import (
     JournalAnchor,
@@ -103,6 +104,11 @@ async def _delete(objects: Any, keys: Sequence[str], report: PruneReport) -> Non
             log.warning("journal.prune_delete_failed", key=failure.key, code=failure.code)
 
 
+def _with_indexes(expired: Sequence[ObjectInfo]) -> list[str]:
+    """The keys of expired segments and of their indexes (`gcd.sweep.journal_index`)."""
+    return [key for info in expired for key in (info.key, index_name(info.key))]
+
+
 async def prune_audit(objects: Any, prefix: str, *, retention_s: float, now: float) -> PruneReport:
     """Delete the segments under `prefix` older than `retention_s` (see the module
     docstring); `objects` lists, gets, puts and deletes (`S3ObjectStore` and the like)."""
@@ -127,7 +133,7 @@ async def prune_audit(objects: Any, prefix: str, *, retention_s: float, now: flo
         try:
             if len(expired) == len(found):  # the sweeper is long gone
                 extra = [base + audit_anchor_name(sweeper), base + pruned_marker_name(sweeper)]
-                await _delete(objects, [info.key for info in expired] + extra, report)
+                await _delete(objects, _with_indexes(expired) + extra, report)
                 report.sweepers_gone += 1
                 continue
             newest = expired[-1]
@@ -149,7 +155,7 @@ async def prune_audit(objects: Any, prefix: str, *, retention_s: float, now: flo
             if not higher:
                 await objects.put_object(marker_key, end.encode(), if_absent=False)
                 report.markers_written += 1
-            await _delete(objects, [info.key for info in expired], report)
+            await _delete(objects, _with_indexes(expired), report)
         except StorageError as exc:
             report.errors += 1
             log.warning("journal.prune_failed", sweeper=sweeper, error=str(exc))

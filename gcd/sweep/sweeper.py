@@ -77,7 +77,7 @@ import dataclasses
 import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeAlias
 
@@ -299,6 +299,8 @@ class Sweeper:
         )
         self.metrics.undo_window_seconds.set(config.undo_window_s)
         self.current: _Run | None = None
+        self.after_round: Callable[[RoundSummary], Awaitable[None]] | None = None
+        """Awaited with each admitted round's summary (`gcd.sweep.usage`); never raises."""
         self.last_summary: RoundSummary | None = None
         """The summary of the last round that ran (None before the first)."""
         """The round in progress, for progress displays."""
@@ -363,6 +365,8 @@ class Sweeper:
         complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
                         or self.stop.is_set() or braked)  # fmt: skip
         self._record(summary, run.max_deleted_epoch)
+        if self.after_round is not None:
+            await self.after_round(summary)
         return RoundResult(summary, run.young_ready_at_s, complete, run.max_deleted_epoch)
 
     async def _detect(self, run: _Run) -> None:

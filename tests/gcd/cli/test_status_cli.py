@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from gcd.cli.output import write_json
-from gcd.cli.status import build_report, human_age, is_empty, render_text
+from gcd.cli.output import human_age, write_json
+from gcd.cli.status import build_report, is_empty, render_text
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli

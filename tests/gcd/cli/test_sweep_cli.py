@@ -42,7 +42,7 @@ SUMMARY_FIELDS = [
     "blocked_reason", "deleted_versions", "deleted_markers", "locked", "locked_reasons",
     "locked_earliest_retain_until", "store", "skipped_nested", "nested_roots",
     "unlistable_prefixes", "poison_keys", "deadline_exceeded", "round", "markers_written",
-    "versions_reclaimed", "undo",
+    "versions_reclaimed", "undo", "cost",
 ]  # fmt: skip
 
 

@@ -714,3 +714,13 @@ def test_fixed_width_parse_examples() -> None:
     # a custom layout spelling the default out in other words takes the round trip
     assert not KeyLayout(pattern=r"(?P<prefix>[0-9]{3})/(?P<epoch>[0-9]{18})/(?P<name>.+)",
                          template="{prefix:03d}/{epoch:018d}/{name}")._fixed
+
+
+def test_read_fields_reads_what_the_pattern_matches_without_the_template_proof() -> None:
+    """`read_fields` (for explaining, never deleting) gives the pattern's fields of a key
+    the template does not give back, where `parse` gives None; junk gives None to both."""
+    pattern = r"(?P<prefix>[0-9]{3})/[a-z](?P<epoch>[0-9]+)/(?P<name>[^/]+)"
+    layout = KeyLayout.custom(pattern=pattern, root="r", template="{prefix:03d}/e{epoch}/{name}")
+    assert layout.parse("r/007/x12/k") is None
+    assert layout.read_fields("r/007/x12/k") == ParsedKey(7, 12, "k")
+    assert layout.read_fields("r/007/junk") is None

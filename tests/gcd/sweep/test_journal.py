@@ -441,8 +441,10 @@ def test_gcd_sweep_journals_ships_and_verifies(
     assert code == 0
     assert json.loads(capsys.readouterr().out)["deleted"] == 3
     assert s3_server.keys(bucket) & {key(e, f"o{e}") for e in (2, 6, 7, 9)} == {key(9, "o9")}
-    shipped = [k for k in s3_server.keys(bucket) if k.startswith("l0gc-audit/journal/journal-")]
+    shipped = [k for k in s3_server.keys(bucket)
+               if k.startswith("l0gc-audit/journal/journal-") and k.endswith(".jsonl")]
     assert len(shipped) == 1
+    assert shipped[0] + ".idx" in s3_server.keys(bucket)  # its index, for `gcd explain`
     for source in (["--journal-dir", str(journal_dir)],
                    ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
                     "--journal-prefix", "l0gc-audit/journal"]):  # fmt: skip

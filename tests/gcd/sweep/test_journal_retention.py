@@ -199,6 +199,7 @@ def test_gcd_journal_prune_removes_a_gone_sweepers_segments_from_the_bucket(
     capsys.readouterr()  # the shipping's log lines
     before = {k for k in s3_server.keys(bucket) if k.startswith(PREFIX)}
     assert {k.rsplit("/", 1)[-1] for k in before} == {"journal-s-old-000001.jsonl",
+                                                      "journal-s-old-000001.jsonl.idx",
                                                       "anchor-s-old.json"}  # fmt: skip
     common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
               "--journal-prefix", PREFIX]  # fmt: skip

@@ -1,0 +1,167 @@
+"""`gcd explain`: why is this object still there, or who deleted it?
+
+    gcd explain KEY [KEY ...] --bucket B [--etcd HOST:PORT --namespace NS]
+                [--from-file F | --from-file -] [--journal-dir DIR] [--json]
+
+Per key one verdict, the rule the sweeper applies (`gcd.rules.explain`), with the facts
+behind it: ``never`` (not an L0 key of this namespace: which case), ``deletable`` (the
+next round deletes it), ``kept`` (the partitions it waits on, the grace period, a pause
+or block, Object Lock; with an *estimate* of when it becomes deletable), ``deleted``
+(found in the journal: when, by which sweeper, under which M) or ``absent``. Takes the
+store, layout, round (``--grace``, ``--safe-epoch``), etcd and journal flags of `gcd
+sweep`, so the answer is for the rounds those flags run. Keys come from the arguments,
+``--from-file`` (one per line; ``-`` is stdin) or, when neither is given and stdin is
+not a terminal, stdin. Read-only: nothing is written to etcd, the store or the journal.
+
+Exit: 0 every key answered, 2 bad flags or no key, 4 etcd unreachable (the keys are
+still answered: kept, blocked), 1 the store could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gcd.cli.explain_text import render_text
+from gcd.cli.options import resolve
+from gcd.cli.output import write_json
+from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, watermark_source
+from gcd.rules.admission import UNREACHABLE
+from gcd.storage.open import open_objects
+from gcd.sweep.explain import ExplainReport, explain_keys, read_gc_facts
+from gcd.sweep.journal import check_audit_prefix
+from gcd.sweep.journal_search import LocalSegments, PrefixSegments, SegmentSource
+from watermark import exitcodes
+from watermark.core.display import printable
+from watermark.errors import ConfigError
+from watermark.logs import configure_logging
+from watermark.options import Option, add_options, boolean, text
+
+__all__ = ["EXPLAIN_OPTIONS", "add_arguments", "explain", "journal_source", "read_keys", "run"]
+
+MAX_KEYS = 1_000_000
+MAX_KEY_BYTES = 1024 * 4  # S3 keys are at most 1024 bytes; a longer line is no key
+
+EXPLAIN_OPTIONS: tuple[Option, ...] = (
+    Option("--from-file", text, None, "read keys from this file, one per line ('-': stdin)",
+           "FILE"),
+    Option("--json", boolean, False, "print one JSON document: an object per key with "
+           "key, verdict, reason, summary and the facts", switch=True),
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`gcd explain` options: the keys, then every `gcd sweep` store/round/journal option."""
+    parser.add_argument("keys", nargs="*", metavar="KEY", help="object keys to explain")
+    add_round_arguments(parser)
+    add_options(parser, EXPLAIN_OPTIONS, "keys and output")
+
+
+def read_keys(args: argparse.Namespace, stdin: Any = None) -> list[str]:
+    """The keys of the arguments, `--from-file`, or stdin (see the module docstring)."""
+    keys = list(args.keys)
+    stream = sys.stdin if stdin is None else stdin
+    lines: list[str] = []
+    if args.from_file == "-" or (args.from_file is None and not keys and not stream.isatty()):
+        lines = stream.read().splitlines()
+    elif args.from_file is not None:
+        try:
+            lines = Path(args.from_file).read_text(encoding="utf-8",
+                                                   errors="surrogateescape").splitlines()
+        except OSError as exc:
+            raise ConfigError(f"--from-file {args.from_file}: cannot be read "
+                              f"({exc.strerror}); give a file of keys, one per line") from exc
+    keys += [line for line in lines if line.strip()]
+    if not keys:
+        raise ConfigError("no key to explain: give KEY arguments, --from-file FILE, or keys "
+                          "on stdin (one per line)")  # fmt: skip
+    if len(keys) > MAX_KEYS:
+        raise ConfigError(f"{len(keys)} keys given; explain at most {MAX_KEYS} per call")
+    too_long = next((k for k in keys if len(k.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES),
+                    None)  # fmt: skip
+    if too_long is not None:
+        raise ConfigError(f"key {printable(too_long[:60])}... is longer than {MAX_KEY_BYTES} "
+                          "bytes: no object store holds such a key")  # fmt: skip
+    return keys
+
+
+def journal_source(args: argparse.Namespace, objects: Any, root: str) -> SegmentSource | None:
+    """Where the journal flags say segments are read (None: no journal flag given)."""
+    if args.journal_dir is not None:
+        return LocalSegments([Path(p) for p in args.journal_dir.split(",") if p])
+    if args.journal_prefix is not None:
+        return PrefixSegments(objects, check_audit_prefix(args.journal_prefix, root))
+    return None
+
+
+async def explain_from_args(args: argparse.Namespace, keys: Sequence[str]) -> ExplainReport:
+    """Open what the flags name, read once, explain `keys`."""
+    setup = round_setup(args)
+    layout = setup.round.layout
+    prefix = None if args.journal_prefix is None else args.journal_prefix.strip("/")
+    async with contextlib.AsyncExitStack() as stack:
+        objects = await stack.enter_async_context(open_objects(setup.s3, setup.azure,
+                                                               gcs=setup.gcs))  # fmt: skip
+        source = await stack.enter_async_context(
+            watermark_source(setup.etcd, target=setup.target, objects=objects))
+        store = None if source is None else getattr(source, "store", source)
+        facts = await read_gc_facts(store, source, grace_s=setup.round.grace_s,
+                                    override=setup.safe_epoch_override,
+                                    journal_prefix=prefix)  # fmt: skip
+        journal = journal_source(args, objects, layout.root)
+        return await explain_keys(keys, layout, facts, objects=objects, journal=journal,
+                                  store=store)  # fmt: skip
+
+
+async def explain(keys: Sequence[str], **options: str | int | float | bool | None
+                  ) -> list[dict[str, Any]]:  # fmt: skip
+    """`gcd explain --json` for programs: one dict per key of `keys`, in order (key,
+    verdict, reason, summary and the facts; docs/python-api.md).
+
+    `options` are the command's flags with underscores, e.g. ``bucket="my-l0-bucket",
+    etcd="etcd-0:2379", namespace="/l0gc/prod", journal_dir="/var/lib/l0gc/journal",
+    grace="10m"``; True turns a switch on, None or False leaves a flag out. Unset ones come
+    from the ``L0GC_*`` environment and the ``config`` file, as for the command.
+    Raises `ConfigError` for a bad option, `EtcdUnavailable` / `StorageError` when etcd or
+    the store cannot be read.
+    """
+    parser = argparse.ArgumentParser(prog="gcd explain", add_help=False, exit_on_error=False)
+    add_arguments(parser)
+    argv: list[str] = []
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if value is None or value is False:
+            continue
+        argv += [flag] if value is True else [flag, str(value)]
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except argparse.ArgumentError as exc:
+        raise ConfigError(f"gcd.explain: {exc}") from exc
+    if unknown:
+        raise ConfigError(f"gcd.explain: unknown options {unknown}; use the flags of "
+                          "`gcd explain --help` with underscores")  # fmt: skip
+    resolve(args, (*COMMON_OPTIONS, *EXPLAIN_OPTIONS))
+    if not keys:
+        raise ConfigError("gcd.explain: no key to explain")
+    report = await explain_from_args(args, list(keys))
+    return [answer.to_dict() for answer in report.explanations]
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Explain the keys; see the module docstring."""
+    resolve(args, (*COMMON_OPTIONS, *EXPLAIN_OPTIONS))
+    configure_logging(args.log_level or "warning")
+    keys = read_keys(args)
+    report = await explain_from_args(args, keys)
+    if args.json:
+        write_json(report.to_dict())
+    else:
+        sys.stdout.write(render_text(report))
+    refused = report.facts.refused
+    if refused is not None and refused.startswith(UNREACHABLE):
+        return exitcodes.ETCD_UNREACHABLE
+    return exitcodes.OK

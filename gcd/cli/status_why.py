@@ -1,0 +1,107 @@
+"""`gcd status`'s "pinned longest" line and `--why`: who holds M back, and for which key.
+
+`pinned_longest` looks at the partitions pinning M (the lowest M(p)) and, for each, walks
+its record's etcd history back (`gcd.sweep.explain.HISTORY` versions at most, while not
+compacted) for as long as M(p) had its current value: the earliest such publication is
+since when it has pinned M (a lower bound when the history is shorter). The one pinned
+longest is reported with its owner.
+
+`why` runs `gcd explain` on the oldest kept key: the key of the lowest epoch above M, found
+with one LIST per prefix directory of the default layout under the namespace's bound root
+(S3 bindings; the bucket's endpoint is the binding's). It reads, never writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gcd.rules.explain import start_before
+from gcd.rules.layout import PREFIX_COUNT, KeyLayout
+from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.sweep.explain import HISTORY, ExplainReport, explain_keys, read_gc_facts
+from watermark.core.binding import Binding
+from watermark.core.record import PartitionRecord
+from watermark.errors import ConfigError, InvalidRecord, L0gcError
+
+__all__ = ["oldest_kept_key", "pinned_longest", "why"]
+
+_LISTS_AT_ONCE = 16
+
+
+async def pinned_longest(store: Any, pinning: list[tuple[str, int, str | None]], now: float
+                         ) -> dict[str, Any] | None:  # fmt: skip
+    """The pinning partition at its M(p) the longest: name, M(p), owner, since (unix s)."""
+    best: dict[str, Any] | None = None
+    for name, watermark, owner in pinning:
+        since = await _since(store, name, watermark)
+        if since is None:
+            continue
+        if best is None or since < best["since"]:
+            best = {"partition": name, "watermark": watermark, "owner": owner,
+                    "since": since, "for_s": round(max(0.0, now - since), 3)}  # fmt: skip
+    return best
+
+
+async def _since(store: Any, name: str, watermark: int) -> float | None:
+    key = store.partition_key(name)
+    kv = store.kv
+    earliest: float | None = None
+    try:
+        item = await kv.get(key)
+        for _ in range(HISTORY):
+            if item is None:
+                break
+            record = PartitionRecord.decode(item.value, partition=name)
+            if record.watermark != watermark:
+                break
+            if record.updated_at is not None:
+                earliest = record.updated_at
+            if item.mod_revision <= 1:
+                break
+            older = await kv.range_prefix(key, revision=item.mod_revision - 1)
+            item = next((i for i in older.items if i.key == key), None)
+    except (L0gcError, InvalidRecord, TypeError, OSError):
+        pass  # compacted or no history: what was seen is the lower bound
+    return earliest
+
+
+async def oldest_kept_key(objects: Any, layout: KeyLayout, safe_epoch: int) -> str | None:
+    """The key of the lowest epoch above M (one LIST per prefix directory)."""
+    gate = asyncio.Semaphore(_LISTS_AT_ONCE)
+    width = layout.epoch_width or 0
+
+    async def first(prefix: int) -> str | None:
+        directory = layout.prefix_dir(prefix)
+        start = start_before(f"{directory}{safe_epoch + 1:0{width}d}") if width else None
+        async with gate:
+            page = await objects.list_page(directory, start_after=start, max_keys=1)
+        return page.objects[0].key if page.objects else None
+
+    found = [k for k in await asyncio.gather(*(first(p) for p in range(PREFIX_COUNT)))
+             if k is not None]  # fmt: skip
+    epochs = [(parsed.epoch, key) for key in found if (parsed := layout.parse(key)) is not None
+              and parsed.epoch > safe_epoch]  # fmt: skip
+    return min(epochs)[1] if epochs else None
+
+
+async def why(store: Any, binding_raw: bytes | None, grace_s: float = 600.0
+              ) -> tuple[str | None, ExplainReport | None]:  # fmt: skip
+    """(the oldest kept key, its explanation); (None, None) when no key is kept above M."""
+    if binding_raw is None:
+        raise ConfigError("--why needs the namespace bound to its bucket (watermark namespace "
+                          "bind): that is where the kept keys are looked for")  # fmt: skip
+    target = Binding.decode(binding_raw).target
+    if target.kind != "s3":
+        raise ConfigError(f"--why looks in S3 buckets; this namespace is bound to "
+                          f"{target.describe()}: run gcd explain KEY there")  # fmt: skip
+    layout = KeyLayout.default(target.root)
+    facts = await read_gc_facts(store, None, grace_s=grace_s)
+    if facts.safe_epoch is None:
+        return None, None
+    settings = S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url)
+    async with S3ObjectStore.open(settings) as objects:
+        key = await oldest_kept_key(objects, layout, facts.safe_epoch)
+        if key is None:
+            return None, None
+        return key, await explain_keys([key], layout, facts, objects=objects, store=store)

@@ -1,0 +1,389 @@
+"""Why is this object still there? The verdict `gcd explain` gives one key (pure, no I/O).
+
+Theory of operation
+-------------------
+The sweeper decides a listed object with `gcd.rules.decision.decide` and the round's
+admission (`gcd.rules.admission`). `explain` asks the same two rules about one key and
+turns their answer into words and facts a person can act on. It takes everything as
+plain values read once by the caller (`gcd.sweep.explain`): the GC state of one etcd
+read (`GcFacts`: M, the cluster epoch, why a round would be refused, every partition's
+M(p) with owner and age), what the store holds under the key (`StoreFacts`), and what
+the deletion journal says (`JournaledRequest`). Checked in the sweeper's order:
+
+1. ``never``: not an L0 key of this namespace: outside the root (the journal's own
+   objects are named as such), an l0gc claim object, not parsed by the layout (or the
+   pattern reads it but the template does not give it back), or under another
+   namespace's nested root. Such a key is never deleted, whatever M does.
+2. not in the store: ``deleted`` when the journal has a request that deleted it (when,
+   which sweeper, M then, the version ids), else ``absent`` (the segments searched).
+3. ``kept`` when a round would delete nothing (paused, blocked, refused: the reason);
+   when the key's epoch e is above M: ``waiting_on`` names every partition with
+   M(p) < e, lowest first, capped with a count, and the cluster epoch when e is not
+   closed yet, with an *estimate* of when it becomes deletable from those partitions'
+   recent M(p) rates (`estimate_ready`); when it is inside the grace period
+   (LastModified and when the period ends); when Object Lock retains a version.
+4. ``deletable``: the next admitted round deletes it (every version, on a versioned
+   bucket whose mode is reclaim).
+
+Extension point: an undo window (issue 38) adds a state between ``deletable`` and
+``deleted``: a ``pending reclaim`` verdict goes into `KeyVerdict` and is decided in
+`explain` right after the store lookup (a key the store no longer shows but the undo
+window still holds), before the journal's ``deleted``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from gcd.rules.decision import Verdict as RoundVerdict
+from gcd.rules.decision import decide
+from gcd.rules.layout import KeyLayout
+from watermark.core.binding import claim_key, nested_root
+
+__all__ = [
+    "WAITING_SHOWN",
+    "Estimate",
+    "Explanation",
+    "GcFacts",
+    "JournaledRequest",
+    "KeyVerdict",
+    "PartitionFact",
+    "Reason",
+    "StoreFacts",
+    "VersionFact",
+    "estimate_ready",
+    "explain",
+    "start_before",
+]
+
+WAITING_SHOWN: Final = 10
+"""Partitions named in `waiting_on`; the rest are counted (`waiting_on_more`)."""
+
+
+class KeyVerdict(enum.Enum):
+    """What becomes of one key (issue 38 will add ``pending reclaim``: module docstring)."""
+
+    NEVER = "never"
+    DELETABLE = "deletable"
+    KEPT = "kept"
+    DELETED = "deleted"
+    ABSENT = "absent"
+
+
+class Reason(enum.Enum):
+    """The fact behind a verdict, one per case of the module docstring."""
+
+    OUTSIDE_ROOT = "outside_root"
+    JOURNAL_OBJECT = "journal_object"
+    CLAIM = "claim"
+    UNPARSABLE = "unparsable"
+    TEMPLATE_MISMATCH = "template_mismatch"
+    NESTED_ROOT = "nested_root"
+    JOURNALED = "journaled"
+    NOT_FOUND = "not_found"
+    PAUSED = "paused"
+    BLOCKED = "blocked"
+    WAITING = "waiting_on_partitions"
+    GRACE = "grace_period"
+    LOCKED = "object_lock"
+    ELIGIBLE = "eligible"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFact:
+    """One registered partition as the explanation names it."""
+
+    name: str
+    watermark: int
+    owner: str | None = None
+    updated_at: float | None = None
+    reconciler_behind: bool | None = None
+    """True: entries wait for the reconciler (M(p) cannot pass them); None: unknown."""
+    unreconciled: int | None = None
+    """How many log entries the reconciler has not lifted yet (None: unknown)."""
+    rate: float | None = None
+    """Recent M(p) rise in epochs per second (None: no history to tell)."""
+    rate_since: float | None = None
+    """Since when the rate is measured (unix seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GcFacts:
+    """The GC state of one etcd read, shared by every key of one call."""
+
+    now: float
+    grace_s: float
+    safe_epoch: int | None
+    cluster_epoch: int | None
+    refused: str | None = None
+    """Why a round would delete nothing (`gcd.rules.admission`), None when admitted."""
+    paused: bool = False
+    revision: int | None = None
+    partitions: tuple[PartitionFact, ...] = ()
+    """Every partition with a readable record, lowest M(p) first."""
+    cluster_rate: float | None = None
+    """Recent cluster epoch rise in epochs per second (None: unknown)."""
+    journal_prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VersionFact:
+    """One stored version (or the object, on an unversioned bucket)."""
+
+    last_modified_s: float
+    size: int
+    version_id: str | None = None
+    delete_marker: bool = False
+    lock: str | None = None
+    """Why Object Lock keeps it ("legal hold", "retention COMPLIANCE"...), None: not locked."""
+    retain_until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFacts:
+    """What the store holds under exactly the key; `nested_root` covers it when set."""
+
+    versions: tuple[VersionFact, ...] = ()
+    nested_root: str | None = None
+
+    @property
+    def found(self) -> bool:
+        """True when the store holds the key (any version)."""
+        return bool(self.versions)
+
+
+@dataclass(frozen=True, slots=True)
+class JournaledRequest:
+    """One journaled request that named the key, and what became of it."""
+
+    at: float
+    sweeper: str
+    request: int | None
+    outcome: str
+    safe_epoch: int | None
+    cluster_epoch: int | None
+    revision: int | None
+    epoch: int | None
+    pinning: tuple[tuple[str, int], ...] = ()
+    version_ids: tuple[str, ...] = ()
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"at": self.at, "sweeper": self.sweeper, "request": self.request,
+                "outcome": self.outcome, "safe_epoch": self.safe_epoch,
+                "cluster_epoch": self.cluster_epoch, "revision": self.revision,
+                "epoch": self.epoch, "pinning": [list(p) for p in self.pinning],
+                "version_ids": list(self.version_ids), "source": self.source}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """When a kept key may become deletable: an estimate from recent rates, never a promise."""
+
+    at: float | None
+    """Unix seconds, None when no rate says (a partition that has not moved)."""
+    slowest: str | None
+    """The partition (or "cluster epoch") the estimate waits for longest."""
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (`estimate: true` marks it as one)."""
+        return {"estimate": True, "at": self.at, "slowest": self.slowest, "basis": self.basis}
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The answer for one key: a verdict, the reason, one sentence, and the facts."""
+
+    key: str
+    verdict: KeyVerdict
+    reason: Reason
+    summary: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` object of this key (key, verdict, reason, summary, then the facts)."""
+        return {"key": self.key, "verdict": self.verdict.value, "reason": self.reason.value,
+                "summary": self.summary, **self.facts}  # fmt: skip
+
+
+def start_before(key: str) -> str:
+    """A StartAfter that lists `key` first among the keys >= it: the greatest string
+    below `key` that we can write (one code point lower, then U+10FFFF), else the key
+    without its last character (which sorts below it too)."""
+    if not key:
+        return ""
+    last = ord(key[-1])
+    lower = last - 1
+    if lower < 0 or 0xD800 <= lower <= 0xDFFF:
+        return key[:-1]
+    return key[:-1] + chr(lower) + "\U0010ffff"
+
+
+def estimate_ready(epoch: int, facts: GcFacts, waiting: Sequence[PartitionFact]) -> Estimate:
+    """When every partition in `waiting` (and the cluster epoch) passes `epoch`, at the
+    rates they rose at recently: the latest of their times. An estimate: a stalled
+    partition or a burst of writes moves it."""
+    latest: float | None = None
+    slowest: str | None = None
+    unknown: list[str] = []
+    needs = [(p.name, epoch - p.watermark, p.rate) for p in waiting]
+    if facts.cluster_epoch is not None and epoch >= facts.cluster_epoch:
+        needs.append(("cluster epoch", epoch - facts.cluster_epoch + 1, facts.cluster_rate))
+    for name, missing, rate in needs:
+        if rate is None or rate <= 0 or not math.isfinite(rate):
+            unknown.append(name)
+            continue
+        at = facts.now + missing / rate
+        if latest is None or at > latest:
+            latest, slowest = at, name
+    if unknown:
+        what = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3
+                                         else "")  # fmt: skip
+        return Estimate(None, unknown[0], f"no estimate: {what} has not moved recently")
+    return Estimate(latest, slowest, "from the recent rise of M(p) of the partitions waited on")
+
+
+def _never(key: str, reason: Reason, summary: str, **facts: Any) -> Explanation:
+    return Explanation(key, KeyVerdict.NEVER, reason, summary, facts)
+
+
+def _not_l0(key: str, layout: KeyLayout, facts: GcFacts) -> Explanation | None:
+    """The `never` verdicts that need no look at the store."""
+    root = layout.listing_root
+    prefix = facts.journal_prefix
+    if prefix is not None and key.startswith(prefix.rstrip("/") + "/"):
+        return _never(key, Reason.JOURNAL_OBJECT, f"a deletion journal object under "
+                      f"{prefix}, outside the root {root}: never deleted")  # fmt: skip
+    if not key.startswith(root):
+        return _never(key, Reason.OUTSIDE_ROOT,
+                      f"outside the root {root}: not an L0 key of this namespace")
+    if key == claim_key(layout.root) or nested_root(key, layout.root) is not None:
+        return _never(key, Reason.CLAIM, "an l0gc claim object (a namespace's binding in the "
+                      "bucket): never deleted")  # fmt: skip
+    if layout.parse(key) is None:
+        if layout.read_fields(key) is not None:
+            return _never(key, Reason.TEMPLATE_MISMATCH, f"the key pattern reads it, but the "
+                          f"template {layout.template!r} does not give it back exactly: never "
+                          "deleted")  # fmt: skip
+        return _never(key, Reason.UNPARSABLE, f"not parsed by the layout {layout.pattern!r}: "
+                      "never deleted (the sweeper counts it as unparsable)")  # fmt: skip
+    return None
+
+
+def explain(
+    key: str, layout: KeyLayout, facts: GcFacts, store: StoreFacts,
+    journal: Sequence[JournaledRequest] = (),
+) -> Explanation:  # fmt: skip
+    """The verdict for `key` (see the module docstring)."""
+    early = _not_l0(key, layout, facts)
+    if early is not None:
+        return early
+    parsed = layout.parse(key)
+    assert parsed is not None  # _not_l0 returned every key that does not parse
+    epoch = parsed.epoch
+    if store.nested_root is not None:
+        return _never(key, Reason.NESTED_ROOT, f"under {store.nested_root}, another "
+                      "namespace's root nested in this one (its claim object is there): "
+                      "never deleted by this namespace", nested_root=store.nested_root)  # fmt: skip
+    base: dict[str, Any] = {"epoch": epoch, "safe_epoch": facts.safe_epoch,
+                            "cluster_epoch": facts.cluster_epoch, "revision": facts.revision}
+    if not store.found:
+        return _gone(key, base, journal)
+    base["versions"] = [_version(v) for v in store.versions]
+    if journal:
+        base["journal"] = [d.to_dict() for d in journal]
+    if facts.refused is not None:
+        reason = Reason.PAUSED if facts.paused else Reason.BLOCKED
+        what = "GC is paused" if facts.paused else "GC is blocked"
+        return Explanation(key, KeyVerdict.KEPT, reason, f"kept: {what}: {facts.refused}",
+                           {**base, "refused": facts.refused, **_waiting(epoch, facts)})
+    assert facts.safe_epoch is not None  # an admitted read has M
+    youngest = max(v.last_modified_s for v in store.versions)
+    verdict, _ = decide(key, youngest, layout, facts.safe_epoch, facts.now, facts.grace_s)
+    if verdict is RoundVerdict.NOT_ELIGIBLE:
+        waiting = _waiting(epoch, facts)
+        return Explanation(key, KeyVerdict.KEPT, Reason.WAITING, _waiting_summary(epoch, facts,
+                           waiting), {**base, **waiting})  # fmt: skip
+    if verdict is RoundVerdict.TOO_YOUNG:
+        ends = youngest + facts.grace_s
+        return Explanation(key, KeyVerdict.KEPT, Reason.GRACE,
+                           f"kept: inside the grace period of {facts.grace_s:g} s (epoch "
+                           f"{epoch} <= M {facts.safe_epoch}); deletable after it ends",
+                           {**base, "last_modified": youngest, "grace_s": facts.grace_s,
+                            "grace_ends": ends})  # fmt: skip
+    locked = [v for v in store.versions if v.lock is not None
+              and (v.retain_until is None or v.retain_until > facts.now)]  # fmt: skip
+    if locked:
+        until = [v.retain_until for v in locked if v.retain_until is not None]
+        latest = max(until) if until else None
+        return Explanation(key, KeyVerdict.KEPT, Reason.LOCKED,
+                           f"kept: Object Lock retains {len(locked)} version(s) "
+                           f"({locked[0].lock}); the store refuses to delete them",
+                           {**base, "locked": len(locked), "lock": locked[0].lock,
+                            "retain_until": latest})  # fmt: skip
+    count = len(store.versions)
+    what = "it" if count == 1 else f"its {count} versions and delete markers"
+    return Explanation(key, KeyVerdict.DELETABLE, Reason.ELIGIBLE,
+                       f"deletable: epoch {epoch} <= M {facts.safe_epoch} and older than the "
+                       f"grace period; the next round deletes {what}", base)  # fmt: skip
+
+
+def _version(v: VersionFact) -> dict[str, Any]:
+    return {"version_id": v.version_id, "last_modified": v.last_modified_s, "size": v.size,
+            "delete_marker": v.delete_marker, "lock": v.lock,
+            "retain_until": v.retain_until}  # fmt: skip
+
+
+def _gone(key: str, base: dict[str, Any], journal: Sequence[JournaledRequest]) -> Explanation:
+    deleted = [d for d in journal if d.outcome == "deleted"]
+    attempts = [d.to_dict() for d in journal]
+    if deleted:
+        last = deleted[-1]
+        return Explanation(key, KeyVerdict.DELETED, Reason.JOURNALED,
+                           f"deleted by sweeper {last.sweeper} (request {last.request}) under "
+                           f"M {last.safe_epoch}", {**base, "deleted": last.to_dict(),
+                                                    "journal": attempts})  # fmt: skip
+    summary = "absent: not in the store, and no journal record deleted it"
+    if journal:
+        summary += f" ({len(journal)} attempt(s) recorded, none deleted it)"
+    return Explanation(key, KeyVerdict.ABSENT, Reason.NOT_FOUND, summary,
+                       {**base, "journal": attempts})
+
+
+def _waiting(epoch: int, facts: GcFacts) -> dict[str, Any]:
+    """Every partition with M(p) below `epoch`, capped, and the estimate."""
+    if facts.safe_epoch is not None and epoch <= facts.safe_epoch:
+        return {}
+    behind = [p for p in facts.partitions if p.watermark < epoch]
+    shown = behind[:WAITING_SHOWN]
+    doc: dict[str, Any] = {
+        "waiting_on": [_partition(p, facts.now) for p in shown],
+        "waiting_on_more": len(behind) - len(shown),
+        "epoch_open": facts.cluster_epoch is not None and epoch >= facts.cluster_epoch,
+    }
+    doc["estimate"] = estimate_ready(epoch, facts, behind).to_dict()
+    return doc
+
+
+def _partition(p: PartitionFact, now: float) -> dict[str, Any]:
+    age = None if p.updated_at is None else round(max(0.0, now - p.updated_at), 3)
+    return {"partition": p.name, "watermark": p.watermark, "owner": p.owner,
+            "updated_at": p.updated_at, "age_s": age, "reconciler_behind": p.reconciler_behind,
+            "unreconciled": p.unreconciled, "rate_epochs_per_s": p.rate}  # fmt: skip
+
+
+def _waiting_summary(epoch: int, facts: GcFacts, waiting: dict[str, Any]) -> str:
+    names = [p["partition"] for p in waiting["waiting_on"]]
+    more = waiting["waiting_on_more"]
+    text = f"kept: epoch {epoch} > M {facts.safe_epoch}"
+    if names:
+        text += f"; waiting on {', '.join(names)}" + (f" and {more} more" if more else "")
+    if waiting["epoch_open"]:
+        text += f"; its epoch is not closed yet (cluster epoch {facts.cluster_epoch})"
+    return text
