@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gcd.cli.journal import _READ_OPTIONS
 from gcd.cli.explain import EXPLAIN_OPTIONS
+from gcd.cli.journal import _READ_OPTIONS
 from gcd.cli.namespace import OPTIONS as NAMESPACE_OPTIONS
 from gcd.cli.options import _UNIVERSE, OTHER_COMMAND_KEYS
 from gcd.cli.pause import PAUSE_OPTIONS, RESUME_OPTIONS
