@@ -14,9 +14,12 @@ and sorts it: l0gc's marker is still there -> RESTORED by deleting exactly that 
 by its version id (the version it hid becomes current again, byte for byte: nothing
 is copied); the marker is gone and a hidden version is current -> ALREADY_RESTORED; the
 versions are gone -> ALREADY_RECLAIMED (the window had passed); a key the journal never
-deleted -> NEVER_DELETED. Nothing else is ever deleted: never another writer's marker,
-never a version. Each request is written to the restore log (`RestoreLog`, JSON lines,
-fsynced) before it is sent, and its answer after.
+deleted -> NEVER_DELETED. On a store with soft delete of its own (`SoftDeleteStore`:
+Azure, GCS) a key deleted plainly is undeleted by the store (GCS: the generation the
+journal records in ``hides``), never over an object live under its name (then
+ALREADY_RESTORED); nothing to bring back -> ALREADY_RECLAIMED. Nothing else is ever
+deleted: never another writer's marker, never a version. Each request is written to the
+restore log (`RestoreLog`, JSON lines, fsynced) before it is sent, and its answer after.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gcd.rules.versions import split_target, version_target
-from gcd.storage.objectstore import ObjectInfo
+from gcd.storage.objectstore import ObjectInfo, SoftDeleteStore
 from gcd.sweep.journal import JournalRead, Record
 
 __all__ = ["JournaledDeletion", "KeyResult", "RestoreLog", "RestoreOutcome", "Selection",
@@ -192,6 +195,8 @@ class RestoreLog:
 class _Plan:
     results: list[KeyResult] = field(default_factory=list)
     targets: list[tuple[_Deletion, str, ObjectInfo | None]] = field(default_factory=list)
+    undeletes: list[_Deletion] = field(default_factory=list)
+    """Deleted plainly on a store with soft delete: the store brings them back."""
 
 
 async def restore(
@@ -215,10 +220,19 @@ async def restore(
                              for d, marker, top in part]  # fmt: skip
             continue
         plan.results += await _send(store, part, log)
+    for deletion in plan.undeletes:
+        if dry_run:
+            plan.results.append(KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch,
+                                          detail="dry run: not restored"))  # fmt: skip
+        else:
+            plan.results.append(await _undelete(store, deletion, log))
     return sorted(plan.results, key=lambda result: result.key)
 
 
 async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
+    if deletion.marker is None and isinstance(store, SoftDeleteStore):
+        plan.undeletes.append(deletion)
+        return
     if deletion.marker is None:
         plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
                                       detail="deleted without an undo window"))  # fmt: skip
@@ -279,6 +293,29 @@ async def _send(store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]]
             results.append(KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, marker=marker,
                                      detail=errors.get(target, "not in the answer")))  # fmt: skip
     return results
+
+
+async def _undelete(store: Any, deletion: _Deletion, log: RestoreLog | None) -> KeyResult:
+    """One key back through the store's own soft delete (`SoftDeleteStore.undelete`)."""
+    generation = deletion.hides[0] if deletion.hides else None
+    if log is not None:
+        log.write({"type": "undelete-before", "key": deletion.key, "generation": generation})
+    try:
+        answer = await store.undelete(deletion.key, generation)
+    except Exception as exc:  # noqa: BLE001 - the log and the result say what failed
+        if log is not None:
+            log.write({"type": "undelete-after", "key": deletion.key, "error": str(exc)})
+        return KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, detail=str(exc))
+    if log is not None:
+        log.write({"type": "undelete-after", "key": deletion.key, "answer": answer})
+    outcome = {"restored": _Outcome.RESTORED, "live": _Outcome.ALREADY_RESTORED}.get(
+        answer, _Outcome.ALREADY_RECLAIMED)
+    detail = None
+    if answer == "live":
+        detail = "an object is live under this name: not overwritten"
+    elif outcome is _Outcome.ALREADY_RECLAIMED:
+        detail = "the store's soft delete retention passed"
+    return KeyResult(deletion.key, outcome, deletion.epoch, generation, detail=detail)
 
 
 def repair_steps(results: Sequence[KeyResult], chosen: dict[str, _Deletion],

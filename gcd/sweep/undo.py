@@ -7,7 +7,11 @@
   date as a `DeleteSink` of the round's own deletions. Only a marker named here is
   l0gc's: a marker the journal does not name is never reclaimed nor restored;
 * M's history (`gcd.sweep.mhistory.MHistory`, etcd), observed once per round
-  (`ceiling`): on a store without versions the round deletes only up to the delayed M.
+  (`ceiling`): on a store without versions the round deletes only up to the delayed M;
+* the store's own soft delete retention (Azure, GCS: `SoftDeleteStore`), read at the
+  first round and every `RETENTION_TTL_S` after (`retention`): when it covers the
+  window (`covered`) deletions are plain and `gcd restore` undeletes; when it does not,
+  the delayed M is used and the log says so once (`undo.store_retention_short`).
 
 `KeyGroups` gathers, per listing prefix, every listed version of one key (a key's
 versions may span pages) and hands the whole key to `gcd.rules.undo.plan_key` once the
@@ -24,15 +28,25 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from gcd.rules.undo import KeyPlan, UndoAction, VersionEntry, delayed_safe_epoch, plan_key
-from gcd.storage.objectstore import ObjectInfo
+from gcd.rules.undo import (
+    KeyPlan,
+    UndoAction,
+    VersionEntry,
+    delayed_safe_epoch,
+    plan_key,
+    store_keeps,
+)
+from gcd.storage.objectstore import ObjectInfo, SoftDeleteStore
 from gcd.sweep.deleter import Candidate
 from gcd.sweep.events import BatchAttempt, BatchOutcome
 from gcd.sweep.journal import JournalRead
 from gcd.sweep.mhistory import MHistory
 from gcd.sweep.report import RoundCounts
 
-__all__ = ["KeyGroups", "MarkerLedger", "UndoKeeper", "journal_markers"]
+__all__ = ["RETENTION_TTL_S", "KeyGroups", "MarkerLedger", "UndoKeeper", "journal_markers"]
+
+RETENTION_TTL_S = 300.0
+"""How long a read of the store's soft delete retention is used (as S3's features)."""
 
 log = structlog.get_logger("gcd.undo")
 
@@ -93,6 +107,31 @@ class UndoKeeper:
     ledger: MarkerLedger = field(default_factory=MarkerLedger)
     history: MHistory | None = None
     clock: Callable[[], float] = time.time
+    _retention: tuple[float, float | None] | None = None
+    _said_short: bool = False
+
+    async def retention(self, store: SoftDeleteStore) -> float | None:
+        """The store's soft delete retention (s; None: unreadable), re-read after
+        `RETENTION_TTL_S`; a store that cannot keep the window is logged once."""
+        now = self.clock()
+        if self._retention is None or now - self._retention[0] >= RETENTION_TTL_S:
+            self._retention = (now, await store.soft_delete_retention())
+            log.info("undo.store_retention", retention_s=self._retention[1],
+                     window_s=self.window_s)  # fmt: skip
+        found = self._retention[1]
+        if not self.covered(found) and not self._said_short:
+            self._said_short = True
+            log.warning("undo.store_retention_short", retention_s=found, window_s=self.window_s,
+                        fix="the store's soft delete does not keep deleted objects for the "
+                            "whole undo window (or cannot be read): deleting only what was "
+                            "garbage for a whole window (the M of one window ago) instead; "
+                            "raise the store's retention to at least the window to delete "
+                            "plainly")  # fmt: skip
+        return found
+
+    def covered(self, retention_s: float | None) -> bool:
+        """True when a store's soft delete keeps deleted objects for the whole window."""
+        return store_keeps(retention_s, self.window_s)
 
     async def ceiling(self, current: int) -> int | None:
         """The delayed M for a store without versions (recording `current` in the history

@@ -10,6 +10,7 @@ from gcd.rules.undo import (
     plan_key,
     prunable,
     should_record,
+    store_keeps,
 )
 
 HOUR = 3600.0
@@ -107,3 +108,13 @@ def test_a_young_version_or_no_latest_entry_waits() -> None:
     assert plan_key([version("a"), version("b")], set(), NOW, HOUR).action is UndoAction.WAIT
     two = [version("a", latest=True), version("b", latest=True)]
     assert plan_key(two, set(), NOW, HOUR).action is UndoAction.WAIT
+
+
+def test_a_store_keeps_the_window_only_with_a_known_retention_at_least_as_long() -> None:
+    """A soft delete of exactly the window keeps it; shorter, none (0) or unreadable
+    (None) does not: the delayed M is used instead."""
+    assert store_keeps(3600.0, 3600.0)
+    assert store_keeps(604800.0, 3600.0)
+    assert not store_keeps(3599.0, 3600.0)
+    assert not store_keeps(0.0, 0.0)
+    assert not store_keeps(None, 3600.0)
