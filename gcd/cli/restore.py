@@ -8,7 +8,8 @@ It refuses (exit 2, one line saying what to run) unless GC is paused for the nam
 a restored key at or below M would be deleted again by the next round. It reads the
 deletion journal as `gcd journal` does (local segments, or the ones shipped to the audit
 prefix), keeps the deletions selected (`gcd.sweep.restore.Selection`: every criterion
-given must hold; `--partition` selects deletions made while that partition pinned M)
+given must hold; `--partition` names the partition whose M(p) was wrong, for the
+repair steps: it does not select, see `gcd.sweep.restore`)
 and restores each key by deleting exactly the delete marker l0gc wrote on it, by version
 id, or on Azure and GCS (`--storage`) with soft delete by the store's own undelete /
 restore of the generation deleted (`gcd.sweep.restore`). It reports every key (restored,
@@ -81,8 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_option(parser)
     add_options(parser, RESTORE_OPTIONS, "journal, selection and output")
     parser.add_argument("--partition", action="append", metavar="P", default=None,
-                        help="restore deletions made while partition P pinned M, and name P "
-                        "in the repair steps (repeatable; default: every partition)")  # fmt: skip
+                        help="the partition whose M(p) was wrong: named in the repair steps "
+                        "(repeatable; it does not select deletions: use --since)")  # fmt: skip
     parser.add_argument("--key", action="append", metavar="K", default=None,
                         help="restore this object key (repeatable; a key the journal never "
                         "deleted is reported as such; default: every selected key)")  # fmt: skip

@@ -7,7 +7,11 @@ behind a delete marker l0gc wrote (an undo window on a versioned bucket; the aft
 record names the marker's version id, the before record the versions it hides), a
 version or marker freed by version id (a reclaim: gone), or a key deleted for good (no
 window, or a store without versions). `select` keeps the deletions an operator asks
-for (time, round, partition pinning M, keys); the newest deletion of a key wins.
+for (time, round, keys); the newest deletion of a key wins. Not by partition: a
+partition that published a too-high M(p) is usually not the one pinning M afterwards
+(its old objects held M down; once its M(p) jumps, another partition pins M), and the
+keys do not say which partition wrote them, so the partition the operator names is
+only the one the repair steps lower (found by the simulation, `gcd.sim.undo`).
 
 `restore` then asks the store about each chosen key (one ListObjectVersions of the key)
 and sorts it: l0gc's marker is still there -> RESTORED by deleting exactly that marker
@@ -140,7 +144,8 @@ class Selection:
     until: float | None = None
     rounds: frozenset[str] = frozenset()
     partitions: frozenset[str] = frozenset()
-    """Deletions made while one of these partitions pinned M (M(p) was M)."""
+    """The partitions whose M(p) was wrong: named in the repair steps, not a filter
+    (see the module docstring)."""
     keys: tuple[str, ...] = ()
 
     def matches(self, deletion: _Deletion) -> bool:
@@ -148,8 +153,6 @@ class Selection:
         return ((self.since is None or deletion.at >= self.since)
                 and (self.until is None or deletion.at <= self.until)
                 and (not self.rounds or deletion.round in self.rounds)
-                and (not self.partitions
-                     or any(name in self.partitions for name, _ in deletion.pinning))
                 and (not self.keys or deletion.key in self.keys))  # fmt: skip
 
 
@@ -321,13 +324,14 @@ async def _undelete(store: Any, deletion: _Deletion, log: RestoreLog | None) -> 
 def repair_steps(results: Sequence[KeyResult], chosen: dict[str, _Deletion],
                  partitions: Sequence[str]) -> list[str]:  # fmt: skip
     """The commands that keep the restored objects: lower the wrong M(p) below the lowest
-    restored epoch (the `partitions` named, else those pinning M when they were deleted),
+    restored epoch (the `partitions` the operator named as wrong; without one, a step to
+    fill in: the partitions pinning M at the deletions are usually innocent ones),
     then resume GC."""
     kept = [r for r in results if r.outcome in {_Outcome.RESTORED, _Outcome.ALREADY_RESTORED}]
     if not kept:
         return []
     lowest = min(r.epoch for r in kept if r.epoch is not None)
-    names = list(partitions) or sorted({name for r in kept for name, _ in chosen[r.key].pinning})
+    names = list(partitions)
     steps = [f"watermark partition repair {name} --watermark {lowest - 1} --force "
              '--reason "restored objects from a wrong M(p)"' for name in names]  # fmt: skip
     if not names:
