@@ -25,5 +25,6 @@ BENCHMARKS: dict[str, str] = {
     "azure": "bench.azure",
     "versions": "bench.versions",
     "gcs": "bench.gcs",
+    "undo": "bench.undo",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""

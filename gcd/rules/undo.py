@@ -138,8 +138,8 @@ class UndoAction(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class KeyPlan:
     """`plan_key`'s answer: the action, the versions to delete (RECLAIM), the versions a
-    new marker hides (HIDE, newest first), and for PENDING the bytes held and the time
-    l0gc's marker was written."""
+    new marker hides (HIDE, newest first), and for PENDING (FOREIGN) the bytes held and
+    the time l0gc's (the other writer's) marker was written."""
 
     action: UndoAction
     targets: tuple[VersionEntry, ...] = ()
@@ -164,7 +164,7 @@ def plan_key(
     if not top.marker:
         return KeyPlan(UndoAction.HIDE, hides=tuple(v.version_id for v in data), held_bytes=held)
     if top.version_id not in ours:
-        return KeyPlan(UndoAction.FOREIGN, held_bytes=held)
+        return KeyPlan(UndoAction.FOREIGN, held_bytes=held, marker_at=top.last_modified_s)
     if now - top.last_modified_s < window_s:
         return KeyPlan(UndoAction.PENDING, held_bytes=held, marker_at=top.last_modified_s)
     mine = tuple(v for v in versions if v.marker and v.version_id in ours)

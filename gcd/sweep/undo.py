@@ -23,7 +23,7 @@ a RECLAIM one delete per version id) and counts what it keeps.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import structlog
@@ -107,6 +107,12 @@ class UndoKeeper:
     ledger: MarkerLedger = field(default_factory=MarkerLedger)
     history: MHistory | None = None
     clock: Callable[[], float] = time.time
+    ledger_from: float | None = None
+    """The ledger was loaded from the segments shipped since this time only; a marker
+    on an eligible key older than it that the ledger does not know may be l0gc's."""
+    load_rest: Callable[[], Awaitable[JournalRead]] | None = None
+    """Reads every shipped segment (the rest of the ledger), once, when needed."""
+    needs_rest: bool = False
     _retention: tuple[float, float | None] | None = None
     _said_short: bool = False
 
@@ -129,6 +135,21 @@ class UndoKeeper:
                             "plainly")  # fmt: skip
         return found
 
+    def older_marker(self, marker_at: float | None) -> None:
+        """A marker the ledger does not know, on an eligible key: if it is older than
+        the segments read, it may be l0gc's; the next round reads the rest first."""
+        if (self.ledger_from is not None and self.load_rest is not None
+                and marker_at is not None and marker_at < self.ledger_from):  # fmt: skip
+            self.needs_rest = True
+
+    async def complete_ledger(self) -> None:
+        """Read every shipped segment once when a round asked for it (`older_marker`)."""
+        if not self.needs_rest or self.load_rest is None:
+            return
+        load, self.load_rest, self.needs_rest, self.ledger_from = self.load_rest, None, False, None
+        found = self.ledger.load(await load())
+        log.info("undo.ledger_completed", markers=found, keys=len(self.ledger.markers))
+
     def covered(self, retention_s: float | None) -> bool:
         """True when a store's soft delete keeps deleted objects for the whole window."""
         return store_keeps(retention_s, self.window_s)
@@ -137,6 +158,7 @@ class UndoKeeper:
         """The delayed M for a store without versions (recording `current` in the history
         first); None when the history does not reach back a whole window, or there is no
         history (no etcd): nothing may be deleted yet. Raises what reading etcd raises."""
+        await self.complete_ledger()
         if self.history is None:
             return None
         now = self.clock()
@@ -183,8 +205,7 @@ class KeyGroups:
         plan = plan_key(entries, self.keeper.ledger.ours(group.key), now, self.keeper.window_s)
         return self._act(plan, group, counts)
 
-    @staticmethod
-    def _act(plan: KeyPlan, group: _Group, counts: RoundCounts
+    def _act(self, plan: KeyPlan, group: _Group, counts: RoundCounts
              ) -> list[tuple[Candidate, ObjectInfo]]:  # fmt: skip
         by_version = {str(obj.version_id): obj for obj, _ in group.objects}
         if plan.action is UndoAction.HIDE:
@@ -202,4 +223,5 @@ class KeyGroups:
                 counts.oldest_pending_s = plan.marker_at
         elif plan.action is UndoAction.FOREIGN:
             counts.foreign_markers += 1
+            self.keeper.older_marker(plan.marker_at)
         return []

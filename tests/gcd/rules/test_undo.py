@@ -100,6 +100,7 @@ def test_reclaim_never_takes_another_writers_marker() -> None:
     foreign = plan_key(versions, {"x"}, NOW, HOUR)
     assert foreign.action is UndoAction.FOREIGN
     assert foreign.targets == ()
+    assert foreign.marker_at == 3  # when the other marker was written: it may be l0gc's
 
 
 def test_a_young_version_or_no_latest_entry_waits() -> None:
