@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from gcd.errors import StorageError
 from gcd.rules.undo import (
     KeyPlan,
     UndoAction,
@@ -121,7 +122,12 @@ class UndoKeeper:
         `RETENTION_TTL_S`; a store that cannot keep the window is logged once."""
         now = self.clock()
         if self._retention is None or now - self._retention[0] >= RETENTION_TTL_S:
-            self._retention = (now, await store.soft_delete_retention())
+            try:
+                found: float | None = await store.soft_delete_retention()
+            except StorageError as exc:  # unreadable: the delayed M, never a guess
+                log.warning("undo.store_retention_unreadable", error=str(exc))
+                found = None
+            self._retention = (now, found)
             log.info("undo.store_retention", retention_s=self._retention[1],
                      window_s=self.window_s)  # fmt: skip
         found = self._retention[1]

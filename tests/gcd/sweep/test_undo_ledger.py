@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gcd.errors import StorageError
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.journal import JournalRead, JournalWriter, read_journal, read_journal_objects
@@ -100,3 +101,20 @@ async def test_only_segments_shipped_since_the_bound_are_read(tmp_path: Path) ->
     seen.clear()
     await read_journal_objects(objects, "audit", max_bytes=1 << 20)
     assert sorted(seen) == ["audit/journal-new-000001.jsonl", "audit/journal-old-000001.jsonl"]
+
+
+async def test_a_retention_that_cannot_be_read_is_no_retention() -> None:
+    """A store whose soft delete setting cannot be read (the request fails) is taken for
+    one without: None, never an exception out of the round, and not relied on."""
+
+    class Unreachable:
+        async def soft_delete_retention(self) -> float | None:
+            raise StorageError("buckets.get could not reach the endpoint", code="ConnectionError",
+                               retryable=True)  # fmt: skip
+
+        async def undelete(self, key: str, generation: str | None) -> str:
+            raise AssertionError("not called")
+
+    keeper = UndoKeeper(HOUR, clock=Clock())
+    assert await keeper.retention(Unreachable()) is None
+    assert not keeper.covered(None)
