@@ -26,5 +26,6 @@ BENCHMARKS: dict[str, str] = {
     "versions": "bench.versions",
     "gcs": "bench.gcs",
     "explain": "bench.explain",
+    "undo": "bench.undo",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""

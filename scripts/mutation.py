@@ -87,6 +87,7 @@ TARGETS: dict[str, Target] = {
     "watermark/core/assignment.py": Target((f"{_CORE}test_assignment.py",)),
     "watermark/core/binding.py": Target((f"{_CORE}test_binding.py",)),
     "watermark/core/strictjson.py": Target((f"{_CORE}test_strictjson.py",)),
+    "gcd/rules/undo.py": Target(("tests/gcd/rules/test_undo.py",)),
 }
 
 # -- mutants -------------------------------------------------------------------------

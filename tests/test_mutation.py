@@ -57,7 +57,7 @@ def test_the_safety_modules_have_no_unlisted_survivor() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_other_core_modules_have_no_new_survivor() -> None:
-    """layout, gcindex, assignment, binding, strictjson, 25 mutants each (a fixed seed):
+    """layout, gcindex, assignment, binding, strictjson, undo, 25 mutants each (a fixed seed):
     every one killed, listed as equivalent, or one of the survivors still open."""
     done = run("--rest", "--sample", "25", "--seed", "31", timeout=1700)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -8,12 +8,15 @@ It refuses (exit 2, one line saying what to run) unless GC is paused for the nam
 a restored key at or below M would be deleted again by the next round. It reads the
 deletion journal as `gcd journal` does (local segments, or the ones shipped to the audit
 prefix), keeps the deletions selected (`gcd.sweep.restore.Selection`: every criterion
-given must hold; `--partition` selects deletions made while that partition pinned M)
-and restores each key by deleting exactly the delete marker l0gc wrote on it, by
-version id (`gcd.sweep.restore`). It reports every key (restored, already restored,
-already reclaimed, never deleted, failed), then prints the steps that keep the objects:
-`watermark partition repair ... --force` for each partition concerned, then `gcd resume`.
-The restore's requests are journaled (`restore-{id}.jsonl` beside the journal).
+given must hold; `--partition` names the partition whose M(p) was wrong, for the
+repair steps: it does not select, see `gcd.sweep.restore`)
+and restores each key by deleting exactly the delete marker l0gc wrote on it, by version
+id, or on Azure and GCS (`--storage`) with soft delete by the store's own undelete /
+restore of the generation deleted (`gcd.sweep.restore`). It reports every key (restored,
+already restored, already reclaimed, never deleted, failed), then prints the steps that
+keep the objects: `watermark partition repair ... --force` for each partition concerned,
+then `gcd resume`. The restore's requests are journaled (`restore-{id}.jsonl` beside the
+journal).
 
 Exit codes: 0 done (nothing failed), 1 a marker could not be deleted, 2 bad flags, GC
 not paused, or nothing in the journal, 4 etcd unreachable.
@@ -30,8 +33,10 @@ from typing import Any
 
 from gcd.cli.options import JOURNAL_OPTIONS, S3_OPTIONS, SWEEP_OPTIONS, resolve
 from gcd.cli.output import write_json
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.cli.undo import MAX_SEGMENT_READ
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.open import open_objects
+from gcd.storage.s3 import S3Settings
 from gcd.sweep.journal import read_journal, read_journal_objects
 from gcd.sweep.restore import (
     KeyResult,
@@ -57,6 +62,8 @@ OUTPUT_VERSION = 1
 
 RESTORE_OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
+    *AZURE_OPTIONS,
+    *GCS_OPTIONS,
     *JOURNAL_OPTIONS[:2],
     Option("--since", text, None, "restore deletions made at or after this time (ISO 8601, "
            "e.g. 2026-11-22T02:00:00Z; default: no lower bound)", "TIME"),
@@ -75,8 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_option(parser)
     add_options(parser, RESTORE_OPTIONS, "journal, selection and output")
     parser.add_argument("--partition", action="append", metavar="P", default=None,
-                        help="restore deletions made while partition P pinned M, and name P "
-                        "in the repair steps (repeatable; default: every partition)")  # fmt: skip
+                        help="the partition whose M(p) was wrong: named in the repair steps "
+                        "(repeatable; it does not select deletions: use --since)")  # fmt: skip
     parser.add_argument("--key", action="append", metavar="K", default=None,
                         help="restore this object key (repeatable; a key the journal never "
                         "deleted is reported as such; default: every selected key)")  # fmt: skip
@@ -118,7 +125,8 @@ async def run(args: argparse.Namespace) -> int:
         rounds=frozenset(part for part in (args.round or "").split(",") if part),
         partitions=frozenset(args.partition or ()), keys=tuple(args.key or ()),
     )  # fmt: skip
-    if args.bucket is None:
+    azure, gcs = azure_settings(args), gcs_settings(args)
+    if args.bucket is None and azure is None:
         raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET")
     if args.journal_dir is None and args.journal_prefix is None:
         raise ConfigError("give the journal: --journal-dir DIR, or --journal-prefix P (the "
@@ -129,9 +137,10 @@ async def run(args: argparse.Namespace) -> int:
                          "key at or below M would be deleted again; run `gcd pause --reason "
                          "\"restore\"` first\n")  # fmt: skip
         return exitcodes.USAGE
-    s3 = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    s3 = None if azure is not None or gcs is not None else S3Settings(
+        bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
     restore_id = uuid.uuid4().hex[:8]
-    async with S3ObjectStore.open(s3) as store:
+    async with open_objects(s3, azure, gcs=gcs) as store:
         if args.journal_dir is not None:
             read = read_journal([Path(part) for part in args.journal_dir.split(",") if part])
         else:

@@ -4,13 +4,16 @@
 the delete markers l0gc wrote, read from the deletion journal (`--journal-dir`, and the
 segments shipped to `--journal-prefix`), and M's history in etcd
 (`gcd.sweep.mhistory.MHistory`, on a connection of its own). A dry run deletes nothing
-and needs neither.
+and needs neither. Of the shipped segments only those of the last window and a day
+(`LEDGER_MARGIN_S`) are read at start; the rest once, if a round meets a marker older.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +25,15 @@ from gcd.sweep.mhistory import MHistory
 from gcd.sweep.undo import UndoKeeper
 from watermark.etcd.settings import open_kv
 
-__all__ = ["MAX_SEGMENT_READ", "undo_fields", "undo_keeper"]
+__all__ = ["LEDGER_MARGIN_S", "MAX_SEGMENT_READ", "undo_fields", "undo_keeper"]
 
 log = structlog.get_logger("gcd.cli.undo")
 
 MAX_SEGMENT_READ = 1 << 30
+LEDGER_MARGIN_S = 86_400.0
+"""Shipped segments older than now - window - this are not read at start: a marker
+they name is normally reclaimed long before. A round that finds an unknown marker
+older than that on an eligible key reads them all once (`UndoKeeper.older_marker`)."""
 
 
 @contextlib.asynccontextmanager
@@ -44,8 +51,13 @@ async def undo_keeper(
     found = keeper.ledger.load(read_journal([local])) if local.is_dir() else 0  # noqa: ASYNC240 - once, at start
     if args.journal_prefix is not None:
         prefix = check_audit_prefix(args.journal_prefix, setup.round.layout.root)
-        shipped = await read_journal_objects(objects, prefix, max_bytes=MAX_SEGMENT_READ)
+        since = time.time() - window - LEDGER_MARGIN_S
+        shipped = await read_journal_objects(objects, prefix, max_bytes=MAX_SEGMENT_READ,
+                                             newer_than=since)  # fmt: skip
         found += keeper.ledger.load(shipped)
+        keeper.ledger_from = since
+        keeper.load_rest = functools.partial(read_journal_objects, objects, prefix,
+                                             max_bytes=MAX_SEGMENT_READ)  # fmt: skip
     log.info("undo.ledger_loaded", markers=found, keys=len(keeper.ledger.markers),
              window_s=window)  # fmt: skip
     if setup.etcd is None:

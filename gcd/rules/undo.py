@@ -22,7 +22,13 @@ Two rules keep the promise, chosen per round by what the store can do:
   longest window in use, `prunable`). A namespace whose history does not reach back W
   deletes nothing yet (None).
 
-Both rules only ever delete *less* than M allows, never more: HIDE keeps every byte,
+* **Stores with soft delete of their own** (Azure blob soft delete, a GCS bucket's soft
+  delete policy): when the store keeps a deleted object restorable for at least W
+  (`store_keeps`), deletions are plain and a restore asks the store to undelete. A
+  retention shorter than W, none, or one that cannot be read falls back to the M of
+  one window ago.
+
+The rules only ever delete *less* than M allows, never more: HIDE keeps every byte,
 RECLAIM needs an l0gc marker older than W, and the delayed M is the minimum of M over
 the window, so it is never above the M in force now.
 """
@@ -42,6 +48,7 @@ __all__ = [
     "plan_key",
     "prunable",
     "should_record",
+    "store_keeps",
 ]
 
 
@@ -94,6 +101,12 @@ def prunable(history: Sequence[MEntry], now: float, window_s: float) -> list[MEn
     return ordered[: in_force[-1]] if in_force else []
 
 
+def store_keeps(retention_s: float | None, window_s: float) -> bool:
+    """Whether a store's own soft delete, `retention_s` (None: unreadable; 0: off), keeps
+    every deleted object restorable for the whole window."""
+    return retention_s is not None and retention_s > 0 and retention_s >= window_s
+
+
 @dataclass(frozen=True, slots=True)
 class VersionEntry:
     """One listed version or delete marker of a key."""
@@ -125,8 +138,8 @@ class UndoAction(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class KeyPlan:
     """`plan_key`'s answer: the action, the versions to delete (RECLAIM), the versions a
-    new marker hides (HIDE, newest first), and for PENDING the bytes held and the time
-    l0gc's marker was written."""
+    new marker hides (HIDE, newest first), and for PENDING (FOREIGN) the bytes held and
+    the time l0gc's (the other writer's) marker was written."""
 
     action: UndoAction
     targets: tuple[VersionEntry, ...] = ()
@@ -151,7 +164,7 @@ def plan_key(
     if not top.marker:
         return KeyPlan(UndoAction.HIDE, hides=tuple(v.version_id for v in data), held_bytes=held)
     if top.version_id not in ours:
-        return KeyPlan(UndoAction.FOREIGN, held_bytes=held)
+        return KeyPlan(UndoAction.FOREIGN, held_bytes=held, marker_at=top.last_modified_s)
     if now - top.last_modified_s < window_s:
         return KeyPlan(UndoAction.PENDING, held_bytes=held, marker_at=top.last_modified_s)
     mine = tuple(v for v in versions if v.marker and v.version_id in ours)

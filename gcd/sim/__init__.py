@@ -27,6 +27,13 @@ run: the digest of the event trace is identical. The simulator keeps its own gro
 truth (`gcd.sim.checks.Ledger`) and checks safety after every event and step, and
 liveness after a quiescent tail (`gcd.sim.checks`).
 
+The undo window
+---------------
+`gcd.sim.undo` plays a smaller world of its own: the real sweeper with `--undo-window`
+on a versioned in-memory bucket, a partition publishing a wrong M(p), and the runbook's
+pause, restore, repair, resume in the middle of the run (nothing lost; nothing restored
+deleted again while paused; every garbage version reclaimed after the window).
+
 Variants
 --------
 `gcd.sim.variants` holds deliberately broken variants, each caught within a few seeds

@@ -17,6 +17,13 @@ The sweeper's store protocol is S3's; this module maps it onto Blob Storage:
   path, not only by its place in the batch: a key is never counted as deleted from
   another blob's answer. A batch request failing as a whole raises `StorageError` with
   its code and whether a retry may help.
+- `soft_delete_retention` / `undelete` (`SoftDeleteStore`, the undo window): the
+  account's blob soft delete policy (Get Blob Service Properties,
+  ``DeleteRetentionPolicy``), and Undelete Blob when no blob is live under the name.
+  Azurite implements neither: tested against a stand-in
+  (tests/gcd/storage/test_soft_delete.py). Blob versioning is a management-plane
+  setting this client cannot read: with it on, Undelete Blob does not bring the blob
+  back (a previous version would have to be copied), which `undelete` reports as gone.
 - `get_object` / `put_object(if_absent=)`: the namespace binding's claim, with
   ``If-None-Match: *`` for a create that must not overwrite.
 
@@ -268,6 +275,35 @@ class AzureBlobStore(ObjectStore):
             return False
         path = urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
         return path.endswith(f"/{self.bucket}/{key}")
+
+    # -- soft delete (the undo window) ----------------------------------------------
+
+    async def soft_delete_retention(self) -> float | None:
+        """The account's blob soft delete retention in seconds (0: off; None: unreadable)."""
+        service = self._container._get_blob_service_client()  # shares the container's pipeline
+        try:
+            properties = await service.get_service_properties()
+        except azure_errors.AzureError:
+            return None
+        policy = properties.get("delete_retention_policy")
+        if policy is None or not policy.enabled:
+            return 0.0
+        return float(policy.days or 0) * 86400.0
+
+    async def undelete(self, key: str, generation: str | None) -> str:
+        """Undelete Blob, unless a blob is live under `key`; "gone" when none comes back."""
+        del generation  # Azure restores by name
+        blob = self._container.get_blob_client(key)
+        operation = f"Undelete Blob {self.bucket}/{key}"
+        try:
+            if await blob.exists():
+                return "live"
+            await blob.undelete_blob()
+            return "restored" if await blob.exists() else "gone"
+        except azure_errors.ResourceNotFoundError:
+            return "gone"
+        except azure_errors.AzureError as exc:
+            raise translate_error(exc, operation) from exc
 
     # -- the claim ------------------------------------------------------------------
 

@@ -20,6 +20,11 @@ the metadata server (GKE workload identity, GCE).
   (`ListingLoop`, not retryable): the store is broken and would be paged forever.
 - `delete_batch`: JSON batch requests, `gcd.storage.gcsbatch.MAX_BATCH` deletes each;
   every answer is matched to its object by Content-ID and triaged there.
+- `soft_delete_retention` / `undelete` (`SoftDeleteStore`, the undo window): the
+  bucket's ``softDeletePolicy.retentionDurationSeconds`` (buckets.get), and
+  objects.restore of the generation the listing gave (``ifGenerationMatch=0``: never
+  over a live object). The emulator implements neither: tested against a stand-in
+  (tests/gcd/storage/test_soft_delete.py).
 - `get_object` / `put_object(if_absent=)`: the namespace binding's claim; a create that
   must not overwrite sends ``ifGenerationMatch=0`` (GCS answers 412 when the object
   exists). With `list_page` these are the claim primitives a nested-root check needs.
@@ -49,7 +54,7 @@ __all__ = ["SCOPE", "GcsObjectStore"]
 SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
 """The OAuth scope asked for (the IAM role decides what is allowed: docs/operations.md)."""
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_FIELDS = "items(name,size,updated),nextPageToken"
+_FIELDS = "items(name,size,updated,generation),nextPageToken"
 EMPTY_PAGES_PER_CALL = 10
 """objects.list pages with nothing to return one `list_page` reads before it returns."""
 
@@ -165,7 +170,9 @@ class GcsObjectStore(ObjectStore):
             doc = json.loads(body)
             objects = [
                 ObjectInfo(item["name"], int(item.get("size", 0)),
-                           datetime.fromisoformat(item["updated"]).timestamp())
+                           datetime.fromisoformat(item["updated"]).timestamp(),
+                           generation=None if item.get("generation") is None
+                           else str(item["generation"]))
                 for item in doc.get("items", ())
                 if item["name"].startswith(prefix) and (after is None or item["name"] > after)
             ]  # fmt: skip
@@ -211,6 +218,38 @@ class GcsObjectStore(ObjectStore):
             deleted.extend(result.deleted)
             errors.extend(result.errors)
         return DeleteResult(tuple(deleted), tuple(errors))
+
+    # -- soft delete (the undo window) ----------------------------------------------
+
+    async def soft_delete_retention(self) -> float | None:
+        """The bucket's soft delete retention in seconds (0: none; None: unreadable)."""
+        url = f"{self.settings.api_root}/storage/v1/b/{self.bucket}"
+        operation = f"buckets.get gs://{self.bucket}"
+        status, body, _ = await self._send("GET", url, operation,
+                                           params={"fields": "softDeletePolicy"})  # fmt: skip
+        if status != 200:
+            return None
+        try:
+            policy = json.loads(body).get("softDeletePolicy") or {}
+            return float(policy.get("retentionDurationSeconds") or 0)
+        except (ValueError, AttributeError, TypeError):
+            return None
+
+    async def undelete(self, key: str, generation: str | None) -> str:
+        """objects.restore of `generation` unless an object is live under `key`."""
+        if generation is None:
+            return "gone"  # restore needs the generation: the journal did not record one
+        operation = f"objects.restore gs://{self.bucket}/{key}#{generation}"
+        status, body, _ = await self._send(
+            "POST", self._object_url(key) + "/restore", operation,
+            params={"generation": generation, "ifGenerationMatch": "0"})  # fmt: skip
+        if status == 200:
+            return "restored"
+        if status == 404:
+            return "gone"
+        if status == 412:
+            return "live"
+        raise self._failure(operation, status, body)
 
     # -- the claim ------------------------------------------------------------------
 

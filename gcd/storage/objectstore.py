@@ -42,6 +42,7 @@ __all__ = [
     "ListPage",
     "ObjectInfo",
     "ObjectStore",
+    "SoftDeleteStore",
     "StoreFeatures",
     "VersionedStore",
     "status_fault",
@@ -61,6 +62,8 @@ class ObjectInfo:
     """True for a delete marker (`list_versions_page` only)."""
     is_latest: bool = False
     """True for the key's newest version or marker (`list_versions_page` only)."""
+    generation: str | None = None
+    """GCS: the object's generation, what a restore of it after a delete names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +214,23 @@ class DetectingStore(Protocol):
     @property
     def detected(self) -> StoreFeatures:
         """The features known now, without a request (batch support learnt so far)."""
+        ...
+
+
+@runtime_checkable
+class SoftDeleteStore(Protocol):
+    """A store that keeps a deleted object restorable for a retention of its own (Azure
+    blob soft delete, a GCS bucket's soft delete policy): the undo window's third rule."""
+
+    async def soft_delete_retention(self) -> float | None:
+        """Seconds a deleted object stays restorable (0: no soft delete); None when the
+        setting cannot be read (then the undo window does not rely on it)."""
+        ...
+
+    async def undelete(self, key: str, generation: str | None) -> str:
+        """Bring back the soft-deleted `key` (GCS: its `generation`): "restored"; "live"
+        when an object is live under the name (nothing done: never overwritten); "gone"
+        when there is nothing to bring back (the retention passed)."""
         ...
 
 

@@ -130,6 +130,9 @@ class Candidate:
     versioned bucket, `gcd.rules.undo`): the version ids it keeps, newest first."""
     reclaim: bool = False
     """True for a version or marker freed by an undo window's reclaim."""
+    generation: str | None = None
+    """GCS: the generation a plain delete removes (journaled in ``hides``: what a restore
+    of the soft-deleted object names)."""
 
     @property
     def target(self) -> str:
@@ -474,5 +477,6 @@ def _sent_only(result: DeleteResult, sent: Sequence[str]) -> DeleteResult:
 
 def _hides(candidates: Iterable[Candidate]) -> tuple[tuple[str, ...], ...]:
     """Each candidate's hidden versions, in order; () when no candidate hides any."""
-    hides = tuple(candidate.hides for candidate in candidates)
+    hides = tuple(candidate.hides or ((candidate.generation,) if candidate.generation else ())
+                  for candidate in candidates)  # fmt: skip
     return hides if any(hides) else ()

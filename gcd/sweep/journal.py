@@ -507,8 +507,10 @@ def read_journal(paths: Sequence[Path]) -> JournalRead:
     return read
 
 
-async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int) -> JournalRead:
-    """Every record of the segments shipped under `prefix` (an `S3ObjectStore`)."""
+async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int,
+                               newer_than: float | None = None) -> JournalRead:  # fmt: skip
+    """Every record of the segments shipped under `prefix` (an `S3ObjectStore`); with
+    `newer_than`, only segments shipped (LastModified) at or after it (anchors always)."""
     read = JournalRead()
     token: str | None = None
     while True:
@@ -516,6 +518,10 @@ async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int) -> 
         for info in page.objects:
             if info.key.rsplit("/", 1)[-1].startswith("restore-"):
                 continue  # a restore's own log (`gcd.sweep.restore`), not a segment
+            if (newer_than is not None and info.last_modified_s < newer_than
+                    and not info.key.rsplit("/", 1)[-1].startswith(
+                        (_ANCHOR_PREFIX, _PRUNED_PREFIX))):  # fmt: skip
+                continue
             body = await objects.get_object(info.key, max_bytes=max_bytes)
             if body is None:
                 continue

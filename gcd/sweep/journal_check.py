@@ -482,6 +482,11 @@ def _outcome(key: str, after: Record | None) -> str:
     if doc.get("request_error") is not None:
         return f"request failed ({doc.get('request_error')}), retried"
     if key in (doc.get("deleted") or ()):
+        marker = next((pair[1] for pair in doc.get("markers") or ()
+                       if isinstance(pair, list) and len(pair) == 2 and pair[0] == key),
+                      None)  # fmt: skip
+        if marker is not None:  # an undo window: hidden, `gcd restore` brings it back
+            return f"hidden (delete marker {marker})"
         return "deleted"
     for pair in doc.get("failed") or ():
         if isinstance(pair, list) and pair and pair[0] == key:

@@ -7,16 +7,23 @@ behind a delete marker l0gc wrote (an undo window on a versioned bucket; the aft
 record names the marker's version id, the before record the versions it hides), a
 version or marker freed by version id (a reclaim: gone), or a key deleted for good (no
 window, or a store without versions). `select` keeps the deletions an operator asks
-for (time, round, partition pinning M, keys); the newest deletion of a key wins.
+for (time, round, keys); the newest deletion of a key wins. Not by partition: a
+partition that published a too-high M(p) is usually not the one pinning M afterwards
+(its old objects held M down; once its M(p) jumps, another partition pins M), and the
+keys do not say which partition wrote them, so the partition the operator names is
+only the one the repair steps lower (found by the simulation, `gcd.sim.undo`).
 
 `restore` then asks the store about each chosen key (one ListObjectVersions of the key)
 and sorts it: l0gc's marker is still there -> RESTORED by deleting exactly that marker
 by its version id (the version it hid becomes current again, byte for byte: nothing
 is copied); the marker is gone and a hidden version is current -> ALREADY_RESTORED; the
 versions are gone -> ALREADY_RECLAIMED (the window had passed); a key the journal never
-deleted -> NEVER_DELETED. Nothing else is ever deleted: never another writer's marker,
-never a version. Each request is written to the restore log (`RestoreLog`, JSON lines,
-fsynced) before it is sent, and its answer after.
+deleted -> NEVER_DELETED. On a store with soft delete of its own (`SoftDeleteStore`:
+Azure, GCS) a key deleted plainly is undeleted by the store (GCS: the generation the
+journal records in ``hides``), never over an object live under its name (then
+ALREADY_RESTORED); nothing to bring back -> ALREADY_RECLAIMED. Nothing else is ever
+deleted: never another writer's marker, never a version. Each request is written to the
+restore log (`RestoreLog`, JSON lines, fsynced) before it is sent, and its answer after.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gcd.rules.versions import split_target, version_target
-from gcd.storage.objectstore import ObjectInfo
+from gcd.storage.objectstore import ObjectInfo, SoftDeleteStore
 from gcd.sweep.journal import JournalRead, Record
 
 __all__ = ["JournaledDeletion", "KeyResult", "RestoreLog", "RestoreOutcome", "Selection",
@@ -137,7 +144,8 @@ class Selection:
     until: float | None = None
     rounds: frozenset[str] = frozenset()
     partitions: frozenset[str] = frozenset()
-    """Deletions made while one of these partitions pinned M (M(p) was M)."""
+    """The partitions whose M(p) was wrong: named in the repair steps, not a filter
+    (see the module docstring)."""
     keys: tuple[str, ...] = ()
 
     def matches(self, deletion: _Deletion) -> bool:
@@ -145,8 +153,6 @@ class Selection:
         return ((self.since is None or deletion.at >= self.since)
                 and (self.until is None or deletion.at <= self.until)
                 and (not self.rounds or deletion.round in self.rounds)
-                and (not self.partitions
-                     or any(name in self.partitions for name, _ in deletion.pinning))
                 and (not self.keys or deletion.key in self.keys))  # fmt: skip
 
 
@@ -192,6 +198,8 @@ class RestoreLog:
 class _Plan:
     results: list[KeyResult] = field(default_factory=list)
     targets: list[tuple[_Deletion, str, ObjectInfo | None]] = field(default_factory=list)
+    undeletes: list[_Deletion] = field(default_factory=list)
+    """Deleted plainly on a store with soft delete: the store brings them back."""
 
 
 async def restore(
@@ -215,10 +223,19 @@ async def restore(
                              for d, marker, top in part]  # fmt: skip
             continue
         plan.results += await _send(store, part, log)
+    for deletion in plan.undeletes:
+        if dry_run:
+            plan.results.append(KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch,
+                                          detail="dry run: not restored"))  # fmt: skip
+        else:
+            plan.results.append(await _undelete(store, deletion, log))
     return sorted(plan.results, key=lambda result: result.key)
 
 
 async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
+    if deletion.marker is None and isinstance(store, SoftDeleteStore):
+        plan.undeletes.append(deletion)
+        return
     if deletion.marker is None:
         plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
                                       detail="deleted without an undo window"))  # fmt: skip
@@ -281,16 +298,40 @@ async def _send(store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]]
     return results
 
 
+async def _undelete(store: Any, deletion: _Deletion, log: RestoreLog | None) -> KeyResult:
+    """One key back through the store's own soft delete (`SoftDeleteStore.undelete`)."""
+    generation = deletion.hides[0] if deletion.hides else None
+    if log is not None:
+        log.write({"type": "undelete-before", "key": deletion.key, "generation": generation})
+    try:
+        answer = await store.undelete(deletion.key, generation)
+    except Exception as exc:  # noqa: BLE001 - the log and the result say what failed
+        if log is not None:
+            log.write({"type": "undelete-after", "key": deletion.key, "error": str(exc)})
+        return KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, detail=str(exc))
+    if log is not None:
+        log.write({"type": "undelete-after", "key": deletion.key, "answer": answer})
+    outcome = {"restored": _Outcome.RESTORED, "live": _Outcome.ALREADY_RESTORED}.get(
+        answer, _Outcome.ALREADY_RECLAIMED)
+    detail = None
+    if answer == "live":
+        detail = "an object is live under this name: not overwritten"
+    elif outcome is _Outcome.ALREADY_RECLAIMED:
+        detail = "the store's soft delete retention passed"
+    return KeyResult(deletion.key, outcome, deletion.epoch, generation, detail=detail)
+
+
 def repair_steps(results: Sequence[KeyResult], chosen: dict[str, _Deletion],
                  partitions: Sequence[str]) -> list[str]:  # fmt: skip
     """The commands that keep the restored objects: lower the wrong M(p) below the lowest
-    restored epoch (the `partitions` named, else those pinning M when they were deleted),
+    restored epoch (the `partitions` the operator named as wrong; without one, a step to
+    fill in: the partitions pinning M at the deletions are usually innocent ones),
     then resume GC."""
     kept = [r for r in results if r.outcome in {_Outcome.RESTORED, _Outcome.ALREADY_RESTORED}]
     if not kept:
         return []
     lowest = min(r.epoch for r in kept if r.epoch is not None)
-    names = list(partitions) or sorted({name for r in kept for name, _ in chosen[r.key].pinning})
+    names = list(partitions)
     steps = [f"watermark partition repair {name} --watermark {lowest - 1} --force "
              '--reason "restored objects from a wrong M(p)"' for name in names]  # fmt: skip
     if not names:

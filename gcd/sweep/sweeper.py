@@ -106,6 +106,7 @@ from gcd.storage.objectstore import (
     ListPage,
     ObjectInfo,
     ObjectStore,
+    SoftDeleteStore,
     StoreFeatures,
     VersionedStore,
 )
@@ -248,6 +249,8 @@ class _Run:
     ceiling: int | None = None
     """Undo window on a store without versions: the delayed M (-1: none yet)."""
     undo_rule: str | None = None
+    soft_delete_s: float | None = None
+    """The store's own soft delete retention (`SoftDeleteStore`), read with a window."""
 
     def full(self) -> bool:
         """True once the per-round delete cap is reached."""
@@ -383,6 +386,8 @@ class Sweeper:
         run.skip_ahead = config.skip_ahead and not unordered
         run.prefixes = config.prefixes(unordered=unordered)
         self.deleter.object_lock = bool(features is not None and features.object_lock)
+        if self.undo is not None and isinstance(self.store, SoftDeleteStore):
+            run.soft_delete_s = await self.undo.retention(self.store)
 
     def _undo_rule(self, run: _Run, ceiling: int | None) -> None:
         """Which undo rule this round follows (`gcd.rules.undo`), now the store is known."""
@@ -392,6 +397,8 @@ class Sweeper:
             run.undo_rule, run.groups = "hide-then-reclaim", KeyGroups(self.undo)
         elif run.features is not None and run.features.versioned:
             run.undo_rule = "markers-only"  # every delete is a marker, kept: restorable
+        elif self.undo.covered(run.soft_delete_s):
+            run.undo_rule = "store-soft-delete"  # plain deletes; `gcd restore` undeletes
         else:
             run.undo_rule = "delayed-m"
             run.ceiling = -1 if ceiling is None else min(ceiling, run.safe_epoch)
@@ -417,7 +424,8 @@ class Sweeper:
                 "delayed_safe_epoch": None if run.ceiling in (None, -1) else run.ceiling,
                 "pending_keys": counts.pending_keys, "pending_bytes": counts.pending_bytes,
                 "oldest_pending": None if oldest is None else iso_utc(oldest),
-                "foreign_markers": counts.foreign_markers, "note": note}  # fmt: skip
+                "foreign_markers": counts.foreign_markers, "note": note,
+                "store_retention_s": run.soft_delete_s}  # fmt: skip
 
     def _store_report(self, run: _Run) -> dict[str, object] | None:
         """The summary's `store`: what was detected, and how this round listed."""
@@ -685,7 +693,7 @@ class Sweeper:
                 run.counts.pending_bytes += obj.size
             elif verdict is Verdict.DELETE and parsed is not None:
                 candidate = Candidate(obj.key, obj.size, parsed.epoch, obj.version_id,
-                                      obj.delete_marker)  # fmt: skip
+                                      obj.delete_marker, generation=obj.generation)  # fmt: skip
                 if not self._select(candidate, obj, run):
                     tally[verdict] -= 1  # not examined: another lister hit the cap
                 if len(run.batch) >= self.config.batch_size:

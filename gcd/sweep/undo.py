@@ -7,7 +7,11 @@
   date as a `DeleteSink` of the round's own deletions. Only a marker named here is
   l0gc's: a marker the journal does not name is never reclaimed nor restored;
 * M's history (`gcd.sweep.mhistory.MHistory`, etcd), observed once per round
-  (`ceiling`): on a store without versions the round deletes only up to the delayed M.
+  (`ceiling`): on a store without versions the round deletes only up to the delayed M;
+* the store's own soft delete retention (Azure, GCS: `SoftDeleteStore`), read at the
+  first round and every `RETENTION_TTL_S` after (`retention`): when it covers the
+  window (`covered`) deletions are plain and `gcd restore` undeletes; when it does not,
+  the delayed M is used and the log says so once (`undo.store_retention_short`).
 
 `KeyGroups` gathers, per listing prefix, every listed version of one key (a key's
 versions may span pages) and hands the whole key to `gcd.rules.undo.plan_key` once the
@@ -19,20 +23,31 @@ a RECLAIM one delete per version id) and counts what it keeps.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import structlog
 
-from gcd.rules.undo import KeyPlan, UndoAction, VersionEntry, delayed_safe_epoch, plan_key
-from gcd.storage.objectstore import ObjectInfo
+from gcd.errors import StorageError
+from gcd.rules.undo import (
+    KeyPlan,
+    UndoAction,
+    VersionEntry,
+    delayed_safe_epoch,
+    plan_key,
+    store_keeps,
+)
+from gcd.storage.objectstore import ObjectInfo, SoftDeleteStore
 from gcd.sweep.deleter import Candidate
 from gcd.sweep.events import BatchAttempt, BatchOutcome
 from gcd.sweep.journal import JournalRead
 from gcd.sweep.mhistory import MHistory
 from gcd.sweep.report import RoundCounts
 
-__all__ = ["KeyGroups", "MarkerLedger", "UndoKeeper", "journal_markers"]
+__all__ = ["RETENTION_TTL_S", "KeyGroups", "MarkerLedger", "UndoKeeper", "journal_markers"]
+
+RETENTION_TTL_S = 300.0
+"""How long a read of the store's soft delete retention is used (as S3's features)."""
 
 log = structlog.get_logger("gcd.undo")
 
@@ -93,11 +108,63 @@ class UndoKeeper:
     ledger: MarkerLedger = field(default_factory=MarkerLedger)
     history: MHistory | None = None
     clock: Callable[[], float] = time.time
+    ledger_from: float | None = None
+    """The ledger was loaded from the segments shipped since this time only; a marker
+    on an eligible key older than it that the ledger does not know may be l0gc's."""
+    load_rest: Callable[[], Awaitable[JournalRead]] | None = None
+    """Reads every shipped segment (the rest of the ledger), once, when needed."""
+    needs_rest: bool = False
+    _retention: tuple[float, float | None] | None = None
+    _said_short: bool = False
+
+    async def retention(self, store: SoftDeleteStore) -> float | None:
+        """The store's soft delete retention (s; None: unreadable), re-read after
+        `RETENTION_TTL_S`; a store that cannot keep the window is logged once."""
+        now = self.clock()
+        if self._retention is None or now - self._retention[0] >= RETENTION_TTL_S:
+            try:
+                found: float | None = await store.soft_delete_retention()
+            except StorageError as exc:  # unreadable: the delayed M, never a guess
+                log.warning("undo.store_retention_unreadable", error=str(exc))
+                found = None
+            self._retention = (now, found)
+            log.info("undo.store_retention", retention_s=self._retention[1],
+                     window_s=self.window_s)  # fmt: skip
+        found = self._retention[1]
+        if not self.covered(found) and not self._said_short:
+            self._said_short = True
+            log.warning("undo.store_retention_short", retention_s=found, window_s=self.window_s,
+                        fix="the store's soft delete does not keep deleted objects for the "
+                            "whole undo window (or cannot be read): deleting only what was "
+                            "garbage for a whole window (the M of one window ago) instead; "
+                            "raise the store's retention to at least the window to delete "
+                            "plainly")  # fmt: skip
+        return found
+
+    def older_marker(self, marker_at: float | None) -> None:
+        """A marker the ledger does not know, on an eligible key: if it is older than
+        the segments read, it may be l0gc's; the next round reads the rest first."""
+        if (self.ledger_from is not None and self.load_rest is not None
+                and marker_at is not None and marker_at < self.ledger_from):  # fmt: skip
+            self.needs_rest = True
+
+    async def complete_ledger(self) -> None:
+        """Read every shipped segment once when a round asked for it (`older_marker`)."""
+        if not self.needs_rest or self.load_rest is None:
+            return
+        load, self.load_rest, self.needs_rest, self.ledger_from = self.load_rest, None, False, None
+        found = self.ledger.load(await load())
+        log.info("undo.ledger_completed", markers=found, keys=len(self.ledger.markers))
+
+    def covered(self, retention_s: float | None) -> bool:
+        """True when a store's soft delete keeps deleted objects for the whole window."""
+        return store_keeps(retention_s, self.window_s)
 
     async def ceiling(self, current: int) -> int | None:
         """The delayed M for a store without versions (recording `current` in the history
         first); None when the history does not reach back a whole window, or there is no
         history (no etcd): nothing may be deleted yet. Raises what reading etcd raises."""
+        await self.complete_ledger()
         if self.history is None:
             return None
         now = self.clock()
@@ -144,8 +211,7 @@ class KeyGroups:
         plan = plan_key(entries, self.keeper.ledger.ours(group.key), now, self.keeper.window_s)
         return self._act(plan, group, counts)
 
-    @staticmethod
-    def _act(plan: KeyPlan, group: _Group, counts: RoundCounts
+    def _act(self, plan: KeyPlan, group: _Group, counts: RoundCounts
              ) -> list[tuple[Candidate, ObjectInfo]]:  # fmt: skip
         by_version = {str(obj.version_id): obj for obj, _ in group.objects}
         if plan.action is UndoAction.HIDE:
@@ -163,4 +229,5 @@ class KeyGroups:
                 counts.oldest_pending_s = plan.marker_at
         elif plan.action is UndoAction.FOREIGN:
             counts.foreign_markers += 1
+            self.keeper.older_marker(plan.marker_at)
         return []

@@ -288,6 +288,10 @@ class LocalS3:
         if bucket not in backend.buckets:
             backend.create_bucket(bucket, self.region)
 
+    def set_versioning(self, bucket: str, *, enabled: bool) -> None:
+        """Turn the bucket's versioning on (Enabled) or off (Suspended)."""
+        self._backend().put_bucket_versioning(bucket, "Enabled" if enabled else "Suspended")
+
     def seed(
         self,
         bucket: str,
@@ -313,4 +317,7 @@ class LocalS3:
         """Remove every object (test reset)."""
         bucket_obj = self._backend().get_bucket(bucket)
         for key in list(bucket_obj.keys.keys()):
-            bucket_obj.keys.pop(key)
+            for version in bucket_obj.keys.getlist(key, []):
+                if hasattr(version, "dispose"):  # a delete marker has no bytes to free
+                    version.dispose()
+            dict.pop(bucket_obj.keys, key)

@@ -244,3 +244,30 @@ def test_status_shows_the_window_and_what_is_pending() -> None:
     assert ShardAnnouncement.decode(me.encode()).store == store  # round-trips, validated
     assert _undo_line(store) == ("3600s (hide-then-reclaim), pending 12 keys, 4096 bytes, "
                                  "oldest 2026-11-22T02:44:38Z")  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_spark_sweep_refuses_a_non_zero_undo_window(
+    how: str, tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gcd spark-sweep` cannot keep deletions reversible: a window given by flag or by
+    L0GC_UNDO_WINDOW exits 2 with one line naming the value and what to run instead,
+    before any Spark job or summary; a window of 0 is not refused for it."""
+    argv = ["spark-sweep", "--bucket", "b", "--list", "--output", str(tmp_path / "out"),
+            "--safe-epoch", "5"]  # fmt: skip
+    if how == "flag":
+        argv += ["--undo-window", "1h"]
+    else:
+        monkeypatch.setenv("L0GC_UNDO_WINDOW", "1h")
+    assert main(argv) == exitcodes.USAGE
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "--undo-window 3600s" in lines[0]
+    assert "give --undo-window 0" in lines[0]
+    assert "`gcd sweep` / `gcd daemon`" in lines[0]
+    assert not (tmp_path / "out" / "summary.json").exists()
+    monkeypatch.delenv("L0GC_UNDO_WINDOW", raising=False)
+    zero = [*argv[:7], "--undo-window", "0", "--bucket", "no-such-bucket-l0gc",
+            "--endpoint-url", "http://127.0.0.1:9"]  # fmt: skip
+    main(zero)
+    assert "--undo-window" not in capsys.readouterr().err

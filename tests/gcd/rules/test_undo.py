@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gcd.rules.undo import (
+    KeyPlan,
     MEntry,
     UndoAction,
     VersionEntry,
@@ -10,6 +11,7 @@ from gcd.rules.undo import (
     plan_key,
     prunable,
     should_record,
+    store_keeps,
 )
 
 HOUR = 3600.0
@@ -98,6 +100,7 @@ def test_reclaim_never_takes_another_writers_marker() -> None:
     foreign = plan_key(versions, {"x"}, NOW, HOUR)
     assert foreign.action is UndoAction.FOREIGN
     assert foreign.targets == ()
+    assert foreign.marker_at == 3  # when the other marker was written: it may be l0gc's
 
 
 def test_a_young_version_or_no_latest_entry_waits() -> None:
@@ -107,3 +110,42 @@ def test_a_young_version_or_no_latest_entry_waits() -> None:
     assert plan_key([version("a"), version("b")], set(), NOW, HOUR).action is UndoAction.WAIT
     two = [version("a", latest=True), version("b", latest=True)]
     assert plan_key(two, set(), NOW, HOUR).action is UndoAction.WAIT
+
+
+def test_a_store_keeps_the_window_only_with_a_known_retention_at_least_as_long() -> None:
+    """A soft delete of exactly the window keeps it; shorter, none (0) or unreadable
+    (None) does not: the delayed M is used instead."""
+    assert store_keeps(3600.0, 3600.0)
+    assert store_keeps(604800.0, 3600.0)
+    assert not store_keeps(3599.0, 3600.0)
+    assert not store_keeps(0.0, 0.0)
+    assert not store_keeps(None, 3600.0)
+
+
+def test_a_rise_is_spaced_from_the_newest_entry_and_a_fall_from_it_recorded() -> None:
+    """The newest entry (not the oldest) decides: M 6 after entries 5 then 7 is a fall
+    (recorded at once), however recent the rise."""
+    history = [MEntry(5, NOW - 2 * HOUR), MEntry(7, NOW - 60)]
+    assert should_record(history, 6, NOW, spacing_s=10 * HOUR)
+    assert not should_record(history, 8, NOW, spacing_s=10 * HOUR)
+
+
+def test_entries_without_a_window_leave_the_callers_window_in_charge() -> None:
+    """An entry written without its window (0) does not lengthen what is kept: with a
+    0 window every entry but the one in force now is prunable."""
+    history = [MEntry(3, NOW - 0.5), MEntry(4, NOW - 0.2)]
+    assert prunable(history, NOW, 0.0) == [history[0]]
+
+
+def test_defaults_hold_no_bytes_and_are_not_young() -> None:
+    """A version listed without a size holds 0 bytes and is not in the grace period (it
+    is hidden); a plan that keeps nothing pending holds 0 bytes."""
+    plan = plan_key([VersionEntry("v1", False, True, NOW - HOUR)], set(), NOW, HOUR)
+    assert (plan.action, plan.held_bytes, plan.hides) == (UndoAction.HIDE, 0, ("v1",))
+    assert KeyPlan(UndoAction.WAIT).held_bytes == 0
+
+
+def test_a_short_retention_that_still_covers_a_shorter_window_keeps_it() -> None:
+    """Any positive retention at least the window keeps it, even one second."""
+    assert store_keeps(1.0, 0.5)
+    assert store_keeps(1.0, 1.0)
