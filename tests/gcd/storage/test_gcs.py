@@ -141,15 +141,17 @@ async def test_list_requests_follow_the_garbage(gcs_server: LocalGcs, gcs_bucket
 async def test_hundreds_of_keys_in_full_batches(
     gcs_server: LocalGcs, gcs_bucket: str, watermarks: WatermarkStore
 ) -> None:
-    """250 garbage keys in one 1,000-key delete batch of the sweeper: three JSON batch
-    requests (100, 100, 50: the most GCS takes), all deleted, nothing failed."""
+    """250 garbage keys: JSON batch requests of at most 100 (the most GCS takes), all
+    deleted, nothing failed. Three requests if the listing took the keys in one range;
+    one more when it split them into two ranges, each of which sends its partial batch
+    as it ends (issue 36: garbage goes out without waiting for all listing to end)."""
     keys = [LAYOUT.format(21, 1 + i % SAFE, f"k{i:05d}") for i in range(250)]
     live = [LAYOUT.format(21, SAFE + 1, "live")]
     gcs_server.seed(gcs_bucket, keys + live)
     result, store = await sweep(gcs_server, gcs_bucket, watermarks, concurrency=1)
     assert gcs_server.keys(gcs_bucket) == set(live)
     assert (result.summary.deleted, result.summary.errors) == (250, 0)
-    assert store.batch_requests == 3
+    assert store.batch_requests in (3, 4)
 
 
 @pytest.mark.parametrize("page_size", [1, 3, 1000])
