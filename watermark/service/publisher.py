@@ -217,6 +217,11 @@ class Publisher:
     # -- ownership -----------------------------------------------------------------
 
     @property
+    def store(self) -> WatermarkStore:
+        """The partition records' store (the HTTP API registers partitions through it)."""
+        return self._store
+
+    @property
     def partitions(self) -> list[str]:
         """The partitions hosted here, sorted."""
         return sorted(self._hosted)
