@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+scripts/install-prometheus.sh --required  # the Prometheus tests need promtool (CI: apt-get)
 echo "== ruff"; .venv/bin/ruff check .
 echo "== mypy --strict"; .venv/bin/mypy
 echo "== pytest"; .venv/bin/python -m pytest "$@"
