@@ -231,5 +231,6 @@ async def run(args: argparse.Namespace) -> int:
     else:
         _write_text(doc)
     if code == exitcodes.BLOCKED:
-        sys.stderr.write(f"gcd namespace {args.action}: refused: {doc['problem']}\n")
+        prog = getattr(args, "prog", "gcd namespace")  # `watermark namespace` too
+        sys.stderr.write(f"{prog} {args.action}: refused: {doc['problem']}\n")
     return code

@@ -72,7 +72,7 @@ from watermark.api.http_server import (
 )
 from watermark.api.owners import FORCE_OPTIONS, deregister
 from watermark.api.probes import create_probe_app
-from watermark.core.contract import expand_partitions
+from watermark.core.contract import expand_partitions, partition_order
 from watermark.core.display import printable
 from watermark.core.fleet import FleetUrls
 from watermark.core.gcstate import PartitionGcState
@@ -420,7 +420,7 @@ async def _list(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict
             {"partition": name, "error": str(found)}
             if isinstance(found, L0gcError)
             else _record(found)
-            for name, found in sorted(records.items())
+            for name, found in sorted(records.items(), key=lambda item: partition_order(item[0]))
         ]
     }
 

@@ -133,7 +133,7 @@ from watermark.api.http_registry import (
     register,
 )
 from watermark.api.http_server import HTTP_LIMITS, HttpLimits
-from watermark.api.openapi import OPENAPI_JSON
+from watermark.api.openapi import served
 from watermark.api.openapi_errors import ERROR_CODES
 from watermark.core.assignment import Route, RouteKind
 from watermark.core.fencebook import DEFAULT_ENDED_HORIZON_S, DEFAULT_MAX_ENDED, FenceBook
@@ -634,8 +634,10 @@ class _EpochReader:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    """GET /v1/openapi.json: the API's OpenAPI 3.1 document (docs/openapi.json)."""
-    return web.Response(body=OPENAPI_JSON, content_type="application/json")
+    """GET /v1/openapi.json: the API's OpenAPI 3.1 document (docs/openapi.json), its
+    ``servers`` entry the address the request was sent to."""
+    body = served(f"{request.scheme}://{request.host}")
+    return web.Response(body=body, content_type="application/json")
 
 
 def _log_end_offset(doc: dict[str, Any]) -> int | None:

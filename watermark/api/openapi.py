@@ -16,7 +16,9 @@ docs/openapi.json``.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import sys
 from typing import Any, Final
 
@@ -29,7 +31,7 @@ from watermark.api.http_server import (
 from watermark.api.openapi_errors import ERROR_CODES
 from watermark.core.record import RECORD_VERSION
 
-__all__ = ["OPENAPI_JSON", "ROUTES", "document"]
+__all__ = ["OPENAPI_JSON", "ROUTES", "document", "served"]
 
 Json = dict[str, Any]
 
@@ -115,7 +117,9 @@ _BATCH_LIMIT = (
     "more is 413 batch_too_large"
 )
 SCHEMAS: Final[Json] = {
-    "Error": _obj(_ERROR_FIELDS, ["error", "message"]),
+    # Open: new fields may appear in an error answer (docs/python-api.md); a client
+    # reads `error` and `message` and ignores what it does not know.
+    "Error": _obj(_ERROR_FIELDS, ["error", "message"], additionalProperties=True),
     "PartitionState": _obj(_STATE_FIELDS),
     "CommitAnswer": _obj({**_STATE_FIELDS, "repeat": {
         "type": "boolean",
@@ -416,7 +420,19 @@ def render() -> str:
 
 
 OPENAPI_JSON: Final[bytes] = json.dumps(document()).encode()
-"""What ``GET /v1/openapi.json`` answers."""
+"""The document as generated (its ``servers`` entry is the default address)."""
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]{1,260}")
+
+
+@functools.lru_cache(maxsize=16)
+def served(origin: str) -> bytes:
+    """What ``GET /v1/openapi.json`` answers when asked at `origin` (``scheme://host:port``
+    as the request named it): the document with that one ``servers`` entry, so a client
+    generated from it talks to the address it was fetched from. An origin that is not a
+    plain scheme and host[:port] gets the generated default."""
+    if not _ORIGIN.fullmatch(origin):
+        return OPENAPI_JSON
+    return json.dumps({**document(), "servers": [{"url": origin}]}).encode()
 
 if __name__ == "__main__":
     sys.stdout.write(render())

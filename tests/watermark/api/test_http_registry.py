@@ -176,3 +176,12 @@ async def test_deregister_bodies_are_strict(api: Api) -> None:
         status, doc = await api.call("POST", "/v1/partitions/spare/deregister", body)
         assert (status, doc["error"]) == (400, "bad_request"), body
     assert await api.store.get_partition("spare") is not None
+
+
+async def test_hosted_partitions_are_listed_as_numbers(api: Api) -> None:
+    """GET /v1/partitions lists orders/2 before orders/10 (natural order)."""
+    for name in ("orders/10", "orders/2"):
+        status, _ = await api.call("POST", f"/v1/partitions/{name.replace('/', '%2F')}/register")
+        assert status == 200
+    _, listing = await api.call("GET", "/v1/partitions")
+    assert [p["partition"] for p in listing["partitions"]] == ["orders/0", "orders/2", "orders/10"]
