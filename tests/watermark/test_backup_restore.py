@@ -75,9 +75,10 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     subprocess.run(save, check=True, capture_output=True, timeout=60)
     assert run(watermark_main, "partition", "repair", "orders/1", "--watermark", "6", *etcd) == 0
 
-    fresh = LocalEtcd(data_dir=tmp_path / "restored")
+    restored_dir = tmp_path / "restored"
+    fresh = LocalEtcd(data_dir=restored_dir)
     subprocess.run([str(bin_dir / "etcdutl"), "snapshot", "restore", str(snapshot),
-                    "--data-dir", str(fresh.data_dir / "data"), "--name", fresh.name,
+                    "--data-dir", str(restored_dir / "data"), "--name", fresh.name,
                     "--initial-cluster", f"{fresh.name}={fresh.peer_url}",
                     "--initial-advertise-peer-urls", fresh.peer_url],
                    check=True, capture_output=True, timeout=60)  # fmt: skip
