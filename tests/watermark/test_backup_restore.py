@@ -1,7 +1,7 @@
-"""docs/upgrades.md's backup and restore, run for real (issue 42): an etcd snapshot of a
-namespace, restored into a fresh etcd, then a sweep against the restored etcd deletes
-exactly the objects at or below the snapshot's global M, and nothing written about M
-after the snapshot (a higher M in the old etcd) counts."""
+"""docs/upgrades.md's backup and restore, run for real (issue 42): an etcd snapshot, and a
+`watermark namespace export` file, each restored into a fresh etcd; then a sweep against
+the restored etcd deletes exactly the objects at or below the backup's global M, and
+nothing written about M after the backup (a higher M in the old etcd) counts."""
 
 from __future__ import annotations
 
@@ -104,5 +104,54 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
         assert summary["deleted"] == 3
         claim = f"{ROOT_PREFIX}/.l0gc-claim.json"  # the binding's claim object
         assert s3_server.keys(bucket) == {*keys[3:], claim}  # epochs 4-7 kept
+    finally:
+        fresh.close()
+
+
+def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
+    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """export at global M 3; the old etcd then moves to M 5. Import into a fresh etcd:
+    paused and re-bind needed (nothing deleted before); an import into a namespace that
+    holds keys is refused (exit 3); after bind --replace and resume the sweep deletes
+    epochs 1-3 and keeps 4-7."""
+    prepare(etcd_server, namespace)
+    etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
+    assert run(gcd_main, "namespace", "bind", "--bucket", bucket, "--root", ROOT_PREFIX,
+               "--endpoint-url", s3_server.endpoint_url, *etcd) == exitcodes.OK  # fmt: skip
+    for name, m in (("orders/0", "5"), ("orders/1", "3")):
+        assert run(watermark_main, "partition", "repair", name, "--watermark", m, *etcd) == 0
+    keys = [f"{ROOT_PREFIX}/000/{epoch:018d}/obj-{epoch}" for epoch in range(1, 8)]
+    s3_server.seed(bucket, keys)
+    backup = tmp_path / "prod.json"
+    capsys.readouterr()
+    assert run(watermark_main, "namespace", "export", str(backup), "--json", *etcd) == 0
+    assert json.loads(capsys.readouterr().out)["exported"] == 4  # epoch, binding, 2 records
+    assert backup.stat().st_mode & 0o077 == 0
+    assert run(watermark_main, "partition", "repair", "orders/1", "--watermark", "6", *etcd) == 0
+    assert run(watermark_main, "namespace", "import", str(backup), *etcd) == exitcodes.BLOCKED
+    assert "already holds" in capsys.readouterr().err
+
+    fresh = LocalEtcd().start()
+    try:
+        restored = ("--etcd", fresh.endpoint, "--namespace", namespace)
+        assert run(watermark_main, "namespace", "import", str(backup), "--json",
+                   *restored) == exitcodes.OK  # fmt: skip
+        assert json.loads(capsys.readouterr().out)["imported"] == 5  # + the pause marker
+        s3 = ("--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--region",
+              "us-east-1", "--grace", "0s", "--json")  # fmt: skip
+        run(gcd_main, "sweep", *s3, *restored)
+        assert s3_server.keys(bucket) >= set(keys)  # paused and bound elsewhere: nothing gone
+        assert run(watermark_main, "namespace", "bind", "--replace", "--bucket", bucket,
+                   "--root", ROOT_PREFIX, "--endpoint-url", s3_server.endpoint_url,
+                   *restored) == exitcodes.OK  # fmt: skip
+        assert run(gcd_main, "resume", *restored) == exitcodes.OK
+        capsys.readouterr()
+        assert run(gcd_main, "sweep", *s3, *restored) == exitcodes.OK
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert summary["deleted"] == 3
+        claim = f"{ROOT_PREFIX}/.l0gc-claim.json"
+        assert s3_server.keys(bucket) == {*keys[3:], claim}
     finally:
         fresh.close()
