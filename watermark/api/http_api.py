@@ -268,6 +268,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             _UNKNOWN_FENCE,
         )
     except ForceForbidden:
+        _publisher(request).metrics.http_refused(HttpRefusal.FORBIDDEN)
         return _error(403, "forbidden", "only an admin token may deregister with force "
                       "(it revokes a live owner)")  # fmt: skip
     except L0gcError as exc:
