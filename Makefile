@@ -1,7 +1,8 @@
 # Both targets do all set-up on a fresh machine (see scripts/bootstrap.sh).
+# `make demo` installs only the venv; `make test` also helm, Azurite and promtool.
 .PHONY: demo test test-fast bench mutation
-demo:
-	scripts/bootstrap.sh
+demo:  ## needs only Python 3.11: no root, apt-get or promtool
+	scripts/bootstrap.sh --demo
 	.venv/bin/gcd demo $(ARGS)
 test:
 	scripts/test.sh $(ARGS)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything l0gc needs into ./.venv (and helm into ./.tools), from pinned
 # versions in this repo. Idempotent: re-running with unchanged pins does nothing.
+# `bootstrap.sh --demo`: only what `gcd demo` needs (the venv), on any machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,27 +22,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
+# The demo (`make demo`, `bootstrap.sh --demo`) needs only the venv above: Python 3.11,
+# no root, no apt-get. The tests also need helm, Azurite (npm) and promtool (apt-get:
+# skipped with one line where that is impossible; `make test` requires it).
+[ "${1:-}" = "--demo" ] && exit 0
+
 scripts/install-helm.sh
 scripts/install-azurite.sh
-
-# Prometheus and promtool from the machine's Debian packages: the alert rules' unit tests
-# (promtool test rules) and a real Prometheus scraping a daemon and a publisher in the
-# tests. Only when promtool is missing; apt-get needs root (CI runs this as root).
-if ! command -v promtool >/dev/null 2>&1; then
-    sudo=""
-    if [ "$(id -u)" != 0 ]; then
-        command -v sudo >/dev/null 2>&1 || {
-            echo "promtool is missing: run 'apt-get install -y prometheus' as root" >&2; exit 1; }
-        sudo="sudo"
-    fi
-    $sudo apt-get update -qq
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
-    # The package may start a system Prometheus (its init script, or systemd): the tests
-    # start their own on free ports, so stop that one service, and only it.
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
-        $sudo systemctl disable --now prometheus
-    elif [ -f /run/prometheus/prometheus.pid ] \
-            && kill -0 "$(cat /run/prometheus/prometheus.pid)" 2>/dev/null; then
-        $sudo service prometheus stop
-    fi
-fi
+scripts/install-prometheus.sh

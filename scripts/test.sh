@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+scripts/install-prometheus.sh --required  # the Prometheus tests need promtool (CI: apt-get)
 echo "== ruff"; .venv/bin/ruff check .
 mypy_log=$(mktemp)
 .venv/bin/mypy >"$mypy_log" 2>&1 &

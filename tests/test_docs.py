@@ -15,7 +15,8 @@ from watermark.core.binding import CLAIM_NAME
 from watermark.service.metrics import WatermarkMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/operations.md", "docs/integration.md", "docs/conventions.md")
+DOCS = ("README.md", "docs/operations.md", "docs/integration.md", "docs/conventions.md",
+        "docs/upgrades.md", "docs/slos.md", "CHANGELOG.md")  # fmt: skip
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _METRIC = re.compile(r"\bl0gc_(?:sweeper|watermark)_[a-z_]+")
 _RUNBOOK_ANCHORS = (

@@ -107,6 +107,10 @@ _FACE: dict[str, str] = {
     "EtcdUnavailable": "watermark.errors",
 }
 
+__version__ = "0.1.0"
+"""The l0gc distribution's version, the same as `gcd.__version__` (one distribution; a
+test keeps them and pyproject.toml equal)."""
+
 __all__ = [
     "ERROR_CODES", "AlreadyCommitted", "ApiError", "AsyncWriterClient", "ConfigError",
     "EpochAhead", "EpochClock", "EpochInfo", "EtcdSettings", "EtcdUnavailable", "Fence",

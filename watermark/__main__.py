@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments[:1] == ["namespace"]:
         from gcd.cli.main import main as gcd_main  # noqa: PLC0415 - only for this command
 
-        return gcd_main(arguments)
+        return gcd_main(arguments, prog="watermark")
     from watermark.api.cli import main as watermark_main  # noqa: PLC0415 - keeps gcd out
 
     return watermark_main(arguments)

@@ -43,6 +43,7 @@ __all__ = [
     "InvalidSnapshot",
     "L0gcError",
     "LeaseExpired",
+    "LiveOwner",
     "NoOwner",
     "PartitionNotHosted",
     "PartitionNotRegistered",
@@ -82,6 +83,26 @@ class UsageError(L0gcError):
 
 class ConfigError(UsageError):
     """A setting or an argument is invalid; the message names it and says what is allowed."""
+
+
+class LiveOwner(ConfigError):
+    """An operator action refused because the partition's owner is live (running, or
+    published recently): the owner still admits writes the change would make deletable.
+    `why` says what makes it live; see `watermark.api.owners`."""
+
+    def __init__(self, partition: str, action: str, why: str) -> None:
+        super().__init__(partition, action, why)
+        self.partition = partition
+        self.action = action
+        self.why = why
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r}: refusing to {self.action} while its {self.why}: "
+            "the owner still admits writes the change would make deletable; stop that "
+            "publisher or move the partition first, or pass --force (and --reason) to "
+            "revoke the owner first"
+        )
 
 
 class PartitionNotRegistered(ConfigError):

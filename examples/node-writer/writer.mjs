@@ -5,6 +5,8 @@
 // publisher or to a replica of the fleet (L0GC_FLEET); after a restart resume from
 // last_applied_offset + 1.
 //
+//   node writer.mjs register       register L0GC_PARTITION (a new topic) with L0GC_REGISTRAR_TOKEN
+//                                  (role registrar or admin; idempotent), print the answer
 //   node writer.mjs write N        write N objects to L0GC_PARTITION, print one JSON per object
 //   node writer.mjs reconcile O [L] report the entries through offset O as reconciled (-1:
 //                                  none yet); L: the log's last offset, read after an answer
@@ -14,7 +16,7 @@
 // L0GC_FLEET (optional, comma-separated SCHEME://HOST[:PORT] patterns, as
 // `watermark serve --fleet-urls`: a 307 to a replica matching one is followed too, e.g.
 // http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080, the Helm chart's replicas),
-// L0GC_TOKEN (writer), L0GC_RECONCILER_TOKEN, L0GC_PARTITION, S3_ENDPOINT, S3_BUCKET,
+// L0GC_TOKEN (writer), L0GC_RECONCILER_TOKEN, L0GC_REGISTRAR_TOKEN, L0GC_PARTITION, S3_ENDPOINT, S3_BUCKET,
 // S3_REGION (default us-east-1), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, L0GC_ROOT
 // (default level_zero/data).
 import { createHash, createHmac, randomInt, randomUUID } from "node:crypto";
@@ -172,7 +174,14 @@ async function main() {
   const { doc: openapi } = await call("GET", "/v1/openapi.json", { token: env.L0GC_TOKEN });
   Object.assign(ACTIONS, openapi["x-l0gc-error-codes"]);
   const [command, argument] = process.argv.slice(2);
-  if (command === "write") {
+  if (command === "register") {
+    // a new partition: registered over HTTP (no etcd credentials, no publisher restart);
+    // "hosted": true means the publisher serves it now, so fence it straight away
+    const { doc } = await call("POST", `/v1/partitions/${encoded}/register`,
+      { token: env.L0GC_REGISTRAR_TOKEN });
+    console.log(JSON.stringify({ partition: doc.partition, registered: doc.registered,
+      hosted: doc.hosted, watermark: doc.record.watermark }));
+  } else if (command === "write") {
     // restart and resume: continue after the last offset the publisher applied
     const { doc: state } = await call("GET", `/v1/partitions/${encoded}`, { token: env.L0GC_TOKEN });
     let offset = (state.last_applied_offset ?? -1) + 1;
@@ -188,11 +197,12 @@ async function main() {
     console.log(JSON.stringify({ reconciled_offset: doc.reconciled_offset, watermark: doc.watermark,
       log_end_wanted: doc.log_end_wanted }));
   } else {
-    throw new Error("usage: node writer.mjs write N | reconcile OFFSET [LOG_END]");
+    throw new Error("usage: node writer.mjs register | write N | reconcile OFFSET [LOG_END]");
   }
 }
 
 main().catch((error) => {
-  console.error(`writer: ${error.message}`);
+  // a code with action "stop" (not_registered: a mistyped L0GC_PARTITION, ...) ends here at once
+  console.error(`writer: ${error.message}${error.action ? ` (action: ${error.action})` : ""}`);
   process.exit(1);
 });

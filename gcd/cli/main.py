@@ -76,7 +76,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "journal": Subcommand("gcd.cli.journal", "verify the deletion journal; show who deleted a key"),
     "restore": Subcommand("gcd.cli.restore", "bring back objects deleted within the undo window"),
     "explain": Subcommand("gcd.cli.explain", "why is an object still there, or who deleted it"),
-    "demo": Subcommand("gcd.cli.demo", "run it all here: etcd, S3 or Azure, writers, GC"),
+    "demo": Subcommand("gcd.cli.demo", "run it all here: etcd, S3, Azure or GCS, writers, GC"),
     "simulate": Subcommand("gcd.cli.simulate", "deterministic simulation of writers and GC"),
     "chaos": Subcommand("gcd.cli.chaos", "real processes under a nemesis, checked: etcd, S3, GC"),
     "spark-sweep": Subcommand("gcd.cli.spark", "sweep a huge bucket with PySpark"),
@@ -182,8 +182,9 @@ def _load(name: str) -> ModuleType | str:
     return module
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run `gcd` with `argv` (default sys.argv[1:]); return the exit code."""
+def main(argv: Sequence[str] | None = None, *, prog: str = "gcd") -> int:
+    """Run `gcd` with `argv` (default sys.argv[1:]); return the exit code. `prog` names
+    the command in messages (`watermark namespace` runs this as prog "watermark")."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         return _fail("no command given")
@@ -203,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(module)
     from watermark.options import CommandParser  # noqa: PLC0415 - `gcd --help` stays light
 
-    parser = CommandParser(prog=f"gcd {first}", description=SUBCOMMANDS[first].help,
+    parser = CommandParser(prog=f"{prog} {first}", description=SUBCOMMANDS[first].help,
                            epilog=EXAMPLES.get(first),
                            formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     module.add_arguments(parser)
@@ -215,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _json_error(status, "bad usage: see the message on stderr")
         return status
     namespace.command = first
+    namespace.prog = parser.prog
     try:
         result = module.run(namespace)
         if inspect.isawaitable(result):
@@ -225,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exitcodes.exit_code_for(exc)
         if code is None:
             raise
-        sys.stderr.write(f"gcd {first}: error: {exc}\n")
+        sys.stderr.write(f"{parser.prog}: error: {exc}\n")
         if getattr(namespace, "json", False):
             _json_error(code, str(exc))
         return code

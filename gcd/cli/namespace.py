@@ -3,6 +3,7 @@
     watermark namespace bind --bucket B [--root R] [--endpoint-url U] [--replace] [--json]
     watermark namespace show [--json]
     watermark namespace repair-claims [--remove-claim KEY ...] [--force] [--json]
+    watermark namespace export FILE | import FILE [--json]   (`gcd.cli.namespace_backup`)
 
 `bind` records `{ns}/binding` in etcd and claims the root in the bucket (the object
 `{root}/.l0gc-claim.json`, created only if absent), so that no sweeper of this
@@ -24,9 +25,12 @@ two sides disagree.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from gcd.cli import namespace_backup
 from gcd.cli.options import LAYOUT_OPTIONS, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
@@ -78,8 +82,11 @@ OPTIONS: tuple[Option, ...] = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`namespace bind|show` options."""
-    parser.add_argument("action", choices=["bind", "show", "repair-claims"],
-                        help="bind, show the binding, or repair its claims in the bucket")
+    parser.add_argument("action", choices=["bind", "show", "repair-claims", "export", "import"],
+                        help="bind, show the binding, repair its claims in the bucket, or "
+                        "export / import the namespace's state (a backup file)")
+    parser.add_argument("file", nargs="?", metavar="FILE",
+                        help="export, import: the backup file ('-' for stdout on export)")
     parser.add_argument("--remove-claim", action="append", default=[], metavar="KEY",
                         help="repair-claims: delete this claim object below the root "
                         "(repeatable); a valid claim of another namespace needs --force")
@@ -133,6 +140,26 @@ async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
     if outcome.replaced is not None:
         doc["replaced"] = _binding_doc(outcome.replaced)
     return exitcodes.OK, doc
+
+
+async def _export(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
+    if not args.file:
+        raise ConfigError("export needs a FILE to write (or '-' for stdout)")
+    doc = await namespace_backup.export_namespace(store)
+    if args.file == "-":
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+    else:
+        namespace_backup.write_export(Path(args.file), doc)
+    return exitcodes.OK, {"namespace": store.namespace, "exported": len(doc["keys"]),
+                          "revision": doc["revision"], "file": args.file}  # fmt: skip
+
+
+async def _import(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
+    if not args.file:
+        raise ConfigError("import needs the FILE an export wrote")
+    pairs = namespace_backup.read_export(Path(args.file))
+    written = await namespace_backup.import_namespace(store, pairs)
+    return exitcodes.OK, {"namespace": store.namespace, "imported": written, "paused": True}
 
 
 async def _repair_claims(
@@ -206,6 +233,11 @@ def _write_text(doc: dict[str, Any]) -> None:
     elif "claim_key" in doc:
         lines.append(f"  claim      {doc['claim_key']}: "
                      f"{'matches' if doc['consistent'] else 'DOES NOT MATCH'}")  # fmt: skip
+    if "exported" in doc:
+        lines.append(f"  exported   {doc['exported']} keys at revision {doc['revision']}")
+    if "imported" in doc:
+        lines.append(f"  imported   {doc['imported']} keys; paused: check, re-bind with "
+                     "--replace, then gcd resume (docs/upgrades.md)")  # fmt: skip
     if "problem" in doc:
         lines.append(f"  refused:   {doc['problem']}")
     sys.stdout.write("\n".join(lines) + "\n")
@@ -220,16 +252,20 @@ async def run(args: argparse.Namespace) -> int:
     try:
         store = WatermarkStore(kv, settings.namespace)
         try:
-            action = {"bind": _bind, "show": _show, "repair-claims": _repair_claims}[args.action]
+            action = {"bind": _bind, "show": _show, "repair-claims": _repair_claims,
+                      "export": _export, "import": _import}[args.action]  # fmt: skip
             code, doc = await action(args, store)
-        except BindingConflict as exc:
+        except (BindingConflict, namespace_backup.NamespaceNotEmpty) as exc:
             code, doc = exitcodes.BLOCKED, {"namespace": store.namespace, "problem": str(exc)}
     finally:
         await kv.close()
-    if args.json:
+    if args.action == "export" and args.file == "-":
+        pass  # stdout holds the export itself
+    elif args.json:
         write_json({"version": OUTPUT_VERSION, **doc})
     else:
         _write_text(doc)
     if code == exitcodes.BLOCKED:
-        sys.stderr.write(f"gcd namespace {args.action}: refused: {doc['problem']}\n")
+        prog = getattr(args, "prog", "gcd namespace")  # `watermark namespace` too
+        sys.stderr.write(f"{prog} {args.action}: refused: {doc['problem']}\n")
     return code

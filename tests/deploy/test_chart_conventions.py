@@ -161,6 +161,9 @@ def test_extension_points_reach_each_workload(env: dict[str, str], component: st
     env_from = container["envFrom"]
     assert "configMapRef" in env_from[0]  # the chart's settings first, the user's after
     assert env_from[1:] == values["extraEnvFrom"]
+    own_env = [e["name"] for e in container["env"]][: -len(values["extraEnv"])]
+    assert container["env"][-len(values["extraEnv"]):] == values["extraEnv"]  # after the chart's
+    assert own_env  # the chart's own variables come first (etcd endpoints, shard, ...)
     other = pod_spec(workload(objects, "publisher" if component == "sweeper" else "sweeper"))
     assert not {v["name"] for v in other["volumes"]} & {v["name"] for v in values["extraVolumes"]}
     if component == "sweeper":

@@ -19,7 +19,7 @@ from gcd.cli.main import main
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from gcd.testing.procs import child_env
 from tests.waiting import wait_until_sync
-from tests.watermark.api.live_serve import RECONCILER, WRITER, live_serve
+from tests.watermark.api.live_serve import ADMIN, RECONCILER, WRITER, live_serve
 from watermark import exitcodes
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -56,11 +56,16 @@ def etcd_op(etcd: LocalEtcd, namespace: str, op: str) -> int:
     return asyncio.run(run())
 
 
+def run_node(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the Node writer."""
+    assert NODE is not None, "node (20) is on every machine of this project: install it"
+    return subprocess.run([NODE, str(WRITER_JS), *args], capture_output=True, text=True,
+                          timeout=60, check=False, env=env)  # fmt: skip
+
+
 def node(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
     """Run the Node writer; its JSON lines."""
-    assert NODE is not None, "node (20) is on every machine of this project: install it"
-    done = subprocess.run([NODE, str(WRITER_JS), *args], capture_output=True, text=True,
-                          timeout=60, check=False, env=env)  # fmt: skip
+    done = run_node(env, *args)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -105,3 +110,31 @@ def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
     left = s3_server.keys(bucket)
     assert first[0]["key"] not in left  # reconciled, epoch 2 <= M: collected
     assert {o["key"] for o in second + third} <= left  # above M (3 and 4 unreconciled): kept
+
+
+def test_the_node_writer_registers_its_own_partition_and_stops_on_a_typo(
+    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path
+) -> None:
+    """A new topic: `register` over HTTP (no etcd credentials, no publisher restart), then
+    writes to it at once; a repeat changes nothing; a mistyped partition exits 1 at its
+    first request with not_registered (action stop), not after a retry loop; a writer
+    token may not register."""
+    with live_serve(etcd_server, namespace, tmp_path, partitions=("orders/0",), epochs=2) as serve:
+        env = {**child_env(), "L0GC_PUBLISHERS": serve.url, "L0GC_TOKEN": WRITER,
+               "L0GC_REGISTRAR_TOKEN": ADMIN, "L0GC_PARTITION": "topic/9",
+               "S3_ENDPOINT": s3_server.endpoint_url, "S3_BUCKET": bucket,
+               "PATH": os.environ.get("PATH", "")}  # fmt: skip
+        (created,) = node(env, "register")
+        assert created == {"partition": "topic/9", "registered": True, "hosted": True,
+                           "watermark": 1}  # fmt: skip
+        (again,) = node(env, "register")
+        assert (again["registered"], again["hosted"]) == (False, True)
+        (written,) = node(env, "write", "1")
+        assert (written["offset"], written["epoch"]) == (0, 2)
+        typo = run_node({**env, "L0GC_PARTITION": "topc/9"}, "write", "1")
+        assert typo.returncode == 1
+        assert "404 not_registered" in typo.stderr
+        assert "(action: stop)" in typo.stderr
+        forbidden = run_node({**env, "L0GC_REGISTRAR_TOKEN": WRITER}, "register")
+        assert forbidden.returncode == 1
+        assert "403 forbidden" in forbidden.stderr

@@ -19,6 +19,8 @@ Roles (`Role`) and what each may do (`Access`, `allows`):
 
     writer      fence, commit, abort            + read partition state
     reconciler  reconciled                      + read partition state
+    registrar   register, deregister            + read partition state
+                (deregister with ``force``, which revokes a live owner: admin only)
     admin       adopt, and everything above
 
 Checking a presented token (`TokenSet.role_of`) compares its SHA-256 digest with the
@@ -69,6 +71,7 @@ class Role(enum.Enum):
 
     WRITER = "writer"
     RECONCILER = "reconciler"
+    REGISTRAR = "registrar"
     ADMIN = "admin"
 
 
@@ -81,6 +84,8 @@ class Access(enum.Enum):
     """fence, commit, abort: writer or admin."""
     RECONCILE = "reconcile"
     """reconciled: reconciler or admin."""
+    REGISTER = "register"
+    """register, deregister (without force): registrar or admin."""
     ADMIN = "admin"
     """adopt: admin only."""
 
@@ -88,6 +93,7 @@ class Access(enum.Enum):
 _GRANTS: dict[Role, frozenset[Access]] = {
     Role.WRITER: frozenset({Access.READ, Access.WRITE}),
     Role.RECONCILER: frozenset({Access.READ, Access.RECONCILE}),
+    Role.REGISTRAR: frozenset({Access.READ, Access.REGISTER}),
     Role.ADMIN: frozenset(Access),
 }
 

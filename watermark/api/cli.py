@@ -70,15 +70,15 @@ from watermark.api.http_server import (
     HttpLimits,
     server_ssl_context,
 )
-from watermark.api.owners import FORCE_OPTIONS, live_owner, refuse_live, revoke
+from watermark.api.owners import FORCE_OPTIONS, deregister
 from watermark.api.probes import create_probe_app
-from watermark.core.contract import expand_partitions
+from watermark.core.contract import expand_partitions, partition_order
 from watermark.core.display import printable
 from watermark.core.fleet import FleetUrls
 from watermark.core.gcstate import PartitionGcState
-from watermark.core.kv import KV, KeyValue
+from watermark.core.kv import KV
 from watermark.core.record import PartitionRecord
-from watermark.errors import ConfigError, InvalidRecord, L0gcError, PartitionNotRegistered
+from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
 from watermark.etcd.settings import ETCD_OPTIONS, EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import LEVEL_NAMES, configure_logging
@@ -153,7 +153,7 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            "PORT"),
     Option("--auth-token-file", text, None,
            "bearer tokens callers must present, one per line as ROLE:TOKEN (role writer, "
-           "reconciler or admin) or a bare TOKEN (admin); re-read on SIGHUP", "PATH"),
+           "reconciler, registrar or admin) or a bare TOKEN (admin); re-read on SIGHUP", "PATH"),
     Option("--tls-cert-file", text, None, "serve HTTPS with this PEM certificate chain",
            "PATH"),
     Option("--tls-key-file", text, None, "the PEM private key of --tls-cert-file", "PATH"),
@@ -397,27 +397,9 @@ async def _deregister(args: argparse.Namespace, store: WatermarkStore, kv: KV) -
         removed = [name for name, data in zip(args.names, raw, strict=True)
                    if await store.deregister_raw(data)]  # fmt: skip
         return {"deregistered": removed, "absent": [n for n in args.names if n not in removed]}
-    plans: list[tuple[str, KeyValue | None]] = []
-    for name in args.names:  # every name checked before anything is deleted
-        item = await kv.get(store.partition_key(name))
-        why = None
-        if item is not None:
-            with contextlib.suppress(InvalidRecord):  # a malformed record has no owner
-                record = PartitionRecord.decode(item.value, partition=name)
-                why = await live_owner(kv, store.namespace, record)
-        if why is not None and not args.force:
-            raise refuse_live(name, "deregister it", why)
-        plans.append((name, item if why is not None else None))
-    deleted: list[str] = []
-    for name, live in plans:
-        if live is None:
-            gone = await store.deregister_partition(name)
-        else:
-            record = PartitionRecord.decode(live.value, partition=name)
-            revoked = await revoke(kv, live, record, wait_s=args.revoke_wait, reason=args.reason)
-            gone = await store.deregister_partition(name, expected=revoked)
-        if gone:
-            deleted.append(name)
+    deleted = await deregister(
+        store, args.names, force=args.force, revoke_wait_s=args.revoke_wait, reason=args.reason
+    )
     return {"deregistered": deleted, "absent": [n for n in args.names if n not in deleted]}
 
 
@@ -438,7 +420,7 @@ async def _list(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict
             {"partition": name, "error": str(found)}
             if isinstance(found, L0gcError)
             else _record(found)
-            for name, found in sorted(records.items())
+            for name, found in sorted(records.items(), key=lambda item: partition_order(item[0]))
         ]
     }
 

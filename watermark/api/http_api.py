@@ -28,6 +28,8 @@ docs/openapi.json); each error code's status is in `watermark.api.openapi_errors
     POST /v1/partitions/{partition}/adopt       {"log_end_offset": N | -1 | null}
                                                                 -> 200 partition state
          404 not_registered   409 illegal_offset   503 etcd_unavailable         admin
+    POST /v1/partitions/{partition}/register | deregister   (`watermark.api.http_registry`)
+                                                           registrar (force: admin)
     GET  /v1/partitions/{partition}                             -> 200 partition state
     GET  /v1/partitions/{partition}/owner   -> 200 {"version", "partition", "owner",
                                                     "address", "local"}
@@ -58,7 +60,9 @@ answered, after the token check, with 307 and a ``Location`` on the owning repli
 same path; the body is the JSON error ``moved`` with ``owner`` and ``address``), or
 waits while the partition moves between replicas and then is served or redirected
 (503 ``no_owner`` with ``Retry-After: 1`` if that takes longer than the router's wait),
-or is 404 ``not_hosted`` when no replica lists it. ``adopt`` there never takes
+or is 404 ``not_hosted`` when no replica lists it. A partition not hosted that has no
+record in etcd at all (a typo, or deregistered) is 404 ``not_registered`` instead, which
+a writer does not retry (`_unhosted`). ``adopt`` there never takes
 ownership: the replicas own partitions through their leases, and ``adopt`` only tells
 the owner where the log ends. Commits and aborts name a fence token, which lives on the
 replica that granted it, and are never redirected.
@@ -120,8 +124,16 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from watermark.api import http_body
 from watermark.api.auth import Access, TokenSet, allows, bearer_token, roles_allowed
+from watermark.api.http_registry import (
+    REGISTRY,
+    ROLE,
+    ForceForbidden,
+    Registry,
+    deregister,
+    register,
+)
 from watermark.api.http_server import HTTP_LIMITS, HttpLimits
-from watermark.api.openapi import OPENAPI_JSON
+from watermark.api.openapi import served
 from watermark.api.openapi_errors import ERROR_CODES
 from watermark.core.assignment import Route, RouteKind
 from watermark.core.fencebook import DEFAULT_ENDED_HORIZON_S, DEFAULT_MAX_ENDED, FenceBook
@@ -137,6 +149,7 @@ from watermark.errors import (
     GuardClosed,
     IllegalTransition,
     L0gcError,
+    LiveOwner,
     NoOwner,
     PartitionNotHosted,
     PartitionNotRegistered,
@@ -180,6 +193,7 @@ _ERRORS: tuple[tuple[type[L0gcError], str], ...] = (
     (IllegalTransition, "illegal_offset"),
     (EtcdUnavailable, "etcd_unavailable"),
     (NoOwner, "no_owner"),
+    (LiveOwner, "live_owner"),
     (ConfigError, "bad_request"),
     (L0gcError, "error"),
 )
@@ -253,7 +267,13 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             "unknown_fence",
             _UNKNOWN_FENCE,
         )
+    except ForceForbidden:
+        _publisher(request).metrics.http_refused(HttpRefusal.FORBIDDEN)
+        return _error(403, "forbidden", "only an admin token may deregister with force "
+                      "(it revokes a live owner)")  # fmt: skip
     except L0gcError as exc:
+        if isinstance(exc, PartitionNotHosted):
+            exc = await _unhosted(request, exc)
         status, code, extra = _problem(exc)
         if status >= 500:
             _log.warning("watermark.http_error", route=_route(request), code=code, error=str(exc))
@@ -284,6 +304,17 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             "the service failed to handle this request (its log has the details); retry, "
             "and report it if it persists",
         )
+
+
+async def _unhosted(request: web.Request, exc: PartitionNotHosted) -> L0gcError:
+    """`exc`, or PartitionNotRegistered when etcd holds no record of its partition: a
+    typo or a deregistered partition is answered ``not_registered`` (stop), not
+    ``not_hosted`` (retry forever). If etcd cannot say, the answer stays ``not_hosted``."""
+    try:
+        registered = await _publisher(request).store.get_partition(exc.partition)
+    except L0gcError:
+        return exc  # etcd unavailable, a malformed record or name: not provably absent
+    return exc if registered is not None else PartitionNotRegistered(exc.partition)
 
 
 def _problem(exc: L0gcError) -> tuple[int, str, dict[str, Any]]:
@@ -336,6 +367,7 @@ async def _authorize(request: web.Request, handler: Handler) -> web.StreamRespon
         response = _error(401, "unauthorized", message)
         response.headers[hdrs.WWW_AUTHENTICATE] = challenge
         return response
+    request[ROLE] = role
     if not allows(role, access):
         metrics.http_refused(HttpRefusal.FORBIDDEN)
         needed = " or ".join(r.value for r in roles_allowed(access))
@@ -447,8 +479,10 @@ def _granted(token: FenceToken, publisher: Publisher) -> dict[str, Any]:
     }
 
 
-def _refused(exc: L0gcError | Moved | UnknownFence) -> dict[str, Any]:
+async def _refused(request: web.Request, exc: L0gcError | Moved | UnknownFence) -> dict[str, Any]:
     """A batch entry's answer for a refusal: the single route's status, code and fields."""
+    if isinstance(exc, PartitionNotHosted):
+        exc = await _unhosted(request, exc)
     if isinstance(exc, Moved):
         return {"status": 307, "error": "moved", "message": "owned by another replica: send "
                 "this entry there", "owner": exc.owner, "address": exc.address}  # fmt: skip
@@ -485,7 +519,7 @@ async def fences(request: web.Request) -> web.Response:
                 request, partition, lambda: publisher.acquire(partition, epoch, timeout_s)
             )
         except (L0gcError, Moved) as exc:
-            return {"partition": partition, **_refused(exc)}
+            return {"partition": partition, **await _refused(request, exc)}
         return granted(token)
 
     # Entries granted on the fast path are answered without a task each; the rest
@@ -499,7 +533,7 @@ async def fences(request: web.Request) -> web.Response:
             try:
                 token = publisher.try_acquire(partition, epoch)
             except L0gcError as exc:
-                results.append({"partition": partition, **_refused(exc)})
+                results.append({"partition": partition, **await _refused(request, exc)})
                 continue
         results.append(None if token is None else granted(token))
         if token is None:
@@ -534,7 +568,7 @@ async def commits(request: web.Request) -> web.Response:
             token = table.get(token_id)
             repeat = _commit(request, token, offset)
         except (L0gcError, UnknownFence) as exc:
-            results.append(_refused(exc))
+            results.append(await _refused(request, exc))
             continue
         results.append(
             {"status": 200, "partition": token.partition, "offset": offset, "repeat": repeat}
@@ -601,8 +635,10 @@ class _EpochReader:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    """GET /v1/openapi.json: the API's OpenAPI 3.1 document (docs/openapi.json)."""
-    return web.Response(body=OPENAPI_JSON, content_type="application/json")
+    """GET /v1/openapi.json: the API's OpenAPI 3.1 document (docs/openapi.json), its
+    ``servers`` entry the address the request was sent to."""
+    body = served(f"{request.scheme}://{request.host}")
+    return web.Response(body=body, content_type="application/json")
 
 
 def _log_end_offset(doc: dict[str, Any]) -> int | None:
@@ -718,6 +754,8 @@ _ACCESS: dict[Callable[..., Any], Access | None] = {
     epoch: Access.READ,
     reconciled: Access.RECONCILE,
     adopt: Access.ADMIN,
+    register: Access.REGISTER,
+    deregister: Access.REGISTER,
     show: Access.READ,
     owner: Access.READ,
     listing: Access.READ,
@@ -754,11 +792,14 @@ def create_app(
     app[_TOKENS] = tokens if tokens is not None else (lambda: None)
     app[HTTP_LIMITS] = limits
     app[_ROUTER] = router
+    app[REGISTRY] = Registry(publisher, replicated=router is not None)
     partition = "/v1/partitions/{partition:.+}"
     app.router.add_post(f"{partition}/fence", fence)
     app.router.add_post(f"{partition}/reconciled", reconciled)
     app.router.add_post(f"{partition}/adopt", adopt)
     app.router.add_get(f"{partition}/owner", owner)
+    app.router.add_post(f"{partition}/register", register)
+    app.router.add_post(f"{partition}/deregister", deregister)
     app.router.add_get(partition, show)
     app.router.add_get("/v1/partitions", listing)
     app.router.add_post("/v1/fences/{token}/commit", commit)

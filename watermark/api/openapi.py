@@ -16,7 +16,9 @@ docs/openapi.json``.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import sys
 from typing import Any, Final
 
@@ -29,7 +31,7 @@ from watermark.api.http_server import (
 from watermark.api.openapi_errors import ERROR_CODES
 from watermark.core.record import RECORD_VERSION
 
-__all__ = ["OPENAPI_JSON", "ROUTES", "document"]
+__all__ = ["OPENAPI_JSON", "ROUTES", "document", "served"]
 
 Json = dict[str, Any]
 
@@ -115,7 +117,9 @@ _BATCH_LIMIT = (
     "more is 413 batch_too_large"
 )
 SCHEMAS: Final[Json] = {
-    "Error": _obj(_ERROR_FIELDS, ["error", "message"]),
+    # Open: new fields may appear in an error answer (docs/python-api.md); a client
+    # reads `error` and `message` and ignores what it does not know.
+    "Error": _obj(_ERROR_FIELDS, ["error", "message"], additionalProperties=True),
     "PartitionState": _obj(_STATE_FIELDS),
     "CommitAnswer": _obj({**_STATE_FIELDS, "repeat": {
         "type": "boolean",
@@ -191,6 +195,25 @@ SCHEMAS: Final[Json] = {
         "version": {"const": RECORD_VERSION}, "owner": {"type": "string"},
         "partitions": {"type": "array", "items": _ref("PartitionState")},
     }),
+    "RegisterAnswer": _obj({
+        "version": {"const": RECORD_VERSION}, "partition": {"type": "string"},
+        "registered": {"type": "boolean", "description": "created by this request (false: "
+                       "it was registered already, nothing changed)"},
+        "hosted": {"type": "boolean", "description": "this publisher serves it now (false: "
+                   "another publisher owns it, or replicas will claim it)"},
+        "record": {"type": "object", "description": "the partition record as stored in etcd "
+                   "(docs/etcd-contract.md)"},
+    }),
+    "DeregisterRequest": _obj({
+        "force": {"type": "boolean", "description": "admin tokens only: revoke a live owner "
+                  "first (the request then takes a few seconds)"},
+        "reason": {"type": "string", "maxLength": 1000,
+                   "description": "written to the audit log line of force"},
+    }, []),
+    "DeregisterAnswer": _obj({
+        "version": {"const": RECORD_VERSION}, "partition": {"type": "string"},
+        "deregistered": {"type": "boolean", "description": "false: it was not registered"},
+    }),
     "Status": _obj({"status": {"type": "string", "enum": ["ok", "ready", "not_ready"]}}),
 }
 
@@ -201,7 +224,7 @@ Route = tuple[str, str, str, str | None, str, str | None, dict[int, str], tuple[
 _P = "/v1/partitions/{partition}"
 _BODY = ("bad_request", "body_too_large", "request_timeout")
 _AUTH = ("unauthorized", "forbidden")
-_MOVE = ("moved", "no_owner", "not_hosted")
+_MOVE = ("moved", "no_owner", "not_hosted", "not_registered")
 ROUTES: Final[tuple[Route, ...]] = (
     ("post", f"{_P}/fence", "fence", "writer", ("Fence an epoch on a partition (after the "
      "upload, before the log append)"), "FenceRequest", {200: "FenceGranted"},
@@ -211,7 +234,7 @@ ROUTES: Final[tuple[Route, ...]] = (
      "offset of its entry (idempotent: a repeat with the same offset answers repeat: true)"),
      "OffsetRequest", {200: "CommitAnswer"},
      (*_AUTH, *_BODY, "unknown_fence", "fence_expired", "already_committed",
-      "illegal_offset", "fencing_violation", "not_hosted")),
+      "illegal_offset", "fencing_violation", "not_hosted", "not_registered")),
     ("post", "/v1/fences/{token}/abort", "abort", "writer", ("Release a fence without "
      "committing (an entry you will not commit)"), None, {200: "AbortAnswer"},
      (*_AUTH, *_BODY, "unknown_fence")),
@@ -229,10 +252,17 @@ ROUTES: Final[tuple[Route, ...]] = (
      (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "guard_closed")),
     ("post", f"{_P}/adopt", "adopt", "admin", ("Take the partition over (or, among replicas, "
      "tell its owner where the log ends)"), "AdoptRequest", {200: "PartitionState"},
-     (*_AUTH, *_BODY, *_MOVE, "not_registered", "illegal_offset", "etcd_unavailable",
-      "guard_closed")),
+     (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "etcd_unavailable", "guard_closed")),
+    ("post", f"{_P}/register", "register", "registrar", ("Register the partition "
+     "(M(p) = cluster epoch - 1; an existing one is unchanged) and host it here when "
+     "nobody owns it"), None, {200: "RegisterAnswer"},
+     (*_AUTH, *_BODY, "etcd_unavailable")),
+    ("post", f"{_P}/deregister", "deregister", "registrar", ("Delete the partition's "
+     "record, once its objects are gone (refused under a live owner unless force)"),
+     "DeregisterRequest", {200: "DeregisterAnswer"},
+     (*_AUTH, *_BODY, "live_owner", "etcd_unavailable")),
     ("get", f"{_P}/owner", "owner", "any", "Which replica owns the partition", None,
-     {200: "Owner"}, (*_AUTH, "not_hosted", "no_owner")),
+     {200: "Owner"}, (*_AUTH, "not_hosted", "not_registered", "no_owner")),
     ("get", _P, "show", "any", "What the publisher knows of the partition", None,
      {200: "PartitionState"}, (*_AUTH, *_MOVE, "guard_closed")),
     ("get", "/v1/partitions", "listing", "any", "Every partition hosted here", None,
@@ -252,7 +282,8 @@ lifted. docs/integration.md is the guide; this document is the contract.
 
 Roles: with a token file every route but /metrics, /healthz, /readyz and
 /v1/openapi.json needs `Authorization: Bearer TOKEN`; the token's role (x-l0gc-role:
-writer, reconciler, admin; `any` = every role) decides (admin may use every route).
+writer, reconciler, registrar, admin; `any` = every role) decides (admin may use every
+route).
 
 Errors: `{{"error": CODE, "message": TEXT, ...}}`; each code's status, meaning and what a
 writer does next (x-l0gc-action: retry, redirect, reupload, refence, stop) are in
@@ -311,6 +342,7 @@ _EXAMPLES: Final[Json] = {
                           {"partition": "orders/1", "epoch": 3}]},
     "reconciled": {"offset": 0},
     "adopt": {"log_end_offset": -1},
+    "deregister": {"force": False},
 }  # fmt: skip
 
 
@@ -333,7 +365,8 @@ def _operation(route: Route) -> Json:
         media: Json = {"schema": _ref(body)}
         if name in _EXAMPLES:
             media["example"] = _EXAMPLES[name]
-        op["requestBody"] = {"required": name != "adopt", "content": {"application/json": media}}
+        required = name not in ("adopt", "deregister")
+        op["requestBody"] = {"required": required, "content": {"application/json": media}}
     elif method == "post":
         op["requestBody"] = {"required": False, "content": {
             "application/json": {"schema": {"type": "object", "maxProperties": 0}}}}
@@ -387,7 +420,19 @@ def render() -> str:
 
 
 OPENAPI_JSON: Final[bytes] = json.dumps(document()).encode()
-"""What ``GET /v1/openapi.json`` answers."""
+"""The document as generated (its ``servers`` entry is the default address)."""
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]{1,260}")
+
+
+@functools.lru_cache(maxsize=16)
+def served(origin: str) -> bytes:
+    """What ``GET /v1/openapi.json`` answers when asked at `origin` (``scheme://host:port``
+    as the request named it): the document with that one ``servers`` entry, so a client
+    generated from it talks to the address it was fetched from. An origin that is not a
+    plain scheme and host[:port] gets the generated default."""
+    if not _ORIGIN.fullmatch(origin):
+        return OPENAPI_JSON
+    return json.dumps({**document(), "servers": [{"url": origin}]}).encode()
 
 if __name__ == "__main__":
     sys.stdout.write(render())

@@ -71,6 +71,10 @@ ERROR_CODES: Final[dict[str, ErrorCode]] = {
                   "refused so releases its fence: resume from last_applied_offset + 1"),
         ErrorCode("already_committed", 409, "stop", "this fence was committed at another "
                   "offset: one fence commits one log entry"),
+        ErrorCode("live_owner", 409, "stop", "the partition's owner is running (or "
+                  "published within the last minute): deregistering it would make objects it "
+                  "still admits deletable; stop or move that publisher first, or deregister "
+                  "with force (admin: revokes the owner first)"),
         ErrorCode("fencing_violation", 409, "stop", "a commit below the promised window: "
                   "the partition is frozen until an operator investigates"),
         ErrorCode("fence_expired", 410, "refence", "the fence ended without this commit "

@@ -26,18 +26,29 @@ deleted that committed object). So:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
+from collections.abc import Sequence
 
 import structlog
 
 from watermark.core.kv import KV, Compare, KeyValue, Put
 from watermark.core.record import PartitionRecord
-from watermark.errors import ConfigError, EpochConflict
+from watermark.errors import EpochConflict, InvalidRecord, LiveOwner
+from watermark.etcd.store import WatermarkStore
 from watermark.options import Option, boolean, duration, text
 from watermark.service.liveness import Liveness
 
-__all__ = ["DEFAULT_REVOKE_WAIT_S", "FORCE_OPTIONS", "RECENT_PUBLISH_S", "live_owner", "revoke"]
+__all__ = [
+    "DEFAULT_REVOKE_WAIT_S",
+    "FORCE_OPTIONS",
+    "RECENT_PUBLISH_S",
+    "deregister",
+    "live_owner",
+    "refuse_live",
+    "revoke",
+]
 
 RECENT_PUBLISH_S = 60.0
 """A record published this recently counts as having a live owner."""
@@ -73,13 +84,48 @@ async def live_owner(
     return None
 
 
-def refuse_live(partition: str, action: str, why: str) -> ConfigError:
-    """The error of an action refused under a live owner (exit 2)."""
-    return ConfigError(
-        f"partition {partition!r}: refusing to {action} while its {why}: the owner still "
-        "admits writes the change would make deletable; stop that publisher or move the "
-        "partition first, or pass --force (and --reason) to revoke the owner first"
-    )
+def refuse_live(partition: str, action: str, why: str) -> LiveOwner:
+    """The error of an action refused under a live owner (exit 2; HTTP 409 live_owner)."""
+    return LiveOwner(partition, action, why)
+
+
+async def deregister(
+    store: WatermarkStore,
+    names: Sequence[str],
+    *,
+    force: bool = False,
+    revoke_wait_s: float = DEFAULT_REVOKE_WAIT_S,
+    reason: str = "",
+) -> list[str]:
+    """Delete the records of `names` (those deleted, in order; an absent one is skipped).
+
+    Every name is checked before anything is deleted: a live owner's partition raises
+    `LiveOwner` unless `force`, which revokes that owner first (`revoke`). The one rule
+    behind `watermark partition deregister` and ``DELETE /v1/partitions/{partition}``.
+    """
+    kv = store.kv
+    plans: list[tuple[str, KeyValue | None]] = []
+    for name in names:
+        item = await kv.get(store.partition_key(name))
+        why = None
+        if item is not None:
+            with contextlib.suppress(InvalidRecord):  # a malformed record has no owner
+                record = PartitionRecord.decode(item.value, partition=name)
+                why = await live_owner(kv, store.namespace, record)
+        if why is not None and not force:
+            raise refuse_live(name, "deregister it", why)
+        plans.append((name, item if why is not None else None))
+    deleted: list[str] = []
+    for name, live in plans:
+        if live is None:
+            gone = await store.deregister_partition(name)
+        else:
+            record = PartitionRecord.decode(live.value, partition=name)
+            revoked = await revoke(kv, live, record, wait_s=revoke_wait_s, reason=reason)
+            gone = await store.deregister_partition(name, expected=revoked)
+        if gone:
+            deleted.append(name)
+    return deleted
 
 
 async def revoke(

@@ -46,7 +46,7 @@ Json = dict[str, Any]
 
 class AsyncWriterClient:
     """An asyncio writer client of the publishers in `publishers` (see the module
-    docstring); `token` is a writer (or reconciler, admin) token; `timeout_s` bounds each
+    docstring); `token` is a writer (or reconciler, registrar, admin) token; `timeout_s` bounds each
     request (it must exceed the fence timeout); `retry` how often to retry; `fleet`
     (patterns such as ``http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080``)
     admits redirects to the replicas it matches (`watermark.client.protocol.PublisherSet`)."""
@@ -118,6 +118,19 @@ class AsyncWriterClient:
         path = partition_path(partition, "/reconciled")
         return await self._call("POST", path, reconciled_body(offset, log_end_offset),
                                 partition=partition)  # fmt: skip
+
+    async def register(self, partition: str) -> Json:
+        """Register `partition` (a registrar or admin token): ``{"registered"`` (false: it
+        already was, nothing changed), ``"hosted"`` (the publisher serves it now: fence
+        it), ``"record"}``. Safe to repeat."""
+        return await self._call("POST", partition_path(partition, "/register"), None)
+
+    async def deregister(self, partition: str, *, force: bool = False, reason: str = "") -> Json:
+        """Delete `partition`'s record once its data is gone: ``{"deregistered"}`` (false:
+        it was not registered). A live owner's partition raises ApiError ``live_owner``
+        unless `force` (admin token: the owner is revoked first, which takes seconds)."""
+        body: Json = {"force": force, "reason": reason}
+        return await self._call("POST", partition_path(partition, "/deregister"), body)
 
     async def state(self, partition: str) -> Json:
         """What the owner knows of `partition` (``last_applied_offset``: resume after it)."""

@@ -35,6 +35,7 @@ __all__ = [
     "PublishStatus",
     "decide_publication",
     "expand_partitions",
+    "partition_order",
     "pause_at",
     "pause_marker",
     "pause_reason",
@@ -65,6 +66,20 @@ def validate_partition(partition: str) -> str:
             "printable ASCII characters without whitespace ('/' is allowed)"
         )
     return partition
+
+
+_DIGITS = re.compile(r"([0-9]+)")
+
+
+def partition_order(partition: str) -> tuple[tuple[int, int | str], ...]:
+    """The key that lists partitions as people count them: runs of digits compare as
+    numbers (``orders/2`` before ``orders/10``), the rest as text; names equal as numbers
+    (``a/01``, ``a/1``) stay apart by their text, so the order is total."""
+    parts: list[tuple[int, int | str]] = []
+    for index, piece in enumerate(_DIGITS.split(partition)):
+        parts.append((0, int(piece)) if index % 2 else (1, piece))
+    parts.append((1, partition))
+    return tuple(parts)
 
 
 _RANGE = re.compile(r"(?P<prefix>(?:.*/)?)(?P<low>[0-9]+)-(?P<high>[0-9]+)")

@@ -8,6 +8,9 @@ or the publisher's):
   l0gc version ("unknown" outside an installed package), the Python version and
   implementation, and which program it is (``sweeper`` or ``publisher``), so a fleet's
   versions are one ``count by (version, component) (l0gc_build_info)`` away;
+- no ``*_created`` series: prometheus_client would add one per counter, histogram and
+  summary (a creation timestamp nobody queries, doubling the series count);
+  `register_build_info` turns them off for the process (`disable_created_metrics`);
 - ``process_*`` (CPU seconds, resident and virtual memory, open and max file
   descriptors, start time; Linux only, read from /proc), ``python_info`` and
   ``python_gc_*`` (collections and collected objects per generation).
@@ -24,6 +27,7 @@ from prometheus_client import (
     Info,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
 )
 
 __all__ = ["l0gc_version", "register_build_info"]
@@ -38,7 +42,9 @@ def l0gc_version() -> str:
 
 
 def register_build_info(registry: CollectorRegistry, component: str) -> None:
-    """Register `l0gc_build_info` and the process, platform and GC collectors."""
+    """Register `l0gc_build_info` and the process, platform and GC collectors; turn off
+    the ``*_created`` series (process-wide: every l0gc registry is built through here)."""
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it untyped
     Info(
         "l0gc_build",
         "The running l0gc: its version, the Python version and implementation, and the "

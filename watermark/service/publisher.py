@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 import structlog
 
-from watermark.core.contract import PublishStatus
+from watermark.core.contract import PublishStatus, partition_order
 from watermark.core.events import (
     ClusterEpochRead,
     Emitter,
@@ -217,9 +217,14 @@ class Publisher:
     # -- ownership -----------------------------------------------------------------
 
     @property
+    def store(self) -> WatermarkStore:
+        """The partition records' store (the HTTP API registers partitions through it)."""
+        return self._store
+
+    @property
     def partitions(self) -> list[str]:
-        """The partitions hosted here, sorted."""
-        return sorted(self._hosted)
+        """The partitions hosted here, in `partition_order` (orders/2 before orders/10)."""
+        return sorted(self._hosted, key=partition_order)
 
     async def adopt(self, partition: str, *, log_end_offset: int | None = None) -> dict[str, Any]:
         """Own `partition` (bumping owner_epoch), restore its state; return `state()`.

@@ -79,6 +79,7 @@ spec:
         {{- with include "l0gc.userList" (dict "value" $sw.extraEnvFrom "ctx" $) }}{{ . | nindent 8 }}{{ end }}
       {{- $env := include "l0gc.sweeper.shardEnv" (dict "ctx" $ "oneShot" $oneShot) }}
       {{- $env = print $env (include "l0gc.etcdEnv" $) (include "l0gc.s3Env" $) }}
+      {{- with include "l0gc.userList" (dict "value" $sw.extraEnv "ctx" $) }}{{ $env = print $env "\n" . }}{{ end }}
       {{- if $env }}
       env:
         {{- $env | trim | nindent 8 }}

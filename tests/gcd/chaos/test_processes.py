@@ -112,7 +112,7 @@ async def test_a_lost_commit_answer_is_resolved_from_the_partition_state(
         await backend.abort(later, "orders/0")
         outcome = await backend.commit("orders/0", later, 1, resumed=True)
         assert outcome == ("abort", "fence_expired")  # the abort is remembered (issue 26)
-        assert await backend.fence("orders/9", 3) == (None, "not_hosted")
+        assert await backend.fence("orders/9", 3) == (None, "not_registered")
     finally:
         child.stop()
     assert child.wait(1) == 0

@@ -98,7 +98,7 @@ def test_the_token_set_never_shows_tokens_or_digests() -> None:
     """repr of a token set gives counts by role only."""
     tokens = parse_token_file(f"writer:{WRITER}\n{ADMIN}\n")
     shown = repr(tokens)
-    assert shown == "TokenSet(writer=1, reconciler=0, admin=1)"
+    assert shown == "TokenSet(writer=1, reconciler=0, registrar=0, admin=1)"
     assert WRITER not in shown
     assert tokens.entries[0][0].hex() not in shown
 

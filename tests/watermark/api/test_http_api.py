@@ -157,11 +157,14 @@ async def test_stale_epoch_is_409_with_the_window(api: Api) -> None:
 
 
 async def test_unknown_partition_is_404(api: Api) -> None:
-    """Fencing or reading a partition this process does not host is 404 not_hosted."""
+    """Fencing or reading a registered partition this process does not host is 404
+    not_hosted; one etcd has no record of is 404 not_registered."""
+    status, body = await api.call("POST", "/v1/partitions/spare/fence", {"epoch": 5})
+    assert (status, body["error"]) == (404, "not_hosted")
+    status, body = await api.call("GET", "/v1/partitions/spare")
+    assert (status, body["error"]) == (404, "not_hosted")
     status, body = await api.call("POST", "/v1/partitions/nope/fence", {"epoch": 5})
-    assert (status, body["error"]) == (404, "not_hosted")
-    status, body = await api.call("GET", "/v1/partitions/nope")
-    assert (status, body["error"]) == (404, "not_hosted")
+    assert (status, body["error"]) == (404, "not_registered")
 
 
 async def test_fence_timeout_is_503(api: Api) -> None:
@@ -850,7 +853,7 @@ async def test_one_request_fences_every_partition_and_one_commits_them(api: Api)
 
 async def test_each_batch_entry_gets_the_single_routes_answer(api: Api) -> None:
     """Mixed outcomes in one batch: granted, stale_epoch (with window and floor),
-    epoch_ahead, not_hosted; commits: ok, a repeat, another offset, illegal_offset (fence
+    epoch_ahead, not_registered; commits: ok, a repeat, another offset, illegal_offset (fence
     released), unknown_fence."""
     await hosting_three(api)
     await api.call("POST", "/v1/partitions/orders%2F1/fence", {"epoch": 9})  # slides to [9, 9]
@@ -871,7 +874,7 @@ async def test_each_batch_entry_gets_the_single_routes_answer(api: Api) -> None:
     assert stale["floor"] == single["floor"]
     assert (ahead["status"], ahead["error"], ahead["cluster_epoch"]) == (409, "epoch_ahead", 9)
     assert (missing["status"], missing["error"], missing["partition"]) == (
-        404, "not_hosted", "nowhere")  # fmt: skip
+        404, "not_registered", "nowhere")  # fmt: skip
     commits = [
         {"token": ok["token"], "offset": 0},
         {"token": ok["token"], "offset": 0},  # a repeat: success again

@@ -20,7 +20,7 @@ from watermark.service.publisher import Publisher
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLE_OF = {Access.WRITE: "writer", Access.RECONCILE: "reconciler", Access.ADMIN: "admin",
-           Access.READ: "any", None: None}  # fmt: skip
+           Access.READ: "any", Access.REGISTER: "registrar", None: None}  # fmt: skip
 
 
 def test_the_checked_in_document_is_the_generated_one() -> None:

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from gcd.testing.local_servers import LocalEtcd
-from tests.watermark.api.live_serve import RECONCILER, WRITER, LiveServe, live_serve
+from tests.watermark.api.live_serve import ADMIN, RECONCILER, WRITER, LiveServe, live_serve
 from watermark import (
     ApiError,
     AsyncWriterClient,
@@ -51,7 +51,7 @@ def test_the_sync_client_writes_commits_idempotently_and_reports(serve: LiveServ
         assert [type(g).__name__ for g in granted] == ["Granted", "Granted", "ApiError"]
         missing = granted[2]
         assert isinstance(missing, ApiError)
-        assert missing.code == "not_hosted"
+        assert (missing.code, missing.action) == ("not_registered", "stop")  # a typo: no retry
         done = client.commits([(g, 1) for g in granted[:2] if not isinstance(g, ApiError)])
         assert [d["status"] if isinstance(d, dict) else d for d in done] == [200, 200]
         assert client.state("orders/1")["last_applied_offset"] == 1
@@ -75,6 +75,35 @@ async def test_the_async_client_does_the_same(serve: LiveServe) -> None:
         with pytest.raises(ApiError) as gone:
             await client.commit(spare, 6)
         assert (gone.value.code, gone.value.action) == ("fence_expired", "refence")
+
+
+def test_both_clients_register_and_deregister_partitions(serve: LiveServe) -> None:
+    """A writer in another process registers its new partition over HTTP and fences it at
+    once (no restart, no etcd credentials); a typo is ApiError not_registered / stop
+    after one request; deregistering the live partition is refused live_owner / stop."""
+    with WriterClient([serve.url], token=ADMIN, retry=FAST) as admin:
+        created = admin.register("events/3")
+        assert (created["registered"], created["hosted"]) == (True, True)
+        assert admin.register("events/3")["registered"] is False
+        with pytest.raises(ApiError) as live:
+            admin.deregister("events/3")
+        assert (live.value.code, live.value.action) == ("live_owner", "stop")
+    with WriterClient([serve.url], token=WRITER, retry=FAST) as writer:
+        epoch = writer.epoch().stamp(["events/3"])
+        writer.commit(writer.fence("events/3", epoch), 0)
+        with pytest.raises(ApiError) as typo:
+            writer.fence("evnts/3", epoch)
+        assert (typo.value.code, typo.value.action, typo.value.status) == (
+            "not_registered", "stop", 404)  # fmt: skip
+
+    async def unowned() -> tuple[dict[str, object], dict[str, object]]:
+        async with AsyncWriterClient([serve.url], token=ADMIN, retry=FAST) as client:
+            first = await client.deregister("never/registered")
+            return first, await client.register("events/4")
+
+    absent, registered = asyncio.run(unowned())
+    assert absent["deregistered"] is False
+    assert registered["registered"] is True
 
 
 class Forger:

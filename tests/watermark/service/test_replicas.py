@@ -403,7 +403,7 @@ async def test_adopt_among_replicas_never_takes_ownership(
     assert after is not None
     assert after.owner_epoch == before.owner_epoch
     status, body, _ = await _call(session, "GET", urls["a"] + _path("audit", "/owner"))
-    assert (status, body["error"]) == (404, "not_hosted")
+    assert (status, body["error"]) == (404, "not_registered")  # no replica lists it, no record
 
 
 async def test_a_batch_fence_sends_other_replicas_entries_there(

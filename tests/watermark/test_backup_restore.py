@@ -1,0 +1,157 @@
+"""docs/upgrades.md's backup and restore, run for real (issue 42): an etcd snapshot, and a
+`watermark namespace export` file, each restored into a fresh etcd; then a sweep against
+the restored etcd deletes exactly the objects at or below the backup's global M, and
+nothing written about M after the backup (a higher M in the old etcd) counts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import structlog
+
+from gcd.cli.main import main as gcd_main
+from gcd.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
+from watermark import exitcodes
+from watermark.__main__ import main as watermark_main
+from watermark.etcd.settings import EtcdSettings, open_kv
+from watermark.etcd.store import WatermarkStore
+
+pytestmark = pytest.mark.integration
+ROOT_PREFIX = "level_zero/data"
+
+
+def run(main: object, *argv: str) -> int:
+    """`gcd` or `watermark` in this process (real etcd and S3), as the CLI tests run them."""
+    assert callable(main)
+    code = int(main(list(argv)))
+    structlog.reset_defaults()
+    return code
+
+
+def prepare(etcd: LocalEtcd, namespace: str) -> None:
+    """orders/0 and orders/1 registered at epoch 1, the cluster epoch advanced to 8."""
+
+    async def go() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+        try:
+            store = WatermarkStore(kv, namespace)
+            await store.init_cluster_epoch(1)
+            for name in ("orders/0", "orders/1"):
+                await store.register_partition(name)
+            for _ in range(7):
+                await store.advance_cluster_epoch()
+        finally:
+            await kv.close()
+
+    asyncio.run(go())
+
+
+def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
+    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Snapshot at global M 3 (orders/0 M 5, orders/1 M 3); afterwards the live etcd
+    moves orders/1 to M 6. The restored etcd is a new cluster: nothing is deleted until
+    `namespace bind --replace`; then the sweep deletes epochs 1-3 (M 3 of the snapshot),
+    not 4-5 (what the lost etcd would have allowed)."""
+    prepare(etcd_server, namespace)
+    etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
+    assert run(gcd_main, "namespace", "bind", "--bucket", bucket, "--root", ROOT_PREFIX,
+               "--endpoint-url", s3_server.endpoint_url, *etcd) == exitcodes.OK  # fmt: skip
+    for name, m in (("orders/0", "5"), ("orders/1", "3")):
+        assert run(watermark_main, "partition", "repair", name, "--watermark", m, *etcd) == 0
+    keys = [f"{ROOT_PREFIX}/000/{epoch:018d}/obj-{epoch}" for epoch in range(1, 8)]
+    s3_server.seed(bucket, keys)
+
+    # The procedure of docs/upgrades.md: etcdctl snapshot save, etcdutl snapshot restore.
+    bin_dir = etcd_binary().parent
+    snapshot = tmp_path / "l0gc.db"
+    save = [str(bin_dir / "etcdctl"), "--endpoints", etcd_server.endpoint, "snapshot", "save",
+            str(snapshot)]  # fmt: skip
+    subprocess.run(save, check=True, capture_output=True, timeout=60)
+    assert run(watermark_main, "partition", "repair", "orders/1", "--watermark", "6", *etcd) == 0
+
+    restored_dir = tmp_path / "restored"
+    fresh = LocalEtcd(data_dir=restored_dir)
+    subprocess.run([str(bin_dir / "etcdutl"), "snapshot", "restore", str(snapshot),
+                    "--data-dir", str(restored_dir / "data"), "--name", fresh.name,
+                    "--initial-cluster", f"{fresh.name}={fresh.peer_url}",
+                    "--initial-advertise-peer-urls", fresh.peer_url],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    fresh.start()
+    try:
+        restored = ("--etcd", fresh.endpoint, "--namespace", namespace)
+        capsys.readouterr()
+        # A new etcd cluster id: the sweepers refuse until the namespace is re-bound.
+        assert run(gcd_main, "status", "--json", *restored) == exitcodes.BLOCKED
+        problem = json.loads(capsys.readouterr().out)["binding_problem"]
+        assert "sweepers delete nothing until it is re-bound" in problem
+        assert run(watermark_main, "namespace", "bind", "--replace", "--bucket", bucket,
+                   "--root", ROOT_PREFIX, "--endpoint-url", s3_server.endpoint_url,
+                   *restored) == exitcodes.OK  # fmt: skip
+        capsys.readouterr()
+        assert run(gcd_main, "status", "--json", *restored) == exitcodes.OK
+        status = json.loads(capsys.readouterr().out)
+        assert (status["safe_epoch"], status["binding_problem"]) == (3, None)
+        assert run(gcd_main, "sweep", "--bucket", bucket, "--endpoint-url",
+                   s3_server.endpoint_url, "--region", "us-east-1", "--grace", "0s", "--json",
+                   *restored) == exitcodes.OK  # fmt: skip
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert summary["deleted"] == 3
+        claim = f"{ROOT_PREFIX}/.l0gc-claim.json"  # the binding's claim object
+        assert s3_server.keys(bucket) == {*keys[3:], claim}  # epochs 4-7 kept
+    finally:
+        fresh.close()
+
+
+def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
+    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """export at global M 3; the old etcd then moves to M 5. Import into a fresh etcd:
+    paused and re-bind needed (nothing deleted before); an import into a namespace that
+    holds keys is refused (exit 3); after bind --replace and resume the sweep deletes
+    epochs 1-3 and keeps 4-7."""
+    prepare(etcd_server, namespace)
+    etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
+    assert run(gcd_main, "namespace", "bind", "--bucket", bucket, "--root", ROOT_PREFIX,
+               "--endpoint-url", s3_server.endpoint_url, *etcd) == exitcodes.OK  # fmt: skip
+    for name, m in (("orders/0", "5"), ("orders/1", "3")):
+        assert run(watermark_main, "partition", "repair", name, "--watermark", m, *etcd) == 0
+    keys = [f"{ROOT_PREFIX}/000/{epoch:018d}/obj-{epoch}" for epoch in range(1, 8)]
+    s3_server.seed(bucket, keys)
+    backup = tmp_path / "prod.json"
+    capsys.readouterr()
+    assert run(watermark_main, "namespace", "export", str(backup), "--json", *etcd) == 0
+    assert json.loads(capsys.readouterr().out)["exported"] == 4  # epoch, binding, 2 records
+    assert backup.stat().st_mode & 0o077 == 0
+    assert run(watermark_main, "partition", "repair", "orders/1", "--watermark", "6", *etcd) == 0
+    assert run(watermark_main, "namespace", "import", str(backup), *etcd) == exitcodes.BLOCKED
+    assert "already holds" in capsys.readouterr().err
+
+    fresh = LocalEtcd().start()
+    try:
+        restored = ("--etcd", fresh.endpoint, "--namespace", namespace)
+        assert run(watermark_main, "namespace", "import", str(backup), "--json",
+                   *restored) == exitcodes.OK  # fmt: skip
+        assert json.loads(capsys.readouterr().out)["imported"] == 5  # + the pause marker
+        s3 = ("--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--region",
+              "us-east-1", "--grace", "0s", "--json")  # fmt: skip
+        run(gcd_main, "sweep", *s3, *restored)
+        assert s3_server.keys(bucket) >= set(keys)  # paused and bound elsewhere: nothing gone
+        assert run(watermark_main, "namespace", "bind", "--replace", "--bucket", bucket,
+                   "--root", ROOT_PREFIX, "--endpoint-url", s3_server.endpoint_url,
+                   *restored) == exitcodes.OK  # fmt: skip
+        assert run(gcd_main, "resume", *restored) == exitcodes.OK
+        capsys.readouterr()
+        assert run(gcd_main, "sweep", *s3, *restored) == exitcodes.OK
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert summary["deleted"] == 3
+        claim = f"{ROOT_PREFIX}/.l0gc-claim.json"
+        assert s3_server.keys(bucket) == {*keys[3:], claim}
+    finally:
+        fresh.close()

@@ -1,0 +1,104 @@
+"""Partition registration over HTTP: a writer that creates topics registers them itself.
+
+Routes (role ``registrar`` or ``admin``, see `watermark.api.auth`):
+
+    POST /v1/partitions/{partition}/register   {}   -> 200 {"version", "partition",
+         "registered" (created by this call), "hosted" (served here now), "record"}
+    POST /v1/partitions/{partition}/deregister {"force": false, "reason": ""}
+         -> 200 {"version", "partition", "deregistered" (false: was not registered)}
+         409 live_owner (the owner is running or published recently; stop)
+
+Register is `watermark partition register` for one name: it creates the record with
+M(p) = cluster epoch - 1 when absent and changes nothing when present (a repeat answers
+200 with ``registered: false``). A publisher that is not one of ``--replicated``
+replicas then hosts the partition at once when nobody owns it (a new record, or one
+whose owner was revoked), so the writer can fence it next; a partition another
+publisher owns stays there (``hosted: false``: send its requests to that owner).
+Replicas never take a partition here: they claim the registered partitions of their
+``--partitions`` list through their leases (a replica set started with
+``--partitions 'orders/0-63'`` serves ``orders/17`` once it is registered).
+
+Deregister is `watermark partition deregister` for one name, with the same live-owner
+rule (`watermark.api.owners.deregister`): a partition whose owner is live, this
+publisher included, is refused with 409 ``live_owner`` unless ``force`` (admin tokens
+only: it revokes the owner, waits `DEFAULT_REVOKE_WAIT_S` of `watermark.api.owners` for
+it to drop the partition, then deletes the record). Deregister a partition only once it
+is gone and its data no longer needed (docs/integration.md, "Deregister").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from watermark.api import http_body, owners
+from watermark.api.auth import Role
+from watermark.core.record import RECORD_VERSION
+from watermark.service.publisher import Publisher
+
+__all__ = ["REGISTRY", "ROLE", "ForceForbidden", "Registry", "deregister", "register"]
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """What the two routes need from the app: the publisher, and whether it is a replica."""
+
+    publisher: Publisher
+    replicated: bool
+    revoke_wait_s: float = owners.DEFAULT_REVOKE_WAIT_S
+
+
+REGISTRY: web.AppKey[Registry] = web.AppKey("registry", Registry)
+ROLE: web.RequestKey[Role | None] = web.RequestKey("role")
+"""The caller's role, set by the auth middleware (None: no token file)."""
+
+
+class ForceForbidden(Exception):
+    """``force`` from a token that is not admin: answered 403 forbidden."""
+
+
+async def register(request: web.Request) -> web.Response:
+    """POST /v1/partitions/{partition}/register."""
+    registry, partition = request.app[REGISTRY], request.match_info["partition"]
+    await http_body.read_body(request)
+    store, publisher = registry.publisher.store, registry.publisher
+    before = await store.get_partition(partition)
+    record = before if before is not None else await store.register_partition(partition)
+    if not registry.replicated and record.owner is None and not publisher.serving(partition):
+        await publisher.adopt(partition)
+    return web.json_response(
+        {
+            "version": RECORD_VERSION,
+            "partition": partition,
+            "registered": before is None,
+            "hosted": publisher.serving(partition),
+            "record": json.loads(record.encode()),
+        }
+    )
+
+
+async def deregister(request: web.Request) -> web.Response:
+    """POST /v1/partitions/{partition}/deregister."""
+    registry, partition = request.app[REGISTRY], request.match_info["partition"]
+    doc = await http_body.read_body(request, "force", "reason")
+    force = doc.get("force", False)
+    reason = doc.get("reason", "")
+    if type(force) is not bool:
+        raise http_body.BadRequest("field 'force' must be true or false")
+    if type(reason) is not str or len(reason) > 1000:
+        raise http_body.BadRequest("field 'reason' must be a string of at most 1000 characters")
+    role = request.get(ROLE)
+    if force and role not in (None, Role.ADMIN):
+        raise ForceForbidden
+    deleted = await owners.deregister(
+        registry.publisher.store,
+        [partition],
+        force=force,
+        revoke_wait_s=registry.revoke_wait_s,
+        reason=reason or f"POST /v1/partitions/{partition}/deregister with force",
+    )
+    return web.json_response(
+        {"version": RECORD_VERSION, "partition": partition, "deregistered": bool(deleted)}
+    )
