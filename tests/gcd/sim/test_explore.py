@@ -1,0 +1,146 @@
+"""The exhaustive checker: it finds every broken variant with a shortest counterexample
+that replays, its reductions lose none of them, and the real code passes its default
+scope with the same state count every time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gcd.cli.main import main
+from gcd.sim.checks import SAFETY
+from gcd.sim.explore import explore, replay
+from gcd.sim.moves import FAULT_KINDS, Scope, parse
+from gcd.sim.variants import BROKEN, CORRECT, VARIANTS
+
+VARIANT_SCOPES: dict[str, tuple[Scope, int]] = {
+    "single-epoch-window": (Scope(partitions=1, faults=0, depth=8), 5),
+    "no-drain-slide": (Scope(partitions=1, faults=0, depth=8), 6),
+    "applied-max-window": (Scope(partitions=1, faults=0, depth=10), 0),
+    "forgetful-adopt": (Scope(partitions=1, fault_kinds=frozenset({"crash"}), depth=10), 0),
+    "eager-floor": (Scope(partitions=1, faults=0, depth=10), 0),
+    "lenient-sweeper": (Scope(fault_kinds=frozenset({"corrupt"}), depth=10), 0),
+    "owner-blind-publisher": (Scope(partitions=1, fault_kinds=frozenset({"failover"}),
+                                    depth=10), 0),
+    "inclusive-floor": (Scope(partitions=1, fault_kinds=frozenset({"raise"}), depth=6), 3),
+}
+"""Per broken variant: a scope that holds a counterexample, and its shortest length
+(bench/RESULTS.md has the states and times)."""
+
+DEFAULT_STATES = 0
+"""Distinct states of `gcd simulate --exhaustive` (the default scope) on the real code."""
+
+
+def test_every_broken_variant_has_a_scope() -> None:
+    assert set(VARIANT_SCOPES) == set(BROKEN)
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replays(
+    name: str,
+) -> None:
+    scope, length = VARIANT_SCOPES[name]
+    result = explore(scope, VARIANTS[name], liveness=False)
+    cex = result.counterexample
+    assert cex is not None, f"{name} not found in {scope.flags()}"
+    assert cex.violation.kind in SAFETY, cex.violation
+    assert len(cex.moves) == length <= 60
+    assert result.depth == length
+    again = replay(scope, VARIANTS[name], cex.moves, liveness=False)
+    assert again.violations
+    assert again.violations[0].kind is cex.violation.kind
+    assert not replay(scope, CORRECT, cex.moves, liveness=False).violations
+
+
+@pytest.mark.parametrize("name", BROKEN)
+@pytest.mark.parametrize(("symmetry", "por"), [(False, True), (True, False), (False, False)])
+def test_each_reduction_keeps_every_violation_and_its_length(
+    name: str, symmetry: bool, por: bool
+) -> None:
+    scope, length = VARIANT_SCOPES[name]
+    reduced = explore(scope, VARIANTS[name], liveness=False)
+    full = explore(scope, VARIANTS[name], symmetry=symmetry, por=por, liveness=False)
+    assert full.counterexample is not None
+    assert reduced.counterexample is not None
+    assert len(full.counterexample.moves) == len(reduced.counterexample.moves) == length
+    assert full.transitions >= reduced.transitions
+
+
+def test_reductions_keep_the_state_count_honest_on_the_real_code() -> None:
+    """Sleep sets prune transitions, never states; symmetry merges only renamings."""
+    scope = Scope(partitions=1, writers=2, publishers=2, faults=1, depth=3)
+    plain = explore(scope, CORRECT, symmetry=False, por=False, liveness=False)
+    por = explore(scope, CORRECT, symmetry=False, por=True, liveness=False)
+    both = explore(scope, CORRECT, liveness=False)
+    assert plain.ok
+    assert por.ok
+    assert both.ok
+    assert por.states == plain.states
+    assert por.transitions < plain.transitions
+    assert both.states < plain.states
+
+
+def test_the_real_code_passes_the_default_scope_with_the_same_state_count() -> None:
+    result = explore(Scope(), CORRECT)
+    assert result.ok, result.counterexample
+    assert result.states == DEFAULT_STATES
+    assert result.tails > 0
+
+
+def test_a_small_scope_gives_the_same_states_and_transitions_every_run() -> None:
+    scope = Scope(partitions=2, writers=1, publishers=2, faults=1, depth=3)
+    first = explore(scope, CORRECT, liveness=True)
+    second = explore(scope, CORRECT, liveness=True)
+    assert first.ok
+    assert second.ok
+    assert (first.states, first.transitions, first.levels, first.tails) == (
+        second.states, second.transitions, second.levels, second.tails)  # fmt: skip
+
+
+def test_json_report_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "--exhaustive", "--json", "--variant", "inclusive-floor",
+                 "--partitions", "1", "--fault-kinds", "raise", "--depth", "4"])  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert {"states", "transitions", "depth", "violations", "counterexample"} <= set(doc)
+    assert doc["violations"] == 1
+    assert doc["depth"] == 3
+    cex = doc["counterexample"]
+    assert cex["moves"] == ["tick", "raise p0", "write w0 p0 1"]
+    assert "--replay 'tick; raise p0; write w0 p0 1'" in cex["reproduce"]
+
+
+def test_the_printed_command_replays_the_counterexample(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--exhaustive", "--variant", "inclusive-floor", "--partitions", "1",
+            "--fault-kinds", "raise", "--replay", "tick; raise p0; write w0 p0 1"]  # fmt: skip
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("unsafe_watermark at move 3")
+    assert "> write w0 p0 1" in out
+    assert "fenced p0@pub0" in out
+    assert main([*args[:3], "correct", *args[4:]]) == 0
+    assert "no violation" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--replay", "tick; tick; tick"], "'tick', is not possible there"),
+        (["--replay", "jump p0"], "'jump p0' is not a move"),
+        (["--seeds", "5"], "--seeds belong to random seeds"),
+        (["--partitions", "9"], "--partitions 9 must be 1-3"),
+        (["--fault-kinds", "crash,meteor"], "unknown fault kinds ['meteor']"),
+    ],
+)
+def test_bad_input_is_refused_naming_it(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", "--exhaustive", "--max-epoch", "3", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_move_labels_round_trip() -> None:
+    for label in ("tick", "write w1 p0+p1 2", "failover p0 pub1", "expire"):
+        assert parse(label).label == label
+    assert {"crash", "stop", "failover", "corrupt", "raise", "expire"} == FAULT_KINDS
