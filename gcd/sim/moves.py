@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import random
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ class Scope:
     publishers: int = 2
     max_epoch: int = 3
     faults: int = 1
-    depth: int = 3
+    depth: int = 4
     fault_kinds: frozenset[str] = FAULT_KINDS
 
     def __post_init__(self) -> None:
@@ -261,7 +262,7 @@ def _ordinary(world: World, scope: Scope) -> Iterator[Move]:
         yield Move("tick")
     live = [p for p in world.partitions.values() if not p.deleted]
     writable = [p.name for p in live if p.writable]
-    subsets = [[n] for n in writable] + ([writable[:2]] if len(writable) >= 2 else [])
+    subsets = [[n] for n in writable] + [list(pair) for pair in itertools.combinations(writable, 2)]
     reads = getattr(world, "read_epochs", {})
     for writer in world.writers:
         if writer.op is None:
