@@ -177,3 +177,17 @@ def test_move_labels_round_trip() -> None:
     for label in ("tick", "write w1 p0+p1 2", "failover p0 pub1", "expire"):
         assert parse(label).label == label
     assert {"crash", "stop", "failover", "corrupt", "raise", "expire"} == FAULT_KINDS
+
+
+def test_fork_reaches_the_same_states_as_replay() -> None:
+    """`--fork` (each state reached once, forked per move) explores the same graph."""
+    scope = Scope(partitions=1, fault_kinds=frozenset({"raise", "crash"}), depth=3)
+    replayed = explore(scope, CORRECT, liveness=False)
+    forked = explore(scope, CORRECT, liveness=False, fork=True)
+    assert replayed.ok
+    assert forked.ok
+    assert (forked.states, forked.transitions, forked.levels) == (
+        replayed.states, replayed.transitions, replayed.levels)  # fmt: skip
+    mutant = explore(scope, VARIANTS["inclusive-floor"], liveness=False, fork=True)
+    assert mutant.counterexample is not None
+    assert mutant.counterexample.moves == ("tick", "raise p0", "write w0 p0 1")
