@@ -4,11 +4,15 @@
     gcd simulate --seed 92 --steps 600              # replay one seed, print its trace
     gcd simulate --seeds 50 --variant eager-floor   # a deliberately broken variant
     gcd simulate --seeds 1000 --json                # machine-readable report
+    gcd simulate --exhaustive                       # every schedule of a small scope
 
 Every seed runs the real publisher, guard, tracker, etcd store (on an in-memory etcd)
 and sweeper against an in-memory S3, with faults, in virtual time; the same seed always
 gives the same run. Exit status 1 when any seed breaks an invariant; each failing seed
 is printed with the command that replays it and the events that led to it.
+
+With `--exhaustive` (`gcd.cli.exhaustive`, `gcd.sim.explore`) it explores every schedule of a
+bounded scope instead, breadth-first, and prints a shortest counterexample.
 
 This is a developer tool, so its options have no environment variables or config file.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gcd.cli import exhaustive
 from gcd.cli.output import write_json
 from gcd.sim.runner import SeedResult, run_seeds
 from gcd.sim.variants import VARIANTS
@@ -66,8 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true",
         help='print one JSON report ({"version", "seeds", "steps", "violations", '
-             '"duration_s", "seeds_per_s", ...}) instead of text',
+             '"duration_s", "seeds_per_s", ...}; with --exhaustive {"states", '
+             '"transitions", "depth", "violations", "counterexample", ...}) instead of text',
     )  # fmt: skip
+    exhaustive.add_arguments(parser)
 
 
 def _count(text: str) -> int:
@@ -81,7 +88,9 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the seeds; exit 1 if any broke an invariant."""
+    """Run the seeds (or the exhaustive search); exit 1 if any broke an invariant."""
+    if args.exhaustive:
+        return exhaustive.run(args)
     first = 0 if args.seed is None else args.seed
     count = args.seeds if args.seeds is not None else (1 if args.seed is not None else
                                                        _DEFAULT_SEEDS)  # fmt: skip

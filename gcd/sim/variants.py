@@ -18,6 +18,11 @@ a bounded number of seeds. `CORRECT` is the real code.
   constraint" instead of failing closed.
 - ``owner-blind-publisher``: publishes ignore owner fencing, so a stale owner that
   kept running publishes over the new owner's record.
+- ``inclusive-floor``: the window-floor mutant (``epoch <= floor`` made ``epoch <
+  floor`` in `EpochWindow.classify`): a window emptied by a raised floor, or recovered
+  empty, admits the epoch equal to M(p). The random simulation cannot reach it (it has
+  no operator raising M(p)); the exhaustive checker (`gcd.sim.explore`) finds it, so it
+  is not in `RANDOM` (the variants the random simulation must catch).
 
 The simulator hosts them through the real `Publisher`'s `state_class` and
 `guard_class` parameters.
@@ -28,12 +33,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from watermark.core.contract import Publication, PublishOutcome
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import SafeEpoch, compute_safe_epoch
-from watermark.core.window import Admission
+from watermark.core.window import Admission, EpochWindow
 from watermark.errors import InvalidRecord
 from watermark.etcd.store import WatermarkStore
 from watermark.service.guard import FenceToken, FencingGuard
@@ -41,10 +47,13 @@ from watermark.service.guard import FenceToken, FencingGuard
 __all__ = [
     "BROKEN",
     "CORRECT",
+    "RANDOM",
     "VARIANTS",
     "AppliedMaxGcState",
     "EagerFloorGcState",
     "ForgetfulGcState",
+    "InclusiveFloorGuard",
+    "InclusiveFloorWindow",
     "LenientSafeEpoch",
     "NoDrainGuard",
     "OwnerBlindStore",
@@ -113,6 +122,37 @@ class NoDrainGuard(FencingGuard):
         return await super().acquire(epoch, timeout, hold_ttl_s=hold_ttl_s)
 
 
+class InclusiveFloorWindow(EpochWindow):
+    """BROKEN: the floor refuses epochs below M(p) but admits M(p) itself."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, window: EpochWindow) -> InclusiveFloorWindow:
+        """The same window (floor and bounds), with the mutated `classify`."""
+        copy = cls(floor=window.floor)
+        copy._oldest_accepted, copy._latest_seen = window.bounds
+        return copy
+
+    def classify(self, epoch: int) -> Admission:
+        """As `EpochWindow.classify`, with ``epoch < floor`` for ``epoch <= floor``."""
+        if self._floor is not None and epoch < self._floor:  # the mutant
+            return Admission.BELOW
+        if self._latest_seen is None or epoch > self._latest_seen:
+            return Admission.ABOVE
+        assert self._oldest_accepted is not None
+        if epoch < self._oldest_accepted:
+            return Admission.BELOW
+        return Admission.INSIDE
+
+
+class InclusiveFloorGuard(FencingGuard):
+    """BROKEN: a guard over an `InclusiveFloorWindow`."""
+
+    def __init__(self, window: EpochWindow, **kwargs: Any) -> None:
+        super().__init__(InclusiveFloorWindow.of(window), **kwargs)
+
+
 class OwnerBlindStore(WatermarkStore):
     """BROKEN: every publication is rewritten to carry the stored owner, so none is stale."""
 
@@ -162,6 +202,9 @@ class Variant:
     publisher_store: type[WatermarkStore] = WatermarkStore
     lenient_sweeper: bool = False
     broken: bool = True
+    random_finds: bool = True
+    """False: out of the random simulation's reach (tests/gcd/sim/test_variants.py skips
+    it; the exhaustive checker's tests do not)."""
 
 
 CORRECT = Variant("correct", "the real code, as it is", broken=False)
@@ -204,6 +247,14 @@ VARIANTS: dict[str, Variant] = {
             "publishes ignore owner fencing (stale owners overwrite M(p))",
             publisher_store=OwnerBlindStore,
         ),
+        Variant(
+            "inclusive-floor",
+            "the fencing window's floor admits the epoch equal to M(p) (a mutant)",
+            guard_class=InclusiveFloorGuard,
+            random_finds=False,
+        ),
     )
 }
 BROKEN = tuple(name for name, variant in VARIANTS.items() if variant.broken)
+RANDOM = tuple(name for name in BROKEN if VARIANTS[name].random_finds)
+"""The broken variants the random simulation must catch (all but the mutant it cannot reach)."""
