@@ -171,6 +171,8 @@ class JournaledRequest:
     pinning: tuple[tuple[str, int], ...] = ()
     version_ids: tuple[str, ...] = ()
     source: str = ""
+    marker: str | None = None
+    """The delete marker this request wrote over the key (an undo window), if any."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -178,7 +180,8 @@ class JournaledRequest:
                 "outcome": self.outcome, "safe_epoch": self.safe_epoch,
                 "cluster_epoch": self.cluster_epoch, "revision": self.revision,
                 "epoch": self.epoch, "pinning": [list(p) for p in self.pinning],
-                "version_ids": list(self.version_ids), "source": self.source}  # fmt: skip
+                "version_ids": list(self.version_ids), "source": self.source,
+                "marker": self.marker}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +298,9 @@ def explain(
                             "cluster_epoch": facts.cluster_epoch, "revision": facts.revision}
     if not store.found:
         return _gone(key, base, journal)
+    hidden = _hidden(key, base, store, journal)
+    if hidden is not None:
+        return hidden
     base["versions"] = [_version(v) for v in store.versions]
     if journal:
         base["journal"] = [d.to_dict() for d in journal]
@@ -340,6 +346,30 @@ def _version(v: VersionFact) -> dict[str, Any]:
             "retain_until": v.retain_until}  # fmt: skip
 
 
+def _hidden(
+    key: str, base: dict[str, Any], store: StoreFacts, journal: Sequence[JournaledRequest]
+) -> Explanation | None:
+    """`deleted` for a key whose newest version is a delete marker l0gc wrote inside an
+    undo window (`gcd sweep --undo-window`): its bytes are still there, and `gcd restore
+    --key` brings it back until a later round frees its versions."""
+    newest = max(store.versions, key=lambda v: v.last_modified_s)
+    if not newest.delete_marker or newest.version_id is None:
+        return None
+    mine = [d for d in journal if d.marker is not None and d.marker == newest.version_id]
+    if not mine:
+        return None
+    last = mine[-1]
+    return Explanation(key, KeyVerdict.DELETED, Reason.JOURNALED,
+                       f"deleted (hidden behind delete marker {last.marker}) by sweeper "
+                       f"{last.sweeper} (request {last.request}) under M {last.safe_epoch}; "
+                       f"its bytes are kept for the undo window: `gcd restore --key {key}` "
+                       "brings it back (with GC paused)",
+                       {**base, "deleted": last.to_dict(), "restorable": True,
+                        "restore": f"gcd restore --key {key}",
+                        "versions": [_version(v) for v in store.versions],
+                        "journal": [d.to_dict() for d in journal]})  # fmt: skip
+
+
 def _gone(key: str, base: dict[str, Any], journal: Sequence[JournaledRequest]) -> Explanation:
     deleted = [d for d in journal if d.outcome == "deleted"]
     attempts = [d.to_dict() for d in journal]
@@ -347,8 +377,11 @@ def _gone(key: str, base: dict[str, Any], journal: Sequence[JournaledRequest]) -
         last = deleted[-1]
         return Explanation(key, KeyVerdict.DELETED, Reason.JOURNALED,
                            f"deleted by sweeper {last.sweeper} (request {last.request}) under "
-                           f"M {last.safe_epoch}", {**base, "deleted": last.to_dict(),
-                                                    "journal": attempts})  # fmt: skip
+                           f"M {last.safe_epoch}; no version of it is left in the store, so "
+                           "only a store's own soft delete could still bring it back "
+                           "(`gcd restore --storage azure|gcs`)",
+                           {**base, "deleted": last.to_dict(), "restorable": False,
+                            "journal": attempts})  # fmt: skip
     summary = "absent: not in the store, and no journal record deleted it"
     if journal:
         summary += f" ({len(journal)} attempt(s) recorded, none deleted it)"

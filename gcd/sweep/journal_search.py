@@ -312,8 +312,17 @@ def _deletions(key: str, records: list[Record]) -> list[JournaledRequest]:
             safe_epoch=story.safe_epoch, cluster_epoch=story.cluster_epoch,
             revision=story.revision, epoch=story.epoch, pinning=pinning,
             version_ids=_version_ids(key, before, after), source=story.source,
+            marker=_marker(key, after),
         ))  # fmt: skip
     return stories
+
+
+def _marker(key: str, after: Record | None) -> str | None:
+    """The delete marker the request wrote over `key` (undo window), from its after record."""
+    pairs = [] if after is None else after.doc.get("markers") or []
+    found = [p[1] for p in pairs if isinstance(p, list) and len(p) == 2 and p[0] == key
+             and isinstance(p[1], str)]  # fmt: skip
+    return found[-1] if found else None
 
 
 def _version_ids(key: str, before: Record | None, after: Record | None) -> tuple[str, ...]:

@@ -127,6 +127,15 @@ def test_hide_restore_repair_resume_keeps_every_key(
     assert {key for key, _, marker in after - before} == set(eligible)
     assert all(marker for _, _, marker in after - before)
 
+    # `gcd explain` says so: deleted (hidden behind l0gc's marker) and restorable.
+    hidden = next(iter(eligible))
+    assert main(["explain", "--bucket", bucket, "--endpoint-url", s3_any.endpoint_url,
+                 "--region", "us-east-1", "--journal-dir", journal, "--json", hidden,
+                 *etcd_flags(etcd_server, namespace)]) == 0  # fmt: skip
+    (told,) = json.loads(capsys.readouterr().out)["keys"]
+    assert (told["verdict"], told["restorable"]) == ("deleted", True), told
+    assert told["restore"] == f"gcd restore --key {hidden}"
+
     restore = ["restore", "--bucket", bucket, "--endpoint-url", s3_any.endpoint_url,
                "--region", "us-east-1", "--journal-dir", journal, "--partition", "t/0",
                *etcd_flags(etcd_server, namespace)]  # fmt: skip

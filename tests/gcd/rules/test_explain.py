@@ -130,9 +130,27 @@ def test_a_key_gone_from_the_store_is_deleted_only_when_the_journal_says_so() ->
     answer = explain(key(3), LAYOUT, facts(), StoreFacts(), [failed, done])
     assert (answer.verdict, answer.facts["deleted"]["sweeper"]) == (KeyVerdict.DELETED, "s-2")
     assert answer.facts["deleted"]["version_ids"] == ["v1"]
+    assert answer.facts["restorable"] is False  # no version left: l0gc cannot bring it back
     absent = explain(key(3), LAYOUT, facts(), StoreFacts(), [failed])
     assert absent.verdict is KeyVerdict.ABSENT
     assert "1 attempt(s) recorded" in absent.summary
+
+
+def test_a_key_hidden_by_an_undo_window_is_deleted_and_restorable() -> None:
+    """Its newest version is the delete marker a journaled request wrote (an undo window):
+    `deleted`, restorable with `gcd restore --key`; a marker nobody journaled (another
+    writer's) is not taken for l0gc's, and the key is judged by the rule as usual."""
+    versions = (VersionFact(OLD, 5, version_id="v1"),
+                VersionFact(NOW - 60, 0, version_id="m1", delete_marker=True))  # fmt: skip
+    hid = JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3, marker="m1")
+    answer = explain(key(3), LAYOUT, facts(), StoreFacts(versions), [hid])
+    assert (answer.verdict, answer.facts["restorable"]) == (KeyVerdict.DELETED, True)
+    assert answer.facts["restore"] == f"gcd restore --key {key(3)}"
+    assert "m1" in answer.summary
+    foreign = explain(key(3), LAYOUT, facts(), StoreFacts(versions),
+                      [JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3,
+                                        marker="other")])  # fmt: skip
+    assert foreign.verdict is not KeyVerdict.DELETED
 
 
 def test_the_estimate_waits_for_the_slowest_partition_and_is_marked() -> None:
