@@ -198,9 +198,9 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     if args.undo_window:  # from the flag, L0GC_UNDO_WINDOW or the config file
         raise ConfigError(
             f"--undo-window {args.undo_window:g}s: {command} cannot honour an undo window "
-            "(Spark deletes at once, nothing is held back to restore); give 0 (or remove "
-            "L0GC_UNDO_WINDOW / the config key undo_window for Spark jobs), or sweep with "
-            "`gcd sweep` / `gcd daemon`, which keep the window"
+            "(Spark deletes at once, nothing is held back to restore); give --undo-window 0 "
+            "(or remove L0GC_UNDO_WINDOW / the config key undo_window for Spark jobs), or "
+            "sweep with `gcd sweep` / `gcd daemon`, which keep the window"
         )
     if args.bucket is None:
         raise ConfigError("--bucket is required (env L0GC_BUCKET)")

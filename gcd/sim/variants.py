@@ -37,6 +37,7 @@ from typing import Any
 
 from watermark.core.contract import Publication, PublishOutcome
 from watermark.core.gcstate import PartitionGcState
+from watermark.core.kv import PrefixWatch
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import SafeEpoch, compute_safe_epoch
 from watermark.core.window import Admission, EpochWindow
@@ -154,7 +155,18 @@ class InclusiveFloorGuard(FencingGuard):
 
 
 class OwnerBlindStore(WatermarkStore):
-    """BROKEN: every publication is rewritten to carry the stored owner, so none is stale."""
+    """BROKEN: every publication is rewritten to carry the stored owner, so none is stale;
+    and the owner never learns from its records that it lost them (no record watch)."""
+
+    async def watch_partitions(self) -> PrefixWatch | None:
+        """No watch: the owner re-reads its records every round (`read_partitions`)."""
+        return None
+
+    async def read_partitions(
+        self, partitions: Sequence[str]
+    ) -> dict[str, PartitionRecord | InvalidRecord | None]:
+        """Blind: nothing anyone else wrote reaches the owner."""
+        return {}
 
     async def publish(self, pubs: Sequence[Publication]) -> list[PublishOutcome]:
         """Publish as if each publisher were the partition's current owner."""
