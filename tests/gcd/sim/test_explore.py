@@ -37,7 +37,6 @@ SHORT = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length and
 _FAST = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length and length <= 6)
 _SLOW = [pytest.mark.slow, pytest.mark.timeout(3600)]
 _UNFOUND = {
-    "applied-max-window": "needs a third writer (bench/RESULTS.md section 21); not yet run",
     "owner-blind-publisher": "not found in 56 s of CPU: the record watch leaves a stale "
     "owner only its release's final publish (bench/RESULTS.md section 21)",
 }
@@ -48,7 +47,9 @@ def _marks(name: str, fast: tuple[str, ...]) -> object:
         return name
     marks = list(_SLOW)
     if name in _UNFOUND:
-        marks.append(pytest.mark.xfail(reason=_UNFOUND[name], strict=False))
+        # Not run: a search that finds nothing explores its whole scope (its time is not
+        # bounded yet), and the suite must stay inside CI's budget. Issue 40 stays open.
+        marks.append(pytest.mark.xfail(reason=_UNFOUND[name], run=False))
     return pytest.param(name, marks=marks)
 
 DEFAULT_STATES, DEFAULT_TRANSITIONS = 3205, 6644
@@ -86,9 +87,7 @@ def _reduced(name: str) -> Exploration:
     return explore(VARIANT_SCOPES[name][0], VARIANTS[name], liveness=False)
 
 
-@pytest.mark.parametrize(
-    "name", [_marks(n, SHORT) for n in BROKEN]
-)
+@pytest.mark.parametrize("name", SHORT)  # unreduced searches of longer paths: hours
 @pytest.mark.parametrize(("symmetry", "por"), [(False, True), (True, False), (False, False)])
 def test_each_reduction_keeps_every_violation_and_its_length(
     name: str, symmetry: bool, por: bool
