@@ -510,9 +510,13 @@ def test_raise_floor_takes_back_holds_at_or_below_it() -> None:
     lock: FenceLock[Hold] = FenceLock(window, partition="p")
     low = lock.grant(9, 0.0, None, slid=False)
     high = lock.grant(10, 0.0, None, slid=False)
+    changes = lock.changes
     assert lock.raise_floor(9) == (low,)
+    assert lock.changes == changes + 1  # waiters are woken once
+    assert lock.bounds == (10, 10)
     assert (low.outcome, high.outcome, lock.inflight, lock.taken_back) == (
         Outcome.REVOKED, None, 1, 1)  # fmt: skip
     assert lock.grant_at_once(9, 0.0, None) is None
     assert lock.grant_at_once(10, 0.0, None) is not None
     assert lock.raise_floor(9) == ()
+    assert lock.changes == changes + 1  # a floor that does not rise changes nothing

@@ -228,6 +228,9 @@ def test_raise_floor_trims_a_straddling_window_and_empties_one_below() -> None:
     assert window.classify(9) is Admission.BELOW
     assert window.classify(10) is Admission.INSIDE
     assert window.raise_floor(8) is False
+    assert window.raise_floor(9) is False  # the same floor: nothing rises
+    assert window.raise_floor(10) is True  # exactly the latest epoch: the window empties
+    assert (window.bounds, window.floor) == ((None, None), 10)
     assert window.raise_floor(12) is True
     assert (window.bounds, window.floor) == ((None, None), 12)
     assert window.classify(12) is Admission.BELOW
