@@ -189,8 +189,8 @@ async def test_thousands_of_keys_in_full_batches(
     """2,500 garbage keys: 1,000-key DeleteObjects and LIST pages (the most S3 allows;
     SeaweedFS refuses a 1,001-key delete and does not cap MaxKeys, so the sweeper must
     never ask for more): all deleted, nothing failed. Three DeleteObjects requests when
-    the listing took the keys in one range, one more when it split them (each range sends
-    its partial batch as it ends, issue 36)."""
+    the listing took the keys in one range; up to three more when its (at most four)
+    streams split them, since each range sends its partial batch as it ends (issue 36)."""
     keys = [LAYOUT.format(21, 1 + i % SAFE, f"k{i:05d}") for i in range(2500)]
     live = [LAYOUT.format(21, SAFE + 1, "live")]
     s3_any.seed(any_bucket, keys + live)
@@ -200,7 +200,7 @@ async def test_thousands_of_keys_in_full_batches(
     assert s3_any.keys(any_bucket) == set(live)
     assert result.summary.deleted == 2500
     assert result.summary.errors == 0
-    assert deletes in (3, 4)
+    assert 3 <= deletes <= 6
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 3, 1000])
