@@ -197,8 +197,9 @@ class World:
         pub = grant.publisher
         return part.leader is pub and pub.alive and pub.publisher.is_held(grant.token)
 
-    def new_publisher(self, slot: str) -> PublisherSim:
-        """Start a publisher process (a new incarnation after a crash) named `slot`."""
+    def new_publisher(self, slot: str, **extra: Any) -> PublisherSim:
+        """Start a publisher process (a new incarnation after a crash) named `slot`;
+        `extra` goes to `Publisher` (the exhaustive explorer shares metrics, no hook)."""
         publisher = Publisher(
             self.pub_store,
             slot,
@@ -208,6 +209,7 @@ class World:
             hold_ttl_s=self.hold_ttl_s,
             fence_timeout_s=self.fence_timeout_s,
             drain_timeout_s=5.0,
+            **extra,
         )
         return PublisherSim(slot, publisher)
 
