@@ -141,6 +141,8 @@ class VersionFact:
     lock: str | None = None
     """Why Object Lock keeps it ("legal hold", "retention COMPLIANCE"...), None: not locked."""
     retain_until: float | None = None
+    is_latest: bool = False
+    """The store's own IsLatest flag: the newest version even when two share a second."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,7 +354,10 @@ def _hidden(
     """`deleted` for a key whose newest version is a delete marker l0gc wrote inside an
     undo window (`gcd sweep --undo-window`): its bytes are still there, and `gcd restore
     --key` brings it back until a later round frees its versions."""
-    newest = max(store.versions, key=lambda v: v.last_modified_s)
+    # The store's IsLatest, not the clock: a marker written in the second its object was
+    # (second-resolution stores) ties on last_modified.
+    flagged = [v for v in store.versions if v.is_latest]
+    newest = flagged[0] if flagged else max(store.versions, key=lambda v: v.last_modified_s)
     if not newest.delete_marker or newest.version_id is None:
         return None
     mine = [d for d in journal if d.marker is not None and d.marker == newest.version_id]

@@ -272,13 +272,13 @@ async def _locks(objects: Any, infos: Sequence[ObjectInfo]) -> list[VersionFact]
             reason, until = await objects.lock_state(info.key, info.version_id)
             lock = None if reason.startswith("no lock") else reason
         facts.append(VersionFact(info.last_modified_s, info.size, info.version_id,
-                                 info.delete_marker, lock, until))  # fmt: skip
+                                 info.delete_marker, lock, until, info.is_latest))  # fmt: skip
     return facts
 
 
 def _versions(infos: Sequence[ObjectInfo]) -> tuple[VersionFact, ...]:
-    return tuple(VersionFact(i.last_modified_s, i.size, i.version_id, i.delete_marker)
-                 for i in infos)  # fmt: skip
+    return tuple(VersionFact(i.last_modified_s, i.size, i.version_id, i.delete_marker,
+                             is_latest=i.is_latest) for i in infos)  # fmt: skip
 
 
 # -- the whole answer ------------------------------------------------------------------

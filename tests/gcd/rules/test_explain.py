@@ -153,6 +153,16 @@ def test_a_key_hidden_by_an_undo_window_is_deleted_and_restorable() -> None:
     assert foreign.verdict is not KeyVerdict.DELETED
 
 
+def test_a_marker_written_in_its_objects_second_is_still_the_newest() -> None:
+    """A second-resolution store (moto) gives the object and l0gc's marker the same
+    last_modified: the store's IsLatest, not the clock, says the marker is on top."""
+    versions = (VersionFact(NOW - 60, 5, version_id="v1"),
+                VersionFact(NOW - 60, 0, version_id="m1", delete_marker=True, is_latest=True))
+    hid = JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3, marker="m1")
+    answer = explain(key(3), LAYOUT, facts(), StoreFacts(versions), [hid])
+    assert (answer.verdict, answer.facts["restorable"]) == (KeyVerdict.DELETED, True)
+
+
 def test_the_estimate_waits_for_the_slowest_partition_and_is_marked() -> None:
     """Two partitions with rates: the later arrival; one that has not moved: no estimate."""
     parts = (PartitionFact("a", 10, rate=1.0), PartitionFact("b", 12, rate=0.1))
