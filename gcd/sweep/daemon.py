@@ -43,7 +43,8 @@ iteration has completed for `stale_after_s` (a round stuck on a store: the round
 deadline should have ended it), or when an M read from etcd above the last M a round
 listed with has waited that long. Two gauges say the same
 (`l0gc_sweeper_seconds_since_last_round`, `l0gc_sweeper_safe_epoch_unapplied_seconds`,
-refreshed on every scrape) for the `L0gcSweeperStalled` alert.
+refreshed on every scrape) for the `L0gcSweeperStalled` alert. The daemon sets no metric
+itself: it emits events (`gcd.sweep.telemetry`) to its sweeper's hook.
 
 `stop` (SIGTERM) ends the loop: the round in progress stops listing, requests in flight
 complete, and `run` returns.
@@ -62,13 +63,20 @@ from dataclasses import dataclass
 
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from gcd.rules.admission import RoundAdmission, SafetyGate, admit, unreachable
 from gcd.sweep.events import DeleteBasis
 from gcd.sweep.report import RoundResult
 from gcd.sweep.safety import WatermarkSource, read_admission
 from gcd.sweep.sweeper import Sweeper
+from gcd.sweep.telemetry import (
+    DAEMON_EVENTS,
+    AdmissionShown,
+    RoundNotListed,
+    StalenessShown,
+    WatermarkAgeShown,
+)
+from watermark.core.events import Emitter
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import ConfigError, L0gcError
 
@@ -229,6 +237,8 @@ class Daemon:
             raise ConfigError("the daemon needs etcd (--etcd) or --safe-epoch")
         self.sweeper = sweeper
         self.metrics = sweeper.metrics
+        """What /metrics serves (fed through the sweeper's hook, not by the daemon)."""
+        self._emit = Emitter(sweeper.hook, DAEMON_EVENTS)
         self.stop = sweeper.stop
         self.source = source
         self.config = config
@@ -283,8 +293,11 @@ class Daemon:
 
     def show_staleness(self) -> None:
         """Refresh the two staleness gauges (each scrape, each iteration)."""
-        self.metrics.seconds_since_last_round.set(self.seconds_since_last_round())
-        self.metrics.safe_epoch_unapplied_seconds.set(self.unapplied_seconds())
+        self._emit(StalenessShown(self.seconds_since_last_round(), self.unapplied_seconds()))
+
+    def show_watermark_age(self) -> None:
+        """Refresh the seconds-since-a-good-M gauge (each scrape, each etcd read)."""
+        self._emit(WatermarkAgeShown(min(self.seconds_since_good_watermark(), 1e12)))
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why): not ready while blocked, stalled, or etcd is down too long."""
@@ -365,16 +378,8 @@ class Daemon:
 
     def _show(self, admission: RoundAdmission) -> None:
         """The gauges for an admission: M when allowed, NaN and blocked/paused otherwise."""
-        self.metrics.seconds_since_last_good_watermark.set(
-            min(self.seconds_since_good_watermark(), 1e12)
-        )
-        if admission.allowed:
-            self.metrics.set_admission(admission.safe_epoch, admission.cluster_epoch,
-                                       blocked=False, paused=False)  # fmt: skip
-        else:
-            self.metrics.set_admission(None, admission.cluster_epoch,
-                                       blocked=not admission.paused,
-                                       paused=admission.paused)  # fmt: skip
+        self.show_watermark_age()
+        self._emit(AdmissionShown.of(admission))
 
     async def run_once(self) -> float:
         """One iteration; returns the seconds to wait before the next."""
@@ -394,20 +399,17 @@ class Daemon:
         try:
             self.admission = await read_admission(self.gate, source, override=self.override)
         finally:
-            self.metrics.seconds_since_last_good_watermark.set(
-                min(self.seconds_since_good_watermark(), 1e12)
-            )
+            self.show_watermark_age()
         if not self.admission.allowed:
             self.sweeper.blocked(self.admission)
             self.paused = self.admission.paused
             return self._delay(RoundKind.BLOCKED)
         safe_epoch = self.admission.safe_epoch
         assert safe_epoch is not None
-        self.metrics.set_admission(safe_epoch, self.admission.cluster_epoch, blocked=False,
-                                   paused=False)  # fmt: skip
+        self._emit(AdmissionShown.of(self.admission))
         reason = should_list(self.state, safe_epoch, now, self.config.full_pass_interval_s)
         if reason is None:
-            self.metrics.round_finished("idle")
+            self._emit(RoundNotListed("idle"))
             log.debug("daemon.listing_skipped", safe_epoch=safe_epoch)
             return self._delay(RoundKind.IDLE)
         log.info("daemon.round", reason=reason.value, safe_epoch=safe_epoch)
@@ -417,7 +419,7 @@ class Daemon:
                                               basis=basis)  # fmt: skip
         except Exception as exc:  # a daemon logs a failed round and backs off
             log.exception("daemon.round_failed", error=repr(exc))
-            self.metrics.round_finished("error")
+            self._emit(RoundNotListed("error"))
             self.consecutive_errors += 1
             self.state = ListState(self.state.listed_safe_epoch, self.state.listed_at_s,
                                    self.state.young_ready_at_s, complete=False)  # fmt: skip
@@ -493,11 +495,10 @@ def make_app(daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None],
     """The daemon's HTTP endpoints; `loop_task` returns the loop's task for /healthz."""
 
     async def metrics(_request: web.Request) -> web.Response:
-        seconds = min(daemon.seconds_since_good_watermark(), 1e12)
-        daemon.metrics.seconds_since_last_good_watermark.set(seconds)
+        daemon.show_watermark_age()
         daemon.show_staleness()
         return web.Response(body=daemon.metrics.render(),
-                            headers={"Content-Type": CONTENT_TYPE_LATEST})  # fmt: skip
+                            headers={"Content-Type": daemon.metrics.content_type})  # fmt: skip
 
     async def healthz(_request: web.Request) -> web.Response:
         task = loop_task()

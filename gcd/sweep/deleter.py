@@ -37,7 +37,9 @@ every time, so the other keys would never go. Two defences:
 Around each DeleteObjects request the deleter emits a frozen `BatchAttempt` (before)
 and `BatchOutcome` (after) to its sinks (`gcd.sweep.events`; the deletion journal is
 one); a sink that cannot record an attempt (`DeletionNotRecorded`) stops the batch
-before its request is sent, and its keys count as errors.
+before its request is sent, and its keys count as errors. What it counts goes to its
+hook as events (`gcd.sweep.telemetry`: `DeleteSent`, `ObjectsDeleted`, ...), which
+`gcd.sweep.metrics` turns into metrics; the deleter itself touches no metric.
 
 Versions (`gcd.rules.versions`): a candidate may be one version or delete marker of
 a key, named by its target; the sinks see the key and the version id apart. On a bucket
@@ -95,6 +97,18 @@ from gcd.sweep.events import (
 )
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundCounts
+from gcd.sweep.telemetry import (
+    DEFAULT_HOOK,
+    DELETE_SENT,
+    DELETER_EVENTS,
+    UNSAFE_KEY_KEPT,
+    VERSION_LOCKED,
+    DefaultHook,
+    DeleteFailed,
+    DeletesBraked,
+    ObjectsDeleted,
+)
+from watermark.core.events import Emitter, Hooks
 
 __all__ = ["MAX_BISECT_REQUESTS", "MAX_POISON_NAMED", "MAX_UNPROVEN", "BatchDeleter",
            "Candidate"]  # fmt: skip
@@ -183,13 +197,14 @@ class BatchDeleter:
         *,
         concurrency: int,
         retrier: Retrier,
-        metrics: SweeperMetrics,
+        metrics: SweeperMetrics | None = None,
         stop: asyncio.Event,
         max_deletes_per_second: float | None = None,
         burst: int = 1000,
         brake: Brake = OPEN,
         sinks: Sequence[DeleteSink] = (),
         request_deadline_s: float = 120.0,
+        hook: Hooks | DefaultHook = DEFAULT_HOOK,
     ) -> None:
         self.store = store
         self.request_deadline_s = request_deadline_s
@@ -197,7 +212,10 @@ class BatchDeleter:
         self._batch_numbers = itertools.count(1)
         self._request_numbers = itertools.count(1)
         self.retrier = retrier
-        self.metrics = metrics
+        self.metrics = metrics if metrics is not None else SweeperMetrics()
+        """The metrics `hook` feeds by default (the deleter itself only emits events)."""
+        self._emit = Emitter(self.metrics.hook if hook is DEFAULT_HOOK else hook,
+                             DELETER_EVENTS)  # fmt: skip
         self.stop = stop
         self.brake = brake
         self.limiter = AimdLimiter(concurrency)
@@ -253,7 +271,7 @@ class BatchDeleter:
 
     def _unsafe(self, key: str, why: str, counts: RoundCounts) -> None:
         counts.unsafe_keys += 1
-        self.metrics.unsafe_keys.inc()
+        self._emit(UNSAFE_KEY_KEPT)
         if key not in self._reported:
             if len(self._reported) < MAX_REMEMBERED:
                 self._reported.add(key)
@@ -286,7 +304,7 @@ class BatchDeleter:
             return False
         run.sent += 1
         run.counts.delete_requests += 1
-        self.metrics.delete_requests.inc()
+        self._emit(DELETE_SENT)
         try:
             async with deadline(self.request_deadline_s, "DeleteObjects"):
                 whole = await self.store.delete_batch(part.keys)
@@ -294,7 +312,7 @@ class BatchDeleter:
         except StorageError as exc:
             emit_after(self.sinks, BatchOutcome(attempt, request_error=exc.code))
             await self.limiter.release(slot, throttled=exc.code in THROTTLE_CODES, ok=False)
-            self.metrics.delete_error(exc.code)
+            self._emit(DeleteFailed(exc.code))
             await self._failed_whole(part, exc, run)
             return True
         gone = [split_target(target) for target in result.deleted]
@@ -341,7 +359,7 @@ class BatchDeleter:
         if top is not None and (run.highest is None or top > run.highest):
             run.highest = top
         for bad in result.errors:
-            self.metrics.delete_error(bad.code)
+            self._emit(DeleteFailed(bad.code))
         for bad in answer.failed:
             if self.object_lock and bad.code in LOCKED_CODES and split_target(bad.key)[1]:
                 self._locked(bad.key, run.counts)
@@ -397,7 +415,7 @@ class BatchDeleter:
     def _locked(self, target: str, counts: RoundCounts) -> None:
         """A version Object Lock keeps: counted, noted for the round's report, kept."""
         counts.locked += 1
-        self.metrics.locked_versions.inc()
+        self._emit(VERSION_LOCKED)
         if len(counts.locked_targets) < MAX_LOCKED_NOTED:
             counts.locked_targets.append(target)
 
@@ -411,7 +429,7 @@ class BatchDeleter:
         if keys:
             log.info("sweep.delete_skipped", keys=len(keys), reason=self.brake.engaged)
             counts.skipped_paused += len(keys)
-            self.metrics.paused_skipped_objects.inc(len(keys))
+            self._emit(DeletesBraked(len(keys)))
 
     @staticmethod
     def _abandon(pending: Sequence[str], counts: RoundCounts) -> None:
@@ -447,16 +465,7 @@ class BatchDeleter:
         counts.deleted_markers += markers
         counts.markers_written += hidden
         counts.versions_reclaimed += reclaimed
-        if hidden:
-            self.metrics.undo_markers_written.inc(hidden)
-        if reclaimed:
-            self.metrics.undo_versions_reclaimed.inc(reclaimed)
-        self.metrics.deleted_objects.inc(count)
-        self.metrics.deleted_bytes.inc(size)
-        if versions:
-            self.metrics.deleted_versions.inc(versions)
-        if markers:
-            self.metrics.deleted_markers.inc(markers)
+        self._emit(ObjectsDeleted(count, size, versions, markers, hidden, reclaimed))
         return highest
 
 

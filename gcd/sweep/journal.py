@@ -36,6 +36,8 @@ and the reader reports it apart from damage (`JournalRead.torn`).
 
 Reading (`read_journal`) is strict and bounded (`watermark.core.strictjson`): a journal is
 input like any other. Checking it against etcd's history is `gcd.sweep.journal_check`.
+What it counts (records, bytes, segments, failures) goes out as events through `emit`
+(`gcd.sweep.telemetry`), which `gcd.sweep.metrics` counts.
 """
 
 from __future__ import annotations
@@ -54,7 +56,16 @@ from gcd.errors import StorageError
 from gcd.sweep.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
 from gcd.sweep.journal_index import INDEX_SUFFIX, IndexBuilder, index_name
 from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.telemetry import (
+    DEFAULT_HOOK,
+    JOURNAL_EVENTS,
+    DefaultHook,
+    JournalAppended,
+    JournalFailed,
+    JournalRotated,
+)
 from watermark.core import strictjson
+from watermark.core.events import Emitter, Hooks
 from watermark.core.journal_anchor import JournalAnchor, audit_anchor_name, pruned_marker_name
 from watermark.errors import ConfigError, InvalidJson, InvalidRecord
 
@@ -125,6 +136,7 @@ class JournalWriter:
         max_age_s: float = DEFAULT_MAX_AGE_S,
         fsync: bool = True,
         clock: Callable[[], float] = time.time,
+        hook: Hooks | DefaultHook = DEFAULT_HOOK,
     ) -> None:
         if max_bytes < 1024 or max_age_s <= 0:
             raise ConfigError(
@@ -141,6 +153,9 @@ class JournalWriter:
         self._header = {"namespace": namespace, "bucket": bucket, "root": root,
                         "endpoint_url": endpoint_url}  # fmt: skip
         self.metrics = metrics if metrics is not None else SweeperMetrics()
+        """The metrics `hook` feeds by default (the journal itself only emits events)."""
+        self.emit = Emitter(self.metrics.hook if hook is DEFAULT_HOOK else hook, JOURNAL_EVENTS)
+        """Where the journal's events go (`gcd.sweep.telemetry`), its shipping's too."""
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
         self._fsync = fsync
@@ -206,7 +221,7 @@ class JournalWriter:
         try:
             self._append(doc, keys, attempt.epochs)
         except (OSError, ValueError) as exc:
-            self.metrics.journal_errors.inc()
+            self.emit(JournalFailed("before"))
             log.error("journal.write_failed", record="before", error=str(exc))
             raise DeletionNotRecorded(
                 f"the deletion journal in {self.directory} cannot be written ({exc}); "
@@ -233,7 +248,7 @@ class JournalWriter:
         try:
             self._append(doc, named, outcome.attempt.epochs)
         except (OSError, ValueError) as exc:
-            self.metrics.journal_errors.inc()
+            self.emit(JournalFailed("after"))
             log.error("journal.write_failed", record="after", error=str(exc))
 
     # -- segments -----------------------------------------------------------------------
@@ -262,8 +277,7 @@ class JournalWriter:
             os.fsync(self._file.fileno())
         self._prev = _line_digest(line)
         self._size += len(line) + 1
-        self.metrics.journal_records.inc()
-        self.metrics.journal_bytes.inc(len(line) + 1)
+        self.emit(JournalAppended(len(line) + 1))
         if self.on_append is not None:
             self.on_append()
 
@@ -275,7 +289,7 @@ class JournalWriter:
         self._file = self._path.open("ab")
         self._opened_at = now
         self._size = 0
-        self.metrics.journal_segments.inc()
+        self.emit(JournalRotated())
         self._write({"type": "segment", "segment": self._segment, **self._header}, now)
 
     def _close_segment(self) -> None:
@@ -345,11 +359,11 @@ async def ship_segments(
             await objects.put_object(key, body, if_absent=False)
             copy = await objects.get_object(key, max_bytes=len(body))
         except (OSError, StorageError) as exc:
-            writer.metrics.journal_errors.inc()
+            writer.emit(JournalFailed("ship"))
             log.warning("journal.ship_failed", segment=path.name, error=str(exc))
             break  # in order: the audit anchor never covers a segment not shipped
         if copy is None or len(copy) != len(body) or _line_digest(copy) != _line_digest(body):
-            writer.metrics.journal_errors.inc()
+            writer.emit(JournalFailed("ship"))
             log.error("journal.ship_unverified", segment=path.name, key=key, size=len(body),
                       stored=None if copy is None else len(copy),
                       detail="the uploaded copy differs: the local segment is kept")  # fmt: skip
@@ -366,7 +380,7 @@ async def ship_segments(
         try:
             await objects.put_object(f"{prefix}/{name}", end.encode(), if_absent=False)
         except StorageError as exc:
-            writer.metrics.journal_errors.inc()
+            writer.emit(JournalFailed("anchor"))
             log.warning("journal.anchor_failed", where="audit prefix", error=str(exc))
     return count
 
@@ -393,7 +407,7 @@ def _delete_shipped(writer: JournalWriter, path: Path, done: set[Path]) -> None:
         path.unlink()
         path.with_name(index_name(path.name)).unlink(missing_ok=True)
     except OSError as exc:
-        writer.metrics.journal_errors.inc()
+        writer.emit(JournalFailed("local delete"))
         log.warning("journal.local_delete_failed", segment=path.name, error=str(exc))
         return
     writer.closed_segments.remove(path)

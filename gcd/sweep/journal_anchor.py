@@ -29,6 +29,7 @@ import structlog
 
 from gcd.sweep.journal import JournalWriter, ship_segments
 from gcd.sweep.journal_prune import PRUNE_EVERY_S, PruneReport, prune_anchors, prune_audit
+from gcd.sweep.telemetry import JournalFailed
 from watermark.core.journal_anchor import JournalAnchor, anchor_key
 from watermark.core.kv import KV, Compare, Put
 from watermark.errors import InvalidRecord, L0gcError
@@ -98,7 +99,7 @@ class AnchorKeeper:
             try:
                 await self._put(end)
             except (L0gcError, OSError) as exc:
-                self.writer.metrics.journal_errors.inc()
+                self.writer.emit(JournalFailed("anchor"))
                 log.warning("journal.anchor_failed", where="etcd", key=self._key,
                             seq=end.seq, error=str(exc))  # fmt: skip
         if self._prefix is not None and self._objects is not None:
@@ -122,7 +123,7 @@ class AnchorKeeper:
                 await prune_anchors(self._kv, self._namespace, retention_s=self._retention_s,
                                     now=now, report=report)  # fmt: skip
         except (L0gcError, OSError) as exc:
-            self.writer.metrics.journal_errors.inc()
+            self.writer.emit(JournalFailed("prune"))
             log.warning("journal.prune_failed", error=str(exc))
             return
         self.pruned.append(report)

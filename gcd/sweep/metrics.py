@@ -7,6 +7,16 @@ only from fixed sets: skip reasons, round outcomes, and S3 error codes normalise
 label value is created at zero up front, so `rate()` and the dashboard's error panels
 show 0 rather than no data before the first error.
 
+Fed by events, as the publisher's metrics are. The sweep engine (sweeper, lister, page
+decider, deleter, daemon, journal) sets no metric: it emits the events of
+`gcd.sweep.telemetry`, and `SweeperMetrics.hook` (a `HandlerTable`, routed once per
+event class) turns each into these series: `ListSent`/`ListFailed` (list_requests,
+list_errors), `PageExamined` (listed_objects, skipped_objects), `RoundFinished` (the
+round's histogram, gauges and outcome), `RoundNotListed` and `AdmissionShown` (outcomes,
+the M gauges, blocked, paused), the deleter's `DeleteSent`, `DeleteFailed`,
+`ObjectsDeleted`, `UnsafeKeyKept`, `VersionLocked`, `DeletesBraked`, the daemon's
+`WatermarkAgeShown`, `StalenessShown`, the undo window's and the journal's events.
+
 The registry also holds ``l0gc_build_info`` and the process, platform and GC collectors
 (`watermark.service.buildinfo`).
 """
@@ -16,11 +26,41 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
+from gcd.sweep.telemetry import (
+    AdmissionShown,
+    DeleteFailed,
+    DeletesBraked,
+    DeleteSent,
+    JournalAppended,
+    JournalFailed,
+    JournalRotated,
+    ListFailed,
+    ListSent,
+    ObjectsDeleted,
+    PageExamined,
+    RoundFinished,
+    RoundNotListed,
+    StalenessShown,
+    UndoPendingCounted,
+    UndoWindowSet,
+    UnsafeKeyKept,
+    VersionLocked,
+    WatermarkAgeShown,
+)
+from watermark.core.events import HandlerTable
 from watermark.service.buildinfo import register_build_info
 
-__all__ = ["ERROR_LABELS", "OUTCOMES", "SKIP_REASONS", "SweeperMetrics", "error_label"]
+__all__ = ["ERROR_LABELS", "OUTCOMES", "SKIP_REASONS", "SweeperMetrics", "SweeperMetricsHook",
+           "error_label"]  # fmt: skip
 
 SKIP_REASONS: Final = ("not_eligible", "too_young", "unparsable", "outside_root", "nested_root")
 OUTCOMES: Final = ("ok", "partial", "blocked", "paused", "idle", "error")
@@ -200,6 +240,8 @@ class SweeperMetrics:
         for code in ERROR_LABELS:
             self.list_errors.labels(code=code)
             self.delete_errors.labels(code=code)
+        self.hook = SweeperMetricsHook(self)
+        """The hook that feeds these metrics from the engine's events (see the docstring)."""
 
     def skipped(self, reason: str, count: int = 1) -> None:
         """Count skipped objects; `reason` is one of SKIP_REASONS."""
@@ -239,6 +281,128 @@ class SweeperMetrics:
         self.blocked.set(1 if blocked else 0)
         self.paused.set(1 if paused else 0)
 
+    content_type: Final = CONTENT_TYPE_LATEST
+    """The Content-Type of `render`'s body (what ``GET /metrics`` answers with)."""
+
     def render(self) -> bytes:
         """The registry in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+class SweeperMetricsHook(HandlerTable):
+    """Feeds a `SweeperMetrics` from the engine's events (a `RoutedHook`)."""
+
+    __slots__ = ("_metrics",)
+
+    def __init__(self, metrics: SweeperMetrics) -> None:
+        self._metrics = metrics
+        super().__init__({
+            UndoWindowSet: self._undo_window,
+            ListSent: self._list_sent,
+            ListFailed: self._list_failed,
+            PageExamined: self._page_examined,
+            UndoPendingCounted: self._undo_pending,
+            RoundFinished: self._round_finished,
+            RoundNotListed: self._round_not_listed,
+            AdmissionShown: self._admission,
+            DeleteSent: self._delete_sent,
+            DeleteFailed: self._delete_failed,
+            UnsafeKeyKept: self._unsafe_key,
+            VersionLocked: self._version_locked,
+            DeletesBraked: self._deletes_braked,
+            ObjectsDeleted: self._objects_deleted,
+            WatermarkAgeShown: self._watermark_age,
+            StalenessShown: self._staleness,
+            JournalAppended: self._journal_appended,
+            JournalRotated: self._journal_rotated,
+            JournalFailed: self._journal_failed,
+        })  # fmt: skip
+
+    def _undo_window(self, event: UndoWindowSet) -> None:
+        self._metrics.undo_window_seconds.set(event.window_s)
+
+    def _list_sent(self, event: ListSent) -> None:
+        self._metrics.list_requests.inc()
+
+    def _list_failed(self, event: ListFailed) -> None:
+        self._metrics.list_error(event.code)
+
+    def _page_examined(self, event: PageExamined) -> None:
+        self._metrics.listed_objects.inc(event.listed)
+        for reason, count in event.skipped:
+            self._metrics.skipped(reason, count)
+
+    def _undo_pending(self, event: UndoPendingCounted) -> None:
+        metrics = self._metrics
+        metrics.undo_pending_objects.set(event.keys)
+        metrics.undo_pending_bytes.set(event.bytes)
+        metrics.undo_oldest_pending_timestamp.set(
+            math.nan if event.oldest_s is None else event.oldest_s)
+
+    def _round_finished(self, event: RoundFinished) -> None:
+        metrics, summary = self._metrics, event.summary
+        metrics.round_duration.observe(summary.duration_s)
+        outcome = summary.outcome
+        known = summary.blocked_reason is None  # a round the brake stopped: M is not in force
+        metrics.set_admission(summary.safe_epoch if known else None, summary.cluster_epoch,
+                              blocked=outcome == "blocked", paused=outcome == "paused")  # fmt: skip
+        metrics.last_round_eligible_objects.set(summary.eligible)
+        metrics.prefixes_unlistable.set(len(summary.unlistable_prefixes))
+        metrics.nested_roots.set(len(summary.nested_roots))
+        if event.max_deleted_epoch is not None:
+            metrics.max_deleted_epoch.set(event.max_deleted_epoch)
+        if event.succeeded_at_s is not None:
+            metrics.last_success_timestamp.set(event.succeeded_at_s)
+        metrics.round_finished(outcome)
+
+    def _round_not_listed(self, event: RoundNotListed) -> None:
+        self._metrics.round_finished(event.outcome)
+
+    def _admission(self, event: AdmissionShown) -> None:
+        self._metrics.set_admission(event.safe_epoch, event.cluster_epoch,
+                                    blocked=event.blocked, paused=event.paused)  # fmt: skip
+
+    def _delete_sent(self, event: DeleteSent) -> None:
+        self._metrics.delete_requests.inc()
+
+    def _delete_failed(self, event: DeleteFailed) -> None:
+        self._metrics.delete_error(event.code, event.count)
+
+    def _unsafe_key(self, event: UnsafeKeyKept) -> None:
+        self._metrics.unsafe_keys.inc()
+
+    def _version_locked(self, event: VersionLocked) -> None:
+        self._metrics.locked_versions.inc()
+
+    def _deletes_braked(self, event: DeletesBraked) -> None:
+        self._metrics.paused_skipped_objects.inc(event.count)
+
+    def _objects_deleted(self, event: ObjectsDeleted) -> None:
+        metrics = self._metrics
+        if event.markers_written:
+            metrics.undo_markers_written.inc(event.markers_written)
+        if event.versions_reclaimed:
+            metrics.undo_versions_reclaimed.inc(event.versions_reclaimed)
+        metrics.deleted_objects.inc(event.objects)
+        metrics.deleted_bytes.inc(event.bytes)
+        if event.versions:
+            metrics.deleted_versions.inc(event.versions)
+        if event.markers:
+            metrics.deleted_markers.inc(event.markers)
+
+    def _watermark_age(self, event: WatermarkAgeShown) -> None:
+        self._metrics.seconds_since_last_good_watermark.set(event.seconds)
+
+    def _staleness(self, event: StalenessShown) -> None:
+        self._metrics.seconds_since_last_round.set(event.since_last_round_s)
+        self._metrics.safe_epoch_unapplied_seconds.set(event.unapplied_s)
+
+    def _journal_appended(self, event: JournalAppended) -> None:
+        self._metrics.journal_records.inc()
+        self._metrics.journal_bytes.inc(event.size)
+
+    def _journal_rotated(self, event: JournalRotated) -> None:
+        self._metrics.journal_segments.inc()
+
+    def _journal_failed(self, event: JournalFailed) -> None:
+        self._metrics.journal_errors.inc()

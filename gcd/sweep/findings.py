@@ -1,0 +1,100 @@
+"""What a round found about its store, said once at its end: detection, locks, undo window.
+
+Three parts of a `RoundSummary` are not counters but findings, assembled when the
+round's listing and deleting are over (`gcd.sweep.sweeper.Sweeper.sweep`):
+
+* `store` (`store_report`): what the round detected (`DetectingStore.detect`:
+  versioning, Object Lock, ordered listing, batch delete) and how it listed: versions
+  "reclaim" (ListObjectVersions, every version of an eligible key deleted),
+  "markers-only" (a versioned bucket swept with `versions` off) or "none".
+* `locked_reasons` / `locked_earliest_retain_until` (`locked_report`): on a bucket with
+  Object Lock, versions the store refused to delete were kept and counted as `locked`;
+  at most `LOCK_PROBES` of them are asked about (one HEAD each) for the reason
+  (retention, legal hold) and the earliest retain-until, logged once per round
+  (`sweep.locked_versions`); the others count as "not examined".
+* `undo` (`undo_report`): with an undo window, its rule (`gcd.rules.undo`), the delayed
+  M, what is pending reclaim (keys, bytes, oldest marker) and the keys kept under
+  another writer's marker; its gauges go out as an `UndoPendingCounted` event.
+
+Why apart from the round driver: each is a question asked of the store or the counts
+after the fact, with its own bounds, and none changes what the round deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import structlog
+
+from gcd.rules.versions import split_target
+from gcd.storage.objectstore import DetectingStore, ObjectStore, VersionedStore
+from gcd.sweep.report import RoundCounts, iso_utc
+from gcd.sweep.roundstate import RoundState
+from gcd.sweep.telemetry import UndoPendingCounted
+from watermark.core.events import Hook
+
+__all__ = ["LOCK_PROBES", "locked_report", "store_report", "undo_report"]
+
+log = structlog.get_logger("gcd.sweeper")
+
+LOCK_PROBES: Final = 20
+"""Locked versions per round whose reason and retain-until are asked (one HEAD each)."""
+
+
+def store_report(store: ObjectStore, run: RoundState, *,
+                 unordered_listing: bool) -> dict[str, object] | None:  # fmt: skip
+    """The summary's `store`: what was detected, and how this round listed."""
+    if not isinstance(store, DetectingStore):
+        return None
+    report = store.detected.to_dict()
+    if unordered_listing:
+        report["listing"] = "unordered"
+    report["versions"] = ("reclaim" if run.versioned else
+                          "markers-only" if report["versioning"] in {"Enabled", "Suspended"}
+                          else "none")  # fmt: skip
+    return report
+
+
+async def locked_report(
+    store: ObjectStore, counts: RoundCounts
+) -> tuple[dict[str, int] | None, str | None]:
+    """Reasons and the earliest retain-until of the round's locked versions, logged
+    once (at most `LOCK_PROBES` asked; the others count as "not examined")."""
+    if not counts.locked:
+        return None, None
+    reasons: dict[str, int] = {}
+    earliest: float | None = None
+    probes = counts.locked_targets[:LOCK_PROBES]
+    if isinstance(store, VersionedStore):
+        for target in probes:
+            key, version_id = split_target(target)
+            if version_id is None:
+                continue
+            reason, until = await store.lock_state(key, version_id)
+            reasons[reason] = reasons.get(reason, 0) + 1
+            if until is not None and (earliest is None or until < earliest):
+                earliest = until
+    examined = sum(reasons.values())
+    if counts.locked > examined:
+        reasons["not examined"] = counts.locked - examined
+    first = None if earliest is None else iso_utc(earliest)
+    log.warning("sweep.locked_versions", count=counts.locked, reasons=reasons,
+                earliest_retain_until=first, bypassed=False)  # fmt: skip
+    return reasons, first
+
+
+def undo_report(run: RoundState, window_s: float, emit: Hook) -> dict[str, object]:
+    """The summary's `undo` for a round with an undo window; its gauges go to `emit`."""
+    counts = run.counts
+    oldest = counts.oldest_pending_s
+    emit(UndoPendingCounted(counts.pending_keys, counts.pending_bytes, oldest))
+    note = None
+    if run.ceiling == -1:
+        note = ("no M history one window old yet: nothing deleted until M has been "
+                "recorded for a whole window")  # fmt: skip
+    return {"window_s": window_s, "rule": run.undo_rule,
+            "delayed_safe_epoch": None if run.ceiling in (None, -1) else run.ceiling,
+            "pending_keys": counts.pending_keys, "pending_bytes": counts.pending_bytes,
+            "oldest_pending": None if oldest is None else iso_utc(oldest),
+            "foreign_markers": counts.foreign_markers, "note": note,
+            "store_retention_s": run.soft_delete_s}  # fmt: skip

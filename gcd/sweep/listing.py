@@ -1,0 +1,362 @@
+"""Listing one round's prefixes: concurrent streams of LIST pages, each one page ahead.
+
+Theory of operation
+-------------------
+`RoundLister.produce` runs lister tasks (at most `list_concurrency` at a time), one per
+listing prefix of the round; each pages through its range in key order and hands every
+page to the round's `gcd.sweep.pages.PageDecider`. On an ordered listing of keys that
+may skip, a lister that would idle takes over the back half of another's range
+(`gcd.rules.listsplit`). When all are done (or the round deadline passed) the last
+batch goes and every deleter task is told to end.
+
+LIST cost follows the garbage: in a padded layout with prefixes, keys of one 3-digit
+prefix sort by epoch, so the first key of prefix p with an epoch above M means no later
+key of p is deletable, and the lister skips to the next prefix directory, or ends when
+none is left under its listing prefix. Where the next LIST starts is the rule
+`gcd.rules.cursor` (`skip`, `next_cursor`), shared with Spark's listing; `skip_ahead`
+off (`gcd sweep --full-listing`) lists every key. Unpadded layouts list everything:
+correct, slower. Where the listing may skip, the page that starts a directory asks for
+few keys, and pages grow while every key is eligible (`next_page_size`), so a skip does
+not make the server read and send the live keys it skips. Versioned and unordered
+listings ask for full pages and are never shared.
+
+LIST latency is hidden by looking one page ahead: as soon as a page arrives, its lister
+guesses from the page's last key alone where the next page starts, sends that LIST, and
+only then decides the page. The guess is exact for keys the layout produces (a page
+ends in a skip exactly when its last key is above M, at that key's skip point;
+otherwise the listing goes on at the continuation token). When the decided cursor
+differs from the guess, or the listing ends (stop, brake, delete cap, nothing left),
+the LIST sent ahead is cancelled and its page dropped unseen. So each lister has at
+most one LIST in flight and two pages in memory, examines exactly the pages it would
+without looking ahead, and the LIST counters count every request sent.
+
+Failures: every LIST goes through the retry loop (`gcd.storage.retry`) within
+`request_deadline_s`. A prefix whose listing fails for a whole retry budget is narrowed
+(`RoundLister._unlistable`): after a retryable failure its ten children are probed
+with a one-key LIST each and listed apart, down to the 3-digit prefix directories, so
+one poison name costs one directory; what cannot be narrowed is reported by name in
+`unlistable_prefixes` (one error). A listing that goes backwards or never ends
+(`gcd.rules.listguard`) stops its prefix the same way. Each request emits `ListSent`
+(and `ListFailed`) for the metrics hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import NamedTuple
+
+import structlog
+
+from gcd.errors import StorageError
+from gcd.rules.cursor import (
+    Cursor,
+    Skip,
+    can_skip,
+    first_page_size,
+    next_cursor,
+    next_page_size,
+    skip,
+)
+from gcd.rules.layout import KeyLayout
+from gcd.rules.listguard import ListingGuard
+from gcd.rules.listsplit import ListRange, split_range
+from gcd.storage.objectstore import ListPage, ObjectStore, VersionedStore
+from gcd.storage.retry import Retrier, deadline
+from gcd.sweep.binding import CLAIM_MAX_BYTES
+from gcd.sweep.brake import Brake
+from gcd.sweep.pages import PageDecider
+from gcd.sweep.roundstate import BatchQueue, RoundSettings, RoundState
+from gcd.sweep.telemetry import LIST_SENT, ListFailed
+from watermark.core.events import Hook
+
+__all__ = ["RoundLister"]
+
+log = structlog.get_logger("gcd.sweeper")
+
+
+class _Ahead(NamedTuple):
+    """A LIST sent ahead (still in flight, or answered and not read yet) and its cursor."""
+
+    cursor: Cursor
+    size: int
+    task: asyncio.Task[ListPage]
+
+
+class RoundLister:
+    """Lists the prefixes of one round (`run`) and feeds each page to `decider`."""
+
+    def __init__(
+        self,
+        run: RoundState,
+        queue: BatchQueue,
+        store: ObjectStore,
+        config: RoundSettings,
+        decider: PageDecider,
+        *,
+        retrier: Retrier,
+        stop: asyncio.Event,
+        brake: Brake,
+        emit: Hook,
+    ) -> None:
+        self.run = run
+        self.queue = queue
+        self.store = store
+        self.config = config
+        self.decider = decider
+        self.retrier = retrier
+        self.stop = stop
+        self.brake = brake
+        self.emit = emit
+
+    async def produce(self) -> None:
+        """List every prefix of the round, then tell each of the deleter tasks to end."""
+        run, queue = self.run, self.queue
+        want = self.config.list_concurrency
+        gate = asyncio.Semaphore(want)
+        unfinished = [0]  # ranges queued or being listed
+
+        async def one(part: ListRange, size: int | None = None) -> None:
+            try:
+                async with gate:
+                    await self.list_prefix(part, share, size)
+                if run.groups is not None:
+                    await self.decider.planned(run.groups.flush(part.prefix))
+                # a range ended: its garbage goes now, not when all listing has
+                await run.pass_on(queue)
+            finally:
+                unfinished[0] -= 1
+
+        def share(part: ListRange, last_key: str, size: int) -> ListRange:
+            """Hand the back half of `part` to a lister that would idle, starting with
+            pages of `size` keys (the giver's); return the part kept."""
+            if unfinished[0] >= want or not self.probing():
+                return part
+            halves = split_range(self.config.layout, part, last_key)
+            if halves is None:
+                return part
+            unfinished[0] += 1
+            group.create_task(one(halves[1], size))
+            return halves[0]
+
+        try:
+            async with asyncio.timeout(self.config.round_deadline_s):
+                async with asyncio.TaskGroup() as group:
+                    for prefix in run.prefixes:
+                        unfinished[0] += 1
+                        group.create_task(one(ListRange(prefix)))
+        except TimeoutError:  # listers still at work are cancelled; queued batches go
+            run.incomplete = run.deadline_hit = True
+            run.counts.errors += 1
+            log.error("sweep.round_deadline", deadline_s=self.config.round_deadline_s,
+                      fix="see the sweep.list_* errors before it; --round-deadline")  # fmt: skip
+        if run.groups is not None:
+            await self.decider.planned(run.groups.flush())
+        await run.pass_on(queue)
+        for _ in range(self.config.concurrency):
+            await queue.put(None)
+
+    async def list_prefix(
+        self,
+        part: ListRange,
+        share: Callable[[ListRange, str, int], ListRange] | None = None,
+        size: int | None = None,
+    ) -> None:
+        """Page through one range of a listing prefix, one LIST ahead (see the module
+        docstring); `share` (ordered, unversioned listings that may skip) may hand the
+        back half of the range to another lister. `size`: the first page's (default
+        `first_page_size`)."""
+        run = self.run
+        prefix, full, probing = part.prefix, self.config.page_size, self.probing()
+        cursor: Cursor | None = Cursor(part.start_after)
+        done = part.start_after  # every key up to here is examined
+        size = first_page_size(probing, full) if size is None else size
+        ahead: _Ahead | None = None
+        guard = ListingGuard(self.config.max_pages_per_prefix)
+        try:
+            while cursor is not None and not self.listing_over():
+                if ahead is not None and (ahead.cursor, ahead.size) != (cursor, size):
+                    await _discard(ahead.task)  # the guess was wrong
+                    ahead = None
+                task = ahead.task if ahead is not None else self._send(prefix, cursor, size)
+                ahead = None
+                try:
+                    page = _clip(await task, part)
+                except StorageError as exc:
+                    log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
+                    await self._unlistable(part, done, exc)
+                    return
+                guess = _within(part, self._guess_next(prefix, cursor, page))
+                if guess is not None and not self.listing_over():
+                    guess_size = next_page_size(size, guess, full, probing=probing)
+                    ahead = _Ahead(guess, guess_size, self._send(prefix, guess, guess_size))
+                    await asyncio.sleep(0)  # let it start: examining the page may never yield
+                cursor = _within(part, await self.decider.examine(prefix, cursor, page))
+                broken = None if cursor is None else guard.advance(cursor.start_after,
+                                                                   cursor.token)  # fmt: skip
+                if broken is not None:
+                    log.error("sweep.listing_broken", prefix=prefix, reason=broken)
+                    run.counts.errors += 1
+                    run.counts.unlistable_prefixes.append(prefix)
+                    return
+                if cursor is not None:
+                    last = page.objects[-1].key if page.objects else done
+                    done = cursor.start_after if cursor.token is None else last
+                    size = next_page_size(size, cursor, full, probing=probing)
+                    if share is not None and page.objects:
+                        part = share(part, page.objects[-1].key, size)
+        finally:
+            if ahead is not None:
+                await _discard(ahead.task)
+
+    async def _unlistable(self, part: ListRange, done: str | None, exc: StorageError) -> None:
+        """A listing prefix whose listing failed for a whole retry budget (`RoundConfig.backoff`,
+        per request; the Azure SDK's own retries are off, so this is the only one).
+
+        After a retryable failure (a name the store cannot list answers 500 for its whole
+        prefix) its ten children are probed with one one-key LIST each, from where it
+        stopped: the listable ones are listed (each with a budget of its own), the others
+        narrowed the same way, down to the layout's 3-digit prefix directories, so one
+        poison name costs one directory. When no child answers (an outage, not a name),
+        or it cannot be narrowed, the prefix is reported by name and skipped (one error).
+        A child is listed as a range of its own, never shared, that keeps `part`'s end:
+        keys past it are another range's.
+        """
+        prefix = part.prefix
+        children = _narrower(part, self.config.layout, done) if exc.retryable else []
+        listable = [await self._answers(child, start) for child, start in children]
+        if any(listable):
+            log.warning("sweep.prefix_narrowed", prefix=prefix, code=exc.code)
+            for (child, start), ok in zip(children, listable, strict=True):
+                if self.listing_over():
+                    return
+                narrowed = ListRange(child, start.start_after, part.end)
+                if ok:
+                    await self.list_prefix(narrowed)
+                else:
+                    await self._unlistable(narrowed, start.start_after, exc)
+            return
+        log.error("sweep.prefix_unlistable", prefix=prefix, code=exc.code, error=str(exc))
+        self.run.counts.errors += 1
+        self.run.counts.unlistable_prefixes.append(prefix)
+
+    def probing(self) -> bool:
+        """True when pages start as probes and ranges may be shared: the listing is
+        ordered, lists keys (not versions) and may skip. Unordered listings never skip nor
+        start after a key; versioned ones page by KeyMarker: both take full pages, unsplit."""
+        return self.run.skip_ahead and not self.run.versioned and can_skip(self.config.layout)
+
+    def listing_over(self) -> bool:
+        """True once listers must stop: a stop event, the brake, or the delete cap reached."""
+        return self.stop.is_set() or self.run.capped or self.brake.engaged is not None
+
+    def _guess_next(self, prefix: str, cursor: Cursor, page: ListPage) -> Cursor | None:
+        """What `PageDecider.examine` will return for `page`, guessed from its last key alone."""
+        last = page.objects[-1].key if page.objects else None
+        found: Skip | None = None
+        if last is not None and self.run.skip_ahead and page.next_token is not None:
+            found = skip(self.config.layout, prefix, self.config.layout.parse(last),
+                         self.run.safe_epoch)  # fmt: skip
+        return next_cursor(cursor, found, last, page.next_token)
+
+    def _send(self, prefix: str, cursor: Cursor, size: int) -> asyncio.Task[ListPage]:
+        return asyncio.create_task(self.list_page(prefix, cursor, size))
+
+    async def list_page(
+        self, prefix: str, cursor: Cursor, size: int, *, retry: bool = True
+    ) -> ListPage:
+        """One LIST, retried by the retry loop; raises the StorageError that ended it."""
+
+        lister = self.store.list_page
+        if self.run.versioned:
+            assert isinstance(self.store, VersionedStore)
+            lister = self.store.list_versions_page
+
+        async def attempt() -> ListPage:
+            # Counted when sent (the round's counter and the metric), so a LIST sent
+            # ahead and then discarded unread counts too: these count what S3 bills.
+            self.run.counts.list_requests += 1
+            self.emit(LIST_SENT)
+            try:
+                async with deadline(self.config.request_deadline_s, f"LIST {prefix}"):
+                    return await lister(prefix, start_after=cursor.start_after,
+                                        continuation_token=cursor.token, max_keys=size)  # fmt: skip
+            except StorageError as exc:
+                self.emit(ListFailed(exc.code))
+                raise
+
+        def on_retry(exc: StorageError, attempt: int, _delay: float) -> None:
+            log.info("sweep.list_retry", prefix=prefix, code=exc.code, attempt=attempt)
+
+        if not retry:
+            return await attempt()
+        return await self.retrier.call(attempt, on_retry=on_retry, stopped=self.stop.is_set)
+
+    async def _answers(self, prefix: str, start: Cursor) -> bool:
+        """Whether one one-key LIST of `prefix` (no retry) succeeds."""
+        try:
+            await self.list_page(prefix, start, 1, retry=False)
+        except StorageError:
+            return False
+        return True
+
+    async def exists(self, key: str) -> bool:
+        """Whether an object `key` exists: one one-key LIST (`gcd.sweep.nesting`)."""
+        page = await self.list_page(key, Cursor(), 1)
+        return bool(page.objects) and page.objects[0].key == key
+
+    async def stored(self, key: str) -> bool:
+        """Whether an object `key` exists, without a listing (unordered stores refuse a
+        prefix that does not end in '/'): one GET of at most a claim's size. A store that
+        cannot read an object answers True: the key is kept."""
+        get_object = getattr(self.store, "get_object", None)
+        if get_object is None:
+            return True
+        return await get_object(key, max_bytes=CLAIM_MAX_BYTES) is not None
+
+
+def _narrower(part: ListRange, layout: KeyLayout, done: str | None) -> list[tuple[str, Cursor]]:
+    """The children of a listing prefix that keeps failing, each with where its listing
+    starts given that every key up to `done` is examined, and none whose keys all sort
+    after `part`'s end (another range's); [] when it cannot be narrowed (no 000-999
+    prefix in the layout, or already a whole prefix directory)."""
+    prefix, end = part.prefix, part.end
+    depth = len(prefix) - len(layout.listing_root)
+    if not layout.has_prefix or not prefix.startswith(layout.listing_root) or depth >= 3:
+        return []
+    children: list[tuple[str, Cursor]] = []
+    for child in (prefix + digit for digit in "0123456789"):
+        if end is not None and child > end and not end.startswith(child):
+            continue  # every key under it sorts after the range's last
+        if done is None or done[: len(child)] < child:
+            children.append((child, Cursor()))
+        elif done.startswith(child):
+            children.append((child, Cursor(start_after=done)))
+    return children
+
+
+def _clip(page: ListPage, part: ListRange) -> ListPage:
+    """`page` without the keys beyond `part`'s end (a later range's); then the range is done."""
+    if not page.objects or part.owns(page.objects[-1].key):
+        return page
+    kept = tuple(obj for obj in page.objects if part.owns(obj.key))
+    return ListPage(kept, None, page.request_id)
+
+
+def _within(part: ListRange, cursor: Cursor | None) -> Cursor | None:
+    """`cursor`, or None when the listing would go on past `part`'s end."""
+    if cursor is None or (cursor.token is None and part.passed(cursor.start_after)):
+        return None
+    return cursor
+
+
+async def _discard(task: asyncio.Task[ListPage]) -> None:
+    """Cancel a LIST sent ahead that is not wanted and wait for it to end, unread.
+
+    Nothing of it is examined or counted but the request itself (when it was sent); a
+    failure of it is no error of the round.
+    """
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
