@@ -42,7 +42,8 @@ at a time, under the deleter's pacing (it paid one token per key already).
 root, 3 tries, a 3 s connect timeout. What only the operator can fix (no credentials,
 an unreachable endpoint, no such bucket, access denied, rejected credentials, the wrong
 region) becomes one `ConfigError` naming the problem and the fix (exit 2), in seconds,
-instead of a round of per-prefix errors and backoff.
+instead of a round of per-prefix errors and backoff (the diagnosis is
+`gcd.storage.s3errors.preflight_failure`).
 """
 
 from __future__ import annotations
@@ -70,7 +71,6 @@ from botocore.parsers import ResponseParserError
 
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
-from gcd.rules.triage import RETRYABLE_CODES
 from gcd.rules.versions import split_target
 from gcd.storage.objectstore import (
     DeleteResult,
@@ -80,7 +80,7 @@ from gcd.storage.objectstore import (
     ObjectStore,
     StoreFeatures,
 )
-from gcd.storage.s3errors import RETRYABLE_STATUS, translate_error
+from gcd.storage.s3errors import preflight_failure, translate_error
 from gcd.storage.s3xml import (
     delete_body,
     parse_s3_timestamp,
@@ -88,11 +88,10 @@ from gcd.storage.s3xml import (
     read_listing,
     refuse_doctype,
 )
-from watermark.errors import ConfigError, L0gcError
+from watermark.errors import ConfigError
 
 __all__ = ["FEATURES_TTL_S", "SINGLE_DELETES_IN_FLIGHT", "S3ObjectStore", "S3Settings",
-           "content_md5", "directory_bucket", "error_in_200", "preflight",
-           "preflight_failure"]  # fmt: skip
+           "content_md5", "directory_bucket", "error_in_200", "preflight"]  # fmt: skip
 
 FEATURES_TTL_S = 300.0
 """How long `detect`'s answer is used before versioning and Object Lock are read again."""
@@ -102,7 +101,6 @@ _MARKER_SEPARATOR = "\x00"  # joins KeyMarker and VersionIdMarker in one continu
 
 log = structlog.get_logger("gcd.s3store")
 
-_RETRYABLE_STATUS = RETRYABLE_STATUS
 _LOADER = create_loader()
 """botocore's model loader, shared by every client of the process: it caches the parsed
 S3 model, which each new session would otherwise read and parse again (~0.1 s of CPU)."""
@@ -524,92 +522,6 @@ PREFLIGHT_ATTEMPTS = 3
 PREFLIGHT_CONNECT_TIMEOUT_S = 3.0
 PREFLIGHT_READ_TIMEOUT_S = 10.0
 _PREFLIGHT_BACKOFF = Backoff(base_s=0.5, cap_s=2.0, max_attempts=PREFLIGHT_ATTEMPTS)
-_CREDENTIALS_REJECTED = frozenset({
-    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-    "TokenRefreshRequired", "InvalidClientTokenId",
-})  # fmt: skip
-_WRONG_REGION = frozenset({
-    "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException",
-    "301",
-})  # fmt: skip
-_NO_CREDENTIALS = (botocore_errors.NoCredentialsError, botocore_errors.PartialCredentialsError)
-_NOT_REACHED = (
-    botocore_errors.EndpointConnectionError,
-    botocore_errors.ConnectionClosedError,
-    botocore_errors.ConnectTimeoutError,
-    botocore_errors.ReadTimeoutError,
-    botocore_errors.HTTPClientError,
-    aiohttp.ClientError,
-    ConnectionError,
-    TimeoutError,
-)
-
-
-def preflight_failure(
-    exc: BaseException, bucket: str, prefix: str, endpoint: str, region: str | None
-) -> tuple[L0gcError, bool]:
-    """What to report when the preflight LIST of s3://`bucket`/`prefix` raised `exc`, and
-    whether another try may help. ConfigError (exit 2) for what only the operator can fix."""
-    where = f"s3://{bucket}/{prefix} at {endpoint}"
-    if isinstance(exc, _NO_CREDENTIALS):
-        return ConfigError(
-            f"no AWS credentials found to list {where}: set AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the process a role (IRSA, Pod "
-            "Identity, instance profile; see docs/kubernetes.md)"
-        ), False
-    if isinstance(exc, _NOT_REACHED):
-        cause = getattr(exc, "kwargs", {}).get("error") or exc  # botocore wraps the OS error
-        reason = str(cause).strip() or type(cause).__name__
-        return ConfigError(
-            f"cannot reach the S3 endpoint {endpoint} ({reason[:160]}): check "
-            "--endpoint-url / L0GC_ENDPOINT_URL and --region, DNS and the network"
-        ), True
-    if not isinstance(exc, botocore_errors.ClientError):
-        return ConfigError(f"listing {where} failed at start: {exc!r}; check --bucket, "
-                           "--endpoint-url and --region"), False  # fmt: skip
-    error = exc.response.get("Error", {})
-    meta = exc.response.get("ResponseMetadata", {})
-    status = int(meta.get("HTTPStatusCode") or 0)
-    code = str(error.get("Code") or status or "Unknown")
-    message = str(error.get("Message") or code)
-    if code == "NoSuchBucket":
-        return ConfigError(
-            f"bucket {bucket!r} does not exist at {endpoint}: check --bucket / L0GC_BUCKET "
-            "(and --endpoint-url, --region)"
-        ), False
-    if code in {"AccessDenied", "AllAccessDisabled", "403"}:
-        return ConfigError(
-            f"access denied listing {where} ({code}: {message}): the credentials need "
-            f"s3:ListBucket on arn:aws:s3:::{bucket} (docs/operations.md, least-privilege "
-            "IAM policy), or --bucket names the wrong bucket"
-        ), False
-    if code in _CREDENTIALS_REJECTED:
-        return ConfigError(
-            f"S3 rejected the credentials listing {where} ({code}: {message}): check "
-            "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE, and refresh an "
-            "expired session token"
-        ), False
-    if code in _WRONG_REGION:
-        headers = meta.get("HTTPHeaders", {})
-        actual = error.get("Region") or headers.get("x-amz-bucket-region")
-        if actual and actual != region:
-            return ConfigError(
-                f"bucket {bucket!r} is in region {actual}, not {region or 'the default'}: "
-                f"pass --region {actual} (env L0GC_REGION)"
-            ), False
-        return ConfigError(
-            f"listing {where} answered {code} ({message}): the bucket is in another region "
-            f"than {region or 'the default'}; pass its region with --region (env L0GC_REGION)"
-        ), False
-    if code in RETRYABLE_CODES or status in _RETRYABLE_STATUS:
-        return StorageError(
-            f"listing {where} failed at start: {message} ({code}); S3 is throttling or "
-            "failing: try again later", code=code, retryable=True,
-        ), True  # fmt: skip
-    return ConfigError(f"listing {where} failed at start: {code}: {message}; check --bucket, "
-                       "--endpoint-url and --region"), False  # fmt: skip
-
-
 async def preflight(
     settings: S3Settings,
     prefix: str,

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError, NoCredentialsError
 
 from gcd.cli.main import main
 from gcd.errors import StorageError
-from gcd.storage.s3 import preflight_failure
+from gcd.storage.s3errors import preflight_failure
 from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from gcd.testing.local_servers import LocalS3
 from tests.clirun import run_cli
