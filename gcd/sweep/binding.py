@@ -12,7 +12,7 @@ refuses a root inside another namespace's claimed root (`read_ancestor_claims`: 
 one-key LIST per ancestor, a GET only where a claim is) or containing one
 (`find_nested_claims`: one listing of the root), and `BoundSource` re-reads the
 ancestors' claims at every admission. A claim found below the root while a round lists
-blocks that subtree (`gcd.sweep.sweeper`).
+blocks that subtree (`gcd.sweep.nesting`, asked by `gcd.sweep.pages`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ logged; `skipped_nested`, keys kept because they lie under another namespace's r
 claimed below this one (`nested_roots` names those roots, `gcd.sweep.nesting`; the
 round is "partial"). `unlistable_prefixes` names the listing prefixes whose listing kept
 failing after a retry budget, narrowed down to their prefix directory where the others
-still answer (`gcd.sweep.sweeper`); they are skipped (each counts one error) so the other
+still answer (`gcd.sweep.listing`); they are skipped (each counts one error) so the other
 prefixes are collected and the round ends. `poison_keys` names (the first 100 of) the
 keys a DeleteObjects request with the key alone keeps failing for, kept and counted in
 `unsafe_keys` (`gcd.sweep.deleter`). `deadline_exceeded` says the round's listing was

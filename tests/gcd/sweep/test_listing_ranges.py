@@ -1,4 +1,5 @@
-"""Listers share the key space (split ranges) and size their pages to what they are for."""
+"""Listers share the key space (split ranges) and size their pages to what they are for
+(`gcd.sweep.listing`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Issue 25, finding 6: a prefix whose listing keeps failing is narrowed, named and skipped.
+"""Issue 25, finding 6: a prefix whose listing keeps failing is narrowed, named and skipped
+(`gcd.sweep.listing.RoundLister`).
 
 The store here fails every listing whose range holds one poison name, as Azurite does
 for a blob named with \\x01 (tests/gcd/storage/test_azure_claims.py runs the real one).
