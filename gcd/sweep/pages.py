@@ -113,7 +113,8 @@ class PageDecider:
                                       obj.delete_marker, generation=obj.generation)  # fmt: skip
                 if not self.select(candidate, obj):
                     tally[verdict] -= 1  # not examined: another lister hit the cap
-                await run.pass_on(self.queue, config.batch_size)
+                if len(run.batch) >= config.batch_size:  # no coroutine per key otherwise
+                    await run.pass_on(self.queue)
                 if run.full():
                     break  # the per-round delete cap is reached
             elif verdict is Verdict.NOT_ELIGIBLE and run.skip_ahead:
@@ -149,7 +150,8 @@ class PageDecider:
             for candidate, obj in run.groups.plans(group, now, run.counts):  # type: ignore[arg-type]
                 if not self.select(candidate, obj):
                     return
-                await run.pass_on(self.queue, self.config.batch_size)
+                if len(run.batch) >= self.config.batch_size:
+                    await run.pass_on(self.queue)
 
     def _note_unparsable(self, obj: ObjectInfo) -> None:
         self.run.unparsable_logged += 1
