@@ -50,7 +50,7 @@ SCRAPE = "250ms"
 TICK_S = 1.0  # slow enough that a loaded machine never shows an epoch lag above 10
 # What Grafana substitutes before a query reaches Prometheus: every namespace and job,
 # and a rate window holding several scrapes.
-GRAFANA_VARIABLES = {"$namespace": ".*", "$job": ".*", "$__rate_interval": "5s"}
+GRAFANA_VARIABLES = {"$namespace": ".*", "$job": ".*", "$__rate_interval": "5s", "$__range": "1m"}
 LABEL_VALUES = re.compile(r"^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 
