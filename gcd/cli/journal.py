@@ -42,7 +42,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gcd.cli.options import JOURNAL_OPTIONS, LAYOUT_OPTIONS, S3_OPTIONS, layout_from_args, resolve
+from gcd.cli.options import (
+    JOURNAL_OPTIONS,
+    LAYOUT_OPTIONS,
+    QUIET_LOG_LEVEL,
+    S3_OPTIONS,
+    layout_from_args,
+    resolve,
+)
 from gcd.cli.output import write_json
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
@@ -86,8 +93,7 @@ _READ_OPTIONS: tuple[Option, ...] = (
     *(o for o in JOURNAL_OPTIONS if o.flag == "--journal-retention"),
     Option("--key", text, None, "show: the object key to explain", "KEY"),
     Option("--json", boolean, False, "print one JSON document on stdout", switch=True),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 
 

@@ -83,7 +83,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "spark-report": Subcommand("gcd.cli.spark", "report garbage by epoch and prefix with PySpark"),
     "spark-package": Subcommand("gcd.cli.spark_package", "zip l0gc for Spark --py-files"),
     "dev": Subcommand("gcd.cli.dev", "start a local etcd for the guides (gcd dev etcd)"),
-    "completion": Subcommand("gcd.cli.completion", "print a bash or zsh completion script"),
+    "completion": Subcommand("gcd.cli.completion", "print a bash, zsh or fish completion script"),
 }
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gcd.cli import namespace_backup
-from gcd.cli.options import LAYOUT_OPTIONS, S3_OPTIONS, resolve
+from gcd.cli.options import LAYOUT_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.storage.azsettings import AzureSettings
@@ -58,7 +58,7 @@ from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options, boolean, text
+from watermark.options import Option, add_config_option, add_options, boolean
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
 
@@ -75,8 +75,7 @@ OPTIONS: tuple[Option, ...] = (
            "namespace with --remove-claim", switch=True),
     Option("--json", boolean, False, "print the outcome as one JSON document on stdout",
            switch=True),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 
 

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gcd.cli.options import JOURNAL_OPTIONS, S3_OPTIONS, SWEEP_OPTIONS, resolve
+from gcd.cli.options import JOURNAL_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, SWEEP_OPTIONS, resolve
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.cli.undo import MAX_SEGMENT_READ
@@ -72,8 +72,7 @@ RESTORE_OPTIONS: tuple[Option, ...] = (
     Option("--round", text, None, "restore the deletions of these rounds (ids as `gcd sweep "
            "--json` prints them, comma-separated; default: every round)", "ID"),
     *(o for o in SWEEP_OPTIONS if o.flag in {"--dry-run", "--json"}),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 
 

@@ -48,7 +48,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from gcd.cli.fleet import FleetStatus, read_fleet
-from gcd.cli.options import resolve
+from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import human_age, write_json
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark import exitcodes
@@ -61,7 +61,7 @@ from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options, boolean, text
+from watermark.options import Option, add_config_option, add_options, boolean
 
 __all__ = [
     "STATUS_OPTIONS",
@@ -87,8 +87,7 @@ STATUS_OPTIONS: tuple[Option, ...] = (
            switch=True),
     Option("--why", boolean, False, "also explain the oldest kept key (`gcd explain` on the "
            "lowest epoch above M, looked for under the bound S3 root)", switch=True),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 
 

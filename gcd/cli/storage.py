@@ -24,7 +24,8 @@ __all__ = ["AZURE_OPTIONS", "GCS_OPTIONS", "azure_settings", "gcs_settings"]
 
 STORAGES = ("s3", "azure", "gcs")
 AZURE_OPTIONS: tuple[Option, ...] = (
-    Option("--storage", text, "s3", "object store: s3 (default), azure or gcs", "KIND"),
+    Option("--storage", text, "s3", "object store: s3 (default), azure or gcs", "KIND",
+           values=STORAGES),
     Option("--account-url", text, None,
            "--storage azure: the account's blob endpoint, "
            "e.g. https://ACCOUNT.blob.core.windows.net", "URL"),

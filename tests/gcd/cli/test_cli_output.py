@@ -8,6 +8,8 @@ import errno
 import json
 import os
 import pty
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,14 +155,42 @@ for line in "gcd sw" "gcd sweep --dry-r" "watermark partition re" "watermark epo
     COMP_WORDS=($line); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_complete
     echo "${COMPREPLY[*]}"
 done
+for words in "gcd sweep --storage g" "gcd status --log-level w" "watermark serve --log-level ''"; do
+    eval "COMP_WORDS=($words)"; COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_complete
+    echo "${COMPREPLY[*]}"
+done
 complete -p gcd watermark
 """
     done = subprocess.run(["bash", "-c", probe], check=True, capture_output=True, text=True)
     assert done.stdout.splitlines() == [
         "sweep", "--dry-run", "register repair", "--expected", "bind", "zsh", "--version",
+        "gcs", "warning", "debug info warning error",
         "complete -o default -F _l0gc_complete gcd",
         "complete -o default -F _l0gc_complete watermark",
     ]
+
+
+def test_fish_completion_completes_commands_flags_and_flag_values(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:  # fmt: skip
+    """`gcd completion fish` is a script fish sources: commands and actions by path,
+    flags, and the values of flags that take one of a list (storage kinds, log levels).
+    fish comes with the test set-up (scripts/install-prometheus.sh)."""
+    fish = shutil.which("fish")
+    assert fish, "fish not on PATH: scripts/install-prometheus.sh installs it for the tests"
+    assert main(["completion", "fish"]) == exitcodes.OK
+    script = tmp_path / "gcd.fish"
+    script.write_text(capsys.readouterr().out)
+    lines = ["gcd sw", "gcd sweep --dry-r", "gcd sweep --storage ", "gcd status --log-level w",
+             "watermark partition re", "watermark namespace b", "gcd completion f"]
+    probe = f"source {script}\n" + "".join(
+        f"complete -C {shlex.quote(line)} | string replace -r '\\t.*' '' | string join ' '\n"
+        for line in lines)  # fmt: skip
+    done = subprocess.run([fish, "--no-config", "-c", probe], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert not done.stderr, done.stderr
+    assert done.stdout.splitlines() == [
+        "sweep", "--dry-run", "azure gcs s3", "warning", "register repair", "bind", "fish"]
 
 
 def test_json_usage_errors_print_a_json_document(capsys: pytest.CaptureFixture[str]) -> None:
