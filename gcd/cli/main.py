@@ -252,7 +252,7 @@ def _interrupted(command: str, as_json: bool) -> int:
 def _run_frozen(awaitable: object) -> object:
     """Run a command with what is loaded so far (modules, ~100k objects) out of the cyclic
     collector's sight: the collections a sweep's allocations trigger then do not walk it
-    again and again (a quarter of a round's CPU, bench/RESULTS.md section 18). Thawed
+    again and again (a quarter of a round's CPU, bench/RESULTS.md section 21). Thawed
     after, for callers that run commands in-process."""
     gc.freeze()
     try:

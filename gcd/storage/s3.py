@@ -7,7 +7,7 @@ never sees or logs them. botocore's own retries are OFF (one attempt per call): 
 sweeper owns retries and backoff (`gcd.storage.retry`), so every retry is paced and counted.
 The connection pool is sized for the sweeper's concurrency.
 
-Client CPU (`bench/RESULTS.md` §10): the client skips botocore's validation of request
+Client CPU (`bench/RESULTS.md` §12): the client skips botocore's validation of request
 parameters (the sweeper builds every request itself, and S3 checks them anyway), and
 replaces botocore's check for an S3 error inside a 200 answer, which parses every 200
 body completely a second time before the real parse, by a look at the body's first
@@ -15,7 +15,7 @@ element (`error_in_200`): a 200 whose root element is ``<Error>`` still becomes 
 and is retried; a body cut short still fails the real parse, which is translated into
 a retryable error (`gcd.storage.s3errors`).
 
-The two hot operations take a lean path (`gcd.storage.s3xml`, bench/RESULTS.md §18):
+The two hot operations take a lean path (`gcd.storage.s3xml`, bench/RESULTS.md §21):
 a 2xx ListObjectsV2 or DeleteObjects answer is read directly by the standard library's
 expat parser (this session's parser factory hands every other answer, and every error,
 to botocore's parser), and the DeleteObjects body is written directly and put in place

@@ -4,7 +4,7 @@ This JSON document is the whole contract between a partition's publisher and eve
 sweeper, so it is parsed strictly: a record that does not decode exactly is reported
 as malformed, and a malformed record makes the global safe epoch undefined (the
 sweepers then delete nothing). Writers in other languages produce the same document;
-see docs/integration.md.
+see docs/etcd-contract.md.
 
     {"version": 1, "partition": "orders/0", "watermark": 41, "window": [42, 43],
      "owner": "publisher-a", "owner_epoch": 3, "created_epoch": 40,

@@ -38,7 +38,7 @@ _FAST = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length and
 _SLOW = [pytest.mark.slow, pytest.mark.timeout(3600)]
 _UNFOUND = {
     "owner-blind-publisher": "not found in 56 s of CPU: the record watch leaves a stale "
-    "owner only its release's final publish (bench/RESULTS.md section 21)",
+    "owner only its release's final publish (bench/RESULTS.md section 25)",
 }
 
 
@@ -54,7 +54,7 @@ def _marks(name: str, fast: tuple[str, ...]) -> object:
 
 DEFAULT_STATES, DEFAULT_TRANSITIONS = 3205, 6644
 """`gcd simulate --exhaustive` (the default scope) on the real code: distinct states and
-transitions, the same on every run (bench/RESULTS.md section 19)."""
+transitions, the same on every run (bench/RESULTS.md section 25)."""
 
 
 def test_every_broken_variant_has_a_scope() -> None:
