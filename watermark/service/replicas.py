@@ -9,12 +9,12 @@ the namespace, all on the replica's one etcd lease:
 
 A `ReplicaSet` runs two loops beside the publisher:
 
-- Lease. Refreshed every TTL/4. The publisher is told how long the lease is certainly
-  alive (`Publisher.owned_until` = when the last successful refresh was *sent* + TTL -
-  a margin), and drops every partition on its own once that passes without a renewal,
-  before etcd can expire the lease and another replica adopt them. A lease found gone
-  (or lapsed) is counted, revoked if it still exists, and replaced: the replica
-  announces itself again and re-claims its share.
+- Lease (a `watermark.etcd.session.LeaseSession`), refreshed every TTL/4. The publisher
+  is told how long the lease is certainly alive (`Publisher.owned_until` = when the last
+  successful refresh was *sent* + TTL - a margin), and drops every partition on its own
+  once that passes without a renewal, before etcd can expire the lease and another
+  replica adopt them. A lease found gone (or lapsed) is counted, revoked if it still
+  exists, and replaced: the replica announces itself again and re-claims its share.
 - Rounds. Each round reads ``{ns}/replicas/`` in one range read (members and claims at
   one revision), asks `assignment.plan` what to do and does it: claims (batched
   create-if-absent transactions) and then adopts its partitions, hands over the ones
@@ -76,6 +76,7 @@ from watermark.core.assignment import (
 from watermark.core.fleet import FleetUrls
 from watermark.core.kv import KV, Compare, Delete, KeyValue, Put
 from watermark.errors import ConfigError, InvalidRecord, L0gcError, LeaseExpired, NoOwner
+from watermark.etcd.session import LeaseSession
 from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
@@ -220,11 +221,12 @@ class ReplicaSet:
             settings.leave_wait_s + settings.linger_s + 2 * settings.lease_ttl_s
         )
         """How long a claim may outlive its member record (a leaving replica's handover)."""
-        self._lease: int | None = None
+        self._session = LeaseSession(kv, settings.lease_ttl_s, clock=clock,
+                                     margin_s=min(1.0, settings.lease_ttl_s / 4),
+                                     on_lost=self._lost)  # fmt: skip
         self._announced = False
         self._member_revision = 0
         self._leaving = False
-        self._margin_s = min(1.0, settings.lease_ttl_s / 4)
         self.view: View | None = None
         self._view_seq = 0
         self._rounds_started = 0
@@ -271,27 +273,23 @@ class ReplicaSet:
     @property
     def identity(self) -> Identity:
         """This process as claims name it (lease 0 while it holds none)."""
-        return Identity(self.settings.member_id, self._lease or 0)
+        return Identity(self.settings.member_id, self._session.lease or 0)
 
     # -- lease and membership ------------------------------------------------------------
 
-    def _extend(self, sent_at: float) -> None:
-        self._publisher.owned_until = sent_at + self.settings.lease_ttl_s - self._margin_s
-
     def _lease_valid(self) -> bool:
         until = self._publisher.owned_until
-        return self._lease is not None and until is not None and self._clock() < until
+        return self._session.lease is not None and until is not None and self._clock() < until
 
     async def join(self) -> None:
         """Take a lease and announce this replica (raise what etcd raises)."""
-        if self._lease is None:
-            sent = self._clock()
-            self._lease = await self._kv.lease_grant(self.settings.lease_ttl_s)
-            self._extend(sent)
+        if self._session.lease is None:
+            await self._session.grant()
+            self._publisher.owned_until = self._session.until
             self._announced = False
-        if self._announced or self._leaving:
+        lease = self._session.lease
+        if self._announced or self._leaving or lease is None:
             return
-        lease = self._lease
         raw = self._record.encode(self._wall_clock())
         put = Put(self._member_key, raw, lease)
         result = await self._kv.txn([Compare(self._member_key, 0)], [put])
@@ -319,9 +317,9 @@ class ReplicaSet:
         )
         self._wake.set()
 
-    def _lost(self, reason: str) -> None:
-        """The lease is gone or lapsed: drop everything, forget the lease."""
-        lease, self._lease = self._lease, None
+    def _lost(self, lease: int | None, reason: str) -> None:
+        """The lease is gone or lapsed (`LeaseSession.lost`, which forgot it): drop
+        everything, revoke the lease in the background."""
         self._announced = False
         self._publisher.owned_until = self._clock()
         self._publisher.lapsed()  # drops every partition now
@@ -329,38 +327,26 @@ class ReplicaSet:
         self._metrics.replica_member.set(0)
         _log.warning("watermark.replica_lease_lost", member=self.settings.member_id, reason=reason)
         if lease is not None:
-            task = asyncio.create_task(self._revoke(lease))
+            task = asyncio.create_task(self._session.revoke_lease(lease))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-
-    async def _revoke(self, lease: int) -> None:
-        with contextlib.suppress(L0gcError):
-            await self._kv.lease_revoke(lease)
 
     async def keep_lease(self) -> None:
         """One keepalive step: refresh the lease (or find it gone or lapsed, and replace
         it), and announce this replica if it is not yet. etcd failures are logged."""
+        session = self._session
         try:
-            if self._lease is not None:
-                sent = self._clock()
-                if await self._kv.lease_refresh(self._lease):
-                    self._extend(sent)
-                else:
-                    self._lost("lease expired in etcd")
-            if self._lease is not None and not self._lease_valid():
-                self._lost("lease not renewed in time")
+            if await session.refresh():  # False: none held, or gone (then `_lost`)
+                self._publisher.owned_until = session.until
+            if session.lease is not None and not self._lease_valid():
+                session.lost("lease not renewed in time")
             await self.join()
         except LeaseExpired:
-            self._lost("lease expired in etcd")
+            session.lost("lease expired in etcd")
         except L0gcError as exc:
             _log.warning("watermark.replica_lease_failed", error=str(exc))
-            if self._lease is not None and not self._lease_valid():
-                self._lost("lease not renewed in time")
-
-    async def _keep_lease_loop(self) -> None:
-        while True:
-            await self.keep_lease()
-            await asyncio.sleep(self.settings.lease_ttl_s / 4)
+            if session.lease is not None and not self._lease_valid():
+                session.lost("lease not renewed in time")
 
     # -- rounds --------------------------------------------------------------------------
 
@@ -531,9 +517,9 @@ class ReplicaSet:
         """Create the claims of `partitions` on this lease; return the ones now held."""
         now = self._clock()
         wanted = [p for p in partitions if self._retry_at.get(p, (0.0, 0.0))[0] <= now]
-        if not wanted or self._lease is None:
+        lease, claimed = self._session.lease, []
+        if not wanted or lease is None:
             return []
-        lease, claimed = self._lease, []
         value = ClaimRecord(self.settings.member_id, lease).encode()
         for start in range(0, len(wanted), _CLAIM_BATCH):
             batch = wanted[start : start + _CLAIM_BATCH]
@@ -667,7 +653,9 @@ class ReplicaSet:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Join, run rounds until `stop`, then leave (hand over, revoke the lease)."""
-        keeper = asyncio.create_task(self._keep_lease_loop(), name="replica-lease")
+        keeper = asyncio.create_task(self._session.keep_alive(
+            every_s=self.settings.lease_ttl_s / 4, step=self.keep_lease, first=True,
+        ), name="replica-lease")  # fmt: skip
         try:
             while not stop.is_set():
                 await self.run_round()
@@ -680,10 +668,8 @@ class ReplicaSet:
             for task in list(self._tasks):
                 with contextlib.suppress(asyncio.CancelledError, L0gcError):
                     await task
-            lease, self._lease = self._lease, None
             self._metrics.replica_member.set(0)
-            if lease is not None:
-                await self._revoke(lease)
+            await self._session.revoke()
 
     async def leave(self) -> None:
         """Stop being a member: hand over every partition, wait (bounded) until the
