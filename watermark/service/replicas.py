@@ -15,13 +15,14 @@ A `ReplicaSet` runs two loops beside the publisher:
   once that passes without a renewal, before etcd can expire the lease and another
   replica adopt them. A lease found gone (or lapsed) is counted, revoked if it still
   exists, and replaced: the replica announces itself again and re-claims its share.
-- Rounds. Each round reads ``{ns}/replicas/`` in one range read (members and claims at
-  one revision), asks `assignment.plan` what to do and does it: claims (batched
-  create-if-absent transactions) and then adopts its partitions, hands over the ones
-  assigned elsewhere in the background (`Publisher.hand_over`: close, drain, sealed
-  publish, drop; then the claim is deleted), drops the ones whose claim it lost. A round
-  runs every `interval_s`, and every `fast_interval_s` while anything is in motion (a
-  request waiting for an owner, a handover, a partition assigned here but still claimed
+- Rounds. Each round reads ``{ns}/replicas/`` in one range read
+  (`watermark.service.replica_view`) (members and claims at one revision), asks
+  `assignment.plan` what to do and does it: claims (batched create-if-absent
+  transactions) and then adopts its partitions, hands over the ones assigned elsewhere
+  in the background (`Publisher.hand_over`: close, drain, sealed publish, drop; then the
+  claim is deleted), drops the ones whose claim it lost. A round runs every
+  `interval_s`, and every `fast_interval_s` while anything is in motion (a request
+  waiting for an owner, a handover, a partition assigned here but still claimed
   elsewhere, leaving).
 
 Fleet (`--fleet-urls`, `watermark.core.fleet`): a member record whose address is outside
@@ -67,18 +68,17 @@ from watermark.core.assignment import (
     RouteKind,
     View,
     check_member_id,
-    decode_claim,
-    decode_member,
     plan,
     route,
     validate_address,
 )
 from watermark.core.fleet import FleetUrls
-from watermark.core.kv import KV, Compare, Delete, KeyValue, Put
-from watermark.errors import ConfigError, InvalidRecord, L0gcError, LeaseExpired, NoOwner
+from watermark.core.kv import KV, Compare, Delete, Put
+from watermark.errors import ConfigError, L0gcError, LeaseExpired, NoOwner
 from watermark.etcd.session import LeaseSession
 from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
+from watermark.service.replica_view import ViewReader
 
 __all__ = [
     "ADOPTION_ALLOWANCE_S",
@@ -207,20 +207,20 @@ class ReplicaSet:
         self._clock = clock
         self._wall_clock = wall_clock
         self._metrics = publisher.metrics
-        prefix = f"{store.namespace}/replicas/"
-        self.members_prefix = prefix + "members/"
-        self.claims_prefix = prefix + "claims/"
-        self._prefix = prefix
-        self._member_key = self.members_prefix + settings.member_id
         self._partitions = frozenset(settings.partitions)
         self._record = MemberRecord(settings.member_id, settings.address, self._partitions)
-        self._fleet = settings.fleet or FleetUrls.default_for(settings.address)
-        self._foreign: dict[str, int] = {}  # partition -> revision: claims of ignored members
-        self._orphan_since: dict[str, tuple[int, float]] = {}  # partition -> (revision, seen)
         self.orphan_grace_s = (
             settings.leave_wait_s + settings.linger_s + 2 * settings.lease_ttl_s
         )
         """How long a claim may outlive its member record (a leaving replica's handover)."""
+        self._reader = ViewReader(
+            kv, store.namespace, self._partitions,
+            settings.fleet or FleetUrls.default_for(settings.address),
+            orphan_grace_s=self.orphan_grace_s, metrics=self._metrics, clock=clock,
+        )  # fmt: skip
+        self.members_prefix = self._reader.members_prefix
+        self.claims_prefix = self._reader.claims_prefix
+        self._member_key = self.members_prefix + settings.member_id
         self._session = LeaseSession(kv, settings.lease_ttl_s, clock=clock,
                                      margin_s=min(1.0, settings.lease_ttl_s / 4),
                                      on_lost=self._lost)  # fmt: skip
@@ -230,10 +230,6 @@ class ReplicaSet:
         self.view: View | None = None
         self._view_seq = 0
         self._rounds_started = 0
-        self._claim_revisions: dict[str, int] = {}
-        self._decoded: dict[tuple[str, int], MemberRecord | ClaimRecord | InvalidRecord] = {}
-        self._reported: set[tuple[str, int]] = set()
-        self._assignment_key: tuple[tuple[str, int, str], ...] = ()
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending = False
@@ -248,7 +244,7 @@ class ReplicaSet:
     @property
     def fleet(self) -> FleetUrls:
         """The addresses a member may have to count (--fleet-urls or the default)."""
-        return self._fleet
+        return self._reader.fleet
 
     @property
     def address(self) -> str:
@@ -260,7 +256,7 @@ class ReplicaSet:
         ConfigError if it is outside --fleet-urls."""
         fleet = self.settings.fleet
         if fleet is None:
-            self._fleet = FleetUrls.default_for(validate_address(address))
+            self._reader.fleet = FleetUrls.default_for(validate_address(address))
         elif not fleet.allows(address):
             raise ConfigError(
                 f"this replica's address {address} is not in --fleet-urls {fleet.spec}: the "
@@ -350,116 +346,12 @@ class ReplicaSet:
 
     # -- rounds --------------------------------------------------------------------------
 
-    async def _read_view(self) -> View:
-        result = await self._kv.range_prefix(self._prefix)
-        members: dict[str, MemberRecord] = {}
-        claims: dict[str, ClaimRecord] = {}
-        problems: list[str] = []
-        revisions: dict[str, int] = {}
-        ignored: set[str] = set()
-        for item in result.items:
-            decoded = self._decode(item)
-            if isinstance(decoded, InvalidRecord):
-                problems.append(str(decoded))
-                if (item.key, item.mod_revision) not in self._reported:
-                    self._reported.add((item.key, item.mod_revision))
-                    _log.error("watermark.replica_record_invalid", key=item.key, error=str(decoded))
-            elif isinstance(decoded, MemberRecord):
-                if self._fleet.allows(decoded.address):
-                    members[decoded.member_id] = decoded
-                    continue
-                ignored.add(decoded.member_id)
-                if (item.key, item.mod_revision) not in self._reported:
-                    self._reported.add((item.key, item.mod_revision))
-                    self._metrics.members_ignored.inc()
-                    _log.error(
-                        "watermark.replica_member_ignored",
-                        key=item.key,
-                        address=decoded.address[:100],
-                        fleet=self._fleet.spec,
-                        detail="its address is outside --fleet-urls: no redirect goes there "
-                        "and no partition is assigned to it; its claims are removed",
-                    )
-            else:
-                partition = item.key[len(self.claims_prefix) :]
-                claims[partition] = decoded
-                revisions[partition] = item.mod_revision
-        self._foreign = {
-            p: revisions.pop(p) for p, c in list(claims.items())
-            if c.member_id in ignored or self._orphaned(p, c, revisions[p], members)
-        }  # fmt: skip
-        for partition in self._foreign:
-            del claims[partition]
-        self._claim_revisions = revisions
-        view = View(result.revision, members, claims, tuple(problems))
-        key = tuple(sorted((m.member_id, m.lease, m.spec) for m in members.values()))
-        if self.view is not None and key == self._assignment_key:
-            view = view.with_assignment(self.view.assignment)
-        self._assignment_key = key
-        return view
-
-    def _orphaned(
-        self, partition: str, claim: ClaimRecord, revision: int,
-        members: dict[str, MemberRecord],
-    ) -> bool:  # fmt: skip
-        """True for a claim whose member has had no member record for longer than a
-        leaving replica's whole handover takes (`orphan_grace_s`): its holder is gone or
-        was never a replica, and keeping it would strand the partition until its lease
-        ends (a lease someone keeps alive: forever)."""
-        if claim.member_id in members:
-            self._orphan_since.pop(partition, None)
-            return False
-        seen = self._orphan_since.get(partition)
-        now = self._clock()
-        if seen is None or seen[0] != revision:
-            self._orphan_since[partition] = (revision, now)
-            return False
-        if now - seen[1] < self.orphan_grace_s:
-            return False
-        if (self.claims_prefix + partition, revision) not in self._reported:
-            self._reported.add((self.claims_prefix + partition, revision))
-            _log.warning("watermark.replica_orphan_claim", partition=partition,
-                         member=claim.member_id[:100], seconds=round(now - seen[1], 1))  # fmt: skip
-        return True
-
-    async def _remove_foreign_claims(self) -> None:
-        """Delete the claims of ignored members on partitions of ours (each only if
-        unchanged), so that the replica the assignment picks can claim them."""
-        for partition, revision in sorted(self._foreign.items()):
-            if partition not in self._partitions:
-                continue
-            key = self.claims_prefix + partition
-            if (await self._kv.txn([Compare(key, revision)], [Delete(key)])).succeeded:
-                _log.warning("watermark.replica_foreign_claim_removed", partition=partition)
-
-    def _decode(self, item: KeyValue) -> MemberRecord | ClaimRecord | InvalidRecord:
-        cache_key = (item.key, item.mod_revision)
-        known = self._decoded.get(cache_key)
-        if known is not None:
-            return known
-        decoded: MemberRecord | ClaimRecord | InvalidRecord
-        try:
-            if item.key.startswith(self.members_prefix):
-                key_id = item.key[len(self.members_prefix) :]
-                decoded = decode_member(item.value, key_id=key_id, lease=item.lease)
-            elif item.key.startswith(self.claims_prefix):
-                partition = item.key[len(self.claims_prefix) :]
-                decoded = decode_claim(item.value, partition=partition, lease=item.lease)
-            else:
-                decoded = InvalidRecord(f"unexpected key {item.key!r:.80} under {self._prefix}")
-        except InvalidRecord as exc:
-            decoded = exc
-        if len(self._decoded) > 4 * (len(self._partitions) + 64):
-            self._decoded.clear()
-        self._decoded[cache_key] = decoded
-        return decoded
-
     async def run_round(self) -> Plan | None:
         """Read the view and act on it once; None if etcd could not be read."""
         self._rounds_started += 1
         seq = self._rounds_started
         try:
-            view = await self._read_view()
+            view = await self._reader.read(self.view)
         except L0gcError as exc:
             _log.warning("watermark.replica_round_failed", error=str(exc))
             return None
@@ -478,8 +370,8 @@ class ReplicaSet:
             self._start_hand_over(decided.hand_over)
         try:
             await self._delete_claims(decided.unclaim)
-            if self._foreign and self._lease_valid() and self._announced:
-                await self._remove_foreign_claims()
+            if self._reader.foreign and self._lease_valid() and self._announced:
+                await self._reader.remove_foreign_claims()
             if self._lease_valid() and self._announced:
                 claimed = await self._claim(decided.claim)
                 await self._adopt([*decided.adopt, *claimed])
@@ -595,7 +487,7 @@ class ReplicaSet:
 
     async def _delete_claims(self, partitions: Sequence[str]) -> None:
         """Delete this replica's claims of `partitions` (each only if unchanged)."""
-        revisions = self._claim_revisions
+        revisions = self._reader.claim_revisions
         ops = [(self.claims_prefix + p, revisions[p]) for p in partitions if p in revisions]
         for start in range(0, len(ops), _CLAIM_BATCH):
             batch = ops[start : start + _CLAIM_BATCH]
