@@ -70,7 +70,7 @@ from gcd.sweep.safety import WatermarkSource, read_admission
 from gcd.sweep.sweeper import Sweeper
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import ConfigError, L0gcError
-from watermark.service.signals import STOP_SIGNALS, StopSignals
+from watermark.service.signals import STOP_SIGNALS, StopOnSignals
 
 __all__ = [
     "Daemon",
@@ -534,7 +534,7 @@ async def serve(daemon: Daemon, host: str, port: int, *, handle_signals: bool = 
     bound = runner.addresses[0][1] if runner.addresses else port
     log.info("daemon.http_listening", host=host, port=bound)
     signals = STOP_SIGNALS if handle_signals else ()
-    stopper = StopSignals(daemon.stop,
+    stopper = StopOnSignals(daemon.stop,
                           on_signal=lambda signum: log.info("daemon.stopping", signal=signum.name))
     try:
         with stopper.installed(signals):

@@ -7,12 +7,12 @@ command's loops watch; what a *repeated* signal does differs (a second Ctrl-C le
 once with exit 130; a second signal aborts a demo). Each used to install and remove its
 own loop handlers. Here:
 
-- `StopSignals(stop, on_signal=..., again=...)`: the handler. Each stop signal is
+- `StopOnSignals(stop, on_signal=..., again=...)`: the handler. Each stop signal is
   recorded in `received` (in order), reported to `on_signal` (log it) and sets `stop`;
   once one was received, `again(signum)` is asked first and, when it returns True, has
   handled the repeat alone (`interrupt_on_second_ctrl_c` raises KeyboardInterrupt out of
   the event loop for a second SIGINT).
-- `StopSignals.installed(signals, extra=...)`: the handlers on the running loop while a
+- `StopOnSignals.installed(signals, extra=...)`: the handlers on the running loop while a
   block runs, removed after it (`extra`: other signals, e.g. SIGHUP to reload tokens).
   An empty `signals` installs nothing (a command embedded in another process).
 - Before the loop runs (or while stopping child servers), `ignored(...)` holds the stop
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 __all__ = [
     "STOP_SIGNALS",
-    "StopSignals",
+    "StopOnSignals",
     "ignored",
     "interrupt_on_second_ctrl_c",
     "sigterm_as_interrupt",
@@ -48,7 +48,7 @@ def interrupt_on_second_ctrl_c(signum: signal.Signals) -> bool:
     return False
 
 
-class StopSignals:
+class StopOnSignals:
     """Stop signals as a clean stop of `stop`; see the module docstring."""
 
     def __init__(
@@ -83,7 +83,7 @@ class StopSignals:
         signals: Iterable[signal.Signals] = STOP_SIGNALS,
         *,
         extra: Mapping[signal.Signals, Callable[[], object]] | None = None,
-    ) -> Iterator[StopSignals]:
+    ) -> Iterator[StopOnSignals]:
         """Handle `signals` (and `extra`) on the running loop while the block runs."""
         loop = asyncio.get_running_loop()
         installed: list[signal.Signals] = []

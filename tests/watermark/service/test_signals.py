@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from watermark.service.signals import (
-    StopSignals,
+    StopOnSignals,
     ignored,
     interrupt_on_second_ctrl_c,
     sigterm_as_interrupt,
@@ -23,7 +23,7 @@ async def test_a_real_sigterm_sets_stop_and_the_handlers_go_after_the_block() ->
     stop = asyncio.Event()
     seen: list[str] = []
     hup = asyncio.Event()
-    stopper = StopSignals(stop, on_signal=lambda signum: seen.append(signum.name))
+    stopper = StopOnSignals(stop, on_signal=lambda signum: seen.append(signum.name))
     loop = asyncio.get_running_loop()
     with stopper.installed(extra={signal.SIGHUP: hup.set}):
         os.kill(os.getpid(), signal.SIGHUP)
@@ -42,7 +42,7 @@ def test_a_second_ctrl_c_interrupts_and_a_second_sigterm_stops_again() -> None:
     """With `interrupt_on_second_ctrl_c`: SIGTERM then SIGTERM are two stops; a SIGINT
     after them raises KeyboardInterrupt and is not recorded as a stop."""
     stop = asyncio.Event()
-    stopper = StopSignals(stop, again=interrupt_on_second_ctrl_c)
+    stopper = StopOnSignals(stop, again=interrupt_on_second_ctrl_c)
     stopper(signal.SIGTERM)
     stopper(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt):
@@ -55,7 +55,7 @@ def test_an_again_handler_that_takes_the_repeat_sets_nothing_more() -> None:
     """A repeat `again` handles (a demo aborting) is neither recorded nor reported."""
     aborted: list[signal.Signals] = []
     reported: list[signal.Signals] = []
-    stopper = StopSignals(asyncio.Event(), on_signal=reported.append,
+    stopper = StopOnSignals(asyncio.Event(), on_signal=reported.append,
                           again=lambda signum: aborted.append(signum) is None)  # fmt: skip
     stopper(signal.SIGINT)
     stopper(signal.SIGTERM)
@@ -66,7 +66,7 @@ def test_an_again_handler_that_takes_the_repeat_sets_nothing_more() -> None:
 async def test_no_signals_installs_nothing() -> None:
     """An empty signal list (a command embedded in another process) leaves the loop be."""
     loop = asyncio.get_running_loop()
-    with StopSignals(asyncio.Event()).installed(()):
+    with StopOnSignals(asyncio.Event()).installed(()):
         assert not loop.remove_signal_handler(signal.SIGTERM)
 
 
