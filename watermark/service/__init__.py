@@ -3,9 +3,11 @@
 Lives here: `guard` (`FencingGuard`: the asyncio shell of `watermark.core.fencelock`),
 `hosted` (one partition: GC state, guard, commits), `publisher` (`Publisher`: hosts
 partitions and publishes M(p)), `ticker` (the cluster epoch ticker), `replicas`
-(replicated publishers under etcd leases), `clock` (the writers' cached epoch clock),
-`metrics` (Prometheus metrics, fed by the core's events through hooks), `eventlog` (the
-logging hook: one fixed log event name per core event).
+(replicated publishers under etcd leases), `replica_view` (what a replica reads of the
+others), `liveness` (a non-replicated publisher's liveness key), `clock` (the writers'
+cached epoch clock), `metrics` (Prometheus metrics, fed by the core's events through
+hooks), `eventlog` (the logging hook: one fixed log event name per core event),
+`signals` (stop signals of every long-running command, gcd's too).
 
 May import: `watermark.errors`, `watermark.core`, `watermark.options`, `watermark.logs`,
 `watermark.etcd`.
