@@ -56,7 +56,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 import structlog
@@ -88,6 +88,7 @@ from gcd.storage.s3xml import (
     read_listing,
     refuse_doctype,
 )
+from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError, L0gcError
 
 __all__ = ["FEATURES_TTL_S", "SINGLE_DELETES_IN_FLIGHT", "S3ObjectStore", "S3Settings",
@@ -110,14 +111,19 @@ S3 model, which each new session would otherwise read and parse again (~0.1 s of
 
 @dataclass(frozen=True, slots=True)
 class S3Settings:
-    """Where the bucket is and how to talk to it."""
+    """Where the bucket is and how to talk to it (one of `gcd.storage.open.StoreSettings`)."""
 
+    kind: ClassVar[str] = "s3"
     bucket: str
     endpoint_url: str | None = None
     region: str | None = None
     max_pool_connections: int = 16
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
+
+    def target(self, root: str) -> StorageTarget:
+        """The bucket and `root` as a namespace binding and the deletion journal name them."""
+        return StorageTarget(self.bucket, root, self.endpoint_url)
 
     def __post_init__(self) -> None:
         if not self.bucket or self.bucket != self.bucket.strip() or "/" in self.bucket:

@@ -13,10 +13,10 @@ import boto3
 import pytest
 
 from gcd.cli.main import main
-from gcd.cli.sweep import watermark_source
 from gcd.rules.layout import KeyLayout
-from gcd.storage.open import open_objects, target_of
 from gcd.storage.s3 import S3Settings
+from gcd.sweep.runtime import SweepRuntime, SweepSettings
+from gcd.sweep.sweeper import RoundConfig
 from gcd.testing.local_servers import LocalEtcd, LocalS3
 from tests.waiting import wait_until
 from watermark import exitcodes
@@ -89,16 +89,14 @@ async def test_status_shows_what_a_running_sweeper_detected(
     versioned moto bucket), and `gcd status` shows it beside the sweeper."""
     etcd = EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace)
     s3 = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
-    async with open_objects(s3, None) as objects:
-        source = watermark_source(etcd, target=target_of(s3, None, "level_zero/data"),
-                                  objects=objects, shard=(0, 1), shard_ttl_s=3)  # fmt: skip
-        async with source:
-            await objects.detect()
+    settings = SweepSettings(RoundConfig(layout=LAYOUT), s3, etcd, shard_ttl_s=3)  # fmt: skip
+    async with SweepRuntime.open(settings) as runtime:  # announces shard 0 of 1 while open
+        await runtime.sweeper.store.detect()
 
-            async def shown() -> bool:
-                await asyncio.to_thread(main, ["status", "--etcd", etcd_server.endpoint,
-                                               "--namespace", namespace])  # fmt: skip
-                return ("store          versioning Enabled, object lock off, listing ordered"
-                        in capsys.readouterr().out)  # fmt: skip
+        async def shown() -> bool:
+            await asyncio.to_thread(main, ["status", "--etcd", etcd_server.endpoint,
+                                           "--namespace", namespace])  # fmt: skip
+            return ("store          versioning Enabled, object lock off, listing ordered"
+                    in capsys.readouterr().out)  # fmt: skip
 
-            await wait_until(shown, timeout_s=15, what="gcd status shows the detection")
+        await wait_until(shown, timeout_s=15, what="gcd status shows the detection")
