@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import subprocess
 import sys
@@ -149,6 +150,12 @@ def test_one_sweep_round_opens_one_etcd_connection(
         assert summary["deleted"] == len(garbage)
         assert keys - s3_server.keys(bucket) == garbage
         assert (history, len(anchors)) == ([], 1)
+        # The journal records the target the namespace is bound to (its kind too).
+        (segment,) = (tmp_path / "journal").glob("journal-*.jsonl")
+        header = json.loads(segment.read_text().splitlines()[0])
+        target = S3Settings(bucket, s3_server.endpoint_url).target(ROOT)
+        assert {k: header[k] for k in ("kind", "bucket", "root", "endpoint_url")} == {
+            "kind": "s3", "bucket": bucket, "root": ROOT, "endpoint_url": target.endpoint_url}
 
 
 def test_a_namespace_with_nothing_stored_is_refused_on_that_one_connection(
