@@ -6,35 +6,35 @@ sized for the sweeper's concurrency. Credentials come from botocore's standard c
 or logs them. botocore's own retries are OFF: the sweeper owns retries and backoff
 (`gcd.storage.retry`), so every retry is paced and counted.
 
-Client CPU (`bench/RESULTS.md` §10): the client skips botocore's validation of request
-parameters (the sweeper builds every request, S3 checks them anyway), and replaces
-botocore's check for an error inside a 200 answer (a second full parse of every body)
-by a look at the body's first element (`error_in_200`): a 200 whose root is ``<Error>``
-still becomes a retried 500; a body cut short still fails the real parse, translated
-into a retryable error (`gcd.storage.s3errors`).
+Client CPU (`bench/RESULTS.md` §12): the client skips botocore's validation of request
+parameters (the sweeper builds every request itself, and S3 checks them anyway), and
+replaces botocore's check for an S3 error inside a 200 answer, which parses every 200
+body completely a second time before the real parse, by a look at the body's first
+element (`error_in_200`): a 200 whose root element is ``<Error>`` still becomes a 500
+and is retried; a body cut short still fails the real parse, which is translated into
+a retryable error (`gcd.storage.s3errors`).
 
-The two hot operations take a lean path (`gcd.storage.s3xml`, bench/RESULTS.md §18):
+The two hot operations take a lean path (`gcd.storage.s3xml`, bench/RESULTS.md §21):
 a 2xx ListObjectsV2 or DeleteObjects answer is read directly by the standard library's
 expat parser (this session's parser factory hands every other answer, and every error,
-to botocore's parser), and the DeleteObjects body is written directly in place of
-botocore's (`lean_delete_params`, `lean_delete_body`) before the checksum is taken;
+to botocore's parser), and the DeleteObjects body is written directly and put in place
+of botocore's (`lean_delete_params`, `lean_delete_body`) before the checksum is taken.
 botocore still signs and sends every request and raises every error.
 
 Library exceptions become `StorageError` here (`gcd.storage.s3errors.translate_error`,
 shared with the Spark executors): the S3 error code (or the HTTP status, or
 "ConnectionError"/"Timeout") and whether a retry may help.
 
-How stores differ (docs/stores.md) is handled here: `detect` reads versioning
-(GetBucketVersioning) and Object Lock (GetObjectLockConfiguration) once, cached for
-`FEATURES_TTL_S`, and takes a directory bucket (a name ending ``--x-s3``, S3 Express)
-for a store whose listings are unordered; `list_versions_page` is ListObjectVersions
-in `list_page`'s shape; `delete_batch` takes targets (`gcd.rules.versions`) and sends
-their version ids, with a Content-MD5 header (servers of the MinIO era, Ceph RGW and
-others refuse a DeleteObjects without one; botocore >= 1.36 sends a CRC32 instead, and
-computes checksums only where an operation requires one: ``when_required``). When
-DeleteObjects answers NotImplemented (GCS's XML API), the store says so once in the log
-and deletes each key with its own DeleteObject from then on, `SINGLE_DELETES_IN_FLIGHT`
-at a time, under the deleter's pacing (it paid one token per key already).
+How stores differ (docs/stores.md) is handled here: `detect` reads versioning and
+Object Lock once (cached for `FEATURES_TTL_S`), and takes a directory bucket (a name
+ending ``--x-s3``, S3 Express) for a store whose listings are unordered;
+`list_versions_page` is ListObjectVersions in `list_page`'s shape; `delete_batch` takes
+targets (`gcd.rules.versions`) and sends their version ids, with a Content-MD5 header
+(MinIO-era servers, Ceph RGW and others refuse a DeleteObjects without one; botocore
+>= 1.36 sends a CRC32 instead, and only where an operation requires a checksum:
+``when_required``). When DeleteObjects answers NotImplemented (GCS's XML API), the
+store says so once in the log and deletes each key with its own DeleteObject from then
+on, `SINGLE_DELETES_IN_FLIGHT` at a time, under the deleter's pacing.
 
 `preflight` lists the root once before a command's first round (3 tries, 3 s to
 connect): what only the operator can fix becomes one `ConfigError` (exit 2) in seconds.
