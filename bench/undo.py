@@ -44,7 +44,6 @@ from typing import Any
 import structlog
 
 from bench.common import Goal, Report, Scale, Table, median
-from gcd.cli.undo import LEDGER_MARGIN_S
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
@@ -52,6 +51,7 @@ from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.events import BatchAttempt, BatchOutcome, DeleteBasis
 from gcd.sweep.journal import JournalWriter, read_journal_objects
+from gcd.sweep.runtime import LEDGER_MARGIN_S
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.sweep.undo import UndoKeeper
 from gcd.testing.faultproxy import FaultProxy

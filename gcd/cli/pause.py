@@ -29,7 +29,7 @@ from typing import Any
 
 from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import write_json
-from gcd.cli.status import empty_namespace
+from gcd.sweep.runtime import empty_namespace
 from watermark import exitcodes
 from watermark.core.display import printable
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv

@@ -50,6 +50,7 @@ from typing import Any, Final
 from gcd.cli.fleet import FleetStatus, read_fleet
 from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import human_age, write_json
+from gcd.sweep.runtime import empty_namespace
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark import exitcodes
 from watermark.core.binding import Binding
@@ -70,7 +71,6 @@ __all__ = [
     "StatusReport",
     "add_arguments",
     "build_report",
-    "empty_namespace",
     "is_empty",
     "render_text",
     "run",
@@ -232,14 +232,6 @@ def is_empty(view: GcView, fleet: FleetStatus | None = None) -> bool:
     return (view.cluster_epoch_raw is None and not view.partitions
             and view.binding_raw is None and not view.paused and not view.sweepers
             and fleet_empty)  # fmt: skip
-
-
-def empty_namespace(namespace: str) -> ConfigError:
-    """The error for a namespace with nothing stored under it (exit 2)."""
-    return ConfigError(
-        f"nothing is stored under {namespace}/ in this etcd: is --namespace right? "
-        "(check the name, e.g. with etcdctl get --prefix --keys-only /)"
-    )
 
 
 def _binding(view: GcView, namespace: str) -> dict[str, Any]:

@@ -5,7 +5,8 @@ Lives here: `sweeper` (one round: list, decide, delete), `deleter` (batched dele
 `gcd.rules.admission`), `daemon` (rounds forever), `shards` (which sweeper owns which
 prefixes), `binding` (checking the namespace's binding to its storage), `journal` and
 `journal_check` (the deletion journal and its verification), `events`, `report` and
-`metrics`.
+`metrics`, and `runtime` (a sweep assembled on one etcd client: store, watermark source,
+shard announcement, journal; one round or forever).
 
 May import: `watermark` (below its API), `gcd.errors`, `gcd.rules`,
 `gcd.storage`.

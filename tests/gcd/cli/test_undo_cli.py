@@ -19,9 +19,9 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.cli.status import _undo_line
-from gcd.cli.undo import undo_fields
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.mhistory import history_prefix
+from gcd.sweep.runtime import undo_fields
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.testing.local_servers import LocalEtcd
 from tests.conftest import S3Server

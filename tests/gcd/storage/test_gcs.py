@@ -27,7 +27,7 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.gcs import GcsObjectStore
 from gcd.storage.gcssettings import GcsSettings
-from gcd.storage.open import preflight_storage
+from gcd.storage.open import preflight_store
 from gcd.storage.retry import Retrier
 from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
@@ -366,7 +366,7 @@ async def test_preflight_says_what_the_operator_must_fix(gcs_server: LocalGcs) -
     """A missing bucket, a refused listing (403), an unreachable endpoint: one ConfigError
     each, naming the bucket and the fix."""
     with pytest.raises(ConfigError, match=r"GCS bucket 'no-such-bucket' .* does not exist"):
-        await preflight_storage(None, None, ROOT, gcs=settings(gcs_server, "no-such-bucket"))
+        await preflight_store(settings(gcs_server, "no-such-bucket"), ROOT)
 
     async def forbidden(request: web.Request) -> web.Response:
         error = {"code": 403, "message": "no storage.objects.list",
@@ -375,10 +375,10 @@ async def test_preflight_says_what_the_operator_must_fix(gcs_server: LocalGcs) -
 
     async with fake_gcs(forbidden) as url:
         with pytest.raises(ConfigError, match=r"was refused \(forbidden\).*storage.objects.list"):
-            await preflight_storage(None, None, ROOT, gcs=GcsSettings("bkt", url, anonymous=True))
+            await preflight_store(GcsSettings("bkt", url, anonymous=True), ROOT)
     closed = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ConfigError, match="cannot reach"):
-        await preflight_storage(None, None, ROOT, gcs=GcsSettings("bkt", closed, anonymous=True))
+        await preflight_store(GcsSettings("bkt", closed, anonymous=True), ROOT)
 
 
 def test_settings_refuse_what_cannot_work() -> None:
