@@ -23,11 +23,7 @@ the whole process); this module parses the flags and handles the signals.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
 import sys
-from collections.abc import Iterator
 
 import structlog
 
@@ -39,6 +35,7 @@ from watermark import exitcodes
 from watermark.api.auth import TokenFile
 from watermark.logs import configure_logging
 from watermark.options import add_options
+from watermark.service.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
 __all__ = ["add_arguments", "run"]
 
@@ -49,29 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`gcd daemon` options."""
     add_round_arguments(parser)
     add_options(parser, DAEMON_OPTIONS, "daemon")
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: asyncio.Event) -> Iterator[list[signal.Signals]]:
-    """SIGTERM / SIGINT stop the loop cleanly; yields the signals received, in order."""
-    loop = asyncio.get_running_loop()
-    received: list[signal.Signals] = []
-
-    def on_signal(signum: signal.Signals) -> None:
-        if received and signum is signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: out of the loop, exit 130 at once
-        received.append(signum)
-        log.info("daemon.stopping", signal=signum.name)
-        stop.set()
-
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for signum in signals:
-        loop.add_signal_handler(signum, on_signal, signum)
-    try:
-        yield received
-    finally:
-        for signum in signals:
-            loop.remove_signal_handler(signum)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -94,9 +68,11 @@ async def run(args: argparse.Namespace) -> int:
     async with SweepRuntime.open(setup, follow_every=args.verify_m_every,
                                  preflight=True) as runtime:  # fmt: skip
         daemon = runtime.daemon(config)
-        with _stop_on_signals(runtime.sweeper.stop) as received:
+        signals = StopOnSignals(runtime.sweeper.stop, again=interrupt_on_second_ctrl_c,
+                                on_signal=lambda n: log.info("daemon.stopping", signal=n.name))
+        with signals.installed():
             await runtime.serve(daemon, args.http_host, args.http_port, tokens=tokens)
-    if received and received[0] is signal.SIGINT:
+    if signals.first == "SIGINT":
         sys.stderr.write("gcd daemon: interrupted (Ctrl-C): stopped cleanly after the requests "
                          "in flight (SIGTERM is the normal stop, exit 0)\n")  # fmt: skip
         return exitcodes.INTERRUPTED

@@ -33,12 +33,9 @@ prints the summary.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import os
-import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +65,9 @@ from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments
 from watermark.logs import configure_logging
 from watermark.options import Option, add_config_option, add_options
+from watermark.service.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
-__all__ = ["COMMON_OPTIONS", "StopSignals", "add_arguments", "add_round_arguments",
+__all__ = ["COMMON_OPTIONS", "add_arguments", "add_round_arguments",
            "cost_line", "exit_code", "interrupted_document", "round_setup", "run",
            "text_summary"]  # fmt: skip
 
@@ -156,37 +154,6 @@ def exit_code(summary: RoundSummary, *, paused_ok: bool = False) -> int:
     return exitcodes.PARTIAL_FAILURE if summary.errors else exitcodes.OK
 
 
-class StopSignals:
-    """SIGINT / SIGTERM while a round runs: the first stops it cleanly (`stop` is set:
-    listing ends, requests in flight finish); a second SIGINT aborts at once."""
-
-    def __init__(self, stop: asyncio.Event) -> None:
-        self.stop = stop
-        self.received: str | None = None
-        """The name of the first signal received ("SIGINT", "SIGTERM"), if any."""
-
-    def __call__(self, signum: signal.Signals) -> None:
-        if self.received is not None and signum is signal.SIGINT:
-            raise KeyboardInterrupt  # out of the event loop: `gcd.cli.main` exits 130
-        if self.received is None:
-            self.received = signum.name
-        log.info("sweep.stopping", signal=signum.name)
-        self.stop.set()
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[StopSignals]:
-        """Handle both signals on the running loop while the block runs."""
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM)
-        for signum in signals:
-            loop.add_signal_handler(signum, self, signum)
-        try:
-            yield self
-        finally:
-            for signum in signals:
-                loop.remove_signal_handler(signum)
-
-
 def interrupted_document(summary: RoundSummary, signal_name: str) -> dict[str, Any]:
     """The `--json` output of a round stopped by a signal: the summary of what it did,
     with "error": "interrupted" and the signal."""
@@ -262,7 +229,9 @@ async def run(args: argparse.Namespace) -> int:
             # The sweeper forgets its live counters when the round ends; the progress
             # line's last refresh shows the round's totals instead.
             totals: list[RoundCounts] = []
-            with StopSignals(sweeper.stop).installed() as signals:
+            signals = StopOnSignals(sweeper.stop, again=interrupt_on_second_ctrl_c,
+                                    on_signal=lambda n: log.info("sweep.stopping", signal=n.name))
+            with signals.installed():
                 async with ProgressLine(lambda: sweeper.counts or (totals[0] if totals else None)):
                     result = await runtime.run_round()
                     totals.append(_counted(result.summary))
@@ -270,22 +239,22 @@ async def run(args: argparse.Namespace) -> int:
         if plan is not None:
             plan.close()
     summary = result.summary
-    if signals.received is not None:
+    if signals.first is not None:
         sys.stderr.write(
-            f"gcd sweep: interrupted by {signals.received}: requests in flight finished, "
+            f"gcd sweep: interrupted by {signals.first}: requests in flight finished, "
             f"{summary.deleted:,} objects deleted; the rest waits for the next run\n"
         )
     cost = round_cost(summary.list_requests, summary.delete_requests, summary.deleted,
                       summary.deleted_bytes, setup.price_table)  # fmt: skip
     if args.json:
         document = summary.to_dict()
-        if signals.received is not None:
-            document = interrupted_document(summary, signals.received)
+        if signals.first is not None:
+            document = interrupted_document(summary, signals.first)
         write_json({**document, "cost": cost.to_dict()})
     else:
-        sys.stdout.write(text_summary(summary, interrupted_by=signals.received))
+        sys.stdout.write(text_summary(summary, interrupted_by=signals.first))
         if summary.list_requests or summary.delete_requests:
             sys.stdout.write(cost_line(cost))
-    if signals.received is not None:
+    if signals.first is not None:
         return exitcodes.INTERRUPTED
     return exit_code(summary, paused_ok=args.paused_ok)
