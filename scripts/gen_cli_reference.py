@@ -108,7 +108,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def _watermark_sections() -> Iterator[str]:
-    from watermark.api.cli import build_parser  # noqa: PLC0415
+    from watermark.cli.main import build_parser  # noqa: PLC0415
 
     yield "## watermark\n"
     yield ("The publisher service and its admin commands. Every subcommand takes "
