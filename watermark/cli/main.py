@@ -71,7 +71,7 @@ _COMMANDS: dict[str, tuple[Command, Writer]] = {
     "partition deregister": (partition.deregister_partitions, partition.write_deregistered),
     "partition list": (partition.list_partitions, partition.write_records),
     "partition show": (partition.show, partition.write_records),
-    "partition repair": (repair.repair, lambda args, result: repair.write_text(result)),
+    "partition repair": (repair.run, lambda args, result: repair.write_text(result)),
 }
 
 
