@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("watermark.service",),
     ("watermark.api",),
     ("watermark.client",),
+    ("watermark.cli",),
     ("gcd", "gcd.errors"),
     ("gcd.rules",),
     ("gcd.storage",),
@@ -326,7 +327,7 @@ def test_the_pure_units_are_what_they_claim() -> None:
         ("gcd.rules.layout", "from gcd.storage import objectstore\n"),
         ("gcd.sweep.sweeper", "from gcd.testing.memory import MemoryObjectStore\n"),
         ("gcd.sweep.sweeper", "from gcd.spark import delete\n"),
-        ("watermark.api.cli", "from gcd.cli.main import main\n"),
+        ("watermark.cli.main", "from gcd.cli.main import main\n"),
         ("gcd.demo.runner", "from gcd.cli import output\n"),
     ],
 )
@@ -340,7 +341,7 @@ def test_the_layer_check_flags_an_upward_or_sideways_import(name: str, source: s
     [
         ("watermark.etcd.store", "from watermark.core.record import PartitionRecord\n"),
         ("gcd.sweep.sweeper", "from gcd.rules.layout import KeyLayout\n"),
-        ("gcd.cli.main", "from watermark.api import cli\n"),
+        ("gcd.cli.main", "from watermark.cli import main\n"),
         ("watermark.core.window", "from watermark.core import strictjson\n"),
         ("watermark.core.window", "import json\n"),
     ],

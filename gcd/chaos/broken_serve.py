@@ -2,8 +2,8 @@
 
     python -m gcd.chaos.broken_serve BUILD serve [watermark serve options...]
 
-Runs the real `watermark serve` (`watermark.api.cli.main`) with one of its parts swapped for
-a broken variant of the simulation (`gcd.sim.variants`), as `watermark.api.cli.ServeParts`
+Runs the real `watermark serve` (`watermark.cli.main.main`) with one of its parts swapped for
+a broken variant of the simulation (`gcd.sim.variants`), as `watermark.service.runner.ServeParts`
 allows: nothing is patched, and nothing but the chaos harness starts this module. A
 checker that never fails proves nothing: `gcd chaos` must fail on every build here.
 """
@@ -16,8 +16,8 @@ from typing import Final
 
 from gcd.chaos.config import BROKEN_BUILDS
 from gcd.sim.variants import NoDrainGuard, OwnerBlindStore
-from watermark.api.cli import ServeParts
-from watermark.api.cli import main as watermark_main
+from watermark.cli.main import main as watermark_main
+from watermark.service.runner import ServeParts
 
 __all__ = ["BUILDS", "main"]
 

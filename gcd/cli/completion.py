@@ -5,7 +5,7 @@
     gcd completion fish > ~/.config/fish/completions/gcd.fish               # or: | source
 
 The script is generated from the same argparse parsers the commands use (every
-subcommand's module, `watermark.api.cli.build_parser`), so it names every command,
+subcommand's module, `watermark.cli.main.build_parser`), so it names every command,
 action and flag there is, and it is static: a TAB costs no Python start. That is why
 it is generated rather than `argcomplete`, which starts the program on every TAB (our
 `gcd` builds one parser per subcommand, lazily, so argcomplete would need a second,
@@ -62,7 +62,7 @@ def _walk(parser: argparse.ArgumentParser, path: str
 def command_tree() -> Tree:
     """Every command path of `gcd` and `watermark`, its flags and the words after it."""
     from gcd.cli.main import SUBCOMMANDS, _load  # noqa: PLC0415 - import cycle with main
-    from watermark.api.cli import build_parser  # noqa: PLC0415 - only for this command
+    from watermark.cli.main import build_parser  # noqa: PLC0415 - only for this command
     from watermark.options import CommandParser  # noqa: PLC0415
 
     tree: Tree = {"gcd": (["--help", "--version"], list(SUBCOMMANDS), {})}

@@ -30,7 +30,7 @@ from tests.gcd.sweep.test_stores_s3 import client_for
 from tests.gcd.sweep.test_stores_s3 import versions as all_versions
 from tests.waiting import wait_until_sync
 from watermark import exitcodes
-from watermark.api.cli import main as watermark_main
+from watermark.cli.main import main as watermark_main
 from watermark.core.kv import Put
 from watermark.etcd.settings import EtcdSettings, open_kv
 

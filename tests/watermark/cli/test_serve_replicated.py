@@ -13,7 +13,7 @@ import pytest
 
 from gcd.testing.local_servers import LocalEtcd, free_port
 from gcd.testing.procs import Child, wait_http
-from watermark.api.cli import parse
+from watermark.cli.main import parse
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.service.replicas import advertised_url

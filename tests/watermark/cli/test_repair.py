@@ -17,7 +17,7 @@ import structlog
 from gcd.testing.local_servers import LocalEtcd
 from gcd.testing.procs import child_env
 from tests.clirun import run_cli
-from watermark.api.cli import main
+from watermark.cli.main import main
 from watermark.core.kv import Put
 from watermark.etcd.settings import EtcdSettings, open_kv
 

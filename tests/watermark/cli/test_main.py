@@ -20,7 +20,7 @@ from gcd.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
 from tests.waiting import wait_until
 from watermark import exitcodes
-from watermark.api.cli import (
+from watermark.cli.main import (
     COMMAND_OPTIONS,
     build_parser,
     main,
