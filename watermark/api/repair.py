@@ -7,8 +7,9 @@ single byte ``{`` and blocked the whole namespace).
 
 What it writes: the stored record with the fields given as flags replaced
 (``--watermark``, ``--created-epoch``, ``--owner`` / ``--no-owner``, ``--owner-epoch``);
-for a record that does not decode, a fresh one from the flags (``--watermark`` and ``--created-epoch`` are
-then required; no owner, no tracker: the next owner adopts it from scratch). Before
+for a record that does not decode, a fresh one from the flags (``--watermark`` and
+``--created-epoch`` are then required; no owner, no tracker: the next owner adopts it
+from scratch). Before
 writing, the new record is encoded and decoded again with the sweepers' own strict
 decoder, and checked against the cluster epoch (M(p) below it, created_epoch at most
 it). It never lowers a valid record's M(p) (objects at or below it may already be
