@@ -180,14 +180,20 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
         head = f"dry run: would delete {summary.eligible:,} objects, deleted nothing"
     else:
         head = f"deleted {deleted}"
-    m = "unknown" if summary.safe_epoch is None else f"{summary.safe_epoch}"
+    if summary.safe_epoch is not None:
+        m = f"{summary.safe_epoch}"
+    elif summary.blocked_reason is not None:  # read or not, a blocked round uses no M
+        m = f"not applied ({summary.outcome}: `gcd status` shows the M etcd holds)"
+    else:
+        m = "unknown"
     if summary.cluster_epoch is not None:
         m += f" (cluster epoch {summary.cluster_epoch})"
     lines = [f"gcd sweep: {head}", f"  M          {m}; took {summary.duration_s:.1f} s"]
     if summary.blocked_reason is not None and not summary.listed:
         return "\n".join(lines) + "\n"
     kept = [
-        f"{summary.skipped_not_eligible:,} live (epoch > M)",
+        f"{summary.skipped_not_eligible:,} live (epoch > M; keys skip-ahead did not list "
+        "are not counted)",
         f"{summary.skipped_young:,} too young (grace period)",
         f"{summary.unparsable:,} unparsable",
     ]
