@@ -192,8 +192,8 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
     if summary.blocked_reason is not None and not summary.listed:
         return "\n".join(lines) + "\n"
     kept = [
-        f"{summary.skipped_not_eligible:,} live (epoch > M; keys skip-ahead did not list "
-        "are not counted)",
+        (f"{summary.skipped_not_eligible:,} live (epoch > M; keys skip-ahead did not list "
+         "are not counted)"),
         f"{summary.skipped_young:,} too young (grace period)",
         f"{summary.unparsable:,} unparsable",
     ]
