@@ -75,7 +75,8 @@ def test_sweep_on_a_terminal_ends_with_the_real_totals_and_prints_a_summary(
     assert final.startswith("listed 11  eligible 10  deleted 10 (10 B)"), repr(err[-2000:])
     assert out.startswith("gcd sweep: deleted 10 objects (10 B)\n")
     assert "  listed     11 objects; eligible 10\n" in out
-    assert "  kept       1 live (epoch > M; keys skip-ahead did not list are not counted), 0 too young (grace period), 0 unparsable\n" in out
+    assert ("  kept       1 live (epoch > M; keys skip-ahead did not list are not counted), "
+            "0 too young (grace period), 0 unparsable\n") in out
     assert s3_server.keys(bucket) == {LAYOUT.format(3, 9, "live")}
     assert "sweep.round_started" not in err  # issue 27: info logs would tear the line apart
 
