@@ -17,7 +17,7 @@ from gcd.cli.sweep import watermark_source
 from gcd.rules.layout import KeyLayout
 from gcd.storage.open import open_objects, target_of
 from gcd.storage.s3 import S3Settings
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.waiting import wait_until
 from watermark import exitcodes
 from watermark.etcd.settings import EtcdSettings
