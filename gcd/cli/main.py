@@ -19,7 +19,9 @@ subcommands may share a module) and provides two functions:
 A module is imported only when its subcommand is selected: `gcd sweep` never imports
 pyspark, and `gcd --help` imports nothing but this file. Exceptions from `run` are
 mapped to exit codes in exactly one place (`watermark.exitcodes.exit_code_for`); an
-unknown subcommand, or one whose module is not installed, is a usage error (exit 2).
+unknown subcommand, or one whose module is not installed, is a usage error (exit 2), as
+is a lab command (`gcd demo`, `chaos`, `simulate`, `dev`) where the lab is not installed
+(`gcd.cli.lab`: its `add_arguments` or `run` raises `LabNotInstalled`).
 
 Usage errors are two lines (`watermark.options.CommandParser`), with the closest
 known flag or command when there is one:
@@ -202,12 +204,19 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "gcd") -> int:
     module = _load(first)
     if isinstance(module, str):
         return _fail(module)
-    from watermark.options import CommandParser  # noqa: PLC0415 - `gcd --help` stays light
+    from watermark.errors import ConfigError  # noqa: PLC0415 - `gcd --help` stays light
+    from watermark.options import CommandParser  # noqa: PLC0415
 
     parser = CommandParser(prog=f"{prog} {first}", description=SUBCOMMANDS[first].help,
                            epilog=EXAMPLES.get(first),
                            formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    module.add_arguments(parser)
+    try:
+        module.add_arguments(parser)
+    except ConfigError as exc:  # the lab a command runs is not installed (gcd.cli.lab)
+        sys.stderr.write(f"{parser.prog}: error: {exc}\n")
+        if "--json" in args:
+            _json_error(exitcodes.USAGE, str(exc))
+        return exitcodes.USAGE
     try:
         namespace = parser.parse_args(args[1:])
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help

@@ -14,7 +14,7 @@ imports its settings (tests/test_layers.py forbids cycles, lazy imports included
 function is one exhaustive `match` over the three kinds.
 
 `open_objects` and `target_of` keep the older form (three optional settings) for the
-demo (`gcd.demo`), until it passes one `StoreSettings`.
+demo (`l0lab.demo`), until it passes one `StoreSettings`.
 """
 
 from __future__ import annotations

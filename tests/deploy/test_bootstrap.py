@@ -104,7 +104,8 @@ def fake_repo(tmp_path: Path) -> tuple[Path, Path]:
     for name in ("install-helm.sh", "install-azurite.sh"):
         (repo / "scripts" / name).write_text(f"#!/bin/sh\necho {name} >> {log}\n")
         (repo / "scripts" / name).chmod(0o755)
-    for name in ("pyproject.toml", "constraints.txt"):
+    (repo / "l0lab").mkdir()
+    for name in ("pyproject.toml", "constraints.txt", "l0lab/pyproject.toml"):
         shutil.copy(ROOT / name, repo / name)
     (repo / ".venv" / "bin").mkdir(parents=True)
     (repo / ".venv" / "bin" / "python").write_text(f'#!/bin/sh\necho "python $*" >> {log}\n')
@@ -114,15 +115,16 @@ def fake_repo(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_the_demo_bootstrap_needs_no_apt_get_root_or_promtool(tmp_path: Path) -> None:
     """`bootstrap.sh --demo` with a PATH lacking apt-get, sudo and promtool, not root:
-    installs the venv from the pins (pip -c constraints.txt), stamps it, and runs none of
-    the test tools' installers; the full bootstrap there installs helm and Azurite and
-    skips promtool with its one line, exit 0."""
+    installs l0gc and its lab (l0lab, which `gcd demo` runs) into the venv from the pins
+    (pip -c constraints.txt), stamps it, and runs none of the test tools' installers; the
+    full bootstrap there installs helm and Azurite and skips promtool with its one line,
+    exit 0."""
     repo, log = fake_repo(tmp_path)
     path = stub_bin(tmp_path)
     done = run(repo / "scripts" / "bootstrap.sh", "--demo", path=path)
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
-    assert any("-c constraints.txt -e .[dev,spark,bench]" in c for c in calls), calls
+    assert any("-c constraints.txt -e .[dev,spark,bench] -e ./l0lab" in c for c in calls), calls
     assert not [c for c in calls if c.startswith("install-")]
     assert (repo / ".venv" / ".l0gc-installed").is_file()
     log.unlink()

@@ -239,5 +239,16 @@ def test_dockerignore_admits_only_what_the_dockerfile_copies() -> None:
     admitted = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
     sources = {src.rstrip("/") for stage in STAGES for srcs in _copy_sources(stage) for src in srcs}
     assert sources == admitted
-    for private in (".git", ".venv", ".tools", "tests", "bench", "helm"):
+    for private in (".git", ".venv", ".tools", "tests", "bench", "helm", "l0lab"):
         assert private not in admitted
+
+
+def test_the_image_carries_the_product_and_not_the_lab() -> None:
+    """The sources copied are gcd and watermark (the packages of the wheel), never the lab
+    (l0lab/, a distribution of its own): `gcd demo` in the image says it is missing."""
+    packages = {src.rstrip("/") for stage in STAGES for srcs in _copy_sources(stage)
+                for src in srcs if (REPO / src).is_dir()}  # fmt: skip
+    assert packages == {"gcd", "watermark"}
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"]["find"]["include"]  # fmt: skip
+    assert include == ["gcd*", "watermark*"]

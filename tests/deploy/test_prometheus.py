@@ -33,8 +33,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gcd.testing.local_servers import LocalEtcd, LocalS3, free_port
-from gcd.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
+from l0lab.testing.procs import Child, wait_http
 from tests.binding import bind
 from tests.waiting import wait_until_sync
 from watermark.etcd.settings import EtcdSettings, open_kv

@@ -22,7 +22,7 @@ from gcd.cli.main import main
 from gcd.cli.sweep import interrupted_document, text_summary
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
-from gcd.testing.local_servers import LocalS3, free_port
+from l0lab.testing.local_servers import LocalS3, free_port
 from tests.waiting import wait_until_sync
 from watermark import exitcodes
 from watermark.__main__ import main as watermark_main

@@ -21,7 +21,7 @@ from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.runtime import SweepRuntime, SweepSettings
 from gcd.sweep.sweeper import RoundConfig
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.waiting import wait_until
 from watermark import exitcodes
 from watermark.errors import ConfigError

@@ -23,7 +23,7 @@ from gcd.rules.layout import KeyLayout
 from gcd.sweep.mhistory import history_prefix
 from gcd.sweep.runtime import undo_fields
 from gcd.sweep.shards import ShardAnnouncement
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.conftest import S3Server
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_stores_s3 import client_for

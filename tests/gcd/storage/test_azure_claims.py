@@ -20,7 +20,7 @@ from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.runtime import Announcing
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.local_azurite import LocalAzurite
+from l0lab.testing.local_azurite import LocalAzurite
 from watermark.core.binding import StorageTarget, claim_key
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore

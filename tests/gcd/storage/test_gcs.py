@@ -1,5 +1,5 @@
 """The sweeper on Google Cloud Storage (`gcd.storage.gcs`), against the GCS emulator on
-loopback (`gcd.testing.local_gcs`), and the emulator's deviations from GCS pinned.
+loopback (`l0lab.testing.local_gcs`), and the emulator's deviations from GCS pinned.
 
 The server-neutral tests of tests/gcd/storage/test_s3_servers.py, where they apply, run
 here on GCS: the same keys, the same real etcd, the same expectations. The emulator
@@ -31,8 +31,8 @@ from gcd.storage.open import preflight_store
 from gcd.storage.retry import Retrier
 from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.testing.local_gcs import LocalGcs
-from gcd.testing.local_servers import free_port
+from l0lab.testing.local_gcs import LocalGcs
+from l0lab.testing.local_servers import free_port
 from tests.gcd.storage.test_s3_servers import SAFE, mixed_keys, watermarks
 from watermark.errors import ConfigError
 from watermark.etcd.store import WatermarkStore
@@ -427,7 +427,7 @@ async def test_emulator_deviations_are_pinned(gcs_server: LocalGcs, gcs_bucket: 
 
 async def test_unchanged_emulator_answers_batches_without_content_ids() -> None:
     """The emulator as released writes no Content-ID in batch answers (GCS does; the
-    launcher `gcd.testing.gcs_emulator` adds it): gcd then counts no object as deleted,
+    launcher `l0lab.testing.gcs_emulator` adds it): gcd then counts no object as deleted,
     however the answers line up, and reports each one by name."""
     with LocalGcs(content_ids=False) as plain:
         plain.create_bucket("plain")

@@ -18,9 +18,9 @@ from gcd.storage.open import (
     target_of,
 )
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.testing.local_azurite import LocalAzurite
-from gcd.testing.local_gcs import LocalGcs
-from gcd.testing.local_servers import LocalS3, free_port
+from l0lab.testing.local_azurite import LocalAzurite
+from l0lab.testing.local_gcs import LocalGcs
+from l0lab.testing.local_servers import LocalS3, free_port
 from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError
 

@@ -32,8 +32,8 @@ from gcd.sweep.journal_check import (
 )
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
+from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync
 from watermark import exitcodes
 from watermark.core.contract import Publication

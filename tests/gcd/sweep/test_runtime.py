@@ -28,7 +28,7 @@ from gcd.sweep.mhistory import history_prefix
 from gcd.sweep.runtime import JournalSettings, SweepRuntime, SweepSettings, open_reader
 from gcd.sweep.sweeper import RoundConfig
 from gcd.sweep.usage import usage_key
-from gcd.testing.local_servers import LocalEtcd, LocalS3, free_port
+from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
 from tests.gcd.cli.test_sweep_cli import prepare_etcd, run_json, seed, sweep_args
 from tests.waiting import wait_until
 from watermark import exitcodes

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
 from tests.waiting import wait_until
 from watermark import exitcodes

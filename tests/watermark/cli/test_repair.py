@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import structlog
 
-from gcd.testing.local_servers import LocalEtcd
-from gcd.testing.procs import child_env
+from l0lab.testing.local_servers import LocalEtcd
+from l0lab.testing.procs import child_env
 from tests.clirun import run_cli
 from watermark.cli.main import main
 from watermark.core.kv import Put

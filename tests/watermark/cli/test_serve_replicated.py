@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, free_port
-from gcd.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.procs import Child, wait_http
 from watermark.cli.main import parse
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, open_kv

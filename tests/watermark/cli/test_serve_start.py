@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, free_port
-from gcd.testing.procs import Child, child_env, wait_http
+from l0lab.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.procs import Child, child_env, wait_http
 from tests.waiting import wait_until
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.waiting import wait_until
 from watermark.core.kv import Put
 from watermark.errors import ConfigError, EtcdUnavailable, LeaseExpired

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gcd.sim.variants import NoDrainGuard
+from l0lab.sim.variants import NoDrainGuard
 from watermark.core.contract import PUBLISH_BATCH, Publication, PublishStatus
 from watermark.core.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
 from watermark.core.fencelock import Outcome

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.waiting import wait_until
 from watermark.errors import ConfigError, PartitionNotRegistered
 from watermark.etcd.settings import EtcdSettings, open_kv
