@@ -166,13 +166,17 @@ def text_report(summary: DemoSummary) -> str:
     final = summary.final_round
     lines = [
         f"l0gc demo: {verdict} after {summary.duration_s:.1f} s",
-        (f"  wrote     {summary.objects_written} objects to {summary.partitions} partitions "
-         f"({summary.orphans} orphaned uploads); cluster epoch {_shown(summary.cluster_epoch)}, "
+        (f"  wrote     {summary.objects_written} objects to {summary.partitions} partitions, "
+         f"{summary.orphans} of them orphans (uploads whose fence was refused: never "
+         f"committed, garbage at once); cluster epoch {_shown(summary.cluster_epoch)}, "
          f"final global M {_shown(summary.safe_epoch)}"),
         (f"  sweeper   deleted {summary.deleted} objects with {summary.list_requests} LIST and "
          f"{summary.delete_requests} DELETE requests ({summary.deletes_per_s:.1f} deletes/s)"),
-        (f"  verified  {summary.live_at_stop} objects were referenced when the writers stopped: "
-         f"{summary.live_verified} read back ({head}); live objects lost: {summary.live_lost}"),
+        (f"  verified  when the writers stopped, {summary.live_at_stop} objects were still "
+         f"referenced (not yet reconciled): {summary.live_verified} read back ({head}); live "
+         f"objects lost: {summary.live_lost}. The reconciler then caught up, so they became "
+         "garbage too" + (" and were deleted with the rest" if not summary.garbage_remaining
+                           else "")),
         (f"  left      {summary.garbage_remaining} garbage objects in the {where} (newest "
          f"epoch written {summary.max_epoch_written})"),
     ]

@@ -93,6 +93,22 @@ def test_exit_code_and_problems() -> None:
     assert "l0gc demo: OK" in text_report(good)
 
 
+def test_the_report_explains_orphans_and_why_read_back_objects_are_gone_too() -> None:
+    """Everything deleted and yet N read back is no contradiction: the report says the
+    read-back objects were unreconciled when the writers stopped and became garbage after,
+    and what an orphan is (issue 42's first-day reading)."""
+    done = text_report(DemoSummary(ok=True, objects_written=20, partitions=2, orphans=3,
+                                   deleted=20, live_at_stop=5, live_verified=5))  # fmt: skip
+    assert ("wrote     20 objects to 2 partitions, 3 of them orphans (uploads whose fence was "
+            "refused: never committed, garbage at once)") in done  # fmt: skip
+    assert ("verified  when the writers stopped, 5 objects were still referenced (not yet "
+            "reconciled): 5 read back (HEAD); live objects lost: 0. The reconciler then caught "
+            "up, so they became garbage too and were deleted with the rest\n") in done  # fmt: skip
+    left = text_report(DemoSummary(ok=True, deleted=15, live_at_stop=5, live_verified=5,
+                                   garbage_remaining=5))  # fmt: skip
+    assert "so they became garbage too\n" in left
+
+
 # -- whole runs ------------------------------------------------------------------------
 
 
