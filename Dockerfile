@@ -32,7 +32,9 @@ RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml
     && /opt/l0gc/bin/pip install --only-binary=:all: \
         --constraint constraints.txt --requirement /tmp/runtime-requirements.txt
 
-# Then the package itself, without dependencies (they are all installed above).
+# Then the package itself, without dependencies (they are all installed above): gcd and
+# watermark only; the lab (l0lab/: demo, simulation, chaos) stays out of the image, where
+# `gcd demo` & co. say so.
 COPY README.md ./
 COPY gcd ./gcd
 COPY watermark ./watermark

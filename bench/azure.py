@@ -1,7 +1,7 @@
 """gcd on Azure Blob Storage (Azurite): the sweeper vs a naive one-by-one delete, and
 skip-ahead (the delimiter walk) vs a full listing at 100 live : 1 garbage.
 
-Azurite runs on loopback (`gcd.testing.local_azurite`); blobs are uploaded before every side
+Azurite runs on loopback (`l0lab.testing.local_azurite`); blobs are uploaded before every side
 (Azurite stamps its own LastModified, so the sweeper runs with grace 0). Sides:
 
 - gcd: `Sweeper` over `gcd.storage.azure.AzureBlobStore` in this process (List Blobs pages,
@@ -30,7 +30,7 @@ from gcd.rules.layout import KeyLayout
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.local_azurite import LocalAzurite
+from l0lab.testing.local_azurite import LocalAzurite
 
 NAME = "azure"
 TITLE = "13. Azure Blob Storage (Azurite): gcd vs naive deletes, skip-ahead vs full listing"

@@ -27,7 +27,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.local_servers import LocalS3
 
 __all__ = [
     "PYTHON",

@@ -29,7 +29,7 @@ from gcd.sweep.events import BatchAttempt, BatchOutcome, DeleteBasis
 from gcd.sweep.explain import explain_keys
 from gcd.sweep.journal import JournalWriter
 from gcd.sweep.journal_search import LocalSegments
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.local_servers import LocalS3
 
 NAME = "explain"
 TITLE = "19. gcd explain: 10,000 keys against a journal of 1M records (issue 39)"

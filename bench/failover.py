@@ -1,6 +1,6 @@
 """Publisher high availability: failover after kill -9, and a rolling restart of 3.
 
-Three `watermark serve --replicated` processes (`gcd.testing.local_replicas.LocalReplicas`) on
+Three `watermark serve --replicated` processes (`l0lab.testing.local_replicas.LocalReplicas`) on
 one local etcd share the partitions; a writer per partition fences and commits through
 them with the owner-lookup retry loop of docs/integration.md (`OwnerClient`: cached
 owner, 307 followed, 503 / connection errors retried at another replica after 0.1 s).
@@ -34,8 +34,8 @@ from pathlib import Path
 import aiohttp
 
 from bench.common import Goal, Report, Scale, Table
-from gcd.testing.local_replicas import LocalReplicas, OwnerClient, ReplicaWriter
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_replicas import LocalReplicas, OwnerClient, ReplicaWriter
+from l0lab.testing.local_servers import LocalEtcd
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.service.clock import EpochClock

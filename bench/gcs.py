@@ -2,7 +2,7 @@
 sweeper (JSON batch deletes of 100) vs a naive one-by-one delete, and skip-ahead
 (`startOffset`) vs a full listing at 100 live : 1 garbage.
 
-The emulator runs on loopback (`gcd.testing.local_gcs`); objects are created before
+The emulator runs on loopback (`l0lab.testing.local_gcs`); objects are created before
 every side (batches of copies; the emulator stamps its own `updated`, so the sweeper runs
 with grace 0). Sides:
 
@@ -32,7 +32,7 @@ from gcd.rules.layout import KeyLayout
 from gcd.storage.gcs import GcsObjectStore
 from gcd.storage.gcssettings import GcsSettings
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.local_gcs import LocalGcs
+from l0lab.testing.local_gcs import LocalGcs
 
 NAME = "gcs"
 TITLE = "15. Google Cloud Storage (emulator): gcd vs naive deletes, skip-ahead vs full listing"

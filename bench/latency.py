@@ -2,7 +2,7 @@
 
 Two set-ups, each measured with no added delay and with 20 ms per request:
 
-A. The real thing: `gcd sweep` (and `s5cmd rm` beside it) through `gcd.testing.faultproxy`
+A. The real thing: `gcd sweep` (and `s5cmd rm` beside it) through `l0lab.testing.faultproxy`
    (in a process of its own) in front of each real S3 server (moto, then SeaweedFS),
    on identically re-seeded buckets. The nominal bound is concurrency x batch /
    latency = 8 x 1000 / 20 ms = 400,000 keys/s, which neither server can approach on

@@ -1,4 +1,4 @@
-"""`gcd.testing.faultproxy.FaultProxy` in a process of its own, driven over stdin/stdout.
+"""`l0lab.testing.faultproxy.FaultProxy` in a process of its own, driven over stdin/stdout.
 
     .venv/bin/python -m bench.proxy_child UPSTREAM_URL DELAY_S
 
@@ -16,7 +16,7 @@ import asyncio
 import json
 import sys
 
-from gcd.testing.faultproxy import FaultConfig, FaultProxy
+from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 
 
 async def _serve(upstream: str, delay_s: float) -> None:

@@ -38,8 +38,8 @@ from typing import Any
 from bench.common import OLD, PYTHON, REPO, ROOT, child_env, quiet_s3, timed_child
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
-from gcd.testing.local_seaweedfs import LocalSeaweedFS
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_seaweedfs import LocalSeaweedFS
+from l0lab.testing.local_servers import LocalEtcd
 from watermark.core.binding import StorageTarget, claim_key
 from watermark.etcd.client import EtcdKV
 from watermark.etcd.store import WatermarkStore

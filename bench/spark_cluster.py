@@ -1,7 +1,7 @@
 """The Spark pipeline on a standalone cluster beside local[2], on the same data.
 
 Starts the in-process S3 server (moto) and a standalone master + one worker of
-`--cores` cores on loopback (`gcd.testing.spark_cluster`), executors on a venv with only
+`--cores` cores on loopback (`l0lab.testing.spark_cluster`), executors on a venv with only
 boto3, pandas and pyarrow (cached under .venv-spark-exec/) and l0gc shipped by
 `gcd spark-package`. For each master (the cluster, then local[N] with N = --cores) it
 seeds the same bucket (`--keys` eligible objects over the 1000 prefixes, a tenth as
@@ -35,8 +35,8 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from gcd.spark.package import build_package  # noqa: E402
-from gcd.testing.local_servers import LocalS3  # noqa: E402
-from gcd.testing.spark_cluster import LocalSparkCluster, executor_python  # noqa: E402
+from l0lab.testing.local_servers import LocalS3  # noqa: E402
+from l0lab.testing.spark_cluster import LocalSparkCluster, executor_python  # noqa: E402
 from tests.gcd.spark.s3tap import S3Tap  # noqa: E402
 
 BUCKET = "bench-spark-cluster"

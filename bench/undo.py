@@ -11,7 +11,7 @@ key, as L0 objects are written once) beside live keys is swept two ways:
 
 The sweeper's clock is moved instead of waiting (the markers' LastModified is the
 server's; the sweeper compares it with its own clock), so a window hour costs seconds.
-Requests are counted at the server side (`gcd.testing.faultproxy`); bytes held and
+Requests are counted at the server side (`l0lab.testing.faultproxy`); bytes held and
 freed are read from the server (the sum of version sizes), not from the sweeper's
 report. Checked on every run: both ways leave no version or marker of a garbage key and
 every version of a live key.
@@ -44,7 +44,6 @@ from typing import Any
 import structlog
 
 from bench.common import Goal, Report, Scale, Table, median
-from gcd.cli.undo import LEDGER_MARGIN_S
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
@@ -52,11 +51,12 @@ from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.events import BatchAttempt, BatchOutcome, DeleteBasis
 from gcd.sweep.journal import JournalWriter, read_journal_objects
+from gcd.sweep.runtime import LEDGER_MARGIN_S
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.sweep.undo import UndoKeeper
-from gcd.testing.faultproxy import FaultProxy
-from gcd.testing.local_seaweedfs import LocalSeaweedFS
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.faultproxy import FaultProxy
+from l0lab.testing.local_seaweedfs import LocalSeaweedFS
+from l0lab.testing.local_servers import LocalS3
 
 NAME = "undo"
 TITLE = "19. The undo window on a versioned bucket: bytes held and extra requests (SeaweedFS)"

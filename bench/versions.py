@@ -6,7 +6,7 @@ garbage: a plain (unversioned) bucket; a versioned bucket with `--versions recla
 the versioned bucket with `--versions markers-only` (the behaviour before issue 28: one
 delete marker per current key). Each garbage key has 3 versions on the versioned bucket
 (every other one deleted once already: a delete marker on top), each live key 2.
-Requests are counted at the server side (`gcd.testing.faultproxy` in front of it);
+Requests are counted at the server side (`l0lab.testing.faultproxy` in front of it);
 reclaimed bytes are read from the server (the sum of version sizes before minus after),
 not from the sweeper's report, because a delete marker frees nothing. Every side is
 checked: reclaim leaves no version or marker of a garbage key and every version of a
@@ -34,8 +34,8 @@ from gcd.rules.versions import VersionMode
 from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.testing.faultproxy import FaultProxy
-from gcd.testing.local_seaweedfs import LocalSeaweedFS
+from l0lab.testing.faultproxy import FaultProxy
+from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 
 NAME = "versions"
 TITLE = "15. Versioned buckets: LIST and DELETE requests per reclaimed byte (SeaweedFS)"

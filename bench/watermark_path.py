@@ -36,7 +36,7 @@ from typing import Any
 import structlog
 
 from bench.common import Goal, Report, Scale, Table, child_env, median, run_child
-from gcd.testing.local_servers import LocalEtcd, etcd_binary
+from l0lab.testing.local_servers import LocalEtcd, etcd_binary
 from watermark.core.contract import Publication
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.kv import Compare, Put

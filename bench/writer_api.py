@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 
 from bench.common import PYTHON, REPO, Goal, Report, Scale, Table, child_env, median
-from gcd.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.local_servers import LocalEtcd, free_port
 
 NAME = "writer_api"
 TITLE = "9. Writer API: single fence+commit requests vs batches"

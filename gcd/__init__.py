@@ -6,14 +6,16 @@ it (tests/test_layers.py):
 - `gcd.errors`: the sweeper's errors (storage), beside `watermark.errors`.
 - `gcd.rules`: every pure decision: key layout, delete-or-keep, the next listing cursor
   (skip-ahead), DeleteObjects answer triage, retry backoff, admission of a round.
-- `gcd.storage`: the object stores (S3, Azure Blob) behind one interface, their error
-  codes, the retry loop and the request-rate limiter.
-- `gcd.sweep`: the async sweeper, its deleter, brake, daemon, journal and metrics.
+- `gcd.storage`: the object stores (S3, Azure Blob Storage, Google Cloud Storage) behind
+  one interface, one settings type naming a store (`StoreSettings`), their error codes,
+  the retry loop and the request-rate limiter.
+- `gcd.sweep`: the async sweeper, its deleter, brake, daemon, journal and metrics, and
+  the runtime that assembles them on one etcd client (`gcd.sweep.runtime`).
 - `gcd.spark`: the PySpark pipeline (the same rules, on executors).
-- `gcd.testing`: local servers, the fault proxy, in-memory stores, a local Spark cluster
-  (tests, benchmarks, `gcd demo`, `gcd chaos` and `gcd simulate` use them).
-- `gcd.sim`, `gcd.demo`, `gcd.chaos`: the simulation, the demo and the chaos harness.
-- `gcd.cli`: the `gcd` command.
+- `gcd.cli`: the `gcd` command. `gcd demo`, `gcd chaos`, `gcd simulate` and `gcd dev` run
+  the lab (the `l0lab` package beside this one: local servers, the simulation, the chaos
+  harness, the demo workload), which is not part of the product: they import it when
+  they run, and say what to install when it is missing (`gcd.cli.lab`).
 
 `gcd.__main__` is the composition root of the `gcd` command.
 

@@ -2,6 +2,8 @@
 # Installs everything l0gc needs into ./.venv (and helm into ./.tools), from pinned
 # versions in this repo. Idempotent: re-running with unchanged pins does nothing.
 # `bootstrap.sh --demo`: only what `gcd demo` needs (the venv), on any machine.
+# The venv holds l0gc and, beside it, its lab (l0lab/: the demo, the simulation, chaos,
+# local servers; a distribution of its own, not in the l0gc wheel), both editable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,12 +15,12 @@ sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
 
 stamp=.venv/.l0gc-installed
-want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml l0lab/pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==25.3"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        -c constraints.txt -e ".[dev,spark,bench]"
+        -c constraints.txt -e ".[dev,spark,bench]" -e ./l0lab
     echo "$want" > "$stamp"
 fi
 

@@ -23,10 +23,10 @@ from typing import Any, Protocol, TypeVar
 import pytest
 import structlog
 
-from gcd.testing.local_azurite import LocalAzurite
-from gcd.testing.local_gcs import LocalGcs
-from gcd.testing.local_seaweedfs import LocalSeaweedFS
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_azurite import LocalAzurite
+from l0lab.testing.local_gcs import LocalGcs
+from l0lab.testing.local_seaweedfs import LocalSeaweedFS
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from watermark.errors import ConfigError
 
 _counter = itertools.count()

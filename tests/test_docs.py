@@ -17,6 +17,11 @@ from watermark.service.metrics import WatermarkMetrics
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/operations.md", "docs/integration.md", "docs/conventions.md",
         "docs/upgrades.md", "docs/slos.md", "CHANGELOG.md")  # fmt: skip
+PAGES = tuple(sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").glob("*.md")))
+"""Every page of docs/, the generated ones included."""
+LINKED = tuple(dict.fromkeys(("README.md", "CHANGELOG.md", "bench/RESULTS.md", *PAGES)))
+"""Every Markdown file whose relative links must resolve."""
+_TEST_REF = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`|`::(\w+)`")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _METRIC = re.compile(r"\bl0gc_(?:sweeper|watermark)_[a-z_]+")
 _RUNBOOK_ANCHORS = (
@@ -81,7 +86,7 @@ def test_every_metric_named_in_the_docs_exists(doc: str) -> None:
     assert named - exported_metrics() == set()
 
 
-@pytest.mark.parametrize("doc", [*DOCS, "docs/cli-reference.md", "docs/metrics.md"])
+@pytest.mark.parametrize("doc", LINKED)
 def test_relative_links_resolve(doc: str) -> None:
     """Every relative link points at an existing file, and every #anchor at a heading."""
     source = ROOT / doc
@@ -127,3 +132,36 @@ def test_json_examples_in_the_runbook_parse() -> None:
                             "s3:GetBucketObjectLockConfiguration"}  # fmt: skip
     assert actions["s3:DeleteObjectVersion"] == "arn:aws:s3:::BUCKET/ROOT/*"
     assert actions["s3:GetObject"] == f"arn:aws:s3:::BUCKET/ROOT/{CLAIM_NAME}"  # the claim only
+
+
+def test_every_docs_page_is_in_the_index() -> None:
+    """docs/README.md links every file of docs/ (its index by reader)."""
+    index = ROOT / "docs" / "README.md"
+    linked = {
+        (index.parent / target.partition("#")[0]).resolve()
+        for target in _LINK.findall(index.read_text(encoding="utf-8"))
+        if not target.startswith(("http://", "https://", "#"))
+    }
+    pages = {path.resolve() for path in (ROOT / "docs").iterdir()
+             if path.is_file() and path.name != "README.md"}  # fmt: skip
+    missing = sorted(path.name for path in pages - linked)
+    assert missing == [], f"add these to docs/README.md: {missing}"
+
+
+def test_the_readme_links_the_docs_index() -> None:
+    """The project README points readers at docs/README.md."""
+    assert "(docs/README.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_tests_named_in_the_docs_exist(doc: str) -> None:
+    """`tests/x.py::name` (and a following `::name`, same file) names a test that exists."""
+    current: Path | None = None
+    for path, name, same_file_name in _TEST_REF.findall((ROOT / doc).read_text(encoding="utf-8")):
+        if path:
+            current = ROOT / path
+            assert current.exists(), f"{doc}: no test file {path}"
+        assert current is not None, f"{doc}: `::{same_file_name}` names no file before it"
+        test = name or same_file_name
+        assert re.search(rf"^(?:async )?def {test}\(", current.read_text(encoding="utf-8"),
+                         re.MULTILINE), f"{doc}: no test {test} in {current.relative_to(ROOT)}"

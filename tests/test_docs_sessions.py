@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, LocalS3, free_port
+from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
 from tests.docsessions import (
     DocFormatError,
     Mismatch,
@@ -740,7 +740,7 @@ def _flags_without_env() -> set[tuple[str, str]]:
 
 def test_readme_counts_the_simulation_variants() -> None:
     """README says how many deliberately broken variants `gcd simulate --variant` has."""
-    from gcd.sim.variants import BROKEN  # noqa: PLC0415 - only this test needs the simulator
+    from l0lab.sim.variants import BROKEN  # noqa: PLC0415 - only this test needs the simulator
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     said = re.search(r"runs one of (\w+) deliberately broken builds", readme)

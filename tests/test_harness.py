@@ -9,7 +9,7 @@ import aetcd
 import boto3
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 
 pytestmark = pytest.mark.integration
 

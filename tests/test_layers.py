@@ -1,12 +1,19 @@
-"""The architecture as a test: layers, no import cycles, and a pure core.
+"""The architecture as a test: layers, no import cycles, a pure core, the lab outside.
 
-Every module of `watermark` and `gcd` belongs to one *unit* (a subpackage such as
-`watermark.core`, or a root module such as `watermark.errors`), and every unit to one
-layer of `LAYERS`, lowest first. A module may import its own unit and the units of
-lower layers, never a unit of its own layer or of a higher one. Every import counts:
-at module level, inside a function, or under `TYPE_CHECKING`. The composition roots
-(`watermark.__main__`, `gcd.__main__`) are the one exception: they wire the command
-together and import whatever it needs.
+Every module of `watermark`, `gcd` and the lab `l0lab` belongs to one *unit* (a
+subpackage such as `watermark.core`, or a root module such as `watermark.errors`), and
+every unit to one layer of `LAYERS`, lowest first. A module may import its own unit and
+the units of lower layers, never a unit of its own layer or of a higher one. Every
+import counts: at module level, inside a function, or under `TYPE_CHECKING`. The
+composition roots (`watermark.__main__`, `gcd.__main__`) are the one exception: they
+wire the command together and import whatever it needs.
+
+The lab (`l0lab`: local servers, simulation, chaos, demo) sits above the product (the
+layers of `watermark` and `gcd`) and is not part of it: the l0gc wheel and image do not
+carry it. So the product never imports it when a module of the product is imported; the
+commands that run it (`LAB_COMMANDS`, in `gcd.cli`) import it inside their functions (or
+for types, under ``if TYPE_CHECKING:``) and nowhere else does. The lab in turn imports
+any layer of the product but the commands (`LAB_NEVER_IMPORTS`).
 
 The pure units (`watermark.core`, `gcd.rules`, both `errors` modules) import none of
 the I/O, clock or randomness modules: they decide, the layers above do the I/O.
@@ -29,7 +36,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("watermark", "gcd")
+PACKAGES = ("watermark", "gcd", "l0lab")
+PRODUCT = ("watermark", "gcd")
+LAB = "l0lab"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("watermark", "watermark.errors"),
@@ -39,18 +48,24 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("watermark.service",),
     ("watermark.api",),
     ("watermark.client",),
+    ("watermark.cli",),
     ("gcd", "gcd.errors"),
     ("gcd.rules",),
     ("gcd.storage",),
     ("gcd.sweep",),
     ("gcd.spark",),
-    ("gcd.testing",),
-    ("gcd.sim",),
-    ("gcd.demo",),
-    ("gcd.chaos",),
     ("gcd.cli",),
+    # the lab, above the product; never imported by it (but lazily by LAB_COMMANDS)
+    ("l0lab",),
+    ("l0lab.testing",),
+    ("l0lab.sim",),
+    ("l0lab.demo",),
+    ("l0lab.chaos",),
 )
 ROOTS = frozenset({"watermark.__main__", "gcd.__main__"})
+LAB_COMMANDS = frozenset({"gcd.cli.demo", "gcd.cli.chaos", "gcd.cli.simulate",
+                          "gcd.cli.exhaustive", "gcd.cli.dev"})  # fmt: skip
+LAB_NEVER_IMPORTS = ("gcd.cli", "gcd.__main__", "watermark.__main__")
 FACES = frozenset({"watermark", "gcd"})
 FACE_RUNTIME_IMPORTS = frozenset({"__future__", "importlib", "typing"})
 PURE_UNITS = ("watermark.errors", "watermark.core", "gcd.errors", "gcd.rules")
@@ -110,6 +125,40 @@ def imports(name: str, source: str, *, is_package: bool = False) -> list[tuple[i
     return found
 
 
+def eager_lines(source: str) -> set[int]:
+    """The lines of the imports that run when the module is imported: not inside a
+    function, not under ``if TYPE_CHECKING:`` (class bodies and module-level if, try and
+    with blocks do run)."""
+    found: set[int] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                continue
+            if isinstance(child, ast.If) and ast.unparse(child.test) in {
+                "TYPE_CHECKING", "typing.TYPE_CHECKING"}:  # fmt: skip
+                for orelse in child.orelse:
+                    visit(orelse)
+                continue
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                found.add(child.lineno)
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def lab_imports(name: str, source: str, *, is_package: bool = False) -> list[str]:
+    """'line: module' of every import of the lab by product module `name` that breaks the
+    rule: any that runs when `name` is imported, and any at all outside LAB_COMMANDS."""
+    eager = eager_lines(source)
+    return [
+        f"{line}: {target}"
+        for line, target in imports(name, source, is_package=is_package)
+        if is_lab(target) and (line in eager or name not in LAB_COMMANDS)
+    ]
+
+
 def unit_of(module: str) -> str | None:
     """The unit of `module`: the longest unit name it is, or lies under; None if outside."""
     best: str | None = None
@@ -127,14 +176,25 @@ def layer_of(unit: str) -> int:
     return next(index for index, layer in enumerate(LAYERS) if unit in layer)
 
 
+def is_lab(module: str) -> bool:
+    """`module` is the lab or inside it."""
+    return module == LAB or module.startswith(LAB + ".")
+
+
 def violations(name: str, targets: list[tuple[int, str]]) -> list[str]:
-    """'line: module' for every import of `name` that is not of a lower layer."""
+    """'line: module' for every import of `name` that is not of a lower layer (a lab
+    command's imports of the lab aside: `lab_imports` judges those), and every import
+    of a command by the lab."""
     own = unit_of(name)
     assert own is not None, f"{name} belongs to no unit of LAYERS: add it"
     found = []
     for line, target in targets:
+        if is_lab(name) and any(target == c or target.startswith(c + ".")
+                                for c in LAB_NEVER_IMPORTS):  # fmt: skip
+            found.append(f"{line}: {target}")
+            continue
         unit = unit_of(target)
-        if unit is None or unit == own:
+        if unit is None or unit == own or (name in LAB_COMMANDS and is_lab(target)):
             continue
         if layer_of(unit) >= layer_of(own):
             found.append(f"{line}: {target}")
@@ -150,6 +210,36 @@ def test_a_module_imports_only_its_own_unit_and_lower_layers(name: str) -> None:
     path = MODULES[name]
     found = violations(name, imports(name, path.read_text(), is_package=path.stem == "__init__"))
     assert found == [], f"{path.relative_to(ROOT)} imports above its layer: {found}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not is_lab(n)))
+def test_the_product_never_imports_the_lab_when_it_is_imported(name: str) -> None:
+    """No module of gcd or watermark imports l0lab at import time; only the lab commands
+    import it at all, inside their functions (or for types)."""
+    path = MODULES[name]
+    found = lab_imports(name, path.read_text(), is_package=path.stem == "__init__")
+    assert found == [], f"{path.relative_to(ROOT)} imports the lab: {found}"
+
+
+def test_the_lab_commands_are_the_ones_that_import_the_lab() -> None:
+    """LAB_COMMANDS is not a stale list: each of them does import the lab (lazily)."""
+    for name in LAB_COMMANDS:
+        targets = imports(name, MODULES[name].read_text())
+        assert any(is_lab(target) for _, target in targets), name
+
+
+def test_the_wheel_ships_only_the_product_and_the_lab_is_a_distribution_of_its_own() -> None:
+    """pyproject.toml's packages are gcd and watermark; l0lab/pyproject.toml lists every
+    package of the lab (so an editable install finds each)."""
+    import tomllib  # noqa: PLC0415
+
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert root["tool"]["setuptools"]["packages"]["find"]["include"] == ["gcd*", "watermark*"]
+    lab = tomllib.loads((ROOT / LAB / "pyproject.toml").read_text())
+    packages = {name for name, path in MODULES.items() if is_lab(name)
+                and path.stem == "__init__"}  # fmt: skip
+    assert sorted(lab["tool"]["setuptools"]["packages"]) == sorted(packages)
+    assert LAB in root["tool"]["mypy"]["files"]
 
 
 def test_there_is_no_import_cycle() -> None:
@@ -292,6 +382,38 @@ def test_the_face_check_flags_a_runtime_import() -> None:
     assert face_runtime_imports(source) == ["6: watermark.etcd.store"]
 
 
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("gcd.cli.demo", "from l0lab.demo.runner import DemoRun\n"),
+        ("gcd.cli.simulate", "import l0lab.sim.runner\n"),
+        ("gcd.cli.chaos", "try:\n    import l0lab.chaos\nexcept ImportError:\n    pass\n"),
+        ("gcd.cli.dev", "class C:\n    from l0lab.testing import local_servers\n"),
+        ("gcd.sweep.sweeper", "def f():\n    from l0lab.testing.memory import M\n"),
+        ("watermark.service.guard", "if TYPE_CHECKING:\n    from l0lab.sim import world\n"),
+        ("gcd", "import l0lab\n"),
+    ],
+)
+def test_the_lab_check_flags_an_import_of_the_lab_by_the_product(name: str, source: str) -> None:
+    """A product module importing the lab when it is imported (or at all, outside the
+    lab commands) is reported with its line."""
+    assert lab_imports(name, source) != []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def run(args):\n    from l0lab.demo.runner import DemoRun\n",
+        "async def run(args):\n    with lab.required():\n        import l0lab.sim.runner\n",
+        "if TYPE_CHECKING:\n    from l0lab.demo.storage import DemoStorage\n",
+        "from gcd.cli import lab\n",
+    ],
+)
+def test_the_lab_check_accepts_a_lazy_import_by_a_lab_command(source: str) -> None:
+    """A lab command may import the lab inside a function or for types."""
+    assert lab_imports("gcd.cli.demo", source) == []
+
+
 def forbidden_imports(source: str) -> list[str]:
     """Return 'line: module' for every forbidden import (or __import__ call) in `source`."""
     return [
@@ -324,10 +446,13 @@ def test_the_pure_units_are_what_they_claim() -> None:
         ("watermark.core.window", "def f():\n    import watermark.service.guard\n"),
         ("watermark.options", "from watermark.logs import redact\n"),
         ("gcd.rules.layout", "from gcd.storage import objectstore\n"),
-        ("gcd.sweep.sweeper", "from gcd.testing.memory import MemoryObjectStore\n"),
+        ("gcd.sweep.sweeper", "from l0lab.testing.memory import MemoryObjectStore\n"),
         ("gcd.sweep.sweeper", "from gcd.spark import delete\n"),
-        ("watermark.api.cli", "from gcd.cli.main import main\n"),
-        ("gcd.demo.runner", "from gcd.cli import output\n"),
+        ("watermark.cli.main", "from gcd.cli.main import main\n"),
+        ("l0lab.demo.runner", "from gcd.cli import output\n"),
+        ("l0lab.testing.memory", "from l0lab.sim.world import World\n"),
+        ("l0lab.sim.world", "def f():\n    from gcd.__main__ import main\n"),
+        ("gcd.cli.sweep", "def f():\n    from l0lab.testing import memory\n"),
     ],
 )
 def test_the_layer_check_flags_an_upward_or_sideways_import(name: str, source: str) -> None:
@@ -340,9 +465,12 @@ def test_the_layer_check_flags_an_upward_or_sideways_import(name: str, source: s
     [
         ("watermark.etcd.store", "from watermark.core.record import PartitionRecord\n"),
         ("gcd.sweep.sweeper", "from gcd.rules.layout import KeyLayout\n"),
-        ("gcd.cli.main", "from watermark.api import cli\n"),
+        ("gcd.cli.main", "from watermark.cli import main\n"),
         ("watermark.core.window", "from watermark.core import strictjson\n"),
         ("watermark.core.window", "import json\n"),
+        ("l0lab.demo.runner", "from gcd.sweep.sweeper import run_round\n"),
+        ("l0lab.chaos.runner", "from l0lab.demo import storage\n"),
+        ("gcd.cli.demo", "def run():\n    from l0lab.demo.runner import DemoRun\n"),
     ],
 )
 def test_the_layer_check_accepts_own_unit_and_lower_layers(name: str, source: str) -> None:

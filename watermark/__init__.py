@@ -66,13 +66,14 @@ if TYPE_CHECKING:
     from watermark.etcd.settings import EtcdSettings, open_kv
     from watermark.etcd.store import WatermarkStore
     from watermark.service.clock import EpochClock, stamp_epoch
+    from watermark.service.fence import Fence
     from watermark.service.guard import FenceToken
-    from watermark.service.publisher import Fence, Publisher
+    from watermark.service.publisher import Publisher
 
 _FACE: dict[str, str] = {
     # embedding the publisher
     "Publisher": "watermark.service.publisher",
-    "Fence": "watermark.service.publisher",
+    "Fence": "watermark.service.fence",
     "FenceToken": "watermark.service.guard",
     "Outcome": "watermark.core.fencelock",
     "WatermarkStore": "watermark.etcd.store",

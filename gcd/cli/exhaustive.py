@@ -1,4 +1,4 @@
-"""`gcd simulate --exhaustive`: every schedule of a small cluster (see `gcd.sim.explore`).
+"""`gcd simulate --exhaustive`: every schedule of a small cluster (see `l0lab.sim.explore`).
 
     gcd simulate --exhaustive                                  # the default scope, real code
     gcd simulate --exhaustive --variant no-drain-slide --partitions 1 --max-faults 0
@@ -13,21 +13,26 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
+from gcd.cli import lab
 from gcd.cli.output import write_json
-from gcd.sim.explore import explore, replay
-from gcd.sim.moves import FAULT_KINDS, Scope
-from gcd.sim.variants import VARIANTS
 from watermark import exitcodes
+
+if TYPE_CHECKING:
+    from l0lab.sim.moves import Scope
 
 __all__ = ["add_arguments", "run"]
 
-_DEFAULT = Scope()
 _RANDOM_ONLY = ("seeds", "seed", "keep_going", "stop_at_first")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `--exhaustive` options of `gcd simulate`."""
+    with lab.required():
+        from l0lab.sim.moves import FAULT_KINDS, Scope  # noqa: PLC0415 - the lab, when run
+
+    default = Scope()
     group = parser.add_argument_group("exhaustive search (--exhaustive)")
     group.add_argument(
         "--exhaustive", action="store_true",
@@ -35,12 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "seeds; a violation comes with its shortest counterexample",
     )  # fmt: skip
     for flag, value, what in (
-        ("--partitions", _DEFAULT.partitions, "partitions (1-3)"),
-        ("--writers", _DEFAULT.writers, "writers (1-3)"),
-        ("--publishers", _DEFAULT.publishers, "publisher processes (1-3)"),
-        ("--max-epoch", _DEFAULT.max_epoch, "highest cluster epoch (2-6; it starts at 1)"),
-        ("--max-faults", _DEFAULT.faults, "faults on one path (0-4)"),
-        ("--depth", _DEFAULT.depth, "moves on one path (1-60)"),
+        ("--partitions", default.partitions, "partitions (1-3)"),
+        ("--writers", default.writers, "writers (1-3)"),
+        ("--publishers", default.publishers, "publisher processes (1-3)"),
+        ("--max-epoch", default.max_epoch, "highest cluster epoch (2-6; it starts at 1)"),
+        ("--max-faults", default.faults, "faults on one path (0-4)"),
+        ("--depth", default.depth, "moves on one path (1-60)"),
     ):
         group.add_argument(flag, type=int, default=value, metavar="N",
                            help=f"{what} (default {value})")  # fmt: skip
@@ -75,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Search (or replay one path); exit 1 on a violation."""
+    with lab.required():
+        from l0lab.sim.explore import explore  # noqa: PLC0415 - the lab, when run
+        from l0lab.sim.moves import Scope  # noqa: PLC0415
+        from l0lab.sim.variants import VARIANTS  # noqa: PLC0415
+
     used = [f"--{name.replace('_', '-')}" for name in _RANDOM_ONLY
             if getattr(args, name) not in (None, False)]  # fmt: skip
     if used:
@@ -122,6 +132,10 @@ def _progress(level: int, states: int, transitions: int) -> None:
 
 
 def _replay(scope: Scope, args: argparse.Namespace) -> int:
+    with lab.required():
+        from l0lab.sim.explore import replay  # noqa: PLC0415 - the lab, when run
+        from l0lab.sim.variants import VARIANTS  # noqa: PLC0415
+
     labels = [label.strip() for label in args.replay.split(";") if label.strip()]
     try:
         run_ = replay(scope, VARIANTS[args.variant], labels, liveness=not args.no_liveness)

@@ -20,7 +20,6 @@ still answered: kept, blocked), 1 the store could not be read.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,19 +28,17 @@ from typing import Any
 from gcd.cli.explain_text import render_text
 from gcd.cli.options import resolve
 from gcd.cli.output import write_json
-from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, watermark_source
+from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup
 from gcd.rules.admission import UNREACHABLE
-from gcd.storage.open import open_objects
 from gcd.sweep.explain import ExplainReport, explain_keys, read_gc_facts
-from gcd.sweep.journal import check_audit_prefix
-from gcd.sweep.journal_search import LocalSegments, PrefixSegments, SegmentSource
+from gcd.sweep.runtime import open_reader
 from watermark import exitcodes
 from watermark.core.display import printable
 from watermark.errors import ConfigError
 from watermark.logs import configure_logging
 from watermark.options import Option, add_options, boolean, text
 
-__all__ = ["EXPLAIN_OPTIONS", "add_arguments", "explain", "journal_source", "read_keys", "run"]
+__all__ = ["EXPLAIN_OPTIONS", "add_arguments", "explain", "read_keys", "run"]
 
 MAX_KEYS = 1_000_000
 MAX_KEY_BYTES = 1024 * 4  # S3 keys are at most 1024 bytes; a longer line is no key
@@ -89,30 +86,17 @@ def read_keys(args: argparse.Namespace, stdin: Any = None) -> list[str]:
     return keys
 
 
-def journal_source(args: argparse.Namespace, objects: Any, root: str) -> SegmentSource | None:
-    """Where the journal flags say segments are read (None: no journal flag given)."""
-    if args.journal_dir is not None:
-        return LocalSegments([Path(p) for p in args.journal_dir.split(",") if p])
-    if args.journal_prefix is not None:
-        return PrefixSegments(objects, check_audit_prefix(args.journal_prefix, root))
-    return None
-
-
 async def explain_from_args(args: argparse.Namespace, keys: Sequence[str]) -> ExplainReport:
-    """Open what the flags name, read once, explain `keys`."""
+    """Open what the flags name (`gcd.sweep.runtime.open_reader`), read once, explain `keys`."""
     setup = round_setup(args)
     layout = setup.round.layout
     prefix = None if args.journal_prefix is None else args.journal_prefix.strip("/")
-    async with contextlib.AsyncExitStack() as stack:
-        objects = await stack.enter_async_context(open_objects(setup.s3, setup.azure,
-                                                               gcs=setup.gcs))  # fmt: skip
-        source = await stack.enter_async_context(
-            watermark_source(setup.etcd, target=setup.target, objects=objects))
-        store = None if source is None else getattr(source, "store", source)
+    async with open_reader(setup.etcd, setup.store, layout.root) as (objects, source):
+        store = None if source is None else source.store
         facts = await read_gc_facts(store, source, grace_s=setup.round.grace_s,
                                     override=setup.safe_epoch_override,
                                     journal_prefix=prefix)  # fmt: skip
-        journal = journal_source(args, objects, layout.root)
+        journal = setup.journal.segments(objects, layout.root)
         return await explain_keys(keys, layout, facts, objects=objects, journal=journal,
                                   store=store)  # fmt: skip
 

@@ -20,8 +20,8 @@ attempt to delete KEY: the sweeper, when, M and the cluster epoch, the etcd revi
 the partitions pinning M, and what became of the key.
 
 Journals are written by `gcd sweep` and `gcd daemon` with `--journal-dir` (and shipped
-to `--journal-prefix` in the bucket); `JOURNAL_OPTIONS` and `open_journal` are their
-side of it: the writer, and its `AnchorKeeper` (the end anchored in etcd and shipped).
+to `--journal-prefix` in the bucket): `gcd.sweep.runtime` opens the writer and its
+`AnchorKeeper` (the end anchored in etcd and shipped).
 
 Exit codes: verify 0 every check passed (a torn tail, a crash mid-write, is said and
 still 0), 1 a violation or a damaged journal, 2 bad flags or nothing to verify (no
@@ -33,27 +33,30 @@ sweeper without an anchor); show 0 found, 1 no record of the key.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gcd.cli.options import JOURNAL_OPTIONS, LAYOUT_OPTIONS, S3_OPTIONS, layout_from_args, resolve
+from gcd.cli.options import (
+    JOURNAL_OPTIONS,
+    LAYOUT_OPTIONS,
+    QUIET_LOG_LEVEL,
+    S3_OPTIONS,
+    layout_from_args,
+    resolve,
+)
 from gcd.cli.output import write_json
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.journal import (
     JournalRead,
-    JournalWriter,
-    check_audit_prefix,
     read_journal,
     read_journal_objects,
 )
-from gcd.sweep.journal_anchor import AnchorKeeper
 from gcd.sweep.journal_check import (
     Finding,
     FindingKind,
@@ -65,7 +68,6 @@ from gcd.sweep.journal_check import (
     history_reader,
 )
 from gcd.sweep.journal_prune import prune_anchors, prune_audit
-from gcd.sweep.metrics import SweeperMetrics
 from watermark import exitcodes
 from watermark.core.display import printable
 from watermark.core.journal_anchor import JournalAnchor, anchors_prefix
@@ -74,7 +76,7 @@ from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.logs import configure_logging
 from watermark.options import Option, add_config_option, add_options, boolean, text
 
-__all__ = ["OUTPUT_VERSION", "add_arguments", "open_journal", "run"]
+__all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
 
 OUTPUT_VERSION = 1
 _MAX_SEGMENT_READ = 1 << 30
@@ -86,8 +88,7 @@ _READ_OPTIONS: tuple[Option, ...] = (
     *(o for o in JOURNAL_OPTIONS if o.flag == "--journal-retention"),
     Option("--key", text, None, "show: the object key to explain", "KEY"),
     Option("--json", boolean, False, "print one JSON document on stdout", switch=True),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 
 
@@ -99,52 +100,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_option(parser)
     add_options(parser, _READ_OPTIONS, "journal and output")
     add_etcd_arguments(parser)
-
-
-@contextlib.asynccontextmanager
-async def open_journal(
-    args: argparse.Namespace, *, sweeper_id: str, setup: Any, objects: Any,
-    metrics: SweeperMetrics,
-) -> AsyncIterator[tuple[JournalWriter, ...]]:  # fmt: skip
-    """The journal sinks a sweeping command's flags ask for (none without --journal-dir);
-    while they run the journal's end is anchored in etcd (with etcd) and closed segments
-    are shipped (with --journal-prefix); on exit the last segment is closed, anchored and
-    shipped.
-
-    `setup` is the command's `gcd.cli.sweep.RoundSetup`; `objects` its `S3ObjectStore`.
-    """
-    if args.journal_dir is None:
-        if args.journal_prefix is not None:
-            raise ConfigError("--journal-prefix needs --journal-dir (the local spool of the "
-                              "segments it uploads)")  # fmt: skip
-        yield ()
-        return
-    root = setup.round.layout.root
-    prefix = None if args.journal_prefix is None else check_audit_prefix(args.journal_prefix,
-                                                                          root)  # fmt: skip
-    namespace = None if setup.etcd is None else setup.etcd.namespace
-    writer = JournalWriter(
-        Path(args.journal_dir), sweeper_id, namespace=namespace, bucket=setup.s3.bucket,
-        root=root, endpoint_url=setup.s3.endpoint_url, metrics=metrics,
-        max_bytes=args.journal_max_bytes, max_age_s=args.journal_max_age,
-    )  # fmt: skip
-    if prefix is None and args.journal_retention is not None:
-        raise ConfigError("--journal-retention needs --journal-prefix (it prunes the "
-                          "segments shipped there)")  # fmt: skip
-    kv = None if setup.etcd is None else await open_kv(setup.etcd, connect=False)
-    keeper = AnchorKeeper(writer, kv=kv, namespace=namespace, objects=objects, prefix=prefix,
-                          keep_local=args.journal_keep_local,
-                          retention_s=args.journal_retention)  # fmt: skip
-    keeper.start()
-    try:
-        yield (writer,)
-    finally:
-        writer.close()
-        try:
-            await keeper.close()
-        finally:
-            if kv is not None:
-                await kv.close()
 
 
 async def _read(args: argparse.Namespace) -> JournalRead:

@@ -19,7 +19,9 @@ subcommands may share a module) and provides two functions:
 A module is imported only when its subcommand is selected: `gcd sweep` never imports
 pyspark, and `gcd --help` imports nothing but this file. Exceptions from `run` are
 mapped to exit codes in exactly one place (`watermark.exitcodes.exit_code_for`); an
-unknown subcommand, or one whose module is not installed, is a usage error (exit 2).
+unknown subcommand, or one whose module is not installed, is a usage error (exit 2), as
+is a lab command (`gcd demo`, `chaos`, `simulate`, `dev`) where the lab is not installed
+(`gcd.cli.lab`: its `add_arguments` or `run` raises `LabNotInstalled`).
 
 Usage errors are two lines (`watermark.options.CommandParser`), with the closest
 known flag or command when there is one:
@@ -83,7 +85,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "spark-report": Subcommand("gcd.cli.spark", "report garbage by epoch and prefix with PySpark"),
     "spark-package": Subcommand("gcd.cli.spark_package", "zip l0gc for Spark --py-files"),
     "dev": Subcommand("gcd.cli.dev", "start a local etcd for the guides (gcd dev etcd)"),
-    "completion": Subcommand("gcd.cli.completion", "print a bash or zsh completion script"),
+    "completion": Subcommand("gcd.cli.completion", "print a bash, zsh or fish completion script"),
 }
 
 
@@ -202,12 +204,19 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "gcd") -> int:
     module = _load(first)
     if isinstance(module, str):
         return _fail(module)
-    from watermark.options import CommandParser  # noqa: PLC0415 - `gcd --help` stays light
+    from watermark.errors import ConfigError  # noqa: PLC0415 - `gcd --help` stays light
+    from watermark.options import CommandParser  # noqa: PLC0415
 
     parser = CommandParser(prog=f"{prog} {first}", description=SUBCOMMANDS[first].help,
                            epilog=EXAMPLES.get(first),
                            formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    module.add_arguments(parser)
+    try:
+        module.add_arguments(parser)
+    except ConfigError as exc:  # the lab a command runs is not installed (gcd.cli.lab)
+        sys.stderr.write(f"{parser.prog}: error: {exc}\n")
+        if "--json" in args:
+            _json_error(exitcodes.USAGE, str(exc))
+        return exitcodes.USAGE
     try:
         namespace = parser.parse_args(args[1:])
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
@@ -252,7 +261,7 @@ def _interrupted(command: str, as_json: bool) -> int:
 def _run_frozen(awaitable: object) -> object:
     """Run a command with what is loaded so far (modules, ~100k objects) out of the cyclic
     collector's sight: the collections a sweep's allocations trigger then do not walk it
-    again and again (a quarter of a round's CPU, bench/RESULTS.md section 18). Thawed
+    again and again (a quarter of a round's CPU, bench/RESULTS.md section 21). Thawed
     after, for callers that run commands in-process."""
     gc.freeze()
     try:

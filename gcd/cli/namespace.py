@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from gcd.cli import namespace_backup
-from gcd.cli.options import LAYOUT_OPTIONS, S3_OPTIONS, resolve
+from gcd.cli.options import LAYOUT_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
-from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
-from gcd.storage.open import open_objects, target_of
+from gcd.storage.open import StoreSettings, open_store
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.binding import (
     BindingConflict,
@@ -58,7 +58,7 @@ from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options, boolean, text
+from watermark.options import Option, add_config_option, add_options, boolean
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
 
@@ -75,8 +75,7 @@ OPTIONS: tuple[Option, ...] = (
            "namespace with --remove-claim", switch=True),
     Option("--json", boolean, False, "print the outcome as one JSON document on stdout",
            switch=True),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 
 
@@ -96,39 +95,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _open(target: StorageTarget, args: argparse.Namespace) -> Any:
-    """`open_objects` on `target`."""
-    s3, azure, gcs = _settings(target, args)
-    return open_objects(s3, azure, gcs=gcs)
+    """`open_store` on `target`."""
+    return open_store(_settings(target, args))
 
 
-def _settings(
-    target: StorageTarget, args: argparse.Namespace
-) -> tuple[S3Settings | None, AzureSettings | None, GcsSettings | None]:
+def _settings(target: StorageTarget, args: argparse.Namespace) -> StoreSettings:
     """How to reach `target`: S3 settings, Azure's (credentials from this command's
     --azure-connection-string-file or the Azure chain) or GCS's (this command's
     --gcs-credentials-file, --gcs-anonymous, or Application Default Credentials)."""
     if target.kind == "gcs":
         credentials, anonymous = args.gcs_credentials_file, bool(args.gcs_anonymous)
-        return None, None, GcsSettings(target.bucket, target.endpoint_url, credentials, anonymous)
+        return GcsSettings(target.bucket, target.endpoint_url, credentials, anonymous)
     if target.kind == "azure":
         assert target.endpoint_url is not None
-        return None, AzureSettings(target.endpoint_url, target.bucket,
-                                   args.azure_connection_string_file), None  # fmt: skip
-    settings = S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url,
-                          region=args.region)  # fmt: skip
-    return settings, None, None
+        return AzureSettings(target.endpoint_url, target.bucket,
+                             args.azure_connection_string_file)  # fmt: skip
+    return S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url,
+                      region=args.region)  # fmt: skip
 
 
 async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
-    azure = azure_settings(args)
-    gcs = gcs_settings(args)
-    if args.bucket is None and azure is None:
-        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET (or "
-                          "--storage azure --account-url URL --container NAME)")  # fmt: skip
-    s3 = None if azure is not None or gcs is not None else S3Settings(bucket=args.bucket,
-                                                   endpoint_url=args.endpoint_url,
-                                                   region=args.region)  # fmt: skip
-    target = target_of(s3, azure, args.root, gcs=gcs)
+    target = store_settings(args).target(args.root)
     async with _open(target, args) as objects:
         outcome = await bind_namespace(store, objects, target, replace=bool(args.replace))
     doc: dict[str, Any] = {

@@ -34,6 +34,7 @@ from typing import Any
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from watermark import options as _options
 from watermark.etcd.settings import ETCD_OPTIONS
+from watermark.logs import LEVEL_NAMES
 from watermark.options import (
     Option,
     boolean,
@@ -64,6 +65,10 @@ S3_OPTIONS: tuple[Option, ...] = (
            "S3 endpoint URL for S3-compatible stores (default: AWS for the region)", "URL"),
     Option("--region", text, None, "S3 region (default: from the AWS config chain)", "REGION"),
 )  # fmt: skip
+QUIET_LOG_LEVEL = Option("--log-level", text, "warning",
+                         "debug, info, warning or error (default warning)", "LEVEL",
+                         values=LEVEL_NAMES)  # fmt: skip
+"""--log-level of the commands that only read and report (status, journal, namespace...)."""
 LAYOUT_OPTIONS: tuple[Option, ...] = (
     Option("--root", text, DEFAULT_ROOT, f"key root of the L0 objects (default {DEFAULT_ROOT})",
            "PREFIX"),
@@ -137,7 +142,7 @@ ROUND_OPTIONS: tuple[Option, ...] = (
            "default 100000)", "N"),
     Option("--log-level", text, None, "debug, info, warning or error (default: warning "
            "when stderr is a terminal, so the progress line stays intact; info otherwise)",
-           "LEVEL"),
+           "LEVEL", values=LEVEL_NAMES),
 )  # fmt: skip
 DAEMON_OPTIONS: tuple[Option, ...] = (
     Option("--interval", duration, 10.0, "pause between rounds that made progress, and "

@@ -27,9 +27,9 @@ import socket
 import sys
 from typing import Any
 
-from gcd.cli.options import resolve
+from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import write_json
-from gcd.cli.status import empty_namespace
+from gcd.sweep.runtime import empty_namespace
 from watermark import exitcodes
 from watermark.core.display import printable
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
@@ -44,8 +44,7 @@ OUTPUT_VERSION = 1
 RESUME_OPTIONS: tuple[Option, ...] = (
     Option("--json", boolean, False, "print the outcome as one JSON document on stdout",
            switch=True),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 PAUSE_OPTIONS: tuple[Option, ...] = (
     Option("--reason", text, None, "why GC is paused, shown by `gcd status` and in sweeper "

@@ -31,12 +31,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gcd.cli.options import JOURNAL_OPTIONS, S3_OPTIONS, SWEEP_OPTIONS, resolve
+from gcd.cli.options import JOURNAL_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, SWEEP_OPTIONS, resolve
 from gcd.cli.output import write_json
-from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
-from gcd.cli.undo import MAX_SEGMENT_READ
-from gcd.storage.open import open_objects
-from gcd.storage.s3 import S3Settings
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
+from gcd.storage.open import open_store
 from gcd.sweep.journal import read_journal, read_journal_objects
 from gcd.sweep.restore import (
     KeyResult,
@@ -48,6 +46,7 @@ from gcd.sweep.restore import (
     restore,
     select,
 )
+from gcd.sweep.runtime import MAX_SEGMENT_READ
 from watermark import exitcodes
 from watermark.core.display import printable
 from watermark.errors import ConfigError
@@ -72,8 +71,7 @@ RESTORE_OPTIONS: tuple[Option, ...] = (
     Option("--round", text, None, "restore the deletions of these rounds (ids as `gcd sweep "
            "--json` prints them, comma-separated; default: every round)", "ID"),
     *(o for o in SWEEP_OPTIONS if o.flag in {"--dry-run", "--json"}),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 
 
@@ -125,9 +123,8 @@ async def run(args: argparse.Namespace) -> int:
         rounds=frozenset(part for part in (args.round or "").split(",") if part),
         partitions=frozenset(args.partition or ()), keys=tuple(args.key or ()),
     )  # fmt: skip
-    azure, gcs = azure_settings(args), gcs_settings(args)
-    if args.bucket is None and azure is None:
-        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET")
+    store_at = store_settings(args, no_bucket="no bucket given: pass --bucket NAME or set "
+                              "L0GC_BUCKET")  # fmt: skip
     if args.journal_dir is None and args.journal_prefix is None:
         raise ConfigError("give the journal: --journal-dir DIR, or --journal-prefix P (the "
                           "segments shipped to the bucket)")  # fmt: skip
@@ -137,10 +134,8 @@ async def run(args: argparse.Namespace) -> int:
                          "key at or below M would be deleted again; run `gcd pause --reason "
                          "\"restore\"` first\n")  # fmt: skip
         return exitcodes.USAGE
-    s3 = None if azure is not None or gcs is not None else S3Settings(
-        bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
     restore_id = uuid.uuid4().hex[:8]
-    async with open_objects(s3, azure, gcs=gcs) as store:
+    async with open_store(store_at) as store:
         if args.journal_dir is not None:
             read = read_journal([Path(part) for part in args.journal_dir.split(",") if part])
         else:

@@ -1,4 +1,4 @@
-"""`gcd simulate`: the deterministic whole-system simulation (see `gcd.sim`).
+"""`gcd simulate`: the deterministic whole-system simulation (see `l0lab.sim`).
 
     gcd simulate --seeds 200 --steps 600            # seeds 0..199, real code
     gcd simulate --seed 92 --steps 600              # replay one seed, print its trace
@@ -11,7 +11,7 @@ and sweeper against an in-memory S3, with faults, in virtual time; the same seed
 gives the same run. Exit status 1 when any seed breaks an invariant; each failing seed
 is printed with the command that replays it and the events that led to it.
 
-With `--exhaustive` (`gcd.cli.exhaustive`, `gcd.sim.explore`) it explores every schedule of a
+With `--exhaustive` (`gcd.cli.exhaustive`, `l0lab.sim.explore`) it explores every schedule of a
 bounded scope instead, breadth-first, and prints a shortest counterexample.
 
 This is a developer tool, so its options have no environment variables or config file.
@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from gcd.cli import exhaustive
+from gcd.cli import exhaustive, lab
 from gcd.cli.output import write_json
-from gcd.sim.runner import SeedResult, run_seeds
-from gcd.sim.variants import VARIANTS
-from gcd.sim.world import DEFAULT_STEPS
 from watermark import exitcodes
+
+if TYPE_CHECKING:
+    from l0lab.sim.runner import SeedResult
 
 __all__ = ["add_arguments", "run"]
 
@@ -37,6 +38,10 @@ _FULL_TRACE = 1_000_000  # a replayed seed prints all its events
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`gcd simulate` options."""
+    with lab.required():
+        from l0lab.sim.variants import VARIANTS  # noqa: PLC0415 - the lab, when run
+        from l0lab.sim.world import DEFAULT_STEPS  # noqa: PLC0415
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     width = max(len(name) for name in VARIANTS)
     parser.epilog = "variants:\n" + "\n".join(
@@ -91,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the seeds (or the exhaustive search); exit 1 if any broke an invariant."""
     if args.exhaustive:
         return exhaustive.run(args)
+    with lab.required():
+        from l0lab.sim.runner import run_seeds  # noqa: PLC0415 - the lab, when run
+        from l0lab.sim.variants import VARIANTS  # noqa: PLC0415
+
     first = 0 if args.seed is None else args.seed
     count = args.seeds if args.seeds is not None else (1 if args.seed is not None else
                                                        _DEFAULT_SEEDS)  # fmt: skip

@@ -58,7 +58,6 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS
-from gcd.cli.sweep import watermark_source
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.spark.inventory import InventoryManifest
@@ -67,11 +66,11 @@ from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
 from gcd.storage.objectstore import StoreFeatures
-from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
+from gcd.storage.s3 import S3Settings, preflight
 from gcd.sweep.report import RoundSummary
+from gcd.sweep.runtime import open_reader
 from gcd.sweep.safety import read_admission
 from watermark import exitcodes
-from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments
@@ -251,10 +250,7 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Rou
     etcd_given = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
     settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
-    target = StorageTarget(args.bucket, args.root, args.endpoint_url)
-    async with S3ObjectStore.open(settings) as objects, watermark_source(
-        etcd, target=target, objects=objects
-    ) as source:
+    async with open_reader(etcd, settings, args.root) as (_, source):
         return await read_admission(SafetyGate(), source, override=override)
 
 

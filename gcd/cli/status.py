@@ -48,8 +48,9 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from gcd.cli.fleet import FleetStatus, read_fleet
-from gcd.cli.options import resolve
+from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import human_age, write_json
+from gcd.sweep.runtime import empty_namespace
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark import exitcodes
 from watermark.core.binding import Binding
@@ -61,7 +62,7 @@ from watermark.errors import ConfigError, InvalidRecord
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options, boolean, text
+from watermark.options import Option, add_config_option, add_options, boolean
 
 __all__ = [
     "STATUS_OPTIONS",
@@ -70,7 +71,6 @@ __all__ = [
     "StatusReport",
     "add_arguments",
     "build_report",
-    "empty_namespace",
     "is_empty",
     "render_text",
     "run",
@@ -87,8 +87,7 @@ STATUS_OPTIONS: tuple[Option, ...] = (
            switch=True),
     Option("--why", boolean, False, "also explain the oldest kept key (`gcd explain` on the "
            "lowest epoch above M, looked for under the bound S3 root)", switch=True),
-    Option("--log-level", text, "warning", "debug, info, warning or error (default warning)",
-           "LEVEL"),
+    QUIET_LOG_LEVEL,
 )  # fmt: skip
 
 
@@ -233,14 +232,6 @@ def is_empty(view: GcView, fleet: FleetStatus | None = None) -> bool:
     return (view.cluster_epoch_raw is None and not view.partitions
             and view.binding_raw is None and not view.paused and not view.sweepers
             and fleet_empty)  # fmt: skip
-
-
-def empty_namespace(namespace: str) -> ConfigError:
-    """The error for a namespace with nothing stored under it (exit 2)."""
-    return ConfigError(
-        f"nothing is stored under {namespace}/ in this etcd: is --namespace right? "
-        "(check the name, e.g. with etcdctl get --prefix --keys-only /)"
-    )
 
 
 def _binding(view: GcView, namespace: str) -> dict[str, Any]:

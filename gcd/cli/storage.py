@@ -1,6 +1,7 @@
 """Which object store a command talks to: S3 (`--bucket`), Azure Blob Storage
 (`--storage azure --account-url URL --container NAME`) or Google Cloud Storage
-(`--storage gcs --bucket NAME`); `gcd.storage.open` opens it.
+(`--storage gcs --bucket NAME`): `store_settings` turns the flags into the one
+`gcd.storage.open.StoreSettings` value; `gcd.storage.open` opens it.
 
 S3 is the default and keeps its flags. Azure credentials come from the Azure standard
 chain (`DefaultAzureCredential`: workload identity, managed identity, environment) or
@@ -14,17 +15,25 @@ names the bucket and the endpoint when one is given (an emulator).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
+from gcd.storage.open import StoreSettings
+from gcd.storage.s3 import S3Settings
 from watermark.errors import ConfigError
 from watermark.options import Option, boolean, text
 
-__all__ = ["AZURE_OPTIONS", "GCS_OPTIONS", "azure_settings", "gcs_settings"]
+__all__ = ["AZURE_OPTIONS", "GCS_OPTIONS", "NO_BUCKET", "azure_settings", "gcs_settings",
+           "store_settings"]  # fmt: skip
 
 STORAGES = ("s3", "azure", "gcs")
+NO_BUCKET = ("no bucket given: pass --bucket NAME or set L0GC_BUCKET (or --storage azure "
+             "--account-url URL --container NAME)")  # fmt: skip
+"""The error when no store is named at all."""
 AZURE_OPTIONS: tuple[Option, ...] = (
-    Option("--storage", text, "s3", "object store: s3 (default), azure or gcs", "KIND"),
+    Option("--storage", text, "s3", "object store: s3 (default), azure or gcs", "KIND",
+           values=STORAGES),
     Option("--account-url", text, None,
            "--storage azure: the account's blob endpoint, "
            "e.g. https://ACCOUNT.blob.core.windows.net", "URL"),
@@ -84,3 +93,21 @@ def azure_settings(args: argparse.Namespace) -> AzureSettings | None:
     if args.account_url is None or args.container is None:
         raise ConfigError("--storage azure needs --account-url URL and --container NAME")
     return AzureSettings(args.account_url, args.container, args.azure_connection_string_file)
+
+
+def store_settings(args: argparse.Namespace, *, no_bucket: str = NO_BUCKET,
+                   max_pool_connections: int | None = None) -> StoreSettings:  # fmt: skip
+    """The store the flags name: Azure's or GCS's settings with `--storage azure|gcs`, else
+    S3's (`--bucket`, `--endpoint-url`, `--region`; `max_pool_connections` when given);
+    ConfigError (`no_bucket` when no bucket is given) on what is missing or mixed."""
+    azure = azure_settings(args)
+    gcs = gcs_settings(args)
+    chosen = azure or gcs
+    if chosen is not None:
+        return chosen
+    if args.bucket is None:
+        raise ConfigError(no_bucket)
+    s3 = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    if max_pool_connections is None:
+        return s3
+    return dataclasses.replace(s3, max_pool_connections=max_pool_connections)

@@ -3,8 +3,8 @@
     gcd sweep --bucket B [--etcd HOST:PORT --namespace /l0gc/prod | --safe-epoch N]
               [--dry-run --plan-out plan.jsonl] [--json] ...
 
-First a preflight (`gcd.storage.s3.preflight`: one ListObjectsV2 of the root, bounded
-retries, short connect timeout): no credentials, an unreachable endpoint, a missing
+First a preflight (`gcd.storage.open.preflight_store`; on S3 one ListObjectsV2 of the
+root, bounded retries, short connect timeout): no credentials, an unreachable endpoint, a missing
 bucket, access denied or the wrong region exit 2 in seconds with one line saying what to
 fix. Then it reads M from etcd (or takes `--safe-epoch`, still checked against the
 cluster epoch when etcd is configured), lists the shard's prefixes and deletes what
@@ -24,26 +24,23 @@ was done is printed with `"error": "interrupted"` and `"signal"` added to the JS
 second Ctrl-C, or one before the round, stops at once (exit 130, `{"version": 1,
 "error": "interrupted"}` with `--json`).
 
-`add_round_arguments` and `round_setup` are shared with `gcd daemon`.
+The round is assembled and run by `gcd.sweep.runtime.SweepRuntime` (one etcd client for
+the whole process); this module parses the flags into its `SweepSettings`
+(`round_setup`, shared with `gcd daemon` and `gcd explain`), handles the signals and
+prints the summary.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import dataclasses
 import os
-import signal
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from gcd.cli.journal import open_journal
 from gcd.cli.options import (
     JOURNAL_OPTIONS,
     LAYOUT_OPTIONS,
@@ -55,46 +52,24 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import ProgressLine, human_bytes, write_json
-from gcd.cli.status import empty_namespace
-from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
-from gcd.cli.undo import undo_fields, undo_keeper
-from gcd.rules.admission import UNREACHABLE, SafetyGate
-from gcd.rules.prices import PriceTable, RoundCost, prices_for, round_cost
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
+from gcd.rules.admission import UNREACHABLE
+from gcd.rules.prices import RoundCost, prices_for, round_cost
 from gcd.rules.versions import VersionMode
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.gcssettings import GcsSettings
-from gcd.storage.objectstore import DetectingStore
-from gcd.storage.open import open_objects, preflight_storage, target_of
-from gcd.storage.s3 import S3Settings
-from gcd.sweep.binding import BoundSource, ClaimStore
-from gcd.sweep.brake import brake_for
-from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundSummary
-from gcd.sweep.safety import WatermarkSource
-from gcd.sweep.shards import (
-    DEFAULT_TTL_S,
-    ShardAnnouncement,
-    announced,
-    announcement,
-    new_sweeper_id,
-    problems_of,
-)
-from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.sweep.usage import UsageRecorder, usage_key
+from gcd.sweep.runtime import JournalSettings, SweepRuntime, SweepSettings
+from gcd.sweep.sweeper import RoundConfig
 from watermark import exitcodes
-from watermark.core.binding import StorageTarget
 from watermark.core.display import printable
 from watermark.errors import ConfigError
-from watermark.etcd.follow import GcFollower
-from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.etcd.store import WatermarkStore
+from watermark.etcd.settings import EtcdSettings, add_etcd_arguments
 from watermark.logs import configure_logging
 from watermark.options import Option, add_config_option, add_options
+from watermark.service.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
-__all__ = ["RoundSetup", "StopSignals", "add_arguments", "add_round_arguments",
-           "check_namespace", "exit_code",
-           "interrupted_document", "round_setup", "run", "text_summary",
-           "watermark_source"]  # fmt: skip
+__all__ = ["COMMON_OPTIONS", "add_arguments", "add_round_arguments",
+           "cost_line", "exit_code", "interrupted_document", "round_setup", "run",
+           "text_summary"]  # fmt: skip
 
 log = structlog.get_logger("gcd.cli.sweep")
 
@@ -123,45 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, SWEEP_OPTIONS, "dry run and output")
 
 
-@dataclass(frozen=True, slots=True)
-class RoundSetup:
-    """Validated settings of a sweeping command."""
-
-    round: RoundConfig
-    s3: S3Settings
-    """S3, or (with `azure`) the container and account URL as the journal names them."""
-    etcd: EtcdSettings | None
-    safe_epoch_override: int | None
-    shard_ttl_s: int = DEFAULT_TTL_S
-    azure: AzureSettings | None = None
-    """Set with --storage azure: the sweeper talks to Azure Blob Storage instead of S3."""
-    gcs: GcsSettings | None = None
-    """Set with --storage gcs: the sweeper talks to Google Cloud Storage instead of S3."""
-
-    @property
-    def target(self) -> StorageTarget:
-        """The storage this command sweeps, as a namespace binding names it."""
-        return target_of(self.s3, self.azure, self.round.layout.root, gcs=self.gcs)
-
-    @property
-    def shard(self) -> tuple[int, int] | None:
-        """(index, count) to announce; None for a dry run, which deletes nothing."""
-        if self.round.dry_run:
-            return None
-        return self.round.shard_index, self.round.shard_count
-
-
-def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> RoundSetup:
+def round_setup(args: argparse.Namespace,
+                environ: Mapping[str, str] | None = None) -> SweepSettings:  # fmt: skip
     """Build and check the settings from resolved options; ConfigError says what is wrong."""
     env = os.environ if environ is None else environ
-    azure = azure_settings(args)
-    gcs = gcs_settings(args)
-    if args.bucket is None and azure is None:
-        raise ConfigError("no bucket given: pass --bucket NAME or set L0GC_BUCKET (or "
-                          "--storage azure --account-url URL --container NAME)")  # fmt: skip
-    layout = layout_from_args(args)
+    store = store_settings(args, max_pool_connections=args.concurrency + args.list_concurrency + 4)
     config = RoundConfig(
-        layout=layout,
+        layout=layout_from_args(args),
         grace_s=args.grace,
         batch_size=args.batch_size,
         concurrency=args.concurrency,
@@ -183,103 +126,20 @@ def round_setup(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         raise ConfigError(f"--undo-window {args.undo_window:g}s needs --journal-dir DIR: the "
                           "journal names the delete markers l0gc wrote, which `gcd restore` "
                           "deletes and later rounds reclaim")  # fmt: skip
-    s3 = S3Settings(
-        bucket=args.bucket if azure is None else azure.container,
-        endpoint_url=args.endpoint_url if azure is None else azure.account_url,
-        region=args.region,
-        max_pool_connections=args.concurrency + args.list_concurrency + 4,
-    )
     etcd_given = args.etcd is not None or bool(env.get("L0GC_ETCD"))
     # Without --safe-epoch, M comes from etcd: no endpoint at all is a usage error (exit 2),
     # not a silent wait on 127.0.0.1:2379.
     needs_etcd = etcd_given or args.safe_epoch is None
     etcd = EtcdSettings.from_args(args, env, required=True) if needs_etcd else None
-    return RoundSetup(config, s3, etcd, args.safe_epoch, args.shard_ttl, azure, gcs)
-
-
-@contextlib.asynccontextmanager
-async def watermark_source(
-    etcd: EtcdSettings | None,
-    *,
-    target: StorageTarget | None = None,
-    objects: ClaimStore | None = None,
-    shard: tuple[int, int] | None = None,
-    sweeper_id: str | None = None,
-    shard_ttl_s: int = DEFAULT_TTL_S,
-    follow_every: int = 0,
-    announce: Announcing | None = None,
-) -> AsyncIterator[WatermarkSource | None]:
-    """M from etcd (connected lazily: an outage blocks rounds), or None without etcd.
-
-    With `target` and `objects`, M is refused unless the namespace is bound to `target`
-    (`gcd.sweep.binding`); with `shard` (index, count) this process also announces its shard
-    while the block runs (as `sweeper_id`, under a lease of `shard_ttl_s`) and refuses to
-    delete when sweepers disagree (`gcd.sweep.shards`). With `follow_every` > 0 (a daemon) M is
-    followed with an etcd watch after one full read (`watermark.etcd.follow`), checked
-    against a full read every `follow_every` reads.
-    """
-    if etcd is None:
-        yield None
-        return
-    kv = await open_kv(etcd, connect=False)
-    try:
-        store = WatermarkStore(kv, etcd.namespace)
-        if target is None or objects is None:
-            yield store
-        else:
-            follower = GcFollower(store, verify_every=follow_every) if follow_every else None
-            try:
-                if shard is None:
-                    yield BoundSource(store, target, objects, follower=follower)
-                else:
-                    me = announcement(sweeper_id or new_sweeper_id(), *shard)
-                    async with announced(store, kv, me, ttl_s=shard_ttl_s,
-                                         now=announce or Announcing(objects)):
-                        yield BoundSource(store, target, objects, shard=me, follower=follower)
-            finally:
-                if follower is not None:
-                    await follower.close()
-    finally:
-        await kv.close()
-
-
-class Announcing:
-    """What a running sweeper says of itself in its shard announcement, read each time
-    it is refreshed: what its store detected, and what its last round could not collect
-    (prefixes that cannot be listed, nested roots of other namespaces), for `gcd status`."""
-
-    def __init__(self, objects: object) -> None:
-        self.objects = objects
-        self.sweeper: Sweeper | None = None
-        """Set once the sweeper exists (its last round's summary is read)."""
-
-    def __call__(self, me: ShardAnnouncement) -> ShardAnnouncement:
-        objects = self.objects
-        store = objects.detected.to_dict() if isinstance(objects, DetectingStore) else None
-        last = None if self.sweeper is None else self.sweeper.last_summary
-        lines: list[str] = []
-        if last is not None:
-            lines += [f"cannot list {prefix}: skipped" for prefix in last.unlistable_prefixes]
-            lines += [f"nested root {root}: another namespace's claim, kept"
-                      for root in last.nested_roots]  # fmt: skip
-        if store is not None and last is not None and last.undo is not None:
-            store.update(undo_fields(last.undo))
-        return dataclasses.replace(me, store=store, problems=problems_of(lines))
-
-
-async def check_namespace(etcd: EtcdSettings) -> None:
-    """Raise ConfigError (exit 2) when nothing is stored under the namespace, and
-    EtcdUnavailable (exit 4) when etcd cannot be reached. One GET when the cluster epoch
-    exists; a read of the (then small) namespace otherwise. Writes nothing."""
-    kv = await open_kv(etcd)
-    try:
-        store = WatermarkStore(kv, etcd.namespace)
-        if await kv.get(store.epoch_key) is not None:
-            return
-        if not (await kv.range_prefix(etcd.namespace + "/")).items:
-            raise empty_namespace(etcd.namespace)
-    finally:
-        await kv.close()
+    journal = JournalSettings(
+        directory=args.journal_dir, prefix=args.journal_prefix,
+        max_bytes=args.journal_max_bytes, max_age_s=args.journal_max_age,
+        keep_local=args.journal_keep_local, retention_s=args.journal_retention,
+    )  # fmt: skip
+    prices = prices_for(store.kind, list_per_1000=args.price_list,
+                        delete_per_1000=args.price_delete,
+                        storage_gb_month=args.price_storage)  # fmt: skip
+    return SweepSettings(config, store, etcd, args.safe_epoch, args.shard_ttl, journal, prices)
 
 
 def exit_code(summary: RoundSummary, *, paused_ok: bool = False) -> int:
@@ -292,37 +152,6 @@ def exit_code(summary: RoundSummary, *, paused_ok: bool = False) -> int:
     if summary.blocked_reason is not None:
         return exitcodes.BLOCKED
     return exitcodes.PARTIAL_FAILURE if summary.errors else exitcodes.OK
-
-
-class StopSignals:
-    """SIGINT / SIGTERM while a round runs: the first stops it cleanly (`stop` is set:
-    listing ends, requests in flight finish); a second SIGINT aborts at once."""
-
-    def __init__(self, stop: asyncio.Event) -> None:
-        self.stop = stop
-        self.received: str | None = None
-        """The name of the first signal received ("SIGINT", "SIGTERM"), if any."""
-
-    def __call__(self, signum: signal.Signals) -> None:
-        if self.received is not None and signum is signal.SIGINT:
-            raise KeyboardInterrupt  # out of the event loop: `gcd.cli.main` exits 130
-        if self.received is None:
-            self.received = signum.name
-        log.info("sweep.stopping", signal=signum.name)
-        self.stop.set()
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[StopSignals]:
-        """Handle both signals on the running loop while the block runs."""
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM)
-        for signum in signals:
-            loop.add_signal_handler(signum, self, signum)
-        try:
-            yield self
-        finally:
-            for signum in signals:
-                loop.remove_signal_handler(signum)
 
 
 def interrupted_document(summary: RoundSummary, signal_name: str) -> dict[str, Any]:
@@ -351,14 +180,20 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
         head = f"dry run: would delete {summary.eligible:,} objects, deleted nothing"
     else:
         head = f"deleted {deleted}"
-    m = "unknown" if summary.safe_epoch is None else f"{summary.safe_epoch}"
+    if summary.safe_epoch is not None:
+        m = f"{summary.safe_epoch}"
+    elif summary.blocked_reason is not None:  # read or not, a blocked round uses no M
+        m = f"not applied ({summary.outcome}: `gcd status` shows the M etcd holds)"
+    else:
+        m = "unknown"
     if summary.cluster_epoch is not None:
         m += f" (cluster epoch {summary.cluster_epoch})"
     lines = [f"gcd sweep: {head}", f"  M          {m}; took {summary.duration_s:.1f} s"]
     if summary.blocked_reason is not None and not summary.listed:
         return "\n".join(lines) + "\n"
     kept = [
-        f"{summary.skipped_not_eligible:,} live (epoch > M)",
+        (f"{summary.skipped_not_eligible:,} live (epoch > M; keys skip-ahead did not list "
+         "are not counted)"),
         f"{summary.skipped_young:,} too young (grace period)",
         f"{summary.unparsable:,} unparsable",
     ]
@@ -379,13 +214,6 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
     return "\n".join(lines) + "\n"
 
 
-def prices_of(args: argparse.Namespace, setup: RoundSetup) -> PriceTable:
-    """The price table of the store the flags name, with the --price-* overrides."""
-    store = "azure" if setup.azure is not None else "gcs" if setup.gcs is not None else "s3"
-    return prices_for(store, list_per_1000=args.price_list, delete_per_1000=args.price_delete,
-                      storage_gb_month=args.price_storage)  # fmt: skip
-
-
 def cost_line(cost: RoundCost) -> str:
     """The summary's cost line: requests in dollars, storage reclaimed per month."""
     per = "-" if cost.lists_per_deleted is None else f"{cost.lists_per_deleted:.4f}"
@@ -394,78 +222,45 @@ def cost_line(cost: RoundCost) -> str:
             "per deleted object\n")
 
 
-@contextlib.asynccontextmanager
-async def open_sweeper(
-    args: argparse.Namespace, setup: RoundSetup, *, plan: PlanWriter | None = None,
-    follow_every: int = 0,
-) -> AsyncIterator[tuple[Sweeper, WatermarkSource | None]]:  # fmt: skip
-    """The Sweeper and its watermark source, wired as every sweeping command wires them:
-    the S3 store, M through the namespace binding (and the shard announcement), the
-    pause brake and the deletion journal."""
-    sweeper_id = new_sweeper_id()
-    metrics = SweeperMetrics()
-    async with open_objects(setup.s3, setup.azure, gcs=setup.gcs) as store:
-        announce = Announcing(store)
-        async with watermark_source(
-            setup.etcd, target=setup.target, objects=store, shard=setup.shard,
-            sweeper_id=sweeper_id, shard_ttl_s=setup.shard_ttl_s, follow_every=follow_every,
-            announce=announce,
-        ) as source, open_journal(
-            args, sweeper_id=sweeper_id, setup=setup, objects=store, metrics=metrics
-        ) as sinks, undo_keeper(args, setup, store) as undo:  # fmt: skip
-            sweeper = Sweeper(store, setup.round, plan=plan, brake=brake_for(source),
-                              metrics=metrics, sinks=sinks, undo=undo,
-                              sweeper_id=sweeper_id)  # fmt: skip
-            announce.sweeper = sweeper
-            shard = setup.shard
-            if shard is not None and isinstance(source, BoundSource):
-                index, count = shard
-                sweeper.after_round = UsageRecorder(
-                    source.store.kv, usage_key(source.store.namespace, index, count),
-                    prices_of(args, setup))  # fmt: skip
-            yield sweeper, source
-
-
 async def run(args: argparse.Namespace) -> int:
     """One round; see the module docstring."""
     resolve(args, (*COMMON_OPTIONS, *SWEEP_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
-    await preflight_storage(setup.s3, setup.azure, setup.round.layout.listing_root, gcs=setup.gcs)
-    if setup.etcd is not None:
-        await check_namespace(setup.etcd)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
-        async with open_sweeper(args, setup, plan=plan) as (sweeper, source):
+        async with SweepRuntime.open(setup, plan=plan, preflight=True,
+                                     check_namespace=True) as runtime:  # fmt: skip
+            sweeper = runtime.sweeper
             # The sweeper forgets its live counters when the round ends; the progress
             # line's last refresh shows the round's totals instead.
             totals: list[RoundCounts] = []
-            with StopSignals(sweeper.stop).installed() as signals:
+            signals = StopOnSignals(sweeper.stop, again=interrupt_on_second_ctrl_c,
+                                    on_signal=lambda n: log.info("sweep.stopping", signal=n.name))
+            with signals.installed():
                 async with ProgressLine(lambda: sweeper.counts or (totals[0] if totals else None)):
-                    result = await run_round(
-                        sweeper, SafetyGate(), source, override=setup.safe_epoch_override
-                    )
+                    result = await runtime.run_round()
                     totals.append(_counted(result.summary))
     finally:
         if plan is not None:
             plan.close()
     summary = result.summary
-    if signals.received is not None:
+    if signals.first is not None:
         sys.stderr.write(
-            f"gcd sweep: interrupted by {signals.received}: requests in flight finished, "
+            f"gcd sweep: interrupted by {signals.first}: requests in flight finished, "
             f"{summary.deleted:,} objects deleted; the rest waits for the next run\n"
         )
     cost = round_cost(summary.list_requests, summary.delete_requests, summary.deleted,
-                      summary.deleted_bytes, prices_of(args, setup))  # fmt: skip
+                      summary.deleted_bytes, setup.price_table)  # fmt: skip
     if args.json:
         document = summary.to_dict()
-        if signals.received is not None:
-            document = interrupted_document(summary, signals.received)
+        if signals.first is not None:
+            document = interrupted_document(summary, signals.first)
         write_json({**document, "cost": cost.to_dict()})
     else:
-        sys.stdout.write(text_summary(summary, interrupted_by=signals.received))
+        sys.stdout.write(text_summary(summary, interrupted_by=signals.first))
         if summary.list_requests or summary.delete_requests:
             sys.stdout.write(cost_line(cost))
-    if signals.received is not None:
+    if signals.first is not None:
         return exitcodes.INTERRUPTED
     return exit_code(summary, paused_ok=args.paused_ok)

@@ -21,7 +21,7 @@ directory 999, so junk beside the directories is seen and counted.
 after a page: nowhere on the last page or after a skip that ended the prefix; after
 the skip point when the page ended inside the skipped directory; else at the page's
 continuation token (keys after the skip point in the same page are read from it, not
-listed again). The async sweeper (`gcd.sweep.sweeper`) and Spark's distributed
+listed again). The async sweeper's listing (`gcd.sweep.listing`) and Spark's distributed
 listing (`gcd.spark.listing`) both page with these two functions.
 
 Listing order is a capability, not an assumption: a store whose listings are not in

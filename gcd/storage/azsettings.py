@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError
 
 __all__ = ["AzureSettings"]
@@ -18,8 +20,10 @@ _MAX_CONNECTION_STRING = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class AzureSettings:
-    """Where the container is and how to authenticate."""
+    """Where the container is and how to authenticate (one of
+    `gcd.storage.open.StoreSettings`)."""
 
+    kind: ClassVar[str] = "azure"
     account_url: str
     container: str
     connection_string_file: str | None = None
@@ -37,6 +41,11 @@ class AzureSettings:
                 "digits and single hyphens, starting and ending with a letter or digit); give "
                 "--container NAME"
             )
+
+    def target(self, root: str) -> StorageTarget:
+        """The container at its account URL and `root`, as a namespace binding and the
+        deletion journal name them (the container in the `bucket` field, kind "azure")."""
+        return StorageTarget(self.container, root, self.account_url, kind=self.kind)
 
     def connection_string(self) -> str | None:
         """The connection string from its file, or None (the standard credential chain)."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
+from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError
 
 __all__ = ["GCS_ENDPOINT", "GcsSettings"]
@@ -23,8 +25,9 @@ class GcsSettings:
     Credentials: `credentials_file` (a service-account key or an ADC file), else
     Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC
     file, then the metadata server: GKE workload identity, GCE). `anonymous` sends no
-    credentials at all (an emulator)."""
+    credentials at all (an emulator). One of `gcd.storage.open.StoreSettings`."""
 
+    kind: ClassVar[str] = "gcs"
     bucket: str
     endpoint_url: str | None = None
     credentials_file: str | None = None
@@ -49,6 +52,10 @@ class GcsSettings:
         if self.anonymous and self.credentials_file is not None:
             raise ConfigError("--gcs-anonymous sends no credentials: drop "
                               "--gcs-credentials-file, or drop --gcs-anonymous")  # fmt: skip
+
+    def target(self, root: str) -> StorageTarget:
+        """The bucket and `root` as a namespace binding and the deletion journal name them."""
+        return StorageTarget(self.bucket, root, self.endpoint_url, kind=self.kind)
 
     @property
     def api_root(self) -> str:

@@ -20,7 +20,7 @@ one `ObjectInfo` per version or delete marker; `delete_batch` then takes targets
 `gcd.rules.versions`). A store that does not is taken for an ordered, unversioned store
 with batch deletes.
 
-The in-memory fake (`gcd.testing.memory.MemoryObjectStore`) lives with the other test
+The in-memory fake (`l0lab.testing.memory.MemoryObjectStore`) lives with the other test
 and simulation support.
 """
 

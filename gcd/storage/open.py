@@ -1,15 +1,27 @@
-"""Open and check the object store a command names: S3, Azure Blob Storage or GCS.
+"""One store type: `StoreSettings`, and opening and checking the store it names.
 
-`target_of` gives the `StorageTarget` a namespace binding names; `open_objects` opens the
-store (the Azure SDK and the GCS client are imported only when used); `preflight_storage`
-lists once before any round and turns what only the operator can fix into a ConfigError.
+`StoreSettings` is S3 (`S3Settings`), Azure Blob Storage (`AzureSettings`) or Google Cloud
+Storage (`GcsSettings`): one value that flows from a command's flags to the sweeper. Each
+says its own `kind` and `target(root)` (the `StorageTarget` a namespace binding and the
+deletion journal record). `open_store` opens it (the Azure SDK and the GCS client are
+imported only when used) and `preflight_store` lists once before any round and turns
+what only the operator can fix into a ConfigError.
+
+Why functions here and not `open()` / `preflight()` methods on the settings: a settings
+module imports no client (a sweep of S3 does not pay for the Azure SDK), and a method
+that imported its client lazily would close an import cycle with the client, which
+imports its settings (tests/test_layers.py forbids cycles, lazy imports included). Each
+function is one exhaustive `match` over the three kinds.
+
+`open_objects` and `target_of` keep the older form (three optional settings) for the
+demo (`l0lab.demo`), until it passes one `StoreSettings`.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, assert_never
 
 from gcd.errors import StorageError
 from gcd.storage.azsettings import AzureSettings
@@ -18,54 +30,70 @@ from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
 from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError
 
-__all__ = ["open_objects", "preflight_storage", "target_of"]
+__all__ = ["StoreSettings", "open_objects", "open_store", "preflight_store", "target_of"]
+
+StoreSettings = S3Settings | AzureSettings | GcsSettings
+"""The object store a command talks to."""
+
+
+@contextlib.asynccontextmanager
+async def open_store(settings: StoreSettings) -> AsyncIterator[Any]:
+    """An open `S3ObjectStore`, `AzureBlobStore` or `GcsObjectStore` (each a sweeper store
+    and a claim store), closed on exit."""
+    match settings:
+        case S3Settings():
+            async with S3ObjectStore.open(settings) as s3_store:
+                yield s3_store
+        case AzureSettings():
+            from gcd.storage.azure import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
+
+            async with AzureBlobStore.open(settings) as azure_store:
+                yield azure_store
+        case GcsSettings():
+            from gcd.storage.gcs import GcsObjectStore  # noqa: PLC0415 - the client only when used
+
+            async with GcsObjectStore.open(settings) as gcs_store:
+                yield gcs_store
+        case _:
+            assert_never(settings)
+
+
+async def preflight_store(settings: StoreSettings, prefix: str) -> None:
+    """One listing of `prefix` before any round: ConfigError (exit 2) naming what only the
+    operator can fix (missing container or bucket, refused or missing credentials,
+    unreachable endpoint)."""
+    match settings:
+        case S3Settings():
+            await preflight(settings, prefix)  # logs what it detected (s3.detected)
+        case AzureSettings():
+            await _preflight_azure(settings, prefix)
+        case GcsSettings():
+            await _preflight_gcs(settings, prefix)
+        case _:
+            assert_never(settings)
+
+
+def _chosen(s3: S3Settings | None, azure: AzureSettings | None,
+            gcs: GcsSettings | None) -> StoreSettings:  # fmt: skip
+    chosen = gcs or azure or s3
+    assert chosen is not None, "no store settings given"
+    return chosen
 
 
 def target_of(s3: S3Settings | None, azure: AzureSettings | None, root: str, *,
               gcs: GcsSettings | None = None) -> StorageTarget:  # fmt: skip
-    """The storage a command sweeps, as a namespace binding names it."""
-    if gcs is not None:
-        return StorageTarget(gcs.bucket, root, gcs.endpoint_url, kind="gcs")
-    if azure is not None:
-        return StorageTarget(azure.container, root, azure.account_url, kind="azure")
-    assert s3 is not None
-    return StorageTarget(s3.bucket, root, s3.endpoint_url)
+    """`_chosen(...).target(root)`: the older form, for the demo."""
+    return _chosen(s3, azure, gcs).target(root)
 
 
-@contextlib.asynccontextmanager
-async def open_objects(s3: S3Settings | None, azure: AzureSettings | None, *,
-                       gcs: GcsSettings | None = None) -> AsyncIterator[Any]:  # fmt: skip
-    """An open `S3ObjectStore`, `AzureBlobStore` or `GcsObjectStore` (each a sweeper store
-    and a claim store)."""
-    if gcs is not None:
-        from gcd.storage.gcs import GcsObjectStore  # noqa: PLC0415 - the client only when used
-
-        async with GcsObjectStore.open(gcs) as gcs_store:
-            yield gcs_store
-        return
-    if azure is not None:
-        from gcd.storage.azure import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
-
-        async with AzureBlobStore.open(azure) as store:
-            yield store
-        return
-    assert s3 is not None
-    async with S3ObjectStore.open(s3) as s3_store:
-        yield s3_store
+def open_objects(
+    s3: S3Settings | None, azure: AzureSettings | None, *, gcs: GcsSettings | None = None
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    """`open_store` of the one settings given: the older form, for the demo."""
+    return open_store(_chosen(s3, azure, gcs))
 
 
-async def preflight_storage(s3: S3Settings | None, azure: AzureSettings | None,
-                            prefix: str, *, gcs: GcsSettings | None = None) -> None:  # fmt: skip
-    """One listing of `prefix` before any round: ConfigError (exit 2) naming what only the
-    operator can fix (missing container or bucket, refused or missing credentials,
-    unreachable endpoint)."""
-    if gcs is not None:
-        await _preflight_gcs(gcs, prefix)
-        return
-    if azure is None:
-        assert s3 is not None
-        await preflight(s3, prefix)  # logs what it detected (s3.detected)
-        return
+async def _preflight_azure(azure: AzureSettings, prefix: str) -> None:
     from gcd.storage.azure import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
 
     where = f"container {azure.container!r} at {azure.account_url}"

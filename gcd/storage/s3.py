@@ -1,13 +1,12 @@
 """`ObjectStore` on S3 (or any S3-compatible endpoint) through aiobotocore.
 
-One client per sweeper process (or per `gcd sweep` round), opened with
-`S3ObjectStore.open(settings)`. Credentials come from botocore's standard chain
-(environment, shared profile, web identity / IRSA, instance metadata); this module
-never sees or logs them. botocore's own retries are OFF (one attempt per call): the
-sweeper owns retries and backoff (`gcd.storage.retry`), so every retry is paced and counted.
-The connection pool is sized for the sweeper's concurrency.
+One client per sweeper process, opened with `S3ObjectStore.open(settings)`, its pool
+sized for the sweeper's concurrency. Credentials come from botocore's standard chain
+(environment, profile, web identity / IRSA, instance metadata); this module never sees
+or logs them. botocore's own retries are OFF: the sweeper owns retries and backoff
+(`gcd.storage.retry`), so every retry is paced and counted.
 
-Client CPU (`bench/RESULTS.md` §10): the client skips botocore's validation of request
+Client CPU (`bench/RESULTS.md` §12): the client skips botocore's validation of request
 parameters (the sweeper builds every request itself, and S3 checks them anyway), and
 replaces botocore's check for an S3 error inside a 200 answer, which parses every 200
 body completely a second time before the real parse, by a look at the body's first
@@ -15,28 +14,27 @@ element (`error_in_200`): a 200 whose root element is ``<Error>`` still becomes 
 and is retried; a body cut short still fails the real parse, which is translated into
 a retryable error (`gcd.storage.s3errors`).
 
-The two hot operations take a lean path (`gcd.storage.s3xml`, bench/RESULTS.md §18):
+The two hot operations take a lean path (`gcd.storage.s3xml`, bench/RESULTS.md §21):
 a 2xx ListObjectsV2 or DeleteObjects answer is read directly by the standard library's
 expat parser (this session's parser factory hands every other answer, and every error,
 to botocore's parser), and the DeleteObjects body is written directly and put in place
 of botocore's (`lean_delete_params`, `lean_delete_body`) before the checksum is taken.
 botocore still signs and sends every request and raises every error.
 
-Library exceptions are translated at this boundary, by `gcd.storage.s3errors.translate_error`
-(shared with the Spark executors), into `StorageError` with the S3 error code (or the
-HTTP status, or "ConnectionError"/"Timeout") and whether a retry may help.
+Library exceptions become `StorageError` here (`gcd.storage.s3errors.translate_error`,
+shared with the Spark executors): the S3 error code (or the HTTP status, or
+"ConnectionError"/"Timeout") and whether a retry may help.
 
-How stores differ (docs/stores.md) is handled here: `detect` reads versioning
-(GetBucketVersioning) and Object Lock (GetObjectLockConfiguration) once, cached for
-`FEATURES_TTL_S`, and takes a directory bucket (a name ending ``--x-s3``, S3 Express)
-for a store whose listings are unordered; `list_versions_page` is ListObjectVersions
-in `list_page`'s shape; `delete_batch` takes targets (`gcd.rules.versions`) and sends
-their version ids, with a Content-MD5 header (servers of the MinIO era, Ceph RGW and
-others refuse a DeleteObjects without one; botocore >= 1.36 sends a CRC32 instead, and
-computes checksums only where an operation requires one: ``when_required``). When
-DeleteObjects answers NotImplemented (GCS's XML API), the store says so once in the log
-and deletes each key with its own DeleteObject from then on, `SINGLE_DELETES_IN_FLIGHT`
-at a time, under the deleter's pacing (it paid one token per key already).
+How stores differ (docs/stores.md) is handled here: `detect` reads versioning and
+Object Lock once (cached for `FEATURES_TTL_S`), and takes a directory bucket (a name
+ending ``--x-s3``, S3 Express) for a store whose listings are unordered;
+`list_versions_page` is ListObjectVersions in `list_page`'s shape; `delete_batch` takes
+targets (`gcd.rules.versions`) and sends their version ids, with a Content-MD5 header
+(MinIO-era servers, Ceph RGW and others refuse a DeleteObjects without one; botocore
+>= 1.36 sends a CRC32 instead, and only where an operation requires a checksum:
+``when_required``). When DeleteObjects answers NotImplemented (GCS's XML API), the
+store says so once in the log and deletes each key with its own DeleteObject from then
+on, `SINGLE_DELETES_IN_FLIGHT` at a time, under the deleter's pacing.
 
 `preflight` runs before a command's first round: one ListObjectsV2 (MaxKeys=1) on the
 root, 3 tries, a 3 s connect timeout. What only the operator can fix (no credentials,
@@ -57,7 +55,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 import structlog
@@ -88,6 +86,7 @@ from gcd.storage.s3xml import (
     read_listing,
     refuse_doctype,
 )
+from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError
 
 __all__ = ["FEATURES_TTL_S", "SINGLE_DELETES_IN_FLIGHT", "S3ObjectStore", "S3Settings",
@@ -108,8 +107,9 @@ S3 model, which each new session would otherwise read and parse again (~0.1 s of
 
 @dataclass(frozen=True, slots=True)
 class S3Settings:
-    """Where the bucket is and how to talk to it."""
+    """Where the bucket is and how to talk to it (one of `gcd.storage.open.StoreSettings`)."""
 
+    kind: ClassVar[str] = "s3"
     bucket: str
     endpoint_url: str | None = None
     region: str | None = None
@@ -117,18 +117,18 @@ class S3Settings:
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
 
+    def target(self, root: str) -> StorageTarget:
+        """The bucket and `root` as a namespace binding and the deletion journal name them."""
+        return StorageTarget(self.bucket, root, self.endpoint_url)
+
     def __post_init__(self) -> None:
         if not self.bucket or self.bucket != self.bucket.strip() or "/" in self.bucket:
             msg = f"bucket {self.bucket!r} is not a bucket name; give --bucket NAME (no s3://)"
             raise ConfigError(msg)
-        if self.endpoint_url is not None and not self.endpoint_url.startswith(
-            ("http://", "https://")
-        ):
-            msg = (
-                f"endpoint URL {self.endpoint_url!r} must start with http:// or https://, "
-                "e.g. --endpoint-url http://127.0.0.1:9000"
-            )
-            raise ConfigError(msg)
+        endpoint = self.endpoint_url
+        if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"endpoint URL {endpoint!r} must start with http:// or https://, "
+                              "e.g. --endpoint-url http://127.0.0.1:9000")  # fmt: skip
         if self.max_pool_connections < 1:
             raise ConfigError(f"max_pool_connections {self.max_pool_connections!r} must be >= 1")
 

@@ -2,7 +2,7 @@
 
 A sweep is ListObjectsV2 pages and DeleteObjects batches. botocore builds a dict per
 key from a generic, model-driven parse of every answer and serialises every request
-body the same way: most of the client's CPU per deleted key (bench/RESULTS.md §18).
+body the same way: most of the client's CPU per deleted key (bench/RESULTS.md §21).
 These three functions do the same work for these two operations only, with the C
 expat parser of the standard library:
 

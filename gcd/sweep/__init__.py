@@ -8,7 +8,9 @@ the rule `gcd.rules.admission`), `daemon` (rounds forever), `shards` (which swee
 which prefixes), `binding` (checking the namespace's binding to its storage), `journal`
 and `journal_check` (the deletion journal and its verification), `events` (the records
 the deleter's sinks get), `telemetry` (the events the engine emits for instrumentation),
-`report` and `metrics` (the hook that turns those events into Prometheus series).
+`report` and `metrics` (the hook that turns those events into Prometheus series), and
+`runtime` (a sweep assembled on one etcd client: store, watermark source, shard
+announcement, journal; one round or forever).
 
 May import: `watermark` (below its API), `gcd.errors`, `gcd.rules`,
 `gcd.storage`.

@@ -56,7 +56,6 @@ import asyncio
 import contextlib
 import enum
 import random
-import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -79,6 +78,7 @@ from gcd.sweep.telemetry import (
 from watermark.core.events import Emitter
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import ConfigError, L0gcError
+from watermark.service.signals import STOP_SIGNALS, StopOnSignals
 
 __all__ = [
     "Daemon",
@@ -534,20 +534,13 @@ async def serve(daemon: Daemon, host: str, port: int, *, handle_signals: bool = 
                           "pick another --http-port or --http-host") from exc  # fmt: skip
     bound = runner.addresses[0][1] if runner.addresses else port
     log.info("daemon.http_listening", host=host, port=bound)
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
-
-    def on_signal(name: str) -> None:
-        log.info("daemon.stopping", signal=name)
-        daemon.stop.set()
-
-    for sig in signals:
-        loop.add_signal_handler(sig, on_signal, sig.name)
+    signals = STOP_SIGNALS if handle_signals else ()
+    stopper = StopOnSignals(daemon.stop,
+                          on_signal=lambda signum: log.info("daemon.stopping", signal=signum.name))
     try:
-        task = asyncio.create_task(daemon.run())
-        await task
+        with stopper.installed(signals):
+            task = asyncio.create_task(daemon.run())
+            await task
     finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
         await runner.cleanup()
     return 0

@@ -12,15 +12,16 @@ before the request is sent, and if that fails the request is not sent
 mentioned), or which error failed the whole request.
 
 Records are JSON lines in segment files ``journal-{sweeper}-{n:06d}.jsonl`` under a
-local directory, each opening with a *segment* header (namespace, bucket, root). A
-segment is closed and a new one opened when it passes `max_bytes` or `max_age_s`
-(rotation); closed segments can be shipped to objects under an audit prefix of the
-bucket (`ship_segments`), which must not overlap the swept root, so no sweeper can ever
-list its own journal as garbage. A shipped segment is read back and compared (size and
-SHA-256) and, unless the local copies are kept, deleted from the local directory; a
-*pruned marker* ``pruned-{sweeper}.json`` there (and in the audit prefix, for segments
-removed by retention: `gcd.sweep.journal_prune`) names the last record removed, so the
-chain of what is left starts from it instead of from record 1.
+local directory, each opening with a *segment* header: the namespace and the storage
+target (bucket, root, endpoint, and kind: s3, azure or gcs; a header without a kind is
+an older writer's, of s3). A segment is closed and a new one opened when it passes
+`max_bytes` or `max_age_s` (rotation); closed segments can be shipped to objects under
+an audit prefix of the bucket (`ship_segments`), which must not overlap the swept root,
+so no sweeper can ever list its own journal as garbage. A shipped segment is read back
+and compared (size and SHA-256) and, unless the local copies are kept, deleted from the
+local directory; a *pruned marker* ``pruned-{sweeper}.json`` there (and in the audit
+prefix, for segments removed by retention: `gcd.sweep.journal_prune`) names the last
+record removed, so the chain of what is left starts from it instead of from record 1.
 
 Each record carries ``seq`` (1, 2, ... per sweeper process) and ``prev``, the SHA-256 of
 the previous line, so a lost, reordered or edited record breaks the chain and `gcd
@@ -131,6 +132,7 @@ class JournalWriter:
         bucket: str,
         root: str,
         endpoint_url: str | None = None,
+        kind: str = "s3",
         metrics: SweeperMetrics | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_age_s: float = DEFAULT_MAX_AGE_S,
@@ -151,7 +153,7 @@ class JournalWriter:
         self.directory = directory
         self.sweeper_id = sweeper_id
         self._header = {"namespace": namespace, "bucket": bucket, "root": root,
-                        "endpoint_url": endpoint_url}  # fmt: skip
+                        "endpoint_url": endpoint_url, "kind": kind}  # fmt: skip
         self.metrics = metrics if metrics is not None else SweeperMetrics()
         """The metrics `hook` feeds by default (the journal itself only emits events)."""
         self.emit = Emitter(self.metrics.hook if hook is DEFAULT_HOOK else hook, JOURNAL_EVENTS)

@@ -11,7 +11,7 @@ for (time, round, keys); the newest deletion of a key wins. Not by partition: a
 partition that published a too-high M(p) is usually not the one pinning M afterwards
 (its old objects held M down; once its M(p) jumps, another partition pins M), and the
 keys do not say which partition wrote them, so the partition the operator names is
-only the one the repair steps lower (found by the simulation, `gcd.sim.undo`).
+only the one the repair steps lower (found by the simulation, `l0lab.sim.undo`).
 
 `restore` then asks the store about each chosen key (one ListObjectVersions of the key)
 and sorts it: l0gc's marker is still there -> RESTORED by deleting exactly that marker

@@ -16,13 +16,13 @@ status`, and put again under the same lease when they change.)
 and before each round checks every other announcement (`check_shards`, pure): a
 different count, the same index twice, or an announcement it cannot read means it does
 not delete until they agree; the reason names both sweepers. A sweeper that dies stops
-refreshing its lease and its announcement vanishes after `ttl_s`. Dry runs neither
+refreshing its lease (a `watermark.etcd.session.LeaseSession`) and its announcement
+vanishes after `ttl_s`. Dry runs neither
 announce nor check: they delete nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import secrets
@@ -37,6 +37,7 @@ import structlog
 from watermark.core import strictjson
 from watermark.core.kv import KV
 from watermark.errors import L0gcError
+from watermark.etcd.session import LeaseSession
 from watermark.etcd.store import WatermarkStore
 
 __all__ = [
@@ -197,42 +198,28 @@ async def announced(
     watermark reads then fail and block deletion anyway, and the announcement is put
     back (with a new lease) once etcd answers again.
     """
-    stop = asyncio.Event()
-    lease = [0]
+    session = LeaseSession(kv, ttl_s)
     written = [b""]
 
     async def ensure() -> None:
         try:
             raw = now(me).encode()
-            if not lease[0] or not await kv.lease_refresh(lease[0]):
-                lease[0] = await kv.lease_grant(ttl_s)
+            held = session.lease
+            lease = await session.keep()
+            if lease != held:
                 written[0] = b""
             if raw != written[0]:
-                await store.announce_sweeper(me.sweeper_id, raw, lease[0])
+                await store.announce_sweeper(me.sweeper_id, raw, lease)
                 if not written[0]:
                     log.info("sweep.shard_announced", sweeper_id=me.sweeper_id, shard=me.shard)
                 written[0] = raw
         except (L0gcError, OSError) as exc:
-            lease[0] = 0
+            session.forget()
             log.warning("sweep.shard_announce_failed", error=str(exc))
 
-    async def keep() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), ttl_s / 3)
-            if not stop.is_set():
-                await ensure()
-
     await ensure()
-    task = asyncio.create_task(keep(), name="shard-announcer")
-    try:
+    async with session.running(ensure, every_s=ttl_s / 3):
         yield
-    finally:
-        stop.set()
-        await task
-        if lease[0]:
-            with contextlib.suppress(L0gcError, OSError):
-                await kv.lease_revoke(lease[0])
 
 
 def announcement(sweeper_id: str, shard_index: int, shard_count: int) -> ShardAnnouncement:

@@ -245,7 +245,7 @@ def _parse_gcd(argv: list[str], where: str) -> Parsed:
 
 
 def _parse_watermark(argv: list[str], where: str) -> Parsed:
-    from watermark.api import cli  # noqa: PLC0415 - imported per CLI
+    from watermark.cli import main as cli  # noqa: PLC0415 - imported per CLI
 
     # watermark's own parse-only entry point: options, etcd settings, HTTP security files.
     stderr = io.StringIO()

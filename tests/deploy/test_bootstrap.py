@@ -47,13 +47,13 @@ def test_without_apt_get_promtool_is_skipped_with_one_line(tmp_path: Path) -> No
     path = stub_bin(tmp_path)
     done = run(SCRIPTS / "install-prometheus.sh", path=path)
     assert done.returncode == 0, done.stderr
-    skipped = ("promtool: skipped (no apt-get on this machine); only the Prometheus tests "
-               "need it (make test)")  # fmt: skip
+    skipped = ("prometheus fish: skipped (no apt-get on this machine); only the tests need "
+               "them (make test)")  # fmt: skip
     assert done.stdout.splitlines() == [skipped]
     required = run(SCRIPTS / "install-prometheus.sh", "--required", path=path)
     assert required.returncode == 1
-    assert "promtool is missing and cannot be installed here (no apt-get" in required.stderr
-    assert "apt-get install -y prometheus" in required.stderr
+    assert "prometheus fish missing and cannot be installed here (no apt-get" in required.stderr
+    assert "apt-get install -y prometheus fish" in required.stderr
 
 
 def test_apt_get_without_root_or_passwordless_sudo_is_skipped(tmp_path: Path) -> None:
@@ -71,19 +71,25 @@ def test_apt_get_without_root_or_passwordless_sudo_is_skipped(tmp_path: Path) ->
     assert not log.exists()
 
 
-def test_as_root_with_apt_get_it_installs_prometheus(tmp_path: Path) -> None:
-    """CI's path (root, apt-get): apt-get update, then install the prometheus package."""
+def test_as_root_with_apt_get_it_installs_prometheus_and_fish(tmp_path: Path) -> None:
+    """CI's path (root, apt-get): apt-get update, then install what is missing: the
+    prometheus package and fish, or only the one not on PATH."""
     log = tmp_path / "apt.log"
     path = stub_bin(tmp_path, id="echo 0", **{"apt-get": f'echo "$@" >> {log}'})
     done = run(SCRIPTS / "install-prometheus.sh", "--required", path=path)
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == [
-        "update -qq", "install -y -qq --no-install-recommends prometheus"]  # fmt: skip
+        "update -qq", "install -y -qq --no-install-recommends prometheus fish"]  # fmt: skip
+    log.unlink()
+    (path / "fish").write_text("#!/bin/sh\nexit 0\n")
+    (path / "fish").chmod(0o755)
+    assert run(SCRIPTS / "install-prometheus.sh", "--required", path=path).returncode == 0
+    assert log.read_text().splitlines()[-1] == "install -y -qq --no-install-recommends prometheus"
 
 
-def test_promtool_on_path_is_left_alone(tmp_path: Path) -> None:
+def test_promtool_and_fish_on_path_are_left_alone(tmp_path: Path) -> None:
     """Already installed: nothing is run, nothing printed."""
-    path = stub_bin(tmp_path, promtool="exit 0", **{"apt-get": "exit 99"})
+    path = stub_bin(tmp_path, promtool="exit 0", fish="exit 0", **{"apt-get": "exit 99"})
     done = run(SCRIPTS / "install-prometheus.sh", "--required", path=path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
@@ -98,7 +104,8 @@ def fake_repo(tmp_path: Path) -> tuple[Path, Path]:
     for name in ("install-helm.sh", "install-azurite.sh"):
         (repo / "scripts" / name).write_text(f"#!/bin/sh\necho {name} >> {log}\n")
         (repo / "scripts" / name).chmod(0o755)
-    for name in ("pyproject.toml", "constraints.txt"):
+    (repo / "l0lab").mkdir()
+    for name in ("pyproject.toml", "constraints.txt", "l0lab/pyproject.toml"):
         shutil.copy(ROOT / name, repo / name)
     (repo / ".venv" / "bin").mkdir(parents=True)
     (repo / ".venv" / "bin" / "python").write_text(f'#!/bin/sh\necho "python $*" >> {log}\n')
@@ -108,15 +115,16 @@ def fake_repo(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_the_demo_bootstrap_needs_no_apt_get_root_or_promtool(tmp_path: Path) -> None:
     """`bootstrap.sh --demo` with a PATH lacking apt-get, sudo and promtool, not root:
-    installs the venv from the pins (pip -c constraints.txt), stamps it, and runs none of
-    the test tools' installers; the full bootstrap there installs helm and Azurite and
-    skips promtool with its one line, exit 0."""
+    installs l0gc and its lab (l0lab, which `gcd demo` runs) into the venv from the pins
+    (pip -c constraints.txt), stamps it, and runs none of the test tools' installers; the
+    full bootstrap there installs helm and Azurite and skips promtool with its one line,
+    exit 0."""
     repo, log = fake_repo(tmp_path)
     path = stub_bin(tmp_path)
     done = run(repo / "scripts" / "bootstrap.sh", "--demo", path=path)
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
-    assert any("-c constraints.txt -e .[dev,spark,bench]" in c for c in calls), calls
+    assert any("-c constraints.txt -e .[dev,spark,bench] -e ./l0lab" in c for c in calls), calls
     assert not [c for c in calls if c.startswith("install-")]
     assert (repo / ".venv" / ".l0gc-installed").is_file()
     log.unlink()
@@ -124,7 +132,7 @@ def test_the_demo_bootstrap_needs_no_apt_get_root_or_promtool(tmp_path: Path) ->
     assert full.returncode == 0, full.stderr
     # the pins are unchanged since the first run: no pip call, only the test tools
     assert log.read_text().splitlines() == ["install-helm.sh", "install-azurite.sh"]
-    assert "promtool: skipped (no apt-get on this machine)" in full.stdout
+    assert "prometheus fish: skipped (no apt-get on this machine)" in full.stdout
 
 
 def test_make_demo_takes_the_demo_path_and_make_test_requires_promtool() -> None:

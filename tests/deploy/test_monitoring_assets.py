@@ -259,6 +259,22 @@ def test_dashboard_has_a_panel_for(topic: str, metrics: set[str]) -> None:
     assert any(metrics <= used for used in by_panel.values()), f"no panel shows {topic}"
 
 
+def test_the_dashboard_opens_on_stat_panels_of_what_people_look_at_first() -> None:
+    """The top row is stat panels: GC lag, M vs epoch, deletes/s, bytes reclaimed and the
+    last round's age, each with the metrics it needs (issue 42: time series only before)."""
+    top = [p for p in _dashboard()["panels"] if p["gridPos"]["y"] < 5 and p["type"] != "row"]
+    assert {p["type"] for p in top} == {"stat"}
+    shown = {p["title"]: set(METRIC.findall(" ".join(t["expr"] for t in p["targets"])))
+             for p in top}  # fmt: skip
+    assert shown == {
+        "GC lag (epochs)": {"l0gc_sweeper_epoch_lag"},
+        "M vs cluster epoch": {"l0gc_sweeper_safe_epoch", "l0gc_sweeper_cluster_epoch"},
+        "Deletes/s": {"l0gc_sweeper_deleted_objects_total"},
+        "Bytes reclaimed": {"l0gc_sweeper_deleted_bytes_total"},
+        "Last round age": {"l0gc_sweeper_seconds_since_last_round"},
+    }
+
+
 def test_dashboard_breaks_errors_down_by_code_and_rounds_by_outcome() -> None:
     """Error panels group by `code`, round panels by `outcome`."""
     exprs = [expr for _, expr in _queries()]

@@ -33,8 +33,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gcd.testing.local_servers import LocalEtcd, LocalS3, free_port
-from gcd.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
+from l0lab.testing.procs import Child, wait_http
 from tests.binding import bind
 from tests.waiting import wait_until_sync
 from watermark.etcd.settings import EtcdSettings, open_kv
@@ -50,7 +50,7 @@ SCRAPE = "250ms"
 TICK_S = 1.0  # slow enough that a loaded machine never shows an epoch lag above 10
 # What Grafana substitutes before a query reaches Prometheus: every namespace and job,
 # and a rate window holding several scrapes.
-GRAFANA_VARIABLES = {"$namespace": ".*", "$job": ".*", "$__rate_interval": "5s"}
+GRAFANA_VARIABLES = {"$namespace": ".*", "$job": ".*", "$__rate_interval": "5s", "$__range": "1m"}
 LABEL_VALUES = re.compile(r"^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 

@@ -14,7 +14,7 @@ import pytest
 import structlog
 
 from gcd.cli.main import main as gcd_main
-from gcd.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
+from l0lab.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
 from watermark import exitcodes
 from watermark.__main__ import main as watermark_main
 from watermark.etcd.settings import EtcdSettings, open_kv

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from watermark.api.http_api import _ERRORS
+from watermark.api.http_errors import ERRORS
 from watermark.api.openapi_errors import ERROR_CODES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integration.md"
@@ -16,7 +16,7 @@ HEADER = "| code | HTTP | action | Python (embedded) | meaning |\n|---|---|---|-
 
 def rows() -> str:
     """The table's rows, by status then code."""
-    raised = {code: kind.__name__ for kind, code in reversed(_ERRORS)}
+    raised = {code: kind.__name__ for kind, code in reversed(ERRORS)}
     lines = []
     for code, error in sorted(ERROR_CODES.items(), key=lambda item: (item[1].status, item[0])):
         python = f"`{raised[code]}`" if code in raised else "-"

@@ -16,8 +16,8 @@ import pytest
 import structlog
 
 from gcd.cli.main import main
-from gcd.testing.local_servers import LocalEtcd, LocalS3
-from gcd.testing.procs import child_env
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.procs import child_env
 from tests.waiting import wait_until_sync
 from tests.watermark.api.live_serve import ADMIN, RECONCILER, WRITER, live_serve
 from watermark import exitcodes

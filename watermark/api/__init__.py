@@ -1,10 +1,14 @@
-"""The edges of the publisher: the `watermark` command and its HTTP API.
+"""The publisher's HTTP API: its description, its app and routes, its server and listeners.
 
-Lives here: `cli` (`watermark serve`, `tick`, `show`, ...), `http_api` (the writer and
-reconciler endpoints, with the replica redirects), `http_body` (a request body read
-within limits and checked field by field), `http_server` (the HTTP/1.1 server and
-its limits), `auth` (bearer tokens, roles, where the API may listen).
+Lives here: `front` (the listeners of `watermark serve`), `http_api` (the aiohttp app:
+routes registered from `openapi`, authorization and error middlewares), the routes by
+concept (`http_fences`, `http_partitions`, `http_registry`), `http_routing` (replica
+redirects), `http_errors` (the JSON error answers), `http_body` (a request body read
+within limits and checked field by field), `http_server` (the HTTP/1.1 server and its
+limits), `probes` (the probe listener), `openapi` (the API's one description),
+`openapi_errors` (its error table), `auth` (bearer tokens, roles, where the API may
+listen), `owners` (a partition's live owner, revoked only with force).
 
 May import: every lower watermark layer (`errors`, `core`, `options`, `logs`, `etcd`,
-`service`). Never gcd: `watermark namespace` is wired in `watermark.__main__`.
+`service`). Never gcd.
 """

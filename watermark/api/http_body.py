@@ -1,7 +1,7 @@
 """A request body of the publisher's HTTP API: read within limits, checked field by field.
 
-What a request must be before a route's logic sees it (the module docstring of
-`watermark.api.http_api` states it for the API's users): a body of at most
+What a request must be before a route's logic sees it (the OpenAPI document of
+`watermark.api.openapi` states it for the API's users): a body of at most
 `HttpLimits.max_body_bytes` (413 body_too_large, connection closed), read within
 `HttpLimits.read_timeout_s` (408 request_timeout, connection closed), strict JSON
 (`watermark.core.strictjson`: bounded nesting, no duplicate keys, no NaN/Infinity) that

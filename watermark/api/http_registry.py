@@ -23,7 +23,7 @@ rule (`watermark.api.owners.deregister`): a partition whose owner is live, this
 publisher included, is refused with 409 ``live_owner`` unless ``force`` (admin tokens
 only: it revokes the owner, waits `DEFAULT_REVOKE_WAIT_S` of `watermark.api.owners` for
 it to drop the partition, then deletes the record). Deregister a partition only once it
-is gone and its data no longer needed (docs/integration.md, "Deregister").
+is gone and its data no longer needed (docs/etcd-contract.md, "Deregister").
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from watermark.api.http_server import (
 from watermark.api.openapi_errors import ERROR_CODES
 from watermark.core.record import RECORD_VERSION
 
-__all__ = ["OPENAPI_JSON", "ROUTES", "document", "served"]
+__all__ = ["OPENAPI_JSON", "ROUTES", "document", "route_table", "served"]
 
 Json = dict[str, Any]
 
@@ -272,7 +272,7 @@ ROUTES: Final[tuple[Route, ...]] = (
      None, {200: "Status"}, ()),
     ("get", "/readyz", "readyz", None, ("Readiness: 200 once the first publish round is "
      "done, 503 before and during shutdown"), None, {200: "Status", 503: "Status"}, ()),
-    ("get", "/v1/openapi.json", "openapi", None, "This document", None, {200: "document"},
+    ("get", "/v1/openapi.json", "openapi", None, "This OpenAPI document", None, {200: "document"},
      ()),
 )  # fmt: skip
 
@@ -412,6 +412,48 @@ def document() -> Json:
             for code, e in sorted(ERROR_CODES.items())
         },
     }  # fmt: skip
+
+
+_EVERY_ROUTE_CODES = frozenset({*_AUTH, *_BODY})
+"""Codes every route (with a body) may answer: said once under the table, not per row."""
+_NAMED_ANSWERS: Final[dict[str, str]] = {
+    "text": "Prometheus text",
+    "document": "the OpenAPI 3.1 document",
+}
+
+
+def _fields(schema: str) -> str:
+    """A schema's fields as docs show them: `{"a", "b"?}` (? = optional); the partition
+    state's fields are "partition state"."""
+    props, required = SCHEMAS[schema]["properties"], SCHEMAS[schema]["required"]
+    state = set(_STATE_FIELDS) <= set(props)
+    shown = [f'"{n}"' + ("" if n in required else "?") for n in props
+             if not (state and n in _STATE_FIELDS)]  # fmt: skip
+    if not state:
+        return "`{" + ", ".join(shown) + "}`"
+    return "partition state" + (f" and `{', '.join(shown)}`" if shown else "")
+
+
+def route_table() -> str:
+    """The route table of docs/integration.md (markdown), generated from `ROUTES`:
+    method and path, role, summary, request body, answers (each status with its schema's
+    fields or its error codes). `scripts/gen_cli_reference.py` writes it into the page;
+    its --check (a test) fails when the page drifts from this."""
+    lines = ["| method and path | role | what it does | body | answers |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for method, path, _name, role, summary, body, answers, codes in ROUTES:
+        shown = [f"{status} {_NAMED_ANSWERS.get(schema) or _fields(schema)}"
+                 for status, schema in answers.items()]  # fmt: skip
+        by_status: dict[int, list[str]] = {}
+        for code in codes:
+            if code not in _EVERY_ROUTE_CODES:
+                by_status.setdefault(ERROR_CODES[code].status, []).append(f"`{code}`")
+        shown += [f"{status} {' / '.join(named)}" for status, named in sorted(by_status.items())]
+        lines.append(
+            f"| `{method.upper()} {path.replace('{partition}', '{p}')}` | {role or 'none'} | "
+            f"{summary} | {'-' if body is None else _fields(body)} | {'; '.join(shown)} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def render() -> str:

@@ -1,6 +1,6 @@
 """Every error code of the HTTP API: its status, what it means, what a writer does next.
 
-The one table behind the API's error answers (`watermark.api.http_api` takes each
+The one table behind the API's error answers (`watermark.api.http_errors` takes each
 code's status from here), its OpenAPI document (`watermark.api.openapi`), the writer
 clients' retry rules (`watermark.client`) and the table in docs/integration.md (a test
 compares them). Pure data: no imports, so a client can read it without the server.

@@ -1,14 +1,15 @@
-"""`watermark partition repair NAME`: write a validated partition record by compare-and-swap.
+"""Repair a partition record: write a validated one by compare-and-swap.
 
-The operator's tool for a record that blocks GC (malformed, hand-edited, or with an M(p)
-that must move) instead of hand-writing JSON into etcd with ``etcdctl txn`` (whose
-quoting once stored the single byte ``{`` and blocked the whole namespace).
+`watermark partition repair NAME` (`watermark.cli.repair`) is the operator's tool for a
+record that blocks GC (malformed, hand-edited, or with an M(p) that must move) instead
+of hand-writing JSON into etcd with ``etcdctl txn`` (whose quoting once stored the
+single byte ``{`` and blocked the whole namespace).
 
 What it writes: the stored record with the fields given as flags replaced
 (``--watermark``, ``--created-epoch``, ``--owner`` / ``--no-owner``, ``--owner-epoch``);
-for a record that
-does not decode, a fresh one from the flags (``--watermark`` and ``--created-epoch`` are
-then required; no owner, no tracker: the next owner adopts it from scratch). Before
+for a record that does not decode, a fresh one from the flags (``--watermark`` and
+``--created-epoch`` are then required; no owner, no tracker: the next owner adopts it
+from scratch). Before
 writing, the new record is encoded and decoded again with the sweepers' own strict
 decoder, and checked against the cluster epoch (M(p) below it, created_epoch at most
 it). It never lowers a valid record's M(p) (objects at or below it may already be
@@ -31,16 +32,15 @@ written and the command fails (exit 1): read it again and decide again.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from watermark.api.owners import FORCE_OPTIONS, live_owner, refuse_live, revoke
+from watermark.api.owners import DEFAULT_REVOKE_WAIT_S, live_owner, refuse_live, revoke
 from watermark.core.kv import KV, Compare, Put
 from watermark.core.record import PartitionRecord
 from watermark.errors import (
@@ -50,76 +50,69 @@ from watermark.errors import (
     PartitionNotRegistered,
 )
 from watermark.etcd.store import WatermarkStore
-from watermark.options import Option, boolean, integer, text
 
-__all__ = ["OPTIONS", "plan", "repair", "write_text"]
+__all__ = ["RecordChanges", "plan", "repair_partition"]
 
 _log = structlog.get_logger("watermark.repair")
 
 
-OPTIONS: tuple[Option, ...] = (
-    Option("--watermark", integer(-1), None,
-           "the new M(p), >= -1 and below the cluster epoch (default: unchanged)", "M"),
-    Option("--created-epoch", integer(0), None,
-           "the new created_epoch, at most the cluster epoch (default: unchanged)", "E"),
-    Option("--owner", text, None, "set the owner id (owner_epoch + 1 unless --owner-epoch)",
-           "ID"),
-    Option("--owner-epoch", integer(0), None,
-           "set owner_epoch exactly (e.g. the running owner's, so its next publish is "
-           "accepted; default: unchanged, + 1 with --owner or --no-owner)", "N"),
-    Option("--no-owner", boolean, False,
-           "clear the owner (owner_epoch + 1): the next publisher adopts it", switch=True),
-    Option("--reset-tracker", boolean, False,
-           "drop the stored tracker (a tracker no later commit can pass, e.g. an applied "
-           "offset at the maximum) and the owner (owner_epoch + 1): the next owner starts "
-           "afresh from created_epoch, its window above M(p), its log end unknown until a "
-           "commit or an adopt with the log end", switch=True),
-    *FORCE_OPTIONS,
-    Option("--dry-run", boolean, False, "print the record that would be written; write "
-           "nothing", switch=True),
-)  # fmt: skip
-"""The flags of `watermark partition repair` (its NAME is positional)."""
+@dataclass(frozen=True, slots=True)
+class RecordChanges:
+    """What to change in a partition record, and how carefully (the repair flags)."""
+
+    watermark: int | None = None
+    created_epoch: int | None = None
+    owner: str | None = None
+    owner_epoch: int | None = None
+    no_owner: bool = False
+    reset_tracker: bool = False
+    force: bool = False
+    reason: str = ""
+    revoke_wait_s: float = DEFAULT_REVOKE_WAIT_S
+    dry_run: bool = False
 
 
 def plan(
     name: str,
     current: PartitionRecord | None,
-    args: argparse.Namespace,
+    changes: RecordChanges,
     cluster_epoch: int,
     now: float,
 ) -> PartitionRecord:
-    """The record to write (pure): `current` (None: malformed) with the flags applied,
+    """The record to write (pure): `current` (None: malformed) with `changes` applied,
     validated; ConfigError naming the flag, or a lowered M(p) without --force."""
     if current is None:
-        given = (("--watermark", args.watermark), ("--created-epoch", args.created_epoch))
-        missing = [flag for flag, value in given if value is None]
-        if missing:
+        watermark, created = changes.watermark, changes.created_epoch
+        if watermark is None or created is None:
+            given = (("--watermark", watermark), ("--created-epoch", created))
+            missing = [flag for flag, value in given if value is None]
             raise ConfigError(
                 f"partition {name!r}: the stored record does not decode, so a new one is "
                 f"written from the flags: give {' and '.join(missing)}"
             )
-        base = PartitionRecord(name, args.watermark, args.created_epoch)
+        base = PartitionRecord(name, watermark, created)
     else:
         base = current
-    if args.owner is not None and args.no_owner:
+    if changes.owner is not None and changes.no_owner:
         raise ConfigError("give --owner ID or --no-owner, not both")
     record = dataclasses.replace(
         base,
-        watermark=base.watermark if args.watermark is None else args.watermark,
-        created_epoch=base.created_epoch if args.created_epoch is None else args.created_epoch,
+        watermark=base.watermark if changes.watermark is None else changes.watermark,
+        created_epoch=(
+            base.created_epoch if changes.created_epoch is None else changes.created_epoch
+        ),
         updated_at=now,
         sealed_owner_epoch=None,
     )
-    if args.owner is not None or args.no_owner:
-        record = dataclasses.replace(
-            record, owner=None if args.no_owner else args.owner, owner_epoch=base.owner_epoch + 1
-        )
-    if args.reset_tracker:
+    if changes.owner is not None or changes.no_owner:
+        owner = None if changes.no_owner else changes.owner
+        record = dataclasses.replace(record, owner=owner, owner_epoch=base.owner_epoch + 1)
+    if changes.reset_tracker:
         record = dataclasses.replace(
             record, tracker=None, owner=None, owner_epoch=base.owner_epoch + 1
         )
-    if args.owner_epoch is not None:
-        record = dataclasses.replace(record, owner_epoch=args.owner_epoch)
+    if changes.owner_epoch is not None:
+        record = dataclasses.replace(record, owner_epoch=changes.owner_epoch)
     if not -1 <= record.watermark < cluster_epoch:
         raise ConfigError(
             f"--watermark {record.watermark}: M(p) must be >= -1 and below the cluster epoch "
@@ -129,13 +122,13 @@ def plan(
         raise ConfigError(
             f"--created-epoch {record.created_epoch}: must be in [0, cluster epoch {cluster_epoch}]"
         )
-    if current is not None and record.watermark < current.watermark and not args.force:
+    if current is not None and record.watermark < current.watermark and not changes.force:
         raise ConfigError(
             f"partition {name!r}: refusing to lower M(p) from {current.watermark} to "
             f"{record.watermark}: objects up to {current.watermark} may already be deleted; "
             "pass --force (and --reason) only if you know why it must go down"
         )
-    if current is not None and record.owner_epoch < current.owner_epoch and not args.force:
+    if current is not None and record.owner_epoch < current.owner_epoch and not changes.force:
         raise ConfigError(
             f"partition {name!r}: refusing to lower owner_epoch from {current.owner_epoch} to "
             f"{record.owner_epoch}: an owner that acquired it since could then be shadowed "
@@ -146,26 +139,31 @@ def plan(
     return record
 
 
-async def repair(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:
-    """Run `watermark partition repair` (see the module docstring)."""
-    key = store.partition_key(args.name)
+async def repair_partition(
+    store: WatermarkStore, kv: KV, name: str, changes: RecordChanges
+) -> dict[str, Any]:
+    """Write partition `name`'s record with `changes` by CAS (see the module docstring);
+    what was done, JSON-able."""
+    key = store.partition_key(name)
     item = await kv.get(key)
     if item is None:
-        raise PartitionNotRegistered(args.name)
+        raise PartitionNotRegistered(name)
     malformed: str | None = None
     try:
-        current: PartitionRecord | None = PartitionRecord.decode(item.value, partition=args.name)
+        current: PartitionRecord | None = PartitionRecord.decode(item.value, partition=name)
     except InvalidRecord as exc:
         current, malformed = None, str(exc)
-    record = plan(args.name, current, args, await store.get_cluster_epoch(), time.time())
+    record = plan(name, current, changes, await store.get_cluster_epoch(), time.time())
     lowered = current is not None and record.watermark < current.watermark
     revoked = False
     if current is not None and _needs_owner_gone(current, record):
         why = await live_owner(kv, store.namespace, current)
-        if why is not None and not args.force:
-            raise refuse_live(args.name, "raise M(p) or lower owner_epoch", why)
-        if why is not None and not args.dry_run:
-            item = await revoke(kv, item, current, wait_s=args.revoke_wait, reason=args.reason)
+        if why is not None and not changes.force:
+            raise refuse_live(name, "raise M(p) or lower owner_epoch", why)
+        if why is not None and not changes.dry_run:
+            item = await revoke(
+                kv, item, current, wait_s=changes.revoke_wait_s, reason=changes.reason
+            )
             record = dataclasses.replace(
                 record,
                 owner=None if record.owner == current.owner else record.owner,
@@ -173,7 +171,7 @@ async def repair(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
             )
             revoked = True
     written = False
-    if not args.dry_run:
+    if not changes.dry_run:
         result = await kv.txn([Compare(key, item.mod_revision)], [Put(key, record.encode())])
         if not result.succeeded:
             raise EpochConflict(key, "the record changed since it was read: run repair again")
@@ -181,13 +179,13 @@ async def repair(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dic
         if lowered:
             assert current is not None
             _log.warning(
-                "watermark.partition_repair_forced", partition=args.name,
+                "watermark.partition_repair_forced", partition=name,
                 previous_watermark=current.watermark, watermark=record.watermark,
-                reason=args.reason or "(none given)",
+                reason=changes.reason or "(none given)",
             )  # fmt: skip
-        _log.info("watermark.partition_repaired", partition=args.name, watermark=record.watermark)
+        _log.info("watermark.partition_repaired", partition=name, watermark=record.watermark)
     return {
-        "partition": args.name,
+        "partition": name,
         "previous": None if current is None else json.loads(current.encode()),
         "malformed": malformed,
         "record": json.loads(record.encode()),
@@ -202,16 +200,4 @@ def _needs_owner_gone(current: PartitionRecord, record: PartitionRecord) -> bool
     admits epochs up to it), or owner_epoch lowered while the owner stays named."""
     return record.watermark > current.watermark or (
         record.owner is not None and record.owner_epoch < current.owner_epoch
-    )
-
-
-def write_text(result: dict[str, Any]) -> None:
-    """The text output of `watermark partition repair`."""
-    record, previous = result["record"], result["previous"]
-    before = "malformed" if previous is None else f"M(p)={previous['watermark']}"
-    verb = "repaired" if result["written"] else "would repair (dry run)"
-    sys.stdout.write(
-        f"{verb} {result['partition']!r}: {before} -> M(p)={record['watermark']}  "
-        f"created_epoch={record['created_epoch']}  owner={record['owner'] or 'none'}  "
-        f"owner_epoch={record['owner_epoch']}\n"
     )

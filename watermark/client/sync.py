@@ -4,7 +4,9 @@ urllib3 because it is already installed (boto3 needs it) and gives what a writer
 path wants and the standard library's http.client does not: a pool of keep-alive
 connections per publisher, reused across threads, with connect and read timeouts; its
 own retries and redirects are off, since `watermark.client.protocol` decides both (a
-token never follows a redirect outside the configured publishers).
+token never follows a redirect outside the configured publishers). The routes are the
+operations of `watermark.client.routes`, shared with the asyncio client; this module
+only does the I/O.
 
     client = WriterClient(["http://127.0.0.1:8080"], token=WRITER_TOKEN)
     epoch = client.epoch().stamp(["orders/0"])
@@ -20,31 +22,27 @@ no publisher answered within the retries (see `watermark.client.protocol`).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import urllib3
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
+from watermark.client import routes
 from watermark.client.protocol import (
     ApiError,
     EpochInfo,
-    Exchange,
     Granted,
     PublisherSet,
     Retry,
-    batch_fence,
-    entry_error,
     json_answer,
-    partition_path,
-    reconciled_body,
 )
 
 __all__ = ["WriterClient"]
 
 Json = dict[str, Any]
+_T = TypeVar("_T")
 
 
 class WriterClient:
@@ -82,31 +80,25 @@ class WriterClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- the routes ------------------------------------------------------------------
+    # -- the routes: each runs its operation of `watermark.client.routes` -------------
 
     def epoch(self) -> EpochInfo:
         """``GET /v1/epoch``: the cluster epoch now, and the hosted partitions'
         created_epoch (`EpochInfo.stamp` gives the epoch to stamp an object with)."""
-        return EpochInfo.of(self._call("GET", "/v1/epoch", None))
+        return self._drive(routes.epoch(self._target))
 
     def fence(self, partition: str, epoch: int, *, timeout_s: float | None = None) -> Granted:
         """Fence `epoch` on `partition` (after the upload, before the log append)."""
-        body: Json = {"epoch": epoch}
-        if timeout_s is not None:
-            body["timeout_s"] = timeout_s
-        exchange = Exchange(self.publishers, self.retry, partition=partition, idempotent=False)
-        answer = self._run(exchange, "POST", partition_path(partition, "/fence"), body)
-        return Granted.of(answer, exchange.target)
+        return self._drive(routes.fence(self._target, partition, epoch, timeout_s=timeout_s))
 
     def commit(self, fence: Granted, offset: int) -> Json:
         """Commit `fence` at the log `offset` of its entry: the partition state, with
         ``repeat`` true when it was already committed at this offset (a retry)."""
-        return self._call("POST", f"/v1/fences/{fence.token}/commit", {"offset": offset},
-                          base=fence.base)  # fmt: skip
+        return self._drive(routes.commit(self._target, fence, offset))
 
     def abort(self, fence: Granted) -> Json:
         """Release `fence` without committing: ``{"aborted", "outcome"}``."""
-        return self._call("POST", f"/v1/fences/{fence.token}/abort", None, base=fence.base)
+        return self._drive(routes.abort(self._target, fence))
 
     def reconciled(
         self, partition: str, offset: int, *, log_end_offset: int | None = None
@@ -114,25 +106,26 @@ class WriterClient:
         """The reconciler lifted every entry of `partition` through `offset`. When the answer
         says ``log_end_wanted``, read your log's last offset after it and pass it as
         `log_end_offset` with the next report (docs/integration.md)."""
-        return self._call("POST", partition_path(partition, "/reconciled"),
-                          reconciled_body(offset, log_end_offset), partition=partition)  # fmt: skip
+        operation = routes.reconciled(self._target, partition, offset,
+                                      log_end_offset=log_end_offset)  # fmt: skip
+        return self._drive(operation)
 
     def register(self, partition: str) -> Json:
         """Register `partition` (a registrar or admin token): ``{"registered"`` (false: it
         already was, nothing changed), ``"hosted"`` (the publisher serves it now: fence
         it), ``"record"}``. Safe to repeat."""
-        return self._call("POST", partition_path(partition, "/register"), None)
+        return self._drive(routes.register(self._target, partition))
 
     def deregister(self, partition: str, *, force: bool = False, reason: str = "") -> Json:
         """Delete `partition`'s record once its data is gone: ``{"deregistered"}`` (false:
         it was not registered). A live owner's partition raises ApiError ``live_owner``
         unless `force` (admin token: the owner is revoked first, which takes seconds)."""
-        body: Json = {"force": force, "reason": reason}
-        return self._call("POST", partition_path(partition, "/deregister"), body)
+        operation = routes.deregister(self._target, partition, force=force, reason=reason)
+        return self._drive(operation)
 
     def state(self, partition: str) -> Json:
         """What the owner knows of `partition` (``last_applied_offset``: resume after it)."""
-        return self._call("GET", partition_path(partition), None, partition=partition)
+        return self._drive(routes.state(self._target, partition))
 
     def fences(
         self, entries: Sequence[tuple[str, int]], *, timeout_s: float | None = None
@@ -140,60 +133,30 @@ class WriterClient:
         """Fence every (partition, epoch) in one request per owner, in order: each entry
         a `Granted` or the `ApiError` of its refusal (a 307 entry is sent again to its
         owner when that is one of the publishers, else it is `RedirectRefused`)."""
-        results: list[Granted | ApiError | None] = [None] * len(entries)
-        pending = {index: self.publishers.candidates(p)[0] for index, (p, _) in enumerate(entries)}
-        for _ in range(self.retry.attempts):
-            if not pending:
-                break
-            for base in dict.fromkeys(pending.values()):
-                indexes = [i for i, b in pending.items() if b == base]
-                body: Json = {"fences": [{"partition": entries[i][0], "epoch": entries[i][1]}
-                                         for i in indexes]}  # fmt: skip
-                if timeout_s is not None:
-                    body["timeout_s"] = timeout_s
-                exchange = Exchange(self.publishers, self.retry, base=base, idempotent=False)
-                answer = self._run(exchange, "POST", "/v1/fences", body)
-                for index, result in zip(indexes, answer["results"], strict=True):
-                    del pending[index]
-                    decided = batch_fence(self.publishers, result, base)
-                    if isinstance(decided, str):
-                        pending[index] = decided
-                    else:
-                        results[index] = decided
-        for index in pending:
-            results[index] = ApiError(307, "moved", "still moving after the retries", {})
-        return [r for r in results if r is not None]
+        return self._drive(routes.fences(self._target, entries, timeout_s=timeout_s))
 
     def commits(self, entries: Sequence[tuple[Granted, int]]) -> list[Json | ApiError]:
         """Commit every (fence, offset), one request per publisher that granted them, in
         order: each entry ``{"status": 200, "partition", "offset", "repeat"}`` or the
         `ApiError` of its refusal."""
-        results: list[Json | ApiError | None] = [None] * len(entries)
-        for base in dict.fromkeys(fence.base for fence, _ in entries):
-            indexes = [i for i, (fence, _) in enumerate(entries) if fence.base == base]
-            body = {"commits": [{"token": entries[i][0].token, "offset": entries[i][1]}
-                                for i in indexes]}  # fmt: skip
-            answer = self._call("POST", "/v1/commits", body, base=base)
-            for index, result in zip(indexes, answer["results"], strict=True):
-                results[index] = result if result["status"] == 200 else entry_error(result)
-        return [r for r in results if r is not None]
+        return self._drive(routes.commits(self._target, entries))
 
     # -- the exchange ------------------------------------------------------------------
 
-    def _call(
-        self, method: str, path: str, body: Json | None, *, partition: str | None = None,
-        base: str | None = None,
-    ) -> Json:  # fmt: skip
-        exchange = Exchange(self.publishers, self.retry, partition=partition, base=base)
-        return self._run(exchange, method, path, body)
+    @property
+    def _target(self) -> routes.Target:
+        return routes.Target(self.publishers, self.retry)
 
-    def _run(self, exchange: Exchange, method: str, path: str, body: Json | None) -> Json:
-        data = None if body is None else json.dumps(body).encode()
+    def _drive(self, operation: routes.Operation[_T]) -> _T:
+        return routes.drive_sync(operation, self._run)
+
+    def _run(self, request: routes.Request) -> Json:
+        exchange, data = request.exchange, request.data
         while True:
             try:
                 response = self._http.request(
-                    method, exchange.target + path, body=data, headers=self._headers,
-                    redirect=False, retries=False,
+                    request.method, exchange.target + request.path, body=data,
+                    headers=self._headers, redirect=False, retries=False,
                 )  # fmt: skip
             except HTTPError as exc:
                 exchange.failed(str(exc), sent=not isinstance(exc, ConnectTimeoutError))

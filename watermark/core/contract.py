@@ -1,7 +1,7 @@
 """The pure part of the etcd contract: names, the publish rule, the pause marker.
 
 No I/O here; `watermark.etcd.store` applies these rules to etcd. They are what a writer in
-another language must follow to publish (see docs/integration.md for the key layout):
+another language must follow to publish (docs/etcd-contract.md is the reference):
 
 - Namespaces start with '/' and do not end with '/' (keys are `{ns}/...`).
 - Partition names are 1-200 printable ASCII characters without whitespace; '/' is

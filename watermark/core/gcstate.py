@@ -17,7 +17,7 @@ the epochs the log happened to apply, is the promise: the fence can skip an epoc
 (``[4] + 6 -> [4, 6]``) and still admit 5 and 4 afterwards, so a log that applies 5
 and then 6 has NOT seen the last entry at 4. (The lock-step rule "a slide to c
 promises everything later is >= the previous maximum" fails exactly there; the
-deterministic simulation in `gcd.sim` found it.) So `apply` raises the lower bound to
+deterministic simulation in `l0lab.sim` found it.) So `apply` raises the lower bound to
 ``admitted_from`` when that is higher, and an entry below the bound means fencing
 failed: `apply` raises `FencingViolation`.
 

@@ -1,7 +1,7 @@
 """Strict, bounded JSON for every document that crosses an edge (pure, stdlib only).
 
 Everything l0gc decodes from etcd, a bucket or the network is hostile until checked
-(DESIGN.md, threat model). `json.loads` alone is not enough for that: it recurses once
+(docs/architecture.md, threat model). `json.loads` alone is not enough for that: it recurses once
 per nesting level (a value of 100 000 ``[`` raises RecursionError, which kills a daemon),
 it accepts ``NaN``/``Infinity`` and keeps the last of two duplicate keys, and it turns
 ``1e400`` into ``inf``. `loads` closes each of those, and always in the same order:

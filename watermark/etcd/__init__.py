@@ -4,7 +4,8 @@ Lives here: `client` (`EtcdKV`, aetcd behind the `watermark.core.kv.KV` interfac
 `memory` (`MemoryKV`, revisioned, for unit tests and the simulation), `store`
 (`WatermarkStore`: registration, ownership fencing, monotonic M(p), the global M),
 `follow` (`GcFollower`: M kept current from an etcd watch), `settings` (how a process
-is told where its etcd is, and opening the client).
+is told where its etcd is, and opening the client), `session` (`LeaseSession`: one
+lease kept alive, as etcd's `concurrency.Session`).
 
 May import: `watermark.errors`, `watermark.core`, `watermark.options`, `watermark.logs`.
 """

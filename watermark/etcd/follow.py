@@ -60,7 +60,7 @@ async def read_once(store: WatermarkStore) -> tuple[GcView, SafeEpoch]:
     """One full read, page by page into a compact index, and M: what
     `read_gc_view` + `compute_safe_epoch` give, without holding every record at once
     (a one-shot `gcd sweep`; ~940 -> ~380 MiB peak at 1M records, bench/RESULTS.md
-    section 17). No watch is opened."""
+    section 20). No watch is opened."""
     index = GcIndex.empty(_namespace_keys(store), pause_reason)
     await store.read_gc_into(index)
     return index.view(), index.safe_epoch()

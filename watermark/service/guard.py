@@ -398,7 +398,7 @@ class FencingGuard:
         self._notify()
         return revoked
 
-    # -- for subclasses that break the rules on purpose (gcd.sim.variants) -----------
+    # -- for subclasses that break the rules on purpose (l0lab.sim.variants) ---------
 
     def _slide(self, epoch: int) -> None:
         """Slide the window to `epoch` now, without draining (`FenceLock.slide`)."""

@@ -7,11 +7,11 @@ holds, on one etcd lease of ``--member-lease-ttl`` seconds, the key
 
     {ns}/owners/{owner_id}              this process's liveness record
 
-created only when absent (one live process per owner id), refreshed every TTL/4, and
-revoked when it stops; a crashed process's key vanishes with its lease (or at once for
-a successor on the same machine: the record names host, boot id, PID namespace and
-pid). A replica of ``--replicated`` is alive while its member record
-``{ns}/replicas/members/{id}`` exists.
+created only when absent (one live process per owner id), refreshed every TTL/4 (a
+`watermark.etcd.session.LeaseSession`), and revoked when it stops; a crashed process's
+key vanishes with its lease (or at once for a successor on the same machine: the record
+names host, boot id, PID namespace and pid). A replica of ``--replicated`` is alive
+while its member record ``{ns}/replicas/members/{id}`` exists.
 
 `take_over_plan` is the rule (pure): a partition is taken when it has no owner, this
 owner id owns it, or its owner is not alive; a live owner's partition only with
@@ -34,6 +34,7 @@ import structlog
 
 from watermark.core.kv import KV, Compare, Put
 from watermark.errors import ConfigError, L0gcError, LeaseExpired
+from watermark.etcd.session import LeaseSession
 
 __all__ = ["Liveness", "take_over_plan"]
 
@@ -113,7 +114,7 @@ class Liveness:
         self.ttl_s = ttl_s
         self._clock = clock
         self.key = self._owners_prefix + owner_id
-        self._lease: int | None = None
+        self._session = LeaseSession(kv, ttl_s, clock=clock)
 
     def _value(self) -> bytes:
         doc = {
@@ -142,9 +143,7 @@ class Liveness:
         the key of this owner id, wait up to `wait_s` for it to go, then ConfigError."""
         deadline = self._clock() + wait_s
         while True:
-            if self._lease is None:
-                self._lease = await self._kv.lease_grant(self.ttl_s)
-            put = Put(self.key, self._value(), self._lease)
+            put = Put(self.key, self._value(), await self._session.grant())
             if (await self._kv.txn([Compare(self.key, 0)], [put])).succeeded:
                 _log.info("watermark.liveness_held", owner=self.owner_id, key=self.key)
                 return
@@ -191,26 +190,22 @@ class Liveness:
     async def keep(self, stop: asyncio.Event) -> None:
         """Refresh the lease every TTL/4 until `stop`; a lost lease is replaced (the key
         created again), etcd failures are logged and retried."""
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.ttl_s / 4)
-            if stop.is_set():
-                break
-            try:
-                if self._lease is not None and await self._kv.lease_refresh(self._lease):
-                    continue
-                raise LeaseExpired(self._lease or 0)
-            except LeaseExpired:
-                _log.warning("watermark.liveness_lost", owner=self.owner_id, key=self.key)
-                self._lease = None
-                with contextlib.suppress(L0gcError, ConfigError):
-                    await self.hold(0.0)
-            except L0gcError as exc:
-                _log.warning("watermark.liveness_refresh_failed", error=str(exc))
+        await self._session.keep_alive(stop, every_s=self.ttl_s / 4, step=self._keep_once)
+
+    async def _keep_once(self) -> None:
+        try:
+            if await self._session.refresh():
+                return
+        except LeaseExpired:
+            pass
+        except L0gcError as exc:
+            _log.warning("watermark.liveness_refresh_failed", error=str(exc))
+            return
+        _log.warning("watermark.liveness_lost", owner=self.owner_id, key=self.key)
+        self._session.forget()
+        with contextlib.suppress(L0gcError, ConfigError):
+            await self.hold(0.0)
 
     async def release(self) -> None:
         """Revoke the lease (the key goes with it): a successor may start at once."""
-        lease, self._lease = self._lease, None
-        if lease is not None:
-            with contextlib.suppress(L0gcError):
-                await self._kv.lease_revoke(lease)
+        await self._session.revoke()

@@ -47,8 +47,6 @@ import contextlib
 import enum
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Literal
 
 import structlog
@@ -82,12 +80,13 @@ from watermark.errors import (
 )
 from watermark.etcd.store import WatermarkStore
 from watermark.service.eventlog import EVENT_LOG
+from watermark.service.fence import Fence, FenceBlock
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FenceToken, FencingGuard
 from watermark.service.hosted import HostedPartition
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.records import RecordWatch
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_FENCE_TIMEOUT_S", "Fence", "Publisher"]
+__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_FENCE_TIMEOUT_S", "Publisher"]
 
 DEFAULT_FENCE_TIMEOUT_S = 5.0
 DEFAULT_DRAIN_TIMEOUT_S = 5.0
@@ -101,71 +100,6 @@ _PUBLISHER_EVENTS = (
 class _Default(enum.Enum):
     HOOK = "metrics and log"
     """`Publisher(hook=...)` not given: its metrics' hook and the log."""
-
-
-@dataclass(frozen=True, slots=True)
-class Fence:
-    """A granted fence of the Python API: commit the write's log offset inside the block."""
-
-    publisher: Publisher
-    token: FenceToken
-    """Its `epoch` and the `window` right after it was granted."""
-
-    def commit(self, offset: int) -> bool:
-        """Apply (offset, epoch) to the partition's GC state and release the fence; True
-        when it was already committed at this offset (a repeat changes nothing). See
-        `Publisher.commit` for what it raises."""
-        return self.publisher.commit(self.token, offset)
-
-    def abort(self) -> bool:
-        """Release the fence without committing (an upload you will not commit, e.g. the
-        log append failed; its object is garbage). As HTTP ``abort``: False if the fence
-        was no longer held (committed, aborted, reclaimed, or the partition was let go)."""
-        return self.publisher.abort(self.token)
-
-    @property
-    def expires_in_s(self) -> float | None:
-        """Seconds left before the hold deadline, on the publisher's clock (0.0 once it
-        has passed: the fence may be reclaimed, do not append); None: no deadline."""
-        deadline = self.token.deadline
-        if deadline is None:
-            return None
-        return max(0.0, deadline - self.publisher.clock())
-
-
-class _FenceBlock:
-    """``async with publisher.fence(...)``: acquire on entry, abort (if not committed) on exit.
-
-    A plain class rather than `contextlib.asynccontextmanager`, whose generator
-    machinery cost ~1.5 us per fence (see `watermark.service.guard`).
-    """
-
-    __slots__ = ("_epoch", "_partition", "_publisher", "_timeout_s", "_token")
-
-    def __init__(
-        self, publisher: Publisher, partition: str, epoch: int, timeout_s: float | None
-    ) -> None:
-        self._publisher = publisher
-        self._partition = partition
-        self._epoch = epoch
-        self._timeout_s = timeout_s
-        self._token: FenceToken | None = None
-
-    async def __aenter__(self) -> Fence:
-        token = await self._publisher.acquire(self._partition, self._epoch, self._timeout_s)
-        self._token = token
-        return Fence(self._publisher, token)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        token = self._token
-        if token is not None:
-            self._token = None
-            self._publisher.abort(token)
 
 
 class Publisher:
@@ -424,7 +358,7 @@ class Publisher:
         self, partition: str, epoch: int, timeout_s: float | None = None
     ) -> contextlib.AbstractAsyncContextManager[Fence]:
         """``async with publisher.fence(p, epoch) as f: ... f.commit(offset)``."""
-        return _FenceBlock(self, partition, epoch, timeout_s)
+        return FenceBlock(self, partition, epoch, timeout_s)
 
     def commit(self, token: FenceToken, offset: int) -> bool:
         """Apply the committed write at the writer's log `offset`, then release the fence.

@@ -9,19 +9,20 @@ the namespace, all on the replica's one etcd lease:
 
 A `ReplicaSet` runs two loops beside the publisher:
 
-- Lease. Refreshed every TTL/4. The publisher is told how long the lease is certainly
-  alive (`Publisher.owned_until` = when the last successful refresh was *sent* + TTL -
-  a margin), and drops every partition on its own once that passes without a renewal,
-  before etcd can expire the lease and another replica adopt them. A lease found gone
-  (or lapsed) is counted, revoked if it still exists, and replaced: the replica
-  announces itself again and re-claims its share.
-- Rounds. Each round reads ``{ns}/replicas/`` in one range read (members and claims at
-  one revision), asks `assignment.plan` what to do and does it: claims (batched
-  create-if-absent transactions) and then adopts its partitions, hands over the ones
-  assigned elsewhere in the background (`Publisher.hand_over`: close, drain, sealed
-  publish, drop; then the claim is deleted), drops the ones whose claim it lost. A round
-  runs every `interval_s`, and every `fast_interval_s` while anything is in motion (a
-  request waiting for an owner, a handover, a partition assigned here but still claimed
+- Lease (a `watermark.etcd.session.LeaseSession`), refreshed every TTL/4. The publisher
+  is told how long the lease is certainly alive (`Publisher.owned_until` = when the last
+  successful refresh was *sent* + TTL - a margin), and drops every partition on its own
+  once that passes without a renewal, before etcd can expire the lease and another
+  replica adopt them. A lease found gone (or lapsed) is counted, revoked if it still
+  exists, and replaced: the replica announces itself again and re-claims its share.
+- Rounds. Each round reads ``{ns}/replicas/`` in one range read
+  (`watermark.service.replica_view`) (members and claims at one revision), asks
+  `assignment.plan` what to do and does it: claims (batched create-if-absent
+  transactions) and then adopts its partitions, hands over the ones assigned elsewhere
+  in the background (`Publisher.hand_over`: close, drain, sealed publish, drop; then the
+  claim is deleted), drops the ones whose claim it lost. A round runs every
+  `interval_s`, and every `fast_interval_s` while anything is in motion (a request
+  waiting for an owner, a handover, a partition assigned here but still claimed
   elsewhere, leaving).
 
 Fleet (`--fleet-urls`, `watermark.core.fleet`): a member record whose address is outside
@@ -67,17 +68,17 @@ from watermark.core.assignment import (
     RouteKind,
     View,
     check_member_id,
-    decode_claim,
-    decode_member,
     plan,
     route,
     validate_address,
 )
 from watermark.core.fleet import FleetUrls
-from watermark.core.kv import KV, Compare, Delete, KeyValue, Put
-from watermark.errors import ConfigError, InvalidRecord, L0gcError, LeaseExpired, NoOwner
+from watermark.core.kv import KV, Compare, Delete, Put
+from watermark.errors import ConfigError, L0gcError, LeaseExpired, NoOwner
+from watermark.etcd.session import LeaseSession
 from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
+from watermark.service.replica_view import ViewReader
 
 __all__ = [
     "ADOPTION_ALLOWANCE_S",
@@ -206,32 +207,29 @@ class ReplicaSet:
         self._clock = clock
         self._wall_clock = wall_clock
         self._metrics = publisher.metrics
-        prefix = f"{store.namespace}/replicas/"
-        self.members_prefix = prefix + "members/"
-        self.claims_prefix = prefix + "claims/"
-        self._prefix = prefix
-        self._member_key = self.members_prefix + settings.member_id
         self._partitions = frozenset(settings.partitions)
         self._record = MemberRecord(settings.member_id, settings.address, self._partitions)
-        self._fleet = settings.fleet or FleetUrls.default_for(settings.address)
-        self._foreign: dict[str, int] = {}  # partition -> revision: claims of ignored members
-        self._orphan_since: dict[str, tuple[int, float]] = {}  # partition -> (revision, seen)
         self.orphan_grace_s = (
             settings.leave_wait_s + settings.linger_s + 2 * settings.lease_ttl_s
         )
         """How long a claim may outlive its member record (a leaving replica's handover)."""
-        self._lease: int | None = None
+        self._reader = ViewReader(
+            kv, store.namespace, self._partitions,
+            settings.fleet or FleetUrls.default_for(settings.address),
+            orphan_grace_s=self.orphan_grace_s, metrics=self._metrics, clock=clock,
+        )  # fmt: skip
+        self.members_prefix = self._reader.members_prefix
+        self.claims_prefix = self._reader.claims_prefix
+        self._member_key = self.members_prefix + settings.member_id
+        self._session = LeaseSession(kv, settings.lease_ttl_s, clock=clock,
+                                     margin_s=min(1.0, settings.lease_ttl_s / 4),
+                                     on_lost=self._lost)  # fmt: skip
         self._announced = False
         self._member_revision = 0
         self._leaving = False
-        self._margin_s = min(1.0, settings.lease_ttl_s / 4)
         self.view: View | None = None
         self._view_seq = 0
         self._rounds_started = 0
-        self._claim_revisions: dict[str, int] = {}
-        self._decoded: dict[tuple[str, int], MemberRecord | ClaimRecord | InvalidRecord] = {}
-        self._reported: set[tuple[str, int]] = set()
-        self._assignment_key: tuple[tuple[str, int, str], ...] = ()
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending = False
@@ -246,7 +244,7 @@ class ReplicaSet:
     @property
     def fleet(self) -> FleetUrls:
         """The addresses a member may have to count (--fleet-urls or the default)."""
-        return self._fleet
+        return self._reader.fleet
 
     @property
     def address(self) -> str:
@@ -258,7 +256,7 @@ class ReplicaSet:
         ConfigError if it is outside --fleet-urls."""
         fleet = self.settings.fleet
         if fleet is None:
-            self._fleet = FleetUrls.default_for(validate_address(address))
+            self._reader.fleet = FleetUrls.default_for(validate_address(address))
         elif not fleet.allows(address):
             raise ConfigError(
                 f"this replica's address {address} is not in --fleet-urls {fleet.spec}: the "
@@ -271,27 +269,23 @@ class ReplicaSet:
     @property
     def identity(self) -> Identity:
         """This process as claims name it (lease 0 while it holds none)."""
-        return Identity(self.settings.member_id, self._lease or 0)
+        return Identity(self.settings.member_id, self._session.lease or 0)
 
     # -- lease and membership ------------------------------------------------------------
 
-    def _extend(self, sent_at: float) -> None:
-        self._publisher.owned_until = sent_at + self.settings.lease_ttl_s - self._margin_s
-
     def _lease_valid(self) -> bool:
         until = self._publisher.owned_until
-        return self._lease is not None and until is not None and self._clock() < until
+        return self._session.lease is not None and until is not None and self._clock() < until
 
     async def join(self) -> None:
         """Take a lease and announce this replica (raise what etcd raises)."""
-        if self._lease is None:
-            sent = self._clock()
-            self._lease = await self._kv.lease_grant(self.settings.lease_ttl_s)
-            self._extend(sent)
+        if self._session.lease is None:
+            await self._session.grant()
+            self._publisher.owned_until = self._session.until
             self._announced = False
-        if self._announced or self._leaving:
+        lease = self._session.lease
+        if self._announced or self._leaving or lease is None:
             return
-        lease = self._lease
         raw = self._record.encode(self._wall_clock())
         put = Put(self._member_key, raw, lease)
         result = await self._kv.txn([Compare(self._member_key, 0)], [put])
@@ -319,9 +313,9 @@ class ReplicaSet:
         )
         self._wake.set()
 
-    def _lost(self, reason: str) -> None:
-        """The lease is gone or lapsed: drop everything, forget the lease."""
-        lease, self._lease = self._lease, None
+    def _lost(self, lease: int | None, reason: str) -> None:
+        """The lease is gone or lapsed (`LeaseSession.lost`, which forgot it): drop
+        everything, revoke the lease in the background."""
         self._announced = False
         self._publisher.owned_until = self._clock()
         self._publisher.lapsed()  # drops every partition now
@@ -329,151 +323,35 @@ class ReplicaSet:
         self._metrics.replica_member.set(0)
         _log.warning("watermark.replica_lease_lost", member=self.settings.member_id, reason=reason)
         if lease is not None:
-            task = asyncio.create_task(self._revoke(lease))
+            task = asyncio.create_task(self._session.revoke_lease(lease))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-
-    async def _revoke(self, lease: int) -> None:
-        with contextlib.suppress(L0gcError):
-            await self._kv.lease_revoke(lease)
 
     async def keep_lease(self) -> None:
         """One keepalive step: refresh the lease (or find it gone or lapsed, and replace
         it), and announce this replica if it is not yet. etcd failures are logged."""
+        session = self._session
         try:
-            if self._lease is not None:
-                sent = self._clock()
-                if await self._kv.lease_refresh(self._lease):
-                    self._extend(sent)
-                else:
-                    self._lost("lease expired in etcd")
-            if self._lease is not None and not self._lease_valid():
-                self._lost("lease not renewed in time")
+            if await session.refresh():  # False: none held, or gone (then `_lost`)
+                self._publisher.owned_until = session.until
+            if session.lease is not None and not self._lease_valid():
+                session.lost("lease not renewed in time")
             await self.join()
         except LeaseExpired:
-            self._lost("lease expired in etcd")
+            session.lost("lease expired in etcd")
         except L0gcError as exc:
             _log.warning("watermark.replica_lease_failed", error=str(exc))
-            if self._lease is not None and not self._lease_valid():
-                self._lost("lease not renewed in time")
-
-    async def _keep_lease_loop(self) -> None:
-        while True:
-            await self.keep_lease()
-            await asyncio.sleep(self.settings.lease_ttl_s / 4)
+            if session.lease is not None and not self._lease_valid():
+                session.lost("lease not renewed in time")
 
     # -- rounds --------------------------------------------------------------------------
-
-    async def _read_view(self) -> View:
-        result = await self._kv.range_prefix(self._prefix)
-        members: dict[str, MemberRecord] = {}
-        claims: dict[str, ClaimRecord] = {}
-        problems: list[str] = []
-        revisions: dict[str, int] = {}
-        ignored: set[str] = set()
-        for item in result.items:
-            decoded = self._decode(item)
-            if isinstance(decoded, InvalidRecord):
-                problems.append(str(decoded))
-                if (item.key, item.mod_revision) not in self._reported:
-                    self._reported.add((item.key, item.mod_revision))
-                    _log.error("watermark.replica_record_invalid", key=item.key, error=str(decoded))
-            elif isinstance(decoded, MemberRecord):
-                if self._fleet.allows(decoded.address):
-                    members[decoded.member_id] = decoded
-                    continue
-                ignored.add(decoded.member_id)
-                if (item.key, item.mod_revision) not in self._reported:
-                    self._reported.add((item.key, item.mod_revision))
-                    self._metrics.members_ignored.inc()
-                    _log.error(
-                        "watermark.replica_member_ignored",
-                        key=item.key,
-                        address=decoded.address[:100],
-                        fleet=self._fleet.spec,
-                        detail="its address is outside --fleet-urls: no redirect goes there "
-                        "and no partition is assigned to it; its claims are removed",
-                    )
-            else:
-                partition = item.key[len(self.claims_prefix) :]
-                claims[partition] = decoded
-                revisions[partition] = item.mod_revision
-        self._foreign = {
-            p: revisions.pop(p) for p, c in list(claims.items())
-            if c.member_id in ignored or self._orphaned(p, c, revisions[p], members)
-        }  # fmt: skip
-        for partition in self._foreign:
-            del claims[partition]
-        self._claim_revisions = revisions
-        view = View(result.revision, members, claims, tuple(problems))
-        key = tuple(sorted((m.member_id, m.lease, m.spec) for m in members.values()))
-        if self.view is not None and key == self._assignment_key:
-            view = view.with_assignment(self.view.assignment)
-        self._assignment_key = key
-        return view
-
-    def _orphaned(
-        self, partition: str, claim: ClaimRecord, revision: int,
-        members: dict[str, MemberRecord],
-    ) -> bool:  # fmt: skip
-        """True for a claim whose member has had no member record for longer than a
-        leaving replica's whole handover takes (`orphan_grace_s`): its holder is gone or
-        was never a replica, and keeping it would strand the partition until its lease
-        ends (a lease someone keeps alive: forever)."""
-        if claim.member_id in members:
-            self._orphan_since.pop(partition, None)
-            return False
-        seen = self._orphan_since.get(partition)
-        now = self._clock()
-        if seen is None or seen[0] != revision:
-            self._orphan_since[partition] = (revision, now)
-            return False
-        if now - seen[1] < self.orphan_grace_s:
-            return False
-        if (self.claims_prefix + partition, revision) not in self._reported:
-            self._reported.add((self.claims_prefix + partition, revision))
-            _log.warning("watermark.replica_orphan_claim", partition=partition,
-                         member=claim.member_id[:100], seconds=round(now - seen[1], 1))  # fmt: skip
-        return True
-
-    async def _remove_foreign_claims(self) -> None:
-        """Delete the claims of ignored members on partitions of ours (each only if
-        unchanged), so that the replica the assignment picks can claim them."""
-        for partition, revision in sorted(self._foreign.items()):
-            if partition not in self._partitions:
-                continue
-            key = self.claims_prefix + partition
-            if (await self._kv.txn([Compare(key, revision)], [Delete(key)])).succeeded:
-                _log.warning("watermark.replica_foreign_claim_removed", partition=partition)
-
-    def _decode(self, item: KeyValue) -> MemberRecord | ClaimRecord | InvalidRecord:
-        cache_key = (item.key, item.mod_revision)
-        known = self._decoded.get(cache_key)
-        if known is not None:
-            return known
-        decoded: MemberRecord | ClaimRecord | InvalidRecord
-        try:
-            if item.key.startswith(self.members_prefix):
-                key_id = item.key[len(self.members_prefix) :]
-                decoded = decode_member(item.value, key_id=key_id, lease=item.lease)
-            elif item.key.startswith(self.claims_prefix):
-                partition = item.key[len(self.claims_prefix) :]
-                decoded = decode_claim(item.value, partition=partition, lease=item.lease)
-            else:
-                decoded = InvalidRecord(f"unexpected key {item.key!r:.80} under {self._prefix}")
-        except InvalidRecord as exc:
-            decoded = exc
-        if len(self._decoded) > 4 * (len(self._partitions) + 64):
-            self._decoded.clear()
-        self._decoded[cache_key] = decoded
-        return decoded
 
     async def run_round(self) -> Plan | None:
         """Read the view and act on it once; None if etcd could not be read."""
         self._rounds_started += 1
         seq = self._rounds_started
         try:
-            view = await self._read_view()
+            view = await self._reader.read(self.view)
         except L0gcError as exc:
             _log.warning("watermark.replica_round_failed", error=str(exc))
             return None
@@ -492,8 +370,8 @@ class ReplicaSet:
             self._start_hand_over(decided.hand_over)
         try:
             await self._delete_claims(decided.unclaim)
-            if self._foreign and self._lease_valid() and self._announced:
-                await self._remove_foreign_claims()
+            if self._reader.foreign and self._lease_valid() and self._announced:
+                await self._reader.remove_foreign_claims()
             if self._lease_valid() and self._announced:
                 claimed = await self._claim(decided.claim)
                 await self._adopt([*decided.adopt, *claimed])
@@ -531,9 +409,9 @@ class ReplicaSet:
         """Create the claims of `partitions` on this lease; return the ones now held."""
         now = self._clock()
         wanted = [p for p in partitions if self._retry_at.get(p, (0.0, 0.0))[0] <= now]
-        if not wanted or self._lease is None:
+        lease, claimed = self._session.lease, []
+        if not wanted or lease is None:
             return []
-        lease, claimed = self._lease, []
         value = ClaimRecord(self.settings.member_id, lease).encode()
         for start in range(0, len(wanted), _CLAIM_BATCH):
             batch = wanted[start : start + _CLAIM_BATCH]
@@ -609,7 +487,7 @@ class ReplicaSet:
 
     async def _delete_claims(self, partitions: Sequence[str]) -> None:
         """Delete this replica's claims of `partitions` (each only if unchanged)."""
-        revisions = self._claim_revisions
+        revisions = self._reader.claim_revisions
         ops = [(self.claims_prefix + p, revisions[p]) for p in partitions if p in revisions]
         for start in range(0, len(ops), _CLAIM_BATCH):
             batch = ops[start : start + _CLAIM_BATCH]
@@ -667,7 +545,9 @@ class ReplicaSet:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Join, run rounds until `stop`, then leave (hand over, revoke the lease)."""
-        keeper = asyncio.create_task(self._keep_lease_loop(), name="replica-lease")
+        keeper = asyncio.create_task(self._session.keep_alive(
+            every_s=self.settings.lease_ttl_s / 4, step=self.keep_lease, first=True,
+        ), name="replica-lease")  # fmt: skip
         try:
             while not stop.is_set():
                 await self.run_round()
@@ -680,10 +560,8 @@ class ReplicaSet:
             for task in list(self._tasks):
                 with contextlib.suppress(asyncio.CancelledError, L0gcError):
                     await task
-            lease, self._lease = self._lease, None
             self._metrics.replica_member.set(0)
-            if lease is not None:
-                await self._revoke(lease)
+            await self._session.revoke()
 
     async def leave(self) -> None:
         """Stop being a member: hand over every partition, wait (bounded) until the

@@ -5,13 +5,13 @@ advances the epoch. Leadership is the key `{ns}/leader/ticker`, created only whe
 absent and bound to the ticker's etcd lease, so it disappears when the leader stops
 refreshing the lease (crash, partition from etcd) and another ticker can take it.
 
-Each tick: refresh the lease (aetcd has no background keepalive, so the ticker wakes
-at least every third of the lease TTL); if the lease is gone, take a new one and stop
-being leader; if not leader, try to create the leader key; if leader and the interval
-is due, advance the epoch by exactly +1. The advance is one transaction that also
-compares the leader key's revision, so a ticker that lost leadership without noticing
-cannot advance the epoch. Stopping revokes the lease, so a successor is elected at
-once rather than after the TTL.
+Each tick: keep the lease (a `watermark.etcd.session.LeaseSession`, refreshed by the
+tick itself, so the ticker wakes at least every third of the lease TTL); if the lease is
+gone, take a new one and stop being leader; if not leader, try to create the leader key;
+if leader and the interval is due, advance the epoch by exactly +1. The advance is one
+transaction that also compares the leader key's revision, so a ticker that lost
+leadership without noticing cannot advance the epoch. Stopping revokes the lease, so a
+successor is elected at once rather than after the TTL.
 
 Instrumentation: the ticker decides and emits; its ONE optional `hook` (see
 `watermark.core.events`) gets `TickerStarted` (when `run` begins), `TickerElected`,
@@ -47,6 +47,7 @@ from watermark.errors import (
     LeaseExpired,
     WatermarkUnavailable,
 )
+from watermark.etcd.session import LeaseSession
 from watermark.etcd.store import WatermarkStore
 from watermark.service.eventlog import EVENT_LOG
 
@@ -84,9 +85,10 @@ class EpochTicker:
         self._owner_id = owner_id
         self._lease_ttl_s = lease_ttl_s
         self._now = now
-        self._lease: int | None = None
+        self._session = LeaseSession(
+            kv, lease_ttl_s, clock=now, on_lost=lambda _id, _why: self._step_down("lease expired")
+        )
         self._leader_revision: int | None = None  # mod_revision of our leader key
-        self._lease_until = 0.0  # on `now`: our lease is certainly alive before this
         self._emit = Emitter(hook, _TICKER_EVENTS)
 
     @property
@@ -94,29 +96,17 @@ class EpochTicker:
         """True while this ticker holds the leader key (as last seen) and its lease is
         certainly alive: a leader cut off from etcd stops saying so when its lease ends,
         not when a tick next succeeds."""
-        return self._leader_revision is not None and self._now() < self._lease_until
+        return self._leader_revision is not None and self._session.alive()
 
     @property
     def lease_id(self) -> int | None:
         """The etcd lease this ticker holds, if any."""
-        return self._lease
+        return self._session.lease
 
     def _step_down(self, reason: str) -> None:
         if self._leader_revision is not None:
             self._emit(TickerLeadershipLost(self._owner_id, reason))
         self._leader_revision = None
-
-    async def _keep_lease(self) -> int:
-        sent = self._now()  # the lease lives at least TTL from when the call was sent
-        if self._lease is not None:
-            if await self._kv.lease_refresh(self._lease):
-                self._lease_until = sent + self._lease_ttl_s
-                return self._lease
-            self._lease = None
-            self._step_down("lease expired")
-        self._lease = await self._kv.lease_grant(self._lease_ttl_s)
-        self._lease_until = sent + self._lease_ttl_s
-        return self._lease
 
     async def _campaign(self, lease: int) -> bool:
         if self._leader_revision is not None:
@@ -161,26 +151,25 @@ class EpochTicker:
         and end the tick; the next tick starts over.
         """
         try:
-            lease = await self._keep_lease()
+            lease = await self._session.keep()
             if not await self._campaign(lease) or not advance:
                 return False
             return await self._advance()
         except LeaseExpired:
-            self._lease = None
+            self._session.forget()
             self._step_down("lease expired")
         except (EtcdUnavailable, WatermarkUnavailable) as exc:
             self._emit(TickerTickFailed(self._owner_id, str(exc)))
-            if self._leader_revision is not None and self._now() >= self._lease_until:
+            if self._leader_revision is not None and not self._session.alive():
                 self._step_down("lease expired while etcd was unreachable")
         return False
 
     async def resign(self) -> None:
         """Give up leadership now: revoke the lease (which deletes the leader key)."""
-        lease, self._lease = self._lease, None
+        lease = self._session.forget()
         self._step_down("resigned")
         if lease is not None:
-            with contextlib.suppress(EtcdUnavailable):
-                await self._kv.lease_revoke(lease)
+            await self._session.revoke_lease(lease)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until `stop` is set, then resign."""

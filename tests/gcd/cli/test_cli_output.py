@@ -8,6 +8,8 @@ import errno
 import json
 import os
 import pty
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from gcd.cli.main import main
 from gcd.cli.sweep import interrupted_document, text_summary
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
-from gcd.testing.local_servers import LocalS3, free_port
+from l0lab.testing.local_servers import LocalS3, free_port
 from tests.waiting import wait_until_sync
 from watermark import exitcodes
 from watermark.__main__ import main as watermark_main
@@ -73,7 +75,8 @@ def test_sweep_on_a_terminal_ends_with_the_real_totals_and_prints_a_summary(
     assert final.startswith("listed 11  eligible 10  deleted 10 (10 B)"), repr(err[-2000:])
     assert out.startswith("gcd sweep: deleted 10 objects (10 B)\n")
     assert "  listed     11 objects; eligible 10\n" in out
-    assert "  kept       1 live (epoch > M), 0 too young (grace period), 0 unparsable\n" in out
+    assert ("  kept       1 live (epoch > M; keys skip-ahead did not list are not counted), "
+            "0 too young (grace period), 0 unparsable\n") in out
     assert s3_server.keys(bucket) == {LAYOUT.format(3, 9, "live")}
     assert "sweep.round_started" not in err  # issue 27: info logs would tear the line apart
 
@@ -83,6 +86,8 @@ def test_text_summary_says_what_happened() -> None:
     blocked = text_summary(RoundSummary(safe_epoch=None, blocked_reason="paused: upgrade"))
     assert blocked.splitlines()[0] == "gcd sweep: paused, nothing deleted: paused: upgrade"
     assert "listed" not in blocked
+    assert blocked.splitlines()[1].startswith(
+        "  M          not applied (paused: `gcd status` shows the M etcd holds)")  # fmt: skip
     dry = text_summary(RoundSummary(safe_epoch=4, cluster_epoch=6, dry_run=True, eligible=3))
     assert dry.splitlines()[0] == "gcd sweep: dry run: would delete 3 objects, deleted nothing"
     assert "  M          4 (cluster epoch 6)" in dry
@@ -153,14 +158,43 @@ for line in "gcd sw" "gcd sweep --dry-r" "watermark partition re" "watermark epo
     COMP_WORDS=($line); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_complete
     echo "${COMPREPLY[*]}"
 done
+for words in "gcd sweep --storage g" "gcd status --log-level w" "watermark serve --log-level ''"; do
+    eval "COMP_WORDS=($words)"; COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_complete
+    echo "${COMPREPLY[*]}"
+done
 complete -p gcd watermark
 """
     done = subprocess.run(["bash", "-c", probe], check=True, capture_output=True, text=True)
     assert done.stdout.splitlines() == [
         "sweep", "--dry-run", "register repair", "--expected", "bind", "zsh", "--version",
+        "gcs", "warning", "debug info warning error",
         "complete -o default -F _l0gc_complete gcd",
         "complete -o default -F _l0gc_complete watermark",
     ]
+
+
+def test_fish_completion_completes_commands_flags_and_flag_values(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:  # fmt: skip
+    """`gcd completion fish` is a script fish sources: commands and actions by path,
+    flags, and the values of flags that take one of a list (storage kinds, log levels).
+    fish comes with the test set-up (scripts/install-prometheus.sh)."""
+    fish = shutil.which("fish")
+    assert fish, "fish not on PATH: scripts/install-prometheus.sh installs it for the tests"
+    assert main(["completion", "fish"]) == exitcodes.OK
+    script = tmp_path / "gcd.fish"
+    script.write_text(capsys.readouterr().out)
+    lines = ["gcd sw", "gcd sweep --dry-r", "gcd sweep --storage ", "gcd status --log-level w",
+             "watermark partition re", "watermark namespace b", "gcd completion f"]
+    probe = f"source {script}\n" + "".join(
+        f"complete -C {shlex.quote(line)} | string replace -r '\\t.*' '' | string join ' '\n"
+        for line in lines)  # fmt: skip
+    done = subprocess.run([fish, "--no-config", "-c", probe], capture_output=True, text=True,
+                          check=False,
+                          timeout=60)  # fmt: skip
+    assert not done.stderr, done.stderr
+    assert done.stdout.splitlines() == [
+        "sweep", "--dry-run", "azure gcs s3", "warning", "register repair", "bind", "fish"]
 
 
 def test_json_usage_errors_print_a_json_document(capsys: pytest.CaptureFixture[str]) -> None:

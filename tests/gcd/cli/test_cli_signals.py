@@ -27,7 +27,7 @@ import pytest
 
 from gcd.cli.main import SUBCOMMANDS, Subcommand, main
 from gcd.rules.layout import KeyLayout
-from gcd.testing.local_servers import LocalS3, free_port
+from l0lab.testing.local_servers import LocalS3, free_port
 from tests.waiting import wait_until_sync
 from watermark import exitcodes
 

@@ -14,7 +14,7 @@ import structlog
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
 from tests.gcd.cli.test_status_cli import setup as setup_partitions
 

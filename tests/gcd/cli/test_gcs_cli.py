@@ -16,8 +16,8 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
-from gcd.testing.local_gcs import LocalGcs
-from gcd.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.local_gcs import LocalGcs
+from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_daemon import metric

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from gcd.cli.main import main
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.clirun import run_cli
 from watermark.core.kv import Put
 from watermark.etcd.settings import EtcdSettings, open_kv

@@ -21,7 +21,7 @@ from gcd.cli.main import main
 from gcd.cli.sweep import exit_code
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.clirun import run_cli
 from watermark import exitcodes
 from watermark.core.kv import Put

@@ -13,7 +13,7 @@ import pytest
 from gcd.cli.output import human_age, write_json
 from gcd.cli.status import build_report, is_empty, render_text
 from gcd.sweep.shards import ShardAnnouncement
-from gcd.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
 from watermark import exitcodes
 from watermark.core import strictjson

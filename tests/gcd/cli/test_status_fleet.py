@@ -14,8 +14,8 @@ import structlog
 
 from gcd.cli.fleet import build_fleet
 from gcd.cli.main import main
-from gcd.testing.local_replicas import LocalReplicas
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_replicas import LocalReplicas
+from l0lab.testing.local_servers import LocalEtcd
 from tests.waiting import wait_until_sync
 from watermark.core.assignment import ClaimRecord, MemberRecord
 from watermark.core.kv import KeyValue

@@ -4,6 +4,7 @@ it detected; `gcd spark-sweep` refusing a current-only inventory of a versioned 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
@@ -13,13 +14,17 @@ import boto3
 import pytest
 
 from gcd.cli.main import main
-from gcd.cli.sweep import watermark_source
+from gcd.cli.storage import store_settings
 from gcd.rules.layout import KeyLayout
-from gcd.storage.open import open_objects, target_of
+from gcd.storage.azsettings import AzureSettings
+from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.s3 import S3Settings
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from gcd.sweep.runtime import SweepRuntime, SweepSettings
+from gcd.sweep.sweeper import RoundConfig
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.waiting import wait_until
 from watermark import exitcodes
+from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings
 
 pytestmark = pytest.mark.integration
@@ -89,16 +94,45 @@ async def test_status_shows_what_a_running_sweeper_detected(
     versioned moto bucket), and `gcd status` shows it beside the sweeper."""
     etcd = EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace)
     s3 = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
-    async with open_objects(s3, None) as objects:
-        source = watermark_source(etcd, target=target_of(s3, None, "level_zero/data"),
-                                  objects=objects, shard=(0, 1), shard_ttl_s=3)  # fmt: skip
-        async with source:
-            await objects.detect()
+    settings = SweepSettings(RoundConfig(layout=LAYOUT), s3, etcd, shard_ttl_s=3)  # fmt: skip
+    async with SweepRuntime.open(settings) as runtime:  # announces shard 0 of 1 while open
+        await runtime.sweeper.store.detect()
 
-            async def shown() -> bool:
-                await asyncio.to_thread(main, ["status", "--etcd", etcd_server.endpoint,
-                                               "--namespace", namespace])  # fmt: skip
-                return ("store          versioning Enabled, object lock off, listing ordered"
-                        in capsys.readouterr().out)  # fmt: skip
+        async def shown() -> bool:
+            await asyncio.to_thread(main, ["status", "--etcd", etcd_server.endpoint,
+                                           "--namespace", namespace])  # fmt: skip
+            return ("store          versioning Enabled, object lock off, listing ordered"
+                    in capsys.readouterr().out)  # fmt: skip
 
-            await wait_until(shown, timeout_s=15, what="gcd status shows the detection")
+        await wait_until(shown, timeout_s=15, what="gcd status shows the detection")
+
+
+def _flags(**given: object) -> argparse.Namespace:
+    """Resolved store flags as a command holds them (unset ones at their defaults)."""
+    defaults: dict[str, object] = {
+        "storage": "s3", "bucket": None, "endpoint_url": None, "region": None,
+        "account_url": None, "container": None, "azure_connection_string_file": None,
+        "gcs_credentials_file": None, "gcs_anonymous": False}  # fmt: skip
+    return argparse.Namespace(**{**defaults, **given})
+
+
+def test_the_store_flags_make_one_store_settings_value() -> None:
+    """`store_settings`: --bucket (S3, with the sweep's pool size), --storage azure, or
+    --storage gcs, each to its own settings type; what is missing or mixed is refused."""
+    s3 = store_settings(_flags(bucket="b", endpoint_url="http://127.0.0.1:9000",
+                               region="eu-west-1"), max_pool_connections=40)  # fmt: skip
+    assert s3 == S3Settings("b", "http://127.0.0.1:9000", "eu-west-1", max_pool_connections=40)
+    azure = store_settings(_flags(storage="azure", account_url="https://a.blob.core.windows.net",
+                                  container="l0c"))  # fmt: skip
+    assert azure == AzureSettings("https://a.blob.core.windows.net", "l0c")
+    gcs = store_settings(_flags(storage="gcs", bucket="l0g", gcs_anonymous=True))
+    assert gcs == GcsSettings("l0g", None, None, anonymous=True)
+    with pytest.raises(ConfigError, match=r"^no bucket given: pass --bucket NAME or set "
+                       r"L0GC_BUCKET \(or --storage azure"):  # fmt: skip
+        store_settings(_flags())
+    with pytest.raises(ConfigError, match=r"^just this$"):
+        store_settings(_flags(), no_bucket="just this")
+    with pytest.raises(ConfigError, match="--container is for Azure Blob Storage"):
+        store_settings(_flags(bucket="b", container="l0c"))
+    with pytest.raises(ConfigError, match="--storage gcs needs --bucket NAME"):
+        store_settings(_flags(storage="gcs"))

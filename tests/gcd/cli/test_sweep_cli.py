@@ -20,8 +20,8 @@ from gcd.cli.options import ROUND_OPTIONS, resolve
 from gcd.cli.output import ProgressLine
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundCounts
-from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
 from watermark import exitcodes
 from watermark.core.contract import Publication

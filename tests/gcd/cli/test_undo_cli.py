@@ -19,18 +19,18 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.cli.status import _undo_line
-from gcd.cli.undo import undo_fields
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.mhistory import history_prefix
+from gcd.sweep.runtime import undo_fields
 from gcd.sweep.shards import ShardAnnouncement
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.conftest import S3Server
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_stores_s3 import client_for
 from tests.gcd.sweep.test_stores_s3 import versions as all_versions
 from tests.waiting import wait_until_sync
 from watermark import exitcodes
-from watermark.api.cli import main as watermark_main
+from watermark.cli.main import main as watermark_main
 from watermark.core.kv import Put
 from watermark.etcd.settings import EtcdSettings, open_kv
 

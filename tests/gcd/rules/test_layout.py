@@ -44,7 +44,7 @@ PADDED = KeyLayout.custom(
 
 
 def test_default_layout_parses_the_documented_example() -> None:
-    """The key from DESIGN.md parses into its prefix, epoch and name."""
+    """The key from docs/key-layout.md parses into its prefix, epoch and name."""
     assert DEFAULT.parse(GOOD) == ParsedKey(prefix=417, epoch=12345, name="0b8e-uuid")
 
 

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.local_servers import LocalS3
 from tests.binding import bind
 from watermark.etcd.client import EtcdKV
 from watermark.etcd.store import WatermarkStore

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gcd.testing.faultproxy import operation_of
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.faultproxy import operation_of
+from l0lab.testing.local_servers import LocalS3
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from gcd.spark.inventory import (
     read_inventory,
     resolve_data_paths,
 )
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.local_servers import LocalS3
 from watermark.errors import ConfigError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

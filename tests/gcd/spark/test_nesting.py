@@ -21,7 +21,7 @@ from gcd.rules.layout import KeyLayout
 from gcd.spark.nesting import keep_nested, probe_claims
 from gcd.spark.s3client import S3Target
 from gcd.spark.transforms import classify
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from watermark import exitcodes
 from watermark.core.binding import Binding, StorageTarget, claim_key
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.local_servers import LocalS3
 from tests.gcd.spark.s3tap import S3Tap, client_process
 from watermark import exitcodes
 

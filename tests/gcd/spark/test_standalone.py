@@ -1,7 +1,7 @@
 """`gcd spark-*` on a Spark standalone cluster whose executors do NOT have l0gc.
 
 As a user runs it: a master and one 4-core worker from the pip pyspark on loopback
-(`gcd.testing.spark_cluster`, stopped by PID), executors on a virtualenv with only boto3,
+(`l0lab.testing.spark_cluster`, stopped by PID), executors on a virtualenv with only boto3,
 pandas and pyarrow (`executor_python`, cached under .venv-spark-exec/ by constraints
 hash), l0gc shipped as the `gcd spark-package` zip with --py-files, the executors'
 Python named with --conf spark.pyspark.python. The driver is the `gcd` console script
@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, LocalS3
-from gcd.testing.spark_cluster import LocalSparkCluster, executor_python
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.spark_cluster import LocalSparkCluster, executor_python
 from tests.gcd.spark.s3tap import S3Tap
 from watermark import exitcodes
 from watermark.core.binding import claim_key

@@ -20,9 +20,9 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.spark.pipeline import summary_from_counts
-from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
-from gcd.testing.local_seaweedfs import LocalSeaweedFS
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
+from l0lab.testing.local_seaweedfs import LocalSeaweedFS
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind
 from watermark import exitcodes
 from watermark.core.binding import claim_key

@@ -24,7 +24,7 @@ from gcd.cli.main import main
 from gcd.rules.versions import VersionMode
 from gcd.spark.versioning import plan_versions
 from gcd.storage.objectstore import StoreFeatures
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from watermark import exitcodes
 from watermark.core.binding import claim_key
 from watermark.errors import ConfigError

@@ -20,7 +20,7 @@ from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
 from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.local_azurite import LocalAzurite
+from l0lab.testing.local_azurite import LocalAzurite
 from tests.gcd.storage.test_s3_servers import SAFE, mixed_keys
 from watermark.errors import ConfigError
 
@@ -269,7 +269,7 @@ async def test_an_answer_with_a_doctype_is_refused(tmp_path: Path) -> None:
     from aiohttp import web  # noqa: PLC0415
 
     from gcd.errors import StorageError  # noqa: PLC0415
-    from gcd.testing.local_servers import free_port  # noqa: PLC0415
+    from l0lab.testing.local_servers import free_port  # noqa: PLC0415
 
     body = (b'<?xml version="1.0" encoding="utf-8"?><!DOCTYPE x [<!ENTITY a "'
             + b"a" * 100_000 + b'"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'

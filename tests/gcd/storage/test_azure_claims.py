@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
-from gcd.cli.sweep import Announcing
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
 from gcd.sweep.binding import BindingConflict, BoundSource, bind_namespace
 from gcd.sweep.metrics import SweeperMetrics
+from gcd.sweep.runtime import Announcing
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.local_azurite import LocalAzurite
+from l0lab.testing.local_azurite import LocalAzurite
 from watermark.core.binding import StorageTarget, claim_key
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
@@ -108,8 +108,7 @@ async def test_a_prefix_azure_cannot_list_is_skipped_by_name_and_the_round_ends(
     async with AzureBlobStore.open(settings) as store:
         sweeper = Sweeper(store, config, metrics=metrics, clock=lambda: time.time() + 60)
         result = await sweeper.sweep(5, None)
-        announce = Announcing(store)  # what `gcd status` shows of a running sweeper
-        announce.sweeper = sweeper
+        announce = Announcing(store, sweeper)  # what `gcd status` shows of a running sweeper
         told = announce(ShardAnnouncement("s", 0, 1, 1.0))
     assert time.monotonic() - started < 10
     assert told.problems == ("cannot list level_zero/data/417: skipped",)

@@ -1,5 +1,5 @@
 """The sweeper on Google Cloud Storage (`gcd.storage.gcs`), against the GCS emulator on
-loopback (`gcd.testing.local_gcs`), and the emulator's deviations from GCS pinned.
+loopback (`l0lab.testing.local_gcs`), and the emulator's deviations from GCS pinned.
 
 The server-neutral tests of tests/gcd/storage/test_s3_servers.py, where they apply, run
 here on GCS: the same keys, the same real etcd, the same expectations. The emulator
@@ -27,12 +27,12 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.gcs import GcsObjectStore
 from gcd.storage.gcssettings import GcsSettings
-from gcd.storage.open import preflight_storage
+from gcd.storage.open import preflight_store
 from gcd.storage.retry import Retrier
 from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.testing.local_gcs import LocalGcs
-from gcd.testing.local_servers import free_port
+from l0lab.testing.local_gcs import LocalGcs
+from l0lab.testing.local_servers import free_port
 from tests.gcd.storage.test_s3_servers import SAFE, mixed_keys, watermarks
 from watermark.errors import ConfigError
 from watermark.etcd.store import WatermarkStore
@@ -366,7 +366,7 @@ async def test_preflight_says_what_the_operator_must_fix(gcs_server: LocalGcs) -
     """A missing bucket, a refused listing (403), an unreachable endpoint: one ConfigError
     each, naming the bucket and the fix."""
     with pytest.raises(ConfigError, match=r"GCS bucket 'no-such-bucket' .* does not exist"):
-        await preflight_storage(None, None, ROOT, gcs=settings(gcs_server, "no-such-bucket"))
+        await preflight_store(settings(gcs_server, "no-such-bucket"), ROOT)
 
     async def forbidden(request: web.Request) -> web.Response:
         error = {"code": 403, "message": "no storage.objects.list",
@@ -375,10 +375,10 @@ async def test_preflight_says_what_the_operator_must_fix(gcs_server: LocalGcs) -
 
     async with fake_gcs(forbidden) as url:
         with pytest.raises(ConfigError, match=r"was refused \(forbidden\).*storage.objects.list"):
-            await preflight_storage(None, None, ROOT, gcs=GcsSettings("bkt", url, anonymous=True))
+            await preflight_store(GcsSettings("bkt", url, anonymous=True), ROOT)
     closed = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ConfigError, match="cannot reach"):
-        await preflight_storage(None, None, ROOT, gcs=GcsSettings("bkt", closed, anonymous=True))
+        await preflight_store(GcsSettings("bkt", closed, anonymous=True), ROOT)
 
 
 def test_settings_refuse_what_cannot_work() -> None:
@@ -427,7 +427,7 @@ async def test_emulator_deviations_are_pinned(gcs_server: LocalGcs, gcs_bucket: 
 
 async def test_unchanged_emulator_answers_batches_without_content_ids() -> None:
     """The emulator as released writes no Content-ID in batch answers (GCS does; the
-    launcher `gcd.testing.gcs_emulator` adds it): gcd then counts no object as deleted,
+    launcher `l0lab.testing.gcs_emulator` adds it): gcd then counts no object as deleted,
     however the answers line up, and reports each one by name."""
     with LocalGcs(content_ids=False) as plain:
         plain.create_bucket("plain")

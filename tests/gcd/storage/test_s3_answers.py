@@ -11,7 +11,7 @@ from aiohttp import web
 
 from gcd.errors import StorageError
 from gcd.storage.s3 import S3ObjectStore, S3Settings, error_in_200
-from gcd.testing.local_servers import free_port
+from l0lab.testing.local_servers import free_port
 
 pytestmark = pytest.mark.integration
 

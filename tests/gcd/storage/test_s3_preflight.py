@@ -16,8 +16,8 @@ from botocore.exceptions import ClientError, NoCredentialsError
 from gcd.cli.main import main
 from gcd.errors import StorageError
 from gcd.storage.s3errors import preflight_failure
-from gcd.testing.faultproxy import FaultConfig, ThreadedFaultProxy
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
+from l0lab.testing.local_servers import LocalS3
 from tests.clirun import run_cli
 from watermark import exitcodes
 from watermark.errors import ConfigError

@@ -2,7 +2,7 @@
 
 Every test runs once per server (`s3_any`) with a real etcd. Objects cannot be back-dated
 on SeaweedFS, so objects are aged by the sweeper's clock (`OLD_CLOCK`: two hours ahead).
-The last tests pin down SeaweedFS's deviations from AWS (see gcd/testing/local_seaweedfs.py) and
+The last tests pin down SeaweedFS's deviations from AWS (see l0lab/testing/local_seaweedfs.py) and
 show that none of them makes the sweeper delete a key it must keep.
 """
 
@@ -23,9 +23,9 @@ from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.testing.faultproxy import FaultConfig, FaultProxy
-from gcd.testing.local_seaweedfs import LocalSeaweedFS
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.faultproxy import FaultConfig, FaultProxy
+from l0lab.testing.local_seaweedfs import LocalSeaweedFS
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from watermark.core.contract import Publication
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore

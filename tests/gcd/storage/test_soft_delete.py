@@ -43,7 +43,7 @@ from gcd.sweep.journal import JournalWriter, read_journal
 from gcd.sweep.restore import RestoreOutcome, Selection, deletions_in, restore, select
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.sweep.undo import UndoKeeper
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.storage.softdelete_standins import AzureStandIn, GcsStandIn
 from watermark import exitcodes

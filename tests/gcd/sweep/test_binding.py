@@ -16,8 +16,8 @@ from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import BindingConflict, bind_namespace
 from gcd.sweep.shards import ShardAnnouncement, announced
-from gcd.testing.local_servers import LocalEtcd, LocalS3
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind, bind_sync
 from watermark import exitcodes
 from watermark.__main__ import main as watermark_main

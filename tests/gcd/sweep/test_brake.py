@@ -8,7 +8,7 @@ import pytest
 
 from gcd.sweep.binding import BoundSource
 from gcd.sweep.brake import OPEN, PauseBrake, brake_for, until_resumed
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.memory import MemoryObjectStore
 from watermark.core.binding import StorageTarget
 from watermark.errors import L0gcError
 from watermark.etcd.memory import MemoryKV

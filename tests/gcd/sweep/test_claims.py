@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
 from tests.gcd.sweep.test_binding import LAYOUT, ROOT, cluster, namespace_cmd, objects, sweep
 from watermark import exitcodes

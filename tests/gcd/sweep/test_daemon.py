@@ -41,8 +41,8 @@ from gcd.sweep.daemon import (
     wake_reason,
 )
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.local_servers import LocalEtcd, LocalS3, free_port
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
+from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind
 from tests.waiting import wait_until
 from watermark.core.contract import Publication

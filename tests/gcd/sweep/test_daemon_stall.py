@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from gcd.storage.objectstore import ListPage
 from gcd.sweep.daemon import make_app
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.memory import MemoryObjectStore
 from tests.gcd.sweep.test_daemon import CONFIG, Clock, memory_setup, publish, put_garbage
 from tests.waiting import wait_until
 

@@ -18,7 +18,7 @@ from gcd.sweep.brake import OPEN, Brake, PauseBrake
 from gcd.sweep.deleter import MAX_UNPROVEN, BatchDeleter, Candidate
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundCounts
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.memory import MemoryObjectStore
 
 
 class RefusingStore(MemoryObjectStore):

@@ -14,8 +14,8 @@ from aiohttp.test_utils import TestClient, TestServer
 import gcd
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.explain_http import MAX_KEYS, ExplainRoute
-from gcd.testing.local_servers import LocalS3
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.local_servers import LocalS3
+from l0lab.testing.memory import MemoryObjectStore
 from watermark.api.auth import TokenFile
 
 LAYOUT = KeyLayout.default("l0/data")

@@ -32,8 +32,8 @@ from gcd.sweep.journal_check import (
 )
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
+from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync
 from watermark import exitcodes
 from watermark.core.contract import Publication
@@ -338,6 +338,65 @@ def test_gcd_journal_verify_and_show_exit_codes(
     assert "deleted  by sweeper s-1" in out
     assert f"etcd revision {r1}" in out
     assert main(["journal", "show", "--key", "nope", "--journal-dir", str(tmp_path / "ok")]) == 1
+
+
+_JOURNAL_BEFORE_KIND = (
+    '{"v":1,"type":"segment","sweeper":"s-old","seq":1,"at":1000.0,"prev":"","segment'
+    '":1,"namespace":"/l0gc/old","bucket":"b","root":"level_zero/data","endpoint_url"'
+    ':null}\n'
+    '{"v":1,"type":"before","sweeper":"s-old","seq":2,"at":1000.0,"prev":"da7d40c3e34'
+    '544317bc138d685116dc03fc9a85f023277306f1b8dc13595358f","request":1,"batch":1,"at'
+    'tempt":0,"safe_epoch":5,"cluster_epoch":8,"revision":40,"override":false,"pinnin'
+    'g":[["orders/3",5]],"count":2,"first":"level_zero/data/007/000000000000000003/a"'
+    ',"last":"level_zero/data/007/000000000000000004/b","digest":"34d61e2815098e3d9f9'
+    '7b50f8c6c73b3ef1d5daf9b28f11d3bf034be40b61ee8","keys":["level_zero/data/007/0000'
+    '00000000000003/a","level_zero/data/007/000000000000000004/b"],"epochs":[3,4]}\n'
+    '{"v":1,"type":"after","sweeper":"s-old","seq":3,"at":1001.0,"prev":"2203cd3d0db8'
+    '20a54fdd762cef690da720d73d3a32997c93b6f80b7eaa9d496e","request":1,"batch":1,"att'
+    'empt":0,"deleted":["level_zero/data/007/000000000000000003/a","level_zero/data/0'
+    '07/000000000000000004/b"],"failed":[],"unanswered":[],"request_error":null}\n'
+)
+"""A segment as the writer wrote it before the header named the kind of store (git
+main of 2026-11-28): sweeper s-old, namespace /l0gc/old, s3 bucket b, one batch."""
+
+
+def test_a_journal_from_before_the_header_named_the_store_still_verifies_and_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On-disk compatibility: an older writer's segment (no "kind" in its header) reads
+    clean (chain, digests, epochs), `gcd journal show` finds its keys, and `gcd journal
+    verify` finds nothing wrong in it (exit 3 only because no etcd was given)."""
+    directory = tmp_path / "old"
+    directory.mkdir()
+    (directory / "journal-s-old-000001.jsonl").write_text(_JOURNAL_BEFORE_KIND)
+    read = read_journal([directory])
+    (header,) = [r.doc for r in read.records if r.kind == "segment"]
+    assert "kind" not in header
+    report = check_records(read, layout=LAYOUT)
+    assert (report.findings, report.keys_deleted) == ([], 2)
+    assert main(["journal", "show", "--key", key(4, "b"), "--journal-dir", str(directory)]) == 0
+    assert "deleted  by sweeper s-old" in capsys.readouterr().out
+    code = main(["journal", "verify", "--journal-dir", str(directory), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["violations"], doc["damage"], doc["keys_deleted"]) == (
+        exitcodes.BLOCKED, 0, 0, 2)
+    assert doc["verdict"].startswith("NOT FULLY CHECKED: nothing wrong in the journal itself")
+
+
+def test_the_segment_header_names_the_storage_target(tmp_path: Path) -> None:
+    """A writer given a target's kind records it beside bucket, root and endpoint (an
+    Azure container at its account URL), and the journal still reads clean."""
+    journal = JournalWriter(tmp_path, "s-az", namespace="/l0gc/t", bucket="l0c", root=ROOT,
+                            endpoint_url="https://acct.blob.core.windows.net", kind="azure",
+                            fsync=False)  # fmt: skip
+    write_batch(journal, [key(3, "a")])
+    journal.close()
+    read = read_journal([tmp_path])
+    (header,) = [r.doc for r in read.records if r.kind == "segment"]
+    assert {k: header[k] for k in ("bucket", "root", "endpoint_url", "kind")} == {
+        "bucket": "l0c", "root": ROOT, "endpoint_url": "https://acct.blob.core.windows.net",
+        "kind": "azure"}
+    assert check_records(read, layout=LAYOUT).findings == []
 
 
 # -- the deleter's sinks ---------------------------------------------------------------

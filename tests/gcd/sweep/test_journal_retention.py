@@ -18,8 +18,8 @@ from gcd.sweep.journal import JournalWriter, read_journal, read_journal_objects,
 from gcd.sweep.journal_anchor import AnchorKeeper
 from gcd.sweep.journal_check import FindingKind, check_anchors, check_records
 from gcd.sweep.metrics import SweeperMetrics
-from gcd.testing.local_servers import LocalS3
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.local_servers import LocalS3
+from l0lab.testing.memory import MemoryObjectStore
 from tests.gcd.sweep.test_journal import LAYOUT, key
 from watermark.core.journal_anchor import JournalAnchor, anchor_key, pruned_marker_name
 from watermark.core.kv import Put

@@ -13,7 +13,7 @@ from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DeleteResult, ListPage, StoreFeatures
 from gcd.storage.retry import Retrier
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.memory import MemoryObjectStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

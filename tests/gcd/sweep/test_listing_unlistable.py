@@ -16,7 +16,7 @@ from gcd.storage.objectstore import ListPage, status_fault
 from gcd.storage.retry import Retrier
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.memory import MemoryObjectStore
 
 LAYOUT = KeyLayout.default("level_zero/data")
 BUDGET = Backoff(base_s=0.0, cap_s=0.0, max_attempts=3)

@@ -19,8 +19,8 @@ from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.faultproxy import FaultConfig, FaultProxy
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.faultproxy import FaultConfig, FaultProxy
+from l0lab.testing.local_servers import LocalS3
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration

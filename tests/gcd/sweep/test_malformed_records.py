@@ -22,7 +22,7 @@ from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.daemon import Daemon, DaemonConfig
 from gcd.sweep.safety import read_admission
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
 from watermark import exitcodes
 from watermark.core.contract import Publication

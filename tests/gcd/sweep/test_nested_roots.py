@@ -16,16 +16,16 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
-from gcd.sim.checks import ViolationKind
-from gcd.sim.runner import first_kind, run_seed
-from gcd.sim.world import SimConfig
 from gcd.storage.objectstore import ListPage, ObjectInfo
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
 from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.testing.local_servers import LocalEtcd, LocalS3
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.sim.checks import ViolationKind
+from l0lab.sim.runner import first_kind, run_seed
+from l0lab.sim.world import SimConfig
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.memory import MemoryObjectStore
 from watermark import exitcodes
 from watermark.core.binding import StorageTarget, claim_key
 from watermark.core.contract import Publication
@@ -206,7 +206,7 @@ def test_the_simulation_catches_a_sweeper_blind_to_nested_roots(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With `nested_root`, the simulated bucket holds another namespace's root inside ours
-    (`gcd.sim.actions`): a sweeper that ignores it deletes that namespace's objects, and the
+    (`l0lab.sim.actions`): a sweeper that ignores it deletes that namespace's objects, and the
     run says so; the real sweeper keeps them over every seed tried."""
 
     async def blind(_self: NestedRoots, _key: str, _page: ListPage) -> str | None:

@@ -20,7 +20,7 @@ from gcd.sweep.deleter import BatchDeleter, Candidate
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundCounts
 from gcd.sweep.sweeper import RoundConfig
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.memory import MemoryObjectStore
 
 LAYOUT = KeyLayout.default("l0")
 

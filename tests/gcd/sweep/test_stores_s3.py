@@ -3,7 +3,7 @@
 Versioned buckets on moto and SeaweedFS, Object Lock on moto; a MinIO-era store that
 refuses DeleteObjects without Content-MD5, a store without batch deletes (GCS's XML API)
 and a store listing out of order without StartAfter (S3 Express) played by
-`gcd.testing.faultproxy` in front of them.
+`l0lab.testing.faultproxy` in front of them.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.testing.faultproxy import FaultConfig, FaultProxy
-from gcd.testing.local_servers import LocalS3
+from l0lab.testing.faultproxy import FaultConfig, FaultProxy
+from l0lab.testing.local_servers import LocalS3
 from tests.conftest import S3Server
 
 pytestmark = pytest.mark.integration

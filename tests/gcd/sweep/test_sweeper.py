@@ -23,7 +23,7 @@ from gcd.sweep.brake import PauseBrake
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round, split_prefixes
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.memory import MemoryObjectStore
 from watermark.core.contract import Publication
 from watermark.core.kv import Put
 from watermark.errors import ConfigError

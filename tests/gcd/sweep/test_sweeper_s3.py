@@ -23,8 +23,8 @@ from gcd.storage.s3xml import parse_s3_timestamp
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.report import PlanWriter
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.testing.faultproxy import FaultConfig, FaultProxy
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.faultproxy import FaultConfig, FaultProxy
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.gcd.storage.test_s3_servers import mixed_keys
 from watermark.core.contract import Publication
 from watermark.core.kv import Put

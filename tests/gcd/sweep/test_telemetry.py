@@ -22,7 +22,7 @@ from gcd.sweep.telemetry import (
     PageExamined,
     RoundFinished,
 )
-from gcd.testing.memory import MemoryObjectStore
+from l0lab.testing.memory import MemoryObjectStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -12,8 +12,8 @@ from gcd.rules.layout import KeyLayout
 from gcd.sweep.journal import JournalRead, JournalWriter, read_journal, read_journal_objects
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.sweep.undo import UndoKeeper
-from gcd.testing.memory import MemoryObjectStore
-from gcd.testing.versioned import VersionedMemoryStore
+from l0lab.testing.memory import MemoryObjectStore
+from l0lab.testing.versioned import VersionedMemoryStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

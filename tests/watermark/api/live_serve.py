@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gcd.testing.local_servers import LocalEtcd, free_port
-from gcd.testing.procs import Child, child_env, wait_http
+from l0lab.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.procs import Child, child_env, wait_http
 from tests.clirun import run_cli
 
 WRITER = "writer-token-0123456789abcdef0123"

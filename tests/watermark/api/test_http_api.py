@@ -23,7 +23,9 @@ from yarl import URL
 
 from tests.waiting import wait_until
 from watermark.api.auth import parse_token_file
-from watermark.api.http_api import FenceTable, UnknownFence, create_app
+from watermark.api.http_api import create_app
+from watermark.api.http_errors import UnknownFence
+from watermark.api.http_fences import FenceTable
 from watermark.api.http_server import ApiServer, HttpLimits, server_ssl_context
 from watermark.errors import ConfigError
 from watermark.etcd.memory import MemoryKV

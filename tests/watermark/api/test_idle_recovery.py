@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, free_port
-from gcd.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.procs import Child, wait_http
 from tests.waiting import wait_until_sync
 from tests.watermark.api.live_serve import RECONCILER, WRITER, request, watermark
 from watermark.core.record import PartitionRecord

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
-from watermark.api import http_api, http_body
+from watermark.api import http_api, http_body, http_errors
 from watermark.api.auth import Access
-from watermark.api.openapi import OPENAPI_JSON, ROUTES, document, render
+from watermark.api.openapi import OPENAPI_JSON, ROUTES, document, render, route_table
 from watermark.api.openapi_errors import ERROR_CODES
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
@@ -46,13 +47,13 @@ def test_every_registered_route_is_described_with_its_role_and_no_other() -> Non
 
 
 def test_every_error_code_the_server_answers_is_in_the_table() -> None:
-    """The codes of http_api's exception map, of the body checks and of the fixed answers
+    """The codes of the API's exception map, of the body checks and of the fixed answers
     (unknown_fence, moved, the router's 404/405, internal_error) are all in ERROR_CODES;
     and the statuses in http_body agree with the table."""
-    source = (ROOT / "watermark" / "api" / "http_api.py").read_text()
-    literals = {n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant)
-                and isinstance(n.value, str)}  # fmt: skip
-    used = {code for _, code in http_api._ERRORS} | {"unknown_fence", "moved",
+    sources = sorted((ROOT / "watermark" / "api").glob("http_*.py"))  # the app and routes
+    literals = {n.value for path in sources for n in ast.walk(ast.parse(path.read_text()))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)}  # fmt: skip
+    used = {code for _, code in http_errors.ERRORS} | {"unknown_fence", "moved",
             "internal_error", "not_found", "method_not_allowed", "unauthorized",
             "forbidden"}  # fmt: skip
     assert used <= literals | {"not_found", "method_not_allowed"}
@@ -75,3 +76,26 @@ def test_the_document_is_valid_openapi_and_every_schema_valid_json_schema() -> N
             assert op.get("security") == [] or op["x-l0gc-role"], (method, path)
     links = doc["paths"]["/v1/partitions/{partition}/fence"]["post"]["responses"]["200"]["links"]
     assert set(links) == {"commit", "abort", "state"}
+
+
+def test_the_integration_guides_route_table_is_generated_from_the_routes() -> None:
+    """docs/integration.md holds `route_table()` (regenerate: scripts/gen_cli_reference.py),
+    which names every route of the document exactly once, with its role."""
+    table = route_table()
+    assert table in (ROOT / "docs" / "integration.md").read_text()
+    for method, path, _name, role, *_ in ROUTES:
+        row = f"| `{method.upper()} {path.replace('{partition}', '{p}')}` | {role or 'none'} |"
+        assert table.count(row) == 1, row
+    assert table.count("\n") == len(ROUTES) + 2
+
+
+def test_no_module_but_openapi_lists_the_routes() -> None:
+    """The routes are written down once, in openapi.py: no other module of the API names
+    more than two of its /v1/ paths (a route table in a docstring would; they point to
+    `watermark.api.openapi` instead)."""
+    paths = {p for _, p, *_ in ROUTES if p.startswith("/v1/")}
+    for path in sorted((ROOT / "watermark" / "api").glob("*.py")):
+        if path.name == "openapi.py":
+            continue
+        named = set(re.findall(r"/v1/[A-Za-z0-9_{}./-]*[A-Za-z0-9_}]", path.read_text()))
+        assert len(named & paths) <= 2, f"{path.name} repeats openapi.py's routes: {named}"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.watermark.api.live_serve import ADMIN, live_serve
 from watermark.api.openapi import document
 

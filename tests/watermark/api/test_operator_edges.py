@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd
-from gcd.testing.procs import child_env
+from l0lab.testing.local_servers import LocalEtcd
+from l0lab.testing.procs import child_env
 from watermark.core.kv import Put
 from watermark.etcd.settings import EtcdSettings, open_kv
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, etcd_binary
-from gcd.testing.procs import child_env
+from l0lab.testing.local_servers import LocalEtcd, etcd_binary
+from l0lab.testing.procs import child_env
 from tests.waiting import wait_until_sync
 from tests.watermark.api.live_serve import ADMIN, WRITER, LiveServe, live_serve, request
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, free_port
-from gcd.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.procs import Child, wait_http
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd, free_port
-from gcd.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.procs import Child, wait_http
 from tests.waiting import wait_until
 from tests.watermark.api.test_serve_admission import Flood, _get
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd
-from gcd.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd
+from l0lab.testing.procs import Child, wait_http
 from tests.watermark.api.live_serve import live_serve
 
 pytestmark = pytest.mark.integration

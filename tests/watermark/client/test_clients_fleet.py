@@ -33,9 +33,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gcd.testing.local_replicas import LocalReplicas
-from gcd.testing.local_servers import LocalEtcd, LocalS3
-from gcd.testing.procs import child_env
+from l0lab.testing.local_replicas import LocalReplicas
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.procs import child_env
 from tests.waiting import wait_until
 from watermark import ApiError, AsyncWriterClient, RedirectRefused, Retry, WriterClient
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from aiohttp import web
 
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.watermark.api.live_serve import ADMIN, RECONCILER, WRITER, LiveServe, live_serve
 from watermark import (
     ApiError,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from aetcd import rpc
 
-from gcd.testing.local_servers import LocalEtcd, LocalEtcdCluster
+from l0lab.testing.local_servers import LocalEtcd, LocalEtcdCluster
 from tests.waiting import wait_until
 from watermark.core.contract import Publication
 from watermark.core.kv import Put

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aetcd import rpc
 
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from watermark.core.kv import Delete, Put
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import compute_safe_epoch

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gcd.testing.local_servers import etcd_binary, free_port
+from l0lab.testing.local_servers import etcd_binary, free_port
 from tests.waiting import wait_until_sync
 from watermark.errors import ConfigError, EtcdUnavailable
 from watermark.etcd.settings import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from watermark.core.contract import Publication, PublishStatus
 from watermark.core.kv import Compare, Delete, Put, RangeResult, TxnResult
 from watermark.core.record import PartitionRecord
@@ -229,7 +229,7 @@ async def test_second_endpoint_is_used_when_the_first_is_down(
     etcd_server: LocalEtcd, namespace: str
 ) -> None:
     """Endpoints are tried in order; a dead first endpoint does not stop the client."""
-    from gcd.testing.local_servers import free_port  # noqa: PLC0415
+    from l0lab.testing.local_servers import free_port  # noqa: PLC0415
 
     kv = EtcdKV([f"127.0.0.1:{free_port()}", etcd_server.endpoint], timeout_s=1.0)
     try:
@@ -241,7 +241,7 @@ async def test_second_endpoint_is_used_when_the_first_is_down(
 
 async def test_all_endpoints_down_raises_etcd_unavailable() -> None:
     """With no reachable endpoint every call raises EtcdUnavailable naming the endpoints."""
-    from gcd.testing.local_servers import free_port  # noqa: PLC0415
+    from l0lab.testing.local_servers import free_port  # noqa: PLC0415
 
     endpoint = f"127.0.0.1:{free_port()}"
     kv = EtcdKV([endpoint], timeout_s=0.5, read_attempts=2, retry_backoff_s=0.01)

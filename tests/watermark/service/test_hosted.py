@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gcd.sim.variants import NoDrainGuard
+from l0lab.sim.variants import NoDrainGuard
 from watermark.core.gcstate import PartitionGcState
 from watermark.errors import FenceExpired, FencingViolation, IllegalTransition
 from watermark.service.guard import FencingGuard

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gcd.sim.variants import NoDrainGuard
+from l0lab.sim.variants import NoDrainGuard
 from watermark.core.contract import PUBLISH_BATCH, Publication, PublishStatus
 from watermark.core.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
 from watermark.core.fencelock import Outcome
@@ -27,8 +27,9 @@ from watermark.errors import (
 )
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
+from watermark.service.fence import Fence
 from watermark.service.metrics import WatermarkMetrics
-from watermark.service.publisher import Fence, Publisher
+from watermark.service.publisher import Publisher
 from watermark.service.ticker import EpochTicker
 
 NS = "/l0gc/test"

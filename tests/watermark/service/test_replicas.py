@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from gcd.testing.local_servers import free_port
+from l0lab.testing.local_servers import free_port
 from watermark.api.auth import parse_token_file
 from watermark.api.http_api import create_app
 from watermark.api.http_server import ApiServer

@@ -18,16 +18,16 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gcd.demo.s3io import DemoBucket
 from gcd.storage.s3 import S3Settings
-from gcd.testing.local_replicas import (
+from l0lab.demo.s3io import DemoBucket
+from l0lab.testing.local_replicas import (
     LagReconciler,
     LocalReplicas,
     OwnerClient,
     ReplicaWriter,
     WatermarkMonitor,
 )
-from gcd.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind
 from tests.waiting import wait_until
 from watermark.etcd.settings import EtcdSettings, open_kv

@@ -25,8 +25,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gcd.testing.local_replicas import LocalReplicas, OwnerClient
-from gcd.testing.local_servers import LocalEtcd, free_port
+from l0lab.testing.local_replicas import LocalReplicas, OwnerClient
+from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.waiting import wait_until
 from watermark.core.assignment import ClaimRecord, MemberRecord
 from watermark.core.kv import Put

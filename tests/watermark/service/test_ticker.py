@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from gcd.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd
 from tests.waiting import wait_until
 from watermark.core.kv import KV, Delete
 from watermark.errors import ConfigError

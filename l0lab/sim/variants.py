@@ -1,0 +1,272 @@
+"""Deliberately broken variants of l0gc, switched on only inside the simulator.
+
+A checker that never fails proves nothing. Each variant below breaks one rule the
+design depends on, as a subclass or wrapper of the real class (no monkeypatching), and
+`tests/l0lab/sim/test_variants.py` asserts that the simulation catches every one within
+a bounded number of seeds. `CORRECT` is the real code.
+
+- ``single-epoch-window``: the GC state keeps the single-epoch window of the original
+  lock-step design (an entry at c promises that every later entry has epoch >= c),
+  while the fence admits two epochs: a write at the previous epoch lands below it.
+- ``no-drain-slide``: the guard slides the window to a higher epoch at once instead
+  of waiting for the in-flight writes at the old epochs to drain.
+- ``eager-floor``: the floor advances as entries are applied, without waiting for the
+  reconciler to lift them.
+- ``applied-max-window`` and ``forgetful-adopt``: bugs 1 and 3 that the simulation
+  found in l0gc itself (see `l0lab.sim`), kept as regressions.
+- ``lenient-sweeper``: the sweeper treats a malformed partition record as "no
+  constraint" instead of failing closed.
+- ``owner-blind-publisher``: publishes ignore owner fencing, so a stale owner that
+  kept running publishes over the new owner's record.
+- ``inclusive-floor``: the window-floor mutant (``epoch <= floor`` made ``epoch <
+  floor`` in `EpochWindow.classify`): a window emptied by a raised floor, or recovered
+  empty, admits the epoch equal to M(p). The random simulation cannot reach it (it has
+  no operator raising M(p)); the exhaustive checker (`l0lab.sim.explore`) finds it, so it
+  is not in `RANDOM` (the variants the random simulation must catch).
+
+The simulator hosts them through the real `Publisher`'s `state_class` and
+`guard_class` parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watermark.core.contract import Publication, PublishOutcome
+from watermark.core.gcstate import PartitionGcState
+from watermark.core.kv import PrefixWatch
+from watermark.core.record import PartitionRecord
+from watermark.core.safe_epoch import SafeEpoch, compute_safe_epoch
+from watermark.core.window import Admission, EpochWindow
+from watermark.errors import InvalidRecord
+from watermark.etcd.store import WatermarkStore
+from watermark.service.guard import FenceToken, FencingGuard
+
+__all__ = [
+    "BROKEN",
+    "CORRECT",
+    "RANDOM",
+    "VARIANTS",
+    "AppliedMaxGcState",
+    "EagerFloorGcState",
+    "ForgetfulGcState",
+    "InclusiveFloorGuard",
+    "InclusiveFloorWindow",
+    "LenientSafeEpoch",
+    "NoDrainGuard",
+    "OwnerBlindStore",
+    "SingleEpochGcState",
+    "Variant",
+]
+
+
+class SingleEpochGcState(PartitionGcState):
+    """BROKEN: every entry promises that no later entry is below its own epoch."""
+
+    __slots__ = ()
+
+    def apply(self, offset: int, epoch: int, *, admitted_from: int) -> Admission:
+        """Apply as if the fence admitted nothing below `epoch` from now on (lock-step)."""
+        return super().apply(offset, epoch, admitted_from=max(admitted_from, epoch))
+
+
+class AppliedMaxGcState(PartitionGcState):
+    """BROKEN (l0gc's own bug 1): the lower bound follows the applied maximum, not the fence."""
+
+    __slots__ = ()
+
+    def apply(self, offset: int, epoch: int, *, admitted_from: int) -> Admission:
+        """Apply as if the fence's lower bound were the previous applied maximum."""
+        rising = epoch > self.last_applied_epoch
+        bound = self.last_applied_epoch if rising else self.previous_applied
+        return super().apply(offset, epoch, admitted_from=min(bound, epoch))
+
+
+class ForgetfulGcState(PartitionGcState):
+    """BROKEN (l0gc's own bug 3): a new owner ignores the log's end offset."""
+
+    __slots__ = ()
+
+    def catch_up(self, log_end_offset: int) -> None:
+        """Forget the entries the previous owner applied but did not publish."""
+
+
+class EagerFloorGcState(PartitionGcState):
+    """BROKEN: the floor follows the applied window at once, reconciled or not."""
+
+    __slots__ = ()
+
+    def apply(self, offset: int, epoch: int, *, admitted_from: int) -> Admission:
+        """Apply, then treat the entry as lifted by the reconciler already."""
+        admission = super().apply(offset, epoch, admitted_from=admitted_from)
+        self.reconciled(offset)
+        return admission
+
+
+class NoDrainGuard(FencingGuard):
+    """BROKEN: an epoch above the window slides it at once, with writes still in flight."""
+
+    async def acquire(
+        self,
+        epoch: int,
+        timeout: float | None,  # noqa: ASYNC109 - same signature as FencingGuard.acquire
+        *,
+        hold_ttl_s: float | None = None,
+    ) -> FenceToken:
+        """Slide without draining when `epoch` is above the window; else as usual."""
+        if not self.closed and self._window.classify(epoch) is Admission.ABOVE:
+            self._slide(epoch)
+            return self._grant(epoch, slid=True, hold_ttl_s=hold_ttl_s)
+        return await super().acquire(epoch, timeout, hold_ttl_s=hold_ttl_s)
+
+
+class InclusiveFloorWindow(EpochWindow):
+    """BROKEN: the floor refuses epochs below M(p) but admits M(p) itself."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, window: EpochWindow) -> InclusiveFloorWindow:
+        """The same window (floor and bounds), with the mutated `classify`."""
+        copy = cls(floor=window.floor)
+        copy._oldest_accepted, copy._latest_seen = window.bounds
+        return copy
+
+    def classify(self, epoch: int) -> Admission:
+        """As `EpochWindow.classify`, with ``epoch < floor`` for ``epoch <= floor``."""
+        if self._floor is not None and epoch < self._floor:  # the mutant
+            return Admission.BELOW
+        if self._latest_seen is None or epoch > self._latest_seen:
+            return Admission.ABOVE
+        assert self._oldest_accepted is not None
+        if epoch < self._oldest_accepted:
+            return Admission.BELOW
+        return Admission.INSIDE
+
+
+class InclusiveFloorGuard(FencingGuard):
+    """BROKEN: a guard over an `InclusiveFloorWindow`."""
+
+    def __init__(self, window: EpochWindow, **kwargs: Any) -> None:
+        super().__init__(InclusiveFloorWindow.of(window), **kwargs)
+
+
+class OwnerBlindStore(WatermarkStore):
+    """BROKEN: every publication is rewritten to carry the stored owner, so none is stale;
+    and the owner never learns from its records that it lost them (no record watch)."""
+
+    async def watch_partitions(self) -> PrefixWatch | None:
+        """No watch: the owner re-reads its records every round (`read_partitions`)."""
+        return None
+
+    async def read_partitions(
+        self, partitions: Sequence[str]
+    ) -> dict[str, PartitionRecord | InvalidRecord | None]:
+        """Blind: nothing anyone else wrote reaches the owner."""
+        return {}
+
+    async def publish(self, pubs: Sequence[Publication]) -> list[PublishOutcome]:
+        """Publish as if each publisher were the partition's current owner."""
+        blind = []
+        for pub in pubs:
+            try:
+                current = await self.get_partition(pub.partition)
+            except InvalidRecord:
+                current = None
+            if current is not None and current.owner is not None:
+                pub = dataclasses.replace(  # noqa: PLW2901 - the point of this variant
+                    pub, owner=current.owner, owner_epoch=current.owner_epoch
+                )
+            blind.append(pub)
+        return await super().publish(blind)
+
+
+class LenientSafeEpoch:
+    """BROKEN: the sweeper's M skips partitions whose record does not decode."""
+
+    def __init__(self, store: WatermarkStore) -> None:
+        self._store = store
+
+    async def read_safe_epoch(self) -> SafeEpoch:
+        """M computed from the readable records only."""
+        view = await self._store.read_gc_view()
+        readable: dict[str, bytes] = {}
+        for name, raw in view.partitions.items():
+            try:
+                PartitionRecord.decode(raw, partition=name)
+            except InvalidRecord:
+                continue  # the bug: an unreadable record is "no constraint"
+            readable[name] = raw
+        return compute_safe_epoch(dataclasses.replace(view, partitions=readable))
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """Which classes the simulated system is built from."""
+
+    name: str
+    summary: str
+    state_class: type[PartitionGcState] = PartitionGcState
+    guard_class: type[FencingGuard] = FencingGuard
+    publisher_store: type[WatermarkStore] = WatermarkStore
+    lenient_sweeper: bool = False
+    broken: bool = True
+    random_finds: bool = True
+    """False: out of the random simulation's reach (tests/l0lab/sim/test_variants.py skips
+    it; the exhaustive checker's tests do not)."""
+
+
+CORRECT = Variant("correct", "the real code, as it is", broken=False)
+VARIANTS: dict[str, Variant] = {
+    variant.name: variant
+    for variant in (
+        CORRECT,
+        Variant(
+            "single-epoch-window",
+            "GC state assumes a one-epoch window while the fence admits two",
+            state_class=SingleEpochGcState,
+        ),
+        Variant(
+            "no-drain-slide",
+            "the guard slides without waiting for in-flight writes",
+            guard_class=NoDrainGuard,
+        ),
+        Variant(
+            "applied-max-window",
+            "the applied window's lower bound is the previous maximum, not the fence's",
+            state_class=AppliedMaxGcState,
+        ),
+        Variant(
+            "forgetful-adopt",
+            "a new owner ignores entries its predecessor applied but never published",
+            state_class=ForgetfulGcState,
+        ),
+        Variant(
+            "eager-floor",
+            "the floor advances at the slide, without the reconciler",
+            state_class=EagerFloorGcState,
+        ),
+        Variant(
+            "lenient-sweeper",
+            "a malformed partition record counts as no constraint",
+            lenient_sweeper=True,
+        ),
+        Variant(
+            "owner-blind-publisher",
+            "publishes ignore owner fencing (stale owners overwrite M(p))",
+            publisher_store=OwnerBlindStore,
+        ),
+        Variant(
+            "inclusive-floor",
+            "the fencing window's floor admits the epoch equal to M(p) (a mutant)",
+            guard_class=InclusiveFloorGuard,
+            random_finds=False,
+        ),
+    )
+}
+BROKEN = tuple(name for name, variant in VARIANTS.items() if variant.broken)
+RANDOM = tuple(name for name in BROKEN if VARIANTS[name].random_finds)
+"""The broken variants the random simulation must catch (all but the mutant it cannot reach)."""

@@ -1,0 +1,195 @@
+"""The writer API's routes, written once for both clients, without I/O.
+
+The blocking `watermark.client.sync.WriterClient` and the asyncio
+`watermark.client.aio.AsyncWriterClient` used to spell out every route twice: path,
+body, which publisher, and the loops of the batch routes. Here each public method of
+both is one *operation*: a generator that yields the `Request`s to send and receives
+each answer (a JSON object, after `watermark.client.protocol.Exchange` has decided
+retries and redirects), and returns the method's result. A client only drives it:
+
+    request = next(operation)           # sync: self._run(request); async: await ...
+    while True: request = operation.send(answer_to(request))   # until StopIteration
+
+so the routes, their bodies and the batch loops cannot drift apart; the I/O (urllib3
+or aiohttp, sleeping between tries) stays in each client. This is httpcore's and
+h11's split: decide in one place, do the I/O in a thin shell. `ROUTES` names every
+operation; a test checks that both clients expose exactly these, with the same
+signatures, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from watermark.client.protocol import (
+    ApiError,
+    EpochInfo,
+    Exchange,
+    Granted,
+    PublisherSet,
+    Retry,
+    batch_fence,
+    entry_error,
+    partition_path,
+    reconciled_body,
+)
+
+__all__ = ["ROUTES", "Operation", "Request", "Target", "drive_sync"]
+
+Json = dict[str, Any]
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What every operation needs from its client: the publisher set and the retries."""
+
+    publishers: PublisherSet
+    retry: Retry
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request to send through its `exchange` (target, retries, redirects)."""
+
+    method: str
+    path: str
+    body: Json | None
+    exchange: Exchange
+
+    @property
+    def data(self) -> bytes | None:
+        """The body as sent (JSON), or None."""
+        return None if self.body is None else json.dumps(self.body).encode()
+
+
+Operation = Generator[Request, Json, _T]
+
+
+def _request(
+    to: Target, method: str, path: str, body: Json | None, *, partition: str | None = None,
+    base: str | None = None, idempotent: bool = True,
+) -> Request:  # fmt: skip
+    exchange = Exchange(to.publishers, to.retry, partition=partition, base=base,
+                        idempotent=idempotent)  # fmt: skip
+    return Request(method, path, body, exchange)
+
+
+def epoch(to: Target) -> Operation[EpochInfo]:
+    """``GET /v1/epoch``."""
+    return EpochInfo.of((yield _request(to, "GET", "/v1/epoch", None)))
+
+
+def fence(
+    to: Target, partition: str, epoch: int, *, timeout_s: float | None = None
+) -> Operation[Granted]:
+    """``POST /v1/partitions/{p}/fence``: sent again only when certainly not sent."""
+    body: Json = {"epoch": epoch}
+    if timeout_s is not None:
+        body["timeout_s"] = timeout_s
+    request = _request(to, "POST", partition_path(partition, "/fence"), body,
+                       partition=partition, idempotent=False)  # fmt: skip
+    answer = yield request
+    return Granted.of(answer, request.exchange.target)
+
+
+def commit(to: Target, fence: Granted, offset: int) -> Operation[Json]:
+    """``POST /v1/fences/{token}/commit`` at the publisher that granted it."""
+    return (yield _request(to, "POST", f"/v1/fences/{fence.token}/commit", {"offset": offset},
+                           base=fence.base))  # fmt: skip
+
+
+def abort(to: Target, fence: Granted) -> Operation[Json]:
+    """``POST /v1/fences/{token}/abort`` at the publisher that granted it."""
+    return (yield _request(to, "POST", f"/v1/fences/{fence.token}/abort", None, base=fence.base))
+
+
+def reconciled(
+    to: Target, partition: str, offset: int, *, log_end_offset: int | None = None
+) -> Operation[Json]:
+    """``POST /v1/partitions/{p}/reconciled``."""
+    body = reconciled_body(offset, log_end_offset)
+    path = partition_path(partition, "/reconciled")
+    return (yield _request(to, "POST", path, body, partition=partition))
+
+
+def register(to: Target, partition: str) -> Operation[Json]:
+    """``POST /v1/partitions/{p}/register``."""
+    return (yield _request(to, "POST", partition_path(partition, "/register"), None))
+
+
+def deregister(
+    to: Target, partition: str, *, force: bool = False, reason: str = ""
+) -> Operation[Json]:
+    """``POST /v1/partitions/{p}/deregister``."""
+    body: Json = {"force": force, "reason": reason}
+    return (yield _request(to, "POST", partition_path(partition, "/deregister"), body))
+
+
+def state(to: Target, partition: str) -> Operation[Json]:
+    """``GET /v1/partitions/{p}`` at its owner."""
+    return (yield _request(to, "GET", partition_path(partition), None, partition=partition))
+
+
+def fences(
+    to: Target, entries: Sequence[tuple[str, int]], *, timeout_s: float | None = None
+) -> Operation[list[Granted | ApiError]]:
+    """``POST /v1/fences``, one request per owner; a 307 entry goes again to its owner."""
+    results: list[Granted | ApiError | None] = [None] * len(entries)
+    pending = {index: to.publishers.candidates(p)[0] for index, (p, _) in enumerate(entries)}
+    for _ in range(to.retry.attempts):
+        if not pending:
+            break
+        for base in dict.fromkeys(pending.values()):
+            indexes = [i for i, b in pending.items() if b == base]
+            body: Json = {"fences": [{"partition": entries[i][0], "epoch": entries[i][1]}
+                                     for i in indexes]}  # fmt: skip
+            if timeout_s is not None:
+                body["timeout_s"] = timeout_s
+            answer = yield _request(to, "POST", "/v1/fences", body, base=base, idempotent=False)
+            for index, result in zip(indexes, answer["results"], strict=True):
+                del pending[index]
+                decided = batch_fence(to.publishers, result, base)
+                if isinstance(decided, str):
+                    pending[index] = decided
+                else:
+                    results[index] = decided
+    for index in pending:
+        results[index] = ApiError(307, "moved", "still moving after the retries", {})
+    return [r for r in results if r is not None]
+
+
+def commits(
+    to: Target, entries: Sequence[tuple[Granted, int]]
+) -> Operation[list[Json | ApiError]]:
+    """``POST /v1/commits``, one request per publisher that granted the fences."""
+    results: list[Json | ApiError | None] = [None] * len(entries)
+    for base in dict.fromkeys(fence.base for fence, _ in entries):
+        indexes = [i for i, (fence, _) in enumerate(entries) if fence.base == base]
+        body = {"commits": [{"token": entries[i][0].token, "offset": entries[i][1]}
+                            for i in indexes]}  # fmt: skip
+        answer = yield _request(to, "POST", "/v1/commits", body, base=base)
+        for index, result in zip(indexes, answer["results"], strict=True):
+            results[index] = result if result["status"] == 200 else entry_error(result)
+    return [r for r in results if r is not None]
+
+
+ROUTES: dict[str, Callable[..., Operation[Any]]] = {
+    "epoch": epoch, "fence": fence, "commit": commit, "abort": abort,
+    "reconciled": reconciled, "register": register, "deregister": deregister,
+    "state": state, "fences": fences, "commits": commits,
+}  # fmt: skip
+"""Every operation, by the name of the client method that runs it."""
+
+
+def drive_sync(operation: Operation[_T], send: Callable[[Request], Json]) -> _T:
+    """Run `operation`, answering each request with `send` (the blocking client)."""
+    try:
+        request = next(operation)
+        while True:
+            request = operation.send(send(request))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
