@@ -63,7 +63,8 @@ class ProgressLine:
         counts = self._counts() or RoundCounts()
         elapsed = max(self._clock() - self._started, 1e-9)
         return (
-            f"listed {counts.listed:,}  eligible {counts.eligible:,}  deleted {counts.deleted:,}"
+            f"{_progress(counts, elapsed)}listed {counts.listed:,}  eligible "
+            f"{counts.eligible:,}  deleted {counts.deleted:,}"
             f" ({human_bytes(counts.deleted_bytes)})  {counts.deleted / elapsed:,.0f} obj/s"
             f"  errors {counts.errors:,}"
         )
@@ -85,6 +86,29 @@ class ProgressLine:
             await asyncio.gather(self._task, return_exceptions=True)
             self._stream.write("\r\x1b[2K" + self.render() + "\n")
             self._stream.flush()
+
+
+def _progress(counts: RoundCounts, elapsed: float) -> str:
+    """'42% ETA ~13s  ': the share of the round's listing prefixes listed to their end
+    and the time left at that pace (an estimate: prefixes differ in size); '' before the
+    listing is planned, and no ETA before the first prefix ends."""
+    if not counts.prefixes_total:
+        return ""
+    done = min(counts.prefixes_done, counts.prefixes_total) / counts.prefixes_total
+    if not done:
+        return "0%  "
+    left = elapsed * (1 - done) / done
+    return f"{done:.0%} ETA ~{_duration(left)}  "
+
+
+def _duration(seconds: float) -> str:
+    """45 -> '45s', 150 -> '2m30s', 7300 -> '2h01m'."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 def human_age(seconds: float | None) -> str:

@@ -115,6 +115,7 @@ class RoundLister:
         want = self.config.list_concurrency
         gate = asyncio.Semaphore(want)
         unfinished = [0]  # ranges queued or being listed
+        ranges: dict[str, int] = {}  # prefix -> its ranges not listed to their end yet
 
         async def one(part: ListRange, size: int | None = None) -> None:
             try:
@@ -126,6 +127,9 @@ class RoundLister:
                 await run.pass_on(queue)
             finally:
                 unfinished[0] -= 1
+                ranges[part.prefix] -= 1
+                if not ranges[part.prefix]:
+                    run.counts.prefixes_done += 1
 
         def share(part: ListRange, last_key: str, size: int) -> ListRange:
             """Hand the back half of `part` to a lister that would idle, starting with
@@ -136,14 +140,17 @@ class RoundLister:
             if halves is None:
                 return part
             unfinished[0] += 1
+            ranges[part.prefix] += 1
             group.create_task(one(halves[1], size))
             return halves[0]
 
         try:
             async with asyncio.timeout(self.config.round_deadline_s):
                 async with asyncio.TaskGroup() as group:
+                    run.counts.prefixes_total = len(run.prefixes)
                     for prefix in run.prefixes:
                         unfinished[0] += 1
+                        ranges[prefix] = ranges.get(prefix, 0) + 1
                         group.create_task(one(ListRange(prefix)))
         except TimeoutError:  # listers still at work are cancelled; queued batches go
             run.incomplete = run.deadline_hit = True

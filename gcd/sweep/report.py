@@ -144,6 +144,10 @@ class RoundCounts:
     oldest_pending_s: float | None = field(default=None, metadata={"summary": False})
     foreign_markers: int = field(default=0, metadata={"summary": False})
     """Undo window: eligible keys under a delete marker l0gc did not write, kept."""
+    prefixes_total: int = field(default=0, metadata={"summary": False})
+    """Listing prefixes of the round, and those listed to their end (the progress line's
+    percentage: prefixes differ in size, so it and its ETA are estimates)."""
+    prefixes_done: int = field(default=0, metadata={"summary": False})
     abandoned: int = field(default=0, metadata={"summary": False})
     """Keys left for the next round because of a stop (not in RoundSummary)."""
     locked_targets: list[str] = field(default_factory=list, metadata={"summary": False})

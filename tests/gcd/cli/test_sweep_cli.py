@@ -413,7 +413,11 @@ def test_progress_line_and_redaction() -> None:
 
     counts = RoundCounts(listed=12345, eligible=10, deleted=7, deleted_bytes=3 * 1024 * 1024)
     line = ProgressLine(lambda: counts, stream=Tty(), clock=lambda: 0.0).render()
-    assert "listed 12,345" in line
+    assert line.startswith("listed 12,345")  # no listing planned yet: no percentage
     assert "deleted 7 (3.0 MiB)" in line
+    clock = iter([0.0, 30.0])
+    counts.prefixes_total, counts.prefixes_done = 10, 4
+    line = ProgressLine(lambda: counts, stream=Tty(), clock=lambda: next(clock)).render()
+    assert line.startswith("40% ETA ~45s  listed 12,345"), line  # 30 s for 4 of 10 prefixes
     event = redact(None, "info", {"event": "x", "aws_secret_access_key": "s", "password": "p"})
     assert event == {"event": "x", "aws_secret_access_key": "[redacted]", "password": "[redacted]"}

@@ -17,11 +17,11 @@ from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import KeyLayout
-from gcd.storage.objectstore import DeleteResult
+from gcd.storage.objectstore import DeleteResult, ListPage
 from gcd.storage.retry import Retrier
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.report import PlanWriter, RoundResult
+from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round, split_prefixes
 from l0lab.testing.memory import MemoryObjectStore
 from watermark.core.contract import Publication
@@ -534,3 +534,27 @@ def test_skipping_ahead_deletes_exactly_what_decide_allows(
     assert sum(s.eligible for s in summaries) == sum(s.deleted for s in summaries) == len(expected)
     assert sum(s.listed for s in summaries) <= len(before)
     assert not any(s.errors for s in summaries)
+
+
+async def test_the_live_counts_say_how_many_listing_prefixes_are_done() -> None:
+    """The progress line's percentage: each listing prefix counts done once, when its
+    last range is listed to its end, also when its range was shared between listers."""
+    store, _ = mixed_bucket()
+    for epoch in range(1, SAFE):  # one long prefix of garbage: idle listers share it
+        for name in range(40):
+            store.put(LAYOUT.format(417, epoch, f"n{name}"), size=1, last_modified_s=OLD)
+    seen: list[RoundCounts] = []
+    sweeper = sweeper_for(store, list_concurrency=4)
+    listed = store.list_page
+
+    async def spying(prefix: str, **kwargs: object) -> ListPage:
+        counts = sweeper.counts
+        assert counts is not None
+        seen.append(counts)
+        assert counts.prefixes_done < counts.prefixes_total == 10
+        return await listed(prefix, **kwargs)  # type: ignore[arg-type]
+
+    store.list_page = spying  # type: ignore[method-assign]
+    await run_round(sweeper, SafetyGate(), None, override=SAFE)
+    (counts,) = {id(c): c for c in seen}.values()
+    assert (counts.prefixes_done, counts.prefixes_total) == (10, 10)
