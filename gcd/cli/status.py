@@ -54,7 +54,7 @@ from gcd.sweep.runtime import empty_namespace
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark import exitcodes
 from watermark.core.binding import Binding
-from watermark.core.contract import pause_at, validate_partition
+from watermark.core.contract import partition_order, pause_at, validate_partition
 from watermark.core.display import printable
 from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import GcView, compute_safe_epoch
@@ -182,7 +182,8 @@ def build_report(
     """The status from one `GcView` read at wall-clock time `now` (pure)."""
     safe = compute_safe_epoch(view)
     cluster = safe.cluster_epoch
-    partitions = [_partition(n, view.partitions[n], cluster, now) for n in sorted(view.partitions)]
+    partitions = [_partition(n, view.partitions[n], cluster, now)
+                  for n in sorted(view.partitions, key=partition_order)]  # orders/2 < orders/10
     if fleet is not None and fleet.replicated:
         live = {r.member for r in fleet.replicas}
         partitions = [

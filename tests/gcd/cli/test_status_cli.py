@@ -135,6 +135,15 @@ def test_no_partitions_means_m_is_epoch_minus_one() -> None:
     assert "every partition is ahead" in render_text(report, NOW)
 
 
+def test_partitions_are_listed_as_people_count_them() -> None:
+    """`orders/2` before `orders/10` (issue 42: they sorted as strings)."""
+    records = {name: PartitionRecord(name, 5, 1, owner="pub", owner_epoch=1).encode()
+               for name in ("orders/10", "orders/2", "audit", "orders/1")}  # fmt: skip
+    report = build_report(GcView(1, b"6", records), "/l0gc/x", NOW, include_all=True)
+    assert [p.partition for p in report.partitions] == ["audit", "orders/1", "orders/2",
+                                                          "orders/10"]  # fmt: skip
+
+
 def test_a_mistyped_namespace_exits_2_asking_about_namespace(
     etcd_server: LocalEtcd, namespace: str
 ) -> None:
