@@ -71,12 +71,23 @@ async def fleet(
 ) -> AsyncIterator[tuple[LocalReplicas, int]]:
     """Three replicas on 127.0.0.2-4, one port, --fleet-urls http://127.0.0.0/29:PORT,
     each owning the partitions rendezvous hashing gives it."""
-    port = _common_port()
-    replicas = LocalReplicas([etcd_server.endpoint], namespace, PARTITIONS, tmp_path,
-                             tick_interval_s=3600, fleet_urls=f"http://127.0.0.0/29:{port}")
+    for attempt in range(3):
+        # The port was free when picked; another xdist worker's server may take it before
+        # the replicas bind. Only that ("address already in use") is retried, on a new port.
+        port = _common_port()
+        run_dir = tmp_path / f"attempt-{attempt}"
+        run_dir.mkdir()
+        replicas = LocalReplicas([etcd_server.endpoint], namespace, PARTITIONS, run_dir,
+                                 tick_interval_s=3600, fleet_urls=f"http://127.0.0.0/29:{port}")
+        try:
+            for name, host in HOSTS.items():
+                await asyncio.to_thread(replicas.start, name, host=host, port=port)
+            break
+        except RuntimeError as exc:
+            await asyncio.to_thread(replicas.stop_all, 15.0)
+            if "address already in use" not in str(exc).lower() or attempt == 2:
+                raise
     try:
-        for name, host in HOSTS.items():
-            await asyncio.to_thread(replicas.start, name, host=host, port=port)
         token = replicas.tokens["writer"]
         async with aiohttp.ClientSession() as session:
             expected = {p: [name] for p, name in replicas.assigned().items()}
