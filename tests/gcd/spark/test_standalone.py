@@ -34,7 +34,10 @@ from tests.gcd.spark.s3tap import S3Tap
 from watermark import exitcodes
 from watermark.core.binding import claim_key
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.integration]
+# A standalone master and worker JVM beside the session's Spark: minutes on a loaded
+# 2-core machine (300 s was not enough with four pytest workers).
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.integration,
+              pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[3]
 SAFE_EPOCH, CLUSTER_EPOCH = 10, 20

@@ -25,6 +25,7 @@ def explain(report: Report) -> str:
     return "\n\n".join(result.describe() for result in report.failed[:3])
 
 
+@pytest.mark.timeout(900)  # ~200 s of CPU on one core; more when the machine is shared
 def test_the_real_code_keeps_every_invariant_over_200_seeds() -> None:
     """200 seeds x DEFAULT_STEPS steps with faults: no safety or liveness violation."""
     report = run_correct_seeds(0, CI_SEEDS)  # one share of the seeds per core

@@ -24,6 +24,7 @@ def test_there_are_at_least_five_broken_variants_and_the_real_code() -> None:
     assert set(VARIANTS) == {"correct", *BROKEN}
 
 
+@pytest.mark.timeout(900)  # CPU-bound: up to 120 seeds (~1 s of CPU each) on a shared core
 @pytest.mark.parametrize("name", RANDOM)
 def test_each_broken_variant_is_caught_within_a_bounded_number_of_seeds(name: str) -> None:
     """The simulation finds a safety violation for the variant within SEED_BOUND seeds."""
