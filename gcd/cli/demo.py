@@ -288,8 +288,9 @@ def run(args: argparse.Namespace) -> int:
 
     tty = sys.stderr.isatty()
     _configure_logging(args.log_level or ("error" if tty else "warning"))
-    # moto's HTTP server logs every request through werkzeug; the live view says enough.
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    # moto's HTTP server logs every request through werkzeug, and a request the demo's own
+    # shutdown cuts off as a traceback; the live view and the sweeper's errors say enough.
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     run_id = f"{seed:x}"
     namespace, root = _settings(args, run_id)
