@@ -224,6 +224,8 @@ class FaultProxy:
                     and upstream.status == 200):  # fmt: skip
                 payload = shuffle_contents(payload, self._rng)
             out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
+        if upstream.status >= 500:  # the store's own failure (moto has some), not injected
+            self.faults[f"upstream_{operation}_5xx"] += 1
         prefix = request.query.get("prefix", "")
         if operation == "list" and prefix.startswith(config.drip_prefixes or ("\x00",)):
             self.faults["dripped"] += 1

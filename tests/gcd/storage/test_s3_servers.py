@@ -161,11 +161,13 @@ async def test_list_requests_follow_the_garbage(s3_any: S3Server, any_bucket: st
         result = await sweep(proxy.endpoint_url, any_bucket, None, override=20, page_size=100,
                              list_concurrency=1)  # fmt: skip
         server_lists = proxy.requests["list"]
+        retried = proxy.faults["upstream_list_5xx"]  # the server's own 500s are retried
     summary = result.summary
     assert s3_any.keys(any_bucket) == set(live)
     full_listing = (len(garbage) + len(live)) // 100 + 1
     assert summary.list_requests == server_lists
-    assert summary.list_requests <= 2 * len(prefixes) + 2, (summary.list_requests, full_listing)
+    assert summary.list_requests <= 2 * len(prefixes) + 2 + retried, (summary.list_requests,
+                                                                     full_listing)  # fmt: skip
 
 
 async def test_slowdown_and_500_are_survived(
