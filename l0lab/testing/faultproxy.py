@@ -164,6 +164,9 @@ class FaultProxy:
         self.port = 0
         self.requests: collections.Counter[str] = collections.Counter()
         self.faults: collections.Counter[str] = collections.Counter()
+        self.server_errors: collections.Counter[str] = collections.Counter()
+        """Per operation, the 5xx answers the server itself gave (not injected): a client
+        rightly retries each, so request counts allow one more per error."""
         self._rng = random.Random(self.config.seed)
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -225,7 +228,7 @@ class FaultProxy:
                 payload = shuffle_contents(payload, self._rng)
             out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
         if upstream.status >= 500:  # the store's own failure (moto has some), not injected
-            self.faults[f"upstream_{operation}_5xx"] += 1
+            self.server_errors[operation] += 1
         prefix = request.query.get("prefix", "")
         if operation == "list" and prefix.startswith(config.drip_prefixes or ("\x00",)):
             self.faults["dripped"] += 1

@@ -161,7 +161,7 @@ async def test_list_requests_follow_the_garbage(s3_any: S3Server, any_bucket: st
         result = await sweep(proxy.endpoint_url, any_bucket, None, override=20, page_size=100,
                              list_concurrency=1)  # fmt: skip
         server_lists = proxy.requests["list"]
-        retried = proxy.faults["upstream_list_5xx"]  # the server's own 500s are retried
+        retried = proxy.server_errors["list"]  # the server's own 500s are retried
     summary = result.summary
     assert s3_any.keys(any_bucket) == set(live)
     full_listing = (len(garbage) + len(live)) // 100 + 1

@@ -167,7 +167,7 @@ async def test_list_requests_follow_the_garbage(
         _, result = await sweep_once(proxy.endpoint_url, bucket, None, override=40,
                                      list_concurrency=list_concurrency)  # fmt: skip
         server_lists = proxy.requests["list"]
-        retried = proxy.faults["upstream_list_5xx"]  # moto answers 500 now and then: retried
+        retried = proxy.server_errors["list"]  # moto answers 500 now and then: retried
     summary = result.summary  # type: ignore[attr-defined]
     assert s3_server.keys(bucket) == set(live)
     full_listing_pages = (len(garbage) + len(live)) // 1000 + 1  # 21
