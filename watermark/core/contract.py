@@ -71,14 +71,17 @@ def validate_partition(partition: str) -> str:
 _DIGITS = re.compile(r"([0-9]+)")
 
 
-def partition_order(partition: str) -> tuple[tuple[int, int | str], ...]:
+def partition_order(partition: str) -> tuple[tuple[int, int, str], ...]:
     """The key that lists partitions as people count them: runs of digits compare as
     numbers (``orders/2`` before ``orders/10``), the rest as text; names equal as numbers
-    (``a/01``, ``a/1``) stay apart by their text, so the order is total."""
-    parts: list[tuple[int, int | str]] = []
+    (``a/01``, ``a/1``) stay apart by their text, so the order is total. A run compares
+    by its length without leading zeros, then its digits: never `int()`, which refuses
+    runs over 4,300 digits (a forged etcd key must not crash a listing)."""
+    parts: list[tuple[int, int, str]] = []
     for index, piece in enumerate(_DIGITS.split(partition)):
-        parts.append((0, int(piece)) if index % 2 else (1, piece))
-    parts.append((1, partition))
+        digits = piece.lstrip("0")
+        parts.append((0, len(digits), digits) if index % 2 else (1, 0, piece))
+    parts.append((1, 0, partition))
     return tuple(parts)
 
 

@@ -33,3 +33,10 @@ def test_the_order_is_total_and_loses_nothing(names: list[str]) -> None:
     ordered = sorted(names, key=partition_order)
     assert sorted(ordered) == sorted(names)
     assert len({partition_order(n) for n in names}) == len(names)
+
+
+def test_a_digit_run_longer_than_int_allows_still_sorts() -> None:
+    """A forged etcd key with 5,000 digits (over `int()`'s 4,300) sorts, by value."""
+    huge = "a/1" + "0" * 5000
+    assert sorted([huge, "a/9", "a/" + "0" * 4999 + "7"], key=partition_order) == [
+        "a/" + "0" * 4999 + "7", "a/9", huge]  # fmt: skip
