@@ -27,6 +27,7 @@ from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from tests.ordering import install_recorder, known_durations, longest_first
 from watermark.errors import ConfigError
 
 _counter = itertools.count()
@@ -48,6 +49,23 @@ XDIST_GROUPS = (
 """Node id prefix -> group: the tests of a group run on one xdist worker, in order."""
 
 
+def _group_of(nodeid: str) -> str | None:
+    for prefix, group in XDIST_GROUPS:
+        if nodeid.startswith(prefix):
+            return group
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    install_recorder(config)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest tests (and groups) first, by `tests/durations.json` (`tests.ordering`)."""
+    order = longest_first([item.nodeid for item in items], known_durations(), _group_of)
+    items[:] = [items[i] for i in order]
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadgroup` by `XDIST_GROUPS`; every other test is a unit of its own.
@@ -60,10 +78,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class Groups(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            for prefix, group in XDIST_GROUPS:
-                if nodeid.startswith(prefix):
-                    return group
-            return str(super()._split_scope(nodeid))
+            return _group_of(nodeid) or str(super()._split_scope(nodeid))
 
     return Groups(config, log)
 

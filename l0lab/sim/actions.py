@@ -161,7 +161,7 @@ async def delete_partition(world: World) -> None:
 
 async def _delete_task(world: World, part: PartitionSim) -> None:
     leader = part.leader
-    if leader is not None and leader.alive and part.name in leader.publisher.partitions:
+    if leader is not None and leader.alive and leader.publisher.hosts(part.name):
         await leader.publisher.release(part.name)
     try:
         await world.store.deregister_partition(part.name)
@@ -206,7 +206,7 @@ async def adopt(world: World, part: PartitionSim, pub: PublisherSim) -> None:
 
 
 async def _release_stale(world: World, pub: PublisherSim, name: str) -> None:
-    if pub.alive and name in pub.publisher.partitions:
+    if pub.alive and pub.publisher.hosts(name):
         await pub.publisher.release(name)
         world.event(f"{pub.name} stale owner stops hosting {name}")
 
@@ -226,7 +226,7 @@ def housekeeping(world: World, *, daemons: bool) -> None:
         elif part.leader is None:
             candidates = [p for p in world.publishers
                           if p.alive and not p.stopping
-                          and part.name not in p.publisher.partitions]  # fmt: skip
+                          and not p.publisher.hosts(part.name)]  # fmt: skip
             if candidates:
                 part.task = world.spawn(adopt(world, part, world.rng.choice(candidates)))
     if daemons:  # publishers and sweepers run on their own timers (with jitter)
@@ -365,7 +365,7 @@ async def reconcile(world: World) -> None:
 
 
 def _hosts(pub: PublisherSim, name: str) -> bool:
-    return pub.alive and name in pub.publisher.partitions
+    return pub.alive and pub.publisher.hosts(name)
 
 
 def _report(part: PartitionSim) -> None:

@@ -18,6 +18,7 @@ or the publisher's):
 
 from __future__ import annotations
 
+import functools
 import platform
 from importlib import metadata
 
@@ -33,8 +34,10 @@ from prometheus_client import (
 __all__ = ["l0gc_version", "register_build_info"]
 
 
+@functools.cache
 def l0gc_version() -> str:
-    """The installed l0gc distribution's version, or "unknown" when it is not installed."""
+    """The installed l0gc distribution's version, or "unknown" when it is not installed
+    (read once per process: the installed distribution does not change under it)."""
     try:
         return metadata.version("l0gc")
     except metadata.PackageNotFoundError:

@@ -160,6 +160,10 @@ class Publisher:
         """The partitions hosted here, in `partition_order` (orders/2 before orders/10)."""
         return sorted(self._hosted, key=partition_order)
 
+    def hosts(self, partition: str) -> bool:
+        """True when `partition` is hosted here (a membership test, without sorting)."""
+        return partition in self._hosted
+
     async def adopt(self, partition: str, *, log_end_offset: int | None = None) -> dict[str, Any]:
         """Own `partition` (bumping owner_epoch), restore its state; return `state()`.
 
