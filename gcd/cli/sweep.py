@@ -12,7 +12,7 @@ cluster epoch when etcd is configured), lists the shard's prefixes and deletes w
 round's totals), structured logs otherwise; the round summary goes to stdout: a few
 lines for people, or one JSON document with `--json`.
 
-Before the preflight, with etcd configured, one GET checks that the namespace exists (a
+After the preflight, with etcd configured, one GET checks that the namespace exists (a
 namespace under which nothing at all is stored is a typo: exit 2, "is --namespace
 right?", and nothing is written there, not even the shard announcement).
 
