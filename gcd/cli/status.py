@@ -6,7 +6,10 @@ Shows the cluster epoch, the global safe epoch M and the lag between them, wheth
 is paused (and why, since when) or blocked (why, and which partition), and the
 partitions that pin M: those with the lowest M(p), with owner and the age of their
 last update. `--all` lists every partition. Everything comes from ONE range read of
-the namespace (one etcd revision), the same read the sweepers make.
+the namespace (one etcd revision), the same read the sweepers make. Without `--all` the
+read is folded page by page as a daemon folds it (`PinningFold`: the sweepers' compact
+index plus the few records at the lowest M(p)), so a namespace of a million partition
+records is never held whole (bench/RESULTS.md, section 26).
 
 Exit codes: 0 normally (also while paused), 3 when sweepers delete nothing: M is
 undefined (blocked), or they refuse (the binding is unreadable or names another etcd
@@ -42,7 +45,7 @@ import dataclasses
 import shlex
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -57,8 +60,9 @@ from watermark.core.binding import Binding
 from watermark.core.contract import partition_order, pause_at, validate_partition
 from watermark.core.display import printable
 from watermark.core.record import PartitionRecord
-from watermark.core.safe_epoch import GcView, compute_safe_epoch
+from watermark.core.safe_epoch import GcView, SafeEpoch, compute_safe_epoch
 from watermark.errors import ConfigError, InvalidRecord
+from watermark.etcd.follow import empty_index
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
@@ -68,11 +72,13 @@ __all__ = [
     "STATUS_OPTIONS",
     "STATUS_VERSION",
     "PartitionStatus",
+    "PinningFold",
     "StatusReport",
     "add_arguments",
     "build_report",
     "is_empty",
     "render_text",
+    "report_from_fold",
     "run",
 ]
 
@@ -175,15 +181,74 @@ def _partition(name: str, raw: bytes, cluster_epoch: int | None, now: float) -> 
     )
 
 
+class PinningFold:
+    """A `watermark.core.kv.RangeFold` for `gcd status` without `--all`: the sweepers'
+    compact index (`watermark.core.gcindex.GcIndex`, one int per record: M(p) and a
+    digest) plus the raw records of the partitions at the lowest M(p) read so far, at
+    most `_PINNING_SHOWN` of them in `partition_order` (pages come in etcd's key order,
+    which is not that one). A read that starts again starts the fold again."""
+
+    def __init__(self, store: WatermarkStore) -> None:
+        self.index = empty_index(store)
+        self._prefix = store.partitions_prefix
+        self.lowest: int | None = None
+        self.kept: dict[str, bytes] = {}
+
+    def start(self, revision: int, cluster_id: int) -> None:
+        """The read (re)starts at `revision`: forget what was held."""
+        self.index.start(revision, cluster_id)
+        self.lowest, self.kept = None, {}
+
+    def add(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """The next page of the read."""
+        page = list(items)
+        self.index.add(page)
+        prefix = self._prefix
+        for key, raw in page:
+            if not key.startswith(prefix):
+                continue
+            name = key[len(prefix) :]
+            watermark = self.index.watermark_of(name)
+            if watermark is None or (self.lowest is not None and watermark > self.lowest):
+                continue
+            if self.lowest is None or watermark < self.lowest:
+                self.lowest, self.kept = watermark, {}
+            self.kept[name] = raw
+            if len(self.kept) > 2 * _PINNING_SHOWN:
+                first = sorted(self.kept, key=partition_order)[:_PINNING_SHOWN]
+                self.kept = {n: self.kept[n] for n in first}
+
+
 def build_report(
     view: GcView, namespace: str, now: float, *, include_all: bool = False,
     paused_at: float | None = None, fleet: FleetStatus | None = None,
 ) -> StatusReport:  # fmt: skip
     """The status from one `GcView` read at wall-clock time `now` (pure)."""
     safe = compute_safe_epoch(view)
-    cluster = safe.cluster_epoch
-    partitions = [_partition(n, view.partitions[n], cluster, now)
+    partitions = [_partition(n, view.partitions[n], safe.cluster_epoch, now)
                   for n in sorted(view.partitions, key=partition_order)]  # orders/2 < orders/10
+    return _report(view, safe, partitions, len(partitions), namespace, include_all=include_all,
+                   paused_at=paused_at, fleet=fleet)  # fmt: skip
+
+
+def report_from_fold(
+    fold: PinningFold, namespace: str, now: float, *, paused_at: float | None = None,
+    fleet: FleetStatus | None = None,
+) -> StatusReport:  # fmt: skip
+    """`build_report` of the same read, from its fold (no `--all`: only the records that
+    can pin M were kept)."""
+    safe = fold.index.safe_epoch()
+    shown = [_partition(n, fold.kept[n], safe.cluster_epoch, now)
+             for n in sorted(fold.kept, key=partition_order)]  # fmt: skip
+    return _report(fold.index.view(), safe, shown, fold.index.summary().count, namespace,
+                   include_all=False, paused_at=paused_at, fleet=fleet)  # fmt: skip
+
+
+def _report(
+    view: GcView, safe: SafeEpoch, partitions: list[PartitionStatus], count: int,
+    namespace: str, *, include_all: bool, paused_at: float | None, fleet: FleetStatus | None,
+) -> StatusReport:  # fmt: skip
+    cluster = safe.cluster_epoch
     if fleet is not None and fleet.replicated:
         live = {r.member for r in fleet.replicas}
         partitions = [
@@ -214,7 +279,7 @@ def build_report(
         paused=view.paused,
         paused_reason=view.paused_reason,
         paused_at=paused_at,
-        partition_count=len(partitions),
+        partition_count=count,
         pinning=tuple(pinning),
         partitions=tuple(partitions) if include_all else None,
         **bound,
@@ -227,10 +292,13 @@ def build_report(
     )
 
 
-def is_empty(view: GcView, fleet: FleetStatus | None = None) -> bool:
-    """True when nothing at all is stored under the namespace (a typo, most likely)."""
+def is_empty(view: GcView, fleet: FleetStatus | None = None, *,
+             partition_count: int | None = None) -> bool:  # fmt: skip
+    """True when nothing at all is stored under the namespace (a typo, most likely);
+    `partition_count` for a view read without its records (a fold)."""
     fleet_empty = fleet is None or (not fleet.replicated and fleet.ticker_leader is None)
-    return (view.cluster_epoch_raw is None and not view.partitions
+    records = len(view.partitions) if partition_count is None else partition_count
+    return (view.cluster_epoch_raw is None and not records
             and view.binding_raw is None and not view.paused and not view.sweepers
             and fleet_empty)  # fmt: skip
 
@@ -501,17 +569,28 @@ async def run(args: argparse.Namespace) -> int:
     kv = await open_kv(settings)
     try:
         store = WatermarkStore(kv, settings.namespace)
-        view = await store.read_gc_view()
+        fold = None
+        if args.all:
+            view = await store.read_gc_view()
+            count = len(view.partitions)
+        else:
+            fold = PinningFold(store)
+            await store.read_gc_into(fold)
+            view, count = fold.index.view(), fold.index.summary().count
         marker = await kv.get(store.paused_key) if view.paused else None
         fleet = await read_fleet(kv, settings.namespace, view.revision)
     finally:
         await kv.close()
-    if is_empty(view, fleet):
+    if is_empty(view, fleet, partition_count=count):
         raise empty_namespace(settings.namespace)
     now = time.time()
     paused_at = pause_at(None if marker is None else marker.value)
-    report = build_report(view, settings.namespace, now, include_all=args.all, paused_at=paused_at,
-                          fleet=fleet)  # fmt: skip
+    if fold is None:
+        report = build_report(view, settings.namespace, now, include_all=True,
+                              paused_at=paused_at, fleet=fleet)  # fmt: skip
+    else:
+        report = report_from_fold(fold, settings.namespace, now, paused_at=paused_at,
+                                  fleet=fleet)  # fmt: skip
     report = await _why(report, settings, view, now, explain=args.why)
     if args.json:
         document = report.to_dict()

@@ -226,6 +226,13 @@ class GcIndex:
             pinning = tuple(PinningPartition(name, lowest) for name in names)
         return PartitionSummary(len(self._records), malformed, highest, lowest, pinning)
 
+    def watermark_of(self, name: str) -> int | None:
+        """The M(p) held for partition `name`; None if it has no record or a malformed one."""
+        packed = self._records.get(name)
+        if packed is None or packed >> 64 == _MALFORMED:
+            return None
+        return packed >> 64
+
     def view(self) -> GcView:
         """The view a full read at `revision` would return, without the partition records."""
         return GcView(

@@ -46,6 +46,11 @@ ReadKind = Literal["full", "incremental", "verified", "mismatch"]
 _log = structlog.get_logger("watermark.gcfollow")
 
 
+def empty_index(store: WatermarkStore) -> GcIndex:
+    """An index of `store`'s namespace to hand a full read to (`read_gc_into`)."""
+    return GcIndex.empty(_namespace_keys(store), pause_reason)
+
+
 def _namespace_keys(store: WatermarkStore) -> NamespaceKeys:
     return NamespaceKeys(
         epoch=store.epoch_key,
@@ -61,7 +66,7 @@ async def read_once(store: WatermarkStore) -> tuple[GcView, SafeEpoch]:
     `read_gc_view` + `compute_safe_epoch` give, without holding every record at once
     (a one-shot `gcd sweep`; ~940 -> ~380 MiB peak at 1M records, bench/RESULTS.md
     section 20). No watch is opened."""
-    index = GcIndex.empty(_namespace_keys(store), pause_reason)
+    index = empty_index(store)
     await store.read_gc_into(index)
     return index.view(), index.safe_epoch()
 
