@@ -45,6 +45,7 @@ from gcd.cli.output import write_json
 from watermark import exitcodes
 from watermark.logs import LEVEL_NAMES, configure_logging
 from watermark.options import duration, integer
+from watermark.service.signals import StopOnSignals
 
 if TYPE_CHECKING:
     from l0lab.chaos.config import ChaosConfig
@@ -114,26 +115,20 @@ async def _main(config: ChaosConfig, tty: bool) -> object:
     with lab.required():
         from l0lab.chaos.runner import ChaosRun  # noqa: PLC0415 - the harness, only when run
 
-    loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     task = asyncio.current_task()
     assert task is not None
 
-    def on_signal(name: str) -> None:
-        if stop.is_set():
-            task.cancel()
-            return
-        _log.warning("chaos.stopping", signal=name, detail="healing, quiescing and checking; "
-                     "signal again to abort")  # fmt: skip
-        stop.set()
+    def stopping(signum: signal.Signals) -> None:
+        _log.warning("chaos.stopping", signal=signum.name, detail="healing, quiescing and "
+                     "checking; signal again to abort")  # fmt: skip
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal, sig.name)
-    try:
+    def abort(_signum: signal.Signals) -> bool:
+        task.cancel()
+        return True
+
+    with StopOnSignals(stop, on_signal=stopping, again=abort).installed():
         return await ChaosRun(config, stream=sys.stderr, tty=tty).run(stop)
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 def run(args: argparse.Namespace) -> int:

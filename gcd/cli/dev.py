@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
 from gcd.cli import lab
 from watermark import exitcodes
 from watermark.errors import ConfigError
+from watermark.service.signals import StopOnSignals
 
 __all__ = ["add_arguments", "run"]
 
@@ -54,20 +54,16 @@ async def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"etcd did not start on 127.0.0.1:{args.port} ({exc}); is the port "
                           "taken? pick another with --port") from exc  # fmt: skip
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     try:
-        sys.stdout.write(
-            f"etcd {etcd.endpoint} running (pid {etcd.pid}, data {etcd.data_dir}); "
-            "Ctrl-C stops it.\nIn another terminal:\n"
-            f"  export L0GC_ETCD={etcd.endpoint} L0GC_NAMESPACE=/l0gc/prod\n"
-        )
-        sys.stdout.flush()
-        await stop.wait()
+        with StopOnSignals(stop).installed():
+            sys.stdout.write(
+                f"etcd {etcd.endpoint} running (pid {etcd.pid}, data {etcd.data_dir}); "
+                "Ctrl-C stops it.\nIn another terminal:\n"
+                f"  export L0GC_ETCD={etcd.endpoint} L0GC_NAMESPACE=/l0gc/prod\n"
+            )
+            sys.stdout.flush()
+            await stop.wait()
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
         await asyncio.to_thread(etcd.close)
     sys.stdout.write("etcd stopped\n")
     return exitcodes.OK

@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import random
-import signal
 import sys
 import time
 import uuid
@@ -56,6 +55,7 @@ from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
 from watermark.service.clock import EpochClock, stamp_epoch
 from watermark.service.publisher import Publisher
+from watermark.service.signals import StopOnSignals
 
 __all__ = ["PartitionWriter", "WriterSpec", "main"]
 
@@ -273,12 +273,14 @@ async def _serve_app(app: web.Application, port: int) -> web.AppRunner:
 
 
 async def run(spec: WriterSpec) -> int:
-    """Run the writer until SIGTERM; 0 after a clean stop."""
-    run_dir = Path(spec.run_dir)
+    """Run the writer until SIGTERM (or SIGINT); 0 after a clean stop."""
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    with StopOnSignals(stop).installed():
+        return await _run(spec, stop)
+
+
+async def _run(spec: WriterSpec, stop: asyncio.Event) -> int:
+    run_dir = Path(spec.run_dir)
     kv = await open_kv(EtcdSettings(endpoints=tuple(spec.etcd), namespace=spec.namespace,
                                     timeout_s=2.0), connect=False)  # fmt: skip
     store = WatermarkStore(kv, spec.namespace)

@@ -13,7 +13,6 @@ storage settings at them (`Servers`). The flags themselves are the command's
 from __future__ import annotations
 
 import dataclasses
-import signal
 from dataclasses import dataclass
 
 import structlog
@@ -24,6 +23,7 @@ from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from watermark.etcd.settings import EtcdSettings, parse_endpoints
+from watermark.service.signals import ignored
 
 __all__ = ["LocalDemoServers"]
 
@@ -70,8 +70,7 @@ class LocalDemoServers:
     def stop(self) -> None:
         """Stop what the demo started (etcd, Azurite and the GCS emulator by their PIDs),
         with SIGINT/SIGTERM held off meanwhile."""
-        held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with ignored():
             if self.etcd is not None:
                 pid = self.etcd.pid
                 self.etcd.close()
@@ -86,9 +85,6 @@ class LocalDemoServers:
                 pid = None if self.gcs.process is None else self.gcs.process.pid
                 self.gcs.stop()
                 _log.info("demo.gcs_emulator_stopped", gcs_emulator_pid=pid)
-        finally:
-            for sig, handler in held.items():
-                signal.signal(sig, handler)
 
     def _local_storage(self, storage: DemoStorage) -> DemoStorage:
         """`storage` pointed at the server the demo started, if it started one (moto's and

@@ -45,6 +45,7 @@ from watermark.service.liveness import Liveness, take_over_plan
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings, advertised_url
+from watermark.service.signals import StopOnSignals
 from watermark.service.ticker import EpochTicker
 
 __all__ = ["Front", "PublisherRunner", "RunnerSettings", "ServeParts"]
@@ -112,26 +113,6 @@ class Front(Protocol):
         ...
 
 
-class _Signals:
-    """SIGTERM/SIGINT stop the runner (the first one is remembered); SIGHUP reloads."""
-
-    def __init__(self, reload: Callable[[], None]) -> None:
-        self.stopping = asyncio.Event()
-        self.received: list[int] = []
-        self._loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            self._loop.add_signal_handler(signum, self._stop, signum)
-        self._loop.add_signal_handler(signal.SIGHUP, reload)
-
-    def _stop(self, signum: int) -> None:
-        self.received.append(signum)
-        self.stopping.set()
-
-    def remove(self) -> None:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            self._loop.remove_signal_handler(signum)
-
-
 @dataclass(slots=True)
 class _Running:
     """What a started runner holds, and the events that stop its tasks."""
@@ -166,15 +147,13 @@ class PublisherRunner:
     async def run(self) -> dict[str, Any]:
         """Serve until SIGTERM/SIGINT or a failed task; the command's result."""
         kv = await open_kv(self.etcd)
-        signals = _Signals(self.front.reload)
-        try:
+        signals = StopOnSignals(asyncio.Event())  # SIGTERM/SIGINT stop; SIGHUP reloads
+        with signals.installed(extra={signal.SIGHUP: self.front.reload}):
             try:
                 store = self.parts.store_class(kv, self.etcd.namespace)
                 return await self._serve(store, kv, signals)
             finally:
                 await kv.close()
-        finally:
-            signals.remove()
 
     def _publisher(self, store: WatermarkStore) -> Publisher:
         settings = self.settings
@@ -191,8 +170,8 @@ class PublisherRunner:
             guard_class=self.parts.guard_class,
         )
 
-    async def _serve(self, store: WatermarkStore, kv: KV, signals: _Signals) -> dict[str, Any]:
-        settings, front, stopping = self.settings, self.front, signals.stopping
+    async def _serve(self, store: WatermarkStore, kv: KV, signals: StopOnSignals) -> dict[str, Any]:
+        settings, front, stopping = self.settings, self.front, signals.stop
         partitions = list(settings.partitions)
         publisher = self._publisher(store)
         # Nothing is written to etcd before every check has passed and the port is bound:
@@ -258,9 +237,9 @@ class PublisherRunner:
             tasks.append(asyncio.create_task(ticker.run(running.ticker_stop), name="ticker"))
         return tasks
 
-    async def _until_stopped(self, running: _Running, signals: _Signals) -> dict[str, Any]:
+    async def _until_stopped(self, running: _Running, signals: StopOnSignals) -> dict[str, Any]:
         """Run until stopped (a signal, or a task that ends), then stop in order."""
-        settings, stopping, publisher = self.settings, signals.stopping, running.publisher
+        settings, stopping, publisher = self.settings, signals.stop, running.publisher
         tasks = self._start_tasks(running)
         _log.info("watermark.serve_started", owner=settings.owner_id, port=running.port,
                   partitions=list(settings.partitions))  # fmt: skip
