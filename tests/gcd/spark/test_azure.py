@@ -9,6 +9,7 @@ with `--grace 0`; the grace itself is the shared classifier's (tests/gcd/spark/t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -21,9 +22,11 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from gcd.cli.main import main
+from gcd.rules.cursor import Cursor
 from gcd.rules.layout import KeyLayout
 from gcd.spark.azure import AzureTarget
 from gcd.storage.azsettings import AzureSettings
+from gcd.storage.azure import AzureBlobStore
 from l0lab.testing.local_azurite import LocalAzurite
 from watermark import exitcodes
 from watermark.core.binding import claim_key
@@ -252,3 +255,55 @@ def test_a_container_that_does_not_exist_is_refused_before_any_spark_work(
     err = capsys.readouterr().err
     assert "'no-such-container'" in err
     assert "does not exist" in err
+
+
+def test_an_executor_page_walks_as_the_daemons_store_does(
+    container: tuple[Any, list[str]], azurite_server: LocalAzurite
+) -> None:
+    """From a start point inside a directory (the skip point), the executors' sync walk
+    gives the same blobs, in the same order, as the daemon's `AzureBlobStore.list_page`."""
+    client, flags = container
+    blobs = {key(p, e, n) for p in (1, 2, 13) for e in (3, 12) for n in ("a", "b")}
+    seed(client, blobs | {f"{ROOT}/001-junk", f"{ROOT}/00"})
+    conn = flags[flags.index("--azure-connection-string-file") + 1]
+    settings = AzureSettings(azurite_server.account_url, client.container_name, conn)
+    target = AzureTarget(settings)
+    start = f"{ROOT}/001/000000000000000003/a"
+
+    def executor_walk() -> list[str]:
+        found: list[str] = []
+        cursor: Cursor | None = Cursor(start_after=start)
+        while cursor is not None:
+            rows, token = target.list_page(target.client(), f"{ROOT}/0", cursor, lambda: None)
+            found += [row[0] for row in rows]
+            cursor = None if token is None else Cursor(start, token)
+        return found
+
+    async def daemon_walk() -> list[str]:
+        found: list[str] = []
+        async with AzureBlobStore.open(settings) as store:
+            page = await store.list_page(f"{ROOT}/0", start_after=start, max_keys=2)
+            found += [info.key for info in page.objects]
+            while page.next_token is not None:
+                page = await store.list_page(f"{ROOT}/0", continuation_token=page.next_token,
+                                             max_keys=2)  # fmt: skip
+                found += [info.key for info in page.objects]
+        return found
+
+    walked = executor_walk()
+    assert walked == asyncio.run(daemon_walk())
+    assert walked == sorted((n for n in blobs | {f"{ROOT}/001-junk"} if n > start),
+                            key=str.encode)  # fmt: skip
+
+
+def test_an_undo_window_is_refused_on_azure_too(
+    container: tuple[Any, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark deletes at once: --undo-window is refused (exit 2) as for S3, nothing deleted."""
+    client, flags = container
+    seed(client, ELIGIBLE)
+    code = main(["spark-sweep", *flags, "--list", "--output", str(tmp_path / "out"),
+                 "--safe-epoch", str(M), "--undo-window", "1h"])  # fmt: skip
+    assert code == exitcodes.USAGE
+    assert "cannot honour an undo window" in capsys.readouterr().err
+    assert names(client) == ELIGIBLE
