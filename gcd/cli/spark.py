@@ -7,11 +7,15 @@ spark-report takes no delete options (--dry-run, --batch-size, --decisions-uri,
 --max-deletes-per-second, --delete-concurrency): it deletes nothing, so it refuses them
 (exit 2) rather than accept and ignore them.
 
+`--storage azure --account-url URL --container NAME` (and `--azure-connection-string-file`,
+else the Azure credential chain) sweeps an Azure container instead (`gcd.spark.azure`,
+`gcd.spark.azinventory`: listings, or a Blob Inventory rule's manifest); GCS is refused.
+
 When the job will call S3 (--list, or a sweep that deletes), the driver first runs the
-preflight of `gcd sweep` (`gcd.storage.s3.preflight`): a bucket it cannot list (no
-credentials, endpoint unreachable, no such bucket, access denied, wrong region) exits 2
-in seconds, before any Spark work. A dry run or a report from an inventory makes no S3
-call and needs no S3 access.
+preflight of `gcd sweep` (`gcd.storage.s3.preflight`; Azure's `preflight_store`): a
+bucket it cannot list (no credentials, endpoint unreachable, no such bucket, access
+denied, wrong region) exits 2 in seconds, before any Spark work. A dry run or a report
+from an inventory makes no S3 call and needs no S3 access.
 
 The driver reads the safe epoch M ONCE (one etcd revision, through the sweeper's own
 safety rails: `gcd.sweep.safety.read_admission`), or takes `--safe-epoch` (checked against
@@ -57,15 +61,17 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import human_bytes, write_json
-from gcd.cli.storage import AZURE_OPTIONS
+from gcd.cli.storage import AZURE_OPTIONS, azure_settings
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
+from gcd.spark.azinventory import BlobInventoryManifest
 from gcd.spark.inventory import InventoryManifest
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
 from gcd.storage.objectstore import StoreFeatures
+from gcd.storage.open import preflight_store
 from gcd.storage.s3 import S3Settings, preflight
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.runtime import open_reader
@@ -98,13 +104,14 @@ _SHARED = tuple(
 )
 SPARK_OPTIONS: tuple[Option, ...] = (
     Option("--inventory", text, None, "S3 Inventory manifest.json to read the objects from "
-           "(CSV, ORC or Parquet report; all versions on a versioned bucket; or use --list)",
+           "(CSV, ORC or Parquet report; all versions on a versioned bucket; with --storage "
+           "azure an Azure Blob Inventory RULE-manifest.json, CSV or Parquet; or use --list)",
            "PATH"),
     Option("--inventory-root", text, None, "where the inventory's destination bucket is "
            "copied (local dir or hdfs:// ...); default: found next to the manifest", "DIR"),
     Option("--list", boolean, False, "list the bucket with ListObjectsV2 on the executors "
-           "(ListObjectVersions on a versioned bucket with --versions reclaim) instead of "
-           "reading an inventory", switch=True),
+           "(ListObjectVersions on a versioned bucket with --versions reclaim; List Blobs "
+           "with --storage azure) instead of reading an inventory", switch=True),
     Option("--list-tasks", integer(1), 100, "listing tasks the 000-999 prefixes are split "
            "into (default 100)", "N"),
     Option("--output", text, None, "directory for summary.json and decisions/ (sweep) or the "
@@ -160,7 +167,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shared, spark = _tables(parser.prog.rsplit(" ", 1)[-1])
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "bucket")
-    add_options(parser, AZURE_OPTIONS[:1], "storage")
+    add_options(parser, AZURE_OPTIONS, "storage")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, shared, "round")
     add_options(parser, spark, "spark")
@@ -177,7 +184,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     """Resolve flags > env > config > defaults and validate them (ConfigError)."""
     command = str(getattr(args, "command", "spark-sweep"))
     shared, spark = _tables(command)
-    resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS[:1], *LAYOUT_OPTIONS, *shared, *spark,
+    resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark,
                    CONF_OPTION))  # fmt: skip
     if args.storage == "gcs":
         raise ConfigError(
@@ -185,12 +192,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
             "a Storage Insights inventory, is not supported yet); sweep a GCS bucket with "
             "`gcd sweep --storage gcs --bucket NAME` or `gcd daemon --storage gcs --bucket NAME`"
         )
-    if args.storage != "s3":
-        raise ConfigError(
-            f"--storage {args.storage}: {command} supports S3 only (Spark on Azure Blob Storage, "
-            "from a Blob Inventory, is not supported yet); sweep an Azure container with "
-            "`gcd sweep --storage azure` or `gcd daemon --storage azure`"
-        )
+    azure = azure_settings(args)  # --storage azure: the container (`gcd.spark.azure`)
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
@@ -201,7 +203,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
             "(or remove L0GC_UNDO_WINDOW / the config key undo_window for Spark jobs), or "
             "sweep with `gcd sweep` / `gcd daemon`, which keep the window"
         )
-    if args.bucket is None:
+    if args.bucket is None and azure is None:
         raise ConfigError("--bucket is required (env L0GC_BUCKET)")
     if args.output is None:
         raise ConfigError("--output DIR is required (env L0GC_OUTPUT)")
@@ -216,7 +218,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         raise ConfigError(problem)
     return JobConfig(
         command=command,
-        bucket=args.bucket,
+        bucket=args.bucket if azure is None else azure.container,
         endpoint_url=args.endpoint_url,
         region=args.region,
         layout=layout_from_args(args),
@@ -238,6 +240,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         py_files=args.py_files or (),
         delete_tasks=args.delete_tasks,
         version_mode=args.versions,
+        storage=azure,
     )
 
 
@@ -249,7 +252,9 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Rou
     """
     etcd_given = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
-    settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
+    settings = azure_settings(args) or S3Settings(bucket=args.bucket,
+                                                  endpoint_url=args.endpoint_url,
+                                                  region=args.region)  # fmt: skip
     async with open_reader(etcd, settings, args.root) as (_, source):
         return await read_admission(SafetyGate(), source, override=override)
 
@@ -294,8 +299,11 @@ def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
 def with_version_plan(config: JobConfig, features: StoreFeatures | None) -> JobConfig:
     """`config` with what the job does about versions (`gcd.spark.versioning`)."""
     has_versions = False
-    if config.inventory is not None:
+    if config.inventory is not None and config.storage is None:  # S3 Inventory
         has_versions = InventoryManifest.load(config.inventory).has_versions
+    elif config.inventory is not None and config.storage is not None:  # a Blob Inventory:
+        BlobInventoryManifest.load(config.inventory).check_covers(
+            config.storage.account_url, config.storage.container, where=config.inventory)
     plan = plan_versions(
         mode=VersionMode(config.version_mode), features=features, source=config.source,
         inventory_has_versions=has_versions, deleting=config.sweep and not config.dry_run,
@@ -322,12 +330,14 @@ async def run(args: argparse.Namespace) -> int:
     config = parse_run(args)
     configure_logging(args.log_level)
     started = time.monotonic()
-    if config.source == "list" or (config.sweep and not config.dry_run):
+    features = None
+    if config.storage is not None and (config.source == "list" or (config.sweep and
+                                                                    not config.dry_run)):
+        await preflight_store(config.storage, config.layout.listing_root)  # no versioning read
+    elif config.source == "list" or (config.sweep and not config.dry_run):
         settings = S3Settings(bucket=config.bucket, endpoint_url=config.endpoint_url,
                               region=config.region)  # fmt: skip
         features = await preflight(settings, config.layout.listing_root)
-    else:
-        features = None
     config = with_version_plan(config, features)
     admission = await read_safe_epoch(args, config.safe_epoch)
     if not admission.allowed:

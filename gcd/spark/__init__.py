@@ -1,9 +1,11 @@
 """The PySpark pipeline for buckets too big for one machine (`gcd spark-sweep/-report`).
 
     source (S3 Inventory: `inventory.read_inventory`, or a distributed ListObjectsV2:
-            `listing.list_objects`)  -> DataFrame (key, size, last_modified_s)
+            `listing.list_objects`; Azure: `azinventory.read_blob_inventory`, or List
+            Blobs through `azure.AzureTarget`)  -> DataFrame (key, size, last_modified_s)
     -> `transforms.classify`  (gcd.rules.decision.decide on executors; M broadcast)
-    -> `delete.apply_deletes` (boto3 DeleteObjects on executors) -> decisions
+    -> `delete.apply_deletes` (boto3 DeleteObjects, or a store's own deletes through the
+       `stores.ExecutorStore` seam: Azure Blob Batch, on executors) -> decisions
     or `report.write_report`  (tables, summary, chart)
 
 Every decision is the async sweeper's own (`gcd.rules`): which key goes (`decision`),

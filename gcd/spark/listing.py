@@ -32,6 +32,7 @@ from typing import Any
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
+from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import SOURCE_SCHEMA, LayoutSpec
 
 __all__ = ["LISTING_SCHEMA", "Listed", "list_objects", "list_prefix", "listing_tasks"]
@@ -139,7 +140,7 @@ def list_prefix(
 
 def list_objects(
     spark: Any,
-    target: S3Target,
+    target: S3Target | ExecutorStore,
     layout: KeyLayout,
     *,
     task_count: int = 100,
@@ -157,8 +158,14 @@ def list_objects(
 
     def run(partition: Iterable[list[str]]) -> Iterator[Listed]:
         built = spec.build()
-        client = make_client(target, pool=1)
         count = (lambda: requests.add(1)) if requests is not None else None
+        if not isinstance(target, S3Target):  # another store (`gcd.spark.stores`)
+            other = target.client(pool=1)
+            for prefix in (p for prefixes in partition for p in prefixes):
+                yield from target.list_prefix(other, prefix, layout=built,
+                                              skip_above_epoch=skip_above_epoch, on_request=count)
+            return
+        client = make_client(target, pool=1)
         for prefixes in partition:
             for prefix in prefixes:
                 yield from list_prefix(

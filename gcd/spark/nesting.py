@@ -41,6 +41,7 @@ from typing import Any
 
 from gcd.errors import StorageError
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
+from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import Action
 from watermark.core.binding import (
     CLAIM_NAME,
@@ -104,7 +105,7 @@ def _exists(client: Any, target: S3Target, key: str) -> bool:
 def probe_claims(
     classified: Any,
     root: str,
-    target: S3Target,
+    target: S3Target | ExecutorStore,
     known: dict[str, str],
     *,
     every_directory: bool,
@@ -127,11 +128,13 @@ def probe_claims(
     def probe(partition: Iterable[str]) -> Iterator[tuple[str, bool]]:
         client = None
         for directory in partition:
-            client = client or make_client(target, pool=1)
+            client = client or (make_client(target, pool=1) if isinstance(target, S3Target)
+                                else target.client(pool=1))  # fmt: skip
             if requests is not None:
                 requests.add(1)
             try:
-                if _exists(client, target, claim_key(directory)):
+                if (_exists(client, target, claim_key(directory)) if isinstance(target, S3Target)
+                        else target.exists(client, claim_key(directory))):  # fmt: skip
                     yield directory, True
             except StorageError:
                 yield directory, False

@@ -52,6 +52,8 @@ from typing import Any
 import structlog
 
 from gcd.rules.layout import KeyLayout
+from gcd.spark.azinventory import read_blob_inventory
+from gcd.spark.azure import AzureTarget
 from gcd.spark.delete import DeleteSettings, apply_deletes
 from gcd.spark.inventory import read_inventory
 from gcd.spark.listing import list_objects
@@ -59,7 +61,9 @@ from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, prob
 from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.s3client import S3Target
 from gcd.spark.session import is_local_master, spark_session, task_slots
+from gcd.spark.stores import Target
 from gcd.spark.transforms import Action, classify, outcome_counts
+from gcd.storage.azsettings import AzureSettings
 from gcd.sweep.report import RoundSummary
 from watermark.errors import ConfigError
 
@@ -113,6 +117,9 @@ class JobConfig:
     """The bucket has Object Lock: a version it refuses is `locked`, not an error."""
     store: dict[str, Any] | None = None
     """What the preflight detected (versioning, Object Lock), for the summary's `store`."""
+    storage: AzureSettings | None = None
+    """A store other than S3 (`--storage azure`), `bucket` being its container; None: S3
+    at `bucket`, `endpoint_url`, `region`."""
 
     @property
     def sweep(self) -> bool:
@@ -125,8 +132,10 @@ class JobConfig:
         return "list" if self.inventory is None else "inventory"
 
     @property
-    def target(self) -> S3Target:
-        """The bucket as executors see it."""
+    def target(self) -> Target:
+        """The bucket as executors see it (`gcd.spark.stores`)."""
+        if isinstance(self.storage, AzureSettings):
+            return AzureTarget(self.storage)
         return S3Target(self.bucket, self.endpoint_url, self.region)
 
 
@@ -217,11 +226,17 @@ def _source(
     spark: Any, job: JobConfig, skip_above: int | None, requests: Any, tasks: int | None
 ) -> Any:
     """The objects; with `tasks` (a deleting sweep) in exactly that many partitions."""
-    if job.inventory is not None:
+    if job.inventory is not None and isinstance(job.storage, AzureSettings):
+        frame = read_blob_inventory(
+            spark, job.inventory, account_url=job.storage.account_url,
+            container=job.storage.container, inventory_root=job.inventory_root,
+        )  # fmt: skip
+    elif job.inventory is not None:
         frame = read_inventory(
             spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket,
             versions=job.versions,
         )  # fmt: skip
+    if job.inventory is not None:
         # gzip CSV files are not splittable: spread the rows over the cluster's cores.
         wanted = tasks or spark.sparkContext.defaultParallelism
         files = frame.rdd.getNumPartitions()  # a file scan: planning only, no job

@@ -130,13 +130,14 @@ def test_storage_flags_that_cannot_work_exit_2(flags: list[str], message: str) -
     assert message in done.stderr
 
 
-def test_spark_on_azure_says_it_is_not_supported(tmp_path: Path) -> None:
-    """spark-sweep --storage azure: exit 2, saying plainly what to use instead."""
+def test_spark_on_azure_needs_the_container_flags(tmp_path: Path) -> None:
+    """spark-sweep --storage azure names the container by --account-url and --container
+    (`tests/gcd/spark/test_azure.py` sweeps one): --bucket is refused, saying what to give."""
     done = gcd("spark-sweep", "--storage", "azure", "--bucket", "b", "--list",
                "--output", str(tmp_path / "out"))  # fmt: skip
     assert done.returncode == exitcodes.USAGE
-    assert "supports S3 only" in done.stderr
-    assert "gcd sweep --storage azure" in done.stderr
+    assert "--bucket is for S3; with --storage azure give --account-url and --container" in (
+        done.stderr)  # fmt: skip
 
 
 def test_the_daemon_sweeps_an_azure_container_and_stops_on_sigterm(

@@ -1,0 +1,225 @@
+"""Azure Blob Inventory as the listing: read a rule's manifest and its CSV/Parquet files.
+
+The format is Microsoft's "Azure Storage blob inventory"
+(https://learn.microsoft.com/azure/storage/blobs/blob-inventory, sections "Inventory
+output", "Inventory files" and "Manifest file"). A run of an inventory rule writes, in
+the destination container::
+
+    YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}_1.csv ... (or .parquet)
+    YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}-manifest.json
+    YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}.checksum
+
+and the manifest names the account (``endpoint``), the files (``files``: ``blob``, the
+file's name in the destination container, and its ``size``), the run's ``status``
+("Succeeded" when complete) and the rule (``ruleDefinition``: ``format`` csv or parquet,
+``objectType`` blob or container, ``schemaFields``, ``filters.prefixMatch``). A CSV file
+starts with a header row of the schema fields. A blob row's ``Name`` is
+``{container}/{blob name}``: a rule covers the whole account (its prefixes start with the
+container's name), so rows of other containers are dropped here. Fields read:
+
+- ``Name``, ``Content-Length``, ``Last-Modified`` (required: add them to the rule);
+- ``Deleted`` (soft-deleted blobs, a rule with ``includeDeleted``), ``IsCurrentVersion``
+  (previous versions, ``includeBlobVersions``), ``Snapshot`` (``includeSnapshots``) and
+  ``hdi_isfolder`` (directories of a hierarchical namespace): such rows are not live
+  blobs and are dropped, so only base blobs are swept (versioned Azure is not swept: the
+  daemon does not either, `gcd.storage.azure`).
+
+Copy the report to a file system Spark reads (local disk, HDFS, a mounted volume;
+``azcopy copy`` of the run's directory) and give the manifest's path; files are found as
+for an S3 Inventory (`gcd.spark.inventory.resolve_data_paths`: next to the manifest or
+below `inventory_root`, sizes checked). A ``Last-Modified`` that does not parse is NULL:
+the classifier keeps the blob (too young); a row with no ``Name`` is unparsable.
+
+The result is a DataFrame of `SOURCE_SCHEMA` rows (`gcd.spark.transforms`).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gcd.spark.inventory import (
+    InventoryFile,
+    InventoryFormat,
+    InventoryManifest,
+    resolve_data_paths,
+)
+from watermark.core import strictjson
+from watermark.errors import ConfigError, InvalidJson
+
+__all__ = ["BlobInventoryManifest", "read_blob_inventory"]
+
+REQUIRED_FIELDS = ("Name", "Content-Length", "Last-Modified")
+_MANIFEST_MAX_BYTES = 64 * 1024 * 1024
+_FORMATS = {"csv": InventoryFormat.CSV, "parquet": InventoryFormat.PARQUET}
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInventoryManifest:
+    """The parts of a Blob Inventory manifest the pipeline needs."""
+
+    endpoint: str
+    destination_container: str
+    file_format: InventoryFormat
+    fields: tuple[str, ...]
+    files: tuple[InventoryFile, ...]
+    prefixes: tuple[str, ...] = ()
+    """The rule's ``filters.prefixMatch`` (empty: the whole account)."""
+    completion_time: str | None = None
+
+    @classmethod
+    def parse(cls, raw: bytes | str, *, where: str = "manifest.json") -> BlobInventoryManifest:
+        """Parse a manifest document; ConfigError naming `where` and the problem."""
+        what = f"Blob Inventory manifest {where}"
+        try:
+            doc = strictjson.loads(raw, what=what, max_bytes=_MANIFEST_MAX_BYTES, max_depth=8)
+        except InvalidJson as exc:
+            raise ConfigError(f"{what} is not valid JSON ({exc})") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{what} must be a JSON object")
+        status = doc.get("status")
+        if status != "Succeeded":
+            raise ConfigError(f"{what}: the inventory run's status is {status!r}, not "
+                              "'Succeeded': its files are incomplete; use a completed run")
+        rule = doc.get("ruleDefinition")
+        if not isinstance(rule, dict):
+            raise ConfigError(f"{what}: 'ruleDefinition' must be an object")
+        if str(rule.get("objectType", "")).lower() != "blob":
+            raise ConfigError(f"{what}: objectType {rule.get('objectType')!r} is not 'blob': "
+                              "give the report of a rule with objectType blob")
+        fmt = _FORMATS.get(str(rule.get("format", "")).lower())
+        if fmt is None:
+            raise ConfigError(f"{what}: unknown format {rule.get('format')!r}; expected csv "
+                              "or parquet")
+        fields = rule.get("schemaFields")
+        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+            raise ConfigError(f"{what}: 'schemaFields' must be a list of field names")
+        missing = [name for name in REQUIRED_FIELDS if name not in fields]
+        if missing:
+            raise ConfigError(f"{what}: schemaFields {fields} lack {missing}; add them to the "
+                              "inventory rule")
+        filters = rule.get("filters") if isinstance(rule.get("filters"), dict) else {}
+        prefixes = filters.get("prefixMatch") or []  # type: ignore[union-attr]
+        return cls(
+            endpoint=_text(doc, "endpoint", what),
+            destination_container=_text(doc, "destinationContainer", what),
+            file_format=fmt,
+            fields=tuple(fields),
+            files=_files(doc, what),
+            prefixes=tuple(str(p) for p in prefixes if isinstance(p, str)),
+            completion_time=doc.get("inventoryCompletionTime"),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> BlobInventoryManifest:
+        """Read and parse a local manifest file."""
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            msg = (f"cannot read Blob Inventory manifest {str(path)!r} ({exc}); give "
+                   "--inventory PATH")
+            raise ConfigError(msg) from exc
+        return cls.parse(raw, where=str(path))
+
+    def check_covers(self, account_url: str, container: str, *, where: str) -> None:
+        """ConfigError unless the report is of `account_url` and may list `container`."""
+        if _account(self.endpoint) != _account(account_url):
+            raise ConfigError(
+                f"inventory {where!r} is of account {self.endpoint!r}, not --account-url "
+                f"{account_url!r}: give the report of the account being swept")
+        head = container + "/"
+        if self.prefixes and not any(head.startswith(p) or p.startswith(head)
+                                     for p in self.prefixes):  # fmt: skip
+            raise ConfigError(
+                f"inventory {where!r} covers the prefixes {list(self.prefixes)}, none in "
+                f"container {container!r}: give the report of a rule that includes it")
+
+
+def _account(url: str) -> str:
+    """An account endpoint compared without scheme or host case, or a trailing '/'."""
+    parts = urllib.parse.urlsplit(url.strip())
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+def _text(doc: dict[str, Any], name: str, what: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{what}: field {name!r} must be a non-empty string")
+    return value
+
+
+def _files(doc: dict[str, Any], what: str) -> tuple[InventoryFile, ...]:
+    entries = doc.get("files")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{what}: 'files' must be a non-empty list")
+    files = []
+    for entry in entries:
+        name = entry.get("blob") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name or name.startswith("/") or ".." in name.split(
+                "/"):  # fmt: skip
+            raise ConfigError(f"{what}: bad file entry {entry!r}")
+        size = entry.get("size")
+        files.append(InventoryFile(name, size if type(size) is int else None))
+    return tuple(files)
+
+
+def read_blob_inventory(
+    spark: Any,
+    manifest_path: str | Path,
+    *,
+    account_url: str,
+    container: str,
+    inventory_root: str | None = None,
+) -> Any:
+    """The container's base blobs in the report as `SOURCE_SCHEMA` rows (module docs)."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    manifest = BlobInventoryManifest.load(manifest_path)
+    manifest.check_covers(account_url, container, where=str(manifest_path))
+    as_s3 = InventoryManifest(
+        source_bucket=container, destination_bucket=manifest.destination_container,
+        file_format=manifest.file_format, columns=manifest.fields, files=manifest.files,
+    )  # fmt: skip
+    paths = resolve_data_paths(as_s3, manifest_path, inventory_root)
+    if manifest.file_format is InventoryFormat.CSV:
+        schema = ", ".join(f"`{name}` string" for name in manifest.fields)
+        raw = spark.read.csv(paths, schema=schema, header=True, mode="PERMISSIVE")
+    else:
+        raw = spark.read.parquet(*paths)
+    fields = set(manifest.fields)
+
+    def text(name: str) -> Any:
+        return F.col(f"`{name}`").cast("string")
+
+    def flag(name: str) -> Any:
+        return F.coalesce(F.lower(F.trim(text(name))) == F.lit("true"), F.lit(False))
+
+    dropped = F.lit(False)
+    for name in ("Deleted", "hdi_isfolder"):
+        if name in fields:
+            dropped = dropped | flag(name)
+    if "IsCurrentVersion" in fields:  # empty on an account without versioning: current
+        current = F.lower(F.trim(text("IsCurrentVersion")))
+        dropped = dropped | F.coalesce(current == F.lit("false"), F.lit(False))
+    if "Snapshot" in fields:
+        dropped = dropped | (F.coalesce(F.length(F.trim(text("Snapshot"))), F.lit(0)) > 0)
+    head = container + "/"
+    name = text("Name")
+    raw = raw.where(~dropped & name.startswith(head))
+    modified = F.col("`Last-Modified`")
+    if manifest.file_format is InventoryFormat.CSV or dict(raw.dtypes).get(
+            "Last-Modified") == "string":  # fmt: skip
+        # .NET writes 7 fraction digits ("...36.4870000Z"); Spark reads up to 6.
+        stamp = F.try_to_timestamp(F.regexp_replace(modified, r"(\.\d{6})\d+", "$1"))
+    else:
+        stamp = modified.try_cast("timestamp")
+    return raw.select(
+        F.substring(name, len(head) + 1, 1 << 30).alias("key"),
+        F.coalesce(F.col("`Content-Length`").try_cast("long"), F.lit(0)).alias("size"),
+        (F.unix_micros(stamp) / F.lit(1e6)).alias("last_modified_s"),
+        F.lit(None).cast("string").alias("version_id"),
+        F.lit(True).alias("is_latest"),
+        F.lit(False).alias("delete_marker"),
+    )

@@ -1,0 +1,346 @@
+"""Azure Blob Storage on Spark executors: `AzureTarget`, a `gcd.spark.stores.ExecutorStore`.
+
+Executors run tasks with the synchronous azure-storage-blob client (the daemon's backend,
+`gcd.storage.azure`, uses the aio client, whose transport needs aiohttp: driver-only,
+`gcd.spark.package.DRIVER_ONLY_MODULES`). What this module does is the daemon's, step for
+step, and reuses its pieces: the error translation (`translate_error`), the Blob Batch
+size (`MAX_BATCH`, 256), the DOCTYPE-refusing pipeline policy (`RefuseDoctype`), the
+retry policy (`gcd.rules.backoff`) and the triage of a batch's answers (`gcd.rules.triage`):
+
+- listing (`list_prefix`): List Blobs under the listing prefix, page by page, with the
+  skip-ahead of `gcd.rules.cursor`. Blob Storage has no StartAfter, so a listing that
+  must start after the skip point (``{root}/{p}0``) walks one level first with the
+  delimiter '/' (`_after`, as `AzureBlobStore._after`): the directories and blobs
+  sorting after the start point are then listed one after the other; the continuation
+  token carries the directories still to list (as `AzureBlobStore.list_page`; a test
+  compares the two on Azurite);
+- deleting (`delete_keys`): Blob Batch, 256 deletes per request (a 1000-key batch is four
+  requests); a blob's 202, 200 or 404 (already gone) is deleted, ``ServerBusy``/503 is
+  retried with the rest of the retryable keys, any other code is final; an answer is
+  matched to its blob by its request's path, never by its place only;
+- probing (`exists`): Get Blob Properties of the claim object.
+
+The SDK's own retries are off (`retry_total=0`): every retry is made here, by
+`call_with_retries`, under `AzureTarget.backoff`.
+
+Credentials, as the daemon takes them (`gcd.storage.azsettings.AzureSettings`), are found
+on each executor, never shipped: the connection string file at the same path on every
+node (a Kubernetes secret mounted at one path; with a local master it is the driver's
+file), else `DefaultAzureCredential` (workload identity, managed identity, environment:
+azure-identity on the executors). The target carries the file's path, not its content;
+neither is logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gcd.errors import StorageError
+from gcd.rules.backoff import Backoff
+from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
+from gcd.rules.triage import triage
+from gcd.storage.azsettings import AzureSettings
+from gcd.storage.objectstore import KeyFailure
+
+if TYPE_CHECKING:
+    from gcd.rules.layout import KeyLayout
+    from gcd.spark.stores import Listed
+
+__all__ = ["AZURE_EXECUTOR_REQUIREMENTS", "AzureTarget", "call_with_retries"]
+
+AZURE_EXECUTOR_REQUIREMENTS = ("azure-storage-blob", "azure-identity")
+"""What executors need for `--storage azure`, besides `gcd.spark.package.EXECUTOR_REQUIREMENTS`
+(azure-identity only without a connection string file)."""
+_PAGE = 1000
+T = TypeVar("T")
+
+
+def call_with_retries(
+    operation: Callable[[], T],
+    *,
+    what: str,
+    backoff: Backoff,
+    rng: random.Random | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """`operation()`, retried while the policy retries; raises the last StorageError
+    (Azure's exceptions translated by the daemon's `translate_error`)."""
+    from gcd.storage.azure import TRANSLATED, translate_error  # noqa: PLC0415 - the SDK
+
+    rng = rng or random.Random()
+    attempt = 0
+    while True:
+        try:
+            return operation()
+        except StorageError as exc:
+            if not backoff.retries(exc, attempt):
+                raise
+        except TRANSLATED as exc:
+            error = translate_error(exc, what)
+            if not backoff.retries(error, attempt):
+                raise error from exc
+        sleep(backoff.delay(attempt, rng.random()))
+        attempt += 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """Where a listing goes on: names still to list (directories end in '/', blobs the
+    walk found do not) and the current one's continuation token."""
+
+    pending: tuple[str, ...]
+    token: str | None
+
+    def encode(self) -> str:
+        return json.dumps({"pending": list(self.pending), "token": self.token},
+                          separators=(",", ":"))  # fmt: skip
+
+    @staticmethod
+    def decode(text: str) -> _Walk:
+        doc = json.loads(text)
+        return _Walk(tuple(doc["pending"]), doc["token"])
+
+
+@dataclass(frozen=True, slots=True)
+class AzureTarget:
+    """One container as executors reach it: plain values (module docstring)."""
+
+    settings: AzureSettings
+    backoff: Backoff = field(default_factory=lambda: Backoff(base_s=0.2, cap_s=10.0))
+
+    @property
+    def bucket(self) -> str:
+        """The container."""
+        return self.settings.container
+
+    def client(self, *, pool: int = 1) -> Any:
+        """A sync `ContainerClient` (thread-safe), SDK retries off; `pool` is advisory
+        (the SDK's requests transport keeps its own pool of connections)."""
+        del pool
+        from azure.storage.blob import BlobServiceClient  # noqa: PLC0415 - executor dependency
+
+        from gcd.storage.azure import RefuseDoctype  # noqa: PLC0415
+
+        options: dict[str, Any] = {
+            "retry_total": 0, "connection_timeout": 10, "read_timeout": 60,
+            "_additional_pipeline_policies": [RefuseDoctype()],
+        }  # fmt: skip
+        connection = self.settings.connection_string()
+        if connection is not None:
+            service = BlobServiceClient.from_connection_string(connection, **options)
+        else:
+            from azure.identity import DefaultAzureCredential  # noqa: PLC0415
+
+            service = BlobServiceClient(
+                self.settings.account_url, credential=DefaultAzureCredential(), **options
+            )
+        return service.get_container_client(self.settings.container)
+
+    # -- listing --------------------------------------------------------------------
+
+    def list_prefix(
+        self,
+        client: Any,
+        prefix: str,
+        *,
+        layout: KeyLayout | None = None,
+        skip_above_epoch: int | None = None,
+        on_request: Callable[[], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> Iterator[Listed]:
+        """Every blob under `prefix` in name order, skipping live prefix directories
+        (`gcd.rules.cursor`, as `gcd.spark.listing.list_prefix` does for S3)."""
+        limit = skip_above_epoch if layout is not None and can_skip(layout) else None
+        count = on_request or (lambda: None)
+        cursor: Cursor | None = Cursor()
+        while cursor is not None:
+            rows, token = call_with_retries(
+                functools.partial(self.list_page, client, prefix, cursor, count),
+                what=f"List Blobs {self.bucket}/{prefix}", backoff=self.backoff, rng=rng,
+            )  # fmt: skip
+            found: Skip | None = None
+            for row in rows:
+                skip_to = found.start_after if found is not None else None
+                if skip_to is not None and row[0] <= skip_to:
+                    continue
+                yield row
+                if limit is not None and layout is not None:
+                    found = skip(layout, prefix, layout.parse(row[0]), limit) or found
+                    if found is not None and found.done:
+                        break
+            cursor = next_cursor(cursor, found, rows[-1][0] if rows else None, token)
+
+    def list_page(
+        self, client: Any, prefix: str, cursor: Cursor, count: Callable[[], None]
+    ) -> tuple[list[Listed], str | None]:
+        """One page under `prefix` from `cursor` (`AzureBlobStore.list_page`, sync):
+        rows, and the continuation token (None: the prefix is done)."""
+        walk = _Walk.decode(cursor.token) if cursor.token is not None else None
+        if walk is None:
+            start = cursor.start_after
+            pending = (prefix,) if start is None else tuple(self._after(client, prefix, start,
+                                                                        count))  # fmt: skip
+            walk = _Walk(pending, None)
+        rows: list[Listed] = []
+        while walk.pending and not rows:
+            current = walk.pending[0]
+            if not current.endswith("/") and current != prefix:  # a blob the walk found
+                count()
+                rows.extend(self._info(client, current))
+                walk = _Walk(walk.pending[1:], None)
+                continue
+            count()
+            pages = client.list_blobs(name_starts_with=current, results_per_page=_PAGE).by_page(
+                continuation_token=walk.token)  # fmt: skip
+            rows.extend(_row(b) for b in next(pages, ()))
+            token = getattr(pages, "continuation_token", None)
+            walk = _Walk(walk.pending if token else walk.pending[1:], token)
+        return rows, (walk.encode() if walk.pending else None)
+
+    def _after(
+        self, client: Any, prefix: str, start_after: str, count: Callable[[], None]
+    ) -> list[str]:
+        """The directories and blobs under `prefix` sorting after `start_after`, in byte
+        order (`AzureBlobStore._after`: one delimiter listing per level)."""
+        names: list[str] = []
+        inside: str | None = None
+        for page in client.walk_blobs(name_starts_with=prefix, delimiter="/").by_page():
+            count()
+            for item in page:
+                if item.name > start_after:
+                    names.append(item.name)
+                elif item.name.endswith("/") and start_after.startswith(item.name):
+                    inside = item.name
+        if inside is not None and inside != prefix:
+            names += self._after(client, inside, start_after, count)
+        return sorted(names, key=str.encode)
+
+    def _info(self, client: Any, name: str) -> list[Listed]:
+        """The blob the walk found, or nothing when it is gone since."""
+        from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
+
+        try:
+            props = client.get_blob_client(name).get_blob_properties()
+        except ResourceNotFoundError:
+            return []
+        return [_row(props)]
+
+    # -- deleting -------------------------------------------------------------------
+
+    def delete_keys(
+        self,
+        client: Any,
+        keys: Sequence[str],
+        *,
+        pace: Callable[[int], None] = lambda _count: None,
+        on_request: Callable[[], None] = lambda: None,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> dict[str, str | None]:
+        """Blob Batch deletes of `keys`, `MAX_BATCH` per request, retried (module docs)."""
+        from gcd.storage.azure import MAX_BATCH  # noqa: PLC0415
+
+        outcome: dict[str, str | None] = {}
+        for start in range(0, len(keys), MAX_BATCH):
+            part = list(keys[start : start + MAX_BATCH])
+            outcome.update(self._delete_part(client, part, pace=pace, on_request=on_request,
+                                             rng=rng or random.Random(), sleep=sleep))
+        return outcome
+
+    def _delete_part(
+        self,
+        client: Any,
+        keys: list[str],
+        *,
+        pace: Callable[[int], None],
+        on_request: Callable[[], None],
+        rng: random.Random,
+        sleep: Callable[[float], None],
+    ) -> dict[str, str | None]:
+        outcome: dict[str, str | None] = {}
+        remaining = keys
+        attempt = 0
+        while remaining:
+            batch = remaining
+
+            def request(batch: list[str] = batch) -> list[Any]:
+                pace(len(batch))
+                on_request()
+                return list(client.delete_blobs(*batch, raise_on_any_failure=False))
+
+            try:
+                answers = call_with_retries(
+                    request, what=f"Blob Batch delete on {self.bucket}", backoff=self.backoff,
+                    rng=rng, sleep=sleep,
+                )  # fmt: skip
+            except StorageError as exc:
+                outcome.update(dict.fromkeys(batch, str(exc)))
+                return outcome
+            deleted, failures = self._answers(batch, answers)
+            sorted_keys = triage(batch, deleted, failures)
+            outcome.update(dict.fromkeys(sorted_keys.deleted))
+            outcome.update((f.key, _error_text(f)) for f in sorted_keys.failed)
+            last_error = {f.key: _error_text(f) for f in sorted_keys.retry_failures}
+            retry = list(sorted_keys.retry)
+            if retry and not self.backoff.can_retry(attempt):
+                for key in retry:
+                    outcome[key] = last_error.get(key, "not answered by Blob Batch") + (
+                        f" (gave up after {self.backoff.max_attempts} attempts)")  # fmt: skip
+                break
+            if retry:
+                sleep(self.backoff.delay(attempt, rng.random()))
+                attempt += 1
+            remaining = retry
+        return outcome
+
+    def _answers(self, batch: list[str], answers: list[Any]) -> tuple[list[str], list[KeyFailure]]:
+        """(deleted, failures) of one Blob Batch answer (`AzureBlobStore.delete_batch`)."""
+        deleted: list[str] = []
+        failures: list[KeyFailure] = []
+        for key, answer in zip(batch, answers, strict=False):
+            if not self._answers_for(answer, key):  # never count a key from another's answer
+                failures.append(KeyFailure(key, "UnmatchedAnswer", "the batch answered another "
+                                           "blob in this blob's place"))  # fmt: skip
+                continue
+            status = int(answer.status_code)
+            if status in (200, 202, 404):
+                deleted.append(key)
+                continue
+            code = answer.headers.get("x-ms-error-code") or str(status)
+            code = "503" if code == "ServerBusy" or status == 503 else code
+            failures.append(KeyFailure(key, code, f"HTTP {status}"))
+        return deleted, failures  # a key without an answer is retried (triage)
+
+    def _answers_for(self, answer: Any, key: str) -> bool:
+        """True when a sub-response's request path ends with /{container}/{key}."""
+        request = getattr(answer, "request", None)
+        if request is None:
+            return False
+        path = urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
+        return path.endswith(f"/{self.bucket}/{key}")
+
+    # -- probing --------------------------------------------------------------------
+
+    def exists(self, client: Any, key: str) -> bool:
+        """True when blob `key` exists (one Get Blob Properties, retried)."""
+        return bool(call_with_retries(
+            lambda: client.get_blob_client(key).exists(),
+            what=f"Get Blob Properties {self.bucket}/{key}", backoff=self.backoff,
+        ))  # fmt: skip
+
+
+def _row(blob: Any) -> Listed:
+    """A listed (or walked-to) blob as a source row: no versions on Azure."""
+    return (str(blob.name), int(blob.size or 0), float(blob.last_modified.timestamp()),
+            None, True, False)  # fmt: skip
+
+
+def _error_text(failure: KeyFailure) -> str:
+    return f"{failure.code}: {failure.message}".rstrip(": ")

@@ -1,0 +1,117 @@
+"""Azure Blob Inventory reports written the way Azure writes them, from a real container.
+
+The layout and fields are those of https://learn.microsoft.com/azure/storage/blobs/blob-inventory
+("Inventory output", "Inventory files", "Manifest file"): in the destination container,
+``YYYY/MM/DD/HH-MM-SS/{rule}/{rule}_{n}.csv|.parquet``, ``{rule}-manifest.json`` and
+``{rule}-manifest.checksum``; a CSV file starts with a header row of the rule's
+schemaFields; a row's Name is ``{container}/{blob}``; times are .NET round-trip strings
+with seven fraction digits (CSV) or timestamps (Parquet).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+RUN = "2026/11/22/00-00-00"
+RULE = "l0gc_rule"
+FIELDS = ("Name", "Creation-Time", "Last-Modified", "Content-Length", "Content-MD5",
+          "BlobType", "AccessTier", "Snapshot", "Deleted")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    """One row of a blob inventory: Name is container/blob."""
+
+    container: str
+    name: str
+    size: int
+    last_modified: datetime
+    snapshot: str = ""
+    deleted: bool = False
+
+
+def container_blobs(client: Any) -> list[Blob]:
+    """Every blob of a sync `ContainerClient`, as the inventory run would list it."""
+    return [Blob(client.container_name, b.name, int(b.size), b.last_modified)
+            for b in client.list_blobs()]  # fmt: skip
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "0Z"  # 7 digits
+
+
+def write_blob_inventory(
+    destination: Path,
+    endpoint: str,
+    rows: Sequence[Blob],
+    *,
+    file_format: str = "csv",
+    file_count: int = 2,
+    prefix_match: Sequence[str] = (),
+    status: str = "Succeeded",
+) -> Path:
+    """A rule's run under `destination` (the destination container's root); the manifest."""
+    run_dir = destination / RUN / RULE
+    run_dir.mkdir(parents=True, exist_ok=True)
+    files = []
+    for index in range(file_count):
+        chunk = rows[index::file_count]
+        name = f"{RULE}_{index + 1}.{file_format}"
+        values = [{
+            "Name": f"{r.container}/{r.name}", "Creation-Time": _stamp(r.last_modified),
+            "Last-Modified": _stamp(r.last_modified), "Content-Length": r.size,
+            "Content-MD5": "", "BlobType": "BlockBlob", "AccessTier": "Hot",
+            "Snapshot": r.snapshot, "Deleted": "true" if r.deleted else "",
+        } for r in chunk]  # fmt: skip
+        if file_format == "csv":
+            text = io.StringIO()
+            writer = csv.DictWriter(text, fieldnames=FIELDS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(values)
+            (run_dir / name).write_text(text.getvalue(), encoding="utf-8")
+        else:
+            columns: dict[str, Any] = {f: pa.array([str(v[f]) for v in values], pa.string())
+                                       for f in FIELDS}  # fmt: skip
+            for stamp in ("Creation-Time", "Last-Modified"):
+                columns[stamp] = pa.array([r.last_modified for r in chunk],
+                                          pa.timestamp("us", tz="UTC"))  # fmt: skip
+            columns["Content-Length"] = pa.array([r.size for r in chunk], pa.int64())
+            columns["Deleted"] = pa.array([r.deleted for r in chunk], pa.bool_())
+            pq.write_table(pa.table(columns), run_dir / name)
+        files.append({"blob": f"{RUN}/{RULE}/{name}", "size": (run_dir / name).stat().st_size})
+    manifest = {
+        "destinationContainer": "inventory-destination",
+        "endpoint": endpoint,
+        "files": files,
+        "inventoryCompletionTime": "2026-11-22T00:10:00Z",
+        "inventoryStartTime": "2026-11-22T00:00:00Z",
+        "ruleDefinition": {
+            "filters": {"blobTypes": ["blockBlob"], "includeBlobVersions": False,
+                        "includeSnapshots": True, "includeDeleted": True,
+                        "prefixMatch": list(prefix_match)},
+            "format": file_format,
+            "objectType": "blob",
+            "schedule": "daily",
+            "schemaFields": list(FIELDS),
+        },
+        "ruleName": RULE,
+        "status": status,
+        "summary": {"totalObjectCount": len(rows), "totalObjectSize": sum(r.size for r in rows)},
+        "version": "1.0",
+    }
+    body = json.dumps(manifest, indent=2).encode()
+    path = run_dir / f"{RULE}-manifest.json"
+    path.write_bytes(body)
+    (run_dir / f"{RULE}-manifest.checksum").write_text(hashlib.md5(body).hexdigest())
+    return path
