@@ -2,15 +2,16 @@
 
 Theory of operation
 -------------------
-A DeleteObjects request (Quiet=false) names up to 1000 keys; its answer lists the keys
-deleted and, for the others, an S3 error code. The async deleter
-(`gcd.sweep.deleter`) and the Spark executors (`gcd.spark.delete`) both sort the keys
-they sent three ways with `triage`:
+A DeleteObjects request names up to 1000 keys; its answer, as the store reads it
+(`gcd.storage.objectstore.DeleteResult`: a verbose answer, or a quiet one where silence
+is known to mean deleted), lists the keys deleted and, for the others, an S3 error
+code. The async deleter (`gcd.sweep.deleter`) and the Spark executors
+(`gcd.spark.delete`) both sort the keys they sent three ways with `triage`:
 
 * deleted: the answer lists the key as deleted, and not also as failed;
 * retry: the answer says it failed with a retryable code (`RETRYABLE_CODES`:
-  throttling, 5xx, timeouts), or does not mention the key at all (with Quiet=false
-  every key is reported; deleting an absent key succeeds, so sending it again is
+  throttling, 5xx, timeouts), or does not mention the key at all (a verbose
+  answer reports every key; deleting an absent key succeeds, so sending it again is
   always safe);
 * failed: the answer says it failed with any other code, including a code this module
   does not know. A key is deleted only when the answer says so: an unknown code, an

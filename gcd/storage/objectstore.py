@@ -2,8 +2,9 @@
 
 Two calls, both shaped after S3: `list_page` (one ListObjectsV2 request, keys in
 ascending UTF-8 byte order, which for Python strings is code point order) and
-`delete_batch` (one DeleteObjects request with Quiet=false, so the answer says which
-keys went and which failed, each failure with its S3 error code). A failure of the
+`delete_batch` (one DeleteObjects request; its result says which keys went and which
+failed, each failure with its S3 error code, whether the store read a verbose answer
+or a quiet one, `DeleteResult.from_quiet_answer`). A failure of the
 whole request raises `StorageError(message, code, retryable)`, retryable per
 `gcd.rules.triage.RETRYABLE_CODES`; the sweeper owns retries and backoff
 (`gcd.storage.retry`), implementations never retry.
@@ -129,6 +130,52 @@ class DeleteResult:
         return cls(deleted, tuple(errors), markers)
 
 
+    @classmethod
+    def from_quiet_answer(
+        cls, answer: Mapping[str, Any], sent: Sequence[str]
+    ) -> DeleteResult | None:
+        """The result of a DeleteObjects answer to a request with ``<Quiet>true</Quiet>``.
+
+        A quiet answer lists failures only: every target `sent` that no error names was
+        deleted. That silence is trusted only when it can be:
+
+        - an answer listing any ``Deleted`` entry comes from a store that ignored Quiet:
+          it is read as a verbose answer (`from_answer`: a key it does not mention is
+          sent again, never taken for deleted);
+        - every error must name a target sent (an error naming only the key of versions
+          sent fails each of them). An error naming anything else (a store that rewrote
+          the key: ``a//b`` read as ``a/b``) means the answer cannot say which target
+          failed: None, and the caller must send the request again verbose.
+
+        Quiet answers carry no ``DeleteMarkerVersionId``: a store sends Quiet only where no
+        delete can write a marker (an unversioned bucket, or targets with version ids).
+        """
+        if answer.get("Deleted"):
+            return cls.from_answer(answer, sent)
+        errors = answer.get("Errors", ())
+        if not errors:
+            return cls(tuple(sent))
+        asked = set(sent)
+        by_key: dict[str, list[str]] = {}
+        for target in sent:
+            by_key.setdefault(split_target(target)[0], []).append(target)
+        failures: dict[str, KeyFailure] = {}
+        for item in errors:
+            key, version_id = str(item.get("Key", "")), item.get("VersionId")
+            code, message = str(item.get("Code", "Unknown")), str(item.get("Message", ""))
+            if version_id is None:
+                named = by_key.get(key, [])
+            else:
+                target = version_target(key, str(version_id))
+                named = [target] if target in asked else []
+            if not named:
+                return None
+            for one in named:
+                failures.setdefault(one, KeyFailure(one, code, message))
+        deleted = tuple(target for target in sent if target not in failures)
+        return cls(deleted, tuple(failures.values()))
+
+
 def _deleted_target(item: Mapping[str, Any], sent: set[str]) -> str:
     """The target a Deleted entry names. A delete marker deleted by its version id may be
     named by DeleteMarkerVersionId alone (SeaweedFS); a delete without a version id that
@@ -170,7 +217,7 @@ class ObjectStore(Protocol):
         ...
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
-        """One DeleteObjects request (Quiet=false) for 1-1000 keys.
+        """One DeleteObjects request for 1-1000 keys.
 
         Deleting a missing key succeeds. The answer says per key what happened
         (`gcd.rules.triage` sorts it); a failure of the whole request raises.

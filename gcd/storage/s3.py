@@ -21,6 +21,13 @@ to botocore's parser), and the DeleteObjects body is written directly and put in
 of botocore's (`lean_delete_params`, `lean_delete_body`) before the checksum is taken.
 botocore still signs and sends every request and raises every error.
 
+DeleteObjects asks for a quiet answer (``<Quiet>true</Quiet>``: failures only, not an
+echo of every key deleted: ~20 us of parsing per key saved, bench/RESULTS.md §26) where
+no delete can write a delete marker (`S3ObjectStore._may_be_quiet`); every target no
+error names is then deleted (`DeleteResult.from_quiet_answer`). A store that ignores
+Quiet answers verbosely and is read so; an answer whose errors name a key that was not
+sent turns quiet requests off for the store, and the request is sent again verbose.
+
 Library exceptions become `StorageError` here (`gcd.storage.s3errors.translate_error`,
 shared with the Spark executors): the S3 error code (or the HTTP status, or
 "ConnectionError"/"Timeout") and whether a retry may help.
@@ -69,7 +76,7 @@ from botocore.parsers import ResponseParserError
 
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
-from gcd.rules.versions import split_target
+from gcd.rules.versions import SEPARATOR, split_target
 from gcd.storage.objectstore import (
     DeleteResult,
     KeyFailure,
@@ -191,6 +198,20 @@ def lean_delete_body(params: dict[str, Any], context: dict[str, Any], **_: Any) 
         params["body"] = body
 
 
+def _verify(endpoint_url: str | None) -> bool | None:
+    """botocore's `verify` for `endpoint_url`: False for a plain http:// endpoint, else
+    None (botocore's default: verify certificates, AWS_CA_BUNDLE honoured).
+
+    With verification on, aiobotocore builds an SSL context and loads the CA bundle when
+    it opens its connection pool (~0.1 s of CPU, bench/RESULTS.md §26) even when no
+    connection will ever use TLS. For an http:// endpoint nothing is verified anyway:
+    the only TLS such a client could meet is an https:// redirect named by an
+    unauthenticated http answer, which verification would not make trustworthy."""
+    if endpoint_url is not None and endpoint_url.lower().startswith("http://"):
+        return False
+    return None
+
+
 class _LeanParserFactory(AioResponseParserFactory):  # type: ignore[misc]
     """aiobotocore's parsers, but a 2xx ListObjectsV2 or DeleteObjects answer is read by
     `gcd.storage.s3xml` (errors, and every other operation, by botocore)."""
@@ -241,6 +262,7 @@ class S3ObjectStore(ObjectStore):
         self._features: StoreFeatures | None = None
         self._features_at = 0.0
         self._batch: bool | None = None  # DeleteObjects supported? None: not tried yet
+        self._quiet = True  # quiet DeleteObjects answers readable (`_may_be_quiet`)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -268,6 +290,7 @@ class S3ObjectStore(ObjectStore):
                 endpoint_url=settings.endpoint_url,
                 region_name=settings.region,
                 config=config,
+                verify=_verify(settings.endpoint_url),
             )
             client = await context.__aenter__()
         except _TRANSLATED as exc:
@@ -357,9 +380,10 @@ class S3ObjectStore(ObjectStore):
             )
         if self._batch is False:
             return await self._delete_singly(keys)
+        quiet = self._may_be_quiet(keys)
         try:
             response = await self._client.delete_objects(
-                Bucket=self.bucket, Delete={}, L0gcBody=delete_body(keys)
+                Bucket=self.bucket, Delete={}, L0gcBody=delete_body(keys, quiet=quiet)
             )
         except _TRANSLATED as exc:
             error = translate_error(exc, f"DeleteObjects on s3://{self.bucket}")
@@ -368,7 +392,30 @@ class S3ObjectStore(ObjectStore):
             self._no_batch_delete(error)
             return await self._delete_singly(keys)
         self._batch = True
-        return DeleteResult.from_answer(response, keys)
+        if not quiet:
+            return DeleteResult.from_answer(response, keys)
+        result = DeleteResult.from_quiet_answer(response, keys)
+        if result is not None:
+            return result
+        # An error named a key this request did not send: silence cannot be read.
+        log.warning("s3.quiet_delete_unreadable", bucket=self.bucket, keys=len(keys),
+                    fallback="verbose DeleteObjects answers from now on")  # fmt: skip
+        self._quiet = False
+        return await self.delete_batch(keys)
+
+    def _may_be_quiet(self, targets: Sequence[str]) -> bool:
+        """Whether this request may ask for a quiet answer (failures only).
+
+        Only where no delete of it can write a delete marker, whose version id only a
+        verbose answer carries (the undo window's hidden keys): the bucket was detected
+        unversioned (``versioning == "off"``), or every target names a version. Not
+        before detection, not when versioning is "unknown", and never again once a quiet
+        answer could not be read (`DeleteResult.from_quiet_answer`)."""
+        if not self._quiet:
+            return False
+        if self._features is not None and self._features.versioning == "off":
+            return True
+        return all(SEPARATOR in target for target in targets)
 
     def _no_batch_delete(self, error: StorageError) -> None:
         """DeleteObjects is not implemented: logged once (requests in flight may learn it

@@ -12,7 +12,8 @@ expat parser of the standard library:
   keys with characters XML cannot carry are listed);
 - `read_delete_result`: a DeleteObjects answer -> the ``Deleted``/``Errors`` mapping
   `DeleteResult.from_answer` reads, as botocore would give it;
-- `delete_body`: targets -> the DeleteObjects request body (Quiet=false).
+- `delete_body`: targets -> the DeleteObjects request body (verbose, or quiet: the
+  answer then lists failures only, `gcd.storage.s3`).
 
 Strictness is botocore's or more: an answer that does not parse, whose root element is
 not the operation's, an entry without a key, a LastModified or Size that is not one,
@@ -35,7 +36,7 @@ from xml.etree.ElementTree import Element, ParseError, TreeBuilder, XMLParser, f
 from botocore.parsers import ResponseParserError
 from botocore.utils import parse_timestamp
 
-from gcd.rules.versions import split_target
+from gcd.rules.versions import SEPARATOR
 from gcd.storage.objectstore import ObjectInfo
 
 __all__ = ["Listing", "delete_body", "parse_s3_timestamp", "read_delete_result", "read_listing",
@@ -188,17 +189,19 @@ def _text(value: str) -> str:
     return _ESCAPE.sub(lambda match: _ESCAPES[match.group()], value)
 
 
-def delete_body(targets: Iterable[str]) -> bytes:
-    """The DeleteObjects body (Quiet=false) for targets (`gcd.rules.versions`) XML can
-    carry (`gcd.rules.xmlkeys`). ``&``, ``<``, ``>`` and a carriage return are written as
-    references (a bare carriage return would reach the server as a line feed)."""
+def delete_body(targets: Iterable[str], *, quiet: bool = False) -> bytes:
+    """The DeleteObjects body for targets (`gcd.rules.versions`) XML can carry
+    (`gcd.rules.xmlkeys`), with ``<Quiet>true</Quiet>`` when `quiet`. ``&``, ``<``, ``>``
+    and a carriage return are written as references (a bare carriage return would reach
+    the server as a line feed). A target is split here inline, not by a call per key."""
     parts = [f'<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="{_NS[1:-1]}">']
+    append = parts.append
     for target in targets:
-        key, version_id = split_target(target)
-        if version_id is None:
-            parts.append(f"<Object><Key>{_text(key)}</Key></Object>")
+        key, versioned, version_id = target.partition(SEPARATOR)
+        if not versioned:
+            append(f"<Object><Key>{_text(key)}</Key></Object>")
         else:
-            parts.append(f"<Object><Key>{_text(key)}</Key><VersionId>{_text(version_id)}"
-                         "</VersionId></Object>")  # fmt: skip
-    parts.append("<Quiet>false</Quiet></Delete>")
+            append(f"<Object><Key>{_text(key)}</Key><VersionId>{_text(version_id)}"
+                   "</VersionId></Object>")  # fmt: skip
+    append("<Quiet>true</Quiet></Delete>" if quiet else "<Quiet>false</Quiet></Delete>")
     return "".join(parts).encode()

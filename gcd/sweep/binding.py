@@ -11,8 +11,10 @@ Roots never nest across namespaces (docs/operations.md#roots-never-nest): `bind_
 refuses a root inside another namespace's claimed root (`read_ancestor_claims`: one
 one-key LIST per ancestor, a GET only where a claim is) or containing one
 (`find_nested_claims`: one listing of the root), and `BoundSource` re-reads the
-ancestors' claims at every admission. A claim found below the root while a round lists
-blocks that subtree (`gcd.sweep.nesting`, asked by `gcd.sweep.pages`).
+ancestors' claims at every admission of a round (`read_safe_epoch`); a daemon's looks
+between rounds reuse the last claims found in order (`peek_safe_epoch`). A claim found
+below the root while a round lists blocks that subtree (`gcd.sweep.nesting`, asked by
+`gcd.sweep.pages`).
 """
 
 from __future__ import annotations
@@ -284,13 +286,36 @@ class BoundSource:
         self.shard = shard
         self.follower = follower
         """Reads M through an etcd watch when set (`watermark.etcd.follow`), else in full."""
+        self._claims: tuple[bytes | None, dict[str, bytes]] | None = None
+        """The root's and the ancestors' claims as last read, while they were in order."""
 
     async def get_paused(self) -> str | None:
         """The pause reason (None: not paused), for the sweeper's brake (`gcd.sweep.brake`)."""
         return await self.store.get_paused()
 
     async def read_safe_epoch(self) -> SafeEpoch:
-        """`WatermarkStore.read_safe_epoch`, with `refused_reason` set on any mismatch."""
+        """`WatermarkStore.read_safe_epoch`, with `refused_reason` set on any mismatch;
+        the root's claim and its ancestors' claims are read now (a GET and one LIST
+        each). Every round that may delete is admitted through this."""
+        return await self._read(fresh_claims=True)
+
+    async def peek_safe_epoch(self) -> SafeEpoch:
+        """`read_safe_epoch` for a decision that deletes nothing (a daemon's looks between
+        rounds, and its check whether a round would list at all): the claims the last
+        read found in order are judged again against this read's binding, without a
+        request to the store. Claims never read, or last found wrong or unreadable, are
+        read now (a daemon blocked by a claim sees its repair at the next look).
+
+        Why this is safe: a claim only matters to a delete, and every round that lists
+        (the only rounds that delete) is admitted by `read_safe_epoch`, which reads the
+        claims first, as before; a claim below the root is found by the round's own
+        listing (`gcd.sweep.nesting`). So a new claim above or at the root is honoured
+        before any delete it protects, exactly as when every look read it; only gauges
+        and the decision to wake may lag a claim change until the next round.
+        """
+        return await self._read(fresh_claims=False)
+
+    async def _read(self, *, fresh_claims: bool) -> SafeEpoch:
         if self.follower is not None:
             view, read = await self.follower.read()
         else:
@@ -298,20 +323,28 @@ class BoundSource:
         claim_raw: bytes | None = None
         above: dict[str, bytes] = {}
         if view.binding_raw is not None:
-            try:
-                claim_raw = await read_claim_object(self.objects, claim_key(self.target.root))
-                above = await read_ancestor_claims(self.objects, self.target.root)
-            except ClaimTooLarge as exc:
-                return dataclasses.replace(read, refused_reason=f"{self.target.describe()}: {exc}")
-            except StorageError as exc:
-                unreadable = f"cannot read the claims of {self.target.describe()}: {exc}"
-                return dataclasses.replace(read, refused_reason=unreadable)
+            if not fresh_claims and self._claims is not None:
+                claim_raw, above = self._claims
+            else:
+                self._claims = None
+                try:
+                    claim_raw = await read_claim_object(self.objects,
+                                                        claim_key(self.target.root))  # fmt: skip
+                    above = await read_ancestor_claims(self.objects, self.target.root)
+                except ClaimTooLarge as exc:
+                    return dataclasses.replace(read, refused_reason=f"{self.target.describe()}: "
+                                                                    f"{exc}")  # fmt: skip
+                except StorageError as exc:
+                    unreadable = f"cannot read the claims of {self.target.describe()}: {exc}"
+                    return dataclasses.replace(read, refused_reason=unreadable)
         reason = check_binding(
             self.store.namespace, view.binding_raw, view.cluster_id, self.target, claim_raw
         )
         if reason is None:
             reason = check_ancestor_claims(self.store.namespace, view.cluster_id, self.target,
                                            above)  # fmt: skip
+        if view.binding_raw is not None:
+            self._claims = (claim_raw, above) if reason is None else None
         if reason is None and self.shard is not None:
             reason = check_shards(self.shard, view.sweepers)
         return read if reason is None else dataclasses.replace(read, refused_reason=reason)

@@ -21,12 +21,22 @@ without sleeping:
 * `wake_reason` - rounds follow M. While it waits, the daemon looks at etcd every
   `follow_poll_s` (2 s; through the etcd watch of `watermark.etcd.follow` when the
   command follows M, so a look costs one etcd round trip plus the changed records, and
-  a sweeper bound to its storage also re-reads its claim object: one GET). A look
-  refreshes the gauges (M, cluster epoch, lag, paused, blocked) and `/readyz`, so they
-  are never older than one poll, and it ends the wait early when M advanced past the
-  last listing (debounced: not before `interval_s` after the previous iteration
-  ended) or when a blocked or paused daemon may delete again (`gcd resume`, a repaired
-  record). After errors the backoff is kept: a look never cuts it short.
+  nothing in the store). A look refreshes the gauges (M, cluster epoch, lag, paused,
+  blocked) and `/readyz`, so they are never older than one poll, and it ends the wait
+  early when M advanced past the last listing (debounced: not before `interval_s`
+  after that listing began) or when a blocked or paused daemon may delete again (`gcd
+  resume`, a repaired record). After errors the backoff is kept: a look never cuts it
+  short.
+* Claims cost nothing while idle (issue 43). A source bound to its storage
+  (`gcd.sweep.binding.BoundSource`) reads the claim objects (the root's: a GET; its
+  ancestors': one LIST each) only to admit a round that lists: looks and the first
+  read of each iteration go through its `peek_safe_epoch` (the claims last found in
+  order, judged again against the binding just read), and only an iteration that
+  will list reads M again with the claims (`read_safe_epoch`) before it lists. A
+  round that lists is the only one that deletes, so every delete is still preceded
+  by a claim check of its own round, as in `gcd sweep`; claims below the root are
+  found by the listing itself (`gcd.sweep.nesting`). An idle daemon sends no request
+  to the store at all.
 
 etcd unreachable: the last good read is used again (M only ever goes up, so a stale M
 deletes less, never more); this is logged and visible in the metrics
@@ -59,6 +69,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import structlog
 from aiohttp import web
@@ -124,6 +135,16 @@ class DaemonConfig:
             raise ConfigError(f"--stale-after {self.stale_after_s!r} s must be > 0")
         if not self.follow_poll_s > 0:
             raise ConfigError(f"follow poll interval {self.follow_poll_s!r} s must be > 0")
+
+
+@runtime_checkable
+class PeekingSource(WatermarkSource, Protocol):
+    """A source that can read M for a decision that deletes nothing more cheaply
+    (`gcd.sweep.binding.BoundSource.peek_safe_epoch`: no claim objects read)."""
+
+    async def peek_safe_epoch(self) -> SafeEpoch:
+        """M as `read_safe_epoch` gives it, for the daemon's looks and idle checks."""
+        ...
 
 
 class ListReason(enum.Enum):
@@ -199,15 +220,18 @@ def wake_reason(
     look: RoundAdmission,
     state: ListState,
     *,
-    waited_s: float,
+    since_listing_s: float,
     interval_s: float,
 ) -> str | None:
     """Why a look during the wait after a `kind` iteration ends the wait; None: wait on.
 
     A blocked or paused daemon wakes as soon as it may delete; an idle or busy one when
-    M advanced past its last listing, but not before `interval_s` after the iteration
-    (a debounce: M advancing every second still gives one round per interval). After an
-    error, the backoff stands.
+    M advanced past its last listing, but not before `interval_s` after that listing
+    began (`since_listing_s`; a debounce: M advancing every second still gives one round
+    per interval). The debounce counts from the listing, not from the iteration that
+    just ended: an idle iteration lists nothing, so M moving just after one is followed
+    at the next look (it waited up to `interval_s` + a poll, ~12 s, before issue 43).
+    After an error, the backoff stands.
     """
     if kind is RoundKind.ERROR or not look.allowed:
         return None
@@ -215,7 +239,7 @@ def wake_reason(
         return "may_delete_again"
     assert look.safe_epoch is not None
     listed = state.listed_safe_epoch
-    if listed is not None and look.safe_epoch > listed and waited_s >= interval_s:
+    if listed is not None and look.safe_epoch > listed and since_listing_s >= interval_s:
         return ListReason.SAFE_EPOCH_ADVANCED.value
     return None
 
@@ -336,11 +360,15 @@ class Daemon:
         """
         return await self._read(quiet=False)
 
-    async def _read(self, *, quiet: bool) -> SafeEpoch:
-        """`read_safe_epoch`; `quiet` (the looks between iterations) logs failures at debug."""
+    async def _read(self, *, quiet: bool, peek: bool = False) -> SafeEpoch:
+        """`read_safe_epoch`; `quiet` (the looks between iterations) logs failures at debug;
+        `peek`: through the source's `peek_safe_epoch` when it has one (no claim reads)."""
         assert self.source is not None
+        reader = self.source.read_safe_epoch
+        if peek and isinstance(self.source, PeekingSource):
+            reader = self.source.peek_safe_epoch
         try:
-            read = await self.source.read_safe_epoch()
+            read = await reader()
         except (L0gcError, OSError) as exc:
             now = self.clock()
             if self.etcd_failing_since_s is None:
@@ -366,7 +394,7 @@ class Daemon:
         counting as one: no round outcome, and the highest M used is not raised.
         """
         try:
-            read = await self._read(quiet=True)
+            read = await self._read(quiet=True, peek=True)
         except (L0gcError, OSError) as exc:
             admission = unreachable(str(exc))
         else:
@@ -395,23 +423,24 @@ class Daemon:
         self.iterations += 1
         self.paused = False
         now = self.clock()
-        source: WatermarkSource | None = self if self.source is not None else None
-        try:
-            self.admission = await read_admission(self.gate, source, override=self.override)
-        finally:
-            self.show_watermark_age()
-        if not self.admission.allowed:
-            self.sweeper.blocked(self.admission)
-            self.paused = self.admission.paused
+        peeking = isinstance(self.source, PeekingSource)
+        source: WatermarkSource | None = None
+        if self.source is not None:
+            source = _Peek(self) if peeking else self
+        if not await self._admit(source):
             return self._delay(RoundKind.BLOCKED)
-        safe_epoch = self.admission.safe_epoch
+        safe_epoch = self.admission.safe_epoch if self.admission is not None else None
         assert safe_epoch is not None
-        self._emit(AdmissionShown.of(self.admission))
         reason = should_list(self.state, safe_epoch, now, self.config.full_pass_interval_s)
         if reason is None:
             self._emit(RoundNotListed("idle"))
             log.debug("daemon.listing_skipped", safe_epoch=safe_epoch)
             return self._delay(RoundKind.IDLE)
+        if peeking and not await self._admit(self):  # the claims, read before any delete
+            return self._delay(RoundKind.BLOCKED)
+        assert self.admission is not None
+        assert self.admission.safe_epoch is not None
+        safe_epoch = self.admission.safe_epoch
         log.info("daemon.round", reason=reason.value, safe_epoch=safe_epoch)
         try:
             basis = DeleteBasis.of(self.admission, override=self.override is not None)
@@ -436,6 +465,19 @@ class Daemon:
         self.consecutive_errors = 0
         progress = summary.deleted > 0 or (summary.eligible > 0 and not result.complete)
         return self._delay(RoundKind.PROGRESS if progress else RoundKind.IDLE)
+
+    async def _admit(self, source: WatermarkSource | None) -> bool:
+        """Read M through `source` and the safety rails; False (and shown) when blocked."""
+        try:
+            self.admission = await read_admission(self.gate, source, override=self.override)
+        finally:
+            self.show_watermark_age()
+        if not self.admission.allowed:
+            self.sweeper.blocked(self.admission)
+            self.paused = self.admission.paused
+            return False
+        self._emit(AdmissionShown.of(self.admission))
+        return True
 
     def _delay(self, kind: RoundKind) -> float:
         self.last_kind = kind
@@ -475,12 +517,26 @@ class Daemon:
             if self.source is None:
                 continue
             look = await self.look()
-            why = wake_reason(kind, look, self.state, waited_s=loop.time() - started,
+            waited = loop.time() - started
+            listed_at = self.state.listed_at_s
+            since = waited if listed_at is None else max(waited, self.clock() - listed_at)
+            why = wake_reason(kind, look, self.state, since_listing_s=since,
                               interval_s=self.config.interval_s)  # fmt: skip
             if why is not None:
                 log.info("daemon.woken", reason=why, safe_epoch=look.safe_epoch,
                          waited_s=round(loop.time() - started, 2))  # fmt: skip
                 return
+
+
+class _Peek:
+    """The daemon read through its source's `peek_safe_epoch` (an iteration's first
+    admission: if it does not list, it deletes nothing and needs no claim read)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    async def read_safe_epoch(self) -> SafeEpoch:
+        return await self._daemon._read(quiet=False, peek=True)
 
 
 # -- HTTP: /metrics /healthz /readyz ----------------------------------------------------

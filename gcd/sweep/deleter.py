@@ -1,6 +1,7 @@
 """Deleting one batch of keys reliably: pacing, retries, the brake, poison keys, accounting.
 
-A batch goes out as one DeleteObjects request (Quiet=false). What comes back is
+A batch goes out as one DeleteObjects request; what the store makes of its answer
+(`gcd.storage.objectstore.DeleteResult`, verbose or quiet) is
 sorted three ways by the rule Spark's executors use too (`gcd.rules.triage.triage`):
 deleted keys are counted (with their bytes and epochs); per-key failures with a
 transient code (InternalError, SlowDown, ServiceUnavailable...) and keys the answer
@@ -289,12 +290,13 @@ class BatchDeleter:
             await self.limiter.release(slot, ok=False)
             self._braked([*part.keys, *run.remaining()], run.counts)
             return False
-        named = [split_target(target) for target in part.keys]
+        named = [split_target(target) for target in part.keys]  # the only split per key
         versions = tuple(version for _, version in named)
+        if not any(versions):
+            versions = ()
         attempt = BatchAttempt(run.basis, tuple(key for key, _ in named),
                                tuple(run.by_key[key].epoch for key in part.keys), part.attempt,
-                               run.number, next(self._request_numbers),
-                               versions if any(versions) else (),
+                               run.number, next(self._request_numbers), versions,
                                _hides(run.by_key[key] for key in part.keys))  # fmt: skip
         try:
             emit_before(self.sinks, attempt)
@@ -315,10 +317,17 @@ class BatchDeleter:
             self._emit(DeleteFailed(exc.code))
             await self._failed_whole(part, exc, run)
             return True
-        gone = [split_target(target) for target in result.deleted]
-        failed = tuple((split_target(failure.key)[0], failure.code) for failure in result.errors)
-        gone_versions = tuple(version for _, version in gone)
-        emit_after(self.sinks, BatchOutcome(attempt, tuple(key for key, _ in gone), failed,
+        # Each target was split once above; `_sent_only` keeps only targets sent.
+        if versions:
+            split = dict(zip(part.keys, named, strict=True))
+            gone = [split[target] for target in result.deleted]
+            gone_keys = tuple(key for key, _ in gone)
+            gone_versions = tuple(version for _, version in gone)
+            failed = tuple((split[failure.key][0], failure.code) for failure in result.errors)
+        else:
+            gone_keys, gone_versions = result.deleted, ()
+            failed = tuple((failure.key, failure.code) for failure in result.errors)
+        emit_after(self.sinks, BatchOutcome(attempt, gone_keys, failed,
                                             deleted_version_ids=gone_versions
                                             if any(gone_versions) else (),
                                             markers=result.markers))  # fmt: skip

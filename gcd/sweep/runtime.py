@@ -20,8 +20,10 @@ closed in the reverse one):
    nothing and announces no shard.
 
 Then `run_round()` runs one round, or `daemon(config)` and `serve(...)` run rounds until
-the sweeper's `stop` is set. Commands that only read (`gcd explain`, the Spark driver)
-open the store and M through the binding with `open_reader`, on one etcd client too.
+the sweeper's `stop` is set (the daemon and its HTTP server, aiohttp.web, are imported
+by those two only: `gcd sweep` starts without them, bench/RESULTS.md §26). Commands
+that only read (`gcd explain`, the Spark driver) open the store and M through the
+binding with `open_reader`, on one etcd client too.
 Flags are the CLI's business (`gcd.cli.sweep.round_setup` builds `SweepSettings`);
 signals too (the CLI sets `runtime.sweeper.stop`).
 """
@@ -35,7 +37,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -45,8 +47,6 @@ from gcd.storage.objectstore import DetectingStore
 from gcd.storage.open import StoreSettings, open_store, preflight_store
 from gcd.sweep.binding import BoundSource
 from gcd.sweep.brake import brake_for
-from gcd.sweep.daemon import Daemon, DaemonConfig, serve
-from gcd.sweep.explain_http import ExplainRoute
 from gcd.sweep.journal import (
     DEFAULT_MAX_AGE_S,
     DEFAULT_MAX_BYTES,
@@ -74,10 +74,13 @@ from gcd.sweep.usage import UsageRecorder, usage_key
 from watermark.api.auth import TokenFile
 from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError
-from watermark.etcd.client import EtcdKV
 from watermark.etcd.follow import GcFollower
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
+
+if TYPE_CHECKING:  # the daemon and its HTTP server (aiohttp.web): imported when used
+    from gcd.sweep.daemon import Daemon, DaemonConfig
+    from watermark.etcd.client import EtcdKV
 
 __all__ = ["LEDGER_MARGIN_S", "MAX_SEGMENT_READ", "Announcing", "JournalSettings",
            "SweepRuntime", "SweepSettings", "empty_namespace", "open_reader",
@@ -360,6 +363,8 @@ class SweepRuntime:
 
     def daemon(self, config: DaemonConfig) -> Daemon:
         """The loop of rounds on this runtime's sweeper (it stops with `sweeper.stop`)."""
+        from gcd.sweep.daemon import Daemon  # noqa: PLC0415 - `gcd sweep` never needs it
+
         return Daemon(self.sweeper, self.source, config,
                       override=self.settings.safe_epoch_override)  # fmt: skip
 
@@ -367,6 +372,9 @@ class SweepRuntime:
                     tokens: TokenFile | None = None) -> None:  # fmt: skip
         """Run `daemon` with its HTTP server (/metrics, /healthz, /readyz, /v1/explain)
         until its sweeper's `stop` is set; signals are the caller's."""
+        from gcd.sweep.daemon import serve  # noqa: PLC0415 - aiohttp.web: for daemons only
+        from gcd.sweep.explain_http import ExplainRoute  # noqa: PLC0415
+
         settings = self.settings
         layout = settings.round.layout
         source = self.source

@@ -31,10 +31,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watermark.core.contract import validate_namespace
 from watermark.errors import ConfigError
-from watermark.etcd.client import EtcdKV
 from watermark.options import (
     Option,
     add_options,
@@ -44,6 +44,9 @@ from watermark.options import (
     resolve_values,
     text,
 )
+
+if TYPE_CHECKING:  # aetcd and gRPC load with the client, when one is opened
+    from watermark.etcd.client import EtcdKV
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -287,6 +290,7 @@ def add_etcd_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def open_kv(settings: EtcdSettings, *, connect: bool = True) -> EtcdKV:
     """An `EtcdKV` for `settings`; with `connect`, raise `EtcdUnavailable` now if unreachable."""
+    from watermark.etcd.client import EtcdKV  # noqa: PLC0415 - gRPC only when etcd is used
 
     def read(path: Path | None, what: str) -> bytes | None:
         if path is None:

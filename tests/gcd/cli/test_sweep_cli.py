@@ -7,6 +7,7 @@ import asyncio
 import importlib
 import io
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -391,6 +392,32 @@ def test_sweep_does_not_import_pyspark_or_other_commands() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).parents[3]).stdout  # fmt: skip
     assert "IMPORTED []" in out
+
+
+_LEAN_CHECK = """
+import sys
+from gcd.cli.main import main
+code = main(sys.argv[1:])
+heavy = ("aiohttp.web", "azure", "google", "pyspark", "gcd.spark", "gcd.sweep.daemon",
+         "gcd.sweep.explain_http", "aetcd", "grpc")
+loaded = sorted(m for m in sys.modules if m.startswith(heavy))
+print("EXIT", code, "HEAVY", loaded, file=sys.stderr)
+"""
+
+
+@pytest.mark.integration
+def test_a_one_shot_round_imports_no_server_sdk_or_grpc(s3_server: LocalS3, bucket: str) -> None:
+    """A real `gcd sweep` round (M from --safe-epoch, no etcd) ends without having
+    imported aiohttp.web (the daemon's server), an Azure or Google SDK, protobuf or
+    gRPC (etcd's client), or Spark: start-up cost it does not need (issue 43)."""
+    garbage = seed(s3_server, bucket)
+    argv = sweep_args(s3_server, bucket, "--safe-epoch", "5")
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    err = subprocess.run([sys.executable, "-c", _LEAN_CHECK, *argv], capture_output=True,
+                         text=True, check=True, cwd=Path(__file__).parents[3],
+                         env=env).stderr  # fmt: skip
+    assert "EXIT 0 HEAVY []" in err, err[-2000:]
+    assert not garbage & s3_server.keys(bucket)  # the round did run and delete
 
 
 def test_exception_mapping() -> None:

@@ -4,13 +4,14 @@ plays the S3 endpoint that answers so; everything else is the real client."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 from aiohttp import web
 
 from gcd.errors import StorageError
-from gcd.storage.s3 import S3ObjectStore, S3Settings, error_in_200
+from gcd.storage.s3 import S3ObjectStore, S3Settings, _verify, error_in_200
 from l0lab.testing.local_servers import free_port
 
 pytestmark = pytest.mark.integration
@@ -159,3 +160,21 @@ async def test_botocores_parse_refuses_a_doctype_too(answering: Callable) -> Non
         with pytest.raises(StorageError, match="DOCTYPE") as raised:
             await store.list_versions_page("p/")
     assert raised.value.retryable
+
+
+async def test_an_http_endpoint_builds_no_certificate_store(
+    answering: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Talking to an http:// endpoint loads no CA bundle (~0.1 s of CPU per client,
+    issue 43): nothing is verified on a plain connection; https:// keeps verifying."""
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("a CA bundle was loaded for an http:// endpoint")
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", refuse)
+    endpoint = await answering(DELETED_BODY)
+    async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
+        assert (await store.delete_batch(["a"])).deleted == ("a",)
+    assert _verify(endpoint.upper()) is False
+    assert _verify("https://s3.example.com") is None  # botocore's default: verify
+    assert _verify(None) is None

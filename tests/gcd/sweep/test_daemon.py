@@ -28,6 +28,7 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.sweep.binding import BoundSource, bind_namespace
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.daemon import (
     Daemon,
@@ -41,12 +42,15 @@ from gcd.sweep.daemon import (
     wake_reason,
 )
 from gcd.sweep.sweeper import RoundConfig, Sweeper
+from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
 from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind
 from tests.waiting import wait_until
+from watermark.core.binding import Binding, StorageTarget, claim_key
 from watermark.core.contract import Publication
 from watermark.core.kv import Put
+from watermark.etcd.follow import GcFollower
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -305,13 +309,15 @@ def test_a_look_wakes_the_daemon_when_m_advances_or_it_may_delete_again() -> Non
     same, ahead = RoundAdmission(5, 10), RoundAdmission(6, 10)
     paused = RoundAdmission(None, 10, "paused: x", paused=True)
     for kind in (RoundKind.IDLE, RoundKind.PROGRESS):
-        assert wake_reason(kind, ahead, listed, waited_s=2, interval_s=1) == "safe_epoch_advanced"
-        assert wake_reason(kind, ahead, listed, waited_s=0.5, interval_s=1) is None  # debounce
-        assert wake_reason(kind, same, listed, waited_s=30, interval_s=1) is None
-        assert wake_reason(kind, paused, listed, waited_s=30, interval_s=1) is None
-    assert wake_reason(RoundKind.BLOCKED, same, listed, waited_s=0, interval_s=1) is not None
-    assert wake_reason(RoundKind.BLOCKED, paused, listed, waited_s=9, interval_s=1) is None
-    assert wake_reason(RoundKind.ERROR, ahead, listed, waited_s=99, interval_s=1) is None
+        woken = wake_reason(kind, ahead, listed, since_listing_s=2, interval_s=1)
+        assert woken == "safe_epoch_advanced"
+        debounced = wake_reason(kind, ahead, listed, since_listing_s=0.5, interval_s=1)
+        assert debounced is None
+        assert wake_reason(kind, same, listed, since_listing_s=30, interval_s=1) is None
+        assert wake_reason(kind, paused, listed, since_listing_s=30, interval_s=1) is None
+    assert wake_reason(RoundKind.BLOCKED, same, listed, since_listing_s=0, interval_s=1) is not None
+    assert wake_reason(RoundKind.BLOCKED, paused, listed, since_listing_s=9, interval_s=1) is None
+    assert wake_reason(RoundKind.ERROR, ahead, listed, since_listing_s=99, interval_s=1) is None
 
 
 @pytest.mark.integration
@@ -525,3 +531,118 @@ async def test_resume_wakes_a_daemon_within_seconds(
                 await asyncio.wait_for(task, timeout=30)
     finally:
         await kv.close()
+
+
+# -- issue 43: an idle daemon costs the store nothing ------------------------------------
+
+
+async def test_a_claim_planted_while_idle_blocks_the_next_round_before_any_delete() -> None:
+    """Looks and idle iterations reuse the claims last found in order, but the round that
+    follows M re-reads them first: another namespace's claim planted above the root while
+    the daemon idled blocks that round, and its garbage stays."""
+    clock = Clock()
+    _, watermarks, store, _ = await memory_setup(clock)
+    target = StorageTarget("bkt", "level_zero/data", None)
+    await bind_namespace(watermarks, store, target)
+    sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, grace_s=600), clock=clock,
+                      retrier=Retrier(Backoff(), no_sleep, random.Random(0)))  # fmt: skip
+    daemon = Daemon(sweeper, BoundSource(watermarks, target, store), CONFIG, clock=clock,
+                    rng=random.Random(0))  # fmt: skip
+    gets = 0
+    plain_get = store.get_object
+
+    async def counted_get(key: str, *, max_bytes: int) -> bytes | None:
+        nonlocal gets
+        gets += 1
+        return await plain_get(key, max_bytes=max_bytes)
+
+    store.get_object = counted_get  # type: ignore[method-assign]
+    await daemon.run_once()  # the first round: claims read, nothing to delete
+    assert gets > 0
+    requests = (store.list_requests, gets)
+    for _ in range(5):
+        clock.now += 70
+        await daemon.look()
+        await daemon.run_once()  # idle: M did not move
+    assert (store.list_requests, gets) == requests  # no request to the store
+    other = Binding("/l0gc/other", StorageTarget("bkt", "level_zero", None), "b0", "c", 0.0)
+    await store.put_object(claim_key("level_zero"), other.claim().encode(), if_absent=True)
+    garbage = put_garbage(store, clock, range(6, 8), "g")
+    await publish(watermarks, 7)
+    assert (await daemon.look()).allowed  # a look deletes nothing: the old claims may do
+    clock.now += 70
+    await daemon.run_once()
+    assert daemon.admission is not None
+    assert "/l0gc/other" in str(daemon.admission.blocked_reason)
+    assert garbage <= store.keys()
+
+
+@pytest.mark.integration
+async def test_an_idle_bound_daemon_lists_nothing_and_follows_m_at_the_next_look(
+    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """Issue 43, on moto behind the counting proxy and a real etcd: a bound daemon whose M
+    does not move sends no request at all over many looks and idle iterations (it sent 2
+    LISTs and a GET per look); when M moves, the round starts at the next look, not
+    --interval after the last idle iteration (up to ~12 s before)."""
+    async with FaultProxy(s3_server.endpoint_url) as proxy:
+        await bind(etcd_server.endpoint, namespace, proxy.endpoint_url, bucket)
+        kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
+        watermarks = WatermarkStore(kv, namespace)
+        await watermarks.init_cluster_epoch(1)
+        await watermarks.register_partition("p")
+        await watermarks.acquire_ownership("p", "owner")
+        for _ in range(9):
+            await watermarks.advance_cluster_epoch()
+        await publish(watermarks, 5)
+        live = [LAYOUT.format(p, e, "g") for p in (4, 900) for e in (6, 7)]
+        s3_server.seed(bucket, live, last_modified=datetime.now(UTC) - timedelta(hours=1))
+        clock = Clock()
+        clock.now = time.time()
+        config = dataclasses.replace(CONFIG, interval_s=30, idle_interval_s=600,
+                                     follow_poll_s=0.02)  # fmt: skip
+        target = StorageTarget(bucket, "level_zero/data", proxy.endpoint_url)
+        settings = S3Settings(bucket, proxy.endpoint_url, "us-east-1")
+        try:
+            async with S3ObjectStore.open(settings) as objects:
+                source = BoundSource(watermarks, target, objects, follower=GcFollower(watermarks))
+                sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=60))
+                daemon = Daemon(sweeper, source, config, clock=clock)
+                await daemon.run_once()  # the first round lists; nothing is garbage yet
+                before = dict(proxy.requests)
+                for _ in range(20):  # 20 looks and 5 idle iterations, none listing
+                    await daemon.look()
+                for _ in range(5):
+                    await daemon.run_once()
+                assert dict(proxy.requests) == before
+                assert daemon.iterations == 6
+                looks = 0
+                plain_look = daemon.look
+
+                async def counted() -> RoundAdmission:
+                    nonlocal looks
+                    looks += 1
+                    return await plain_look()
+
+                daemon.look = counted  # type: ignore[method-assign]
+                clock.now += 60  # the last listing is older than --interval (30 s)
+                task = asyncio.create_task(daemon.run())
+                try:
+                    await wait_until(lambda: looks >= 3, timeout_s=10, what="idle looks")
+                    await publish(watermarks, 8)
+                    seen = looks  # the write is in etcd: any look begun from now sees it
+                    await wait_until(lambda: daemon.last_result is not None
+                                     and daemon.last_result.summary.safe_epoch == 8,
+                                     timeout_s=20, what="the round after M moved")  # fmt: skip
+                    assert looks - seen <= 2  # a look in flight, then the next one wakes
+                    assert daemon.iterations == 8
+                    assert daemon.last_result is not None
+                    assert daemon.last_result.summary.deleted == len(live)
+                    assert not set(live) & s3_server.keys(bucket)
+                    assert proxy.requests["list"] > before.get("list", 0)  # claims + listing
+                finally:
+                    daemon.stop.set()
+                    await asyncio.wait_for(task, timeout=30)
+        finally:
+            structlog.reset_defaults()
+            await kv.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import random
 from collections.abc import Sequence
@@ -10,15 +11,19 @@ from collections.abc import Sequence
 import pytest
 from structlog.testing import capture_logs
 
+import gcd.sweep.deleter as deleter_module
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
+from gcd.rules.versions import split_target
 from gcd.storage.objectstore import DeleteResult
 from gcd.storage.retry import Retrier
 from gcd.sweep.brake import OPEN, Brake, PauseBrake
 from gcd.sweep.deleter import MAX_UNPROVEN, BatchDeleter, Candidate
+from gcd.sweep.events import BatchAttempt, BatchOutcome
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundCounts
 from l0lab.testing.memory import MemoryObjectStore
+from l0lab.testing.versioned import VersionedMemoryStore
 
 
 class RefusingStore(MemoryObjectStore):
@@ -219,7 +224,6 @@ class StrayAnswerStore(MemoryObjectStore):
 async def test_an_answer_naming_keys_never_sent_records_and_counts_none_of_them() -> None:
     """Issue 35, item 6: such entries are dropped (and logged) before the journal and the
     accounting see the answer: no deletion the request did not ask for is recorded."""
-    from gcd.sweep.events import BatchOutcome  # noqa: PLC0415
 
     store = StrayAnswerStore()
     deleter = deleter_for(store)
@@ -314,3 +318,45 @@ async def test_an_outage_answered_500_is_not_bisected_into_a_thousand_requests()
     await deleter.delete(batch_of(store, GOOD), counts)
     assert (counts.deleted, counts.errors, counts.poison_keys) == (0, 1000, [])
     assert len(store.requests) <= 4 + 2 * 10 + MAX_UNPROVEN
+
+
+async def test_each_target_is_split_once_and_the_journal_sees_keys_and_versions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deleter splits each target once per request (it was three times per key,
+    issue 43); what the sinks see is still each key with its version id."""
+    calls = 0
+
+    def counting(target: str) -> tuple[str, str | None]:
+        nonlocal calls
+        calls += 1
+        return split_target(target)
+
+    class Sink:
+        def __init__(self) -> None:
+            self.outcomes: list[BatchOutcome] = []
+
+        def before(self, attempt: BatchAttempt) -> None:
+            return None
+
+        def after(self, outcome: BatchOutcome) -> None:
+            self.outcomes.append(outcome)
+
+    monkeypatch.setattr(deleter_module, "split_target", counting)
+    plain = MemoryObjectStore()
+    versioned = VersionedMemoryStore(clock=lambda: 0.0)
+    batches = [(plain, batch_of(plain, [f"p/{n:03d}" for n in range(300)])),
+               (versioned, [Candidate(f"v/{n:03d}", 1, n, versioned.put(f"v/{n:03d}", b"x"))
+                            for n in range(300)])]  # fmt: skip
+    for store, candidates in batches:
+        calls = 0
+        sink = Sink()
+        deleter = deleter_for(store)  # type: ignore[arg-type]
+        deleter.sinks = (sink,)
+        counts = RoundCounts()
+        await deleter.delete(candidates, counts)
+        assert counts.deleted == len(candidates)
+        assert calls == len(candidates)
+        gone = [(k, v) for o in sink.outcomes
+                for k, v in itertools.zip_longest(o.deleted, o.deleted_version_ids)]  # fmt: skip
+        assert sorted(gone) == sorted((c.key, c.version_id) for c in candidates)
