@@ -2,6 +2,12 @@
 
     gcd spark-sweep  --bucket B (--inventory manifest.json | --list) --output DIR [--dry-run]
     gcd spark-report --bucket B (--inventory manifest.json | --list) --output DIR
+    gcd spark-sweep  --storage gcs --bucket B (--inventory *_manifest.json | --list) ...
+
+On GCS (`--storage gcs`, `--gcs-credentials-file` / ADC, `--gcs-anonymous` for an
+emulator) the executors list and delete through `gcd.spark.gcsclient` and an inventory
+is a Storage Insights report (`gcd.spark.gcsinventory`); the preflight is `gcd sweep`'s
+(`gcd.storage.open.preflight_store`), and there is no versioning plan (live objects).
 
 spark-report takes no delete options (--dry-run, --batch-size, --decisions-uri,
 --max-deletes-per-second, --delete-concurrency): it deletes nothing, so it refuses them
@@ -57,15 +63,18 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import human_bytes, write_json
-from gcd.cli.storage import AZURE_OPTIONS
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, gcs_settings
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
+from gcd.spark.gcs import GcsStore
 from gcd.spark.inventory import InventoryManifest
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
+from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.objectstore import StoreFeatures
+from gcd.storage.open import StoreSettings, preflight_store
 from gcd.storage.s3 import S3Settings, preflight
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.runtime import open_reader
@@ -161,6 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "bucket")
     add_options(parser, AZURE_OPTIONS[:1], "storage")
+    add_options(parser, GCS_OPTIONS, "storage")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, shared, "round")
     add_options(parser, spark, "spark")
@@ -177,15 +187,10 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     """Resolve flags > env > config > defaults and validate them (ConfigError)."""
     command = str(getattr(args, "command", "spark-sweep"))
     shared, spark = _tables(command)
-    resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS[:1], *LAYOUT_OPTIONS, *shared, *spark,
-                   CONF_OPTION))  # fmt: skip
-    if args.storage == "gcs":
-        raise ConfigError(
-            f"--storage gcs: {command} supports S3 only (Spark on Google Cloud Storage, from "
-            "a Storage Insights inventory, is not supported yet); sweep a GCS bucket with "
-            "`gcd sweep --storage gcs --bucket NAME` or `gcd daemon --storage gcs --bucket NAME`"
-        )
-    if args.storage != "s3":
+    resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS[:1], *GCS_OPTIONS, *LAYOUT_OPTIONS, *shared,
+                   *spark, CONF_OPTION))  # fmt: skip
+    gcs = gcs_settings(args)  # --storage gcs (ConfigError for a GCS flag without it)
+    if args.storage not in {"s3", "gcs"}:
         raise ConfigError(
             f"--storage {args.storage}: {command} supports S3 only (Spark on Azure Blob Storage, "
             "from a Blob Inventory, is not supported yet); sweep an Azure container with "
@@ -238,6 +243,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         py_files=args.py_files or (),
         delete_tasks=args.delete_tasks,
         version_mode=args.versions,
+        executor_target=None if gcs is None else GcsStore.of(gcs),
     )
 
 
@@ -249,9 +255,16 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Rou
     """
     etcd_given = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
-    settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
-    async with open_reader(etcd, settings, args.root) as (_, source):
+    async with open_reader(etcd, _store_settings(args), args.root) as (_, source):
         return await read_admission(SafetyGate(), source, override=override)
+
+
+def _store_settings(args: argparse.Namespace) -> StoreSettings:
+    """The store the job sweeps, as `gcd sweep` opens it (the driver's preflight and M)."""
+    gcs = gcs_settings(args)
+    if gcs is not None:
+        return gcs
+    return S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
 
 
 def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
@@ -322,13 +335,16 @@ async def run(args: argparse.Namespace) -> int:
     config = parse_run(args)
     configure_logging(args.log_level)
     started = time.monotonic()
-    if config.source == "list" or (config.sweep and not config.dry_run):
-        settings = S3Settings(bucket=config.bucket, endpoint_url=config.endpoint_url,
-                              region=config.region)  # fmt: skip
-        features = await preflight(settings, config.layout.listing_root)
+    store = _store_settings(args)
+    calls_store = config.source == "list" or (config.sweep and not config.dry_run)
+    if isinstance(store, GcsSettings):  # GCS: live objects only, no version plan
+        if calls_store:
+            await preflight_store(store, config.layout.listing_root)
     else:
         features = None
-    config = with_version_plan(config, features)
+        if calls_store:
+            features = await preflight(store, config.layout.listing_root)  # type: ignore[arg-type]
+        config = with_version_plan(config, features)
     admission = await read_safe_epoch(args, config.safe_epoch)
     if not admission.allowed:
         log.warning("spark.round_blocked", command=config.command, reason=admission.blocked_reason,

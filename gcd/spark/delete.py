@@ -50,6 +50,7 @@ from gcd.rules.triage import triage
 from gcd.rules.versions import split_target, version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
+from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import Action, with_version_columns
 from gcd.storage.objectstore import DeleteResult, KeyFailure
 from gcd.storage.ratelimit import TokenBucket
@@ -76,7 +77,8 @@ _DECISION_COLUMNS = ("key", "version_id", "delete_marker", "epoch", "size", "act
 class DeleteSettings:
     """How executors delete; `dry_run` defaults to True (nothing is deleted)."""
 
-    target: S3Target
+    target: S3Target | ExecutorStore
+    """S3, or another store's executor target (`gcd.spark.stores`: its own `delete`)."""
     dry_run: bool = True
     threads: int = 4
     deletes_per_second: float | None = None
@@ -87,7 +89,7 @@ class DeleteSettings:
     @classmethod
     def for_job(
         cls,
-        target: S3Target,
+        target: S3Target | ExecutorStore,
         *,
         tasks: int,
         dry_run: bool = True,
@@ -242,9 +244,11 @@ def _delete_partition(
 
     def run_batch(rows: list[_Pending]) -> list[Row]:
         targets = [version_target(key, version_id) for key, version_id, *_ in rows]
+        store = settings.target
         result = delete_keys(
-            client, settings.target, targets, pace=pacer.acquire, on_request=count,
-        )  # fmt: skip
+            client, store, targets, pace=pacer.acquire, on_request=count,
+        ) if isinstance(store, S3Target) else store.delete(
+            client, targets, pace=pacer.acquire, on_request=count)  # fmt: skip
         decided: list[Row] = []
         for target, (key, version_id, marker, epoch, size) in zip(targets, rows, strict=True):
             # A key is deleted only when its outcome says so; one without any is failed.
@@ -257,7 +261,9 @@ def _delete_partition(
     def submit() -> Iterator[list[Row]]:
         nonlocal pool, client
         if pool is None:
-            client = make_client(settings.target, pool=settings.threads)
+            store = settings.target
+            client = (make_client(store, pool=settings.threads) if isinstance(store, S3Target)
+                      else store.client(pool=settings.threads))  # fmt: skip
             pool = ThreadPoolExecutor(settings.threads, thread_name_prefix="l0gc-delete")
         in_flight.add(pool.submit(run_batch, list(pending)))
         pending.clear()

@@ -32,6 +32,7 @@ from typing import Any
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
+from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import SOURCE_SCHEMA, LayoutSpec
 
 __all__ = ["LISTING_SCHEMA", "Listed", "list_objects", "list_prefix", "listing_tasks"]
@@ -139,7 +140,7 @@ def list_prefix(
 
 def list_objects(
     spark: Any,
-    target: S3Target,
+    target: S3Target | ExecutorStore,
     layout: KeyLayout,
     *,
     task_count: int = 100,
@@ -150,15 +151,25 @@ def list_objects(
     """The bucket's objects (every version with `versions`) under the layout's root as
     `SOURCE_SCHEMA` rows.
 
-    `requests` is an optional Spark accumulator counting LIST calls.
+    `requests` is an optional Spark accumulator counting LIST calls. A target that is
+    not S3 lists with its own `list_prefix` (`gcd.spark.stores.ExecutorStore`).
     """
     tasks = listing_tasks(layout, task_count)
     spec = LayoutSpec.of(layout)
 
     def run(partition: Iterable[list[str]]) -> Iterator[Listed]:
         built = spec.build()
-        client = make_client(target, pool=1)
         count = (lambda: requests.add(1)) if requests is not None else None
+        if not isinstance(target, S3Target):  # another store lists itself (gcd.spark.stores)
+            store_client = target.client(pool=1)
+            for prefixes in partition:
+                for prefix in prefixes:
+                    yield from target.list_prefix(
+                        store_client, prefix, layout=built, skip_above_epoch=skip_above_epoch,
+                        on_request=count, versions=versions,
+                    )  # fmt: skip
+            return
+        client = make_client(target, pool=1)
         for prefixes in partition:
             for prefix in prefixes:
                 yield from list_prefix(

@@ -41,6 +41,7 @@ from typing import Any
 
 from gcd.errors import StorageError
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
+from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import Action
 from watermark.core.binding import (
     CLAIM_NAME,
@@ -92,7 +93,9 @@ def find_nested_roots(source: Any, root: str) -> dict[str, str]:
     return found
 
 
-def _exists(client: Any, target: S3Target, key: str) -> bool:
+def _exists(client: Any, target: S3Target | ExecutorStore, key: str) -> bool:
+    if not isinstance(target, S3Target):  # another store probes itself (gcd.spark.stores)
+        return target.exists(client, key)
     page = call_with_retries(
         lambda: client.list_objects_v2(Bucket=target.bucket, Prefix=key, MaxKeys=1),
         what=f"ListObjectsV2 s3://{target.bucket}/{key}",
@@ -104,7 +107,7 @@ def _exists(client: Any, target: S3Target, key: str) -> bool:
 def probe_claims(
     classified: Any,
     root: str,
-    target: S3Target,
+    target: S3Target | ExecutorStore,
     known: dict[str, str],
     *,
     every_directory: bool,
@@ -127,7 +130,8 @@ def probe_claims(
     def probe(partition: Iterable[str]) -> Iterator[tuple[str, bool]]:
         client = None
         for directory in partition:
-            client = client or make_client(target, pool=1)
+            client = client or (make_client(target, pool=1) if isinstance(target, S3Target)
+                                else target.client(pool=1))  # fmt: skip
             if requests is not None:
                 requests.add(1)
             try:

@@ -53,12 +53,15 @@ import structlog
 
 from gcd.rules.layout import KeyLayout
 from gcd.spark.delete import DeleteSettings, apply_deletes
+from gcd.spark.gcs import GcsStore
+from gcd.spark.gcsinventory import read_gcs_inventory
 from gcd.spark.inventory import read_inventory
 from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
 from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.s3client import S3Target
 from gcd.spark.session import is_local_master, spark_session, task_slots
+from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import Action, classify, outcome_counts
 from gcd.sweep.report import RoundSummary
 from watermark.errors import ConfigError
@@ -113,6 +116,9 @@ class JobConfig:
     """The bucket has Object Lock: a version it refuses is `locked`, not an error."""
     store: dict[str, Any] | None = None
     """What the preflight detected (versioning, Object Lock), for the summary's `store`."""
+    executor_target: ExecutorStore | None = None
+    """The bucket as executors see it when it is not S3 (`gcd.spark.stores`: GCS's
+    `gcd.spark.gcs.GcsStore`); None: S3 (`bucket`, `endpoint_url`, `region`)."""
 
     @property
     def sweep(self) -> bool:
@@ -125,8 +131,10 @@ class JobConfig:
         return "list" if self.inventory is None else "inventory"
 
     @property
-    def target(self) -> S3Target:
+    def target(self) -> S3Target | ExecutorStore:
         """The bucket as executors see it."""
+        if self.executor_target is not None:
+            return self.executor_target
         return S3Target(self.bucket, self.endpoint_url, self.region)
 
 
@@ -217,11 +225,15 @@ def _source(
     spark: Any, job: JobConfig, skip_above: int | None, requests: Any, tasks: int | None
 ) -> Any:
     """The objects; with `tasks` (a deleting sweep) in exactly that many partitions."""
-    if job.inventory is not None:
+    if job.inventory is not None and isinstance(job.target, GcsStore):
+        frame = read_gcs_inventory(spark, job.inventory, inventory_root=job.inventory_root,
+                                   expected_bucket=job.bucket)  # fmt: skip
+    elif job.inventory is not None:
         frame = read_inventory(
             spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket,
             versions=job.versions,
         )  # fmt: skip
+    if job.inventory is not None:
         # gzip CSV files are not splittable: spread the rows over the cluster's cores.
         wanted = tasks or spark.sparkContext.defaultParallelism
         files = frame.rdd.getNumPartitions()  # a file scan: planning only, no job
