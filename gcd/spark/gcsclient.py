@@ -120,8 +120,7 @@ def _credentials(target: GcsTarget) -> Any:
              else "Application Default Credentials")  # fmt: skip
     try:
         if target.credentials_file:
-            found, _ = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
-                target.credentials_file, scopes=[SCOPE])  # fmt: skip
+            found = _from_file(target.credentials_file)
         else:
             found, _ = google.auth.default(scopes=[SCOPE])
     except (exceptions.GoogleAuthError, OSError, ValueError) as exc:
@@ -129,6 +128,23 @@ def _credentials(target: GcsTarget) -> Any:
                            f"({type(exc).__name__})", code="NoCredentials",
                            retryable=False) from None  # fmt: skip
     return found
+
+
+def _from_file(path: str) -> Any:
+    """Credentials of a service-account key or an ADC (authorized user) file, by the
+    loader of its own type (google-auth's generic loader accepts any configuration)."""
+    from google.oauth2 import credentials, service_account  # noqa: PLC0415
+
+    with open(path, encoding="utf-8") as handle:
+        kind = json.load(handle).get("type")
+    if kind == "service_account":
+        return service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
+            path, scopes=[SCOPE])  # fmt: skip
+    if kind == "authorized_user":
+        return credentials.Credentials.from_authorized_user_file(  # type: ignore[no-untyped-call]
+            path, scopes=[SCOPE])  # fmt: skip
+    raise ValueError(f"credentials of type {kind!r}: give a service-account key or an ADC "
+                     "file, or set GOOGLE_APPLICATION_CREDENTIALS for other configurations")
 
 
 class GcsClient:
