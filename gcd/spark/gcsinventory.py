@@ -195,6 +195,14 @@ def _hadoop_safe(path: Path) -> Path:
     return link
 
 
+def _require_columns(columns: list[str], modified: str, where: str) -> None:
+    """ConfigError unless the shards have the columns the manifest promised."""
+    missing = [name for name in ("name", "size", modified) if name not in columns]
+    if missing:
+        raise ConfigError(f"inventory shard {where!r} has no column {missing} (it has "
+                          f"{columns}): the report does not match its manifest")
+
+
 def read_gcs_inventory(spark: Any, manifest_path: str | Path, *,
                        inventory_root: str | None = None,
                        expected_bucket: str | None = None) -> Any:  # fmt: skip
@@ -210,12 +218,18 @@ def read_gcs_inventory(spark: Any, manifest_path: str | Path, *,
     paths = shard_paths(manifest, manifest_path, inventory_root)
     modified_name = manifest.modified_field
     if manifest.file_format == "csv":
-        schema = ", ".join(f"`{name}` string" for name in manifest.fields)
-        raw = spark.read.csv(paths, schema=schema, header=manifest.header,
-                             sep=manifest.delimiter, multiLine=True, mode="PERMISSIVE")
+        if manifest.header:  # columns by their names in the header row, in any order
+            raw = spark.read.csv(paths, header=True, inferSchema=False, sep=manifest.delimiter,
+                                 multiLine=True, mode="PERMISSIVE")  # fmt: skip
+            _require_columns(raw.columns, modified_name, paths[0])
+        else:  # in the configured order
+            schema = ", ".join(f"`{name}` string" for name in manifest.fields)
+            raw = spark.read.csv(paths, schema=schema, header=False, sep=manifest.delimiter,
+                                 multiLine=True, mode="PERMISSIVE")  # fmt: skip
         modified = F.try_to_timestamp(F.col(modified_name))
     else:
         raw = spark.read.parquet(*paths)
+        _require_columns(raw.columns, modified_name, paths[0])
         modified = F.col(modified_name).try_cast("timestamp")
     return raw.select(
         F.col("name").cast("string").alias("key"),

@@ -262,14 +262,15 @@ async def test_report_from_a_listing(
     assert (out / "report.png").is_file()
 
 
-@pytest.mark.parametrize("problem", ["missing_bucket", "other_bucket", "bad_json",
-                                     "missing_shard", "no_updated"])  # fmt: skip
+@pytest.mark.parametrize("problem", ["missing_bucket", "other_bucket", "bad_json", "missing_shard",
+                                     "no_updated", "shard_lacks_updated"])  # fmt: skip
 async def test_bad_input_is_a_clear_error(
     spark: Any, gcs_server: LocalGcs, gcs_bucket: str, tmp_path: Path, problem: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """A bucket that does not exist, a report of another bucket, an unreadable manifest, a
-    missing shard, a report without `updated`: exit 2 naming the problem, nothing deleted."""
+    missing shard, a report without `updated`, shards without the column the manifest
+    promises: exit 2 naming the problem, nothing deleted."""
     everything = seed(gcs_server, gcs_bucket)
     manifest = write_report(tmp_path / "inv", gcs_bucket, sorted(everything))
     bucket, source, expected = gcs_bucket, ["--inventory", str(manifest)], ""
@@ -284,6 +285,16 @@ async def test_bad_input_is_a_clear_error(
     elif problem == "missing_shard":
         next((tmp_path / "inv").glob("*_1.csv")).unlink()
         expected = "not found at"
+    elif problem == "shard_lacks_updated":
+        for shard in (tmp_path / "inv").glob("*.csv"):
+            rows = list(csv.DictReader(io.StringIO(shard.read_text())))
+            text = io.StringIO()
+            writer = csv.DictWriter(text, [f for f in FIELDS if f != "updated"],
+                                    extrasaction="ignore", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+            shard.write_text(text.getvalue(), encoding="utf-8")
+        expected = "the report does not match its manifest"
     else:
         doc = json.loads(manifest.read_text())
         options = doc["report_config"]["object_metadata_report_options"]
