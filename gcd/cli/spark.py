@@ -2,6 +2,12 @@
 
     gcd spark-sweep  --bucket B (--inventory manifest.json | --list) --output DIR [--dry-run]
     gcd spark-report --bucket B (--inventory manifest.json | --list) --output DIR
+    gcd spark-sweep  --storage gcs --bucket B (--inventory *_manifest.json | --list) ...
+
+On GCS (`--storage gcs`, `--gcs-credentials-file` / ADC, `--gcs-anonymous` for an
+emulator) the executors list and delete through `gcd.spark.gcsclient` and an inventory
+is a Storage Insights report (`gcd.spark.gcsinventory`); the preflight is `gcd sweep`'s
+(`gcd.storage.open.preflight_store`), and there is no versioning plan (live objects).
 
 spark-report takes no delete options (--dry-run, --batch-size, --decisions-uri,
 --max-deletes-per-second, --delete-concurrency): it deletes nothing, so it refuses them
@@ -61,7 +67,7 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import human_bytes, write_json
-from gcd.cli.storage import AZURE_OPTIONS, azure_settings
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.spark.azinventory import BlobInventoryManifest
@@ -70,8 +76,9 @@ from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
+from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import StoreFeatures
-from gcd.storage.open import preflight_store
+from gcd.storage.open import StoreSettings, preflight_store
 from gcd.storage.s3 import S3Settings, preflight
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.runtime import open_reader
@@ -168,6 +175,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "bucket")
     add_options(parser, AZURE_OPTIONS, "storage")
+    add_options(parser, GCS_OPTIONS, "storage")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
     add_options(parser, shared, "round")
     add_options(parser, spark, "spark")
@@ -184,15 +192,11 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     """Resolve flags > env > config > defaults and validate them (ConfigError)."""
     command = str(getattr(args, "command", "spark-sweep"))
     shared, spark = _tables(command)
-    resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark,
-                   CONF_OPTION))  # fmt: skip
-    if args.storage == "gcs":
-        raise ConfigError(
-            f"--storage gcs: {command} supports S3 only (Spark on Google Cloud Storage, from "
-            "a Storage Insights inventory, is not supported yet); sweep a GCS bucket with "
-            "`gcd sweep --storage gcs --bucket NAME` or `gcd daemon --storage gcs --bucket NAME`"
-        )
-    azure = azure_settings(args)  # --storage azure: the container (`gcd.spark.azure`)
+    resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS, *LAYOUT_OPTIONS, *shared,
+                   *spark, CONF_OPTION))  # fmt: skip
+    # --storage azure|gcs: the container or bucket (`gcd.spark.azure`, `gcd.spark.gcs`);
+    # ConfigError for a store's flag without its --storage
+    other = azure_settings(args) or gcs_settings(args)
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
@@ -203,7 +207,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
             "(or remove L0GC_UNDO_WINDOW / the config key undo_window for Spark jobs), or "
             "sweep with `gcd sweep` / `gcd daemon`, which keep the window"
         )
-    if args.bucket is None and azure is None:
+    if args.bucket is None and other is None:
         raise ConfigError("--bucket is required (env L0GC_BUCKET)")
     if args.output is None:
         raise ConfigError("--output DIR is required (env L0GC_OUTPUT)")
@@ -218,7 +222,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         raise ConfigError(problem)
     return JobConfig(
         command=command,
-        bucket=args.bucket if azure is None else azure.container,
+        bucket=other.container if isinstance(other, AzureSettings) else args.bucket,
         endpoint_url=args.endpoint_url,
         region=args.region,
         layout=layout_from_args(args),
@@ -240,7 +244,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         py_files=args.py_files or (),
         delete_tasks=args.delete_tasks,
         version_mode=args.versions,
-        storage=azure,
+        storage=other,
     )
 
 
@@ -252,11 +256,16 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Rou
     """
     etcd_given = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
-    settings = azure_settings(args) or S3Settings(bucket=args.bucket,
-                                                  endpoint_url=args.endpoint_url,
-                                                  region=args.region)  # fmt: skip
-    async with open_reader(etcd, settings, args.root) as (_, source):
+    async with open_reader(etcd, _store_settings(args), args.root) as (_, source):
         return await read_admission(SafetyGate(), source, override=override)
+
+
+def _store_settings(args: argparse.Namespace) -> StoreSettings:
+    """The store the job sweeps, as `gcd sweep` opens it (the driver's preflight and M)."""
+    other = azure_settings(args) or gcs_settings(args)
+    if other is not None:
+        return other
+    return S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
 
 
 def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
@@ -301,7 +310,7 @@ def with_version_plan(config: JobConfig, features: StoreFeatures | None) -> JobC
     has_versions = False
     if config.inventory is not None and config.storage is None:  # S3 Inventory
         has_versions = InventoryManifest.load(config.inventory).has_versions
-    elif config.inventory is not None and config.storage is not None:  # a Blob Inventory:
+    elif config.inventory is not None and isinstance(config.storage, AzureSettings):
         BlobInventoryManifest.load(config.inventory).check_covers(
             config.storage.account_url, config.storage.container, where=config.inventory)
     plan = plan_versions(
@@ -331,10 +340,11 @@ async def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     started = time.monotonic()
     features = None
-    if config.storage is not None and (config.source == "list" or (config.sweep and
-                                                                    not config.dry_run)):
-        await preflight_store(config.storage, config.layout.listing_root)  # no versioning read
-    elif config.source == "list" or (config.sweep and not config.dry_run):
+    calls_store = config.source == "list" or (config.sweep and not config.dry_run)
+    if config.storage is not None:  # Azure, GCS: live objects only, no versioning read
+        if calls_store:
+            await preflight_store(config.storage, config.layout.listing_root)
+    elif calls_store:
         settings = S3Settings(bucket=config.bucket, endpoint_url=config.endpoint_url,
                               region=config.region)  # fmt: skip
         features = await preflight(settings, config.layout.listing_root)

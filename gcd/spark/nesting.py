@@ -93,7 +93,9 @@ def find_nested_roots(source: Any, root: str) -> dict[str, str]:
     return found
 
 
-def _exists(client: Any, target: S3Target, key: str) -> bool:
+def _exists(client: Any, target: S3Target | ExecutorStore, key: str) -> bool:
+    if not isinstance(target, S3Target):  # another store probes itself (gcd.spark.stores)
+        return target.exists(client, key)
     page = call_with_retries(
         lambda: client.list_objects_v2(Bucket=target.bucket, Prefix=key, MaxKeys=1),
         what=f"ListObjectsV2 s3://{target.bucket}/{key}",

@@ -55,6 +55,8 @@ from gcd.rules.layout import KeyLayout
 from gcd.spark.azinventory import read_blob_inventory
 from gcd.spark.azure import AzureTarget
 from gcd.spark.delete import DeleteSettings, apply_deletes
+from gcd.spark.gcs import GcsStore
+from gcd.spark.gcsinventory import read_gcs_inventory
 from gcd.spark.inventory import read_inventory
 from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
@@ -64,6 +66,7 @@ from gcd.spark.session import is_local_master, spark_session, task_slots
 from gcd.spark.stores import Target
 from gcd.spark.transforms import Action, classify, outcome_counts
 from gcd.storage.azsettings import AzureSettings
+from gcd.storage.gcssettings import GcsSettings
 from gcd.sweep.report import RoundSummary
 from watermark.errors import ConfigError
 
@@ -117,9 +120,9 @@ class JobConfig:
     """The bucket has Object Lock: a version it refuses is `locked`, not an error."""
     store: dict[str, Any] | None = None
     """What the preflight detected (versioning, Object Lock), for the summary's `store`."""
-    storage: AzureSettings | None = None
-    """A store other than S3 (`--storage azure`), `bucket` being its container; None: S3
-    at `bucket`, `endpoint_url`, `region`."""
+    storage: AzureSettings | GcsSettings | None = None
+    """A store other than S3 (`--storage azure|gcs`), `bucket` being its container or
+    bucket; None: S3 at `bucket`, `endpoint_url`, `region`."""
 
     @property
     def sweep(self) -> bool:
@@ -136,6 +139,8 @@ class JobConfig:
         """The bucket as executors see it (`gcd.spark.stores`)."""
         if isinstance(self.storage, AzureSettings):
             return AzureTarget(self.storage)
+        if isinstance(self.storage, GcsSettings):
+            return GcsStore.of(self.storage)
         return S3Target(self.bucket, self.endpoint_url, self.region)
 
 
@@ -231,6 +236,9 @@ def _source(
             spark, job.inventory, account_url=job.storage.account_url,
             container=job.storage.container, inventory_root=job.inventory_root,
         )  # fmt: skip
+    elif job.inventory is not None and isinstance(job.storage, GcsSettings):
+        frame = read_gcs_inventory(spark, job.inventory, inventory_root=job.inventory_root,
+                                   expected_bucket=job.bucket)  # fmt: skip
     elif job.inventory is not None:
         frame = read_inventory(
             spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket,

@@ -133,16 +133,17 @@ def test_gcs_flags_that_cannot_work_exit_2(
     assert message in capsys.readouterr().err
 
 
-def test_spark_on_gcs_says_it_is_not_supported(
+def test_spark_on_gcs_refuses_an_undo_window_it_cannot_honour(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """spark-sweep --storage gcs: exit 2, saying plainly what to use instead."""
+    """spark-sweep --storage gcs runs (tests/gcd/spark/test_gcs.py), but, as on S3, an undo
+    window is refused plainly (exit 2) before any Spark or GCS work."""
     code = main(["spark-sweep", "--storage", "gcs", "--bucket", "bkt", "--list",
-                 "--output", str(tmp_path / "out")])  # fmt: skip
+                 "--undo-window", "1h", "--output", str(tmp_path / "out")])  # fmt: skip
     assert code == exitcodes.USAGE
     err = capsys.readouterr().err
-    assert "supports S3 only" in err
-    assert "gcd sweep --storage gcs --bucket NAME" in err
+    assert "cannot honour an undo window" in err
+    assert "--undo-window 0" in err
 
 
 def test_the_daemon_sweeps_a_gcs_bucket_and_stops_on_sigterm(

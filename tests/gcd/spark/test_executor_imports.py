@@ -43,15 +43,21 @@ _CHILD = textwrap.dedent(
                           sleep=lambda s: None)
     except StorageError as exc:
         print("translated", exc.code, exc.retryable)
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED or m == "gcd.storage.s3")
+    import gcd.spark.gcs, gcd.spark.gcsinventory
+    from gcd.spark.gcsclient import GcsTarget
+
+    GcsTarget("bkt", "http://127.0.0.1:9", anonymous=True).client(pool=1)  # urllib3 only
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED
+                    or m in {"gcd.storage.s3", "gcd.storage.gcs", "google.auth"})
     print("loaded", loaded)
     """
 )
 
 
 def test_executor_modules_import_without_driver_dependencies() -> None:
-    """The delete, listing and classify code imports and translates S3 errors with only
-    botocore: no aiobotocore/aiohttp/structlog/aetcd, and gcd.storage.s3 is never loaded."""
+    """The delete, listing and classify code (S3's and GCS's) imports and translates S3
+    errors with only botocore: no aiobotocore/aiohttp/structlog/aetcd; gcd.storage.s3 and
+    the daemon's GCS client are never loaded, nor google-auth for an anonymous emulator."""
     blocked = ",".join(sorted(DRIVER_ONLY_MODULES))
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, blocked],

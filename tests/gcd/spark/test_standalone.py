@@ -7,7 +7,8 @@ hash), l0gc shipped as the `gcd spark-package` zip with --py-files, the executor
 Python named with --conf spark.pyspark.python. The driver is the `gcd` console script
 in a child process, M comes from etcd through the namespace binding.
 
-It runs spark-report, spark-sweep --dry-run and spark-sweep against the S3 server and
+It runs spark-report, spark-sweep --dry-run and spark-sweep against the S3 server (and
+a dry run and a sweep against the GCS emulator, `--storage gcs`) and
 checks: the tasks ran on the executor (Spark's event log), exactly the eligible keys
 were deleted, and --max-deletes-per-second held for the whole bucket (DeleteObjects
 counted per second at the server: one executor of 4 cores used to get 4x the limit).
@@ -28,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.spark_cluster import LocalSparkCluster, executor_python
 from tests.gcd.spark.s3tap import S3Tap
@@ -182,3 +184,50 @@ async def test_report_dry_run_and_sweep_run_on_executors_without_l0gc(
         f"{sweep_s:.1f}s; delete rate {tap.keys_per_second():.1f} keys/s (limit {RATE}), "
         f"most in {window}s: {tap.most_keys_within(window)}"
     )
+
+
+async def test_gcs_dry_run_and_sweep_run_on_executors_without_l0gc(
+    standalone: LocalSparkCluster,
+    executor_venv_python: Path,
+    gcs_server: LocalGcs,
+    gcs_bucket: str,
+    tmp_path: Path,
+) -> None:
+    """--storage gcs on the same cluster: the executors (no l0gc, no google-auth: an
+    anonymous emulator needs urllib3 only) list the bucket and delete exactly the
+    eligible objects in JSON batches; a dry run first names the same set."""
+    gcs_server.seed(gcs_bucket, sorted(ELIGIBLE | LIVE | UNPARSABLE))
+    everything = gcs_server.keys(gcs_bucket)
+    code, package, _ = await gcd("spark-package", "--output", str(tmp_path / "l0gc-spark.zip"))
+    assert code == exitcodes.OK
+    events = tmp_path / "events"
+    events.mkdir()
+    common = [
+        "--storage", "gcs", "--gcs-anonymous", "--bucket", gcs_bucket,
+        "--endpoint-url", gcs_server.endpoint_url, "--safe-epoch", str(SAFE_EPOCH),
+        "--grace", "0s", "--list", "--list-tasks", "8", "--master", standalone.master_url,
+        "--py-files", package["path"],
+        "--conf", f"spark.pyspark.python={executor_venv_python}",
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=1g",
+        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
+        "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
+    ]  # fmt: skip
+    code, dry, _ = await gcd(
+        "spark-sweep", *common, "--dry-run", "--output", str(tmp_path / "dry"),
+        "--decisions-uri", (tmp_path / "dry" / "decisions").as_uri(),
+    )  # fmt: skip
+    assert code == exitcodes.OK, dry
+    assert (dry["would_delete"], dry["deleted"]) == (len(ELIGIBLE), 0)
+    assert gcs_server.keys(gcs_bucket) == everything
+    code, swept, _ = await gcd(
+        "spark-sweep", *common, "--output", str(tmp_path / "sweep"),
+        "--decisions-uri", (tmp_path / "sweep" / "decisions").as_uri(),
+        "--max-deletes-per-second", str(RATE * 5),
+    )  # fmt: skip
+    assert code == exitcodes.OK, swept
+    assert gcs_server.keys(gcs_bucket) == everything - ELIGIBLE
+    assert (swept["eligible"], swept["deleted"], swept["errors"]) == (len(ELIGIBLE),) * 2 + (0,)
+    assert swept["delete_requests"] >= len(ELIGIBLE) // 100  # batches of at most 100
+    ran = executor_ids(events)
+    assert ran, "no task finished in the event logs"
+    assert set(ran) == {"0"}  # the worker's one executor; never "driver"

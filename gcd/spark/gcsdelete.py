@@ -1,0 +1,96 @@
+"""The delete stage on GCS: JSON batches of 100 from the executors, paced, retried.
+
+The stage itself is the S3 one (`gcd.spark.delete`: delete tasks, each with its share
+of the job-wide `--max-deletes-per-second` and `--delete-concurrency`, a token bucket
+and a thread pool per task, a decision per key); for a `GcsTarget` it calls
+`delete_keys` here instead of DeleteObjects. Up to `--batch-size` keys (<= 1000) go
+as JSON batches of `gcd.storage.gcsbatch.MAX_BATCH` (100) deletes, each paced by the
+token bucket for its own size, each answer matched to its object by Content-ID only
+(`gcd.storage.gcsbatch.triage`: an answer without a readable id never counts an object
+as deleted). The per-key outcomes are sorted by the async deleter's rule
+(`gcd.rules.triage`): 204 and 404 (already gone) deleted; throttling and 5xx retried
+with full-jitter backoff (`gcd.rules.backoff`); anything else final, with GCS's reason
+(``forbidden``, ``retentionPolicyNotMet``...) as the decision's error.
+
+A batch refused as a whole (after its retries) fails its keys with the error, as a
+refused DeleteObjects does; a retried Spark task deletes the same keys again, which
+GCS answers 404: deleted.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+
+from gcd.errors import StorageError
+from gcd.rules.triage import triage
+from gcd.spark.gcsclient import GcsClient, call_with_retries
+from gcd.storage.gcsbatch import MAX_BATCH
+from gcd.storage.objectstore import DeleteResult, KeyFailure
+
+__all__ = ["delete_keys"]
+
+
+def _error_text(failure: KeyFailure) -> str:
+    return f"{failure.code}: {failure.message}".rstrip(": ")
+
+
+def _delete_batch(client: GcsClient, keys: list[str], *, pace: Callable[[int], None],
+                  on_request: Callable[[], None], rng: random.Random,
+                  sleep: Callable[[float], None]) -> dict[str, str | None]:  # fmt: skip
+    """One batch of <= 100 keys, retried as a whole and per key (module docs)."""
+    backoff = client.target.backoff
+    outcome: dict[str, str | None] = {}
+    remaining = keys
+    attempt = 0
+    while remaining:
+        batch = remaining
+
+        def request(batch: list[str] = batch) -> DeleteResult:
+            pace(len(batch))
+            on_request()
+            return client.delete_batch(batch)
+
+        try:
+            result = call_with_retries(request, backoff=backoff, rng=rng, sleep=sleep)
+        except StorageError as exc:
+            outcome.update(dict.fromkeys(batch, f"{exc.code}: {exc}"))
+            return outcome
+        sorted_keys = triage(batch, result.deleted, result.errors)
+        outcome.update(dict.fromkeys(sorted_keys.deleted))
+        outcome.update((failure.key, _error_text(failure)) for failure in sorted_keys.failed)
+        last_error = {failure.key: _error_text(failure) for failure in sorted_keys.retry_failures}
+        retry = list(sorted_keys.retry)
+        if not retry:
+            break
+        if not backoff.can_retry(attempt):
+            for key in retry:
+                outcome[key] = last_error.get(key, "not answered by the batch") + (
+                    f" (gave up after {backoff.max_attempts} attempts)"
+                )
+            break
+        sleep(backoff.delay(attempt, rng.random()))
+        attempt += 1
+        remaining = retry
+    return outcome
+
+
+def delete_keys(
+    client: GcsClient,
+    keys: Sequence[str],
+    *,
+    pace: Callable[[int], None] = lambda _count: None,
+    on_request: Callable[[], None] = lambda: None,
+    rng: random.Random | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, str | None]:
+    """Delete up to 1000 keys in batches of 100; key -> None when deleted, else the final
+    error text (``"code: message"``)."""
+    rng = rng or random.Random()
+    outcome: dict[str, str | None] = {}
+    for start in range(0, len(keys), MAX_BATCH):
+        part = list(keys[start : start + MAX_BATCH])
+        outcome.update(_delete_batch(client, part, pace=pace, on_request=on_request, rng=rng,
+                                     sleep=sleep))  # fmt: skip
+    return outcome
