@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Every retry of the sweeper side follows this one policy, whichever loop runs it: the
 async loop of the sweeper, its lister and its deleter (`gcd.storage.retry.Retrier`)
-and the synchronous loop of the Spark executors (`gcd.spark.s3client.call_with_retries`,
+and the synchronous loop of the Spark executors (`gcd.spark.retrying.retry`,
 `gcd.spark.delete.delete_keys`). botocore's own retries are switched off, so these
 loops are the only places that retry: retries are counted, logged and bounded.
 

@@ -46,6 +46,7 @@ from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.triage import triage
+from gcd.spark.retrying import retry
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import KeyFailure
 
@@ -70,24 +71,14 @@ def call_with_retries(
     rng: random.Random | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """`operation()`, retried while the policy retries; raises the last StorageError
-    (Azure's exceptions translated by the daemon's `translate_error`)."""
+    """`operation()`, retried while the policy retries (`gcd.spark.retrying.retry`);
+    Azure's exceptions translated by the daemon's `translate_error`."""
     from gcd.storage.azure import TRANSLATED, translate_error  # noqa: PLC0415 - the SDK
 
-    rng = rng or random.Random()
-    attempt = 0
-    while True:
-        try:
-            return operation()
-        except StorageError as exc:
-            if not backoff.retries(exc, attempt):
-                raise
-        except TRANSLATED as exc:
-            error = translate_error(exc, what)
-            if not backoff.retries(error, attempt):
-                raise error from exc
-        sleep(backoff.delay(attempt, rng.random()))
-        attempt += 1
+    def translate(exc: Exception) -> StorageError | None:
+        return translate_error(exc, what) if isinstance(exc, TRANSLATED) else None
+
+    return retry(operation, backoff=backoff, translate=translate, rng=rng, sleep=sleep)
 
 
 @dataclass(frozen=True, slots=True)

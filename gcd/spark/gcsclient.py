@@ -20,24 +20,22 @@ carries only the file's path. Tokens are refreshed by google-auth; neither a tok
 a key is logged or put in an error (errors say which file or chain failed). The
 emulator takes none (`anonymous`), and then google-auth is not even imported.
 
-Retries: `call_with_retries` is the synchronous loop of `gcd.spark.s3client` without
-botocore, under the same policy (`gcd.rules.backoff`); failures are `StorageError`s
+Retries: `call_with_retries` is the executors' one loop (`gcd.spark.retrying.retry`),
+under the same policy (`gcd.rules.backoff`); failures are `StorageError`s
 coded as the daemon codes them (`gcd.storage.gcsbatch.error_code`).
 """
 
 from __future__ import annotations
 
 import json
-import random
 import threading
-import time
 import urllib.parse
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
+from gcd.spark.retrying import retry as call_with_retries
 from gcd.storage.gcsbatch import MAX_BATCH, batch_body, error_code, parse_answer
 from gcd.storage.gcsbatch import triage as match_answers
 from gcd.storage.gcssettings import GCS_ENDPOINT, GcsSettings
@@ -83,26 +81,6 @@ class GcsTarget:
     def client(self, *, pool: int = 10) -> GcsClient:
         """A client for one task (thread-safe; `pool` connections)."""
         return GcsClient(self, pool=pool)
-
-
-def call_with_retries(
-    operation: Callable[[], T],
-    *,
-    backoff: Backoff,
-    rng: random.Random | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> T:
-    """`operation()`, retried while the policy retries; raises the last StorageError."""
-    rng = rng or random.Random()
-    attempt = 0
-    while True:
-        try:
-            return operation()
-        except StorageError as exc:
-            if not backoff.retries(exc, attempt):
-                raise
-        sleep(backoff.delay(attempt, rng.random()))
-        attempt += 1
 
 
 def _credentials(target: GcsTarget) -> Any:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
+from gcd.spark.retrying import retry
 from watermark.errors import ConfigError
 
 __all__ = ["S3Target", "call_with_retries", "make_client"]
@@ -80,21 +81,13 @@ def call_with_retries(
     rng: random.Random | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """`operation()`, retried while the policy retries; raises the last StorageError."""
+    """`operation()`, retried while the policy retries (`gcd.spark.retrying.retry`);
+    botocore's failures translated as the async sweeper's (`translate_error`)."""
     from gcd.storage.s3errors import translate_error  # noqa: PLC0415 - imports botocore
 
-    rng = rng or random.Random()
     translated = _translated()
-    attempt = 0
-    while True:
-        try:
-            return operation()
-        except StorageError as exc:
-            if not backoff.retries(exc, attempt):
-                raise
-        except translated as exc:
-            error = translate_error(exc, what)
-            if not backoff.retries(error, attempt):
-                raise error from exc
-        sleep(backoff.delay(attempt, rng.random()))
-        attempt += 1
+
+    def translate(exc: Exception) -> StorageError | None:
+        return translate_error(exc, what) if isinstance(exc, translated) else None
+
+    return retry(operation, backoff=backoff, translate=translate, rng=rng, sleep=sleep)

@@ -1,0 +1,61 @@
+"""The executors' one retry loop (`gcd.spark.retrying.retry`): what it retries, what it
+translates, and what it raises as it is."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from gcd.errors import StorageError
+from gcd.rules.backoff import Backoff
+from gcd.spark.retrying import retry
+
+
+class _SdkError(Exception):
+    pass
+
+
+def _failing(*failures: Exception) -> tuple[list[int], Callable[[], str]]:
+    calls: list[int] = []
+
+    def operation() -> str:
+        calls.append(1)
+        if len(calls) <= len(failures):
+            raise failures[len(calls) - 1]
+        return "done"
+
+    return calls, operation
+
+
+def test_a_retryable_failure_is_retried_until_it_succeeds() -> None:
+    slept: list[float] = []
+    calls, operation = _failing(StorageError("slow down", code="SlowDown", retryable=True))
+    assert retry(operation, backoff=Backoff(max_attempts=3), rng=random.Random(1),
+                 sleep=slept.append) == "done"  # fmt: skip
+    assert len(calls) == 2
+    assert len(slept) == 1
+
+
+def test_an_sdk_error_is_translated_retried_and_raised_chained_when_retries_run_out() -> None:
+    calls, operation = _failing(_SdkError("busy"), _SdkError("busy"))
+
+    def translate(exc: Exception) -> StorageError | None:
+        if isinstance(exc, _SdkError):
+            return StorageError(f"translated {exc}", code="ServerBusy", retryable=True)
+        return None
+
+    with pytest.raises(StorageError, match="translated busy") as raised:
+        retry(operation, backoff=Backoff(max_attempts=2), translate=translate,
+              sleep=lambda _: None)  # fmt: skip
+    assert isinstance(raised.value.__cause__, _SdkError)
+    assert len(calls) == 2
+
+
+def test_what_is_not_a_storage_failure_is_raised_at_once() -> None:
+    calls, operation = _failing(ValueError("a bug"))
+    with pytest.raises(ValueError, match="a bug"):
+        retry(operation, backoff=Backoff(max_attempts=5), translate=lambda _: None,
+              sleep=lambda _: None)  # fmt: skip
+    assert len(calls) == 1
