@@ -21,7 +21,7 @@ from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
 from tests.serving import new_serve, serve_args
 from tests.waiting import wait_until
-from tests.watermark.api.test_serve_admission import Flood, _get
+from tests.watermark.api.test_http_server_admission import Flood, _get
 
 pytestmark = pytest.mark.integration
 
