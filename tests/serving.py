@@ -15,8 +15,9 @@ the lab's child process (its own session, output appended to `log`).
 - `serve_args(...)`: the `serve ...` argument list, for a run to its end with
   `tests/clirun.py`'s `run_cli` (a start that must fail with exit 2);
 - `new_serve(...)`: a `Serve` not yet started (`start()`, `wait_ready()`, `stop()`, again:
-  a restart keeps the port); `serving(...)` / `serving_async(...)`: started, ready,
-  stopped on exit;
+  a restart keeps the port); `serving(...)`: started, ready, stopped on exit. Async
+  tests use `new_serve` and run its blocking waits in a thread
+  (`await asyncio.to_thread(serve.wait_ready)`), so their event loop runs on;
 - `live_serve(...)`: a serve a writer talks to, as in production: the cluster epoch
   advanced, partitions registered, a token file with the WRITER, RECONCILER and ADMIN
   tokens; `request(...)` and `watermark(...)` talk to it over HTTP and the admin CLI.
@@ -33,14 +34,13 @@ tests/watermark/service/test_replicas.py) is a fixture of its test module, and a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ from tests.waiting import wait_until_sync
 
 __all__ = [
     "ADMIN", "RECONCILER", "WRITER", "Serve", "live_serve", "new_serve", "request",
-    "serve_args", "serving", "serving_async", "token_file", "watermark",
+    "serve_args", "serving", "token_file", "watermark",
 ]  # fmt: skip
 
 WRITER = "writer-token-0123456789abcdef0123"
@@ -128,7 +128,10 @@ class Serve:
 
     def wait_exit(self, timeout_s: float) -> int | None:
         """Its exit code once it exits by itself; None if it did not within `timeout_s`."""
-        return self.child.wait(timeout_s)
+        code = self.child.wait(timeout_s)
+        if code is not None:
+            self.child.stop()  # reaped already: this closes its log file
+        return code
 
     def stop(self, timeout_s: float = 15.0) -> int | None:
         """SIGTERM by PID, SIGKILL after `timeout_s`; the exit code (None: killed)."""
@@ -191,21 +194,6 @@ def serving(etcd: LocalEtcd | None, namespace: str | None, log: Path, *extra: st
         yield serve.start().wait_ready(timeout_s)
     finally:
         serve.stop()
-
-
-@asynccontextmanager
-async def serving_async(
-    etcd: LocalEtcd | None, namespace: str | None, log: Path, *extra: str,
-    timeout_s: float = 60.0, **options: Any,
-) -> AsyncIterator[Serve]:  # fmt: skip
-    """`serving` for async tests: the waits run in a thread, the event loop runs on."""
-    serve = new_serve(etcd, namespace, log, *extra, **options)
-    try:
-        serve.start()
-        await asyncio.to_thread(serve.wait_ready, timeout_s)
-        yield serve
-    finally:
-        await asyncio.to_thread(serve.stop)
 
 
 def token_file(workdir: Path, **tokens: str) -> Path:
