@@ -36,6 +36,7 @@ import yaml
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
 from l0lab.testing.procs import Child, wait_http
 from tests.binding import bind
+from tests.serving import new_serve
 from tests.waiting import wait_until_sync
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -210,11 +211,10 @@ def test_a_real_prometheus_answers_every_dashboard_and_alert_query(
               "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1", *etcd,
               "--interval", "0.2s", "--idle-interval", "0.5s", "--http-host", "127.0.0.1",
               "--http-port", str(sweeper_port)], tmp_path / "daemon.log"),
-        Child("watermark-serve", [sys.executable, "-m", "watermark", "serve", *etcd,
-              "--partitions", "orders/0", "--register", "--http-port", str(publisher_port),
-              "--auth-token-file", str(token), "--tick-interval", f"{TICK_S}s",
-              "--ticker-lease-ttl", "2", "--publish-interval", "0.2s"],
-              tmp_path / "serve.log"),
+        new_serve(etcd_server, namespace, tmp_path / "serve.log", "--register",
+                  "--auth-token-file", str(token), "--tick-interval", f"{TICK_S}s",
+                  "--ticker-lease-ttl", "2", "--publish-interval", "0.2s",
+                  partitions=("orders/0",), port=publisher_port).child,
     ]  # fmt: skip
     sweeper, publisher = f"127.0.0.1:{sweeper_port}", f"127.0.0.1:{publisher_port}"
     config = prometheus_config(tmp_path, sweeper, publisher)

@@ -1,7 +1,9 @@
 """docs/upgrades.md's backup and restore, run for real (issue 42): an etcd snapshot, and a
 `watermark namespace export` file, each restored into a fresh etcd; then a sweep against
 the restored etcd deletes exactly the objects at or below the backup's global M, and
-nothing written about M after the backup (a higher M in the old etcd) counts."""
+nothing written about M after the backup (a higher M in the old etcd) counts.
+
+Named by behaviour, not module: a docs procedure end to end (etcd, watermark, gcd)."""
 
 from __future__ import annotations
 

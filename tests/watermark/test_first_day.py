@@ -1,6 +1,8 @@
 """Rough edges a first day found (issue 42): the version attribute, the served OpenAPI
 document's address, an open Error schema, no `_created` series, the namespace command's
-name in its errors, GCS in `gcd --help`."""
+name in its errors, GCS in `gcd --help`.
+
+Named by behaviour, not module: findings of one review across watermark, gcd and the docs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The reference writer in Node 20 (examples/node-writer, built-in fetch only) against a
 live `watermark serve`, a real etcd and moto, then `gcd sweep`: the objects it reported
-reconciled are deleted, the ones it did not survive."""
+reconciled are deleted, the ones it did not survive.
+
+Named by behaviour, not module: an example writer (examples/node-writer) end to end."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ import structlog
 from gcd.cli.main import main
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.procs import child_env
+from tests.serving import ADMIN, RECONCILER, WRITER, live_serve
 from tests.waiting import wait_until_sync
-from tests.watermark.api.live_serve import ADMIN, RECONCILER, WRITER, live_serve
 from watermark import exitcodes
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore

@@ -7,6 +7,8 @@ processes, the signal sent by PID once they are ready.
   pod) is a clean stop that exits 0.
 - Ctrl-C that reaches `gcd.cli.main` itself: exit 130, one line, and with --json the
   JSON error document (never an empty "error:" line).
+
+Named by behaviour, not module: one signal contract of `gcd sweep` and `gcd daemon` as processes.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """What GC costs and saves: the round's JSON and `gcd status` apply the same price table
-(real etcd and moto), and the pure parts (`gcd.rules.prices`, `gcd.rules.usage`)."""
+(real etcd and moto), and the pure parts (`gcd.rules.prices`, `gcd.rules.usage`).
+
+Named by behaviour, not module: one price table in the round's JSON, `gcd status` and gcd.rules."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from gcd.rules.prices import DEFAULT_PRICES, prices_for, round_cost
 from gcd.rules.usage import HOURS, Usage, day_cost
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
-from tests.gcd.cli.test_status_cli import setup as setup_partitions
+from tests.gcd.cli.test_status import setup as setup_partitions
 from watermark.errors import ConfigError
 
 ROOT = "level_zero/data"

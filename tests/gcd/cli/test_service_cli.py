@@ -4,6 +4,8 @@
 without any etcd setting (exit 2 naming --etcd / L0GC_ETCD) instead of waiting on
 127.0.0.1:2379; the admin commands keep that default. `--paused-ok` (L0GC_PAUSED_OK)
 turns a paused round into exit 0 and nothing else.
+
+Named by behaviour, not module: `gcd daemon`, `gcd sweep` and `watermark serve` alike.
 """
 
 from __future__ import annotations

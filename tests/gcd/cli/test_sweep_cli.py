@@ -1,4 +1,6 @@
-"""`gcd sweep` end to end (real S3 server and etcd), and the CLI plumbing it rests on."""
+"""`gcd sweep` end to end (real S3 server and etcd), and the CLI plumbing it rests on.
+
+Tests gcd/cli/sweep.py: test_sweep.py once tests/gcd/{sweep,storage} stop importing it."""
 
 from __future__ import annotations
 

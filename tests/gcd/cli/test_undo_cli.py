@@ -5,6 +5,8 @@ repair` as an operator runs them: hidden keys keep their bytes, a restore refuse
 GC runs and brings every key back with its own bytes while paused, the repair keeps
 them; a short window frees every version of the hidden keys and nothing else; a plain
 bucket deletes only what was garbage for the whole window.
+
+Named by behaviour, not module: end to end across sweep, restore, pause and `watermark` repair.
 """
 
 from __future__ import annotations

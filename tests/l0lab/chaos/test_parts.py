@@ -1,4 +1,6 @@
-"""The pure parts of `gcd chaos`: fault selection, partition logs, the report, the view."""
+"""The pure parts of `gcd chaos`: fault selection, partition logs, the report, the view.
+
+Named by behaviour, not module: the pure parts of several l0lab.chaos modules, as one suite."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The real pieces `gcd chaos` is built from, each against real servers and processes."""
+"""The real pieces `gcd chaos` is built from, each against real servers and processes.
+
+Named by behaviour, not module: the real pieces of several l0lab.chaos modules, as one suite."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from gcd.errors import StorageError
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from l0lab.chaos.backends import HttpBackend
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
-from l0lab.testing.local_servers import LocalEtcd, LocalEtcdCluster, LocalS3, free_port
+from l0lab.testing.local_servers import LocalEtcd, LocalEtcdCluster, LocalS3
 from l0lab.testing.procs import Child
 from tests.binding import bind
+from tests.serving import new_serve, token_file
 from tests.waiting import wait_until
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -71,28 +74,21 @@ async def serve(etcd: LocalEtcd, namespace: str, tmp_path: Path, *build: str) ->
     kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
     store = WatermarkStore(kv, namespace)
     await store.init_cluster_epoch(1)
-    tokens = tmp_path / "tokens"
-    tokens.write_text(f"writer:{TOKEN}\n")
-    tokens.chmod(0o600)
-    port = free_port()
-    base = ["-m", "l0lab.chaos.broken_serve", *build] if build else ["-m", "watermark"]
-    child = Child.python("serve", [*base, "serve", "--etcd", etcd.endpoint, "--namespace",
-                                   namespace, "--partitions", "orders/0", "--register",
-                                   "--http-port", str(port), "--auth-token-file", str(tokens),
-                                   "--no-idle-advance", "--fence-timeout", "1"],
-                         tmp_path / "serve.log").start()  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-
-    async def ready() -> bool:
-        assert child.alive, child.tail()
-        async with aiohttp.ClientSession() as session, session.get(f"{url}/readyz") as answer:
-            return answer.status == 200
-
-    await wait_until(ready, timeout_s=30, what="serve ready", ignore=(aiohttp.ClientError,))
+    tokens = token_file(tmp_path, writer=TOKEN)
+    program = ("-m", "l0lab.chaos.broken_serve", *build) if build else ("-m", "watermark")
+    started = new_serve(etcd, namespace, tmp_path / "serve.log", "--register",
+                        "--auth-token-file", str(tokens), "--no-idle-advance",
+                        "--fence-timeout", "1", partitions=("orders/0",),
+                        program=program).start()  # fmt: skip
+    try:
+        await asyncio.to_thread(started.wait_ready, 30)
+    except BaseException:
+        started.stop()
+        raise
     for _ in range(3):  # registered at epoch 1 (M(p) = 0): epochs 2-4 may be fenced
         await store.advance_cluster_epoch()
     await kv.close()
-    return child, url
+    return started.child, started.url
 
 
 async def test_a_lost_commit_answer_is_resolved_from_the_partition_state(

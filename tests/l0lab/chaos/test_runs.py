@@ -5,6 +5,8 @@ stopped by PID at the end). A passing run must have lost nothing, left no garbag
 below the final M, recovered from every fault within the bound and had its journal
 verified against etcd's history; each deliberately broken build must fail within the
 same 60 s. The random seed is printed (and is in the failure message) for a replay.
+
+Named by behaviour, not module: `gcd chaos` end to end, every l0lab.chaos module at once.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from l0lab.testing.local_servers import LocalEtcd
-from tests.watermark.api.live_serve import ADMIN, live_serve
+from tests.serving import ADMIN, live_serve
 from watermark.api.openapi import document
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,9 @@
 """Red-team round 4, the smaller operator edges on a real etcd: `epoch advance` at the
 maximum (finding 7), a record whose key holds control characters (finding 11), and
 `gcd pause` on a mistyped namespace (finding 13). The commands run as an operator runs
-them (subprocesses)."""
+them (subprocesses).
+
+Named by behaviour, not module: findings across `watermark` commands and `gcd pause`."""
 
 from __future__ import annotations
 

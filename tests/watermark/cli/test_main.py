@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 
 from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
+from tests.serving import new_serve
 from tests.waiting import wait_until
 from watermark import exitcodes
 from watermark.cli.main import (
@@ -312,22 +312,6 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-async def wait_ready(session: aiohttp.ClientSession, base: str, process: Any) -> None:
-    """Poll /readyz until it answers 200 (deadline 30 s); fail early if the process died."""
-
-    async def ready() -> bool:
-        assert process.returncode is None, "watermark serve exited early"
-        async with session.get(f"{base}/readyz") as response:
-            return response.status == 200
-
-    await wait_until(
-        ready,
-        timeout_s=30,
-        what=f"{base}/readyz to answer 200",
-        ignore=(aiohttp.ClientConnectionError,),
-    )
-
-
 async def post(session: aiohttp.ClientSession, url: str, body: Any = None) -> Any:
     """POST JSON and return the JSON answer, which must be 200."""
     async with session.post(url, json=body) as response:
@@ -336,41 +320,18 @@ async def post(session: aiohttp.ClientSession, url: str, body: Any = None) -> An
         return doc
 
 
-async def start_serve(env: dict[str, str], log: Path, *args: str) -> Any:
-    """Start `python -m watermark serve ARGS` with its logs in `log`."""
-    with log.open("wb") as sink:
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "watermark", "serve", "--http-host", "127.0.0.1", *args,
-            env=env, stdout=subprocess.DEVNULL, stderr=sink,
-        )
-
-
-async def stop_by_pid(process: Any, log: Path) -> int:
-    """SIGTERM the process by its PID and return its exit code."""
-    os.kill(process.pid, signal.SIGTERM)
-    try:
-        async with asyncio.timeout(30):
-            return int(await process.wait())
-    except TimeoutError:
-        os.kill(process.pid, signal.SIGKILL)
-        await process.wait()
-        pytest.fail(f"watermark serve ignored SIGTERM; log:\n{log.read_text()}")
-
-
 async def test_serve_fences_over_http_and_publishes_on_sigterm(
     etcd_server: LocalEtcd, namespace: str, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     """`watermark serve`: ready, fence+commit+reconciled over HTTP, SIGTERM -> 0, final publish."""
     env = environment(etcd_server, namespace)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
-    process = await start_serve(
-        env, log, "--http-port", str(port), "--partitions", "orders/0", "--register",
-        "--publish-interval", "3600", "--owner-id", "serve-test", "--no-idle-advance",
-    )
+    serve = new_serve(None, None, log, "--register", "--publish-interval", "3600",
+                      "--no-idle-advance", partitions=("orders/0",), owner="serve-test",
+                      env=env).start()  # fmt: skip
+    base = serve.url
     try:
-        await wait_ready(http, base, process)
+        await asyncio.to_thread(serve.wait_ready, 30)
         fence = f"{base}/v1/partitions/orders%2F0/fence"
         first = await post(http, fence, {"epoch": 1, "timeout_s": 5})
         await post(http, f"{base}/v1/fences/{first['token']}/commit", {"offset": 0})
@@ -383,7 +344,7 @@ async def test_serve_fences_over_http_and_publishes_on_sigterm(
         before = json_of(watermark(env, "partition", "show", "orders/0", "--json"))
         assert before["tracker"]["last_applied_offset"] is None  # only the start-up publish
     finally:
-        code = await stop_by_pid(process, log)
+        code = await asyncio.to_thread(serve.stop, 30)
     assert code == exitcodes.OK, log.read_text()
     record = json_of(watermark(env, "partition", "show", "orders/0", "--json"))
     assert record["owner"] == "serve-test"
@@ -399,12 +360,11 @@ async def test_serve_with_ticker_advances_the_epoch_and_resigns(
     """With --tick-interval the service leads the ticker, advances the epoch, exits 0."""
     env = environment(etcd_server, namespace)
     start = json_of(watermark(env, "epoch", "advance", "--json"))["epoch"]
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
-    process = await start_serve(env, log, "--http-port", str(port), "--tick-interval", "0.2")
+    serve = new_serve(None, None, log, "--tick-interval", "0.2", env=env).start()
+    base = serve.url
     try:
-        await wait_ready(http, base, process)
+        await asyncio.to_thread(serve.wait_ready, 30)
         await wait_until(
             lambda: json_of(watermark(env, "epoch", "get", "--json"))["epoch"] >= start + 2,
             timeout_s=30,
@@ -415,7 +375,7 @@ async def test_serve_with_ticker_advances_the_epoch_and_resigns(
             text = await response.text()
         assert "l0gc_watermark_ticker_leader 1.0" in text
     finally:
-        code = await stop_by_pid(process, log)
+        code = await asyncio.to_thread(serve.stop, 30)
     assert code == exitcodes.OK, log.read_text()
 
 
@@ -465,20 +425,16 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
     tokens = tmp_path / "tokens"
     tokens.write_text(f"writer:{old}\n")
     tokens.chmod(0o600)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    listing = f"{base}/v1/partitions"
     log = tmp_path / "serve.log"
-    process = await start_serve(
-        env, log, "--http-port", str(port), "--partitions", "orders/0", "--register",
-        "--auth-token-file", str(tokens),
-    )
+    serve = new_serve(None, None, log, "--register", "--auth-token-file", str(tokens),
+                      partitions=("orders/0",), env=env).start()  # fmt: skip
+    listing = f"{serve.url}/v1/partitions"
     try:
-        await wait_ready(http, base, process)
+        await asyncio.to_thread(serve.wait_ready, 30)
         assert await get_status(http, listing, old) == 200
         assert await get_status(http, listing, new) == 401
         tokens.write_text(f"# rotated\nwriter:{new}\n")
-        os.kill(process.pid, signal.SIGHUP)
+        serve.signal(signal.SIGHUP)
 
         async def new_accepted() -> bool:
             return await get_status(http, listing, new) == 200
@@ -491,19 +447,18 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
         )
         assert await get_status(http, listing, old) == 401
         tokens.write_text(f"writer:{new}\nwriter {old}\n")
-        os.kill(process.pid, signal.SIGHUP)
+        serve.signal(signal.SIGHUP)
         await wait_until(
             lambda: "watermark.auth_reload_failed" in log.read_text(),
             timeout_s=30,
             what="the failed reload to be logged",
         )
         assert await get_status(http, listing, new) == 200
-        os.kill(process.pid, signal.SIGINT)
-        async with asyncio.timeout(30):
-            code = await process.wait()
+        serve.signal(signal.SIGINT)
+        code = await asyncio.to_thread(serve.wait_exit, 30)
     finally:
-        if process.returncode is None:
-            await stop_by_pid(process, log)
+        if serve.alive:
+            await asyncio.to_thread(serve.stop)
     text = log.read_text()
     assert code == exitcodes.INTERRUPTED, text
     assert "watermark serve: interrupted (Ctrl-C); stopped cleanly" in text

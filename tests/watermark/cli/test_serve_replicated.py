@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from l0lab.testing.local_servers import LocalEtcd, free_port
-from l0lab.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd
+from tests.serving import new_serve
 from watermark.cli.main import parse
 from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, open_kv
@@ -55,16 +55,13 @@ async def test_one_replica_owns_everything_and_releases_it_on_sigterm(
 ) -> None:
     """Alone, a replica claims and serves every partition; its owner route says so;
     SIGTERM leaves no claim and no member record behind, and it exits 0."""
-    port = free_port()
-    argv = ["-m", "watermark", "serve", "--replicated", "--etcd", etcd_server.endpoint,
-            "--namespace", namespace, "--partitions", "p/0-3", "--register",
-            "--http-port", str(port), "--owner-id", "solo", "--member-lease-ttl", "2",
-            "--membership-interval", "0.2", "--drain-timeout", "0.5"]  # fmt: skip
-    child = Child.python("solo", argv, tmp_path / "solo.log").start()
+    serve = new_serve(etcd_server, namespace, tmp_path / "solo.log", "--replicated",
+                      "--register", "--member-lease-ttl", "2", "--membership-interval", "0.2",
+                      "--drain-timeout", "0.5", partitions=("p/0-3",),
+                      owner="solo").start()  # fmt: skip
     try:
-        url = f"http://127.0.0.1:{port}"
-        ready = await asyncio.to_thread(wait_http, f"{url}/readyz", 60, child=child)
-        assert ready, child.tail()
+        url = serve.url
+        await asyncio.to_thread(serve.wait_ready)
         with urllib.request.urlopen(f"{url}/v1/partitions/p%2F2/owner", timeout=5) as answer:
             owner = json.load(answer)
         assert (owner["owner"], owner["address"], owner["local"]) == ("solo", url, True)
@@ -72,9 +69,9 @@ async def test_one_replica_owns_everything_and_releases_it_on_sigterm(
         try:
             held = await kv.range_prefix(f"{namespace}/replicas/")
             assert len(held.items) == 5  # the member record and four claims
-            assert await asyncio.to_thread(child.stop, 30.0) == 0
+            assert await asyncio.to_thread(serve.stop, 30.0) == 0
             assert (await kv.range_prefix(f"{namespace}/replicas/")).items == ()
         finally:
             await kv.close()
     finally:
-        child.stop(5.0)
+        serve.stop(5.0)

@@ -16,6 +16,8 @@ given replica 127.0.0.2 alone (the Service).
 - A 307 to a member outside the pattern (127.0.0.9, on the same port) is still refused,
   and the listener there receives no request, no token.
 - The Node example (``L0GC_FLEET``) does the same.
+
+Named by behaviour, not module: both writer clients (client.aio, client.sync) alike.
 """
 
 from __future__ import annotations

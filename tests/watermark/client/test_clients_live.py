@@ -1,5 +1,7 @@
 """The writer clients against a live `watermark serve` with a real etcd, and against a
-forged redirect on loopback (a replica record pointing at an attacker, issue 25 #3)."""
+forged redirect on loopback (a replica record pointing at an attacker, issue 25 #3).
+
+Named by behaviour, not module: both writer clients (client.aio, client.sync) alike."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from l0lab.testing.local_servers import LocalEtcd
-from tests.watermark.api.live_serve import ADMIN, RECONCILER, WRITER, LiveServe, live_serve
+from tests.serving import ADMIN, RECONCILER, WRITER, Serve, live_serve
 from watermark import (
     ApiError,
     AsyncWriterClient,
@@ -25,13 +27,13 @@ FAST = Retry(attempts=3, first_pause_s=0.02, max_pause_s=0.1)
 
 
 @pytest.fixture(scope="module")
-def serve(etcd_server: LocalEtcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServe]:
+def serve(etcd_server: LocalEtcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     """One serve for the module, hosting orders/0 and orders/1 at cluster epoch 3."""
     with live_serve(etcd_server, "/l0gc-test/clients", tmp_path_factory.mktemp("serve")) as live:
         yield live
 
 
-def test_the_sync_client_writes_commits_idempotently_and_reports(serve: LiveServe) -> None:
+def test_the_sync_client_writes_commits_idempotently_and_reports(serve: Serve) -> None:
     """epoch -> fence -> commit -> the same commit again (repeat) -> reconciled; a stale
     epoch raises ApiError with action reupload; batches answer per entry."""
     with WriterClient([serve.url], token=WRITER, retry=FAST) as client:
@@ -59,7 +61,7 @@ def test_the_sync_client_writes_commits_idempotently_and_reports(serve: LiveServ
         assert reconciler.reconciled("orders/0", 1)["reconciled_offset"] == 1
 
 
-async def test_the_async_client_does_the_same(serve: LiveServe) -> None:
+async def test_the_async_client_does_the_same(serve: Serve) -> None:
     """The asyncio client: the same routes and answers."""
     async with AsyncWriterClient([serve.url], token=WRITER, retry=FAST) as client:
         epoch = (await client.epoch()).stamp(["orders/1"])
@@ -77,7 +79,7 @@ async def test_the_async_client_does_the_same(serve: LiveServe) -> None:
         assert (gone.value.code, gone.value.action) == ("fence_expired", "refence")
 
 
-def test_both_clients_register_and_deregister_partitions(serve: LiveServe) -> None:
+def test_both_clients_register_and_deregister_partitions(serve: Serve) -> None:
     """A writer in another process registers its new partition over HTTP and fences it at
     once (no restart, no etcd credentials); a typo is ApiError not_registered / stop
     after one request; deregistering the live partition is refused live_owner / stop."""
@@ -168,7 +170,7 @@ def forger() -> Iterator[Forger]:
 
 
 def test_a_forged_redirect_never_carries_the_token_outside_the_set(
-    forger: Forger, serve: LiveServe
+    forger: Forger, serve: Serve
 ) -> None:
     """A 307 to a host outside the configured publishers raises RedirectRefused and the
     attacker receives nothing; a 307 to a configured publisher is followed (both clients)."""

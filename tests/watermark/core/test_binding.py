@@ -92,7 +92,7 @@ def test_every_mismatch_is_refused_naming_both_sides() -> None:
 
 def test_an_unbound_refusal_names_the_bind_command_of_its_own_storage() -> None:
     """S3: bucket, root and endpoint flags; Azure: account URL and container (the command
-    itself runs in tests/gcd/cli/test_azure_cli.py)."""
+    itself runs in tests/gcd/cli/test_storage_azure.py)."""
     azure = StorageTarget("l0gc", "level_zero/data", "https://acct.blob.core.windows.net",
                           kind="azure")  # fmt: skip
     expected = {

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from l0lab.testing.local_servers import LocalEtcd
-from l0lab.testing.procs import Child, wait_http
-from tests.watermark.api.live_serve import live_serve
+from tests.serving import live_serve, new_serve
 
 pytestmark = pytest.mark.integration
 
@@ -31,15 +30,11 @@ def test_a_restart_on_the_same_port_right_after_exit_binds(
         assert client.recv(1000).startswith(b"HTTP/1.1 200")
         assert old.child.stop() == 0
     client.close()
-    new = Child.python(
-        "serve-again",
-        ["-m", "watermark", "serve", "--etcd", etcd_server.endpoint, "--namespace", namespace,
-         "--partitions", "orders/0", "--owner-id", "writer-gw-2", "--take-over",
-         "--http-port", str(port), "--insecure-no-auth", "--log-level", "warning"],
-        tmp_path / "again.log",
-    ).start()  # fmt: skip
+    new = new_serve(etcd_server, namespace, tmp_path / "again.log", "--take-over",
+                    "--insecure-no-auth", "--log-level", "warning", partitions=("orders/0",),
+                    owner="writer-gw-2", port=port).start()  # fmt: skip
     try:
-        assert wait_http(f"http://127.0.0.1:{port}/readyz", 30, child=new), new.tail()
+        new.wait_ready(30)
         assert "address already in use" not in new.tail().lower()
     finally:
         assert new.stop() == 0

@@ -16,7 +16,7 @@ from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
-from tests.gcd.cli.test_status_cli import setup as setup_partitions
+from tests.gcd.cli.test_status import setup as setup_partitions
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -1,6 +1,6 @@
 """docs/integration.md's table "After each error" is the API's one error table
 (`watermark.ERROR_CODES`) with the Python exception of each code: regenerate the rows with
-``python -m tests.watermark.test_error_table`` after changing the table."""
+``python -m tests.watermark.api.test_openapi_errors`` after changing the table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from watermark.api.http_errors import ERRORS
 from watermark.api.openapi_errors import ERROR_CODES
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "integration.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "integration.md"
 HEADER = "| code | HTTP | action | Python (embedded) | meaning |\n|---|---|---|---|---|\n"
 
 

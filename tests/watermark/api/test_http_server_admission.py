@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from l0lab.testing.local_servers import LocalEtcd, free_port
-from l0lab.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd
+from tests.serving import new_serve
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -123,18 +123,14 @@ async def _probe_while(flood: Flood, base: str, paths: Sequence[str], rounds: in
 async def test_probes_and_writers_are_answered_under_a_connection_flood(
     etcd_server: LocalEtcd, namespace: str, tmp_path: Path
 ) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    argv = ["-m", "watermark", "serve", "--etcd", etcd_server.endpoint, "--namespace", namespace,
-            "--partitions", "p/0", "--register", "--http-port", str(port), "--owner-id", "solo",
-            "--max-connections", "400", "--max-connections-per-peer", "150",
-            "--http-head-timeout", "1s", "--publish-interval", "0.2",
-            "--drain-timeout", "0.5"]  # fmt: skip
-    child = Child.python("solo", argv, tmp_path / "solo.log").start()
+    serve = new_serve(etcd_server, namespace, tmp_path / "solo.log", "--register",
+                      "--max-connections", "400", "--max-connections-per-peer", "150",
+                      "--http-head-timeout", "1s", "--publish-interval", "0.2",
+                      "--drain-timeout", "0.5", partitions=("p/0",),
+                      owner="solo").start()  # fmt: skip
+    port, base = serve.port, serve.url
     try:
-        assert await asyncio.to_thread(wait_http, f"{base}/readyz", 60, child=child), (
-            child.log_path.read_text()
-        )
+        await asyncio.to_thread(serve.wait_ready)
         assert set(_refusals(base).values()) == {0.0}
 
         # One address, 1,500 sockets: 150 held (until the head timeout), the rest refused.
@@ -193,4 +189,4 @@ async def test_probes_and_writers_are_answered_under_a_connection_flood(
         assert "8190 bytes" in doc["message"], doc
         assert _refusals(base)["bad_request"] == 1
     finally:
-        child.stop(15.0)
+        serve.stop(15.0)

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from l0lab.testing.local_servers import LocalEtcd, free_port
-from l0lab.testing.procs import Child, wait_http
+from tests.clirun import run_cli
+from tests.serving import new_serve, serve_args
 from tests.waiting import wait_until
-from tests.watermark.api.test_serve_admission import Flood, _get
+from tests.watermark.api.test_http_server_admission import Flood, _get
 
 pytestmark = pytest.mark.integration
 
@@ -32,20 +31,15 @@ SOURCES = [f"127.0.0.{n}" for n in range(10, 30)]  # 20 source addresses
 async def test_probes_on_the_probe_port_answer_through_an_idle_connection_flood(
     etcd_server: LocalEtcd, namespace: str, tmp_path: Path
 ) -> None:
-    port, probe_port = free_port(), free_port()
-    api, probes = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{probe_port}"
-    argv = ["-m", "watermark", "serve", "--etcd", etcd_server.endpoint, "--namespace", namespace,
-            "--partitions", "p/0", "--register", "--http-port", str(port),
-            "--probe-port", str(probe_port), "--owner-id", "solo",
-            "--max-connections", "64", "--max-connections-per-peer", "8",
-            "--http-head-timeout", "3s", "--publish-interval", "0.2",
-            "--drain-timeout", "0.5"]  # fmt: skip
-    child = Child.python("solo", argv, tmp_path / "solo.log").start()
+    serve = new_serve(etcd_server, namespace, tmp_path / "solo.log", "--register",
+                      "--max-connections", "64", "--max-connections-per-peer", "8",
+                      "--http-head-timeout", "3s", "--publish-interval", "0.2",
+                      "--drain-timeout", "0.5", partitions=("p/0",), owner="solo",
+                      probe_port=free_port()).start()  # fmt: skip
+    port, api, probes = serve.port, serve.url, serve.probe_url
     flood = Flood(port, SOURCES, 8)
     try:
-        assert await asyncio.to_thread(wait_http, f"{probes}/readyz", 60, child=child), (
-            child.log_path.read_text()
-        )
+        await asyncio.to_thread(serve.wait_ready)
         for path in ("/healthz", "/readyz", "/metrics"):  # the probe port serves these only
             assert (await asyncio.to_thread(_get, probes + path))[0] == 200
         assert (await asyncio.to_thread(_get, probes + "/v1/epoch"))[0] == 404
@@ -73,7 +67,7 @@ async def test_probes_on_the_probe_port_answer_through_an_idle_connection_flood(
               f"(slowest {slowest:.3f} s); {dict(flood.seen)}")
         await flood.stop()
     finally:
-        child.stop(15.0)
+        serve.stop(15.0)
 
 
 def test_a_probe_port_in_use_is_refused_naming_the_flag(
@@ -84,11 +78,8 @@ def test_a_probe_port_in_use_is_refused_naming_the_flag(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "-m", "watermark", "serve", "--etcd", etcd_server.endpoint,
-             "--namespace", namespace, "--partitions", "p/0", "--register",
-             "--http-port", str(free_port()), "--probe-port", str(busy)],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        done = run_cli("watermark", *serve_args(etcd_server, namespace, "--register",
+                                                "--probe-port", str(busy), port=free_port(),
+                                                partitions=("p/0",)))  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "choose another --probe-port" in done.stderr

@@ -16,15 +16,15 @@ import pytest
 
 from l0lab.testing.local_servers import LocalEtcd, etcd_binary
 from l0lab.testing.procs import child_env
+from tests.serving import ADMIN, WRITER, Serve, live_serve, request
 from tests.waiting import wait_until_sync
-from tests.watermark.api.live_serve import ADMIN, WRITER, LiveServe, live_serve, request
 
 pytestmark = pytest.mark.integration
 P = "orders/0"
 PATH = "orders%2F0"
 
 
-def admin(serve: LiveServe, *args: str) -> subprocess.CompletedProcess[str]:
+def admin(serve: Serve, *args: str) -> subprocess.CompletedProcess[str]:
     """`watermark ARGS` against the serve's etcd and namespace, as an operator runs it."""
     return subprocess.run(
         [sys.executable, "-m", "watermark", *args, "--etcd", serve.etcd,
@@ -33,19 +33,19 @@ def admin(serve: LiveServe, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def call(serve: LiveServe, method: str, path: str, body: dict[str, Any] | None = None,
+def call(serve: Serve, method: str, path: str, body: dict[str, Any] | None = None,
          token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
     return request(serve.url, method, path, body, token)
 
 
-def record(serve: LiveServe) -> dict[str, Any]:
+def record(serve: Serve) -> dict[str, Any]:
     done = admin(serve, "partition", "show", P, "--json")
     assert done.returncode == 0, done.stderr
     doc: dict[str, Any] = json.loads(done.stdout)
     return doc
 
 
-def put_by_hand(etcd: LocalEtcd, serve: LiveServe, doc: dict[str, Any]) -> None:
+def put_by_hand(etcd: LocalEtcd, serve: Serve, doc: dict[str, Any]) -> None:
     """Write orders/0's record with etcdctl, behind l0gc's back (as an operator might)."""
     etcdctl = etcd_binary().with_name("etcdctl")
     subprocess.run(
@@ -55,13 +55,13 @@ def put_by_hand(etcd: LocalEtcd, serve: LiveServe, doc: dict[str, Any]) -> None:
     )  # fmt: skip
 
 
-def fence(serve: LiveServe, epoch: int, timeout_s: float = 2.0) -> tuple[int, dict[str, Any]]:
+def fence(serve: Serve, epoch: int, timeout_s: float = 2.0) -> tuple[int, dict[str, Any]]:
     return call(serve, "POST", f"/v1/partitions/{PATH}/fence",
                 {"epoch": epoch, "timeout_s": timeout_s})  # fmt: skip
 
 
 @pytest.fixture
-def serve(etcd_server: LocalEtcd, namespace: str, tmp_path: Path) -> Iterator[LiveServe]:
+def serve(etcd_server: LocalEtcd, namespace: str, tmp_path: Path) -> Iterator[Serve]:
     """A serve hosting orders/0 with two writes committed, its window [E-1, E]."""
     with live_serve(etcd_server, namespace, tmp_path, partitions=(P,), epochs=3) as live:
         assert admin(live, "epoch", "advance").returncode == 0
@@ -76,7 +76,7 @@ def serve(etcd_server: LocalEtcd, namespace: str, tmp_path: Path) -> Iterator[Li
 
 
 def test_a_raise_under_a_live_owner_is_refused_and_force_revokes_it_first(
-    serve: LiveServe,
+    serve: Serve,
 ) -> None:
     """Finding 1: `repair --watermark E-1` under a live owner was written silently, the
     owner kept admitting E-1 and a writer one epoch behind committed an object the next
@@ -104,7 +104,7 @@ def test_a_raise_under_a_live_owner_is_refused_and_force_revokes_it_first(
 
 
 def test_a_raise_written_behind_l0gcs_back_raises_the_owners_floor(
-    serve: LiveServe, etcd_server: LocalEtcd
+    serve: Serve, etcd_server: LocalEtcd
 ) -> None:
     """M(p) raised in etcd by hand (etcdctl, or a repair while the owner looked idle):
     within a round the owner admits nothing at or below it and a fence held there
@@ -125,7 +125,7 @@ def test_a_raise_written_behind_l0gcs_back_raises_the_owners_floor(
 
 
 def test_deregister_under_a_live_owner_is_refused_and_force_stops_the_owner(
-    serve: LiveServe,
+    serve: Serve,
 ) -> None:
     """Finding 3: deregister under a live serve was silent and the owner kept granting
     fences. Now exit 2 (nothing deleted); with --force, once it returns, the owner
@@ -142,7 +142,7 @@ def test_deregister_under_a_live_owner_is_refused_and_force_stops_the_owner(
 
 
 def test_an_offset_beyond_the_maximum_is_refused_and_releases_its_fence(
-    serve: LiveServe,
+    serve: Serve,
 ) -> None:
     """Findings 2 and 4: a commit at 2**63-1 was applied and every later commit was
     illegal_offset, across restarts. Now it is 409 illegal_offset, nothing is applied,
@@ -163,7 +163,7 @@ def test_an_offset_beyond_the_maximum_is_refused_and_releases_its_fence(
 
 
 def test_repair_reset_tracker_unbricks_a_partition_and_refuses_lowering_owner_epoch(
-    serve: LiveServe, etcd_server: LocalEtcd
+    serve: Serve, etcd_server: LocalEtcd
 ) -> None:
     """A tracker left at offset 2**63-1 by an older version: `repair --reset-tracker`
     drops it and the owner (no --force: M(p) stays), after which a new owner adopts the

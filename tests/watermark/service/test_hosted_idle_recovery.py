@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from l0lab.testing.local_servers import LocalEtcd, free_port
-from l0lab.testing.procs import Child, wait_http
+from l0lab.testing.local_servers import LocalEtcd
+from tests.serving import RECONCILER, WRITER, Serve, new_serve, request, token_file, watermark
 from tests.waiting import wait_until_sync
-from tests.watermark.api.live_serve import RECONCILER, WRITER, request, watermark
 from watermark.core.record import PartitionRecord
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
@@ -26,38 +25,23 @@ pytestmark = pytest.mark.integration
 PARTITIONS = ("orders/0", "orders/1", "orders/2")
 
 
-class Serve:
-    """One `watermark serve` process that can be killed and started again."""
+def publisher(etcd: LocalEtcd, namespace: str, workdir: Path) -> Serve:
+    """The lone publisher of PARTITIONS (ticking itself), not started; killed and started
+    again by the test."""
+    tokens = token_file(workdir, writer=WRITER, reconciler=RECONCILER)
+    return new_serve(etcd, namespace, workdir / "serve.log", "--auth-token-file", str(tokens),
+                     "--publish-interval", "200ms", "--tick-interval", "500ms",
+                     "--ticker-lease-ttl", "2", "--log-level", "info",
+                     partitions=PARTITIONS, owner="lone-publisher")  # fmt: skip
 
-    def __init__(self, etcd: LocalEtcd, namespace: str, workdir: Path) -> None:
-        tokens = workdir / "tokens"
-        tokens.write_text(f"writer:{WRITER}\nreconciler:{RECONCILER}\n")
-        tokens.chmod(0o600)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.etcd, self.namespace = etcd.endpoint, namespace
-        self.child = Child.python(
-            "serve",
-            ["-m", "watermark", "serve", "--etcd", etcd.endpoint, "--namespace", namespace,
-             "--partitions", ",".join(PARTITIONS), "--owner-id", "lone-publisher",
-             "--http-port", str(self.port), "--auth-token-file", str(tokens),
-             "--publish-interval", "200ms", "--tick-interval", "500ms",
-             "--ticker-lease-ttl", "2", "--log-level", "info"],
-            workdir / "serve.log",
-        )  # fmt: skip
 
-    def start(self) -> None:
-        self.child.start()
-        if not wait_http(self.url + "/readyz", 30, child=self.child):
-            raise RuntimeError(f"watermark serve did not get ready: {self.child.tail()}")
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None,
-             token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
-        return request(self.url, method, path, body, token)
+def call(serve: Serve, method: str, path: str, body: dict[str, Any] | None = None,
+         token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    return request(serve.url, method, path, body, token)
 
 
 def state(serve: Serve, partition: str) -> dict[str, Any]:
-    status, doc = serve.call("GET", f"/v1/partitions/{partition.replace('/', '%2F')}")
+    status, doc = call(serve, "GET", f"/v1/partitions/{partition.replace('/', '%2F')}")
     assert status == 200, doc
     return doc
 
@@ -83,7 +67,7 @@ def report(serve: Serve, partition: str, offset: int, log_end: int | None = None
     body: dict[str, Any] = {"offset": offset}
     if log_end is not None:
         body["log_end_offset"] = log_end
-    status, doc = serve.call("POST", f"/v1/partitions/{partition.replace('/', '%2F')}/reconciled",
+    status, doc = call(serve, "POST", f"/v1/partitions/{partition.replace('/', '%2F')}/reconciled",
                              body, RECONCILER)  # fmt: skip
     assert status == 200, doc
     return doc
@@ -97,17 +81,17 @@ def test_idle_partitions_move_on_after_a_kill_with_only_the_reconcilers_reports(
     cluster epoch; a log end the owner did not ask for changed nothing."""
     watermark(etcd_server, namespace, "epoch", "advance")
     watermark(etcd_server, namespace, "partition", "register", *PARTITIONS)
-    serve = Serve(etcd_server, namespace, tmp_path)
-    serve.start()
+    serve = publisher(etcd_server, namespace, tmp_path)
+    serve.start().wait_ready(30)
     try:
         for partition in PARTITIONS:  # two writes each, reconciled
             encoded = partition.replace("/", "%2F")
             for offset in (0, 1):
                 epoch = stored(etcd_server, namespace)[0]
-                status, granted = serve.call("POST", f"/v1/partitions/{encoded}/fence",
+                status, granted = call(serve, "POST", f"/v1/partitions/{encoded}/fence",
                                              {"epoch": epoch})  # fmt: skip
                 assert status == 200, granted
-                status, body = serve.call("POST", f"/v1/fences/{granted['token']}/commit",
+                status, body = call(serve, "POST", f"/v1/fences/{granted['token']}/commit",
                                           {"offset": offset})  # fmt: skip
                 assert status == 200, body
             report(serve, partition, 1)
@@ -115,7 +99,7 @@ def test_idle_partitions_move_on_after_a_kill_with_only_the_reconcilers_reports(
                         timeout_s=30, what="the writes reconciled and published")  # fmt: skip
         serve.child.kill()
         _, before = stored(etcd_server, namespace)
-        serve.start()
+        serve.start().wait_ready(30)
         first = state(serve, PARTITIONS[0])
         assert (first["log_end_known"], first["log_end_wanted"]) == (False, True), first
         # A log end sent before the owner asked is ignored (it may predate the restart).
@@ -134,11 +118,11 @@ def test_idle_partitions_move_on_after_a_kill_with_only_the_reconcilers_reports(
 
         wait_until_sync(reconcilers_report, timeout_s=20,
                         what=f"every idle partition at M(p) >= {epoch_at_start}",
-                        detail=serve.child.tail)  # fmt: skip
+                        detail=serve.tail)  # fmt: skip
         took = time.monotonic() - started
         _, after = stored(etcd_server, namespace)
         assert all(after[p] > before[p] for p in PARTITIONS), (before, after)
         assert took < 20
         assert state(serve, PARTITIONS[0])["log_end_known"] is True
     finally:
-        serve.child.stop()
+        serve.stop()
