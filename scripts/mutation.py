@@ -29,6 +29,14 @@ long, and counts as killed only if it times out again.
     python scripts/mutation.py --all               # every module of TARGETS (make mutation)
     python scripts/mutation.py watermark/core/window.py --list
     python scripts/mutation.py --show 'ID'         # run one mutant, show pytest's output
+    python scripts/mutation.py watermark/core/window.py --explore-killer       # see below
+
+The exhaustive checker as one more killer (`--explore-killer`, opt-in: it costs seconds
+per mutant): each mutant that survives the unit tests (or, with `--explore-killer all`,
+every mutant run) is made live in a forked child that runs `gcd simulate --exhaustive`'s
+search (`l0lab.sim.explore`) on the real simulated cluster, in `EXPLORE_SCOPE`; a
+violation (or a crash of the real code) kills it. The report adds a table of what the
+checker killed and names the mutants that only it kills (the unit tests let them live).
 """
 
 from __future__ import annotations
@@ -89,6 +97,12 @@ TARGETS: dict[str, Target] = {
     "watermark/core/strictjson.py": Target((f"{_CORE}test_strictjson.py",)),
     "gcd/rules/undo.py": Target(("tests/gcd/rules/test_undo.py",)),
 }
+
+EXPLORE_SCOPE: dict[str, Any] = {"partitions": 1, "fault_kinds": frozenset({"raise"}), "depth": 4}
+"""The `--explore-killer` scope (`l0lab.sim.moves.Scope` fields; the rest default: 2
+writers, 2 publishers, epochs up to 3, 1 fault): the one that finds the window-floor
+mutant (`inclusive-floor`, 3 moves), one move deeper. The whole search, when nothing is
+found, costs ~2.5 s of CPU (72 mutants of window.py: 184 s)."""
 
 # -- mutants -------------------------------------------------------------------------
 
@@ -534,6 +548,48 @@ def _mutant_run(mutant: Mutant | None, original: ast.Module, items: list[Any],
     return run
 
 
+def _explore_run(mutant: Mutant | None, original: ast.Module) -> Callable[[], int]:
+    """What an `--explore-killer` child does: make the mutant live, then run the
+    exhaustive search in `EXPLORE_SCOPE` on the unchanged system: 1 on a violation."""
+
+    def run() -> int:
+        _quiet()
+        if mutant is not None:
+            code = compile(mutant.tree(original), str(ROOT / mutant.module), "exec")
+            if not _swap(mutant, code):
+                try:
+                    _reload(mutant, code)
+                except Exception:  # noqa: BLE001 - the mutated module does not import
+                    return 1
+        # Imported after the swap or reload: the lab runs on the mutated module.
+        from l0lab.sim.explore import explore  # noqa: PLC0415
+        from l0lab.sim.moves import Scope  # noqa: PLC0415
+        from l0lab.sim.variants import CORRECT  # noqa: PLC0415
+
+        found = explore(Scope(**EXPLORE_SCOPE), CORRECT, liveness=False)
+        return 0 if found.ok else 1
+
+    return run
+
+
+def _judge(runs: list[Mutant], make: Callable[[Mutant], Callable[[], int]], jobs: int,
+           timeout: float, result: Result) -> None:
+    """Run `make(mutant)` for each of `runs` in forked children, `jobs` at once; a
+    child that outlives `timeout` runs again alone with twice as long."""
+    pending: dict[int, tuple[Mutant, float]] = {}
+    for mutant in runs:
+        _reap(pending, jobs, timeout, result)
+        pending[_fork(make(mutant))] = (mutant, time.monotonic())
+        result.run.append(mutant)
+    _reap(pending, 1, timeout, result)
+    # A busy machine can slow a run past the timeout: only a second one, alone and
+    # with twice as long, counts as killed (it loops, or nearly so).
+    slow, result.slow = result.slow, []
+    for mutant in slow:
+        _reap({_fork(make(mutant)): (mutant, time.monotonic())}, 1, timeout * 2, result)
+    result.timed_out.extend(result.slow)
+
+
 @dataclass
 class Result:
     """The verdicts on one module's mutants."""
@@ -607,8 +663,12 @@ class _Campaign:
     open_survivors: dict[str, str]
     recheck: bool
     out: Any
+    explore: str | None = None
+    """`--explore-killer`: None, "survivors" or "all"."""
     failures: int | None = None
     rows: list[str] = field(default_factory=list)
+    explored: list[str] = field(default_factory=list)
+    """The `--explore-killer` table's rows."""
 
     def pytest_runtestloop(self, session: Any) -> bool:
         self.failures = 0
@@ -633,23 +693,42 @@ class _Campaign:
             raise SystemExit(f"{path}: its tests fail without any mutant; fix them first")
         timeout = max(10.0, (time.monotonic() - started) * self.timeout_factor)
         result = Result(path)
-        pending: dict[int, tuple[Mutant, float]] = {}
-        for mutant in chosen:
-            _reap(pending, self.jobs, timeout, result)
-            pending[_fork(_mutant_run(mutant, original, items, tests))] = (
-                mutant, time.monotonic())
-            result.run.append(mutant)
-        _reap(pending, 1, timeout, result)
-        # A busy machine can slow a run past the timeout: only a second one, alone and
-        # with twice as long, counts as killed (it loops, or nearly so).
-        slow, result.slow = result.slow, []
-        for mutant in slow:
-            _reap({_fork(_mutant_run(mutant, original, items, tests)): (
-                mutant, time.monotonic())}, 1, timeout * 2, result)
-        result.timed_out.extend(result.slow)
+        _judge(chosen, lambda m: _mutant_run(m, original, items, tests), self.jobs, timeout,
+               result)  # fmt: skip
         result.seconds = time.monotonic() - started
         result.cpu = _children_cpu() - cpu
-        return self._report(result, found, source.splitlines(), full=len(chosen) == len(found))
+        failures = self._report(result, found, source.splitlines(),
+                                full=len(chosen) == len(found))  # fmt: skip
+        if self.explore is not None:
+            self._explore(result, original, source.splitlines())
+        return failures
+
+    def _explore(self, tested: Result, original: ast.Module, lines: list[str]) -> None:
+        """The exhaustive checker as one more killer (`--explore-killer`)."""
+        path, out = tested.module, self.out
+        started, cpu = time.monotonic(), _children_cpu()
+        _, status = os.waitpid(_fork(_explore_run(None, original)), 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{path}: the exhaustive search fails without any mutant")
+        baseline = time.monotonic() - started
+        runs = tested.run if self.explore == "all" else tested.survived
+        result = Result(path)
+        _judge(runs, lambda m: _explore_run(m, original), self.jobs,
+               max(60.0, baseline * self.timeout_factor), result)  # fmt: skip
+        dead = {m.id for m in result.killed + result.timed_out}
+        by_tests = {m.id for m in tested.killed + tested.timed_out}
+        only = [m for m in result.run if m.id in dead and m.id not in by_tests]
+        if only:
+            _say(f"{path}: killed only by the exhaustive checker (the unit tests let them "
+                 "live):", file=out)
+            for mutant in only:
+                _say(_describe(mutant, lines), file=out)
+        both = len(dead & by_tests)
+        self.explored.append(
+            f"| {path} | {self.explore} | {len(result.run)} | {len(dead)} "
+            f"({len(result.timed_out)} timed out) | {both} | {len(only)} | "
+            f"{time.monotonic() - started:.0f} s | {_children_cpu() - cpu:.0f} s |")
+        out.flush()
 
     def _report(self, result: Result, found: list[Mutant], lines: list[str], *,
                 full: bool) -> int:
@@ -691,14 +770,15 @@ class _Campaign:
 
 def check(paths: list[str], *, jobs: int, sample: int | None, seed: int, match: str | None,
           timeout_factor: float, equivalents: dict[str, str],
-          open_survivors: dict[str, str], recheck: bool = False) -> int:
+          open_survivors: dict[str, str], recheck: bool = False,
+          explore: str | None = None) -> int:
     """Run the mutants of `paths`; print a table; 1 on any unlisted survivor (or a stale or
     killed equivalent), else 0."""
     import pytest  # noqa: PLC0415
 
     tests = tuple(dict.fromkeys(t for p in paths for t in TARGETS[p].tests))
     campaign = _Campaign(paths, jobs, sample, seed, match, timeout_factor, equivalents,
-                         open_survivors, recheck, sys.stdout)
+                         open_survivors, recheck, sys.stdout, explore)
     with contextlib.redirect_stdout(io.StringIO()) as said:
         code = pytest.main(_pytest_args(tests), plugins=[_Profile(), campaign])
     if campaign.failures is None:
@@ -708,6 +788,14 @@ def check(paths: list[str], *, jobs: int, sample: int | None, seed: int, match: 
          "| score | wall | CPU |")
     _say("|---|---|---|---|---|---|---|---|---|---|")
     _say("\n".join(campaign.rows))
+    if explore is not None:
+        scope = ", ".join(f"{k}={sorted(v) if isinstance(v, frozenset) else v}"
+                          for k, v in EXPLORE_SCOPE.items())  # fmt: skip
+        _say("", f"Exhaustive checker as a killer (scope: {scope}; judged: the "
+             f"{'mutants run' if explore == 'all' else 'survivors of the tests'}):",
+             "| module | judged | run | killed by the checker | also by the tests "
+             "| only by the checker | wall | CPU |", "|---|---|---|---|---|---|---|---|")
+        _say("\n".join(campaign.explored))
     return 1 if campaign.failures else 0
 
 
@@ -774,6 +862,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="survivors not answered yet (default: %(default)s)")
     parser.add_argument("--recheck", action="store_true",
                         help="run only the listed mutants (equivalent or open)")
+    parser.add_argument("--explore-killer", nargs="?", const="survivors",
+                        choices=("survivors", "all"), default=None,
+                        help="also run the exhaustive checker (l0lab.sim.explore, a small "
+                        "scope, seconds per mutant) on each survivor of the tests, or on "
+                        "every mutant run with 'all'; report the mutants only it kills")
     parser.add_argument("--list", action="store_true", help="print the mutant ids and stop")
     parser.add_argument("--show", metavar="ID", help="run one mutant with pytest's output")
     args = parser.parse_args(argv)
@@ -794,7 +887,7 @@ def main(argv: list[str] | None = None) -> int:
     return check(paths, jobs=args.jobs, sample=args.sample, seed=args.seed, match=args.match,
                  timeout_factor=args.timeout_factor, recheck=args.recheck,
                  equivalents=read_equivalents(args.equivalents),
-                 open_survivors=read_equivalents(args.open))
+                 open_survivors=read_equivalents(args.open), explore=args.explore_killer)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ other core modules run in the slow suite. See docs/conventions.md, "Answering a 
 
 from __future__ import annotations
 
+import ast
+import importlib
 import importlib.util
+import io
 import re
 import subprocess
 import sys
@@ -118,3 +121,31 @@ def test_every_listed_mutant_exists_and_has_a_reason() -> None:
     assert all(len(reason.split()) >= 4 for reason in listed.values())
     open_ones = mutation.read_equivalents(mutation.OPEN)
     assert [i for i in open_ones if i.split(":", 1)[0] in SAFETY] == []
+
+
+HARMLESS = "EpochWindow.__repr__:cmp:==->!=#1"  # how a window prints; nothing decides on it
+
+
+@pytest.mark.timeout(600)
+def test_the_exhaustive_checker_as_a_killer_names_the_mutants_only_it_kills() -> None:
+    """`--explore-killer`: the window-floor mutant of issue 40 (`epoch <= floor` to
+    `epoch < floor`), handed over as if the unit tests had let it live, is killed by the
+    exhaustive search in `EXPLORE_SCOPE` and reported as killed only by it; a mutant
+    that only changes how a window prints (HARMLESS) is not killed."""
+    mutation = tool()
+    path = "watermark/core/window.py"
+    source = (ROOT / path).read_text(encoding="utf-8")
+    module = importlib.import_module("watermark.core.window")
+    found = {m.id: m for m in mutation.mutants(path, source, module)}
+    floor = found[f"{path}:EpochWindow.classify:cmp:<=-><#1"]
+    harmless = found[f"{path}:{HARMLESS}"]
+    tested = mutation.Result(path, run=[floor, harmless], survived=[floor, harmless])
+    out = io.StringIO()
+    campaign = mutation._Campaign([path], 2, None, 31, None, 5.0, {}, {}, False, out, "all")
+    campaign._explore(tested, ast.parse(source), source.splitlines())
+    said = out.getvalue()
+    assert "killed only by the exhaustive checker" in said
+    assert f"  {floor.id}\n" in said
+    assert harmless.id not in said
+    assert re.match(rf"\| {re.escape(path)} \| all \| 2 \| 1 \(0 timed out\) \| 0 \| 1 \|",
+                    campaign.explored[0]), campaign.explored  # fmt: skip

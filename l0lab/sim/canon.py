@@ -72,30 +72,32 @@ class Bag(tuple[Any, ...]):
     __slots__ = ()
 
 
-def _rename(value: Any, names: Names) -> Any:
+def _encode(value: Any, names: Names) -> str:
+    """`value` renamed by `names`, as text: a tuple in order, a `Bag` sorted (by the text
+    of its items), anything else by its repr. One pass, no renamed copy."""
     kind = type(value)
     if kind is str:
-        return names.get(value, value)
+        return repr(names.get(value, value))
     if kind is Bag:
-        return tuple(sorted((_rename(v, names) for v in value), key=repr))
+        return "{" + ",".join(sorted([_encode(v, names) for v in value])) + "}"
     if kind is tuple:
-        return tuple(_rename(v, names) for v in value)
-    return value
+        return "(" + ",".join([_encode(v, names) for v in value]) + ")"
+    return repr(value)
 
 
 def canonical(world: World, *, symmetry: bool) -> tuple[bytes, list[Names]]:
     """The state's hash (least snapshot over the renamings) and the renamings reaching it."""
-    best: bytes | None = None
+    best: str | None = None
     chosen: list[Names] = []
     base = snapshot(world)
     for names in renamings(world, symmetry=symmetry):
-        encoded = repr(_rename(base, names)).encode()
+        encoded = _encode(base, names)
         if best is None or encoded < best:
             best, chosen = encoded, [names]
         elif encoded == best:
             chosen.append(names)
     assert best is not None
-    return blake2b(best, digest_size=16).digest(), chosen
+    return blake2b(best.encode(), digest_size=16).digest(), chosen
 
 
 def snapshot(world: World) -> tuple[Any, ...]:
