@@ -9,7 +9,7 @@ last update. `--all` lists every partition. Everything comes from ONE range read
 the namespace (one etcd revision), the same read the sweepers make. Without `--all` the
 read is folded page by page as a daemon folds it (`PinningFold`: the sweepers' compact
 index plus the few records at the lowest M(p)), so a namespace of a million partition
-records is never held whole (bench/RESULTS.md, section 26).
+records is never held whole (bench/RESULTS.md, section 27).
 
 Exit codes: 0 normally (also while paused), 3 when sweepers delete nothing: M is
 undefined (blocked), or they refuse (the binding is unreadable or names another etcd
