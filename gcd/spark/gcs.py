@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gcd.rules.backoff import Backoff
-from gcd.spark.gcsclient import GcsClient, GcsTarget, call_with_retries
+from gcd.spark.gcsclient import GcsClient, GcsTarget
 from gcd.spark.gcsdelete import delete_keys
 from gcd.spark.gcslisting import list_prefix
+from gcd.spark.retrying import retry
 from gcd.storage.gcssettings import GcsSettings
 
 if TYPE_CHECKING:
@@ -72,4 +73,4 @@ class GcsStore:
 
     def exists(self, client: Any, key: str) -> bool:
         """True when object `key` exists (a claim probe), retried."""
-        return bool(call_with_retries(lambda: client.exists(key), backoff=self.target.backoff))
+        return bool(retry(lambda: client.exists(key), backoff=self.target.backoff))

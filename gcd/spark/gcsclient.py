@@ -20,7 +20,7 @@ carries only the file's path. Tokens are refreshed by google-auth; neither a tok
 a key is logged or put in an error (errors say which file or chain failed). The
 emulator takes none (`anonymous`), and then google-auth is not even imported.
 
-Retries: `call_with_retries` is the executors' one loop (`gcd.spark.retrying.retry`),
+Retries: the executors' one loop (`gcd.spark.retrying.retry`),
 under the same policy (`gcd.rules.backoff`); failures are `StorageError`s
 coded as the daemon codes them (`gcd.storage.gcsbatch.error_code`).
 """
@@ -35,13 +35,12 @@ from typing import Any, TypeVar
 
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
-from gcd.spark.retrying import retry as call_with_retries
 from gcd.storage.gcsbatch import MAX_BATCH, batch_body, error_code, parse_answer
 from gcd.storage.gcsbatch import triage as match_answers
 from gcd.storage.gcssettings import GCS_ENDPOINT, GcsSettings
 from gcd.storage.objectstore import DeleteResult
 
-__all__ = ["SCOPE", "GcsClient", "GcsTarget", "ListedObject", "call_with_retries"]
+__all__ = ["SCOPE", "GcsClient", "GcsTarget", "ListedObject"]
 
 T = TypeVar("T")
 SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"

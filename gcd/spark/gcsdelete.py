@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 
 from gcd.errors import StorageError
 from gcd.rules.triage import triage
-from gcd.spark.gcsclient import GcsClient, call_with_retries
+from gcd.spark.gcsclient import GcsClient
+from gcd.spark.retrying import retry as call_retried
 from gcd.storage.gcsbatch import MAX_BATCH
 from gcd.storage.objectstore import DeleteResult, KeyFailure
 
@@ -53,7 +54,7 @@ def _delete_batch(client: GcsClient, keys: list[str], *, pace: Callable[[int], N
             return client.delete_batch(batch)
 
         try:
-            result = call_with_retries(request, backoff=backoff, rng=rng, sleep=sleep)
+            result = call_retried(request, backoff=backoff, rng=rng, sleep=sleep)
         except StorageError as exc:
             outcome.update(dict.fromkeys(batch, f"{exc.code}: {exc}"))
             return outcome

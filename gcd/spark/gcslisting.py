@@ -25,7 +25,8 @@ from typing import Any
 from gcd.errors import StorageError
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.layout import KeyLayout
-from gcd.spark.gcsclient import GcsClient, call_with_retries
+from gcd.spark.gcsclient import GcsClient
+from gcd.spark.retrying import retry
 
 __all__ = ["list_prefix"]
 
@@ -60,7 +61,7 @@ def list_prefix(
             seen.add((cursor.start_after, cursor.token))
         if on_request is not None:
             on_request()
-        rows, token = call_with_retries(
+        rows, token = retry(
             functools.partial(client.list_page, prefix, after=cursor.start_after,
                               page_token=cursor.token, max_keys=_PAGE),
             backoff=target.backoff, rng=rng,
