@@ -17,7 +17,12 @@ import argparse
 import sys
 
 from gcd.cli.output import write_json
-from gcd.spark.package import EXECUTOR_REQUIREMENTS, build_package, write_launcher
+from gcd.spark.package import (
+    EXECUTOR_REQUIREMENTS,
+    STORE_REQUIREMENTS,
+    build_package,
+    write_launcher,
+)
 from watermark import exitcodes
 
 __all__ = ["add_arguments", "run"]
@@ -44,10 +49,12 @@ def run(args: argparse.Namespace) -> int:
         write_json(document)
         return exitcodes.OK
     needs = ", ".join(EXECUTOR_REQUIREMENTS)
+    stores = "; ".join(f"--storage {store} also {', '.join(extra)}"
+                       for store, extra in STORE_REQUIREMENTS.items())  # fmt: skip
     sys.stdout.write(
         f"wrote {summary.path}: gcd + watermark {summary.l0gc_version}, {summary.files} files, "
         f"{summary.bytes / 1024:.0f} KiB; ship it with --py-files {summary.path} "
-        f"(executors need Python >= 3.11 with {needs})\n"
+        f"(executors need Python >= 3.11 with {needs}; {stores})\n"
     )
     if launcher is not None:
         sys.stdout.write(f"wrote {launcher}: the spark-submit application (runs gcd)\n")

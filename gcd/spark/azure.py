@@ -46,6 +46,7 @@ from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.triage import triage
+from gcd.spark.package import STORE_REQUIREMENTS
 from gcd.spark.retrying import retry
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import KeyFailure
@@ -56,9 +57,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AZURE_EXECUTOR_REQUIREMENTS", "AzureTarget", "call_with_retries"]
 
-AZURE_EXECUTOR_REQUIREMENTS = ("azure-storage-blob", "azure-identity")
-"""What executors need for `--storage azure`, besides `gcd.spark.package.EXECUTOR_REQUIREMENTS`
-(azure-identity only without a connection string file)."""
+AZURE_EXECUTOR_REQUIREMENTS = STORE_REQUIREMENTS["azure"]
+"""What executors need for `--storage azure` (`gcd.spark.package.STORE_REQUIREMENTS`)."""
 _PAGE = 1000
 T = TypeVar("T")
 

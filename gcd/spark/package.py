@@ -3,7 +3,8 @@
 Spark executors run the tasks' Python (listing, classifying, deleting) in the
 cluster's own interpreter. They need the `gcd` and `watermark` packages and three
 third-party ones, `EXECUTOR_REQUIREMENTS` (boto3, pandas, pyarrow, plus what pip
-pulls in for them); never aiobotocore, aiohttp, structlog, aetcd or prometheus_client
+pulls in for them), for Azure or GCS their client libraries (`STORE_REQUIREMENTS`);
+never aiobotocore, aiohttp, structlog, aetcd or prometheus_client
 (`DRIVER_ONLY_MODULES`: a test imports the executor side with them blocked).
 
 `build_package` writes the two packages into a zip, the form PySpark puts on an
@@ -32,6 +33,7 @@ __all__ = [
     "EXECUTOR_REQUIREMENTS",
     "LAUNCHER",
     "PACKAGES",
+    "STORE_REQUIREMENTS",
     "PackageSummary",
     "build_package",
     "write_launcher",
@@ -40,6 +42,13 @@ __all__ = [
 PACKAGES: Final = ("gcd", "watermark")
 EXECUTOR_REQUIREMENTS: Final = ("boto3", "pandas", "pyarrow")
 """Third-party distributions an executor's Python must have (pyspark comes with Spark)."""
+STORE_REQUIREMENTS: Final = {
+    "azure": ("azure-storage-blob", "azure-identity"),
+    "gcs": ("google-auth",),
+}
+"""What executors need besides `EXECUTOR_REQUIREMENTS` for `--storage azure|gcs`
+(azure-identity only without a connection string file; google-auth not for an
+anonymous emulator)."""
 DRIVER_ONLY_MODULES: Final = frozenset(
     {"aiobotocore", "aiohttp", "structlog", "aetcd", "prometheus_client"}
 )
@@ -70,6 +79,7 @@ class PackageSummary:
             "l0gc_version": self.l0gc_version,
             "packages": list(PACKAGES),
             "executor_requirements": list(EXECUTOR_REQUIREMENTS),
+            "store_requirements": {k: list(v) for k, v in STORE_REQUIREMENTS.items()},
         }
 
 

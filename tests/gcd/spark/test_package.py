@@ -28,6 +28,8 @@ def test_the_zip_is_reproducible_and_holds_both_packages(
     line = capsys.readouterr().out
     assert f"--py-files {second}" in line
     assert "boto3, pandas, pyarrow" in line
+    assert "--storage azure also azure-storage-blob, azure-identity" in line
+    assert "--storage gcs also google-auth" in line
     assert first.read_bytes() == second.read_bytes()
     names = zipfile.ZipFile(first).namelist()
     assert {"gcd/__init__.py", "gcd/spark/delete.py", "watermark/__init__.py"} <= set(names)
@@ -36,6 +38,8 @@ def test_the_zip_is_reproducible_and_holds_both_packages(
     assert (document["version"], document["files"], document["path"]) == (1, len(names),
                                                                          str(first))  # fmt: skip
     assert document["executor_requirements"] == ["boto3", "pandas", "pyarrow"]
+    assert document["store_requirements"] == {"azure": ["azure-storage-blob", "azure-identity"],
+                                              "gcs": ["google-auth"]}  # fmt: skip
 
 
 def test_a_bare_python_deletes_from_the_zip(tmp_path: Path) -> None:
