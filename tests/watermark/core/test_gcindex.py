@@ -229,3 +229,17 @@ def test_a_check_that_was_handed_no_read_compares_with_an_empty_namespace() -> N
     state = {KEYS.partitions + "p/1": record("p/1", 3)}
     index = GcIndex(KEYS, full_view(state, 5), pause_reason)
     assert index.checker().differs() == "the index holds 1 partition records, the full read 0"
+
+
+def test_watermark_of_is_the_held_m_and_none_for_an_absent_or_malformed_record() -> None:
+    """`watermark_of` (what `gcd status`'s fold asks per record): M(p) of a well-formed
+    record, -1 for one that has published nothing, None for a malformed or absent one."""
+    index = GcIndex.empty(KEYS, pause_reason)
+    index.start(5, 0)
+    index.add([(KEYS.partitions + "p/0", record("p/0", 7)),
+               (KEYS.partitions + "p/1", record("p/1", -1)),
+               (KEYS.partitions + "p/2", b"{not json")])  # fmt: skip
+    assert index.watermark_of("p/0") == 7
+    assert index.watermark_of("p/1") == -1
+    assert index.watermark_of("p/2") is None
+    assert index.watermark_of("p/9") is None
