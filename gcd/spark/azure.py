@@ -45,9 +45,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
-from gcd.rules.triage import triage
 from gcd.spark.package import STORE_REQUIREMENTS
-from gcd.spark.retrying import retry
+from gcd.spark.retrying import delete_triaged, retry
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import KeyFailure
 
@@ -255,41 +254,18 @@ class AzureTarget:
         rng: random.Random,
         sleep: Callable[[float], None],
     ) -> dict[str, str | None]:
-        outcome: dict[str, str | None] = {}
-        remaining = keys
-        attempt = 0
-        while remaining:
-            batch = remaining
-
-            def request(batch: list[str] = batch) -> list[Any]:
+        def send(batch: list[str]) -> tuple[Sequence[str], Sequence[KeyFailure]]:
+            def request() -> list[Any]:
                 pace(len(batch))
                 on_request()
                 return list(client.delete_blobs(*batch, raise_on_any_failure=False))
 
-            try:
-                answers = call_with_retries(
-                    request, what=f"Blob Batch delete on {self.bucket}", backoff=self.backoff,
-                    rng=rng, sleep=sleep,
-                )  # fmt: skip
-            except StorageError as exc:
-                outcome.update(dict.fromkeys(batch, str(exc)))
-                return outcome
-            deleted, failures = self._answers(batch, answers)
-            sorted_keys = triage(batch, deleted, failures)
-            outcome.update(dict.fromkeys(sorted_keys.deleted))
-            outcome.update((f.key, _error_text(f)) for f in sorted_keys.failed)
-            last_error = {f.key: _error_text(f) for f in sorted_keys.retry_failures}
-            retry = list(sorted_keys.retry)
-            if retry and not self.backoff.can_retry(attempt):
-                for key in retry:
-                    outcome[key] = last_error.get(key, "not answered by Blob Batch") + (
-                        f" (gave up after {self.backoff.max_attempts} attempts)")  # fmt: skip
-                break
-            if retry:
-                sleep(self.backoff.delay(attempt, rng.random()))
-                attempt += 1
-            remaining = retry
-        return outcome
+            answers = call_with_retries(request, what=f"Blob Batch delete on {self.bucket}",
+                                        backoff=self.backoff, rng=rng, sleep=sleep)  # fmt: skip
+            return self._answers(batch, answers)
+
+        return delete_triaged(keys, send, backoff=self.backoff, rng=rng, sleep=sleep,
+                              unanswered="not answered by Blob Batch")  # fmt: skip
 
     def _answers(self, batch: list[str], answers: list[Any]) -> tuple[list[str], list[KeyFailure]]:
         """(deleted, failures) of one Blob Batch answer (`AzureBlobStore.delete_batch`)."""
@@ -333,5 +309,3 @@ def _row(blob: Any) -> Listed:
             None, True, False)  # fmt: skip
 
 
-def _error_text(failure: KeyFailure) -> str:
-    return f"{failure.code}: {failure.message}".rstrip(": ")

@@ -45,10 +45,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from gcd.errors import StorageError
-from gcd.rules.triage import triage
 from gcd.rules.versions import split_target, version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
+from gcd.spark.retrying import delete_triaged
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
 from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import Action, with_version_columns
@@ -161,41 +160,21 @@ def delete_keys(
             remaining.append(key)
         else:
             outcome[key] = f"UnsafeKey: kept, never sent: {unsafe}"
-    attempt = 0
-    while remaining:
-        batch = remaining
 
-        def request(batch: list[str] = batch) -> Any:
+    def send(batch: list[str]) -> tuple[Sequence[str], Sequence[KeyFailure]]:
+        def request() -> Any:
             pace(len(batch))
             on_request()
             body = {"Objects": [_object(each) for each in batch], "Quiet": False}
             return client.delete_objects(Bucket=target.bucket, Delete=body)
 
-        try:
-            answer = call_with_retries(
-                request, what=f"DeleteObjects on s3://{target.bucket}", backoff=backoff, rng=rng,
-                sleep=sleep,
-            )
-        except StorageError as exc:
-            outcome.update(dict.fromkeys(batch, str(exc)))
-            return outcome
+        answer = call_with_retries(request, what=f"DeleteObjects on s3://{target.bucket}",
+                                   backoff=backoff, rng=rng, sleep=sleep)  # fmt: skip
         result = DeleteResult.from_answer(answer, batch)
-        sorted_keys = triage(batch, result.deleted, result.errors)
-        outcome.update(dict.fromkeys(sorted_keys.deleted))
-        outcome.update((failure.key, _error_text(failure)) for failure in sorted_keys.failed)
-        last_error = {failure.key: _error_text(failure) for failure in sorted_keys.retry_failures}
-        retry = list(sorted_keys.retry)
-        if not retry:
-            break
-        if not backoff.can_retry(attempt):
-            for key in retry:
-                outcome[key] = last_error.get(key, "not reported by DeleteObjects") + (
-                    f" (gave up after {backoff.max_attempts} attempts)"
-                )
-            break
-        sleep(backoff.delay(attempt, rng.random()))
-        attempt += 1
-        remaining = retry
+        return result.deleted, result.errors
+
+    outcome.update(delete_triaged(remaining, send, backoff=backoff, rng=rng, sleep=sleep,
+                                  unanswered="not reported by DeleteObjects"))  # fmt: skip
     return outcome
 
 
@@ -210,11 +189,6 @@ def _failed_action(settings: DeleteSettings, version_id: str | None, error: str)
     code = error.split(":", 1)[0]
     locked = settings.object_lock and version_id is not None and code in LOCKED_CODES
     return str((Action.LOCKED if locked else Action.FAILED).value)
-
-
-def _error_text(failure: KeyFailure) -> str:
-    """``"Code: message"`` (or the code alone) for a key's decision row."""
-    return f"{failure.code}: {failure.message}".rstrip(": ")
 
 
 def _optional_int(value: object) -> int | None:

@@ -23,9 +23,8 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
-from gcd.errors import StorageError
-from gcd.rules.triage import triage
 from gcd.spark.gcsclient import GcsClient
+from gcd.spark.retrying import delete_triaged
 from gcd.spark.retrying import retry as call_retried
 from gcd.storage.gcsbatch import MAX_BATCH
 from gcd.storage.objectstore import DeleteResult, KeyFailure
@@ -33,48 +32,24 @@ from gcd.storage.objectstore import DeleteResult, KeyFailure
 __all__ = ["delete_keys"]
 
 
-def _error_text(failure: KeyFailure) -> str:
-    return f"{failure.code}: {failure.message}".rstrip(": ")
-
-
 def _delete_batch(client: GcsClient, keys: list[str], *, pace: Callable[[int], None],
                   on_request: Callable[[], None], rng: random.Random,
                   sleep: Callable[[float], None]) -> dict[str, str | None]:  # fmt: skip
     """One batch of <= 100 keys, retried as a whole and per key (module docs)."""
     backoff = client.target.backoff
-    outcome: dict[str, str | None] = {}
-    remaining = keys
-    attempt = 0
-    while remaining:
-        batch = remaining
 
-        def request(batch: list[str] = batch) -> DeleteResult:
+    def send(batch: list[str]) -> tuple[Sequence[str], Sequence[KeyFailure]]:
+        def request() -> DeleteResult:
             pace(len(batch))
             on_request()
             return client.delete_batch(batch)
 
-        try:
-            result = call_retried(request, backoff=backoff, rng=rng, sleep=sleep)
-        except StorageError as exc:
-            outcome.update(dict.fromkeys(batch, f"{exc.code}: {exc}"))
-            return outcome
-        sorted_keys = triage(batch, result.deleted, result.errors)
-        outcome.update(dict.fromkeys(sorted_keys.deleted))
-        outcome.update((failure.key, _error_text(failure)) for failure in sorted_keys.failed)
-        last_error = {failure.key: _error_text(failure) for failure in sorted_keys.retry_failures}
-        retry = list(sorted_keys.retry)
-        if not retry:
-            break
-        if not backoff.can_retry(attempt):
-            for key in retry:
-                outcome[key] = last_error.get(key, "not answered by the batch") + (
-                    f" (gave up after {backoff.max_attempts} attempts)"
-                )
-            break
-        sleep(backoff.delay(attempt, rng.random()))
-        attempt += 1
-        remaining = retry
-    return outcome
+        result = call_retried(request, backoff=backoff, rng=rng, sleep=sleep)
+        return result.deleted, result.errors
+
+    return delete_triaged(keys, send, backoff=backoff, rng=rng, sleep=sleep,
+                          unanswered="not answered by the batch",
+                          failed=lambda exc: f"{exc.code}: {exc}")  # fmt: skip
 
 
 def delete_keys(

@@ -10,7 +10,8 @@ import pytest
 
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
-from gcd.spark.retrying import retry
+from gcd.spark.retrying import delete_triaged, retry
+from gcd.storage.objectstore import KeyFailure
 
 
 class _SdkError(Exception):
@@ -59,3 +60,35 @@ def test_what_is_not_a_storage_failure_is_raised_at_once() -> None:
         retry(operation, backoff=Backoff(max_attempts=5), translate=lambda _: None,
               sleep=lambda _: None)  # fmt: skip
     assert len(calls) == 1
+
+
+def test_deletes_are_triaged_per_key_and_only_answered_keys_count_as_deleted() -> None:
+    """`delete_triaged`: a retryable per-key failure is sent again, a final one is kept,
+    a key no answer names never counts as deleted, and a request that fails for good
+    fails its whole batch with `failed`'s text."""
+    sent: list[list[str]] = []
+
+    def send(batch: list[str]) -> tuple[list[str], list[KeyFailure]]:
+        sent.append(batch)
+        if len(sent) == 1:
+            return ["a"], [KeyFailure("b", "SlowDown", "again"),
+                           KeyFailure("c", "AccessDenied", "no")]  # fmt: skip
+        return [], []  # "b" and "d" unanswered: retried, then given up
+
+    outcome = delete_triaged(["a", "b", "c", "d"], send, backoff=Backoff(max_attempts=2),
+                             rng=random.Random(1), sleep=lambda _: None,
+                             unanswered="not answered")  # fmt: skip
+    assert outcome["a"] is None
+    assert outcome["c"] == "AccessDenied: no"
+    assert outcome["b"] == "not answered (gave up after 2 attempts)"
+    assert outcome["d"] == "not answered (gave up after 2 attempts)"
+    assert sent == [["a", "b", "c", "d"], ["b", "d"]]
+
+    def down(batch: list[str]) -> tuple[list[str], list[KeyFailure]]:
+        raise StorageError("gone", code="NoSuchBucket", retryable=False)
+
+    failed = delete_triaged(["x", "y"], down, backoff=Backoff(), rng=random.Random(1),
+                            sleep=lambda _: None, unanswered="-",
+                            failed=lambda exc: f"{exc.code}: {exc}")  # fmt: skip
+    assert set(failed) == {"x", "y"}
+    assert all(str(text).startswith("NoSuchBucket: gone") for text in failed.values())
