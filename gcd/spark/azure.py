@@ -37,7 +37,6 @@ import functools
 import json
 import random
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -268,30 +267,19 @@ class AzureTarget:
                               unanswered="not answered by Blob Batch")  # fmt: skip
 
     def _answers(self, batch: list[str], answers: list[Any]) -> tuple[list[str], list[KeyFailure]]:
-        """(deleted, failures) of one Blob Batch answer (`AzureBlobStore.delete_batch`)."""
+        """(deleted, failures) of one Blob Batch answer, judged as the daemon judges them
+        (`gcd.storage.azure.batch_answer_failure`); a key without an answer is retried."""
+        from gcd.storage.azure import batch_answer_failure  # noqa: PLC0415 - the SDK
+
         deleted: list[str] = []
         failures: list[KeyFailure] = []
         for key, answer in zip(batch, answers, strict=False):
-            if not self._answers_for(answer, key):  # never count a key from another's answer
-                failures.append(KeyFailure(key, "UnmatchedAnswer", "the batch answered another "
-                                           "blob in this blob's place"))  # fmt: skip
-                continue
-            status = int(answer.status_code)
-            if status in (200, 202, 404):
+            failure = batch_answer_failure(self.bucket, key, answer)
+            if failure is None:
                 deleted.append(key)
-                continue
-            code = answer.headers.get("x-ms-error-code") or str(status)
-            code = "503" if code == "ServerBusy" or status == 503 else code
-            failures.append(KeyFailure(key, code, f"HTTP {status}"))
-        return deleted, failures  # a key without an answer is retried (triage)
-
-    def _answers_for(self, answer: Any, key: str) -> bool:
-        """True when a sub-response's request path ends with /{container}/{key}."""
-        request = getattr(answer, "request", None)
-        if request is None:
-            return False
-        path = urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
-        return path.endswith(f"/{self.bucket}/{key}")
+            else:
+                failures.append(failure)
+        return deleted, failures
 
     # -- probing --------------------------------------------------------------------
 

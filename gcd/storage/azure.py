@@ -59,8 +59,8 @@ from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectIn
 from gcd.storage.s3xml import refuse_doctype
 from watermark.errors import ConfigError
 
-__all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "RefuseDoctype", "open_container",
-           "translate_error"]  # fmt: skip
+__all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "RefuseDoctype", "batch_answer_failure",
+           "open_container", "translate_error"]  # fmt: skip
 
 MAX_BATCH = 256
 """Sub-requests Blob Batch takes in one request."""
@@ -255,26 +255,12 @@ class AzureBlobStore(ObjectStore):
             except TRANSLATED as exc:
                 raise translate_error(exc, f"Blob Batch delete on {self.bucket}") from exc
             for key, answer in zip(part, answers, strict=True):
-                if not self._answers_for(answer, key):  # never count a key from another's answer
-                    errors.append(KeyFailure(key, "UnmatchedAnswer", "the batch answered "
-                                             "another blob in this blob's place"))  # fmt: skip
-                    continue
-                status = int(answer.status_code)
-                if status in (200, 202, 404):
+                failure = batch_answer_failure(self.bucket, key, answer)
+                if failure is None:
                     deleted.append(key)
-                    continue
-                code = answer.headers.get("x-ms-error-code") or str(status)
-                errors.append(KeyFailure(key, _code(code, status), f"HTTP {status}"))
+                else:
+                    errors.append(failure)
         return DeleteResult(tuple(deleted), tuple(errors))
-
-    def _answers_for(self, answer: Any, key: str) -> bool:
-        """True when a Blob Batch sub-response is the one for blob `key` (its request's
-        path ends with /{container}/{key}; Azurite puts the account before it)."""
-        request = getattr(answer, "request", None)
-        if request is None:
-            return False
-        path = urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
-        return path.endswith(f"/{self.bucket}/{key}")
 
     # -- soft delete (the undo window) ----------------------------------------------
 
@@ -334,6 +320,23 @@ class AzureBlobStore(ObjectStore):
         except TRANSLATED as exc:
             raise translate_error(exc, f"Put Blob {self.bucket}/{key}") from exc
         return True
+
+
+def batch_answer_failure(container: str, key: str, answer: Any) -> KeyFailure | None:
+    """Blob `key`'s outcome in a Blob Batch answer (None: deleted, or already gone), for
+    the daemon and the Spark executors alike. The sub-response must be the one for `key`
+    (its request's path ends with /{container}/{key}; Azurite puts the account before
+    it): a key is never counted deleted from another blob's answer."""
+    request = getattr(answer, "request", None)
+    path = "" if request is None else urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
+    if not path.endswith(f"/{container}/{key}"):
+        return KeyFailure(key, "UnmatchedAnswer", "the batch answered another blob in this "
+                                                  "blob's place")  # fmt: skip
+    status = int(answer.status_code)
+    if status in (200, 202, 404):
+        return None
+    code = answer.headers.get("x-ms-error-code") or str(status)
+    return KeyFailure(key, _code(code, status), f"HTTP {status}")
 
 
 def _code(code: str, status: int) -> str:
