@@ -15,13 +15,14 @@ spark-report takes no delete options (--dry-run, --batch-size, --decisions-uri,
 
 `--storage azure --account-url URL --container NAME` (and `--azure-connection-string-file`,
 else the Azure credential chain) sweeps an Azure container instead (`gcd.spark.azure`,
-`gcd.spark.azinventory`: listings, or a Blob Inventory rule's manifest); GCS is refused.
+`gcd.spark.azinventory`: listings, or a Blob Inventory rule's manifest).
 
 When the job will call S3 (--list, or a sweep that deletes), the driver first runs the
 preflight of `gcd sweep` (`gcd.storage.s3.preflight`; Azure's `preflight_store`): a
 bucket it cannot list (no credentials, endpoint unreachable, no such bucket, access
 denied, wrong region) exits 2 in seconds, before any Spark work. A dry run or a report
-from an inventory makes no S3 call and needs no S3 access.
+from an inventory makes no store call and needs no store credentials on the driver (any
+store; with etcd, only the binding's read of the root's claims).
 
 The driver reads the safe epoch M ONCE (one etcd revision, through the sweeper's own
 safety rails: `gcd.sweep.safety.read_admission`), or takes `--safe-epoch` (checked against
@@ -252,10 +253,14 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Rou
     """M from ONE etcd read through the sweeper's safety rails, as `gcd sweep` does.
 
     etcd is read when configured (flag, env or config file) or when there is no
-    `--safe-epoch`; an unreachable etcd blocks (the rails say why).
+    `--safe-epoch`; an unreachable etcd blocks (the rails say why). With etcd the binding
+    is checked, which reads the root's claims from the store (a GET and a LIST: read
+    access on the driver); with `--safe-epoch` alone no store client is made at all.
     """
     etcd_given = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
+    if etcd is None:  # M given, no binding to check: the store is not even opened
+        return await read_admission(SafetyGate(), None, override=override)
     async with open_reader(etcd, _store_settings(args), args.root) as (_, source):
         return await read_admission(SafetyGate(), source, override=override)
 

@@ -307,3 +307,59 @@ def test_an_undo_window_is_refused_on_azure_too(
     assert code == exitcodes.USAGE
     assert "cannot honour an undo window" in capsys.readouterr().err
     assert names(client) == ELIGIBLE
+
+
+NOWHERE = "http://127.0.0.1:1/devstoreaccount1"  # nothing listens on port 1
+
+
+@pytest.mark.parametrize("command", ["spark-sweep", "spark-report"])
+def test_a_dry_run_or_report_from_an_inventory_needs_no_azure_access(
+    spark: Any, tmp_path: Path, command: str
+) -> None:
+    """From a Blob Inventory with `--safe-epoch`, a dry run and a report make no Azure
+    client, on the driver or the executors: a connection string file that does not exist
+    and an account nobody answers at do not matter, and the eligible blobs are named."""
+    container = "l0gc-nowhere"
+    old = datetime.now(UTC) - timedelta(hours=2)
+    everything = ELIGIBLE | LIVE | UNPARSABLE | OUTSIDE
+    manifest = write_blob_inventory(tmp_path / "dest", NOWHERE,
+                                    [Blob(container, n, 1, old) for n in sorted(everything)])
+    flags = ["--storage", "azure", "--account-url", NOWHERE, "--container", container,
+             "--azure-connection-string-file", str(tmp_path / "absent"),
+             "--inventory", str(manifest)]  # fmt: skip
+    out = tmp_path / "out"
+    if command == "spark-sweep":
+        assert run(command, flags, out, "--dry-run") == exitcodes.OK
+        frame = pd.read_parquet(out / "decisions")
+        would = {k for k, a in zip(frame["key"], frame["action"], strict=True)
+                 if a == "would_delete"}  # fmt: skip
+        assert would == ELIGIBLE
+        assert summary(out)["errors"] == 0
+    else:
+        assert run(command, flags, out) == exitcodes.OK
+        assert summary(out, "report.json")["garbage_objects"] == len(ELIGIBLE)
+
+
+@pytest.mark.parametrize("credentials", ["absent", "unreachable"])
+def test_a_deleting_sweep_from_an_inventory_preflights_and_fails_fast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], credentials: str
+) -> None:
+    """The same inventory sweep without --dry-run checks the container first: a connection
+    string file that cannot be read, or an account that does not answer, exits 2 before
+    any Spark work, naming the file or the account URL."""
+    conn = tmp_path / "azure-connection-string"
+    if credentials == "unreachable":
+        LocalAzurite(port=1).write_connection_string(conn)  # the dev key, for NOWHERE
+        assert LocalAzurite(port=1).account_url == NOWHERE
+    old = datetime.now(UTC) - timedelta(hours=2)
+    manifest = write_blob_inventory(tmp_path / "dest", NOWHERE,
+                                    [Blob("l0gc-nowhere", n, 1, old) for n in sorted(ELIGIBLE)])
+    flags = ["--storage", "azure", "--account-url", NOWHERE, "--container", "l0gc-nowhere",
+             "--azure-connection-string-file", str(conn), "--inventory", str(manifest)]
+    started = datetime.now(UTC)
+    assert run("spark-sweep", flags, tmp_path / "out") == exitcodes.USAGE
+    assert datetime.now(UTC) - started < timedelta(seconds=30)
+    expected = "cannot read the Azure connection string file" if credentials == "absent" else (
+        f"cannot reach {NOWHERE}")  # fmt: skip
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "out" / "decisions").exists()

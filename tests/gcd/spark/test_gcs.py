@@ -308,6 +308,58 @@ async def test_bad_input_is_a_clear_error(
     assert gcs_server.keys(gcs_bucket) == everything
 
 
+NOWHERE = "http://127.0.0.1:1"  # nothing listens on port 1
+
+
+def nowhere_args(out: Path, manifest: Path, credentials: str, *extra: str,
+                 command: str = "spark-sweep") -> list[str]:  # fmt: skip
+    """Flags for a bucket at an endpoint nobody answers at, with `credentials`: a key file
+    path that does not exist ("absent"), or none at all ("anonymous")."""
+    access = (["--gcs-anonymous"] if credentials == "anonymous"
+              else ["--gcs-credentials-file", str(out.parent / "absent-key.json")])  # fmt: skip
+    return [command, "--storage", "gcs", *access, "--bucket", "l0gc-nowhere",
+            "--endpoint-url", NOWHERE, "--output", str(out), "--json", "--grace", "0s",
+            "--inventory", str(manifest), "--safe-epoch", str(SAFE_EPOCH), *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["spark-sweep", "spark-report"])
+async def test_a_dry_run_or_report_from_an_inventory_needs_no_gcs_access(
+    spark: Any, tmp_path: Path, command: str
+) -> None:
+    """From a Storage Insights report with `--safe-epoch`, a dry run and a report make no
+    GCS client, on the driver or the executors: a key file that does not exist and an
+    endpoint nobody answers at do not matter, and the eligible keys are named."""
+    everything = ELIGIBLE | LIVE | UNPARSABLE | OUTSIDE
+    manifest = write_report(tmp_path / "inv", "l0gc-nowhere", sorted(everything))
+    out = tmp_path / "out"
+    extra = ("--dry-run",) if command == "spark-sweep" else ()
+    assert await gcd(nowhere_args(out, manifest, "absent", *extra,
+                                  command=command)) == exitcodes.OK  # fmt: skip
+    if command == "spark-sweep":
+        assert actions_of(out, "would_delete") == ELIGIBLE
+        assert summary(out)["errors"] == 0
+    else:
+        report = json.loads((out / "report.json").read_text())
+        assert report["garbage_objects"] == len(ELIGIBLE)
+
+
+@pytest.mark.parametrize("credentials", ["absent", "anonymous"])
+async def test_a_deleting_sweep_from_an_inventory_preflights_and_fails_fast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], credentials: str
+) -> None:
+    """The same sweep without --dry-run checks the bucket first: a key file that cannot be
+    used, or an endpoint that does not answer, exits 2 before any Spark work, naming it."""
+    manifest = write_report(tmp_path / "inv", "l0gc-nowhere", sorted(ELIGIBLE))
+    out = tmp_path / "out"
+    started = datetime.now(UTC)
+    assert await gcd(nowhere_args(out, manifest, credentials)) == exitcodes.USAGE
+    assert datetime.now(UTC) - started < timedelta(seconds=30)
+    expected = ("absent-key.json" if credentials == "absent"
+                else f"cannot reach {NOWHERE}")  # fmt: skip
+    assert expected in capsys.readouterr().err
+    assert not (out / "decisions").exists()
+
+
 def test_gcs_flags_need_storage_gcs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--gcs-anonymous on an S3 job: exit 2 naming the flag and the fix."""
     code = main(["spark-sweep", "--bucket", "b", "--list", "--gcs-anonymous",
