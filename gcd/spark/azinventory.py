@@ -2,33 +2,55 @@
 
 The format is Microsoft's "Azure Storage blob inventory"
 (https://learn.microsoft.com/azure/storage/blobs/blob-inventory, sections "Inventory
-output", "Inventory files" and "Manifest file"). A run of an inventory rule writes, in
-the destination container::
+output", "Inventory files", "Custom schema fields supported for blob inventory"; checked
+against the page's source, MicrosoftDocs/azure-docs articles/storage/blobs/blob-inventory.md,
+2026-08 revision). A run of a rule writes, in the rule's destination container::
 
-    YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}_1.csv ... (or .parquet)
+    YYYY/MM/DD/HH-MM-SS/{ruleName}/...csv (or .parquet; one or more files, as listed)
     YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}-manifest.json
-    YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}.checksum
+    YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}-manifest.checksum
 
-and the manifest names the account (``endpoint``), the files (``files``: ``blob``, the
-file's name in the destination container, and its ``size``), the run's ``status``
-("Succeeded" when complete) and the rule (``ruleDefinition``: ``format`` csv or parquet,
-``objectType`` blob or container, ``schemaFields``, ``filters.prefixMatch``). A CSV file
-starts with a header row of the schema fields. A blob row's ``Name`` is
-``{container}/{blob name}``: a rule covers the whole account (its prefixes start with the
-container's name), so rows of other containers are dropped here. Fields read:
+The manifest (the page's sample: ``destinationContainer``, ``endpoint``, ``files`` of
+``{"blob": path in the destination container, "size": bytes}``,
+``inventoryCompletionTime``, ``inventoryStartTime``, ``ruleDefinition``, ``ruleName``,
+``status``, ``summary`` {``objectCount``, ``totalObjectSize``}, ``version``) is written
+when the run starts with ``status`` "Pending" and set to "Succeeded" or "Failed" at the
+end (the completion event also names "PartiallySucceeded"): only "Succeeded" is read.
+Data file names are taken from ``files`` only (since 2023 a run may write several; the
+docs say to read the list from the manifest). ``ruleDefinition`` gives ``format`` (csv
+or parquet), ``objectType`` (blob or container), ``schemaFields`` and
+``filters.prefixMatch`` ("a container name prefix or a container name", e.g.
+``container1/foo``). A CSV file's first row is the schema row. A blob row's ``Name`` is
+``{container}/{blob name}`` (a rule covers the account; Microsoft's own per-container
+query takes the container as the part of ``Name`` before the first '/':
+https://learn.microsoft.com/azure/storage/blobs/calculate-blob-count-size), so rows of
+other containers are dropped here. Fields read:
 
 - ``Name``, ``Content-Length``, ``Last-Modified`` (required: add them to the rule);
 - ``Deleted`` (soft-deleted blobs, a rule with ``includeDeleted``), ``IsCurrentVersion``
   (previous versions, ``includeBlobVersions``), ``Snapshot`` (``includeSnapshots``) and
   ``hdi_isfolder`` (directories of a hierarchical namespace): such rows are not live
   blobs and are dropped, so only base blobs are swept (versioned Azure is not swept: the
-  daemon does not either, `gcd.storage.azure`).
+  daemon does not either, `gcd.storage.azure`). The docs name these fields but not the
+  spelling of their values: a flag is true when it reads "true" in any case.
+
+Times. Parquet reports "present dates in the following format: timestamp_millis [number
+of milliseconds since 1970-01-01 00:00:00 UTC]": a column typed timestamp is read as it
+is, an integer column as milliseconds (both readings of that sentence). The CSV time
+format is not written down (the docs show a spreadsheet screenshot), so both forms a
+List Blobs client meets are read: ISO 8601 (.NET round-trip, up to 7 fraction digits,
+``2021-05-26T13:25:36.4870000Z``) and RFC 1123 (``Wed, 26 May 2021 13:25:36 GMT``, the
+HTTP header form). A ``Last-Modified`` that parses as neither is NULL: the classifier
+keeps the blob (too young); a row with no ``Name`` is unparsable.
+
+The docs warn that a row may rarely appear twice: a duplicate eligible blob is deleted
+once and answered 404 (already gone) the second time, so it is counted twice in the
+summary, never deleted wrongly.
 
 Copy the report to a file system Spark reads (local disk, HDFS, a mounted volume;
 ``azcopy copy`` of the run's directory) and give the manifest's path; files are found as
 for an S3 Inventory (`gcd.spark.inventory.resolve_data_paths`: next to the manifest or
-below `inventory_root`, sizes checked). A ``Last-Modified`` that does not parse is NULL:
-the classifier keeps the blob (too young); a row with no ``Name`` is unparsable.
+below `inventory_root`, sizes checked).
 
 The result is a DataFrame of `SOURCE_SCHEMA` rows (`gcd.spark.transforms`).
 """
@@ -185,7 +207,9 @@ def read_blob_inventory(
     paths = resolve_data_paths(as_s3, manifest_path, inventory_root)
     if manifest.file_format is InventoryFormat.CSV:
         schema = ", ".join(f"`{name}` string" for name in manifest.fields)
-        raw = spark.read.csv(paths, schema=schema, header=True, mode="PERMISSIVE")
+        # RFC 4180 quoting: a '"' in a name is doubled (Spark's default escape is '\\').
+        raw = spark.read.csv(paths, schema=schema, header=True, mode="PERMISSIVE", escape='"',
+                             multiLine=True)  # a blob name may hold a line break  # fmt: skip
     else:
         raw = spark.read.parquet(*paths)
     fields = set(manifest.fields)
@@ -208,13 +232,7 @@ def read_blob_inventory(
     head = container + "/"
     name = text("Name")
     raw = raw.where(~dropped & name.startswith(head))
-    modified = F.col("`Last-Modified`")
-    if manifest.file_format is InventoryFormat.CSV or dict(raw.dtypes).get(
-            "Last-Modified") == "string":  # fmt: skip
-        # .NET writes 7 fraction digits ("...36.4870000Z"); Spark reads up to 6.
-        stamp = F.try_to_timestamp(F.regexp_replace(modified, r"(\.\d{6})\d+", "$1"))
-    else:
-        stamp = modified.try_cast("timestamp")
+    stamp = _modified(F, F.col("`Last-Modified`"), dict(raw.dtypes).get("Last-Modified"))
     return raw.select(
         F.substring(name, len(head) + 1, 1 << 30).alias("key"),
         F.coalesce(F.col("`Content-Length`").try_cast("long"), F.lit(0)).alias("size"),
@@ -223,3 +241,20 @@ def read_blob_inventory(
         F.lit(True).alias("is_latest"),
         F.lit(False).alias("delete_marker"),
     )
+
+
+_INTEGERS = {"tinyint", "smallint", "int", "bigint"}
+
+
+def _modified(F: Any, column: Any, dtype: str | None) -> Any:  # noqa: N803 - pyspark's F
+    """``Last-Modified`` as a timestamp (module docs, "Times"), NULL when unreadable."""
+    if dtype in _INTEGERS:  # Parquet INT64 without the timestamp annotation: milliseconds
+        return F.timestamp_millis(column)
+    if dtype != "string":  # Parquet TIMESTAMP(MILLIS), or any timestamp type
+        return column.try_cast("timestamp")
+    # ISO 8601: .NET writes 7 fraction digits ("...36.4870000Z"); Spark reads up to 6.
+    iso = F.try_to_timestamp(F.regexp_replace(column, r"(\.\d{6})\d+", "$1"))
+    # RFC 1123: Spark 3+ cannot parse the day name ('E'), which says nothing anyway.
+    rfc = F.try_to_timestamp(F.regexp_replace(F.trim(column), r"^[A-Za-z]{3}, ", ""),
+                             F.lit("dd MMM yyyy HH:mm:ss z"))  # fmt: skip
+    return F.coalesce(iso, rfc)

@@ -1,13 +1,17 @@
 """GCS Storage Insights inventory reports as the listing: the manifest and its shards.
 
-Format (https://cloud.google.com/storage/docs/insights/inventory-reports, "Inventory
-report manifest" and "Inventory report metadata fields"): each run of a report
-configuration writes, under the destination bucket's path, the shards
-``{CONFIG_UUID}_{SNAPSHOT_TIME}_{N}.csv`` (or ``.parquet``) and one manifest
-``{CONFIG_UUID}_{SNAPSHOT_TIME}_manifest.json``::
+Format, checked against Google's documentation (the overview page
+https://cloud.google.com/storage/docs/insights/inventory-reports; the ReportConfig and
+ReportDetail resources, https://cloud.google.com/storage/docs/insights/v1/reportDetail and
+googleapis google/cloud/storageinsights/v1/storageinsights.proto; the field names of
+https://cloud.google.com/sdk/gcloud/reference/storage/insights/inventory-reports/create):
+each run of a report configuration writes, under the destination bucket's
+``destination_path``, the shards ``{CONFIG_UUID}_{SNAPSHOT}_{N}.csv`` (or ``.parquet``;
+ReportDetail's example: ``1A34-F2E456-12B456-1C3D_2022-05-20T06:35_5.csv``, the snapshot
+to the minute) and one manifest ``{CONFIG_UUID}_{SNAPSHOT}_manifest.json``::
 
     {"report_config": {"name": "projects/P/locations/L/reportConfigs/UUID",
-                       "csv_options": {"delimiter": ",", "record_separator": "\\n",
+                       "csv_options": {"delimiter": ",", "record_separator": "\n",
                                        "header_required": true},
                        "object_metadata_report_options": {
                            "metadata_fields": ["bucket", "name", "size", "updated", ...],
@@ -16,12 +20,24 @@ configuration writes, under the destination bucket's path, the shards
      "records_processed": 1500, "snapshot_time": "2026-11-22T00:00:00Z",
      "shard_count": 2, "report_shards_file_names": ["UUID_..._0.csv", "UUID_..._1.csv"]}
 
-(a Parquet report has ``parquet_options`` instead of ``csv_options``; camelCase spellings
-of these names are read too). The columns are the configured ``metadata_fields``, named
-as the JSON API names them: ``name`` (the object name, not encoded), ``size`` (bytes),
-``updated`` and ``timeCreated`` (RFC 3339), ``generation``... A report must include
-``name``, ``size`` and ``updated`` (or ``timeCreated``, used when ``updated`` is not
-configured): the age the daemon decides by is ``updated``.
+``report_config`` is the ReportConfig resource (its proto names: ``csv_options`` with
+``record_separator``, ``delimiter``, ``header_required``; ``parquet_options`` for a
+Parquet report; ``object_metadata_report_options`` with ``metadata_fields``,
+``storage_filters.bucket``, ``storage_destination_options``). The top-level names
+(``records_processed``, ``snapshot_time``, ``shard_count``,
+``report_shards_file_names``) are those of the overview page's manifest section; where a
+manifest names its shards only as full paths (ReportDetail's ``report_names``,
+``DEST/PATH/NAME``), their last segments are read. camelCase spellings of every name
+are read too (the JSON mapping of the same protos). The columns are the configured
+``metadata_fields``, named as the JSON API names them (gcloud's default list: project,
+bucket, name, location, size, timeCreated, timeDeleted, updated, storageClass, etag,
+retentionExpirationTime, crc32c, md5Hash, generation, metageneration, contentType,
+contentEncoding, timeStorageClassUpdated): ``name`` (the object name, not encoded),
+``size`` (bytes), ``updated`` and ``timeCreated`` (RFC 3339, read with or without a
+fraction or offset)... A report must include ``name``, ``size`` and ``updated`` (or
+``timeCreated``, used when ``updated`` is not configured): the age the daemon decides
+by is ``updated``. A CSV record separator other than "\n", "\r\n" or "\r" (gcloud's
+``--csv-separator``) is handed to Spark when it is one character, else refused.
 
 Copy the report (manifest and shards) to a file system Spark reads (local, HDFS, a
 mounted volume) and give the manifest as `--inventory`; the shards are looked up next
@@ -50,6 +66,7 @@ GCS_INVENTORY_SCHEMA = SOURCE_SCHEMA
 _MANIFEST_MAX_BYTES = 64 * 1024 * 1024
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _SHARD = re.compile(r"[^/\\]+\.(csv|parquet)", re.IGNORECASE)
+_DEFAULT_SEPARATORS = ("\n", "\r\n", "\r")  # what Spark's CSV reader splits on by itself
 
 
 def _snake(doc: Any) -> Any:
@@ -74,6 +91,8 @@ class GcsInventoryManifest:
     snapshot_time: str | None = None
     delimiter: str = ","
     header: bool = True
+    line_separator: str | None = None
+    """A one-character record separator Spark must be told (None: "\n", "\r\n", "\r")."""
 
     @property
     def modified_field(self) -> str:
@@ -124,7 +143,15 @@ class GcsInventoryManifest:
         if not isinstance(delimiter, str) or len(delimiter) != 1:
             raise ConfigError(f"inventory manifest {where}: csv_options.delimiter "
                               f"{delimiter!r} must be one character")
+        separator = csv_options.get("record_separator") or "\n"
+        if not isinstance(separator, str) or (separator not in _DEFAULT_SEPARATORS
+                                              and len(separator) != 1):  # fmt: skip
+            raise ConfigError(f"inventory manifest {where}: csv_options.record_separator "
+                              f"{separator!r} cannot be read: configure the report with "
+                              "'\\n' or '\\r\\n' (gcloud --csv-separator)")  # fmt: skip
         shards = doc.get("report_shards_file_names")
+        if shards is None and isinstance(doc.get("report_names"), list):  # full paths
+            shards = [str(n).rstrip("/").rsplit("/", 1)[-1] for n in doc["report_names"]]
         if not isinstance(shards, list) or not shards or not all(
             isinstance(s, str) and _SHARD.fullmatch(s) for s in shards
         ):
@@ -133,7 +160,8 @@ class GcsInventoryManifest:
         snapshot = doc.get("snapshot_time")
         return cls(bucket, file_format, tuple(fields), tuple(shards),
                    snapshot if isinstance(snapshot, str) else None, delimiter,
-                   csv_options.get("header_required", True) is not False)  # fmt: skip
+                   csv_options.get("header_required", True) is not False,
+                   None if separator in _DEFAULT_SEPARATORS else separator)  # fmt: skip
 
     @classmethod
     def load(cls, path: str | Path) -> GcsInventoryManifest:
@@ -218,14 +246,19 @@ def read_gcs_inventory(spark: Any, manifest_path: str | Path, *,
     paths = shard_paths(manifest, manifest_path, inventory_root)
     modified_name = manifest.modified_field
     if manifest.file_format == "csv":
+        # RFC 4180 quoting: a '"' in a name is doubled inside a quoted field (Spark's
+        # default escape is '\\', which would misread such a name; a '\\' stays literal).
+        options = {"escape": '"'}
+        if manifest.line_separator is not None:
+            options["lineSep"] = manifest.line_separator
         if manifest.header:  # columns by their names in the header row, in any order
             raw = spark.read.csv(paths, header=True, inferSchema=False, sep=manifest.delimiter,
-                                 multiLine=True, mode="PERMISSIVE")  # fmt: skip
+                                 multiLine=True, mode="PERMISSIVE", **options)  # fmt: skip
             _require_columns(raw.columns, modified_name, paths[0])
         else:  # in the configured order
             schema = ", ".join(f"`{name}` string" for name in manifest.fields)
             raw = spark.read.csv(paths, schema=schema, header=False, sep=manifest.delimiter,
-                                 multiLine=True, mode="PERMISSIVE")  # fmt: skip
+                                 multiLine=True, mode="PERMISSIVE", **options)  # fmt: skip
         modified = F.try_to_timestamp(F.col(modified_name))
     else:
         raw = spark.read.parquet(*paths)

@@ -1,11 +1,17 @@
 """Azure Blob Inventory reports written the way Azure writes them, from a real container.
 
 The layout and fields are those of https://learn.microsoft.com/azure/storage/blobs/blob-inventory
-("Inventory output", "Inventory files", "Manifest file"): in the destination container,
-``YYYY/MM/DD/HH-MM-SS/{rule}/{rule}_{n}.csv|.parquet``, ``{rule}-manifest.json`` and
-``{rule}-manifest.checksum``; a CSV file starts with a header row of the rule's
-schemaFields; a row's Name is ``{container}/{blob}``; times are .NET round-trip strings
-with seven fraction digits (CSV) or timestamps (Parquet).
+("Inventory output", "Inventory files", the sample manifest): in the rule's destination
+container, ``YYYY/MM/DD/HH-MM-SS/{rule}/`` holds the data files the manifest lists,
+``{rule}-manifest.json`` and ``{rule}-manifest.checksum`` (the MD5 of the manifest); the
+manifest has the sample's fields (``summary`` is ``objectCount`` and
+``totalObjectSize``); a CSV file starts with the schema row; a row's Name is
+``{container}/{blob}`` (https://learn.microsoft.com/azure/storage/blobs/calculate-blob-count-size
+takes the container from it). Times: Parquet "timestamp_millis" (a millisecond
+timestamp column, or with ``time_style="millis"`` a plain INT64 of milliseconds, the
+other reading of that sentence); CSV, which the docs only show as a screenshot, as
+.NET round-trip strings with seven fraction digits (``time_style="iso"``) or RFC 1123
+(``time_style="rfc1123"``): the reader takes both (`gcd.spark.azinventory`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +54,11 @@ def container_blobs(client: Any) -> list[Blob]:
             for b in client.list_blobs()]  # fmt: skip
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "0Z"  # 7 digits
+def _stamp(moment: datetime, style: str = "iso") -> str:
+    moment = moment.astimezone(UTC)
+    if style == "rfc1123":
+        return format_datetime(moment, usegmt=True)  # "Wed, 26 May 2021 13:25:36 GMT"
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "0Z"  # 7 digits
 
 
 def write_blob_inventory(
@@ -60,6 +70,7 @@ def write_blob_inventory(
     file_count: int = 2,
     prefix_match: Sequence[str] = (),
     status: str = "Succeeded",
+    time_style: str = "iso",
 ) -> Path:
     """A rule's run under `destination` (the destination container's root); the manifest."""
     run_dir = destination / RUN / RULE
@@ -69,8 +80,9 @@ def write_blob_inventory(
         chunk = rows[index::file_count]
         name = f"{RULE}_{index + 1}.{file_format}"
         values = [{
-            "Name": f"{r.container}/{r.name}", "Creation-Time": _stamp(r.last_modified),
-            "Last-Modified": _stamp(r.last_modified), "Content-Length": r.size,
+            "Name": f"{r.container}/{r.name}",
+            "Creation-Time": _stamp(r.last_modified, time_style),
+            "Last-Modified": _stamp(r.last_modified, time_style), "Content-Length": r.size,
             "Content-MD5": "", "BlobType": "BlockBlob", "AccessTier": "Hot",
             "Snapshot": r.snapshot, "Deleted": "true" if r.deleted else "",
         } for r in chunk]  # fmt: skip
@@ -83,9 +95,12 @@ def write_blob_inventory(
         else:
             columns: dict[str, Any] = {f: pa.array([str(v[f]) for v in values], pa.string())
                                        for f in FIELDS}  # fmt: skip
-            for stamp in ("Creation-Time", "Last-Modified"):
-                columns[stamp] = pa.array([r.last_modified for r in chunk],
-                                          pa.timestamp("us", tz="UTC"))  # fmt: skip
+            for stamp in ("Creation-Time", "Last-Modified"):  # "timestamp_millis"
+                moments = [r.last_modified.astimezone(UTC) for r in chunk]
+                columns[stamp] = (
+                    pa.array([int(m.timestamp() * 1000) for m in moments], pa.int64())
+                    if time_style == "millis"
+                    else pa.array(moments, pa.timestamp("ms", tz="UTC")))
             columns["Content-Length"] = pa.array([r.size for r in chunk], pa.int64())
             columns["Deleted"] = pa.array([r.deleted for r in chunk], pa.bool_())
             pq.write_table(pa.table(columns), run_dir / name)
@@ -107,7 +122,7 @@ def write_blob_inventory(
         },
         "ruleName": RULE,
         "status": status,
-        "summary": {"totalObjectCount": len(rows), "totalObjectSize": sum(r.size for r in rows)},
+        "summary": {"objectCount": len(rows), "totalObjectSize": sum(r.size for r in rows)},
         "version": "1.0",
     }
     body = json.dumps(manifest, indent=2).encode()

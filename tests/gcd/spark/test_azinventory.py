@@ -1,17 +1,19 @@
-"""Azure Blob Inventory manifests (`gcd.spark.azinventory`), parsed without Spark: what
-a completed blob rule's manifest gives, and a clear error for every manifest that cannot
-be swept from (format of https://learn.microsoft.com/azure/storage/blobs/blob-inventory)."""
+"""Azure Blob Inventory reports (`gcd.spark.azinventory`): what a completed blob rule's
+manifest gives, a clear error for every manifest that cannot be swept from, and the rows
+Spark reads from each documented form of the data files (format of
+https://learn.microsoft.com/azure/storage/blobs/blob-inventory, fixtures in
+`azinventories.py`)."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gcd.spark.azinventory import BlobInventoryManifest
+from gcd.spark.azinventory import BlobInventoryManifest, read_blob_inventory
 from gcd.spark.inventory import InventoryFormat
 from watermark.errors import ConfigError
 
@@ -71,3 +73,26 @@ def test_a_manifest_of_another_account_or_other_containers_is_refused(tmp_path: 
     parsed.check_covers(ENDPOINT, "ctr2", where="m")
     doc["ruleDefinition"]["filters"]["prefixMatch"] = ["ct"]  # a prefix of the container name
     BlobInventoryManifest.parse(json.dumps(doc)).check_covers(ENDPOINT, "ctr", where="m")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("file_format", "time_style"), [
+    ("csv", "iso"), ("csv", "rfc1123"), ("parquet", "timestamp"), ("parquet", "millis")])
+def test_every_documented_time_form_reads_as_the_same_instant(
+    spark: Any, tmp_path: Path, file_format: str, time_style: str
+) -> None:
+    """Last-Modified as .NET ISO or RFC 1123 text (CSV), a millisecond timestamp or a plain
+    INT64 of milliseconds (Parquet) gives the same instant; rows of another container,
+    snapshots and soft-deleted rows are dropped, and Name loses its container."""
+    moment = datetime(2026, 11, 20, 8, 30, 15, 123000, tzinfo=UTC)
+    keep = 'level_zero/data/001/000000000000000001/x "y",\\z\nw'  # quote, comma, \\, newline
+    rows = [Blob("ctr", keep, 3, moment), Blob("other", keep, 5, moment),
+            Blob("ctr", keep, 3, moment - timedelta(days=1), snapshot="2026-11-19T00:00:00Z"),
+            Blob("ctr", "level_zero/data/002/000000000000000001/y", 4, moment, deleted=True)]
+    manifest = write_blob_inventory(tmp_path, ENDPOINT, rows, file_format=file_format,
+                                    time_style=time_style)  # fmt: skip
+    got = read_blob_inventory(spark, manifest, account_url=ENDPOINT, container="ctr").collect()
+    whole_second = time_style == "rfc1123"  # RFC 1123 has no fraction
+    expected = moment.replace(microsecond=0) if whole_second else moment
+    assert [(r.key, r.size) for r in got] == [(keep, 3)]
+    assert got[0].last_modified_s == pytest.approx(expected.timestamp(), abs=1e-6)

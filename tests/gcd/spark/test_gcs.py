@@ -5,9 +5,14 @@ Listings run on the executors (objects.list, skip-ahead as the daemon's), delete
 as JSON batches of 100 matched by Content-ID, and Storage Insights inventory reports
 are generated here in the documented format
 (https://cloud.google.com/storage/docs/insights/inventory-reports: a
-``*_manifest.json`` naming the shards, CSV with a header row or Parquet, columns named
-as the configured metadata fields). The emulator stamps its own ``updated`` time, so
-list-mode runs use ``--grace 0s``; its deviations are pinned at the end.
+``{config}_{snapshot}_manifest.json`` naming the shards ``{config}_{snapshot}_{n}.csv``,
+the snapshot to the minute as in
+https://cloud.google.com/storage/docs/insights/v1/reportDetail; ``report_config`` as the
+ReportConfig resource of googleapis storageinsights.proto; CSV with a header row or
+Parquet, columns named as the configured metadata fields, the names of
+https://cloud.google.com/sdk/gcloud/reference/storage/insights/inventory-reports/create).
+The emulator stamps its own ``updated`` time, so list-mode runs use ``--grace 0s``; its
+deviations are pinned at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.spark.gcsclient import GcsTarget
+from gcd.spark.gcsinventory import GcsInventoryManifest, read_gcs_inventory
 from gcd.storage.gcs import GcsObjectStore
 from gcd.storage.gcssettings import GcsSettings
 from gcd.sweep.binding import bind_namespace
@@ -33,6 +39,7 @@ from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_servers import LocalEtcd
 from watermark import exitcodes
 from watermark.core.binding import claim_key
+from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
 
@@ -79,12 +86,15 @@ async def bind_gcs(etcd_server: LocalEtcd, namespace: str, server: LocalGcs, buc
 def write_report(destination: Path, bucket: str, names: Sequence[str], *,
                  file_format: str = "csv", shards: int = 2,
                  updated: datetime | None = None,
-                 young: Sequence[str] = ()) -> Path:  # fmt: skip
+                 young: Sequence[str] = (), stamp: str = "%Y-%m-%dT%H:%M:%S.%fZ",
+                 record_separator: str = "\n", full_paths: bool = False) -> Path:  # fmt: skip
     """A Storage Insights inventory report of `names` (and `young`, updated now) as GCS
-    writes it: shards and ``{config}_{snapshot}_manifest.json``; the manifest's path."""
+    writes it: shards and ``{config}_{snapshot}_manifest.json``; the manifest's path.
+    `stamp`: the strftime form of the times; `full_paths`: the shards named only as
+    ReportDetail's ``report_names`` (``DEST/PATH/NAME``)."""
     destination.mkdir(parents=True, exist_ok=True)
     config = "1b2c3d4e-0000-4000-8000-00000000abcd"
-    snapshot = "2026-11-22T00:00:00Z"
+    snapshot = "2026-11-22T00:00"  # in names: to the minute (reportDetail's example)
     old = updated or datetime.now(UTC) - timedelta(hours=2)
     now = datetime.now(UTC)
     rows = [(name, old) for name in names] + [(name, now) for name in young]
@@ -92,15 +102,15 @@ def write_report(destination: Path, bucket: str, names: Sequence[str], *,
     for index in range(shards):
         chunk = rows[index::shards]
         records = [{"project": "123456", "bucket": bucket, "name": name, "location": "US",
-                    "size": "1", "timeCreated": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                    "updated": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    "size": "1", "timeCreated": moment.strftime(stamp),
+                    "updated": moment.strftime(stamp),
                     "storageClass": "STANDARD", "etag": "CJ6Z", "generation": "1700000000000000",
                     "metageneration": "1", "contentType": "application/octet-stream"}
-                   for name, stamp in chunk]  # fmt: skip
+                   for name, moment in chunk]  # fmt: skip
         name = f"{config}_{snapshot}_{index}.{file_format}"
         if file_format == "csv":
             text = io.StringIO()
-            writer = csv.DictWriter(text, FIELDS, lineterminator="\n")
+            writer = csv.DictWriter(text, FIELDS, lineterminator=record_separator)
             writer.writeheader()
             writer.writerows(records)
             (destination / name).write_text(text.getvalue(), encoding="utf-8")
@@ -110,7 +120,7 @@ def write_report(destination: Path, bucket: str, names: Sequence[str], *,
                                      pa.array([int(r["size"]) for r in records], pa.int64()))
             pq.write_table(table, destination / name)
         shard_names.append(name)
-    options = ({"csv_options": {"delimiter": ",", "record_separator": "\n",
+    options = ({"csv_options": {"delimiter": ",", "record_separator": record_separator,
                                 "header_required": True}}
                if file_format == "csv" else {"parquet_options": {}})  # fmt: skip
     manifest = {
@@ -125,10 +135,13 @@ def write_report(destination: Path, bucket: str, names: Sequence[str], *,
             },
         },
         "records_processed": len(rows),
-        "snapshot_time": snapshot,
+        "snapshot_time": "2026-11-22T00:00:00Z",
         "shard_count": shards,
-        "report_shards_file_names": shard_names,
     }  # fmt: skip
+    if full_paths:
+        manifest["report_names"] = [f"inventory-dest/reports/{n}" for n in shard_names]
+    else:
+        manifest["report_shards_file_names"] = shard_names
     path = destination / f"{config}_{snapshot}_manifest.json"
     path.write_text(json.dumps(manifest), encoding="utf-8")
     return path
@@ -306,6 +319,34 @@ async def test_bad_input_is_a_clear_error(
     assert code == exitcodes.USAGE
     assert expected in capsys.readouterr().err
     assert gcs_server.keys(gcs_bucket) == everything
+
+
+@pytest.mark.parametrize(("stamp", "separator", "full_paths"), [
+    ("%Y-%m-%dT%H:%M:%SZ", "\n", False),  # RFC 3339 without a fraction
+    ("%Y-%m-%dT%H:%M:%S.%f+00:00", "\r\n", True),  # an offset; shards as full paths
+    ("%Y-%m-%dT%H:%M:%S.%fZ", "|", False),  # a one-character record separator
+])
+def test_every_documented_report_form_reads_the_same_rows(
+    spark: Any, tmp_path: Path, stamp: str, separator: str, full_paths: bool
+) -> None:
+    """RFC 3339 times with or without a fraction or offset, any record separator gcloud
+    allows, shards named by file name or by full path: the same keys and instants."""
+    moment = datetime(2026, 11, 20, 8, 30, 15, 123456, tzinfo=UTC)
+    names = sorted(ELIGIBLE | {"a/b c,d\"e"})
+    manifest = write_report(tmp_path, "src", names, updated=moment, stamp=stamp,
+                            record_separator=separator, full_paths=full_paths)  # fmt: skip
+    rows = read_gcs_inventory(spark, manifest, expected_bucket="src").collect()
+    assert sorted(r.key for r in rows) == names
+    expected = moment if "%f" in stamp else moment.replace(microsecond=0)
+    assert [r.last_modified_s for r in rows] == [
+        pytest.approx(expected.timestamp(), abs=1e-6)] * len(names)
+
+
+def test_a_record_separator_spark_cannot_split_on_is_refused(tmp_path: Path) -> None:
+    """A separator of two characters other than CRLF: a clear error, not wrong rows."""
+    manifest = write_report(tmp_path, "src", ["k"], record_separator="\n\n")
+    with pytest.raises(ConfigError, match="record_separator '\\\\n\\\\n' cannot be read"):
+        GcsInventoryManifest.load(manifest)
 
 
 NOWHERE = "http://127.0.0.1:1"  # nothing listens on port 1
