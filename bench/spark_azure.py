@@ -1,32 +1,55 @@
-"""Throughput of `gcd spark-sweep --storage azure --list` on Azurite: keys per second.
+"""Throughput of `gcd spark-sweep --storage azure` on Azurite (listings: keys per second)
+and from an Azure Blob Inventory report (rows per second).
 
-Starts Azurite on loopback (`l0lab.testing.local_azurite`), and for each run seeds a
-fresh container with `--keys` garbage blobs (epochs 1-10, M = 10) spread over the 1000
-prefixes plus one live blob per prefix (epoch 20), then runs, on one local SparkSession
-(default local[2]; its start-up excluded):
+Listing mode (default). Starts Azurite on loopback (`l0lab.testing.local_azurite`), and
+for each run seeds a fresh container with `--keys` garbage blobs (epochs 1-10, M = 10)
+spread over the 1000 prefixes plus one live blob per prefix (epoch 20), then runs, on
+one local SparkSession (default local[2]; its start-up excluded):
 
 - `gcd spark-sweep --dry-run --list` (executors list with List Blobs and skip-ahead);
 - `gcd spark-sweep --list` (the same, then Blob Batch deletes of 256 from the executors).
 
-Every deleting run must leave exactly the live blobs (checked). Prints JSON: median
-seconds and keys/s per command over `--runs` runs, and the load average (the machine
-is shared: the numbers move with it). Azurite stamps its own Last-Modified, so `--grace 0`.
+Every deleting run must leave exactly the live blobs (checked). Azurite stamps its own
+Last-Modified, so `--grace 0`.
+
+Inventory mode (`--inventory`). Writes a Blob Inventory rule's run as Azure does
+(https://learn.microsoft.com/azure/storage/blobs/blob-inventory: ``{rule}-manifest.json``
+and `--files` CSV (or `--format parquet`) files under ``YYYY/MM/DD/HH-MM-SS/{rule}/``;
+Name is ``container/blob``; Last-Modified as .NET round-trip text, or Parquet
+millisecond timestamps) of `--rows` blobs: 1000 prefixes, epochs 1-200 (M = 150), 0.1%
+unparsable names, 0.1% rows of another container, sizes 1 KiB-8 MiB, Last-Modified
+over the last 10 days. Then `gcd spark-report` and `gcd spark-sweep --dry-run` read it
+`--runs` times each after an untimed warm-up, with an account URL nobody answers at and
+no credentials (a dry run or report from an inventory makes no Azure call). With
+`--delete-keys K` (> 0), Azurite is started and each of `--runs` runs seeds K garbage
+blobs and 1000 live ones, writes their inventory and times the deleting
+`gcd spark-sweep --inventory` (claim probes, then Blob Batch deletes), checking that
+exactly the live blobs are left.
+
+Prints JSON: median seconds and keys/s or rows/s per command, and the load average (the
+machine is shared: the numbers move with it).
 
     .venv/bin/python -m bench.spark_azure [--keys 3000] [--runs 3] [--master local[2]]
+    .venv/bin/python -m bench.spark_azure --inventory [--rows 1000000] [--files 8]
+        [--format csv] [--delete-keys 0] [--runs 3] [--master local[2]]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import hashlib
 import io
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,6 +63,11 @@ from gcd.spark.session import spark_session  # noqa: E402
 from l0lab.testing.local_azurite import LocalAzurite  # noqa: E402
 
 SAFE_EPOCH = 10
+INVENTORY_SAFE_EPOCH = 150
+RULE = "l0gc_bench"
+RUN = "2026/11/22/00-00-00"
+FIELDS = ("Name", "Creation-Time", "Last-Modified", "Content-Length", "BlobType", "AccessTier")
+NOWHERE = "http://127.0.0.1:1/devstoreaccount1"  # nothing listens on port 1
 
 
 def _key(prefix: int, epoch: int, index: int) -> str:
@@ -72,13 +100,156 @@ def timed(argv: list[str]) -> float:
     return elapsed
 
 
+def _dotnet(seconds: float) -> str:
+    """A .NET round-trip UTC time (seven fraction digits), as the CSV reports show it."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "0Z"
+
+
+def synthetic_rows(container: str, rows: int, seed: int = 7) -> list[tuple[str, int, float]]:
+    """`rows` (Name, Content-Length, Last-Modified seconds) of the module docs' mix."""
+    rng = random.Random(seed)
+    now = time.time()
+    out = []
+    for index in range(rows):
+        roll = rng.random()
+        if roll < 0.001:
+            name = f"{container}/level_zero/data/{index % 1000:03d}/notanepoch/u{index}"
+        elif roll < 0.002:
+            name = f"other-container/level_zero/data/{index % 1000:03d}/{1:018d}/o{index}"
+        else:
+            name = (f"{container}/level_zero/data/{index % 1000:03d}/"
+                    f"{rng.randint(1, 200):018d}/b{index:08d}")  # fmt: skip
+        out.append((name, rng.randint(1024, 8 << 20), now - rng.uniform(0, 10 * 86400)))
+    return out
+
+
+def write_inventory(directory: Path, endpoint: str, rows: list[tuple[str, int, float]],
+                    files: int, file_format: str = "csv") -> Path:  # fmt: skip
+    """One rule's run in the documented layout (module docs); the manifest's path."""
+    run_dir = directory / RUN / RULE
+    run_dir.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for index in range(files):
+        chunk = rows[index::files]
+        name = f"{RULE}_{index + 1}.{file_format}"
+        if file_format == "csv":
+            with (run_dir / name).open("w", encoding="utf-8", newline="") as handle:
+                writer = csv.writer(handle, lineterminator="\n")
+                writer.writerow(FIELDS)
+                writer.writerows((n, _dotnet(t), _dotnet(t), size, "BlockBlob", "Hot")
+                                 for n, size, t in chunk)  # fmt: skip
+        else:
+            import pyarrow as pa  # noqa: PLC0415 - only for Parquet reports
+            import pyarrow.parquet as pq  # noqa: PLC0415
+
+            stamps = pa.array([int(t * 1000) for _, _, t in chunk], pa.timestamp("ms", "UTC"))
+            pq.write_table(pa.table({
+                "Name": [n for n, _, _ in chunk], "Creation-Time": stamps,
+                "Last-Modified": stamps, "Content-Length": [s for _, s, _ in chunk],
+                "BlobType": ["BlockBlob"] * len(chunk), "AccessTier": ["Hot"] * len(chunk),
+            }), run_dir / name)  # fmt: skip
+        entries.append({"blob": f"{RUN}/{RULE}/{name}", "size": (run_dir / name).stat().st_size})
+    manifest = {
+        "destinationContainer": "inventory", "endpoint": endpoint, "files": entries,
+        "inventoryCompletionTime": "2026-11-22T01:00:00Z",
+        "inventoryStartTime": "2026-11-22T00:00:00Z",
+        "ruleDefinition": {"filters": {"blobTypes": ["blockBlob"]}, "format": file_format,
+                           "objectType": "blob", "schedule": "daily",
+                           "schemaFields": list(FIELDS)},
+        "ruleName": RULE, "status": "Succeeded",
+        "summary": {"objectCount": len(rows), "totalObjectSize": sum(r[1] for r in rows)},
+        "version": "1.0",
+    }  # fmt: skip
+    body = json.dumps(manifest, indent=2).encode()
+    path = run_dir / f"{RULE}-manifest.json"
+    path.write_bytes(body)
+    (run_dir / f"{RULE}-manifest.checksum").write_text(hashlib.md5(body).hexdigest())
+    return path
+
+
+def _timed_runs(argv: list[str], runs: int) -> list[float]:
+    timed(argv)  # warm-up, untimed: the first job pays for code generation and caches
+    return [timed(argv) for _ in range(runs)]
+
+
+def inventory_bench(args: argparse.Namespace, work: Path) -> dict[str, object]:
+    """The inventory mode (module docs): results by command."""
+    results: dict[str, object] = {}
+    container = "bench-l0"
+    manifest = write_inventory(work / "inv", NOWHERE, synthetic_rows(container, args.rows),
+                               args.files, args.format)  # fmt: skip
+    common = ["--storage", "azure", "--account-url", NOWHERE, "--container", container,
+              "--inventory", str(manifest), "--safe-epoch", str(INVENTORY_SAFE_EPOCH),
+              "--master", args.master, "--log-level", "error", "--json"]  # fmt: skip
+    for label, argv in (
+        ("spark-report --inventory", ["spark-report", *common, "--output", str(work / "r")]),
+        ("spark-sweep --dry-run --inventory",
+         ["spark-sweep", *common, "--dry-run", "--output", str(work / "s")]),
+    ):
+        runs = _timed_runs(argv, args.runs)
+        median = statistics.median(runs)
+        results[label] = {"median_s": round(median, 2), "rows_per_s": round(args.rows / median),
+                          "runs_s": [round(r, 2) for r in runs]}  # fmt: skip
+    if args.delete_keys > 0:
+        results["spark-sweep --inventory (deleting, Azurite)"] = _deleting_inventory(args, work)
+    return results
+
+
+def _deleting_inventory(args: argparse.Namespace, work: Path) -> dict[str, object]:
+    azurite = LocalAzurite().start()
+    try:
+        conn = azurite.write_connection_string(work / "conn")
+        service = BlobServiceClient.from_connection_string(azurite.connection_string)
+        runs = []
+        for run in range(args.runs):
+            name, live = seed(service, args.delete_keys)
+            client = service.get_container_client(name)
+            rows = [(f"{name}/{b.name}", int(b.size), b.last_modified.timestamp() - 3600)
+                    for b in client.list_blobs()]  # fmt: skip
+            manifest = write_inventory(work / f"dinv-{run}", azurite.account_url, rows, 4)
+            argv = ["spark-sweep", "--storage", "azure", "--account-url", azurite.account_url,
+                    "--container", name, "--azure-connection-string-file", str(conn),
+                    "--inventory", str(manifest), "--safe-epoch", str(SAFE_EPOCH),
+                    "--grace", "0", "--master", args.master, "--log-level", "error",
+                    "--json", "--output", str(work / f"dout-{run}")]  # fmt: skip
+            runs.append(timed(argv))
+            left = {b.name for b in client.list_blobs()}
+            if left != live:
+                raise SystemExit(f"inventory sweep: {len(left)} blobs left, expected {len(live)}")
+            service.delete_container(name)
+    finally:
+        azurite.stop()
+    median = statistics.median(runs)
+    return {"median_s": round(median, 2), "keys_per_s": round(args.delete_keys / median, 1),
+            "runs_s": [round(r, 2) for r in runs]}  # fmt: skip
+
+
 def main_bench() -> None:
-    """Start Azurite, seed, run, check, print JSON."""
+    """Start Azurite, seed, run, check, print JSON (or the inventory mode)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--inventory", action="store_true",
+                        help="time spark-report / spark-sweep --dry-run from a Blob Inventory")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    parser.add_argument("--delete-keys", type=int, default=0,
+                        help="also time a deleting sweep from an inventory of K blobs")
     args = parser.parse_args()
+    if args.inventory:
+        work = Path(tempfile.mkdtemp(prefix="l0gc-bench-spark-azinv-"))
+        conf = {"spark.ui.enabled": "false", "spark.driver.memory": "1g"}
+        with spark_session(args.master, app_name="l0gc-bench", conf=conf):
+            results = inventory_bench(args, work)
+        sys.stdout.write(json.dumps({
+            "benchmark": "spark_azure --inventory", "rows": args.rows, "files": args.files,
+            "format": args.format, "delete_keys": args.delete_keys, "master": args.master,
+            "cpus": os.cpu_count(), "runs": args.runs,
+            "load_average_1m_after": round(os.getloadavg()[0], 1), "results": results,
+        }, indent=2) + "\n")  # fmt: skip
+        return
     work = Path(tempfile.mkdtemp(prefix="l0gc-bench-spark-azure-"))
     azurite = LocalAzurite().start()
     results: dict[str, object] = {}
