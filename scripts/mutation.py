@@ -16,11 +16,16 @@ same function, e.g. ``watermark/core/safe_epoch.py:judge:cmp:>=->>#1``. Line num
 shown but are not part of it.
 
 How it runs: one process runs pytest on the test files of every chosen module and, once
-they are collected, takes over the test loop. Each mutant runs in a forked child that
-swaps the mutated function's code object into the live function and runs the collected
-tests in order, stopping at the first failure; a change outside any function (a module
-constant, a default value) instead makes the child import the project again with the
-mutated module and run pytest afresh. Hypothesis runs derandomized, without shrinking or
+they are collected, takes over the test loop. One forked child first runs every collected
+test on the unmutated module under a profile hook, which records the functions of the
+module each test calls (the baseline run and the coverage in one). Each mutant then runs
+in a forked child that swaps the mutated function's code object into the live function
+and runs, in order, only the tests that called that function (a test that never enters
+it runs exactly as on the original, so it cannot kill the mutant; the modules keep no
+state between calls that a test could read without a call), stopping at the first
+failure; a change outside any function (a module constant, a default value) instead
+makes the child import the project again with the mutated module and run pytest afresh,
+every test. Hypothesis runs derandomized, without shrinking or
 its example database, so a run is reproducible. `--jobs` children run at once; one that
 outlives `--timeout-factor` times the unmutated run is run again alone with twice as
 long, and counts as killed only if it times out again.
@@ -49,10 +54,12 @@ import enum
 import importlib
 import io
 import os
+import pickle
 import random
 import resource
 import signal
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -493,13 +500,14 @@ def _quiet() -> None:
     sys.stdout = sys.stderr = io.StringIO()
 
 
-def _run_items(items: list[Any]) -> int:
+def _run_items(items: list[Any], last_next: Any = None) -> int:
     """Run collected pytest items in order: 1 at the first failure (setup, call or
-    teardown), else 0."""
+    teardown), else 0. `last_next`: the item that follows the last one, if any (pytest
+    tears down the fixtures the next item does not share)."""
     from _pytest.runner import runtestprotocol  # noqa: PLC0415
 
     for i, item in enumerate(items):
-        following = items[i + 1] if i + 1 < len(items) else None
+        following = items[i + 1] if i + 1 < len(items) else last_next
         if any(report.failed for report in runtestprotocol(item, log=False,
                                                            nextitem=following)):
             return 1
@@ -524,6 +532,56 @@ def _fork(run: Callable[[], int]) -> int:
 
 _NO_TESTS = 5  # pytest's exit code when it collected no test
 _CRASHED = 70
+
+
+def _coverage(module_file: str, items: list[Any]) -> tuple[int, list[frozenset[str]]]:
+    """Run `items` once, unmutated, in a forked child under a profile hook: (its exit
+    code, for each item the qualified names of the functions of `module_file` it called,
+    in its setup, call or teardown; nested functions by their own names)."""
+    read, write = os.pipe()
+
+    def run() -> int:
+        os.close(read)
+        _quiet()
+        called: set[str] = set()
+
+        def hook(frame: types.FrameType, event: str, _arg: object) -> None:
+            if event == "call" and frame.f_code.co_filename == module_file:
+                called.add(frame.f_code.co_qualname)
+
+        per_item: list[frozenset[str]] = []
+        failed = 0
+        threading.setprofile(hook)
+        sys.setprofile(hook)
+        try:
+            for i in range(len(items)):
+                called.clear()
+                failed |= _run_items(items[i:i + 1], items[i + 1] if i + 1 < len(items)
+                                     else None)  # fmt: skip
+                per_item.append(frozenset(called))
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)
+        with os.fdopen(write, "wb") as pipe:
+            pickle.dump(per_item, pipe)
+        return failed
+
+    pid = _fork(run)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return code, (pickle.loads(data) if code == 0 else [])  # noqa: S301 - our own child
+
+
+def _covering(mutant: Mutant, items: list[Any], covered: list[frozenset[str]]) -> list[Any]:
+    """The items that called the mutant's function (or a function nested in it)."""
+    if mutant.function is None:
+        return items
+    inner = f"{mutant.function}."
+    return [item for item, names in zip(items, covered, strict=True)
+            if any(name == mutant.function or name.startswith(inner) for name in names)]
 
 
 def _mutant_run(mutant: Mutant | None, original: ast.Module, items: list[Any],
@@ -688,13 +746,17 @@ class _Campaign:
         chosen = _sample([m for m in found if (self.match is None or self.match in m.id)
                           and (not self.recheck or m.id in listed)], self.sample, self.seed)
         started, cpu = time.monotonic(), _children_cpu()
-        _, status = os.waitpid(_fork(_mutant_run(None, original, items, tests)), 0)
-        if os.waitstatus_to_exitcode(status) != 0:
+        module_file = sys.modules[_module_name(path)].__file__
+        assert module_file is not None
+        code, covered = _coverage(module_file, items)
+        if code != 0:
             raise SystemExit(f"{path}: its tests fail without any mutant; fix them first")
+        # The baseline ran under the profile hook (slower): a generous bound for a run
+        # of every test, a mutant's tests being a subset.
         timeout = max(10.0, (time.monotonic() - started) * self.timeout_factor)
         result = Result(path)
-        _judge(chosen, lambda m: _mutant_run(m, original, items, tests), self.jobs, timeout,
-               result)  # fmt: skip
+        _judge(chosen, lambda m: _mutant_run(m, original, _covering(m, items, covered),
+                                             tests), self.jobs, timeout, result)  # fmt: skip
         result.seconds = time.monotonic() - started
         result.cpu = _children_cpu() - cpu
         failures = self._report(result, found, source.splitlines(),

@@ -123,6 +123,25 @@ def test_every_listed_mutant_exists_and_has_a_reason() -> None:
     assert [i for i in open_ones if i.split(":", 1)[0] in SAFETY] == []
 
 
+def test_a_mutant_runs_only_the_tests_that_called_its_function() -> None:
+    """Coverage selection: a mutant of `f` gets the tests that entered `f` or a function
+    nested in it (not `f2`, whose name only starts alike), in their order; a mutant
+    outside any function gets every test."""
+    mutation = tool()
+    source = "def f(x):\n    return x + 1\n\n\ndef f2(x):\n    return x - 1\n"
+    by_id = {m.id: m for m in mutation.mutants("m.py", source, ModuleType("m"))}
+    in_f, in_f2 = by_id["m.py:f:binop:+->-#1"], by_id["m.py:f2:binop:-->+#1"]
+    items = ["calls f", "calls f2", "calls a closure of f", "calls nothing", "calls both"]
+    covered = [frozenset({"f"}), frozenset({"f2"}), frozenset({"f.<locals>.g"}), frozenset(),
+               frozenset({"f", "f2"})]  # fmt: skip
+    assert mutation._covering(in_f, items, covered) == [
+        "calls f", "calls a closure of f", "calls both"]
+    assert mutation._covering(in_f2, items, covered) == ["calls f2", "calls both"]
+    outside = mutation.Mutant("m.py", "m.py:<module>:const:1->2#1", 1, "<module>", None, 0,
+                              edit=lambda nodes, at: None)  # fmt: skip
+    assert mutation._covering(outside, items, covered) == items
+
+
 HARMLESS = "EpochWindow.__repr__:cmp:==->!=#1"  # how a window prints; nothing decides on it
 
 

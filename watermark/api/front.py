@@ -24,7 +24,8 @@ import structlog
 from watermark.api.auth import Exposure, TokenFile, TokenSet, check_exposure
 from watermark.api.http_api import create_app
 from watermark.api.http_routing import Router
-from watermark.api.http_server import ApiServer, HttpLimits, server_ssl_context
+from watermark.api.http_server import ApiServer, server_ssl_context
+from watermark.api.limits import HttpLimits
 from watermark.api.probes import create_probe_app
 from watermark.errors import ConfigError
 from watermark.service.publisher import Publisher

@@ -65,7 +65,8 @@ from watermark.api.http_registry import (
     register,
 )
 from watermark.api.http_routing import PUBLISHER, ROUTER, Router, publisher_of, unhosted
-from watermark.api.http_server import HTTP_LIMITS, HttpLimits
+from watermark.api.http_server import HTTP_LIMITS
+from watermark.api.limits import HttpLimits
 from watermark.api.openapi import ROUTES, served
 from watermark.errors import L0gcError, NoOwner, PartitionNotHosted
 from watermark.service.metrics import HttpRefusal

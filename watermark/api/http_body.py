@@ -19,7 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
-from watermark.api.http_server import HTTP_LIMITS, HttpLimits
+from watermark.api.http_server import HTTP_LIMITS
+from watermark.api.limits import HttpLimits
 from watermark.core import strictjson
 from watermark.errors import InvalidJson
 from watermark.service.metrics import HttpRefusal

@@ -23,7 +23,7 @@ import sys
 from typing import Any, Final
 
 from watermark.api.http_body import MAX_BODY_DEPTH, MAX_FENCE_TIMEOUT_S, MAX_FIELD_VALUE
-from watermark.api.http_server import (
+from watermark.api.limits import (
     DEFAULT_MAX_BATCH_BODY_BYTES,
     DEFAULT_MAX_BATCH_ENTRIES,
     DEFAULT_MAX_BODY_BYTES,

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from watermark.api.http_server import HTTP_LIMITS, HttpLimits
+from watermark.api.http_server import HTTP_LIMITS
+from watermark.api.limits import HttpLimits
 from watermark.service.publisher import Publisher
 
 __all__ = ["PROBE_LIMITS", "create_probe_app"]

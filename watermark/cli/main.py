@@ -29,10 +29,9 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watermark import exitcodes
-from watermark.api.front import ServeHttp
 from watermark.cli import epoch, partition, repair, serve
 from watermark.cli.output import ADMIN_OPTIONS, OUTPUT_VERSION
 from watermark.core.kv import KV
@@ -41,7 +40,10 @@ from watermark.etcd.settings import ETCD_OPTIONS, EtcdSettings, add_etcd_argumen
 from watermark.etcd.store import WatermarkStore
 from watermark.logs import configure_logging
 from watermark.options import CommandParser, Option, add_config_option, add_options, resolve
-from watermark.service.runner import ServeParts
+
+if TYPE_CHECKING:  # imported by `serve` only: the admin commands start without aiohttp
+    from watermark.api.front import ServeHttp
+    from watermark.service.runner import ServeParts
 
 __all__ = ["COMMAND_OPTIONS", "Invocation", "build_parser", "main", "parse"]
 
@@ -201,7 +203,11 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
     try:
         invocation = _settle(args, None)  # bad values, token or TLS files: exit 2, no etcd
         configure_logging(args.log_level)
-        result = asyncio.run(_run(invocation, parts if parts is not None else ServeParts()))
+        if parts is None:
+            from watermark.service.runner import ServeParts  # noqa: PLC0415 - see TYPE_CHECKING
+
+            parts = ServeParts()
+        result = asyncio.run(_run(invocation, parts))
     except (L0gcError, KeyboardInterrupt) as exc:
         code = exitcodes.watermark_exit_code(exc)
         interrupted = isinstance(exc, KeyboardInterrupt)

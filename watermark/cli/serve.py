@@ -24,10 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from watermark.api.front import ApiFront, ServeHttp
-from watermark.api.http_server import (
+from watermark.api.limits import (
     DEFAULT_HEAD_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_PEER,
@@ -50,8 +49,12 @@ from watermark.options import (
 )
 from watermark.service.guard import DEFAULT_HOLD_TTL_S
 from watermark.service.publisher import DEFAULT_FENCE_TIMEOUT_S
-from watermark.service.replicas import ReplicaSettings
-from watermark.service.runner import PublisherRunner, RunnerSettings, ServeParts
+
+if TYPE_CHECKING:  # the server and the runner are imported when `serve` runs, not by
+    # the admin commands, which share this module's flags table (`watermark.cli.main`)
+    from watermark.api.front import ServeHttp
+    from watermark.service.replicas import ReplicaSettings
+    from watermark.service.runner import ServeParts
 
 __all__ = ["HELP", "SERVE_OPTIONS", "default_owner_id", "run", "settle"]
 
@@ -175,6 +178,8 @@ SERVE_OPTIONS: tuple[Option, ...] = (
 def _replica_settings(args: argparse.Namespace) -> ReplicaSettings:
     """`serve --replicated`: this process as one replica of `args.partitions` (ConfigError
     for a bad value, checked by `settle` before etcd is contacted)."""
+    from watermark.service.replicas import ReplicaSettings  # noqa: PLC0415 - see TYPE_CHECKING
+
     return ReplicaSettings.for_serve(
         args.owner_id, tuple(args.partitions), args.member_lease_ttl,
         args.membership_interval, args.drain_timeout, advertise_url=args.advertise_url,
@@ -190,6 +195,8 @@ def default_owner_id(args: argparse.Namespace) -> None:
 def settle(args: argparse.Namespace) -> ServeHttp:
     """Check what `serve` needs before etcd is contacted: the token and TLS files and the
     exposure (`ServeHttp`), the replica settings (ConfigError: exit 2)."""
+    from watermark.api.front import ServeHttp  # noqa: PLC0415 - see TYPE_CHECKING
+
     http = ServeHttp.open(
         args.http_host,
         auth_token_file=args.auth_token_file,
@@ -213,6 +220,9 @@ async def run(
     args: argparse.Namespace, etcd: EtcdSettings, http: ServeHttp, parts: ServeParts
 ) -> dict[str, Any]:
     """Serve until SIGTERM/SIGINT (see `watermark.service.runner`)."""
+    from watermark.api.front import ApiFront  # noqa: PLC0415 - see TYPE_CHECKING
+    from watermark.service.runner import PublisherRunner, RunnerSettings  # noqa: PLC0415
+
     settings = RunnerSettings(
         owner_id=args.owner_id,
         partitions=tuple(args.partitions),  # expanded by the option: orders/0-63 is 64 names

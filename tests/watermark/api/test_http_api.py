@@ -26,7 +26,8 @@ from watermark.api.auth import parse_token_file
 from watermark.api.http_api import create_app
 from watermark.api.http_errors import UnknownFence
 from watermark.api.http_fences import FenceTable
-from watermark.api.http_server import ApiServer, HttpLimits, server_ssl_context
+from watermark.api.http_server import ApiServer, server_ssl_context
+from watermark.api.limits import HttpLimits
 from watermark.errors import ConfigError
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore

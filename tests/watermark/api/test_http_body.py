@@ -14,7 +14,7 @@ from watermark.api.http_body import (
     str_field,
     timeout_field,
 )
-from watermark.api.http_server import HttpLimits
+from watermark.api.limits import HttpLimits
 
 
 @pytest.mark.parametrize("value", [-1, MAX_FIELD_VALUE + 1, 1.0, True, "1", None])

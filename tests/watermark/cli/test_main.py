@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,22 @@ def test_partition_text_shows_no_python_reprs(etcd_server: LocalEtcd, namespace:
     assert "window=empty  created_epoch=1  owner=none  owner_epoch=0" in registered.stdout
     assert "None" not in registered.stdout
     assert "[]" not in registered.stdout
+
+
+def test_the_admin_commands_start_without_the_http_server() -> None:
+    """`watermark epoch ...` and `partition ...` parse and run without importing aiohttp or
+    the publisher runner (half the start-up CPU of every admin command); `serve` gets
+    them when it runs."""
+    probe = ("import sys; import watermark.cli.main as m; "
+             "m.parse(['epoch', 'get', '--etcd', '127.0.0.1:1']); "
+             "m.parse(['partition', 'repair', 'p', '--etcd', '127.0.0.1:1']); "
+             "print(sorted(n for n in sys.modules if n == 'aiohttp' or n.startswith("
+             "('watermark.api.front', 'watermark.api.http_server', "
+             "'watermark.service.runner'))))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_usage_errors_exit_2() -> None:
