@@ -43,6 +43,7 @@ import io
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -241,13 +242,16 @@ def main_bench() -> None:
     if args.inventory:
         work = Path(tempfile.mkdtemp(prefix="l0gc-bench-spark-azinv-"))
         conf = {"spark.ui.enabled": "false", "spark.driver.memory": "1g"}
-        with spark_session(args.master, app_name="l0gc-bench", conf=conf):
-            results = inventory_bench(args, work)
+        try:
+            with spark_session(args.master, app_name="l0gc-bench", conf=conf):
+                timings = inventory_bench(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         sys.stdout.write(json.dumps({
             "benchmark": "spark_azure --inventory", "rows": args.rows, "files": args.files,
             "format": args.format, "delete_keys": args.delete_keys, "master": args.master,
             "cpus": os.cpu_count(), "runs": args.runs,
-            "load_average_1m_after": round(os.getloadavg()[0], 1), "results": results,
+            "load_average_1m_after": round(os.getloadavg()[0], 1), "results": timings,
         }, indent=2) + "\n")  # fmt: skip
         return
     work = Path(tempfile.mkdtemp(prefix="l0gc-bench-spark-azure-"))
@@ -281,6 +285,7 @@ def main_bench() -> None:
                                   "runs_s": [round(r, 2) for r in runs]}  # fmt: skip
     finally:
         azurite.stop()
+        shutil.rmtree(work, ignore_errors=True)
     document = {
         "benchmark": "spark_azure", "garbage_keys": args.keys, "live_keys": 1000,
         "master": args.master, "cpus": os.cpu_count(), "runs": args.runs,

@@ -36,7 +36,8 @@ other containers are dropped here. Fields read:
 
 Times. Parquet reports "present dates in the following format: timestamp_millis [number
 of milliseconds since 1970-01-01 00:00:00 UTC]": a column typed timestamp is read as it
-is, an integer column as milliseconds (both readings of that sentence). The CSV time
+is, an integer column as milliseconds (both readings of that sentence; an integer below
+1973 in milliseconds, seconds most likely, is NULL). The CSV time
 format is not written down (the docs show a spreadsheet screenshot), so both forms a
 List Blobs client meets are read: ISO 8601 (.NET round-trip, up to 7 fraction digits,
 ``2021-05-26T13:25:36.4870000Z``) and RFC 1123 (``Wed, 26 May 2021 13:25:36 GMT``, the
@@ -244,12 +245,17 @@ def read_blob_inventory(
 
 
 _INTEGERS = {"tinyint", "smallint", "int", "bigint"}
+_MIN_MILLIS = 100_000_000_000
+"""1973-03-03 in milliseconds: a smaller integer Last-Modified is no blob's time in
+milliseconds but most likely seconds (today's seconds read as milliseconds are January
+1970, which would make every blob look old enough to pass the grace period): NULL, so
+the blob is kept."""
 
 
 def _modified(F: Any, column: Any, dtype: str | None) -> Any:  # noqa: N803 - pyspark's F
     """``Last-Modified`` as a timestamp (module docs, "Times"), NULL when unreadable."""
     if dtype in _INTEGERS:  # Parquet INT64 without the timestamp annotation: milliseconds
-        return F.timestamp_millis(column)
+        return F.when(column >= F.lit(_MIN_MILLIS), F.timestamp_millis(column))
     if dtype != "string":  # Parquet TIMESTAMP(MILLIS), or any timestamp type
         return column.try_cast("timestamp")
     # ISO 8601: .NET writes 7 fraction digits ("...36.4870000Z"); Spark reads up to 6.

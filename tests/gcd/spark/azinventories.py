@@ -97,9 +97,10 @@ def write_blob_inventory(
                                        for f in FIELDS}  # fmt: skip
             for stamp in ("Creation-Time", "Last-Modified"):  # "timestamp_millis"
                 moments = [r.last_modified.astimezone(UTC) for r in chunk]
+                per_second = {"millis": 1000, "seconds": 1}.get(time_style)  # "seconds": wrong
                 columns[stamp] = (
-                    pa.array([int(m.timestamp() * 1000) for m in moments], pa.int64())
-                    if time_style == "millis"
+                    pa.array([int(m.timestamp() * per_second) for m in moments], pa.int64())
+                    if per_second is not None
                     else pa.array(moments, pa.timestamp("ms", tz="UTC")))
             columns["Content-Length"] = pa.array([r.size for r in chunk], pa.int64())
             columns["Deleted"] = pa.array([r.deleted for r in chunk], pa.bool_())

@@ -96,3 +96,16 @@ def test_every_documented_time_form_reads_as_the_same_instant(
     expected = moment.replace(microsecond=0) if whole_second else moment
     assert [(r.key, r.size) for r in got] == [(keep, 3)]
     assert got[0].last_modified_s == pytest.approx(expected.timestamp(), abs=1e-6)
+
+
+@pytest.mark.spark
+def test_an_integer_time_in_seconds_keeps_the_blob(spark: Any, tmp_path: Path) -> None:
+    """A plain INT64 Last-Modified in SECONDS (not the documented milliseconds) would read
+    as January 1970, old enough for any grace period: it is NULL instead, and the
+    classifier keeps such a blob as too young."""
+    moment = datetime(2026, 11, 20, 8, 30, 15, tzinfo=UTC)
+    name = "level_zero/data/001/000000000000000001/x"
+    manifest = write_blob_inventory(tmp_path, ENDPOINT, [Blob("ctr", name, 3, moment)],
+                                    file_format="parquet", time_style="seconds")  # fmt: skip
+    got = read_blob_inventory(spark, manifest, account_url=ENDPOINT, container="ctr").collect()
+    assert [(r.key, r.last_modified_s) for r in got] == [(name, None)]

@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,11 +27,13 @@ FIXED_SEED = 2
 DURATION = "60s"
 
 
-def chaos(*args: str) -> tuple[int, dict[str, Any], float]:
-    """Run `gcd chaos --json ARGS`; (exit code, report, wall seconds)."""
+def chaos(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], float]:
+    """Run `gcd chaos --json ARGS` with its data and logs under the test's `tmp_path` (a
+    failed run keeps them: there, not in /tmp for good); (exit code, report, wall s)."""
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "gcd", "chaos", "--duration", DURATION, "--json", *args],
+        [sys.executable, "-m", "gcd", "chaos", "--duration", DURATION, "--json",
+         "--run-dir", str(tmp_path / "run"), *args],
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip
     elapsed = time.monotonic() - started
@@ -56,44 +59,45 @@ def assert_passed(code: int, report: dict[str, Any]) -> None:
     assert report["longest_recovery_s"] <= report["recovery_bound_s"]
 
 
-def test_a_fixed_seed_run_loses_nothing_under_every_fault() -> None:
+def test_a_fixed_seed_run_loses_nothing_under_every_fault(tmp_path: Path) -> None:
     """60 s of faults with the CI seed: exit 0, nothing lost, nothing left, all recovered."""
-    code, report, elapsed = chaos("--seed", str(FIXED_SEED))
+    code, report, elapsed = chaos(tmp_path, "--seed", str(FIXED_SEED))
     assert_passed(code, report)
     assert report["seed"] == FIXED_SEED
     assert elapsed < 150
 
 
-def test_a_random_seed_run_loses_nothing_under_every_fault() -> None:
+def test_a_random_seed_run_loses_nothing_under_every_fault(tmp_path: Path) -> None:
     """The same with a fresh seed each time (printed for a replay)."""
     seed = random.SystemRandom().randrange(2**31)
     print(f"gcd chaos random seed: {seed}")  # the replay needs it
-    code, report, _ = chaos("--seed", str(seed))
+    code, report, _ = chaos(tmp_path, "--seed", str(seed))
     assert_passed(code, report)
 
 
-def test_the_no_drain_build_is_caught() -> None:
+def test_the_no_drain_build_is_caught(tmp_path: Path) -> None:
     """Publishers that slide without draining: the late commits are fencing violations."""
-    code, report, _ = chaos("--seed", str(FIXED_SEED), "--broken-build", "no-drain-slide")
+    code, report, _ = chaos(tmp_path, "--seed", str(FIXED_SEED),
+                            "--broken-build", "no-drain-slide")  # fmt: skip
     assert code == 1, report["problems"]
     assert not report["ok"]
     assert report["stopped_early"] is not None
     assert any("fencing violations" in p or "live objects lost" in p for p in report["problems"])
 
 
-def test_the_owner_blind_build_is_caught() -> None:
+def test_the_owner_blind_build_is_caught(tmp_path: Path) -> None:
     """Publishers that ignore owner fencing: a stale owner's M(p) gets live objects deleted."""
-    code, report, _ = chaos("--seed", str(FIXED_SEED), "--faults", "failover",
+    code, report, _ = chaos(tmp_path, "--seed", str(FIXED_SEED), "--faults", "failover",
                             "--broken-build", "owner-blind-publisher")  # fmt: skip
     assert code == 1, report["problems"]
     assert report["live_lost"] > 0
     assert report["losses"][0]["how"] == "deleted while referenced"
 
 
-def test_replicated_publishers_lose_nothing_when_replicas_die() -> None:
+def test_replicated_publishers_lose_nothing_when_replicas_die(tmp_path: Path) -> None:
     """Three `serve --replicated` replicas killed, SIGTERMed and frozen while the writers
     follow 307s: nothing lost, every fault recovered, and partitions really moved."""
-    code, report, _ = chaos("--seed", str(FIXED_SEED), "--publisher-replicas", "3",
+    code, report, _ = chaos(tmp_path, "--seed", str(FIXED_SEED), "--publisher-replicas", "3",
                             "--faults", "publisher")  # fmt: skip
     assert_passed(code, report)
     assert report["publisher_replicas"] == 3
