@@ -16,9 +16,11 @@ same function, e.g. ``watermark/core/safe_epoch.py:judge:cmp:>=->>#1``. Line num
 shown but are not part of it.
 
 How it runs: one process runs pytest on the test files of every chosen module and, once
-they are collected, takes over the test loop. One forked child first runs every collected
-test on the unmutated module under a profile hook, which records the functions of the
-module each test calls (the baseline run and the coverage in one). Each mutant then runs
+they are collected, takes over the test loop. When every mutant of a module runs (no
+`--sample` or `--match`), one forked child first runs every collected test on the
+unmutated module under a profile hook, which records the functions of the module each
+test calls (the baseline run and the coverage in one; for a sample, the profiled run
+costs more than it saves, and each mutant runs every test). Each mutant then runs
 in a forked child that swaps the mutated function's code object into the live function
 and runs, in order, only the tests that called that function (a test that never enters
 it runs exactly as on the original, so it cannot kill the mutant; the modules keep no
@@ -575,9 +577,11 @@ def _coverage(module_file: str, items: list[Any]) -> tuple[int, list[frozenset[s
     return code, (pickle.loads(data) if code == 0 else [])  # noqa: S301 - our own child
 
 
-def _covering(mutant: Mutant, items: list[Any], covered: list[frozenset[str]]) -> list[Any]:
-    """The items that called the mutant's function (or a function nested in it)."""
-    if mutant.function is None:
+def _covering(mutant: Mutant, items: list[Any],
+              covered: list[frozenset[str]] | None) -> list[Any]:
+    """The items that called the mutant's function (or a function nested in it); every
+    item without coverage (`covered` None)."""
+    if mutant.function is None or covered is None:
         return items
     inner = f"{mutant.function}."
     return [item for item, names in zip(items, covered, strict=True)
@@ -746,13 +750,18 @@ class _Campaign:
         chosen = _sample([m for m in found if (self.match is None or self.match in m.id)
                           and (not self.recheck or m.id in listed)], self.sample, self.seed)
         started, cpu = time.monotonic(), _children_cpu()
-        module_file = sys.modules[_module_name(path)].__file__
-        assert module_file is not None
-        code, covered = _coverage(module_file, items)
+        covered: list[frozenset[str]] | None = None
+        if len(chosen) == len(found):  # a sample is too few mutants to pay for the profile
+            module_file = sys.modules[_module_name(path)].__file__
+            assert module_file is not None
+            code, covered = _coverage(module_file, items)
+        else:
+            _, status = os.waitpid(_fork(_mutant_run(None, original, items, tests)), 0)
+            code = os.waitstatus_to_exitcode(status)
         if code != 0:
             raise SystemExit(f"{path}: its tests fail without any mutant; fix them first")
-        # The baseline ran under the profile hook (slower): a generous bound for a run
-        # of every test, a mutant's tests being a subset.
+        # With coverage the baseline ran under the profile hook (slower): a generous bound
+        # for a run of every test, a mutant's tests being a subset.
         timeout = max(10.0, (time.monotonic() - started) * self.timeout_factor)
         result = Result(path)
         _judge(chosen, lambda m: _mutant_run(m, original, _covering(m, items, covered),

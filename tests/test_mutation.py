@@ -140,6 +140,7 @@ def test_a_mutant_runs_only_the_tests_that_called_its_function() -> None:
     outside = mutation.Mutant("m.py", "m.py:<module>:const:1->2#1", 1, "<module>", None, 0,
                               edit=lambda nodes, at: None)  # fmt: skip
     assert mutation._covering(outside, items, covered) == items
+    assert mutation._covering(in_f, items, None) == items  # no coverage: a sample
 
 
 HARMLESS = "EpochWindow.__repr__:cmp:==->!=#1"  # how a window prints; nothing decides on it
