@@ -37,8 +37,6 @@ machine is shared: the numbers move with it).
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
 import io
 import json
 import os
@@ -61,13 +59,13 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from gcd.cli.main import main  # noqa: E402
 from gcd.spark.session import spark_session  # noqa: E402
+from l0lab.testing.azinventory import Blob, container_blobs, write_blob_inventory  # noqa: E402
 from l0lab.testing.local_azurite import LocalAzurite  # noqa: E402
 
 SAFE_EPOCH = 10
 INVENTORY_SAFE_EPOCH = 150
-RULE = "l0gc_bench"
-RUN = "2026/11/22/00-00-00"
 FIELDS = ("Name", "Creation-Time", "Last-Modified", "Content-Length", "BlobType", "AccessTier")
+"""The benchmark rule's schema fields (the reader's three plus three Azure always has)."""
 NOWHERE = "http://127.0.0.1:1/devstoreaccount1"  # nothing listens on port 1
 
 
@@ -101,71 +99,24 @@ def timed(argv: list[str]) -> float:
     return elapsed
 
 
-def _dotnet(seconds: float) -> str:
-    """A .NET round-trip UTC time (seven fraction digits), as the CSV reports show it."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "0Z"
-
-
-def synthetic_rows(container: str, rows: int, seed: int = 7) -> list[tuple[str, int, float]]:
-    """`rows` (Name, Content-Length, Last-Modified seconds) of the module docs' mix."""
+def synthetic_rows(container: str, rows: int, seed: int = 7) -> list[Blob]:
+    """`rows` inventory rows of the module docs' mix."""
     rng = random.Random(seed)
     now = time.time()
     out = []
     for index in range(rows):
         roll = rng.random()
+        where = container
         if roll < 0.001:
-            name = f"{container}/level_zero/data/{index % 1000:03d}/notanepoch/u{index}"
+            name = f"level_zero/data/{index % 1000:03d}/notanepoch/u{index}"
         elif roll < 0.002:
-            name = f"other-container/level_zero/data/{index % 1000:03d}/{1:018d}/o{index}"
+            where, name = "other-container", f"level_zero/data/{index % 1000:03d}/{1:018d}/o{index}"
         else:
-            name = (f"{container}/level_zero/data/{index % 1000:03d}/"
-                    f"{rng.randint(1, 200):018d}/b{index:08d}")  # fmt: skip
-        out.append((name, rng.randint(1024, 8 << 20), now - rng.uniform(0, 10 * 86400)))
+            name = f"level_zero/data/{index % 1000:03d}/{rng.randint(1, 200):018d}/b{index:08d}"
+        size = rng.randint(1024, 8 << 20)
+        modified = datetime.fromtimestamp(now - rng.uniform(0, 10 * 86400), UTC)
+        out.append(Blob(where, name, size, modified))
     return out
-
-
-def write_inventory(directory: Path, endpoint: str, rows: list[tuple[str, int, float]],
-                    files: int, file_format: str = "csv") -> Path:  # fmt: skip
-    """One rule's run in the documented layout (module docs); the manifest's path."""
-    run_dir = directory / RUN / RULE
-    run_dir.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for index in range(files):
-        chunk = rows[index::files]
-        name = f"{RULE}_{index + 1}.{file_format}"
-        if file_format == "csv":
-            with (run_dir / name).open("w", encoding="utf-8", newline="") as handle:
-                writer = csv.writer(handle, lineterminator="\n")
-                writer.writerow(FIELDS)
-                writer.writerows((n, _dotnet(t), _dotnet(t), size, "BlockBlob", "Hot")
-                                 for n, size, t in chunk)  # fmt: skip
-        else:
-            import pyarrow as pa  # noqa: PLC0415 - only for Parquet reports
-            import pyarrow.parquet as pq  # noqa: PLC0415
-
-            stamps = pa.array([int(t * 1000) for _, _, t in chunk], pa.timestamp("ms", "UTC"))
-            pq.write_table(pa.table({
-                "Name": [n for n, _, _ in chunk], "Creation-Time": stamps,
-                "Last-Modified": stamps, "Content-Length": [s for _, s, _ in chunk],
-                "BlobType": ["BlockBlob"] * len(chunk), "AccessTier": ["Hot"] * len(chunk),
-            }), run_dir / name)  # fmt: skip
-        entries.append({"blob": f"{RUN}/{RULE}/{name}", "size": (run_dir / name).stat().st_size})
-    manifest = {
-        "destinationContainer": "inventory", "endpoint": endpoint, "files": entries,
-        "inventoryCompletionTime": "2026-11-22T01:00:00Z",
-        "inventoryStartTime": "2026-11-22T00:00:00Z",
-        "ruleDefinition": {"filters": {"blobTypes": ["blockBlob"]}, "format": file_format,
-                           "objectType": "blob", "schedule": "daily",
-                           "schemaFields": list(FIELDS)},
-        "ruleName": RULE, "status": "Succeeded",
-        "summary": {"objectCount": len(rows), "totalObjectSize": sum(r[1] for r in rows)},
-        "version": "1.0",
-    }  # fmt: skip
-    body = json.dumps(manifest, indent=2).encode()
-    path = run_dir / f"{RULE}-manifest.json"
-    path.write_bytes(body)
-    (run_dir / f"{RULE}-manifest.checksum").write_text(hashlib.md5(body).hexdigest())
-    return path
 
 
 def _timed_runs(argv: list[str], runs: int) -> list[float]:
@@ -177,8 +128,9 @@ def inventory_bench(args: argparse.Namespace, work: Path) -> dict[str, object]:
     """The inventory mode (module docs): results by command."""
     results: dict[str, object] = {}
     container = "bench-l0"
-    manifest = write_inventory(work / "inv", NOWHERE, synthetic_rows(container, args.rows),
-                               args.files, args.format)  # fmt: skip
+    manifest = write_blob_inventory(work / "inv", NOWHERE, synthetic_rows(container, args.rows),
+                                    file_format=args.format, file_count=args.files,
+                                    fields=FIELDS)  # fmt: skip
     common = ["--storage", "azure", "--account-url", NOWHERE, "--container", container,
               "--inventory", str(manifest), "--safe-epoch", str(INVENTORY_SAFE_EPOCH),
               "--master", args.master, "--log-level", "error", "--json"]  # fmt: skip
@@ -205,9 +157,9 @@ def _deleting_inventory(args: argparse.Namespace, work: Path) -> dict[str, objec
         for run in range(args.runs):
             name, live = seed(service, args.delete_keys)
             client = service.get_container_client(name)
-            rows = [(f"{name}/{b.name}", int(b.size), b.last_modified.timestamp() - 3600)
-                    for b in client.list_blobs()]  # fmt: skip
-            manifest = write_inventory(work / f"dinv-{run}", azurite.account_url, rows, 4)
+            manifest = write_blob_inventory(work / f"dinv-{run}", azurite.account_url,
+                                            container_blobs(client), file_count=4,
+                                            fields=FIELDS)  # fmt: skip
             argv = ["spark-sweep", "--storage", "azure", "--account-url", azurite.account_url,
                     "--container", name, "--azure-connection-string-file", str(conn),
                     "--inventory", str(manifest), "--safe-epoch", str(SAFE_EPOCH),

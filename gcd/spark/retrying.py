@@ -24,7 +24,7 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.triage import triage
 from gcd.storage.objectstore import KeyFailure
 
-__all__ = ["delete_triaged", "error_text", "retry"]
+__all__ = ["delete_triaged", "retry"]
 
 T = TypeVar("T")
 
@@ -57,7 +57,7 @@ def retry(
         attempt += 1
 
 
-def error_text(failure: KeyFailure) -> str:
+def _error_text(failure: KeyFailure) -> str:
     """``"Code: message"`` (or the code alone) for a key's decision row."""
     return f"{failure.code}: {failure.message}".rstrip(": ")
 
@@ -89,8 +89,8 @@ def delete_triaged(
             return outcome
         sorted_keys = triage(batch, deleted, failures)
         outcome.update(dict.fromkeys(sorted_keys.deleted))
-        outcome.update((failure.key, error_text(failure)) for failure in sorted_keys.failed)
-        last_error = {failure.key: error_text(failure) for failure in sorted_keys.retry_failures}
+        outcome.update((failure.key, _error_text(failure)) for failure in sorted_keys.failed)
+        last_error = {failure.key: _error_text(failure) for failure in sorted_keys.retry_failures}
         retry_keys = list(sorted_keys.retry)
         if not retry_keys:
             break

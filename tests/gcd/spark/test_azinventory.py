@@ -2,7 +2,7 @@
 manifest gives, a clear error for every manifest that cannot be swept from, and the rows
 Spark reads from each documented form of the data files (format of
 https://learn.microsoft.com/azure/storage/blobs/blob-inventory, fixtures in
-`azinventories.py`)."""
+`l0lab.testing.azinventory`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import pytest
 
 from gcd.spark.azinventory import BlobInventoryManifest, read_blob_inventory
 from gcd.spark.inventory import InventoryFormat
+from l0lab.testing.azinventory import RULE, RUN, Blob, write_blob_inventory
 from watermark.errors import ConfigError
-
-from .azinventories import RULE, RUN, Blob, write_blob_inventory
 
 ENDPOINT = "https://acct.blob.core.windows.net"
 

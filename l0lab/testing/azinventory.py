@@ -1,4 +1,5 @@
-"""Azure Blob Inventory reports written the way Azure writes them, from a real container.
+"""Azure Blob Inventory reports written the way Azure writes them, for the Spark tests and
+the benchmark (`bench/spark_azure.py`): from a real container's blobs or synthetic rows.
 
 The layout and fields are those of https://learn.microsoft.com/azure/storage/blobs/blob-inventory
 ("Inventory output", "Inventory files", the sample manifest): in the rule's destination
@@ -71,8 +72,10 @@ def write_blob_inventory(
     prefix_match: Sequence[str] = (),
     status: str = "Succeeded",
     time_style: str = "iso",
+    fields: Sequence[str] = FIELDS,
 ) -> Path:
-    """A rule's run under `destination` (the destination container's root); the manifest."""
+    """A rule's run under `destination` (the destination container's root); the manifest.
+    `fields`: the rule's schema fields, a subset of `FIELDS` in the files' column order."""
     run_dir = destination / RUN / RULE
     run_dir.mkdir(parents=True, exist_ok=True)
     files = []
@@ -88,13 +91,13 @@ def write_blob_inventory(
         } for r in chunk]  # fmt: skip
         if file_format == "csv":
             text = io.StringIO()
-            writer = csv.DictWriter(text, fieldnames=FIELDS, lineterminator="\n")
+            writer = csv.DictWriter(text, fieldnames=fields, lineterminator="\n",
+                                    extrasaction="ignore")  # fmt: skip
             writer.writeheader()
             writer.writerows(values)
             (run_dir / name).write_text(text.getvalue(), encoding="utf-8")
         else:
-            columns: dict[str, Any] = {f: pa.array([str(v[f]) for v in values], pa.string())
-                                       for f in FIELDS}  # fmt: skip
+            columns: dict[str, Any] = {}
             for stamp in ("Creation-Time", "Last-Modified"):  # "timestamp_millis"
                 moments = [r.last_modified.astimezone(UTC) for r in chunk]
                 per_second = {"millis": 1000, "seconds": 1}.get(time_style)  # "seconds": wrong
@@ -104,7 +107,9 @@ def write_blob_inventory(
                     else pa.array(moments, pa.timestamp("ms", tz="UTC")))
             columns["Content-Length"] = pa.array([r.size for r in chunk], pa.int64())
             columns["Deleted"] = pa.array([r.deleted for r in chunk], pa.bool_())
-            pq.write_table(pa.table(columns), run_dir / name)
+            pq.write_table(pa.table({f: columns[f] if f in columns else
+                                     pa.array([str(v[f]) for v in values], pa.string())
+                                     for f in fields}), run_dir / name)  # fmt: skip
         files.append({"blob": f"{RUN}/{RULE}/{name}", "size": (run_dir / name).stat().st_size})
     manifest = {
         "destinationContainer": "inventory-destination",
@@ -119,7 +124,7 @@ def write_blob_inventory(
             "format": file_format,
             "objectType": "blob",
             "schedule": "daily",
-            "schemaFields": list(FIELDS),
+            "schemaFields": list(fields),
         },
         "ruleName": RULE,
         "status": status,
@@ -129,5 +134,6 @@ def write_blob_inventory(
     body = json.dumps(manifest, indent=2).encode()
     path = run_dir / f"{RULE}-manifest.json"
     path.write_bytes(body)
-    (run_dir / f"{RULE}-manifest.checksum").write_text(hashlib.md5(body).hexdigest())
+    (run_dir / f"{RULE}-manifest.checksum").write_text(
+        hashlib.md5(body, usedforsecurity=False).hexdigest())  # the format's checksum
     return path
