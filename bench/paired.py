@@ -20,7 +20,8 @@ Cases (the default layout, M above every garbage key):
 
 Sides: ``gcd sweep`` (the real CLI of this tree: M from etcd through the namespace
 binding, the journal, everything a user runs; client CPU is the whole process's),
-``gcd sweep before`` (the CLI of the tree given by --before), ``gcd`` (one round of this
+``gcd sweep before`` (the CLI of the tree given by --before), ``gcd sweep --flag V``
+(this tree's CLI with those flags, e.g. ``--list-concurrency 1``), ``gcd`` (one round of this
 tree's Sweeper in a child process, without etcd), ``gcd-before`` (the same from the
 --before tree, which must hold this file too), ``gcd-full`` (this tree,
 --full-listing), ``s5cmd``, ``obstore`` (the last two only for ``dense``: they cannot
@@ -44,7 +45,6 @@ from typing import Any
 
 from bench.common import ROOT, child_env, median, timed_child
 from bench.s3sides import S3Bench
-from watermark.core.binding import claim_key
 
 _CASES = ("dense", "skip")
 _SIDES = ("gcd sweep", "gcd sweep before", "gcd", "gcd-before", "gcd-full", "s5cmd", "obstore")
@@ -112,6 +112,12 @@ async def _child(args: argparse.Namespace) -> dict[str, Any]:
 # -- the parent: paired, alternating runs ----------------------------------------------
 
 
+def _flags(side: str) -> list[str]:
+    """The extra flags of a side ``gcd sweep --flag value ...`` (this tree's CLI with them)."""
+    rest = side.removeprefix("gcd sweep")
+    return rest.split() if rest != side and rest.startswith(" --") else []
+
+
 def _order(sides: Sequence[str], run: int) -> list[str]:
     return list(sides) if run % 2 == 0 else list(reversed(sides))
 
@@ -122,7 +128,7 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
     if side.startswith("gcd sweep"):  # the real CLI: M from etcd, binding, journal...
         tree = before if side == "gcd sweep before" else os.getcwd()
         asyncio.run(bench.bind(endpoint))
-        argv = [sys.executable, "-P", *bench.argv("gcd sweep", endpoint)[1:]]
+        argv = [sys.executable, "-P", *bench.argv("gcd sweep", endpoint)[1:], *_flags(side)]
         env = child_env(PYTHONPATH=str(tree))
     elif side.startswith("gcd"):
         tree = before if side == "gcd-before" else os.getcwd()
@@ -142,9 +148,9 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
     server_cpu = bench.server_cpu_s() - server_before
     if child.returncode != 0:
         raise RuntimeError(f"{side} exited {child.returncode}: {child.stderr[-2000:]}")
-    left = bench.s3.keys(bench.bucket) - {claim_key(ROOT)}
-    if left != set(bench.live):
-        raise RuntimeError(f"{side} left {len(left)} keys, not the {len(bench.live)} live ones")
+    wrong = bench.left_wrong()
+    if wrong is not None:
+        raise RuntimeError(f"{side}: {wrong}")
     figures: dict[str, Any] = {"wall_s": child.wall_s, "cpu_s": child.cpu_s,
                                "server_cpu_s": server_cpu, "load": load}  # fmt: skip
     if side.startswith("gcd sweep"):
@@ -196,7 +202,7 @@ def _run(args: argparse.Namespace) -> None:
     else:
         sides = ["gcd", "gcd-before"] if args.before else ["gcd"]
         sides += ["s5cmd", "obstore"] if args.case == "dense" else ["gcd-full"]
-    unknown = set(sides) - set(_SIDES)
+    unknown = {side for side in sides if side not in _SIDES and not _flags(side)}
     if unknown or (args.before is None and any(side.endswith("before") for side in sides)):
         raise SystemExit(f"sides {sorted(unknown) or sides} not among {_SIDES} (before: --before)")
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}

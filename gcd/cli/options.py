@@ -98,8 +98,9 @@ ROUND_OPTIONS: tuple[Option, ...] = (
     Option("--concurrency", integer(1), 8,
            "DeleteObjects requests in flight at most (default 8; halved on SlowDown)", "N"),
     Option("--list-concurrency", integer(1), 4,
-           "LIST streams at once (default 4; a stream that would idle takes half of another's "
-           "prefix directories; 1 lists the root as one stream)", "N"),
+           "most LIST streams at once (default 4; a round starts with one and adds one "
+           "while the deleters wait on the listing and more streams list faster; 1 lists "
+           "the root as one stream)", "N"),
     Option("--max-deletes-per-second", positive_number, None,
            "token-bucket limit on deleted keys per second (default: unlimited)", "RATE"),
     Option("--max-deletes", integer(1), None,
@@ -174,8 +175,9 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
            "DURATION"),
     Option("--verify-m-every", integer(0), 30,
            "follow the namespace with an etcd watch after one full read, and check the "
-           "followed view against a full read every this many reads (rounds and the looks "
-           "every 2s between them; a mismatch blocks that round); 0 reads every partition "
+           "followed view every this many reads (rounds and the looks every 2s between "
+           "them): by keys and revisions, every 10th check against a full read (a mismatch "
+           "blocks that round); 0 reads every partition "
            "record every time, and looks between rounds only every --interval (default 30)",
            "ROUNDS"),
 )  # fmt: skip

@@ -3,89 +3,89 @@
 Theory of operation
 -------------------
 A sweeper lists its listing prefixes (``{root}/0`` ... ``{root}/9`` when several
-listers run) with `list_concurrency` listers. Keys are not spread evenly over them:
-with prefix directories 000-099 every key is under ``{root}/0``, and one lister would
-page through all of it while the others idle after one empty LIST each. So the work
-is a set of ranges, not prefixes: a `ListRange` is a listing prefix, where in it the
-range starts (`start_after`, None: at its beginning) and the last key it owns (`end`,
-None: to the prefix's end). Whenever a lister would idle, a lister that has just read a
-page hands the back half of the directories left in its range to it (`split_range`):
-the page's last key says which directory the lister is in, and the directories after
-it, up to the range's last, are cut in two halves.
+listers may run) with up to `list_concurrency` listers. Keys are not spread evenly over
+them: with prefix directories 000-099 every key is under ``{root}/0``, and one lister
+would page through all of it while the others idle. So the work is a set of ranges: a
+`ListRange` is part of a listing prefix (`prefix`, which the round's bookkeeping counts
+by): the keys under a narrower prefix (`within`, None: the listing prefix itself), after
+`start_after` (None: from the beginning).
 
-The cut is a skip point as in `gcd.rules.cursor`: ``{root}/0490`` is above every key of
-directory 049 and below every key of 050, so the front half owns keys up to it
-(`ListRange.owns`), the back half lists after it, and every key of the prefix is in
-exactly one range. A lister drops the keys beyond its range's end from a page (the
-other range lists them) and is done at the first one, or when its next start is at or
-past the end (`ListRange.passed`). Ranges are split only at directory boundaries of a
-layout with prefixes, and only while two directories at least are left; the listing
-prefixes themselves (sharding) are unchanged.
+When another lister may start, a lister that has just read a page narrows its own range
+(`narrow`): the page's last key says which child prefix it is in (``{root}/04`` for a
+key of directory 043 under ``{root}/0``); it goes on in that child only, after the key,
+and the children after it (``{root}/05`` ... ``{root}/09``) become ranges of their own
+for other listers, with one more range for the rest of its prefix after the last digit
+child (keys beside the directories, e.g. ``{root}/0zz``: listed, counted as
+unparsable). Every key of the prefix is in exactly one range.
+
+Why prefixes, not key ranges with an end: a LIST has no end key, and its page size
+counts keys returned, not entries walked. A lister near the end of a key range would
+ask the store for a page that runs into the next range, which the next range's lister
+has been emptying meanwhile; a store with directories (SeaweedFS keeps a directory per
+``/`` level, and removes the emptied ones minutes later) then walks every emptied
+directory to fill the page. That walk grew with the bucket (bench/RESULTS.md section
+28). A prefix ends where its keys end: the store stops there.
+
+Ranges are narrowed only in a layout with 3-digit prefix directories, down to one
+directory (``{root}/043``): keys of one directory are never split between listers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gcd.rules.layout import PREFIX_COUNT, PREFIX_WIDTH, KeyLayout
+from gcd.rules.layout import PREFIX_WIDTH, KeyLayout
 
-__all__ = ["ListRange", "split_range"]
+__all__ = ["AFTER_DIGITS", "ListRange", "narrow"]
+
+AFTER_DIGITS = "9\U0010ffff"
+"""Appended to a prefix: above every key of its children 0-9 (a child's keys start with
+a digit, and no character sorts above U+10FFFF), below the keys beside them."""
 
 
 @dataclass(frozen=True, slots=True)
 class ListRange:
-    """Part of a listing prefix: the keys after `start_after`, up to `end` inclusive."""
+    """Part of listing prefix `prefix`: the keys under `within` after `start_after`."""
 
     prefix: str
     start_after: str | None = None
-    end: str | None = None
+    within: str | None = None
 
-    def owns(self, key: str) -> bool:
-        """True when `key` (listed under `prefix`) is this range's, not a later range's."""
-        return self.end is None or key <= self.end
-
-    def passed(self, start_after: str | None) -> bool:
-        """True when a listing going on after `start_after` can find no key of this range."""
-        return self.end is not None and start_after is not None and start_after >= self.end
+    @property
+    def listed(self) -> str:
+        """The prefix this range's LISTs ask for."""
+        return self.prefix if self.within is None else self.within
 
 
-def split_range(
+def narrow(
     layout: KeyLayout, current: ListRange, last_key: str
-) -> tuple[ListRange, ListRange] | None:
-    """`current` cut after `last_key`'s directory: (the front half, the back half), or None.
+) -> tuple[ListRange, list[ListRange]] | None:
+    """`current` narrowed after `last_key`: (the range its lister goes on with, the
+    ranges after it for other listers, in key order), or None when nothing can be given
+    away (no prefix directories in the layout, `last_key` in none of them or beside
+    them, already one directory, or no child after `last_key`'s at any depth).
 
-    The front half keeps `current`'s start and the directories up to the middle of those
-    left after `last_key`'s; the back half starts after that middle directory's skip
-    point and keeps `current`'s end. None: the layout has no prefix directories,
-    `last_key` is in none, or fewer than two directories are left.
-    """
-    here = _directory(layout, last_key)
-    last = _last_directory(layout, current)
-    if here is None or last is None or last - here < 2:
-        return None
-    middle = (here + 1 + last) // 2
-    cut = f"{layout.listing_root}{middle:03d}0"
-    front = ListRange(current.prefix, current.start_after, cut)
-    return front, ListRange(current.prefix, cut, current.end)
-
-
-def _directory(layout: KeyLayout, key: str) -> int | None:
-    """The prefix directory `key` is in, or None when it is in none (junk, another root)."""
+    The kept range lists the child prefix holding `last_key`, after it; the given ones
+    are the later children and the rest of `current` after the last digit child."""
+    listed = current.listed
     root = layout.listing_root
-    digits = key[len(root) : len(root) + PREFIX_WIDTH]
-    if not layout.has_prefix or not key.startswith(root) or len(digits) != PREFIX_WIDTH:
+    if not layout.has_prefix or not listed.startswith(root) or not last_key.startswith(listed):
         return None
-    return int(digits) if digits.isascii() and digits.isdigit() else None
-
-
-def _last_directory(layout: KeyLayout, current: ListRange) -> int | None:
-    """The last prefix directory `current` owns keys of."""
-    root = layout.listing_root
-    if current.end is not None:
-        return _directory(layout, current.end)
-    digits = current.prefix[len(root) :]
-    if not current.prefix.startswith(root) or len(digits) > PREFIX_WIDTH:
+    depth = len(listed) - len(root)
+    digits = last_key[len(root) : len(root) + PREFIX_WIDTH]
+    if depth >= PREFIX_WIDTH or len(digits) != PREFIX_WIDTH:
         return None
-    if not (digits == "" or (digits.isascii() and digits.isdigit())):
+    if not (digits.isascii() and digits.isdigit()):
         return None
-    return min(PREFIX_COUNT - 1, int(digits.ljust(PREFIX_WIDTH, "9")))
+    here = digits[depth]
+    child = ListRange(current.prefix, last_key, listed + here)
+    given = [ListRange(current.prefix, None, listed + digit)
+             for digit in "0123456789" if digit > here]  # fmt: skip
+    given.append(ListRange(current.prefix, listed + AFTER_DIGITS, listed))
+    if here == "9":  # no digit child after this one here: give away deeper ones
+        deeper = narrow(layout, child, last_key)
+        if deeper is None:
+            return None
+        kept, more = deeper
+        return kept, [*more, *given]
+    return child, given

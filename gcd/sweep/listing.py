@@ -2,12 +2,15 @@
 
 Theory of operation
 -------------------
-`RoundLister.produce` runs lister tasks (at most `list_concurrency` at a time), one per
-listing prefix of the round; each pages through its range in key order and hands every
-page to the round's `gcd.sweep.pages.PageDecider`. On an ordered listing of keys that
-may skip, a lister that would idle takes over the back half of another's range
-(`gcd.rules.listsplit`). When all are done (or the round deadline passed) the last
-batch goes and every deleter task is told to end.
+`RoundLister.produce` runs lister tasks over the listing prefixes of the round; each
+pages through its range in key order and hands every page to the round's
+`gcd.sweep.pages.PageDecider`. One lister starts; more start, up to `list_concurrency`,
+only while the deleters wait on the listing and each more lister examines pages faster
+(`gcd.rules.listgrowth`: on a store whose CPU is the limit, streams cost the server
+more than they gain). A new lister takes the next prefix not started or, on an ordered
+listing of keys that may skip, the back half of another's range (`gcd.rules.listsplit`).
+When all are done (or the round deadline passed) the last batch goes and every deleter
+task is told to end.
 
 LIST cost follows the garbage: in a padded layout with prefixes, keys of one 3-digit
 prefix sort by epoch, so the first key of prefix p with an epoch above M means no later
@@ -43,6 +46,8 @@ one poison name costs one directory; what cannot be narrowed is reported by name
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -59,8 +64,9 @@ from gcd.rules.cursor import (
     skip,
 )
 from gcd.rules.layout import KeyLayout
+from gcd.rules.listgrowth import ListerGrowth
 from gcd.rules.listguard import ListingGuard
-from gcd.rules.listsplit import ListRange, split_range
+from gcd.rules.listsplit import ListRange, narrow
 from gcd.storage.objectstore import ListPage, ObjectStore, VersionedStore
 from gcd.storage.retry import Retrier, deadline
 from gcd.sweep.binding import CLAIM_MAX_BYTES
@@ -76,8 +82,10 @@ log = structlog.get_logger("gcd.sweeper")
 
 
 class _Ahead(NamedTuple):
-    """A LIST sent ahead (still in flight, or answered and not read yet) and its cursor."""
+    """A LIST sent ahead (still in flight, or answered and not read yet): its prefix,
+    cursor and size."""
 
+    prefix: str
     cursor: Cursor
     size: int
     task: asyncio.Task[ListPage]
@@ -98,6 +106,7 @@ class RoundLister:
         stop: asyncio.Event,
         brake: Brake,
         emit: Hook,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.run = run
         self.queue = queue
@@ -108,55 +117,94 @@ class RoundLister:
         self.stop = stop
         self.brake = brake
         self.emit = emit
+        self.monotonic = monotonic
+        self.growth: ListerGrowth | None = None
+        """How many listers the round ran (set by `produce`)."""
 
     async def produce(self) -> None:
-        """List every prefix of the round, then tell each of the deleter tasks to end."""
-        run, queue = self.run, self.queue
-        want = self.config.list_concurrency
-        gate = asyncio.Semaphore(want)
-        unfinished = [0]  # ranges queued or being listed
-        ranges: dict[str, int] = {}  # prefix -> its ranges not listed to their end yet
+        """List every prefix of the round, then tell each of the deleter tasks to end.
 
-        async def one(part: ListRange, size: int | None = None) -> None:
+        One lister starts; it lists the round's prefixes one after the other. Whenever a
+        lister has examined a page while the deleters wait on the listing, one more may
+        start (`gcd.rules.listgrowth`: up to `list_concurrency`, and only while more
+        listers examine pages faster): it takes the next prefix not started, or the back
+        half of the giver's range (`gcd.rules.listsplit`). A lister whose range ends
+        takes the next prefix not started.
+        """
+        run, queue = self.run, self.queue
+        growth = self.growth = ListerGrowth(self.config.list_concurrency)
+        # ranges not started, each with its first page's size (None: a probe); every
+        # range is counted in `ranges` (prefix -> its ranges not listed to their end)
+        # from when it is made until it ends
+        pending: deque[tuple[ListRange, int | None]] = deque()
+        ranges: dict[str, int] = {}
+        for prefix in run.prefixes:
+            pending.append((ListRange(prefix), None))
+            ranges[prefix] = ranges.get(prefix, 0) + 1
+        running = [0]  # listers at work
+
+        def start() -> None:
+            running[0] += 1
+            group.create_task(lister(*pending.popleft()))
+
+        async def lister(part: ListRange, size: int | None) -> None:
             try:
-                async with gate:
-                    await self.list_prefix(part, share, size)
+                await one(part, size)
+                while pending:
+                    await one(*pending.popleft())
+            finally:
+                running[0] -= 1
+
+        async def one(part: ListRange, size: int | None) -> None:
+            try:
+                await self.list_prefix(part, more, size)
                 if run.groups is not None:
                     await self.decider.planned(run.groups.flush(part.prefix))
                 # a range ended: its garbage goes now, not when all listing has
                 await run.pass_on(queue)
             finally:
-                unfinished[0] -= 1
                 ranges[part.prefix] -= 1
                 if not ranges[part.prefix]:
                     run.counts.prefixes_done += 1
 
-        def share(part: ListRange, last_key: str, size: int) -> ListRange:
-            """Hand the back half of `part` to a lister that would idle, starting with
-            pages of `size` keys (the giver's); return the part kept."""
-            if unfinished[0] >= want or not self.probing():
+        def more(part: ListRange, last_key: str | None, size: int) -> ListRange:
+            """After each page: start one more lister if the deleters wait on the listing
+            and one more is allowed (or may be grown); it takes the next range not
+            started, or (none left) `part` is narrowed after `last_key` and the ranges
+            after it go to other listers, from pages of `size` keys (the giver's).
+            Return the range the caller goes on with."""
+            growth.page(self.monotonic())
+            if not run.starved(queue) or self.listing_over():
                 return part
-            halves = split_range(self.config.layout, part, last_key)
-            if halves is None:
+            narrowed = None
+            if not pending:
+                if last_key is None or not self.probing():
+                    return part
+                narrowed = narrow(self.config.layout, part, last_key)
+                if narrowed is None:
+                    return part
+            if running[0] >= growth.allowed and not growth.grow(starved=True):
                 return part
-            unfinished[0] += 1
-            ranges[part.prefix] += 1
-            group.create_task(one(halves[1], size))
-            return halves[0]
+            if narrowed is not None:
+                part, given = narrowed
+                pending.extend((piece, size) for piece in given)
+                ranges[part.prefix] += len(given)
+            start()
+            return part
 
         try:
             async with asyncio.timeout(self.config.round_deadline_s):
                 async with asyncio.TaskGroup() as group:
                     run.counts.prefixes_total = len(run.prefixes)
-                    for prefix in run.prefixes:
-                        unfinished[0] += 1
-                        ranges[prefix] = ranges.get(prefix, 0) + 1
-                        group.create_task(one(ListRange(prefix)))
+                    if pending:
+                        start()
         except TimeoutError:  # listers still at work are cancelled; queued batches go
             run.incomplete = run.deadline_hit = True
             run.counts.errors += 1
             log.error("sweep.round_deadline", deadline_s=self.config.round_deadline_s,
                       fix="see the sweep.list_* errors before it; --round-deadline")  # fmt: skip
+        log.info("sweep.listers", listers=growth.allowed, most=growth.most, pinned=growth.pinned,
+                 pages_per_s=[round(rate, 1) for rate in growth.rates])  # fmt: skip
         if run.groups is not None:
             await self.decider.planned(run.groups.flush())
         await run.pass_on(queue)
@@ -166,15 +214,15 @@ class RoundLister:
     async def list_prefix(
         self,
         part: ListRange,
-        share: Callable[[ListRange, str, int], ListRange] | None = None,
+        more: Callable[[ListRange, str | None, int], ListRange] | None = None,
         size: int | None = None,
     ) -> None:
         """Page through one range of a listing prefix, one LIST ahead (see the module
-        docstring); `share` (ordered, unversioned listings that may skip) may hand the
-        back half of the range to another lister. `size`: the first page's (default
-        `first_page_size`)."""
+        docstring); `more`, told of each page examined (with the last key when the range
+        goes on), may start another lister and narrow the range (`gcd.rules.listsplit`).
+        `size`: the first page's (default `first_page_size`)."""
         run = self.run
-        prefix, full, probing = part.prefix, self.config.page_size, self.probing()
+        prefix, full, probing = part.listed, self.config.page_size, self.probing()
         cursor: Cursor | None = Cursor(part.start_after)
         done = part.start_after  # every key up to here is examined
         size = first_page_size(probing, full) if size is None else size
@@ -182,23 +230,24 @@ class RoundLister:
         guard = ListingGuard(self.config.max_pages_per_prefix)
         try:
             while cursor is not None and not self.listing_over():
-                if ahead is not None and (ahead.cursor, ahead.size) != (cursor, size):
+                if ahead is not None and ahead[:3] != (prefix, cursor, size):
                     await _discard(ahead.task)  # the guess was wrong
                     ahead = None
                 task = ahead.task if ahead is not None else self._send(prefix, cursor, size)
                 ahead = None
                 try:
-                    page = _clip(await task, part)
+                    page = await task
                 except StorageError as exc:
                     log.error("sweep.list_failed", prefix=prefix, code=exc.code, error=str(exc))
                     await self._unlistable(part, done, exc)
                     return
-                guess = _within(part, self._guess_next(prefix, cursor, page))
+                guess = self._guess_next(prefix, cursor, page)
                 if guess is not None and not self.listing_over():
                     guess_size = next_page_size(size, guess, full, probing=probing)
-                    ahead = _Ahead(guess, guess_size, self._send(prefix, guess, guess_size))
+                    ahead = _Ahead(prefix, guess, guess_size,
+                                   self._send(prefix, guess, guess_size))  # fmt: skip
                     await asyncio.sleep(0)  # let it start: examining the page may never yield
-                cursor = _within(part, await self.decider.examine(prefix, cursor, page))
+                cursor = await self.decider.examine(prefix, cursor, page)
                 broken = None if cursor is None else guard.advance(cursor.start_after,
                                                                    cursor.token)  # fmt: skip
                 if broken is not None:
@@ -210,34 +259,38 @@ class RoundLister:
                     last = page.objects[-1].key if page.objects else done
                     done = cursor.start_after if cursor.token is None else last
                     size = next_page_size(size, cursor, full, probing=probing)
-                    if share is not None and page.objects:
-                        part = share(part, page.objects[-1].key, size)
+                if more is not None:
+                    going_on = cursor is not None and bool(page.objects)
+                    kept = more(part, page.objects[-1].key if going_on else None, size)
+                    if kept is not part:  # narrowed to a child prefix, after the last key
+                        part, prefix = kept, kept.listed
+                        if cursor is not None and cursor.token is not None:
+                            cursor = Cursor(kept.start_after)  # a token is the wider prefix's
         finally:
             if ahead is not None:
                 await _discard(ahead.task)
 
     async def _unlistable(self, part: ListRange, done: str | None, exc: StorageError) -> None:
-        """A listing prefix whose listing failed for a whole retry budget (`RoundConfig.backoff`,
-        per request; the Azure SDK's own retries are off, so this is the only one).
+        """A range whose listing failed for a whole retry budget (`RoundConfig.backoff`, per
+        request; the Azure SDK's own retries are off, so this is the only one).
 
         After a retryable failure (a name the store cannot list answers 500 for its whole
-        prefix) its ten children are probed with one one-key LIST each, from where it
-        stopped: the listable ones are listed (each with a budget of its own), the others
-        narrowed the same way, down to the layout's 3-digit prefix directories, so one
-        poison name costs one directory. When no child answers (an outage, not a name),
-        or it cannot be narrowed, the prefix is reported by name and skipped (one error).
-        A child is listed as a range of its own, never shared, that keeps `part`'s end:
-        keys past it are another range's.
+        prefix) the ten children of the prefix it lists are probed with one one-key LIST
+        each, from where it stopped: the listable ones are listed (each with a budget of
+        its own), the others narrowed the same way, down to the layout's 3-digit prefix
+        directories, so one poison name costs one directory. When no child answers (an
+        outage, not a name), or it cannot be narrowed, the prefix is reported by name and
+        skipped (one error). A child is listed as a range of its own, never shared.
         """
-        prefix = part.prefix
-        children = _narrower(part, self.config.layout, done) if exc.retryable else []
+        prefix = part.listed
+        children = _narrower(prefix, self.config.layout, done) if exc.retryable else []
         listable = [await self._answers(child, start) for child, start in children]
         if any(listable):
             log.warning("sweep.prefix_narrowed", prefix=prefix, code=exc.code)
             for (child, start), ok in zip(children, listable, strict=True):
                 if self.listing_over():
                     return
-                narrowed = ListRange(child, start.start_after, part.end)
+                narrowed = ListRange(part.prefix, start.start_after, child)
                 if ok:
                     await self.list_prefix(narrowed)
                 else:
@@ -322,39 +375,20 @@ class RoundLister:
         return await get_object(key, max_bytes=CLAIM_MAX_BYTES) is not None
 
 
-def _narrower(part: ListRange, layout: KeyLayout, done: str | None) -> list[tuple[str, Cursor]]:
+def _narrower(prefix: str, layout: KeyLayout, done: str | None) -> list[tuple[str, Cursor]]:
     """The children of a listing prefix that keeps failing, each with where its listing
-    starts given that every key up to `done` is examined, and none whose keys all sort
-    after `part`'s end (another range's); [] when it cannot be narrowed (no 000-999
-    prefix in the layout, or already a whole prefix directory)."""
-    prefix, end = part.prefix, part.end
+    starts given that every key up to `done` is examined; [] when it cannot be narrowed
+    (no 000-999 prefix in the layout, or already a whole prefix directory)."""
     depth = len(prefix) - len(layout.listing_root)
     if not layout.has_prefix or not prefix.startswith(layout.listing_root) or depth >= 3:
         return []
     children: list[tuple[str, Cursor]] = []
     for child in (prefix + digit for digit in "0123456789"):
-        if end is not None and child > end and not end.startswith(child):
-            continue  # every key under it sorts after the range's last
         if done is None or done[: len(child)] < child:
             children.append((child, Cursor()))
         elif done.startswith(child):
             children.append((child, Cursor(start_after=done)))
     return children
-
-
-def _clip(page: ListPage, part: ListRange) -> ListPage:
-    """`page` without the keys beyond `part`'s end (a later range's); then the range is done."""
-    if not page.objects or part.owns(page.objects[-1].key):
-        return page
-    kept = tuple(obj for obj in page.objects if part.owns(obj.key))
-    return ListPage(kept, None, page.request_id)
-
-
-def _within(part: ListRange, cursor: Cursor | None) -> Cursor | None:
-    """`cursor`, or None when the listing would go on past `part`'s end."""
-    if cursor is None or (cursor.token is None and part.passed(cursor.start_after)):
-        return None
-    return cursor
 
 
 async def _discard(task: asyncio.Task[ListPage]) -> None:

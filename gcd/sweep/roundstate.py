@@ -89,6 +89,12 @@ class RoundState:
     undo_rule: str | None = None
     soft_delete_s: float | None = None
     """The store's own soft delete retention (`SoftDeleteStore`), read with a window."""
+    waiting_deleters: int = 0
+    """Deleter tasks waiting for a batch (the listing decides whether to grow by it)."""
+
+    def starved(self, queue: BatchQueue) -> bool:
+        """True when the deleters wait on the listing: no batch queued, a deleter idle."""
+        return queue.empty() and self.waiting_deleters > 0
 
     def full(self) -> bool:
         """True once the per-round delete cap is reached."""

@@ -359,7 +359,14 @@ class Sweeper:
         return RoundResult(summary, complete=False)
 
     async def _delete_worker(self, queue: BatchQueue, run: RoundState) -> None:
-        while (batch := await queue.get()) is not None:
+        while True:
+            run.waiting_deleters += 1
+            try:
+                batch = await queue.get()
+            finally:
+                run.waiting_deleters -= 1
+            if batch is None:
+                return
             if self.stop.is_set():
                 run.incomplete = True  # dropped: the next round lists these keys again
                 continue

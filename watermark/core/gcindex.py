@@ -226,6 +226,10 @@ class GcIndex:
             pinning = tuple(PinningPartition(name, lowest) for name in names)
         return PartitionSummary(len(self._records), malformed, highest, lowest, pinning)
 
+    def record_count(self) -> int:
+        """How many partition records the index holds (malformed ones too)."""
+        return len(self._records)
+
     def watermark_of(self, name: str) -> int | None:
         """The M(p) held for partition `name`; None if it has no record or a malformed one."""
         packed = self._records.get(name)
@@ -249,6 +253,11 @@ class GcIndex:
     def safe_epoch(self) -> SafeEpoch:
         """M and the rest, by the rules of a full read."""
         return judge(self.view(), self.summary())
+
+    def small_keys_differ(self, read: GcView) -> str | None:
+        """None when `read` (a read of the small keys alone: cluster epoch, pause marker,
+        binding, sweeper announcements) holds what this index does; else which differs."""
+        return _small_keys_differ(self.view(), read)
 
     def checker(self) -> IndexCheck:
         """A `watermark.core.kv.RangeFold` that compares a full read with this index."""
@@ -299,6 +308,18 @@ class IndexCheck:
 
 
 def _differs(ours: GcView, theirs: GcView, check: IndexCheck) -> str | None:
+    small = _small_keys_differ(ours, theirs)
+    if small is not None:
+        return small
+    if check._first is not None:
+        return f"partition records differ, e.g. {check._first!r}"
+    held = len(check._index._records)
+    if check.records != held:  # every record read is in the index: it holds more
+        return f"the index holds {held} partition records, the full read {check.records}"
+    return None
+
+
+def _small_keys_differ(ours: GcView, theirs: GcView) -> str | None:
     for label, mine, read in (
         ("cluster epoch", ours.cluster_epoch_raw, theirs.cluster_epoch_raw),
         ("pause marker", (ours.paused, ours.paused_reason), (theirs.paused, theirs.paused_reason)),
@@ -307,9 +328,4 @@ def _differs(ours: GcView, theirs: GcView, check: IndexCheck) -> str | None:
     ):
         if mine != read:
             return f"{label} differs"
-    if check._first is not None:
-        return f"partition records differ, e.g. {check._first!r}"
-    held = len(check._index._records)
-    if check.records != held:  # every record read is in the index: it holds more
-        return f"the index holds {held} partition records, the full read {check.records}"
     return None

@@ -36,6 +36,7 @@ __all__ = [
     "Compare",
     "Delete",
     "FoldReadable",
+    "KeyChecks",
     "KeyValue",
     "PrefixWatch",
     "Put",
@@ -140,6 +141,21 @@ class PrefixWatch(Protocol):
 
     async def close(self) -> None:
         """Cancel the watch."""
+        ...
+
+
+@runtime_checkable
+class KeyChecks(Protocol):
+    """A KV that can answer about a prefix without sending its values (a follower's
+    check, `watermark.etcd.follow`)."""
+
+    async def count(self, prefix: str, *, revision: int) -> int:
+        """How many keys are under `prefix` at `revision`."""
+        ...
+
+    async def changed_keys(self, prefix: str, *, revision: int, after: int) -> dict[str, int]:
+        """The keys under `prefix` at `revision` last changed after revision `after`, each
+        with its mod revision (keys only)."""
         ...
 
 

@@ -361,6 +361,38 @@ class EtcdKV:
 
         await self._paged(prefix, revision, fold.start, take)
 
+    async def count(self, prefix: str, *, revision: int) -> int:
+        """How many keys are under `prefix` at `revision` (etcd counts them in its index,
+        reading no value); EtcdUnavailable when `revision` is compacted."""
+        key = prefix.encode()
+        request = rpc.RangeRequest(key=key, range_end=_prefix_end(key), revision=revision,
+                                   count_only=True)  # fmt: skip
+
+        async def operation(session: _Session) -> int:
+            response = await session.kv.Range(request, timeout=self._timeout_s,
+                                              metadata=session.metadata)  # fmt: skip
+            return int(response.count)
+
+        return await self._call(f"count {prefix}", operation, idempotent=True)
+
+    async def changed_keys(self, prefix: str, *, revision: int, after: int) -> dict[str, int]:
+        """The keys under `prefix` at `revision` whose mod revision is above `after`, with
+        it: one request, keys only (etcd filters by mod revision on its side, so no value
+        and no unchanged key is sent; it cannot page such a filter, so this is for a few
+        changed keys, not a namespace rewritten: too many for one answer is
+        EtcdUnavailable, RESOURCE_EXHAUSTED)."""
+        key = prefix.encode()
+        request = rpc.RangeRequest(key=key, range_end=_prefix_end(key), revision=revision,
+                                   keys_only=True, min_mod_revision=after + 1)  # fmt: skip
+
+        async def operation(session: _Session) -> dict[str, int]:
+            response = await session.kv.Range(request, timeout=self._timeout_s,
+                                              metadata=session.metadata)  # fmt: skip
+            return {raw.key.decode("utf-8", "surrogateescape"): raw.mod_revision
+                    for raw in response.kvs}  # fmt: skip
+
+        return await self._call(f"changed keys {prefix}", operation, idempotent=True)
+
     async def _paged(
         self,
         prefix: str,

@@ -10,11 +10,19 @@ give, without re-reading every partition record each round:
 2. every later read asks the watch for the changes since the previous read (one etcd
    progress round trip, plus the changed records) and applies them: the cost follows
    what changed, not how many partitions there are;
-3. every `verify_every`-th read also reads the namespace in full at the index's own
-   revision and compares it, page by page, record by record (by digest), with the
-   index: a mismatch (which would be a bug, or etcd history lost under
-   the watch) blocks that round, is logged and counted, and the index is rebuilt from
-   the full read;
+3. every `verify_every`-th read also checks the index against etcd at the index's own
+   revision R. Most checks read keys only (`quick`): how many partition records etcd
+   holds, which keys changed since the last check (each with its mod revision: etcd
+   filters them on its side, no value is sent), and the few small keys (cluster epoch,
+   pause marker, binding, sweeper announcements) in full; the changed keys must be
+   exactly those the watch delivered, at the same revisions. That finds any change the
+   watch lost (a lost update shows as a key changed at a revision the watch never
+   gave; a lost create or delete, as a wrong count) for a few bytes per changed key,
+   not the whole namespace. Every `FULL_CHECK_EVERY`-th check, and any quick check that
+   finds a difference or cannot be made, reads the namespace in full at R and compares
+   it, page by page, record by record (by digest), with the index: a mismatch (which
+   would be a bug, or etcd history lost under the watch) blocks that round, is logged
+   and counted, and the index is rebuilt from the full read;
 4. a lost watch (compacted, cancelled, connection lost, no answer) falls back to a full
    read, and so does a check whose revision etcd no longer has (compacted while the
    namespace was quiet): the index is rebuilt from a read at the current revision.
@@ -33,16 +41,18 @@ import structlog
 
 from watermark.core.contract import pause_reason
 from watermark.core.gcindex import GcIndex, NamespaceKeys
-from watermark.core.kv import PrefixWatch
+from watermark.core.kv import Change, KeyChecks, PrefixWatch
 from watermark.core.safe_epoch import GcView, PartitionSummary, SafeEpoch, judge
 from watermark.errors import EtcdUnavailable
 from watermark.etcd.store import WatermarkStore
 
-__all__ = ["DEFAULT_VERIFY_EVERY", "GcFollower", "ReadKind", "read_once"]
+__all__ = ["DEFAULT_VERIFY_EVERY", "FULL_CHECK_EVERY", "GcFollower", "ReadKind", "read_once"]
 
 DEFAULT_VERIFY_EVERY = 30
-"""Reads between two full reads that check the index (30 rounds: 5 min at 10 s)."""
-ReadKind = Literal["full", "incremental", "verified", "mismatch"]
+"""Reads between two checks of the index (30 rounds: 5 min at 10 s)."""
+FULL_CHECK_EVERY = 10
+"""Checks between two that read the namespace in full (the others read keys only)."""
+ReadKind = Literal["full", "incremental", "checked", "verified", "mismatch"]
 _log = structlog.get_logger("watermark.gcfollow")
 
 
@@ -83,6 +93,9 @@ class GcFollower:
         self._index: GcIndex | None = None
         self._watch: PrefixWatch | None = None
         self._reads = 0
+        self._checks = 0
+        self._checked_at = 0  # the revision the index was last read or checked in full at
+        self._changed: dict[str, int] = {}  # key -> its last change since (-revision: deleted)
         self.last_kind: ReadKind | None = None
         """How the last read was made (for metrics and tests)."""
         self.changes_applied = 0
@@ -94,22 +107,70 @@ class GcFollower:
         if self._index is None or self._watch is None:
             return await self._full()
         try:
-            changes, _ = await self._watch.sync()
+            changes, revision = await self._watch.sync()
         except EtcdUnavailable as exc:
             _log.warning("watermark.watch_lost", namespace=self.store.namespace, error=str(exc))
             await self.close()
             return await self._full()
         self._index.apply(changes)
+        # every change up to the server's revision has come: the index is etcd's at it
+        self._index.revision = max(self._index.revision, revision)
         self.changes_applied += len(changes)
+        self._note(changes)
         if self._reads % self.verify_every == 0:
-            return await self._verify(self._index)
+            return await self._check(self._index)
         self.last_kind = "incremental"
         return self._index.view(), self._index.safe_epoch()
+
+    def _note(self, changes: list[Change]) -> None:
+        for change in changes:
+            deleted = change.value is None
+            self._changed[change.key] = -change.revision if deleted else change.revision
+
+    def _checked(self, index: GcIndex) -> None:
+        """The index holds what etcd did at its revision: the next check starts there."""
+        self._checked_at = index.revision
+        self._changed = {}
+
+    async def _check(self, index: GcIndex) -> tuple[GcView, SafeEpoch]:
+        self._checks += 1
+        if self._checks % FULL_CHECK_EVERY and isinstance(self.store.kv, KeyChecks):
+            try:
+                differs = await self._quick(self.store.kv, index)
+            except EtcdUnavailable as exc:  # e.g. too many changed keys for one answer
+                differs = f"the keys-only check failed: {exc}"
+            if differs is None:
+                self._checked(index)
+                self.last_kind = "checked"
+                return index.view(), index.safe_epoch()
+            _log.warning("watermark.quick_check_differs", namespace=self.store.namespace,
+                         revision=index.revision, differs=differs)  # fmt: skip
+        return await self._verify(index)  # the full read decides
+
+    async def _quick(self, kv: KeyChecks, index: GcIndex) -> str | None:
+        """None when etcd at the index's revision holds what the index does, judged by
+        keys and revisions (see the module docstring); else what differs."""
+        revision, partitions = index.revision, self.store.partitions_prefix
+        held = index.record_count()
+        count = await kv.count(partitions, revision=revision)
+        if count != held:
+            return f"etcd holds {count} partition records, the index {held}"
+        changed = await kv.changed_keys(partitions, revision=revision, after=self._checked_at)
+        given = {key: at for key, at in self._changed.items()
+                 if at > 0 and key.startswith(partitions)}  # fmt: skip
+        if changed != given:
+            key = min(set(changed.items()) ^ set(given.items()))[0]
+            return f"the record {key!r} changed at a revision the watch did not give"
+        small = GcIndex.empty(self._keys, pause_reason)
+        small.start(revision, 0)
+        small.add(await self.store.read_small_keys(revision=revision))
+        return index.small_keys_differ(small.view())
 
     async def _full(self) -> tuple[GcView, SafeEpoch]:
         index = GcIndex.empty(self._keys, pause_reason)
         await self.store.read_gc_into(index)  # page by page: the records are never all held
         self._index = index
+        self._checked(index)
         self.last_kind = "full"
         kv = self.store.kv
         if hasattr(kv, "watch_prefix"):
@@ -131,6 +192,7 @@ class GcFollower:
             return await self._full()
         differs = check.differs()
         if differs is None:
+            self._checked(index)
             self.last_kind = "verified"
             return index.view(), index.safe_epoch()
         self.last_kind = "mismatch"

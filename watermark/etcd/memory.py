@@ -106,6 +106,15 @@ class MemoryKV:
         items = tuple(self._data[key] for key in sorted(self._data) if key.startswith(prefix))
         return RangeResult(revision=self._revision, items=items)
 
+    async def count(self, prefix: str, *, revision: int) -> int:
+        """`watermark.core.kv.KeyChecks.count`, at the current revision only."""
+        return len((await self.range_prefix(prefix, revision=revision)).items)
+
+    async def changed_keys(self, prefix: str, *, revision: int, after: int) -> dict[str, int]:
+        """`watermark.core.kv.KeyChecks.changed_keys`, at the current revision only."""
+        items = (await self.range_prefix(prefix, revision=revision)).items
+        return {item.key: item.mod_revision for item in items if item.mod_revision > after}
+
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
         """Apply all `ops` atomically (at one new revision) iff every compare holds."""
         self._enter()

@@ -479,6 +479,18 @@ class WatermarkStore:
         fold.start(result.revision, result.cluster_id)
         fold.add((item.key, item.value) for item in result.items)
 
+    async def read_small_keys(self, *, revision: int) -> list[tuple[str, bytes]]:
+        """The namespace's keys a sweeper reads besides the partition records (cluster
+        epoch, pause marker, binding, sweeper announcements) at `revision`, as
+        (key, value) pairs: a few small values (`watermark.etcd.follow`'s quick check)."""
+        found: list[tuple[str, bytes]] = []
+        for key in (self.epoch_key, self.paused_key, self.binding_key):
+            result = await self._kv.range_prefix(key, revision=revision)  # type: ignore[call-arg]
+            found += [(item.key, item.value) for item in result.items if item.key == key]
+        result = await self._kv.range_prefix(self.sweepers_prefix, revision=revision)  # type: ignore[call-arg]
+        found += [(item.key, item.value) for item in result.items]
+        return found
+
     async def read_safe_epoch(self) -> SafeEpoch:
         """The global safe epoch M (or why it is undefined), from one revision."""
         return compute_safe_epoch(await self.read_gc_view())

@@ -1,4 +1,5 @@
-"""Listing ranges: the back half of a range goes to another lister; every key in exactly one."""
+"""Listing ranges: a lister narrows its range to a child prefix and gives the later
+children away; every key of the listing prefix is in exactly one range."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gcd.rules.layout import KeyLayout
-from gcd.rules.listsplit import ListRange, split_range
+from gcd.rules.listsplit import AFTER_DIGITS, ListRange, narrow
 
 LAYOUT = KeyLayout.default("r")
 ROOT = LAYOUT.listing_root
@@ -18,72 +19,89 @@ def key(prefix: int, epoch: int = 5, name: str = "x") -> str:
     return LAYOUT.format(prefix, epoch, name)
 
 
-def test_split_cuts_the_directories_left_in_two_halves() -> None:
-    """After a key of directory 017 in {root}0: 018-058 stay, 059-099 go to another lister."""
-    front, back = split_range(LAYOUT, ListRange(f"{ROOT}0"), key(17)) or (None, None)
-    assert front == ListRange(f"{ROOT}0", None, f"{ROOT}0580")
-    assert back == ListRange(f"{ROOT}0", f"{ROOT}0580", None)
-    assert front.owns(key(58, 10**18 - 1, "zzz"))
-    assert not front.owns(key(59, 0, "0"))
-    # the back half is split again at its own last directory
-    again = split_range(LAYOUT, back, key(60))
-    assert again == (ListRange(f"{ROOT}0", f"{ROOT}0580", f"{ROOT}0800"),
-                     ListRange(f"{ROOT}0", f"{ROOT}0800", None))  # fmt: skip
-    # a range with an end splits what is left up to its end
-    halves = split_range(LAYOUT, front, key(20))
-    assert halves is not None
-    assert halves[0].end == f"{ROOT}0390"
-    assert halves[1] == ListRange(f"{ROOT}0", f"{ROOT}0390", f"{ROOT}0580")
+def test_a_lister_keeps_its_child_prefix_and_gives_the_later_ones_away() -> None:
+    """After a key of directory 017 in {root}0: {root}01 is kept (after the key), {root}02
+    ... {root}09 and the rest of {root}0 beside the digits go to other listers."""
+    narrowed = narrow(LAYOUT, ListRange(f"{ROOT}0"), key(17))
+    assert narrowed is not None
+    kept, given_away = narrowed
+    assert kept == ListRange(f"{ROOT}0", key(17), f"{ROOT}01")
+    assert kept.listed == f"{ROOT}01"
+    assert [part.listed for part in given_away] == [f"{ROOT}0{d}" for d in "23456789"] + [
+        f"{ROOT}0"
+    ]
+    assert all(part.prefix == f"{ROOT}0" for part in given_away)  # counted by their prefix
+    assert given_away[-1].start_after == f"{ROOT}0{AFTER_DIGITS}"
+    # narrowed again, one level down: one directory is the narrowest
+    again = narrow(LAYOUT, kept, key(17, 9))
+    assert again is not None
+    assert again[0] == ListRange(f"{ROOT}0", key(17, 9), f"{ROOT}017")
+    assert [part.listed for part in again[1]] == [f"{ROOT}01{d}" for d in "89"] + [f"{ROOT}01"]
+    assert narrow(LAYOUT, again[0], key(17, 10)) is None
 
 
-def test_no_split_without_two_directories_left_or_outside_the_directories() -> None:
-    """Too little left, a key in no directory, a layout without prefixes: no split."""
-    assert split_range(LAYOUT, ListRange(f"{ROOT}0"), key(98)) is None
-    assert split_range(LAYOUT, ListRange(f"{ROOT}0"), key(97)) is not None
-    assert split_range(LAYOUT, ListRange(f"{ROOT}417"), key(417)) is None
-    assert split_range(LAYOUT, ListRange(f"{ROOT}0"), f"{ROOT}0ab") is None
-    assert split_range(LAYOUT, ListRange(f"{ROOT}0"), f"{ROOT}0\u0663\u0663/x") is None
-    assert split_range(LAYOUT, ListRange(ROOT), f"{ROOT}.claim") is None
+def test_a_key_in_the_last_child_gives_away_deeper_ones() -> None:
+    """Directory 093 under {root}0: no child after {root}09, so {root}094-099 go, then
+    the rest of {root}09 and of {root}0 beside the digits, in key order."""
+    narrowed = narrow(LAYOUT, ListRange(f"{ROOT}0"), key(93))
+    assert narrowed is not None
+    kept, given_away = narrowed
+    assert kept.listed == f"{ROOT}093"
+    assert [part.listed for part in given_away] == [
+        *(f"{ROOT}09{d}" for d in "456789"), f"{ROOT}09", f"{ROOT}0"
+    ]
+    assert narrow(LAYOUT, ListRange(f"{ROOT}0"), key(99)) is None  # nothing after 099
+
+
+def test_nothing_is_given_away_outside_the_directories() -> None:
+    """A key in no directory, beside them, another prefix's, a layout without prefixes."""
+    assert narrow(LAYOUT, ListRange(f"{ROOT}417"), key(417)) is None
+    assert narrow(LAYOUT, ListRange(f"{ROOT}0"), f"{ROOT}0ab") is None
+    assert narrow(LAYOUT, ListRange(f"{ROOT}0"), f"{ROOT}0\u0663\u0663/x") is None
+    assert narrow(LAYOUT, ListRange(ROOT), f"{ROOT}.claim") is None
+    assert narrow(LAYOUT, ListRange(f"{ROOT}1"), key(17)) is None
     flat = KeyLayout.custom(root="r", pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
                             template="{epoch}/{name}")  # fmt: skip
-    assert split_range(flat, ListRange(ROOT), f"{ROOT}100/x") is None
+    assert narrow(flat, ListRange(ROOT), f"{ROOT}100/x") is None
 
 
-def test_whole_root_splits_up_to_999_and_keeps_what_is_beside() -> None:
-    """Splitting the whole root: the back half keeps no end, so junk after 999 is listed."""
-    halves = split_range(LAYOUT, ListRange(ROOT), key(0))
-    assert halves is not None
-    assert halves[0].end == f"{ROOT}5000"  # 001-500 stay, 501-999 go
-    assert halves[1].end is None
-    assert halves[1].owns(f"{ROOT}zzz-junk")
+def test_the_whole_root_narrows_to_a_digit_child() -> None:
+    narrowed = narrow(LAYOUT, ListRange(ROOT), key(0))
+    assert narrowed is not None
+    assert narrowed[0].listed == f"{ROOT}0"
+    assert [part.listed for part in narrowed[1]][-1] == ROOT  # junk after 999 is listed
 
 
-def test_passed_says_when_a_range_has_nothing_left() -> None:
-    """A listing going on at or past the end finds no key of the range."""
-    part = ListRange(f"{ROOT}0", None, f"{ROOT}0580")
-    assert part.passed(f"{ROOT}0580")
-    assert part.passed(f"{ROOT}0590")
-    assert not part.passed(f"{ROOT}0570")
-    assert not part.passed(None)
-    assert not ListRange(f"{ROOT}0").passed(f"{ROOT}0990")
+def owner_count(ranges: list[ListRange], listed: str) -> int:
+    return sum(
+        1
+        for part in ranges
+        if listed.startswith(part.listed) and (part.start_after or "") < listed
+    )
 
 
 @settings(database=None, max_examples=80)
 @given(st.lists(st.integers(0, 99), min_size=1, max_size=12))
-def test_repeated_splits_own_every_key_exactly_once(positions: list[int]) -> None:
-    """However ranges are split, each key of the prefix (junk too) is owned by one range."""
+def test_repeated_narrowing_leaves_every_key_in_exactly_one_range(positions: list[int]) -> None:
+    """However ranges are narrowed, each key of the prefix (junk too) not listed yet is
+    in exactly one range: the narrowed one from its lister's last key, or one given."""
     ranges = [ListRange(f"{ROOT}0")]
-    for position in positions:
-        # split the range that holds the position's directory, as its lister would
-        for index, part in enumerate(ranges):
-            probe = key(position)
-            if (part.start_after is None or probe > part.start_after) and part.owns(probe):
-                halves = split_range(LAYOUT, part, probe)
-                if halves is not None:
-                    ranges[index : index + 1] = list(halves)
-                break
+    examined: set[str] = set()
     keys = [key(p, e, n) for p, e, n in itertools.product(range(100), (0, 10**18 - 1), ("0", "~"))]
     keys += [f"{ROOT}0", f"{ROOT}0!", f"{ROOT}0490", f"{ROOT}0491", f"{ROOT}05", f"{ROOT}0zz"]
+    for position in positions:
+        probe = key(position)
+        for index, part in enumerate(ranges):  # the range whose lister is at `probe`
+            if probe.startswith(part.listed) and (part.start_after or "") < probe:
+                # its lister has examined every key of it up to `probe`
+                examined |= {k for k in keys if k.startswith(part.listed)
+                             and (part.start_after or "") < k <= probe}  # fmt: skip
+                narrowed = narrow(LAYOUT, ListRange(part.prefix, probe, part.within), probe)
+                if narrowed is not None:
+                    ranges[index : index + 1] = [narrowed[0], *narrowed[1]]
+                else:
+                    ranges[index] = ListRange(part.prefix, probe, part.within)
+                break
     for listed in keys:
-        owners = [p for p in ranges if (p.start_after or "") < listed and p.owns(listed)]
-        assert len(owners) == 1, (listed, ranges)
+        expected = 0 if listed in examined else 1
+        assert owner_count(ranges, listed) == expected, (listed, ranges)

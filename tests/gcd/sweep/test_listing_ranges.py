@@ -22,16 +22,29 @@ OLD = NOW - 3600
 
 
 class CountingStore:
-    """A MemoryObjectStore whose LIST answers come one loop turn after the request;
-    records each LIST (prefix, start_after, token, max_keys), the keys returned, and
-    the most LISTs in flight at once per listing prefix."""
+    """A MemoryObjectStore whose LIST answers come one loop turn after the request (or
+    `latency_s` later: a remote store; with `serial`, one LIST at a time: a store whose
+    CPU is the limit); records each LIST (prefix, start_after, token, max_keys), the
+    keys returned, and the most LISTs in flight at once per listing prefix and in all."""
 
-    def __init__(self, inner: MemoryObjectStore) -> None:
+    def __init__(
+        self, inner: MemoryObjectStore, latency_s: float = 0.0, *, serial: bool = False
+    ) -> None:
         self.inner = inner
+        self.latency_s = latency_s
+        self.server = asyncio.Lock() if serial else None
         self.sent: list[tuple[str, str | None, str | None, int]] = []
         self.returned = 0
         self.in_flight: dict[str, int] = {}
         self.peak: dict[str, int] = {}
+        self.peak_all = 0
+
+    async def _answer_after_latency(self) -> None:
+        if self.server is None:
+            await asyncio.sleep(self.latency_s)  # a store's latency, not a synchronisation
+            return
+        async with self.server:
+            await asyncio.sleep(self.latency_s)
 
     async def list_page(
         self,
@@ -44,9 +57,13 @@ class CountingStore:
         self.sent.append((prefix, start_after, continuation_token, max_keys))
         self.in_flight[prefix] = self.in_flight.get(prefix, 0) + 1
         self.peak[prefix] = max(self.peak.get(prefix, 0), self.in_flight[prefix])
+        self.peak_all = max(self.peak_all, sum(self.in_flight.values()))
         try:
-            await asyncio.sleep(0)  # one loop turn, not a wait for time to pass
-            await asyncio.sleep(0)
+            if self.latency_s or self.server is not None:
+                await self._answer_after_latency()
+            else:
+                await asyncio.sleep(0)  # one loop turn, not a wait for time to pass
+                await asyncio.sleep(0)
         finally:
             self.in_flight[prefix] -= 1
         page = await self.inner.list_page(prefix, start_after=start_after,
@@ -103,24 +120,62 @@ def sweeper(store: CountingStore, **config: object) -> Sweeper:
                    clock=lambda: NOW)  # fmt: skip
 
 
-async def test_prefixes_000_to_099_keep_four_listers_busy() -> None:
-    """All keys under {root}/0: the listers split its directories instead of one streaming."""
-    inner = MemoryObjectStore()
+def dense(inner: MemoryObjectStore) -> None:
+    """Directories 000-099 (all under {root}/0), 30 garbage keys each."""
     for prefix in range(100):
         for epoch in range(1, 31):
             inner.put(LAYOUT.format(prefix, epoch, "g"), last_modified_s=OLD)
-    store = CountingStore(inner)
+
+
+async def test_prefixes_000_to_099_keep_four_listers_busy_on_a_remote_store() -> None:
+    """All keys under {root}/0 on a store where a LIST waits on latency: the deleters
+    wait on one lister, so more start and share its child prefixes instead of one
+    streaming."""
+    inner = MemoryObjectStore()
+    dense(inner)
+    store = CountingStore(inner, latency_s=0.01)
     # pages of at most 100 keys (3 directories): the bucket is many pages long
     result = await sweeper(store, list_concurrency=4, page_size=100).sweep(100, None)
     assert inner.objects == {}
     assert result.summary.deleted == 3000
     assert result.complete
-    assert store.peak[f"{ROOT}/0"] >= 3  # parallel streams in {root}/0 (one before ranges)
-    split_starts = {s for p, s, t, _ in store.sent if p == f"{ROOT}/0" and s and t is None}
-    assert split_starts  # ranges of {root}/0 started at cut points (no skips here)
+    assert store.peak_all >= 3  # parallel streams, though every key is under {root}/0
+    narrower = {p for p, *_ in store.sent if p.startswith(f"{ROOT}/0") and p != f"{ROOT}/0"}
+    assert narrower  # {root}/0 was shared out as child prefixes ({root}/05, {root}/073...)
     assert result.summary.listed == 3000  # each key examined by one range
-    # a range's last page may run into the next range's keys: dropped, at most a page each
-    assert store.returned <= 3000 + 100 * len(split_starts)
+    # no page runs past its range: a range is a prefix, and the store stops at its end
+    assert store.returned == 3000
+
+
+async def test_a_store_that_answers_one_list_at_a_time_gets_at_most_two_listers() -> None:
+    """The same bucket on a store that serves one LIST at a time (its CPU is the limit):
+    a second lister examines no more pages per second, so no third starts, and every
+    key still goes."""
+    inner = MemoryObjectStore()
+    dense(inner)
+    store = CountingStore(inner, latency_s=0.005, serial=True)
+    result = await sweeper(store, list_concurrency=4, page_size=100).sweep(100, None)
+    assert inner.objects == {}
+    assert result.summary.deleted == 3000
+    assert result.complete
+    assert store.peak_all <= 2
+    assert len(store.sent) < 3000 / 100 * 2  # no page listed twice over
+
+
+async def test_a_remote_store_gets_more_listers_where_the_listing_skips() -> None:
+    """Ten listing prefixes of live keys and little garbage on a remote store: the
+    deleters wait on the listing (nothing to delete is listing-bound by definition), so
+    the one lister grows to the limit, taking prefixes not started."""
+    inner = MemoryObjectStore()
+    for prefix in range(0, 1000, 25):
+        inner.put(LAYOUT.format(prefix, 1, "g"), last_modified_s=OLD)
+        for index in range(50):
+            inner.put(LAYOUT.format(prefix, 100 + index, "live"), last_modified_s=OLD)
+    store = CountingStore(inner, latency_s=0.01)
+    result = await sweeper(store, list_concurrency=4).sweep(20, None)
+    assert result.summary.deleted == 40
+    assert len(inner.objects) == 40 * 50
+    assert store.peak_all == 4
 
 
 async def test_one_lister_never_splits() -> None:

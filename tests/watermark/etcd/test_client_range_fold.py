@@ -218,7 +218,7 @@ async def test_a_follower_built_from_small_pages_judges_as_a_full_read(
         repaired = PartitionRecord("t/006", 60, 1).encode()
         await kv.txn([], [Put(store.partition_key("t/006"), repaired)])
         _, safe = await follower.read()
-        assert follower.last_kind == "verified"
+        assert follower.last_kind == "checked"  # keys and revisions, at the same revision
         full = compute_safe_epoch(await store.read_gc_view())
         assert safe == full
         assert (safe.safe_epoch, safe.partition_count) == (50, 300)

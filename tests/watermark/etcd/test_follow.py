@@ -14,11 +14,11 @@ from aetcd import rpc
 from l0lab.testing.local_servers import LocalEtcd, LocalEtcdCluster
 from tests.waiting import wait_until
 from watermark.core.contract import Publication
-from watermark.core.kv import Put
+from watermark.core.kv import Change, Put
 from watermark.core.safe_epoch import compute_safe_epoch
 from watermark.errors import EtcdUnavailable
 from watermark.etcd.client import _EtcdWatch
-from watermark.etcd.follow import GcFollower
+from watermark.etcd.follow import FULL_CHECK_EVERY, GcFollower
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
 
@@ -103,28 +103,80 @@ async def test_the_follower_reads_in_full_once_then_follows_every_change(
     assert follower.changes_applied >= 8
 
 
-async def test_every_nth_read_is_checked_against_a_full_read(store: WatermarkStore) -> None:
-    """verify_every=2: the second read compares with a full read at the index's revision;
-    an index that missed a change blocks that round, and the next read is a full one."""
+def losing(follower: GcFollower, lost: str) -> None:
+    """Make the follower's watch lose every change of key `lost` from now on."""
+    watch = follower._watch
+    assert watch is not None
+    real_sync = watch.sync
+
+    async def losing_sync() -> tuple[list[Change], int]:
+        changes, revision = await real_sync()
+        return [change for change in changes if change.key != lost], revision
+
+    watch.sync = losing_sync  # type: ignore[method-assign]
+
+
+async def test_every_nth_read_is_checked_and_an_update_the_watch_lost_is_caught(
+    store: WatermarkStore,
+) -> None:
+    """verify_every=2: the second read checks the index against etcd by keys and mod
+    revisions ("checked"); an update the watch never delivered is found by the next
+    check, confirmed by a full read at the index's revision, blocks that round, and the
+    next read is a full one."""
     follower = GcFollower(store, verify_every=2)
     await follower.read()
     await store.advance_cluster_epoch()
     await publish(store, "p/0", 10)
     _, safe = await follower.read()
-    assert follower.last_kind == "verified"
+    assert follower.last_kind == "checked"
     assert safe.safe_epoch == 9
     await follower.read()  # 3rd: incremental
-    index = follower._index
-    assert index is not None
-    index.apply([])  # simulate a change the watch never delivered:
-    index._set_partition("p/2", (await store.kv.get(store.partition_key("p/0"))).value)  # type: ignore[union-attr]
-    _, blocked = await follower.read()  # 4th: verified against etcd
+    losing(follower, store.partition_key("p/1"))
+    await publish(store, "p/1", 10)  # etcd has it, the index never hears of it
+    _, blocked = await follower.read()  # 4th: checked, differs, then read in full
     assert follower.last_kind == "mismatch"
     assert blocked.safe_epoch is None
     assert "differs from a full read" in str(blocked.blocked_reason)
-    assert "'p/2'" in str(blocked.blocked_reason)
+    assert "'p/1'" in str(blocked.blocked_reason)
     assert await same_as_full(store, follower) == 9
     assert follower.last_kind == "full"
+
+
+async def test_a_delete_the_watch_lost_is_caught_by_the_count(store: WatermarkStore) -> None:
+    """A partition deregistered while the watch loses it: etcd holds one record fewer
+    than the index, so the check reads in full and blocks the round."""
+    follower = GcFollower(store, verify_every=2)
+    await follower.read()
+    losing(follower, store.partition_key("p/2"))
+    await store.deregister_partition("p/2")
+    _, blocked = await follower.read()
+    assert follower.last_kind == "mismatch"
+    assert blocked.safe_epoch is None
+    assert "the index holds 3 partition records, the full read 2" in str(blocked.blocked_reason)
+
+
+async def test_every_tenth_check_reads_in_full(store: WatermarkStore) -> None:
+    """Checks read keys only but every `FULL_CHECK_EVERY`-th, which reads the namespace
+    in full: a difference only a value comparison finds (the index's own bug, not the
+    watch's) is found there."""
+    follower = GcFollower(store, verify_every=1)
+    await follower.read()
+    kinds = []
+    for round_no in range(FULL_CHECK_EVERY):
+        await publish(store, "p/0", 10 + round_no)
+        await follower.read()
+        kinds.append(follower.last_kind)
+    assert kinds == ["checked"] * (FULL_CHECK_EVERY - 1) + ["verified"]
+    index = follower._index
+    assert index is not None
+    raw = (await store.kv.get(store.partition_key("p/0"))).value  # type: ignore[union-attr]
+    index._set_partition("p/2", raw)  # the index applied a wrong value: no watch to blame
+    for _ in range(FULL_CHECK_EVERY - 1):
+        await follower.read()
+        assert follower.last_kind == "checked"  # keys and revisions agree
+    _, blocked = await follower.read()
+    assert follower.last_kind == "mismatch"
+    assert "'p/2'" in str(blocked.blocked_reason)
 
 
 async def test_a_lost_watch_falls_back_to_full_reads(
@@ -147,12 +199,14 @@ async def test_a_lost_watch_falls_back_to_full_reads(
         await store.kv.close()
 
 
-async def test_a_check_at_a_compacted_revision_rebuilds_instead_of_failing(
+async def test_a_quiet_namespace_follows_etcds_revision_through_a_compaction(
     etcd_private: LocalEtcd, namespace: str
 ) -> None:
-    """A quiet namespace keeps the index at an old revision; once etcd compacts it, the
-    check's read at that revision cannot be made: the follower reads afresh, no error
-    (an etcd of this test's own: compaction would take other tests' history)."""
+    """A quiet namespace's index moves on with etcd's revision (the watch's progress
+    answer says every change up to it has come), so once etcd compacts the history the
+    check is still made at a revision etcd has: no needless full read. A check that
+    cannot be made at all is decided by a full read (an etcd of this test's own:
+    compaction would take other tests' history)."""
     store = await open_store(etcd_private.endpoint, namespace)
     try:
         await store.init_cluster_epoch(10)
@@ -166,7 +220,18 @@ async def test_a_check_at_a_compacted_revision_rebuilds_instead_of_failing(
         session = await store.kv._connected()  # type: ignore[attr-defined]
         await rpc.KVStub(session.channel).Compact(rpc.CompactionRequest(revision=head))
         _, safe = await follower.read()
-        assert follower.last_kind == "full"
+        assert follower.last_kind == "checked"
+        assert follower._index is not None
+        assert follower._index.revision == head
+        assert safe.safe_epoch == 9
+
+        async def refused(*_args: object, **_kw: object) -> int:
+            raise EtcdUnavailable("127.0.0.1:1", "refused by the test")
+
+        store.kv.count = refused  # type: ignore[attr-defined]
+        await follower.read()
+        _, safe = await follower.read()
+        assert follower.last_kind == "verified"  # the quick check failed: a full one decided
         assert safe.safe_epoch == 9
     finally:
         await follower.close()
