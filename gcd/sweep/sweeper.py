@@ -184,6 +184,7 @@ class Sweeper:
         retrier: Retrier | None = None,
         stop: asyncio.Event | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         brake: Brake = OPEN,
         sinks: Sequence[DeleteSink] = (),
         undo: UndoKeeper | None = None,
@@ -206,6 +207,9 @@ class Sweeper:
         self.retrier = retrier if retrier is not None else Retrier(config.backoff)
         self.stop = stop if stop is not None else asyncio.Event()
         self.clock = clock
+        self.monotonic = monotonic
+        """Times the listing (how many listers pay, `gcd.rules.listgrowth`); a simulation
+        passes its virtual clock, so a seed replays the same listers."""
         self.brake = brake
         self.deleter = BatchDeleter(
             store,
@@ -253,7 +257,8 @@ class Sweeper:
         decider = PageDecider(run, queue, self.config, clock=self.clock, plan=self.plan,
                               emit=self._emit)  # fmt: skip
         lister = RoundLister(run, queue, self.store, self.config, decider, retrier=self.retrier,
-                             stop=self.stop, brake=self.brake, emit=self._emit)  # fmt: skip
+                             stop=self.stop, brake=self.brake, emit=self._emit,
+                             monotonic=self.monotonic)  # fmt: skip
         ordered = not run.unordered
         run.nested = NestedRoots(self.config.layout.root,
                                  lister.exists if ordered else lister.stored,

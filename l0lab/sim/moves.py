@@ -212,7 +212,7 @@ class _Shard(ShardSim):
         except AttributeError:
             retrier = Retrier(self.config.backoff, rng=random.Random(self.restarts - 1))
             built = Sweeper(self.store, self.config, retrier=retrier, clock=self.clock,
-                            metrics=_metrics()[1])  # fmt: skip
+                            monotonic=self.clock, metrics=_metrics()[1])  # fmt: skip
             _SWEEPER_SLOT.__set__(self, built)
         return built
 

@@ -147,8 +147,9 @@ class _Run:
         self.writer = JournalWriter(self.directory, f"s{self.sweepers}", namespace=NAMESPACE,
                                     bucket="sim", root=self.layout.root, fsync=False,
                                     clock=self.clock)  # fmt: skip
-        self.sweeper = Sweeper(self.bucket, self.config, clock=self.clock, undo=keeper,
-                               sinks=[self.writer], sweeper_id=f"s{self.sweepers}")  # fmt: skip
+        self.sweeper = Sweeper(self.bucket, self.config, clock=self.clock, monotonic=self.clock,
+                               undo=keeper, sinks=[self.writer],
+                               sweeper_id=f"s{self.sweepers}")  # fmt: skip
         self.gate = SafetyGate()
 
     def upload(self) -> None:
