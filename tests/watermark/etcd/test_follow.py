@@ -155,7 +155,7 @@ async def test_a_delete_the_watch_lost_is_caught_by_the_count(store: WatermarkSt
     assert "the index holds 3 partition records, the full read 2" in str(blocked.blocked_reason)
 
 
-async def test_every_tenth_check_reads_in_full(store: WatermarkStore) -> None:
+async def test_every_nth_check_reads_in_full(store: WatermarkStore) -> None:
     """Checks read keys only but every `FULL_CHECK_EVERY`-th, which reads the namespace
     in full: a difference only a value comparison finds (the index's own bug, not the
     watch's) is found there."""
