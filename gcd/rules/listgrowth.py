@@ -3,11 +3,11 @@
 Theory of operation
 -------------------
 More listers help where a LIST waits on latency (a remote store: each answer takes tens
-of milliseconds whatever else is in flight), and cost where the store's CPU is the
-limit (a self-hosted server such as SeaweedFS: every concurrent stream is work it does
-beside the deletes, and in our measurements its CPU per key grew with the bucket under
-four parallel range listings and stayed flat under one, bench/RESULTS.md section 28).
-So a round starts with one lister, and `ListerGrowth.grow` allows one more only when
+of milliseconds whatever else is in flight), and only add work where the store's CPU is
+the limit (a self-hosted server such as SeaweedFS on the sweeper's machine: another
+stream's LISTs take CPU from the deletes and the listing gets no faster; each stream
+also starts with probe pages, bench/RESULTS.md section 28). So a round starts with one
+lister, and `ListerGrowth.grow` allows one more only when
 
 1. the delete pipeline waits on the listing (the caller says so: the batch queue is
    empty and a deleter task is waiting for it), and

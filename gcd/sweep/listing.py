@@ -118,8 +118,6 @@ class RoundLister:
         self.brake = brake
         self.emit = emit
         self.monotonic = monotonic
-        self.growth: ListerGrowth | None = None
-        """How many listers the round ran (set by `produce`)."""
 
     async def produce(self) -> None:
         """List every prefix of the round, then tell each of the deleter tasks to end.
@@ -127,12 +125,13 @@ class RoundLister:
         One lister starts; it lists the round's prefixes one after the other. Whenever a
         lister has examined a page while the deleters wait on the listing, one more may
         start (`gcd.rules.listgrowth`: up to `list_concurrency`, and only while more
-        listers examine pages faster): it takes the next prefix not started, or the back
-        half of the giver's range (`gcd.rules.listsplit`). A lister whose range ends
-        takes the next prefix not started.
+        listers examine pages faster): it takes the next range not started or, none
+        left, the giver narrows its range to the child prefix it is in and the later
+        children become ranges for others (`gcd.rules.listsplit`). A lister whose range
+        ends takes the next range not started.
         """
         run, queue = self.run, self.queue
-        growth = self.growth = ListerGrowth(self.config.list_concurrency)
+        growth = ListerGrowth(self.config.list_concurrency)
         # ranges not started, each with its first page's size (None: a probe); every
         # range is counted in `ranges` (prefix -> its ranges not listed to their end)
         # from when it is made until it ends
