@@ -19,32 +19,34 @@ ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 NOW = 2_000_000_000.0
 OLD = NOW - 3600
+TURNS = 5  # loop turns a LIST answer takes: concurrent LISTs overlap
 
 
 class CountingStore:
-    """A MemoryObjectStore whose LIST answers come one loop turn after the request (or
-    `latency_s` later: a remote store; with `serial`, one LIST at a time: a store whose
-    CPU is the limit); records each LIST (prefix, start_after, token, max_keys), the
-    keys returned, and the most LISTs in flight at once per listing prefix and in all."""
+    """A MemoryObjectStore whose LIST answers come `TURNS` loop turns after the request;
+    records each LIST (prefix, start_after, token, max_keys), the keys returned, and
+    the most LISTs in flight at once per listing prefix and in all.
+
+    Its virtual clock (`clock`, the sweeper's listing clock) models a store whose LIST
+    takes `latency_s`: a LIST that had k LISTs in flight at once moves it on by
+    `latency_s` / k (they overlap: a remote store), or by `latency_s` with `serial` (one
+    at a time: a store whose CPU is the limit)."""
 
     def __init__(
         self, inner: MemoryObjectStore, latency_s: float = 0.0, *, serial: bool = False
     ) -> None:
         self.inner = inner
         self.latency_s = latency_s
-        self.server = asyncio.Lock() if serial else None
+        self.serial = serial
+        self.now = 0.0
         self.sent: list[tuple[str, str | None, str | None, int]] = []
         self.returned = 0
         self.in_flight: dict[str, int] = {}
         self.peak: dict[str, int] = {}
         self.peak_all = 0
 
-    async def _answer_after_latency(self) -> None:
-        if self.server is None:
-            await asyncio.sleep(self.latency_s)  # a store's latency, not a synchronisation
-            return
-        async with self.server:
-            await asyncio.sleep(self.latency_s)
+    def clock(self) -> float:
+        return self.now
 
     async def list_page(
         self,
@@ -59,11 +61,11 @@ class CountingStore:
         self.peak[prefix] = max(self.peak.get(prefix, 0), self.in_flight[prefix])
         self.peak_all = max(self.peak_all, sum(self.in_flight.values()))
         try:
-            if self.latency_s or self.server is not None:
-                await self._answer_after_latency()
-            else:
-                await asyncio.sleep(0)  # one loop turn, not a wait for time to pass
+            overlapping = sum(self.in_flight.values())
+            for _ in range(TURNS):  # loop turns, not a wait for time to pass
                 await asyncio.sleep(0)
+                overlapping = max(overlapping, sum(self.in_flight.values()))
+            self.now += self.latency_s / (1 if self.serial else overlapping)
         finally:
             self.in_flight[prefix] -= 1
         page = await self.inner.list_page(prefix, start_after=start_after,
@@ -117,7 +119,7 @@ def sweeper(store: CountingStore, **config: object) -> Sweeper:
     options.update(config)
     retrier = Retrier(Backoff(base_s=0.001, cap_s=0.001, max_attempts=2))
     return Sweeper(store, RoundConfig(**options), retrier=retrier,  # type: ignore[arg-type]
-                   clock=lambda: NOW)  # fmt: skip
+                   clock=lambda: NOW, monotonic=store.clock)  # fmt: skip
 
 
 def dense(inner: MemoryObjectStore) -> None:
@@ -133,7 +135,7 @@ async def test_prefixes_000_to_099_keep_four_listers_busy_on_a_remote_store() ->
     streaming."""
     inner = MemoryObjectStore()
     dense(inner)
-    store = CountingStore(inner, latency_s=0.05)  # far above a page's CPU, even under load
+    store = CountingStore(inner, latency_s=0.05)
     # pages of at most 100 keys (3 directories): the bucket is many pages long
     result = await sweeper(store, list_concurrency=4, page_size=100).sweep(100, None)
     assert inner.objects == {}
@@ -171,7 +173,7 @@ async def test_a_remote_store_gets_more_listers_where_the_listing_skips() -> Non
         inner.put(LAYOUT.format(prefix, 1, "g"), last_modified_s=OLD)
         for index in range(50):
             inner.put(LAYOUT.format(prefix, 100 + index, "live"), last_modified_s=OLD)
-    store = CountingStore(inner, latency_s=0.05)  # far above a page's CPU, even under load
+    store = CountingStore(inner, latency_s=0.05)
     result = await sweeper(store, list_concurrency=4).sweep(20, None)
     assert result.summary.deleted == 40
     assert len(inner.objects) == 40 * 50
