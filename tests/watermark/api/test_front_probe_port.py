@@ -60,8 +60,10 @@ async def test_probes_on_the_probe_port_answer_through_an_idle_connection_flood(
                 slowest = max(slowest, time.monotonic() - started)
         assert slowest < 2.0, slowest  # the kubelet's default timeout is 1 s, the chart's 5 s
         await _api_healthz_refused(api, flood)
-        print(f"\nunder the flood: {2 * rounds}/{2 * rounds} probes answered on the probe "
-              f"port (slowest {slowest:.3f} s); {dict(flood.seen)}")
+        print(
+            f"\nunder the flood: {2 * rounds}/{2 * rounds} probes answered on the probe "
+            f"port (slowest {slowest:.3f} s); {dict(flood.seen)}"
+        )
         await flood.stop()
     finally:
         serve.stop(15.0)
