@@ -65,7 +65,10 @@ async def run(args: argparse.Namespace) -> int:
         follow_poll_s=2.0 if args.verify_m_every else max(2.0, args.interval),
     )
     tokens = None if args.auth_token_file is None else TokenFile(args.auth_token_file)
+    # A check at most once per --verify-m-every rounds' --interval (the looks count as
+    # reads): even a keys-only check costs etcd a scan of the namespace.
     async with SweepRuntime.open(setup, follow_every=args.verify_m_every,
+                                 check_interval_s=args.verify_m_every * args.interval,
                                  preflight=True) as runtime:  # fmt: skip
         daemon = runtime.daemon(config)
         signals = StopOnSignals(runtime.sweeper.stop, again=interrupt_on_second_ctrl_c,

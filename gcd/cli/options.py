@@ -176,9 +176,10 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
     Option("--verify-m-every", integer(0), 30,
            "follow the namespace with an etcd watch after one full read, and check the "
            "followed view every this many reads (rounds and the looks every 2s between "
-           "them): by keys and revisions, every 30th check against a full read (a mismatch "
-           "blocks that round); 0 reads every partition "
-           "record every time, and looks between rounds only every --interval (default 30)",
+           "them), at most once per this many --intervals: by keys and revisions, every "
+           "30th check against a full read (a mismatch blocks that round); 0 reads every "
+           "partition record every time, and looks between rounds only every --interval "
+           "(default 30)",
            "ROUNDS"),
 )  # fmt: skip
 SWEEP_OPTIONS: tuple[Option, ...] = (

@@ -492,8 +492,11 @@ class Daemon:
 
     async def run(self) -> None:
         """Iterate until `stop` is set; waits are cut short by `stop`."""
+        follower = getattr(self.source, "follower", None)
+        checks = {} if follower is None else {"verify_m_every": follower.verify_every,
+                                              "check_interval_s": follower.check_interval_s}
         log.info("daemon.started", prefixes=len(self.sweeper.config.prefixes()),
-                 dry_run=self.sweeper.config.dry_run)  # fmt: skip
+                 dry_run=self.sweeper.config.dry_run, **checks)  # fmt: skip
         while not self.stop.is_set():
             delay = await self.run_once()
             if self.stop.is_set():

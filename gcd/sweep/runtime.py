@@ -315,14 +315,15 @@ class SweepRuntime:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, settings: SweepSettings, *, plan: PlanWriter | None = None,
-                   follow_every: int = 0, preflight: bool = False,
+                   follow_every: int = 0, check_interval_s: float = 0.0,
+                   preflight: bool = False,
                    check_namespace: bool = False) -> AsyncIterator[SweepRuntime]:  # fmt: skip
         """Open everything (the module docstring), yield the runtime, close it all.
 
         `preflight`: list the store once first (ConfigError, exit 2, for what only the
         operator can fix). `check_namespace`: refuse a namespace with nothing stored.
-        `follow_every` > 0 (a daemon): M is followed with an etcd watch, checked against a
-        full read every `follow_every` reads (`watermark.etcd.follow`)."""
+        `follow_every` > 0 (a daemon): M is followed with an etcd watch, checked every
+        `follow_every` reads, at most once per `check_interval_s` (`watermark.etcd.follow`)."""
         if preflight:
             await preflight_store(settings.store, settings.round.layout.listing_root)
         sweeper_id = new_sweeper_id()
@@ -338,7 +339,8 @@ class SweepRuntime:
             if watermarks is not None:
                 follower = None
                 if follow_every:
-                    follower = GcFollower(watermarks, verify_every=follow_every)
+                    follower = GcFollower(watermarks, verify_every=follow_every,
+                                          check_interval_s=check_interval_s)  # fmt: skip
                     stack.push_async_callback(follower.close)
                 shard = settings.shard
                 me = None if shard is None else announcement(sweeper_id, *shard)

@@ -11,18 +11,21 @@ give, without re-reading every partition record each round:
    progress round trip, plus the changed records) and applies them: the cost follows
    what changed, not how many partitions there are;
 3. every `verify_every`-th read also checks the index against etcd at the index's own
-   revision R. Most checks read keys only (`quick`): how many partition records etcd
-   holds, which keys changed since the last check (each with its mod revision: etcd
+   revision R, but at most once per `check_interval_s` (a daemon's looks between rounds
+   count as reads). Most checks read keys only (`quick`): how many partition records
+   etcd holds, which keys changed since the last check (each with its mod revision: etcd
    filters them on its side, no value is sent), and the few small keys (cluster epoch,
    pause marker, binding, sweeper announcements) in full; the changed keys must be
    exactly those the watch delivered, at the same revisions. That finds any change the
    watch lost (a lost update shows as a key changed at a revision the watch never
    gave; a lost create or delete, as a wrong count) for a few bytes per changed key,
-   not the whole namespace. Every `FULL_CHECK_EVERY`-th check, and any quick check that
-   finds a difference or cannot be made, reads the namespace in full at R and compares
-   it, page by page, record by record (by digest), with the index: a mismatch (which
-   would be a bug, or etcd history lost under the watch) blocks that round, is logged
-   and counted, and the index is rebuilt from the full read;
+   not the whole namespace. It still costs etcd a scan: etcd reads every key of the
+   range before it filters by mod revision (about 0.6 s of etcd CPU at 200,000
+   records), hence the interval. Every `FULL_CHECK_EVERY`-th check, and any quick
+   check that finds a difference or cannot be made, reads the namespace in full at R
+   and compares it, page by page, record by record (by digest), with the index: a
+   mismatch (which would be a bug, or etcd history lost under the watch) blocks that
+   round, is logged and counted, and the index is rebuilt from the full read;
 4. a lost watch (compacted, cancelled, connection lost, no answer) falls back to a full
    read, and so does a check whose revision etcd no longer has (compacted while the
    namespace was quiet): the index is rebuilt from a read at the current revision.
@@ -35,6 +38,8 @@ A store whose KV cannot watch (`watermark.core.kv.Watchable`) is read in full ev
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Literal
 
 import structlog
@@ -49,10 +54,11 @@ from watermark.etcd.store import WatermarkStore
 __all__ = ["DEFAULT_VERIFY_EVERY", "FULL_CHECK_EVERY", "GcFollower", "ReadKind", "read_once"]
 
 DEFAULT_VERIFY_EVERY = 30
-"""Reads between two checks of the index (30 rounds: 5 min at 10 s)."""
+"""Reads between two checks of the index (a daemon: at most one check per 30 rounds'
+`--interval`, 5 min at 10 s)."""
 FULL_CHECK_EVERY = 30
 """Checks between two that read the namespace in full (the others read keys only): at the
-defaults, an idle daemon's every 30 min, a busy one's (10 s rounds) about every 2.5 h.
+defaults, a daemon's every 2.5 h.
 The full read finds what keys and revisions cannot (the index applying a change wrong);
 at 1M records it costs ~12 s of CPU, so more often would cost an idle daemon > 1 % of a
 core."""
@@ -88,11 +94,24 @@ async def read_once(store: WatermarkStore) -> tuple[GcView, SafeEpoch]:
 class GcFollower:
     """See the module docstring."""
 
-    def __init__(self, store: WatermarkStore, *, verify_every: int = DEFAULT_VERIFY_EVERY) -> None:
+    def __init__(
+        self,
+        store: WatermarkStore,
+        *,
+        verify_every: int = DEFAULT_VERIFY_EVERY,
+        check_interval_s: float = 0.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         if verify_every < 1:
             raise ValueError(f"verify_every must be >= 1, got {verify_every}")
+        if not check_interval_s >= 0:
+            raise ValueError(f"check_interval_s must be >= 0, got {check_interval_s}")
         self.store = store
         self.verify_every = verify_every
+        self.check_interval_s = check_interval_s
+        self._monotonic = monotonic
+        self._check_due = False  # a verify_every-th read came; waiting for check_interval_s
+        self._checked_when = monotonic()
         self._keys = _namespace_keys(store)
         self._index: GcIndex | None = None
         self._watch: PrefixWatch | None = None
@@ -122,6 +141,8 @@ class GcFollower:
         self.changes_applied += len(changes)
         self._note(changes)
         if self._reads % self.verify_every == 0:
+            self._check_due = True
+        if self._check_due and self._monotonic() - self._checked_when >= self.check_interval_s:
             return await self._check(self._index)
         self.last_kind = "incremental"
         return self._index.view(), self._index.safe_epoch()
@@ -135,6 +156,8 @@ class GcFollower:
         """The index holds what etcd did at its revision: the next check starts there."""
         self._checked_at = index.revision
         self._changed = {}
+        self._check_due = False
+        self._checked_when = self._monotonic()
 
     async def _check(self, index: GcIndex) -> tuple[GcView, SafeEpoch]:
         self._checks += 1

@@ -216,6 +216,10 @@ async def test_the_daemon_sweeps_on_one_etcd_connection_and_stops_on_sigterm(
     assert code == exitcodes.OK, log_path.read_text()[-3000:]
     assert accepted == 1
     assert len(await _etcd_keys(etcd_server, anchors_prefix(namespace))) == 1
+    # M followed and checked every 30 reads, at most once per 30 x --interval (0.05 s)
+    started = next(json.loads(ln) for ln in log_path.read_text().splitlines()
+                   if '"daemon.started"' in ln)  # fmt: skip
+    assert (started["verify_m_every"], started["check_interval_s"]) == (30, 1.5), started
 
 
 async def test_the_runtime_closes_what_it_opened_when_a_piece_fails(

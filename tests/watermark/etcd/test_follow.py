@@ -179,6 +179,37 @@ async def test_every_nth_check_reads_in_full(store: WatermarkStore) -> None:
     assert "'p/2'" in str(blocked.blocked_reason)
 
 
+async def test_checks_wait_for_the_check_interval(store: WatermarkStore) -> None:
+    """check_interval_s (a daemon: --verify-m-every x --interval): a verify_every-th read
+    that comes sooner than the interval after the last check (or the full read) is not
+    checked; the first read once the interval has passed is, and the next check waits
+    again. A change the watch lost is still found, at that later check."""
+    now = [1000.0]
+    follower = GcFollower(store, verify_every=2, check_interval_s=60.0,
+                          monotonic=lambda: now[0])  # fmt: skip
+    await follower.read()
+    assert follower.last_kind == "full"
+    kinds = []
+    for _ in range(5):  # reads 2-6, all within 60 s of the full read
+        now[0] += 10.0
+        await follower.read()
+        kinds.append(follower.last_kind)
+    assert kinds == ["incremental"] * 5
+    now[0] += 10.0  # 60 s since the full read; read 7 is not a 2nd read, but one is due
+    await follower.read()
+    assert follower.last_kind == "checked"
+    losing(follower, store.partition_key("p/1"))
+    await publish(store, "p/1", 9)  # etcd has it, the index never hears of it
+    now[0] += 59.0
+    for _ in range(3):  # due at read 8, but 59 s after the check
+        await follower.read()
+        assert follower.last_kind == "incremental"
+    now[0] += 1.0
+    _, blocked = await follower.read()
+    assert follower.last_kind == "mismatch"
+    assert "'p/1'" in str(blocked.blocked_reason)
+
+
 async def test_a_lost_watch_falls_back_to_full_reads(
     etcd_private: LocalEtcd, namespace: str
 ) -> None:
