@@ -1,4 +1,4 @@
-"""Strict, bounded JSON for every document that crosses an edge (pure, stdlib only).
+"""Strict, bounded JSON for every document that crosses an edge (pure).
 
 Everything l0gc decodes from etcd, a bucket or the network is hostile until checked
 (docs/architecture.md, threat model). `json.loads` alone is not enough for that: it recurses once
@@ -20,6 +20,20 @@ Any failure raises `InvalidJson` (an `InvalidRecord`, hence a `ValueError`) nami
 document (`what`), the rule it broke and, where cheap, the character offset. Nothing
 else escapes `loads`, whatever the input.
 
+Step 4 is made by the standard library's parser, whose hooks find duplicate keys and
+non-finite numbers. A document first goes to msgspec's parser (about 5x faster: a 1M
+record read decodes a million small documents), whose value is taken only when it is
+provably the same: msgspec refuses NaN, Infinity, a number overflowing a float and a
+lone surrogate escape as the rules do, but keeps the last of two duplicate keys. That is
+ruled out by counting ``:``: in a text without ``\\u`` escapes a ``:`` is either a
+member's separator (one per member) or a character of a string, so the decoded value
+written back (msgspec's encoder, which escapes no ``:``) holds as many as the text only
+when no member was dropped, that is, no key was given twice (a dropped member takes its
+``:`` and any of its strings' with it, and escapes cannot add one back). Anything else
+(a refusal, a ``\\u`` escape, a long run of digits) is decided by the standard parser
+alone. Without msgspec installed (a
+Spark executor given only l0gc's modules) every document goes the standard way.
+
 `dumps` is the other direction: it always produces valid JSON (``allow_nan=False``),
 either refusing non-finite floats or, for reports meant for humans and scripts
 (``nonfinite_as_null=True``), writing them as ``null``.
@@ -34,6 +48,15 @@ from itertools import accumulate
 from typing import Any
 
 from watermark.errors import InvalidJson
+
+try:
+    import msgspec
+except ImportError:  # pragma: no cover - a runtime dependency; see the module docstring
+    _MSGSPEC: Any = None
+    _ENCODER: Any = None
+else:
+    _MSGSPEC = msgspec.json.Decoder()
+    _ENCODER = msgspec.json.Encoder()
 
 __all__ = ["DEFAULT_MAX_DEPTH", "dumps", "loads"]
 
@@ -89,9 +112,10 @@ def loads(
     # Checking every integer in Python costs more than the rest of the parse: only a
     # document with a long run of digits somewhere (maybe in a string) pays for it.
     long_digits = len(text) > _MAX_INT_DIGITS and _LONG_DIGITS.search(text)  # shorter: none
-    decoder = _CAREFUL if long_digits else _FAST
+    value = _UNDECIDED if long_digits else _quick(text)
     try:
-        value = _decode(decoder, text)
+        if value is _UNDECIDED:
+            value = _decode(_CAREFUL if long_digits else _FAST, text)
     except _Refused as exc:
         raise InvalidJson(what, exc.problem) from None
     except json.JSONDecodeError as exc:
@@ -161,6 +185,22 @@ def _check_depth(text: str, *, what: str, max_depth: int) -> None:
             raise InvalidJson(
                 what, f"it is nested more than {max_depth} levels deep (at offset {match.start()})"
             )
+
+
+_UNDECIDED = object()
+
+
+def _quick(text: str) -> Any:
+    """msgspec's value of `text` when it is provably the standard parser's (the module
+    docstring), else `_UNDECIDED`."""
+    if _MSGSPEC is None or "\\u" in text:
+        return _UNDECIDED
+    try:
+        value = _MSGSPEC.decode(text)
+    except (msgspec.DecodeError, RecursionError, ValueError):
+        return _UNDECIDED
+    # No key given twice: see the module docstring.
+    return value if _ENCODER.encode(value).count(b":") == text.count(":") else _UNDECIDED
 
 
 def _decode(decoder: json.JSONDecoder, text: str) -> Any:

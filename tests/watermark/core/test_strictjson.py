@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from watermark.core import strictjson
 from watermark.core.strictjson import dumps, loads
 from watermark.errors import InvalidJson, InvalidRecord, L0gcError
 
@@ -238,3 +239,89 @@ def test_a_document_and_the_space_around_it_are_judged_as_json_judges_them(text:
     except InvalidJson as exc:
         got = ("refused", exc.problem)
     assert got == expected
+
+
+# -- msgspec's parser first, the standard one deciding (the module docstring) -----------
+
+
+def judged(raw: str) -> tuple[str, str]:
+    """What `loads` makes of `raw`: ("value", repr) or ("refused", the problem)."""
+    try:
+        return ("value", repr(loads(raw, what="doc", max_bytes=LIMIT, max_depth=8)))
+    except InvalidJson as exc:
+        return ("refused", exc.problem)
+
+
+def judged_by_the_standard_parser(raw: str) -> tuple[str, str]:
+    """`judged` without msgspec (as where it is not installed)."""
+    quick = strictjson._MSGSPEC
+    strictjson._MSGSPEC = None
+    try:
+        return judged(raw)
+    finally:
+        strictjson._MSGSPEC = quick
+
+
+def test_a_record_is_decoded_by_the_quick_parser() -> None:
+    """A partition record as l0gc writes it is decoded by msgspec (not handed on)."""
+    text = ('{"created_epoch":7,"owner":"pub-1","partition":"t/3","tracker":{"floor":7,'
+            '"pending_slides":[{"offset":2,"previous_applied":8}]},"updated_at":1.5,'
+            '"version":1,"watermark":6,"window":[8,9]}')  # fmt: skip
+    value = strictjson._quick(text)
+    assert value == json.loads(text)
+    assert strictjson._quick('{"owner":"host:9000","a":[{"b":":"}]}') == {
+        "owner": "host:9000", "a": [{"b": ":"}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"a":1,"a":2}',  # msgspec keeps the last: handed on, refused
+        '{"a":{"b":1,"b":1}}',
+        '[{"x":":","x":":"}]',
+        '{"a":1,"a":2,"b":"\\u003a"}',  # an escaped ":" would make up for the dropped one
+        '{"a":"x:y","a":"x:y"}',
+        '{"a":[{"c":1}],"a":2}',  # the dropped value holds a member of its own
+    ],
+)
+def test_duplicate_keys_are_refused_whatever_the_quick_parser_keeps(raw: str) -> None:
+    assert strictjson._quick(raw) is strictjson._UNDECIDED
+    assert "more than once" in refusal(raw)
+
+
+COLON_ALPHABET = st.sampled_from(['{"a":', '{"b":', '"a":', '"b":', '":"', '"x:y"', "1", ",", "}",
+                                  "]", "[", '"\\u003a"', "NaN", "1e400", "-0", " "])  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(COLON_ALPHABET | JSON_ALPHABET, max_size=40).map("".join))
+def test_the_quick_parser_never_changes_a_verdict(raw: str) -> None:
+    """Any text (objects, duplicate keys, colons in strings and escapes weighted): the
+    same value, of the same types, or the same refusal as the standard parser alone."""
+    assert judged(raw) == judged_by_the_standard_parser(raw)
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON_VALUES, st.data())
+def test_a_member_given_twice_is_refused_wherever_it_is(value: Any, data: st.DataObject) -> None:
+    """A document with one object's member written twice (same or another value): the
+    same verdict as the standard parser, which refuses it."""
+    text = dumps(value, what="doc", compact=True)
+    starts = [i for i, char in enumerate(text) if char == "{" and text[i + 1] != "}"]
+    if not starts:
+        return
+    at = data.draw(st.sampled_from(starts)) + 1
+    member = data.draw(st.sampled_from(['"k":1,', '"k":":",', '"k":{"k":[1]},']))
+    twice = text[:at] + member + member + text[at:]
+    assert judged(twice) == judged_by_the_standard_parser(twice)
+    assert judged(twice)[0] == "refused"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?",
+                     fullmatch=True))  # fmt: skip
+def test_every_number_is_read_as_the_standard_parser_reads_it(literal: str) -> None:
+    """Integers of any length under the limit and decimals of up to 30 digits, with
+    exponents: the same int or the same (correctly rounded) float, or the same refusal."""
+    text = f'{{"n":[{literal}]}}'
+    assert judged(text) == judged_by_the_standard_parser(text)
