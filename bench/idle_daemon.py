@@ -12,7 +12,8 @@ is over (/readyz 200 and one `l0gc_sweeper_rounds_total`), the CPU of the daemon
 process and of etcd's (from /proc) and etcd's Range calls (its own /metrics) are
 sampled, and again `--seconds` later. Nothing writes to etcd meanwhile, so every Range
 call in the window is the daemon's (its checks: a count, the changed keys, the small
-keys; a full check reads the namespace page by page).
+keys; a full check reads the namespace page by page). First, etcd alone is measured over
+the same window (no daemon): its own idle cost at that many keys.
 """
 
 from __future__ import annotations
@@ -131,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_prepare(etcd, s3, args.records))
         print(f"seeded {args.records} records in {time.perf_counter() - seeding:.0f} s",
               file=sys.stderr, flush=True)  # fmt: skip
+        assert etcd.pid is not None
+        cpu, ranges = cpu_s(etcd.pid), _etcd_ranges(etcd)
+        time.sleep(args.seconds)  # etcd alone, the same window: its own idle cost
+        alone = {"tree": "none (etcd alone)", "records": args.records,
+                 "load": os.getloadavg()[0], "window_s": args.seconds,
+                 "etcd_cpu_pct": round(100 * (cpu_s(etcd.pid) - cpu) / args.seconds, 2),
+                 "etcd_range_calls": int(_etcd_ranges(etcd) - ranges)}  # fmt: skip
+        print(json.dumps(alone), flush=True)
         for name, tree in trees.items():
             log = Path(args.log_dir) / f"idle-daemon-{name.replace(' ', '-')}.log"
             result = _idle(tree, etcd, s3, args.seconds, log)

@@ -6,9 +6,10 @@ One real etcd (`LocalEtcd`) is seeded once with `--records` realistic partition 
 (`bench.watermark_path._seed_records`: owned, with a tracker snapshot, M(p) spread over
 997 values), a cluster epoch and a binding-free namespace. Then `python -m gcd status
 --json` runs as a child process of each tree in turn, alternating the order every run
-(A B, then B A, ...), and each child's wall time, CPU (user + sys) and peak RSS come from
-`os.wait4`'s rusage. Both trees must print the same safe epoch, pinning partitions and
-partition count (checked), so the comparison is of the same answer.
+(A B, then B A, ...): each child's wall time, its CPU (user + sys, `os.wait4`'s rusage)
+and its peak RSS (`/usr/bin/time`'s: a child's own ru_maxrss would carry this parent's).
+Both trees must print the same safe epoch, pinning partitions and partition count
+(checked), so the comparison is of the same answer.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,19 +35,24 @@ def _status(tree: str, endpoint: str) -> dict[str, Any]:
     """One `gcd status --json` of `tree`: wall, CPU, peak RSS and its document."""
     env = child_env(PYTHONPATH=tree, L0GC_ETCD=endpoint, L0GC_NAMESPACE=NAMESPACE,
                     L0GC_ETCD_TIMEOUT="120")  # fmt: skip
-    started = time.perf_counter()
-    proc = subprocess.Popen([PYTHON, "-m", "gcd", "status", "--json"], cwd=tree, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - started
+    # Peak RSS from /usr/bin/time, not this process's wait4: Linux carries a parent's peak
+    # across fork and exec into the child's ru_maxrss, and this parent held the seeding.
+    with tempfile.NamedTemporaryFile("r") as peak:
+        started = time.perf_counter()
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", peak.name, PYTHON, "-m",
+                                 "gcd", "status", "--json"], cwd=tree, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        peak_kib = int(peak.read().split()[-1])
     doc = json.loads(out)
     return {
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,
-        "rss_mib": usage.ru_maxrss / 1024,
+        "rss_mib": peak_kib / 1024,
         "answer": [doc["safe_epoch"], doc["partition_count"],
                    [p["partition"] for p in doc["pinning"]]],
     }
