@@ -33,7 +33,7 @@ from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0lab.testing.local_azurite import LocalAzurite
 
 NAME = "azure"
-TITLE = "13. Azure Blob Storage (Azurite): gcd vs naive deletes, skip-ahead vs full listing"
+TITLE = "15. Azure Blob Storage (Azurite): gcd vs naive deletes, skip-ahead vs full listing"
 _SIZES = {  # scale: (all-garbage blobs, (prefixes, garbage per prefix) at 100:1)
     Scale.TOY: (100, (2, 2)),
     Scale.QUICK: (1_000, (2, 20)),

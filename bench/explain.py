@@ -32,7 +32,7 @@ from gcd.sweep.journal_search import LocalSegments
 from l0lab.testing.local_servers import LocalS3
 
 NAME = "explain"
-TITLE = "19. gcd explain: 10,000 keys against a journal of 1M records (issue 39)"
+TITLE = "23. gcd explain: 10,000 keys against a journal of 1M records (issue 39)"
 _SIZES = {Scale.TOY: (2_000, 100), Scale.QUICK: (100_000, 2_000), Scale.FULL: (1_000_000, 10_000)}
 _LAYOUT = KeyLayout.default("level_zero/data")
 _PER_REQUEST = 2

@@ -42,7 +42,7 @@ from watermark.service.clock import EpochClock
 from watermark.service.replicas import ADOPTION_ALLOWANCE_S, failover_bound_s
 
 NAME = "failover"
-TITLE = "Publisher replicas: failover after kill -9, and a rolling restart of 3"
+TITLE = "8. Publisher replicas: failover after kill -9, and a rolling restart of 3"
 NAMESPACE = "/l0gc/bench-failover"
 WRITE_EVERY_S = 0.1
 

@@ -35,7 +35,7 @@ from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0lab.testing.local_gcs import LocalGcs
 
 NAME = "gcs"
-TITLE = "15. Google Cloud Storage (emulator): gcd vs naive deletes, skip-ahead vs full listing"
+TITLE = "16. Google Cloud Storage (emulator): gcd vs naive deletes, skip-ahead vs full listing"
 _SIZES = {  # scale: (all-garbage objects, (prefixes, garbage per prefix) at 100:1)
     Scale.TOY: (100, (2, 2)),
     Scale.QUICK: (1_000, (2, 20)),

@@ -44,7 +44,7 @@ from watermark.etcd.follow import DEFAULT_VERIFY_EVERY, FULL_CHECK_EVERY, GcFoll
 from watermark.etcd.store import WatermarkStore
 
 NAME = "global_m"
-TITLE = "11. Global M per round: full read vs an etcd watch"
+TITLE = "13. Global M per round: full read vs an etcd watch"
 NAMESPACE = "/l0gc/bench-global-m"
 _SIZES = {  # scale: (records for the per-round figures, records for the cold start)
     Scale.TOY: (2_000, 5_000),

@@ -16,7 +16,7 @@ from bench.s3sides import SERVERS, SideRun, s3_bench
 from gcd.rules.layout import KeyLayout
 
 NAME = "skip_ahead"
-TITLE = "12. Skip-ahead vs full listing on moto and SeaweedFS, 100 live : 1 garbage"
+TITLE = "14. Skip-ahead vs full listing on moto and SeaweedFS, 100 live : 1 garbage"
 _SIZES = {  # scale: (prefixes, garbage per prefix); live = 100 x garbage
     Scale.TOY: (4, 2),
     Scale.QUICK: (5, 10),

@@ -59,7 +59,7 @@ from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalS3
 
 NAME = "undo"
-TITLE = "19. The undo window on a versioned bucket: bytes held and extra requests (SeaweedFS)"
+TITLE = "24. The undo window on a versioned bucket: bytes held and extra requests (SeaweedFS)"
 _SIZES = {  # scale: (prefixes, garbage keys per prefix, live keys per prefix)
     Scale.TOY: (1, 3, 3),
     Scale.QUICK: (4, 250, 250),

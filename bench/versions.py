@@ -38,7 +38,7 @@ from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 
 NAME = "versions"
-TITLE = "15. Versioned buckets: LIST and DELETE requests per reclaimed byte (SeaweedFS)"
+TITLE = "18. Versioned buckets: LIST and DELETE requests per reclaimed byte (SeaweedFS)"
 _SIZES = {  # scale: (prefixes, garbage keys per prefix, live keys per prefix)
     Scale.TOY: (1, 2, 2),
     Scale.QUICK: (4, 25, 50),

@@ -31,7 +31,7 @@ from bench.common import PYTHON, REPO, Goal, Report, Scale, Table, child_env, me
 from l0lab.testing.local_servers import LocalEtcd, free_port
 
 NAME = "writer_api"
-TITLE = "9. Writer API: single fence+commit requests vs batches"
+TITLE = "11. Writer API: single fence+commit requests vs batches"
 NAMESPACE = "/l0gc/bench-writer-api"
 _SIZES = {  # scale: (entries per side, concurrent clients, partitions per client)
     Scale.TOY: (200, 4, 10),
