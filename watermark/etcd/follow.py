@@ -20,8 +20,8 @@ give, without re-reading every partition record each round:
    watch lost (a lost update shows as a key changed at a revision the watch never
    gave; a lost create or delete, as a wrong count) for a few bytes per changed key,
    not the whole namespace. It still costs etcd a scan: etcd reads every key of the
-   range before it filters by mod revision (about 0.6 s of etcd CPU at 200,000
-   records), hence the interval. Every `FULL_CHECK_EVERY`-th check, and any quick
+   range before it filters by mod revision (about 1.9 s of etcd CPU at 1M records,
+   bench/RESULTS.md section 29), hence the interval. Every `FULL_CHECK_EVERY`-th check, and any quick
    check that finds a difference or cannot be made, reads the namespace in full at R
    and compares it, page by page, record by record (by digest), with the index: a
    mismatch (which would be a bug, or etcd history lost under the watch) blocks that
