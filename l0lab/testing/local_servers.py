@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -31,10 +32,37 @@ _START_TIMEOUT_S = 20.0
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, chosen below the kernel's
+    ephemeral range where there is room: a server started on it a moment later (or
+    restarted on it after a kill, as `gcd chaos` does) cannot find it taken as the
+    source port of some outgoing connection, which the port-0 choice of the ephemeral
+    range allowed (a run of many connections, e.g. a connection flood test on another
+    worker, took a chaos publisher's port before its first start)."""
+    for _ in range(50):
+        port = _RANDOM.randrange(*_QUIET_PORTS) if _QUIET_PORTS else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use: draw again
+            return int(sock.getsockname()[1])
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _quiet_ports() -> tuple[int, int] | None:
+    """[low, high) below the ephemeral range (Linux's ip_local_port_range) if it holds
+    at least 4,096 ports above 10,000; else None (the kernel picks, as before)."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (10_000, ephemeral_low) if ephemeral_low - 10_000 >= 4_096 else None
+
+
+_QUIET_PORTS = _quiet_ports()
+_RANDOM = random.Random()  # seeded from the OS: workers draw independently
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> None:
