@@ -21,18 +21,18 @@ document (`what`), the rule it broke and, where cheap, the character offset. Not
 else escapes `loads`, whatever the input.
 
 Step 4 is made by the standard library's parser, whose hooks find duplicate keys and
-non-finite numbers. A document first goes to msgspec's parser (about 5x faster: a 1M
-record read decodes a million small documents), whose value is taken only when it is
-provably the same: msgspec refuses NaN, Infinity, a number overflowing a float and a
-lone surrogate escape as the rules do, but keeps the last of two duplicate keys. That is
-ruled out by counting ``:``: in a text without ``\\u`` escapes a ``:`` is either a
-member's separator (one per member) or a character of a string, so the decoded value
-written back (msgspec's encoder, which escapes no ``:``) holds as many as the text only
-when no member was dropped, that is, no key was given twice (a dropped member takes its
-``:`` and any of its strings' with it, and escapes cannot add one back). Anything else
-(a refusal, a ``\\u`` escape, a long run of digits) is decided by the standard parser
-alone. Without msgspec installed (a
-Spark executor given only l0gc's modules) every document goes the standard way.
+non-finite numbers. A document first goes to msgspec's parser (4-5x faster on a
+partition record; a 1M-record read decodes a million of them), whose value is taken
+only when it is provably the same: msgspec refuses NaN, Infinity, a number overflowing a
+float and a lone surrogate escape as the rules do, but keeps the last of two duplicate
+keys. That is ruled out by counting ``:``: in a text without ``\\u`` escapes a ``:``
+is either a member's separator (one per member) or a character of a string, so the
+decoded value written back (msgspec's encoder, which escapes no ``:``) holds as many as
+the text only when no member was dropped, that is, no key was given twice (a dropped
+member takes its ``:`` and any of its strings' with it, and escapes cannot add one
+back). Anything else (a refusal, a ``\\u`` escape, a long run of digits) is decided by
+the standard parser alone. Without msgspec installed (a Spark executor given only l0gc's modules) every
+document goes the standard way.
 
 `dumps` is the other direction: it always produces valid JSON (``allow_nan=False``),
 either refusing non-finite floats or, for reports meant for humans and scripts
