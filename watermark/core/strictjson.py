@@ -31,8 +31,8 @@ decoded value written back (msgspec's encoder, which escapes no ``:``) holds as 
 the text only when no member was dropped, that is, no key was given twice (a dropped
 member takes its ``:`` and any of its strings' with it, and escapes cannot add one
 back). Anything else (a refusal, a ``\\u`` escape, a long run of digits) is decided by
-the standard parser alone. Without msgspec installed (a Spark executor given only l0gc's modules) every
-document goes the standard way.
+the standard parser alone. Without msgspec installed (a Spark executor given only
+l0gc's modules) every document goes the standard way.
 
 `dumps` is the other direction: it always produces valid JSON (``allow_nan=False``),
 either refusing non-finite floats or, for reports meant for humans and scripts
