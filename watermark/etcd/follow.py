@@ -21,11 +21,12 @@ give, without re-reading every partition record each round:
    gave; a lost create or delete, as a wrong count) for a few bytes per changed key,
    not the whole namespace. It still costs etcd a scan: etcd reads every key of the
    range before it filters by mod revision (about 1.9 s of etcd CPU at 1M records,
-   bench/RESULTS.md section 29), hence the interval. Every `FULL_CHECK_EVERY`-th check, and any quick
-   check that finds a difference or cannot be made, reads the namespace in full at R
-   and compares it, page by page, record by record (by digest), with the index: a
-   mismatch (which would be a bug, or etcd history lost under the watch) blocks that
-   round, is logged and counted, and the index is rebuilt from the full read;
+   bench/RESULTS.md section 29), hence the interval. Every `FULL_CHECK_EVERY`-th
+   check, and any quick check that finds a difference or cannot be made, reads the
+   namespace in full at R and compares it, page by page, record by record (by digest),
+   with the index: a mismatch (which would be a bug, or etcd history lost under the
+   watch) blocks that round, is logged and counted, and the index is rebuilt from the
+   full read;
 4. a lost watch (compacted, cancelled, connection lost, no answer) falls back to a full
    read, and so does a check whose revision etcd no longer has (compacted while the
    namespace was quiet): the index is rebuilt from a read at the current revision.
