@@ -38,17 +38,15 @@ def free_port() -> int:
     source port of some outgoing connection, which the port-0 choice of the ephemeral
     range allowed (a run of many connections, e.g. a connection flood test on another
     worker, took a chaos publisher's port before its first start)."""
-    for _ in range(50):
-        port = _RANDOM.randrange(*_QUIET_PORTS) if _QUIET_PORTS else 0
+    draws = [_RANDOM.randrange(*_QUIET_PORTS) for _ in range(50)] if _QUIET_PORTS else []
+    for port in (*draws, 0):  # 0 last: the kernel's choice
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
-                continue  # in use: draw again
+                continue  # in use: the next draw
             return int(sock.getsockname()[1])
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    raise OSError("no free TCP port on 127.0.0.1")
 
 
 def _quiet_ports() -> tuple[int, int] | None:
