@@ -35,7 +35,10 @@ Each round a replica reads one `View` (members and claims at one etcd revision) 
 A request for a partition this replica does not serve is answered by `route`: serve it
 here, redirect it to the claim's holder, wait (a claim is being handed over or about to be
 taken, here or by another member), or "no member lists it". Redirects only ever name a
-claim holder that is a live member, so a writer is redirected at most once per move.
+claim holder that is a live member and that the assignment still picks: a holder that
+the assignment moved the partition away from is about to hand it over, and would only
+redirect the writer again, so the request waits for the heir's claim instead. A writer is
+redirected at most once per move.
 
 Records in etcd are hostile input: `decode_member` and `decode_claim` parse them with
 `watermark.core.strictjson` and check every field, and the URL a member announces must be a
@@ -406,9 +409,14 @@ def route(partition: str, view: View, me: Identity, *, serving: bool) -> Route:
             return Route(RouteKind.WAIT, "being adopted by this replica")
         holder = view.is_live(held)
         if holder is not None and holder.member_id != me.member_id:
-            if _assigned_to(view, me, partition):  # the holder would only send it back
-                reason = f"being handed over by replica {holder.member_id} to this replica"
-                return Route(RouteKind.WAIT, reason)
+            heir = view.assignment.owner(partition)
+            if heir is not None and heir != holder.member_id:
+                # The holder is about to hand it over and would redirect the writer again
+                # (back here, if this replica is the heir): wait for the heir's claim.
+                to = "this replica" if _assigned_to(view, me, partition) else f"replica {heir}"
+                return Route(
+                    RouteKind.WAIT, f"being handed over by replica {holder.member_id} to {to}"
+                )
             return Route(RouteKind.REDIRECT, f"owned by replica {holder.member_id}", holder)
         return Route(RouteKind.WAIT, f"being handed over by replica {held.member_id}")
     target = view.assignment.owner(partition)

@@ -24,6 +24,12 @@ A `ReplicaSet` runs two loops beside the publisher:
   `interval_s`, and every `fast_interval_s` while anything is in motion (a request
   waiting for an owner, a handover, a partition assigned here but still claimed
   elsewhere, leaving).
+- Handover grace. A partition the plan hands over is still served for
+  `handover_grace_s` (`HANDOVER_GRACE_S`, 1 s, for `watermark serve`) after the first
+  round that said so. Another replica that read its view just before the move has
+  redirected writers here; they are served, not redirected a second time. Meanwhile the
+  other replicas hold requests for it until the heir has claimed it
+  (`watermark.core.assignment.route`). A move undone within the grace hands nothing over.
 
 Fleet (`--fleet-urls`, `watermark.core.fleet`): a member record whose address is outside
 the fleet's list is ignored: no redirect goes there, rendezvous hashing does not count
@@ -39,10 +45,11 @@ view read after it arrived, then is served, redirected to the claim's holder, or
 (bounded by `route_wait_s`) while the partition moves; `NoOwner` after that.
 
 Leaving (the end of `run`, on SIGTERM): the member record is deleted first, so the others
-re-assign its partitions; the rounds then hand over everything (writers with a request
-in flight are redirected to the new owner once it holds the claim), wait (bounded) until
-the others have claimed them, keep redirecting for `linger_s` (clients that cached this
-replica learn the new owners rather than find the port closed), and the lease is revoked.
+re-assign its partitions; the rounds then hand over everything after the grace (writers
+with a request in flight are redirected to the new owner once it holds the claim), wait
+(bounded) until the others have claimed them, keep redirecting for `linger_s` (clients
+that cached this replica learn the new owners rather than find the port closed), and the
+lease is revoked.
 
 Failover bound: a replica that dies keeps its claims until its lease expires (TTL), the
 others see that within one round and adopt within one more (`failover_bound_s`).
@@ -82,6 +89,7 @@ from watermark.service.replica_view import ViewReader
 
 __all__ = [
     "ADOPTION_ALLOWANCE_S",
+    "HANDOVER_GRACE_S",
     "ReplicaSet",
     "ReplicaSettings",
     "advertised_url",
@@ -90,6 +98,9 @@ __all__ = [
 
 ADOPTION_ALLOWANCE_S = 2.0
 """What `failover_bound_s` allows for claiming and adopting on a loaded machine."""
+HANDOVER_GRACE_S = 1.0
+"""How long `watermark serve` keeps serving a partition it is to hand over (see the
+module docstring): longer than a writer takes to follow a 307, even on a loaded machine."""
 _CLAIM_BATCH = 64  # etcd allows 128 operations per transaction by default
 _log = structlog.get_logger("watermark.replicas")
 
@@ -125,6 +136,9 @@ class ReplicaSettings:
     """How long a request waits for a partition that is moving (then 503 no_owner)."""
     leave_wait_s: float = 10.0
     """On leaving, how long to wait for the others to claim what was handed over."""
+    handover_grace_s: float = 0.0
+    """How long a partition assigned elsewhere (or everything, when leaving) is still
+    served before it is handed over (`HANDOVER_GRACE_S` for `watermark serve`)."""
     linger_s: float = 0.0
     """After that, how long to keep redirecting (clients that cached this replica as a
     partition's owner learn the new one instead of finding the port closed)."""
@@ -148,8 +162,8 @@ class ReplicaSettings:
         address is set by `ReplicaSet.advertise` once the port is bound.
 
         A request for a moving partition waits as long as a handover may take (the
-        drain, then a few rounds); leaving waits that plus a lease TTL for the others,
-        then keeps redirecting for one more lease TTL."""
+        grace, the drain, then a few rounds); leaving waits that and a lease TTL for the
+        others, then keeps redirecting for one more lease TTL."""
         if advertise_url is not None:
             try:
                 validate_address(advertise_url)
@@ -166,8 +180,9 @@ class ReplicaSettings:
             partitions,
             lease_ttl_s=lease_ttl_s,
             interval_s=interval_s,
-            route_wait_s=drain_timeout_s + 3.0,
-            leave_wait_s=drain_timeout_s + lease_ttl_s + 2.0,
+            route_wait_s=HANDOVER_GRACE_S + drain_timeout_s + 3.0,
+            leave_wait_s=HANDOVER_GRACE_S + drain_timeout_s + lease_ttl_s + 2.0,
+            handover_grace_s=HANDOVER_GRACE_S,
             linger_s=float(lease_ttl_s),
             fleet=fleet,
         )
@@ -209,9 +224,7 @@ class ReplicaSet:
         self._metrics = publisher.metrics
         self._partitions = frozenset(settings.partitions)
         self._record = MemberRecord(settings.member_id, settings.address, self._partitions)
-        self.orphan_grace_s = (
-            settings.leave_wait_s + settings.linger_s + 2 * settings.lease_ttl_s
-        )
+        self.orphan_grace_s = settings.leave_wait_s + settings.linger_s + 2 * settings.lease_ttl_s
         """How long a claim may outlive its member record (a leaving replica's handover)."""
         self._reader = ViewReader(
             kv, store.namespace, self._partitions,
@@ -231,6 +244,8 @@ class ReplicaSet:
         self._view_seq = 0
         self._rounds_started = 0
         self._busy: set[str] = set()
+        self._moving_since: dict[str, float] = {}
+        """Partitions to hand over, in their grace: since when the plan has said so."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending = False
         self._waiters = 0
@@ -366,8 +381,9 @@ class ReplicaSet:
         for partition in decided.drop:
             self._publisher.drop(partition, "claim lost")
             _log.warning("watermark.partition_claim_lost", partition=partition)
-        if decided.hand_over:
-            self._start_hand_over(decided.hand_over)
+        due = self._past_grace(decided.hand_over)
+        if due:
+            self._start_hand_over(due)
         try:
             await self._delete_claims(decided.unclaim)
             if self._reader.foreign and self._lease_valid() and self._announced:
@@ -456,6 +472,14 @@ class ReplicaSet:
                 unowned_s=round(waited, 3),
             )
 
+    def _past_grace(self, planned: Sequence[str]) -> list[str]:
+        """The planned handovers whose grace is over; a partition the plan no longer
+        hands over (the move was undone) is forgotten."""
+        now = self._clock()
+        self._moving_since = {p: self._moving_since.get(p, now) for p in planned}
+        grace = self.settings.handover_grace_s
+        return [p for p, since in self._moving_since.items() if now - since >= grace]
+
     def _start_hand_over(self, partitions: Sequence[str]) -> None:
         self._busy.update(partitions)
         task = asyncio.create_task(self._hand_over(list(partitions)))
@@ -529,7 +553,9 @@ class ReplicaSet:
     # -- the whole life ------------------------------------------------------------------
 
     def _in_motion(self) -> bool:
-        return bool(self._waiters or self._busy or self._pending or self._leaving)
+        return bool(
+            self._waiters or self._busy or self._moving_since or self._pending or self._leaving
+        )
 
     async def _sleep(self, stop: asyncio.Event | None) -> None:
         interval = self.settings.fast_interval_s if self._in_motion() else self.settings.interval_s

@@ -18,6 +18,7 @@ from watermark.core.assignment import (
     ClaimRecord,
     Identity,
     MemberRecord,
+    Route,
     RouteKind,
     View,
     check_member_id,
@@ -171,27 +172,69 @@ def test_plan_of_a_member_on_another_lease_claims_nothing() -> None:
 
 def test_route_serves_redirects_or_waits() -> None:
     """Hosted: serve; a live holder: redirect to it; a leaving holder or no claim: wait;
-    nobody lists it: unknown."""
+    nobody lists it: unknown. Each answer's reason is what the 503 or the log says."""
     a, b = member("a", 10), member("b", 20)
     mine = view_of(a, b).assignment.of("a")
     p = min(set(PARTITIONS) - set(mine))  # assigned to b
-    assert route(p, view_of(a, b), ME, serving=True).kind is RouteKind.SERVE
+
+    def wait(reason: str) -> Route:
+        return Route(RouteKind.WAIT, reason)
+
+    assert route(p, view_of(a, b), ME, serving=True) == Route(RouteKind.SERVE, "hosted here")
     held_by_b = view_of(a, b, claims={p: ClaimRecord("b", 20)})
-    found = route(p, held_by_b, ME, serving=False)
-    assert found.kind is RouteKind.REDIRECT
-    assert found.member == b
+    assert route(p, held_by_b, ME, serving=False) == Route(
+        RouteKind.REDIRECT, "owned by replica b", b
+    )
     # Assigned here but b still holds it: b is handing it over to us and would send the
     # request straight back (a 307 ping-pong seen in a rolling restart): wait instead.
     coming = view_of(a, b, claims={mine[0]: ClaimRecord("b", 20)})
-    assert route(mine[0], coming, ME, serving=False).kind is RouteKind.WAIT
+    assert route(mine[0], coming, ME, serving=False) == wait(
+        "being handed over by replica b to this replica"
+    )
     leaving = view_of(a, claims={p: ClaimRecord("b", 20)})
-    assert route(p, leaving, ME, serving=False).kind is RouteKind.WAIT
+    assert route(p, leaving, ME, serving=False) == wait("being handed over by replica b")
     stale_lease = view_of(a, member("b", 21), claims={p: ClaimRecord("b", 20)})
-    assert route(p, stale_lease, ME, serving=False).kind is RouteKind.WAIT
-    assert route(p, view_of(a, b), ME, serving=False).kind is RouteKind.WAIT
+    assert route(p, stale_lease, ME, serving=False) == wait("being handed over by replica b")
+    assert route(p, view_of(a, b), ME, serving=False) == wait("unowned; replica b is adopting it")
+    assert route(mine[0], view_of(a, b), ME, serving=False) == wait(
+        "unowned; this replica is adopting it"
+    )
     own = view_of(a, b, claims={p: ClaimRecord("a", 10)})
-    assert route(p, own, ME, serving=False).kind is RouteKind.WAIT
-    assert route("audit", view_of(a, b), ME, serving=False).kind is RouteKind.UNKNOWN
+    assert route(p, own, ME, serving=False) == wait("being adopted by this replica")
+    older_me = view_of(a, b, claims={p: ClaimRecord("a", 9)})  # an older process of ours
+    assert route(p, older_me, ME, serving=False) == wait("being handed over by replica a")
+    assert route("audit", view_of(a, b), ME, serving=False) == Route(
+        RouteKind.UNKNOWN, "no live replica lists it in --partitions"
+    )
+
+
+def test_route_waits_for_the_heir_rather_than_redirect_to_a_holder_handing_over() -> None:
+    """b holds a partition that c's joining moved to c: b is about to hand it over and
+    would redirect the writer a second time (seen when three replicas start), so this
+    replica waits for c's claim; once c holds it, the one redirect goes to c."""
+    a, b, c = member("a", 10), member("b", 20), member("c", 30)
+    moved = [
+        p for p in view_of(a, b).assignment.of("b") if view_of(a, b, c).assignment.owner(p) == "c"
+    ]
+    assert moved, "no partition of b moves to c: pick other names"
+    p = moved[0]
+    handing_over = view_of(a, b, c, claims={p: ClaimRecord("b", 20)})
+    assert route(p, handing_over, ME, serving=False) == Route(
+        RouteKind.WAIT, "being handed over by replica b to replica c"
+    )
+    taken = view_of(a, b, c, claims={p: ClaimRecord("c", 30)})
+    assert route(p, taken, ME, serving=False) == Route(RouteKind.REDIRECT, "owned by replica c", c)
+    # No heir (no member lists the partition any more): its holder is still the one to ask.
+    others = PARTITIONS - {p}
+    a_, b_ = member("a", 10, others), member("b", 20, others)
+    kept = view_of(a_, b_, claims={p: ClaimRecord("b", 20)})
+    assert route(p, kept, ME, serving=False) == Route(RouteKind.REDIRECT, "owned by replica b", b_)
+    # Our member id, announced by an older process (another lease), is not us.
+    mine = view_of(a, b).assignment.of("a")[0]
+    twin = view_of(member("a", 9), b, claims={mine: ClaimRecord("b", 20)})
+    assert route(mine, twin, ME, serving=False) == Route(
+        RouteKind.WAIT, "being handed over by replica b to replica a"
+    )
 
 
 @pytest.mark.parametrize(

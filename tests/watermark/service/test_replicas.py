@@ -15,10 +15,11 @@ import pytest
 from yarl import URL
 
 from l0lab.testing.local_servers import free_port
+from tests.waiting import wait_until
 from watermark.api.auth import parse_token_file
 from watermark.api.http_api import create_app
 from watermark.api.http_server import ApiServer
-from watermark.core.assignment import ClaimRecord
+from watermark.core.assignment import ClaimRecord, Route
 from watermark.core.kv import Delete, Put
 from watermark.errors import NoOwner, PartitionNotHosted
 from watermark.etcd.memory import MemoryKV
@@ -80,6 +81,15 @@ class Group:
                 replica = self.replicas[name]
                 await replica.run_round()
                 await replica.wait_handovers()
+
+    async def locate_after_a_round(self, name: str, partition: str) -> Route:
+        """Replica `name`'s answer to a request for `partition` that arrives, then sees
+        one round of `name` (the view read after it arrived)."""
+        replica = self.replicas[name]
+        locating = asyncio.create_task(replica.locate(partition))
+        await wait_until(lambda: replica._waiters > 0, timeout_s=5, what="the request arriving")
+        await self.rounds(name, count=1)
+        return await locating
 
     def owners(self) -> dict[str, list[str]]:
         """partition -> the replicas whose publisher hosts it."""
@@ -190,6 +200,59 @@ async def test_a_joining_replica_takes_only_its_share(group: Group) -> None:
     assert set(group.replicas["d"]._publisher.partitions) == moved
 
 
+async def test_a_moving_partition_is_served_by_its_holder_through_the_grace() -> None:
+    """With a 2 s handover grace, the partitions a joining d takes stay with their
+    holders (served there; d holds requests for them) until 2 s after the holders first
+    saw the move; a move undone within the grace (e joins and leaves) hands nothing over.
+    Where the other replicas send such requests is `route`'s, in test_assignment."""
+    made = Group()
+    await made.setup()
+    for name in ("a", "b", "c"):
+        await made.add(name, handover_grace_s=2.0).join()
+    await made.rounds()
+    before = {p: hosts[0] for p, hosts in made.owners().items()}
+    await made.add("d", handover_grace_s=2.0).join()
+    await made.rounds()
+    assert {p: hosts[0] for p, hosts in made.owners().items()} == before
+    view = made.replicas["a"].view
+    assert view is not None
+    moving = [p for p in PARTITIONS if view.assignment.owner(p) == "d"]
+    assert moving
+    holder = made.replicas[before[moving[0]]]
+    assert holder._publisher.serving(moving[0])
+    with pytest.raises(NoOwner, match=f"handed over by replica {before[moving[0]]} to this"):
+        await made.locate_after_a_round("d", moving[0])  # held (0.3 s), not redirected
+    made.clock.now += 1.9
+    await made.rounds()
+    assert made.replicas["d"]._publisher.partitions == []
+    made.clock.now += 0.2
+    for name in made.replicas:
+        await made.replicas[name].keep_lease()
+    await made.rounds(count=4)
+    after = {p: hosts[0] for p, hosts in made.owners().items()}
+    assert {p for p in PARTITIONS if after[p] != before[p]} == set(moving)
+    assert set(made.replicas["d"]._publisher.partitions) == set(moving)
+
+    handed = sum(_handovers(made, n) for n in made.replicas)
+    e = made.add("e", handover_grace_s=2.0)
+    await e.join()
+    await made.rounds("a", "b", "c", "d", count=2)
+    assert any(r._moving_since for r in made.replicas.values()), "e takes nothing: rename"
+    await e.leave()
+    made.replicas.pop("e")
+    made.clock.now += 2.5
+    for name in made.replicas:
+        await made.replicas[name].keep_lease()
+    await made.rounds(count=3)
+    assert {p: hosts[0] for p, hosts in made.owners().items()} == after
+    assert sum(_handovers(made, n) for n in made.replicas) == handed
+
+
+def _handovers(group: Group, name: str) -> float:
+    counter = group.replicas[name]._publisher.metrics.handovers
+    return sum(counter.labels(outcome=o)._value.get() for o in ("sealed", "unsealed"))
+
+
 async def test_a_lapsed_lease_drops_everything_then_rejoins(group: Group) -> None:
     """No renewal past the lease: the publisher refuses fences at once; the next
     keepalive finds the lease gone, counts it, and the replica re-claims its share."""
@@ -213,18 +276,12 @@ async def test_requests_are_routed_to_the_claim_holder(group: Group) -> None:
     a = group.replicas["a"]
     local = a._publisher.partitions[0]
     remote = group.replicas["b"]._publisher.partitions[0]
-    locating = asyncio.create_task(a.locate(remote))
-    await asyncio.sleep(0)  # it arrives before the next round
-    await group.rounds("a", count=1)
-    found = await locating
+    found = await group.locate_after_a_round("a", remote)
     assert found.kind.value == "redirect"
     assert found.member is not None
     assert found.member.address == "http://b.test:8080"
     assert (await a.locate(local)).kind.value == "serve"
-    unknown = asyncio.create_task(a.locate("audit"))
-    await asyncio.sleep(0)
-    await group.rounds("a", count=1)
-    assert (await unknown).kind.value == "unknown"
+    assert (await group.locate_after_a_round("a", "audit")).kind.value == "unknown"
 
 
 async def test_a_partition_nobody_adopts_times_out_as_no_owner() -> None:

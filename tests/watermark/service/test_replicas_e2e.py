@@ -1,15 +1,18 @@
 """Three `watermark serve --replicated` processes on a real etcd, writers committing through
 all of them: kill -9 one (its partitions are owned again within the bound, no commit
 lost or double-applied, M(p) never backwards, a final sweep deletes nothing live), and a
-rolling restart with SIGTERM (every handover sealed, no write retried more than once)."""
+rolling restart with SIGTERM (every handover sealed, no write retried more than once);
+replicas joining while clients ask any replica (one redirect at most)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -201,3 +204,64 @@ async def test_a_rolling_restart_hands_every_partition_over_with_one_retry_at_mo
     assert '"log_end": "unknown"' not in logs
     assert logs.count('"event": "watermark.replica_handed_over"') >= len(PARTITIONS)
     await _check_nothing_lost(run, etcd_server, s3_server, bucket, namespace)
+
+
+async def test_replicas_joining_redirect_a_request_once_at_most(
+    etcd_server: LocalEtcd, namespace: str, s3_server: LocalS3, bucket: str, tmp_path: Path
+) -> None:
+    """Replicas join one holding every partition (two at once, then two more) while
+    clients without a cached owner ask any replica: a partition the join moves is
+    redirected once, to the heir, never to the holder handing it over and on from there
+    (the code before the heir rule and the handover grace failed this in 5 of 6 runs)."""
+    await bind(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
+    partitions = [f"orders/{n}" for n in range(12)]
+    replicas = LocalReplicas([etcd_server.endpoint], namespace, partitions, tmp_path,
+                             lease_ttl_s=TTL, interval_s=INTERVAL)  # fmt: skip
+    rng = random.Random(23)
+    redirects: list[int] = []
+    twice: list[list[tuple[str, int]]] = []
+
+    async def ask(session: aiohttp.ClientSession, partition: str) -> None:
+        base, trail = rng.choice(replicas.urls()), []
+        path = f"/v1/partitions/{urllib.parse.quote(partition, safe='')}"
+        headers = {"Authorization": f"Bearer {replicas.tokens['writer']}"}
+        with contextlib.suppress(aiohttp.ClientConnectionError):  # a replica still starting
+            while len(trail) < 5:
+                async with session.get(base + path, headers=headers, allow_redirects=False) as got:
+                    trail.append((base, got.status))
+                    if got.status != 307:
+                        break
+                    location = urllib.parse.urlsplit(got.headers["Location"])
+                    base = f"{location.scheme}://{location.netloc}"
+            redirects.append(sum(status == 307 for _, status in trail))
+            if redirects[-1] > 1:
+                twice.append(trail)
+
+    try:
+        await asyncio.to_thread(replicas.start, "a")
+        stop = asyncio.Event()
+        async with aiohttp.ClientSession() as session:
+
+            async def hammer() -> None:
+                while not stop.is_set():
+                    await asyncio.gather(*(ask(session, p) for p in partitions))
+
+            asking = asyncio.create_task(hammer())
+            for joining in (("b", "c"), ("d",), ("e",)):
+                await asyncio.gather(*(asyncio.to_thread(replicas.start, n) for n in joining))
+                await wait_until(lambda: _each_owned_by_its_heir(replicas, session, partitions),
+                                 timeout_s=30, what=f"{joining} adopting their share")  # fmt: skip
+            stop.set()
+            await asking
+    finally:
+        replicas.stop_all()
+    assert sum(r == 1 for r in redirects) > 100, "too few redirected requests to tell"
+    assert twice == [], twice[:5]
+
+
+async def _each_owned_by_its_heir(
+    replicas: LocalReplicas, session: aiohttp.ClientSession, partitions: list[str]
+) -> bool:
+    hosts = await replicas.hosted(session, replicas.tokens["writer"])
+    assigned = replicas.assigned()
+    return all(hosts[p] == [assigned[p]] for p in partitions)
