@@ -20,10 +20,11 @@ before the history does). A deletion is judged by when its DeleteObjects request
 
 `check_run` then applies every rule of the run to the facts gathered at the end: no
 loss (and no referenced object missing when read back at the quiesce point), no
-garbage at or below the final M left, no key gone without a journal record, the
-journal verified against etcd's history, M never going backwards, no fencing
-violation, every fault followed by recovery within the stated bound, and the sweepers
-having deleted something at all.
+garbage at or below the final M left, no stored key gone without a journal record (a
+PUT cut short by a writer's kill may never have reached the store), the journal
+verified against etcd's history, M never going backwards, no fencing violation, every
+fault followed by recovery within the stated bound, and the sweepers having deleted
+something at all.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Upload:
     epoch: int
     at: float
     put_failed: bool = False
+    stored: bool = False  # the PUT was answered OK (an entry in the log also proves it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,8 @@ class RunHistory:
                                            float(doc["t"]))  # fmt: skip
             elif op == "put_failed" and doc.get("key") in self.uploads:
                 self.uploads[str(doc["key"])].put_failed = True
+            elif op == "stored" and doc.get("key") in self.uploads:
+                self.uploads[str(doc["key"])].stored = True
             elif op == "fencing_violation":
                 self.fencing_violations.append(doc)
 
@@ -280,9 +284,10 @@ def check_run(facts: RunFacts) -> CheckResult:
         if key in ledger.uploads and ledger.is_garbage(key) and facts.final_m is not None
         and ledger.uploads[key].epoch <= facts.final_m
     )  # fmt: skip
-    gone = [key for key, upload in ledger.uploads.items()
-            if not (upload.put_failed or key in facts.present or key in deleted
-                    or key in maybe)]  # fmt: skip
+    landed = {key for key, upload in ledger.uploads.items()
+              if upload.stored or key in ledger.entries}  # fmt: skip
+    gone = [key for key in landed
+            if not (key in facts.present or key in deleted or key in maybe)]  # fmt: skip
     back = sorted(deleted & facts.present)
     committed = sum(1 for _, e in ledger.entries.values() if e.committed)
     gap, gap_where = ledger.longest_write_gap(facts.started_at, facts.faulty_until)
@@ -290,6 +295,8 @@ def check_run(facts: RunFacts) -> CheckResult:
                 if f.m_advanced_at is not None and f.healed_at is not None]  # fmt: skip
     verdict.counts = {
         "objects_written": len(ledger.uploads),
+        "puts_cut_short": sum(1 for key, upload in ledger.uploads.items()
+                              if key not in landed and not upload.put_failed),
         "objects_committed": committed,
         "orphans": sum(1 for key in ledger.uploads if ledger.entries.get(key) is None
                        or not ledger.entries[key][1].committed),

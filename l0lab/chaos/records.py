@@ -19,7 +19,9 @@ neither committed nor aborted belongs to a writer that was killed; its restart r
 it. Offsets only increase; an aborted offset is never reused.
 
 Histories, ``history/{actor}.jsonl``: writers' uploads (``upload``, before the PUT),
-failed PUTs (``put_failed``) and refused fences (``refused``); the reconcilers' lifts
+PUTs answered (``stored``) or failed (``put_failed``), and refused fences (``refused``);
+an upload with neither was cut short by a kill, and may never have reached the store.
+The reconcilers' lifts
 (``lift``: everything of a partition through an offset, recorded before it is reported).
 """
 

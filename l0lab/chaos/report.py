@@ -41,6 +41,9 @@ class ChaosReport:
     objects_written: int = 0
     objects_committed: int = 0
     orphans: int = 0
+    puts_cut_short: int = 0
+    """Uploads whose PUT had no answer when their writer was killed: they may never have
+    reached the store, so their absence is not judged."""
     objects_deleted: int = 0
     live_lost: int = 0
     garbage_left: int = 0
@@ -107,7 +110,8 @@ def text_report(report: ChaosReport) -> str:
          f"{report.longest_write_unavailability_s:.1f} s; longest M stall after a fault "
          f"{report.longest_m_stall_after_fault_s:.1f} s"),
         (f"  objects   written {report.objects_written}, committed {report.objects_committed}, "
-         f"orphans {report.orphans}, deleted {report.objects_deleted}"),
+         f"orphans {report.orphans}, deleted {report.objects_deleted}, PUTs cut short by a "
+         f"kill {report.puts_cut_short}"),
         (f"  verified  live objects lost: {report.live_lost}; garbage left at or below the "
          f"final M {_shown(report.final_m)}: {report.garbage_left} (newest epoch written "
          f"{_shown(report.max_epoch_written)}, cluster epoch {_shown(report.cluster_epoch)})"),

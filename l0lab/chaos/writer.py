@@ -177,6 +177,7 @@ class PartitionWriter:
             self.history.write("put_failed", key=key, code=exc.code)
             self.counts["orphans"] += 1
             return
+        self.history.write("stored", key=key)
         token, why = await self.backend.fence(self.partition, epoch)
         if token is None:
             self.history.write("refused", key=key, why=why)

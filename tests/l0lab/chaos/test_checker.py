@@ -40,6 +40,7 @@ def ledger(tmp_path: Path) -> RunHistory:
     led.add_writer_events(
         {"op": "upload", "key": k, "partition": "p", "epoch": 5, "t": 1.0} for k in "abcdo"
     )
+    led.add_writer_events([{"op": "stored", "key": "o", "t": 1.1}])
     led.add_log("p", log_of(tmp_path, (0, "a", "ok", 2.0), (1, "c", "abort", 2.0),
                             (2, "b", "kept", 3.0), (3, "d", None, None)))  # fmt: skip
     led.add_lifts([{"op": "lift", "partition": "p", "through": 1, "t": 10.0}])
@@ -168,3 +169,22 @@ def test_a_request_cut_short_by_a_kill_still_journals_its_keys(tmp_path: Path) -
     verdict = check_run(facts(tmp_path, present={"b", "d"}, unanswered=early,
                               deletions=[Deletion(k, "s", 11.0, 11.5) for k in "co"]))  # fmt: skip
     assert [loss["key"] for loss in verdict.losses] == ["a"]
+
+
+def test_a_put_cut_short_by_a_writer_kill_is_not_counted_gone(tmp_path: Path) -> None:
+    """A writer killed between its upload record and the PUT's answer leaves an upload
+    that may never have reached the store: absent at the end, it is not "gone" (a chaos
+    run with a writer kill failed so), while a stored orphan that vanished still is."""
+    led = ledger(tmp_path)
+    led.add_writer_events([{"op": "upload", "key": "k", "partition": "p", "epoch": 5,
+                            "t": 4.0}])  # fmt: skip
+    deleted = [Deletion(k, "s", 11.0, 11.5) for k in ("a", "c")]
+    verdict = check_run(facts(tmp_path, ledger=led, deletions=deleted))
+    assert verdict.problems == [
+        "1 objects are gone without a journal record of their deletion, e.g. o"]
+    assert verdict.counts["puts_cut_short"] == 1
+    led.add_writer_events([{"op": "stored", "key": "k", "t": 4.1}])
+    verdict = check_run(facts(tmp_path, ledger=led, deletions=deleted))
+    assert "2 objects are gone without a journal record of their deletion, e.g. k" in (
+        verdict.problems)
+    assert verdict.counts["puts_cut_short"] == 0
