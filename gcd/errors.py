@@ -11,7 +11,7 @@ from typing import Final
 
 from watermark.errors import Unavailable
 
-__all__ = ["AUTH_CODES", "MISSING_CODES", "StorageError"]
+__all__ = ["AUTH_CODES", "LISTING_BROKEN", "MISSING_CODES", "StorageError"]
 
 AUTH_CODES: Final = frozenset({
     "401", "403", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
@@ -22,6 +22,9 @@ AUTH_CODES: Final = frozenset({
 """Codes (S3, Azure, GCS reasons, HTTP statuses) that mean the credentials or their
 permissions are the problem: the only failures whose advice is "check credentials"."""
 MISSING_CODES: Final = frozenset({"NoSuchBucket", "ContainerNotFound", "notFound", "404"})
+LISTING_BROKEN: Final = "ListingBroken"
+"""Our code, not the store's: every request was answered, but the pages do not make a
+listing (one sent back to a cursor it had already given, or too many of them)."""
 
 
 class StorageError(Unavailable):
@@ -44,6 +47,8 @@ class StorageError(Unavailable):
             advice = "not retryable: check the credentials and their permissions"
         elif self.code in MISSING_CODES:
             advice = "not retryable: check the bucket (container) name and the endpoint"
+        elif self.code == LISTING_BROKEN:
+            advice = "not retryable: the store answered, but its pages do not make a listing"
         else:
             advice = f"not retryable: the store refused the request with {self.code}"
         return f"{self.message} (code {self.code}; {advice})"

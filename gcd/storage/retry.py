@@ -24,7 +24,7 @@ from typing import TypeVar
 from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 
-__all__ = ["Retrier", "deadline"]
+__all__ = ["REQUEST_DEADLINE_S", "Retrier", "deadline"]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -33,6 +33,11 @@ OnRetry = Callable[[StorageError, int, float], None]
 
 def _never() -> bool:
     return False
+
+
+REQUEST_DEADLINE_S = 120.0
+"""Default `--request-deadline`: a request's whole answer within 2 min (twice the read
+timeout, which a store dripping one byte at a time restarts with every byte)."""
 
 
 @contextlib.asynccontextmanager

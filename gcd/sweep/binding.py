@@ -26,8 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gcd.errors import StorageError
+import structlog
+
+from gcd.errors import LISTING_BROKEN, StorageError
+from gcd.rules.listguard import DEFAULT_MAX_PAGES, ListingGuard
 from gcd.storage.objectstore import DeleteResult, ListPage
+from gcd.storage.retry import REQUEST_DEADLINE_S, deadline
 from gcd.sweep.shards import ShardAnnouncement, check_shards
 from watermark.core.binding import (
     Binding,
@@ -57,7 +61,11 @@ __all__ = [
     "read_claim_object",
 ]
 
+_log = structlog.get_logger("gcd.binding")
+
 CLAIM_MAX_BYTES = 16 * 1024
+_PROGRESS_PAGES = 100  # a bind over a root of 1M keys lists 1,000 pages
+_MAX_BIND_PAGES = 100 * DEFAULT_MAX_PAGES  # 10G keys: only a store inventing tokens gets here
 
 
 class ClaimStore(Protocol):
@@ -200,9 +208,11 @@ async def _refuse_nesting(
 
 async def read_claim_object(objects: ClaimStore, key: str) -> bytes | None:
     """The claim object at `key` (None: absent); one that is too big to be a claim is
-    refused with a message that says so (ClaimTooLarge), not as a storage failure."""
+    refused with a message that says so (ClaimTooLarge), not as a storage failure. The
+    answer is read within `REQUEST_DEADLINE_S`, as every claim request here is."""
     try:
-        raw = await objects.get_object(key, max_bytes=CLAIM_MAX_BYTES)
+        async with deadline(REQUEST_DEADLINE_S, f"reading the claim {key}"):
+            raw = await objects.get_object(key, max_bytes=CLAIM_MAX_BYTES)
     except StorageError as exc:
         if exc.code != "EntityTooLarge":
             raise
@@ -227,7 +237,8 @@ async def read_ancestor_claims(objects: ClaimStore, root: str) -> dict[str, byte
     found: dict[str, bytes] = {}
     for ancestor in ancestor_roots(root):
         key = claim_key(ancestor)
-        page = await objects.list_page(key, max_keys=1)
+        async with deadline(REQUEST_DEADLINE_S, f"looking for the claim {key}"):
+            page = await objects.list_page(key, max_keys=1)
         if page.objects and page.objects[0].key == key:
             raw = await read_claim_object(objects, key)
             if raw is not None:
@@ -237,11 +248,19 @@ async def read_ancestor_claims(objects: ClaimStore, root: str) -> dict[str, byte
 
 async def find_nested_claims(objects: ClaimStore, root: str) -> dict[str, bytes]:
     """The claim objects strictly below `root`, by the root they claim: one listing of
-    `root/` (a LIST per 1,000 keys), a GET of each claim found."""
+    `root/` (a LIST per 1,000 keys, each answer read within `REQUEST_DEADLINE_S`;
+    progress logged every `_PROGRESS_PAGES` pages), a GET of each claim found. A store
+    that sends the listing back to a continuation token it gave before
+    (`gcd.rules.listguard`) would be paged through forever: that stops the bind with a
+    StorageError; not knowing what lies below is never taken as nothing."""
     found: dict[str, bytes] = {}
     token: str | None = None
+    guard = ListingGuard(max_pages=_MAX_BIND_PAGES)
+    listed = 0
     while True:
-        page = await objects.list_page(root + "/", continuation_token=token)
+        async with deadline(REQUEST_DEADLINE_S, f"listing {root}/ for nested claims"):
+            page = await objects.list_page(root + "/", continuation_token=token)
+        listed += len(page.objects)
         for obj in page.objects:
             nested = nested_root(obj.key, root)
             if nested is not None:
@@ -249,6 +268,16 @@ async def find_nested_claims(objects: ClaimStore, root: str) -> dict[str, bytes]
         if page.next_token is None:
             return found
         token = page.next_token
+        broken = guard.advance(None, token)
+        if broken is not None:
+            raise StorageError(
+                f"listing {root}/ for claims of nested roots: {broken}; the store is not "
+                "listing correctly, so the bind cannot tell whether another namespace "
+                "claims a root below: fix the store (or the proxy before it) and bind again",
+                LISTING_BROKEN, retryable=False)  # fmt: skip
+        if guard.pages % _PROGRESS_PAGES == 0:
+            _log.info("bind.listing", root=root, pages=guard.pages, keys=listed,
+                      claims_found=len(found))  # fmt: skip
 
 
 async def _read_claim(objects: ClaimStore, target: StorageTarget) -> Claim | None:

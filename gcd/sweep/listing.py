@@ -141,6 +141,7 @@ class RoundLister:
             pending.append((ListRange(prefix), None))
             ranges[prefix] = ranges.get(prefix, 0) + 1
         running = [0]  # listers at work
+        given_away = [0]  # ranges split off a running lister's (each costs a LIST or more)
 
         def start() -> None:
             running[0] += 1
@@ -188,6 +189,7 @@ class RoundLister:
                 part, given = narrowed
                 pending.extend((piece, size) for piece in given)
                 ranges[part.prefix] += len(given)
+                given_away[0] += len(given)
             start()
             return part
 
@@ -203,7 +205,8 @@ class RoundLister:
             log.error("sweep.round_deadline", deadline_s=self.config.round_deadline_s,
                       fix="see the sweep.list_* errors before it; --round-deadline")  # fmt: skip
         log.info("sweep.listers", listers=growth.allowed, most=growth.most, pinned=growth.pinned,
-                 pages_per_s=[round(rate, 1) for rate in growth.rates])  # fmt: skip
+                 pages_per_s=[round(rate, 1) for rate in growth.rates],
+                 ranges_given=given_away[0])  # fmt: skip
         if run.groups is not None:
             await self.decider.planned(run.groups.flush())
         await run.pass_on(queue)

@@ -58,7 +58,7 @@ from gcd.rules.layout import KeyLayout, listing_prefixes
 from gcd.rules.listguard import DEFAULT_MAX_PAGES
 from gcd.rules.versions import VersionMode
 from gcd.storage.objectstore import DetectingStore, ObjectStore, SoftDeleteStore, VersionedStore
-from gcd.storage.retry import Retrier
+from gcd.storage.retry import REQUEST_DEADLINE_S, Retrier
 from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.deleter import BatchDeleter
 from gcd.sweep.events import DeleteBasis, DeleteSink
@@ -89,9 +89,6 @@ log = structlog.get_logger("gcd.sweeper")
 
 ROUND_DEADLINE_S = 1800.0
 """Default `--round-deadline`: listing ends 30 min into a round, whatever the store does."""
-REQUEST_DEADLINE_S = 120.0
-"""Default `--request-deadline`: a request's whole answer within 2 min (twice the read
-timeout, which a store dripping one byte at a time restarts with every byte)."""
 
 
 @dataclass(frozen=True, slots=True)

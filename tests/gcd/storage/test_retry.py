@@ -101,6 +101,7 @@ async def test_call_does_not_retry_permanent_errors() -> None:
         ("MalformedXML", False, "refused the request with MalformedXML", "credentials"),
         ("InvalidArgument", False, "with InvalidArgument", "credentials"),
         ("NoSuchBucket", False, "check the bucket", "credentials"),
+        ("ListingBroken", False, "its pages do not make a listing", "refused"),
         ("500", True, "retryable", "credentials"),
     ],
 )  # fmt: skip

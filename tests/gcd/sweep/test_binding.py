@@ -9,10 +9,13 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from structlog.testing import capture_logs
 
 from gcd.cli.main import main
 from gcd.cli.spark import read_safe_epoch
+from gcd.errors import LISTING_BROKEN, StorageError
 from gcd.rules.layout import KeyLayout
+from gcd.storage.objectstore import ListPage, ObjectInfo
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import BindingConflict, bind_namespace
 from gcd.sweep.shards import ShardAnnouncement, announced
@@ -368,5 +371,85 @@ def test_a_bind_racing_a_nested_bind_takes_its_claim_back() -> None:
             await bind_namespace(WatermarkStore(MemoryKV(), "/l0gc/outer"), bucket,
                                  StorageTarget("b", ROOT))  # fmt: skip
         assert bucket.keys() == {claim_key(inner.root)}
+
+    asyncio.run(scenario())
+
+
+
+class RootListedBucket(MemoryObjectStore):
+    """A bucket whose listings of a root (a prefix ending in "/") `root_page` answers;
+    the one-key probes of claim keys are answered as usual."""
+
+    async def list_page(self, prefix: str, *, start_after: str | None = None,
+                        continuation_token: str | None = None,
+                        max_keys: int = 1000) -> ListPage:  # fmt: skip
+        if not prefix.endswith("/"):
+            return await super().list_page(prefix, start_after=start_after,
+                                           continuation_token=continuation_token,
+                                           max_keys=max_keys)  # fmt: skip
+        return await self.root_page(prefix, continuation_token)
+
+    async def root_page(self, prefix: str, token: str | None) -> ListPage:
+        raise NotImplementedError
+
+
+def test_a_listing_that_never_ends_stops_the_bind_and_claims_nothing() -> None:
+    """A store that pages the root's listing back to a token it gave before would keep
+    `namespace bind` listing forever, looking busy: the bind stops with an error naming
+    the root and writes neither side of the binding. A listing that moves on (many
+    pages) still binds, and says how far it got."""
+
+    class LoopingBucket(RootListedBucket):
+        """Every listing of the root says there is more, at one of two tokens."""
+
+        async def root_page(self, prefix: str, token: str | None) -> ListPage:
+            token = "b" if token == "a" else "a"
+            return ListPage((ObjectInfo(f"{prefix}x{token}", 1, 0.0),), token)
+
+    class TallBucket(RootListedBucket):
+        """The root's listing takes 250 pages of one key each."""
+
+        async def root_page(self, prefix: str, token: str | None) -> ListPage:
+            page = int(token or "0")
+            more = str(page + 1) if page < 249 else None
+            return ListPage((ObjectInfo(f"{prefix}{page:03d}/k", 1, 0.0),), more)
+
+    async def scenario() -> None:
+        looping, kv = LoopingBucket(), MemoryKV()
+        store = WatermarkStore(kv, "/l0gc/loop")
+        with pytest.raises(StorageError, match=f"listing {ROOT}/ .* already given") as caught:
+            await bind_namespace(store, looping, StorageTarget("b", ROOT))
+        assert caught.value.code == LISTING_BROKEN
+        assert looping.keys() == set()
+        assert await store.get_binding() == (None, 0)
+        tall = TallBucket()
+        with capture_logs() as logs:
+            outcome = await bind_namespace(WatermarkStore(MemoryKV(), "/l0gc/tall"), tall,
+                                           StorageTarget("b", ROOT))  # fmt: skip
+        assert outcome.changed
+        progress = [(e["pages"], e["keys"]) for e in logs if e["event"] == "bind.listing"]
+        assert progress[:2] == [(100, 100), (200, 200)]
+
+    asyncio.run(scenario())
+
+
+def test_a_listing_page_that_never_comes_stops_the_bind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that never finishes answering a LIST of the root (a dripping proxy): the
+    bind gives up at the request deadline with a retryable Timeout, nothing written."""
+
+    class SilentBucket(RootListedBucket):
+        async def root_page(self, prefix: str, token: str | None) -> ListPage:
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+    monkeypatch.setattr("gcd.sweep.binding.REQUEST_DEADLINE_S", 0.2)
+
+    async def scenario() -> None:
+        bucket, store = SilentBucket(), WatermarkStore(MemoryKV(), "/l0gc/silent")
+        with pytest.raises(StorageError, match=f"listing {ROOT}/ for nested claims") as caught:
+            await bind_namespace(store, bucket, StorageTarget("b", ROOT))
+        assert (caught.value.code, caught.value.retryable) == ("Timeout", True)
+        assert bucket.keys() == set()
+        assert await store.get_binding() == (None, 0)
 
     asyncio.run(scenario())
