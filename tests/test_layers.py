@@ -242,6 +242,19 @@ def test_the_wheel_ships_only_the_product_and_the_lab_is_a_distribution_of_its_o
     assert LAB in root["tool"]["mypy"]["files"]
 
 
+MAX_MODULE_LINES = 650
+"""Issue 37's bound: a module a maintainer can read in one sitting; past it, split the
+module by concept (as `watermark.etcd.watch` left `watermark.etcd.client`)."""
+
+
+def test_no_module_of_the_product_is_over_the_line_bound() -> None:
+    """Every module of gcd and watermark has at most MAX_MODULE_LINES lines."""
+    long = {str(path.relative_to(ROOT)): lines for name, path in MODULES.items()
+            if not is_lab(name) and (lines := len(path.read_text().splitlines()))
+            > MAX_MODULE_LINES}  # fmt: skip
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
 def test_there_is_no_import_cycle() -> None:
     """The module import graph (every import, TYPE_CHECKING ones too) is acyclic."""
     graph = {

@@ -31,11 +31,8 @@ This is the only module that talks to etcd (aetcd, grpc). It holds no watermark 
   reads and sorts the whole rest of the range on every page: quadratic paging).
 - Errors. Every gRPC failure leaves this module as `EtcdUnavailable(endpoint, reason)`;
   a put on a lease that etcd no longer has becomes `LeaseExpired`.
-- Watches (`watch_prefix`). One gRPC Watch stream per watch, on the current channel.
-  `sync()` asks etcd for a progress report and returns the events that arrived before
-  it (etcd sends a watch's events in revision order, whole revisions per answer);
-  a compacted start revision, a cancel, the end of the stream, a gRPC error or no
-  answer within the call timeout ends the watch with `WatchLost`.
+- Watches (`watch_prefix`). One gRPC Watch stream per watch, on the current channel,
+  read by `watermark.etcd.watch.EtcdWatch`.
 """
 
 from __future__ import annotations
@@ -51,7 +48,6 @@ import structlog
 from aetcd import rpc
 
 from watermark.core.kv import (
-    Change,
     Compare,
     Delete,
     KeyValue,
@@ -61,6 +57,7 @@ from watermark.core.kv import (
     TxnResult,
 )
 from watermark.errors import ConfigError, EtcdUnavailable, LeaseExpired, WatchLost
+from watermark.etcd.watch import EtcdWatch
 
 __all__ = ["DEFAULT_PAGE_SIZE", "PAGE_TARGET_BYTES", "EtcdKV"]
 
@@ -455,7 +452,7 @@ class EtcdKV:
 
         await self._call(f"range {prefix}", operation, idempotent=True)
 
-    async def watch_prefix(self, prefix: str, start_revision: int) -> _EtcdWatch:
+    async def watch_prefix(self, prefix: str, start_revision: int) -> EtcdWatch:
         """Watch `prefix` from `start_revision` (see the module docstring)."""
         session = await self._connected()
         start = prefix.encode()
@@ -463,7 +460,7 @@ class EtcdKV:
             key=start, range_end=_prefix_end(start), start_revision=start_revision
         )
         call = rpc.WatchStub(session.channel).Watch(metadata=session.metadata)
-        watch = _EtcdWatch(session.endpoint, prefix, call, self._timeout_s)
+        watch = EtcdWatch(session.endpoint, prefix, call, self._timeout_s)
         try:
             async with asyncio.timeout(self._timeout_s):
                 await call.write(rpc.WatchRequest(create_request=create))
@@ -603,56 +600,3 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return str(exc)
     return repr(exc)
-
-
-class _EtcdWatch:
-    """One Watch stream (see the module docstring, "Watches")."""
-
-    def __init__(self, endpoint: str, prefix: str, call: Any, timeout_s: float) -> None:
-        self._endpoint = endpoint
-        self._prefix = prefix
-        self._call = call
-        self._timeout_s = timeout_s
-
-    def _lost(self, reason: str) -> WatchLost:
-        return WatchLost(self._endpoint, f"watch {self._prefix}: {reason}")
-
-    async def sync(self) -> tuple[list[Change], int]:
-        """Events since the last sync, and the revision of etcd's progress answer."""
-        try:
-            async with asyncio.timeout(self._timeout_s):
-                return await self._sync()
-        except grpc.aio.AioRpcError as exc:
-            raise self._lost(f"{exc.code().name} {exc.details()}") from exc
-        except asyncio.InvalidStateError:  # the call ended (e.g. its member died) unread
-            raise self._lost("the stream has ended") from None
-        except TimeoutError:
-            raise self._lost(f"no progress answer within {self._timeout_s:g} s") from None
-
-    async def _sync(self) -> tuple[list[Change], int]:
-        changes: list[Change] = []
-        await self._call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
-        while True:
-            response = await self._call.read()
-            if response is grpc.aio.EOF:
-                raise self._lost("the stream ended")
-            if response.compact_revision:
-                raise self._lost(f"compacted at revision {response.compact_revision}")
-            if response.canceled:
-                raise self._lost(f"cancelled ({response.cancel_reason or 'no reason'})")
-            if response.events:
-                changes.extend(
-                    Change(
-                        event.kv.key.decode("utf-8", "surrogateescape"),
-                        None if event.type == rpc.Event.EventType.DELETE else
-                        bytes(event.kv.value),
-                        event.kv.mod_revision,
-                    )
-                    for event in response.events
-                )  # fmt: skip
-            elif not response.created:
-                return changes, response.header.revision  # the progress answer
-
-    async def close(self) -> None:
-        """Cancel the stream."""
-        self._call.cancel()

@@ -17,10 +17,10 @@ from watermark.core.contract import Publication
 from watermark.core.kv import Change, Put
 from watermark.core.safe_epoch import compute_safe_epoch
 from watermark.errors import EtcdUnavailable
-from watermark.etcd.client import _EtcdWatch
 from watermark.etcd.follow import FULL_CHECK_EVERY, GcFollower
 from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
+from watermark.etcd.watch import EtcdWatch
 
 pytestmark = pytest.mark.integration
 
@@ -281,7 +281,7 @@ async def test_a_watch_whose_member_died_falls_back_to_another_member(tmp_path: 
         await store.init_cluster_epoch(5)
         assert (await follower.read())[1].safe_epoch == 4
         watch = follower._watch
-        assert isinstance(watch, _EtcdWatch)
+        assert isinstance(watch, EtcdWatch)
         victim = next(m for m in cluster.members if m.endpoint == watch._endpoint)
         await asyncio.to_thread(victim.stop, kill=True)
         await wait_until(watch._call.done, timeout_s=30, what="the watch stream ended")
