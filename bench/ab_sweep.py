@@ -7,6 +7,10 @@ the client's CPU (user + sys of that process alone, `os.wait4`), the server's CP
 (/proc), wall time, and the round's LIST and DeleteObjects requests. `--keys 0` is a
 round with nothing to do (start-up cost). CPU, not wall, is the figure to read on a
 shared machine; the load average is printed with the results.
+
+`--python-a` / `--python-b` run a side with another interpreter (default: this one),
+e.g. the same tree against a venv built as the Dockerfile's builder builds the image's
+(runtime dependencies only), to see what the dev dependencies add to start-up.
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 BUCKET = "ab-sweep"
 
 
-def _one(tree: Path, server: LocalSeaweedFS, keys: int) -> dict[str, Any]:
+def _one(tree: Path, python: str, server: LocalSeaweedFS, keys: int) -> dict[str, Any]:
     # Both sides run from byte-compiled modules: with PYTHONDONTWRITEBYTECODE a tree
     # without __pycache__ would pay for compiling its sources on every run.
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
            "PYTHONPATH": str(tree), "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing"}  # fmt: skip
-    cmd = [sys.executable, "-m", "gcd", "sweep", "--bucket", BUCKET, "--endpoint-url",
+    cmd = [python, "-m", "gcd", "sweep", "--bucket", BUCKET, "--endpoint-url",
            server.endpoint_url, "--region", "us-east-1", "--safe-epoch", str(10**9),
            "--grace", "0s", "--json"]  # fmt: skip
     server_cpu, wall = server.cpu_seconds(), time.perf_counter()
@@ -57,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--b", type=Path, required=True, help="tree B (e.g. this worktree)")
     parser.add_argument("--keys", type=int, default=20_000, help="garbage keys (0: empty round)")
     parser.add_argument("--runs", type=int, default=3, help="runs per side, alternating")
+    parser.add_argument("--python-a", default=sys.executable, help="side A's interpreter")
+    parser.add_argument("--python-b", default=sys.executable, help="side B's interpreter")
     args = parser.parse_args(argv)
     server = LocalSeaweedFS().start()
     try:
@@ -69,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             for side in ("a", "b"):
                 if args.keys:
                     server.restore()
-                runs[side].append(_one(getattr(args, side).resolve(), server, args.keys))
+                python = getattr(args, f"python_{side}")
+                runs[side].append(_one(getattr(args, side).resolve(), python, server, args.keys))
         report = {side: {name: statistics.median(run[name] for run in rows)
                          for name in rows[0]} for side, rows in runs.items()}  # fmt: skip
         per_key = {side: {f"{name}_us_per_key": round(1e6 * value / args.keys, 1)

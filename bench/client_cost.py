@@ -27,7 +27,17 @@ from pathlib import Path
 
 import structlog
 
-from bench.common import PYTHON, Goal, Report, Scale, Table, child_env, median, run_child
+from bench.common import (
+    PYTHON,
+    Goal,
+    Report,
+    Scale,
+    Table,
+    child_env,
+    median,
+    proc_status_kib,
+    run_child,
+)
 from bench.synthetic import BucketShape, SyntheticStore
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 
@@ -59,17 +69,9 @@ def child(objects: int) -> dict[str, float]:
 
 
 def _memory_kib(field: str) -> int:
-    """A /proc/self/status figure (VmRSS now, VmHWM peak) in KiB; ru_maxrss elsewhere.
-
-    Not ru_maxrss on Linux: Linux carries the parent's peak RSS across fork and exec
-    into the child's ru_maxrss, so a child of a big parent would report the parent's.
-    """
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    """A /proc/self/status figure (VmRSS now, VmHWM peak) in KiB; ru_maxrss elsewhere."""
+    kib = proc_status_kib(field)
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) if kib is None else kib
 
 
 def _reset_peak() -> bool:

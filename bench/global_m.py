@@ -32,10 +32,19 @@ import json
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, Goal, Report, Scale, Table, child_env, median, run_child
+from bench.common import (
+    PYTHON,
+    Goal,
+    Report,
+    Scale,
+    Table,
+    child_env,
+    median,
+    proc_status_kib,
+    run_child,
+)
 from bench.watermark_path import _etcd, _record, _seed_records
 from watermark.core.kv import Change, Put, RangeResult
 from watermark.core.safe_epoch import compute_safe_epoch
@@ -169,10 +178,10 @@ async def _rounds(kv: Any, count: int, rounds: int) -> dict[str, Any]:
 
 def _vm_hwm_mib() -> float:
     """This process's peak resident set size (VmHWM), MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    kib = proc_status_kib("VmHWM")
+    if kib is None:
+        raise RuntimeError("no VmHWM in /proc/self/status")
+    return kib / 1024
 
 
 async def _read_once(endpoint: str, path: str, traced: bool) -> dict[str, float]:

@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, child_env
+from bench.common import PYTHON, child_env, metric, pid_cpu_s
 from bench.watermark_path import _seed_records
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
@@ -42,25 +41,8 @@ from watermark.etcd.store import WatermarkStore
 
 NAMESPACE = "/l0gc/bench-idle"
 BUCKET = "bench-idle"
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def _metric(url: str, pattern: str) -> float:
-    """The sum of the samples of `url`'s /metrics whose line matches `pattern`."""
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if not line.startswith("#") and re.match(pattern, line))  # fmt: skip
-
-
 def _etcd_ranges(etcd: LocalEtcd) -> float:
-    return _metric(f"http://{etcd.endpoint}/metrics",
+    return metric(f"http://{etcd.endpoint}/metrics",
                    r'grpc_server_handled_total\{.*grpc_method="Range"')  # fmt: skip
 
 
@@ -96,18 +78,18 @@ def _idle(tree: str, etcd: LocalEtcd, s3: LocalS3, seconds: float, log: Path) ->
             if time.monotonic() - started > 600:
                 raise RuntimeError(f"no first round within 600 s: {log.read_text()[-2000:]}")
             try:
-                if _metric(base + "/metrics", r"l0gc_sweeper_rounds_total") >= 1:
+                if metric(base + "/metrics", r"l0gc_sweeper_rounds_total") >= 1:
                     break
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.5)
         first_round_s = time.monotonic() - started
         assert etcd.pid is not None
-        before = (cpu_s(proc.pid), cpu_s(etcd.pid), _etcd_ranges(etcd),
-                  _metric(base + "/metrics", r"l0gc_sweeper_list_requests_total"))  # fmt: skip
+        before = (pid_cpu_s(proc.pid), pid_cpu_s(etcd.pid), _etcd_ranges(etcd),
+                  metric(base + "/metrics", r"l0gc_sweeper_list_requests_total"))  # fmt: skip
         time.sleep(seconds)  # the window measured: the daemon left alone
-        after = (cpu_s(proc.pid), cpu_s(etcd.pid), _etcd_ranges(etcd),
-                 _metric(base + "/metrics", r"l0gc_sweeper_list_requests_total"))  # fmt: skip
+        after = (pid_cpu_s(proc.pid), pid_cpu_s(etcd.pid), _etcd_ranges(etcd),
+                 metric(base + "/metrics", r"l0gc_sweeper_list_requests_total"))  # fmt: skip
     finally:
         stop_process(proc, 30.0)
     daemon_s, etcd_s, ranges, lists = (b - a for a, b in zip(before, after, strict=True))
@@ -133,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seeded {args.records} records in {time.perf_counter() - seeding:.0f} s",
               file=sys.stderr, flush=True)  # fmt: skip
         assert etcd.pid is not None
-        cpu, ranges = cpu_s(etcd.pid), _etcd_ranges(etcd)
+        cpu, ranges = pid_cpu_s(etcd.pid), _etcd_ranges(etcd)
         time.sleep(args.seconds)  # etcd alone, the same window: its own idle cost
         alone = {"tree": "none (etcd alone)", "records": args.records,
                  "load": os.getloadavg()[0], "window_s": args.seconds,
-                 "etcd_cpu_pct": round(100 * (cpu_s(etcd.pid) - cpu) / args.seconds, 2),
+                 "etcd_cpu_pct": round(100 * (pid_cpu_s(etcd.pid) - cpu) / args.seconds, 2),
                  "etcd_range_calls": int(_etcd_ranges(etcd) - ranges)}  # fmt: skip
         print(json.dumps(alone), flush=True)
         for name, tree in trees.items():

@@ -17,17 +17,25 @@ the serve process from /proc/PID/stat), which is what a publisher fleet pays.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from bench.common import PYTHON, REPO, Goal, Report, Scale, Table, child_env, median
+from bench.common import (
+    PYTHON,
+    REPO,
+    Goal,
+    Report,
+    Scale,
+    Table,
+    child_env,
+    median,
+    pid_cpu_s,
+)
 from l0lab.testing.local_servers import LocalEtcd, free_port
 
 NAME = "writer_api"
@@ -39,11 +47,6 @@ _SIZES = {  # scale: (entries per side, concurrent clients, partitions per clien
     Scale.FULL: (20_000, 16, 100),
 }
 _BATCHES = (10, 100)
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Serve:
@@ -81,7 +84,7 @@ class Serve:
 
     def cpu_s(self) -> float:
         """CPU seconds the serve process has used."""
-        return _cpu_s(self.proc.pid)
+        return pid_cpu_s(self.proc.pid)
 
     def stop(self) -> None:
         """SIGTERM by PID, SIGKILL after 10 s."""
