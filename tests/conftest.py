@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 import structlog
+from hypothesis import settings
 
 from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
@@ -62,12 +63,43 @@ def _group_of(nodeid: str) -> str | None:
     return None
 
 
+TIERS = ("everyday", "deep", "all")
+"""`--tier`: `make test` runs `everyday` (every test not marked `deep`), `make test-deep`
+runs `deep` (only those), a plain pytest run both (docs/conventions.md, "Two tiers")."""
+
+# Randomness lives only in the deep tier: the everyday tier's property tests draw the
+# same examples every run (derandomize), the deep tier draws new ones, more of them, and
+# prints the `@reproduce_failure` blob that replays a failure.
+settings.register_profile("everyday", derandomize=True, database=None)
+settings.register_profile("deep", max_examples=500, print_blob=True)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--tier", choices=TIERS, default="all",
+                     help="everyday: the tests not marked deep (make test); deep: only "
+                          "those (make test-deep); all: both (default)")  # fmt: skip
+
+
 def pytest_configure(config: pytest.Config) -> None:
     install_recorder(config)
+    tier = config.getoption("tier")
+    if tier != "all":
+        settings.load_profile(tier)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest tests (and groups) first, by `tests/durations.json` (`tests.ordering`)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tier's tests only; longest tests (and groups) first, by `tests/durations.json`
+    (`tests.ordering`)."""
+    tier = config.getoption("tier")
+    if tier != "all":
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
+        for item in items:
+            deep = item.get_closest_marker("deep") is not None
+            (keep if deep == (tier == "deep") else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
     order = longest_first([item.nodeid for item in items], known_durations(), _group_of)
     items[:] = [items[i] for i in order]
 

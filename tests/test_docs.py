@@ -71,12 +71,16 @@ def test_generated_references_are_up_to_date() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_readme_opens_with_the_two_commands() -> None:
-    """The first code block of the README is `make demo` then `make test`."""
+def test_readme_opens_with_the_demo_and_the_two_test_tiers_that_ci_runs() -> None:
+    """The first code block of the README is `make demo`, `make test`, `make test-deep`;
+    `.ci/run` runs exactly the two test commands, everyday tier first."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert lines[2] == "```sh"
     assert lines[3].startswith("make demo ")
     assert lines[4].startswith("make test ")
+    assert lines[5].startswith("make test-deep ")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert [line for line in ci if line.startswith("make")] == ["make test", "make test-deep"]
 
 
 @pytest.mark.parametrize("doc", DOCS)

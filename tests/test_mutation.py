@@ -57,6 +57,7 @@ def test_the_safety_modules_have_no_unlisted_survivor() -> None:
         assert (row[5], row[6], row[7]) == ("0", "0", "100 %"), row
 
 
+@pytest.mark.deep
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_other_core_modules_have_no_new_survivor() -> None:

@@ -35,8 +35,9 @@ __all__ = ["Monitor", "Sample"]
 
 _log = structlog.get_logger("gcd.chaos")
 _SAFE_EPOCH = re.compile(r"^l0gc_sweeper_safe_epoch ([0-9.e+]+)$", re.MULTILINE)
-_ROUNDS = re.compile(r'^l0gc_sweeper_rounds_total\{outcome="(ok|partial|idle)"\} ([0-9.e+]+)$',
+_ROUNDS = re.compile(r'^l0gc_sweeper_rounds_total\{outcome="(\w+)"\} ([0-9.e+]+)$',
                      re.MULTILINE)  # fmt: skip
+_UNBLOCKED = frozenset({"ok", "partial", "idle"})
 _PENDING_S = 60.0
 
 
@@ -68,6 +69,10 @@ class Monitor:
     samples: list[Sample] = field(default_factory=list)
     sweeper_rounds: dict[int, float] = field(default_factory=dict)
     sweeper_progress_at: dict[int, float] = field(default_factory=dict)
+    sweeper_scraped_at: dict[int, float] = field(default_factory=dict)
+    """When each sweeper's /metrics last answered (a stuck sweeper's note says)."""
+    sweeper_outcomes: dict[int, dict[str, int]] = field(default_factory=dict)
+    """Each sweeper's rounds by outcome at its last answer."""
     deleted: int = 0
     first_loss: str | None = None
     sweeper_m: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -108,7 +113,10 @@ class Monitor:
                     text = await response.text()
             except (aiohttp.ClientError, TimeoutError):
                 return
-            rounds = sum(float(value) for _, value in _ROUNDS.findall(text))
+            outcomes = {outcome: int(float(value)) for outcome, value in _ROUNDS.findall(text)}
+            self.sweeper_scraped_at[index] = time.time()
+            self.sweeper_outcomes[index] = outcomes
+            rounds = sum(n for outcome, n in outcomes.items() if outcome in _UNBLOCKED)
             if rounds and rounds != self.sweeper_rounds.get(index):
                 self.sweeper_rounds[index] = rounds
                 self.sweeper_progress_at[index] = time.time()
@@ -228,11 +236,26 @@ class Monitor:
             missing = "; ".join(part for part in (
                 "" if m_advanced_at is not None else f"M did not advance past {m_at_heal}",
                 f"no commit on {', '.join(quiet)}" if quiet else "",
-                f"no unblocked round of sweeper {stuck}" if stuck else "") if part)  # fmt: skip
+                f"no unblocked round of sweeper {stuck} ({self._sweepers_seen(stuck)})"
+                if stuck else "") if part)  # fmt: skip
             stopped = stop is not None and stop.is_set()
             if time.time() >= deadline or self.first_loss is not None or stopped:
                 return None, m_advanced_at, missing
             await asyncio.sleep(self.every_s)
+
+
+    def _sweepers_seen(self, indexes: list[int]) -> str:
+        """What the stuck sweepers' /metrics said last, for the note of a failed recovery."""
+        now = time.time()
+        seen = []
+        for index in indexes:
+            at = self.sweeper_scraped_at.get(index)
+            outcomes = sorted(self.sweeper_outcomes.get(index, {}).items())
+            rounds = ", ".join(f"{outcome} {n}" for outcome, n in outcomes) or "none"
+            said = ("/metrics never answered" if at is None
+                    else f"/metrics answered {now - at:.1f} s ago, rounds {rounds}")  # fmt: skip
+            seen.append(f"sweeper {index}: {said}")
+        return "; ".join(seen)
 
 
 def _above(value: int | None, floor: int | None) -> bool:

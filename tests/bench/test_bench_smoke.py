@@ -15,7 +15,7 @@ import pytest
 from bench import BENCHMARKS
 from bench.common import Report, Scale
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.deep, pytest.mark.integration]
 
 # The Spark benchmark belongs to the Spark work and needs a ~15 s SparkSession;
 # throughput has a test of its own below (it also checks both servers).

@@ -31,15 +31,9 @@ VARIANT_SCOPES: dict[str, tuple[Scope, int]] = {
 }
 """Per broken variant: the smallest scope found that holds a counterexample, and its
 shortest length there (bench/RESULTS.md section 25 has the states, the times, and the
-larger scopes measured before). Those longer than 6 moves run in the slow suite."""
+larger scopes measured before). Every one is searched in the everyday tier."""
 SHORT = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 5)
-"""The variants whose reductions are checked in every run (the rest in the slow suite)."""
-_FAST = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 6)
-_SLOW = [pytest.mark.slow, pytest.mark.timeout(3600)]
-
-
-def _marks(name: str, fast: tuple[str, ...]) -> object:
-    return name if name in fast else pytest.param(name, marks=_SLOW)
+"""The variants whose reductions are checked (unreduced searches of longer paths: hours)."""
 
 
 DEFAULT_STATES, DEFAULT_TRANSITIONS = 3205, 6644
@@ -52,9 +46,7 @@ def test_every_broken_variant_has_a_scope() -> None:
 
 
 @pytest.mark.timeout(900)  # CPU-bound: up to ~20 s of CPU each; more on a shared core
-@pytest.mark.parametrize(
-    "name", [_marks(n, _FAST) for n in BROKEN]
-)
+@pytest.mark.parametrize("name", BROKEN)
 def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replays(
     name: str,
 ) -> None:
@@ -72,7 +64,7 @@ def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replay
     assert not replay(scope, CORRECT, cex.moves, liveness=False).violations
 
 
-@pytest.mark.slow
+@pytest.mark.deep
 @pytest.mark.timeout(3600)
 def test_the_real_code_passes_the_owner_blind_publishers_scope() -> None:
     """The stale owner's publish that `owner-blind-publisher` lets through (6 moves: a
@@ -128,7 +120,7 @@ def test_the_real_code_passes_the_default_scope_with_the_same_state_count() -> N
 
 
 LARGER = Scope(partitions=1, depth=5)
-"""The slow suite's larger scope: one move deeper than the default (depth 5), with every
+"""The deep tier's larger scope: one move deeper than the default (depth 5), with every
 fault kind, two writers and two publishers, on one partition. Depth is the dimension
 that matters: every broken variant's counterexample is on one partition, and six of the
 eight need 5 or more moves (the default's depth 4 holds two of them, this scope three:
@@ -139,7 +131,7 @@ of CPU, bench/RESULTS.md section 25)."""
 LARGER_STATES, LARGER_TRANSITIONS = 4412, 10351
 
 
-@pytest.mark.slow
+@pytest.mark.deep
 @pytest.mark.timeout(3600)
 def test_the_real_code_passes_a_larger_scope() -> None:
     """`LARGER` (one move deeper than the default, see there), liveness included."""
