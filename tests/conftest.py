@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 import structlog
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
@@ -69,9 +69,12 @@ runs `deep` (only those), a plain pytest run both (docs/conventions.md, "Two tie
 
 # Randomness lives only in the deep tier: the everyday tier's property tests draw the
 # same examples every run (derandomize), the deep tier draws new ones, more of them, and
-# prints the `@reproduce_failure` blob that replays a failure.
-settings.register_profile("everyday", derandomize=True, database=None)
-settings.register_profile("deep", max_examples=500, print_blob=True)
+# prints the `@reproduce_failure` blob that replays a failure. Neither times an example:
+# Hypothesis' deadline and its too_slow health check fail a correct test on a loaded
+# machine.
+_UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("everyday", _UNTIMED, derandomize=True, database=None)
+settings.register_profile("deep", _UNTIMED, max_examples=500, print_blob=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
