@@ -8,7 +8,6 @@ owner asked (a read that may predate the restart) is ignored."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +75,15 @@ def report(serve: Serve, partition: str, offset: int, log_end: int | None = None
 def test_idle_partitions_move_on_after_a_kill_with_only_the_reconcilers_reports(
     etcd_server: LocalEtcd, namespace: str, tmp_path: Path
 ) -> None:
-    """Three idle, reconciled partitions; SIGKILL, restart, the epoch moves on: within
-    20 s of the reconcilers' usual reports (no adopt, no admin) every M(p) follows the
-    cluster epoch; a log end the owner did not ask for changed nothing."""
+    """Three idle, reconciled partitions; SIGKILL, restart, the epoch moves on: with only
+    the reconcilers' usual reports (no adopt, no admin) every M(p) follows the cluster
+    epoch, each partition's log end sent once, when its owner first asked; a log end the
+    owner did not ask for changed nothing. No time is promised (the wait's limit only
+    ends a failing test)."""
     watermark(etcd_server, namespace, "epoch", "advance")
     watermark(etcd_server, namespace, "partition", "register", *PARTITIONS)
     serve = publisher(etcd_server, namespace, tmp_path)
-    serve.start().wait_ready(30)
+    serve.start().wait_ready()
     try:
         for partition in PARTITIONS:  # two writes each, reconciled
             encoded = partition.replace("/", "%2F")
@@ -96,33 +97,34 @@ def test_idle_partitions_move_on_after_a_kill_with_only_the_reconcilers_reports(
                 assert status == 200, body
             report(serve, partition, 1)
         wait_until_sync(lambda: all(m >= 1 for m in stored(etcd_server, namespace)[1].values()),
-                        timeout_s=30, what="the writes reconciled and published")  # fmt: skip
+                        timeout_s=60, what="the writes reconciled and published")  # fmt: skip
         serve.child.kill()
         _, before = stored(etcd_server, namespace)
-        serve.start().wait_ready(30)
+        serve.start().wait_ready()
         first = state(serve, PARTITIONS[0])
         assert (first["log_end_known"], first["log_end_wanted"]) == (False, True), first
         # A log end sent before the owner asked is ignored (it may predate the restart).
         early = report(serve, PARTITIONS[0], 1, log_end=1)
         assert early["log_end_known"] is False
-        started = time.monotonic()
         epoch_at_start = stored(etcd_server, namespace)[0]
+        log_ends = dict.fromkeys(PARTITIONS, 0)
 
         def reconcilers_report() -> bool:
             """One round of each reconciler's usual report (the log end when asked)."""
             for partition in PARTITIONS:
                 if report(serve, partition, 1)["log_end_wanted"]:
-                    report(serve, partition, 1, log_end=1)
+                    log_ends[partition] += 1
+                    assert report(serve, partition, 1, log_end=1)["log_end_known"] is True
             _, marks = stored(etcd_server, namespace)
             return all(marks[p] >= epoch_at_start for p in PARTITIONS)
 
-        wait_until_sync(reconcilers_report, timeout_s=20,
+        wait_until_sync(reconcilers_report, timeout_s=60,
                         what=f"every idle partition at M(p) >= {epoch_at_start}",
                         detail=serve.tail)  # fmt: skip
-        took = time.monotonic() - started
         _, after = stored(etcd_server, namespace)
         assert all(after[p] > before[p] for p in PARTITIONS), (before, after)
-        assert took < 20
+        # asked once each, and that one answer did it: no second ask, no adopt
+        assert log_ends == dict.fromkeys(PARTITIONS, 1), log_ends
         assert state(serve, PARTITIONS[0])["log_end_known"] is True
     finally:
         serve.stop()
