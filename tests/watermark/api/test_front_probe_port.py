@@ -5,7 +5,9 @@ The API port keeps a reserve of connections for probes, at most 2 per address: i
 sockets from a dozen addresses hold all of it, so /healthz on the API port fails much
 of the time (the kubelet would restart a healthy publisher). The probe port is not
 reachable through the API port's admission at all: every /healthz and /readyz sent
-there during the flood is answered 200, in well under the kubelet's timeout.
+there during the flood is answered 200, within the probes' timeout (`PROBE_TIMEOUT_S`,
+the chart's timeoutSeconds, as docs/kubernetes.md promises), while /healthz on the API
+port is refused before and after them (waited for, not sampled).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,7 @@ from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
 from tests.serving import new_serve, serve_args
 from tests.waiting import wait_until
-from tests.watermark.api.test_http_server_admission import Flood, _get
+from tests.watermark.api.test_http_server_admission import PROBE_TIMEOUT_S, Flood, _get
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +61,7 @@ async def test_probes_on_the_probe_port_answer_through_an_idle_connection_flood(
                 status, body, _ = await asyncio.to_thread(_get, probes + path)
                 assert status == 200, (path, status, body, flood.seen)
                 slowest = max(slowest, time.monotonic() - started)
-        assert slowest < 2.0, slowest  # the kubelet's default timeout is 1 s, the chart's 5 s
+        assert slowest < PROBE_TIMEOUT_S, slowest  # measured: under 0.2 s
         await _api_healthz_refused(api, flood)
         print(
             f"\nunder the flood: {2 * rounds}/{2 * rounds} probes answered on the probe "
@@ -76,6 +79,7 @@ async def _api_healthz_refused(api: str, flood: Flood) -> None:
         return (await asyncio.to_thread(_get, api + "/healthz"))[0] != 200
 
     await wait_until(refused, timeout_s=30, what="a /healthz on the flooded API port refused",
+                     ignore=(urllib.error.URLError, TimeoutError),  # not answered: ask again
                      detail=lambda: str(flood.seen))  # fmt: skip
 
 
