@@ -10,7 +10,7 @@ with ``"repeat": true``; another offset is 409 already_committed; a commit under
 that ended otherwise is 410 fence_expired naming how (aborted, refused, reclaimed,
 revoked); abort of an ended fence answers 200 ``{"aborted": false, "outcome": ...}``. A
 commit refused for good (illegal_offset, fencing_violation) releases its fence. A
-fence's ``deadline`` is when a waiting window slide may reclaim it; a reclaimed token's
+fence's ``deadline`` is when the publisher reclaims it; a reclaimed token's
 commit answers 410 (or 404 once the service has forgotten it).
 
 Batches (`fences`, `commits`): a batch is not atomic: each entry is decided on its own,

@@ -102,30 +102,58 @@ async def deregister(
     Every name is checked before anything is deleted: a live owner's partition raises
     `LiveOwner` unless `force`, which revokes that owner first (`revoke`). The one rule
     behind `watermark partition deregister` and ``DELETE /v1/partitions/{partition}``.
+
+    Each delete is compared against the very record that was checked: a record that
+    changed in between (a register's adopt: a live owner now) is read and checked
+    again, never deleted unchecked (issue 51: a register racing a deregister let a
+    fence and a commit through on a partition whose record was then deleted).
     """
-    kv = store.kv
-    plans: list[tuple[str, KeyValue | None]] = []
-    for name in names:
-        item = await kv.get(store.partition_key(name))
-        why = None
-        if item is not None:
-            with contextlib.suppress(InvalidRecord):  # a malformed record has no owner
-                record = PartitionRecord.decode(item.value, partition=name)
-                why = await live_owner(kv, store.namespace, record)
-        if why is not None and not force:
-            raise refuse_live(name, "deregister it", why)
-        plans.append((name, item if why is not None else None))
+    plans = [(name, *await _checked(store, name, force)) for name in names]
     deleted: list[str] = []
-    for name, live in plans:
-        if live is None:
-            gone = await store.deregister_partition(name)
-        else:
-            record = PartitionRecord.decode(live.value, partition=name)
-            revoked = await revoke(kv, live, record, wait_s=revoke_wait_s, reason=reason)
-            gone = await store.deregister_partition(name, expected=revoked)
-        if gone:
+    for name, item, live in plans:
+        if await _delete_checked(store, name, item, live, force=force,
+                                 revoke_wait_s=revoke_wait_s, reason=reason):  # fmt: skip
             deleted.append(name)
     return deleted
+
+
+_DELETE_ATTEMPTS = 5
+
+
+async def _delete_checked(
+    store: WatermarkStore, name: str, item: KeyValue | None, live: bool, *,
+    force: bool, revoke_wait_s: float, reason: str,
+) -> bool:  # fmt: skip
+    """Delete exactly the record `item` that was checked (True), or none (False: not
+    registered). A record that changed meanwhile is checked again; a forced delete of a
+    live owner's record revokes it first and then deletes only the revoked record."""
+    for _ in range(_DELETE_ATTEMPTS):
+        if item is None:
+            return False
+        if live:  # only with force (`_checked`); a new adopter after the revoke: exit 1
+            record = PartitionRecord.decode(item.value, partition=name)
+            revoked = await revoke(store.kv, item, record, wait_s=revoke_wait_s, reason=reason)
+            return await store.deregister_partition(name, expected=revoked)
+        try:
+            return await store.deregister_partition(name, expected=item)
+        except EpochConflict:
+            item, live = await _checked(store, name, force)
+    raise EpochConflict(store.partition_key(name), f"the record kept changing during deletion "
+                        f"({_DELETE_ATTEMPTS} tries): run the command again")  # fmt: skip
+
+
+async def _checked(store: WatermarkStore, name: str, force: bool) -> tuple[KeyValue | None, bool]:
+    """(the record's item, whether its owner is live) as read now; `LiveOwner` when it
+    is live and not `force`."""
+    item = await store.kv.get(store.partition_key(name))
+    why = None
+    if item is not None:
+        with contextlib.suppress(InvalidRecord):  # a malformed record has no owner
+            record = PartitionRecord.decode(item.value, partition=name)
+            why = await live_owner(store.kv, store.namespace, record)
+    if why is not None and not force:
+        raise refuse_live(name, "deregister it", why)
+    return item, why is not None
 
 
 async def revoke(

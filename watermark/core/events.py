@@ -127,7 +127,7 @@ class WindowSlid:
 
 @dataclass(frozen=True, slots=True)
 class FenceReclaimed:
-    """A held fence past its hold deadline was taken back for a waiting slide."""
+    """A held fence past its hold deadline was taken back (its commit is refused)."""
 
     partition: str
     epoch: int

@@ -24,9 +24,11 @@ Writer preference: while an exclusive waiter is queued (or the exclusive lock is
 a request INSIDE the window waits too; otherwise a steady stream of writers at the
 current epoch would starve the slide forever. Waiting is only ever for the holders' own
 progress, so a holder that never finishes is the one way to block a slide; hence hold
-deadlines: every hold carries one (``now + hold_for``), and a queued exclusive request
-that finds expired holds in its way *reclaims* them (they are dead: their writes must
-not commit). Expired holds are reclaimed only when a slide needs them gone.
+deadlines: every hold carries one (``now + hold_for``), and a hold past its deadline is
+*reclaimed* (it is dead: its write must not commit): by a queued exclusive request that
+finds it in its way, or by `reclaim_expired`, which the publisher calls every round. So
+a writer that fenced and crashed on an idle partition, where no slide ever waits,
+stops holding the partition's M(p) at its hold deadline (it used to pin it for good).
 
 The exclusive lock is also taken on its own (`request_exclusive`): the block then sees
 the partition with no write in flight, and may slide the window (`exclusive_epoch`).
@@ -43,7 +45,7 @@ raises `IllegalTransition`, leaving the state unchanged:
 ``withdraw``           a queued request leaves the exclusive queue (cancelled)
 ``release``            a hold is given back (committed, aborted or refused) -> True, or
                        False if it was not held; the hold remembers its `Outcome`
-``reclaim_expired``    holds past their deadline, if a slide waits -> the reclaimed holds
+``reclaim_expired``    holds past their deadline -> the reclaimed holds
 ``request_exclusive``  one turn of taking the exclusive lock -> `Enter` | `Wait` | `Refuse`
 ``exclusive_epoch``    inside the exclusive lock: slide to an epoch -> `Slide` | `Refuse` | None
 ``leave_exclusive``    the exclusive block ended
@@ -374,7 +376,8 @@ class FenceLock(Generic[H]):
         return True
 
     def reclaim_expired(self, now: float) -> tuple[H, ...]:
-        """Take back the holds whose deadline is at or before `now`, if a slide waits."""
+        """Take back the holds whose deadline is at or before `now`, whether or not a
+        slide waits: their commits are refused from now on."""
         return self._reclaim(now)
 
     # -- the exclusive lock on its own -----------------------------------------------
@@ -499,8 +502,6 @@ class FenceLock(Generic[H]):
         self._reopen()
 
     def _reclaim(self, now: float) -> tuple[H, ...]:
-        if self._exclusive_waiters == 0:
-            return ()
         expired = tuple(h for h in self._holds if h.deadline is not None and h.deadline <= now)
         if expired:
             for hold in expired:

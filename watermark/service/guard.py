@@ -74,7 +74,7 @@ from watermark.service.eventlog import EVENT_LOG
 __all__ = ["DEFAULT_HOLD_TTL_S", "FenceToken", "FencingGuard"]
 
 DEFAULT_HOLD_TTL_S = 30.0
-"""How long a granted fence may stay uncommitted before a waiting slide may reclaim it."""
+"""How long a granted fence may stay uncommitted before it is reclaimed."""
 
 Bounds = tuple[int | None, int | None]
 _GUARD_EVENTS = (
@@ -351,10 +351,11 @@ class FencingGuard:
             self._notify()
 
     def reclaim_expired(self) -> int:
-        """Reclaim expired fences if a slide is waiting on them; return how many.
+        """Reclaim the fences past their hold deadline; return how many.
 
-        Blocked exclusive waiters call this themselves when the earliest hold deadline
-        passes; call it after moving an injected clock, or from a housekeeping loop.
+        Blocked exclusive waiters reclaim themselves when the earliest hold deadline
+        passes; the publisher calls this every round (`Publisher.run_once`), so a fence
+        abandoned on an idle partition ends at its deadline too.
         """
         changes = self._lock.changes
         reclaimed = self._lock.reclaim_expired(self._clock())

@@ -406,7 +406,7 @@ class Publisher:
         return hosted is not None and hosted.guard.is_held(token)
 
     def reclaim_expired(self) -> int:
-        """Reclaim expired fences that block a waiting slide, on every partition."""
+        """Reclaim the fences past their hold deadline, on every partition."""
         return sum(h.guard.reclaim_expired() for h in self._hosted.values())
 
     def reconciled(
@@ -557,8 +557,10 @@ class Publisher:
         return advanced
 
     async def run_once(self) -> None:
-        """One round: learn what others wrote to the records (`check_records`), idle
-        advances (if enabled), then publish what changed."""
+        """One round: reclaim the fences past their hold deadline, learn what others
+        wrote to the records (`check_records`), idle advances (if enabled), then publish
+        what changed."""
+        self.reclaim_expired()
         try:
             await self.check_records()
             epoch = await self.read_cluster_epoch()

@@ -36,9 +36,11 @@ SHORT = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 
 """The variants whose reductions are checked (unreduced searches of longer paths: hours)."""
 
 
-DEFAULT_STATES, DEFAULT_TRANSITIONS = 3205, 6644
+DEFAULT_STATES, DEFAULT_TRANSITIONS = 3235, 6660
 """`gcd simulate --exhaustive` (the default scope) on the real code: distinct states and
-transitions, the same on every run (bench/RESULTS.md section 25)."""
+transitions, the same on every run (bench/RESULTS.md section 25 measured 3,205 / 6,644;
+since a fence past its hold deadline is reclaimed at the publisher's next round with no
+slide waiting, issue 51, 30 more states are reached)."""
 
 
 def test_every_broken_variant_has_a_scope() -> None:
@@ -115,8 +117,8 @@ def test_the_real_code_passes_the_default_scope_with_the_same_state_count() -> N
     result = explore(Scope(), CORRECT)
     assert result.ok, result.counterexample
     assert (result.states, result.transitions) == (DEFAULT_STATES, DEFAULT_TRANSITIONS)
-    assert result.levels == [1, 9, 68, 447, 2680]
-    assert result.tails == 2680
+    assert result.levels == [1, 9, 68, 449, 2708]
+    assert result.tails == 2708
 
 
 LARGER = Scope(partitions=1, depth=5)
@@ -128,7 +130,7 @@ eight need 5 or more moves (the default's depth 4 holds two of them, this scope 
 default's second partition is given up to pay for the extra move (both at depth 5:
 ~16k states and ~6 min of CPU; this one: 4,412 states and 3,228 liveness tails in ~75 s
 of CPU, bench/RESULTS.md section 25)."""
-LARGER_STATES, LARGER_TRANSITIONS = 4412, 10351
+LARGER_STATES, LARGER_TRANSITIONS = 4472, 10413  # 4,412 / 10,351 before issue 51's fence expiry
 
 
 @pytest.mark.deep
@@ -139,8 +141,8 @@ def test_the_real_code_passes_a_larger_scope() -> None:
     assert result.ok, result.counterexample
     assert result.depth == 5
     assert (result.states, result.transitions) == (LARGER_STATES, LARGER_TRANSITIONS)
-    assert result.levels == [1, 10, 52, 226, 895, 3228]
-    assert result.tails == 3228
+    assert result.levels == [1, 10, 52, 227, 904, 3278]
+    assert result.tails == 3278
 
 
 def test_a_small_scope_gives_the_same_states_and_transitions_every_run() -> None:

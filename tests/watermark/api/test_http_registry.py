@@ -19,6 +19,7 @@ from watermark.api.http_api import create_app
 from watermark.api.http_registry import REGISTRY, Registry
 from watermark.api.http_server import ApiServer
 from watermark.api.openapi_errors import ERROR_CODES
+from watermark.core.kv import Delete
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
@@ -168,6 +169,41 @@ async def test_deregister_keeps_the_live_owner_rule(api: Api) -> None:
     status, doc = await api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5},
                                  token=WRITER)  # fmt: skip
     assert (status, doc["error"]) == (404, "not_registered")
+
+
+async def test_a_register_that_adopts_between_deregisters_check_and_delete_wins(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51 (3): a deregister checked 'spare' (no owner), then a register hosted it
+    here before the delete. The delete used to re-read and delete the now-owned record
+    (7 of 40 real races: a fence and a commit answered 200 on a partition whose record
+    was gone, and the next sweep deleted the committed object). Now the delete is
+    compared against the record that was checked, the changed record is checked again,
+    and the deregister is refused 409 live_owner: the record stays, the writer commits."""
+    kv = api.store.kv
+    real_txn = kv.txn
+    raced: list[str] = []
+
+    async def register_lands_first(compares: Any, ops: Any) -> Any:
+        if any(isinstance(op, Delete) for op in ops) and not raced:
+            raced.append("adopted")
+            await api.publisher.adopt("spare")  # what the register's adopt does
+        return await real_txn(compares, ops)
+
+    monkeypatch.setattr(kv, "txn", register_lands_first)
+    status, doc = await api.call("POST", "/v1/partitions/spare/deregister", token=REGISTRAR)
+    assert raced == ["adopted"]
+    assert (status, doc["error"]) == (409, "live_owner"), doc
+    record = await api.store.get_partition("spare")
+    assert record is not None
+    assert record.owner == "pub-a"
+    status, fence = await api.call("POST", "/v1/partitions/spare/fence", {"epoch": 5},
+                                   token=WRITER)  # fmt: skip
+    assert status == 200, fence
+    status, doc = await api.call("POST", f"/v1/fences/{fence['token']}/commit", {"offset": 0},
+                                 token=WRITER)  # fmt: skip
+    assert status == 200, doc
+    assert await api.store.get_partition("spare") is not None
 
 
 async def test_deregister_bodies_are_strict(api: Api) -> None:

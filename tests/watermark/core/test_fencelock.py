@@ -200,11 +200,25 @@ def test_withdraw_leaves_the_queue_and_an_idle_withdraw_is_illegal() -> None:
     assert lock.exclusive_waiters == 0
 
 
-def test_expired_holds_are_reclaimed_only_for_a_waiting_slide() -> None:
-    """Past its deadline a hold stays until a slide waits; then that slide reclaims it."""
+def test_an_expired_hold_is_reclaimed_with_no_slide_waiting() -> None:
+    """Issue 51 (4): a writer fenced and crashed on an idle partition. Before its deadline
+    the hold stays; at it, reclaim_expired takes it back though nobody waits to slide, and
+    its commit can no longer be released as committed."""
     lock = lock_at(N)
     stuck = granted(lock.request(N, 0.0, hold_for=10.0))
-    assert lock.reclaim_expired(100.0) == ()  # nobody waits to slide
+    assert lock.reclaim_expired(9.9) == ()
+    assert lock.reclaim_expired(10.0) == (stuck,)
+    assert not lock.is_held(stuck)
+    assert stuck.outcome is Outcome.RECLAIMED
+    assert not lock.release(stuck, Outcome.COMMITTED, 1)
+    assert lock.taken_back == 1
+    assert lock.inflight == 0
+
+
+def test_a_waiting_slide_reclaims_the_expired_holds_in_its_way() -> None:
+    """Past its deadline a hold in a queued slide's way is reclaimed by that slide."""
+    lock = lock_at(N)
+    stuck = granted(lock.request(N, 0.0, hold_for=10.0))
     wait = lock.request(N + 1, 9.0, hold_for=None)
     assert wait == Wait(queued=True, until=10.0)
     slide = lock.request(N + 1, 10.5, hold_for=None, queued=True)

@@ -288,14 +288,20 @@ async def test_expired_hold_is_reclaimed_for_a_waiting_slide() -> None:
     assert metrics.registry.get_sample_value("l0gc_watermark_inflight_fences") == 1
 
 
-async def test_expired_hold_without_a_waiting_slide_may_still_commit() -> None:
-    """Past its deadline but with no slide waiting, a fence stays held (a late commit is safe)."""
+async def test_expired_hold_without_a_waiting_slide_is_reclaimed_at_its_deadline() -> None:
+    """Issue 51 (4): with no slide waiting, a fence is still reclaimed at its deadline (an
+    abandoned fence pinned an idle partition's M(p) for good); its commit is refused."""
     clock = FakeClock()
     guard = guard_at(N, clock=clock, hold_ttl_s=1.0)
     token = await guard.acquire(N, timeout=5)
-    clock.now = 100.0
+    clock.now = 0.9
     assert guard.reclaim_expired() == 0
     guard.ensure_held(token)
+    clock.now = 1.0
+    assert guard.reclaim_expired() == 1
+    assert guard.inflight == 0
+    with pytest.raises(FenceExpired):
+        guard.ensure_held(token)
 
 
 async def test_blocked_slide_wakes_itself_at_the_hold_deadline() -> None:

@@ -347,6 +347,38 @@ async def test_reclaimed_fence_cannot_commit() -> None:
     assert publisher.state("p0")["last_applied_offset"] == 0
 
 
+async def test_a_fence_abandoned_on_an_idle_partition_ends_at_its_hold_deadline() -> None:
+    """Issue 51 (4): a writer fences and crashes; nothing else writes to the partition.
+    Before, M(p) stayed pinned for good (expired fences were reclaimed only for a waiting
+    slide, and an idle advance needs no fence in flight) and a commit 90 s late was
+    accepted. Now the round after the hold deadline reclaims it, the partition advances
+    with the epoch, and the late commit is refused."""
+    clock = FakeClock()
+    store, publisher = await hosting("p0", clock=clock, hold_ttl_s=30)
+    await write(publisher, "p0", 5, 0)
+    publisher.reconciled("p0", 0)
+    abandoned = await publisher.acquire("p0", 5, 5)
+    for _ in range(3):
+        await store.advance_cluster_epoch()
+    clock.now = 29.9
+    await publisher.run_once()
+    assert publisher.state("p0")["inflight_fences"] == 1
+    assert (await stored(store, "p0")).watermark == 4  # pinned below the fence
+    clock.now = 30.0
+    await publisher.run_once()
+    assert publisher.state("p0")["inflight_fences"] == 0
+    assert publisher.state("p0")["window"] == [5, 8]  # slid with the epoch: idle again
+    await store.advance_cluster_epoch()
+    await publisher.run_once()
+    assert publisher.state("p0")["window"] == [8, 9]
+    assert publisher.state("p0")["watermark"] == 7  # no longer pinned at 4
+    assert (await stored(store, "p0")).watermark == 7
+    clock.now = 90.0
+    with pytest.raises(FenceExpired):
+        publisher.commit(abandoned, 1)
+    assert publisher.state("p0")["last_applied_offset"] == 0
+
+
 async def test_idle_reconciled_partition_advances_and_stops_pinning_m() -> None:
     """An idle, reconciled partition is advanced with the epoch; it uses no log offset."""
     store, publisher = await hosting("p0")
