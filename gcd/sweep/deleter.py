@@ -364,7 +364,8 @@ class BatchDeleter:
         self, part: _Part, result: DeleteResult, answer: Triage[KeyFailure], run: _Batch
     ) -> None:
         """Account a triaged answer; send again what failed transiently or was not mentioned."""
-        top = self._account(answer.deleted, run.by_key, run.counts)
+        marked = {key for key, _ in result.markers}
+        top = self._account(answer.deleted, run.by_key, run.counts, marked)
         if top is not None and (run.highest is None or top > run.highest):
             run.highest = top
         for bad in result.errors:
@@ -448,8 +449,9 @@ class BatchDeleter:
             counts.abandoned += len(pending)
 
     def _account(
-        self, deleted: Sequence[str], by_key: dict[str, Candidate], counts: RoundCounts
-    ) -> int | None:
+        self, deleted: Sequence[str], by_key: dict[str, Candidate], counts: RoundCounts,
+        marked: set[str],
+    ) -> int | None:  # fmt: skip
         count = size = versions = markers = hidden = reclaimed = 0
         highest: int | None = None
         for key in deleted:
@@ -457,10 +459,15 @@ class BatchDeleter:
             if candidate is None:
                 continue
             count += 1
-            if candidate.hides:
-                hidden += 1  # a delete marker written: no byte freed
-            else:
+            if not candidate.hides:
                 size += candidate.size
+            elif key in marked:
+                hidden += 1  # a delete marker written: no byte freed
+            else:  # the store wrote no marker: the key may be gone for good (issue 51)
+                log.error("undo.hide_without_marker", key=key, hides=candidate.hides,
+                          fix="the store answered a hide without a delete marker version: "
+                              "check the bucket's versioning; the key may not be "
+                              "restorable")  # fmt: skip
             reclaimed += candidate.reclaim
             if candidate.marker:
                 markers += 1

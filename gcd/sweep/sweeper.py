@@ -190,6 +190,7 @@ class Sweeper:
     ) -> None:
         self.store = store
         self.undo = undo if config.undo_window_s > 0 else None
+        self._said_suspended = False
         if self.undo is not None:
             sinks = (*sinks, self.undo.ledger)
         self._rounds = itertools.count(1)
@@ -319,22 +320,40 @@ class Sweeper:
             run.soft_delete_s = await self.undo.retention(self.store)
 
     def _undo_rule(self, run: RoundState, ceiling: int | None) -> None:
-        """Which undo rule this round follows (`gcd.rules.undo`), now the store is known."""
+        """Which undo rule this round follows (`gcd.rules.undo`), now the store is known.
+
+        Suspended versioning gets the delayed M: there a delete without a version id
+        writes a marker with version id "null" that *replaces* the key's "null" data
+        version, so a hide (or a markers-only delete) would lose its bytes at once
+        (issue 51). Such a bucket is swept as a plain one is: only what has been garbage
+        for the whole window, its versions deleted by id when versions are reclaimed."""
         if self.undo is None or self.config.dry_run:
             return
-        if run.versioned:
+        suspended = run.features is not None and run.features.versioning == "Suspended"
+        if suspended:
+            if not self._said_suspended:
+                self._said_suspended = True
+                log.warning("undo.versioning_suspended", rule="delayed-m",
+                            window_s=self.config.undo_window_s,
+                            fix="the bucket's versioning is Suspended: hiding would overwrite "
+                                "'null' data versions, so only keys garbage for the whole undo "
+                                "window are deleted (the M of one window ago); enable "
+                                "versioning to hide and reclaim instead")  # fmt: skip
+        elif run.versioned:
             run.undo_rule, run.groups = "hide-then-reclaim", KeyGroups(self.undo)
+            return
         elif run.features is not None and run.features.versioned:
             run.undo_rule = "markers-only"  # every delete is a marker, kept: restorable
+            return
         elif self.undo.covered(run.soft_delete_s):
             run.undo_rule = "store-soft-delete"  # plain deletes; `gcd restore` undeletes
-        else:
-            run.undo_rule = "delayed-m"
-            run.ceiling = -1 if ceiling is None else min(ceiling, run.safe_epoch)
-            if ceiling is None:
-                log.warning("undo.no_history", window_s=self.config.undo_window_s,
-                            fix="M's history in etcd does not reach back one window yet: "
-                                "nothing is deleted until it does")  # fmt: skip
+            return
+        run.undo_rule = "delayed-m"
+        run.ceiling = -1 if ceiling is None else min(ceiling, run.safe_epoch)
+        if ceiling is None:
+            log.warning("undo.no_history", window_s=self.config.undo_window_s,
+                        fix="M's history in etcd does not reach back one window yet: "
+                            "nothing is deleted until it does")  # fmt: skip
 
     def _record(self, summary: RoundSummary, max_deleted_epoch: int | None) -> None:
         self.last_summary = summary

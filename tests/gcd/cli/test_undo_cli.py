@@ -245,6 +245,39 @@ def test_a_plain_bucket_keeps_what_only_just_became_garbage(
     assert current(client, bucket) == live
 
 
+def test_suspended_versioning_is_never_hidden_over_its_null_versions(
+    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue 51 (1): key A written while versioning was Enabled, B and C after it was
+    Suspended (version "null"). A 1 h window used to hide all three: the hide's marker
+    (version "null") replaced B's and C's only data version, their bytes gone at "hide"
+    time, and the sweep counted markers the store never returned. Now a Suspended bucket
+    is swept by the delayed M (as a plain bucket): nothing is hidden, every byte stays
+    until the keys have been garbage for a whole window, and the round says which rule."""
+    client = client_for(s3_server.endpoint_url)
+    bucket = make_bucket(client, versioned=True)
+    a, b, c = (LAYOUT.format(7, 2, f"{name}.log") for name in "abc")
+    client.put_object(Bucket=bucket, Key=a, Body=b"bytes of a")
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
+    bodies = {a: b"bytes of a", b: b"bytes of b", c: b"bytes of c"}
+    for key in (b, c):
+        client.put_object(Bucket=bucket, Key=key, Body=bodies[key])
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))  # type: ignore[arg-type]
+    before = versions(client, bucket)
+    assert {version for key, version, _ in before if key in (b, c)} == {"null"}
+
+    code, summary, _ = gcd(sweep(s3_server, bucket, etcd_server, namespace,
+                                 str(tmp_path / "journal"), "1h"), capsys)  # fmt: skip
+    assert code == exitcodes.OK, summary
+    assert summary["undo"]["rule"] == "delayed-m"
+    assert (summary["markers_written"], summary["deleted"]) == (0, 0)
+    assert summary["undo"]["pending_keys"] == 3
+    assert versions(client, bucket) == before
+    for key, body in bodies.items():
+        assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == body
+
+
 def test_status_shows_the_window_and_what_is_pending() -> None:
     """A round's undo report fits the shard announcement's `store` and `gcd status`
     prints the window, the rule, the pending keys and bytes and the oldest marker."""
