@@ -160,7 +160,8 @@ async def run(args: argparse.Namespace) -> int:
                                    if_absent=True)  # fmt: skip
     steps = repair_steps(results, chosen, sorted(selection.partitions))
     _write(results, steps, json_out=args.json, dry_run=args.dry_run)
-    failed = any(result.outcome is RestoreOutcome.FAILED for result in results)
+    failed = any(result.outcome in {RestoreOutcome.FAILED, RestoreOutcome.REFUSED}
+                 for result in results)
     return exitcodes.PARTIAL_FAILURE if failed else exitcodes.OK
 
 

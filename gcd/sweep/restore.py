@@ -14,14 +14,21 @@ keys do not say which partition wrote them, so the partition the operator names 
 only the one the repair steps lower (found by the simulation, `l0lab.sim.undo`).
 
 `restore` then asks the store about each chosen key (one ListObjectVersions of the key)
-and sorts it: l0gc's marker is still there -> RESTORED by deleting exactly that marker
-by its version id (the version it hid becomes current again, byte for byte: nothing
-is copied); the marker is gone and a hidden version is current -> ALREADY_RESTORED; the
-versions are gone -> ALREADY_RECLAIMED (the window had passed); a key the journal never
-deleted -> NEVER_DELETED. On a store with soft delete of its own (`SoftDeleteStore`:
-Azure, GCS) a key deleted plainly is undeleted by the store (GCS: the generation the
-journal records in ``hides``), never over an object live under its name (then
-ALREADY_RESTORED); nothing to bring back -> ALREADY_RECLAIMED. Nothing else is ever
+and sorts it: l0gc's marker is still there and current -> RESTORED by deleting exactly
+that marker by its version id (the version it hid becomes current again, byte for
+byte: nothing is copied), then read back: the key's current version must be a version
+the marker hid, else FAILED, saying what is current; the marker is gone and a hidden
+version is current -> ALREADY_RESTORED; the versions are gone -> ALREADY_RECLAIMED (the
+window had passed); a key the journal never deleted -> NEVER_DELETED. Restore deletes
+by version id, so it never trusts the journal alone (issue 51): a "marker" that the
+store says is a data version (a forged or damaged journal, or a "null" version a writer
+wrote since) is REFUSED and never deleted, and a key with a version newer than the
+marker current (written after the hide) is SUPERSEDED: left alone and named.
+
+On a store with soft delete of its own (`SoftDeleteStore`: Azure, GCS) a key deleted
+plainly is undeleted by the store (GCS: the generation the journal records in
+``hides``), never over an object live under its name (then ALREADY_RESTORED); nothing
+to bring back -> ALREADY_RECLAIMED. Nothing else is ever
 deleted: never another writer's marker, never a version. Each request is written to the
 restore log (`RestoreLog`, JSON lines, fsynced) before it is sent, and its answer after.
 """
@@ -69,6 +76,10 @@ class RestoreOutcome(enum.Enum):
     ALREADY_RESTORED = "already restored"
     ALREADY_RECLAIMED = "already reclaimed"
     NEVER_DELETED = "never deleted"
+    SUPERSEDED = "superseded"
+    """A version newer than l0gc's marker is current: left alone."""
+    REFUSED = "refused"
+    """The journal's marker is not a delete marker in the store: never deleted."""
     FAILED = "failed"
 
 
@@ -244,10 +255,21 @@ async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
     ids = {obj.version_id: obj for obj in listed}
     data = sorted((obj for obj in listed if not obj.delete_marker and obj.version_id
                    in deletion.hides), key=lambda obj: -obj.last_modified_s)  # fmt: skip
-    if deletion.marker in ids:
-        plan.targets.append((deletion, deletion.marker, data[0] if data else None))
-        return
     latest = next((obj for obj in listed if obj.is_latest), None)
+    if deletion.marker in ids:
+        if not ids[deletion.marker].delete_marker:
+            plan.results.append(KeyResult(
+                deletion.key, _Outcome.REFUSED, deletion.epoch, marker=deletion.marker,
+                detail="the journal names a data version as l0gc's delete marker: not "
+                       "deleted (a forged or damaged journal? `gcd journal verify`)"))  # fmt: skip
+        elif latest is not None and latest.version_id != deletion.marker:
+            plan.results.append(KeyResult(
+                deletion.key, _Outcome.SUPERSEDED, deletion.epoch, latest.version_id,
+                deletion.marker, "a version newer than l0gc's marker is current: left "
+                "alone"))  # fmt: skip
+        else:
+            plan.targets.append((deletion, deletion.marker, data[0] if data else None))
+        return
     if latest is not None and not latest.delete_marker and latest.version_id in deletion.hides:
         plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RESTORED, deletion.epoch,
                                       latest.version_id, deletion.marker))  # fmt: skip
@@ -288,14 +310,29 @@ async def _send(store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]]
                    "restored": [list(split_target(t)) for t in targets if t in gone],
                    "failed": [[*split_target(t), code] for t, code in errors.items()]})  # fmt: skip
     results = []
-    for (deletion, marker, top), target in zip(part, targets, strict=True):
+    for (deletion, marker, _), target in zip(part, targets, strict=True):
         if target in gone:
-            results.append(KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch,
-                                     None if top is None else top.version_id, marker))  # fmt: skip
+            results.append(await _read_back(store, deletion, marker))
         else:
             results.append(KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, marker=marker,
                                      detail=errors.get(target, "not in the answer")))  # fmt: skip
     return results
+
+
+async def _read_back(store: Any, deletion: _Deletion, marker: str) -> KeyResult:
+    """RESTORED only when the key's current version is one the marker hid (what the
+    store says now, not what the delete answered)."""
+    listed = await _versions(store, deletion.key)
+    latest = next((obj for obj in listed if obj.is_latest), None)
+    if latest is not None and not latest.delete_marker and (
+            not deletion.hides or latest.version_id in deletion.hides):  # fmt: skip
+        return KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch, latest.version_id,
+                         marker)  # fmt: skip
+    now = ("nothing" if latest is None else
+           f"{'a delete marker' if latest.delete_marker else 'version'} {latest.version_id}")
+    return KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, marker=marker,
+                     detail=f"l0gc's marker was deleted but no hidden version came back "
+                            f"(current: {now})")  # fmt: skip
 
 
 async def _undelete(store: Any, deletion: _Deletion, log: RestoreLog | None) -> KeyResult:

@@ -278,6 +278,62 @@ def test_suspended_versioning_is_never_hidden_over_its_null_versions(
         assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == body
 
 
+def test_restore_deletes_only_l0gcs_current_markers_and_reads_back(
+    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue 51 (1, 2a): restore deletes by version id, so it must not trust the journal
+    alone. A before/after pair appended to a real segment names a live key with its
+    current *data* version as the "marker": REFUSED, never deleted (restore used to
+    delete it for good). A hidden key a writer wrote again after the hide: SUPERSEDED,
+    the new bytes left alone. Every other hidden key comes back, read back from the store."""
+    client = client_for(s3_server.endpoint_url)
+    bucket = make_bucket(client, versioned=True)
+    eligible, live, _ = seed(client, bucket)
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))  # type: ignore[arg-type]
+    journal = tmp_path / "journal"
+    code, summary, _ = gcd(sweep(s3_server, bucket, etcd_server, namespace, str(journal), "1h"),
+                           capsys)  # fmt: skip
+    assert code == exitcodes.OK, summary
+    assert summary["markers_written"] == len(eligible)
+
+    victim = sorted(live)[0]
+    data_version = client.head_object(Bucket=bucket, Key=victim)["VersionId"]
+    (segment,) = journal.glob("journal-*.jsonl")
+    docs = [json.loads(line) for line in segment.read_text().splitlines()]
+    before = next(d for d in docs if d.get("type") == "before" and d.get("hides"))
+    after = next(d for d in docs if d.get("type") == "after" and d.get("markers"))
+    forged_before = {**before, "request": "forged", "keys": [victim], "epochs": [9],
+                     "hides": [[data_version]]}  # fmt: skip
+    forged_after = {**after, "request": "forged", "deleted": [victim],
+                    "markers": [[victim, data_version]]}  # fmt: skip
+    with segment.open("a") as out:
+        out.write(json.dumps(forged_before) + "\n" + json.dumps(forged_after) + "\n")
+    rewritten = sorted(eligible)[0]
+    client.put_object(Bucket=bucket, Key=rewritten, Body=b"written again after the hide")
+
+    assert main(["pause", "--reason", "restore", *etcd_flags(etcd_server, namespace)]) == 0
+    capsys.readouterr()
+    code, report, _ = gcd(["restore", "--bucket", bucket, "--endpoint-url",
+                           s3_server.endpoint_url, "--region", "us-east-1", "--journal-dir",
+                           str(journal), "--json", *etcd_flags(etcd_server, namespace)],
+                          capsys)  # fmt: skip
+    assert code == exitcodes.PARTIAL_FAILURE, report
+    by_key = {entry["key"]: entry for entry in report["keys"]}
+    assert by_key[victim]["outcome"] == "refused", by_key[victim]
+    assert by_key[rewritten]["outcome"] == "superseded", by_key[rewritten]
+    assert (report["refused"], report["superseded"]) == (1, 1)
+    assert report["restored"] == len(eligible) - 1
+    assert client.get_object(Bucket=bucket, Key=victim)["VersionId"] == data_version
+    assert client.get_object(Bucket=bucket, Key=rewritten)["Body"].read() == (
+        b"written again after the hide")
+    for key, body in eligible.items():
+        if key != rewritten:
+            assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == body
+            assert by_key[key]["version_id"] == client.head_object(
+                Bucket=bucket, Key=key)["VersionId"]  # what the read-back found current
+
+
 def test_status_shows_the_window_and_what_is_pending() -> None:
     """A round's undo report fits the shard announcement's `store` and `gcd status`
     prints the window, the rule, the pending keys and bytes and the oldest marker."""
