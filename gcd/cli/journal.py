@@ -58,20 +58,19 @@ from gcd.sweep.journal import (
     read_journal_objects,
 )
 from gcd.sweep.journal_check import (
-    Finding,
     FindingKind,
     VerifyReport,
     check_anchors,
     check_history,
     check_records,
+    etcd_anchors,
     find_key,
     history_reader,
 )
 from gcd.sweep.journal_prune import prune_anchors, prune_audit
 from watermark import exitcodes
 from watermark.core.display import printable
-from watermark.core.journal_anchor import JournalAnchor, anchors_prefix
-from watermark.errors import ConfigError, InvalidRecord
+from watermark.errors import ConfigError
 from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
 from watermark.logs import configure_logging
 from watermark.options import Option, add_config_option, add_options, boolean, text
@@ -148,7 +147,7 @@ async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyRep
     namespace = _namespace(args, read, settings.namespace)
     kv = await open_kv(settings, connect=False)
     try:
-        anchors = await _etcd_anchors(kv, namespace, settings.endpoints, report)
+        anchors = await etcd_anchors(kv, namespace, settings.endpoints, report)
         notes.extend(check_anchors(read, anchors, report, where="etcd",
                                    shipped=read.audit_anchors if from_prefix else None))
         await check_history(read, history_reader(kv, namespace), report)
@@ -170,28 +169,6 @@ def _namespace(args: argparse.Namespace, read: JournalRead, default: str) -> str
             f"--namespace {args.namespace!r}: this journal was written by sweepers of "
             f"{', '.join(sorted(map(repr, namespaces)))}: is --namespace right?")
     return str(args.namespace)
-
-
-async def _etcd_anchors(kv: Any, namespace: str, endpoints: Sequence[str],
-                        report: VerifyReport) -> dict[str, JournalAnchor]:  # fmt: skip
-    """The namespace's anchors; a namespace with nothing stored is a usage error."""
-    stored = await kv.range_prefix(namespace + "/")
-    if not stored.items:
-        raise ConfigError(
-            f"nothing is stored under namespace {namespace!r} in etcd "
-            f"{','.join(endpoints)}: is --namespace (or --etcd) right? Nothing was verified")
-    anchors: dict[str, JournalAnchor] = {}
-    prefix = anchors_prefix(namespace)
-    for item in stored.items:
-        if not item.key.startswith(prefix):
-            continue
-        try:
-            anchor = JournalAnchor.decode(item.value, item.key)
-        except InvalidRecord as exc:
-            report.findings.append(Finding(FindingKind.DAMAGE, item.key, str(exc)))
-            continue
-        anchors[anchor.sweeper] = anchor
-    return anchors
 
 
 def _verify_code(report: VerifyReport, notes: Sequence[str] = ()) -> int:

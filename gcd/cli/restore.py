@@ -35,7 +35,8 @@ from gcd.cli.options import JOURNAL_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, SWEEP_
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.storage.open import open_store
-from gcd.sweep.journal import read_journal, read_journal_objects
+from gcd.sweep.journal import JournalRead, Record, read_journal, read_journal_objects
+from gcd.sweep.journal_check import check_anchors, check_records, etcd_anchors
 from gcd.sweep.restore import (
     KeyResult,
     RestoreLog,
@@ -46,6 +47,7 @@ from gcd.sweep.restore import (
     restore,
     select,
 )
+from gcd.sweep.restore_trust import trusted_records
 from gcd.sweep.runtime import MAX_SEGMENT_READ
 from watermark import exitcodes
 from watermark.core.display import printable
@@ -106,6 +108,25 @@ async def _paused(settings: EtcdSettings) -> str | None:
         await kv.close()
 
 
+async def _verified(read: JournalRead, settings: EtcdSettings, bucket: str, *,
+                    from_prefix: bool) -> tuple[list[Record], list[str]]:  # fmt: skip
+    """The records that verify (`gcd.sweep.restore_trust`), and why the rest do not: the
+    chain, the ends anchored in etcd (and in the audit prefix when read from there)."""
+    report = check_records(read)
+    if from_prefix:
+        check_anchors(read, read.audit_anchors, report, where="the audit prefix",
+                      require_all=True)  # fmt: skip
+    kv = await open_kv(settings, connect=False)
+    try:
+        anchors = await etcd_anchors(kv, settings.namespace, settings.endpoints, report)
+    finally:
+        await kv.close()
+    check_anchors(read, anchors, report, where="etcd",
+                  shipped=read.audit_anchors if from_prefix else None)  # fmt: skip
+    return trusted_records(read, report, set(anchors), namespace=settings.namespace,
+                           bucket=bucket)  # fmt: skip
+
+
 def _progress(done: int, total: int) -> None:
     if sys.stderr.isatty() and (done == total or done % 100 == 0):
         sys.stderr.write(f"\rrestore: checked {done:,}/{total:,} keys")
@@ -144,7 +165,11 @@ async def run(args: argparse.Namespace) -> int:
         if not read.records:
             raise ConfigError("no journal records found: is --journal-dir / --journal-prefix "
                               "the sweepers' journal?")  # fmt: skip
-        chosen = select(deletions_in(read), selection)
+        trusted, untrusted = await _verified(read, settings, store_at.target("").bucket,
+                                             from_prefix=args.journal_dir is None)  # fmt: skip
+        for line in untrusted:
+            sys.stderr.write(f"gcd restore: {line}; run `gcd journal verify`\n")
+        chosen = select(deletions_in(JournalRead(records=trusted)), selection)
         path = None
         if args.journal_dir is not None and not args.dry_run:
             path = Path(args.journal_dir.split(",")[0]) / f"restore-{restore_id}.jsonl"
@@ -160,8 +185,8 @@ async def run(args: argparse.Namespace) -> int:
                                    if_absent=True)  # fmt: skip
     steps = repair_steps(results, chosen, sorted(selection.partitions))
     _write(results, steps, json_out=args.json, dry_run=args.dry_run)
-    failed = any(result.outcome in {RestoreOutcome.FAILED, RestoreOutcome.REFUSED}
-                 for result in results)
+    failed = untrusted or any(result.outcome in {RestoreOutcome.FAILED, RestoreOutcome.REFUSED}
+                              for result in results)
     return exitcodes.PARTIAL_FAILURE if failed else exitcodes.OK
 
 

@@ -34,17 +34,17 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, cast
 
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.journal import JournalRead, Record, chain_digest, keys_digest
 from watermark.core.binding import Binding
-from watermark.core.journal_anchor import JournalAnchor
+from watermark.core.journal_anchor import JournalAnchor, anchors_prefix
 from watermark.core.kv import KV, RangeResult
 from watermark.core.safe_epoch import GcView, compute_safe_epoch
-from watermark.errors import InvalidRecord, L0gcError
+from watermark.errors import ConfigError, InvalidRecord, L0gcError
 from watermark.etcd.store import WatermarkStore
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "check_anchors",
     "check_history",
     "check_records",
+    "etcd_anchors",
     "find_key",
     "history_reader",
 ]
@@ -309,6 +310,28 @@ def check_anchors(read: JournalRead, anchors: dict[str, JournalAnchor], report: 
         _check_end(records, found, report, where=where,
                    shipped=None if shipped is None else shipped.get(sweeper))  # fmt: skip
     return notes
+
+
+async def etcd_anchors(kv: Any, namespace: str, endpoints: Sequence[str],
+                        report: VerifyReport) -> dict[str, JournalAnchor]:  # fmt: skip
+    """The namespace's anchors; a namespace with nothing stored is a usage error."""
+    stored = await kv.range_prefix(namespace + "/")
+    if not stored.items:
+        raise ConfigError(
+            f"nothing is stored under namespace {namespace!r} in etcd "
+            f"{','.join(endpoints)}: is --namespace (or --etcd) right? Nothing was verified")
+    anchors: dict[str, JournalAnchor] = {}
+    prefix = anchors_prefix(namespace)
+    for item in stored.items:
+        if not item.key.startswith(prefix):
+            continue
+        try:
+            anchor = JournalAnchor.decode(item.value, item.key)
+        except InvalidRecord as exc:
+            report.findings.append(Finding(FindingKind.DAMAGE, item.key, str(exc)))
+            continue
+        anchors[anchor.sweeper] = anchor
+    return anchors
 
 
 def _ran_without_etcd(records: list[Record]) -> bool:

@@ -15,6 +15,7 @@ import asyncio
 import json
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +23,9 @@ import pytest
 from gcd.cli.main import main
 from gcd.cli.status import _undo_line
 from gcd.rules.layout import KeyLayout
+from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.mhistory import history_prefix
+from gcd.sweep.restore import JournaledDeletion, RestoreOutcome, restore
 from gcd.sweep.runtime import undo_fields
 from gcd.sweep.shards import ShardAnnouncement
 from l0lab.testing.local_servers import LocalEtcd
@@ -278,60 +281,120 @@ def test_suspended_versioning_is_never_hidden_over_its_null_versions(
         assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == body
 
 
-def test_restore_deletes_only_l0gcs_current_markers_and_reads_back(
-    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Any,
-    capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
-    """Issue 51 (1, 2a): restore deletes by version id, so it must not trust the journal
-    alone. A before/after pair appended to a real segment names a live key with its
-    current *data* version as the "marker": REFUSED, never deleted (restore used to
-    delete it for good). A hidden key a writer wrote again after the hide: SUPERSEDED,
-    the new bytes left alone. Every other hidden key comes back, read back from the store."""
-    client = client_for(s3_server.endpoint_url)
+Hidden = tuple[Any, str, dict[str, bytes], set[str]]
+
+
+def _hidden(s3: S3Server, etcd: LocalEtcd, namespace: str, journal: Path,
+            capsys: pytest.CaptureFixture[str]) -> Hidden:  # fmt: skip
+    """A versioned bucket swept with a 1 h window: (client, bucket, hidden keys and their
+    bytes, live keys)."""
+    client = client_for(s3.endpoint_url)
     bucket = make_bucket(client, versioned=True)
     eligible, live, _ = seed(client, bucket)
-    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))  # type: ignore[arg-type]
-    journal = tmp_path / "journal"
-    code, summary, _ = gcd(sweep(s3_server, bucket, etcd_server, namespace, str(journal), "1h"),
-                           capsys)  # fmt: skip
+    prepare_etcd(etcd, namespace, bound_to=(s3, bucket))  # type: ignore[arg-type]
+    code, summary, _ = gcd(sweep(s3, bucket, etcd, namespace, str(journal), "1h"), capsys)
     assert code == exitcodes.OK, summary
     assert summary["markers_written"] == len(eligible)
+    return client, bucket, eligible, live
 
-    victim = sorted(live)[0]
+
+def _restore(s3: S3Server, bucket: str, etcd: LocalEtcd, namespace: str, journal: Path,
+             capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:  # fmt: skip
+    """`gcd pause`, then `gcd restore --json` of every journaled deletion."""
+    assert main(["pause", "--reason", "restore", *etcd_flags(etcd, namespace)]) == 0
+    capsys.readouterr()
+    return gcd(["restore", "--bucket", bucket, "--endpoint-url", s3.endpoint_url, "--region",
+                "us-east-1", "--journal-dir", str(journal), "--json",
+                *etcd_flags(etcd, namespace)], capsys)  # fmt: skip
+
+
+def test_restore_leaves_a_key_written_again_alone_and_reads_every_other_back(
+    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue 51 (1): a hidden key a writer wrote again after the hide is SUPERSEDED, its
+    new bytes left alone; every other hidden key comes back, and the version reported is
+    the one the store serves now (read back, not taken from the delete's answer)."""
+    journal = tmp_path / "journal"
+    client, bucket, eligible, _ = _hidden(s3_server, etcd_server, namespace, journal, capsys)
+    rewritten = min(eligible)
+    client.put_object(Bucket=bucket, Key=rewritten, Body=b"written again after the hide")
+    code, report, _ = _restore(s3_server, bucket, etcd_server, namespace, journal, capsys)
+    assert code == exitcodes.OK, report
+    by_key = {entry["key"]: entry for entry in report["keys"]}
+    assert by_key[rewritten]["outcome"] == "superseded", by_key[rewritten]
+    assert (report["superseded"], report["restored"]) == (1, len(eligible) - 1)
+    assert client.get_object(Bucket=bucket, Key=rewritten)["Body"].read() == (
+        b"written again after the hide")
+    for key, body in eligible.items():
+        if key != rewritten:
+            assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == body
+            current_version = client.head_object(Bucket=bucket, Key=key)["VersionId"]
+            assert by_key[key]["version_id"] == current_version
+
+
+def test_restore_acts_on_no_journal_record_that_does_not_verify(
+    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue 51 (2): (a) a before/after pair appended to a real segment, naming a live key
+    with its current *data* version as the "marker"; (b) a new segment in the journal
+    directory with another namespace and bucket in its header, naming a live key and a
+    key outside the root. Restore used to delete both for good. Now the tampered
+    sweeper's journal (its chain breaks) and the unanchored one are left out, named on
+    stderr, nothing is deleted, and the exit code is 1."""
+    journal = tmp_path / "journal"
+    client, bucket, _, live = _hidden(s3_server, etcd_server, namespace, journal, capsys)
+    before_restore = versions(client, bucket)
+    victim, other = sorted(live)[:2]
     data_version = client.head_object(Bucket=bucket, Key=victim)["VersionId"]
     (segment,) = journal.glob("journal-*.jsonl")
     docs = [json.loads(line) for line in segment.read_text().splitlines()]
     before = next(d for d in docs if d.get("type") == "before" and d.get("hides"))
     after = next(d for d in docs if d.get("type") == "after" and d.get("markers"))
     forged_before = {**before, "request": "forged", "keys": [victim], "epochs": [9],
-                     "hides": [[data_version]]}  # fmt: skip
+                     "hides": [[data_version]], "seq": docs[-1]["seq"] + 1}  # fmt: skip
     forged_after = {**after, "request": "forged", "deleted": [victim],
-                    "markers": [[victim, data_version]]}  # fmt: skip
+                    "markers": [[victim, data_version]], "seq": docs[-1]["seq"] + 2}  # fmt: skip
     with segment.open("a") as out:
         out.write(json.dumps(forged_before) + "\n" + json.dumps(forged_after) + "\n")
-    rewritten = sorted(eligible)[0]
-    client.put_object(Bucket=bucket, Key=rewritten, Body=b"written again after the hide")
+    header = {**docs[0], "sweeper": "intruder", "namespace": "/other", "bucket": "elsewhere",
+              "seq": 1, "prev": ""}  # fmt: skip
+    other_version = client.head_object(Bucket=bucket, Key=other)["VersionId"]
+    planted = [header,
+               {**forged_before, "sweeper": "intruder", "keys": [other, "outside/the/root"],
+                "epochs": [9, 1], "hides": [[other_version], []], "seq": 2},
+               {**forged_after, "sweeper": "intruder", "deleted": [other, "outside/the/root"],
+                "markers": [[other, other_version]], "seq": 3}]  # fmt: skip
+    (journal / "journal-intruder-000001.jsonl").write_text(
+        "".join(json.dumps(doc) + "\n" for doc in planted))
 
-    assert main(["pause", "--reason", "restore", *etcd_flags(etcd_server, namespace)]) == 0
-    capsys.readouterr()
-    code, report, _ = gcd(["restore", "--bucket", bucket, "--endpoint-url",
-                           s3_server.endpoint_url, "--region", "us-east-1", "--journal-dir",
-                           str(journal), "--json", *etcd_flags(etcd_server, namespace)],
-                          capsys)  # fmt: skip
+    code, report, err = _restore(s3_server, bucket, etcd_server, namespace, journal, capsys)
     assert code == exitcodes.PARTIAL_FAILURE, report
-    by_key = {entry["key"]: entry for entry in report["keys"]}
-    assert by_key[victim]["outcome"] == "refused", by_key[victim]
-    assert by_key[rewritten]["outcome"] == "superseded", by_key[rewritten]
-    assert (report["refused"], report["superseded"]) == (1, 1)
-    assert report["restored"] == len(eligible) - 1
-    assert client.get_object(Bucket=bucket, Key=victim)["VersionId"] == data_version
-    assert client.get_object(Bucket=bucket, Key=rewritten)["Body"].read() == (
-        b"written again after the hide")
-    for key, body in eligible.items():
-        if key != rewritten:
-            assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == body
-            assert by_key[key]["version_id"] == client.head_object(
-                Bucket=bucket, Key=key)["VersionId"]  # what the read-back found current
+    said = [line for line in err.splitlines() if line.startswith("gcd restore:")]
+    assert any("sweeper intruder's journal left out" in line for line in said), said
+    assert any(f"sweeper {before['sweeper']}'s journal left out (damage" in line
+               for line in said), said  # fmt: skip
+    assert report["restored"] == 0
+    assert versions(client, bucket) == before_restore  # nothing deleted, nothing restored
+    assert client.head_object(Bucket=bucket, Key=victim)["VersionId"] == data_version
+    assert client.head_object(Bucket=bucket, Key=other)["VersionId"] == other_version
+
+
+async def test_restore_refuses_a_marker_the_store_says_is_data(s3_server: S3Server) -> None:
+    """The store-side rail under the journal check: a deletion whose "marker" is a data
+    version in the store (a journal of a bucket whose "null" marker a writer has since
+    overwritten) is REFUSED and never deleted."""
+    client = client_for(s3_server.endpoint_url)
+    bucket = make_bucket(client, versioned=True)
+    key = LAYOUT.format(3, 2, "live.log")
+    version = client.put_object(Bucket=bucket, Key=key, Body=b"live bytes")["VersionId"]
+    deletion = JournaledDeletion(key, 2, time.time(), "s", None, marker=version, hides=(version,))
+    settings = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
+    async with S3ObjectStore.open(settings) as store:
+        (result,) = await restore(store, {key: deletion})
+    assert result.outcome is RestoreOutcome.REFUSED, result
+    assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == b"live bytes"
 
 
 def test_status_shows_the_window_and_what_is_pending() -> None:

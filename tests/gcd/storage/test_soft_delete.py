@@ -39,7 +39,7 @@ from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
 from gcd.storage.gcs import GcsObjectStore
 from gcd.storage.gcssettings import GcsSettings
-from gcd.sweep.journal import JournalWriter, read_journal
+from gcd.sweep.journal import JournalWriter, chain_digest, read_journal
 from gcd.sweep.restore import RestoreOutcome, Selection, deletions_in, restore, select
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.sweep.undo import UndoKeeper
@@ -47,6 +47,9 @@ from l0lab.testing.local_servers import LocalEtcd
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.storage.softdelete_standins import AzureStandIn, GcsStandIn
 from watermark import exitcodes
+from watermark.core.journal_anchor import JournalAnchor, anchor_key
+from watermark.core.kv import Put
+from watermark.etcd.settings import EtcdSettings, open_kv
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
@@ -171,10 +174,23 @@ def seed(gcs: GcsStandIn) -> tuple[dict[str, bytes], set[str]]:
     return eligible, live
 
 
-async def a_round(gcs: GcsStandIn, journal: Path | None, keeper: UndoKeeper) -> dict[str, Any]:
+async def anchor(etcd: LocalEtcd, namespace: str, journal: Path) -> None:
+    """Anchor the journal's end in etcd, as a sweeper with etcd does (restore acts only on
+    anchored journals)."""
+    last = read_journal([journal]).records[-1]
+    found = JournalAnchor(last.sweeper, last.doc["seq"], chain_digest(last), "segment", 0.0)
+    kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+    try:
+        await kv.txn([], [Put(anchor_key(namespace, last.sweeper), found.encode())])
+    finally:
+        await kv.close()
+
+
+async def a_round(gcs: GcsStandIn, journal: Path | None, keeper: UndoKeeper,
+                  namespace: str = "/l0gc/t") -> dict[str, Any]:  # fmt: skip
     """One sweeper round at M = 5 with a 1 h window, journaled in `journal`."""
     sinks = [] if journal is None else [
-        JournalWriter(journal, "s-1", namespace="/l0gc/t", bucket=gcs.bucket, root=ROOT,
+        JournalWriter(journal, "s-1", namespace=namespace, bucket=gcs.bucket, root=ROOT,
                       fsync=False)]  # fmt: skip
     async with GcsObjectStore.open(gcs_settings(gcs)) as store:
         sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, grace_s=0, undo_window_s=3600),
@@ -194,7 +210,7 @@ def test_a_store_retention_covering_the_window_deletes_plainly_and_restore_undel
     back with its own bytes by objects.restore of that generation."""
     eligible, live = seed(gcs)
     journal = tmp_path / "journal"
-    summary = asyncio.run(a_round(gcs, journal, UndoKeeper(3600)))
+    summary = asyncio.run(a_round(gcs, journal, UndoKeeper(3600), namespace))
     assert summary["undo"]["rule"] == "store-soft-delete"
     assert summary["undo"]["store_retention_s"] == 604800.0
     assert summary["deleted"] == len(eligible)
@@ -204,6 +220,7 @@ def test_a_store_retention_covering_the_window_deletes_plainly_and_restore_undel
     assert {k: int(h[0]) for k, h in generations.items()} == dict(gcs.deleted.keys())
 
     prepare_etcd(etcd_server, namespace, bound_to=None)
+    asyncio.run(anchor(etcd_server, namespace, journal))  # as the sweeper's AnchorKeeper does
     flags = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
     restore_argv = ["restore", "--storage", "gcs", "--bucket", gcs.bucket, "--endpoint-url",
                     gcs.endpoint_url, "--gcs-anonymous", "--journal-dir", str(journal),
