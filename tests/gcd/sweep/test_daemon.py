@@ -41,6 +41,7 @@ from gcd.sweep.daemon import (
     should_list,
     wake_reason,
 )
+from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
@@ -58,6 +59,9 @@ from watermark.etcd.store import WatermarkStore
 LAYOUT = KeyLayout.default("level_zero/data")
 CONFIG = DaemonConfig(interval_s=10, idle_interval_s=60, max_interval_s=600,
                       full_pass_interval_s=600, unready_after_s=300)  # fmt: skip
+IDLE = dataclasses.replace(CONFIG, idle_interval_s=600)
+"""For tests of `run` that wait: an idle iteration is 10 minutes away, far beyond any of
+their waits, so every iteration they see was woken by a look or by the test."""
 REPO = Path(__file__).parents[3]
 
 
@@ -229,6 +233,67 @@ def gauge(daemon: Daemon, name: str) -> float:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class Iteration:
+    """One iteration of `Daemon.run`, as `Looks` saw it."""
+
+    looks_before: int
+    """How many looks had begun when it began."""
+    round: RoundResult | None
+    """The round it ran (None: it listed nothing)."""
+
+
+class Looks:
+    """Counts the looks of a daemon (its reads of etcd while it waits between
+    iterations) as they begin, with the paused gauge after each, and what each iteration
+    of `run` did: WHICH look changed a gauge or ended a wait is then a count, not a time.
+
+    Looks are sequential (one wait, one look at a time) and etcd reads are linearizable:
+    a look begun after a write returned sees it. So "at the next look" is `<= seen + 1`,
+    where `seen` is `begun` read once the write returned (a look in flight may see it or
+    not; the next one must)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.begun = 0
+        self.paused: list[tuple[int, float]] = []
+        """(look number, the paused gauge after it), in order."""
+        self.iterations: list[Iteration] = []
+        look, run_once = daemon.look, daemon.run_once
+
+        async def counted_look() -> RoundAdmission:
+            self.begun += 1
+            number = self.begun
+            admission = await look()
+            self.paused.append((number, gauge(daemon, "paused")))
+            return admission
+
+        async def counted_run_once() -> float:
+            before, last = self.begun, daemon.last_result
+            try:
+                return await run_once()
+            finally:
+                ran = daemon.last_result if daemon.last_result is not last else None
+                self.iterations.append(Iteration(before, ran))
+
+        daemon.look = counted_look  # type: ignore[method-assign]
+        daemon.run_once = counted_run_once  # type: ignore[method-assign]
+
+    def done_after(self, seen: int) -> bool:
+        """Whether a look begun after `seen` looks has completed."""
+        return any(number > seen for number, _ in self.paused)
+
+    def paused_after(self, seen: int) -> list[float]:
+        """The paused gauge after each completed look begun after `seen` looks."""
+        return [value for number, value in self.paused if number > seen]
+
+    def round_at(self, safe_epoch: int) -> Iteration:
+        """The first iteration that ran a round with M = `safe_epoch`."""
+        for each in self.iterations:
+            if each.round is not None and each.round.summary.safe_epoch == safe_epoch:
+                return each
+        raise AssertionError(f"no round with M {safe_epoch}: {self.iterations}")
+
+
 async def test_epoch_gauges_are_nan_while_m_is_unknown() -> None:
     """Before any read, while paused or blocked, M and the lag are NaN, never a healthy 0."""
     clock = Clock()
@@ -255,35 +320,45 @@ async def test_epoch_gauges_are_nan_while_m_is_unknown() -> None:
 
 
 async def test_a_paused_daemon_wakes_when_resumed_not_after_its_idle_interval() -> None:
-    """Paused with a 60 s idle interval: clearing the pause starts the next round at once."""
+    """Paused with a 10 min idle interval: clearing the pause starts the next round at
+    once, at the first look after it (counted, not timed)."""
     clock = Clock()
     _, watermarks, store, daemon = await memory_setup(clock)
-    daemon.config = dataclasses.replace(CONFIG, follow_poll_s=0.01)
+    daemon.config = dataclasses.replace(IDLE, follow_poll_s=0.01)
+    looks = Looks(daemon)
     garbage = put_garbage(store, clock, range(1, 6), "g")
     await watermarks.set_paused("maintenance")
     task = asyncio.create_task(daemon.run())
     try:
-        await wait_until(lambda: daemon.iterations == 1 and daemon.paused, timeout_s=10,
+        await wait_until(lambda: daemon.iterations == 1 and daemon.paused, timeout_s=60,
                          what="a paused iteration")  # fmt: skip
         assert garbage <= store.keys()
         await watermarks.clear_paused()
-        await wait_until(lambda: not garbage & store.keys(), timeout_s=10,
-                         what="the garbage deleted after resume")  # fmt: skip
-        assert daemon.iterations == 2
+        seen = looks.begun
+        await wait_until(lambda: len(looks.iterations) == 2, timeout_s=60,
+                         what="the iteration after resume")  # fmt: skip
+        assert not garbage & store.keys()
+        resumed = looks.iterations[1]  # the first paused, then the one a look woke
+        assert resumed.round is not None
+        assert resumed.round.summary.deleted == len(garbage)
+        assert resumed.looks_before <= seen + 1, (seen, looks.iterations)
     finally:
         daemon.stop.set()
-        await asyncio.wait_for(task, timeout=10)
+        await asyncio.wait_for(task, timeout=60)
 
 
 async def test_run_stops_when_stop_is_set() -> None:
-    """run() returns promptly once stop is set, even in the middle of a long wait."""
+    """run() returns once stop is set, in the middle of a long wait (10 min idle: the
+    60 s bound only catches a wait that is not cut short)."""
     clock = Clock()
     _, _, _, daemon = await memory_setup(clock)
+    daemon.config = IDLE
     task = asyncio.create_task(daemon.run())
-    while daemon.iterations == 0:
-        await asyncio.sleep(0)
+    await wait_until(lambda: daemon.iterations == 1 and daemon.last_round_end_s is not None,
+                     timeout_s=60, what="the first iteration")  # fmt: skip
     daemon.stop.set()
-    await asyncio.wait_for(task, timeout=10)
+    await asyncio.wait_for(task, timeout=60)
+    assert daemon.iterations == 1
 
 
 async def test_http_endpoints() -> None:
@@ -325,8 +400,15 @@ async def test_rounds_follow_m_and_gauges_follow_a_pause_while_idle(
     s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    """Issue 27: with a 60 s idle interval, the paused gauge changes within seconds of `gcd
-    pause` / `gcd resume`, and a round starts within seconds of M advancing (etcd, moto)."""
+    """Issue 27: an idle daemon (no iteration for 10 min) shows `gcd pause` / `gcd resume`
+    on its paused gauge at its next look at etcd, and starts a round at the next look
+    after M advanced (real etcd, moto).
+
+    docs/operations.md promises both "within 2 s" because the daemon looks every 2 s
+    (`follow_poll_s`, the default here). What the test checks is the mechanism, which a
+    loaded machine cannot break: which look did it (`Looks`), and that no iteration ran
+    meanwhile (the gauge changed at a look, the round came from a look, not from the
+    idle timer). Before issue 27 only iterations (60 s apart) moved the gauge."""
     kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
     watermarks = WatermarkStore(kv, namespace)
     await watermarks.init_cluster_epoch(1)
@@ -339,36 +421,48 @@ async def test_rounds_follow_m_and_gauges_follow_a_pause_while_idle(
     s3_server.seed(bucket, live, last_modified=datetime.now(UTC) - timedelta(hours=1))
     monkeypatch.setenv("L0GC_ETCD", etcd_server.endpoint)
     monkeypatch.setenv("L0GC_NAMESPACE", namespace)
-    config = dataclasses.replace(CONFIG, interval_s=1)  # idle interval 60 s, looks every 2 s
+    # Looks every 2 s (the default) are >= --interval (1 s) apart, so a look after M moved
+    # is never held back by the debounce (`wake_reason`): the next one must wake.
+    config = dataclasses.replace(IDLE, interval_s=1)
+    assert config.follow_poll_s >= config.interval_s
     settings = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
     try:
         async with S3ObjectStore.open(settings) as objects:
             sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=60),
                               brake=PauseBrake(watermarks))  # fmt: skip
             daemon = Daemon(sweeper, watermarks, config)
+            looks = Looks(daemon)
             task = asyncio.create_task(daemon.run())
             try:
-                await wait_until(lambda: daemon.iterations == 1 and daemon.last_result,
-                                 timeout_s=30, what="the first (idle) round")  # fmt: skip
+                await wait_until(lambda: daemon.iterations == 1 and daemon.last_result is not None,
+                                 timeout_s=60, what="the first (idle) round")  # fmt: skip
                 assert set(live) <= s3_server.keys(bucket)
                 assert gauge(daemon, "paused") == 0
                 for command, value in (("pause", 1), ("resume", 0)):
                     at = time.monotonic()
                     args = [command, "--json"] + (["--reason", "t"] if command == "pause" else [])
                     assert await asyncio.to_thread(gcd_main, args) == 0
-                    await wait_until(lambda v=value: gauge(daemon, "paused") == v,  # type: ignore[misc]
-                                     timeout_s=10, what=f"paused gauge {value} after {command}")
-                    print(f"paused gauge {value} {time.monotonic() - at:.2f} s after {command}")
-                    assert time.monotonic() - at < config.follow_poll_s + 2
+                    seen = looks.begun  # the write is in etcd: every look from now sees it
+                    await wait_until(lambda s=seen: looks.done_after(s),  # type: ignore[misc]
+                                     timeout_s=60, what=f"a look after {command}")  # fmt: skip
+                    print(f"paused gauge {gauge(daemon, 'paused')} "
+                          f"{time.monotonic() - at:.2f} s after {command}")  # fmt: skip
+                    assert set(looks.paused_after(seen)) == {value}, looks.paused
+                    assert gauge(daemon, "paused") == value
                 assert daemon.iterations == 1  # looks are not rounds
                 at = time.monotonic()
                 await publish(watermarks, 8)
-                await wait_until(lambda: not set(live) & s3_server.keys(bucket),
-                                 timeout_s=20, what="the round after M advanced")  # fmt: skip
-                waited = time.monotonic() - at
-                print(f"round {waited:.2f} s after M advanced (idle interval 60 s)")
-                assert waited < config.follow_poll_s + config.interval_s + 3
-                assert daemon.iterations == 2
+                seen = looks.begun
+                await wait_until(lambda: len(looks.iterations) == 2, timeout_s=60,
+                                 what="the round after M advanced")  # fmt: skip
+                print(f"round {time.monotonic() - at:.2f} s after M advanced "
+                      f"(looks every {config.follow_poll_s} s)")  # fmt: skip
+                assert not set(live) & s3_server.keys(bucket)
+                woken = looks.round_at(8)
+                assert woken is looks.iterations[1], looks.iterations  # no iteration between
+                assert woken.looks_before <= seen + 1, (seen, looks.iterations)
+                assert woken.round is not None
+                assert woken.round.summary.deleted == len(live)
                 assert gauge(daemon, "safe_epoch") == 8
             finally:
                 daemon.stop.set()
@@ -492,8 +586,10 @@ async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
 async def test_resume_wakes_a_daemon_within_seconds(
     s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str
 ) -> None:
-    """Issue 14: a daemon paused with a 60 s idle interval starts its next round within a few
-    seconds of `gcd resume` (real etcd and S3); M is NaN on its gauges while paused."""
+    """Issue 14: a daemon paused with a 10 min idle interval starts its next round at its
+    first look at etcd after `gcd resume` (real etcd and S3: looks every 2 s, so "within
+    2 s" in docs/operations.md; counted here, not timed); M is NaN on its gauges while
+    paused."""
     kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
     watermarks = WatermarkStore(kv, namespace)
     await watermarks.init_cluster_epoch(1)
@@ -510,21 +606,25 @@ async def test_resume_wakes_a_daemon_within_seconds(
         async with S3ObjectStore.open(settings) as objects:
             sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=60),
                               brake=PauseBrake(watermarks))  # fmt: skip
-            daemon = Daemon(sweeper, watermarks, CONFIG)  # idle interval 60 s
+            daemon = Daemon(sweeper, watermarks, IDLE)  # idle interval 10 min
+            looks = Looks(daemon)
             task = asyncio.create_task(daemon.run())
             try:
                 await wait_until(lambda: daemon.iterations == 1 and daemon.paused,
-                                 timeout_s=30, what="a paused iteration")  # fmt: skip
+                                 timeout_s=60, what="a paused iteration")  # fmt: skip
                 assert math.isnan(gauge(daemon, "safe_epoch"))
                 assert math.isnan(gauge(daemon, "epoch_lag"))
                 resumed_at = time.monotonic()
                 assert await watermarks.clear_paused()
-                await wait_until(lambda: not set(garbage) & s3_server.keys(bucket),
-                                 timeout_s=15, what="the round after resume")  # fmt: skip
-                waited = time.monotonic() - resumed_at
-                print(f"next round {waited:.2f} s after resume")
-                assert daemon.iterations == 2
-                assert waited < CONFIG.follow_poll_s * 1.1 + 3
+                seen = looks.begun
+                await wait_until(lambda: len(looks.iterations) == 2, timeout_s=60,
+                                 what="the round after resume")  # fmt: skip
+                print(f"next round {time.monotonic() - resumed_at:.2f} s after resume")
+                assert not set(garbage) & s3_server.keys(bucket)
+                resumed = looks.iterations[1]  # the first was paused; a look woke this one
+                assert resumed.looks_before <= seen + 1, (seen, looks.iterations)
+                assert resumed.round is not None
+                assert resumed.round.summary.deleted == len(garbage)
                 assert gauge(daemon, "safe_epoch") == 5
             finally:
                 daemon.stop.set()
@@ -616,28 +716,24 @@ async def test_an_idle_bound_daemon_lists_nothing_and_follows_m_at_the_next_look
                     await daemon.run_once()
                 assert dict(proxy.requests) == before
                 assert daemon.iterations == 6
-                looks = 0
-                plain_look = daemon.look
-
-                async def counted() -> RoundAdmission:
-                    nonlocal looks
-                    looks += 1
-                    return await plain_look()
-
-                daemon.look = counted  # type: ignore[method-assign]
+                looks = Looks(daemon)
                 clock.now += 60  # the last listing is older than --interval (30 s)
                 task = asyncio.create_task(daemon.run())
                 try:
-                    await wait_until(lambda: looks >= 3, timeout_s=10, what="idle looks")
+                    await wait_until(lambda: looks.begun >= 3, timeout_s=60, what="idle looks")
                     await publish(watermarks, 8)
-                    seen = looks  # the write is in etcd: any look begun from now sees it
+                    seen = looks.begun  # the write is in etcd: any look begun from now sees it
                     await wait_until(lambda: daemon.last_result is not None
                                      and daemon.last_result.summary.safe_epoch == 8,
-                                     timeout_s=20, what="the round after M moved")  # fmt: skip
-                    assert looks - seen <= 2  # a look in flight, then the next one wakes
-                    assert daemon.iterations == 8
-                    assert daemon.last_result is not None
-                    assert daemon.last_result.summary.deleted == len(live)
+                                     timeout_s=60, what="the round after M moved")  # fmt: skip
+                    # The 7th iteration idled (600 s); a look woke the 8th: the first look
+                    # begun after M moved, or one in flight (it went on looking since,
+                    # every 20 ms, so count the looks before the round, not after).
+                    woken = looks.round_at(8)
+                    assert woken is looks.iterations[1], looks.iterations
+                    assert woken.looks_before <= seen + 1, (seen, looks.iterations)
+                    assert woken.round is not None
+                    assert woken.round.summary.deleted == len(live)
                     assert not set(live) & s3_server.keys(bucket)
                     assert proxy.requests["list"] > before.get("list", 0)  # claims + listing
                 finally:
