@@ -40,6 +40,7 @@ __all__ = [
     "pause_marker",
     "pause_reason",
     "validate_namespace",
+    "validate_new_partition",
     "validate_partition",
 ]
 
@@ -64,6 +65,19 @@ def validate_partition(partition: str) -> str:
         raise ConfigError(
             f"partition name {partition!r} is not valid; expected 1-{MAX_PARTITION_NAME} "
             "printable ASCII characters without whitespace ('/' is allowed)"
+        )
+    return partition
+
+
+def validate_new_partition(partition: str) -> str:
+    """`validate_partition`, and no "." or ".." segment between slashes: HTTP clients that
+    normalise dot segments (RFC 3986 5.2.4) could never reach such a partition, so it is
+    refused when registered (a record of that name written before stays readable)."""
+    validate_partition(partition)
+    if any(segment in {".", ".."} for segment in partition.split("/")):
+        raise ConfigError(
+            f"partition name {partition!r} is not valid: a '.' or '..' segment between "
+            "slashes is changed by HTTP clients that normalise paths; rename it"
         )
     return partition
 

@@ -61,6 +61,7 @@ from watermark.core.contract import (
     pause_marker,
     pause_reason,
     validate_namespace,
+    validate_new_partition,
     validate_partition,
 )
 from watermark.core.kv import KV, Compare, Delete, KeyValue, PrefixWatch, Put, RangeFold, Watchable
@@ -176,6 +177,7 @@ class WatermarkStore:
             existing = await self._kv.get(key)
             if existing is not None:
                 return PartitionRecord.decode(existing.value, partition=partition)
+            validate_new_partition(partition)  # only a new name: an old record stays usable
             epoch_item = await self._kv.get(self.epoch_key)
             if epoch_item is None:
                 await self.init_cluster_epoch()

@@ -127,6 +127,10 @@ async def test_a_registrar_registers_and_the_writer_fences_at_once(api: Api) -> 
     status, doc = await api.call("POST", "/v1/partitions/bad%01name/register", token=REGISTRAR)
     assert (status, doc["error"]) == (400, "bad_request")
     assert "'bad\\x01name' is not valid" in doc["message"]
+    status, doc = await api.call("POST", "/v1/partitions/orders%2F..%2F7/register",
+                                 token=REGISTRAR)  # fmt: skip
+    assert (status, doc["error"]) == (400, "bad_request"), doc
+    assert "'.' or '..' segment" in doc["message"]
 
 
 async def test_register_leaves_a_partition_another_publisher_owns(api: Api) -> None:

@@ -200,6 +200,23 @@ async def test_register_initialises_a_missing_cluster_epoch(store: WatermarkStor
     assert await store.get_cluster_epoch() == 1
 
 
+@pytest.mark.parametrize("name", ["orders/../0", "./orders", "orders/.", "a/./b", ".."])
+async def test_a_new_name_with_a_dot_segment_is_refused(
+    store: WatermarkStore, name: str
+) -> None:
+    """Issue 51 (5): HTTP clients that normalise dot segments could never reach such a
+    partition, so registering one is refused, naming it; a record of that name written
+    before (by hand, or an older version) stays readable through register."""
+    await store.init_cluster_epoch(5)
+    with pytest.raises(ConfigError, match=r"'\.' or '\.\.' segment"):
+        await store.register_partition(name)
+    assert await store.get_partition(name) is None
+    record = PartitionRecord(partition=name, watermark=4, created_epoch=5)
+    await store.kv.txn([], [Put(store.partition_key(name), record.encode())])
+    assert (await store.register_partition(name)).watermark == 4
+    assert (await store.register_partition("orders.v2/..x")).watermark == 4  # not a segment
+
+
 async def test_register_is_idempotent_and_never_lowers(store: WatermarkStore) -> None:
     """Re-registering returns the stored record unchanged, even after M(p) rose."""
     await store.init_cluster_epoch(10)
