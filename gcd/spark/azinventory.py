@@ -69,6 +69,7 @@ from gcd.spark.inventory import (
     InventoryManifest,
     resolve_data_paths,
 )
+from gcd.storage.azsettings import redact_url
 from watermark.core import strictjson
 from watermark.errors import ConfigError, InvalidJson
 
@@ -151,7 +152,7 @@ class BlobInventoryManifest:
         if _account(self.endpoint) != _account(account_url):
             raise ConfigError(
                 f"inventory {where!r} is of account {self.endpoint!r}, not --account-url "
-                f"{account_url!r}: give the report of the account being swept")
+                f"{redact_url(account_url)!r}: give the report of the account being swept")
         head = container + "/"
         if self.prefixes and not any(head.startswith(p) or p.startswith(head)
                                      for p in self.prefixes):  # fmt: skip

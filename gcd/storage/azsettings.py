@@ -11,11 +11,21 @@ from typing import ClassVar
 from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError
 
-__all__ = ["AzureSettings"]
+__all__ = ["AzureSettings", "redact_url"]
 
 _CONTAINER = re.compile(r"(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 """Blob Storage's container names (3-63 characters; no leading, trailing or double '-')."""
 _MAX_CONNECTION_STRING = 64 * 1024
+
+
+def redact_url(url: str) -> str:
+    """`url` without the values of its query: a SAS token (``?sv=...&sig=...``) is a
+    credential, and no message, log line or binding may carry it (as no AccountKey)."""
+    base, mark, query = url.partition("?")
+    if not mark:
+        return url
+    names = [part.split("=", 1)[0] for part in query.split("&") if part]
+    return base + "?" + "&".join(f"{name}=REDACTED" for name in names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +41,7 @@ class AzureSettings:
     def __post_init__(self) -> None:
         if not self.account_url.startswith(("https://", "http://")):
             raise ConfigError(
-                f"account URL {self.account_url!r} must start with https:// (or http:// for "
+                f"account URL {self.shown_url!r} must start with https:// (or http:// for "
                 "an emulator), e.g. --account-url https://ACCOUNT.blob.core.windows.net"
             )
         name = self.container
@@ -42,10 +52,17 @@ class AzureSettings:
                 "--container NAME"
             )
 
+    @property
+    def shown_url(self) -> str:
+        """The account URL as messages show it (`redact_url`)."""
+        return redact_url(self.account_url)
+
     def target(self, root: str) -> StorageTarget:
-        """The container at its account URL and `root`, as a namespace binding and the
-        deletion journal name them (the container in the `bucket` field, kind "azure")."""
-        return StorageTarget(self.container, root, self.account_url, kind=self.kind)
+        """The container at its account URL (without its query: a SAS token is neither
+        identity nor to be stored) and `root`, as a namespace binding and the deletion
+        journal name them (the container in the `bucket` field, kind "azure")."""
+        return StorageTarget(self.container, root, self.account_url.partition("?")[0],
+                             kind=self.kind)  # fmt: skip
 
     def connection_string(self) -> str | None:
         """The connection string from its file, or None (the standard credential chain)."""

@@ -124,10 +124,16 @@ async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClie
         if _endpoint(service.url) != _endpoint(settings.account_url):
             raise ConfigError(
                 f"the connection string in {settings.connection_string_file!r} is for "
-                f"{service.url.rstrip('/')}, not --account-url {settings.account_url}: the "
+                f"{service.url.rstrip('/')}, not --account-url {settings.shown_url}: the "
                 "binding names the account URL, so both must be the same account"
             )
     else:
+        if not settings.account_url.startswith("https://"):
+            raise ConfigError(
+                f"--account-url {settings.shown_url} is plain http: Azure's credential chain "
+                "sends tokens over https only; for an emulator give its connection string "
+                "(--azure-connection-string-file), else use the https:// URL"
+            )
         from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
 
         credential_cm = DefaultAzureCredential()

@@ -96,7 +96,7 @@ def open_objects(
 async def _preflight_azure(azure: AzureSettings, prefix: str) -> None:
     from gcd.storage.azure import AzureBlobStore  # noqa: PLC0415 - the SDK only when used
 
-    where = f"container {azure.container!r} at {azure.account_url}"
+    where = f"container {azure.container!r} at {azure.shown_url}"
     try:
         async with AzureBlobStore.open(azure) as store:
             await store.list_page(prefix, max_keys=1)
@@ -112,7 +112,7 @@ async def _preflight_azure(azure: AzureSettings, prefix: str) -> None:
                 "connection string is wrong"
             ) from exc
         if exc.code == "ConnectionError":
-            raise ConfigError(f"cannot reach {azure.account_url}: check --account-url, DNS "
+            raise ConfigError(f"cannot reach {azure.shown_url}: check --account-url, DNS "
                               f"and the network ({exc})") from exc  # fmt: skip
         raise
 

@@ -130,6 +130,19 @@ def test_storage_flags_that_cannot_work_exit_2(flags: list[str], message: str) -
     assert message in done.stderr
 
 
+def test_a_sas_token_in_the_account_url_is_never_echoed() -> None:
+    """Issue 51 (5): a SAS signature in --account-url was echoed in error messages. Now
+    every query value is REDACTED in what the command prints (here: a plain-http URL
+    without a connection string, which used to crash with a traceback)."""
+    secret = "sv=2024-08-04&sig=SeCrEtSiGnAtUrE%3D"
+    done = gcd("sweep", "--storage", "azure", "--account-url", f"http://127.0.0.1:1/?{secret}",
+               "--container", "l0gc", "--etcd", "127.0.0.1:1", "--namespace", "/x")  # fmt: skip
+    assert done.returncode == exitcodes.USAGE, done.stderr
+    assert "SeCrEtSiGnAtUrE" not in done.stderr + done.stdout
+    assert "?sv=REDACTED&sig=REDACTED is plain http" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_spark_on_azure_needs_the_container_flags(tmp_path: Path) -> None:
     """spark-sweep --storage azure names the container by --account-url and --container
     (`tests/gcd/spark/test_azure.py` sweeps one): --bucket is refused, saying what to give."""

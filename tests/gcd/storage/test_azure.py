@@ -16,7 +16,7 @@ import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from gcd.rules.layout import KeyLayout
-from gcd.storage.azsettings import AzureSettings
+from gcd.storage.azsettings import AzureSettings, redact_url
 from gcd.storage.azure import AzureBlobStore
 from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
@@ -164,6 +164,20 @@ def test_settings_refuse_what_cannot_work(tmp_path: Path) -> None:
         wrong.write_bytes(content)
         with pytest.raises(ConfigError, match="does not hold an Azure Storage connection string"):
             AzureSettings("https://a.blob.core.windows.net", "l0gc", str(wrong)).connection_string()
+
+
+def test_a_sas_token_is_redacted_and_not_part_of_the_target() -> None:
+    """Issue 51 (5): the SAS query of an account URL is a credential: messages show it
+    REDACTED, and the binding and the journal name the account without it (a rotated
+    token is the same target)."""
+    url = "https://a.blob.core.windows.net/?sv=2024&sig=s3cr3t%2B"
+    assert redact_url(url) == "https://a.blob.core.windows.net/?sv=REDACTED&sig=REDACTED"
+    assert redact_url("https://a.blob.core.windows.net") == "https://a.blob.core.windows.net"
+    settings = AzureSettings(url, "l0gc")
+    assert settings.target("r").endpoint_url == "https://a.blob.core.windows.net"
+    with pytest.raises(ConfigError) as refused:
+        AzureSettings("a.blob.core.windows.net?sig=s3cr3t", "l0gc")
+    assert "s3cr3t" not in str(refused.value)
 
 
 async def test_an_answer_for_another_blob_never_counts_as_deleted(
