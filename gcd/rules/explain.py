@@ -72,6 +72,8 @@ class KeyVerdict(enum.Enum):
     KEPT = "kept"
     DELETED = "deleted"
     ABSENT = "absent"
+    UNKNOWN = "unknown"
+    """The store's answer for this key could not be read: nothing is claimed about it."""
 
 
 class Reason(enum.Enum):
@@ -91,6 +93,7 @@ class Reason(enum.Enum):
     GRACE = "grace_period"
     LOCKED = "object_lock"
     ELIGIBLE = "eligible"
+    STORE_UNREADABLE = "store_unreadable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,8 @@ class StoreFacts:
 
     versions: tuple[VersionFact, ...] = ()
     nested_root: str | None = None
+    error: str | None = None
+    """Why the store's answer for this key could not be read (the verdict is unknown)."""
 
     @property
     def found(self) -> bool:
@@ -298,6 +303,11 @@ def explain(
                       "never deleted by this namespace", nested_root=store.nested_root)  # fmt: skip
     base: dict[str, Any] = {"epoch": epoch, "safe_epoch": facts.safe_epoch,
                             "cluster_epoch": facts.cluster_epoch, "revision": facts.revision}
+    if store.error is not None:
+        return Explanation(key, KeyVerdict.UNKNOWN, Reason.STORE_UNREADABLE,
+                           f"unknown: the store's answer for this key could not be read "
+                           f"({store.error}); nothing is claimed about it",
+                           {**base, "error": store.error})  # fmt: skip
     if not store.found:
         return _gone(key, base, journal)
     hidden = _hidden(key, base, store, journal)

@@ -204,41 +204,56 @@ def _rate(points: Sequence[tuple[float, int]], now_value: int, now: float
 
 
 async def lookup_store(objects: Any, keys: Sequence[str], layout: KeyLayout
-                       ) -> tuple[dict[str, list[ObjectInfo]], int]:  # fmt: skip
+                       ) -> tuple[dict[str, list[ObjectInfo]], dict[str, str], int]:  # fmt: skip
     """What the store holds under each of `keys` (every version on a versioned bucket),
-    and how many LIST requests that took."""
+    why the answer for a key could not be read (one hostile key, e.g. control characters
+    a store echoes unescaped, spoils only its own answer), and how many LIST requests
+    that took."""
     features = await objects.detect() if isinstance(objects, DetectingStore) else None
     versioned = features is not None and features.versioned and isinstance(objects, VersionedStore)
     ordered = features is None or features.ordered_listing
     wanted = sorted(set(keys))
     found: dict[str, list[ObjectInfo]] = {}
+    failed: dict[str, str] = {}
     requests = [0]
     if ordered and not versioned:
         # Contiguous chunks, one lister each: a page answers the wanted keys it passes.
         size = -(-len(wanted) // LOOKUP_CONCURRENCY) or 1
         chunks = [wanted[i : i + size] for i in range(0, len(wanted), size)]
-        await asyncio.gather(*(_merge_join(objects, chunk, layout.listing_root, found, requests)
+        await asyncio.gather(*(_merge_join(objects, chunk, layout.listing_root, found=found,
+                                           failed=failed, requests=requests)
                                for chunk in chunks))  # fmt: skip
     else:
         gate = asyncio.Semaphore(LOOKUP_CONCURRENCY)
 
         async def one(key: str) -> None:
             async with gate:
-                found[key] = await _by_prefix(objects, key, versioned, requests)
+                try:
+                    found[key] = await _by_prefix(objects, key, versioned, requests)
+                except StorageError as exc:
+                    failed[key] = str(exc)
 
         await asyncio.gather(*(one(key) for key in wanted))
-    return {k: v for k, v in found.items() if v}, requests[0]
+    return {k: v for k, v in found.items() if v}, failed, requests[0]
 
 
-async def _merge_join(objects: Any, wanted: list[str], root: str,
-                      found: dict[str, list[ObjectInfo]], requests: list[int]) -> None:  # fmt: skip
-    """Resolve sorted `wanted` keys with as few LIST pages as the store allows."""
+async def _merge_join(objects: Any, wanted: list[str], root: str, *,
+                      found: dict[str, list[ObjectInfo]], failed: dict[str, str],
+                      requests: list[int]) -> None:  # fmt: skip
+    """Resolve sorted `wanted` keys with as few LIST pages as the store allows; a key
+    whose page cannot be read is `failed` and the next key gets a page of its own."""
     at = 0
     while at < len(wanted):
         key = wanted[at]
         prefix = root if key.startswith(root) else ""
         requests[0] += 1
-        page = await objects.list_page(prefix, start_after=start_before(key), max_keys=_PAGE)
+        try:
+            page = await objects.list_page(prefix, start_after=start_before(key),
+                                           max_keys=_PAGE)  # fmt: skip
+        except StorageError as exc:
+            failed[key] = str(exc)
+            at += 1
+            continue
         for obj in page.objects:
             found[obj.key] = [obj]  # one entry per key: pages of two chunks may overlap
         horizon = page.objects[-1].key if page.objects and page.next_token else None
@@ -298,7 +313,7 @@ async def explain_keys(
     l0 = [k for k in dict.fromkeys(keys) if k.startswith(root) and layout.parse(k) is not None]
     claims = {k: [claim_key(d) for d in directories_below(k, layout.root)] for k in l0}
     lookup = set(l0) | {c for found in claims.values() for c in found}
-    held, requests = await lookup_store(objects, sorted(lookup), layout)
+    held, failed, requests = await lookup_store(objects, sorted(lookup), layout)
     hits = JournalHits()
     if journal is not None and l0:
         wanted = {k: _epoch(layout, k) for k in l0}
@@ -316,7 +331,8 @@ async def explain_keys(
     for key in keys:
         nested = next((c.rsplit("/", 1)[0] for c in claims.get(key, ()) if c in held), None)
         versions = held.get(key, [])
-        found = StoreFacts(_versions(versions), nested)
+        error = next((failed[k] for k in (key, *claims.get(key, ())) if k in failed), None)
+        found = StoreFacts(_versions(versions), nested, error)
         deletions = hits.deletions.get(key, [])
         answer = explain(key, layout, facts, found, deletions)
         if answer.reason is Reason.ELIGIBLE and lockable and probes[0] < LOCK_PROBES:

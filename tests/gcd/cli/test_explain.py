@@ -106,6 +106,29 @@ def test_each_key_gets_the_verdict_the_rule_gives_it(
 
 
 @pytest.mark.integration
+def test_one_hostile_key_is_unknown_and_every_other_key_is_answered(
+    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue 51 (5): a key holding control characters (moto echoes StartAfter unescaped,
+    so the answer to its LIST is not XML) failed `gcd explain` for the whole batch. Now
+    that key alone is `unknown`, saying why, and every other key gets its verdict."""
+    setup_partitions(etcd_server, namespace, {"a/0": 5}, cluster=10)
+    bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
+    old = datetime.now(UTC) - timedelta(hours=2)
+    hostile, before, after = key(3, "bad\x01\x02name"), key(3, "aaa"), key(3, "zzz")
+    s3_server.seed(bucket, [before, after], last_modified=old)
+    common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--etcd",
+              etcd_server.endpoint, "--namespace", namespace, "--root", ROOT]  # fmt: skip
+    capsys.readouterr()
+    got = explain(common, [before, hostile, after, key(4, "none")], capsys)
+    assert got[hostile]["verdict"] == "unknown", got[hostile]
+    assert got[hostile]["reason"] == "store_unreadable"
+    assert (got[before]["verdict"], got[after]["verdict"]) == ("deletable", "deletable")
+    assert got[key(4, "none")]["verdict"] == "absent"
+
+
+@pytest.mark.integration
 def test_paused_gc_keeps_an_eligible_key_and_says_why(
     etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str,
     capsys: pytest.CaptureFixture[str],
