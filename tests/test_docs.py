@@ -133,7 +133,8 @@ def test_json_examples_in_the_runbook_parse() -> None:
     assert set(actions) == {"s3:ListBucket", "s3:DeleteObject", "s3:GetObject",
                             "s3:ListBucketVersions", "s3:DeleteObjectVersion",
                             "s3:GetBucketVersioning",
-                            "s3:GetBucketObjectLockConfiguration"}  # fmt: skip
+                            "s3:GetBucketObjectLockConfiguration",
+                            "s3:GetLifecycleConfiguration"}  # fmt: skip
     assert actions["s3:DeleteObjectVersion"] == "arn:aws:s3:::BUCKET/ROOT/*"
     assert actions["s3:GetObject"] == f"arn:aws:s3:::BUCKET/ROOT/{CLAIM_NAME}"  # the claim only
 

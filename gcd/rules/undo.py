@@ -45,6 +45,7 @@ __all__ = [
     "UndoAction",
     "VersionEntry",
     "delayed_safe_epoch",
+    "lifecycle_conflicts",
     "plan_key",
     "prunable",
     "should_record",
@@ -105,6 +106,37 @@ def store_keeps(retention_s: float | None, window_s: float) -> bool:
     """Whether a store's own soft delete, `retention_s` (None: unreadable; 0: off), keeps
     every deleted object restorable for the whole window."""
     return retention_s is not None and retention_s > 0 and retention_s >= window_s
+
+
+def lifecycle_conflicts(rules: Sequence[object], root: str, window_s: float) -> list[str]:
+    """The enabled S3 lifecycle rules (GetBucketLifecycleConfiguration's ``Rules``) that
+    would free a hidden version before the undo window ends: they expire noncurrent
+    versions (``NoncurrentVersionExpiration``: a hidden version becomes noncurrent at
+    its hide) after fewer days than the window, and their filter's prefix overlaps the
+    root (a tag filter may select any key: counted as overlapping). One line per rule."""
+    found = []
+    for rule in rules:
+        if not isinstance(rule, dict) or rule.get("Status") != "Enabled":
+            continue
+        expiry = rule.get("NoncurrentVersionExpiration")
+        days = expiry.get("NoncurrentDays") if isinstance(expiry, dict) else None
+        if type(days) is not int or days * 86400 >= window_s:
+            continue
+        prefix = _rule_prefix(rule)
+        if prefix.startswith(root) or root.startswith(prefix):
+            found.append(f"lifecycle rule {rule.get('ID', '(no ID)')!r} (prefix {prefix!r}) "
+                         f"expires noncurrent versions after {days} days")  # fmt: skip
+    return found
+
+
+def _rule_prefix(rule: dict[str, object]) -> str:
+    """The key prefix a lifecycle rule selects ("" = the whole bucket)."""
+    where = rule.get("Filter")
+    if isinstance(where, dict):
+        inner = where.get("And") if isinstance(where.get("And"), dict) else where
+        assert isinstance(inner, dict)
+        return str(inner.get("Prefix") or "")
+    return str(rule.get("Prefix") or "")  # the older form, without Filter
 
 
 @dataclass(frozen=True, slots=True)

@@ -504,6 +504,24 @@ class S3ObjectStore(ObjectStore):
         config = answer.get("ObjectLockConfiguration", {})
         return bool(config.get("ObjectLockEnabled") == "Enabled")
 
+    async def lifecycle_rules(self) -> list[object] | None:
+        """The bucket's lifecycle rules ([] when it has none); None when they cannot be
+        read (no s3:GetLifecycleConfiguration, a store without the call)."""
+        if directory_bucket(self.bucket):
+            return []
+        try:
+            answer = await self._client.get_bucket_lifecycle_configuration(Bucket=self.bucket)
+        except botocore_errors.ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code == "NoSuchLifecycleConfiguration":
+                return []
+            log.debug("s3.get_lifecycle_failed", code=code)
+            return None
+        except _TRANSLATED as exc:
+            log.debug("s3.get_lifecycle_failed", error=repr(exc))
+            return None
+        return list(answer.get("Rules") or [])
+
     async def lock_state(self, key: str, version_id: str) -> tuple[str, float | None]:
         """Why a version is locked and until when (one HeadObject); "unknown" when the HEAD
         fails (no s3:GetObjectVersion), "no lock found..." when it shows no lock."""

@@ -43,6 +43,7 @@ import structlog
 
 from gcd.rules.admission import SafetyGate
 from gcd.rules.prices import PriceTable, prices_for
+from gcd.rules.undo import lifecycle_conflicts
 from gcd.storage.objectstore import DetectingStore
 from gcd.storage.open import StoreSettings, open_store, preflight_store
 from gcd.sweep.binding import BoundSource
@@ -240,6 +241,29 @@ async def _journal(
         await keeper.close()
 
 
+async def _check_lifecycle(objects: Any, root: str, window: float) -> None:
+    """Refuse a window the bucket's lifecycle rules cannot keep (a versioned S3 bucket
+    whose rules expire noncurrent versions sooner: hidden objects would be freed before
+    a restore); rules that cannot be read are logged, not guessed."""
+    if not isinstance(objects, DetectingStore) or not hasattr(objects, "lifecycle_rules"):
+        return
+    if (await objects.detect()).versioning != "Enabled":
+        return
+    rules = await objects.lifecycle_rules()
+    if rules is None:
+        log.warning("undo.lifecycle_unreadable", window_s=window,
+                    fix="grant s3:GetLifecycleConfiguration so the sweeper can check "
+                        "that no lifecycle rule frees hidden versions before the undo "
+                        "window ends")  # fmt: skip
+        return
+    conflicts = lifecycle_conflicts(rules, root.rstrip("/") + "/", window)
+    if conflicts:
+        span = f"{window / 86400:g} days" if window >= 86400 else f"{window:g} s"
+        raise ConfigError(f"an --undo-window of {span} cannot be kept: {'; '.join(conflicts)}, "
+                          "so a hidden object could be gone before the window ends; lower "
+                          "--undo-window or lengthen the rule")  # fmt: skip
+
+
 @contextlib.asynccontextmanager
 async def _undo_keeper(settings: SweepSettings, kv: EtcdKV | None,
                        objects: Any) -> AsyncIterator[UndoKeeper | None]:  # fmt: skip
@@ -254,6 +278,7 @@ async def _undo_keeper(settings: SweepSettings, kv: EtcdKV | None,
     if settings.journal.directory is None:
         raise ConfigError(f"--undo-window {window:g}s needs --journal-dir DIR: the journal "
                           "names the delete markers l0gc wrote")  # fmt: skip
+    await _check_lifecycle(objects, settings.round.layout.root, window)
     keeper = UndoKeeper(window)
     local = Path(settings.journal.directory)
     found = keeper.ledger.load(read_journal([local])) if local.is_dir() else 0  # noqa: ASYNC240 - once, at start

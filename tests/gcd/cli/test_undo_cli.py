@@ -397,6 +397,37 @@ async def test_restore_refuses_a_marker_the_store_says_is_data(s3_server: S3Serv
     assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == b"live bytes"
 
 
+def test_a_window_a_lifecycle_rule_cannot_keep_is_refused_naming_the_rule(
+    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue 51: a lifecycle rule expiring noncurrent versions after 7 days would free
+    hidden objects before a 30-day window ends: the sweep exits 2 naming the rule and
+    deletes nothing; a 1 h window, which the rule keeps, sweeps."""
+    client = client_for(s3_server.endpoint_url)
+    bucket = make_bucket(client, versioned=True)
+    eligible, live, _ = seed(client, bucket)
+    client.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        {"ID": "expire-old-versions", "Status": "Enabled", "Filter": {"Prefix": "level_zero/"},
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}]})  # fmt: skip
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))  # type: ignore[arg-type]
+    journal = str(tmp_path / "journal")
+    before = versions(client, bucket)
+    code, _, err = gcd(sweep(s3_server, bucket, etcd_server, namespace, journal, "30d"), capsys)
+    assert code == exitcodes.USAGE, err
+    said = [line for line in err.splitlines() if line.startswith("gcd sweep: error:")]
+    assert len(said) == 1, err
+    rule = ("lifecycle rule 'expire-old-versions' (prefix 'level_zero/') expires noncurrent "
+            "versions after 7 days")
+    assert f"an --undo-window of 30 days cannot be kept: {rule}" in said[0]
+    assert versions(client, bucket) == before
+    code, summary, _ = gcd(sweep(s3_server, bucket, etcd_server, namespace, journal, "1h"),
+                           capsys)  # fmt: skip
+    assert code == exitcodes.OK, summary
+    assert summary["markers_written"] == len(eligible)
+    assert current(client, bucket) == live
+
+
 def test_status_shows_the_window_and_what_is_pending() -> None:
     """A round's undo report fits the shard announcement's `store` and `gcd status`
     prints the window, the rule, the pending keys and bytes and the oldest marker."""

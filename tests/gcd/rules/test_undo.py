@@ -8,6 +8,7 @@ from gcd.rules.undo import (
     UndoAction,
     VersionEntry,
     delayed_safe_epoch,
+    lifecycle_conflicts,
     plan_key,
     prunable,
     should_record,
@@ -149,3 +150,43 @@ def test_a_short_retention_that_still_covers_a_shorter_window_keeps_it() -> None
     """Any positive retention at least the window keeps it, even one second."""
     assert store_keeps(1.0, 0.5)
     assert store_keeps(1.0, 1.0)
+
+
+DAY = 86400.0
+
+
+def _rule(days: object, **fields: object) -> dict[str, object]:
+    return {"ID": "r", "Status": "Enabled", "NoncurrentVersionExpiration":
+            {"NoncurrentDays": days}, **fields}  # fmt: skip
+
+
+def test_a_lifecycle_rule_that_frees_hidden_versions_inside_the_window_is_named() -> None:
+    """Issue 51: noncurrent versions expiring sooner than the window (on a prefix that
+    overlaps the root, or with a tag filter) would free hidden objects before a restore."""
+    root = "level_zero/data/"
+    (line,) = lifecycle_conflicts([_rule(7, ID="tmp", Filter={"Prefix": "level_zero/"})],
+                                  root, 30 * DAY)  # fmt: skip
+    assert line == ("lifecycle rule 'tmp' (prefix 'level_zero/') expires noncurrent versions "
+                    "after 7 days")  # fmt: skip
+    for overlapping in ({"Prefix": "level_zero/data/007/"}, {"Prefix": ""}, {},
+                        {"And": {"Prefix": "level_zero/d", "Tags": [{"Key": "k"}]}},
+                        {"Tag": {"Key": "k", "Value": "v"}}):  # fmt: skip
+        assert lifecycle_conflicts([_rule(7, Filter=overlapping)], root, 30 * DAY), overlapping
+    assert lifecycle_conflicts([_rule(7, Prefix="level_zero")], root, 30 * DAY)  # no Filter
+    assert lifecycle_conflicts([_rule(7)], root, 30 * DAY) == [
+        "lifecycle rule 'r' (prefix '') expires noncurrent versions after 7 days"]
+    assert lifecycle_conflicts([{**_rule(0), "ID": None}], root, 1.0)
+
+
+def test_lifecycle_rules_that_keep_the_window_or_miss_the_root_are_not_named() -> None:
+    root = "level_zero/data/"
+    keeps = [_rule(30), _rule(31), _rule(7, Status="Disabled"), _rule("7"), _rule(None),
+             {"ID": "x", "Status": "Enabled", "Expiration": {"Days": 1}}, "not a rule",
+             _rule(1, Filter={"Prefix": "logs/"}), _rule(1, Prefix="other/"),
+             {"ID": "y", "Status": "Enabled", "NoncurrentVersionExpiration": 3}]
+    assert lifecycle_conflicts(keeps, root, 30 * DAY) == []
+    assert lifecycle_conflicts([_rule(30)], root, 30 * DAY + 1)  # a second short
+    below = _rule(1, Filter={"And": {"Prefix": "level_zero/data/9x"}})  # part of the root
+    (line,) = lifecycle_conflicts([below], root, 30 * DAY)
+    assert line == ("lifecycle rule 'r' (prefix 'level_zero/data/9x') expires noncurrent "
+                    "versions after 1 days")
