@@ -68,8 +68,10 @@ from watermark.etcd.settings import EtcdSettings, open_kv
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 VENV_BIN = Path(sys.executable).parent  # where `gcd` and `watermark` are installed
-COMMAND_TIMEOUT_S = 30.0
-SETTLE_S = 10.0  # how long a read-only command may take to show the documented state
+COMMAND_TIMEOUT_S = 60.0  # a bound on a hang, not on speed: a loaded machine is slow
+# How long a read-only command may take to show the documented state: a server started in
+# the step before may need many seconds on a loaded machine, and each try is a new process.
+SETTLE_S = 60.0
 READ_ONLY = re.compile(
     r"^(?:gcd status|watermark (?:partition (?:show|list)|epoch get|namespace show))\b"
     r"[^;&>]*$"

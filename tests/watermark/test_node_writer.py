@@ -103,7 +103,7 @@ def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
         (reported,) = node(env, "reconcile", "2")
         assert (reported["reconciled_offset"], reported["watermark"]) == (2, 3)
         assert reported["log_end_wanted"] is False
-        wait_until_sync(lambda: etcd_op(etcd_server, namespace, "m") == 3, timeout_s=10,
+        wait_until_sync(lambda: etcd_op(etcd_server, namespace, "m") == 3, timeout_s=60,
                         what="the publisher to publish M(p) = 3")  # fmt: skip
     capsys.readouterr()
     assert gcd("sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,

@@ -104,7 +104,7 @@ async def test_status_shows_what_a_running_sweeper_detected(
             return ("store          versioning Enabled, object lock off, listing ordered"
                     in capsys.readouterr().out)  # fmt: skip
 
-        await wait_until(shown, timeout_s=15, what="gcd status shows the detection")
+        await wait_until(shown, timeout_s=60, what="gcd status shows the detection")
 
 
 def _flags(**given: object) -> argparse.Namespace:

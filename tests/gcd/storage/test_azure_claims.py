@@ -3,12 +3,16 @@ prefix Azure cannot list is skipped by name, not retried for ever (finding 6).""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from azure.core.pipeline.transport import AioHttpTransport
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from gcd.rules.backoff import Backoff
@@ -47,6 +51,22 @@ async def container(
 
 async def names(client: ContainerClient) -> set[str]:
     return {blob.name async for blob in client.list_blobs()}
+
+
+def count_list_requests(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
+    """Count the List Blobs requests the Azure SDK puts on the wire, by prefix, from now on
+    (its HTTP transport's sends: one per attempt, whoever retries)."""
+    sent: collections.Counter[str] = collections.Counter()
+    real_send = AioHttpTransport.send
+
+    async def send(self: AioHttpTransport, request: Any, **options: Any) -> Any:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(request.url).query)
+        if query.get("comp") == ["list"]:
+            sent[query.get("prefix", [""])[0]] += 1
+        return await real_send(self, request, **options)
+
+    monkeypatch.setattr(AioHttpTransport, "send", send)
+    return sent
 
 
 async def test_nested_roots_are_refused_and_never_swept_on_azure(
@@ -89,12 +109,15 @@ async def test_nested_roots_are_refused_and_never_swept_on_azure(
 
 async def test_a_prefix_azure_cannot_list_is_skipped_by_name_and_the_round_ends(
     container: tuple[ContainerClient, AzureSettings],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A blob named with \\x01 makes Azurite answer 500 to every listing of its prefix.
 
     The round retries it within its budget, narrows it down to its prefix directory, names
     that (summary, metric, log) and collects everything else. Before: the SDK retried
-    each attempt for ~80 s, so one prefix held the round for many minutes.
+    each attempt for ~80 s, so one prefix held the round for many minutes. Counted, not
+    timed: every List Blobs request that reached the wire is one the store sent (the SDK
+    retries none), and the poisoned prefix cost its retry budget, not more.
     """
     client, settings = container
     poison = LAYOUT.format(417, 1, "bad\x01name")
@@ -104,13 +127,18 @@ async def test_a_prefix_azure_cannot_list_is_skipped_by_name_and_the_round_ends(
     config = RoundConfig(layout=LAYOUT, grace_s=0.0, list_concurrency=4,
                          backoff=Backoff(base_s=0.01, cap_s=0.05, max_attempts=3))  # fmt: skip
     metrics = SweeperMetrics()
-    started = time.monotonic()
+    sent = count_list_requests(monkeypatch)
     async with AzureBlobStore.open(settings) as store:
         sweeper = Sweeper(store, config, metrics=metrics, clock=lambda: time.time() + 60)
         result = await sweeper.sweep(5, None)
         announce = Announcing(store, sweeper)  # what `gcd status` shows of a running sweeper
         told = announce(ShardAnnouncement("s", 0, 1, 1.0))
-    assert time.monotonic() - started < 10
+    # Every List Blobs attempt on the wire is one the store sent: the SDK retries none.
+    assert sum(sent.values()) == store.list_requests, (sent, store.list_requests)
+    # Each prefix holding the poison failed its budget of attempts (plus the one-key probe
+    # of its parent's narrowing), no more; before, each attempt was ~10 of the SDK's.
+    assert {prefix for prefix in sent if poison.startswith(prefix)} >= {OUTER + "/4", INNER}
+    assert max(sent.values()) <= config.backoff.max_attempts + 1, sent
     assert told.problems == ("cannot list level_zero/data/417: skipped",)
     summary = result.summary
     assert summary.unlistable_prefixes == ("level_zero/data/417",)

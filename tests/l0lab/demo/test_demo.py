@@ -137,8 +137,14 @@ def demo(*args: str, own_group: bool = False) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def events(log: str, event: str) -> list[dict[str, Any]]:
+    """The demo's JSON log lines (its stderr) of `event`, in order."""
+    docs = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    return [doc for doc in docs if doc.get("event") == event]
+
+
 def wait_for_event(
-    proc: subprocess.Popen[str], event: str, timeout_s: float = 60
+    proc: subprocess.Popen[str], event: str, timeout_s: float = 120
 ) -> dict[str, Any]:
     """Read the demo's JSON log lines until `event` appears; return that line."""
     assert proc.stderr is not None
@@ -178,7 +184,10 @@ def test_a_short_demo_collects_garbage_and_loses_nothing() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_the_demo_cleanly(signum: signal.Signals) -> None:
-    """SIGINT/SIGTERM mid-run: it drains, verifies, reports, exits 130, leaves no etcd."""
+    """SIGINT/SIGTERM mid-run: it drains, verifies, reports, exits 130, leaves no etcd.
+    The writing phase ended early, by the signal: draining began less than the 120 s of
+    writing asked for after the demo started (its own clock; the whole run may take as
+    long as a loaded machine needs)."""
     proc = demo("--duration", "120")
     try:
         started = wait_for_event(proc, "demo.servers_started")
@@ -195,7 +204,8 @@ def test_a_signal_stops_the_demo_cleanly(signum: signal.Signals) -> None:
     summary = json.loads(out)
     assert summary["interrupted"] is True
     assert summary["live_lost"] == 0
-    assert summary["duration_s"] < 60
+    phases = {doc["phase"]: doc["elapsed_s"] for doc in events(err, "demo.phase")}
+    assert phases["draining"] < 120, phases
 
 
 @pytest.mark.integration

@@ -26,9 +26,10 @@ pytestmark = pytest.mark.integration
 
 
 async def open_store(endpoint: str | tuple[str, ...], namespace: str) -> WatermarkStore:
-    """A store on the real etcd (one endpoint or a cluster's), timeouts short."""
+    """A store on the real etcd (one endpoint or a cluster's). A call's timeout is not
+    short: a stopped etcd refuses at once, and a loaded one may take seconds to answer."""
     endpoints = (endpoint,) if isinstance(endpoint, str) else endpoint
-    kv = await open_kv(EtcdSettings(endpoints=endpoints, namespace=namespace, timeout_s=2.0))
+    kv = await open_kv(EtcdSettings(endpoints=endpoints, namespace=namespace, timeout_s=30.0))
     return WatermarkStore(kv, namespace)
 
 

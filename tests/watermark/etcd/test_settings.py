@@ -291,7 +291,7 @@ def tls_etcd(tmp_path: Path, pki: Pki) -> Iterator[str]:
 
         wait_until_sync(
             healthy,
-            timeout_s=20,
+            timeout_s=60,
             what="TLS etcd to become healthy",
             ignore=(OSError,),
             detail=lambda: (tmp_path / "etcd.log").read_text(errors="replace")[-3000:],

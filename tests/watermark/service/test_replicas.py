@@ -30,6 +30,10 @@ from watermark.service.replicas import ReplicaSet, ReplicaSettings
 NS = "/l0gc/test"
 PARTITIONS = tuple(f"orders/{n}" for n in range(24))
 TTL = 5
+WAIT_S = 60.0
+"""The real-time waits (a request for a moving partition, a drain, a leave): a wait
+ends when its condition holds, so only a test that expects one to run out sets it
+shorter. A short one would race the test's own steps on a loaded machine."""
 
 
 class FakeClock:
@@ -59,8 +63,9 @@ class Group:
 
     def add(self, member_id: str, address: str = "", **settings: Any) -> ReplicaSet:
         """A replica (not joined yet) at `address` (default http://ID.test:8080)."""
-        publisher = Publisher(self.store, member_id, clock=self.clock, drain_timeout_s=0.5)
-        options: dict[str, Any] = {"lease_ttl_s": TTL, "route_wait_s": 0.3, "leave_wait_s": 2}
+        publisher = Publisher(self.store, member_id, clock=self.clock, drain_timeout_s=WAIT_S)
+        options: dict[str, Any] = {"lease_ttl_s": TTL, "route_wait_s": WAIT_S,
+                                   "leave_wait_s": WAIT_S}  # fmt: skip
         options.update(settings)
         replica = ReplicaSet(
             self.store,
@@ -87,7 +92,7 @@ class Group:
         one round of `name` (the view read after it arrived)."""
         replica = self.replicas[name]
         locating = asyncio.create_task(replica.locate(partition))
-        await wait_until(lambda: replica._waiters > 0, timeout_s=5, what="the request arriving")
+        await wait_until(lambda: replica._waiters > 0, timeout_s=30, what="the request arriving")
         await self.rounds(name, count=1)
         return await locating
 
@@ -166,7 +171,7 @@ async def test_leaving_hands_over_sealed_partitions(group: Group) -> None:
     baseline = _known_adoptions(group, "a", "c")
     fence = await leaver._publisher.acquire(moving[0], 5)
     leaving = asyncio.create_task(leaver.leave())
-    async with asyncio.timeout(5):  # wait for the handover to close the fence, not a delay
+    async with asyncio.timeout(30):  # wait for the handover to close the fence, not a delay
         while leaver._publisher.serving(moving[0]):
             await asyncio.sleep(0)
     leaver._publisher.commit(fence, 0)  # the drain lets it finish
@@ -211,7 +216,8 @@ async def test_a_moving_partition_is_served_by_its_holder_through_the_grace() ->
         await made.add(name, handover_grace_s=2.0).join()
     await made.rounds()
     before = {p: hosts[0] for p, hosts in made.owners().items()}
-    await made.add("d", handover_grace_s=2.0).join()
+    # d's requests wait 1 s (a round of d, ~10 ms, must come first), then NoOwner.
+    await made.add("d", handover_grace_s=2.0, route_wait_s=1.0).join()
     await made.rounds()
     assert {p: hosts[0] for p, hosts in made.owners().items()} == before
     view = made.replicas["a"].view
@@ -221,7 +227,7 @@ async def test_a_moving_partition_is_served_by_its_holder_through_the_grace() ->
     holder = made.replicas[before[moving[0]]]
     assert holder._publisher.serving(moving[0])
     with pytest.raises(NoOwner, match=f"handed over by replica {before[moving[0]]} to this"):
-        await made.locate_after_a_round("d", moving[0])  # held (0.3 s), not redirected
+        await made.locate_after_a_round("d", moving[0])  # held (1 s), not redirected
     made.clock.now += 1.9
     await made.rounds()
     assert made.replicas["d"]._publisher.partitions == []
@@ -288,7 +294,7 @@ async def test_a_partition_nobody_adopts_times_out_as_no_owner() -> None:
     """Assigned to a member that never adopts: a request waits, then NoOwner."""
     made = Group()
     await made.setup()
-    await made.add("a").join()
+    await made.add("a", route_wait_s=1.0).join()  # a request waits 1 s, then NoOwner
     await made.add("b").join()  # joined, but runs no rounds: never claims
     await made.rounds("a")
     theirs = next(p for p in PARTITIONS if made.replicas["a"].view.assignment.owner(p) == "b")  # type: ignore[union-attr]
@@ -380,7 +386,7 @@ async def served() -> AsyncIterator[tuple[Group, dict[str, str], aiohttp.ClientS
         for name in ("a", "b"):
             port = free_port()  # the address goes into the member record
             urls[name] = f"http://127.0.0.1:{port}"
-            replica = made.add(name, urls[name], route_wait_s=1)
+            replica = made.add(name, urls[name])
             app = create_app(replica._publisher, tokens=lambda: TOKENS, router=replica)
             server = ApiServer(app)
             await server.start("127.0.0.1", port)

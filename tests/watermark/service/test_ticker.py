@@ -101,11 +101,13 @@ async def test_other_ticker_takes_over_when_leader_lease_is_revoked(
 async def test_running_tickers_elect_one_leader_and_resign_on_stop(
     etcd_kv: EtcdKV, namespace: str
 ) -> None:
-    """Two running tickers advance the epoch with one leader; stopping removes the key."""
+    """Two running tickers advance the epoch with one leader; stopping removes the key.
+    (The lease is long: a short one could lapse while a loaded machine starves the leader,
+    and leadership move during the test; stopping resigns, nothing waits for it.)"""
     store = WatermarkStore(etcd_kv, namespace)
     await store.init_cluster_epoch(1)
     tickers = [
-        EpochTicker(store, etcd_kv, interval_s=0.05, owner_id=f"run-{i}", lease_ttl_s=5)
+        EpochTicker(store, etcd_kv, interval_s=0.05, owner_id=f"run-{i}", lease_ttl_s=60)
         for i in range(2)
     ]
     stop = asyncio.Event()
@@ -115,7 +117,7 @@ async def test_running_tickers_elect_one_leader_and_resign_on_stop(
         return await store.get_cluster_epoch() >= target
 
     try:
-        await wait_until(lambda: epoch_reached(4), timeout_s=20.0, what="cluster epoch 4")
+        await wait_until(lambda: epoch_reached(4), timeout_s=60.0, what="cluster epoch 4")
         assert sum(t.is_leader for t in tickers) == 1
     finally:
         stop.set()
@@ -236,7 +238,7 @@ async def test_metrics_show_the_interval_the_leader_and_the_last_advance() -> No
     await store.init_cluster_epoch(1)
     metrics = WatermarkMetrics()
     ticker = EpochTicker(
-        store, kv, interval_s=0.05, owner_id="m-0", lease_ttl_s=5, hook=metrics.hook
+        store, kv, interval_s=0.05, owner_id="m-0", lease_ttl_s=60, hook=metrics.hook
     )
 
     def value(name: str) -> float | None:
@@ -249,7 +251,7 @@ async def test_metrics_show_the_interval_the_leader_and_the_last_advance() -> No
     task = asyncio.create_task(ticker.run(stop))
     try:
         await wait_until(
-            lambda: (value("l0gc_watermark_cluster_epoch") or 0) >= 3, timeout_s=10.0,
+            lambda: (value("l0gc_watermark_cluster_epoch") or 0) >= 3, timeout_s=60.0,
             what="two advances seen by the metrics",
         )  # fmt: skip
         assert value("l0gc_watermark_ticker_interval_seconds") == 0.05
