@@ -164,6 +164,9 @@ class FaultProxy:
         self.port = 0
         self.requests: collections.Counter[str] = collections.Counter()
         self.faults: collections.Counter[str] = collections.Counter()
+        self.faults_on: collections.Counter[tuple[str, str]] = collections.Counter()
+        """Injected error answers by (code, operation): which requests a fault hit depends
+        on the order they arrive in, so a test reads it instead of assuming it."""
         self.server_errors: collections.Counter[str] = collections.Counter()
         """Per operation, the 5xx answers the server itself gave (not injected): a client
         rightly retries each, so request counts allow one more per error."""
@@ -197,6 +200,7 @@ class FaultProxy:
         if eligible and config.share and self._rng.random() < config.share:
             code = self._rng.choice(config.codes)
             self.faults[code] += 1
+            self.faults_on[code, operation] += 1
             request_id = f"fault-{sum(self.faults.values())}"
             return web.Response(
                 status=_STATUS[code],

@@ -213,7 +213,10 @@ async def test_slowdown_and_500_are_survived(
     assert summary.errors == 0
     assert proxy.faults["SlowDown"] > 0
     assert proxy.faults["InternalError"] > 0
-    assert sweeper.deleter.limiter.cuts > 0
+    # Which requests the seeded faults hit depends on arrival order: if a SlowDown answered
+    # any DeleteObjects, the limiter must have cut its rate.
+    slowed = proxy.faults_on["SlowDown", "delete"]
+    assert sweeper.deleter.limiter.cuts >= min(slowed, 1)
 
 
 @pytest.mark.parametrize(
