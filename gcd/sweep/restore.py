@@ -28,9 +28,12 @@ marker current (written after the hide) is SUPERSEDED: left alone and named.
 On a store with soft delete of its own (`SoftDeleteStore`: Azure, GCS) a key deleted
 plainly is undeleted by the store (GCS: the generation the journal records in
 ``hides``), never over an object live under its name (then ALREADY_RESTORED); nothing
-to bring back -> ALREADY_RECLAIMED. Nothing else is ever
-deleted: never another writer's marker, never a version. Each request is written to the
-restore log (`RestoreLog`, JSON lines, fsynced) before it is sent, and its answer after.
+to bring back -> ALREADY_RECLAIMED. Nothing else is ever deleted: never another
+writer's marker, never a version. Each request is written to the restore log
+(`RestoreLog`, JSON lines, fsynced) before it is sent, and its answer after.
+
+Which journal records restore acts on at all is `gcd.sweep.restore_trust`'s answer: only
+those that verify.
 """
 
 from __future__ import annotations
