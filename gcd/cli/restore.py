@@ -12,14 +12,18 @@ given must hold; `--partition` names the partition whose M(p) was wrong, for the
 repair steps: it does not select, see `gcd.sweep.restore`)
 and restores each key by deleting exactly the delete marker l0gc wrote on it, by version
 id, or on Azure and GCS (`--storage`) with soft delete by the store's own undelete /
-restore of the generation deleted (`gcd.sweep.restore`). It reports every key (restored,
-already restored, already reclaimed, never deleted, failed), then prints the steps that
+restore of the generation deleted (`gcd.sweep.restore`). It acts only on journal records
+that verify (`gcd.sweep.restore_trust`: the chain, each sweeper's end anchored in etcd, the
+segment header's namespace and bucket); the rest is named on stderr. It reports every key
+(restored, already restored, already reclaimed, never deleted, superseded, refused,
+failed), then prints the steps that
 keep the objects: `watermark partition repair ... --force` for each partition concerned,
 then `gcd resume`. The restore's requests are journaled (`restore-{id}.jsonl` beside the
 journal).
 
-Exit codes: 0 done (nothing failed), 1 a marker could not be deleted, 2 bad flags, GC
-not paused, or nothing in the journal, 4 etcd unreachable.
+Exit codes: 0 done (nothing failed), 1 a marker could not be deleted, a key was refused
+or journal records did not verify, 2 bad flags, GC not paused, or nothing in the
+journal, 4 etcd unreachable.
 """
 
 from __future__ import annotations
