@@ -277,9 +277,11 @@ async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
         plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RESTORED, deletion.epoch,
                                       latest.version_id, deletion.marker))  # fmt: skip
         return
+    hidden_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deletion.at))
     plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
                                   marker=deletion.marker,
-                                  detail="the window passed: versions freed"))  # fmt: skip
+                                  detail=f"gone for good: hidden at {hidden_at}, its versions "
+                                         "freed once the undo window passed"))  # fmt: skip
 
 
 async def _versions(store: Any, key: str) -> list[ObjectInfo]:
