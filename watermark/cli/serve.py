@@ -143,8 +143,8 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option("--fence-timeout", positive_duration, DEFAULT_FENCE_TIMEOUT_S,
            "deadline of a fence whose request gives none", "DURATION"),
     Option("--hold-ttl", positive_duration, DEFAULT_HOLD_TTL_S,
-           "how long a granted fence may stay uncommitted before it is reclaimed (its "
-           "commit refused)", "DURATION"),
+           "how long a granted fence may stay uncommitted before it is reclaimed and its "
+           "commit refused", "DURATION"),
     Option("--drain-timeout", duration, 5.0,
            "on shutdown, how long held fences may still commit", "DURATION"),
     Option("--no-idle-advance", boolean, False,

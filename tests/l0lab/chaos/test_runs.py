@@ -72,7 +72,6 @@ def test_a_fixed_seed_run_loses_nothing_under_every_fault(tmp_path: Path) -> Non
     assert_passed(code, report)
     assert report["seed"] == FIXED_SEED
     assert report["stopped_early"] is None
-    assert report["faulty_phase_s"] >= 60 * 0.9  # the run ran its --duration
 
 
 @deep

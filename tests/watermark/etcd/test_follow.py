@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aetcd import rpc
@@ -33,6 +34,17 @@ async def open_store(endpoint: str | tuple[str, ...], namespace: str) -> Waterma
     return WatermarkStore(kv, namespace)
 
 
+_FOLLOWERS: list[GcFollower] = []
+
+
+def following(store: WatermarkStore, **options: Any) -> GcFollower:
+    """A follower the `store` fixture closes before its client (as the daemon does: an
+    open watch would hold the channel's close for its whole grace period)."""
+    follower = GcFollower(store, **options)
+    _FOLLOWERS.append(follower)
+    return follower
+
+
 @pytest.fixture
 async def store(etcd_server: LocalEtcd, namespace: str) -> AsyncIterator[WatermarkStore]:
     """Cluster epoch 10, partitions p/0..p/2 owned by pub-1 at M(p) 9 (created at 10)."""
@@ -44,6 +56,8 @@ async def store(etcd_server: LocalEtcd, namespace: str) -> AsyncIterator[Waterma
     try:
         yield made
     finally:
+        while _FOLLOWERS:
+            await _FOLLOWERS.pop().close()
         await made.kv.close()
 
 
@@ -79,7 +93,7 @@ async def test_the_follower_reads_in_full_once_then_follows_every_change(
 ) -> None:
     """Publications, a pause, a malformed record (blocks at once), its repair, a
     deregistration: each read equals a full read, and only the first is a full one."""
-    follower = GcFollower(store, verify_every=1000)
+    follower = following(store, verify_every=1000)
     assert await same_as_full(store, follower) == 9
     assert follower.last_kind == "full"
     await store.advance_cluster_epoch()
@@ -124,7 +138,7 @@ async def test_every_nth_read_is_checked_and_an_update_the_watch_lost_is_caught(
     revisions ("checked"); an update the watch never delivered is found by the next
     check, confirmed by a full read at the index's revision, blocks that round, and the
     next read is a full one."""
-    follower = GcFollower(store, verify_every=2)
+    follower = following(store, verify_every=2)
     await follower.read()
     await store.advance_cluster_epoch()
     await publish(store, "p/0", 10)
@@ -146,7 +160,7 @@ async def test_every_nth_read_is_checked_and_an_update_the_watch_lost_is_caught(
 async def test_a_delete_the_watch_lost_is_caught_by_the_count(store: WatermarkStore) -> None:
     """A partition deregistered while the watch loses it: etcd holds one record fewer
     than the index, so the check reads in full and blocks the round."""
-    follower = GcFollower(store, verify_every=2)
+    follower = following(store, verify_every=2)
     await follower.read()
     losing(follower, store.partition_key("p/2"))
     await store.deregister_partition("p/2")
@@ -160,7 +174,7 @@ async def test_every_nth_check_reads_in_full(store: WatermarkStore) -> None:
     """Checks read keys only but every `FULL_CHECK_EVERY`-th, which reads the namespace
     in full: a difference only a value comparison finds (the index's own bug, not the
     watch's) is found there."""
-    follower = GcFollower(store, verify_every=1)
+    follower = following(store, verify_every=1)
     await follower.read()
     kinds = []
     for round_no in range(FULL_CHECK_EVERY):
@@ -186,7 +200,7 @@ async def test_checks_wait_for_the_check_interval(store: WatermarkStore) -> None
     checked; the first read once the interval has passed is, and the next check waits
     again. A change the watch lost is still found, at that later check."""
     now = [1000.0]
-    follower = GcFollower(store, verify_every=2, check_interval_s=60.0,
+    follower = following(store, verify_every=2, check_interval_s=60.0,
                           monotonic=lambda: now[0])  # fmt: skip
     await follower.read()
     assert follower.last_kind == "full"
@@ -240,9 +254,9 @@ async def test_a_quiet_namespace_follows_etcds_revision_through_a_compaction(
     cannot be made at all is decided by a full read (an etcd of this test's own:
     compaction would take other tests' history)."""
     store = await open_store(etcd_private.endpoint, namespace)
+    follower = GcFollower(store, verify_every=2)
     try:
         await store.init_cluster_epoch(10)
-        follower = GcFollower(store, verify_every=2)
         await follower.read()
         other = WatermarkStore(store.kv, namespace + "-elsewhere")
         await other.init_cluster_epoch(1)
