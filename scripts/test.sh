@@ -5,9 +5,10 @@
 #   scripts/test.sh --deep [ARGS]  the deep tier (`make test-deep`): set-up and the tests
 #                                  marked `deep` (random seeds, soaks, larger scopes, bench)
 # ARGS go to pytest, e.g. scripts/test.sh -m "not spark and not slow" for a quick local run.
-# pytest runs on L0GC_TEST_WORKERS (default 2) xdist workers, each with its own
-# servers; the Spark tests share one worker (XDIST_GROUPS in tests/conftest.py); `-n 0`
-# among ARGS runs them in this process. mypy checks alongside the tests (they mostly
+# pytest runs on L0GC_TEST_WORKERS (default 3) xdist workers, each with its own
+# servers: most tests wait on servers and subprocesses, so a third worker keeps the 2
+# cores busy (docs/conventions.md); the Spark tests share one worker (XDIST_GROUPS in
+# tests/conftest.py); `-n 0` among ARGS runs them in this process. mypy checks alongside the tests (they mostly
 # wait on servers and subprocesses) and reports after them; either failing fails the
 # command. The set-up and test times are printed apart at the end, after the 25 slowest.
 set -euo pipefail
@@ -29,7 +30,7 @@ if [ "$tier" = everyday ]; then
 fi
 echo "== pytest ($tier tier)"
 tests=0
-.venv/bin/python -m pytest -n "${L0GC_TEST_WORKERS:-2}" --dist loadgroup --durations=25 \
+.venv/bin/python -m pytest -n "${L0GC_TEST_WORKERS:-3}" --dist loadgroup --durations=25 \
     --tier "$tier" "$@" || tests=$?
 types=0
 if [ -n "$mypy_pid" ]; then

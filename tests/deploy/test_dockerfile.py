@@ -255,6 +255,7 @@ def test_the_image_carries_the_product_and_not_the_lab() -> None:
     assert include == ["gcd*", "watermark*"]
 
 
+@pytest.mark.deep  # a pip install of the whole product: a minute of CPU
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_builder_steps_make_a_venv_that_runs_both_commands(tmp_path: Path) -> None:

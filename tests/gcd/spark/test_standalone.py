@@ -41,7 +41,9 @@ from watermark.core.binding import claim_key
 # A standalone master and worker JVM beside the session's Spark: minutes on a loaded
 # 2-core machine (300 s was not enough with four pytest workers; one run beside other
 # suites took 390 s, a single spark-report 127 s). Both limits only catch a hang.
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.integration,
+# The deep tier: two clusters of JVMs cost ~7 minutes of the everyday tier's 15; every
+# Spark code path they drive runs in the everyday tier on the local SparkSession.
+pytestmark = [pytest.mark.deep, pytest.mark.spark, pytest.mark.slow, pytest.mark.integration,
               pytest.mark.timeout(1800)]
 GCD_TIMEOUT_S = 600
 """The most one `gcd spark-*` command may take (a hang guard, ~5x a loaded run's)."""

@@ -31,9 +31,13 @@ VARIANT_SCOPES: dict[str, tuple[Scope, int]] = {
 }
 """Per broken variant: the smallest scope found that holds a counterexample, and its
 shortest length there (bench/RESULTS.md section 25 has the states, the times, and the
-larger scopes measured before). Every one is searched in the everyday tier."""
+larger scopes measured before). Those of 6 moves or fewer are searched in the everyday
+tier, the two longer ones (up to ~2 minutes of CPU each) in the deep tier; the
+simulation's seeds find those too every day (tests/l0lab/sim/test_variants.py)."""
 SHORT = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 5)
 """The variants whose reductions are checked (unreduced searches of longer paths: hours)."""
+_EVERYDAY = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 6)
+_DEEP = [pytest.mark.deep, pytest.mark.timeout(3600)]
 
 
 DEFAULT_STATES, DEFAULT_TRANSITIONS = 3235, 6660
@@ -48,7 +52,9 @@ def test_every_broken_variant_has_a_scope() -> None:
 
 
 @pytest.mark.timeout(900)  # CPU-bound: up to ~20 s of CPU each; more on a shared core
-@pytest.mark.parametrize("name", BROKEN)
+@pytest.mark.parametrize(
+    "name", [n if n in _EVERYDAY else pytest.param(n, marks=_DEEP) for n in BROKEN]
+)
 def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replays(
     name: str,
 ) -> None:
@@ -203,6 +209,7 @@ def test_move_labels_round_trip() -> None:
     assert {"crash", "stop", "failover", "corrupt", "raise", "expire"} == FAULT_KINDS
 
 
+@pytest.mark.deep  # ~30 s of CPU: how the search works, not what it finds
 def test_fork_reaches_the_same_states_as_replay() -> None:
     """`--fork` (each state reached once, forked per move) explores the same graph."""
     scope = Scope(partitions=1, fault_kinds=frozenset({"raise", "crash"}), depth=3)
