@@ -253,6 +253,7 @@ def test_ctrl_c_in_a_terminal_reaches_etcd_too_and_still_ends_cleanly() -> None:
     assert summary["live_verified"] == summary["live_at_stop"]
 
 
+@pytest.mark.deep  # the demo on the other stores: the everyday tier runs it on moto
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_demo_runs_against_seaweedfs(seaweedfs_server: LocalSeaweedFS) -> None:
@@ -304,6 +305,7 @@ def container(azurite_server: LocalAzurite, namespace: str) -> Iterator[str]:
         service.delete_container(name)
 
 
+@pytest.mark.deep
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_demo_runs_on_an_azure_account(
@@ -344,6 +346,7 @@ def test_the_demo_runs_on_an_azure_account(
     assert bound["binding"]["target"]["kind"] == "azure"
 
 
+@pytest.mark.deep
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_demo_starts_and_stops_its_own_azurite(etcd_server: LocalEtcd, namespace: str) -> None:
