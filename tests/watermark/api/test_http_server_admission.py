@@ -212,23 +212,25 @@ class Calls:
 @pytest.fixture
 def open_files() -> Iterator[None]:
     """Room for the flood on this machine, so that what the flood sees is the server's
-    doing: `_OPEN_FILES` (soft limit raised for the test; skipped if the hard limit is
-    lower: socket() would fail with EMFILE), and a kernel that drops what its accept queue
-    cannot take (the client retries) rather than resetting it (tcp_abort_on_overflow)."""
+    doing: `_OPEN_FILES` (soft limit raised for the test; a hard limit lower than that
+    fails the test naming it: socket() would fail with EMFILE), and a kernel that drops
+    what its accept queue cannot take (the client retries) rather than resetting it
+    (tcp_abort_on_overflow). Never a skip: a machine that cannot run the flood says so."""
     try:
         with open("/proc/sys/net/ipv4/tcp_abort_on_overflow") as sysctl:
             resets = sysctl.read().strip() != "0"
     except OSError:
         resets = False
     if resets:
-        pytest.skip("net.ipv4.tcp_abort_on_overflow is set: the kernel resets connections "
-                    "the server has not accepted yet")  # fmt: skip
+        pytest.fail("net.ipv4.tcp_abort_on_overflow is set: the kernel resets connections "
+                    "the server has not accepted yet; set it to 0 to run the flood")  # fmt: skip
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= _OPEN_FILES:
         yield
         return
     if hard != resource.RLIM_INFINITY and hard < _OPEN_FILES:
-        pytest.skip(f"the flood needs {_OPEN_FILES} open files; RLIMIT_NOFILE allows {hard}")
+        pytest.fail(f"the flood needs {_OPEN_FILES} open files; RLIMIT_NOFILE allows {hard}: "
+                    "raise the hard limit (ulimit -Hn) to run it")
     resource.setrlimit(resource.RLIMIT_NOFILE, (_OPEN_FILES, hard))
     try:
         yield
