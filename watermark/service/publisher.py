@@ -139,6 +139,9 @@ class Publisher:
         self._drain_timeout_s = drain_timeout_s
         self._hosted: dict[str, HostedPartition] = {}
         self._adopt_lock = asyncio.Lock()
+        self._publish_lock = asyncio.Lock()
+        """One publish at a time: a round's publish still in flight must not land after a
+        hand-over's sealed one (its retry would write the record again, unsealed)."""
         self.cluster_epoch: int | None = None
         self._epoch_read_lock = asyncio.Lock()
         self._epoch_reads_started = 0
@@ -429,23 +432,26 @@ class Publisher:
     async def publish_now(
         self, only: Iterable[HostedPartition] | None = None
     ) -> dict[str, PublishStatus]:
-        """Publish every changed partition (or `only` those) now; return each status."""
-        self.lapsed()
-        hosts = self._hosted.values() if only is None else only
-        chosen = [
-            h for h in hosts if h.dirty and h.frozen is None and self._hosted.get(h.partition) is h
-        ]
+        """Publish every changed partition (or `only` those) now; return each status.
+        Publishes run one at a time (a hand-over's sealed publish waits for a round in
+        flight, and the round's partitions are chosen once it has the turn)."""
         results: dict[str, PublishStatus] = {}
-        if chosen:
-            started = time.perf_counter()
-            # One store call for all of them: the store reads the records once (one range
-            # read from a few hundred partitions on) and writes them in transactions of
-            # PUBLISH_BATCH itself. Calling it per PUBLISH_BATCH slice cost a round of
-            # ~100 gets plus a txn per slice (10k partitions on etcd: 2.5 s instead of 0.7 s).
-            await self._publish(chosen, results)
-            elapsed = time.perf_counter() - started
-            ok = sum(status is PublishStatus.OK for status in results.values())
-            self._emit(PublishRound(len(chosen), ok, elapsed))
+        async with self._publish_lock:
+            self.lapsed()
+            hosts = list(self._hosted.values()) if only is None else only
+            chosen = [h for h in hosts
+                      if h.dirty and h.frozen is None and self._hosted.get(h.partition) is h]  # fmt: skip
+            if chosen:
+                started = time.perf_counter()
+                # One store call for all of them: the store reads the records once (one
+                # range read from a few hundred partitions on) and writes them in
+                # transactions of PUBLISH_BATCH itself. Calling it per PUBLISH_BATCH slice
+                # cost a round of ~100 gets plus a txn per slice (10k partitions on etcd:
+                # 2.5 s instead of 0.7 s).
+                await self._publish(chosen, results)
+                elapsed = time.perf_counter() - started
+                ok = sum(status is PublishStatus.OK for status in results.values())
+                self._emit(PublishRound(len(chosen), ok, elapsed))
         self.published_once = True
         self._update_gauges()
         return results

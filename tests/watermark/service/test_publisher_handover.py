@@ -1,0 +1,63 @@
+"""A hand-over's sealed publish is never overwritten by a publish round of the same
+publisher that was in flight when the hand-over began.
+
+Found by a fresh-clone run of the everyday tier (2026-12-02,
+`test_a_rolling_restart_hands_every_partition_over_with_one_retry_at_most`): a replica
+logged `replica_handed_over sealed=True` and the next owner adopted 25 ms later with
+`log_end: unknown`. The periodic round had read the record before the hand-over, its
+transaction lost the compare to the sealed publish, and its retry (same owner, same
+owner_epoch: allowed) wrote the record again without the seal. The next owner then had
+to wait for its reconciler before any idle advance. Publishes of one publisher are now
+serialised (`Publisher.publish_now`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from watermark.core.kv import Compare, Delete, Put, TxnResult
+from watermark.etcd.memory import MemoryKV
+from watermark.etcd.store import WatermarkStore
+from watermark.service.publisher import Publisher
+
+_YIELDS = 200
+"""Event-loop turns the hand-over gets while the round's transaction waits: more than it
+needs to close, drain (nothing held) and publish when nothing stops it."""
+
+
+class HandOverMidRound(MemoryKV):
+    """An etcd whose first transaction (the round's publish) waits while `during` runs
+    as a task of its own for `_YIELDS` turns of the loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during: asyncio.Task[dict[str, bool]] | None = None
+        self.start_during: object = None
+
+    async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
+        start = self.start_during
+        if callable(start) and self.during is None:
+            self.during = start()
+            for _ in range(_YIELDS):
+                await asyncio.sleep(0)
+        return await super().txn(compares, ops)
+
+
+async def test_a_round_in_flight_does_not_unseal_a_hand_over() -> None:
+    kv = HandOverMidRound()
+    store = WatermarkStore(kv, "/l0gc/handover")
+    await store.init_cluster_epoch(5)
+    await store.register_partition("p")
+    publisher = Publisher(store, "pub-a")
+    await publisher.adopt("p", log_end_offset=-1)
+    await publisher.advance_idle(5)  # dirty: the next round publishes it
+    kv.start_during = lambda: asyncio.ensure_future(publisher.hand_over(["p"]))
+    await publisher.publish_now()  # the round; the hand-over starts inside its txn
+    assert kv.during is not None
+    assert await kv.during == {"p": True}  # the hand-over says it sealed the record
+    record = await store.get_partition("p")
+    assert record is not None
+    assert record.sealed_owner_epoch == record.owner_epoch, record
+    taken = await store.acquire_ownership("p", "pub-b")
+    assert taken.log_is_complete  # the next owner knows where the log ends
