@@ -1,26 +1,33 @@
 """`gcd simulate --exhaustive`: every schedule of a small cluster (see `l0lab.sim.explore`).
 
-    gcd simulate --exhaustive                                  # the default scope, real code
+    gcd simulate --exhaustive                                  # the suite, real code
+    gcd simulate --exhaustive --variant late-commit            # the suite finds it
     gcd simulate --exhaustive --variant no-drain-slide --partitions 1 --max-faults 0
     gcd simulate --exhaustive --replay 'tick; raise p0; write w0 p0 1' --variant inclusive-floor
 
-The search prints the distinct states per depth as it goes, then the totals, and on a
-violation its shortest counterexample as the same readable trace the random simulation
-prints, with the `--replay` command that runs it again. Exit 1 on a violation.
+With no scope flag the search runs the suite (`l0lab.sim.suite`: the general scope, then
+the focused scopes of the documented bugs); any scope flag searches that one scope (the
+flags not given take the general scope's values). It prints the distinct states per
+depth as it goes, then the totals, and on a violation its shortest counterexample as the
+same readable trace the random simulation prints, with the `--replay` command that runs
+it again. Exit 1 on a violation.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gcd.cli import lab
 from gcd.cli.output import write_json
 from watermark import exitcodes
 
 if TYPE_CHECKING:
+    from l0lab.sim.explore import Exploration
     from l0lab.sim.moves import Scope
+    from l0lab.sim.suite import Stage
+    from l0lab.sim.variants import Variant
 
 __all__ = ["add_arguments", "run"]
 
@@ -37,7 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--exhaustive", action="store_true",
         help="explore every schedule of a bounded scope breadth-first instead of random "
-             "seeds; a violation comes with its shortest counterexample",
+             "seeds; a violation comes with its shortest counterexample. With none of the "
+             "scope flags below, the suite: the scope of every documented bug in turn, "
+             "then the general one (docs/reliability.md); any scope flag searches that one "
+             "scope",
     )  # fmt: skip
     for flag, value, what in (
         ("--partitions", default.partitions, "partitions (1-3)"),
@@ -47,11 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--max-faults", default.faults, "faults on one path (0-4)"),
         ("--depth", default.depth, "moves on one path (1-60)"),
     ):
-        group.add_argument(flag, type=int, default=value, metavar="N",
+        group.add_argument(flag, type=int, default=None, metavar="N",
                            help=f"{what} (default {value})")  # fmt: skip
     group.add_argument(
-        "--fault-kinds", default=",".join(sorted(FAULT_KINDS)), metavar="K,K",
-        help="which faults to inject, comma-separated (default all: %(default)s)",
+        "--fault-kinds", default=None, metavar="K,K",
+        help="which faults to inject, comma-separated (default all: "
+             f"{','.join(sorted(FAULT_KINDS))})",
     )  # fmt: skip
     group.add_argument(
         "--no-symmetry", action="store_true",
@@ -92,29 +103,83 @@ def run(args: argparse.Namespace) -> int:
                          "nothing with --exhaustive; drop them\n")  # fmt: skip
         return exitcodes.USAGE
     try:
-        kinds = frozenset(k.strip() for k in args.fault_kinds.split(",") if k.strip())
-        scope = Scope(partitions=args.partitions, writers=args.writers,
-                      publishers=args.publishers, max_epoch=args.max_epoch,
-                      faults=args.max_faults, depth=args.depth, fault_kinds=kinds)  # fmt: skip
+        scope = _scope(args, Scope)
     except ValueError as exc:
         sys.stderr.write(f"gcd simulate: {exc}\n")
         return exitcodes.USAGE
     variant = VARIANTS[args.variant]
     if args.replay is not None:
-        return _replay(scope, args)
+        return _replay(scope or Scope(), args)
     progress = None if args.json else _progress
-    result = explore(scope, variant, symmetry=not args.no_symmetry, por=not args.no_por,
-                     liveness=not args.no_liveness, fork=args.fork,
-                     on_level=progress)  # fmt: skip
+    options = {"symmetry": not args.no_symmetry, "por": not args.no_por,
+               "liveness": not args.no_liveness, "fork": args.fork,
+               "on_level": progress}  # fmt: skip
+    if scope is None:
+        return _suite(args, variant, options)
+    result = explore(scope, variant, **options)
     if args.json:
         write_json(result.to_dict())
         return exitcodes.OK if result.ok else exitcodes.PARTIAL_FAILURE
+    _report(result)
+    return exitcodes.OK if result.ok else exitcodes.PARTIAL_FAILURE
+
+
+_SCOPE_FLAGS = ("partitions", "writers", "publishers", "max_epoch", "max_faults", "depth",
+                "fault_kinds")  # fmt: skip
+
+
+def _scope(args: argparse.Namespace, scope_class: type[Scope]) -> Scope | None:
+    """The one scope the flags give, None for none (the suite); ValueError names a bad one."""
+    if all(getattr(args, name) is None for name in _SCOPE_FLAGS):
+        return None
+    default = scope_class()
+    kinds = default.fault_kinds if args.fault_kinds is None else frozenset(
+        k.strip() for k in args.fault_kinds.split(",") if k.strip())  # fmt: skip
+
+    def given(name: str, value: int) -> int:
+        return value if getattr(args, name) is None else int(getattr(args, name))
+
+    return scope_class(partitions=given("partitions", default.partitions),
+                       writers=given("writers", default.writers),
+                       publishers=given("publishers", default.publishers),
+                       max_epoch=given("max_epoch", default.max_epoch),
+                       faults=given("max_faults", default.faults),
+                       depth=given("depth", default.depth), fault_kinds=kinds)  # fmt: skip
+
+
+def _suite(args: argparse.Namespace, variant: Variant, options: dict[str, Any]) -> int:
+    """Every stage of `l0lab.sim.suite.SUITE` in turn, up to the first violation."""
+    with lab.required():
+        from l0lab.sim.suite import explore_suite  # noqa: PLC0415 - the lab, when run
+
+    def announce(stage: Stage) -> None:
+        if not args.json:
+            sys.stderr.write(f"stage {stage.name}: {stage.scope.flags()}\n")
+
+    done = explore_suite(variant, on_stage=announce, **options)
+    ok = all(result.ok for _, result in done)
+    if args.json:
+        write_json({"version": 1, "mode": "exhaustive-suite", "variant": variant.name,
+                    "violations": 0 if ok else 1,
+                    "states": sum(result.states for _, result in done),
+                    "transitions": sum(result.transitions for _, result in done),
+                    "duration_s": round(sum(r.duration_s for _, r in done), 3),
+                    "stages": [{"stage": stage.name, **result.to_dict()}
+                               for stage, result in done]})  # fmt: skip
+    else:
+        for stage, result in done:
+            sys.stdout.write(f"stage {stage.name}: ")
+            _report(result)
+    return exitcodes.OK if ok else exitcodes.PARTIAL_FAILURE
+
+
+def _report(result: Exploration) -> None:
     doc = result.to_dict()
     sys.stdout.write(
         f"explored {doc['states']} states, {doc['transitions']} transitions, depth "
         f"{doc['depth']}{' (every state reached)' if result.exhausted else ''} of "
-        f"{variant.name!r} in {doc['duration_s']} s; liveness tails {doc['liveness_tails']}: "
-        f"{'no violation' if result.ok else '1 violation'}\n"
+        f"{result.variant!r} in {doc['duration_s']} s; liveness tails "
+        f"{doc['liveness_tails']}: {'no violation' if result.ok else '1 violation'}\n"
     )
     cex = result.counterexample
     if cex is not None:
@@ -124,7 +189,6 @@ def run(args: argparse.Namespace) -> int:
             f"  reproduce: {result.reproduce()}\n  events:\n"
             + "".join(f"    {line}\n" for line in cex.trace)
         )
-    return exitcodes.OK if result.ok else exitcodes.PARTIAL_FAILURE
 
 
 def _progress(level: int, states: int, transitions: int) -> None:

@@ -23,6 +23,11 @@ a bounded number of seeds. `CORRECT` is the real code.
   empty, admits the epoch equal to M(p). The random simulation cannot reach it (it has
   no operator raising M(p)); the exhaustive checker (`l0lab.sim.explore`) finds it, so it
   is not in `RANDOM` (the variants the random simulation must catch).
+- ``floor-two-early``: a mutant of `PartitionGcState.reconciled` (issue 51): the floor
+  rises with a slide two log entries before the reconciler has lifted it.
+- ``late-commit``: the guard accepts a commit on a fence it reclaimed at its hold
+  deadline (issue 51): the writer was slow, the window slid on without it, and its
+  entry lands below the window.
 
 The simulator hosts them through the real `Publisher`'s `state_class` and
 `guard_class` parameters.
@@ -52,9 +57,11 @@ __all__ = [
     "VARIANTS",
     "AppliedMaxGcState",
     "EagerFloorGcState",
+    "EarlyFloorGcState",
     "ForgetfulGcState",
     "InclusiveFloorGuard",
     "InclusiveFloorWindow",
+    "LateCommitGuard",
     "LenientSafeEpoch",
     "NoDrainGuard",
     "OwnerBlindStore",
@@ -104,6 +111,33 @@ class EagerFloorGcState(PartitionGcState):
         admission = super().apply(offset, epoch, admitted_from=admitted_from)
         self.reconciled(offset)
         return admission
+
+
+class EarlyFloorGcState(PartitionGcState):
+    """BROKEN (a mutant): a slide lifts the floor two log entries before the reconciler."""
+
+    __slots__ = ()
+
+    def reconciled(self, offset: int) -> None:
+        """Report as usual, then let the floor pass the slides up to two entries beyond."""
+        super().reconciled(offset)
+        while self._pending and self._pending[0].offset <= offset + 2:
+            self._floor = self._pending.popleft().previous_applied
+
+
+class LateCommitGuard(FencingGuard):
+    """BROKEN: reclaiming a fence at its hold deadline frees the window for a slide but
+    does not end the fence, so its writer's late commit is still taken."""
+
+    def _reclaimed(self, tokens: tuple[FenceToken, ...]) -> None:
+        super()._reclaimed(tokens)
+        for token in tokens:
+            token.outcome = None  # the bug: the reclaimed hold looks unfinished
+
+    def ensure_held(self, token: FenceToken) -> None:
+        """Held, or reclaimed by this guard (the bug)."""
+        if token.outcome is not None:
+            super().ensure_held(token)
 
 
 class NoDrainGuard(FencingGuard):
@@ -264,6 +298,16 @@ VARIANTS: dict[str, Variant] = {
             "the fencing window's floor admits the epoch equal to M(p) (a mutant)",
             guard_class=InclusiveFloorGuard,
             random_finds=False,
+        ),
+        Variant(
+            "floor-two-early",
+            "the floor rises with a slide two log entries before the reconciler lifted them",
+            state_class=EarlyFloorGcState,
+        ),
+        Variant(
+            "late-commit",
+            "a commit on a fence reclaimed at its hold deadline is accepted",
+            guard_class=LateCommitGuard,
         ),
     )
 }

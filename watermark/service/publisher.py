@@ -439,8 +439,9 @@ class Publisher:
         async with self._publish_lock:
             self.lapsed()
             hosts = list(self._hosted.values()) if only is None else only
+            hosted = self._hosted
             chosen = [h for h in hosts
-                      if h.dirty and h.frozen is None and self._hosted.get(h.partition) is h]  # fmt: skip
+                      if h.dirty and h.frozen is None and hosted.get(h.partition) is h]  # fmt: skip
             if chosen:
                 started = time.perf_counter()
                 # One store call for all of them: the store reads the records once (one

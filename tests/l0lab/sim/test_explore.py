@@ -13,30 +13,20 @@ from gcd.cli.main import main
 from l0lab.sim.checks import SAFETY
 from l0lab.sim.explore import Exploration, explore, replay
 from l0lab.sim.moves import FAULT_KINDS, Scope, parse
+from l0lab.sim.suite import SUITE, Stage, explore_suite, stage_of
 from l0lab.sim.variants import BROKEN, CORRECT, VARIANTS
 
 VARIANT_SCOPES: dict[str, tuple[Scope, int]] = {
-    "single-epoch-window": (Scope(partitions=1, publishers=1, faults=0, depth=8), 5),
-    "no-drain-slide": (Scope(partitions=1, publishers=1, faults=0, depth=8), 6),
-    "eager-floor": (Scope(partitions=1, publishers=1, faults=0, depth=8), 6),
-    "inclusive-floor": (Scope(partitions=1, fault_kinds=frozenset({"raise"}), depth=6), 3),
-    "applied-max-window": (Scope(partitions=1, writers=3, publishers=1, faults=0, depth=8),
-                           8),
-    "forgetful-adopt": (Scope(partitions=1, writers=1, publishers=1,
-                              fault_kinds=frozenset({"crash"}), depth=8), 8),
-    "lenient-sweeper": (Scope(partitions=1, writers=1, publishers=1,
-                              fault_kinds=frozenset({"corrupt"}), depth=6), 4),
-    "owner-blind-publisher": (Scope(partitions=1, writers=1,
-                                    fault_kinds=frozenset({"failover"}), depth=6), 6),
+    name: (stage.scope, length) for stage in SUITE for name, length in stage.finds
 }
-"""Per broken variant: the smallest scope found that holds a counterexample, and its
-shortest length there (bench/RESULTS.md section 25 has the states, the times, and the
-larger scopes measured before). Those of 6 moves or fewer are searched in the everyday
-tier, the two longer ones (up to ~2 minutes of CPU each) in the deep tier; the
-simulation's seeds find those too every day (tests/l0lab/sim/test_variants.py)."""
+"""Per broken variant: the suite's stage that holds its shortest counterexample
+(`l0lab.sim.suite`), and that length (bench/RESULTS.md sections 25 and 34 have the
+states and the times). Those of 7 moves or fewer are searched in the everyday tier, the
+longer ones (up to ~2 minutes of CPU each) in the deep tier; the simulation's seeds find
+those too every day (tests/l0lab/sim/test_variants.py)."""
 SHORT = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 5)
 """The variants whose reductions are checked (unreduced searches of longer paths: hours)."""
-_EVERYDAY = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 6)
+_EVERYDAY = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 7)
 _DEEP = [pytest.mark.deep, pytest.mark.timeout(3600)]
 
 
@@ -47,8 +37,42 @@ since a fence past its hold deadline is reclaimed at the publisher's next round 
 slide waiting, issue 51, 30 more states are reached)."""
 
 
-def test_every_broken_variant_has_a_scope() -> None:
+def test_every_broken_variant_has_a_stage_of_the_suite() -> None:
     assert set(VARIANT_SCOPES) == set(BROKEN)
+    assert len(VARIANT_SCOPES) == sum(len(stage.finds) for stage in SUITE)  # each in one
+    assert stage_of("late-commit")[0].name == "expire"
+
+
+def test_the_suite_runs_its_stages_in_order_up_to_the_first_violation() -> None:
+    """A stage that passes is searched whole; the search stops at the first violation."""
+    tiny = (
+        Stage("a", Scope(partitions=1, writers=1, publishers=1, faults=0, depth=2), ()),
+        Stage("b", Scope(partitions=1, fault_kinds=frozenset({"raise"}), depth=3), ()),
+        Stage("c", Scope(partitions=1, faults=0, depth=2), ()),
+    )
+    seen: list[str] = []
+    done = explore_suite(VARIANTS["inclusive-floor"], stages=tiny, liveness=False,
+                         on_stage=lambda stage: seen.append(stage.name))  # fmt: skip
+    assert seen == ["a", "b"]
+    assert [(stage.name, result.ok) for stage, result in done] == [("a", True), ("b", False)]
+    cex = done[-1][1].counterexample
+    assert cex is not None
+    assert cex.moves == ("tick", "raise p0", "write w0 p0 1")
+    assert all(result.ok for _, result in explore_suite(CORRECT, stages=tiny, liveness=False))
+
+
+def test_the_suite_is_the_default_with_no_scope_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--variant` alone runs the suite, cheapest stage first: `lenient-sweeper` is found
+    in its stage, and the reproduce command names that stage's scope."""
+    code = main(["simulate", "--exhaustive", "--json", "--variant", "lenient-sweeper"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert doc["mode"] == "exhaustive-suite"
+    assert [stage["stage"] for stage in doc["stages"]][-1] == "corrupt"
+    assert all(stage["violations"] == 0 for stage in doc["stages"][:-1])
+    cex = doc["stages"][-1]["counterexample"]
+    assert cex["moves"] == ["tick", "write w0 p0 1", "corrupt p0", "sweep"]
+    assert stage_of("lenient-sweeper")[0].scope.flags() in cex["reproduce"]
 
 
 @pytest.mark.timeout(900)  # CPU-bound: up to ~20 s of CPU each; more on a shared core
@@ -72,16 +96,28 @@ def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replay
     assert not replay(scope, CORRECT, cex.moves, liveness=False).violations
 
 
+SUITE_COUNTS = {
+    "corrupt": (1304, 2960), "expire": (2226, 4569), "raise": (3634, 8865),
+    "failover": (4514, 9298), "crash": (6106, 13795), "three-writers": (8604, 25512),
+    "two-writers": (24940, 68248), "general": (DEFAULT_STATES, DEFAULT_TRANSITIONS),
+}  # fmt: skip
+"""States and transitions of each stage on the real code (bench/RESULTS.md section 34:
+~6 minutes of CPU in all)."""
+
+
 @pytest.mark.deep
 @pytest.mark.timeout(3600)
-def test_the_real_code_passes_the_owner_blind_publishers_scope() -> None:
-    """The stale owner's publish that `owner-blind-publisher` lets through (6 moves: a
-    failover, a fence granted by the new owner, the old owner's idle advance published
-    over it) is refused by the real code's owner fencing, in every schedule of the scope."""
-    scope, _ = VARIANT_SCOPES["owner-blind-publisher"]
-    result = explore(scope, CORRECT, liveness=False)
-    assert result.ok, result.counterexample
-    assert result.depth == scope.depth
+def test_the_real_code_passes_every_stage_of_the_suite() -> None:
+    """`gcd simulate --exhaustive` with no flag, on the real code: every stage passes with
+    the same counts on every run. Among them the failover stage, where the stale owner's
+    publish that `owner-blind-publisher` lets through is refused by owner fencing, and
+    the expire stage, where `late-commit`'s late commit is refused (FenceExpired)."""
+    done = explore_suite(CORRECT)
+    assert [stage.name for stage, _ in done] == [stage.name for stage in SUITE]
+    for stage, result in done:
+        assert result.ok, (stage.name, result.counterexample)
+        assert (result.states, result.transitions) == SUITE_COUNTS[stage.name], stage.name
+    assert done[-1][1].tails == 2708
 
 
 @functools.cache
