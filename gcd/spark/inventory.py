@@ -21,6 +21,9 @@ The result is a DataFrame of `SOURCE_SCHEMA` rows (`gcd.spark.transforms`):
   does not decode becomes NULL and is reported as unparsable, never deleted.
 - A LastModifiedDate that does not parse becomes NULL: the classifier treats the
   object as too young (never deleted).
+- A row whose IsLatest or IsDeleteMarker is neither true nor false (or NULL) is
+  malformed: it is kept whatever the other columns say (never dropped as a non-current
+  version unseen) and counted as unparsable, its key NULL (issue 51).
 - A report configured with ``IncludedObjectVersions: All`` has the columns VersionId,
   IsLatest and IsDeleteMarker (CSV ``VersionId, IsLatest, IsDeleteMarker``; Parquet
   and ORC ``version_id``, ``is_latest``, ``is_delete_marker``: the manifest examples
@@ -255,8 +258,9 @@ def read_inventory(
         key = F.try_url_decode(F.col("key"))
         modified = F.try_to_timestamp(F.col("last_modified_date"))
 
-        def flag(name: str) -> Any:
-            return F.lower(F.trim(F.col(name))) == F.lit("true")
+        def flag(name: str) -> Any:  # true, false, or NULL for anything else (malformed)
+            text = F.lower(F.trim(F.col(name)))
+            return F.when(text == F.lit("true"), True).when(text == F.lit("false"), False)
     else:
         # DataFrameReader.orc takes a list (its second argument is mergeSchema).
         parquet = manifest.file_format is InventoryFormat.PARQUET
@@ -268,6 +272,13 @@ def read_inventory(
             return F.col(name).try_cast("boolean")
 
     columns = manifest.columns
+    # A row the report does not give whole (no key, or an IsLatest / IsDeleteMarker that
+    # is neither true nor false) is malformed: it is never dropped unseen nor deleted, but
+    # kept and counted as unparsable (its key becomes NULL).
+    malformed = key.isNull()
+    for name in ("is_delete_marker", "is_latest"):
+        if name in columns:
+            malformed = malformed | flag(name).isNull()
     marker = (F.coalesce(flag("is_delete_marker"), F.lit(False))
               if "is_delete_marker" in columns else F.lit(False))  # fmt: skip
     latest = F.coalesce(flag("is_latest"), F.lit(True)) if "is_latest" in columns else F.lit(True)
@@ -277,10 +288,10 @@ def read_inventory(
         version_id = F.when(F.coalesce(F.length(given), F.lit(0)) > 0, given).otherwise(
             F.lit("null"))  # fmt: skip
     else:
-        raw = raw.where(~marker & latest)
+        raw = raw.where(malformed | (~marker & latest))
         version_id = F.lit(None).cast("string")
     return raw.select(
-        key.alias("key"),
+        F.when(~malformed, key).alias("key"),
         F.coalesce(F.col("size").try_cast("long"), F.lit(0)).alias("size"),
         (F.unix_micros(modified) / F.lit(1e6)).alias("last_modified_s"),
         version_id.alias("version_id"),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from collections.abc import Callable
@@ -155,3 +156,33 @@ def test_hostile_manifests_are_refused_not_crashing(raw: bytes) -> None:
     """A deeply nested, duplicate-key or NaN manifest is a ConfigError, never RecursionError."""
     with pytest.raises(ConfigError, match="not valid JSON"):
         InventoryManifest.parse(raw)
+
+
+def test_malformed_rows_are_kept_and_counted_as_unparsable(spark: Any, tmp_path: Path) -> None:
+    """Issue 51: a row whose IsLatest or IsDeleteMarker is neither true nor false used to
+    read as false, so without `versions` it was dropped as a non-current version, unseen.
+    Now every malformed row comes back with a NULL key (kept_unparsable, counted), and a
+    well-formed non-current version is still left out."""
+    data = tmp_path / "inv" / "src" / "cfg" / "data" / "a.csv.gz"
+    data.parent.mkdir(parents=True)
+    good = "level_zero/data/001/000000000000000001/"
+    lines = [
+        f'"src","{good}a","v1","true","false","5","2026-11-01T12:00:00.000Z"',
+        f'"src","{good}a","v0","false","false","5","2026-11-01T11:00:00.000Z"',  # non-current
+        f'"src","{good}b","v1","maybe","false","5","2026-11-01T12:00:00.000Z"',
+        f'"src","{good}c","v1","true","","5","2026-11-01T12:00:00.000Z"',
+        '"src","%zz","v1","true","false","5","2026-11-01T12:00:00.000Z"',
+    ]
+    data.write_bytes(gzip.compress("\n".join(lines).encode() + b"\n"))
+    schema = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate"
+    files = [{"key": "inv/src/cfg/data/a.csv.gz", "size": data.stat().st_size,
+              "MD5checksum": "x"}]  # fmt: skip
+    path = tmp_path / "inv" / "src" / "cfg" / "2026-11-22T00-00Z" / "manifest.json"
+    path.parent.mkdir()
+    path.write_bytes(manifest(fileSchema=schema, files=files))
+    current = [r["key"] for r in read_inventory(spark, path, expected_bucket="src").collect()]
+    assert sorted(current, key=str) == sorted([f"{good}a", None, None, None], key=str)
+    every = read_inventory(spark, path, expected_bucket="src", versions=True).collect()
+    assert sorted((r["key"], r["version_id"]) for r in every if r["key"] is not None) == [
+        (f"{good}a", "v0"), (f"{good}a", "v1")]  # fmt: skip
+    assert sum(r["key"] is None for r in every) == 3
