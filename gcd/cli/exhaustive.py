@@ -5,12 +5,12 @@
     gcd simulate --exhaustive --variant no-drain-slide --partitions 1 --max-faults 0
     gcd simulate --exhaustive --replay 'tick; raise p0; write w0 p0 1' --variant inclusive-floor
 
-With no scope flag the search runs the suite (`l0lab.sim.suite`: the general scope, then
-the focused scopes of the documented bugs); any scope flag searches that one scope (the
-flags not given take the general scope's values). It prints the distinct states per
-depth as it goes, then the totals, and on a violation its shortest counterexample as the
-same readable trace the random simulation prints, with the `--replay` command that runs
-it again. Exit 1 on a violation.
+With no scope flag the search runs the suite (`l0lab.sim.suite`: the focused scopes of
+the documented bugs, cheapest first, then the general scope); any scope flag searches
+that one scope (the flags not given take the general scope's values). It prints the
+distinct states per depth as it goes, then the totals, and on a violation its shortest
+counterexample as the same readable trace the random simulation prints, with the
+`--replay` command that runs it again. Exit 1 on a violation.
 """
 
 from __future__ import annotations

@@ -77,7 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true",
         help='print one JSON report ({"version", "seeds", "steps", "violations", '
              '"duration_s", "seeds_per_s", ...}; with --exhaustive {"states", '
-             '"transitions", "depth", "violations", "counterexample", ...}) instead of text',
+             '"transitions", "depth", "violations", "counterexample", ...}, and with no '
+             'scope flag {"mode": "exhaustive-suite", "violations", "stages": [...]}) '
+             'instead of text',
     )  # fmt: skip
     exhaustive.add_arguments(parser)
 
