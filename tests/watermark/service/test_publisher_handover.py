@@ -14,33 +14,41 @@ serialised (`Publisher.publish_now`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from watermark.core.kv import Compare, Delete, Put, TxnResult
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
-_YIELDS = 200
-"""Event-loop turns the hand-over gets while the round's transaction waits: more than it
-needs to close, drain (nothing held) and publish when nothing stops it."""
+_TURNS_BOUND = 10_000
+"""Loop turns after which neither outcome happened: a test bug, reported as such."""
+
+
+def _blocked_or_done(task: asyncio.Task[dict[str, bool]], lock: asyncio.Lock | None) -> bool:
+    """The hand-over has finished (no lock stopped it), or waits for the round's turn."""
+    return task.done() or bool(getattr(lock, "_waiters", None))
 
 
 class HandOverMidRound(MemoryKV):
-    """An etcd whose first transaction (the round's publish) waits while `during` runs
-    as a task of its own for `_YIELDS` turns of the loop."""
+    """An etcd whose first transaction (the round's publish) waits until the hand-over
+    started by `start_during` has finished or is waiting for the publish lock."""
 
     def __init__(self) -> None:
         super().__init__()
         self.during: asyncio.Task[dict[str, bool]] | None = None
-        self.start_during: object = None
+        self.start_during: Callable[[], asyncio.Task[dict[str, bool]]] | None = None
+        self.lock: asyncio.Lock | None = None
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
-        start = self.start_during
-        if callable(start) and self.during is None:
-            self.during = start()
-            for _ in range(_YIELDS):
-                await asyncio.sleep(0)
+        if self.start_during is not None and self.during is None:
+            self.during = self.start_during()
+            for _ in range(_TURNS_BOUND):
+                if _blocked_or_done(self.during, self.lock):
+                    break
+                await asyncio.sleep(0)  # one turn of the loop for the hand-over task
+            else:
+                raise AssertionError("the hand-over neither finished nor waited for its turn")
         return await super().txn(compares, ops)
 
 
@@ -52,6 +60,7 @@ async def test_a_round_in_flight_does_not_unseal_a_hand_over() -> None:
     publisher = Publisher(store, "pub-a")
     await publisher.adopt("p", log_end_offset=-1)
     await publisher.advance_idle(5)  # dirty: the next round publishes it
+    kv.lock = getattr(publisher, "_publish_lock", None)  # what the hand-over waits on
     kv.start_during = lambda: asyncio.ensure_future(publisher.hand_over(["p"]))
     await publisher.publish_now()  # the round; the hand-over starts inside its txn
     assert kv.during is not None
