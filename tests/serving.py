@@ -35,7 +35,6 @@ tests/watermark/service/test_replicas.py) is a fixture of its test module, and a
 from __future__ import annotations
 
 import json
-import os
 import signal
 import urllib.error
 import urllib.request
@@ -123,8 +122,8 @@ class Serve:
 
     def signal(self, sig: signal.Signals) -> None:
         """Send `sig` to its PID (SIGHUP, SIGINT, ...)."""
-        assert self.child.pid is not None, "not started"
-        os.kill(self.child.pid, sig)
+        assert self.child.process is not None, "not started"
+        self.child.process.send_signal(sig)
 
     def wait_exit(self, timeout_s: float) -> int | None:
         """Its exit code once it exits by itself; None if it did not within `timeout_s`."""

@@ -28,7 +28,6 @@ here; the faults themselves, and finding the etcd or ticker leader, are in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
 import signal
@@ -411,6 +410,4 @@ class Cluster:
 
 def _signal_cont(member: LocalEtcd) -> None:
     """Thaw an etcd member the nemesis may have frozen, so it can be stopped."""
-    if member.pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(member.pid, signal.SIGCONT)
+    member.signal(signal.SIGCONT)

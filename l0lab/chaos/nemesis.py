@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import random
 import signal
 import time
@@ -159,8 +158,7 @@ class Nemesis:
             self.reconcilers.stall(partition, False)
         for member in cluster.etcd.members:
             if member.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(member.pid, signal.SIGCONT)
+                member.signal(signal.SIGCONT)
             else:
                 await asyncio.to_thread(member.start)
         for name, pub in cluster.publishers.items():
@@ -272,10 +270,8 @@ class Nemesis:
             member = found or member
         name = f"etcd {member.name}"
         if kind is FaultKind.ETCD_FREEZE:
-            pid = member.pid
-            assert pid is not None
-            return self._freeze(name, lambda: os.kill(pid, signal.SIGSTOP),
-                                lambda: os.kill(pid, signal.SIGCONT))  # fmt: skip
+            return self._freeze(name, lambda: member.signal(signal.SIGSTOP),
+                                lambda: member.signal(signal.SIGCONT))  # fmt: skip
         await asyncio.to_thread(member.stop, kill=True)
 
         async def heal() -> None:

@@ -9,7 +9,6 @@ seeded directly (much faster than PUTs over HTTP). Neither is for production.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import shutil
@@ -64,14 +63,17 @@ _RANDOM = random.Random()  # seeded from the OS: workers draw independently
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> None:
-    """Stop a server we started: SIGTERM by its PID, SIGKILL after `grace_s`, reaped."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGTERM)
+    """Stop a server we started: SIGTERM by its PID, SIGKILL after `grace_s`, reaped.
+
+    Through `Popen.send_signal`, never `os.kill(proc.pid)`: once the process has exited
+    and been reaped its PID is free, and on a busy machine (pid_max 32768, a test run
+    spawns more than that in processes and threads) it soon names another test's server.
+    """
+    proc.terminate()
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
+        proc.kill()
         proc.wait(timeout=10)
 
 
@@ -129,6 +131,12 @@ class LocalEtcd:
     def peer_url(self) -> str:
         """http://127.0.0.1:PEER_PORT."""
         return f"http://127.0.0.1:{self.peer_port}"
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send `sig` (SIGSTOP, SIGCONT) to the server; nothing once it has exited (its
+        PID may name another process by then: see `stop_process`)."""
+        if self.process is not None:
+            self.process.send_signal(sig)
 
     def start(self, *, wait: bool = True) -> LocalEtcd:
         """Start (or restart) the server; with `wait`, until it answers /health."""
@@ -189,12 +197,11 @@ class LocalEtcd:
         if self.process is None:
             return
         proc, self.process = self.process, None
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
+            proc.kill()
             proc.wait(timeout=10)
         if self._log is not None:
             self._log.close()

@@ -103,8 +103,7 @@ class Child:
 
     def _signal(self, sig: signal.Signals) -> None:
         if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, sig)
+            self.process.send_signal(sig)  # not os.kill: a reaped PID is soon another's
 
     def freeze(self) -> None:
         """SIGSTOP."""

@@ -18,12 +18,10 @@ clash) and needs the package index pip is configured with.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -159,12 +157,11 @@ class LocalSparkCluster:
             process = self.processes.pop(name, None)
             if process is None:
                 continue
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
+            process.terminate()
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
+                process.kill()
                 process.wait(timeout=20)
         for log in self._logs:
             log.close()

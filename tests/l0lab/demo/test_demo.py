@@ -112,20 +112,23 @@ def test_the_report_explains_orphans_and_why_read_back_objects_are_gone_too() ->
 # -- whole runs ------------------------------------------------------------------------
 
 
-def etcd_running(pid: int) -> bool:
-    """True while a process with this PID runs an etcd binary."""
+def running(pid: int, name: bytes, url: str) -> bool:
+    """True while the process with this PID has `name` and `url`'s port in its command
+    line. The port too: once the demo's child has exited its PID is free, and on a busy
+    machine it soon names another test's server of the same kind, not ours to kill."""
+    port = url.rstrip("/").rsplit(":", 1)[1].split("/", 1)[0].encode()
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return b"etcd" in cmdline
+    return name in cmdline and port in cmdline
 
 
-def assert_gone(pid: int) -> None:
+def assert_gone(pid: int, endpoint: str) -> None:
     """The demo's etcd child must be gone; if not, stop it (it is ours) and fail."""
-    if etcd_running(pid):
+    if running(pid, b"etcd", endpoint):
         os.kill(pid, signal.SIGKILL)
-        pytest.fail(f"the demo left its etcd (pid {pid}) running")
+        pytest.fail(f"the demo left its etcd (pid {pid}, {endpoint}) running")
 
 
 def demo(*args: str, own_group: bool = False) -> subprocess.Popen[str]:
@@ -166,7 +169,7 @@ def test_a_short_demo_collects_garbage_and_loses_nothing() -> None:
     """An 8 s demo deletes garbage, loses no live object, and stops its etcd."""
     done = run_cli("gcd", "demo", "--duration", "8", "--json", timeout_s=120)
     summary = json.loads(done.stdout)
-    assert_gone(summary["etcd_pid"])
+    assert_gone(summary["etcd_pid"], summary["etcd"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert summary["version"] == 1
     assert summary["ok"] is True
@@ -198,7 +201,7 @@ def test_a_signal_stops_the_demo_cleanly(signum: signal.Signals) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert_gone(started["etcd_pid"])
+    assert_gone(started["etcd_pid"], started["etcd"])
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err
     summary = json.loads(out)
@@ -224,7 +227,7 @@ def test_a_second_signal_aborts_and_still_stops_etcd() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert_gone(started["etcd_pid"])
+    assert_gone(started["etcd_pid"], started["etcd"])
     assert proc.returncode == 130
     assert out == ""
     assert "aborted" in err
@@ -245,7 +248,7 @@ def test_ctrl_c_in_a_terminal_reaches_etcd_too_and_still_ends_cleanly() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert_gone(started["etcd_pid"])
+    assert_gone(started["etcd_pid"], started["etcd"])
     assert proc.returncode == 130, err[-3000:]
     summary = json.loads(out)
     assert summary["interrupted"] is True
@@ -265,7 +268,7 @@ def test_the_demo_runs_against_seaweedfs(seaweedfs_server: LocalSeaweedFS) -> No
         timeout_s=120,
     )  # fmt: skip
     summary = json.loads(done.stdout)
-    assert_gone(summary["etcd_pid"])
+    assert_gone(summary["etcd_pid"], summary["etcd"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert summary["ok"] is True
     assert summary["deleted"] > 0
@@ -274,14 +277,6 @@ def test_the_demo_runs_against_seaweedfs(seaweedfs_server: LocalSeaweedFS) -> No
 
 
 # -- on Azure Blob Storage -------------------------------------------------------------
-
-
-def running(pid: int, name: bytes) -> bool:
-    """True while a process with this PID has `name` in its command line."""
-    try:
-        return name in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def logged(stderr: str, event: str) -> dict[str, Any]:
@@ -358,7 +353,7 @@ def test_the_demo_starts_and_stops_its_own_azurite(etcd_server: LocalEtcd, names
         timeout_s=120,
     )  # fmt: skip
     started = logged(done.stderr, "demo.servers_started")
-    if running(started["azurite_pid"], b"azurite"):
+    if running(started["azurite_pid"], b"azurite", started["endpoint_url"]):
         os.kill(started["azurite_pid"], signal.SIGKILL)
         pytest.fail(f"the demo left its Azurite (pid {started['azurite_pid']}) running")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -382,7 +377,7 @@ def test_the_demo_runs_on_its_own_gcs_emulator(etcd_server: LocalEtcd, namespace
         timeout_s=120,
     )  # fmt: skip
     started = logged(done.stderr, "demo.servers_started")
-    if running(started["gcs_emulator_pid"], b"gcs_emulator"):
+    if running(started["gcs_emulator_pid"], b"gcs_emulator", started["endpoint_url"]):
         os.kill(started["gcs_emulator_pid"], signal.SIGKILL)
         pytest.fail(f"the demo left its emulator (pid {started['gcs_emulator_pid']}) running")
     assert done.returncode == 0, done.stderr[-3000:]

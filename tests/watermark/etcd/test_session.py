@@ -5,9 +5,9 @@ lease runs out) and on the in-memory KV with a virtual clock."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +24,14 @@ integration = pytest.mark.integration
 CLIENT_TIMEOUT_S = 30.0
 """The frozen etcd's client deadline: far beyond the session's 0.5 s, so a refresh that
 waits for the client's deadline cannot pass for one a loaded machine merely slowed."""
+
+
+def process_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat (T: stopped, S: sleeping), or why none."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError as exc:
+        return f"unreadable ({exc})"
 
 
 class FakeClock:
@@ -103,13 +111,20 @@ async def test_a_lease_that_runs_out_while_etcd_is_frozen_is_lost_then_replaced(
     pid = etcd_private.pid
     assert pid is not None
     loop = asyncio.get_running_loop()
-    os.kill(pid, signal.SIGSTOP)
+
+    async def refresh_while_frozen() -> None:
+        answered = await session.refresh()
+        # reached only when it returned: say who is wrong, the client or whatever thawed etcd
+        pytest.fail(f"refresh returned {answered} while etcd was frozen; etcd's state now: "
+                    f"{process_state(pid)} (T: still stopped)")  # fmt: skip
+
+    etcd_private.signal(signal.SIGSTOP)
     try:
         failures = 0
         while session.alive() or failures < 2:
             sent = loop.time()
             with pytest.raises(EtcdUnavailable, match=r"lease refresh within 0\.5 s"):
-                await session.refresh()
+                await refresh_while_frozen()
             # The session's 0.5 s, neither a shorter deadline nor the client's 30 s (a loaded
             # machine may add seconds to the 0.5 s, not 29.5).
             assert 0.5 <= loop.time() - sent < CLIENT_TIMEOUT_S
@@ -119,7 +134,7 @@ async def test_a_lease_that_runs_out_while_etcd_is_frozen_is_lost_then_replaced(
         with pytest.raises(LeaseExpired):
             session.check()
     finally:
-        os.kill(pid, signal.SIGCONT)
+        etcd_private.signal(signal.SIGCONT)
     new = await session.keep()
     assert new != old
     assert lost == [(old, "lease expired in etcd")]
