@@ -3,6 +3,7 @@ apply the retention.
 
     gcd journal verify --journal-dir DIR [--etcd HOST:PORT --namespace NS] [--json]
     gcd journal verify --bucket B --journal-prefix P [--endpoint-url U] [--etcd ...]
+    gcd journal verify --journal-dir DIR --bucket B --journal-prefix P [--etcd ...]
     gcd journal show --key KEY --journal-dir DIR [--json]
     gcd journal prune --bucket B --journal-prefix P --journal-retention 30d [--etcd ...]
 
@@ -18,6 +19,10 @@ against etcd: each sweeper's anchored end, and the namespace read at each revisi
 record claims and M recomputed there (`gcd.sweep.journal_check`). `show` prints every
 attempt to delete KEY: the sweeper, when, M and the cluster epoch, the etcd revision,
 the partitions pinning M, and what became of the key.
+
+Given both `--journal-dir` and `--journal-prefix` (with `--bucket`), both are read and
+merged (`gcd.sweep.journal_places`): a sweeper that ships deletes its local segments
+once shipped, so neither place alone holds its journal.
 
 Journals are written by `gcd sweep` and `gcd daemon` with `--journal-dir` (and shipped
 to `--journal-prefix` in the bucket): `gcd.sweep.runtime` opens the writer and its
@@ -43,6 +48,7 @@ from typing import Any
 
 from gcd.cli.options import (
     JOURNAL_OPTIONS,
+    JOURNAL_READ_OPTIONS,
     LAYOUT_OPTIONS,
     QUIET_LOG_LEVEL,
     S3_OPTIONS,
@@ -55,7 +61,6 @@ from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.journal import (
     JournalRead,
     read_journal,
-    read_journal_objects,
 )
 from gcd.sweep.journal_check import (
     FindingKind,
@@ -67,6 +72,7 @@ from gcd.sweep.journal_check import (
     find_key,
     history_reader,
 )
+from gcd.sweep.journal_places import read_journal_places, unread_shipped
 from gcd.sweep.journal_prune import prune_anchors, prune_audit
 from watermark import exitcodes
 from watermark.core.display import printable
@@ -83,7 +89,7 @@ _MAX_SEGMENT_READ = 1 << 30
 _READ_OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
     *LAYOUT_OPTIONS,
-    *JOURNAL_OPTIONS[:2],
+    *JOURNAL_READ_OPTIONS,
     *(o for o in JOURNAL_OPTIONS if o.flag == "--journal-retention"),
     Option("--key", text, None, "show: the object key to explain", "KEY"),
     Option("--json", boolean, False, "print one JSON document on stdout", switch=True),
@@ -102,14 +108,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _read(args: argparse.Namespace) -> JournalRead:
-    if args.journal_dir is not None:
-        return read_journal([Path(part) for part in args.journal_dir.split(",") if part])
     if args.journal_prefix is None or args.bucket is None:
-        raise ConfigError("give --journal-dir DIR, or --bucket B and --journal-prefix P")
+        if args.journal_dir is None:
+            raise ConfigError("give --journal-dir DIR, or --bucket B and --journal-prefix P "
+                              "(both when the sweepers ship their segments)")  # fmt: skip
+        read = read_journal([Path(part) for part in args.journal_dir.split(",") if part])
+        missing = unread_shipped(read)
+        if missing is not None:
+            sys.stderr.write(f"gcd journal: {missing}\n")
+        return read
     settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
     async with S3ObjectStore.open(settings) as objects:
-        return await read_journal_objects(objects, args.journal_prefix,
-                                          max_bytes=_MAX_SEGMENT_READ)  # fmt: skip
+        return await read_journal_places(args.journal_dir, objects, args.journal_prefix,
+                                         max_bytes=_MAX_SEGMENT_READ)  # fmt: skip
 
 
 def _headers(read: JournalRead, field: str) -> set[str]:
@@ -136,7 +147,7 @@ async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyRep
     """The report, and notes on what was and was not checked."""
     report = check_records(read, layout=_layout(args, read))
     notes: list[str] = []
-    from_prefix = args.journal_dir is None
+    from_prefix = args.journal_prefix is not None and args.bucket is not None
     if from_prefix:
         notes.extend(check_anchors(read, read.audit_anchors, report, where="the audit prefix",
                                    require_all=True))  # fmt: skip

@@ -50,6 +50,7 @@ from watermark.options import (
 __all__ = [
     "DAEMON_OPTIONS",
     "JOURNAL_OPTIONS",
+    "JOURNAL_READ_OPTIONS",
     "LAYOUT_OPTIONS",
     "PRICE_OPTIONS",
     "ROUND_OPTIONS",
@@ -213,6 +214,16 @@ JOURNAL_OPTIONS: tuple[Option, ...] = (
            "older than this (e.g. 30d), at most once an hour; the chain goes on from a "
            "pruned marker (default: kept forever)", "DURATION"),
 )  # fmt: skip
+JOURNAL_READ_OPTIONS: tuple[Option, ...] = (
+    Option("--journal-dir", text, None,
+           "read the journal segments in this directory (several: comma-separated), the "
+           "sweepers' --journal-dir", "DIR"),
+    Option("--journal-prefix", text, None,
+           "read the journal segments the sweepers shipped to this prefix of the bucket "
+           "(their --journal-prefix); with --journal-dir both are read and merged, as "
+           "sweepers that ship delete their local copies", "PREFIX"),
+)  # fmt: skip
+"""The journal flags of the commands that read it (`gcd journal`, `gcd restore`)."""
 
 
 def _dollars(value: object) -> float:

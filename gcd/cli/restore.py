@@ -1,25 +1,26 @@
 """`gcd restore`: bring back objects l0gc deleted within its undo window.
 
-    gcd restore --bucket B (--journal-dir DIR | --journal-prefix P)
+    gcd restore --bucket B [--journal-dir DIR] [--journal-prefix P]   (one or both)
                 [--since TIME] [--until TIME] [--round ID] [--partition P]... [--key K]...
                 [--dry-run] [--json] [--etcd ... --namespace /l0gc/prod]
 
 It refuses (exit 2, one line saying what to run) unless GC is paused for the namespace:
 a restored key at or below M would be deleted again by the next round. It reads the
-deletion journal as `gcd journal` does (local segments, or the ones shipped to the audit
-prefix), keeps the deletions selected (`gcd.sweep.restore.Selection`: every criterion
-given must hold; `--partition` names the partition whose M(p) was wrong, for the
-repair steps: it does not select, see `gcd.sweep.restore`)
-and restores each key by deleting exactly the delete marker l0gc wrote on it, by version
-id, or on Azure and GCS (`--storage`) with soft delete by the store's own undelete /
-restore of the generation deleted (`gcd.sweep.restore`). It acts only on journal records
-that verify (`gcd.sweep.restore_trust`: the chain, each sweeper's end anchored in etcd, the
-segment header's namespace and bucket); the rest is named on stderr. It reports every key
+deletion journal as `gcd journal` does: the local segments, the ones shipped to the
+audit prefix, or both merged when both are given (`gcd.sweep.journal_places`: a sweeper
+that ships deletes its local copies, so the chart's sweepers need both). It keeps the
+deletions selected (`gcd.sweep.restore.Selection`: every criterion given must hold;
+`--partition` names the partition whose M(p) was wrong, for the repair steps: it does
+not select, see `gcd.sweep.restore`) and restores each key by deleting exactly the
+delete marker l0gc wrote on it, by version id, or on Azure and GCS (`--storage`) with
+soft delete by the store's own undelete / restore of the generation deleted
+(`gcd.sweep.restore`). It acts only on journal records that verify
+(`gcd.sweep.restore_trust`: the chain, each sweeper's end anchored in etcd, the segment
+header's namespace and bucket); the rest is named on stderr. It reports every key
 (restored, already restored, already reclaimed, never deleted, superseded, refused,
-failed), then prints the steps that
-keep the objects: `watermark partition repair ... --force` for each partition concerned,
-then `gcd resume`. The restore's requests are journaled (`restore-{id}.jsonl` beside the
-journal).
+failed), then prints the steps that keep the objects: `watermark partition repair ...
+--force` for each partition concerned, then `gcd resume`. The restore's requests are
+journaled (`restore-{id}.jsonl` beside the journal).
 
 Exit codes: 0 done (nothing failed), 1 a marker could not be deleted, a key was refused
 or journal records did not verify, 2 bad flags, GC not paused, or nothing in the
@@ -35,12 +36,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gcd.cli.options import JOURNAL_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, SWEEP_OPTIONS, resolve
+from gcd.cli.options import (
+    JOURNAL_READ_OPTIONS,
+    QUIET_LOG_LEVEL,
+    S3_OPTIONS,
+    SWEEP_OPTIONS,
+    resolve,
+)
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.storage.open import open_store
-from gcd.sweep.journal import JournalRead, Record, read_journal, read_journal_objects
+from gcd.sweep.journal import JournalRead, Record
 from gcd.sweep.journal_check import check_anchors, check_records, etcd_anchors
+from gcd.sweep.journal_places import read_journal_places, unread_shipped
 from gcd.sweep.restore import (
     KeyResult,
     RestoreLog,
@@ -69,7 +77,7 @@ RESTORE_OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
     *AZURE_OPTIONS,
     *GCS_OPTIONS,
-    *JOURNAL_OPTIONS[:2],
+    *JOURNAL_READ_OPTIONS,
     Option("--since", text, None, "restore deletions made at or after this time (ISO 8601, "
            "e.g. 2026-11-22T02:00:00Z; default: no lower bound)", "TIME"),
     Option("--until", text, None, "restore deletions made at or before this time (ISO 8601; "
@@ -161,16 +169,18 @@ async def run(args: argparse.Namespace) -> int:
         return exitcodes.USAGE
     restore_id = uuid.uuid4().hex[:8]
     async with open_store(store_at) as store:
-        if args.journal_dir is not None:
-            read = read_journal([Path(part) for part in args.journal_dir.split(",") if part])
-        else:
-            read = await read_journal_objects(store, args.journal_prefix,
-                                              max_bytes=MAX_SEGMENT_READ)  # fmt: skip
+        read = await read_journal_places(args.journal_dir, store, args.journal_prefix,
+                                         max_bytes=MAX_SEGMENT_READ)  # fmt: skip
+        missing = None if args.journal_prefix is not None else unread_shipped(read)
+        if missing is not None:
+            sys.stderr.write(f"gcd restore: {missing}\n")
         if not read.records:
             raise ConfigError("no journal records found: is --journal-dir / --journal-prefix "
-                              "the sweepers' journal?")  # fmt: skip
-        trusted, untrusted = await _verified(read, settings, store_at.target("").bucket,
-                                             from_prefix=args.journal_dir is None)  # fmt: skip
+                              "the sweepers' journal? (give both when the sweepers ship "
+                              "their segments)")  # fmt: skip
+        bucket = store_at.target("").bucket
+        trusted, untrusted = await _verified(read, settings, bucket,
+                                             from_prefix=args.journal_prefix is not None)
         for line in untrusted:
             sys.stderr.write(f"gcd restore: {line}; run `gcd journal verify`\n")
         chosen = select(deletions_in(JournalRead(records=trusted)), selection)

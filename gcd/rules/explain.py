@@ -16,6 +16,10 @@ the deletion journal says (`JournaledRequest`). Checked in the sweeper's order:
    namespace's nested root. Such a key is never deleted, whatever M does.
 2. not in the store: ``deleted`` when the journal has a request that deleted it (when,
    which sweeper, M then, the version ids), else ``absent`` (the segments searched).
+   Hidden behind a delete marker (its newest version): ``deleted`` too, whatever the
+   journal read says: by l0gc (restorable) when a journaled request wrote that marker,
+   else by a marker no record read names (the journal not given in full, or someone
+   else deleted it). Never ``kept``: the store serves no object under the key.
 3. ``kept`` when a round would delete nothing (paused, blocked, refused: the reason);
    when the key's epoch e is above M: ``waiting_on`` names every partition with
    M(p) < e, lowest first, capped with a count, and the cluster epoch when e is not
@@ -86,6 +90,7 @@ class Reason(enum.Enum):
     TEMPLATE_MISMATCH = "template_mismatch"
     NESTED_ROOT = "nested_root"
     JOURNALED = "journaled"
+    HIDDEN = "hidden_by_delete_marker"
     NOT_FOUND = "not_found"
     PAUSED = "paused"
     BLOCKED = "blocked"
@@ -372,7 +377,15 @@ def _hidden(
         return None
     mine = [d for d in journal if d.marker is not None and d.marker == newest.version_id]
     if not mine:
-        return None
+        return Explanation(key, KeyVerdict.DELETED, Reason.HIDDEN,
+                           f"deleted: hidden behind delete marker {newest.version_id}, which "
+                           "no journal record read names; its older versions are still in "
+                           "the store. If l0gc wrote it, the journal was not read in full "
+                           "(give --journal-dir and --journal-prefix both, as the sweepers "
+                           "run); else someone else deleted it",
+                           {**base, "marker": newest.version_id, "restorable": None,
+                            "versions": [_version(v) for v in store.versions],
+                            "journal": [d.to_dict() for d in journal]})  # fmt: skip
     last = mine[-1]
     return Explanation(key, KeyVerdict.DELETED, Reason.JOURNALED,
                        f"deleted (hidden behind delete marker {last.marker}) by sweeper "

@@ -11,9 +11,9 @@ reader of `gcd journal show` (`gcd.sweep.journal_check.find_key`), so both comma
 the same story of a key.
 
 Two sources: local segment directories (`--journal-dir`, comma separated) and the audit
-prefix of the bucket the segments are shipped to (`--journal-prefix`); from the prefix a
-segment is fetched whole (stores serve whole objects here), and only when its index says
-it names a key.
+prefix of the bucket the segments are shipped to (`--journal-prefix`), or both
+(`BothSegments`); from the prefix a segment is fetched whole (stores serve whole objects
+here), and only when its index says it names a key.
 """
 
 from __future__ import annotations
@@ -32,7 +32,14 @@ from gcd.sweep.journal_index import INDEX_SUFFIX, SegmentIndex, decode_index, in
 from watermark.core import strictjson
 from watermark.errors import ConfigError, InvalidJson, InvalidRecord
 
-__all__ = ["JournalHits", "LocalSegments", "PrefixSegments", "SegmentSource", "search_journal"]
+__all__ = [
+    "BothSegments",
+    "JournalHits",
+    "LocalSegments",
+    "PrefixSegments",
+    "SegmentSource",
+    "search_journal",
+]
 
 _MAX_DEPTH = 3
 _MAX_SEGMENT = 1 << 30
@@ -168,6 +175,47 @@ class PrefixSegments:
             body = await self._objects.get_object(self._prefix + name, max_bytes=_MAX_SEGMENT)
             self._cache[name] = b"" if body is None else body
         return self._cache[name]
+
+
+class BothSegments:
+    """The local segments and the shipped ones, each name once (`--journal-dir` and
+    `--journal-prefix` together: a sweeper that ships deletes its local copies, so
+    neither place alone holds its journal; `gcd.sweep.journal_places`). A segment held
+    in both is read locally: it is the same bytes, compared when it was shipped."""
+
+    def __init__(self, local: LocalSegments, shipped: PrefixSegments) -> None:
+        self._local = local
+        self._shipped = shipped
+        self._local_names: set[str] = set()
+
+    def describe(self) -> str:
+        """Both places."""
+        return f"{self._local.describe()} and {self._shipped.describe()}"
+
+    async def names(self) -> list[str]:
+        """See `SegmentSource`: the union, in name order (each sweeper's in sequence)."""
+        local = await self._local.names()
+        self._local_names = set(local)
+        return sorted(self._local_names | set(await self._shipped.names()))
+
+    def _at(self, name: str) -> SegmentSource:
+        return self._local if name in self._local_names else self._shipped
+
+    async def index(self, name: str) -> bytes | None:
+        """See `SegmentSource`."""
+        return await self._at(name).index(name)
+
+    async def size(self, name: str) -> int:
+        """See `SegmentSource`."""
+        return await self._at(name).size(name)
+
+    async def lines(self, name: str, offsets: Sequence[int]) -> list[bytes]:
+        """See `SegmentSource`."""
+        return await self._at(name).lines(name, offsets)
+
+    async def whole(self, name: str) -> bytes:
+        """See `SegmentSource`."""
+        return await self._at(name).whole(name)
 
 
 @dataclass(slots=True)

@@ -57,7 +57,12 @@ from gcd.sweep.journal import (
     read_journal_objects,
 )
 from gcd.sweep.journal_anchor import AnchorKeeper
-from gcd.sweep.journal_search import LocalSegments, PrefixSegments, SegmentSource
+from gcd.sweep.journal_search import (
+    BothSegments,
+    LocalSegments,
+    PrefixSegments,
+    SegmentSource,
+)
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.mhistory import MHistory
 from gcd.sweep.report import PlanWriter, RoundResult
@@ -113,11 +118,14 @@ class JournalSettings:
 
     def segments(self, objects: Any, root: str) -> SegmentSource | None:
         """Where segments are read from (None: no journal given), for `gcd explain`."""
+        local = shipped = None
         if self.directory is not None:
-            return LocalSegments([Path(p) for p in self.directory.split(",") if p])
+            local = LocalSegments([Path(p) for p in self.directory.split(",") if p])
         if self.prefix is not None:
-            return PrefixSegments(objects, check_audit_prefix(self.prefix, root))
-        return None
+            shipped = PrefixSegments(objects, check_audit_prefix(self.prefix, root))
+        if local is not None and shipped is not None:
+            return BothSegments(local, shipped)
+        return local or shipped
 
 
 @dataclass(frozen=True, slots=True)

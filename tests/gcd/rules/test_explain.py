@@ -138,8 +138,9 @@ def test_a_key_gone_from_the_store_is_deleted_only_when_the_journal_says_so() ->
 
 def test_a_key_hidden_by_an_undo_window_is_deleted_and_restorable() -> None:
     """Its newest version is the delete marker a journaled request wrote (an undo window):
-    `deleted`, restorable with `gcd restore --key`; a marker nobody journaled (another
-    writer's) is not taken for l0gc's, and the key is judged by the rule as usual."""
+    `deleted`, restorable with `gcd restore --key`; a marker no record read names
+    (another writer's, or a journal not read in full) is not taken for l0gc's: the key
+    is deleted all the same (the store serves nothing under it), not restorable."""
     versions = (VersionFact(OLD, 5, version_id="v1"),
                 VersionFact(NOW - 60, 0, version_id="m1", delete_marker=True))  # fmt: skip
     hid = JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3, marker="m1")
@@ -150,7 +151,12 @@ def test_a_key_hidden_by_an_undo_window_is_deleted_and_restorable() -> None:
     foreign = explain(key(3), LAYOUT, facts(), StoreFacts(versions),
                       [JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3,
                                         marker="other")])  # fmt: skip
-    assert foreign.verdict is not KeyVerdict.DELETED
+    assert (foreign.verdict, foreign.reason) == (KeyVerdict.DELETED, Reason.HIDDEN)
+    assert foreign.facts["restorable"] is None
+    assert "m1" in foreign.summary
+    # issue 55: with no journal read at all the store still says it is gone, never kept
+    unread = explain(key(3), LAYOUT, facts(), StoreFacts(versions))
+    assert (unread.verdict, unread.reason) == (KeyVerdict.DELETED, Reason.HIDDEN)
 
 
 def test_a_marker_written_in_its_objects_second_is_still_the_newest() -> None:
