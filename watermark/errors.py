@@ -45,6 +45,7 @@ __all__ = [
     "LeaseExpired",
     "LiveOwner",
     "NoOwner",
+    "NotServed",
     "PartitionNotHosted",
     "PartitionNotRegistered",
     "Refused",
@@ -102,6 +103,25 @@ class LiveOwner(ConfigError):
             "the owner still admits writes the change would make deletable; stop that "
             "publisher or move the partition first, or pass --force (and --reason) to "
             "revoke the owner first"
+        )
+
+
+class NotServed(ConfigError):
+    """A registration no publisher of the fleet would serve: replicas host only the
+    partitions their ``--partitions`` list names, so a record of any other would be hosted
+    by nobody, its unmoving M(p) holding back GC of the whole namespace (issue 55)."""
+
+    def __init__(self, partition: str, served: str) -> None:
+        super().__init__(partition, served)
+        self.partition = partition
+        self.served = served
+
+    def __str__(self) -> str:
+        return (
+            f"partition {_short.repr(self.partition)} is not among the partitions this fleet "
+            f"of replicas serves ({self.served}): registered, it would be hosted by nobody and "
+            "hold back GC; add it to the replicas' --partitions (the chart's "
+            "publisher.partitions) and roll them out, or register a name in that list"
         )
 
 

@@ -279,7 +279,8 @@ def create_app(
     app[_TOKENS] = tokens if tokens is not None else (lambda: None)
     app[HTTP_LIMITS] = limits
     app[ROUTER] = router
-    app[REGISTRY] = Registry(publisher, replicated=router is not None)
+    app[REGISTRY] = Registry(publisher, replicated=router is not None,
+                             check_served=None if router is None else router.check_served)
     for method, path, name, *_ in ROUTES:  # in the document's order: suffixes first
         add = app.router.add_get if method == "get" else app.router.add_post
         add(path.replace("{partition}", "{partition:.+}"), HANDLERS[name])  # names hold '/'

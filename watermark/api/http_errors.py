@@ -32,6 +32,7 @@ from watermark.errors import (
     L0gcError,
     LiveOwner,
     NoOwner,
+    NotServed,
     PartitionNotHosted,
     PartitionNotRegistered,
     StaleEpoch,
@@ -58,6 +59,7 @@ ERRORS: tuple[tuple[type[L0gcError], str], ...] = (
     (EtcdUnavailable, "etcd_unavailable"),
     (NoOwner, "no_owner"),
     (LiveOwner, "live_owner"),
+    (NotServed, "not_served"),
     (ConfigError, "bad_request"),
     (L0gcError, "error"),
 )

@@ -16,7 +16,9 @@ whose owner was revoked), so the writer can fence it next; a partition another
 publisher owns stays there (``hosted: false``: send its requests to that owner).
 Replicas never take a partition here: they claim the registered partitions of their
 ``--partitions`` list through their leases (a replica set started with
-``--partitions 'orders/0-63'`` serves ``orders/17`` once it is registered).
+``--partitions 'orders/0-63'`` serves ``orders/17`` once it is registered). A name
+outside that list is refused, 409 ``not_served``: no replica would ever host it, and
+its record's unmoving M(p) would hold back GC of the whole namespace (issue 55).
 
 Deregister is `watermark partition deregister` for one name, with the same live-owner
 rule (`watermark.api.owners.deregister`): a partition whose owner is live, this
@@ -29,6 +31,7 @@ is gone and its data no longer needed (docs/etcd-contract.md, "Deregister").
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -48,6 +51,8 @@ class Registry:
     publisher: Publisher
     replicated: bool
     revoke_wait_s: float = owners.DEFAULT_REVOKE_WAIT_S
+    check_served: Callable[[str], None] | None = None
+    """Among replicas: NotServed for a name their --partitions list does not hold."""
 
 
 REGISTRY: web.AppKey[Registry] = web.AppKey("registry", Registry)
@@ -64,6 +69,8 @@ async def register(request: web.Request) -> web.Response:
     registry, partition = request.app[REGISTRY], request.match_info["partition"]
     await http_body.read_body(request)
     store, publisher = registry.publisher.store, registry.publisher
+    if registry.check_served is not None:
+        registry.check_served(partition)  # never a record nobody hosts (issue 55)
     before = await store.get_partition(partition)
     record = before if before is not None else await store.register_partition(partition)
     if not registry.replicated and record.owner is None and not publisher.serving(partition):

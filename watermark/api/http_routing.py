@@ -46,6 +46,10 @@ class Router(Protocol):
         """SERVE, REDIRECT or UNKNOWN (waiting while the partition moves; NoOwner after)."""
         ...
 
+    def check_served(self, partition: str) -> None:
+        """NotServed unless the fleet's --partitions list names `partition`."""
+        ...
+
 
 PUBLISHER: web.AppKey[Publisher] = web.AppKey("publisher", Publisher)
 ROUTER: web.AppKey[Router | None] = web.AppKey("router")

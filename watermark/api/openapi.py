@@ -255,8 +255,8 @@ ROUTES: Final[tuple[Route, ...]] = (
      (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "etcd_unavailable", "guard_closed")),
     ("post", f"{_P}/register", "register", "registrar", ("Register the partition "
      "(M(p) = cluster epoch - 1; an existing one is unchanged) and host it here when "
-     "nobody owns it"), None, {200: "RegisterAnswer"},
-     (*_AUTH, *_BODY, "etcd_unavailable")),
+     "nobody owns it; among replicas, only a name of their --partitions list"), None,
+     {200: "RegisterAnswer"}, (*_AUTH, *_BODY, "not_served", "etcd_unavailable")),
     ("post", f"{_P}/deregister", "deregister", "registrar", ("Delete the partition's "
      "record, once its objects are gone (refused under a live owner unless force)"),
      "DeregisterRequest", {200: "DeregisterAnswer"},

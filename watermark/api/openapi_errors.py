@@ -75,6 +75,9 @@ ERROR_CODES: Final[dict[str, ErrorCode]] = {
                   "published within the last minute): deregistering it would make objects it "
                   "still admits deletable; stop or move that publisher first, or deregister "
                   "with force (admin: revokes the owner first)"),
+        ErrorCode("not_served", 409, "stop", "replicas serve only the partitions of their "
+                  "--partitions list, and this name is not in it: registered, it would be "
+                  "hosted by nobody and hold back GC; add it to the list first"),
         ErrorCode("fencing_violation", 409, "stop", "a commit below the promised window: "
                   "the partition is frozen until an operator investigates"),
         ErrorCode("fence_expired", 410, "refence", "the fence ended without this commit "

@@ -81,7 +81,7 @@ from watermark.core.assignment import (
 )
 from watermark.core.fleet import FleetUrls
 from watermark.core.kv import KV, Compare, Delete, Put
-from watermark.errors import ConfigError, L0gcError, LeaseExpired, NoOwner
+from watermark.errors import ConfigError, L0gcError, LeaseExpired, NoOwner, NotServed
 from watermark.etcd.session import LeaseSession
 from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
@@ -521,6 +521,16 @@ class ReplicaSet:
                     await self._kv.txn([Compare(key, rev)], [Delete(key)])
 
     # -- requests ------------------------------------------------------------------------
+
+    def check_served(self, partition: str) -> None:
+        """NotServed unless this replica's --partitions list names `partition` (the
+        replicas of one fleet share one list; a registration of any other name would
+        be a record nobody hosts)."""
+        if partition not in self._partitions:
+            names = sorted(self._partitions)
+            shown = ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3
+                                             else "")  # fmt: skip
+            raise NotServed(partition, shown or "none")
 
     async def locate(self, partition: str) -> Route:
         """Where a request for `partition` goes (see the module docstring); waits while it

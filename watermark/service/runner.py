@@ -180,7 +180,8 @@ class PublisherRunner:
         owners = {}
         replicas = None
         if settings.replicas is None:
-            owners = await current_owners(store, partitions, register=settings.register)
+            owners = await current_owners(store, partitions, register=settings.register,
+                                          owner_id=settings.owner_id)  # fmt: skip
         else:
             replicas = ReplicaSet(store, kv, publisher, settings.replicas)
 
@@ -298,11 +299,19 @@ class PublisherRunner:
 
 
 async def current_owners(
-    store: WatermarkStore, partitions: Sequence[str], *, register: bool
-) -> dict[str, str | None]:
+    store: WatermarkStore, partitions: Sequence[str], *, register: bool,
+    owner_id: str | None = None,
+) -> dict[str, str | None]:  # fmt: skip
     """Each partition's owner as stored (read only); PartitionNotRegistered for one that
-    is not registered unless `register`, InvalidRecord for one that does not parse."""
-    records = await store.list_partitions() if partitions else {}
+    is not registered unless `register`, InvalidRecord for one that does not parse.
+
+    With `owner_id`, also every registered partition whose record names this owner id
+    but is not in `partitions`: one a writer registered over HTTP, which this publisher
+    hosted before it restarted (issue 55: it was hosted by nobody after a restart, its
+    unmoving M(p) holding GC back, until an admin adopted it). The caller waits for the
+    previous incarnation's liveness key to go before adopting, as for the rest.
+    """
+    records = await store.list_partitions() if partitions or owner_id else {}
     owners: dict[str, str | None] = {}
     for name in partitions:
         found = records.get(name)
@@ -311,4 +320,9 @@ async def current_owners(
         if found is None and not register:
             raise PartitionNotRegistered(name)
         owners[name] = None if found is None else found.owner
+    for name, found in sorted(records.items()):
+        if owner_id is not None and name not in owners and not isinstance(found, L0gcError) \
+                and found is not None and found.owner == owner_id:  # fmt: skip
+            owners[name] = owner_id
+            _log.info("watermark.rehosting_registered", partition=name, owner=owner_id)
     return owners

@@ -23,6 +23,7 @@ from watermark.core.kv import Delete
 from watermark.etcd.memory import MemoryKV
 from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
+from watermark.service.replicas import ReplicaSet, ReplicaSettings
 
 WRITER = "writer-token-0123456789abcdef"
 REGISTRAR = "registrar-token-0123456789abcdef"
@@ -47,10 +48,10 @@ class Api:
             return response.status, await response.json()
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[Api]:
+async def _serve(replicated: tuple[str, ...] | None = None) -> AsyncIterator[Api]:
     """A publisher hosting 'orders/0' ('spare' registered, not hosted) behind the API with
-    writer, registrar and admin tokens; a forced deregister waits 0.05 s, not 5 s."""
+    writer, registrar and admin tokens; a forced deregister waits 0.05 s, not 5 s. With
+    `replicated`, it is a replica whose --partitions list is that."""
     async with AsyncExitStack() as stack:
         store = WatermarkStore(MemoryKV(), "/l0gc/registry")
         await store.init_cluster_epoch(5)
@@ -60,12 +61,31 @@ async def api() -> AsyncIterator[Api]:
         await publisher.adopt("orders/0")
         tokens = parse_token_file(TOKENS)
         app = create_app(publisher, tokens=lambda: tokens)
-        app[REGISTRY] = Registry(publisher, replicated=False, revoke_wait_s=0.05)
+        check = None
+        if replicated is not None:
+            settings = ReplicaSettings("pub-a", "http://pub-a.test:8080", replicated)
+            check = ReplicaSet(store, store.kv, publisher, settings).check_served
+        app[REGISTRY] = Registry(publisher, replicated=replicated is not None,
+                                 revoke_wait_s=0.05, check_served=check)  # fmt: skip
         server = ApiServer(app, metrics=publisher.metrics)
         port = await server.start("127.0.0.1", 0)
         stack.push_async_callback(server.stop)
         session = await stack.enter_async_context(aiohttp.ClientSession())
         yield Api(f"http://127.0.0.1:{port}", session, publisher, store)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[Api]:
+    """See `_serve`: one publisher, no replicas."""
+    async for served in _serve():
+        yield served
+
+
+@pytest.fixture
+async def replica_api() -> AsyncIterator[Api]:
+    """See `_serve`: a replica whose list is orders/0 and orders/1."""
+    async for served in _serve(("orders/0", "orders/1")):
+        yield served
 
 
 async def test_a_typo_is_not_registered_and_a_registered_unhosted_one_is_not_hosted(
@@ -225,3 +245,21 @@ async def test_hosted_partitions_are_listed_as_numbers(api: Api) -> None:
         assert status == 200
     _, listing = await api.call("GET", "/v1/partitions")
     assert [p["partition"] for p in listing["partitions"]] == ["orders/0", "orders/2", "orders/10"]
+
+
+async def test_replicas_refuse_a_name_outside_their_list_and_register_one_inside(
+    replica_api: Api,
+) -> None:
+    """Issue 55: among replicas (which host only their --partitions list), registering
+    any other name is 409 not_served, naming the list, and writes no record (a record
+    nobody hosts would hold GC back); a name of the list is registered, for the replicas
+    to claim."""
+    api = replica_api
+    status, doc = await api.call("POST", "/v1/partitions/payments%2F0/register", token=REGISTRAR)
+    assert (status, doc["error"]) == (409, "not_served"), doc
+    assert "'payments/0' is not among the partitions" in doc["message"]
+    assert "(orders/0, orders/1)" in doc["message"]
+    assert await api.store.get_partition("payments/0") is None
+    status, doc = await api.call("POST", "/v1/partitions/orders%2F1/register", token=REGISTRAR)
+    assert (status, doc["registered"], doc["hosted"]) == (200, True, False), doc
+    assert await api.store.get_partition("orders/1") is not None
