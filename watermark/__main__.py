@@ -11,10 +11,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from watermark.exitcodes import quiet_broken_pipe
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the `watermark` command; return its exit code."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    """Run the `watermark` command; return its exit code (a reader of stdout that went
+    away: `watermark.exitcodes.quiet_broken_pipe`)."""
+    return quiet_broken_pipe(lambda: _main(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(arguments: list[str]) -> int:
     if arguments[:1] == ["--version"]:
         from gcd import __version__  # noqa: PLC0415 - one version for the one distribution
 

@@ -12,6 +12,9 @@
                          nothing was read or changed; retrying later is safe
   130  INTERRUPTED       Ctrl-C (`gcd sweep` also on SIGTERM; `gcd daemon` exits 0 on SIGTERM,
                          the way Kubernetes stops it)
+  141  BROKEN_PIPE       the reader of stdout went away (`gcd sweep | head -2`): the command
+                         ran, its output was cut; 128 + SIGPIPE, as a shell reports a GNU
+                         tool cut off the same way (`quiet_broken_pipe`)
 
 A long-running command does not exit when etcd goes away: `gcd daemon` keeps its last good
 M and retries, `watermark serve` fails closed for writers and retries.
@@ -23,6 +26,9 @@ the run, not a usage error.
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Callable
 from typing import Final
 
 from watermark.errors import (
@@ -35,6 +41,7 @@ from watermark.errors import (
 
 __all__ = [
     "BLOCKED",
+    "BROKEN_PIPE",
     "ERROR_NAMES",
     "ETCD_UNREACHABLE",
     "INTERRUPTED",
@@ -43,6 +50,7 @@ __all__ = [
     "USAGE",
     "error_document",
     "exit_code_for",
+    "quiet_broken_pipe",
     "watermark_exit_code",
 ]
 
@@ -52,11 +60,26 @@ USAGE: Final = 2
 BLOCKED: Final = 3
 ETCD_UNREACHABLE: Final = 4
 INTERRUPTED: Final = 130
+BROKEN_PIPE: Final = 141
 
 
 ERROR_NAMES: Final = {PARTIAL_FAILURE: "failed", USAGE: "usage", BLOCKED: "blocked",
                       ETCD_UNREACHABLE: "etcd_unreachable", INTERRUPTED: "interrupted"}  # fmt: skip
 """The `"error"` of the JSON document a command given `--json` prints when it fails."""
+
+
+def quiet_broken_pipe(run: Callable[[], int]) -> int:
+    """`run()`, flushing stdout; a reader of stdout that went away ends the command with
+    `BROKEN_PIPE` and no traceback, stdout then pointed at /dev/null so the
+    interpreter's last flush has nowhere to fail either."""
+    try:
+        code = run()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE
+    return code
 
 
 def error_document(code: int, message: str) -> dict[str, object]:

@@ -187,6 +187,10 @@ def _load(name: str) -> ModuleType | str:
 def main(argv: Sequence[str] | None = None, *, prog: str = "gcd") -> int:
     """Run `gcd` with `argv` (default sys.argv[1:]); return the exit code. `prog` names
     the command in messages (`watermark namespace` runs this as prog "watermark")."""
+    return exitcodes.quiet_broken_pipe(lambda: _main(argv, prog))
+
+
+def _main(argv: Sequence[str] | None, prog: str) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         return _fail("no command given")

@@ -178,6 +178,11 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
         head = f"{summary.outcome}, nothing deleted: {printable(summary.blocked_reason)}"
     elif summary.dry_run:
         head = f"dry run: would delete {summary.eligible:,} objects, deleted nothing"
+    elif summary.markers_written:  # an undo window: hidden, not gone (issue 55)
+        head = (f"hid {summary.markers_written:,} objects behind delete markers (their bytes "
+                f"are kept for the undo window: `gcd restore` brings them back); freed "
+                f"{summary.deleted - summary.markers_written:,} versions and markers "
+                f"({human_bytes(summary.deleted_bytes)})")  # fmt: skip
     else:
         head = f"deleted {deleted}"
     if summary.safe_epoch is not None:
@@ -206,7 +211,9 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
         f"  listed     {summary.listed:,} objects; eligible {summary.eligible:,}",
         f"  deleted    {deleted}" + (
             f", of them {summary.deleted_versions:,} versions and {summary.deleted_markers:,} "
-            "delete markers" if summary.deleted_versions or summary.deleted_markers else ""),
+            "delete markers" if summary.deleted_versions or summary.deleted_markers else "") + (
+            f", of them {summary.markers_written:,} only hidden (a delete marker written, "
+            "no byte freed)" if summary.markers_written else ""),
         f"  kept       {', '.join(kept)}",
         f"  errors     {summary.errors:,}",
         f"  requests   {requests}",

@@ -94,6 +94,13 @@ def test_text_summary_says_what_happened() -> None:
     stopped = text_summary(RoundSummary(safe_epoch=4, deleted=2, deleted_bytes=2048),
                            interrupted_by="SIGINT")  # fmt: skip
     assert stopped.startswith("gcd sweep: interrupted by SIGINT after deleting 2 objects (2.0 KiB)")
+    # issue 55: with an undo window, hidden objects are said to be hidden, not deleted
+    hidden = text_summary(RoundSummary(safe_epoch=4, deleted=66, markers_written=64,
+                                       versions_reclaimed=2, deleted_bytes=2048))  # fmt: skip
+    assert hidden.splitlines()[0] == (
+        "gcd sweep: hid 64 objects behind delete markers (their bytes are kept for the undo "
+        "window: `gcd restore` brings them back); freed 2 versions and markers (2.0 KiB)")
+    assert "of them 64 only hidden (a delete marker written, no byte freed)" in hidden
 
 
 def test_interrupted_document_keeps_the_summary_behind_version_error_signal() -> None:
