@@ -17,11 +17,15 @@ PY
 stamp=.venv/.l0gc-installed
 want=$(cat pyproject.toml l0lab/pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "bootstrap: installing l0gc and its pinned dependencies into .venv with" \
+         "$("$PYTHON" -c 'import sys; print("Python", sys.version.split()[0])')" \
+         "(a few minutes the first time; PySpark is the largest)" >&2
     [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==25.3"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
         -c constraints.txt -e ".[dev,spark,bench]" -e ./l0lab
     echo "$want" > "$stamp"
+    echo "bootstrap: .venv ready" >&2
 fi
 
 # The demo (`make demo`, `bootstrap.sh --demo`) needs only the venv above: Python 3.11,

@@ -178,7 +178,7 @@ def test_extension_points_are_off_by_default(env: dict[str, str]) -> None:
         spec = pod_spec(workload(objects, component))
         assert "initContainers" not in spec
         assert len(spec["containers"]) == 1
-        chart_volumes = {"sweeper": ["tmp"], "publisher": ["tmp", "publisher-auth"]}
+        chart_volumes = {"sweeper": ["tmp", "journal"], "publisher": ["tmp", "publisher-auth"]}
         assert [v["name"] for v in spec["volumes"]] == chart_volumes[component]
         assert len(main_container(spec)["envFrom"]) == 1
 

@@ -38,11 +38,18 @@ def test_the_journal_gets_a_bounded_volume_shipping_and_retention(
     assert args.journal_keep_local is False
 
 
-def test_the_journal_is_off_by_default_and_needs_a_prefix(env: dict[str, str]) -> None:
+def test_the_journal_and_the_undo_window_are_on_by_default_and_need_a_prefix(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 55: the default install journals every deletion, ships it to
+    l0gc-audit/journal and keeps an undo window of 1 h (operations.md calls it the
+    chart's default); enabled without a prefix, the chart refuses to render."""
     objects = render(env, "--set", "etcd.endpoints=e:2379", "--set", "s3.bucket=b")
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
-    assert "journal" not in {v["name"] for v in pod_spec(deployment)["volumes"]}
+    assert "journal" in {v["name"] for v in pod_spec(deployment)["volumes"]}
+    args = parse_all(objects, tmp_path, monkeypatch)["sweeper"].args
+    assert (args.journal_prefix, args.undo_window) == ("l0gc-audit/journal", 3600.0)
     done = helm(env, "template", "l0gc", str(CHART), "--set", "etcd.endpoints=e:2379",
-                "--set", "s3.bucket=b", "--set", "sweeper.journal.enabled=true")  # fmt: skip
+                "--set", "s3.bucket=b", "--set", "sweeper.journal.prefix=")  # fmt: skip
     assert done.returncode != 0
     assert "sweeper.journal.prefix is required with sweeper.journal.enabled" in done.stderr
