@@ -297,6 +297,12 @@ async def _read_claim(objects: ClaimStore, target: StorageTarget) -> Claim | Non
         ) from None
 
 
+RECHECK_FIRST_S = 2.0
+RECHECK_MAX_S = 60.0
+"""A peek re-reads claims last found wrong or unreadable after 2 s, then 4, 8, ... at
+most every 60 s while they stay so (`BoundSource.peek_safe_epoch`)."""
+
+
 class BoundSource:
     """M from one etcd revision, refused unless the namespace is bound to `target`."""
 
@@ -308,6 +314,7 @@ class BoundSource:
         *,
         shard: ShardAnnouncement | None = None,
         follower: GcFollower | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.target = target
@@ -317,6 +324,19 @@ class BoundSource:
         """Reads M through an etcd watch when set (`watermark.etcd.follow`), else in full."""
         self._claims: tuple[bytes | None, dict[str, bytes]] | None = None
         """The root's and the ancestors' claims as last read, while they were in order."""
+        self._clock = clock
+        self._wrong: tuple[bytes | None, dict[str, bytes]] | str | None = None
+        """The claims last read when they were not in order (or why they could not be
+        read), judged again by peeks until `_recheck_at`."""
+        self._recheck_at = 0.0
+        self._recheck_s = 0.0
+
+    def _found_wrong(self, wrong: tuple[bytes | None, dict[str, bytes]] | str) -> None:
+        """Claims just read and found wrong (or unreadable): peeks judge them as read
+        until the next recheck, which backs off while they stay so."""
+        self._wrong = wrong
+        self._recheck_s = min(RECHECK_MAX_S, max(RECHECK_FIRST_S, 2 * self._recheck_s))
+        self._recheck_at = self._clock() + self._recheck_s
 
     async def get_paused(self) -> str | None:
         """The pause reason (None: not paused), for the sweeper's brake (`gcd.sweep.brake`)."""
@@ -332,8 +352,12 @@ class BoundSource:
         """`read_safe_epoch` for a decision that deletes nothing (a daemon's looks between
         rounds, and its check whether a round would list at all): the claims the last
         read found in order are judged again against this read's binding, without a
-        request to the store. Claims never read, or last found wrong or unreadable, are
-        read now (a daemon blocked by a claim sees its repair at the next look).
+        request to the store. Claims never read are read now; claims last found wrong or
+        unreadable are read again after `RECHECK_FIRST_S`, doubling to `RECHECK_MAX_S`
+        while they stay so (a daemon blocked by a claim, e.g. pointed at another endpoint
+        than its binding names, sent a GET and a LIST per look, about one a second, for
+        as long as it stayed blocked: issue 55), and judged as last read in between; a
+        repair is seen within a minute.
 
         Why this is safe: a claim only matters to a delete, and every round that lists
         (the only rounds that delete) is admitted by `read_safe_epoch`, which reads the
@@ -351,20 +375,26 @@ class BoundSource:
             view, read = await read_once(self.store)
         claim_raw: bytes | None = None
         above: dict[str, bytes] = {}
+        read_now = False
         if view.binding_raw is not None:
             if not fresh_claims and self._claims is not None:
                 claim_raw, above = self._claims
+            elif not fresh_claims and self._wrong is not None and (
+                    self._clock() < self._recheck_at):  # fmt: skip
+                if isinstance(self._wrong, str):
+                    return dataclasses.replace(read, refused_reason=self._wrong)
+                claim_raw, above = self._wrong
             else:
-                self._claims = None
+                self._claims, read_now = None, True
                 try:
                     claim_raw = await read_claim_object(self.objects,
                                                         claim_key(self.target.root))  # fmt: skip
                     above = await read_ancestor_claims(self.objects, self.target.root)
-                except ClaimTooLarge as exc:
-                    return dataclasses.replace(read, refused_reason=f"{self.target.describe()}: "
-                                                                    f"{exc}")  # fmt: skip
-                except StorageError as exc:
-                    unreadable = f"cannot read the claims of {self.target.describe()}: {exc}"
+                except (ClaimTooLarge, StorageError) as exc:
+                    unreadable = (f"{self.target.describe()}: {exc}"
+                                  if isinstance(exc, ClaimTooLarge) else
+                                  f"cannot read the claims of {self.target.describe()}: {exc}")
+                    self._found_wrong(unreadable)
                     return dataclasses.replace(read, refused_reason=unreadable)
         reason = check_binding(
             self.store.namespace, view.binding_raw, view.cluster_id, self.target, claim_raw
@@ -374,6 +404,10 @@ class BoundSource:
                                            above)  # fmt: skip
         if view.binding_raw is not None:
             self._claims = (claim_raw, above) if reason is None else None
+            if reason is None:
+                self._wrong, self._recheck_s = None, 0.0
+            elif read_now:
+                self._found_wrong((claim_raw, above))
         if reason is None and self.shard is not None:
             reason = check_shards(self.shard, view.sweepers)
         return read if reason is None else dataclasses.replace(read, refused_reason=reason)

@@ -204,6 +204,8 @@ class Announcing:
         last = self.sweeper.last_summary
         lines: list[str] = []
         if last is not None:
+            if last.blocked_reason is not None:
+                lines.append(f"blocked, deletes nothing: {last.blocked_reason}")
             lines += [f"cannot list {prefix}: skipped" for prefix in last.unlistable_prefixes]
             lines += [f"nested root {root}: another namespace's claim, kept"
                       for root in last.nested_roots]  # fmt: skip

@@ -374,6 +374,8 @@ class Sweeper:
         self._emit(AdmissionShown(None, admission.cluster_epoch, blocked=not admission.paused,
                                   paused=admission.paused))  # fmt: skip
         self._emit(RoundNotListed(summary.outcome))
+        if not admission.paused:  # its announcement says why (`gcd status`, the fleet)
+            self.last_summary = summary
         event = "sweep.round_paused" if admission.paused else "sweep.round_blocked"
         log.warning(event, reason=admission.blocked_reason, regression=admission.regression,
                     cluster_epoch=admission.cluster_epoch)  # fmt: skip

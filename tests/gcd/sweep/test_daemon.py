@@ -42,6 +42,8 @@ from gcd.sweep.daemon import (
     wake_reason,
 )
 from gcd.sweep.report import RoundResult
+from gcd.sweep.runtime import Announcing
+from gcd.sweep.shards import ShardAnnouncement
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
@@ -675,6 +677,56 @@ async def test_a_claim_planted_while_idle_blocks_the_next_round_before_any_delet
     assert daemon.admission is not None
     assert "/l0gc/other" in str(daemon.admission.blocked_reason)
     assert garbage <= store.keys()
+    # and its announcement says so, for `gcd status` and the fleet view (issue 55)
+    (told,) = Announcing(store, sweeper)(ShardAnnouncement("s", 0, 1, 1.0)).problems
+    assert told.startswith("blocked, deletes nothing: ")
+    assert "/l0gc/other" in told
+
+
+async def test_a_daemon_blocked_by_a_wrong_claim_backs_off_its_claim_reads() -> None:
+    """Issue 55: a daemon whose claims are wrong (here: pointed at storage whose root
+    holds another namespace's claim, as when the endpoint is not the binding's) read
+    them at every look, about one request a second for as long as it stayed blocked.
+    Now a look re-reads them after 2 s, 4, 8, ... at most every 60 s: 20 looks a
+    minute apart for 10 minutes of blocking cost a handful of reads, not one per look,
+    and the repair (the claim put right) is seen within a minute."""
+    clock = Clock()
+    _, watermarks, store, _ = await memory_setup(clock)
+    target = StorageTarget("bkt", "level_zero/data", None)
+    await bind_namespace(watermarks, store, target)
+    mine = await store.get_object(claim_key("level_zero/data"), max_bytes=1 << 20)
+    assert mine is not None
+    other = Binding("/l0gc/other", target, "b0", "c", 0.0)
+    await store.put_object(claim_key("level_zero/data"), other.claim().encode(),
+                           if_absent=False)  # fmt: skip
+    source = BoundSource(watermarks, target, store, clock=clock)
+    gets = 0
+    plain_get = store.get_object
+
+    async def counted_get(key: str, *, max_bytes: int) -> bytes | None:
+        nonlocal gets
+        gets += 1
+        return await plain_get(key, max_bytes=max_bytes)
+
+    store.get_object = counted_get  # type: ignore[method-assign]
+    reads = []
+    for _ in range(300):  # a look every 2 s for 10 minutes
+        before = gets
+        refused = (await source.peek_safe_epoch()).refused_reason
+        assert refused is not None
+        assert "/l0gc/other" in refused
+        reads.append(gets > before)
+        clock.now += 2.0
+    assert reads[0]
+    assert 6 <= sum(reads) <= 16, sum(reads)  # 2, 4, ..., 60 s apart (was 300)
+    await store.put_object(claim_key("level_zero/data"), mine, if_absent=False)  # repaired
+    for _ in range(31):  # within a minute
+        if (await source.peek_safe_epoch()).refused_reason is None:
+            break
+        clock.now += 2.0
+    else:
+        pytest.fail("the repaired claim was not seen within a minute")
+    assert (await source.read_safe_epoch()).refused_reason is None
 
 
 @pytest.mark.integration
