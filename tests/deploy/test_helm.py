@@ -393,7 +393,8 @@ def test_monitoring_objects_exist_only_when_enabled(renders: dict[str, Render], 
 def test_servicemonitors_scrape_sweeper_and_publisher(renders: dict[str, Render]) -> None:
     """One ServiceMonitor per component, each matching that component's Service and port."""
     objects = rendered(renders, "monitoring-values.yaml")
-    for component, port in (("sweeper", "metrics"), ("publisher", "http")):
+    # the publisher on its probe port (plain HTTP, its own connections), not the API's
+    for component, port in (("sweeper", "metrics"), ("publisher", "probes")):
         monitor = one(objects, "ServiceMonitor", component)
         assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -403,6 +404,7 @@ def test_servicemonitors_scrape_sweeper_and_publisher(renders: dict[str, Render]
         )
         assert [e["port"] for e in monitor["spec"]["endpoints"]] == [port]
         assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+        assert "scheme" not in monitor["spec"]["endpoints"][0]  # plain HTTP, TLS or not
         assert port in [p["name"] for p in service["spec"]["ports"]]
 
 
@@ -773,8 +775,9 @@ def test_publisher_mutual_tls_from_existing_secrets(renders: dict[str, Render]) 
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     monitor = one(objects, "ServiceMonitor", "publisher")
     (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["scheme"] == "https"
-    assert endpoint["tlsConfig"]["serverName"] == "l0gc-publisher.gc.svc"
+    # scraped on the probe port, plain HTTP: Prometheus needs no client certificate
+    assert (endpoint["port"], "scheme" in endpoint, "tlsConfig" in endpoint) == (
+        "probes", False, False)  # fmt: skip
     sweeper_monitor = one(objects, "ServiceMonitor", "sweeper")
     assert "scheme" not in sweeper_monitor["spec"]["endpoints"][0]
 
