@@ -36,7 +36,7 @@ from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
-from gcd.storage.open import StoreSettings, open_store
+from gcd.storage.open import StoreSettings, open_store, preflight_store
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.binding import (
     BindingConflict,
@@ -116,6 +116,9 @@ def _settings(target: StorageTarget, args: argparse.Namespace) -> StoreSettings:
 
 async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
     target = store_settings(args).target(args.root)
+    # gcd sweep's preflight: what only the operator can fix (credentials, bucket,
+    # endpoint) is one line and exit 2 here too, not a storage error's exit 1
+    await preflight_store(_settings(target, args), target.root.rstrip("/") + "/")
     async with _open(target, args) as objects:
         outcome = await bind_namespace(store, objects, target, replace=bool(args.replace))
     doc: dict[str, Any] = {

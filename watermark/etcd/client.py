@@ -213,7 +213,9 @@ class EtcdKV:
                 except (grpc.RpcError, OSError) as exc:
                     reason = _describe(exc)
                     reasons.append(f"{endpoint}: {reason}")
-                    _log.warning("etcd.connect_failed", endpoint=endpoint, reason=reason)
+                    # info, not warning: EtcdUnavailable below names every endpoint's
+                    # reason, and a one-shot command prints it as its one error line
+                    _log.info("etcd.connect_failed", endpoint=endpoint, reason=reason)
                     continue
                 self._preferred = index
                 _log.info("etcd.connected", endpoint=endpoint)

@@ -24,7 +24,7 @@ from gcd.cli.main import main
 from gcd.errors import StorageError
 from gcd.storage.s3errors import preflight_failure
 from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
-from l0lab.testing.local_servers import LocalS3
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.clirun import run_cli
 from watermark import exitcodes
 from watermark.errors import ConfigError
@@ -159,6 +159,30 @@ def test_no_credentials_exits_2_within_seconds(s3_server: LocalS3, tmp_path: Pat
     assert doc["error"] == "usage"
     assert doc["exit_code"] == exitcodes.USAGE
     assert lines[0].endswith(doc["message"])
+
+
+@pytest.mark.integration
+def test_namespace_bind_without_credentials_exits_2_as_sweep_does(
+    s3_server: LocalS3, etcd_server: LocalEtcd, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 55: `namespace bind` exited 1 where `gcd sweep` exits 2 for the same missing
+    credentials; it runs the same preflight now: exit 2, the same one line, nothing sent."""
+    (tmp_path / "config").write_text("")
+    (tmp_path / "credentials").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "L0GC_"))}
+    env.update(HOME=str(tmp_path), AWS_CONFIG_FILE=str(tmp_path / "config"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
+               AWS_EC2_METADATA_DISABLED="true")  # fmt: skip
+    with ThreadedFaultProxy(s3_server.endpoint_url) as proxy:
+        done = run_cli("watermark", "namespace", "bind", "--bucket", "b", "--endpoint-url",
+                       proxy.endpoint_url, "--region", "us-east-1", "--etcd",
+                       etcd_server.endpoint, "--namespace", namespace,
+                       env=env, cwd=REPO)  # fmt: skip
+    assert done.returncode == exitcodes.USAGE, done.stderr
+    assert not proxy.proxy.requests, proxy.proxy.requests
+    lines = error_lines(done.stderr)
+    assert len(lines) == 1, lines
+    assert "no AWS credentials found" in lines[0]
 
 
 def client_error(code: str, status: int, **extra: object) -> ClientError:
