@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
+from typing import TextIO
 
 import structlog
 
@@ -114,8 +115,10 @@ class ApiFront:
     """The API on `host`:`port` and, with `probe_port`, the probes on a port of their own
     (a `watermark.service.runner.Front`)."""
 
-    def __init__(self, http: ServeHttp, host: str, port: int, probe_port: int | None) -> None:
+    def __init__(self, http: ServeHttp, host: str, port: int, probe_port: int | None, *,
+                 announce: TextIO | None = None) -> None:  # fmt: skip
         self.http = http
+        self._announce = announce
         self.host = host
         self.port = port
         self.probe_port = probe_port
@@ -148,10 +151,20 @@ class ApiFront:
         return self.port
 
     async def open(self) -> None:
-        """Accept the API's connections; log who may call it."""
+        """Accept the API's connections; log who may call it; write one line saying
+        where it listens to `announce` (the serve command's terminal: at its default
+        log level a person saw nothing, issue 55)."""
+        announce = self._announce
         assert self._server is not None, "bind() first"
         await self._server.start_serving()
         self.http.log_exposure(self.host, self.port)
+        if announce is not None:
+            scheme = "https" if self.tls else "http"
+            probes = "" if self.probe_port is None else (
+                f"; probes and /metrics on http://{self.host}:{self.probe_port}")  # fmt: skip
+            announce.write(f"watermark serve: listening on {scheme}://{self.host}:{self.port}"
+                           f"{probes}\n")  # fmt: skip
+            announce.flush()
 
     async def close(self) -> None:
         """Stop the API (running requests finish, bounded), then the probes."""

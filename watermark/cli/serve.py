@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import sys
 from typing import TYPE_CHECKING, Any
 
 from watermark.api.limits import (
@@ -241,5 +242,6 @@ async def run(
         advertise_url=args.advertise_url,
         fleet_urls_given=args.fleet_urls is not None,
     )
-    front = ApiFront(http, args.http_host, args.http_port, args.probe_port)
+    front = ApiFront(http, args.http_host, args.http_port, args.probe_port,
+                     announce=sys.stderr if sys.stderr.isatty() else None)
     return await PublisherRunner(settings, etcd, front, parts).run()
