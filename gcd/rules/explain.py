@@ -65,6 +65,11 @@ __all__ = [
 ]
 
 WAITING_SHOWN: Final = 10
+STALLED_STEPS: Final = 3.0
+STALLED_MIN_S: Final = 60.0
+"""A partition whose M(p) has not risen for STALLED_STEPS of its average steps (and at
+least STALLED_MIN_S) has stalled: its past rate says nothing of when it moves again (a
+writer that stopped), so the estimate says so instead of extrapolating."""
 """Partitions named in `waiting_on`; the rest are counted (`waiting_on_more`)."""
 
 
@@ -117,6 +122,8 @@ class PartitionFact:
     """Recent M(p) rise in epochs per second (None: no history to tell)."""
     rate_since: float | None = None
     """Since when the rate is measured (unix seconds)."""
+    moved_at: float | None = None
+    """When M(p) last rose, from etcd's history (None: not seen in it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,17 +257,32 @@ def estimate_ready(epoch: int, facts: GcFacts, waiting: Sequence[PartitionFact])
     needs = [(p.name, epoch - p.watermark, p.rate) for p in waiting]
     if facts.cluster_epoch is not None and epoch >= facts.cluster_epoch:
         needs.append(("cluster epoch", epoch - facts.cluster_epoch + 1, facts.cluster_rate))
+    moved = {p.name: p.moved_at for p in waiting}
+    stalled: list[tuple[str, float]] = []
     for name, missing, rate in needs:
         if rate is None or rate <= 0 or not math.isfinite(rate):
             unknown.append(name)
             continue
+        at = moved.get(name)
+        if at is not None and facts.now - at > max(STALLED_MIN_S, STALLED_STEPS / rate):
+            stalled.append((name, facts.now - at))
+            continue
         at = facts.now + missing / rate
         if latest is None or at > latest:
             latest, slowest = at, name
+    said: list[str] = []
     if unknown:
         what = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3
                                          else "")  # fmt: skip
-        return Estimate(None, unknown[0], f"no estimate: {what} has not moved recently")
+        said.append(f"{what} has not moved recently")
+    if stalled:
+        name, idle = stalled[0]
+        more = f" (and {len(stalled) - 1} more)" if len(stalled) > 1 else ""
+        said.append(f"{name}{more} has not risen for {idle:.0f} s though it rose before "
+                    "(a writer that stopped?)")  # fmt: skip
+    if said:
+        first = unknown[0] if unknown else stalled[0][0]
+        return Estimate(None, first, "no estimate: " + "; ".join(said))
     return Estimate(latest, slowest, "from the recent rise of M(p) of the partitions waited on")
 
 

@@ -154,7 +154,8 @@ async def add_rates(store: Any, facts: GcFacts, below: int) -> GcFacts:
             continue
         points = await _history(kv, store.partition_key(p.name), _record_point(p.name))
         rate, since = _rate(points, p.watermark, facts.now)
-        rated.append(dataclasses.replace(p, rate=rate, rate_since=since))
+        rated.append(dataclasses.replace(p, rate=rate, rate_since=since,
+                                         moved_at=_moved_at(points, p.watermark)))
     # The epoch key carries no time; M(p) follows the cluster epoch, so the fastest
     # partition's pace stands in for the ticker's (None when no partition has moved).
     known = [p.rate for p in rated if p.rate is not None and p.rate > 0]
@@ -187,6 +188,17 @@ async def _history(kv: Any, key: str, point: Any) -> list[tuple[float, int]]:
     except (L0gcError, InvalidRecord, TypeError, OSError):
         pass  # compacted, or a KV without history: no rate, the estimate says so
     return points
+
+
+def _moved_at(points: Sequence[tuple[float, int]], now_value: int) -> float | None:
+    """When the value rose to `now_value`: the oldest of the newest points holding it,
+    once an older point shows a lower value (None: the history never shows it rise)."""
+    at: float | None = None
+    for when, value in points:  # newest first
+        if value < now_value:
+            return at
+        at = when
+    return None
 
 
 def _rate(points: Sequence[tuple[float, int]], now_value: int, now: float

@@ -171,7 +171,8 @@ def text_report(summary: DemoSummary) -> str:
          f"committed, garbage at once); cluster epoch {_shown(summary.cluster_epoch)}, "
          f"final global M {_shown(summary.safe_epoch)}"),
         (f"  sweeper   deleted {summary.deleted} objects with {summary.list_requests} LIST and "
-         f"{summary.delete_requests} DELETE requests ({summary.deletes_per_s:.1f} deletes/s)"),
+         f"{summary.delete_requests} DELETE requests ({summary.deletes_per_s:.1f} deletes/s "
+         "averaged over the run)"),
         (f"  verified  when the writers stopped, {summary.live_at_stop} objects were still "
          f"referenced (not yet reconciled): {summary.live_verified} read back ({head}); live "
          f"objects lost: {summary.live_lost}. The reconciler then caught up, so they became "

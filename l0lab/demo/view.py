@@ -80,7 +80,7 @@ def render(snap: Snapshot) -> list[str]:
         (f"  objects   written {snap.written:>6}   live {snap.live:>6}   garbage "
          f"{snap.garbage:>6}   deleted {snap.deleted:>6}   orphans {snap.orphans:>4}"),
         (f"  sweeper   LIST {snap.list_requests:>6}   DELETE {snap.delete_requests:>6}   "
-         f"{snap.deletes_per_s:7.1f} deletes/s"),
+         f"{snap.deletes_per_s:7.1f} deletes/s (last 5 s)"),
         f"  live objects lost  {lost}",
     ]
 

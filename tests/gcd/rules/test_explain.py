@@ -179,6 +179,17 @@ def test_the_estimate_waits_for_the_slowest_partition_and_is_marked() -> None:
     assert estimate_ready(14, facts(partitions=stalled), stalled).at is None
 
 
+def test_no_estimate_past_a_partition_that_stopped_rising() -> None:
+    """Issue 55: a partition that rose at 0.1 epoch/s but has not risen for 5 minutes (its
+    writer stopped) gets no estimate from its old rate; one that rose 20 s ago does."""
+    moving = (PartitionFact("b", 12, rate=0.1, moved_at=NOW - 20),)
+    assert estimate_ready(14, facts(partitions=moving), moving).at == NOW + 20.0
+    stopped = (PartitionFact("b", 12, rate=0.1, moved_at=NOW - 300),)
+    estimate = estimate_ready(14, facts(partitions=stopped), stopped)
+    assert (estimate.at, estimate.slowest) == (None, "b")
+    assert "b has not risen for 300 s though it rose before" in estimate.basis
+
+
 def test_start_before_lists_the_key_first() -> None:
     """start_before(k) < k and nothing a key could be sorts between them and k's kin."""
     for name in ("l0/data/007/1/a", "b", "x\x00", "\x00"):
