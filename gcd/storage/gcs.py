@@ -35,7 +35,9 @@ Failures become `StorageError` with GCS's error reason (or the status) as the co
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import os
 import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
@@ -58,6 +60,21 @@ _FIELDS = "items(name,size,updated,generation),nextPageToken"
 EMPTY_PAGES_PER_CALL = 10
 """objects.list pages with nothing to return one `list_page` reads before it returns."""
 
+
+
+def _service_file(given: str | None) -> str | io.StringIO | None:
+    """The credentials the token library is given: `given`, else Application Default
+    Credentials as `google.auth.default` finds them. With neither
+    GOOGLE_APPLICATION_CREDENTIALS nor gcloud's well-known ADC file, that is the metadata
+    server: said explicitly (an empty service document), because gcloud-aio-auth 5.5
+    (the version Python 3.11.2 can install) raises instead when CLOUDSDK_CONFIG is set."""
+    if given is not None or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
+        return given
+    config = os.environ.get("CLOUDSDK_CONFIG") or os.path.join(
+        os.path.expanduser("~"), ".config", "gcloud")  # fmt: skip
+    if os.path.exists(os.path.join(config, "application_default_credentials.json")):
+        return None
+    return io.StringIO("{}")
 
 class GcsObjectStore(ObjectStore):
     """One bucket through an aiohttp session and (unless anonymous) a token source."""
@@ -86,7 +103,8 @@ class GcsObjectStore(ObjectStore):
                 from gcloud.aio.auth import Token  # noqa: PLC0415 - only with credentials
 
                 try:
-                    made = Token(service_file=settings.credentials_file, scopes=[SCOPE])
+                    made = Token(service_file=_service_file(settings.credentials_file),
+                                 scopes=[SCOPE])  # fmt: skip
                 except Exception as exc:
                     where = settings.credentials_file or "GOOGLE_APPLICATION_CREDENTIALS"
                     raise ConfigError(
