@@ -15,16 +15,21 @@ sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
 
 stamp=.venv/.l0gc-installed
-want=$(cat pyproject.toml l0lab/pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "bootstrap: installing l0gc and its pinned dependencies into .venv with" \
+pins=$(cat pyproject.toml l0lab/pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+# `--demo` installs what `gcd demo` runs on (l0gc and its lab: ~570 MB, under a minute
+# here); the tests also need the dev, spark and bench extras (~1.8 GB with PySpark). A
+# full install serves the demo too.
+if [ "${1:-}" = "--demo" ]; then mode=demo; extras=""; else mode=full; extras="[dev,spark,bench]"; fi
+have=$(cat "$stamp" 2>/dev/null || true)
+if [ "$have" != "$pins full" ] && [ "$have" != "$pins $mode" ]; then
+    echo "bootstrap: installing l0gc${extras} and its pinned dependencies into .venv with" \
          "$("$PYTHON" -c 'import sys; print("Python", sys.version.split()[0])')" \
-         "(a few minutes the first time; PySpark is the largest)" >&2
+         "($([ $mode = demo ] && echo "about a minute" || echo "a few minutes the first time; PySpark is the largest"))" >&2
     [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==25.3"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        -c constraints.txt -e ".[dev,spark,bench]" -e ./l0lab
-    echo "$want" > "$stamp"
+        -c constraints.txt -e ".${extras}" -e ./l0lab
+    echo "$pins $mode" > "$stamp"
     echo "bootstrap: .venv ready" >&2
 fi
 
