@@ -38,11 +38,14 @@ import json
 import signal
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import aiohttp
+from yarl import URL
 
 from l0lab.testing.local_servers import LocalEtcd, free_port
 from l0lab.testing.procs import Child, child_env
@@ -247,3 +250,33 @@ def live_serve(
                  "--publish-interval", "200ms", "--log-level", "warning", *extra,
                  partitions=partitions, owner="writer-gw-1", timeout_s=30) as serve:  # fmt: skip
         yield serve
+
+
+@dataclass
+class AsyncApi:
+    """A serve's API over aiohttp, each call with a bearer token (see `api_client`)."""
+
+    http: aiohttp.ClientSession
+    base: str
+
+    async def post(self, path: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
+        """(status, JSON answer) of POST `path` (already percent-encoded)."""
+        headers = {"Authorization": f"Bearer {token}"}
+        async with self.http.post(URL(self.base + path, encoded=True), json=body,
+                                  headers=headers) as answer:  # fmt: skip
+            return answer.status, await answer.json()
+
+    async def epoch(self, token: str) -> int:
+        """GET /v1/epoch's cluster epoch."""
+        headers = {"Authorization": f"Bearer {token}"}
+        async with self.http.get(self.base + "/v1/epoch", headers=headers) as answer:
+            return int((await answer.json())["epoch"])
+
+
+@asynccontextmanager
+async def api_client(serve: Serve) -> AsyncIterator[AsyncApi]:
+    """An `AsyncApi` on `serve`: 30 s per call, a new connection each (a serve restarted on
+    the same port must not be sent a pooled socket of its previous process)."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30),
+                                     connector=aiohttp.TCPConnector(force_close=True)) as http:
+        yield AsyncApi(http, serve.url)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -638,6 +639,21 @@ async def test_resume_wakes_a_daemon_within_seconds(
 # -- issue 43: an idle daemon costs the store nothing ------------------------------------
 
 
+class CountedGets:
+    """Counts the GETs `store` answers (its claim reads)."""
+
+    def __init__(self, store: Any) -> None:
+        self.count = 0
+        plain = store.get_object
+
+        async def counted(key: str, *, max_bytes: int) -> bytes | None:
+            self.count += 1
+            result: bytes | None = await plain(key, max_bytes=max_bytes)
+            return result
+
+        store.get_object = counted
+
+
 async def test_a_claim_planted_while_idle_blocks_the_next_round_before_any_delete() -> None:
     """Looks and idle iterations reuse the claims last found in order, but the round that
     follows M re-reads them first: another namespace's claim planted above the root while
@@ -650,23 +666,15 @@ async def test_a_claim_planted_while_idle_blocks_the_next_round_before_any_delet
                       retrier=Retrier(Backoff(), no_sleep, random.Random(0)))  # fmt: skip
     daemon = Daemon(sweeper, BoundSource(watermarks, target, store), CONFIG, clock=clock,
                     rng=random.Random(0))  # fmt: skip
-    gets = 0
-    plain_get = store.get_object
-
-    async def counted_get(key: str, *, max_bytes: int) -> bytes | None:
-        nonlocal gets
-        gets += 1
-        return await plain_get(key, max_bytes=max_bytes)
-
-    store.get_object = counted_get  # type: ignore[method-assign]
+    gets = CountedGets(store)
     await daemon.run_once()  # the first round: claims read, nothing to delete
-    assert gets > 0
-    requests = (store.list_requests, gets)
+    assert gets.count > 0
+    requests = (store.list_requests, gets.count)
     for _ in range(5):
         clock.now += 70
         await daemon.look()
         await daemon.run_once()  # idle: M did not move
-    assert (store.list_requests, gets) == requests  # no request to the store
+    assert (store.list_requests, gets.count) == requests  # no request to the store
     other = Binding("/l0gc/other", StorageTarget("bkt", "level_zero", None), "b0", "c", 0.0)
     await store.put_object(claim_key("level_zero"), other.claim().encode(), if_absent=True)
     garbage = put_garbage(store, clock, range(6, 8), "g")
@@ -700,22 +708,14 @@ async def test_a_daemon_blocked_by_a_wrong_claim_backs_off_its_claim_reads() -> 
     await store.put_object(claim_key("level_zero/data"), other.claim().encode(),
                            if_absent=False)  # fmt: skip
     source = BoundSource(watermarks, target, store, clock=clock)
-    gets = 0
-    plain_get = store.get_object
-
-    async def counted_get(key: str, *, max_bytes: int) -> bytes | None:
-        nonlocal gets
-        gets += 1
-        return await plain_get(key, max_bytes=max_bytes)
-
-    store.get_object = counted_get  # type: ignore[method-assign]
+    gets = CountedGets(store)
     reads = []
     for _ in range(300):  # a look every 2 s for 10 minutes
-        before = gets
+        before = gets.count
         refused = (await source.peek_safe_epoch()).refused_reason
         assert refused is not None
         assert "/l0gc/other" in refused
-        reads.append(gets > before)
+        reads.append(gets.count > before)
         clock.now += 2.0
     assert reads[0]
     assert 6 <= sum(reads) <= 16, sum(reads)  # 2, 4, ..., 60 s apart (was 300)

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
-from yarl import URL
 
 from l0lab.testing.local_servers import LocalEtcd
-from tests.serving import WRITER, new_serve, token_file, watermark
+from tests.serving import WRITER, api_client, new_serve, token_file, watermark
 
 pytestmark = pytest.mark.integration
 
@@ -33,19 +30,9 @@ async def test_a_partition_registered_over_http_is_hosted_again_after_a_sigkill(
                       str(tokens), "--member-lease-ttl", "2", owner="gw-1")  # fmt: skip
     try:
         serve.start().wait_ready(60)
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30),
-                                         connector=aiohttp.TCPConnector(force_close=True)) as http:
-
-            async def call(path: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
-                headers = {"Authorization": f"Bearer {token}"}
-                async with http.post(URL(serve.url + path, encoded=True), json=body,
-                                     headers=headers) as answer:  # fmt: skip
-                    return answer.status, await answer.json()
-
-            async with http.get(
-                serve.url + "/v1/epoch", headers={"Authorization": f"Bearer {WRITER}"}
-            ) as answer:
-                epoch = (await answer.json())["epoch"]
+        async with api_client(serve) as api:
+            call = api.post
+            epoch = await api.epoch(WRITER)
             status, doc = await call("/v1/partitions/topic%2F0/register", {}, REGISTRAR)
             assert (status, doc["registered"], doc["hosted"]) == (200, True, True), doc
             status, doc = await call("/v1/partitions/topic%2F0/fence", {"epoch": epoch}, WRITER)

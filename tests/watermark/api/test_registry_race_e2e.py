@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
-from yarl import URL
 
 from l0lab.testing.local_servers import LocalEtcd
-from tests.serving import ADMIN, WRITER, new_serve, token_file, watermark
+from tests.serving import ADMIN, WRITER, api_client, new_serve, token_file, watermark
 from watermark.core.record import PartitionRecord
 from watermark.etcd.settings import EtcdSettings, open_kv
 
@@ -42,18 +39,9 @@ async def test_a_commit_answered_200_always_leaves_its_record_in_etcd(
     kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
     try:
         serve.start().wait_ready(30)
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
-
-            async def call(path: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
-                headers = {"Authorization": f"Bearer {token}"}
-                async with http.post(URL(serve.url + path, encoded=True), json=body,
-                                     headers=headers) as answer:  # fmt: skip
-                    return answer.status, await answer.json()
-
-            async with http.get(
-                serve.url + "/v1/epoch", headers={"Authorization": f"Bearer {WRITER}"}
-            ) as answer:
-                epoch = (await answer.json())["epoch"]
+        async with api_client(serve) as api:
+            call = api.post
+            epoch = await api.epoch(WRITER)
             outcomes: dict[str, int] = {}
             for i in range(TRIES):
                 name, key = f"race%2F{i}", f"{namespace}/partitions/race/{i}"
