@@ -41,3 +41,4 @@ fi
 scripts/install-helm.sh
 scripts/install-azurite.sh
 scripts/install-prometheus.sh
+scripts/install-etcd.sh

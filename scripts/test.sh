@@ -18,6 +18,7 @@ if [ "${1:-}" = "--deep" ]; then tier=deep; shift; fi
 began=$SECONDS
 scripts/bootstrap.sh
 scripts/install-prometheus.sh --required  # the Prometheus tests need promtool (CI: apt-get)
+scripts/install-etcd.sh --required  # the etcd clusters need a crash-safe etcd (CI: apt-get download)
 setup_s=$((SECONDS - began))
 began=$SECONDS
 mypy_pid=""

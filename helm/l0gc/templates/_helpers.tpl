@@ -508,3 +508,18 @@ may use the chart's templates, e.g. {{ include "l0gc.fullname" . }}. Input: dict
 {{- define "l0gc.userList" -}}
 {{- with .value }}{{ tpl (toYaml .) $.ctx }}{{- end }}
 {{- end }}
+
+{{/*
+Refuse a secret-looking setting in a component's `env` (rendered into a ConfigMap,
+readable by whoever may read ConfigMaps), naming the key and the Secret-based value that
+carries it instead. A template check rather than the schema's `not`, whose message
+("Must not validate the schema (not)") said neither. Input: dict "path" (e.g.
+"sweeper.env") and "env".
+*/}}
+{{- define "l0gc.checkEnvSecrets" -}}
+{{- range $name, $_ := .env }}
+{{- if regexMatch "(PASSWORD|SECRET|TOKEN|ACCESS_KEY)" $name }}
+{{- fail (printf "%s.%s looks like a secret, and %s lands in a ConfigMap: pass secrets from Secrets you create (etcd.auth.existingSecret for the etcd password, s3.credentials.existingSecret for S3 keys, azure.connectionString.existingSecret, gcs.credentials.existingSecret, publisher.auth.existingSecret for API tokens)" $.path $name $.path) }}
+{{- end }}
+{{- end }}
+{{- end }}
