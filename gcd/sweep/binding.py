@@ -338,6 +338,11 @@ class BoundSource:
         self._recheck_s = min(RECHECK_MAX_S, max(RECHECK_FIRST_S, 2 * self._recheck_s))
         self._recheck_at = self._clock() + self._recheck_s
 
+    def _unreadable(self, read: SafeEpoch, why: str) -> SafeEpoch:
+        """`read` refused because the claims could not be read (backed off as wrong)."""
+        self._found_wrong(why)
+        return dataclasses.replace(read, refused_reason=why)
+
     async def get_paused(self) -> str | None:
         """The pause reason (None: not paused), for the sweeper's brake (`gcd.sweep.brake`)."""
         return await self.store.get_paused()
@@ -390,12 +395,11 @@ class BoundSource:
                     claim_raw = await read_claim_object(self.objects,
                                                         claim_key(self.target.root))  # fmt: skip
                     above = await read_ancestor_claims(self.objects, self.target.root)
-                except (ClaimTooLarge, StorageError) as exc:
-                    unreadable = (f"{self.target.describe()}: {exc}"
-                                  if isinstance(exc, ClaimTooLarge) else
-                                  f"cannot read the claims of {self.target.describe()}: {exc}")
-                    self._found_wrong(unreadable)
-                    return dataclasses.replace(read, refused_reason=unreadable)
+                except ClaimTooLarge as exc:
+                    return self._unreadable(read, f"{self.target.describe()}: {exc}")
+                except StorageError as exc:
+                    return self._unreadable(
+                        read, f"cannot read the claims of {self.target.describe()}: {exc}")
         reason = check_binding(
             self.store.namespace, view.binding_raw, view.cluster_id, self.target, claim_raw
         )
