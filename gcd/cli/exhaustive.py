@@ -4,10 +4,12 @@
     gcd simulate --exhaustive --variant late-commit            # the suite finds it
     gcd simulate --exhaustive --variant no-drain-slide --partitions 1 --max-faults 0
     gcd simulate --exhaustive --replay 'tick; raise p0; write w0 p0 1' --variant inclusive-floor
+    gcd simulate --exhaustive --model undo --variant unpaused-restore   # one operator model
 
 With no scope flag the search runs the suite (`l0lab.sim.suite`: the focused scopes of
 the documented bugs, cheapest first, then the general scope); any scope flag searches
-that one scope (the flags not given take the general scope's values). It prints the
+that one scope (the flags not given take the general scope's values); `--model` searches one of
+the operator models (`l0lab.sim.smallmodel`: registration, undo) alone. It prints the
 distinct states per depth as it goes, then the totals, and on a violation its shortest
 counterexample as the same readable trace the random simulation prints, with the
 `--replay` command that runs it again. Exit 1 on a violation.
@@ -24,8 +26,10 @@ from gcd.cli.output import write_json
 from watermark import exitcodes
 
 if TYPE_CHECKING:
+    from l0lab.sim.checks import Violation
     from l0lab.sim.explore import Exploration
     from l0lab.sim.moves import Scope
+    from l0lab.sim.smallmodel import ModelExploration
     from l0lab.sim.suite import Stage
     from l0lab.sim.variants import Variant
 
@@ -84,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "(Linux; faster for deep scopes)",
     )  # fmt: skip
     group.add_argument(
+        "--model", default=None, choices=("registration", "undo"),
+        help="search one operator model alone instead of the cluster: registration "
+             "(register racing deregister) or undo (the undo window and gcd restore); "
+             "the suite runs both first",
+    )  # fmt: skip
+    group.add_argument(
         "--replay", default=None, metavar="'MOVE; MOVE'",
         help="run one path of moves (a counterexample's) and print its trace",
     )  # fmt: skip
@@ -108,6 +118,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gcd simulate: {exc}\n")
         return exitcodes.USAGE
     variant = VARIANTS[args.variant]
+    if args.model is not None:
+        if scope is not None:
+            sys.stderr.write("gcd simulate: the scope flags shape the cluster search; drop "
+                             "them or drop --model\n")  # fmt: skip
+            return exitcodes.USAGE
+        return _model(args, variant)
     if args.replay is not None:
         return _replay(scope or Scope(), args)
     progress = None if args.json else _progress
@@ -154,7 +170,7 @@ def _suite(args: argparse.Namespace, variant: Variant, options: dict[str, Any]) 
 
     def announce(stage: Stage) -> None:
         if not args.json:
-            sys.stderr.write(f"stage {stage.name}: {stage.scope.flags()}\n")
+            sys.stderr.write(f"stage {stage.name}: {stage.flags()}\n")
 
     done = explore_suite(variant, on_stage=announce, **options)
     ok = all(result.ok for _, result in done)
@@ -173,7 +189,30 @@ def _suite(args: argparse.Namespace, variant: Variant, options: dict[str, Any]) 
     return exitcodes.OK if ok else exitcodes.PARTIAL_FAILURE
 
 
-def _report(result: Exploration) -> None:
+def _model(args: argparse.Namespace, variant: Variant) -> int:
+    """`--model M`: search that operator model alone, or replay one of its paths."""
+    with lab.required():
+        from l0lab.sim.smallmodel import explore_model, replay_model  # noqa: PLC0415
+        from l0lab.sim.suite import MODELS  # noqa: PLC0415
+
+    model = MODELS[args.model]
+    if args.replay is not None:
+        labels = [label.strip() for label in args.replay.split(";") if label.strip()]
+        try:
+            run_ = replay_model(model, variant, labels)
+        except ValueError as exc:
+            sys.stderr.write(f"gcd simulate: --replay: {exc}\n")
+            return exitcodes.USAGE
+        return _replayed(args, labels, run_.violations, run_.trace)
+    result = explore_model(model, variant, on_level=None if args.json else _progress)
+    if args.json:
+        write_json(result.to_dict())
+    else:
+        _report(result)
+    return exitcodes.OK if result.ok else exitcodes.PARTIAL_FAILURE
+
+
+def _report(result: Exploration | ModelExploration) -> None:
     doc = result.to_dict()
     sys.stdout.write(
         f"explored {doc['states']} states, {doc['transitions']} transitions, depth "
@@ -206,14 +245,20 @@ def _replay(scope: Scope, args: argparse.Namespace) -> int:
     except ValueError as exc:
         sys.stderr.write(f"gcd simulate: --replay: {exc}\n")
         return exitcodes.USAGE
+    return _replayed(args, labels, run_.violations, run_.trace)
+
+
+def _replayed(args: argparse.Namespace, labels: list[str], violations: list[Violation],
+              trace: list[str]) -> int:  # fmt: skip
+    """Print a replayed path's violations and trace; exit 1 on a violation."""
     if args.json:
-        write_json({"moves": labels, "violations": [v.to_dict() for v in run_.violations],
-                    "trace": run_.trace})  # fmt: skip
+        write_json({"moves": labels, "violations": [v.to_dict() for v in violations],
+                    "trace": trace})  # fmt: skip
     else:
-        for violation in run_.violations[:4]:
+        for violation in violations[:4]:
             sys.stdout.write(f"{violation.kind.value} at move {violation.step}: "
                              f"{violation.detail}\n")  # fmt: skip
-        sys.stdout.write("  events:\n" + "".join(f"    {line}\n" for line in run_.trace))
-        if not run_.violations:
+        sys.stdout.write("  events:\n" + "".join(f"    {line}\n" for line in trace))
+        if not violations:
             sys.stdout.write(f"replayed {len(labels)} moves: no violation\n")
-    return exitcodes.OK if not run_.violations else exitcodes.PARTIAL_FAILURE
+    return exitcodes.OK if not violations else exitcodes.PARTIAL_FAILURE

@@ -26,6 +26,13 @@ SAFETY (checked at the moment it happens, or after every step):
 - WATERMARK_DECREASED: a partition's published M(p) went down.
 - WATERMARK_ABOVE_EPOCH: the global M is above cluster epoch - 1.
 
+The operator models (`l0lab.sim.undo_model`, `l0lab.sim.registration_model`) add
+LOST_BYTES (no version of a needed object holds its bytes any more), HIDDEN_AFTER_RESTORE
+(a key `gcd restore` brought back is hidden again before the repair),
+DELETED_WHILE_PAUSED (a round sent a delete while GC was paused) and
+ACKED_AFTER_DEREGISTER (an owner granted a fence or acknowledged a commit after the
+partition's record was deleted).
+
 LIVENESS (after the quiescent tail): GARBAGE_LEFT, every layout object with an epoch
 <= the final M is deleted; M_PINNED, the final M >= cluster epoch - 2 (idle partitions
 do not pin it); TAIL_STUCK, the tail could not bring the system to rest. And CRASH:
@@ -54,6 +61,10 @@ class ViolationKind(enum.Enum):
     UNSAFE_WATERMARK = "unsafe_watermark"
     WATERMARK_DECREASED = "watermark_decreased"
     WATERMARK_ABOVE_EPOCH = "watermark_above_epoch"
+    LOST_BYTES = "lost_bytes"
+    HIDDEN_AFTER_RESTORE = "hidden_after_restore"
+    DELETED_WHILE_PAUSED = "deleted_while_paused"
+    ACKED_AFTER_DEREGISTER = "acked_after_deregister"
     GARBAGE_LEFT = "garbage_left"
     M_PINNED = "m_pinned"
     TAIL_STUCK = "tail_stuck"
@@ -70,6 +81,10 @@ SAFETY = frozenset(
         ViolationKind.UNSAFE_WATERMARK,
         ViolationKind.WATERMARK_DECREASED,
         ViolationKind.WATERMARK_ABOVE_EPOCH,
+        ViolationKind.LOST_BYTES,
+        ViolationKind.HIDDEN_AFTER_RESTORE,
+        ViolationKind.DELETED_WHILE_PAUSED,
+        ViolationKind.ACKED_AFTER_DEREGISTER,
     }
 )
 """The kinds that mean data could be lost (the rest are liveness and crashes)."""

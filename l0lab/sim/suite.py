@@ -14,6 +14,11 @@ runs `SUITE` and stops at the first violation, so every documented variant is fo
 no flag but `--variant` (docs/reliability.md lists the stages and bench/RESULTS.md their
 cost: each variant within ~4.5 minutes of CPU; the real code passes them all in ~6.5).
 
+Two stages are not cluster scopes but the operator models (`l0lab.sim.smallmodel`):
+``registration`` (register racing deregister, one etcd call at a time) and ``undo`` (the
+undo window, `gcd restore` and its runbook). They come first: together under half a
+minute of CPU.
+
 Liveness tails run from the general scope's states only: the focused scopes are there
 for safety bugs, and their deep last levels would multiply the tails.
 """
@@ -25,9 +30,15 @@ from dataclasses import dataclass
 
 from l0lab.sim.explore import Exploration, explore
 from l0lab.sim.moves import Scope
+from l0lab.sim.registration_model import RegistrationModel
+from l0lab.sim.smallmodel import Model, ModelExploration, explore_model
+from l0lab.sim.undo_model import UndoModel
 from l0lab.sim.variants import Variant
 
-__all__ = ["SUITE", "Stage", "explore_suite", "stage_of"]
+__all__ = ["MODELS", "SUITE", "Stage", "explore_stage", "explore_suite", "stage_of"]
+
+MODELS: dict[str, Model] = {"registration": RegistrationModel(), "undo": UndoModel()}
+"""The operator models, by their `gcd simulate --exhaustive --model` name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +47,15 @@ class Stage:
     holds (with its length, asserted by tests/l0lab/sim/test_explore.py)."""
 
     name: str
-    scope: Scope
+    scope: Scope | None
+    """None: the operator model named `model`."""
     finds: tuple[tuple[str, int], ...]
     liveness: bool = False
+    model: str | None = None
+
+    def flags(self) -> str:
+        """The command-line flags that search this stage alone."""
+        return f"--model {self.model}" if self.scope is None else self.scope.flags()
 
 
 def _one(writers: int, publishers: int, depth: int, *kinds: str) -> Scope:
@@ -53,6 +70,8 @@ def _one(writers: int, publishers: int, depth: int, *kinds: str) -> Scope:
 _TWO_WRITERS = (("single-epoch-window", 5), ("no-drain-slide", 6), ("eager-floor", 6),
                 ("floor-two-early", 10))  # fmt: skip
 SUITE: tuple[Stage, ...] = (
+    Stage("registration", None, (("check-then-delete-deregister", 14),), model="registration"),
+    Stage("undo", None, (("marker-blind-restore", 5), ("unpaused-restore", 6)), model="undo"),
     Stage("corrupt", _one(1, 1, 6, "corrupt"), (("lenient-sweeper", 4),)),
     Stage("expire", _one(1, 1, 7, "expire"), (("late-commit", 7),)),
     Stage("raise", _one(2, 2, 6, "raise"), (("inclusive-floor", 3),)),
@@ -87,16 +106,27 @@ def explore_suite(
     on_stage: Callable[[Stage], None] | None = None,
     on_level: Callable[[int, int, int], None] | None = None,
     stages: tuple[Stage, ...] = SUITE,
-) -> list[tuple[Stage, Exploration]]:
+) -> list[tuple[Stage, Exploration | ModelExploration]]:
     """Search each stage in turn; stop after the first that finds a violation."""
-    done: list[tuple[Stage, Exploration]] = []
+    done: list[tuple[Stage, Exploration | ModelExploration]] = []
     for stage in stages:
         if on_stage is not None:
             on_stage(stage)
-        result = explore(stage.scope, variant, symmetry=symmetry, por=por,
-                         liveness=liveness and stage.liveness, fork=fork,
-                         on_level=on_level)  # fmt: skip
+        result = explore_stage(stage, variant, symmetry=symmetry, por=por,
+                               liveness=liveness and stage.liveness, fork=fork,
+                               on_level=on_level)  # fmt: skip
         done.append((stage, result))
         if not result.ok:
             break
     return done
+
+
+def explore_stage(
+    stage: Stage, variant: Variant, *, on_level: Callable[[int, int, int], None] | None = None,
+    **options: bool,
+) -> Exploration | ModelExploration:  # fmt: skip
+    """Search one stage: its cluster scope (`options` go to `explore`) or its model."""
+    if stage.scope is None:
+        assert stage.model is not None
+        return explore_model(MODELS[stage.model], variant, on_level=on_level)
+    return explore(stage.scope, variant, on_level=on_level, **options)

@@ -29,17 +29,31 @@ a bounded number of seeds. `CORRECT` is the real code.
   deadline (issue 51): the writer was slow, the window slid on without it, and its
   entry lands below the window.
 
+- ``unpaused-restore``: the restore runbook without its first step, `gcd pause`: the
+  sweepers, still reading the wrong M(p), hide again what restore brought back.
+- ``marker-blind-restore``: `gcd restore` as it was before issue 51: it deletes the
+  version id the journal names as l0gc's marker without asking the store whether that
+  is a delete marker (a forged journal names a data version).
+- ``check-then-delete-deregister``: deregister as it was before issue 51: it checks for
+  a live owner, then deletes whatever record is there, so a register's adopt between
+  the check and the delete leaves an owner acknowledging writes for a deleted record.
+
 The simulator hosts them through the real `Publisher`'s `state_class` and
-`guard_class` parameters.
+`guard_class` parameters; the last three through the operator models
+(`l0lab.sim.undo_model`, `l0lab.sim.registration_model`), which run the runbook,
+`restore` and `deregister` the variant names.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gcd.rules.versions import version_target
+from gcd.sweep.restore import JournaledDeletion, KeyResult, RestoreOutcome, restore
+from watermark.api import owners
 from watermark.core.contract import Publication, PublishOutcome
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.kv import PrefixWatch
@@ -67,6 +81,8 @@ __all__ = [
     "OwnerBlindStore",
     "SingleEpochGcState",
     "Variant",
+    "check_then_delete_deregister",
+    "marker_blind_restore",
 ]
 
 
@@ -237,6 +253,29 @@ class LenientSafeEpoch:
         return compute_safe_epoch(dataclasses.replace(view, partitions=readable))
 
 
+async def marker_blind_restore(
+    store: Any, chosen: dict[str, JournaledDeletion], **_: Any
+) -> list[KeyResult]:
+    """BROKEN (restore before issue 51): delete each journaled marker id, unasked."""
+    marked = [d for d in chosen.values() if d.marker is not None]
+    if marked:
+        await store.delete_batch([version_target(d.key, d.marker) for d in marked])
+    return [KeyResult(d.key, RestoreOutcome.RESTORED, d.epoch) for d in marked]
+
+
+async def check_then_delete_deregister(
+    store: WatermarkStore, names: Sequence[str], **_: Any
+) -> list[str]:
+    """BROKEN (deregister before issue 51): check every name, then delete unconditioned."""
+    for name in names:
+        record = await store.get_partition(name)
+        why = None if record is None else await owners.live_owner(store.kv, store.namespace,
+                                                                   record)  # fmt: skip
+        if why is not None:
+            raise owners.refuse_live(name, "deregister it", why)
+    return [name for name in names if await store.deregister_partition(name)]
+
+
 @dataclass(frozen=True, slots=True)
 class Variant:
     """Which classes the simulated system is built from."""
@@ -247,6 +286,10 @@ class Variant:
     guard_class: type[FencingGuard] = FencingGuard
     publisher_store: type[WatermarkStore] = WatermarkStore
     lenient_sweeper: bool = False
+    restore: Callable[..., Awaitable[list[KeyResult]]] = restore
+    paused_restore: bool = True
+    """False: the restore runbook skips `gcd pause`."""
+    deregister: Callable[..., Awaitable[list[str]]] = owners.deregister
     broken: bool = True
     random_finds: bool = True
     """False: out of the random simulation's reach (tests/l0lab/sim/test_variants.py skips
@@ -308,6 +351,24 @@ VARIANTS: dict[str, Variant] = {
             "late-commit",
             "a commit on a fence reclaimed at its hold deadline is accepted",
             guard_class=LateCommitGuard,
+        ),
+        Variant(
+            "unpaused-restore",
+            "the restore runbook skips gcd pause (sweepers hide the restored keys again)",
+            paused_restore=False,
+            random_finds=False,
+        ),
+        Variant(
+            "marker-blind-restore",
+            "gcd restore deletes the journaled marker id without asking the store what it is",
+            restore=marker_blind_restore,
+            random_finds=False,
+        ),
+        Variant(
+            "check-then-delete-deregister",
+            "deregister deletes the record without comparing it to the one it checked",
+            deregister=check_then_delete_deregister,
+            random_finds=False,
         ),
     )
 }

@@ -38,10 +38,12 @@ from aiohttp import web
 
 from watermark.api import http_body, owners
 from watermark.api.auth import Role
-from watermark.core.record import RECORD_VERSION
+from watermark.core.record import RECORD_VERSION, PartitionRecord
 from watermark.service.publisher import Publisher
 
-__all__ = ["REGISTRY", "ROLE", "ForceForbidden", "Registry", "deregister", "register"]
+__all__ = [
+    "REGISTRY", "ROLE", "ForceForbidden", "Registry", "deregister", "register", "register_and_host",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,22 @@ async def register(request: web.Request) -> web.Response:
     """POST /v1/partitions/{partition}/register."""
     registry, partition = request.app[REGISTRY], request.match_info["partition"]
     await http_body.read_body(request)
+    record, created = await register_and_host(registry, partition)
+    return web.json_response(
+        {
+            "version": RECORD_VERSION,
+            "partition": partition,
+            "registered": created,
+            "hosted": registry.publisher.serving(partition),
+            "record": json.loads(record.encode()),
+        }
+    )
+
+
+async def register_and_host(registry: Registry, partition: str) -> tuple[PartitionRecord, bool]:
+    """The register route's work: (the record, whether this call created it). A
+    non-replicated publisher adopts a record nobody owns (the exhaustive checker's
+    registration model runs this against `owners.deregister`)."""
     store, publisher = registry.publisher.store, registry.publisher
     if registry.check_served is not None:
         registry.check_served(partition)  # never a record nobody hosts (issue 55)
@@ -75,15 +93,7 @@ async def register(request: web.Request) -> web.Response:
     record = before if before is not None else await store.register_partition(partition)
     if not registry.replicated and record.owner is None and not publisher.serving(partition):
         await publisher.adopt(partition)
-    return web.json_response(
-        {
-            "version": RECORD_VERSION,
-            "partition": partition,
-            "registered": before is None,
-            "hosted": publisher.serving(partition),
-            "record": json.loads(record.encode()),
-        }
-    )
+    return record, before is None
 
 
 async def deregister(request: web.Request) -> web.Response:

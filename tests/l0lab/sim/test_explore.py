@@ -10,15 +10,20 @@ import json
 import pytest
 
 from gcd.cli.main import main
-from l0lab.sim.checks import SAFETY
+from l0lab.sim.checks import SAFETY, Violation
 from l0lab.sim.explore import Exploration, explore, replay
 from l0lab.sim.moves import FAULT_KINDS, Scope, parse
-from l0lab.sim.suite import SUITE, Stage, explore_suite, stage_of
+from l0lab.sim.smallmodel import replay_model
+from l0lab.sim.suite import MODELS, SUITE, Stage, explore_stage, explore_suite, stage_of
 from l0lab.sim.variants import BROKEN, CORRECT, VARIANTS
 
-VARIANT_SCOPES: dict[str, tuple[Scope, int]] = {
-    name: (stage.scope, length) for stage in SUITE for name, length in stage.finds
+VARIANT_STAGES: dict[str, tuple[Stage, int]] = {
+    name: (stage, length) for stage in SUITE for name, length in stage.finds
 }
+VARIANT_SCOPES: dict[str, tuple[Scope, int]] = {
+    name: (stage.scope, length) for name, (stage, length) in VARIANT_STAGES.items()
+    if stage.scope is not None
+}  # fmt: skip
 """Per broken variant: the suite's stage that holds its shortest counterexample
 (`l0lab.sim.suite`), and that length (bench/RESULTS.md sections 25 and 34 have the
 states and the times). Those of 7 moves or fewer are searched in the everyday tier, the
@@ -38,14 +43,16 @@ slide waiting, issue 51, 30 more states are reached)."""
 
 
 def test_every_broken_variant_has_a_stage_of_the_suite() -> None:
-    assert set(VARIANT_SCOPES) == set(BROKEN)
-    assert len(VARIANT_SCOPES) == sum(len(stage.finds) for stage in SUITE)  # each in one
+    assert set(VARIANT_STAGES) == set(BROKEN)
+    assert len(VARIANT_STAGES) == sum(len(stage.finds) for stage in SUITE)  # each in one
     assert stage_of("late-commit")[0].name == "expire"
+    assert stage_of("unpaused-restore")[0].flags() == "--model undo"
 
 
 def test_the_suite_runs_its_stages_in_order_up_to_the_first_violation() -> None:
     """A stage that passes is searched whole; the search stops at the first violation."""
     tiny = (
+        Stage("m", None, (), model="registration"),
         Stage("a", Scope(partitions=1, writers=1, publishers=1, faults=0, depth=2), ()),
         Stage("b", Scope(partitions=1, fault_kinds=frozenset({"raise"}), depth=3), ()),
         Stage("c", Scope(partitions=1, faults=0, depth=2), ()),
@@ -53,8 +60,9 @@ def test_the_suite_runs_its_stages_in_order_up_to_the_first_violation() -> None:
     seen: list[str] = []
     done = explore_suite(VARIANTS["inclusive-floor"], stages=tiny, liveness=False,
                          on_stage=lambda stage: seen.append(stage.name))  # fmt: skip
-    assert seen == ["a", "b"]
-    assert [(stage.name, result.ok) for stage, result in done] == [("a", True), ("b", False)]
+    assert seen == ["m", "a", "b"]
+    assert [(stage.name, result.ok) for stage, result in done] == [
+        ("m", True), ("a", True), ("b", False)]  # fmt: skip
     cex = done[-1][1].counterexample
     assert cex is not None
     assert cex.moves == ("tick", "raise p0", "write w0 p0 1")
@@ -62,17 +70,20 @@ def test_the_suite_runs_its_stages_in_order_up_to_the_first_violation() -> None:
 
 
 def test_the_suite_is_the_default_with_no_scope_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    """`--variant` alone runs the suite, cheapest stage first: `lenient-sweeper` is found
-    in its stage, and the reproduce command names that stage's scope."""
-    code = main(["simulate", "--exhaustive", "--json", "--variant", "lenient-sweeper"])
+    """`--variant` alone runs the suite, cheapest stage first: `unpaused-restore` is found
+    in the undo model's stage after the registration model passed, and the reproduce
+    command names that model."""
+    code = main(["simulate", "--exhaustive", "--json", "--variant", "unpaused-restore"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1
     assert doc["mode"] == "exhaustive-suite"
-    assert [stage["stage"] for stage in doc["stages"]][-1] == "corrupt"
-    assert all(stage["violations"] == 0 for stage in doc["stages"][:-1])
+    assert [stage["stage"] for stage in doc["stages"]] == ["registration", "undo"]
+    assert doc["stages"][0]["violations"] == 0
+    assert doc["stages"][0]["exhausted"]
     cex = doc["stages"][-1]["counterexample"]
-    assert cex["moves"] == ["tick", "write w0 p0 1", "corrupt p0", "sweep"]
-    assert stage_of("lenient-sweeper")[0].scope.flags() in cex["reproduce"]
+    assert cex["moves"] == ["upload t/0", "tick", "mistake t/0", "sweep", "restore", "sweep"]
+    assert cex["violation"]["kind"] == "hidden_after_restore"
+    assert "--model undo --replay 'upload t/0; tick;" in cex["reproduce"]
 
 
 @pytest.mark.timeout(900)  # CPU-bound: up to ~20 s of CPU each; more on a shared core
@@ -82,22 +93,27 @@ def test_the_suite_is_the_default_with_no_scope_flag(capsys: pytest.CaptureFixtu
 def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replays(
     name: str,
 ) -> None:
-    scope, length = VARIANT_SCOPES[name]
-    result = explore(scope, VARIANTS[name], liveness=False)
+    stage, length = VARIANT_STAGES[name]
+    result = explore_stage(stage, VARIANTS[name], liveness=False)
     cex = result.counterexample
-    assert cex is not None, f"{name} not found in {scope.flags()}"
+    assert cex is not None, f"{name} not found in {stage.flags()}"
     assert cex.violation.kind in SAFETY, cex.violation
     assert len(cex.moves) <= 60
     assert result.depth == len(cex.moves)
     assert len(cex.moves) == length
-    again = replay(scope, VARIANTS[name], cex.moves, liveness=False)
-    assert again.violations
-    assert again.violations[0].kind is cex.violation.kind
-    assert not replay(scope, CORRECT, cex.moves, liveness=False).violations
+
+    def again(variant: str) -> list[Violation]:
+        if stage.scope is None:
+            assert stage.model is not None
+            return replay_model(MODELS[stage.model], VARIANTS[variant], cex.moves).violations
+        return replay(stage.scope, VARIANTS[variant], cex.moves, liveness=False).violations
+
+    assert [v.kind for v in again(name)][:1] == [cex.violation.kind]
+    assert not again("correct")
 
 
 SUITE_COUNTS = {
-    "corrupt": (1304, 2960), "expire": (2226, 4569), "raise": (3634, 8865),
+    "registration": (324, 1030), "undo": (4789, 12075), "corrupt": (1304, 2960), "expire": (2226, 4569), "raise": (3634, 8865),
     "failover": (4514, 9298), "crash": (6106, 13795), "three-writers": (8604, 25512),
     "two-writers": (24940, 68248), "general": (DEFAULT_STATES, DEFAULT_TRANSITIONS),
 }  # fmt: skip
@@ -117,7 +133,9 @@ def test_the_real_code_passes_every_stage_of_the_suite() -> None:
     for stage, result in done:
         assert result.ok, (stage.name, result.counterexample)
         assert (result.states, result.transitions) == SUITE_COUNTS[stage.name], stage.name
-    assert done[-1][1].tails == 2708
+    general = done[-1][1]
+    assert isinstance(general, Exploration)
+    assert general.tails == 2708
 
 
 @functools.cache
