@@ -53,6 +53,7 @@ from typing import Any, Final
 from gcd.cli.fleet import FleetStatus, read_fleet
 from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import human_age, write_json
+from gcd.cli.status_owner import gone_owners, waiting_text
 from gcd.sweep.runtime import empty_namespace
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from watermark import exitcodes
@@ -114,7 +115,10 @@ class PartitionStatus:
     owner_now: str | None = None
     """The live replica holding the partition's claim (replicated publishers only)."""
     owner_gone: bool = False
-    """The record's owner is no longer a live replica (its last writer died or left)."""
+    """The record's owner is no longer a live replica (its last writer died or left), or,
+    for a partition behind the cluster epoch, no running process holds it."""
+    waiting: dict[str, Any] | None = None
+    """What its owner waits on, as its record says (`watermark.core.record`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +182,7 @@ def _partition(name: str, raw: bytes, cluster_epoch: int | None, now: float) -> 
         created_epoch=record.created_epoch,
         updated_at=record.updated_at,
         age_s=None if record.updated_at is None else round(max(0.0, now - record.updated_at), 3),
+        waiting=record.waiting,
     )
 
 
@@ -485,6 +490,8 @@ def render_text(report: StatusReport, now: float) -> str:
             head = f"{label:<15}" if index == 0 else " " * 15
             lines.append(f"{head}{printable(p.partition)}  M(p) {p.watermark}  owner {_owner(p)}  "
                          f"window {_window(p)}  updated {human_age(p.age_s)}")  # fmt: skip
+            if p.waiting is not None and not p.owner_gone:
+                lines.append(" " * 17 + printable(waiting_text(p.waiting, now)))
         if report.partition_count > len(report.pinning) == _PINNING_SHOWN:
             lines.append(" " * 15 + "(first 10 shown; --all lists every partition)")
     elif not report.blocked:
@@ -526,6 +533,7 @@ async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: flo
         pins = [(p.partition, p.watermark, p.owner) for p in report.pinning
                 if p.watermark is not None]  # fmt: skip
         held = await pinned_longest(store, pins, now) if not report.blocked else None
+        gone = await gone_owners(store, report.pinning, now)
         found = None
         if explain and not report.blocked:
             key, answer = await why(store, view.binding_raw)
@@ -534,7 +542,10 @@ async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: flo
         costs = await _costs(kv, settings.namespace, now)
     finally:
         await kv.close()
-    return dataclasses.replace(report, pinned_longest=held, why=found, costs=costs)
+    pinning = tuple(dataclasses.replace(p, owner_gone=True) if p.partition in gone else p
+                    for p in report.pinning)  # fmt: skip
+    return dataclasses.replace(report, pinning=pinning, pinned_longest=held, why=found,
+                               costs=costs)  # fmt: skip
 
 
 async def _costs(kv: Any, namespace: str, now: float) -> dict[str, Any] | None:

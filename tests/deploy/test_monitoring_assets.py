@@ -61,6 +61,8 @@ GAUGES = {
     "l0gc_watermark_inflight_fences",
     "l0gc_watermark_partitions_owned",
     "l0gc_watermark_min_watermark",
+    "l0gc_watermark_log_end_unknown_partitions",
+    "l0gc_watermark_log_end_unknown_seconds",
     "l0gc_watermark_cluster_epoch",
     "l0gc_watermark_ticker_leader",
     "l0gc_watermark_ticker_interval_seconds",
@@ -101,6 +103,7 @@ RUNBOOK_ANCHORS = {
     "fencing-violation",
     "sweeper-or-publisher-down",
     "partition-without-owner",
+    "log-end-unknown",
     "epoch-ticker",
     "gc-stalled",
 }
@@ -304,7 +307,7 @@ ALERTS_DOC = REPO / "docs" / "kubernetes.md"
 
 
 def test_alert_set_is_complete() -> None:
-    """The rules file defines exactly the eighteen l0gc alerts."""
+    """The rules file defines exactly the nineteen l0gc alerts."""
     assert set(_rules()) == {
         "L0gcSweeperBlocked",
         "L0gcSweeperStalled",
@@ -315,6 +318,7 @@ def test_alert_set_is_complete() -> None:
         "L0gcPublisherStaleOwner",
         "L0gcFencingViolation",
         "L0gcPartitionWithoutOwner",
+        "L0gcLogEndUnknown",
         "L0gcSweeperDown",
         "L0gcSweeperAbsent",
         "L0gcSweeperMetricsAbsent",

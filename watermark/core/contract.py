@@ -188,6 +188,9 @@ class Publication:
     tracker: dict[str, Any] | None = None
     sealed: bool = False
     """`tracker` holds every log entry: the owner stops hosting the partition cleanly."""
+    waiting: dict[str, Any] | None = None
+    """Why M(p) does not follow the cluster epoch, without "since" (the store keeps the
+    stored one while the reason stays the same; `watermark.core.record`)."""
 
 
 class PublishStatus(enum.Enum):

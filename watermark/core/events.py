@@ -275,10 +275,14 @@ class FencingViolationFound:
 @dataclass(frozen=True, slots=True)
 class HostedChanged:
     """The publisher hosts `partitions`; the lowest M(p) it published is `min_watermark`
-    (None: none published)."""
+    (None: none published); `log_end_unknown` of them wait for their log end."""
 
     partitions: int
     min_watermark: int | None
+    log_end_unknown: int = 0
+    """Hosted partitions behind the cluster epoch whose log end is unknown."""
+    log_end_unknown_for_s: float = 0.0
+    """How long the oldest of them has waited for it (0: none waits)."""
 
 
 Event = (

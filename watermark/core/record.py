@@ -22,6 +22,12 @@ the partition cleanly (every fence finished, none revoked), or registration wrot
 knows where the log ends; after any other owner (one that adopted and crashed without
 publishing) it does not. Every ordinary publish clears it.
 
+`waiting` (optional, absent = null) says, for operators, why an owner's M(p) is more
+than two epochs behind the cluster epoch: ``{"on": "log_end" | "reconciler" | "fences" |
+"fencing_violation", "since": unix seconds, ...}`` with the reconciler's offsets or the
+number of fences held (`watermark.service.hosted.HostedPartition.waiting`). No rule
+reads it: `gcd status` prints it beside a pinning partition.
+
 Decoding is strict and bounded (`watermark.core.strictjson`): at most `MAX_RECORD_BYTES`
 (1 MiB, below etcd's 1.5 MiB value limit) of UTF-8 JSON nested at most
 `MAX_RECORD_DEPTH` levels, no duplicate keys, NaN or Infinity. `version` is the integer
@@ -123,6 +129,8 @@ class PartitionRecord:
     tracker: dict[str, Any] | None = field(default=None, compare=False)
     updated_at: float | None = None
     sealed_owner_epoch: int | None = None
+    waiting: dict[str, Any] | None = field(default=None, compare=False)
+    """Why M(p) does not follow the cluster epoch (see the module docstring)."""
 
     @property
     def log_is_complete(self) -> bool:
@@ -146,6 +154,8 @@ class PartitionRecord:
         }
         if self.sealed_owner_epoch is not None:
             doc["sealed_owner_epoch"] = self.sealed_owner_epoch
+        if self.waiting is not None:
+            doc["waiting"] = self.waiting
         return strictjson.dumps(doc, what=f"partition {self.partition!r} record", compact=True,
                                 sort_keys=True).encode()  # fmt: skip
 
@@ -210,4 +220,20 @@ def _fields(doc: dict[str, Any], partition: str) -> tuple[Any, ...]:
     assert watermark is not None
     assert created is not None
     return (partition, watermark, created, _owner(doc), owner_epoch, _window(doc), tracker,
-            _updated_at(doc), sealed)  # fmt: skip
+            _updated_at(doc), sealed, _waiting(doc))  # fmt: skip
+
+
+def _waiting(doc: dict[str, Any]) -> dict[str, Any] | None:
+    waiting = doc.get("waiting")
+    if waiting is None:
+        return None
+    on = waiting.get("on") if isinstance(waiting, dict) else None
+    if not (isinstance(on, str) and 0 < len(on) <= 32 and on.isprintable()) or not all(
+        type(value) is int or (type(value) is float and math.isfinite(value))
+        for key, value in waiting.items() if key != "on"
+    ):  # fmt: skip
+        raise InvalidRecord(
+            f"field 'waiting' must be null or an object with a short string 'on' and "
+            f"numbers, got {_short.repr(waiting)}"
+        )
+    return dict(waiting)

@@ -48,6 +48,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import structlog
 
@@ -353,13 +354,15 @@ class WatermarkStore:
         if status is not PublishStatus.OK:
             return outcome, None
         assert current is not None
+        now = self._wall_clock()
         record = dataclasses.replace(
             current,
             watermark=pub.watermark,
             window=pub.window,
             tracker=pub.tracker,
-            updated_at=self._wall_clock(),
+            updated_at=now,
             sealed_owner_epoch=pub.owner_epoch if pub.sealed else None,
+            waiting=_waiting(pub.waiting, current.waiting, now),
         )
         return outcome, record
 
@@ -560,3 +563,13 @@ def _batches(
         size += len(raw)
     if start < len(writes):
         yield writes[start:]
+
+
+def _waiting(
+    wanted: dict[str, Any] | None, stored: dict[str, Any] | None, now: float
+) -> dict[str, Any] | None:
+    """The record's `waiting`: the owner's reason, since when it was first stored."""
+    if wanted is None:
+        return None
+    same = stored is not None and stored.get("on") == wanted.get("on") and "since" in stored
+    return {**wanted, "since": stored["since"] if same and stored else now}

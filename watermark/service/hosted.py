@@ -70,7 +70,11 @@ from watermark.core.window import Admission
 from watermark.errors import FencingViolation
 from watermark.service.guard import FenceToken, FencingGuard
 
-__all__ = ["HostedPartition"]
+__all__ = ["WAITING_REFRESH_S", "HostedPartition"]
+
+WAITING_REFRESH_S = 30.0
+"""A waiting partition's record is written at least this often (under `RECENT_PUBLISH_S`
+of `watermark.api.owners`, 60 s, by which a record's owner counts as running)."""
 
 
 @dataclass(slots=True)
@@ -92,6 +96,13 @@ class HostedPartition:
     """Its fence is closed and every fence finished: the state holds the whole log."""
     log_end_asked: bool = False
     """An answer to the reconciler has asked for the log end (see "The log end")."""
+    waiting_published: str | None = None
+    """The `waiting` reason of the last successful publish."""
+    waiting_on: str | None = None
+    waiting_since: float = 0.0
+    """The reason `note_waiting` saw last, and since when (the publisher's clock)."""
+    published_at: float | None = None
+    """The last successful publish (the publisher's clock)."""
 
     def _fence_bound(self, default: int) -> int:
         lower = self.guard.window[0]
@@ -189,7 +200,41 @@ class HostedPartition:
         self.published_watermark = watermark
         return self.guard.raise_floor(watermark)
 
-    def publication(self, owner: str) -> Publication:
+    def waiting(self, cluster_epoch: int | None) -> dict[str, Any] | None:
+        """Why M(p) is more than two epochs behind `cluster_epoch` (None: it is not, or
+        cannot be told; two behind is the window's steady state): frozen by a fencing
+        violation, the log end unknown (since an adoption without it), the reconciler
+        behind the committed log, or fences held (an idle partition advances only with
+        none in flight). For operators (`gcd status`)."""
+        state = self.state
+        if cluster_epoch is None or state.gc_eligible_epoch >= cluster_epoch - 2:
+            return None
+        if self.frozen is not None:
+            return {"on": "fencing_violation"}
+        if not self.log_end_known:
+            return {"on": "log_end"}
+        last, done = state.last_applied_offset, state.reconciled_offset
+        if last is not None and (done is None or done < last):
+            return {"on": "reconciler", "committed_offset": last,
+                    "reconciled_offset": -1 if done is None else done}  # fmt: skip
+        if self.guard.inflight:
+            return {"on": "fences", "fences": self.guard.inflight}
+        return None
+
+    def note_waiting(self, cluster_epoch: int | None, now: float) -> None:
+        """Note the `waiting` reason at `now`; mark the partition dirty when it changed
+        since the last publish (so the record says it within a round), and every
+        `WAITING_REFRESH_S` while it waits: a record behind the cluster epoch that nobody
+        refreshes has no running owner (`gcd status`, `watermark.api.owners.live_owner`)."""
+        waiting = self.waiting(cluster_epoch)
+        on = None if waiting is None else waiting["on"]
+        if on != self.waiting_on:
+            self.waiting_on, self.waiting_since = on, now
+        stale = self.published_at is None or now - self.published_at >= WAITING_REFRESH_S
+        if on != self.waiting_published or (on is not None and stale):
+            self.dirty = True
+
+    def publication(self, owner: str, cluster_epoch: int | None = None) -> Publication:
         """What a publish of this partition writes, as `owner`: the GC state's M(p), or
         the stored one when that is higher (it was raised under this owner: publishing
         the lower value would only be refused)."""
@@ -201,6 +246,7 @@ class HostedPartition:
             window=self.guard.window,
             tracker=self.state.snapshot(),
             sealed=self.sealed,
+            waiting=self.waiting(cluster_epoch),
         )
 
     def describe(self, owner: str) -> dict[str, Any]:

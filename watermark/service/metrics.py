@@ -19,7 +19,7 @@ reclaims counted), `FenceRefused` (fences_total stale or timeout), `WindowSlid`,
 last one, the cluster epoch), `TickerElected` / `TickerLeadershipLost` (ticker_leader),
 `Published`, `PublishRefused` and `PublishFailed` (publishes_total), `PublishRound`
 (publish_duration), `ClusterEpochRead`, `IdleAdvanced`, `FencingViolationFound`,
-`HostedChanged` (partitions owned, lowest M(p)). Give it to a
+`HostedChanged` (partitions owned, lowest M(p), those waiting for their log end). Give it to a
 shell as its ``hook`` (with `watermark.service.eventlog.EVENT_LOG` for the logs).
 
 | metric | type | labels |
@@ -33,6 +33,8 @@ shell as its ``hook`` (with `watermark.service.eventlog.EVENT_LOG` for the logs)
 | ``l0gc_watermark_publish_duration_seconds`` | histogram | |
 | ``l0gc_watermark_partitions_owned`` | gauge | |
 | ``l0gc_watermark_min_watermark`` | gauge | (lowest M(p) among owned partitions; -1 when none) |
+| ``l0gc_watermark_log_end_unknown_partitions`` | gauge | (owned, behind, waiting for the log end) |
+| ``l0gc_watermark_log_end_unknown_seconds`` | gauge | (how long the oldest of them has waited) |
 | ``l0gc_watermark_cluster_epoch`` | gauge | |
 | ``l0gc_watermark_epoch_advances_total`` | counter | |
 | ``l0gc_watermark_idle_advances_total`` | counter | |
@@ -201,6 +203,17 @@ class WatermarkMetrics:
         self.min_watermark = Gauge(
             "l0gc_watermark_min_watermark",
             "Lowest M(p) among the partitions this process owns (-1 when it owns none).",
+            registry=reg,
+        )
+        self.log_end_unknown = Gauge(
+            "l0gc_watermark_log_end_unknown_partitions",
+            "Owned partitions behind the cluster epoch that wait for their reconciler's log "
+            "end (an owner restarted or adopted them without it; gcd status says which).",
+            registry=reg,
+        )
+        self.log_end_unknown_for = Gauge(
+            "l0gc_watermark_log_end_unknown_seconds",
+            "How long the oldest of them has waited for its log end (0: none waits).",
             registry=reg,
         )
         self.cluster_epoch = Gauge(
@@ -456,3 +469,5 @@ class MetricsHook(HandlerTable):
         self._metrics.partitions_owned.set(event.partitions)
         low = event.min_watermark
         self._metrics.min_watermark.set(-1 if low is None else low)
+        self._metrics.log_end_unknown.set(event.log_end_unknown)
+        self._metrics.log_end_unknown_for.set(event.log_end_unknown_for_s)

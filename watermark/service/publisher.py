@@ -460,7 +460,7 @@ class Publisher:
     async def _publish(
         self, batch: list[HostedPartition], results: dict[str, PublishStatus]
     ) -> None:
-        pubs = [hosted.publication(self.owner_id) for hosted in batch]
+        pubs = [hosted.publication(self.owner_id, self.cluster_epoch) for hosted in batch]
         for hosted in batch:
             hosted.dirty = False  # a change during the await marks it dirty again
         try:
@@ -479,6 +479,8 @@ class Publisher:
             results[hosted.partition] = status
             if status is PublishStatus.OK:
                 hosted.published_watermark = pub.watermark
+                hosted.waiting_published = None if pub.waiting is None else pub.waiting["on"]
+                hosted.published_at = self.clock()
                 if on_published is not None:
                     on_published(Published(pub.partition, pub.watermark))
                 continue
@@ -573,6 +575,9 @@ class Publisher:
             epoch = await self.read_cluster_epoch()
             if self.idle_advance:
                 await self.advance_idle(epoch)
+            now = self.clock()
+            for hosted in self._hosted.values():
+                hosted.note_waiting(epoch, now)
         except L0gcError as exc:
             _log.warning("watermark.round_failed", error=str(exc))
         await self.publish_now()
@@ -608,4 +613,6 @@ class Publisher:
 
     def _update_gauges(self) -> None:
         watermarks = [h.published_watermark for h in self._hosted.values()]
-        self._emit(HostedChanged(len(self._hosted), min(watermarks) if watermarks else None))
+        waits = [h.waiting_since for h in self._hosted.values() if h.waiting_on == "log_end"]
+        self._emit(HostedChanged(len(self._hosted), min(watermarks) if watermarks else None,
+                                 len(waits), self.clock() - min(waits) if waits else 0.0))

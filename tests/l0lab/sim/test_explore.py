@@ -113,7 +113,8 @@ def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replay
 
 
 SUITE_COUNTS = {
-    "registration": (324, 1030), "undo": (4789, 12075), "corrupt": (1304, 2960), "expire": (2226, 4569), "raise": (3634, 8865),
+    "registration": (324, 1030), "undo": (4789, 12075),
+    "corrupt": (1304, 2960), "expire": (2226, 4569), "raise": (3634, 8865),
     "failover": (4514, 9298), "crash": (6106, 13795), "three-writers": (8604, 25512),
     "two-writers": (24940, 68248), "general": (DEFAULT_STATES, DEFAULT_TRANSITIONS),
 }  # fmt: skip

@@ -220,3 +220,25 @@ def test_any_decoded_tracker_restores_or_raises_invalid_record(
             PartitionGcState.restore(tracker)
         except InvalidRecord:
             continue
+
+
+def test_waiting_round_trips_and_is_optional() -> None:
+    """`waiting` (issue 55) is kept as written; a record without it decodes as before."""
+    waiting = {"on": "reconciler", "committed_offset": 9, "reconciled_offset": 4,
+               "since": 1763700000.25}  # fmt: skip
+    record = decode(good_doc(waiting=waiting))
+    assert record.waiting == waiting
+    assert decode(record.encode()).waiting == waiting
+    assert decode(good_doc()).waiting is None
+    assert "waiting" not in json.loads(decode(good_doc()).encode())
+
+
+@pytest.mark.parametrize(
+    "waiting",
+    [[], "log_end", {"since": 1.0}, {"on": ""}, {"on": "x" * 33}, {"on": "a\x1b[2J"},
+     {"on": "log_end", "since": "yesterday"}, {"on": "fences", "fences": [1]},
+     {"on": 7}],
+)  # fmt: skip
+def test_a_malformed_waiting_is_refused_naming_the_field(waiting: object) -> None:
+    with pytest.raises(InvalidRecord, match="field 'waiting' must be null or an object"):
+        decode(good_doc(waiting=waiting))

@@ -1,0 +1,58 @@
+"""`gcd status` on a pinning partition's owner: what it waits on, and whether it runs.
+
+`waiting_text` renders the record's `waiting` (written by the owner,
+`watermark.core.record`). `gone_owners` names the pinning partitions more than two
+epochs behind the cluster epoch whose recorded owner no running process holds: no
+liveness key and no publish for `RECENT_PUBLISH_S` (`watermark.api.owners.live_owner`; an
+owner that waits refreshes its record every 30 s, `watermark.service.hosted`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from watermark.api.owners import live_owner
+from watermark.core.record import PartitionRecord
+
+__all__ = ["gone_owners", "waiting_text"]
+
+_WAITS = {
+    "log_end": "its log end: its reconciler must send log_end_offset once asked "
+               "(docs/operations.md#log-end-unknown)",
+    "reconciler": "its reconciler: committed through offset {committed_offset}, reconciled "
+                  "through {reconciled_offset} (docs/operations.md#m-not-advancing)",
+    "fences": "{fences} fence(s) in flight: an idle partition advances with none held",
+    "fencing_violation": "an operator: frozen by a fencing violation "
+                         "(docs/operations.md#fencing-violation)",
+}  # fmt: skip
+
+
+def waiting_text(waiting: Mapping[str, Any], now: float) -> str:
+    """One line: what the owner waits on, since when, and where the fix is."""
+    on = str(waiting.get("on"))
+    try:
+        what = _WAITS[on].format(**waiting)
+    except (KeyError, IndexError, ValueError):
+        what = on
+    since = waiting.get("since")
+    if not isinstance(since, int | float):
+        return f"waiting for {what}"
+    at = datetime.fromtimestamp(since, UTC)
+    return f"waiting since {at:%Y-%m-%dT%H:%M:%SZ} ({max(0.0, now - since):.0f} s) for {what}"
+
+
+async def gone_owners(store: Any, pinning: Sequence[Any], now: float) -> set[str]:
+    """The pinning partitions more than two epochs behind the cluster epoch (lag > 2: an
+    owner that runs publishes such a partition at least every 30 s) whose recorded owner
+    no running process holds (`watermark.api.owners.live_owner` says not live)."""
+    gone = set()
+    for p in pinning:
+        if p.owner is None or p.lag_epochs is None or p.lag_epochs <= 2:
+            continue
+        record = PartitionRecord(p.partition, p.watermark, p.created_epoch or 0, owner=p.owner,
+                                 updated_at=p.updated_at)  # fmt: skip
+        if await live_owner(store.kv, store.namespace, record, now=now) is None:
+            gone.add(p.partition)
+    return gone
