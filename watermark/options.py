@@ -34,7 +34,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar, overload
@@ -251,21 +251,23 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_options(
-    parser: argparse.ArgumentParser, options: Iterable[Option], title: str | None = None
-) -> None:
+    parser: argparse.ArgumentParser, options: Iterable[Option], title: str | None = None,
+    *, hidden: Collection[str] = (),
+) -> None:  # fmt: skip
     """Add `options` to `parser` (in a group named `title`), each mirrored by its env var;
-    a `CommandParser` lists them in `.options` (what `resolve` needs for that command)."""
+    a `CommandParser` lists them in `.options` (what `resolve` needs for that command).
+    The flags in `hidden` are accepted (a shared config file or environment) but not
+    listed by --help: they mean nothing to this command."""
     group = parser.add_argument_group(title) if title else parser
     for option in options:
         if isinstance(parser, CommandParser):
             parser.options.append(option)
+        text = argparse.SUPPRESS if option.flag in hidden else option.help_text
         if option.switch:
-            group.add_argument(
-                option.flag, action="store_true", default=None, help=option.help_text
-            )
+            group.add_argument(option.flag, action="store_true", default=None, help=text)
         else:
             action = group.add_argument(
-                option.flag, metavar=option.metavar, default=None, help=option.help_text
+                option.flag, metavar=option.metavar, default=None, help=text
             )
             action.completions = option.completions  # type: ignore[attr-defined]
 

@@ -52,9 +52,10 @@ EXPLAIN_OPTIONS: tuple[Option, ...] = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`gcd explain` options: the keys, then every `gcd sweep` store/round/journal option."""
+    """`gcd explain` options: the keys, then the `gcd sweep` options it uses (the others
+    are accepted, not listed: `gcd.cli.sweep.SWEEPER_ONLY`)."""
     parser.add_argument("keys", nargs="*", metavar="KEY", help="object keys to explain")
-    add_round_arguments(parser)
+    add_round_arguments(parser, reader=True)
     add_options(parser, EXPLAIN_OPTIONS, "keys and output")
 
 

@@ -33,6 +33,7 @@ prints the summary.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -79,16 +80,35 @@ COMMON_OPTIONS: tuple[Option, ...] = (
 )
 
 
-def add_round_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every sweeping command takes: S3, layout, round, etcd, --config."""
+SWEEPER_ONLY = frozenset(
+    option.flag for option in (*ROUND_OPTIONS, *JOURNAL_OPTIONS, *PRICE_OPTIONS)
+    if option.flag not in ("--safe-epoch", "--grace", "--journal-dir", "--journal-prefix")
+)  # fmt: skip
+"""The round's flags that mean nothing to a command that only reads (`gcd explain`): it
+accepts them (a config file or environment shared with the sweepers) without listing them."""
+_READER_JOURNAL_HELP = {
+    "--journal-dir": "read the deletion journal in this directory (the sweepers' "
+                     "--journal-dir): who deleted a key, when, and with which M",
+    "--journal-prefix": "read the journal segments the sweepers shipped to this prefix of the "
+                        "bucket (their --journal-prefix); with --journal-dir both are read",
+}  # fmt: skip
+
+
+def add_round_arguments(parser: argparse.ArgumentParser, *, reader: bool = False) -> None:
+    """The options every sweeping command takes: S3, layout, round, etcd, --config; a
+    `reader` lists only those it uses (`SWEEPER_ONLY` are accepted, not listed)."""
+    hidden = SWEEPER_ONLY if reader else frozenset()
+    journal = JOURNAL_OPTIONS if not reader else tuple(
+        dataclasses.replace(o, help=_READER_JOURNAL_HELP.get(o.flag, o.help))
+        for o in JOURNAL_OPTIONS)  # fmt: skip
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "object store (AWS credentials: the standard chain)")
     add_options(parser, AZURE_OPTIONS, "Azure Blob Storage (--storage azure)")
     add_options(parser, GCS_OPTIONS, "Google Cloud Storage (--storage gcs --bucket NAME)")
     add_options(parser, LAYOUT_OPTIONS, "key layout")
-    add_options(parser, ROUND_OPTIONS, "round")
-    add_options(parser, JOURNAL_OPTIONS, "deletion journal")
-    add_options(parser, PRICE_OPTIONS, "prices (what GC costs and saves)")
+    add_options(parser, ROUND_OPTIONS, "round", hidden=hidden)
+    add_options(parser, journal, "deletion journal", hidden=hidden)
+    add_options(parser, PRICE_OPTIONS, "prices (what GC costs and saves)", hidden=hidden)
     add_etcd_arguments(parser)
 
 
@@ -207,8 +227,16 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
         if fields.get(name):
             kept.append(f"{fields[name]:,} {what}")
     requests = f"{summary.list_requests:,} LIST, {summary.delete_requests:,} DeleteObjects"
+    listed = f"  listed     {summary.listed:,} objects; eligible {summary.eligible:,}"
+    if summary.undo is not None:  # per version, and a key's plan selects (issue 55)
+        listed = (f"  listed     {summary.listed:,} versions and delete markers; eligible "
+                  f"{summary.eligible:,} (each a key to hide, or a version or marker past "
+                  "the undo window)")
+        pending = summary.undo.get("pending_keys")
+        if pending:
+            kept.append(f"{pending:,} keys waiting for the undo window")
     lines += [
-        f"  listed     {summary.listed:,} objects; eligible {summary.eligible:,}",
+        listed,
         f"  deleted    {deleted}" + (
             f", of them {summary.deleted_versions:,} versions and {summary.deleted_markers:,} "
             "delete markers" if summary.deleted_versions or summary.deleted_markers else "") + (

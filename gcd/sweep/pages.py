@@ -88,6 +88,7 @@ class PageDecider:
         run.nested.scan(prefix, page)  # claims below the root block their subtree
         kept = 0  # deletable, but under a nested root
         held = 0  # deletable by M, not by the delayed M of the undo window
+        grouped = 0  # versions of deletable keys, planned per key (the undo window)
         for obj in page.objects:
             skip_to = found.start_after if found is not None else None
             if (skip_to is not None and obj.key <= skip_to) or obj.key == claim:
@@ -100,7 +101,8 @@ class PageDecider:
                 tally[verdict] -= 1
                 kept += 1
             elif verdict is Verdict.DELETE and parsed is not None and run.groups is not None:
-                tally[verdict] -= 1  # counted when its key is planned
+                tally[verdict] -= 1  # its key's plan selects what is eligible
+                grouped += 1
                 await self._grouped(prefix, obj, parsed.epoch, young=False)
             elif (verdict is Verdict.DELETE and parsed is not None and run.ceiling is not None
                   and parsed.epoch > run.ceiling):  # fmt: skip
@@ -129,7 +131,7 @@ class PageDecider:
                     run.young_ready_at_s = ready
             elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
                 self._note_unparsable(obj)
-        self._count(tally, held=held, kept=kept)
+        self._count(tally, held=held + grouped, kept=kept)
         last = page.objects[-1].key if page.objects else None
         return next_cursor(cursor, found, last, page.next_token)
 
@@ -160,7 +162,8 @@ class PageDecider:
 
     def _count(self, tally: dict[Verdict, int], *, held: int, kept: int) -> None:
         """Count a decided page: every examined object (`held`: kept by the undo window's
-        delayed M, pending; `kept`: under a nested root), and why the others stayed."""
+        delayed M, pending, or planned with its key's other versions, which selects the
+        eligible ones; `kept`: under a nested root), and why the others stayed."""
         counts = self.run.counts
         listed = sum(tally.values()) + held + kept
         counts.listed += listed

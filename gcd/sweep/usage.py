@@ -1,4 +1,5 @@
-"""After each admitted round, add its request counts and freed bytes to the shard's usage
+"""After each admitted round, add its request counts and what it freed (objects, versions
+and markers deleted, not keys only hidden by the undo window; bytes) to the shard's usage
 record in etcd (`gcd.rules.usage`), for `gcd status`'s cost lines.
 
 A compare-and-swap on the record's revision, retried a few times; a failure is logged and
@@ -47,8 +48,10 @@ class UsageRecorder:
 
     async def __call__(self, summary: RoundSummary) -> None:
         """Add `summary`'s counts (rounds that were refused request nothing)."""
-        counts = (summary.list_requests, summary.delete_requests, summary.deleted,
-                  summary.deleted_bytes)  # fmt: skip
+        # A key hidden behind l0gc's marker (the undo window) frees nothing: not counted as
+        # reclaimed; its versions are, once the window passed (issue 55).
+        counts = (summary.list_requests, summary.delete_requests,
+                  summary.deleted - summary.markers_written, summary.deleted_bytes)  # fmt: skip
         if not any(counts):
             return
         hour = int(self.clock() // 3600)

@@ -181,3 +181,24 @@ def test_status_names_the_partition_pinned_longest_and_why_explains_the_oldest_k
     text = capsys.readouterr().out
     assert "pinned longest a/0  M(p) 3 since " in text
     assert f"{key(5, 'oldest', prefix=900)}: KEPT" in text
+
+
+def test_help_lists_only_the_flags_explain_uses_and_accepts_the_others(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 55: `gcd explain --help` listed every sweeper flag (batch size, shards,
+    prices...) and described --journal-prefix as the sweeper's upload. They are still
+    accepted (a config file or environment shared with the sweepers), not listed."""
+    assert main(["explain", "--help"]) == 0
+    text = capsys.readouterr().out
+    for flag in ("--batch-size", "--shard-index", "--price-list", "--undo-window",
+                 "--journal-max-bytes", "--max-deletes"):  # fmt: skip
+        assert flag not in text, flag
+    for flag in ("--bucket", "--root", "--grace", "--safe-epoch", "--journal-dir", "--etcd"):
+        assert flag in text, flag
+    assert "read the journal segments the sweepers shipped" in text
+    assert "also upload each closed journal segment" not in text
+    code = main(["explain", "--batch-size", "5", "--shard-count", "2", "--from-file",
+                 "/nonexistent/keys"])  # fmt: skip
+    assert code == 2
+    assert "--from-file /nonexistent/keys: cannot be read" in capsys.readouterr().err

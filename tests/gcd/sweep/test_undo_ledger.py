@@ -118,3 +118,23 @@ async def test_a_retention_that_cannot_be_read_is_no_retention() -> None:
     keeper = UndoKeeper(HOUR, clock=Clock())
     assert await keeper.retention(Unreachable()) is None
     assert not keeper.covered(None)
+
+
+async def test_every_listed_version_is_counted_and_the_text_says_what_eligible_means() -> None:
+    """Issue 55: versions planned with their key were never counted as listed, so a round
+    said "listed 0 objects; eligible 20". Now: 40 versions listed, 20 keys to hide."""
+    from gcd.cli.sweep import text_summary  # noqa: PLC0415 - the command's text
+
+    clock = Clock()
+    bucket = VersionedMemoryStore(clock)
+    for index in range(20):
+        key = LAYOUT.format(index % 4, 3, f"o{index}.log")
+        bucket.put(key, b"old")
+        bucket.put(key, b"new")
+    clock.now += 10
+    summary = (await run_round(sweeper(bucket, UndoKeeper(HOUR, clock=clock), clock),
+                               SafetyGate(), None, override=5)).summary  # fmt: skip
+    assert (summary.listed, summary.eligible, summary.markers_written) == (40, 20, 20)
+    text = text_summary(summary)
+    assert "listed     40 versions and delete markers; eligible 20 (each a key to hide" in text
+    assert "hid 20 objects behind delete markers" in text
