@@ -78,7 +78,8 @@ def _env(action: argparse.Action, help_text: str) -> str:
 def _table(parser: argparse.ArgumentParser) -> Iterator[str]:
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
-        actions = [a for a in actions if not isinstance(a, argparse._SubParsersAction)]
+        actions = [a for a in actions if not isinstance(a, argparse._SubParsersAction)
+                   and a.help != argparse.SUPPRESS]  # accepted, not listed: as --help
         if not actions:
             continue
         yield f"*{group.title}*\n"

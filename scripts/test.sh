@@ -19,6 +19,9 @@ began=$SECONDS
 scripts/bootstrap.sh
 scripts/install-prometheus.sh --required  # the Prometheus tests need promtool (CI: apt-get)
 scripts/install-etcd.sh --required  # the etcd clusters need a crash-safe etcd (CI: apt-get download)
+if [ "$tier" = deep ]; then
+    scripts/install-chromium.sh --required  # the M picture in a real browser (CI: apt-get)
+fi
 setup_s=$((SECONDS - began))
 began=$SECONDS
 mypy_pid=""

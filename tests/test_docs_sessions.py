@@ -726,7 +726,7 @@ def test_log_records_are_told_apart_from_output() -> None:
 # -- README claims about the CLIs that no session shows ------------------------------------
 
 _NUMBER_WORDS = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-                 "ten": 10, "eleven": 11, "twelve": 12}
+                 "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14}
 
 
 def _flags_without_env() -> set[tuple[str, str]]:

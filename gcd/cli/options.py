@@ -161,12 +161,12 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
            "DURATION"),
     Option("--http-host", text, "0.0.0.0", "address of /metrics /healthz /readyz "  # noqa: S104
            "(default 0.0.0.0)", "HOST"),
-    Option("--http-port", integer(0), 9464, "port of /metrics /healthz /readyz "
-           "(default 9464; 0 picks a free port)", "PORT"),
+    Option("--http-port", integer(0), 9464, "port of /metrics /healthz /readyz, "
+           "/v1/explain and /plot.svg (default 9464; 0 picks a free port)", "PORT"),
     Option("--auth-token-file", text, None,
            "tokens (ROLE:TOKEN lines, as `watermark serve` reads them) that GET /v1/explain "
-           "requires, any role; without it /v1/explain answers on a loopback --http-host "
-           "only (default: none)", "PATH"),
+           "and /plot.svg require, any role; without it they answer on a loopback "
+           "--http-host only (default: none)", "PATH"),
     Option("--unready-after", duration, 300.0,
            "/readyz fails when etcd was unreachable this long (default 5m)", "DURATION"),
     Option("--stale-after", duration, 2400.0,

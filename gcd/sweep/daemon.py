@@ -86,6 +86,7 @@ from gcd.sweep.telemetry import (
     StalenessShown,
     WatermarkAgeShown,
 )
+from gcd.sweep.trail import MTrail
 from watermark.core.events import Emitter
 from watermark.core.safe_epoch import SafeEpoch
 from watermark.errors import ConfigError, L0gcError
@@ -287,6 +288,8 @@ class Daemon:
         """When the last iteration completed (any outcome); None before the first."""
         self.unapplied_since_s: float | None = None
         """Since when an M above the last listed one has been read and not applied."""
+        self.trail = MTrail()
+        """M, the cluster epoch and the pinning partition, sampled (GET /plot.svg)."""
 
     # -- health -----------------------------------------------------------------------
 
@@ -472,6 +475,7 @@ class Daemon:
             self.admission = await read_admission(self.gate, source, override=self.override)
         finally:
             self.show_watermark_age()
+        self.trail.observe(self.clock(), self.admission)
         if not self.admission.allowed:
             self.sweeper.blocked(self.admission)
             self.paused = self.admission.paused

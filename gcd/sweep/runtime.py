@@ -34,7 +34,7 @@ import contextlib
 import dataclasses
 import functools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -407,8 +407,8 @@ class SweepRuntime:
 
     async def serve(self, daemon: Daemon, host: str, port: int, *,
                     tokens: TokenFile | None = None) -> None:  # fmt: skip
-        """Run `daemon` with its HTTP server (/metrics, /healthz, /readyz, /v1/explain)
-        until its sweeper's `stop` is set; signals are the caller's."""
+        """Run `daemon` with its HTTP server (/metrics, /healthz, /readyz, /v1/explain,
+        /plot.svg) until its sweeper's `stop` is set; signals are the caller's."""
         from gcd.sweep.daemon import serve  # noqa: PLC0415 - aiohttp.web: for daemons only
         from gcd.sweep.explain_http import ExplainRoute  # noqa: PLC0415
 
@@ -424,4 +424,25 @@ class SweepRuntime:
             settings.safe_epoch_override, journal.segments(self.sweeper.store, layout.root),
             None if journal.prefix is None else journal.prefix.strip("/"), host, tokens,
         )  # fmt: skip
-        await serve(daemon, host, port, handle_signals=False, routes=explain.routes())
+        await serve(daemon, host, port, handle_signals=False,
+                    routes=[*explain.routes(), ("/plot.svg", _plot_route(daemon, explain))])
+
+
+def _plot_route(daemon: Daemon, access: Any) -> Callable[[Any], Awaitable[Any]]:
+    """GET /plot.svg: M against the cluster epoch over the daemon's last hours
+    (`gcd.sweep.trail`, `gcd.rules.mplot`), to the callers /v1/explain answers."""
+    from aiohttp import web  # noqa: PLC0415 - for daemons only
+
+    from gcd.rules.mplot import render_svg  # noqa: PLC0415
+
+    async def plot(request: web.Request) -> web.Response:
+        refused: web.Response | None = access.refusal(request)
+        if refused is not None:
+            return refused
+        namespace = "" if daemon.source is None else getattr(daemon.source, "namespace", "")
+        svg = render_svg(daemon.trail.samples(), time.time(),
+                         title=f"M and the cluster epoch {namespace}".rstrip())  # fmt: skip
+        return web.Response(text=svg, content_type="image/svg+xml",
+                            headers={"Cache-Control": "no-store"})  # fmt: skip
+
+    return plot

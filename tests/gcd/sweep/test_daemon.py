@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import aiohttp
 import pytest
@@ -555,6 +556,18 @@ async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
             async with http.get(f"{base}/readyz") as resp:
                 assert resp.status == 200
 
+            async def plot() -> str:
+                async with http.get(f"{base}/plot.svg") as resp:
+                    assert resp.status == 200
+                    assert resp.content_type == "image/svg+xml"
+                    return await resp.text()
+
+            picture = ElementTree.fromstring(await plot())  # M 5, pinned by p, epoch 10
+            texts = [t.text for t in picture.iter("{http://www.w3.org/2000/svg}text")]
+            assert "p" in texts
+            assert "10" in texts  # the cluster epoch's axis reaches it
+            assert len(list(picture.iter("{http://www.w3.org/2000/svg}polyline"))) == 2
+
             await watermarks.set_paused("test pause")
             await wait_for(lambda: paused_rounds(1), "paused round")
             second = [LAYOUT.format(p, e, "b") for p in (2, 700) for e in range(1, 6)]
@@ -564,6 +577,7 @@ async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
 
             await wait_for(lambda: paused_rounds(seen + 3), "three more paused rounds")
             assert set(second) <= s3_server.keys(bucket)
+            assert "M unknown from here (blocked or paused)" in await plot()
             async with http.get(f"{base}/readyz") as resp:
                 assert resp.status == 200
 
