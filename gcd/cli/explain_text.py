@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-from gcd.cli.output import human_age
+from gcd.cli.output import human_age, utc_text
 from gcd.sweep.explain import ExplainReport
 from watermark.core.display import printable
 
@@ -13,9 +12,7 @@ __all__ = ["render_text"]
 
 
 def _when(at: float | None) -> str:
-    if at is None:
-        return "unknown"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_text(at) or "unknown"
 
 
 def _reconciler(p: dict[str, Any]) -> str:

@@ -14,12 +14,14 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from gcd.sweep.report import RoundCounts
 from watermark.core import strictjson
+from watermark.core.contract import LATEST_PAUSE_AT
 
-__all__ = ["ProgressLine", "human_age", "human_bytes", "write_json"]
+__all__ = ["ProgressLine", "human_age", "human_bytes", "utc_text", "write_json"]
 
 def write_json(document: dict[str, Any], stream: TextIO | None = None) -> None:
     """Write one JSON document and a newline to stdout; it must carry "version"."""
@@ -109,6 +111,14 @@ def _duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60}m{whole % 60:02d}s"
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def utc_text(at: float | None) -> str | None:
+    """Unix seconds as 2026-11-22T00:44:38Z; None when absent or no date can show it (a
+    hand-written record's 1e308 must not crash a report)."""
+    if at is None or not 0 <= at <= LATEST_PAUSE_AT:
+        return None
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def human_age(seconds: float | None) -> str:

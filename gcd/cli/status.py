@@ -47,12 +47,11 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from gcd.cli.fleet import FleetStatus, read_fleet
 from gcd.cli.options import QUIET_LOG_LEVEL, resolve
-from gcd.cli.output import human_age, write_json
+from gcd.cli.output import human_age, utc_text, write_json
 from gcd.cli.status_owner import gone_owners, waiting_text
 from gcd.sweep.runtime import empty_namespace
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
@@ -445,9 +444,8 @@ def render_text(report: StatusReport, now: float) -> str:
     if report.paused:
         since = " since an unknown time"
         if report.paused_at is not None:
-            at = datetime.fromtimestamp(report.paused_at, UTC)
             age = human_age(max(0.0, now - report.paused_at))
-            since = f" since {at:%Y-%m-%dT%H:%M:%SZ} ({age})"
+            since = f" since {utc_text(report.paused_at)} ({age})"
         lines.append(f"gc             PAUSED{since}: {printable(report.paused_reason or '')}")
         lines.append("               resume with: gcd resume")
     elif report.blocked:
@@ -498,11 +496,10 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append("pinning M      none: every partition is ahead, M = cluster epoch - 1")
     if report.pinned_longest is not None:
         held = report.pinned_longest
-        at = datetime.fromtimestamp(held["since"], UTC)
+        at = utc_text(held["since"]) or "an unreadable time"
         owner = "-" if held["owner"] is None else printable(held["owner"])
         lines.append(f"pinned longest {printable(held['partition'])}  M(p) {held['watermark']} "
-                     f"since {at:%Y-%m-%dT%H:%M:%SZ} ({human_age(held['for_s'])})  "
-                     f"owner {owner}")  # fmt: skip
+                     f"since {at} ({human_age(held['for_s'])})  owner {owner}")  # fmt: skip
     if report.costs is not None:
         lines.extend(_cost_lines(report.costs))
     if report.partitions is not None:

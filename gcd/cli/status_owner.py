@@ -10,9 +10,9 @@ owner that waits refreshes its record every 30 s, `watermark.service.hosted`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+from gcd.cli.output import utc_text
 from watermark.api.owners import live_owner
 from watermark.core.record import PartitionRecord
 
@@ -37,10 +37,10 @@ def waiting_text(waiting: Mapping[str, Any], now: float) -> str:
     except (KeyError, IndexError, ValueError):
         what = on
     since = waiting.get("since")
-    if not isinstance(since, int | float):
+    at = utc_text(since) if isinstance(since, int | float) else None
+    if at is None or not isinstance(since, int | float):
         return f"waiting for {what}"
-    at = datetime.fromtimestamp(since, UTC)
-    return f"waiting since {at:%Y-%m-%dT%H:%M:%SZ} ({max(0.0, now - since):.0f} s) for {what}"
+    return f"waiting since {at} ({max(0.0, now - since):.0f} s) for {what}"
 
 
 async def gone_owners(store: Any, pinning: Sequence[Any], now: float) -> set[str]:

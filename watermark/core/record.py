@@ -26,7 +26,8 @@ publishing) it does not. Every ordinary publish clears it.
 than two epochs behind the cluster epoch: ``{"on": "log_end" | "reconciler" | "fences" |
 "fencing_violation", "since": unix seconds, ...}`` with the reconciler's offsets or the
 number of fences held (`watermark.service.hosted.HostedPartition.waiting`). No rule
-reads it: `gcd status` prints it beside a pinning partition.
+reads it: `gcd status` prints it beside a pinning partition. Being for operators only,
+a `waiting` that is not such an object is read as absent, never as a malformed record.
 
 Decoding is strict and bounded (`watermark.core.strictjson`): at most `MAX_RECORD_BYTES`
 (1 MiB, below etcd's 1.5 MiB value limit) of UTF-8 JSON nested at most
@@ -232,8 +233,5 @@ def _waiting(doc: dict[str, Any]) -> dict[str, Any] | None:
         type(value) is int or (type(value) is float and math.isfinite(value))
         for key, value in waiting.items() if key != "on"
     ):  # fmt: skip
-        raise InvalidRecord(
-            f"field 'waiting' must be null or an object with a short string 'on' and "
-            f"numbers, got {_short.repr(waiting)}"
-        )
+        return None  # for operators only: a malformed one is no reason to block GC
     return dict(waiting)

@@ -65,3 +65,20 @@ def test_a_gone_owner_is_not_shown_as_the_owner_and_its_stale_waiting_is_not_pri
     assert "owner pub-a #1" in text
     assert "none now (record: pub-b #1, gone)" in text
     assert text.count("for its log end") == 1  # the live owner's; the gone one's is stale
+
+
+@pytest.mark.parametrize("since", [1e308, -1e308, -5.0, float(2**63)])
+def test_a_hand_written_since_no_date_can_show_is_not_a_crash(since: float) -> None:
+    """Attacker's pass: a record's `waiting.since` (or `updated_at`, behind "pinned
+    longest") of 1e308 is a finite number the record accepts; datetime cannot show it."""
+    assert waiting_text({"on": "log_end", "since": since}, NOW).startswith(
+        "waiting for its log end")
+    live = pin("orders/1", "pub-a", lag=5, age_s=20)
+    held = {"partition": "orders/1", "watermark": 3, "owner": "pub-a", "since": since,
+            "for_s": 0.0}  # fmt: skip
+    report = StatusReport(version=1, namespace="/ns", revision=1, cluster_epoch=8, safe_epoch=3,
+                          lag_epochs=5, blocked=False, blocked_reason=None,
+                          blocked_partition=None, paused=False, paused_reason=None,
+                          paused_at=None, partition_count=1, pinning=(live,),
+                          pinned_longest=held)  # fmt: skip
+    assert "pinned longest orders/1  M(p) 3 since an unreadable time" in render_text(report, NOW)
