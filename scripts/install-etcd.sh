@@ -21,7 +21,14 @@ binary=.tools/etcd/usr/bin/etcd
 required=false
 [ "${1:-}" = "--required" ] && required=true
 
-if [ -x "$binary" ] && "$binary" --version 2>/dev/null | grep -q "etcd Version: $VERSION"; then
+# The version is read whole, then matched: `etcd --version | grep -q` under pipefail
+# fails with SIGPIPE (141) whenever grep exits before etcd has written its last line.
+is_wanted() {
+    local said
+    said=$("$binary" --version 2>/dev/null) || return 1
+    [[ "$said" == *"etcd Version: $VERSION"* ]]
+}
+if [ -x "$binary" ] && is_wanted; then
     exit 0
 fi
 skip() {
@@ -42,4 +49,4 @@ trap 'rm -rf "$work"' EXIT
 rm -rf .tools/etcd
 mkdir -p .tools/etcd
 dpkg-deb -x "$work"/etcd-server_*.deb .tools/etcd
-"$binary" --version | grep -q "etcd Version: $VERSION"
+is_wanted || { echo "$binary does not say etcd Version: $VERSION" >&2; exit 1; }
