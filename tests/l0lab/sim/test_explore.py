@@ -31,7 +31,9 @@ longer ones (up to ~2 minutes of CPU each) in the deep tier; the simulation's se
 those too every day (tests/l0lab/sim/test_variants.py)."""
 SHORT = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 5)
 """The variants whose reductions are checked (unreduced searches of longer paths: hours)."""
-_EVERYDAY = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 7)
+_EVERYDAY = tuple(name for name, (stage, length) in VARIANT_STAGES.items()
+                  if length <= 7 or stage.scope is None)  # fmt: skip
+"""Searched every day: the short ones, and the operator models' (each under ~10 s)."""
 _DEEP = [pytest.mark.deep, pytest.mark.timeout(3600)]
 
 
@@ -105,7 +107,11 @@ def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replay
     def again(variant: str) -> list[Violation]:
         if stage.scope is None:
             assert stage.model is not None
-            return replay_model(MODELS[stage.model], VARIANTS[variant], cex.moves).violations
+            try:
+                return replay_model(MODELS[stage.model], VARIANTS[variant], cex.moves).violations
+            except ValueError:  # the real code's requests take other steps: not its path
+                assert variant == "correct"
+                return []
         return replay(stage.scope, VARIANTS[variant], cex.moves, liveness=False).violations
 
     assert [v.kind for v in again(name)][:1] == [cex.violation.kind]
@@ -114,12 +120,14 @@ def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replay
 
 SUITE_COUNTS = {
     "registration": (324, 1030), "undo": (4789, 12075),
-    "corrupt": (1304, 2960), "expire": (2226, 4569), "raise": (3634, 8865),
-    "failover": (4514, 9298), "crash": (6106, 13795), "three-writers": (8604, 25512),
-    "two-writers": (24940, 68248), "general": (DEFAULT_STATES, DEFAULT_TRANSITIONS),
+    "corrupt": (1309, 2964), "expire": (2248, 4596), "raise": (3652, 8873),
+    "failover": (4525, 9303), "crash": (6152, 13885), "three-writers": (8721, 25813),
+    "two-writers": (25290, 69171), "general": (DEFAULT_STATES, DEFAULT_TRANSITIONS),
 }  # fmt: skip
-"""States and transitions of each stage on the real code (bench/RESULTS.md section 34:
-~6 minutes of CPU in all)."""
+"""States and transitions of each stage on the real code (bench/RESULTS.md sections 34 and
+35: 4.5 to 6.5 minutes of CPU in all). Since the owner's `waiting` reason marks a record
+dirty (issue 55), a few more states are told apart in the focused stages (corrupt
+1,304 -> 1,309, two-writers 24,940 -> 25,290, ...); the general scope's are unchanged."""
 
 
 @pytest.mark.deep
@@ -191,7 +199,8 @@ eight need 5 or more moves (the default's depth 4 holds two of them, this scope 
 default's second partition is given up to pay for the extra move (both at depth 5:
 ~16k states and ~6 min of CPU; this one: 4,412 states and 3,228 liveness tails in ~75 s
 of CPU, bench/RESULTS.md section 25)."""
-LARGER_STATES, LARGER_TRANSITIONS = 4472, 10413  # 4,412 / 10,351 before issue 51's fence expiry
+LARGER_STATES, LARGER_TRANSITIONS = 4473, 10413  # 4,412 / 10,351 before issue 51's fence expiry;
+# 4,472 before issue 55's `waiting` reason
 
 
 @pytest.mark.deep
@@ -202,8 +211,8 @@ def test_the_real_code_passes_a_larger_scope() -> None:
     assert result.ok, result.counterexample
     assert result.depth == 5
     assert (result.states, result.transitions) == (LARGER_STATES, LARGER_TRANSITIONS)
-    assert result.levels == [1, 10, 52, 227, 904, 3278]
-    assert result.tails == 3278
+    assert result.levels == [1, 10, 52, 227, 904, 3279]
+    assert result.tails == 3279
 
 
 @pytest.mark.deep  # the default scope's exact counts check the same every day
