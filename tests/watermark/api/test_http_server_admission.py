@@ -115,6 +115,16 @@ class Flood:
         self._stop.set()
         await asyncio.wait_for(asyncio.gather(*self._tasks), timeout=30)
 
+    async def abandon(self) -> None:
+        """Stop now: close every socket on this side, uncounted (for a test that asserts
+        nothing after the flood; draining hundreds of queued sockets through a 64-slot
+        server, 3 s of head timeout each, can outlast `stop`'s deadline on a loaded
+        machine: run X's failure)."""
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     def report(self) -> str:
         return f"{dict(self.seen)}; not connected: {dict(self.errors)}"
 
