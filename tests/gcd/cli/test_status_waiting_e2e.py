@@ -7,10 +7,10 @@ pinning line looked like any other."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import pytest
 from l0lab.testing.local_servers import LocalEtcd
 from tests.clirun import run_cli
 from tests.serving import WRITER, Serve, api_client, new_serve, token_file, watermark
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -34,17 +35,6 @@ def status(etcd: LocalEtcd, namespace: str, *args: str) -> Any:
     done = run_cli("gcd", "status", *args, env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if "--json" in args else done.stdout
-
-
-def until(what: str, check: Any) -> Any:
-    """Poll `check` (a network read each time) until it answers, within the deadline."""
-    deadline = time.monotonic() + _DEADLINE_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)  # a poll interval between reads, not a synchronisation
-    raise AssertionError(f"no {what} within {_DEADLINE_S:.0f} s")
 
 
 def metric(serve: Serve, name: str) -> float:
@@ -82,7 +72,8 @@ async def test_status_says_a_restarted_owner_waits_for_the_log_end(
                 pins = status(etcd_server, namespace, "--json")["pinning"]
                 return pins and pins[0]["waiting"] and pins[0]["waiting"]["on"] == "log_end"
 
-            until("waiting for the log end in the record", waiting)
+            await wait_until(lambda: asyncio.to_thread(waiting), timeout_s=_DEADLINE_S,
+                             what="waiting for the log end in the record")  # fmt: skip
             text = status(etcd_server, namespace)
             assert "topic/0" in text
             assert "for its log end: its reconciler must send log_end_offset" in text, text
@@ -106,7 +97,9 @@ async def test_status_says_a_restarted_owner_waits_for_the_log_end(
                     watermark(etcd_server, namespace, "epoch", "advance")
                 return False
 
-            until("M following the cluster epoch once the log end is known", moved)
+            await wait_until(lambda: asyncio.to_thread(moved), timeout_s=_DEADLINE_S,
+                             what="M following the cluster epoch once the log end is known",
+                             detail=serve.tail)  # fmt: skip
             assert metric(serve, "l0gc_watermark_log_end_unknown_partitions") == 0.0
     finally:
         serve.stop()
