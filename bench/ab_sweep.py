@@ -34,24 +34,46 @@ BUCKET = "ab-sweep"
 def _one(tree: Path, python: str, server: LocalSeaweedFS, keys: int) -> dict[str, Any]:
     # Both sides run from byte-compiled modules: with PYTHONDONTWRITEBYTECODE a tree
     # without __pycache__ would pay for compiling its sources on every run.
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-           "PYTHONPATH": str(tree), "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing"}  # fmt: skip
-    cmd = [python, "-m", "gcd", "sweep", "--bucket", BUCKET, "--endpoint-url",
-           server.endpoint_url, "--region", "us-east-1", "--safe-epoch", str(10**9),
-           "--grace", "0s", "--json"]  # fmt: skip
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        "PYTHONPATH": str(tree),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    cmd = [
+        python,
+        "-m",
+        "gcd",
+        "sweep",
+        "--bucket",
+        BUCKET,
+        "--endpoint-url",
+        server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--safe-epoch",
+        str(10**9),
+        "--grace",
+        "0s",
+        "--json",
+    ]
     server_cpu, wall = server.cpu_seconds(), time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     out = proc.stdout.read() if proc.stdout else b""
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - wall
     summary = json.loads(out)
     assert summary["deleted"] == keys, summary
-    return {"client_cpu_s": usage.ru_utime + usage.ru_stime, "server_cpu_s":
-            server.cpu_seconds() - server_cpu, "wall_s": wall,
-            "lists": summary["list_requests"], "deletes": summary["delete_requests"]}  # fmt: skip
+    return {
+        "client_cpu_s": usage.ru_utime + usage.ru_stime,
+        "server_cpu_s": server.cpu_seconds() - server_cpu,
+        "wall_s": wall,
+        "lists": summary["list_requests"],
+        "deletes": summary["delete_requests"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,14 +99,32 @@ def main(argv: list[str] | None = None) -> int:
                     server.restore()
                 python = getattr(args, f"python_{side}")
                 runs[side].append(_one(getattr(args, side).resolve(), python, server, args.keys))
-        report = {side: {name: statistics.median(run[name] for run in rows)
-                         for name in rows[0]} for side, rows in runs.items()}  # fmt: skip
-        per_key = {side: {f"{name}_us_per_key": round(1e6 * value / args.keys, 1)
-                          for name, value in figures.items() if name.endswith("cpu_s")}
-                   for side, figures in report.items() if args.keys}  # fmt: skip
-        print(json.dumps({"keys": args.keys, "runs": args.runs, "load": os.getloadavg(),
-                          "median": report, "per_key": per_key, "all": runs},
-                         indent=1))  # fmt: skip
+        report = {
+            side: {name: statistics.median(run[name] for run in rows) for name in rows[0]}
+            for side, rows in runs.items()
+        }
+        per_key = {
+            side: {
+                f"{name}_us_per_key": round(1e6 * value / args.keys, 1)
+                for name, value in figures.items()
+                if name.endswith("cpu_s")
+            }
+            for side, figures in report.items()
+            if args.keys
+        }
+        print(
+            json.dumps(
+                {
+                    "keys": args.keys,
+                    "runs": args.runs,
+                    "load": os.getloadavg(),
+                    "median": report,
+                    "per_key": per_key,
+                    "all": runs,
+                },
+                indent=1,
+            )
+        )
     finally:
         server.stop()
     return 0

@@ -78,15 +78,16 @@ async def _naive(client: ContainerClient) -> tuple[float, int, int]:
     return time.perf_counter() - started, pages, len(names)
 
 
-async def _measure(azurite: LocalAzurite, conn: Path, count: int, shape: tuple[int, int],
-                   runs: int) -> dict[str, Any]:  # fmt: skip
+async def _measure(
+    azurite: LocalAzurite, conn: Path, count: int, shape: tuple[int, int], runs: int
+) -> dict[str, Any]:
     garbage = [_LAYOUT.format(i % 1000, 1 + i // 1000, f"g{i}") for i in range(count)]
     prefixes, per = shape
     dead = [_LAYOUT.format(p * 9, e, "g") for p in range(prefixes) for e in range(1, per + 1)]
-    live = [_LAYOUT.format(p * 9, 1000 + i, "live") for p in range(prefixes)
-            for i in range(100 * per)]  # fmt: skip
-    out: dict[str, list[tuple[float, int, int]]] = {
-        "gcd": [], "naive": [], "skip": [], "full": []}  # fmt: skip
+    live = [
+        _LAYOUT.format(p * 9, 1000 + i, "live") for p in range(prefixes) for i in range(100 * per)
+    ]
+    out: dict[str, list[tuple[float, int, int]]] = {"gcd": [], "naive": [], "skip": [], "full": []}
     settings = [AzureSettings(azurite.account_url, name, str(conn)) for name in _CONTAINERS]
     async with BlobServiceClient.from_connection_string(azurite.connection_string) as svc:
         client, mixed = (svc.get_container_client(name) for name in _CONTAINERS)
@@ -96,8 +97,9 @@ async def _measure(azurite: LocalAzurite, conn: Path, count: int, shape: tuple[i
         for _ in range(runs):
             for side in ("gcd", "naive"):
                 await _seed(client, garbage)
-                run = await (_gcd(settings[0], count + 1, skip=True) if side == "gcd"
-                             else _naive(client))  # fmt: skip
+                run = await (
+                    _gcd(settings[0], count + 1, skip=True) if side == "gcd" else _naive(client)
+                )
                 assert not await _names(client)
                 out[side].append(run)
             for side in ("skip", "full"):
@@ -124,23 +126,38 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
         return (label, deleted, median(walls), deleted / median(walls), out[side][0][1])
 
     gcd, naive = row("gcd", "gcd (Sweeper, Blob Batch)"), row("naive", "naive delete_blob loop")
-    report.tables.append(Table(
-        f"{count:,} garbage blobs over 1000 prefixes",
-        ("side", "deleted", "wall s (median)", "keys/s", "List Blobs requests"), (gcd, naive),
-    ))  # fmt: skip
+    report.tables.append(
+        Table(
+            f"{count:,} garbage blobs over 1000 prefixes",
+            ("side", "deleted", "wall s (median)", "keys/s", "List Blobs requests"),
+            (gcd, naive),
+        )
+    )
     skip, full = row("skip", "gcd, skip-ahead (walk)"), row("full", "gcd, full listing")
     prefixes, per = shape
-    report.tables.append(Table(
-        f"{prefixes * per} garbage and {prefixes * per * 100:,} live blobs ({prefixes} "
-        "prefixes, 100 live : 1 garbage)",
-        ("side", "deleted", "wall s (median)", "keys/s", "List Blobs requests"), (skip, full),
-    ))  # fmt: skip
+    report.tables.append(
+        Table(
+            f"{prefixes * per} garbage and {prefixes * per * 100:,} live blobs ({prefixes} "
+            "prefixes, 100 live : 1 garbage)",
+            ("side", "deleted", "wall s (median)", "keys/s", "List Blobs requests"),
+            (skip, full),
+        )
+    )
     ratio = float(gcd[3]) / float(naive[3])  # type: ignore[arg-type]
-    report.goals.append(Goal("gcd vs naive on Azurite (keys/s)", f"{ratio:.1f}x", "> 1x",
-                             ratio > 1))  # fmt: skip
-    report.goals.append(Goal("List Blobs at 100:1, skip-ahead vs full listing",
-                             f"{skip[4]} vs {full[4]}", "fewer", int(skip[4]) < int(full[4])))  # type: ignore[call-overload]  # fmt: skip
-    report.notes.append("Azurite is a Node.js emulator on the same 2 cores: keys/s say how "
-                        "the sides compare, not what Azure Storage sustains.")  # fmt: skip
+    report.goals.append(
+        Goal("gcd vs naive on Azurite (keys/s)", f"{ratio:.1f}x", "> 1x", ratio > 1)
+    )
+    report.goals.append(
+        Goal(
+            "List Blobs at 100:1, skip-ahead vs full listing",
+            f"{skip[4]} vs {full[4]}",
+            "fewer",
+            int(skip[4]) < int(full[4]),
+        )
+    )  # type: ignore[call-overload]
+    report.notes.append(
+        "Azurite is a Node.js emulator on the same 2 cores: keys/s say how "
+        "the sides compare, not what Azure Storage sustains."
+    )
     report.raw = {"runs": out}
     return report

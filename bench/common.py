@@ -334,10 +334,14 @@ async def put_objects(endpoint_url: str, bucket: str, keys: list[str]) -> None:
     from obstore.store import S3Store  # noqa: PLC0415
 
     env = child_env()  # the test servers' credentials
-    store = S3Store(bucket, endpoint=endpoint_url, region="us-east-1",
-                    access_key_id=env["AWS_ACCESS_KEY_ID"],
-                    secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                    client_options={"allow_http": True})  # fmt: skip
+    store = S3Store(
+        bucket,
+        endpoint=endpoint_url,
+        region="us-east-1",
+        access_key_id=env["AWS_ACCESS_KEY_ID"],
+        secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        client_options={"allow_http": True},
+    )
     gate = asyncio.Semaphore(64)
 
     async def put(key: str) -> None:
@@ -370,5 +374,8 @@ def metric(url: str, pattern: str) -> float:
     """The sum of the samples of a Prometheus endpoint `url` whose line matches `pattern`."""
     with urllib.request.urlopen(url, timeout=10) as answer:
         text = answer.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if not line.startswith("#") and re.match(pattern, line))  # fmt: skip
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if not line.startswith("#") and re.match(pattern, line)
+    )

@@ -85,8 +85,9 @@ async def _advance(etcd: LocalEtcd) -> int:
         await kv.close()
 
 
-def _wait_for(base: str, name: str, at_least: float, proc: subprocess.Popen[bytes],
-              log: Path) -> float:  # fmt: skip
+def _wait_for(
+    base: str, name: str, at_least: float, proc: subprocess.Popen[bytes], log: Path
+) -> float:
     """Poll the daemon's /metrics until `name` reaches `at_least`; the seconds it took."""
     started = time.monotonic()
     while True:
@@ -119,37 +120,76 @@ def main(argv: list[str] | None = None) -> int:
         s3.create_bucket(BUCKET)
         seeding = time.perf_counter()
         asyncio.run(put_objects(s3.endpoint_url, BUCKET, live))
-        print(f"seeded {len(live):,} live objects in {time.perf_counter() - seeding:.0f} s",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"seeded {len(live):,} live objects in {time.perf_counter() - seeding:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         epoch = asyncio.run(_init_and_bind(etcd, s3))
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         env = child_env(L0GC_ETCD=etcd.endpoint, L0GC_NAMESPACE=NAMESPACE)
-        command = [PYTHON, "-m", "gcd", "daemon", "--bucket", BUCKET, "--endpoint-url",
-                   s3.endpoint_url, "--region", "us-east-1", "--root", ROOT, "--grace", "0s",
-                   "--http-host", "127.0.0.1", "--http-port", str(port)]  # fmt: skip
+        command = [
+            PYTHON,
+            "-m",
+            "gcd",
+            "daemon",
+            "--bucket",
+            BUCKET,
+            "--endpoint-url",
+            s3.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--root",
+            ROOT,
+            "--grace",
+            "0s",
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            str(port),
+        ]
         with log.open("wb") as out:
-            proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT)  # fmt: skip
+            proc = subprocess.Popen(
+                command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         try:
             first = _wait_for(base, r"l0gc_sweeper_rounds_total", 1, proc, log)
-            print(json.dumps({"first_round_s": round(first, 1), "live": args.live,
-                              "rss_mib": round(_rss_mib(proc.pid))}), flush=True)  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "first_round_s": round(first, 1),
+                        "live": args.live,
+                        "rss_mib": round(_rss_mib(proc.pid)),
+                    }
+                ),
+                flush=True,
+            )
             for r in range(1, args.rounds + 1):
-                asyncio.run(put_objects(s3.endpoint_url, BUCKET,
-                                        garbage_keys(args.garbage, epoch)))
+                asyncio.run(put_objects(s3.endpoint_url, BUCKET, garbage_keys(args.garbage, epoch)))
                 lists = metric(base + "/metrics", r"l0gc_sweeper_list_requests_total")
                 cpu = pid_cpu_s(proc.pid)
                 epoch = asyncio.run(_advance(etcd))
-                took = _wait_for(base, r"l0gc_sweeper_deleted_objects_total",
-                                 r * args.garbage, proc, log)  # fmt: skip
-                print(json.dumps({
-                    "round": r, "garbage": args.garbage, "seconds_to_all_deleted": round(took, 2),
-                    "list_requests": int(metric(base + "/metrics",
-                                                r"l0gc_sweeper_list_requests_total") - lists),
-                    "daemon_cpu_s": round(pid_cpu_s(proc.pid) - cpu, 2),
-                    "rss_mib": round(_rss_mib(proc.pid)), "load": os.getloadavg()[0],
-                }), flush=True)  # fmt: skip
+                took = _wait_for(
+                    base, r"l0gc_sweeper_deleted_objects_total", r * args.garbage, proc, log
+                )
+                print(
+                    json.dumps(
+                        {
+                            "round": r,
+                            "garbage": args.garbage,
+                            "seconds_to_all_deleted": round(took, 2),
+                            "list_requests": int(
+                                metric(base + "/metrics", r"l0gc_sweeper_list_requests_total")
+                                - lists
+                            ),
+                            "daemon_cpu_s": round(pid_cpu_s(proc.pid) - cpu, 2),
+                            "rss_mib": round(_rss_mib(proc.pid)),
+                            "load": os.getloadavg()[0],
+                        }
+                    ),
+                    flush=True,
+                )
         finally:
             stop_process(proc, 30.0)
         client = s3.client()

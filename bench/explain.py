@@ -42,17 +42,31 @@ def _write_journal(directory: Path, records: int) -> list[str]:
     """`records` records of two-key requests; the keys deleted, in order."""
     # 20 records a second: segments close by size (64 MiB), as a busy sweeper's do
     clock = iter(1_700_000_000 + t / 20 for t in range(100_000_000))
-    journal = JournalWriter(directory, "bench-1", namespace="/l0gc/bench", bucket="b",
-                            root=_LAYOUT.root, fsync=False, clock=lambda: next(clock))  # fmt: skip
+    journal = JournalWriter(
+        directory,
+        "bench-1",
+        namespace="/l0gc/bench",
+        bucket="b",
+        root=_LAYOUT.root,
+        fsync=False,
+        clock=lambda: next(clock),
+    )
     deleted: list[str] = []
     epoch = 1
     for request in range(records // 2):
         if request % 500 == 0:
             epoch += 1  # a round: M and the epochs deleted rise
-        keys = tuple(_LAYOUT.format(request % 1000, epoch, f"seg-{request}-{i}")
-                     for i in range(_PER_REQUEST))  # fmt: skip
-        tried = BatchAttempt(DeleteBasis(epoch, epoch + 5, 1000 + epoch, (("p/0", epoch),)),
-                             keys, (epoch,) * len(keys), 0, request, request + 1)  # fmt: skip
+        keys = tuple(
+            _LAYOUT.format(request % 1000, epoch, f"seg-{request}-{i}") for i in range(_PER_REQUEST)
+        )
+        tried = BatchAttempt(
+            DeleteBasis(epoch, epoch + 5, 1000 + epoch, (("p/0", epoch),)),
+            keys,
+            (epoch,) * len(keys),
+            0,
+            request,
+            request + 1,
+        )
         journal.before(tried)
         journal.after(BatchOutcome(tried, deleted=keys))
         deleted.extend(keys)
@@ -60,14 +74,16 @@ def _write_journal(directory: Path, records: int) -> list[str]:
     return deleted
 
 
-async def _explain(s3: LocalS3, bucket: str, directory: Path, keys: list[str]
-                   ) -> tuple[float, dict[str, int], int]:  # fmt: skip
+async def _explain(
+    s3: LocalS3, bucket: str, directory: Path, keys: list[str]
+) -> tuple[float, dict[str, int], int]:
     facts = GcFacts(time.time(), 600.0, 10**6, 10**6 + 1)
     settings = S3Settings(bucket=bucket, endpoint_url=s3.endpoint_url, region="us-east-1")
     async with S3ObjectStore.open(settings) as objects:
         started = time.perf_counter()
-        report = await explain_keys(keys, _LAYOUT, facts, objects=objects,
-                                    journal=LocalSegments([directory]))  # fmt: skip
+        report = await explain_keys(
+            keys, _LAYOUT, facts, objects=objects, journal=LocalSegments([directory])
+        )
         took = time.perf_counter() - started
     verdicts: dict[str, int] = {}
     for answer in report.explanations:
@@ -92,7 +108,8 @@ def run(scale: Scale, runs: int) -> Report:
         rng = random.Random(39)
         keys = rng.sample(deleted, count // 2) + [
             _LAYOUT.format(rng.randrange(1000), rng.randrange(2, 2000), f"never-{i}")
-            for i in range(count - count // 2)]  # fmt: skip
+            for i in range(count - count // 2)
+        ]
         rng.shuffle(keys)
         s3.create_bucket("explain-bench")
         times: list[float] = []
@@ -110,16 +127,27 @@ def run(scale: Scale, runs: int) -> Report:
         s3.stop()
         shutil.rmtree(work, ignore_errors=True)
     best = median(times)
-    report.tables.append(Table(
-        f"{count:,} keys, journal of {records:,} records ({size / 2**20:,.0f} MiB in "
-        f"{segments} segments; indexes {index_size / 2**20:,.1f} MiB; written in "
-        f"{written_s:.0f} s)",
-        ("side", "median wall (s)", "runs", "journal lines read"),
-        (("with the segment indexes", round(best, 2), runs, lines),
-         ("without (every segment read in full)", round(full_s, 2), 1, full_lines)),
-    ))  # fmt: skip
-    report.goals.append(Goal(f"{count:,} keys against {records:,} records", f"{best:.2f} s",
-                             "< 10 s", best < 10.0))  # fmt: skip
-    report.raw = {"times_s": times, "full_read_s": full_s, "journal_bytes": size,
-                  "index_bytes": index_size, "segments": segments, "verdicts": verdicts}
+    report.tables.append(
+        Table(
+            f"{count:,} keys, journal of {records:,} records ({size / 2**20:,.0f} MiB in "
+            f"{segments} segments; indexes {index_size / 2**20:,.1f} MiB; written in "
+            f"{written_s:.0f} s)",
+            ("side", "median wall (s)", "runs", "journal lines read"),
+            (
+                ("with the segment indexes", round(best, 2), runs, lines),
+                ("without (every segment read in full)", round(full_s, 2), 1, full_lines),
+            ),
+        )
+    )
+    report.goals.append(
+        Goal(f"{count:,} keys against {records:,} records", f"{best:.2f} s", "< 10 s", best < 10.0)
+    )
+    report.raw = {
+        "times_s": times,
+        "full_read_s": full_s,
+        "journal_bytes": size,
+        "index_bytes": index_size,
+        "segments": segments,
+        "verdicts": verdicts,
+    }
     return report

@@ -152,9 +152,14 @@ async def _run(scale: Scale, runs: int) -> Report:
     partitions = [f"orders/{n}" for n in range(size.partitions)]
     with tempfile.TemporaryDirectory(prefix="l0gc-bench-failover-") as tmp, LocalEtcd() as etcd:
         replicas = LocalReplicas(
-            [etcd.endpoint], NAMESPACE, partitions, Path(tmp),
-            lease_ttl_s=size.lease_ttl_s, interval_s=size.interval_s, drain_timeout_s=2.0,
-        )  # fmt: skip
+            [etcd.endpoint],
+            NAMESPACE,
+            partitions,
+            Path(tmp),
+            lease_ttl_s=size.lease_ttl_s,
+            interval_s=size.interval_s,
+            drain_timeout_s=2.0,
+        )
         kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=NAMESPACE))
         store = WatermarkStore(kv, NAMESPACE)
         stop = asyncio.Event()
@@ -224,11 +229,19 @@ def _report(
     worst_attempts = max(r[1] for r in restarts)
     target = f"<= {bound:g} s (TTL + 2 x interval + {ADOPTION_ALLOWANCE_S:g} s)"
     report.goals += [
-        Goal("failover: every partition owned again", f"max {max(failovers):.2f} s", target,
-             max(failovers) <= bound),
-        Goal("rolling restart: retries a writer sees", f"{worst_attempts - 1} retry at most",
-             "<= 1", worst_attempts <= 2),
-    ]  # fmt: skip
+        Goal(
+            "failover: every partition owned again",
+            f"max {max(failovers):.2f} s",
+            target,
+            max(failovers) <= bound,
+        ),
+        Goal(
+            "rolling restart: retries a writer sees",
+            f"{worst_attempts - 1} retry at most",
+            "<= 1",
+            worst_attempts <= 2,
+        ),
+    ]
     report.notes += [
         (
             "Failover is the time from the SIGKILL to the moment every partition is hosted "

@@ -49,8 +49,9 @@ Run = tuple[float, int, int, int]
 
 
 async def _gcd(settings: GcsSettings, safe: int, *, skip: bool) -> Run:
-    config = RoundConfig(layout=_LAYOUT, grace_s=0.0, skip_ahead=skip, concurrency=4,
-                         list_concurrency=2)  # fmt: skip
+    config = RoundConfig(
+        layout=_LAYOUT, grace_s=0.0, skip_ahead=skip, concurrency=4, list_concurrency=2
+    )
     async with GcsObjectStore.open(settings) as store:
         started = time.perf_counter()
         result = await Sweeper(store, config).sweep(safe, None)
@@ -85,13 +86,15 @@ async def _naive(settings: GcsSettings) -> Run:
     return time.perf_counter() - started, lists, len(names), len(names)
 
 
-async def _measure(server: LocalGcs, count: int, shape: tuple[int, int],
-                   runs: int) -> dict[str, list[Run]]:  # fmt: skip
+async def _measure(
+    server: LocalGcs, count: int, shape: tuple[int, int], runs: int
+) -> dict[str, list[Run]]:
     garbage = [_LAYOUT.format(i % 1000, 1 + i // 1000, f"g{i}") for i in range(count)]
     prefixes, per = shape
     dead = [_LAYOUT.format(p * 9, e, "g") for p in range(prefixes) for e in range(1, per + 1)]
-    live = [_LAYOUT.format(p * 9, 1000 + i, "live") for p in range(prefixes)
-            for i in range(100 * per)]  # fmt: skip
+    live = [
+        _LAYOUT.format(p * 9, 1000 + i, "live") for p in range(prefixes) for i in range(100 * per)
+    ]
     out: dict[str, list[Run]] = {"gcd": [], "naive": [], "skip": [], "full": []}
     settings = [GcsSettings(name, server.endpoint_url, anonymous=True) for name in _BUCKETS]
     for name in _BUCKETS:
@@ -100,8 +103,9 @@ async def _measure(server: LocalGcs, count: int, shape: tuple[int, int],
     for _ in range(runs):
         for side in ("gcd", "naive"):
             server.seed(_BUCKETS[0], garbage)
-            run = await (_gcd(settings[0], count + 1, skip=True) if side == "gcd"
-                         else _naive(settings[0]))  # fmt: skip
+            run = await (
+                _gcd(settings[0], count + 1, skip=True) if side == "gcd" else _naive(settings[0])
+            )
             assert not server.keys(_BUCKETS[0]), side
             out[side].append(run)
         for side in ("skip", "full"):
@@ -124,26 +128,54 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
         walls = [r[0] for r in out[side]]
         _, lists, deletes, deleted = out[side][0]
         per_object = (lists + deletes) / deleted
-        return (label, deleted, lists, deletes, round(per_object, 3), median(walls),
-                deleted / median(walls))  # fmt: skip
+        return (
+            label,
+            deleted,
+            lists,
+            deletes,
+            round(per_object, 3),
+            median(walls),
+            deleted / median(walls),
+        )
 
-    header = ("side", "deleted", "LIST requests", "delete requests", "requests per deleted",
-              "wall s (median)", "keys/s")  # fmt: skip
+    header = (
+        "side",
+        "deleted",
+        "LIST requests",
+        "delete requests",
+        "requests per deleted",
+        "wall s (median)",
+        "keys/s",
+    )
     gcd, naive = row("gcd", "gcd (Sweeper, JSON batch of 100)"), row("naive", "naive DELETE loop")
-    report.tables.append(Table(f"{count:,} garbage objects over 1000 prefixes", header,
-                               (gcd, naive)))  # fmt: skip
+    report.tables.append(
+        Table(f"{count:,} garbage objects over 1000 prefixes", header, (gcd, naive))
+    )
     skip, full = row("skip", "gcd, skip-ahead (startOffset)"), row("full", "gcd, full listing")
     prefixes, per = shape
-    report.tables.append(Table(
-        f"{prefixes * per} garbage and {prefixes * per * 100:,} live objects ({prefixes} "
-        "prefixes, 100 live : 1 garbage)", header, (skip, full),
-    ))  # fmt: skip
+    report.tables.append(
+        Table(
+            f"{prefixes * per} garbage and {prefixes * per * 100:,} live objects ({prefixes} "
+            "prefixes, 100 live : 1 garbage)",
+            header,
+            (skip, full),
+        )
+    )
     fewer = float(naive[4]) / float(gcd[4])  # type: ignore[arg-type]
-    report.goals.append(Goal("requests per deleted object, naive / gcd", f"{fewer:.0f}x",
-                             ">= 20x", fewer >= 20))  # fmt: skip
-    report.goals.append(Goal("LIST at 100:1, skip-ahead vs full listing",
-                             f"{skip[2]} vs {full[2]}", "fewer", int(skip[2]) < int(full[2])))  # type: ignore[call-overload]  # fmt: skip
-    report.notes.append("The emulator is a single-threaded Python server on the same 2 "
-                        "cores: request counts are GCS's, keys/s are not.")  # fmt: skip
+    report.goals.append(
+        Goal("requests per deleted object, naive / gcd", f"{fewer:.0f}x", ">= 20x", fewer >= 20)
+    )
+    report.goals.append(
+        Goal(
+            "LIST at 100:1, skip-ahead vs full listing",
+            f"{skip[2]} vs {full[2]}",
+            "fewer",
+            int(skip[2]) < int(full[2]),
+        )
+    )  # type: ignore[call-overload]
+    report.notes.append(
+        "The emulator is a single-threaded Python server on the same 2 "
+        "cores: request counts are GCS's, keys/s are not."
+    )
     report.raw = {"runs": out}
     return report

@@ -125,8 +125,7 @@ class _CountingKV:
         return result
 
     async def watch_prefix(self, prefix: str, start_revision: int) -> _CountedWatch:
-        return _CountedWatch(await self._inner.watch_prefix(prefix, start_revision),
-                             self.received)  # fmt: skip
+        return _CountedWatch(await self._inner.watch_prefix(prefix, start_revision), self.received)
 
 
 async def _rounds(kv: Any, count: int, rounds: int) -> dict[str, Any]:
@@ -170,10 +169,17 @@ async def _rounds(kv: Any, count: int, rounds: int) -> dict[str, Any]:
             raise RuntimeError(f"round {round_no}: followed {followed} != full {full}")
     await follower.close()
     await verifier.close()
-    return {"full_s": full_s, "followed_s": followed_s, "verified_s": verified_s,
-            "full_bytes": full_bytes, "changed_bytes": changed_bytes, "written_bytes": written,
-            "kinds": kinds, "changes": follower.changes_applied,
-            "check_bytes": check_bytes}  # fmt: skip
+    return {
+        "full_s": full_s,
+        "followed_s": followed_s,
+        "verified_s": verified_s,
+        "full_bytes": full_bytes,
+        "changed_bytes": changed_bytes,
+        "written_bytes": written,
+        "kinds": kinds,
+        "changes": follower.changes_applied,
+        "check_bytes": check_bytes,
+    }
 
 
 def _vm_hwm_mib() -> float:
@@ -213,8 +219,12 @@ async def _read_once(endpoint: str, path: str, traced: bool) -> dict[str, float]
         if follower is not None:
             await follower.close()
         await kv.close()
-    return {"read_s": read_s, "hwm_mib": _vm_hwm_mib(), "hwm_before_mib": before,
-            "traced_mib": peak / 2**20}  # fmt: skip
+    return {
+        "read_s": read_s,
+        "hwm_mib": _vm_hwm_mib(),
+        "hwm_before_mib": before,
+        "traced_mib": peak / 2**20,
+    }
 
 
 def _child_read(endpoint: str, path: str, traced: bool) -> dict[str, float]:
@@ -238,9 +248,12 @@ async def _cold_start(count: int) -> dict[str, Any]:
         for path in _COLD_PATHS:
             plain = await asyncio.to_thread(_child_read, server.endpoint, path, False)
             traced = await asyncio.to_thread(_child_read, server.endpoint, path, True)
-            figures[path] = {"read_s": plain["read_s"], "rss_hwm_mib": plain["hwm_mib"],
-                             "rss_before_mib": plain["hwm_before_mib"],
-                             "peak_mib": traced["traced_mib"]}  # fmt: skip
+            figures[path] = {
+                "read_s": plain["read_s"],
+                "rss_hwm_mib": plain["hwm_mib"],
+                "rss_before_mib": plain["hwm_before_mib"],
+                "peak_mib": traced["traced_mib"],
+            }
     return figures
 
 
@@ -267,52 +280,113 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
     verify_b = check_b + full_b / (every * full_every)  # the checks' bytes per round
     changed_b = incremental_b + verify_b
     report = Report(NAME, TITLE, scale, rounds)
-    report.tables.append(Table(
-        f"{count:,} partition records on a real etcd, {_PUBLISH_SHARE:.0%} publishing per "
-        f"round ({rounds} rounds; the same M from both every round)",
-        ("read", "ms per round (median)", "MiB received per round", "x full (time)",
-         "share of the full read's bytes"),
-        (
-            ("full read + compute_safe_epoch", full_s * 1e3, full_b / 2**20, 1.0, "100%"),
-            ("GcFollower, incremental read", incremental_s * 1e3, incremental_b / 2**20,
-             full_s / incremental_s, f"{incremental_b / full_b:.2%}"),
-            ("GcFollower, check (keys and revisions; per round of changes)", checked_s * 1e3,
-             check_b / 2**20, full_s / checked_s, f"{check_b / full_b:.2%}"),
-            (f"GcFollower, amortised (a check every {every} reads, 1 in {full_every} in full)",
-             followed_s * 1e3, changed_b / 2**20, full_s / followed_s,
-             f"{changed_b / full_b:.2%}"),
-        ),
-    ))  # fmt: skip
-    labels = {"follower": "daemon: GcFollower's first read (page by page into its index)",
-              "sweep": "gcd sweep: read_once (the same, no watch)",
-              "view": "gcd status: read_gc_view + compute_safe_epoch (records held whole)"}
-    report.tables.append(Table(
-        f"Cold start: one full read of {cold_count:,} partition records (seeded in "
-        f"{cold['seed_s']:.1f} s; each path in a child process of its own)",
-        ("path", "read + M s", "peak RSS MiB (VmHWM)", "RSS MiB before the read",
-         "peak Python MiB (tracemalloc, other child)"),
-        tuple((labels[path], cold[path]["read_s"], cold[path]["rss_hwm_mib"],
-               cold[path]["rss_before_mib"], cold[path]["peak_mib"]) for path in _COLD_PATHS),
-    ))  # fmt: skip
+    report.tables.append(
+        Table(
+            f"{count:,} partition records on a real etcd, {_PUBLISH_SHARE:.0%} publishing per "
+            f"round ({rounds} rounds; the same M from both every round)",
+            (
+                "read",
+                "ms per round (median)",
+                "MiB received per round",
+                "x full (time)",
+                "share of the full read's bytes",
+            ),
+            (
+                ("full read + compute_safe_epoch", full_s * 1e3, full_b / 2**20, 1.0, "100%"),
+                (
+                    "GcFollower, incremental read",
+                    incremental_s * 1e3,
+                    incremental_b / 2**20,
+                    full_s / incremental_s,
+                    f"{incremental_b / full_b:.2%}",
+                ),
+                (
+                    "GcFollower, check (keys and revisions; per round of changes)",
+                    checked_s * 1e3,
+                    check_b / 2**20,
+                    full_s / checked_s,
+                    f"{check_b / full_b:.2%}",
+                ),
+                (
+                    (
+                        f"GcFollower, amortised (a check every {every} reads,"
+                        f" 1 in {full_every} in full)"
+                    ),
+                    followed_s * 1e3,
+                    changed_b / 2**20,
+                    full_s / followed_s,
+                    f"{changed_b / full_b:.2%}",
+                ),
+            ),
+        )
+    )
+    labels = {
+        "follower": "daemon: GcFollower's first read (page by page into its index)",
+        "sweep": "gcd sweep: read_once (the same, no watch)",
+        "view": "gcd status: read_gc_view + compute_safe_epoch (records held whole)",
+    }
+    report.tables.append(
+        Table(
+            f"Cold start: one full read of {cold_count:,} partition records (seeded in "
+            f"{cold['seed_s']:.1f} s; each path in a child process of its own)",
+            (
+                "path",
+                "read + M s",
+                "peak RSS MiB (VmHWM)",
+                "RSS MiB before the read",
+                "peak Python MiB (tracemalloc, other child)",
+            ),
+            tuple(
+                (
+                    labels[path],
+                    cold[path]["read_s"],
+                    cold[path]["rss_hwm_mib"],
+                    cold[path]["rss_before_mib"],
+                    cold[path]["peak_mib"],
+                )
+                for path in _COLD_PATHS
+            ),
+        )
+    )
     daemon = cold["follower"]
     report.goals += [
-        Goal(f"followed round at {count:,} records, 1% publishing, amortised with the "
-             "verification", f"{followed_s * 1e3:.1f} ms", "<= 50 ms", followed_s <= 0.050),
-        Goal("bytes the checks of the index read per followed round (amortised) vs the "
-             "full read", f"{verify_b / full_b:.2%}", "<= 1%", verify_b <= 0.01 * full_b),
-        Goal(f"daemon cold start at {cold_count:,} records", f"{daemon['read_s']:.1f} s",
-             "<= 15 s", daemon["read_s"] <= 15),
-        Goal(f"daemon cold start peak RSS at {cold_count:,} records",
-             f"{daemon['rss_hwm_mib']:.0f} MiB", "<= 500 MiB", daemon["rss_hwm_mib"] <= 500),
-    ]  # fmt: skip
+        Goal(
+            f"followed round at {count:,} records, 1% publishing, amortised with the verification",
+            f"{followed_s * 1e3:.1f} ms",
+            "<= 50 ms",
+            followed_s <= 0.050,
+        ),
+        Goal(
+            "bytes the checks of the index read per followed round (amortised) vs the full read",
+            f"{verify_b / full_b:.2%}",
+            "<= 1%",
+            verify_b <= 0.01 * full_b,
+        ),
+        Goal(
+            f"daemon cold start at {cold_count:,} records",
+            f"{daemon['read_s']:.1f} s",
+            "<= 15 s",
+            daemon["read_s"] <= 15,
+        ),
+        Goal(
+            f"daemon cold start peak RSS at {cold_count:,} records",
+            f"{daemon['rss_hwm_mib']:.0f} MiB",
+            "<= 500 MiB",
+            daemon["rss_hwm_mib"] <= 500,
+        ),
+    ]
     report.notes += [
-        ("MiB received: keys and values received from etcd; for the follower, those of the "
-         "watch events it received (publishers wrote "
-         f"{median(figures['written_bytes']) / 2**20:.3f} MiB of values per round)."),
-        ("A daemon checks the followed view every --verify-m-every rounds (default 30): by "
-         "keys and mod revisions (a count of the records, the keys changed since the last "
-         f"check, the small keys), and every {FULL_CHECK_EVERY}th check against a full "
-         "read; the amortised row is the cost per round it pays, the changes included."),
+        (
+            "MiB received: keys and values received from etcd; for the follower, those of the "
+            "watch events it received (publishers wrote "
+            f"{median(figures['written_bytes']) / 2**20:.3f} MiB of values per round)."
+        ),
+        (
+            "A daemon checks the followed view every --verify-m-every rounds (default 30): by "
+            "keys and mod revisions (a count of the records, the keys changed since the last "
+            f"check, the small keys), and every {FULL_CHECK_EVERY}th check against a full "
+            "read; the amortised row is the cost per round it pays, the changes included."
+        ),
     ]
     report.raw = {"rounds": figures, "cold_start": cold}
     return report

@@ -41,9 +41,12 @@ from watermark.etcd.store import WatermarkStore
 
 NAMESPACE = "/l0gc/bench-idle"
 BUCKET = "bench-idle"
+
+
 def _etcd_ranges(etcd: LocalEtcd) -> float:
-    return metric(f"http://{etcd.endpoint}/metrics",
-                   r'grpc_server_handled_total\{.*grpc_method="Range"')  # fmt: skip
+    return metric(
+        f"http://{etcd.endpoint}/metrics", r'grpc_server_handled_total\{.*grpc_method="Range"'
+    )
 
 
 async def _prepare(etcd: LocalEtcd, s3: LocalS3, records: int) -> None:
@@ -62,11 +65,25 @@ async def _prepare(etcd: LocalEtcd, s3: LocalS3, records: int) -> None:
 
 def _idle(tree: str, etcd: LocalEtcd, s3: LocalS3, seconds: float, log: Path) -> dict[str, Any]:
     port = free_port()
-    env = child_env(PYTHONPATH=tree, L0GC_ETCD=etcd.endpoint, L0GC_NAMESPACE=NAMESPACE,
-                    L0GC_ETCD_TIMEOUT="120")  # fmt: skip
-    command = [PYTHON, "-m", "gcd", "daemon", "--bucket", BUCKET, "--endpoint-url",
-               s3.endpoint_url, "--region", "us-east-1", "--http-host", "127.0.0.1",
-               "--http-port", str(port)]  # fmt: skip
+    env = child_env(
+        PYTHONPATH=tree, L0GC_ETCD=etcd.endpoint, L0GC_NAMESPACE=NAMESPACE, L0GC_ETCD_TIMEOUT="120"
+    )
+    command = [
+        PYTHON,
+        "-m",
+        "gcd",
+        "daemon",
+        "--bucket",
+        BUCKET,
+        "--endpoint-url",
+        s3.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        str(port),
+    ]
     base = f"http://127.0.0.1:{port}"
     with log.open("wb") as out:
         proc = subprocess.Popen(command, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -85,18 +102,30 @@ def _idle(tree: str, etcd: LocalEtcd, s3: LocalS3, seconds: float, log: Path) ->
             time.sleep(0.5)
         first_round_s = time.monotonic() - started
         assert etcd.pid is not None
-        before = (pid_cpu_s(proc.pid), pid_cpu_s(etcd.pid), _etcd_ranges(etcd),
-                  metric(base + "/metrics", r"l0gc_sweeper_list_requests_total"))  # fmt: skip
+        before = (
+            pid_cpu_s(proc.pid),
+            pid_cpu_s(etcd.pid),
+            _etcd_ranges(etcd),
+            metric(base + "/metrics", r"l0gc_sweeper_list_requests_total"),
+        )
         time.sleep(seconds)  # the window measured: the daemon left alone
-        after = (pid_cpu_s(proc.pid), pid_cpu_s(etcd.pid), _etcd_ranges(etcd),
-                 metric(base + "/metrics", r"l0gc_sweeper_list_requests_total"))  # fmt: skip
+        after = (
+            pid_cpu_s(proc.pid),
+            pid_cpu_s(etcd.pid),
+            _etcd_ranges(etcd),
+            metric(base + "/metrics", r"l0gc_sweeper_list_requests_total"),
+        )
     finally:
         stop_process(proc, 30.0)
     daemon_s, etcd_s, ranges, lists = (b - a for a, b in zip(before, after, strict=True))
-    return {"first_round_s": round(first_round_s, 1), "window_s": seconds,
-            "daemon_cpu_pct": round(100 * daemon_s / seconds, 2),
-            "etcd_cpu_pct": round(100 * etcd_s / seconds, 2),
-            "etcd_range_calls": int(ranges), "list_requests": int(lists)}  # fmt: skip
+    return {
+        "first_round_s": round(first_round_s, 1),
+        "window_s": seconds,
+        "daemon_cpu_pct": round(100 * daemon_s / seconds, 2),
+        "etcd_cpu_pct": round(100 * etcd_s / seconds, 2),
+        "etcd_range_calls": int(ranges),
+        "list_requests": int(lists),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,21 +141,32 @@ def main(argv: list[str] | None = None) -> int:
     with LocalEtcd() as etcd, LocalS3() as s3:
         seeding = time.perf_counter()
         asyncio.run(_prepare(etcd, s3, args.records))
-        print(f"seeded {args.records} records in {time.perf_counter() - seeding:.0f} s",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"seeded {args.records} records in {time.perf_counter() - seeding:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         assert etcd.pid is not None
         cpu, ranges = pid_cpu_s(etcd.pid), _etcd_ranges(etcd)
         time.sleep(args.seconds)  # etcd alone, the same window: its own idle cost
-        alone = {"tree": "none (etcd alone)", "records": args.records,
-                 "load": os.getloadavg()[0], "window_s": args.seconds,
-                 "etcd_cpu_pct": round(100 * (pid_cpu_s(etcd.pid) - cpu) / args.seconds, 2),
-                 "etcd_range_calls": int(_etcd_ranges(etcd) - ranges)}  # fmt: skip
+        alone = {
+            "tree": "none (etcd alone)",
+            "records": args.records,
+            "load": os.getloadavg()[0],
+            "window_s": args.seconds,
+            "etcd_cpu_pct": round(100 * (pid_cpu_s(etcd.pid) - cpu) / args.seconds, 2),
+            "etcd_range_calls": int(_etcd_ranges(etcd) - ranges),
+        }
         print(json.dumps(alone), flush=True)
         for name, tree in trees.items():
             log = Path(args.log_dir) / f"idle-daemon-{name.replace(' ', '-')}.log"
             result = _idle(tree, etcd, s3, args.seconds, log)
-            print(json.dumps({"tree": name, "records": args.records, "load": os.getloadavg()[0],
-                              **result}), flush=True)  # fmt: skip
+            print(
+                json.dumps(
+                    {"tree": name, "records": args.records, "load": os.getloadavg()[0], **result}
+                ),
+                flush=True,
+            )
     return 0
 
 

@@ -91,8 +91,9 @@ async def _child(args: argparse.Namespace) -> dict[str, Any]:
     from gcd.sweep.sweeper import RoundConfig, Sweeper  # noqa: PLC0415
 
     settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region="us-east-1")
-    config = RoundConfig(layout=KeyLayout.default(ROOT), grace_s=0.0,
-                         skip_ahead=not args.full_listing)  # fmt: skip
+    config = RoundConfig(
+        layout=KeyLayout.default(ROOT), grace_s=0.0, skip_ahead=not args.full_listing
+    )
     import gcd  # noqa: PLC0415
 
     if args.tree and not gcd.__file__.startswith(os.path.abspath(args.tree)):
@@ -104,9 +105,14 @@ async def _child(args: argparse.Namespace) -> dict[str, Any]:
         result = await sweeper.sweep(args.safe_epoch, None)
         round_s, round_cpu = time.perf_counter() - started, time.process_time() - cpu
     summary = result.summary
-    return {"deleted": summary.deleted, "list_requests": summary.list_requests,
-            "keys_returned": counting.returned, "round_s": round_s, "round_cpu_s": round_cpu,
-            "errors": summary.errors}  # fmt: skip
+    return {
+        "deleted": summary.deleted,
+        "list_requests": summary.list_requests,
+        "keys_returned": counting.returned,
+        "round_s": round_s,
+        "round_cpu_s": round_cpu,
+        "errors": summary.errors,
+    }
 
 
 # -- the parent: paired, alternating runs ----------------------------------------------
@@ -134,8 +140,21 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
         tree = before if side == "gcd-before" else os.getcwd()
         # -P: the working directory (this tree) does not go first on sys.path, so the
         # child imports the tree PYTHONPATH names
-        argv = [sys.executable, "-P", "-m", "bench.paired", "child", "--endpoint-url", endpoint,
-                "--bucket", bench.bucket, "--safe-epoch", "1000", "--tree", str(tree)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-P",
+            "-m",
+            "bench.paired",
+            "child",
+            "--endpoint-url",
+            endpoint,
+            "--bucket",
+            bench.bucket,
+            "--safe-epoch",
+            "1000",
+            "--tree",
+            str(tree),
+        ]
         if side == "gcd-full":
             argv.append("--full-listing")
         env = child_env(PYTHONPATH=str(tree))
@@ -151,23 +170,42 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
     wrong = bench.left_wrong()
     if wrong is not None:
         raise RuntimeError(f"{side}: {wrong}")
-    figures: dict[str, Any] = {"wall_s": child.wall_s, "cpu_s": child.cpu_s,
-                               "server_cpu_s": server_cpu, "load": load}  # fmt: skip
+    figures: dict[str, Any] = {
+        "wall_s": child.wall_s,
+        "cpu_s": child.cpu_s,
+        "server_cpu_s": server_cpu,
+        "load": load,
+    }
     if side.startswith("gcd sweep"):
         summary = json.loads(child.stdout.strip().splitlines()[-1])
-        figures |= {"deleted": summary["deleted"], "list_requests": summary["list_requests"],
-                    "round_s": summary["duration_s"], "errors": summary["errors"]}  # fmt: skip
+        figures |= {
+            "deleted": summary["deleted"],
+            "list_requests": summary["list_requests"],
+            "round_s": summary["duration_s"],
+            "errors": summary["errors"],
+        }
     elif side.startswith("gcd"):
         figures |= json.loads(child.stdout.strip().splitlines()[-1])
     return figures
 
 
 def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
-    cols = ("side", "wall s", "round s", "keys/s wall", "client CPU us/key", "round CPU us/key",
-            "server CPU us/key", "LISTs", "keys returned", "gcd speed x (paired wall)")  # fmt: skip
+    cols = (
+        "side",
+        "wall s",
+        "round s",
+        "keys/s wall",
+        "client CPU us/key",
+        "round CPU us/key",
+        "server CPU us/key",
+        "LISTs",
+        "keys returned",
+        "gcd speed x (paired wall)",
+    )
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     ours = results[next(iter(results))]
     for side, runs in results.items():
+
         def med(name: str, runs: list[dict[str, Any]] = runs) -> float | None:
             values = [r[name] for r in runs if name in r]
             return median(values) if values else None
@@ -190,8 +228,10 @@ def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     loads = [r["load"] for runs in results.values() for r in runs]
     spread = f"min {min(loads):.1f}, max {max(loads):.1f}"
-    lines.append(f"\n1-minute load average during the runs: median {median(loads):.1f} "
-                 f"({spread}) on {os.cpu_count()} cores")  # fmt: skip
+    lines.append(
+        f"\n1-minute load average during the runs: median {median(loads):.1f} "
+        f"({spread}) on {os.cpu_count()} cores"
+    )
     return "\n".join(lines)
 
 
@@ -214,8 +254,10 @@ def _run(args: argparse.Namespace) -> None:
                 print(side, json.dumps(results[side][-1]), file=sys.stderr, flush=True)
     finally:
         bench.close()
-    print(f"### {args.case} on {args.server}: {len(garbage):,} garbage + {len(live):,} live "
-          f"keys, {args.runs} paired alternating runs (medians)\n")  # fmt: skip
+    print(
+        f"### {args.case} on {args.server}: {len(garbage):,} garbage + {len(live):,} live "
+        f"keys, {args.runs} paired alternating runs (medians)\n"
+    )
     print(_table(results, len(garbage)))
     print("\nraw: " + json.dumps(results))
 
@@ -230,8 +272,12 @@ def main() -> int:
     run.add_argument("--runs", type=int, default=3)
     run.add_argument("--before", default=None, help="another tree holding bench/paired.py")
     run.add_argument("--keys", type=int, default=20_000, help="garbage keys of the dense case")
-    run.add_argument("--sides", default=None, help=f"comma-separated, the first is the "
-                     f"reference of the paired ratios; of {', '.join(_SIDES)}")  # fmt: skip
+    run.add_argument(
+        "--sides",
+        default=None,
+        help=f"comma-separated, the first is the "
+        f"reference of the paired ratios; of {', '.join(_SIDES)}",
+    )
     child = sub.add_parser("child")
     child.add_argument("--endpoint-url", required=True)
     child.add_argument("--bucket", required=True)

@@ -34,21 +34,27 @@ def _steps(raw: bytes, name: str) -> dict[str, Callable[[], object]]:
     return {
         "UTF-8 decode": lambda: raw.decode("utf-8"),
         "nesting bound (bracket counts)": lambda: strictjson._check_depth(
-            text, what="x", max_depth=MAX_RECORD_DEPTH),
+            text, what="x", max_depth=MAX_RECORD_DEPTH
+        ),
         "msgspec decode": lambda: decoder.decode(text),
-        "no duplicate key (encode back, count ':')": lambda: encoder.encode(value).count(b":")
-        == text.count(":"),
+        "no duplicate key (encode back, count ':')": lambda: (
+            encoder.encode(value).count(b":") == text.count(":")
+        ),
         "no integer -0 (search)": lambda: strictjson._NEGATIVE_ZERO.search(text),
         "strictjson.loads, whole": lambda: strictjson.loads(
-            raw, what="x", max_bytes=MAX_RECORD_BYTES, max_depth=MAX_RECORD_DEPTH),
+            raw, what="x", max_bytes=MAX_RECORD_BYTES, max_depth=MAX_RECORD_DEPTH
+        ),
         "field checks (_fields)": lambda: _fields(value, name),
         "_checked_fields, whole": lambda: _checked_fields(raw, name),
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench.record_cost", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="bench.record_cost",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--number", type=int, default=100_000)
     args = parser.parse_args(argv)

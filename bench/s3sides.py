@@ -292,8 +292,17 @@ class S3Bench:
                 ROOT + "/",
             ]
         if side == "obstore":
-            return [PYTHON, "-m", "bench.obstore_delete", "--endpoint-url", endpoint_url,
-                    "--bucket", self.bucket, "--prefix", ROOT + "/"]  # fmt: skip
+            return [
+                PYTHON,
+                "-m",
+                "bench.obstore_delete",
+                "--endpoint-url",
+                endpoint_url,
+                "--bucket",
+                self.bucket,
+                "--prefix",
+                ROOT + "/",
+            ]
         raise ValueError(f"unknown side {side!r}; choose from {SIDES}")
 
     def run_side(self, side: str, endpoint_url: str | None = None, concurrency: int = 8) -> SideRun:

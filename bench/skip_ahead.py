@@ -27,11 +27,15 @@ _SIDES = ("gcd sweep", "gcd sweep, full listing")
 
 def _keys(prefixes: int, garbage: int) -> tuple[list[str], list[str]]:
     layout = KeyLayout.default("level_zero/data")
-    dead = [layout.format(p * 7, e, f"g{e}") for p in range(prefixes)
-            for e in range(1, garbage + 1)]  # fmt: skip
+    dead = [
+        layout.format(p * 7, e, f"g{e}") for p in range(prefixes) for e in range(1, garbage + 1)
+    ]
     first_live = prefixes * garbage + 10  # above M (= garbage count + 1, see S3Bench)
-    live = [layout.format(p * 7, first_live + i, "live") for p in range(prefixes)
-            for i in range(100 * garbage)]  # fmt: skip
+    live = [
+        layout.format(p * 7, first_live + i, "live")
+        for p in range(prefixes)
+        for i in range(100 * garbage)
+    ]
     return dead, live
 
 
@@ -51,29 +55,53 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
         skip = results["gcd sweep"]
         for side in _SIDES:
             done = results[side]
-            rows.append((
-                server, side, median([x.round_s or 0.0 for x in done]),
-                median([x.wall_s for x in done]), done[0].list_requests,
-                median([x.server_cpu_s for x in done]), median([x.client_cpu_s for x in done]),
-                median([(x.round_s or 0.0) / (s.round_s or 1.0) for x, s in zip(done, skip,
-                                                                                 strict=True)]),
-            ))  # fmt: skip
+            rows.append(
+                (
+                    server,
+                    side,
+                    median([x.round_s or 0.0 for x in done]),
+                    median([x.wall_s for x in done]),
+                    done[0].list_requests,
+                    median([x.server_cpu_s for x in done]),
+                    median([x.client_cpu_s for x in done]),
+                    median(
+                        [
+                            (x.round_s or 0.0) / (s.round_s or 1.0)
+                            for x, s in zip(done, skip, strict=True)
+                        ]
+                    ),
+                )
+            )
         report.raw.setdefault("runs", {})[server] = {
             side: [asdict(x) for x in rs] for side, rs in results.items()
         }
-    report.tables.append(Table(
-        f"{len(dead):,} garbage and {len(live):,} live keys over {prefixes} prefixes",
-        ("server", "side", "round s (median)", "wall s", "LIST reqs", "server CPU s",
-         "client CPU s", "full / skip (round, paired)"),
-        tuple(rows),
-    ))  # fmt: skip
+    report.tables.append(
+        Table(
+            f"{len(dead):,} garbage and {len(live):,} live keys over {prefixes} prefixes",
+            (
+                "server",
+                "side",
+                "round s (median)",
+                "wall s",
+                "LIST reqs",
+                "server CPU s",
+                "client CPU s",
+                "full / skip (round, paired)",
+            ),
+            tuple(rows),
+        )
+    )
     for server in SERVERS:
         _, full_row = (r for r in rows if r[0] == server)
         ratio = float(full_row[-1])
-        report.goals.append(Goal(
-            f"{server}: full listing round / skip-ahead round", f"{ratio:.2f}x",
-            "> 1 (skipping saves time)", ratio > 1.0,
-        ))  # fmt: skip
+        report.goals.append(
+            Goal(
+                f"{server}: full listing round / skip-ahead round",
+                f"{ratio:.2f}x",
+                "> 1 (skipping saves time)",
+                ratio > 1.0,
+            )
+        )
     report.notes.append(
         "round s: the sweeper's own round (from --json); wall s adds Python start-up and "
         "the etcd read. Every side deletes exactly the garbage (checked)."

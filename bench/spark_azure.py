@@ -80,8 +80,7 @@ def seed(service: BlobServiceClient, keys: int) -> tuple[str, set[str]]:
     garbage = [_key(i % 1000, 1 + i % SAFE_EPOCH, i) for i in range(keys)]
     live = {_key(p, 20, 0) for p in range(1000)}
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda k: client.upload_blob(k, b"x", overwrite=True),
-                      [*garbage, *live]))  # fmt: skip
+        list(pool.map(lambda k: client.upload_blob(k, b"x", overwrite=True), [*garbage, *live]))
     return name, live
 
 
@@ -128,21 +127,45 @@ def inventory_bench(args: argparse.Namespace, work: Path) -> dict[str, object]:
     """The inventory mode (module docs): results by command."""
     results: dict[str, object] = {}
     container = "bench-l0"
-    manifest = write_blob_inventory(work / "inv", NOWHERE, synthetic_rows(container, args.rows),
-                                    file_format=args.format, file_count=args.files,
-                                    fields=FIELDS)  # fmt: skip
-    common = ["--storage", "azure", "--account-url", NOWHERE, "--container", container,
-              "--inventory", str(manifest), "--safe-epoch", str(INVENTORY_SAFE_EPOCH),
-              "--master", args.master, "--log-level", "error", "--json"]  # fmt: skip
+    manifest = write_blob_inventory(
+        work / "inv",
+        NOWHERE,
+        synthetic_rows(container, args.rows),
+        file_format=args.format,
+        file_count=args.files,
+        fields=FIELDS,
+    )
+    common = [
+        "--storage",
+        "azure",
+        "--account-url",
+        NOWHERE,
+        "--container",
+        container,
+        "--inventory",
+        str(manifest),
+        "--safe-epoch",
+        str(INVENTORY_SAFE_EPOCH),
+        "--master",
+        args.master,
+        "--log-level",
+        "error",
+        "--json",
+    ]
     for label, argv in (
         ("spark-report --inventory", ["spark-report", *common, "--output", str(work / "r")]),
-        ("spark-sweep --dry-run --inventory",
-         ["spark-sweep", *common, "--dry-run", "--output", str(work / "s")]),
+        (
+            "spark-sweep --dry-run --inventory",
+            ["spark-sweep", *common, "--dry-run", "--output", str(work / "s")],
+        ),
     ):
         runs = _timed_runs(argv, args.runs)
         median = statistics.median(runs)
-        results[label] = {"median_s": round(median, 2), "rows_per_s": round(args.rows / median),
-                          "runs_s": [round(r, 2) for r in runs]}  # fmt: skip
+        results[label] = {
+            "median_s": round(median, 2),
+            "rows_per_s": round(args.rows / median),
+            "runs_s": [round(r, 2) for r in runs],
+        }
     if args.delete_keys > 0:
         results["spark-sweep --inventory (deleting, Azurite)"] = _deleting_inventory(args, work)
     return results
@@ -157,14 +180,37 @@ def _deleting_inventory(args: argparse.Namespace, work: Path) -> dict[str, objec
         for run in range(args.runs):
             name, live = seed(service, args.delete_keys)
             client = service.get_container_client(name)
-            manifest = write_blob_inventory(work / f"dinv-{run}", azurite.account_url,
-                                            container_blobs(client), file_count=4,
-                                            fields=FIELDS)  # fmt: skip
-            argv = ["spark-sweep", "--storage", "azure", "--account-url", azurite.account_url,
-                    "--container", name, "--azure-connection-string-file", str(conn),
-                    "--inventory", str(manifest), "--safe-epoch", str(SAFE_EPOCH),
-                    "--grace", "0", "--master", args.master, "--log-level", "error",
-                    "--json", "--output", str(work / f"dout-{run}")]  # fmt: skip
+            manifest = write_blob_inventory(
+                work / f"dinv-{run}",
+                azurite.account_url,
+                container_blobs(client),
+                file_count=4,
+                fields=FIELDS,
+            )
+            argv = [
+                "spark-sweep",
+                "--storage",
+                "azure",
+                "--account-url",
+                azurite.account_url,
+                "--container",
+                name,
+                "--azure-connection-string-file",
+                str(conn),
+                "--inventory",
+                str(manifest),
+                "--safe-epoch",
+                str(SAFE_EPOCH),
+                "--grace",
+                "0",
+                "--master",
+                args.master,
+                "--log-level",
+                "error",
+                "--json",
+                "--output",
+                str(work / f"dout-{run}"),
+            ]
             runs.append(timed(argv))
             left = {b.name for b in client.list_blobs()}
             if left != live:
@@ -173,8 +219,11 @@ def _deleting_inventory(args: argparse.Namespace, work: Path) -> dict[str, objec
     finally:
         azurite.stop()
     median = statistics.median(runs)
-    return {"median_s": round(median, 2), "keys_per_s": round(args.delete_keys / median, 1),
-            "runs_s": [round(r, 2) for r in runs]}  # fmt: skip
+    return {
+        "median_s": round(median, 2),
+        "keys_per_s": round(args.delete_keys / median, 1),
+        "runs_s": [round(r, 2) for r in runs],
+    }
 
 
 def main_bench() -> None:
@@ -183,13 +232,20 @@ def main_bench() -> None:
     parser.add_argument("--keys", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--inventory", action="store_true",
-                        help="time spark-report / spark-sweep --dry-run from a Blob Inventory")
+    parser.add_argument(
+        "--inventory",
+        action="store_true",
+        help="time spark-report / spark-sweep --dry-run from a Blob Inventory",
+    )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--format", choices=("csv", "parquet"), default="csv")
-    parser.add_argument("--delete-keys", type=int, default=0,
-                        help="also time a deleting sweep from an inventory of K blobs")
+    parser.add_argument(
+        "--delete-keys",
+        type=int,
+        default=0,
+        help="also time a deleting sweep from an inventory of K blobs",
+    )
     args = parser.parse_args()
     if args.inventory:
         work = Path(tempfile.mkdtemp(prefix="l0gc-bench-spark-azinv-"))
@@ -199,12 +255,24 @@ def main_bench() -> None:
                 timings = inventory_bench(args, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        sys.stdout.write(json.dumps({
-            "benchmark": "spark_azure --inventory", "rows": args.rows, "files": args.files,
-            "format": args.format, "delete_keys": args.delete_keys, "master": args.master,
-            "cpus": os.cpu_count(), "runs": args.runs,
-            "load_average_1m_after": round(os.getloadavg()[0], 1), "results": timings,
-        }, indent=2) + "\n")  # fmt: skip
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "benchmark": "spark_azure --inventory",
+                    "rows": args.rows,
+                    "files": args.files,
+                    "format": args.format,
+                    "delete_keys": args.delete_keys,
+                    "master": args.master,
+                    "cpus": os.cpu_count(),
+                    "runs": args.runs,
+                    "load_average_1m_after": round(os.getloadavg()[0], 1),
+                    "results": timings,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         return
     work = Path(tempfile.mkdtemp(prefix="l0gc-bench-spark-azure-"))
     azurite = LocalAzurite().start()
@@ -214,17 +282,37 @@ def main_bench() -> None:
         service = BlobServiceClient.from_connection_string(azurite.connection_string)
         conf = {"spark.ui.enabled": "false", "spark.driver.memory": "1g"}
         with spark_session(args.master, app_name="l0gc-bench", conf=conf):
-            for label, extra in (("spark-sweep --dry-run --list", ["--dry-run"]),
-                                 ("spark-sweep --list", [])):  # fmt: skip
+            for label, extra in (
+                ("spark-sweep --dry-run --list", ["--dry-run"]),
+                ("spark-sweep --list", []),
+            ):
                 runs = []
                 for run in range(args.runs):
                     name, live = seed(service, args.keys)
-                    argv = ["spark-sweep", "--storage", "azure", "--account-url",
-                            azurite.account_url, "--container", name,
-                            "--azure-connection-string-file", str(conn), "--list",
-                            "--safe-epoch", str(SAFE_EPOCH), "--grace", "0", "--master",
-                            args.master, "--log-level", "error", "--json", "--output",
-                            str(work / f"out-{run}"), *extra]  # fmt: skip
+                    argv = [
+                        "spark-sweep",
+                        "--storage",
+                        "azure",
+                        "--account-url",
+                        azurite.account_url,
+                        "--container",
+                        name,
+                        "--azure-connection-string-file",
+                        str(conn),
+                        "--list",
+                        "--safe-epoch",
+                        str(SAFE_EPOCH),
+                        "--grace",
+                        "0",
+                        "--master",
+                        args.master,
+                        "--log-level",
+                        "error",
+                        "--json",
+                        "--output",
+                        str(work / f"out-{run}"),
+                        *extra,
+                    ]
                     runs.append(timed(argv))
                     left = {b.name for b in service.get_container_client(name).list_blobs()}
                     expected = len(live) + (args.keys if extra else 0)
@@ -232,17 +320,24 @@ def main_bench() -> None:
                         raise SystemExit(f"{label}: {len(left)} blobs left, expected {expected}")
                     service.delete_container(name)
                 median = statistics.median(runs)
-                results[label] = {"median_s": round(median, 2),
-                                  "keys_per_s": round(args.keys / median, 1),
-                                  "runs_s": [round(r, 2) for r in runs]}  # fmt: skip
+                results[label] = {
+                    "median_s": round(median, 2),
+                    "keys_per_s": round(args.keys / median, 1),
+                    "runs_s": [round(r, 2) for r in runs],
+                }
     finally:
         azurite.stop()
         shutil.rmtree(work, ignore_errors=True)
     document = {
-        "benchmark": "spark_azure", "garbage_keys": args.keys, "live_keys": 1000,
-        "master": args.master, "cpus": os.cpu_count(), "runs": args.runs,
-        "load_average_1m_after": round(os.getloadavg()[0], 1), "results": results,
-    }  # fmt: skip
+        "benchmark": "spark_azure",
+        "garbage_keys": args.keys,
+        "live_keys": 1000,
+        "master": args.master,
+        "cpus": os.cpu_count(),
+        "runs": args.runs,
+        "load_average_1m_after": round(os.getloadavg()[0], 1),
+        "results": results,
+    }
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
 
 

@@ -47,10 +47,12 @@ def seed(s3: LocalS3, keys: int) -> set[str]:
     """`keys` eligible objects and keys // 10 live ones, two hours old; the eligible set."""
     s3.create_bucket(BUCKET)
     s3.delete_bucket_contents(BUCKET)
-    eligible = {f"level_zero/data/{i % 1000:03d}/{1 + i % SAFE_EPOCH:018d}/{i:08d}"
-                for i in range(keys)}  # fmt: skip
-    live = {f"level_zero/data/{i % 1000:03d}/{SAFE_EPOCH + 5:018d}/{i:08d}"
-            for i in range(keys // 10)}  # fmt: skip
+    eligible = {
+        f"level_zero/data/{i % 1000:03d}/{1 + i % SAFE_EPOCH:018d}/{i:08d}" for i in range(keys)
+    }
+    live = {
+        f"level_zero/data/{i % 1000:03d}/{SAFE_EPOCH + 5:018d}/{i:08d}" for i in range(keys // 10)
+    }
     s3.seed(BUCKET, sorted(eligible | live), last_modified=datetime.now(UTC) - timedelta(hours=2))
     return eligible
 
@@ -60,8 +62,14 @@ def gcd(argv: list[str]) -> tuple[float, dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     started = time.monotonic()
-    done = subprocess.run([str(Path(sys.executable).parent / "gcd"), *argv, "--json"], env=env,
-                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "gcd"), *argv, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     seconds = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"gcd {argv[0]} exited {done.returncode}:\n{done.stderr[-3000:]}")
@@ -80,37 +88,85 @@ def main() -> None:
     package = build_package(work / "l0gc-spark.zip")
     results: dict[str, Any] = {}
     with LocalS3() as s3, LocalSparkCluster(work / "cluster", cores=args.cores) as cluster:
-        base = ["--bucket", BUCKET, "--endpoint-url", s3.endpoint_url, "--region", "us-east-1",
-                "--safe-epoch", str(SAFE_EPOCH), "--list", "--conf", "spark.ui.enabled=false",
-                "--log-level", "error"]  # fmt: skip
+        base = [
+            "--bucket",
+            BUCKET,
+            "--endpoint-url",
+            s3.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+            "--list",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--log-level",
+            "error",
+        ]
         masters = {
-            "standalone": ["--master", cluster.master_url, "--py-files", str(package.path),
-                           "--conf", f"spark.pyspark.python={python}"],
+            "standalone": [
+                "--master",
+                cluster.master_url,
+                "--py-files",
+                str(package.path),
+                "--conf",
+                f"spark.pyspark.python={python}",
+            ],
             f"local[{args.cores}]": ["--master", f"local[{args.cores}]"],
-        }  # fmt: skip
+        }
         for name, master in masters.items():
             eligible = seed(s3, args.keys)
             out = work / name
             runs = {}
             for label, argv in (
                 ("spark-report", ["spark-report", *base, *master, "--output", str(out / "r")]),
-                ("spark-sweep --dry-run", ["spark-sweep", *base, *master, "--dry-run",
-                                           "--output", str(out / "d"), "--decisions-uri",
-                                           (out / "d" / "decisions").as_uri()]),
-                ("spark-sweep", ["spark-sweep", *base, *master, "--output", str(out / "s"),
-                                 "--decisions-uri", (out / "s" / "decisions").as_uri()]),
-            ):  # fmt: skip
+                (
+                    "spark-sweep --dry-run",
+                    [
+                        "spark-sweep",
+                        *base,
+                        *master,
+                        "--dry-run",
+                        "--output",
+                        str(out / "d"),
+                        "--decisions-uri",
+                        (out / "d" / "decisions").as_uri(),
+                    ],
+                ),
+                (
+                    "spark-sweep",
+                    [
+                        "spark-sweep",
+                        *base,
+                        *master,
+                        "--output",
+                        str(out / "s"),
+                        "--decisions-uri",
+                        (out / "s" / "decisions").as_uri(),
+                    ],
+                ),
+            ):
                 seconds, document = gcd(argv)
                 runs[label] = round(seconds, 1)
             assert document["deleted"] == len(eligible), document
             results[name] = runs
         eligible = seed(s3, args.keys)
         with S3Tap(s3, BUCKET) as tap:
-            seconds, document = gcd([
-                "spark-sweep", *base, *masters["standalone"], "--output", str(work / "rate"),
-                "--decisions-uri", (work / "rate" / "decisions").as_uri(),
-                "--max-deletes-per-second", str(args.rate), "--batch-size", "100",
-            ])  # fmt: skip
+            seconds, document = gcd(
+                [
+                    "spark-sweep",
+                    *base,
+                    *masters["standalone"],
+                    "--output",
+                    str(work / "rate"),
+                    "--decisions-uri",
+                    (work / "rate" / "decisions").as_uri(),
+                    "--max-deletes-per-second",
+                    str(args.rate),
+                    "--batch-size",
+                    "100",
+                ]
+            )
         assert document["deleted"] == len(eligible), document
         results["rate"] = {
             "limit_keys_per_s": args.rate,

@@ -40,8 +40,10 @@ def _keys(eligible: int, live: int) -> tuple[list[str], list[str]]:
     def key(index: int, epoch: int) -> str:
         return f"level_zero/data/{index % 10:03d}/{epoch:018d}/k{index:06d}"
 
-    return ([key(i, 1 + i % _SAFE) for i in range(eligible)],
-            [key(i, _SAFE + 1 + i % 50) for i in range(live)])  # fmt: skip
+    return (
+        [key(i, 1 + i % _SAFE) for i in range(eligible)],
+        [key(i, _SAFE + 1 + i % 50) for i in range(live)],
+    )
 
 
 def _report(directory: Path, bucket: str, names: list[str]) -> Path:
@@ -59,12 +61,23 @@ def _report(directory: Path, bucket: str, names: list[str]) -> Path:
         (directory / shard).write_text(text.getvalue(), encoding="utf-8")
         shards.append(shard)
     manifest = directory / "cfg_2026-11-28T00:00_manifest.json"
-    manifest.write_text(json.dumps({"report_config": {
-        "csv_options": {"delimiter": ",", "header_required": True},
-        "object_metadata_report_options": {"metadata_fields": fields,
-                                           "storage_filters": {"bucket": bucket}}},
-        "snapshot_time": "2026-11-28T00:00:00Z", "shard_count": 2,
-        "report_shards_file_names": shards}), encoding="utf-8")  # fmt: skip
+    manifest.write_text(
+        json.dumps(
+            {
+                "report_config": {
+                    "csv_options": {"delimiter": ",", "header_required": True},
+                    "object_metadata_report_options": {
+                        "metadata_fields": fields,
+                        "storage_filters": {"bucket": bucket},
+                    },
+                },
+                "snapshot_time": "2026-11-28T00:00:00Z",
+                "shard_count": 2,
+                "report_shards_file_names": shards,
+            }
+        ),
+        encoding="utf-8",
+    )
     return manifest
 
 
@@ -73,17 +86,39 @@ def _session() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
-    spark = (SparkSession.builder.master("local[2]").appName("bench-spark-gcs")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.default.parallelism", "2").getOrCreate())  # fmt: skip
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("bench-spark-gcs")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
 
 
 def _run(server: LocalGcs, bucket: str, out: Path, *extra: str) -> tuple[float, dict[str, object]]:
-    argv = ["spark-sweep", "--storage", "gcs", "--gcs-anonymous", "--bucket", bucket,
-            "--endpoint-url", server.endpoint_url, "--safe-epoch", str(_SAFE), "--grace", "0s",
-            "--output", str(out), "--json", "--log-level", "error", *extra]  # fmt: skip
+    argv = [
+        "spark-sweep",
+        "--storage",
+        "gcs",
+        "--gcs-anonymous",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        server.endpoint_url,
+        "--safe-epoch",
+        str(_SAFE),
+        "--grace",
+        "0s",
+        "--output",
+        str(out),
+        "--json",
+        "--log-level",
+        "error",
+        *extra,
+    ]
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         code = main(argv)
@@ -103,9 +138,11 @@ def main_bench(argv: list[str] | None = None) -> int:
     logging.disable(logging.WARNING)
     eligible, live = _keys(args.keys, args.live)
     _session()
-    sides = {"list, deleting": ("--list", "--list-tasks", "10"),
-             "inventory (CSV), deleting": ("--inventory",),
-             "list, --dry-run": ("--list", "--list-tasks", "10", "--dry-run")}  # fmt: skip
+    sides = {
+        "list, deleting": ("--list", "--list-tasks", "10"),
+        "inventory (CSV), deleting": ("--inventory",),
+        "list, --dry-run": ("--list", "--list-tasks", "10", "--dry-run"),
+    }
     with LocalGcs() as server, tempfile.TemporaryDirectory(prefix="l0gc-bench-") as scratch:
         for side, flags in sides.items():
             walls = []

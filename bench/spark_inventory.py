@@ -83,23 +83,38 @@ def generate(
             # has a delete marker on top: row numbers name the key they belong to.
             kind = row % 20
             version = f"v{row:010d}"
-            writer.writerow([BUCKET, quote_plus(key, safe=""), version,
-                             "true" if kind % 2 else "false",
-                             "true" if kind == 19 else "false",
-                             "" if kind == 19 else size, when])  # fmt: skip
+            writer.writerow(
+                [
+                    BUCKET,
+                    quote_plus(key, safe=""),
+                    version,
+                    "true" if kind % 2 else "false",
+                    "true" if kind == 19 else "false",
+                    "" if kind == 19 else size,
+                    when,
+                ]
+            )
         name = f"data/part-{index:04d}.csv.gz"
         payload = gzip.compress(text.getvalue().encode(), compresslevel=6)
         (config_dir / name).write_bytes(payload)
-        entries.append({"key": f"inventory/{BUCKET}/daily/{name}", "size": len(payload),
-                        "MD5checksum": hashlib.md5(payload).hexdigest()})  # fmt: skip
+        entries.append(
+            {
+                "key": f"inventory/{BUCKET}/daily/{name}",
+                "size": len(payload),
+                "MD5checksum": hashlib.md5(payload).hexdigest(),
+            }
+        )
     manifest = {
         "sourceBucket": BUCKET,
         "destinationBucket": "arn:aws:s3:::bench-inventory",
         "version": "2016-11-30",
         "creationTimestamp": str(int(now * 1000)),
         "fileFormat": "CSV",
-        "fileSchema": ("Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate"
-                       if versions else "Bucket, Key, Size, LastModifiedDate"),
+        "fileSchema": (
+            "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate"
+            if versions
+            else "Bucket, Key, Size, LastModifiedDate"
+        ),
         "files": entries,
     }
     stamp_dir = config_dir / "2026-11-22T00-00Z"
@@ -126,20 +141,37 @@ def main_bench() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (JIT, workers)")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--versions", action="store_true",
-                        help="an inventory of all versions of a versioned bucket")
+    parser.add_argument(
+        "--versions", action="store_true", help="an inventory of all versions of a versioned bucket"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "spark_inventory")
     args = parser.parse_args()
     started = time.perf_counter()
     manifest = generate(args.out / "report", args.rows, args.files, versions=args.versions)
     generate_s = time.perf_counter() - started
-    common = ["--bucket", BUCKET, "--inventory", str(manifest), "--safe-epoch", str(SAFE_EPOCH),
-              "--master", args.master, "--log-level", "error", "--json"]  # fmt: skip
+    common = [
+        "--bucket",
+        BUCKET,
+        "--inventory",
+        str(manifest),
+        "--safe-epoch",
+        str(SAFE_EPOCH),
+        "--master",
+        args.master,
+        "--log-level",
+        "error",
+        "--json",
+    ]
     commands = {
         "spark-report": ["spark-report", *common, "--output", str(args.out / "report-out")],
-        "spark-sweep --dry-run": ["spark-sweep", *common, "--dry-run",
-                                  "--output", str(args.out / "sweep-out")],
-    }  # fmt: skip
+        "spark-sweep --dry-run": [
+            "spark-sweep",
+            *common,
+            "--dry-run",
+            "--output",
+            str(args.out / "sweep-out"),
+        ],
+    }
     started = time.perf_counter()
     conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
     results: dict[str, object] = {}

@@ -47,9 +47,13 @@ def _sweep(bench: S3Bench) -> dict[str, object]:
     server_before = bench.server_cpu_s()
     with tempfile.NamedTemporaryFile("r") as peak, children_cpu() as reaped:
         started = time.perf_counter()
-        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", peak.name, *argv],
-                                cwd=REPO, env=child_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)  # fmt: skip
+        proc = subprocess.Popen(
+            ["/usr/bin/time", "-f", "%M", "-o", peak.name, *argv],
+            cwd=REPO,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         out, err = proc.communicate()
         wall = time.perf_counter() - started
         peak_kib = int(peak.read().split()[-1]) if proc.returncode == 0 else 0
@@ -65,21 +69,29 @@ def _sweep(bench: S3Bench) -> dict[str, object]:
     if wrong is not None:
         raise RuntimeError(wrong)
     return {
-        "keys": keys, "wall_s": round(wall, 2), "keys_per_s": round(keys / wall),
-        "round_s": summary["duration_s"], "client_cpu_s": round(usage_cpu, 2),
+        "keys": keys,
+        "wall_s": round(wall, 2),
+        "keys_per_s": round(keys / wall),
+        "round_s": summary["duration_s"],
+        "client_cpu_s": round(usage_cpu, 2),
         "client_cpu_us_per_key": round(usage_cpu / keys * 1e6, 1),
         "server_cpu_us_per_key": round(server_cpu / keys * 1e6, 1),
-        "peak_rss_mib": round(peak_kib / 1024), "list_requests": summary["list_requests"],
-        "delete_requests": summary["delete_requests"], "reseed_s": round(reseed_s, 1),
+        "peak_rss_mib": round(peak_kib / 1024),
+        "list_requests": summary["list_requests"],
+        "delete_requests": summary["delete_requests"],
+        "reseed_s": round(reseed_s, 1),
         "load": os.getloadavg()[0],
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
     """Each size in turn; a JSON line per size, then a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keys", default="20000,100000,1000000",
-                        help="comma-separated garbage key counts (multiples of 100)")  # fmt: skip
+    parser.add_argument(
+        "--keys",
+        default="20000,100000,1000000",
+        help="comma-separated garbage key counts (multiples of 100)",
+    )
     args = parser.parse_args()
     rows = []
     for count in (int(n) for n in args.keys.split(",")):
@@ -88,14 +100,18 @@ def main() -> None:
             row = _sweep(bench)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    print("\n| keys | wall s | keys/s | round s | client CPU µs/key | server CPU µs/key "
-          "| peak RSS MiB | LIST | DeleteObjects | load |")  # fmt: skip
+    print(
+        "\n| keys | wall s | keys/s | round s | client CPU µs/key | server CPU µs/key "
+        "| peak RSS MiB | LIST | DeleteObjects | load |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['keys']:,} | {r['wall_s']} | {r['keys_per_s']:,} | {r['round_s']} | "
-              f"{r['client_cpu_us_per_key']} | {r['server_cpu_us_per_key']} | "
-              f"{r['peak_rss_mib']} | {r['list_requests']} | {r['delete_requests']} | "
-              f"{r['load']:.1f} |")  # fmt: skip
+        print(
+            f"| {r['keys']:,} | {r['wall_s']} | {r['keys_per_s']:,} | {r['round_s']} | "
+            f"{r['client_cpu_us_per_key']} | {r['server_cpu_us_per_key']} | "
+            f"{r['peak_rss_mib']} | {r['list_requests']} | {r['delete_requests']} | "
+            f"{r['load']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -89,8 +89,9 @@ class Step:
 
 def _keys(prefixes: int, garbage: int, live: int) -> tuple[list[str], list[str]]:
     dead = [_LAYOUT.format(p * 37, e, "g") for p in range(prefixes) for e in range(1, garbage + 1)]
-    alive = [_LAYOUT.format(p * 37, _SAFE + 1 + i, "live") for p in range(prefixes)
-             for i in range(live)]  # fmt: skip
+    alive = [
+        _LAYOUT.format(p * 37, _SAFE + 1 + i, "live") for p in range(prefixes) for i in range(live)
+    ]
     return dead, alive
 
 
@@ -118,8 +119,13 @@ def _seed(server: LocalSeaweedFS, dead: list[str], alive: list[str]) -> str:
     return bucket
 
 
-async def _rounds(server: LocalSeaweedFS, bucket: str, dead: set[str], window_s: float,
-                  offsets: list[tuple[str, float]]) -> list[Step]:  # fmt: skip
+async def _rounds(
+    server: LocalSeaweedFS,
+    bucket: str,
+    dead: set[str],
+    window_s: float,
+    offsets: list[tuple[str, float]],
+) -> list[Step]:
     """One sweeper process, a round at each clock offset (seconds after now)."""
     client = server.client()
     steps: list[Step] = []
@@ -130,8 +136,13 @@ async def _rounds(server: LocalSeaweedFS, bucket: str, dead: set[str], window_s:
             config = RoundConfig(layout=_LAYOUT, grace_s=0.0, undo_window_s=window_s)
             retrier = Retrier(Backoff(base_s=0.05, cap_s=1.0), rng=random.Random(0))
             keeper = UndoKeeper(window_s, clock=lambda: time.time() + offset[0])
-            sweeper = Sweeper(store, config, retrier=retrier, undo=keeper,
-                              clock=lambda: time.time() + offset[0] + 60)  # fmt: skip
+            sweeper = Sweeper(
+                store,
+                config,
+                retrier=retrier,
+                undo=keeper,
+                clock=lambda: time.time() + offset[0] + 60,
+            )
             before = _held(_entries(client, bucket), dead)
             for name, at in offsets:
                 offset[0] = at
@@ -142,10 +153,19 @@ async def _rounds(server: LocalSeaweedFS, bucket: str, dead: set[str], window_s:
                 held = _held(_entries(client, bucket), dead)
                 summary = result.summary
                 undo = summary.undo or {}
-                steps.append(Step(name, elapsed, proxy.requests["list"] - lists,
-                                  proxy.requests["delete"] - deletes, held, before - held,
-                                  summary.markers_written, summary.versions_reclaimed,
-                                  int(undo.get("pending_keys", 0))))  # fmt: skip
+                steps.append(
+                    Step(
+                        name,
+                        elapsed,
+                        proxy.requests["list"] - lists,
+                        proxy.requests["delete"] - deletes,
+                        held,
+                        before - held,
+                        summary.markers_written,
+                        summary.versions_reclaimed,
+                        int(undo.get("pending_keys", 0)),
+                    )
+                )
                 before = held
     return steps
 
@@ -155,9 +175,15 @@ def _one(server: LocalSeaweedFS, dead: list[str], alive: list[str]) -> dict[str,
     found: dict[str, list[Step]] = {}
     plans = {
         "window 0": (0.0, [("round", 0.0)]),
-        "window 1h": (_WINDOW_S, [("1: hide", 0.0), ("2: +30 min, pending", _WINDOW_S / 2),
-                                  ("3: +1 h, reclaim", _WINDOW_S + 60),
-                                  ("4: after, nothing pending", _WINDOW_S + 120)]),
+        "window 1h": (
+            _WINDOW_S,
+            [
+                ("1: hide", 0.0),
+                ("2: +30 min, pending", _WINDOW_S / 2),
+                ("3: +1 h, reclaim", _WINDOW_S + 60),
+                ("4: after, nothing pending", _WINDOW_S + 120),
+            ],
+        ),
     }
     for side, (window, offsets) in plans.items():
         bucket = _seed(server, dead, alive)
@@ -175,16 +201,30 @@ _SEGMENTS = {Scale.TOY: (4, 1), Scale.QUICK: (100, 4), Scale.FULL: (400, 8)}
 
 def _segment(directory: Path) -> bytes:
     """One journal segment: 20 hiding requests of 100 keys, each with its markers."""
-    writer = JournalWriter(directory, "bench", namespace="/l0gc/bench", bucket="b",
-                           root=_LAYOUT.root, fsync=False)  # fmt: skip
+    writer = JournalWriter(
+        directory, "bench", namespace="/l0gc/bench", bucket="b", root=_LAYOUT.root, fsync=False
+    )
     basis = DeleteBasis(_SAFE, _SAFE + 2, 1234, (("orders/0", _SAFE),), round_id="r1")
     for request in range(20):
         keys = tuple(_LAYOUT.format(request, e, "g" * 36) for e in range(1, 101))
-        attempt = BatchAttempt(basis, keys, tuple(range(1, 101)), 1, request, request,
-                               (), tuple(("3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbr",) for _ in keys))
+        attempt = BatchAttempt(
+            basis,
+            keys,
+            tuple(range(1, 101)),
+            1,
+            request,
+            request,
+            (),
+            tuple(("3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbr",) for _ in keys),
+        )
         writer.before(attempt)
-        writer.after(BatchOutcome(attempt, keys, markers=tuple(
-            (key, f"m{request}-{index}") for index, key in enumerate(keys))))  # fmt: skip
+        writer.after(
+            BatchOutcome(
+                attempt,
+                keys,
+                markers=tuple((key, f"m{request}-{index}") for index, key in enumerate(keys)),
+            )
+        )
     writer.close()
     return next(directory.glob("journal-*.jsonl")).read_bytes()
 
@@ -195,8 +235,11 @@ def _ledger_reads(scale: Scale, runs: int) -> tuple[Table, list[dict[str, float]
         body = _segment(Path(scratch))
         bucket = f"bench-ledger-{next(_buckets)}"
         old = datetime.now(UTC) - timedelta(days=3)
-        s3.seed(bucket, {f"audit/journal-s{i}-000001.jsonl": body
-                         for i in range(count - recent)}, last_modified=old)  # fmt: skip
+        s3.seed(
+            bucket,
+            {f"audit/journal-s{i}-000001.jsonl": body for i in range(count - recent)},
+            last_modified=old,
+        )
         s3.seed(bucket, {f"audit/journal-r{i}-000001.jsonl": body for i in range(recent)})
         since = time.time() - _WINDOW_S - LEDGER_MARGIN_S
 
@@ -204,25 +247,42 @@ def _ledger_reads(scale: Scale, runs: int) -> tuple[Table, list[dict[str, float]
             settings = S3Settings(bucket, s3.endpoint_url, "us-east-1")
             async with S3ObjectStore.open(settings) as store:
                 started = time.perf_counter()
-                found = await read_journal_objects(store, "audit", max_bytes=1 << 30,
-                                                   newer_than=bound)  # fmt: skip
+                found = await read_journal_objects(
+                    store, "audit", max_bytes=1 << 30, newer_than=bound
+                )
                 return time.perf_counter() - started, len(found.records)
 
         raw: list[dict[str, float]] = []
         for _ in range(runs):
             full, full_records = asyncio.run(read(None))
             bounded, bounded_records = asyncio.run(read(since))
-            raw.append({"full_s": full, "bounded_s": bounded, "full_records": full_records,
-                        "bounded_records": bounded_records})  # fmt: skip
+            raw.append(
+                {
+                    "full_s": full,
+                    "bounded_s": bounded,
+                    "full_records": full_records,
+                    "bounded_records": bounded_records,
+                }
+            )
     table = Table(
         f"The ledger read at start: {count} shipped segments of {len(body) // 1000:,} kB "
         f"(2,000 markers each), {recent} of them recent",
         ("read", "s (median)", "records", "segments fetched"),
-        (("every shipped segment (before)", median([r["full_s"] for r in raw]),
-          int(raw[0]["full_records"]), count),
-         ("last window + 1 day only", median([r["bounded_s"] for r in raw]),
-          int(raw[0]["bounded_records"]), recent)),
-    )  # fmt: skip
+        (
+            (
+                "every shipped segment (before)",
+                median([r["full_s"] for r in raw]),
+                int(raw[0]["full_records"]),
+                count,
+            ),
+            (
+                "last window + 1 day only",
+                median([r["bounded_s"] for r in raw]),
+                int(raw[0]["bounded_records"]),
+                recent,
+            ),
+        ),
+    )
     return table, raw
 
 
@@ -236,23 +296,46 @@ def run(scale: Scale = Scale.FULL, runs: int = 3) -> Report:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     with LocalSeaweedFS() as server:
         results = [_one(server, dead, alive) for _ in range(runs)]
-    report.raw["runs"] = [{side: [asdict(s) for s in steps] for side, steps in r.items()}
-                          for r in results]  # fmt: skip
+    report.raw["runs"] = [
+        {side: [asdict(s) for s in steps] for side, steps in r.items()} for r in results
+    ]
     rows = []
     for side in ("window 0", "window 1h"):
         for index, step in enumerate(results[0][side]):
             wall = median([r[side][index].round_s for r in results])
-            rows.append((side, step.name, wall, step.list_requests, step.delete_requests,
-                         step.markers_written, step.versions_reclaimed, step.pending_keys,
-                         round(step.held_bytes / 1e6, 3),
-                         round(step.freed_bytes / 1e6, 3)))  # fmt: skip
-    report.tables.append(Table(
-        f"{len(dead):,} garbage keys (one {_BODY:,} B version each) and {len(alive):,} live "
-        f"keys over {prefixes} prefixes",
-        ("side", "round", "round s (median)", "LIST reqs", "DELETE reqs", "markers written",
-         "versions reclaimed", "pending keys", "MB held after", "MB freed"),
-        tuple(rows),
-    ))  # fmt: skip
+            rows.append(
+                (
+                    side,
+                    step.name,
+                    wall,
+                    step.list_requests,
+                    step.delete_requests,
+                    step.markers_written,
+                    step.versions_reclaimed,
+                    step.pending_keys,
+                    round(step.held_bytes / 1e6, 3),
+                    round(step.freed_bytes / 1e6, 3),
+                )
+            )
+    report.tables.append(
+        Table(
+            f"{len(dead):,} garbage keys (one {_BODY:,} B version each) and {len(alive):,} live "
+            f"keys over {prefixes} prefixes",
+            (
+                "side",
+                "round",
+                "round s (median)",
+                "LIST reqs",
+                "DELETE reqs",
+                "markers written",
+                "versions reclaimed",
+                "pending keys",
+                "MB held after",
+                "MB freed",
+            ),
+            tuple(rows),
+        )
+    )
     zero, two = results[0]["window 0"], results[0]["window 1h"]
     base = zero[0].list_requests + zero[0].delete_requests
     extra_lists = two[0].list_requests + two[2].list_requests - zero[0].list_requests
@@ -260,39 +343,58 @@ def run(scale: Scale = Scale.FULL, runs: int = 3) -> Report:
     pending_lists = two[1].list_requests - two[3].list_requests
     entries = sum(s.markers_written + s.versions_reclaimed for s in two)
     held = two[0].held_bytes
-    report.tables.append(Table(
-        "The two-step reclaim against one step, and what one window hour holds",
-        ("measure", "value"),
-        (("extra LIST requests (hide round + reclaim round vs one round)", extra_lists),
-         ("extra DELETE requests (hide + reclaim vs reclaim)", extra_deletes),
-         ("DeleteObjects entries (hide + reclaim vs reclaim)",
-          f"{entries:,} vs {len(dead):,}"),
-         ("extra LIST requests of each round while keys are pending", pending_lists),
-         ("MB held for the window hour", round(held / 1e6, 3)),
-         ("MB-hours held per MB deleted (window 1 h)",
-          round(held / max(1, zero[0].freed_bytes), 3)),
-         ("requests, window 0 round", base)),
-    ))  # fmt: skip
-    report.goals.append(Goal(
-        "the window frees every garbage byte, one window late", f"{two[-1].freed_bytes:,} B",
-        f"= window 0's {zero[0].freed_bytes:,} B, 0 B freed before the hour",
-        two[2].freed_bytes == zero[0].freed_bytes and two[0].freed_bytes == 0
-        and two[1].freed_bytes == 0,
-    ))  # fmt: skip
-    report.goals.append(Goal(
-        "extra DELETE requests of the two-step reclaim", f"{extra_deletes}",
-        "<= one per 1,000 hidden keys, rounded up (the markers' DeleteObjects)",
-        extra_deletes <= -(-len(dead) // 1000) * max(1, prefixes),
-    ))  # fmt: skip
+    report.tables.append(
+        Table(
+            "The two-step reclaim against one step, and what one window hour holds",
+            ("measure", "value"),
+            (
+                ("extra LIST requests (hide round + reclaim round vs one round)", extra_lists),
+                ("extra DELETE requests (hide + reclaim vs reclaim)", extra_deletes),
+                (
+                    "DeleteObjects entries (hide + reclaim vs reclaim)",
+                    f"{entries:,} vs {len(dead):,}",
+                ),
+                ("extra LIST requests of each round while keys are pending", pending_lists),
+                ("MB held for the window hour", round(held / 1e6, 3)),
+                (
+                    "MB-hours held per MB deleted (window 1 h)",
+                    round(held / max(1, zero[0].freed_bytes), 3),
+                ),
+                ("requests, window 0 round", base),
+            ),
+        )
+    )
+    report.goals.append(
+        Goal(
+            "the window frees every garbage byte, one window late",
+            f"{two[-1].freed_bytes:,} B",
+            f"= window 0's {zero[0].freed_bytes:,} B, 0 B freed before the hour",
+            two[2].freed_bytes == zero[0].freed_bytes
+            and two[0].freed_bytes == 0
+            and two[1].freed_bytes == 0,
+        )
+    )
+    report.goals.append(
+        Goal(
+            "extra DELETE requests of the two-step reclaim",
+            f"{extra_deletes}",
+            "<= one per 1,000 hidden keys, rounded up (the markers' DeleteObjects)",
+            extra_deletes <= -(-len(dead) // 1000) * max(1, prefixes),
+        )
+    )
     ledger, ledger_raw = _ledger_reads(scale, runs)
     report.tables.append(ledger)
     report.raw["ledger_reads"] = ledger_raw
     full_s = median([r["full_s"] for r in ledger_raw])
     bounded_s = median([r["bounded_s"] for r in ledger_raw])
-    report.goals.append(Goal(
-        "ledger read at start, bounded / full", f"{bounded_s / full_s:.2f}x",
-        "well below 1 when most segments are old", bounded_s < full_s,
-    ))  # fmt: skip
+    report.goals.append(
+        Goal(
+            "ledger read at start, bounded / full",
+            f"{bounded_s / full_s:.2f}x",
+            "well below 1 when most segments are old",
+            bounded_s < full_s,
+        )
+    )
     report.notes.append(
         "Requests are counted by the proxy (what the store bills); held and freed bytes "
         "are the server's sum of garbage version sizes. The sweeper's clock is moved by "

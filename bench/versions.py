@@ -65,8 +65,9 @@ class VersionRun:
 
 def _keys(prefixes: int, garbage: int, live: int) -> tuple[list[str], list[str]]:
     dead = [_LAYOUT.format(p * 37, e, "g") for p in range(prefixes) for e in range(1, garbage + 1)]
-    alive = [_LAYOUT.format(p * 37, _SAFE + 1 + i, "live") for p in range(prefixes)
-             for i in range(live)]  # fmt: skip
+    alive = [
+        _LAYOUT.format(p * 37, _SAFE + 1 + i, "live") for p in range(prefixes) for i in range(live)
+    ]
     return dead, alive
 
 
@@ -130,8 +131,9 @@ def _one(server: LocalSeaweedFS, side: str, dead: list[str], alive: list[str]) -
         assert kept_live == set(after), f"{side}: a live version was deleted"
     reclaimed = sum(before.values()) - sum(after.get(entry, 0) for entry in before)
     removed = len(set(before) - set(after))
-    return VersionRun(counted.round_s, counted.list_requests, counted.delete_requests,
-                      reclaimed, removed)  # fmt: skip
+    return VersionRun(
+        counted.round_s, counted.list_requests, counted.delete_requests, reclaimed, removed
+    )
 
 
 def run(scale: Scale = Scale.FULL, runs: int = 3) -> Report:
@@ -155,27 +157,52 @@ def run(scale: Scale = Scale.FULL, runs: int = 3) -> Report:
         mb = first.reclaimed_bytes / 1e6
         requests = first.list_requests + first.delete_requests
         per_mb[side] = requests / mb if mb else "no byte reclaimed"
-        rows.append((side, median([x.round_s for x in done]), first.list_requests,
-                     first.delete_requests, first.removed_entries, round(mb, 3),
-                     per_mb[side]))  # fmt: skip
+        rows.append(
+            (
+                side,
+                median([x.round_s for x in done]),
+                first.list_requests,
+                first.delete_requests,
+                first.removed_entries,
+                round(mb, 3),
+                per_mb[side],
+            )
+        )
     report.raw["runs"] = {side: [asdict(x) for x in rs] for side, rs in results.items()}
-    report.tables.append(Table(
-        f"{len(dead):,} garbage keys and {len(alive):,} live keys over {prefixes} prefixes, "
-        f"{_BODY:,} B bodies",
-        ("side", "round s (median)", "LIST reqs", "DELETE reqs", "entries removed",
-         "MB reclaimed", "requests per MB reclaimed"),
-        tuple(rows),
-    ))  # fmt: skip
+    report.tables.append(
+        Table(
+            f"{len(dead):,} garbage keys and {len(alive):,} live keys over {prefixes} prefixes, "
+            f"{_BODY:,} B bodies",
+            (
+                "side",
+                "round s (median)",
+                "LIST reqs",
+                "DELETE reqs",
+                "entries removed",
+                "MB reclaimed",
+                "requests per MB reclaimed",
+            ),
+            tuple(rows),
+        )
+    )
     plain, reclaim = float(per_mb[_SIDES[0]]), float(per_mb[_SIDES[1]])
     freed = [results[side][0].reclaimed_bytes for side in _SIDES]
-    report.goals.append(Goal(
-        "versioned reclaim frees every garbage version", f"{freed[1]:,} B",
-        f"3 x the plain bucket's {freed[0]:,} B", freed[1] == 3 * freed[0],
-    ))  # fmt: skip
-    report.goals.append(Goal(
-        "requests per reclaimed MB, versioned reclaim / plain", f"{reclaim / plain:.2f}x",
-        "<= 1 (versions are listed and deleted in the same pages)", reclaim <= plain,
-    ))  # fmt: skip
+    report.goals.append(
+        Goal(
+            "versioned reclaim frees every garbage version",
+            f"{freed[1]:,} B",
+            f"3 x the plain bucket's {freed[0]:,} B",
+            freed[1] == 3 * freed[0],
+        )
+    )
+    report.goals.append(
+        Goal(
+            "requests per reclaimed MB, versioned reclaim / plain",
+            f"{reclaim / plain:.2f}x",
+            "<= 1 (versions are listed and deleted in the same pages)",
+            reclaim <= plain,
+        )
+    )
     report.notes.append(
         "markers-only reclaims 0 bytes: its requests buy nothing but delete markers. "
         "Requests are counted by the proxy (what the store bills); reclaimed bytes are "

@@ -55,10 +55,27 @@ class Serve:
     def __init__(self, etcd: LocalEtcd, partitions: list[str]) -> None:
         self.port = free_port()
         spec = f"bench/0-{len(partitions) - 1}"
-        argv = [PYTHON, "-m", "watermark", "serve", "--etcd", etcd.endpoint,
-                "--namespace", NAMESPACE, "--partitions", spec, "--register",
-                "--http-host", "127.0.0.1", "--http-port", str(self.port),
-                "--publish-interval", "1s", "--log-level", "warning"]  # fmt: skip
+        argv = [
+            PYTHON,
+            "-m",
+            "watermark",
+            "serve",
+            "--etcd",
+            etcd.endpoint,
+            "--namespace",
+            NAMESPACE,
+            "--partitions",
+            spec,
+            "--register",
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            str(self.port),
+            "--publish-interval",
+            "1s",
+            "--log-level",
+            "warning",
+        ]
         self.proc = subprocess.Popen(
             argv, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
@@ -123,10 +140,10 @@ class Writers:
         for n in range(count):
             partition = mine[n % len(mine)]
             name = urllib.parse.quote(partition, safe="")
-            fence = await self._post(session, f"/v1/partitions/{name}/fence",
-                                     {"epoch": self.epoch})  # fmt: skip
-            await self._post(session, f"/v1/fences/{fence['token']}/commit",
-                             {"offset": self.offsets[partition]})  # fmt: skip
+            fence = await self._post(session, f"/v1/partitions/{name}/fence", {"epoch": self.epoch})
+            await self._post(
+                session, f"/v1/fences/{fence['token']}/commit", {"offset": self.offsets[partition]}
+            )
             self.offsets[partition] += 1
 
     async def batched(
@@ -165,8 +182,12 @@ async def _side(
         await asyncio.gather(*work)
         wall, cpu = time.perf_counter() - started, serve.cpu_s() - cpu_before
     done = per_client * clients
-    return {"entries": done, "wall_s": wall, "entries_per_s": done / wall,
-            "server_cpu_us": cpu / done * 1e6}  # fmt: skip
+    return {
+        "entries": done,
+        "wall_s": wall,
+        "entries_per_s": done / wall,
+        "server_cpu_us": cpu / done * 1e6,
+    }
 
 
 async def _cluster_epoch(etcd: LocalEtcd) -> int:
@@ -205,22 +226,35 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
         cpu = median([x["server_cpu_us"] for x in results[name]])
         # A toy run may use less CPU than one clock tick (10 ms): no ratio then.
         rows.append((name, rate, cpu, rate / base_rate, base_cpu / cpu if cpu else 0.0))
-    report.tables.append(Table(
-        f"{entries:,} fence+commit entries per side, {clients} clients, "
-        f"{clients * per_client} partitions, one `watermark serve` on a real etcd",
-        ("side", "entries/s (median)", "server CPU us/entry", "x single (entries/s)",
-         "x single (server CPU)"),
-        tuple(rows),
-    ))  # fmt: skip
+    report.tables.append(
+        Table(
+            f"{entries:,} fence+commit entries per side, {clients} clients, "
+            f"{clients * per_client} partitions, one `watermark serve` on a real etcd",
+            (
+                "side",
+                "entries/s (median)",
+                "server CPU us/entry",
+                "x single (entries/s)",
+                "x single (server CPU)",
+            ),
+            tuple(rows),
+        )
+    )
     best = max(rows[1:], key=lambda row: row[3]) if len(rows) > 1 else rows[0]
-    report.goals.append(Goal(
-        f"batched writer API vs single requests ({best[0]}, entries/s)",
-        f"{best[3]:.1f}x (server CPU {best[4]:.1f}x less)", ">= 10x", best[3] >= 10,
-    ))  # fmt: skip
+    report.goals.append(
+        Goal(
+            f"batched writer API vs single requests ({best[0]}, entries/s)",
+            f"{best[3]:.1f}x (server CPU {best[4]:.1f}x less)",
+            ">= 10x",
+            best[3] >= 10,
+        )
+    )
     report.notes += [
         "entries/s: (fence, commit) pairs applied per second of wall time, all clients.",
-        ("server CPU: user+sys of the serve process (/proc/PID/stat) per entry; the clients "
-         "run in the benchmark process and share the 2 cores with it."),
+        (
+            "server CPU: user+sys of the serve process (/proc/PID/stat) per entry; the clients "
+            "run in the benchmark process and share the 2 cores with it."
+        ),
     ]
     report.raw["runs"] = results
     return report

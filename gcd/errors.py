@@ -13,12 +13,26 @@ from watermark.errors import Unavailable
 
 __all__ = ["AUTH_CODES", "LISTING_BROKEN", "MISSING_CODES", "StorageError"]
 
-AUTH_CODES: Final = frozenset({
-    "401", "403", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
-    "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired",
-    "InvalidClientTokenId", "NoCredentials", "AuthenticationFailed", "AuthorizationFailure",
-    "AuthorizationPermissionMismatch", "forbidden", "unauthorized",
-})  # fmt: skip
+AUTH_CODES: Final = frozenset(
+    {
+        "401",
+        "403",
+        "AccessDenied",
+        "AllAccessDisabled",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "TokenRefreshRequired",
+        "InvalidClientTokenId",
+        "NoCredentials",
+        "AuthenticationFailed",
+        "AuthorizationFailure",
+        "AuthorizationPermissionMismatch",
+        "forbidden",
+        "unauthorized",
+    }
+)
 """Codes (S3, Azure, GCS reasons, HTTP statuses) that mean the credentials or their
 permissions are the problem: the only failures whose advice is "check credentials"."""
 MISSING_CODES: Final = frozenset({"NoSuchBucket", "ContainerNotFound", "notFound", "404"})

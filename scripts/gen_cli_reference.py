@@ -78,8 +78,11 @@ def _env(action: argparse.Action, help_text: str) -> str:
 def _table(parser: argparse.ArgumentParser) -> Iterator[str]:
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
-        actions = [a for a in actions if not isinstance(a, argparse._SubParsersAction)
-                   and a.help != argparse.SUPPRESS]  # accepted, not listed: as --help
+        actions = [
+            a
+            for a in actions
+            if not isinstance(a, argparse._SubParsersAction) and a.help != argparse.SUPPRESS
+        ]  # accepted, not listed: as --help
         if not actions:
             continue
         yield f"*{group.title}*\n"
@@ -96,8 +99,10 @@ def _gcd_sections() -> Iterator[str]:
     from watermark.options import CommandParser  # noqa: PLC0415
 
     yield "## gcd\n"
-    yield ("Every `gcd` command also reads `--config FILE` / `L0GC_CONFIG` where listed. "
-           "The options work as described under [Options](#options).\n")  # fmt: skip
+    yield (
+        "Every `gcd` command also reads `--config FILE` / `L0GC_CONFIG` where listed. "
+        "The options work as described under [Options](#options).\n"
+    )
     for name, sub in SUBCOMMANDS.items():
         yield f"### gcd {name}\n"
         yield f"{sub.help}.\n"
@@ -122,15 +127,17 @@ def _watermark_sections() -> Iterator[str]:
     from watermark.cli.main import build_parser  # noqa: PLC0415
 
     yield "## watermark\n"
-    yield ("The publisher service and its admin commands. Every subcommand takes "
-           "`--config FILE` / `L0GC_CONFIG`, `--json` and the etcd flags; the options work "
-           "as described under [Options](#options). `watermark namespace` is `gcd "
-           "namespace` (see above).\n")  # fmt: skip
+    yield (
+        "The publisher service and its admin commands. Every subcommand takes "
+        "`--config FILE` / `L0GC_CONFIG`, `--json` and the etcd flags; the options work "
+        "as described under [Options](#options). `watermark namespace` is `gcd "
+        "namespace` (see above).\n"
+    )
     for name, sub in _subparsers(build_parser()).items():
         if name == "namespace":
             continue
         children = _subparsers(sub)
-        for child_name, child in (children.items() if children else [("", sub)]):
+        for child_name, child in children.items() if children else [("", sub)]:
             title = f"watermark {name} {child_name}".strip()
             yield f"### {title}\n"
             yield from _table(child)
@@ -141,22 +148,26 @@ def cli_reference() -> str:
     lines = [
         _HEADER,
         "# Command-line reference\n",
-        ("Every flag of every command, with the environment variable that sets it when "
-         "the flag is not given. Exit codes: [README](../README.md#exit-codes).\n"),
+        (
+            "Every flag of every command, with the environment variable that sets it when "
+            "the flag is not given. Exit codes: [README](../README.md#exit-codes).\n"
+        ),
         "## Options\n",
-        ("`gcd` and `watermark` share one option system (`watermark.options`). Each flag "
-         "`--some-flag` has the environment variable `L0GC_SOME_FLAG` and the config-file "
-         "key `some_flag` (TOML, in the file named by `--config FILE` or `L0GC_CONFIG`); "
-         "a switch takes `true`/`false` (or 1/0, yes/no, on/off) there. The first found "
-         "wins: flag, then environment variable (an empty one counts as not set), then "
-         "config file, then the default shown below. A key that no command of the program "
-         "takes is an error (a typo must not keep a default); the keys of other commands "
-         "are ignored, so one file serves them all. Durations take seconds (`90`, `1.5`) "
-         "or a number with `ms`, `s`, `m`, `h` or `d` (`500ms`, `10s`, `10m`). A bad "
-         "value exits 2 naming where it came from, e.g. `env L0GC_TICK_INTERVAL: invalid "
-         "value 'abc': expected seconds or a number with ms/s/m/h/d, e.g. 30s or 10m`; a "
-         "mistyped flag exits 2 with the closest one (`did you mean --tick-interval?`). "
-         "Flags cannot be abbreviated.\n"),
+        (
+            "`gcd` and `watermark` share one option system (`watermark.options`). Each flag "
+            "`--some-flag` has the environment variable `L0GC_SOME_FLAG` and the config-file "
+            "key `some_flag` (TOML, in the file named by `--config FILE` or `L0GC_CONFIG`); "
+            "a switch takes `true`/`false` (or 1/0, yes/no, on/off) there. The first found "
+            "wins: flag, then environment variable (an empty one counts as not set), then "
+            "config file, then the default shown below. A key that no command of the program "
+            "takes is an error (a typo must not keep a default); the keys of other commands "
+            "are ignored, so one file serves them all. Durations take seconds (`90`, `1.5`) "
+            "or a number with `ms`, `s`, `m`, `h` or `d` (`500ms`, `10s`, `10m`). A bad "
+            "value exits 2 naming where it came from, e.g. `env L0GC_TICK_INTERVAL: invalid "
+            "value 'abc': expected seconds or a number with ms/s/m/h/d, e.g. 30s or 10m`; a "
+            "mistyped flag exits 2 with the closest one (`did you mean --tick-interval?`). "
+            "Flags cannot be abbreviated.\n"
+        ),
         *_gcd_sections(),
         *_watermark_sections(),
     ]

@@ -137,15 +137,35 @@ _BIN: dict[type[ast.operator], type[ast.operator]] = {
     ast.Pow: ast.Mult,
 }
 _SYMBOL = {
-    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
-    ast.Is: "is", ast.IsNot: "is_not", ast.In: "in", ast.NotIn: "not_in", ast.Add: "+",
-    ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Is: "is",
+    ast.IsNot: "is_not",
+    ast.In: "in",
+    ast.NotIn: "not_in",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
     ast.Pow: "**",
-}  # fmt: skip
+}
 _DELETABLE = (
-    ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise, ast.Delete,
-    ast.Continue, ast.Break,
-)  # fmt: skip
+    ast.Expr,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.Return,
+    ast.Raise,
+    ast.Delete,
+    ast.Continue,
+    ast.Break,
+)
 OPERATORS = ("cmp", "binop", "const", "not", "boolop", "enum", "minmax", "delete")
 
 
@@ -197,18 +217,29 @@ def _skipped(tree: ast.Module) -> set[int]:
 
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(node, ast.Module | ast.ClassDef
-                                                         | ast.FunctionDef | ast.AsyncFunctionDef):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        ):
             first = body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
-                    isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 drop(first)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             drop(node.returns)
             for dec in node.decorator_list:
                 drop(dec)
-            for arg in [*node.args.args, *node.args.kwonlyargs, *node.args.posonlyargs,
-                        node.args.vararg, node.args.kwarg]:
+            for arg in [
+                *node.args.args,
+                *node.args.kwonlyargs,
+                *node.args.posonlyargs,
+                node.args.vararg,
+                node.args.kwarg,
+            ]:
                 if arg is not None:
                     drop(arg.annotation)
         elif isinstance(node, ast.ClassDef):
@@ -219,13 +250,17 @@ def _skipped(tree: ast.Module) -> set[int]:
         elif isinstance(node, ast.AnnAssign):
             drop(node.annotation)
         elif isinstance(node, ast.Assert | ast.Import | ast.ImportFrom) or (
-            isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id in {"__all__", "__slots__"}
-                for t in node.targets)
+            isinstance(node, ast.Assign)
+            and any(
+                isinstance(t, ast.Name) and t.id in {"__all__", "__slots__"} for t in node.targets
+            )
         ):
             drop(node)
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and \
-                isinstance(node.value.value, str):
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             drop(node)  # attribute docstrings
         elif isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
             drop(node)
@@ -296,17 +331,21 @@ def _squeeze(text: str) -> str:
 Edit = Callable[[list[ast.AST], int], None]
 
 
-def _edits(node: ast.AST, module: types.ModuleType, in_function: bool) -> Iterator[
-        tuple[str, str, Edit]]:
+def _edits(
+    node: ast.AST, module: types.ModuleType, in_function: bool
+) -> Iterator[tuple[str, str, Edit]]:
     """(operator, change, edit) of every mutant of `node` itself."""
     if isinstance(node, ast.Compare):
         for k, op in enumerate(node.ops):
             for new in _CMP.get(type(op), ()):
-                def edit_cmp(ns: list[ast.AST], at: int, k: int = k,
-                             new: type[ast.cmpop] = new) -> None:
+
+                def edit_cmp(
+                    ns: list[ast.AST], at: int, k: int = k, new: type[ast.cmpop] = new
+                ) -> None:
                     compare = ns[at]
                     assert isinstance(compare, ast.Compare)
                     compare.ops[k] = new()
+
                 yield "cmp", f"{_SYMBOL[type(op)]}->{_SYMBOL[new]}", edit_cmp
     elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _BIN:
         new_op = _BIN[type(node.op)]
@@ -314,6 +353,7 @@ def _edits(node: ast.AST, module: types.ModuleType, in_function: bool) -> Iterat
 
         def edit_bin(ns: list[ast.AST], at: int, new_op: type[ast.operator] = new_op) -> None:
             setattr(ns[at], "op", new_op())  # noqa: B010 - BinOp or AugAssign
+
         yield "binop", f"{_SYMBOL[type(node.op)]}{eq}->{_SYMBOL[new_op]}{eq}", edit_bin
     elif isinstance(node, ast.Constant) and not isinstance(node.value, str | bytes):
         value = node.value
@@ -323,14 +363,18 @@ def _edits(node: ast.AST, module: types.ModuleType, in_function: bool) -> Iterat
         elif isinstance(value, int | float):
             news = [value + 1, value - 1]
         for new_value in news:
+
             def edit_const(ns: list[ast.AST], at: int, new_value: object = new_value) -> None:
                 setattr(ns[at], "value", new_value)  # noqa: B010
+
             yield "const", f"{value!r}->{new_value!r}", edit_const
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+
         def edit_not(ns: list[ast.AST], at: int) -> None:
             unary = ns[at]
             assert isinstance(unary, ast.UnaryOp)
             _replace(ns, at, unary.operand)
+
         yield "not", _squeeze(ast.unparse(node.operand)), edit_not
     elif isinstance(node, ast.BoolOp):
         mine, other = ("and", "or") if isinstance(node.op, ast.And) else ("or", "and")
@@ -339,6 +383,7 @@ def _edits(node: ast.AST, module: types.ModuleType, in_function: bool) -> Iterat
             boolop = ns[at]
             assert isinstance(boolop, ast.BoolOp)
             boolop.op = ast.Or() if isinstance(boolop.op, ast.And) else ast.And()
+
         yield "boolop", f"{mine}->{other}", edit_bool
     elif isinstance(node, ast.Attribute) and (names := _enum_members(module, node)):
         new_attr = names[(names.index(node.attr) + 1) % len(names)]
@@ -346,17 +391,24 @@ def _edits(node: ast.AST, module: types.ModuleType, in_function: bool) -> Iterat
 
         def edit_enum(ns: list[ast.AST], at: int, new_attr: str = new_attr) -> None:
             setattr(ns[at], "attr", new_attr)  # noqa: B010
+
         yield "enum", f"{base}.{node.attr}->{base}.{new_attr}", edit_enum
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-            node.func.id in {"min", "max"}:
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in {"min", "max"}
+    ):
         new_fn = "max" if node.func.id == "min" else "min"
 
         def edit_fn(ns: list[ast.AST], at: int, new_fn: str = new_fn) -> None:
             setattr(getattr(ns[at], "func"), "id", new_fn)  # noqa: B009, B010
+
         yield "minmax", f"{node.func.id}->{new_fn}", edit_fn
     if isinstance(node, _DELETABLE) and in_function:
+
         def edit_delete(ns: list[ast.AST], at: int) -> None:
             _replace(ns, at, ast.Pass())
+
         yield "delete", _squeeze(ast.unparse(node).splitlines()[0]), edit_delete
 
 
@@ -374,8 +426,11 @@ def mutants(path: str, source: str, module: types.ModuleType) -> list[Mutant]:
         for op, change, edit in _edits(node, module, outer is not None):
             base = f"{path}:{scope}:{op}:{change}"
             seen[base] = seen.get(base, 0) + 1
-            result.append(Mutant(path, f"{base}#{seen[base]}", getattr(node, "lineno", 0),
-                                 scope, outer, at, edit))
+            result.append(
+                Mutant(
+                    path, f"{base}#{seen[base]}", getattr(node, "lineno", 0), scope, outer, at, edit
+                )
+            )
     return result
 
 
@@ -414,9 +469,13 @@ def _project_modules() -> list[str]:
     names = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if file and name != "__main__" and Path(file).resolve().is_relative_to(ROOT) \
-                and ".venv" not in Path(file).parts and Path(file).resolve() != \
-                Path(__file__).resolve():
+        if (
+            file
+            and name != "__main__"
+            and Path(file).resolve().is_relative_to(ROOT)
+            and ".venv" not in Path(file).parts
+            and Path(file).resolve() != Path(__file__).resolve()
+        ):
             names.append(name)
     return names
 
@@ -477,8 +536,17 @@ def _reload(mutant: Mutant, code: types.CodeType) -> None:
 
 
 def _pytest_args(tests: tuple[str, ...]) -> list[str]:
-    return ["-q", "-s", "-p", "no:cacheprovider", "-m", "not slow and not integration",
-            "-W", "ignore::pytest.PytestAssertRewriteWarning", *tests]
+    return [
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not slow and not integration",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
+        *tests,
+    ]
 
 
 class _Profile:
@@ -489,9 +557,14 @@ class _Profile:
     def pytest_configure(self) -> None:
         from hypothesis import Phase, settings  # noqa: PLC0415 - a dev dependency
 
-        settings.register_profile("mutation", derandomize=True, database=None, deadline=None,
-                                  print_blob=False,
-                                  phases=(Phase.explicit, Phase.reuse, Phase.generate))
+        settings.register_profile(
+            "mutation",
+            derandomize=True,
+            database=None,
+            deadline=None,
+            print_blob=False,
+            phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        )
         settings.load_profile("mutation")
 
 
@@ -510,8 +583,7 @@ def _run_items(items: list[Any], last_next: Any = None) -> int:
 
     for i, item in enumerate(items):
         following = items[i + 1] if i + 1 < len(items) else last_next
-        if any(report.failed for report in runtestprotocol(item, log=False,
-                                                           nextitem=following)):
+        if any(report.failed for report in runtestprotocol(item, log=False, nextitem=following)):
             return 1
     return 0
 
@@ -558,8 +630,7 @@ def _coverage(module_file: str, items: list[Any]) -> tuple[int, list[frozenset[s
         try:
             for i in range(len(items)):
                 called.clear()
-                failed |= _run_items(items[i:i + 1], items[i + 1] if i + 1 < len(items)
-                                     else None)  # fmt: skip
+                failed |= _run_items(items[i : i + 1], items[i + 1] if i + 1 < len(items) else None)
                 per_item.append(frozenset(called))
         finally:
             sys.setprofile(None)
@@ -577,19 +648,22 @@ def _coverage(module_file: str, items: list[Any]) -> tuple[int, list[frozenset[s
     return code, (pickle.loads(data) if code == 0 else [])  # noqa: S301 - our own child
 
 
-def _covering(mutant: Mutant, items: list[Any],
-              covered: list[frozenset[str]] | None) -> list[Any]:
+def _covering(mutant: Mutant, items: list[Any], covered: list[frozenset[str]] | None) -> list[Any]:
     """The items that called the mutant's function (or a function nested in it); every
     item without coverage (`covered` None)."""
     if mutant.function is None or covered is None:
         return items
     inner = f"{mutant.function}."
-    return [item for item, names in zip(items, covered, strict=True)
-            if any(name == mutant.function or name.startswith(inner) for name in names)]
+    return [
+        item
+        for item, names in zip(items, covered, strict=True)
+        if any(name == mutant.function or name.startswith(inner) for name in names)
+    ]
 
 
-def _mutant_run(mutant: Mutant | None, original: ast.Module, items: list[Any],
-                tests: tuple[str, ...]) -> Callable[[], int]:
+def _mutant_run(
+    mutant: Mutant | None, original: ast.Module, items: list[Any], tests: tuple[str, ...]
+) -> Callable[[], int]:
     """What a child does: make the mutant live, run the tests, quietly."""
 
     def run() -> int:
@@ -634,8 +708,13 @@ def _explore_run(mutant: Mutant | None, original: ast.Module) -> Callable[[], in
     return run
 
 
-def _judge(runs: list[Mutant], make: Callable[[Mutant], Callable[[], int]], jobs: int,
-           timeout: float, result: Result) -> None:
+def _judge(
+    runs: list[Mutant],
+    make: Callable[[Mutant], Callable[[], int]],
+    jobs: int,
+    timeout: float,
+    result: Result,
+) -> None:
     """Run `make(mutant)` for each of `runs` in forked children, `jobs` at once; a
     child that outlives `timeout` runs again alone with twice as long."""
     pending: dict[int, tuple[Mutant, float]] = {}
@@ -673,8 +752,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _reap(pending: dict[int, tuple[Mutant, float]], limit: int, timeout: float,
-          result: Result) -> None:
+def _reap(
+    pending: dict[int, tuple[Mutant, float]], limit: int, timeout: float, result: Result
+) -> None:
     """Reap children until fewer than `limit` run; kill any that outlives `timeout`."""
     while len(pending) >= limit and pending:
         reaped = False
@@ -692,8 +772,10 @@ def _reap(pending: dict[int, tuple[Mutant, float]], limit: int, timeout: float,
             reaped = True
             code = os.waitstatus_to_exitcode(status)
             if code in {_NO_TESTS, _CRASHED}:
-                raise SystemExit(f"{mutant.id}: the run broke (exit {code}: 5 = pytest ran "
-                                 "no test, 70 = the tool failed); try it with --show")
+                raise SystemExit(
+                    f"{mutant.id}: the run broke (exit {code}: 5 = pytest ran "
+                    "no test, 70 = the tool failed); try it with --show"
+                )
             (result.survived if code == 0 else result.killed).append(mutant)
         if not reaped:
             time.sleep(0.005)  # polling children, not synchronising tests
@@ -740,15 +822,24 @@ class _Campaign:
 
     def _module(self, path: str, collected: list[Any]) -> int:
         tests = TARGETS[path].tests
-        items = sorted((i for i in collected
-                        if str(Path(i.path).relative_to(ROOT)) in tests),
-                       key=lambda i: tests.index(str(Path(i.path).relative_to(ROOT))))
+        items = sorted(
+            (i for i in collected if str(Path(i.path).relative_to(ROOT)) in tests),
+            key=lambda i: tests.index(str(Path(i.path).relative_to(ROOT))),
+        )
         source = (ROOT / path).read_text(encoding="utf-8")
         original = ast.parse(source)
         found = mutants(path, source, sys.modules[_module_name(path)])
         listed = self.equivalents.keys() | self.open_survivors.keys()
-        chosen = _sample([m for m in found if (self.match is None or self.match in m.id)
-                          and (not self.recheck or m.id in listed)], self.sample, self.seed)
+        chosen = _sample(
+            [
+                m
+                for m in found
+                if (self.match is None or self.match in m.id)
+                and (not self.recheck or m.id in listed)
+            ],
+            self.sample,
+            self.seed,
+        )
         started, cpu = time.monotonic(), _children_cpu()
         covered: list[frozenset[str]] | None = None
         if len(chosen) == len(found):  # a sample is too few mutants to pay for the profile
@@ -764,12 +855,16 @@ class _Campaign:
         # for a run of every test, a mutant's tests being a subset.
         timeout = max(10.0, (time.monotonic() - started) * self.timeout_factor)
         result = Result(path)
-        _judge(chosen, lambda m: _mutant_run(m, original, _covering(m, items, covered),
-                                             tests), self.jobs, timeout, result)  # fmt: skip
+        _judge(
+            chosen,
+            lambda m: _mutant_run(m, original, _covering(m, items, covered), tests),
+            self.jobs,
+            timeout,
+            result,
+        )
         result.seconds = time.monotonic() - started
         result.cpu = _children_cpu() - cpu
-        failures = self._report(result, found, source.splitlines(),
-                                full=len(chosen) == len(found))  # fmt: skip
+        failures = self._report(result, found, source.splitlines(), full=len(chosen) == len(found))
         if self.explore is not None:
             self._explore(result, original, source.splitlines())
         return failures
@@ -784,25 +879,32 @@ class _Campaign:
         baseline = time.monotonic() - started
         runs = tested.run if self.explore == "all" else tested.survived
         result = Result(path)
-        _judge(runs, lambda m: _explore_run(m, original), self.jobs,
-               max(60.0, baseline * self.timeout_factor), result)  # fmt: skip
+        _judge(
+            runs,
+            lambda m: _explore_run(m, original),
+            self.jobs,
+            max(60.0, baseline * self.timeout_factor),
+            result,
+        )
         dead = {m.id for m in result.killed + result.timed_out}
         by_tests = {m.id for m in tested.killed + tested.timed_out}
         only = [m for m in result.run if m.id in dead and m.id not in by_tests]
         if only:
-            _say(f"{path}: killed only by the exhaustive checker (the unit tests let them "
-                 "live):", file=out)
+            _say(
+                f"{path}: killed only by the exhaustive checker (the unit tests let them live):",
+                file=out,
+            )
             for mutant in only:
                 _say(_describe(mutant, lines), file=out)
         both = len(dead & by_tests)
         self.explored.append(
             f"| {path} | {self.explore} | {len(result.run)} | {len(dead)} "
             f"({len(result.timed_out)} timed out) | {both} | {len(only)} | "
-            f"{time.monotonic() - started:.0f} s | {_children_cpu() - cpu:.0f} s |")
+            f"{time.monotonic() - started:.0f} s | {_children_cpu() - cpu:.0f} s |"
+        )
         out.flush()
 
-    def _report(self, result: Result, found: list[Mutant], lines: list[str], *,
-                full: bool) -> int:
+    def _report(self, result: Result, found: list[Mutant], lines: list[str], *, full: bool) -> int:
         path = result.module
         out = self.out
         listed = {i for i in self.equivalents if i.startswith(f"{path}:")}
@@ -813,8 +915,12 @@ class _Campaign:
         wrongly = [m for m in result.killed + result.timed_out if m.id in listed | known]
         stale = sorted((listed | known) - {m.id for m in found}) if full else []
         if TARGETS[path].safety and known:
-            _say(f"{path}: a safety module leaves no survivor open: answer these in "
-                 f"{EQUIVALENTS.name} or with a test:", *sorted(known), file=out)
+            _say(
+                f"{path}: a safety module leaves no survivor open: answer these in "
+                f"{EQUIVALENTS.name} or with a test:",
+                *sorted(known),
+                file=out,
+            )
             stale.extend(sorted(known))
         new = "survived, not listed (write a test that kills it, or list it as equivalent)"
         killed = "listed but killed (remove it from the equivalents or open list)"
@@ -824,48 +930,76 @@ class _Campaign:
                 for mutant in bad:
                     _say(_describe(mutant, lines), file=out)
         if stale:
-            _say(f"{path}: listed but no such mutant (remove or rename it):",
-                  file=out)
+            _say(f"{path}: listed but no such mutant (remove or rename it):", file=out)
             _say("\n".join(f"  {i}" for i in stale), file=out)
         dead = len(result.killed) + len(result.timed_out)
         judged = len(result.run) - len(equivalent)
         score = 100.0 * dead / judged if judged else 100.0
-        self.rows.append(f"| {path} | {len(found)} | {len(result.run)} | {dead} "
-                         f"({len(result.timed_out)} timed out) | {len(equivalent)} | "
-                         f"{len(still_open)} | {len(unlisted)} | {score:.0f} % | "
-                         f"{result.seconds:.0f} s | "
-                         f"{result.cpu:.0f} s |")
+        self.rows.append(
+            f"| {path} | {len(found)} | {len(result.run)} | {dead} "
+            f"({len(result.timed_out)} timed out) | {len(equivalent)} | "
+            f"{len(still_open)} | {len(unlisted)} | {score:.0f} % | "
+            f"{result.seconds:.0f} s | "
+            f"{result.cpu:.0f} s |"
+        )
         out.flush()
         return len(unlisted) + len(wrongly) + len(stale)
 
 
-def check(paths: list[str], *, jobs: int, sample: int | None, seed: int, match: str | None,
-          timeout_factor: float, equivalents: dict[str, str],
-          open_survivors: dict[str, str], recheck: bool = False,
-          explore: str | None = None) -> int:
+def check(
+    paths: list[str],
+    *,
+    jobs: int,
+    sample: int | None,
+    seed: int,
+    match: str | None,
+    timeout_factor: float,
+    equivalents: dict[str, str],
+    open_survivors: dict[str, str],
+    recheck: bool = False,
+    explore: str | None = None,
+) -> int:
     """Run the mutants of `paths`; print a table; 1 on any unlisted survivor (or a stale or
     killed equivalent), else 0."""
     import pytest  # noqa: PLC0415
 
     tests = tuple(dict.fromkeys(t for p in paths for t in TARGETS[p].tests))
-    campaign = _Campaign(paths, jobs, sample, seed, match, timeout_factor, equivalents,
-                         open_survivors, recheck, sys.stdout, explore)
+    campaign = _Campaign(
+        paths,
+        jobs,
+        sample,
+        seed,
+        match,
+        timeout_factor,
+        equivalents,
+        open_survivors,
+        recheck,
+        sys.stdout,
+        explore,
+    )
     with contextlib.redirect_stdout(io.StringIO()) as said:
         code = pytest.main(_pytest_args(tests), plugins=[_Profile(), campaign])
     if campaign.failures is None:
         _say(said.getvalue())
         raise SystemExit(f"pytest exit {code} before any mutant ran")
-    _say("| module | mutants | run | killed | equivalent | open | unlisted survivors "
-         "| score | wall | CPU |")
+    _say(
+        "| module | mutants | run | killed | equivalent | open | unlisted survivors "
+        "| score | wall | CPU |"
+    )
     _say("|---|---|---|---|---|---|---|---|---|---|")
     _say("\n".join(campaign.rows))
     if explore is not None:
-        scope = ", ".join(f"{k}={sorted(v) if isinstance(v, frozenset) else v}"
-                          for k, v in EXPLORE_SCOPE.items())  # fmt: skip
-        _say("", f"Exhaustive checker as a killer (scope: {scope}; judged: the "
-             f"{'mutants run' if explore == 'all' else 'survivors of the tests'}):",
-             "| module | judged | run | killed by the checker | also by the tests "
-             "| only by the checker | wall | CPU |", "|---|---|---|---|---|---|---|---|")
+        scope = ", ".join(
+            f"{k}={sorted(v) if isinstance(v, frozenset) else v}" for k, v in EXPLORE_SCOPE.items()
+        )
+        _say(
+            "",
+            f"Exhaustive checker as a killer (scope: {scope}; judged: the "
+            f"{'mutants run' if explore == 'all' else 'survivors of the tests'}):",
+            "| module | judged | run | killed by the checker | also by the tests "
+            "| only by the checker | wall | CPU |",
+            "|---|---|---|---|---|---|---|---|",
+        )
         _say("\n".join(campaign.explored))
     return 1 if campaign.failures else 0
 
@@ -924,20 +1058,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once")
     parser.add_argument("--sample", type=int, help="run this many mutants per module")
     parser.add_argument("--seed", type=int, default=31, help="seed of --sample")
-    parser.add_argument("--timeout-factor", type=float, default=5.0,
-                        help="a mutant is killed after this many times the baseline run")
+    parser.add_argument(
+        "--timeout-factor",
+        type=float,
+        default=5.0,
+        help="a mutant is killed after this many times the baseline run",
+    )
     parser.add_argument("--match", metavar="TEXT", help="run only the mutants whose id has TEXT")
-    parser.add_argument("--equivalents", type=Path, default=EQUIVALENTS, metavar="FILE",
-                        help="the list of equivalent mutants (default: %(default)s)")
-    parser.add_argument("--open", type=Path, default=OPEN, metavar="FILE",
-                        help="survivors not answered yet (default: %(default)s)")
-    parser.add_argument("--recheck", action="store_true",
-                        help="run only the listed mutants (equivalent or open)")
-    parser.add_argument("--explore-killer", nargs="?", const="survivors",
-                        choices=("survivors", "all"), default=None,
-                        help="also run the exhaustive checker (l0lab.sim.explore, a small "
-                        "scope, seconds per mutant) on each survivor of the tests, or on "
-                        "every mutant run with 'all'; report the mutants only it kills")
+    parser.add_argument(
+        "--equivalents",
+        type=Path,
+        default=EQUIVALENTS,
+        metavar="FILE",
+        help="the list of equivalent mutants (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--open",
+        type=Path,
+        default=OPEN,
+        metavar="FILE",
+        help="survivors not answered yet (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--recheck", action="store_true", help="run only the listed mutants (equivalent or open)"
+    )
+    parser.add_argument(
+        "--explore-killer",
+        nargs="?",
+        const="survivors",
+        choices=("survivors", "all"),
+        default=None,
+        help="also run the exhaustive checker (l0lab.sim.explore, a small "
+        "scope, seconds per mutant) on each survivor of the tests, or on "
+        "every mutant run with 'all'; report the mutants only it kills",
+    )
     parser.add_argument("--list", action="store_true", help="print the mutant ids and stop")
     parser.add_argument("--show", metavar="ID", help="run one mutant with pytest's output")
     args = parser.parse_args(argv)
@@ -955,10 +1109,18 @@ def main(argv: list[str] | None = None) -> int:
             for mutant in mutants(path, source, module):
                 _say(f"{mutant.id}  (line {mutant.line})")
         return 0
-    return check(paths, jobs=args.jobs, sample=args.sample, seed=args.seed, match=args.match,
-                 timeout_factor=args.timeout_factor, recheck=args.recheck,
-                 equivalents=read_equivalents(args.equivalents),
-                 open_survivors=read_equivalents(args.open), explore=args.explore_killer)
+    return check(
+        paths,
+        jobs=args.jobs,
+        sample=args.sample,
+        seed=args.seed,
+        match=args.match,
+        timeout_factor=args.timeout_factor,
+        recheck=args.recheck,
+        equivalents=read_equivalents(args.equivalents),
+        open_survivors=read_equivalents(args.open),
+        explore=args.explore_killer,
+    )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ mypy_pid=""
 mypy_log=$(mktemp)
 trap '[ -z "$mypy_pid" ] || kill "$mypy_pid" 2>/dev/null || true; rm -f "$mypy_log"' EXIT
 if [ "$tier" = everyday ]; then
-    echo "== ruff"; .venv/bin/ruff check .
+    echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
     .venv/bin/mypy >"$mypy_log" 2>&1 &
     mypy_pid=$!
 fi

@@ -41,8 +41,9 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # drivers) is short-lived and small: C1 only and the serial GC halve its CPU (the local
 # Spark tests' JVM 159 -> 92 s, wall 241 -> 211 s; docs/conventions.md). Tests only:
 # the product's JVMs keep Java's defaults.
-os.environ.setdefault("JAVA_TOOL_OPTIONS",
-                      "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC")
+os.environ.setdefault(
+    "JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
+)
 # Never let a test pick up the developer's real AWS profile or etcd settings.
 for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "L0GC_ETCD", "L0GC_NAMESPACE"):
     os.environ.pop(_var, None)
@@ -78,9 +79,13 @@ settings.register_profile("deep", _UNTIMED, max_examples=500, print_blob=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--tier", choices=TIERS, default="all",
-                     help="everyday: the tests not marked deep (make test); deep: only "
-                          "those (make test-deep); all: both (default)")  # fmt: skip
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default="all",
+        help="everyday: the tests not marked deep (make test); deep: only "
+        "those (make test-deep); all: both (default)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -228,20 +228,32 @@ class _Kind:
 
 
 VARIABLE_KINDS: tuple[_Kind, ...] = (
-    _Kind("uuid", r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
-          r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", bind=True),
+    _Kind(
+        "uuid",
+        r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        bind=True,
+    ),
     _Kind("token", r'(?<="token": ")[A-Za-z0-9_~+/=.-]+(?=")', r"[A-Za-z0-9_~+/=.-]+", bind=True),
-    _Kind("hex id", r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{12,}\b", r"[0-9a-f]{12,}",
-          bind=True),
-    _Kind("ISO time", r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?",
-          r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"),
+    _Kind(
+        "hex id",
+        r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{12,}\b",
+        r"[0-9a-f]{12,}",
+        bind=True,
+    ),
+    _Kind(
+        "ISO time",
+        r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?",
+        r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?",
+    ),
     _Kind("unix time", r"\b1[5-9]\d{8}(?:\.\d+)?\b", r"1[5-9]\d{8}(?:\.\d+)?"),
     _Kind("port", r"(?<=127\.0\.0\.1:)\d+\b|(?<=localhost:)\d+\b", r"\d+"),
     _Kind("etcd revision", r'(?<=revision )\d+\b|(?<=revision": )\d+\b', r"\d+"),
     _Kind("duration field", rf'(?<=_s": ){_NUMBER}', _NUMBER),
-    _Kind("duration", r"\b\d+(?:\.\d+)?\s?(?:ms|us|s|m|h|d)\b",
-          r"\d+(?:\.\d+)?\s?(?:ms|us|s|m|h|d)"),
-)  # fmt: skip
+    _Kind(
+        "duration", r"\b\d+(?:\.\d+)?\s?(?:ms|us|s|m|h|d)\b", r"\d+(?:\.\d+)?\s?(?:ms|us|s|m|h|d)"
+    ),
+)
 _ELLIPSIS = r"\.\.\."
 _ABOUT = rf"~{_NUMBER}"
 _SHOWN = re.compile(

@@ -53,9 +53,18 @@ from tests.clirun import run_cli
 from tests.waiting import wait_until_sync
 
 __all__ = [
-    "ADMIN", "RECONCILER", "WRITER", "Serve", "live_serve", "new_serve", "request",
-    "serve_args", "serving", "token_file", "watermark",
-]  # fmt: skip
+    "ADMIN",
+    "RECONCILER",
+    "WRITER",
+    "Serve",
+    "live_serve",
+    "new_serve",
+    "request",
+    "serve_args",
+    "serving",
+    "token_file",
+    "watermark",
+]
 
 WRITER = "writer-token-0123456789abcdef0123"
 RECONCILER = "reconciler-token-0123456789abcdef"
@@ -119,8 +128,13 @@ class Serve:
 
     def wait_ready(self, timeout_s: float = 60.0) -> Serve:
         """Until /readyz answers 200; AssertionError with its log if it exits or times out."""
-        wait_until_sync(self._ready, timeout_s=timeout_s, what=f"{self.probe_url}/readyz",
-                        ignore=(OSError,), detail=self.tail)  # fmt: skip
+        wait_until_sync(
+            self._ready,
+            timeout_s=timeout_s,
+            what=f"{self.probe_url}/readyz",
+            ignore=(OSError,),
+            detail=self.tail,
+        )
         return self
 
     def signal(self, sig: signal.Signals) -> None:
@@ -181,15 +195,19 @@ def new_serve(
     if probe_port is not None:
         extra = ("--probe-port", str(probe_port), *extra)
     argv = serve_args(etcd, namespace, *extra, port=port, partitions=partitions, owner=owner)
-    child = Child.python(log.stem, [*program, *argv], log,
-                         None if env is None else dict(env))  # fmt: skip
-    return Serve(child, port, "" if etcd is None else etcd.endpoint, namespace or "",
-                 probe_port)  # fmt: skip
+    child = Child.python(log.stem, [*program, *argv], log, None if env is None else dict(env))
+    return Serve(child, port, "" if etcd is None else etcd.endpoint, namespace or "", probe_port)
 
 
 @contextmanager
-def serving(etcd: LocalEtcd | None, namespace: str | None, log: Path, *extra: str,
-            timeout_s: float = 60.0, **options: Any) -> Iterator[Serve]:  # fmt: skip
+def serving(
+    etcd: LocalEtcd | None,
+    namespace: str | None,
+    log: Path,
+    *extra: str,
+    timeout_s: float = 60.0,
+    **options: Any,
+) -> Iterator[Serve]:
     """`new_serve(...)` started and ready; stopped (by PID) on exit."""
     serve = new_serve(etcd, namespace, log, *extra, **options)
     try:
@@ -209,19 +227,23 @@ def token_file(workdir: Path, **tokens: str) -> Path:
 
 def watermark(etcd: LocalEtcd, namespace: str, *args: str) -> str:
     """Run one `watermark` admin command against `etcd`; its stdout (exit 0 asserted)."""
-    done = run_cli("watermark", *args, "--etcd", etcd.endpoint, "--namespace", namespace,
-                   env=child_env())  # fmt: skip
+    done = run_cli(
+        "watermark", *args, "--etcd", etcd.endpoint, "--namespace", namespace, env=child_env()
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def request(url: str, method: str, path: str, body: dict[str, Any] | None = None,
-            token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
+def request(
+    url: str, method: str, path: str, body: dict[str, Any] | None = None, token: str = WRITER
+) -> tuple[int, dict[str, Any]]:
     """One HTTP request to a serve at `url`; (status, JSON body), redirects not followed."""
     sent = urllib.request.Request(
-        url + path, method=method, data=None if body is None else json.dumps(body).encode(),
+        url + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )  # fmt: skip
+    )
     try:
         with urllib.request.urlopen(sent, timeout=30) as answer:
             return answer.status, json.loads(answer.read())
@@ -246,9 +268,21 @@ def live_serve(
         watermark(etcd, namespace, "epoch", "advance")
     watermark(etcd, namespace, "partition", "register", *partitions)
     tokens = token_file(workdir)
-    with serving(etcd, namespace, workdir / "serve.log", "--auth-token-file", str(tokens),
-                 "--publish-interval", "200ms", "--log-level", "warning", *extra,
-                 partitions=partitions, owner="writer-gw-1", timeout_s=30) as serve:  # fmt: skip
+    with serving(
+        etcd,
+        namespace,
+        workdir / "serve.log",
+        "--auth-token-file",
+        str(tokens),
+        "--publish-interval",
+        "200ms",
+        "--log-level",
+        "warning",
+        *extra,
+        partitions=partitions,
+        owner="writer-gw-1",
+        timeout_s=30,
+    ) as serve:
         yield serve
 
 
@@ -262,8 +296,9 @@ class AsyncApi:
     async def post(self, path: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
         """(status, JSON answer) of POST `path` (already percent-encoded)."""
         headers = {"Authorization": f"Bearer {token}"}
-        async with self.http.post(URL(self.base + path, encoded=True), json=body,
-                                  headers=headers) as answer:  # fmt: skip
+        async with self.http.post(
+            URL(self.base + path, encoded=True), json=body, headers=headers
+        ) as answer:
             return answer.status, await answer.json()
 
     async def epoch(self, token: str) -> int:
@@ -277,6 +312,7 @@ class AsyncApi:
 async def api_client(serve: Serve) -> AsyncIterator[AsyncApi]:
     """An `AsyncApi` on `serve`: 30 s per call, a new connection each (a serve restarted on
     the same port must not be sent a pooled socket of its previous process)."""
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30),
-                                     connector=aiohttp.TCPConnector(force_close=True)) as http:
+    async with aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=30), connector=aiohttp.TCPConnector(force_close=True)
+    ) as http:
         yield AsyncApi(http, serve.url)

@@ -15,8 +15,15 @@ from watermark.core.binding import CLAIM_NAME
 from watermark.service.metrics import WatermarkMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/operations.md", "docs/integration.md", "docs/conventions.md",
-        "docs/upgrades.md", "docs/slos.md", "CHANGELOG.md")  # fmt: skip
+DOCS = (
+    "README.md",
+    "docs/operations.md",
+    "docs/integration.md",
+    "docs/conventions.md",
+    "docs/upgrades.md",
+    "docs/slos.md",
+    "CHANGELOG.md",
+)
 PAGES = tuple(sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").glob("*.md")))
 """Every page of docs/, the generated ones included."""
 LINKED = tuple(dict.fromkeys(("README.md", "CHANGELOG.md", "bench/RESULTS.md", *PAGES)))
@@ -66,8 +73,11 @@ def test_generated_references_are_up_to_date() -> None:
     """docs/cli-reference.md and docs/metrics.md match what the code generates."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_cli_reference.py"), "--check"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -118,23 +128,35 @@ def test_json_examples_in_the_runbook_parse() -> None:
     """The IAM policy in operations.md is valid JSON and reads no object but the claim."""
     text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.DOTALL)]
-    sids = {statement.get("Sid"): statement for block in blocks
-            for statement in block.get("Statement", [])}  # fmt: skip
+    sids = {
+        statement.get("Sid"): statement
+        for block in blocks
+        for statement in block.get("Statement", [])
+    }
     deny = sids["WritersNeverWriteL0gcClaims"]  # writers are kept off every claim key
     assert (deny["Effect"], deny["Resource"]) == ("Deny", f"arn:aws:s3:::BUCKET/ROOT/*{CLAIM_NAME}")
-    (policy,) = [block for block in blocks
-                 if "ReadTheNamespaceClaim" in {st.get("Sid") for st in block.get("Statement", [])}]
+    (policy,) = [
+        block
+        for block in blocks
+        if "ReadTheNamespaceClaim" in {st.get("Sid") for st in block.get("Statement", [])}
+    ]
     actions = {
         action: statement["Resource"]
         for statement in policy["Statement"]
-        for action in ([statement["Action"]] if isinstance(statement["Action"], str)
-                       else statement["Action"])
-    }  # fmt: skip
-    assert set(actions) == {"s3:ListBucket", "s3:DeleteObject", "s3:GetObject",
-                            "s3:ListBucketVersions", "s3:DeleteObjectVersion",
-                            "s3:GetBucketVersioning",
-                            "s3:GetBucketObjectLockConfiguration",
-                            "s3:GetLifecycleConfiguration"}  # fmt: skip
+        for action in (
+            [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        )
+    }
+    assert set(actions) == {
+        "s3:ListBucket",
+        "s3:DeleteObject",
+        "s3:GetObject",
+        "s3:ListBucketVersions",
+        "s3:DeleteObjectVersion",
+        "s3:GetBucketVersioning",
+        "s3:GetBucketObjectLockConfiguration",
+        "s3:GetLifecycleConfiguration",
+    }
     assert actions["s3:DeleteObjectVersion"] == "arn:aws:s3:::BUCKET/ROOT/*"
     assert actions["s3:GetObject"] == f"arn:aws:s3:::BUCKET/ROOT/{CLAIM_NAME}"  # the claim only
 
@@ -147,8 +169,11 @@ def test_every_docs_page_is_in_the_index() -> None:
         for target in _LINK.findall(index.read_text(encoding="utf-8"))
         if not target.startswith(("http://", "https://", "#"))
     }
-    pages = {path.resolve() for path in (ROOT / "docs").iterdir()
-             if path.is_file() and path.name != "README.md"}  # fmt: skip
+    pages = {
+        path.resolve()
+        for path in (ROOT / "docs").iterdir()
+        if path.is_file() and path.name != "README.md"
+    }
     missing = sorted(path.name for path in pages - linked)
     assert missing == [], f"add these to docs/README.md: {missing}"
 
@@ -168,5 +193,6 @@ def test_tests_named_in_the_docs_exist(doc: str) -> None:
             assert current.exists(), f"{doc}: no test file {path}"
         assert current is not None, f"{doc}: `::{same_file_name}` names no file before it"
         test = name or same_file_name
-        assert re.search(rf"^(?:async )?def {test}\(", current.read_text(encoding="utf-8"),
-                         re.MULTILINE), f"{doc}: no test {test} in {current.relative_to(ROOT)}"
+        assert re.search(
+            rf"^(?:async )?def {test}\(", current.read_text(encoding="utf-8"), re.MULTILINE
+        ), f"{doc}: no test {test} in {current.relative_to(ROOT)}"

@@ -108,8 +108,11 @@ def doc_names(local: Local) -> dict[str, str]:
 
 def shown_names(local: Local) -> dict[str, str]:
     """The reverse for outputs: a local name -> the doc's (ports are variable anyway)."""
-    return {local.namespace: "/l0gc/prod", local.bucket: "my-l0-bucket",
-            local.journal_dir: JOURNAL_DIR}  # fmt: skip
+    return {
+        local.namespace: "/l0gc/prod",
+        local.bucket: "my-l0-bucket",
+        local.journal_dir: JOURNAL_DIR,
+    }
 
 
 # -- the shell ------------------------------------------------------------------------------
@@ -122,9 +125,13 @@ class Shell:
         self._marker = f"__l0gc_docs_{uuid.uuid4().hex}__"
         self.process = subprocess.Popen(
             ["bash", "--noprofile", "--norc"],
-            cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def run(self, command: str, timeout_s: float = COMMAND_TIMEOUT_S) -> tuple[str, int]:
         """(merged stdout and stderr, exit status) of one command; stdin is /dev/null."""
@@ -313,9 +320,13 @@ class Harness:
         with log.open("wb") as out:
             process = subprocess.Popen(
                 ["bash", "--noprofile", "--norc", "-c", f"exec {command}"],
-                cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.background.append(Background(command, process, log))
 
     def close(self) -> None:
@@ -361,13 +372,24 @@ def session_env(local: Local, home: Path) -> dict[str, str]:
 # -- setups: the states sessions start from ------------------------------------------------
 
 
-def _record(partition: str, watermark: int | None, window: list[int], owner: str,
-            owner_epoch: int, age_s: float) -> str:  # fmt: skip
+def _record(
+    partition: str,
+    watermark: int | None,
+    window: list[int],
+    owner: str,
+    owner_epoch: int,
+    age_s: float,
+) -> str:
     record: dict[str, object] = {
-        "version": 1, "partition": partition, "created_epoch": 1, "window": window,
-        "owner": owner, "owner_epoch": owner_epoch, "tracker": None,
+        "version": 1,
+        "partition": partition,
+        "created_epoch": 1,
+        "window": window,
+        "owner": owner,
+        "owner_epoch": owner_epoch,
+        "tracker": None,
         "updated_at": time.time() - age_s,
-    }  # fmt: skip
+    }
     if watermark is not None:
         record["watermark"] = watermark
     return json.dumps(record)
@@ -376,29 +398,34 @@ def _record(partition: str, watermark: int | None, window: list[int], owner: str
 def setup_pinned(harness: Harness) -> None:
     """Cluster epoch 1042; orders/0, orders/1 up to date, orders/2 pinning M at 1021 for 2h;
     the namespace bound to its bucket (`watermark namespace bind`)."""
-    harness.etcd_put({
-        "/epoch": "1042",
-        "/partitions/orders/0": _record("orders/0", 1039, [1040, 1041], "broker-1", 3, 1.2),
-        "/partitions/orders/1": _record("orders/1", 1040, [1041, 1042], "broker-2", 5, 1.2),
-        "/partitions/orders/2": _record("orders/2", 1021, [1022, 1023], "broker-2", 5, 7200),
-    })  # fmt: skip
+    harness.etcd_put(
+        {
+            "/epoch": "1042",
+            "/partitions/orders/0": _record("orders/0", 1039, [1040, 1041], "broker-1", 3, 1.2),
+            "/partitions/orders/1": _record("orders/1", 1040, [1041, 1042], "broker-2", 5, 1.2),
+            "/partitions/orders/2": _record("orders/2", 1021, [1022, 1023], "broker-2", 5, 7200),
+        }
+    )
     harness.quiet(harness.prepare("watermark namespace bind --bucket my-l0-bucket"))
 
 
 def setup_malformed(harness: Harness) -> None:
     """`pinned`, plus orders/7, a record without a watermark (written by hand)."""
     setup_pinned(harness)
-    harness.etcd_put({"/partitions/orders/7": _record("orders/7", None, [1030, 1031],
-                                                      "broker-3", 2, 60)})  # fmt: skip
+    harness.etcd_put(
+        {"/partitions/orders/7": _record("orders/7", None, [1030, 1031], "broker-3", 2, 60)}
+    )
 
 
 def setup_unbound_garbage(harness: Harness) -> None:
     """Cluster epoch 5, orders/0 at M(p) 3, not bound; in the bucket two objects of each
     epoch 1-5 (prefixes 000 and 001), an hour old (past the default grace of 10m)."""
-    harness.etcd_put({
-        "/epoch": "5",
-        "/partitions/orders/0": _record("orders/0", 3, [4, 5], "broker-1", 1, 1.0),
-    })  # fmt: skip
+    harness.etcd_put(
+        {
+            "/epoch": "5",
+            "/partitions/orders/0": _record("orders/0", 3, [4, 5], "broker-1", 1, 1.0),
+        }
+    )
     keys = [f"level_zero/data/{p:03d}/{e:018d}/{uuid.uuid4()}" for e in range(1, 6) for p in (0, 1)]
     an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
     harness.s3.seed(harness.local.bucket, keys, last_modified=an_hour_ago)
@@ -408,8 +435,11 @@ def setup_pinned_objects(harness: Harness) -> None:
     """`pinned`, plus in the bucket, an hour old: level_zero/data/007/...1015/seg-b (below
     M), level_zero/data/007/...1030/seg-a (above), and other/notes.txt (outside the root)."""
     setup_pinned(harness)
-    keys = ["level_zero/data/007/000000000000001015/seg-b",
-            "level_zero/data/007/000000000000001030/seg-a", "other/notes.txt"]  # fmt: skip
+    keys = [
+        "level_zero/data/007/000000000000001015/seg-b",
+        "level_zero/data/007/000000000000001030/seg-a",
+        "other/notes.txt",
+    ]
     an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
     harness.s3.seed(harness.local.bucket, keys, last_modified=an_hour_ago)
 
@@ -422,18 +452,25 @@ def setup_wrong_m(harness: Harness) -> None:
     sweep --undo-window 1h --journal-dir /var/lib/l0gc/journal` hid the two live ones."""
     bucket = harness.local.bucket
     harness.s3.set_versioning(bucket, enabled=True)
-    harness.etcd_put({
-        "/epoch": "1042",
-        "/partitions/orders/0": _record("orders/0", 1041, [1042, 1042], "broker-1", 3, 1.2),
-        "/partitions/orders/1": _record("orders/1", 1041, [1042, 1042], "broker-2", 5, 1.2),
-        "/partitions/orders/2": _record("orders/2", 1040, [1041, 1042], "broker-2", 5, 1.2),
-    })  # fmt: skip
+    harness.etcd_put(
+        {
+            "/epoch": "1042",
+            "/partitions/orders/0": _record("orders/0", 1041, [1042, 1042], "broker-1", 3, 1.2),
+            "/partitions/orders/1": _record("orders/1", 1041, [1042, 1042], "broker-2", 5, 1.2),
+            "/partitions/orders/2": _record("orders/2", 1040, [1041, 1042], "broker-2", 5, 1.2),
+        }
+    )
     harness.quiet(harness.prepare("watermark namespace bind --bucket my-l0-bucket"))
-    objects = {f"level_zero/data/{p:03d}/{e:018d}/part-{i}.parquet": f"rows of {e}".encode()
-               for i, (p, e) in enumerate([(7, 1025), (112, 1031), (300, 1041)])}  # fmt: skip
+    objects = {
+        f"level_zero/data/{p:03d}/{e:018d}/part-{i}.parquet": f"rows of {e}".encode()
+        for i, (p, e) in enumerate([(7, 1025), (112, 1031), (300, 1041)])
+    }
     harness.s3.seed(bucket, objects, last_modified=datetime.now(UTC) - timedelta(hours=1))
-    harness.quiet(harness.prepare(
-        f"gcd sweep --bucket my-l0-bucket --undo-window 1h --journal-dir {JOURNAL_DIR}"))
+    harness.quiet(
+        harness.prepare(
+            f"gcd sweep --bucket my-l0-bucket --undo-window 1h --journal-dir {JOURNAL_DIR}"
+        )
+    )
 
 
 SETUPS: dict[str, Callable[[Harness], None]] = {
@@ -584,9 +621,16 @@ def test_extraction_reads_commands_outputs_narration_and_markers() -> None:
     first, second = extract_sessions(_EXAMPLE, "x.md")
     assert (first.name, first.setup, first.not_run) == ("x.md:4", "pinned", None)
     status, serve, true = first.steps
-    assert status == Step(6, "gcd status \\\n    --all", (
-        "line one", "", "line three", "# not narration: output right after output",
-    ))  # fmt: skip
+    assert status == Step(
+        6,
+        "gcd status \\\n    --all",
+        (
+            "line one",
+            "",
+            "line three",
+            "# not narration: output right after output",
+        ),
+    )
     assert serve == Step(14, "watermark serve --partitions p", background=True)
     assert true == Step(15, "true")
     assert second.not_run == "needs a Kubernetes cluster"
@@ -645,10 +689,14 @@ def test_a_changed_value_does_not_match() -> None:
 )
 def test_variable_values_match_any_value_of_their_kind(shown: str, real: str) -> None:
     """Revisions, ages, times, durations, ports, ids, `~N` and `...` match other values."""
-    assert match_output([shown], [real]) == ({} if "~" in shown or "..." in shown else {
-        **({shown.split()[1]: real.split()[1]} if shown.startswith("binding") else {}),
-        **({shown.split()[1]: real.split()[1]} if shown.startswith("id ") else {}),
-    })  # fmt: skip
+    assert match_output([shown], [real]) == (
+        {}
+        if "~" in shown or "..." in shown
+        else {
+            **({shown.split()[1]: real.split()[1]} if shown.startswith("binding") else {}),
+            **({shown.split()[1]: real.split()[1]} if shown.startswith("id ") else {}),
+        }
+    )
 
 
 def test_the_variable_kinds_do_not_swallow_fixed_values() -> None:
@@ -725,8 +773,20 @@ def test_log_records_are_told_apart_from_output() -> None:
 
 # -- README claims about the CLIs that no session shows ------------------------------------
 
-_NUMBER_WORDS = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-                 "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14}
+_NUMBER_WORDS = {
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+}
 
 
 def _flags_without_env() -> set[tuple[str, str]]:

@@ -63,19 +63,39 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("l0lab.chaos",),
 )
 ROOTS = frozenset({"watermark.__main__", "gcd.__main__"})
-LAB_COMMANDS = frozenset({"gcd.cli.demo", "gcd.cli.chaos", "gcd.cli.simulate",
-                          "gcd.cli.exhaustive", "gcd.cli.dev"})  # fmt: skip
+LAB_COMMANDS = frozenset(
+    {"gcd.cli.demo", "gcd.cli.chaos", "gcd.cli.simulate", "gcd.cli.exhaustive", "gcd.cli.dev"}
+)
 LAB_NEVER_IMPORTS = ("gcd.cli", "gcd.__main__", "watermark.__main__")
 FACES = frozenset({"watermark", "gcd"})
 FACE_RUNTIME_IMPORTS = frozenset({"__future__", "importlib", "typing"})
 PURE_UNITS = ("watermark.errors", "watermark.core", "gcd.errors", "gcd.rules")
 FORBIDDEN = frozenset(
     {
-        "asyncio", "aetcd", "etcd3", "grpc", "boto3", "botocore", "aiobotocore", "azure",
-        "gcloud", "pyspark", "structlog", "prometheus_client", "time", "random", "secrets",
-        "socket", "threading", "os", "datetime", "importlib", "subprocess", "pathlib",
+        "asyncio",
+        "aetcd",
+        "etcd3",
+        "grpc",
+        "boto3",
+        "botocore",
+        "aiobotocore",
+        "azure",
+        "gcloud",
+        "pyspark",
+        "structlog",
+        "prometheus_client",
+        "time",
+        "random",
+        "secrets",
+        "socket",
+        "threading",
+        "os",
+        "datetime",
+        "importlib",
+        "subprocess",
+        "pathlib",
     }
-)  # fmt: skip
+)
 
 
 def module_name(path: Path) -> str:
@@ -136,7 +156,9 @@ def eager_lines(source: str) -> set[int]:
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 continue
             if isinstance(child, ast.If) and ast.unparse(child.test) in {
-                "TYPE_CHECKING", "typing.TYPE_CHECKING"}:  # fmt: skip
+                "TYPE_CHECKING",
+                "typing.TYPE_CHECKING",
+            }:
                 for orelse in child.orelse:
                     visit(orelse)
                 continue
@@ -189,8 +211,9 @@ def violations(name: str, targets: list[tuple[int, str]]) -> list[str]:
     assert own is not None, f"{name} belongs to no unit of LAYERS: add it"
     found = []
     for line, target in targets:
-        if is_lab(name) and any(target == c or target.startswith(c + ".")
-                                for c in LAB_NEVER_IMPORTS):  # fmt: skip
+        if is_lab(name) and any(
+            target == c or target.startswith(c + ".") for c in LAB_NEVER_IMPORTS
+        ):
             found.append(f"{line}: {target}")
             continue
         unit = unit_of(target)
@@ -236,8 +259,7 @@ def test_the_wheel_ships_only_the_product_and_the_lab_is_a_distribution_of_its_o
     root = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert root["tool"]["setuptools"]["packages"]["find"]["include"] == ["gcd*", "watermark*"]
     lab = tomllib.loads((ROOT / LAB / "pyproject.toml").read_text())
-    packages = {name for name, path in MODULES.items() if is_lab(name)
-                and path.stem == "__init__"}  # fmt: skip
+    packages = {name for name, path in MODULES.items() if is_lab(name) and path.stem == "__init__"}
     assert sorted(lab["tool"]["setuptools"]["packages"]) == sorted(packages)
     assert LAB in root["tool"]["mypy"]["files"]
 
@@ -249,20 +271,24 @@ module by concept (as `watermark.etcd.watch` left `watermark.etcd.client`)."""
 
 def test_no_module_of_the_product_is_over_the_line_bound() -> None:
     """Every module of gcd and watermark has at most MAX_MODULE_LINES lines."""
-    long = {str(path.relative_to(ROOT)): lines for name, path in MODULES.items()
-            if not is_lab(name) and (lines := len(path.read_text().splitlines()))
-            > MAX_MODULE_LINES}  # fmt: skip
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for name, path in MODULES.items()
+        if not is_lab(name) and (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
 def test_there_is_no_import_cycle() -> None:
     """The module import graph (every import, TYPE_CHECKING ones too) is acyclic."""
     graph = {
-        name: {target for _, target in imports(name, path.read_text(),
-                                                is_package=path.stem == "__init__")
-               if target in MODULES and target != name}
+        name: {
+            target
+            for _, target in imports(name, path.read_text(), is_package=path.stem == "__init__")
+            if target in MODULES and target != name
+        }
         for name, path in MODULES.items()
-    }  # fmt: skip
+    }
     # A package's own __init__ importing nothing is the rule here; an edge from a module
     # to its package __init__ is a real edge.
     state: dict[str, int] = {}
@@ -293,8 +319,11 @@ def test_every_package_says_what_lives_there_and_what_it_may_import() -> None:
         tree = ast.parse(path.read_text())
         doc = ast.get_docstring(tree) or ""
         assert "import" in doc.lower(), f"{path.relative_to(ROOT)}: say what it may import"
-        code = [node for node in tree.body[1:] if not isinstance(node, ast.ImportFrom)
-                or node.module != "__future__"]  # fmt: skip
+        code = [
+            node
+            for node in tree.body[1:]
+            if not isinstance(node, ast.ImportFrom) or node.module != "__future__"
+        ]
         allowed = name == "gcd" or name in FACES  # the version; the face
         assert allowed or code == [], f"{path.relative_to(ROOT)}: a package re-exports nothing"
 
@@ -344,10 +373,12 @@ def face_runtime_imports(source: str) -> list[str]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Import | ast.ImportFrom) or id(node) in typing_only:
             continue
-        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [
-            node.module or ""]  # fmt: skip
-        found += [f"{node.lineno}: {m}" for m in modules
-                  if m.split(".")[0] not in FACE_RUNTIME_IMPORTS]  # fmt: skip
+        modules = (
+            [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        )
+        found += [
+            f"{node.lineno}: {m}" for m in modules if m.split(".")[0] not in FACE_RUNTIME_IMPORTS
+        ]
     return found
 
 

@@ -19,9 +19,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "mutation.py"
 SAFETY = (
-    "watermark/core/window.py", "watermark/core/safe_epoch.py", "gcd/rules/decision.py",
-    "gcd/rules/cursor.py", "watermark/core/fencelock.py",
-)  # fmt: skip
+    "watermark/core/window.py",
+    "watermark/core/safe_epoch.py",
+    "gcd/rules/decision.py",
+    "gcd/rules/cursor.py",
+    "watermark/core/fencelock.py",
+)
 
 
 def tool() -> ModuleType:
@@ -38,9 +41,13 @@ def tool() -> ModuleType:
 def run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """The tool as `make mutation` runs it."""
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True,
-        timeout=timeout, check=False,
-    )  # fmt: skip
+        [sys.executable, str(SCRIPT), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.mark.timeout(900)
@@ -73,13 +80,15 @@ def test_a_survivor_that_is_not_listed_fails_the_run(tmp_path: Path) -> None:
     empty = tmp_path / "equivalents.txt"
     empty.write_text("# nothing listed\n", encoding="utf-8")
     mutant = "gcd/rules/cursor.py:skip:const:1->0#1"
-    done = run("gcd/rules/cursor.py", "--match", mutant, "--equivalents", str(empty),
-               timeout=300)  # fmt: skip
+    done = run("gcd/rules/cursor.py", "--match", mutant, "--equivalents", str(empty), timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"  {mutant}\n      line " in done.stdout
     # every mutant of the module counted, one run, none killed, one unlisted survivor
-    assert re.search(r"\| gcd/rules/cursor\.py \| [0-9]+ \| 1 \| 0 \(0 timed out\) \| 0 \| 0 "
-                     r"\| 1 \| 0 % \|", done.stdout), done.stdout  # fmt: skip
+    assert re.search(
+        r"\| gcd/rules/cursor\.py \| [0-9]+ \| 1 \| 0 \(0 timed out\) \| 0 \| 0 "
+        r"\| 1 \| 0 % \|",
+        done.stdout,
+    ), done.stdout
 
 
 def test_mutant_ids_survive_unrelated_edits() -> None:
@@ -87,8 +96,11 @@ def test_mutant_ids_survive_unrelated_edits() -> None:
     added above, or in another function, leaves the ids of `f` as they were."""
     mutation = tool()
     source = "def f(x):\n    return x + 1 > 2 and x < 9\n"
-    edited = ("import math\n\n\ndef g(y):\n    return y + 1 > 2\n\n\n" + source
-              + "\n\ndef h():\n    return 1 - 1\n")  # fmt: skip
+    edited = (
+        "import math\n\n\ndef g(y):\n    return y + 1 > 2\n\n\n"
+        + source
+        + "\n\ndef h():\n    return 1 - 1\n"
+    )
     module = ModuleType("m")
     before = {m.id for m in mutation.mutants("m.py", source, module)}
     after = {m.id for m in mutation.mutants("m.py", edited, module) if ":f:" in m.id}
@@ -100,8 +112,10 @@ def test_mutant_ids_survive_unrelated_edits() -> None:
 def test_docstrings_asserts_and_annotations_are_not_mutated() -> None:
     """Only behaviour is mutated: no mutant on a docstring, an assert or an annotation."""
     mutation = tool()
-    source = ('"""Doc."""\n\n\ndef f(x: int = 1) -> bool:\n    """Doc 2."""\n'
-              "    assert x > 0\n    return x > 1\n")  # fmt: skip
+    source = (
+        '"""Doc."""\n\n\ndef f(x: int = 1) -> bool:\n    """Doc 2."""\n'
+        "    assert x > 0\n    return x > 1\n"
+    )
     found = {(m.line, m.id) for m in mutation.mutants("m.py", source, ModuleType("m"))}
     assert {line for line, _ in found} == {4, 7}
     assert (4, "m.py:<module>:const:1->2#1") in found  # the default, where the def runs
@@ -133,13 +147,22 @@ def test_a_mutant_runs_only_the_tests_that_called_its_function() -> None:
     by_id = {m.id: m for m in mutation.mutants("m.py", source, ModuleType("m"))}
     in_f, in_f2 = by_id["m.py:f:binop:+->-#1"], by_id["m.py:f2:binop:-->+#1"]
     items = ["calls f", "calls f2", "calls a closure of f", "calls nothing", "calls both"]
-    covered = [frozenset({"f"}), frozenset({"f2"}), frozenset({"f.<locals>.g"}), frozenset(),
-               frozenset({"f", "f2"})]  # fmt: skip
+    covered = [
+        frozenset({"f"}),
+        frozenset({"f2"}),
+        frozenset({"f.<locals>.g"}),
+        frozenset(),
+        frozenset({"f", "f2"}),
+    ]
     assert mutation._covering(in_f, items, covered) == [
-        "calls f", "calls a closure of f", "calls both"]
+        "calls f",
+        "calls a closure of f",
+        "calls both",
+    ]
     assert mutation._covering(in_f2, items, covered) == ["calls f2", "calls both"]
-    outside = mutation.Mutant("m.py", "m.py:<module>:const:1->2#1", 1, "<module>", None, 0,
-                              edit=lambda nodes, at: None)  # fmt: skip
+    outside = mutation.Mutant(
+        "m.py", "m.py:<module>:const:1->2#1", 1, "<module>", None, 0, edit=lambda nodes, at: None
+    )
     assert mutation._covering(outside, items, covered) == items
     assert mutation._covering(in_f, items, None) == items  # no coverage: a sample
 
@@ -168,5 +191,6 @@ def test_the_exhaustive_checker_as_a_killer_names_the_mutants_only_it_kills() ->
     assert "killed only by the exhaustive checker" in said
     assert f"  {floor.id}\n" in said
     assert harmless.id not in said
-    assert re.match(rf"\| {re.escape(path)} \| all \| 2 \| 1 \(0 timed out\) \| 0 \| 1 \|",
-                    campaign.explored[0]), campaign.explored  # fmt: skip
+    assert re.match(
+        rf"\| {re.escape(path)} \| all \| 2 \| 1 \(0 timed out\) \| 0 \| 1 \|", campaign.explored[0]
+    ), campaign.explored

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         RedirectRefused,
         Retry,
         Unreachable,
-    )  # fmt: skip
+    )
     from watermark.client.sync import WriterClient
     from watermark.core.fencelock import Outcome
     from watermark.errors import (
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
         PartitionNotRegistered,
         StaleEpoch,
         WriteRefused,
-    )  # fmt: skip
+    )
     from watermark.etcd.settings import EtcdSettings, open_kv
     from watermark.etcd.store import WatermarkStore
     from watermark.service.clock import EpochClock, stamp_epoch
@@ -113,14 +113,39 @@ __version__ = "0.1.0"
 test keeps them and pyproject.toml equal)."""
 
 __all__ = [
-    "ERROR_CODES", "AlreadyCommitted", "ApiError", "AsyncWriterClient", "ConfigError",
-    "EpochAhead", "EpochClock", "EpochInfo", "EtcdSettings", "EtcdUnavailable", "Fence",
-    "FenceExpired", "FenceTimeout", "FenceToken", "FencingViolation", "Granted",
-    "GuardClosed", "IllegalTransition", "L0gcError", "Outcome", "PartitionNotHosted",
-    "PartitionNotRegistered", "Publisher", "RedirectRefused", "Retry", "StaleEpoch",
-    "Unreachable", "WatermarkStore", "WriteRefused", "WriterClient", "open_kv",
+    "ERROR_CODES",
+    "AlreadyCommitted",
+    "ApiError",
+    "AsyncWriterClient",
+    "ConfigError",
+    "EpochAhead",
+    "EpochClock",
+    "EpochInfo",
+    "EtcdSettings",
+    "EtcdUnavailable",
+    "Fence",
+    "FenceExpired",
+    "FenceTimeout",
+    "FenceToken",
+    "FencingViolation",
+    "Granted",
+    "GuardClosed",
+    "IllegalTransition",
+    "L0gcError",
+    "Outcome",
+    "PartitionNotHosted",
+    "PartitionNotRegistered",
+    "Publisher",
+    "RedirectRefused",
+    "Retry",
+    "StaleEpoch",
+    "Unreachable",
+    "WatermarkStore",
+    "WriteRefused",
+    "WriterClient",
+    "open_kv",
     "stamp_epoch",
-]  # fmt: skip
+]
 
 
 def __getattr__(name: str) -> Any:

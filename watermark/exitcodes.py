@@ -63,8 +63,13 @@ INTERRUPTED: Final = 130
 BROKEN_PIPE: Final = 141
 
 
-ERROR_NAMES: Final = {PARTIAL_FAILURE: "failed", USAGE: "usage", BLOCKED: "blocked",
-                      ETCD_UNREACHABLE: "etcd_unreachable", INTERRUPTED: "interrupted"}  # fmt: skip
+ERROR_NAMES: Final = {
+    PARTIAL_FAILURE: "failed",
+    USAGE: "usage",
+    BLOCKED: "blocked",
+    ETCD_UNREACHABLE: "etcd_unreachable",
+    INTERRUPTED: "interrupted",
+}
 """The `"error"` of the JSON document a command given `--json` prints when it fails."""
 
 
@@ -84,8 +89,12 @@ def quiet_broken_pipe(run: Callable[[], int]) -> int:
 
 def error_document(code: int, message: str) -> dict[str, object]:
     """What a command given `--json` prints on stdout when it stops on an error."""
-    return {"version": 1, "error": ERROR_NAMES.get(code, "failed"), "exit_code": code,
-            "message": message}  # fmt: skip
+    return {
+        "version": 1,
+        "error": ERROR_NAMES.get(code, "failed"),
+        "exit_code": code,
+        "message": message,
+    }
 
 
 def exit_code_for(exc: BaseException) -> int | None:

@@ -23,8 +23,12 @@ from watermark.errors import ConfigError
 __all__ = ["LEVELS", "LEVEL_NAMES", "configure_logging", "redact"]
 
 _SECRET_WORDS = ("password", "secret", "token", "credential", "authorization", "access_key")
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}  # fmt: skip
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 LEVEL_NAMES = tuple(LEVELS)
 """The level names, lowest first (the choices of every --log-level)."""
 
@@ -86,5 +90,3 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
-
-

@@ -111,9 +111,11 @@ def whole_seconds(minimum: int) -> Parse:
 
 def integer(minimum: int, maximum: int | None = None) -> Parse:
     """A parser of integers >= `minimum` (and <= `maximum`, if given)."""
-    allowed = f"an integer >= {minimum}" if maximum is None else (
-        f"an integer from {minimum} to {maximum}"
-    )  # fmt: skip
+    allowed = (
+        f"an integer >= {minimum}"
+        if maximum is None
+        else (f"an integer from {minimum} to {maximum}")
+    )
 
     def parse(value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int | str):
@@ -251,9 +253,12 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_options(
-    parser: argparse.ArgumentParser, options: Iterable[Option], title: str | None = None,
-    *, hidden: Collection[str] = (),
-) -> None:  # fmt: skip
+    parser: argparse.ArgumentParser,
+    options: Iterable[Option],
+    title: str | None = None,
+    *,
+    hidden: Collection[str] = (),
+) -> None:
     """Add `options` to `parser` (in a group named `title`), each mirrored by its env var;
     a `CommandParser` lists them in `.options` (what `resolve` needs for that command).
     The flags in `hidden` are accepted (a shared config file or environment) but not

@@ -77,37 +77,79 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     kinds = ", ".join(kind.value for kind in FaultKind)
     groups = ", ".join(FAULT_GROUPS)
     run = parser.add_argument_group("run")
-    run.add_argument("--duration", type=_typed(duration), default=60.0, metavar="DURATION",
-                     help="how long the nemesis injects faults, e.g. 60s or 30m (default 60s)")
-    run.add_argument("--seed", type=_typed(integer(0)), default=None, metavar="N",
-                     help="seed of the fault schedule and the workload (default: random, "
-                     "printed so the run can be replayed)")
-    run.add_argument("--faults", default="all", metavar="KIND,...",
-                     help=f"fault kinds to inject, comma-separated: {kinds}; or groups: "
-                     f"{groups} (default all)")
-    run.add_argument("--publisher-replicas", type=_typed(integer(0)), default=0, metavar="N",
-                     help="run the publishers as one `watermark serve --replicated` set of N "
-                     "(2-5) replicas sharing the partitions (default 0: two publishers on "
-                     "disjoint partitions)")
-    run.add_argument("--write-rate", type=_typed(integer(1)), default=16, metavar="N",
-                     help="objects written per second over all partitions (default 16)")
-    run.add_argument("--keep-going", action="store_true",
-                     help="inject faults for the whole duration even after a live object "
-                     "was lost (default: the faulty phase ends at the first loss)")
-    run.add_argument("--broken-build", choices=sorted(BROKEN_BUILDS), default=None,
-                     help="TESTING ONLY: run the publishers with a deliberately broken part, "
-                     "which the checker must catch")
+    run.add_argument(
+        "--duration",
+        type=_typed(duration),
+        default=60.0,
+        metavar="DURATION",
+        help="how long the nemesis injects faults, e.g. 60s or 30m (default 60s)",
+    )
+    run.add_argument(
+        "--seed",
+        type=_typed(integer(0)),
+        default=None,
+        metavar="N",
+        help="seed of the fault schedule and the workload (default: random, "
+        "printed so the run can be replayed)",
+    )
+    run.add_argument(
+        "--faults",
+        default="all",
+        metavar="KIND,...",
+        help=f"fault kinds to inject, comma-separated: {kinds}; or groups: {groups} (default all)",
+    )
+    run.add_argument(
+        "--publisher-replicas",
+        type=_typed(integer(0)),
+        default=0,
+        metavar="N",
+        help="run the publishers as one `watermark serve --replicated` set of N "
+        "(2-5) replicas sharing the partitions (default 0: two publishers on "
+        "disjoint partitions)",
+    )
+    run.add_argument(
+        "--write-rate",
+        type=_typed(integer(1)),
+        default=16,
+        metavar="N",
+        help="objects written per second over all partitions (default 16)",
+    )
+    run.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="inject faults for the whole duration even after a live object "
+        "was lost (default: the faulty phase ends at the first loss)",
+    )
+    run.add_argument(
+        "--broken-build",
+        choices=sorted(BROKEN_BUILDS),
+        default=None,
+        help="TESTING ONLY: run the publishers with a deliberately broken part, "
+        "which the checker must catch",
+    )
     out = parser.add_argument_group("output")
-    out.add_argument("--json", action="store_true",
-                     help="print the report as one JSON document on stdout")
-    out.add_argument("--run-dir", metavar="DIR", default=None,
-                     help="directory for the run's data and logs (default: a fresh temporary "
-                     "directory, removed after a passing run)")
-    out.add_argument("--keep-run-dir", action="store_true",
-                     help="keep the run directory even when the run passes")
-    out.add_argument("--log-level", choices=LEVEL_NAMES, default=None,
-                     help="level of the harness's logs on stderr (default warning, or error "
-                     "on a terminal, where the live view shows the state)")  # fmt: skip
+    out.add_argument(
+        "--json", action="store_true", help="print the report as one JSON document on stdout"
+    )
+    out.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        default=None,
+        help="directory for the run's data and logs (default: a fresh temporary "
+        "directory, removed after a passing run)",
+    )
+    out.add_argument(
+        "--keep-run-dir",
+        action="store_true",
+        help="keep the run directory even when the run passes",
+    )
+    out.add_argument(
+        "--log-level",
+        choices=LEVEL_NAMES,
+        default=None,
+        help="level of the harness's logs on stderr (default warning, or error "
+        "on a terminal, where the live view shows the state)",
+    )
 
 
 async def _main(config: ChaosConfig, tty: bool) -> object:
@@ -120,8 +162,11 @@ async def _main(config: ChaosConfig, tty: bool) -> object:
     assert task is not None
 
     def stopping(signum: signal.Signals) -> None:
-        _log.warning("chaos.stopping", signal=signum.name, detail="healing, quiescing and "
-                     "checking; signal again to abort")  # fmt: skip
+        _log.warning(
+            "chaos.stopping",
+            signal=signum.name,
+            detail="healing, quiescing and checking; signal again to abort",
+        )
 
     def abort(_signum: signal.Signals) -> bool:
         task.cancel()
@@ -142,13 +187,16 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     config = ChaosConfig(
-        duration_s=args.duration, seed=seed,
+        duration_s=args.duration,
+        seed=seed,
         faults=parse_faults(args.faults, replicated=args.publisher_replicas > 0),
-        publisher_replicas=args.publisher_replicas, broken_build=args.broken_build,
+        publisher_replicas=args.publisher_replicas,
+        broken_build=args.broken_build,
         run_dir=None if args.run_dir is None else Path(args.run_dir),
-        keep_run_dir=args.keep_run_dir, stop_at_first_loss=not args.keep_going,
+        keep_run_dir=args.keep_run_dir,
+        stop_at_first_loss=not args.keep_going,
         write_rate=float(args.write_rate),
-    )  # fmt: skip
+    )
     sys.stderr.write(f"gcd chaos: seed {seed} (replay with --seed {seed})\n")
     try:
         report = asyncio.run(_main(config, tty))

@@ -37,8 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete for")
 
 
-def _walk(parser: argparse.ArgumentParser, path: str
-          ) -> Iterator[tuple[str, list[str], list[str], dict[str, list[str]]]]:  # fmt: skip
+def _walk(
+    parser: argparse.ArgumentParser, path: str
+) -> Iterator[tuple[str, list[str], list[str], dict[str, list[str]]]]:
     flags: list[str] = []
     words: list[str] = []
     values: dict[str, list[str]] = {}
@@ -51,8 +52,9 @@ def _walk(parser: argparse.ArgumentParser, path: str
             words.extend(action.choices)
         elif not action.option_strings and action.choices:
             words.extend(str(choice) for choice in action.choices)
-        elif action.nargs != 0 and (vocabulary := action.choices or
-                                    getattr(action, "completions", ())):  # fmt: skip
+        elif action.nargs != 0 and (
+            vocabulary := action.choices or getattr(action, "completions", ())
+        ):
             values.update((flag, [str(c) for c in vocabulary]) for flag in named)
     yield path, sorted(set(flags)), words, values
     for name, child in children:
@@ -91,11 +93,14 @@ def script(shell: str, tree: Tree) -> str:
     cases = []
     value_cases = []
     for path, (flags, words, values) in sorted(tree.items()):
-        cases.append(f"        {shlex.quote(path)}) flags={shlex.quote(' '.join(flags))}; "
-                     f"words={shlex.quote(' '.join(words))};;")  # fmt: skip
-        value_cases += [f"        {shlex.quote(f'{path} {flag}')}) words="
-                        f"{shlex.quote(' '.join(choices))};;"
-                        for flag, choices in sorted(values.items())]  # fmt: skip
+        cases.append(
+            f"        {shlex.quote(path)}) flags={shlex.quote(' '.join(flags))}; "
+            f"words={shlex.quote(' '.join(words))};;"
+        )
+        value_cases += [
+            f"        {shlex.quote(f'{path} {flag}')}) words={shlex.quote(' '.join(choices))};;"
+            for flag, choices in sorted(values.items())
+        ]
     body = "\n".join(cases)
     value_body = "\n".join(value_cases)
     text = f"""# l0gc shell completion for gcd and watermark ({shell}), by `gcd completion`
@@ -139,23 +144,27 @@ _l0gc_lookup() {{
 def _fish(tree: Tree) -> str:
     """The fish script: `__l0gc_path` walks the command line to its command path (as the
     bash function does); each completion applies only on its own path."""
-    lines = ["# l0gc shell completion for gcd and watermark (fish), by `gcd completion`",
-             "function __l0gc_path",
-             "    set -l tokens (commandline -opc)",
-             "    set -l path (basename -- $tokens[1])",
-             "    for token in $tokens[2..-1]",
-             "        string match -q -- '-*' $token; and break",
-             "        contains -- $token (__l0gc_words $path); or break",
-             "        set path \"$path $token\"",
-             "    end",
-             "    echo $path",
-             "end",
-             "function __l0gc_words",
-             "    switch $argv[1]"]  # fmt: skip
+    lines = [
+        "# l0gc shell completion for gcd and watermark (fish), by `gcd completion`",
+        "function __l0gc_path",
+        "    set -l tokens (commandline -opc)",
+        "    set -l path (basename -- $tokens[1])",
+        "    for token in $tokens[2..-1]",
+        "        string match -q -- '-*' $token; and break",
+        "        contains -- $token (__l0gc_words $path); or break",
+        '        set path "$path $token"',
+        "    end",
+        "    echo $path",
+        "end",
+        "function __l0gc_words",
+        "    switch $argv[1]",
+    ]
     for path, (_, words, _) in sorted(tree.items()):
         if words:
-            lines.append(f"        case {shlex.quote(path)}; printf '%s\\n' "
-                         f"{' '.join(shlex.quote(w) for w in words)}")  # fmt: skip
+            lines.append(
+                f"        case {shlex.quote(path)}; printf '%s\\n' "
+                f"{' '.join(shlex.quote(w) for w in words)}"
+            )
     lines += ["    end", "end"]
     for path, (flags, words, values) in sorted(tree.items()):
         command = path.split()[0]

@@ -67,16 +67,24 @@ async def run(args: argparse.Namespace) -> int:
     tokens = None if args.auth_token_file is None else TokenFile(args.auth_token_file)
     # A check at most once per --verify-m-every rounds' --interval (the looks count as
     # reads): even a keys-only check costs etcd a scan of the namespace.
-    async with SweepRuntime.open(setup, follow_every=args.verify_m_every,
-                                 check_interval_s=args.verify_m_every * args.interval,
-                                 preflight=True) as runtime:  # fmt: skip
+    async with SweepRuntime.open(
+        setup,
+        follow_every=args.verify_m_every,
+        check_interval_s=args.verify_m_every * args.interval,
+        preflight=True,
+    ) as runtime:
         daemon = runtime.daemon(config)
-        signals = StopOnSignals(runtime.sweeper.stop, again=interrupt_on_second_ctrl_c,
-                                on_signal=lambda n: log.info("daemon.stopping", signal=n.name))
+        signals = StopOnSignals(
+            runtime.sweeper.stop,
+            again=interrupt_on_second_ctrl_c,
+            on_signal=lambda n: log.info("daemon.stopping", signal=n.name),
+        )
         with signals.installed():
             await runtime.serve(daemon, args.http_host, args.http_port, tokens=tokens)
     if signals.first == "SIGINT":
-        sys.stderr.write("gcd daemon: interrupted (Ctrl-C): stopped cleanly after the requests "
-                         "in flight (SIGTERM is the normal stop, exit 0)\n")  # fmt: skip
+        sys.stderr.write(
+            "gcd daemon: interrupted (Ctrl-C): stopped cleanly after the requests "
+            "in flight (SIGTERM is the normal stop, exit 0)\n"
+        )
         return exitcodes.INTERRUPTED
     return exitcodes.OK

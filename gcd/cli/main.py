@@ -211,9 +211,12 @@ def _main(argv: Sequence[str] | None, prog: str) -> int:
     from watermark.errors import ConfigError  # noqa: PLC0415 - `gcd --help` stays light
     from watermark.options import CommandParser  # noqa: PLC0415
 
-    parser = CommandParser(prog=f"{prog} {first}", description=SUBCOMMANDS[first].help,
-                           epilog=EXAMPLES.get(first),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = CommandParser(
+        prog=f"{prog} {first}",
+        description=SUBCOMMANDS[first].help,
+        epilog=EXAMPLES.get(first),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     try:
         module.add_arguments(parser)
     except ConfigError as exc:  # the lab a command runs is not installed (gcd.cli.lab)

@@ -69,26 +69,50 @@ OPTIONS: tuple[Option, ...] = (
     *AZURE_OPTIONS,
     *GCS_OPTIONS,
     _ROOT,
-    Option("--replace", boolean, False, "bind: move an existing binding of this namespace "
-           "(never takes a root claimed by another namespace)", switch=True),
-    Option("--force", boolean, False, "repair-claims: also remove a valid claim of another "
-           "namespace with --remove-claim", switch=True),
-    Option("--json", boolean, False, "print the outcome as one JSON document on stdout",
-           switch=True),
+    Option(
+        "--replace",
+        boolean,
+        False,
+        "bind: move an existing binding of this namespace "
+        "(never takes a root claimed by another namespace)",
+        switch=True,
+    ),
+    Option(
+        "--force",
+        boolean,
+        False,
+        "repair-claims: also remove a valid claim of another namespace with --remove-claim",
+        switch=True,
+    ),
+    Option(
+        "--json", boolean, False, "print the outcome as one JSON document on stdout", switch=True
+    ),
     QUIET_LOG_LEVEL,
-)  # fmt: skip
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`namespace bind|show` options."""
-    parser.add_argument("action", choices=["bind", "show", "repair-claims", "export", "import"],
-                        help="bind, show the binding, repair its claims in the bucket, or "
-                        "export / import the namespace's state (a backup file)")
-    parser.add_argument("file", nargs="?", metavar="FILE",
-                        help="export, import: the backup file ('-' for stdout on export)")
-    parser.add_argument("--remove-claim", action="append", default=[], metavar="KEY",
-                        help="repair-claims: delete this claim object below the root "
-                        "(repeatable); a valid claim of another namespace needs --force")
+    parser.add_argument(
+        "action",
+        choices=["bind", "show", "repair-claims", "export", "import"],
+        help="bind, show the binding, repair its claims in the bucket, or "
+        "export / import the namespace's state (a backup file)",
+    )
+    parser.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="export, import: the backup file ('-' for stdout on export)",
+    )
+    parser.add_argument(
+        "--remove-claim",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="repair-claims: delete this claim object below the root "
+        "(repeatable); a valid claim of another namespace needs --force",
+    )
     add_config_option(parser)
     add_options(parser, OPTIONS, "storage and output")
     add_etcd_arguments(parser)
@@ -108,10 +132,8 @@ def _settings(target: StorageTarget, args: argparse.Namespace) -> StoreSettings:
         return GcsSettings(target.bucket, target.endpoint_url, credentials, anonymous)
     if target.kind == "azure":
         assert target.endpoint_url is not None
-        return AzureSettings(target.endpoint_url, target.bucket,
-                             args.azure_connection_string_file)  # fmt: skip
-    return S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url,
-                      region=args.region)  # fmt: skip
+        return AzureSettings(target.endpoint_url, target.bucket, args.azure_connection_string_file)
+    return S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url, region=args.region)
 
 
 async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
@@ -140,8 +162,12 @@ async def _export(args: argparse.Namespace, store: WatermarkStore) -> tuple[int,
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
         namespace_backup.write_export(Path(args.file), doc)
-    return exitcodes.OK, {"namespace": store.namespace, "exported": len(doc["keys"]),
-                          "revision": doc["revision"], "file": args.file}  # fmt: skip
+    return exitcodes.OK, {
+        "namespace": store.namespace,
+        "exported": len(doc["keys"]),
+        "revision": doc["revision"],
+        "file": args.file,
+    }
 
 
 async def _import(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
@@ -188,7 +214,8 @@ async def _show(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
         above = await read_ancestor_claims(objects, binding.target.root)
     cluster = await store.cluster_id()  # one key's read: never the partition records
     problem = check_binding(store.namespace, raw, cluster, binding.target, claim) or (
-        check_ancestor_claims(store.namespace, cluster, binding.target, above))
+        check_ancestor_claims(store.namespace, cluster, binding.target, above)
+    )
     doc["claim_key"] = claim_key(binding.target.root)
     doc["consistent"] = problem is None
     if problem is not None:
@@ -197,9 +224,13 @@ async def _show(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
 
 
 def _binding_doc(binding: Binding) -> dict[str, Any]:
-    return {"target": binding.target.to_doc(), "describe": binding.target.describe(),
-            "binding_id": binding.binding_id, "etcd_cluster_id": binding.cluster_id,
-            "bound_at": binding.bound_at}  # fmt: skip
+    return {
+        "target": binding.target.to_doc(),
+        "describe": binding.target.describe(),
+        "binding_id": binding.binding_id,
+        "etcd_cluster_id": binding.cluster_id,
+        "bound_at": binding.bound_at,
+    }
 
 
 def _write_text(doc: dict[str, Any]) -> None:
@@ -207,27 +238,37 @@ def _write_text(doc: dict[str, Any]) -> None:
     if "binding" in doc:
         binding = doc["binding"]
         lines.append(f"  bound to   {binding['describe']}")
-        lines.append(f"  binding    {binding['binding_id']} (etcd cluster "
-                     f"{binding['etcd_cluster_id']})")  # fmt: skip
+        lines.append(
+            f"  binding    {binding['binding_id']} (etcd cluster {binding['etcd_cluster_id']})"
+        )
     if "changed" in doc:
         lines.append("  bound now" if doc["changed"] else "  already bound: nothing changed")
     if "replaced" in doc:
         lines.append(f"  replaced   {doc['replaced']['describe']}")
     if "claim_rewritten" in doc:
         previous = doc["previous_claim"]
-        lines.append(f"  claim      {doc['claim_key']}: "
-                     + ("rewritten from the binding (it held "
-                        f"{'nothing' if previous is None else printable(previous)})"
-                        if doc["claim_rewritten"] else "matches: nothing changed"))  # fmt: skip
+        lines.append(
+            f"  claim      {doc['claim_key']}: "
+            + (
+                "rewritten from the binding (it held "
+                f"{'nothing' if previous is None else printable(previous)})"
+                if doc["claim_rewritten"]
+                else "matches: nothing changed"
+            )
+        )
         lines.extend(f"  removed    {printable(key)}" for key in doc["removed_claims"])
     elif "claim_key" in doc:
-        lines.append(f"  claim      {doc['claim_key']}: "
-                     f"{'matches' if doc['consistent'] else 'DOES NOT MATCH'}")  # fmt: skip
+        lines.append(
+            f"  claim      {doc['claim_key']}: "
+            f"{'matches' if doc['consistent'] else 'DOES NOT MATCH'}"
+        )
     if "exported" in doc:
         lines.append(f"  exported   {doc['exported']} keys at revision {doc['revision']}")
     if "imported" in doc:
-        lines.append(f"  imported   {doc['imported']} keys; paused: check, re-bind with "
-                     "--replace, then gcd resume (docs/upgrades.md)")  # fmt: skip
+        lines.append(
+            f"  imported   {doc['imported']} keys; paused: check, re-bind with "
+            "--replace, then gcd resume (docs/upgrades.md)"
+        )
     if "problem" in doc:
         lines.append(f"  refused:   {doc['problem']}")
     sys.stdout.write("\n".join(lines) + "\n")
@@ -242,8 +283,13 @@ async def run(args: argparse.Namespace) -> int:
     try:
         store = WatermarkStore(kv, settings.namespace)
         try:
-            action = {"bind": _bind, "show": _show, "repair-claims": _repair_claims,
-                      "export": _export, "import": _import}[args.action]  # fmt: skip
+            action = {
+                "bind": _bind,
+                "show": _show,
+                "repair-claims": _repair_claims,
+                "export": _export,
+                "import": _import,
+            }[args.action]
             code, doc = await action(args, store)
         except (BindingConflict, namespace_backup.NamespaceNotEmpty) as exc:
             code, doc = exitcodes.BLOCKED, {"namespace": store.namespace, "problem": str(exc)}

@@ -64,17 +64,22 @@ async def export_namespace(store: WatermarkStore) -> dict[str, Any]:
     prefix = store.namespace + "/"
     result = await store.kv.range_prefix(prefix)
     keys = [
-        {"key": item.key[len(prefix):], "value": base64.b64encode(item.value).decode()}
+        {"key": item.key[len(prefix) :], "value": base64.b64encode(item.value).decode()}
         for item in result.items
-        if _durable(item.key[len(prefix):])
+        if _durable(item.key[len(prefix) :])
     ]
     if not any(entry["key"] == "epoch" for entry in keys):
         raise ConfigError(
             f"nothing to export: namespace {store.namespace!r} has no cluster epoch in this "
             "etcd; is --namespace right?"
         )
-    return {"version": EXPORT_VERSION, "namespace": store.namespace,
-            "revision": result.revision, "exported_at": time.time(), "keys": keys}  # fmt: skip
+    return {
+        "version": EXPORT_VERSION,
+        "namespace": store.namespace,
+        "revision": result.revision,
+        "exported_at": time.time(),
+        "keys": keys,
+    }
 
 
 def write_export(path: Path, doc: dict[str, Any]) -> None:
@@ -121,7 +126,7 @@ async def import_namespace(store: WatermarkStore, pairs: list[tuple[str, bytes]]
     ordered += [(k, v) for k, v in pairs if k not in ("gc/paused", "epoch")]
     ordered += [(k, v) for k, v in pairs if k == "epoch"]
     for start in range(0, len(ordered), _BATCH):
-        batch = ordered[start:start + _BATCH]
+        batch = ordered[start : start + _BATCH]
         keys = [prefix + key for key, _ in batch]
         puts = [Put(k, v) for k, (_, v) in zip(keys, batch, strict=True)]
         done = await store.kv.txn([Compare(k, 0) for k in keys], puts)

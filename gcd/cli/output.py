@@ -23,6 +23,7 @@ from watermark.core.contract import LATEST_PAUSE_AT
 
 __all__ = ["ProgressLine", "human_age", "human_bytes", "utc_text", "write_json"]
 
+
 def write_json(document: dict[str, Any], stream: TextIO | None = None) -> None:
     """Write one JSON document and a newline to stdout; it must carry "version"."""
     if "version" not in document:

@@ -42,15 +42,22 @@ __all__ = ["OUTPUT_VERSION", "PAUSE_OPTIONS", "RESUME_OPTIONS", "add_arguments",
 OUTPUT_VERSION = 1
 
 RESUME_OPTIONS: tuple[Option, ...] = (
-    Option("--json", boolean, False, "print the outcome as one JSON document on stdout",
-           switch=True),
+    Option(
+        "--json", boolean, False, "print the outcome as one JSON document on stdout", switch=True
+    ),
     QUIET_LOG_LEVEL,
-)  # fmt: skip
+)
 PAUSE_OPTIONS: tuple[Option, ...] = (
-    Option("--reason", text, None, "why GC is paused, shown by `gcd status` and in sweeper "
-           "logs (default: 'paused with gcd pause by USER@HOST')", "TEXT"),
+    Option(
+        "--reason",
+        text,
+        None,
+        "why GC is paused, shown by `gcd status` and in sweeper "
+        "logs (default: 'paused with gcd pause by USER@HOST')",
+        "TEXT",
+    ),
     *RESUME_OPTIONS,
-)  # fmt: skip
+)
 
 
 def _command(parser: argparse.ArgumentParser) -> str:
@@ -64,8 +71,9 @@ def _options(command: str) -> tuple[Option, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gcd pause` (with --reason) or `gcd resume`, by the parser's prog."""
     add_config_option(parser)
-    add_options(parser, _options(_command(parser)), "pause" if _command(parser) == "pause"
-                else "output")  # fmt: skip
+    add_options(
+        parser, _options(_command(parser)), "pause" if _command(parser) == "pause" else "output"
+    )
     add_etcd_arguments(parser)
 
 
@@ -100,8 +108,13 @@ async def run(args: argparse.Namespace) -> int:
             doc = {"paused": False}
     finally:
         await kv.close()
-    doc = {"version": OUTPUT_VERSION, "namespace": settings.namespace, **doc,
-           "was_paused": previous is not None, "previous_reason": previous}  # fmt: skip
+    doc = {
+        "version": OUTPUT_VERSION,
+        "namespace": settings.namespace,
+        **doc,
+        "was_paused": previous is not None,
+        "previous_reason": previous,
+    }
     if args.json:
         write_json(doc)
     else:

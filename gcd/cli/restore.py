@@ -78,27 +78,54 @@ RESTORE_OPTIONS: tuple[Option, ...] = (
     *AZURE_OPTIONS,
     *GCS_OPTIONS,
     *JOURNAL_READ_OPTIONS,
-    Option("--since", text, None, "restore deletions made at or after this time (ISO 8601, "
-           "e.g. 2026-11-22T02:00:00Z; default: no lower bound)", "TIME"),
-    Option("--until", text, None, "restore deletions made at or before this time (ISO 8601; "
-           "default: no upper bound)", "TIME"),
-    Option("--round", text, None, "restore the deletions of these rounds (ids as `gcd sweep "
-           "--json` prints them, comma-separated; default: every round)", "ID"),
+    Option(
+        "--since",
+        text,
+        None,
+        "restore deletions made at or after this time (ISO 8601, "
+        "e.g. 2026-11-22T02:00:00Z; default: no lower bound)",
+        "TIME",
+    ),
+    Option(
+        "--until",
+        text,
+        None,
+        "restore deletions made at or before this time (ISO 8601; default: no upper bound)",
+        "TIME",
+    ),
+    Option(
+        "--round",
+        text,
+        None,
+        "restore the deletions of these rounds (ids as `gcd sweep "
+        "--json` prints them, comma-separated; default: every round)",
+        "ID",
+    ),
     *(o for o in SWEEP_OPTIONS if o.flag in {"--dry-run", "--json"}),
     QUIET_LOG_LEVEL,
-)  # fmt: skip
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`gcd restore` options."""
     add_config_option(parser)
     add_options(parser, RESTORE_OPTIONS, "journal, selection and output")
-    parser.add_argument("--partition", action="append", metavar="P", default=None,
-                        help="the partition whose M(p) was wrong: named in the repair steps "
-                        "(repeatable; it does not select deletions: use --since)")  # fmt: skip
-    parser.add_argument("--key", action="append", metavar="K", default=None,
-                        help="restore this object key (repeatable; a key the journal never "
-                        "deleted is reported as such; default: every selected key)")  # fmt: skip
+    parser.add_argument(
+        "--partition",
+        action="append",
+        metavar="P",
+        default=None,
+        help="the partition whose M(p) was wrong: named in the repair steps "
+        "(repeatable; it does not select deletions: use --since)",
+    )
+    parser.add_argument(
+        "--key",
+        action="append",
+        metavar="K",
+        default=None,
+        help="restore this object key (repeatable; a key the journal never "
+        "deleted is reported as such; default: every selected key)",
+    )
     add_etcd_arguments(parser)
 
 
@@ -108,8 +135,9 @@ def _time(value: str | None, flag: str) -> float | None:
     try:
         return datetime.fromisoformat(value).timestamp()
     except ValueError as exc:
-        raise ConfigError(f"{flag} {value!r} is not an ISO 8601 time; give one such as "
-                          "2026-11-22T02:00:00Z") from exc  # fmt: skip
+        raise ConfigError(
+            f"{flag} {value!r} is not an ISO 8601 time; give one such as 2026-11-22T02:00:00Z"
+        ) from exc
 
 
 async def _paused(settings: EtcdSettings) -> str | None:
@@ -120,23 +148,23 @@ async def _paused(settings: EtcdSettings) -> str | None:
         await kv.close()
 
 
-async def _verified(read: JournalRead, settings: EtcdSettings, bucket: str, *,
-                    from_prefix: bool) -> tuple[list[Record], list[str]]:  # fmt: skip
+async def _verified(
+    read: JournalRead, settings: EtcdSettings, bucket: str, *, from_prefix: bool
+) -> tuple[list[Record], list[str]]:
     """The records that verify (`gcd.sweep.restore_trust`), and why the rest do not: the
     chain, the ends anchored in etcd (and in the audit prefix when read from there)."""
     report = check_records(read)
     if from_prefix:
-        check_anchors(read, read.audit_anchors, report, where="the audit prefix",
-                      require_all=True)  # fmt: skip
+        check_anchors(read, read.audit_anchors, report, where="the audit prefix", require_all=True)
     kv = await open_kv(settings, connect=False)
     try:
         anchors = await etcd_anchors(kv, settings.namespace, settings.endpoints, report)
     finally:
         await kv.close()
-    check_anchors(read, anchors, report, where="etcd",
-                  shipped=read.audit_anchors if from_prefix else None)  # fmt: skip
-    return trusted_records(read, report, set(anchors), namespace=settings.namespace,
-                           bucket=bucket)  # fmt: skip
+    check_anchors(
+        read, anchors, report, where="etcd", shipped=read.audit_anchors if from_prefix else None
+    )
+    return trusted_records(read, report, set(anchors), namespace=settings.namespace, bucket=bucket)
 
 
 def _progress(done: int, total: int) -> None:
@@ -152,35 +180,46 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, RESTORE_OPTIONS, extra_known={"partition", "key", "since", "until", "round"})
     configure_logging(args.log_level)
     selection = Selection(
-        since=_time(args.since, "--since"), until=_time(args.until, "--until"),
+        since=_time(args.since, "--since"),
+        until=_time(args.until, "--until"),
         rounds=frozenset(part for part in (args.round or "").split(",") if part),
-        partitions=frozenset(args.partition or ()), keys=tuple(args.key or ()),
-    )  # fmt: skip
-    store_at = store_settings(args, no_bucket="no bucket given: pass --bucket NAME or set "
-                              "L0GC_BUCKET")  # fmt: skip
+        partitions=frozenset(args.partition or ()),
+        keys=tuple(args.key or ()),
+    )
+    store_at = store_settings(
+        args, no_bucket="no bucket given: pass --bucket NAME or set L0GC_BUCKET"
+    )
     if args.journal_dir is None and args.journal_prefix is None:
-        raise ConfigError("give the journal: --journal-dir DIR, or --journal-prefix P (the "
-                          "segments shipped to the bucket)")  # fmt: skip
+        raise ConfigError(
+            "give the journal: --journal-dir DIR, or --journal-prefix P (the "
+            "segments shipped to the bucket)"
+        )
     settings = EtcdSettings.from_args(args)
     if await _paused(settings) is None and not args.dry_run:
-        sys.stderr.write(f"gcd restore: GC is not paused for {settings.namespace}: a restored "
-                         "key at or below M would be deleted again; run `gcd pause --reason "
-                         "\"restore\"` first\n")  # fmt: skip
+        sys.stderr.write(
+            f"gcd restore: GC is not paused for {settings.namespace}: a restored "
+            "key at or below M would be deleted again; run `gcd pause --reason "
+            '"restore"` first\n'
+        )
         return exitcodes.USAGE
     restore_id = uuid.uuid4().hex[:8]
     async with open_store(store_at) as store:
-        read = await read_journal_places(args.journal_dir, store, args.journal_prefix,
-                                         max_bytes=MAX_SEGMENT_READ)  # fmt: skip
+        read = await read_journal_places(
+            args.journal_dir, store, args.journal_prefix, max_bytes=MAX_SEGMENT_READ
+        )
         missing = None if args.journal_prefix is not None else unread_shipped(read)
         if missing is not None:
             sys.stderr.write(f"gcd restore: {missing}\n")
         if not read.records:
-            raise ConfigError("no journal records found: is --journal-dir / --journal-prefix "
-                              "the sweepers' journal? (give both when the sweepers ship "
-                              "their segments)")  # fmt: skip
+            raise ConfigError(
+                "no journal records found: is --journal-dir / --journal-prefix "
+                "the sweepers' journal? (give both when the sweepers ship "
+                "their segments)"
+            )
         bucket = store_at.target("").bucket
-        trusted, untrusted = await _verified(read, settings, bucket,
-                                             from_prefix=args.journal_prefix is not None)
+        trusted, untrusted = await _verified(
+            read, settings, bucket, from_prefix=args.journal_prefix is not None
+        )
         for line in untrusted:
             sys.stderr.write(f"gcd restore: {line}; run `gcd journal verify`\n")
         chosen = select(deletions_in(JournalRead(records=trusted)), selection)
@@ -189,18 +228,24 @@ async def run(args: argparse.Namespace) -> int:
             path = Path(args.journal_dir.split(",")[0]) / f"restore-{restore_id}.jsonl"
         log = RestoreLog(path)
         try:
-            results = await restore(store, chosen, wanted=selection.keys, dry_run=args.dry_run,
-                                    log=log, progress=_progress)  # fmt: skip
+            results = await restore(
+                store,
+                chosen,
+                wanted=selection.keys,
+                dry_run=args.dry_run,
+                log=log,
+                progress=_progress,
+            )
         finally:
             log.close()
         if args.journal_dir is None and log.lines:
             name = f"{args.journal_prefix.strip('/')}/restore-{restore_id}.jsonl"
-            await store.put_object(name, ("\n".join(log.lines) + "\n").encode(),
-                                   if_absent=True)  # fmt: skip
+            await store.put_object(name, ("\n".join(log.lines) + "\n").encode(), if_absent=True)
     steps = repair_steps(results, chosen, sorted(selection.partitions))
     _write(results, steps, json_out=args.json, dry_run=args.dry_run)
-    failed = untrusted or any(result.outcome in {RestoreOutcome.FAILED, RestoreOutcome.REFUSED}
-                              for result in results)
+    failed = untrusted or any(
+        result.outcome in {RestoreOutcome.FAILED, RestoreOutcome.REFUSED} for result in results
+    )
     return exitcodes.PARTIAL_FAILURE if failed else exitcodes.OK
 
 
@@ -209,9 +254,13 @@ def _write(results: list[KeyResult], steps: list[str], *, json_out: bool, dry_ru
     for result in results:
         counts[result.outcome.value] += 1
     if json_out:
-        doc: dict[str, Any] = {"version": OUTPUT_VERSION, "dry_run": dry_run, **{
-            name.replace(" ", "_"): count for name, count in counts.items()},
-            "keys": [result.to_dict() for result in results], "steps": steps}  # fmt: skip
+        doc: dict[str, Any] = {
+            "version": OUTPUT_VERSION,
+            "dry_run": dry_run,
+            **{name.replace(" ", "_"): count for name, count in counts.items()},
+            "keys": [result.to_dict() for result in results],
+            "steps": steps,
+        }
         write_json(doc)
         return
     for result in results:

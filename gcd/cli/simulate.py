@@ -48,39 +48,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"  {name:<{width}}  {variant.summary}" for name, variant in VARIANTS.items()
     )
     parser.add_argument(
-        "--seeds", type=_count, default=None, metavar="N",
+        "--seeds",
+        type=_count,
+        default=None,
+        metavar="N",
         help=f"how many seeds to run (default {_DEFAULT_SEEDS}, or 1 with --seed)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--seed", type=_count, default=None, metavar="S",
+        "--seed",
+        type=_count,
+        default=None,
+        metavar="S",
         help="first seed (default 0); with --seeds 1 it replays exactly that seed",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--steps", type=_count, default=DEFAULT_STEPS, metavar="M",
+        "--steps",
+        type=_count,
+        default=DEFAULT_STEPS,
+        metavar="M",
         help=f"steps of the faulty phase per seed, before the quiescent tail "
-             f"(default {DEFAULT_STEPS}, as in CI)",
-    )  # fmt: skip
+        f"(default {DEFAULT_STEPS}, as in CI)",
+    )
     parser.add_argument(
-        "--variant", choices=sorted(VARIANTS), default="correct",
+        "--variant",
+        choices=sorted(VARIANTS),
+        default="correct",
         help="which code to run: 'correct' is the real code, the others are deliberately "
-             "broken to show that the checks catch them (default correct)",
-    )  # fmt: skip
+        "broken to show that the checks catch them (default correct)",
+    )
     parser.add_argument(
-        "--keep-going", action="store_true",
+        "--keep-going",
+        action="store_true",
         help="do not stop a seed at its first violation (report every one it hits)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--stop-at-first", action="store_true",
+        "--stop-at-first",
+        action="store_true",
         help="stop after the first failing seed",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--json", action="store_true",
+        "--json",
+        action="store_true",
         help='print one JSON report ({"version", "seeds", "steps", "violations", '
-             '"duration_s", "seeds_per_s", ...}; with --exhaustive {"states", '
-             '"transitions", "depth", "violations", "counterexample", ...}, and with no '
-             'scope flag {"mode": "exhaustive-suite", "violations", "stages": [...]}) '
-             'instead of text',
-    )  # fmt: skip
+        '"duration_s", "seeds_per_s", ...}; with --exhaustive {"states", '
+        '"transitions", "depth", "violations", "counterexample", ...}, and with no '
+        'scope flag {"mode": "exhaustive-suite", "violations", "stages": [...]}) '
+        "instead of text",
+    )
     exhaustive.add_arguments(parser)
 
 
@@ -103,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
         from l0lab.sim.variants import VARIANTS  # noqa: PLC0415
 
     first = 0 if args.seed is None else args.seed
-    count = args.seeds if args.seeds is not None else (1 if args.seed is not None else
-                                                       _DEFAULT_SEEDS)  # fmt: skip
+    count = (
+        args.seeds if args.seeds is not None else (1 if args.seed is not None else _DEFAULT_SEEDS)
+    )
     if count == 0 or args.steps == 0:
         sys.stderr.write("gcd simulate: nothing to do: --seeds and --steps must be >= 1\n")
         return exitcodes.USAGE

@@ -100,63 +100,134 @@ from watermark.options import (
     text,
 )
 
-__all__ = ["CONF_OPTION", "REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "run",
-           "summary_line"]  # fmt: skip
+__all__ = ["CONF_OPTION", "REPORT_OPTIONS", "SPARK_OPTIONS", "add_arguments", "run", "summary_line"]
 
 log = structlog.get_logger("gcd.spark")
 
 _SHARED = tuple(
-    o for o in ROUND_OPTIONS
-    if o.flag in {"--safe-epoch", "--grace", "--batch-size", "--versions", "--log-level",
-                  "--undo-window"}
+    o
+    for o in ROUND_OPTIONS
+    if o.flag
+    in {"--safe-epoch", "--grace", "--batch-size", "--versions", "--log-level", "--undo-window"}
 )
 SPARK_OPTIONS: tuple[Option, ...] = (
-    Option("--inventory", text, None, "S3 Inventory manifest.json to read the objects from "
-           "(CSV, ORC or Parquet report; all versions on a versioned bucket; with --storage "
-           "azure an Azure Blob Inventory RULE-manifest.json, CSV or Parquet; or use --list)",
-           "PATH"),
-    Option("--inventory-root", text, None, "where the inventory's destination bucket is "
-           "copied (local dir or hdfs:// ...); default: found next to the manifest", "DIR"),
-    Option("--list", boolean, False, "list the bucket with ListObjectsV2 on the executors "
-           "(ListObjectVersions on a versioned bucket with --versions reclaim; List Blobs "
-           "with --storage azure) instead of reading an inventory", switch=True),
-    Option("--list-tasks", integer(1), 100, "listing tasks the 000-999 prefixes are split "
-           "into (default 100)", "N"),
-    Option("--output", text, None, "directory for summary.json and decisions/ (sweep) or the "
-           "report files (required)", "DIR"),
-    Option("--decisions-uri", text, None, "where executors write decisions/ (default "
-           "DIR/decisions; with a master that is not local a plain path is refused: give "
-           "a location every node shares, e.g. hdfs://..., s3a://..., file:///shared/...)",
-           "URI"),
-    Option("--dry-run", boolean, False, "delete nothing; decisions say would_delete",
-           switch=True),
-    Option("--master", text, None, "Spark master (default: spark-submit's --master when run "
-           "by spark-submit, else local[*])", "URL"),
-    Option("--py-files", parse_py_files, None, "comma-separated .zip/.py files shipped to "
-           "the executors and put on their path, e.g. the zip of `gcd spark-package` "
-           "(default: none)", "FILES"),
-    Option("--max-deletes-per-second", positive_number, None,
-           "deleted keys per second for the WHOLE JOB, split equally between the delete "
-           "tasks (token buckets; default unlimited)", "RATE"),
-    Option("--delete-concurrency", integer(1), 8,
-           "DeleteObjects requests in flight for the whole job, split between the delete "
-           "tasks, at least one each (default 8)", "N"),
-    Option("--delete-tasks", integer(1), None,
-           "partitions of the delete stage, each with its share of the limits (default: "
-           "the task slots Spark granted when the sweep starts)", "N"),
-    Option("--price-per-gb-month", positive_number, DEFAULT_PRICE_PER_GB_MONTH,
-           "storage price in USD per GB-month for the garbage cost estimate "
-           f"(default {DEFAULT_PRICE_PER_GB_MONTH}, S3 Standard)", "USD"),
+    Option(
+        "--inventory",
+        text,
+        None,
+        "S3 Inventory manifest.json to read the objects from "
+        "(CSV, ORC or Parquet report; all versions on a versioned bucket; with --storage "
+        "azure an Azure Blob Inventory RULE-manifest.json, CSV or Parquet; or use --list)",
+        "PATH",
+    ),
+    Option(
+        "--inventory-root",
+        text,
+        None,
+        "where the inventory's destination bucket is "
+        "copied (local dir or hdfs:// ...); default: found next to the manifest",
+        "DIR",
+    ),
+    Option(
+        "--list",
+        boolean,
+        False,
+        "list the bucket with ListObjectsV2 on the executors "
+        "(ListObjectVersions on a versioned bucket with --versions reclaim; List Blobs "
+        "with --storage azure) instead of reading an inventory",
+        switch=True,
+    ),
+    Option(
+        "--list-tasks",
+        integer(1),
+        100,
+        "listing tasks the 000-999 prefixes are split into (default 100)",
+        "N",
+    ),
+    Option(
+        "--output",
+        text,
+        None,
+        "directory for summary.json and decisions/ (sweep) or the report files (required)",
+        "DIR",
+    ),
+    Option(
+        "--decisions-uri",
+        text,
+        None,
+        "where executors write decisions/ (default "
+        "DIR/decisions; with a master that is not local a plain path is refused: give "
+        "a location every node shares, e.g. hdfs://..., s3a://..., file:///shared/...)",
+        "URI",
+    ),
+    Option("--dry-run", boolean, False, "delete nothing; decisions say would_delete", switch=True),
+    Option(
+        "--master",
+        text,
+        None,
+        "Spark master (default: spark-submit's --master when run by spark-submit, else local[*])",
+        "URL",
+    ),
+    Option(
+        "--py-files",
+        parse_py_files,
+        None,
+        "comma-separated .zip/.py files shipped to "
+        "the executors and put on their path, e.g. the zip of `gcd spark-package` "
+        "(default: none)",
+        "FILES",
+    ),
+    Option(
+        "--max-deletes-per-second",
+        positive_number,
+        None,
+        "deleted keys per second for the WHOLE JOB, split equally between the delete "
+        "tasks (token buckets; default unlimited)",
+        "RATE",
+    ),
+    Option(
+        "--delete-concurrency",
+        integer(1),
+        8,
+        "DeleteObjects requests in flight for the whole job, split between the delete "
+        "tasks, at least one each (default 8)",
+        "N",
+    ),
+    Option(
+        "--delete-tasks",
+        integer(1),
+        None,
+        "partitions of the delete stage, each with its share of the limits (default: "
+        "the task slots Spark granted when the sweep starts)",
+        "N",
+    ),
+    Option(
+        "--price-per-gb-month",
+        positive_number,
+        DEFAULT_PRICE_PER_GB_MONTH,
+        "storage price in USD per GB-month for the garbage cost estimate "
+        f"(default {DEFAULT_PRICE_PER_GB_MONTH}, S3 Standard)",
+        "USD",
+    ),
     Option("--json", boolean, False, "print the summary as JSON on stdout", switch=True),
-)  # fmt: skip
+)
 CONF_OPTION = Option(
-    "--conf", parse_conf, None, "a setting of the Spark session this command makes, "
+    "--conf",
+    parse_conf,
+    None,
+    "a setting of the Spark session this command makes, "
     "repeatable, as spark-submit's --conf: spark.pyspark.python names the executors' "
     "Python (env: one KEY=VALUE per line; config file: a [conf] table; default: none)",
     "KEY=VALUE",
-)  # fmt: skip
-_DELETE_ONLY = {"--dry-run", "--batch-size", "--decisions-uri", "--max-deletes-per-second",
-                "--delete-concurrency", "--delete-tasks"}  # fmt: skip
+)
+_DELETE_ONLY = {
+    "--dry-run",
+    "--batch-size",
+    "--decisions-uri",
+    "--max-deletes-per-second",
+    "--delete-concurrency",
+    "--delete-tasks",
+}
 _REPORT_SHARED = tuple(o for o in _SHARED if o.flag not in _DELETE_ONLY)
 REPORT_OPTIONS: tuple[Option, ...] = tuple(o for o in SPARK_OPTIONS if o.flag not in _DELETE_ONLY)
 """spark-report's own options: SPARK_OPTIONS without the ones that only matter to deletes."""
@@ -183,9 +254,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     if isinstance(parser, CommandParser):  # repeatable, so added by hand; resolved as any
         parser.options.append(CONF_OPTION)
     parser.add_argument_group("spark session").add_argument(
-        CONF_OPTION.flag, action="append", metavar=CONF_OPTION.metavar, default=None,
+        CONF_OPTION.flag,
+        action="append",
+        metavar=CONF_OPTION.metavar,
+        default=None,
         help=CONF_OPTION.help_text,
-    )  # fmt: skip
+    )
     add_etcd_arguments(parser)
 
 
@@ -193,8 +267,10 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     """Resolve flags > env > config > defaults and validate them (ConfigError)."""
     command = str(getattr(args, "command", "spark-sweep"))
     shared, spark = _tables(command)
-    resolve(args, (*S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS, *LAYOUT_OPTIONS, *shared,
-                   *spark, CONF_OPTION))  # fmt: skip
+    resolve(
+        args,
+        (*S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark, CONF_OPTION),
+    )
     # --storage azure|gcs: the container or bucket (`gcd.spark.azure`, `gcd.spark.gcs`);
     # ConfigError for a store's flag without its --storage
     other = azure_settings(args) or gcs_settings(args)
@@ -288,9 +364,12 @@ def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
             f"{config.command}: M={document['safe_epoch']} listed={document['listed']:,} "
             f"eligible={document['eligible']:,} {verb}={count:,} ({human_bytes(size)}) "
             f"errors={document['errors']:,} unparsable={document['unparsable']:,} "
-            + (f"versions={document['deleted_versions']:,} "
-               f"markers={document['deleted_markers']:,} locked={document['locked']:,} "
-               if config.versions else "")
+            + (
+                f"versions={document['deleted_versions']:,} "
+                f"markers={document['deleted_markers']:,} locked={document['locked']:,} "
+                if config.versions
+                else ""
+            )
             + f"-> {config.output}"
         )
     else:
@@ -317,14 +396,20 @@ def with_version_plan(config: JobConfig, features: StoreFeatures | None) -> JobC
         has_versions = InventoryManifest.load(config.inventory).has_versions
     elif config.inventory is not None and isinstance(config.storage, AzureSettings):
         BlobInventoryManifest.load(config.inventory).check_covers(
-            config.storage.account_url, config.storage.container, where=config.inventory)
+            config.storage.account_url, config.storage.container, where=config.inventory
+        )
     plan = plan_versions(
-        mode=VersionMode(config.version_mode), features=features, source=config.source,
-        inventory_has_versions=has_versions, deleting=config.sweep and not config.dry_run,
-        bucket=config.bucket, inventory=config.inventory,
-    )  # fmt: skip
-    return dataclasses.replace(config, versions=plan.versions, object_lock=plan.object_lock,
-                               store=plan.store)  # fmt: skip
+        mode=VersionMode(config.version_mode),
+        features=features,
+        source=config.source,
+        inventory_has_versions=has_versions,
+        deleting=config.sweep and not config.dry_run,
+        bucket=config.bucket,
+        inventory=config.inventory,
+    )
+    return dataclasses.replace(
+        config, versions=plan.versions, object_lock=plan.object_lock, store=plan.store
+    )
 
 
 def _announce(config: JobConfig, document: dict[str, Any]) -> None:
@@ -350,14 +435,19 @@ async def run(args: argparse.Namespace) -> int:
         if calls_store:
             await preflight_store(config.storage, config.layout.listing_root)
     elif calls_store:
-        settings = S3Settings(bucket=config.bucket, endpoint_url=config.endpoint_url,
-                              region=config.region)  # fmt: skip
+        settings = S3Settings(
+            bucket=config.bucket, endpoint_url=config.endpoint_url, region=config.region
+        )
         features = await preflight(settings, config.layout.listing_root)
     config = with_version_plan(config, features)
     admission = await read_safe_epoch(args, config.safe_epoch)
     if not admission.allowed:
-        log.warning("spark.round_blocked", command=config.command, reason=admission.blocked_reason,
-                    cluster_epoch=admission.cluster_epoch)  # fmt: skip
+        log.warning(
+            "spark.round_blocked",
+            command=config.command,
+            reason=admission.blocked_reason,
+            cluster_epoch=admission.cluster_epoch,
+        )
         blocked = RoundSummary(
             cluster_epoch=admission.cluster_epoch,
             dry_run=config.dry_run,

@@ -30,13 +30,20 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--output (required), --main, --json."""
-    parser.add_argument("--output", required=True, metavar="ZIP",
-                        help="the zip to write, e.g. l0gc-spark.zip (required)")  # fmt: skip
-    parser.add_argument("--main", metavar="FILE",
-                        help="also write the spark-submit application file here, e.g. "
-                        "gcd-main.py (default: none)")  # fmt: skip
-    parser.add_argument("--json", action="store_true",
-                        help="print what was written as JSON on stdout")  # fmt: skip
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="ZIP",
+        help="the zip to write, e.g. l0gc-spark.zip (required)",
+    )
+    parser.add_argument(
+        "--main",
+        metavar="FILE",
+        help="also write the spark-submit application file here, e.g. gcd-main.py (default: none)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print what was written as JSON on stdout"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
         write_json(document)
         return exitcodes.OK
     needs = ", ".join(EXECUTOR_REQUIREMENTS)
-    stores = "; ".join(f"--storage {store} also {', '.join(extra)}"
-                       for store, extra in STORE_REQUIREMENTS.items())  # fmt: skip
+    stores = "; ".join(
+        f"--storage {store} also {', '.join(extra)}" for store, extra in STORE_REQUIREMENTS.items()
+    )
     sys.stdout.write(
         f"wrote {summary.path}: gcd + watermark {summary.l0gc_version}, {summary.files} files, "
         f"{summary.bytes / 1024:.0f} KiB; ship it with --py-files {summary.path} "

@@ -87,14 +87,20 @@ _PINNING_SHOWN: Final = 10
 RUNBOOK: Final = "docs/operations.md"
 
 STATUS_OPTIONS: tuple[Option, ...] = (
-    Option("--all", boolean, False, "list every partition, not only those pinning M",
-           switch=True),
-    Option("--json", boolean, False, "print the status as one JSON document on stdout",
-           switch=True),
-    Option("--why", boolean, False, "also explain the oldest kept key (`gcd explain` on the "
-           "lowest epoch above M, looked for under the bound S3 root)", switch=True),
+    Option("--all", boolean, False, "list every partition, not only those pinning M", switch=True),
+    Option(
+        "--json", boolean, False, "print the status as one JSON document on stdout", switch=True
+    ),
+    Option(
+        "--why",
+        boolean,
+        False,
+        "also explain the oldest kept key (`gcd explain` on the "
+        "lowest epoch above M, looked for under the bound S3 root)",
+        switch=True,
+    ),
     QUIET_LOG_LEVEL,
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,42 +230,81 @@ class PinningFold:
 
 
 def build_report(
-    view: GcView, namespace: str, now: float, *, include_all: bool = False,
-    paused_at: float | None = None, fleet: FleetStatus | None = None,
-) -> StatusReport:  # fmt: skip
+    view: GcView,
+    namespace: str,
+    now: float,
+    *,
+    include_all: bool = False,
+    paused_at: float | None = None,
+    fleet: FleetStatus | None = None,
+) -> StatusReport:
     """The status from one `GcView` read at wall-clock time `now` (pure)."""
     safe = compute_safe_epoch(view)
-    partitions = [_partition(n, view.partitions[n], safe.cluster_epoch, now)
-                  for n in sorted(view.partitions, key=partition_order)]  # orders/2 < orders/10
-    return _report(view, safe, partitions, len(partitions), namespace, include_all=include_all,
-                   paused_at=paused_at, fleet=fleet)  # fmt: skip
+    partitions = [
+        _partition(n, view.partitions[n], safe.cluster_epoch, now)
+        for n in sorted(view.partitions, key=partition_order)
+    ]  # orders/2 < orders/10
+    return _report(
+        view,
+        safe,
+        partitions,
+        len(partitions),
+        namespace,
+        include_all=include_all,
+        paused_at=paused_at,
+        fleet=fleet,
+    )
 
 
 def report_from_fold(
-    fold: PinningFold, namespace: str, now: float, *, paused_at: float | None = None,
+    fold: PinningFold,
+    namespace: str,
+    now: float,
+    *,
+    paused_at: float | None = None,
     fleet: FleetStatus | None = None,
-) -> StatusReport:  # fmt: skip
+) -> StatusReport:
     """`build_report` of the same read, from its fold (no `--all`: only the records that
     can pin M were kept)."""
     safe = fold.index.safe_epoch()
-    shown = [_partition(n, fold.kept[n], safe.cluster_epoch, now)
-             for n in sorted(fold.kept, key=partition_order)]  # fmt: skip
-    return _report(fold.index.view(), safe, shown, fold.index.summary().count, namespace,
-                   include_all=False, paused_at=paused_at, fleet=fleet)  # fmt: skip
+    shown = [
+        _partition(n, fold.kept[n], safe.cluster_epoch, now)
+        for n in sorted(fold.kept, key=partition_order)
+    ]
+    return _report(
+        fold.index.view(),
+        safe,
+        shown,
+        fold.index.summary().count,
+        namespace,
+        include_all=False,
+        paused_at=paused_at,
+        fleet=fleet,
+    )
 
 
 def _report(
-    view: GcView, safe: SafeEpoch, partitions: list[PartitionStatus], count: int,
-    namespace: str, *, include_all: bool, paused_at: float | None, fleet: FleetStatus | None,
-) -> StatusReport:  # fmt: skip
+    view: GcView,
+    safe: SafeEpoch,
+    partitions: list[PartitionStatus],
+    count: int,
+    namespace: str,
+    *,
+    include_all: bool,
+    paused_at: float | None,
+    fleet: FleetStatus | None,
+) -> StatusReport:
     cluster = safe.cluster_epoch
     if fleet is not None and fleet.replicated:
         live = {r.member for r in fleet.replicas}
         partitions = [
-            dataclasses.replace(p, owner_now=fleet.owner_now.get(p.partition),
-                                owner_gone=p.owner is not None and p.owner not in live)
+            dataclasses.replace(
+                p,
+                owner_now=fleet.owner_now.get(p.partition),
+                owner_gone=p.owner is not None and p.owner not in live,
+            )
             for p in partitions
-        ]  # fmt: skip
+        ]
     valid = [p for p in partitions if p.watermark is not None]
     pinning: list[PartitionStatus] = []
     if valid:
@@ -289,39 +334,53 @@ def _report(
         **bound,
         sweepers=tuple(_sweepers(view)),
         shard_problem=shards,
-        refused=shards is not None or (view.binding_raw is not None
-                                       and bound["binding_problem"] is not None),
+        refused=shards is not None
+        or (view.binding_raw is not None and bound["binding_problem"] is not None),
         unbound=view.binding_raw is None,
         fleet=None if fleet is None else fleet.to_dict(),
     )
 
 
-def is_empty(view: GcView, fleet: FleetStatus | None = None, *,
-             partition_count: int | None = None) -> bool:  # fmt: skip
+def is_empty(
+    view: GcView, fleet: FleetStatus | None = None, *, partition_count: int | None = None
+) -> bool:
     """True when nothing at all is stored under the namespace (a typo, most likely);
     `partition_count` for a view read without its records (a fold)."""
     fleet_empty = fleet is None or (not fleet.replicated and fleet.ticker_leader is None)
     records = len(view.partitions) if partition_count is None else partition_count
-    return (view.cluster_epoch_raw is None and not records
-            and view.binding_raw is None and not view.paused and not view.sweepers
-            and fleet_empty)  # fmt: skip
+    return (
+        view.cluster_epoch_raw is None
+        and not records
+        and view.binding_raw is None
+        and not view.paused
+        and not view.sweepers
+        and fleet_empty
+    )
 
 
 def _binding(view: GcView, namespace: str) -> dict[str, Any]:
     if view.binding_raw is None:
-        unbound = (f"not bound: sweepers delete nothing until `watermark namespace bind "
-                   f"--bucket B --root R` binds {namespace} to its storage")  # fmt: skip
+        unbound = (
+            f"not bound: sweepers delete nothing until `watermark namespace bind "
+            f"--bucket B --root R` binds {namespace} to its storage"
+        )
         return {"binding": None, "binding_problem": unbound}
     try:
         binding = Binding.decode(view.binding_raw)
     except InvalidRecord as exc:
         return {"binding": None, "binding_problem": f"unreadable binding: {exc}"}
-    doc = {"target": binding.target.to_doc(), "describe": binding.target.describe(),
-           "binding_id": binding.binding_id, "etcd_cluster_id": binding.cluster_id}  # fmt: skip
+    doc = {
+        "target": binding.target.to_doc(),
+        "describe": binding.target.describe(),
+        "binding_id": binding.binding_id,
+        "etcd_cluster_id": binding.cluster_id,
+    }
     problem: str | None = None
     if view.cluster_id is not None and binding.cluster_id != view.cluster_id:
-        problem = (f"bound in etcd cluster {binding.cluster_id}, but this is etcd cluster "
-                   f"{view.cluster_id}: sweepers delete nothing until it is re-bound")  # fmt: skip
+        problem = (
+            f"bound in etcd cluster {binding.cluster_id}, but this is etcd cluster "
+            f"{view.cluster_id}: sweepers delete nothing until it is re-bound"
+        )
     return {"binding": doc, "binding_problem": problem}
 
 
@@ -333,19 +392,27 @@ def _sweepers(view: GcView) -> list[dict[str, Any]]:
         except ValueError as exc:
             found.append({"sweeper_id": sweeper_id, "error": str(exc)})
             continue
-        found.append({"sweeper_id": one.sweeper_id, "shard_index": one.shard_index,
-                      "shard_count": one.shard_count, "started_at": one.started_at,
-                      "store": None if one.store is None else dict(one.store),
-                      "problems": list(one.problems)})  # fmt: skip
+        found.append(
+            {
+                "sweeper_id": one.sweeper_id,
+                "shard_index": one.shard_index,
+                "shard_count": one.shard_count,
+                "started_at": one.started_at,
+                "store": None if one.store is None else dict(one.store),
+                "problems": list(one.problems),
+            }
+        )
     return found
 
 
 def _undo_line(store: Mapping[str, Any]) -> str:
     """A sweeper's undo window and what its last round left pending reclaim."""
     oldest = store.get("undo_oldest_pending")
-    return (f"{printable(str(store['undo_window']))} ({printable(str(store.get('undo_rule')))}),"
-            f" pending {printable(str(store.get('undo_pending')))}"
-            + ("" if oldest is None else f", oldest {printable(str(oldest))}"))
+    return (
+        f"{printable(str(store['undo_window']))} ({printable(str(store.get('undo_rule')))}),"
+        f" pending {printable(str(store.get('undo_pending')))}"
+        + ("" if oldest is None else f", oldest {printable(str(oldest))}")
+    )
 
 
 def _store_line(store: Mapping[str, Any]) -> str:
@@ -353,8 +420,10 @@ def _store_line(store: Mapping[str, Any]) -> str:
     lock, batch = store.get("object_lock"), store.get("batch_delete")
     lock_text = "unknown" if lock is None else ("on" if lock else "off")
     batch_text = "not tried yet" if batch is None else ("yes" if batch else "NO (single deletes)")
-    return (f"versioning {printable(str(store.get('versioning')))}, object lock {lock_text}, "
-            f"listing {printable(str(store.get('listing')))}, batch delete {batch_text}")
+    return (
+        f"versioning {printable(str(store.get('versioning')))}, object lock {lock_text}, "
+        f"listing {printable(str(store.get('listing')))}, batch delete {batch_text}"
+    )
 
 
 def _owner(p: PartitionStatus) -> str:
@@ -374,8 +443,10 @@ def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     leader = fleet["ticker_leader"]
     if leader is not None:
-        lines.append(f"ticker         leader {printable(leader)}  "
-                     f"(lease {_left(fleet['ticker_lease_remaining_s'])})")  # fmt: skip
+        lines.append(
+            f"ticker         leader {printable(leader)}  "
+            f"(lease {_left(fleet['ticker_lease_remaining_s'])})"
+        )
     elif fleet["replicas"]:
         lines.append("ticker         NO LEADER: the cluster epoch does not advance")
     replicas = fleet["replicas"]
@@ -386,14 +457,17 @@ def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
         handover = "-" if not moving else f"{len(moving)}: {', '.join(map(printable, moving[:5]))}"
         if len(moving) > 5:
             handover += ", ..."
-        lines.append(f"  {printable(r['member']):<13}{printable(r['address'])}  lease "
-                     f"{_left(r['lease_remaining_s'])}  holds {r['holds']} of "
-                     f"{printable(r['partitions'])}  handing over {handover}")  # fmt: skip
+        lines.append(
+            f"  {printable(r['member']):<13}{printable(r['address'])}  lease "
+            f"{_left(r['lease_remaining_s'])}  holds {r['holds']} of "
+            f"{printable(r['partitions'])}  handing over {handover}"
+        )
     if fleet["unclaimed"]:
         names = ", ".join(map(printable, fleet["unclaimed"][:5]))
         more = ", ..." if len(fleet["unclaimed"]) > 5 else ""
-        lines.append(f"unclaimed      {len(fleet['unclaimed'])} without a live owner now: "
-                     f"{names}{more}")  # fmt: skip
+        lines.append(
+            f"unclaimed      {len(fleet['unclaimed'])} without a live owner now: {names}{more}"
+        )
     lines.extend(f"replica record UNREADABLE: {printable(p)}" for p in fleet["problems"][:5])
     return lines
 
@@ -403,11 +477,15 @@ def _cost_lines(costs: dict[str, Any]) -> list[str]:
     per = costs["lists_per_deleted"]
     per_text = "-" if per is None else f"{per:.4f}"
     gib = costs["deleted_bytes"] / 1024**3
-    requests = (f"requests/day   {asked['list']:,} LIST, {asked['delete']:,} DeleteObjects = "
-                f"${costs['requests_usd']:.6f}/day ({printable(costs['prices']['store'])} "
-                f"prices); {per_text} LISTs per deleted object")  # fmt: skip
-    reclaimed = (f"reclaimed/day  {costs['deleted']:,} objects, {gib:.6f} GiB = "
-                 f"${costs['reclaimed_usd_per_month']:.6f}/month of storage")  # fmt: skip
+    requests = (
+        f"requests/day   {asked['list']:,} LIST, {asked['delete']:,} DeleteObjects = "
+        f"${costs['requests_usd']:.6f}/day ({printable(costs['prices']['store'])} "
+        f"prices); {per_text} LISTs per deleted object"
+    )
+    reclaimed = (
+        f"reclaimed/day  {costs['deleted']:,} objects, {gib:.6f} GiB = "
+        f"${costs['reclaimed_usd_per_month']:.6f}/month of storage"
+    )
     return [requests, reclaimed]
 
 
@@ -434,10 +512,13 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append("global M       UNDEFINED: sweepers delete nothing (fail closed)")
         lines.append(f"blocked        {printable(report.blocked_reason or '')}")
         if report.blocked_partition is not None:
-            lines.append(f"               fix: partition gone -> watermark partition deregister "
-                         f"{_deregister_args(report.blocked_partition)}")  # fmt: skip
-            lines.append(f"                    partition live -> repair its record, see "
-                         f"{RUNBOOK}#gc-blocked")  # fmt: skip
+            lines.append(
+                f"               fix: partition gone -> watermark partition deregister "
+                f"{_deregister_args(report.blocked_partition)}"
+            )
+            lines.append(
+                f"                    partition live -> repair its record, see {RUNBOOK}#gc-blocked"
+            )
     else:
         unit = "epoch" if report.lag_epochs == 1 else "epochs"
         lines.append(f"global M       {report.safe_epoch}  (lag {report.lag_epochs} {unit})")
@@ -451,16 +532,19 @@ def render_text(report: StatusReport, now: float) -> str:
     elif report.blocked:
         lines.append("gc             blocked")
     elif report.refused:
-        lines.append("gc             REFUSED: sweepers delete nothing until the binding or "
-                     "shard problem below is fixed")  # fmt: skip
+        lines.append(
+            "gc             REFUSED: sweepers delete nothing until the binding or "
+            "shard problem below is fixed"
+        )
     elif report.unbound:
-        lines.append("gc             waiting: sweepers delete nothing until the namespace is "
-                     "bound")  # fmt: skip
+        lines.append("gc             waiting: sweepers delete nothing until the namespace is bound")
     else:
         lines.append("gc             running")
     if report.binding is not None:
-        lines.append(f"bound to       {printable(report.binding['describe'])}  (claim checked by "
-                     "sweepers and `watermark namespace show`)")  # fmt: skip
+        lines.append(
+            f"bound to       {printable(report.binding['describe'])}  (claim checked by "
+            "sweepers and `watermark namespace show`)"
+        )
     if report.binding_problem is not None:
         lines.append(f"binding        {printable(report.binding_problem)}")
     if report.sweepers:
@@ -473,10 +557,15 @@ def render_text(report: StatusReport, now: float) -> str:
         seen = {_store_line(w["store"]) for w in report.sweepers if w.get("store")}
         lines.extend(f"store          {line}" for line in sorted(seen))
         windowed = [w for w in report.sweepers if (w.get("store") or {}).get("undo_window")]
-        lines.extend(f"undo window    {printable(w['sweeper_id'])}: {_undo_line(w['store'])}"
-                     for w in windowed)  # fmt: skip
-        lines.extend(f"last round     {printable(w['sweeper_id'])}: {printable(problem)}"
-                     for w in report.sweepers for problem in w.get("problems", ()))  # fmt: skip
+        lines.extend(
+            f"undo window    {printable(w['sweeper_id'])}: {_undo_line(w['store'])}"
+            for w in windowed
+        )
+        lines.extend(
+            f"last round     {printable(w['sweeper_id'])}: {printable(problem)}"
+            for w in report.sweepers
+            for problem in w.get("problems", ())
+        )
     if report.shard_problem is not None:
         lines.append(f"shards         DISAGREE: {printable(report.shard_problem)}")
     if report.fleet is not None:
@@ -486,8 +575,10 @@ def render_text(report: StatusReport, now: float) -> str:
         label = "pinning M" if not report.blocked else "lowest M(p)"
         for index, p in enumerate(report.pinning):
             head = f"{label:<15}" if index == 0 else " " * 15
-            lines.append(f"{head}{printable(p.partition)}  M(p) {p.watermark}  owner {_owner(p)}  "
-                         f"window {_window(p)}  updated {human_age(p.age_s)}")  # fmt: skip
+            lines.append(
+                f"{head}{printable(p.partition)}  M(p) {p.watermark}  owner {_owner(p)}  "
+                f"window {_window(p)}  updated {human_age(p.age_s)}"
+            )
             if p.waiting is not None and not p.owner_gone:
                 lines.append(" " * 17 + printable(waiting_text(p.waiting, now)))
         if report.partition_count > len(report.pinning) == _PINNING_SHOWN:
@@ -498,27 +589,33 @@ def render_text(report: StatusReport, now: float) -> str:
         held = report.pinned_longest
         at = utc_text(held["since"]) or "an unreadable time"
         owner = "-" if held["owner"] is None else printable(held["owner"])
-        lines.append(f"pinned longest {printable(held['partition'])}  M(p) {held['watermark']} "
-                     f"since {at} ({human_age(held['for_s'])})  owner {owner}")  # fmt: skip
+        lines.append(
+            f"pinned longest {printable(held['partition'])}  M(p) {held['watermark']} "
+            f"since {at} ({human_age(held['for_s'])})  owner {owner}"
+        )
     if report.costs is not None:
         lines.extend(_cost_lines(report.costs))
     if report.partitions is not None:
         lines.append("")
-        lines.append(f"{'PARTITION':<24} {'M(p)':>8} {'LAG':>5}  {'WINDOW':<20} "
-                     f"{'OWNER':<28} UPDATED")  # fmt: skip
+        lines.append(
+            f"{'PARTITION':<24} {'M(p)':>8} {'LAG':>5}  {'WINDOW':<20} {'OWNER':<28} UPDATED"
+        )
         for p in report.partitions:
             name = printable(p.partition)
             if p.error is not None:
                 lines.append(f"{name:<24} {'-':>8} {'-':>5}  MALFORMED: {printable(p.error)}")
                 continue
             lag = "-" if p.lag_epochs is None else str(p.lag_epochs)
-            lines.append(f"{name:<24} {p.watermark:>8} {lag:>5}  {_window(p):<20} "
-                         f"{_owner(p):<28} {human_age(p.age_s)}")  # fmt: skip
+            lines.append(
+                f"{name:<24} {p.watermark:>8} {lag:>5}  {_window(p):<20} "
+                f"{_owner(p):<28} {human_age(p.age_s)}"
+            )
     return "\n".join(lines) + "\n"
 
 
-async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: float, *,
-               explain: bool) -> StatusReport:  # fmt: skip
+async def _why(
+    report: StatusReport, settings: EtcdSettings, view: Any, now: float, *, explain: bool
+) -> StatusReport:
     """The report with its "pinned longest" line, the cost lines and, with --why, the
     oldest kept key."""
     from gcd.cli.explain_text import render_text as explain_text  # noqa: PLC0415 - with --why
@@ -527,8 +624,9 @@ async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: flo
     kv = await open_kv(settings)
     try:
         store = WatermarkStore(kv, settings.namespace)
-        pins = [(p.partition, p.watermark, p.owner) for p in report.pinning
-                if p.watermark is not None]  # fmt: skip
+        pins = [
+            (p.partition, p.watermark, p.owner) for p in report.pinning if p.watermark is not None
+        ]
         held = await pinned_longest(store, pins, now) if not report.blocked else None
         gone = await gone_owners(store, report.pinning, now)
         found = None
@@ -539,10 +637,11 @@ async def _why(report: StatusReport, settings: EtcdSettings, view: Any, now: flo
         costs = await _costs(kv, settings.namespace, now)
     finally:
         await kv.close()
-    pinning = tuple(dataclasses.replace(p, owner_gone=True) if p.partition in gone else p
-                    for p in report.pinning)  # fmt: skip
-    return dataclasses.replace(report, pinning=pinning, pinned_longest=held, why=found,
-                               costs=costs)  # fmt: skip
+    pinning = tuple(
+        dataclasses.replace(p, owner_gone=True) if p.partition in gone else p
+        for p in report.pinning
+    )
+    return dataclasses.replace(report, pinning=pinning, pinned_longest=held, why=found, costs=costs)
 
 
 async def _costs(kv: Any, namespace: str, now: float) -> dict[str, Any] | None:
@@ -594,11 +693,11 @@ async def run(args: argparse.Namespace) -> int:
     now = time.time()
     paused_at = pause_at(None if marker is None else marker.value)
     if fold is None:
-        report = build_report(view, settings.namespace, now, include_all=True,
-                              paused_at=paused_at, fleet=fleet)  # fmt: skip
+        report = build_report(
+            view, settings.namespace, now, include_all=True, paused_at=paused_at, fleet=fleet
+        )
     else:
-        report = report_from_fold(fold, settings.namespace, now, paused_at=paused_at,
-                                  fleet=fleet)  # fmt: skip
+        report = report_from_fold(fold, settings.namespace, now, paused_at=paused_at, fleet=fleet)
     report = await _why(report, settings, view, now, explain=args.why)
     if args.json:
         document = report.to_dict()

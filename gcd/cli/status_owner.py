@@ -20,13 +20,13 @@ __all__ = ["gone_owners", "waiting_text"]
 
 _WAITS = {
     "log_end": "its log end: its reconciler must send log_end_offset once asked "
-               "(docs/operations.md#log-end-unknown)",
+    "(docs/operations.md#log-end-unknown)",
     "reconciler": "its reconciler: committed through offset {committed_offset}, reconciled "
-                  "through {reconciled_offset} (docs/operations.md#m-not-advancing)",
+    "through {reconciled_offset} (docs/operations.md#m-not-advancing)",
     "fences": "{fences} fence(s) in flight: an idle partition advances with none held",
     "fencing_violation": "an operator: frozen by a fencing violation "
-                         "(docs/operations.md#fencing-violation)",
-}  # fmt: skip
+    "(docs/operations.md#fencing-violation)",
+}
 
 
 def waiting_text(waiting: Mapping[str, Any], now: float) -> str:
@@ -51,8 +51,9 @@ async def gone_owners(store: Any, pinning: Sequence[Any], now: float) -> set[str
     for p in pinning:
         if p.owner is None or p.lag_epochs is None or p.lag_epochs <= 2:
             continue
-        record = PartitionRecord(p.partition, p.watermark, p.created_epoch or 0, owner=p.owner,
-                                 updated_at=p.updated_at)  # fmt: skip
+        record = PartitionRecord(
+            p.partition, p.watermark, p.created_epoch or 0, owner=p.owner, updated_at=p.updated_at
+        )
         if await live_owner(store.kv, store.namespace, record, now=now) is None:
             gone.add(p.partition)
     return gone

@@ -29,8 +29,9 @@ __all__ = ["oldest_kept_key", "pinned_longest", "why"]
 _LISTS_AT_ONCE = 16
 
 
-async def pinned_longest(store: Any, pinning: list[tuple[str, int, str | None]], now: float
-                         ) -> dict[str, Any] | None:  # fmt: skip
+async def pinned_longest(
+    store: Any, pinning: list[tuple[str, int, str | None]], now: float
+) -> dict[str, Any] | None:
     """The pinning partition at its M(p) the longest: name, M(p), owner, since (unix s)."""
     best: dict[str, Any] | None = None
     for name, watermark, owner in pinning:
@@ -38,8 +39,13 @@ async def pinned_longest(store: Any, pinning: list[tuple[str, int, str | None]],
         if since is None:
             continue
         if best is None or since < best["since"]:
-            best = {"partition": name, "watermark": watermark, "owner": owner,
-                    "since": since, "for_s": round(max(0.0, now - since), 3)}  # fmt: skip
+            best = {
+                "partition": name,
+                "watermark": watermark,
+                "owner": owner,
+                "since": since,
+                "for_s": round(max(0.0, now - since), 3),
+            }
     return best
 
 
@@ -78,23 +84,32 @@ async def oldest_kept_key(objects: Any, layout: KeyLayout, safe_epoch: int) -> s
             page = await objects.list_page(directory, start_after=start, max_keys=1)
         return page.objects[0].key if page.objects else None
 
-    found = [k for k in await asyncio.gather(*(first(p) for p in range(PREFIX_COUNT)))
-             if k is not None]  # fmt: skip
-    epochs = [(parsed.epoch, key) for key in found if (parsed := layout.parse(key)) is not None
-              and parsed.epoch > safe_epoch]  # fmt: skip
+    found = [
+        k for k in await asyncio.gather(*(first(p) for p in range(PREFIX_COUNT))) if k is not None
+    ]
+    epochs = [
+        (parsed.epoch, key)
+        for key in found
+        if (parsed := layout.parse(key)) is not None and parsed.epoch > safe_epoch
+    ]
     return min(epochs)[1] if epochs else None
 
 
-async def why(store: Any, binding_raw: bytes | None, grace_s: float = 600.0
-              ) -> tuple[str | None, ExplainReport | None]:  # fmt: skip
+async def why(
+    store: Any, binding_raw: bytes | None, grace_s: float = 600.0
+) -> tuple[str | None, ExplainReport | None]:
     """(the oldest kept key, its explanation); (None, None) when no key is kept above M."""
     if binding_raw is None:
-        raise ConfigError("--why needs the namespace bound to its bucket (watermark namespace "
-                          "bind): that is where the kept keys are looked for")  # fmt: skip
+        raise ConfigError(
+            "--why needs the namespace bound to its bucket (watermark namespace "
+            "bind): that is where the kept keys are looked for"
+        )
     target = Binding.decode(binding_raw).target
     if target.kind != "s3":
-        raise ConfigError(f"--why looks in S3 buckets; this namespace is bound to "
-                          f"{target.describe()}: run gcd explain KEY there")  # fmt: skip
+        raise ConfigError(
+            f"--why looks in S3 buckets; this namespace is bound to "
+            f"{target.describe()}: run gcd explain KEY there"
+        )
     layout = KeyLayout.default(target.root)
     facts = await read_gc_facts(store, None, grace_s=grace_s)
     if facts.safe_epoch is None:

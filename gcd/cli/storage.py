@@ -24,35 +24,61 @@ from gcd.storage.s3 import S3Settings
 from watermark.errors import ConfigError
 from watermark.options import Option, boolean, text
 
-__all__ = ["AZURE_OPTIONS", "GCS_OPTIONS", "NO_BUCKET", "azure_settings", "gcs_settings",
-           "store_settings"]  # fmt: skip
+__all__ = [
+    "AZURE_OPTIONS",
+    "GCS_OPTIONS",
+    "NO_BUCKET",
+    "azure_settings",
+    "gcs_settings",
+    "store_settings",
+]
 
 STORAGES = ("s3", "azure", "gcs")
-NO_BUCKET = ("no bucket given: pass --bucket NAME or set L0GC_BUCKET (or --storage azure "
-             "--account-url URL --container NAME)")  # fmt: skip
+NO_BUCKET = (
+    "no bucket given: pass --bucket NAME or set L0GC_BUCKET (or --storage azure "
+    "--account-url URL --container NAME)"
+)
 """The error when no store is named at all."""
 AZURE_OPTIONS: tuple[Option, ...] = (
-    Option("--storage", text, "s3", "object store: s3 (default), azure or gcs", "KIND",
-           values=STORAGES),
-    Option("--account-url", text, None,
-           "--storage azure: the account's blob endpoint, "
-           "e.g. https://ACCOUNT.blob.core.windows.net", "URL"),
-    Option("--container", text, None, "--storage azure: the container of the L0 objects",
-           "NAME"),
-    Option("--azure-connection-string-file", text, None,
-           "--storage azure: read a connection string from this file (default: the Azure "
-           "credential chain: workload identity, managed identity, environment)", "FILE"),
-)  # fmt: skip
+    Option(
+        "--storage", text, "s3", "object store: s3 (default), azure or gcs", "KIND", values=STORAGES
+    ),
+    Option(
+        "--account-url",
+        text,
+        None,
+        "--storage azure: the account's blob endpoint, e.g. https://ACCOUNT.blob.core.windows.net",
+        "URL",
+    ),
+    Option("--container", text, None, "--storage azure: the container of the L0 objects", "NAME"),
+    Option(
+        "--azure-connection-string-file",
+        text,
+        None,
+        "--storage azure: read a connection string from this file (default: the Azure "
+        "credential chain: workload identity, managed identity, environment)",
+        "FILE",
+    ),
+)
 
 
 GCS_OPTIONS: tuple[Option, ...] = (
-    Option("--gcs-credentials-file", text, None,
-           "--storage gcs: a service-account key or ADC file (default: Application Default "
-           "Credentials: GOOGLE_APPLICATION_CREDENTIALS, gcloud, GKE workload identity)",
-           "FILE"),
-    Option("--gcs-anonymous", boolean, False,
-           "--storage gcs: send no credentials (an emulator at --endpoint-url)", switch=True),
-)  # fmt: skip
+    Option(
+        "--gcs-credentials-file",
+        text,
+        None,
+        "--storage gcs: a service-account key or ADC file (default: Application Default "
+        "Credentials: GOOGLE_APPLICATION_CREDENTIALS, gcloud, GKE workload identity)",
+        "FILE",
+    ),
+    Option(
+        "--gcs-anonymous",
+        boolean,
+        False,
+        "--storage gcs: send no credentials (an emulator at --endpoint-url)",
+        switch=True,
+    ),
+)
 
 
 def _storage(args: argparse.Namespace) -> str:
@@ -80,23 +106,28 @@ def gcs_settings(args: argparse.Namespace) -> GcsSettings | None:
 def azure_settings(args: argparse.Namespace) -> AzureSettings | None:
     """The Azure settings when `--storage azure`, else None (S3); ConfigError on a mix."""
     storage = _storage(args)
-    azure_flags = [name for name in ("account_url", "container", "azure_connection_string_file")
-                   if getattr(args, name, None) is not None]  # fmt: skip
+    azure_flags = [
+        name
+        for name in ("account_url", "container", "azure_connection_string_file")
+        if getattr(args, name, None) is not None
+    ]
     if storage != "azure":
         if azure_flags:
             flag = "--" + azure_flags[0].replace("_", "-")
             raise ConfigError(f"{flag} is for Azure Blob Storage: add --storage azure")
         return None
     if getattr(args, "bucket", None) is not None:
-        raise ConfigError("--bucket is for S3; with --storage azure give --account-url and "
-                          "--container")  # fmt: skip
+        raise ConfigError(
+            "--bucket is for S3; with --storage azure give --account-url and --container"
+        )
     if args.account_url is None or args.container is None:
         raise ConfigError("--storage azure needs --account-url URL and --container NAME")
     return AzureSettings(args.account_url, args.container, args.azure_connection_string_file)
 
 
-def store_settings(args: argparse.Namespace, *, no_bucket: str = NO_BUCKET,
-                   max_pool_connections: int | None = None) -> StoreSettings:  # fmt: skip
+def store_settings(
+    args: argparse.Namespace, *, no_bucket: str = NO_BUCKET, max_pool_connections: int | None = None
+) -> StoreSettings:
     """The store the flags name: Azure's or GCS's settings with `--storage azure|gcs`, else
     S3's (`--bucket`, `--endpoint-url`, `--region`; `max_pool_connections` when given);
     ConfigError (`no_bucket` when no bucket is given) on what is missing or mixed."""

@@ -68,39 +68,58 @@ from watermark.logs import configure_logging
 from watermark.options import Option, add_config_option, add_options
 from watermark.service.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
-__all__ = ["COMMON_OPTIONS", "add_arguments", "add_round_arguments",
-           "cost_line", "exit_code", "interrupted_document", "round_setup", "run",
-           "text_summary"]  # fmt: skip
+__all__ = [
+    "COMMON_OPTIONS",
+    "add_arguments",
+    "add_round_arguments",
+    "cost_line",
+    "exit_code",
+    "interrupted_document",
+    "round_setup",
+    "run",
+    "text_summary",
+]
 
 log = structlog.get_logger("gcd.cli.sweep")
 
 COMMON_OPTIONS: tuple[Option, ...] = (
-    *S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS, *LAYOUT_OPTIONS, *ROUND_OPTIONS,
-    *JOURNAL_OPTIONS, *PRICE_OPTIONS,
+    *S3_OPTIONS,
+    *AZURE_OPTIONS,
+    *GCS_OPTIONS,
+    *LAYOUT_OPTIONS,
+    *ROUND_OPTIONS,
+    *JOURNAL_OPTIONS,
+    *PRICE_OPTIONS,
 )
 
 
 SWEEPER_ONLY = frozenset(
-    option.flag for option in (*ROUND_OPTIONS, *JOURNAL_OPTIONS, *PRICE_OPTIONS)
+    option.flag
+    for option in (*ROUND_OPTIONS, *JOURNAL_OPTIONS, *PRICE_OPTIONS)
     if option.flag not in ("--safe-epoch", "--grace", "--journal-dir", "--journal-prefix")
-)  # fmt: skip
+)
 """The round's flags that mean nothing to a command that only reads (`gcd explain`): it
 accepts them (a config file or environment shared with the sweepers) without listing them."""
 _READER_JOURNAL_HELP = {
     "--journal-dir": "read the deletion journal in this directory (the sweepers' "
-                     "--journal-dir): who deleted a key, when, and with which M",
+    "--journal-dir): who deleted a key, when, and with which M",
     "--journal-prefix": "read the journal segments the sweepers shipped to this prefix of the "
-                        "bucket (their --journal-prefix); with --journal-dir both are read",
-}  # fmt: skip
+    "bucket (their --journal-prefix); with --journal-dir both are read",
+}
 
 
 def add_round_arguments(parser: argparse.ArgumentParser, *, reader: bool = False) -> None:
     """The options every sweeping command takes: S3, layout, round, etcd, --config; a
     `reader` lists only those it uses (`SWEEPER_ONLY` are accepted, not listed)."""
     hidden = SWEEPER_ONLY if reader else frozenset()
-    journal = JOURNAL_OPTIONS if not reader else tuple(
-        dataclasses.replace(o, help=_READER_JOURNAL_HELP.get(o.flag, o.help))
-        for o in JOURNAL_OPTIONS)  # fmt: skip
+    journal = (
+        JOURNAL_OPTIONS
+        if not reader
+        else tuple(
+            dataclasses.replace(o, help=_READER_JOURNAL_HELP.get(o.flag, o.help))
+            for o in JOURNAL_OPTIONS
+        )
+    )
     add_config_option(parser)
     add_options(parser, S3_OPTIONS, "object store (AWS credentials: the standard chain)")
     add_options(parser, AZURE_OPTIONS, "Azure Blob Storage (--storage azure)")
@@ -118,8 +137,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, SWEEP_OPTIONS, "dry run and output")
 
 
-def round_setup(args: argparse.Namespace,
-                environ: Mapping[str, str] | None = None) -> SweepSettings:  # fmt: skip
+def round_setup(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> SweepSettings:
     """Build and check the settings from resolved options; ConfigError says what is wrong."""
     env = os.environ if environ is None else environ
     store = store_settings(args, max_pool_connections=args.concurrency + args.list_concurrency + 4)
@@ -143,22 +163,30 @@ def round_setup(args: argparse.Namespace,
         undo_window_s=args.undo_window,
     )
     if args.undo_window and args.journal_dir is None and not config.dry_run:
-        raise ConfigError(f"--undo-window {args.undo_window:g}s needs --journal-dir DIR: the "
-                          "journal names the delete markers l0gc wrote, which `gcd restore` "
-                          "deletes and later rounds reclaim")  # fmt: skip
+        raise ConfigError(
+            f"--undo-window {args.undo_window:g}s needs --journal-dir DIR: the "
+            "journal names the delete markers l0gc wrote, which `gcd restore` "
+            "deletes and later rounds reclaim"
+        )
     etcd_given = args.etcd is not None or bool(env.get("L0GC_ETCD"))
     # Without --safe-epoch, M comes from etcd: no endpoint at all is a usage error (exit 2),
     # not a silent wait on 127.0.0.1:2379.
     needs_etcd = etcd_given or args.safe_epoch is None
     etcd = EtcdSettings.from_args(args, env, required=True) if needs_etcd else None
     journal = JournalSettings(
-        directory=args.journal_dir, prefix=args.journal_prefix,
-        max_bytes=args.journal_max_bytes, max_age_s=args.journal_max_age,
-        keep_local=args.journal_keep_local, retention_s=args.journal_retention,
-    )  # fmt: skip
-    prices = prices_for(store.kind, list_per_1000=args.price_list,
-                        delete_per_1000=args.price_delete,
-                        storage_gb_month=args.price_storage)  # fmt: skip
+        directory=args.journal_dir,
+        prefix=args.journal_prefix,
+        max_bytes=args.journal_max_bytes,
+        max_age_s=args.journal_max_age,
+        keep_local=args.journal_keep_local,
+        retention_s=args.journal_retention,
+    )
+    prices = prices_for(
+        store.kind,
+        list_per_1000=args.price_list,
+        delete_per_1000=args.price_delete,
+        storage_gb_month=args.price_storage,
+    )
     return SweepSettings(config, store, etcd, args.safe_epoch, args.shard_ttl, journal, prices)
 
 
@@ -178,8 +206,12 @@ def interrupted_document(summary: RoundSummary, signal_name: str) -> dict[str, A
     """The `--json` output of a round stopped by a signal: the summary of what it did,
     with "error": "interrupted" and the signal."""
     fields = summary.to_dict()
-    return {"version": fields.pop("version"), "error": "interrupted", "signal": signal_name,
-            **fields}  # fmt: skip
+    return {
+        "version": fields.pop("version"),
+        "error": "interrupted",
+        "signal": signal_name,
+        **fields,
+    }
 
 
 def _counted(summary: RoundSummary) -> RoundCounts:
@@ -199,10 +231,12 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
     elif summary.dry_run:
         head = f"dry run: would delete {summary.eligible:,} objects, deleted nothing"
     elif summary.markers_written:  # an undo window: hidden, not gone (issue 55)
-        head = (f"hid {summary.markers_written:,} objects behind delete markers (their bytes "
-                f"are kept for the undo window: `gcd restore` brings them back); freed "
-                f"{summary.deleted - summary.markers_written:,} versions and markers "
-                f"({human_bytes(summary.deleted_bytes)})")  # fmt: skip
+        head = (
+            f"hid {summary.markers_written:,} objects behind delete markers (their bytes "
+            f"are kept for the undo window: `gcd restore` brings them back); freed "
+            f"{summary.deleted - summary.markers_written:,} versions and markers "
+            f"({human_bytes(summary.deleted_bytes)})"
+        )
     else:
         head = f"deleted {deleted}"
     if summary.safe_epoch is not None:
@@ -217,31 +251,46 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
     if summary.blocked_reason is not None and not summary.listed:
         return "\n".join(lines) + "\n"
     kept = [
-        (f"{summary.skipped_not_eligible:,} live (epoch > M; keys skip-ahead did not list "
-         "are not counted)"),
+        (
+            f"{summary.skipped_not_eligible:,} live (epoch > M; keys skip-ahead did not list "
+            "are not counted)"
+        ),
         f"{summary.skipped_young:,} too young (grace period)",
         f"{summary.unparsable:,} unparsable",
     ]
-    for name, what in (("skipped_paused", "not sent (paused)"), ("unsafe_keys", "unsafe"),
-                       ("locked", "versions locked (Object Lock)")):
+    for name, what in (
+        ("skipped_paused", "not sent (paused)"),
+        ("unsafe_keys", "unsafe"),
+        ("locked", "versions locked (Object Lock)"),
+    ):
         if fields.get(name):
             kept.append(f"{fields[name]:,} {what}")
     requests = f"{summary.list_requests:,} LIST, {summary.delete_requests:,} DeleteObjects"
     listed = f"  listed     {summary.listed:,} objects; eligible {summary.eligible:,}"
     if summary.undo is not None:  # per version, and a key's plan selects (issue 55)
-        listed = (f"  listed     {summary.listed:,} versions and delete markers; eligible "
-                  f"{summary.eligible:,} (each a key to hide, or a version or marker past "
-                  "the undo window)")
+        listed = (
+            f"  listed     {summary.listed:,} versions and delete markers; eligible "
+            f"{summary.eligible:,} (each a key to hide, or a version or marker past "
+            "the undo window)"
+        )
         pending = summary.undo.get("pending_keys")
         if pending:
             kept.append(f"{pending:,} keys waiting for the undo window")
     lines += [
         listed,
-        f"  deleted    {deleted}" + (
+        f"  deleted    {deleted}"
+        + (
             f", of them {summary.deleted_versions:,} versions and {summary.deleted_markers:,} "
-            "delete markers" if summary.deleted_versions or summary.deleted_markers else "") + (
+            "delete markers"
+            if summary.deleted_versions or summary.deleted_markers
+            else ""
+        )
+        + (
             f", of them {summary.markers_written:,} only hidden (a delete marker written, "
-            "no byte freed)" if summary.markers_written else ""),
+            "no byte freed)"
+            if summary.markers_written
+            else ""
+        ),
         f"  kept       {', '.join(kept)}",
         f"  errors     {summary.errors:,}",
         f"  requests   {requests}",
@@ -252,9 +301,11 @@ def text_summary(summary: RoundSummary, *, interrupted_by: str | None = None) ->
 def cost_line(cost: RoundCost) -> str:
     """The summary's cost line: requests in dollars, storage reclaimed per month."""
     per = "-" if cost.lists_per_deleted is None else f"{cost.lists_per_deleted:.4f}"
-    return (f"  cost       ${cost.requests_usd:.6f} in requests ({cost.prices.store} prices); "
-            f"reclaims ${cost.reclaimed_usd_per_month:.6f}/month of storage; {per} LISTs "
-            "per deleted object\n")
+    return (
+        f"  cost       ${cost.requests_usd:.6f} in requests ({cost.prices.store} prices); "
+        f"reclaims ${cost.reclaimed_usd_per_month:.6f}/month of storage; {per} LISTs "
+        "per deleted object\n"
+    )
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -264,14 +315,18 @@ async def run(args: argparse.Namespace) -> int:
     setup = round_setup(args)
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
-        async with SweepRuntime.open(setup, plan=plan, preflight=True,
-                                     check_namespace=True) as runtime:  # fmt: skip
+        async with SweepRuntime.open(
+            setup, plan=plan, preflight=True, check_namespace=True
+        ) as runtime:
             sweeper = runtime.sweeper
             # The sweeper forgets its live counters when the round ends; the progress
             # line's last refresh shows the round's totals instead.
             totals: list[RoundCounts] = []
-            signals = StopOnSignals(sweeper.stop, again=interrupt_on_second_ctrl_c,
-                                    on_signal=lambda n: log.info("sweep.stopping", signal=n.name))
+            signals = StopOnSignals(
+                sweeper.stop,
+                again=interrupt_on_second_ctrl_c,
+                on_signal=lambda n: log.info("sweep.stopping", signal=n.name),
+            )
             with signals.installed():
                 async with ProgressLine(lambda: sweeper.counts or (totals[0] if totals else None)):
                     result = await runtime.run_round()
@@ -285,8 +340,13 @@ async def run(args: argparse.Namespace) -> int:
             f"gcd sweep: interrupted by {signals.first}: requests in flight finished, "
             f"{summary.deleted:,} objects deleted; the rest waits for the next run\n"
         )
-    cost = round_cost(summary.list_requests, summary.delete_requests, summary.deleted,
-                      summary.deleted_bytes, setup.price_table)  # fmt: skip
+    cost = round_cost(
+        summary.list_requests,
+        summary.delete_requests,
+        summary.deleted,
+        summary.deleted_bytes,
+        setup.price_table,
+    )
     if args.json:
         document = summary.to_dict()
         if signals.first is not None:

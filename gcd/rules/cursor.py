@@ -149,6 +149,7 @@ def directory_prefixes(prefixes: list[str], root: str) -> list[str]:
         out += [f"{prefix}{n:0{width}d}/" if width else f"{prefix}/" for n in range(10**width)]
     return out
 
+
 def first_page_size(probing: bool, full: int) -> int:
     """Keys the first LIST of a listing asks for: a probe when the listing may skip."""
     return min(full, PROBE_KEYS) if probing else full

@@ -195,12 +195,20 @@ class JournaledRequest:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"at": self.at, "sweeper": self.sweeper, "request": self.request,
-                "outcome": self.outcome, "safe_epoch": self.safe_epoch,
-                "cluster_epoch": self.cluster_epoch, "revision": self.revision,
-                "epoch": self.epoch, "pinning": [list(p) for p in self.pinning],
-                "version_ids": list(self.version_ids), "source": self.source,
-                "marker": self.marker}  # fmt: skip
+        return {
+            "at": self.at,
+            "sweeper": self.sweeper,
+            "request": self.request,
+            "outcome": self.outcome,
+            "safe_epoch": self.safe_epoch,
+            "cluster_epoch": self.cluster_epoch,
+            "revision": self.revision,
+            "epoch": self.epoch,
+            "pinning": [list(p) for p in self.pinning],
+            "version_ids": list(self.version_ids),
+            "source": self.source,
+            "marker": self.marker,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +238,13 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         """The `--json` object of this key (key, verdict, reason, summary, then the facts)."""
-        return {"key": self.key, "verdict": self.verdict.value, "reason": self.reason.value,
-                "summary": self.summary, **self.facts}  # fmt: skip
+        return {
+            "key": self.key,
+            "verdict": self.verdict.value,
+            "reason": self.reason.value,
+            "summary": self.summary,
+            **self.facts,
+        }
 
 
 def start_before(key: str) -> str:
@@ -272,14 +285,17 @@ def estimate_ready(epoch: int, facts: GcFacts, waiting: Sequence[PartitionFact])
             latest, slowest = at, name
     said: list[str] = []
     if unknown:
-        what = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3
-                                         else "")  # fmt: skip
+        what = ", ".join(unknown[:3]) + (
+            f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        )
         said.append(f"{what} has not moved recently")
     if stalled:
         name, idle = stalled[0]
         more = f" (and {len(stalled) - 1} more)" if len(stalled) > 1 else ""
-        said.append(f"{name}{more} has not risen for {idle:.0f} s though it rose before "
-                    "(a writer that stopped?)")  # fmt: skip
+        said.append(
+            f"{name}{more} has not risen for {idle:.0f} s though it rose before "
+            "(a writer that stopped?)"
+        )
     if said:
         first = unknown[0] if unknown else stalled[0][0]
         return Estimate(None, first, "no estimate: " + "; ".join(said))
@@ -295,28 +311,46 @@ def _not_l0(key: str, layout: KeyLayout, facts: GcFacts) -> Explanation | None:
     root = layout.listing_root
     prefix = facts.journal_prefix
     if prefix is not None and key.startswith(prefix.rstrip("/") + "/"):
-        return _never(key, Reason.JOURNAL_OBJECT, f"a deletion journal object under "
-                      f"{prefix}, outside the root {root}: never deleted")  # fmt: skip
+        return _never(
+            key,
+            Reason.JOURNAL_OBJECT,
+            f"a deletion journal object under {prefix}, outside the root {root}: never deleted",
+        )
     if not key.startswith(root):
-        return _never(key, Reason.OUTSIDE_ROOT,
-                      f"outside the root {root}: not an L0 key of this namespace")
+        return _never(
+            key, Reason.OUTSIDE_ROOT, f"outside the root {root}: not an L0 key of this namespace"
+        )
     if key == claim_key(layout.root) or nested_root(key, layout.root) is not None:
-        return _never(key, Reason.CLAIM, "an l0gc claim object (a namespace's binding in the "
-                      "bucket): never deleted")  # fmt: skip
+        return _never(
+            key,
+            Reason.CLAIM,
+            "an l0gc claim object (a namespace's binding in the bucket): never deleted",
+        )
     if layout.parse(key) is None:
         if layout.read_fields(key) is not None:
-            return _never(key, Reason.TEMPLATE_MISMATCH, f"the key pattern reads it, but the "
-                          f"template {layout.template!r} does not give it back exactly: never "
-                          "deleted")  # fmt: skip
-        return _never(key, Reason.UNPARSABLE, f"not parsed by the layout {layout.pattern!r}: "
-                      "never deleted (the sweeper counts it as unparsable)")  # fmt: skip
+            return _never(
+                key,
+                Reason.TEMPLATE_MISMATCH,
+                f"the key pattern reads it, but the "
+                f"template {layout.template!r} does not give it back exactly: never "
+                "deleted",
+            )
+        return _never(
+            key,
+            Reason.UNPARSABLE,
+            f"not parsed by the layout {layout.pattern!r}: "
+            "never deleted (the sweeper counts it as unparsable)",
+        )
     return None
 
 
 def explain(
-    key: str, layout: KeyLayout, facts: GcFacts, store: StoreFacts,
+    key: str,
+    layout: KeyLayout,
+    facts: GcFacts,
+    store: StoreFacts,
     journal: Sequence[JournaledRequest] = (),
-) -> Explanation:  # fmt: skip
+) -> Explanation:
     """The verdict for `key` (see the module docstring)."""
     early = _not_l0(key, layout, facts)
     if early is not None:
@@ -325,16 +359,29 @@ def explain(
     assert parsed is not None  # _not_l0 returned every key that does not parse
     epoch = parsed.epoch
     if store.nested_root is not None:
-        return _never(key, Reason.NESTED_ROOT, f"under {store.nested_root}, another "
-                      "namespace's root nested in this one (its claim object is there): "
-                      "never deleted by this namespace", nested_root=store.nested_root)  # fmt: skip
-    base: dict[str, Any] = {"epoch": epoch, "safe_epoch": facts.safe_epoch,
-                            "cluster_epoch": facts.cluster_epoch, "revision": facts.revision}
+        return _never(
+            key,
+            Reason.NESTED_ROOT,
+            f"under {store.nested_root}, another "
+            "namespace's root nested in this one (its claim object is there): "
+            "never deleted by this namespace",
+            nested_root=store.nested_root,
+        )
+    base: dict[str, Any] = {
+        "epoch": epoch,
+        "safe_epoch": facts.safe_epoch,
+        "cluster_epoch": facts.cluster_epoch,
+        "revision": facts.revision,
+    }
     if store.error is not None:
-        return Explanation(key, KeyVerdict.UNKNOWN, Reason.STORE_UNREADABLE,
-                           f"unknown: the store's answer for this key could not be read "
-                           f"({store.error}); nothing is claimed about it",
-                           {**base, "error": store.error})  # fmt: skip
+        return Explanation(
+            key,
+            KeyVerdict.UNKNOWN,
+            Reason.STORE_UNREADABLE,
+            f"unknown: the store's answer for this key could not be read "
+            f"({store.error}); nothing is claimed about it",
+            {**base, "error": store.error},
+        )
     if not store.found:
         return _gone(key, base, journal)
     hidden = _hidden(key, base, store, journal)
@@ -346,43 +393,72 @@ def explain(
     if facts.refused is not None:
         reason = Reason.PAUSED if facts.paused else Reason.BLOCKED
         what = "GC is paused" if facts.paused else "GC is blocked"
-        return Explanation(key, KeyVerdict.KEPT, reason, f"kept: {what}: {facts.refused}",
-                           {**base, "refused": facts.refused, **_waiting(epoch, facts)})
+        return Explanation(
+            key,
+            KeyVerdict.KEPT,
+            reason,
+            f"kept: {what}: {facts.refused}",
+            {**base, "refused": facts.refused, **_waiting(epoch, facts)},
+        )
     assert facts.safe_epoch is not None  # an admitted read has M
     youngest = max(v.last_modified_s for v in store.versions)
     verdict, _ = decide(key, youngest, layout, facts.safe_epoch, facts.now, facts.grace_s)
     if verdict is RoundVerdict.NOT_ELIGIBLE:
         waiting = _waiting(epoch, facts)
-        return Explanation(key, KeyVerdict.KEPT, Reason.WAITING, _waiting_summary(epoch, facts,
-                           waiting), {**base, **waiting})  # fmt: skip
+        return Explanation(
+            key,
+            KeyVerdict.KEPT,
+            Reason.WAITING,
+            _waiting_summary(epoch, facts, waiting),
+            {**base, **waiting},
+        )
     if verdict is RoundVerdict.TOO_YOUNG:
         ends = youngest + facts.grace_s
-        return Explanation(key, KeyVerdict.KEPT, Reason.GRACE,
-                           f"kept: inside the grace period of {facts.grace_s:g} s (epoch "
-                           f"{epoch} <= M {facts.safe_epoch}); deletable after it ends",
-                           {**base, "last_modified": youngest, "grace_s": facts.grace_s,
-                            "grace_ends": ends})  # fmt: skip
-    locked = [v for v in store.versions if v.lock is not None
-              and (v.retain_until is None or v.retain_until > facts.now)]  # fmt: skip
+        return Explanation(
+            key,
+            KeyVerdict.KEPT,
+            Reason.GRACE,
+            f"kept: inside the grace period of {facts.grace_s:g} s (epoch "
+            f"{epoch} <= M {facts.safe_epoch}); deletable after it ends",
+            {**base, "last_modified": youngest, "grace_s": facts.grace_s, "grace_ends": ends},
+        )
+    locked = [
+        v
+        for v in store.versions
+        if v.lock is not None and (v.retain_until is None or v.retain_until > facts.now)
+    ]
     if locked:
         until = [v.retain_until for v in locked if v.retain_until is not None]
         latest = max(until) if until else None
-        return Explanation(key, KeyVerdict.KEPT, Reason.LOCKED,
-                           f"kept: Object Lock retains {len(locked)} version(s) "
-                           f"({locked[0].lock}); the store refuses to delete them",
-                           {**base, "locked": len(locked), "lock": locked[0].lock,
-                            "retain_until": latest})  # fmt: skip
+        return Explanation(
+            key,
+            KeyVerdict.KEPT,
+            Reason.LOCKED,
+            f"kept: Object Lock retains {len(locked)} version(s) "
+            f"({locked[0].lock}); the store refuses to delete them",
+            {**base, "locked": len(locked), "lock": locked[0].lock, "retain_until": latest},
+        )
     count = len(store.versions)
     what = "it" if count == 1 else f"its {count} versions and delete markers"
-    return Explanation(key, KeyVerdict.DELETABLE, Reason.ELIGIBLE,
-                       f"deletable: epoch {epoch} <= M {facts.safe_epoch} and older than the "
-                       f"grace period; the next round deletes {what}", base)  # fmt: skip
+    return Explanation(
+        key,
+        KeyVerdict.DELETABLE,
+        Reason.ELIGIBLE,
+        f"deletable: epoch {epoch} <= M {facts.safe_epoch} and older than the "
+        f"grace period; the next round deletes {what}",
+        base,
+    )
 
 
 def _version(v: VersionFact) -> dict[str, Any]:
-    return {"version_id": v.version_id, "last_modified": v.last_modified_s, "size": v.size,
-            "delete_marker": v.delete_marker, "lock": v.lock,
-            "retain_until": v.retain_until}  # fmt: skip
+    return {
+        "version_id": v.version_id,
+        "last_modified": v.last_modified_s,
+        "size": v.size,
+        "delete_marker": v.delete_marker,
+        "lock": v.lock,
+        "retain_until": v.retain_until,
+    }
 
 
 def _hidden(
@@ -399,25 +475,41 @@ def _hidden(
         return None
     mine = [d for d in journal if d.marker is not None and d.marker == newest.version_id]
     if not mine:
-        return Explanation(key, KeyVerdict.DELETED, Reason.HIDDEN,
-                           f"deleted: hidden behind delete marker {newest.version_id}, which "
-                           "no journal record read names; its older versions are still in "
-                           "the store. If l0gc wrote it, the journal was not read in full "
-                           "(give --journal-dir and --journal-prefix both, as the sweepers "
-                           "run); else someone else deleted it",
-                           {**base, "marker": newest.version_id, "restorable": None,
-                            "versions": [_version(v) for v in store.versions],
-                            "journal": [d.to_dict() for d in journal]})  # fmt: skip
+        return Explanation(
+            key,
+            KeyVerdict.DELETED,
+            Reason.HIDDEN,
+            f"deleted: hidden behind delete marker {newest.version_id}, which "
+            "no journal record read names; its older versions are still in "
+            "the store. If l0gc wrote it, the journal was not read in full "
+            "(give --journal-dir and --journal-prefix both, as the sweepers "
+            "run); else someone else deleted it",
+            {
+                **base,
+                "marker": newest.version_id,
+                "restorable": None,
+                "versions": [_version(v) for v in store.versions],
+                "journal": [d.to_dict() for d in journal],
+            },
+        )
     last = mine[-1]
-    return Explanation(key, KeyVerdict.DELETED, Reason.JOURNALED,
-                       f"deleted (hidden behind delete marker {last.marker}) by sweeper "
-                       f"{last.sweeper} (request {last.request}) under M {last.safe_epoch}; "
-                       f"its bytes are kept for the undo window: `gcd restore --key {key}` "
-                       "brings it back (with GC paused)",
-                       {**base, "deleted": last.to_dict(), "restorable": True,
-                        "restore": f"gcd restore --key {key}",
-                        "versions": [_version(v) for v in store.versions],
-                        "journal": [d.to_dict() for d in journal]})  # fmt: skip
+    return Explanation(
+        key,
+        KeyVerdict.DELETED,
+        Reason.JOURNALED,
+        f"deleted (hidden behind delete marker {last.marker}) by sweeper "
+        f"{last.sweeper} (request {last.request}) under M {last.safe_epoch}; "
+        f"its bytes are kept for the undo window: `gcd restore --key {key}` "
+        "brings it back (with GC paused)",
+        {
+            **base,
+            "deleted": last.to_dict(),
+            "restorable": True,
+            "restore": f"gcd restore --key {key}",
+            "versions": [_version(v) for v in store.versions],
+            "journal": [d.to_dict() for d in journal],
+        },
+    )
 
 
 def _gone(key: str, base: dict[str, Any], journal: Sequence[JournaledRequest]) -> Explanation:
@@ -425,18 +517,22 @@ def _gone(key: str, base: dict[str, Any], journal: Sequence[JournaledRequest]) -
     attempts = [d.to_dict() for d in journal]
     if deleted:
         last = deleted[-1]
-        return Explanation(key, KeyVerdict.DELETED, Reason.JOURNALED,
-                           f"deleted by sweeper {last.sweeper} (request {last.request}) under "
-                           f"M {last.safe_epoch}; no version of it is left in the store, so "
-                           "only a store's own soft delete could still bring it back "
-                           "(`gcd restore --storage azure|gcs`)",
-                           {**base, "deleted": last.to_dict(), "restorable": False,
-                            "journal": attempts})  # fmt: skip
+        return Explanation(
+            key,
+            KeyVerdict.DELETED,
+            Reason.JOURNALED,
+            f"deleted by sweeper {last.sweeper} (request {last.request}) under "
+            f"M {last.safe_epoch}; no version of it is left in the store, so "
+            "only a store's own soft delete could still bring it back "
+            "(`gcd restore --storage azure|gcs`)",
+            {**base, "deleted": last.to_dict(), "restorable": False, "journal": attempts},
+        )
     summary = "absent: not in the store, and no journal record deleted it"
     if journal:
         summary += f" ({len(journal)} attempt(s) recorded, none deleted it)"
-    return Explanation(key, KeyVerdict.ABSENT, Reason.NOT_FOUND, summary,
-                       {**base, "journal": attempts})
+    return Explanation(
+        key, KeyVerdict.ABSENT, Reason.NOT_FOUND, summary, {**base, "journal": attempts}
+    )
 
 
 def _waiting(epoch: int, facts: GcFacts) -> dict[str, Any]:
@@ -456,9 +552,16 @@ def _waiting(epoch: int, facts: GcFacts) -> dict[str, Any]:
 
 def _partition(p: PartitionFact, now: float) -> dict[str, Any]:
     age = None if p.updated_at is None else round(max(0.0, now - p.updated_at), 3)
-    return {"partition": p.name, "watermark": p.watermark, "owner": p.owner,
-            "updated_at": p.updated_at, "age_s": age, "reconciler_behind": p.reconciler_behind,
-            "unreconciled": p.unreconciled, "rate_epochs_per_s": p.rate}  # fmt: skip
+    return {
+        "partition": p.name,
+        "watermark": p.watermark,
+        "owner": p.owner,
+        "updated_at": p.updated_at,
+        "age_s": age,
+        "reconciler_behind": p.reconciler_behind,
+        "unreconciled": p.unreconciled,
+        "rate_epochs_per_s": p.rate,
+    }
 
 
 def _waiting_summary(epoch: int, facts: GcFacts, waiting: dict[str, Any]) -> str:

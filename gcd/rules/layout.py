@@ -127,11 +127,13 @@ class KeyLayout:
                 f"the pattern read gives the key back exactly"
             )
             raise ConfigError(msg)
-        _check_template(self.template, self.pattern, "prefix" in regex.groupindex,
-                        self.epoch_width)  # fmt: skip
+        _check_template(self.template, self.pattern, "prefix" in regex.groupindex, self.epoch_width)
         object.__setattr__(self, "_regex", regex)
         fixed = (self.pattern, self.template, self.epoch_width) == (
-            DEFAULT_PATTERN, DEFAULT_TEMPLATE, DEFAULT_EPOCH_WIDTH)  # fmt: skip
+            DEFAULT_PATTERN,
+            DEFAULT_TEMPLATE,
+            DEFAULT_EPOCH_WIDTH,
+        )
         object.__setattr__(self, "_fixed", fixed)
 
     @classmethod
@@ -515,8 +517,11 @@ def _field_problem(name: str, spec: str, width: int | None) -> str | None:
             for epoch in (0, 7, 12345, largest):
                 want = str(epoch) if width is None else f"{epoch:0{width}d}"
                 if format(epoch, spec) != want:
-                    how = ("as plain digits (--epoch-width not given)" if width is None
-                           else f"as digits zero padded to --epoch-width {width}")  # fmt: skip
+                    how = (
+                        "as plain digits (--epoch-width not given)"
+                        if width is None
+                        else f"as digits zero padded to --epoch-width {width}"
+                    )
                     return f"writes epoch {epoch} as {format(epoch, spec)!r}; write it {how}"
         elif name == "prefix":
             for prefix in (0, 7, 999):

@@ -42,8 +42,11 @@ class ListingGuard:
             return f"more than {self.max_pages} pages (--max-pages-per-prefix)"
         cursor = (start_after, token)
         if cursor in self.seen:
-            where = f"continuation token {token!r}" if token is not None else (
-                f"start key {start_after!r}")
+            where = (
+                f"continuation token {token!r}"
+                if token is not None
+                else (f"start key {start_after!r}")
+            )
             return f"the store sent the listing back to a {where} it had already given"
         self.seen.add(cursor)
         return None

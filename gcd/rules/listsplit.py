@@ -79,8 +79,9 @@ def narrow(
         return None
     here = digits[depth]
     child = ListRange(current.prefix, last_key, listed + here)
-    given = [ListRange(current.prefix, None, listed + digit)
-             for digit in "0123456789" if digit > here]  # fmt: skip
+    given = [
+        ListRange(current.prefix, None, listed + digit) for digit in "0123456789" if digit > here
+    ]
     given.append(ListRange(current.prefix, listed + AFTER_DIGITS, listed))
     if here == "9":  # no digit child after this one here: give away deeper ones
         deeper = narrow(layout, child, last_key)

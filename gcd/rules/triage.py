@@ -71,14 +71,20 @@ RETRYABLE_CODES: Final = frozenset(
 """S3 error codes that mean "try again later" (request level or per key)."""
 
 THROTTLE_CODES: Final = frozenset(
-    {"SlowDown", "503", "ServiceUnavailable", "Throttling", "ThrottlingException",
-     "RequestLimitExceeded"}
-)  # fmt: skip
+    {
+        "SlowDown",
+        "503",
+        "ServiceUnavailable",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+    }
+)
 """Retryable codes that ask for fewer requests: the deleter's AIMD limit halves."""
 
 SPLIT_CODES: Final = frozenset(
     {"MalformedXML", "InvalidArgument", "InvalidRequest", "KeyTooLongError", "InvalidURI"}
-)  # fmt: skip
+)
 """Whole-request failures that may come from one key: the request is bisected.
 
 InvalidRequest is also what `gcd.storage.s3` makes of the client refusing to write a request

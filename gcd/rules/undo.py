@@ -124,8 +124,10 @@ def lifecycle_conflicts(rules: Sequence[object], root: str, window_s: float) -> 
             continue
         prefix = _rule_prefix(rule)
         if prefix.startswith(root) or root.startswith(prefix):
-            found.append(f"lifecycle rule {rule.get('ID', '(no ID)')!r} (prefix {prefix!r}) "
-                         f"expires noncurrent versions after {days} days")  # fmt: skip
+            found.append(
+                f"lifecycle rule {rule.get('ID', '(no ID)')!r} (prefix {prefix!r}) "
+                f"expires noncurrent versions after {days} days"
+            )
     return found
 
 
@@ -200,5 +202,6 @@ def plan_key(
     if now - top.last_modified_s < window_s:
         return KeyPlan(UndoAction.PENDING, held_bytes=held, marker_at=top.last_modified_s)
     mine = tuple(v for v in versions if v.marker and v.version_id in ours)
-    return KeyPlan(UndoAction.RECLAIM, targets=(*data, *mine), held_bytes=held,
-                   marker_at=top.last_modified_s)  # fmt: skip
+    return KeyPlan(
+        UndoAction.RECLAIM, targets=(*data, *mine), held_bytes=held, marker_at=top.last_modified_s
+    )

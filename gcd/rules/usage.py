@@ -59,24 +59,36 @@ class Usage:
 
     def encode(self) -> bytes:
         """The record's bytes."""
-        doc = {"v": 1, "prices": self.prices.to_dict(),
-               "hours": {str(h): row for h, row in sorted(self.hours.items())}}  # fmt: skip
+        doc = {
+            "v": 1,
+            "prices": self.prices.to_dict(),
+            "hours": {str(h): row for h, row in sorted(self.hours.items())},
+        }
         return strictjson.dumps(doc, what="usage record", compact=True).encode()
 
     @classmethod
     def decode(cls, raw: bytes, source: str) -> Usage:
         """A record; InvalidRecord when it is not one."""
         try:
-            doc: Any = strictjson.loads(raw, what="usage record", max_bytes=_MAX_BYTES,
-                                        max_depth=4)  # fmt: skip
+            doc: Any = strictjson.loads(raw, what="usage record", max_bytes=_MAX_BYTES, max_depth=4)
             prices = doc["prices"]
-            table = prices_for(str(prices["store"]), list_per_1000=prices["list_per_1000"],
-                               delete_per_1000=prices["delete_per_1000"],
-                               storage_gb_month=prices["storage_gb_month"])  # fmt: skip
-            table = PriceTable(table.store, table.list_per_1000, table.delete_per_1000,
-                               table.storage_gb_month, str(prices.get("source", "")))
-            hours = {int(h): [*(int(v) for v in row[:4]), float(row[4])]
-                     for h, row in doc["hours"].items()}  # fmt: skip
+            table = prices_for(
+                str(prices["store"]),
+                list_per_1000=prices["list_per_1000"],
+                delete_per_1000=prices["delete_per_1000"],
+                storage_gb_month=prices["storage_gb_month"],
+            )
+            table = PriceTable(
+                table.store,
+                table.list_per_1000,
+                table.delete_per_1000,
+                table.storage_gb_month,
+                str(prices.get("source", "")),
+            )
+            hours = {
+                int(h): [*(int(v) for v in row[:4]), float(row[4])]
+                for h, row in doc["hours"].items()
+            }
         except (InvalidJson, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidRecord(f"{source}: not a usage record ({exc})") from exc
         if doc.get("v") != 1:
@@ -96,11 +108,14 @@ def day_cost(records: Mapping[str, Usage], now: float) -> RoundCost | None:
         row = usage.day(hour)
         counts = [int(value) for value in row[:4]]
         cost = round_cost(counts[0], counts[1], counts[2], counts[3], usage.prices)
-        lists, deletes, deleted, freed = (lists + counts[0], deletes + counts[1],
-                                          deleted + counts[2], freed + counts[3])  # fmt: skip
+        lists, deletes, deleted, freed = (
+            lists + counts[0],
+            deletes + counts[1],
+            deleted + counts[2],
+            freed + counts[3],
+        )
         usd += row[4]
         reclaimed += cost.reclaimed_usd_per_month
     first = next(iter(records.values())).prices
     total = round_cost(lists, deletes, deleted, freed, first)
-    return RoundCost(lists, deletes, deleted, freed, usd, reclaimed, total.lists_per_deleted,
-                     first)  # fmt: skip
+    return RoundCost(lists, deletes, deleted, freed, usd, reclaimed, total.lists_per_deleted, first)

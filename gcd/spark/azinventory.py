@@ -105,25 +105,31 @@ class BlobInventoryManifest:
             raise ConfigError(f"{what} must be a JSON object")
         status = doc.get("status")
         if status != "Succeeded":
-            raise ConfigError(f"{what}: the inventory run's status is {status!r}, not "
-                              "'Succeeded': its files are incomplete; use a completed run")
+            raise ConfigError(
+                f"{what}: the inventory run's status is {status!r}, not "
+                "'Succeeded': its files are incomplete; use a completed run"
+            )
         rule = doc.get("ruleDefinition")
         if not isinstance(rule, dict):
             raise ConfigError(f"{what}: 'ruleDefinition' must be an object")
         if str(rule.get("objectType", "")).lower() != "blob":
-            raise ConfigError(f"{what}: objectType {rule.get('objectType')!r} is not 'blob': "
-                              "give the report of a rule with objectType blob")
+            raise ConfigError(
+                f"{what}: objectType {rule.get('objectType')!r} is not 'blob': "
+                "give the report of a rule with objectType blob"
+            )
         fmt = _FORMATS.get(str(rule.get("format", "")).lower())
         if fmt is None:
-            raise ConfigError(f"{what}: unknown format {rule.get('format')!r}; expected csv "
-                              "or parquet")
+            raise ConfigError(
+                f"{what}: unknown format {rule.get('format')!r}; expected csv or parquet"
+            )
         fields = rule.get("schemaFields")
         if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
             raise ConfigError(f"{what}: 'schemaFields' must be a list of field names")
         missing = [name for name in REQUIRED_FIELDS if name not in fields]
         if missing:
-            raise ConfigError(f"{what}: schemaFields {fields} lack {missing}; add them to the "
-                              "inventory rule")
+            raise ConfigError(
+                f"{what}: schemaFields {fields} lack {missing}; add them to the inventory rule"
+            )
         filters = rule.get("filters") if isinstance(rule.get("filters"), dict) else {}
         prefixes = filters.get("prefixMatch") or []  # type: ignore[union-attr]
         return cls(
@@ -142,8 +148,9 @@ class BlobInventoryManifest:
         try:
             raw = Path(path).read_bytes()
         except OSError as exc:
-            msg = (f"cannot read Blob Inventory manifest {str(path)!r} ({exc}); give "
-                   "--inventory PATH")
+            msg = (
+                f"cannot read Blob Inventory manifest {str(path)!r} ({exc}); give --inventory PATH"
+            )
             raise ConfigError(msg) from exc
         return cls.parse(raw, where=str(path))
 
@@ -152,13 +159,16 @@ class BlobInventoryManifest:
         if _account(self.endpoint) != _account(account_url):
             raise ConfigError(
                 f"inventory {where!r} is of account {self.endpoint!r}, not --account-url "
-                f"{redact_url(account_url)!r}: give the report of the account being swept")
+                f"{redact_url(account_url)!r}: give the report of the account being swept"
+            )
         head = container + "/"
-        if self.prefixes and not any(head.startswith(p) or p.startswith(head)
-                                     for p in self.prefixes):  # fmt: skip
+        if self.prefixes and not any(
+            head.startswith(p) or p.startswith(head) for p in self.prefixes
+        ):
             raise ConfigError(
                 f"inventory {where!r} covers the prefixes {list(self.prefixes)}, none in "
-                f"container {container!r}: give the report of a rule that includes it")
+                f"container {container!r}: give the report of a rule that includes it"
+            )
 
 
 def _account(url: str) -> str:
@@ -181,8 +191,7 @@ def _files(doc: dict[str, Any], what: str) -> tuple[InventoryFile, ...]:
     files = []
     for entry in entries:
         name = entry.get("blob") if isinstance(entry, dict) else None
-        if not isinstance(name, str) or not name or name.startswith("/") or ".." in name.split(
-                "/"):  # fmt: skip
+        if not isinstance(name, str) or not name or name.startswith("/") or ".." in name.split("/"):
             raise ConfigError(f"{what}: bad file entry {entry!r}")
         size = entry.get("size")
         files.append(InventoryFile(name, size if type(size) is int else None))
@@ -203,15 +212,19 @@ def read_blob_inventory(
     manifest = BlobInventoryManifest.load(manifest_path)
     manifest.check_covers(account_url, container, where=str(manifest_path))
     as_s3 = InventoryManifest(
-        source_bucket=container, destination_bucket=manifest.destination_container,
-        file_format=manifest.file_format, columns=manifest.fields, files=manifest.files,
-    )  # fmt: skip
+        source_bucket=container,
+        destination_bucket=manifest.destination_container,
+        file_format=manifest.file_format,
+        columns=manifest.fields,
+        files=manifest.files,
+    )
     paths = resolve_data_paths(as_s3, manifest_path, inventory_root)
     if manifest.file_format is InventoryFormat.CSV:
         schema = ", ".join(f"`{name}` string" for name in manifest.fields)
         # RFC 4180 quoting: a '"' in a name is doubled (Spark's default escape is '\\').
-        raw = spark.read.csv(paths, schema=schema, header=True, mode="PERMISSIVE", escape='"',
-                             multiLine=True)  # a blob name may hold a line break  # fmt: skip
+        raw = spark.read.csv(
+            paths, schema=schema, header=True, mode="PERMISSIVE", escape='"', multiLine=True
+        )  # a blob name may hold a line break
     else:
         raw = spark.read.parquet(*paths)
     fields = set(manifest.fields)
@@ -262,6 +275,7 @@ def _modified(F: Any, column: Any, dtype: str | None) -> Any:  # noqa: N803 - py
     # ISO 8601: .NET writes 7 fraction digits ("...36.4870000Z"); Spark reads up to 6.
     iso = F.try_to_timestamp(F.regexp_replace(column, r"(\.\d{6})\d+", "$1"))
     # RFC 1123: Spark 3+ cannot parse the day name ('E'), which says nothing anyway.
-    rfc = F.try_to_timestamp(F.regexp_replace(F.trim(column), r"^[A-Za-z]{3}, ", ""),
-                             F.lit("dd MMM yyyy HH:mm:ss z"))  # fmt: skip
+    rfc = F.try_to_timestamp(
+        F.regexp_replace(F.trim(column), r"^[A-Za-z]{3}, ", ""), F.lit("dd MMM yyyy HH:mm:ss z")
+    )
     return F.coalesce(iso, rfc)

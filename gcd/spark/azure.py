@@ -88,8 +88,9 @@ class _Walk:
     token: str | None
 
     def encode(self) -> str:
-        return json.dumps({"pending": list(self.pending), "token": self.token},
-                          separators=(",", ":"))  # fmt: skip
+        return json.dumps(
+            {"pending": list(self.pending), "token": self.token}, separators=(",", ":")
+        )
 
     @staticmethod
     def decode(text: str) -> _Walk:
@@ -118,9 +119,11 @@ class AzureTarget:
         from gcd.storage.azure import RefuseDoctype  # noqa: PLC0415
 
         options: dict[str, Any] = {
-            "retry_total": 0, "connection_timeout": 10, "read_timeout": 60,
+            "retry_total": 0,
+            "connection_timeout": 10,
+            "read_timeout": 60,
             "_additional_pipeline_policies": [RefuseDoctype()],
-        }  # fmt: skip
+        }
         connection = self.settings.connection_string()
         if connection is not None:
             service = BlobServiceClient.from_connection_string(connection, **options)
@@ -152,8 +155,10 @@ class AzureTarget:
         while cursor is not None:
             rows, token = call_with_retries(
                 functools.partial(self.list_page, client, prefix, cursor, count),
-                what=f"List Blobs {self.bucket}/{prefix}", backoff=self.backoff, rng=rng,
-            )  # fmt: skip
+                what=f"List Blobs {self.bucket}/{prefix}",
+                backoff=self.backoff,
+                rng=rng,
+            )
             found: Skip | None = None
             for row in rows:
                 skip_to = found.start_after if found is not None else None
@@ -174,8 +179,9 @@ class AzureTarget:
         walk = _Walk.decode(cursor.token) if cursor.token is not None else None
         if walk is None:
             start = cursor.start_after
-            pending = (prefix,) if start is None else tuple(self._after(client, prefix, start,
-                                                                        count))  # fmt: skip
+            pending = (
+                (prefix,) if start is None else tuple(self._after(client, prefix, start, count))
+            )
             walk = _Walk(pending, None)
         rows: list[Listed] = []
         while walk.pending and not rows:
@@ -187,7 +193,8 @@ class AzureTarget:
                 continue
             count()
             pages = client.list_blobs(name_starts_with=current, results_per_page=_PAGE).by_page(
-                continuation_token=walk.token)  # fmt: skip
+                continuation_token=walk.token
+            )
             rows.extend(_row(b) for b in next(pages, ()))
             token = getattr(pages, "continuation_token", None)
             walk = _Walk(walk.pending if token else walk.pending[1:], token)
@@ -239,8 +246,16 @@ class AzureTarget:
         outcome: dict[str, str | None] = {}
         for start in range(0, len(keys), MAX_BATCH):
             part = list(keys[start : start + MAX_BATCH])
-            outcome.update(self._delete_part(client, part, pace=pace, on_request=on_request,
-                                             rng=rng or random.Random(), sleep=sleep))
+            outcome.update(
+                self._delete_part(
+                    client,
+                    part,
+                    pace=pace,
+                    on_request=on_request,
+                    rng=rng or random.Random(),
+                    sleep=sleep,
+                )
+            )
         return outcome
 
     def _delete_part(
@@ -259,12 +274,23 @@ class AzureTarget:
                 on_request()
                 return list(client.delete_blobs(*batch, raise_on_any_failure=False))
 
-            answers = call_with_retries(request, what=f"Blob Batch delete on {self.bucket}",
-                                        backoff=self.backoff, rng=rng, sleep=sleep)  # fmt: skip
+            answers = call_with_retries(
+                request,
+                what=f"Blob Batch delete on {self.bucket}",
+                backoff=self.backoff,
+                rng=rng,
+                sleep=sleep,
+            )
             return self._answers(batch, answers)
 
-        return delete_triaged(keys, send, backoff=self.backoff, rng=rng, sleep=sleep,
-                              unanswered="not answered by Blob Batch")  # fmt: skip
+        return delete_triaged(
+            keys,
+            send,
+            backoff=self.backoff,
+            rng=rng,
+            sleep=sleep,
+            unanswered="not answered by Blob Batch",
+        )
 
     def _answers(self, batch: list[str], answers: list[Any]) -> tuple[list[str], list[KeyFailure]]:
         """(deleted, failures) of one Blob Batch answer, judged as the daemon judges them
@@ -285,15 +311,22 @@ class AzureTarget:
 
     def exists(self, client: Any, key: str) -> bool:
         """True when blob `key` exists (one Get Blob Properties, retried)."""
-        return bool(call_with_retries(
-            lambda: client.get_blob_client(key).exists(),
-            what=f"Get Blob Properties {self.bucket}/{key}", backoff=self.backoff,
-        ))  # fmt: skip
+        return bool(
+            call_with_retries(
+                lambda: client.get_blob_client(key).exists(),
+                what=f"Get Blob Properties {self.bucket}/{key}",
+                backoff=self.backoff,
+            )
+        )
 
 
 def _row(blob: Any) -> Listed:
     """A listed (or walked-to) blob as a source row: no versions on Azure."""
-    return (str(blob.name), int(blob.size or 0), float(blob.last_modified.timestamp()),
-            None, True, False)  # fmt: skip
-
-
+    return (
+        str(blob.name),
+        int(blob.size or 0),
+        float(blob.last_modified.timestamp()),
+        None,
+        True,
+        False,
+    )

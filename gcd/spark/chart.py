@@ -94,8 +94,9 @@ def _draw_series(axes: Any, epochs: Any, column: str, scale: float, bars: bool) 
         if bars:
             axes.bar(x, heights, bottom=base, color=color, width=0.8, label=label)
         else:
-            axes.fill_between(x, base, base + heights, step="mid", color=color, label=label,
-                              linewidth=0)  # fmt: skip
+            axes.fill_between(
+                x, base, base + heights, step="mid", color=color, label=label, linewidth=0
+            )
         bottom = base + heights
     tallest = 0.0 if bottom is None or not len(bottom) else float(bottom.max())
     axes.set_ylim(0, tallest * 1.08 if tallest > 0 else 1)
@@ -124,8 +125,7 @@ def figure(epochs: Any, summary: dict[str, Any]) -> Any:
         axes.ticklabel_format(axis="y", style="plain", useOffset=False)
         safe_epoch = summary.get("safe_epoch")
         if safe_epoch is not None:
-            axes.axvline(safe_epoch + 0.5, color="black", linestyle="--",
-                         label=f"M = {safe_epoch}")  # fmt: skip
+            axes.axvline(safe_epoch + 0.5, color="black", linestyle="--", label=f"M = {safe_epoch}")
     top.tick_params(labelbottom=False)
     bottom.set_xlabel("epoch")
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -133,11 +133,25 @@ def figure(epochs: Any, summary: dict[str, Any]) -> Any:
     title = "L0 objects by epoch"
     top.set_title(title if cluster is None else f"{title} (cluster epoch {cluster})")
     handles, labels = top.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=len(labels), fontsize="small",
-               frameon=False)  # fmt: skip
+    fig.legend(
+        handles,
+        labels,
+        loc="outside upper center",
+        ncols=len(labels),
+        fontsize="small",
+        frameon=False,
+    )
     notes.axis("off")
-    text = notes.text(0.0, 1.0, _totals_text(summary), va="top", ha="left", fontsize="small",
-                      transform=notes.transAxes, wrap=True)  # fmt: skip
+    text = notes.text(
+        0.0,
+        1.0,
+        _totals_text(summary),
+        va="top",
+        ha="left",
+        fontsize="small",
+        transform=notes.transAxes,
+        wrap=True,
+    )
     text.set_in_layout(False)  # long lines must not squeeze the panels
     return fig
 

@@ -104,12 +104,12 @@ class DeleteSettings:
             target=target,
             dry_run=dry_run,
             threads=max(1, delete_concurrency // tasks),
-            deletes_per_second=None if max_deletes_per_second is None else (
-                max_deletes_per_second / tasks
-            ),
+            deletes_per_second=None
+            if max_deletes_per_second is None
+            else (max_deletes_per_second / tasks),
             batch_size=batch_size,
             object_lock=object_lock,
-        )  # fmt: skip
+        )
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= MAX_BATCH:
@@ -168,13 +168,26 @@ def delete_keys(
             body = {"Objects": [_object(each) for each in batch], "Quiet": False}
             return client.delete_objects(Bucket=target.bucket, Delete=body)
 
-        answer = call_with_retries(request, what=f"DeleteObjects on s3://{target.bucket}",
-                                   backoff=backoff, rng=rng, sleep=sleep)  # fmt: skip
+        answer = call_with_retries(
+            request,
+            what=f"DeleteObjects on s3://{target.bucket}",
+            backoff=backoff,
+            rng=rng,
+            sleep=sleep,
+        )
         result = DeleteResult.from_answer(answer, batch)
         return result.deleted, result.errors
 
-    outcome.update(delete_triaged(remaining, send, backoff=backoff, rng=rng, sleep=sleep,
-                                  unanswered="not reported by DeleteObjects"))  # fmt: skip
+    outcome.update(
+        delete_triaged(
+            remaining,
+            send,
+            backoff=backoff,
+            rng=rng,
+            sleep=sleep,
+            unanswered="not reported by DeleteObjects",
+        )
+    )
     return outcome
 
 
@@ -218,16 +231,26 @@ def _delete_partition(
     def run_batch(rows: list[_Pending]) -> list[Row]:
         targets = [version_target(key, version_id) for key, version_id, *_ in rows]
         store = settings.target
-        result = delete_keys(
-            client, store, targets, pace=pacer.acquire, on_request=count,
-        ) if isinstance(store, S3Target) else store.delete_keys(
-            client, targets, pace=pacer.acquire, on_request=count)  # fmt: skip
+        result = (
+            delete_keys(
+                client,
+                store,
+                targets,
+                pace=pacer.acquire,
+                on_request=count,
+            )
+            if isinstance(store, S3Target)
+            else store.delete_keys(client, targets, pace=pacer.acquire, on_request=count)
+        )
         decided: list[Row] = []
         for target, (key, version_id, marker, epoch, size) in zip(targets, rows, strict=True):
             # A key is deleted only when its outcome says so; one without any is failed.
             error = result.get(target, "not reported by DeleteObjects")
-            action = Action.DELETED.value if error is None else _failed_action(
-                settings, version_id, error)  # fmt: skip
+            action = (
+                Action.DELETED.value
+                if error is None
+                else _failed_action(settings, version_id, error)
+            )
             decided.append((key, version_id, marker, epoch, size, action, error))
         return decided
 
@@ -235,8 +258,11 @@ def _delete_partition(
         nonlocal pool, client
         if pool is None:
             store = settings.target
-            client = (make_client(store, pool=settings.threads) if isinstance(store, S3Target)
-                      else store.client(pool=settings.threads))  # fmt: skip
+            client = (
+                make_client(store, pool=settings.threads)
+                if isinstance(store, S3Target)
+                else store.client(pool=settings.threads)
+            )
             pool = ThreadPoolExecutor(settings.threads, thread_name_prefix="l0gc-delete")
         in_flight.add(pool.submit(run_batch, list(pending)))
         pending.clear()
@@ -250,12 +276,21 @@ def _delete_partition(
         for frame in batches:
             kept: list[Row] = []
             for key, version, marker, epoch, size, action in zip(
-                frame["key"].tolist(), frame["version_id"].tolist(),
-                frame["delete_marker"].tolist(), frame["epoch"].tolist(),
-                frame["size"].tolist(), frame["action"].tolist(), strict=True,
-            ):  # fmt: skip
-                row: _Pending = (key, _text_or_none(version), str(marker) == "True",
-                                 _optional_int(epoch), int(size))  # fmt: skip
+                frame["key"].tolist(),
+                frame["version_id"].tolist(),
+                frame["delete_marker"].tolist(),
+                frame["epoch"].tolist(),
+                frame["size"].tolist(),
+                frame["action"].tolist(),
+                strict=True,
+            ):
+                row: _Pending = (
+                    key,
+                    _text_or_none(version),
+                    str(marker) == "True",
+                    _optional_int(epoch),
+                    int(size),
+                )
                 if action != Action.DELETE.value:
                     kept.append((*row, action, None))
                 elif settings.dry_run:
@@ -303,8 +338,12 @@ def apply_deletes(classified: Any, settings: DeleteSettings, *, requests: Any = 
         # Nothing to call: rename the action in SQL, without a trip through Python.
         eligible = F.col("action") == Action.DELETE.value
         return columns.select(
-            "key", "version_id", "delete_marker", "epoch", "size",
+            "key",
+            "version_id",
+            "delete_marker",
+            "epoch",
+            "size",
             F.when(eligible, Action.WOULD_DELETE.value).otherwise(F.col("action")).alias("action"),
             F.lit(None).cast("string").alias("error"),
-        )  # fmt: skip
+        )
     return columns.mapInPandas(run, DECISIONS_SCHEMA)

@@ -63,11 +63,18 @@ class GcsStore:
         on_request: Callable[[], None] | None = None,
     ) -> Iterator[Listed]:
         """Source rows under `prefix` (`gcd.spark.gcslisting.list_prefix`)."""
-        return list_prefix(client, prefix, layout=layout, skip_above_epoch=skip_above_epoch,
-                           on_request=on_request)  # fmt: skip
+        return list_prefix(
+            client, prefix, layout=layout, skip_above_epoch=skip_above_epoch, on_request=on_request
+        )
 
-    def delete_keys(self, client: Any, keys: Sequence[str], *, pace: Callable[[int], None],
-                    on_request: Callable[[], None]) -> dict[str, str | None]:  # fmt: skip
+    def delete_keys(
+        self,
+        client: Any,
+        keys: Sequence[str],
+        *,
+        pace: Callable[[int], None],
+        on_request: Callable[[], None],
+    ) -> dict[str, str | None]:
         """Delete up to 1000 keys in JSON batches of 100 (`gcd.spark.gcsdelete`)."""
         return delete_keys(client, list(keys), pace=pace, on_request=on_request)
 

@@ -68,9 +68,14 @@ class GcsTarget:
     @classmethod
     def of(cls, settings: GcsSettings) -> GcsTarget:
         """The executors' view of the daemon's settings (validated there)."""
-        return cls(settings.bucket, settings.api_root, settings.credentials_file,
-                   settings.anonymous, settings.connect_timeout_s,
-                   settings.read_timeout_s)  # fmt: skip
+        return cls(
+            settings.bucket,
+            settings.api_root,
+            settings.credentials_file,
+            settings.anonymous,
+            settings.connect_timeout_s,
+            settings.read_timeout_s,
+        )
 
     @property
     def url(self) -> str:
@@ -91,19 +96,26 @@ def _credentials(target: GcsTarget) -> Any:
     except ImportError as exc:
         raise StorageError(
             "google-auth is not installed on this executor: install it (pip install "
-            "google-auth) or use an anonymous emulator", code="NoCredentials", retryable=False,
-        ) from exc  # fmt: skip
-    where = (f"the key file {target.credentials_file!r}" if target.credentials_file
-             else "Application Default Credentials")  # fmt: skip
+            "google-auth) or use an anonymous emulator",
+            code="NoCredentials",
+            retryable=False,
+        ) from exc
+    where = (
+        f"the key file {target.credentials_file!r}"
+        if target.credentials_file
+        else "Application Default Credentials"
+    )
     try:
         if target.credentials_file:
             found = _from_file(target.credentials_file)
         else:
             found, _ = google.auth.default(scopes=[SCOPE])
     except (exceptions.GoogleAuthError, OSError, ValueError) as exc:
-        raise StorageError(f"no Google credentials on the executor from {where} "
-                           f"({type(exc).__name__})", code="NoCredentials",
-                           retryable=False) from None  # fmt: skip
+        raise StorageError(
+            f"no Google credentials on the executor from {where} ({type(exc).__name__})",
+            code="NoCredentials",
+            retryable=False,
+        ) from None
     return found
 
 
@@ -116,12 +128,16 @@ def _from_file(path: str) -> Any:
         kind = json.load(handle).get("type")
     if kind == "service_account":
         return service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
-            path, scopes=[SCOPE])  # fmt: skip
+            path, scopes=[SCOPE]
+        )
     if kind == "authorized_user":
         return credentials.Credentials.from_authorized_user_file(  # type: ignore[no-untyped-call]
-            path, scopes=[SCOPE])  # fmt: skip
-    raise ValueError(f"credentials of type {kind!r}: give a service-account key or an ADC "
-                     "file, or set GOOGLE_APPLICATION_CREDENTIALS for other configurations")
+            path, scopes=[SCOPE]
+        )
+    raise ValueError(
+        f"credentials of type {kind!r}: give a service-account key or an ADC "
+        "file, or set GOOGLE_APPLICATION_CREDENTIALS for other configurations"
+    )
 
 
 class GcsClient:
@@ -132,10 +148,10 @@ class GcsClient:
 
         self.target = target
         self._http = urllib3.PoolManager(
-            maxsize=max(1, pool), retries=False,
-            timeout=urllib3.Timeout(connect=target.connect_timeout_s,
-                                    read=target.read_timeout_s),
-        )  # fmt: skip
+            maxsize=max(1, pool),
+            retries=False,
+            timeout=urllib3.Timeout(connect=target.connect_timeout_s, read=target.read_timeout_s),
+        )
         self._credentials = None if target.anonymous else _credentials(target)
         self._lock = threading.Lock()
 
@@ -150,18 +166,29 @@ class GcsClient:
                 try:
                     self._credentials.refresh(Request(self._http))  # type: ignore[no-untyped-call]
                 except exceptions.TransportError as exc:
-                    raise StorageError(f"{operation}: getting an access token failed "
-                                       f"({type(exc).__name__})", code="ConnectionError",
-                                       retryable=True) from None  # fmt: skip
+                    raise StorageError(
+                        f"{operation}: getting an access token failed ({type(exc).__name__})",
+                        code="ConnectionError",
+                        retryable=True,
+                    ) from None
                 except exceptions.GoogleAuthError as exc:
-                    raise StorageError(f"{operation}: no Google credentials "
-                                       f"({type(exc).__name__})", code="NoCredentials",
-                                       retryable=False) from None  # fmt: skip
+                    raise StorageError(
+                        f"{operation}: no Google credentials ({type(exc).__name__})",
+                        code="NoCredentials",
+                        retryable=False,
+                    ) from None
             return {"Authorization": f"Bearer {self._credentials.token}"}
 
-    def send(self, method: str, path: str, operation: str, *,
-             params: dict[str, str] | None = None, body: bytes | None = None,
-             headers: dict[str, str] | None = None) -> tuple[int, bytes, str]:  # fmt: skip
+    def send(
+        self,
+        method: str,
+        path: str,
+        operation: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes, str]:
         """One request to `path` under the API root: (status, body, Content-Type)."""
         import urllib3  # noqa: PLC0415
 
@@ -170,25 +197,31 @@ class GcsClient:
             url += "?" + urllib.parse.urlencode(params)
         all_headers = {**self._headers(operation), **(headers or {})}
         try:
-            answer = self._http.request(method, url, body=body, headers=all_headers,
-                                        preload_content=True, redirect=False)  # fmt: skip
+            answer = self._http.request(
+                method, url, body=body, headers=all_headers, preload_content=True, redirect=False
+            )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise StorageError(f"{operation} could not reach {self.target.api_root}: "
-                               f"{type(exc).__name__}", code="ConnectionError",
-                               retryable=True) from exc  # fmt: skip
+            raise StorageError(
+                f"{operation} could not reach {self.target.api_root}: {type(exc).__name__}",
+                code="ConnectionError",
+                retryable=True,
+            ) from exc
         return answer.status, answer.data, answer.headers.get("Content-Type", "")
 
-    def failure(self, operation: str, status: int, body: bytes, *,
-                listing: bool = False) -> StorageError:  # fmt: skip
+    def failure(
+        self, operation: str, status: int, body: bytes, *, listing: bool = False
+    ) -> StorageError:
         """The StorageError of a failed call, coded as the daemon codes it."""
         code, message = error_code(status, body.decode("utf-8", "replace"))
         if listing and status == 404:  # a listing answers 404 only for a missing bucket
             code = "NoSuchBucket"
-        return StorageError(f"{operation} failed: {message}", code=code,
-                            retryable=status in _RETRYABLE_STATUS)  # fmt: skip
+        return StorageError(
+            f"{operation} failed: {message}", code=code, retryable=status in _RETRYABLE_STATUS
+        )
 
-    def list_page(self, prefix: str, *, after: str | None, page_token: str | None,
-                  max_keys: int = 1000) -> tuple[list[ListedObject], str | None]:  # fmt: skip
+    def list_page(
+        self, prefix: str, *, after: str | None, page_token: str | None, max_keys: int = 1000
+    ) -> tuple[list[ListedObject], str | None]:
         """One objects.list page under `prefix`, keys after `after` only, in key order;
         and the next page token (None on the last page)."""
         params = {"prefix": prefix, "maxResults": str(max_keys), "fields": _FIELDS}
@@ -197,8 +230,9 @@ class GcsClient:
         if page_token is not None:
             params["pageToken"] = page_token
         operation = f"objects.list {self.target.url}/{prefix}"
-        status, body, _ = self.send("GET", f"/storage/v1/b/{self.target.bucket}/o", operation,
-                                    params=params)  # fmt: skip
+        status, body, _ = self.send(
+            "GET", f"/storage/v1/b/{self.target.bucket}/o", operation, params=params
+        )
         if status != 200:
             raise self.failure(operation, status, body, listing=True)
         try:
@@ -207,10 +241,11 @@ class GcsClient:
                 (str(item["name"]), int(item.get("size", 0)), _seconds(str(item["updated"])))
                 for item in doc.get("items", ())
                 if str(item["name"]).startswith(prefix) and (after is None or item["name"] > after)
-            ]  # fmt: skip
+            ]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StorageError(f"{operation}: unreadable answer ({type(exc).__name__})",
-                               code="500", retryable=True) from exc  # fmt: skip
+            raise StorageError(
+                f"{operation}: unreadable answer ({type(exc).__name__})", code="500", retryable=True
+            ) from exc
         rows.sort(key=lambda row: row[0])  # code point order is UTF-8 byte order
         token = doc.get("nextPageToken")
         return rows, str(token) if token else None
@@ -221,22 +256,26 @@ class GcsClient:
             raise ValueError(f"a GCS batch takes 1-{MAX_BATCH} keys, got {len(keys)}")
         operation = f"batch delete on {self.target.url}"
         body, content_type = batch_body(self.target.bucket, keys)
-        status, answer, answer_type = self.send("POST", "/batch/storage/v1", operation,
-                                                body=body,
-                                                headers={"Content-Type": content_type})  # fmt: skip
+        status, answer, answer_type = self.send(
+            "POST",
+            "/batch/storage/v1",
+            operation,
+            body=body,
+            headers={"Content-Type": content_type},
+        )
         if status != 200:
             raise self.failure(operation, status, answer)
         try:
             return match_answers(keys, parse_answer(answer, answer_type))
         except ValueError as exc:
-            raise StorageError(f"{operation}: unreadable answer ({exc})", code="500",
-                               retryable=True) from exc  # fmt: skip
+            raise StorageError(
+                f"{operation}: unreadable answer ({exc})", code="500", retryable=True
+            ) from exc
 
     def exists(self, key: str) -> bool:
         """objects.get of `key`'s metadata: True (200) or False (404)."""
         operation = f"objects.get {self.target.url}/{key}"
-        path = (f"/storage/v1/b/{self.target.bucket}/o/"
-                f"{urllib.parse.quote(key, safe='')}")  # fmt: skip
+        path = f"/storage/v1/b/{self.target.bucket}/o/{urllib.parse.quote(key, safe='')}"
         status, body, _ = self.send("GET", path, operation, params={"fields": "name"})
         if status == 404:
             return False
@@ -250,4 +289,3 @@ def _seconds(stamp: str) -> float:
     from datetime import datetime  # noqa: PLC0415
 
     return datetime.fromisoformat(stamp).timestamp()
-

@@ -32,9 +32,15 @@ from gcd.storage.objectstore import DeleteResult, KeyFailure
 __all__ = ["delete_keys"]
 
 
-def _delete_batch(client: GcsClient, keys: list[str], *, pace: Callable[[int], None],
-                  on_request: Callable[[], None], rng: random.Random,
-                  sleep: Callable[[float], None]) -> dict[str, str | None]:  # fmt: skip
+def _delete_batch(
+    client: GcsClient,
+    keys: list[str],
+    *,
+    pace: Callable[[int], None],
+    on_request: Callable[[], None],
+    rng: random.Random,
+    sleep: Callable[[float], None],
+) -> dict[str, str | None]:
     """One batch of <= 100 keys, retried as a whole and per key (module docs)."""
     backoff = client.target.backoff
 
@@ -47,9 +53,15 @@ def _delete_batch(client: GcsClient, keys: list[str], *, pace: Callable[[int], N
         result = call_retried(request, backoff=backoff, rng=rng, sleep=sleep)
         return result.deleted, result.errors
 
-    return delete_triaged(keys, send, backoff=backoff, rng=rng, sleep=sleep,
-                          unanswered="not answered by the batch",
-                          failed=lambda exc: f"{exc.code}: {exc}")  # fmt: skip
+    return delete_triaged(
+        keys,
+        send,
+        backoff=backoff,
+        rng=rng,
+        sleep=sleep,
+        unanswered="not answered by the batch",
+        failed=lambda exc: f"{exc.code}: {exc}",
+    )
 
 
 def delete_keys(
@@ -67,6 +79,7 @@ def delete_keys(
     outcome: dict[str, str | None] = {}
     for start in range(0, len(keys), MAX_BATCH):
         part = list(keys[start : start + MAX_BATCH])
-        outcome.update(_delete_batch(client, part, pace=pace, on_request=on_request, rng=rng,
-                                     sleep=sleep))  # fmt: skip
+        outcome.update(
+            _delete_batch(client, part, pace=pace, on_request=on_request, rng=rng, sleep=sleep)
+        )
     return outcome

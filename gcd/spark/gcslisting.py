@@ -46,8 +46,11 @@ def list_prefix(
     """Every object under `prefix` as source rows (key, size, updated, no version id,
     latest, not a marker), skipping live prefix directories when asked."""
     if versions:
-        raise StorageError("GCS object versions are not listed by Spark jobs",
-                           code="InvalidRequest", retryable=False)  # fmt: skip
+        raise StorageError(
+            "GCS object versions are not listed by Spark jobs",
+            code="InvalidRequest",
+            retryable=False,
+        )
     limit = skip_above_epoch if layout is not None and can_skip(layout) else None
     target = client.target
     cursor: Cursor | None = Cursor()
@@ -55,17 +58,26 @@ def list_prefix(
     while cursor is not None:
         if cursor.token is not None:
             if (cursor.start_after, cursor.token) in seen:
-                raise StorageError(f"objects.list {target.url}/{prefix}: the server gave page "
-                                   f"token {cursor.token!r} again; it would be listed forever",
-                                   code="ListingLoop", retryable=False)  # fmt: skip
+                raise StorageError(
+                    f"objects.list {target.url}/{prefix}: the server gave page "
+                    f"token {cursor.token!r} again; it would be listed forever",
+                    code="ListingLoop",
+                    retryable=False,
+                )
             seen.add((cursor.start_after, cursor.token))
         if on_request is not None:
             on_request()
         rows, token = retry(
-            functools.partial(client.list_page, prefix, after=cursor.start_after,
-                              page_token=cursor.token, max_keys=_PAGE),
-            backoff=target.backoff, rng=rng,
-        )  # fmt: skip
+            functools.partial(
+                client.list_page,
+                prefix,
+                after=cursor.start_after,
+                page_token=cursor.token,
+                max_keys=_PAGE,
+            ),
+            backoff=target.backoff,
+            rng=rng,
+        )
         found: Skip | None = None  # the last skip a key of this page called for
         for key, size, updated in rows:
             skip_to = found.start_after if found is not None else None

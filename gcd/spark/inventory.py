@@ -106,8 +106,9 @@ class InventoryManifest:
     def parse(cls, raw: bytes | str, *, where: str = "manifest.json") -> InventoryManifest:
         """Parse a manifest document; ConfigError naming `where` and the problem."""
         try:
-            doc = strictjson.loads(raw, what=f"inventory manifest {where}",
-                                   max_bytes=_MANIFEST_MAX_BYTES, max_depth=8)  # fmt: skip
+            doc = strictjson.loads(
+                raw, what=f"inventory manifest {where}", max_bytes=_MANIFEST_MAX_BYTES, max_depth=8
+            )
         except InvalidJson as exc:
             raise ConfigError(f"inventory manifest {where} is not valid JSON ({exc})") from None
         if not isinstance(doc, dict):
@@ -192,8 +193,10 @@ def resolve_data_paths(
     manifest: InventoryManifest, manifest_path: str | Path, inventory_root: str | None = None
 ) -> list[str]:
     """Where Spark reads each data file (see module docs); ConfigError if one is missing."""
-    if inventory_root is not None and "://" in inventory_root and not inventory_root.startswith(
-        "file://"
+    if (
+        inventory_root is not None
+        and "://" in inventory_root
+        and not inventory_root.startswith("file://")
     ):
         # A remote file system (hdfs://, abfs://...): Spark checks the paths when it reads.
         return [inventory_root.rstrip("/") + "/" + f.key for f in manifest.files]
@@ -279,14 +282,18 @@ def read_inventory(
     for name in ("is_delete_marker", "is_latest"):
         if name in columns:
             malformed = malformed | flag(name).isNull()
-    marker = (F.coalesce(flag("is_delete_marker"), F.lit(False))
-              if "is_delete_marker" in columns else F.lit(False))  # fmt: skip
+    marker = (
+        F.coalesce(flag("is_delete_marker"), F.lit(False))
+        if "is_delete_marker" in columns
+        else F.lit(False)
+    )
     latest = F.coalesce(flag("is_latest"), F.lit(True)) if "is_latest" in columns else F.lit(True)
     if versions and "version_id" in columns:
         given = F.col("version_id").cast("string")
         # An empty VersionId is the "null" version (written before versioning was on).
         version_id = F.when(F.coalesce(F.length(given), F.lit(0)) > 0, given).otherwise(
-            F.lit("null"))  # fmt: skip
+            F.lit("null")
+        )
     else:
         raw = raw.where(malformed | (~marker & latest))
         version_id = F.lit(None).cast("string")

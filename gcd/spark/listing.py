@@ -45,25 +45,31 @@ Listed = tuple[str, int, float, str | None, bool, bool]
 """(key, size, last_modified_s, version_id, is_latest, delete_marker): one source row."""
 
 
-def _objects_page(client: Any, params: dict[str, Any], cursor: Cursor) -> tuple[
-    list[Listed], str | None
-]:
+def _objects_page(
+    client: Any, params: dict[str, Any], cursor: Cursor
+) -> tuple[list[Listed], str | None]:
     if cursor.token is not None:
         params["ContinuationToken"] = cursor.token
     elif cursor.start_after is not None:
         params["StartAfter"] = cursor.start_after
     page = client.list_objects_v2(**params)
     rows: list[Listed] = [
-        (str(item["Key"]), int(item.get("Size", 0)), float(item["LastModified"].timestamp()),
-         None, True, False)
+        (
+            str(item["Key"]),
+            int(item.get("Size", 0)),
+            float(item["LastModified"].timestamp()),
+            None,
+            True,
+            False,
+        )
         for item in page.get("Contents", ())
-    ]  # fmt: skip
+    ]
     return rows, page.get("NextContinuationToken") if page.get("IsTruncated") else None
 
 
-def _versions_page(client: Any, params: dict[str, Any], cursor: Cursor) -> tuple[
-    list[Listed], str | None
-]:
+def _versions_page(
+    client: Any, params: dict[str, Any], cursor: Cursor
+) -> tuple[list[Listed], str | None]:
     """One ListObjectVersions page as rows, keys ascending (S3's order within a key kept)."""
     if cursor.token is not None:
         key_marker, _, version_marker = cursor.token.partition(_MARKER_SEPARATOR)
@@ -74,12 +80,20 @@ def _versions_page(client: Any, params: dict[str, Any], cursor: Cursor) -> tuple
         params["KeyMarker"] = cursor.start_after
     page = client.list_object_versions(**params)
     rows: list[Listed] = [
-        (item["Key"], int(item.get("Size", 0)), float(item["LastModified"].timestamp()),
-         str(item["VersionId"]), bool(item.get("IsLatest", False)), marker)
-        for marker, items in ((False, page.get("Versions", ())),
-                              (True, page.get("DeleteMarkers", ())))
+        (
+            item["Key"],
+            int(item.get("Size", 0)),
+            float(item["LastModified"].timestamp()),
+            str(item["VersionId"]),
+            bool(item.get("IsLatest", False)),
+            marker,
+        )
+        for marker, items in (
+            (False, page.get("Versions", ())),
+            (True, page.get("DeleteMarkers", ())),
+        )
         for item in items
-    ]  # fmt: skip
+    ]
     rows.sort(key=lambda row: row[0])  # stable: versions and markers of a key stay together
     token = None
     if page.get("IsTruncated"):
@@ -110,8 +124,9 @@ def list_prefix(
 ) -> Iterator[Listed]:
     """Every object (or version) under `prefix`, skipping live prefix dirs when asked."""
     limit = skip_above_epoch if layout is not None and can_skip(layout) else None
-    lister, operation = ((_versions_page, "ListObjectVersions") if versions
-                         else (_objects_page, "ListObjectsV2"))  # fmt: skip
+    lister, operation = (
+        (_versions_page, "ListObjectVersions") if versions else (_objects_page, "ListObjectsV2")
+    )
     cursor: Cursor | None = Cursor()
     while cursor is not None:
         params: dict[str, Any] = {"Bucket": target.bucket, "Prefix": prefix, "MaxKeys": _PAGE}
@@ -162,8 +177,9 @@ def list_objects(
         if not isinstance(target, S3Target):  # another store (`gcd.spark.stores`)
             other = target.client(pool=1)
             for prefix in (p for prefixes in partition for p in prefixes):
-                yield from target.list_prefix(other, prefix, layout=built,
-                                              skip_above_epoch=skip_above_epoch, on_request=count)
+                yield from target.list_prefix(
+                    other, prefix, layout=built, skip_above_epoch=skip_above_epoch, on_request=count
+                )
             return
         client = make_client(target, pool=1)
         for prefixes in partition:

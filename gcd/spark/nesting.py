@@ -57,6 +57,7 @@ __all__ = ["NESTED_VERDICT", "NestedClaims", "find_nested_roots", "keep_nested",
 NESTED_VERDICT = "nested_root"
 """The `verdict` of a row kept because it lies under another namespace's root."""
 
+
 @dataclass(frozen=True, slots=True)
 class NestedClaims:
     """What a job found below its root before deleting anything."""
@@ -130,13 +131,19 @@ def probe_claims(
     def probe(partition: Iterable[str]) -> Iterator[tuple[str, bool]]:
         client = None
         for directory in partition:
-            client = client or (make_client(target, pool=1) if isinstance(target, S3Target)
-                                else target.client(pool=1))  # fmt: skip
+            client = client or (
+                make_client(target, pool=1)
+                if isinstance(target, S3Target)
+                else target.client(pool=1)
+            )
             if requests is not None:
                 requests.add(1)
             try:
-                if (_exists(client, target, claim_key(directory)) if isinstance(target, S3Target)
-                        else target.exists(client, claim_key(directory))):  # fmt: skip
+                if (
+                    _exists(client, target, claim_key(directory))
+                    if isinstance(target, S3Target)
+                    else target.exists(client, claim_key(directory))
+                ):
                     yield directory, True
             except StorageError:
                 yield directory, False
@@ -165,10 +172,12 @@ def keep_nested(classified: Any, kept: Collection[str], root: str) -> Any:
         import pandas as pd  # noqa: PLC0415
 
         return pd.Series(
-            [isinstance(k, str) and covering_root(k, root, shared.value) is not None
-             for k in keys.tolist()],
+            [
+                isinstance(k, str) and covering_root(k, root, shared.value) is not None
+                for k in keys.tolist()
+            ],
             dtype=bool,
-        )  # fmt: skip
+        )
 
     import pandas as pd  # noqa: PLC0415
 

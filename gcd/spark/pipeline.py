@@ -174,13 +174,19 @@ def summary_from_counts(
     def size(action: Action) -> int:
         return counts.get(action.value, (0, 0))[1]
 
-    eligible = (objects(Action.DELETED) + objects(Action.WOULD_DELETE) + objects(Action.FAILED)
-                + objects(Action.LOCKED))  # fmt: skip
+    eligible = (
+        objects(Action.DELETED)
+        + objects(Action.WOULD_DELETE)
+        + objects(Action.FAILED)
+        + objects(Action.LOCKED)
+    )
     deleted_kinds = (kinds or {}).get(Action.DELETED.value, (0, 0))
     kept = (
-        Action.KEPT_NOT_ELIGIBLE, Action.KEPT_TOO_YOUNG, Action.KEPT_UNPARSABLE,
+        Action.KEPT_NOT_ELIGIBLE,
+        Action.KEPT_TOO_YOUNG,
+        Action.KEPT_UNPARSABLE,
         Action.KEPT_NESTED_ROOT,
-    )  # fmt: skip
+    )
     nested = nested or NestedClaims({})
     summary = RoundSummary(
         safe_epoch=safe_epoch,
@@ -233,17 +239,24 @@ def _source(
     """The objects; with `tasks` (a deleting sweep) in exactly that many partitions."""
     if job.inventory is not None and isinstance(job.storage, AzureSettings):
         frame = read_blob_inventory(
-            spark, job.inventory, account_url=job.storage.account_url,
-            container=job.storage.container, inventory_root=job.inventory_root,
-        )  # fmt: skip
+            spark,
+            job.inventory,
+            account_url=job.storage.account_url,
+            container=job.storage.container,
+            inventory_root=job.inventory_root,
+        )
     elif job.inventory is not None and isinstance(job.storage, GcsSettings):
-        frame = read_gcs_inventory(spark, job.inventory, inventory_root=job.inventory_root,
-                                   expected_bucket=job.bucket)  # fmt: skip
+        frame = read_gcs_inventory(
+            spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket
+        )
     elif job.inventory is not None:
         frame = read_inventory(
-            spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket,
+            spark,
+            job.inventory,
+            inventory_root=job.inventory_root,
+            expected_bucket=job.bucket,
             versions=job.versions,
-        )  # fmt: skip
+        )
     if job.inventory is not None:
         # gzip CSV files are not splittable: spread the rows over the cluster's cores.
         wanted = tasks or spark.sparkContext.defaultParallelism
@@ -254,9 +267,14 @@ def _source(
             frame = frame.coalesce(tasks)  # no shuffle: a retry re-reads the same files
         return frame
     frame = list_objects(
-        spark, job.target, job.layout, task_count=job.list_tasks,
-        skip_above_epoch=skip_above, requests=requests, versions=job.versions,
-    )  # fmt: skip
+        spark,
+        job.target,
+        job.layout,
+        task_count=job.list_tasks,
+        skip_above_epoch=skip_above,
+        requests=requests,
+        versions=job.versions,
+    )
     # A retried delete task must not re-list (its deleted keys would be gone from the
     # decisions): listed rows cross a shuffle, and the deletes read its output.
     return frame if tasks is None else frame.repartition(tasks)
@@ -279,9 +297,13 @@ def _nested(
     if deleting:
         probes = spark.sparkContext.accumulator(0)
         nested = probe_claims(
-            classified, root, job.target, found,
-            every_directory=job.inventory is not None, requests=probes,
-        )  # fmt: skip
+            classified,
+            root,
+            job.target,
+            found,
+            every_directory=job.inventory is not None,
+            requests=probes,
+        )
     else:
         nested = NestedClaims(found)
     for nested_root, claim in sorted(nested.roots.items()):
@@ -297,11 +319,14 @@ def _sweep(
     """Delete (or not) and write the decisions; per-action (objects, bytes) and
     (versions, markers), and DeleteObjects calls."""
     settings = DeleteSettings.for_job(
-        job.target, tasks=tasks or 1, dry_run=job.dry_run,
+        job.target,
+        tasks=tasks or 1,
+        dry_run=job.dry_run,
         max_deletes_per_second=job.max_deletes_per_second,
-        delete_concurrency=job.delete_concurrency, batch_size=job.batch_size,
+        delete_concurrency=job.delete_concurrency,
+        batch_size=job.batch_size,
         object_lock=job.object_lock,
-    )  # fmt: skip
+    )
     delete_requests = spark.sparkContext.accumulator(0)
     decisions = apply_deletes(classified, settings, requests=delete_requests)
     decisions.write.mode("overwrite").parquet(job.decisions_uri)  # the one action: deletes
@@ -316,8 +341,14 @@ def execute(
 ) -> JobResult:
     """Run the job with M = `safe_epoch`; write its outputs; return the summary."""
     now_s = time.time()
-    log.info("spark.round_started", command=job.command, source=job.source,
-             safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, dry_run=job.dry_run)  # fmt: skip
+    log.info(
+        "spark.round_started",
+        command=job.command,
+        source=job.source,
+        safe_epoch=safe_epoch,
+        cluster_epoch=cluster_epoch,
+        dry_run=job.dry_run,
+    )
     with spark_session(
         job.master, app_name=f"l0gc {job.command}", conf=job.conf, py_files=job.py_files
     ) as spark:
@@ -340,14 +371,21 @@ def execute(
             classified, nested = _nested(spark, job, cached, deleting=deleting)
             if not job.sweep:
                 settings = ReportSettings(
-                    safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, now_s=now_s,
-                    grace_s=job.grace_s, price_per_gb_month=job.price_per_gb_month,
-                    source=job.source, nested_roots=tuple(sorted(nested.roots)),
+                    safe_epoch=safe_epoch,
+                    cluster_epoch=cluster_epoch,
+                    now_s=now_s,
+                    grace_s=job.grace_s,
+                    price_per_gb_month=job.price_per_gb_month,
+                    source=job.source,
+                    nested_roots=tuple(sorted(nested.roots)),
                     versions=job.versions,
-                )  # fmt: skip
+                )
                 document = write_report(classified, job.output, settings)
-                log.info("spark.report_written", output=str(job.output),
-                         garbage_objects=document["garbage_objects"])  # fmt: skip
+                log.info(
+                    "spark.report_written",
+                    output=str(job.output),
+                    garbage_objects=document["garbage_objects"],
+                )
                 return JobResult(document)
             counts, kinds, delete_count = _sweep(spark, job, classified, tasks)
             job_error = None
@@ -363,19 +401,39 @@ def execute(
                 cached.unpersist()
         list_count = int(list_requests.value)
     document = summary_from_counts(
-        counts, safe_epoch=safe_epoch, cluster_epoch=cluster_epoch, dry_run=job.dry_run,
-        list_requests=list_count, delete_requests=delete_count,
-        duration_s=time.monotonic() - started, nested=nested, kinds=kinds, store=job.store,
-    )  # fmt: skip
+        counts,
+        safe_epoch=safe_epoch,
+        cluster_epoch=cluster_epoch,
+        dry_run=job.dry_run,
+        list_requests=list_count,
+        delete_requests=delete_count,
+        duration_s=time.monotonic() - started,
+        nested=nested,
+        kinds=kinds,
+        store=job.store,
+    )
     document["source"] = job.source
     document["decisions"] = job.decisions_uri
     document["delete_tasks"] = tasks
     if job_error is not None:
         document["job_error"] = job_error
     write_json_file(job.output / "summary.json", document)
-    log.info("spark.round_finished", **{k: document[k] for k in ("listed", "eligible",
-             "deleted", "errors", "would_delete", "outside_root", "skipped_nested",
-             "nested_roots")})  # fmt: skip
+    log.info(
+        "spark.round_finished",
+        **{
+            k: document[k]
+            for k in (
+                "listed",
+                "eligible",
+                "deleted",
+                "errors",
+                "would_delete",
+                "outside_root",
+                "skipped_nested",
+                "nested_roots",
+            )
+        },
+    )
     return JobResult(document, job_error)
 
 

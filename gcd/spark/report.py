@@ -198,8 +198,9 @@ def versions_split(classified: Any) -> dict[str, int]:
     for scope, within in (("", under_root), ("garbage_", garbage)):
         for name, condition in parts.items():
             columns += _counts(F, within & condition, f"{scope}{name}")
-        columns.append(F.sum(F.when(within & marker, 1).otherwise(0)).alias(
-            f"{scope}delete_markers"))  # fmt: skip
+        columns.append(
+            F.sum(F.when(within & marker, 1).otherwise(0)).alias(f"{scope}delete_markers")
+        )
     row = classified.agg(*columns).collect()[0]
     return {name: int(row[name] or 0) for name in row.asDict()}
 
@@ -276,8 +277,14 @@ def write_report(classified: Any, output: str | Path, settings: ReportSettings) 
     unparsable = F.col("verdict") == Verdict.UNPARSABLE.value
     narrow = classified.select(
         F.when(unparsable, F.col("key")).alias("key"),
-        "size", "last_modified_s", "prefix", "epoch", "verdict", "is_latest", "delete_marker",
-    )  # fmt: skip
+        "size",
+        "last_modified_s",
+        "prefix",
+        "epoch",
+        "verdict",
+        "is_latest",
+        "delete_marker",
+    )
     cached = narrow.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         totals = _totals(cached)
@@ -306,10 +313,14 @@ def write_report(classified: Any, output: str | Path, settings: ReportSettings) 
     summary["files"] = {
         name: str(out / name)
         for name in (
-            "report.json", "by_epoch.parquet", "by_epoch.csv", "by_prefix.parquet",
-            "by_prefix.csv", "report.png",
+            "report.json",
+            "by_epoch.parquet",
+            "by_epoch.csv",
+            "by_prefix.parquet",
+            "by_prefix.csv",
+            "report.png",
         )
-    }  # fmt: skip
+    }
     text = json.dumps(summary, indent=2, allow_nan=False, default=_json_default)
     (out / "report.json").write_text(text + "\n", encoding="utf-8")
     return summary

@@ -150,9 +150,13 @@ def classify_rows(
             verdict, parsed = Verdict.UNPARSABLE, None
         else:
             verdict, parsed = decide(
-                key, _modified_or_now(last_modified), layout,
-                params.safe_epoch, params.now_s, params.grace_s,
-            )  # fmt: skip
+                key,
+                _modified_or_now(last_modified),
+                layout,
+                params.safe_epoch,
+                params.now_s,
+                params.grace_s,
+            )
         prefixes.append(None if parsed is None else parsed.prefix)
         epochs.append(None if parsed is None else parsed.epoch)
         verdicts.append(verdict.value)
@@ -207,8 +211,15 @@ def classify(
         .select("key", "size", "last_modified_s", *VERSION_COLUMNS)
         .where(F.col("key") != F.lit(claim_key(spec.root)))  # the binding, not an L0 object
         .withColumn("decided", decide_udf("key", "last_modified_s"))
-        .select("key", "size", "last_modified_s", *VERSION_COLUMNS, "decided.prefix",
-                "decided.epoch", "decided.verdict")
+        .select(
+            "key",
+            "size",
+            "last_modified_s",
+            *VERSION_COLUMNS,
+            "decided.prefix",
+            "decided.epoch",
+            "decided.verdict",
+        )
         .withColumn("action", action)
     )
 

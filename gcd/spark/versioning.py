@@ -74,7 +74,6 @@ def plan_versions(
     store = None
     if features is not None:
         store = features.to_dict()
-        store["versions"] = ("reclaim" if versions else
-                             "markers-only" if versioned else "none")  # fmt: skip
+        store["versions"] = "reclaim" if versions else "markers-only" if versioned else "none"
     lock = bool(features is not None and features.object_lock)
     return VersionPlan(versions=versions, object_lock=lock, store=store)

@@ -61,8 +61,9 @@ class AzureSettings:
         """The container at its account URL (without its query: a SAS token is neither
         identity nor to be stored) and `root`, as a namespace binding and the deletion
         journal name them (the container in the `bucket` field, kind "azure")."""
-        return StorageTarget(self.container, root, self.account_url.partition("?")[0],
-                             kind=self.kind)  # fmt: skip
+        return StorageTarget(
+            self.container, root, self.account_url.partition("?")[0], kind=self.kind
+        )
 
     def connection_string(self) -> str | None:
         """The connection string from its file, or None (the standard credential chain)."""
@@ -81,8 +82,10 @@ class AzureSettings:
             text = raw.decode("utf-8").strip()
         except UnicodeDecodeError:
             text = ""
-        if len(raw) > _MAX_CONNECTION_STRING or not text.isprintable() or (
-            "AccountName=" not in text and "BlobEndpoint=" not in text
+        if (
+            len(raw) > _MAX_CONNECTION_STRING
+            or not text.isprintable()
+            or ("AccountName=" not in text and "BlobEndpoint=" not in text)
         ):
             raise ConfigError(
                 f"{str(path)!r} does not hold an Azure Storage connection string "

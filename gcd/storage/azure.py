@@ -59,8 +59,15 @@ from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectIn
 from gcd.storage.s3xml import refuse_doctype
 from watermark.errors import ConfigError
 
-__all__ = ["MAX_BATCH", "TRANSLATED", "AzureBlobStore", "RefuseDoctype", "batch_answer_failure",
-           "open_container", "translate_error"]  # fmt: skip
+__all__ = [
+    "MAX_BATCH",
+    "TRANSLATED",
+    "AzureBlobStore",
+    "RefuseDoctype",
+    "batch_answer_failure",
+    "open_container",
+    "translate_error",
+]
 
 MAX_BATCH = 256
 """Sub-requests Blob Batch takes in one request."""
@@ -77,11 +84,15 @@ def translate_error(exc: BaseException, operation: str) -> StorageError:
         message = str(exc.message or exc).splitlines()[0]
         return StorageError(f"{operation} failed: {message}", code=code, retryable=retryable)
     if isinstance(exc, azure_errors.ClientAuthenticationError):
-        return StorageError(f"{operation} failed: {exc}", code="AuthenticationFailed",
-                            retryable=False)  # fmt: skip
+        return StorageError(
+            f"{operation} failed: {exc}", code="AuthenticationFailed", retryable=False
+        )
     if isinstance(exc, azure_errors.ServiceRequestError | azure_errors.ServiceResponseError):
-        return StorageError(f"{operation} could not reach the endpoint: {exc}",
-                            code="ConnectionError", retryable=True)  # fmt: skip
+        return StorageError(
+            f"{operation} could not reach the endpoint: {exc}",
+            code="ConnectionError",
+            retryable=True,
+        )
     return StorageError(f"{operation} failed: {exc!r}", code="Unknown", retryable=False)
 
 
@@ -137,8 +148,12 @@ async def open_container(settings: AzureSettings) -> AsyncIterator[ContainerClie
         from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
 
         credential_cm = DefaultAzureCredential()
-        service = BlobServiceClient(settings.account_url, credential=credential_cm, retry_total=0,
-                                    _additional_pipeline_policies=[RefuseDoctype()])  # fmt: skip
+        service = BlobServiceClient(
+            settings.account_url,
+            credential=credential_cm,
+            retry_total=0,
+            _additional_pipeline_policies=[RefuseDoctype()],
+        )
     async with credential_cm, service:
         yield service.get_container_client(settings.container)
 
@@ -249,15 +264,22 @@ class AzureBlobStore(ObjectStore):
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         """Blob Batch deletes, 256 per request; per-blob answers triaged (module docstring)."""
         if not 1 <= len(keys) <= 1000:
-            raise StorageError(f"a delete batch takes 1-1000 keys, got {len(keys)}",
-                               code="InvalidRequest", retryable=False)  # fmt: skip
+            raise StorageError(
+                f"a delete batch takes 1-1000 keys, got {len(keys)}",
+                code="InvalidRequest",
+                retryable=False,
+            )
         deleted: list[str] = []
         errors: list[KeyFailure] = []
         for start in range(0, len(keys), MAX_BATCH):
             part = list(keys[start : start + MAX_BATCH])
             try:
-                answers = [a async for a in await self._container.delete_blobs(
-                    *part, raise_on_any_failure=False)]  # fmt: skip
+                answers = [
+                    a
+                    async for a in await self._container.delete_blobs(
+                        *part, raise_on_any_failure=False
+                    )
+                ]
             except TRANSLATED as exc:
                 raise translate_error(exc, f"Blob Batch delete on {self.bucket}") from exc
             for key, answer in zip(part, answers, strict=True):
@@ -311,8 +333,11 @@ class AzureBlobStore(ObjectStore):
         except TRANSLATED as exc:
             raise translate_error(exc, f"Get Blob {self.bucket}/{key}") from exc
         if len(data) > max_bytes:
-            raise StorageError(f"{self.bucket}/{key} is larger than {max_bytes} bytes",
-                               code="EntityTooLarge", retryable=False)  # fmt: skip
+            raise StorageError(
+                f"{self.bucket}/{key} is larger than {max_bytes} bytes",
+                code="EntityTooLarge",
+                retryable=False,
+            )
         return data
 
     async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
@@ -336,8 +361,9 @@ def batch_answer_failure(container: str, key: str, answer: Any) -> KeyFailure | 
     request = getattr(answer, "request", None)
     path = "" if request is None else urllib.parse.unquote(urllib.parse.urlsplit(request.url).path)
     if not path.endswith(f"/{container}/{key}"):
-        return KeyFailure(key, "UnmatchedAnswer", "the batch answered another blob in this "
-                                                  "blob's place")  # fmt: skip
+        return KeyFailure(
+            key, "UnmatchedAnswer", "the batch answered another blob in this blob's place"
+        )
     status = int(answer.status_code)
     if status in (200, 202, 404):
         return None

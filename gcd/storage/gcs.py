@@ -61,7 +61,6 @@ EMPTY_PAGES_PER_CALL = 10
 """objects.list pages with nothing to return one `list_page` reads before it returns."""
 
 
-
 def _service_file(given: str | None) -> str | io.StringIO | None:
     """The credentials the token library is given: `given`, else Application Default
     Credentials as `google.auth.default` finds them. With neither
@@ -71,16 +70,19 @@ def _service_file(given: str | None) -> str | io.StringIO | None:
     if given is not None or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
         return given
     config = os.environ.get("CLOUDSDK_CONFIG") or os.path.join(
-        os.path.expanduser("~"), ".config", "gcloud")  # fmt: skip
+        os.path.expanduser("~"), ".config", "gcloud"
+    )
     if os.path.exists(os.path.join(config, "application_default_credentials.json")):
         return None
     return io.StringIO("{}")
 
+
 class GcsObjectStore(ObjectStore):
     """One bucket through an aiohttp session and (unless anonymous) a token source."""
 
-    def __init__(self, session: aiohttp.ClientSession, settings: GcsSettings,
-                 token: Any | None) -> None:  # fmt: skip
+    def __init__(
+        self, session: aiohttp.ClientSession, settings: GcsSettings, token: Any | None
+    ) -> None:
         self._session = session
         self._token = token
         self.settings = settings
@@ -94,8 +96,9 @@ class GcsObjectStore(ObjectStore):
     @contextlib.asynccontextmanager
     async def open(cls, settings: GcsSettings) -> AsyncIterator[GcsObjectStore]:
         """A client for `settings` (closed on exit)."""
-        timeout = aiohttp.ClientTimeout(sock_connect=settings.connect_timeout_s,
-                                        sock_read=settings.read_timeout_s)  # fmt: skip
+        timeout = aiohttp.ClientTimeout(
+            sock_connect=settings.connect_timeout_s, sock_read=settings.read_timeout_s
+        )
         async with contextlib.AsyncExitStack() as stack:
             session = await stack.enter_async_context(aiohttp.ClientSession(timeout=timeout))
             token = None
@@ -103,8 +106,9 @@ class GcsObjectStore(ObjectStore):
                 from gcloud.aio.auth import Token  # noqa: PLC0415 - only with credentials
 
                 try:
-                    made = Token(service_file=_service_file(settings.credentials_file),
-                                 scopes=[SCOPE])  # fmt: skip
+                    made = Token(
+                        service_file=_service_file(settings.credentials_file), scopes=[SCOPE]
+                    )
                 except Exception as exc:
                     where = settings.credentials_file or "GOOGLE_APPLICATION_CREDENTIALS"
                     raise ConfigError(
@@ -133,26 +137,39 @@ class GcsObjectStore(ObjectStore):
         except Exception as exc:
             raise _no_credentials("getting an access token", exc) from exc
 
-    async def _send(self, method: str, url: str, operation: str, *,
-                    params: dict[str, str] | None = None, data: bytes | None = None,
-                    headers: dict[str, str] | None = None) -> tuple[int, bytes, str]:  # fmt: skip
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        operation: str,
+        *,
+        params: dict[str, str] | None = None,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes, str]:
         all_headers = {**await self._headers(operation), **(headers or {})}
         try:
-            async with self._session.request(method, url, params=params, data=data,
-                                             headers=all_headers) as answer:  # fmt: skip
+            async with self._session.request(
+                method, url, params=params, data=data, headers=all_headers
+            ) as answer:
                 body = await answer.read()
                 return answer.status, body, answer.headers.get("Content-Type", "")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise StorageError(f"{operation} could not reach {self.settings.api_root}: {exc!r}",
-                               code="ConnectionError", retryable=True) from exc  # fmt: skip
+            raise StorageError(
+                f"{operation} could not reach {self.settings.api_root}: {exc!r}",
+                code="ConnectionError",
+                retryable=True,
+            ) from exc
 
-    def _failure(self, operation: str, status: int, body: bytes, *,
-                 listing: bool = False) -> StorageError:  # fmt: skip
+    def _failure(
+        self, operation: str, status: int, body: bytes, *, listing: bool = False
+    ) -> StorageError:
         code, message = error_code(status, body.decode("utf-8", "replace"))
         if listing and status == 404:  # a listing answers 404 only for a missing bucket
             code = "NoSuchBucket"
-        return StorageError(f"{operation} failed: {message}", code=code,
-                            retryable=status in _RETRYABLE_STATUS)  # fmt: skip
+        return StorageError(
+            f"{operation} failed: {message}", code=code, retryable=status in _RETRYABLE_STATUS
+        )
 
     def _object_url(self, key: str) -> str:
         name = urllib.parse.quote(key, safe="")
@@ -187,20 +204,25 @@ class GcsObjectStore(ObjectStore):
                 raise self._failure(f"objects.list gs://{self.bucket}", status, body, listing=True)
             doc = json.loads(body)
             objects = [
-                ObjectInfo(item["name"], int(item.get("size", 0)),
-                           datetime.fromisoformat(item["updated"]).timestamp(),
-                           generation=None if item.get("generation") is None
-                           else str(item["generation"]))
+                ObjectInfo(
+                    item["name"],
+                    int(item.get("size", 0)),
+                    datetime.fromisoformat(item["updated"]).timestamp(),
+                    generation=None if item.get("generation") is None else str(item["generation"]),
+                )
                 for item in doc.get("items", ())
                 if item["name"].startswith(prefix) and (after is None or item["name"] > after)
-            ]  # fmt: skip
+            ]
             page_token = doc.get("nextPageToken")
             if objects or page_token is None or len(seen) >= EMPTY_PAGES_PER_CALL:
                 break
             if page_token in seen:
-                raise StorageError(f"{operation}: the server gave page token {page_token!r} "
-                                   "again; it would be listed forever", code="ListingLoop",
-                                   retryable=False)  # fmt: skip
+                raise StorageError(
+                    f"{operation}: the server gave page token {page_token!r} "
+                    "again; it would be listed forever",
+                    code="ListingLoop",
+                    retryable=False,
+                )
             seen.add(page_token)
         objects.sort(key=lambda info: info.key)  # code point order is UTF-8 byte order
         if len(objects) > max_keys:
@@ -213,8 +235,11 @@ class GcsObjectStore(ObjectStore):
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         """JSON batch deletes, 100 per request; answers triaged per object by Content-ID."""
         if not 1 <= len(keys) <= 1000:
-            raise StorageError(f"a delete batch takes 1-1000 keys, got {len(keys)}",
-                               code="InvalidRequest", retryable=False)  # fmt: skip
+            raise StorageError(
+                f"a delete batch takes 1-1000 keys, got {len(keys)}",
+                code="InvalidRequest",
+                retryable=False,
+            )
         deleted: list[str] = []
         errors: list[KeyFailure] = []
         url = f"{self.settings.api_root}/batch/storage/v1"
@@ -231,8 +256,9 @@ class GcsObjectStore(ObjectStore):
             try:
                 result = triage(part, parse_answer(answer, answer_type))
             except ValueError as exc:
-                raise StorageError(f"{operation}: unreadable answer ({exc})", code="500",
-                                   retryable=True) from exc  # fmt: skip
+                raise StorageError(
+                    f"{operation}: unreadable answer ({exc})", code="500", retryable=True
+                ) from exc
             deleted.extend(result.deleted)
             errors.extend(result.errors)
         return DeleteResult(tuple(deleted), tuple(errors))
@@ -243,8 +269,9 @@ class GcsObjectStore(ObjectStore):
         """The bucket's soft delete retention in seconds (0: none; None: unreadable)."""
         url = f"{self.settings.api_root}/storage/v1/b/{self.bucket}"
         operation = f"buckets.get gs://{self.bucket}"
-        status, body, _ = await self._send("GET", url, operation,
-                                           params={"fields": "softDeletePolicy"})  # fmt: skip
+        status, body, _ = await self._send(
+            "GET", url, operation, params={"fields": "softDeletePolicy"}
+        )
         if status != 200:
             return None
         try:
@@ -259,8 +286,11 @@ class GcsObjectStore(ObjectStore):
             return "gone"  # restore needs the generation: the journal did not record one
         operation = f"objects.restore gs://{self.bucket}/{key}#{generation}"
         status, body, _ = await self._send(
-            "POST", self._object_url(key) + "/restore", operation,
-            params={"generation": generation, "ifGenerationMatch": "0"})  # fmt: skip
+            "POST",
+            self._object_url(key) + "/restore",
+            operation,
+            params={"generation": generation, "ifGenerationMatch": "0"},
+        )
         if status == 200:
             return "restored"
         if status == 404:
@@ -274,15 +304,19 @@ class GcsObjectStore(ObjectStore):
     async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
         """A small object's content (at most `max_bytes`), or None when there is none."""
         operation = f"objects.get gs://{self.bucket}/{key}"
-        status, body, _ = await self._send("GET", self._object_url(key), operation,
-                                           params={"alt": "media"})  # fmt: skip
+        status, body, _ = await self._send(
+            "GET", self._object_url(key), operation, params={"alt": "media"}
+        )
         if status == 404:
             return None
         if status != 200:
             raise self._failure(operation, status, body)
         if len(body) > max_bytes:
-            raise StorageError(f"gs://{self.bucket}/{key} is larger than {max_bytes} bytes",
-                               code="EntityTooLarge", retryable=False)  # fmt: skip
+            raise StorageError(
+                f"gs://{self.bucket}/{key} is larger than {max_bytes} bytes",
+                code="EntityTooLarge",
+                retryable=False,
+            )
         return body
 
     async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
@@ -294,8 +328,13 @@ class GcsObjectStore(ObjectStore):
             params["ifGenerationMatch"] = "0"
         operation = f"objects.insert gs://{self.bucket}/{key}"
         status, answer, _ = await self._send(
-            "POST", url, operation, params=params, data=body,
-            headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+            "POST",
+            url,
+            operation,
+            params=params,
+            data=body,
+            headers={"Content-Type": "application/octet-stream"},
+        )
         if status == 412 and if_absent:
             return False
         if status != 200:
@@ -309,5 +348,6 @@ def _cursor(after: str | None, page_token: str | None) -> str:
 
 def _no_credentials(operation: str, exc: BaseException) -> StorageError:
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return StorageError(f"{operation}: no Google credentials ({detail})",
-                        code="NoCredentials", retryable=False)  # fmt: skip
+    return StorageError(
+        f"{operation}: no Google credentials ({detail})", code="NoCredentials", retryable=False
+    )

@@ -138,8 +138,13 @@ def triage(keys: Sequence[str], answers: Sequence[SubAnswer]) -> DeleteResult:
     for index, key in enumerate(keys):
         answer = by_index.get(index)
         if answer is None or answer.status is None:
-            errors.append(KeyFailure(key, "UnmatchedAnswer", "the batch answer has no "
-                                     "readable part with this object's Content-ID"))  # fmt: skip
+            errors.append(
+                KeyFailure(
+                    key,
+                    "UnmatchedAnswer",
+                    "the batch answer has no readable part with this object's Content-ID",
+                )
+            )
         elif answer.status in (204, 404):
             deleted.append(key)
         else:

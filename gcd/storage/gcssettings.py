@@ -50,8 +50,10 @@ class GcsSettings:
                 "for an emulator), e.g. --endpoint-url http://127.0.0.1:9023"
             )
         if self.anonymous and self.credentials_file is not None:
-            raise ConfigError("--gcs-anonymous sends no credentials: drop "
-                              "--gcs-credentials-file, or drop --gcs-anonymous")  # fmt: skip
+            raise ConfigError(
+                "--gcs-anonymous sends no credentials: drop "
+                "--gcs-credentials-file, or drop --gcs-anonymous"
+            )
 
     def target(self, root: str) -> StorageTarget:
         """The bucket and `root` as a namespace binding and the deletion journal name them."""

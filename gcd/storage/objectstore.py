@@ -121,14 +121,14 @@ class DeleteResult:
                 gone = set(deleted)
                 named = [t for t in sent if split_target(t)[0] == key and t not in gone] or named
             errors += [KeyFailure(target, code, message) for target in named]
-        markers = tuple((str(item["Key"]), str(item["DeleteMarkerVersionId"]))
-                        for item in answer.get("Deleted", ())
-                        if item.get("VersionId") is None
-                        and item.get("DeleteMarkerVersionId") is not None
-                        and version_target(str(item["Key"]), str(item["DeleteMarkerVersionId"]))
-                        not in asked)  # fmt: skip
+        markers = tuple(
+            (str(item["Key"]), str(item["DeleteMarkerVersionId"]))
+            for item in answer.get("Deleted", ())
+            if item.get("VersionId") is None
+            and item.get("DeleteMarkerVersionId") is not None
+            and version_target(str(item["Key"]), str(item["DeleteMarkerVersionId"])) not in asked
+        )
         return cls(deleted, tuple(errors), markers)
-
 
     @classmethod
     def from_quiet_answer(
@@ -245,9 +245,12 @@ class StoreFeatures:
 
     def to_dict(self) -> dict[str, Any]:
         """The features as a JSON-ready dict."""
-        return {"versioning": self.versioning, "object_lock": self.object_lock,
-                "listing": "ordered" if self.ordered_listing else "unordered",
-                "batch_delete": self.batch_delete}  # fmt: skip
+        return {
+            "versioning": self.versioning,
+            "object_lock": self.object_lock,
+            "listing": "ordered" if self.ordered_listing else "unordered",
+            "batch_delete": self.batch_delete,
+        }
 
 
 @runtime_checkable

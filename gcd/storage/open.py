@@ -73,15 +73,17 @@ async def preflight_store(settings: StoreSettings, prefix: str) -> None:
             assert_never(settings)
 
 
-def _chosen(s3: S3Settings | None, azure: AzureSettings | None,
-            gcs: GcsSettings | None) -> StoreSettings:  # fmt: skip
+def _chosen(
+    s3: S3Settings | None, azure: AzureSettings | None, gcs: GcsSettings | None
+) -> StoreSettings:
     chosen = gcs or azure or s3
     assert chosen is not None, "no store settings given"
     return chosen
 
 
-def target_of(s3: S3Settings | None, azure: AzureSettings | None, root: str, *,
-              gcs: GcsSettings | None = None) -> StorageTarget:  # fmt: skip
+def target_of(
+    s3: S3Settings | None, azure: AzureSettings | None, root: str, *, gcs: GcsSettings | None = None
+) -> StorageTarget:
     """`_chosen(...).target(root)`: the older form, for the demo."""
     return _chosen(s3, azure, gcs).target(root)
 
@@ -102,18 +104,24 @@ async def _preflight_azure(azure: AzureSettings, prefix: str) -> None:
             await store.list_page(prefix, max_keys=1)
     except StorageError as exc:
         if exc.code == "ContainerNotFound":
-            raise ConfigError(f"{where} does not exist: check --container and "
-                              "--account-url") from exc  # fmt: skip
-        if exc.code in {"AuthenticationFailed", "AuthorizationFailure",
-                        "AuthorizationPermissionMismatch", "403"}:  # fmt: skip
+            raise ConfigError(
+                f"{where} does not exist: check --container and --account-url"
+            ) from exc
+        if exc.code in {
+            "AuthenticationFailed",
+            "AuthorizationFailure",
+            "AuthorizationPermissionMismatch",
+            "403",
+        }:
             raise ConfigError(
                 f"listing {where} was refused ({exc.code}): the identity needs the Storage "
                 "Blob Data Contributor role on the container (docs/operations.md), or the "
                 "connection string is wrong"
             ) from exc
         if exc.code == "ConnectionError":
-            raise ConfigError(f"cannot reach {azure.shown_url}: check --account-url, DNS "
-                              f"and the network ({exc})") from exc  # fmt: skip
+            raise ConfigError(
+                f"cannot reach {azure.shown_url}: check --account-url, DNS and the network ({exc})"
+            ) from exc
         raise
 
 
@@ -134,14 +142,22 @@ async def _preflight_gcs(gcs: GcsSettings, prefix: str) -> None:
             ) from exc
         if exc.code == "NoSuchBucket":
             raise ConfigError(f"{where} does not exist: check --bucket") from exc
-        if exc.code in {"401", "403", "forbidden", "authError", "unauthorized",
-                        "insufficientPermissions", "accessDenied"}:  # fmt: skip
+        if exc.code in {
+            "401",
+            "403",
+            "forbidden",
+            "authError",
+            "unauthorized",
+            "insufficientPermissions",
+            "accessDenied",
+        }:
             raise ConfigError(
                 f"listing {where} was refused ({exc.code}): the identity needs the l0gc "
                 "sweeper role on the bucket (storage.objects.list, .delete, .get, .create; "
                 "docs/operations.md)"
             ) from exc
         if exc.code == "ConnectionError":
-            raise ConfigError(f"cannot reach {gcs.api_root}: check --endpoint-url, DNS and "
-                              f"the network ({exc})") from exc  # fmt: skip
+            raise ConfigError(
+                f"cannot reach {gcs.api_root}: check --endpoint-url, DNS and the network ({exc})"
+            ) from exc
         raise

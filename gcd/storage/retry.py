@@ -49,9 +49,12 @@ async def deadline(seconds: float, what: str) -> AsyncIterator[None]:
         async with asyncio.timeout(seconds):
             yield
     except TimeoutError as exc:
-        raise StorageError(f"{what}: no complete answer within {seconds:g} s (the request "
-                           "deadline, --request-deadline)", code="Timeout",
-                           retryable=True) from exc  # fmt: skip
+        raise StorageError(
+            f"{what}: no complete answer within {seconds:g} s (the request "
+            "deadline, --request-deadline)",
+            code="Timeout",
+            retryable=True,
+        ) from exc
 
 
 @dataclass(slots=True)

@@ -96,8 +96,16 @@ from gcd.storage.s3xml import (
 from watermark.core.binding import StorageTarget
 from watermark.errors import ConfigError
 
-__all__ = ["FEATURES_TTL_S", "SINGLE_DELETES_IN_FLIGHT", "S3ObjectStore", "S3Settings",
-           "content_md5", "directory_bucket", "error_in_200", "preflight"]  # fmt: skip
+__all__ = [
+    "FEATURES_TTL_S",
+    "SINGLE_DELETES_IN_FLIGHT",
+    "S3ObjectStore",
+    "S3Settings",
+    "content_md5",
+    "directory_bucket",
+    "error_in_200",
+    "preflight",
+]
 
 FEATURES_TTL_S = 300.0
 """How long `detect`'s answer is used before versioning and Object Lock are read again."""
@@ -134,8 +142,10 @@ class S3Settings:
             raise ConfigError(msg)
         endpoint = self.endpoint_url
         if endpoint is not None and not endpoint.startswith(("http://", "https://")):
-            raise ConfigError(f"endpoint URL {endpoint!r} must start with http:// or https://, "
-                              "e.g. --endpoint-url http://127.0.0.1:9000")  # fmt: skip
+            raise ConfigError(
+                f"endpoint URL {endpoint!r} must start with http:// or https://, "
+                "e.g. --endpoint-url http://127.0.0.1:9000"
+            )
         if self.max_pool_connections < 1:
             raise ConfigError(f"max_pool_connections {self.max_pool_connections!r} must be >= 1")
 
@@ -354,12 +364,20 @@ class S3ObjectStore(ObjectStore):
         except _TRANSLATED as exc:
             raise translate_error(exc, f"ListObjectVersions s3://{self.bucket}/{prefix}") from exc
         entries = [
-            ObjectInfo(item["Key"], int(item.get("Size", 0)), item["LastModified"].timestamp(),
-                       str(item["VersionId"]), marker, bool(item.get("IsLatest")))
-            for marker, items in ((False, response.get("Versions", ())),
-                                  (True, response.get("DeleteMarkers", ())))
+            ObjectInfo(
+                item["Key"],
+                int(item.get("Size", 0)),
+                item["LastModified"].timestamp(),
+                str(item["VersionId"]),
+                marker,
+                bool(item.get("IsLatest")),
+            )
+            for marker, items in (
+                (False, response.get("Versions", ())),
+                (True, response.get("DeleteMarkers", ())),
+            )
             for item in items
-        ]  # fmt: skip
+        ]
         entries.sort(key=lambda entry: entry.key)  # stable: S3's order within a key is kept
         token = None
         if response.get("IsTruncated"):
@@ -398,8 +416,12 @@ class S3ObjectStore(ObjectStore):
         if result is not None:
             return result
         # An error named a key this request did not send: silence cannot be read.
-        log.warning("s3.quiet_delete_unreadable", bucket=self.bucket, keys=len(keys),
-                    fallback="verbose DeleteObjects answers from now on")  # fmt: skip
+        log.warning(
+            "s3.quiet_delete_unreadable",
+            bucket=self.bucket,
+            keys=len(keys),
+            fallback="verbose DeleteObjects answers from now on",
+        )
         self._quiet = False
         return await self.delete_batch(keys)
 
@@ -421,8 +443,12 @@ class S3ObjectStore(ObjectStore):
         """DeleteObjects is not implemented: logged once (requests in flight may learn it
         at the same time), single deletes from now on."""
         if self._batch is None:
-            log.warning("s3.batch_delete_unsupported", bucket=self.bucket,
-                        fallback="one DeleteObject per key", message=str(error))  # fmt: skip
+            log.warning(
+                "s3.batch_delete_unsupported",
+                bucket=self.bucket,
+                fallback="one DeleteObject per key",
+                message=str(error),
+            )
         self._batch = False
 
     async def _delete_singly(self, targets: Sequence[str]) -> DeleteResult:
@@ -447,8 +473,9 @@ class S3ObjectStore(ObjectStore):
 
         outcomes = await asyncio.gather(*(one(target) for target in targets))
         failures = tuple(bad for bad in outcomes if isinstance(bad, KeyFailure))
-        deleted = tuple(t for t, bad in zip(targets, outcomes, strict=True)
-                        if not isinstance(bad, KeyFailure))  # fmt: skip
+        deleted = tuple(
+            t for t, bad in zip(targets, outcomes, strict=True) if not isinstance(bad, KeyFailure)
+        )
         markers = tuple(bad for bad in outcomes if isinstance(bad, tuple))
         return DeleteResult(deleted, failures, markers)
 
@@ -470,8 +497,11 @@ class S3ObjectStore(ObjectStore):
             if versioning == "unknown" and (
                 self._features is None or self._features.versioning != "unknown"
             ):
-                log.warning("s3.versioning_unknown", bucket=self.bucket,
-                            fix="allow s3:GetBucketVersioning (docs/operations.md)")  # fmt: skip
+                log.warning(
+                    "s3.versioning_unknown",
+                    bucket=self.bucket,
+                    fix="allow s3:GetBucketVersioning (docs/operations.md)",
+                )
             self._features = StoreFeatures(versioning, lock)
             self._features_at = now
         return self.detected
@@ -493,8 +523,11 @@ class S3ObjectStore(ObjectStore):
             answer = await self._client.get_object_lock_configuration(Bucket=self.bucket)
         except botocore_errors.ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
-            if code in {"ObjectLockConfigurationNotFoundError", "NotImplemented",
-                        "NoSuchObjectLockConfiguration"}:  # fmt: skip
+            if code in {
+                "ObjectLockConfigurationNotFoundError",
+                "NotImplemented",
+                "NoSuchObjectLockConfiguration",
+            }:
                 return False
             log.debug("s3.get_object_lock_failed", code=code)
             return None
@@ -526,8 +559,7 @@ class S3ObjectStore(ObjectStore):
         """Why a version is locked and until when (one HeadObject); "unknown" when the HEAD
         fails (no s3:GetObjectVersion), "no lock found..." when it shows no lock."""
         try:
-            head = await self._client.head_object(Bucket=self.bucket, Key=key,
-                                                  VersionId=version_id)  # fmt: skip
+            head = await self._client.head_object(Bucket=self.bucket, Key=key, VersionId=version_id)
         except _TRANSLATED:
             return "unknown", None
         until = head.get("ObjectLockRetainUntilDate")
@@ -564,16 +596,22 @@ class S3ObjectStore(ObjectStore):
 
     async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
         """Write a small object; with `if_absent`, only if no such key exists (else False)."""
-        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body,
-                                  "ContentType": "application/json"}  # fmt: skip
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "Body": body,
+            "ContentType": "application/json",
+        }
         if if_absent:
             params["IfNoneMatch"] = "*"
         try:
             await self._client.put_object(**params)
         except botocore_errors.ClientError as exc:
             if if_absent and exc.response.get("Error", {}).get("Code") in {
-                "PreconditionFailed", "ConditionalRequestConflict", "412"
-            }:  # fmt: skip
+                "PreconditionFailed",
+                "ConditionalRequestConflict",
+                "412",
+            }:
                 return False
             raise translate_error(exc, f"PutObject s3://{self.bucket}/{key}") from exc
         except _TRANSLATED as exc:
@@ -587,6 +625,8 @@ PREFLIGHT_ATTEMPTS = 3
 PREFLIGHT_CONNECT_TIMEOUT_S = 3.0
 PREFLIGHT_READ_TIMEOUT_S = 10.0
 _PREFLIGHT_BACKOFF = Backoff(base_s=0.5, cap_s=2.0, max_attempts=PREFLIGHT_ATTEMPTS)
+
+
 async def preflight(
     settings: S3Settings,
     prefix: str,

@@ -80,14 +80,24 @@ def translate_error(exc: BaseException, operation: str) -> StorageError:
 
 # -- at start: what only the operator can fix (`gcd.storage.s3.preflight`) ---------------
 
-_CREDENTIALS_REJECTED = frozenset({
-    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-    "TokenRefreshRequired", "InvalidClientTokenId",
-})  # fmt: skip
-_WRONG_REGION = frozenset({
-    "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException",
-    "301",
-})  # fmt: skip
+_CREDENTIALS_REJECTED = frozenset(
+    {
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "TokenRefreshRequired",
+        "InvalidClientTokenId",
+    }
+)
+_WRONG_REGION = frozenset(
+    {
+        "PermanentRedirect",
+        "AuthorizationHeaderMalformed",
+        "IllegalLocationConstraintException",
+        "301",
+    }
+)
 _NO_CREDENTIALS = (botocore_errors.NoCredentialsError, botocore_errors.PartialCredentialsError)
 _NOT_REACHED = (
     botocore_errors.EndpointConnectionError,
@@ -120,8 +130,9 @@ def preflight_failure(
             "--endpoint-url / L0GC_ENDPOINT_URL and --region, DNS and the network"
         ), True
     if not isinstance(exc, botocore_errors.ClientError):
-        return ConfigError(f"listing {where} failed at start: {exc!r}; check --bucket, "
-                           "--endpoint-url and --region"), False  # fmt: skip
+        return ConfigError(
+            f"listing {where} failed at start: {exc!r}; check --bucket, --endpoint-url and --region"
+        ), False
     error = exc.response.get("Error", {})
     meta = exc.response.get("ResponseMetadata", {})
     status = int(meta.get("HTTPStatusCode") or 0)
@@ -159,7 +170,11 @@ def preflight_failure(
     if code in RETRYABLE_CODES or status in RETRYABLE_STATUS:
         return StorageError(
             f"listing {where} failed at start: {message} ({code}); S3 is throttling or "
-            "failing: try again later", code=code, retryable=True,
-        ), True  # fmt: skip
-    return ConfigError(f"listing {where} failed at start: {code}: {message}; check --bucket, "
-                       "--endpoint-url and --region"), False  # fmt: skip
+            "failing: try again later",
+            code=code,
+            retryable=True,
+        ), True
+    return ConfigError(
+        f"listing {where} failed at start: {code}: {message}; check --bucket, "
+        "--endpoint-url and --region"
+    ), False

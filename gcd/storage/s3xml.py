@@ -39,8 +39,14 @@ from botocore.utils import parse_timestamp
 from gcd.rules.versions import SEPARATOR
 from gcd.storage.objectstore import ObjectInfo
 
-__all__ = ["Listing", "delete_body", "parse_s3_timestamp", "read_delete_result", "read_listing",
-           "refuse_doctype"]  # fmt: skip
+__all__ = [
+    "Listing",
+    "delete_body",
+    "parse_s3_timestamp",
+    "read_delete_result",
+    "read_listing",
+    "refuse_doctype",
+]
 
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _DELETE_ENTRIES = {"Deleted": "Deleted", "Error": "Errors"}  # element -> botocore's member
@@ -201,7 +207,9 @@ def delete_body(targets: Iterable[str], *, quiet: bool = False) -> bytes:
         if not versioned:
             append(f"<Object><Key>{_text(key)}</Key></Object>")
         else:
-            append(f"<Object><Key>{_text(key)}</Key><VersionId>{_text(version_id)}"
-                   "</VersionId></Object>")  # fmt: skip
+            append(
+                f"<Object><Key>{_text(key)}</Key><VersionId>{_text(version_id)}"
+                "</VersionId></Object>"
+            )
     append("<Quiet>true</Quiet></Delete>" if quiet else "<Quiet>false</Quiet></Delete>")
     return "".join(parts).encode()

@@ -185,8 +185,9 @@ async def bind_namespace(
         changed = True
     if raw != binding.encode():
         if not await store.put_binding(binding.encode(), expected_revision=revision):
-            raise BindingConflict(f"namespace {namespace}'s binding changed while binding; "
-                                  "run it again")  # fmt: skip
+            raise BindingConflict(
+                f"namespace {namespace}'s binding changed while binding; run it again"
+            )
         changed = True
     return BindOutcome(binding, changed, existing if existing is not binding else None)
 
@@ -274,10 +275,13 @@ async def find_nested_claims(objects: ClaimStore, root: str) -> dict[str, bytes]
                 f"listing {root}/ for claims of nested roots: {broken}; the store is not "
                 "listing correctly, so the bind cannot tell whether another namespace "
                 "claims a root below: fix the store (or the proxy before it) and bind again",
-                LISTING_BROKEN, retryable=False)  # fmt: skip
+                LISTING_BROKEN,
+                retryable=False,
+            )
         if guard.pages % _PROGRESS_PAGES == 0:
-            _log.info("bind.listing", root=root, pages=guard.pages, keys=listed,
-                      claims_found=len(found))  # fmt: skip
+            _log.info(
+                "bind.listing", root=root, pages=guard.pages, keys=listed, claims_found=len(found)
+            )
 
 
 async def _read_claim(objects: ClaimStore, target: StorageTarget) -> Claim | None:
@@ -384,28 +388,30 @@ class BoundSource:
         if view.binding_raw is not None:
             if not fresh_claims and self._claims is not None:
                 claim_raw, above = self._claims
-            elif not fresh_claims and self._wrong is not None and (
-                    self._clock() < self._recheck_at):  # fmt: skip
+            elif (
+                not fresh_claims and self._wrong is not None and (self._clock() < self._recheck_at)
+            ):
                 if isinstance(self._wrong, str):
                     return dataclasses.replace(read, refused_reason=self._wrong)
                 claim_raw, above = self._wrong
             else:
                 self._claims, read_now = None, True
                 try:
-                    claim_raw = await read_claim_object(self.objects,
-                                                        claim_key(self.target.root))  # fmt: skip
+                    claim_raw = await read_claim_object(self.objects, claim_key(self.target.root))
                     above = await read_ancestor_claims(self.objects, self.target.root)
                 except ClaimTooLarge as exc:
                     return self._unreadable(read, f"{self.target.describe()}: {exc}")
                 except StorageError as exc:
                     return self._unreadable(
-                        read, f"cannot read the claims of {self.target.describe()}: {exc}")
+                        read, f"cannot read the claims of {self.target.describe()}: {exc}"
+                    )
         reason = check_binding(
             self.store.namespace, view.binding_raw, view.cluster_id, self.target, claim_raw
         )
         if reason is None:
-            reason = check_ancestor_claims(self.store.namespace, view.cluster_id, self.target,
-                                           above)  # fmt: skip
+            reason = check_ancestor_claims(
+                self.store.namespace, view.cluster_id, self.target, above
+            )
         if view.binding_raw is not None:
             self._claims = (claim_raw, above) if reason is None else None
             if reason is None:

@@ -86,17 +86,16 @@ async def repair_claims(
     rewritten = current != wanted
     if rewritten:
         await objects.put_object(key, wanted, if_absent=False)
-        _log.warning("gc.claim_repaired", claim=key, namespace=binding.namespace,
-                     previous=_shown(current))  # fmt: skip
+        _log.warning(
+            "gc.claim_repaired", claim=key, namespace=binding.namespace, previous=_shown(current)
+        )
     for nested in remove:
         await objects.delete_batch([nested])
         _log.warning("gc.claim_removed", claim=nested, namespace=binding.namespace)
     return ClaimRepair(key, rewritten, _shown(current) if rewritten else None, list(remove))
 
 
-async def _check_removable(
-    binding: Binding, objects: ClaimStore, key: str, *, force: bool
-) -> None:
+async def _check_removable(binding: Binding, objects: ClaimStore, key: str, *, force: bool) -> None:
     root = binding.target.root
     if nested_root(key, root) is None:
         raise BindingConflict(

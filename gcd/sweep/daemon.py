@@ -331,17 +331,24 @@ class Daemon:
         stale = self.config.stale_after_s
         since = self.seconds_since_last_round()
         if since > stale:
-            what = "no round has completed" if self.last_round_end_s is None else (
-                "no round completed")
-            return False, (f"stalled: {what} for {since:.0f}s (--stale-after {stale:g}s): "
-                           "the store is not answering the round (see sweep.list_failed, "
-                           "sweep.listing_broken, sweep.round_deadline in the log)")
+            what = (
+                "no round has completed"
+                if self.last_round_end_s is None
+                else ("no round completed")
+            )
+            return False, (
+                f"stalled: {what} for {since:.0f}s (--stale-after {stale:g}s): "
+                "the store is not answering the round (see sweep.list_failed, "
+                "sweep.listing_broken, sweep.round_deadline in the log)"
+            )
         waited = self.unapplied_seconds()
         if waited > stale:
             read = None if self.admission is None else self.admission.safe_epoch
-            return False, (f"stalled: M {read} read {waited:.0f}s ago is not applied yet "
-                           f"(last round listed M {self.state.listed_safe_epoch}; "
-                           f"--stale-after {stale:g}s)")
+            return False, (
+                f"stalled: M {read} read {waited:.0f}s ago is not applied yet "
+                f"(last round listed M {self.state.listed_safe_epoch}; "
+                f"--stale-after {stale:g}s)"
+            )
         if self.admission is None:
             return False, "no round yet"
         if self.admission.blocked_reason is not None and not self.admission.paused:
@@ -379,8 +386,12 @@ class Daemon:
             stale = None if self.last_good is None else self.last_good.safe_epoch
             since = round(self.seconds_since_good_watermark(), 1)
             emit = log.debug if quiet else log.warning
-            emit("daemon.etcd_unreachable", error=str(exc), using_safe_epoch=stale,
-                 seconds_since_good=since)  # fmt: skip
+            emit(
+                "daemon.etcd_unreachable",
+                error=str(exc),
+                using_safe_epoch=stale,
+                seconds_since_good=since,
+            )
             if self.last_good is None:
                 raise
             return self.last_good
@@ -447,14 +458,17 @@ class Daemon:
         log.info("daemon.round", reason=reason.value, safe_epoch=safe_epoch)
         try:
             basis = DeleteBasis.of(self.admission, override=self.override is not None)
-            result = await self.sweeper.sweep(safe_epoch, self.admission.cluster_epoch,
-                                              basis=basis)  # fmt: skip
+            result = await self.sweeper.sweep(safe_epoch, self.admission.cluster_epoch, basis=basis)
         except Exception as exc:  # a daemon logs a failed round and backs off
             log.exception("daemon.round_failed", error=repr(exc))
             self._emit(RoundNotListed("error"))
             self.consecutive_errors += 1
-            self.state = ListState(self.state.listed_safe_epoch, self.state.listed_at_s,
-                                   self.state.young_ready_at_s, complete=False)  # fmt: skip
+            self.state = ListState(
+                self.state.listed_safe_epoch,
+                self.state.listed_at_s,
+                self.state.young_ready_at_s,
+                complete=False,
+            )
             return self._delay(RoundKind.ERROR)
         self.last_result = result
         self.state = ListState(safe_epoch, now, result.young_ready_at_s, result.complete)
@@ -497,10 +511,20 @@ class Daemon:
     async def run(self) -> None:
         """Iterate until `stop` is set; waits are cut short by `stop`."""
         follower = getattr(self.source, "follower", None)
-        checks = {} if follower is None else {"verify_m_every": follower.verify_every,
-                                              "check_interval_s": follower.check_interval_s}
-        log.info("daemon.started", prefixes=len(self.sweeper.config.prefixes()),
-                 dry_run=self.sweeper.config.dry_run, **checks)  # fmt: skip
+        checks = (
+            {}
+            if follower is None
+            else {
+                "verify_m_every": follower.verify_every,
+                "check_interval_s": follower.check_interval_s,
+            }
+        )
+        log.info(
+            "daemon.started",
+            prefixes=len(self.sweeper.config.prefixes()),
+            dry_run=self.sweeper.config.dry_run,
+            **checks,
+        )
         while not self.stop.is_set():
             delay = await self.run_once()
             if self.stop.is_set():
@@ -527,11 +551,16 @@ class Daemon:
             waited = loop.time() - started
             listed_at = self.state.listed_at_s
             since = waited if listed_at is None else max(waited, self.clock() - listed_at)
-            why = wake_reason(kind, look, self.state, since_listing_s=since,
-                              interval_s=self.config.interval_s)  # fmt: skip
+            why = wake_reason(
+                kind, look, self.state, since_listing_s=since, interval_s=self.config.interval_s
+            )
             if why is not None:
-                log.info("daemon.woken", reason=why, safe_epoch=look.safe_epoch,
-                         waited_s=round(loop.time() - started, 2))  # fmt: skip
+                log.info(
+                    "daemon.woken",
+                    reason=why,
+                    safe_epoch=look.safe_epoch,
+                    waited_s=round(loop.time() - started, 2),
+                )
                 return
 
 
@@ -553,15 +582,17 @@ Route = tuple[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]
 """An extra GET route of the daemon's port (`gcd.sweep.explain_http`: /v1/explain)."""
 
 
-def make_app(daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None],
-             routes: Sequence[Route] = ()) -> web.Application:  # fmt: skip
+def make_app(
+    daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None], routes: Sequence[Route] = ()
+) -> web.Application:
     """The daemon's HTTP endpoints; `loop_task` returns the loop's task for /healthz."""
 
     async def metrics(_request: web.Request) -> web.Response:
         daemon.show_watermark_age()
         daemon.show_staleness()
-        return web.Response(body=daemon.metrics.render(),
-                            headers={"Content-Type": daemon.metrics.content_type})  # fmt: skip
+        return web.Response(
+            body=daemon.metrics.render(), headers={"Content-Type": daemon.metrics.content_type}
+        )
 
     async def healthz(_request: web.Request) -> web.Response:
         task = loop_task()
@@ -582,8 +613,14 @@ def make_app(daemon: Daemon, loop_task: Callable[[], asyncio.Task[None] | None],
     return app
 
 
-async def serve(daemon: Daemon, host: str, port: int, *, handle_signals: bool = True,
-                routes: Sequence[Route] = ()) -> int:  # fmt: skip
+async def serve(
+    daemon: Daemon,
+    host: str,
+    port: int,
+    *,
+    handle_signals: bool = True,
+    routes: Sequence[Route] = (),
+) -> int:
     """Run the loop with its HTTP server until SIGTERM/SIGINT (or `stop`); return 0."""
     task: asyncio.Task[None] | None = None
     runner = web.AppRunner(make_app(daemon, lambda: task, routes), access_log=None)
@@ -593,13 +630,16 @@ async def serve(daemon: Daemon, host: str, port: int, *, handle_signals: bool = 
         await site.start()
     except OSError as exc:
         await runner.cleanup()
-        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); "
-                          "pick another --http-port or --http-host") from exc  # fmt: skip
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); "
+            "pick another --http-port or --http-host"
+        ) from exc
     bound = runner.addresses[0][1] if runner.addresses else port
     log.info("daemon.http_listening", host=host, port=bound)
     signals = STOP_SIGNALS if handle_signals else ()
-    stopper = StopOnSignals(daemon.stop,
-                          on_signal=lambda signum: log.info("daemon.stopping", signal=signum.name))
+    stopper = StopOnSignals(
+        daemon.stop, on_signal=lambda signum: log.info("daemon.stopping", signal=signum.name)
+    )
     try:
         with stopper.installed(signals):
             task = asyncio.create_task(daemon.run())

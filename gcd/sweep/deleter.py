@@ -111,8 +111,7 @@ from gcd.sweep.telemetry import (
 )
 from watermark.core.events import Emitter, Hooks
 
-__all__ = ["MAX_BISECT_REQUESTS", "MAX_POISON_NAMED", "MAX_UNPROVEN", "BatchDeleter",
-           "Candidate"]  # fmt: skip
+__all__ = ["MAX_BISECT_REQUESTS", "MAX_POISON_NAMED", "MAX_UNPROVEN", "BatchDeleter", "Candidate"]
 
 log = structlog.get_logger("gcd.deleter")
 
@@ -215,8 +214,7 @@ class BatchDeleter:
         self.retrier = retrier
         self.metrics = metrics if metrics is not None else SweeperMetrics()
         """The metrics `hook` feeds by default (the deleter itself only emits events)."""
-        self._emit = Emitter(self.metrics.hook if hook is DEFAULT_HOOK else hook,
-                             DELETER_EVENTS)  # fmt: skip
+        self._emit = Emitter(self.metrics.hook if hook is DEFAULT_HOOK else hook, DELETER_EVENTS)
         self.stop = stop
         self.brake = brake
         self.limiter = AimdLimiter(concurrency)
@@ -232,10 +230,17 @@ class BatchDeleter:
         self, batch: Sequence[Candidate], counts: RoundCounts, basis: DeleteBasis | None = None
     ) -> int | None:
         """Delete `batch` under `basis`, updating `counts`; return the highest epoch deleted."""
-        run = _Batch({candidate.target: candidate for candidate in batch}, counts, basis=basis,
-                     number=next(self._batch_numbers))  # fmt: skip
-        sendable = [target for target, candidate in run.by_key.items()
-                    if not self._screened(target, candidate.key, counts)]  # fmt: skip
+        run = _Batch(
+            {candidate.target: candidate for candidate in batch},
+            counts,
+            basis=basis,
+            number=next(self._batch_numbers),
+        )
+        sendable = [
+            target
+            for target, candidate in run.by_key.items()
+            if not self._screened(target, candidate.key, counts)
+        ]
         if sendable:
             run.stack.append(_Part(sendable))
         while run.stack:
@@ -294,10 +299,16 @@ class BatchDeleter:
         versions = tuple(version for _, version in named)
         if not any(versions):
             versions = ()
-        attempt = BatchAttempt(run.basis, tuple(key for key, _ in named),
-                               tuple(run.by_key[key].epoch for key in part.keys), part.attempt,
-                               run.number, next(self._request_numbers), versions,
-                               _hides(run.by_key[key] for key in part.keys))  # fmt: skip
+        attempt = BatchAttempt(
+            run.basis,
+            tuple(key for key, _ in named),
+            tuple(run.by_key[key].epoch for key in part.keys),
+            part.attempt,
+            run.number,
+            next(self._request_numbers),
+            versions,
+            _hides(run.by_key[key] for key in part.keys),
+        )
         try:
             emit_before(self.sinks, attempt)
         except DeletionNotRecorded as exc:
@@ -327,10 +338,16 @@ class BatchDeleter:
         else:
             gone_keys, gone_versions = result.deleted, ()
             failed = tuple((failure.key, failure.code) for failure in result.errors)
-        emit_after(self.sinks, BatchOutcome(attempt, gone_keys, failed,
-                                            deleted_version_ids=gone_versions
-                                            if any(gone_versions) else (),
-                                            markers=result.markers))  # fmt: skip
+        emit_after(
+            self.sinks,
+            BatchOutcome(
+                attempt,
+                gone_keys,
+                failed,
+                deleted_version_ids=gone_versions if any(gone_versions) else (),
+                markers=result.markers,
+            ),
+        )
         answer = triage(part.keys, result.deleted, result.errors)
         retry = answer.retry_failures
         throttled = any(f.code in THROTTLE_CODES for f in retry)
@@ -341,20 +358,30 @@ class BatchDeleter:
 
     async def _failed_whole(self, part: _Part, exc: StorageError, run: _Batch) -> None:
         """The whole request failed: retry, bisect, suspect the one key, or count errors."""
-        action = request_failure(exc.code, exc.retryable, len(part.keys),
-                                 retries_left=self.retrier.can_retry(part.attempt))  # fmt: skip
+        action = request_failure(
+            exc.code,
+            exc.retryable,
+            len(part.keys),
+            retries_left=self.retrier.can_retry(part.attempt),
+        )
         if action is RequestFailure.RETRY:
             await self._retry(part.keys, part.attempt, exc.code, str(exc), run)
         elif action is RequestFailure.SPLIT and run.halves + 2 > MAX_BISECT_REQUESTS:
-            log.error("sweep.delete_bisect_abandoned", keys=len(part.keys), code=exc.code,
-                      extra_requests=run.halves)  # fmt: skip
+            log.error(
+                "sweep.delete_bisect_abandoned",
+                keys=len(part.keys),
+                code=exc.code,
+                extra_requests=run.halves,
+            )
             self._failed([*part.keys, *run.remaining()], exc.code, str(exc), run.counts)
         elif action is RequestFailure.SPLIT:
             middle = len(part.keys) // 2
             run.halves += 2
             log.info("sweep.delete_bisect", keys=len(part.keys), code=exc.code)
-            run.stack += [_Part(part.keys[middle:], part.attempt),
-                          _Part(part.keys[:middle], part.attempt)]  # fmt: skip
+            run.stack += [
+                _Part(part.keys[middle:], part.attempt),
+                _Part(part.keys[:middle], part.attempt),
+            ]
         elif action is RequestFailure.SUSPECT:
             run.suspects.append((part.keys[0], exc.code, str(exc)))
         else:
@@ -374,13 +401,15 @@ class BatchDeleter:
             if self.object_lock and bad.code in LOCKED_CODES and split_target(bad.key)[1]:
                 self._locked(bad.key, run.counts)
                 continue
-            log.error("sweep.key_delete_failed", key=bad.key, code=bad.code,
-                      message=bad.message)  # fmt: skip
+            log.error("sweep.key_delete_failed", key=bad.key, code=bad.code, message=bad.message)
             run.counts.errors += 1
         if answer.retry:
             retry = answer.retry_failures
-            code, message = ((retry[0].code, retry[0].message) if retry
-                             else ("Unknown", "the answer did not mention these keys"))  # fmt: skip
+            code, message = (
+                (retry[0].code, retry[0].message)
+                if retry
+                else ("Unknown", "the answer did not mention these keys")
+            )
             await self._retry(list(answer.retry), part.attempt, code, message, run)
 
     async def _retry(
@@ -401,8 +430,12 @@ class BatchDeleter:
         code, message = run.suspects[0][1], run.suspects[0][2]
         keys = [key for key, _, _ in run.suspects] + run.remaining()
         run.suspects.clear()
-        log.error("sweep.delete_bisect_abandoned", keys=len(keys), code=code,
-                  single_key_failures=MAX_UNPROVEN)  # fmt: skip
+        log.error(
+            "sweep.delete_bisect_abandoned",
+            keys=len(keys),
+            code=code,
+            single_key_failures=MAX_UNPROVEN,
+        )
         self._failed(keys, code, message, run.counts)
 
     def _settle_suspects(self, run: _Batch) -> None:
@@ -430,8 +463,9 @@ class BatchDeleter:
             counts.locked_targets.append(target)
 
     def _failed(self, keys: Sequence[str], code: str, message: str, counts: RoundCounts) -> None:
-        log.error("sweep.delete_failed", keys=len(keys), code=code, error=message,
-                  first_key=keys[0])  # fmt: skip
+        log.error(
+            "sweep.delete_failed", keys=len(keys), code=code, error=message, first_key=keys[0]
+        )
         counts.errors += len(keys)
 
     def _braked(self, keys: Sequence[str], counts: RoundCounts) -> None:
@@ -449,9 +483,12 @@ class BatchDeleter:
             counts.abandoned += len(pending)
 
     def _account(
-        self, deleted: Sequence[str], by_key: dict[str, Candidate], counts: RoundCounts,
+        self,
+        deleted: Sequence[str],
+        by_key: dict[str, Candidate],
+        counts: RoundCounts,
         marked: set[str],
-    ) -> int | None:  # fmt: skip
+    ) -> int | None:
         count = size = versions = markers = hidden = reclaimed = 0
         highest: int | None = None
         for key in deleted:
@@ -464,10 +501,14 @@ class BatchDeleter:
             elif key in marked:
                 hidden += 1  # a delete marker written: no byte freed
             else:  # the store wrote no marker: the key may be gone for good (issue 51)
-                log.error("undo.hide_without_marker", key=key, hides=candidate.hides,
-                          fix="the store answered a hide without a delete marker version: "
-                              "check the bucket's versioning; the key may not be "
-                              "restorable")  # fmt: skip
+                log.error(
+                    "undo.hide_without_marker",
+                    key=key,
+                    hides=candidate.hides,
+                    fix="the store answered a hide without a delete marker version: "
+                    "check the bucket's versioning; the key may not be "
+                    "restorable",
+                )
             reclaimed += candidate.reclaim
             if candidate.marker:
                 markers += 1
@@ -493,15 +534,18 @@ def _sent_only(result: DeleteResult, sent: Sequence[str]) -> DeleteResult:
     stray += [failure.key for failure in result.errors if failure.key not in asked]
     if not stray:
         return result
-    log.error("sweep.unsent_keys_in_answer", keys=len(stray), first_key=stray[0],
-              recorded=False)  # fmt: skip
-    return DeleteResult(tuple(key for key in result.deleted if key in asked),
-                        tuple(f for f in result.errors if f.key in asked),
-                        tuple(m for m in result.markers if m[0] in asked))  # fmt: skip
+    log.error("sweep.unsent_keys_in_answer", keys=len(stray), first_key=stray[0], recorded=False)
+    return DeleteResult(
+        tuple(key for key in result.deleted if key in asked),
+        tuple(f for f in result.errors if f.key in asked),
+        tuple(m for m in result.markers if m[0] in asked),
+    )
 
 
 def _hides(candidates: Iterable[Candidate]) -> tuple[tuple[str, ...], ...]:
     """Each candidate's hidden versions, in order; () when no candidate hides any."""
-    hides = tuple(candidate.hides or ((candidate.generation,) if candidate.generation else ())
-                  for candidate in candidates)  # fmt: skip
+    hides = tuple(
+        candidate.hides or ((candidate.generation,) if candidate.generation else ())
+        for candidate in candidates
+    )
     return hides if any(hides) else ()

@@ -49,8 +49,13 @@ class DeleteBasis:
         """The basis of an allowed admission."""
         if admission.safe_epoch is None:
             raise ValueError(f"admission {admission!r} allows no deletion: no basis")
-        return cls(admission.safe_epoch, admission.cluster_epoch, admission.revision,
-                   admission.pinning, override)  # fmt: skip
+        return cls(
+            admission.safe_epoch,
+            admission.cluster_epoch,
+            admission.revision,
+            admission.pinning,
+            override,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,8 +54,14 @@ from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import compute_safe_epoch
 from watermark.errors import InvalidRecord, L0gcError
 
-__all__ = ["HISTORY", "LOCK_PROBES", "ExplainReport", "explain_keys", "lookup_store",
-           "read_gc_facts"]  # fmt: skip
+__all__ = [
+    "HISTORY",
+    "LOCK_PROBES",
+    "ExplainReport",
+    "explain_keys",
+    "lookup_store",
+    "read_gc_facts",
+]
 
 log = structlog.get_logger("gcd.explain")
 
@@ -79,27 +85,44 @@ class ExplainReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The `--json` document (`version` 1)."""
-        return {"version": 1, "safe_epoch": self.facts.safe_epoch,
-                "cluster_epoch": self.facts.cluster_epoch, "revision": self.facts.revision,
-                "refused": self.facts.refused, "now": self.facts.now,
-                "keys": [e.to_dict() for e in self.explanations],
-                "journal": self.journal, "list_requests": self.list_requests}  # fmt: skip
+        return {
+            "version": 1,
+            "safe_epoch": self.facts.safe_epoch,
+            "cluster_epoch": self.facts.cluster_epoch,
+            "revision": self.facts.revision,
+            "refused": self.facts.refused,
+            "now": self.facts.now,
+            "keys": [e.to_dict() for e in self.explanations],
+            "journal": self.journal,
+            "list_requests": self.list_requests,
+        }
 
 
 # -- etcd ------------------------------------------------------------------------------
 
 
 async def read_gc_facts(
-    store: Any, source: Any, *, grace_s: float, override: int | None = None,
-    now: float | None = None, journal_prefix: str | None = None,
-) -> GcFacts:  # fmt: skip
+    store: Any,
+    source: Any,
+    *,
+    grace_s: float,
+    override: int | None = None,
+    now: float | None = None,
+    journal_prefix: str | None = None,
+) -> GcFacts:
     """The GC state of one etcd read (`store`: a `WatermarkStore`, None without etcd;
     `source`: the `BoundSource` whose refusal a round would get, or None)."""
     clock = time.time() if now is None else now
     if store is None:
         admission = admit(None, override=override)
-        return GcFacts(clock, grace_s, admission.safe_epoch, None, admission.blocked_reason,
-                       journal_prefix=journal_prefix)  # fmt: skip
+        return GcFacts(
+            clock,
+            grace_s,
+            admission.safe_epoch,
+            None,
+            admission.blocked_reason,
+            journal_prefix=journal_prefix,
+        )
     try:
         view = await store.read_gc_view()
         read = compute_safe_epoch(view)
@@ -108,16 +131,26 @@ async def read_gc_facts(
             read = dataclasses.replace(read, refused_reason=bound.refused_reason)
     except (L0gcError, OSError) as exc:
         admission = unreachable(str(exc))
-        return GcFacts(clock, grace_s, None, None, admission.blocked_reason,
-                       journal_prefix=journal_prefix)  # fmt: skip
+        return GcFacts(
+            clock, grace_s, None, None, admission.blocked_reason, journal_prefix=journal_prefix
+        )
     admission = admit(read, override=override)
-    partitions = sorted((_fact(name, raw) for name, raw in view.partitions.items()),
-                        key=lambda p: (p is None, p.watermark if p else 0, p.name if p else ""))
+    partitions = sorted(
+        (_fact(name, raw) for name, raw in view.partitions.items()),
+        key=lambda p: (p is None, p.watermark if p else 0, p.name if p else ""),
+    )
     facts = [p for p in partitions if p is not None]
-    return GcFacts(clock, grace_s, admission.safe_epoch if admission.allowed else read.safe_epoch,
-                   read.cluster_epoch, admission.blocked_reason, paused=admission.paused,
-                   revision=view.revision, partitions=tuple(facts),
-                   journal_prefix=journal_prefix)  # fmt: skip
+    return GcFacts(
+        clock,
+        grace_s,
+        admission.safe_epoch if admission.allowed else read.safe_epoch,
+        read.cluster_epoch,
+        admission.blocked_reason,
+        paused=admission.paused,
+        revision=view.revision,
+        partitions=tuple(facts),
+        journal_prefix=journal_prefix,
+    )
 
 
 def _fact(name: str, raw: bytes) -> PartitionFact | None:
@@ -126,8 +159,9 @@ def _fact(name: str, raw: bytes) -> PartitionFact | None:
     except InvalidRecord:
         return None  # M is then undefined: the refusal says which partition
     behind, unreconciled = _reconciler(record.tracker)
-    return PartitionFact(name, record.watermark, record.owner, record.updated_at, behind,
-                         unreconciled)  # fmt: skip
+    return PartitionFact(
+        name, record.watermark, record.owner, record.updated_at, behind, unreconciled
+    )
 
 
 def _reconciler(tracker: Mapping[str, Any] | None) -> tuple[bool | None, int | None]:
@@ -154,8 +188,11 @@ async def add_rates(store: Any, facts: GcFacts, below: int) -> GcFacts:
             continue
         points = await _history(kv, store.partition_key(p.name), _record_point(p.name))
         rate, since = _rate(points, p.watermark, facts.now)
-        rated.append(dataclasses.replace(p, rate=rate, rate_since=since,
-                                         moved_at=_moved_at(points, p.watermark)))
+        rated.append(
+            dataclasses.replace(
+                p, rate=rate, rate_since=since, moved_at=_moved_at(points, p.watermark)
+            )
+        )
     # The epoch key carries no time; M(p) follows the cluster epoch, so the fastest
     # partition's pace stands in for the ticker's (None when no partition has moved).
     known = [p.rate for p in rated if p.rate is not None and p.rate > 0]
@@ -201,8 +238,9 @@ def _moved_at(points: Sequence[tuple[float, int]], now_value: int) -> float | No
     return None
 
 
-def _rate(points: Sequence[tuple[float, int]], now_value: int, now: float
-          ) -> tuple[float | None, float | None]:  # fmt: skip
+def _rate(
+    points: Sequence[tuple[float, int]], now_value: int, now: float
+) -> tuple[float | None, float | None]:
     """Epochs per second from the oldest point to now (a stall since then lowers it)."""
     if len(points) < 2:
         return None, None
@@ -215,8 +253,9 @@ def _rate(points: Sequence[tuple[float, int]], now_value: int, now: float
 # -- the store -------------------------------------------------------------------------
 
 
-async def lookup_store(objects: Any, keys: Sequence[str], layout: KeyLayout
-                       ) -> tuple[dict[str, list[ObjectInfo]], dict[str, str], int]:  # fmt: skip
+async def lookup_store(
+    objects: Any, keys: Sequence[str], layout: KeyLayout
+) -> tuple[dict[str, list[ObjectInfo]], dict[str, str], int]:
     """What the store holds under each of `keys` (every version on a versioned bucket),
     why the answer for a key could not be read (one hostile key, e.g. control characters
     a store echoes unescaped, spoils only its own answer), and how many LIST requests
@@ -232,9 +271,19 @@ async def lookup_store(objects: Any, keys: Sequence[str], layout: KeyLayout
         # Contiguous chunks, one lister each: a page answers the wanted keys it passes.
         size = -(-len(wanted) // LOOKUP_CONCURRENCY) or 1
         chunks = [wanted[i : i + size] for i in range(0, len(wanted), size)]
-        await asyncio.gather(*(_merge_join(objects, chunk, layout.listing_root, found=found,
-                                           failed=failed, requests=requests)
-                               for chunk in chunks))  # fmt: skip
+        await asyncio.gather(
+            *(
+                _merge_join(
+                    objects,
+                    chunk,
+                    layout.listing_root,
+                    found=found,
+                    failed=failed,
+                    requests=requests,
+                )
+                for chunk in chunks
+            )
+        )
     else:
         gate = asyncio.Semaphore(LOOKUP_CONCURRENCY)
 
@@ -249,9 +298,15 @@ async def lookup_store(objects: Any, keys: Sequence[str], layout: KeyLayout
     return {k: v for k, v in found.items() if v}, failed, requests[0]
 
 
-async def _merge_join(objects: Any, wanted: list[str], root: str, *,
-                      found: dict[str, list[ObjectInfo]], failed: dict[str, str],
-                      requests: list[int]) -> None:  # fmt: skip
+async def _merge_join(
+    objects: Any,
+    wanted: list[str],
+    root: str,
+    *,
+    found: dict[str, list[ObjectInfo]],
+    failed: dict[str, str],
+    requests: list[int],
+) -> None:
     """Resolve sorted `wanted` keys with as few LIST pages as the store allows; a key
     whose page cannot be read is `failed` and the next key gets a page of its own."""
     at = 0
@@ -260,8 +315,7 @@ async def _merge_join(objects: Any, wanted: list[str], root: str, *,
         prefix = root if key.startswith(root) else ""
         requests[0] += 1
         try:
-            page = await objects.list_page(prefix, start_after=start_before(key),
-                                           max_keys=_PAGE)  # fmt: skip
+            page = await objects.list_page(prefix, start_after=start_before(key), max_keys=_PAGE)
         except StorageError as exc:
             failed[key] = str(exc)
             at += 1
@@ -270,14 +324,17 @@ async def _merge_join(objects: Any, wanted: list[str], root: str, *,
             found[obj.key] = [obj]  # one entry per key: pages of two chunks may overlap
         horizon = page.objects[-1].key if page.objects and page.next_token else None
         at += 1  # this page started at or before `key`: it is answered
-        while at < len(wanted) and wanted[at].startswith(prefix) and (
-            horizon is None or wanted[at] <= horizon
+        while (
+            at < len(wanted)
+            and wanted[at].startswith(prefix)
+            and (horizon is None or wanted[at] <= horizon)
         ):
             at += 1
 
 
-async def _by_prefix(objects: Any, key: str, versioned: bool, requests: list[int]
-                     ) -> list[ObjectInfo]:  # fmt: skip
+async def _by_prefix(
+    objects: Any, key: str, versioned: bool, requests: list[int]
+) -> list[ObjectInfo]:
     lister = objects.list_versions_page if versioned else objects.list_page
     token: str | None = None
     found: list[ObjectInfo] = []
@@ -298,23 +355,39 @@ async def _locks(objects: Any, infos: Sequence[ObjectInfo]) -> list[VersionFact]
         if info.version_id is not None and isinstance(objects, VersionedStore):
             reason, until = await objects.lock_state(info.key, info.version_id)
             lock = None if reason.startswith("no lock") else reason
-        facts.append(VersionFact(info.last_modified_s, info.size, info.version_id,
-                                 info.delete_marker, lock, until, info.is_latest))  # fmt: skip
+        facts.append(
+            VersionFact(
+                info.last_modified_s,
+                info.size,
+                info.version_id,
+                info.delete_marker,
+                lock,
+                until,
+                info.is_latest,
+            )
+        )
     return facts
 
 
 def _versions(infos: Sequence[ObjectInfo]) -> tuple[VersionFact, ...]:
-    return tuple(VersionFact(i.last_modified_s, i.size, i.version_id, i.delete_marker,
-                             is_latest=i.is_latest) for i in infos)  # fmt: skip
+    return tuple(
+        VersionFact(i.last_modified_s, i.size, i.version_id, i.delete_marker, is_latest=i.is_latest)
+        for i in infos
+    )
 
 
 # -- the whole answer ------------------------------------------------------------------
 
 
 async def explain_keys(
-    keys: Sequence[str], layout: KeyLayout, facts: GcFacts, *, objects: Any,
-    journal: SegmentSource | None = None, store: Any = None,
-) -> ExplainReport:  # fmt: skip
+    keys: Sequence[str],
+    layout: KeyLayout,
+    facts: GcFacts,
+    *,
+    objects: Any,
+    journal: SegmentSource | None = None,
+    store: Any = None,
+) -> ExplainReport:
     """Explain every key of `keys` (in their order); see the module docstring.
 
     `objects` is the object store; `journal` where the deletion journal is read (None:
@@ -369,8 +442,13 @@ def _with_search(answer: Explanation, hits: JournalHits, where: str | None) -> E
     if answer.verdict.value not in {"absent", "deleted"}:
         return answer
     searched = hits.searched.get(answer.key, [])
-    facts = {**answer.facts, "journal_searched": {
-        "source": where,
-        "segments": searched[:20], "segments_more": max(0, len(searched) - 20),
-        "segments_total": hits.segments}}  # fmt: skip
+    facts = {
+        **answer.facts,
+        "journal_searched": {
+            "source": where,
+            "segments": searched[:20],
+            "segments_more": max(0, len(searched) - 20),
+            "segments_total": hits.segments,
+        },
+    }
     return dataclasses.replace(answer, facts=facts)

@@ -58,13 +58,25 @@ class ExplainRoute:
         if self.tokens is None:
             if is_loopback(self.host):
                 return None
-            return _json(403, {"version": 1, "error": "forbidden", "message":
-                               "GET /v1/explain answers beyond loopback only with "
-                               "--auth-token-file (any role)"})  # fmt: skip
+            return _json(
+                403,
+                {
+                    "version": 1,
+                    "error": "forbidden",
+                    "message": "GET /v1/explain answers beyond loopback only with "
+                    "--auth-token-file (any role)",
+                },
+            )
         token = bearer_token(request.headers.get("Authorization"))
         if token is None or self.tokens.tokens.role_of(token) is None:
-            return _json(401, {"version": 1, "error": "unauthorized",
-                               "message": "send Authorization: Bearer TOKEN (any role)"})
+            return _json(
+                401,
+                {
+                    "version": 1,
+                    "error": "unauthorized",
+                    "message": "send Authorization: Bearer TOKEN (any role)",
+                },
+            )
         return None
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -73,19 +85,36 @@ class ExplainRoute:
         if refused is not None:
             return refused
         keys = request.query.getall("key", [])
-        bad = next((k for k in keys if not k or len(k.encode("utf-8", "surrogateescape"))
-                    > _MAX_KEY_BYTES), None)  # fmt: skip
+        bad = next(
+            (
+                k
+                for k in keys
+                if not k or len(k.encode("utf-8", "surrogateescape")) > _MAX_KEY_BYTES
+            ),
+            None,
+        )
         if not keys or len(keys) > MAX_KEYS or bad is not None:
-            return _json(400, {"version": 1, "error": "bad_request", "message":
-                               f"give 1 to {MAX_KEYS} non-empty ?key= parameters of at most "
-                               f"{_MAX_KEY_BYTES} bytes (got {len(keys)})"})  # fmt: skip
+            return _json(
+                400,
+                {
+                    "version": 1,
+                    "error": "bad_request",
+                    "message": f"give 1 to {MAX_KEYS} non-empty ?key= parameters of at most "
+                    f"{_MAX_KEY_BYTES} bytes (got {len(keys)})",
+                },
+            )
         store = None if self.source is None else getattr(self.source, "store", None)
         try:
-            facts = await read_gc_facts(store, self.source, grace_s=self.grace_s,
-                                        override=self.override,
-                                        journal_prefix=self.journal_prefix)  # fmt: skip
-            report = await explain_keys(keys, self.layout, facts, objects=self.objects,
-                                        journal=self.journal, store=store)  # fmt: skip
+            facts = await read_gc_facts(
+                store,
+                self.source,
+                grace_s=self.grace_s,
+                override=self.override,
+                journal_prefix=self.journal_prefix,
+            )
+            report = await explain_keys(
+                keys, self.layout, facts, objects=self.objects, journal=self.journal, store=store
+            )
         except (StorageError, L0gcError, OSError) as exc:
             return _json(503, {"version": 1, "error": "unavailable", "message": str(exc)})
         return _json(200, report.to_dict())

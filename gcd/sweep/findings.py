@@ -41,17 +41,22 @@ LOCK_PROBES: Final = 20
 """Locked versions per round whose reason and retain-until are asked (one HEAD each)."""
 
 
-def store_report(store: ObjectStore, run: RoundState, *,
-                 unordered_listing: bool) -> dict[str, object] | None:  # fmt: skip
+def store_report(
+    store: ObjectStore, run: RoundState, *, unordered_listing: bool
+) -> dict[str, object] | None:
     """The summary's `store`: what was detected, and how this round listed."""
     if not isinstance(store, DetectingStore):
         return None
     report = store.detected.to_dict()
     if unordered_listing:
         report["listing"] = "unordered"
-    report["versions"] = ("reclaim" if run.versioned else
-                          "markers-only" if report["versioning"] in {"Enabled", "Suspended"}
-                          else "none")  # fmt: skip
+    report["versions"] = (
+        "reclaim"
+        if run.versioned
+        else "markers-only"
+        if report["versioning"] in {"Enabled", "Suspended"}
+        else "none"
+    )
     return report
 
 
@@ -78,8 +83,13 @@ async def locked_report(
     if counts.locked > examined:
         reasons["not examined"] = counts.locked - examined
     first = None if earliest is None else iso_utc(earliest)
-    log.warning("sweep.locked_versions", count=counts.locked, reasons=reasons,
-                earliest_retain_until=first, bypassed=False)  # fmt: skip
+    log.warning(
+        "sweep.locked_versions",
+        count=counts.locked,
+        reasons=reasons,
+        earliest_retain_until=first,
+        bypassed=False,
+    )
     return reasons, first
 
 
@@ -90,11 +100,18 @@ def undo_report(run: RoundState, window_s: float, emit: Hook) -> dict[str, objec
     emit(UndoPendingCounted(counts.pending_keys, counts.pending_bytes, oldest))
     note = None
     if run.ceiling == -1:
-        note = ("no M history one window old yet: nothing deleted until M has been "
-                "recorded for a whole window")  # fmt: skip
-    return {"window_s": window_s, "rule": run.undo_rule,
-            "delayed_safe_epoch": None if run.ceiling in (None, -1) else run.ceiling,
-            "pending_keys": counts.pending_keys, "pending_bytes": counts.pending_bytes,
-            "oldest_pending": None if oldest is None else iso_utc(oldest),
-            "foreign_markers": counts.foreign_markers, "note": note,
-            "store_retention_s": run.soft_delete_s}  # fmt: skip
+        note = (
+            "no M history one window old yet: nothing deleted until M has been "
+            "recorded for a whole window"
+        )
+    return {
+        "window_s": window_s,
+        "rule": run.undo_rule,
+        "delayed_safe_epoch": None if run.ceiling in (None, -1) else run.ceiling,
+        "pending_keys": counts.pending_keys,
+        "pending_bytes": counts.pending_bytes,
+        "oldest_pending": None if oldest is None else iso_utc(oldest),
+        "foreign_markers": counts.foreign_markers,
+        "note": note,
+        "store_retention_s": run.soft_delete_s,
+    }

@@ -92,8 +92,8 @@ MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 """A before record of 1000 keys of the S3 maximum (1024 bytes) fits with room to spare."""
 _MAX_DEPTH = 3
 _PATTERN = "journal-*.jsonl"
-_ANCHOR_PREFIX = audit_anchor_name("")[:-len(".json")]
-_PRUNED_PREFIX = pruned_marker_name("")[:-len(".json")]
+_ANCHOR_PREFIX = audit_anchor_name("")[: -len(".json")]
+_PRUNED_PREFIX = pruned_marker_name("")[: -len(".json")]
 log = structlog.get_logger("gcd.journal")
 
 
@@ -148,12 +148,19 @@ class JournalWriter:
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"journal directory {directory} cannot be created "
-                              f"({exc.strerror}); fix --journal-dir") from exc  # fmt: skip
+            raise ConfigError(
+                f"journal directory {directory} cannot be created "
+                f"({exc.strerror}); fix --journal-dir"
+            ) from exc
         self.directory = directory
         self.sweeper_id = sweeper_id
-        self._header = {"namespace": namespace, "bucket": bucket, "root": root,
-                        "endpoint_url": endpoint_url, "kind": kind}  # fmt: skip
+        self._header = {
+            "namespace": namespace,
+            "bucket": bucket,
+            "root": root,
+            "endpoint_url": endpoint_url,
+            "kind": kind,
+        }
         self.metrics = metrics if metrics is not None else SweeperMetrics()
         """The metrics `hook` feeds by default (the journal itself only emits events)."""
         self.emit = Emitter(self.metrics.hook if hook is DEFAULT_HOOK else hook, JOURNAL_EVENTS)
@@ -183,8 +190,9 @@ class JournalWriter:
         """Where this sweeper's journal ends now (None before the first record)."""
         if not self._seq:
             return None
-        return JournalAnchor(self.sweeper_id, self._seq, self._prev, self._last_segment,
-                             self._clock())  # fmt: skip
+        return JournalAnchor(
+            self.sweeper_id, self._seq, self._prev, self._last_segment, self._clock()
+        )
 
     @property
     def current_segment(self) -> Path | None:
@@ -255,11 +263,14 @@ class JournalWriter:
 
     # -- segments -----------------------------------------------------------------------
 
-    def _append(self, doc: dict[str, Any], keys: Sequence[str] = (),
-                epochs: Sequence[int] = ()) -> None:  # fmt: skip
+    def _append(
+        self, doc: dict[str, Any], keys: Sequence[str] = (), epochs: Sequence[int] = ()
+    ) -> None:
         now = self._clock()
-        if self._file is None or self._size >= self.max_bytes or (
-            now - self._opened_at >= self.max_age_s
+        if (
+            self._file is None
+            or self._size >= self.max_bytes
+            or (now - self._opened_at >= self.max_age_s)
         ):
             self._rotate(now)
         offset = self._size
@@ -268,8 +279,15 @@ class JournalWriter:
 
     def _write(self, doc: dict[str, Any], now: float) -> None:
         self._seq += 1
-        record = {"v": JOURNAL_VERSION, "type": doc.pop("type"), "sweeper": self.sweeper_id,
-                  "seq": self._seq, "at": round(now, 6), "prev": self._prev, **doc}  # fmt: skip
+        record = {
+            "v": JOURNAL_VERSION,
+            "type": doc.pop("type"),
+            "sweeper": self.sweeper_id,
+            "seq": self._seq,
+            "at": round(now, 6),
+            "prev": self._prev,
+            **doc,
+        }
         line = strictjson.dumps(record, what="journal record", compact=True).encode(
             "utf-8", "surrogatepass"
         )
@@ -336,9 +354,13 @@ def write_marker(directory: Path, end: JournalAnchor) -> None:
 
 
 async def ship_segments(
-    writer: JournalWriter, objects: Any, prefix: str, *, shipped: set[Path] | None = None,
+    writer: JournalWriter,
+    objects: Any,
+    prefix: str,
+    *,
+    shipped: set[Path] | None = None,
     keep_local: bool = True,
-) -> int:  # fmt: skip
+) -> int:
     """Upload closed segments not shipped yet to ``{prefix}/{file name}``; return how many.
 
     `objects` is a `gcd.sweep.binding.ClaimStore` (`put_object`, `get_object`). Each
@@ -366,9 +388,14 @@ async def ship_segments(
             break  # in order: the audit anchor never covers a segment not shipped
         if copy is None or len(copy) != len(body) or _line_digest(copy) != _line_digest(body):
             writer.emit(JournalFailed("ship"))
-            log.error("journal.ship_unverified", segment=path.name, key=key, size=len(body),
-                      stored=None if copy is None else len(copy),
-                      detail="the uploaded copy differs: the local segment is kept")  # fmt: skip
+            log.error(
+                "journal.ship_unverified",
+                segment=path.name,
+                key=key,
+                size=len(body),
+                stored=None if copy is None else len(copy),
+                detail="the uploaded copy differs: the local segment is kept",
+            )
             break
         done.add(path)
         count += 1
@@ -431,7 +458,7 @@ class Record:
 
     @property
     def kind(self) -> str:
-        """"segment", "before" or "after"."""
+        """ "segment", "before" or "after"."""
         return str(self.doc.get("type"))
 
     @property
@@ -487,8 +514,9 @@ def _decode(raw: bytes, source: str, into: JournalRead) -> None:
             continue
         where = f"{source}:{number}"
         try:
-            doc = strictjson.loads(line, what="journal record", max_bytes=MAX_LINE_BYTES,
-                                   max_depth=_MAX_DEPTH)  # fmt: skip
+            doc = strictjson.loads(
+                line, what="journal record", max_bytes=MAX_LINE_BYTES, max_depth=_MAX_DEPTH
+            )
         except InvalidJson as exc:
             if number == len(lines):  # the last line, without its newline
                 why = f"{where}: {len(line)} bytes without a newline, not a record ({exc})"
@@ -523,8 +551,9 @@ def read_journal(paths: Sequence[Path]) -> JournalRead:
     return read
 
 
-async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int,
-                               newer_than: float | None = None) -> JournalRead:  # fmt: skip
+async def read_journal_objects(
+    objects: Any, prefix: str, *, max_bytes: int, newer_than: float | None = None
+) -> JournalRead:
     """Every record of the segments shipped under `prefix` (an `S3ObjectStore`); with
     `newer_than`, only segments shipped (LastModified) at or after it (anchors always)."""
     read = JournalRead()
@@ -534,9 +563,11 @@ async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int,
         for info in page.objects:
             if info.key.rsplit("/", 1)[-1].startswith("restore-"):
                 continue  # a restore's own log (`gcd.sweep.restore`), not a segment
-            if (newer_than is not None and info.last_modified_s < newer_than
-                    and not info.key.rsplit("/", 1)[-1].startswith(
-                        (_ANCHOR_PREFIX, _PRUNED_PREFIX))):  # fmt: skip
+            if (
+                newer_than is not None
+                and info.last_modified_s < newer_than
+                and not info.key.rsplit("/", 1)[-1].startswith((_ANCHOR_PREFIX, _PRUNED_PREFIX))
+            ):
                 continue
             body = await objects.get_object(info.key, max_bytes=max_bytes)
             if body is None:
@@ -555,8 +586,9 @@ async def read_journal_objects(objects: Any, prefix: str, *, max_bytes: int,
             return read
 
 
-def _decode_anchor(body: bytes, key: str, read: JournalRead,
-                   into: dict[str, JournalAnchor] | None = None) -> None:  # fmt: skip
+def _decode_anchor(
+    body: bytes, key: str, read: JournalRead, into: dict[str, JournalAnchor] | None = None
+) -> None:
     try:
         anchor = JournalAnchor.decode(body, key)
     except InvalidRecord as exc:

@@ -43,10 +43,18 @@ _CAS_ATTEMPTS = 5
 class AnchorKeeper:
     """See the module docstring. `start`, then `close` (a last anchor and shipping)."""
 
-    def __init__(self, writer: JournalWriter, *, kv: KV | None, namespace: str | None,
-                 objects: Any = None, prefix: str | None = None, keep_local: bool = True,
-                 retention_s: float | None = None,
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+    def __init__(
+        self,
+        writer: JournalWriter,
+        *,
+        kv: KV | None,
+        namespace: str | None,
+        objects: Any = None,
+        prefix: str | None = None,
+        keep_local: bool = True,
+        retention_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.writer = writer
         self._kv = kv if namespace is not None else None
         self._namespace = namespace
@@ -100,11 +108,21 @@ class AnchorKeeper:
                 await self._put(end)
             except (L0gcError, OSError) as exc:
                 self.writer.emit(JournalFailed("anchor"))
-                log.warning("journal.anchor_failed", where="etcd", key=self._key,
-                            seq=end.seq, error=str(exc))  # fmt: skip
+                log.warning(
+                    "journal.anchor_failed",
+                    where="etcd",
+                    key=self._key,
+                    seq=end.seq,
+                    error=str(exc),
+                )
         if self._prefix is not None and self._objects is not None:
-            await ship_segments(self.writer, self._objects, self._prefix, shipped=self._shipped,
-                                keep_local=self._keep_local)  # fmt: skip
+            await ship_segments(
+                self.writer,
+                self._objects,
+                self._prefix,
+                shipped=self._shipped,
+                keep_local=self._keep_local,
+            )
             await self._prune()
 
     async def _prune(self) -> None:
@@ -117,11 +135,13 @@ class AnchorKeeper:
         self._pruned_at = now
         assert self._prefix is not None
         try:
-            report = await prune_audit(self._objects, self._prefix,
-                                       retention_s=self._retention_s, now=now)  # fmt: skip
+            report = await prune_audit(
+                self._objects, self._prefix, retention_s=self._retention_s, now=now
+            )
             if self._kv is not None and self._namespace is not None:
-                await prune_anchors(self._kv, self._namespace, retention_s=self._retention_s,
-                                    now=now, report=report)  # fmt: skip
+                await prune_anchors(
+                    self._kv, self._namespace, retention_s=self._retention_s, now=now, report=report
+                )
         except (L0gcError, OSError) as exc:
             self.writer.emit(JournalFailed("prune"))
             log.warning("journal.prune_failed", error=str(exc))
@@ -132,8 +152,9 @@ class AnchorKeeper:
         assert self._kv is not None
         assert self._key is not None
         for _ in range(_CAS_ATTEMPTS):
-            result = await self._kv.txn([Compare(self._key, self._mod_revision)],
-                                        [Put(self._key, end.encode())])  # fmt: skip
+            result = await self._kv.txn(
+                [Compare(self._key, self._mod_revision)], [Put(self._key, end.encode())]
+            )
             if result.succeeded:
                 self._anchored, self._mod_revision = end.seq, result.revision
                 self.anchored += 1
@@ -147,8 +168,13 @@ class AnchorKeeper:
             except InvalidRecord:
                 seq = 0  # overwritten with garbage: our own end replaces it
             if seq >= end.seq:
-                log.error("journal.anchor_ahead", key=self._key, stored=seq, ours=end.seq,
-                          detail="another process writes this sweeper's anchor")  # fmt: skip
+                log.error(
+                    "journal.anchor_ahead",
+                    key=self._key,
+                    stored=seq,
+                    ours=end.seq,
+                    detail="another process writes this sweeper's anchor",
+                )
                 self._anchored = seq
                 return
         raise L0gcError(f"the journal anchor {self._key} kept changing under us")

@@ -97,12 +97,19 @@ class IndexBuilder:
         """The index file's bytes, None when the segment cannot be indexed (overflow)."""
         if self.overflow:
             return None
-        header = {"v": INDEX_VERSION, "segment": segment_name, "size": size,
-                  "min_epoch": self.min_epoch, "max_epoch": self.max_epoch,
-                  "first_key": self.first_key, "last_key": self.last_key,
-                  "entries": len(self.entries)}  # fmt: skip
+        header = {
+            "v": INDEX_VERSION,
+            "segment": segment_name,
+            "size": size,
+            "min_epoch": self.min_epoch,
+            "max_epoch": self.max_epoch,
+            "first_key": self.first_key,
+            "last_key": self.last_key,
+            "entries": len(self.entries),
+        }
         line = strictjson.dumps(header, what="journal index", compact=True).encode(
-            "utf-8", "surrogatepass")
+            "utf-8", "surrogatepass"
+        )
         ordered = array("Q", sorted(self.entries))
         if sys.byteorder != "little":  # pragma: no cover - every supported platform is little
             ordered.byteswap()
@@ -145,8 +152,9 @@ def decode_index(raw: bytes, source: str) -> SegmentIndex:
     if newline < 0:
         raise InvalidRecord(f"{source}: not a journal index (no header line)")
     try:
-        header: Any = strictjson.loads(raw[:newline], what="journal index", max_bytes=_MAX_HEADER,
-                                       max_depth=2)  # fmt: skip
+        header: Any = strictjson.loads(
+            raw[:newline], what="journal index", max_bytes=_MAX_HEADER, max_depth=2
+        )
     except InvalidJson as exc:
         raise InvalidRecord(f"{source}: unreadable journal index header ({exc})") from exc
     if not isinstance(header, dict) or header.get("v") != INDEX_VERSION:
@@ -162,9 +170,15 @@ def decode_index(raw: bytes, source: str) -> SegmentIndex:
     size = header.get("size")
     if type(size) is not int or not isinstance(header.get("segment"), str):
         raise InvalidRecord(f"{source}: journal index without a segment name and size")
-    return SegmentIndex(header["segment"], size, _opt_int(header.get("min_epoch")),
-                        _opt_int(header.get("max_epoch")), _opt_str(header.get("first_key")),
-                        _opt_str(header.get("last_key")), entries)  # fmt: skip
+    return SegmentIndex(
+        header["segment"],
+        size,
+        _opt_int(header.get("min_epoch")),
+        _opt_int(header.get("max_epoch")),
+        _opt_str(header.get("first_key")),
+        _opt_str(header.get("last_key")),
+        entries,
+    )
 
 
 def _opt_int(value: object) -> int | None:

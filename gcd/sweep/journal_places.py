@@ -61,8 +61,9 @@ def _earliest(*markers: dict[str, JournalAnchor]) -> dict[str, JournalAnchor]:
 def merge_reads(local: JournalRead, shipped: JournalRead) -> JournalRead:
     """One journal of the local segments and the shipped ones (see the module docstring)."""
     mine, theirs = _by_segment(local), _by_segment(shipped)
-    merged = JournalRead(audit_anchors=dict(shipped.audit_anchors),
-                         pruned=_earliest(shipped.pruned, local.pruned))  # fmt: skip
+    merged = JournalRead(
+        audit_anchors=dict(shipped.audit_anchors), pruned=_earliest(shipped.pruned, local.pruned)
+    )
     for name in sorted(mine.keys() | theirs.keys()):
         source, records = theirs[name] if name in theirs else mine[name]
         if name in mine and name in theirs:
@@ -71,7 +72,8 @@ def merge_reads(local: JournalRead, shipped: JournalRead) -> JournalRead:
                 merged.damaged.append(
                     f"{source}: differs from the local copy {other[0]} (a segment never "
                     "changes once shipped, and was compared when it was): one of them was "
-                    "altered; the shipped copy is read")  # fmt: skip
+                    "altered; the shipped copy is read"
+                )
         merged.files.append(source)
         merged.records.extend(records)
     kept = set(merged.files)
@@ -85,8 +87,9 @@ def merge_reads(local: JournalRead, shipped: JournalRead) -> JournalRead:
     return merged
 
 
-async def read_journal_places(directory: str | None, objects: Any, prefix: str | None, *,
-                              max_bytes: int) -> JournalRead:  # fmt: skip
+async def read_journal_places(
+    directory: str | None, objects: Any, prefix: str | None, *, max_bytes: int
+) -> JournalRead:
     """The journal under `directory` (comma-separated directories or files), under
     `prefix` of `objects` (an `ObjectStore`), or both merged; at least one is given."""
     local = None
@@ -106,6 +109,8 @@ def unread_shipped(read: JournalRead) -> str | None:
         return None
     sweeper, anchor = min(read.pruned.items())
     more = f" (and {len(read.pruned) - 1} more sweepers)" if len(read.pruned) > 1 else ""
-    return (f"the journal directory's pruned marker says sweeper {sweeper}'s records up to "
-            f"{anchor.seq}{more} were shipped and deleted here: give --journal-prefix (the "
-            "audit prefix they were shipped to) to read them too")  # fmt: skip
+    return (
+        f"the journal directory's pruned marker says sweeper {sweeper}'s records up to "
+        f"{anchor.seq}{more} were shipped and deleted here: give --journal-prefix (the "
+        "audit prefix they were shipped to) to read them too"
+    )

@@ -141,9 +141,11 @@ async def prune_audit(objects: Any, prefix: str, *, retention_s: float, now: flo
             end = None if body is None else _last_record(body, sweeper, newest.key, now)
             if end is None:
                 report.errors += 1
-                log.error("journal.prune_unreadable", key=newest.key,
-                          detail="its last record cannot be read: nothing pruned for "
-                          "this sweeper")  # fmt: skip
+                log.error(
+                    "journal.prune_unreadable",
+                    key=newest.key,
+                    detail="its last record cannot be read: nothing pruned for this sweeper",
+                )
                 continue
             marker_key = base + pruned_marker_name(sweeper)
             stored = await objects.get_object(marker_key, max_bytes=4096)
@@ -163,8 +165,9 @@ async def prune_audit(objects: Any, prefix: str, *, retention_s: float, now: flo
     return report
 
 
-async def prune_anchors(kv: KV, namespace: str, *, retention_s: float, now: float,
-                        report: PruneReport | None = None) -> PruneReport:  # fmt: skip
+async def prune_anchors(
+    kv: KV, namespace: str, *, retention_s: float, now: float, report: PruneReport | None = None
+) -> PruneReport:
     """Delete the etcd anchors whose last record is older than `retention_s`."""
     report = report if report is not None else PruneReport()
     cutoff = now - retention_s

@@ -114,8 +114,9 @@ class LocalSegments:
         try:
             return self._files[name].read_bytes()
         except OSError as exc:
-            raise ConfigError(f"journal segment {self._files[name]} cannot be read "
-                              f"({exc.strerror})") from exc  # fmt: skip
+            raise ConfigError(
+                f"journal segment {self._files[name]} cannot be read ({exc.strerror})"
+            ) from exc
 
 
 class PrefixSegments:
@@ -139,7 +140,7 @@ class PrefixSegments:
         while True:
             page = await self._objects.list_page(self._prefix, continuation_token=token)
             for info in page.objects:
-                name = info.key[len(self._prefix):]
+                name = info.key[len(self._prefix) :]
                 if name.endswith(INDEX_SUFFIX):
                     self._indexes.add(name[: -len(INDEX_SUFFIX)])
                 elif name.startswith("journal-") and name.endswith(".jsonl"):
@@ -152,8 +153,9 @@ class PrefixSegments:
         """See `SegmentSource`."""
         if name not in self._indexes:
             return None
-        body: bytes | None = await self._objects.get_object(self._prefix + index_name(name),
-                                                            max_bytes=_MAX_SEGMENT)  # fmt: skip
+        body: bytes | None = await self._objects.get_object(
+            self._prefix + index_name(name), max_bytes=_MAX_SEGMENT
+        )
         return body
 
     async def size(self, name: str) -> int:
@@ -234,9 +236,13 @@ class JournalHits:
 
     def summary(self) -> dict[str, Any]:
         """JSON form of where the search looked."""
-        return {"segments": self.segments, "indexed": self.indexed,
-                "read_in_full": list(self.unindexed), "lines_read": self.lines_read,
-                "damaged": self.damaged[:20]}  # fmt: skip
+        return {
+            "segments": self.segments,
+            "indexed": self.indexed,
+            "read_in_full": list(self.unindexed),
+            "lines_read": self.lines_read,
+            "damaged": self.damaged[:20],
+        }
 
 
 def _decode(line: bytes, source: str, hits: JournalHits) -> Record | None:
@@ -244,8 +250,9 @@ def _decode(line: bytes, source: str, hits: JournalHits) -> Record | None:
     if not line.strip():
         return None
     try:
-        doc = strictjson.loads(line, what="journal record", max_bytes=MAX_LINE_BYTES,
-                               max_depth=_MAX_DEPTH)  # fmt: skip
+        doc = strictjson.loads(
+            line, what="journal record", max_bytes=MAX_LINE_BYTES, max_depth=_MAX_DEPTH
+        )
     except InvalidJson as exc:
         hits.damaged.append(f"{source}: {exc}")
         return None
@@ -259,8 +266,9 @@ def _names(record: Record) -> set[str]:
     if record.kind == "before":
         return {k for k in doc.get("keys") or () if isinstance(k, str)}
     named = {k for k in doc.get("deleted") or () if isinstance(k, str)}
-    named |= {p[0] for p in doc.get("failed") or () if isinstance(p, list) and p
-              and isinstance(p[0], str)}  # fmt: skip
+    named |= {
+        p[0] for p in doc.get("failed") or () if isinstance(p, list) and p and isinstance(p[0], str)
+    }
     return named | {k for k in doc.get("unanswered") or () if isinstance(k, str)}
 
 
@@ -311,8 +319,9 @@ async def search_journal(source: SegmentSource, wanted: Mapping[str, int | None]
     return hits
 
 
-def _candidates(index: SegmentIndex, by_epoch: list[tuple[int, str]], epochs: list[int],
-                no_epoch: list[str]) -> Iterator[tuple[str, int | None]]:  # fmt: skip
+def _candidates(
+    index: SegmentIndex, by_epoch: list[tuple[int, str]], epochs: list[int], no_epoch: list[str]
+) -> Iterator[tuple[str, int | None]]:
     """The wanted keys whose epoch lies in the segment's range (bisected: a journal of
     hundreds of segments is not scanned key by key), and those without an epoch."""
     if index.min_epoch is None or index.max_epoch is None:
@@ -343,8 +352,11 @@ def _deletions(key: str, records: list[Record]) -> list[JournaledRequest]:
     """The requests that named `key`, told as `gcd journal show` tells them."""
     unique = list({(r.sweeper, r.kind, r.doc.get("seq")): r for r in records}.values())
     read = JournalRead(records=unique)
-    befores = {(r.sweeper, r.doc.get("request"), r.doc.get("attempt")): r
-               for r in unique if r.kind == "before"}  # fmt: skip
+    befores = {
+        (r.sweeper, r.doc.get("request"), r.doc.get("attempt")): r
+        for r in unique
+        if r.kind == "before"
+    }
     afters = {(r.sweeper, r.doc.get("request")): r for r in unique if r.kind == "after"}
     by_source = {r.source: r for r in befores.values()}
     stories = []
@@ -352,24 +364,38 @@ def _deletions(key: str, records: list[Record]) -> list[JournaledRequest]:
         before = by_source.get(story.source)
         request = None if before is None else before.doc.get("request")
         after = afters.get((story.sweeper, request))
-        pinning = tuple((str(p[0]), int(p[1])) for p in story.pinning
-                        if isinstance(p, list) and len(p) == 2 and type(p[1]) is int)  # fmt: skip
-        stories.append(JournaledRequest(
-            at=story.at, sweeper=story.sweeper,
-            request=request if type(request) is int else None, outcome=story.outcome,
-            safe_epoch=story.safe_epoch, cluster_epoch=story.cluster_epoch,
-            revision=story.revision, epoch=story.epoch, pinning=pinning,
-            version_ids=_version_ids(key, before, after), source=story.source,
-            marker=_marker(key, after),
-        ))  # fmt: skip
+        pinning = tuple(
+            (str(p[0]), int(p[1]))
+            for p in story.pinning
+            if isinstance(p, list) and len(p) == 2 and type(p[1]) is int
+        )
+        stories.append(
+            JournaledRequest(
+                at=story.at,
+                sweeper=story.sweeper,
+                request=request if type(request) is int else None,
+                outcome=story.outcome,
+                safe_epoch=story.safe_epoch,
+                cluster_epoch=story.cluster_epoch,
+                revision=story.revision,
+                epoch=story.epoch,
+                pinning=pinning,
+                version_ids=_version_ids(key, before, after),
+                source=story.source,
+                marker=_marker(key, after),
+            )
+        )
     return stories
 
 
 def _marker(key: str, after: Record | None) -> str | None:
     """The delete marker the request wrote over `key` (undo window), from its after record."""
     pairs = [] if after is None else after.doc.get("markers") or []
-    found = [p[1] for p in pairs if isinstance(p, list) and len(p) == 2 and p[0] == key
-             and isinstance(p[1], str)]  # fmt: skip
+    found = [
+        p[1]
+        for p in pairs
+        if isinstance(p, list) and len(p) == 2 and p[0] == key and isinstance(p[1], str)
+    ]
     return found[-1] if found else None
 
 

@@ -202,11 +202,19 @@ class RoundLister:
         except TimeoutError:  # listers still at work are cancelled; queued batches go
             run.incomplete = run.deadline_hit = True
             run.counts.errors += 1
-            log.error("sweep.round_deadline", deadline_s=self.config.round_deadline_s,
-                      fix="see the sweep.list_* errors before it; --round-deadline")  # fmt: skip
-        log.info("sweep.listers", listers=growth.allowed, most=growth.most, pinned=growth.pinned,
-                 pages_per_s=[round(rate, 1) for rate in growth.rates],
-                 ranges_given=given_away[0])  # fmt: skip
+            log.error(
+                "sweep.round_deadline",
+                deadline_s=self.config.round_deadline_s,
+                fix="see the sweep.list_* errors before it; --round-deadline",
+            )
+        log.info(
+            "sweep.listers",
+            listers=growth.allowed,
+            most=growth.most,
+            pinned=growth.pinned,
+            pages_per_s=[round(rate, 1) for rate in growth.rates],
+            ranges_given=given_away[0],
+        )
         if run.groups is not None:
             await self.decider.planned(run.groups.flush())
         await run.pass_on(queue)
@@ -246,12 +254,10 @@ class RoundLister:
                 guess = self._guess_next(prefix, cursor, page)
                 if guess is not None and not self.listing_over():
                     guess_size = next_page_size(size, guess, full, probing=probing)
-                    ahead = _Ahead(prefix, guess, guess_size,
-                                   self._send(prefix, guess, guess_size))  # fmt: skip
+                    ahead = _Ahead(prefix, guess, guess_size, self._send(prefix, guess, guess_size))
                     await asyncio.sleep(0)  # let it start: examining the page may never yield
                 cursor = await self.decider.examine(prefix, cursor, page)
-                broken = None if cursor is None else guard.advance(cursor.start_after,
-                                                                   cursor.token)  # fmt: skip
+                broken = None if cursor is None else guard.advance(cursor.start_after, cursor.token)
                 if broken is not None:
                     log.error("sweep.listing_broken", prefix=prefix, reason=broken)
                     run.counts.errors += 1
@@ -317,8 +323,9 @@ class RoundLister:
         last = page.objects[-1].key if page.objects else None
         found: Skip | None = None
         if last is not None and self.run.skip_ahead and page.next_token is not None:
-            found = skip(self.config.layout, prefix, self.config.layout.parse(last),
-                         self.run.safe_epoch)  # fmt: skip
+            found = skip(
+                self.config.layout, prefix, self.config.layout.parse(last), self.run.safe_epoch
+            )
         return next_cursor(cursor, found, last, page.next_token)
 
     def _send(self, prefix: str, cursor: Cursor, size: int) -> asyncio.Task[ListPage]:
@@ -341,8 +348,12 @@ class RoundLister:
             self.emit(LIST_SENT)
             try:
                 async with deadline(self.config.request_deadline_s, f"LIST {prefix}"):
-                    return await lister(prefix, start_after=cursor.start_after,
-                                        continuation_token=cursor.token, max_keys=size)  # fmt: skip
+                    return await lister(
+                        prefix,
+                        start_after=cursor.start_after,
+                        continuation_token=cursor.token,
+                        max_keys=size,
+                    )
             except StorageError as exc:
                 self.emit(ListFailed(exc.code))
                 raise

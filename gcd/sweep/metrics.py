@@ -59,8 +59,14 @@ from gcd.sweep.telemetry import (
 from watermark.core.events import HandlerTable
 from watermark.service.buildinfo import register_build_info
 
-__all__ = ["ERROR_LABELS", "OUTCOMES", "SKIP_REASONS", "SweeperMetrics", "SweeperMetricsHook",
-           "error_label"]  # fmt: skip
+__all__ = [
+    "ERROR_LABELS",
+    "OUTCOMES",
+    "SKIP_REASONS",
+    "SweeperMetrics",
+    "SweeperMetricsHook",
+    "error_label",
+]
 
 SKIP_REASONS: Final = ("not_eligible", "too_young", "unparsable", "outside_root", "nested_root")
 OUTCOMES: Final = ("ok", "partial", "blocked", "paused", "idle", "error")
@@ -208,7 +214,8 @@ class SweeperMetrics:
             "journal_errors", "Deletion journal writes or segment uploads that failed."
         )
         self.undo_window_seconds = gauge(
-            "undo_window_seconds", "The undo window (--undo-window); 0: deletions are final.")
+            "undo_window_seconds", "The undo window (--undo-window); 0: deletions are final."
+        )
         self.undo_markers_written = counter(
             "undo_markers_written",
             "Keys hidden behind a delete marker l0gc wrote (undo window, versioned bucket).",
@@ -296,27 +303,29 @@ class SweeperMetricsHook(HandlerTable):
 
     def __init__(self, metrics: SweeperMetrics) -> None:
         self._metrics = metrics
-        super().__init__({
-            UndoWindowSet: self._undo_window,
-            ListSent: self._list_sent,
-            ListFailed: self._list_failed,
-            PageExamined: self._page_examined,
-            UndoPendingCounted: self._undo_pending,
-            RoundFinished: self._round_finished,
-            RoundNotListed: self._round_not_listed,
-            AdmissionShown: self._admission,
-            DeleteSent: self._delete_sent,
-            DeleteFailed: self._delete_failed,
-            UnsafeKeyKept: self._unsafe_key,
-            VersionLocked: self._version_locked,
-            DeletesBraked: self._deletes_braked,
-            ObjectsDeleted: self._objects_deleted,
-            WatermarkAgeShown: self._watermark_age,
-            StalenessShown: self._staleness,
-            JournalAppended: self._journal_appended,
-            JournalRotated: self._journal_rotated,
-            JournalFailed: self._journal_failed,
-        })  # fmt: skip
+        super().__init__(
+            {
+                UndoWindowSet: self._undo_window,
+                ListSent: self._list_sent,
+                ListFailed: self._list_failed,
+                PageExamined: self._page_examined,
+                UndoPendingCounted: self._undo_pending,
+                RoundFinished: self._round_finished,
+                RoundNotListed: self._round_not_listed,
+                AdmissionShown: self._admission,
+                DeleteSent: self._delete_sent,
+                DeleteFailed: self._delete_failed,
+                UnsafeKeyKept: self._unsafe_key,
+                VersionLocked: self._version_locked,
+                DeletesBraked: self._deletes_braked,
+                ObjectsDeleted: self._objects_deleted,
+                WatermarkAgeShown: self._watermark_age,
+                StalenessShown: self._staleness,
+                JournalAppended: self._journal_appended,
+                JournalRotated: self._journal_rotated,
+                JournalFailed: self._journal_failed,
+            }
+        )
 
     def _undo_window(self, event: UndoWindowSet) -> None:
         self._metrics.undo_window_seconds.set(event.window_s)
@@ -337,15 +346,20 @@ class SweeperMetricsHook(HandlerTable):
         metrics.undo_pending_objects.set(event.keys)
         metrics.undo_pending_bytes.set(event.bytes)
         metrics.undo_oldest_pending_timestamp.set(
-            math.nan if event.oldest_s is None else event.oldest_s)
+            math.nan if event.oldest_s is None else event.oldest_s
+        )
 
     def _round_finished(self, event: RoundFinished) -> None:
         metrics, summary = self._metrics, event.summary
         metrics.round_duration.observe(summary.duration_s)
         outcome = summary.outcome
         known = summary.blocked_reason is None  # a round the brake stopped: M is not in force
-        metrics.set_admission(summary.safe_epoch if known else None, summary.cluster_epoch,
-                              blocked=outcome == "blocked", paused=outcome == "paused")  # fmt: skip
+        metrics.set_admission(
+            summary.safe_epoch if known else None,
+            summary.cluster_epoch,
+            blocked=outcome == "blocked",
+            paused=outcome == "paused",
+        )
         metrics.last_round_eligible_objects.set(summary.eligible)
         metrics.prefixes_unlistable.set(len(summary.unlistable_prefixes))
         metrics.nested_roots.set(len(summary.nested_roots))
@@ -359,8 +373,9 @@ class SweeperMetricsHook(HandlerTable):
         self._metrics.round_finished(event.outcome)
 
     def _admission(self, event: AdmissionShown) -> None:
-        self._metrics.set_admission(event.safe_epoch, event.cluster_epoch,
-                                    blocked=event.blocked, paused=event.paused)  # fmt: skip
+        self._metrics.set_admission(
+            event.safe_epoch, event.cluster_epoch, blocked=event.blocked, paused=event.paused
+        )
 
     def _delete_sent(self, event: DeleteSent) -> None:
         self._metrics.delete_requests.inc()

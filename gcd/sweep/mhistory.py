@@ -75,6 +75,8 @@ def _decode(key: str, raw: bytes) -> MEntry:
         doc = json.loads(raw)
         entry = MEntry(int(doc["m"]), float(doc["at"]), float(doc.get("window_s", 0.0)))
     except (ValueError, KeyError, TypeError) as exc:
-        raise InvalidRecord(f"M history entry {key} cannot be read ({exc}): delete it "
-                            "with etcdctl del, the next round writes a fresh one") from exc
+        raise InvalidRecord(
+            f"M history entry {key} cannot be read ({exc}): delete it "
+            "with etcdctl del, the next round writes a fresh one"
+        ) from exc
     return entry

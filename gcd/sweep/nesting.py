@@ -63,8 +63,13 @@ class NestedRoots:
             nested = nested_root(obj.key, self.root)
             if nested is not None and nested not in self.found:
                 self.found[nested] = obj.key
-                log.error("sweep.nested_root", nested_root=nested, claim=obj.key,
-                          root=self.root, prefix=prefix)  # fmt: skip
+                log.error(
+                    "sweep.nested_root",
+                    nested_root=nested,
+                    claim=obj.key,
+                    root=self.root,
+                    prefix=prefix,
+                )
 
     def may_block(self, key: str) -> bool:
         """False when `blocks` would say None without a look (no nested root found, an
@@ -92,7 +97,6 @@ class NestedRoots:
                     return directory
             if self._probed[directory]:
                 self.found.setdefault(directory, claim)
-                log.error("sweep.nested_root", nested_root=directory, claim=claim,
-                          root=self.root)  # fmt: skip
+                log.error("sweep.nested_root", nested_root=directory, claim=claim, root=self.root)
                 return directory
         return None

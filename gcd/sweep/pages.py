@@ -50,8 +50,12 @@ log = structlog.get_logger("gcd.sweeper")
 
 LOGGED_UNPARSABLE: Final = 10
 """Unparsable keys logged by name per round; the rest are only counted."""
-_SKIP_VERDICTS: Final = (Verdict.NOT_ELIGIBLE, Verdict.TOO_YOUNG, Verdict.UNPARSABLE,
-                         Verdict.OUTSIDE_ROOT)  # fmt: skip
+_SKIP_VERDICTS: Final = (
+    Verdict.NOT_ELIGIBLE,
+    Verdict.TOO_YOUNG,
+    Verdict.UNPARSABLE,
+    Verdict.OUTSIDE_ROOT,
+)
 
 
 class PageDecider:
@@ -93,26 +97,40 @@ class PageDecider:
             skip_to = found.start_after if found is not None else None
             if (skip_to is not None and obj.key <= skip_to) or obj.key == claim:
                 continue
-            verdict, parsed = decide(obj.key, obj.last_modified_s, layout,
-                                     run.safe_epoch, now, config.grace_s)  # fmt: skip
+            verdict, parsed = decide(
+                obj.key, obj.last_modified_s, layout, run.safe_epoch, now, config.grace_s
+            )
             tally[verdict] += 1
-            if (verdict is Verdict.DELETE and run.nested.may_block(obj.key)
-                    and await run.nested.blocks(obj.key, page)):  # fmt: skip
+            if (
+                verdict is Verdict.DELETE
+                and run.nested.may_block(obj.key)
+                and await run.nested.blocks(obj.key, page)
+            ):
                 tally[verdict] -= 1
                 kept += 1
             elif verdict is Verdict.DELETE and parsed is not None and run.groups is not None:
                 tally[verdict] -= 1  # its key's plan selects what is eligible
                 grouped += 1
                 await self._grouped(prefix, obj, parsed.epoch, young=False)
-            elif (verdict is Verdict.DELETE and parsed is not None and run.ceiling is not None
-                  and parsed.epoch > run.ceiling):  # fmt: skip
+            elif (
+                verdict is Verdict.DELETE
+                and parsed is not None
+                and run.ceiling is not None
+                and parsed.epoch > run.ceiling
+            ):
                 tally[verdict] -= 1
                 held += 1
                 run.counts.pending_keys += 1
                 run.counts.pending_bytes += obj.size
             elif verdict is Verdict.DELETE and parsed is not None:
-                candidate = Candidate(obj.key, obj.size, parsed.epoch, obj.version_id,
-                                      obj.delete_marker, generation=obj.generation)  # fmt: skip
+                candidate = Candidate(
+                    obj.key,
+                    obj.size,
+                    parsed.epoch,
+                    obj.version_id,
+                    obj.delete_marker,
+                    generation=obj.generation,
+                )
                 if not self.select(candidate, obj):
                     tally[verdict] -= 1  # not examined: another lister hit the cap
                 if len(run.batch) >= config.batch_size:  # no coroutine per key otherwise
@@ -171,8 +189,7 @@ class PageDecider:
         counts.skipped_young += tally[Verdict.TOO_YOUNG]
         counts.unparsable += tally[Verdict.UNPARSABLE] + tally[Verdict.OUTSIDE_ROOT]
         counts.skipped_nested += kept
-        skipped = [(verdict.value, tally[verdict]) for verdict in _SKIP_VERDICTS
-                   if tally[verdict]]  # fmt: skip
+        skipped = [(verdict.value, tally[verdict]) for verdict in _SKIP_VERDICTS if tally[verdict]]
         if kept:
             skipped.append(("nested_root", kept))
         self.emit(PageExamined(listed, tuple(skipped)))

@@ -156,10 +156,12 @@ class RoundCounts:
     def summary_fields(self) -> dict[str, Any]:
         """The counters that are RoundSummary fields."""
         return {
-            f.name: tuple(sorted(value)) if isinstance(value := getattr(self, f.name), list)
+            f.name: tuple(sorted(value))
+            if isinstance(value := getattr(self, f.name), list)
             else value
-            for f in fields(self) if f.metadata.get("summary", True)
-        }  # fmt: skip
+            for f in fields(self)
+            if f.metadata.get("summary", True)
+        }
 
 
 @dataclass(frozen=True, slots=True)

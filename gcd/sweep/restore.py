@@ -51,8 +51,17 @@ from gcd.rules.versions import split_target, version_target
 from gcd.storage.objectstore import ObjectInfo, SoftDeleteStore
 from gcd.sweep.journal import JournalRead, Record
 
-__all__ = ["JournaledDeletion", "KeyResult", "RestoreLog", "RestoreOutcome", "Selection",
-           "deletions_in", "repair_steps", "restore", "select"]  # fmt: skip
+__all__ = [
+    "JournaledDeletion",
+    "KeyResult",
+    "RestoreLog",
+    "RestoreOutcome",
+    "Selection",
+    "deletions_in",
+    "repair_steps",
+    "restore",
+    "select",
+]
 
 BATCH = 1000
 
@@ -103,9 +112,14 @@ class KeyResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The result as a JSON-ready dict."""
-        return {"key": self.key, "outcome": self.outcome.value, "epoch": self.epoch,
-                "version_id": self.version_id, "marker": self.marker,
-                "detail": self.detail}  # fmt: skip
+        return {
+            "key": self.key,
+            "outcome": self.outcome.value,
+            "epoch": self.epoch,
+            "version_id": self.version_id,
+            "marker": self.marker,
+            "detail": self.detail,
+        }
 
 
 def _strings(value: object) -> list[Any]:
@@ -130,23 +144,40 @@ def _deleted(before: dict[str, Any], after: dict[str, Any], sweeper: str) -> lis
     keys, epochs = _strings(before.get("keys")), _strings(before.get("epochs"))
     versions = _strings(before.get("version_ids")) or [None] * len(keys)
     hides = _strings(before.get("hides")) or [[]] * len(keys)
-    sent = {version_target(str(key), version): index
-            for index, (key, version) in enumerate(zip(keys, versions, strict=False))}
-    markers = {str(pair[0]): str(pair[1]) for pair in _strings(after.get("markers"))
-               if isinstance(pair, list) and len(pair) == 2}  # fmt: skip
+    sent = {
+        version_target(str(key), version): index
+        for index, (key, version) in enumerate(zip(keys, versions, strict=False))
+    }
+    markers = {
+        str(pair[0]): str(pair[1])
+        for pair in _strings(after.get("markers"))
+        if isinstance(pair, list) and len(pair) == 2
+    }
     gone_versions = _strings(after.get("deleted_version_ids")) or [None] * len(
-        _strings(after.get("deleted")))
-    pinning = tuple((str(p[0]), int(p[1])) for p in _strings(before.get("pinning"))
-                    if isinstance(p, list) and len(p) == 2)  # fmt: skip
+        _strings(after.get("deleted"))
+    )
+    pinning = tuple(
+        (str(p[0]), int(p[1]))
+        for p in _strings(before.get("pinning"))
+        if isinstance(p, list) and len(p) == 2
+    )
     result = []
     for key, version in zip(_strings(after.get("deleted")), gone_versions, strict=False):
         index = sent.get(version_target(str(key), version))
         if index is None or not isinstance(epochs[index], int):
             continue
-        result.append(_Deletion(
-            str(key), epochs[index], float(after.get("at", 0.0)), sweeper,
-            before.get("round"), markers.get(str(key)) if version is None else None,
-            tuple(str(v) for v in _strings(hides[index])), pinning))  # fmt: skip
+        result.append(
+            _Deletion(
+                str(key),
+                epochs[index],
+                float(after.get("at", 0.0)),
+                sweeper,
+                before.get("round"),
+                markers.get(str(key)) if version is None else None,
+                tuple(str(v) for v in _strings(hides[index])),
+                pinning,
+            )
+        )
     return result
 
 
@@ -164,10 +195,12 @@ class Selection:
 
     def matches(self, deletion: _Deletion) -> bool:
         """True when `deletion` is selected."""
-        return ((self.since is None or deletion.at >= self.since)
-                and (self.until is None or deletion.at <= self.until)
-                and (not self.rounds or deletion.round in self.rounds)
-                and (not self.keys or deletion.key in self.keys))  # fmt: skip
+        return (
+            (self.since is None or deletion.at >= self.since)
+            and (self.until is None or deletion.at <= self.until)
+            and (not self.rounds or deletion.round in self.rounds)
+            and (not self.keys or deletion.key in self.keys)
+        )
 
 
 def select(deletions: Iterable[_Deletion], selection: Selection) -> dict[str, _Deletion]:
@@ -217,9 +250,14 @@ class _Plan:
 
 
 async def restore(
-    store: Any, chosen: dict[str, _Deletion], *, wanted: Sequence[str] = (), dry_run: bool = False,
-    log: RestoreLog | None = None, progress: Callable[[int, int], None] | None = None,
-) -> list[KeyResult]:  # fmt: skip
+    store: Any,
+    chosen: dict[str, _Deletion],
+    *,
+    wanted: Sequence[str] = (),
+    dry_run: bool = False,
+    log: RestoreLog | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[KeyResult]:
     """Restore every chosen key (see the module docstring); keys in `wanted` that the
     journal never deleted are NEVER_DELETED. `store` is a versioned S3 store."""
     plan = _Plan()
@@ -230,17 +268,28 @@ async def restore(
         if progress is not None:
             progress(done, total)
     for start in range(0, len(plan.targets), BATCH):
-        part = plan.targets[start: start + BATCH]
+        part = plan.targets[start : start + BATCH]
         if dry_run:
-            plan.results += [KeyResult(d.key, _Outcome.RESTORED, d.epoch, None if top is None
-                                       else top.version_id, marker, "dry run: not restored")
-                             for d, marker, top in part]  # fmt: skip
+            plan.results += [
+                KeyResult(
+                    d.key,
+                    _Outcome.RESTORED,
+                    d.epoch,
+                    None if top is None else top.version_id,
+                    marker,
+                    "dry run: not restored",
+                )
+                for d, marker, top in part
+            ]
             continue
         plan.results += await _send(store, part, log)
     for deletion in plan.undeletes:
         if dry_run:
-            plan.results.append(KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch,
-                                          detail="dry run: not restored"))  # fmt: skip
+            plan.results.append(
+                KeyResult(
+                    deletion.key, _Outcome.RESTORED, deletion.epoch, detail="dry run: not restored"
+                )
+            )
         else:
             plan.results.append(await _undelete(store, deletion, log))
     return sorted(plan.results, key=lambda result: result.key)
@@ -251,37 +300,70 @@ async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
         plan.undeletes.append(deletion)
         return
     if deletion.marker is None:
-        plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
-                                      detail="deleted without an undo window"))  # fmt: skip
+        plan.results.append(
+            KeyResult(
+                deletion.key,
+                _Outcome.ALREADY_RECLAIMED,
+                deletion.epoch,
+                detail="deleted without an undo window",
+            )
+        )
         return
     listed = await _versions(store, deletion.key)
     ids = {obj.version_id: obj for obj in listed}
-    data = sorted((obj for obj in listed if not obj.delete_marker and obj.version_id
-                   in deletion.hides), key=lambda obj: -obj.last_modified_s)  # fmt: skip
+    data = sorted(
+        (obj for obj in listed if not obj.delete_marker and obj.version_id in deletion.hides),
+        key=lambda obj: -obj.last_modified_s,
+    )
     latest = next((obj for obj in listed if obj.is_latest), None)
     if deletion.marker in ids:
         if not ids[deletion.marker].delete_marker:
-            plan.results.append(KeyResult(
-                deletion.key, _Outcome.REFUSED, deletion.epoch, marker=deletion.marker,
-                detail="the journal names a data version as l0gc's delete marker: not "
-                       "deleted (a forged or damaged journal? `gcd journal verify`)"))  # fmt: skip
+            plan.results.append(
+                KeyResult(
+                    deletion.key,
+                    _Outcome.REFUSED,
+                    deletion.epoch,
+                    marker=deletion.marker,
+                    detail="the journal names a data version as l0gc's delete marker: not "
+                    "deleted (a forged or damaged journal? `gcd journal verify`)",
+                )
+            )
         elif latest is not None and latest.version_id != deletion.marker:
-            plan.results.append(KeyResult(
-                deletion.key, _Outcome.SUPERSEDED, deletion.epoch, latest.version_id,
-                deletion.marker, "a version newer than l0gc's marker is current: left "
-                "alone"))  # fmt: skip
+            plan.results.append(
+                KeyResult(
+                    deletion.key,
+                    _Outcome.SUPERSEDED,
+                    deletion.epoch,
+                    latest.version_id,
+                    deletion.marker,
+                    "a version newer than l0gc's marker is current: left alone",
+                )
+            )
         else:
             plan.targets.append((deletion, deletion.marker, data[0] if data else None))
         return
     if latest is not None and not latest.delete_marker and latest.version_id in deletion.hides:
-        plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RESTORED, deletion.epoch,
-                                      latest.version_id, deletion.marker))  # fmt: skip
+        plan.results.append(
+            KeyResult(
+                deletion.key,
+                _Outcome.ALREADY_RESTORED,
+                deletion.epoch,
+                latest.version_id,
+                deletion.marker,
+            )
+        )
         return
     hidden_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deletion.at))
-    plan.results.append(KeyResult(deletion.key, _Outcome.ALREADY_RECLAIMED, deletion.epoch,
-                                  marker=deletion.marker,
-                                  detail=f"gone for good: hidden at {hidden_at}, its versions "
-                                         "freed once the undo window passed"))  # fmt: skip
+    plan.results.append(
+        KeyResult(
+            deletion.key,
+            _Outcome.ALREADY_RECLAIMED,
+            deletion.epoch,
+            marker=deletion.marker,
+            detail=f"gone for good: hidden at {hidden_at}, its versions "
+            "freed once the undo window passed",
+        )
+    )
 
 
 async def _versions(store: Any, key: str) -> list[ObjectInfo]:
@@ -296,8 +378,9 @@ async def _versions(store: Any, key: str) -> list[ObjectInfo]:
         token = page.next_token
 
 
-async def _send(store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]],
-                log: RestoreLog | None) -> list[KeyResult]:  # fmt: skip
+async def _send(
+    store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]], log: RestoreLog | None
+) -> list[KeyResult]:
     targets = [version_target(d.key, marker) for d, marker, _ in part]
     if log is not None:
         log.write({"type": "restore-before", "targets": [[d.key, m] for d, m, _ in part]})
@@ -306,21 +389,34 @@ async def _send(store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]]
     except Exception as exc:  # noqa: BLE001 - the log and the results say what failed
         if log is not None:
             log.write({"type": "restore-after", "request_error": str(exc)})
-        return [KeyResult(d.key, _Outcome.FAILED, d.epoch, marker=m, detail=str(exc))
-                for d, m, _ in part]  # fmt: skip
+        return [
+            KeyResult(d.key, _Outcome.FAILED, d.epoch, marker=m, detail=str(exc))
+            for d, m, _ in part
+        ]
     gone = set(answer.deleted)
     errors = {failure.key: failure.code for failure in answer.errors}
     if log is not None:
-        log.write({"type": "restore-after",
-                   "restored": [list(split_target(t)) for t in targets if t in gone],
-                   "failed": [[*split_target(t), code] for t, code in errors.items()]})  # fmt: skip
+        log.write(
+            {
+                "type": "restore-after",
+                "restored": [list(split_target(t)) for t in targets if t in gone],
+                "failed": [[*split_target(t), code] for t, code in errors.items()],
+            }
+        )
     results = []
     for (deletion, marker, _), target in zip(part, targets, strict=True):
         if target in gone:
             results.append(await _read_back(store, deletion, marker))
         else:
-            results.append(KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, marker=marker,
-                                     detail=errors.get(target, "not in the answer")))  # fmt: skip
+            results.append(
+                KeyResult(
+                    deletion.key,
+                    _Outcome.FAILED,
+                    deletion.epoch,
+                    marker=marker,
+                    detail=errors.get(target, "not in the answer"),
+                )
+            )
     return results
 
 
@@ -329,15 +425,24 @@ async def _read_back(store: Any, deletion: _Deletion, marker: str) -> KeyResult:
     store says now, not what the delete answered)."""
     listed = await _versions(store, deletion.key)
     latest = next((obj for obj in listed if obj.is_latest), None)
-    if latest is not None and not latest.delete_marker and (
-            not deletion.hides or latest.version_id in deletion.hides):  # fmt: skip
-        return KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch, latest.version_id,
-                         marker)  # fmt: skip
-    now = ("nothing" if latest is None else
-           f"{'a delete marker' if latest.delete_marker else 'version'} {latest.version_id}")
-    return KeyResult(deletion.key, _Outcome.FAILED, deletion.epoch, marker=marker,
-                     detail=f"l0gc's marker was deleted but no hidden version came back "
-                            f"(current: {now})")  # fmt: skip
+    if (
+        latest is not None
+        and not latest.delete_marker
+        and (not deletion.hides or latest.version_id in deletion.hides)
+    ):
+        return KeyResult(deletion.key, _Outcome.RESTORED, deletion.epoch, latest.version_id, marker)
+    now = (
+        "nothing"
+        if latest is None
+        else f"{'a delete marker' if latest.delete_marker else 'version'} {latest.version_id}"
+    )
+    return KeyResult(
+        deletion.key,
+        _Outcome.FAILED,
+        deletion.epoch,
+        marker=marker,
+        detail=f"l0gc's marker was deleted but no hidden version came back (current: {now})",
+    )
 
 
 async def _undelete(store: Any, deletion: _Deletion, log: RestoreLog | None) -> KeyResult:
@@ -354,7 +459,8 @@ async def _undelete(store: Any, deletion: _Deletion, log: RestoreLog | None) -> 
     if log is not None:
         log.write({"type": "undelete-after", "key": deletion.key, "answer": answer})
     outcome = {"restored": _Outcome.RESTORED, "live": _Outcome.ALREADY_RESTORED}.get(
-        answer, _Outcome.ALREADY_RECLAIMED)
+        answer, _Outcome.ALREADY_RECLAIMED
+    )
     detail = None
     if answer == "live":
         detail = "an object is live under this name: not overwritten"
@@ -363,8 +469,9 @@ async def _undelete(store: Any, deletion: _Deletion, log: RestoreLog | None) -> 
     return KeyResult(deletion.key, outcome, deletion.epoch, generation, detail=detail)
 
 
-def repair_steps(results: Sequence[KeyResult], chosen: dict[str, _Deletion],
-                 partitions: Sequence[str]) -> list[str]:  # fmt: skip
+def repair_steps(
+    results: Sequence[KeyResult], chosen: dict[str, _Deletion], partitions: Sequence[str]
+) -> list[str]:
     """The commands that keep the restored objects: lower the wrong M(p) below the lowest
     restored epoch (the `partitions` the operator named as wrong; without one, a step to
     fill in: the partitions pinning M at the deletions are usually innocent ones),
@@ -374,9 +481,14 @@ def repair_steps(results: Sequence[KeyResult], chosen: dict[str, _Deletion],
         return []
     lowest = min(r.epoch for r in kept if r.epoch is not None)
     names = list(partitions)
-    steps = [f"watermark partition repair {name} --watermark {lowest - 1} --force "
-             '--reason "restored objects from a wrong M(p)"' for name in names]  # fmt: skip
+    steps = [
+        f"watermark partition repair {name} --watermark {lowest - 1} --force "
+        '--reason "restored objects from a wrong M(p)"'
+        for name in names
+    ]
     if not names:
-        steps.append(f"watermark partition repair PARTITION --watermark {lowest - 1} --force "
-                     "  # the partition whose M(p) was wrong")  # fmt: skip
+        steps.append(
+            f"watermark partition repair PARTITION --watermark {lowest - 1} --force "
+            "  # the partition whose M(p) was wrong"
+        )
     return [*steps, "gcd resume"]

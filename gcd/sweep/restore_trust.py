@@ -36,9 +36,13 @@ def _file(source: str) -> str:
 
 
 def trusted_records(
-    read: JournalRead, report: VerifyReport, anchored: Collection[str], *,
-    namespace: str, bucket: str,
-) -> tuple[list[Record], list[str]]:  # fmt: skip
+    read: JournalRead,
+    report: VerifyReport,
+    anchored: Collection[str],
+    *,
+    namespace: str,
+    bucket: str,
+) -> tuple[list[Record], list[str]]:
     """(the records restore may act on, one line per reason something was left out);
     `report` is `check_records` with the anchors checked, `anchored` the sweepers with
     an anchor in etcd."""
@@ -50,8 +54,10 @@ def trusted_records(
             distrusted.setdefault(sweeper, f"{finding.kind.value}: {finding.message}")
     for sweeper in sweeper_of.values():
         if sweeper not in anchored:
-            distrusted.setdefault(sweeper, "no journal anchor in etcd for this sweeper: its "
-                                           "records cannot be vouched for")  # fmt: skip
+            distrusted.setdefault(
+                sweeper,
+                "no journal anchor in etcd for this sweeper: its records cannot be vouched for",
+            )
     headers = _headers(read.records)
     kept: list[Record] = []
     foreign: dict[str, str] = {}
@@ -67,8 +73,10 @@ def trusted_records(
             foreign[record.source] = f"keys outside the root {(header or {}).get('root')!r}"
         else:
             kept.append(record)
-    reasons = [f"sweeper {sweeper}'s journal left out ({why})"
-               for sweeper, why in sorted(distrusted.items())]  # fmt: skip
+    reasons = [
+        f"sweeper {sweeper}'s journal left out ({why})"
+        for sweeper, why in sorted(distrusted.items())
+    ]
     reasons += [f"{segment}: left out ({why})" for segment, why in sorted(foreign.items())]
     return kept, reasons
 
@@ -91,8 +99,10 @@ def _foreign(header: dict[str, Any] | None, namespace: str, bucket: str) -> str 
     if header is None:
         return "the segment has no header"
     if header.get("namespace") != namespace or header.get("bucket") != bucket:
-        return (f"written for namespace {header.get('namespace')!r} and bucket "
-                f"{header.get('bucket')!r}, not {namespace!r} and {bucket!r}")  # fmt: skip
+        return (
+            f"written for namespace {header.get('namespace')!r} and bucket "
+            f"{header.get('bucket')!r}, not {namespace!r} and {bucket!r}"
+        )
     return None
 
 
@@ -101,4 +111,5 @@ def _outside(header: dict[str, Any] | None, record: Record) -> bool:
     keys = record.doc.get("keys") if record.kind == "before" else None
     root = str((header or {}).get("root") or "").rstrip("/") + "/"
     return isinstance(keys, list) and not all(
-        isinstance(key, str) and key.startswith(root) for key in keys)
+        isinstance(key, str) and key.startswith(root) for key in keys
+    )

@@ -88,9 +88,17 @@ if TYPE_CHECKING:  # the daemon and its HTTP server (aiohttp.web): imported when
     from gcd.sweep.daemon import Daemon, DaemonConfig
     from watermark.etcd.client import EtcdKV
 
-__all__ = ["LEDGER_MARGIN_S", "MAX_SEGMENT_READ", "Announcing", "JournalSettings",
-           "SweepRuntime", "SweepSettings", "empty_namespace", "open_reader",
-           "undo_fields"]  # fmt: skip
+__all__ = [
+    "LEDGER_MARGIN_S",
+    "MAX_SEGMENT_READ",
+    "Announcing",
+    "JournalSettings",
+    "SweepRuntime",
+    "SweepSettings",
+    "empty_namespace",
+    "open_reader",
+    "undo_fields",
+]
 
 log = structlog.get_logger("gcd.sweep.runtime")
 
@@ -183,10 +191,12 @@ def undo_fields(undo: dict[str, Any]) -> dict[str, str | bool | None]:
     `store` (`gcd status` shows them)."""
     oldest = undo.get("oldest_pending")
     pending = f"{undo.get('pending_keys', 0)} keys, {undo.get('pending_bytes', 0)} bytes"
-    return {"undo_window": f"{float(undo.get('window_s') or 0):g}s",
-            "undo_rule": None if undo.get("rule") is None else str(undo["rule"]),
-            "undo_pending": pending,
-            "undo_oldest_pending": None if oldest is None else str(oldest)}  # fmt: skip
+    return {
+        "undo_window": f"{float(undo.get('window_s') or 0):g}s",
+        "undo_rule": None if undo.get("rule") is None else str(undo["rule"]),
+        "undo_pending": pending,
+        "undo_oldest_pending": None if oldest is None else str(oldest),
+    }
 
 
 class Announcing:
@@ -207,8 +217,9 @@ class Announcing:
             if last.blocked_reason is not None:
                 lines.append(f"blocked, deletes nothing: {last.blocked_reason}")
             lines += [f"cannot list {prefix}: skipped" for prefix in last.unlistable_prefixes]
-            lines += [f"nested root {root}: another namespace's claim, kept"
-                      for root in last.nested_roots]  # fmt: skip
+            lines += [
+                f"nested root {root}: another namespace's claim, kept" for root in last.nested_roots
+            ]
         if store is not None and last is not None and last.undo is not None:
             store.update(undo_fields(last.undo))
         return dataclasses.replace(me, store=store, problems=problems_of(lines))
@@ -216,33 +227,51 @@ class Announcing:
 
 @contextlib.asynccontextmanager
 async def _journal(
-    settings: SweepSettings, sweeper_id: str, kv: EtcdKV | None, objects: Any,
+    settings: SweepSettings,
+    sweeper_id: str,
+    kv: EtcdKV | None,
+    objects: Any,
     metrics: SweeperMetrics,
-) -> AsyncIterator[tuple[JournalWriter, ...]]:  # fmt: skip
+) -> AsyncIterator[tuple[JournalWriter, ...]]:
     """The journal sinks (none without a directory); while they run the journal's end is
     anchored in etcd (with etcd, on the runtime's client) and closed segments are shipped
     (with a prefix); on exit the last segment is closed, anchored and shipped."""
     journal = settings.journal
     if journal.directory is None:
         if journal.prefix is not None:
-            raise ConfigError("--journal-prefix needs --journal-dir (the local spool of the "
-                              "segments it uploads)")  # fmt: skip
+            raise ConfigError(
+                "--journal-prefix needs --journal-dir (the local spool of the segments it uploads)"
+            )
         yield ()
         return
     target = settings.target
     prefix = None if journal.prefix is None else check_audit_prefix(journal.prefix, target.root)
     namespace = None if settings.etcd is None else settings.etcd.namespace
     writer = JournalWriter(
-        Path(journal.directory), sweeper_id, namespace=namespace, bucket=target.bucket,
-        root=target.root, endpoint_url=target.endpoint_url, kind=target.kind, metrics=metrics,
-        max_bytes=journal.max_bytes, max_age_s=journal.max_age_s,
-    )  # fmt: skip
+        Path(journal.directory),
+        sweeper_id,
+        namespace=namespace,
+        bucket=target.bucket,
+        root=target.root,
+        endpoint_url=target.endpoint_url,
+        kind=target.kind,
+        metrics=metrics,
+        max_bytes=journal.max_bytes,
+        max_age_s=journal.max_age_s,
+    )
     if prefix is None and journal.retention_s is not None:
-        raise ConfigError("--journal-retention needs --journal-prefix (it prunes the "
-                          "segments shipped there)")  # fmt: skip
-    keeper = AnchorKeeper(writer, kv=kv, namespace=namespace, objects=objects, prefix=prefix,
-                          keep_local=journal.keep_local,
-                          retention_s=journal.retention_s)  # fmt: skip
+        raise ConfigError(
+            "--journal-retention needs --journal-prefix (it prunes the segments shipped there)"
+        )
+    keeper = AnchorKeeper(
+        writer,
+        kv=kv,
+        namespace=namespace,
+        objects=objects,
+        prefix=prefix,
+        keep_local=journal.keep_local,
+        retention_s=journal.retention_s,
+    )
     keeper.start()
     try:
         yield (writer,)
@@ -261,22 +290,28 @@ async def _check_lifecycle(objects: Any, root: str, window: float) -> None:
         return
     rules = await objects.lifecycle_rules()
     if rules is None:
-        log.warning("undo.lifecycle_unreadable", window_s=window,
-                    fix="grant s3:GetLifecycleConfiguration so the sweeper can check "
-                        "that no lifecycle rule frees hidden versions before the undo "
-                        "window ends")  # fmt: skip
+        log.warning(
+            "undo.lifecycle_unreadable",
+            window_s=window,
+            fix="grant s3:GetLifecycleConfiguration so the sweeper can check "
+            "that no lifecycle rule frees hidden versions before the undo "
+            "window ends",
+        )
         return
     conflicts = lifecycle_conflicts(rules, root.rstrip("/") + "/", window)
     if conflicts:
         span = f"{window / 86400:g} days" if window >= 86400 else f"{window:g} s"
-        raise ConfigError(f"an --undo-window of {span} cannot be kept: {'; '.join(conflicts)}, "
-                          "so a hidden object could be gone before the window ends; lower "
-                          "--undo-window or lengthen the rule")  # fmt: skip
+        raise ConfigError(
+            f"an --undo-window of {span} cannot be kept: {'; '.join(conflicts)}, "
+            "so a hidden object could be gone before the window ends; lower "
+            "--undo-window or lengthen the rule"
+        )
 
 
 @contextlib.asynccontextmanager
-async def _undo_keeper(settings: SweepSettings, kv: EtcdKV | None,
-                       objects: Any) -> AsyncIterator[UndoKeeper | None]:  # fmt: skip
+async def _undo_keeper(
+    settings: SweepSettings, kv: EtcdKV | None, objects: Any
+) -> AsyncIterator[UndoKeeper | None]:
     """The keeper of the undo window (None without one, or in a dry run): the delete
     markers l0gc wrote, read from the journal (the local segments, and those shipped in
     the last window and `LEDGER_MARGIN_S`; the rest once, if a round meets an older
@@ -286,8 +321,10 @@ async def _undo_keeper(settings: SweepSettings, kv: EtcdKV | None,
         yield None
         return
     if settings.journal.directory is None:
-        raise ConfigError(f"--undo-window {window:g}s needs --journal-dir DIR: the journal "
-                          "names the delete markers l0gc wrote")  # fmt: skip
+        raise ConfigError(
+            f"--undo-window {window:g}s needs --journal-dir DIR: the journal "
+            "names the delete markers l0gc wrote"
+        )
     await _check_lifecycle(objects, settings.round.layout.root, window)
     keeper = UndoKeeper(window)
     local = Path(settings.journal.directory)
@@ -295,22 +332,24 @@ async def _undo_keeper(settings: SweepSettings, kv: EtcdKV | None,
     if settings.journal.prefix is not None:
         prefix = check_audit_prefix(settings.journal.prefix, settings.round.layout.root)
         since = time.time() - window - LEDGER_MARGIN_S
-        shipped = await read_journal_objects(objects, prefix, max_bytes=MAX_SEGMENT_READ,
-                                             newer_than=since)  # fmt: skip
+        shipped = await read_journal_objects(
+            objects, prefix, max_bytes=MAX_SEGMENT_READ, newer_than=since
+        )
         found += keeper.ledger.load(shipped)
         keeper.ledger_from = since
-        keeper.load_rest = functools.partial(read_journal_objects, objects, prefix,
-                                             max_bytes=MAX_SEGMENT_READ)  # fmt: skip
-    log.info("undo.ledger_loaded", markers=found, keys=len(keeper.ledger.markers),
-             window_s=window)  # fmt: skip
+        keeper.load_rest = functools.partial(
+            read_journal_objects, objects, prefix, max_bytes=MAX_SEGMENT_READ
+        )
+    log.info("undo.ledger_loaded", markers=found, keys=len(keeper.ledger.markers), window_s=window)
     if kv is not None and settings.etcd is not None:
         keeper.history = MHistory(kv, settings.etcd.namespace, window)
     yield keeper
 
 
 @contextlib.asynccontextmanager
-async def _etcd(etcd: EtcdSettings | None, *, check_namespace: bool = False
-                ) -> AsyncIterator[tuple[EtcdKV | None, WatermarkStore | None]]:  # fmt: skip
+async def _etcd(
+    etcd: EtcdSettings | None, *, check_namespace: bool = False
+) -> AsyncIterator[tuple[EtcdKV | None, WatermarkStore | None]]:
     """The process's one etcd client and its watermark store (None, None without etcd)."""
     if etcd is None:
         yield None, None
@@ -325,20 +364,28 @@ async def _etcd(etcd: EtcdSettings | None, *, check_namespace: bool = False
 
 
 @contextlib.asynccontextmanager
-async def open_reader(etcd: EtcdSettings | None, store: StoreSettings,
-                      root: str) -> AsyncIterator[tuple[Any, BoundSource | None]]:  # fmt: skip
+async def open_reader(
+    etcd: EtcdSettings | None, store: StoreSettings, root: str
+) -> AsyncIterator[tuple[Any, BoundSource | None]]:
     """The open store and M through the namespace binding (None without etcd), on one
     etcd client, for commands that only read (`gcd explain`, the Spark driver)."""
     async with _etcd(etcd) as (_, watermarks), open_store(store) as objects:
-        yield objects, (None if watermarks is None
-                        else BoundSource(watermarks, store.target(root), objects))  # fmt: skip
+        yield (
+            objects,
+            (None if watermarks is None else BoundSource(watermarks, store.target(root), objects)),
+        )
 
 
 class SweepRuntime:
     """The pieces of a sweeping process, opened and owned together (the module docstring)."""
 
-    def __init__(self, settings: SweepSettings, sweeper: Sweeper, source: BoundSource | None,
-                 kv: EtcdKV | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: SweepSettings,
+        sweeper: Sweeper,
+        source: BoundSource | None,
+        kv: EtcdKV | None,
+    ) -> None:
         self.settings = settings
         self.sweeper = sweeper
         """The sweeper; setting its `stop` ends a round (and the daemon) cleanly."""
@@ -349,10 +396,16 @@ class SweepRuntime:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, settings: SweepSettings, *, plan: PlanWriter | None = None,
-                   follow_every: int = 0, check_interval_s: float = 0.0,
-                   preflight: bool = False,
-                   check_namespace: bool = False) -> AsyncIterator[SweepRuntime]:  # fmt: skip
+    async def open(
+        cls,
+        settings: SweepSettings,
+        *,
+        plan: PlanWriter | None = None,
+        follow_every: int = 0,
+        check_interval_s: float = 0.0,
+        preflight: bool = False,
+        check_namespace: bool = False,
+    ) -> AsyncIterator[SweepRuntime]:
         """Open everything (the module docstring), yield the runtime, close it all.
 
         `preflight`: list the store once first (ConfigError, exit 2, for what only the
@@ -365,48 +418,68 @@ class SweepRuntime:
         metrics = SweeperMetrics()
         async with contextlib.AsyncExitStack() as stack:
             kv, watermarks = await stack.enter_async_context(
-                _etcd(settings.etcd, check_namespace=check_namespace))
+                _etcd(settings.etcd, check_namespace=check_namespace)
+            )
             objects = await stack.enter_async_context(open_store(settings.store))
             sinks = await stack.enter_async_context(
-                _journal(settings, sweeper_id, kv, objects, metrics))
+                _journal(settings, sweeper_id, kv, objects, metrics)
+            )
             undo = await stack.enter_async_context(_undo_keeper(settings, kv, objects))
             source = me = None
             if watermarks is not None:
                 follower = None
                 if follow_every:
-                    follower = GcFollower(watermarks, verify_every=follow_every,
-                                          check_interval_s=check_interval_s)  # fmt: skip
+                    follower = GcFollower(
+                        watermarks, verify_every=follow_every, check_interval_s=check_interval_s
+                    )
                     stack.push_async_callback(follower.close)
                 shard = settings.shard
                 me = None if shard is None else announcement(sweeper_id, *shard)
-                source = BoundSource(watermarks, settings.target, objects, shard=me,
-                                     follower=follower)  # fmt: skip
-            sweeper = Sweeper(objects, settings.round, plan=plan, brake=brake_for(source),
-                              metrics=metrics, sinks=sinks, undo=undo,
-                              sweeper_id=sweeper_id)  # fmt: skip
+                source = BoundSource(
+                    watermarks, settings.target, objects, shard=me, follower=follower
+                )
+            sweeper = Sweeper(
+                objects,
+                settings.round,
+                plan=plan,
+                brake=brake_for(source),
+                metrics=metrics,
+                sinks=sinks,
+                undo=undo,
+                sweeper_id=sweeper_id,
+            )
             if me is not None and watermarks is not None:
                 sweeper.after_round = UsageRecorder(
-                    watermarks.kv, usage_key(watermarks.namespace, me.shard_index, me.shard_count),
-                    settings.price_table)  # fmt: skip
-                await stack.enter_async_context(announced(
-                    watermarks, watermarks.kv, me, ttl_s=settings.shard_ttl_s,
-                    now=Announcing(objects, sweeper)))  # fmt: skip
+                    watermarks.kv,
+                    usage_key(watermarks.namespace, me.shard_index, me.shard_count),
+                    settings.price_table,
+                )
+                await stack.enter_async_context(
+                    announced(
+                        watermarks,
+                        watermarks.kv,
+                        me,
+                        ttl_s=settings.shard_ttl_s,
+                        now=Announcing(objects, sweeper),
+                    )
+                )
             yield cls(settings, sweeper, source, kv)
 
     async def run_round(self) -> RoundResult:
         """One round: read M through the safety rails, then list and delete (or say why not)."""
-        return await run_round(self.sweeper, SafetyGate(), self.source,
-                               override=self.settings.safe_epoch_override)  # fmt: skip
+        return await run_round(
+            self.sweeper, SafetyGate(), self.source, override=self.settings.safe_epoch_override
+        )
 
     def daemon(self, config: DaemonConfig) -> Daemon:
         """The loop of rounds on this runtime's sweeper (it stops with `sweeper.stop`)."""
         from gcd.sweep.daemon import Daemon  # noqa: PLC0415 - `gcd sweep` never needs it
 
-        return Daemon(self.sweeper, self.source, config,
-                      override=self.settings.safe_epoch_override)  # fmt: skip
+        return Daemon(self.sweeper, self.source, config, override=self.settings.safe_epoch_override)
 
-    async def serve(self, daemon: Daemon, host: str, port: int, *,
-                    tokens: TokenFile | None = None) -> None:  # fmt: skip
+    async def serve(
+        self, daemon: Daemon, host: str, port: int, *, tokens: TokenFile | None = None
+    ) -> None:
         """Run `daemon` with its HTTP server (/metrics, /healthz, /readyz, /v1/explain,
         /plot.svg) until its sweeper's `stop` is set; signals are the caller's."""
         from gcd.sweep.daemon import serve  # noqa: PLC0415 - aiohttp.web: for daemons only
@@ -416,16 +489,26 @@ class SweepRuntime:
         layout = settings.round.layout
         source = self.source
         # Explain reads M in full, beside the daemon's followed view (never through it).
-        plain = None if source is None else BoundSource(source.store, source.target,
-                                                         source.objects)  # fmt: skip
+        plain = None if source is None else BoundSource(source.store, source.target, source.objects)
         journal = settings.journal
         explain = ExplainRoute(
-            self.sweeper.store, plain, layout, settings.round.grace_s,
-            settings.safe_epoch_override, journal.segments(self.sweeper.store, layout.root),
-            None if journal.prefix is None else journal.prefix.strip("/"), host, tokens,
-        )  # fmt: skip
-        await serve(daemon, host, port, handle_signals=False,
-                    routes=[*explain.routes(), ("/plot.svg", _plot_route(daemon, explain))])
+            self.sweeper.store,
+            plain,
+            layout,
+            settings.round.grace_s,
+            settings.safe_epoch_override,
+            journal.segments(self.sweeper.store, layout.root),
+            None if journal.prefix is None else journal.prefix.strip("/"),
+            host,
+            tokens,
+        )
+        await serve(
+            daemon,
+            host,
+            port,
+            handle_signals=False,
+            routes=[*explain.routes(), ("/plot.svg", _plot_route(daemon, explain))],
+        )
 
 
 def _plot_route(daemon: Daemon, access: Any) -> Callable[[Any], Awaitable[Any]]:
@@ -440,9 +523,13 @@ def _plot_route(daemon: Daemon, access: Any) -> Callable[[Any], Awaitable[Any]]:
         if refused is not None:
             return refused
         namespace = "" if daemon.source is None else getattr(daemon.source, "namespace", "")
-        svg = render_svg(daemon.trail.samples(), time.time(),
-                         title=f"M and the cluster epoch {namespace}".rstrip())  # fmt: skip
-        return web.Response(text=svg, content_type="image/svg+xml",
-                            headers={"Cache-Control": "no-store"})  # fmt: skip
+        svg = render_svg(
+            daemon.trail.samples(),
+            time.time(),
+            title=f"M and the cluster epoch {namespace}".rstrip(),
+        )
+        return web.Response(
+            text=svg, content_type="image/svg+xml", headers={"Cache-Control": "no-store"}
+        )
 
     return plot

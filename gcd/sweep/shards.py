@@ -81,9 +81,13 @@ class ShardAnnouncement:
 
     def encode(self) -> bytes:
         """Compact JSON."""
-        doc: dict[str, Any] = {"version": _VERSION, "sweeper_id": self.sweeper_id,
-                               "shard_index": self.shard_index, "shard_count": self.shard_count,
-                               "started_at": self.started_at}  # fmt: skip
+        doc: dict[str, Any] = {
+            "version": _VERSION,
+            "sweeper_id": self.sweeper_id,
+            "shard_index": self.shard_index,
+            "shard_count": self.shard_count,
+            "started_at": self.started_at,
+        }
         if self.store is not None:
             doc["store"] = dict(self.store)
         if self.problems:
@@ -103,8 +107,14 @@ class ShardAnnouncement:
             raise ValueError(f"announcement has shard {index!r}/{count!r}")
         if not isinstance(sweeper_id, str) or not isinstance(started, int | float):
             raise ValueError("announcement lacks sweeper_id or started_at")
-        return cls(sweeper_id, index, count, float(started), _store(doc.get("store")),
-                   _problems(doc.get("problems", [])))
+        return cls(
+            sweeper_id,
+            index,
+            count,
+            float(started),
+            _store(doc.get("store")),
+            _problems(doc.get("problems", [])),
+        )
 
     @property
     def shard(self) -> str:
@@ -136,8 +146,10 @@ def _problems(value: object) -> tuple[str, ...]:
 
 def problems_of(lines: Sequence[str]) -> tuple[str, ...]:
     """`lines` as an announcement's problems: each cut short, at most `MAX_PROBLEMS`."""
-    cut = [line if len(line) <= _MAX_PROBLEM_CHARS else line[: _MAX_PROBLEM_CHARS - 3] + "..."
-           for line in lines]  # fmt: skip
+    cut = [
+        line if len(line) <= _MAX_PROBLEM_CHARS else line[: _MAX_PROBLEM_CHARS - 3] + "..."
+        for line in lines
+    ]
     if len(cut) > MAX_PROBLEMS:
         cut = [*cut[: MAX_PROBLEMS - 1], f"... and {len(cut) - MAX_PROBLEMS + 1} more"]
     return tuple(cut)

@@ -123,20 +123,30 @@ class RoundConfig:
             (self.grace_s >= 0, f"grace {self.grace_s!r} s must be >= 0"),
             (1 <= self.batch_size <= 1000, f"batch size {self.batch_size!r} must be 1-1000"),
             (1 <= self.concurrency <= 1024, f"concurrency {self.concurrency!r} must be 1-1024"),
-            (1 <= self.list_concurrency <= 256,
-             f"list concurrency {self.list_concurrency!r} must be 1-256"),
-            (self.max_deletes_per_second is None or self.max_deletes_per_second > 0,
-             f"max deletes per second {self.max_deletes_per_second!r} must be > 0"),
-            (self.max_deletes is None or self.max_deletes >= 1,
-             f"max deletes {self.max_deletes!r} must be >= 1"),
+            (
+                1 <= self.list_concurrency <= 256,
+                f"list concurrency {self.list_concurrency!r} must be 1-256",
+            ),
+            (
+                self.max_deletes_per_second is None or self.max_deletes_per_second > 0,
+                f"max deletes per second {self.max_deletes_per_second!r} must be > 0",
+            ),
+            (
+                self.max_deletes is None or self.max_deletes >= 1,
+                f"max deletes {self.max_deletes!r} must be >= 1",
+            ),
             (1 <= self.page_size <= 1000, f"page size {self.page_size!r} must be 1-1000"),
             (self.round_deadline_s > 0, f"round deadline {self.round_deadline_s!r} s must be > 0"),
-            (self.request_deadline_s > 0,
-             f"request deadline {self.request_deadline_s!r} s must be > 0"),
+            (
+                self.request_deadline_s > 0,
+                f"request deadline {self.request_deadline_s!r} s must be > 0",
+            ),
             (self.undo_window_s >= 0, f"undo window {self.undo_window_s!r} s must be >= 0"),
-            (self.max_pages_per_prefix >= 1,
-             f"max pages per prefix {self.max_pages_per_prefix!r} must be >= 1"),
-        )  # fmt: skip
+            (
+                self.max_pages_per_prefix >= 1,
+                f"max pages per prefix {self.max_pages_per_prefix!r} must be >= 1",
+            ),
+        )
         for ok, problem in checks:
             if not ok:
                 raise ConfigError(f"{problem}; fix the flag, env var or config key")
@@ -236,9 +246,13 @@ class Sweeper:
         return self.current.counts if self.current is not None else None
 
     async def sweep(
-        self, safe_epoch: int, cluster_epoch: int | None, *, basis: DeleteBasis | None = None,
+        self,
+        safe_epoch: int,
+        cluster_epoch: int | None,
+        *,
+        basis: DeleteBasis | None = None,
         ceiling: int | None = None,
-    ) -> RoundResult:  # fmt: skip
+    ) -> RoundResult:
         """List and delete everything at or below `safe_epoch`; never raises StorageError.
 
         `basis` is the admission behind `safe_epoch` (etcd revision, pinning partitions),
@@ -252,20 +266,36 @@ class Sweeper:
         await self._detect(run)
         self._undo_rule(run, ceiling)
         queue: BatchQueue = asyncio.Queue(self.config.concurrency * 2)
-        decider = PageDecider(run, queue, self.config, clock=self.clock, plan=self.plan,
-                              emit=self._emit)  # fmt: skip
-        lister = RoundLister(run, queue, self.store, self.config, decider, retrier=self.retrier,
-                             stop=self.stop, brake=self.brake, emit=self._emit,
-                             monotonic=self.monotonic)  # fmt: skip
+        decider = PageDecider(
+            run, queue, self.config, clock=self.clock, plan=self.plan, emit=self._emit
+        )
+        lister = RoundLister(
+            run,
+            queue,
+            self.store,
+            self.config,
+            decider,
+            retrier=self.retrier,
+            stop=self.stop,
+            brake=self.brake,
+            emit=self._emit,
+            monotonic=self.monotonic,
+        )
         ordered = not run.unordered
-        run.nested = NestedRoots(self.config.layout.root,
-                                 lister.exists if ordered else lister.stored,
-                                 ordered=ordered)  # fmt: skip
+        run.nested = NestedRoots(
+            self.config.layout.root, lister.exists if ordered else lister.stored, ordered=ordered
+        )
         self.current = run
         self.brake.reset()
-        log.info("sweep.round_started", safe_epoch=safe_epoch, cluster_epoch=cluster_epoch,
-                 dry_run=self.config.dry_run, prefixes=len(run.prefixes),
-                 versioned=run.versioned, skip_ahead=run.skip_ahead)  # fmt: skip
+        log.info(
+            "sweep.round_started",
+            safe_epoch=safe_epoch,
+            cluster_epoch=cluster_epoch,
+            dry_run=self.config.dry_run,
+            prefixes=len(run.prefixes),
+            versioned=run.versioned,
+            skip_ahead=run.skip_ahead,
+        )
         try:
             async with asyncio.TaskGroup() as group:
                 for _ in range(self.config.concurrency):
@@ -278,8 +308,9 @@ class Sweeper:
         counts = run.counts
         braked = self.brake.engaged
         reasons, earliest = await locked_report(self.store, counts)
-        undo = None if self.undo is None else undo_report(run, self.config.undo_window_s,
-                                                          self._emit)  # fmt: skip
+        undo = (
+            None if self.undo is None else undo_report(run, self.config.undo_window_s, self._emit)
+        )
         summary = RoundSummary(
             safe_epoch=safe_epoch,
             cluster_epoch=cluster_epoch,
@@ -295,8 +326,14 @@ class Sweeper:
             undo=undo,
             **counts.summary_fields(),
         )
-        complete = not (run.capped or run.incomplete or counts.errors or counts.abandoned
-                        or self.stop.is_set() or braked)  # fmt: skip
+        complete = not (
+            run.capped
+            or run.incomplete
+            or counts.errors
+            or counts.abandoned
+            or self.stop.is_set()
+            or braked
+        )
         self._record(summary, run.max_deleted_epoch)
         if self.after_round is not None:
             await self.after_round(summary)
@@ -306,12 +343,16 @@ class Sweeper:
         """What the store is, for this round: versioned, locked, listing in order."""
         config = self.config
         features = await self.store.detect() if isinstance(self.store, DetectingStore) else None
-        unordered = config.unordered_listing or (features is not None
-                                                 and not features.ordered_listing)  # fmt: skip
+        unordered = config.unordered_listing or (
+            features is not None and not features.ordered_listing
+        )
         run.features = features
-        run.versioned = (features is not None and features.versioned
-                         and config.versions is VersionMode.RECLAIM
-                         and isinstance(self.store, VersionedStore))  # fmt: skip
+        run.versioned = (
+            features is not None
+            and features.versioned
+            and config.versions is VersionMode.RECLAIM
+            and isinstance(self.store, VersionedStore)
+        )
         run.unordered = unordered
         run.skip_ahead = config.skip_ahead and not unordered
         run.prefixes = config.prefixes(unordered=unordered)
@@ -333,12 +374,15 @@ class Sweeper:
         if suspended:
             if not self._said_suspended:
                 self._said_suspended = True
-                log.warning("undo.versioning_suspended", rule="delayed-m",
-                            window_s=self.config.undo_window_s,
-                            fix="the bucket's versioning is Suspended: hiding would overwrite "
-                                "'null' data versions, so only keys garbage for the whole undo "
-                                "window are deleted (the M of one window ago); enable "
-                                "versioning to hide and reclaim instead")  # fmt: skip
+                log.warning(
+                    "undo.versioning_suspended",
+                    rule="delayed-m",
+                    window_s=self.config.undo_window_s,
+                    fix="the bucket's versioning is Suspended: hiding would overwrite "
+                    "'null' data versions, so only keys garbage for the whole undo "
+                    "window are deleted (the M of one window ago); enable "
+                    "versioning to hide and reclaim instead",
+                )
         elif run.versioned:
             run.undo_rule, run.groups = "hide-then-reclaim", KeyGroups(self.undo)
             return
@@ -351,16 +395,18 @@ class Sweeper:
         run.undo_rule = "delayed-m"
         run.ceiling = -1 if ceiling is None else min(ceiling, run.safe_epoch)
         if ceiling is None:
-            log.warning("undo.no_history", window_s=self.config.undo_window_s,
-                        fix="M's history in etcd does not reach back one window yet: "
-                            "nothing is deleted until it does")  # fmt: skip
+            log.warning(
+                "undo.no_history",
+                window_s=self.config.undo_window_s,
+                fix="M's history in etcd does not reach back one window yet: "
+                "nothing is deleted until it does",
+            )
 
     def _record(self, summary: RoundSummary, max_deleted_epoch: int | None) -> None:
         self.last_summary = summary
         # A success: no error, and M stayed in force (a round the brake stopped: it did not)
         succeeded = not summary.errors and summary.blocked_reason is None
-        self._emit(RoundFinished(summary, max_deleted_epoch,
-                                 self.clock() if succeeded else None))  # fmt: skip
+        self._emit(RoundFinished(summary, max_deleted_epoch, self.clock() if succeeded else None))
         log.info("sweep.round_finished", outcome=summary.outcome, **summary.to_dict())
 
     def blocked(self, admission: RoundAdmission) -> RoundResult:
@@ -371,14 +417,21 @@ class Sweeper:
             dry_run=self.config.dry_run,
             blocked_reason=admission.blocked_reason,
         )
-        self._emit(AdmissionShown(None, admission.cluster_epoch, blocked=not admission.paused,
-                                  paused=admission.paused))  # fmt: skip
+        self._emit(
+            AdmissionShown(
+                None, admission.cluster_epoch, blocked=not admission.paused, paused=admission.paused
+            )
+        )
         self._emit(RoundNotListed(summary.outcome))
         if not admission.paused:  # its announcement says why (`gcd status`, the fleet)
             self.last_summary = summary
         event = "sweep.round_paused" if admission.paused else "sweep.round_blocked"
-        log.warning(event, reason=admission.blocked_reason, regression=admission.regression,
-                    cluster_epoch=admission.cluster_epoch)  # fmt: skip
+        log.warning(
+            event,
+            reason=admission.blocked_reason,
+            regression=admission.regression,
+            cluster_epoch=admission.cluster_epoch,
+        )
         return RoundResult(summary, complete=False)
 
     async def _delete_worker(self, queue: BatchQueue, run: RoundState) -> None:
@@ -422,7 +475,11 @@ async def run_round(
             ceiling = await sweeper.undo.ceiling(admission.safe_epoch)
         except (L0gcError, OSError) as exc:  # fail closed: no history, no deletion
             log.warning("undo.history_unreadable", error=str(exc))
-            return sweeper.blocked(RoundAdmission(
-                None, admission.cluster_epoch, f"M history unreadable (undo window): {exc}"))
-    return await sweeper.sweep(admission.safe_epoch, admission.cluster_epoch, basis=basis,
-                               ceiling=ceiling)  # fmt: skip
+            return sweeper.blocked(
+                RoundAdmission(
+                    None, admission.cluster_epoch, f"M history unreadable (undo window): {exc}"
+                )
+            )
+    return await sweeper.sweep(
+        admission.safe_epoch, admission.cluster_epoch, basis=basis, ceiling=ceiling
+    )

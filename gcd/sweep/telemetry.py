@@ -155,9 +155,16 @@ class AdmissionShown:
         return cls(None, admission.cluster_epoch, not admission.paused, admission.paused)
 
 
-SWEEPER_EVENTS: Final = (UndoWindowSet, ListSent, ListFailed, PageExamined,
-                         UndoPendingCounted, RoundFinished, RoundNotListed,
-                         AdmissionShown)  # fmt: skip
+SWEEPER_EVENTS: Final = (
+    UndoWindowSet,
+    ListSent,
+    ListFailed,
+    PageExamined,
+    UndoPendingCounted,
+    RoundFinished,
+    RoundNotListed,
+    AdmissionShown,
+)
 """What a `Sweeper` (with its lister and page decider) emits."""
 
 
@@ -211,8 +218,14 @@ class ObjectsDeleted:
 DELETE_SENT: Final = DeleteSent()
 UNSAFE_KEY_KEPT: Final = UnsafeKeyKept()
 VERSION_LOCKED: Final = VersionLocked()
-DELETER_EVENTS: Final = (DeleteSent, DeleteFailed, UnsafeKeyKept, VersionLocked,
-                         DeletesBraked, ObjectsDeleted)  # fmt: skip
+DELETER_EVENTS: Final = (
+    DeleteSent,
+    DeleteFailed,
+    UnsafeKeyKept,
+    VersionLocked,
+    DeletesBraked,
+    ObjectsDeleted,
+)
 """What a `BatchDeleter` emits."""
 
 

@@ -41,12 +41,19 @@ class MTrail:
     def observe(self, at: float, admission: RoundAdmission) -> None:
         """Keep `admission` read at `at` when it changed anything or is due."""
         allowed = admission.allowed
-        sample = MSample(at, admission.cluster_epoch, admission.safe_epoch if allowed else None,
-                        admission.pinning[:3] if allowed else ())  # fmt: skip
+        sample = MSample(
+            at,
+            admission.cluster_epoch,
+            admission.safe_epoch if allowed else None,
+            admission.pinning[:3] if allowed else (),
+        )
         last = self._samples[-1] if self._samples else None
-        if last is not None and at - last.at < self.spacing_s and (
-                last.cluster_epoch, last.safe_epoch, last.pinning[:1]) == (
-                sample.cluster_epoch, sample.safe_epoch, sample.pinning[:1]):  # fmt: skip
+        if (
+            last is not None
+            and at - last.at < self.spacing_s
+            and (last.cluster_epoch, last.safe_epoch, last.pinning[:1])
+            == (sample.cluster_epoch, sample.safe_epoch, sample.pinning[:1])
+        ):
             return
         self._samples.append(sample)
         while self._samples and self._samples[0].at < at - self.span_s:

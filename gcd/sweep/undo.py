@@ -58,8 +58,11 @@ def journal_markers(read: JournalRead) -> Iterator[tuple[str, str]]:
         if record.kind != "after":
             continue
         for pair in record.doc.get("markers") or ():
-            if (isinstance(pair, list) and len(pair) == 2
-                    and all(isinstance(part, str) for part in pair)):  # fmt: skip
+            if (
+                isinstance(pair, list)
+                and len(pair) == 2
+                and all(isinstance(part, str) for part in pair)
+            ):
                 yield pair[0], pair[1]
 
 
@@ -128,24 +131,31 @@ class UndoKeeper:
                 log.warning("undo.store_retention_unreadable", error=str(exc))
                 found = None
             self._retention = (now, found)
-            log.info("undo.store_retention", retention_s=self._retention[1],
-                     window_s=self.window_s)  # fmt: skip
+            log.info("undo.store_retention", retention_s=self._retention[1], window_s=self.window_s)
         found = self._retention[1]
         if not self.covered(found) and not self._said_short:
             self._said_short = True
-            log.warning("undo.store_retention_short", retention_s=found, window_s=self.window_s,
-                        fix="the store's soft delete does not keep deleted objects for the "
-                            "whole undo window (or cannot be read): deleting only what was "
-                            "garbage for a whole window (the M of one window ago) instead; "
-                            "raise the store's retention to at least the window to delete "
-                            "plainly")  # fmt: skip
+            log.warning(
+                "undo.store_retention_short",
+                retention_s=found,
+                window_s=self.window_s,
+                fix="the store's soft delete does not keep deleted objects for the "
+                "whole undo window (or cannot be read): deleting only what was "
+                "garbage for a whole window (the M of one window ago) instead; "
+                "raise the store's retention to at least the window to delete "
+                "plainly",
+            )
         return found
 
     def older_marker(self, marker_at: float | None) -> None:
         """A marker the ledger does not know, on an eligible key: if it is older than
         the segments read, it may be l0gc's; the next round reads the rest first."""
-        if (self.ledger_from is not None and self.load_rest is not None
-                and marker_at is not None and marker_at < self.ledger_from):  # fmt: skip
+        if (
+            self.ledger_from is not None
+            and self.load_rest is not None
+            and marker_at is not None
+            and marker_at < self.ledger_from
+        ):
             self.needs_rest = True
 
     async def complete_ledger(self) -> None:
@@ -205,22 +215,42 @@ class KeyGroups:
         self, group: _Group, now: float, counts: RoundCounts
     ) -> list[tuple[Candidate, ObjectInfo]]:
         """The candidates to delete for a complete group; what is kept is counted."""
-        entries = [VersionEntry(str(obj.version_id), obj.delete_marker, obj.is_latest,
-                                obj.last_modified_s, obj.size, young)
-                   for obj, young in group.objects]  # fmt: skip
+        entries = [
+            VersionEntry(
+                str(obj.version_id),
+                obj.delete_marker,
+                obj.is_latest,
+                obj.last_modified_s,
+                obj.size,
+                young,
+            )
+            for obj, young in group.objects
+        ]
         plan = plan_key(entries, self.keeper.ledger.ours(group.key), now, self.keeper.window_s)
         return self._act(plan, group, counts)
 
-    def _act(self, plan: KeyPlan, group: _Group, counts: RoundCounts
-             ) -> list[tuple[Candidate, ObjectInfo]]:  # fmt: skip
+    def _act(
+        self, plan: KeyPlan, group: _Group, counts: RoundCounts
+    ) -> list[tuple[Candidate, ObjectInfo]]:
         by_version = {str(obj.version_id): obj for obj, _ in group.objects}
         if plan.action is UndoAction.HIDE:
             top = next(obj for obj, _ in group.objects if obj.is_latest)
             return [(Candidate(group.key, top.size, group.epoch, hides=plan.hides), top)]
         if plan.action is UndoAction.RECLAIM:
-            return [(Candidate(group.key, entry.size, group.epoch, entry.version_id,
-                               entry.marker, reclaim=True), by_version[entry.version_id])
-                    for entry in plan.targets]  # fmt: skip
+            return [
+                (
+                    Candidate(
+                        group.key,
+                        entry.size,
+                        group.epoch,
+                        entry.version_id,
+                        entry.marker,
+                        reclaim=True,
+                    ),
+                    by_version[entry.version_id],
+                )
+                for entry in plan.targets
+            ]
         if plan.action is UndoAction.PENDING:
             counts.pending_keys += 1
             counts.pending_bytes += plan.held_bytes

@@ -39,8 +39,9 @@ def usage_key(namespace: str, index: int, count: int) -> str:
 class UsageRecorder:
     """Adds rounds to one shard's usage record (an awaitable callback per round)."""
 
-    def __init__(self, kv: Any, key: str, prices: PriceTable,
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+    def __init__(
+        self, kv: Any, key: str, prices: PriceTable, clock: Callable[[], float] = time.time
+    ) -> None:
         self.kv = kv
         self.key = key
         self.prices = prices
@@ -50,8 +51,12 @@ class UsageRecorder:
         """Add `summary`'s counts (rounds that were refused request nothing)."""
         # A key hidden behind l0gc's marker (the undo window) frees nothing: not counted as
         # reclaimed; its versions are, once the window passed (issue 55).
-        counts = (summary.list_requests, summary.delete_requests,
-                  summary.deleted - summary.markers_written, summary.deleted_bytes)  # fmt: skip
+        counts = (
+            summary.list_requests,
+            summary.delete_requests,
+            summary.deleted - summary.markers_written,
+            summary.deleted_bytes,
+        )
         if not any(counts):
             return
         hour = int(self.clock() // 3600)
@@ -67,8 +72,9 @@ class UsageRecorder:
                 usage.prices = self.prices
                 usage.add(hour, counts)
                 revision = 0 if item is None else item.mod_revision
-                result = await self.kv.txn([Compare(self.key, revision)],
-                                           [Put(self.key, usage.encode())])  # fmt: skip
+                result = await self.kv.txn(
+                    [Compare(self.key, revision)], [Put(self.key, usage.encode())]
+                )
                 if result.succeeded:
                     return
             except (L0gcError, OSError) as exc:

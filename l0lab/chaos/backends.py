@@ -74,10 +74,12 @@ class HttpBackend:
         self._fence_timeout_s = fence_timeout_s
         self._stopping = stopping
 
-    async def _call(self, method: str, url: str, body: dict[str, Any] | None,
-                    timeout_s: float) -> tuple[int, dict[str, Any]]:  # fmt: skip
-        status, doc, _ = await call_json(self._session, method, url, body,
-                                         headers=self._headers, timeout_s=timeout_s)  # fmt: skip
+    async def _call(
+        self, method: str, url: str, body: dict[str, Any] | None, timeout_s: float
+    ) -> tuple[int, dict[str, Any]]:
+        status, doc, _ = await call_json(
+            self._session, method, url, body, headers=self._headers, timeout_s=timeout_s
+        )
         return status, doc
 
     async def fence(self, partition: str, epoch: int) -> tuple[str | None, str]:
@@ -169,8 +171,14 @@ class HttpBackend:
 class EmbeddedBackend:
     """Fence and commit on a `Publisher` in this process (the Python API)."""
 
-    _REFUSED = (StaleEpoch, EpochAhead, FenceTimeout, GuardClosed, PartitionNotHosted,
-                EtcdUnavailable)  # fmt: skip
+    _REFUSED = (
+        StaleEpoch,
+        EpochAhead,
+        FenceTimeout,
+        GuardClosed,
+        PartitionNotHosted,
+        EtcdUnavailable,
+    )
 
     def __init__(self, publisher: Publisher, *, fence_timeout_s: float = 4.0) -> None:
         self.publisher = publisher

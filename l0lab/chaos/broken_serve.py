@@ -32,8 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run `watermark` with the broken build named first."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in BUILDS:
-        sys.stderr.write(f"usage: python -m l0lab.chaos.broken_serve {{{','.join(BUILDS)}}} "
-                         "serve [options]\n")  # fmt: skip
+        sys.stderr.write(
+            f"usage: python -m l0lab.chaos.broken_serve {{{','.join(BUILDS)}}} serve [options]\n"
+        )
         return 2
     return watermark_main(args[1:], parts=BUILDS[args[0]])
 

@@ -102,13 +102,22 @@ class FaultRecord:
         def rel(at: float | None) -> float | None:
             return None if at is None else round(at - origin, 2)
 
-        m_stall = (None if self.healed_at is None or self.m_advanced_at is None
-                   else round(self.m_advanced_at - self.healed_at, 2))  # fmt: skip
+        m_stall = (
+            None
+            if self.healed_at is None or self.m_advanced_at is None
+            else round(self.m_advanced_at - self.healed_at, 2)
+        )
         recovery = self.recovery_s
-        return {"kind": self.kind, "target": self.target, "started_at_s": rel(self.started_at),
-                "healed_at_s": rel(self.healed_at),
-                "recovery_s": None if recovery is None else round(recovery, 2),
-                "m_stall_s": m_stall, "note": self.note, "cut_short": self.cut_short}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "started_at_s": rel(self.started_at),
+            "healed_at_s": rel(self.healed_at),
+            "recovery_s": None if recovery is None else round(recovery, 2),
+            "m_stall_s": m_stall,
+            "note": self.note,
+            "cut_short": self.cut_short,
+        }
 
 
 class RunHistory:
@@ -128,8 +137,9 @@ class RunHistory:
             op = doc.get("op")
             if op == "upload":
                 key = str(doc["key"])
-                self.uploads[key] = Upload(key, str(doc["partition"]), int(doc["epoch"]),
-                                           float(doc["t"]))  # fmt: skip
+                self.uploads[key] = Upload(
+                    key, str(doc["partition"]), int(doc["epoch"]), float(doc["t"])
+                )
             elif op == "put_failed" and doc.get("key") in self.uploads:
                 self.uploads[str(doc["key"])].put_failed = True
             elif op == "stored" and doc.get("key") in self.uploads:
@@ -162,7 +172,7 @@ class RunHistory:
         return self.lifts[partition][index][1] if index < len(throughs) else None
 
     def judge(self, key: str, began_at: float, *, final: bool) -> str:
-        """"loss", "safe", "pending" or "unknown" for a deletion begun at `began_at`."""
+        """ "loss", "safe", "pending" or "unknown" for a deletion begun at `began_at`."""
         found = self.entries.get(key)
         if found is None:
             if key not in self.uploads:
@@ -188,8 +198,11 @@ class RunHistory:
 
     def unlifted(self) -> list[str]:
         """Keys of committed entries not lifted yet (referenced now), sorted."""
-        return sorted(key for key, (p, e) in self.entries.items()
-                      if e.committed and self.lifted_at(p, e.offset) is None)  # fmt: skip
+        return sorted(
+            key
+            for key, (p, e) in self.entries.items()
+            if e.committed and self.lifted_at(p, e.offset) is None
+        )
 
     @property
     def max_epoch(self) -> int | None:
@@ -218,8 +231,10 @@ def deletions_of(read: JournalRead) -> list[Deletion]:
         before = befores.get((record.sweeper, record.doc.get("request")))
         began = float(before.doc["at"]) if before is not None else float(record.doc["at"])
         answered = float(record.doc["at"])
-        found.extend(Deletion(str(key), record.sweeper, began, answered)
-                     for key in record.doc.get("deleted") or ())  # fmt: skip
+        found.extend(
+            Deletion(str(key), record.sweeper, began, answered)
+            for key in record.doc.get("deleted") or ()
+        )
     return found
 
 
@@ -231,8 +246,9 @@ def unanswered_of(read: JournalRead) -> list[Deletion]:
     for record in read.records:
         if record.kind == "before" and (record.sweeper, record.doc.get("request")) not in answered:
             at = float(record.doc["at"])
-            found.extend(Deletion(str(key), record.sweeper, at, at)
-                         for key in record.doc.get("keys") or ())  # fmt: skip
+            found.extend(
+                Deletion(str(key), record.sweeper, at, at) for key in record.doc.get("keys") or ()
+            )
     return found
 
 
@@ -280,26 +296,38 @@ def check_run(facts: RunFacts) -> CheckResult:
     deleted = {d.key for d in facts.deletions}
     maybe = {d.key for d in facts.unanswered if d.key not in facts.present}
     garbage_left = sorted(
-        key for key in facts.present
-        if key in ledger.uploads and ledger.is_garbage(key) and facts.final_m is not None
+        key
+        for key in facts.present
+        if key in ledger.uploads
+        and ledger.is_garbage(key)
+        and facts.final_m is not None
         and ledger.uploads[key].epoch <= facts.final_m
-    )  # fmt: skip
-    landed = {key for key, upload in ledger.uploads.items()
-              if upload.stored or key in ledger.entries}  # fmt: skip
-    gone = [key for key in landed
-            if not (key in facts.present or key in deleted or key in maybe)]  # fmt: skip
+    )
+    landed = {
+        key for key, upload in ledger.uploads.items() if upload.stored or key in ledger.entries
+    }
+    gone = [key for key in landed if not (key in facts.present or key in deleted or key in maybe)]
     back = sorted(deleted & facts.present)
     committed = sum(1 for _, e in ledger.entries.values() if e.committed)
     gap, gap_where = ledger.longest_write_gap(facts.started_at, facts.faulty_until)
-    m_stalls = [f.m_advanced_at - f.healed_at for f in facts.faults
-                if f.m_advanced_at is not None and f.healed_at is not None]  # fmt: skip
+    m_stalls = [
+        f.m_advanced_at - f.healed_at
+        for f in facts.faults
+        if f.m_advanced_at is not None and f.healed_at is not None
+    ]
     verdict.counts = {
         "objects_written": len(ledger.uploads),
-        "puts_cut_short": sum(1 for key, upload in ledger.uploads.items()
-                              if key not in landed and not upload.put_failed),
+        "puts_cut_short": sum(
+            1
+            for key, upload in ledger.uploads.items()
+            if key not in landed and not upload.put_failed
+        ),
         "objects_committed": committed,
-        "orphans": sum(1 for key in ledger.uploads if ledger.entries.get(key) is None
-                       or not ledger.entries[key][1].committed),
+        "orphans": sum(
+            1
+            for key in ledger.uploads
+            if ledger.entries.get(key) is None or not ledger.entries[key][1].committed
+        ),
         "objects_deleted": len(deleted),
         "live_lost": len(verdict.losses),
         "garbage_left": len(garbage_left),
@@ -311,25 +339,34 @@ def check_run(facts: RunFacts) -> CheckResult:
         "longest_m_stall_after_fault_s": round(max(m_stalls, default=0.0), 2),
         "fencing_violations": len(ledger.fencing_violations),
         "faults_by_kind": dict(Counter(f.kind for f in facts.faults)),
-    }  # fmt: skip
+    }
     problems = verdict.problems
     if verdict.losses:
-        problems.append(f"{len(verdict.losses)} live objects lost (deleted while an "
-                        "unreconciled entry referenced them, or missing at read-back)")  # fmt: skip
+        problems.append(
+            f"{len(verdict.losses)} live objects lost (deleted while an "
+            "unreconciled entry referenced them, or missing at read-back)"
+        )
     if garbage_left:
-        problems.append(f"{len(garbage_left)} garbage objects at or below the final M "
-                        f"{facts.final_m} left, e.g. {garbage_left[0]}")  # fmt: skip
+        problems.append(
+            f"{len(garbage_left)} garbage objects at or below the final M "
+            f"{facts.final_m} left, e.g. {garbage_left[0]}"
+        )
     if gone:
-        problems.append(f"{len(gone)} objects are gone without a journal record of their "
-                        f"deletion, e.g. {min(gone)}")  # fmt: skip
+        problems.append(
+            f"{len(gone)} objects are gone without a journal record of their "
+            f"deletion, e.g. {min(gone)}"
+        )
     if back:
-        problems.append(f"{len(back)} objects the journal says were deleted are still there, "
-                        f"e.g. {back[0]}")  # fmt: skip
+        problems.append(
+            f"{len(back)} objects the journal says were deleted are still there, e.g. {back[0]}"
+        )
     if ledger.fencing_violations:
         first = ledger.fencing_violations[0]
-        problems.append(f"{len(ledger.fencing_violations)} fencing violations (a publisher "
-                        f"refused a commit below its window: partition {first.get('partition')} "
-                        f"epoch {first.get('epoch')})")  # fmt: skip
+        problems.append(
+            f"{len(ledger.fencing_violations)} fencing violations (a publisher "
+            f"refused a commit below its window: partition {first.get('partition')} "
+            f"epoch {first.get('epoch')})"
+        )
     _journal(facts.journal, problems)
     _m_monotonic(facts.m_samples, problems)
     _recoveries(facts, problems)
@@ -347,8 +384,15 @@ def _losses(facts: RunFacts, verdict: CheckResult) -> None:
             continue
         if facts.ledger.judge(deletion.key, deletion.began_at, final=True) == "loss":
             seen.add(deletion.key)
-            verdict.losses.append(_loss(facts.ledger, deletion.key, "deleted while referenced",
-                                        deletion.sweeper, deletion.began_at))  # fmt: skip
+            verdict.losses.append(
+                _loss(
+                    facts.ledger,
+                    deletion.key,
+                    "deleted while referenced",
+                    deletion.sweeper,
+                    deletion.began_at,
+                )
+            )
     for key in facts.readback_missing:
         if key not in seen:
             seen.add(key)
@@ -360,10 +404,16 @@ def _loss(
 ) -> dict[str, Any]:
     partition, entry = ledger.entries.get(key, ("?", None))
     lifted = None if entry is None else ledger.lifted_at(partition, entry.offset)
-    return {"key": key, "how": how, "partition": partition,
-            "epoch": None if entry is None else entry.epoch,
-            "offset": None if entry is None else entry.offset, "sweeper": sweeper,
-            "deleted_at": at, "lifted_at": lifted}  # fmt: skip
+    return {
+        "key": key,
+        "how": how,
+        "partition": partition,
+        "epoch": None if entry is None else entry.epoch,
+        "offset": None if entry is None else entry.offset,
+        "sweeper": sweeper,
+        "deleted_at": at,
+        "lifted_at": lifted,
+    }
 
 
 def _journal(report: VerifyReport, problems: list[str]) -> None:
@@ -372,8 +422,10 @@ def _journal(report: VerifyReport, problems: list[str]) -> None:
             continue  # a sweeper killed mid-write: its request was never sent
         found = [f for f in report.findings if f.kind is kind]
         if found:
-            problems.append(f"gcd journal verify: {len(found)} {kind.value} findings, e.g. "
-                            f"{found[0].source}: {found[0].message}")  # fmt: skip
+            problems.append(
+                f"gcd journal verify: {len(found)} {kind.value} findings, e.g. "
+                f"{found[0].source}: {found[0].message}"
+            )
 
 
 def _m_monotonic(samples: list[tuple[float, int]], problems: list[str]) -> None:
@@ -391,9 +443,13 @@ def _recoveries(facts: RunFacts, problems: list[str]) -> None:
         if fault.healed_at is None:
             problems.append(f"fault {fault.kind} on {fault.target} was never healed")
         elif fault.recovered_at is None and not fault.cut_short:
-            problems.append(f"no recovery within {bound:g} s after {fault.kind} on "
-                            f"{fault.target} ({fault.note or 'see the report'})")  # fmt: skip
+            problems.append(
+                f"no recovery within {bound:g} s after {fault.kind} on "
+                f"{fault.target} ({fault.note or 'see the report'})"
+            )
         elif (fault.recovery_s or 0.0) > bound:
             took = fault.recovery_s or 0.0
-            problems.append(f"recovery after {fault.kind} on {fault.target} took {took:.1f} s, "
-                            f"above the bound of {bound:g} s")  # fmt: skip
+            problems.append(
+                f"recovery after {fault.kind} on {fault.target} took {took:.1f} s, "
+                f"above the bound of {bound:g} s"
+            )

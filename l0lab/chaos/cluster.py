@@ -111,8 +111,11 @@ class Cluster:
         self.root = DEFAULT_ROOT
         self.etcd = LocalEtcdCluster(base_dir=run_dir / "etcd")
         self.s3_port = free_port()
-        self.s3 = Child.python("s3", ["-m", "moto.server", "-H", "127.0.0.1", "-p",
-                                      str(self.s3_port)], self.logs / "s3.log")  # fmt: skip
+        self.s3 = Child.python(
+            "s3",
+            ["-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.s3_port)],
+            self.logs / "s3.log",
+        )
         self.proxy = FaultProxy(f"http://127.0.0.1:{self.s3_port}")
         self.routes: dict[str, str] = {}
         self.publishers: dict[str, PublisherProc] = {}
@@ -179,38 +182,120 @@ class Cluster:
         served = {pub.name, REPLICATED}
         partitions = ",".join(p for p, owner in sorted(self.routes.items()) if owner in served)
         cfg = self.config
-        replicas = ["--replicated", "--advertise-url", pub.url, "--member-lease-ttl",
-                    str(cfg.member_lease_ttl_s), "--membership-interval", "0.5"]  # fmt: skip
-        return [sys.executable, *base, "serve", *(replicas if cfg.replicated else []),
-                "--etcd", self.etcd_endpoints,
-                "--namespace", NAMESPACE, "--partitions", partitions, "--register",
-                "--http-port", str(pub.port), "--auth-token-file", str(self.token_file),
-                "--tick-interval", str(cfg.epoch_interval_s),
-                "--ticker-lease-ttl", str(cfg.ticker_lease_ttl_s), "--publish-interval", "0.5",
-                "--hold-ttl", str(cfg.hold_ttl_s), "--fence-timeout", "5",
-                "--drain-timeout", "2", "--owner-id", pub.owner_id, "--etcd-timeout", "2",
-                "--log-level", "warning"]  # fmt: skip
+        replicas = [
+            "--replicated",
+            "--advertise-url",
+            pub.url,
+            "--member-lease-ttl",
+            str(cfg.member_lease_ttl_s),
+            "--membership-interval",
+            "0.5",
+        ]
+        return [
+            sys.executable,
+            *base,
+            "serve",
+            *(replicas if cfg.replicated else []),
+            "--etcd",
+            self.etcd_endpoints,
+            "--namespace",
+            NAMESPACE,
+            "--partitions",
+            partitions,
+            "--register",
+            "--http-port",
+            str(pub.port),
+            "--auth-token-file",
+            str(self.token_file),
+            "--tick-interval",
+            str(cfg.epoch_interval_s),
+            "--ticker-lease-ttl",
+            str(cfg.ticker_lease_ttl_s),
+            "--publish-interval",
+            "0.5",
+            "--hold-ttl",
+            str(cfg.hold_ttl_s),
+            "--fence-timeout",
+            "5",
+            "--drain-timeout",
+            "2",
+            "--owner-id",
+            pub.owner_id,
+            "--etcd-timeout",
+            "2",
+            "--log-level",
+            "warning",
+        ]
 
     def _round_argv(self, index: int) -> list[str]:
-        return ["--bucket", BUCKET, "--endpoint-url", self.proxy.endpoint_url,
-                "--region", "us-east-1", "--root", self.root, "--etcd", self.etcd_endpoints,
-                "--namespace", NAMESPACE, "--etcd-timeout", "2",
-                "--grace", f"{self.config.grace_s}s", "--shard-index", str(index),
-                "--shard-count", str(len(self.sweepers)), "--journal-dir", str(self.journal_dir),
-                "--concurrency", "4", "--list-concurrency", "2",
-                "--log-level", "warning"]  # fmt: skip
+        return [
+            "--bucket",
+            BUCKET,
+            "--endpoint-url",
+            self.proxy.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--root",
+            self.root,
+            "--etcd",
+            self.etcd_endpoints,
+            "--namespace",
+            NAMESPACE,
+            "--etcd-timeout",
+            "2",
+            "--grace",
+            f"{self.config.grace_s}s",
+            "--shard-index",
+            str(index),
+            "--shard-count",
+            str(len(self.sweepers)),
+            "--journal-dir",
+            str(self.journal_dir),
+            "--concurrency",
+            "4",
+            "--list-concurrency",
+            "2",
+            "--log-level",
+            "warning",
+        ]
 
     def _daemon_argv(self, sweeper: SweeperProc) -> list[str]:
-        return [sys.executable, "-m", "gcd", "daemon", *self._round_argv(sweeper.index),
-                "--interval", "0.5s", "--idle-interval", "1s", "--max-interval", "2s",
-                "--full-pass-interval", "5s", "--unready-after", "60s",
-                "--shard-ttl", f"{self.config.shard_ttl_s}s",
-                "--http-host", "127.0.0.1", "--http-port", str(sweeper.port)]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "gcd",
+            "daemon",
+            *self._round_argv(sweeper.index),
+            "--interval",
+            "0.5s",
+            "--idle-interval",
+            "1s",
+            "--max-interval",
+            "2s",
+            "--full-pass-interval",
+            "5s",
+            "--unready-after",
+            "60s",
+            "--shard-ttl",
+            f"{self.config.shard_ttl_s}s",
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            str(sweeper.port),
+        ]
 
     def sweep_argv(self, index: int) -> list[str]:
         """A one-shot `gcd sweep` of shard `index` (the final rounds)."""
-        return [sys.executable, "-m", "gcd", "sweep", *self._round_argv(index),
-                "--shard-ttl", f"{self.config.shard_ttl_s}s", "--json"]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "gcd",
+            "sweep",
+            *self._round_argv(index),
+            "--shard-ttl",
+            f"{self.config.shard_ttl_s}s",
+            "--json",
+        ]
 
     # -- start and stop -------------------------------------------------------------------
 
@@ -232,8 +317,10 @@ class Cluster:
         self.session = aiohttp.ClientSession()
         async with DemoBucket.open(self.s3_settings(direct=True)) as bucket:
             await bucket.ensure_bucket()
-        self.kv = await open_kv(EtcdSettings(endpoints=self.etcd.endpoints, namespace=NAMESPACE,
-                                             timeout_s=1.0), connect=False)  # fmt: skip
+        self.kv = await open_kv(
+            EtcdSettings(endpoints=self.etcd.endpoints, namespace=NAMESPACE, timeout_s=1.0),
+            connect=False,
+        )
         self.store = WatermarkStore(self.kv, NAMESPACE)
         await self.store.init_cluster_epoch(1)
         await asyncio.to_thread(self._bind)
@@ -243,12 +330,33 @@ class Cluster:
 
     def _bind(self) -> None:
         """`watermark namespace bind`, as an operator runs it once per cluster."""
-        argv = [sys.executable, "-m", "watermark", "namespace", "bind", "--bucket", BUCKET,
-                "--root", self.root, "--endpoint-url", self.proxy.endpoint_url,
-                "--region", "us-east-1", "--etcd", self.etcd_endpoints,
-                "--namespace", NAMESPACE]  # fmt: skip
-        done = subprocess.run(argv, env=child_env(), capture_output=True, text=True,  # noqa: S603
-                              timeout=120, check=False)  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "watermark",
+            "namespace",
+            "bind",
+            "--bucket",
+            BUCKET,
+            "--root",
+            self.root,
+            "--endpoint-url",
+            self.proxy.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--etcd",
+            self.etcd_endpoints,
+            "--namespace",
+            NAMESPACE,
+        ]
+        done = subprocess.run(  # noqa: S603 - argv is ours
+            argv,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"watermark namespace bind failed: {done.stderr.strip()}")
 
@@ -273,24 +381,37 @@ class Cluster:
         embedded = name == EMBEDDED
         partitions = [p for p, o in sorted(self.routes.items()) if (o == EMBEDDED) == embedded]
         return WriterSpec(
-            name=name, mode="embedded" if name == EMBEDDED else "http", run_dir=str(self.run_dir),
-            etcd=list(self.etcd.endpoints), namespace=NAMESPACE,
-            endpoint_url=self.proxy.endpoint_url, bucket=BUCKET, root=self.root,
+            name=name,
+            mode="embedded" if name == EMBEDDED else "http",
+            run_dir=str(self.run_dir),
+            etcd=list(self.etcd.endpoints),
+            namespace=NAMESPACE,
+            endpoint_url=self.proxy.endpoint_url,
+            bucket=BUCKET,
+            root=self.root,
             routes={p: ("" if name == EMBEDDED else self.url(p)) for p in partitions},
             replicas=[] if embedded else self.replica_urls,
-            token=self.tokens["writer"], token_file=str(self.token_file),
-            control_port=control_port, api_port=api_port, owner_id=f"{EMBEDDED}-publisher",
-            rate=cfg.write_rate / len(self.routes), slow_share=cfg.slow_commit_share,
-            seed=seed, hold_ttl_s=cfg.hold_ttl_s,
-        )  # fmt: skip
+            token=self.tokens["writer"],
+            token_file=str(self.token_file),
+            control_port=control_port,
+            api_port=api_port,
+            owner_id=f"{EMBEDDED}-publisher",
+            rate=cfg.write_rate / len(self.routes),
+            slow_share=cfg.slow_commit_share,
+            seed=seed,
+            hold_ttl_s=cfg.hold_ttl_s,
+        )
 
     async def _start_writers(self) -> None:
         for offset, name in enumerate(("http", EMBEDDED)):
             control, api = free_port(), free_port() if name == EMBEDDED else 0
             spec_path = self.run_dir / f"writer-{name}.json"
             self._writer_spec(name, control, api, self.config.seed * 7 + offset).dump(spec_path)
-            child = Child.python(f"writer-{name}", ["-m", "l0lab.chaos.writer", str(spec_path)],
-                                 self.logs / f"writer-{name}.log")  # fmt: skip
+            child = Child.python(
+                f"writer-{name}",
+                ["-m", "l0lab.chaos.writer", str(spec_path)],
+                self.logs / f"writer-{name}.log",
+            )
             self.writers[name] = WriterProc(name, spec_path, control, child, api)
         await asyncio.gather(*(self.start_writer(name) for name in self.writers))
 
@@ -323,14 +444,20 @@ class Cluster:
     # -- operations -----------------------------------------------------------------------
 
     async def _json(
-        self, method: str, url: str, body: dict[str, Any] | None = None, *,
-        token: str | None = None, timeout_s: float = 40.0,
-    ) -> tuple[int, Any]:  # fmt: skip
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None = None,
+        *,
+        token: str | None = None,
+        timeout_s: float = 40.0,
+    ) -> tuple[int, Any]:
         assert self.session is not None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         timeout = aiohttp.ClientTimeout(total=timeout_s)
-        async with self.session.request(method, url, json=body, headers=headers,
-                                        timeout=timeout) as resp:  # fmt: skip
+        async with self.session.request(
+            method, url, json=body, headers=headers, timeout=timeout
+        ) as resp:
             return resp.status, await resp.json(content_type=None)
 
     async def writer_pause(self, name: str, partitions: list[str]) -> dict[str, int]:
@@ -338,8 +465,9 @@ class Cluster:
         if not partitions:
             return {}
         try:
-            status, doc = await self._json("POST", f"{self.writers[name].control_url}/pause",
-                                           {"partitions": partitions})  # fmt: skip
+            status, doc = await self._json(
+                "POST", f"{self.writers[name].control_url}/pause", {"partitions": partitions}
+            )
             if status == 200:
                 return {p: int(v) for p, v in doc["log_ends"].items()}
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
@@ -353,8 +481,11 @@ class Cluster:
             return
         routes = {p: self.url(p) for p in partitions}
         try:
-            await self._json("POST", f"{self.writers[name].control_url}/resume",
-                             {"partitions": partitions, "routes": routes})  # fmt: skip
+            await self._json(
+                "POST",
+                f"{self.writers[name].control_url}/resume",
+                {"partitions": partitions, "routes": routes},
+            )
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             self.problems.append(f"resuming {partitions} on writer {name} failed: {exc!r}")
 
@@ -375,8 +506,9 @@ class Cluster:
         for _ in range(20):
             try:
                 body = {"log_end_offset": log_end}
-                status, doc = await self._json("POST", url, body, token=self.tokens["admin"],
-                                               timeout_s=10)  # fmt: skip
+                status, doc = await self._json(
+                    "POST", url, body, token=self.tokens["admin"], timeout_s=10
+                )
             except (aiohttp.ClientError, TimeoutError) as exc:
                 status, doc = 0, {"error": repr(exc)}
             if status == 200:

@@ -73,15 +73,22 @@ class FaultKind(enum.Enum):
 FAULT_GROUPS: Final[dict[str, frozenset[FaultKind]]] = {
     "all": frozenset(FaultKind),
     "etcd": frozenset({FaultKind.ETCD_KILL, FaultKind.ETCD_LEADER_KILL, FaultKind.ETCD_FREEZE}),
-    "publisher": frozenset({FaultKind.PUBLISHER_KILL, FaultKind.PUBLISHER_TERM,
-                            FaultKind.PUBLISHER_FREEZE, FaultKind.TICKER_LEADER_KILL,
-                            FaultKind.FAILOVER, FaultKind.PUBLISHER_DUP_START,
-                            FaultKind.FORGED_MEMBER}),
+    "publisher": frozenset(
+        {
+            FaultKind.PUBLISHER_KILL,
+            FaultKind.PUBLISHER_TERM,
+            FaultKind.PUBLISHER_FREEZE,
+            FaultKind.TICKER_LEADER_KILL,
+            FaultKind.FAILOVER,
+            FaultKind.PUBLISHER_DUP_START,
+            FaultKind.FORGED_MEMBER,
+        }
+    ),
     "sweeper": frozenset({FaultKind.SWEEPER_KILL, FaultKind.SWEEPER_FREEZE}),
     "writer": frozenset({FaultKind.WRITER_KILL, FaultKind.WRITER_FREEZE}),
     "s3": frozenset({FaultKind.S3_STORM, FaultKind.S3_LATENCY, FaultKind.S3_DROP}),
     "none": frozenset(),
-}  # fmt: skip
+}
 
 BROKEN_BUILDS: Final[dict[str, str]] = {
     "no-drain-slide": "the publishers' fence slides its window without waiting for the "
@@ -152,20 +159,34 @@ class ChaosConfig:
     def __post_init__(self) -> None:
         checks = (
             (self.duration_s >= 10, f"--duration {self.duration_s!r} must be at least 10 s"),
-            (self.broken_build is None or self.broken_build in BROKEN_BUILDS,
-             f"--broken-build {self.broken_build!r}: choose from {', '.join(BROKEN_BUILDS)}"),
-            (self.partitions_per_publisher >= 1 and self.embedded_partitions >= 1,
-             "each publisher needs at least one partition"),
+            (
+                self.broken_build is None or self.broken_build in BROKEN_BUILDS,
+                f"--broken-build {self.broken_build!r}: choose from {', '.join(BROKEN_BUILDS)}",
+            ),
+            (
+                self.partitions_per_publisher >= 1 and self.embedded_partitions >= 1,
+                "each publisher needs at least one partition",
+            ),
             (self.write_rate > 0, "--write-rate must be > 0"),
-            (self.publisher_replicas == 0 or 2 <= self.publisher_replicas <= 5,
-             (f"--publisher-replicas {self.publisher_replicas}: 0 (two publishers on "
-              "disjoint partitions) or 2-5 replicas")),
-            (not (self.replicated and FaultKind.FAILOVER in self.faults),
-             ("--faults failover moves partitions the way a controller does, which a "
-              "replicated set does by itself: drop it, or run without --publisher-replicas")),
-            (self.replicated or FaultKind.FORGED_MEMBER not in self.faults,
-             "--faults forged-member needs replicated publishers (--publisher-replicas N)"),
-        )  # fmt: skip
+            (
+                self.publisher_replicas == 0 or 2 <= self.publisher_replicas <= 5,
+                (
+                    f"--publisher-replicas {self.publisher_replicas}: 0 (two publishers on "
+                    "disjoint partitions) or 2-5 replicas"
+                ),
+            ),
+            (
+                not (self.replicated and FaultKind.FAILOVER in self.faults),
+                (
+                    "--faults failover moves partitions the way a controller does, which a "
+                    "replicated set does by itself: drop it, or run without --publisher-replicas"
+                ),
+            ),
+            (
+                self.replicated or FaultKind.FORGED_MEMBER not in self.faults,
+                "--faults forged-member needs replicated publishers (--publisher-replicas N)",
+            ),
+        )
         for ok, problem in checks:
             if not ok:
                 raise ConfigError(problem)

@@ -61,9 +61,11 @@ async def duplicate_start(cluster: Cluster, rng: random.Random) -> tuple[str, He
     argv[argv.index("--owner-id") + 1] = f"{pub.owner_id}-dup"
     before = await _owners(cluster)
     process = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        *argv,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
         env=child_env(),
-    )  # fmt: skip
+    )
     try:
         _, err = await asyncio.wait_for(process.communicate(), timeout=60)
     except TimeoutError:
@@ -118,8 +120,13 @@ async def forged_member(cluster: Cluster, rng: random.Random) -> tuple[str, Heal
     prefix = f"{NAMESPACE}/replicas/"
     member = MemberRecord(_FORGED_ID, address, frozenset(partitions)).encode(time.time())
     claim = ClaimRecord(_FORGED_ID, lease).encode()
-    await kv.txn([], [Put(prefix + "members/" + _FORGED_ID, member, lease),
-                      *(Put(prefix + "claims/" + p, claim, lease) for p in taken)])  # fmt: skip
+    await kv.txn(
+        [],
+        [
+            Put(prefix + "members/" + _FORGED_ID, member, lease),
+            *(Put(prefix + "claims/" + p, claim, lease) for p in taken),
+        ],
+    )
 
     async def heal() -> None:
         stop.set()

@@ -35,8 +35,7 @@ __all__ = ["Monitor", "Sample"]
 
 _log = structlog.get_logger("gcd.chaos")
 _SAFE_EPOCH = re.compile(r"^l0gc_sweeper_safe_epoch ([0-9.e+]+)$", re.MULTILINE)
-_ROUNDS = re.compile(r'^l0gc_sweeper_rounds_total\{outcome="(\w+)"\} ([0-9.e+]+)$',
-                     re.MULTILINE)  # fmt: skip
+_ROUNDS = re.compile(r'^l0gc_sweeper_rounds_total\{outcome="(\w+)"\} ([0-9.e+]+)$', re.MULTILINE)
 _UNBLOCKED = frozenset({"ok", "partial", "idle"})
 _PENDING_S = 60.0
 
@@ -103,8 +102,9 @@ class Monitor:
             self.samples.append(Sample(now, None, None, f"etcd unreachable: {exc}", ()))
             return
         pinned = tuple(record.partition for record in read.pinning)
-        self.samples.append(Sample(now, read.safe_epoch, read.cluster_epoch,
-                                   read.blocked_reason, pinned))  # fmt: skip
+        self.samples.append(
+            Sample(now, read.safe_epoch, read.cluster_epoch, read.blocked_reason, pinned)
+        )
 
     async def _scrape(self, session: aiohttp.ClientSession) -> None:
         async def one(index: int, start: int, url: str) -> None:
@@ -122,8 +122,9 @@ class Monitor:
                 self.sweeper_progress_at[index] = time.time()
             self._check_sweeper_m(index, start, _SAFE_EPOCH.search(text))
 
-        await asyncio.gather(*(one(s.index, s.child.starts, s.metrics_url)
-                               for s in self.cluster.sweepers))  # fmt: skip
+        await asyncio.gather(
+            *(one(s.index, s.child.starts, s.metrics_url) for s in self.cluster.sweepers)
+        )
 
     def _check_sweeper_m(self, index: int, start: int, found: re.Match[str] | None) -> None:
         """The M a sweeper process uses must never go down (NaN: blocked, no M)."""
@@ -132,8 +133,9 @@ class Monitor:
         m, key = int(value), (index, start)
         highest = self.sweeper_m.get(key)
         if highest is not None and m < highest:
-            self.m_regressions.append(f"sweeper {index} (start {start}) used M = {m} after "
-                                      f"M = {highest}")  # fmt: skip
+            self.m_regressions.append(
+                f"sweeper {index} (start {start}) used M = {m} after M = {highest}"
+            )
         self.sweeper_m[key] = m if highest is None else max(highest, m)
 
     def _tail_files(
@@ -182,11 +184,13 @@ class Monitor:
                 for key in doc.get("deleted") or ():
                     self.deleted += 1
                     self._pending.append(_Pending(str(key), began, now))
-        for doc in self._tail_files(self._history_tails, self.cluster.run_dir / "history",
-                                    "writer-*.jsonl"):  # fmt: skip
+        for doc in self._tail_files(
+            self._history_tails, self.cluster.run_dir / "history", "writer-*.jsonl"
+        ):
             if doc.get("op") == "fencing_violation" and self.first_loss is None:
-                self.first_loss = (f"fencing violation on {doc.get('partition')} at epoch "
-                                   f"{doc.get('epoch')}")  # fmt: skip
+                self.first_loss = (
+                    f"fencing violation on {doc.get('partition')} at epoch {doc.get('epoch')}"
+                )
         self._index_keys()
         still: list[_Pending] = []
         for pending in self._pending:
@@ -216,33 +220,53 @@ class Monitor:
         return None
 
     async def wait_recovery(
-        self, healed_at: float, m_at_heal: int | None, bound_s: float,
+        self,
+        healed_at: float,
+        m_at_heal: int | None,
+        bound_s: float,
         stop: asyncio.Event | None = None,
-    ) -> tuple[float | None, float | None, str]:  # fmt: skip
+    ) -> tuple[float | None, float | None, str]:
         """(recovered_at, m_advanced_at, what is missing) after a heal; waits at most `bound_s`."""
         deadline = healed_at + bound_s
         m_advanced_at: float | None = None
         missing = ""
         while True:
             if m_advanced_at is None:
-                m_advanced_at = next((s.at for s in self.samples if s.at > healed_at
-                                      and _above(s.safe_epoch, m_at_heal)), None)  # fmt: skip
-            quiet = [name for name, feed in self.reconcilers.feeds.items()
-                     if (feed.last_commit_at or 0.0) <= healed_at]  # fmt: skip
-            stuck = [s.index for s in self.cluster.sweepers
-                     if self.sweeper_progress_at.get(s.index, 0.0) <= healed_at]  # fmt: skip
+                m_advanced_at = next(
+                    (
+                        s.at
+                        for s in self.samples
+                        if s.at > healed_at and _above(s.safe_epoch, m_at_heal)
+                    ),
+                    None,
+                )
+            quiet = [
+                name
+                for name, feed in self.reconcilers.feeds.items()
+                if (feed.last_commit_at or 0.0) <= healed_at
+            ]
+            stuck = [
+                s.index
+                for s in self.cluster.sweepers
+                if self.sweeper_progress_at.get(s.index, 0.0) <= healed_at
+            ]
             if m_advanced_at is not None and not quiet and not stuck:
                 return time.time(), m_advanced_at, ""
-            missing = "; ".join(part for part in (
-                "" if m_advanced_at is not None else f"M did not advance past {m_at_heal}",
-                f"no commit on {', '.join(quiet)}" if quiet else "",
-                f"no unblocked round of sweeper {stuck} ({self._sweepers_seen(stuck)})"
-                if stuck else "") if part)  # fmt: skip
+            missing = "; ".join(
+                part
+                for part in (
+                    "" if m_advanced_at is not None else f"M did not advance past {m_at_heal}",
+                    f"no commit on {', '.join(quiet)}" if quiet else "",
+                    f"no unblocked round of sweeper {stuck} ({self._sweepers_seen(stuck)})"
+                    if stuck
+                    else "",
+                )
+                if part
+            )
             stopped = stop is not None and stop.is_set()
             if time.time() >= deadline or self.first_loss is not None or stopped:
                 return None, m_advanced_at, missing
             await asyncio.sleep(self.every_s)
-
 
     def _sweepers_seen(self, indexes: list[int]) -> str:
         """What the stuck sweepers' /metrics said last, for the note of a failed recovery."""
@@ -252,8 +276,11 @@ class Monitor:
             at = self.sweeper_scraped_at.get(index)
             outcomes = sorted(self.sweeper_outcomes.get(index, {}).items())
             rounds = ", ".join(f"{outcome} {n}" for outcome, n in outcomes) or "none"
-            said = ("/metrics never answered" if at is None
-                    else f"/metrics answered {now - at:.1f} s ago, rounds {rounds}")  # fmt: skip
+            said = (
+                "/metrics never answered"
+                if at is None
+                else f"/metrics answered {now - at:.1f} s ago, rounds {rounds}"
+            )
             seen.append(f"sweeper {index}: {said}")
         return "; ".join(seen)
 

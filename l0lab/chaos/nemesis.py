@@ -54,8 +54,9 @@ _MIN_LEFT_S = 8.0
 class Nemesis:
     """See the module docstring."""
 
-    def __init__(self, config: ChaosConfig, cluster: Cluster, reconcilers: Reconcilers,
-                 monitor: Monitor) -> None:  # fmt: skip
+    def __init__(
+        self, config: ChaosConfig, cluster: Cluster, reconcilers: Reconcilers, monitor: Monitor
+    ) -> None:
         self.config = config
         self.cluster = cluster
         self.reconcilers = reconcilers
@@ -270,8 +271,9 @@ class Nemesis:
             member = found or member
         name = f"etcd {member.name}"
         if kind is FaultKind.ETCD_FREEZE:
-            return self._freeze(name, lambda: member.signal(signal.SIGSTOP),
-                                lambda: member.signal(signal.SIGCONT))  # fmt: skip
+            return self._freeze(
+                name, lambda: member.signal(signal.SIGSTOP), lambda: member.signal(signal.SIGCONT)
+            )
         await asyncio.to_thread(member.stop, kill=True)
 
         async def heal() -> None:
@@ -306,8 +308,14 @@ async def ticker_leader(cluster: Cluster) -> str | None:
     if item is None:
         return None
     holder = item.value.decode(errors="replace")
-    return next((name for name, pub in cluster.publishers.items()
-                 if pub.owner_id == holder and pub.child.alive), None)  # fmt: skip
+    return next(
+        (
+            name
+            for name, pub in cluster.publishers.items()
+            if pub.owner_id == holder and pub.child.alive
+        ),
+        None,
+    )
 
 
 def etcd_leader(cluster: Cluster) -> LocalEtcd | None:
@@ -317,8 +325,9 @@ def etcd_leader(cluster: Cluster) -> LocalEtcd | None:
     for member in cluster.etcd.members:
         if member.process is None:
             continue
-        request = urllib.request.Request(f"http://{member.endpoint}/v3/maintenance/status",
-                                         data=b"{}", method="POST")  # fmt: skip
+        request = urllib.request.Request(
+            f"http://{member.endpoint}/v3/maintenance/status", data=b"{}", method="POST"
+        )
         try:
             with urllib.request.urlopen(request, timeout=1) as response:  # noqa: S310
                 doc = json.loads(response.read())

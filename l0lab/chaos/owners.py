@@ -33,13 +33,19 @@ _MAX_HOPS = 8
 
 
 async def call_json(
-    session: aiohttp.ClientSession, method: str, url: str, body: dict[str, Any] | None, *,
-    headers: dict[str, str], timeout_s: float,
-) -> tuple[int, dict[str, Any], str | None]:  # fmt: skip
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    body: dict[str, Any] | None,
+    *,
+    headers: dict[str, str],
+    timeout_s: float,
+) -> tuple[int, dict[str, Any], str | None]:
     """One request, redirects not followed: (status, JSON object or {}, Location)."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with session.request(method, url, json=body, headers=headers, timeout=timeout,
-                               allow_redirects=False) as response:  # fmt: skip
+    async with session.request(
+        method, url, json=body, headers=headers, timeout=timeout, allow_redirects=False
+    ) as response:
         try:
             doc = await response.json(content_type=None)
         except ValueError:
@@ -72,9 +78,16 @@ class Owners:
         self._seen[partition] = (self._route(partition), base)
 
     async def request(
-        self, session: aiohttp.ClientSession, method: str, partition: str, suffix: str,
-        body: dict[str, Any] | None, *, timeout_s: float, patience_s: float,
-    ) -> tuple[int, dict[str, Any], str]:  # fmt: skip
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        partition: str,
+        suffix: str,
+        body: dict[str, Any] | None,
+        *,
+        timeout_s: float,
+        patience_s: float,
+    ) -> tuple[int, dict[str, Any], str]:
         """`method` on /v1/partitions/{partition}{suffix} at its owner: (status, answer,
         base URL that answered). Follows 307s, waits out 503 ``no_owner`` for up to
         `patience_s`, and raises `aiohttp.ClientConnectorError` once no replica answers."""

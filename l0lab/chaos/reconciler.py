@@ -92,10 +92,11 @@ class Reconcilers:
         replicas: Sequence[str] = (),
     ) -> None:
         self.feeds = {
-            name: PartitionFeed(name, PartitionLog(log_path(run_dir, name)),
-                                Tail(log_path(run_dir, name)))
+            name: PartitionFeed(
+                name, PartitionLog(log_path(run_dir, name)), Tail(log_path(run_dir, name))
+            )
             for name in partitions
-        }  # fmt: skip
+        }
         self._owners = Owners(route, {"Authorization": f"Bearer {token}"}, replicas)
         self._history = history
         self.lag_s = lag_s
@@ -133,9 +134,14 @@ class Reconcilers:
             body["log_end_offset"] = feed.log.next_offset - 1
         try:
             status, answer, _ = await self._owners.request(
-                self.session, "POST", feed.name, "/reconciled", body,
-                timeout_s=2.0, patience_s=2.0,
-            )  # fmt: skip
+                self.session,
+                "POST",
+                feed.name,
+                "/reconciled",
+                body,
+                timeout_s=2.0,
+                patience_s=2.0,
+            )
         except (aiohttp.ClientError, TimeoutError):
             return caught_up
         ok = status == 200

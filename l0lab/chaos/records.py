@@ -172,8 +172,9 @@ class PartitionLog:
         if type(offset) is not int:
             return
         if doc.get("op") == "append":
-            self.entries[offset] = Entry(offset, str(doc["key"]), int(doc["epoch"]),
-                                         doc.get("token"), float(doc["t"]))  # fmt: skip
+            self.entries[offset] = Entry(
+                offset, str(doc["key"]), int(doc["epoch"]), doc.get("token"), float(doc["t"])
+            )
             self.next_offset = max(self.next_offset, offset + 1)
         elif doc.get("op") in {"commit", "abort"} and offset in self.entries:
             entry = self.entries[offset]
@@ -187,8 +188,9 @@ class PartitionLog:
 
     def unresolved(self) -> list[Entry]:
         """Entries neither committed nor aborted, by offset."""
-        return sorted((e for e in self.entries.values() if e.resolved is None),
-                      key=lambda e: e.offset)  # fmt: skip
+        return sorted(
+            (e for e in self.entries.values() if e.resolved is None), key=lambda e: e.offset
+        )
 
     def _write(self, doc: dict[str, Any]) -> None:
         assert self._file is not None, "the log is open for reading only"
@@ -199,8 +201,16 @@ class PartitionLog:
     def append(self, key: str, epoch: int, token: str | None) -> Entry:
         """Append an entry at the next offset (its fence is granted)."""
         offset = self.next_offset
-        self._write({"op": "append", "offset": offset, "key": key, "epoch": epoch,
-                     "token": token, "t": round(time.time(), 6)})  # fmt: skip
+        self._write(
+            {
+                "op": "append",
+                "offset": offset,
+                "key": key,
+                "epoch": epoch,
+                "token": token,
+                "t": round(time.time(), 6),
+            }
+        )
         return self.entries[offset]
 
     def commit(self, offset: int, how: str = "ok") -> None:

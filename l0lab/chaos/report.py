@@ -69,8 +69,9 @@ class ChaosReport:
         return asdict(self)
 
 
-def replay_command(seed: int, duration_s: float, faults: list[str], broken: str | None,
-                   replicas: int = 0) -> str:  # fmt: skip
+def replay_command(
+    seed: int, duration_s: float, faults: list[str], broken: str | None, replicas: int = 0
+) -> str:
     """The command that replays this run's schedule."""
     everything = sorted(kind.value for kind in parse_faults("all", replicated=bool(replicas)))
     kinds = "all" if faults == everything else (",".join(faults) or "none")
@@ -101,33 +102,51 @@ def text_report(report: ChaosReport) -> str:
     lines = [
         f"l0gc chaos: {verdict} after {report.elapsed_s:.1f} s, seed {report.seed}{build}",
         f"  faults    {report.faults_injected} injected: {kinds or 'none'}"
-        + (f"; not injected (run too short): {', '.join(report.faults_not_injected)}"
-           if report.faults_not_injected else ""),
-        (f"  owners    {report.ownership_changes} ownership changes of publisher partitions"
-         + (f" ({report.publisher_replicas} replicas)" if report.publisher_replicas else "")),
-        (f"  recovery  longest {_shown(report.longest_recovery_s)} s (bound "
-         f"{report.recovery_bound_s:g} s); longest write unavailability "
-         f"{report.longest_write_unavailability_s:.1f} s; longest M stall after a fault "
-         f"{report.longest_m_stall_after_fault_s:.1f} s"),
-        (f"  objects   written {report.objects_written}, committed {report.objects_committed}, "
-         f"orphans {report.orphans}, deleted {report.objects_deleted}, PUTs cut short by a "
-         f"kill {report.puts_cut_short}"),
-        (f"  verified  live objects lost: {report.live_lost}; garbage left at or below the "
-         f"final M {_shown(report.final_m)}: {report.garbage_left} (newest epoch written "
-         f"{_shown(report.max_epoch_written)}, cluster epoch {_shown(report.cluster_epoch)})"),
-        (f"  journal   {report.journal.get('attempts', 0)} delete requests, "
-         f"{report.journal.get('keys_deleted', 0)} keys, "
-         f"{report.journal.get('revisions_checked', 0)} etcd revisions and "
-         f"{report.journal.get('anchors_checked', 0)} journal ends anchored in etcd checked: "
-         f"{report.journal.get('violations', 0)} violations"),
-        (f"  S3        {report.list_requests} LIST and {report.delete_requests} DELETE "
-         f"requests through the fault proxy"),
-    ]  # fmt: skip
+        + (
+            f"; not injected (run too short): {', '.join(report.faults_not_injected)}"
+            if report.faults_not_injected
+            else ""
+        ),
+        (
+            f"  owners    {report.ownership_changes} ownership changes of publisher partitions"
+            + (f" ({report.publisher_replicas} replicas)" if report.publisher_replicas else "")
+        ),
+        (
+            f"  recovery  longest {_shown(report.longest_recovery_s)} s (bound "
+            f"{report.recovery_bound_s:g} s); longest write unavailability "
+            f"{report.longest_write_unavailability_s:.1f} s; longest M stall after a fault "
+            f"{report.longest_m_stall_after_fault_s:.1f} s"
+        ),
+        (
+            f"  objects   written {report.objects_written}, committed {report.objects_committed}, "
+            f"orphans {report.orphans}, deleted {report.objects_deleted}, PUTs cut short by a "
+            f"kill {report.puts_cut_short}"
+        ),
+        (
+            f"  verified  live objects lost: {report.live_lost}; garbage left at or below the "
+            f"final M {_shown(report.final_m)}: {report.garbage_left} (newest epoch written "
+            f"{_shown(report.max_epoch_written)}, cluster epoch {_shown(report.cluster_epoch)})"
+        ),
+        (
+            f"  journal   {report.journal.get('attempts', 0)} delete requests, "
+            f"{report.journal.get('keys_deleted', 0)} keys, "
+            f"{report.journal.get('revisions_checked', 0)} etcd revisions and "
+            f"{report.journal.get('anchors_checked', 0)} journal ends anchored in etcd checked: "
+            f"{report.journal.get('violations', 0)} violations"
+        ),
+        (
+            f"  S3        {report.list_requests} LIST and {report.delete_requests} DELETE "
+            f"requests through the fault proxy"
+        ),
+    ]
     if report.stopped_early:
         lines.append(f"  stopped   the faulty phase early: {report.stopped_early}")
     lines.extend(f"  problem   {problem}" for problem in report.problems[:30])
-    lines.extend(f"  LOST      {loss['key']} (partition {loss['partition']}, epoch "
-                 f"{loss['epoch']}: {loss['how']})" for loss in report.losses[:10])  # fmt: skip
+    lines.extend(
+        f"  LOST      {loss['key']} (partition {loss['partition']}, epoch "
+        f"{loss['epoch']}: {loss['how']})"
+        for loss in report.losses[:10]
+    )
     lines.append(f"  replay    {report.replay}")
     if report.run_dir:
         lines.append(f"  run dir   {report.run_dir} (logs, partition logs, histories, journal)")

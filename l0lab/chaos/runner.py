@@ -72,10 +72,14 @@ class ChaosRun:
         self.cluster = Cluster(config, self.run_dir)
         self.history = History(self.run_dir / "history" / "reconciler.jsonl")
         self.reconcilers = Reconcilers(
-            self.run_dir, config.all_partitions, route=self.cluster.url,
-            token=self.cluster.tokens["reconciler"], history=self.history,
-            lag_s=config.reconcile_lag_s, replicas=self.cluster.replica_urls,
-        )  # fmt: skip
+            self.run_dir,
+            config.all_partitions,
+            route=self.cluster.url,
+            token=self.cluster.tokens["reconciler"],
+            history=self.history,
+            lag_s=config.reconcile_lag_s,
+            replicas=self.cluster.replica_urls,
+        )
         self.monitor = Monitor(self.cluster, self.reconcilers)
         self.nemesis = Nemesis(config, self.cluster, self.reconcilers, self.monitor)
         self.problems: list[str] = []
@@ -90,29 +94,39 @@ class ChaosRun:
     def progress(self) -> Progress:
         """The view's sample."""
         cluster, latest = self.cluster, self.monitor.latest
-        children = [*(p.child for p in cluster.publishers.values()),
-                    *(s.child for s in cluster.sweepers),
-                    *(w.child for w in cluster.writers.values())]  # fmt: skip
+        children = [
+            *(p.child for p in cluster.publishers.values()),
+            *(s.child for s in cluster.sweepers),
+            *(w.child for w in cluster.writers.values()),
+        ]
         down = [c.name for c in children if not c.alive]
         down += [f"etcd {m.name}" for m in cluster.etcd.members if m.process is None]
         current = self.nemesis.current
-        committed = sum(1 for feed in self.reconcilers.feeds.values()
-                        for entry in feed.log.entries.values() if entry.committed)  # fmt: skip
+        committed = sum(
+            1
+            for feed in self.reconcilers.feeds.values()
+            for entry in feed.log.entries.values()
+            if entry.committed
+        )
         return Progress(
-            phase=self.phase, elapsed_s=time.time() - self.started,
-            duration_s=self.config.duration_s, seed=self.config.seed,
+            phase=self.phase,
+            elapsed_s=time.time() - self.started,
+            duration_s=self.config.duration_s,
+            seed=self.config.seed,
             fault=None if current is None else f"{current.kind} {current.target}",
             faults=len(self.nemesis.faults),
             cluster_epoch=None if latest is None else latest.cluster_epoch,
             safe_epoch=None if latest is None else latest.safe_epoch,
             pinned_by=() if latest is None else latest.pinned_by,
             blocked_reason=None if latest is None else latest.blocked_reason,
-            down=tuple(down), frozen=tuple(c.name for c in children if c.frozen),
-            committed=committed, deleted=self.monitor.deleted,
+            down=tuple(down),
+            frozen=tuple(c.name for c in children if c.frozen),
+            committed=committed,
+            deleted=self.monitor.deleted,
             list_requests=cluster.proxy.requests["list"],
             delete_requests=cluster.proxy.requests["delete"],
             first_loss=self.monitor.first_loss,
-        )  # fmt: skip
+        )
 
     async def run(self, stop: asyncio.Event) -> ChaosReport:
         """Every phase; on any exit, stop what was started."""
@@ -120,9 +134,12 @@ class ChaosRun:
         view_stop = asyncio.Event()
         view = ChaosView(self.progress, self.stream, tty=self.tty)
         tasks: list[asyncio.Task[None]] = []
-        report = ChaosReport(seed=self.config.seed, duration_s=self.config.duration_s,
-                             broken_build=self.config.broken_build,
-                             recovery_bound_s=self.config.recovery_bound_s)  # fmt: skip
+        report = ChaosReport(
+            seed=self.config.seed,
+            duration_s=self.config.duration_s,
+            broken_build=self.config.broken_build,
+            recovery_bound_s=self.config.recovery_bound_s,
+        )
         session = aiohttp.ClientSession()
         self.reconcilers.session = session
         try:
@@ -138,8 +155,10 @@ class ChaosRun:
             report.stopped_early = self.monitor.first_loss
             facts = await self._finish(faults_from, faults_until)
             facts.harness_problems.extend(self.cluster.problems + self.problems)
-            facts.harness_problems.extend(f"M went backwards in a sweeper: {regression}"
-                                          for regression in self.monitor.m_regressions)  # fmt: skip
+            facts.harness_problems.extend(
+                f"M went backwards in a sweeper: {regression}"
+                for regression in self.monitor.m_regressions
+            )
             verdict = check_run(facts)
             self._fill(report, facts, verdict.counts, faults_from, faults_until)
             report.problems = verdict.problems
@@ -157,9 +176,13 @@ class ChaosRun:
             self.history.close()
         report.elapsed_s = round(time.time() - self.started, 1)
         faults = sorted(kind.value for kind in self.config.faults)
-        report.replay = replay_command(self.config.seed, self.config.duration_s, faults,
-                                       self.config.broken_build,
-                                       self.config.publisher_replicas)  # fmt: skip
+        report.replay = replay_command(
+            self.config.seed,
+            self.config.duration_s,
+            faults,
+            self.config.broken_build,
+            self.config.publisher_replicas,
+        )
         if report.ok and not self.config.keep_run_dir and self.config.run_dir is None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         else:
@@ -194,14 +217,21 @@ class ChaosRun:
         final = await cluster.store.read_safe_epoch()
         self.ownership_changes = await self._ownership_changes()
         return RunFacts(
-            ledger=self._ledger(), deletions=deletions_of(read), present=present,
+            ledger=self._ledger(),
+            deletions=deletions_of(read),
+            present=present,
             unanswered=unanswered_of(read),
-            readback_missing=missing, final_m=final.safe_epoch,
-            cluster_epoch=final.cluster_epoch, journal=journal, faults=self.nemesis.faults,
-            m_samples=self.monitor.m_samples(), started_at=faults_from,
-            faulty_until=faults_until, recovery_bound_s=self.config.recovery_bound_s,
+            readback_missing=missing,
+            final_m=final.safe_epoch,
+            cluster_epoch=final.cluster_epoch,
+            journal=journal,
+            faults=self.nemesis.faults,
+            m_samples=self.monitor.m_samples(),
+            started_at=faults_from,
+            faulty_until=faults_until,
+            recovery_bound_s=self.config.recovery_bound_s,
             duration_s=faults_until - faults_from,
-        )  # fmt: skip
+        )
 
     async def _ownership_changes(self) -> int:
         """owner_epoch bumps beyond the first adoption, over the publishers' partitions."""
@@ -222,9 +252,12 @@ class ChaosRun:
     async def _read_back(self) -> list[str]:
         """HEAD every object an unreconciled committed entry references; the missing ones."""
         self.reconcilers.poll()
-        keys = [entry.key for feed in self.reconcilers.feeds.values()
-                for entry in feed.log.entries.values()
-                if entry.committed and entry.offset > feed.lifted_through]  # fmt: skip
+        keys = [
+            entry.key
+            for feed in self.reconcilers.feeds.values()
+            for entry in feed.log.entries.values()
+            if entry.committed and entry.offset > feed.lifted_through
+        ]
         gate = asyncio.Semaphore(_HEAD_CONCURRENCY)
         async with DemoBucket.open(self.cluster.s3_settings(direct=True)) as bucket:
 
@@ -249,8 +282,11 @@ class ChaosRun:
             await asyncio.sleep(0.25)
         latest = self.monitor.latest
         m = None if latest is None else latest.safe_epoch
-        why = "no reading" if latest is None else (
-            latest.blocked_reason or f"pinned by {', '.join(latest.pinned_by)}")  # fmt: skip
+        why = (
+            "no reading"
+            if latest is None
+            else (latest.blocked_reason or f"pinned by {', '.join(latest.pinned_by)}")
+        )
         self.problems.append(
             f"M did not reach the newest epoch written ({max_epoch}) within {_SETTLE_S:g} s "
             f"after the writers stopped and the reconcilers caught up (M = {m}, {why})"
@@ -262,9 +298,11 @@ class ChaosRun:
         async def one(index: int) -> None:
             for _attempt in range(4):
                 process = await asyncio.create_subprocess_exec(
-                    *self.cluster.sweep_argv(index), env=child_env(),
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                )  # fmt: skip
+                    *self.cluster.sweep_argv(index),
+                    env=child_env(),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
                 out, err = await process.communicate()
                 summary: dict[str, Any] = {}
                 try:
@@ -277,8 +315,10 @@ class ChaosRun:
                 if process.returncode != 3:
                     break
                 await asyncio.sleep(self.config.shard_ttl_s + 1.0)  # a lease still to expire
-            self.problems.append(f"the final gcd sweep of shard {index} exited "
-                                 f"{process.returncode}: {err.decode()[-500:]}")  # fmt: skip
+            self.problems.append(
+                f"the final gcd sweep of shard {index} exited "
+                f"{process.returncode}: {err.decode()[-500:]}"
+            )
 
         await asyncio.gather(*(one(s.index) for s in self.cluster.sweepers))
 
@@ -293,8 +333,14 @@ class ChaosRun:
         journal.findings.extend(f for f in found.findings if f.kind is FindingKind.DAMAGE)
         self.anchors_checked = len(anchors)
 
-    def _fill(self, report: ChaosReport, facts: RunFacts, counts: dict[str, Any],
-              faults_from: float, faults_until: float) -> None:  # fmt: skip
+    def _fill(
+        self,
+        report: ChaosReport,
+        facts: RunFacts,
+        counts: dict[str, Any],
+        faults_from: float,
+        faults_until: float,
+    ) -> None:
         for name, value in counts.items():
             if hasattr(report, name):
                 setattr(report, name, value)
@@ -315,4 +361,3 @@ class ChaosRun:
         journal.pop("findings", None)
         journal["anchors_checked"] = self.anchors_checked
         report.journal = journal
-

@@ -50,8 +50,11 @@ def _epochs(p: Progress) -> str:
     lag = "-"
     if p.cluster_epoch is not None and p.safe_epoch is not None:
         lag = str(p.cluster_epoch - p.safe_epoch)
-    why = f"BLOCKED: {p.blocked_reason}" if p.blocked_reason else (
-        f"pinned by {', '.join(p.pinned_by[:3])}" if p.pinned_by else "")  # fmt: skip
+    why = (
+        f"BLOCKED: {p.blocked_reason}"
+        if p.blocked_reason
+        else (f"pinned by {', '.join(p.pinned_by[:3])}" if p.pinned_by else "")
+    )
     return f"  etcd      cluster epoch {epoch:>5}   global M {safe:>5}   lag {lag:>3}   {why}"
 
 
@@ -65,17 +68,20 @@ def render(p: Progress) -> list[str]:
         f"  nemesis   {p.fault or 'quiet'}   ({p.faults} faults so far)",
         _epochs(p),
         f"  processes down: {down}   frozen: {frozen}",
-        (f"  objects   committed {p.committed:>6}   deleted {p.deleted:>6}   "
-         f"(LIST {p.list_requests}, DELETE {p.delete_requests} through the proxy)"),
+        (
+            f"  objects   committed {p.committed:>6}   deleted {p.deleted:>6}   "
+            f"(LIST {p.list_requests}, DELETE {p.delete_requests} through the proxy)"
+        ),
         f"  live objects lost  {lost}",
-    ]  # fmt: skip
+    ]
 
 
 class ChaosView:
     """Samples the run about once a second and shows it."""
 
-    def __init__(self, sample: Callable[[], Progress], stream: TextIO, *, tty: bool,
-                 log_every_s: float = 5.0) -> None:  # fmt: skip
+    def __init__(
+        self, sample: Callable[[], Progress], stream: TextIO, *, tty: bool, log_every_s: float = 5.0
+    ) -> None:
         self._sample = sample
         self._stream = stream
         self._tty = tty

@@ -104,9 +104,20 @@ class WriterSpec:
 class PartitionWriter:
     """One partition's leader (see the module docstring)."""
 
-    def __init__(self, partition: str, log: PartitionLog, backend: Any, *, clock: EpochClock,
-                 bucket: DemoBucket, history: History, layout: KeyLayout, created_epoch: int,
-                 spec: WriterSpec, rng: random.Random) -> None:  # fmt: skip
+    def __init__(
+        self,
+        partition: str,
+        log: PartitionLog,
+        backend: Any,
+        *,
+        clock: EpochClock,
+        bucket: DemoBucket,
+        history: History,
+        layout: KeyLayout,
+        created_epoch: int,
+        spec: WriterSpec,
+        rng: random.Random,
+    ) -> None:
         self.partition = partition
         self.log = log
         self.backend = backend
@@ -199,8 +210,12 @@ class PartitionWriter:
             self.log.abort(offset, why)
             self.counts["aborted"] += 1
             if why == "fencing_violation":
-                self.history.write("fencing_violation", partition=self.partition, offset=offset,
-                                   epoch=self.log.entries[offset].epoch)  # fmt: skip
+                self.history.write(
+                    "fencing_violation",
+                    partition=self.partition,
+                    offset=offset,
+                    epoch=self.log.entries[offset].epoch,
+                )
         else:
             self.log.commit(offset, outcome)
             self.counts["committed"] += 1
@@ -213,8 +228,9 @@ class PartitionWriter:
                 # log end, so the entry stays.
                 self._resolve(entry.offset, "kept", "")
                 continue
-            outcome, why = await self.backend.commit(self.partition, entry.token, entry.offset,
-                                                     resumed=True)  # fmt: skip
+            outcome, why = await self.backend.commit(
+                self.partition, entry.token, entry.offset, resumed=True
+            )
             self._resolve(entry.offset, outcome, why)
 
     async def pause(self) -> int:
@@ -230,8 +246,9 @@ class PartitionWriter:
         self.resumed.set()
 
 
-def control_app(writers: dict[str, PartitionWriter], routes: dict[str, str],
-                stop_writing: asyncio.Event) -> web.Application:  # fmt: skip
+def control_app(
+    writers: dict[str, PartitionWriter], routes: dict[str, str], stop_writing: asyncio.Event
+) -> web.Application:
     """The harness's control API of this process (see the module docstring)."""
 
     async def pause(request: web.Request) -> web.Response:
@@ -254,9 +271,17 @@ def control_app(writers: dict[str, PartitionWriter], routes: dict[str, str],
         return web.json_response({"log_ends": ends})
 
     async def status(_request: web.Request) -> web.Response:
-        return web.json_response({name: {**w.counts, "log_end": w.log.log_end,
-                                         "inflight": w.inflight, "paused": w.paused}
-                                  for name, w in writers.items()})  # fmt: skip
+        return web.json_response(
+            {
+                name: {
+                    **w.counts,
+                    "log_end": w.log.log_end,
+                    "inflight": w.inflight,
+                    "paused": w.paused,
+                }
+                for name, w in writers.items()
+            }
+        )
 
     app = web.Application()
     app.router.add_post("/pause", pause)
@@ -282,8 +307,10 @@ async def run(spec: WriterSpec) -> int:
 
 async def _run(spec: WriterSpec, stop: asyncio.Event) -> int:
     run_dir = Path(spec.run_dir)
-    kv = await open_kv(EtcdSettings(endpoints=tuple(spec.etcd), namespace=spec.namespace,
-                                    timeout_s=2.0), connect=False)  # fmt: skip
+    kv = await open_kv(
+        EtcdSettings(endpoints=tuple(spec.etcd), namespace=spec.namespace, timeout_s=2.0),
+        connect=False,
+    )
     store = WatermarkStore(kv, spec.namespace)
     history = History(run_dir / "history" / f"writer-{spec.name}.jsonl")
     routes = dict(spec.routes)
@@ -298,36 +325,48 @@ async def _run(spec: WriterSpec, stop: asyncio.Event) -> int:
             embedded = spec.mode == "embedded"
             logs = {name: PartitionLog.open(log_path(run_dir, name)) for name in routes}
             if embedded:
-                publisher = Publisher(store, spec.owner_id, publish_interval_s=0.5,
-                                      hold_ttl_s=spec.hold_ttl_s)  # fmt: skip
+                publisher = Publisher(
+                    store, spec.owner_id, publish_interval_s=0.5, hold_ttl_s=spec.hold_ttl_s
+                )
                 backend: Any = EmbeddedBackend(publisher)
             else:
-                backend = HttpBackend(session, lambda p: routes[p], spec.token,
-                                      replicas=spec.replicas)  # fmt: skip
+                backend = HttpBackend(
+                    session, lambda p: routes[p], spec.token, replicas=spec.replicas
+                )
             created: dict[str, int] = {}
             for name in routes:
                 created[name] = (await _retry(store.register_partition, name)).created_epoch
             clock = EpochClock(store, refresh_interval_s=0.5)
             rng = random.Random(spec.seed)
             writers = {
-                name: PartitionWriter(name, logs[name], backend, clock=clock, bucket=bucket,
-                                      history=history, layout=KeyLayout.default(spec.root),
-                                      created_epoch=created[name], spec=spec,
-                                      rng=random.Random(rng.getrandbits(64)))
+                name: PartitionWriter(
+                    name,
+                    logs[name],
+                    backend,
+                    clock=clock,
+                    bucket=bucket,
+                    history=history,
+                    layout=KeyLayout.default(spec.root),
+                    created_epoch=created[name],
+                    spec=spec,
+                    rng=random.Random(rng.getrandbits(64)),
+                )
                 for name in routes
-            }  # fmt: skip
+            }
             for writer in writers.values():
                 await writer.recover(embedded=embedded)
             if publisher is not None:
                 for name, writer in writers.items():
                     await _retry(publisher.adopt, name, log_end_offset=writer.log.log_end)
                 tokens = TokenFile(spec.token_file)
-                api = ApiServer(create_app(publisher, tokens=lambda: tokens.tokens),
-                                metrics=publisher.metrics)  # fmt: skip
+                api = ApiServer(
+                    create_app(publisher, tokens=lambda: tokens.tokens), metrics=publisher.metrics
+                )
                 await api.start("127.0.0.1", spec.api_port)
                 tasks.append(asyncio.create_task(publisher.run(publisher_stop)))
-            runners.append(await _serve_app(control_app(writers, routes, stop_writing),
-                                            spec.control_port))  # fmt: skip
+            runners.append(
+                await _serve_app(control_app(writers, routes, stop_writing), spec.control_port)
+            )
             both = asyncio.Event()
 
             async def stop_all() -> None:

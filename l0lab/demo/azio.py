@@ -74,7 +74,6 @@ class DemoContainer:
     async def list_keys(self, prefix: str) -> list[str]:
         """Every blob name under `prefix` (all pages)."""
         try:
-            return [name async for name in self._container.list_blob_names(
-                name_starts_with=prefix)]  # fmt: skip
+            return [name async for name in self._container.list_blob_names(name_starts_with=prefix)]
         except TRANSLATED as exc:
             raise translate_error(exc, f"List Blobs {self.bucket}/{prefix}") from exc

@@ -98,12 +98,14 @@ class DemoConfig:
             (self.duration_s > 0, f"--duration {self.duration_s!r} must be > 0"),
             (1 <= self.partitions <= 1000, f"--partitions {self.partitions!r} must be 1-1000"),
             (self.write_rate > 0, f"--write-rate {self.write_rate!r} must be > 0"),
-            (self.epoch_interval_s >= 0.2,
-             f"--epoch-interval {self.epoch_interval_s!r} must be >= 0.2 s"),
+            (
+                self.epoch_interval_s >= 0.2,
+                f"--epoch-interval {self.epoch_interval_s!r} must be >= 0.2 s",
+            ),
             (self.grace_s >= 0, f"--grace {self.grace_s!r} must be >= 0"),
             (self.reconcile_lag_s >= 0, f"--reconcile-lag {self.reconcile_lag_s!r} must be >= 0"),
             (0 <= self.stall_probability <= 1, "stall probability must be 0-1"),
-        )  # fmt: skip
+        )
         for ok, problem in checks:
             if not ok:
                 raise ConfigError(problem)
@@ -198,8 +200,9 @@ class DemoRun:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
             await kv.close()
 
-    async def _start(self, store: WatermarkStore, kv: KV, bucket: DemoObjects,
-                     objects: SweptStore) -> _Parts:  # fmt: skip
+    async def _start(
+        self, store: WatermarkStore, kv: KV, bucket: DemoObjects, objects: SweptStore
+    ) -> _Parts:
         """Register and adopt the partitions, start every component and the writers."""
         config = self.config
         rng = random.Random(config.seed)
@@ -224,44 +227,76 @@ class DemoRun:
             self._stall = (at + 0.25 * config.duration_s, at + 0.55 * config.duration_s)
         stalls = {} if slow is None or self._stall is None else {slow: self._stall}
         counting = CountingStore(objects, self.ledger, time.monotonic)
-        round_config = RoundConfig(layout=layout, grace_s=config.grace_s, concurrency=4,
-                                   list_concurrency=4)  # fmt: skip
+        round_config = RoundConfig(
+            layout=layout, grace_s=config.grace_s, concurrency=4, list_concurrency=4
+        )
         metrics = SweeperMetrics()
-        pacing = DaemonConfig(interval_s=1.0, idle_interval_s=2.0, max_interval_s=4.0,
-                              full_pass_interval_s=10.0, unready_after_s=30.0)  # fmt: skip
+        pacing = DaemonConfig(
+            interval_s=1.0,
+            idle_interval_s=2.0,
+            max_interval_s=4.0,
+            full_pass_interval_s=10.0,
+            unready_after_s=30.0,
+        )
         parts = _Parts(
             store=store,
             bucket=bucket,
             publisher=publisher,
-            reconciler=Reconciler(publisher, self.ledger, logs, lag_s=config.reconcile_lag_s,
-                                  stalls=stalls),
+            reconciler=Reconciler(
+                publisher, self.ledger, logs, lag_s=config.reconcile_lag_s, stalls=stalls
+            ),
             counting=counting,
             round_config=round_config,
             metrics=metrics,
-            daemon=Daemon(Sweeper(counting, round_config, metrics=metrics),
-                          BoundSource(store, target, objects), pacing),
-        )  # fmt: skip
-        view = LiveView(lambda: self._sample(store, counting), self.stream, tty=self.tty,
-                        log_every_s=min(5.0, max(1.0, config.duration_s / 10)))  # fmt: skip
-        for name, job in (("ticker", ticker.run), ("publisher", publisher.run),
-                          ("reconciler", parts.reconciler.run), ("view", view.run)):
+            daemon=Daemon(
+                Sweeper(counting, round_config, metrics=metrics),
+                BoundSource(store, target, objects),
+                pacing,
+            ),
+        )
+        view = LiveView(
+            lambda: self._sample(store, counting),
+            self.stream,
+            tty=self.tty,
+            log_every_s=min(5.0, max(1.0, config.duration_s / 10)),
+        )
+        for name, job in (
+            ("ticker", ticker.run),
+            ("publisher", publisher.run),
+            ("reconciler", parts.reconciler.run),
+            ("view", view.run),
+        ):
             stop = asyncio.Event()
-            self._spawn(name, job(stop), stop)  # fmt: skip
+            self._spawn(name, job(stop), stop)
         self._spawn("sweeper", parts.daemon.run(), parts.daemon.stop)
         writers_stop = asyncio.Event()
         for name, epoch in created.items():
             writer = Writer(
-                name, epoch, publisher=publisher, clock=clock, bucket=bucket, ledger=self.ledger,
-                layout=layout, log=logs[name], stats=self.stats,
+                name,
+                epoch,
+                publisher=publisher,
+                clock=clock,
+                bucket=bucket,
+                ledger=self.ledger,
+                layout=layout,
+                log=logs[name],
+                stats=self.stats,
                 rng=random.Random(rng.getrandbits(64)),
                 rate_per_s=config.write_rate / config.partitions * rng.uniform(0.5, 1.5),
-                stall_probability=config.stall_probability, stall_s=2.5 * config.epoch_interval_s,
-            )  # fmt: skip
+                stall_probability=config.stall_probability,
+                stall_s=2.5 * config.epoch_interval_s,
+            )
             self._spawn(f"writer {name}", writer.run(writers_stop), writers_stop)
             parts.writers.append(self._tasks[f"writer {name}"])
-        self._note("demo.started", partitions=config.partitions, slow_partition=slow,
-                   duration_s=config.duration_s, epoch_interval_s=config.epoch_interval_s,
-                   grace_s=config.grace_s, root=config.root)  # fmt: skip
+        self._note(
+            "demo.started",
+            partitions=config.partitions,
+            slow_partition=slow,
+            duration_s=config.duration_s,
+            epoch_interval_s=config.epoch_interval_s,
+            grace_s=config.grace_s,
+            root=config.root,
+        )
         return parts
 
     async def _run(self, stop: asyncio.Event, parts: _Parts) -> DemoSummary:
@@ -289,8 +324,11 @@ class DemoRun:
             await self._settled(parts.store, self.ledger.max_epoch)
             await asyncio.sleep(max(0.0, last_write + config.grace_s + 0.5 - time.monotonic()))
         else:
-            _log.warning("demo.etcd_gone", detail="the demo's etcd stopped; skipping the final "
-                         "sweeper round, verifying the storage only")  # fmt: skip
+            _log.warning(
+                "demo.etcd_gone",
+                detail="the demo's etcd stopped; skipping the final "
+                "sweeper round, verifying the storage only",
+            )
 
         self._set_phase("final round")
         await self._stop("sweeper")
@@ -306,8 +344,9 @@ class DemoRun:
         await self._stop("view")
         await self._stop("publisher")
         await self._stop("ticker")
-        return self._summary(interrupted, readback=readback, check=check,
-                             parts=parts, final=final, last=last)  # fmt: skip
+        return self._summary(
+            interrupted, readback=readback, check=check, parts=parts, final=final, last=last
+        )
 
     async def _settled(self, store: WatermarkStore, max_epoch: int | None) -> bool:
         """Wait (bounded) until the global M covers every epoch written: everything is
@@ -407,7 +446,10 @@ class DemoRun:
             found.append(f"{check.deleted_but_present} deleted objects are still listed")
         notes = []
         if final is None:
-            notes.append("the demo's etcd stopped before the final round (a Ctrl-C in a "
-                         "terminal reaches it too), so the garbage left was not collected")
-        return dataclasses.replace(summary, ok=not found and not interrupted, problems=found,
-                                   notes=notes)  # fmt: skip
+            notes.append(
+                "the demo's etcd stopped before the final round (a Ctrl-C in a "
+                "terminal reaches it too), so the garbage left was not collected"
+            )
+        return dataclasses.replace(
+            summary, ok=not found and not interrupted, problems=found, notes=notes
+        )

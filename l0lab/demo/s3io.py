@@ -70,8 +70,9 @@ class CountingStore:
         self.counts.deleted += len(result.deleted)
         self.deleted_at.append((self._clock(), self.counts.deleted))
         for loss in self._ledger.deleted(result.deleted):
-            _log.error("demo.live_object_deleted", key=loss.key, partition=loss.partition,
-                       epoch=loss.epoch)  # fmt: skip
+            _log.error(
+                "demo.live_object_deleted", key=loss.key, partition=loss.partition, epoch=loss.epoch
+            )
         return result
 
     def delete_rate(self, now: float, window_s: float = 5.0) -> float:
@@ -96,8 +97,10 @@ class DemoBucket:
     @contextlib.asynccontextmanager
     async def open(cls, settings: S3Settings) -> AsyncIterator[DemoBucket]:
         """A client for `settings` (botocore retries on: the writers are not under test)."""
-        config = AioConfig(retries={"max_attempts": 5, "mode": "standard"},
-                           max_pool_connections=settings.max_pool_connections)  # fmt: skip
+        config = AioConfig(
+            retries={"max_attempts": 5, "mode": "standard"},
+            max_pool_connections=settings.max_pool_connections,
+        )
         context = get_session().create_client(
             "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
         )
@@ -113,8 +116,12 @@ class DemoBucket:
     async def _call(self, operation: str, **params: Any) -> Any:
         try:
             return await getattr(self._client, operation)(Bucket=self.bucket, **params)
-        except (botocore_errors.BotoCoreError, botocore_errors.ClientError, OSError,
-                TimeoutError) as exc:  # fmt: skip
+        except (
+            botocore_errors.BotoCoreError,
+            botocore_errors.ClientError,
+            OSError,
+            TimeoutError,
+        ) as exc:
             raise translate_error(exc, f"{operation} on s3://{self.bucket}") from exc
 
     async def ensure_bucket(self) -> None:

@@ -104,16 +104,24 @@ class LocalDemoServers:
             assert storage.azure is not None
             assert self.azurite.data_dir is not None
             connection = self.azurite.write_connection_string(
-                self.azurite.data_dir / "connection-string")  # fmt: skip
-            return DemoStorage(azure=dataclasses.replace(
-                storage.azure, account_url=self.azurite.account_url,
-                connection_string_file=str(connection)))  # fmt: skip
+                self.azurite.data_dir / "connection-string"
+            )
+            return DemoStorage(
+                azure=dataclasses.replace(
+                    storage.azure,
+                    account_url=self.azurite.account_url,
+                    connection_string_file=str(connection),
+                )
+            )
         return storage
 
     def _servers(self, storage: DemoStorage, etcd: str | None, namespace: str) -> Servers:
         if self.etcd is not None:
-            etcd_settings = EtcdSettings(endpoints=(self.etcd.endpoint,), namespace=namespace,
-                                         timeout_s=_LOCAL_ETCD_TIMEOUT_S)  # fmt: skip
+            etcd_settings = EtcdSettings(
+                endpoints=(self.etcd.endpoint,),
+                namespace=namespace,
+                timeout_s=_LOCAL_ETCD_TIMEOUT_S,
+            )
             pid = self.etcd.pid
             process = self.etcd.process
 

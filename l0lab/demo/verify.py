@@ -40,8 +40,11 @@ __all__ = [
 SUMMARY_VERSION: Final = 1
 MIN_SECONDS_FOR_DELETES: Final = 10.0
 _HEAD_CONCURRENCY = 16
-_NOUNS: Final = {"s3": ("bucket", "HEAD"), "azure": ("container", "Get Blob Properties"),
-                 "gcs": ("bucket", "objects.get")}  # fmt: skip
+_NOUNS: Final = {
+    "s3": ("bucket", "HEAD"),
+    "azure": ("container", "Get Blob Properties"),
+    "gcs": ("bucket", "objects.get"),
+}
 """What the text report calls the storage and its existence check, by `DemoSummary.storage`."""
 
 
@@ -166,20 +169,28 @@ def text_report(summary: DemoSummary) -> str:
     final = summary.final_round
     lines = [
         f"l0gc demo: {verdict} after {summary.duration_s:.1f} s",
-        (f"  wrote     {summary.objects_written} objects to {summary.partitions} partitions, "
-         f"{summary.orphans} of them orphans (uploads whose fence was refused: never "
-         f"committed, garbage at once); cluster epoch {_shown(summary.cluster_epoch)}, "
-         f"final global M {_shown(summary.safe_epoch)}"),
-        (f"  sweeper   deleted {summary.deleted} objects with {summary.list_requests} LIST and "
-         f"{summary.delete_requests} DELETE requests ({summary.deletes_per_s:.1f} deletes/s "
-         "averaged over the run)"),
-        (f"  verified  when the writers stopped, {summary.live_at_stop} objects were still "
-         f"referenced (not yet reconciled): {summary.live_verified} read back ({head}); live "
-         f"objects lost: {summary.live_lost}. The reconciler then caught up, so they became "
-         "garbage too" + (" and were deleted with the rest" if not summary.garbage_remaining
-                           else "")),
-        (f"  left      {summary.garbage_remaining} garbage objects in the {where} (newest "
-         f"epoch written {summary.max_epoch_written})"),
+        (
+            f"  wrote     {summary.objects_written} objects to {summary.partitions} partitions, "
+            f"{summary.orphans} of them orphans (uploads whose fence was refused: never "
+            f"committed, garbage at once); cluster epoch {_shown(summary.cluster_epoch)}, "
+            f"final global M {_shown(summary.safe_epoch)}"
+        ),
+        (
+            f"  sweeper   deleted {summary.deleted} objects with {summary.list_requests} LIST and "
+            f"{summary.delete_requests} DELETE requests ({summary.deletes_per_s:.1f} deletes/s "
+            "averaged over the run)"
+        ),
+        (
+            f"  verified  when the writers stopped, {summary.live_at_stop} objects were still "
+            f"referenced (not yet reconciled): {summary.live_verified} read back ({head}); live "
+            f"objects lost: {summary.live_lost}. The reconciler then caught up, so they became "
+            "garbage too"
+            + (" and were deleted with the rest" if not summary.garbage_remaining else "")
+        ),
+        (
+            f"  left      {summary.garbage_remaining} garbage objects in the {where} (newest "
+            f"epoch written {summary.max_epoch_written})"
+        ),
     ]
     if final:
         lines.append(

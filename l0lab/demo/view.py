@@ -74,13 +74,19 @@ def render(snap: Snapshot) -> list[str]:
     lost = f"{snap.live_lost}" + ("  !! LIVE OBJECTS LOST" if snap.live_lost else "  (ok)")
     return [
         f"l0gc demo  {snap.phase:<12} {snap.elapsed_s:5.1f} s / {snap.duration_s:.0f} s",
-        (f"  cluster epoch {epoch:>6}   global M {safe:>6}   lag {lag:>3} epoch"
-         f"{'' if lag == '1' else 's'}"),
+        (
+            f"  cluster epoch {epoch:>6}   global M {safe:>6}   lag {lag:>3} epoch"
+            f"{'' if lag == '1' else 's'}"
+        ),
         f"  {_pinning(snap)}",
-        (f"  objects   written {snap.written:>6}   live {snap.live:>6}   garbage "
-         f"{snap.garbage:>6}   deleted {snap.deleted:>6}   orphans {snap.orphans:>4}"),
-        (f"  sweeper   LIST {snap.list_requests:>6}   DELETE {snap.delete_requests:>6}   "
-         f"{snap.deletes_per_s:7.1f} deletes/s (last 5 s)"),
+        (
+            f"  objects   written {snap.written:>6}   live {snap.live:>6}   garbage "
+            f"{snap.garbage:>6}   deleted {snap.deleted:>6}   orphans {snap.orphans:>4}"
+        ),
+        (
+            f"  sweeper   LIST {snap.list_requests:>6}   DELETE {snap.delete_requests:>6}   "
+            f"{snap.deletes_per_s:7.1f} deletes/s (last 5 s)"
+        ),
         f"  live objects lost  {lost}",
     ]
 

@@ -160,8 +160,12 @@ class Writer:
         except _REFUSED as exc:
             self._ledger.orphaned(key)
             self._stats.orphaned += 1
-            _log.debug("demo.upload_orphaned", partition=self.partition, epoch=epoch,
-                       reason=type(exc).__name__)  # fmt: skip
+            _log.debug(
+                "demo.upload_orphaned",
+                partition=self.partition,
+                epoch=epoch,
+                reason=type(exc).__name__,
+            )
             with contextlib.suppress(L0gcError, OSError):
                 await self._clock.refresh()
 

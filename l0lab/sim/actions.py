@@ -105,18 +105,24 @@ async def setup(world: World) -> None:
         name = f"shard{index}"
         store = SimObjectStore(world.bucket, world.turnstile, world.on_deleted, name)
         world.shards.append(ShardSim(index, count, config, store, world.clock, world.seed))
-    world.event(f"setup epoch={world.cluster_epoch} pubs={len(world.publishers)} "
-                f"writers={len(world.writers)} shards={count} grace={world.grace_s} "
-                f"ttl={world.hold_ttl_s} faults={world.fault_rate} "
-                f"publish={world.publish_rate} sweep={world.sweep_rate}")  # fmt: skip
+    world.event(
+        f"setup epoch={world.cluster_epoch} pubs={len(world.publishers)} "
+        f"writers={len(world.writers)} shards={count} grace={world.grace_s} "
+        f"ttl={world.hold_ttl_s} faults={world.fault_rate} "
+        f"publish={world.publish_rate} sweep={world.sweep_rate}"
+    )
 
 
 async def random_action(world: World) -> None:
     """Perform one randomly chosen action."""
     choices = (
-        (10, tick), (25, write_start), (25, write_commit), (18, reconcile),
-        (2, create_partition), (1.5, delete_partition),
-    )  # fmt: skip
+        (10, tick),
+        (25, write_start),
+        (25, write_commit),
+        (18, reconcile),
+        (2, create_partition),
+        (1.5, delete_partition),
+    )
     action = world.rng.choices([a for _, a in choices], [w for w, _ in choices])[0]
     await action(world)
 
@@ -200,9 +206,11 @@ async def adopt(world: World, part: PartitionSim, pub: PublisherSim) -> None:
         return
     part.leader = pub
     state = pub.publisher.state(part.name)
-    world.event(f"{pub.name} owns {part.name} window={state['window']} "
-                f"M(p)={state['watermark']} log_end={log_end} "
-                f"known={state['log_end_known']}")  # fmt: skip
+    world.event(
+        f"{pub.name} owns {part.name} window={state['window']} "
+        f"M(p)={state['watermark']} log_end={log_end} "
+        f"known={state['log_end_known']}"
+    )
 
 
 async def _release_stale(world: World, pub: PublisherSim, name: str) -> None:
@@ -224,15 +232,17 @@ def housekeeping(world: World, *, daemons: bool) -> None:
         if part.deleting:
             part.task = world.spawn(_delete_task(world, part))
         elif part.leader is None:
-            candidates = [p for p in world.publishers
-                          if p.alive and not p.stopping
-                          and not p.publisher.hosts(part.name)]  # fmt: skip
+            candidates = [
+                p
+                for p in world.publishers
+                if p.alive and not p.stopping and not p.publisher.hosts(part.name)
+            ]
             if candidates:
                 part.task = world.spawn(adopt(world, part, world.rng.choice(candidates)))
     if daemons:  # publishers and sweepers run on their own timers (with jitter)
         for pub in world.publishers:
-            idle = pub.alive and not pub.stopping and (
-                pub.round_task is None or pub.round_task.done()
+            idle = (
+                pub.alive and not pub.stopping and (pub.round_task is None or pub.round_task.done())
             )
             if idle and world.rng.random() < world.publish_rate:
                 start_publish_round(world, pub)
@@ -301,9 +311,10 @@ async def _fence(
 async def write_commit(world: World) -> None:
     """A writer whose fences are answered commits on every partition that granted one."""
     ready = [
-        w for w in world.writers
+        w
+        for w in world.writers
         if w.op is not None and w.op.fenced and world.step - w.op.started_step >= w.patience
-    ]  # fmt: skip
+    ]
     if ready:
         commit(world, world.rng.choice(ready))
 
@@ -411,8 +422,9 @@ def start_publish_round(world: World, pub: PublisherSim) -> None:
 
 async def _publish_round(world: World, pub: PublisherSim) -> None:
     await pub.publisher.run_once()
-    published = {name: pub.publisher.state(name)["published_watermark"]
-                 for name in pub.publisher.partitions}  # fmt: skip
+    published = {
+        name: pub.publisher.state(name)["published_watermark"] for name in pub.publisher.partitions
+    }
     world.event(f"{pub.name} published {published}")
 
 
@@ -442,7 +454,9 @@ async def _sweep_round(world: World, shard: ShardSim) -> RoundResult:
     result = await run_round(shard.sweeper, shard.gate, checked)
     summary = result.summary
     shard.last = result
-    world.event(f"shard{shard.index} round M={summary.safe_epoch} listed={summary.listed} "
-                f"deleted={summary.deleted} errors={summary.errors} "
-                f"blocked={summary.blocked_reason is not None}")  # fmt: skip
+    world.event(
+        f"shard{shard.index} round M={summary.safe_epoch} listed={summary.listed} "
+        f"deleted={summary.deleted} errors={summary.errors} "
+        f"blocked={summary.blocked_reason is not None}"
+    )
     return result

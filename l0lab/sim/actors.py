@@ -191,8 +191,9 @@ class ShardSim:
         """A fresh sweeper process: no memory of earlier rounds (gate, limiter)."""
         rng = random.Random(f"{self.seed}/{self.index}/{self.restarts}")
         retrier = Retrier(self.config.backoff, rng=rng)
-        self.sweeper = Sweeper(self.store, self.config, retrier=retrier, clock=self.clock,
-                               monotonic=self.clock)
+        self.sweeper = Sweeper(
+            self.store, self.config, retrier=retrier, clock=self.clock, monotonic=self.clock
+        )
         self.gate = SafetyGate()
         self.last = None
         self.restarts += 1

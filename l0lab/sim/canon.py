@@ -62,8 +62,11 @@ def renamings(world: World, *, symmetry: bool) -> Iterator[Names]:
     for w in itertools.permutations(writers):
         for p in itertools.permutations(parts):
             for b in itertools.permutations(pubs):
-                yield {**dict(zip(writers, w, strict=True)), **dict(zip(parts, p, strict=True)),
-                       **dict(zip(pubs, b, strict=True))}  # fmt: skip
+                yield {
+                    **dict(zip(writers, w, strict=True)),
+                    **dict(zip(parts, p, strict=True)),
+                    **dict(zip(pubs, b, strict=True)),
+                }
 
 
 class Bag(tuple[Any, ...]):
@@ -113,11 +116,18 @@ def snapshot(world: World) -> tuple[Any, ...]:
             other.append((item.key, item.value))
     corrupted = {f.name.split()[1] for f in world.active_faults}
     partitions = Bag(
-        (p.name, p.created_epoch, p.next_offset, p.reconciled,
-         p.leader.name if p.leader is not None else None, p.name in corrupted,
-         p.deleting, p.deleted)
+        (
+            p.name,
+            p.created_epoch,
+            p.next_offset,
+            p.reconciled,
+            p.leader.name if p.leader is not None else None,
+            p.name in corrupted,
+            p.deleting,
+            p.deleted,
+        )
         for p in world.partitions.values()
-    )  # fmt: skip
+    )
     publishers = Bag(_publisher(world, pub) for pub in world.publishers)
     writers = Bag(_writer(world, w) for w in world.writers)
     keys = set(world.bucket.objects)
@@ -130,9 +140,20 @@ def snapshot(world: World) -> tuple[Any, ...]:
     sweeper = None if shard is None else (shard.gate.highest, shard.busy)
     published = Bag(world.checker._published.items())
     releasing = Bag(getattr(world, "releasing", ()))
-    return (world.cluster_epoch, world.counters.get("faults", 0), Bag(records), Bag(other),
-            partitions, publishers, writers, objects, sweeper, published, releasing,
-            Bag(getattr(world, "read_epochs", {}).items()))  # fmt: skip
+    return (
+        world.cluster_epoch,
+        world.counters.get("faults", 0),
+        Bag(records),
+        Bag(other),
+        partitions,
+        publishers,
+        writers,
+        objects,
+        sweeper,
+        published,
+        releasing,
+        Bag(getattr(world, "read_epochs", {}).items()),
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -142,8 +163,16 @@ def _record(name: str, value: bytes) -> tuple[Any, ...]:
     except InvalidRecord:
         return (name, "malformed", value)
     tracker = None if record.tracker is None else _tracker(record.tracker)
-    return (name, record.watermark, record.created_epoch, record.owner,
-            record.owner_epoch, record.window, tracker, record.sealed_owner_epoch)  # fmt: skip
+    return (
+        name,
+        record.watermark,
+        record.created_epoch,
+        record.owner,
+        record.owner_epoch,
+        record.window,
+        tracker,
+        record.sealed_owner_epoch,
+    )
 
 
 def _tracker(tracker: dict[str, Any]) -> tuple[Any, ...]:
@@ -158,28 +187,54 @@ def _publisher(world: World, pub: PublisherSim) -> tuple[Any, ...]:
     for name, host in hosted.items():
         guard = host.guard
         lock = guard._lock
-        holds = Bag((h.epoch, h.deadline is not None and h.deadline <= now, h.slid)
-                    for h in lock._holds)  # fmt: skip
+        holds = Bag(
+            (h.epoch, h.deadline is not None and h.deadline <= now, h.slid) for h in lock._holds
+        )
         state = host.state
-        parts.append((
-            name, host.owner_epoch, host.published_watermark, host.log_end_known,
-            host.frozen is not None, host.dirty, host.sealed, _tracker(state.snapshot()),
-            guard.window, guard.floor, holds, lock.exclusive, lock.exclusive_waiters,
-            lock.closed, guard.taken_back > 0,
-        ))  # fmt: skip
+        parts.append(
+            (
+                name,
+                host.owner_epoch,
+                host.published_watermark,
+                host.log_end_known,
+                host.frozen is not None,
+                host.dirty,
+                host.sealed,
+                _tracker(state.snapshot()),
+                guard.window,
+                guard.floor,
+                holds,
+                lock.exclusive,
+                lock.exclusive_waiters,
+                lock.closed,
+                guard.taken_back > 0,
+            )
+        )
     watch = publisher._records._watch
     pending: tuple[Any, ...] = ()
     if watch is not None:
         seen: int = getattr(watch, "_seen", 0)  # a MemoryKV watch: later events pend
         prefix = world.store.partitions_prefix
-        pending = Bag({
-            _record(c.key[len(prefix):], c.value) if c.value is not None
-            else (c.key[len(prefix):], "deleted")
-            for c in world.kv._history if c.revision > seen and c.key.startswith(prefix)
-        })  # fmt: skip
+        pending = Bag(
+            {
+                _record(c.key[len(prefix) :], c.value)
+                if c.value is not None
+                else (c.key[len(prefix) :], "deleted")
+                for c in world.kv._history
+                if c.revision > seen and c.key.startswith(prefix)
+            }
+        )
     running = pub.round_task is not None and not pub.round_task.done()
-    return (pub.name, pub.alive, pub.stopping, running, publisher.cluster_epoch,
-            watch is not None, pending, Bag(parts))  # fmt: skip
+    return (
+        pub.name,
+        pub.alive,
+        pub.stopping,
+        running,
+        publisher.cluster_epoch,
+        watch is not None,
+        pending,
+        Bag(parts),
+    )
 
 
 def _writer(world: World, writer: Any) -> tuple[Any, ...]:
@@ -199,8 +254,7 @@ def _writer(world: World, writer: Any) -> tuple[Any, ...]:
             held = grant.publisher.alive and grant.publisher.publisher.is_held(grant.token)
             status = ("granted", target.name, _incarnation(world, grant.publisher), held)
         fences.append((name, status))
-    return (writer.name,
-            (op.epoch, op.key in world.bucket.objects, Bag(fences)))  # fmt: skip
+    return (writer.name, (op.epoch, op.key in world.bucket.objects, Bag(fences)))
 
 
 def _incarnation(world: World, pub: PublisherSim) -> bool:
@@ -213,5 +267,12 @@ def _object(world: World, key: str) -> tuple[Any, ...]:
     refs = Bag(obj.refs)
     fences = Bag((p, world._fence_is_live(f)) for f, p in obj.fences.items())
     writers = Bag(w.name for w in world.writers if w.op is not None and w.op.key == key)
-    return (obj.epoch, obj.state.value, key in world.bucket.objects, refs, fences, writers,
-            ledger.protection(key) is not None)  # fmt: skip
+    return (
+        obj.epoch,
+        obj.state.value,
+        key in world.bucket.objects,
+        refs,
+        fences,
+        writers,
+        ledger.protection(key) is not None,
+    )

@@ -137,20 +137,25 @@ class Checker:
                 if reason.startswith("fenced")
                 else ViolationKind.DELETED_REFERENCED
             )
-            self._fail(kind, f"{who} deleted {key!r} (epoch {self.ledger.epoch_of(key)}), "
-                             f"{reason}")  # fmt: skip
+            self._fail(kind, f"{who} deleted {key!r} (epoch {self.ledger.epoch_of(key)}), {reason}")
 
     def on_fence_granted(self, key: str, partition: str, exists: bool) -> None:
         """A fence was granted; the object must still exist."""
         if not exists:
-            self._fail(ViolationKind.FENCED_DELETED, f"fence granted on {partition} for "
-                       f"{key!r} (epoch {self.ledger.epoch_of(key)}), already deleted")  # fmt: skip
+            self._fail(
+                ViolationKind.FENCED_DELETED,
+                f"fence granted on {partition} for "
+                f"{key!r} (epoch {self.ledger.epoch_of(key)}), already deleted",
+            )
 
     def on_committed(self, key: str, partition: str, offset: int, exists: bool) -> None:
         """An entry was committed; the object it references must still exist."""
         if not exists:
-            self._fail(ViolationKind.FENCED_DELETED, f"{partition}@{offset} committed "
-                       f"{key!r} (epoch {self.ledger.epoch_of(key)}), already deleted")  # fmt: skip
+            self._fail(
+                ViolationKind.FENCED_DELETED,
+                f"{partition}@{offset} committed "
+                f"{key!r} (epoch {self.ledger.epoch_of(key)}), already deleted",
+            )
 
     def on_fencing_violation(self, partition: str, offset: int, detail: str) -> None:
         """The tracker raised FencingViolation for a committed entry."""
@@ -170,14 +175,18 @@ class Checker:
             value = published[partition]
             before = self._published.get(partition)
             if before is not None and value < before:
-                self._fail(ViolationKind.WATERMARK_DECREASED,
-                           f"M({partition}) went from {before} to {value}")  # fmt: skip
+                self._fail(
+                    ViolationKind.WATERMARK_DECREASED,
+                    f"M({partition}) went from {before} to {value}",
+                )
             if before is None or value > before:
                 self._published[partition] = value
             if partition in lowest and lowest[partition][0] <= value:
                 epoch, key, why = lowest[partition]
-                self._fail(ViolationKind.UNSAFE_WATERMARK, f"published M({partition}) = {value} "
-                           f"covers {key!r} (epoch {epoch}), {why}")  # fmt: skip
+                self._fail(
+                    ViolationKind.UNSAFE_WATERMARK,
+                    f"published M({partition}) = {value} covers {key!r} (epoch {epoch}), {why}",
+                )
         if safe_epoch is not None:
             if safe_epoch > cluster_epoch - 1:
                 detail = f"global M {safe_epoch} > cluster epoch {cluster_epoch} - 1"
@@ -195,8 +204,10 @@ class Checker:
         for partition in sorted(lowest):
             epoch, key, why = lowest[partition]
             if epoch <= safe_epoch:
-                self._fail(ViolationKind.UNSAFE_WATERMARK, f"{source} {safe_epoch} covers {key!r} "
-                           f"(epoch {epoch}), {why} on {partition}")  # fmt: skip
+                self._fail(
+                    ViolationKind.UNSAFE_WATERMARK,
+                    f"{source} {safe_epoch} covers {key!r} (epoch {epoch}), {why} on {partition}",
+                )
                 return
 
     # -- after the quiescent tail --------------------------------------------------
@@ -216,9 +227,12 @@ class Checker:
             self._fail(ViolationKind.TAIL_STUCK, "global M undefined after the tail")
             return
         if safe_epoch < cluster_epoch - 2:
-            self._fail(ViolationKind.M_PINNED,
-                       f"final M {safe_epoch} < cluster epoch {cluster_epoch} - 2")  # fmt: skip
+            self._fail(
+                ViolationKind.M_PINNED, f"final M {safe_epoch} < cluster epoch {cluster_epoch} - 2"
+            )
         left = self.ledger.garbage_at_or_below(safe_epoch, present)
         if left:
-            self._fail(ViolationKind.GARBAGE_LEFT, f"{len(left)} objects with epoch <= final M "
-                       f"{safe_epoch} remain, e.g. {left[:3]}")  # fmt: skip
+            self._fail(
+                ViolationKind.GARBAGE_LEFT,
+                f"{len(left)} objects with epoch <= final M {safe_epoch} remain, e.g. {left[:3]}",
+            )

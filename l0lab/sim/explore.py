@@ -95,8 +95,7 @@ def run_path(
     and each child performs its branch and reports back, so the path is run once."""
     clock = VirtualClock(START_TIME)
     loop = VirtualTimeLoop(clock)
-    config = SimConfig(steps=len(moves), variant=variant, trace_keep=10_000,
-                       tail_limit=_TAIL_LIMIT)  # fmt: skip
+    config = SimConfig(steps=len(moves), variant=variant, trace_keep=10_000, tail_limit=_TAIL_LIMIT)
     world = ExWorld(0, config, loop, clock)
     run = PathRun(tuple(moves), world.checker.violations, [])
     children: list[PathRun] = []
@@ -196,9 +195,13 @@ class Counterexample:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"moves": list(self.moves), "length": len(self.moves),
-                "violation": self.violation.to_dict(), "liveness": self.liveness,
-                "trace": list(self.trace)}  # fmt: skip
+        return {
+            "moves": list(self.moves),
+            "length": len(self.moves),
+            "violation": self.violation.to_dict(),
+            "liveness": self.liveness,
+            "trace": list(self.trace),
+        }
 
 
 @dataclass(slots=True)
@@ -241,10 +244,15 @@ class Exploration:
             "version": REPORT_VERSION,
             "mode": "exhaustive",
             "variant": self.variant,
-            "scope": {"partitions": self.scope.partitions, "writers": self.scope.writers,
-                      "publishers": self.scope.publishers, "max_epoch": self.scope.max_epoch,
-                      "max_faults": self.scope.faults, "depth": self.scope.depth,
-                      "fault_kinds": sorted(self.scope.fault_kinds)},
+            "scope": {
+                "partitions": self.scope.partitions,
+                "writers": self.scope.writers,
+                "publishers": self.scope.publishers,
+                "max_epoch": self.scope.max_epoch,
+                "max_faults": self.scope.faults,
+                "depth": self.scope.depth,
+                "fault_kinds": sorted(self.scope.fault_kinds),
+            },
             "reductions": {"symmetry": self.symmetry, "partial_order": self.por},
             "liveness": self.liveness,
             "states": self.states,
@@ -255,10 +263,11 @@ class Exploration:
             "exhausted": self.exhausted,
             "liveness_tails": self.tails,
             "violations": 0 if cex is None else 1,
-            "counterexample": None if cex is None else {**cex.to_dict(),
-                                                        "reproduce": self.reproduce()},
+            "counterexample": None
+            if cex is None
+            else {**cex.to_dict(), "reproduce": self.reproduce()},
             "duration_s": round(self.duration_s, 3),
-        }  # fmt: skip
+        }
 
 
 def _independent(a: Footprint, b: Footprint) -> bool:
@@ -319,8 +328,9 @@ def explore(
             asleep = _from_canonical(node.sleep, parent.renamings[0]) if por else frozenset()
             done: list[tuple[Move, Footprint]] = []
             branches = [(m, f) for m, f in parent.enabled if m not in asleep]
-            for move, foot, child in _children(variant, scope, parent, branches,
-                                               symmetry=symmetry, fork=fork):  # fmt: skip
+            for move, foot, child in _children(
+                variant, scope, parent, branches, symmetry=symmetry, fork=fork
+            ):
                 result.replays += 1 if not fork else 0
                 result.transitions += 1
                 if child.violations:
@@ -330,7 +340,8 @@ def explore(
                     return result
                 if por:
                     sleep = frozenset(m for m, f in done if _independent(foot, f)) | frozenset(
-                        m for m in asleep if _independent(foot, _foot(parent, m)))
+                        m for m in asleep if _independent(foot, _foot(parent, m))
+                    )
                     done.append((move, foot))
                     canon_sleep = _to_canonical(sleep, child.renamings)
                 else:
@@ -379,8 +390,9 @@ def _children(
     if not branches:
         return
     if fork:
-        runs = run_path(variant, scope, parent.moves, symmetry=symmetry,
-                        branches=[m for m, _ in branches])  # fmt: skip
+        runs = run_path(
+            variant, scope, parent.moves, symmetry=symmetry, branches=[m for m, _ in branches]
+        )
         assert isinstance(runs, list), "a state on the frontier had no violation"
         for (move, foot), child in zip(branches, runs, strict=True):
             yield move, foot, child

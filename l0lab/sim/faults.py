@@ -52,10 +52,15 @@ _KEY_CODES = ("InternalError", "SlowDown", "AccessDenied")
 async def inject(world: World) -> None:
     """Start one randomly chosen fault."""
     choices = (
-        (2.0, _etcd_outage), (2.0, _s3_errors), (1.0, _key_errors), (3.0, _corrupt_record),
-        (1.5, _kill_sweeper), (1.0, _crash_publisher), (1.0, _stop_publisher),
+        (2.0, _etcd_outage),
+        (2.0, _s3_errors),
+        (1.0, _key_errors),
+        (3.0, _corrupt_record),
+        (1.5, _kill_sweeper),
+        (1.0, _crash_publisher),
+        (1.0, _stop_publisher),
         (3.0, _failover),
-    )  # fmt: skip
+    )
     fault = world.rng.choices([f for _, f in choices], [w for w, _ in choices])[0]
     await fault(world)
 
@@ -127,8 +132,11 @@ async def _key_errors(world: World) -> None:
 
 
 async def _corrupt_record(world: World) -> None:
-    corrupted = {fault.name.split()[2] for fault in world.active_faults
-                 if fault.name.startswith("record of ")}  # fmt: skip
+    corrupted = {
+        fault.name.split()[2]
+        for fault in world.active_faults
+        if fault.name.startswith("record of ")
+    }
     live = [p for p in world.live_partitions() if p.name not in corrupted]
     if world.kv.unavailable or not live:
         return
@@ -212,17 +220,20 @@ def _retire(world: World, pub: PublisherSim, how: str) -> None:
 async def _failover(world: World) -> None:
     rng = world.rng
     led = [
-        p for p in world.live_partitions()
+        p
+        for p in world.live_partitions()
         if p.leader is not None and p.leader.alive and (p.task is None or p.task.done())
-    ]  # fmt: skip
+    ]
     if not led:
         return
     part = rng.choice(led)
     old = part.leader
     assert old is not None
-    targets = [p for p in world.publishers
-               if p.alive and not p.stopping and p is not old
-               and part.name not in p.publisher.partitions]  # fmt: skip
+    targets = [
+        p
+        for p in world.publishers
+        if p.alive and not p.stopping and p is not old and part.name not in p.publisher.partitions
+    ]
     if not targets:
         return
     new = rng.choice(targets)

@@ -76,8 +76,16 @@ from watermark.service.clock import EpochClock, stamp_epoch
 from watermark.service.metrics import WatermarkMetrics
 
 __all__ = [
-    "FAULT_KINDS", "ExWorld", "Move", "Scope", "enabled", "footprint", "parse", "perform", "start",
-]  # fmt: skip
+    "FAULT_KINDS",
+    "ExWorld",
+    "Move",
+    "Scope",
+    "enabled",
+    "footprint",
+    "parse",
+    "perform",
+    "start",
+]
 
 FAULT_KINDS = frozenset({"crash", "stop", "failover", "corrupt", "raise", "expire"})
 _GARBAGE = b'{"version": 1}'
@@ -106,20 +114,27 @@ class Scope:
             (2 <= self.max_epoch <= 6, f"--max-epoch {self.max_epoch} must be 2-6"),
             (0 <= self.faults <= 4, f"--max-faults {self.faults} must be 0-4"),
             (1 <= self.depth <= 60, f"--depth {self.depth} must be 1-60"),
-            (self.fault_kinds <= FAULT_KINDS,
-             f"unknown fault kinds {sorted(self.fault_kinds - FAULT_KINDS)}"),
-        )  # fmt: skip
+            (
+                self.fault_kinds <= FAULT_KINDS,
+                f"unknown fault kinds {sorted(self.fault_kinds - FAULT_KINDS)}",
+            ),
+        )
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
 
     def flags(self) -> str:
         """The command-line flags that give this scope."""
-        kinds = "" if self.fault_kinds == FAULT_KINDS else (
-            " --fault-kinds " + ",".join(sorted(self.fault_kinds)))  # fmt: skip
-        return (f"--partitions {self.partitions} --writers {self.writers} "
-                f"--publishers {self.publishers} --max-epoch {self.max_epoch} "
-                f"--max-faults {self.faults} --depth {self.depth}{kinds}")  # fmt: skip
+        kinds = (
+            ""
+            if self.fault_kinds == FAULT_KINDS
+            else (" --fault-kinds " + ",".join(sorted(self.fault_kinds)))
+        )
+        return (
+            f"--partitions {self.partitions} --writers {self.writers} "
+            f"--publishers {self.publishers} --max-epoch {self.max_epoch} "
+            f"--max-faults {self.faults} --depth {self.depth}{kinds}"
+        )
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -145,17 +160,33 @@ class Move:
         return Move(self.kind, args)
 
 
-_ARITY = {"tick": 0, "write": 3, "commit": 1, "reconcile": 1, "publish": 1,
-          "sweep": 0, "adopt": 2, "release": 2, "heal": 1, "crash": 1, "stop": 1,
-          "failover": 2, "corrupt": 1, "raise": 1, "expire": 0}  # fmt: skip
+_ARITY = {
+    "tick": 0,
+    "write": 3,
+    "commit": 1,
+    "reconcile": 1,
+    "publish": 1,
+    "sweep": 0,
+    "adopt": 2,
+    "release": 2,
+    "heal": 1,
+    "crash": 1,
+    "stop": 1,
+    "failover": 2,
+    "corrupt": 1,
+    "raise": 1,
+    "expire": 0,
+}
 
 
 def parse(label: str) -> Move:
     """The move a label names; ValueError naming the label otherwise."""
     kind, *args = label.split()
     if _ARITY.get(kind) != len(args):
-        raise ValueError(f"{label!r} is not a move: expected one of " + ", ".join(
-            f"'{k}'+{n} args" for k, n in _ARITY.items()))  # fmt: skip
+        raise ValueError(
+            f"{label!r} is not a move: expected one of "
+            + ", ".join(f"'{k}'+{n} args" for k, n in _ARITY.items())
+        )
     return Move(kind, tuple(args))
 
 
@@ -211,8 +242,14 @@ class _Shard(ShardSim):
             built: Sweeper = _SWEEPER_SLOT.__get__(self, ShardSim)
         except AttributeError:
             retrier = Retrier(self.config.backoff, rng=random.Random(self.restarts - 1))
-            built = Sweeper(self.store, self.config, retrier=retrier, clock=self.clock,
-                            monotonic=self.clock, metrics=_metrics()[1])  # fmt: skip
+            built = Sweeper(
+                self.store,
+                self.config,
+                retrier=retrier,
+                clock=self.clock,
+                monotonic=self.clock,
+                metrics=_metrics()[1],
+            )
             _SWEEPER_SLOT.__set__(self, built)
         return built
 
@@ -235,13 +272,20 @@ async def start(world: ExWorld, scope: Scope) -> None:
         clock = EpochClock(world.store, refresh_interval_s=_NEVER, now=world.clock)
         world.writers.append(WriterSim(f"w{index}", clock, patience=0))
         world.read_epochs[f"w{index}"] = world.cluster_epoch
-    config = RoundConfig(grace_s=world.grace_s, batch_size=50, concurrency=1,
-                         list_concurrency=1, page_size=100,
-                         backoff=Backoff(base_s=0.5, cap_s=3.0, max_attempts=4))  # fmt: skip
+    config = RoundConfig(
+        grace_s=world.grace_s,
+        batch_size=50,
+        concurrency=1,
+        list_concurrency=1,
+        page_size=100,
+        backoff=Backoff(base_s=0.5, cap_s=3.0, max_attempts=4),
+    )
     store = SimObjectStore(world.bucket, world.turnstile, world.on_deleted, "shard0")
     world.shards.append(_Shard(0, 1, config, store, world.clock, 0))
-    world.event(f"start epoch=1 partitions={scope.partitions} writers={scope.writers} "
-                f"publishers={scope.publishers}")  # fmt: skip
+    world.event(
+        f"start epoch=1 partitions={scope.partitions} writers={scope.writers} "
+        f"publishers={scope.publishers}"
+    )
     await world.check_step()
 
 
@@ -271,10 +315,10 @@ def _ordinary(world: World, scope: Scope) -> Iterator[Move]:
     reads = getattr(world, "read_epochs", {})
     for writer in world.writers:
         if writer.op is None:
-            for epoch in range(reads.get(writer.name, world.cluster_epoch),
-                               world.cluster_epoch + 1):  # fmt: skip
-                yield from (Move("write", (writer.name, "+".join(s), str(epoch)))
-                            for s in subsets)  # fmt: skip
+            for epoch in range(
+                reads.get(writer.name, world.cluster_epoch), world.cluster_epoch + 1
+            ):
+                yield from (Move("write", (writer.name, "+".join(s), str(epoch))) for s in subsets)
         elif writer.op.fenced:
             yield Move("commit", (writer.name,))
     for part in live:
@@ -290,7 +334,7 @@ def _ordinary(world: World, scope: Scope) -> Iterator[Move]:
                 if _free(pub, part.name):
                     yield Move("adopt", (part.name, pub.name))
     for pub in world.publishers:
-        for name in (pub.publisher.partitions if pub.alive else []):
+        for name in pub.publisher.partitions if pub.alive else []:
             if world.partitions[name].leader is not pub and (pub.name, name) not in getattr(
                 world, "releasing", ()
             ):
@@ -331,8 +375,9 @@ def _raise_target(world: World, part: PartitionSim) -> int | None:
     if stored is None or part.name in _corrupted(world):
         return None
     lowest = world.ledger.lowest_protected().get(part.name)
-    target = world.cluster_epoch - 1 if lowest is None else min(world.cluster_epoch - 1,
-                                                                lowest[0] - 1)  # fmt: skip
+    target = (
+        world.cluster_epoch - 1 if lowest is None else min(world.cluster_epoch - 1, lowest[0] - 1)
+    )
     return target if target > stored else None
 
 
@@ -351,14 +396,23 @@ def footprint(move: Move, world: World) -> tuple[frozenset[str], frozenset[str]]
         parts = args[1].split("+")
         leaders = [world.partitions[p].leader for p in parts]
         # A fence above the publisher's cached epoch re-reads it from etcd.
-        return (frozenset({"epoch"}),
-                frozenset({writer.name, "bucket", *(f"fence:{p}" for p in parts),
-                           *(f"pub:{b.name}" for b in leaders if b is not None)}))  # fmt: skip
+        return (
+            frozenset({"epoch"}),
+            frozenset(
+                {
+                    writer.name,
+                    "bucket",
+                    *(f"fence:{p}" for p in parts),
+                    *(f"pub:{b.name}" for b in leaders if b is not None),
+                }
+            ),
+        )
     op = writer.op
     parts = [] if op is None else list(op.fences)
-    return (frozenset({"bucket"}),
-            frozenset({writer.name, *(f"fence:{p}" for p in parts),
-                       *(f"log:{p}" for p in parts)}))  # fmt: skip
+    return (
+        frozenset({"bucket"}),
+        frozenset({writer.name, *(f"fence:{p}" for p in parts), *(f"log:{p}" for p in parts)}),
+    )
 
 
 # -- performing a move ---------------------------------------------------------------
@@ -543,8 +597,19 @@ async def _expire(world: World, scope: Scope) -> None:
 
 
 _MOVES: dict[str, Callable[..., Awaitable[None]]] = {
-    "tick": _tick, "write": _write, "commit": _commit,
-    "reconcile": _reconcile, "publish": _publish, "sweep": _sweep, "adopt": _adopt,
-    "release": _release, "heal": _heal, "crash": _crash, "stop": _stop,
-    "failover": _failover, "corrupt": _corrupt, "raise": _raise, "expire": _expire,
-}  # fmt: skip
+    "tick": _tick,
+    "write": _write,
+    "commit": _commit,
+    "reconcile": _reconcile,
+    "publish": _publish,
+    "sweep": _sweep,
+    "adopt": _adopt,
+    "release": _release,
+    "heal": _heal,
+    "crash": _crash,
+    "stop": _stop,
+    "failover": _failover,
+    "corrupt": _corrupt,
+    "raise": _raise,
+    "expire": _expire,
+}

@@ -123,7 +123,8 @@ def _sweepers_idle(world: World) -> bool:
 def _sweeps_complete(world: World, safe_epoch: int | None) -> bool:
     """True when every shard's last round was complete and used `safe_epoch`."""
     return all(
-        shard.last is not None and shard.last.complete
+        shard.last is not None
+        and shard.last.complete
         and shard.last.summary.safe_epoch == safe_epoch
         for shard in world.shards
-    )  # fmt: skip
+    )

@@ -113,8 +113,9 @@ class _World:
         self.raw = MemoryKV()
         self.kv = _GatedKV(self.raw)
         store = WatermarkStore(self.kv, NAMESPACE, wall_clock=time.time)
-        self.publisher = Publisher(store, "pub", hook=None, clock=time.monotonic,
-                                   metrics=_metrics())  # fmt: skip
+        self.publisher = Publisher(
+            store, "pub", hook=None, clock=time.monotonic, metrics=_metrics()
+        )
         self.store = store
         self.tasks: dict[str, asyncio.Task[Any]] = {}
         self.started = {"register": 0, "deregister": 0}
@@ -175,8 +176,9 @@ class _World:
                 error = task.exception()
                 outcome = "ok" if error is None else type(error).__name__
                 if error is not None and not isinstance(error, L0gcError):
-                    self.violations.append(Violation(ViolationKind.CRASH, self.step,
-                                                     f"{request}: {error!r}"))  # fmt: skip
+                    self.violations.append(
+                        Violation(ViolationKind.CRASH, self.step, f"{request}: {error!r}")
+                    )
                 self.outcomes.append(f"{request} {outcome}")
                 self.trace.append(f"{request} answered: {outcome}")
 
@@ -189,9 +191,13 @@ class _World:
         self.trace.append(f"publisher acknowledged the {what}")
         gone = await self.raw.get(self.store.partition_key(PARTITION)) is None
         if gone and self.ever_registered:
-            self.violations.append(Violation(
-                ViolationKind.ACKED_AFTER_DEREGISTER, self.step,
-                f"the {what} on {PARTITION} was acknowledged after its record was deleted"))
+            self.violations.append(
+                Violation(
+                    ViolationKind.ACKED_AFTER_DEREGISTER,
+                    self.step,
+                    f"the {what} on {PARTITION} was acknowledged after its record was deleted",
+                )
+            )
 
     # -- the moves --------------------------------------------------------------------
 
@@ -243,7 +249,16 @@ class _World:
         if item is not None:
             decoded = PartitionRecord.decode(item.value, partition=PARTITION)
             record = (decoded.owner, decoded.owner_epoch, item.mod_revision)
-        state = (record, self.publisher.partitions, sorted(self.kv.waiting.items()),
-                 sorted(self.tasks), self.started, self.sent, self.outcomes,
-                 self.token is not None, self.offset, self.ever_registered)  # fmt: skip
+        state = (
+            record,
+            self.publisher.partitions,
+            sorted(self.kv.waiting.items()),
+            sorted(self.tasks),
+            self.started,
+            self.sent,
+            self.outcomes,
+            self.token is not None,
+            self.offset,
+            self.ever_registered,
+        )
         return hashlib.sha256(repr(state).encode()).digest()

@@ -66,10 +66,12 @@ class SeedResult:
             first = self.violations[0]
             head = [
                 f"seed {self.seed}: {first.kind.value} at step {first.step}: {first.detail}",
-                *(f"  also: {v.kind.value} at step {v.step}: {v.detail}"
-                  for v in self.violations[1:4]),
+                *(
+                    f"  also: {v.kind.value} at step {v.step}: {v.detail}"
+                    for v in self.violations[1:4]
+                ),
                 f"  reproduce: {self.reproduce()}",
-            ]  # fmt: skip
+            ]
         if not full and not self.violations:
             return head[0]
         label = "events" if full else "last events"

@@ -84,20 +84,30 @@ class ModelExploration:
         """The `gcd simulate --exhaustive --model M --json` document."""
         cex = self.counterexample
         return {
-            "version": 1, "mode": "exhaustive", "model": self.model, "variant": self.variant,
-            "states": self.states, "transitions": self.transitions, "depth": self.depth,
-            "states_per_level": self.levels, "exhausted": self.exhausted,
-            "liveness_tails": 0, "violations": 0 if cex is None else 1,
-            "counterexample": None if cex is None else {**cex.to_dict(),
-                                                        "reproduce": self.reproduce()},
+            "version": 1,
+            "mode": "exhaustive",
+            "model": self.model,
+            "variant": self.variant,
+            "states": self.states,
+            "transitions": self.transitions,
+            "depth": self.depth,
+            "states_per_level": self.levels,
+            "exhausted": self.exhausted,
+            "liveness_tails": 0,
+            "violations": 0 if cex is None else 1,
+            "counterexample": None
+            if cex is None
+            else {**cex.to_dict(), "reproduce": self.reproduce()},
             "duration_s": round(self.duration_s, 3),
-        }  # fmt: skip
+        }
 
 
 def explore_model(
-    model: Model, variant: Variant = CORRECT, *,
+    model: Model,
+    variant: Variant = CORRECT,
+    *,
     on_level: Callable[[int, int, int], None] | None = None,
-) -> ModelExploration:  # fmt: skip
+) -> ModelExploration:
     """Breadth-first search of every path of `model` up to its depth."""
     from l0lab.sim.explore import Counterexample  # noqa: PLC0415 - explore imports the suite
 
@@ -105,8 +115,9 @@ def explore_model(
     result = ModelExploration(variant.name, model.name)
 
     def found(run: ModelRun) -> ModelExploration:
-        result.counterexample = Counterexample(run.moves, run.violations[0], tuple(run.trace),
-                                               False)  # fmt: skip
+        result.counterexample = Counterexample(
+            run.moves, run.violations[0], tuple(run.trace), False
+        )
         result.depth = len(run.moves)
         result.duration_s = time.perf_counter() - started
         return result
@@ -147,6 +158,8 @@ def replay_model(model: Model, variant: Variant, labels: Sequence[str]) -> Model
         if prefix.violations:
             return prefix
         if labels[index] not in prefix.enabled:
-            raise ValueError(f"step {index + 1}, {labels[index]!r}, is not possible there; the "
-                             f"moves possible are: {', '.join(prefix.enabled)}")  # fmt: skip
+            raise ValueError(
+                f"step {index + 1}, {labels[index]!r}, is not possible there; the "
+                f"moves possible are: {', '.join(prefix.enabled)}"
+            )
     return model.run(variant, tuple(labels))

@@ -61,14 +61,22 @@ class Stage:
 def _one(writers: int, publishers: int, depth: int, *kinds: str) -> Scope:
     """One partition; `kinds` are the fault kinds (none: no fault at all)."""
     if not kinds:
-        return Scope(partitions=1, writers=writers, publishers=publishers, faults=0,
-                     depth=depth)  # fmt: skip
-    return Scope(partitions=1, writers=writers, publishers=publishers,
-                 fault_kinds=frozenset(kinds), depth=depth)  # fmt: skip
+        return Scope(partitions=1, writers=writers, publishers=publishers, faults=0, depth=depth)
+    return Scope(
+        partitions=1,
+        writers=writers,
+        publishers=publishers,
+        fault_kinds=frozenset(kinds),
+        depth=depth,
+    )
 
 
-_TWO_WRITERS = (("single-epoch-window", 5), ("no-drain-slide", 6), ("eager-floor", 6),
-                ("floor-two-early", 10))  # fmt: skip
+_TWO_WRITERS = (
+    ("single-epoch-window", 5),
+    ("no-drain-slide", 6),
+    ("eager-floor", 6),
+    ("floor-two-early", 10),
+)
 SUITE: tuple[Stage, ...] = (
     Stage("registration", None, (("check-then-delete-deregister", 14),), model="registration"),
     Stage("undo", None, (("marker-blind-restore", 5), ("unpaused-restore", 6)), model="undo"),
@@ -112,9 +120,15 @@ def explore_suite(
     for stage in stages:
         if on_stage is not None:
             on_stage(stage)
-        result = explore_stage(stage, variant, symmetry=symmetry, por=por,
-                               liveness=liveness and stage.liveness, fork=fork,
-                               on_level=on_level)  # fmt: skip
+        result = explore_stage(
+            stage,
+            variant,
+            symmetry=symmetry,
+            por=por,
+            liveness=liveness and stage.liveness,
+            fork=fork,
+            on_level=on_level,
+        )
         done.append((stage, result))
         if not result.ok:
             break
@@ -122,9 +136,12 @@ def explore_suite(
 
 
 def explore_stage(
-    stage: Stage, variant: Variant, *, on_level: Callable[[int, int, int], None] | None = None,
+    stage: Stage,
+    variant: Variant,
+    *,
+    on_level: Callable[[int, int, int], None] | None = None,
     **options: bool,
-) -> Exploration | ModelExploration:  # fmt: skip
+) -> Exploration | ModelExploration:
     """Search one stage: its cluster scope (`options` go to `explore`) or its model."""
     if stage.scope is None:
         assert stage.model is not None

@@ -111,9 +111,13 @@ class _Run:
         self.objects: dict[str, _Object] = {}
         self.directory = directory
         self.window_s = float(self.rng.choice([600, 1800, 3600]))
-        self.config = RoundConfig(layout=self.layout, grace_s=0.0, undo_window_s=self.window_s,
-                                  batch_size=self.rng.choice([2, 5, 50]),
-                                  page_size=self.rng.choice([3, 10, 100]))  # fmt: skip
+        self.config = RoundConfig(
+            layout=self.layout,
+            grace_s=0.0,
+            undo_window_s=self.window_s,
+            batch_size=self.rng.choice([2, 5, 50]),
+            page_size=self.rng.choice([3, 10, 100]),
+        )
         self.owned: dict[str, int] = {}
         self.cluster_epoch = 0
         self.bug: tuple[str, float] | None = None
@@ -144,12 +148,24 @@ class _Run:
         read = read_journal([self.directory])
         keeper = UndoKeeper(self.window_s, clock=self.clock)
         keeper.ledger.load(read)
-        self.writer = JournalWriter(self.directory, f"s{self.sweepers}", namespace=NAMESPACE,
-                                    bucket="sim", root=self.layout.root, fsync=False,
-                                    clock=self.clock)  # fmt: skip
-        self.sweeper = Sweeper(self.bucket, self.config, clock=self.clock, monotonic=self.clock,
-                               undo=keeper, sinks=[self.writer],
-                               sweeper_id=f"s{self.sweepers}")  # fmt: skip
+        self.writer = JournalWriter(
+            self.directory,
+            f"s{self.sweepers}",
+            namespace=NAMESPACE,
+            bucket="sim",
+            root=self.layout.root,
+            fsync=False,
+            clock=self.clock,
+        )
+        self.sweeper = Sweeper(
+            self.bucket,
+            self.config,
+            clock=self.clock,
+            monotonic=self.clock,
+            undo=keeper,
+            sinks=[self.writer],
+            sweeper_id=f"s{self.sweepers}",
+        )
         self.gate = SafetyGate()
 
     def upload(self) -> None:
@@ -170,8 +186,9 @@ class _Run:
                 self.objects[key].self_deleted = True
 
     def true_watermark(self, name: str) -> int:
-        epochs = [obj.epoch for obj in self.objects.values() if obj.partition == name
-                  and obj.needed]  # fmt: skip
+        epochs = [
+            obj.epoch for obj in self.objects.values() if obj.partition == name and obj.needed
+        ]
         return min(epochs) - 1 if epochs else self.cluster_epoch - 1
 
     async def publish(self, name: str, watermark: int) -> None:
@@ -193,9 +210,11 @@ class _Run:
         result = await run_round(self.sweeper, self.gate, self.store)
         if paused and self.bucket.delete_requests != before:
             self.fail("a round sent deletes while GC was paused")
-        self.result.events.append(f"round M={result.summary.safe_epoch} "
-                                  f"hidden={result.summary.markers_written} "
-                                  f"reclaimed={result.summary.versions_reclaimed}")  # fmt: skip
+        self.result.events.append(
+            f"round M={result.summary.safe_epoch} "
+            f"hidden={result.summary.markers_written} "
+            f"reclaimed={result.summary.versions_reclaimed}"
+        )
         self.result.reclaimed += result.summary.versions_reclaimed
 
     async def wrong_watermark(self) -> None:
@@ -213,15 +232,17 @@ class _Run:
         """Pause, restore, (sweep while paused), repair, resume, restart the sweepers."""
         assert self.bug is not None
         name, since = self.bug
-        hidden = {key for key, obj in self.objects.items()
-                  if obj.needed and self.bucket.current(key) is None}  # fmt: skip
+        hidden = {
+            key
+            for key, obj in self.objects.items()
+            if obj.needed and self.bucket.current(key) is None
+        }
         self.result.hidden_by_bug = len(hidden)
         if not self.broken_restore:
             await self.store.set_paused("wrong M(p)")
         assert self.writer is not None
         self.writer.close()
-        chosen = select(deletions_in(read_journal([self.directory])),
-                        Selection(since=since))  # fmt: skip
+        chosen = select(deletions_in(read_journal([self.directory])), Selection(since=since))
         results = await restore(self.bucket, chosen)
         self.restart()
         self.result.restored = sum(r.outcome.value == "restored" for r in results)
@@ -239,8 +260,9 @@ class _Run:
         await self.store.clear_paused()
         self.repaired = True
         self.restart()
-        self.result.events.append(f"runbook: {len(hidden)} hidden, {self.result.restored} "
-                                  f"restored, {name} repaired")  # fmt: skip
+        self.result.events.append(
+            f"runbook: {len(hidden)} hidden, {self.result.restored} restored, {name} repaired"
+        )
 
     # -- the checks -----------------------------------------------------------------
 
@@ -278,8 +300,9 @@ async def _play(run: _Run, steps: int) -> None:
         action = rng.random()
         if step == bug_step:
             await run.wrong_watermark()
-        elif (run.bug is not None and not run.repaired
-              and run.clock.now - run.bug[1] >= notice_after):  # fmt: skip
+        elif (
+            run.bug is not None and not run.repaired and run.clock.now - run.bug[1] >= notice_after
+        ):
             await run.runbook()
         elif action < 0.3:
             run.upload()

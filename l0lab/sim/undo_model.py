@@ -116,8 +116,9 @@ class _World:
         self.store = WatermarkStore(self.kv, NAMESPACE, wall_clock=self.clock)
         self.bucket = VersionedMemoryStore(self.clock)
         self.layout = KeyLayout.default()
-        self.config = RoundConfig(layout=self.layout, grace_s=0.0, undo_window_s=WINDOW_S,
-                                  batch_size=50, page_size=100)  # fmt: skip
+        self.config = RoundConfig(
+            layout=self.layout, grace_s=0.0, undo_window_s=WINDOW_S, batch_size=50, page_size=100
+        )
         self.objects: dict[str, _Object] = {}
         self.owned: dict[str, int] = {}
         self.cluster_epoch = 1
@@ -171,23 +172,30 @@ class _World:
         needed = [key for key, obj in self.objects.items() if obj.needed]
         yield from (f"drop {self._short(key)}" for key in needed)
         if not any(obj.rewritten for obj in self.objects.values()):
-            yield from (f"rewrite {self._short(key)}" for key in needed
-                        if self.bucket.current(key) is None)  # fmt: skip
+            yield from (
+                f"rewrite {self._short(key)}" for key in needed if self.bucket.current(key) is None
+            )
         yield "publish"
         yield "sweep"
         yield "restart"
         if self.windows < MAX_WINDOWS and (self.mistake is None or self.repaired):
             yield "window"
         if self.mistake is None:
-            yield from (f"mistake {name}" for name in self.names
-                        if self.cluster_epoch - 1 > self.true_watermark(name))  # fmt: skip
+            yield from (
+                f"mistake {name}"
+                for name in self.names
+                if self.cluster_epoch - 1 > self.true_watermark(name)
+            )
         elif not self.restored:
             yield "restore"
         elif not self.repaired:
             yield "repair"
         if not self.forged:
-            yield from (f"forge {self._short(key)}" for key in needed
-                        if self.bucket.current(key) is not None)  # fmt: skip
+            yield from (
+                f"forge {self._short(key)}"
+                for key in needed
+                if self.bucket.current(key) is not None
+            )
 
     def _short(self, key: str) -> str:
         return key.rsplit("/", 1)[-1]
@@ -229,8 +237,10 @@ class _World:
         if paused and self.bucket.delete_requests != before:
             self.fail(ViolationKind.DELETED_WHILE_PAUSED, "a round sent deletes while paused")
         summary = result.summary
-        self.trace.append(f"round M={summary.safe_epoch} hidden={summary.markers_written} "
-                          f"reclaimed={summary.versions_reclaimed}")  # fmt: skip
+        self.trace.append(
+            f"round M={summary.safe_epoch} hidden={summary.markers_written} "
+            f"reclaimed={summary.versions_reclaimed}"
+        )
 
     async def _restart(self) -> None:
         self.restart()
@@ -247,11 +257,17 @@ class _World:
     async def _forge(self, short: str) -> None:
         key = self._key(short)
         data = self.bucket.versions[key][-1].version_id
-        forger = JournalWriter(self.directory, "forger", namespace=NAMESPACE, bucket="sim",
-                               root=self.layout.root, fsync=False, clock=self.clock,
-                               metrics=_metrics())  # fmt: skip
-        attempt = BatchAttempt(None, (key,), (self.objects[key].epoch,), 1, 1, 1,
-                               hides=((data,),))  # fmt: skip
+        forger = JournalWriter(
+            self.directory,
+            "forger",
+            namespace=NAMESPACE,
+            bucket="sim",
+            root=self.layout.root,
+            fsync=False,
+            clock=self.clock,
+            metrics=_metrics(),
+        )
+        attempt = BatchAttempt(None, (key,), (self.objects[key].epoch,), 1, 1, 1, hides=((data,),))
         forger.before(attempt)
         forger.after(BatchOutcome(attempt, deleted=(key,), markers=((key, data),)))
         forger.close()
@@ -262,14 +278,19 @@ class _World:
         assert self.mistake is not None
         if self.variant.paused_restore:
             await self.store.set_paused("wrong M(p)")
-        self.hidden_at_restore = {key for key, obj in self.objects.items()
-                                  if obj.needed and self.bucket.current(key) is None}  # fmt: skip
+        self.hidden_at_restore = {
+            key
+            for key, obj in self.objects.items()
+            if obj.needed and self.bucket.current(key) is None
+        }
         self.close()
-        chosen = select(deletions_in(read_journal([self.directory])),
-                        Selection(since=self.mistake[1]))  # fmt: skip
+        chosen = select(
+            deletions_in(read_journal([self.directory])), Selection(since=self.mistake[1])
+        )
         results = await self.variant.restore(self.bucket, chosen)
-        self.trace.append("restore: " + ", ".join(f"{self._short(r.key)} {r.outcome.value}"
-                                                 for r in results))  # fmt: skip
+        self.trace.append(
+            "restore: " + ", ".join(f"{self._short(r.key)} {r.outcome.value}" for r in results)
+        )
         self.restored = True
         self.restart()
 
@@ -294,17 +315,32 @@ class _World:
         self.sweepers += 1
         keeper = UndoKeeper(WINDOW_S, clock=self.clock)
         keeper.ledger.load(read_journal([self.directory]))
-        self.writer = JournalWriter(self.directory, f"s{self.sweepers}", namespace=NAMESPACE,
-                                    bucket="sim", root=self.layout.root, fsync=False,
-                                    clock=self.clock, metrics=_metrics())  # fmt: skip
-        self.sweeper = Sweeper(self.bucket, self.config, clock=self.clock, monotonic=self.clock,
-                               undo=keeper, sinks=[self.writer], metrics=_metrics(),
-                               sweeper_id=f"s{self.sweepers}")  # fmt: skip
+        self.writer = JournalWriter(
+            self.directory,
+            f"s{self.sweepers}",
+            namespace=NAMESPACE,
+            bucket="sim",
+            root=self.layout.root,
+            fsync=False,
+            clock=self.clock,
+            metrics=_metrics(),
+        )
+        self.sweeper = Sweeper(
+            self.bucket,
+            self.config,
+            clock=self.clock,
+            monotonic=self.clock,
+            undo=keeper,
+            sinks=[self.writer],
+            metrics=_metrics(),
+            sweeper_id=f"s{self.sweepers}",
+        )
         self.gate = SafetyGate()
 
     def true_watermark(self, name: str) -> int:
-        epochs = [obj.epoch for obj in self.objects.values()
-                  if obj.partition == name and obj.needed]  # fmt: skip
+        epochs = [
+            obj.epoch for obj in self.objects.values() if obj.partition == name and obj.needed
+        ]
         return min(epochs) - 1 if epochs else self.cluster_epoch - 1
 
     async def publish(self, name: str, watermark: int) -> None:
@@ -321,22 +357,35 @@ class _World:
             for key in sorted(self.hidden_at_restore):
                 obj = self.objects[key]
                 if obj.needed and self.bucket.current(key) != obj.body:
-                    self.fail(ViolationKind.HIDDEN_AFTER_RESTORE,
-                              f"{key}, restored, is not current before the repair")  # fmt: skip
+                    self.fail(
+                        ViolationKind.HIDDEN_AFTER_RESTORE,
+                        f"{key}, restored, is not current before the repair",
+                    )
 
     async def snapshot(self) -> bytes:
         """Everything a later move can read: hashed."""
         records = [await self.store.get_partition(name) for name in self.names]
-        journal = [(d.key, d.marker, d.hides, d.at >= (self.mistake or ("", 0.0))[1])
-                         for d in deletions_in(read_journal([self.directory]))]  # fmt: skip
+        journal = [
+            (d.key, d.marker, d.hides, d.at >= (self.mistake or ("", 0.0))[1])
+            for d in deletions_in(read_journal([self.directory]))
+        ]
         journal.sort(key=repr)
         state = (
-            self.now - _START, self.cluster_epoch, await self.store.get_paused() is not None,
+            self.now - _START,
+            self.cluster_epoch,
+            await self.store.get_paused() is not None,
             sorted((k, dataclasses.astuple(o)) for k, o in self.objects.items()),
-            sorted((k, [(v.version_id, v.body) for v in vs])
-                   for k, vs in self.bucket.versions.items()),
-            [None if r is None else r.watermark for r in records], journal,
-            self.mistake, self.restored, self.repaired, self.forged, self.windows,
-            sorted(self.hidden_at_restore), self.gate.highest,
-        )  # fmt: skip
+            sorted(
+                (k, [(v.version_id, v.body) for v in vs]) for k, vs in self.bucket.versions.items()
+            ),
+            [None if r is None else r.watermark for r in records],
+            journal,
+            self.mistake,
+            self.restored,
+            self.repaired,
+            self.forged,
+            self.windows,
+            sorted(self.hidden_at_restore),
+            self.gate.highest,
+        )
         return hashlib.sha256(repr(state).encode()).digest()

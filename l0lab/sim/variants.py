@@ -269,8 +269,7 @@ async def check_then_delete_deregister(
     """BROKEN (deregister before issue 51): check every name, then delete unconditioned."""
     for name in names:
         record = await store.get_partition(name)
-        why = None if record is None else await owners.live_owner(store.kv, store.namespace,
-                                                                   record)  # fmt: skip
+        why = None if record is None else await owners.live_owner(store.kv, store.namespace, record)
         if why is not None:
             raise owners.refuse_live(name, "deregister it", why)
     return [name for name in names if await store.deregister_partition(name)]

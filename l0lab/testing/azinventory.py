@@ -33,8 +33,17 @@ import pyarrow.parquet as pq
 
 RUN = "2026/11/22/00-00-00"
 RULE = "l0gc_rule"
-FIELDS = ("Name", "Creation-Time", "Last-Modified", "Content-Length", "Content-MD5",
-          "BlobType", "AccessTier", "Snapshot", "Deleted")  # fmt: skip
+FIELDS = (
+    "Name",
+    "Creation-Time",
+    "Last-Modified",
+    "Content-Length",
+    "Content-MD5",
+    "BlobType",
+    "AccessTier",
+    "Snapshot",
+    "Deleted",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +60,10 @@ class Blob:
 
 def container_blobs(client: Any) -> list[Blob]:
     """Every blob of a sync `ContainerClient`, as the inventory run would list it."""
-    return [Blob(client.container_name, b.name, int(b.size), b.last_modified)
-            for b in client.list_blobs()]  # fmt: skip
+    return [
+        Blob(client.container_name, b.name, int(b.size), b.last_modified)
+        for b in client.list_blobs()
+    ]
 
 
 def _stamp(moment: datetime, style: str = "iso") -> str:
@@ -82,17 +93,25 @@ def write_blob_inventory(
     for index in range(file_count):
         chunk = rows[index::file_count]
         name = f"{RULE}_{index + 1}.{file_format}"
-        values = [{
-            "Name": f"{r.container}/{r.name}",
-            "Creation-Time": _stamp(r.last_modified, time_style),
-            "Last-Modified": _stamp(r.last_modified, time_style), "Content-Length": r.size,
-            "Content-MD5": "", "BlobType": "BlockBlob", "AccessTier": "Hot",
-            "Snapshot": r.snapshot, "Deleted": "true" if r.deleted else "",
-        } for r in chunk]  # fmt: skip
+        values = [
+            {
+                "Name": f"{r.container}/{r.name}",
+                "Creation-Time": _stamp(r.last_modified, time_style),
+                "Last-Modified": _stamp(r.last_modified, time_style),
+                "Content-Length": r.size,
+                "Content-MD5": "",
+                "BlobType": "BlockBlob",
+                "AccessTier": "Hot",
+                "Snapshot": r.snapshot,
+                "Deleted": "true" if r.deleted else "",
+            }
+            for r in chunk
+        ]
         if file_format == "csv":
             text = io.StringIO()
-            writer = csv.DictWriter(text, fieldnames=fields, lineterminator="\n",
-                                    extrasaction="ignore")  # fmt: skip
+            writer = csv.DictWriter(
+                text, fieldnames=fields, lineterminator="\n", extrasaction="ignore"
+            )
             writer.writeheader()
             writer.writerows(values)
             (run_dir / name).write_text(text.getvalue(), encoding="utf-8")
@@ -104,12 +123,21 @@ def write_blob_inventory(
                 columns[stamp] = (
                     pa.array([int(m.timestamp() * per_second) for m in moments], pa.int64())
                     if per_second is not None
-                    else pa.array(moments, pa.timestamp("ms", tz="UTC")))
+                    else pa.array(moments, pa.timestamp("ms", tz="UTC"))
+                )
             columns["Content-Length"] = pa.array([r.size for r in chunk], pa.int64())
             columns["Deleted"] = pa.array([r.deleted for r in chunk], pa.bool_())
-            pq.write_table(pa.table({f: columns[f] if f in columns else
-                                     pa.array([str(v[f]) for v in values], pa.string())
-                                     for f in fields}), run_dir / name)  # fmt: skip
+            pq.write_table(
+                pa.table(
+                    {
+                        f: columns[f]
+                        if f in columns
+                        else pa.array([str(v[f]) for v in values], pa.string())
+                        for f in fields
+                    }
+                ),
+                run_dir / name,
+            )
         files.append({"blob": f"{RUN}/{RULE}/{name}", "size": (run_dir / name).stat().st_size})
     manifest = {
         "destinationContainer": "inventory-destination",
@@ -118,9 +146,13 @@ def write_blob_inventory(
         "inventoryCompletionTime": "2026-11-22T00:10:00Z",
         "inventoryStartTime": "2026-11-22T00:00:00Z",
         "ruleDefinition": {
-            "filters": {"blobTypes": ["blockBlob"], "includeBlobVersions": False,
-                        "includeSnapshots": True, "includeDeleted": True,
-                        "prefixMatch": list(prefix_match)},
+            "filters": {
+                "blobTypes": ["blockBlob"],
+                "includeBlobVersions": False,
+                "includeSnapshots": True,
+                "includeDeleted": True,
+                "prefixMatch": list(prefix_match),
+            },
             "format": file_format,
             "objectType": "blob",
             "schedule": "daily",
@@ -135,5 +167,6 @@ def write_blob_inventory(
     path = run_dir / f"{RULE}-manifest.json"
     path.write_bytes(body)
     (run_dir / f"{RULE}-manifest.checksum").write_text(
-        hashlib.md5(body, usedforsecurity=False).hexdigest())  # the format's checksum
+        hashlib.md5(body, usedforsecurity=False).hexdigest()
+    )  # the format's checksum
     return path

@@ -48,14 +48,24 @@ from yarl import URL
 
 __all__ = ["FaultConfig", "FaultProxy", "ThreadedFaultProxy", "operation_of", "shuffle_contents"]
 
-_STATUS: Final = {"SlowDown": 503, "ServiceUnavailable": 503, "InternalError": 500,
-                  "AccessDenied": 403}  # fmt: skip
+_STATUS: Final = {
+    "SlowDown": 503,
+    "ServiceUnavailable": 503,
+    "InternalError": 500,
+    "AccessDenied": 403,
+}
 # The client's Host goes through unchanged: a server that checks SigV4 signatures
 # (SeaweedFS) must see the host the client signed, the proxy's.
 _HOP_BY_HOP: Final = frozenset(
-    {"content-length", "transfer-encoding", "connection", "keep-alive",
-     "proxy-connection", "upgrade"}
-)  # fmt: skip
+    {
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "upgrade",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +107,7 @@ class FaultConfig:
 
 
 def operation_of(method: str, query: str) -> str:
-    """"list" for ListObjectsV2 and ListObjectVersions, "delete" for DeleteObjects and
+    """ "list" for ListObjectsV2 and ListObjectVersions, "delete" for DeleteObjects and
     DeleteObject, else "other"."""
     params = {part.split("=", 1)[0] for part in query.split("&") if part}
     if method == "GET" and ("list-type" in params or "versions" in params):
@@ -112,7 +122,7 @@ _REFUSALS: Final = {
     "BadDigest": (400, "The Content-MD5 you specified did not match what we received."),
     "NotImplemented": (501, "A header you provided implies functionality not implemented"),
     "InvalidArgument": (400, "StartAfter is not supported by this bucket"),
-}  # fmt: skip
+}
 _CONTENTS: Final = re.compile(rb"<Contents>.*?</Contents>", re.DOTALL)
 
 
@@ -128,8 +138,7 @@ def _content_md5(body: bytes) -> str:
     return base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()
 
 
-def _error_body(code: str, request_id: str,
-                message: str = "injected by l0gc fault proxy") -> bytes:  # fmt: skip
+def _error_body(code: str, request_id: str, message: str = "injected by l0gc fault proxy") -> bytes:
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<Error><Code>{code}</Code><Message>{message}</Message>"
@@ -137,8 +146,9 @@ def _error_body(code: str, request_id: str,
     ).encode()
 
 
-async def _drip(request: web.Request, status: int, payload: bytes, headers: dict[str, str],
-                interval_s: float) -> web.StreamResponse:  # fmt: skip
+async def _drip(
+    request: web.Request, status: int, payload: bytes, headers: dict[str, str], interval_s: float
+) -> web.StreamResponse:
     """Send `payload` one byte every `interval_s` (a read timeout restarts with each)."""
     answer = web.StreamResponse(status=status, headers=headers)
     answer.content_length = len(payload)
@@ -227,8 +237,7 @@ class FaultProxy:
             request.method, url, headers=headers, data=body, allow_redirects=False
         ) as upstream:
             payload = await upstream.read()
-            if (config.unordered_listing and "list-type" in request.query
-                    and upstream.status == 200):  # fmt: skip
+            if config.unordered_listing and "list-type" in request.query and upstream.status == 200:
                 payload = shuffle_contents(payload, self._rng)
             out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
         if upstream.status >= 500:  # the store's own failure (moto has some), not injected
@@ -239,26 +248,35 @@ class FaultProxy:
             return await _drip(request, upstream.status, payload, out, config.drip_interval_s)
         return web.Response(status=upstream.status, body=payload, headers=out)
 
-    async def _hostile(self, operation: str, request: web.Request,
-                       body: bytes) -> web.Response | None:  # fmt: skip
+    async def _hostile(
+        self, operation: str, request: web.Request, body: bytes
+    ) -> web.Response | None:
         """The answer of a broken store (endless listing, poison key), or None."""
         config = self.config
         prefix = request.query.get("prefix", "")
         if operation == "list" and prefix.startswith(config.endless_prefixes or ("\x00",)):
             self.faults["endless"] += 1
-            page = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.'
-                    f'amazonaws.com/doc/2006-03-01/"><Prefix>{prefix}</Prefix><KeyCount>0'
-                    "</KeyCount><IsTruncated>true</IsTruncated><NextContinuationToken>"
-                    "l0gc-endless</NextContinuationToken></ListBucketResult>")  # fmt: skip
+            page = (
+                '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.'
+                f'amazonaws.com/doc/2006-03-01/"><Prefix>{prefix}</Prefix><KeyCount>0'
+                "</KeyCount><IsTruncated>true</IsTruncated><NextContinuationToken>"
+                "l0gc-endless</NextContinuationToken></ListBucketResult>"
+            )
             return web.Response(body=page.encode(), content_type="application/xml")
-        named = request.path.split("/", 2)[-1] if request.method == "DELETE" else body.decode(
-            "utf-8", "replace")
+        named = (
+            request.path.split("/", 2)[-1]
+            if request.method == "DELETE"
+            else body.decode("utf-8", "replace")
+        )
         if operation == "delete" and any(
             f"<Key>{key}</Key>" in named or named == key for key in config.fail_delete_keys
         ):
             self.faults["poison"] += 1
-            return web.Response(status=500, body=_error_body("InternalError", "poison"),
-                                headers={"Content-Type": "application/xml"})  # fmt: skip
+            return web.Response(
+                status=500,
+                body=_error_body("InternalError", "poison"),
+                headers={"Content-Type": "application/xml"},
+            )
         return None
 
     def _refusal(self, operation: str, request: web.Request, body: bytes) -> str | None:
@@ -269,8 +287,10 @@ class FaultProxy:
             return "NotImplemented"
         if batch and config.require_content_md5 and "Content-MD5" not in request.headers:
             return "MissingContentMD5"
-        if batch and config.require_content_md5 and request.headers["Content-MD5"] != _content_md5(
-            body
+        if (
+            batch
+            and config.require_content_md5
+            and request.headers["Content-MD5"] != _content_md5(body)
         ):
             return "BadDigest"  # the digest must cover the body sent
         if config.unordered_listing and "start-after" in request.query:

@@ -300,8 +300,11 @@ class Ledger:
                 continue
             for partition, number, reconciled in protectors:
                 if partition not in lowest or epoch < lowest[partition][0]:
-                    why = (f"fenced (fence {number})" if reconciled is None else
-                           f"referenced at offset {number} (reconciled {reconciled})")  # fmt: skip
+                    why = (
+                        f"fenced (fence {number})"
+                        if reconciled is None
+                        else f"referenced at offset {number} (reconciled {reconciled})"
+                    )
                     lowest[partition] = (epoch, key, why)
         return lowest
 

@@ -35,8 +35,9 @@ def azurite_binary() -> Path:
     """`.tools/azurite/node_modules/.bin/azurite-blob` of this repository."""
     found = Path(__file__).resolve().parents[2] / ".tools/azurite/node_modules/.bin/azurite-blob"
     if not found.exists():
-        raise ConfigError("Azurite is not installed: run scripts/install-azurite.sh "
-                          "(the bootstrap does)")  # fmt: skip
+        raise ConfigError(
+            "Azurite is not installed: run scripts/install-azurite.sh (the bootstrap does)"
+        )
     return found
 
 
@@ -57,8 +58,10 @@ class LocalAzurite:
     @property
     def connection_string(self) -> str:
         """The development account's connection string for this endpoint."""
-        return (f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
-                f"AccountKey={_DEV_KEY};BlobEndpoint={self.account_url};")  # fmt: skip
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};"
+            f"AccountKey={_DEV_KEY};BlobEndpoint={self.account_url};"
+        )
 
     def write_connection_string(self, path: Path) -> Path:
         """Write the connection string to `path` (mode 0600), as an operator would."""
@@ -72,9 +75,18 @@ class LocalAzurite:
             return self
         self.data_dir = Path(tempfile.mkdtemp(prefix="l0gc-azurite-"))
         self.port = free_port()
-        cmd = [str(azurite_binary()), "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
-               "--location", str(self.data_dir), "--silent", "--skipApiVersionCheck",
-               "--loose"]  # fmt: skip
+        cmd = [
+            str(azurite_binary()),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(self.port),
+            "--location",
+            str(self.data_dir),
+            "--silent",
+            "--skipApiVersionCheck",
+            "--loose",
+        ]
         self._log = (self.data_dir / "azurite.log").open("ab")
         self.process = subprocess.Popen(  # noqa: S603 - our own pinned tool
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
@@ -85,14 +97,16 @@ class LocalAzurite:
                 log = (self.data_dir / "azurite.log").read_text(errors="replace")[-2000:]
                 self.stop()
                 raise ConfigError(f"azurite exited at start:\n{log}")
-            with contextlib.suppress(OSError), socket.create_connection(
-                ("127.0.0.1", self.port), timeout=0.5
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
             ):
                 return self
             time.sleep(0.1)
         self.stop()
-        raise ConfigError(f"azurite did not listen on 127.0.0.1:{self.port} in "
-                          f"{_START_TIMEOUT_S:g} s")  # fmt: skip
+        raise ConfigError(
+            f"azurite did not listen on 127.0.0.1:{self.port} in {_START_TIMEOUT_S:g} s"
+        )
 
     def stop(self) -> None:
         """SIGTERM by PID (SIGKILL after 5 s); remove the data directory."""

@@ -54,8 +54,17 @@ class LocalGcs:
         self.log_dir = Path(tempfile.mkdtemp(prefix="l0gc-gcs-"))
         self.port = free_port()
         module = "l0lab.testing.gcs_emulator" if self.content_ids else "gcp_storage_emulator"
-        cmd = [sys.executable, "-m", module, "start", "--host", "127.0.0.1",
-               "--port", str(self.port), "--in-memory"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            module,
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--in-memory",
+        ]
         self._log = (self.log_dir / "gcs.log").open("ab")
         self.process = subprocess.Popen(  # noqa: S603 - our own pinned tool
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
@@ -67,26 +76,31 @@ class LocalGcs:
                 self.stop()
                 raise ConfigError(f"the GCS emulator exited at start:\n{log}")
             with contextlib.suppress(OSError):
-                urllib.request.urlopen(f"{self.endpoint_url}/storage/v1/b?project=l0gc",  # noqa: S310
-                                       timeout=0.5).close()  # fmt: skip
+                urllib.request.urlopen(  # noqa: S310 - a loopback http URL we built
+                    f"{self.endpoint_url}/storage/v1/b?project=l0gc",
+                    timeout=0.5,
+                ).close()
                 return self
             time.sleep(0.1)
         self.stop()
-        raise ConfigError(f"the GCS emulator did not answer on 127.0.0.1:{self.port} in "
-                          f"{_START_TIMEOUT_S:g} s")  # fmt: skip
+        raise ConfigError(
+            f"the GCS emulator did not answer on 127.0.0.1:{self.port} in {_START_TIMEOUT_S:g} s"
+        )
 
     def create_bucket(self, name: str) -> None:
         """Create bucket `name` (the emulator's buckets.insert)."""
         request = urllib.request.Request(  # noqa: S310 - loopback
-            f"{self.endpoint_url}/storage/v1/b?project=l0gc", method="POST",
+            f"{self.endpoint_url}/storage/v1/b?project=l0gc",
+            method="POST",
             data=json.dumps({"name": name}).encode(),
             headers={"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
         with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - loopback
             pass
 
-    def _request(self, method: str, path: str, body: bytes = b"",
-                 content_type: str = "application/json") -> tuple[int, bytes]:  # fmt: skip
+    def _request(
+        self, method: str, path: str, body: bytes = b"", content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
             connection.request(method, path, body=body, headers={"Content-Type": content_type})
@@ -97,12 +111,15 @@ class LocalGcs:
 
     def _batch(self, lines: list[str]) -> None:
         for start in range(0, len(lines), 100):
-            parts = [f"--S\r\nContent-Type: application/http\r\nContent-ID: <s{i}>\r\n\r\n"
-                     f"{line} HTTP/1.1\r\nContent-Type: application/json\r\n\r\n{{}}\r\n"
-                     for i, line in enumerate(lines[start : start + 100])]  # fmt: skip
+            parts = [
+                f"--S\r\nContent-Type: application/http\r\nContent-ID: <s{i}>\r\n\r\n"
+                f"{line} HTTP/1.1\r\nContent-Type: application/json\r\n\r\n{{}}\r\n"
+                for i, line in enumerate(lines[start : start + 100])
+            ]
             body = ("".join(parts) + "--S--\r\n").encode()
-            status, answer = self._request("POST", "/batch/storage/v1", body,
-                                           "multipart/mixed; boundary=S")  # fmt: skip
+            status, answer = self._request(
+                "POST", "/batch/storage/v1", body, "multipart/mixed; boundary=S"
+            )
             if status != 200 or b"HTTP/1.1 4" in answer or b"HTTP/1.1 5" in answer:
                 raise ConfigError(f"the GCS emulator refused a seeding batch: {answer[:300]!r}")
 
@@ -111,10 +128,19 @@ class LocalGcs:
         status, _ = self._request("GET", f"/storage/v1/b/{_SEED_BUCKET}")
         if status == 404:
             self.create_bucket(_SEED_BUCKET)
-            self._request("POST", f"/upload/storage/v1/b/{_SEED_BUCKET}/o?uploadType=media"
-                          "&name=seed", b"x", "application/octet-stream")  # fmt: skip
-        self._batch([f"POST /storage/v1/b/{_SEED_BUCKET}/o/seed/copyTo/b/{bucket}/o/"
-                     f"{urllib.parse.quote(key, safe='')}" for key in keys])  # fmt: skip
+            self._request(
+                "POST",
+                f"/upload/storage/v1/b/{_SEED_BUCKET}/o?uploadType=media&name=seed",
+                b"x",
+                "application/octet-stream",
+            )
+        self._batch(
+            [
+                f"POST /storage/v1/b/{_SEED_BUCKET}/o/seed/copyTo/b/{bucket}/o/"
+                f"{urllib.parse.quote(key, safe='')}"
+                for key in keys
+            ]
+        )
 
     def keys(self, bucket: str) -> set[str]:
         """Every object name in `bucket`."""
@@ -133,8 +159,12 @@ class LocalGcs:
 
     def empty(self, bucket: str) -> None:
         """Delete every object of `bucket` (keeps the emulator's memory and time small)."""
-        self._batch([f"DELETE /storage/v1/b/{bucket}/o/{urllib.parse.quote(key, safe='')}"
-                     for key in sorted(self.keys(bucket))])  # fmt: skip
+        self._batch(
+            [
+                f"DELETE /storage/v1/b/{bucket}/o/{urllib.parse.quote(key, safe='')}"
+                for key in sorted(self.keys(bucket))
+            ]
+        )
 
     def stop(self) -> None:
         """SIGTERM by PID (SIGKILL after 5 s); remove the log directory."""

@@ -100,18 +100,45 @@ class LocalReplicas:
 
     def argv(self, proc: ReplicaProc) -> list[str]:
         """The command line of `proc`'s next incarnation."""
-        return [sys.executable, "-m", "watermark", "serve", "--replicated",
-                "--etcd", self.etcd, "--namespace", self.namespace,
-                "--partitions", ",".join(self.partitions), "--register",
-                "--http-host", proc.host, "--http-port", str(proc.port),
-                "--auth-token-file", str(self.token_file),
-                "--owner-id", proc.owner_id, "--member-lease-ttl", str(self.lease_ttl_s),
-                "--membership-interval", str(self.interval_s),
-                "--tick-interval", str(self.tick_interval_s), "--ticker-lease-ttl", "2",
-                "--publish-interval", str(self.publish_interval_s),
-                "--drain-timeout", str(self.drain_timeout_s), "--etcd-timeout", "2",
-                "--log-level", "info",
-                *(["--fleet-urls", self.fleet_urls] if self.fleet_urls else [])]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "watermark",
+            "serve",
+            "--replicated",
+            "--etcd",
+            self.etcd,
+            "--namespace",
+            self.namespace,
+            "--partitions",
+            ",".join(self.partitions),
+            "--register",
+            "--http-host",
+            proc.host,
+            "--http-port",
+            str(proc.port),
+            "--auth-token-file",
+            str(self.token_file),
+            "--owner-id",
+            proc.owner_id,
+            "--member-lease-ttl",
+            str(self.lease_ttl_s),
+            "--membership-interval",
+            str(self.interval_s),
+            "--tick-interval",
+            str(self.tick_interval_s),
+            "--ticker-lease-ttl",
+            "2",
+            "--publish-interval",
+            str(self.publish_interval_s),
+            "--drain-timeout",
+            str(self.drain_timeout_s),
+            "--etcd-timeout",
+            "2",
+            "--log-level",
+            "info",
+            *(["--fleet-urls", self.fleet_urls] if self.fleet_urls else []),
+        ]
 
     def start(self, name: str, *, host: str = "127.0.0.1", port: int | None = None) -> ReplicaProc:
         """Start replica `name` (a new incarnation) and wait until it is ready (blocking).
@@ -264,8 +291,14 @@ class OwnerClient:
                 continue
             self.owners[partition] = base
             return Answer(status, doc, attempt, base, time.monotonic() - started, tuple(trail))
-        return Answer(0, {"error": "gave_up"}, self._max_attempts, "",
-                      time.monotonic() - started, tuple(trail))  # fmt: skip
+        return Answer(
+            0,
+            {"error": "gave_up"},
+            self._max_attempts,
+            "",
+            time.monotonic() - started,
+            tuple(trail),
+        )
 
     async def at(self, base: str, path: str, body: Any) -> Answer:
         """POST `path` at replica `base` only (a fence token lives where it was granted)."""

@@ -52,8 +52,17 @@ def weed_binary() -> Path:
     return Path(which)
 
 
-_PORTS = ("master", "volume", "filer", "admin",
-          "master.grpc", "volume.grpc", "filer.grpc", "admin.grpc", "s3.grpc")  # fmt: skip
+_PORTS = (
+    "master",
+    "volume",
+    "filer",
+    "admin",
+    "master.grpc",
+    "volume.grpc",
+    "filer.grpc",
+    "admin.grpc",
+    "s3.grpc",
+)
 """Every port `weed mini` listens on besides S3's, each picked free: left to itself it
 takes HTTP port + 10000 for gRPC, a port nobody checked (another test worker's server,
 an outgoing connection) or above 65535."""
@@ -94,15 +103,27 @@ class LocalSeaweedFS:
             self.ports = {name: free_port() for name in _PORTS}
         ports = self.ports
         cmd = [
-            str(weed_binary()), "mini", f"-dir={self.data_dir / 'data'}",
-            "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.port={self.port}",
-            f"-master.port={ports['master']}", f"-volume.port={ports['volume']}",
-            f"-filer.port={ports['filer']}", f"-admin.port={ports['admin']}",
-            *(f"-{name.replace('.grpc', '.port.grpc')}={ports[name]}"
-              for name in _PORTS if name.endswith(".grpc")),
-            "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            str(weed_binary()),
+            "mini",
+            f"-dir={self.data_dir / 'data'}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-s3.port={self.port}",
+            f"-master.port={ports['master']}",
+            f"-volume.port={ports['volume']}",
+            f"-filer.port={ports['filer']}",
+            f"-admin.port={ports['admin']}",
+            *(
+                f"-{name.replace('.grpc', '.port.grpc')}={ports[name]}"
+                for name in _PORTS
+                if name.endswith(".grpc")
+            ),
+            "-admin.ui=false",
+            "-webdav=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
             "-master.telemetry=false",
-        ]  # fmt: skip
+        ]
         self._log = (self.data_dir / "weed.log").open("ab")
         self.process = subprocess.Popen(  # noqa: S603 - our own pinned binary
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
@@ -123,8 +144,10 @@ class LocalSeaweedFS:
             time.sleep(0.1)
         tail = self.log_tail()
         self.stop()
-        raise ConfigError(f"SeaweedFS S3 did not answer on {self.endpoint_url} in "
-                          f"{_START_TIMEOUT_S:g} s; last log lines:\n{tail}")  # fmt: skip
+        raise ConfigError(
+            f"SeaweedFS S3 did not answer on {self.endpoint_url} in "
+            f"{_START_TIMEOUT_S:g} s; last log lines:\n{tail}"
+        )
 
     def _answers(self) -> bool:
         """True once the S3 gateway answers a ListBuckets with a 200."""
@@ -199,18 +222,25 @@ class LocalSeaweedFS:
             from botocore.config import Config  # noqa: PLC0415
 
             self._client = boto3.client(
-                "s3", endpoint_url=self.endpoint_url, region_name=self.region,
-                aws_access_key_id="testing", aws_secret_access_key="testing",  # noqa: S106
-                config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5},
-                              max_pool_connections=_PUT_THREADS),
-            )  # fmt: skip
+                "s3",
+                endpoint_url=self.endpoint_url,
+                region_name=self.region,
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",  # noqa: S106
+                config=Config(
+                    s3={"addressing_style": "path"},
+                    retries={"max_attempts": 5},
+                    max_pool_connections=_PUT_THREADS,
+                ),
+            )
         return self._client
 
     def create_bucket(self, bucket: str) -> None:
         """Create a bucket (no-op when it exists)."""
         client = self.client()
-        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou,
-                                 client.exceptions.BucketAlreadyExists):  # fmt: skip
+        with contextlib.suppress(
+            client.exceptions.BucketAlreadyOwnedByYou, client.exceptions.BucketAlreadyExists
+        ):
             client.create_bucket(Bucket=bucket)
 
     def seed(
@@ -224,14 +254,17 @@ class LocalSeaweedFS:
         """PUT every object (concurrently). `last_modified` must be None: a real server
         stamps its own clock; age objects through the sweeper's clock instead."""
         if last_modified is not None:
-            raise ConfigError("SeaweedFS cannot back-date objects: seed with last_modified="
-                              "None and move the sweeper's clock instead")  # fmt: skip
+            raise ConfigError(
+                "SeaweedFS cannot back-date objects: seed with last_modified="
+                "None and move the sweeper's clock instead"
+            )
         self.create_bucket(bucket)
         client = self.client()
         items = list(keys.items()) if isinstance(keys, dict) else [(k, body) for k in keys]
         with ThreadPoolExecutor(_PUT_THREADS) as pool:
-            for done in pool.map(lambda kv: client.put_object(Bucket=bucket, Key=kv[0],
-                                                              Body=kv[1]), items):  # fmt: skip
+            for done in pool.map(
+                lambda kv: client.put_object(Bucket=bucket, Key=kv[0], Body=kv[1]), items
+            ):
                 assert done["ResponseMetadata"]["HTTPStatusCode"] == 200
 
     def keys(self, bucket: str) -> set[str]:

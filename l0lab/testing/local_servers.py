@@ -172,16 +172,23 @@ class LocalEtcd:
         peer = f"http://127.0.0.1:{self.peer_port}"
         cmd = [
             str(self.binary or etcd_binary()),
-            "--name", self.name,
-            "--data-dir", str(self.data_dir / "data"),
-            "--listen-client-urls", client,
-            "--advertise-client-urls", client,
-            "--listen-peer-urls", peer,
-            "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", self.initial_cluster or f"{self.name}={peer}",
+            "--name",
+            self.name,
+            "--data-dir",
+            str(self.data_dir / "data"),
+            "--listen-client-urls",
+            client,
+            "--advertise-client-urls",
+            client,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            self.initial_cluster or f"{self.name}={peer}",
             "--logger=zap",
             "--log-level=error",
-        ]  # fmt: skip
+        ]
         self._log = (self.data_dir / "etcd.log").open("ab")
         # A session of its own: a Ctrl-C in the terminal must not kill etcd before the
         # demo (or a test) has shut down what depends on it.
@@ -309,8 +316,10 @@ class LocalS3:
         try:
             from moto.server import ThreadedMotoServer  # noqa: PLC0415 - dev extra only
         except ImportError as exc:
-            raise ConfigError("the local S3 server needs moto, a dependency of the lab: "
-                              "pip install -c constraints.txt -e ./l0lab") from exc  # fmt: skip
+            raise ConfigError(
+                "the local S3 server needs moto, a dependency of the lab: "
+                "pip install -c constraints.txt -e ./l0lab"
+            ) from exc
         # moto needs some credentials in the environment of the server process.
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")

@@ -29,8 +29,14 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     credentials for the local S3 server, unbuffered output."""
     dropped = {"AWS_PROFILE", "AWS_SESSION_TOKEN"}
     env = {k: v for k, v in os.environ.items() if not k.startswith("L0GC_") and k not in dropped}
-    env.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": "us-east-1", "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    env.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra or {})
     return env
 
@@ -57,8 +63,9 @@ def wait_http(url: str, timeout_s: float, *, child: Child | None = None) -> bool
 class Child:
     """One child process of the run (see the module docstring)."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path,
-                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
@@ -69,8 +76,9 @@ class Child:
         self._log: Any = None
 
     @classmethod
-    def python(cls, name: str, args: Sequence[str], log_path: Path,
-               env: dict[str, str] | None = None) -> Child:  # fmt: skip
+    def python(
+        cls, name: str, args: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+    ) -> Child:
         """`python args...` with this interpreter."""
         return cls(name, [sys.executable, *args], log_path, env)
 
@@ -94,9 +102,12 @@ class Child:
         self._log.write(f"--- start {self.starts + 1}: {' '.join(self.argv)}\n".encode())
         self._log.flush()
         self.process = subprocess.Popen(  # noqa: S603 - our own argv
-            self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
+            self.argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self.starts += 1
         self.frozen = False
         return self

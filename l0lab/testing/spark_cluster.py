@@ -100,26 +100,53 @@ class LocalSparkCluster:
         command = [str(spark_home() / "bin" / "spark-class"), *args]
         # spark-class ends in `exec java ...`: the PID is the JVM's.
         self.processes[name] = subprocess.Popen(  # noqa: S603
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            command,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             cwd=self.workdir,
-        )  # fmt: skip
+        )
 
     def start(self) -> LocalSparkCluster:
         """Start the master, then the worker; return once the worker is registered."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = _cluster_env(spark_home(), self.workdir)
         try:
-            self._spawn("master", [
-                "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                "--port", str(self.master_port), "--webui-port", str(self.master_ui_port),
-            ], env)  # fmt: skip
+            self._spawn(
+                "master",
+                [
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.master_port),
+                    "--webui-port",
+                    str(self.master_ui_port),
+                ],
+                env,
+            )
             self._wait(lambda: self.state() is not None, "the master to answer")
-            self._spawn("worker", [
-                "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
-                "--port", str(free_port()), "--webui-port", str(self.worker_ui_port),
-                "--cores", str(self.cores), "--memory", self.memory,
-                "--work-dir", str(self.workdir / "work"),
-            ], env)  # fmt: skip
+            self._spawn(
+                "worker",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    self.master_url,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(free_port()),
+                    "--webui-port",
+                    str(self.worker_ui_port),
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--work-dir",
+                    str(self.workdir / "work"),
+                ],
+                env,
+            )
             self._wait(lambda: (self.state() or {}).get("aliveworkers") == 1, "the worker")
         except BaseException:
             self.stop()
@@ -194,10 +221,20 @@ def executor_python(cache_dir: Path, constraints: Path) -> Path:
         venv = building / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)  # noqa: S603
         subprocess.run(  # noqa: S603
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-             "--disable-pip-version-check", "-c", str(constraints), *EXECUTOR_REQUIREMENTS],
-            check=True, timeout=900,
-        )  # fmt: skip
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-c",
+                str(constraints),
+                *EXECUTOR_REQUIREMENTS,
+            ],
+            check=True,
+            timeout=900,
+        )
         (venv / "READY").write_text(" ".join(EXECUTOR_REQUIREMENTS) + "\n", encoding="utf-8")
         try:
             venv.rename(final)

@@ -74,18 +74,33 @@ class VersionedMemoryStore:
 
     def _infos(self, key: str) -> list[ObjectInfo]:
         entries = self.versions.get(key, [])
-        return [ObjectInfo(key, len(v.body or b""), v.last_modified_s, v.version_id,
-                           v.body is None, index == len(entries) - 1)
-                for index, v in reversed(list(enumerate(entries)))]  # fmt: skip
+        return [
+            ObjectInfo(
+                key,
+                len(v.body or b""),
+                v.last_modified_s,
+                v.version_id,
+                v.body is None,
+                index == len(entries) - 1,
+            )
+            for index, v in reversed(list(enumerate(entries)))
+        ]
 
     def _keys(self, prefix: str, after: str | None) -> list[str]:
-        return sorted(key for key, entries in self.versions.items() if entries
-                      and key.startswith(prefix) and (after is None or key > after))  # fmt: skip
+        return sorted(
+            key
+            for key, entries in self.versions.items()
+            if entries and key.startswith(prefix) and (after is None or key > after)
+        )
 
     async def list_versions_page(
-        self, prefix: str, *, start_after: str | None = None,
-        continuation_token: str | None = None, max_keys: int = 1000,
-    ) -> ListPage:  # fmt: skip
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
         """Every version and marker of the keys after the start, whole keys per page."""
         self.list_requests += 1
         after = continuation_token if continuation_token is not None else start_after
@@ -98,16 +113,24 @@ class VersionedMemoryStore:
         return ListPage(tuple(page), None)
 
     async def list_page(
-        self, prefix: str, *, start_after: str | None = None,
-        continuation_token: str | None = None, max_keys: int = 1000,
-    ) -> ListPage:  # fmt: skip
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
         """The current objects (no marker on top), as ListObjectsV2."""
         self.list_requests += 1
         after = continuation_token if continuation_token is not None else start_after
         keys = [key for key in self._keys(prefix, after) if self.versions[key][-1].body is not None]
         page = keys[:max_keys]
-        infos = tuple(ObjectInfo(k, len(self.versions[k][-1].body or b""),
-                                 self.versions[k][-1].last_modified_s) for k in page)  # fmt: skip
+        infos = tuple(
+            ObjectInfo(
+                k, len(self.versions[k][-1].body or b""), self.versions[k][-1].last_modified_s
+            )
+            for k in page
+        )
         return ListPage(infos, page[-1] if len(keys) > max_keys else None)
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:

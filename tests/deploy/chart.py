@@ -54,9 +54,14 @@ def helm_env(home: Path) -> dict[str, str]:
 def helm(env: dict[str, str], *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     """Run the repo's helm binary."""
     return subprocess.run(
-        [str(HELM), *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120,
+        [str(HELM), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
         check=False,
-    )  # fmt: skip
+    )
 
 
 def objects_of(manifest: str) -> list[Obj]:
@@ -78,10 +83,11 @@ def containers(objects: list[Obj]) -> list[tuple[Obj, Obj]]:
     user's sidecars) of every workload."""
     return [
         (workload, container)
-        for workload in objects if workload["kind"] in WORKLOAD_KINDS
+        for workload in objects
+        if workload["kind"] in WORKLOAD_KINDS
         for container in pod_spec(workload)["containers"]
         if container.get("command", [""])[0] in L0GC_PROGRAMS
-    ]  # fmt: skip
+    ]
 
 
 # --- the kubelet's part --------------------------------------------------------------

@@ -14,8 +14,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-REAL_TOOLS = ("bash", "cat", "chmod", "cut", "dirname", "env", "grep", "mkdir", "mktemp", "rm",
-              "sha256sum")
+REAL_TOOLS = (
+    "bash",
+    "cat",
+    "chmod",
+    "cut",
+    "dirname",
+    "env",
+    "grep",
+    "mkdir",
+    "mktemp",
+    "rm",
+    "sha256sum",
+)
 
 
 def stub_bin(tmp: Path, **stubs: str) -> Path:
@@ -27,7 +38,7 @@ def stub_bin(tmp: Path, **stubs: str) -> Path:
         assert found is not None, tool
         (bin_dir / tool).symlink_to(found)
     (bin_dir / "python3").symlink_to(sys.executable)  # a Python >= 3.11, as the README asks
-    stubs.setdefault("id", 'echo 1000')  # not root unless a test says so
+    stubs.setdefault("id", "echo 1000")  # not root unless a test says so
     for name, body in stubs.items():
         path = bin_dir / name
         path.write_text(f"#!{shutil.which('bash')}\n{body}\n")
@@ -38,8 +49,14 @@ def stub_bin(tmp: Path, **stubs: str) -> Path:
 def run(script: Path, *args: str, path: Path) -> subprocess.CompletedProcess[str]:
     """Run `script` with PATH = `path` only."""
     env = {"PATH": str(path), "HOME": os.environ.get("HOME", "/tmp")}
-    return subprocess.run([shutil.which("bash") or "bash", str(script), *args], env=env,
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        [shutil.which("bash") or "bash", str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_without_apt_get_promtool_is_skipped_with_one_line(tmp_path: Path) -> None:
@@ -48,8 +65,10 @@ def test_without_apt_get_promtool_is_skipped_with_one_line(tmp_path: Path) -> No
     path = stub_bin(tmp_path)
     done = run(SCRIPTS / "install-prometheus.sh", path=path)
     assert done.returncode == 0, done.stderr
-    skipped = ("prometheus fish: skipped (no apt-get on this machine); only the tests need "
-               "them (make test)")  # fmt: skip
+    skipped = (
+        "prometheus fish: skipped (no apt-get on this machine); only the tests need "
+        "them (make test)"
+    )
     assert done.stdout.splitlines() == [skipped]
     required = run(SCRIPTS / "install-prometheus.sh", "--required", path=path)
     assert required.returncode == 1
@@ -70,15 +89,20 @@ def test_the_cluster_etcd_is_fetched_without_root_or_skipped_with_one_line(
     path = stub_bin(tmp_path)
     done = run(repo / "scripts" / "install-etcd.sh", path=path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [("etcd 3.4.23: skipped (no apt-get on this machine); "
-                                        "only the tests' etcd clusters use it (make test)")]
+    assert done.stdout.splitlines() == [
+        (
+            "etcd 3.4.23: skipped (no apt-get on this machine); "
+            "only the tests' etcd clusters use it (make test)"
+        )
+    ]
     required = run(repo / "scripts" / "install-etcd.sh", "--required", path=path)
     assert required.returncode == 1
     assert "L0GC_CLUSTER_ETCD_BINARY" in required.stderr
     log = tmp_path / "apt.log"
     (tmp_path / "with-apt").mkdir()
-    fetch = stub_bin(tmp_path / "with-apt", **{"apt-get": f'echo "$@" >> {log}; exit 1',
-                                               "dpkg-deb": "exit 0"})  # fmt: skip
+    fetch = stub_bin(
+        tmp_path / "with-apt", **{"apt-get": f'echo "$@" >> {log}; exit 1', "dpkg-deb": "exit 0"}
+    )
     done = run(repo / "scripts" / "install-etcd.sh", path=fetch)
     assert log.read_text().splitlines() == ["download -qq etcd-server=3.4.23-4+b4"]
     assert "skipped (apt-get download etcd-server=3.4.23-4+b4 failed)" in done.stdout
@@ -91,7 +115,9 @@ def test_apt_get_without_root_or_passwordless_sudo_is_skipped(tmp_path: Path) ->
     path = stub_bin(tmp_path, **{"apt-get": f'echo "$@" >> {log}'})
     done = run(SCRIPTS / "install-prometheus.sh", path=path)
     assert (done.returncode, done.stdout.split("(")[1].split(")")[0]) == (
-        0, "apt-get needs root, and there is no sudo")  # fmt: skip
+        0,
+        "apt-get needs root, and there is no sudo",
+    )
     (path / "sudo").write_text("#!/bin/sh\nexit 1\n")
     (path / "sudo").chmod(0o755)
     done = run(SCRIPTS / "install-prometheus.sh", path=path)
@@ -107,7 +133,9 @@ def test_as_root_with_apt_get_it_installs_prometheus_and_fish(tmp_path: Path) ->
     done = run(SCRIPTS / "install-prometheus.sh", "--required", path=path)
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == [
-        "update -qq", "install -y -qq --no-install-recommends prometheus fish"]  # fmt: skip
+        "update -qq",
+        "install -y -qq --no-install-recommends prometheus fish",
+    ]
     log.unlink()
     (path / "fish").write_text("#!/bin/sh\nexit 0\n")
     (path / "fish").chmod(0o755)
@@ -179,4 +207,5 @@ def test_make_demo_takes_the_demo_path_and_make_test_requires_promtool() -> None
     assert demo == "scripts/bootstrap.sh --demo"
     test_sh = (SCRIPTS / "test.sh").read_text()
     assert test_sh.index("scripts/bootstrap.sh\n") < test_sh.index(
-        "scripts/install-prometheus.sh --required")  # fmt: skip
+        "scripts/install-prometheus.sh --required"
+    )

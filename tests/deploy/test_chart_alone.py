@@ -36,7 +36,17 @@ def test_extra_env_entries_are_checked_by_the_schema(tmp_path: Path, bad: str) -
     """extraEnv takes EnvVar entries (a name, and a value or valueFrom): others are refused
     at render time with the schema's message."""
     env = helm_env(tmp_path)
-    done = helm(env, "template", "l0gc", "helm/l0gc", "--set", "etcd.endpoints=e:2379",
-                "--set", "s3.bucket=b", "--set", bad)  # fmt: skip
+    done = helm(
+        env,
+        "template",
+        "l0gc",
+        "helm/l0gc",
+        "--set",
+        "etcd.endpoints=e:2379",
+        "--set",
+        "s3.bucket=b",
+        "--set",
+        bad,
+    )
     assert done.returncode == 1
     assert "extraEnv" in done.stderr

@@ -21,9 +21,13 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _one(objects: list[Obj], kind: str) -> Obj:
-    (found,) = [o for o in objects if o["kind"] == kind
-                and o["metadata"]["labels"].get("app.kubernetes.io/component") == "sweeper"]
-    return found  # fmt: skip
+    (found,) = [
+        o
+        for o in objects
+        if o["kind"] == kind
+        and o["metadata"]["labels"].get("app.kubernetes.io/component") == "sweeper"
+    ]
+    return found
 
 
 def test_workload_identity_and_the_sweepers_flags(
@@ -49,16 +53,26 @@ def test_workload_identity_and_the_sweepers_flags(
 def test_a_connection_string_secret_is_mounted_as_a_file(env: dict[str, str]) -> None:
     """azure.connectionString.existingSecret: a read-only Secret volume, and the flag's
     variable pointing at the file; no workload identity label then."""
-    objects = render(env, "-f", AZURE, "--set", "azure.workloadIdentityClientId=",
-                     "--set", "azure.connectionString.existingSecret=l0gc-azure")  # fmt: skip
+    objects = render(
+        env,
+        "-f",
+        AZURE,
+        "--set",
+        "azure.workloadIdentityClientId=",
+        "--set",
+        "azure.connectionString.existingSecret=l0gc-azure",
+    )
     config = _one(objects, "ConfigMap")["data"]
     assert config["L0GC_AZURE_CONNECTION_STRING_FILE"] == "/var/run/l0gc/azure/connection-string"
     pod = _one(objects, "Deployment")["spec"]["template"]
     assert "azure.workload.identity/use" not in pod["metadata"]["labels"]
     (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "azure-connection-string"]
     assert volume["secret"]["secretName"] == "l0gc-azure"
-    (mount,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"]
-                if m["name"] == "azure-connection-string"]  # fmt: skip
+    (mount,) = [
+        m
+        for m in pod["spec"]["containers"][0]["volumeMounts"]
+        if m["name"] == "azure-connection-string"
+    ]
     assert (mount["mountPath"], mount["readOnly"]) == ("/var/run/l0gc/azure", True)
 
 

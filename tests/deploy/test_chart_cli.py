@@ -40,9 +40,16 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def render(env: dict[str, str], *args: str) -> list[Obj]:
     """`helm template` of the chart with `args`; fails with helm's message."""
     done = helm(
-        env, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-        "--kube-version", KUBE_VERSION, *args,
-    )  # fmt: skip
+        env,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        KUBE_VERSION,
+        *args,
+    )
     assert done.returncode == 0, done.stderr
     return objects_of(done.stdout)
 
@@ -118,9 +125,15 @@ def test_several_etcd_endpoints_from_the_command_line(
 ) -> None:
     """Two endpoints given with --set reach both CLIs as two endpoints."""
     objects = render(
-        env, *endpoints, "--set", "s3.bucket=b", "--set", "publisher.enabled=true",
-        "--set", "publisher.auth.existingSecret=tokens",
-    )  # fmt: skip
+        env,
+        *endpoints,
+        "--set",
+        "s3.bucket=b",
+        "--set",
+        "publisher.enabled=true",
+        "--set",
+        "publisher.auth.existingSecret=tokens",
+    )
     parsed = parse_all(objects, tmp_path, monkeypatch)
     for component in ("sweeper", "publisher", "helm-test"):
         assert parsed[component].etcd.endpoints == ("etcd-0.etcd:2379", "etcd-1.etcd:2379")
@@ -129,9 +142,15 @@ def test_several_etcd_endpoints_from_the_command_line(
 def test_an_unescaped_comma_in_set_is_refused_by_helm(env: dict[str, str]) -> None:
     """Why the docs use braces: helm splits `--set etcd.endpoints=a:2379,b:2379` itself."""
     done = helm(
-        env, "template", RELEASE, str(CHART), "--set", "s3.bucket=b",
-        "--set", "etcd.endpoints=etcd-0.etcd:2379,etcd-1.etcd:2379",
-    )  # fmt: skip
+        env,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--set",
+        "s3.bucket=b",
+        "--set",
+        "etcd.endpoints=etcd-0.etcd:2379,etcd-1.etcd:2379",
+    )
     assert done.returncode != 0
 
 
@@ -153,12 +172,18 @@ def test_publisher_env_durations_reach_the_cli_as_written(
 ) -> None:
     """`publisher.env` values pass unconverted: watermark takes 1m, 15s and 250ms itself."""
     objects = render(
-        env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
-        "--set", "publisher.env.L0GC_HOLD_TTL=1m",
-        "--set", "publisher.env.L0GC_TICKER_LEASE_TTL=15s",
-        "--set", "publisher.env.L0GC_HTTP_READ_TIMEOUT=250ms",
-        "--set", "publisher.env.L0GC_NO_IDLE_ADVANCE=true",
-    )  # fmt: skip
+        env,
+        "-f",
+        str(CHART / "ci" / "publisher-values.yaml"),
+        "--set",
+        "publisher.env.L0GC_HOLD_TTL=1m",
+        "--set",
+        "publisher.env.L0GC_TICKER_LEASE_TTL=15s",
+        "--set",
+        "publisher.env.L0GC_HTTP_READ_TIMEOUT=250ms",
+        "--set",
+        "publisher.env.L0GC_NO_IDLE_ADVANCE=true",
+    )
     publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
     assert publisher.args.hold_ttl == 60.0
     assert publisher.args.ticker_lease_ttl == 15
@@ -171,8 +196,11 @@ def test_a_bad_publisher_value_fails_naming_its_variable(
 ) -> None:
     """A value watermark refuses fails the chart test with the CLI's message, naming it."""
     objects = render(
-        env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
-        "--set", "publisher.env.L0GC_HOLD_TTL=soon",
-    )  # fmt: skip
+        env,
+        "-f",
+        str(CHART / "ci" / "publisher-values.yaml"),
+        "--set",
+        "publisher.env.L0GC_HOLD_TTL=soon",
+    )
     with pytest.raises(pytest.fail.Exception, match="env L0GC_HOLD_TTL: invalid value 'soon'"):
         parse_all(objects, tmp_path, monkeypatch)

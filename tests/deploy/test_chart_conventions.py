@@ -46,9 +46,16 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def render(env: dict[str, str], *args: str) -> list[Obj]:
     """`helm template` of the chart; fails with helm's message."""
     done = helm(
-        env, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-        "--kube-version", KUBE_VERSION, *args,
-    )  # fmt: skip
+        env,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        KUBE_VERSION,
+        *args,
+    )
     assert done.returncode == 0, done.stderr
     return objects_of(done.stdout)
 
@@ -56,10 +63,11 @@ def render(env: dict[str, str], *args: str) -> list[Obj]:
 def workload(objects: list[Obj], component: str) -> Obj:
     """The one Deployment / StatefulSet / Pod of `component`."""
     found = [
-        o for o in objects
+        o
+        for o in objects
         if o["kind"] in ("Deployment", "StatefulSet", "Pod")
         and o["metadata"]["labels"].get("app.kubernetes.io/component") == component
-    ]  # fmt: skip
+    ]
     assert len(found) == 1, [o["metadata"]["name"] for o in found]
     return found[0]
 
@@ -99,7 +107,7 @@ def test_publisher_replicas_prefer_different_nodes_by_default(env: dict[str, str
         (["--set", f"{NODE_TERM}.key=pool", "--set", f"{NODE_TERM}.operator=Exists"], "own"),
     ],
     ids=["hard", "none", "affinity-replaces-the-preset"],
-)  # fmt: skip
+)
 def test_anti_affinity_preset_hard_none_or_replaced(
     env: dict[str, str], args: list[str], expected: str | None
 ) -> None:
@@ -154,7 +162,7 @@ def test_extension_points_reach_each_workload(env: dict[str, str], component: st
     ]
     volumes = [v["name"] for v in spec["volumes"]]
     assert volumes[0] == "tmp"
-    assert volumes[-len(values["extraVolumes"]):] == [v["name"] for v in values["extraVolumes"]]
+    assert volumes[-len(values["extraVolumes"]) :] == [v["name"] for v in values["extraVolumes"]]
     mounts = container["volumeMounts"]
     assert mounts[0]["mountPath"] == "/tmp"
     assert mounts[-1] == values["extraVolumeMounts"][-1]
@@ -162,7 +170,7 @@ def test_extension_points_reach_each_workload(env: dict[str, str], component: st
     assert "configMapRef" in env_from[0]  # the chart's settings first, the user's after
     assert env_from[1:] == values["extraEnvFrom"]
     own_env = [e["name"] for e in container["env"]][: -len(values["extraEnv"])]
-    assert container["env"][-len(values["extraEnv"]):] == values["extraEnv"]  # after the chart's
+    assert container["env"][-len(values["extraEnv"]) :] == values["extraEnv"]  # after the chart's
     assert own_env  # the chart's own variables come first (etcd endpoints, shard, ...)
     other = pod_spec(workload(objects, "publisher" if component == "sweeper" else "sweeper"))
     assert not {v["name"] for v in other["volumes"]} & {v["name"] for v in values["extraVolumes"]}
@@ -208,15 +216,22 @@ def test_helm_test_pod_runs_gcd_status_with_the_charts_etcd_settings(env: dict[s
     assert env_vars["L0GC_ETCD_TIMEOUT"]["value"] == "3"
     sweeper = main_container(pod_spec(workload(objects, "sweeper")))
     sweeper_env = {e["name"]: e for e in sweeper["env"]}
-    for name in ("L0GC_ETCD_CA_FILE", "L0GC_ETCD_CERT_FILE", "L0GC_ETCD_KEY_FILE",
-                 "L0GC_ETCD_USERNAME", "L0GC_ETCD_PASSWORD_FILE"):  # fmt: skip
+    for name in (
+        "L0GC_ETCD_CA_FILE",
+        "L0GC_ETCD_CERT_FILE",
+        "L0GC_ETCD_KEY_FILE",
+        "L0GC_ETCD_USERNAME",
+        "L0GC_ETCD_PASSWORD_FILE",
+    ):
         assert env_vars[name] == sweeper_env[name], name
     sweeper_mounts = {m["mountPath"]: m for m in sweeper["volumeMounts"]}
     for mount in container["volumeMounts"]:
         assert sweeper_mounts[mount["mountPath"]] == mount
     assert {m["mountPath"] for m in container["volumeMounts"]} == {
-        "/tmp", "/etc/l0gc/etcd-tls", "/etc/l0gc/etcd-auth",
-    }  # fmt: skip
+        "/tmp",
+        "/etc/l0gc/etcd-tls",
+        "/etc/l0gc/etcd-auth",
+    }
 
 
 def test_helm_test_pod_can_be_turned_off(env: dict[str, str]) -> None:
@@ -238,7 +253,7 @@ def test_helm_test_pod_can_be_turned_off(env: dict[str, str]) -> None:
         ({"sweeper": {"extraVolumes": {"name": "v"}}}, "extraVolumes"),
     ],
     ids=["preset", "startup-key", "helm-test-key", "sidecar-without-name", "volumes-not-list"],
-)  # fmt: skip
+)
 def test_schema_refuses_bad_new_values(
     env: dict[str, str], tmp_path: Path, values: Obj, word: str
 ) -> None:
@@ -259,9 +274,11 @@ def test_helm_test_pod_may_reach_etcd_under_network_policies(env: dict[str, str]
     objects = render(env, "-f", str(CHART / "ci" / "networkpolicy-values.yaml"))
     pod = workload(objects, "helm-test")
     (policy,) = [
-        o for o in objects if o["kind"] == "NetworkPolicy"
+        o
+        for o in objects
+        if o["kind"] == "NetworkPolicy"
         and o["metadata"]["labels"]["app.kubernetes.io/component"] == "helm-test"
-    ]  # fmt: skip
+    ]
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert selector.items() <= pod["metadata"]["labels"].items()
     assert policy["spec"]["ingress"] == []
@@ -269,8 +286,10 @@ def test_helm_test_pod_may_reach_etcd_under_network_policies(env: dict[str, str]
     assert 2379 in ports
     assert 443 not in ports  # no S3
     (sweeper,) = [
-        o for o in objects if o["kind"] == "NetworkPolicy"
+        o
+        for o in objects
+        if o["kind"] == "NetworkPolicy"
         and o["metadata"]["labels"]["app.kubernetes.io/component"] == "sweeper"
-    ]  # fmt: skip
+    ]
     etcd = [r for r in policy["spec"]["egress"] if r["ports"][0]["port"] == 2379]
     assert etcd == [r for r in sweeper["spec"]["egress"] if r["ports"][0]["port"] == 2379]

@@ -21,9 +21,13 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _one(objects: list[Obj], kind: str) -> Obj:
-    (found,) = [o for o in objects if o["kind"] == kind
-                and o["metadata"]["labels"].get("app.kubernetes.io/component") == "sweeper"]
-    return found  # fmt: skip
+    (found,) = [
+        o
+        for o in objects
+        if o["kind"] == kind
+        and o["metadata"]["labels"].get("app.kubernetes.io/component") == "sweeper"
+    ]
+    return found
 
 
 def test_workload_identity_and_the_sweepers_flags(
@@ -49,8 +53,15 @@ def test_workload_identity_and_the_sweepers_flags(
 def test_a_key_file_secret_is_mounted_as_a_file(env: dict[str, str]) -> None:
     """gcs.credentials.existingSecret: a read-only Secret volume, and the flag's variable
     pointing at the file."""
-    objects = render(env, "-f", GCS, "--set", "gcs.workloadIdentityServiceAccount=",
-                     "--set", "gcs.credentials.existingSecret=l0gc-gcs")  # fmt: skip
+    objects = render(
+        env,
+        "-f",
+        GCS,
+        "--set",
+        "gcs.workloadIdentityServiceAccount=",
+        "--set",
+        "gcs.credentials.existingSecret=l0gc-gcs",
+    )
     config = _one(objects, "ConfigMap")["data"]
     assert config["L0GC_GCS_CREDENTIALS_FILE"] == "/var/run/l0gc/gcs/key.json"
     assert "annotations" not in _one(objects, "ServiceAccount")["metadata"]
@@ -58,8 +69,9 @@ def test_a_key_file_secret_is_mounted_as_a_file(env: dict[str, str]) -> None:
     (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "gcs-credentials"]
     assert volume["secret"]["secretName"] == "l0gc-gcs"
     assert volume["secret"]["items"] == [{"key": "key.json", "path": "key.json"}]
-    (mount,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"]
-                if m["name"] == "gcs-credentials"]  # fmt: skip
+    (mount,) = [
+        m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "gcs-credentials"
+    ]
     assert (mount["mountPath"], mount["readOnly"]) == ("/var/run/l0gc/gcs", True)
 
 
@@ -69,14 +81,25 @@ def test_a_key_file_secret_is_mounted_as_a_file(env: dict[str, str]) -> None:
         (["--set", "s3.bucket=b"], "s3.bucket must stay empty with gcs.enabled"),
         (["--set", "gcs.bucket="], "gcs.bucket is required"),
         (["--set", "gcs.bucket=gs://x"], "gcs.bucket"),
-        (["--set", "azure.enabled=true", "--set", "azure.accountUrl=https://a",
-          "--set", "azure.container=abc"], "choose one"),
+        (
+            [
+                "--set",
+                "azure.enabled=true",
+                "--set",
+                "azure.accountUrl=https://a",
+                "--set",
+                "azure.container=abc",
+            ],
+            "choose one",
+        ),
         (["--set", "s3.endpointUrl=http://minio:9000"], "s3.endpointUrl must stay empty"),
-        (["--set", "gcs.workloadIdentityServiceAccount=sweeper"],
-         "gcs.workloadIdentityServiceAccount"),
+        (
+            ["--set", "gcs.workloadIdentityServiceAccount=sweeper"],
+            "gcs.workloadIdentityServiceAccount",
+        ),
         (["--set", "gcs.project=p"], "project"),
     ],
-)  # fmt: skip
+)
 def test_values_that_cannot_work_refuse_to_render(
     env: dict[str, str], extra: list[str], message: str
 ) -> None:

@@ -39,7 +39,9 @@ def test_the_journal_gets_a_bounded_volume_shipping_and_retention(
 
 
 def test_the_journal_and_the_undo_window_are_on_by_default_and_need_a_prefix(
-    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 55: the default install journals every deletion, ships it to
     l0gc-audit/journal and keeps an undo window of 1 h (operations.md calls it the
@@ -49,7 +51,17 @@ def test_the_journal_and_the_undo_window_are_on_by_default_and_need_a_prefix(
     assert "journal" in {v["name"] for v in pod_spec(deployment)["volumes"]}
     args = parse_all(objects, tmp_path, monkeypatch)["sweeper"].args
     assert (args.journal_prefix, args.undo_window) == ("l0gc-audit/journal", 3600.0)
-    done = helm(env, "template", "l0gc", str(CHART), "--set", "etcd.endpoints=e:2379",
-                "--set", "s3.bucket=b", "--set", "sweeper.journal.prefix=")  # fmt: skip
+    done = helm(
+        env,
+        "template",
+        "l0gc",
+        str(CHART),
+        "--set",
+        "etcd.endpoints=e:2379",
+        "--set",
+        "s3.bucket=b",
+        "--set",
+        "sweeper.journal.prefix=",
+    )
     assert done.returncode != 0
     assert "sweeper.journal.prefix is required with sweeper.journal.enabled" in done.stderr

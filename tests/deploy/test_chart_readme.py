@@ -27,9 +27,12 @@ def _leaves(tree: dict[str, object], prefix: str = "") -> set[str]:
 def test_chart_readme_is_current() -> None:
     """`gen_chart_readme.py --check` passes: the README is what the values give."""
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False,
+        [sys.executable, str(SCRIPT), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
         timeout=60,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -41,8 +44,13 @@ def test_chart_readme_lists_every_value_with_its_default() -> None:
     assert len(listed) == len(set(listed))
     values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
     assert set(listed) <= _leaves(values)
-    for path in ("publisher.podAntiAffinityPreset", "publisher.startupProbe.failureThreshold",
-                 "sweeper.sidecars", "helmTest.enabled", "etcd.endpoints"):  # fmt: skip
+    for path in (
+        "publisher.podAntiAffinityPreset",
+        "publisher.startupProbe.failureThreshold",
+        "sweeper.sidecars",
+        "helmTest.enabled",
+        "etcd.endpoints",
+    ):
         assert path in listed, path
     defaults = {row[0].removeprefix("| `").removesuffix("`"): row[2] for row in rows}
     assert defaults["publisher.podAntiAffinityPreset"] == '`"soft"`'
@@ -61,8 +69,11 @@ def test_a_changed_comment_makes_the_readme_stale(tmp_path: Path) -> None:
     script.parent.mkdir()
     script.write_bytes(SCRIPT.read_bytes())
     done = subprocess.run(
-        [sys.executable, str(script), "--check"], capture_output=True, text=True, check=False,
+        [sys.executable, str(script), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
         timeout=60,
-    )  # fmt: skip
+    )
     assert done.returncode == 1
     assert "helm/l0gc/README.md is stale" in done.stdout

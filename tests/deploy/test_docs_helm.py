@@ -155,9 +155,12 @@ def written(tmp_path: Path) -> dict[str, Path]:
 
 
 def _check_render(
-    env: dict[str, str], args: list[str], where: str, tmp_path: Path,
+    env: dict[str, str],
+    args: list[str],
+    where: str,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     done = helm(env, *args)
     assert done.returncode == 0, f"{where}: helm {' '.join(args)}\n{done.stderr}"
     objects = objects_of(done.stdout)
@@ -183,21 +186,36 @@ def test_the_docs_show_helm_commands_and_values() -> None:
 
 @pytest.mark.parametrize(("where", "argv"), COMMANDS, ids=[w for w, _ in COMMANDS])
 def test_documented_helm_command_renders_and_its_pods_would_start(
-    env: dict[str, str], written: dict[str, Path], where: str, argv: list[str],
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    env: dict[str, str],
+    written: dict[str, Path],
+    where: str,
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The command, as `helm template`, renders; every container's CLI accepts its settings."""
     _check_render(env, as_template(argv, written, where), where, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(("where", "text"), FRAGMENTS, ids=[w for w, _ in FRAGMENTS])
 def test_documented_values_snippet_renders_and_its_pods_would_start(
-    env: dict[str, str], written: dict[str, Path], where: str, text: str,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    env: dict[str, str],
+    written: dict[str, Path],
+    where: str,
+    text: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A values snippet on top of the docs' values-prod.yaml renders; the CLIs accept it."""
     fragment = tmp_path / "fragment.yaml"
     fragment.write_text(text)
-    args = ["template", "l0gc", str(CHART), "-f", str(written["values-prod.yaml"]),
-            "-f", str(fragment)]  # fmt: skip
+    args = [
+        "template",
+        "l0gc",
+        str(CHART),
+        "-f",
+        str(written["values-prod.yaml"]),
+        "-f",
+        str(fragment),
+    ]
     _check_render(env, args, where, tmp_path, monkeypatch)

@@ -89,9 +89,16 @@ def _render(env: dict[str, str], name: str) -> Render:
     values_file = CHART / "ci" / name
     lint = helm(env, "lint", "--strict", str(CHART), *_values_args(name))
     template = helm(
-        env, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-        "--kube-version", KUBE_VERSION, *_values_args(name),
-    )  # fmt: skip
+        env,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        KUBE_VERSION,
+        *_values_args(name),
+    )
     validate = None
     objects: list[Obj] = []
     if template.returncode == 0:
@@ -129,9 +136,10 @@ def of_kind(objects: list[Obj], kind: str, component: str | None = None) -> list
     found = [o for o in objects if o["kind"] == kind]
     if component is not None:
         found = [
-            o for o in found
+            o
+            for o in found
             if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == component
-        ]  # fmt: skip
+        ]
     return found
 
 
@@ -329,10 +337,19 @@ def test_publisher_runs_watermark_serve_behind_a_service(renders: dict[str, Rend
     assert deployment["spec"]["updateStrategy"]["type"] == "RollingUpdate"  # replicas hand over
     container = pod_spec(deployment)["containers"][0]
     assert container["command"] == ["watermark"]
-    assert container["args"][:7] == ["serve", "--http-host", "0.0.0.0", "--http-port", "8080",
-                                     "--probe-port", "8081"]  # fmt: skip
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"},
-                                  {"name": "probes", "containerPort": 8081, "protocol": "TCP"}]
+    assert container["args"][:7] == [
+        "serve",
+        "--http-host",
+        "0.0.0.0",
+        "--http-port",
+        "8080",
+        "--probe-port",
+        "8081",
+    ]
+    assert container["ports"] == [
+        {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "probes", "containerPort": 8081, "protocol": "TCP"},
+    ]
     service = one(objects, "Service", "publisher")
     assert service["spec"]["ports"][0]["port"] == 8080
     assert service["spec"]["ports"][0]["targetPort"] == "http"
@@ -365,8 +382,10 @@ def test_publisher_runs_watermark_serve_behind_a_service(renders: dict[str, Rend
     assert sweeper_selector != publisher_selector
     for selector in (sweeper_selector, publisher_selector):
         assert set(selector) == {
-            "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
-        }  # fmt: skip
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/component",
+        }
 
 
 # --- monitoring --------------------------------------------------------------------------
@@ -384,9 +403,10 @@ def test_monitoring_objects_exist_only_when_enabled(renders: dict[str, Render], 
     assert bool(of_kind(objects, "ServiceMonitor")) == _enabled(render, "serviceMonitor")
     assert bool(of_kind(objects, "PrometheusRule")) == _enabled(render, "prometheusRule")
     dashboards = [
-        o for o in of_kind(objects, "ConfigMap")
+        o
+        for o in of_kind(objects, "ConfigMap")
         if o["metadata"]["labels"].get("grafana_dashboard") == "1"
-    ]  # fmt: skip
+    ]
     assert bool(dashboards) == _enabled(render, "grafanaDashboard")
 
 
@@ -418,9 +438,13 @@ def test_prometheus_rule_carries_the_repository_alerts(renders: dict[str, Render
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert set(alerts) == set(repo_alerts)
     assert {
-        "L0gcSweeperBlocked", "L0gcEpochLagGrowing", "L0gcDeleteErrorRate",
-        "L0gcNoSuccessfulRound", "L0gcWatermarkStale", "L0gcPublisherStaleOwner",
-    } <= set(alerts)  # fmt: skip
+        "L0gcSweeperBlocked",
+        "L0gcEpochLagGrowing",
+        "L0gcDeleteErrorRate",
+        "L0gcNoSuccessfulRound",
+        "L0gcWatermarkStale",
+        "L0gcPublisherStaleOwner",
+    } <= set(alerts)
     for name, alert in alerts.items():
         original = repo_alerts[name]
         # The down/absent alerts' generic job matchers are pinned to this release.
@@ -444,9 +468,10 @@ def test_dashboard_configmap_holds_the_repository_dashboard(renders: dict[str, R
     """The Grafana ConfigMap carries deploy/grafana/l0gc-dashboard.json for the sidecar."""
     objects = rendered(renders, "monitoring-values.yaml")
     dashboards = [
-        o for o in of_kind(objects, "ConfigMap")
+        o
+        for o in of_kind(objects, "ConfigMap")
         if o["metadata"]["labels"].get("grafana_dashboard") == "1"
-    ]  # fmt: skip
+    ]
     assert len(dashboards) == 1
     configmap = dashboards[0]
     assert configmap["metadata"]["namespace"] == "monitoring"
@@ -558,9 +583,7 @@ def test_etcd_tls_auth_and_s3_credentials_come_from_existing_secrets(
         spec = pod_spec(workload)
         container = spec["containers"][0]
         env = env_of(container)
-        secret_volumes = {
-            v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v
-        }  # fmt: skip
+        secret_volumes = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
         mounts = {m["name"]: m for m in container["volumeMounts"]}
         files = {
             "L0GC_ETCD_CA_FILE": ("l0gc-etcd-client-tls", "ca.crt"),
@@ -599,8 +622,9 @@ def test_network_policies_allow_only_dns_etcd_and_s3(renders: dict[str, Render])
     def ports(policy: Obj) -> set[tuple[int, str]]:
         return {
             (p["port"], p.get("protocol", "TCP"))
-            for rule in policy["spec"]["egress"] for p in rule["ports"]
-        }  # fmt: skip
+            for rule in policy["spec"]["egress"]
+            for p in rule["ports"]
+        }
 
     assert ports(sweeper) == {(53, "UDP"), (53, "TCP"), (2379, "TCP"), (443, "TCP"), (80, "TCP")}
     assert ports(publisher) == {(53, "UDP"), (53, "TCP"), (2379, "TCP"), (80, "TCP")}
@@ -618,8 +642,10 @@ def test_network_policies_allow_only_dns_etcd_and_s3(renders: dict[str, Render])
     publisher_ingress, probe_ingress = publisher["spec"]["ingress"]
 
     def sources(rule: Obj) -> set[str]:
-        return {peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
-                for peer in rule["from"]}  # fmt: skip
+        return {
+            peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+            for peer in rule["from"]
+        }
 
     assert publisher_ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
     assert sources(publisher_ingress) == {"monitoring", "brokers"}
@@ -659,9 +685,12 @@ def test_a_secret_looking_env_key_is_refused_naming_it_and_the_secret_to_use(
     one message naming the key and the existingSecret values (the schema's `not` only
     said "Must not validate the schema (not)")."""
     values = tmp_path / "values.yaml"
-    doc: dict[str, Any] = {"etcd": {"endpoints": "e:2379"}, "s3": {"bucket": "b"},
-                           "publisher": {"enabled": True, "auth": {"insecureNoAuth": True}},
-                           "sweeper": {}}  # fmt: skip
+    doc: dict[str, Any] = {
+        "etcd": {"endpoints": "e:2379"},
+        "s3": {"bucket": "b"},
+        "publisher": {"enabled": True, "auth": {"insecureNoAuth": True}},
+        "sweeper": {},
+    }
     doc[component]["env"] = {"L0GC_ETCD_PASSWORD": "hunter2"}
     values.write_text(yaml.safe_dump(doc))
     template = helm(helm_env, "template", RELEASE, str(CHART), "-f", str(values))
@@ -681,20 +710,65 @@ def test_a_secret_looking_env_key_is_refused_naming_it_and_the_secret_to_use(
         (["--set", "sweeper.mode=daemonset"], "sweeper.mode"),
         (["--set", "etcd.timeout=5 sec"], "etcd.timeout"),
         (["--set", "publisher.enabled=true"], "the publisher needs authentication"),
-        (["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t",
-          "--set", "publisher.auth.tokens[0].token=0123456789abcdef0123"], "exclude each other"),
-        (["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t",
-          "--set", "publisher.auth.insecureNoAuth=true"], "contradicts"),
-        (["--set", "publisher.enabled=true", "--set", "publisher.tls.enabled=true",
-          "--set", "publisher.auth.existingSecret=t"], "publisher.tls.existingSecret is required"),
-        (["--set", "publisher.enabled=true",
-          "--set", "publisher.tls.clientCa.existingSecret=ca"], "needs publisher.tls.enabled"),
-        (["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t",
-          "--set", "publisher.config.tickInterval=10 s"], "publisher.config.tickInterval"),
-        (["--set", "publisher.enabled=true",
-          "--set", "publisher.auth.tokens[0].token=short"], "tokens"),
+        (
+            [
+                "--set",
+                "publisher.enabled=true",
+                "--set",
+                "publisher.auth.existingSecret=t",
+                "--set",
+                "publisher.auth.tokens[0].token=0123456789abcdef0123",
+            ],
+            "exclude each other",
+        ),
+        (
+            [
+                "--set",
+                "publisher.enabled=true",
+                "--set",
+                "publisher.auth.existingSecret=t",
+                "--set",
+                "publisher.auth.insecureNoAuth=true",
+            ],
+            "contradicts",
+        ),
+        (
+            [
+                "--set",
+                "publisher.enabled=true",
+                "--set",
+                "publisher.tls.enabled=true",
+                "--set",
+                "publisher.auth.existingSecret=t",
+            ],
+            "publisher.tls.existingSecret is required",
+        ),
+        (
+            [
+                "--set",
+                "publisher.enabled=true",
+                "--set",
+                "publisher.tls.clientCa.existingSecret=ca",
+            ],
+            "needs publisher.tls.enabled",
+        ),
+        (
+            [
+                "--set",
+                "publisher.enabled=true",
+                "--set",
+                "publisher.auth.existingSecret=t",
+                "--set",
+                "publisher.config.tickInterval=10 s",
+            ],
+            "publisher.config.tickInterval",
+        ),
+        (
+            ["--set", "publisher.enabled=true", "--set", "publisher.auth.tokens[0].token=short"],
+            "tokens",
+        ),
     ],
-)  # fmt: skip
+)
 def test_template_refuses_unsound_settings(
     helm_env: dict[str, str], args: list[str], message: str
 ) -> None:
@@ -710,10 +784,19 @@ def test_template_refuses_unsound_settings(
         ([], "etcd.endpoints is required"),
         (["--set", "etcd.endpoints={}"], "etcd.endpoints"),  # [""]: the schema refuses it
         (["--set", "etcd.endpoints=e:2379"], "s3.bucket is required"),
-        (["--set", "sweeper.enabled=false", "--set", "publisher.enabled=true",
-          "--set", "publisher.auth.existingSecret=t"], "etcd.endpoints is required"),
+        (
+            [
+                "--set",
+                "sweeper.enabled=false",
+                "--set",
+                "publisher.enabled=true",
+                "--set",
+                "publisher.auth.existingSecret=t",
+            ],
+            "etcd.endpoints is required",
+        ),
     ],
-)  # fmt: skip
+)
 def test_template_refuses_to_render_without_etcd_or_bucket(
     helm_env: dict[str, str], args: list[str], message: str
 ) -> None:
@@ -728,10 +811,19 @@ def test_template_refuses_to_render_without_etcd_or_bucket(
 def test_publisher_without_sweeper_needs_no_bucket(helm_env: dict[str, str]) -> None:
     """The bucket is only the sweeper's: a publisher-only release renders without it."""
     template = helm(
-        helm_env, "template", RELEASE, str(CHART), "--set", "etcd.endpoints=e:2379",
-        "--set", "sweeper.enabled=false", "--set", "publisher.enabled=true",
-        "--set", "publisher.auth.insecureNoAuth=true",
-    )  # fmt: skip
+        helm_env,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--set",
+        "etcd.endpoints=e:2379",
+        "--set",
+        "sweeper.enabled=false",
+        "--set",
+        "publisher.enabled=true",
+        "--set",
+        "publisher.auth.insecureNoAuth=true",
+    )
     assert template.returncode == 0, template.stderr
     objects = [doc for doc in yaml.safe_load_all(template.stdout) if doc]
     deployment = one(objects, "StatefulSet", "publisher")
@@ -796,7 +888,10 @@ def test_publisher_mutual_tls_from_existing_secrets(renders: dict[str, Render]) 
     (endpoint,) = monitor["spec"]["endpoints"]
     # scraped on the probe port, plain HTTP: Prometheus needs no client certificate
     assert (endpoint["port"], "scheme" in endpoint, "tlsConfig" in endpoint) == (
-        "probes", False, False)  # fmt: skip
+        "probes",
+        False,
+        False,
+    )
     sweeper_monitor = one(objects, "ServiceMonitor", "sweeper")
     assert "scheme" not in sweeper_monitor["spec"]["endpoints"][0]
 
@@ -807,10 +902,20 @@ def test_server_tls_keeps_the_probes_on_the_plain_probe_port(
     """HTTPS with tokens: the probes GET /healthz and /readyz on the probe port (plain
     HTTP, the API's TLS does not reach it)."""
     template = helm(
-        helm_env, "template", RELEASE, str(CHART), *REQUIRED, "--set", "publisher.enabled=true",
-        "--set", "publisher.auth.existingSecret=t", "--set", "publisher.tls.enabled=true",
-        "--set", "publisher.tls.existingSecret=tls",
-    )  # fmt: skip
+        helm_env,
+        "template",
+        RELEASE,
+        str(CHART),
+        *REQUIRED,
+        "--set",
+        "publisher.enabled=true",
+        "--set",
+        "publisher.auth.existingSecret=t",
+        "--set",
+        "publisher.tls.enabled=true",
+        "--set",
+        "publisher.tls.existingSecret=tls",
+    )
     assert template.returncode == 0, template.stderr
     objects = [doc for doc in yaml.safe_load_all(template.stdout) if doc]
     container = pod_spec(one(objects, "StatefulSet", "publisher"))["containers"][0]
@@ -825,9 +930,16 @@ def test_server_tls_keeps_the_probes_on_the_plain_probe_port(
 def test_cronjob_defaults_bound_a_run_and_accept_a_pause(helm_env: dict[str, str]) -> None:
     """cronjob mode by default: activeDeadlineSeconds 3600, `gcd sweep --paused-ok`."""
     template = helm(
-        helm_env, "template", RELEASE, str(CHART), *REQUIRED, "--set", "sweeper.mode=cronjob",
-        "--kube-version", KUBE_VERSION,
-    )  # fmt: skip
+        helm_env,
+        "template",
+        RELEASE,
+        str(CHART),
+        *REQUIRED,
+        "--set",
+        "sweeper.mode=cronjob",
+        "--kube-version",
+        KUBE_VERSION,
+    )
     assert template.returncode == 0, template.stderr
     objects = [doc for doc in yaml.safe_load_all(template.stdout) if doc]
     cronjob = one(objects, "CronJob", "sweeper")
@@ -851,20 +963,32 @@ def _rule_alerts(objects: list[Obj]) -> dict[str, Obj]:
     ("args", "present", "absent"),
     [
         (["--set", "sweeper.mode=cronjob"], set(), {"Sweeper", "Publisher"}),
-        (["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t"],
-         {"Sweeper", "Publisher"}, set()),
+        (
+            ["--set", "publisher.enabled=true", "--set", "publisher.auth.existingSecret=t"],
+            {"Sweeper", "Publisher"},
+            set(),
+        ),
         ([], {"Sweeper"}, {"Publisher"}),
     ],
-)  # fmt: skip
+)
 def test_down_and_absent_alerts_follow_what_runs(
     helm_env: dict[str, str], args: list[str], present: set[str], absent: set[str]
 ) -> None:
     """The down/absent alerts of a component exist only when it runs, pinned to its job."""
     template = helm(
-        helm_env, "template", RELEASE, str(CHART), *REQUIRED, "--namespace", NAMESPACE,
-        "--set", "prometheusRule.enabled=true", "--set", "prometheusRule.publisherJob=pub",
+        helm_env,
+        "template",
+        RELEASE,
+        str(CHART),
+        *REQUIRED,
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        "prometheusRule.enabled=true",
+        "--set",
+        "prometheusRule.publisherJob=pub",
         *args,
-    )  # fmt: skip
+    )
     assert template.returncode == 0, template.stderr
     alerts = _rule_alerts([doc for doc in yaml.safe_load_all(template.stdout) if doc])
     jobs = {"Sweeper": "l0gc-sweeper", "Publisher": "pub"}
@@ -969,10 +1093,18 @@ def test_notes_render_and_describe_the_install(
 ) -> None:
     """NOTES.txt renders for every ci values file and names etcd and the publisher's access."""
     template = helm(
-        helm_env, "template", RELEASE, str(notes_chart), "--namespace", NAMESPACE,
-        "--kube-version", KUBE_VERSION, *_values_args(name),
-        "--show-only", "templates/notes.yaml",
-    )  # fmt: skip
+        helm_env,
+        "template",
+        RELEASE,
+        str(notes_chart),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        KUBE_VERSION,
+        *_values_args(name),
+        "--show-only",
+        "templates/notes.yaml",
+    )
     assert template.returncode == 0, template.stderr
     notes = yaml.safe_load(template.stdout)["data"]["notes"]
     values = yaml.safe_load((CHART / "ci" / name).read_text())
@@ -980,8 +1112,10 @@ def test_notes_render_and_describe_the_install(
     assert f"helm test {RELEASE} --namespace {NAMESPACE} --logs" in notes
     if values.get("sweeper", {}).get("enabled", True) and values.get("azure", {}).get("enabled"):
         azure = values["azure"]
-        assert (f"watermark namespace bind --storage azure --account-url {azure['accountUrl']} "
-                f"--container {azure['container']} --root ") in notes  # fmt: skip
+        assert (
+            f"watermark namespace bind --storage azure --account-url {azure['accountUrl']} "
+            f"--container {azure['container']} --root "
+        ) in notes
     elif values.get("sweeper", {}).get("enabled", True) and values.get("gcs", {}).get("enabled"):
         bucket = values["gcs"]["bucket"]
         assert f"watermark namespace bind --storage gcs --bucket {bucket} --root " in notes

@@ -244,8 +244,10 @@ def test_dashboard_queries_use_only_exported_metrics_and_labels() -> None:
         ("bytes deleted/s", {"l0gc_sweeper_deleted_bytes_total"}),
         ("safe vs cluster epoch", {"l0gc_sweeper_safe_epoch", "l0gc_sweeper_cluster_epoch"}),
         ("epoch lag", {"l0gc_sweeper_epoch_lag"}),
-        ("LIST/DELETE requests",
-         {"l0gc_sweeper_list_requests_total", "l0gc_sweeper_delete_requests_total"}),
+        (
+            "LIST/DELETE requests",
+            {"l0gc_sweeper_list_requests_total", "l0gc_sweeper_delete_requests_total"},
+        ),
         ("errors by code", {"l0gc_sweeper_list_errors_total", "l0gc_sweeper_delete_errors_total"}),
         ("rounds by outcome", {"l0gc_sweeper_rounds_total"}),
         ("blocked/paused", {"l0gc_sweeper_blocked", "l0gc_sweeper_paused"}),
@@ -253,7 +255,7 @@ def test_dashboard_queries_use_only_exported_metrics_and_labels() -> None:
         ("publisher fences", {"l0gc_watermark_fences_total"}),
         ("publisher publishes", {"l0gc_watermark_publishes_total"}),
     ],
-)  # fmt: skip
+)
 def test_dashboard_has_a_panel_for(topic: str, metrics: set[str]) -> None:
     """Each required view is one panel that queries all of its metrics."""
     by_panel: dict[str, set[str]] = {}
@@ -267,8 +269,9 @@ def test_the_dashboard_opens_on_stat_panels_of_what_people_look_at_first() -> No
     last round's age, each with the metrics it needs (issue 42: time series only before)."""
     top = [p for p in _dashboard()["panels"] if p["gridPos"]["y"] < 5 and p["type"] != "row"]
     assert {p["type"] for p in top} == {"stat"}
-    shown = {p["title"]: set(METRIC.findall(" ".join(t["expr"] for t in p["targets"])))
-             for p in top}  # fmt: skip
+    shown = {
+        p["title"]: set(METRIC.findall(" ".join(t["expr"] for t in p["targets"]))) for p in top
+    }
     assert shown == {
         "GC lag (epochs)": {"l0gc_sweeper_epoch_lag"},
         "M vs cluster epoch": {"l0gc_sweeper_safe_epoch", "l0gc_sweeper_cluster_epoch"},
@@ -386,28 +389,52 @@ def test_alerts_are_well_formed_with_runbooks() -> None:
     ("alert", "must_contain", "duration"),
     [
         ("L0gcSweeperBlocked", ["l0gc_sweeper_blocked == 1"], "15m"),
-        ("L0gcSweeperStalled", ["l0gc_sweeper_seconds_since_last_round) > 2400",
-                                "l0gc_sweeper_safe_epoch_unapplied_seconds) > 2400"], "5m"),
+        (
+            "L0gcSweeperStalled",
+            [
+                "l0gc_sweeper_seconds_since_last_round) > 2400",
+                "l0gc_sweeper_safe_epoch_unapplied_seconds) > 2400",
+            ],
+            "5m",
+        ),
         ("L0gcEpochLagGrowing", ["deriv(l0gc_sweeper_epoch_lag[30m]) > 0", "> 10"], None),
         ("L0gcDeleteErrorRate", ["l0gc_sweeper_delete_errors_total", "> 0.05"], "15m"),
-        ("L0gcNoSuccessfulRound",
-         ["time() - l0gc_sweeper_last_success_timestamp_seconds > 1800"], None),
+        (
+            "L0gcNoSuccessfulRound",
+            ["time() - l0gc_sweeper_last_success_timestamp_seconds > 1800"],
+            None,
+        ),
         ("L0gcWatermarkStale", ["l0gc_sweeper_seconds_since_last_good_watermark > 600"], None),
-        ("L0gcPublisherStaleOwner",
-         ['l0gc_watermark_publishes_total{outcome="stale_owner"}'], None),
+        (
+            "L0gcPublisherStaleOwner",
+            ['l0gc_watermark_publishes_total{outcome="stale_owner"}'],
+            None,
+        ),
         ("L0gcFencingViolation", ["l0gc_watermark_fencing_violations_total", "> 0"], "0m"),
-        ("L0gcPartitionWithoutOwner", ["l0gc_watermark_longest_unowned_seconds", "> 30"],
-         "30s"),
-        ("L0gcEpochTickerStopped",
-         ["l0gc_watermark_ticker_last_advance_timestamp_seconds",
-          "3 * max by (namespace, job) (l0gc_watermark_ticker_interval_seconds) + 60"], "5m"),
-        ("L0gcTickerLeaderMissing",
-         ["sum by (namespace, job) (l0gc_watermark_ticker_leader) == 0",
-          "(l0gc_watermark_ticker_interval_seconds) > 0"], "2m"),
-        ("L0gcTickerMultipleLeaders",
-         ["sum by (namespace, job) (l0gc_watermark_ticker_leader) > 1"], "5m"),
+        ("L0gcPartitionWithoutOwner", ["l0gc_watermark_longest_unowned_seconds", "> 30"], "30s"),
+        (
+            "L0gcEpochTickerStopped",
+            [
+                "l0gc_watermark_ticker_last_advance_timestamp_seconds",
+                "3 * max by (namespace, job) (l0gc_watermark_ticker_interval_seconds) + 60",
+            ],
+            "5m",
+        ),
+        (
+            "L0gcTickerLeaderMissing",
+            [
+                "sum by (namespace, job) (l0gc_watermark_ticker_leader) == 0",
+                "(l0gc_watermark_ticker_interval_seconds) > 0",
+            ],
+            "2m",
+        ),
+        (
+            "L0gcTickerMultipleLeaders",
+            ["sum by (namespace, job) (l0gc_watermark_ticker_leader) > 1"],
+            "5m",
+        ),
     ],
-)  # fmt: skip
+)
 def test_alert_thresholds_match_the_spec(
     alert: str, must_contain: list[str], duration: str | None
 ) -> None:

@@ -72,8 +72,11 @@ def test_promtool_checks_the_rules() -> None:
     """`promtool check rules` accepts the rules file and counts every alert in it."""
     done = subprocess.run(
         [_require(PROMTOOL, "promtool"), "check", "rules", str(RULES)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"SUCCESS: {len(_alerts())} rules found" in done.stdout
 
@@ -92,8 +95,11 @@ def test_every_alert_has_a_promtool_unit_test_that_fires_and_stays_quiet() -> No
         assert any(fired), f"{name}: no evaluation where it must fire"
     done = subprocess.run(
         [_require(PROMTOOL, "promtool"), "test", "rules", str(RULE_TESTS)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -118,7 +124,7 @@ def test_measured_turns_conditions_into_values() -> None:
     assert measured('x{a=~"b>c"} > 10 and y[5m] <= 3') == (
         'x{a=~"b>c"} > bool 10 and y[5m] <= bool 3'
     )
-    assert measured("up{job=~\".*s\"} == 1 unless on (job) m") == (
+    assert measured('up{job=~".*s"} == 1 unless on (job) m') == (
         'up{job=~".*s"} == bool 1 and on (job) m'
     )
     assert measured('absent(up{job="x"})') == '(up{job="x"})'
@@ -165,18 +171,27 @@ def prometheus_config(tmp: Path, sweeper: str, publisher: str) -> Path:
     """Scrape both processes as the chart's ServiceMonitors would name them (jobs ending
     l0gc-sweeper / l0gc-publisher, namespace and pod labels), with the repo's rules."""
     config = {
-        "global": {"scrape_interval": SCRAPE, "scrape_timeout": SCRAPE,
-                   "evaluation_interval": SCRAPE},
+        "global": {
+            "scrape_interval": SCRAPE,
+            "scrape_timeout": SCRAPE,
+            "evaluation_interval": SCRAPE,
+        },
         "rule_files": [str(RULES)],
         "scrape_configs": [
-            {"job_name": "ci-l0gc-sweeper",
-             "static_configs": [{"targets": [sweeper],
-                                 "labels": {"namespace": "ci", "pod": "sweeper-0"}}]},
-            {"job_name": "ci-l0gc-publisher",
-             "static_configs": [{"targets": [publisher],
-                                 "labels": {"namespace": "ci", "pod": "publisher-0"}}]},
+            {
+                "job_name": "ci-l0gc-sweeper",
+                "static_configs": [
+                    {"targets": [sweeper], "labels": {"namespace": "ci", "pod": "sweeper-0"}}
+                ],
+            },
+            {
+                "job_name": "ci-l0gc-publisher",
+                "static_configs": [
+                    {"targets": [publisher], "labels": {"namespace": "ci", "pod": "publisher-0"}}
+                ],
+            },
         ],
-    }  # fmt: skip
+    }
     path = tmp / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -207,23 +222,63 @@ def test_a_real_prometheus_answers_every_dashboard_and_alert_query(
     token.write_text("writer:writer-token-0123456789abcdef\n")
     token.chmod(0o600)
     children = [
-        Child("gcd-daemon", [sys.executable, "-m", "gcd", "daemon", "--bucket", bucket,
-              "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1", *etcd,
-              "--interval", "0.2s", "--idle-interval", "0.5s", "--http-host", "127.0.0.1",
-              "--http-port", str(sweeper_port)], tmp_path / "daemon.log"),
-        new_serve(etcd_server, namespace, tmp_path / "serve.log", "--register",
-                  "--auth-token-file", str(token), "--tick-interval", f"{TICK_S}s",
-                  "--ticker-lease-ttl", "2", "--publish-interval", "0.2s",
-                  partitions=("orders/0",), port=publisher_port).child,
-    ]  # fmt: skip
+        Child(
+            "gcd-daemon",
+            [
+                sys.executable,
+                "-m",
+                "gcd",
+                "daemon",
+                "--bucket",
+                bucket,
+                "--endpoint-url",
+                s3_server.endpoint_url,
+                "--region",
+                "us-east-1",
+                *etcd,
+                "--interval",
+                "0.2s",
+                "--idle-interval",
+                "0.5s",
+                "--http-host",
+                "127.0.0.1",
+                "--http-port",
+                str(sweeper_port),
+            ],
+            tmp_path / "daemon.log",
+        ),
+        new_serve(
+            etcd_server,
+            namespace,
+            tmp_path / "serve.log",
+            "--register",
+            "--auth-token-file",
+            str(token),
+            "--tick-interval",
+            f"{TICK_S}s",
+            "--ticker-lease-ttl",
+            "2",
+            "--publish-interval",
+            "0.2s",
+            partitions=("orders/0",),
+            port=publisher_port,
+        ).child,
+    ]
     sweeper, publisher = f"127.0.0.1:{sweeper_port}", f"127.0.0.1:{publisher_port}"
     config = prometheus_config(tmp_path, sweeper, publisher)
     children.append(
-        Child("prometheus", [prometheus, f"--config.file={config}",
-              f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-              f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-              tmp_path / "prometheus.log")
-    )  # fmt: skip
+        Child(
+            "prometheus",
+            [
+                prometheus,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+                "--log.level=warn",
+            ],
+            tmp_path / "prometheus.log",
+        )
+    )
     try:
         for child in children:
             child.start()
@@ -253,17 +308,21 @@ def _check(api: PromAPI, children: list[Child]) -> None:
 
     started = time.monotonic()
     wait_until_sync(
-        all_answered, timeout_s=60, what="series for every dashboard and alert query",
+        all_answered,
+        timeout_s=60,
+        what="series for every dashboard and alert query",
         detail=lambda: "\n".join(f"{w}: {e}" for w, e in pending.items()),
-    )  # fmt: skip
+    )
     answered_s = time.monotonic() - started
     # What the last scrapes hold, checked as of one moment: a scrape that timed out (a
     # 0.25 s budget, which a loaded machine can miss) marks its target's series stale until
     # the next one, so a check that fails is made again; a wrong name or label never passes.
     wait_until_sync(
-        lambda: _scraped(api), timeout_s=60, what="the scraped series as expected",
+        lambda: _scraped(api),
+        timeout_s=60,
+        what="the scraped series as expected",
         ignore=(AssertionError,),
-    )  # fmt: skip
+    )
     # The dashboard's template variables (Grafana's label_values) find the targets.
     for variable in json.loads(DASHBOARD.read_text())["templating"]["list"]:
         if variable["type"] != "query":
@@ -278,8 +337,9 @@ def _check(api: PromAPI, children: list[Child]) -> None:
         api.query(expr)
     wait_until_sync(
         lambda: all(r["lastEvaluation"] > "2000" for r in _rules(api)),
-        timeout_s=60, what="every rule evaluated once",
-    )  # fmt: skip
+        timeout_s=60,
+        what="every rule evaluated once",
+    )
     rules = _rules(api)
     assert {r["name"] for r in rules} == set(_alerts())
     for rule in rules:
@@ -288,9 +348,11 @@ def _check(api: PromAPI, children: list[Child]) -> None:
     # scrapes, or from a scrape a loaded machine made late, clears at the next evaluation,
     # every 0.25 s).
     wait_until_sync(
-        lambda: not api.get("/api/v1/alerts")["alerts"], timeout_s=60,
-        what="no alert pending or firing", detail=lambda: str(api.get("/api/v1/alerts")),
-    )  # fmt: skip
+        lambda: not api.get("/api/v1/alerts")["alerts"],
+        timeout_s=60,
+        what="no alert pending or firing",
+        detail=lambda: str(api.get("/api/v1/alerts")),
+    )
     print(f"every query answered {answered_s:.1f} s after Prometheus was ready")
 
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-ROW = re.compile(r"^\| (?P<what>[^|]+) \| (?P<metric>[^|]+) \| [^|]+ \| `(?P<alert>L0gc\w+)` "
-                 r"\((?P<severity>critical|warning)\) \|$")  # fmt: skip
+ROW = re.compile(
+    r"^\| (?P<what>[^|]+) \| (?P<metric>[^|]+) \| [^|]+ \| `(?P<alert>L0gc\w+)` "
+    r"\((?P<severity>critical|warning)\) \|$"
+)
 
 
 def test_every_slo_row_is_an_alert_of_the_rules_file() -> None:
@@ -19,11 +21,13 @@ def test_every_slo_row_is_an_alert_of_the_rules_file() -> None:
     rules = {
         rule["alert"]: rule
         for group in yaml.safe_load((ROOT / "deploy/prometheus/l0gc-alerts.yaml").read_text())[
-            "groups"]
+            "groups"
+        ]
         for rule in group["rules"]
-    }  # fmt: skip
-    rows = [m for line in (ROOT / "docs/slos.md").read_text().splitlines()
-            if (m := ROW.match(line))]  # fmt: skip
+    }
+    rows = [
+        m for line in (ROOT / "docs/slos.md").read_text().splitlines() if (m := ROW.match(line))
+    ]
     assert len(rows) == 10
     for row in rows:
         rule = rules[row["alert"]]

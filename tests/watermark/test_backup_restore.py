@@ -53,7 +53,11 @@ def prepare(etcd: LocalEtcd, namespace: str) -> None:
 
 
 def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
-    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    bucket: str,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Snapshot at global M 3 (orders/0 M 5, orders/1 M 3); afterwards the live etcd
@@ -62,8 +66,21 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     not 4-5 (what the lost etcd would have allowed)."""
     prepare(etcd_server, namespace)
     etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
-    assert run(gcd_main, "namespace", "bind", "--bucket", bucket, "--root", ROOT_PREFIX,
-               "--endpoint-url", s3_server.endpoint_url, *etcd) == exitcodes.OK  # fmt: skip
+    assert (
+        run(
+            gcd_main,
+            "namespace",
+            "bind",
+            "--bucket",
+            bucket,
+            "--root",
+            ROOT_PREFIX,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            *etcd,
+        )
+        == exitcodes.OK
+    )
     for name, m in (("orders/0", "5"), ("orders/1", "3")):
         assert run(watermark_main, "partition", "repair", name, "--watermark", m, *etcd) == 0
     keys = [f"{ROOT_PREFIX}/000/{epoch:018d}/obj-{epoch}" for epoch in range(1, 8)]
@@ -72,18 +89,38 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     # The procedure of docs/upgrades.md: etcdctl snapshot save, etcdutl snapshot restore.
     bin_dir = etcd_binary().parent
     snapshot = tmp_path / "l0gc.db"
-    save = [str(bin_dir / "etcdctl"), "--endpoints", etcd_server.endpoint, "snapshot", "save",
-            str(snapshot)]  # fmt: skip
+    save = [
+        str(bin_dir / "etcdctl"),
+        "--endpoints",
+        etcd_server.endpoint,
+        "snapshot",
+        "save",
+        str(snapshot),
+    ]
     subprocess.run(save, check=True, capture_output=True, timeout=60)
     assert run(watermark_main, "partition", "repair", "orders/1", "--watermark", "6", *etcd) == 0
 
     restored_dir = tmp_path / "restored"
     fresh = LocalEtcd(data_dir=restored_dir)
-    subprocess.run([str(bin_dir / "etcdutl"), "snapshot", "restore", str(snapshot),
-                    "--data-dir", str(restored_dir / "data"), "--name", fresh.name,
-                    "--initial-cluster", f"{fresh.name}={fresh.peer_url}",
-                    "--initial-advertise-peer-urls", fresh.peer_url],
-                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    subprocess.run(
+        [
+            str(bin_dir / "etcdutl"),
+            "snapshot",
+            "restore",
+            str(snapshot),
+            "--data-dir",
+            str(restored_dir / "data"),
+            "--name",
+            fresh.name,
+            "--initial-cluster",
+            f"{fresh.name}={fresh.peer_url}",
+            "--initial-advertise-peer-urls",
+            fresh.peer_url,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     fresh.start()
     try:
         restored = ("--etcd", fresh.endpoint, "--namespace", namespace)
@@ -92,16 +129,43 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
         assert run(gcd_main, "status", "--json", *restored) == exitcodes.BLOCKED
         problem = json.loads(capsys.readouterr().out)["binding_problem"]
         assert "sweepers delete nothing until it is re-bound" in problem
-        assert run(watermark_main, "namespace", "bind", "--replace", "--bucket", bucket,
-                   "--root", ROOT_PREFIX, "--endpoint-url", s3_server.endpoint_url,
-                   *restored) == exitcodes.OK  # fmt: skip
+        assert (
+            run(
+                watermark_main,
+                "namespace",
+                "bind",
+                "--replace",
+                "--bucket",
+                bucket,
+                "--root",
+                ROOT_PREFIX,
+                "--endpoint-url",
+                s3_server.endpoint_url,
+                *restored,
+            )
+            == exitcodes.OK
+        )
         capsys.readouterr()
         assert run(gcd_main, "status", "--json", *restored) == exitcodes.OK
         status = json.loads(capsys.readouterr().out)
         assert (status["safe_epoch"], status["binding_problem"]) == (3, None)
-        assert run(gcd_main, "sweep", "--bucket", bucket, "--endpoint-url",
-                   s3_server.endpoint_url, "--region", "us-east-1", "--grace", "0s", "--json",
-                   *restored) == exitcodes.OK  # fmt: skip
+        assert (
+            run(
+                gcd_main,
+                "sweep",
+                "--bucket",
+                bucket,
+                "--endpoint-url",
+                s3_server.endpoint_url,
+                "--region",
+                "us-east-1",
+                "--grace",
+                "0s",
+                "--json",
+                *restored,
+            )
+            == exitcodes.OK
+        )
         summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert summary["deleted"] == 3
         claim = f"{ROOT_PREFIX}/.l0gc-claim.json"  # the binding's claim object
@@ -111,7 +175,11 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
 
 
 def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
-    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    bucket: str,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """export at global M 3; the old etcd then moves to M 5. Import into a fresh etcd:
@@ -120,8 +188,21 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     epochs 1-3 and keeps 4-7."""
     prepare(etcd_server, namespace)
     etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
-    assert run(gcd_main, "namespace", "bind", "--bucket", bucket, "--root", ROOT_PREFIX,
-               "--endpoint-url", s3_server.endpoint_url, *etcd) == exitcodes.OK  # fmt: skip
+    assert (
+        run(
+            gcd_main,
+            "namespace",
+            "bind",
+            "--bucket",
+            bucket,
+            "--root",
+            ROOT_PREFIX,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            *etcd,
+        )
+        == exitcodes.OK
+    )
     for name, m in (("orders/0", "5"), ("orders/1", "3")):
         assert run(watermark_main, "partition", "repair", name, "--watermark", m, *etcd) == 0
     keys = [f"{ROOT_PREFIX}/000/{epoch:018d}/obj-{epoch}" for epoch in range(1, 8)]
@@ -138,16 +219,40 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     fresh = LocalEtcd().start()
     try:
         restored = ("--etcd", fresh.endpoint, "--namespace", namespace)
-        assert run(watermark_main, "namespace", "import", str(backup), "--json",
-                   *restored) == exitcodes.OK  # fmt: skip
+        assert (
+            run(watermark_main, "namespace", "import", str(backup), "--json", *restored)
+            == exitcodes.OK
+        )
         assert json.loads(capsys.readouterr().out)["imported"] == 5  # + the pause marker
-        s3 = ("--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--region",
-              "us-east-1", "--grace", "0s", "--json")  # fmt: skip
+        s3 = (
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--grace",
+            "0s",
+            "--json",
+        )
         run(gcd_main, "sweep", *s3, *restored)
         assert s3_server.keys(bucket) >= set(keys)  # paused and bound elsewhere: nothing gone
-        assert run(watermark_main, "namespace", "bind", "--replace", "--bucket", bucket,
-                   "--root", ROOT_PREFIX, "--endpoint-url", s3_server.endpoint_url,
-                   *restored) == exitcodes.OK  # fmt: skip
+        assert (
+            run(
+                watermark_main,
+                "namespace",
+                "bind",
+                "--replace",
+                "--bucket",
+                bucket,
+                "--root",
+                ROOT_PREFIX,
+                "--endpoint-url",
+                s3_server.endpoint_url,
+                *restored,
+            )
+            == exitcodes.OK
+        )
         assert run(gcd_main, "resume", *restored) == exitcodes.OK
         capsys.readouterr()
         assert run(gcd_main, "sweep", *s3, *restored) == exitcodes.OK

@@ -12,8 +12,9 @@ import pytest
 from watermark import exitcodes
 
 
-@pytest.mark.parametrize("argv", [["gcd", "--help"], ["gcd", "--version"],
-                                  ["watermark", "--version"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv", [["gcd", "--help"], ["gcd", "--version"], ["watermark", "--version"]]
+)
 def test_a_closed_stdout_is_exit_141_without_a_traceback(argv: list[str]) -> None:
     """stdout is a pipe whose reader is closed before the command starts, so its first
     write fails (deterministically, unlike `| head`, which may read everything). Not
@@ -22,12 +23,19 @@ def test_a_closed_stdout_is_exit_141_without_a_traceback(argv: list[str]) -> Non
     os.close(read_end)
     try:
         module = {"gcd": "gcd.cli.main", "watermark": "watermark"}[argv[0]]
-        runner = (f"import sys; from {module} import main; sys.exit(main(sys.argv[1:]))"
-                  if argv[0] == "gcd" else None)  # fmt: skip
-        command = ([sys.executable, "-c", runner, *argv[1:]] if runner is not None
-                   else [sys.executable, "-m", module, *argv[1:]])  # fmt: skip
-        done = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, text=True,
-                              timeout=120, check=False)  # fmt: skip
+        runner = (
+            f"import sys; from {module} import main; sys.exit(main(sys.argv[1:]))"
+            if argv[0] == "gcd"
+            else None
+        )
+        command = (
+            [sys.executable, "-c", runner, *argv[1:]]
+            if runner is not None
+            else [sys.executable, "-m", module, *argv[1:]]
+        )
+        done = subprocess.run(
+            command, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120, check=False
+        )
     finally:
         os.close(write_end)
     assert done.returncode == exitcodes.BROKEN_PIPE, done.stderr

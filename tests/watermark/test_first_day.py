@@ -75,8 +75,9 @@ def test_watermark_namespace_errors_name_the_watermark_command(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`watermark namespace bind` with a bad value: the error starts 'watermark namespace'."""
-    code = watermark_main(["namespace", "bind", "--bucket", "b", "--etcd", "127.0.0.1:1",
-                           "--namespace", "no-slash"])  # fmt: skip
+    code = watermark_main(
+        ["namespace", "bind", "--bucket", "b", "--etcd", "127.0.0.1:1", "--namespace", "no-slash"]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("watermark namespace: error: flag --namespace: invalid value"), err
@@ -93,4 +94,5 @@ def test_gcd_help_names_every_storage_of_the_demo(capsys: pytest.CaptureFixture[
 def test_the_checked_in_openapi_document_is_json() -> None:
     """docs/openapi.json parses and keeps the generated default server."""
     assert json.loads((ROOT / "docs" / "openapi.json").read_text())["servers"] == [
-        {"url": "http://127.0.0.1:8080"}]  # fmt: skip
+        {"url": "http://127.0.0.1:8080"}
+    ]

@@ -61,8 +61,14 @@ def etcd_op(etcd: LocalEtcd, namespace: str, op: str) -> int:
 def run_node(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run the Node writer."""
     assert NODE is not None, "node (20) is on every machine of this project: install it"
-    return subprocess.run([NODE, str(WRITER_JS), *args], capture_output=True, text=True,
-                          timeout=60, check=False, env=env)  # fmt: skip
+    return subprocess.run(
+        [NODE, str(WRITER_JS), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
 
 
 def node(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
@@ -73,7 +79,11 @@ def node(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
 
 
 def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
-    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    bucket: str,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Writes across epoch changes, each round a new writer process (it resumes after
@@ -82,12 +92,30 @@ def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
     above it, the unreconciled ones first, survives."""
     with live_serve(etcd_server, namespace, tmp_path, partitions=("orders/0",), epochs=2) as serve:
         etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
-        assert gcd("namespace", "bind", "--bucket", bucket, "--root", "level_zero/data",
-                   "--endpoint-url", s3_server.endpoint_url, *etcd) == exitcodes.OK  # fmt: skip
-        env = {**child_env(), "L0GC_PUBLISHERS": serve.url, "L0GC_TOKEN": WRITER,
-               "L0GC_RECONCILER_TOKEN": RECONCILER, "L0GC_PARTITION": "orders/0",
-               "S3_ENDPOINT": s3_server.endpoint_url, "S3_BUCKET": bucket,
-               "PATH": os.environ.get("PATH", "")}  # fmt: skip
+        assert (
+            gcd(
+                "namespace",
+                "bind",
+                "--bucket",
+                bucket,
+                "--root",
+                "level_zero/data",
+                "--endpoint-url",
+                s3_server.endpoint_url,
+                *etcd,
+            )
+            == exitcodes.OK
+        )
+        env = {
+            **child_env(),
+            "L0GC_PUBLISHERS": serve.url,
+            "L0GC_TOKEN": WRITER,
+            "L0GC_RECONCILER_TOKEN": RECONCILER,
+            "L0GC_PARTITION": "orders/0",
+            "S3_ENDPOINT": s3_server.endpoint_url,
+            "S3_BUCKET": bucket,
+            "PATH": os.environ.get("PATH", ""),
+        }
         first = node(env, "write", "1")
         for _ in range(2):
             etcd_op(etcd_server, namespace, "advance")
@@ -103,11 +131,28 @@ def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
         (reported,) = node(env, "reconcile", "2")
         assert (reported["reconciled_offset"], reported["watermark"]) == (2, 3)
         assert reported["log_end_wanted"] is False
-        wait_until_sync(lambda: etcd_op(etcd_server, namespace, "m") == 3, timeout_s=60,
-                        what="the publisher to publish M(p) = 3")  # fmt: skip
+        wait_until_sync(
+            lambda: etcd_op(etcd_server, namespace, "m") == 3,
+            timeout_s=60,
+            what="the publisher to publish M(p) = 3",
+        )
     capsys.readouterr()
-    assert gcd("sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-               "--region", "us-east-1", "--grace", "0s", "--json", *etcd) == exitcodes.OK
+    assert (
+        gcd(
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--grace",
+            "0s",
+            "--json",
+            *etcd,
+        )
+        == exitcodes.OK
+    )
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["deleted"] == 1
     left = s3_server.keys(bucket)
     assert first[0]["key"] not in left  # reconciled, epoch 2 <= M: collected
@@ -122,13 +167,23 @@ def test_the_node_writer_registers_its_own_partition_and_stops_on_a_typo(
     first request with not_registered (action stop), not after a retry loop; a writer
     token may not register."""
     with live_serve(etcd_server, namespace, tmp_path, partitions=("orders/0",), epochs=2) as serve:
-        env = {**child_env(), "L0GC_PUBLISHERS": serve.url, "L0GC_TOKEN": WRITER,
-               "L0GC_REGISTRAR_TOKEN": ADMIN, "L0GC_PARTITION": "topic/9",
-               "S3_ENDPOINT": s3_server.endpoint_url, "S3_BUCKET": bucket,
-               "PATH": os.environ.get("PATH", "")}  # fmt: skip
+        env = {
+            **child_env(),
+            "L0GC_PUBLISHERS": serve.url,
+            "L0GC_TOKEN": WRITER,
+            "L0GC_REGISTRAR_TOKEN": ADMIN,
+            "L0GC_PARTITION": "topic/9",
+            "S3_ENDPOINT": s3_server.endpoint_url,
+            "S3_BUCKET": bucket,
+            "PATH": os.environ.get("PATH", ""),
+        }
         (created,) = node(env, "register")
-        assert created == {"partition": "topic/9", "registered": True, "hosted": True,
-                           "watermark": 1}  # fmt: skip
+        assert created == {
+            "partition": "topic/9",
+            "registered": True,
+            "hosted": True,
+            "watermark": 1,
+        }
         (again,) = node(env, "register")
         assert (again["registered"], again["hosted"]) == (False, True)
         (written,) = node(env, "write", "1")

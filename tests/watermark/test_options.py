@@ -42,16 +42,27 @@ def parser_with(table: tuple[Option, ...] = TABLE) -> CommandParser:
 
 @pytest.mark.parametrize(
     ("given", "seconds"),
-    [("10s", 10.0), ("1.5", 1.5), ("500ms", 0.5), ("10m", 600.0), ("2h", 7200.0),
-     ("1d", 86400.0), (" 3 s ", 3.0), (90, 90.0), (0.25, 0.25), ("0", 0.0)],
-)  # fmt: skip
+    [
+        ("10s", 10.0),
+        ("1.5", 1.5),
+        ("500ms", 0.5),
+        ("10m", 600.0),
+        ("2h", 7200.0),
+        ("1d", 86400.0),
+        (" 3 s ", 3.0),
+        (90, 90.0),
+        (0.25, 0.25),
+        ("0", 0.0),
+    ],
+)
 def test_durations_take_seconds_or_a_unit(given: object, seconds: float) -> None:
     """Plain seconds and ms/s/m/h/d suffixes give seconds."""
     assert duration(given) == seconds
 
 
-@pytest.mark.parametrize("bad", ["abc", "-1", "1y", "10 sec", "nan", "inf", "1e3", "", True,
-                                 "1" * 400])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad", ["abc", "-1", "1y", "10 sec", "nan", "inf", "1e3", "", True, "1" * 400]
+)
 def test_bad_durations_are_refused(bad: object) -> None:
     """Anything but a finite non-negative number with an optional unit is refused."""
     with pytest.raises(ValueError, match="expected"):
@@ -119,14 +130,18 @@ def test_config_file_from_the_environment_and_empty_env_is_unset(tmp_path: Path)
 @pytest.mark.parametrize(
     ("argv", "env", "config", "message"),
     [
-        (["--tick-interval", "soon"], {}, "",
-         "flag --tick-interval: invalid value 'soon': expected seconds or a number with ms"),
+        (
+            ["--tick-interval", "soon"],
+            {},
+            "",
+            "flag --tick-interval: invalid value 'soon': expected seconds or a number with ms",
+        ),
         ([], {"L0GC_TICK_INTERVAL": "abc"}, "", "env L0GC_TICK_INTERVAL: invalid value 'abc'"),
         ([], {}, "publish_interval = 0\n", "config key publish_interval in "),
         ([], {"L0GC_BATCH_SIZE": "1001"}, "", "expected an integer from 1 to 1000"),
         ([], {"L0GC_REGISTER": "maybe"}, "", "env L0GC_REGISTER: invalid value 'maybe'"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_value_names_its_source_and_the_value(
     argv: list[str], env: dict[str, str], config: str, message: str, tmp_path: Path
 ) -> None:
@@ -145,8 +160,11 @@ def test_config_file_keys_are_checked(tmp_path: Path) -> None:
     """An unknown key is an error with the closest key; keys of other commands are ignored."""
     path = tmp_path / "tool.toml"
     path.write_text("tick_intervall = 5\n")
-    with pytest.raises(ConfigError, match=r"unknown key 'tick_intervall' \(did you mean "
-                       r"'tick_interval'\?\)"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown key 'tick_intervall' \(did you mean "
+        r"'tick_interval'\?\)",
+    ):
         load_config(str(path), {"tick_interval"})
     path.write_text("expected = 5\ntick_interval = 5\n")
     ns = parser_with().parse_args(["--config", str(path)])

@@ -35,11 +35,14 @@ def test_every_documented_name_is_importable_from_watermark() -> None:
 def test_importing_the_package_imports_nothing_heavy() -> None:
     """`import watermark` (and the pure core) loads neither asyncio nor aiohttp nor etcd
     clients: the face resolves names on first use."""
-    probe = ("import sys, watermark, watermark.core.window; "
-             "print(sorted(m for m in ('asyncio', 'aiohttp', 'aetcd', 'urllib3') "
-             "if m in sys.modules))")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True, timeout=60)  # fmt: skip
+    probe = (
+        "import sys, watermark, watermark.core.window; "
+        "print(sorted(m for m in ('asyncio', 'aiohttp', 'aetcd', 'urllib3') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
     assert done.stdout.strip() == "[]"
 
 

@@ -115,8 +115,15 @@ class ApiFront:
     """The API on `host`:`port` and, with `probe_port`, the probes on a port of their own
     (a `watermark.service.runner.Front`)."""
 
-    def __init__(self, http: ServeHttp, host: str, port: int, probe_port: int | None, *,
-                 announce: TextIO | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        http: ServeHttp,
+        host: str,
+        port: int,
+        probe_port: int | None,
+        *,
+        announce: TextIO | None = None,
+    ) -> None:
         self.http = http
         self._announce = announce
         self.host = host
@@ -137,8 +144,9 @@ class ApiFront:
         the probes, which answer from now on; the API's port. On failure nothing stays
         open (ConfigError naming the flag for a port in use)."""
         http = self.http
-        app = create_app(publisher, ready=ready, tokens=http.tokens, limits=http.limits,
-                         router=router)  # fmt: skip
+        app = create_app(
+            publisher, ready=ready, tokens=http.tokens, limits=http.limits, router=router
+        )
         self._server = ApiServer(app, ssl_context=http.ssl_context, metrics=publisher.metrics)
         self.port = await self._server.start(self.host, self.port, serving=False)
         if self.probe_port is not None:
@@ -160,10 +168,14 @@ class ApiFront:
         self.http.log_exposure(self.host, self.port)
         if announce is not None:
             scheme = "https" if self.tls else "http"
-            probes = "" if self.probe_port is None else (
-                f"; probes and /metrics on http://{self.host}:{self.probe_port}")  # fmt: skip
-            announce.write(f"watermark serve: listening on {scheme}://{self.host}:{self.port}"
-                           f"{probes}\n")  # fmt: skip
+            probes = (
+                ""
+                if self.probe_port is None
+                else (f"; probes and /metrics on http://{self.host}:{self.probe_port}")
+            )
+            announce.write(
+                f"watermark serve: listening on {scheme}://{self.host}:{self.port}{probes}\n"
+            )
             announce.flush()
 
     async def close(self) -> None:

@@ -113,8 +113,11 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
     except ForceForbidden:
         publisher_of(request).metrics.http_refused(HttpRefusal.FORBIDDEN)
-        return error(403, "forbidden", "only an admin token may deregister with force "
-                      "(it revokes a live owner)")  # fmt: skip
+        return error(
+            403,
+            "forbidden",
+            "only an admin token may deregister with force (it revokes a live owner)",
+        )
     except L0gcError as exc:
         if isinstance(exc, PartitionNotHosted):
             exc = await unhosted(request, exc)
@@ -243,9 +246,13 @@ HANDLERS: Final[dict[str, Handler]] = {
 }
 """The handler of each operationId of `watermark.api.openapi.ROUTES`."""
 _ROLES: Final[dict[str | None, Access | None]] = {
-    "writer": Access.WRITE, "reconciler": Access.RECONCILE, "registrar": Access.REGISTER,
-    "admin": Access.ADMIN, "any": Access.READ, None: None,
-}  # fmt: skip
+    "writer": Access.WRITE,
+    "reconciler": Access.RECONCILE,
+    "registrar": Access.REGISTER,
+    "admin": Access.ADMIN,
+    "any": Access.READ,
+    None: None,
+}
 # What each route needs (None: open to everyone), as the document says. A path no
 # route matches needs READ, so a caller without a token learns nothing from 404s.
 _ACCESS: Final[dict[Callable[..., Any], Access | None]] = {
@@ -279,8 +286,11 @@ def create_app(
     app[_TOKENS] = tokens if tokens is not None else (lambda: None)
     app[HTTP_LIMITS] = limits
     app[ROUTER] = router
-    app[REGISTRY] = Registry(publisher, replicated=router is not None,
-                             check_served=None if router is None else router.check_served)
+    app[REGISTRY] = Registry(
+        publisher,
+        replicated=router is not None,
+        check_served=None if router is None else router.check_served,
+    )
     for method, path, name, *_ in ROUTES:  # in the document's order: suffixes first
         add = app.router.add_get if method == "get" else app.router.add_post
         add(path.replace("{partition}", "{partition:.+}"), HANDLERS[name])  # names hold '/'

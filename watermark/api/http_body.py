@@ -92,8 +92,11 @@ async def read_body(
     if declared is not None and declared > cap:
         raise BodyTooLarge(
             f"request body of {declared} bytes is larger than the limit of {cap}; "
-            + ("split the batch" if max_bytes is not None else "these routes take a small "
-               "JSON object")
+            + (
+                "split the batch"
+                if max_bytes is not None
+                else "these routes take a small JSON object"
+            )
         )
     try:
         async with asyncio.timeout(limits.read_timeout_s):
@@ -139,8 +142,9 @@ def int_field(doc: dict[str, Any], name: str, where: str = "", *, minimum: int =
 def str_field(doc: dict[str, Any], name: str, where: str) -> str:
     value = doc.get(name)
     if not isinstance(value, str) or not value:
-        raise BadRequest(f"field {where}{name!r} must be a non-empty string, got "
-                         f"{_short.repr(value)}")  # fmt: skip
+        raise BadRequest(
+            f"field {where}{name!r} must be a non-empty string, got {_short.repr(value)}"
+        )
     return value
 
 

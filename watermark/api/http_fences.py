@@ -126,8 +126,13 @@ async def _refused(request: web.Request, exc: L0gcError | Moved | UnknownFence) 
     if isinstance(exc, PartitionNotHosted):
         exc = await unhosted(request, exc)
     if isinstance(exc, Moved):
-        return {"status": 307, "error": "moved", "message": "owned by another replica: send "
-                "this entry there", "owner": exc.owner, "address": exc.address}  # fmt: skip
+        return {
+            "status": 307,
+            "error": "moved",
+            "message": "owned by another replica: send this entry there",
+            "owner": exc.owner,
+            "address": exc.address,
+        }
     if isinstance(exc, UnknownFence):
         return {"status": 404, "error": "unknown_fence", "message": UNKNOWN_FENCE}
     status, code, extra = problem(exc)
@@ -200,10 +205,12 @@ async def commits(request: web.Request) -> web.Response:
     limits, table = request.app[HTTP_LIMITS], request.app[FENCES]
     doc = await http_body.read_body(request, "commits", max_bytes=limits.max_batch_body_bytes)
     parsed = [
-        (http_body.str_field(entry, "token", f"commits[{i}]."),
-         http_body.int_field(entry, "offset", f"commits[{i}]."))
+        (
+            http_body.str_field(entry, "token", f"commits[{i}]."),
+            http_body.int_field(entry, "offset", f"commits[{i}]."),
+        )
         for i, entry in enumerate(http_body.entries(doc, "commits", ("token", "offset"), limits))
-    ]  # fmt: skip
+    ]
     results: list[dict[str, Any]] = []
     for token_id, offset in parsed:
         try:

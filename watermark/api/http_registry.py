@@ -42,8 +42,14 @@ from watermark.core.record import RECORD_VERSION, PartitionRecord
 from watermark.service.publisher import Publisher
 
 __all__ = [
-    "REGISTRY", "ROLE", "ForceForbidden", "Registry", "deregister", "register", "register_and_host",
-]  # fmt: skip
+    "REGISTRY",
+    "ROLE",
+    "ForceForbidden",
+    "Registry",
+    "deregister",
+    "register",
+    "register_and_host",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -434,8 +434,9 @@ class ApiServer:
 
     def refuse(self, transport: asyncio.Transport, reason: HttpRefusal) -> None:
         """Answer 503 on a connection that is not admitted, close it, count it."""
-        transport.write(_OVERLOADED_FROM_PEER if reason is HttpRefusal.TOO_MANY_FROM_PEER
-                        else _OVERLOADED)  # fmt: skip
+        transport.write(
+            _OVERLOADED_FROM_PEER if reason is HttpRefusal.TOO_MANY_FROM_PEER else _OVERLOADED
+        )
         transport.close()
         self.count_refusal(reason)
 

@@ -20,202 +20,19 @@ import functools
 import json
 import re
 import sys
-from typing import Any, Final
+from typing import Final
 
-from watermark.api.http_body import MAX_BODY_DEPTH, MAX_FENCE_TIMEOUT_S, MAX_FIELD_VALUE
+from watermark.api.http_body import MAX_BODY_DEPTH
 from watermark.api.limits import (
     DEFAULT_MAX_BATCH_BODY_BYTES,
     DEFAULT_MAX_BATCH_ENTRIES,
     DEFAULT_MAX_BODY_BYTES,
 )
 from watermark.api.openapi_errors import ERROR_CODES
+from watermark.api.openapi_schemas import SCHEMAS, STATE_FIELDS, Json, ref
 from watermark.core.record import RECORD_VERSION
 
 __all__ = ["OPENAPI_JSON", "ROUTES", "document", "route_table", "served"]
-
-Json = dict[str, Any]
-
-
-def _ref(name: str) -> Json:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-_INT: Final[Json] = {"type": "integer", "minimum": 0, "maximum": MAX_FIELD_VALUE}
-_BOUND: Final[Json] = {"type": ["integer", "null"]}
-_BOUNDS: Final[Json] = {
-    "type": "array", "items": _BOUND, "minItems": 2, "maxItems": 2,
-    "description": "[lower, upper], both null when empty",
-}  # fmt: skip
-
-
-def _obj(props: Json, required: list[str] | None = None, **more: Any) -> Json:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props) if required is None else required,
-        "additionalProperties": False,
-        **more,
-    }
-
-
-_STATE_FIELDS: Final[Json] = {
-    "partition": {"type": "string"},
-    "owner": {"type": "string", "description": "this publisher's owner id"},
-    "owner_epoch": {"type": "integer", "minimum": 0},
-    "window": {**_BOUNDS, "description": "the fencing window [oldest accepted, latest seen]"},
-    "watermark": {"type": "integer", "minimum": -1, "description": "M(p) as computed now"},
-    "published_watermark": {"type": "integer", "minimum": -1,
-                            "description": "M(p) as last written to etcd"},
-    "created_epoch": {"type": "integer", "minimum": 0,
-                      "description": "no object of this partition is stamped below it"},
-    "applied_window": {"type": "array", "items": {"type": "integer"}, "minItems": 2,
-                       "maxItems": 2, "description": "[previous, highest] applied epoch"},
-    "last_applied_offset": {"type": ["integer", "null"], "minimum": 0,
-                            "description": "the last log offset committed (resume after it)"},
-    "reconciled_offset": {"type": ["integer", "null"], "minimum": 0},
-    "log_end_known": {"type": "boolean",
-                      "description": "the state holds every entry of the log"},
-    "log_end_wanted": {"type": "boolean",
-                       "description": "the reconciler should read the log's last offset "
-                       "after this answer and send it as log_end_offset with its next "
-                       "report (the owner does not know where the log ends)"},
-    "sealed": {"type": "boolean"},
-    "frozen": {"type": ["string", "null"],
-               "description": "why M(p) no longer moves (a fencing violation), else null"},
-    "inflight_fences": {"type": "integer", "minimum": 0},
-    "waiting_slides": {"type": "integer", "minimum": 0},
-    "dirty": {"type": "boolean", "description": "changed since the last publish"},
-}  # fmt: skip
-
-_GRANTED_FIELDS: Final[Json] = {
-    "token": {"type": "string", "minLength": 1,
-              "description": "bearer credential of this one fence; commit or abort it"},
-    "partition": {"type": "string"},
-    "epoch": _INT,
-    "window": {**_BOUNDS, "description": "the fencing window right after the grant"},
-    "slid": {"type": "boolean", "description": "this fence slid the window"},
-    "deadline": {"type": ["number", "null"],
-                 "description": "unix seconds of the hold deadline (null: none)"},
-    "expires_in_s": {"type": ["number", "null"], "minimum": 0},
-}  # fmt: skip
-
-_ERROR_FIELDS: Final[Json] = {
-    "error": {"type": "string", "enum": sorted(ERROR_CODES)},
-    "message": {"type": "string", "description": "what was wrong and what to do"},
-    "window": _BOUNDS,
-    "floor": {"type": ["integer", "null"]},
-    "cluster_epoch": {"type": "integer"},
-    "held_epoch": {"type": "integer", "description": "fence_timeout: the oldest held fence"},
-    "held_for_s": {"type": "number"},
-    "committed_offset": {"type": "integer"},
-    "owner": {"type": "string"},
-    "address": {"type": "string"},
-}  # fmt: skip
-
-_BATCH_LIMIT = (
-    f"at most {DEFAULT_MAX_BATCH_ENTRIES} entries by default (a server flag may change it): "
-    "more is 413 batch_too_large"
-)
-SCHEMAS: Final[Json] = {
-    # Open: new fields may appear in an error answer (docs/python-api.md); a client
-    # reads `error` and `message` and ignores what it does not know.
-    "Error": _obj(_ERROR_FIELDS, ["error", "message"], additionalProperties=True),
-    "PartitionState": _obj(_STATE_FIELDS),
-    "CommitAnswer": _obj({**_STATE_FIELDS, "repeat": {
-        "type": "boolean",
-        "description": "true: this fence was already committed at this offset (a retry)",
-    }}),
-    "FenceRequest": _obj(
-        {"epoch": _INT, "timeout_s": {"type": "number", "exclusiveMinimum": 0,
-                                      "maximum": MAX_FENCE_TIMEOUT_S}},
-        ["epoch"],
-    ),
-    "FenceGranted": _obj(_GRANTED_FIELDS),
-    "OffsetRequest": _obj({"offset": _INT}),
-    "ReconciledRequest": _obj(
-        {"offset": {"type": "integer", "minimum": -1, "maximum": MAX_FIELD_VALUE,
-                    "description": "every entry through it is lifted; -1: none yet (an "
-                    "empty log still reports, so that its owner can learn its end)"},
-         "log_end_offset": {"type": ["integer", "null"], "minimum": -1,
-                            "maximum": MAX_FIELD_VALUE,
-                            "description": "only after an answer said log_end_wanted: the "
-                            "offset of the log's last entry, read after that answer"}},
-        ["offset"],
-    ),
-    "AbortAnswer": _obj({
-        "aborted": {"type": "boolean", "description": "released now"},
-        "outcome": {"type": "string", "enum": ["aborted", "committed", "refused",
-                                                "reclaimed", "revoked"],
-                    "description": "how the fence ended"},
-    }),
-    "AdoptRequest": _obj(
-        {"log_end_offset": {"type": ["integer", "null"], "minimum": -1,
-                            "maximum": MAX_FIELD_VALUE}}, []
-    ),
-    "FenceBatchRequest": _obj(
-        {"fences": {"type": "array", "minItems": 1, "description": _BATCH_LIMIT,
-                    "items": _obj({"partition": {"type": "string", "minLength": 1},
-                                   "epoch": _INT})},
-         "timeout_s": {"type": "number", "exclusiveMinimum": 0,
-                       "maximum": MAX_FENCE_TIMEOUT_S}},
-        ["fences"],
-    ),
-    "FenceBatchAnswer": _obj({"results": {"type": "array", "items": {"oneOf": [
-        _obj({"status": {"const": 200}, **_GRANTED_FIELDS}),
-        _obj({"partition": {"type": "string"}, "status": {"type": "integer"},
-              **_ERROR_FIELDS}, ["partition", "status", "error", "message"]),
-    ]}}}),
-    "CommitBatchRequest": _obj(
-        {"commits": {"type": "array", "minItems": 1, "description": _BATCH_LIMIT,
-                     "items": _obj({"token": {"type": "string", "minLength": 1},
-                                    "offset": _INT})}}
-    ),
-    "CommitBatchAnswer": _obj({"results": {"type": "array", "items": {"oneOf": [
-        _obj({"status": {"const": 200}, "partition": {"type": "string"}, "offset": _INT,
-              "repeat": {"type": "boolean"}}),
-        _obj({"status": {"type": "integer", "minimum": 300}, **_ERROR_FIELDS},
-             ["status", "error", "message"]),
-    ]}}}),
-    "Epoch": _obj({
-        "version": {"const": RECORD_VERSION},
-        "epoch": {"type": "integer", "minimum": 0,
-                  "description": "the cluster epoch, read from etcd for this request"},
-        "partitions": {"type": "array", "items": _obj({
-            "partition": {"type": "string"},
-            "created_epoch": {"type": "integer", "minimum": 0},
-            "window": _BOUNDS,
-        }), "description": "the partitions hosted here: stamp max(epoch, created_epoch)"},
-    }),
-    "Owner": _obj({
-        "version": {"const": RECORD_VERSION}, "partition": {"type": "string"},
-        "owner": {"type": "string"}, "address": {"type": ["string", "null"]},
-        "local": {"type": "boolean"},
-    }),
-    "Listing": _obj({
-        "version": {"const": RECORD_VERSION}, "owner": {"type": "string"},
-        "partitions": {"type": "array", "items": _ref("PartitionState")},
-    }),
-    "RegisterAnswer": _obj({
-        "version": {"const": RECORD_VERSION}, "partition": {"type": "string"},
-        "registered": {"type": "boolean", "description": "created by this request (false: "
-                       "it was registered already, nothing changed)"},
-        "hosted": {"type": "boolean", "description": "this publisher serves it now (false: "
-                   "another publisher owns it, or replicas will claim it)"},
-        "record": {"type": "object", "description": "the partition record as stored in etcd "
-                   "(docs/etcd-contract.md)"},
-    }),
-    "DeregisterRequest": _obj({
-        "force": {"type": "boolean", "description": "admin tokens only: revoke a live owner "
-                  "first (the request then takes a few seconds)"},
-        "reason": {"type": "string", "maxLength": 1000,
-                   "description": "written to the audit log line of force"},
-    }, []),
-    "DeregisterAnswer": _obj({
-        "version": {"const": RECORD_VERSION}, "partition": {"type": "string"},
-        "deregistered": {"type": "boolean", "description": "false: it was not registered"},
-    }),
-    "Status": _obj({"status": {"type": "string", "enum": ["ok", "ready", "not_ready"]}}),
-}
 
 # (method, path, handler name, role or None for open, summary, request schema, answers)
 # Answers: status -> schema name (or "text" for Prometheus text); error codes are added
@@ -226,55 +43,200 @@ _BODY = ("bad_request", "body_too_large", "request_timeout")
 _AUTH = ("unauthorized", "forbidden")
 _MOVE = ("moved", "no_owner", "not_hosted", "not_registered")
 ROUTES: Final[tuple[Route, ...]] = (
-    ("post", f"{_P}/fence", "fence", "writer", ("Fence an epoch on a partition (after the "
-     "upload, before the log append)"), "FenceRequest", {200: "FenceGranted"},
-     (*_AUTH, *_BODY, *_MOVE, "stale_epoch", "epoch_ahead", "fence_timeout", "guard_closed",
-      "etcd_unavailable")),
-    ("post", "/v1/fences/{token}/commit", "commit", "writer", ("Commit a fence at the log "
-     "offset of its entry (idempotent: a repeat with the same offset answers repeat: true)"),
-     "OffsetRequest", {200: "CommitAnswer"},
-     (*_AUTH, *_BODY, "unknown_fence", "fence_expired", "already_committed",
-      "illegal_offset", "fencing_violation", "not_hosted", "not_registered")),
-    ("post", "/v1/fences/{token}/abort", "abort", "writer", ("Release a fence without "
-     "committing (an entry you will not commit)"), None, {200: "AbortAnswer"},
-     (*_AUTH, *_BODY, "unknown_fence")),
-    ("post", "/v1/fences", "fences", "writer", ("Fence many partitions in one request (each "
-     "entry decided as the single route)"), "FenceBatchRequest", {200: "FenceBatchAnswer"},
-     (*_AUTH, *_BODY, "batch_too_large")),
-    ("post", "/v1/commits", "commits", "writer", ("Commit many fences in one request, in "
-     "order (each entry decided as the single route)"), "CommitBatchRequest",
-     {200: "CommitBatchAnswer"}, (*_AUTH, *_BODY, "batch_too_large")),
-    ("get", "/v1/epoch", "epoch", "any", ("The cluster epoch to stamp objects with, and "
-     "each hosted partition's created_epoch and window"), None, {200: "Epoch"},
-     (*_AUTH, "etcd_unavailable")),
-    ("post", f"{_P}/reconciled", "reconciled", "reconciler", ("The reconciler lifted every "
-     "entry through this offset"), "ReconciledRequest", {200: "PartitionState"},
-     (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "guard_closed")),
-    ("post", f"{_P}/adopt", "adopt", "admin", ("Take the partition over (or, among replicas, "
-     "tell its owner where the log ends)"), "AdoptRequest", {200: "PartitionState"},
-     (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "etcd_unavailable", "guard_closed")),
-    ("post", f"{_P}/register", "register", "registrar", ("Register the partition "
-     "(M(p) = cluster epoch - 1; an existing one is unchanged) and host it here when "
-     "nobody owns it; among replicas, only a name of their --partitions list"), None,
-     {200: "RegisterAnswer"}, (*_AUTH, *_BODY, "not_served", "etcd_unavailable")),
-    ("post", f"{_P}/deregister", "deregister", "registrar", ("Delete the partition's "
-     "record, once its objects are gone (refused under a live owner unless force)"),
-     "DeregisterRequest", {200: "DeregisterAnswer"},
-     (*_AUTH, *_BODY, "live_owner", "etcd_unavailable")),
-    ("get", f"{_P}/owner", "owner", "any", "Which replica owns the partition", None,
-     {200: "Owner"}, (*_AUTH, "not_hosted", "not_registered", "no_owner")),
-    ("get", _P, "show", "any", "What the publisher knows of the partition", None,
-     {200: "PartitionState"}, (*_AUTH, *_MOVE, "guard_closed")),
-    ("get", "/v1/partitions", "listing", "any", "Every partition hosted here", None,
-     {200: "Listing"}, _AUTH),
+    (
+        "post",
+        f"{_P}/fence",
+        "fence",
+        "writer",
+        ("Fence an epoch on a partition (after the upload, before the log append)"),
+        "FenceRequest",
+        {200: "FenceGranted"},
+        (
+            *_AUTH,
+            *_BODY,
+            *_MOVE,
+            "stale_epoch",
+            "epoch_ahead",
+            "fence_timeout",
+            "guard_closed",
+            "etcd_unavailable",
+        ),
+    ),
+    (
+        "post",
+        "/v1/fences/{token}/commit",
+        "commit",
+        "writer",
+        (
+            "Commit a fence at the log "
+            "offset of its entry (idempotent: a repeat with the same offset answers repeat: true)"
+        ),
+        "OffsetRequest",
+        {200: "CommitAnswer"},
+        (
+            *_AUTH,
+            *_BODY,
+            "unknown_fence",
+            "fence_expired",
+            "already_committed",
+            "illegal_offset",
+            "fencing_violation",
+            "not_hosted",
+            "not_registered",
+        ),
+    ),
+    (
+        "post",
+        "/v1/fences/{token}/abort",
+        "abort",
+        "writer",
+        ("Release a fence without committing (an entry you will not commit)"),
+        None,
+        {200: "AbortAnswer"},
+        (*_AUTH, *_BODY, "unknown_fence"),
+    ),
+    (
+        "post",
+        "/v1/fences",
+        "fences",
+        "writer",
+        ("Fence many partitions in one request (each entry decided as the single route)"),
+        "FenceBatchRequest",
+        {200: "FenceBatchAnswer"},
+        (*_AUTH, *_BODY, "batch_too_large"),
+    ),
+    (
+        "post",
+        "/v1/commits",
+        "commits",
+        "writer",
+        ("Commit many fences in one request, in order (each entry decided as the single route)"),
+        "CommitBatchRequest",
+        {200: "CommitBatchAnswer"},
+        (*_AUTH, *_BODY, "batch_too_large"),
+    ),
+    (
+        "get",
+        "/v1/epoch",
+        "epoch",
+        "any",
+        (
+            "The cluster epoch to stamp objects with, and "
+            "each hosted partition's created_epoch and window"
+        ),
+        None,
+        {200: "Epoch"},
+        (*_AUTH, "etcd_unavailable"),
+    ),
+    (
+        "post",
+        f"{_P}/reconciled",
+        "reconciled",
+        "reconciler",
+        ("The reconciler lifted every entry through this offset"),
+        "ReconciledRequest",
+        {200: "PartitionState"},
+        (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "guard_closed"),
+    ),
+    (
+        "post",
+        f"{_P}/adopt",
+        "adopt",
+        "admin",
+        ("Take the partition over (or, among replicas, tell its owner where the log ends)"),
+        "AdoptRequest",
+        {200: "PartitionState"},
+        (*_AUTH, *_BODY, *_MOVE, "illegal_offset", "etcd_unavailable", "guard_closed"),
+    ),
+    (
+        "post",
+        f"{_P}/register",
+        "register",
+        "registrar",
+        (
+            "Register the partition "
+            "(M(p) = cluster epoch - 1; an existing one is unchanged) and host it here when "
+            "nobody owns it; among replicas, only a name of their --partitions list"
+        ),
+        None,
+        {200: "RegisterAnswer"},
+        (*_AUTH, *_BODY, "not_served", "etcd_unavailable"),
+    ),
+    (
+        "post",
+        f"{_P}/deregister",
+        "deregister",
+        "registrar",
+        (
+            "Delete the partition's "
+            "record, once its objects are gone (refused under a live owner unless force)"
+        ),
+        "DeregisterRequest",
+        {200: "DeregisterAnswer"},
+        (*_AUTH, *_BODY, "live_owner", "etcd_unavailable"),
+    ),
+    (
+        "get",
+        f"{_P}/owner",
+        "owner",
+        "any",
+        "Which replica owns the partition",
+        None,
+        {200: "Owner"},
+        (*_AUTH, "not_hosted", "not_registered", "no_owner"),
+    ),
+    (
+        "get",
+        _P,
+        "show",
+        "any",
+        "What the publisher knows of the partition",
+        None,
+        {200: "PartitionState"},
+        (*_AUTH, *_MOVE, "guard_closed"),
+    ),
+    (
+        "get",
+        "/v1/partitions",
+        "listing",
+        "any",
+        "Every partition hosted here",
+        None,
+        {200: "Listing"},
+        _AUTH,
+    ),
     ("get", "/metrics", "metrics", None, "Prometheus metrics", None, {200: "text"}, ()),
-    ("get", "/healthz", "healthz", None, "Liveness: the process and its event loop answer",
-     None, {200: "Status"}, ()),
-    ("get", "/readyz", "readyz", None, ("Readiness: 200 once the first publish round is "
-     "done, 503 before and during shutdown"), None, {200: "Status", 503: "Status"}, ()),
-    ("get", "/v1/openapi.json", "openapi", None, "This OpenAPI document", None, {200: "document"},
-     ()),
-)  # fmt: skip
+    (
+        "get",
+        "/healthz",
+        "healthz",
+        None,
+        "Liveness: the process and its event loop answer",
+        None,
+        {200: "Status"},
+        (),
+    ),
+    (
+        "get",
+        "/readyz",
+        "readyz",
+        None,
+        ("Readiness: 200 once the first publish round is done, 503 before and during shutdown"),
+        None,
+        {200: "Status", 503: "Status"},
+        (),
+    ),
+    (
+        "get",
+        "/v1/openapi.json",
+        "openapi",
+        None,
+        "This OpenAPI document",
+        None,
+        {200: "document"},
+        (),
+    ),
+)
 
 _INFO = f"""The HTTP API of `watermark serve`, the l0gc publisher: writers fence the epoch of
 each object they upload and commit it with its log offset; reconcilers report what they
@@ -304,14 +266,18 @@ Partition names may contain '/': percent-encode them in paths (orders%2F0)."""
 
 def _answer(status: int, schema: str, *, many: bool = False) -> Json:
     if schema == "text":
-        return {"description": "Prometheus text format",
-                "content": {"text/plain": {"schema": {"type": "string"}}}}  # fmt: skip
+        return {
+            "description": "Prometheus text format",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
     if schema == "document":
-        return {"description": "an OpenAPI 3.1 document",
-                "content": {"application/json": {"schema": {"type": "object"}}}}  # fmt: skip
+        return {
+            "description": "an OpenAPI 3.1 document",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
     return {
         "description": "success" if status < 300 else "not ready",
-        "content": {"application/json": {"schema": _ref(schema)}},
+        "content": {"application/json": {"schema": ref(schema)}},
     }
 
 
@@ -324,11 +290,15 @@ def _errors(codes: tuple[str, ...]) -> Json:
         listed = "; ".join(f"`{c}`: {ERROR_CODES[c].meaning}" for c in named)
         answer: Json = {
             "description": listed,
-            "content": {"application/json": {"schema": _ref("Error")}},
+            "content": {"application/json": {"schema": ref("Error")}},
         }
         if status == 307:
-            answer["headers"] = {"Location": {"schema": {"type": "string"},
-                                              "description": "the same path on the owner"}}
+            answer["headers"] = {
+                "Location": {
+                    "schema": {"type": "string"},
+                    "description": "the same path on the owner",
+                }
+            }
         if status == 401:
             answer["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
         answers[str(status)] = answer
@@ -338,12 +308,13 @@ def _errors(codes: tuple[str, ...]) -> Json:
 _EXAMPLES: Final[Json] = {
     "fence": {"epoch": 3, "timeout_s": 5},
     "commit": {"offset": 0},
-    "fences": {"fences": [{"partition": "orders/0", "epoch": 3},
-                          {"partition": "orders/1", "epoch": 3}]},
+    "fences": {
+        "fences": [{"partition": "orders/0", "epoch": 3}, {"partition": "orders/1", "epoch": 3}]
+    },
     "reconciled": {"offset": 0},
     "adopt": {"log_end_offset": -1},
     "deregister": {"force": False},
-}  # fmt: skip
+}
 
 
 def _operation(route: Route) -> Json:
@@ -351,25 +322,39 @@ def _operation(route: Route) -> Json:
     op: Json = {"operationId": name, "summary": summary, "responses": {}}
     params = []
     if "{partition}" in path:
-        params.append({"name": "partition", "in": "path", "required": True,
-                       "description": "the partition name, percent-encoded",
-                       "schema": {"type": "string", "minLength": 1, "maxLength": 200},
-                       "example": "orders/0"})
+        params.append(
+            {
+                "name": "partition",
+                "in": "path",
+                "required": True,
+                "description": "the partition name, percent-encoded",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                "example": "orders/0",
+            }
+        )
     if "{token}" in path:
-        params.append({"name": "token", "in": "path", "required": True,
-                       "description": "the fence token from the fence answer",
-                       "schema": {"type": "string", "minLength": 1, "maxLength": 64}})
+        params.append(
+            {
+                "name": "token",
+                "in": "path",
+                "required": True,
+                "description": "the fence token from the fence answer",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 64},
+            }
+        )
     if params:
         op["parameters"] = params
     if body is not None:
-        media: Json = {"schema": _ref(body)}
+        media: Json = {"schema": ref(body)}
         if name in _EXAMPLES:
             media["example"] = _EXAMPLES[name]
         required = name not in ("adopt", "deregister")
         op["requestBody"] = {"required": required, "content": {"application/json": media}}
     elif method == "post":
-        op["requestBody"] = {"required": False, "content": {
-            "application/json": {"schema": {"type": "object", "maxProperties": 0}}}}
+        op["requestBody"] = {
+            "required": False,
+            "content": {"application/json": {"schema": {"type": "object", "maxProperties": 0}}},
+        }
     for status, schema in answers.items():
         op["responses"][str(status)] = _answer(status, schema)
     op["responses"].update(_errors(codes))
@@ -379,13 +364,13 @@ def _operation(route: Route) -> Json:
         op["x-l0gc-role"] = role
     if name == "fence":
         op["responses"]["200"]["links"] = {
-            "commit": {"operationId": "commit",
-                       "parameters": {"token": "$response.body#/token"}},
-            "abort": {"operationId": "abort",
-                      "parameters": {"token": "$response.body#/token"}},
-            "state": {"operationId": "show",
-                      "parameters": {"partition": "$response.body#/partition"}},
-        }  # fmt: skip
+            "commit": {"operationId": "commit", "parameters": {"token": "$response.body#/token"}},
+            "abort": {"operationId": "abort", "parameters": {"token": "$response.body#/token"}},
+            "state": {
+                "operationId": "show",
+                "parameters": {"partition": "$response.body#/partition"},
+            },
+        }
     return op
 
 
@@ -396,22 +381,30 @@ def document() -> Json:
         paths.setdefault(route[1], {})[route[0]] = _operation(route)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "l0gc publisher API", "version": str(RECORD_VERSION),
-                 "description": _INFO},
+        "info": {
+            "title": "l0gc publisher API",
+            "version": str(RECORD_VERSION),
+            "description": _INFO,
+        },
         "servers": [{"url": "http://127.0.0.1:8080"}],
         "security": [{"bearer": []}],
         "paths": paths,
         "components": {
             "schemas": SCHEMAS,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                           "description": "a token from the service's "
-                                           "token file; its role decides the routes"}},
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a token from the service's "
+                    "token file; its role decides the routes",
+                }
+            },
         },
         "x-l0gc-error-codes": {
             code: {"status": e.status, "action": e.action, "meaning": e.meaning}
             for code, e in sorted(ERROR_CODES.items())
         },
-    }  # fmt: skip
+    }
 
 
 _EVERY_ROUTE_CODES = frozenset({*_AUTH, *_BODY})
@@ -426,9 +419,12 @@ def _fields(schema: str) -> str:
     """A schema's fields as docs show them: `{"a", "b"?}` (? = optional); the partition
     state's fields are "partition state"."""
     props, required = SCHEMAS[schema]["properties"], SCHEMAS[schema]["required"]
-    state = set(_STATE_FIELDS) <= set(props)
-    shown = [f'"{n}"' + ("" if n in required else "?") for n in props
-             if not (state and n in _STATE_FIELDS)]  # fmt: skip
+    state = set(STATE_FIELDS) <= set(props)
+    shown = [
+        f'"{n}"' + ("" if n in required else "?")
+        for n in props
+        if not (state and n in STATE_FIELDS)
+    ]
     if not state:
         return "`{" + ", ".join(shown) + "}`"
     return "partition state" + (f" and `{', '.join(shown)}`" if shown else "")
@@ -439,11 +435,12 @@ def route_table() -> str:
     method and path, role, summary, request body, answers (each status with its schema's
     fields or its error codes). `scripts/gen_cli_reference.py` writes it into the page;
     its --check (a test) fails when the page drifts from this."""
-    lines = ["| method and path | role | what it does | body | answers |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| method and path | role | what it does | body | answers |", "|---|---|---|---|---|"]
     for method, path, _name, role, summary, body, answers, codes in ROUTES:
-        shown = [f"{status} {_NAMED_ANSWERS.get(schema) or _fields(schema)}"
-                 for status, schema in answers.items()]  # fmt: skip
+        shown = [
+            f"{status} {_NAMED_ANSWERS.get(schema) or _fields(schema)}"
+            for status, schema in answers.items()
+        ]
         by_status: dict[int, list[str]] = {}
         for code in codes:
             if code not in _EVERY_ROUTE_CODES:
@@ -475,6 +472,7 @@ def served(origin: str) -> bytes:
     if not _ORIGIN.fullmatch(origin):
         return OPENAPI_JSON
     return json.dumps({**document(), "servers": [{"url": origin}]}).encode()
+
 
 if __name__ == "__main__":
     sys.stdout.write(render())

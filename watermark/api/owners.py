@@ -58,14 +58,24 @@ default, is when it notices; the rest is margin for a slow etcd)."""
 _log = structlog.get_logger("watermark.repair")
 
 FORCE_OPTIONS: tuple[Option, ...] = (
-    Option("--force", boolean, False,
-           "allow it under a live owner (revoked first, see --revoke-wait) or, for repair, "
-           "lowering M(p) or owner_epoch; logs an audit line with --reason", switch=True),
+    Option(
+        "--force",
+        boolean,
+        False,
+        "allow it under a live owner (revoked first, see --revoke-wait) or, for repair, "
+        "lowering M(p) or owner_epoch; logs an audit line with --reason",
+        switch=True,
+    ),
     Option("--reason", text, "", "why (written to the audit log line of --force)", "TEXT"),
-    Option("--revoke-wait", duration, DEFAULT_REVOKE_WAIT_S,
-           "with --force under a live owner: how long to wait after revoking it before "
-           "writing (more than the owner's --publish-interval)", "DURATION"),
-)  # fmt: skip
+    Option(
+        "--revoke-wait",
+        duration,
+        DEFAULT_REVOKE_WAIT_S,
+        "with --force under a live owner: how long to wait after revoking it before "
+        "writing (more than the owner's --publish-interval)",
+        "DURATION",
+    ),
+)
 """The flags of the operator commands that can override the live-owner rule."""
 
 
@@ -111,8 +121,9 @@ async def deregister(
     plans = [(name, *await _checked(store, name, force)) for name in names]
     deleted: list[str] = []
     for name, item, live in plans:
-        if await _delete_checked(store, name, item, live, force=force,
-                                 revoke_wait_s=revoke_wait_s, reason=reason):  # fmt: skip
+        if await _delete_checked(
+            store, name, item, live, force=force, revoke_wait_s=revoke_wait_s, reason=reason
+        ):
             deleted.append(name)
     return deleted
 
@@ -121,9 +132,15 @@ _DELETE_ATTEMPTS = 5
 
 
 async def _delete_checked(
-    store: WatermarkStore, name: str, item: KeyValue | None, live: bool, *,
-    force: bool, revoke_wait_s: float, reason: str,
-) -> bool:  # fmt: skip
+    store: WatermarkStore,
+    name: str,
+    item: KeyValue | None,
+    live: bool,
+    *,
+    force: bool,
+    revoke_wait_s: float,
+    reason: str,
+) -> bool:
     """Delete exactly the record `item` that was checked (True), or none (False: not
     registered). A record that changed meanwhile is checked again; a forced delete of a
     live owner's record revokes it first and then deletes only the revoked record."""
@@ -138,8 +155,11 @@ async def _delete_checked(
             return await store.deregister_partition(name, expected=item)
         except EpochConflict:
             item, live = await _checked(store, name, force)
-    raise EpochConflict(store.partition_key(name), f"the record kept changing during deletion "
-                        f"({_DELETE_ATTEMPTS} tries): run the command again")  # fmt: skip
+    raise EpochConflict(
+        store.partition_key(name),
+        f"the record kept changing during deletion "
+        f"({_DELETE_ATTEMPTS} tries): run the command again",
+    )
 
 
 async def _checked(store: WatermarkStore, name: str, force: bool) -> tuple[KeyValue | None, bool]:
@@ -171,8 +191,12 @@ async def revoke(
     if not result.succeeded:
         raise EpochConflict(key, "the record changed since it was read: run the command again")
     _log.warning(
-        "watermark.owner_revoked", partition=record.partition, owner=record.owner,
-        owner_epoch=revoked.owner_epoch, reason=reason or "(none given)", wait_s=wait_s,
-    )  # fmt: skip
+        "watermark.owner_revoked",
+        partition=record.partition,
+        owner=record.owner,
+        owner_epoch=revoked.owner_epoch,
+        reason=reason or "(none given)",
+        wait_s=wait_s,
+    )
     await asyncio.sleep(wait_s)  # the owner's next round sees it (not a test's synchronisation)
     return KeyValue(key, raw, result.revision, item.create_revision)

@@ -29,9 +29,13 @@ from watermark.service.publisher import Publisher
 __all__ = ["PROBE_LIMITS", "create_probe_app"]
 
 PROBE_LIMITS = HttpLimits(
-    max_connections=64, max_connections_per_peer=16, head_timeout_s=2.0, read_timeout_s=5.0,
-    probe_reserve=0, max_body_bytes=1024,
-)  # fmt: skip
+    max_connections=64,
+    max_connections_per_peer=16,
+    head_timeout_s=2.0,
+    read_timeout_s=5.0,
+    probe_reserve=0,
+    max_body_bytes=1024,
+)
 """A probe sends one small GET at once: a few connections per address suffice (the
 kubelet probes from its node's address, Prometheus from its pod's)."""
 

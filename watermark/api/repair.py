@@ -179,10 +179,12 @@ async def repair_partition(
         if lowered:
             assert current is not None
             _log.warning(
-                "watermark.partition_repair_forced", partition=name,
-                previous_watermark=current.watermark, watermark=record.watermark,
+                "watermark.partition_repair_forced",
+                partition=name,
+                previous_watermark=current.watermark,
+                watermark=record.watermark,
                 reason=changes.reason or "(none given)",
-            )  # fmt: skip
+            )
         _log.info("watermark.partition_repaired", partition=name, watermark=record.watermark)
     return {
         "partition": name,

@@ -21,9 +21,14 @@ __all__ = ["ADVANCE_OPTIONS", "GET_OPTIONS", "advance", "get", "write_text"]
 GET_OPTIONS = ADMIN_OPTIONS
 ADVANCE_OPTIONS: tuple[Option, ...] = (
     *ADMIN_OPTIONS,
-    Option("--expected", integer(0), None,
-           "fail unless the epoch is N before advancing (default: no check)", "N"),
-)  # fmt: skip
+    Option(
+        "--expected",
+        integer(0),
+        None,
+        "fail unless the epoch is N before advancing (default: no check)",
+        "N",
+    ),
+)
 
 
 async def get(args: argparse.Namespace, store: WatermarkStore, kv: KV) -> dict[str, Any]:

@@ -104,18 +104,22 @@ Exit codes: 0 ok, 1 failed, 2 usage, 4 etcd unreachable, 130 interrupted."""
 def build_parser() -> CommandParser:
     """The argument parser of every subcommand (values are checked by `parse`)."""
     parser = CommandParser(
-        prog="watermark", description="l0gc watermark publisher service and admin commands.",
-        epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        prog="watermark",
+        description="l0gc watermark publisher service and admin commands.",
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _command_parser(commands, "serve", serve.SERVE_OPTIONS, serve.HELP)
     epochs = commands.add_parser("epoch", help="read or advance the cluster epoch")
     epoch_commands = epochs.add_subparsers(dest="action", required=True, metavar="ACTION")
     _command_parser(epoch_commands, "get", epoch.GET_OPTIONS, "print the cluster epoch")
     _command_parser(
-        epoch_commands, "advance", epoch.ADVANCE_OPTIONS,
+        epoch_commands,
+        "advance",
+        epoch.ADVANCE_OPTIONS,
         "advance the cluster epoch by exactly 1 (CAS)",
-    )  # fmt: skip
+    )
     commands.add_parser(
         "namespace",
         help="bind the namespace to its bucket and root, or show the binding "
@@ -136,10 +140,12 @@ def build_parser() -> CommandParser:
     show = _command_parser(part_commands, "show", ADMIN_OPTIONS, "print one partition record")
     show.add_argument("name", metavar="NAME", help="partition name")
     _command_parser(
-        part_commands, "repair", COMMAND_OPTIONS["partition repair"],
+        part_commands,
+        "repair",
+        COMMAND_OPTIONS["partition repair"],
         "write a validated partition record by compare-and-swap (never lowers M(p) without "
         "--force)",
-    ).add_argument("name", metavar="NAME", help="partition name")  # fmt: skip
+    ).add_argument("name", metavar="NAME", help="partition name")
     return parser
 
 
@@ -214,8 +220,12 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
         message = "interrupted (Ctrl-C); stopped cleanly" if interrupted else str(exc)
         if getattr(args, "json", None) is True:  # the flag, or resolved (the first option)
             kind = "interrupted" if interrupted else type(exc).__name__  # as gcd writes it
-            error = {"version": OUTPUT_VERSION, "error": kind, "exit_code": code,
-                     "message": message}  # fmt: skip
+            error = {
+                "version": OUTPUT_VERSION,
+                "error": kind,
+                "exit_code": code,
+                "message": message,
+            }
             sys.stdout.write(json.dumps(error) + "\n")
         sys.stderr.write(f"watermark {args.command}: {'' if interrupted else 'error: '}{message}\n")
         return code

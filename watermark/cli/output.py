@@ -20,9 +20,14 @@ def output_options(log_level: str) -> tuple[Option, ...]:
     command, shown in the "output" group of its help."""
     return (
         Option("--json", boolean, False, "print one JSON object on stdout", switch=True),
-        Option("--log-level", choice(*LEVEL_NAMES), log_level,
-               "log level on stderr: debug, info, warning or error", "LEVEL"),
-    )  # fmt: skip
+        Option(
+            "--log-level",
+            choice(*LEVEL_NAMES),
+            log_level,
+            "log level on stderr: debug, info, warning or error",
+            "LEVEL",
+        ),
+    )
 
 
 ADMIN_OPTIONS = output_options("warning")

@@ -38,12 +38,18 @@ __all__ = [
 ]
 
 DEREGISTER_OPTIONS: tuple[Option, ...] = (
-    *ADMIN_OPTIONS, *FORCE_OPTIONS,
-    Option("--name-hex", boolean, False,
-           "the NAMEs are the hex bytes of records whose names are not valid partition "
-           "names (control characters, bytes that are not UTF-8), as `gcd status` prints "
-           "them; such a record has no owner to check", switch=True),
-)  # fmt: skip
+    *ADMIN_OPTIONS,
+    *FORCE_OPTIONS,
+    Option(
+        "--name-hex",
+        boolean,
+        False,
+        "the NAMEs are the hex bytes of records whose names are not valid partition "
+        "names (control characters, bytes that are not UTF-8), as `gcd status` prints "
+        "them; such a record has no owner to check",
+        switch=True,
+    ),
+)
 
 
 def _record(record: PartitionRecord) -> dict[str, Any]:
@@ -62,8 +68,11 @@ async def deregister_partitions(
     """Delete the records; a live owner's only with --force, revoked first (`owners`)."""
     if args.name_hex:
         raw = [_hex_name(name) for name in args.names]
-        removed = [name for name, data in zip(args.names, raw, strict=True)
-                   if await store.deregister_raw(data)]  # fmt: skip
+        removed = [
+            name
+            for name, data in zip(args.names, raw, strict=True)
+            if await store.deregister_raw(data)
+        ]
         return {"deregistered": removed, "absent": [n for n in args.names if n not in removed]}
     deleted = await deregister(
         store, args.names, force=args.force, revoke_wait_s=args.revoke_wait, reason=args.reason

@@ -76,9 +76,11 @@ class AsyncWriterClient:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         traceback: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         await self.close()
 
     # -- the routes: each runs its operation of `watermark.client.routes` -------------
@@ -107,8 +109,9 @@ class AsyncWriterClient:
         """The reconciler lifted every entry of `partition` through `offset`. When the answer
         says ``log_end_wanted``, read your log's last offset after it and pass it as
         `log_end_offset` with the next report (docs/integration.md)."""
-        operation = routes.reconciled(self._target, partition, offset,
-                                      log_end_offset=log_end_offset)  # fmt: skip
+        operation = routes.reconciled(
+            self._target, partition, offset, log_end_offset=log_end_offset
+        )
         return await self._drive(operation)
 
     async def register(self, partition: str) -> Json:
@@ -163,14 +166,19 @@ class AsyncWriterClient:
         while True:
             try:
                 async with self._session.request(
-                    request.method, URL(exchange.target + request.path, encoded=True),
-                    data=data, headers=self._headers, allow_redirects=False,
-                ) as response:  # fmt: skip
+                    request.method,
+                    URL(exchange.target + request.path, encoded=True),
+                    data=data,
+                    headers=self._headers,
+                    allow_redirects=False,
+                ) as response:
                     doc = json_answer(await response.read())
                     done = exchange.answered(
-                        response.status, doc, retry_after=response.headers.get("Retry-After"),
+                        response.status,
+                        doc,
+                        retry_after=response.headers.get("Retry-After"),
                         location=response.headers.get("Location"),
-                    )  # fmt: skip
+                    )
                 if done:
                     return doc
             except (aiohttp.ClientError, TimeoutError) as exc:

@@ -98,9 +98,12 @@ class Unreachable(ApiError):
 
     def __init__(self, target: str, reason: str) -> None:
         super().__init__(
-            0, "unreachable", f"no answer from {target}: {reason}; check that the "
-            "publisher runs and the URL is right", {},
-        )  # fmt: skip
+            0,
+            "unreachable",
+            f"no answer from {target}: {reason}; check that the "
+            "publisher runs and the URL is right",
+            {},
+        )
         self.action = "retry"
 
 
@@ -232,10 +235,15 @@ class Granted:
         """From a fence answer (or a batch entry with status 200) received from `base`."""
         low, high = answer["window"]
         return cls(
-            token=answer["token"], partition=answer["partition"], epoch=answer["epoch"],
-            window=(low, high), deadline=answer["deadline"],
-            expires_in_s=answer["expires_in_s"], slid=answer["slid"], base=base,
-        )  # fmt: skip
+            token=answer["token"],
+            partition=answer["partition"],
+            epoch=answer["epoch"],
+            window=(low, high),
+            deadline=answer["deadline"],
+            expires_in_s=answer["expires_in_s"],
+            slid=answer["slid"],
+            base=base,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,11 +70,18 @@ Operation = Generator[Request, Json, _T]
 
 
 def _request(
-    to: Target, method: str, path: str, body: Json | None, *, partition: str | None = None,
-    base: str | None = None, idempotent: bool = True,
-) -> Request:  # fmt: skip
-    exchange = Exchange(to.publishers, to.retry, partition=partition, base=base,
-                        idempotent=idempotent)  # fmt: skip
+    to: Target,
+    method: str,
+    path: str,
+    body: Json | None,
+    *,
+    partition: str | None = None,
+    base: str | None = None,
+    idempotent: bool = True,
+) -> Request:
+    exchange = Exchange(
+        to.publishers, to.retry, partition=partition, base=base, idempotent=idempotent
+    )
     return Request(method, path, body, exchange)
 
 
@@ -90,16 +97,20 @@ def fence(
     body: Json = {"epoch": epoch}
     if timeout_s is not None:
         body["timeout_s"] = timeout_s
-    request = _request(to, "POST", partition_path(partition, "/fence"), body,
-                       partition=partition, idempotent=False)  # fmt: skip
+    request = _request(
+        to, "POST", partition_path(partition, "/fence"), body, partition=partition, idempotent=False
+    )
     answer = yield request
     return Granted.of(answer, request.exchange.target)
 
 
 def commit(to: Target, fence: Granted, offset: int) -> Operation[Json]:
     """``POST /v1/fences/{token}/commit`` at the publisher that granted it."""
-    return (yield _request(to, "POST", f"/v1/fences/{fence.token}/commit", {"offset": offset},
-                           base=fence.base))  # fmt: skip
+    return (
+        yield _request(
+            to, "POST", f"/v1/fences/{fence.token}/commit", {"offset": offset}, base=fence.base
+        )
+    )
 
 
 def abort(to: Target, fence: Granted) -> Operation[Json]:
@@ -145,8 +156,9 @@ def fences(
             break
         for base in dict.fromkeys(pending.values()):
             indexes = [i for i, b in pending.items() if b == base]
-            body: Json = {"fences": [{"partition": entries[i][0], "epoch": entries[i][1]}
-                                     for i in indexes]}  # fmt: skip
+            body: Json = {
+                "fences": [{"partition": entries[i][0], "epoch": entries[i][1]} for i in indexes]
+            }
             if timeout_s is not None:
                 body["timeout_s"] = timeout_s
             answer = yield _request(to, "POST", "/v1/fences", body, base=base, idempotent=False)
@@ -162,15 +174,14 @@ def fences(
     return [r for r in results if r is not None]
 
 
-def commits(
-    to: Target, entries: Sequence[tuple[Granted, int]]
-) -> Operation[list[Json | ApiError]]:
+def commits(to: Target, entries: Sequence[tuple[Granted, int]]) -> Operation[list[Json | ApiError]]:
     """``POST /v1/commits``, one request per publisher that granted the fences."""
     results: list[Json | ApiError | None] = [None] * len(entries)
     for base in dict.fromkeys(fence.base for fence, _ in entries):
         indexes = [i for i, (fence, _) in enumerate(entries) if fence.base == base]
-        body = {"commits": [{"token": entries[i][0].token, "offset": entries[i][1]}
-                            for i in indexes]}  # fmt: skip
+        body = {
+            "commits": [{"token": entries[i][0].token, "offset": entries[i][1]} for i in indexes]
+        }
         answer = yield _request(to, "POST", "/v1/commits", body, base=base)
         for index, result in zip(indexes, answer["results"], strict=True):
             results[index] = result if result["status"] == 200 else entry_error(result)
@@ -178,10 +189,17 @@ def commits(
 
 
 ROUTES: dict[str, Callable[..., Operation[Any]]] = {
-    "epoch": epoch, "fence": fence, "commit": commit, "abort": abort,
-    "reconciled": reconciled, "register": register, "deregister": deregister,
-    "state": state, "fences": fences, "commits": commits,
-}  # fmt: skip
+    "epoch": epoch,
+    "fence": fence,
+    "commit": commit,
+    "abort": abort,
+    "reconciled": reconciled,
+    "register": register,
+    "deregister": deregister,
+    "state": state,
+    "fences": fences,
+    "commits": commits,
+}
 """Every operation, by the name of the client method that runs it."""
 
 

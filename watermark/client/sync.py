@@ -100,14 +100,13 @@ class WriterClient:
         """Release `fence` without committing: ``{"aborted", "outcome"}``."""
         return self._drive(routes.abort(self._target, fence))
 
-    def reconciled(
-        self, partition: str, offset: int, *, log_end_offset: int | None = None
-    ) -> Json:
+    def reconciled(self, partition: str, offset: int, *, log_end_offset: int | None = None) -> Json:
         """The reconciler lifted every entry of `partition` through `offset`. When the answer
         says ``log_end_wanted``, read your log's last offset after it and pass it as
         `log_end_offset` with the next report (docs/integration.md)."""
-        operation = routes.reconciled(self._target, partition, offset,
-                                      log_end_offset=log_end_offset)  # fmt: skip
+        operation = routes.reconciled(
+            self._target, partition, offset, log_end_offset=log_end_offset
+        )
         return self._drive(operation)
 
     def register(self, partition: str) -> Json:
@@ -155,17 +154,23 @@ class WriterClient:
         while True:
             try:
                 response = self._http.request(
-                    request.method, exchange.target + request.path, body=data,
-                    headers=self._headers, redirect=False, retries=False,
-                )  # fmt: skip
+                    request.method,
+                    exchange.target + request.path,
+                    body=data,
+                    headers=self._headers,
+                    redirect=False,
+                    retries=False,
+                )
             except HTTPError as exc:
                 exchange.failed(str(exc), sent=not isinstance(exc, ConnectTimeoutError))
             else:
                 doc = json_answer(response.data)
                 if exchange.answered(
-                    response.status, doc, retry_after=response.headers.get("Retry-After"),
+                    response.status,
+                    doc,
+                    retry_after=response.headers.get("Retry-After"),
                     location=response.headers.get("Location"),
-                ):  # fmt: skip
+                ):
                     return doc
             if exchange.pause_s:
                 time.sleep(exchange.pause_s)

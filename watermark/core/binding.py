@@ -153,18 +153,26 @@ class StorageTarget:
     def bind_command(self) -> str:
         """The command that binds a namespace to this target (the namespace flags aside)."""
         if self.kind == "azure":
-            return (f"watermark namespace bind --storage azure --account-url {self.endpoint_url} "
-                    f"--container {self.bucket} --root {self.root}")  # fmt: skip
+            return (
+                f"watermark namespace bind --storage azure --account-url {self.endpoint_url} "
+                f"--container {self.bucket} --root {self.root}"
+            )
         endpoint = "" if self.endpoint_url is None else f" --endpoint-url {self.endpoint_url}"
         if self.kind == "gcs":
-            return (f"watermark namespace bind --storage gcs --bucket {self.bucket} "
-                    f"--root {self.root}{endpoint}")  # fmt: skip
+            return (
+                f"watermark namespace bind --storage gcs --bucket {self.bucket} "
+                f"--root {self.root}{endpoint}"
+            )
         return f"watermark namespace bind --bucket {self.bucket} --root {self.root}{endpoint}"
 
     def to_doc(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"kind": self.kind, "bucket": self.bucket, "root": self.root,
-                "endpoint_url": self.endpoint_url}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "bucket": self.bucket,
+            "root": self.root,
+            "endpoint_url": self.endpoint_url,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +187,16 @@ class Binding:
 
     def encode(self) -> bytes:
         """Compact JSON."""
-        return _dump({"version": BINDING_VERSION, "namespace": self.namespace,
-                      "target": self.target.to_doc(), "binding_id": self.binding_id,
-                      "etcd_cluster_id": self.cluster_id, "bound_at": self.bound_at})  # fmt: skip
+        return _dump(
+            {
+                "version": BINDING_VERSION,
+                "namespace": self.namespace,
+                "target": self.target.to_doc(),
+                "binding_id": self.binding_id,
+                "etcd_cluster_id": self.cluster_id,
+                "bound_at": self.bound_at,
+            }
+        )
 
     @classmethod
     def decode(cls, raw: bytes) -> Binding:
@@ -210,8 +225,14 @@ class Binding:
 
     def claim(self) -> Claim:
         """The claim object that goes with this binding."""
-        return Claim(self.namespace, self.binding_id, self.cluster_id, self.target.bucket,
-                     self.target.root, self.bound_at)  # fmt: skip
+        return Claim(
+            self.namespace,
+            self.binding_id,
+            self.cluster_id,
+            self.target.bucket,
+            self.target.root,
+            self.bound_at,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,10 +248,17 @@ class Claim:
 
     def encode(self) -> bytes:
         """Compact JSON."""
-        return _dump({"version": BINDING_VERSION, "namespace": self.namespace,
-                      "binding_id": self.binding_id, "etcd_cluster_id": self.cluster_id,
-                      "bucket": self.bucket, "root": self.root,
-                      "claimed_at": self.claimed_at})  # fmt: skip
+        return _dump(
+            {
+                "version": BINDING_VERSION,
+                "namespace": self.namespace,
+                "binding_id": self.binding_id,
+                "etcd_cluster_id": self.cluster_id,
+                "bucket": self.bucket,
+                "root": self.root,
+                "claimed_at": self.claimed_at,
+            }
+        )
 
     @classmethod
     def decode(cls, raw: bytes) -> Claim:
@@ -247,8 +275,10 @@ class Claim:
 
     def describe(self) -> str:
         """Who holds the claim, for messages."""
-        return (f"namespace {self.namespace!r} (binding {self.binding_id}, etcd cluster "
-                f"{self.cluster_id})")  # fmt: skip
+        return (
+            f"namespace {self.namespace!r} (binding {self.binding_id}, etcd cluster "
+            f"{self.cluster_id})"
+        )
 
 
 def check_binding(
@@ -320,8 +350,11 @@ def overlap_conflict(
         owner = Claim.decode(claim_raw).describe()
     except InvalidRecord as exc:
         owner = f"an unreadable claim ({exc})"
-    where = (f"inside {other.describe()}, claimed by {owner}" if inside else
-             f"contains {other.describe()}, claimed by {owner}")  # fmt: skip
+    where = (
+        f"inside {other.describe()}, claimed by {owner}"
+        if inside
+        else f"contains {other.describe()}, claimed by {owner}"
+    )
     return (
         f"namespace {namespace}'s root {target.describe()} {where} ({claim_key(other_root)}): "
         "the roots of two namespaces must not nest, or one namespace's sweeper would delete "

@@ -81,8 +81,16 @@ from watermark.core.window import Admission, EpochWindow
 from watermark.errors import AlreadyCommitted, FenceExpired, IllegalTransition
 
 __all__ = [
-    "Enter", "FenceLock", "Grant", "Hold", "Outcome", "Refuse", "Slide", "Wait", "repeat_of",
-]  # fmt: skip
+    "Enter",
+    "FenceLock",
+    "Grant",
+    "Hold",
+    "Outcome",
+    "Refuse",
+    "Slide",
+    "Wait",
+    "repeat_of",
+]
 
 Bounds = tuple[int | None, int | None]
 _INSIDE = Admission.INSIDE
@@ -339,9 +347,13 @@ class FenceLock(Generic[H]):
         if now is None:
             return refusal
         return Refuse(
-            refusal.reason, refusal.epoch, refusal.window, refusal.floor, refusal.inflight,
+            refusal.reason,
+            refusal.epoch,
+            refusal.window,
+            refusal.floor,
+            refusal.inflight,
             self.oldest(now),
-        )  # fmt: skip
+        )
 
     def withdraw(self) -> None:
         """A queued request leaves the exclusive queue without an answer (cancelled)."""

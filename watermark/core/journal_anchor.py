@@ -74,25 +74,39 @@ class JournalAnchor:
 
     def encode(self) -> bytes:
         """The stored JSON (other fields may be added: readers ignore unknown ones)."""
-        doc = {"version": ANCHOR_VERSION, "sweeper": self.sweeper, "seq": self.seq,
-               "digest": self.digest, "segment": self.segment, "at": round(self.at, 6)}  # fmt: skip
+        doc = {
+            "version": ANCHOR_VERSION,
+            "sweeper": self.sweeper,
+            "seq": self.seq,
+            "digest": self.digest,
+            "segment": self.segment,
+            "at": round(self.at, 6),
+        }
         return strictjson.dumps(doc, what="journal anchor", compact=True).encode()
 
     @classmethod
     def decode(cls, raw: bytes, where: str) -> JournalAnchor:
         """Decode `raw`; InvalidRecord naming `where` when it is not an anchor."""
         try:
-            doc: Any = strictjson.loads(raw, what=f"journal anchor {where}",
-                                        max_bytes=_MAX_ANCHOR_BYTES)  # fmt: skip
+            doc: Any = strictjson.loads(
+                raw, what=f"journal anchor {where}", max_bytes=_MAX_ANCHOR_BYTES
+            )
         except InvalidJson as exc:
             raise InvalidRecord(str(exc)) from exc
         if not isinstance(doc, dict) or doc.get("version") != ANCHOR_VERSION:
             raise InvalidRecord(f"journal anchor {where}: not a version {ANCHOR_VERSION} anchor")
         sweeper, seq, digest = doc.get("sweeper"), doc.get("seq"), doc.get("digest")
         segment, at = doc.get("segment", ""), doc.get("at", 0.0)
-        if not isinstance(sweeper, str) or type(seq) is not int or seq < 1 or (
-            not isinstance(digest, str) or not isinstance(segment, str)
-            or type(at) not in (int, float) or not math.isfinite(at)
-        ):  # fmt: skip
+        if (
+            not isinstance(sweeper, str)
+            or type(seq) is not int
+            or seq < 1
+            or (
+                not isinstance(digest, str)
+                or not isinstance(segment, str)
+                or type(at) not in (int, float)
+                or not math.isfinite(at)
+            )
+        ):
             raise InvalidRecord(f"journal anchor {where}: needs sweeper, seq >= 1, digest")
         return cls(sweeper, seq, digest, segment, float(at))

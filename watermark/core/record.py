@@ -49,8 +49,13 @@ from typing import Any
 from watermark.core import strictjson
 from watermark.errors import InvalidRecord
 
-__all__ = ["MAX_OWNER_LENGTH", "MAX_RECORD_BYTES", "MAX_RECORD_DEPTH", "RECORD_VERSION",
-           "PartitionRecord"]  # fmt: skip
+__all__ = [
+    "MAX_OWNER_LENGTH",
+    "MAX_RECORD_BYTES",
+    "MAX_RECORD_DEPTH",
+    "RECORD_VERSION",
+    "PartitionRecord",
+]
 
 RECORD_VERSION = 1
 MAX_RECORD_BYTES = 1 << 20
@@ -157,8 +162,9 @@ class PartitionRecord:
             doc["sealed_owner_epoch"] = self.sealed_owner_epoch
         if self.waiting is not None:
             doc["waiting"] = self.waiting
-        return strictjson.dumps(doc, what=f"partition {self.partition!r} record", compact=True,
-                                sort_keys=True).encode()  # fmt: skip
+        return strictjson.dumps(
+            doc, what=f"partition {self.partition!r} record", compact=True, sort_keys=True
+        ).encode()
 
     @classmethod
     def decode(cls, raw: bytes, *, partition: str) -> PartitionRecord:
@@ -220,8 +226,18 @@ def _fields(doc: dict[str, Any], partition: str) -> tuple[Any, ...]:
         )
     assert watermark is not None
     assert created is not None
-    return (partition, watermark, created, _owner(doc), owner_epoch, _window(doc), tracker,
-            _updated_at(doc), sealed, _waiting(doc))  # fmt: skip
+    return (
+        partition,
+        watermark,
+        created,
+        _owner(doc),
+        owner_epoch,
+        _window(doc),
+        tracker,
+        _updated_at(doc),
+        sealed,
+        _waiting(doc),
+    )
 
 
 def _waiting(doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -231,7 +247,8 @@ def _waiting(doc: dict[str, Any]) -> dict[str, Any] | None:
     on = waiting.get("on") if isinstance(waiting, dict) else None
     if not (isinstance(on, str) and 0 < len(on) <= 32 and on.isprintable()) or not all(
         type(value) is int or (type(value) is float and math.isfinite(value))
-        for key, value in waiting.items() if key != "on"
-    ):  # fmt: skip
+        for key, value in waiting.items()
+        if key != "on"
+    ):
         return None  # for operators only: a malformed one is no reason to block GC
     return dict(waiting)

@@ -364,12 +364,14 @@ class EtcdKV:
         """How many keys are under `prefix` at `revision` (etcd counts them in its index,
         reading no value); EtcdUnavailable when `revision` is compacted."""
         key = prefix.encode()
-        request = rpc.RangeRequest(key=key, range_end=_prefix_end(key), revision=revision,
-                                   count_only=True)  # fmt: skip
+        request = rpc.RangeRequest(
+            key=key, range_end=_prefix_end(key), revision=revision, count_only=True
+        )
 
         async def operation(session: _Session) -> int:
-            response = await session.kv.Range(request, timeout=self._timeout_s,
-                                              metadata=session.metadata)  # fmt: skip
+            response = await session.kv.Range(
+                request, timeout=self._timeout_s, metadata=session.metadata
+            )
             return int(response.count)
 
         return await self._call(f"count {prefix}", operation, idempotent=True)
@@ -381,14 +383,21 @@ class EtcdKV:
         changed keys, not a namespace rewritten: too many for one answer is
         EtcdUnavailable, RESOURCE_EXHAUSTED)."""
         key = prefix.encode()
-        request = rpc.RangeRequest(key=key, range_end=_prefix_end(key), revision=revision,
-                                   keys_only=True, min_mod_revision=after + 1)  # fmt: skip
+        request = rpc.RangeRequest(
+            key=key,
+            range_end=_prefix_end(key),
+            revision=revision,
+            keys_only=True,
+            min_mod_revision=after + 1,
+        )
 
         async def operation(session: _Session) -> dict[str, int]:
-            response = await session.kv.Range(request, timeout=self._timeout_s,
-                                              metadata=session.metadata)  # fmt: skip
-            return {raw.key.decode("utf-8", "surrogateescape"): raw.mod_revision
-                    for raw in response.kvs}  # fmt: skip
+            response = await session.kv.Range(
+                request, timeout=self._timeout_s, metadata=session.metadata
+            )
+            return {
+                raw.key.decode("utf-8", "surrogateescape"): raw.mod_revision for raw in response.kvs
+            }
 
         return await self._call(f"changed keys {prefix}", operation, idempotent=True)
 
@@ -412,11 +421,13 @@ class EtcdKV:
                 # A page larger than the client may receive (its keys are much larger than
                 # the page before's, which sized it) is asked for again with fewer keys.
                 while True:
-                    request = rpc.RangeRequest(key=key, range_end=end, limit=limit,
-                                               revision=revision)  # fmt: skip
+                    request = rpc.RangeRequest(
+                        key=key, range_end=end, limit=limit, revision=revision
+                    )
                     try:
-                        return await session.kv.Range(request, timeout=self._timeout_s,
-                                                      metadata=session.metadata)  # fmt: skip
+                        return await session.kv.Range(
+                            request, timeout=self._timeout_s, metadata=session.metadata
+                        )
                     except grpc.aio.AioRpcError as exc:
                         if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or limit == 1:
                             raise

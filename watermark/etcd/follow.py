@@ -171,8 +171,12 @@ class GcFollower:
                 self._checked(index)
                 self.last_kind = "checked"
                 return index.view(), index.safe_epoch()
-            _log.warning("watermark.quick_check_differs", namespace=self.store.namespace,
-                         revision=index.revision, differs=differs)  # fmt: skip
+            _log.warning(
+                "watermark.quick_check_differs",
+                namespace=self.store.namespace,
+                revision=index.revision,
+                differs=differs,
+            )
         return await self._verify(index)  # the full read decides
 
     async def _quick(self, kv: KeyChecks, index: GcIndex) -> str | None:
@@ -184,8 +188,9 @@ class GcFollower:
         if count != held:
             return f"etcd holds {count} partition records, the index {held}"
         changed = await kv.changed_keys(partitions, revision=revision, after=self._checked_at)
-        given = {key: at for key, at in self._changed.items()
-                 if at > 0 and key.startswith(partitions)}  # fmt: skip
+        given = {
+            key: at for key, at in self._changed.items() if at > 0 and key.startswith(partitions)
+        }
         if changed != given:
             key = min(set(changed.items()) ^ set(given.items()))[0]
             return f"the record {key!r} changed at a revision the watch did not give"
@@ -205,8 +210,9 @@ class GcFollower:
             try:
                 self._watch = await kv.watch_prefix(self.store.namespace + "/", index.revision + 1)
             except EtcdUnavailable as exc:  # the next read is a full one again
-                _log.warning("watermark.watch_failed", namespace=self.store.namespace,
-                             error=str(exc))  # fmt: skip
+                _log.warning(
+                    "watermark.watch_failed", namespace=self.store.namespace, error=str(exc)
+                )
         return index.view(), index.safe_epoch()  # the index decoded every record once
 
     async def _verify(self, index: GcIndex) -> tuple[GcView, SafeEpoch]:
@@ -214,8 +220,12 @@ class GcFollower:
         try:
             await self.store.read_gc_into(check, revision=index.revision)
         except EtcdUnavailable as exc:  # e.g. that revision was compacted: start afresh
-            _log.warning("watermark.verify_read_failed", namespace=self.store.namespace,
-                         revision=index.revision, error=str(exc))  # fmt: skip
+            _log.warning(
+                "watermark.verify_read_failed",
+                namespace=self.store.namespace,
+                revision=index.revision,
+                error=str(exc),
+            )
             await self.close()
             return await self._full()
         differs = check.differs()
@@ -224,8 +234,12 @@ class GcFollower:
             self.last_kind = "verified"
             return index.view(), index.safe_epoch()
         self.last_kind = "mismatch"
-        _log.error("watermark.index_mismatch", namespace=self.store.namespace,
-                   revision=index.revision, differs=differs)  # fmt: skip
+        _log.error(
+            "watermark.index_mismatch",
+            namespace=self.store.namespace,
+            revision=index.revision,
+            differs=differs,
+        )
         await self.close()
         full = check.read.view()
         blocked = dataclasses.replace(

@@ -217,9 +217,11 @@ class LeaseSession:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         traceback: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         stack, self._running = self._running, None
         if stack is not None:
             await stack.aclose()

@@ -187,9 +187,11 @@ class EtcdSettings:
         files = {
             name: None if values[dest] is None else Path(values[dest])
             for name, dest in (
-                ("ca", "etcd_ca_file"), ("cert", "etcd_cert_file"), ("key", "etcd_key_file"),
+                ("ca", "etcd_ca_file"),
+                ("cert", "etcd_cert_file"),
+                ("key", "etcd_key_file"),
             )
-        }  # fmt: skip
+        }
         if explicit_http and (files["ca"] or files["cert"]):
             raise ConfigError(
                 "etcd TLS files are given but the endpoints are http://; use https:// endpoints"
@@ -259,28 +261,55 @@ def _read_password(value: str) -> str:
 # Defaults are None so that "not given" stays visible (`required`, `gcd sweep
 # --safe-epoch` without etcd); `from_args` applies the real defaults named in the help.
 ETCD_OPTIONS: tuple[Option, ...] = (
-    Option("--etcd", _endpoint_list, None,
-           f"etcd endpoints: {_ENDPOINT_FORM}; tried in order (required by watermark serve, "
-           "and by gcd daemon and gcd sweep unless --safe-epoch is given; other commands "
-           f"default to {DEFAULT_ENDPOINT})", "ENDPOINTS"),
-    Option("--namespace", _namespace, None,
-           "etcd key prefix of this cluster's GC state, starting with '/' "
-           f"(default {DEFAULT_NAMESPACE})", "PREFIX"),
-    Option("--etcd-ca-file", _existing_file, None,
-           "PEM CA certificates to verify etcd's server certificate; turns TLS on", "PATH"),
-    Option("--etcd-cert-file", _existing_file, None,
-           "PEM client certificate for etcd mutual TLS; needs --etcd-key-file", "PATH"),
-    Option("--etcd-key-file", _existing_file, None, "PEM private key of --etcd-cert-file",
-           "PATH"),
-    Option("--etcd-username", text, None, "etcd user for authentication; needs a password",
-           "USER"),
-    Option("--etcd-password-file", text, None,
-           "file holding the etcd user's password, or the password itself in "
-           "L0GC_ETCD_PASSWORD (never a flag value)", "PATH"),
-    Option("--etcd-timeout", positive_duration, None,
-           f"timeout of each etcd call, e.g. 5, 1.5 or 500ms (default {DEFAULT_TIMEOUT_S:g}s)",
-           "DURATION"),
-)  # fmt: skip
+    Option(
+        "--etcd",
+        _endpoint_list,
+        None,
+        f"etcd endpoints: {_ENDPOINT_FORM}; tried in order (required by watermark serve, "
+        "and by gcd daemon and gcd sweep unless --safe-epoch is given; other commands "
+        f"default to {DEFAULT_ENDPOINT})",
+        "ENDPOINTS",
+    ),
+    Option(
+        "--namespace",
+        _namespace,
+        None,
+        "etcd key prefix of this cluster's GC state, starting with '/' "
+        f"(default {DEFAULT_NAMESPACE})",
+        "PREFIX",
+    ),
+    Option(
+        "--etcd-ca-file",
+        _existing_file,
+        None,
+        "PEM CA certificates to verify etcd's server certificate; turns TLS on",
+        "PATH",
+    ),
+    Option(
+        "--etcd-cert-file",
+        _existing_file,
+        None,
+        "PEM client certificate for etcd mutual TLS; needs --etcd-key-file",
+        "PATH",
+    ),
+    Option("--etcd-key-file", _existing_file, None, "PEM private key of --etcd-cert-file", "PATH"),
+    Option("--etcd-username", text, None, "etcd user for authentication; needs a password", "USER"),
+    Option(
+        "--etcd-password-file",
+        text,
+        None,
+        "file holding the etcd user's password, or the password itself in "
+        "L0GC_ETCD_PASSWORD (never a flag value)",
+        "PATH",
+    ),
+    Option(
+        "--etcd-timeout",
+        positive_duration,
+        None,
+        f"timeout of each etcd call, e.g. 5, 1.5 or 500ms (default {DEFAULT_TIMEOUT_S:g}s)",
+        "DURATION",
+    ),
+)
 
 
 def add_etcd_arguments(parser: argparse.ArgumentParser) -> None:

@@ -62,12 +62,11 @@ class EtcdWatch:
                 changes.extend(
                     Change(
                         event.kv.key.decode("utf-8", "surrogateescape"),
-                        None if event.type == rpc.Event.EventType.DELETE else
-                        bytes(event.kv.value),
+                        None if event.type == rpc.Event.EventType.DELETE else bytes(event.kv.value),
                         event.kv.mod_revision,
                     )
                     for event in response.events
-                )  # fmt: skip
+                )
             elif not response.created:
                 return changes, response.header.revision  # the progress answer
 

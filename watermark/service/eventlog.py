@@ -149,26 +149,39 @@ def _publish_failed(event: PublishFailed) -> None:
 
 
 def _publish_round(event: PublishRound) -> None:
-    _publisher_log.info("watermark.publish", partitions=event.partitions, ok=event.ok,
-                        duration_s=round(event.duration_s, 4))  # fmt: skip
+    _publisher_log.info(
+        "watermark.publish",
+        partitions=event.partitions,
+        ok=event.ok,
+        duration_s=round(event.duration_s, 4),
+    )
 
 
 def _idle_advanced(event: IdleAdvanced) -> None:
-    _publisher_log.info("watermark.idle_advance", partition=event.partition,
-                        epoch=event.epoch, watermark=event.watermark)  # fmt: skip
+    _publisher_log.info(
+        "watermark.idle_advance",
+        partition=event.partition,
+        epoch=event.epoch,
+        watermark=event.watermark,
+    )
 
 
 def _idle_advance_skipped(event: IdleAdvanceSkipped) -> None:
-    _publisher_log.info("watermark.idle_advance_skipped", partition=event.partition,
-                        error=event.error)  # fmt: skip
+    _publisher_log.info(
+        "watermark.idle_advance_skipped", partition=event.partition, error=event.error
+    )
 
 
 def _fencing_violation(event: FencingViolationFound) -> None:
     _publisher_log.error(
-        "watermark.fencing_violation", partition=event.partition, offset=event.offset,
-        epoch=event.epoch, window=list(event.window),
-        published_watermark=event.published_watermark, error=event.error,
-    )  # fmt: skip
+        "watermark.fencing_violation",
+        partition=event.partition,
+        offset=event.offset,
+        epoch=event.epoch,
+        window=list(event.window),
+        published_watermark=event.published_watermark,
+        error=event.error,
+    )
 
 
 class EventLog(HandlerTable):
@@ -177,22 +190,24 @@ class EventLog(HandlerTable):
     __slots__ = ()
 
     def __init__(self) -> None:
-        super().__init__({
-            FenceRefused: _fence_refused,
-            WindowSlid: _window_slid,
-            FenceReclaimed: _fence_reclaimed,
-            FencesRevoked: _fences_revoked,
-            TickerElected: _ticker_elected,
-            TickerLeadershipLost: _leadership_lost,
-            TickerAdvanceConflict: _advance_conflict,
-            TickerTickFailed: _tick_failed,
-            PublishRefused: _publish_refused,
-            PublishFailed: _publish_failed,
-            PublishRound: _publish_round,
-            IdleAdvanced: _idle_advanced,
-            IdleAdvanceSkipped: _idle_advance_skipped,
-            FencingViolationFound: _fencing_violation,
-        })  # fmt: skip
+        super().__init__(
+            {
+                FenceRefused: _fence_refused,
+                WindowSlid: _window_slid,
+                FenceReclaimed: _fence_reclaimed,
+                FencesRevoked: _fences_revoked,
+                TickerElected: _ticker_elected,
+                TickerLeadershipLost: _leadership_lost,
+                TickerAdvanceConflict: _advance_conflict,
+                TickerTickFailed: _tick_failed,
+                PublishRefused: _publish_refused,
+                PublishFailed: _publish_failed,
+                PublishRound: _publish_round,
+                IdleAdvanced: _idle_advanced,
+                IdleAdvanceSkipped: _idle_advance_skipped,
+                FencingViolationFound: _fencing_violation,
+            }
+        )
 
 
 EVENT_LOG = EventLog()

@@ -78,8 +78,13 @@ DEFAULT_HOLD_TTL_S = 30.0
 
 Bounds = tuple[int | None, int | None]
 _GUARD_EVENTS = (
-    FenceGranted, FenceReleased, FenceRefused, WindowSlid, FenceReclaimed, FencesRevoked,
-)  # fmt: skip
+    FenceGranted,
+    FenceReleased,
+    FenceRefused,
+    WindowSlid,
+    FenceReclaimed,
+    FencesRevoked,
+)
 
 
 # Not frozen, equality is identity: see `Hold`.
@@ -441,10 +446,15 @@ class FencingGuard:
         """The one place a refusal becomes an event and an exception."""
         self._emit(
             FenceRefused(
-                self._partition, refusal.epoch, refusal.reason, refusal.window,
-                refusal.floor, refusal.inflight, timeout,
+                self._partition,
+                refusal.epoch,
+                refusal.reason,
+                refusal.window,
+                refusal.floor,
+                refusal.inflight,
+                timeout,
             )
-        )  # fmt: skip
+        )
         if refusal.reason is FenceRefusal.STALE:
             return StaleEpoch(refusal.epoch, refusal.window, refusal.floor)
         if refusal.reason is FenceRefusal.TIMEOUT:

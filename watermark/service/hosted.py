@@ -215,8 +215,11 @@ class HostedPartition:
             return {"on": "log_end"}
         last, done = state.last_applied_offset, state.reconciled_offset
         if last is not None and (done is None or done < last):
-            return {"on": "reconciler", "committed_offset": last,
-                    "reconciled_offset": -1 if done is None else done}  # fmt: skip
+            return {
+                "on": "reconciler",
+                "committed_offset": last,
+                "reconciled_offset": -1 if done is None else done,
+            }
         if self.guard.inflight:
             return {"on": "fences", "fences": self.guard.inflight}
         return None

@@ -153,8 +153,12 @@ class Liveness:
                 # container restarted): replace its key rather than wait out its lease.
                 replace = [Compare(self.key, held.mod_revision)]
                 if (await self._kv.txn(replace, [put])).succeeded:
-                    _log.info("watermark.liveness_held", owner=self.owner_id, key=self.key,
-                              replaced_pid=_field(held.value, "pid"))  # fmt: skip
+                    _log.info(
+                        "watermark.liveness_held",
+                        owner=self.owner_id,
+                        key=self.key,
+                        replaced_pid=_field(held.value, "pid"),
+                    )
                     return
             if self._clock() >= deadline:
                 await self.release()

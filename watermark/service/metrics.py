@@ -387,26 +387,28 @@ class MetricsHook(HandlerTable):
         self._metrics = metrics
         self._inside = metrics.fence_counter(FenceResult.INSIDE).inc
         self._slide = metrics.fence_counter(FenceResult.SLIDE).inc
-        super().__init__({
-            FenceGranted: self._granted,
-            FenceReleased: self._released,
-            FenceRefused: self._refused,
-            WindowSlid: self._window_slid,
-            FenceReclaimed: self._reclaimed,
-            FencesRevoked: self._revoked,
-            TickerStarted: self._ticker_started,
-            TickerAdvanced: self._ticker_advanced,
-            TickerElected: self._ticker_elected,
-            TickerLeadershipLost: self._ticker_lost,
-            Published: self._published,
-            PublishRefused: self._publish_refused,
-            PublishFailed: self._publish_failed,
-            PublishRound: self._publish_round,
-            ClusterEpochRead: self._cluster_epoch,
-            IdleAdvanced: self._idle_advanced,
-            FencingViolationFound: self._fencing_violation,
-            HostedChanged: self._hosted_changed,
-        })  # fmt: skip
+        super().__init__(
+            {
+                FenceGranted: self._granted,
+                FenceReleased: self._released,
+                FenceRefused: self._refused,
+                WindowSlid: self._window_slid,
+                FenceReclaimed: self._reclaimed,
+                FencesRevoked: self._revoked,
+                TickerStarted: self._ticker_started,
+                TickerAdvanced: self._ticker_advanced,
+                TickerElected: self._ticker_elected,
+                TickerLeadershipLost: self._ticker_lost,
+                Published: self._published,
+                PublishRefused: self._publish_refused,
+                PublishFailed: self._publish_failed,
+                PublishRound: self._publish_round,
+                ClusterEpochRead: self._cluster_epoch,
+                IdleAdvanced: self._idle_advanced,
+                FencingViolationFound: self._fencing_violation,
+                HostedChanged: self._hosted_changed,
+            }
+        )
 
     def _granted(self, event: FenceGranted) -> None:
         self._metrics.held_fences += 1

@@ -92,9 +92,16 @@ DEFAULT_FENCE_TIMEOUT_S = 5.0
 DEFAULT_DRAIN_TIMEOUT_S = 5.0
 _log = structlog.get_logger("watermark.publisher")
 _PUBLISHER_EVENTS = (
-    Published, PublishRefused, PublishFailed, PublishRound, ClusterEpochRead, IdleAdvanced,
-    IdleAdvanceSkipped, FencingViolationFound, HostedChanged,
-)  # fmt: skip
+    Published,
+    PublishRefused,
+    PublishFailed,
+    PublishRound,
+    ClusterEpochRead,
+    IdleAdvanced,
+    IdleAdvanceSkipped,
+    FencingViolationFound,
+    HostedChanged,
+)
 
 
 class _Default(enum.Enum):
@@ -387,10 +394,14 @@ class Publisher:
             hosted.guard.release(token, Outcome.REFUSED)
             self._emit(
                 FencingViolationFound(
-                    hosted.partition, exc.offset, exc.epoch, exc.window,
-                    hosted.published_watermark, str(exc),
+                    hosted.partition,
+                    exc.offset,
+                    exc.epoch,
+                    exc.window,
+                    hosted.published_watermark,
+                    str(exc),
                 )
-            )  # fmt: skip
+            )
             raise
         except IllegalTransition:
             hosted.guard.release(token, Outcome.REFUSED)
@@ -412,16 +423,15 @@ class Publisher:
         """Reclaim the fences past their hold deadline, on every partition."""
         return sum(h.guard.reclaim_expired() for h in self._hosted.values())
 
-    def reconciled(
-        self, partition: str, offset: int, *, log_end_offset: int | None = None
-    ) -> None:
+    def reconciled(self, partition: str, offset: int, *, log_end_offset: int | None = None) -> None:
         """The reconciler lifted every entry of `partition` through the writer's `offset`;
         `log_end_offset`: the log's last offset, read after a `state()` that said
         ``log_end_wanted`` (see "The log end" in `watermark.service.hosted`)."""
         hosted = self._get(partition)
         if hosted.report(offset, log_end_offset):
-            _log.info("watermark.log_end_reported", partition=partition,
-                      log_end_offset=log_end_offset)  # fmt: skip
+            _log.info(
+                "watermark.log_end_reported", partition=partition, log_end_offset=log_end_offset
+            )
 
     def state(self, partition: str) -> dict[str, Any]:
         """What this process knows of `partition`, JSON-able (for the HTTP API and logs)."""
@@ -440,8 +450,9 @@ class Publisher:
             self.lapsed()
             hosts = list(self._hosted.values()) if only is None else only
             hosted = self._hosted
-            chosen = [h for h in hosts
-                      if h.dirty and h.frozen is None and hosted.get(h.partition) is h]  # fmt: skip
+            chosen = [
+                h for h in hosts if h.dirty and h.frozen is None and hosted.get(h.partition) is h
+            ]
             if chosen:
                 started = time.perf_counter()
                 # One store call for all of them: the store reads the records once (one
@@ -488,13 +499,16 @@ class Publisher:
                 stored = outcome.record
                 on_refused(
                     PublishRefused(
-                        pub.partition, status, pub.watermark, pub.owner_epoch,
+                        pub.partition,
+                        status,
+                        pub.watermark,
+                        pub.owner_epoch,
                         None if stored is None else stored.watermark,
                         None if stored is None else stored.owner,
                         None if stored is None else stored.owner_epoch,
                         outcome.detail,
                     )
-                )  # fmt: skip
+                )
             if status is PublishStatus.REFUSED_LOWER and outcome.record is not None:
                 self._learn_watermark(hosted, outcome.record.watermark)
             if status in (PublishStatus.STALE_OWNER, PublishStatus.MISSING):
@@ -506,11 +520,13 @@ class Publisher:
         revoked = hosted.learn_stored_watermark(watermark)
         if revoked is not None:
             _log.warning(
-                "watermark.floor_raised", partition=hosted.partition, watermark=watermark,
+                "watermark.floor_raised",
+                partition=hosted.partition,
+                watermark=watermark,
                 fences_revoked=revoked,
                 detail="the stored M(p) was raised above this owner's: no epoch at or below "
                 "it is admitted any more",
-            )  # fmt: skip
+            )
 
     async def check_records(self) -> None:
         """Learn what others wrote to the hosted records since the last check
@@ -614,5 +630,11 @@ class Publisher:
     def _update_gauges(self) -> None:
         watermarks = [h.published_watermark for h in self._hosted.values()]
         waits = [h.waiting_since for h in self._hosted.values() if h.waiting_on == "log_end"]
-        self._emit(HostedChanged(len(self._hosted), min(watermarks) if watermarks else None,
-                                 len(waits), self.clock() - min(waits) if waits else 0.0))
+        self._emit(
+            HostedChanged(
+                len(self._hosted),
+                min(watermarks) if watermarks else None,
+                len(waits),
+                self.clock() - min(waits) if waits else 0.0,
+            )
+        )

@@ -111,9 +111,10 @@ class ViewReader:
                 claims[partition] = decoded
                 revisions[partition] = item.mod_revision
         self.foreign = {
-            p: revisions.pop(p) for p, c in list(claims.items())
+            p: revisions.pop(p)
+            for p, c in list(claims.items())
             if c.member_id in ignored or self._orphaned(p, c, revisions[p], members)
-        }  # fmt: skip
+        }
         for partition in self.foreign:
             del claims[partition]
         self.claim_revisions = revisions
@@ -125,9 +126,12 @@ class ViewReader:
         return view
 
     def _orphaned(
-        self, partition: str, claim: ClaimRecord, revision: int,
+        self,
+        partition: str,
+        claim: ClaimRecord,
+        revision: int,
         members: dict[str, MemberRecord],
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """True for a claim whose member has had no member record for longer than a
         leaving replica's whole handover takes (`orphan_grace_s`): its holder is gone or
         was never a replica, and keeping it would strand the partition until its lease
@@ -144,8 +148,12 @@ class ViewReader:
             return False
         if (self.claims_prefix + partition, revision) not in self._reported:
             self._reported.add((self.claims_prefix + partition, revision))
-            _log.warning("watermark.replica_orphan_claim", partition=partition,
-                         member=claim.member_id[:100], seconds=round(now - seen[1], 1))  # fmt: skip
+            _log.warning(
+                "watermark.replica_orphan_claim",
+                partition=partition,
+                member=claim.member_id[:100],
+                seconds=round(now - seen[1], 1),
+            )
         return True
 
     async def remove_foreign_claims(self) -> None:

@@ -227,16 +227,24 @@ class ReplicaSet:
         self.orphan_grace_s = settings.leave_wait_s + settings.linger_s + 2 * settings.lease_ttl_s
         """How long a claim may outlive its member record (a leaving replica's handover)."""
         self._reader = ViewReader(
-            kv, store.namespace, self._partitions,
+            kv,
+            store.namespace,
+            self._partitions,
             settings.fleet or FleetUrls.default_for(settings.address),
-            orphan_grace_s=self.orphan_grace_s, metrics=self._metrics, clock=clock,
-        )  # fmt: skip
+            orphan_grace_s=self.orphan_grace_s,
+            metrics=self._metrics,
+            clock=clock,
+        )
         self.members_prefix = self._reader.members_prefix
         self.claims_prefix = self._reader.claims_prefix
         self._member_key = self.members_prefix + settings.member_id
-        self._session = LeaseSession(kv, settings.lease_ttl_s, clock=clock,
-                                     margin_s=min(1.0, settings.lease_ttl_s / 4),
-                                     on_lost=self._lost)  # fmt: skip
+        self._session = LeaseSession(
+            kv,
+            settings.lease_ttl_s,
+            clock=clock,
+            margin_s=min(1.0, settings.lease_ttl_s / 4),
+            on_lost=self._lost,
+        )
         self._announced = False
         self._member_revision = 0
         self._leaving = False
@@ -528,8 +536,9 @@ class ReplicaSet:
         be a record nobody hosts)."""
         if partition not in self._partitions:
             names = sorted(self._partitions)
-            shown = ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3
-                                             else "")  # fmt: skip
+            shown = ", ".join(names[:3]) + (
+                f", ... ({len(names)} in all)" if len(names) > 3 else ""
+            )
             raise NotServed(partition, shown or "none")
 
     async def locate(self, partition: str) -> Route:
@@ -581,9 +590,14 @@ class ReplicaSet:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Join, run rounds until `stop`, then leave (hand over, revoke the lease)."""
-        keeper = asyncio.create_task(self._session.keep_alive(
-            every_s=self.settings.lease_ttl_s / 4, step=self.keep_lease, first=True,
-        ), name="replica-lease")  # fmt: skip
+        keeper = asyncio.create_task(
+            self._session.keep_alive(
+                every_s=self.settings.lease_ttl_s / 4,
+                step=self.keep_lease,
+                first=True,
+            ),
+            name="replica-lease",
+        )
         try:
             while not stop.is_set():
                 await self.run_round()

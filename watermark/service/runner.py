@@ -180,21 +180,26 @@ class PublisherRunner:
         owners = {}
         replicas = None
         if settings.replicas is None:
-            owners = await current_owners(store, partitions, register=settings.register,
-                                          owner_id=settings.owner_id)  # fmt: skip
+            owners = await current_owners(
+                store, partitions, register=settings.register, owner_id=settings.owner_id
+            )
         else:
             replicas = ReplicaSet(store, kv, publisher, settings.replicas)
 
         def ready() -> bool:
-            return bool(publisher.published_once and not stopping.is_set()
-                        and (replicas is None or replicas.settled))  # fmt: skip
+            return bool(
+                publisher.published_once
+                and not stopping.is_set()
+                and (replicas is None or replicas.settled)
+            )
 
         port = await front.bind(publisher, ready, replicas)
         running = _Running(store, kv, publisher, replicas, None, port)
         try:
             if replicas is None:
-                running.liveness = Liveness(kv, store.namespace, settings.owner_id,
-                                            settings.member_lease_ttl_s)  # fmt: skip
+                running.liveness = Liveness(
+                    kv, store.namespace, settings.owner_id, settings.member_lease_ttl_s
+                )
                 await self._take_partitions(store, publisher, running.liveness, owners)
             else:
                 url = settings.advertise_url or advertised_url(
@@ -216,8 +221,9 @@ class PublisherRunner:
         settings, publisher = self.settings, running.publisher
         tasks = [asyncio.create_task(publisher.run(running.publisher_stop), name="publisher")]
         if running.liveness is not None:
-            tasks.append(asyncio.create_task(running.liveness.keep(running.liveness_stop),
-                                             name="liveness"))  # fmt: skip
+            tasks.append(
+                asyncio.create_task(running.liveness.keep(running.liveness_stop), name="liveness")
+            )
         if running.replicas is not None:  # announced once the API answers at the advertised URL
             if not settings.fleet_urls_given:
                 _log.warning(
@@ -228,13 +234,18 @@ class PublisherRunner:
                     "redirects with writers' tokens; set --fleet-urls to the addresses "
                     "replicas advertise",
                 )
-            tasks.append(asyncio.create_task(running.replicas.run(running.replicas_stop),
-                                             name="replicas"))  # fmt: skip
+            tasks.append(
+                asyncio.create_task(running.replicas.run(running.replicas_stop), name="replicas")
+            )
         if settings.tick_interval_s > 0:
             ticker = EpochTicker(
-                running.store, running.kv, settings.tick_interval_s, settings.owner_id,
-                settings.ticker_lease_ttl_s, hook=(publisher.metrics.hook, EVENT_LOG),
-            )  # fmt: skip
+                running.store,
+                running.kv,
+                settings.tick_interval_s,
+                settings.owner_id,
+                settings.ticker_lease_ttl_s,
+                hook=(publisher.metrics.hook, EVENT_LOG),
+            )
             tasks.append(asyncio.create_task(ticker.run(running.ticker_stop), name="ticker"))
         return tasks
 
@@ -242,8 +253,12 @@ class PublisherRunner:
         """Run until stopped (a signal, or a task that ends), then stop in order."""
         settings, stopping, publisher = self.settings, signals.stop, running.publisher
         tasks = self._start_tasks(running)
-        _log.info("watermark.serve_started", owner=settings.owner_id, port=running.port,
-                  partitions=list(settings.partitions))  # fmt: skip
+        _log.info(
+            "watermark.serve_started",
+            owner=settings.owner_id,
+            port=running.port,
+            partitions=list(settings.partitions),
+        )
         stop_wait = asyncio.create_task(stopping.wait())
         done, _ = await asyncio.wait([stop_wait, *tasks], return_when=asyncio.FIRST_COMPLETED)
         stop_wait.cancel()
@@ -299,9 +314,12 @@ class PublisherRunner:
 
 
 async def current_owners(
-    store: WatermarkStore, partitions: Sequence[str], *, register: bool,
+    store: WatermarkStore,
+    partitions: Sequence[str],
+    *,
+    register: bool,
     owner_id: str | None = None,
-) -> dict[str, str | None]:  # fmt: skip
+) -> dict[str, str | None]:
     """Each partition's owner as stored (read only); PartitionNotRegistered for one that
     is not registered unless `register`, InvalidRecord for one that does not parse.
 
@@ -321,8 +339,13 @@ async def current_owners(
             raise PartitionNotRegistered(name)
         owners[name] = None if found is None else found.owner
     for name, found in sorted(records.items()):
-        if owner_id is not None and name not in owners and not isinstance(found, L0gcError) \
-                and found is not None and found.owner == owner_id:  # fmt: skip
+        if (
+            owner_id is not None
+            and name not in owners
+            and not isinstance(found, L0gcError)
+            and found is not None
+            and found.owner == owner_id
+        ):
             owners[name] = owner_id
             _log.info("watermark.rehosting_registered", partition=name, owner=owner_id)
     return owners

@@ -54,9 +54,13 @@ from watermark.service.eventlog import EVENT_LOG
 __all__ = ["EpochTicker"]
 
 _TICKER_EVENTS = (
-    TickerStarted, TickerElected, TickerLeadershipLost, TickerAdvanced, TickerAdvanceConflict,
+    TickerStarted,
+    TickerElected,
+    TickerLeadershipLost,
+    TickerAdvanced,
+    TickerAdvanceConflict,
     TickerTickFailed,
-)  # fmt: skip
+)
 
 
 class EpochTicker:

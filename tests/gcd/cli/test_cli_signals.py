@@ -45,8 +45,11 @@ def start(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as handle:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gcd", *argv],
-            stdout=subprocess.PIPE, stderr=handle, stdin=subprocess.DEVNULL, cwd=REPO,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=handle,
+            stdin=subprocess.DEVNULL,
+            cwd=REPO,
+        )
     with proc:
         try:
             yield proc
@@ -72,23 +75,45 @@ def test_sweep_json_ctrl_c_mid_round_exits_130_with_the_partial_summary(
     s3_server.seed(bucket, garbage, last_modified=OLD)
     log = tmp_path / "sweep.log"
     with start(
-        ["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-         "--region", "us-east-1", "--safe-epoch", "5", "--grace", "1m", "--json",
-         "--batch-size", "1", "--concurrency", "1", "--max-deletes-per-second", "4"],
+        [
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--safe-epoch",
+            "5",
+            "--grace",
+            "1m",
+            "--json",
+            "--batch-size",
+            "1",
+            "--concurrency",
+            "1",
+            "--max-deletes-per-second",
+            "4",
+        ],
         log,
-    ) as proc:  # fmt: skip
+    ) as proc:
         wait_until_sync(
             lambda: b"sweep.round_started" in log.read_bytes() or proc.poll() is not None,
-            timeout_s=60, what="the round to start", detail=lambda: log.read_text()[-3000:],
-        )  # fmt: skip
+            timeout_s=60,
+            what="the round to start",
+            detail=lambda: log.read_text()[-3000:],
+        )
         assert proc.poll() is None, log.read_text()[-3000:]
         proc.send_signal(signal.SIGINT)
         code, out = stopped(proc)
     assert code == exitcodes.INTERRUPTED, log.read_text()[-3000:]
     document = json.loads(out)
     assert list(document)[:3] == ["version", "error", "signal"]
-    assert (document["version"], document["error"], document["signal"]) == (1, "interrupted",
-                                                                            "SIGINT")  # fmt: skip
+    assert (document["version"], document["error"], document["signal"]) == (
+        1,
+        "interrupted",
+        "SIGINT",
+    )
     assert document["deleted"] < len(garbage)
     assert len(s3_server.keys(bucket)) == len(garbage) - document["deleted"]
     lines = [ln for ln in log.read_text().splitlines() if ln.startswith("gcd sweep:")]
@@ -120,18 +145,35 @@ def test_daemon_ctrl_c_exits_130_and_sigterm_exits_0(
     port = free_port()
     log = tmp_path / "daemon.log"
     with start(
-        ["daemon", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-         "--region", "us-east-1", "--safe-epoch", "5", "--http-host", "127.0.0.1",
-         "--http-port", str(port)],
+        [
+            "daemon",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--safe-epoch",
+            "5",
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            str(port),
+        ],
         log,
-    ) as proc:  # fmt: skip
+    ) as proc:
 
         def up() -> bool:
             assert proc.poll() is None, log.read_text()[-3000:]
             return ready(port)
 
-        wait_until_sync(up, timeout_s=60, what="/readyz 200", ignore=(OSError,),
-                        detail=lambda: log.read_text()[-3000:])  # fmt: skip
+        wait_until_sync(
+            up,
+            timeout_s=60,
+            what="/readyz 200",
+            ignore=(OSError,),
+            detail=lambda: log.read_text()[-3000:],
+        )
         proc.send_signal(signum)
         code, _ = stopped(proc)
     text = log.read_text()

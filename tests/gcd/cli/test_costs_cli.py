@@ -35,30 +35,53 @@ def _reset_structlog() -> Iterator[None]:
 
 @pytest.mark.integration
 def test_status_cost_lines_are_the_rounds_requests_times_the_table(
-    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    bucket: str,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Two rounds (the second with its own LIST price): status sums their requests and
     bytes of the day and prices each at its table, as the rounds' JSON did."""
     setup_partitions(etcd_server, namespace, {"a/0": 5}, cluster=8)
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
     old = datetime.now(UTC) - timedelta(hours=2)
-    s3_server.seed(bucket, [LAYOUT.format(p, e, "x") for p in (1, 2) for e in (2, 3)],
-                   last_modified=old, body=b"y" * 1000)  # fmt: skip
+    s3_server.seed(
+        bucket,
+        [LAYOUT.format(p, e, "x") for p in (1, 2) for e in (2, 3)],
+        last_modified=old,
+        body=b"y" * 1000,
+    )
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
-    common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--root", ROOT,
-              *etcd, "--shard-ttl", "1s", "--json", "--log-level", "warning"]  # fmt: skip
+    common = [
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--root",
+        ROOT,
+        *etcd,
+        "--shard-ttl",
+        "1s",
+        "--json",
+        "--log-level",
+        "warning",
+    ]
     capsys.readouterr()
     assert main(["sweep", *common]) == 0
     first = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert first["deleted"] == 4
     price = DEFAULT_PRICES["s3"]
-    assert first["cost"]["requests"] == {"list": first["list_requests"],
-                                         "delete": first["delete_requests"]}
+    assert first["cost"]["requests"] == {
+        "list": first["list_requests"],
+        "delete": first["delete_requests"],
+    }
     assert first["cost"]["requests_usd"] == pytest.approx(
-        first["list_requests"] * price.list_per_1000 / 1000)
+        first["list_requests"] * price.list_per_1000 / 1000
+    )
     assert first["cost"]["reclaimed_usd_per_month"] == pytest.approx(
-        first["deleted_bytes"] / GIB * price.storage_gb_month)
+        first["deleted_bytes"] / GIB * price.storage_gb_month
+    )
     assert first["cost"]["lists_per_deleted"] == pytest.approx(first["list_requests"] / 4)
     s3_server.seed(bucket, [LAYOUT.format(3, 4, "x")], last_modified=old, body=b"z" * 500)
     assert main(["sweep", *common, "--price-list", "1.5"]) == 0
@@ -67,12 +90,15 @@ def test_status_cost_lines_are_the_rounds_requests_times_the_table(
     assert main(["status", *etcd, "--json"]) == 0
     costs = json.loads(capsys.readouterr().out)["costs"]
     lists = first["list_requests"] + second["list_requests"]
-    assert costs["requests"] == {"list": lists,
-                                 "delete": first["delete_requests"] + second["delete_requests"]}
+    assert costs["requests"] == {
+        "list": lists,
+        "delete": first["delete_requests"] + second["delete_requests"],
+    }
     assert costs["deleted"] == 5
     assert costs["deleted_bytes"] == first["deleted_bytes"] + second["deleted_bytes"] == 4500
     assert costs["requests_usd"] == pytest.approx(
-        first["cost"]["requests_usd"] + second["cost"]["requests_usd"])
+        first["cost"]["requests_usd"] + second["cost"]["requests_usd"]
+    )
     assert costs["reclaimed_usd_per_month"] == pytest.approx(4500 / GIB * price.storage_gb_month)
     assert main(["status", *etcd]) == 0
     text = capsys.readouterr().out

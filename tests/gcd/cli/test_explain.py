@@ -34,8 +34,9 @@ def key(epoch: int, name: str, prefix: int = 7) -> str:
     return LAYOUT.format(prefix, epoch, name)
 
 
-def explain(common: list[str], keys: list[str], capsys: pytest.CaptureFixture[str],
-            *extra: str) -> dict[str, dict[str, object]]:  # fmt: skip
+def explain(
+    common: list[str], keys: list[str], capsys: pytest.CaptureFixture[str], *extra: str
+) -> dict[str, dict[str, object]]:
     """Run `gcd explain --json`; each key's object by key."""
     assert main(["explain", *common, "--json", *extra, *keys]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -45,9 +46,13 @@ def explain(common: list[str], keys: list[str], capsys: pytest.CaptureFixture[st
 
 @pytest.mark.integration
 def test_each_key_gets_the_verdict_the_rule_gives_it(
-    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str, tmp_path: Path,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    bucket: str,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Two partitions pin M at different heights (a/0 at 3, a/1 at 6, a/2 ahead at 9):
     a swept key is `deleted` (found in the journal, with the time), an eligible one
     `deletable`, a kept one names exactly the partitions below its epoch, a young one is
@@ -59,9 +64,20 @@ def test_each_key_gets_the_verdict_the_rule_gives_it(
     swept = key(2, "swept")
     s3_server.seed(bucket, [swept], last_modified=old)
     journal = tmp_path / "journal"
-    common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--etcd",
-              etcd_server.endpoint, "--namespace", namespace, "--root", ROOT,
-              "--journal-dir", str(journal)]  # fmt: skip
+    common = [
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--root",
+        ROOT,
+        "--journal-dir",
+        str(journal),
+    ]
     before_sweep = datetime.now(UTC).timestamp()
     capsys.readouterr()  # the set-up's log lines
     assert main(["sweep", *common, "--shard-ttl", "1s", "--json", "--log-level", "warning"]) == 0
@@ -74,9 +90,15 @@ def test_each_key_gets_the_verdict_the_rule_gives_it(
     keys = [swept, eligible, waits_a, waits_ab, young, outside, unparsable, never_written]
     got = explain(common, keys, capsys)
     assert {k: got[k]["verdict"] for k in keys} == {
-        swept: "deleted", eligible: "deletable", waits_a: "kept", waits_ab: "kept",
-        young: "kept", outside: "never", unparsable: "never", never_written: "absent",
-    }  # fmt: skip
+        swept: "deleted",
+        eligible: "deletable",
+        waits_a: "kept",
+        waits_ab: "kept",
+        young: "kept",
+        outside: "never",
+        unparsable: "never",
+        never_written: "absent",
+    }
     assert [p["partition"] for p in got[waits_a]["waiting_on"]] == ["a/0"]  # type: ignore[union-attr]
     assert [p["partition"] for p in got[waits_ab]["waiting_on"]] == ["a/0", "a/1"]  # type: ignore[union-attr]
     first = got[waits_a]["waiting_on"][0]  # type: ignore[index]
@@ -107,9 +129,12 @@ def test_each_key_gets_the_verdict_the_rule_gives_it(
 
 @pytest.mark.integration
 def test_one_hostile_key_is_unknown_and_every_other_key_is_answered(
-    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    bucket: str,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 51 (5): a key holding control characters (moto echoes StartAfter unescaped,
     so the answer to its LIST is not XML) failed `gcd explain` for the whole batch. Now
     that key alone is `unknown`, saying why, and every other key gets its verdict."""
@@ -118,8 +143,18 @@ def test_one_hostile_key_is_unknown_and_every_other_key_is_answered(
     old = datetime.now(UTC) - timedelta(hours=2)
     hostile, before, after = key(3, "bad\x01\x02name"), key(3, "aaa"), key(3, "zzz")
     s3_server.seed(bucket, [before, after], last_modified=old)
-    common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--etcd",
-              etcd_server.endpoint, "--namespace", namespace, "--root", ROOT]  # fmt: skip
+    common = [
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--root",
+        ROOT,
+    ]
     capsys.readouterr()
     got = explain(common, [before, hostile, after, key(4, "none")], capsys)
     assert got[hostile]["verdict"] == "unknown", got[hostile]
@@ -130,26 +165,52 @@ def test_one_hostile_key_is_unknown_and_every_other_key_is_answered(
 
 @pytest.mark.integration
 def test_paused_gc_keeps_an_eligible_key_and_says_why(
-    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    bucket: str,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """While GC is paused an eligible key is kept, with the pause's reason."""
     setup_partitions(etcd_server, namespace, {"a/0": 5}, cluster=8)
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
     s3_server.seed(bucket, [key(2, "p")], last_modified=datetime.now(UTC) - timedelta(hours=1))
-    common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--etcd",
-              etcd_server.endpoint, "--namespace", namespace, "--root", ROOT]  # fmt: skip
+    common = [
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--root",
+        ROOT,
+    ]
     capsys.readouterr()
-    assert main(["pause", "--etcd", etcd_server.endpoint, "--namespace", namespace,
-                 "--reason", "incident 4711"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "pause",
+                "--etcd",
+                etcd_server.endpoint,
+                "--namespace",
+                namespace,
+                "--reason",
+                "incident 4711",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     got = explain(common, [key(2, "p")], capsys)[key(2, "p")]
     assert (got["verdict"], got["reason"]) == ("kept", "paused")
     assert "incident 4711" in str(got["refused"])
 
 
-def test_no_key_is_a_usage_error(capsys: pytest.CaptureFixture[str],
-                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_no_key_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without keys (and an empty stdin) explain exits 2 saying how to give keys."""
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert main(["explain", "--bucket", "b", "--safe-epoch", "3"]) == 2
@@ -158,16 +219,20 @@ def test_no_key_is_a_usage_error(capsys: pytest.CaptureFixture[str],
 
 @pytest.mark.integration
 def test_status_names_the_partition_pinned_longest_and_why_explains_the_oldest_kept_key(
-    etcd_server: LocalEtcd, s3_server: LocalS3, bucket: str, namespace: str,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    bucket: str,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """`gcd status` says which partition holds M back (a/0, since its publish, owner pub);
     `--why` explains the key of the lowest epoch above M, naming a/0 as what it waits on."""
     setup_partitions(etcd_server, namespace, {"a/0": 3, "a/1": 6}, cluster=10)
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
     old = datetime.now(UTC) - timedelta(hours=2)
-    s3_server.seed(bucket, [key(2, "gone"), key(7, "later"), key(5, "oldest", prefix=900)],
-                   last_modified=old)  # fmt: skip
+    s3_server.seed(
+        bucket, [key(2, "gone"), key(7, "later"), key(5, "oldest", prefix=900)], last_modified=old
+    )
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
     capsys.readouterr()
     assert main(["status", *etcd, "--json", "--why"]) == 0
@@ -191,14 +256,21 @@ def test_help_lists_only_the_flags_explain_uses_and_accepts_the_others(
     accepted (a config file or environment shared with the sweepers), not listed."""
     assert main(["explain", "--help"]) == 0
     text = capsys.readouterr().out
-    for flag in ("--batch-size", "--shard-index", "--price-list", "--undo-window",
-                 "--journal-max-bytes", "--max-deletes"):  # fmt: skip
+    for flag in (
+        "--batch-size",
+        "--shard-index",
+        "--price-list",
+        "--undo-window",
+        "--journal-max-bytes",
+        "--max-deletes",
+    ):
         assert flag not in text, flag
     for flag in ("--bucket", "--root", "--grace", "--safe-epoch", "--journal-dir", "--etcd"):
         assert flag in text, flag
     assert "read the journal segments the sweepers shipped" in text
     assert "also upload each closed journal segment" not in text
-    code = main(["explain", "--batch-size", "5", "--shard-count", "2", "--from-file",
-                 "/nonexistent/keys"])  # fmt: skip
+    code = main(
+        ["explain", "--batch-size", "5", "--shard-count", "2", "--from-file", "/nonexistent/keys"]
+    )
     assert code == 2
     assert "--from-file /nonexistent/keys: cannot be read" in capsys.readouterr().err

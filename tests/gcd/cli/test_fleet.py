@@ -57,17 +57,21 @@ def test_build_fleet_shows_owners_now_and_handovers() -> None:
 
 @pytest.mark.integration
 def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
-    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 27: live replicas (address, lease, partitions held), the ticker leader, owners
     now; a SIGTERMed replica hands over sealed; a killed one leaves the fleet and its
     partitions show their new owners (never the dead one as owner); a later SIGTERM hands
     over unsealed exactly the partitions adopted from the killed replica."""
     monkeypatch.setenv("L0GC_ETCD", etcd_server.endpoint)
     monkeypatch.setenv("L0GC_NAMESPACE", namespace)
-    replicas = LocalReplicas([etcd_server.endpoint], namespace, PARTITIONS, tmp_path,
-                             lease_ttl_s=TTL, interval_s=0.3)  # fmt: skip
+    replicas = LocalReplicas(
+        [etcd_server.endpoint], namespace, PARTITIONS, tmp_path, lease_ttl_s=TTL, interval_s=0.3
+    )
     try:
         with ThreadPoolExecutor(3) as pool:
             list(pool.map(replicas.start, ("a", "b", "c")))
@@ -81,34 +85,55 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
             live = {r["member"] for r in doc["fleet"]["replicas"]}
             owners = {p["owner_now"] for p in doc["partitions"]}
             moving = any(r["handing_over"] for r in doc["fleet"]["replicas"])
-            return (code == 0 and live == members and owners <= members and None not in owners
-                    and not moving and doc["fleet"]["ticker_leader"] in members)  # fmt: skip
+            return (
+                code == 0
+                and live == members
+                and owners <= members
+                and None not in owners
+                and not moving
+                and doc["fleet"]["ticker_leader"] in members
+            )
 
-        wait_until_sync(lambda: settled(set(ids.values())), timeout_s=30,
-                        what="three replicas holding every partition")  # fmt: skip
+        wait_until_sync(
+            lambda: settled(set(ids.values())),
+            timeout_s=30,
+            what="three replicas holding every partition",
+        )
         code, text = status(capsys)
         assert code == 0
         assert "replicas       3 live" in text
-        assert re.search(rf"  {re.escape(ids['a'])} +http://127\.0\.0\.1:\d+  lease \ds left  "
-                         r"holds \d of orders/0-5  handing over -", text), text  # fmt: skip
+        assert re.search(
+            rf"  {re.escape(ids['a'])} +http://127\.0\.0\.1:\d+  lease \ds left  "
+            r"holds \d of orders/0-5  handing over -",
+            text,
+        ), text
         assert "ticker         leader " in text
 
         assert replicas.terminate("c") == 0
-        handed = [json.loads(line) for line in replicas.procs["c"].child.log_path.read_text()
-                  .splitlines() if '"watermark.replica_handed_over"' in line]  # fmt: skip
+        handed = [
+            json.loads(line)
+            for line in replicas.procs["c"].child.log_path.read_text().splitlines()
+            if '"watermark.replica_handed_over"' in line
+        ]
         print("SIGTERM handovers:", [(h["partition"], h["sealed"]) for h in handed])
         assert handed
         assert all(h["sealed"] for h in handed)
-        wait_until_sync(lambda: settled({ids["a"], ids["b"]}), timeout_s=30,
-                        what="c gone after SIGTERM, its partitions taken over")  # fmt: skip
+        wait_until_sync(
+            lambda: settled({ids["a"], ids["b"]}),
+            timeout_s=30,
+            what="c gone after SIGTERM, its partitions taken over",
+        )
 
         replicas.kill("b")
         code, during = status(capsys, "--json", "--all")  # before b's lease expires
         assert code == 0
         for p in during["partitions"]:
             assert p["owner_now"] in (ids["a"], ids["b"], None)
-        wait_until_sync(lambda: settled({ids["a"]}), timeout_s=30,
-                        what="b gone from the fleet after its lease expired")  # fmt: skip
+        wait_until_sync(
+            lambda: settled({ids["a"]}),
+            timeout_s=30,
+            what="b gone from the fleet after its lease expired",
+        )
         for p in seen[-1]["partitions"]:
             assert p["owner_now"] == ids["a"]
             assert p["owner_gone"] == (p["owner"] != ids["a"])
@@ -122,8 +147,11 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
         # (its log end stays unknown until a writer commits; none does here).
         killed_held = {p["partition"] for p in during["partitions"] if p["owner_now"] == ids["b"]}
         assert replicas.terminate("a") == 0
-        handed = [json.loads(line) for line in replicas.procs["a"].child.log_path.read_text()
-                  .splitlines() if '"watermark.replica_handed_over"' in line]  # fmt: skip
+        handed = [
+            json.loads(line)
+            for line in replicas.procs["a"].child.log_path.read_text().splitlines()
+            if '"watermark.replica_handed_over"' in line
+        ]
         unsealed = {h["partition"] for h in handed if not h["sealed"]}
         print("SIGTERM after a failover: unsealed", sorted(unsealed), "b held", sorted(killed_held))
         assert {h["partition"] for h in handed} == set(PARTITIONS)

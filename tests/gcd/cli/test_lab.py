@@ -41,8 +41,13 @@ raise SystemExit(status)
 
 def gcd_without(blocked: str, *argv: str) -> subprocess.CompletedProcess[str]:
     """`gcd ARGV` in a Python where the modules `blocked` (comma-separated) are missing."""
-    return subprocess.run([sys.executable, "-c", _BLOCKED_MAIN, blocked, *argv],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", _BLOCKED_MAIN, blocked, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize(
@@ -62,12 +67,14 @@ def test_a_lab_command_without_the_lab_says_what_to_install(argv: tuple[str, ...
     done = gcd_without("l0lab", *argv)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    line = (f"gcd {argv[0]}: error: this command runs l0gc's lab (the l0lab package and its "
-            "dependencies), which is not installed here (no module 'l0lab"
-            )  # fmt: skip
+    line = (
+        f"gcd {argv[0]}: error: this command runs l0gc's lab (the l0lab package and its "
+        "dependencies), which is not installed here (no module 'l0lab"
+    )
     assert done.stderr.startswith(line), done.stderr
-    assert done.stderr.rstrip("\n").endswith(f"the lab is not part of the l0gc wheel or image: "
-                                             f"{INSTALL}")  # fmt: skip
+    assert done.stderr.rstrip("\n").endswith(
+        f"the lab is not part of the l0gc wheel or image: {INSTALL}"
+    )
     assert "make demo" in INSTALL
     assert "pip install -c constraints.txt -e ./l0lab" in INSTALL
     assert len(done.stderr.splitlines()) == 1
@@ -91,7 +98,8 @@ def test_a_missing_dependency_of_the_lab_is_named() -> None:
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == (
         "gcd demo: error: the local S3 server needs moto, a dependency of the lab: "
-        "pip install -c constraints.txt -e ./l0lab")  # fmt: skip
+        "pip install -c constraints.txt -e ./l0lab"
+    )
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("sweep", "--help"), ("status", "--help")])

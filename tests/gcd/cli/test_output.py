@@ -36,9 +36,12 @@ def run_with_tty_stderr(argv: list[str]) -> tuple[int, str, str]:
     """`python -m gcd ARGV` with stderr on a pseudo-terminal: exit code, stdout, stderr."""
     leader, follower = pty.openpty()
     with subprocess.Popen(
-        [sys.executable, "-m", "gcd", *argv], stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=follower, cwd=REPO,
-    ) as proc:  # fmt: skip
+        [sys.executable, "-m", "gcd", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        cwd=REPO,
+    ) as proc:
         os.close(follower)
         chunks = []
         try:
@@ -67,16 +70,29 @@ def test_sweep_on_a_terminal_ends_with_the_real_totals_and_prints_a_summary(
     garbage = [LAYOUT.format(p, e, "g") for p in (1, 2) for e in range(1, 6)]
     s3_server.seed(bucket, [*garbage, LAYOUT.format(3, 9, "live")], last_modified=OLD)
     code, out, err = run_with_tty_stderr(
-        ["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-         "--region", "us-east-1", "--safe-epoch", "5", "--grace", "1m"]
-    )  # fmt: skip
+        [
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--safe-epoch",
+            "5",
+            "--grace",
+            "1m",
+        ]
+    )
     assert code == exitcodes.OK, err
     final = err.rsplit("\r\x1b[2K", 1)[-1].splitlines()[0]
     assert final.startswith("listed 11  eligible 10  deleted 10 (10 B)"), repr(err[-2000:])
     assert out.startswith("gcd sweep: deleted 10 objects (10 B)\n")
     assert "  listed     11 objects; eligible 10\n" in out
-    assert ("  kept       1 live (epoch > M; keys skip-ahead did not list are not counted), "
-            "0 too young (grace period), 0 unparsable\n") in out
+    assert (
+        "  kept       1 live (epoch > M; keys skip-ahead did not list are not counted), "
+        "0 too young (grace period), 0 unparsable\n"
+    ) in out
     assert s3_server.keys(bucket) == {LAYOUT.format(3, 9, "live")}
     assert "sweep.round_started" not in err  # issue 27: info logs would tear the line apart
 
@@ -87,19 +103,25 @@ def test_text_summary_says_what_happened() -> None:
     assert blocked.splitlines()[0] == "gcd sweep: paused, nothing deleted: paused: upgrade"
     assert "listed" not in blocked
     assert blocked.splitlines()[1].startswith(
-        "  M          not applied (paused: `gcd status` shows the M etcd holds)")  # fmt: skip
+        "  M          not applied (paused: `gcd status` shows the M etcd holds)"
+    )
     dry = text_summary(RoundSummary(safe_epoch=4, cluster_epoch=6, dry_run=True, eligible=3))
     assert dry.splitlines()[0] == "gcd sweep: dry run: would delete 3 objects, deleted nothing"
     assert "  M          4 (cluster epoch 6)" in dry
-    stopped = text_summary(RoundSummary(safe_epoch=4, deleted=2, deleted_bytes=2048),
-                           interrupted_by="SIGINT")  # fmt: skip
+    stopped = text_summary(
+        RoundSummary(safe_epoch=4, deleted=2, deleted_bytes=2048), interrupted_by="SIGINT"
+    )
     assert stopped.startswith("gcd sweep: interrupted by SIGINT after deleting 2 objects (2.0 KiB)")
     # issue 55: with an undo window, hidden objects are said to be hidden, not deleted
-    hidden = text_summary(RoundSummary(safe_epoch=4, deleted=66, markers_written=64,
-                                       versions_reclaimed=2, deleted_bytes=2048))  # fmt: skip
+    hidden = text_summary(
+        RoundSummary(
+            safe_epoch=4, deleted=66, markers_written=64, versions_reclaimed=2, deleted_bytes=2048
+        )
+    )
     assert hidden.splitlines()[0] == (
         "gcd sweep: hid 64 objects behind delete markers (their bytes are kept for the undo "
-        "window: `gcd restore` brings them back); freed 2 versions and markers (2.0 KiB)")
+        "window: `gcd restore` brings them back); freed 2 versions and markers (2.0 KiB)"
+    )
     assert "of them 64 only hidden (a delete marker written, no byte freed)" in hidden
 
 
@@ -159,7 +181,9 @@ def test_completion_script_completes_commands_actions_and_flags(
     commands, their actions and their flags (generated from the real parsers)."""
     assert main(["completion", "bash"]) == exitcodes.OK
     script = capsys.readouterr().out
-    probe = script + """
+    probe = (
+        script
+        + """
 for line in "gcd sw" "gcd sweep --dry-r" "watermark partition re" "watermark epoch advance --exp" \
             "watermark namespace b" "gcd completion z" "watermark --ver"; do
     COMP_WORDS=($line); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_complete
@@ -171,18 +195,28 @@ for words in "gcd sweep --storage g" "gcd status --log-level w" "watermark serve
 done
 complete -p gcd watermark
 """
+    )
     done = subprocess.run(["bash", "-c", probe], check=True, capture_output=True, text=True)
     assert done.stdout.splitlines() == [
-        "sweep", "--dry-run", "register repair", "--expected", "bind", "zsh", "--version",
-        "gcs", "warning", "debug info warning error",
+        "sweep",
+        "--dry-run",
+        "register repair",
+        "--expected",
+        "bind",
+        "zsh",
+        "--version",
+        "gcs",
+        "warning",
+        "debug info warning error",
         "complete -o default -F _l0gc_complete gcd",
         "complete -o default -F _l0gc_complete watermark",
     ]
 
 
 def test_fish_completion_completes_commands_flags_and_flag_values(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path,
-) -> None:  # fmt: skip
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
     """`gcd completion fish` is a script fish sources: commands and actions by path,
     flags, and the values of flags that take one of a list (storage kinds, log levels).
     fish comes with the test set-up (scripts/install-prometheus.sh)."""
@@ -191,17 +225,32 @@ def test_fish_completion_completes_commands_flags_and_flag_values(
     assert main(["completion", "fish"]) == exitcodes.OK
     script = tmp_path / "gcd.fish"
     script.write_text(capsys.readouterr().out)
-    lines = ["gcd sw", "gcd sweep --dry-r", "gcd sweep --storage ", "gcd status --log-level w",
-             "watermark partition re", "watermark namespace b", "gcd completion f"]
+    lines = [
+        "gcd sw",
+        "gcd sweep --dry-r",
+        "gcd sweep --storage ",
+        "gcd status --log-level w",
+        "watermark partition re",
+        "watermark namespace b",
+        "gcd completion f",
+    ]
     probe = f"source {script}\n" + "".join(
         f"complete -C {shlex.quote(line)} | string replace -r '\\t.*' '' | string join ' '\n"
-        for line in lines)  # fmt: skip
-    done = subprocess.run([fish, "--no-config", "-c", probe], capture_output=True, text=True,
-                          check=False,
-                          timeout=60)  # fmt: skip
+        for line in lines
+    )
+    done = subprocess.run(
+        [fish, "--no-config", "-c", probe], capture_output=True, text=True, check=False, timeout=60
+    )
     assert not done.stderr, done.stderr
     assert done.stdout.splitlines() == [
-        "sweep", "--dry-run", "azure gcs s3", "warning", "register repair", "bind", "fish"]
+        "sweep",
+        "--dry-run",
+        "azure gcs s3",
+        "warning",
+        "register repair",
+        "bind",
+        "fish",
+    ]
 
 
 def test_json_usage_errors_print_a_json_document(capsys: pytest.CaptureFixture[str]) -> None:
@@ -218,11 +267,19 @@ def test_dev_etcd_serves_the_guides_and_stops_with_its_etcd(tmp_path: Path) -> N
     port = free_port()
     out = tmp_path / "dev.out"
     with out.open("wb") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "gcd", "dev", "etcd", "--port", str(port)],
-                                stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gcd", "dev", "etcd", "--port", str(port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
     try:
-        wait_until_sync(lambda: "export L0GC_ETCD=" in out.read_text(), timeout_s=30,
-                        what="gcd dev etcd ready", detail=out.read_text)  # fmt: skip
+        wait_until_sync(
+            lambda: "export L0GC_ETCD=" in out.read_text(),
+            timeout_s=30,
+            what="gcd dev etcd ready",
+            detail=out.read_text,
+        )
         text = out.read_text()
         assert f"  export L0GC_ETCD=127.0.0.1:{port} L0GC_NAMESPACE=/l0gc/prod\n" in text
         etcd_pid = int(text.split("(pid ", 1)[1].split(",", 1)[0])

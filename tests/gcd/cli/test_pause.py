@@ -20,9 +20,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def etcd_env(
-    etcd_server: LocalEtcd, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> str:
+def etcd_env(etcd_server: LocalEtcd, namespace: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """L0GC_ETCD / L0GC_NAMESPACE point at the test's namespace, with a cluster epoch."""
 
     async def init() -> None:
@@ -52,9 +50,14 @@ def test_pause_and_resume_round_trip_is_visible_to_status(
     """pause sets the marker with its reason; status shows it; resume clears it."""
     code, paused = run_json(["pause", "--reason", "bucket migration"], capsys)
     assert code == 0
-    assert paused == {"version": 1, "namespace": etcd_env, "paused": True,
-                      "reason": "bucket migration", "was_paused": False,
-                      "previous_reason": None}  # fmt: skip
+    assert paused == {
+        "version": 1,
+        "namespace": etcd_env,
+        "paused": True,
+        "reason": "bucket migration",
+        "was_paused": False,
+        "previous_reason": None,
+    }
     code, status = run_json(["status"], capsys)
     assert code == 0
     assert status["paused"] is True

@@ -118,17 +118,35 @@ def _prepare(etcd: LocalEtcd, namespace: str, *, paused: bool, malformed: bool) 
 @pytest.mark.integration
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_paused_ok_sweep_exits_0_and_deletes_nothing(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, how: str,
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    how: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A paused namespace with --paused-ok (or L0GC_PAUSED_OK=true): exit 0, nothing deleted."""
     _prepare(etcd_server, namespace, paused=True, malformed=False)
     old = datetime.now(UTC) - timedelta(hours=2)
     s3_server.seed(bucket, [LAYOUT.format(1, 0, "g")], last_modified=old)
     before = s3_server.keys(bucket)
-    argv = ["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-            "--region", "us-east-1", "--etcd", etcd_server.endpoint, "--namespace", namespace,
-            "--grace", "1m", "--json"]  # fmt: skip
+    argv = [
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--grace",
+        "1m",
+        "--json",
+    ]
     if how == "flag":
         argv.append("--paused-ok")
     else:
@@ -142,14 +160,31 @@ def test_paused_ok_sweep_exits_0_and_deletes_nothing(
 
 @pytest.mark.integration
 def test_paused_ok_still_exits_3_when_blocked_otherwise(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Not paused but blocked (a malformed record): --paused-ok changes nothing, exit 3."""
     _prepare(etcd_server, namespace, paused=False, malformed=True)
-    code = main(["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-                 "--region", "us-east-1", "--etcd", etcd_server.endpoint,
-                 "--namespace", namespace, "--json", "--paused-ok"])  # fmt: skip
+    code = main(
+        [
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            namespace,
+            "--json",
+            "--paused-ok",
+        ]
+    )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == exitcodes.BLOCKED
     assert not str(summary["blocked_reason"]).startswith("paused")

@@ -36,8 +36,14 @@ def gcd(
     return run_cli("gcd", *args, env=env)
 
 
-def setup(etcd: LocalEtcd, namespace: str, watermarks: dict[str, int], *, cluster: int = 8,
-          malformed: str | None = None) -> None:
+def setup(
+    etcd: LocalEtcd,
+    namespace: str,
+    watermarks: dict[str, int],
+    *,
+    cluster: int = 8,
+    malformed: str | None = None,
+) -> None:
     """Cluster epoch `cluster`; each partition owned by 'pub' with the given M(p)."""
 
     async def go() -> None:
@@ -137,11 +143,17 @@ def test_no_partitions_means_m_is_epoch_minus_one() -> None:
 
 def test_partitions_are_listed_as_people_count_them() -> None:
     """`orders/2` before `orders/10` (issue 42: they sorted as strings)."""
-    records = {name: PartitionRecord(name, 5, 1, owner="pub", owner_epoch=1).encode()
-               for name in ("orders/10", "orders/2", "audit", "orders/1")}  # fmt: skip
+    records = {
+        name: PartitionRecord(name, 5, 1, owner="pub", owner_epoch=1).encode()
+        for name in ("orders/10", "orders/2", "audit", "orders/1")
+    }
     report = build_report(GcView(1, b"6", records), "/l0gc/x", NOW, include_all=True)
-    assert [p.partition for p in report.partitions] == ["audit", "orders/1", "orders/2",
-                                                          "orders/10"]  # fmt: skip
+    assert [p.partition for p in report.partitions] == [
+        "audit",
+        "orders/1",
+        "orders/2",
+        "orders/10",
+    ]
 
 
 def test_a_mistyped_namespace_exits_2_asking_about_namespace(
@@ -174,8 +186,12 @@ def test_paused_is_shown_with_reason_and_age() -> None:
 def test_human_age() -> None:
     """Ages read as seconds, minutes, hours or days."""
     assert [human_age(s) for s in (None, 1.25, 90, 7200, 3 * 86400)] == [
-        "-", "1.2s ago", "2m ago", "2h ago", "3d ago",
-    ]  # fmt: skip
+        "-",
+        "1.2s ago",
+        "2m ago",
+        "2h ago",
+        "3d ago",
+    ]
 
 
 # -- hostile bytes in etcd: status reports them and exits, never crashes ------------------
@@ -224,12 +240,16 @@ def test_records_that_are_not_strictly_valid_block_and_are_listed(
     """version 1.0 or true, a duplicate key, NaN: each record is MALFORMED and M is blocked."""
     setup(etcd_server, namespace, {"orders/0": 5})
     good = '"watermark": 3, "created_epoch": 1'
-    put_raw(etcd_server, namespace, {
-        "partitions/bad/float-version": f'{{"version": 1.0, {good}}}'.encode(),
-        "partitions/bad/true-version": f'{{"version": true, {good}}}'.encode(),
-        "partitions/bad/duplicate": f'{{"version": 1, {good}, "watermark": 9}}'.encode(),
-        "partitions/bad/nan": f'{{"version": 1, {good}, "updated_at": NaN}}'.encode(),
-    })  # fmt: skip
+    put_raw(
+        etcd_server,
+        namespace,
+        {
+            "partitions/bad/float-version": f'{{"version": 1.0, {good}}}'.encode(),
+            "partitions/bad/true-version": f'{{"version": true, {good}}}'.encode(),
+            "partitions/bad/duplicate": f'{{"version": 1, {good}, "watermark": 9}}'.encode(),
+            "partitions/bad/nan": f'{{"version": 1, {good}, "updated_at": NaN}}'.encode(),
+        },
+    )
     done = gcd(["status", "--json", "--all"], etcd_server.endpoint, namespace)
     assert done.returncode == 3, done.stderr
     doc = strict_json(done.stdout)
@@ -277,13 +297,18 @@ def test_terminal_escapes_from_etcd_are_printed_escaped(
     """Escapes in a partition name, an owner and the pause reason never reach the terminal."""
     setup(etcd_server, namespace, {"orders/0": 5})
     evil = PartitionRecord("evil\x1b[2J", 6, 1, owner="pub", owner_epoch=1).encode()
-    owner = json.dumps({"version": 1, "watermark": 6, "created_epoch": 1,
-                        "owner": "\x1b[31mred"}).encode()  # fmt: skip
-    put_raw(etcd_server, namespace, {
-        "partitions/evil\x1b[2J": evil,
-        "partitions/owner": owner,
-        "gc/paused": json.dumps({"reason": "\x1b]0;pwned\x07", "at": 1}).encode(),
-    })  # fmt: skip
+    owner = json.dumps(
+        {"version": 1, "watermark": 6, "created_epoch": 1, "owner": "\x1b[31mred"}
+    ).encode()
+    put_raw(
+        etcd_server,
+        namespace,
+        {
+            "partitions/evil\x1b[2J": evil,
+            "partitions/owner": owner,
+            "gc/paused": json.dumps({"reason": "\x1b]0;pwned\x07", "at": 1}).encode(),
+        },
+    )
     text = gcd(["status", "--all"], etcd_server.endpoint, namespace)
     assert text.returncode == 3, text.stderr
     assert "\x1b" not in text.stdout
@@ -370,8 +395,9 @@ def test_status_exits_3_and_says_refused_while_sweepers_disagree_on_shards(
         kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
         store = WatermarkStore(kv, namespace)
         try:
-            await kv.txn([], [Put(store.sweepers_prefix + a.sweeper_id, a.encode())
-                              for a in running])  # fmt: skip
+            await kv.txn(
+                [], [Put(store.sweepers_prefix + a.sweeper_id, a.encode()) for a in running]
+            )
         finally:
             await kv.close()
 
@@ -386,20 +412,32 @@ def test_status_exits_3_and_says_refused_while_sweepers_disagree_on_shards(
 def test_status_shows_what_the_sweepers_detected_about_the_bucket() -> None:
     """Issue 28: versioning, Object Lock, listing order and batch deletes as the running
     sweepers detected them, one line per distinct answer, also in --json."""
-    locked = {"versioning": "Enabled", "object_lock": True, "listing": "ordered",
-              "batch_delete": True}  # fmt: skip
-    fallback = {"versioning": "off", "object_lock": None, "listing": "unordered",
-                "batch_delete": False}  # fmt: skip
-    running = (ShardAnnouncement("s-a", 0, 3, 1.0, locked),
-               ShardAnnouncement("s-b", 1, 3, 1.0, locked),
-               ShardAnnouncement("s-c", 2, 3, 1.0, fallback))  # fmt: skip
+    locked = {
+        "versioning": "Enabled",
+        "object_lock": True,
+        "listing": "ordered",
+        "batch_delete": True,
+    }
+    fallback = {
+        "versioning": "off",
+        "object_lock": None,
+        "listing": "unordered",
+        "batch_delete": False,
+    }
+    running = (
+        ShardAnnouncement("s-a", 0, 3, 1.0, locked),
+        ShardAnnouncement("s-b", 1, 3, 1.0, locked),
+        ShardAnnouncement("s-c", 2, 3, 1.0, fallback),
+    )
     view = GcView(1, b"5", {}, sweepers={a.sweeper_id: a.encode() for a in running})
     report = build_report(view, "/l0gc/x", NOW)
     lines = [line for line in render_text(report, NOW).splitlines() if line.startswith("store ")]
     assert lines == [
         "store          versioning Enabled, object lock on, listing ordered, batch delete yes",
-        ("store          versioning off, object lock unknown, listing unordered, batch delete "
-         "NO (single deletes)"),
+        (
+            "store          versioning off, object lock unknown, listing unordered, batch delete "
+            "NO (single deletes)"
+        ),
     ]
     assert report.to_dict()["sweepers"][2]["store"] == fallback
     problem = "cannot list level_zero/data/417: skipped"

@@ -24,16 +24,22 @@ def _records(watermarks: list[int | None]) -> dict[str, bytes]:
     out = {}
     for n, watermark in enumerate(watermarks):
         name = f"orders/{n}"
-        out[name] = (b'{"partition": 1' if watermark is None else
-                     PartitionRecord(name, watermark, 1, owner=f"pub-{n % 3}",
-                                     owner_epoch=1, updated_at=NOW - n).encode())  # fmt: skip
+        out[name] = (
+            b'{"partition": 1'
+            if watermark is None
+            else PartitionRecord(
+                name, watermark, 1, owner=f"pub-{n % 3}", owner_epoch=1, updated_at=NOW - n
+            ).encode()
+        )
     return out
 
 
 def _fold(view: GcView, cuts: list[int], restart_after: int | None) -> PinningFold:
     store = WatermarkStore(MemoryKV(), NAMESPACE)
-    items = sorted([(store.epoch_key, view.cluster_epoch_raw or b"")] +
-                   [(store.partitions_prefix + n, raw) for n, raw in view.partitions.items()])
+    items = sorted(
+        [(store.epoch_key, view.cluster_epoch_raw or b"")]
+        + [(store.partitions_prefix + n, raw) for n, raw in view.partitions.items()]
+    )
     fold = PinningFold(store)
     bounds = sorted({0, len(items), *(c % (len(items) + 1) for c in cuts)})
     pages = [items[a:b] for a, b in itertools.pairwise(bounds)]
@@ -51,7 +57,8 @@ def _fold(view: GcView, cuts: list[int], restart_after: int | None) -> PinningFo
 @settings(max_examples=300, deadline=None)
 @given(
     watermarks=st.lists(st.one_of(st.none(), st.integers(-1, 6)), max_size=40).filter(
-        lambda w: w.count(None) <= 2),
+        lambda w: w.count(None) <= 2
+    ),
     epoch=st.integers(0, 9),
     cuts=st.lists(st.integers(0, 60), max_size=6),
     restart_after=st.one_of(st.none(), st.integers(1, 3)),

@@ -40,8 +40,9 @@ def status(etcd: LocalEtcd, namespace: str, *args: str) -> Any:
 def metric(serve: Serve, name: str) -> float:
     with urllib.request.urlopen(serve.probe_url + "/metrics", timeout=10) as answer:
         text = answer.read().decode()
-    return float(next(line.split()[-1] for line in text.splitlines()
-                      if line.startswith(name + " ")))  # fmt: skip
+    return float(
+        next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " "))
+    )
 
 
 async def test_status_says_a_restarted_owner_waits_for_the_log_end(
@@ -49,15 +50,24 @@ async def test_status_says_a_restarted_owner_waits_for_the_log_end(
 ) -> None:
     watermark(etcd_server, namespace, "epoch", "advance")
     tokens = token_file(tmp_path, writer=WRITER, registrar=REGISTRAR, reconciler=RECONCILER)
-    serve = new_serve(etcd_server, namespace, tmp_path / "serve.log", "--auth-token-file",
-                      str(tokens), "--member-lease-ttl", "2", owner="gw-1")  # fmt: skip
+    serve = new_serve(
+        etcd_server,
+        namespace,
+        tmp_path / "serve.log",
+        "--auth-token-file",
+        str(tokens),
+        "--member-lease-ttl",
+        "2",
+        owner="gw-1",
+    )
     try:
         serve.start().wait_ready(60)
         async with api_client(serve) as api:
             epoch = await api.epoch(WRITER)
             assert (await api.post(f"/v1/partitions/{PARTITION}/register", {}, REGISTRAR))[0] == 200
-            status_code, fence = await api.post(f"/v1/partitions/{PARTITION}/fence",
-                                                {"epoch": epoch}, WRITER)  # fmt: skip
+            status_code, fence = await api.post(
+                f"/v1/partitions/{PARTITION}/fence", {"epoch": epoch}, WRITER
+            )
             assert status_code == 200, fence
             done = await api.post(f"/v1/fences/{fence['token']}/commit", {"offset": 0}, WRITER)
             assert done[0] == 200, done
@@ -72,19 +82,26 @@ async def test_status_says_a_restarted_owner_waits_for_the_log_end(
                 pins = status(etcd_server, namespace, "--json")["pinning"]
                 return pins and pins[0]["waiting"] and pins[0]["waiting"]["on"] == "log_end"
 
-            await wait_until(lambda: asyncio.to_thread(waiting), timeout_s=_DEADLINE_S,
-                             what="waiting for the log end in the record")  # fmt: skip
+            await wait_until(
+                lambda: asyncio.to_thread(waiting),
+                timeout_s=_DEADLINE_S,
+                what="waiting for the log end in the record",
+            )
             text = status(etcd_server, namespace)
             assert "topic/0" in text
             assert "for its log end: its reconciler must send log_end_offset" in text, text
             assert "docs/operations.md#log-end-unknown" in text
             assert metric(serve, "l0gc_watermark_log_end_unknown_partitions") == 1.0
 
-            answer = await api.post(f"/v1/partitions/{PARTITION}/reconciled", {"offset": 0},
-                                    RECONCILER)  # fmt: skip
+            answer = await api.post(
+                f"/v1/partitions/{PARTITION}/reconciled", {"offset": 0}, RECONCILER
+            )
             assert answer[1]["log_end_wanted"] is True, answer
-            answer = await api.post(f"/v1/partitions/{PARTITION}/reconciled",
-                                    {"offset": 0, "log_end_offset": 0}, RECONCILER)  # fmt: skip
+            answer = await api.post(
+                f"/v1/partitions/{PARTITION}/reconciled",
+                {"offset": 0, "log_end_offset": 0},
+                RECONCILER,
+            )
             assert answer[0] == 200, answer
 
             def moved() -> Any:
@@ -97,9 +114,12 @@ async def test_status_says_a_restarted_owner_waits_for_the_log_end(
                     watermark(etcd_server, namespace, "epoch", "advance")
                 return False
 
-            await wait_until(lambda: asyncio.to_thread(moved), timeout_s=_DEADLINE_S,
-                             what="M following the cluster epoch once the log end is known",
-                             detail=serve.tail)  # fmt: skip
+            await wait_until(
+                lambda: asyncio.to_thread(moved),
+                timeout_s=_DEADLINE_S,
+                what="M following the cluster epoch once the log end is known",
+                detail=serve.tail,
+            )
             assert metric(serve, "l0gc_watermark_log_end_unknown_partitions") == 0.0
     finally:
         serve.stop()

@@ -47,16 +47,35 @@ def test_sweep_json_says_what_it_detected_and_markers_only_is_honoured(
 ) -> None:
     garbage = [LAYOUT.format(p, 2, "g") for p in (1, 2)]
     s3_server.seed(bucket, garbage, last_modified=datetime.now(UTC) - timedelta(hours=2))
-    code = main(["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-                 "--region", "us-east-1", "--safe-epoch", "5", "--versions", "markers-only",
-                 "--listing", "unordered", "--json"])  # fmt: skip
+    code = main(
+        [
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--safe-epoch",
+            "5",
+            "--versions",
+            "markers-only",
+            "--listing",
+            "unordered",
+            "--json",
+        ]
+    )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == exitcodes.OK
     assert summary["deleted"] == len(garbage)
     assert summary["deleted_markers"] == 0
-    assert summary["store"] == {"versioning": "Enabled", "object_lock": False,
-                                "listing": "unordered", "batch_delete": True,
-                                "versions": "markers-only"}  # fmt: skip
+    assert summary["store"] == {
+        "versioning": "Enabled",
+        "object_lock": False,
+        "listing": "unordered",
+        "batch_delete": True,
+        "versions": "markers-only",
+    }
 
 
 def test_a_bad_versions_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,14 +91,34 @@ def test_spark_sweep_refuses_a_current_only_inventory_of_a_versioned_bucket(
     inventory of all versions); an inventory of current versions cannot name them, so a
     deleting sweep from one refuses before starting Spark, naming the fix."""
     manifest = tmp_path / "manifest.json"
-    manifest.write_text(json.dumps({
-        "sourceBucket": bucket, "destinationBucket": "arn:aws:s3:::dest",
-        "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate",
-        "files": [{"key": "inventory/data/a.csv.gz", "size": 1}],
-    }))  # fmt: skip
-    code = main(["spark-sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-                 "--region", "us-east-1", "--safe-epoch", "5", "--inventory", str(manifest),
-                 "--output", str(tmp_path / "out")])  # fmt: skip
+    manifest.write_text(
+        json.dumps(
+            {
+                "sourceBucket": bucket,
+                "destinationBucket": "arn:aws:s3:::dest",
+                "fileFormat": "CSV",
+                "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+                "files": [{"key": "inventory/data/a.csv.gz", "size": 1}],
+            }
+        )
+    )
+    code = main(
+        [
+            "spark-sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--safe-epoch",
+            "5",
+            "--inventory",
+            str(manifest),
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == exitcodes.USAGE
     assert "versioning Enabled" in err
@@ -87,22 +126,28 @@ def test_spark_sweep_refuses_a_current_only_inventory_of_a_versioned_bucket(
 
 
 async def test_status_shows_what_a_running_sweeper_detected(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Issue 28: a running sweeper announces what its preflight detected (real etcd and a
     versioned moto bucket), and `gcd status` shows it beside the sweeper."""
     etcd = EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace)
     s3 = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
-    settings = SweepSettings(RoundConfig(layout=LAYOUT), s3, etcd, shard_ttl_s=3)  # fmt: skip
+    settings = SweepSettings(RoundConfig(layout=LAYOUT), s3, etcd, shard_ttl_s=3)
     async with SweepRuntime.open(settings) as runtime:  # announces shard 0 of 1 while open
         await runtime.sweeper.store.detect()
 
         async def shown() -> bool:
-            await asyncio.to_thread(main, ["status", "--etcd", etcd_server.endpoint,
-                                           "--namespace", namespace])  # fmt: skip
-            return ("store          versioning Enabled, object lock off, listing ordered"
-                    in capsys.readouterr().out)  # fmt: skip
+            await asyncio.to_thread(
+                main, ["status", "--etcd", etcd_server.endpoint, "--namespace", namespace]
+            )
+            return (
+                "store          versioning Enabled, object lock off, listing ordered"
+                in capsys.readouterr().out
+            )
 
         await wait_until(shown, timeout_s=60, what="gcd status shows the detection")
 
@@ -110,25 +155,38 @@ async def test_status_shows_what_a_running_sweeper_detected(
 def _flags(**given: object) -> argparse.Namespace:
     """Resolved store flags as a command holds them (unset ones at their defaults)."""
     defaults: dict[str, object] = {
-        "storage": "s3", "bucket": None, "endpoint_url": None, "region": None,
-        "account_url": None, "container": None, "azure_connection_string_file": None,
-        "gcs_credentials_file": None, "gcs_anonymous": False}  # fmt: skip
+        "storage": "s3",
+        "bucket": None,
+        "endpoint_url": None,
+        "region": None,
+        "account_url": None,
+        "container": None,
+        "azure_connection_string_file": None,
+        "gcs_credentials_file": None,
+        "gcs_anonymous": False,
+    }
     return argparse.Namespace(**{**defaults, **given})
 
 
 def test_the_store_flags_make_one_store_settings_value() -> None:
     """`store_settings`: --bucket (S3, with the sweep's pool size), --storage azure, or
     --storage gcs, each to its own settings type; what is missing or mixed is refused."""
-    s3 = store_settings(_flags(bucket="b", endpoint_url="http://127.0.0.1:9000",
-                               region="eu-west-1"), max_pool_connections=40)  # fmt: skip
+    s3 = store_settings(
+        _flags(bucket="b", endpoint_url="http://127.0.0.1:9000", region="eu-west-1"),
+        max_pool_connections=40,
+    )
     assert s3 == S3Settings("b", "http://127.0.0.1:9000", "eu-west-1", max_pool_connections=40)
-    azure = store_settings(_flags(storage="azure", account_url="https://a.blob.core.windows.net",
-                                  container="l0c"))  # fmt: skip
+    azure = store_settings(
+        _flags(storage="azure", account_url="https://a.blob.core.windows.net", container="l0c")
+    )
     assert azure == AzureSettings("https://a.blob.core.windows.net", "l0c")
     gcs = store_settings(_flags(storage="gcs", bucket="l0g", gcs_anonymous=True))
     assert gcs == GcsSettings("l0g", None, None, anonymous=True)
-    with pytest.raises(ConfigError, match=r"^no bucket given: pass --bucket NAME or set "
-                       r"L0GC_BUCKET \(or --storage azure"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"^no bucket given: pass --bucket NAME or set "
+        r"L0GC_BUCKET \(or --storage azure",
+    ):
         store_settings(_flags())
     with pytest.raises(ConfigError, match=r"^just this$"):
         store_settings(_flags(), no_bucket="just this")

@@ -41,8 +41,16 @@ def azure(azurite_server: LocalAzurite, tmp_path: Path, namespace: str) -> Itera
         container.upload_blob(key, b"x")
     for key in [LAYOUT.format(p, 9, "live") for p in (1, 500)] + [f"{ROOT}/junk"]:
         container.upload_blob(key, b"x")
-    yield ["--storage", "azure", "--account-url", azurite_server.account_url,
-           "--container", name, "--azure-connection-string-file", str(conn)]  # fmt: skip
+    yield [
+        "--storage",
+        "azure",
+        "--account-url",
+        azurite_server.account_url,
+        "--container",
+        name,
+        "--azure-connection-string-file",
+        str(conn),
+    ]
     container.delete_container()
 
 
@@ -75,9 +83,12 @@ def test_bind_then_sweep_an_azure_container(
     swept = gcd("sweep", *azure, *etcd, "--grace", "0s", "--json")
     assert swept.returncode == 0, swept.stderr
     assert json.loads(swept.stdout.splitlines()[-1])["deleted"] == 4
-    assert left(azurite_server, azure) == {LAYOUT.format(1, 9, "live"),
-                                           LAYOUT.format(500, 9, "live"), f"{ROOT}/junk",
-                                           f"{ROOT}/.l0gc-claim.json"}  # fmt: skip
+    assert left(azurite_server, azure) == {
+        LAYOUT.format(1, 9, "live"),
+        LAYOUT.format(500, 9, "live"),
+        f"{ROOT}/junk",
+        f"{ROOT}/.l0gc-claim.json",
+    }
     shown = gcd("namespace", "show", *azure[-2:], *etcd, "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["consistent"] is True
@@ -95,8 +106,13 @@ def test_an_unbound_or_other_container_deletes_nothing(
     suggested = json.loads(unbound.stdout.splitlines()[-1])["blocked_reason"].split("`")[1]
     assert suggested.startswith("watermark namespace bind --storage azure "), suggested
     credentials = azure[azure.index("--azure-connection-string-file") :]
-    bound = subprocess.run([sys.executable, "-m", *suggested.split(), *credentials, *etcd],
-                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    bound = subprocess.run(
+        [sys.executable, "-m", *suggested.split(), *credentials, *etcd],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert bound.returncode == 0, bound.stderr  # the command it suggests binds this container
     other = list(azure)
     other[other.index("--container") + 1] = "no-such-container"
@@ -112,14 +128,20 @@ URL = ["--account-url", "https://a.blob.core.windows.net"]
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--storage", "azure", *URL, "--container", "l0gc", "--bucket", "b"],
-         "--bucket is for S3"),
-        (["--bucket", "b", "--container", "x"],
-         "--container is for Azure Blob Storage: add --storage azure"),
+        (
+            ["--storage", "azure", *URL, "--container", "l0gc", "--bucket", "b"],
+            "--bucket is for S3",
+        ),
+        (
+            ["--bucket", "b", "--container", "x"],
+            "--container is for Azure Blob Storage: add --storage azure",
+        ),
         (["--storage", "ftp", "--bucket", "b"], "--storage 'ftp': choose s3, azure or gcs"),
         (["--storage", "azure", "--container", "l0gc"], "needs --account-url URL and --container"),
-        (["--storage", "azure", "--account-url", "acct", "--container", "l0gc"],
-         "must start with https://"),
+        (
+            ["--storage", "azure", "--account-url", "acct", "--container", "l0gc"],
+            "must start with https://",
+        ),
         (["--storage", "azure", *URL, "--container", "L0"], "is not a container name"),
     ],
 )
@@ -135,8 +157,19 @@ def test_a_sas_token_in_the_account_url_is_never_echoed() -> None:
     every query value is REDACTED in what the command prints (here: a plain-http URL
     without a connection string, which used to crash with a traceback)."""
     secret = "sv=2024-08-04&sig=SeCrEtSiGnAtUrE%3D"
-    done = gcd("sweep", "--storage", "azure", "--account-url", f"http://127.0.0.1:1/?{secret}",
-               "--container", "l0gc", "--etcd", "127.0.0.1:1", "--namespace", "/x")  # fmt: skip
+    done = gcd(
+        "sweep",
+        "--storage",
+        "azure",
+        "--account-url",
+        f"http://127.0.0.1:1/?{secret}",
+        "--container",
+        "l0gc",
+        "--etcd",
+        "127.0.0.1:1",
+        "--namespace",
+        "/x",
+    )
     assert done.returncode == exitcodes.USAGE, done.stderr
     assert "SeCrEtSiGnAtUrE" not in done.stderr + done.stdout
     assert "?sv=REDACTED&sig=REDACTED is plain http" in done.stderr
@@ -146,17 +179,29 @@ def test_a_sas_token_in_the_account_url_is_never_echoed() -> None:
 def test_spark_on_azure_needs_the_container_flags(tmp_path: Path) -> None:
     """spark-sweep --storage azure names the container by --account-url and --container
     (`tests/gcd/spark/test_azure.py` sweeps one): --bucket is refused, saying what to give."""
-    done = gcd("spark-sweep", "--storage", "azure", "--bucket", "b", "--list",
-               "--output", str(tmp_path / "out"))  # fmt: skip
+    done = gcd(
+        "spark-sweep",
+        "--storage",
+        "azure",
+        "--bucket",
+        "b",
+        "--list",
+        "--output",
+        str(tmp_path / "out"),
+    )
     assert done.returncode == exitcodes.USAGE
     assert "--bucket is for S3; with --storage azure give --account-url and --container" in (
-        done.stderr)  # fmt: skip
+        done.stderr
+    )
 
 
 def test_the_daemon_sweeps_an_azure_container_and_stops_on_sigterm(
-    azure: list[str], azurite_server: LocalAzurite, etcd_server: LocalEtcd, namespace: str,
+    azure: list[str],
+    azurite_server: LocalAzurite,
+    etcd_server: LocalEtcd,
+    namespace: str,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """`gcd daemon --storage azure`: deletes the garbage (metrics say so), keeps the live
     and unparsable blobs, deletes what becomes garbage later, and exits 0 on SIGTERM."""
     prepare_etcd(etcd_server, namespace, bound_to=None)
@@ -166,12 +211,31 @@ def test_the_daemon_sweeps_an_azure_container_and_stops_on_sigterm(
     log_path = tmp_path / "daemon.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gcd", "daemon", *azure, *etcd, "--grace", "0s",
-             "--interval", "0.05s", "--idle-interval", "0.1s", "--max-interval", "1s",
-             "--full-pass-interval", "0.3s", "--http-host", "127.0.0.1",
-             "--http-port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "gcd",
+                "daemon",
+                *azure,
+                *etcd,
+                "--grace",
+                "0s",
+                "--interval",
+                "0.05s",
+                "--idle-interval",
+                "0.1s",
+                "--max-interval",
+                "1s",
+                "--full-pass-interval",
+                "0.3s",
+                "--http-host",
+                "127.0.0.1",
+                "--http-port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def deleted(count: int) -> Callable[[], bool]:
         def check() -> bool:
@@ -182,19 +246,31 @@ def test_the_daemon_sweeps_an_azure_container_and_stops_on_sigterm(
 
         return check
 
-    kept = {LAYOUT.format(1, 9, "live"), LAYOUT.format(500, 9, "live"), f"{ROOT}/junk",
-            f"{ROOT}/.l0gc-claim.json"}  # fmt: skip
+    kept = {
+        LAYOUT.format(1, 9, "live"),
+        LAYOUT.format(500, 9, "live"),
+        f"{ROOT}/junk",
+        f"{ROOT}/.l0gc-claim.json",
+    }
     try:
-        wait_until_sync(deleted(4), timeout_s=60, what="the first garbage deleted",
-                        ignore=(OSError,), detail=lambda: log_path.read_text()[-3000:])  # fmt: skip
+        wait_until_sync(
+            deleted(4),
+            timeout_s=60,
+            what="the first garbage deleted",
+            ignore=(OSError,),
+            detail=lambda: log_path.read_text()[-3000:],
+        )
         assert left(azurite_server, azure) == kept
         later = LAYOUT.format(77, 2, "later")
         service = BlobServiceClient.from_connection_string(azurite_server.connection_string)
-        service.get_container_client(azure[azure.index("--container") + 1]).upload_blob(
-            later, b"x"
+        service.get_container_client(azure[azure.index("--container") + 1]).upload_blob(later, b"x")
+        wait_until_sync(
+            deleted(5),
+            timeout_s=60,
+            what="the later garbage deleted",
+            ignore=(OSError,),
+            detail=lambda: log_path.read_text()[-3000:],
         )
-        wait_until_sync(deleted(5), timeout_s=60, what="the later garbage deleted",
-                        ignore=(OSError,), detail=lambda: log_path.read_text()[-3000:])  # fmt: skip
         assert left(azurite_server, azure) == kept
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, log_path.read_text()[-3000:]
@@ -212,8 +288,9 @@ def test_a_connection_string_for_another_account_exits_2(
     prepare_etcd(etcd_server, namespace, bound_to=None)
     other = list(azure)
     other[other.index("--account-url") + 1] = "http://127.0.0.1:1/otheraccount"
-    done = gcd("namespace", "bind", *other, "--etcd", etcd_server.endpoint,
-               "--namespace", namespace)  # fmt: skip
+    done = gcd(
+        "namespace", "bind", *other, "--etcd", etcd_server.endpoint, "--namespace", namespace
+    )
     assert done.returncode == exitcodes.USAGE, done.stderr
     assert "not --account-url http://127.0.0.1:1/otheraccount" in done.stderr
     swept = gcd("sweep", *other, "--etcd", etcd_server.endpoint, "--namespace", namespace)

@@ -38,8 +38,15 @@ def gcs(gcs_server: LocalGcs, gcs_bucket: str) -> list[str]:
     that reach it (the emulator takes no credentials)."""
     gcs_server.seed(gcs_bucket, [LAYOUT.format(p, e, "g") for p in (1, 500) for e in (1, 5)])
     gcs_server.seed(gcs_bucket, sorted(KEPT))
-    return ["--storage", "gcs", "--bucket", gcs_bucket, "--endpoint-url",
-            gcs_server.endpoint_url, "--gcs-anonymous"]  # fmt: skip
+    return [
+        "--storage",
+        "gcs",
+        "--bucket",
+        gcs_bucket,
+        "--endpoint-url",
+        gcs_server.endpoint_url,
+        "--gcs-anonymous",
+    ]
 
 
 def gcd(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,9 +59,12 @@ def bucket_of(flags: list[str]) -> str:
 
 
 def test_bind_then_sweep_a_gcs_bucket(
-    gcs: list[str], gcs_server: LocalGcs, etcd_server: LocalEtcd, namespace: str,
+    gcs: list[str],
+    gcs_server: LocalGcs,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Unbound: exit 3, naming the bind command. That command binds the namespace to
     the bucket (kind gcs, claim object written); another namespace binding the same root
     is refused (exit 3: the claim names the first); a dry run deletes nothing, a sweep
@@ -66,9 +76,13 @@ def test_bind_then_sweep_a_gcs_bucket(
     assert unbound.returncode == exitcodes.BLOCKED, unbound.stderr
     suggested = json.loads(unbound.stdout.splitlines()[-1])["blocked_reason"].split("`")[1]
     assert suggested.startswith("watermark namespace bind --storage gcs --bucket "), suggested
-    bound = subprocess.run([sys.executable, "-m", *suggested.split(), "--gcs-anonymous", *etcd,
-                            "--json"], capture_output=True, text=True, timeout=120,
-                           check=False)  # fmt: skip
+    bound = subprocess.run(
+        [sys.executable, "-m", *suggested.split(), "--gcs-anonymous", *etcd, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert bound.returncode == 0, bound.stderr
     target = json.loads(bound.stdout)["binding"]["target"]
     assert (target["kind"], target["bucket"]) == ("gcs", bucket_of(gcs))
@@ -103,8 +117,11 @@ def test_no_credentials_exit_2_in_one_line(gcs: list[str], tmp_path: Path) -> No
     credentials, before any listing."""
     flags = [flag for flag in gcs if flag != "--gcs-anonymous"]
     env = {k: v for k, v in os.environ.items() if k != "GOOGLE_APPLICATION_CREDENTIALS"}
-    env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
-               GCE_METADATA_HOST=f"127.0.0.1:{free_port()}")  # fmt: skip
+    env.update(
+        HOME=str(tmp_path),
+        CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
+        GCE_METADATA_HOST=f"127.0.0.1:{free_port()}",
+    )
     done = gcd("sweep", *flags, "--safe-epoch", "5", "--grace", "0s", env=env)
     assert done.returncode == exitcodes.USAGE, done.stderr
     assert "no Google credentials" in done.stderr
@@ -115,15 +132,19 @@ def test_no_credentials_exit_2_in_one_line(gcs: list[str], tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--bucket", "b", "--gcs-anonymous"],
-         "--gcs-anonymous is for Google Cloud Storage: add --storage gcs"),
+        (
+            ["--bucket", "b", "--gcs-anonymous"],
+            "--gcs-anonymous is for Google Cloud Storage: add --storage gcs",
+        ),
         (["--storage", "gcs"], "--storage gcs needs --bucket NAME"),
-        (["--storage", "gcs", "--bucket", "bkt", "--container", "x"],
-         "--container is for Azure Blob Storage: add --storage azure"),
+        (
+            ["--storage", "gcs", "--bucket", "bkt", "--container", "x"],
+            "--container is for Azure Blob Storage: add --storage azure",
+        ),
         (["--storage", "gcs", "--bucket", "gs://bkt"], "is not a GCS bucket name"),
         (["--storage", "ftp", "--bucket", "bkt"], "choose s3, azure or gcs"),
     ],
-)  # fmt: skip
+)
 def test_gcs_flags_that_cannot_work_exit_2(
     flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -138,8 +159,20 @@ def test_spark_on_gcs_refuses_an_undo_window_it_cannot_honour(
 ) -> None:
     """spark-sweep --storage gcs runs (tests/gcd/spark/test_gcs.py), but, as on S3, an undo
     window is refused plainly (exit 2) before any Spark or GCS work."""
-    code = main(["spark-sweep", "--storage", "gcs", "--bucket", "bkt", "--list",
-                 "--undo-window", "1h", "--output", str(tmp_path / "out")])  # fmt: skip
+    code = main(
+        [
+            "spark-sweep",
+            "--storage",
+            "gcs",
+            "--bucket",
+            "bkt",
+            "--list",
+            "--undo-window",
+            "1h",
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == exitcodes.USAGE
     err = capsys.readouterr().err
     assert "cannot honour an undo window" in err
@@ -147,9 +180,12 @@ def test_spark_on_gcs_refuses_an_undo_window_it_cannot_honour(
 
 
 def test_the_daemon_sweeps_a_gcs_bucket_and_stops_on_sigterm(
-    gcs: list[str], gcs_server: LocalGcs, etcd_server: LocalEtcd, namespace: str,
+    gcs: list[str],
+    gcs_server: LocalGcs,
+    etcd_server: LocalEtcd,
+    namespace: str,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """`gcd daemon --storage gcs`: deletes the garbage (metrics say so), keeps the live
     and unparsable objects, deletes what becomes garbage later, exits 0 on SIGTERM."""
     prepare_etcd(etcd_server, namespace, bound_to=None)
@@ -159,12 +195,31 @@ def test_the_daemon_sweeps_a_gcs_bucket_and_stops_on_sigterm(
     log_path = tmp_path / "daemon.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gcd", "daemon", *gcs, *etcd, "--grace", "0s",
-             "--interval", "0.05s", "--idle-interval", "0.1s", "--max-interval", "1s",
-             "--full-pass-interval", "0.3s", "--http-host", "127.0.0.1",
-             "--http-port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "gcd",
+                "daemon",
+                *gcs,
+                *etcd,
+                "--grace",
+                "0s",
+                "--interval",
+                "0.05s",
+                "--idle-interval",
+                "0.1s",
+                "--max-interval",
+                "1s",
+                "--full-pass-interval",
+                "0.3s",
+                "--http-host",
+                "127.0.0.1",
+                "--http-port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def deleted(count: int) -> Callable[[], bool]:
         def check() -> bool:
@@ -176,12 +231,22 @@ def test_the_daemon_sweeps_a_gcs_bucket_and_stops_on_sigterm(
         return check
 
     try:
-        wait_until_sync(deleted(4), timeout_s=60, what="the first garbage deleted",
-                        ignore=(OSError,), detail=lambda: log_path.read_text()[-3000:])  # fmt: skip
+        wait_until_sync(
+            deleted(4),
+            timeout_s=60,
+            what="the first garbage deleted",
+            ignore=(OSError,),
+            detail=lambda: log_path.read_text()[-3000:],
+        )
         assert gcs_server.keys(bucket_of(gcs)) == KEPT | {CLAIM}
         gcs_server.seed(bucket_of(gcs), [LAYOUT.format(77, 2, "later")])
-        wait_until_sync(deleted(5), timeout_s=60, what="the later garbage deleted",
-                        ignore=(OSError,), detail=lambda: log_path.read_text()[-3000:])  # fmt: skip
+        wait_until_sync(
+            deleted(5),
+            timeout_s=60,
+            what="the later garbage deleted",
+            ignore=(OSError,),
+            detail=lambda: log_path.read_text()[-3000:],
+        )
         assert gcs_server.keys(bucket_of(gcs)) == KEPT | {CLAIM}
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, log_path.read_text()[-3000:]
@@ -189,5 +254,3 @@ def test_the_daemon_sweeps_a_gcs_bucket_and_stops_on_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
-
-

@@ -39,20 +39,53 @@ ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 OLD = datetime.now(UTC) - timedelta(hours=2)
 SUMMARY_FIELDS = [
-    "version", "safe_epoch", "cluster_epoch", "dry_run", "listed", "eligible", "deleted",
-    "deleted_bytes", "skipped_not_eligible", "skipped_young", "unparsable", "errors",
-    "skipped_paused", "unsafe_keys", "list_requests", "delete_requests", "duration_s",
-    "blocked_reason", "deleted_versions", "deleted_markers", "locked", "locked_reasons",
-    "locked_earliest_retain_until", "store", "skipped_nested", "nested_roots",
-    "unlistable_prefixes", "poison_keys", "deadline_exceeded", "round", "markers_written",
-    "versions_reclaimed", "undo", "cost",
-]  # fmt: skip
+    "version",
+    "safe_epoch",
+    "cluster_epoch",
+    "dry_run",
+    "listed",
+    "eligible",
+    "deleted",
+    "deleted_bytes",
+    "skipped_not_eligible",
+    "skipped_young",
+    "unparsable",
+    "errors",
+    "skipped_paused",
+    "unsafe_keys",
+    "list_requests",
+    "delete_requests",
+    "duration_s",
+    "blocked_reason",
+    "deleted_versions",
+    "deleted_markers",
+    "locked",
+    "locked_reasons",
+    "locked_earliest_retain_until",
+    "store",
+    "skipped_nested",
+    "nested_roots",
+    "unlistable_prefixes",
+    "poison_keys",
+    "deadline_exceeded",
+    "round",
+    "markers_written",
+    "versions_reclaimed",
+    "undo",
+    "cost",
+]
 
 
 def prepare_etcd(
-    etcd: LocalEtcd, namespace: str, *, safe: int = 5, cluster: int = 8,
-    malformed: bool = False, paused: str | None = None, bound_to: tuple[LocalS3, str] | None,
-) -> None:  # fmt: skip
+    etcd: LocalEtcd,
+    namespace: str,
+    *,
+    safe: int = 5,
+    cluster: int = 8,
+    malformed: bool = False,
+    paused: str | None = None,
+    bound_to: tuple[LocalS3, str] | None,
+) -> None:
     """Cluster epoch `cluster`, one partition at M(p) = `safe`, optional faults; bound to
     `bound_to` (server, bucket) unless it is None."""
     if bound_to is not None:
@@ -89,8 +122,19 @@ def seed(s3: LocalS3, bucket: str) -> set[str]:
 
 def sweep_args(s3: LocalS3 | str, bucket: str, *extra: str) -> list[str]:
     endpoint = s3 if isinstance(s3, str) else s3.endpoint_url
-    return ["sweep", "--bucket", bucket, "--endpoint-url", endpoint, "--region", "us-east-1",
-            "--grace", "1m", "--json", *extra]  # fmt: skip
+    return [
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        endpoint,
+        "--region",
+        "us-east-1",
+        "--grace",
+        "1m",
+        "--json",
+        *extra,
+    ]
 
 
 def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
@@ -101,9 +145,12 @@ def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
 
 @pytest.mark.integration
 def test_sweep_deletes_garbage_and_prints_summary(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Exit 0; the JSON summary has exactly the documented fields; only garbage is gone."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     garbage = seed(s3_server, bucket)
@@ -123,9 +170,12 @@ def test_sweep_deletes_garbage_and_prints_summary(
 
 @pytest.mark.integration
 def test_malformed_partition_record_exits_3_and_deletes_nothing(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Fail closed: exit 3, blocked_reason names the partition, every key is still there."""
     prepare_etcd(etcd_server, namespace, malformed=True, bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
@@ -142,9 +192,12 @@ def test_malformed_partition_record_exits_3_and_deletes_nothing(
 
 @pytest.mark.integration
 def test_paused_exits_3_with_reason(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """A paused namespace: exit 3, blocked_reason 'paused: <reason>', nothing deleted."""
     prepare_etcd(etcd_server, namespace, paused="migration", bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
@@ -160,9 +213,12 @@ def test_paused_exits_3_with_reason(
 
 @pytest.mark.integration
 def test_safe_epoch_override_is_checked_against_cluster_epoch(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """--safe-epoch above the cluster epoch exits 3; without etcd it is used as given."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     garbage = seed(s3_server, bucket)
@@ -198,18 +254,33 @@ def test_etcd_unreachable_exits_4(
 
 @pytest.mark.integration
 def test_a_mistyped_namespace_exits_2_and_writes_nothing_there(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 25: `gcd sweep` on a namespace with nothing stored: exit 2, "is --namespace
     right?", no advice to create state, no shard announcement left there, nothing deleted."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     typo = namespace + "-typo"
-    code, document = run_json(sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint,
-                                         "--namespace", typo, "--shard-count", "2",
-                                         "--shard-index", "0"), capsys)  # fmt: skip
+    code, document = run_json(
+        sweep_args(
+            s3_server,
+            bucket,
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            typo,
+            "--shard-count",
+            "2",
+            "--shard-index",
+            "0",
+        ),
+        capsys,
+    )
     assert code == exitcodes.USAGE
     assert document["error"] == "usage"
     assert "is --namespace right?" in str(document["message"])
@@ -228,9 +299,13 @@ def test_a_mistyped_namespace_exits_2_and_writes_nothing_there(
 
 @pytest.mark.integration
 def test_dry_run_plan_matches_the_real_run(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """--dry-run --plan-out deletes nothing; the real run deletes exactly the plan."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
@@ -273,8 +348,9 @@ def test_injected_faults_are_survived_and_permanent_ones_exit_1(
     s3_server.seed(bucket, sorted(more), last_modified=OLD)
     denied = FaultConfig(share=1.0, codes=("AccessDenied",), operations=frozenset({"delete"}))
     with ThreadedFaultProxy(s3_server.endpoint_url, denied) as proxy:
-        code, summary = run_json(sweep_args(proxy.endpoint_url, bucket, "--safe-epoch", "5"),
-                                 capsys)  # fmt: skip
+        code, summary = run_json(
+            sweep_args(proxy.endpoint_url, bucket, "--safe-epoch", "5"), capsys
+        )
     assert code == exitcodes.PARTIAL_FAILURE
     assert summary["errors"] == len(more)
     assert more <= s3_server.keys(bucket)
@@ -298,8 +374,22 @@ def test_bad_values_are_usage_errors_naming_the_value(
     config.write_text('bucket = "b"\nbatch_sise = 5\n')
     assert main(["sweep", "--config", str(config), "--safe-epoch", "1"]) == 2
     assert "unknown key 'batch_sise'" in capsys.readouterr().err
-    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--shard-index", "3",
-                 "--shard-count", "2"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "sweep",
+                "--bucket",
+                "b",
+                "--safe-epoch",
+                "1",
+                "--shard-index",
+                "3",
+                "--shard-count",
+                "2",
+            ]
+        )
+        == 2
+    )
     assert "shard index 3" in capsys.readouterr().err
     assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--key-pattern", "([0-9]+"]) == 2
     assert "not a valid regular expression" in capsys.readouterr().err
@@ -374,8 +464,17 @@ def test_unknown_and_uninstalled_commands_are_usage_errors(
     assert main([]) == exitcodes.USAGE
     assert main(["--help"]) == exitcodes.OK
     out = capsys.readouterr().out
-    for name in ("sweep", "daemon", "status", "pause", "resume", "demo", "simulate",
-                 "spark-sweep", "spark-report"):  # fmt: skip
+    for name in (
+        "sweep",
+        "daemon",
+        "status",
+        "pause",
+        "resume",
+        "demo",
+        "simulate",
+        "spark-sweep",
+        "spark-report",
+    ):
         assert f"  {name} " in out
     assert main(["sweep", "--help"]) == exitcodes.OK
 
@@ -391,8 +490,13 @@ def test_sweep_does_not_import_pyspark_or_other_commands() -> None:
         "'gcd.cli.demo', 'gcd.spark', 'azure', 'gcd.storage.azure'))]\n"
         "print('IMPORTED', bad)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).parents[3]).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[3],
+    ).stdout
     assert "IMPORTED []" in out
 
 
@@ -415,9 +519,14 @@ def test_a_one_shot_round_imports_no_server_sdk_or_grpc(s3_server: LocalS3, buck
     garbage = seed(s3_server, bucket)
     argv = sweep_args(s3_server, bucket, "--safe-epoch", "5")
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-    err = subprocess.run([sys.executable, "-c", _LEAN_CHECK, *argv], capture_output=True,
-                         text=True, check=True, cwd=Path(__file__).parents[3],
-                         env=env).stderr  # fmt: skip
+    err = subprocess.run(
+        [sys.executable, "-c", _LEAN_CHECK, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[3],
+        env=env,
+    ).stderr
     assert "EXIT 0 HEAVY []" in err, err[-2000:]
     assert not garbage & s3_server.keys(bucket)  # the round did run and delete
 

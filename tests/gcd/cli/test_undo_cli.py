@@ -45,7 +45,6 @@ ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 
 
-
 def make_bucket(client: Any, *, versioned: bool) -> str:
     name = f"l0gc-undo-{random.randrange(10**9)}"
     client.create_bucket(Bucket=name)
@@ -63,7 +62,7 @@ def seed(client: Any, bucket: str) -> tuple[dict[str, bytes], set[str], str]:
         for epoch in (1, 3, 5, 6, 9):
             key = LAYOUT.format(prefix, epoch, f"seg-{prefix}-{epoch}.log")
             client.put_object(Bucket=bucket, Key=key, Body=b"old bytes")
-            body = f"bytes of {key} " .encode() * 10
+            body = f"bytes of {key} ".encode() * 10
             client.put_object(Bucket=bucket, Key=key, Body=body)
             if epoch <= 5:
                 eligible[key] = body
@@ -98,17 +97,35 @@ def etcd_flags(etcd: LocalEtcd, namespace: str) -> list[str]:
     return ["--etcd", etcd.endpoint, "--namespace", namespace]
 
 
-def sweep(server: S3Server, bucket: str, etcd: LocalEtcd, namespace: str, journal: str,
-          window: str) -> list[str]:  # fmt: skip
-    return ["sweep", "--bucket", bucket, "--endpoint-url", server.endpoint_url, "--region",
-            "us-east-1", "--grace", "0", "--json", "--undo-window", window, "--journal-dir",
-            journal, *etcd_flags(etcd, namespace)]  # fmt: skip
+def sweep(
+    server: S3Server, bucket: str, etcd: LocalEtcd, namespace: str, journal: str, window: str
+) -> list[str]:
+    return [
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--grace",
+        "0",
+        "--json",
+        "--undo-window",
+        window,
+        "--journal-dir",
+        journal,
+        *etcd_flags(etcd, namespace),
+    ]
 
 
 def test_hide_restore_repair_resume_keeps_every_key(
-    s3_any: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Any,
+    s3_any: S3Server,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Any,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """A 1 h window hides eligible keys with their bytes kept; restore refuses while GC
     runs, restores every key with its own bytes while paused; after the printed repair
     and resume the next round keeps them; the writer's own marker is never touched."""
@@ -134,16 +151,43 @@ def test_hide_restore_repair_resume_keeps_every_key(
 
     # `gcd explain` says so: deleted (hidden behind l0gc's marker) and restorable.
     hidden = next(iter(eligible))
-    assert main(["explain", "--bucket", bucket, "--endpoint-url", s3_any.endpoint_url,
-                 "--region", "us-east-1", "--journal-dir", journal, "--json", hidden,
-                 *etcd_flags(etcd_server, namespace)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "explain",
+                "--bucket",
+                bucket,
+                "--endpoint-url",
+                s3_any.endpoint_url,
+                "--region",
+                "us-east-1",
+                "--journal-dir",
+                journal,
+                "--json",
+                hidden,
+                *etcd_flags(etcd_server, namespace),
+            ]
+        )
+        == 0
+    )
     (told,) = json.loads(capsys.readouterr().out)["keys"]
     assert (told["verdict"], told["restorable"]) == ("deleted", True), told
     assert told["restore"] == f"gcd restore --key {hidden}"
 
-    restore = ["restore", "--bucket", bucket, "--endpoint-url", s3_any.endpoint_url,
-               "--region", "us-east-1", "--journal-dir", journal, "--partition", "t/0",
-               *etcd_flags(etcd_server, namespace)]  # fmt: skip
+    restore = [
+        "restore",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_any.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--journal-dir",
+        journal,
+        "--partition",
+        "t/0",
+        *etcd_flags(etcd_server, namespace),
+    ]
     code, _, err = gcd(restore, capsys)
     assert code == exitcodes.USAGE
     said = [line for line in err.splitlines() if line.startswith("gcd restore:")]
@@ -166,8 +210,17 @@ def test_hide_restore_repair_resume_keeps_every_key(
     repair, resume = report["steps"]
     assert repair.startswith("watermark partition repair t/0 --watermark 0 --force")
     assert resume == "gcd resume"
-    argv = [*repair.split()[1:4], "--watermark", "0", "--force", "--revoke-wait", "0",
-            "--reason", "restored", *etcd_flags(etcd_server, namespace)]  # fmt: skip
+    argv = [
+        *repair.split()[1:4],
+        "--watermark",
+        "0",
+        "--force",
+        "--revoke-wait",
+        "0",
+        "--reason",
+        "restored",
+        *etcd_flags(etcd_server, namespace),
+    ]
     assert watermark_main(argv) == 0
     assert main(["resume", *etcd_flags(etcd_server, namespace)]) == 0
     capsys.readouterr()
@@ -178,9 +231,12 @@ def test_hide_restore_repair_resume_keeps_every_key(
 
 
 def test_a_short_window_frees_every_version_of_hidden_keys_only(
-    s3_any: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Any,
+    s3_any: S3Server,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Any,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """With a 2 s window a later round frees every version and l0gc marker of the hidden
     keys; every live version and the writer's own marker stay."""
     client = client_for(s3_any.endpoint_url)
@@ -207,9 +263,12 @@ def test_a_short_window_frees_every_version_of_hidden_keys_only(
 
 
 def test_a_plain_bucket_keeps_what_only_just_became_garbage(
-    s3_any: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Any,
+    s3_any: S3Server,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Any,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Without versions: no history one window old deletes nothing and says so; with M =
     3 two hours ago and 5 now a 1 h window deletes epochs <= 3 only, a 0 window the rest."""
     client = client_for(s3_any.endpoint_url)
@@ -249,9 +308,12 @@ def test_a_plain_bucket_keeps_what_only_just_became_garbage(
 
 
 def test_suspended_versioning_is_never_hidden_over_its_null_versions(
-    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Any,
+    s3_server: S3Server,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Any,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 51 (1): key A written while versioning was Enabled, B and C after it was
     Suspended (version "null"). A 1 h window used to hide all three: the hide's marker
     (version "null") replaced B's and C's only data version, their bytes gone at "hide"
@@ -270,8 +332,9 @@ def test_suspended_versioning_is_never_hidden_over_its_null_versions(
     before = versions(client, bucket)
     assert {version for key, version, _ in before if key in (b, c)} == {"null"}
 
-    code, summary, _ = gcd(sweep(s3_server, bucket, etcd_server, namespace,
-                                 str(tmp_path / "journal"), "1h"), capsys)  # fmt: skip
+    code, summary, _ = gcd(
+        sweep(s3_server, bucket, etcd_server, namespace, str(tmp_path / "journal"), "1h"), capsys
+    )
     assert code == exitcodes.OK, summary
     assert summary["undo"]["rule"] == "delayed-m"
     assert (summary["markers_written"], summary["deleted"]) == (0, 0)
@@ -284,8 +347,9 @@ def test_suspended_versioning_is_never_hidden_over_its_null_versions(
 Hidden = tuple[Any, str, dict[str, bytes], set[str]]
 
 
-def _hidden(s3: S3Server, etcd: LocalEtcd, namespace: str, journal: Path,
-            capsys: pytest.CaptureFixture[str]) -> Hidden:  # fmt: skip
+def _hidden(
+    s3: S3Server, etcd: LocalEtcd, namespace: str, journal: Path, capsys: pytest.CaptureFixture[str]
+) -> Hidden:
     """A versioned bucket swept with a 1 h window: (client, bucket, hidden keys and their
     bytes, live keys)."""
     client = client_for(s3.endpoint_url)
@@ -298,20 +362,42 @@ def _hidden(s3: S3Server, etcd: LocalEtcd, namespace: str, journal: Path,
     return client, bucket, eligible, live
 
 
-def _restore(s3: S3Server, bucket: str, etcd: LocalEtcd, namespace: str, journal: Path,
-             capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:  # fmt: skip
+def _restore(
+    s3: S3Server,
+    bucket: str,
+    etcd: LocalEtcd,
+    namespace: str,
+    journal: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[int, Any, str]:
     """`gcd pause`, then `gcd restore --json` of every journaled deletion."""
     assert main(["pause", "--reason", "restore", *etcd_flags(etcd, namespace)]) == 0
     capsys.readouterr()
-    return gcd(["restore", "--bucket", bucket, "--endpoint-url", s3.endpoint_url, "--region",
-                "us-east-1", "--journal-dir", str(journal), "--json",
-                *etcd_flags(etcd, namespace)], capsys)  # fmt: skip
+    return gcd(
+        [
+            "restore",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--journal-dir",
+            str(journal),
+            "--json",
+            *etcd_flags(etcd, namespace),
+        ],
+        capsys,
+    )
 
 
 def test_restore_leaves_a_key_written_again_alone_and_reads_every_other_back(
-    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    s3_server: S3Server,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 51 (1): a hidden key a writer wrote again after the hide is SUPERSEDED, its
     new bytes left alone; every other hidden key comes back, and the version reported is
     the one the store serves now (read back, not taken from the delete's answer)."""
@@ -325,7 +411,8 @@ def test_restore_leaves_a_key_written_again_alone_and_reads_every_other_back(
     assert by_key[rewritten]["outcome"] == "superseded", by_key[rewritten]
     assert (report["superseded"], report["restored"]) == (1, len(eligible) - 1)
     assert client.get_object(Bucket=bucket, Key=rewritten)["Body"].read() == (
-        b"written again after the hide")
+        b"written again after the hide"
+    )
     for key, body in eligible.items():
         if key != rewritten:
             assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == body
@@ -334,9 +421,12 @@ def test_restore_leaves_a_key_written_again_alone_and_reads_every_other_back(
 
 
 def test_restore_acts_on_no_journal_record_that_does_not_verify(
-    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    s3_server: S3Server,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 51 (2): (a) a before/after pair appended to a real segment, naming a live key
     with its current *data* version as the "marker"; (b) a new segment in the journal
     directory with another namespace and bucket in its header, naming a live key and a
@@ -352,29 +442,61 @@ def test_restore_acts_on_no_journal_record_that_does_not_verify(
     docs = [json.loads(line) for line in segment.read_text().splitlines()]
     before = next(d for d in docs if d.get("type") == "before" and d.get("hides"))
     after = next(d for d in docs if d.get("type") == "after" and d.get("markers"))
-    forged_before = {**before, "request": "forged", "keys": [victim], "epochs": [9],
-                     "hides": [[data_version]], "seq": docs[-1]["seq"] + 1}  # fmt: skip
-    forged_after = {**after, "request": "forged", "deleted": [victim],
-                    "markers": [[victim, data_version]], "seq": docs[-1]["seq"] + 2}  # fmt: skip
+    forged_before = {
+        **before,
+        "request": "forged",
+        "keys": [victim],
+        "epochs": [9],
+        "hides": [[data_version]],
+        "seq": docs[-1]["seq"] + 1,
+    }
+    forged_after = {
+        **after,
+        "request": "forged",
+        "deleted": [victim],
+        "markers": [[victim, data_version]],
+        "seq": docs[-1]["seq"] + 2,
+    }
     with segment.open("a") as out:
         out.write(json.dumps(forged_before) + "\n" + json.dumps(forged_after) + "\n")
-    header = {**docs[0], "sweeper": "intruder", "namespace": "/other", "bucket": "elsewhere",
-              "seq": 1, "prev": ""}  # fmt: skip
+    header = {
+        **docs[0],
+        "sweeper": "intruder",
+        "namespace": "/other",
+        "bucket": "elsewhere",
+        "seq": 1,
+        "prev": "",
+    }
     other_version = client.head_object(Bucket=bucket, Key=other)["VersionId"]
-    planted = [header,
-               {**forged_before, "sweeper": "intruder", "keys": [other, "outside/the/root"],
-                "epochs": [9, 1], "hides": [[other_version], []], "seq": 2},
-               {**forged_after, "sweeper": "intruder", "deleted": [other, "outside/the/root"],
-                "markers": [[other, other_version]], "seq": 3}]  # fmt: skip
+    planted = [
+        header,
+        {
+            **forged_before,
+            "sweeper": "intruder",
+            "keys": [other, "outside/the/root"],
+            "epochs": [9, 1],
+            "hides": [[other_version], []],
+            "seq": 2,
+        },
+        {
+            **forged_after,
+            "sweeper": "intruder",
+            "deleted": [other, "outside/the/root"],
+            "markers": [[other, other_version]],
+            "seq": 3,
+        },
+    ]
     (journal / "journal-intruder-000001.jsonl").write_text(
-        "".join(json.dumps(doc) + "\n" for doc in planted))
+        "".join(json.dumps(doc) + "\n" for doc in planted)
+    )
 
     code, report, err = _restore(s3_server, bucket, etcd_server, namespace, journal, capsys)
     assert code == exitcodes.PARTIAL_FAILURE, report
     said = [line for line in err.splitlines() if line.startswith("gcd restore:")]
     assert any("sweeper intruder's journal left out" in line for line in said), said
-    assert any(f"sweeper {before['sweeper']}'s journal left out (damage" in line
-               for line in said), said  # fmt: skip
+    assert any(
+        f"sweeper {before['sweeper']}'s journal left out (damage" in line for line in said
+    ), said
     assert report["restored"] == 0
     assert versions(client, bucket) == before_restore  # nothing deleted, nothing restored
     assert client.head_object(Bucket=bucket, Key=victim)["VersionId"] == data_version
@@ -398,18 +520,31 @@ async def test_restore_refuses_a_marker_the_store_says_is_data(s3_server: S3Serv
 
 
 def test_a_window_a_lifecycle_rule_cannot_keep_is_refused_naming_the_rule(
-    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    s3_server: S3Server,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 51: a lifecycle rule expiring noncurrent versions after 7 days would free
     hidden objects before a 30-day window ends: the sweep exits 2 naming the rule and
     deletes nothing; a 1 h window, which the rule keeps, sweeps."""
     client = client_for(s3_server.endpoint_url)
     bucket = make_bucket(client, versioned=True)
     eligible, live, _ = seed(client, bucket)
-    client.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
-        {"ID": "expire-old-versions", "Status": "Enabled", "Filter": {"Prefix": "level_zero/"},
-         "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}]})  # fmt: skip
+    client.put_bucket_lifecycle_configuration(
+        Bucket=bucket,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "expire-old-versions",
+                    "Status": "Enabled",
+                    "Filter": {"Prefix": "level_zero/"},
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": 7},
+                }
+            ]
+        },
+    )
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))  # type: ignore[arg-type]
     journal = str(tmp_path / "journal")
     before = versions(client, bucket)
@@ -417,12 +552,13 @@ def test_a_window_a_lifecycle_rule_cannot_keep_is_refused_naming_the_rule(
     assert code == exitcodes.USAGE, err
     said = [line for line in err.splitlines() if line.startswith("gcd sweep: error:")]
     assert len(said) == 1, err
-    rule = ("lifecycle rule 'expire-old-versions' (prefix 'level_zero/') expires noncurrent "
-            "versions after 7 days")
+    rule = (
+        "lifecycle rule 'expire-old-versions' (prefix 'level_zero/') expires noncurrent "
+        "versions after 7 days"
+    )
     assert f"an --undo-window of 30 days cannot be kept: {rule}" in said[0]
     assert versions(client, bucket) == before
-    code, summary, _ = gcd(sweep(s3_server, bucket, etcd_server, namespace, journal, "1h"),
-                           capsys)  # fmt: skip
+    code, summary, _ = gcd(sweep(s3_server, bucket, etcd_server, namespace, journal, "1h"), capsys)
     assert code == exitcodes.OK, summary
     assert summary["markers_written"] == len(eligible)
     assert current(client, bucket) == live
@@ -431,13 +567,19 @@ def test_a_window_a_lifecycle_rule_cannot_keep_is_refused_naming_the_rule(
 def test_status_shows_the_window_and_what_is_pending() -> None:
     """A round's undo report fits the shard announcement's `store` and `gcd status`
     prints the window, the rule, the pending keys and bytes and the oldest marker."""
-    undo = {"window_s": 3600.0, "rule": "hide-then-reclaim", "pending_keys": 12,
-            "pending_bytes": 4096, "oldest_pending": "2026-11-22T02:44:38Z"}  # fmt: skip
+    undo = {
+        "window_s": 3600.0,
+        "rule": "hide-then-reclaim",
+        "pending_keys": 12,
+        "pending_bytes": 4096,
+        "oldest_pending": "2026-11-22T02:44:38Z",
+    }
     store = {"versioning": "Enabled", **undo_fields(undo)}
     me = ShardAnnouncement("s1", 0, 1, 1.0, store)
     assert ShardAnnouncement.decode(me.encode()).store == store  # round-trips, validated
-    assert _undo_line(store) == ("3600s (hide-then-reclaim), pending 12 keys, 4096 bytes, "
-                                 "oldest 2026-11-22T02:44:38Z")  # fmt: skip
+    assert _undo_line(store) == (
+        "3600s (hide-then-reclaim), pending 12 keys, 4096 bytes, oldest 2026-11-22T02:44:38Z"
+    )
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
@@ -447,8 +589,16 @@ def test_spark_sweep_refuses_a_non_zero_undo_window(
     """`gcd spark-sweep` cannot keep deletions reversible: a window given by flag or by
     L0GC_UNDO_WINDOW exits 2 with one line naming the value and what to run instead,
     before any Spark job or summary; a window of 0 is not refused for it."""
-    argv = ["spark-sweep", "--bucket", "b", "--list", "--output", str(tmp_path / "out"),
-            "--safe-epoch", "5"]  # fmt: skip
+    argv = [
+        "spark-sweep",
+        "--bucket",
+        "b",
+        "--list",
+        "--output",
+        str(tmp_path / "out"),
+        "--safe-epoch",
+        "5",
+    ]
     if how == "flag":
         argv += ["--undo-window", "1h"]
     else:
@@ -461,16 +611,26 @@ def test_spark_sweep_refuses_a_non_zero_undo_window(
     assert "`gcd sweep` / `gcd daemon`" in lines[0]
     assert not (tmp_path / "out" / "summary.json").exists()
     monkeypatch.delenv("L0GC_UNDO_WINDOW", raising=False)
-    zero = [*argv[:7], "--undo-window", "0", "--bucket", "no-such-bucket-l0gc",
-            "--endpoint-url", "http://127.0.0.1:9"]  # fmt: skip
+    zero = [
+        *argv[:7],
+        "--undo-window",
+        "0",
+        "--bucket",
+        "no-such-bucket-l0gc",
+        "--endpoint-url",
+        "http://127.0.0.1:9",
+    ]
     main(zero)
     assert "--undo-window" not in capsys.readouterr().err
 
 
 def test_restore_and_explain_read_the_journal_dir_and_the_shipped_segments_both(
-    s3_server: S3Server, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    s3_server: S3Server,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 55: swept as the chart runs it (`--journal-dir` and `--journal-prefix`, the
     local segments deleted once shipped), the directory alone holds no record: restore
     says the segments were shipped and to give the prefix, explain still says the key is
@@ -482,13 +642,23 @@ def test_restore_and_explain_read_the_journal_dir_and_the_shipped_segments_both(
     eligible, live, _ = seed(client, bucket)
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))  # type: ignore[arg-type]
     shipped = ["--journal-prefix", "l0gc-journal"]
-    code, summary, _ = gcd([*sweep(s3_server, bucket, etcd_server, namespace, str(journal),
-                                   "1h"), *shipped], capsys)  # fmt: skip
+    code, summary, _ = gcd(
+        [*sweep(s3_server, bucket, etcd_server, namespace, str(journal), "1h"), *shipped], capsys
+    )
     assert code == exitcodes.OK, summary
     assert summary["markers_written"] == len(eligible)
     assert not list(journal.glob("journal-*.jsonl"))  # shipped, then deleted here
-    store = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--region",
-             "us-east-1", "--journal-dir", str(journal), *etcd_flags(etcd_server, namespace)]
+    store = [
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--journal-dir",
+        str(journal),
+        *etcd_flags(etcd_server, namespace),
+    ]
     hidden = min(eligible)
 
     def data(client: Any, bucket: str) -> set[str]:  # not the shipped journal
@@ -505,7 +675,10 @@ def test_restore_and_explain_read_the_journal_dir_and_the_shipped_segments_both(
     assert "--journal-prefix" in alone["summary"]
     both = explained(*shipped)
     assert (both["verdict"], both["reason"], both["restorable"]) == (
-        "deleted", "journaled", True), both  # fmt: skip
+        "deleted",
+        "journaled",
+        True,
+    ), both
 
     assert main(["pause", "--reason", "restore", *etcd_flags(etcd_server, namespace)]) == 0
     capsys.readouterr()

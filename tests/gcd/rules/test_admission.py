@@ -10,8 +10,7 @@ from watermark.errors import ConfigError
 
 
 def read(safe: int | None = 5, cluster: int | None = 9, **extra: object) -> SafeEpoch:
-    return SafeEpoch(revision=3, cluster_epoch=cluster, safe_epoch=safe, partition_count=1,
-                     **extra)  # type: ignore[arg-type]  # fmt: skip
+    return SafeEpoch(revision=3, cluster_epoch=cluster, safe_epoch=safe, partition_count=1, **extra)  # type: ignore[arg-type]
 
 
 def test_defined_m_is_admitted_with_its_revision() -> None:

@@ -63,10 +63,17 @@ def test_whole_root_goes_on_past_the_last_directory() -> None:
 
 def test_layouts_that_cannot_skip_list_everything() -> None:
     """Unpadded layouts, or layouts without a prefix, never skip."""
-    unpadded = KeyLayout.custom(pattern=r"(?P<prefix>[0-9]{3})/(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
-                                root="r", template="{prefix:03d}/{epoch}/{name}")  # fmt: skip
-    flat = KeyLayout.custom(pattern=r"(?P<epoch>[0-9]{18})/(?P<name>[^/]+)", root="r",
-                            epoch_width=18, template="{epoch:018d}/{name}")  # fmt: skip
+    unpadded = KeyLayout.custom(
+        pattern=r"(?P<prefix>[0-9]{3})/(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
+        root="r",
+        template="{prefix:03d}/{epoch}/{name}",
+    )
+    flat = KeyLayout.custom(
+        pattern=r"(?P<epoch>[0-9]{18})/(?P<name>[^/]+)",
+        root="r",
+        epoch_width=18,
+        template="{epoch:018d}/{name}",
+    )
     assert can_skip(LAYOUT)
     assert not can_skip(unpadded)
     assert not can_skip(flat)
@@ -96,9 +103,7 @@ def test_skipping_998_goes_on_to_999_under_every_listing_prefix() -> None:
         assert not found.done
     last = skip(LAYOUT, f"{ROOT}99", LAYOUT.parse(LAYOUT.format(999, M + 1, "x")), M)
     assert last == Skip(None)
-    assert skip(LAYOUT, f"{ROOT}999", LAYOUT.parse(LAYOUT.format(999, M + 1, "x")), M) == Skip(
-        None
-    )
+    assert skip(LAYOUT, f"{ROOT}999", LAYOUT.parse(LAYOUT.format(999, M + 1, "x")), M) == Skip(None)
 
 
 def test_a_page_ending_at_the_skip_point_goes_on_after_it() -> None:
@@ -123,6 +128,7 @@ def test_directory_prefixes_cover_each_partial_prefix_with_its_directories() -> 
     both = directory_prefixes([root + "9", root + "23"], root)
     assert both == [f"{root}9{n:02d}/" for n in range(100)] + [f"{root}23{n}/" for n in range(10)]
     assert directory_prefixes([], root) == []
+
 
 def test_page_sizes_probe_a_directory_and_grow_while_nothing_skips() -> None:
     """A page that starts a directory asks for few keys; each page that went on asks for

@@ -51,8 +51,12 @@ def test_future_or_nan_last_modified_is_too_young() -> None:
 
 def test_unparsable_and_outside_root_are_never_deleted() -> None:
     """Keys the layout could not have written, or outside the root, are reported, not deleted."""
-    for bad in ("level_zero/data/7/000000000000000001/x", "level_zero/data/007/1/x",
-                "level_zero/data/007/000000000000000001/", "level_zero/data/readme"):
+    for bad in (
+        "level_zero/data/7/000000000000000001/x",
+        "level_zero/data/007/1/x",
+        "level_zero/data/007/000000000000000001/",
+        "level_zero/data/readme",
+    ):
         assert decide(bad, OLD, LAYOUT, 10**9, NOW, 0.0) == (Verdict.UNPARSABLE, None)
     for outside in ("other/007/000000000000000001/x", "level_zero/database/007/x"):
         assert decide(outside, OLD, LAYOUT, 10**9, NOW, 0.0) == (Verdict.OUTSIDE_ROOT, None)

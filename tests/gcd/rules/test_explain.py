@@ -29,9 +29,14 @@ def key(epoch: int, name: str = "x") -> str:
 
 def facts(m: int | None = 10, cluster: int | None = 20, **kw: object) -> GcFacts:
     """M 10, cluster epoch 20, partitions a (10), b (12), c (19) unless given."""
-    parts = kw.pop("partitions", (PartitionFact("a", 10, "pa", NOW - 5),
-                                  PartitionFact("b", 12, "pb", NOW - 50),
-                                  PartitionFact("c", 19, "pc", NOW)))  # fmt: skip
+    parts = kw.pop(
+        "partitions",
+        (
+            PartitionFact("a", 10, "pa", NOW - 5),
+            PartitionFact("b", 12, "pb", NOW - 50),
+            PartitionFact("c", 19, "pc", NOW),
+        ),
+    )
     return GcFacts(NOW, 600.0, m, cluster, partitions=parts, **kw)  # type: ignore[arg-type]
 
 
@@ -43,8 +48,9 @@ def held(last_modified: float = OLD, **kw: object) -> StoreFacts:
 def test_keys_that_are_not_l0_keys_are_never_deleted_and_say_which_case() -> None:
     """Outside the root, journal object, claim, unparsable, template mismatch."""
     pattern = r"(?P<prefix>[0-9]{3})/[a-z](?P<epoch>[0-9]+)/(?P<name>[^/]+)"
-    custom = KeyLayout.custom(pattern=pattern, root="l0/data",
-                              template="{prefix:03d}/e{epoch}/{name}")  # fmt: skip
+    custom = KeyLayout.custom(
+        pattern=pattern, root="l0/data", template="{prefix:03d}/e{epoch}/{name}"
+    )
     journal = facts(journal_prefix="audit/j")
     cases = {
         ("other/k", LAYOUT, facts()): Reason.OUTSIDE_ROOT,
@@ -141,16 +147,22 @@ def test_a_key_hidden_by_an_undo_window_is_deleted_and_restorable() -> None:
     `deleted`, restorable with `gcd restore --key`; a marker no record read names
     (another writer's, or a journal not read in full) is not taken for l0gc's: the key
     is deleted all the same (the store serves nothing under it), not restorable."""
-    versions = (VersionFact(OLD, 5, version_id="v1"),
-                VersionFact(NOW - 60, 0, version_id="m1", delete_marker=True))  # fmt: skip
+    versions = (
+        VersionFact(OLD, 5, version_id="v1"),
+        VersionFact(NOW - 60, 0, version_id="m1", delete_marker=True),
+    )
     hid = JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3, marker="m1")
     answer = explain(key(3), LAYOUT, facts(), StoreFacts(versions), [hid])
     assert (answer.verdict, answer.facts["restorable"]) == (KeyVerdict.DELETED, True)
     assert answer.facts["restore"] == f"gcd restore --key {key(3)}"
     assert "m1" in answer.summary
-    foreign = explain(key(3), LAYOUT, facts(), StoreFacts(versions),
-                      [JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3,
-                                        marker="other")])  # fmt: skip
+    foreign = explain(
+        key(3),
+        LAYOUT,
+        facts(),
+        StoreFacts(versions),
+        [JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3, marker="other")],
+    )
     assert (foreign.verdict, foreign.reason) == (KeyVerdict.DELETED, Reason.HIDDEN)
     assert foreign.facts["restorable"] is None
     assert "m1" in foreign.summary
@@ -162,8 +174,10 @@ def test_a_key_hidden_by_an_undo_window_is_deleted_and_restorable() -> None:
 def test_a_marker_written_in_its_objects_second_is_still_the_newest() -> None:
     """A second-resolution store (moto) gives the object and l0gc's marker the same
     last_modified: the store's IsLatest, not the clock, says the marker is on top."""
-    versions = (VersionFact(NOW - 60, 5, version_id="v1"),
-                VersionFact(NOW - 60, 0, version_id="m1", delete_marker=True, is_latest=True))
+    versions = (
+        VersionFact(NOW - 60, 5, version_id="v1"),
+        VersionFact(NOW - 60, 0, version_id="m1", delete_marker=True, is_latest=True),
+    )
     hid = JournaledRequest(NOW - 60, "s-1", 3, "deleted", 6, 9, 41, 3, marker="m1")
     answer = explain(key(3), LAYOUT, facts(), StoreFacts(versions), [hid])
     assert (answer.verdict, answer.facts["restorable"]) == (KeyVerdict.DELETED, True)

@@ -174,9 +174,11 @@ def test_padded_custom_layout_with_prefix() -> None:
 def test_padded_width_beyond_int64_rejects_overflow() -> None:
     """With 19 padded digits, epochs above int64 max do not parse."""
     layout = KeyLayout.custom(
-        root="r", pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", epoch_width=19,
+        root="r",
+        pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
+        epoch_width=19,
         template="{epoch:019d}/{name}",
-    )  # fmt: skip
+    )
     assert layout.parse(f"r/{EPOCH_MAX}/x") == ParsedKey(None, EPOCH_MAX, "x")
     assert layout.parse("r/9999999999999999999/x") is None
     assert layout.max_epoch == EPOCH_MAX
@@ -184,20 +186,25 @@ def test_padded_width_beyond_int64_rejects_overflow() -> None:
 
 def test_custom_prefix_must_be_three_ascii_digits_as_first_segment() -> None:
     """A prefix group that captures other than a 3-digit first segment does not parse."""
-    layout = KeyLayout.custom(pattern=r"(?P<prefix>[^/]+)/(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
-                              template="{prefix:03d}/{epoch}/{name}")  # fmt: skip
+    layout = KeyLayout.custom(
+        pattern=r"(?P<prefix>[^/]+)/(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
+        template="{prefix:03d}/{epoch}/{name}",
+    )
     assert layout.parse("level_zero/data/123/5/x") == ParsedKey(123, 5, "x")
     for bad in ("12", "1234", "\u0661\u0662\u0663", "-12", "+12", " 12"):
         assert layout.parse(f"level_zero/data/{bad}/5/x") is None, bad
     with pytest.raises(ConfigError, match="must follow"):
-        KeyLayout.custom(pattern=r"(?P<prefix>[0-9]{3})-(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
-                         template="{prefix:03d}-{epoch}/{name}")  # fmt: skip
+        KeyLayout.custom(
+            pattern=r"(?P<prefix>[0-9]{3})-(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
+            template="{prefix:03d}-{epoch}/{name}",
+        )
 
 
 def test_custom_layout_without_name_group_uses_last_segment() -> None:
     """Without a name group the name is the last path segment; the template pins the rest."""
-    layout = KeyLayout.custom(root="r", pattern=r"(?P<epoch>[0-9]{4})/.+", epoch_width=4,
-                              template="{epoch:04d}/a/{name}")  # fmt: skip
+    layout = KeyLayout.custom(
+        root="r", pattern=r"(?P<epoch>[0-9]{4})/.+", epoch_width=4, template="{epoch:04d}/a/{name}"
+    )
     assert layout.parse("r/0042/a/b") == ParsedKey(None, 42, "b")
     assert layout.parse("r/0042/other/b") is None  # the regex's .+ matched, the template did not
     assert layout.parse("r/0042/a/ b") is None
@@ -261,8 +268,10 @@ def test_template_must_use_the_prefix_when_the_pattern_has_one() -> None:
 def test_custom_layout_needs_a_template() -> None:
     """A custom pattern without a template is refused, naming the pattern and --key-template."""
     pattern = r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)"
-    for build in (lambda: KeyLayout.custom(pattern=pattern),
-                  lambda: KeyLayout.from_spec(pattern, "r", epoch_width=3)):  # fmt: skip
+    for build in (
+        lambda: KeyLayout.custom(pattern=pattern),
+        lambda: KeyLayout.from_spec(pattern, "r", epoch_width=3),
+    ):
         with pytest.raises(ConfigError, match="--key-template") as excinfo:
             build()
         assert repr(pattern) in str(excinfo.value)
@@ -282,12 +291,19 @@ def test_a_greedy_pattern_cannot_make_a_key_eligible() -> None:
 
 def test_a_pattern_spanning_sibling_directories_is_pinned_by_its_template() -> None:
     """A leading .+ matches every directory under the root; only the template's one parses."""
-    layout = KeyLayout.custom(root="level_zero", pattern=r".+/(?P<epoch>[0-9]{18})/(?P<name>[^/]+)",
-                              epoch_width=18, template="data/417/{epoch:018d}/{name}")  # fmt: skip
+    layout = KeyLayout.custom(
+        root="level_zero",
+        pattern=r".+/(?P<epoch>[0-9]{18})/(?P<name>[^/]+)",
+        epoch_width=18,
+        template="data/417/{epoch:018d}/{name}",
+    )
     ours = f"level_zero/data/417/{5:018d}/x"
     assert layout.parse(ours) == ParsedKey(None, 5, "x")
-    for sibling in (f"level_zero/data2/417/{5:018d}/x", f"level_zero/data/418/{5:018d}/x",
-                    f"level_zero/other/data/417/{5:018d}/x"):  # fmt: skip
+    for sibling in (
+        f"level_zero/data2/417/{5:018d}/x",
+        f"level_zero/data/418/{5:018d}/x",
+        f"level_zero/other/data/417/{5:018d}/x",
+    ):
         assert layout._match(sibling) is not None, sibling  # the regex alone would take it
         assert layout.parse(sibling) is None, sibling
 
@@ -342,8 +358,9 @@ def test_prefix_templates_must_write_the_first_segment(template: str, needle: st
 def test_from_spec() -> None:
     """from_spec maps 'default' to the default layout and anything else to a pattern."""
     assert KeyLayout.from_spec("default", "r") == KeyLayout.default("r")
-    custom = KeyLayout.from_spec(r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", "r", epoch_width=5,
-                                 template="{epoch:05d}/{name}")  # fmt: skip
+    custom = KeyLayout.from_spec(
+        r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", "r", epoch_width=5, template="{epoch:05d}/{name}"
+    )
     assert custom.parse("r/00005/x") == ParsedKey(None, 5, "x")
     with pytest.raises(ConfigError, match="default layout"):
         KeyLayout.from_spec("default", epoch_width=5)
@@ -461,8 +478,9 @@ _keys = st.one_of(
 
 
 @no_db
-@pytest.mark.parametrize("layout", [DEFAULT, LOOSE, PADDED, GREEDY],
-                         ids=["default", "loose", "padded", "greedy"])  # fmt: skip
+@pytest.mark.parametrize(
+    "layout", [DEFAULT, LOOSE, PADDED, GREEDY], ids=["default", "loose", "padded", "greedy"]
+)
 @given(key=_keys)
 def test_a_key_parses_only_if_format_writes_it_back(layout: KeyLayout, key: str) -> None:
     """For any string s, if parse(s) is not None then format(parse(s)) == s."""
@@ -648,6 +666,7 @@ def test_range_errors_name_the_range_to_give() -> None:
     with pytest.raises(ConfigError, match=r"number the sweepers 0-3$"):
         shard_range(4, 4)
 
+
 # -- the default layout's sliced parse holds the same verdicts as match + round trip --
 
 _HOSTILE = "0189/ \t\n.a_-\x00\x85\u00a0\u0663\uff10\u00b2+_é"
@@ -669,17 +688,26 @@ def _mutated_keys() -> st.SearchStrategy[str]:
         return st.one_of(good, good, good, *bad)
 
     digits = "0123456789\u0663\uff10\u00b2"
-    prefix = field(st.integers(0, 999).map(lambda n: f"{n:03d}"), _SEGMENT,
-                   st.text(alphabet=digits, min_size=3, max_size=3))
-    epoch = field(st.integers(0, 10**18 - 1).map(lambda n: f"{n:018d}"), _SEGMENT,
-                  st.text(alphabet=digits, min_size=17, max_size=19))
+    prefix = field(
+        st.integers(0, 999).map(lambda n: f"{n:03d}"),
+        _SEGMENT,
+        st.text(alphabet=digits, min_size=3, max_size=3),
+    )
+    epoch = field(
+        st.integers(0, 10**18 - 1).map(lambda n: f"{n:018d}"),
+        _SEGMENT,
+        st.text(alphabet=digits, min_size=17, max_size=19),
+    )
     names = [".", "..", " x", "x ", "x\n", "\x85x", "a/b", "", "\u00a0", "ok"]
     name = st.one_of(st.sampled_from(["x", "0b8e-uuid"]), st.sampled_from(names), _SEGMENT)
-    root = field(st.just(DEFAULT_ROOT + "/"),
-                 st.sampled_from([DEFAULT_ROOT, "level_zero/dat/", "", " level_zero/data/"]))
+    root = field(
+        st.just(DEFAULT_ROOT + "/"),
+        st.sampled_from([DEFAULT_ROOT, "level_zero/dat/", "", " level_zero/data/"]),
+    )
     sep = field(st.just("/"), st.sampled_from(["//", "", "\\", "/ "]))
-    return st.builds(lambda r, p, s1, e, s2, n: r + p + s1 + e + s2 + n,
-                     root, prefix, sep, epoch, sep, name)
+    return st.builds(
+        lambda r, p, s1, e, s2, n: r + p + s1 + e + s2 + n, root, prefix, sep, epoch, sep, name
+    )
 
 
 @settings(database=None, max_examples=600)
@@ -712,8 +740,10 @@ def test_fixed_width_parse_examples() -> None:
         assert DEFAULT.parse(key) is None, key
         assert _round_trip_parse(DEFAULT, key) is None, key
     # a custom layout spelling the default out in other words takes the round trip
-    assert not KeyLayout(pattern=r"(?P<prefix>[0-9]{3})/(?P<epoch>[0-9]{18})/(?P<name>.+)",
-                         template="{prefix:03d}/{epoch:018d}/{name}")._fixed
+    assert not KeyLayout(
+        pattern=r"(?P<prefix>[0-9]{3})/(?P<epoch>[0-9]{18})/(?P<name>.+)",
+        template="{prefix:03d}/{epoch:018d}/{name}",
+    )._fixed
 
 
 def test_read_fields_reads_what_the_pattern_matches_without_the_template_proof() -> None:

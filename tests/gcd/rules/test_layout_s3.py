@@ -46,22 +46,45 @@ def prepare(etcd: LocalEtcd, namespace: str, s3: LocalS3, bucket: str, root: str
 
 
 def sweep(
-    etcd: LocalEtcd, namespace: str, s3: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str],
+    etcd: LocalEtcd,
+    namespace: str,
+    s3: LocalS3,
+    bucket: str,
+    capsys: pytest.CaptureFixture[str],
     *flags: str,
-) -> tuple[int, dict[str, object] | None, str]:  # fmt: skip
+) -> tuple[int, dict[str, object] | None, str]:
     """`gcd sweep --json ...`: exit code, the summary (None when there is none), stderr."""
-    code = main(["sweep", "--bucket", bucket, "--endpoint-url", s3.endpoint_url,
-                 "--region", "us-east-1", "--etcd", etcd.endpoint, "--namespace", namespace,
-                 "--grace", "1m", "--json", *flags])  # fmt: skip
+    code = main(
+        [
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--etcd",
+            etcd.endpoint,
+            "--namespace",
+            namespace,
+            "--grace",
+            "1m",
+            "--json",
+            *flags,
+        ]
+    )
     out, err = capsys.readouterr()
     lines = [line for line in out.splitlines() if line.startswith("{")]
     return code, (json.loads(lines[-1]) if lines else None), err
 
 
 def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """`.*?(?P<epoch>[0-9]+).*` reads prefix 004 as epoch 4 <= M: refused without a template
     (exit 2, naming the pattern); with one, the live key does not parse and stays."""
     prepare(etcd_server, namespace, s3_server, bucket, "level_zero/data")
@@ -69,8 +92,9 @@ def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
     s3_server.seed(bucket, [live, f"level_zero/data/003/{2:018d}/old.log"], last_modified=OLD)
     before = s3_server.keys(bucket)
 
-    code, summary, err = sweep(etcd_server, namespace, s3_server, bucket, capsys,
-                               "--key-pattern", GREEDY)  # fmt: skip
+    code, summary, err = sweep(
+        etcd_server, namespace, s3_server, bucket, capsys, "--key-pattern", GREEDY
+    )
     assert code == exitcodes.USAGE
     assert GREEDY in err
     assert "--key-template" in err
@@ -79,8 +103,9 @@ def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
     assert s3_server.keys(bucket) == before
 
     template = ("--key-template", "{epoch}/{name}")
-    code, summary, _ = sweep(etcd_server, namespace, s3_server, bucket, capsys,
-                             "--key-pattern", GREEDY, *template)  # fmt: skip
+    code, summary, _ = sweep(
+        etcd_server, namespace, s3_server, bucket, capsys, "--key-pattern", GREEDY, *template
+    )
     assert code == exitcodes.OK
     assert summary is not None
     assert summary["deleted"] == 0
@@ -89,9 +114,12 @@ def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
 
 
 def test_a_pattern_spanning_two_roots_never_deletes_the_sibling_root(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Root `level_zero` with a pattern whose `.+` spans `data/` and `data2/`: refused without
     a template; with one, only the template's directory is swept, `data2/` stays whole."""
     prepare(etcd_server, namespace, s3_server, bucket, "level_zero")
@@ -105,8 +133,16 @@ def test_a_pattern_spanning_two_roots_never_deletes_the_sibling_root(
     assert SPANNING in err
     assert set(ours + sibling) <= s3_server.keys(bucket)
 
-    code, summary, _ = sweep(etcd_server, namespace, s3_server, bucket, capsys, *flags,
-                             "--key-template", "data/417/{epoch:018d}/{name}")  # fmt: skip
+    code, summary, _ = sweep(
+        etcd_server,
+        namespace,
+        s3_server,
+        bucket,
+        capsys,
+        *flags,
+        "--key-template",
+        "data/417/{epoch:018d}/{name}",
+    )
     assert code == exitcodes.OK
     assert summary is not None
     assert summary["deleted"] == len(ours)

@@ -48,7 +48,9 @@ def test_a_key_in_the_last_child_gives_away_deeper_ones() -> None:
     kept, given_away = narrowed
     assert kept.listed == f"{ROOT}093"
     assert [part.listed for part in given_away] == [
-        *(f"{ROOT}09{d}" for d in "456789"), f"{ROOT}09", f"{ROOT}0"
+        *(f"{ROOT}09{d}" for d in "456789"),
+        f"{ROOT}09",
+        f"{ROOT}0",
     ]
     assert narrow(LAYOUT, ListRange(f"{ROOT}0"), key(99)) is None  # nothing after 099
 
@@ -60,8 +62,9 @@ def test_nothing_is_given_away_outside_the_directories() -> None:
     assert narrow(LAYOUT, ListRange(f"{ROOT}0"), f"{ROOT}0\u0663\u0663/x") is None
     assert narrow(LAYOUT, ListRange(ROOT), f"{ROOT}.claim") is None
     assert narrow(LAYOUT, ListRange(f"{ROOT}1"), key(17)) is None
-    flat = KeyLayout.custom(root="r", pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
-                            template="{epoch}/{name}")  # fmt: skip
+    flat = KeyLayout.custom(
+        root="r", pattern=r"(?P<epoch>[0-9]+)/(?P<name>[^/]+)", template="{epoch}/{name}"
+    )
     assert narrow(flat, ListRange(ROOT), f"{ROOT}100/x") is None
 
 
@@ -74,9 +77,7 @@ def test_the_whole_root_narrows_to_a_digit_child() -> None:
 
 def owner_count(ranges: list[ListRange], listed: str) -> int:
     return sum(
-        1
-        for part in ranges
-        if listed.startswith(part.listed) and (part.start_after or "") < listed
+        1 for part in ranges if listed.startswith(part.listed) and (part.start_after or "") < listed
     )
 
 
@@ -94,8 +95,11 @@ def test_repeated_narrowing_leaves_every_key_in_exactly_one_range(positions: lis
         for index, part in enumerate(ranges):  # the range whose lister is at `probe`
             if probe.startswith(part.listed) and (part.start_after or "") < probe:
                 # its lister has examined every key of it up to `probe`
-                examined |= {k for k in keys if k.startswith(part.listed)
-                             and (part.start_after or "") < k <= probe}  # fmt: skip
+                examined |= {
+                    k
+                    for k in keys
+                    if k.startswith(part.listed) and (part.start_after or "") < k <= probe
+                }
                 narrowed = narrow(LAYOUT, ListRange(part.prefix, probe, part.within), probe)
                 if narrowed is not None:
                     ranges[index : index + 1] = [narrowed[0], *narrowed[1]]

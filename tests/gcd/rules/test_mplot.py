@@ -22,8 +22,10 @@ HOSTILE = '</text><script>alert(1)</script>\x1b[2J"&'
 def samples() -> list[MSample]:
     """Two hours: M follows the cluster epoch, then `orders/7` pins it at 40 while the
     epoch climbs to 60, then a pause (M unknown)."""
-    out = [MSample(T0 + 60 * i, 40 + i // 6, 38 + i // 6, (("orders/1", 38 + i // 6),))
-           for i in range(12)]  # fmt: skip
+    out = [
+        MSample(T0 + 60 * i, 40 + i // 6, 38 + i // 6, (("orders/1", 38 + i // 6),))
+        for i in range(12)
+    ]
     out += [MSample(T0 + 720 + 60 * i, 42 + i // 3, 40, (("orders/7", 40),)) for i in range(54)]
     out += [MSample(T0 + 4000, 60, 40, ((HOSTILE, 40),)), MSample(T0 + 7000, 61, None)]
     return out
@@ -62,10 +64,21 @@ def test_a_real_headless_chromium_draws_both_lines(tmp_path: Path) -> None:
     page.write_text(render_svg(samples(), T0 + 7200))
     shot = tmp_path / "m.png"
     done = subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--window-size={WIDTH},{HEIGHT}", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--window-size={WIDTH},{HEIGHT}",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     raw = Image.open(shot).convert("RGB").tobytes()
     counts: dict[tuple[int, int, int], int] = {}
@@ -74,9 +87,12 @@ def test_a_real_headless_chromium_draws_both_lines(tmp_path: Path) -> None:
         counts[pixel] = counts.get(pixel, 0) + 1
 
     def near(colour: str) -> int:
-        want = tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
-        return sum(n for px, n in counts.items()
-                   if all(abs(a - b) <= 24 for a, b in zip(px, want, strict=True)))  # fmt: skip
+        want = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        return sum(
+            n
+            for px, n in counts.items()
+            if all(abs(a - b) <= 24 for a, b in zip(px, want, strict=True))
+        )
 
     assert near(CLUSTER_COLOUR) > 300, "the cluster epoch's line is not drawn"
     assert near(M_COLOUR) > 300, "M's line is not drawn"

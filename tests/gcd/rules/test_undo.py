@@ -65,15 +65,21 @@ def test_pruning_keeps_the_entry_in_force_at_the_longest_window() -> None:
     assert prunable(longer, NOW, HOUR) == []
 
 
-def version(vid: str, *, marker: bool = False, latest: bool = False, at: float = 0.0,
-            size: int = 10, young: bool = False) -> VersionEntry:  # fmt: skip
+def version(
+    vid: str,
+    *,
+    marker: bool = False,
+    latest: bool = False,
+    at: float = 0.0,
+    size: int = 10,
+    young: bool = False,
+) -> VersionEntry:
     return VersionEntry(vid, marker, latest, at, size, young)
 
 
 def test_a_key_with_bytes_on_top_is_hidden_with_its_versions_named() -> None:
     """HIDE names every data version, newest first, and the bytes it holds."""
-    plan = plan_key([version("a", at=1), version("b", latest=True, at=2, size=5)], set(), NOW,
-                    HOUR)  # fmt: skip
+    plan = plan_key([version("a", at=1), version("b", latest=True, at=2, size=5)], set(), NOW, HOUR)
     assert plan.action is UndoAction.HIDE
     assert plan.hides == ("b", "a")
     assert plan.held_bytes == 15
@@ -94,8 +100,11 @@ def test_l0gcs_marker_younger_than_the_window_is_pending() -> None:
 def test_reclaim_never_takes_another_writers_marker() -> None:
     """Only l0gc's markers and the data versions are reclaimed; a foreign marker on top
     keeps the whole key."""
-    versions = [version("a", at=1), version("x", marker=True, at=2),
-                version("m", marker=True, latest=True, at=3)]  # fmt: skip
+    versions = [
+        version("a", at=1),
+        version("x", marker=True, at=2),
+        version("m", marker=True, latest=True, at=3),
+    ]
     plan = plan_key(versions, {"m"}, NOW, HOUR)
     assert {entry.version_id for entry in plan.targets} == {"a", "m"}
     foreign = plan_key(versions, {"x"}, NOW, HOUR)
@@ -107,7 +116,8 @@ def test_reclaim_never_takes_another_writers_marker() -> None:
 def test_a_young_version_or_no_latest_entry_waits() -> None:
     """A version inside the grace period, or a listing without exactly one latest, waits."""
     assert plan_key([version("a", latest=True, young=True)], set(), NOW, HOUR).action is (
-        UndoAction.WAIT)
+        UndoAction.WAIT
+    )
     assert plan_key([version("a"), version("b")], set(), NOW, HOUR).action is UndoAction.WAIT
     two = [version("a", latest=True), version("b", latest=True)]
     assert plan_key(two, set(), NOW, HOUR).action is UndoAction.WAIT
@@ -156,37 +166,57 @@ DAY = 86400.0
 
 
 def _rule(days: object, **fields: object) -> dict[str, object]:
-    return {"ID": "r", "Status": "Enabled", "NoncurrentVersionExpiration":
-            {"NoncurrentDays": days}, **fields}  # fmt: skip
+    return {
+        "ID": "r",
+        "Status": "Enabled",
+        "NoncurrentVersionExpiration": {"NoncurrentDays": days},
+        **fields,
+    }
 
 
 def test_a_lifecycle_rule_that_frees_hidden_versions_inside_the_window_is_named() -> None:
     """Issue 51: noncurrent versions expiring sooner than the window (on a prefix that
     overlaps the root, or with a tag filter) would free hidden objects before a restore."""
     root = "level_zero/data/"
-    (line,) = lifecycle_conflicts([_rule(7, ID="tmp", Filter={"Prefix": "level_zero/"})],
-                                  root, 30 * DAY)  # fmt: skip
-    assert line == ("lifecycle rule 'tmp' (prefix 'level_zero/') expires noncurrent versions "
-                    "after 7 days")  # fmt: skip
-    for overlapping in ({"Prefix": "level_zero/data/007/"}, {"Prefix": ""}, {},
-                        {"And": {"Prefix": "level_zero/d", "Tags": [{"Key": "k"}]}},
-                        {"Tag": {"Key": "k", "Value": "v"}}):  # fmt: skip
+    (line,) = lifecycle_conflicts(
+        [_rule(7, ID="tmp", Filter={"Prefix": "level_zero/"})], root, 30 * DAY
+    )
+    assert line == (
+        "lifecycle rule 'tmp' (prefix 'level_zero/') expires noncurrent versions after 7 days"
+    )
+    for overlapping in (
+        {"Prefix": "level_zero/data/007/"},
+        {"Prefix": ""},
+        {},
+        {"And": {"Prefix": "level_zero/d", "Tags": [{"Key": "k"}]}},
+        {"Tag": {"Key": "k", "Value": "v"}},
+    ):
         assert lifecycle_conflicts([_rule(7, Filter=overlapping)], root, 30 * DAY), overlapping
     assert lifecycle_conflicts([_rule(7, Prefix="level_zero")], root, 30 * DAY)  # no Filter
     assert lifecycle_conflicts([_rule(7)], root, 30 * DAY) == [
-        "lifecycle rule 'r' (prefix '') expires noncurrent versions after 7 days"]
+        "lifecycle rule 'r' (prefix '') expires noncurrent versions after 7 days"
+    ]
     assert lifecycle_conflicts([{**_rule(0), "ID": None}], root, 1.0)
 
 
 def test_lifecycle_rules_that_keep_the_window_or_miss_the_root_are_not_named() -> None:
     root = "level_zero/data/"
-    keeps = [_rule(30), _rule(31), _rule(7, Status="Disabled"), _rule("7"), _rule(None),
-             {"ID": "x", "Status": "Enabled", "Expiration": {"Days": 1}}, "not a rule",
-             _rule(1, Filter={"Prefix": "logs/"}), _rule(1, Prefix="other/"),
-             {"ID": "y", "Status": "Enabled", "NoncurrentVersionExpiration": 3}]
+    keeps = [
+        _rule(30),
+        _rule(31),
+        _rule(7, Status="Disabled"),
+        _rule("7"),
+        _rule(None),
+        {"ID": "x", "Status": "Enabled", "Expiration": {"Days": 1}},
+        "not a rule",
+        _rule(1, Filter={"Prefix": "logs/"}),
+        _rule(1, Prefix="other/"),
+        {"ID": "y", "Status": "Enabled", "NoncurrentVersionExpiration": 3},
+    ]
     assert lifecycle_conflicts(keeps, root, 30 * DAY) == []
     assert lifecycle_conflicts([_rule(30)], root, 30 * DAY + 1)  # a second short
     below = _rule(1, Filter={"And": {"Prefix": "level_zero/data/9x"}})  # part of the root
     (line,) = lifecycle_conflicts([below], root, 30 * DAY)
-    assert line == ("lifecycle rule 'r' (prefix 'level_zero/data/9x') expires noncurrent "
-                    "versions after 1 days")
+    assert line == (
+        "lifecycle rule 'r' (prefix 'level_zero/data/9x') expires noncurrent versions after 1 days"
+    )

@@ -155,9 +155,7 @@ def write_inventory(
 
 
 @pytest.fixture
-def inventory(
-    s3_server: LocalS3, bucket: str, tmp_path: Path
-) -> Callable[..., Path]:
+def inventory(s3_server: LocalS3, bucket: str, tmp_path: Path) -> Callable[..., Path]:
     """Write an inventory report of the bucket as it is now; returns the manifest path."""
 
     def write(
@@ -165,9 +163,12 @@ def inventory(
     ) -> Path:
         rows = [*bucket_contents(s3_server, bucket), *extra]
         return write_inventory(
-            tmp_path / f"dest-{file_format.lower()}", bucket, rows,
-            file_format=file_format, file_count=file_count,
-        )  # fmt: skip
+            tmp_path / f"dest-{file_format.lower()}",
+            bucket,
+            rows,
+            file_format=file_format,
+            file_count=file_count,
+        )
 
     return write
 

@@ -58,27 +58,38 @@ def list_versions(client: Any, bucket: str) -> list[Version]:
     """Every version and delete marker of the bucket, over HTTP."""
     found: list[Version] = []
     for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket):
-        for marker, items in ((False, page.get("Versions", [])),
-                              (True, page.get("DeleteMarkers", []))):  # fmt: skip
+        for marker, items in (
+            (False, page.get("Versions", [])),
+            (True, page.get("DeleteMarkers", [])),
+        ):
             found += [
-                Version(item["Key"], item["VersionId"], bool(item["IsLatest"]), marker,
-                        int(item.get("Size", 0)), item["LastModified"])
+                Version(
+                    item["Key"],
+                    item["VersionId"],
+                    bool(item["IsLatest"]),
+                    marker,
+                    int(item.get("Size", 0)),
+                    item["LastModified"],
+                )
                 for item in items
-            ]  # fmt: skip
+            ]
     return found
 
 
 def _table(bucket: str, rows: Sequence[Version]) -> pa.Table:
-    return pa.table({
-        "bucket": pa.array([bucket] * len(rows), pa.string()),
-        "key": pa.array([r.key for r in rows], pa.string()),
-        "version_id": pa.array([r.version_id for r in rows], pa.string()),
-        "is_latest": pa.array([r.is_latest for r in rows], pa.bool_()),
-        "is_delete_marker": pa.array([r.delete_marker for r in rows], pa.bool_()),
-        "size": pa.array([None if r.delete_marker else r.size for r in rows], pa.int64()),
-        "last_modified_date": pa.array([r.last_modified for r in rows],
-                                       pa.timestamp("ms", tz="UTC")),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "bucket": pa.array([bucket] * len(rows), pa.string()),
+            "key": pa.array([r.key for r in rows], pa.string()),
+            "version_id": pa.array([r.version_id for r in rows], pa.string()),
+            "is_latest": pa.array([r.is_latest for r in rows], pa.bool_()),
+            "is_delete_marker": pa.array([r.delete_marker for r in rows], pa.bool_()),
+            "size": pa.array([None if r.delete_marker else r.size for r in rows], pa.int64()),
+            "last_modified_date": pa.array(
+                [r.last_modified for r in rows], pa.timestamp("ms", tz="UTC")
+            ),
+        }
+    )
 
 
 def write_versions_inventory(
@@ -98,17 +109,30 @@ def write_versions_inventory(
             writer = csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n")
             for row in chunk:
                 stamp = row.last_modified.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-                writer.writerow([bucket, quote_plus(row.key, safe=""), row.version_id,
-                                 str(row.is_latest).lower(), str(row.delete_marker).lower(),
-                                 "" if row.delete_marker else row.size, stamp])  # fmt: skip
+                writer.writerow(
+                    [
+                        bucket,
+                        quote_plus(row.key, safe=""),
+                        row.version_id,
+                        str(row.is_latest).lower(),
+                        str(row.delete_marker).lower(),
+                        "" if row.delete_marker else row.size,
+                        stamp,
+                    ]
+                )
             path.write_bytes(gzip.compress(text.getvalue().encode()))
         elif file_format == "ORC":
             orc.write_table(_table(bucket, chunk), str(path))
         else:
             pq.write_table(_table(bucket, chunk), path)
         payload = path.read_bytes()
-        entries.append({"key": f"inventory/{bucket}/versions/{name}", "size": len(payload),
-                        "MD5checksum": hashlib.md5(payload).hexdigest()})  # fmt: skip
+        entries.append(
+            {
+                "key": f"inventory/{bucket}/versions/{name}",
+                "size": len(payload),
+                "MD5checksum": hashlib.md5(payload).hexdigest(),
+            }
+        )
     schema = {"CSV": CSV_SCHEMA, "ORC": ORC_SCHEMA, "Parquet": PARQUET_SCHEMA}[file_format]
     manifest = {
         "sourceBucket": bucket,

@@ -30,8 +30,10 @@ def manifest_doc(tmp_path: Path, file_format: str = "csv") -> dict[str, Any]:
 @pytest.mark.parametrize("file_format", ["csv", "parquet"])
 def test_a_completed_blob_rule_manifest_is_read(tmp_path: Path, file_format: str) -> None:
     parsed = BlobInventoryManifest.parse(json.dumps(manifest_doc(tmp_path, file_format)))
-    assert parsed.file_format is {"csv": InventoryFormat.CSV,
-                                  "parquet": InventoryFormat.PARQUET}[file_format]  # fmt: skip
+    assert (
+        parsed.file_format
+        is {"csv": InventoryFormat.CSV, "parquet": InventoryFormat.PARQUET}[file_format]
+    )
     assert parsed.endpoint == ENDPOINT
     assert [f.key for f in parsed.files] == [f"{RUN}/{RULE}/{RULE}_1.{file_format}"]
     assert parsed.files[0].size == (tmp_path / parsed.files[0].key).stat().st_size
@@ -45,8 +47,10 @@ def test_a_completed_blob_rule_manifest_is_read(tmp_path: Path, file_format: str
         (lambda d: d.update(status="Failed"), "status is 'Failed'"),
         (lambda d: d["ruleDefinition"].update(objectType="container"), "is not 'blob'"),
         (lambda d: d["ruleDefinition"].update(format="orc"), "unknown format 'orc'"),
-        (lambda d: d["ruleDefinition"]["schemaFields"].remove("Last-Modified"),
-         "lack ['Last-Modified']"),
+        (
+            lambda d: d["ruleDefinition"]["schemaFields"].remove("Last-Modified"),
+            "lack ['Last-Modified']",
+        ),
         (lambda d: d.update(files=[{"blob": "../../etc/passwd", "size": 1}]), "bad file entry"),
         (lambda d: d.update(files=[]), "'files' must be a non-empty list"),
         (lambda d: d.pop("endpoint"), "field 'endpoint'"),
@@ -75,8 +79,10 @@ def test_a_manifest_of_another_account_or_other_containers_is_refused(tmp_path: 
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("file_format", "time_style"), [
-    ("csv", "iso"), ("csv", "rfc1123"), ("parquet", "timestamp"), ("parquet", "millis")])
+@pytest.mark.parametrize(
+    ("file_format", "time_style"),
+    [("csv", "iso"), ("csv", "rfc1123"), ("parquet", "timestamp"), ("parquet", "millis")],
+)
 def test_every_documented_time_form_reads_as_the_same_instant(
     spark: Any, tmp_path: Path, file_format: str, time_style: str
 ) -> None:
@@ -85,11 +91,15 @@ def test_every_documented_time_form_reads_as_the_same_instant(
     snapshots and soft-deleted rows are dropped, and Name loses its container."""
     moment = datetime(2026, 11, 20, 8, 30, 15, 123000, tzinfo=UTC)
     keep = 'level_zero/data/001/000000000000000001/x "y",\\z\nw'  # quote, comma, \\, newline
-    rows = [Blob("ctr", keep, 3, moment), Blob("other", keep, 5, moment),
-            Blob("ctr", keep, 3, moment - timedelta(days=1), snapshot="2026-11-19T00:00:00Z"),
-            Blob("ctr", "level_zero/data/002/000000000000000001/y", 4, moment, deleted=True)]
-    manifest = write_blob_inventory(tmp_path, ENDPOINT, rows, file_format=file_format,
-                                    time_style=time_style)  # fmt: skip
+    rows = [
+        Blob("ctr", keep, 3, moment),
+        Blob("other", keep, 5, moment),
+        Blob("ctr", keep, 3, moment - timedelta(days=1), snapshot="2026-11-19T00:00:00Z"),
+        Blob("ctr", "level_zero/data/002/000000000000000001/y", 4, moment, deleted=True),
+    ]
+    manifest = write_blob_inventory(
+        tmp_path, ENDPOINT, rows, file_format=file_format, time_style=time_style
+    )
     got = read_blob_inventory(spark, manifest, account_url=ENDPOINT, container="ctr").collect()
     whole_second = time_style == "rfc1123"  # RFC 1123 has no fraction
     expected = moment.replace(microsecond=0) if whole_second else moment
@@ -104,7 +114,12 @@ def test_an_integer_time_in_seconds_keeps_the_blob(spark: Any, tmp_path: Path) -
     classifier keeps such a blob as too young."""
     moment = datetime(2026, 11, 20, 8, 30, 15, tzinfo=UTC)
     name = "level_zero/data/001/000000000000000001/x"
-    manifest = write_blob_inventory(tmp_path, ENDPOINT, [Blob("ctr", name, 3, moment)],
-                                    file_format="parquet", time_style="seconds")  # fmt: skip
+    manifest = write_blob_inventory(
+        tmp_path,
+        ENDPOINT,
+        [Blob("ctr", name, 3, moment)],
+        file_format="parquet",
+        time_style="seconds",
+    )
     got = read_blob_inventory(spark, manifest, account_url=ENDPOINT, container="ctr").collect()
     assert [(r.key, r.last_modified_s) for r in got] == [(name, None)]

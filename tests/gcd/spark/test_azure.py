@@ -59,8 +59,16 @@ def container(azurite_server: LocalAzurite, tmp_path: Path) -> Iterator[tuple[An
     conn = azurite_server.write_connection_string(tmp_path / "azure-connection-string")
     service = BlobServiceClient.from_connection_string(azurite_server.connection_string)
     client = service.create_container(name)
-    flags = ["--storage", "azure", "--account-url", azurite_server.account_url,
-             "--container", name, "--azure-connection-string-file", str(conn)]  # fmt: skip
+    flags = [
+        "--storage",
+        "azure",
+        "--account-url",
+        azurite_server.account_url,
+        "--container",
+        name,
+        "--azure-connection-string-file",
+        str(conn),
+    ]
     yield client, flags
     client.delete_container()
 
@@ -80,8 +88,22 @@ def names(client: Any) -> set[str]:
 
 
 def run(command: str, flags: list[str], out: Path, *extra: str) -> int:
-    return main([command, *flags, "--output", str(out), "--safe-epoch", str(M), "--grace", "0",
-                 "--json", "--log-level", "debug", *extra])  # fmt: skip
+    return main(
+        [
+            command,
+            *flags,
+            "--output",
+            str(out),
+            "--safe-epoch",
+            str(M),
+            "--grace",
+            "0",
+            "--json",
+            "--log-level",
+            "debug",
+            *extra,
+        ]
+    )
 
 
 def summary(out: Path, name: str = "summary.json") -> dict[str, Any]:
@@ -97,16 +119,31 @@ def assert_no_secret(azurite_server: LocalAzurite, out: Path, captured: Any) -> 
 
 
 def test_list_sweep_deletes_the_eligible_blobs_and_keeps_the_rest(
-    spark: Any, container: tuple[Any, list[str]], azurite_server: LocalAzurite, tmp_path: Path,
+    spark: Any,
+    container: tuple[Any, list[str]],
+    azurite_server: LocalAzurite,
+    tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """--list on Azurite: the eligible blobs go (Blob Batch, rate-limited); live,
     unparsable, outside and nested-root blobs stay; no key in any output."""
     client, flags = container
     seed_all(client)
     out = tmp_path / "out"
-    code = run("spark-sweep", flags, out, "--list", "--list-tasks", "7", "--batch-size", "2",
-               "--max-deletes-per-second", "500", "--delete-tasks", "2")  # fmt: skip
+    code = run(
+        "spark-sweep",
+        flags,
+        out,
+        "--list",
+        "--list-tasks",
+        "7",
+        "--batch-size",
+        "2",
+        "--max-deletes-per-second",
+        "500",
+        "--delete-tasks",
+        "2",
+    )
     assert code == exitcodes.OK
     left = names(client)
     assert not left & ELIGIBLE
@@ -125,9 +162,13 @@ def test_list_sweep_deletes_the_eligible_blobs_and_keeps_the_rest(
 
 @pytest.mark.parametrize("file_format", ["csv", "parquet"])
 def test_a_blob_inventory_sweep_deletes_the_eligible_blobs(
-    spark: Any, container: tuple[Any, list[str]], azurite_server: LocalAzurite, tmp_path: Path,
-    file_format: str, capfd: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    spark: Any,
+    container: tuple[Any, list[str]],
+    azurite_server: LocalAzurite,
+    tmp_path: Path,
+    file_format: str,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     """From a generated Blob Inventory: eligible blobs go, a stale row is harmless, rows of
     other containers, snapshots and soft-deleted rows are ignored, and a claim written
     after the inventory is found by a probe and its subtree kept."""
@@ -136,10 +177,15 @@ def test_a_blob_inventory_sweep_deletes_the_eligible_blobs(
     old = datetime.now(UTC) - timedelta(hours=2)
     foreign = Blob("other-container", key(1, 1), 1, old)
     snapshot = Blob(client.container_name, key(2, 15), 1, old, snapshot="2026-11-21T00:00:00Z")
-    rows = [*container_blobs(client), foreign, snapshot,
-            Blob(client.container_name, key(3, 1, "gone"), 1, old)]  # fmt: skip
-    manifest = write_blob_inventory(tmp_path / "dest", azurite_server.account_url, rows,
-                                    file_format=file_format)  # fmt: skip
+    rows = [
+        *container_blobs(client),
+        foreign,
+        snapshot,
+        Blob(client.container_name, key(3, 1, "gone"), 1, old),
+    ]
+    manifest = write_blob_inventory(
+        tmp_path / "dest", azurite_server.account_url, rows, file_format=file_format
+    )
     late = f"{ROOT}/500/000000000000000003"  # a nested root claimed after the inventory
     seed(client, {claim_key(late)}, other_claim(late))
     out = tmp_path / "out"
@@ -183,9 +229,15 @@ def test_the_listing_skips_a_live_directory_as_the_daemon_does(
     conn = flags[flags.index("--azure-connection-string-file") + 1]
     target = AzureTarget(AzureSettings(azurite_server.account_url, client.container_name, conn))
     calls: list[int] = []
-    rows = list(target.list_prefix(target.client(), f"{ROOT}/00",
-                                   layout=KeyLayout.default(ROOT), skip_above_epoch=M,
-                                   on_request=lambda: calls.append(1)))  # fmt: skip
+    rows = list(
+        target.list_prefix(
+            target.client(),
+            f"{ROOT}/00",
+            layout=KeyLayout.default(ROOT),
+            skip_above_epoch=M,
+            on_request=lambda: calls.append(1),
+        )
+    )
     listed = [row[0] for row in rows]
     assert listed == [key(1, 3), key(1, 11), key(2, 4), key(3, 5)]
     unskipped = list(target.list_prefix(target.client(), f"{ROOT}/00"))
@@ -220,24 +272,44 @@ def test_blob_batch_deletes_are_paced_in_parts_of_256(
     ],
 )
 def test_a_bad_inventory_is_refused_before_any_spark_work(
-    container: tuple[Any, list[str]], azurite_server: LocalAzurite, tmp_path: Path,
-    change: str, message: str, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    container: tuple[Any, list[str]],
+    azurite_server: LocalAzurite,
+    tmp_path: Path,
+    change: str,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Unreadable, incomplete or foreign inventories: exit 2 naming the problem."""
     _client, flags = container
-    endpoint = "https://other.blob.core.windows.net" if change == "account" else (
-        azurite_server.account_url)  # fmt: skip
+    endpoint = (
+        "https://other.blob.core.windows.net"
+        if change == "account"
+        else (azurite_server.account_url)
+    )
     manifest = write_blob_inventory(
-        tmp_path / "dest", endpoint, [], file_count=1,
+        tmp_path / "dest",
+        endpoint,
+        [],
+        file_count=1,
         prefix_match=["another/"] if change == "prefix" else (),
         status="Running" if change == "running" else "Succeeded",
-    )  # fmt: skip
+    )
     if change == "missing":
         manifest.unlink()
     elif change == "garbage":
         manifest.write_text("{not json")
-    code = main(["spark-sweep", *flags, "--inventory", str(manifest), "--output",
-                 str(tmp_path / "out"), "--safe-epoch", "1"])  # fmt: skip
+    code = main(
+        [
+            "spark-sweep",
+            *flags,
+            "--inventory",
+            str(manifest),
+            "--output",
+            str(tmp_path / "out"),
+            "--safe-epoch",
+            "1",
+        ]
+    )
     assert code == exitcodes.USAGE
     assert message in capsys.readouterr().err
 
@@ -249,8 +321,9 @@ def test_a_container_that_does_not_exist_is_refused_before_any_spark_work(
     _, flags = container
     wrong = [*flags]
     wrong[wrong.index("--container") + 1] = "no-such-container"
-    code = main(["spark-sweep", *wrong, "--list", "--output", str(tmp_path / "out"),
-                 "--safe-epoch", "1"])  # fmt: skip
+    code = main(
+        ["spark-sweep", *wrong, "--list", "--output", str(tmp_path / "out"), "--safe-epoch", "1"]
+    )
     assert code == exitcodes.USAGE
     err = capsys.readouterr().err
     assert "'no-such-container'" in err
@@ -285,15 +358,15 @@ def test_an_executor_page_walks_as_the_daemons_store_does(
             page = await store.list_page(f"{ROOT}/0", start_after=start, max_keys=2)
             found += [info.key for info in page.objects]
             while page.next_token is not None:
-                page = await store.list_page(f"{ROOT}/0", continuation_token=page.next_token,
-                                             max_keys=2)  # fmt: skip
+                page = await store.list_page(
+                    f"{ROOT}/0", continuation_token=page.next_token, max_keys=2
+                )
                 found += [info.key for info in page.objects]
         return found
 
     walked = executor_walk()
     assert walked == asyncio.run(daemon_walk())
-    assert walked == sorted((n for n in blobs | {f"{ROOT}/001-junk"} if n > start),
-                            key=str.encode)  # fmt: skip
+    assert walked == sorted((n for n in blobs | {f"{ROOT}/001-junk"} if n > start), key=str.encode)
 
 
 def test_an_undo_window_is_refused_on_azure_too(
@@ -302,8 +375,19 @@ def test_an_undo_window_is_refused_on_azure_too(
     """Spark deletes at once: --undo-window is refused (exit 2) as for S3, nothing deleted."""
     client, flags = container
     seed(client, ELIGIBLE)
-    code = main(["spark-sweep", *flags, "--list", "--output", str(tmp_path / "out"),
-                 "--safe-epoch", str(M), "--undo-window", "1h"])  # fmt: skip
+    code = main(
+        [
+            "spark-sweep",
+            *flags,
+            "--list",
+            "--output",
+            str(tmp_path / "out"),
+            "--safe-epoch",
+            str(M),
+            "--undo-window",
+            "1h",
+        ]
+    )
     assert code == exitcodes.USAGE
     assert "cannot honour an undo window" in capsys.readouterr().err
     assert names(client) == ELIGIBLE
@@ -322,17 +406,28 @@ def test_a_dry_run_or_report_from_an_inventory_needs_no_azure_access(
     container = "l0gc-nowhere"
     old = datetime.now(UTC) - timedelta(hours=2)
     everything = ELIGIBLE | LIVE | UNPARSABLE | OUTSIDE
-    manifest = write_blob_inventory(tmp_path / "dest", NOWHERE,
-                                    [Blob(container, n, 1, old) for n in sorted(everything)])
-    flags = ["--storage", "azure", "--account-url", NOWHERE, "--container", container,
-             "--azure-connection-string-file", str(tmp_path / "absent"),
-             "--inventory", str(manifest)]  # fmt: skip
+    manifest = write_blob_inventory(
+        tmp_path / "dest", NOWHERE, [Blob(container, n, 1, old) for n in sorted(everything)]
+    )
+    flags = [
+        "--storage",
+        "azure",
+        "--account-url",
+        NOWHERE,
+        "--container",
+        container,
+        "--azure-connection-string-file",
+        str(tmp_path / "absent"),
+        "--inventory",
+        str(manifest),
+    ]
     out = tmp_path / "out"
     if command == "spark-sweep":
         assert run(command, flags, out, "--dry-run") == exitcodes.OK
         frame = pd.read_parquet(out / "decisions")
-        would = {k for k, a in zip(frame["key"], frame["action"], strict=True)
-                 if a == "would_delete"}  # fmt: skip
+        would = {
+            k for k, a in zip(frame["key"], frame["action"], strict=True) if a == "would_delete"
+        }
         assert would == ELIGIBLE
         assert summary(out)["errors"] == 0
     else:
@@ -352,14 +447,28 @@ def test_a_deleting_sweep_from_an_inventory_preflights_and_fails_fast(
         LocalAzurite(port=1).write_connection_string(conn)  # the dev key, for NOWHERE
         assert LocalAzurite(port=1).account_url == NOWHERE
     old = datetime.now(UTC) - timedelta(hours=2)
-    manifest = write_blob_inventory(tmp_path / "dest", NOWHERE,
-                                    [Blob("l0gc-nowhere", n, 1, old) for n in sorted(ELIGIBLE)])
-    flags = ["--storage", "azure", "--account-url", NOWHERE, "--container", "l0gc-nowhere",
-             "--azure-connection-string-file", str(conn), "--inventory", str(manifest)]
+    manifest = write_blob_inventory(
+        tmp_path / "dest", NOWHERE, [Blob("l0gc-nowhere", n, 1, old) for n in sorted(ELIGIBLE)]
+    )
+    flags = [
+        "--storage",
+        "azure",
+        "--account-url",
+        NOWHERE,
+        "--container",
+        "l0gc-nowhere",
+        "--azure-connection-string-file",
+        str(conn),
+        "--inventory",
+        str(manifest),
+    ]
     started = datetime.now(UTC)
     assert run("spark-sweep", flags, tmp_path / "out") == exitcodes.USAGE
     assert datetime.now(UTC) - started < timedelta(seconds=30)
-    expected = "cannot read the Azure connection string file" if credentials == "absent" else (
-        f"cannot reach {NOWHERE}")  # fmt: skip
+    expected = (
+        "cannot read the Azure connection string file"
+        if credentials == "absent"
+        else (f"cannot reach {NOWHERE}")
+    )
     assert expected in capsys.readouterr().err
     assert not (tmp_path / "out" / "decisions").exists()

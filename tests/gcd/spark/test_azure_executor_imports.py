@@ -57,8 +57,11 @@ def test_azure_executor_modules_import_without_driver_dependencies() -> None:
     blocked = ",".join(sorted(DRIVER_ONLY_MODULES))
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, blocked],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "translated ServerBusy True" in done.stdout
     assert "store True" in done.stdout

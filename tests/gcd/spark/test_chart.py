@@ -36,14 +36,26 @@ def epochs() -> pd.DataFrame:
 
 
 SUMMARY: dict[str, Any] = {
-    "safe_epoch": 2, "cluster_epoch": 8, "objects": 16, "bytes": 20 * GIB + GIB // 2 + 50,
-    "eligible_objects": 7, "eligible_bytes": 13 * GIB, "in_grace_objects": 1,
-    "in_grace_bytes": 5 * GIB, "live_objects": 7, "live_bytes": 2 * GIB + GIB // 2,
-    "unparsable_objects": 1, "unparsable_bytes": 50, "price_per_gb_month": 0.023,
-    "garbage_monthly_cost_usd": 18 * 0.023, "list_requests_full_listing": 1,
-    "list_requests_sweep": 3, "price_per_1000_list_requests": 0.005,
-    "list_cost_full_listing_usd": 0.000005, "list_cost_sweep_usd": 0.000015,
-}  # fmt: skip
+    "safe_epoch": 2,
+    "cluster_epoch": 8,
+    "objects": 16,
+    "bytes": 20 * GIB + GIB // 2 + 50,
+    "eligible_objects": 7,
+    "eligible_bytes": 13 * GIB,
+    "in_grace_objects": 1,
+    "in_grace_bytes": 5 * GIB,
+    "live_objects": 7,
+    "live_bytes": 2 * GIB + GIB // 2,
+    "unparsable_objects": 1,
+    "unparsable_bytes": 50,
+    "price_per_gb_month": 0.023,
+    "garbage_monthly_cost_usd": 18 * 0.023,
+    "list_requests_full_listing": 1,
+    "list_requests_sweep": 3,
+    "price_per_1000_list_requests": 0.005,
+    "list_cost_full_listing_usd": 0.000005,
+    "list_cost_sweep_usd": 0.000015,
+}
 
 
 @pytest.fixture
@@ -112,11 +124,25 @@ def test_totals_and_costs_are_written_on_the_chart(drawn: Any, tmp_path: Path) -
     assert "a sweep ~3 requests" in text
     path = tmp_path / "report.png"
     save_chart(
-        pd.DataFrame({c: [] for c in ("epoch", "objects", "bytes", "eligible_objects",
-                                       "eligible_bytes", "in_grace_objects", "in_grace_bytes",
-                                       "live_objects", "live_bytes")}),
-        SUMMARY, path,
-    )  # fmt: skip
+        pd.DataFrame(
+            {
+                c: []
+                for c in (
+                    "epoch",
+                    "objects",
+                    "bytes",
+                    "eligible_objects",
+                    "eligible_bytes",
+                    "in_grace_objects",
+                    "in_grace_bytes",
+                    "live_objects",
+                    "live_bytes",
+                )
+            }
+        ),
+        SUMMARY,
+        path,
+    )
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # an empty report still draws
 
 

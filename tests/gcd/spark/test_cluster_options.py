@@ -36,9 +36,16 @@ def test_job_limits_are_split_equally_between_delete_tasks() -> None:
 
 @pytest.mark.parametrize(
     ("master", "slots"),
-    [("local", 1), ("local[3]", 3), ("local[*]", 6), ("local[2,4]", 2),
-     ("local-cluster[2,3,1024]", 6), ("spark://127.0.0.1:7077", None), ("yarn", None)],
-)  # fmt: skip
+    [
+        ("local", 1),
+        ("local[3]", 3),
+        ("local[*]", 6),
+        ("local[2,4]", 2),
+        ("local-cluster[2,3,1024]", 6),
+        ("spark://127.0.0.1:7077", None),
+        ("yarn", None),
+    ],
+)
 def test_local_task_slots_read_the_master(master: str, slots: int | None) -> None:
     """Local masters say their task threads (local[*] = the CPUs); cluster masters do not."""
     assert local_task_slots(master, cpu_count=6) == slots
@@ -61,8 +68,20 @@ def test_sweep_on_a_cluster_master_without_a_shared_decisions_uri_exits_2(
 ) -> None:
     """`--master spark://...` with the default DIR/decisions exits 2 before any Spark work
     and says what to give; a report (no decisions) is not refused for it."""
-    code = main(["spark-sweep", "--bucket", "b", "--list", "--safe-epoch", "3",
-                 "--master", "spark://127.0.0.1:1", "--output", str(tmp_path)])  # fmt: skip
+    code = main(
+        [
+            "spark-sweep",
+            "--bucket",
+            "b",
+            "--list",
+            "--safe-epoch",
+            "3",
+            "--master",
+            "spark://127.0.0.1:1",
+            "--output",
+            str(tmp_path),
+        ]
+    )
     assert code == exitcodes.USAGE
     err = capsys.readouterr().err
     assert "is a path on this machine" in err
@@ -87,11 +106,22 @@ def test_conf_flags_env_and_config_table_reach_the_job(tmp_path: Path) -> None:
     session settings; --py-files and --delete-tasks come through too."""
     zipped = tmp_path / "l0gc-spark.zip"
     zipped.write_bytes(b"PK")
-    job = parsed([*BASE, "--conf", "spark.executor.memory=2g", "--conf",
-                  "spark.pyspark.python=/opt/py/bin/python", "--py-files", str(zipped),
-                  "--delete-tasks", "3"])  # fmt: skip
+    job = parsed(
+        [
+            *BASE,
+            "--conf",
+            "spark.executor.memory=2g",
+            "--conf",
+            "spark.pyspark.python=/opt/py/bin/python",
+            "--py-files",
+            str(zipped),
+            "--delete-tasks",
+            "3",
+        ]
+    )
     assert job.conf == {  # type: ignore[attr-defined]
-        "spark.executor.memory": "2g", "spark.pyspark.python": "/opt/py/bin/python"
+        "spark.executor.memory": "2g",
+        "spark.pyspark.python": "/opt/py/bin/python",
     }
     assert job.py_files == (str(zipped),)  # type: ignore[attr-defined]
     assert job.delete_tasks == 3  # type: ignore[attr-defined]
@@ -101,7 +131,8 @@ def test_conf_flags_env_and_config_table_reach_the_job(tmp_path: Path) -> None:
     config.write_text('[conf]\n"spark.executor.cores" = 2\n"spark.eventLog.enabled" = true\n')
     from_file = parsed([*BASE, "--config", str(config)])
     assert from_file.conf == {  # type: ignore[attr-defined]
-        "spark.executor.cores": "2", "spark.eventLog.enabled": "true"
+        "spark.executor.cores": "2",
+        "spark.eventLog.enabled": "true",
     }
 
 

@@ -37,8 +37,10 @@ class FakeS3:
         self.calls.append(keys)
         step = self.script.pop(0) if self.script else {}
         if isinstance(step, str):
-            error = {"Error": {"Code": step, "Message": "scripted"},
-                     "ResponseMetadata": {"HTTPStatusCode": 503 if step == "SlowDown" else 403}}
+            error = {
+                "Error": {"Code": step, "Message": "scripted"},
+                "ResponseMetadata": {"HTTPStatusCode": 503 if step == "SlowDown" else 403},
+            }
             raise ClientError(error, "DeleteObjects")  # type: ignore[arg-type]
         return {
             "Deleted": [{"Key": k} for k in keys if k not in step],
@@ -49,9 +51,13 @@ class FakeS3:
 def run(fake: FakeS3, keys: list[str], paced: list[int] | None = None) -> dict[str, str | None]:
     """delete_keys with no real sleeping."""
     return delete_keys(
-        fake, TARGET, keys, pace=(paced.append if paced is not None else lambda _n: None),
-        rng=random.Random(1), sleep=lambda _s: None,
-    )  # fmt: skip
+        fake,
+        TARGET,
+        keys,
+        pace=(paced.append if paced is not None else lambda _n: None),
+        rng=random.Random(1),
+        sleep=lambda _s: None,
+    )
 
 
 def test_slowdown_on_the_whole_request_is_retried() -> None:

@@ -58,20 +58,51 @@ OUTSIDE = {"other/001/000000000000000005/x"}
 NESTED = "level_zero/data/417"
 UNDER_NESTED = {key(417, 5), key(417, 2, "b"), claim_key(NESTED)}
 MANY = {key(600, 4, f"k{index:03d}") for index in range(150)}  # > one batch of 100
-FIELDS = ["project", "bucket", "name", "location", "size", "timeCreated", "updated",
-          "storageClass", "etag", "generation", "metageneration", "contentType"]  # fmt: skip
+FIELDS = [
+    "project",
+    "bucket",
+    "name",
+    "location",
+    "size",
+    "timeCreated",
+    "updated",
+    "storageClass",
+    "etag",
+    "generation",
+    "metageneration",
+    "contentType",
+]
 
 
-def args(server: LocalGcs, bucket: str, out: Path, *extra: str,
-         command: str = "spark-sweep") -> list[str]:  # fmt: skip
+def args(
+    server: LocalGcs, bucket: str, out: Path, *extra: str, command: str = "spark-sweep"
+) -> list[str]:
     """The command's flags for this emulator bucket (anonymous, like every emulator)."""
-    return [command, "--storage", "gcs", "--gcs-anonymous", "--bucket", bucket,
-            "--endpoint-url", server.endpoint_url, "--output", str(out), "--json",
-            "--grace", "0s", *extra]  # fmt: skip
+    return [
+        command,
+        "--storage",
+        "gcs",
+        "--gcs-anonymous",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        server.endpoint_url,
+        "--output",
+        str(out),
+        "--json",
+        "--grace",
+        "0s",
+        *extra,
+    ]
 
 
-async def bind_gcs(etcd_server: LocalEtcd, namespace: str, server: LocalGcs, bucket: str,
-                   safe_epoch: int = SAFE_EPOCH) -> None:  # fmt: skip
+async def bind_gcs(
+    etcd_server: LocalEtcd,
+    namespace: str,
+    server: LocalGcs,
+    bucket: str,
+    safe_epoch: int = SAFE_EPOCH,
+) -> None:
     """Publish M and bind the namespace to gs://bucket/root, as an operator does."""
     kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
     settings = GcsSettings(bucket, server.endpoint_url, anonymous=True)
@@ -83,11 +114,19 @@ async def bind_gcs(etcd_server: LocalEtcd, namespace: str, server: LocalGcs, buc
         await kv.close()
 
 
-def write_report(destination: Path, bucket: str, names: Sequence[str], *,
-                 file_format: str = "csv", shards: int = 2,
-                 updated: datetime | None = None,
-                 young: Sequence[str] = (), stamp: str = "%Y-%m-%dT%H:%M:%S.%fZ",
-                 record_separator: str = "\n", full_paths: bool = False) -> Path:  # fmt: skip
+def write_report(
+    destination: Path,
+    bucket: str,
+    names: Sequence[str],
+    *,
+    file_format: str = "csv",
+    shards: int = 2,
+    updated: datetime | None = None,
+    young: Sequence[str] = (),
+    stamp: str = "%Y-%m-%dT%H:%M:%S.%fZ",
+    record_separator: str = "\n",
+    full_paths: bool = False,
+) -> Path:
     """A Storage Insights inventory report of `names` (and `young`, updated now) as GCS
     writes it: shards and ``{config}_{snapshot}_manifest.json``; the manifest's path.
     `stamp`: the strftime form of the times; `full_paths`: the shards named only as
@@ -101,12 +140,23 @@ def write_report(destination: Path, bucket: str, names: Sequence[str], *,
     shard_names = []
     for index in range(shards):
         chunk = rows[index::shards]
-        records = [{"project": "123456", "bucket": bucket, "name": name, "location": "US",
-                    "size": "1", "timeCreated": moment.strftime(stamp),
-                    "updated": moment.strftime(stamp),
-                    "storageClass": "STANDARD", "etag": "CJ6Z", "generation": "1700000000000000",
-                    "metageneration": "1", "contentType": "application/octet-stream"}
-                   for name, moment in chunk]  # fmt: skip
+        records = [
+            {
+                "project": "123456",
+                "bucket": bucket,
+                "name": name,
+                "location": "US",
+                "size": "1",
+                "timeCreated": moment.strftime(stamp),
+                "updated": moment.strftime(stamp),
+                "storageClass": "STANDARD",
+                "etag": "CJ6Z",
+                "generation": "1700000000000000",
+                "metageneration": "1",
+                "contentType": "application/octet-stream",
+            }
+            for name, moment in chunk
+        ]
         name = f"{config}_{snapshot}_{index}.{file_format}"
         if file_format == "csv":
             text = io.StringIO()
@@ -116,13 +166,24 @@ def write_report(destination: Path, bucket: str, names: Sequence[str], *,
             (destination / name).write_text(text.getvalue(), encoding="utf-8")
         else:
             table = pa.table({field: [r[field] for r in records] for field in FIELDS})
-            table = table.set_column(FIELDS.index("size"), "size",
-                                     pa.array([int(r["size"]) for r in records], pa.int64()))
+            table = table.set_column(
+                FIELDS.index("size"),
+                "size",
+                pa.array([int(r["size"]) for r in records], pa.int64()),
+            )
             pq.write_table(table, destination / name)
         shard_names.append(name)
-    options = ({"csv_options": {"delimiter": ",", "record_separator": record_separator,
-                                "header_required": True}}
-               if file_format == "csv" else {"parquet_options": {}})  # fmt: skip
+    options = (
+        {
+            "csv_options": {
+                "delimiter": ",",
+                "record_separator": record_separator,
+                "header_required": True,
+            }
+        }
+        if file_format == "csv"
+        else {"parquet_options": {}}
+    )
     manifest = {
         "report_config": {
             "name": f"projects/123456/locations/us-central1/reportConfigs/{config}",
@@ -130,14 +191,16 @@ def write_report(destination: Path, bucket: str, names: Sequence[str], *,
             "object_metadata_report_options": {
                 "metadata_fields": FIELDS,
                 "storage_filters": {"bucket": bucket},
-                "storage_destination_options": {"bucket": "inventory-dest",
-                                                "destination_path": "reports"},
+                "storage_destination_options": {
+                    "bucket": "inventory-dest",
+                    "destination_path": "reports",
+                },
             },
         },
         "records_processed": len(rows),
         "snapshot_time": "2026-11-22T00:00:00Z",
         "shard_count": shards,
-    }  # fmt: skip
+    }
     if full_paths:
         manifest["report_names"] = [f"inventory-dest/reports/{n}" for n in shard_names]
     else:
@@ -167,8 +230,19 @@ async def test_list_dry_run_names_exactly_the_eligible_keys(
     live prefix tails are skipped as in the daemon."""
     everything = seed(gcs_server, gcs_bucket)
     out = tmp_path / "out"
-    code = await gcd(args(gcs_server, gcs_bucket, out, "--list", "--list-tasks", "10",
-                          "--safe-epoch", str(SAFE_EPOCH), "--dry-run"))  # fmt: skip
+    code = await gcd(
+        args(
+            gcs_server,
+            gcs_bucket,
+            out,
+            "--list",
+            "--list-tasks",
+            "10",
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+            "--dry-run",
+        )
+    )
     assert code == exitcodes.OK
     assert gcs_server.keys(gcs_bucket) == everything
     assert actions_of(out, "would_delete") == ELIGIBLE
@@ -182,9 +256,13 @@ async def test_list_dry_run_names_exactly_the_eligible_keys(
 
 
 async def test_list_sweep_deletes_eligible_keeps_live_and_nested_roots(
-    spark: Any, gcs_server: LocalGcs, gcs_bucket: str, etcd_server: LocalEtcd, namespace: str,
+    spark: Any,
+    gcs_server: LocalGcs,
+    gcs_bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """M from etcd through the sweeper's admission; JSON batches (150 keys: two batches of
     at most 100) delete exactly the eligible keys; live, unparsable, outside keys and
     everything under another namespace's root stay."""
@@ -193,9 +271,24 @@ async def test_list_sweep_deletes_eligible_keeps_live_and_nested_roots(
     gcs_server.seed(gcs_bucket, sorted(UNDER_NESTED))  # claimed by hand, after the bind
     everything |= UNDER_NESTED
     out = tmp_path / "out"
-    code = await gcd(args(gcs_server, gcs_bucket, out, "--list", "--list-tasks", "10",
-                          "--max-deletes-per-second", "5000", "--delete-concurrency", "4",
-                          "--etcd", etcd_server.endpoint, "--namespace", namespace))  # fmt: skip
+    code = await gcd(
+        args(
+            gcs_server,
+            gcs_bucket,
+            out,
+            "--list",
+            "--list-tasks",
+            "10",
+            "--max-deletes-per-second",
+            "5000",
+            "--delete-concurrency",
+            "4",
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            namespace,
+        )
+    )
     assert code == exitcodes.OK, summary(out)
     assert gcs_server.keys(gcs_bucket) == (everything | {CLAIM}) - ELIGIBLE - MANY
     assert actions_of(out, "deleted") == ELIGIBLE | MANY
@@ -218,12 +311,25 @@ async def test_inventory_csv_sweep_probes_claims_newer_than_the_report(
     young = key(4, 1, "young")
     gcs_server.seed(gcs_bucket, [young])
     listed = sorted((everything - {claim_key(NESTED)}) | {gone})  # the claim came later
-    manifest = write_report(tmp_path / "inv", gcs_bucket, [n for n in listed if n != young],
-                            young=[young])  # fmt: skip
+    manifest = write_report(
+        tmp_path / "inv", gcs_bucket, [n for n in listed if n != young], young=[young]
+    )
     out = tmp_path / "out"
-    code = await gcd(args(gcs_server, gcs_bucket, out, "--inventory", str(manifest),
-                          "--grace", "600s", "--safe-epoch", str(SAFE_EPOCH),
-                          "--batch-size", "2"))  # fmt: skip
+    code = await gcd(
+        args(
+            gcs_server,
+            gcs_bucket,
+            out,
+            "--inventory",
+            str(manifest),
+            "--grace",
+            "600s",
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+            "--batch-size",
+            "2",
+        )
+    )
     assert code == exitcodes.OK, summary(out)
     assert gcs_server.keys(gcs_bucket) == (everything | {young}) - ELIGIBLE
     assert actions_of(out, "deleted") == ELIGIBLE | {gone}
@@ -242,17 +348,38 @@ async def test_parquet_inventory_dry_run_and_report(
     """A Parquet report: a dry run names the eligible keys and calls nothing; spark-report
     on the same report counts the garbage."""
     everything = seed(gcs_server, gcs_bucket)
-    manifest = write_report(tmp_path / "inv", gcs_bucket, sorted(everything),
-                            file_format="parquet", shards=3)  # fmt: skip
+    manifest = write_report(
+        tmp_path / "inv", gcs_bucket, sorted(everything), file_format="parquet", shards=3
+    )
     out = tmp_path / "out"
-    code = await gcd(args(gcs_server, gcs_bucket, out, "--inventory", str(manifest),
-                          "--safe-epoch", str(SAFE_EPOCH), "--dry-run"))  # fmt: skip
+    code = await gcd(
+        args(
+            gcs_server,
+            gcs_bucket,
+            out,
+            "--inventory",
+            str(manifest),
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+            "--dry-run",
+        )
+    )
     assert code == exitcodes.OK
     assert actions_of(out, "would_delete") == ELIGIBLE
     assert gcs_server.keys(gcs_bucket) == everything
     report_out = tmp_path / "report"
-    code = await gcd(args(gcs_server, gcs_bucket, report_out, "--inventory", str(manifest),
-                          "--safe-epoch", str(SAFE_EPOCH), command="spark-report"))  # fmt: skip
+    code = await gcd(
+        args(
+            gcs_server,
+            gcs_bucket,
+            report_out,
+            "--inventory",
+            str(manifest),
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+            command="spark-report",
+        )
+    )
     assert code == exitcodes.OK
     report = json.loads((report_out / "report.json").read_text())
     assert report["garbage_objects"] == len(ELIGIBLE)
@@ -265,8 +392,19 @@ async def test_report_from_a_listing(
     """spark-report --list on GCS: every object listed, the garbage counted, nothing deleted."""
     everything = seed(gcs_server, gcs_bucket)
     out = tmp_path / "report"
-    code = await gcd(args(gcs_server, gcs_bucket, out, "--list", "--list-tasks", "4",
-                          "--safe-epoch", str(SAFE_EPOCH), command="spark-report"))  # fmt: skip
+    code = await gcd(
+        args(
+            gcs_server,
+            gcs_bucket,
+            out,
+            "--list",
+            "--list-tasks",
+            "4",
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+            command="spark-report",
+        )
+    )
     assert code == exitcodes.OK
     report = json.loads((out / "report.json").read_text())
     assert report["garbage_objects"] == len(ELIGIBLE)
@@ -275,12 +413,25 @@ async def test_report_from_a_listing(
     assert (out / "report.png").is_file()
 
 
-@pytest.mark.parametrize("problem", ["missing_bucket", "other_bucket", "bad_json", "missing_shard",
-                                     "no_updated", "shard_lacks_updated"])  # fmt: skip
+@pytest.mark.parametrize(
+    "problem",
+    [
+        "missing_bucket",
+        "other_bucket",
+        "bad_json",
+        "missing_shard",
+        "no_updated",
+        "shard_lacks_updated",
+    ],
+)
 async def test_bad_input_is_a_clear_error(
-    spark: Any, gcs_server: LocalGcs, gcs_bucket: str, tmp_path: Path, problem: str,
+    spark: Any,
+    gcs_server: LocalGcs,
+    gcs_bucket: str,
+    tmp_path: Path,
+    problem: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """A bucket that does not exist, a report of another bucket, an unreadable manifest, a
     missing shard, a report without `updated`, shards without the column the manifest
     promises: exit 2 naming the problem, nothing deleted."""
@@ -302,8 +453,12 @@ async def test_bad_input_is_a_clear_error(
         for shard in (tmp_path / "inv").glob("*.csv"):
             rows = list(csv.DictReader(io.StringIO(shard.read_text())))
             text = io.StringIO()
-            writer = csv.DictWriter(text, [f for f in FIELDS if f != "updated"],
-                                    extrasaction="ignore", lineterminator="\n")
+            writer = csv.DictWriter(
+                text,
+                [f for f in FIELDS if f != "updated"],
+                extrasaction="ignore",
+                lineterminator="\n",
+            )
             writer.writeheader()
             writer.writerows(rows)
             shard.write_text(text.getvalue(), encoding="utf-8")
@@ -314,32 +469,44 @@ async def test_bad_input_is_a_clear_error(
         options["metadata_fields"] = ["bucket", "name", "size"]
         manifest.write_text(json.dumps(doc), encoding="utf-8")
         expected = "configure the report with at least name, size and updated"
-    code = await gcd(args(gcs_server, bucket, tmp_path / "out", *source,
-                          "--safe-epoch", str(SAFE_EPOCH)))  # fmt: skip
+    code = await gcd(
+        args(gcs_server, bucket, tmp_path / "out", *source, "--safe-epoch", str(SAFE_EPOCH))
+    )
     assert code == exitcodes.USAGE
     assert expected in capsys.readouterr().err
     assert gcs_server.keys(gcs_bucket) == everything
 
 
-@pytest.mark.parametrize(("stamp", "separator", "full_paths"), [
-    ("%Y-%m-%dT%H:%M:%SZ", "\n", False),  # RFC 3339 without a fraction
-    ("%Y-%m-%dT%H:%M:%S.%f+00:00", "\r\n", True),  # an offset; shards as full paths
-    ("%Y-%m-%dT%H:%M:%S.%fZ", "|", False),  # a one-character record separator
-])
+@pytest.mark.parametrize(
+    ("stamp", "separator", "full_paths"),
+    [
+        ("%Y-%m-%dT%H:%M:%SZ", "\n", False),  # RFC 3339 without a fraction
+        ("%Y-%m-%dT%H:%M:%S.%f+00:00", "\r\n", True),  # an offset; shards as full paths
+        ("%Y-%m-%dT%H:%M:%S.%fZ", "|", False),  # a one-character record separator
+    ],
+)
 def test_every_documented_report_form_reads_the_same_rows(
     spark: Any, tmp_path: Path, stamp: str, separator: str, full_paths: bool
 ) -> None:
     """RFC 3339 times with or without a fraction or offset, any record separator gcloud
     allows, shards named by file name or by full path: the same keys and instants."""
     moment = datetime(2026, 11, 20, 8, 30, 15, 123456, tzinfo=UTC)
-    names = sorted(ELIGIBLE | {"a/b c,d\"e"})
-    manifest = write_report(tmp_path, "src", names, updated=moment, stamp=stamp,
-                            record_separator=separator, full_paths=full_paths)  # fmt: skip
+    names = sorted(ELIGIBLE | {'a/b c,d"e'})
+    manifest = write_report(
+        tmp_path,
+        "src",
+        names,
+        updated=moment,
+        stamp=stamp,
+        record_separator=separator,
+        full_paths=full_paths,
+    )
     rows = read_gcs_inventory(spark, manifest, expected_bucket="src").collect()
     assert sorted(r.key for r in rows) == names
     expected = moment if "%f" in stamp else moment.replace(microsecond=0)
     assert [r.last_modified_s for r in rows] == [
-        pytest.approx(expected.timestamp(), abs=1e-6)] * len(names)
+        pytest.approx(expected.timestamp(), abs=1e-6)
+    ] * len(names)
 
 
 def test_a_record_separator_spark_cannot_split_on_is_refused(tmp_path: Path) -> None:
@@ -352,15 +519,36 @@ def test_a_record_separator_spark_cannot_split_on_is_refused(tmp_path: Path) -> 
 NOWHERE = "http://127.0.0.1:1"  # nothing listens on port 1
 
 
-def nowhere_args(out: Path, manifest: Path, credentials: str, *extra: str,
-                 command: str = "spark-sweep") -> list[str]:  # fmt: skip
+def nowhere_args(
+    out: Path, manifest: Path, credentials: str, *extra: str, command: str = "spark-sweep"
+) -> list[str]:
     """Flags for a bucket at an endpoint nobody answers at, with `credentials`: a key file
     path that does not exist ("absent"), or none at all ("anonymous")."""
-    access = (["--gcs-anonymous"] if credentials == "anonymous"
-              else ["--gcs-credentials-file", str(out.parent / "absent-key.json")])  # fmt: skip
-    return [command, "--storage", "gcs", *access, "--bucket", "l0gc-nowhere",
-            "--endpoint-url", NOWHERE, "--output", str(out), "--json", "--grace", "0s",
-            "--inventory", str(manifest), "--safe-epoch", str(SAFE_EPOCH), *extra]  # fmt: skip
+    access = (
+        ["--gcs-anonymous"]
+        if credentials == "anonymous"
+        else ["--gcs-credentials-file", str(out.parent / "absent-key.json")]
+    )
+    return [
+        command,
+        "--storage",
+        "gcs",
+        *access,
+        "--bucket",
+        "l0gc-nowhere",
+        "--endpoint-url",
+        NOWHERE,
+        "--output",
+        str(out),
+        "--json",
+        "--grace",
+        "0s",
+        "--inventory",
+        str(manifest),
+        "--safe-epoch",
+        str(SAFE_EPOCH),
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("command", ["spark-sweep", "spark-report"])
@@ -374,8 +562,7 @@ async def test_a_dry_run_or_report_from_an_inventory_needs_no_gcs_access(
     manifest = write_report(tmp_path / "inv", "l0gc-nowhere", sorted(everything))
     out = tmp_path / "out"
     extra = ("--dry-run",) if command == "spark-sweep" else ()
-    assert await gcd(nowhere_args(out, manifest, "absent", *extra,
-                                  command=command)) == exitcodes.OK  # fmt: skip
+    assert await gcd(nowhere_args(out, manifest, "absent", *extra, command=command)) == exitcodes.OK
     if command == "spark-sweep":
         assert actions_of(out, "would_delete") == ELIGIBLE
         assert summary(out)["errors"] == 0
@@ -395,19 +582,28 @@ async def test_a_deleting_sweep_from_an_inventory_preflights_and_fails_fast(
     started = datetime.now(UTC)
     assert await gcd(nowhere_args(out, manifest, credentials)) == exitcodes.USAGE
     assert datetime.now(UTC) - started < timedelta(seconds=30)
-    expected = ("absent-key.json" if credentials == "absent"
-                else f"cannot reach {NOWHERE}")  # fmt: skip
+    expected = "absent-key.json" if credentials == "absent" else f"cannot reach {NOWHERE}"
     assert expected in capsys.readouterr().err
     assert not (out / "decisions").exists()
 
 
 def test_gcs_flags_need_storage_gcs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--gcs-anonymous on an S3 job: exit 2 naming the flag and the fix."""
-    code = main(["spark-sweep", "--bucket", "b", "--list", "--gcs-anonymous",
-                 "--output", str(tmp_path / "out")])  # fmt: skip
+    code = main(
+        [
+            "spark-sweep",
+            "--bucket",
+            "b",
+            "--list",
+            "--gcs-anonymous",
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == exitcodes.USAGE
     assert "--gcs-anonymous is for Google Cloud Storage: add --storage gcs" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
 
 
 # -- the emulator's deviations from GCS, pinned ------------------------------------------
@@ -420,8 +616,12 @@ def test_emulator_ignores_start_offset_and_the_executor_client_does_not_rely_on_
     so skip-ahead never depends on the server honouring it."""
     gcs_server.seed(gcs_bucket, ["a/1", "a/2", "a/3"])
     client = GcsTarget(gcs_bucket, gcs_server.endpoint_url, anonymous=True).client(pool=1)
-    status, body, _ = client.send("GET", f"/storage/v1/b/{gcs_bucket}/o", "raw list",
-                                  params={"prefix": "a/", "startOffset": "a/3"})  # fmt: skip
+    status, body, _ = client.send(
+        "GET",
+        f"/storage/v1/b/{gcs_bucket}/o",
+        "raw list",
+        params={"prefix": "a/", "startOffset": "a/3"},
+    )
     assert status == 200
     assert [item["name"] for item in json.loads(body)["items"]] == ["a/1", "a/2", "a/3"]
     rows, token = client.list_page("a/", after="a/2", page_token=None)

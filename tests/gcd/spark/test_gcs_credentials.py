@@ -25,9 +25,13 @@ from gcd.rules.backoff import Backoff
 from gcd.spark.gcsclient import GcsTarget
 from watermark import exitcodes
 
-_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
-    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-).decode()
+_KEY = (
+    rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    .private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    .decode()
+)
 SECRETS = (_KEY.splitlines()[5], "s3cr3t-key-id", "ya29.s3cr3t-access-token")
 """A line of the private key, its id, and the access token the fake endpoint grants."""
 
@@ -54,17 +58,21 @@ class _Google(BaseHTTPRequestHandler):
         if self.refuse:
             self._answer(400, {"error": "invalid_grant", "error_description": "refused"})
         else:
-            self._answer(200, {"access_token": SECRETS[2], "expires_in": 3600,
-                               "token_type": "Bearer"})  # fmt: skip
+            self._answer(
+                200, {"access_token": SECRETS[2], "expires_in": 3600, "token_type": "Bearer"}
+            )
 
     def do_GET(self) -> None:
         self.seen.append(self.headers.get("Authorization", ""))
         if self.headers.get("Authorization") != f"Bearer {SECRETS[2]}":
-            self._answer(401, {"error": {"code": 401, "message": "no token",
-                                         "errors": [{"reason": "required"}]}})  # fmt: skip
+            self._answer(
+                401,
+                {"error": {"code": 401, "message": "no token", "errors": [{"reason": "required"}]}},
+            )
             return
-        self._answer(200, {"items": [{"name": "a/1", "size": "3",
-                                      "updated": "2026-11-22T00:00:00.000Z"}]})  # fmt: skip
+        self._answer(
+            200, {"items": [{"name": "a/1", "size": "3", "updated": "2026-11-22T00:00:00.000Z"}]}
+        )
 
 
 @pytest.fixture
@@ -85,11 +93,20 @@ def google() -> Iterator[tuple[str, type[_Google]]]:
 def key_file(tmp_path: Path, url: str) -> Path:
     """A service-account key file as IAM issues it, its token_uri pointing here."""
     path = tmp_path / "key.json"
-    path.write_text(json.dumps({
-        "type": "service_account", "project_id": "l0gc-test", "private_key_id": SECRETS[1],
-        "private_key": _KEY, "client_email": "sweeper@l0gc-test.iam.gserviceaccount.com",
-        "client_id": "1234", "token_uri": f"{url}/token",
-    }), encoding="utf-8")  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "l0gc-test",
+                "private_key_id": SECRETS[1],
+                "private_key": _KEY,
+                "client_email": "sweeper@l0gc-test.iam.gserviceaccount.com",
+                "client_id": "1234",
+                "token_uri": f"{url}/token",
+            }
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -118,15 +135,18 @@ def test_application_default_credentials_are_found_from_the_environment(
 
 
 def test_refused_or_missing_credentials_are_clear_and_never_show_a_secret(
-    google: tuple[str, type[_Google]], tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    google: tuple[str, type[_Google]],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """A token endpoint that refuses, a missing key file: StorageError NoCredentials (not
     retried) naming the file, with no secret in it, its causes or any output."""
     url, handler = google
     handler.refuse = True
-    target = GcsTarget("bkt", url, credentials_file=str(key_file(tmp_path, url)),
-                       backoff=Backoff(max_attempts=1))  # fmt: skip
+    target = GcsTarget(
+        "bkt", url, credentials_file=str(key_file(tmp_path, url)), backoff=Backoff(max_attempts=1)
+    )
     with pytest.raises(StorageError) as refused:
         target.client(pool=1).list_page("a/", after=None, page_token=None)
     assert (refused.value.code, refused.value.retryable) == ("NoCredentials", False)
@@ -135,8 +155,13 @@ def test_refused_or_missing_credentials_are_clear_and_never_show_a_secret(
         GcsTarget("bkt", url, credentials_file=str(missing)).client(pool=1)
     assert absent.value.code == "NoCredentials"
     assert str(missing) in str(absent.value)
-    texts = [str(refused.value), repr(refused.value), str(absent.value), caplog.text,
-             *capsys.readouterr()]  # fmt: skip
+    texts = [
+        str(refused.value),
+        repr(refused.value),
+        str(absent.value),
+        caplog.text,
+        *capsys.readouterr(),
+    ]
     cause = refused.value.__cause__ or refused.value.__context__
     texts += [str(cause), repr(cause)] if cause is not None else []
     for secret in SECRETS:
@@ -145,25 +170,62 @@ def test_refused_or_missing_credentials_are_clear_and_never_show_a_secret(
 
 
 def test_the_command_never_prints_a_credential(
-    spark: Any, google: tuple[str, type[_Google]], tmp_path: Path,
+    spark: Any,
+    google: tuple[str, type[_Google]],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """spark-sweep --storage gcs --gcs-credentials-file: a missing file is exit 2 naming
     it; a key file gets a token on the driver (preflight) and in the executors' tasks
     (every request carries it), and no secret of the file or the token is printed or
     written to the summary."""
     url, handler = google
-    code = main(["spark-sweep", "--storage", "gcs", "--bucket", "bkt", "--endpoint-url", url,
-                 "--gcs-credentials-file", str(tmp_path / "missing.json"), "--list",
-                 "--safe-epoch", "5", "--output", str(tmp_path / "out")])  # fmt: skip
+    code = main(
+        [
+            "spark-sweep",
+            "--storage",
+            "gcs",
+            "--bucket",
+            "bkt",
+            "--endpoint-url",
+            url,
+            "--gcs-credentials-file",
+            str(tmp_path / "missing.json"),
+            "--list",
+            "--safe-epoch",
+            "5",
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == exitcodes.USAGE
     assert "missing.json" in err
     out_dir = tmp_path / "out"
-    code = main(["spark-sweep", "--storage", "gcs", "--bucket", "bkt", "--endpoint-url", url,
-                 "--gcs-credentials-file", str(key_file(tmp_path, url)), "--list",
-                 "--list-tasks", "2", "--safe-epoch", "5", "--dry-run", "--json",
-                 "--output", str(out_dir), "--log-level", "debug"])  # fmt: skip
+    code = main(
+        [
+            "spark-sweep",
+            "--storage",
+            "gcs",
+            "--bucket",
+            "bkt",
+            "--endpoint-url",
+            url,
+            "--gcs-credentials-file",
+            str(key_file(tmp_path, url)),
+            "--list",
+            "--list-tasks",
+            "2",
+            "--safe-epoch",
+            "5",
+            "--dry-run",
+            "--json",
+            "--output",
+            str(out_dir),
+            "--log-level",
+            "debug",
+        ]
+    )
     out2, err2 = capsys.readouterr()
     assert code == exitcodes.OK, err2[-2000:]
     assert len(handler.seen) >= 3  # the preflight and two listing tasks

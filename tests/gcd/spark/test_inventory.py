@@ -45,8 +45,13 @@ def test_manifest_fields_are_parsed() -> None:
     assert parsed.destination_bucket == "dest"
     assert parsed.file_format is InventoryFormat.CSV
     assert parsed.columns == (
-        "bucket", "key", "size", "last_modified_date", "e_tag", "is_multipart_uploaded",
-    )  # fmt: skip
+        "bucket",
+        "key",
+        "size",
+        "last_modified_date",
+        "e_tag",
+        "is_multipart_uploaded",
+    )
     assert parsed.files[0].key == "inv/src/cfg/data/a.csv.gz"
     assert parsed.creation_timestamp_ms == 1514944800000
 
@@ -54,8 +59,10 @@ def test_manifest_fields_are_parsed() -> None:
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"fileFormat": "ORC", "fileSchema": "struct<bucket:string,key:string>"},
-         "Size and LastModifiedDate"),
+        (
+            {"fileFormat": "ORC", "fileSchema": "struct<bucket:string,key:string>"},
+            "Size and LastModifiedDate",
+        ),
         ({"fileSchema": "Bucket, Key"}, "Size and LastModifiedDate"),
         ({"files": []}, "non-empty list"),
         ({"files": [{"key": "../etc/passwd"}]}, "bad file entry"),
@@ -73,12 +80,22 @@ def test_bad_manifests_are_refused_with_a_reason(changes: dict[str, Any], words:
     ("file_format", "schema"),
     [
         ("CSV", "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate"),
-        ("Parquet", ("message s3.inventory { required binary bucket (UTF8); required binary "
-                     "key (UTF8); optional binary version_id (UTF8); optional boolean "
-                     "is_latest; optional boolean is_delete_marker; optional int64 size; "
-                     "optional int64 last_modified_date (TIMESTAMP_MILLIS); }")),
-        ("ORC", ("struct<bucket:string,key:string,version_id:string,is_latest:boolean,"
-                 "is_delete_marker:boolean,size:bigint,last_modified_date:timestamp>")),
+        (
+            "Parquet",
+            (
+                "message s3.inventory { required binary bucket (UTF8); required binary "
+                "key (UTF8); optional binary version_id (UTF8); optional boolean "
+                "is_latest; optional boolean is_delete_marker; optional int64 size; "
+                "optional int64 last_modified_date (TIMESTAMP_MILLIS); }"
+            ),
+        ),
+        (
+            "ORC",
+            (
+                "struct<bucket:string,key:string,version_id:string,is_latest:boolean,"
+                "is_delete_marker:boolean,size:bigint,last_modified_date:timestamp>"
+            ),
+        ),
     ],
 )
 def test_a_report_of_all_versions_is_recognised_in_each_format(
@@ -89,9 +106,12 @@ def test_a_report_of_all_versions_is_recognised_in_each_format(
     parsed = InventoryManifest.parse(manifest(fileFormat=file_format, fileSchema=schema))
     assert parsed.has_versions
     assert parsed.columns[:4] == ("bucket", "key", "version_id", "is_latest")
-    current = InventoryManifest.parse(manifest(fileFormat=file_format,
-                                               fileSchema=schema.replace("version_id", "v")
-                                               .replace("VersionId", "V")))  # fmt: skip
+    current = InventoryManifest.parse(
+        manifest(
+            fileFormat=file_format,
+            fileSchema=schema.replace("version_id", "v").replace("VersionId", "V"),
+        )
+    )
     assert not current.has_versions
 
 
@@ -150,8 +170,10 @@ def test_inventory_of_another_bucket_is_refused(
         read_inventory(spark, inventory(), expected_bucket="another-bucket")
 
 
-@pytest.mark.parametrize("raw", [b"[" * 100_000, b'{"sourceBucket": "a", "sourceBucket": "b"}',
-                                 b'{"creationTimestamp": NaN}'])  # fmt: skip
+@pytest.mark.parametrize(
+    "raw",
+    [b"[" * 100_000, b'{"sourceBucket": "a", "sourceBucket": "b"}', b'{"creationTimestamp": NaN}'],
+)
 def test_hostile_manifests_are_refused_not_crashing(raw: bytes) -> None:
     """A deeply nested, duplicate-key or NaN manifest is a ConfigError, never RecursionError."""
     with pytest.raises(ConfigError, match="not valid JSON"):
@@ -175,8 +197,7 @@ def test_malformed_rows_are_kept_and_counted_as_unparsable(spark: Any, tmp_path:
     ]
     data.write_bytes(gzip.compress("\n".join(lines).encode() + b"\n"))
     schema = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate"
-    files = [{"key": "inv/src/cfg/data/a.csv.gz", "size": data.stat().st_size,
-              "MD5checksum": "x"}]  # fmt: skip
+    files = [{"key": "inv/src/cfg/data/a.csv.gz", "size": data.stat().st_size, "MD5checksum": "x"}]
     path = tmp_path / "inv" / "src" / "cfg" / "2026-11-22T00-00Z" / "manifest.json"
     path.parent.mkdir()
     path.write_bytes(manifest(fileSchema=schema, files=files))
@@ -184,5 +205,7 @@ def test_malformed_rows_are_kept_and_counted_as_unparsable(spark: Any, tmp_path:
     assert sorted(current, key=str) == sorted([f"{good}a", None, None, None], key=str)
     every = read_inventory(spark, path, expected_bucket="src", versions=True).collect()
     assert sorted((r["key"], r["version_id"]) for r in every if r["key"] is not None) == [
-        (f"{good}a", "v0"), (f"{good}a", "v1")]  # fmt: skip
+        (f"{good}a", "v0"),
+        (f"{good}a", "v1"),
+    ]
     assert sum(r["key"] is None for r in every) == 3

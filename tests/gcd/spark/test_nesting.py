@@ -79,9 +79,16 @@ async def test_list_mode_keeps_a_nested_root(
     seed_nested(s3_server, bucket, NESTED, UNDER_NESTED)  # /b's claim came by hand, after
     out = tmp_path / "out"
     code = await gcd(
-        gcd_args(s3_server, bucket, out, "--list", "--list-tasks", "10",
-                 *etcd_args(etcd_server, namespace))
-    )  # fmt: skip
+        gcd_args(
+            s3_server,
+            bucket,
+            out,
+            "--list",
+            "--list-tasks",
+            "10",
+            *etcd_args(etcd_server, namespace),
+        )
+    )
     assert code == exitcodes.OK
     left = s3_server.keys(bucket)
     assert UNDER_NESTED | {NESTED_CLAIM, CLAIM} <= left
@@ -119,10 +126,23 @@ async def test_stale_inventory_claims_are_probed(
     s3_server.seed(bucket, {claim_key(DEEP): other_claim(DEEP)})  # newer than the inventory
     report_out = tmp_path / "report"
     code = await gcd(
-        ["spark-report", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-         "--region", "us-east-1", "--output", str(report_out), "--json", "--inventory",
-         str(manifest), "--safe-epoch", str(SAFE_EPOCH)]
-    )  # fmt: skip
+        [
+            "spark-report",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--output",
+            str(report_out),
+            "--json",
+            "--inventory",
+            str(manifest),
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+        ]
+    )
     assert code == exitcodes.OK
     report = json.loads((report_out / "report.json").read_text())
     assert report["nested_roots"] == [NESTED]  # a report reads the rows only
@@ -130,9 +150,10 @@ async def test_stale_inventory_claims_are_probed(
     assert report["eligible_objects"] == len(ELIGIBLE) + len(UNDER_DEEP)
     out = tmp_path / "out"
     code = await gcd(
-        gcd_args(s3_server, bucket, out, "--inventory", str(manifest),
-                 *etcd_args(etcd_server, namespace))
-    )  # fmt: skip
+        gcd_args(
+            s3_server, bucket, out, "--inventory", str(manifest), *etcd_args(etcd_server, namespace)
+        )
+    )
     assert code == exitcodes.OK
     left = s3_server.keys(bucket)
     assert UNDER_NESTED | UNDER_DEEP | {NESTED_CLAIM, claim_key(DEEP), CLAIM} <= left
@@ -157,8 +178,12 @@ def test_a_failed_probe_keeps_its_directories(spark: Any) -> None:
     with socket.socket() as sock:  # a loopback port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    target = S3Target("bucket", f"http://127.0.0.1:{port}", "us-east-1",
-                      Backoff(base_s=0.01, cap_s=0.01, max_attempts=1))  # fmt: skip
+    target = S3Target(
+        "bucket",
+        f"http://127.0.0.1:{port}",
+        "us-east-1",
+        Backoff(base_s=0.01, cap_s=0.01, max_attempts=1),
+    )
     old = (datetime.now(UTC) - timedelta(hours=2)).timestamp()
     rows = [(key(1, 5), 1, old), (key(2, 6, "x"), 1, old), (key(3, 50), 1, old)]
     source = spark.createDataFrame(rows, "key string, size long, last_modified_s double")
@@ -167,11 +192,16 @@ def test_a_failed_probe_keeps_its_directories(spark: Any) -> None:
     probes = spark.sparkContext.accumulator(0)
     nested = probe_claims(classified, root, target, {}, every_directory=True, requests=probes)
     assert nested.roots == {}
-    assert set(nested.failed) == {key(1, 5).rsplit("/", 2)[0], key(1, 5).rsplit("/", 1)[0],
-                                  key(2, 6).rsplit("/", 2)[0], key(2, 6).rsplit("/", 1)[0]}
+    assert set(nested.failed) == {
+        key(1, 5).rsplit("/", 2)[0],
+        key(1, 5).rsplit("/", 1)[0],
+        key(2, 6).rsplit("/", 2)[0],
+        key(2, 6).rsplit("/", 1)[0],
+    }
     assert nested.probes == 4  # the live key's directories are not probed
     kept = keep_nested(classified, nested.kept, root).select("key", "action").collect()
     assert {row["key"]: row["action"] for row in kept} == {
-        key(1, 5): "kept_nested_root", key(2, 6, "x"): "kept_nested_root",
+        key(1, 5): "kept_nested_root",
+        key(2, 6, "x"): "kept_nested_root",
         key(3, 50): "kept_not_eligible",
-    }  # fmt: skip
+    }

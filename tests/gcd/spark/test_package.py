@@ -35,11 +35,12 @@ def test_the_zip_is_reproducible_and_holds_both_packages(
     assert {"gcd/__init__.py", "gcd/spark/delete.py", "watermark/__init__.py"} <= set(names)
     assert "gcd/py.typed" in names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
-    assert (document["version"], document["files"], document["path"]) == (1, len(names),
-                                                                         str(first))  # fmt: skip
+    assert (document["version"], document["files"], document["path"]) == (1, len(names), str(first))
     assert document["executor_requirements"] == ["boto3", "pandas", "pyarrow"]
-    assert document["store_requirements"] == {"azure": ["azure-storage-blob", "azure-identity"],
-                                              "gcs": ["google-auth"]}  # fmt: skip
+    assert document["store_requirements"] == {
+        "azure": ["azure-storage-blob", "azure-identity"],
+        "gcs": ["google-auth"],
+    }
 
 
 def test_a_bare_python_deletes_from_the_zip(tmp_path: Path) -> None:
@@ -57,8 +58,14 @@ def test_a_bare_python_deletes_from_the_zip(tmp_path: Path) -> None:
         print(gcd.spark.delete.__file__)
         """
     )
-    done = subprocess.run([sys.executable, "-I", "-c", child], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=tmp_path)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", child],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == f"{zipped}/gcd/spark/delete.py"
 

@@ -50,38 +50,66 @@ def test_monthly_cost_is_bytes_in_gib_times_price() -> None:
 
 
 async def test_report_numbers_match_the_bucket(
-    spark: Any, s3_server: LocalS3, bucket: str, inventory: Callable[..., Path], tmp_path: Path,
+    spark: Any,
+    s3_server: LocalS3,
+    bucket: str,
+    inventory: Callable[..., Path],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Totals, per-epoch and per-prefix tables and the cost are exact; chart and files exist;
     one line on stdout with sizes in binary units."""
     seed_known(s3_server, bucket)
     out = tmp_path / "report"
     argv = [
-        "spark-report", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-        "--inventory", str(inventory("CSV")), "--output", str(out), "--safe-epoch", "2",
-        "--price-per-gb-month", "0.05",
-    ]  # fmt: skip
+        "spark-report",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--inventory",
+        str(inventory("CSV")),
+        "--output",
+        str(out),
+        "--safe-epoch",
+        "2",
+        "--price-per-gb-month",
+        "0.05",
+    ]
     assert await asyncio.to_thread(main, argv) == exitcodes.OK
     line = capsys.readouterr().out
     assert line.startswith("spark-report: M=2 objects=13 (7.3 KiB) garbage=6 (2.3 KiB: ")
     assert "deletable now 2.2 KiB, too young 10 B" in line
     report = json.loads((out / "report.json").read_text())
     expected = {
-        "version": 1, "source": "inventory", "safe_epoch": 2, "blocked_reason": None,
-        "objects": 13, "bytes": 7438,
-        "garbage_objects": 6, "garbage_bytes": 2310,
-        "eligible_objects": 5, "eligible_bytes": 2300,
-        "in_grace_objects": 1, "in_grace_bytes": 10,
-        "live_objects": 5, "live_bytes": 5028,
-        "unparsable_objects": 2, "unparsable_bytes": 100,
+        "version": 1,
+        "source": "inventory",
+        "safe_epoch": 2,
+        "blocked_reason": None,
+        "objects": 13,
+        "bytes": 7438,
+        "garbage_objects": 6,
+        "garbage_bytes": 2310,
+        "eligible_objects": 5,
+        "eligible_bytes": 2300,
+        "in_grace_objects": 1,
+        "in_grace_bytes": 10,
+        "live_objects": 5,
+        "live_bytes": 5028,
+        "unparsable_objects": 2,
+        "unparsable_bytes": 100,
         "unparsable_sample": ["level_zero/data/10/x", "level_zero/data/abc/1/y"],
-        "outside_root_objects": 1, "outside_root_bytes": 9,
-        "epochs": 4, "min_epoch": 1, "max_epoch": 4, "prefixes": 3,
+        "outside_root_objects": 1,
+        "outside_root_bytes": 9,
+        "epochs": 4,
+        "min_epoch": 1,
+        "max_epoch": 4,
+        "prefixes": 3,
         "price_per_gb_month": 0.05,
-        "list_requests_full_listing": 1, "list_requests_sweep": 2,
+        "list_requests_full_listing": 1,
+        "list_requests_sweep": 2,
         "price_per_1000_list_requests": 0.005,
-    }  # fmt: skip
+    }
     assert {name: report[name] for name in expected} == expected
     assert report["garbage_monthly_cost_usd"] == pytest.approx(2310 / 2**30 * 0.05)
     assert 7200 <= report["oldest_garbage_age_s"] < 7200 + 300
@@ -103,17 +131,24 @@ async def test_report_numbers_match_the_bucket(
     assert prefixes["objects"].tolist() == [3, 3, 5]
     assert prefixes["garbage_bytes"].tolist() == [300, 2010, 0]
     assert (prefixes["min_epoch"].tolist(), prefixes["max_epoch"].tolist()) == (
-        [1, 2, 3], [1, 2, 4],
-    )  # fmt: skip
+        [1, 2, 3],
+        [1, 2, 4],
+    )
     assert prefixes["oldest_age_s"].between(7200, 7500).all()
     assert prefixes["oldest_garbage_age_s"].isna().tolist() == [False, False, True]
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize(
-    "flag", ["--dry-run", "--batch-size=5", "--max-deletes-per-second=9", "--decisions-uri=x",
-             "--delete-concurrency=2"],
-)  # fmt: skip
+    "flag",
+    [
+        "--dry-run",
+        "--batch-size=5",
+        "--max-deletes-per-second=9",
+        "--decisions-uri=x",
+        "--delete-concurrency=2",
+    ],
+)
 def test_report_refuses_delete_options(
     flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,27 +163,55 @@ def test_report_refuses_delete_options(
 
 def _job(command: str, *, dry_run: bool = False) -> JobConfig:
     return JobConfig(
-        command=command, bucket="b", endpoint_url=None, region=None,
-        layout=KeyLayout.default(), inventory="m.json", inventory_root=None, list_tasks=1,
-        output=Path("out"), decisions_uri="out/decisions", dry_run=dry_run, master=None,
-        grace_s=600, batch_size=1000, max_deletes_per_second=None, delete_concurrency=1,
-        price_per_gb_month=0.023, safe_epoch=None, json=False,
-    )  # fmt: skip
+        command=command,
+        bucket="b",
+        endpoint_url=None,
+        region=None,
+        layout=KeyLayout.default(),
+        inventory="m.json",
+        inventory_root=None,
+        list_tasks=1,
+        output=Path("out"),
+        decisions_uri="out/decisions",
+        dry_run=dry_run,
+        master=None,
+        grace_s=600,
+        batch_size=1000,
+        max_deletes_per_second=None,
+        delete_concurrency=1,
+        price_per_gb_month=0.023,
+        safe_epoch=None,
+        json=False,
+    )
 
 
 def test_the_line_for_people_gives_sizes_in_binary_units() -> None:
     """spark-sweep's and spark-report's stdout line: KiB/MiB/GiB, never raw byte counts."""
-    sweep = {"safe_epoch": 7, "listed": 12, "eligible": 5, "deleted": 5,
-             "deleted_bytes": 3 * 2**30, "would_delete": 0, "would_delete_bytes": 0,
-             "errors": 0, "unparsable": 1}  # fmt: skip
+    sweep = {
+        "safe_epoch": 7,
+        "listed": 12,
+        "eligible": 5,
+        "deleted": 5,
+        "deleted_bytes": 3 * 2**30,
+        "would_delete": 0,
+        "would_delete_bytes": 0,
+        "errors": 0,
+        "unparsable": 1,
+    }
     line = summary_line(_job("spark-sweep"), sweep)
     assert "deleted=5 (3.0 GiB)" in line
-    dry = {**sweep, "deleted": 0, "deleted_bytes": 0, "would_delete": 5,
-           "would_delete_bytes": 1536}  # fmt: skip
+    dry = {**sweep, "deleted": 0, "deleted_bytes": 0, "would_delete": 5, "would_delete_bytes": 1536}
     assert "would delete=5 (1.5 KiB)" in summary_line(_job("spark-sweep", dry_run=True), dry)
-    report = {"safe_epoch": 7, "objects": 3, "bytes": 5 * 2**20, "garbage_objects": 2,
-              "garbage_bytes": 2**20, "eligible_bytes": 2**19, "in_grace_bytes": 2**19,
-              "garbage_monthly_cost_usd": 0.5}  # fmt: skip
+    report = {
+        "safe_epoch": 7,
+        "objects": 3,
+        "bytes": 5 * 2**20,
+        "garbage_objects": 2,
+        "garbage_bytes": 2**20,
+        "eligible_bytes": 2**19,
+        "in_grace_bytes": 2**19,
+        "garbage_monthly_cost_usd": 0.5,
+    }
     line = summary_line(_job("spark-report"), report)
     assert "objects=3 (5.0 MiB) garbage=2 (1.0 MiB: deletable now 512.0 KiB" in line
     assert "bytes" not in line
@@ -156,9 +219,18 @@ def test_the_line_for_people_gives_sizes_in_binary_units() -> None:
 
 def test_the_line_for_people_names_nested_roots() -> None:
     """A sweep that kept another namespace's root says which, on its one line."""
-    sweep = {"safe_epoch": 7, "listed": 12, "eligible": 5, "deleted": 5, "deleted_bytes": 5,
-             "would_delete": 0, "would_delete_bytes": 0, "errors": 0, "unparsable": 0,
-             "nested_roots": ["level_zero/data/417"]}  # fmt: skip
+    sweep = {
+        "safe_epoch": 7,
+        "listed": 12,
+        "eligible": 5,
+        "deleted": 5,
+        "deleted_bytes": 5,
+        "would_delete": 0,
+        "would_delete_bytes": 0,
+        "errors": 0,
+        "unparsable": 0,
+        "nested_roots": ["level_zero/data/417"],
+    }
     line = summary_line(_job("spark-sweep"), sweep)
     assert line.endswith("; kept under other namespaces' roots: level_zero/data/417")
     plain = summary_line(_job("spark-sweep"), {**sweep, "nested_roots": []})

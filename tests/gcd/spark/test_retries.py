@@ -56,13 +56,33 @@ def test_a_retried_delete_task_keeps_decisions_and_counters_exact(
     s3_server.seed(bucket, sorted(eligible | live), last_modified=old)
     out = tmp_path / "out"
     argv = [
-        str(gcd_command()), "spark-sweep", "--bucket", bucket,
-        "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1",
-        "--list", "--list-tasks", "1", "--safe-epoch", str(SAFE_EPOCH),
-        "--batch-size", str(BATCH), "--delete-concurrency", "2", "--master", "local[2,2]",
-        "--conf", "spark.sql.execution.arrow.maxRecordsPerBatch=5",
-        "--conf", "spark.ui.enabled=false", "--output", str(out), "--json",
-    ]  # fmt: skip
+        str(gcd_command()),
+        "spark-sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--list",
+        "--list-tasks",
+        "1",
+        "--safe-epoch",
+        str(SAFE_EPOCH),
+        "--batch-size",
+        str(BATCH),
+        "--delete-concurrency",
+        "2",
+        "--master",
+        "local[2,2]",
+        "--conf",
+        "spark.sql.execution.arrow.maxRecordsPerBatch=5",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--output",
+        str(out),
+        "--json",
+    ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     killed: list[int] = []
     runs: list[subprocess.Popen[str]] = []
@@ -75,9 +95,11 @@ def test_a_retried_delete_task_keeps_decisions_and_counters_exact(
             killed.append(pid)
 
     with S3Tap(s3_server, bucket, on_delete=kill_the_third_sender) as tap:
-        runs.append(subprocess.Popen(
-            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        ))  # fmt: skip
+        runs.append(
+            subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
         try:
             stdout, stderr = runs[0].communicate(timeout=280)
         finally:

@@ -31,8 +31,9 @@ def test_runtime_conf_holds_for_the_run_and_is_put_back(spark: Any) -> None:
 def test_a_setting_fixed_at_start_is_refused_on_a_running_session(spark: Any) -> None:
     """spark.executor.memory cannot change in a running session: ConfigError says where
     to set it, instead of being silently ignored."""
-    with pytest.raises(ConfigError, match="fixed when the Spark session starts"), spark_session(
-        conf={"spark.executor.memory": "2g"}
+    with (
+        pytest.raises(ConfigError, match="fixed when the Spark session starts"),
+        spark_session(conf={"spark.executor.memory": "2g"}),
     ):
         pass
 

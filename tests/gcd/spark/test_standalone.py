@@ -43,8 +43,13 @@ from watermark.core.binding import claim_key
 # suites took 390 s, a single spark-report 127 s). Both limits only catch a hang.
 # The deep tier: two clusters of JVMs cost ~7 minutes of the everyday tier's 15; every
 # Spark code path they drive runs in the everyday tier on the local SparkSession.
-pytestmark = [pytest.mark.deep, pytest.mark.spark, pytest.mark.slow, pytest.mark.integration,
-              pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.deep,
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.integration,
+    pytest.mark.timeout(1800),
+]
 GCD_TIMEOUT_S = 600
 """The most one `gcd spark-*` command may take (a hang guard, ~5x a loaded run's)."""
 
@@ -72,11 +77,20 @@ def executor_venv_python() -> Path:
     """The executors' Python: boto3, pandas, pyarrow, and no l0gc."""
     python = executor_python(ROOT / ".venv-spark-exec", ROOT / "constraints.txt")
     # -I: no current directory (this checkout) and no PYTHON* variables on the path.
-    has = subprocess.run([str(python), "-I", "-c", "import boto3, pandas, pyarrow"],
-                         capture_output=True, timeout=120, check=False)  # fmt: skip
+    has = subprocess.run(
+        [str(python), "-I", "-c", "import boto3, pandas, pyarrow"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert has.returncode == 0, has.stderr
-    lacks = subprocess.run([str(python), "-I", "-c", "import gcd"],
-                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    lacks = subprocess.run(
+        [str(python), "-I", "-c", "import gcd"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert "No module named 'gcd'" in lacks.stderr
     return python
 
@@ -100,9 +114,14 @@ async def gcd(*argv: str) -> tuple[int, dict[str, Any], float]:
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     started = time.monotonic()
     done = await asyncio.to_thread(
-        subprocess.run, [gcd_command(), *argv, "--json"], env=env, capture_output=True,
-        text=True, timeout=GCD_TIMEOUT_S, check=False,
-    )  # fmt: skip
+        subprocess.run,
+        [gcd_command(), *argv, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=GCD_TIMEOUT_S,
+        check=False,
+    )
     seconds = time.monotonic() - started
     assert done.stdout.strip(), done.stderr[-4000:]
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1]), seconds
@@ -110,8 +129,7 @@ async def gcd(*argv: str) -> tuple[int, dict[str, Any], float]:
 
 def event_logs(events: Path) -> set[Path]:
     """Spark's event logs under `events` (one per application; a dot file is a checksum)."""
-    return {path for path in events.rglob("*") if path.is_file()
-            and not path.name.startswith(".")}  # fmt: skip
+    return {path for path in events.rglob("*") if path.is_file() and not path.name.startswith(".")}
 
 
 def executor_ids(events: Path) -> list[str]:
@@ -134,9 +152,11 @@ def writing_tasks(logs: set[Path]) -> dict[int, list[tuple[int, int]]]:
             event = json.loads(line)
             if event.get("Event") == "SparkListenerTaskEnd":
                 ended.append(event)
-    writing = {event["Stage ID"] for event in ended
-               if (event.get("Task Metrics") or {}).get("Output Metrics", {})
-               .get("Records Written", 0) > 0}  # fmt: skip
+    writing = {
+        event["Stage ID"]
+        for event in ended
+        if (event.get("Task Metrics") or {}).get("Output Metrics", {}).get("Records Written", 0) > 0
+    }
     tasks: dict[int, list[tuple[int, int]]] = {stage: [] for stage in writing}
     for event in ended:
         if event["Stage ID"] in writing and event["Task End Reason"]["Reason"] == "Success":
@@ -187,15 +207,38 @@ async def test_report_dry_run_and_sweep_run_on_executors_without_l0gc(
     events = tmp_path / "events"
     events.mkdir()
     common = [
-        "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1",
-        "--etcd", etcd_server.endpoint, "--namespace", namespace,
-        "--list", "--list-tasks", "8", "--master", standalone.master_url,
-        "--py-files", package["path"],
-        "--conf", f"spark.pyspark.python={executor_venv_python}",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=1g",
-        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
-        "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
-    ]  # fmt: skip
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--list",
+        "--list-tasks",
+        "8",
+        "--master",
+        standalone.master_url,
+        "--py-files",
+        package["path"],
+        "--conf",
+        f"spark.pyspark.python={executor_venv_python}",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.executor.memory=1g",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={events.as_uri()}",
+        "--conf",
+        "spark.eventLog.compress=false",
+        "--conf",
+        "spark.eventLog.rolling.enabled=false",
+    ]
 
     code, report, report_s = await gcd("spark-report", *common, "--output", str(tmp_path / "r"))
     assert code == exitcodes.OK, report
@@ -203,9 +246,14 @@ async def test_report_dry_run_and_sweep_run_on_executors_without_l0gc(
     assert (report["live_objects"], report["unparsable_objects"]) == (len(LIVE), len(UNPARSABLE))
 
     code, dry, dry_s = await gcd(
-        "spark-sweep", *common, "--dry-run", "--output", str(tmp_path / "dry"),
-        "--decisions-uri", (tmp_path / "dry" / "decisions").as_uri(),
-    )  # fmt: skip
+        "spark-sweep",
+        *common,
+        "--dry-run",
+        "--output",
+        str(tmp_path / "dry"),
+        "--decisions-uri",
+        (tmp_path / "dry" / "decisions").as_uri(),
+    )
     assert code == exitcodes.OK, dry
     assert (dry["would_delete"], dry["deleted"]) == (len(ELIGIBLE), 0)
     assert s3_server.keys(bucket) == everything
@@ -213,11 +261,19 @@ async def test_report_dry_run_and_sweep_run_on_executors_without_l0gc(
     before = event_logs(events)
     with S3Tap(s3_server, bucket) as tap:
         code, swept, sweep_s = await gcd(
-            "spark-sweep", *common, "--output", str(tmp_path / "sweep"),
-            "--decisions-uri", (tmp_path / "sweep" / "decisions").as_uri(),
-            "--max-deletes-per-second", str(RATE), "--batch-size", str(BATCH),
-            "--delete-concurrency", str(DELETE_CONCURRENCY),
-        )  # fmt: skip
+            "spark-sweep",
+            *common,
+            "--output",
+            str(tmp_path / "sweep"),
+            "--decisions-uri",
+            (tmp_path / "sweep" / "decisions").as_uri(),
+            "--max-deletes-per-second",
+            str(RATE),
+            "--batch-size",
+            str(BATCH),
+            "--delete-concurrency",
+            str(DELETE_CONCURRENCY),
+        )
     assert code == exitcodes.OK, swept
     assert s3_server.keys(bucket) == everything - ELIGIBLE
     assert claim_key("level_zero/data") in everything - ELIGIBLE
@@ -274,27 +330,61 @@ async def test_gcs_dry_run_and_sweep_run_on_executors_without_l0gc(
     events = tmp_path / "events"
     events.mkdir()
     common = [
-        "--storage", "gcs", "--gcs-anonymous", "--bucket", gcs_bucket,
-        "--endpoint-url", gcs_server.endpoint_url, "--safe-epoch", str(SAFE_EPOCH),
-        "--grace", "0s", "--list", "--list-tasks", "8", "--master", standalone.master_url,
-        "--py-files", package["path"],
-        "--conf", f"spark.pyspark.python={executor_venv_python}",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=1g",
-        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
-        "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
-    ]  # fmt: skip
+        "--storage",
+        "gcs",
+        "--gcs-anonymous",
+        "--bucket",
+        gcs_bucket,
+        "--endpoint-url",
+        gcs_server.endpoint_url,
+        "--safe-epoch",
+        str(SAFE_EPOCH),
+        "--grace",
+        "0s",
+        "--list",
+        "--list-tasks",
+        "8",
+        "--master",
+        standalone.master_url,
+        "--py-files",
+        package["path"],
+        "--conf",
+        f"spark.pyspark.python={executor_venv_python}",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.executor.memory=1g",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={events.as_uri()}",
+        "--conf",
+        "spark.eventLog.compress=false",
+        "--conf",
+        "spark.eventLog.rolling.enabled=false",
+    ]
     code, dry, _ = await gcd(
-        "spark-sweep", *common, "--dry-run", "--output", str(tmp_path / "dry"),
-        "--decisions-uri", (tmp_path / "dry" / "decisions").as_uri(),
-    )  # fmt: skip
+        "spark-sweep",
+        *common,
+        "--dry-run",
+        "--output",
+        str(tmp_path / "dry"),
+        "--decisions-uri",
+        (tmp_path / "dry" / "decisions").as_uri(),
+    )
     assert code == exitcodes.OK, dry
     assert (dry["would_delete"], dry["deleted"]) == (len(ELIGIBLE), 0)
     assert gcs_server.keys(gcs_bucket) == everything
     code, swept, _ = await gcd(
-        "spark-sweep", *common, "--output", str(tmp_path / "sweep"),
-        "--decisions-uri", (tmp_path / "sweep" / "decisions").as_uri(),
-        "--max-deletes-per-second", str(RATE * 5),
-    )  # fmt: skip
+        "spark-sweep",
+        *common,
+        "--output",
+        str(tmp_path / "sweep"),
+        "--decisions-uri",
+        (tmp_path / "sweep" / "decisions").as_uri(),
+        "--max-deletes-per-second",
+        str(RATE * 5),
+    )
     assert code == exitcodes.OK, swept
     assert gcs_server.keys(gcs_bucket) == everything - ELIGIBLE
     assert (swept["eligible"], swept["deleted"], swept["errors"]) == (len(ELIGIBLE),) * 2 + (0,)

@@ -72,9 +72,18 @@ def gcd_args(
 ) -> list[str]:
     """`gcd spark-sweep` arguments for this bucket."""
     return [
-        "spark-sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-        "--region", "us-east-1", "--output", str(output), "--json", *extra,
-    ]  # fmt: skip
+        "spark-sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--output",
+        str(output),
+        "--json",
+        *extra,
+    ]
 
 
 def etcd_args(etcd_server: LocalEtcd, namespace: str) -> list[str]:
@@ -117,10 +126,21 @@ async def test_inventory_csv_sweep_deletes_exactly_the_eligible_keys(
     s3.delete_object(Bucket=bucket, Key=key(2, 15))  # stale live row
     out = tmp_path / "out"
     code = await gcd(
-        gcd_args(s3_server, bucket, out, "--inventory", str(manifest), "--batch-size", "2",
-                 "--delete-concurrency", "4", "--max-deletes-per-second", "1000",
-                 *etcd_args(etcd_server, namespace))
-    )  # fmt: skip
+        gcd_args(
+            s3_server,
+            bucket,
+            out,
+            "--inventory",
+            str(manifest),
+            "--batch-size",
+            "2",
+            "--delete-concurrency",
+            "4",
+            "--max-deletes-per-second",
+            "1000",
+            *etcd_args(etcd_server, namespace),
+        )
+    )
     assert code == exitcodes.OK
     everything = ELIGIBLE | LIVE | YOUNG | UNPARSABLE | OUTSIDE
     assert s3_server.keys(bucket) - {CLAIM} == everything - ELIGIBLE - {key(2, 15)}
@@ -153,9 +173,17 @@ async def test_parquet_inventory_dry_run_deletes_nothing(
     far = key(4, 123_456_789_012_345_678)  # above 2**53: a float64 would change it
     stale = Listed(far, 1, datetime.now(UTC) - timedelta(hours=2))
     code = await gcd(
-        gcd_args(s3_server, bucket, out, "--inventory", str(inventory("Parquet", extra=[stale])),
-                 "--safe-epoch", str(SAFE_EPOCH), "--dry-run")
-    )  # fmt: skip
+        gcd_args(
+            s3_server,
+            bucket,
+            out,
+            "--inventory",
+            str(inventory("Parquet", extra=[stale])),
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+            "--dry-run",
+        )
+    )
     assert code == exitcodes.OK
     assert s3_server.keys(bucket) == before
     actions = decisions(out)
@@ -187,9 +215,16 @@ async def test_list_mode_sweep_deletes_exactly_the_eligible_keys(
     await set_safe_epoch(SAFE_EPOCH, CLUSTER_EPOCH)
     out = tmp_path / "out"
     code = await gcd(
-        gcd_args(s3_server, bucket, out, "--list", "--list-tasks", "10",
-                 *etcd_args(etcd_server, namespace))
-    )  # fmt: skip
+        gcd_args(
+            s3_server,
+            bucket,
+            out,
+            "--list",
+            "--list-tasks",
+            "10",
+            *etcd_args(etcd_server, namespace),
+        )
+    )
     assert code == exitcodes.OK
     assert s3_server.keys(bucket) - {CLAIM} == (LIVE | YOUNG | UNPARSABLE | OUTSIDE)
     done = summary(out)
@@ -221,9 +256,15 @@ async def test_malformed_partition_record_fails_closed(
     before = s3_server.keys(bucket)
     out = tmp_path / "out"
     code = await gcd(
-        gcd_args(s3_server, bucket, out, "--inventory", str(inventory()),
-                 *etcd_args(etcd_server, namespace))
-    )  # fmt: skip
+        gcd_args(
+            s3_server,
+            bucket,
+            out,
+            "--inventory",
+            str(inventory()),
+            *etcd_args(etcd_server, namespace),
+        )
+    )
     assert code == exitcodes.BLOCKED
     assert s3_server.keys(bucket) == before
     done = summary(out)
@@ -245,9 +286,16 @@ async def test_override_above_the_cluster_epoch_is_refused(
     await set_safe_epoch(SAFE_EPOCH, CLUSTER_EPOCH)
     out = tmp_path / "out"
     code = await gcd(
-        gcd_args(s3_server, bucket, out, "--list", "--safe-epoch", "25",
-                 *etcd_args(etcd_server, namespace))
-    )  # fmt: skip
+        gcd_args(
+            s3_server,
+            bucket,
+            out,
+            "--list",
+            "--safe-epoch",
+            "25",
+            *etcd_args(etcd_server, namespace),
+        )
+    )
     assert code == exitcodes.BLOCKED
     assert "above the cluster epoch" in summary(out)["blocked_reason"]
 
@@ -272,16 +320,28 @@ def test_missing_pyspark_is_a_usage_error(
 def test_summary_counts_failed_deletes_as_errors() -> None:
     """Failed keys are eligible and errors; kept rows land in their skip counters."""
     counts = {
-        "deleted": (3, 30), "failed": (2, 20), "kept_not_eligible": (4, 40),
-        "kept_too_young": (1, 1), "kept_unparsable": (5, 5), "kept_outside_root": (6, 6),
-    }  # fmt: skip
+        "deleted": (3, 30),
+        "failed": (2, 20),
+        "kept_not_eligible": (4, 40),
+        "kept_too_young": (1, 1),
+        "kept_unparsable": (5, 5),
+        "kept_outside_root": (6, 6),
+    }
     done = summary_from_counts(
-        counts, safe_epoch=7, cluster_epoch=9, dry_run=False, list_requests=2,
-        delete_requests=4, duration_s=1.0,
-    )  # fmt: skip
+        counts,
+        safe_epoch=7,
+        cluster_epoch=9,
+        dry_run=False,
+        list_requests=2,
+        delete_requests=4,
+        duration_s=1.0,
+    )
     assert (done["eligible"], done["deleted"], done["deleted_bytes"], done["errors"]) == (
-        5, 3, 30, 2,
-    )  # fmt: skip
+        5,
+        3,
+        30,
+        2,
+    )
     assert (done["listed"], done["outside_root"], done["would_delete"]) == (15, 6, 0)
 
 
@@ -309,14 +369,28 @@ async def test_a_failed_listing_is_a_partial_failure(
     before = s3_server.keys(bucket)
     out = tmp_path / "out"
     # Seed 15: the first LIST (the preflight) passes, the second (an executor's) is denied.
-    denied = FaultConfig(share=0.9, codes=("AccessDenied",), operations=frozenset({"list"}),
-                         seed=15)  # fmt: skip
+    denied = FaultConfig(
+        share=0.9, codes=("AccessDenied",), operations=frozenset({"list"}), seed=15
+    )
     with ThreadedFaultProxy(s3_server.endpoint_url, denied) as proxy:
         code = await gcd(
-            ["spark-sweep", "--bucket", bucket, "--endpoint-url", proxy.endpoint_url,
-             "--region", "us-east-1", "--output", str(out), "--list", "--list-tasks", "2",
-             "--safe-epoch", "5"]
-        )  # fmt: skip
+            [
+                "spark-sweep",
+                "--bucket",
+                bucket,
+                "--endpoint-url",
+                proxy.endpoint_url,
+                "--region",
+                "us-east-1",
+                "--output",
+                str(out),
+                "--list",
+                "--list-tasks",
+                "2",
+                "--safe-epoch",
+                "5",
+            ]
+        )
         assert proxy.proxy.faults["AccessDenied"] >= 1
     assert code == exitcodes.PARTIAL_FAILURE
     done = summary(out)
@@ -343,9 +417,18 @@ async def test_list_mode_sweep_on_seaweedfs_deletes_exactly_the_eligible_keys(
         await bind(etcd_server.endpoint, namespace, seaweedfs_server.endpoint_url, bucket)
         out = tmp_path / "out"
         code = await gcd(
-            gcd_args(seaweedfs_server, bucket, out, "--list", "--list-tasks", "4",
-                     "--grace", "0s", *etcd_args(etcd_server, namespace))
-        )  # fmt: skip
+            gcd_args(
+                seaweedfs_server,
+                bucket,
+                out,
+                "--list",
+                "--list-tasks",
+                "4",
+                "--grace",
+                "0s",
+                *etcd_args(etcd_server, namespace),
+            )
+        )
         assert code == exitcodes.OK
         left = seaweedfs_server.keys(bucket) - {CLAIM}
         assert left == LIVE | UNPARSABLE | OUTSIDE

@@ -38,15 +38,19 @@ CLAIM = claim_key(ROOT)
 _names = itertools.count()
 
 
-
 def client_for(endpoint: str) -> Any:
     """A boto3 client that does not add checksums moto's Object Lock path refuses."""
     return boto3.client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1",
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-        config=Config(request_checksum_calculation="when_required",
-                      response_checksum_validation="when_required"),
-    )  # fmt: skip
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
 
 
 def new_bucket(client: Any, *, lock: bool = False) -> str:
@@ -86,9 +90,20 @@ def entries(client: Any, bucket: str) -> set[tuple[str, str, bool]]:
 def sweep_args(s3: LocalS3, bucket: str, out: Path, *extra: str) -> list[str]:
     """`gcd spark-sweep` on this bucket; every object is past a zero grace."""
     return [
-        "spark-sweep", "--bucket", bucket, "--endpoint-url", s3.endpoint_url,
-        "--region", "us-east-1", "--output", str(out), "--json", "--grace", "0s", *extra,
-    ]  # fmt: skip
+        "spark-sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--output",
+        str(out),
+        "--json",
+        "--grace",
+        "0s",
+        *extra,
+    ]
 
 
 async def gcd(argv: list[str]) -> int:
@@ -109,9 +124,9 @@ PLAIN = StoreFeatures(versioning="off")
 
 def test_a_listing_lists_versions_exactly_on_a_versioned_bucket_with_reclaim() -> None:
     """--list: versions on a versioned (or suspended) bucket with reclaim, never else."""
+
     def plan(features: StoreFeatures, mode: VersionMode) -> Any:
-        return plan_versions(mode=mode, features=features, source="list", deleting=True,
-                             bucket="b")  # fmt: skip
+        return plan_versions(mode=mode, features=features, source="list", deleting=True, bucket="b")
 
     assert plan(VERSIONED, VersionMode.RECLAIM).versions is True
     assert plan(StoreFeatures(versioning="Suspended"), VersionMode.RECLAIM).versions is True
@@ -121,8 +136,12 @@ def test_a_listing_lists_versions_exactly_on_a_versioned_bucket_with_reclaim() -
     assert plan(VERSIONED, VersionMode.RECLAIM).object_lock is True
     assert plan(PLAIN, VersionMode.RECLAIM).object_lock is False
     assert plan(VERSIONED, VersionMode.RECLAIM).store == {
-        "versioning": "Enabled", "object_lock": True, "listing": "ordered",
-        "batch_delete": True, "versions": "reclaim"}  # fmt: skip
+        "versioning": "Enabled",
+        "object_lock": True,
+        "listing": "ordered",
+        "batch_delete": True,
+        "versions": "reclaim",
+    }
     assert plan(VERSIONED, VersionMode.MARKERS_ONLY).store["versions"] == "markers-only"
     assert plan(PLAIN, VersionMode.RECLAIM).store["versions"] == "none"
 
@@ -131,21 +150,44 @@ def test_an_inventory_of_current_versions_cannot_reclaim_a_versioned_bucket() ->
     """A deleting reclaim sweep from a current-only inventory of a versioned bucket is
     refused; a dry run (no features), markers-only and an all-versions report are not."""
     with pytest.raises(ConfigError, match="IncludedObjectVersions All"):
-        plan_versions(mode=VersionMode.RECLAIM, features=VERSIONED, source="inventory",
-                      deleting=True, bucket="b", inventory="m.json")  # fmt: skip
+        plan_versions(
+            mode=VersionMode.RECLAIM,
+            features=VERSIONED,
+            source="inventory",
+            deleting=True,
+            bucket="b",
+            inventory="m.json",
+        )
     for features, mode, deleting, has in (
         (None, VersionMode.RECLAIM, False, False),
         (VERSIONED, VersionMode.RECLAIM, False, False),
         (VERSIONED, VersionMode.MARKERS_ONLY, True, False),
         (PLAIN, VersionMode.RECLAIM, True, False),
     ):
-        assert not plan_versions(mode=mode, features=features, source="inventory",
-                                 inventory_has_versions=has, deleting=deleting,
-                                 bucket="b").versions  # fmt: skip
-    assert plan_versions(mode=VersionMode.RECLAIM, features=VERSIONED, source="inventory",
-                         inventory_has_versions=True, deleting=True, bucket="b").versions
-    assert not plan_versions(mode=VersionMode.MARKERS_ONLY, features=None, source="inventory",
-                             inventory_has_versions=True, deleting=False, bucket="b").versions
+        assert not plan_versions(
+            mode=mode,
+            features=features,
+            source="inventory",
+            inventory_has_versions=has,
+            deleting=deleting,
+            bucket="b",
+        ).versions
+    assert plan_versions(
+        mode=VersionMode.RECLAIM,
+        features=VERSIONED,
+        source="inventory",
+        inventory_has_versions=True,
+        deleting=True,
+        bucket="b",
+    ).versions
+    assert not plan_versions(
+        mode=VersionMode.MARKERS_ONLY,
+        features=None,
+        source="inventory",
+        inventory_has_versions=True,
+        deleting=False,
+        bucket="b",
+    ).versions
 
 
 @pytest.mark.parametrize(
@@ -153,13 +195,25 @@ def test_an_inventory_of_current_versions_cannot_reclaim_a_versioned_bucket() ->
     [("env", "10m", "600s"), ("config", "1h", "3600s"), ("flag", "2s", "2s")],
 )
 def test_an_undo_window_is_refused_clearly(
-    where: str, value: str, said: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    where: str,
+    value: str,
+    said: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Spark deletes at once: a non-zero undo window from the flag, the env or the config
     file stops the command with exit 2 before any Spark or S3 work, naming it."""
-    argv = ["spark-sweep", "--bucket", "b", "--list", "--safe-epoch", "3",
-            "--output", str(tmp_path / "out")]  # fmt: skip
+    argv = [
+        "spark-sweep",
+        "--bucket",
+        "b",
+        "--list",
+        "--safe-epoch",
+        "3",
+        "--output",
+        str(tmp_path / "out"),
+    ]
     if where == "env":
         monkeypatch.setenv("L0GC_UNDO_WINDOW", value)
     elif where == "flag":
@@ -181,13 +235,15 @@ def test_a_zero_undo_window_is_no_window(
     next check (here the missing --output)."""
     monkeypatch.setenv("L0GC_UNDO_WINDOW", "0s")
     assert main(["spark-sweep", "--bucket", "b", "--list", "--safe-epoch", "3"]) == (
-        exitcodes.USAGE)  # fmt: skip
+        exitcodes.USAGE
+    )
     error = capsys.readouterr().err
     assert "--output" in error
     assert "undo window" not in error
 
 
 # -- listings on moto ---------------------------------------------------------------------
+
 
 @pytest.mark.spark
 @pytest.mark.integration
@@ -213,8 +269,20 @@ async def test_list_sweep_frees_every_version_of_eligible_keys_and_keeps_live_on
     await bind(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
     before = entries(client, bucket)
     out = tmp_path / "out"
-    code = await gcd(sweep_args(s3_server, bucket, out, "--list", "--list-tasks", "4",
-                                "--etcd", etcd_server.endpoint, "--namespace", namespace))
+    code = await gcd(
+        sweep_args(
+            s3_server,
+            bucket,
+            out,
+            "--list",
+            "--list-tasks",
+            "4",
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            namespace,
+        )
+    )
     assert code == exitcodes.OK
     after = entries(client, bucket)
     assert {e for e in after if e[0] in eligible} == set()
@@ -230,8 +298,10 @@ async def test_list_sweep_frees_every_version_of_eligible_keys_and_keeps_live_on
     frame = pd.read_parquet(out / "decisions")
     deleted = frame[frame["action"] == "deleted"]
     assert deleted["version_id"].notna().all()
-    assert set(zip(deleted["key"], deleted["version_id"], deleted["delete_marker"],
-                   strict=True)) == gone  # fmt: skip
+    assert (
+        set(zip(deleted["key"], deleted["version_id"], deleted["delete_marker"], strict=True))
+        == gone
+    )
 
 
 @pytest.mark.spark
@@ -247,8 +317,20 @@ async def test_markers_only_deletes_current_keys_and_keeps_every_version(
     before = entries(client, bucket)
     current = {k for k, _, m in before if k in eligible} - {k for k, _, m in before if m}
     out = tmp_path / "out"
-    code = await gcd(sweep_args(s3_server, bucket, out, "--list", "--list-tasks", "2",
-                                "--safe-epoch", str(SAFE_EPOCH), "--versions", "markers-only"))
+    code = await gcd(
+        sweep_args(
+            s3_server,
+            bucket,
+            out,
+            "--list",
+            "--list-tasks",
+            "2",
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+            "--versions",
+            "markers-only",
+        )
+    )
     assert code == exitcodes.OK
     after = entries(client, bucket)
     assert before <= after
@@ -271,14 +353,28 @@ async def test_object_lock_refusals_are_counted_locked_not_errors(
     eligible, live = seed_versions(client, bucket)
     until = datetime.now(UTC) + timedelta(days=2)
     retained, held = key(2, 3, "retained.log"), key(417, 1, "held.log")
-    client.put_object(Bucket=bucket, Key=retained, Body=b"r", ObjectLockMode="GOVERNANCE",
-                      ObjectLockRetainUntilDate=until, ChecksumAlgorithm="CRC32")  # fmt: skip
-    client.put_object(Bucket=bucket, Key=held, Body=b"h", ObjectLockLegalHoldStatus="ON",
-                      ChecksumAlgorithm="CRC32")  # fmt: skip
+    client.put_object(
+        Bucket=bucket,
+        Key=retained,
+        Body=b"r",
+        ObjectLockMode="GOVERNANCE",
+        ObjectLockRetainUntilDate=until,
+        ChecksumAlgorithm="CRC32",
+    )
+    client.put_object(
+        Bucket=bucket,
+        Key=held,
+        Body=b"h",
+        ObjectLockLegalHoldStatus="ON",
+        ChecksumAlgorithm="CRC32",
+    )
     before = entries(client, bucket)
     out = tmp_path / "out"
-    code = await gcd(sweep_args(s3_server, bucket, out, "--list", "--list-tasks", "2",
-                                "--safe-epoch", str(SAFE_EPOCH)))
+    code = await gcd(
+        sweep_args(
+            s3_server, bucket, out, "--list", "--list-tasks", "2", "--safe-epoch", str(SAFE_EPOCH)
+        )
+    )
     assert code == exitcodes.OK
     after = entries(client, bucket)
     assert {k for k, _, _ in after} == {retained, held} | live
@@ -303,11 +399,25 @@ async def test_report_splits_current_and_noncurrent_bytes(
     eligible, _ = seed_versions(client, bucket)
     rows = list_versions(client, bucket)
     out = tmp_path / "report"
-    code = await gcd([
-        "spark-report", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-        "--region", "us-east-1", "--output", str(out), "--json", "--grace", "0s", "--list",
-        "--safe-epoch", str(SAFE_EPOCH),
-    ])  # fmt: skip
+    code = await gcd(
+        [
+            "spark-report",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--output",
+            str(out),
+            "--json",
+            "--grace",
+            "0s",
+            "--list",
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+        ]
+    )
     assert code == exitcodes.OK
     doc = summary(out, "report.json")
 
@@ -342,11 +452,15 @@ async def test_an_inventory_of_all_versions_frees_every_version_of_eligible_keys
     bucket = new_bucket(client)
     eligible, live = seed_versions(client, bucket)
     before = entries(client, bucket)
-    manifest = write_versions_inventory(tmp_path / "inv", bucket,
-                                        list_versions(client, bucket), file_format)
+    manifest = write_versions_inventory(
+        tmp_path / "inv", bucket, list_versions(client, bucket), file_format
+    )
     out = tmp_path / "out"
-    code = await gcd(sweep_args(s3_server, bucket, out, "--inventory", str(manifest),
-                                "--safe-epoch", str(SAFE_EPOCH)))
+    code = await gcd(
+        sweep_args(
+            s3_server, bucket, out, "--inventory", str(manifest), "--safe-epoch", str(SAFE_EPOCH)
+        )
+    )
     assert code == exitcodes.OK
     after = entries(client, bucket)
     assert {e for e in after if e[0] in eligible} == set()
@@ -370,11 +484,23 @@ async def test_a_current_only_inventory_of_a_versioned_bucket_is_refused(
     bucket = new_bucket(client)
     seed_versions(client, bucket)
     before = entries(client, bucket)
-    rows = [Listed(v.key, v.size, v.last_modified) for v in list_versions(client, bucket)
-            if v.is_latest and not v.delete_marker]  # fmt: skip
+    rows = [
+        Listed(v.key, v.size, v.last_modified)
+        for v in list_versions(client, bucket)
+        if v.is_latest and not v.delete_marker
+    ]
     manifest = write_inventory(tmp_path / "inv", bucket, rows)
-    code = await gcd(sweep_args(s3_server, bucket, tmp_path / "out", "--inventory",
-                                str(manifest), "--safe-epoch", str(SAFE_EPOCH)))
+    code = await gcd(
+        sweep_args(
+            s3_server,
+            bucket,
+            tmp_path / "out",
+            "--inventory",
+            str(manifest),
+            "--safe-epoch",
+            str(SAFE_EPOCH),
+        )
+    )
     assert code == exitcodes.USAGE
     assert "IncludedObjectVersions All" in capsys.readouterr().err
     assert entries(client, bucket) == before

@@ -120,9 +120,14 @@ class GcsStandIn(_Server):
         return app
 
     def _resource(self, key: str, stored: Stored) -> dict[str, Any]:
-        return {"kind": "storage#object", "bucket": self.bucket, "name": key,
-                "generation": str(stored.generation), "size": str(len(stored.body)),
-                "updated": datetime.fromtimestamp(stored.updated, UTC).isoformat()}  # fmt: skip
+        return {
+            "kind": "storage#object",
+            "bucket": self.bucket,
+            "name": key,
+            "generation": str(stored.generation),
+            "size": str(len(stored.body)),
+            "updated": datetime.fromtimestamp(stored.updated, UTC).isoformat(),
+        }
 
     async def bucket_get(self, request: web.Request) -> web.Response:
         self.calls.append(f"buckets.get {request.query_string}")
@@ -130,8 +135,10 @@ class GcsStandIn(_Server):
             return web.json_response({"error": {"code": 403, "message": "denied"}}, status=403)
         doc: dict[str, Any] = {"kind": "storage#bucket", "name": self.bucket}
         if self.retention_s is not None:
-            doc["softDeletePolicy"] = {"retentionDurationSeconds": str(self.retention_s),
-                                       "effectiveTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+            doc["softDeletePolicy"] = {
+                "retentionDurationSeconds": str(self.retention_s),
+                "effectiveTime": "2026-01-01T00:00:00Z",
+            }
         fields = request.query.get("fields")
         if fields == "softDeletePolicy":
             doc = {k: v for k, v in doc.items() if k == "softDeletePolicy"}
@@ -141,16 +148,20 @@ class GcsStandIn(_Server):
         self.calls.append("objects.list")
         prefix = request.query.get("prefix", "")
         start = request.query.get("startOffset", "")
-        items = [self._resource(k, s) for k, s in sorted(self.live.items())
-                 if k.startswith(prefix) and k >= start]  # fmt: skip
+        items = [
+            self._resource(k, s)
+            for k, s in sorted(self.live.items())
+            if k.startswith(prefix) and k >= start
+        ]
         return web.json_response({"kind": "storage#objects", "items": items})
 
     async def objects_get(self, request: web.Request) -> web.Response:
         key = request.match_info["name"]
         stored = self.live.get(key)
         if stored is None:
-            return web.json_response({"error": {"code": 404, "message": "No such object"}},
-                                     status=404)  # fmt: skip
+            return web.json_response(
+                {"error": {"code": 404, "message": "No such object"}}, status=404
+            )
         if request.query.get("alt") == "media":
             return web.Response(body=stored.body)
         return web.json_response(self._resource(key, stored))
@@ -172,8 +183,9 @@ class GcsStandIn(_Server):
             return web.json_response({"error": {"code": 412, "message": "live"}}, status=412)
         stored = self.deleted.pop((key, generation), None)
         if stored is None:
-            return web.json_response({"error": {"code": 404, "message": "No such object"}},
-                                     status=404)  # fmt: skip
+            return web.json_response(
+                {"error": {"code": 404, "message": "No such object"}}, status=404
+            )
         restored = self.put(key, stored.body, datetime.now(UTC).timestamp())
         return web.json_response(self._resource(key, restored))
 
@@ -182,16 +194,18 @@ class GcsStandIn(_Server):
         body = (await request.read()).decode()
         boundary = "standin_answer"
         parts = []
-        for content_id, path in re.findall(r"Content-ID: <([^>]+)>\r\n\r\nDELETE (\S+) HTTP",
-                                           body):  # fmt: skip
+        for content_id, path in re.findall(r"Content-ID: <([^>]+)>\r\n\r\nDELETE (\S+) HTTP", body):
             key = urllib.parse.unquote(path.rsplit("/o/", 1)[1])
             self.calls.append(f"objects.delete {key}")
             status = "204 No Content" if self.delete(key) else "404 Not Found"
-            parts.append(f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: "
-                         f"<response-{content_id}>\r\n\r\nHTTP/1.1 {status}\r\n\r\n")  # fmt: skip
+            parts.append(
+                f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: "
+                f"<response-{content_id}>\r\n\r\nHTTP/1.1 {status}\r\n\r\n"
+            )
         text = "".join(parts) + f"--{boundary}--\r\n"
-        return web.Response(body=text.encode(),
-                            content_type=f"multipart/mixed; boundary={boundary}")  # fmt: skip
+        return web.Response(
+            body=text.encode(), content_type=f"multipart/mixed; boundary={boundary}"
+        )
 
 
 _SERVICE_PROPERTIES = (
@@ -235,18 +249,25 @@ class AzureStandIn(_Server):
         days = f"<Days>{self.retention_days}</Days>" if enabled else ""
         text = _SERVICE_PROPERTIES.format(enabled=str(enabled).lower(), days=days)
         version = request.headers.get("x-ms-version", "")
-        return web.Response(text=text, content_type="application/xml",
-                            headers={"x-ms-version": version})  # fmt: skip
+        return web.Response(
+            text=text, content_type="application/xml", headers={"x-ms-version": version}
+        )
 
     async def blob_properties(self, request: web.Request) -> web.Response:
         stored = self.live.get(self._blob(request))
         if stored is None:
             return web.Response(status=404, headers={"x-ms-error-code": "BlobNotFound"})
-        return web.Response(status=200, headers={
-            "Content-Length": str(len(stored.body)), "x-ms-blob-type": "BlockBlob",
-            "ETag": f'"0x{stored.generation:X}"',
-            "Last-Modified": datetime.fromtimestamp(stored.updated, UTC).strftime(
-                "%a, %d %b %Y %H:%M:%S GMT")})  # fmt: skip
+        return web.Response(
+            status=200,
+            headers={
+                "Content-Length": str(len(stored.body)),
+                "x-ms-blob-type": "BlockBlob",
+                "ETag": f'"0x{stored.generation:X}"',
+                "Last-Modified": datetime.fromtimestamp(stored.updated, UTC).strftime(
+                    "%a, %d %b %Y %H:%M:%S GMT"
+                ),
+            },
+        )
 
     async def undelete(self, request: web.Request) -> web.Response:
         """Undelete Blob (``PUT ...?comp=undelete``): the soft-deleted blob is live again;

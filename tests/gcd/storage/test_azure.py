@@ -109,8 +109,7 @@ async def test_skip_ahead_walks_the_prefixes_and_lists_less(
     skipping, skip_lists = await sweep(settings, 2, page_size=20, list_concurrency=1)
     assert await names(client) == set(live + strays)
     await seed(client, garbage)
-    full, full_lists = await sweep(settings, 2, page_size=20, list_concurrency=1,
-                                   skip_ahead=False)  # fmt: skip
+    full, full_lists = await sweep(settings, 2, page_size=20, list_concurrency=1, skip_ahead=False)
     assert await names(client) == set(live + strays)
     assert skipping.summary.deleted == full.summary.deleted == len(garbage)
     assert full_lists >= (len(live) + len(garbage)) // 20
@@ -156,11 +155,16 @@ def test_settings_refuse_what_cannot_work(tmp_path: Path) -> None:
             AzureSettings("https://a.blob.core.windows.net", bad)
     assert AzureSettings("https://a.blob.core.windows.net", "l0-g-c" + "9" * 57).container
     with pytest.raises(ConfigError, match="cannot read the Azure connection string file"):
-        AzureSettings("https://a.blob.core.windows.net", "l0gc",
-                      str(tmp_path / "missing")).connection_string()  # fmt: skip
+        AzureSettings(
+            "https://a.blob.core.windows.net", "l0gc", str(tmp_path / "missing")
+        ).connection_string()
     wrong = tmp_path / "wrong"
-    for content in (b"hello", b"\xd8\x00AccountName=x" * 10, b"AccountName=x\x00;",
-                    b"AccountName=" + b"x" * 70_000):  # not text, a NUL, too large
+    for content in (
+        b"hello",
+        b"\xd8\x00AccountName=x" * 10,
+        b"AccountName=x\x00;",
+        b"AccountName=" + b"x" * 70_000,
+    ):  # not text, a NUL, too large
         wrong.write_bytes(content)
         with pytest.raises(ConfigError, match="does not hold an Azure Storage connection string"):
             AzureSettings("https://a.blob.core.windows.net", "l0gc", str(wrong)).connection_string()
@@ -205,7 +209,9 @@ async def test_an_answer_for_another_blob_never_counts_as_deleted(
         result = await store.delete_batch(keys)
     assert result.deleted == (keys[1],)
     assert [(f.key, f.code) for f in result.errors] == [
-        (keys[0], "UnmatchedAnswer"), (keys[2], "UnmatchedAnswer")]  # fmt: skip
+        (keys[0], "UnmatchedAnswer"),
+        (keys[2], "UnmatchedAnswer"),
+    ]
 
 
 class _Busy:
@@ -268,8 +274,9 @@ async def test_a_start_point_inside_a_directory_lists_the_rest_of_it(
         token: str | None = None
         while True:
             after = start if token is None else None
-            page = await store.list_page("level_zero/data/", start_after=after,
-                                         continuation_token=token, max_keys=2)  # fmt: skip
+            page = await store.list_page(
+                "level_zero/data/", start_after=after, continuation_token=token, max_keys=2
+            )
             listed += [obj.key for obj in page.objects]
             if (token := page.next_token) is None:
                 break
@@ -285,12 +292,15 @@ async def test_an_answer_with_a_doctype_is_refused(tmp_path: Path) -> None:
     from gcd.errors import StorageError  # noqa: PLC0415
     from l0lab.testing.local_servers import free_port  # noqa: PLC0415
 
-    body = (b'<?xml version="1.0" encoding="utf-8"?><!DOCTYPE x [<!ENTITY a "'
-            + b"a" * 100_000 + b'"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
-            b'<EnumerationResults ContainerName="c"><Blobs><Blob><Name>&b;</Name><Properties>'
-            b"<Last-Modified>Sun, 22 Nov 2026 03:12:50 GMT</Last-Modified>"
-            b"<Content-Length>1</Content-Length></Properties></Blob></Blobs><NextMarker/>"
-            b"</EnumerationResults>")  # fmt: skip
+    body = (
+        b'<?xml version="1.0" encoding="utf-8"?><!DOCTYPE x [<!ENTITY a "'
+        + b"a" * 100_000
+        + b'"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+        b'<EnumerationResults ContainerName="c"><Blobs><Blob><Name>&b;</Name><Properties>'
+        b"<Last-Modified>Sun, 22 Nov 2026 03:12:50 GMT</Last-Modified>"
+        b"<Content-Length>1</Content-Length></Properties></Blob></Blobs><NextMarker/>"
+        b"</EnumerationResults>"
+    )
 
     async def handle(_: web.Request) -> web.Response:
         return web.Response(body=body, content_type="application/xml")

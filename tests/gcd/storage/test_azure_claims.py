@@ -90,8 +90,9 @@ async def test_nested_roots_are_refused_and_never_swept_on_azure(
         outer = await bind_namespace(WatermarkStore(kv, "/outer2"), store, target("elsewhere"))
         claim = outer.binding.claim()
         await client.upload_blob(claim_key(OUTER), claim.encode())
-        read = await BoundSource(WatermarkStore(kv, "/inner"), target(INNER),
-                                 store).read_safe_epoch()  # fmt: skip
+        read = await BoundSource(
+            WatermarkStore(kv, "/inner"), target(INNER), store
+        ).read_safe_epoch()
         assert read.refused_reason is not None
         assert f"inside azure://{settings.container}/{OUTER}" in read.refused_reason
         assert "'/outer2'" in read.refused_reason
@@ -124,8 +125,12 @@ async def test_a_prefix_azure_cannot_list_is_skipped_by_name_and_the_round_ends(
     garbage = [LAYOUT.format(p, 1, "g") for p in (1, 250, 410, 416, 418, 450, 999)]
     for key in (poison, *garbage):
         await client.upload_blob(key, b"x")
-    config = RoundConfig(layout=LAYOUT, grace_s=0.0, list_concurrency=4,
-                         backoff=Backoff(base_s=0.01, cap_s=0.05, max_attempts=3))  # fmt: skip
+    config = RoundConfig(
+        layout=LAYOUT,
+        grace_s=0.0,
+        list_concurrency=4,
+        backoff=Backoff(base_s=0.01, cap_s=0.05, max_attempts=3),
+    )
     metrics = SweeperMetrics()
     sent = count_list_requests(monkeypatch)
     async with AzureBlobStore.open(settings) as store:

@@ -57,20 +57,36 @@ def settings(server: LocalGcs, bucket: str) -> GcsSettings:
 Wrap = Callable[[GcsObjectStore], None]
 
 
-async def sweep(server: LocalGcs, bucket: str, source: WatermarkStore | None, *,
-                override: int | None = None, clock: Callable[[], float] = old_clock,
-                plan: PlanWriter | None = None, wrap: Wrap | None = None,
-                **config: object) -> tuple[RoundResult, GcsObjectStore]:  # fmt: skip
+async def sweep(
+    server: LocalGcs,
+    bucket: str,
+    source: WatermarkStore | None,
+    *,
+    override: int | None = None,
+    clock: Callable[[], float] = old_clock,
+    plan: PlanWriter | None = None,
+    wrap: Wrap | None = None,
+    **config: object,
+) -> tuple[RoundResult, GcsObjectStore]:
     """One round (a fast retrier); the result and the store (its request counters)."""
-    options: dict[str, object] = {"layout": LAYOUT, "grace_s": 600.0, "concurrency": 4,
-                                  "list_concurrency": 2}  # fmt: skip
+    options: dict[str, object] = {
+        "layout": LAYOUT,
+        "grace_s": 600.0,
+        "concurrency": 4,
+        "list_concurrency": 2,
+    }
     options.update(config)
     retrier = Retrier(Backoff(base_s=0.01, cap_s=0.2, max_attempts=10), rng=random.Random(0))
     async with GcsObjectStore.open(settings(server, bucket)) as store:
         if wrap is not None:
             wrap(store)
-        sweeper = Sweeper(store, RoundConfig(**options), plan=plan, retrier=retrier,  # type: ignore[arg-type]
-                          clock=clock)  # fmt: skip
+        sweeper = Sweeper(
+            store,
+            RoundConfig(**options),
+            plan=plan,
+            retrier=retrier,  # type: ignore[arg-type]
+            clock=clock,
+        )
         return await run_round(sweeper, SafetyGate(), source, override=override), store
 
 
@@ -124,18 +140,28 @@ async def test_list_requests_follow_the_garbage(gcs_server: LocalGcs, gcs_bucket
     garbage = [LAYOUT.format(p, e, f"g{e}") for p in prefixes for e in range(1, 11)]
     live = [LAYOUT.format(p, 1000 + i, "live") for p in prefixes for i in range(300)]
     gcs_server.seed(gcs_bucket, garbage + live)
-    skipping, store = await sweep(gcs_server, gcs_bucket, None, override=20, page_size=50,
-                                  list_concurrency=1)  # fmt: skip
+    skipping, store = await sweep(
+        gcs_server, gcs_bucket, None, override=20, page_size=50, list_concurrency=1
+    )
     assert gcs_server.keys(gcs_bucket) == set(live)
     assert skipping.summary.list_requests == store.list_requests
     gcs_server.seed(gcs_bucket, garbage)
-    full, _ = await sweep(gcs_server, gcs_bucket, None, override=20, page_size=50,
-                          list_concurrency=1, skip_ahead=False)  # fmt: skip
+    full, _ = await sweep(
+        gcs_server,
+        gcs_bucket,
+        None,
+        override=20,
+        page_size=50,
+        list_concurrency=1,
+        skip_ahead=False,
+    )
     assert gcs_server.keys(gcs_bucket) == set(live)
     assert skipping.summary.deleted == full.summary.deleted == len(garbage)
     assert full.summary.list_requests >= len(live) // 50
     assert skipping.summary.list_requests <= 2 * len(prefixes) + 2, (
-        skipping.summary.list_requests, full.summary.list_requests)  # fmt: skip
+        skipping.summary.list_requests,
+        full.summary.list_requests,
+    )
 
 
 async def test_hundreds_of_keys_in_full_batches(
@@ -204,8 +230,12 @@ async def test_answers_in_another_order_are_matched_by_content_id(
 
     def reverse(body: bytes) -> bytes:
         boundary, parts = parts_of(body)
-        parts = [part.replace(b"HTTP/1.1 204 No Content", b"HTTP/1.1 403 Forbidden")
-                 if b"<response-k0>" in part else part for part in parts]  # fmt: skip
+        parts = [
+            part.replace(b"HTTP/1.1 204 No Content", b"HTTP/1.1 403 Forbidden")
+            if b"<response-k0>" in part
+            else part
+            for part in parts
+        ]
         return boundary + boundary.join(reversed(parts)) + boundary + b"--"
 
     async with GcsObjectStore.open(settings(gcs_server, gcs_bucket)) as store:
@@ -231,8 +261,14 @@ async def test_a_throttled_object_slows_the_deleter_and_is_retried(
         once.pop()
         return body.replace(b"HTTP/1.1 204 No Content", b"HTTP/1.1 503 Service Unavailable", 1)
 
-    result, store = await sweep(gcs_server, gcs_bucket, None, override=SAFE, batch_size=5,
-                                wrap=lambda s: rewrite_batches(s, busy) and None)  # fmt: skip
+    result, store = await sweep(
+        gcs_server,
+        gcs_bucket,
+        None,
+        override=SAFE,
+        batch_size=5,
+        wrap=lambda s: rewrite_batches(s, busy) and None,
+    )
     assert not once, "the injection ran"
     assert result.summary.deleted == len(garbage)
     assert result.summary.errors == 0
@@ -309,8 +345,9 @@ async def test_a_second_claim_is_refused_by_generation_match() -> None:
     async def handler(request: web.Request) -> web.Response:
         queries.append(dict(request.query))
         if request.query.get("ifGenerationMatch") == "0":
-            return web.json_response({"error": {"code": 412, "errors": [
-                {"reason": "conditionNotMet"}]}}, status=412)  # fmt: skip
+            return web.json_response(
+                {"error": {"code": 412, "errors": [{"reason": "conditionNotMet"}]}}, status=412
+            )
         return web.json_response({"name": request.query["name"]})
 
     async with (
@@ -341,14 +378,22 @@ async def test_a_service_account_key_file_is_used_and_a_bad_one_refused(tmp_path
         return web.json_response({"items": []})
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()  # fmt: skip
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
     async with fake_gcs(handler) as url:
         key_file = tmp_path / "key.json"
-        key_file.write_text(json.dumps({
-            "type": "service_account", "project_id": "p", "private_key": pem,
-            "client_email": "sweeper@p.iam.gserviceaccount.com", "token_uri": f"{url}/token",
-        }))  # fmt: skip
+        key_file.write_text(
+            json.dumps(
+                {
+                    "type": "service_account",
+                    "project_id": "p",
+                    "private_key": pem,
+                    "client_email": "sweeper@p.iam.gserviceaccount.com",
+                    "token_uri": f"{url}/token",
+                }
+            )
+        )
         async with GcsObjectStore.open(GcsSettings("bkt", url, str(key_file))) as store:
             await store.check_credentials()
             page = await store.list_page("r/")
@@ -369,8 +414,11 @@ async def test_preflight_says_what_the_operator_must_fix(gcs_server: LocalGcs) -
         await preflight_store(settings(gcs_server, "no-such-bucket"), ROOT)
 
     async def forbidden(request: web.Request) -> web.Response:
-        error = {"code": 403, "message": "no storage.objects.list",
-                 "errors": [{"reason": "forbidden"}]}  # fmt: skip
+        error = {
+            "code": 403,
+            "message": "no storage.objects.list",
+            "errors": [{"reason": "forbidden"}],
+        }
         return web.json_response({"error": error}, status=403)
 
     async with fake_gcs(forbidden) as url:
@@ -406,8 +454,9 @@ async def test_emulator_deviations_are_pinned(gcs_server: LocalGcs, gcs_bucket: 
     gcs_server.seed(gcs_bucket, keys)
     base = f"{gcs_server.endpoint_url}/storage/v1/b/{gcs_bucket}/o"
     async with aiohttp.ClientSession() as http:
-        async with http.get(base, params={"prefix": "p/", "startOffset": "p/3",
-                                          "maxResults": "2"}) as raw:  # fmt: skip
+        async with http.get(
+            base, params={"prefix": "p/", "startOffset": "p/3", "maxResults": "2"}
+        ) as raw:
             names = [item["name"] for item in (await raw.json())["items"]]
         assert names == keys  # all six: before the offset too, and more than 2
         upload = f"{gcs_server.endpoint_url}/upload/storage/v1/b/{gcs_bucket}/o"
@@ -436,7 +485,9 @@ async def test_unchanged_emulator_answers_batches_without_content_ids() -> None:
             result = await store.delete_batch(["a/1", "a/2"])
         assert result.deleted == ()
         assert [(f.key, f.code) for f in result.errors] == [
-            ("a/1", "UnmatchedAnswer"), ("a/2", "UnmatchedAnswer")]  # fmt: skip
+            ("a/1", "UnmatchedAnswer"),
+            ("a/2", "UnmatchedAnswer"),
+        ]
 
 
 async def test_an_endless_listing_does_not_loop_inside_one_list_page() -> None:

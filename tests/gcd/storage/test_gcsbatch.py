@@ -29,8 +29,9 @@ NO_CONTENT = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
 
 
 def error(status: int, reason: str) -> str:
-    body = json.dumps({"error": {"code": status, "message": f"it is {reason}",
-                                 "errors": [{"reason": reason}]}})  # fmt: skip
+    body = json.dumps(
+        {"error": {"code": status, "message": f"it is {reason}", "errors": [{"reason": reason}]}}
+    )
     return f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n\r\n{body}"
 
 
@@ -51,15 +52,16 @@ def test_the_body_names_each_object_once_with_its_id() -> None:
 
 def test_answers_out_of_order_are_matched_by_id() -> None:
     """GCS may answer in any order: each answer goes to the object its id names."""
-    body, content_type = answer([
-        ("<response-k2>", error(403, "forbidden")),
-        ("<response-k0>", NO_CONTENT),
-        ("<response-k1>", error(404, "notFound")),
-    ])  # fmt: skip
+    body, content_type = answer(
+        [
+            ("<response-k2>", error(403, "forbidden")),
+            ("<response-k0>", NO_CONTENT),
+            ("<response-k1>", error(404, "notFound")),
+        ]
+    )
     result = triage(KEYS, parse_answer(body, content_type))
     assert result.deleted == (KEYS[0], KEYS[1])
-    assert [(f.key, f.code, f.retryable) for f in result.errors] == [
-        (KEYS[2], "forbidden", False)]  # fmt: skip
+    assert [(f.key, f.code, f.retryable) for f in result.errors] == [(KEYS[2], "forbidden", False)]
     assert "it is forbidden" in result.errors[0].message
 
 
@@ -67,13 +69,15 @@ def test_an_answer_without_its_id_never_counts_as_deleted() -> None:
     """No id, an unknown id, an id answered twice, a part without a status line: the
     object is reported (UnmatchedAnswer), never deleted, even when the answers' places
     would line up with the objects."""
-    body, content_type = answer([
-        (None, NO_CONTENT),
-        ("<response-k7>", NO_CONTENT),
-        ("<response-k1>", NO_CONTENT),
-        ("<response-k1>", NO_CONTENT),
-        ("<response-k2>", "garbage"),
-    ])  # fmt: skip
+    body, content_type = answer(
+        [
+            (None, NO_CONTENT),
+            ("<response-k7>", NO_CONTENT),
+            ("<response-k1>", NO_CONTENT),
+            ("<response-k1>", NO_CONTENT),
+            ("<response-k2>", "garbage"),
+        ]
+    )
     result = triage(KEYS, parse_answer(body, content_type))
     assert result.deleted == ()
     assert [f.code for f in result.errors] == ["UnmatchedAnswer"] * 3
@@ -82,8 +86,13 @@ def test_an_answer_without_its_id_never_counts_as_deleted() -> None:
 def test_throttling_and_server_errors_are_retried_others_named() -> None:
     """429 is SlowDown and 503 throttles (the deleter halves its concurrency), 500 is
     retried; 412 and a reasonless 400 are reported with their reason or status."""
-    statuses = [(429, "rateLimitExceeded"), (503, "backendError"), (500, "backendError"),
-                (412, "conditionNotMet"), (400, "")]  # fmt: skip
+    statuses = [
+        (429, "rateLimitExceeded"),
+        (503, "backendError"),
+        (500, "backendError"),
+        (412, "conditionNotMet"),
+        (400, ""),
+    ]
     keys = [f"k/{i}" for i in range(len(statuses))]
     body, content_type = answer(
         [(f"<response-k{i}>", error(s, r)) for i, (s, r) in enumerate(statuses)],
@@ -112,8 +121,17 @@ def test_an_answer_without_a_boundary_is_refused() -> None:
     assert SubAnswer(None, None, "").status is None
 
 
-@pytest.mark.parametrize("line", ["HTTP/1.1 2040", "HTTP/1.1 4040 Not Found", "HTTP/1.1 204x",
-                                  "HTTP/1.1  204 No Content", "HTTP/1.1 0204", "HTTP/1.1 20"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "HTTP/1.1 2040",
+        "HTTP/1.1 4040 Not Found",
+        "HTTP/1.1 204x",
+        "HTTP/1.1  204 No Content",
+        "HTTP/1.1 0204",
+        "HTTP/1.1 20",
+    ],
+)
 def test_a_status_line_is_read_strictly(line: str) -> None:
     """Issue 35, item 10: "HTTP/1.1 2040" is not 204 nor "4040" 404: a status line that
     is not exactly one is no answer, and the object is never counted deleted."""
@@ -125,8 +143,10 @@ def test_a_status_line_is_read_strictly(line: str) -> None:
     assert [f.code for f in result.errors] == ["UnmatchedAnswer"]
 
 
-@pytest.mark.parametrize(("line", "status"), [("HTTP/1.1 204 No Content", 204),
-                                              ("HTTP/1.1 404", 404), ("HTTP/2 204 ", 204)])
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [("HTTP/1.1 204 No Content", 204), ("HTTP/1.1 404", 404), ("HTTP/2 204 ", 204)],
+)
 def test_a_status_line_with_or_without_a_reason_is_read(line: str, status: int) -> None:
     body, content_type = answer([("<response-k0>", f"{line}\r\n\r\n")])
     assert [sub.status for sub in parse_answer(body, content_type)] == [status]

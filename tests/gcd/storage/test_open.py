@@ -30,12 +30,18 @@ GCS = GcsSettings("l0-bucket", "http://127.0.0.1:9023", anonymous=True)
 S3 = S3Settings("l0-bucket", "http://127.0.0.1:9000", "us-east-1")
 
 
-@pytest.mark.parametrize(("settings", "expected"), [
-    (S3, StorageTarget("l0-bucket", ROOT, "http://127.0.0.1:9000", kind="s3")),
-    (AZURE, StorageTarget("l0-container", ROOT, "https://acct.blob.core.windows.net",
-                          kind="azure")),
-    (GCS, StorageTarget("l0-bucket", ROOT, "http://127.0.0.1:9023", kind="gcs")),
-], ids=["s3", "azure", "gcs"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (S3, StorageTarget("l0-bucket", ROOT, "http://127.0.0.1:9000", kind="s3")),
+        (
+            AZURE,
+            StorageTarget("l0-container", ROOT, "https://acct.blob.core.windows.net", kind="azure"),
+        ),
+        (GCS, StorageTarget("l0-bucket", ROOT, "http://127.0.0.1:9023", kind="gcs")),
+    ],
+    ids=["s3", "azure", "gcs"],
+)
 def test_each_store_names_its_own_target(settings: StoreSettings, expected: StorageTarget) -> None:
     """A store's target (what a binding and the journal record) is its own: Azure's names
     the container at its account URL, not a bucket borrowed from S3's settings."""
@@ -79,12 +85,12 @@ async def test_preflight_store_checks_the_kind_it_is_given(
     await preflight_store(S3Settings(bucket, s3_server.endpoint_url, "us-east-1"), ROOT)
     await preflight_store(GcsSettings(gcs_bucket, gcs_server.endpoint_url, anonymous=True), ROOT)
     with pytest.raises(ConfigError, match=r"GCS bucket 'no-such-l0' .* does not exist"):
-        await preflight_store(GcsSettings("no-such-l0", gcs_server.endpoint_url,
-                                          anonymous=True), ROOT)  # fmt: skip
+        await preflight_store(
+            GcsSettings("no-such-l0", gcs_server.endpoint_url, anonymous=True), ROOT
+        )
     with pytest.raises(ConfigError, match="no-such-l0"):
         await preflight_store(S3Settings("no-such-l0", s3_server.endpoint_url, "us-east-1"), ROOT)
     nowhere = LocalAzurite(port=free_port())  # never started: nothing listens there
     conn = nowhere.write_connection_string(tmp_path / "conn")
     with pytest.raises(ConfigError, match=f"cannot reach {nowhere.account_url}"):
-        await preflight_store(AzureSettings(nowhere.account_url, "l0-container", str(conn)),
-                              ROOT)  # fmt: skip
+        await preflight_store(AzureSettings(nowhere.account_url, "l0-container", str(conn)), ROOT)

@@ -104,7 +104,7 @@ async def test_call_does_not_retry_permanent_errors() -> None:
         ("ListingBroken", False, "its pages do not make a listing", "refused"),
         ("500", True, "retryable", "credentials"),
     ],
-)  # fmt: skip
+)
 def test_a_storage_error_names_its_code_and_blames_credentials_only_for_auth(
     code: str, retryable: bool, says: str, never: str | None
 ) -> None:

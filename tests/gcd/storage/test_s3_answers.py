@@ -56,8 +56,10 @@ async def answering() -> AsyncIterator[Callable[[bytes], str]]:
         (b"<Error><Code>SlowDown</Code></Error>", True),
         (b'  <?xml version="1.0"?>  <Error code="x"/>', True),
         (DELETED_BODY, False),
-        (b"<ListBucketResult><Contents><Key>&lt;Error&gt;</Key></Contents></ListBucketResult>",
-         False),
+        (
+            b"<ListBucketResult><Contents><Key>&lt;Error&gt;</Key></Contents></ListBucketResult>",
+            False,
+        ),
         (b"", False),
     ],
 )
@@ -98,15 +100,19 @@ async def test_a_plain_200_is_read_as_usual(answering: Callable) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        (b"<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>a</Key>"
-         b"<LastModified>2026-11-22T03:12:50.000Z</LastModified></Contents></ListBucketResult>"),
-        (b"<ListBucketResult><Contents><LastModified>2026-11-22T03:12:50.000Z</LastModified>"
-         b"</Contents></ListBucketResult>"),
+        (
+            b"<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>a</Key>"
+            b"<LastModified>2026-11-22T03:12:50.000Z</LastModified></Contents></ListBucketResult>"
+        ),
+        (
+            b"<ListBucketResult><Contents><LastModified>2026-11-22T03:12:50.000Z</LastModified>"
+            b"</Contents></ListBucketResult>"
+        ),
         b"<DeleteResult/>",
         b"",
     ],
     ids=["truncated-without-token", "entry-without-key", "wrong-root", "empty"],
-)  # fmt: skip
+)
 async def test_a_malformed_listing_is_a_retryable_error_never_an_empty_page(
     answering: Callable, body: bytes
 ) -> None:
@@ -129,8 +135,10 @@ async def test_a_delete_answer_lists_failures_by_key(answering: Callable) -> Non
     assert [(f.key, f.code, f.message) for f in result.errors] == [("b", "AccessDenied", "no")]
 
 
-_ENTITIES = (b'<!DOCTYPE x [<!ENTITY a "' + b"a" * 100_000 + b'">'
-             b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>')  # fmt: skip
+_ENTITIES = (
+    b'<!DOCTYPE x [<!ENTITY a "' + b"a" * 100_000 + b'">'
+    b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+)
 
 
 async def test_a_utf16_listing_with_a_doctype_is_refused_not_expanded(
@@ -138,10 +146,13 @@ async def test_a_utf16_listing_with_a_doctype_is_refused_not_expanded(
 ) -> None:
     """Issue 35, item 9: the lean ListObjectsV2 path refuses a DOCTYPE in UTF-16 (which
     hides the bytes `<!DOCTYPE`) instead of listing a 1,000,000-character key."""
-    text = ('<?xml version="1.0" encoding="UTF-16"?>' + _ENTITIES.decode()
-            + "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>&b;</Key>"
-            "<LastModified>2026-11-22T03:12:50.000Z</LastModified><Size>1</Size></Contents>"
-            "</ListBucketResult>")  # fmt: skip
+    text = (
+        '<?xml version="1.0" encoding="UTF-16"?>'
+        + _ENTITIES.decode()
+        + "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>&b;</Key>"
+        "<LastModified>2026-11-22T03:12:50.000Z</LastModified><Size>1</Size></Contents>"
+        "</ListBucketResult>"
+    )
     endpoint = await answering(text.encode("utf-16"))
     async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
         with pytest.raises(StorageError, match="DOCTYPE") as raised:
@@ -152,9 +163,11 @@ async def test_a_utf16_listing_with_a_doctype_is_refused_not_expanded(
 async def test_botocores_parse_refuses_a_doctype_too(answering: Callable) -> None:
     """ListObjectVersions (and every error body) goes through botocore's parser, which
     expands internal entities: it is refused there as well."""
-    body = (_ENTITIES + b"<ListVersionsResult><IsTruncated>false</IsTruncated><Version>"
-            b"<Key>&b;</Key><VersionId>v</VersionId><Size>1</Size><LastModified>"
-            b"2026-11-22T03:12:50.000Z</LastModified></Version></ListVersionsResult>")  # fmt: skip
+    body = (
+        _ENTITIES + b"<ListVersionsResult><IsTruncated>false</IsTruncated><Version>"
+        b"<Key>&b;</Key><VersionId>v</VersionId><Size>1</Size><LastModified>"
+        b"2026-11-22T03:12:50.000Z</LastModified></Version></ListVersionsResult>"
+    )
     endpoint = await answering(body)
     async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
         with pytest.raises(StorageError, match="DOCTYPE") as raised:

@@ -46,14 +46,37 @@ def closed_port() -> int:
 
 def sweep_argv(endpoint: str, bucket: str, *extra: str) -> list[str]:
     """`gcd sweep` against `endpoint` with M given (no etcd needed)."""
-    return ["sweep", "--bucket", bucket, "--endpoint-url", endpoint, "--region", "us-east-1",
-            "--safe-epoch", "5", *extra]  # fmt: skip
+    return [
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        endpoint,
+        "--region",
+        "us-east-1",
+        "--safe-epoch",
+        "5",
+        *extra,
+    ]
 
 
 def daemon_argv(endpoint: str, bucket: str) -> list[str]:
     """`gcd daemon` against `endpoint` with M given, HTTP on a free loopback port."""
-    return ["daemon", "--bucket", bucket, "--endpoint-url", endpoint, "--region", "us-east-1",
-            "--safe-epoch", "5", "--http-host", "127.0.0.1", "--http-port", "0"]  # fmt: skip
+    return [
+        "daemon",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        endpoint,
+        "--region",
+        "us-east-1",
+        "--safe-epoch",
+        "5",
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        "0",
+    ]
 
 
 def error_lines(err: str) -> list[str]:
@@ -112,8 +135,9 @@ def test_unreachable_endpoint_exits_2_within_seconds(command: str) -> None:
     *logged, line = error_lines(err)
     retries = log_events(logged)
     assert [(r["event"], r["level"], r["attempt"]) for r in retries] == [
-        ("s3.preflight_retry", "debug", 1), ("s3.preflight_retry", "debug", 2)
-    ], err  # fmt: skip
+        ("s3.preflight_retry", "debug", 1),
+        ("s3.preflight_retry", "debug", 2),
+    ], err
     assert logged_at(retries[1]) - logged_at(retries[0]) < FIRST_BACKOFF_S + LOADED_SLACK_S
     assert f"cannot reach the S3 endpoint {endpoint}" in line
     assert "--endpoint-url" in line
@@ -170,14 +194,30 @@ def test_namespace_bind_without_credentials_exits_2_as_sweep_does(
     (tmp_path / "config").write_text("")
     (tmp_path / "credentials").write_text("")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "L0GC_"))}
-    env.update(HOME=str(tmp_path), AWS_CONFIG_FILE=str(tmp_path / "config"),
-               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
-               AWS_EC2_METADATA_DISABLED="true")  # fmt: skip
+    env.update(
+        HOME=str(tmp_path),
+        AWS_CONFIG_FILE=str(tmp_path / "config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
     with ThreadedFaultProxy(s3_server.endpoint_url) as proxy:
-        done = run_cli("watermark", "namespace", "bind", "--bucket", "b", "--endpoint-url",
-                       proxy.endpoint_url, "--region", "us-east-1", "--etcd",
-                       etcd_server.endpoint, "--namespace", namespace,
-                       env=env, cwd=REPO)  # fmt: skip
+        done = run_cli(
+            "watermark",
+            "namespace",
+            "bind",
+            "--bucket",
+            "b",
+            "--endpoint-url",
+            proxy.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            namespace,
+            env=env,
+            cwd=REPO,
+        )
     assert done.returncode == exitcodes.USAGE, done.stderr
     assert not proxy.proxy.requests, proxy.proxy.requests
     lines = error_lines(done.stderr)
@@ -201,13 +241,17 @@ def client_error(code: str, status: int, **extra: object) -> ClientError:
         (client_error("NoSuchBucket", 404), ConfigError, False, "does not exist"),
         (client_error("AccessDenied", 403), ConfigError, False, "s3:ListBucket"),
         (client_error("InvalidAccessKeyId", 403), ConfigError, False, "rejected the credentials"),
-        (client_error("AuthorizationHeaderMalformed", 400, Region="eu-west-1"), ConfigError,
-         False, "pass --region eu-west-1"),
+        (
+            client_error("AuthorizationHeaderMalformed", 400, Region="eu-west-1"),
+            ConfigError,
+            False,
+            "pass --region eu-west-1",
+        ),
         (client_error("PermanentRedirect", 301), ConfigError, False, "another region"),
         (client_error("SlowDown", 503), StorageError, True, "try again later"),
         (ConnectionRefusedError("refused"), ConfigError, True, "cannot reach the S3 endpoint"),
     ],
-)  # fmt: skip
+)
 def test_each_misconfiguration_gets_its_own_message(
     exc: BaseException, kind: type[Exception], retry: bool, words: str
 ) -> None:

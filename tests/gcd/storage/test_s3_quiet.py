@@ -33,31 +33,41 @@ _NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 def test_silence_is_deletion_and_each_error_fails_its_target() -> None:
     """A quiet answer's errors fail exactly the targets they name; the rest went."""
     sent = ["a", "b", version_target("c", "v1"), version_target("c", "v2"), "d"]
-    answer = {"Errors": [{"Key": "b", "Code": "AccessDenied", "Message": "no"},
-                         {"Key": "c", "VersionId": "v2", "Code": "InternalError"}]}  # fmt: skip
+    answer = {
+        "Errors": [
+            {"Key": "b", "Code": "AccessDenied", "Message": "no"},
+            {"Key": "c", "VersionId": "v2", "Code": "InternalError"},
+        ]
+    }
     result = DeleteResult.from_quiet_answer(answer, sent)
     assert result is not None
     assert result.deleted == ("a", version_target("c", "v1"), "d")
     assert {(f.key, f.code) for f in result.errors} == {
-        ("b", "AccessDenied"), (version_target("c", "v2"), "InternalError")}
+        ("b", "AccessDenied"),
+        (version_target("c", "v2"), "InternalError"),
+    }
     assert DeleteResult.from_quiet_answer({}, ["x", "y"]) == DeleteResult(("x", "y"))
 
 
 def test_an_error_naming_only_a_key_fails_every_version_of_it_sent() -> None:
     """An error without a version id (moto's Object Lock answer) fails each version sent."""
     sent = [version_target("k", "v1"), version_target("k", "v2"), "other"]
-    result = DeleteResult.from_quiet_answer({"Errors": [{"Key": "k", "Code": "AccessDenied"}]},
-                                            sent)  # fmt: skip
+    result = DeleteResult.from_quiet_answer(
+        {"Errors": [{"Key": "k", "Code": "AccessDenied"}]}, sent
+    )
     assert result is not None
     assert result.deleted == ("other",)
     assert sorted(f.key for f in result.errors) == sorted(sent[:2])
 
 
-@pytest.mark.parametrize("error", [
-    {"Key": "a/b", "Code": "AccessDenied"},  # a key the store rewrote (a//b)
-    {"Key": "a//b", "VersionId": "v9", "Code": "AccessDenied"},  # a version never sent
-    {"Code": "InternalError"},  # no key at all
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"Key": "a/b", "Code": "AccessDenied"},  # a key the store rewrote (a//b)
+        {"Key": "a//b", "VersionId": "v9", "Code": "AccessDenied"},  # a version never sent
+        {"Code": "InternalError"},  # no key at all
+    ],
+)
 def test_an_error_naming_nothing_sent_makes_silence_unreadable(error: dict[str, str]) -> None:
     """Then the answer cannot say which target failed: None (ask again, verbose)."""
     assert DeleteResult.from_quiet_answer({"Errors": [error]}, ["a//b", "c"]) is None
@@ -80,11 +90,17 @@ def test_the_body_says_quiet_only_when_asked() -> None:
 
 def _client(endpoint: str) -> Any:
     return boto3.client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1",
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-        config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required",
-                      response_checksum_validation="when_required"),
-    )  # fmt: skip
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(
+            s3={"addressing_style": "path"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
 
 
 def _versions(client: Any, bucket: str) -> set[str]:
@@ -100,15 +116,26 @@ async def test_a_mixed_batch_under_object_lock_counts_only_what_went(s3_any: S3S
     bucket = f"l0gc-quiet-{next(_names)}-{random.randrange(10**6)}"
     client.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
     until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
-    locked = client.put_object(Bucket=bucket, Key="p/locked", Body=b"l",
-                               ObjectLockMode="GOVERNANCE", ObjectLockRetainUntilDate=until,
-                               ChecksumAlgorithm="CRC32")  # fmt: skip
+    locked = client.put_object(
+        Bucket=bucket,
+        Key="p/locked",
+        Body=b"l",
+        ObjectLockMode="GOVERNANCE",
+        ObjectLockRetainUntilDate=until,
+        ChecksumAlgorithm="CRC32",
+    )
     locked_target = version_target("p/locked", locked["VersionId"])
-    free = [version_target(f"p/free-{n}", client.put_object(Bucket=bucket, Key=f"p/free-{n}",
-                                                           Body=b"f")["VersionId"])
-            for n in range(5)]  # fmt: skip
-    raw = client.delete_objects(Bucket=bucket, Delete={"Quiet": True, "Objects": [
-        {"Key": "p/absent", "VersionId": locked["VersionId"]}]})  # fmt: skip
+    free = [
+        version_target(
+            f"p/free-{n}",
+            client.put_object(Bucket=bucket, Key=f"p/free-{n}", Body=b"f")["VersionId"],
+        )
+        for n in range(5)
+    ]
+    raw = client.delete_objects(
+        Bucket=bucket,
+        Delete={"Quiet": True, "Objects": [{"Key": "p/absent", "VersionId": locked["VersionId"]}]},
+    )
     honours_quiet = not raw.get("Deleted")  # SeaweedFS: True; moto: False (verbose)
     assert honours_quiet == (s3_any.__class__.__name__ == "LocalSeaweedFS")
 
@@ -149,8 +176,9 @@ async def scripted() -> AsyncIterator[Callable[[list[bytes]], Any]]:
 
         async def handle(request: web.Request) -> web.Response:
             bodies.append(await request.read())
-            return web.Response(status=200, body=answers[len(bodies) - 1],
-                                content_type="application/xml")  # fmt: skip
+            return web.Response(
+                status=200, body=answers[len(bodies) - 1], content_type="application/xml"
+            )
 
         app = web.Application()
         app.router.add_route("POST", "/{tail:.*}", handle)
@@ -175,9 +203,10 @@ async def test_an_unreadable_quiet_answer_is_asked_again_verbosely(scripted: Cal
     is sent again verbose, its answer is what counts, and later batches stay verbose."""
     sent = [version_target("a//b", "v1"), version_target("c", "v2")]
     rewritten = "<Error><Key>a/b</Key><VersionId>v1</VersionId><Code>AccessDenied</Code></Error>"
-    verbose = _result("<Deleted><Key>c</Key><VersionId>v2</VersionId></Deleted>",
-                      "<Error><Key>a//b</Key><VersionId>v1</VersionId>"
-                      "<Code>AccessDenied</Code></Error>")  # fmt: skip
+    verbose = _result(
+        "<Deleted><Key>c</Key><VersionId>v2</VersionId></Deleted>",
+        "<Error><Key>a//b</Key><VersionId>v1</VersionId><Code>AccessDenied</Code></Error>",
+    )
     endpoint, bodies = await scripted([_result(rewritten), verbose, verbose])
     async with S3ObjectStore.open(S3Settings("bkt", endpoint, "us-east-1")) as store:
         result = await store.delete_batch(sent)

@@ -94,17 +94,27 @@ def seed_mixed(server: S3Server, bucket: str) -> set[str]:
 
 
 async def sweep(
-    endpoint: str, bucket: str, source: WatermarkStore | None, *,
-    override: int | None = None, clock: object = old_clock, plan: PlanWriter | None = None,
+    endpoint: str,
+    bucket: str,
+    source: WatermarkStore | None,
+    *,
+    override: int | None = None,
+    clock: object = old_clock,
+    plan: PlanWriter | None = None,
     **config: object,
-) -> RoundResult:  # fmt: skip
+) -> RoundResult:
     """One round of a sweeper with a fast retrier."""
     options: dict[str, object] = {"layout": LAYOUT, "grace_s": GRACE_S}
     options.update(config)
     retrier = Retrier(Backoff(base_s=0.01, cap_s=0.2, max_attempts=10), rng=random.Random(0))
     async with S3ObjectStore.open(S3Settings(bucket, endpoint, "us-east-1")) as store:
-        sweeper = Sweeper(store, RoundConfig(**options), plan=plan, retrier=retrier,  # type: ignore[arg-type]
-                          clock=clock)  # type: ignore[arg-type]  # fmt: skip
+        sweeper = Sweeper(
+            store,
+            RoundConfig(**options),
+            plan=plan,
+            retrier=retrier,  # type: ignore[arg-type]
+            clock=clock,
+        )  # type: ignore[arg-type]
         return await run_round(sweeper, SafetyGate(), source, override=override)
 
 
@@ -158,16 +168,19 @@ async def test_list_requests_follow_the_garbage(s3_any: S3Server, any_bucket: st
         live += [LAYOUT.format(prefix, 1000 + i, "live") for i in range(600)]
     s3_any.seed(any_bucket, garbage + live)
     async with FaultProxy(s3_any.endpoint_url) as proxy:
-        result = await sweep(proxy.endpoint_url, any_bucket, None, override=20, page_size=100,
-                             list_concurrency=1)  # fmt: skip
+        result = await sweep(
+            proxy.endpoint_url, any_bucket, None, override=20, page_size=100, list_concurrency=1
+        )
         server_lists = proxy.requests["list"]
         retried = proxy.server_errors["list"]  # the server's own 500s are retried
     summary = result.summary
     assert s3_any.keys(any_bucket) == set(live)
     full_listing = (len(garbage) + len(live)) // 100 + 1
     assert summary.list_requests == server_lists
-    assert summary.list_requests <= 2 * len(prefixes) + 2 + retried, (summary.list_requests,
-                                                                     full_listing)  # fmt: skip
+    assert summary.list_requests <= 2 * len(prefixes) + 2 + retried, (
+        summary.list_requests,
+        full_listing,
+    )
 
 
 async def test_slowdown_and_500_are_survived(
@@ -248,8 +261,18 @@ async def test_keys_with_xml_special_and_unicode_characters_are_deleted_exactly(
     """The lean XML path (`gcd.storage.s3xml`) lists and deletes keys with XML-special,
     unicode, '+', '%' and space characters as their exact names, on both servers; a key
     with a carriage return is kept and reported (XML cannot name it), as before."""
-    names = ["a&b", "<tag>", "q\"u'o", "x+y", "50%25", "sp ace", "tab\tnl\nend", "é日本🎉",
-             "amp&amp;", "~!@#$^*()=[]{}|;:,?"]  # fmt: skip
+    names = [
+        "a&b",
+        "<tag>",
+        "q\"u'o",
+        "x+y",
+        "50%25",
+        "sp ace",
+        "tab\tnl\nend",
+        "é日本🎉",
+        "amp&amp;",
+        "~!@#$^*()=[]{}|;:,?",
+    ]
     garbage = [LAYOUT.format(7, 1 + i % SAFE, name) for i, name in enumerate(names)]
     live = [LAYOUT.format(7, SAFE + 1, name) for name in names]
     unsafe = LAYOUT.format(7, 1, "cr\rhere")

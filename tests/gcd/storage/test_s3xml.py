@@ -65,8 +65,13 @@ def listings(draw: st.DrawFn) -> tuple[bytes, list[str]]:
         body = "".join(_element(n, v, pretty) for n, v in order) + owner
         parts.append(f"<Contents>{body}</Contents>")
     truncated = draw(st.booleans())
-    header = [("Name", "b"), ("Prefix", "p/"), ("MaxKeys", "1000"), ("KeyCount", str(len(keys))),
-              ("IsTruncated", "true" if truncated else "false")]  # fmt: skip
+    header = [
+        ("Name", "b"),
+        ("Prefix", "p/"),
+        ("MaxKeys", "1000"),
+        ("KeyCount", str(len(keys))),
+        ("IsTruncated", "true" if truncated else "false"),
+    ]
     if truncated:
         header.append(("NextContinuationToken", draw(st.text("ab+/=&<", min_size=1))))
     if url:
@@ -118,8 +123,10 @@ def delete_answers(draw: st.DrawFn) -> tuple[bytes, list[str]]:
         if kind == "Deleted-marker":
             children += [("DeleteMarker", "true"), ("DeleteMarkerVersionId", "m1")]
         if kind.startswith("Error"):
-            children += [("Code", draw(st.sampled_from(["AccessDenied", "SlowDown", ""]))),
-                         ("Message", draw(st.text("a <&>", max_size=10)))]  # fmt: skip
+            children += [
+                ("Code", draw(st.sampled_from(["AccessDenied", "SlowDown", ""]))),
+                ("Message", draw(st.text("a <&>", max_size=10))),
+            ]
         tag = "Error" if kind.startswith("Error") else "Deleted"
         entries.append(f"<{tag}>{''.join(_element(n, v, False) for n, v in children)}</{tag}>")
     body = f'<DeleteResult xmlns="{_NS}">{"".join(entries)}</DeleteResult>'
@@ -136,8 +143,13 @@ def test_a_delete_answer_reads_as_botocore_reads_it(answer: tuple[bytes, list[st
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(KEYS | st.just("a\rb"), st.none() | st.text("abc", min_size=1)),
-                min_size=1, max_size=10))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(KEYS | st.just("a\rb"), st.none() | st.text("abc", min_size=1)),
+        min_size=1,
+        max_size=10,
+    )
+)
 def test_a_delete_body_names_exactly_the_targets(named: list[tuple[str, str | None]]) -> None:
     """Parsed by an XML parser (as the server parses it), the body names every target,
     a carriage return included (botocore's body would name a line feed there), and is
@@ -162,7 +174,9 @@ def _named(root: Element) -> list[tuple[str | None, str | None]]:
     return [(o.findtext(f"{ns}Key"), o.findtext(f"{ns}VersionId")) for o in objects]
 
 
-_LISTING = f'<ListBucketResult xmlns="{_NS}"><IsTruncated>false</IsTruncated>{{}}</ListBucketResult>'  # noqa: E501
+_LISTING = (
+    f'<ListBucketResult xmlns="{_NS}"><IsTruncated>false</IsTruncated>{{}}</ListBucketResult>'
+)
 _MODIFIED = "<LastModified>2026-11-22T03:12:50.000Z</LastModified>"
 _ENTRY = f"<Contents><Key>k</Key>{_MODIFIED}<Size>1</Size></Contents>"
 
@@ -176,15 +190,22 @@ _ENTRY = f"<Contents><Key>k</Key>{_MODIFIED}<Size>1</Size></Contents>"
         (b"<DeleteResult/>", "expected a <ListBucketResult>"),
         (_LISTING.format("<Contents><Size>1</Size></Contents>").encode(), "without a <Key>"),
         (_LISTING.format(_ENTRY.replace("<Size>1</Size>", "<Size>-1</Size>")).encode(), "Size"),
-        (_LISTING.format(_ENTRY.replace("2026-11-22T03:12:50.000Z", "yesterday")).encode(),
-         "LastModified"),
+        (
+            _LISTING.format(_ENTRY.replace("2026-11-22T03:12:50.000Z", "yesterday")).encode(),
+            "LastModified",
+        ),
         (_LISTING.format(_ENTRY.replace(_MODIFIED, "")).encode(), "LastModified"),
         (_LISTING.replace("false", "true").format(_ENTRY).encode(), "without NextContinuation"),
         (_LISTING.replace("false", "yes").format(_ENTRY).encode(), "IsTruncated"),
-        ((b'<!DOCTYPE x [<!ENTITY a "aaaa">]><ListBucketResult><Contents><Key>&a;</Key>'
-          b"</Contents></ListBucketResult>"), "DOCTYPE"),
+        (
+            (
+                b'<!DOCTYPE x [<!ENTITY a "aaaa">]><ListBucketResult><Contents><Key>&a;</Key>'
+                b"</Contents></ListBucketResult>"
+            ),
+            "DOCTYPE",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_listing_raises(body: bytes, why: str) -> None:
     with pytest.raises(ResponseParserError, match=why):
         read_listing(body)
@@ -198,7 +219,7 @@ def test_a_malformed_listing_raises(body: bytes, why: str) -> None:
         (b"<DeleteResult><Deleted><VersionId>v</VersionId></Deleted></DeleteResult>", "<Key>"),
         (b"<DeleteResult><Error><Code>AccessDenied</Code></Error></DeleteResult>", "<Key>"),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_delete_answer_raises(body: bytes, why: str) -> None:
     with pytest.raises(ResponseParserError, match=why):
         read_delete_result(body)
@@ -206,9 +227,15 @@ def test_a_malformed_delete_answer_raises(body: bytes, why: str) -> None:
 
 @pytest.mark.parametrize(
     "modified",
-    ["2026-11-22T03:12:50.000Z", "2026-11-22T03:12:50Z", "2026-11-22T03:12:50+00:00",
-     "2026-11-22T04:12:50+01:00", "Sun, 22 Nov 2026 03:12:50 GMT", "1795317170"],
-)  # fmt: skip
+    [
+        "2026-11-22T03:12:50.000Z",
+        "2026-11-22T03:12:50Z",
+        "2026-11-22T03:12:50+00:00",
+        "2026-11-22T04:12:50+01:00",
+        "Sun, 22 Nov 2026 03:12:50 GMT",
+        "1795317170",
+    ],
+)
 def test_a_last_modified_in_any_form_botocore_reads_is_read_as_it_reads_it(modified: str) -> None:
     """S3's own form directly; other forms as botocore parses them."""
     body = _LISTING.format(_ENTRY.replace("2026-11-22T03:12:50.000Z", modified)).encode()
@@ -238,15 +265,25 @@ def test_an_empty_listing_is_read_as_empty_and_last() -> None:
     assert listing.next_token is None
 
 
-_BOMB = ('<?xml version="1.0" encoding="{encoding}"?><!DOCTYPE x [<!ENTITY a "{a}">'
-         '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
-         '<{root}><Contents><Key>&b;</Key><Size>1</Size>'
-         "<LastModified>2026-11-22T03:12:50.000Z</LastModified></Contents></{root}>")
+_BOMB = (
+    '<?xml version="1.0" encoding="{encoding}"?><!DOCTYPE x [<!ENTITY a "{a}">'
+    '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+    "<{root}><Contents><Key>&b;</Key><Size>1</Size>"
+    "<LastModified>2026-11-22T03:12:50.000Z</LastModified></Contents></{root}>"
+)
 
 
-@pytest.mark.parametrize(("encoding", "codec"), [("UTF-8", "utf-8"), ("UTF-16", "utf-16"),
-                                               ("UTF-16", "utf-16-le"), ("UTF-16", "utf-16-be"),
-                                               ("ISO-8859-1", "latin-1"), ("US-ASCII", "ascii")])
+@pytest.mark.parametrize(
+    ("encoding", "codec"),
+    [
+        ("UTF-8", "utf-8"),
+        ("UTF-16", "utf-16"),
+        ("UTF-16", "utf-16-le"),
+        ("UTF-16", "utf-16-be"),
+        ("ISO-8859-1", "latin-1"),
+        ("US-ASCII", "ascii"),
+    ],
+)
 @pytest.mark.parametrize("root", ["ListBucketResult", "DeleteResult"])
 def test_a_doctype_is_refused_in_any_encoding(encoding: str, codec: str, root: str) -> None:
     """Issue 35, item 9: `<!DOCTYPE` in UTF-16 is not the bytes `<!DOCTYPE`; the parser

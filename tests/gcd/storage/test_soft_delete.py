@@ -53,8 +53,7 @@ from watermark.etcd.settings import EtcdSettings, open_kv
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
-DEV_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
-           "KBHBeksoGMGw==")  # fmt: skip
+DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 @pytest.fixture(autouse=True)
@@ -89,8 +88,10 @@ def gcs_settings(server: GcsStandIn) -> GcsSettings:
 
 def azure_settings(server: AzureStandIn, tmp_path: Path) -> AzureSettings:
     secret = tmp_path / "azure-connection-string"
-    secret.write_text(f"DefaultEndpointsProtocol=http;AccountName={server.account};"
-                      f"AccountKey={DEV_KEY};BlobEndpoint={server.account_url};")  # fmt: skip
+    secret.write_text(
+        f"DefaultEndpointsProtocol=http;AccountName={server.account};"
+        f"AccountKey={DEV_KEY};BlobEndpoint={server.account_url};"
+    )
     return AzureSettings(server.account_url, "l0c", str(secret))
 
 
@@ -186,15 +187,26 @@ async def anchor(etcd: LocalEtcd, namespace: str, journal: Path) -> None:
         await kv.close()
 
 
-async def a_round(gcs: GcsStandIn, journal: Path | None, keeper: UndoKeeper,
-                  namespace: str = "/l0gc/t") -> dict[str, Any]:  # fmt: skip
+async def a_round(
+    gcs: GcsStandIn, journal: Path | None, keeper: UndoKeeper, namespace: str = "/l0gc/t"
+) -> dict[str, Any]:
     """One sweeper round at M = 5 with a 1 h window, journaled in `journal`."""
-    sinks = [] if journal is None else [
-        JournalWriter(journal, "s-1", namespace=namespace, bucket=gcs.bucket, root=ROOT,
-                      fsync=False)]  # fmt: skip
+    sinks = (
+        []
+        if journal is None
+        else [
+            JournalWriter(
+                journal, "s-1", namespace=namespace, bucket=gcs.bucket, root=ROOT, fsync=False
+            )
+        ]
+    )
     async with GcsObjectStore.open(gcs_settings(gcs)) as store:
-        sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, grace_s=0, undo_window_s=3600),
-                          sinks=sinks, undo=keeper)  # fmt: skip
+        sweeper = Sweeper(
+            store,
+            RoundConfig(layout=LAYOUT, grace_s=0, undo_window_s=3600),
+            sinks=sinks,
+            undo=keeper,
+        )
         result = await sweeper.sweep(5, 8)
     for sink in sinks:
         sink.close()
@@ -202,9 +214,12 @@ async def a_round(gcs: GcsStandIn, journal: Path | None, keeper: UndoKeeper,
 
 
 def test_a_store_retention_covering_the_window_deletes_plainly_and_restore_undeletes(
-    gcs: GcsStandIn, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
+    gcs: GcsStandIn,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """With a 7-day bucket soft delete and a 1 h window the round deletes plainly and
     journals each generation; `gcd restore --storage gcs` (GC paused) brings every key
     back with its own bytes by objects.restore of that generation."""
@@ -222,9 +237,20 @@ def test_a_store_retention_covering_the_window_deletes_plainly_and_restore_undel
     prepare_etcd(etcd_server, namespace, bound_to=None)
     asyncio.run(anchor(etcd_server, namespace, journal))  # as the sweeper's AnchorKeeper does
     flags = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
-    restore_argv = ["restore", "--storage", "gcs", "--bucket", gcs.bucket, "--endpoint-url",
-                    gcs.endpoint_url, "--gcs-anonymous", "--journal-dir", str(journal),
-                    "--json", *flags]  # fmt: skip
+    restore_argv = [
+        "restore",
+        "--storage",
+        "gcs",
+        "--bucket",
+        gcs.bucket,
+        "--endpoint-url",
+        gcs.endpoint_url,
+        "--gcs-anonymous",
+        "--journal-dir",
+        str(journal),
+        "--json",
+        *flags,
+    ]
     assert main(restore_argv) == exitcodes.USAGE  # GC not paused
     assert main(["pause", "--reason", "wrong M(p)", *flags]) == exitcodes.OK
     capsys.readouterr()
@@ -245,17 +271,20 @@ def test_restore_on_azure_undeletes_what_the_journal_deleted(
     for key in keys:
         azure.put(f"l0c/{key}", key.encode(), 1.0)
         azure.delete(f"l0c/{key}")
-    azure.live[f"l0c/{keys[1]}"] = azure.deleted.pop(next(p for p in azure.deleted
-                                                          if p[0] == f"l0c/{keys[1]}"))  # fmt: skip
+    azure.live[f"l0c/{keys[1]}"] = azure.deleted.pop(
+        next(p for p in azure.deleted if p[0] == f"l0c/{keys[1]}")
+    )
     azure.deleted = {p: s for p, s in azure.deleted.items() if p[0] != f"l0c/{keys[2]}"}
     journal = tmp_path / "journal"
-    writer = JournalWriter(journal, "s-1", namespace="/l0gc/t", bucket="l0c", root=ROOT,
-                           fsync=False)  # fmt: skip
+    writer = JournalWriter(
+        journal, "s-1", namespace="/l0gc/t", bucket="l0c", root=ROOT, fsync=False
+    )
     from gcd.sweep.events import BatchAttempt, BatchOutcome  # noqa: PLC0415
 
     writer.before(BatchAttempt(None, tuple(keys), (1, 2, 3), 1, 1, 1))
-    writer.after(BatchOutcome(BatchAttempt(None, tuple(keys), (1, 2, 3), 1, 1, 1),
-                              deleted=tuple(keys)))  # fmt: skip
+    writer.after(
+        BatchOutcome(BatchAttempt(None, tuple(keys), (1, 2, 3), 1, 1, 1), deleted=tuple(keys))
+    )
     writer.close()
     chosen = select(deletions_in(read_journal([journal])), Selection())
 
@@ -264,9 +293,11 @@ def test_restore_on_azure_undeletes_what_the_journal_deleted(
             return await restore(store, chosen)
 
     results = {r.key: r.outcome for r in asyncio.run(run())}
-    assert results == {keys[0]: RestoreOutcome.RESTORED,
-                       keys[1]: RestoreOutcome.ALREADY_RESTORED,
-                       keys[2]: RestoreOutcome.ALREADY_RECLAIMED}  # fmt: skip
+    assert results == {
+        keys[0]: RestoreOutcome.RESTORED,
+        keys[1]: RestoreOutcome.ALREADY_RESTORED,
+        keys[2]: RestoreOutcome.ALREADY_RECLAIMED,
+    }
     assert azure.live[f"l0c/{keys[0]}"].body == keys[0].encode()
 
 

@@ -63,13 +63,33 @@ def objects(s3: LocalS3, bucket: str) -> set[str]:
 
 
 def sweep(
-    s3: LocalS3, bucket: str, etcd: LocalEtcd, namespace: str,
-    capsys: pytest.CaptureFixture[str], *extra: str,
-) -> tuple[int, dict[str, object]]:  # fmt: skip
+    s3: LocalS3,
+    bucket: str,
+    etcd: LocalEtcd,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+    *extra: str,
+) -> tuple[int, dict[str, object]]:
     """`gcd sweep --json` against `bucket` with `namespace`; (exit code, summary)."""
-    code = main(["sweep", "--bucket", bucket, "--endpoint-url", s3.endpoint_url, "--region",
-                 "us-east-1", "--grace", "1m", "--json", "--etcd", etcd.endpoint,
-                 "--namespace", namespace, *extra])  # fmt: skip
+    code = main(
+        [
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--grace",
+            "1m",
+            "--json",
+            "--etcd",
+            etcd.endpoint,
+            "--namespace",
+            namespace,
+            *extra,
+        ]
+    )
     out = capsys.readouterr().out.strip().splitlines()
     return code, json.loads(out[-1])
 
@@ -84,9 +104,12 @@ def namespace_cmd(
 
 
 def test_sweeper_of_one_namespace_pointed_at_another_bucket_deletes_nothing(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Finding 2: cluster A's namespace with cluster B's bucket exits 3 naming both sides."""
     ns_a, ns_b = f"{namespace}-a", f"{namespace}-b"
     bucket_a, bucket_b = f"{bucket}-a", bucket
@@ -111,10 +134,14 @@ def test_sweeper_of_one_namespace_pointed_at_another_bucket_deletes_nothing(
 
 
 def test_namespace_holding_only_an_epoch_deletes_nothing(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Finding 2: one stray `epoch advance` in a fresh namespace gives no M to delete with."""
+
     async def stray_epoch() -> None:
         kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
         try:
@@ -131,12 +158,22 @@ def test_namespace_holding_only_an_epoch_deletes_nothing(
 
 
 def test_bind_is_idempotent_and_the_root_belongs_to_one_namespace(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Bind twice: one change; another namespace claiming the same root is refused (3)."""
-    bind_args = ("bind", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-                 "--region", "us-east-1")  # fmt: skip
+    bind_args = (
+        "bind",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+    )
     code, first = namespace_cmd(etcd_server, namespace, capsys, *bind_args)
     assert (code, first["changed"], first["bound"]) == (exitcodes.OK, True, True)
     code, again = namespace_cmd(etcd_server, namespace, capsys, *bind_args)
@@ -147,8 +184,9 @@ def test_bind_is_idempotent_and_the_root_belongs_to_one_namespace(
     assert code == exitcodes.BLOCKED
     assert "already claimed" in str(other["problem"])
     assert namespace in str(other["problem"])
-    code = watermark_main(["namespace", "show", "--json", "--etcd", etcd_server.endpoint,
-                           "--namespace", namespace])  # fmt: skip
+    code = watermark_main(
+        ["namespace", "show", "--json", "--etcd", etcd_server.endpoint, "--namespace", namespace]
+    )
     shown = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (code, shown["consistent"]) == (exitcodes.OK, True)  # `watermark namespace` too
     code, unbound = namespace_cmd(etcd_server, f"{namespace}-other", capsys, "show")
@@ -162,10 +200,12 @@ def test_two_namespaces_binding_one_root_at_once_one_wins(
 
     async def race() -> list[object]:
         return await asyncio.gather(
-            *(bind(etcd_server.endpoint, f"{namespace}-{i}", s3_server.endpoint_url, bucket)
-              for i in range(4)),
+            *(
+                bind(etcd_server.endpoint, f"{namespace}-{i}", s3_server.endpoint_url, bucket)
+                for i in range(4)
+            ),
             return_exceptions=True,
-        )  # fmt: skip
+        )
 
     outcomes = asyncio.run(race())
     winners = [o for o in outcomes if not isinstance(o, BaseException)]
@@ -174,15 +214,27 @@ def test_two_namespaces_binding_one_root_at_once_one_wins(
 
 
 def test_moving_a_binding_needs_replace_and_a_deleted_claim_blocks(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Re-binding elsewhere is refused without --replace; a missing claim stops sweeps."""
     cluster(etcd_server, namespace)
     keys = objects(s3_server, bucket)
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
-    moved = ("bind", "--bucket", bucket, "--root", "other/root", "--endpoint-url",
-             s3_server.endpoint_url, "--region", "us-east-1")  # fmt: skip
+    moved = (
+        "bind",
+        "--bucket",
+        bucket,
+        "--root",
+        "other/root",
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+    )
     code, refused = namespace_cmd(etcd_server, namespace, capsys, *moved)
     assert code == exitcodes.BLOCKED
     assert "--replace" in str(refused["problem"])
@@ -217,9 +269,12 @@ def test_interrupted_bind_resumes_with_the_claims_binding() -> None:
 
 
 def test_sweepers_disagreeing_on_shards_delete_nothing(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Finding 7: a running 0/2 sweeper blocks a 3-shard sweep and a second 0/2; 1/2 runs."""
     cluster(etcd_server, namespace)
     keys = objects(s3_server, bucket)
@@ -252,8 +307,17 @@ def test_sweepers_disagreeing_on_shards_delete_nothing(
     code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys, "--shard-count", "2")
     assert code == exitcodes.BLOCKED
     assert "run twice" in str(summary["blocked_reason"])
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys,
-                          "--shard-count", "2", "--shard-index", "1")  # fmt: skip
+    code, summary = sweep(
+        s3_server,
+        bucket,
+        etcd_server,
+        namespace,
+        capsys,
+        "--shard-count",
+        "2",
+        "--shard-index",
+        "1",
+    )
     assert (code, summary["deleted"]) == (exitcodes.OK, 2)  # prefix 500's garbage only
     asyncio.run(other_sweeper(lease))
     code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys, "--shard-count", "3")
@@ -286,11 +350,19 @@ def test_spark_and_daemon_read_through_the_binding(
     """`gcd spark-*` reads M through the same check: unbound, it is refused."""
     cluster(etcd_server, namespace)
     args = argparse.Namespace(
-        etcd=etcd_server.endpoint, namespace=namespace, bucket=bucket, root=ROOT,
-        endpoint_url=s3_server.endpoint_url, region="us-east-1", etcd_ca_file=None,
-        etcd_cert_file=None, etcd_key_file=None, etcd_username=None, etcd_password_file=None,
+        etcd=etcd_server.endpoint,
+        namespace=namespace,
+        bucket=bucket,
+        root=ROOT,
+        endpoint_url=s3_server.endpoint_url,
+        region="us-east-1",
+        etcd_ca_file=None,
+        etcd_cert_file=None,
+        etcd_key_file=None,
+        etcd_username=None,
+        etcd_password_file=None,
         etcd_timeout=None,
-    )  # fmt: skip
+    )
     refused = asyncio.run(read_safe_epoch(args, None))
     assert not refused.allowed
     assert "not bound" in str(refused.blocked_reason)
@@ -305,8 +377,9 @@ def test_claim_store_of_s3_reads_and_creates_only_if_absent(
     """get_object is None for a missing key; put_object(if_absent) refuses a second write."""
 
     async def scenario() -> None:
-        settings = S3Settings(bucket=bucket, endpoint_url=s3_server.endpoint_url,
-                              region="us-east-1")  # fmt: skip
+        settings = S3Settings(
+            bucket=bucket, endpoint_url=s3_server.endpoint_url, region="us-east-1"
+        )
         async with S3ObjectStore.open(settings) as store:
             assert await store.get_object("k", max_bytes=10) is None
             assert await store.put_object("k", b"one", if_absent=True)
@@ -317,9 +390,12 @@ def test_claim_store_of_s3_reads_and_creates_only_if_absent(
 
 
 def test_a_watermark_at_the_cluster_epoch_blocks_the_sweep_naming_the_partition(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Finding 4: M(p) >= the cluster epoch is not capped to epoch - 1: exit 3, nothing deleted."""
     cluster(etcd_server, namespace, safe=7, epoch=8)
     keys = objects(s3_server, bucket)
@@ -368,25 +444,33 @@ def test_a_bind_racing_a_nested_bind_takes_its_claim_back() -> None:
         bucket = RacingBucket()
         bucket.racing = (claim_key(inner.root), elsewhere.bodies[claim_key(inner.root)])
         with pytest.raises(BindingConflict, match="same moment"):
-            await bind_namespace(WatermarkStore(MemoryKV(), "/l0gc/outer"), bucket,
-                                 StorageTarget("b", ROOT))  # fmt: skip
+            await bind_namespace(
+                WatermarkStore(MemoryKV(), "/l0gc/outer"), bucket, StorageTarget("b", ROOT)
+            )
         assert bucket.keys() == {claim_key(inner.root)}
 
     asyncio.run(scenario())
-
 
 
 class RootListedBucket(MemoryObjectStore):
     """A bucket whose listings of a root (a prefix ending in "/") `root_page` answers;
     the one-key probes of claim keys are answered as usual."""
 
-    async def list_page(self, prefix: str, *, start_after: str | None = None,
-                        continuation_token: str | None = None,
-                        max_keys: int = 1000) -> ListPage:  # fmt: skip
+    async def list_page(
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
         if not prefix.endswith("/"):
-            return await super().list_page(prefix, start_after=start_after,
-                                           continuation_token=continuation_token,
-                                           max_keys=max_keys)  # fmt: skip
+            return await super().list_page(
+                prefix,
+                start_after=start_after,
+                continuation_token=continuation_token,
+                max_keys=max_keys,
+            )
         return await self.root_page(prefix, continuation_token)
 
     async def root_page(self, prefix: str, token: str | None) -> ListPage:
@@ -424,8 +508,9 @@ def test_a_listing_that_never_ends_stops_the_bind_and_claims_nothing() -> None:
         assert await store.get_binding() == (None, 0)
         tall = TallBucket()
         with capture_logs() as logs:
-            outcome = await bind_namespace(WatermarkStore(MemoryKV(), "/l0gc/tall"), tall,
-                                           StorageTarget("b", ROOT))  # fmt: skip
+            outcome = await bind_namespace(
+                WatermarkStore(MemoryKV(), "/l0gc/tall"), tall, StorageTarget("b", ROOT)
+            )
         assert outcome.changed
         progress = [(e["pages"], e["keys"]) for e in logs if e["event"] == "bind.listing"]
         assert progress[:2] == [(100, 100), (200, 200)]

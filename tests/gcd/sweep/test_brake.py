@@ -90,8 +90,9 @@ async def test_concurrent_checks_share_one_read() -> None:
     assert set(answers) == {"paused during the round: maintenance"}
 
 
-@pytest.mark.parametrize("error", [L0gcError("etcd down"), OSError("refused"),
-                                   RuntimeError("grpc")])  # fmt: skip
+@pytest.mark.parametrize(
+    "error", [L0gcError("etcd down"), OSError("refused"), RuntimeError("grpc")]
+)
 async def test_an_unreadable_pause_key_fails_closed(error: BaseException) -> None:
     """An etcd error while reading the pause key stops deletion, saying why."""
     pauses = FakePauses()

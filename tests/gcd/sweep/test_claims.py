@@ -19,7 +19,6 @@ from watermark.core.binding import Binding, StorageTarget, claim_key
 pytestmark = pytest.mark.integration
 
 
-
 def put(s3: LocalS3, bucket: str, key: str, body: bytes) -> None:
     """Write `key` as a writer with PutObject under the root would."""
 
@@ -32,9 +31,12 @@ def put(s3: LocalS3, bucket: str, key: str, body: bytes) -> None:
 
 
 def test_an_overwritten_root_claim_is_rewritten_from_the_binding(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Junk over the root's claim blocks every sweep; repair-claims rewrites it from the
     etcd binding (saying what it held) and the next sweep deletes the garbage."""
     cluster(etcd_server, namespace)
@@ -44,8 +46,9 @@ def test_an_overwritten_root_claim_is_rewritten_from_the_binding(
     code, _ = sweep(s3_server, bucket, etcd_server, namespace, capsys)
     assert code == exitcodes.BLOCKED
     assert s3_server.keys(bucket) == keys | {claim_key(ROOT)}
-    code, done = namespace_cmd(etcd_server, namespace, capsys, "repair-claims",
-                               "--region", "us-east-1")  # fmt: skip
+    code, done = namespace_cmd(
+        etcd_server, namespace, capsys, "repair-claims", "--region", "us-east-1"
+    )
     assert code == exitcodes.OK, done
     assert done["claim_rewritten"] is True
     assert "/mine-now" in str(done["previous_claim"])
@@ -56,9 +59,12 @@ def test_an_overwritten_root_claim_is_rewritten_from_the_binding(
 
 
 def test_a_planted_nested_claim_is_removed_and_a_real_one_needs_force(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """A junk claim below the root keeps its directory's garbage; --remove-claim deletes
     it and the next sweep collects the directory. A valid claim of another namespace is
     refused without --force (nothing removed), anything not a claim below the root too."""
@@ -73,27 +79,68 @@ def test_a_planted_nested_claim_is_removed_and_a_real_one_needs_force(
     assert summary["nested_roots"], summary
     kept = {key for key in s3_server.keys(bucket) if key.startswith(directory + "/")}
     assert LAYOUT.format(1, 1, "o") in kept
-    code, refused = namespace_cmd(etcd_server, namespace, capsys, "repair-claims",
-                                  "--remove-claim", f"{ROOT}/x.json", "--region", "us-east-1")
+    code, refused = namespace_cmd(
+        etcd_server,
+        namespace,
+        capsys,
+        "repair-claims",
+        "--remove-claim",
+        f"{ROOT}/x.json",
+        "--region",
+        "us-east-1",
+    )
     assert code == exitcodes.BLOCKED, refused
-    code, done = namespace_cmd(etcd_server, namespace, capsys, "repair-claims",
-                               "--remove-claim", planted, "--region", "us-east-1")  # fmt: skip
+    code, done = namespace_cmd(
+        etcd_server,
+        namespace,
+        capsys,
+        "repair-claims",
+        "--remove-claim",
+        planted,
+        "--region",
+        "us-east-1",
+    )
     assert (code, done["removed_claims"], done["claim_rewritten"]) == (
-        exitcodes.OK, [planted], False)  # fmt: skip
+        exitcodes.OK,
+        [planted],
+        False,
+    )
     code, _ = sweep(s3_server, bucket, etcd_server, namespace, capsys)
     assert code == exitcodes.OK
     assert LAYOUT.format(1, 1, "o") not in s3_server.keys(bucket)
     # A real nested namespace (bound before nesting was refused) is not removed lightly.
-    other = Binding("/l0gc/nested", StorageTarget(bucket, f"{ROOT}/nested", s3_server.endpoint_url),
-                    "0123456789abcdef", "cluster-x", 1.0)  # fmt: skip
+    other = Binding(
+        "/l0gc/nested",
+        StorageTarget(bucket, f"{ROOT}/nested", s3_server.endpoint_url),
+        "0123456789abcdef",
+        "cluster-x",
+        1.0,
+    )
     real = claim_key(other.target.root)
     put(s3_server, bucket, real, other.claim().encode())
-    code, refused = namespace_cmd(etcd_server, namespace, capsys, "repair-claims",
-                                  "--remove-claim", real, "--region", "us-east-1")  # fmt: skip
+    code, refused = namespace_cmd(
+        etcd_server,
+        namespace,
+        capsys,
+        "repair-claims",
+        "--remove-claim",
+        real,
+        "--region",
+        "us-east-1",
+    )
     assert code == exitcodes.BLOCKED, refused
     assert "--force" in str(refused["problem"])
     assert real in s3_server.keys(bucket)
-    code, done = namespace_cmd(etcd_server, namespace, capsys, "repair-claims",
-                               "--remove-claim", real, "--force", "--region", "us-east-1")
+    code, done = namespace_cmd(
+        etcd_server,
+        namespace,
+        capsys,
+        "repair-claims",
+        "--remove-claim",
+        real,
+        "--force",
+        "--region",
+        "us-east-1",
+    )
     assert (code, done["removed_claims"]) == (exitcodes.OK, [real])
     assert real not in s3_server.keys(bucket)

@@ -61,8 +61,13 @@ from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.etcd.store import WatermarkStore
 
 LAYOUT = KeyLayout.default("level_zero/data")
-CONFIG = DaemonConfig(interval_s=10, idle_interval_s=60, max_interval_s=600,
-                      full_pass_interval_s=600, unready_after_s=300)  # fmt: skip
+CONFIG = DaemonConfig(
+    interval_s=10,
+    idle_interval_s=60,
+    max_interval_s=600,
+    full_pass_interval_s=600,
+    unready_after_s=300,
+)
 IDLE = dataclasses.replace(CONFIG, idle_interval_s=600)
 """For tests of `run` that wait: an idle iteration is 10 minutes away, far beyond any of
 their waits, so every iteration they see was woken by a look or by the test."""
@@ -125,8 +130,12 @@ async def memory_setup(clock: Clock) -> tuple[MemoryKV, WatermarkStore, MemoryOb
         await watermarks.advance_cluster_epoch()
     await publish(watermarks, 5)
     store = MemoryObjectStore()
-    sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, grace_s=600), clock=clock,
-                      retrier=Retrier(Backoff(), no_sleep, random.Random(0)))  # fmt: skip
+    sweeper = Sweeper(
+        store,
+        RoundConfig(layout=LAYOUT, grace_s=600),
+        clock=clock,
+        retrier=Retrier(Backoff(), no_sleep, random.Random(0)),
+    )
     daemon = Daemon(sweeper, watermarks, CONFIG, clock=clock, rng=random.Random(0))
     return kv, watermarks, store, daemon
 
@@ -334,13 +343,17 @@ async def test_a_paused_daemon_wakes_when_resumed_not_after_its_idle_interval() 
     await watermarks.set_paused("maintenance")
     task = asyncio.create_task(daemon.run())
     try:
-        await wait_until(lambda: daemon.iterations == 1 and daemon.paused, timeout_s=60,
-                         what="a paused iteration")  # fmt: skip
+        await wait_until(
+            lambda: daemon.iterations == 1 and daemon.paused,
+            timeout_s=60,
+            what="a paused iteration",
+        )
         assert garbage <= store.keys()
         await watermarks.clear_paused()
         seen = looks.begun
-        await wait_until(lambda: len(looks.iterations) == 2, timeout_s=60,
-                         what="the iteration after resume")  # fmt: skip
+        await wait_until(
+            lambda: len(looks.iterations) == 2, timeout_s=60, what="the iteration after resume"
+        )
         assert not garbage & store.keys()
         resumed = looks.iterations[1]  # the first paused, then the one a look woke
         assert resumed.round is not None
@@ -358,8 +371,11 @@ async def test_run_stops_when_stop_is_set() -> None:
     _, _, _, daemon = await memory_setup(clock)
     daemon.config = IDLE
     task = asyncio.create_task(daemon.run())
-    await wait_until(lambda: daemon.iterations == 1 and daemon.last_round_end_s is not None,
-                     timeout_s=60, what="the first iteration")  # fmt: skip
+    await wait_until(
+        lambda: daemon.iterations == 1 and daemon.last_round_end_s is not None,
+        timeout_s=60,
+        what="the first iteration",
+    )
     daemon.stop.set()
     await asyncio.wait_for(task, timeout=60)
     assert daemon.iterations == 1
@@ -375,8 +391,15 @@ async def test_http_endpoints() -> None:
         assert (await client.get("/readyz")).status == 200
         assert (await client.get("/healthz")).status == 200
         body = await (await client.get("/metrics")).text()
-    for name in ("deleted_objects_total", "listed_objects_total", "rounds_total", "safe_epoch",
-                 "epoch_lag", "seconds_since_last_good_watermark", "round_duration_seconds"):
+    for name in (
+        "deleted_objects_total",
+        "listed_objects_total",
+        "rounds_total",
+        "safe_epoch",
+        "epoch_lag",
+        "seconds_since_last_good_watermark",
+        "round_duration_seconds",
+    ):
         assert f"l0gc_sweeper_{name}" in body
     assert 'l0gc_sweeper_skipped_objects_total{reason="too_young"}' in body
 
@@ -401,9 +424,12 @@ def test_a_look_wakes_the_daemon_when_m_advances_or_it_may_delete_again() -> Non
 
 @pytest.mark.integration
 async def test_rounds_follow_m_and_gauges_follow_a_pause_while_idle(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """Issue 27: an idle daemon (no iteration for 10 min) shows `gcd pause` / `gcd resume`
     on its paused gauge at its next look at etcd, and starts a round at the next look
     after M advanced (real etcd, moto).
@@ -432,14 +458,18 @@ async def test_rounds_follow_m_and_gauges_follow_a_pause_while_idle(
     settings = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
     try:
         async with S3ObjectStore.open(settings) as objects:
-            sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=60),
-                              brake=PauseBrake(watermarks))  # fmt: skip
+            sweeper = Sweeper(
+                objects, RoundConfig(layout=LAYOUT, grace_s=60), brake=PauseBrake(watermarks)
+            )
             daemon = Daemon(sweeper, watermarks, config)
             looks = Looks(daemon)
             task = asyncio.create_task(daemon.run())
             try:
-                await wait_until(lambda: daemon.iterations == 1 and daemon.last_result is not None,
-                                 timeout_s=60, what="the first (idle) round")  # fmt: skip
+                await wait_until(
+                    lambda: daemon.iterations == 1 and daemon.last_result is not None,
+                    timeout_s=60,
+                    what="the first (idle) round",
+                )
                 assert set(live) <= s3_server.keys(bucket)
                 assert gauge(daemon, "paused") == 0
                 for command, value in (("pause", 1), ("resume", 0)):
@@ -447,20 +477,30 @@ async def test_rounds_follow_m_and_gauges_follow_a_pause_while_idle(
                     args = [command, "--json"] + (["--reason", "t"] if command == "pause" else [])
                     assert await asyncio.to_thread(gcd_main, args) == 0
                     seen = looks.begun  # the write is in etcd: every look from now sees it
-                    await wait_until(lambda s=seen: looks.done_after(s),  # type: ignore[misc]
-                                     timeout_s=60, what=f"a look after {command}")  # fmt: skip
-                    print(f"paused gauge {gauge(daemon, 'paused')} "
-                          f"{time.monotonic() - at:.2f} s after {command}")  # fmt: skip
+                    await wait_until(
+                        lambda s=seen: looks.done_after(s),  # type: ignore[misc]
+                        timeout_s=60,
+                        what=f"a look after {command}",
+                    )
+                    print(
+                        f"paused gauge {gauge(daemon, 'paused')} "
+                        f"{time.monotonic() - at:.2f} s after {command}"
+                    )
                     assert set(looks.paused_after(seen)) == {value}, looks.paused
                     assert gauge(daemon, "paused") == value
                 assert daemon.iterations == 1  # looks are not rounds
                 at = time.monotonic()
                 await publish(watermarks, 8)
                 seen = looks.begun
-                await wait_until(lambda: len(looks.iterations) == 2, timeout_s=60,
-                                 what="the round after M advanced")  # fmt: skip
-                print(f"round {time.monotonic() - at:.2f} s after M advanced "
-                      f"(looks every {config.follow_poll_s} s)")  # fmt: skip
+                await wait_until(
+                    lambda: len(looks.iterations) == 2,
+                    timeout_s=60,
+                    what="the round after M advanced",
+                )
+                print(
+                    f"round {time.monotonic() - at:.2f} s after M advanced "
+                    f"(looks every {config.follow_poll_s} s)"
+                )
                 assert not set(live) & s3_server.keys(bucket)
                 woken = looks.round_at(8)
                 assert woken is looks.iterations[1], looks.iterations  # no iteration between
@@ -513,12 +553,36 @@ async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
     first = [LAYOUT.format(p, e, "a") for p in (1, 600) for e in range(1, 6)]
     s3_server.seed(bucket, first, last_modified=old)
     port = free_port()
-    command = [sys.executable, "-m", "gcd", "daemon", "--bucket", bucket,
-               "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1",
-               "--etcd", etcd_server.endpoint, "--namespace", namespace, "--grace", "1m",
-               "--interval", "0.05s", "--idle-interval", "0.1s", "--max-interval", "1s",
-               "--full-pass-interval", "0.3s", "--http-host", "127.0.0.1",
-               "--http-port", str(port)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "gcd",
+        "daemon",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--grace",
+        "1m",
+        "--interval",
+        "0.05s",
+        "--idle-interval",
+        "0.1s",
+        "--max-interval",
+        "1s",
+        "--full-pass-interval",
+        "0.3s",
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        str(port),
+    ]
     with daemon_log.open("wb") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     base = f"http://127.0.0.1:{port}"
@@ -547,9 +611,10 @@ async def test_daemon_process_pauses_resumes_and_exits_on_sigterm(
 
             async def paused_rounds(more: float) -> bool:
                 text = await scrape()
-                return (metric(text, "l0gc_sweeper_paused") == 1
-                        and metric(text, "l0gc_sweeper_rounds_total", outcome="paused")
-                        >= more)  # fmt: skip
+                return (
+                    metric(text, "l0gc_sweeper_paused") == 1
+                    and metric(text, "l0gc_sweeper_rounds_total", outcome="paused") >= more
+                )
 
             await wait_for(lambda: deleted(len(first)), "first garbage deleted")
             assert not set(first) & s3_server.keys(bucket)
@@ -621,21 +686,26 @@ async def test_resume_wakes_a_daemon_within_seconds(
     settings = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
     try:
         async with S3ObjectStore.open(settings) as objects:
-            sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=60),
-                              brake=PauseBrake(watermarks))  # fmt: skip
+            sweeper = Sweeper(
+                objects, RoundConfig(layout=LAYOUT, grace_s=60), brake=PauseBrake(watermarks)
+            )
             daemon = Daemon(sweeper, watermarks, IDLE)  # idle interval 10 min
             looks = Looks(daemon)
             task = asyncio.create_task(daemon.run())
             try:
-                await wait_until(lambda: daemon.iterations == 1 and daemon.paused,
-                                 timeout_s=60, what="a paused iteration")  # fmt: skip
+                await wait_until(
+                    lambda: daemon.iterations == 1 and daemon.paused,
+                    timeout_s=60,
+                    what="a paused iteration",
+                )
                 assert math.isnan(gauge(daemon, "safe_epoch"))
                 assert math.isnan(gauge(daemon, "epoch_lag"))
                 resumed_at = time.monotonic()
                 assert await watermarks.clear_paused()
                 seen = looks.begun
-                await wait_until(lambda: len(looks.iterations) == 2, timeout_s=60,
-                                 what="the round after resume")  # fmt: skip
+                await wait_until(
+                    lambda: len(looks.iterations) == 2, timeout_s=60, what="the round after resume"
+                )
                 print(f"next round {time.monotonic() - resumed_at:.2f} s after resume")
                 assert not set(garbage) & s3_server.keys(bucket)
                 resumed = looks.iterations[1]  # the first was paused; a look woke this one
@@ -676,10 +746,15 @@ async def test_a_claim_planted_while_idle_blocks_the_next_round_before_any_delet
     _, watermarks, store, _ = await memory_setup(clock)
     target = StorageTarget("bkt", "level_zero/data", None)
     await bind_namespace(watermarks, store, target)
-    sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, grace_s=600), clock=clock,
-                      retrier=Retrier(Backoff(), no_sleep, random.Random(0)))  # fmt: skip
-    daemon = Daemon(sweeper, BoundSource(watermarks, target, store), CONFIG, clock=clock,
-                    rng=random.Random(0))  # fmt: skip
+    sweeper = Sweeper(
+        store,
+        RoundConfig(layout=LAYOUT, grace_s=600),
+        clock=clock,
+        retrier=Retrier(Backoff(), no_sleep, random.Random(0)),
+    )
+    daemon = Daemon(
+        sweeper, BoundSource(watermarks, target, store), CONFIG, clock=clock, rng=random.Random(0)
+    )
     gets = CountedGets(store)
     await daemon.run_once()  # the first round: claims read, nothing to delete
     assert gets.count > 0
@@ -719,8 +794,7 @@ async def test_a_daemon_blocked_by_a_wrong_claim_backs_off_its_claim_reads() -> 
     mine = await store.get_object(claim_key("level_zero/data"), max_bytes=1 << 20)
     assert mine is not None
     other = Binding("/l0gc/other", target, "b0", "c", 0.0)
-    await store.put_object(claim_key("level_zero/data"), other.claim().encode(),
-                           if_absent=False)  # fmt: skip
+    await store.put_object(claim_key("level_zero/data"), other.claim().encode(), if_absent=False)
     source = BoundSource(watermarks, target, store, clock=clock)
     gets = CountedGets(store)
     reads = []
@@ -765,8 +839,7 @@ async def test_an_idle_bound_daemon_lists_nothing_and_follows_m_at_the_next_look
         s3_server.seed(bucket, live, last_modified=datetime.now(UTC) - timedelta(hours=1))
         clock = Clock()
         clock.now = time.time()
-        config = dataclasses.replace(CONFIG, interval_s=30, idle_interval_s=600,
-                                     follow_poll_s=0.02)  # fmt: skip
+        config = dataclasses.replace(CONFIG, interval_s=30, idle_interval_s=600, follow_poll_s=0.02)
         target = StorageTarget(bucket, "level_zero/data", proxy.endpoint_url)
         settings = S3Settings(bucket, proxy.endpoint_url, "us-east-1")
         try:
@@ -789,9 +862,14 @@ async def test_an_idle_bound_daemon_lists_nothing_and_follows_m_at_the_next_look
                     await wait_until(lambda: looks.begun >= 3, timeout_s=60, what="idle looks")
                     await publish(watermarks, 8)
                     seen = looks.begun  # the write is in etcd: any look begun from now sees it
-                    await wait_until(lambda: daemon.last_result is not None
-                                     and daemon.last_result.summary.safe_epoch == 8,
-                                     timeout_s=60, what="the round after M moved")  # fmt: skip
+                    await wait_until(
+                        lambda: (
+                            daemon.last_result is not None
+                            and daemon.last_result.summary.safe_epoch == 8
+                        ),
+                        timeout_s=60,
+                        what="the round after M moved",
+                    )
                     # The 7th iteration idled (600 s); a look woke the 8th: the first look
                     # begun after M moved, or one in flight (it went on looking since,
                     # every 20 ms, so count the looks before the round, not after).

@@ -38,8 +38,9 @@ class RefusingStore(MemoryObjectStore):
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         self.requests.append(tuple(keys))
         if self.bad & set(keys) or "*" in self.bad:
-            raise StorageError("The XML you provided was not well-formed", code=self.code,
-                               retryable=False)  # fmt: skip
+            raise StorageError(
+                "The XML you provided was not well-formed", code=self.code, retryable=False
+            )
         return await super().delete_batch(keys)
 
 
@@ -49,8 +50,14 @@ async def no_sleep(_seconds: float) -> None:
 
 def deleter_for(store: MemoryObjectStore, brake: Brake = OPEN) -> BatchDeleter:
     retrier = Retrier(Backoff(base_s=0.01, cap_s=0.1, max_attempts=4), no_sleep, random.Random(1))
-    return BatchDeleter(store, concurrency=4, retrier=retrier, metrics=SweeperMetrics(),
-                        stop=asyncio.Event(), brake=brake)  # fmt: skip
+    return BatchDeleter(
+        store,
+        concurrency=4,
+        retrier=retrier,
+        metrics=SweeperMetrics(),
+        stop=asyncio.Event(),
+        brake=brake,
+    )
 
 
 def batch_of(store: MemoryObjectStore, keys: Sequence[str]) -> list[Candidate]:
@@ -217,8 +224,10 @@ class StrayAnswerStore(MemoryObjectStore):
         result = await super().delete_batch(keys)
         from gcd.storage.objectstore import KeyFailure  # noqa: PLC0415
 
-        return DeleteResult((*result.deleted, "l0/never/sent"),
-                            (KeyFailure("l0/never/failed", "AccessDenied", "no"),))  # fmt: skip
+        return DeleteResult(
+            (*result.deleted, "l0/never/sent"),
+            (KeyFailure("l0/never/failed", "AccessDenied", "no"),),
+        )
 
 
 async def test_an_answer_naming_keys_never_sent_records_and_counts_none_of_them() -> None:
@@ -345,9 +354,13 @@ async def test_each_target_is_split_once_and_the_journal_sees_keys_and_versions(
     monkeypatch.setattr(deleter_module, "split_target", counting)
     plain = MemoryObjectStore()
     versioned = VersionedMemoryStore(clock=lambda: 0.0)
-    batches = [(plain, batch_of(plain, [f"p/{n:03d}" for n in range(300)])),
-               (versioned, [Candidate(f"v/{n:03d}", 1, n, versioned.put(f"v/{n:03d}", b"x"))
-                            for n in range(300)])]  # fmt: skip
+    batches = [
+        (plain, batch_of(plain, [f"p/{n:03d}" for n in range(300)])),
+        (
+            versioned,
+            [Candidate(f"v/{n:03d}", 1, n, versioned.put(f"v/{n:03d}", b"x")) for n in range(300)],
+        ),
+    ]
     for store, candidates in batches:
         calls = 0
         sink = Sink()
@@ -357,6 +370,9 @@ async def test_each_target_is_split_once_and_the_journal_sees_keys_and_versions(
         await deleter.delete(candidates, counts)
         assert counts.deleted == len(candidates)
         assert calls == len(candidates)
-        gone = [(k, v) for o in sink.outcomes
-                for k, v in itertools.zip_longest(o.deleted, o.deleted_version_ids)]  # fmt: skip
+        gone = [
+            (k, v)
+            for o in sink.outcomes
+            for k, v in itertools.zip_longest(o.deleted, o.deleted_version_ids)
+        ]
         assert sorted(gone) == sorted((c.key, c.version_id) for c in candidates)

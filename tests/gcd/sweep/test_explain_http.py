@@ -22,14 +22,16 @@ LAYOUT = KeyLayout.default("l0/data")
 TOKEN = "0123456789abcdef0123456789abcdef"
 
 
-def route(store: MemoryObjectStore, host: str = "127.0.0.1",
-          tokens: TokenFile | None = None) -> ExplainRoute:  # fmt: skip
+def route(
+    store: MemoryObjectStore, host: str = "127.0.0.1", tokens: TokenFile | None = None
+) -> ExplainRoute:
     """The route for `store` with M given by hand (no etcd)."""
     return ExplainRoute(store, None, LAYOUT, 600.0, 5, None, None, host, tokens)
 
 
-async def get(explain: ExplainRoute, query: str, headers: dict[str, str] | None = None
-              ) -> tuple[int, dict[str, object]]:  # fmt: skip
+async def get(
+    explain: ExplainRoute, query: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, object]]:
     """One GET of /v1/explain?query on an app with the route."""
     app = web.Application()
     for path, handler in explain.routes():
@@ -85,9 +87,16 @@ def test_the_python_api_gives_the_json_answer(s3_server: LocalS3, bucket: str) -
     """`gcd.explain(keys, **flags)`: one dict per key, as `gcd explain --json`."""
     key = LAYOUT.format(7, 3, "a")
     s3_server.seed(bucket, [key])
-    answers = asyncio.run(gcd.explain([key, "elsewhere"], bucket=bucket, root="l0/data",
-                                      endpoint_url=s3_server.endpoint_url, safe_epoch=2,
-                                      region="us-east-1"))  # fmt: skip
+    answers = asyncio.run(
+        gcd.explain(
+            [key, "elsewhere"],
+            bucket=bucket,
+            root="l0/data",
+            endpoint_url=s3_server.endpoint_url,
+            safe_epoch=2,
+            region="us-east-1",
+        )
+    )
     assert [(a["key"], a["verdict"]) for a in answers] == [(key, "kept"), ("elsewhere", "never")]
     with pytest.raises(gcd.explain.__globals__["ConfigError"]):
         asyncio.run(gcd.explain([key], bucket=bucket, no_such_flag=1))

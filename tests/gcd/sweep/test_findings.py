@@ -49,8 +49,11 @@ async def test_locked_versions_are_asked_about_at_most_lock_probes_times() -> No
     counts.locked_targets = [f"k{index}\x00{index + 1}" for index in range(counts.locked)]
     reasons, earliest = await locked_report(store, counts)  # type: ignore[arg-type]
     assert store.asked == LOCK_PROBES
-    assert reasons == {"retention COMPLIANCE": LOCK_PROBES // 2, "legal hold": LOCK_PROBES // 2,
-                       "not examined": 5}  # fmt: skip
+    assert reasons == {
+        "retention COMPLIANCE": LOCK_PROBES // 2,
+        "legal hold": LOCK_PROBES // 2,
+        "not examined": 5,
+    }
     assert earliest == "1970-01-01T00:16:41Z"  # 1000 + 1 s
 
 

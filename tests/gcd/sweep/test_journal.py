@@ -55,20 +55,36 @@ def key(epoch: int, name: str = "x", prefix: int = 7) -> str:
 _requests = iter(range(1, 1_000_000))
 
 
-def attempt(keys: list[str], *, m: int = 5, cluster: int = 8, revision: int | None = 40,
-            batch: int = 1, number: int = 0) -> BatchAttempt:  # fmt: skip
+def attempt(
+    keys: list[str],
+    *,
+    m: int = 5,
+    cluster: int = 8,
+    revision: int | None = 40,
+    batch: int = 1,
+    number: int = 0,
+) -> BatchAttempt:
     """An attempt to delete `keys` under M = `m` (each a request of its own)."""
     epochs = tuple(LAYOUT.parse(k).epoch for k in keys)  # type: ignore[union-attr]
     basis = DeleteBasis(m, cluster, revision, (("orders/3", m),))
     return BatchAttempt(basis, tuple(keys), epochs, number, batch, next(_requests))
 
 
-def writer(directory: Path, namespace: str = "/l0gc/t", sweeper: str = "s-1",
-           **options: object) -> JournalWriter:  # fmt: skip
+def writer(
+    directory: Path, namespace: str = "/l0gc/t", sweeper: str = "s-1", **options: object
+) -> JournalWriter:
     """A journal writer for sweeper s-1 with a fixed clock."""
     clock = iter(float(t) for t in range(1000, 100000))
-    return JournalWriter(directory, sweeper, namespace=namespace, bucket="b", root=ROOT,
-                         clock=lambda: next(clock), fsync=False, **options)  # type: ignore[arg-type]  # fmt: skip
+    return JournalWriter(
+        directory,
+        sweeper,
+        namespace=namespace,
+        bucket="b",
+        root=ROOT,
+        clock=lambda: next(clock),
+        fsync=False,
+        **options,
+    )  # type: ignore[arg-type]
 
 
 async def anchor_end(etcd: LocalEtcd, namespace: str, journal: JournalWriter) -> int:
@@ -305,8 +321,12 @@ async def test_a_compacted_revision_is_unverifiable_not_fine(
     write_batch(journal, [key(5)], m=5, revision=r1)
     journal.close()
     etcdctl = str(etcd_binary().with_name("etcdctl"))
-    subprocess.run([etcdctl, "--endpoints", f"http://{etcd_private.endpoint}", "compact",
-                    str(r2)], check=True, capture_output=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        [etcdctl, "--endpoints", f"http://{etcd_private.endpoint}", "compact", str(r2)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     found = await verify_against(etcd_private, namespace, tmp_path)
     assert found == [f"unverifiable: revision {r1}: compacted: etcd no longer holds this revision"]
 
@@ -332,8 +352,9 @@ def test_gcd_journal_verify_and_show_exit_codes(
     code = main(["journal", "verify", "--journal-dir", str(tmp_path / "bad"), *common, "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (code, doc["violations"], doc["ok"]) == (exitcodes.PARTIAL_FAILURE, 1, False)
-    assert main(["journal", "show", "--key", key(4, "z"), "--journal-dir",
-                 str(tmp_path / "ok")]) == 0  # fmt: skip
+    assert (
+        main(["journal", "show", "--key", key(4, "z"), "--journal-dir", str(tmp_path / "ok")]) == 0
+    )
     out = capsys.readouterr().out
     assert "deleted  by sweeper s-1" in out
     assert f"etcd revision {r1}" in out
@@ -343,7 +364,7 @@ def test_gcd_journal_verify_and_show_exit_codes(
 _JOURNAL_BEFORE_KIND = (
     '{"v":1,"type":"segment","sweeper":"s-old","seq":1,"at":1000.0,"prev":"","segment'
     '":1,"namespace":"/l0gc/old","bucket":"b","root":"level_zero/data","endpoint_url"'
-    ':null}\n'
+    ":null}\n"
     '{"v":1,"type":"before","sweeper":"s-old","seq":2,"at":1000.0,"prev":"da7d40c3e34'
     '544317bc138d685116dc03fc9a85f023277306f1b8dc13595358f","request":1,"batch":1,"at'
     'tempt":0,"safe_epoch":5,"cluster_epoch":8,"revision":40,"override":false,"pinnin'
@@ -379,23 +400,37 @@ def test_a_journal_from_before_the_header_named_the_store_still_verifies_and_sho
     code = main(["journal", "verify", "--journal-dir", str(directory), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (code, doc["violations"], doc["damage"], doc["keys_deleted"]) == (
-        exitcodes.BLOCKED, 0, 0, 2)
+        exitcodes.BLOCKED,
+        0,
+        0,
+        2,
+    )
     assert doc["verdict"].startswith("NOT FULLY CHECKED: nothing wrong in the journal itself")
 
 
 def test_the_segment_header_names_the_storage_target(tmp_path: Path) -> None:
     """A writer given a target's kind records it beside bucket, root and endpoint (an
     Azure container at its account URL), and the journal still reads clean."""
-    journal = JournalWriter(tmp_path, "s-az", namespace="/l0gc/t", bucket="l0c", root=ROOT,
-                            endpoint_url="https://acct.blob.core.windows.net", kind="azure",
-                            fsync=False)  # fmt: skip
+    journal = JournalWriter(
+        tmp_path,
+        "s-az",
+        namespace="/l0gc/t",
+        bucket="l0c",
+        root=ROOT,
+        endpoint_url="https://acct.blob.core.windows.net",
+        kind="azure",
+        fsync=False,
+    )
     write_batch(journal, [key(3, "a")])
     journal.close()
     read = read_journal([tmp_path])
     (header,) = [r.doc for r in read.records if r.kind == "segment"]
     assert {k: header[k] for k in ("bucket", "root", "endpoint_url", "kind")} == {
-        "bucket": "l0c", "root": ROOT, "endpoint_url": "https://acct.blob.core.windows.net",
-        "kind": "azure"}
+        "bucket": "l0c",
+        "root": ROOT,
+        "endpoint_url": "https://acct.blob.core.windows.net",
+        "kind": "azure",
+    }
     assert check_records(read, layout=LAYOUT).findings == []
 
 
@@ -433,8 +468,7 @@ async def test_a_sweeper_round_journals_every_request_with_its_admission(tmp_pat
     for epoch in (2, 3, 5, 6):
         objects.put(key(epoch, f"e{epoch}"))
     journal = writer(tmp_path)
-    sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=0, batch_size=2),
-                      sinks=[journal])  # fmt: skip
+    sweeper = Sweeper(objects, RoundConfig(layout=LAYOUT, grace_s=0, batch_size=2), sinks=[journal])
     result = await run_round(sweeper, SafetyGate(), store)
     journal.close()
     assert result.summary.deleted == 3
@@ -482,9 +516,13 @@ async def test_the_daemon_journals_the_revision_it_read(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_gcd_sweep_journals_ships_and_verifies(
-    etcd_server: LocalEtcd, s3_server: LocalS3, namespace: str, bucket: str, tmp_path: Path,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    namespace: str,
+    bucket: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """A real sweep writes the journal, ships it outside the root; verify passes both ways."""
     asyncio.run(history_cluster(etcd_server, namespace))  # M = 7 now
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
@@ -492,23 +530,66 @@ def test_gcd_sweep_journals_ships_and_verifies(
     s3_server.seed(bucket, [key(e, f"o{e}") for e in (2, 6, 7, 9)], last_modified=old)
     journal_dir = tmp_path / "journal"
     capsys.readouterr()  # the set-up's log lines
-    common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--etcd",
-              etcd_server.endpoint, "--namespace", namespace]  # fmt: skip
-    code = main(["sweep", *common, "--journal-dir", str(journal_dir), "--journal-prefix",
-                 "l0gc-audit/journal", "--journal-keep-local", "--shard-ttl", "2s",
-                 "--json"])  # fmt: skip (kept locally, to verify the directory too)
+    common = [
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+    ]
+    code = main(
+        [
+            "sweep",
+            *common,
+            "--journal-dir",
+            str(journal_dir),
+            "--journal-prefix",
+            "l0gc-audit/journal",
+            "--journal-keep-local",
+            "--shard-ttl",
+            "2s",
+            "--json",
+        ]
+    )  # the journal is kept locally, to verify the directory too
     assert code == 0
     assert json.loads(capsys.readouterr().out)["deleted"] == 3
     assert s3_server.keys(bucket) & {key(e, f"o{e}") for e in (2, 6, 7, 9)} == {key(9, "o9")}
-    shipped = [k for k in s3_server.keys(bucket)
-               if k.startswith("l0gc-audit/journal/journal-") and k.endswith(".jsonl")]
+    shipped = [
+        k
+        for k in s3_server.keys(bucket)
+        if k.startswith("l0gc-audit/journal/journal-") and k.endswith(".jsonl")
+    ]
     assert len(shipped) == 1
     assert shipped[0] + ".idx" in s3_server.keys(bucket)  # its index, for `gcd explain`
-    for source in (["--journal-dir", str(journal_dir)],
-                   ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-                    "--journal-prefix", "l0gc-audit/journal"]):  # fmt: skip
-        assert main(["journal", "verify", *source, "--etcd", etcd_server.endpoint,
-                     "--namespace", namespace, "--json"]) == 0  # fmt: skip
+    for source in (
+        ["--journal-dir", str(journal_dir)],
+        [
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--journal-prefix",
+            "l0gc-audit/journal",
+        ],
+    ):
+        assert (
+            main(
+                [
+                    "journal",
+                    "verify",
+                    *source,
+                    "--etcd",
+                    etcd_server.endpoint,
+                    "--namespace",
+                    namespace,
+                    "--json",
+                ]
+            )
+            == 0
+        )
         doc = json.loads(capsys.readouterr().out)
         assert (doc["keys_deleted"], doc["revisions_checked"], doc["findings"]) == (3, 1, [])
     # the end is anchored in etcd and in the audit prefix: removing the shipped segment shows
@@ -518,9 +599,25 @@ def test_gcd_sweep_journals_ships_and_verifies(
     assert [anchor.seq for anchor in stored.values()] == [last_seq]
     assert any(k.startswith("l0gc-audit/journal/anchor-") for k in s3_server.keys(bucket))
     s3_server._backend().get_bucket(bucket).keys.pop(shipped[0])
-    assert main(["journal", "verify", "--bucket", bucket, "--endpoint-url",
-                 s3_server.endpoint_url, "--journal-prefix", "l0gc-audit/journal", "--etcd",
-                 etcd_server.endpoint, "--namespace", namespace]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "journal",
+                "verify",
+                "--bucket",
+                bucket,
+                "--endpoint-url",
+                s3_server.endpoint_url,
+                "--journal-prefix",
+                "l0gc-audit/journal",
+                "--etcd",
+                etcd_server.endpoint,
+                "--namespace",
+                namespace,
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "the audit prefix anchors its journal at record" in out
     assert "none of its records is here: its segments were deleted" in out
@@ -528,16 +625,34 @@ def test_gcd_sweep_journals_ships_and_verifies(
 
 @pytest.mark.integration
 def test_a_journal_prefix_inside_the_root_is_a_usage_error(
-    etcd_server: LocalEtcd, s3_server: LocalS3, namespace: str, bucket: str, tmp_path: Path,
+    etcd_server: LocalEtcd,
+    s3_server: LocalS3,
+    namespace: str,
+    bucket: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """--journal-prefix under --root exits 2 before anything is deleted."""
     asyncio.run(history_cluster(etcd_server, namespace))
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
     s3_server.seed(bucket, [key(2, "kept")], last_modified=datetime.now(UTC) - timedelta(hours=2))
-    code = main(["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-                 "--etcd", etcd_server.endpoint, "--namespace", namespace, "--journal-dir",
-                 str(tmp_path), "--journal-prefix", f"{ROOT}/audit"])  # fmt: skip
+    code = main(
+        [
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            namespace,
+            "--journal-dir",
+            str(tmp_path),
+            "--journal-prefix",
+            f"{ROOT}/audit",
+        ]
+    )
     assert code == exitcodes.USAGE
     assert "overlaps the swept root" in capsys.readouterr().err
     assert key(2, "kept") in s3_server.keys(bucket)
@@ -630,8 +745,13 @@ def tampered(directory: Path, namespace: str, sweeper: str, revision: int) -> Jo
     at `revision` (true in `history_cluster`)."""
     journal = writer(directory, namespace, sweeper, max_bytes=1024)
     for batch in range(6):
-        write_batch(journal, [key(4, f"{sweeper}-{batch}-{i}") for i in range(4)], m=5,
-                    revision=revision, batch=batch)  # fmt: skip
+        write_batch(
+            journal,
+            [key(4, f"{sweeper}-{batch}-{i}") for i in range(4)],
+            m=5,
+            revision=revision,
+            batch=batch,
+        )
     journal.close()
     assert len(journal.closed_segments) >= 3
     return journal
@@ -661,8 +781,10 @@ def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
     complete records cut exit 1 (both verified OK before); a torn last line exits 0 as a
     torn tail (it was damage, exit 1)."""
     r1, _ = asyncio.run(history_cluster(etcd_server, namespace))
-    journals = {case: tampered(tmp_path / case, namespace, f"s-{case}", r1)
-                for case in ("intact", "segment", "cut", "torn", "rechained")}  # fmt: skip
+    journals = {
+        case: tampered(tmp_path / case, namespace, f"s-{case}", r1)
+        for case in ("intact", "segment", "cut", "torn", "rechained")
+    }
     for journal in journals.values():
         asyncio.run(anchor_end(etcd_server, namespace, journal))
     journals["segment"].closed_segments[-1].unlink()
@@ -675,8 +797,18 @@ def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
     capsys.readouterr()  # the set-up's log lines
 
     def verify(case: str) -> tuple[int, str]:
-        code = main(["journal", "verify", "--journal-dir", str(tmp_path / case), "--etcd",
-                     etcd_server.endpoint, "--namespace", namespace])  # fmt: skip
+        code = main(
+            [
+                "journal",
+                "verify",
+                "--journal-dir",
+                str(tmp_path / case),
+                "--etcd",
+                etcd_server.endpoint,
+                "--namespace",
+                namespace,
+            ]
+        )
         return code, capsys.readouterr().out
 
     code, out = verify("intact")
@@ -711,9 +843,19 @@ def test_verify_with_a_mistyped_namespace_says_nothing_is_stored_there(
     for directory, given, expected in (
         ("ok", typo, f"written by sweepers of '{namespace}': is --namespace right?"),
         ("typo", typo, f"nothing is stored under namespace '{typo}' in etcd"),
-    ):  # fmt: skip
-        code = main(["journal", "verify", "--journal-dir", str(tmp_path / directory),
-                     "--etcd", etcd_server.endpoint, "--namespace", given])  # fmt: skip
+    ):
+        code = main(
+            [
+                "journal",
+                "verify",
+                "--journal-dir",
+                str(tmp_path / directory),
+                "--etcd",
+                etcd_server.endpoint,
+                "--namespace",
+                given,
+            ]
+        )
         captured = capsys.readouterr()
         assert code == exitcodes.USAGE
         assert expected in captured.err

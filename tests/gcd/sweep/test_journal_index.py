@@ -26,8 +26,16 @@ def key(epoch: int, name: str = "x") -> str:
 def writer(directory: Path, **options: object) -> JournalWriter:
     """A writer with a fixed clock and no fsync."""
     clock = iter(float(t) for t in range(1000, 100000))
-    return JournalWriter(directory, "s-1", namespace="/ns", bucket="b", root="l0/data",
-                         clock=lambda: next(clock), fsync=False, **options)  # type: ignore[arg-type]  # fmt: skip
+    return JournalWriter(
+        directory,
+        "s-1",
+        namespace="/ns",
+        bucket="b",
+        root="l0/data",
+        clock=lambda: next(clock),
+        fsync=False,
+        **options,
+    )  # type: ignore[arg-type]
 
 
 def batch(journal: JournalWriter, keys: list[str], deleted: bool = True) -> None:

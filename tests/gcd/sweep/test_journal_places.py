@@ -18,8 +18,16 @@ MAX = 1 << 30
 
 def writer(directory: Path, clock: Clock, max_bytes: int = 1024) -> JournalWriter:
     """By default segments of about one request each (rotation at 1 KiB)."""
-    return JournalWriter(directory, "s-1", namespace=NS, bucket="b", root=ROOT_LAYOUT.root,
-                         max_bytes=max_bytes, fsync=False, clock=clock)  # fmt: skip
+    return JournalWriter(
+        directory,
+        "s-1",
+        namespace=NS,
+        bucket="b",
+        root=ROOT_LAYOUT.root,
+        max_bytes=max_bytes,
+        fsync=False,
+        clock=clock,
+    )
 
 
 def damage(read: object) -> list[str]:
@@ -41,8 +49,7 @@ async def test_shipped_and_deleted_segments_and_the_open_one_make_one_chain(
         batch(journal, number)
     shipped_segments = list(journal.closed_segments)
     assert len(shipped_segments) >= 2
-    assert await ship_segments(journal, objects, PREFIX, keep_local=False) == len(
-        shipped_segments)
+    assert await ship_segments(journal, objects, PREFIX, keep_local=False) == len(shipped_segments)
     batch(journal, 4)  # into the segment still open here
     local = read_journal([tmp_path])
     shipped = await read_journal_objects(objects, PREFIX, max_bytes=MAX)

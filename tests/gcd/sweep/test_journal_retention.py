@@ -45,8 +45,9 @@ def batch(journal: JournalWriter, number: int, keys: int = 40) -> None:
     """One DeleteObjects request of `keys` keys under M = 5, every key deleted."""
     names = [key(3, f"k{number}-{i:04d}-{'x' * 24}") for i in range(keys)]
     epochs = tuple(LAYOUT.parse(k).epoch for k in names)  # type: ignore[union-attr]
-    tried = BatchAttempt(DeleteBasis(5, 8, 40, (("orders/3", 5),)), tuple(names), epochs, 0,
-                         1, number)  # fmt: skip
+    tried = BatchAttempt(
+        DeleteBasis(5, 8, 40, (("orders/3", 5),)), tuple(names), epochs, 0, 1, number
+    )
     journal.before(tried)
     journal.after(BatchOutcome(tried, deleted=tuple(names)))
 
@@ -59,8 +60,13 @@ def findings(read: object, *, where: str | None = None) -> list[str]:
     """DAMAGE and VIOLATION findings of a read (and of its audit anchors, `where`)."""
     report = check_records(read)  # type: ignore[arg-type]
     if where is not None:
-        check_anchors(read, read.audit_anchors, report, where=where,  # type: ignore[attr-defined]
-                      require_all=True)  # fmt: skip
+        check_anchors(
+            read,
+            read.audit_anchors,
+            report,
+            where=where,  # type: ignore[attr-defined]
+            require_all=True,
+        )
     bad = (FindingKind.DAMAGE, FindingKind.VIOLATION)
     return [f"{f.kind.value} {f.source}: {f.message}" for f in report.findings if f.kind in bad]
 
@@ -76,15 +82,32 @@ async def test_a_day_of_journal_stays_in_a_bounded_volume(tmp_path: Path) -> Non
     directory = tmp_path / "journal"
     max_bytes = 16 * 1024
     metrics = SweeperMetrics()
-    journal = JournalWriter(directory, "s-1", namespace=NS, bucket="b", root=LAYOUT.root,
-                            metrics=metrics, max_bytes=max_bytes, max_age_s=HOUR, fsync=False,
-                            clock=clock)  # fmt: skip
+    journal = JournalWriter(
+        directory,
+        "s-1",
+        namespace=NS,
+        bucket="b",
+        root=LAYOUT.root,
+        metrics=metrics,
+        max_bytes=max_bytes,
+        max_age_s=HOUR,
+        fsync=False,
+        clock=clock,
+    )
     store = MemoryObjectStore(clock=clock)
     kv = MemoryKV()
     gone = JournalAnchor("s-gone", 7, "ab" * 32, "journal-s-gone-000001.jsonl", T0 - 3 * HOUR)
     await kv.txn([], [Put(anchor_key(NS, "s-gone"), gone.encode())])
-    keeper = AnchorKeeper(journal, kv=kv, namespace=NS, objects=store, prefix=PREFIX,
-                          keep_local=False, retention_s=6 * HOUR, clock=clock)  # fmt: skip
+    keeper = AnchorKeeper(
+        journal,
+        kv=kv,
+        namespace=NS,
+        objects=store,
+        prefix=PREFIX,
+        keep_local=False,
+        retention_s=6 * HOUR,
+        clock=clock,
+    )
     largest_local = 0
     requests = int(24 * HOUR / 20)
     for number in range(1, requests + 1):
@@ -105,8 +128,9 @@ async def test_a_day_of_journal_stays_in_a_bounded_volume(tmp_path: Path) -> Non
     assert largest_local < max_bytes + 8 * 1024, largest_local
     assert [p.name for p in directory.iterdir()] == [pruned_marker_name("s-1")]
     # The audit prefix: 6 h retention, pruned at most an hour late.
-    segments = [info for k, info in store.objects.items() if k.rsplit("/", 1)[-1].startswith(
-        "journal-")]  # fmt: skip
+    segments = [
+        info for k, info in store.objects.items() if k.rsplit("/", 1)[-1].startswith("journal-")
+    ]
     ages = [clock.now - info.last_modified_s for info in segments]
     assert max(ages) <= 7 * HOUR + 20, max(ages) / HOUR
     assert len(keeper.pruned) == 24  # once an hour
@@ -125,9 +149,11 @@ async def test_a_day_of_journal_stays_in_a_bounded_volume(tmp_path: Path) -> Non
     del store.objects[f"{PREFIX}/{pruned_marker_name('s-1')}"]
     cut = await read_journal_objects(store, PREFIX, max_bytes=1 << 20)
     assert any("are missing" in line for line in findings(cut)), findings(cut)[:3]
-    print(f"\na day of journal: {written / 2**20:.1f} MiB written, largest local directory "
-          f"{largest_local / 1024:.1f} KiB, {len(segments)} segments "
-          f"({shipped / 2**20:.1f} MiB) left in the audit prefix")
+    print(
+        f"\na day of journal: {written / 2**20:.1f} MiB written, largest local directory "
+        f"{largest_local / 1024:.1f} KiB, {len(segments)} segments "
+        f"({shipped / 2**20:.1f} MiB) left in the audit prefix"
+    )
 
 
 async def test_etcd_anchors_of_sweepers_long_gone_are_pruned(tmp_path: Path) -> None:
@@ -137,13 +163,26 @@ async def test_etcd_anchors_of_sweepers_long_gone_are_pruned(tmp_path: Path) -> 
     kv = MemoryKV()
     old = JournalAnchor("s-old", 3, "cd" * 32, "journal-s-old-000001.jsonl", T0 - 40 * 86400)
     new = JournalAnchor("s-new", 9, "ef" * 32, "journal-s-new-000002.jsonl", T0 - 86400)
-    await kv.txn([], [Put(anchor_key(NS, "s-old"), old.encode()),
-                      Put(anchor_key(NS, "s-new"), new.encode()),
-                      Put(anchor_key(NS, "s-bad"), b"garbage")])  # fmt: skip
-    journal = JournalWriter(tmp_path, "s-1", namespace=NS, bucket="b", root=LAYOUT.root,
-                            fsync=False, clock=clock)  # fmt: skip
-    keeper = AnchorKeeper(journal, kv=kv, namespace=NS, objects=MemoryObjectStore(clock=clock),
-                          prefix=PREFIX, retention_s=30 * 86400, clock=clock)  # fmt: skip
+    await kv.txn(
+        [],
+        [
+            Put(anchor_key(NS, "s-old"), old.encode()),
+            Put(anchor_key(NS, "s-new"), new.encode()),
+            Put(anchor_key(NS, "s-bad"), b"garbage"),
+        ],
+    )
+    journal = JournalWriter(
+        tmp_path, "s-1", namespace=NS, bucket="b", root=LAYOUT.root, fsync=False, clock=clock
+    )
+    keeper = AnchorKeeper(
+        journal,
+        kv=kv,
+        namespace=NS,
+        objects=MemoryObjectStore(clock=clock),
+        prefix=PREFIX,
+        retention_s=30 * 86400,
+        clock=clock,
+    )
     await keeper.step()
     stored = {item.key for item in (await kv.range_prefix(f"{NS}/journal/")).items}
     assert stored == {anchor_key(NS, "s-new"), anchor_key(NS, "s-bad")}
@@ -162,8 +201,16 @@ async def test_a_segment_whose_copy_differs_is_kept_locally(tmp_path: Path) -> N
     no marker), counted as a journal error; an identical one is deleted locally."""
     clock = Clock()
     metrics = SweeperMetrics()
-    journal = JournalWriter(tmp_path, "s-1", namespace=NS, bucket="b", root=LAYOUT.root,
-                            metrics=metrics, fsync=False, clock=clock)  # fmt: skip
+    journal = JournalWriter(
+        tmp_path,
+        "s-1",
+        namespace=NS,
+        bucket="b",
+        root=LAYOUT.root,
+        metrics=metrics,
+        fsync=False,
+        clock=clock,
+    )
     batch(journal, 1)
     journal.close()
     (segment,) = journal.closed_segments
@@ -180,17 +227,23 @@ async def test_a_segment_whose_copy_differs_is_kept_locally(tmp_path: Path) -> N
 
 @pytest.mark.integration
 def test_gcd_journal_prune_removes_a_gone_sweepers_segments_from_the_bucket(
-    s3_server: LocalS3, bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    s3_server: LocalS3,
+    bucket: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`gcd journal prune` against a real S3 server: every segment of a sweeper older than
     the retention goes, with its audit anchor; a segment younger stays."""
+
     async def ship() -> None:
         settings = S3Settings(bucket=bucket, endpoint_url=s3_server.endpoint_url)
         async with S3ObjectStore.open(settings) as objects:
-            journal = JournalWriter(tmp_path, "s-old", namespace=None, bucket=bucket,
-                                    root=LAYOUT.root, fsync=False)  # fmt: skip
-            keeper = AnchorKeeper(journal, kv=None, namespace=None, objects=objects,
-                                  prefix=PREFIX, keep_local=False)  # fmt: skip
+            journal = JournalWriter(
+                tmp_path, "s-old", namespace=None, bucket=bucket, root=LAYOUT.root, fsync=False
+            )
+            keeper = AnchorKeeper(
+                journal, kv=None, namespace=None, objects=objects, prefix=PREFIX, keep_local=False
+            )
             batch(journal, 1)
             journal.close()
             await keeper.close()
@@ -198,11 +251,19 @@ def test_gcd_journal_prune_removes_a_gone_sweepers_segments_from_the_bucket(
     asyncio.run(ship())
     capsys.readouterr()  # the shipping's log lines
     before = {k for k in s3_server.keys(bucket) if k.startswith(PREFIX)}
-    assert {k.rsplit("/", 1)[-1] for k in before} == {"journal-s-old-000001.jsonl",
-                                                      "journal-s-old-000001.jsonl.idx",
-                                                      "anchor-s-old.json"}  # fmt: skip
-    common = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-              "--journal-prefix", PREFIX]  # fmt: skip
+    assert {k.rsplit("/", 1)[-1] for k in before} == {
+        "journal-s-old-000001.jsonl",
+        "journal-s-old-000001.jsonl.idx",
+        "anchor-s-old.json",
+    }
+    common = [
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--journal-prefix",
+        PREFIX,
+    ]
     assert main(["journal", "prune", *common, "--journal-retention", "30d", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["segments_kept"] == 1
     assert {k for k in s3_server.keys(bucket) if k.startswith(PREFIX)} == before
@@ -212,5 +273,6 @@ def test_gcd_journal_prune_removes_a_gone_sweepers_segments_from_the_bucket(
     assert not {k for k in s3_server.keys(bucket) if k.startswith(PREFIX)}
     assert main(["journal", "prune", *common]) == 2
     assert "needs --bucket B, --journal-prefix P and --journal-retention" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
     structlog.reset_defaults()

@@ -35,9 +35,13 @@ def sweep(argv: list[str], *, limit: int | None) -> subprocess.CompletedProcess[
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     return subprocess.run(  # noqa: PLW1510 - the exit code is asserted
-        [sys.executable, "-m", "gcd", "sweep", *argv, "--json"], stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=120, preexec_fn=cap,
-    )  # fmt: skip
+        [sys.executable, "-m", "gcd", "sweep", *argv, "--json"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=cap,
+    )
 
 
 def test_a_full_disk_stops_the_sweep_before_any_delete_and_the_next_sweep_goes_on(
@@ -51,9 +55,18 @@ def test_a_full_disk_stops_the_sweep_before_any_delete_and_the_next_sweep_goes_o
     live = key(9, "live")
     s3_server.seed(bucket, [*garbage, live], last_modified=datetime.now(UTC) - timedelta(hours=2))
     journal = tmp_path / "journal"
-    argv = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--etcd",
-            etcd_server.endpoint, "--namespace", namespace,
-            "--journal-dir", str(journal)]  # fmt: skip
+    argv = [
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--journal-dir",
+        str(journal),
+    ]
 
     full = sweep(argv, limit=_LIMIT)
     assert full.returncode == 1, full.stderr

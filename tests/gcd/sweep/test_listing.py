@@ -73,9 +73,12 @@ class LaggingStore:
             raise
         finally:
             self.in_flight -= 1
-        return await self.inner.list_page(prefix, start_after=start_after,
-                                          continuation_token=continuation_token,
-                                          max_keys=max_keys)  # fmt: skip
+        return await self.inner.list_page(
+            prefix,
+            start_after=start_after,
+            continuation_token=continuation_token,
+            max_keys=max_keys,
+        )
 
     async def delete_batch(self, keys: list[str]) -> DeleteResult:
         return await self.inner.delete_batch(keys)
@@ -99,8 +102,13 @@ def lagging_sweeper(store: LaggingStore, **config: object) -> Sweeper:
     options: dict[str, object] = {"layout": LAYOUT, "grace_s": 600.0, "list_concurrency": 1}
     options.update(config)
     plan = options.pop("plan", None)
-    return Sweeper(store, RoundConfig(**options), retrier=fast_retrier(),  # type: ignore[arg-type]
-                   clock=lambda: NOW, plan=plan)  # type: ignore[arg-type]  # fmt: skip
+    return Sweeper(
+        store,
+        RoundConfig(**options),
+        retrier=fast_retrier(),  # type: ignore[arg-type]
+        clock=lambda: NOW,
+        plan=plan,
+    )  # type: ignore[arg-type]
 
 
 def garbage_in_prefix_5(count: int) -> MemoryObjectStore:
@@ -137,8 +145,12 @@ async def test_skip_ahead_guessed_from_the_last_key_costs_no_extra_list() -> Non
     store = LaggingStore(inner)
     plan = InFlightPlan(store)
     result = await lagging_sweeper(store, page_size=3, plan=plan).sweep(10, None)
-    assert store.sent == [(None, None), (f"{ROOT}/0010", None), (f"{ROOT}/0020", None),
-                          (f"{ROOT}/0030", None)]  # fmt: skip
+    assert store.sent == [
+        (None, None),
+        (f"{ROOT}/0010", None),
+        (f"{ROOT}/0020", None),
+        (f"{ROOT}/0030", None),
+    ]
     assert store.cancelled == []
     assert set(plan.in_flight.values()) == {1}  # the skip point was already asked for
     summary = result.summary
@@ -171,8 +183,11 @@ async def test_a_skip_discards_the_page_sent_ahead_without_examining_it() -> Non
     guessed = (None, f"{ROOT}/005/zzz")
     assert store.sent == [(None, None), guessed, (f"{ROOT}/0050", None)]
     assert store.cancelled == [guessed]
-    assert store.inner.keys() == {LAYOUT.format(5, 50, "live"), f"{ROOT}/005/zzz",
-                                  f"{ROOT}/005/zzzz"}  # fmt: skip
+    assert store.inner.keys() == {
+        LAYOUT.format(5, 50, "live"),
+        f"{ROOT}/005/zzz",
+        f"{ROOT}/005/zzzz",
+    }
     summary = result.summary
     # examined: 005/1, 005/50, then 006/1, 006/2; the junk of 005 is behind the skip point
     assert (summary.listed, summary.eligible, summary.deleted) == (4, 3, 3)
@@ -213,8 +228,9 @@ async def test_stop_or_cap_cancels_the_page_sent_ahead(ending: str) -> None:
         holder[0].stop.set()
 
     plan = InFlightPlan(store, stop_now if ending == "stop" else lambda: None)
-    sweeper = lagging_sweeper(store, page_size=3, plan=plan,
-                              max_deletes=2 if ending == "cap" else None)  # fmt: skip
+    sweeper = lagging_sweeper(
+        store, page_size=3, plan=plan, max_deletes=2 if ending == "cap" else None
+    )
     holder.append(sweeper)
     result = await sweeper.sweep(SAFE, None)
     assert store.sent == [(None, None), (None, LAYOUT.format(5, 3, "g"))]

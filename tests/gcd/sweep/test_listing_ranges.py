@@ -68,9 +68,12 @@ class CountingStore:
             self.now += self.latency_s / (1 if self.serial else overlapping)
         finally:
             self.in_flight[prefix] -= 1
-        page = await self.inner.list_page(prefix, start_after=start_after,
-                                          continuation_token=continuation_token,
-                                          max_keys=max_keys)  # fmt: skip
+        page = await self.inner.list_page(
+            prefix,
+            start_after=start_after,
+            continuation_token=continuation_token,
+            max_keys=max_keys,
+        )
         self.returned += len(page.objects)
         return page
 
@@ -99,9 +102,12 @@ class VersionedCountingStore(CountingStore):
         continuation_token: str | None = None,
         max_keys: int = 1000,
     ) -> ListPage:
-        return await self.list_page(prefix, start_after=start_after,
-                                    continuation_token=continuation_token,
-                                    max_keys=max_keys)  # fmt: skip
+        return await self.list_page(
+            prefix,
+            start_after=start_after,
+            continuation_token=continuation_token,
+            max_keys=max_keys,
+        )
 
     async def lock_state(self, key: str, version_id: str) -> tuple[str, float | None]:
         raise AssertionError("nothing is locked here")
@@ -118,8 +124,13 @@ def sweeper(store: CountingStore, **config: object) -> Sweeper:
     options: dict[str, object] = {"layout": LAYOUT, "grace_s": 600.0}
     options.update(config)
     retrier = Retrier(Backoff(base_s=0.001, cap_s=0.001, max_attempts=2))
-    return Sweeper(store, RoundConfig(**options), retrier=retrier,  # type: ignore[arg-type]
-                   clock=lambda: NOW, monotonic=store.clock)  # fmt: skip
+    return Sweeper(
+        store,
+        RoundConfig(**options),
+        retrier=retrier,  # type: ignore[arg-type]
+        clock=lambda: NOW,
+        monotonic=store.clock,
+    )
 
 
 def dense(inner: MemoryObjectStore) -> None:

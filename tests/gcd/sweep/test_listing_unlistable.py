@@ -45,8 +45,13 @@ async def sweep(store: MemoryObjectStore, **options: Any) -> tuple[Any, SweeperM
 
     metrics = SweeperMetrics()
     config = RoundConfig(layout=LAYOUT, grace_s=0.0, backoff=BUDGET, **options)
-    sweeper = Sweeper(store, config, metrics=metrics, clock=lambda: 100.0,
-                      retrier=Retrier(BUDGET, sleep=no_sleep, rng=random.Random(1)))  # fmt: skip
+    sweeper = Sweeper(
+        store,
+        config,
+        metrics=metrics,
+        clock=lambda: 100.0,
+        retrier=Retrier(BUDGET, sleep=no_sleep, rng=random.Random(1)),
+    )
     return await sweeper.sweep(5, None), metrics
 
 
@@ -123,6 +128,9 @@ async def test_a_poison_name_in_a_shared_range_is_narrowed_within_that_range() -
     assert summary.unlistable_prefixes == ("level_zero/data/080",)
     assert store.keys() == in_080 | {poison}
     assert (summary.deleted, summary.listed, summary.errors) == (297, 297, 1)
-    shared = {prefix for prefix, _ in store.starts if prefix.startswith("level_zero/data/0")
-              and len(prefix) == len("level_zero/data/00")}  # fmt: skip
+    shared = {
+        prefix
+        for prefix, _ in store.starts
+        if prefix.startswith("level_zero/data/0") and len(prefix) == len("level_zero/data/00")
+    }
     assert shared  # {root}/0 was shared out as child prefixes

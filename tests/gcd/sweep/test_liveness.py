@@ -39,13 +39,15 @@ def seed(server: LocalS3, bucket: str) -> tuple[set[str], set[str]]:
     return other, broken
 
 
-async def sweep(endpoint: str, deletes: list[tuple[int, bool]] | None = None,
-                **options: Any) -> RoundResult:  # fmt: skip
+async def sweep(
+    endpoint: str, deletes: list[tuple[int, bool]] | None = None, **options: Any
+) -> RoundResult:
     """One round through `endpoint`; `deletes` gets, for each answer that deleted objects,
     (how many, whether the round's listing had already been stopped by its deadline)."""
     backoff = Backoff(base_s=0.01, cap_s=0.05, max_attempts=2)
-    config = RoundConfig(layout=LAYOUT, grace_s=60.0, list_concurrency=10, backoff=backoff,
-                         **options)  # fmt: skip
+    config = RoundConfig(
+        layout=LAYOUT, grace_s=60.0, list_concurrency=10, backoff=backoff, **options
+    )
     settings = S3Settings(options.pop("bucket", "") or _BUCKET[0], endpoint, "us-east-1")
     sweepers: list[Sweeper] = []
 
@@ -55,8 +57,7 @@ async def sweep(endpoint: str, deletes: list[tuple[int, bool]] | None = None,
             deletes.append((event.objects, run is None or run.deadline_hit))
 
     async with S3ObjectStore.open(settings) as store:
-        sweeper = Sweeper(store, config, retrier=Retrier(backoff, rng=random.Random(0)),
-                          hook=watch)  # fmt: skip
+        sweeper = Sweeper(store, config, retrier=Retrier(backoff, rng=random.Random(0)), hook=watch)
         sweepers.append(sweeper)
         return await sweeper.sweep(5, 9)
 
@@ -112,14 +113,20 @@ async def test_a_dripping_listing_ends_at_the_deadlines_and_other_garbage_goes_f
     async with FaultProxy(s3_server.endpoint_url, config) as proxy:
         started = time.monotonic()
         result = await asyncio.wait_for(
-            sweep(proxy.endpoint_url, deletes, request_deadline_s=REQUEST_DEADLINE_S,
-                  round_deadline_s=ROUND_DEADLINE_S),
+            sweep(
+                proxy.endpoint_url,
+                deletes,
+                request_deadline_s=REQUEST_DEADLINE_S,
+                round_deadline_s=ROUND_DEADLINE_S,
+            ),
             timeout=60,  # a hang guard: a round without a deadline drips for minutes
-        )  # fmt: skip
+        )
         elapsed = time.monotonic() - started
     summary = result.summary
-    print(f"round ended after {elapsed:.1f} s, {summary.duration_s} s in the summary; "
-          f"deletes {deletes}; faults {dict(proxy.faults)}")  # fmt: skip
+    print(
+        f"round ended after {elapsed:.1f} s, {summary.duration_s} s in the summary; "
+        f"deletes {deletes}; faults {dict(proxy.faults)}"
+    )
     assert summary.deadline_exceeded
     assert summary.errors >= 1
     assert summary.deleted == len(other)
@@ -149,8 +156,9 @@ async def test_a_key_answered_500_is_kept_and_named_and_every_other_key_deleted(
     keys = [LAYOUT.format(101, 1, f"k{i:02d}") for i in range(27)]
     s3_server.seed(bucket, keys, last_modified=OLD)
     poison = keys[13]
-    async with FaultProxy(s3_server.endpoint_url,
-                          FaultConfig(fail_delete_keys=frozenset({poison}))) as proxy:  # fmt: skip
+    async with FaultProxy(
+        s3_server.endpoint_url, FaultConfig(fail_delete_keys=frozenset({poison}))
+    ) as proxy:
         result = await sweep(proxy.endpoint_url)
     summary = result.summary
     assert s3_server.keys(bucket) == {poison}

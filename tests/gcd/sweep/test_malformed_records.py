@@ -105,17 +105,35 @@ async def test_the_daemon_reports_blocked_stays_up_and_sweeps_once_fixed(
 
 
 def test_sweep_exits_blocked_and_deletes_nothing(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """`gcd sweep` with a 100k-deep record: exit 3, the partition named, every key kept."""
     asyncio.run(prepare(etcd_server, namespace))
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
     seed_garbage(s3_server, bucket)
     before = s3_server.keys(bucket)
-    argv = ["sweep", "--bucket", bucket, "--endpoint-url", s3_server.endpoint_url,
-            "--region", "us-east-1", "--root", ROOT, "--grace", "1m", "--json",
-            "--etcd", etcd_server.endpoint, "--namespace", namespace]  # fmt: skip
+    argv = [
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--root",
+        ROOT,
+        "--grace",
+        "1m",
+        "--json",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+    ]
     code = main(argv)
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == exitcodes.BLOCKED

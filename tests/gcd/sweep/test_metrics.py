@@ -55,11 +55,16 @@ def test_requests_pages_and_deletions_become_counters() -> None:
     error codes are normalised, skip reasons become labels."""
     metrics = SweeperMetrics()
     hook = metrics.hook
-    for event in (LIST_SENT, LIST_SENT, ListFailed("ThrottlingException"), DELETE_SENT,
-                  DeleteFailed("AccessDenied", 3), DeletesBraked(4),
-                  PageExamined(9, (("too_young", 2), ("nested_root", 1))),
-                  ObjectsDeleted(5, 50, versions=2, markers=1, markers_written=1,
-                                 versions_reclaimed=2)):  # fmt: skip
+    for event in (
+        LIST_SENT,
+        LIST_SENT,
+        ListFailed("ThrottlingException"),
+        DELETE_SENT,
+        DeleteFailed("AccessDenied", 3),
+        DeletesBraked(4),
+        PageExamined(9, (("too_young", 2), ("nested_root", 1))),
+        ObjectsDeleted(5, 50, versions=2, markers=1, markers_written=1, versions_reclaimed=2),
+    ):
         hook(event)
     assert value(metrics, "list_requests_total") == 2
     assert value(metrics, "list_errors_total", code="Throttling") == 1
@@ -71,7 +76,9 @@ def test_requests_pages_and_deletions_become_counters() -> None:
     assert value(metrics, "skipped_objects_total", reason="nested_root") == 1
     assert value(metrics, "skipped_objects_total", reason="not_eligible") == 0
     assert (value(metrics, "deleted_objects_total"), value(metrics, "deleted_bytes_total")) == (
-        5, 50)
+        5,
+        50,
+    )
     assert value(metrics, "deleted_versions_total") == 2
     assert value(metrics, "deleted_markers_total") == 1
     assert value(metrics, "undo_markers_written_total") == 1
@@ -82,15 +89,22 @@ def test_a_round_the_brake_stopped_shows_m_unknown_and_no_success() -> None:
     """A round ended by a pause: M NaN, paused 1, outcome paused, no success time; a good
     round then shows its M, the lag, its success time and highest deleted epoch."""
     metrics = SweeperMetrics()
-    braked = RoundSummary(safe_epoch=7, cluster_epoch=9, eligible=3,
-                          blocked_reason="paused during the round")  # fmt: skip
+    braked = RoundSummary(
+        safe_epoch=7, cluster_epoch=9, eligible=3, blocked_reason="paused during the round"
+    )
     metrics.hook(RoundFinished(braked, None, None))
     assert math.isnan(value(metrics, "safe_epoch"))
     assert value(metrics, "paused") == 1
     assert value(metrics, "rounds_total", outcome="paused") == 1
     assert value(metrics, "last_success_timestamp_seconds") == 0
-    good = RoundSummary(safe_epoch=7, cluster_epoch=9, eligible=3, duration_s=2.0,
-                        unlistable_prefixes=("a/0",), nested_roots=("a/b", "a/c"))  # fmt: skip
+    good = RoundSummary(
+        safe_epoch=7,
+        cluster_epoch=9,
+        eligible=3,
+        duration_s=2.0,
+        unlistable_prefixes=("a/0",),
+        nested_roots=("a/b", "a/c"),
+    )
     metrics.hook(RoundFinished(good, 6, 1234.0))
     assert (value(metrics, "safe_epoch"), value(metrics, "epoch_lag")) == (7, 2)
     assert (value(metrics, "paused"), value(metrics, "blocked")) == (0, 0)
@@ -107,10 +121,18 @@ def test_admissions_daemon_and_journal_events_set_their_series() -> None:
     """Admissions set the M gauges; the daemon's looks its staleness gauges; rounds that
     listed nothing count by outcome; the journal counts records, bytes, segments, errors."""
     metrics = SweeperMetrics()
-    for event in (AdmissionShown(None, 9, blocked=True, paused=False), RoundNotListed("idle"),
-                  WatermarkAgeShown(12.5), StalenessShown(3.0, 4.0), UndoWindowSet(60.0),
-                  UndoPendingCounted(2, 20, 99.0), JournalAppended(100), JournalAppended(50),
-                  JournalRotated(), JournalFailed("ship")):  # fmt: skip
+    for event in (
+        AdmissionShown(None, 9, blocked=True, paused=False),
+        RoundNotListed("idle"),
+        WatermarkAgeShown(12.5),
+        StalenessShown(3.0, 4.0),
+        UndoWindowSet(60.0),
+        UndoPendingCounted(2, 20, 99.0),
+        JournalAppended(100),
+        JournalAppended(50),
+        JournalRotated(),
+        JournalFailed("ship"),
+    ):
         metrics.hook(event)
     assert math.isnan(value(metrics, "safe_epoch"))
     assert (value(metrics, "cluster_epoch"), value(metrics, "blocked")) == (9, 1)
@@ -119,11 +141,12 @@ def test_admissions_daemon_and_journal_events_set_their_series() -> None:
     assert value(metrics, "seconds_since_last_round") == 3.0
     assert value(metrics, "safe_epoch_unapplied_seconds") == 4.0
     assert value(metrics, "undo_window_seconds") == 60.0
-    assert (value(metrics, "undo_pending_objects"), value(metrics, "undo_pending_bytes")) == (
-        2, 20)
+    assert (value(metrics, "undo_pending_objects"), value(metrics, "undo_pending_bytes")) == (2, 20)
     assert value(metrics, "undo_oldest_pending_timestamp_seconds") == 99.0
     assert (value(metrics, "journal_records_total"), value(metrics, "journal_bytes_total")) == (
-        2, 150)
+        2,
+        150,
+    )
     assert value(metrics, "journal_segments_total") == 1
     assert value(metrics, "journal_errors_total") == 1
     metrics.hook(UndoPendingCounted(0, 0, None))

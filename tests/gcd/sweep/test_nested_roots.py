@@ -35,8 +35,14 @@ from watermark.etcd.store import WatermarkStore
 pytestmark = pytest.mark.integration
 
 OUTER, INNER = "level_zero/data", "level_zero/data/417"
-B_LAYOUT = ("--key-pattern", "(?P<epoch>[0-9]{18})/(?P<name>[^/]+)",
-            "--key-template", "{epoch:018d}/{name}", "--epoch-width", "18")  # fmt: skip
+B_LAYOUT = (
+    "--key-pattern",
+    "(?P<epoch>[0-9]{18})/(?P<name>[^/]+)",
+    "--key-template",
+    "{epoch:018d}/{name}",
+    "--epoch-width",
+    "18",
+)
 OLD = datetime.now(UTC) - timedelta(hours=2)
 A = KeyLayout.default(OUTER)
 LIVE_FOR_A = f"{INNER}/000000000000002000/live1"  # /a's prefix 417, epoch 2000 > 1999
@@ -87,8 +93,11 @@ def legacy_bind(etcd: LocalEtcd, s3: LocalS3, bucket: str, namespace: str, root:
         settings = S3Settings(bucket=bucket, endpoint_url=s3.endpoint_url, region="us-east-1")
         try:
             async with S3ObjectStore.open(settings) as objects:
-                await bind_namespace(WatermarkStore(kv, namespace), _BeforeTheFix(objects),
-                                     StorageTarget(bucket, root, s3.endpoint_url))  # fmt: skip
+                await bind_namespace(
+                    WatermarkStore(kv, namespace),
+                    _BeforeTheFix(objects),
+                    StorageTarget(bucket, root, s3.endpoint_url),
+                )
         finally:
             await kv.close()
 
@@ -103,22 +112,37 @@ def gcd(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, 
 
 
 def storage(s3: LocalS3, bucket: str, etcd: LocalEtcd, namespace: str) -> tuple[str, ...]:
-    return ("--bucket", bucket, "--endpoint-url", s3.endpoint_url, "--region", "us-east-1",
-            "--etcd", etcd.endpoint, "--namespace", namespace)  # fmt: skip
+    return (
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--etcd",
+        etcd.endpoint,
+        "--namespace",
+        namespace,
+    )
 
 
 def test_nested_root_of_another_namespace_is_never_swept(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """The issue's scenario: /b's sweep deletes nothing of /a's; /a keeps /b's subtree."""
     ns_a, ns_b = f"{namespace}/a", f"{namespace}/b"
     cluster(etcd_server, ns_a, 1999)
     cluster(etcd_server, ns_b, 4999)
     keys = [*A_GARBAGE, *A_LIVE, A_GARBAGE_IN_B]
     s3_server.seed(bucket, keys, last_modified=OLD)
-    a, b = storage(s3_server, bucket, etcd_server, ns_a), storage(s3_server, bucket, etcd_server,
-                                                                   ns_b)  # fmt: skip
+    a, b = (
+        storage(s3_server, bucket, etcd_server, ns_a),
+        storage(s3_server, bucket, etcd_server, ns_b),
+    )
     code, bound = gcd(capsys, "namespace", "bind", *a, "--root", OUTER)
     assert code == exitcodes.OK, bound
     code, refused = gcd(capsys, "namespace", "bind", *b, "--root", INNER)
@@ -141,14 +165,23 @@ def test_nested_root_of_another_namespace_is_never_swept(
 
 
 def test_bind_refuses_nesting_in_either_order_and_compares_at_slashes(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Inner first, then outer: refused too; `level_zero/data2` is no child of `.../data`."""
 
     def bind(ns: str, root: str) -> tuple[int, dict[str, Any]]:
-        return gcd(capsys, "namespace", "bind", *storage(s3_server, bucket, etcd_server, ns),
-                   "--root", root)  # fmt: skip
+        return gcd(
+            capsys,
+            "namespace",
+            "bind",
+            *storage(s3_server, bucket, etcd_server, ns),
+            "--root",
+            root,
+        )
 
     assert bind(f"{namespace}/inner", INNER)[0] == exitcodes.OK
     code, refused = bind(f"{namespace}/outer", OUTER)
@@ -169,8 +202,13 @@ def test_a_key_sorting_before_its_directorys_claim_is_kept() -> None:
     nested = A.format(417, 1, "x").rsplit("/", 1)[0]  # an epoch directory, claimed
     plain = A.format(500, 1, "x").rsplit("/", 1)[0]  # the same shape, no claim
     store = MemoryObjectStore()
-    keys = [f"{nested}/-early", f"{nested}/late", claim_key(nested), f"{plain}/-early",
-            A.format(1, 1, "g")]  # fmt: skip
+    keys = [
+        f"{nested}/-early",
+        f"{nested}/late",
+        claim_key(nested),
+        f"{plain}/-early",
+        A.format(1, 1, "g"),
+    ]
     for key in keys:
         store.put(key, last_modified_s=0.0)
     config = RoundConfig(layout=A, grace_s=0.0, page_size=1, list_concurrency=1)
@@ -182,9 +220,12 @@ def test_a_key_sorting_before_its_directorys_claim_is_kept() -> None:
 
 
 def test_an_oversized_claim_says_what_it_is_not_check_credentials(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Finding 8: a 20 KB object at the claim key blocks with a message about the object."""
     cluster(etcd_server, namespace, 5)
     args = storage(s3_server, bucket, etcd_server, namespace)
@@ -242,5 +283,7 @@ async def test_an_unordered_listing_probes_every_directory_before_deleting() -> 
     free = f"{root}/002/000000000000000002/b"
     assert await unordered.blocks(free, page) is None
     assert await unordered.blocks(free, page) is None  # probed once per directory
-    assert probed[1:] == [f"{root}/002/.l0gc-claim.json",
-                          f"{root}/002/000000000000000002/.l0gc-claim.json"]  # fmt: skip
+    assert probed[1:] == [
+        f"{root}/002/.l0gc-claim.json",
+        f"{root}/002/000000000000000002/.l0gc-claim.json",
+    ]

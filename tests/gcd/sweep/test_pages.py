@@ -44,8 +44,14 @@ def decider_for(**config: Any) -> tuple[PageDecider, BatchQueue, list[object], P
     queue: BatchQueue = asyncio.Queue()
     events: list[object] = []
     plan = Plan()
-    decider = PageDecider(run, queue, RoundConfig(layout=LAYOUT, grace_s=600.0, **config),
-                          clock=lambda: NOW, plan=plan, emit=events.append)  # type: ignore[arg-type]  # fmt: skip
+    decider = PageDecider(
+        run,
+        queue,
+        RoundConfig(layout=LAYOUT, grace_s=600.0, **config),
+        clock=lambda: NOW,
+        plan=plan,
+        emit=events.append,
+    )  # type: ignore[arg-type]
     return decider, queue, events, plan
 
 
@@ -68,13 +74,18 @@ async def test_a_page_is_decided_counted_and_ends_at_the_first_live_key() -> Non
     decider, queue, events, plan = decider_for(batch_size=2)
     garbage = [LAYOUT.format(5, epoch, "g") for epoch in (1, 2, 3)]
     live = [(LAYOUT.format(5, epoch, "live"), OLD) for epoch in (50, 51)]
-    page = page_of(*((key, OLD) for key in garbage), (LAYOUT.format(5, 4, "young"), NOW - 60),
-                   *live)  # fmt: skip
+    page = page_of(
+        *((key, OLD) for key in garbage), (LAYOUT.format(5, 4, "young"), NOW - 60), *live
+    )
     cursor = await decider.examine(f"{ROOT}/005", Cursor(), page)
     assert cursor is None  # the rest of {root}/005 is above M
     counts = decider.run.counts
-    assert (counts.listed, counts.eligible, counts.skipped_young,
-            counts.skipped_not_eligible) == (5, 3, 1, 1)  # fmt: skip
+    assert (counts.listed, counts.eligible, counts.skipped_young, counts.skipped_not_eligible) == (
+        5,
+        3,
+        1,
+        1,
+    )
     assert events == [PageExamined(5, (("not_eligible", 1), ("too_young", 1)))]
     assert [[c.key for c in batch] for batch in queued(queue)] == [garbage[:2]]
     assert [c.key for c in decider.run.batch] == garbage[2:]  # cut, not full yet

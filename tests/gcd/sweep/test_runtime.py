@@ -61,13 +61,15 @@ class CountingProxy:
     def __enter__(self) -> CountingProxy:
         self._thread.start()
         started = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._accept, "127.0.0.1", 0), self._loop)
+            asyncio.start_server(self._accept, "127.0.0.1", 0), self._loop
+        )
         self._server = started.result(timeout=10)
         self.endpoint = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
@@ -117,9 +119,14 @@ async def _etcd_keys(etcd: LocalEtcd, prefix: str) -> list[str]:
 
 @pytest.mark.parametrize("undo", [False, True], ids=["journal", "journal-and-undo-window"])
 def test_one_sweep_round_opens_one_etcd_connection(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str], undo: bool,
-) -> None:  # fmt: skip
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    undo: bool,
+) -> None:
     """`gcd sweep` with a journal (and an undo window): every etcd user of a round (the
     namespace check, M, the shard announcement, the usage record, the journal's anchor,
     M's history) on exactly one etcd connection."""
@@ -128,10 +135,20 @@ def test_one_sweep_round_opens_one_etcd_connection(
     keys = s3_server.keys(bucket)
     extra = ["--undo-window", "1h"] if undo else []
     with CountingProxy(etcd_server.endpoint) as proxy:
-        code, summary = run_json(sweep_args(
-            s3_server, bucket, "--etcd", proxy.endpoint, "--namespace", namespace,
-            "--journal-dir", str(tmp_path / "journal"), *extra,
-        ), capsys)  # fmt: skip
+        code, summary = run_json(
+            sweep_args(
+                s3_server,
+                bucket,
+                "--etcd",
+                proxy.endpoint,
+                "--namespace",
+                namespace,
+                "--journal-dir",
+                str(tmp_path / "journal"),
+                *extra,
+            ),
+            capsys,
+        )
         accepted = proxy.accepted
     assert code == exitcodes.OK, summary
     assert (summary["safe_epoch"], summary["blocked_reason"]) == (5, None)
@@ -155,19 +172,27 @@ def test_one_sweep_round_opens_one_etcd_connection(
         header = json.loads(segment.read_text().splitlines()[0])
         target = S3Settings(bucket, s3_server.endpoint_url).target(ROOT)
         assert {k: header[k] for k in ("kind", "bucket", "root", "endpoint_url")} == {
-            "kind": "s3", "bucket": bucket, "root": ROOT, "endpoint_url": target.endpoint_url}
+            "kind": "s3",
+            "bucket": bucket,
+            "root": ROOT,
+            "endpoint_url": target.endpoint_url,
+        }
 
 
 def test_a_namespace_with_nothing_stored_is_refused_on_that_one_connection(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """The namespace check is the runtime's first use of its client: exit 2 naming the
     namespace, nothing written there, one connection."""
     seed(s3_server, bucket)
     with CountingProxy(etcd_server.endpoint) as proxy:
-        code = main(sweep_args(s3_server, bucket, "--etcd", proxy.endpoint,
-                               "--namespace", namespace))  # fmt: skip
+        code = main(
+            sweep_args(s3_server, bucket, "--etcd", proxy.endpoint, "--namespace", namespace)
+        )
         accepted = proxy.accepted
     assert code == exitcodes.USAGE
     assert f"nothing is stored under {namespace}/" in capsys.readouterr().err
@@ -176,8 +201,12 @@ def test_a_namespace_with_nothing_stored_is_refused_on_that_one_connection(
 
 
 async def test_the_daemon_sweeps_on_one_etcd_connection_and_stops_on_sigterm(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
-) -> None:  # fmt: skip
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
     """`python -m gcd daemon` through the counting proxy: it deletes the garbage (M followed
     with a watch, the journal anchored), is ready, and exits 0 on SIGTERM, having opened
     one etcd connection."""
@@ -186,12 +215,34 @@ async def test_the_daemon_sweeps_on_one_etcd_connection_and_stops_on_sigterm(
     port = free_port()
     log_path = tmp_path / "daemon.log"
     with CountingProxy(etcd_server.endpoint) as proxy:
-        command = [sys.executable, "-m", "gcd", "daemon", "--bucket", bucket,
-                   "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1",
-                   "--etcd", proxy.endpoint, "--namespace", namespace, "--grace", "1m",
-                   "--interval", "0.05s", "--idle-interval", "0.1s",
-                   "--journal-dir", str(tmp_path / "journal"),
-                   "--http-host", "127.0.0.1", "--http-port", str(port)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "gcd",
+            "daemon",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--etcd",
+            proxy.endpoint,
+            "--namespace",
+            namespace,
+            "--grace",
+            "1m",
+            "--interval",
+            "0.05s",
+            "--idle-interval",
+            "0.1s",
+            "--journal-dir",
+            str(tmp_path / "journal"),
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            str(port),
+        ]
         with log_path.open("wb") as log:
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         try:
@@ -203,9 +254,13 @@ async def test_the_daemon_sweeps_on_one_etcd_connection_and_stops_on_sigterm(
                         ready = resp.status == 200
                     return ready and not garbage & s3_server.keys(bucket)
 
-                await wait_until(swept, timeout_s=60, what="the daemon deleted the garbage",
-                                 ignore=(aiohttp.ClientError,),
-                                 detail=lambda: log_path.read_text()[-3000:])  # fmt: skip
+                await wait_until(
+                    swept,
+                    timeout_s=60,
+                    what="the daemon deleted the garbage",
+                    ignore=(aiohttp.ClientError,),
+                    detail=lambda: log_path.read_text()[-3000:],
+                )
             proc.send_signal(signal.SIGTERM)
             code = await asyncio.to_thread(proc.wait, 30)
         finally:
@@ -217,22 +272,28 @@ async def test_the_daemon_sweeps_on_one_etcd_connection_and_stops_on_sigterm(
     assert accepted == 1
     assert len(await _etcd_keys(etcd_server, anchors_prefix(namespace))) == 1
     # M followed and checked every 30 reads, at most once per 30 x --interval (0.05 s)
-    started = next(json.loads(ln) for ln in log_path.read_text().splitlines()
-                   if '"daemon.started"' in ln)  # fmt: skip
+    started = next(
+        json.loads(ln) for ln in log_path.read_text().splitlines() if '"daemon.started"' in ln
+    )
     assert (started["verify_m_every"], started["check_interval_s"]) == (30, 1.5), started
 
 
 async def test_the_runtime_closes_what_it_opened_when_a_piece_fails(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, tmp_path: Path,
-) -> None:  # fmt: skip
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
     """A journal flag mistake found while opening (a retention without a prefix) raises
     ConfigError naming the flag; nothing is announced in etcd (the announcement comes last)."""
     await asyncio.to_thread(prepare_etcd, etcd_server, namespace, bound_to=(s3_server, bucket))
     settings = SweepSettings(
-        RoundConfig(layout=LAYOUT), S3Settings(bucket, s3_server.endpoint_url, "us-east-1"),
+        RoundConfig(layout=LAYOUT),
+        S3Settings(bucket, s3_server.endpoint_url, "us-east-1"),
         EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace),
         journal=JournalSettings(directory=str(tmp_path / "j"), retention_s=3600.0),
-    )  # fmt: skip
+    )
     with pytest.raises(ConfigError, match="--journal-retention needs --journal-prefix"):
         async with SweepRuntime.open(settings):
             pytest.fail("the runtime opened with a retention and no prefix")
@@ -240,8 +301,11 @@ async def test_the_runtime_closes_what_it_opened_when_a_piece_fails(
 
 
 async def test_a_reader_reads_m_through_the_binding(
-    s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str,
-) -> None:  # fmt: skip
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+) -> None:
     """`open_reader` (gcd explain, the Spark driver): M through the binding of the target
     the store settings name; a store the namespace is not bound to is refused."""
     await asyncio.to_thread(prepare_etcd, etcd_server, namespace, bound_to=(s3_server, bucket))
@@ -257,4 +321,3 @@ async def test_a_reader_reads_m_through_the_binding(
         refused = await source.read_safe_epoch()
     assert refused.refused_reason is not None
     assert "level_zero/other" in refused.refused_reason
-

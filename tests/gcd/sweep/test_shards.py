@@ -50,8 +50,12 @@ def test_unreadable_announcement_is_refused() -> None:
 def test_the_store_a_sweeper_detected_round_trips_and_hostile_values_are_refused() -> None:
     """Issue 28: the announcement carries what the sweeper detected about its bucket (for
     `gcd status`); anything but a small flat object of short values blocks, as garbage does."""
-    store = {"versioning": "Enabled", "object_lock": True, "listing": "ordered",
-             "batch_delete": None}  # fmt: skip
+    store = {
+        "versioning": "Enabled",
+        "object_lock": True,
+        "listing": "ordered",
+        "batch_delete": None,
+    }
     detected = ShardAnnouncement("b", 1, 2, 1.0, store)
     assert ShardAnnouncement.decode(detected.encode()) == detected
     assert check_shards(ME, announced(detected)) is None
@@ -79,13 +83,16 @@ async def test_a_detection_is_put_again_under_the_same_lease() -> None:
         assert found is not None
         return json.loads(found.value).get("store", "absent")
 
-    async with keep_announced(store, kv, ME, ttl_s=3,
-                              now=lambda me: replace(me, store=seen[0])):
+    async with keep_announced(store, kv, ME, ttl_s=3, now=lambda me: replace(me, store=seen[0])):
         first = await kv.get(key)
         assert first is not None
         assert await announced_store() == "absent"
-        seen[0] = {"versioning": "Suspended", "object_lock": False, "listing": "unordered",
-                   "batch_delete": False}  # fmt: skip
+        seen[0] = {
+            "versioning": "Suspended",
+            "object_lock": False,
+            "listing": "unordered",
+            "batch_delete": False,
+        }
 
         async def updated() -> bool:
             return await announced_store() == seen[0]

@@ -34,8 +34,10 @@ def test_a_failure_naming_only_the_key_fails_each_version_sent_not_deleted() -> 
     """moto names a refused version by its key alone: each version of that key the answer
     does not list as deleted is failed, none is taken for deleted."""
     sent = [version_target("k", "1"), version_target("k", "2"), version_target("j", "3")]
-    answer = {"Deleted": [{"Key": "k", "VersionId": "1"}],
-              "Errors": [{"Key": "k", "Code": "AccessDenied", "Message": "locked"}]}  # fmt: skip
+    answer = {
+        "Deleted": [{"Key": "k", "VersionId": "1"}],
+        "Errors": [{"Key": "k", "Code": "AccessDenied", "Message": "locked"}],
+    }
     result = DeleteResult.from_answer(answer, sent)
     assert result.deleted == (version_target("k", "1"),)
     assert [(f.key, f.code) for f in result.errors] == [(version_target("k", "2"), "AccessDenied")]
@@ -64,8 +66,9 @@ class OmittingStore(MemoryObjectStore):
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         kept = [k for k in keys if k not in self.omitted]
         result = await super().delete_batch(kept) if kept else DeleteResult(())
-        return DeleteResult(tuple(k for k in result.deleted if k not in self.omitted),
-                            result.errors)  # fmt: skip
+        return DeleteResult(
+            tuple(k for k in result.deleted if k not in self.omitted), result.errors
+        )
 
 
 async def _no_sleep(_seconds: float) -> None:
@@ -81,8 +84,9 @@ async def test_keys_an_answer_omits_are_never_counted_deleted() -> None:
     for key in keys:
         store.put(key, size=7)
     retrier = Retrier(Backoff(base_s=0.01, cap_s=0.1, max_attempts=3), _no_sleep, random.Random(1))
-    deleter = BatchDeleter(store, concurrency=2, retrier=retrier, metrics=SweeperMetrics(),
-                           stop=asyncio.Event())  # fmt: skip
+    deleter = BatchDeleter(
+        store, concurrency=2, retrier=retrier, metrics=SweeperMetrics(), stop=asyncio.Event()
+    )
     counts = RoundCounts()
     await deleter.delete([Candidate(key, 7, 1) for key in keys], counts)
     assert counts.deleted == len(keys) - len(omitted)
@@ -96,8 +100,7 @@ def test_unordered_prefixes_end_in_a_slash_and_cover_the_shard() -> None:
     assert directory_prefixes([root], root) == [root]
     assert directory_prefixes([root + "41"], root) == [f"{root}41{n}/" for n in range(10)]
     for index in range(3):
-        config = RoundConfig(layout=LAYOUT, shard_index=index, shard_count=3,
-                             list_concurrency=8)  # fmt: skip
+        config = RoundConfig(layout=LAYOUT, shard_index=index, shard_count=3, list_concurrency=8)
         unordered = config.prefixes(unordered=True)
         assert all(prefix.endswith("/") for prefix in unordered)
         covered = set(unordered)
@@ -122,9 +125,16 @@ async def test_a_directory_bucket_lists_unordered_and_is_never_asked_for_version
 
 def test_deleteobjects_carries_content_md5_instead_of_a_crc32() -> None:
     body = b"<Delete><Object><Key>a</Key></Object></Delete>"
-    params = {"body": body, "headers": {},
-              "context": {"checksum": {"request_algorithm": {"algorithm": "crc32"},
-                                       "request_algorithm_header": {"name": "x"}}}}  # fmt: skip
+    params = {
+        "body": body,
+        "headers": {},
+        "context": {
+            "checksum": {
+                "request_algorithm": {"algorithm": "crc32"},
+                "request_algorithm_header": {"name": "x"},
+            }
+        },
+    }
     content_md5(params)
     expected = base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()
     assert params["headers"] == {"Content-MD5": expected}

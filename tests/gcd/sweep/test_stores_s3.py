@@ -44,11 +44,17 @@ Version = tuple[str, str, bool]
 
 def client_for(endpoint: str) -> Any:
     return boto3.client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1",
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-        config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required",
-                      response_checksum_validation="when_required"),
-    )  # fmt: skip
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(
+            s3={"addressing_style": "path"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
 
 
 def new_bucket(client: Any, *, versioning: bool = True, lock: bool = False) -> str:
@@ -58,8 +64,7 @@ def new_bucket(client: Any, *, versioning: bool = True, lock: bool = False) -> s
     else:
         client.create_bucket(Bucket=name)
     if versioning and not lock:
-        client.put_bucket_versioning(Bucket=name,
-                                     VersioningConfiguration={"Status": "Enabled"})  # fmt: skip
+        client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
     return name
 
 
@@ -95,8 +100,9 @@ async def sweep(endpoint: str, bucket: str, **config: Any) -> tuple[Sweeper, Rou
     options: dict[str, Any] = {"layout": LAYOUT, "grace_s": 60.0}
     options.update(config)
     async with S3ObjectStore.open(S3Settings(bucket, endpoint, "us-east-1")) as store:
-        sweeper = Sweeper(store, RoundConfig(**options), retrier=fast_retrier(),
-                          clock=lambda: time.time() + 7200)  # fmt: skip
+        sweeper = Sweeper(
+            store, RoundConfig(**options), retrier=fast_retrier(), clock=lambda: time.time() + 7200
+        )
         result = await run_round(sweeper, SafetyGate(), None, override=SAFE)
     return sweeper, result.summary
 
@@ -179,10 +185,21 @@ async def test_object_lock_keeps_locked_versions_and_reports_them_once(
     _eligible, live = seed_versions(client, bucket)
     retained = LAYOUT.format(2, 3, "retained.log")
     held = LAYOUT.format(417, 1, "held.log")
-    client.put_object(Bucket=bucket, Key=retained, Body=b"r", ObjectLockMode="GOVERNANCE",
-                      ObjectLockRetainUntilDate=until, ChecksumAlgorithm="CRC32")  # fmt: skip
-    client.put_object(Bucket=bucket, Key=held, Body=b"h", ObjectLockLegalHoldStatus="ON",
-                      ChecksumAlgorithm="CRC32")  # fmt: skip
+    client.put_object(
+        Bucket=bucket,
+        Key=retained,
+        Body=b"r",
+        ObjectLockMode="GOVERNANCE",
+        ObjectLockRetainUntilDate=until,
+        ChecksumAlgorithm="CRC32",
+    )
+    client.put_object(
+        Bucket=bucket,
+        Key=held,
+        Body=b"h",
+        ObjectLockLegalHoldStatus="ON",
+        ChecksumAlgorithm="CRC32",
+    )
     before = versions(client, bucket)
     async with FaultProxy(s3_server.endpoint_url) as proxy:
         with capture_logs() as logs:
@@ -220,13 +237,15 @@ def test_the_proxy_refuses_deleteobjects_without_content_md5_as_minio_did(
     import asyncio  # noqa: PLC0415
 
     async def check() -> None:
-        async with FaultProxy(s3_server.endpoint_url,
-                              FaultConfig(require_content_md5=True)) as proxy:  # fmt: skip
+        async with FaultProxy(
+            s3_server.endpoint_url, FaultConfig(require_content_md5=True)
+        ) as proxy:
             default = boto3.client("s3", endpoint_url=proxy.endpoint_url, region_name="us-east-1")
             bucket = new_bucket(client_for(s3_server.endpoint_url), versioning=False)
             with pytest.raises(default.exceptions.ClientError, match="MissingContentMD5"):
-                await asyncio.to_thread(default.delete_objects, Bucket=bucket,
-                                        Delete={"Objects": [{"Key": "a"}]})  # fmt: skip
+                await asyncio.to_thread(
+                    default.delete_objects, Bucket=bucket, Delete={"Objects": [{"Key": "a"}]}
+                )
 
     asyncio.run(check())
 
@@ -286,8 +305,9 @@ async def test_an_unordered_listing_without_startafter_is_collected_safely(
         _, ordered = await sweep(proxy.endpoint_url, bucket, page_size=4, dry_run=True)
         refused_ordered = proxy.faults["InvalidArgument"]
         proxy.faults.clear()
-        _, summary = await sweep(proxy.endpoint_url, bucket, page_size=4, list_concurrency=3,
-                                 unordered_listing=True)  # fmt: skip
+        _, summary = await sweep(
+            proxy.endpoint_url, bucket, page_size=4, list_concurrency=3, unordered_listing=True
+        )
         refused = proxy.faults["InvalidArgument"]
     left = {key for key, _, _ in versions(client, bucket)}
     assert refused_ordered > 0

@@ -130,16 +130,20 @@ async def test_one_listing_stream_sees_every_key_under_the_root() -> None:
     """With list concurrency 1 the root is listed whole: junk beside the prefixes is counted."""
     store, expected = mixed_bucket()
     before = store.keys()
-    result = await run_round(sweeper_for(store, list_concurrency=1), SafetyGate(), None,
-                             override=SAFE)  # fmt: skip
+    result = await run_round(
+        sweeper_for(store, list_concurrency=1), SafetyGate(), None, override=SAFE
+    )
     assert before - store.keys() == expected
     assert result.summary.unparsable == 3
 
 
 async def test_unpadded_layout_lists_everything_and_deletes_the_same() -> None:
     """A custom unpadded layout cannot skip ahead, but deletes exactly the eligible keys."""
-    layout = KeyLayout.custom(pattern=r"(?P<prefix>[0-9]{3})/e(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
-                              root="l0", template="{prefix:03d}/e{epoch}/{name}")
+    layout = KeyLayout.custom(
+        pattern=r"(?P<prefix>[0-9]{3})/e(?P<epoch>[0-9]+)/(?P<name>[^/]+)",
+        root="l0",
+        template="{prefix:03d}/e{epoch}/{name}",
+    )
     store = MemoryObjectStore()
     expected = set()
     for prefix in range(0, 1000, 97):
@@ -240,8 +244,9 @@ async def test_two_shards_delete_what_one_sweeper_would() -> None:
     deleted = []
     for index in (0, 1):
         snapshot = store.keys()
-        await run_round(sweeper_for(store, shard_index=index, shard_count=2), SafetyGate(),
-                        watermarks)
+        await run_round(
+            sweeper_for(store, shard_index=index, shard_count=2), SafetyGate(), watermarks
+        )
         deleted.append(snapshot - store.keys())
     assert deleted[0]
     assert deleted[1]
@@ -303,10 +308,14 @@ async def test_a_pause_during_the_round_stops_it_within_one_batch() -> None:
     watermarks = await make_watermarks()
     store.watermarks = watermarks
     metrics = SweeperMetrics()
-    sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, batch_size=10, concurrency=1,
-                                         list_concurrency=1, page_size=20),
-                      metrics=metrics, clock=lambda: NOW, retrier=fast_retrier(),
-                      brake=PauseBrake(watermarks, min_interval_s=0))  # fmt: skip
+    sweeper = Sweeper(
+        store,
+        RoundConfig(layout=LAYOUT, batch_size=10, concurrency=1, list_concurrency=1, page_size=20),
+        metrics=metrics,
+        clock=lambda: NOW,
+        retrier=fast_retrier(),
+        brake=PauseBrake(watermarks, min_interval_s=0),
+    )
     result = await run_round(sweeper, SafetyGate(), watermarks)
     summary = result.summary
     assert store.delete_requests == 1
@@ -351,8 +360,12 @@ async def test_override_above_cluster_epoch_is_refused() -> None:
     assert "above the cluster epoch" in (result.summary.blocked_reason or "")
     result = await run_round(sweeper_for(store), SafetyGate(), watermarks, override=CLUSTER)
     assert result.summary.safe_epoch == CLUSTER
-    assert all(LAYOUT.parse(k) is None or LAYOUT.parse(k).epoch > CLUSTER  # type: ignore[union-attr]
-               or k.endswith("young") for k in store.objects)
+    assert all(
+        LAYOUT.parse(k) is None
+        or LAYOUT.parse(k).epoch > CLUSTER  # type: ignore[union-attr]
+        or k.endswith("young")
+        for k in store.objects
+    )
 
 
 async def test_no_partitions_means_cluster_epoch_minus_one() -> None:
@@ -405,8 +418,9 @@ async def test_permanent_list_error_is_reported() -> None:
     """An AccessDenied on LIST abandons the listing and counts an error."""
     store, _ = mixed_bucket()
     store.fail_requests("list", "AccessDenied", times=1)
-    result = await run_round(sweeper_for(store, list_concurrency=1), SafetyGate(), None,
-                             override=SAFE)  # fmt: skip
+    result = await run_round(
+        sweeper_for(store, list_concurrency=1), SafetyGate(), None, override=SAFE
+    )
     assert result.summary.errors == 1
     assert result.summary.outcome == "partial"
 
@@ -501,9 +515,13 @@ async def test_stop_during_delete_retries_abandons_without_errors() -> None:
     shard_count=st.integers(1, 3),
 )
 def test_skipping_ahead_deletes_exactly_what_decide_allows(
-    objects: list[tuple[int, int, bool]], junk: list[int], safe: int, page_size: int,
-    list_concurrency: int, shard_count: int,
-) -> None:  # fmt: skip
+    objects: list[tuple[int, int, bool]],
+    junk: list[int],
+    safe: int,
+    page_size: int,
+    list_concurrency: int,
+    shard_count: int,
+) -> None:
     """For any bucket, page size and sharding, the shards delete exactly the keys decide allows.
 
     Junk inside the prefixes (sorting after every epoch) makes some look-ahead guesses
@@ -511,21 +529,29 @@ def test_skipping_ahead_deletes_exactly_what_decide_allows(
     """
     store = MemoryObjectStore()
     for index, (prefix, epoch, young) in enumerate(objects):
-        store.put(LAYOUT.format(prefix, epoch, f"n{index}"),
-                  last_modified_s=NOW - (10 if young else 3600))  # fmt: skip
+        store.put(
+            LAYOUT.format(prefix, epoch, f"n{index}"), last_modified_s=NOW - (10 if young else 3600)
+        )
     for index, prefix in enumerate(junk):
         store.put(f"{ROOT}/{prefix:03d}/zz{index}", last_modified_s=OLD)
     store.put(f"{ROOT}/junk", last_modified_s=OLD)
-    expected = {key for key, info in store.objects.items()
-                if decide(key, info.last_modified_s, LAYOUT, safe, NOW, 600.0)[0]
-                is Verdict.DELETE}  # fmt: skip
+    expected = {
+        key
+        for key, info in store.objects.items()
+        if decide(key, info.last_modified_s, LAYOUT, safe, NOW, 600.0)[0] is Verdict.DELETE
+    }
     before = store.keys()
 
     async def sweep_all() -> list[RoundResult]:
         results = []
         for index in range(shard_count):
-            sweeper = sweeper_for(store, page_size=page_size, list_concurrency=list_concurrency,
-                                  shard_index=index, shard_count=shard_count)  # fmt: skip
+            sweeper = sweeper_for(
+                store,
+                page_size=page_size,
+                list_concurrency=list_concurrency,
+                shard_index=index,
+                shard_count=shard_count,
+            )
             results.append(await sweeper.sweep(safe, None))
         return results
 

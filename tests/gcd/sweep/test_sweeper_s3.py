@@ -67,8 +67,11 @@ def seed_mixed(s3: LocalS3, bucket: str) -> set[str]:
     """`mixed_keys()` two hours old, plus young garbage; returns the deletable keys."""
     keys, deletable = mixed_keys()
     s3.seed(bucket, keys, last_modified=OLD)
-    s3.seed(bucket, [LAYOUT.format(p, 1, "young.log") for p in (2, 417)],
-            last_modified=datetime.now(UTC))  # fmt: skip
+    s3.seed(
+        bucket,
+        [LAYOUT.format(p, 1, "young.log") for p in (2, 417)],
+        last_modified=datetime.now(UTC),
+    )
     return deletable
 
 
@@ -77,15 +80,24 @@ def fast_retrier(seed: int = 0) -> Retrier:
 
 
 async def sweep_once(
-    s3: LocalS3 | str, bucket: str, source: WatermarkStore | None, *,
-    override: int | None = None, plan: PlanWriter | None = None, **config: object,
-) -> tuple[Sweeper, object]:  # fmt: skip
+    s3: LocalS3 | str,
+    bucket: str,
+    source: WatermarkStore | None,
+    *,
+    override: int | None = None,
+    plan: PlanWriter | None = None,
+    **config: object,
+) -> tuple[Sweeper, object]:
     endpoint = s3 if isinstance(s3, str) else s3.endpoint_url
     options: dict[str, object] = {"layout": LAYOUT, "grace_s": 60.0}
     options.update(config)
     async with S3ObjectStore.open(S3Settings(bucket, endpoint, "us-east-1")) as store:
-        sweeper = Sweeper(store, RoundConfig(**options), plan=plan,  # type: ignore[arg-type]
-                          retrier=fast_retrier())  # fmt: skip
+        sweeper = Sweeper(
+            store,
+            RoundConfig(**options),
+            plan=plan,  # type: ignore[arg-type]
+            retrier=fast_retrier(),
+        )
         result = await run_round(sweeper, SafetyGate(), source, override=override)
     return sweeper, result
 
@@ -166,8 +178,9 @@ async def test_list_requests_follow_the_garbage(
     s3_server.seed(bucket, garbage + live, last_modified=OLD)
     async with FaultProxy(s3_server.endpoint_url) as proxy:
         with capture_logs() as logs:
-            _, result = await sweep_once(proxy.endpoint_url, bucket, None, override=40,
-                                         list_concurrency=list_concurrency)  # fmt: skip
+            _, result = await sweep_once(
+                proxy.endpoint_url, bucket, None, override=40, list_concurrency=list_concurrency
+            )
         server_lists = proxy.requests["list"]
         retried = proxy.server_errors["list"]  # moto answers 500 now and then: retried
     summary = result.summary  # type: ignore[attr-defined]
@@ -184,10 +197,12 @@ async def test_list_requests_follow_the_garbage(
     # each directory's 40 garbage keys take a probe of 32 keys and one of 128 (which
     # crosses into the live keys and skips), so pages carry few live keys
     bound = 2 * len(prefixes) + listing_prefixes + 1 + retried + 2 * given
-    print(f"list_concurrency={list_concurrency}: LIST requests {summary.list_requests} "
-          f"(server saw {server_lists}, ranges given away {given}), a full listing needs "
-          f"{full_listing_pages}; deleted {summary.deleted} "
-          f"in {summary.duration_s:.2f}s")  # fmt: skip
+    print(
+        f"list_concurrency={list_concurrency}: LIST requests {summary.list_requests} "
+        f"(server saw {server_lists}, ranges given away {given}), a full listing needs "
+        f"{full_listing_pages}; deleted {summary.deleted} "
+        f"in {summary.duration_s:.2f}s"
+    )
     assert summary.list_requests == server_lists
     assert summary.list_requests <= bound
     if list_concurrency == 1:  # ten listing prefixes cost ten LISTs, most of them empty
@@ -282,12 +297,17 @@ async def test_a_pause_stops_a_round_within_one_batch(
 ) -> None:
     """Issue 13: 3,000 eligible objects, paused once the first batch is acknowledged: at most
     one more batch goes, the rest stays in the bucket and is reported as skipped."""
-    keys = [LAYOUT.format(p, e, f"n{i}") for p in range(0, 1000, 10) for e in range(1, SAFE + 1)
-            for i in range(6)]  # fmt: skip
+    keys = [
+        LAYOUT.format(p, e, f"n{i}")
+        for p in range(0, 1000, 10)
+        for e in range(1, SAFE + 1)
+        for i in range(6)
+    ]
     assert len(keys) == 3000
     s3_server.seed(bucket, keys, last_modified=OLD)
-    config = RoundConfig(layout=LAYOUT, grace_s=60.0, batch_size=100, concurrency=1,
-                         max_deletes_per_second=200)  # fmt: skip
+    config = RoundConfig(
+        layout=LAYOUT, grace_s=60.0, batch_size=100, concurrency=1, max_deletes_per_second=200
+    )
 
     async def pause() -> None:
         await watermarks.set_paused("issue 13 finding 4")
@@ -300,8 +320,10 @@ async def test_a_pause_stops_a_round_within_one_batch(
     summary = result.summary
     left = s3_server.keys(bucket)
     deleted_after_pause = sum(store.deleted_by_request[1:])
-    print(f"deleted {summary.deleted} ({store.deleted_by_request}), skipped_paused "
-          f"{summary.skipped_paused}, left {len(left)}")  # fmt: skip
+    print(
+        f"deleted {summary.deleted} ({store.deleted_by_request}), skipped_paused "
+        f"{summary.skipped_paused}, left {len(left)}"
+    )
     assert store.deleted_by_request[0] == 100
     assert deleted_after_pause <= 100
     assert len(left) == 3000 - summary.deleted
@@ -347,8 +369,11 @@ class RefusesOneKey:
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         self.requests += 1
         if self.bad & set(keys):
-            raise StorageError("The XML you provided was not well-formed or did not validate",
-                               code="MalformedXML", retryable=False)  # fmt: skip
+            raise StorageError(
+                "The XML you provided was not well-formed or did not validate",
+                code="MalformedXML",
+                retryable=False,
+            )
         return await self.inner.delete_batch(keys)
 
 
@@ -362,8 +387,7 @@ async def test_a_batch_failing_as_a_whole_is_bisected(
     settings = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
     async with S3ObjectStore.open(settings) as s3:
         store = RefusesOneKey(s3, bad)
-        sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, grace_s=60.0),
-                          retrier=fast_retrier())  # fmt: skip
+        sweeper = Sweeper(store, RoundConfig(layout=LAYOUT, grace_s=60.0), retrier=fast_retrier())
         result = await run_round(sweeper, SafetyGate(), watermarks)
     summary = result.summary
     assert s3_server.keys(bucket) == bad

@@ -32,9 +32,13 @@ OLD = NOW - 3600
 
 def event_classes() -> set[type]:
     """Every event record the module defines."""
-    return {value for value in vars(telemetry).values()
-            if inspect.isclass(value) and dataclasses.is_dataclass(value)
-            and value.__module__ == telemetry.__name__}  # fmt: skip
+    return {
+        value
+        for value in vars(telemetry).values()
+        if inspect.isclass(value)
+        and dataclasses.is_dataclass(value)
+        and value.__module__ == telemetry.__name__
+    }
 
 
 def test_every_event_is_emitted_by_someone_and_counted_by_the_metrics_hook() -> None:
@@ -66,8 +70,13 @@ async def test_a_rounds_events_add_up_to_its_summary_and_its_metrics() -> None:
     """What the events of a round count is what its summary and its metrics say."""
     metrics = SweeperMetrics()
     events: list[object] = []
-    sweeper = Sweeper(garbage_store(), RoundConfig(layout=LAYOUT, page_size=2), metrics=metrics,
-                      clock=lambda: NOW, hook=(metrics.hook, events.append))  # fmt: skip
+    sweeper = Sweeper(
+        garbage_store(),
+        RoundConfig(layout=LAYOUT, page_size=2),
+        metrics=metrics,
+        clock=lambda: NOW,
+        hook=(metrics.hook, events.append),
+    )
     summary = (await sweeper.sweep(10, None)).summary
     assert summary.deleted == 9
     pages = [e for e in events if isinstance(e, PageExamined)]
@@ -101,7 +110,8 @@ async def test_with_no_hook_a_sweeper_deletes_the_same_and_counts_nothing() -> N
     summary = (await sweeper.sweep(10, None)).summary
     assert silent.keys() == counted.keys()
     assert dataclasses.replace(summary, duration_s=0, round=None) == dataclasses.replace(
-        expected, duration_s=0, round=None)
+        expected, duration_s=0, round=None
+    )
     registry = sweeper.metrics.registry
     assert registry.get_sample_value("l0gc_sweeper_listed_objects_total") == 0
     assert registry.get_sample_value("l0gc_sweeper_rounds_total", {"outcome": "ok"}) == 0

@@ -7,8 +7,9 @@ from gcd.rules.admission import RoundAdmission
 from gcd.sweep.trail import MTrail
 
 
-def admission(m: int | None, cluster: int, pinning: tuple[tuple[str, int], ...] = ()
-              ) -> RoundAdmission:  # fmt: skip
+def admission(
+    m: int | None, cluster: int, pinning: tuple[tuple[str, int], ...] = ()
+) -> RoundAdmission:
     if m is None:
         return RoundAdmission(None, cluster, "paused", paused=True)
     return RoundAdmission(m, cluster, pinning=pinning)
@@ -23,7 +24,11 @@ def test_a_sample_per_spacing_and_every_change_within_the_span() -> None:
     trail.observe(26.0, admission(None, 10))  # paused: M unknown, no pinning
     trail.observe(60.0, admission(None, 10))  # due
     assert [(s.at, s.cluster_epoch, s.safe_epoch, s.pinning) for s in trail.samples()] == [
-        (0.0, 9, 5, (("p", 5),)), (20.0, 10, 5, (("p", 5),)), (25.0, 10, 5, (("q", 5),)),
-        (26.0, 10, None, ()), (60.0, 10, None, ())]  # fmt: skip
+        (0.0, 9, 5, (("p", 5),)),
+        (20.0, 10, 5, (("p", 5),)),
+        (25.0, 10, 5, (("q", 5),)),
+        (26.0, 10, None, ()),
+        (60.0, 10, None, ()),
+    ]
     trail.observe(3700.0, admission(6, 11))
     assert [s.at for s in trail.samples()] == [3700.0]  # older than the span: gone

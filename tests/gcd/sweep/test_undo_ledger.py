@@ -28,11 +28,18 @@ class Clock:
         return self.now
 
 
-def sweeper(bucket: VersionedMemoryStore, keeper: UndoKeeper, clock: Clock,
-            journal: Path | None = None) -> Sweeper:  # fmt: skip
-    sinks = [] if journal is None else [JournalWriter(journal, "s-1", namespace="/ns",
-                                                      bucket="b", root=ROOT, fsync=False,
-                                                      clock=clock)]  # fmt: skip
+def sweeper(
+    bucket: VersionedMemoryStore, keeper: UndoKeeper, clock: Clock, journal: Path | None = None
+) -> Sweeper:
+    sinks = (
+        []
+        if journal is None
+        else [
+            JournalWriter(
+                journal, "s-1", namespace="/ns", bucket="b", root=ROOT, fsync=False, clock=clock
+            )
+        ]
+    )
     config = RoundConfig(layout=LAYOUT, grace_s=0.0, undo_window_s=HOUR)
     return Sweeper(bucket, config, clock=clock, undo=keeper, sinks=sinks)
 
@@ -72,8 +79,9 @@ async def test_an_unknown_marker_older_than_the_segments_read_loads_the_rest(
 
     bucket.put(key, b"again")
     clock.now += 10
-    await run_round(sweeper(bucket, UndoKeeper(HOUR, clock=clock), clock), SafetyGate(), None,
-                    override=5)  # fmt: skip
+    await run_round(
+        sweeper(bucket, UndoKeeper(HOUR, clock=clock), clock), SafetyGate(), None, override=5
+    )
     clock.now += 2 * HOUR
     full = sweeper(bucket, UndoKeeper(HOUR, clock=clock), clock)  # its markers not journaled
     for _ in range(2):
@@ -109,8 +117,9 @@ async def test_a_retention_that_cannot_be_read_is_no_retention() -> None:
 
     class Unreachable:
         async def soft_delete_retention(self) -> float | None:
-            raise StorageError("buckets.get could not reach the endpoint", code="ConnectionError",
-                               retryable=True)  # fmt: skip
+            raise StorageError(
+                "buckets.get could not reach the endpoint", code="ConnectionError", retryable=True
+            )
 
         async def undelete(self, key: str, generation: str | None) -> str:
             raise AssertionError("not called")
@@ -132,8 +141,11 @@ async def test_every_listed_version_is_counted_and_the_text_says_what_eligible_m
         bucket.put(key, b"old")
         bucket.put(key, b"new")
     clock.now += 10
-    summary = (await run_round(sweeper(bucket, UndoKeeper(HOUR, clock=clock), clock),
-                               SafetyGate(), None, override=5)).summary  # fmt: skip
+    summary = (
+        await run_round(
+            sweeper(bucket, UndoKeeper(HOUR, clock=clock), clock), SafetyGate(), None, override=5
+        )
+    ).summary
     assert (summary.listed, summary.eligible, summary.markers_written) == (40, 20, 20)
     text = text_summary(summary)
     assert "listed     40 versions and delete markers; eligible 20 (each a key to hide" in text

@@ -14,12 +14,19 @@ HOUR = 490_000
 
 async def test_hidden_keys_are_not_counted_as_reclaimed_their_freed_versions_are() -> None:
     kv = MemoryKV()
-    record = UsageRecorder(kv, "/ns/usage/0-of-1", DEFAULT_PRICES["s3"],
-                           clock=lambda: HOUR * 3600.0)  # fmt: skip
-    await record(RoundSummary(list_requests=2, delete_requests=1, deleted=20,
-                              markers_written=20))  # fmt: skip
-    await record(RoundSummary(list_requests=1, delete_requests=1, deleted=40,
-                              deleted_bytes=4096, versions_reclaimed=40))  # fmt: skip
+    record = UsageRecorder(
+        kv, "/ns/usage/0-of-1", DEFAULT_PRICES["s3"], clock=lambda: HOUR * 3600.0
+    )
+    await record(RoundSummary(list_requests=2, delete_requests=1, deleted=20, markers_written=20))
+    await record(
+        RoundSummary(
+            list_requests=1,
+            delete_requests=1,
+            deleted=40,
+            deleted_bytes=4096,
+            versions_reclaimed=40,
+        )
+    )
     item = await kv.get("/ns/usage/0-of-1")
     assert item is not None
     lists, deletes, deleted, freed = Usage.decode(item.value, "test").hours[HOUR][:4]

@@ -41,8 +41,16 @@ def ledger(tmp_path: Path) -> RunHistory:
         {"op": "upload", "key": k, "partition": "p", "epoch": 5, "t": 1.0} for k in "abcdo"
     )
     led.add_writer_events([{"op": "stored", "key": "o", "t": 1.1}])
-    led.add_log("p", log_of(tmp_path, (0, "a", "ok", 2.0), (1, "c", "abort", 2.0),
-                            (2, "b", "kept", 3.0), (3, "d", None, None)))  # fmt: skip
+    led.add_log(
+        "p",
+        log_of(
+            tmp_path,
+            (0, "a", "ok", 2.0),
+            (1, "c", "abort", 2.0),
+            (2, "b", "kept", 3.0),
+            (3, "d", None, None),
+        ),
+    )
     led.add_lifts([{"op": "lift", "partition": "p", "through": 1, "t": 10.0}])
     return led
 
@@ -93,11 +101,20 @@ def facts(tmp_path: Path, **changes: object) -> RunFacts:
     """A passing run's facts, with `changes`."""
     led = ledger(tmp_path)
     values: dict[str, object] = {
-        "ledger": led, "deletions": [], "present": {"b", "d"}, "readback_missing": [],
-        "final_m": 5, "cluster_epoch": 7, "journal": VerifyReport(), "faults": [],
-        "m_samples": [(1.0, 3), (2.0, 4)], "started_at": 0.0, "faulty_until": 4.0,
-        "recovery_bound_s": 30.0, "duration_s": 10.0,
-    }  # fmt: skip
+        "ledger": led,
+        "deletions": [],
+        "present": {"b", "d"},
+        "readback_missing": [],
+        "final_m": 5,
+        "cluster_epoch": 7,
+        "journal": VerifyReport(),
+        "faults": [],
+        "m_samples": [(1.0, 3), (2.0, 4)],
+        "started_at": 0.0,
+        "faulty_until": 4.0,
+        "recovery_bound_s": 30.0,
+        "duration_s": 10.0,
+    }
     values.update(changes)
     return RunFacts(**values)  # type: ignore[arg-type]
 
@@ -123,11 +140,19 @@ def test_every_rule_of_a_run_bites(tmp_path: Path) -> None:
     slow = FaultRecord("etcd-kill", "etcd m1", 1.0, healed_at=2.0, recovered_at=40.0)
     never = FaultRecord("sweeper-kill", "sweeper-0", 1.0, healed_at=2.0, note="no round")
     cut = FaultRecord("failover", "p", 1.0, healed_at=2.0, cut_short=True)
-    verdict = check_run(facts(
-        tmp_path, ledger=led, deletions=[Deletion("b", "s", 3.0, 3.2)],
-        present={"a", "d"}, readback_missing=["d"], journal=report,
-        m_samples=[(1.0, 5), (2.0, 4)], faults=[slow, never, cut], duration_s=40.0,
-    ))  # fmt: skip
+    verdict = check_run(
+        facts(
+            tmp_path,
+            ledger=led,
+            deletions=[Deletion("b", "s", 3.0, 3.2)],
+            present={"a", "d"},
+            readback_missing=["d"],
+            journal=report,
+            m_samples=[(1.0, 5), (2.0, 4)],
+            faults=[slow, never, cut],
+            duration_s=40.0,
+        )
+    )
     text = "\n".join(verdict.problems)
     assert "2 live objects lost" in text
     assert "garbage objects at or below the final M 5 left, e.g. a" in text
@@ -138,8 +163,10 @@ def test_every_rule_of_a_run_bites(tmp_path: Path) -> None:
     assert "recovery after etcd-kill on etcd m1 took 38.0 s, above the bound of 30 s" in text
     assert "no recovery within 30 s after sweeper-kill on sweeper-0 (no round)" in text
     assert "failover" not in text  # its wait was cut short by the first loss
-    assert [loss["how"] for loss in verdict.losses] == ["deleted while referenced",
-                                                       "missing at read-back"]  # fmt: skip
+    assert [loss["how"] for loss in verdict.losses] == [
+        "deleted while referenced",
+        "missing at read-back",
+    ]
     silent = check_run(facts(tmp_path, duration_s=40.0, present={"a", "b", "c", "d", "o"}))
     assert any("nothing was deleted in a 40 s run" in p for p in silent.problems)
 
@@ -160,14 +187,22 @@ def test_a_request_cut_short_by_a_kill_still_journals_its_keys(tmp_path: Path) -
     )
     cut = unanswered_of(read)
     assert {(d.key, d.began_at) for d in cut} == {("c", 11.0), ("o", 11.0), ("b", 11.0)}
-    verdict = check_run(facts(tmp_path, deletions=[Deletion("a", "s", 11.0, 11.5)],
-                              unanswered=cut))  # b is still there: not sent, or refused
+    verdict = check_run(
+        facts(tmp_path, deletions=[Deletion("a", "s", 11.0, 11.5)], unanswered=cut)
+    )  # b is still there: not sent, or refused
     assert verdict.problems == []
     assert check_run(facts(tmp_path, deletions=[Deletion("a", "s", 11.0, 11.5)])).problems == [
-        "2 objects are gone without a journal record of their deletion, e.g. c"]
+        "2 objects are gone without a journal record of their deletion, e.g. c"
+    ]
     early = [Deletion("a", "s", 9.0, 9.0)]  # before a's lift at 10: a loss if it is gone
-    verdict = check_run(facts(tmp_path, present={"b", "d"}, unanswered=early,
-                              deletions=[Deletion(k, "s", 11.0, 11.5) for k in "co"]))  # fmt: skip
+    verdict = check_run(
+        facts(
+            tmp_path,
+            present={"b", "d"},
+            unanswered=early,
+            deletions=[Deletion(k, "s", 11.0, 11.5) for k in "co"],
+        )
+    )
     assert [loss["key"] for loss in verdict.losses] == ["a"]
 
 
@@ -176,15 +211,16 @@ def test_a_put_cut_short_by_a_writer_kill_is_not_counted_gone(tmp_path: Path) ->
     that may never have reached the store: absent at the end, it is not "gone" (a chaos
     run with a writer kill failed so), while a stored orphan that vanished still is."""
     led = ledger(tmp_path)
-    led.add_writer_events([{"op": "upload", "key": "k", "partition": "p", "epoch": 5,
-                            "t": 4.0}])  # fmt: skip
+    led.add_writer_events([{"op": "upload", "key": "k", "partition": "p", "epoch": 5, "t": 4.0}])
     deleted = [Deletion(k, "s", 11.0, 11.5) for k in ("a", "c")]
     verdict = check_run(facts(tmp_path, ledger=led, deletions=deleted))
     assert verdict.problems == [
-        "1 objects are gone without a journal record of their deletion, e.g. o"]
+        "1 objects are gone without a journal record of their deletion, e.g. o"
+    ]
     assert verdict.counts["puts_cut_short"] == 1
     led.add_writer_events([{"op": "stored", "key": "k", "t": 4.1}])
     verdict = check_run(facts(tmp_path, ledger=led, deletions=deleted))
     assert "2 objects are gone without a journal record of their deletion, e.g. k" in (
-        verdict.problems)
+        verdict.problems
+    )
     assert verdict.counts["puts_cut_short"] == 0

@@ -77,12 +77,14 @@ async def test_a_307_is_followed_and_the_owner_remembered(replicas: list[Replica
     a, b, _ = replicas
     owners = Owners(lambda p: a.url, {}, [r.url for r in replicas])
     async with aiohttp.ClientSession() as session:
-        status, doc, base = await owners.request(session, "POST", "p0", "/fence", {"epoch": 4},
-                                                 timeout_s=30, patience_s=30)  # fmt: skip
+        status, doc, base = await owners.request(
+            session, "POST", "p0", "/fence", {"epoch": 4}, timeout_s=30, patience_s=30
+        )
         assert (status, doc["token"], base) == (200, "t-4", b.url)
         assert (a.requests, b.requests) == (1, 1)
-        await owners.request(session, "POST", "p0", "/fence", {"epoch": 5},
-                             timeout_s=30, patience_s=30)  # fmt: skip
+        await owners.request(
+            session, "POST", "p0", "/fence", {"epoch": 5}, timeout_s=30, patience_s=30
+        )
     assert (a.requests, b.requests) == (1, 2)
 
 
@@ -95,15 +97,17 @@ async def test_no_owner_is_waited_out_then_a_dead_owner_is_skipped(
     owners = Owners(lambda p: b.url, {}, [r.url for r in replicas])
     async with aiohttp.ClientSession() as session:
         b.moving = 2
-        status, _, base = await owners.request(session, "POST", "p0", "/fence", {"epoch": 1},
-                                               timeout_s=30, patience_s=30)  # fmt: skip
+        status, _, base = await owners.request(
+            session, "POST", "p0", "/fence", {"epoch": 1}, timeout_s=30, patience_s=30
+        )
         assert (status, base, b.requests) == (200, b.url, 3)
         await b.stop()
         b.runner = None
         c.owned.add("p0")
         a.owner_of["p0"] = c.url
-        status, doc, base = await owners.request(session, "POST", "p0", "/fence", {"epoch": 2},
-                                                 timeout_s=30, patience_s=30)  # fmt: skip
+        status, doc, base = await owners.request(
+            session, "POST", "p0", "/fence", {"epoch": 2}, timeout_s=30, patience_s=30
+        )
     assert (status, doc["at"], base) == (200, c.url, c.url)
 
 
@@ -116,8 +120,9 @@ async def test_no_replica_answering_raises(replicas: list[Replica]) -> None:
     owners = Owners(lambda p: replicas[0].url, {}, [r.url for r in replicas])
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientConnectorError):
-            await owners.request(session, "POST", "p0", "/fence", {"epoch": 1},
-                                 timeout_s=30, patience_s=30)  # fmt: skip
+            await owners.request(
+                session, "POST", "p0", "/fence", {"epoch": 1}, timeout_s=30, patience_s=30
+            )
 
 
 async def test_a_new_route_wins_over_an_owner_seen_before(replicas: list[Replica]) -> None:
@@ -128,10 +133,12 @@ async def test_a_new_route_wins_over_an_owner_seen_before(replicas: list[Replica
     route = {"p0": b.url}
     owners = Owners(lambda p: route[p], {}, [])
     async with aiohttp.ClientSession() as session:
-        await owners.request(session, "POST", "p0", "/fence", {"epoch": 1},
-                             timeout_s=30, patience_s=30)  # fmt: skip
+        await owners.request(
+            session, "POST", "p0", "/fence", {"epoch": 1}, timeout_s=30, patience_s=30
+        )
         c.owned.add("p0")
         route["p0"] = c.url
-        _, doc, base = await owners.request(session, "POST", "p0", "/fence", {"epoch": 2},
-                                            timeout_s=30, patience_s=30)  # fmt: skip
+        _, doc, base = await owners.request(
+            session, "POST", "p0", "/fence", {"epoch": 2}, timeout_s=30, patience_s=30
+        )
     assert (base, doc["at"], b.requests) == (c.url, c.url, 1)

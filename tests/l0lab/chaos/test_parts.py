@@ -26,8 +26,12 @@ def test_faults_are_kinds_and_groups_and_typos_are_refused() -> None:
     """--faults takes kinds and groups; an unknown name is a usage error naming it."""
     assert parse_faults("all") == frozenset(FaultKind) - {FaultKind.FORGED_MEMBER}
     assert parse_faults("all", replicated=True) == frozenset(FaultKind) - {FaultKind.FAILOVER}
-    assert parse_faults("etcd,s3-drop") == {FaultKind.ETCD_KILL, FaultKind.ETCD_LEADER_KILL,
-                                           FaultKind.ETCD_FREEZE, FaultKind.S3_DROP}  # fmt: skip
+    assert parse_faults("etcd,s3-drop") == {
+        FaultKind.ETCD_KILL,
+        FaultKind.ETCD_LEADER_KILL,
+        FaultKind.ETCD_FREEZE,
+        FaultKind.S3_DROP,
+    }
     assert parse_faults("none") == frozenset()
     with pytest.raises(ConfigError, match="unknown fault 'etcd-kil'"):
         parse_faults("etcd-kil")
@@ -38,9 +42,13 @@ def test_replicated_publishers_leave_the_controller_failover_out() -> None:
     replicas serve every publisher partition the two split publishers would."""
     assert FaultKind.FAILOVER not in parse_faults("all", replicated=True)
     assert parse_faults("publisher", replicated=True) == {
-        FaultKind.PUBLISHER_KILL, FaultKind.PUBLISHER_TERM, FaultKind.PUBLISHER_FREEZE,
-        FaultKind.TICKER_LEADER_KILL, FaultKind.PUBLISHER_DUP_START,
-        FaultKind.FORGED_MEMBER}  # fmt: skip
+        FaultKind.PUBLISHER_KILL,
+        FaultKind.PUBLISHER_TERM,
+        FaultKind.PUBLISHER_FREEZE,
+        FaultKind.TICKER_LEADER_KILL,
+        FaultKind.PUBLISHER_DUP_START,
+        FaultKind.FORGED_MEMBER,
+    }
     with pytest.raises(ConfigError, match="--faults forged-member needs replicated"):
         ChaosConfig(faults=parse_faults("forged-member"))
     with pytest.raises(ConfigError, match="--faults failover"):
@@ -95,7 +103,7 @@ def test_a_tail_reads_only_complete_new_lines(tmp_path: Path) -> None:
     path.write_text('{"a": 1}\n{"b"')
     assert tail.read() == [{"a": 1}]
     with path.open("a") as handle:
-        handle.write(': 2}\n')
+        handle.write(": 2}\n")
     assert tail.read() == [{"b": 2}]
     assert list(read_lines(path)) == [{"a": 1}, {"b": 2}]
 
@@ -123,11 +131,24 @@ def test_the_report_exit_code_and_replay_command() -> None:
 def test_the_live_view_shows_faults_processes_and_losses() -> None:
     """The view names the fault, what is down or frozen, M and the first loss."""
     progress = Progress(
-        phase="faults", elapsed_s=12.0, duration_s=60.0, seed=3, fault="etcd-kill etcd m1",
-        faults=2, cluster_epoch=20, safe_epoch=17, pinned_by=("orders/3",),
-        blocked_reason=None, down=("etcd m1",), frozen=("serve-a",), committed=100,
-        deleted=80, list_requests=50, delete_requests=9, first_loss=None,
-    )  # fmt: skip
+        phase="faults",
+        elapsed_s=12.0,
+        duration_s=60.0,
+        seed=3,
+        fault="etcd-kill etcd m1",
+        faults=2,
+        cluster_epoch=20,
+        safe_epoch=17,
+        pinned_by=("orders/3",),
+        blocked_reason=None,
+        down=("etcd m1",),
+        frozen=("serve-a",),
+        committed=100,
+        deleted=80,
+        list_requests=50,
+        delete_requests=9,
+        first_loss=None,
+    )
     lines = render(progress)
     assert "etcd-kill etcd m1" in lines[1]
     assert "lag   3" in lines[2]
@@ -139,8 +160,11 @@ def test_the_live_view_shows_faults_processes_and_losses() -> None:
 def test_the_monitor_catches_a_sweeper_whose_m_goes_down() -> None:
     """Per sweeper process, a lower M than one it used is a regression; NaN is no M."""
     monitor = Monitor(cluster=None, reconcilers=None)  # type: ignore[arg-type]
-    for text in ("l0gc_sweeper_safe_epoch 41.0", "l0gc_sweeper_safe_epoch NaN",
-                 "l0gc_sweeper_safe_epoch 43.0"):  # fmt: skip
+    for text in (
+        "l0gc_sweeper_safe_epoch 41.0",
+        "l0gc_sweeper_safe_epoch NaN",
+        "l0gc_sweeper_safe_epoch 43.0",
+    ):
         monitor._check_sweeper_m(0, 1, _SAFE_EPOCH.search(text))
     monitor._check_sweeper_m(0, 2, _SAFE_EPOCH.search("l0gc_sweeper_safe_epoch 40.0"))  # restarted
     assert monitor.m_regressions == []

@@ -40,16 +40,18 @@ async def test_an_etcd_cluster_serves_through_a_killed_member(tmp_path: Path) ->
     cluster = LocalEtcdCluster(base_dir=tmp_path)
     await asyncio.to_thread(cluster.start)
     try:
-        kv = await open_kv(EtcdSettings(endpoints=cluster.endpoints, namespace="/c",
-                                        timeout_s=30.0))  # fmt: skip
+        kv = await open_kv(
+            EtcdSettings(endpoints=cluster.endpoints, namespace="/c", timeout_s=30.0)
+        )
         store = WatermarkStore(kv, "/c")
         await store.init_cluster_epoch(1)
         await asyncio.to_thread(cluster.members[0].stop, kill=True)
         assert await store.advance_cluster_epoch() == 2
         await asyncio.to_thread(cluster.members[0].start)
         await kv.close()
-        alone = await open_kv(EtcdSettings(endpoints=(cluster.members[0].endpoint,),
-                                           namespace="/c"))  # fmt: skip
+        alone = await open_kv(
+            EtcdSettings(endpoints=(cluster.members[0].endpoint,), namespace="/c")
+        )
         try:
             assert await WatermarkStore(alone, "/c").get_cluster_epoch() == 2
         finally:
@@ -76,10 +78,19 @@ async def serve(etcd: LocalEtcd, namespace: str, tmp_path: Path, *build: str) ->
     await store.init_cluster_epoch(1)
     tokens = token_file(tmp_path, writer=TOKEN)
     program = ("-m", "l0lab.chaos.broken_serve", *build) if build else ("-m", "watermark")
-    started = new_serve(etcd, namespace, tmp_path / "serve.log", "--register",
-                        "--auth-token-file", str(tokens), "--no-idle-advance",
-                        "--fence-timeout", "1", partitions=("orders/0",),
-                        program=program).start()  # fmt: skip
+    started = new_serve(
+        etcd,
+        namespace,
+        tmp_path / "serve.log",
+        "--register",
+        "--auth-token-file",
+        str(tokens),
+        "--no-idle-advance",
+        "--fence-timeout",
+        "1",
+        partitions=("orders/0",),
+        program=program,
+    ).start()
     try:
         await asyncio.to_thread(started.wait_ready, 30)
     except BaseException:
@@ -147,12 +158,34 @@ async def test_a_killed_sweeper_frees_its_shard_after_its_shard_ttl(
     await store.init_cluster_epoch(1)
     daemon = Child(
         "daemon",
-        [sys.executable, "-m", "gcd", "daemon", "--bucket", bucket, "--endpoint-url",
-         s3_server.endpoint_url, "--region", "us-east-1", "--etcd", etcd_server.endpoint,
-         "--namespace", namespace, "--shard-ttl", "2s", "--shard-index", "0",
-         "--shard-count", "2", "--http-host", "127.0.0.1", "--http-port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "gcd",
+            "daemon",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            namespace,
+            "--shard-ttl",
+            "2s",
+            "--shard-index",
+            "0",
+            "--shard-count",
+            "2",
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            "0",
+        ],
         tmp_path / "daemon.log",
-    ).start()  # fmt: skip
+    ).start()
 
     async def announced() -> int:
         return len((await kv.range_prefix(store.sweepers_prefix)).items)
@@ -166,13 +199,15 @@ async def test_a_killed_sweeper_frees_its_shard_after_its_shard_ttl(
         return ttl[0] is not None
 
     try:
-        await wait_until(lease_read, timeout_s=60, what="the shard announcement",
-                         detail=daemon.tail)  # fmt: skip
+        await wait_until(
+            lease_read, timeout_s=60, what="the shard announcement", detail=daemon.tail
+        )
         assert ttl[0] is not None
         assert ttl[0] <= 2, ttl  # --shard-ttl, not the default 15 s
         daemon.kill()
-        await wait_until(lambda: _gone(announced), timeout_s=60, what="the lease to expire",
-                         detail=daemon.tail)  # fmt: skip
+        await wait_until(
+            lambda: _gone(announced), timeout_s=60, what="the lease to expire", detail=daemon.tail
+        )
     finally:
         daemon.stop()
         await kv.close()

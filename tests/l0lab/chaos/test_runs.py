@@ -40,10 +40,23 @@ def chaos(tmp_path: Path, *args: str, duration: str = DURATION) -> tuple[int, di
     """Run `gcd chaos --json ARGS` with its data and logs under the test's `tmp_path` (a
     failed run keeps them: there, not in /tmp for good); (exit code, report)."""
     done = subprocess.run(
-        [sys.executable, "-m", "gcd", "chaos", "--duration", duration, "--json",
-         "--run-dir", str(tmp_path / "run"), *args],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "gcd",
+            "chaos",
+            "--duration",
+            duration,
+            "--json",
+            "--run-dir",
+            str(tmp_path / "run"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     try:
         report = json.loads(done.stdout)
     except ValueError:
@@ -86,8 +99,14 @@ def test_a_random_seed_run_loses_nothing_under_every_fault(tmp_path: Path) -> No
 @deep
 def test_the_no_drain_build_is_caught(tmp_path: Path) -> None:
     """Publishers that slide without draining: the late commits are fencing violations."""
-    code, report = chaos(tmp_path, "--seed", str(FIXED_SEED), "--broken-build",
-                         "no-drain-slide", duration=UNTIL_CAUGHT)  # fmt: skip
+    code, report = chaos(
+        tmp_path,
+        "--seed",
+        str(FIXED_SEED),
+        "--broken-build",
+        "no-drain-slide",
+        duration=UNTIL_CAUGHT,
+    )
     assert code == 1, report["problems"]
     assert not report["ok"]
     assert report["stopped_early"] is not None
@@ -97,9 +116,16 @@ def test_the_no_drain_build_is_caught(tmp_path: Path) -> None:
 @deep
 def test_the_owner_blind_build_is_caught(tmp_path: Path) -> None:
     """Publishers that ignore owner fencing: a stale owner's M(p) gets live objects deleted."""
-    code, report = chaos(tmp_path, "--seed", str(FIXED_SEED), "--faults", "failover",
-                         "--broken-build", "owner-blind-publisher",
-                         duration=UNTIL_CAUGHT)  # fmt: skip
+    code, report = chaos(
+        tmp_path,
+        "--seed",
+        str(FIXED_SEED),
+        "--faults",
+        "failover",
+        "--broken-build",
+        "owner-blind-publisher",
+        duration=UNTIL_CAUGHT,
+    )
     assert code == 1, report["problems"]
     assert report["live_lost"] > 0
     assert report["losses"][0]["how"] == "deleted while referenced"
@@ -109,8 +135,9 @@ def test_the_owner_blind_build_is_caught(tmp_path: Path) -> None:
 def test_replicated_publishers_lose_nothing_when_replicas_die(tmp_path: Path) -> None:
     """Three `serve --replicated` replicas killed, SIGTERMed and frozen while the writers
     follow 307s: nothing lost, every fault recovered, and partitions really moved."""
-    code, report = chaos(tmp_path, "--seed", str(FIXED_SEED), "--publisher-replicas", "3",
-                         "--faults", "publisher")  # fmt: skip
+    code, report = chaos(
+        tmp_path, "--seed", str(FIXED_SEED), "--publisher-replicas", "3", "--faults", "publisher"
+    )
     assert_passed(code, report)
     assert report["publisher_replicas"] == 3
     assert "failover" not in report["faults_enabled"]

@@ -54,12 +54,25 @@ def test_commit_log_reports_the_highest_offset_lifted() -> None:
 def snapshot(**changes: Any) -> Snapshot:
     """A snapshot with plausible values."""
     values: dict[str, Any] = {
-        "phase": "writing", "elapsed_s": 12.0, "duration_s": 60.0, "cluster_epoch": 9,
-        "safe_epoch": 4, "pinned_by": ("orders/3",), "pinned_watermark": 4,
-        "blocked_reason": None, "written": 300, "live": 40, "garbage": 60, "deleted": 200,
-        "orphans": 2, "live_lost": 0, "list_requests": 30, "delete_requests": 3,
-        "deletes_per_s": 21.5, "stalled_partition": "orders/3",
-    }  # fmt: skip
+        "phase": "writing",
+        "elapsed_s": 12.0,
+        "duration_s": 60.0,
+        "cluster_epoch": 9,
+        "safe_epoch": 4,
+        "pinned_by": ("orders/3",),
+        "pinned_watermark": 4,
+        "blocked_reason": None,
+        "written": 300,
+        "live": 40,
+        "garbage": 60,
+        "deleted": 200,
+        "orphans": 2,
+        "live_lost": 0,
+        "list_requests": 30,
+        "delete_requests": 3,
+        "deletes_per_s": 21.5,
+        "stalled_partition": "orders/3",
+    }
     values.update(changes)
     return Snapshot(**values)
 
@@ -97,15 +110,29 @@ def test_the_report_explains_orphans_and_why_read_back_objects_are_gone_too() ->
     """Everything deleted and yet N read back is no contradiction: the report says the
     read-back objects were unreconciled when the writers stopped and became garbage after,
     and what an orphan is (issue 42's first-day reading)."""
-    done = text_report(DemoSummary(ok=True, objects_written=20, partitions=2, orphans=3,
-                                   deleted=20, live_at_stop=5, live_verified=5))  # fmt: skip
-    assert ("wrote     20 objects to 2 partitions, 3 of them orphans (uploads whose fence was "
-            "refused: never committed, garbage at once)") in done  # fmt: skip
-    assert ("verified  when the writers stopped, 5 objects were still referenced (not yet "
-            "reconciled): 5 read back (HEAD); live objects lost: 0. The reconciler then caught "
-            "up, so they became garbage too and were deleted with the rest\n") in done  # fmt: skip
-    left = text_report(DemoSummary(ok=True, deleted=15, live_at_stop=5, live_verified=5,
-                                   garbage_remaining=5))  # fmt: skip
+    done = text_report(
+        DemoSummary(
+            ok=True,
+            objects_written=20,
+            partitions=2,
+            orphans=3,
+            deleted=20,
+            live_at_stop=5,
+            live_verified=5,
+        )
+    )
+    assert (
+        "wrote     20 objects to 2 partitions, 3 of them orphans (uploads whose fence was "
+        "refused: never committed, garbage at once)"
+    ) in done
+    assert (
+        "verified  when the writers stopped, 5 objects were still referenced (not yet "
+        "reconciled): 5 read back (HEAD); live objects lost: 0. The reconciler then caught "
+        "up, so they became garbage too and were deleted with the rest\n"
+    ) in done
+    left = text_report(
+        DemoSummary(ok=True, deleted=15, live_at_stop=5, live_verified=5, garbage_remaining=5)
+    )
     assert "so they became garbage too\n" in left
 
 
@@ -136,8 +163,11 @@ def demo(*args: str, own_group: bool = False) -> subprocess.Popen[str]:
     leader of a process group of its own, like a foreground job in a terminal."""
     return subprocess.Popen(
         [sys.executable, "-m", "gcd", "demo", "--json", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=own_group,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=own_group,
+    )
 
 
 def events(log: str, event: str) -> list[dict[str, Any]]:
@@ -176,8 +206,15 @@ def test_a_short_demo_collects_garbage_and_loses_nothing() -> None:
     assert summary["deleted"] > 0
     assert summary["live_lost"] == 0
     assert summary["live_verified"] == summary["live_at_stop"] > 0
-    for field in ("garbage_remaining", "safe_epoch", "cluster_epoch", "objects_written",
-                  "list_requests", "delete_requests", "duration_s"):  # fmt: skip
+    for field in (
+        "garbage_remaining",
+        "safe_epoch",
+        "cluster_epoch",
+        "objects_written",
+        "list_requests",
+        "delete_requests",
+        "duration_s",
+    ):
         assert isinstance(summary[field], int | float), field
     assert summary["deleted"] <= summary["objects_written"]
     assert '"event": "demo.progress"' in done.stderr
@@ -263,10 +300,17 @@ def test_the_demo_runs_against_seaweedfs(seaweedfs_server: LocalSeaweedFS) -> No
     """`gcd demo --endpoint-url` on a real S3 server (SeaweedFS): garbage deleted, no live
     object lost, every live object read back from the server."""
     done = run_cli(
-        "gcd", "demo", "--duration", "8", "--json",
-        "--endpoint-url", seaweedfs_server.endpoint_url, "--bucket", "l0gc-demo-sw",
+        "gcd",
+        "demo",
+        "--duration",
+        "8",
+        "--json",
+        "--endpoint-url",
+        seaweedfs_server.endpoint_url,
+        "--bucket",
+        "l0gc-demo-sw",
         timeout_s=120,
-    )  # fmt: skip
+    )
     summary = json.loads(done.stdout)
     assert_gone(summary["etcd_pid"], summary["etcd"])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -317,9 +361,15 @@ def test_the_demo_runs_on_an_azure_account(
     connection = azurite_server.write_connection_string(tmp_path / "connection-string")
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
     azure = [
-        "--storage", "azure", "--account-url", azurite_server.account_url,
-        "--container", container, "--azure-connection-string-file", str(connection),
-    ]  # fmt: skip
+        "--storage",
+        "azure",
+        "--account-url",
+        azurite_server.account_url,
+        "--container",
+        container,
+        "--azure-connection-string-file",
+        str(connection),
+    ]
     done = run_cli("gcd", "demo", "--duration", "8", "--json", *etcd, *azure, timeout_s=120)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
@@ -348,10 +398,19 @@ def test_the_demo_starts_and_stops_its_own_azurite(etcd_server: LocalEtcd, names
     """`gcd demo --storage azure` with no account: it runs on an Azurite of its own, verifies
     (0 lost, 0 garbage left), and the Azurite process is gone when it exits."""
     done = run_cli(
-        "gcd", "demo", "--duration", "8", "--json",
-        "--etcd", etcd_server.endpoint, "--namespace", namespace, "--storage", "azure",
+        "gcd",
+        "demo",
+        "--duration",
+        "8",
+        "--json",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--storage",
+        "azure",
         timeout_s=120,
-    )  # fmt: skip
+    )
     started = logged(done.stderr, "demo.servers_started")
     if running(started["azurite_pid"], b"azurite", started["endpoint_url"]):
         os.kill(started["azurite_pid"], signal.SIGKILL)
@@ -362,7 +421,10 @@ def test_the_demo_starts_and_stops_its_own_azurite(etcd_server: LocalEtcd, names
     assert summary["storage"] == "azure"
     assert summary["endpoint_url"].endswith("/devstoreaccount1")
     assert (summary["deleted"] > 0, summary["live_lost"], summary["garbage_remaining"]) == (
-        True, 0, 0)  # fmt: skip
+        True,
+        0,
+        0,
+    )
 
 
 @pytest.mark.integration
@@ -372,10 +434,19 @@ def test_the_demo_runs_on_its_own_gcs_emulator(etcd_server: LocalEtcd, namespace
     (the sweeper deleting through JSON batches), verifies (0 lost, 0 garbage left), and
     the emulator process is gone when it exits."""
     done = run_cli(
-        "gcd", "demo", "--duration", "8", "--json",
-        "--etcd", etcd_server.endpoint, "--namespace", namespace, "--storage", "gcs",
+        "gcd",
+        "demo",
+        "--duration",
+        "8",
+        "--json",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--storage",
+        "gcs",
         timeout_s=120,
-    )  # fmt: skip
+    )
     started = logged(done.stderr, "demo.servers_started")
     if running(started["gcs_emulator_pid"], b"gcs_emulator", started["endpoint_url"]):
         os.kill(started["gcs_emulator_pid"], signal.SIGKILL)
@@ -385,7 +456,10 @@ def test_the_demo_runs_on_its_own_gcs_emulator(etcd_server: LocalEtcd, namespace
     assert (summary["ok"], summary["storage"], summary["bucket"]) == (True, "gcs", "l0gc-demo")
     assert summary["endpoint_url"].startswith("http://127.0.0.1:")
     assert (summary["deleted"] > 0, summary["live_lost"], summary["garbage_remaining"]) == (
-        True, 0, 0)  # fmt: skip
+        True,
+        0,
+        0,
+    )
     assert summary["live_verified"] == summary["live_at_stop"] > 0
 
 

@@ -56,9 +56,14 @@ def test_the_trace_does_not_depend_on_string_hashing(hash_seed: str) -> None:
     )
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
-        check=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     assert out.stdout.strip() == here
 
 

@@ -21,9 +21,10 @@ VARIANT_STAGES: dict[str, tuple[Stage, int]] = {
     name: (stage, length) for stage in SUITE for name, length in stage.finds
 }
 VARIANT_SCOPES: dict[str, tuple[Scope, int]] = {
-    name: (stage.scope, length) for name, (stage, length) in VARIANT_STAGES.items()
+    name: (stage.scope, length)
+    for name, (stage, length) in VARIANT_STAGES.items()
     if stage.scope is not None
-}  # fmt: skip
+}
 """Per broken variant: the suite's stage that holds its shortest counterexample
 (`l0lab.sim.suite`), and that length (bench/RESULTS.md sections 25 and 34 have the
 states and the times). Those of 7 moves or fewer are searched in the everyday tier, the
@@ -31,8 +32,9 @@ longer ones (up to ~2 minutes of CPU each) in the deep tier; the simulation's se
 those too every day (tests/l0lab/sim/test_variants.py)."""
 SHORT = tuple(name for name, (_, length) in VARIANT_SCOPES.items() if length <= 5)
 """The variants whose reductions are checked (unreduced searches of longer paths: hours)."""
-_EVERYDAY = tuple(name for name, (stage, length) in VARIANT_STAGES.items()
-                  if length <= 7 or stage.scope is None)  # fmt: skip
+_EVERYDAY = tuple(
+    name for name, (stage, length) in VARIANT_STAGES.items() if length <= 7 or stage.scope is None
+)
 """Searched every day: the short ones, and the operator models' (each under ~10 s)."""
 _DEEP = [pytest.mark.deep, pytest.mark.timeout(3600)]
 
@@ -60,11 +62,18 @@ def test_the_suite_runs_its_stages_in_order_up_to_the_first_violation() -> None:
         Stage("c", Scope(partitions=1, faults=0, depth=2), ()),
     )
     seen: list[str] = []
-    done = explore_suite(VARIANTS["inclusive-floor"], stages=tiny, liveness=False,
-                         on_stage=lambda stage: seen.append(stage.name))  # fmt: skip
+    done = explore_suite(
+        VARIANTS["inclusive-floor"],
+        stages=tiny,
+        liveness=False,
+        on_stage=lambda stage: seen.append(stage.name),
+    )
     assert seen == ["m", "a", "b"]
     assert [(stage.name, result.ok) for stage, result in done] == [
-        ("m", True), ("a", True), ("b", False)]  # fmt: skip
+        ("m", True),
+        ("a", True),
+        ("b", False),
+    ]
     cex = done[-1][1].counterexample
     assert cex is not None
     assert cex.moves == ("tick", "raise p0", "write w0 p0 1")
@@ -119,11 +128,17 @@ def test_each_broken_variant_is_found_with_a_shortest_counterexample_that_replay
 
 
 SUITE_COUNTS = {
-    "registration": (324, 1030), "undo": (4789, 12075),
-    "corrupt": (1309, 2964), "expire": (2248, 4596), "raise": (3652, 8873),
-    "failover": (4525, 9303), "crash": (6152, 13885), "three-writers": (8721, 25813),
-    "two-writers": (25290, 69171), "general": (DEFAULT_STATES, DEFAULT_TRANSITIONS),
-}  # fmt: skip
+    "registration": (324, 1030),
+    "undo": (4789, 12075),
+    "corrupt": (1309, 2964),
+    "expire": (2248, 4596),
+    "raise": (3652, 8873),
+    "failover": (4525, 9303),
+    "crash": (6152, 13885),
+    "three-writers": (8721, 25813),
+    "two-writers": (25290, 69171),
+    "general": (DEFAULT_STATES, DEFAULT_TRANSITIONS),
+}
 """States and transitions of each stage on the real code (bench/RESULTS.md sections 34 and
 35: 4.5 to 6.5 minutes of CPU in all). Since the owner's `waiting` reason marks a record
 dirty (issue 55), a few more states are told apart in the focused stages (corrupt
@@ -223,12 +238,29 @@ def test_a_small_scope_gives_the_same_states_and_transitions_every_run() -> None
     assert first.ok
     assert second.ok
     assert (first.states, first.transitions, first.levels, first.tails) == (
-        second.states, second.transitions, second.levels, second.tails)  # fmt: skip
+        second.states,
+        second.transitions,
+        second.levels,
+        second.tails,
+    )
 
 
 def test_json_report_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["simulate", "--exhaustive", "--json", "--variant", "inclusive-floor",
-                 "--partitions", "1", "--fault-kinds", "raise", "--depth", "4"])  # fmt: skip
+    code = main(
+        [
+            "simulate",
+            "--exhaustive",
+            "--json",
+            "--variant",
+            "inclusive-floor",
+            "--partitions",
+            "1",
+            "--fault-kinds",
+            "raise",
+            "--depth",
+            "4",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == 1
     assert {"states", "transitions", "depth", "violations", "counterexample"} <= set(doc)
@@ -240,8 +272,18 @@ def test_json_report_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_the_printed_command_replays_the_counterexample(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["simulate", "--exhaustive", "--variant", "inclusive-floor", "--partitions", "1",
-            "--fault-kinds", "raise", "--replay", "tick; raise p0; write w0 p0 1"]  # fmt: skip
+    args = [
+        "simulate",
+        "--exhaustive",
+        "--variant",
+        "inclusive-floor",
+        "--partitions",
+        "1",
+        "--fault-kinds",
+        "raise",
+        "--replay",
+        "tick; raise p0; write w0 p0 1",
+    ]
     assert main(args) == 1
     out = capsys.readouterr().out
     assert out.startswith("unsafe_watermark at move 3")
@@ -283,7 +325,10 @@ def test_fork_reaches_the_same_states_as_replay() -> None:
     assert replayed.ok
     assert forked.ok
     assert (forked.states, forked.transitions, forked.levels) == (
-        replayed.states, replayed.transitions, replayed.levels)  # fmt: skip
+        replayed.states,
+        replayed.transitions,
+        replayed.levels,
+    )
     mutant = explore(scope, VARIANTS["inclusive-floor"], liveness=False, fork=True)
     assert mutant.counterexample is not None
     assert mutant.counterexample.moves == ("tick", "raise p0", "write w0 p0 1")

@@ -14,10 +14,22 @@ from l0lab.sim.smallmodel import explore_model, replay_model
 from l0lab.sim.undo_model import UndoModel
 from l0lab.sim.variants import CORRECT, VARIANTS
 
-RACE = ("register", "deregister", "step deregister", "step register", "step register",
-        "step register", "step register", "step deregister", "step register",
-        "step register", "step deregister", "step deregister", "step deregister",
-        "fence")  # fmt: skip
+RACE = (
+    "register",
+    "deregister",
+    "step deregister",
+    "step register",
+    "step register",
+    "step register",
+    "step register",
+    "step deregister",
+    "step register",
+    "step register",
+    "step deregister",
+    "step deregister",
+    "step deregister",
+    "fence",
+)
 """check-then-delete-deregister's shortest counterexample: the deregister checks the fresh
 record (no owner), the register's adopt makes the publisher its owner, the deregister's
 delete (compared against the record it checked: refused, then read again) goes on
@@ -32,10 +44,22 @@ def test_the_real_code_passes_every_interleaving_of_register_and_deregister() ->
     assert (result.states, result.transitions) == (324, 1030)
 
 
-REFUSED = ("register", "deregister", "step register", "step register", "step register",
-           "step register", "step deregister", "step register", "step register",
-           "step deregister", "step deregister", "step deregister", "step deregister",
-           "fence")  # fmt: skip
+REFUSED = (
+    "register",
+    "deregister",
+    "step register",
+    "step register",
+    "step register",
+    "step register",
+    "step deregister",
+    "step register",
+    "step register",
+    "step deregister",
+    "step deregister",
+    "step deregister",
+    "step deregister",
+    "fence",
+)
 """The same race on the real code: the deregister reads the fresh record (no owner), the
 adopt makes the publisher its owner, the delete compared against the record read is
 refused, the record is read and checked again (a live owner now: LiveOwner, HTTP 409)."""
@@ -54,9 +78,19 @@ def test_the_race_is_refused_on_the_real_code_and_acknowledged_by_the_old_deregi
 def test_a_deregister_before_the_adopt_leaves_nothing_hosted() -> None:
     """The record goes before the adopt's compare-and-swap: the adopt finds no record,
     the register request fails, and no fence is granted."""
-    path = ("register", "step register", "step register", "step register", "step register",
-            "deregister", "step deregister", "step deregister", "step register", "fence",
-            "round")  # fmt: skip
+    path = (
+        "register",
+        "step register",
+        "step register",
+        "step register",
+        "step register",
+        "deregister",
+        "step deregister",
+        "step deregister",
+        "step register",
+        "fence",
+        "round",
+    )
     run = replay_model(RegistrationModel(), CORRECT, path)
     assert not run.violations
     assert "register answered: PartitionNotRegistered" in run.trace
@@ -83,8 +117,16 @@ def test_a_forged_marker_is_refused_by_restore_and_deleted_by_the_old_one() -> N
 
 def test_a_key_written_again_after_the_hide_is_left_alone() -> None:
     """Issue 51 finding 1's second half: restore must not touch a newer version."""
-    path = ("upload t/0", "tick", "mistake t/0", "sweep", "rewrite o0", "restore", "repair",
-            "sweep")  # fmt: skip
+    path = (
+        "upload t/0",
+        "tick",
+        "mistake t/0",
+        "sweep",
+        "rewrite o0",
+        "restore",
+        "repair",
+        "sweep",
+    )
     run = replay_model(UndoModel(), CORRECT, path)
     assert not run.violations
     assert "restore: o0 superseded" in run.trace
@@ -105,14 +147,20 @@ def test_a_move_that_is_not_possible_is_named() -> None:
 @pytest.mark.parametrize(
     ("args", "code", "text"),
     [
-        (["--model", "registration", "--variant", "check-then-delete-deregister"], 1,
-         "acked_after_deregister after 14 moves"),
-        (["--model", "undo", "--replay", "upload t/0; tick; mistake t/0; forge o0; restore"], 0,
-         "replayed 5 moves: no violation"),
+        (
+            ["--model", "registration", "--variant", "check-then-delete-deregister"],
+            1,
+            "acked_after_deregister after 14 moves",
+        ),
+        (
+            ["--model", "undo", "--replay", "upload t/0; tick; mistake t/0; forge o0; restore"],
+            0,
+            "replayed 5 moves: no violation",
+        ),
         (["--model", "undo", "--depth", "3"], 2, "drop them or drop --model"),
         (["--model", "undo", "--replay", "restore"], 2, "'restore', is not possible there"),
     ],
-)  # fmt: skip
+)
 def test_the_command_line(
     args: list[str], code: int, text: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

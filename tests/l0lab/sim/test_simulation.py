@@ -52,8 +52,18 @@ def test_gcd_simulate_exits_1_with_the_seed_step_and_trace(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A violation exits 1 and prints the seed, the step, the replay command and the events."""
-    code = main(["simulate", "--seeds", "5", "--steps", "250", "--variant", "eager-floor",
-                 "--stop-at-first"])  # fmt: skip
+    code = main(
+        [
+            "simulate",
+            "--seeds",
+            "5",
+            "--steps",
+            "250",
+            "--variant",
+            "eager-floor",
+            "--stop-at-first",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "unsafe_watermark at step" in out

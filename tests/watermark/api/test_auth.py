@@ -202,8 +202,10 @@ def test_an_inline_comment_and_a_byte_order_mark_are_accepted(tmp_path: Path) ->
         parse_token_file(f"writer:{WRITER}#x\n")
 
 
-@pytest.mark.parametrize(("mode", "refused"), [(0o644, True), (0o606, True), (0o600, False),
-                                               (0o640, False), (0o440, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mode", "refused"),
+    [(0o644, True), (0o606, True), (0o600, False), (0o640, False), (0o440, False)],
+)
 def test_a_token_file_others_may_read_or_write_is_refused(
     tmp_path: Path, mode: int, refused: bool
 ) -> None:

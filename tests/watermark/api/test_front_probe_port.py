@@ -34,11 +34,25 @@ SOURCES = [f"127.0.0.{n}" for n in range(10, 30)]  # 20 source addresses
 async def test_probes_on_the_probe_port_answer_through_an_idle_connection_flood(
     etcd_server: LocalEtcd, namespace: str, tmp_path: Path
 ) -> None:
-    serve = new_serve(etcd_server, namespace, tmp_path / "solo.log", "--register",
-                      "--max-connections", "64", "--max-connections-per-peer", "8",
-                      "--http-head-timeout", "3s", "--publish-interval", "0.2",
-                      "--drain-timeout", "0.5", partitions=("p/0",), owner="solo",
-                      probe_port=free_port()).start()  # fmt: skip
+    serve = new_serve(
+        etcd_server,
+        namespace,
+        tmp_path / "solo.log",
+        "--register",
+        "--max-connections",
+        "64",
+        "--max-connections-per-peer",
+        "8",
+        "--http-head-timeout",
+        "3s",
+        "--publish-interval",
+        "0.2",
+        "--drain-timeout",
+        "0.5",
+        partitions=("p/0",),
+        owner="solo",
+        probe_port=free_port(),
+    ).start()
     port, api, probes = serve.port, serve.url, serve.probe_url
     flood = Flood(port, SOURCES, 8)
     try:
@@ -47,9 +61,12 @@ async def test_probes_on_the_probe_port_answer_through_an_idle_connection_flood(
             assert (await asyncio.to_thread(_get, probes + path))[0] == 200
         assert (await asyncio.to_thread(_get, probes + "/v1/epoch"))[0] == 404
         flood.start()
-        await wait_until(lambda: flood.seen["too_many_connections"] >= 200, timeout_s=30,
-                         what="the flood to fill the API port and its probe reserve",
-                         detail=lambda: str(flood.seen))  # fmt: skip
+        await wait_until(
+            lambda: flood.seen["too_many_connections"] >= 200,
+            timeout_s=30,
+            what="the flood to fill the API port and its probe reserve",
+            detail=lambda: str(flood.seen),
+        )
         # The flood starves the API port's own probe reserve (else this test shows
         # nothing): its /healthz is refused, before and after the probe port's rounds.
         await _api_healthz_refused(api, flood)
@@ -78,9 +95,13 @@ async def _api_healthz_refused(api: str, flood: Flood) -> None:
     async def refused() -> bool:
         return (await asyncio.to_thread(_get, api + "/healthz"))[0] != 200
 
-    await wait_until(refused, timeout_s=30, what="a /healthz on the flooded API port refused",
-                     ignore=(urllib.error.URLError, TimeoutError),  # not answered: ask again
-                     detail=lambda: str(flood.seen))  # fmt: skip
+    await wait_until(
+        refused,
+        timeout_s=30,
+        what="a /healthz on the flooded API port refused",
+        ignore=(urllib.error.URLError, TimeoutError),  # not answered: ask again
+        detail=lambda: str(flood.seen),
+    )
 
 
 def test_a_probe_port_in_use_is_refused_naming_the_flag(
@@ -91,8 +112,17 @@ def test_a_probe_port_in_use_is_refused_naming_the_flag(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        done = run_cli("watermark", *serve_args(etcd_server, namespace, "--register",
-                                                "--probe-port", str(busy), port=free_port(),
-                                                partitions=("p/0",)))  # fmt: skip
+        done = run_cli(
+            "watermark",
+            *serve_args(
+                etcd_server,
+                namespace,
+                "--register",
+                "--probe-port",
+                str(busy),
+                port=free_port(),
+                partitions=("p/0",),
+            ),
+        )
     assert done.returncode == 2, done.stderr
     assert "choose another --probe-port" in done.stderr

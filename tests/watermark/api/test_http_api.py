@@ -465,8 +465,10 @@ async def test_partition_state_needs_any_token_and_health_and_metrics_stay_open(
 
 async def test_minus_zero_is_not_an_epoch_nor_an_offset(api: Api) -> None:
     """``{"epoch": -0}`` and ``{"offset": -0}`` are 400 naming -0 (they were taken as 0)."""
-    for path, body in (("/v1/partitions/orders%2F0/fence", b'{"epoch": -0}'),
-                       ("/v1/partitions/orders%2F0/reconciled", b'{"offset": -0}')):  # fmt: skip
+    for path, body in (
+        ("/v1/partitions/orders%2F0/fence", b'{"epoch": -0}'),
+        ("/v1/partitions/orders%2F0/reconciled", b'{"offset": -0}'),
+    ):
         status, doc = await api.send(path, body, token=ADMIN)
         assert status == 400, doc
         assert "-0" in doc["message"], doc
@@ -632,10 +634,12 @@ async def test_1500_slow_sockets_do_not_starve_a_legitimate_client(serve: Serve)
     timeout, 120 s, is far beyond this test; none is counted as timed out)."""
     api = await serve(
         limits=HttpLimits(
-            max_connections=2000, read_timeout_s=120, max_connections_per_peer=2000,
+            max_connections=2000,
+            read_timeout_s=120,
+            max_connections_per_peer=2000,
             head_timeout_s=120,
         )
-    )  # fmt: skip
+    )
     slow = await open_slow(api, 1500)
     try:
         await wait_until(
@@ -657,8 +661,11 @@ async def test_connections_over_the_cap_are_refused_at_once(serve: Serve) -> Non
     the slow ones still hold their places (the refusal is counted); once they go,
     legitimate clients are served again. The slow ones' head timeout (120 s) is far
     beyond this test: none of them is closed by the server meanwhile."""
-    api = await serve(limits=HttpLimits(max_connections=10, read_timeout_s=120,
-                                        head_timeout_s=120, probe_reserve=0))  # fmt: skip
+    api = await serve(
+        limits=HttpLimits(
+            max_connections=10, read_timeout_s=120, head_timeout_s=120, probe_reserve=0
+        )
+    )
     slow = await open_slow(api, 10)
     try:
         await wait_until(
@@ -876,16 +883,21 @@ async def test_each_batch_entry_gets_the_single_routes_answer(api: Api) -> None:
     ]
     _, doc = await api.call("POST", "/v1/fences", {"fences": fences})
     ok, stale, ahead, missing = doc["results"]
-    single_status, single = await api.call("POST", "/v1/partitions/orders%2F1/fence",
-                                           {"epoch": 5})  # fmt: skip
+    single_status, single = await api.call("POST", "/v1/partitions/orders%2F1/fence", {"epoch": 5})
     assert ok["status"] == 200
-    assert (stale["status"], stale["error"]) == (single_status, single["error"]) == (
-        409, "stale_epoch")  # fmt: skip
+    assert (
+        (stale["status"], stale["error"])
+        == (single_status, single["error"])
+        == (409, "stale_epoch")
+    )
     assert stale["window"] == single["window"]
     assert stale["floor"] == single["floor"]
     assert (ahead["status"], ahead["error"], ahead["cluster_epoch"]) == (409, "epoch_ahead", 9)
     assert (missing["status"], missing["error"], missing["partition"]) == (
-        404, "not_registered", "nowhere")  # fmt: skip
+        404,
+        "not_registered",
+        "nowhere",
+    )
     commits = [
         {"token": ok["token"], "offset": 0},
         {"token": ok["token"], "offset": 0},  # a repeat: success again
@@ -929,8 +941,10 @@ async def test_batches_need_a_writer_token(secured: Api) -> None:
         ({"fences": [{"partition": 7, "epoch": 9}]}, "non-empty string"),
         ({"fences": [{"partition": "orders/0", "epoch": -1}]}, "fences[0].'epoch'"),
         ({"fences": [{"partition": "orders/0", "epoch": True}]}, "JSON integer"),
-        ({"fences": [{"partition": "p", "epoch": 9}, {"partition": "p", "epoch": 9}]},
-         "appears twice"),
+        (
+            {"fences": [{"partition": "p", "epoch": 9}, {"partition": "p", "epoch": 9}]},
+            "appears twice",
+        ),
         ({"fences": [{"partition": "orders/0", "epoch": 9}], "timeout_s": 0}, "timeout_s"),
         ({"commits": [{"token": "t", "offset": 1.0}]}, "JSON integer"),
         ({"commits": [{"token": "", "offset": 1}]}, "non-empty string"),
@@ -959,6 +973,7 @@ async def test_a_batch_over_the_limits_is_413_naming_them(serve: Serve) -> None:
     padded = {"commits": [{"token": "x" * 80_000, "offset": 1}]}
     status, doc = await api.call("POST", "/v1/commits", padded)
     assert (status, doc["error"]) == (413, "body_too_large")
-    status, doc = await api.call("POST", "/v1/partitions/orders%2F0/fence",
-                                 {"epoch": 9, "timeout_s": 1, "x": "y" * 66_000})  # fmt: skip
+    status, doc = await api.call(
+        "POST", "/v1/partitions/orders%2F0/fence", {"epoch": 9, "timeout_s": 1, "x": "y" * 66_000}
+    )
     assert (status, doc["error"]) == (413, "body_too_large")  # single routes keep 64 KiB

@@ -42,8 +42,9 @@ def test_a_batch_holds_exact_entries_within_the_limit() -> None:
     doc = {"commits": [{"token": "t", "offset": 1}, {"token": "u", "offset": 2}]}
     assert entries(doc, "commits", ("token", "offset"), limits) == doc["commits"]
     with pytest.raises(BatchTooLarge):
-        entries({"commits": [{"token": "t", "offset": 1}] * 3}, "commits", ("token", "offset"),
-                limits)  # fmt: skip
+        entries(
+            {"commits": [{"token": "t", "offset": 1}] * 3}, "commits", ("token", "offset"), limits
+        )
     with pytest.raises(BadRequest, match=r"commits\[0\]"):
         entries({"commits": [{"token": "t"}]}, "commits", ("token", "offset"), limits)
 

@@ -65,8 +65,9 @@ async def _serve(replicated: tuple[str, ...] | None = None) -> AsyncIterator[Api
         if replicated is not None:
             settings = ReplicaSettings("pub-a", "http://pub-a.test:8080", replicated)
             check = ReplicaSet(store, store.kv, publisher, settings).check_served
-        app[REGISTRY] = Registry(publisher, replicated=replicated is not None,
-                                 revoke_wait_s=0.05, check_served=check)  # fmt: skip
+        app[REGISTRY] = Registry(
+            publisher, replicated=replicated is not None, revoke_wait_s=0.05, check_served=check
+        )
         server = ApiServer(app, metrics=publisher.metrics)
         port = await server.start("127.0.0.1", 0)
         stack.push_async_callback(server.stop)
@@ -105,8 +106,13 @@ async def test_a_typo_is_not_registered_and_a_registered_unhosted_one_is_not_hos
         assert "'ordrs/0' is not registered" in doc["message"]
     status, doc = await api.call("POST", "/v1/partitions/spare/fence", {"epoch": 5}, token=WRITER)
     assert (status, doc["error"]) == (404, "not_hosted")
-    batch = {"fences": [{"partition": "ordrs/0", "epoch": 5}, {"partition": "spare", "epoch": 5},
-                        {"partition": "orders/0", "epoch": 5}]}  # fmt: skip
+    batch = {
+        "fences": [
+            {"partition": "ordrs/0", "epoch": 5},
+            {"partition": "spare", "epoch": 5},
+            {"partition": "orders/0", "epoch": 5},
+        ]
+    }
     _, doc = await api.call("POST", "/v1/fences", batch, token=WRITER)
     assert [r.get("error") for r in doc["results"]] == ["not_registered", "not_hosted", None]
 
@@ -115,15 +121,18 @@ async def test_a_commit_after_the_record_is_gone_is_not_registered(api: Api) -> 
     """A fence whose partition was deregistered and dropped meanwhile: its commit is 410
     fence_expired (refence), and the fence again is not_registered (stop), not a retry
     loop."""
-    _, granted = await api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5},
-                                token=WRITER)  # fmt: skip
+    _, granted = await api.call(
+        "POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5}, token=WRITER
+    )
     assert await api.store.deregister_partition("orders/0")
     api.publisher.drop("orders/0", "test: record deleted")
-    status, doc = await api.call("POST", f"/v1/fences/{granted['token']}/commit", {"offset": 0},
-                                 token=WRITER)  # fmt: skip
+    status, doc = await api.call(
+        "POST", f"/v1/fences/{granted['token']}/commit", {"offset": 0}, token=WRITER
+    )
     assert (status, doc["error"]) == (410, "fence_expired"), doc
-    status, doc = await api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5},
-                                 token=WRITER)  # fmt: skip
+    status, doc = await api.call(
+        "POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5}, token=WRITER
+    )
     assert (status, doc["error"]) == (404, "not_registered")
 
 
@@ -141,14 +150,14 @@ async def test_a_registrar_registers_and_the_writer_fences_at_once(api: Api) -> 
     assert record.owner == "pub-a"
     status, again = await api.call("POST", "/v1/partitions/orders%2F7/register", token=REGISTRAR)
     assert (status, again["registered"], again["hosted"]) == (200, False, True)
-    status, fence = await api.call("POST", "/v1/partitions/orders%2F7/fence", {"epoch": 5},
-                                   token=WRITER)  # fmt: skip
+    status, fence = await api.call(
+        "POST", "/v1/partitions/orders%2F7/fence", {"epoch": 5}, token=WRITER
+    )
     assert status == 200, fence
     status, doc = await api.call("POST", "/v1/partitions/bad%01name/register", token=REGISTRAR)
     assert (status, doc["error"]) == (400, "bad_request")
     assert "'bad\\x01name' is not valid" in doc["message"]
-    status, doc = await api.call("POST", "/v1/partitions/orders%2F..%2F7/register",
-                                 token=REGISTRAR)  # fmt: skip
+    status, doc = await api.call("POST", "/v1/partitions/orders%2F..%2F7/register", token=REGISTRAR)
     assert (status, doc["error"]) == (400, "bad_request"), doc
     assert "'.' or '..' segment" in doc["message"]
 
@@ -178,11 +187,13 @@ async def test_deregister_keeps_the_live_owner_rule(api: Api) -> None:
     assert "owner 'pub-a'" in doc["message"]
     assert await api.store.get_partition("orders/0") is not None
     forced = {"force": True, "reason": "topic deleted"}
-    status, doc = await api.call("POST", "/v1/partitions/orders%2F0/deregister", forced,
-                                 token=REGISTRAR)  # fmt: skip
+    status, doc = await api.call(
+        "POST", "/v1/partitions/orders%2F0/deregister", forced, token=REGISTRAR
+    )
     assert (status, doc["error"]) == (403, "forbidden")
-    status, doc = await api.call("POST", "/v1/partitions/orders%2F0/deregister", forced,
-                                 token=WRITER)  # fmt: skip
+    status, doc = await api.call(
+        "POST", "/v1/partitions/orders%2F0/deregister", forced, token=WRITER
+    )
     assert status == 403
     started = time.monotonic()
     status, doc = await api.call("POST", "/v1/partitions/orders%2F0/deregister", forced)
@@ -190,8 +201,9 @@ async def test_deregister_keeps_the_live_owner_rule(api: Api) -> None:
     assert time.monotonic() - started >= 0.05  # the revoke wait was honoured
     assert await api.store.get_partition("orders/0") is None
     await api.publisher.check_records()  # the owner's round: it sees its record gone
-    status, doc = await api.call("POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5},
-                                 token=WRITER)  # fmt: skip
+    status, doc = await api.call(
+        "POST", "/v1/partitions/orders%2F0/fence", {"epoch": 5}, token=WRITER
+    )
     assert (status, doc["error"]) == (404, "not_registered")
 
 
@@ -221,11 +233,11 @@ async def test_a_register_that_adopts_between_deregisters_check_and_delete_wins(
     record = await api.store.get_partition("spare")
     assert record is not None
     assert record.owner == "pub-a"
-    status, fence = await api.call("POST", "/v1/partitions/spare/fence", {"epoch": 5},
-                                   token=WRITER)  # fmt: skip
+    status, fence = await api.call("POST", "/v1/partitions/spare/fence", {"epoch": 5}, token=WRITER)
     assert status == 200, fence
-    status, doc = await api.call("POST", f"/v1/fences/{fence['token']}/commit", {"offset": 0},
-                                 token=WRITER)  # fmt: skip
+    status, doc = await api.call(
+        "POST", f"/v1/fences/{fence['token']}/commit", {"offset": 0}, token=WRITER
+    )
     assert status == 200, doc
     assert await api.store.get_partition("spare") is not None
 

@@ -214,9 +214,11 @@ class Calls:
             return made >= rounds and done()
 
         await wait_until(
-            round_done, timeout_s=120, what=what,
+            round_done,
+            timeout_s=120,
+            what=what,
             detail=lambda: f"{dict(self.seen)}; flood: {self.flood.report()}",
-        )  # fmt: skip
+        )
 
 
 @pytest.fixture
@@ -232,15 +234,19 @@ def open_files() -> Iterator[None]:
     except OSError:
         resets = False
     if resets:
-        pytest.fail("net.ipv4.tcp_abort_on_overflow is set: the kernel resets connections "
-                    "the server has not accepted yet; set it to 0 to run the flood")  # fmt: skip
+        pytest.fail(
+            "net.ipv4.tcp_abort_on_overflow is set: the kernel resets connections "
+            "the server has not accepted yet; set it to 0 to run the flood"
+        )
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= _OPEN_FILES:
         yield
         return
     if hard != resource.RLIM_INFINITY and hard < _OPEN_FILES:
-        pytest.fail(f"the flood needs {_OPEN_FILES} open files; RLIMIT_NOFILE allows {hard}: "
-                    "raise the hard limit (ulimit -Hn) to run it")
+        pytest.fail(
+            f"the flood needs {_OPEN_FILES} open files; RLIMIT_NOFILE allows {hard}: "
+            "raise the hard limit (ulimit -Hn) to run it"
+        )
     resource.setrlimit(resource.RLIMIT_NOFILE, (_OPEN_FILES, hard))
     try:
         yield
@@ -252,11 +258,24 @@ def open_files() -> Iterator[None]:
 async def test_probes_and_writers_are_answered_under_a_connection_flood(
     etcd_server: LocalEtcd, namespace: str, tmp_path: Path
 ) -> None:
-    serve = new_serve(etcd_server, namespace, tmp_path / "solo.log", "--register",
-                      "--max-connections", "400", "--max-connections-per-peer", "150",
-                      "--http-head-timeout", "1s", "--publish-interval", "0.2",
-                      "--drain-timeout", "0.5", partitions=("p/0",),
-                      owner="solo").start()  # fmt: skip
+    serve = new_serve(
+        etcd_server,
+        namespace,
+        tmp_path / "solo.log",
+        "--register",
+        "--max-connections",
+        "400",
+        "--max-connections-per-peer",
+        "150",
+        "--http-head-timeout",
+        "1s",
+        "--publish-interval",
+        "0.2",
+        "--drain-timeout",
+        "0.5",
+        partitions=("p/0",),
+        owner="solo",
+    ).start()
     port, base = serve.port, serve.url
     try:
         await asyncio.to_thread(serve.wait_ready)
@@ -267,9 +286,10 @@ async def test_probes_and_writers_are_answered_under_a_connection_flood(
         flood.start()
         await wait_until(
             lambda: flood.seen["too_many_from_peer"] >= 1000 and flood.seen["head_timeout"] >= 150,
-            timeout_s=60, what="the one-address flood held and refused",
+            timeout_s=60,
+            what="the one-address flood held and refused",
             detail=flood.report,
-        )  # fmt: skip
+        )
         # Another address is admitted as usual (never to the reserve: the pool has room),
         # for 5 rounds at least and through a wave of head timeouts (150 more: as many
         # as the flood holds), however fast this machine runs the flood.
@@ -281,8 +301,10 @@ async def test_probes_and_writers_are_answered_under_a_connection_flood(
         assert calls.slowest < PROBE_TIMEOUT_S, (calls.slowest, calls.seen)  # measured: <0.4 s
         assert calls.seen["writer_refused"] == calls.seen["probe_from_reserve"] == 0, calls.seen
         await flood.stop()
-        print(f"\none address: slowest probe {calls.slowest:.3f} s; {dict(calls.seen)}; "
-              f"{flood.report()}")  # fmt: skip
+        print(
+            f"\none address: slowest probe {calls.slowest:.3f} s; {dict(calls.seen)}; "
+            f"{flood.report()}"
+        )
         assert flood.seen["other"] == flood.seen["reset"] == flood.seen["connect_failed"] == 0, (
             flood.report()
         )
@@ -297,15 +319,21 @@ async def test_probes_and_writers_are_answered_under_a_connection_flood(
         # of head timeouts: the 400 held sockets and the flood's 8 places of the reserve.
         flood = Flood(port, ["127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"], 150)
         flood.start()
-        await wait_until(lambda: flood.seen["too_many_connections"] >= 200, timeout_s=60,
-                         what="four addresses filled --max-connections",
-                         detail=flood.report)  # fmt: skip
+        await wait_until(
+            lambda: flood.seen["too_many_connections"] >= 200,
+            timeout_s=60,
+            what="four addresses filled --max-connections",
+            detail=flood.report,
+        )
         calls, held = Calls(base, flood), flood.seen["head_timeout"]
         await calls.until(
-            lambda: calls.seen["probe_from_reserve"] >= 1 and calls.seen["writer_refused"] >= 1
-            and flood.seen["head_timeout"] >= held + 408,
+            lambda: (
+                calls.seen["probe_from_reserve"] >= 1
+                and calls.seen["writer_refused"] >= 1
+                and flood.seen["head_timeout"] >= held + 408
+            ),
             what="a probe answered from the reserve and a writer refused, through a wave",
-        )  # fmt: skip
+        )
         assert calls.slowest < PROBE_TIMEOUT_S, (calls.slowest, calls.seen)  # measured: <0.4 s
         await flood.stop()
         counted_before, counted = counted, _refusals(base)
@@ -318,8 +346,10 @@ async def test_probes_and_writers_are_answered_under_a_connection_flood(
         assert flood.seen["other"] == flood.seen["reset"] == flood.seen["connect_failed"] == 0, (
             flood.report()
         )
-        print(f"four addresses: slowest probe {calls.slowest:.3f} s; {dict(calls.seen)}; "
-              f"{flood.report()}")  # fmt: skip
+        print(
+            f"four addresses: slowest probe {calls.slowest:.3f} s; {dict(calls.seen)}; "
+            f"{flood.report()}"
+        )
 
         # A 10,000-character path: the API's JSON error document, counted as bad_request.
         status, body, _ = await asyncio.to_thread(_get, f"{base}/v1/partitions/{'x' * 10_000}")

@@ -30,9 +30,18 @@ def test_a_restart_on_the_same_port_right_after_exit_binds(
         assert client.recv(1000).startswith(b"HTTP/1.1 200")
         assert old.child.stop() == 0
     client.close()
-    new = new_serve(etcd_server, namespace, tmp_path / "again.log", "--take-over",
-                    "--insecure-no-auth", "--log-level", "warning", partitions=("orders/0",),
-                    owner="writer-gw-2", port=port).start()  # fmt: skip
+    new = new_serve(
+        etcd_server,
+        namespace,
+        tmp_path / "again.log",
+        "--take-over",
+        "--insecure-no-auth",
+        "--log-level",
+        "warning",
+        partitions=("orders/0",),
+        owner="writer-gw-2",
+        port=port,
+    ).start()
     try:
         new.wait_ready(30)
         assert "address already in use" not in new.tail().lower()

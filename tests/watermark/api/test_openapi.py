@@ -20,8 +20,14 @@ from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 ROOT = Path(__file__).resolve().parents[3]
-ROLE_OF = {Access.WRITE: "writer", Access.RECONCILE: "reconciler", Access.ADMIN: "admin",
-           Access.READ: "any", Access.REGISTER: "registrar", None: None}  # fmt: skip
+ROLE_OF = {
+    Access.WRITE: "writer",
+    Access.RECONCILE: "reconciler",
+    Access.ADMIN: "admin",
+    Access.READ: "any",
+    Access.REGISTER: "registrar",
+    None: None,
+}
 
 
 def test_the_checked_in_document_is_the_generated_one() -> None:
@@ -51,14 +57,28 @@ def test_every_error_code_the_server_answers_is_in_the_table() -> None:
     (unknown_fence, moved, the router's 404/405, internal_error) are all in ERROR_CODES;
     and the statuses in http_body agree with the table."""
     sources = sorted((ROOT / "watermark" / "api").glob("http_*.py"))  # the app and routes
-    literals = {n.value for path in sources for n in ast.walk(ast.parse(path.read_text()))
-                if isinstance(n, ast.Constant) and isinstance(n.value, str)}  # fmt: skip
-    used = {code for _, code in http_errors.ERRORS} | {"unknown_fence", "moved",
-            "internal_error", "not_found", "method_not_allowed", "unauthorized",
-            "forbidden"}  # fmt: skip
+    literals = {
+        n.value
+        for path in sources
+        for n in ast.walk(ast.parse(path.read_text()))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+    used = {code for _, code in http_errors.ERRORS} | {
+        "unknown_fence",
+        "moved",
+        "internal_error",
+        "not_found",
+        "method_not_allowed",
+        "unauthorized",
+        "forbidden",
+    }
     assert used <= literals | {"not_found", "method_not_allowed"}
-    for problem in (http_body.BadRequest, http_body.BodyTooLarge, http_body.BatchTooLarge,
-                    http_body.BodyTimeout):  # fmt: skip
+    for problem in (
+        http_body.BadRequest,
+        http_body.BodyTooLarge,
+        http_body.BatchTooLarge,
+        http_body.BodyTimeout,
+    ):
         assert ERROR_CODES[problem.code].status == problem.status
     assert used <= set(ERROR_CODES)
 

@@ -41,15 +41,37 @@ def test_a_live_server_conforms_to_its_openapi_document(
     """schemathesis finds no failure in any phase (exit 0) and tested every operation."""
     with live_serve(etcd_server, namespace, tmp_path) as serve:
         done = subprocess.run(
-            [str(SCHEMATHESIS), "run", serve.url + "/v1/openapi.json",
-             "-H", f"Authorization: Bearer {ADMIN}",
-             "--generation-deterministic", "--max-examples", "25", "--workers", "1",
-             "--checks", "all",
-             "--exclude-checks", "positive_data_acceptance,allow_header_conformance",
-             "--request-timeout", "10", "--no-color", "--output-truncate", "true",
-             "--report", "junit", "--report-dir", str(tmp_path / "report")],
-            capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path,
-        )  # fmt: skip
+            [
+                str(SCHEMATHESIS),
+                "run",
+                serve.url + "/v1/openapi.json",
+                "-H",
+                f"Authorization: Bearer {ADMIN}",
+                "--generation-deterministic",
+                "--max-examples",
+                "25",
+                "--workers",
+                "1",
+                "--checks",
+                "all",
+                "--exclude-checks",
+                "positive_data_acceptance,allow_header_conformance",
+                "--request-timeout",
+                "10",
+                "--no-color",
+                "--output-truncate",
+                "true",
+                "--report",
+                "junit",
+                "--report-dir",
+                str(tmp_path / "report"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+            cwd=tmp_path,
+        )
         assert serve.child.alive, serve.child.tail()
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-20000:]

@@ -27,8 +27,12 @@ def command(etcd: LocalEtcd, namespace: str, *args: str) -> subprocess.Completed
     program, *rest = args
     return subprocess.run(
         [sys.executable, "-m", program, *rest, "--etcd", etcd.endpoint, "--namespace", namespace],
-        capture_output=True, text=True, timeout=120, check=False, env=child_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=child_env(),
+    )
 
 
 def put(etcd: LocalEtcd, key: str, value: bytes) -> None:

@@ -26,8 +26,16 @@ async def test_a_partition_registered_over_http_is_hosted_again_after_a_sigkill(
 ) -> None:
     watermark(etcd_server, namespace, "epoch", "advance")
     tokens = token_file(tmp_path, writer=WRITER, registrar=REGISTRAR)
-    serve = new_serve(etcd_server, namespace, tmp_path / "serve.log", "--auth-token-file",
-                      str(tokens), "--member-lease-ttl", "2", owner="gw-1")  # fmt: skip
+    serve = new_serve(
+        etcd_server,
+        namespace,
+        tmp_path / "serve.log",
+        "--auth-token-file",
+        str(tokens),
+        "--member-lease-ttl",
+        "2",
+        owner="gw-1",
+    )
     try:
         serve.start().wait_ready(60)
         async with api_client(serve) as api:

@@ -34,8 +34,16 @@ async def test_a_commit_answered_200_always_leaves_its_record_in_etcd(
 ) -> None:
     watermark(etcd_server, namespace, "epoch", "advance")
     tokens = token_file(tmp_path, writer=WRITER, registrar=REGISTRAR, admin=ADMIN)
-    serve = new_serve(etcd_server, namespace, tmp_path / "serve.log", "--auth-token-file",
-                      str(tokens), "--log-level", "warning", owner="gw-1")  # fmt: skip
+    serve = new_serve(
+        etcd_server,
+        namespace,
+        tmp_path / "serve.log",
+        "--auth-token-file",
+        str(tokens),
+        "--log-level",
+        "warning",
+        owner="gw-1",
+    )
     kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
     try:
         serve.start().wait_ready(30)
@@ -56,8 +64,9 @@ async def test_a_commit_answered_200_always_leaves_its_record_in_etcd(
                 # the register then answers 404 not_registered (register again).
                 assert reg[0] == 200 or reg[1]["error"] == "not_registered", reg
                 assert dereg[0] in (200, 409), dereg
-                status, fence = await call(f"/v1/partitions/{name}/fence",
-                                           {"epoch": epoch, "timeout_s": 2}, WRITER)  # fmt: skip
+                status, fence = await call(
+                    f"/v1/partitions/{name}/fence", {"epoch": epoch, "timeout_s": 2}, WRITER
+                )
                 commit = f"/v1/fences/{fence.get('token')}/commit"
                 committed = status == 200 and (await call(commit, {"offset": 0}, WRITER))[0] == 200
                 if committed:

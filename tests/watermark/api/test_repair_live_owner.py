@@ -27,14 +27,27 @@ PATH = "orders%2F0"
 def admin(serve: Serve, *args: str) -> subprocess.CompletedProcess[str]:
     """`watermark ARGS` against the serve's etcd and namespace, as an operator runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "watermark", *args, "--etcd", serve.etcd,
-         "--namespace", serve.namespace],
-        capture_output=True, text=True, timeout=120, check=False, env=child_env(),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "watermark",
+            *args,
+            "--etcd",
+            serve.etcd,
+            "--namespace",
+            serve.namespace,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=child_env(),
+    )
 
 
-def call(serve: Serve, method: str, path: str, body: dict[str, Any] | None = None,
-         token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
+def call(
+    serve: Serve, method: str, path: str, body: dict[str, Any] | None = None, token: str = WRITER
+) -> tuple[int, dict[str, Any]]:
     return request(serve.url, method, path, body, token)
 
 
@@ -49,15 +62,24 @@ def put_by_hand(etcd: LocalEtcd, serve: Serve, doc: dict[str, Any]) -> None:
     """Write orders/0's record with etcdctl, behind l0gc's back (as an operator might)."""
     etcdctl = etcd_binary().with_name("etcdctl")
     subprocess.run(
-        [str(etcdctl), "--endpoints", etcd.endpoint, "put",
-         f"{serve.namespace}/partitions/{P}", json.dumps(doc)],
-        check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
+        [
+            str(etcdctl),
+            "--endpoints",
+            etcd.endpoint,
+            "put",
+            f"{serve.namespace}/partitions/{P}",
+            json.dumps(doc),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
 
 
 def fence(serve: Serve, epoch: int, timeout_s: float = 2.0) -> tuple[int, dict[str, Any]]:
-    return call(serve, "POST", f"/v1/partitions/{PATH}/fence",
-                {"epoch": epoch, "timeout_s": timeout_s})  # fmt: skip
+    return call(
+        serve, "POST", f"/v1/partitions/{PATH}/fence", {"epoch": epoch, "timeout_s": timeout_s}
+    )
 
 
 @pytest.fixture
@@ -68,8 +90,9 @@ def serve(etcd_server: LocalEtcd, namespace: str, tmp_path: Path) -> Iterator[Se
         for offset, epoch in enumerate((3, 4)):
             status, granted = fence(live, epoch)
             assert status == 200, granted
-            status, body = call(live, "POST", f"/v1/fences/{granted['token']}/commit",
-                                {"offset": offset})  # fmt: skip
+            status, body = call(
+                live, "POST", f"/v1/fences/{granted['token']}/commit", {"offset": offset}
+            )
             assert status == 200, body
         assert call(live, "GET", f"/v1/partitions/{PATH}")[1]["window"] == [3, 4]
         yield live
@@ -90,8 +113,20 @@ def test_a_raise_under_a_live_owner_is_refused_and_force_revokes_it_first(
     assert record(serve) == before
     status, early = fence(serve, 3)  # a writer one epoch behind, before the repair
     assert status == 200
-    forced = admin(serve, "partition", "repair", P, "--watermark", "3", "--force",
-                   "--reason", "test", "--revoke-wait", "3s", "--json")  # fmt: skip
+    forced = admin(
+        serve,
+        "partition",
+        "repair",
+        P,
+        "--watermark",
+        "3",
+        "--force",
+        "--reason",
+        "test",
+        "--revoke-wait",
+        "3s",
+        "--json",
+    )
     assert forced.returncode == 0, forced.stderr
     assert json.loads(forced.stdout)["owner_revoked"] is True
     after = record(serve)
@@ -114,8 +149,9 @@ def test_a_raise_written_behind_l0gcs_back_raises_the_owners_floor(
     put_by_hand(etcd_server, serve, {**record(serve), "watermark": 3})
     wait_until_sync(
         lambda: call(serve, "GET", f"/v1/partitions/{PATH}")[1]["published_watermark"] == 3,
-        timeout_s=30, what="the owner learned M(p) = 3",
-    )  # fmt: skip
+        timeout_s=30,
+        what="the owner learned M(p) = 3",
+    )
     status, body = fence(serve, 3, 0.5)
     assert (status, body["error"]) == (409, "stale_epoch")
     status, body = call(serve, "POST", f"/v1/fences/{held['token']}/commit", {"offset": 2})
@@ -133,8 +169,7 @@ def test_deregister_under_a_live_owner_is_refused_and_force_stops_the_owner(
     refused = admin(serve, "partition", "deregister", P)
     assert refused.returncode == 2, refused
     assert record(serve)["partition"] == P
-    forced = admin(serve, "partition", "deregister", P, "--force", "--revoke-wait", "3s",
-                   "--json")  # fmt: skip
+    forced = admin(serve, "partition", "deregister", P, "--force", "--revoke-wait", "3s", "--json")
     assert forced.returncode == 0, forced.stderr
     assert json.loads(forced.stdout)["deregistered"] == [P]
     status, body = fence(serve, 4, 0.5)
@@ -181,8 +216,9 @@ def test_repair_reset_tracker_unbricks_a_partition_and_refuses_lowering_owner_ep
     after = record(serve)
     assert after["tracker"] is None
     assert after["watermark"] == bricked["watermark"]
-    status, state = call(serve, "POST", f"/v1/partitions/{PATH}/adopt",
-                         {"log_end_offset": 1}, token=ADMIN)  # fmt: skip
+    status, state = call(
+        serve, "POST", f"/v1/partitions/{PATH}/adopt", {"log_end_offset": 1}, token=ADMIN
+    )
     assert status == 200, state
     assert state["window"][0] is None or state["window"][0] > after["watermark"]
     status, granted = fence(serve, 4)

@@ -135,14 +135,17 @@ def test_the_admin_commands_start_without_the_http_server() -> None:
     """`watermark epoch ...` and `partition ...` parse and run without importing aiohttp or
     the publisher runner (half the start-up CPU of every admin command); `serve` gets
     them when it runs."""
-    probe = ("import sys; import watermark.cli.main as m; "
-             "m.parse(['epoch', 'get', '--etcd', '127.0.0.1:1']); "
-             "m.parse(['partition', 'repair', 'p', '--etcd', '127.0.0.1:1']); "
-             "print(sorted(n for n in sys.modules if n == 'aiohttp' or n.startswith("
-             "('watermark.api.front', 'watermark.api.http_server', "
-             "'watermark.service.runner'))))")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    probe = (
+        "import sys; import watermark.cli.main as m; "
+        "m.parse(['epoch', 'get', '--etcd', '127.0.0.1:1']); "
+        "m.parse(['partition', 'repair', 'p', '--etcd', '127.0.0.1:1']); "
+        "print(sorted(n for n in sys.modules if n == 'aiohttp' or n.startswith("
+        "('watermark.api.front', 'watermark.api.http_server', "
+        "'watermark.service.runner'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -166,11 +169,27 @@ ETCD = {"L0GC_ETCD": "etcd-0:2379"}
 def test_serve_takes_durations_like_gcd() -> None:
     """`serve` takes 10s, 1.5, 500ms and 1m wherever it takes a duration."""
     invocation = parse(
-        ["serve", "--tick-interval", "10s", "--publish-interval", "500ms", "--hold-ttl", "1.5",
-         "--fence-timeout", "2s", "--drain-timeout", "1m", "--ticker-lease-ttl", "15s",
-         "--http-read-timeout", "250ms", "--etcd-timeout", "3s"],
+        [
+            "serve",
+            "--tick-interval",
+            "10s",
+            "--publish-interval",
+            "500ms",
+            "--hold-ttl",
+            "1.5",
+            "--fence-timeout",
+            "2s",
+            "--drain-timeout",
+            "1m",
+            "--ticker-lease-ttl",
+            "15s",
+            "--http-read-timeout",
+            "250ms",
+            "--etcd-timeout",
+            "3s",
+        ],
         ETCD,
-    )  # fmt: skip
+    )
     args = invocation.args
     assert (args.tick_interval, args.publish_interval, args.hold_ttl) == (10.0, 0.5, 1.5)
     assert (args.fence_timeout, args.drain_timeout, args.ticker_lease_ttl) == (2.0, 60.0, 15)
@@ -228,12 +247,16 @@ def test_config_file_errors_name_the_key(tmp_path: Path) -> None:
     """An unknown key (with the closest one) or a bad value in the file is a usage error."""
     config = tmp_path / "watermark.toml"
     config.write_text("tick_intervall = 10\n")
-    with pytest.raises(ConfigError, match=r"unknown key 'tick_intervall' \(did you mean "
-                       r"'tick_interval'\?\)"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown key 'tick_intervall' \(did you mean "
+        r"'tick_interval'\?\)",
+    ):
         parse(["serve", "--config", str(config)], ETCD)
     config.write_text('tick_interval = "often"\n')
-    with pytest.raises(ConfigError, match=f"config key tick_interval in {config}: invalid "
-                       "value 'often'"):  # fmt: skip
+    with pytest.raises(
+        ConfigError, match=f"config key tick_interval in {config}: invalid value 'often'"
+    ):
         parse(["serve", "--config", str(config)], ETCD)
 
 
@@ -283,12 +306,14 @@ def test_every_flag_has_an_env_var_a_config_key_and_a_shown_default() -> None:
 
 @pytest.mark.parametrize(
     ("argv", "variable", "dest"),
-    [(["serve"], "L0GC_REGISTER", "register"),
-     (["serve"], "L0GC_NO_IDLE_ADVANCE", "no_idle_advance"),
-     (["serve"], "L0GC_INSECURE_NO_AUTH", "insecure_no_auth"),
-     (["serve"], "L0GC_JSON", "json"),
-     (["partition", "list"], "L0GC_JSON", "json")],
-)  # fmt: skip
+    [
+        (["serve"], "L0GC_REGISTER", "register"),
+        (["serve"], "L0GC_NO_IDLE_ADVANCE", "no_idle_advance"),
+        (["serve"], "L0GC_INSECURE_NO_AUTH", "insecure_no_auth"),
+        (["serve"], "L0GC_JSON", "json"),
+        (["partition", "list"], "L0GC_JSON", "json"),
+    ],
+)
 def test_switches_have_env_vars(argv: list[str], variable: str, dest: str) -> None:
     """The switches that had no variable (--register, --no-idle-advance, --json) now do."""
     assert getattr(parse(argv, {**ETCD, variable: "true"}).args, dest) is True
@@ -343,9 +368,18 @@ async def test_serve_fences_over_http_and_publishes_on_sigterm(
     """`watermark serve`: ready, fence+commit+reconciled over HTTP, SIGTERM -> 0, final publish."""
     env = environment(etcd_server, namespace)
     log = tmp_path / "serve.log"
-    serve = new_serve(None, None, log, "--register", "--publish-interval", "3600",
-                      "--no-idle-advance", partitions=("orders/0",), owner="serve-test",
-                      env=env).start()  # fmt: skip
+    serve = new_serve(
+        None,
+        None,
+        log,
+        "--register",
+        "--publish-interval",
+        "3600",
+        "--no-idle-advance",
+        partitions=("orders/0",),
+        owner="serve-test",
+        env=env,
+    ).start()
     base = serve.url
     try:
         await asyncio.to_thread(serve.wait_ready, 30)
@@ -443,8 +477,16 @@ async def test_serve_reloads_its_tokens_on_sighup_and_exits_130_on_sigint(
     tokens.write_text(f"writer:{old}\n")
     tokens.chmod(0o600)
     log = tmp_path / "serve.log"
-    serve = new_serve(None, None, log, "--register", "--auth-token-file", str(tokens),
-                      partitions=("orders/0",), env=env).start()  # fmt: skip
+    serve = new_serve(
+        None,
+        None,
+        log,
+        "--register",
+        "--auth-token-file",
+        str(tokens),
+        partitions=("orders/0",),
+        env=env,
+    ).start()
     listing = f"{serve.url}/v1/partitions"
     try:
         await asyncio.to_thread(serve.wait_ready, 30)

@@ -58,12 +58,14 @@ def test_repair_raises_m_by_cas_and_refuses_lowering_without_force(
     assert too_high.returncode == 2
     assert "below the cluster epoch 6" in too_high.stderr
     assert run(etcd_server, namespace, "epoch", "advance").returncode == 0
-    dry = run(etcd_server, namespace, "partition", "repair", "orders/0", "--watermark", "6",
-              "--dry-run")  # fmt: skip
+    dry = run(
+        etcd_server, namespace, "partition", "repair", "orders/0", "--watermark", "6", "--dry-run"
+    )
     assert (dry.returncode, dry.stdout.split(":")[0]) == (0, "would repair (dry run) 'orders/0'")
     assert stored(etcd_server, namespace, "orders/0")["watermark"] == 5
-    raised = run(etcd_server, namespace, "partition", "repair", "orders/0", "--watermark", "6",
-                 "--json")  # fmt: skip
+    raised = run(
+        etcd_server, namespace, "partition", "repair", "orders/0", "--watermark", "6", "--json"
+    )
     assert raised.returncode == 0, raised.stderr
     doc = json.loads(raised.stdout)
     assert (doc["written"], doc["forced"], doc["previous"]["watermark"]) == (True, False, 5)
@@ -72,8 +74,18 @@ def test_repair_raises_m_by_cas_and_refuses_lowering_without_force(
     assert lowered.returncode == 2
     assert "refusing to lower M(p) from 6 to 4" in lowered.stderr
     assert stored(etcd_server, namespace, "orders/0")["watermark"] == 6
-    forced = run(etcd_server, namespace, "partition", "repair", "orders/0", "--watermark", "4",
-                 "--force", "--reason", "restored from backup")  # fmt: skip
+    forced = run(
+        etcd_server,
+        namespace,
+        "partition",
+        "repair",
+        "orders/0",
+        "--watermark",
+        "4",
+        "--force",
+        "--reason",
+        "restored from backup",
+    )
     assert forced.returncode == 0, forced.stderr
     assert "watermark.partition_repair_forced" in forced.stderr
     assert "restored from backup" in forced.stderr
@@ -95,8 +107,18 @@ def test_repair_replaces_a_malformed_record_the_sweepers_refuse(
     missing = run(etcd_server, namespace, "partition", "repair", "orders/0", "--watermark", "1")
     assert missing.returncode == 2
     assert "--created-epoch" in missing.stderr
-    fixed = run(etcd_server, namespace, "partition", "repair", "orders/0", "--watermark", "1",
-                "--created-epoch", "2", "--json")  # fmt: skip
+    fixed = run(
+        etcd_server,
+        namespace,
+        "partition",
+        "repair",
+        "orders/0",
+        "--watermark",
+        "1",
+        "--created-epoch",
+        "2",
+        "--json",
+    )
     assert fixed.returncode == 0, fixed.stderr
     assert json.loads(fixed.stdout)["malformed"].startswith("partition 'orders/0'")
     record = stored(etcd_server, namespace, "orders/0")

@@ -25,12 +25,23 @@ def test_serve_on_a_terminal_prints_one_listening_line(
     etcd_server: LocalEtcd, namespace: str, tmp_path: Path
 ) -> None:
     port, probes = free_port(), free_port()
-    argv = serve_args(etcd_server, namespace, "--register", "--probe-port", str(probes),
-                      port=port, partitions=("p/0",), owner="tty")  # fmt: skip
+    argv = serve_args(
+        etcd_server,
+        namespace,
+        "--register",
+        "--probe-port",
+        str(probes),
+        port=port,
+        partitions=("p/0",),
+        owner="tty",
+    )
     leader, follower = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "watermark", *argv], stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=follower, cwd=tmp_path,
+        [sys.executable, "-m", "watermark", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        cwd=tmp_path,
     )
     os.close(follower)
     said = b""
@@ -52,5 +63,7 @@ def test_serve_on_a_terminal_prints_one_listening_line(
         process.wait(timeout=30)
         os.close(leader)
     line = next(t for t in said.decode().splitlines() if "listening on" in t)
-    assert line.strip() == (f"watermark serve: listening on http://127.0.0.1:{port}; probes "
-                            f"and /metrics on http://127.0.0.1:{probes}")  # fmt: skip
+    assert line.strip() == (
+        f"watermark serve: listening on http://127.0.0.1:{port}; probes "
+        f"and /metrics on http://127.0.0.1:{probes}"
+    )

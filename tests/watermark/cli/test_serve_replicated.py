@@ -25,9 +25,18 @@ def test_replica_options_are_read_and_checked_before_etcd() -> None:
     """Durations as elsewhere; a lease shorter than 2 s, an interval above half the TTL
     and an advertise URL with a path are usage errors naming the flag."""
     invocation = parse(
-        ["serve", "--replicated", "--member-lease-ttl", "10s", "--membership-interval", "1s",
-         "--advertise-url", "https://10.0.0.5:8443"], ETCD,
-    )  # fmt: skip
+        [
+            "serve",
+            "--replicated",
+            "--member-lease-ttl",
+            "10s",
+            "--membership-interval",
+            "1s",
+            "--advertise-url",
+            "https://10.0.0.5:8443",
+        ],
+        ETCD,
+    )
     args = invocation.args
     assert (args.replicated, args.member_lease_ttl, args.membership_interval) == (True, 10, 1.0)
     assert args.advertise_url == "https://10.0.0.5:8443"
@@ -55,10 +64,21 @@ async def test_one_replica_owns_everything_and_releases_it_on_sigterm(
 ) -> None:
     """Alone, a replica claims and serves every partition; its owner route says so;
     SIGTERM leaves no claim and no member record behind, and it exits 0."""
-    serve = new_serve(etcd_server, namespace, tmp_path / "solo.log", "--replicated",
-                      "--register", "--member-lease-ttl", "2", "--membership-interval", "0.2",
-                      "--drain-timeout", "0.5", partitions=("p/0-3",),
-                      owner="solo").start()  # fmt: skip
+    serve = new_serve(
+        etcd_server,
+        namespace,
+        tmp_path / "solo.log",
+        "--replicated",
+        "--register",
+        "--member-lease-ttl",
+        "2",
+        "--membership-interval",
+        "0.2",
+        "--drain-timeout",
+        "0.5",
+        partitions=("p/0-3",),
+        owner="solo",
+    ).start()
     try:
         url = serve.url
         await asyncio.to_thread(serve.wait_ready)

@@ -45,14 +45,25 @@ EXIT_SLACK_S = 10.0
 
 
 def _start(etcd: LocalEtcd, namespace: str, owner: str, log: Path, *extra: str) -> Serve:
-    return new_serve(etcd, namespace, log, *COMMON, *extra, partitions=PARTITIONS,
-                     owner=owner).start()  # fmt: skip
+    return new_serve(
+        etcd, namespace, log, *COMMON, *extra, partitions=PARTITIONS, owner=owner
+    ).start()
 
 
-def _run(etcd: LocalEtcd, namespace: str, owner: str, port: int,
-         *extra: str) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    argv = serve_args(etcd, namespace, *COMMON, "--member-lease-ttl", str(TTL_S), *extra,
-                      port=port, partitions=PARTITIONS, owner=owner)  # fmt: skip
+def _run(
+    etcd: LocalEtcd, namespace: str, owner: str, port: int, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    argv = serve_args(
+        etcd,
+        namespace,
+        *COMMON,
+        "--member-lease-ttl",
+        str(TTL_S),
+        *extra,
+        port=port,
+        partitions=PARTITIONS,
+        owner=owner,
+    )
     return run_cli("watermark", *argv, env=child_env())
 
 
@@ -129,22 +140,32 @@ async def test_a_failed_start_leaves_the_partitions_and_the_live_publisher_alone
         # A rolling restart: the first stops cleanly (its liveness key goes with it), the
         # next adopts at once, without waiting out a lease.
         assert await asyncio.to_thread(first.stop, 30.0) == 0
-        second = _start(etcd_server, namespace, "c", tmp_path / "c.log", "--member-lease-ttl",
-                        str(TTL_S))  # fmt: skip
+        second = _start(
+            etcd_server, namespace, "c", tmp_path / "c.log", "--member-lease-ttl", str(TTL_S)
+        )
         try:  # it would exit 2 if A's key (30 s) were left
             await asyncio.to_thread(second.wait_ready)
             assert await _owners(etcd_server, namespace) == {"p/0": ("c", 2), "p/1": ("c", 2)}
 
             # --take-over: the operator's explicit choice takes them from a live owner.
-            forced = _start(etcd_server, namespace, "d", tmp_path / "d.log",
-                            "--member-lease-ttl", str(TTL_S), "--take-over")  # fmt: skip
+            forced = _start(
+                etcd_server,
+                namespace,
+                "d",
+                tmp_path / "d.log",
+                "--member-lease-ttl",
+                str(TTL_S),
+                "--take-over",
+            )
             try:
+
                 async def taken_over() -> bool:
                     assert forced.alive, forced.tail()
                     return (await _owners(etcd_server, namespace))["p/1"][0] == "d"  # adopted last
 
-                await wait_until(taken_over, timeout_s=60, what="--take-over adopted p/1",
-                                 detail=forced.tail)  # fmt: skip
+                await wait_until(
+                    taken_over, timeout_s=60, what="--take-over adopted p/1", detail=forced.tail
+                )
                 assert await _owners(etcd_server, namespace) == {"p/0": ("d", 3), "p/1": ("d", 3)}
             finally:
                 forced.stop(15.0)

@@ -79,8 +79,14 @@ async def fleet(
         port = _common_port()
         run_dir = tmp_path / f"attempt-{attempt}"
         run_dir.mkdir()
-        replicas = LocalReplicas([etcd_server.endpoint], namespace, PARTITIONS, run_dir,
-                                 tick_interval_s=3600, fleet_urls=f"http://127.0.0.0/29:{port}")
+        replicas = LocalReplicas(
+            [etcd_server.endpoint],
+            namespace,
+            PARTITIONS,
+            run_dir,
+            tick_interval_s=3600,
+            fleet_urls=f"http://127.0.0.0/29:{port}",
+        )
         try:
             for name, host in HOSTS.items():
                 await asyncio.to_thread(replicas.start, name, host=host, port=port)
@@ -97,8 +103,9 @@ async def fleet(
             async def settled() -> bool:
                 return await replicas.hosted(session, token) == expected
 
-            await wait_until(settled, timeout_s=30, what="each replica to own its share",
-                             detail=replicas.logs)  # fmt: skip
+            await wait_until(
+                settled, timeout_s=30, what="each replica to own its share", detail=replicas.logs
+            )
         yield replicas, port
     finally:
         await asyncio.to_thread(replicas.stop_all, 15.0)
@@ -113,8 +120,11 @@ async def forged(fleet: tuple[LocalReplicas, int]) -> AsyncIterator[tuple[dict[s
     seen: list[str | None] = []
 
     async def forge(request: web.Request) -> web.Response:
-        return web.json_response({"error": "moved", "message": "owned elsewhere"}, status=307,
-                                 headers={"Location": targets["to"] + request.path_qs})
+        return web.json_response(
+            {"error": "moved", "message": "owned elsewhere"},
+            status=307,
+            headers={"Location": targets["to"] + request.path_qs},
+        )
 
     async def steal(request: web.Request) -> web.Response:
         seen.append(request.headers.get("Authorization"))
@@ -196,8 +206,10 @@ async def test_a_redirect_outside_the_fleet_pattern_is_still_refused(
         assert f"http://{ATTACKER}:{port}" in str(refused.value)
 
     def sync_refused() -> None:
-        with (WriterClient([forger], token=token, retry=FAST, fleet=pattern) as client,
-              pytest.raises(RedirectRefused)):  # fmt: skip
+        with (
+            WriterClient([forger], token=token, retry=FAST, fleet=pattern) as client,
+            pytest.raises(RedirectRefused),
+        ):
             client.fence("orders/0", 1)
 
     await asyncio.to_thread(sync_refused)
@@ -211,7 +223,9 @@ async def test_a_redirect_outside_the_fleet_pattern_is_still_refused(
 
 
 async def test_the_node_writer_follows_the_fleet_and_nothing_else(
-    fleet: tuple[LocalReplicas, int], forged: tuple[dict[str, str], list], s3_server: LocalS3,
+    fleet: tuple[LocalReplicas, int],
+    forged: tuple[dict[str, str], list],
+    s3_server: LocalS3,
     bucket: str,
 ) -> None:
     """examples/node-writer with L0GC_FLEET: writes to partitions owned by the other two
@@ -222,31 +236,50 @@ async def test_the_node_writer_follows_the_fleet_and_nothing_else(
     assert NODE is not None, "node (20) is on every machine of this project: install it"
     owned = replicas.assigned()
     others = [next(p for p in PARTITIONS if owned[p] == name) for name in ("r1", "r2")]
-    base = {**child_env(), "L0GC_PUBLISHERS": replicas.procs["r0"].url,
-            "L0GC_TOKEN": replicas.tokens["writer"], "S3_ENDPOINT": s3_server.endpoint_url,
-            "S3_BUCKET": bucket, "PATH": os.environ.get("PATH", "")}  # fmt: skip
+    base = {
+        **child_env(),
+        "L0GC_PUBLISHERS": replicas.procs["r0"].url,
+        "L0GC_TOKEN": replicas.tokens["writer"],
+        "S3_ENDPOINT": s3_server.endpoint_url,
+        "S3_BUCKET": bucket,
+        "PATH": os.environ.get("PATH", ""),
+    }
 
     def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([NODE, str(WRITER_JS), "write", "1"], capture_output=True,
-                              text=True, timeout=60, check=False, env=env)  # fmt: skip
+        return subprocess.run(
+            [NODE, str(WRITER_JS), "write", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=env,
+        )
 
     pattern = f"http://127.0.0.0/29:{port}"
     for partition in others:
         plain = await asyncio.to_thread(run, {**base, "L0GC_PARTITION": partition})
         assert plain.returncode == 1
         assert "refused: not a configured publisher nor in L0GC_FLEET" in plain.stderr
-        done = await asyncio.to_thread(run, {**base, "L0GC_PARTITION": partition,
-                                             "L0GC_FLEET": pattern})  # fmt: skip
+        done = await asyncio.to_thread(
+            run, {**base, "L0GC_PARTITION": partition, "L0GC_FLEET": pattern}
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["offset"] == 0
     targets["to"] = f"http://{ATTACKER}:{port}"
-    forged_run = await asyncio.to_thread(run, {**base, "L0GC_PARTITION": others[0],
-                                               "L0GC_FLEET": pattern,
-                                               "L0GC_PUBLISHERS": f"http://{FORGER}:{port}"})
+    forged_run = await asyncio.to_thread(
+        run,
+        {
+            **base,
+            "L0GC_PARTITION": others[0],
+            "L0GC_FLEET": pattern,
+            "L0GC_PUBLISHERS": f"http://{FORGER}:{port}",
+        },
+    )
     assert forged_run.returncode == 1
     assert f"redirect to http://{ATTACKER}:{port} refused" in forged_run.stderr
     assert seen == []
-    bad = await asyncio.to_thread(run, {**base, "L0GC_PARTITION": others[0],
-                                        "L0GC_FLEET": "http://10.0.0.0/99:8080"})
+    bad = await asyncio.to_thread(
+        run, {**base, "L0GC_PARTITION": others[0], "L0GC_FLEET": "http://10.0.0.0/99:8080"}
+    )
     assert bad.returncode == 1
     assert "is not an IPv4 CIDR network" in bad.stderr

@@ -96,7 +96,10 @@ def test_both_clients_register_and_deregister_partitions(serve: Serve) -> None:
         with pytest.raises(ApiError) as typo:
             writer.fence("evnts/3", epoch)
         assert (typo.value.code, typo.value.action, typo.value.status) == (
-            "not_registered", "stop", 404)  # fmt: skip
+            "not_registered",
+            "stop",
+            404,
+        )
 
     async def unowned() -> tuple[dict[str, object], dict[str, object]]:
         async with AsyncWriterClient([serve.url], token=ADMIN, retry=FAST) as client:
@@ -129,14 +132,23 @@ class Forger:
         async def forge(request: web.Request) -> web.Response:
             return web.json_response(
                 {"error": "moved", "message": "owned elsewhere", "owner": "x", "address": ""},
-                status=307, headers={"Location": self.target + request.path_qs},
-            )  # fmt: skip
+                status=307,
+                headers={"Location": self.target + request.path_qs},
+            )
 
         async def steal(request: web.Request) -> web.Response:
             self.seen.append(request.headers.get("Authorization"))
-            return web.json_response({"token": "fake", "partition": "orders/0", "epoch": 3,
-                                      "window": [3, 3], "slid": False, "deadline": None,
-                                      "expires_in_s": None})  # fmt: skip
+            return web.json_response(
+                {
+                    "token": "fake",
+                    "partition": "orders/0",
+                    "epoch": 3,
+                    "window": [3, 3],
+                    "slid": False,
+                    "deadline": None,
+                    "expires_in_s": None,
+                }
+            )
 
         for name, handler in (("forger", forge), ("attacker", steal)):
             app = web.Application()
@@ -195,4 +207,3 @@ def test_a_forged_redirect_never_carries_the_token_outside_the_set(
         assert fence.base == serve.url
         assert client.commit(fence, 50)["last_applied_offset"] == 50
         assert client.publishers.candidates("orders/0")[0] == serve.url
-

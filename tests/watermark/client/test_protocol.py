@@ -25,9 +25,15 @@ def test_redirects_are_followed_only_inside_the_publisher_set() -> None:
     including another port or scheme on the same host, is RedirectRefused (action stop)."""
     publishers = PublisherSet([A, B + "/"])
     assert publishers.follow("http://PUB-B:8080/v1/partitions/x/fence") == B
-    for forged in ("http://attacker:29999/v1/x", "https://pub-b:8080/v1/x",
-                   "http://pub-b:8081/v1/x", "http://pub-b.evil:8080/", "/v1/relative", ""):
-        with pytest.raises(RedirectRefused) as refused:  # fmt: skip
+    for forged in (
+        "http://attacker:29999/v1/x",
+        "https://pub-b:8080/v1/x",
+        "http://pub-b:8081/v1/x",
+        "http://pub-b.evil:8080/",
+        "/v1/relative",
+        "",
+    ):
+        with pytest.raises(RedirectRefused) as refused:
             publishers.follow(forged)
         assert refused.value.action == "stop"
         assert "token was not sent" in str(refused.value)
@@ -93,16 +99,24 @@ def test_retry_codes_are_retried_with_backoff_and_the_rest_raise_with_their_acti
     assert exchange.pause_s == pytest.approx(1.0)
     assert not exchange.answered(503, {"error": "fence_timeout"}, retry_after=None, location=None)
     with pytest.raises(ApiError) as spent:
-        exchange.answered(503, {"error": "fence_timeout", "message": "m"}, retry_after=None,
-                          location=None)  # fmt: skip
-    assert (spent.value.status, spent.value.code, spent.value.action) == (503, "fence_timeout",
-                                                                         "retry")  # fmt: skip
-    for status, code, action in ((409, "stale_epoch", "reupload"), (410, "fence_expired",
-                                 "refence"), (400, "bad_request", "stop"),
-                                 (409, "already_committed", "stop")):  # fmt: skip
+        exchange.answered(
+            503, {"error": "fence_timeout", "message": "m"}, retry_after=None, location=None
+        )
+    assert (spent.value.status, spent.value.code, spent.value.action) == (
+        503,
+        "fence_timeout",
+        "retry",
+    )
+    for status, code, action in (
+        (409, "stale_epoch", "reupload"),
+        (410, "fence_expired", "refence"),
+        (400, "bad_request", "stop"),
+        (409, "already_committed", "stop"),
+    ):
         with pytest.raises(ApiError) as raised:
-            Exchange(PublisherSet([A]), FAST).answered(status, {"error": code}, retry_after=None,
-                                                      location=None)  # fmt: skip
+            Exchange(PublisherSet([A]), FAST).answered(
+                status, {"error": code}, retry_after=None, location=None
+            )
         assert raised.value.action == action
 
 
@@ -140,9 +154,16 @@ def test_actions_come_from_the_one_error_table() -> None:
 
 def test_the_epoch_answer_stamps_max_of_epoch_and_created_epochs() -> None:
     """EpochInfo.stamp = max(epoch, created_epoch of each partition)."""
-    info = EpochInfo.of({"version": 1, "epoch": 7, "partitions": [
-        {"partition": "a", "created_epoch": 9, "window": [9, 9]},
-        {"partition": "b", "created_epoch": 2, "window": [5, 7]}]})  # fmt: skip
+    info = EpochInfo.of(
+        {
+            "version": 1,
+            "epoch": 7,
+            "partitions": [
+                {"partition": "a", "created_epoch": 9, "window": [9, 9]},
+                {"partition": "b", "created_epoch": 2, "window": [5, 7]},
+            ],
+        }
+    )
     assert info.stamp(["b"]) == 7
     assert info.stamp(["a", "b"]) == 9
     assert partition_path("orders/0", "/fence") == "/v1/partitions/orders%2F0/fence"

@@ -64,21 +64,25 @@ def test_each_method_only_drives_its_own_operation(module: Any) -> None:
     tree = ast.parse(Path(module.__file__).read_text())
     methods = [
         node
-        for cls in tree.body if isinstance(cls, ast.ClassDef)
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef)
         for node in cls.body
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ROUTES
-    ]  # fmt: skip
+    ]
     assert sorted(m.name for m in methods) == sorted(ROUTES)
     for method in methods:
         called = {
             node.func.attr
             for node in ast.walk(method)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name) and node.func.value.id == "routes"
-        }  # fmt: skip
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "routes"
+        }
         assert called == {method.name}, method.name
-        assert not any(isinstance(n, ast.For | ast.While | ast.JoinedStr)
-                       for n in ast.walk(method)), method.name  # fmt: skip
+        assert not any(
+            isinstance(n, ast.For | ast.While | ast.JoinedStr) for n in ast.walk(method)
+        ), method.name
 
 
 class Answers:
@@ -95,8 +99,15 @@ class Answers:
         return answer
 
 
-FENCE = {"token": "t1", "partition": "orders/0", "epoch": 7, "window": [None, None],
-         "deadline": None, "expires_in_s": 30.0, "slid": False}  # fmt: skip
+FENCE = {
+    "token": "t1",
+    "partition": "orders/0",
+    "epoch": 7,
+    "window": [None, None],
+    "deadline": None,
+    "expires_in_s": 30.0,
+    "slid": False,
+}
 
 
 def test_operations_build_the_apis_requests() -> None:
@@ -123,5 +134,7 @@ def test_operations_build_the_apis_requests() -> None:
     drive_sync(routes.reconciled(to, "p q", 5), answers)
     drive_sync(routes.reconciled(to, "p q", 5, log_end_offset=9), answers)
     assert [body for _, _, body in answers.sent] == [
-        {"offset": 5}, {"offset": 5, "log_end_offset": 9}]
+        {"offset": 5},
+        {"offset": 5, "log_end_offset": 9},
+    ]
     assert answers.sent[0][1] == "http://a:1/v1/partitions/p%20q/reconciled"

@@ -321,11 +321,13 @@ def test_member_records_round_trip_and_bind_their_lease() -> None:
         (b'{"version": 1, "member": "a", "address": "http://a/x", "partitions": "p"}', "URL"),
         (b'{"version": 1, "member": "a", "address": "http://a:1", "partitions": 5}', "str"),
         (b'{"version": 1, "member": "a", "address": "http://a:1", "partitions": "p,p"}', "twice"),
-        (b'{"version": 1, "member": "a\\u0000", "address": "http://a:1", "partitions": "p"}',
-         "printable"),
+        (
+            b'{"version": 1, "member": "a\\u0000", "address": "http://a:1", "partitions": "p"}',
+            "printable",
+        ),
         (b"\xff", "UTF-8"),
     ],
-)  # fmt: skip
+)
 def test_hostile_member_records_are_refused(raw: bytes, problem: str) -> None:
     """Whatever bytes are under a member key, decoding says why it refuses them."""
     with pytest.raises(InvalidRecord, match=problem):

@@ -41,9 +41,16 @@ def test_encode_decode_round_trip_and_endpoint_normalised() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b"", b"[]", b'{"version": 1.0}', b'{"version": true}', b"[" * 100_000,
-     b'{"version":1,"namespace":"/a","namespace":"/b"}', b'{"version":1,"bound_at":NaN}'],
-)  # fmt: skip
+    [
+        b"",
+        b"[]",
+        b'{"version": 1.0}',
+        b'{"version": true}',
+        b"[" * 100_000,
+        b'{"version":1,"namespace":"/a","namespace":"/b"}',
+        b'{"version":1,"bound_at":NaN}',
+    ],
+)
 def test_hostile_bindings_are_refused_not_crashing(raw: bytes) -> None:
     """Bad bytes raise InvalidRecord (never RecursionError or anything else)."""
     with pytest.raises(InvalidRecord):
@@ -93,20 +100,22 @@ def test_every_mismatch_is_refused_naming_both_sides() -> None:
 def test_an_unbound_refusal_names_the_bind_command_of_its_own_storage() -> None:
     """S3: bucket, root and endpoint flags; Azure: account URL and container (the command
     itself runs in tests/gcd/cli/test_storage_azure.py)."""
-    azure = StorageTarget("l0gc", "level_zero/data", "https://acct.blob.core.windows.net",
-                          kind="azure")  # fmt: skip
+    azure = StorageTarget(
+        "l0gc", "level_zero/data", "https://acct.blob.core.windows.net", kind="azure"
+    )
     expected = {
         TARGET: "watermark namespace bind --bucket bucket-a --root level_zero/data "
-                "--endpoint-url http://127.0.0.1:9000",
+        "--endpoint-url http://127.0.0.1:9000",
         StorageTarget("bucket-a", "r"): "watermark namespace bind --bucket bucket-a --root r",
         azure: "watermark namespace bind --storage azure --account-url "
-               "https://acct.blob.core.windows.net --container l0gc --root level_zero/data",
+        "https://acct.blob.core.windows.net --container l0gc --root level_zero/data",
         StorageTarget("g", "r", kind="gcs"): "watermark namespace bind --storage gcs --bucket g "
-                                             "--root r",
-        StorageTarget("g", "r", "http://127.0.0.1:4443", kind="gcs"):
-            "watermark namespace bind --storage gcs --bucket g --root r "
-            "--endpoint-url http://127.0.0.1:4443",
-    }  # fmt: skip
+        "--root r",
+        StorageTarget(
+            "g", "r", "http://127.0.0.1:4443", kind="gcs"
+        ): "watermark namespace bind --storage gcs --bucket g --root r "
+        "--endpoint-url http://127.0.0.1:4443",
+    }
     for target, command in expected.items():
         assert f"`{command}`" in str(check_binding(NS, None, "c1", target, None))
 
@@ -122,10 +131,14 @@ def test_directories_below_the_root_outermost_first() -> None:
     assert list(islice(directories_below(f"{INNER}/000/k", OUTER), 5)) == [INNER, f"{INNER}/000"]
     assert list(islice(directories_below(f"{OUTER}/k", OUTER), 5)) == []
     assert list(islice(directories_below(f"{OUTER}/4/5/k", OUTER), 5)) == [
-        f"{OUTER}/4", f"{OUTER}/4/5"]  # fmt: skip
+        f"{OUTER}/4",
+        f"{OUTER}/4/5",
+    ]
     assert list(islice(directories_below(f"{OUTER}//k", OUTER), 5)) == [f"{OUTER}/"]
     assert list(islice(directories_below(f"{OUTER}/4//k", OUTER), 5)) == [
-        f"{OUTER}/4", f"{OUTER}/4/"]  # fmt: skip
+        f"{OUTER}/4",
+        f"{OUTER}/4/",
+    ]
     assert list(islice(directories_below("a/b/k", ""), 5)) == ["a", "a/b"]  # bucket top
 
 
@@ -182,8 +195,7 @@ def test_only_directories_whose_claim_sorts_after_the_key_may_precede_it() -> No
     assert list(islice(may_precede_claim(f"{OUTER}/4/5/-k", OUTER), 5)) == [f"{OUTER}/4/5"]
     assert list(islice(may_precede_claim(f"{OUTER}//-k", OUTER), 5)) == [f"{OUTER}/"]
     assert list(islice(may_precede_claim(f"{OUTER}/4//-k", OUTER), 5)) == [f"{OUTER}/4/"]
-    assert list(islice(may_precede_claim(f"{INNER}/-a/-b/k", OUTER), 5)) == [
-        INNER, f"{INNER}/-a"]  # fmt: skip
+    assert list(islice(may_precede_claim(f"{INNER}/-a/-b/k", OUTER), 5)) == [INNER, f"{INNER}/-a"]
 
 
 @settings(max_examples=500)
@@ -192,8 +204,9 @@ def test_the_quick_test_says_what_every_directory_comparison_says(parts: list[st
     """`may_precede_claim` skips keys in which no segment below the root starts below
     '/' (or is empty): it gives what comparing at every directory gives, for any key."""
     key = f"{OUTER}/{''.join(parts)}"
-    compared = [d for d in directories_below(key, OUTER)
-                if key[len(d) + 1 :].encode() < CLAIM_NAME.encode()]  # fmt: skip
+    compared = [
+        d for d in directories_below(key, OUTER) if key[len(d) + 1 :].encode() < CLAIM_NAME.encode()
+    ]
     assert list(may_precede_claim(key, OUTER)) == compared
 
 
@@ -229,8 +242,12 @@ def test_an_ancestor_claim_blocks_unless_it_is_this_namespace_in_this_cluster() 
     assert check_ancestor_claims(NS, "c1", inner, {INNER: _claim("/l0gc/b", INNER)}) is None
     assert check_ancestor_claims(NS, "c1", inner, {OUTER: _claim(NS, OUTER)}) is None
     assert check_ancestor_claims(NS, None, inner, {OUTER: _claim(NS, OUTER, "c9")}) is None
-    for found in ({OUTER: _claim("/l0gc/b", OUTER)}, {"": _claim("/l0gc/b", "")},
-                  {OUTER: _claim(NS, OUTER, "c9")}, {"level_zero": b"{"}):  # fmt: skip
+    for found in (
+        {OUTER: _claim("/l0gc/b", OUTER)},
+        {"": _claim("/l0gc/b", "")},
+        {OUTER: _claim(NS, OUTER, "c9")},
+        {"level_zero": b"{"},
+    ):
         refused = check_ancestor_claims(NS, "c1", inner, found)
         (root,) = found
         assert refused is not None, found
@@ -238,6 +255,9 @@ def test_an_ancestor_claim_blocks_unless_it_is_this_namespace_in_this_cluster() 
         assert f"({claim_key(root)})" in refused
     other = check_ancestor_claims(NS, None, inner, {OUTER: _claim("/l0gc/b", OUTER)})
     assert "claimed by namespace '/l0gc/b'" in str(other)
-    nearest = {OUTER: _claim(NS, OUTER), "level_zero": _claim("/l0gc/c", "level_zero"),
-               "": _claim("/l0gc/d", "")}  # fmt: skip
+    nearest = {
+        OUTER: _claim(NS, OUTER),
+        "level_zero": _claim("/l0gc/c", "level_zero"),
+        "": _claim("/l0gc/d", ""),
+    }
     assert "namespace '/l0gc/c'" in str(check_ancestor_claims(NS, "c1", inner, nearest))

@@ -17,7 +17,7 @@ from watermark.core.fencelock import (
     Slide,
     Wait,
     repeat_of,
-)  # fmt: skip
+)
 from watermark.core.window import EpochWindow
 from watermark.errors import AlreadyCommitted, FenceExpired, IllegalTransition
 
@@ -45,8 +45,12 @@ def test_inside_is_granted_at_once_with_its_deadline() -> None:
     hold = lock.grant_at_once(N, 7.0, 2.0)
     assert hold is not None
     assert (hold.partition, hold.epoch, hold.window, hold.slid, hold.deadline) == (
-        "p0", N, (N, N + 1), False, 9.0,
-    )  # fmt: skip
+        "p0",
+        N,
+        (N, N + 1),
+        False,
+        9.0,
+    )
     assert lock.is_held(hold)
     assert lock.inflight == 1
     assert lock.grant_at_once(N + 1, 0.0, None) is not None
@@ -368,9 +372,13 @@ def test_every_way_a_hold_ends_is_remembered_on_the_hold() -> None:
 
 @pytest.mark.parametrize(
     ("outcome", "offset"),
-    [(Outcome.COMMITTED, None), (Outcome.ABORTED, 3), (Outcome.RECLAIMED, None),
-     (Outcome.REVOKED, None)],
-)  # fmt: skip
+    [
+        (Outcome.COMMITTED, None),
+        (Outcome.ABORTED, 3),
+        (Outcome.RECLAIMED, None),
+        (Outcome.REVOKED, None),
+    ],
+)
 def test_release_refuses_an_outcome_that_does_not_fit(outcome: Outcome, offset: int | None) -> None:
     """COMMITTED needs its offset, the others none; RECLAIMED and REVOKED are the lock's."""
     lock = lock_at(N)
@@ -529,7 +537,11 @@ def test_raise_floor_takes_back_holds_at_or_below_it() -> None:
     assert lock.changes == changes + 1  # waiters are woken once
     assert lock.bounds == (10, 10)
     assert (low.outcome, high.outcome, lock.inflight, lock.taken_back) == (
-        Outcome.REVOKED, None, 1, 1)  # fmt: skip
+        Outcome.REVOKED,
+        None,
+        1,
+        1,
+    )
     assert lock.grant_at_once(9, 0.0, None) is None
     assert lock.grant_at_once(10, 0.0, None) is not None
     assert lock.raise_floor(9) == ()

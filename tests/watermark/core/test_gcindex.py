@@ -14,8 +14,9 @@ from watermark.core.record import PartitionRecord
 from watermark.core.safe_epoch import GcView, compute_safe_epoch
 
 NS = "/l0gc/t"
-KEYS = NamespaceKeys(f"{NS}/epoch", f"{NS}/partitions/", f"{NS}/gc/paused", f"{NS}/binding",
-                     f"{NS}/sweepers/")  # fmt: skip
+KEYS = NamespaceKeys(
+    f"{NS}/epoch", f"{NS}/partitions/", f"{NS}/gc/paused", f"{NS}/binding", f"{NS}/sweepers/"
+)
 NAMES = [f"p/{i}" for i in range(14)]
 
 
@@ -30,14 +31,16 @@ def full_view(state: dict[str, bytes], revision: int) -> GcView:
     return GcView(
         revision=revision,
         cluster_epoch_raw=state.get(KEYS.epoch),
-        partitions={k[len(KEYS.partitions) :]: v for k, v in state.items()
-                    if k.startswith(KEYS.partitions)},
+        partitions={
+            k[len(KEYS.partitions) :]: v for k, v in state.items() if k.startswith(KEYS.partitions)
+        },
         paused=paused is not None,
         paused_reason=None if paused is None else pause_reason(paused),
         binding_raw=state.get(KEYS.binding),
-        sweepers={k[len(KEYS.sweepers) :]: v for k, v in state.items()
-                  if k.startswith(KEYS.sweepers)},
-    )  # fmt: skip
+        sweepers={
+            k[len(KEYS.sweepers) :]: v for k, v in state.items() if k.startswith(KEYS.sweepers)
+        },
+    )
 
 
 _partition_change = st.tuples(
@@ -45,10 +48,19 @@ _partition_change = st.tuples(
     st.one_of(st.integers(0, 12), st.sampled_from([None, "malformed", "empty"])),
 )
 _other_change = st.sampled_from(
-    [("epoch", b"7"), ("epoch", b"12"), ("epoch", b"x"), ("epoch", None),
-     ("paused", b'{"reason": "maintenance", "version": 1}'), ("paused", None),
-     ("binding", b"{}"), ("binding", None), ("sweepers/a", b"1"), ("sweepers/a", None)]
-)  # fmt: skip
+    [
+        ("epoch", b"7"),
+        ("epoch", b"12"),
+        ("epoch", b"x"),
+        ("epoch", None),
+        ("paused", b'{"reason": "maintenance", "version": 1}'),
+        ("paused", None),
+        ("binding", b"{}"),
+        ("binding", None),
+        ("sweepers/a", b"1"),
+        ("sweepers/a", None),
+    ]
+)
 
 
 def _as_change(item: tuple[str, object], revision: int) -> Change:
@@ -68,9 +80,10 @@ def _as_change(item: tuple[str, object], revision: int) -> Change:
 @settings(max_examples=300, deadline=None)
 @given(
     initial=st.dictionaries(st.sampled_from(NAMES), st.integers(0, 12), max_size=8),
-    batches=st.lists(st.lists(st.one_of(_partition_change, _other_change), min_size=1,
-                              max_size=6), max_size=12),
-)  # fmt: skip
+    batches=st.lists(
+        st.lists(st.one_of(_partition_change, _other_change), min_size=1, max_size=6), max_size=12
+    ),
+)
 def test_the_index_judges_exactly_as_a_full_read(
     initial: dict[str, int], batches: list[list[tuple[str, object]]]
 ) -> None:
@@ -121,8 +134,12 @@ def test_many_updates_of_one_partition_keep_the_heaps_small() -> None:
     assert len(index._low) < 200
     assert len(index._high) < 200
     # the other two move above it: the last value of the updated one, 10001, is M now
-    index.apply([Change(KEYS.partitions + n, record(n, m), 10_002)
-                 for n, m in ((NAMES[0], 20_000), (NAMES[2], 30_000))])  # fmt: skip
+    index.apply(
+        [
+            Change(KEYS.partitions + n, record(n, m), 10_002)
+            for n, m in ((NAMES[0], 20_000), (NAMES[2], 30_000))
+        ]
+    )
     assert index.safe_epoch().safe_epoch == 10_001
 
 
@@ -149,8 +166,13 @@ PAUSED = b'{"reason": "maintenance", "version": 1}'
 def test_an_index_built_from_a_view_holds_all_of_it() -> None:
     """Every key a full read gives (epoch, pause marker, binding, sweepers, cluster id)
     is in the index's view, not only the partition records."""
-    state = {KEYS.epoch: b"10", KEYS.paused: PAUSED, KEYS.binding: b'{"b": 1}',
-             f"{NS}/sweepers/a": b"1", KEYS.partitions + "p/1": record("p/1", 3)}  # fmt: skip
+    state = {
+        KEYS.epoch: b"10",
+        KEYS.paused: PAUSED,
+        KEYS.binding: b'{"b": 1}',
+        f"{NS}/sweepers/a": b"1",
+        KEYS.partitions + "p/1": record("p/1", 3),
+    }
     full = dataclasses.replace(full_view(state, 5), cluster_id="0000000000000abc")
     index = GcIndex(KEYS, full, pause_reason)
     assert index.view() == dataclasses.replace(full, partitions={})
@@ -171,8 +193,14 @@ def test_a_restarted_full_read_forgets_the_pause_marker_and_binding_of_the_first
     removed, a sweeper gone) are not in the index: it is the last read alone."""
     index = GcIndex.empty(KEYS, pause_reason)
     index.start(7, 0xABC)
-    index.add([(KEYS.binding, b'{"b": 1}'), (KEYS.epoch, b"9"), (KEYS.paused, PAUSED),
-               (f"{NS}/sweepers/a", b"1")])  # fmt: skip
+    index.add(
+        [
+            (KEYS.binding, b'{"b": 1}'),
+            (KEYS.epoch, b"9"),
+            (KEYS.paused, PAUSED),
+            (f"{NS}/sweepers/a", b"1"),
+        ]
+    )
     index.start(8, 0)
     state = {KEYS.partitions + "p/1": record("p/1", 3)}  # the epoch key is gone too
     index.add(sorted(state.items()))
@@ -184,8 +212,11 @@ def test_a_restarted_full_read_forgets_the_pause_marker_and_binding_of_the_first
 def test_a_partition_that_has_published_nothing_is_updated_and_deleted_like_any_other() -> None:
     """M(p) = -1 (none of its epochs is garbage yet) is an M(p) like any other, not a
     malformed record: it pins M at -1 until it moves, then the next lowest does."""
-    state = {KEYS.epoch: b"10", KEYS.partitions + "p/1": record("p/1", -1),
-             KEYS.partitions + "p/2": record("p/2", 4)}  # fmt: skip
+    state = {
+        KEYS.epoch: b"10",
+        KEYS.partitions + "p/1": record("p/1", -1),
+        KEYS.partitions + "p/2": record("p/2", 4),
+    }
     index = GcIndex(KEYS, full_view(state, 5), pause_reason)
     assert index.safe_epoch().safe_epoch == -1
     for revision, value in ((6, record("p/1", 6)), (7, record("p/1", -1)), (8, None)):
@@ -236,9 +267,13 @@ def test_watermark_of_is_the_held_m_and_none_for_an_absent_or_malformed_record()
     record, -1 for one that has published nothing, None for a malformed or absent one."""
     index = GcIndex.empty(KEYS, pause_reason)
     index.start(5, 0)
-    index.add([(KEYS.partitions + "p/0", record("p/0", 7)),
-               (KEYS.partitions + "p/1", record("p/1", -1)),
-               (KEYS.partitions + "p/2", b"{not json")])  # fmt: skip
+    index.add(
+        [
+            (KEYS.partitions + "p/0", record("p/0", 7)),
+            (KEYS.partitions + "p/1", record("p/1", -1)),
+            (KEYS.partitions + "p/2", b"{not json"),
+        ]
+    )
     assert index.watermark_of("p/0") == 7
     assert index.watermark_of("p/1") == -1
     assert index.watermark_of("p/2") is None

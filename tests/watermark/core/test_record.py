@@ -20,10 +20,16 @@ def good_doc(**changes: Any) -> dict[str, Any]:
     """A well-formed record of partition 'p0' as a dict, with `changes` applied."""
     doc: dict[str, Any] = json.loads(
         PartitionRecord(
-            "p0", 41, 40, owner="pub-a", owner_epoch=3, window=(42, 43),
-            tracker=PartitionGcState(created_epoch=40).snapshot(), updated_at=1763700000.5,
+            "p0",
+            41,
+            40,
+            owner="pub-a",
+            owner_epoch=3,
+            window=(42, 43),
+            tracker=PartitionGcState(created_epoch=40).snapshot(),
+            updated_at=1763700000.5,
         ).encode()
-    )  # fmt: skip
+    )
     doc.update(changes)
     return doc
 
@@ -172,9 +178,19 @@ JSON_VALUES = st.recursive(
     max_leaves=12,
 )
 FIELDS = st.sampled_from(
-    ["version", "partition", "watermark", "created_epoch", "owner", "owner_epoch", "window",
-     "tracker", "updated_at", "sealed_owner_epoch"]
-)  # fmt: skip
+    [
+        "version",
+        "partition",
+        "watermark",
+        "created_epoch",
+        "owner",
+        "owner_epoch",
+        "window",
+        "tracker",
+        "updated_at",
+        "sealed_owner_epoch",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -224,8 +240,12 @@ def test_any_decoded_tracker_restores_or_raises_invalid_record(
 
 def test_waiting_round_trips_and_is_optional() -> None:
     """`waiting` (issue 55) is kept as written; a record without it decodes as before."""
-    waiting = {"on": "reconciler", "committed_offset": 9, "reconciled_offset": 4,
-               "since": 1763700000.25}  # fmt: skip
+    waiting = {
+        "on": "reconciler",
+        "committed_offset": 9,
+        "reconciled_offset": 4,
+        "since": 1763700000.25,
+    }
     record = decode(good_doc(waiting=waiting))
     assert record.waiting == waiting
     assert decode(record.encode()).waiting == waiting
@@ -235,10 +255,18 @@ def test_waiting_round_trips_and_is_optional() -> None:
 
 @pytest.mark.parametrize(
     "waiting",
-    [[], "log_end", {"since": 1.0}, {"on": ""}, {"on": "x" * 33}, {"on": "a\x1b[2J"},
-     {"on": "log_end", "since": "yesterday"}, {"on": "fences", "fences": [1]},
-     {"on": 7}],
-)  # fmt: skip
+    [
+        [],
+        "log_end",
+        {"since": 1.0},
+        {"on": ""},
+        {"on": "x" * 33},
+        {"on": "a\x1b[2J"},
+        {"on": "log_end", "since": "yesterday"},
+        {"on": "fences", "fences": [1]},
+        {"on": 7},
+    ],
+)
 def test_a_malformed_waiting_reads_as_absent_and_blocks_nothing(waiting: object) -> None:
     """For operators only: a bad one (a hand edit, another writer) is no malformed record,
     which would stop GC for the whole namespace."""

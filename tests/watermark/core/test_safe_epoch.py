@@ -27,10 +27,12 @@ def view(epoch: bytes | None, **watermarks: int) -> GcView:
     return GcView(7, epoch, {name: record(name, m) for name, m in watermarks.items()})
 
 
-@pytest.mark.parametrize(("raw", "value"), [(b"0", 0), (b"7", 7), (b"70", 70), (b"100", 100),
-                                            (str(2**63 - 1).encode(), 2**63 - 1)])
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [(b"0", 0), (b"7", 7), (b"70", 70), (b"100", 100), (str(2**63 - 1).encode(), 2**63 - 1)],
+)
 def test_a_cluster_epoch_is_a_plain_decimal_up_to_int64_max(raw: bytes, value: int) -> None:
-    """"0", "7", "70" and 2**63-1 decode exactly."""
+    """ "0", "7", "70" and 2**63-1 decode exactly."""
     assert parse_cluster_epoch(raw) == value
 
 
@@ -51,7 +53,7 @@ def test_a_cluster_epoch_is_a_plain_decimal_up_to_int64_max(raw: bytes, value: i
 def test_a_cluster_epoch_with_a_leading_zero_a_sign_or_past_int64_is_refused(
     raw: bytes, says: str
 ) -> None:
-    """"07" is not what `watermark epoch advance` writes (7 is "7"); 2**63 is no int64:
+    """ "07" is not what `watermark epoch advance` writes (7 is "7"); 2**63 is no int64:
     both are refused naming the value, never read as some other epoch."""
     with pytest.raises(InvalidRecord, match=says) as caught:
         parse_cluster_epoch(raw)
@@ -79,8 +81,7 @@ def test_without_partitions_m_is_the_cluster_epoch_minus_one() -> None:
     """No partition: M = cluster epoch - 1 (what deleted partitions stranded is collected),
     pinned by nobody."""
     safe = compute_safe_epoch(view(b"9"))
-    assert (safe.defined, safe.safe_epoch, safe.partition_count, safe.pinning) == (
-        True, 8, 0, ())  # fmt: skip
+    assert (safe.defined, safe.safe_epoch, safe.partition_count, safe.pinning) == (True, 8, 0, ())
     assert compute_safe_epoch(view(b"0")).safe_epoch == -1
 
 
@@ -107,7 +108,11 @@ def test_a_blocked_view_keeps_what_it_read() -> None:
     assert (safe.defined, safe.blocked_partition, safe.cluster_epoch) == (False, "b", 9)
     assert str(safe.blocked_reason).startswith("malformed partition record: ")
     assert (safe.revision, safe.partition_count, safe.paused, safe.paused_reason) == (
-        3, 2, True, "ops")  # fmt: skip
+        3,
+        2,
+        True,
+        "ops",
+    )
 
 
 def test_defined_is_true_exactly_when_m_is_known() -> None:

@@ -116,5 +116,3 @@ def test_invalid_snapshot_is_an_invalid_record_and_a_value_error() -> None:
     assert isinstance(error, InvalidRecord)
     assert isinstance(error, ValueError)
     assert isinstance(error, L0gcError)
-
-

@@ -259,9 +259,25 @@ def nesting(value: Any) -> int:
 
 
 @pytest.mark.parametrize(
-    "text", ["", " ", "\t\n", " {} ", "{}", "{} x", "[1] ,", "x", " 1", "1 ", '"a"  ', "\r[]\r",
-             "[1]\u00a0", "\u00a0[1]", "{\"a\": 1}\n\n"],
-)  # fmt: skip
+    "text",
+    [
+        "",
+        " ",
+        "\t\n",
+        " {} ",
+        "{}",
+        "{} x",
+        "[1] ,",
+        "x",
+        " 1",
+        "1 ",
+        '"a"  ',
+        "\r[]\r",
+        "[1]\u00a0",
+        "\u00a0[1]",
+        '{"a": 1}\n\n',
+    ],
+)
 def test_a_document_and_the_space_around_it_are_judged_as_json_judges_them(text: str) -> None:
     """loads calls json's scanner itself (no JSONDecoder.decode): leading and trailing
     whitespace, an empty text and extra data give json's own answer and offset."""
@@ -299,13 +315,17 @@ def judged_by_the_standard_parser(raw: str) -> tuple[str, str]:
 
 def test_a_record_is_decoded_by_the_quick_parser() -> None:
     """A partition record as l0gc writes it is decoded by msgspec (not handed on)."""
-    text = ('{"created_epoch":7,"owner":"pub-1","partition":"t/3","tracker":{"floor":7,'
-            '"pending_slides":[{"offset":2,"previous_applied":8}]},"updated_at":1.5,'
-            '"version":1,"watermark":6,"window":[8,9]}')  # fmt: skip
+    text = (
+        '{"created_epoch":7,"owner":"pub-1","partition":"t/3","tracker":{"floor":7,'
+        '"pending_slides":[{"offset":2,"previous_applied":8}]},"updated_at":1.5,'
+        '"version":1,"watermark":6,"window":[8,9]}'
+    )
     value = strictjson._quick(text)
     assert value == json.loads(text)
     assert strictjson._quick('{"owner":"host:9000","a":[{"b":":"}]}') == {
-        "owner": "host:9000", "a": [{"b": ":"}]}  # fmt: skip
+        "owner": "host:9000",
+        "a": [{"b": ":"}],
+    }
 
 
 @pytest.mark.parametrize(
@@ -324,8 +344,26 @@ def test_duplicate_keys_are_refused_whatever_the_quick_parser_keeps(raw: str) ->
     assert "more than once" in refusal(raw)
 
 
-COLON_ALPHABET = st.sampled_from(['{"a":', '{"b":', '"a":', '"b":', '":"', '"x:y"', "1", ",", "}",
-                                  "]", "[", '"\\u003a"', "NaN", "1e400", "-0", " "])  # fmt: skip
+COLON_ALPHABET = st.sampled_from(
+    [
+        '{"a":',
+        '{"b":',
+        '"a":',
+        '"b":',
+        '":"',
+        '"x:y"',
+        "1",
+        ",",
+        "}",
+        "]",
+        "[",
+        '"\\u003a"',
+        "NaN",
+        "1e400",
+        "-0",
+        " ",
+    ]
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -353,8 +391,9 @@ def test_a_member_given_twice_is_refused_wherever_it_is(value: Any, data: st.Dat
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?",
-                     fullmatch=True))  # fmt: skip
+@given(
+    st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+)
 def test_every_number_is_read_as_the_standard_parser_reads_it(literal: str) -> None:
     """Integers of any length under the limit and decimals of up to 30 digits, with
     exponents: the same int or the same (correctly rounded) float, or the same refusal."""

@@ -113,8 +113,12 @@ async def test_pages_after_the_first_are_read_at_its_revision_while_writers_race
     writer, reader = await seeded(etcd_server.endpoint, prefix, 4)
 
     async def race() -> None:
-        changes = [Put(prefix + "k09", b"changed"), Delete(prefix + "k04"),
-                   Put(prefix + "k07x", b"new"), Put(prefix + "zz", b"new")]  # fmt: skip
+        changes = [
+            Put(prefix + "k09", b"changed"),
+            Delete(prefix + "k04"),
+            Put(prefix + "k07x", b"new"),
+            Put(prefix + "zz", b"new"),
+        ]
         await writer.txn([], changes)
 
     try:
@@ -204,8 +208,10 @@ async def test_a_follower_built_from_small_pages_judges_as_a_full_read(
     names = [f"t/{i:03d}" for i in range(300)]
     try:
         await store.init_cluster_epoch(100)
-        puts = [Put(store.partition_key(name), PartitionRecord(name, 50 + i % 13, 1).encode())
-                for i, name in enumerate(names)]  # fmt: skip
+        puts = [
+            Put(store.partition_key(name), PartitionRecord(name, 50 + i % 13, 1).encode())
+            for i, name in enumerate(names)
+        ]
         for start in range(0, len(puts), 100):
             await kv.txn([], puts[start : start + 100])
         # pages of 7 keys: the epoch and t/000-t/005, then t/006 (the malformed one)-t/012
@@ -236,8 +242,7 @@ async def test_a_page_larger_than_a_slice_is_handed_over_in_slices_each_key_once
     prefix = f"{namespace}/s/"
     names = [f"{i:05d}" for i in range(4500)]
     writer = EtcdKV([etcd_server.endpoint], timeout_s=5.0)
-    reader = EtcdKV([etcd_server.endpoint], timeout_s=5.0, page_size=4500,
-                    page_target_bytes=None)  # fmt: skip
+    reader = EtcdKV([etcd_server.endpoint], timeout_s=5.0, page_size=4500, page_target_bytes=None)
     try:
         for start in range(0, len(names), 100):
             await writer.txn([], [Put(prefix + n, n.encode()) for n in names[start : start + 100]])

@@ -73,7 +73,11 @@ async def same_as_full(store: WatermarkStore, follower: GcFollower) -> int | Non
     _, safe = await follower.read()
     full = compute_safe_epoch(await store.read_gc_view())
     assert (safe.safe_epoch, safe.blocked_reason, safe.paused, safe.partition_count) == (
-        full.safe_epoch, full.blocked_reason, full.paused, full.partition_count)  # fmt: skip
+        full.safe_epoch,
+        full.blocked_reason,
+        full.paused,
+        full.partition_count,
+    )
     assert [r.partition for r in safe.pinning] == [r.partition for r in full.pinning]
     return safe.safe_epoch
 
@@ -200,8 +204,7 @@ async def test_checks_wait_for_the_check_interval(store: WatermarkStore) -> None
     checked; the first read once the interval has passed is, and the next check waits
     again. A change the watch lost is still found, at that later check."""
     now = [1000.0]
-    follower = following(store, verify_every=2, check_interval_s=60.0,
-                          monotonic=lambda: now[0])  # fmt: skip
+    follower = following(store, verify_every=2, check_interval_s=60.0, monotonic=lambda: now[0])
     await follower.read()
     assert follower.last_kind == "full"
     kinds = []

@@ -78,8 +78,11 @@ async def test_a_session_keeps_its_lease_past_the_ttl_and_revokes_it_on_close(
             await kv.txn([], [Put(key, b"x", lease)])
             granted_until = session.until
             # a renewal sent 3 s (1.5 TTLs) after the grant: the lease outlived its TTL
-            await wait_until(lambda: session.until > granted_until + 3, timeout_s=30,
-                             what="a renewal 1.5 TTLs after the grant")  # fmt: skip
+            await wait_until(
+                lambda: session.until > granted_until + 3,
+                timeout_s=30,
+                what="a renewal 1.5 TTLs after the grant",
+            )
             assert session.alive()
             held = await kv.get(key)
             assert held is not None
@@ -102,8 +105,9 @@ async def test_a_lease_that_runs_out_while_etcd_is_frozen_is_lost_then_replaced(
     learns the lease is gone, reports it once, and `keep` grants a new one; the key on
     the old lease has gone with it."""
     lost: list[tuple[int | None, str]] = []
-    session = LeaseSession(private_kv, 2, call_timeout_s=0.5,
-                           on_lost=lambda lease, why: lost.append((lease, why)))  # fmt: skip
+    session = LeaseSession(
+        private_kv, 2, call_timeout_s=0.5, on_lost=lambda lease, why: lost.append((lease, why))
+    )
     old = await session.grant()
     key = f"{namespace}/held"
     await private_kv.txn([], [Put(key, b"x", old)])
@@ -115,8 +119,10 @@ async def test_a_lease_that_runs_out_while_etcd_is_frozen_is_lost_then_replaced(
     async def refresh_while_frozen() -> None:
         answered = await session.refresh()
         # reached only when it returned: say who is wrong, the client or whatever thawed etcd
-        pytest.fail(f"refresh returned {answered} while etcd was frozen; etcd's state now: "
-                    f"{process_state(pid)} (T: still stopped)")  # fmt: skip
+        pytest.fail(
+            f"refresh returned {answered} while etcd was frozen; etcd's state now: "
+            f"{process_state(pid)} (T: still stopped)"
+        )
 
     etcd_private.signal(signal.SIGSTOP)
     try:
@@ -150,8 +156,9 @@ async def test_virtual_time_lapse_loss_and_regrant() -> None:
     clock = FakeClock()
     kv = MemoryKV(now=clock)
     lost: list[tuple[int | None, str]] = []
-    session = LeaseSession(kv, 10, clock=clock, margin_s=1.0,
-                           on_lost=lambda lease, why: lost.append((lease, why)))  # fmt: skip
+    session = LeaseSession(
+        kv, 10, clock=clock, margin_s=1.0, on_lost=lambda lease, why: lost.append((lease, why))
+    )
     assert not session.alive()
     first = await session.keep()
     assert (session.until, session.check()) == (9.0, first)
@@ -207,7 +214,10 @@ async def test_running_calls_the_step_until_the_block_ends_then_revokes() -> Non
 def test_bad_settings_are_refused() -> None:
     """A TTL under 1 s, a margin not below the TTL, or a non-positive deadline."""
     kv = MemoryKV()
-    for kwargs in ({"ttl_s": 0}, {"ttl_s": 5, "margin_s": 5.0},
-                   {"ttl_s": 5, "call_timeout_s": 0.0}):  # fmt: skip
+    for kwargs in (
+        {"ttl_s": 0},
+        {"ttl_s": 5, "margin_s": 5.0},
+        {"ttl_s": 5, "call_timeout_s": 0.0},
+    ):
         with pytest.raises(ConfigError):
             LeaseSession(kv, **kwargs)  # type: ignore[arg-type, unused-ignore]

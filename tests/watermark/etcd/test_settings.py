@@ -68,9 +68,20 @@ def test_endpoint_forms(text: str, endpoints: tuple[str, ...] | None, https: boo
 
 @pytest.mark.parametrize(
     "text",
-    ["etcd", "etcd:0", "etcd:99999", "etcd:http", "ftp://etcd:1", "a:1,,b:2", "", "e tcd:1",
-     "http://a:1,https://b:2", "::1:2379", "http://a:1/path"],
-)  # fmt: skip
+    [
+        "etcd",
+        "etcd:0",
+        "etcd:99999",
+        "etcd:http",
+        "ftp://etcd:1",
+        "a:1,,b:2",
+        "",
+        "e tcd:1",
+        "http://a:1,https://b:2",
+        "::1:2379",
+        "http://a:1/path",
+    ],
+)
 def test_bad_endpoints_name_the_value_and_the_form(text: str) -> None:
     """A bad endpoint raises ConfigError naming it and the expected form."""
     with pytest.raises(ConfigError) as info:
@@ -157,12 +168,17 @@ def test_durations_and_the_config_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
-    [([], {"L0GC_ETCD_TIMEOUT": "abc"}, "env L0GC_ETCD_TIMEOUT: invalid value 'abc'"),
-     ([], {"L0GC_NAMESPACE": "no-slash"}, "env L0GC_NAMESPACE: invalid value 'no-slash'"),
-     ([], {"L0GC_ETCD": "etcd"}, "env L0GC_ETCD: invalid value 'etcd'"),
-     (["--etcd-ca-file", "/nonexistent/ca.pem"], {},
-      "flag --etcd-ca-file: invalid value '/nonexistent/ca.pem'")],
-)  # fmt: skip
+    [
+        ([], {"L0GC_ETCD_TIMEOUT": "abc"}, "env L0GC_ETCD_TIMEOUT: invalid value 'abc'"),
+        ([], {"L0GC_NAMESPACE": "no-slash"}, "env L0GC_NAMESPACE: invalid value 'no-slash'"),
+        ([], {"L0GC_ETCD": "etcd"}, "env L0GC_ETCD: invalid value 'etcd'"),
+        (
+            ["--etcd-ca-file", "/nonexistent/ca.pem"],
+            {},
+            "flag --etcd-ca-file: invalid value '/nonexistent/ca.pem'",
+        ),
+    ],
+)
 def test_bad_values_name_their_source(argv: list[str], env: dict[str, str], message: str) -> None:
     """A bad etcd setting names the flag or env var it came from, and the value."""
     with pytest.raises(ConfigError) as info:
@@ -268,13 +284,31 @@ def tls_etcd(tmp_path: Path, pki: Pki) -> Iterator[str]:
     peer_url = f"http://127.0.0.1:{peer}"
     log = (tmp_path / "etcd.log").open("ab")
     command = [
-        str(etcd_binary()), "--name", "tls", "--data-dir", str(tmp_path / "data"),
-        "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
-        "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-        "--initial-cluster", f"tls={peer_url}", "--logger=zap", "--log-level=error",
-        "--cert-file", str(pki.server_cert), "--key-file", str(pki.server_key),
-        "--trusted-ca-file", str(pki.ca), "--client-cert-auth",
-    ]  # fmt: skip
+        str(etcd_binary()),
+        "--name",
+        "tls",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--listen-client-urls",
+        client_url,
+        "--advertise-client-urls",
+        client_url,
+        "--listen-peer-urls",
+        peer_url,
+        "--initial-advertise-peer-urls",
+        peer_url,
+        "--initial-cluster",
+        f"tls={peer_url}",
+        "--logger=zap",
+        "--log-level=error",
+        "--cert-file",
+        str(pki.server_cert),
+        "--key-file",
+        str(pki.server_key),
+        "--trusted-ca-file",
+        str(pki.ca),
+        "--client-cert-auth",
+    ]
     process = subprocess.Popen(
         command,
         stdout=log,
@@ -297,9 +331,16 @@ def tls_etcd(tmp_path: Path, pki: Pki) -> Iterator[str]:
             detail=lambda: (tmp_path / "etcd.log").read_text(errors="replace")[-3000:],
         )
         etcdctl = [
-            str(etcd_binary().with_name("etcdctl")), "--endpoints", client_url,
-            "--cacert", str(pki.ca), "--cert", str(pki.client_cert), "--key", str(pki.client_key),
-        ]  # fmt: skip
+            str(etcd_binary().with_name("etcdctl")),
+            "--endpoints",
+            client_url,
+            "--cacert",
+            str(pki.ca),
+            "--cert",
+            str(pki.client_cert),
+            "--key",
+            str(pki.client_key),
+        ]
         for command in (["user", "add", "root:pw"], ["user", "grant-role", "root", "root"]):
             subprocess.run([*etcdctl, *command], check=True, capture_output=True)
         subprocess.run([*etcdctl, "auth", "enable"], check=True, capture_output=True)
@@ -320,10 +361,17 @@ async def test_tls_with_client_cert_and_password(tls_etcd: str, pki: Pki, tmp_pa
     password = tmp_path / "password"
     password.write_text("pw\n")
     tls_args = [
-        "--etcd", tls_etcd, "--namespace", "/l0gc/tls",
-        "--etcd-ca-file", str(pki.ca),
-        "--etcd-cert-file", str(pki.client_cert), "--etcd-key-file", str(pki.client_key),
-    ]  # fmt: skip
+        "--etcd",
+        tls_etcd,
+        "--namespace",
+        "/l0gc/tls",
+        "--etcd-ca-file",
+        str(pki.ca),
+        "--etcd-cert-file",
+        str(pki.client_cert),
+        "--etcd-key-file",
+        str(pki.client_key),
+    ]
     settings = settings_from(
         [*tls_args, "--etcd-username", "root", "--etcd-password-file", str(password)]
     )

@@ -201,9 +201,7 @@ async def test_register_initialises_a_missing_cluster_epoch(store: WatermarkStor
 
 
 @pytest.mark.parametrize("name", ["orders/../0", "./orders", "orders/.", "a/./b", ".."])
-async def test_a_new_name_with_a_dot_segment_is_refused(
-    store: WatermarkStore, name: str
-) -> None:
+async def test_a_new_name_with_a_dot_segment_is_refused(store: WatermarkStore, name: str) -> None:
     """Issue 51 (5): HTTP clients that normalise dot segments could never reach such a
     partition, so registering one is refused, naming it; a record of that name written
     before (by hand, or an older version) stays readable through register."""
@@ -518,18 +516,25 @@ def test_pinning_is_the_first_names_at_the_minimum_in_name_order() -> None:
     assert {r.watermark for r in safe.pinning} == {4}
 
 
-
 def test_watermark_at_or_above_the_cluster_epoch_blocks_naming_the_partition() -> None:
     """M(p) >= the cluster epoch makes M undefined (not capped), naming the partition with
     the highest M(p) (the lowest name among equals)."""
-    partitions = {"b/0": record_bytes("b/0", 3), "c/0": record_bytes("c/0", 4),
-                  "a/0": record_bytes("a/0", 2), "d/0": record_bytes("d/0", 9)}  # fmt: skip
+    partitions = {
+        "b/0": record_bytes("b/0", 3),
+        "c/0": record_bytes("c/0", 4),
+        "a/0": record_bytes("a/0", 2),
+        "d/0": record_bytes("d/0", 9),
+    }
     above = compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"4", partitions=partitions))
     assert (above.safe_epoch, above.blocked_partition) == (None, "d/0")
     assert "M(p) = 9, at or above the cluster epoch 4" in str(above.blocked_reason)
     tied = dict(partitions, **{"e/0": record_bytes("e/0", 9), "0/0": record_bytes("0/0", 9)})
-    assert compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"4",
-                                     partitions=tied)).blocked_partition == "0/0"  # fmt: skip
+    assert (
+        compute_safe_epoch(
+            GcView(revision=7, cluster_epoch_raw=b"4", partitions=tied)
+        ).blocked_partition
+        == "0/0"
+    )
     below = compute_safe_epoch(GcView(revision=7, cluster_epoch_raw=b"5", partitions=partitions))
     assert below.blocked_partition == "d/0"
     fine = dict(partitions)

@@ -210,8 +210,10 @@ async def test_publish_survives_etcd_crash_and_restart(
         safe = await store.read_safe_epoch()
         # M(p) = 41 is above the cluster epoch 5: that blocks M (it is never capped).
         assert (safe.safe_epoch, safe.partition_count, safe.blocked_partition) == (
-            None, 250, "p/000"
-        )  # fmt: skip
+            None,
+            250,
+            "p/000",
+        )
         for name in (names[0], names[150], names[-1]):
             stored = await store.get_partition(name)
             assert stored is not None
@@ -456,13 +458,19 @@ async def test_a_page_larger_than_the_client_may_receive_is_asked_for_in_parts(
     quarter of the keys until it fits, and the read still gives every key once, in order."""
     prefix = f"{namespace}/grow/"
     writer = EtcdKV([etcd_server.endpoint])
-    kv = EtcdKV([etcd_server.endpoint], timeout_s=10.0, page_size=2,
-                page_target_bytes=1 << 20, max_receive_bytes=64 * 1024)  # fmt: skip
+    kv = EtcdKV(
+        [etcd_server.endpoint],
+        timeout_s=10.0,
+        page_size=2,
+        page_target_bytes=1 << 20,
+        max_receive_bytes=64 * 1024,
+    )
     try:
         await writer.txn([], [Put(f"{prefix}{i:03d}", b"s") for i in range(2)])
         for start in range(2, 42, 10):  # 40 values of 10 KB: 400 KB in all
-            await writer.txn([], [Put(f"{prefix}{i:03d}", b"L" * 10_000)
-                                  for i in range(start, start + 10)])  # fmt: skip
+            await writer.txn(
+                [], [Put(f"{prefix}{i:03d}", b"L" * 10_000) for i in range(start, start + 10)]
+            )
         result, recording = await recorded_read(kv, prefix)
         assert [item.key for item in result.items] == [f"{prefix}{i:03d}" for i in range(42)]
         limits = [request.limit for request in recording.requests]

@@ -28,14 +28,28 @@ def publisher(etcd: LocalEtcd, namespace: str, workdir: Path) -> Serve:
     """The lone publisher of PARTITIONS (ticking itself), not started; killed and started
     again by the test."""
     tokens = token_file(workdir, writer=WRITER, reconciler=RECONCILER)
-    return new_serve(etcd, namespace, workdir / "serve.log", "--auth-token-file", str(tokens),
-                     "--publish-interval", "200ms", "--tick-interval", "500ms",
-                     "--ticker-lease-ttl", "2", "--log-level", "info",
-                     partitions=PARTITIONS, owner="lone-publisher")  # fmt: skip
+    return new_serve(
+        etcd,
+        namespace,
+        workdir / "serve.log",
+        "--auth-token-file",
+        str(tokens),
+        "--publish-interval",
+        "200ms",
+        "--tick-interval",
+        "500ms",
+        "--ticker-lease-ttl",
+        "2",
+        "--log-level",
+        "info",
+        partitions=PARTITIONS,
+        owner="lone-publisher",
+    )
 
 
-def call(serve: Serve, method: str, path: str, body: dict[str, Any] | None = None,
-         token: str = WRITER) -> tuple[int, dict[str, Any]]:  # fmt: skip
+def call(
+    serve: Serve, method: str, path: str, body: dict[str, Any] | None = None, token: str = WRITER
+) -> tuple[int, dict[str, Any]]:
     return request(serve.url, method, path, body, token)
 
 
@@ -53,8 +67,11 @@ def stored(etcd: LocalEtcd, namespace: str) -> tuple[int, dict[str, int]]:
         try:
             store = WatermarkStore(kv, namespace)
             records = await store.list_partitions()
-            marks = {name: record.watermark for name, record in records.items()
-                     if isinstance(record, PartitionRecord)}  # fmt: skip
+            marks = {
+                name: record.watermark
+                for name, record in records.items()
+                if isinstance(record, PartitionRecord)
+            }
             return await store.get_cluster_epoch(), marks
         finally:
             await kv.close()
@@ -66,8 +83,13 @@ def report(serve: Serve, partition: str, offset: int, log_end: int | None = None
     body: dict[str, Any] = {"offset": offset}
     if log_end is not None:
         body["log_end_offset"] = log_end
-    status, doc = call(serve, "POST", f"/v1/partitions/{partition.replace('/', '%2F')}/reconciled",
-                             body, RECONCILER)  # fmt: skip
+    status, doc = call(
+        serve,
+        "POST",
+        f"/v1/partitions/{partition.replace('/', '%2F')}/reconciled",
+        body,
+        RECONCILER,
+    )
     assert status == 200, doc
     return doc
 
@@ -89,15 +111,20 @@ def test_idle_partitions_move_on_after_a_kill_with_only_the_reconcilers_reports(
             encoded = partition.replace("/", "%2F")
             for offset in (0, 1):
                 epoch = stored(etcd_server, namespace)[0]
-                status, granted = call(serve, "POST", f"/v1/partitions/{encoded}/fence",
-                                             {"epoch": epoch})  # fmt: skip
+                status, granted = call(
+                    serve, "POST", f"/v1/partitions/{encoded}/fence", {"epoch": epoch}
+                )
                 assert status == 200, granted
-                status, body = call(serve, "POST", f"/v1/fences/{granted['token']}/commit",
-                                          {"offset": offset})  # fmt: skip
+                status, body = call(
+                    serve, "POST", f"/v1/fences/{granted['token']}/commit", {"offset": offset}
+                )
                 assert status == 200, body
             report(serve, partition, 1)
-        wait_until_sync(lambda: all(m >= 1 for m in stored(etcd_server, namespace)[1].values()),
-                        timeout_s=60, what="the writes reconciled and published")  # fmt: skip
+        wait_until_sync(
+            lambda: all(m >= 1 for m in stored(etcd_server, namespace)[1].values()),
+            timeout_s=60,
+            what="the writes reconciled and published",
+        )
         serve.child.kill()
         _, before = stored(etcd_server, namespace)
         serve.start().wait_ready()
@@ -118,9 +145,12 @@ def test_idle_partitions_move_on_after_a_kill_with_only_the_reconcilers_reports(
             _, marks = stored(etcd_server, namespace)
             return all(marks[p] >= epoch_at_start for p in PARTITIONS)
 
-        wait_until_sync(reconcilers_report, timeout_s=60,
-                        what=f"every idle partition at M(p) >= {epoch_at_start}",
-                        detail=serve.tail)  # fmt: skip
+        wait_until_sync(
+            reconcilers_report,
+            timeout_s=60,
+            what=f"every idle partition at M(p) >= {epoch_at_start}",
+            detail=serve.tail,
+        )
         _, after = stored(etcd_server, namespace)
         assert all(after[p] > before[p] for p in PARTITIONS), (before, after)
         # asked once each, and that one answer did it: no second ask, no adopt

@@ -74,8 +74,12 @@ async def test_the_reconciler_behind_then_nothing_once_it_catches_up() -> None:
     await publisher.run_once()
     record = await store.get_partition("p")
     assert record is not None
-    assert record.waiting == {"on": "reconciler", "committed_offset": 1,
-                              "reconciled_offset": 0, "since": clock.now}  # fmt: skip
+    assert record.waiting == {
+        "on": "reconciler",
+        "committed_offset": 1,
+        "reconciled_offset": 0,
+        "since": clock.now,
+    }
     assert metrics.log_end_unknown._value.get() == 0
     publisher.reconciled("p", 1)
     await publisher.run_once()  # idle advance to 4: the old epoch is still admitted

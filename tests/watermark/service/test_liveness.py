@@ -56,8 +56,13 @@ async def test_a_key_left_by_a_dead_process_of_this_machine_is_taken_at_once() -
     assert record["boot"], "Linux has /proc/sys/kernel/random/boot_id"
     dead = {**record, "pid": _exited_pid()}
     elsewhere = {**dead, "host": "another-host"}
-    await kv.txn([], [Put(f"{NS}/owners/pub-a", json.dumps(dead).encode()),
-                      Put(f"{NS}/owners/pub-b", json.dumps(elsewhere).encode())])  # fmt: skip
+    await kv.txn(
+        [],
+        [
+            Put(f"{NS}/owners/pub-a", json.dumps(dead).encode()),
+            Put(f"{NS}/owners/pub-b", json.dumps(elsewhere).encode()),
+        ],
+    )
     assert await Liveness(kv, NS, "pub-c", 5).alive(["pub-a", "pub-b"]) == {"pub-b"}
     await here.hold(0.0)
     held = await kv.get(f"{NS}/owners/pub-a")

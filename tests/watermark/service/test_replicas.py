@@ -64,8 +64,11 @@ class Group:
     def add(self, member_id: str, address: str = "", **settings: Any) -> ReplicaSet:
         """A replica (not joined yet) at `address` (default http://ID.test:8080)."""
         publisher = Publisher(self.store, member_id, clock=self.clock, drain_timeout_s=WAIT_S)
-        options: dict[str, Any] = {"lease_ttl_s": TTL, "route_wait_s": WAIT_S,
-                                   "leave_wait_s": WAIT_S}  # fmt: skip
+        options: dict[str, Any] = {
+            "lease_ttl_s": TTL,
+            "route_wait_s": WAIT_S,
+            "leave_wait_s": WAIT_S,
+        }
         options.update(settings)
         replica = ReplicaSet(
             self.store,
@@ -155,8 +158,10 @@ async def test_a_dead_replica_is_replaced_after_its_lease_and_its_fences_are_ref
         await dead._publisher.acquire(lost[0], 5)
     assert dead._publisher.partitions == []
     assert await dead._publisher.publish_now() == {}
-    adopted = sum(r._publisher.metrics.adoptions.labels(log_end="unknown")._value.get()
-                  for r in group.replicas.values())  # fmt: skip
+    adopted = sum(
+        r._publisher.metrics.adoptions.labels(log_end="unknown")._value.get()
+        for r in group.replicas.values()
+    )
     assert adopted == len(lost)
     record = await group.store.get_partition(lost[0])
     assert record is not None
@@ -483,8 +488,9 @@ async def test_a_batch_fence_sends_other_replicas_entries_there(
     granted, moved = doc["results"]
     assert (granted["status"], granted["partition"]) == (200, mine)
     assert (moved["status"], moved["error"], moved["address"]) == (307, "moved", urls["b"])
-    status, doc, _ = await _call(session, "POST", moved["address"] + "/v1/fences",
-                                 {"fences": [entries[1]]})  # fmt: skip
+    status, doc, _ = await _call(
+        session, "POST", moved["address"] + "/v1/fences", {"fences": [entries[1]]}
+    )
     assert doc["results"][0]["status"] == 200
     commit = {"commits": [{"token": doc["results"][0]["token"], "offset": 0}]}
     status, doc, _ = await _call(session, "POST", urls["b"] + "/v1/commits", commit)

@@ -93,9 +93,14 @@ async def run(
     kv = await open_kv(EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace))
     store = WatermarkStore(kv, namespace)
     replicas = LocalReplicas(
-        [etcd_server.endpoint], namespace, PARTITIONS, tmp_path, lease_ttl_s=TTL,
-        interval_s=INTERVAL, drain_timeout_s=DRAIN_S,
-    )  # fmt: skip
+        [etcd_server.endpoint],
+        namespace,
+        PARTITIONS,
+        tmp_path,
+        lease_ttl_s=TTL,
+        interval_s=INTERVAL,
+        drain_timeout_s=DRAIN_S,
+    )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(kv.close)
         stack.callback(replicas.stop_all)
@@ -142,9 +147,25 @@ async def _check_nothing_lost(run: Run, etcd: LocalEtcd, s3: LocalS3, bucket: st
     await wait_until(published, timeout_s=60, what="every acknowledged commit published")
     assert run.monitor.reads > 10
     assert run.monitor.regressions == []
-    argv = [sys.executable, "-m", "gcd", "sweep", "--bucket", bucket, "--endpoint-url",
-            s3.endpoint_url, "--region", "us-east-1", "--etcd", etcd.endpoint, "--namespace",
-            ns, "--grace", "0s", "--json"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "gcd",
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--etcd",
+        etcd.endpoint,
+        "--namespace",
+        ns,
+        "--grace",
+        "0s",
+        "--json",
+    ]
     done = await asyncio.to_thread(
         subprocess.run, argv, capture_output=True, text=True, timeout=120, check=False
     )
@@ -171,8 +192,11 @@ async def test_kill_9_one_replica_while_writers_commit_through_all(
     etcd; etcd expires them on its own clock. The rest (rounds, adoption, and this test's
     polling) is CPU work of the replicas and the test, which a loaded 2-core machine
     stretches: it gets 5 times its share."""
-    await wait_until(lambda: run.least_committed() >= 10, timeout_s=60,
-                     what="10 writes on every partition before the kill")  # fmt: skip
+    await wait_until(
+        lambda: run.least_committed() >= 10,
+        timeout_s=60,
+        what="10 writes on every partition before the kill",
+    )
     kv = run.store.kv
     assert isinstance(kv, EtcdKV)
     claims = (await kv.range_prefix(f"{namespace}/replicas/claims/")).items
@@ -186,9 +210,11 @@ async def test_kill_9_one_replica_while_writers_commit_through_all(
     killed_at = loop.time()
     run.replicas.kill(victim)
     await wait_until(
-        run.hosted_once, timeout_s=60, what="every partition owned again",
+        run.hosted_once,
+        timeout_s=60,
+        what="every partition owned again",
         detail=lambda: run.replicas.logs()[-4000:],
-    )  # fmt: skip
+    )
     failover_s = loop.time() - killed_at
     print(f"every partition owned again {failover_s:.1f} s after the kill")
     assert failover_s <= TTL + 5 * (failover_bound_s(TTL, INTERVAL) - TTL), failover_s
@@ -215,8 +241,11 @@ async def test_a_rolling_restart_hands_every_partition_over_with_one_retry_at_mo
         await asyncio.to_thread(run.replicas.start, new)
         assert await asyncio.to_thread(run.replicas.terminate, old) == 0
         before = run.committed()
-        await wait_until(lambda b=before: run.committed() >= b + 20, timeout_s=60,
-                         what=f"writes after {old} left")  # fmt: skip
+        await wait_until(
+            lambda b=before: run.committed() >= b + 20,
+            timeout_s=60,
+            what=f"writes after {old} left",
+        )
     await wait_until(run.hosted_once, timeout_s=60, what="every partition owned once")
     await run.finish()
     retried = [max(w.attempts) for w in run.writers]
@@ -237,8 +266,14 @@ async def test_replicas_joining_redirect_a_request_once_at_most(
     (the code before the heir rule and the handover grace failed this in 5 of 6 runs)."""
     await bind(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
     partitions = [f"orders/{n}" for n in range(12)]
-    replicas = LocalReplicas([etcd_server.endpoint], namespace, partitions, tmp_path,
-                             lease_ttl_s=TTL, interval_s=INTERVAL)  # fmt: skip
+    replicas = LocalReplicas(
+        [etcd_server.endpoint],
+        namespace,
+        partitions,
+        tmp_path,
+        lease_ttl_s=TTL,
+        interval_s=INTERVAL,
+    )
     rng = random.Random(23)
     redirects: list[int] = []
     twice: list[list[tuple[str, int]]] = []
@@ -271,10 +306,16 @@ async def test_replicas_joining_redirect_a_request_once_at_most(
             asking = asyncio.create_task(hammer())
             for joining in (("b", "c"), ("d",), ("e",)):
                 await asyncio.gather(*(asyncio.to_thread(replicas.start, n) for n in joining))
-                await wait_until(lambda: _each_owned_by_its_heir(replicas, session, partitions),
-                                 timeout_s=60, what=f"{joining} adopting their share")  # fmt: skip
-            await wait_until(lambda: sum(r == 1 for r in redirects) > 100, timeout_s=60,
-                             what="enough redirected requests to tell")  # fmt: skip
+                await wait_until(
+                    lambda: _each_owned_by_its_heir(replicas, session, partitions),
+                    timeout_s=60,
+                    what=f"{joining} adopting their share",
+                )
+            await wait_until(
+                lambda: sum(r == 1 for r in redirects) > 100,
+                timeout_s=60,
+                what="enough redirected requests to tell",
+            )
             stop.set()
             await asking
     finally:

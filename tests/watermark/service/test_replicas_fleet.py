@@ -85,11 +85,14 @@ async def test_a_forged_member_gets_no_partition_and_no_redirect(
         forged = MemberRecord("zz-forged", forged_url, frozenset(PARTITIONS))
         prefix = f"{namespace}/replicas/"
         claim = ClaimRecord("zz-forged", lease).encode()
-        await kv.txn([], [
-            Put(prefix + "members/zz-forged", forged.encode(time.time()), lease),
-            Put(prefix + "claims/p/0", claim, lease),
-            Put(prefix + "claims/p/1", claim, lease),
-        ])  # fmt: skip
+        await kv.txn(
+            [],
+            [
+                Put(prefix + "members/zz-forged", forged.encode(time.time()), lease),
+                Put(prefix + "claims/p/0", claim, lease),
+                Put(prefix + "claims/p/1", claim, lease),
+            ],
+        )
 
         await asyncio.to_thread(replicas.start, "a")
         await asyncio.to_thread(replicas.start, "b")

@@ -59,11 +59,20 @@ class RecordingFront:
 
 
 SETTINGS = RunnerSettings(
-    owner_id="runner-test", partitions=("p0",), register=True, take_over=False,
-    publish_interval_s=0.05, idle_advance=True, hold_ttl_s=5.0, fence_timeout_s=1.0,
-    drain_timeout_s=0.5, tick_interval_s=0.0, ticker_lease_ttl_s=5, member_lease_ttl_s=30,
+    owner_id="runner-test",
+    partitions=("p0",),
+    register=True,
+    take_over=False,
+    publish_interval_s=0.05,
+    idle_advance=True,
+    hold_ttl_s=5.0,
+    fence_timeout_s=1.0,
+    drain_timeout_s=0.5,
+    tick_interval_s=0.0,
+    ticker_lease_ttl_s=5,
+    member_lease_ttl_s=30,
     http_host="127.0.0.1",
-)  # fmt: skip
+)
 """`serve --partitions p0 --register` with quick intervals. The liveness lease is long:
 a 2 s one can lapse while a loaded machine starves the keepalive (the runner then stops
 with an error), and the tests release it, never wait for it to expire."""
@@ -96,8 +105,9 @@ async def test_sigterm_stops_the_runner_in_order_and_releases_everything(
     front = RecordingFront(namespace, etcd)
     runner = PublisherRunner(SETTINGS, etcd, front)
     running = asyncio.create_task(runner.run())
-    await wait_until(lambda: front.ready is not None and front.ready(), timeout_s=60,
-                     what="the runner ready")  # fmt: skip
+    await wait_until(
+        lambda: front.ready is not None and front.ready(), timeout_s=60, what="the runner ready"
+    )
     assert front.calls == ["bind", "open"]
     assert len(await liveness_keys(etcd, namespace)) == 1  # the liveness key is held
     os.kill(os.getpid(), signal.SIGHUP)

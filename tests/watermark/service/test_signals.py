@@ -55,12 +55,18 @@ def test_an_again_handler_that_takes_the_repeat_sets_nothing_more() -> None:
     """A repeat `again` handles (a demo aborting) is neither recorded nor reported."""
     aborted: list[signal.Signals] = []
     reported: list[signal.Signals] = []
-    stopper = StopOnSignals(asyncio.Event(), on_signal=reported.append,
-                          again=lambda signum: aborted.append(signum) is None)  # fmt: skip
+    stopper = StopOnSignals(
+        asyncio.Event(),
+        on_signal=reported.append,
+        again=lambda signum: aborted.append(signum) is None,
+    )
     stopper(signal.SIGINT)
     stopper(signal.SIGTERM)
-    assert (stopper.received, reported, aborted) == ([signal.SIGINT], [signal.SIGINT],
-                                                     [signal.SIGTERM])  # fmt: skip
+    assert (stopper.received, reported, aborted) == (
+        [signal.SIGINT],
+        [signal.SIGINT],
+        [signal.SIGTERM],
+    )
 
 
 async def test_no_signals_installs_nothing() -> None:

@@ -178,8 +178,9 @@ async def test_a_leader_cut_off_from_etcd_steps_down_when_its_lease_ends() -> No
     kv = MemoryKV(now=clock)
     events: list[object] = []
     store = WatermarkStore(kv, "/l0gc/tick")
-    ticker = EpochTicker(store, kv, interval_s=1.0, owner_id="t", lease_ttl_s=10, now=clock,
-                         hook=events.append)  # fmt: skip
+    ticker = EpochTicker(
+        store, kv, interval_s=1.0, owner_id="t", lease_ttl_s=10, now=clock, hook=events.append
+    )
     await store.init_cluster_epoch(1)
     assert await ticker.tick_once()
     kv.unavailable = True
@@ -251,9 +252,10 @@ async def test_metrics_show_the_interval_the_leader_and_the_last_advance() -> No
     task = asyncio.create_task(ticker.run(stop))
     try:
         await wait_until(
-            lambda: (value("l0gc_watermark_cluster_epoch") or 0) >= 3, timeout_s=60.0,
+            lambda: (value("l0gc_watermark_cluster_epoch") or 0) >= 3,
+            timeout_s=60.0,
             what="two advances seen by the metrics",
-        )  # fmt: skip
+        )
         assert value("l0gc_watermark_ticker_interval_seconds") == 0.05
         assert value("l0gc_watermark_ticker_leader") == 1
         last = value("l0gc_watermark_ticker_last_advance_timestamp_seconds")
