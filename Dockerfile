@@ -36,6 +36,7 @@ RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml
 # watermark only; the lab (l0lab/: demo, simulation, chaos) stays out of the image, where
 # `gcd demo` & co. say so.
 COPY README.md ./
+COPY l0gc ./l0gc
 COPY gcd ./gcd
 COPY watermark ./watermark
 RUN /opt/l0gc/bin/pip install --no-deps --no-compile . \

@@ -33,11 +33,11 @@ from pathlib import Path
 from bench.common import PYTHON, REPO, child_env, metric, pid_cpu_s, proc_status_kib, put_objects
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
+from l0gc.contract.binding import StorageTarget
+from l0gc.etcd.client import EtcdKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd, free_port, stop_process
-from watermark.core.binding import StorageTarget
-from watermark.etcd.client import EtcdKV
-from watermark.etcd.store import WatermarkStore
 
 NAMESPACE = "/l0gc/bench-daemon-scale"
 BUCKET = "bench-daemon-scale"

@@ -34,10 +34,10 @@ from pathlib import Path
 import aiohttp
 
 from bench.common import Goal, Report, Scale, Table
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_replicas import LocalReplicas, OwnerClient, ReplicaWriter
 from l0lab.testing.local_servers import LocalEtcd
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 from watermark.service.clock import EpochClock
 from watermark.service.replicas import ADOPTION_ALLOWANCE_S, failover_bound_s
 

@@ -1,5 +1,5 @@
 """Global M per sweeper round: a full read of every partition record vs following the
-namespace with an etcd watch (`watermark.etcd.follow.GcFollower`).
+namespace with an etcd watch (`l0gc.etcd.follow.GcFollower`).
 
 A real etcd (`LocalEtcd`) holds `count` realistic partition records (owned, with a
 tracker snapshot; `bench.watermark_path._record`). Each round, 1% of the partitions
@@ -46,11 +46,11 @@ from bench.common import (
     run_child,
 )
 from bench.watermark_path import _etcd, _record, _seed_records
-from watermark.core.kv import Change, Put, RangeResult
-from watermark.core.safe_epoch import compute_safe_epoch
-from watermark.etcd.client import EtcdKV
-from watermark.etcd.follow import DEFAULT_VERIFY_EVERY, FULL_CHECK_EVERY, GcFollower, read_once
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.kv import Change, Put, RangeResult
+from l0gc.contract.safe_epoch import compute_safe_epoch
+from l0gc.etcd.client import EtcdKV
+from l0gc.etcd.follow import DEFAULT_VERIFY_EVERY, FULL_CHECK_EVERY, GcFollower, read_once
+from l0gc.etcd.store import WatermarkStore
 
 NAME = "global_m"
 TITLE = "13. Global M per round: full read vs an etcd watch"

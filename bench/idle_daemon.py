@@ -34,10 +34,10 @@ from bench.common import PYTHON, child_env, metric, pid_cpu_s
 from bench.watermark_path import _seed_records
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
+from l0gc.contract.binding import StorageTarget
+from l0gc.etcd.client import EtcdKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port, stop_process
-from watermark.core.binding import StorageTarget
-from watermark.etcd.client import EtcdKV
-from watermark.etcd.store import WatermarkStore
 
 NAMESPACE = "/l0gc/bench-idle"
 BUCKET = "bench-idle"

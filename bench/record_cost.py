@@ -3,12 +3,12 @@
     .venv/bin/python -m bench.record_cost [--passes 5] [--number 100000]
 
 A 1M-record `gcd status` (or a daemon's cold start) validates every record in full
-(`watermark.core.record`: a malformed one makes M undefined), so its time is about
+(`l0gc.contract.record`: a malformed one makes M undefined), so its time is about
 a million times what one record costs. This times, on the realistic record the status
 benchmark seeds (`bench.watermark_path._record`), the steps of that parse in a hot loop
 (µs per call: the fastest of `--passes` passes of `--number` calls, the passes
 interleaved across the steps): the strict JSON parse
-(`watermark.core.strictjson.loads`) and its parts, the field checks, and the whole
+(`l0gc.strictjson.loads`) and its parts, the field checks, and the whole
 `_checked_fields`. No server: the gRPC read and the index are measured by
 `bench.status_scale` and the profile in bench/RESULTS.md.
 """
@@ -23,8 +23,8 @@ from collections.abc import Callable
 import msgspec
 
 from bench.watermark_path import _record
-from watermark.core import strictjson
-from watermark.core.record import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, _checked_fields, _fields
+from l0gc import strictjson
+from l0gc.contract.record import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, _checked_fields, _fields
 
 
 def _steps(raw: bytes, name: str) -> dict[str, Callable[[], object]]:

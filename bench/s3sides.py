@@ -39,11 +39,11 @@ from typing import Any
 from bench.common import OLD, PYTHON, REPO, ROOT, child_env, quiet_s3, timed_child
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
+from l0gc.contract.binding import StorageTarget, claim_key
+from l0gc.etcd.client import EtcdKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd
-from watermark.core.binding import StorageTarget, claim_key
-from watermark.etcd.client import EtcdKV
-from watermark.etcd.store import WatermarkStore
 
 __all__ = ["SERVERS", "SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
 

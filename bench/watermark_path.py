@@ -36,14 +36,14 @@ from typing import Any
 import structlog
 
 from bench.common import Goal, Report, Scale, Table, child_env, median, run_child
+from l0gc.contract.kv import Compare, Put
+from l0gc.contract.namespace import Publication
+from l0gc.contract.record import PartitionRecord
+from l0gc.etcd.client import EtcdKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, etcd_binary
-from watermark.core.contract import Publication
 from watermark.core.gcstate import PartitionGcState
-from watermark.core.kv import Compare, Put
-from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
-from watermark.etcd.client import EtcdKV
-from watermark.etcd.store import WatermarkStore
 from watermark.service.eventlog import EVENT_LOG
 from watermark.service.guard import FencingGuard
 from watermark.service.metrics import WatermarkMetrics

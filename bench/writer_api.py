@@ -191,8 +191,8 @@ async def _side(
 
 
 async def _cluster_epoch(etcd: LocalEtcd) -> int:
-    from watermark.etcd.client import EtcdKV  # noqa: PLC0415
-    from watermark.etcd.store import WatermarkStore  # noqa: PLC0415
+    from l0gc.etcd.client import EtcdKV  # noqa: PLC0415
+    from l0gc.etcd.store import WatermarkStore  # noqa: PLC0415
 
     kv = EtcdKV([etcd.endpoint])
     try:

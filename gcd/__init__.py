@@ -1,26 +1,12 @@
 """l0gc sweeper side: key layouts, the sweeper, its daemon and CLIs, the Spark pipeline.
 
-Layers, lowest first, above all of `watermark`; a layer imports only the layers below
-it (tests/test_layers.py):
+Layers above the kernel (`l0gc`), lowest first (tests/test_layers.py): `gcd.rules` (every
+pure decision), `gcd.storage` (the object stores behind one interface), `gcd.sweep` (the
+async sweeper, deleter, brake, daemon, journal, runtime), `gcd.spark` (the PySpark
+pipeline), `gcd.cli` (the `gcd` command; `demo`, `chaos`, `simulate` and `dev` import the
+lab, `l0lab`, only when they run). It never imports `watermark`.
 
-- `gcd.errors`: the sweeper's errors (storage), beside `watermark.errors`.
-- `gcd.rules`: every pure decision: key layout, delete-or-keep, the next listing cursor
-  (skip-ahead), DeleteObjects answer triage, retry backoff, admission of a round.
-- `gcd.storage`: the object stores (S3, Azure Blob Storage, Google Cloud Storage) behind
-  one interface, one settings type naming a store (`StoreSettings`), their error codes,
-  the retry loop and the request-rate limiter.
-- `gcd.sweep`: the async sweeper, its deleter, brake, daemon, journal and metrics, and
-  the runtime that assembles them on one etcd client (`gcd.sweep.runtime`).
-- `gcd.spark`: the PySpark pipeline (the same rules, on executors).
-- `gcd.cli`: the `gcd` command. `gcd demo`, `gcd chaos`, `gcd simulate` and `gcd dev` run
-  the lab (the `l0lab` package beside this one: local servers, the simulation, the chaos
-  harness, the demo workload), which is not part of the product: they import it when
-  they run, and say what to install when it is missing (`gcd.cli.lab`).
-
-`gcd.__main__` is the composition root of the `gcd` command.
-
-The package face: ``from gcd import explain`` (`gcd.cli.explain.explain`, docs/python-api.md),
-looked up lazily on first use (PEP 562) like `watermark`'s, so ``import gcd`` stays light.
+The package face: ``from gcd import explain`` (docs/python-api.md), looked up lazily.
 """
 
 from __future__ import annotations

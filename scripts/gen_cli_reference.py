@@ -96,7 +96,7 @@ def _table(parser: argparse.ArgumentParser) -> Iterator[str]:
 
 def _gcd_sections() -> Iterator[str]:
     from gcd.cli.main import SUBCOMMANDS  # noqa: PLC0415 - after sys.path is set
-    from watermark.options import CommandParser  # noqa: PLC0415
+    from l0gc.options import CommandParser  # noqa: PLC0415
 
     yield "## gcd\n"
     yield (
@@ -154,7 +154,7 @@ def cli_reference() -> str:
         ),
         "## Options\n",
         (
-            "`gcd` and `watermark` share one option system (`watermark.options`). Each flag "
+            "`gcd` and `watermark` share one option system (`l0gc.options`). Each flag "
             "`--some-flag` has the environment variable `L0GC_SOME_FLAG` and the config-file "
             "key `some_flag` (TOML, in the file named by `--config FILE` or `L0GC_CONFIG`); "
             "a switch takes `true`/`false` (or 1/0, yes/no, on/off) there. The first found "
@@ -185,7 +185,7 @@ def _label_names(registry: object) -> dict[str, tuple[str, ...]]:
 
 
 _COMMON = ("l0gc_build", "process_", "python_")
-"""Families every l0gc registry holds (`watermark.service.buildinfo`): listed once."""
+"""Families every l0gc registry holds (`l0gc.process.buildinfo`): listed once."""
 _OF_THE_PROCESS = frozenset({"version", "python", "implementation", "major", "minor", "patchlevel"})
 """Labels whose values depend on the running process: named, not listed."""
 

@@ -1,4 +1,5 @@
-"""Mutation testing of the pure core (`watermark/core`, `gcd/rules`): do the tests notice?
+"""Mutation testing of the pure core (`watermark/core`, `l0gc/contract`, `gcd/rules`):
+do the tests notice?
 
 Each mutant is one small change to one module (a comparison flipped, a constant moved by
 one, `and` for `or`, another member of the same enum, `min` for `max`, a statement
@@ -12,7 +13,7 @@ that the tests now kill. docs/conventions.md ("Answering a survivor") says how t
 
 A mutant's id is stable across unrelated edits: the module, the function (qualified
 name), the operator with what it changed, and the occurrence of that same change in that
-same function, e.g. ``watermark/core/safe_epoch.py:judge:cmp:>=->>#1``. Line numbers are
+same function, e.g. ``l0gc/contract/safe_epoch.py:judge:cmp:>=->>#1``. Line numbers are
 shown but are not part of it.
 
 How it runs: one process runs pytest on the test files of every chosen module and, once
@@ -87,12 +88,13 @@ class Target:
 
 
 _CORE = "tests/watermark/core/"
+_CONTRACT = "tests/l0gc/contract/"
 TARGETS: dict[str, Target] = {
     "watermark/core/window.py": Target(
         (f"{_CORE}test_window.py", f"{_CORE}test_fencelock.py"), safety=True
     ),
-    "watermark/core/safe_epoch.py": Target(
-        (f"{_CORE}test_safe_epoch.py", f"{_CORE}test_gcindex.py"), safety=True
+    "l0gc/contract/safe_epoch.py": Target(
+        (f"{_CONTRACT}test_safe_epoch.py", f"{_CONTRACT}test_gcindex.py"), safety=True
     ),
     "gcd/rules/decision.py": Target(("tests/gcd/rules/test_decision.py",), safety=True),
     "gcd/rules/cursor.py": Target(("tests/gcd/rules/test_cursor.py",), safety=True),
@@ -100,10 +102,11 @@ TARGETS: dict[str, Target] = {
     "gcd/rules/layout.py": Target(
         ("tests/gcd/rules/test_layout.py", "tests/gcd/rules/test_cursor.py")
     ),
-    "watermark/core/gcindex.py": Target((f"{_CORE}test_gcindex.py",)),
+    "l0gc/contract/gcindex.py": Target((f"{_CONTRACT}test_gcindex.py",)),
     "watermark/core/assignment.py": Target((f"{_CORE}test_assignment.py",)),
-    "watermark/core/binding.py": Target((f"{_CORE}test_binding.py",)),
-    "watermark/core/strictjson.py": Target((f"{_CORE}test_strictjson.py",)),
+    "l0gc/contract/members.py": Target((f"{_CORE}test_assignment.py",)),
+    "l0gc/contract/binding.py": Target((f"{_CONTRACT}test_binding.py",)),
+    "l0gc/strictjson.py": Target(("tests/l0gc/test_strictjson.py",)),
     "gcd/rules/undo.py": Target(("tests/gcd/rules/test_undo.py",)),
 }
 

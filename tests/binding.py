@@ -14,9 +14,9 @@ import asyncio
 from gcd.rules.layout import DEFAULT_ROOT
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import BindOutcome, bind_namespace
-from watermark.core.binding import StorageTarget
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.binding import StorageTarget
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 
 
 async def bind(

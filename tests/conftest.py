@@ -24,12 +24,12 @@ import pytest
 import structlog
 from hypothesis import HealthCheck, settings
 
+from l0gc.errors import ConfigError
 from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.ordering import install_recorder, known_durations, longest_first
-from watermark.errors import ConfigError
 
 _counter = itertools.count()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gcd.sweep.metrics import SweeperMetrics
-from watermark.core.binding import CLAIM_NAME
+from l0gc.contract.binding import CLAIM_NAME
 from watermark.service.metrics import WatermarkMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ DOCS = (
     "docs/slos.md",
     "CHANGELOG.md",
 )
-PAGES = tuple(sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").glob("*.md")))
+PAGES = tuple(sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").rglob("*.md")))
 """Every page of docs/, the generated ones included."""
 LINKED = tuple(dict.fromkeys(("README.md", "CHANGELOG.md", "bench/RESULTS.md", *PAGES)))
 """Every Markdown file whose relative links must resolve."""

@@ -49,6 +49,8 @@ from pathlib import Path
 
 import pytest
 
+from l0gc.contract.kv import Put
+from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
 from tests.docsessions import (
     DocFormatError,
@@ -62,8 +64,6 @@ from tests.docsessions import (
     substitute,
 )
 from tests.waiting import wait_until_sync
-from watermark.core.kv import Put
-from watermark.etcd.settings import EtcdSettings, open_kv
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])

@@ -1,7 +1,7 @@
 """The architecture as a test: layers, no import cycles, a pure core, the lab outside.
 
 Every module of `watermark`, `gcd` and the lab `l0lab` belongs to one *unit* (a
-subpackage such as `watermark.core`, or a root module such as `watermark.errors`), and
+subpackage such as `watermark.core`, or a root module such as `l0gc.errors`), and
 every unit to one layer of `LAYERS`, lowest first. A module may import its own unit and
 the units of lower layers, never a unit of its own layer or of a higher one. Every
 import counts: at module level, inside a function, or under `TYPE_CHECKING`. The
@@ -36,20 +36,28 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("watermark", "gcd", "l0lab")
-PRODUCT = ("watermark", "gcd")
+PACKAGES = ("l0gc", "watermark", "gcd", "l0lab")
+PRODUCT = ("l0gc", "watermark", "gcd")
 LAB = "l0lab"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("watermark", "watermark.errors"),
+    # the kernel both commands stand on
+    ("l0gc", "l0gc.errors"),
+    ("l0gc.strictjson", "l0gc.display"),
+    ("l0gc.contract",),
+    ("l0gc.events",),
+    ("l0gc.options", "l0gc.logs", "l0gc.exitcodes"),
+    ("l0gc.completion", "l0gc.process", "l0gc.auth"),
+    ("l0gc.etcd",),
+    # the publisher; never imported by gcd (SIDES)
+    ("watermark",),
     ("watermark.core",),
-    ("watermark.options", "watermark.logs", "watermark.exitcodes"),
-    ("watermark.etcd",),
     ("watermark.service",),
     ("watermark.api",),
     ("watermark.client",),
     ("watermark.cli",),
-    ("gcd", "gcd.errors"),
+    # the sweepers; never imported by watermark
+    ("gcd",),
     ("gcd.rules",),
     ("gcd.storage",),
     ("gcd.sweep",),
@@ -62,6 +70,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("l0lab.demo",),
     ("l0lab.chaos",),
 )
+SIDES = ("watermark", "gcd")
+"""The two commands' packages: each imports the kernel, neither imports the other."""
 ROOTS = frozenset({"watermark.__main__", "gcd.__main__"})
 LAB_COMMANDS = frozenset(
     {"gcd.cli.demo", "gcd.cli.chaos", "gcd.cli.simulate", "gcd.cli.exhaustive", "gcd.cli.dev"}
@@ -69,7 +79,7 @@ LAB_COMMANDS = frozenset(
 LAB_NEVER_IMPORTS = ("gcd.cli", "gcd.__main__", "watermark.__main__")
 FACES = frozenset({"watermark", "gcd"})
 FACE_RUNTIME_IMPORTS = frozenset({"__future__", "importlib", "typing"})
-PURE_UNITS = ("watermark.errors", "watermark.core", "gcd.errors", "gcd.rules")
+PURE_UNITS = ("l0gc.errors", "watermark.core", "l0gc.errors", "gcd.rules")
 FORBIDDEN = frozenset(
     {
         "asyncio",
@@ -257,7 +267,11 @@ def test_the_wheel_ships_only_the_product_and_the_lab_is_a_distribution_of_its_o
     import tomllib  # noqa: PLC0415
 
     root = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert root["tool"]["setuptools"]["packages"]["find"]["include"] == ["gcd*", "watermark*"]
+    assert root["tool"]["setuptools"]["packages"]["find"]["include"] == [
+        "gcd*",
+        "l0gc*",
+        "watermark*",
+    ]
     lab = tomllib.loads((ROOT / LAB / "pyproject.toml").read_text())
     packages = {name for name, path in MODULES.items() if is_lab(name) and path.stem == "__init__"}
     assert sorted(lab["tool"]["setuptools"]["packages"]) == sorted(packages)
@@ -266,7 +280,7 @@ def test_the_wheel_ships_only_the_product_and_the_lab_is_a_distribution_of_its_o
 
 MAX_MODULE_LINES = 650
 """Issue 37's bound: a module a maintainer can read in one sitting; past it, split the
-module by concept (as `watermark.etcd.watch` left `watermark.etcd.client`)."""
+module by concept (as `l0gc.etcd.watch` left `l0gc.etcd.client`)."""
 
 
 def test_no_module_of_the_product_is_over_the_line_bound() -> None:
@@ -277,6 +291,20 @@ def test_no_module_of_the_product_is_over_the_line_bound() -> None:
         if not is_lab(name) and (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_gcd_and_watermark_never_import_each_other() -> None:
+    """The sweepers' package and the publisher's share only the kernel (`l0gc`): no
+    import between them, wherever it is written (the composition roots included)."""
+    crossing = [
+        f"{MODULES[name].relative_to(ROOT)}:{line}: {target}"
+        for name in MODULES
+        for side, other in (SIDES, SIDES[::-1])
+        if name == side or name.startswith(side + ".")
+        for line, target in imports(name, MODULES[name].read_text())
+        if target == other or target.startswith(other + ".")
+    ]
+    assert crossing == []
 
 
 def test_there_is_no_import_cycle() -> None:
@@ -324,7 +352,7 @@ def test_every_package_says_what_lives_there_and_what_it_may_import() -> None:
             for node in tree.body[1:]
             if not isinstance(node, ast.ImportFrom) or node.module != "__future__"
         ]
-        allowed = name == "gcd" or name in FACES  # the version; the face
+        allowed = name == "l0gc" or name in FACES  # the version; the faces
         assert allowed or code == [], f"{path.relative_to(ROOT)}: a package re-exports nothing"
 
 
@@ -421,9 +449,9 @@ def test_the_face_check_flags_a_runtime_import() -> None:
         "from __future__ import annotations\nimport importlib\n"
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
         "    from watermark.service.publisher import Publisher\n"
-        "from watermark.etcd.store import WatermarkStore\n"
+        "from l0gc.etcd.store import WatermarkStore\n"
     )
-    assert face_runtime_imports(source) == ["6: watermark.etcd.store"]
+    assert face_runtime_imports(source) == ["6: l0gc.etcd.store"]
 
 
 @pytest.mark.parametrize(
@@ -477,7 +505,8 @@ def test_the_pure_units_are_what_they_claim() -> None:
     """The purity check covers the whole of each pure unit, not a hand-kept list."""
     covered = {unit_of(name) for name in MODULES if unit_of(name) in PURE_UNITS}
     assert covered == set(PURE_UNITS)
-    assert len([n for n in MODULES if unit_of(n) == "watermark.core"]) >= 12
+    assert len([n for n in MODULES if unit_of(n) == "watermark.core"]) >= 7
+    assert len([n for n in MODULES if unit_of(n) == "l0gc.contract"]) >= 8
 
 
 # -- the checks can fail ------------------------------------------------------------
@@ -486,9 +515,9 @@ def test_the_pure_units_are_what_they_claim() -> None:
 @pytest.mark.parametrize(
     ("name", "source"),
     [
-        ("watermark.core.window", "from watermark.etcd.store import WatermarkStore\n"),
+        ("l0gc.contract.record", "from l0gc.etcd.store import WatermarkStore\n"),
         ("watermark.core.window", "def f():\n    import watermark.service.guard\n"),
-        ("watermark.options", "from watermark.logs import redact\n"),
+        ("l0gc.options", "from l0gc.logs import redact\n"),
         ("gcd.rules.layout", "from gcd.storage import objectstore\n"),
         ("gcd.sweep.sweeper", "from l0lab.testing.memory import MemoryObjectStore\n"),
         ("gcd.sweep.sweeper", "from gcd.spark import delete\n"),
@@ -507,10 +536,10 @@ def test_the_layer_check_flags_an_upward_or_sideways_import(name: str, source: s
 @pytest.mark.parametrize(
     ("name", "source"),
     [
-        ("watermark.etcd.store", "from watermark.core.record import PartitionRecord\n"),
+        ("l0gc.etcd.store", "from l0gc.contract.record import PartitionRecord\n"),
         ("gcd.sweep.sweeper", "from gcd.rules.layout import KeyLayout\n"),
         ("gcd.cli.main", "from watermark.cli import main\n"),
-        ("watermark.core.window", "from watermark.core import strictjson\n"),
+        ("watermark.core.window", "from l0gc import strictjson\n"),
         ("watermark.core.window", "import json\n"),
         ("l0lab.demo.runner", "from gcd.sweep.sweeper import run_round\n"),
         ("l0lab.chaos.runner", "from l0lab.demo import storage\n"),
@@ -546,7 +575,7 @@ def test_the_purity_check_flags_an_impure_import(source: str) -> None:
     "source",
     [
         "import enum\nfrom dataclasses import dataclass\n",
-        "from watermark.errors import StaleEpoch\n",
+        "from l0gc.errors import StaleEpoch\n",
         "from . import errors\n",
         "import timeit_helpers_are_not_time\n",
         "from collections import deque\n",

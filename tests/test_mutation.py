@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "mutation.py"
 SAFETY = (
     "watermark/core/window.py",
-    "watermark/core/safe_epoch.py",
+    "l0gc/contract/safe_epoch.py",
     "gcd/rules/decision.py",
     "gcd/rules/cursor.py",
     "watermark/core/fencelock.py",

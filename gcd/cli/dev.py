@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 from gcd.cli import lab
-from watermark import exitcodes
-from watermark.errors import ConfigError
-from watermark.service.signals import StopOnSignals
+from l0gc import exitcodes
+from l0gc.errors import ConfigError
+from l0gc.process.signals import StopOnSignals
 
 __all__ = ["add_arguments", "run"]
 

@@ -1,18 +1,6 @@
 """`gcd simulate --exhaustive`: every schedule of a small cluster (see `l0lab.sim.explore`).
 
-    gcd simulate --exhaustive                                  # the suite, real code
-    gcd simulate --exhaustive --variant late-commit            # the suite finds it
-    gcd simulate --exhaustive --variant no-drain-slide --partitions 1 --max-faults 0
-    gcd simulate --exhaustive --replay 'tick; raise p0; write w0 p0 1' --variant inclusive-floor
-    gcd simulate --exhaustive --model undo --variant unpaused-restore   # one operator model
-
-With no scope flag the search runs the suite (`l0lab.sim.suite`: the focused scopes of
-the documented bugs, cheapest first, then the general scope); any scope flag searches
-that one scope (the flags not given take the general scope's values); `--model` searches one of
-the operator models (`l0lab.sim.smallmodel`: registration, undo) alone. It prints the
-distinct states per depth as it goes, then the totals, and on a violation its shortest
-counterexample as the same readable trace the random simulation prints, with the
-`--replay` command that runs it again. Exit 1 on a violation.
+Design notes: docs/internals/cli.md, `gcd.cli.exhaustive`.
 """
 
 from __future__ import annotations
@@ -23,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gcd.cli import lab
 from gcd.cli.output import write_json
-from watermark import exitcodes
+from l0gc import exitcodes
 
 if TYPE_CHECKING:
     from l0lab.sim.checks import Violation

@@ -1,20 +1,6 @@
 """`gcd explain`: why is this object still there, or who deleted it?
 
-    gcd explain KEY [KEY ...] --bucket B [--etcd HOST:PORT --namespace NS]
-                [--from-file F | --from-file -] [--journal-dir DIR] [--json]
-
-Per key one verdict, the rule the sweeper applies (`gcd.rules.explain`), with the facts
-behind it: ``never`` (not an L0 key of this namespace: which case), ``deletable`` (the
-next round deletes it), ``kept`` (the partitions it waits on, the grace period, a pause
-or block, Object Lock; with an *estimate* of when it becomes deletable), ``deleted``
-(found in the journal: when, by which sweeper, under which M) or ``absent``. Takes the
-store, layout, round (``--grace``, ``--safe-epoch``), etcd and journal flags of `gcd
-sweep`, so the answer is for the rounds those flags run. Keys come from the arguments,
-``--from-file`` (one per line; ``-`` is stdin) or, when neither is given and stdin is
-not a terminal, stdin. Read-only: nothing is written to etcd, the store or the journal.
-
-Exit: 0 every key answered, 2 bad flags or no key, 4 etcd unreachable (the keys are
-still answered: kept, blocked), 1 the store could not be read.
+Design notes: docs/internals/cli.md, `gcd.cli.explain`.
 """
 
 from __future__ import annotations
@@ -32,11 +18,11 @@ from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup
 from gcd.rules.admission import UNREACHABLE
 from gcd.sweep.explain import ExplainReport, explain_keys, read_gc_facts
 from gcd.sweep.runtime import open_reader
-from watermark import exitcodes
-from watermark.core.display import printable
-from watermark.errors import ConfigError
-from watermark.logs import configure_logging
-from watermark.options import Option, add_options, boolean, text
+from l0gc import exitcodes
+from l0gc.display import printable
+from l0gc.errors import ConfigError
+from l0gc.logs import configure_logging
+from l0gc.options import Option, add_options, boolean, text
 
 __all__ = ["EXPLAIN_OPTIONS", "add_arguments", "explain", "read_keys", "run"]
 

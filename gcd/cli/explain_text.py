@@ -6,7 +6,7 @@ from typing import Any
 
 from gcd.cli.output import human_age, utc_text
 from gcd.sweep.explain import ExplainReport
-from watermark.core.display import printable
+from l0gc.display import printable
 
 __all__ = ["render_text"]
 

@@ -1,22 +1,6 @@
 """The publisher fleet as `gcd status` shows it: live replicas, the ticker leader, owners now.
 
-`watermark serve --replicated` replicas announce themselves under ``{ns}/replicas/``
-(`watermark.service.replicas`: a member record per replica and a claim per partition,
-all on the replica's etcd lease), and the epoch ticker's leader holds
-``{ns}/leader/ticker`` on its lease. `read_fleet` reads both at the revision of the
-status read (so they agree with the partition records shown) and asks etcd how long each
-lease has left; `build_fleet` (pure) turns that into:
-
-* the live replicas: member, address, lease remaining, the partitions each holds a live
-  claim on, and its claims in handover (held, but assigned to another member now);
-* the ticker leader (and its lease), or none;
-* for each partition, its owner as it is now: the live member holding its claim. A
-  partition record's `owner` is the last publisher that wrote it: after a failover it can
-  name a replica that is gone, so `owner_now` says who serves it (None while nobody does)
-  and `owner_gone` flags a record owner that is no longer a live member.
-
-Without replicas (publishers started without `--replicated`) the fleet is empty and the
-record owners stand as they are.
+Design notes: docs/internals/cli.md, `gcd.cli.fleet`.
 """
 
 from __future__ import annotations
@@ -27,9 +11,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from watermark.core.assignment import ClaimRecord, MemberRecord, View, decode_claim, decode_member
-from watermark.core.kv import KeyValue
-from watermark.errors import InvalidRecord, L0gcError
+from l0gc.contract.kv import KeyValue
+from l0gc.contract.members import ClaimRecord, MemberRecord, View, decode_claim, decode_member
+from l0gc.errors import InvalidRecord, L0gcError
 
 __all__ = ["FleetStatus", "LeaseReader", "ReplicaStatus", "build_fleet", "read_fleet"]
 

@@ -1,38 +1,7 @@
 """`gcd journal verify|show|prune`: check a deletion journal, find who deleted a key, or
 apply the retention.
 
-    gcd journal verify --journal-dir DIR [--etcd HOST:PORT --namespace NS] [--json]
-    gcd journal verify --bucket B --journal-prefix P [--endpoint-url U] [--etcd ...]
-    gcd journal verify --journal-dir DIR --bucket B --journal-prefix P [--etcd ...]
-    gcd journal show --key KEY --journal-dir DIR [--json]
-    gcd journal prune --bucket B --journal-prefix P --journal-retention 30d [--etcd ...]
-
-`prune` deletes the shipped segments older than the retention (per sweeper, from the
-start of its chain, after writing its pruned marker) and, with etcd, the anchors of
-sweepers whose last record is older than that (`gcd.sweep.journal_prune`); sweepers given
-``--journal-retention`` do the same by themselves once an hour.
-
-`verify` checks the journal on its own (chain in file order, digests, every key's epoch
-at or below the M its record claims, M never going backwards per sweeper), its end
-against the anchors of the audit prefix (when read from there) and, with etcd given,
-against etcd: each sweeper's anchored end, and the namespace read at each revision a
-record claims and M recomputed there (`gcd.sweep.journal_check`). `show` prints every
-attempt to delete KEY: the sweeper, when, M and the cluster epoch, the etcd revision,
-the partitions pinning M, and what became of the key.
-
-Given both `--journal-dir` and `--journal-prefix` (with `--bucket`), both are read and
-merged (`gcd.sweep.journal_places`): a sweeper that ships deletes its local segments
-once shipped, so neither place alone holds its journal.
-
-Journals are written by `gcd sweep` and `gcd daemon` with `--journal-dir` (and shipped
-to `--journal-prefix` in the bucket): `gcd.sweep.runtime` opens the writer and its
-`AnchorKeeper` (the end anchored in etcd and shipped).
-
-Exit codes: verify 0 every check passed (a torn tail, a crash mid-write, is said and
-still 0), 1 a violation or a damaged journal, 2 bad flags or nothing to verify (no
-segments, or a namespace with nothing stored in etcd), 3 nothing wrong found but
-something could not be checked (no --etcd; a compacted or unreachable etcd revision; a
-sweeper without an anchor); show 0 found, 1 no record of the key.
+Design notes: docs/internals/cli.md, `gcd.cli.journal`.
 """
 
 from __future__ import annotations
@@ -74,12 +43,12 @@ from gcd.sweep.journal_check import (
 )
 from gcd.sweep.journal_places import read_journal_places, unread_shipped
 from gcd.sweep.journal_prune import prune_anchors, prune_audit
-from watermark import exitcodes
-from watermark.core.display import printable
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options, boolean, text
+from l0gc import exitcodes
+from l0gc.display import printable
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.logs import configure_logging
+from l0gc.options import Option, add_config_option, add_options, boolean, text
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = ["INSTALL", "LabNotInstalled", "required"]
 

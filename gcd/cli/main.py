@@ -1,42 +1,6 @@
 """`gcd`: the entry point. Dispatches to one module per subcommand, imported lazily.
 
-Subcommand interface
---------------------
-Each subcommand lives in its own module (table `SUBCOMMANDS` below; several
-subcommands may share a module) and provides two functions:
-
-    def add_arguments(parser: argparse.ArgumentParser) -> None
-        Add the subcommand's options. `parser` is a fresh parser whose prog is
-        "gcd <name>"; `--help` is already there.
-
-    def run(args: argparse.Namespace) -> int            # or
-    async def run(args: argparse.Namespace) -> int
-        Do the work and return an exit code from `watermark.exitcodes`. An async `run` is
-        executed with `asyncio.run`. `args.command` holds the subcommand name, so a module
-        serving several subcommands (pause/resume, spark-sweep/spark-report) can tell
-        which one was invoked.
-
-A module is imported only when its subcommand is selected: `gcd sweep` never imports
-pyspark, and `gcd --help` imports nothing but this file. Exceptions from `run` are
-mapped to exit codes in exactly one place (`watermark.exitcodes.exit_code_for`); an
-unknown subcommand, or one whose module is not installed, is a usage error (exit 2), as
-is a lab command (`gcd demo`, `chaos`, `simulate`, `dev`) where the lab is not installed
-(`gcd.cli.lab`: its `add_arguments` or `run` raises `LabNotInstalled`).
-
-Usage errors are two lines (`watermark.options.CommandParser`), with the closest
-known flag or command when there is one:
-
-    gcd sweep: unknown option --dry-rn; did you mean --dry-run?
-    usage: gcd sweep [options]; `gcd sweep --help` lists them
-
-With `--json`, a command that stops on an error (an exception mapped to an exit code, or
-bad usage) prints, besides the line on stderr, one JSON document on stdout:
-`{"version": 1, "error": "etcd_unreachable", "exit_code": 4, "message": "..."}`
-(`watermark.exitcodes.error_document`).
-
-Ctrl-C that reaches this level (a command that does not handle it, or a second Ctrl-C)
-exits 130 with one line on stderr, and, when the command was given `--json`, a JSON
-document `{"version": 1, "error": "interrupted"}` on stdout.
+Design notes: docs/internals/cli.md, `gcd.cli.main`.
 """
 
 from __future__ import annotations
@@ -54,8 +18,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Final
 
-from gcd import __version__
-from watermark import exitcodes
+from l0gc import __version__, exitcodes
 
 __all__ = ["EXAMPLES", "SUBCOMMANDS", "Subcommand", "main"]
 
@@ -208,8 +171,8 @@ def _main(argv: Sequence[str] | None, prog: str) -> int:
     module = _load(first)
     if isinstance(module, str):
         return _fail(module)
-    from watermark.errors import ConfigError  # noqa: PLC0415 - `gcd --help` stays light
-    from watermark.options import CommandParser  # noqa: PLC0415
+    from l0gc.errors import ConfigError  # noqa: PLC0415 - `gcd --help` stays light
+    from l0gc.options import CommandParser  # noqa: PLC0415
 
     parser = CommandParser(
         prog=f"{prog} {first}",

@@ -1,25 +1,6 @@
 """`gcd namespace` (also `watermark namespace`): bind a namespace to its bucket and root.
 
-    watermark namespace bind --bucket B [--root R] [--endpoint-url U] [--replace] [--json]
-    watermark namespace show [--json]
-    watermark namespace repair-claims [--remove-claim KEY ...] [--force] [--json]
-    watermark namespace export FILE | import FILE [--json]   (`gcd.cli.namespace_backup`)
-
-`bind` records `{ns}/binding` in etcd and claims the root in the bucket (the object
-`{root}/.l0gc-claim.json`, created only if absent), so that no sweeper of this
-namespace deletes from any other storage and no other namespace can claim this root
-(`watermark.core.binding`, `gcd.sweep.binding`). It is idempotent; `--replace` moves the binding
-(new bucket, root or endpoint, or an etcd cluster restored from a backup), but never
-takes a root claimed by another namespace. Roots never nest: `bind` refuses a root
-inside or containing another namespace's claimed root (exit 3, naming both). `show`
-prints the binding and checks the claim in the bucket (and the claims above the root).
-`repair-claims` rewrites the root's claim from the etcd binding and removes claims planted
-below the root (`gcd.sweep.claims`): the storage comes from the binding, so it takes no
-bucket flags (credentials and `--region` as for `bind`).
-
-Exit codes: 0 bound (and, for `show`, consistent), 1 etcd or S3 failed, 2 bad flags,
-3 refused: bound elsewhere, claimed by another namespace, not bound (`show`), or the
-two sides disagree.
+Design notes: docs/internals/cli.md, `gcd.cli.namespace`.
 """
 
 from __future__ import annotations
@@ -45,20 +26,20 @@ from gcd.sweep.binding import (
     read_claim_object,
 )
 from gcd.sweep.claims import bound_target, repair_claims
-from watermark import exitcodes
-from watermark.core.binding import (
+from l0gc import exitcodes
+from l0gc.contract.binding import (
     Binding,
     StorageTarget,
     check_ancestor_claims,
     check_binding,
     claim_key,
 )
-from watermark.core.display import printable
-from watermark.errors import ConfigError, InvalidRecord
-from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.etcd.store import WatermarkStore
-from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options, boolean
+from l0gc.display import printable
+from l0gc.errors import ConfigError, InvalidRecord
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.etcd.store import WatermarkStore
+from l0gc.logs import configure_logging
+from l0gc.options import Option, add_config_option, add_options, boolean
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
 

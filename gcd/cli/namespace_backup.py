@@ -1,24 +1,7 @@
 """`watermark namespace export FILE` and `import FILE`: one namespace's state, backed up
 and restored without restoring the whole etcd (docs/upgrades.md).
 
-Export reads the namespace's durable keys at one revision (one consistent range read):
-the cluster epoch, every partition record, the binding, the pause marker and the
-journal anchors. Keys bound to a lease (liveness keys, replica members and claims, the
-ticker leader, sweeper announcements) are not exported: they belong to running
-processes, which write them again. The file is one JSON document, values in base64 (a
-record that does not parse is still kept byte for byte):
-
-    {"version": 1, "namespace": "/l0gc/prod", "revision": 884213, "exported_at": ...,
-     "keys": [{"key": "epoch", "value": "MTA0Mg=="}, ...]}
-
-Import writes such a file into a namespace that holds nothing (anything under it:
-refused, exit 3), create-only, and adds a pause marker first, so no sweeper deletes on
-the imported state before an operator has checked it: the binding names the etcd
-cluster it was exported from (sweepers refuse it in another one until `namespace bind
---replace`), the cluster epoch may be behind epochs stamped since the export (make it
-monotonic, docs/operations.md "etcd restore" step 3), then `gcd resume`. The cluster
-epoch is written last: a namespace whose import stopped half-way has no epoch, and no
-sweeper deletes in it.
+Design notes: docs/internals/cli.md, `gcd.cli.namespace_backup`.
 """
 
 from __future__ import annotations
@@ -30,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from watermark.core.contract import pause_marker
-from watermark.core.kv import Compare, Put
-from watermark.errors import ConfigError
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.kv import Compare, Put
+from l0gc.contract.namespace import pause_marker
+from l0gc.errors import ConfigError
+from l0gc.etcd.store import WatermarkStore
 
 __all__ = [
     "EXPORT_VERSION",

@@ -1,27 +1,6 @@
-"""The option tables of the gcd commands; the option system itself is `watermark.options`.
+"""The option tables of the gcd commands; the option system itself is `l0gc.options`.
 
-Every option is declared once as an `Option` in a table below. `add_options` puts a
-table on an argparse parser (default None, so "not given" is visible) and `resolve`
-fills in each value, first found wins:
-
-    1. the flag                       --batch-size 500
-    2. the environment variable       L0GC_BATCH_SIZE=500
-    3. the config file                batch_size = 500     (--config FILE or L0GC_CONFIG)
-    4. the option's default
-
-The config file is TOML whose top-level keys are flag names with underscores. A key
-that no gcd option knows is an error (a typo must not silently keep a default); a key
-of another command's option is ignored, so one file can serve `sweep` and `daemon`.
-`resolve` also resolves the etcd options (`watermark.etcd.settings.ETCD_OPTIONS`) of a
-command that has them, by the same rules.
-
-Values are checked when resolved: a bad one raises ConfigError naming the flag, where
-the value came from, the value, and what is allowed. Durations accept seconds
-("90", 1.5) or a unit suffix ("500ms", "30s", "10m", "2h").
-
-The machinery (`Option`, the parsers, `add_options`, `add_config_option`) is
-re-exported from `watermark.options`, which `watermark` shares: one option system for
-both programs.
+Design notes: docs/internals/cli.md, `gcd.cli.options`.
 """
 
 from __future__ import annotations
@@ -32,10 +11,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
-from watermark import options as _options
-from watermark.etcd.settings import ETCD_OPTIONS
-from watermark.logs import LEVEL_NAMES
-from watermark.options import (
+from l0gc import options as _options
+from l0gc.etcd.settings import ETCD_OPTIONS
+from l0gc.logs import LEVEL_NAMES
+from l0gc.options import (
     Option,
     boolean,
     choice,

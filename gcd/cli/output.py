@@ -1,9 +1,9 @@
 """How gcd commands talk to people and machines.
 
-- Logging is configured by `watermark.logs.configure_logging` (one setup for every
+- Logging is configured by `l0gc.logs.configure_logging` (one setup for every
   l0gc process).
 - `write_json`: one JSON document on stdout, always with a "version" field, always
-  valid JSON (`watermark.core.strictjson.dumps`: a non-finite number is written as null).
+  valid JSON (`l0gc.strictjson.dumps`: a non-finite number is written as null).
 - `ProgressLine`: a single self-overwriting status line on a TTY's stderr (objects
   listed and deleted, bytes, delete rate), refreshed from a counter source.
 """
@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from gcd.sweep.report import RoundCounts
-from watermark.core import strictjson
-from watermark.core.contract import LATEST_PAUSE_AT
+from l0gc import strictjson
+from l0gc.contract.namespace import LATEST_PAUSE_AT
 
 __all__ = ["ProgressLine", "human_age", "human_bytes", "utc_text", "write_json"]
 

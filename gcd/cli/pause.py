@@ -1,22 +1,6 @@
 """`gcd pause` and `gcd resume`: stop and restart deletion for a whole namespace.
 
-    gcd pause [--reason TEXT] [--json] [--etcd ... --namespace /l0gc/prod]
-    gcd resume [--json] [--etcd ... --namespace /l0gc/prod]
-
-`pause` writes the key `{ns}/gc/paused` ({"reason": ..., "at": unix seconds}); every
-sweeper of the namespace reads it with M, at the start of each round, and deletes
-nothing while it is there (a round already deleting finishes its requests in flight).
-`resume` deletes the key. Both are idempotent: pausing again replaces the reason
-(the previous one is reported), resuming when not paused changes nothing. Stdout says
-what happened, for a person; with `--log-level info` the store also logs `gc.paused` /
-`gc.resumed` on stderr (JSON when not a terminal), an audit trail for log collectors.
-
-Without `--reason` the reason names who paused: "paused with gcd pause by USER@HOST".
-`pause` refuses (exit 2, "is --namespace right?") a namespace without a cluster epoch
-key: every namespace in use has one, and a pause written under a mistyped name would
-stop nothing.
-
-Exit codes: 0 done, 1 etcd unreachable, 2 bad flags or a namespace not in use.
+Design notes: docs/internals/cli.md, `gcd.cli.pause`.
 """
 
 from __future__ import annotations
@@ -30,12 +14,12 @@ from typing import Any
 from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import write_json
 from gcd.sweep.runtime import empty_namespace
-from watermark import exitcodes
-from watermark.core.display import printable
-from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.etcd.store import WatermarkStore
-from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options, boolean, text
+from l0gc import exitcodes
+from l0gc.display import printable
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.etcd.store import WatermarkStore
+from l0gc.logs import configure_logging
+from l0gc.options import Option, add_config_option, add_options, boolean, text
 
 __all__ = ["OUTPUT_VERSION", "PAUSE_OPTIONS", "RESUME_OPTIONS", "add_arguments", "run"]
 

@@ -1,30 +1,6 @@
 """`gcd restore`: bring back objects l0gc deleted within its undo window.
 
-    gcd restore --bucket B [--journal-dir DIR] [--journal-prefix P]   (one or both)
-                [--since TIME] [--until TIME] [--round ID] [--partition P]... [--key K]...
-                [--dry-run] [--json] [--etcd ... --namespace /l0gc/prod]
-
-It refuses (exit 2, one line saying what to run) unless GC is paused for the namespace:
-a restored key at or below M would be deleted again by the next round. It reads the
-deletion journal as `gcd journal` does: the local segments, the ones shipped to the
-audit prefix, or both merged when both are given (`gcd.sweep.journal_places`: a sweeper
-that ships deletes its local copies, so the chart's sweepers need both). It keeps the
-deletions selected (`gcd.sweep.restore.Selection`: every criterion given must hold;
-`--partition` names the partition whose M(p) was wrong, for the repair steps: it does
-not select, see `gcd.sweep.restore`) and restores each key by deleting exactly the
-delete marker l0gc wrote on it, by version id, or on Azure and GCS (`--storage`) with
-soft delete by the store's own undelete / restore of the generation deleted
-(`gcd.sweep.restore`). It acts only on journal records that verify
-(`gcd.sweep.restore_trust`: the chain, each sweeper's end anchored in etcd, the segment
-header's namespace and bucket); the rest is named on stderr. It reports every key
-(restored, already restored, already reclaimed, never deleted, superseded, refused,
-failed), then prints the steps that keep the objects: `watermark partition repair ...
---force` for each partition concerned, then `gcd resume`. The restore's requests are
-journaled (`restore-{id}.jsonl` beside the journal).
-
-Exit codes: 0 done (nothing failed), 1 a marker could not be deleted, a key was refused
-or journal records did not verify, 2 bad flags, GC not paused, or nothing in the
-journal, 4 etcd unreachable.
+Design notes: docs/internals/cli.md, `gcd.cli.restore`.
 """
 
 from __future__ import annotations
@@ -61,13 +37,13 @@ from gcd.sweep.restore import (
 )
 from gcd.sweep.restore_trust import trusted_records
 from gcd.sweep.runtime import MAX_SEGMENT_READ
-from watermark import exitcodes
-from watermark.core.display import printable
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
-from watermark.etcd.store import WatermarkStore
-from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options, text
+from l0gc import exitcodes
+from l0gc.display import printable
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.etcd.store import WatermarkStore
+from l0gc.logs import configure_logging
+from l0gc.options import Option, add_config_option, add_options, text
 
 __all__ = ["OUTPUT_VERSION", "RESTORE_OPTIONS", "add_arguments", "run"]
 

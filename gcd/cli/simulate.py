@@ -1,20 +1,6 @@
 """`gcd simulate`: the deterministic whole-system simulation (see `l0lab.sim`).
 
-    gcd simulate --seeds 200 --steps 600            # seeds 0..199, real code
-    gcd simulate --seed 92 --steps 600              # replay one seed, print its trace
-    gcd simulate --seeds 50 --variant eager-floor   # a deliberately broken variant
-    gcd simulate --seeds 1000 --json                # machine-readable report
-    gcd simulate --exhaustive                       # every schedule of a small scope
-
-Every seed runs the real publisher, guard, tracker, etcd store (on an in-memory etcd)
-and sweeper against an in-memory S3, with faults, in virtual time; the same seed always
-gives the same run. Exit status 1 when any seed breaks an invariant; each failing seed
-is printed with the command that replays it and the events that led to it.
-
-With `--exhaustive` (`gcd.cli.exhaustive`, `l0lab.sim.explore`) it explores every schedule of a
-bounded scope instead, breadth-first, and prints a shortest counterexample.
-
-This is a developer tool, so its options have no environment variables or config file.
+Design notes: docs/internals/cli.md, `gcd.cli.simulate`.
 """
 
 from __future__ import annotations
@@ -25,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from gcd.cli import exhaustive, lab
 from gcd.cli.output import write_json
-from watermark import exitcodes
+from l0gc import exitcodes
 
 if TYPE_CHECKING:
     from l0lab.sim.runner import SeedResult

@@ -1,51 +1,6 @@
 """`gcd spark-sweep` and `gcd spark-report`: the PySpark pipeline (see docs/spark.md).
 
-    gcd spark-sweep  --bucket B (--inventory manifest.json | --list) --output DIR [--dry-run]
-    gcd spark-report --bucket B (--inventory manifest.json | --list) --output DIR
-    gcd spark-sweep  --storage gcs --bucket B (--inventory *_manifest.json | --list) ...
-
-On GCS (`--storage gcs`, `--gcs-credentials-file` / ADC, `--gcs-anonymous` for an
-emulator) the executors list and delete through `gcd.spark.gcsclient` and an inventory
-is a Storage Insights report (`gcd.spark.gcsinventory`); the preflight is `gcd sweep`'s
-(`gcd.storage.open.preflight_store`), and there is no versioning plan (live objects).
-
-spark-report takes no delete options (--dry-run, --batch-size, --decisions-uri,
---max-deletes-per-second, --delete-concurrency): it deletes nothing, so it refuses them
-(exit 2) rather than accept and ignore them.
-
-`--storage azure --account-url URL --container NAME` (and `--azure-connection-string-file`,
-else the Azure credential chain) sweeps an Azure container instead (`gcd.spark.azure`,
-`gcd.spark.azinventory`: listings, or a Blob Inventory rule's manifest).
-
-When the job will call S3 (--list, or a sweep that deletes), the driver first runs the
-preflight of `gcd sweep` (`gcd.storage.s3.preflight`; Azure's `preflight_store`): a
-bucket it cannot list (no credentials, endpoint unreachable, no such bucket, access
-denied, wrong region) exits 2 in seconds, before any Spark work. A dry run or a report
-from an inventory makes no store call and needs no store credentials on the driver (any
-store; with etcd, only the binding's read of the root's claims).
-
-The driver reads the safe epoch M ONCE (one etcd revision, through the sweeper's own
-safety rails: `gcd.sweep.safety.read_admission`), or takes `--safe-epoch` (checked against
-the cluster epoch when etcd is configured). If M may not be used (undefined, above
-the cluster epoch, GC paused, etcd unreachable) the command fails closed before any
-Spark work: exit 3, `summary.json` / `report.json` with `blocked_reason`, nothing
-deleted. Otherwise M, "now" and the grace period are fixed on the driver and
-broadcast; executors classify every object with `gcd.rules.decision.decide`.
-
-spark-sweep writes `DIR/decisions/` (Parquet: key, epoch, size, action, error; one
-row per object seen) and `DIR/summary.json` with the fields of `gcd sweep --json`
-plus `source`, `outside_root`, `would_delete`, `would_delete_bytes`. Exit 0, or 1
-when some deletes failed (or a Spark job failed part way: re-running is safe).
-spark-report writes the tables, `report.json` and `report.png` (`gcd.spark.report`).
-
-On a cluster: `--py-files l0gc-spark.zip` (from `gcd spark-package`) ships l0gc to the
-executors and `--conf KEY=VALUE` (repeatable; env L0GC_CONF one per line; a `[conf]`
-table in the config file) sets up the session this command makes, e.g.
-`--conf spark.pyspark.python=/opt/py/bin/python` for the executors' Python.
-`--max-deletes-per-second` and `--delete-concurrency` are for the whole job, split
-equally between the `--delete-tasks` delete tasks. A sweep refuses (exit 2) a
-`--decisions-uri` that is a plain path when the master is not local.
-Without --json, one line on stdout says what was done, sizes in KiB/MiB/GiB.
+Design notes: docs/internals/cli.md, `gcd.cli.spark`.
 """
 
 from __future__ import annotations
@@ -84,12 +39,12 @@ from gcd.storage.s3 import S3Settings, preflight
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.runtime import open_reader
 from gcd.sweep.safety import read_admission
-from watermark import exitcodes
-from watermark.core.display import printable
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, add_etcd_arguments
-from watermark.logs import configure_logging
-from watermark.options import (
+from l0gc import exitcodes
+from l0gc.display import printable
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
+from l0gc.logs import configure_logging
+from l0gc.options import (
     CommandParser,
     Option,
     add_config_option,
@@ -420,7 +375,7 @@ def _announce(config: JobConfig, document: dict[str, Any]) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Run spark-sweep or spark-report; an exit code from `watermark.exitcodes`."""
+    """Run spark-sweep or spark-report; an exit code from `l0gc.exitcodes`."""
     try:
         require_pyspark()
     except ConfigError:

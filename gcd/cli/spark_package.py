@@ -23,7 +23,7 @@ from gcd.spark.package import (
     build_package,
     write_launcher,
 )
-from watermark import exitcodes
+from l0gc import exitcodes
 
 __all__ = ["add_arguments", "run"]
 

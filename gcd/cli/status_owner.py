@@ -1,9 +1,9 @@
 """`gcd status` on a pinning partition's owner: what it waits on, and whether it runs.
 
 `waiting_text` renders the record's `waiting` (written by the owner,
-`watermark.core.record`). `gone_owners` names the pinning partitions more than two
+`l0gc.contract.record`). `gone_owners` names the pinning partitions more than two
 epochs behind the cluster epoch whose recorded owner no running process holds: no
-liveness key and no publish for `RECENT_PUBLISH_S` (`watermark.api.owners.live_owner`; an
+liveness key and no publish for `RECENT_PUBLISH_S` (`l0gc.etcd.liveness.live_owner`; an
 owner that waits refreshes its record every 30 s, `watermark.service.hosted`).
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gcd.cli.output import utc_text
-from watermark.api.owners import live_owner
-from watermark.core.record import PartitionRecord
+from l0gc.contract.record import PartitionRecord
+from l0gc.etcd.liveness import live_owner
 
 __all__ = ["gone_owners", "waiting_text"]
 
@@ -46,7 +46,7 @@ def waiting_text(waiting: Mapping[str, Any], now: float) -> str:
 async def gone_owners(store: Any, pinning: Sequence[Any], now: float) -> set[str]:
     """The pinning partitions more than two epochs behind the cluster epoch (lag > 2: an
     owner that runs publishes such a partition at least every 30 s) whose recorded owner
-    no running process holds (`watermark.api.owners.live_owner` says not live)."""
+    no running process holds (`l0gc.etcd.liveness.live_owner` says not live)."""
     gone = set()
     for p in pinning:
         if p.owner is None or p.lag_epochs is None or p.lag_epochs <= 2:

@@ -20,9 +20,9 @@ from gcd.rules.explain import start_before
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.explain import HISTORY, ExplainReport, explain_keys, read_gc_facts
-from watermark.core.binding import Binding
-from watermark.core.record import PartitionRecord
-from watermark.errors import ConfigError, InvalidRecord, L0gcError
+from l0gc.contract.binding import Binding
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import ConfigError, InvalidRecord, L0gcError
 
 __all__ = ["oldest_kept_key", "pinned_longest", "why"]
 

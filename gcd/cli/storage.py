@@ -21,8 +21,8 @@ from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.open import StoreSettings
 from gcd.storage.s3 import S3Settings
-from watermark.errors import ConfigError
-from watermark.options import Option, boolean, text
+from l0gc.errors import ConfigError
+from l0gc.options import Option, boolean, text
 
 __all__ = [
     "AZURE_OPTIONS",

@@ -1,33 +1,6 @@
 """`gcd sweep`: one sweeper round, then exit.
 
-    gcd sweep --bucket B [--etcd HOST:PORT --namespace /l0gc/prod | --safe-epoch N]
-              [--dry-run --plan-out plan.jsonl] [--json] ...
-
-First a preflight (`gcd.storage.open.preflight_store`; on S3 one ListObjectsV2 of the
-root, bounded retries, short connect timeout): no credentials, an unreachable endpoint, a missing
-bucket, access denied or the wrong region exit 2 in seconds with one line saying what to
-fix. Then it reads M from etcd (or takes `--safe-epoch`, still checked against the
-cluster epoch when etcd is configured), lists the shard's prefixes and deletes what
-`decide` allows. Shows a progress line on a TTY's stderr (its last refresh shows the
-round's totals), structured logs otherwise; the round summary goes to stdout: a few
-lines for people, or one JSON document with `--json`.
-
-After the preflight, with etcd configured, one GET checks that the namespace exists (a
-namespace under which nothing at all is stored is a typo: exit 2, "is --namespace
-right?", and nothing is written there, not even the shard announcement).
-
-Exit: 0 ok, 1 some deletes failed, 2 usage/config error, 3 blocked (undefined M,
-regression, M above the cluster epoch, paused unless --paused-ok), 4 etcd unreachable,
-130 stopped by Ctrl-C (SIGINT) or SIGTERM during the round: requests in flight finish,
-the rest waits for the next run; one line on stderr says so, and the summary of what
-was done is printed with `"error": "interrupted"` and `"signal"` added to the JSON. A
-second Ctrl-C, or one before the round, stops at once (exit 130, `{"version": 1,
-"error": "interrupted"}` with `--json`).
-
-The round is assembled and run by `gcd.sweep.runtime.SweepRuntime` (one etcd client for
-the whole process); this module parses the flags into its `SweepSettings`
-(`round_setup`, shared with `gcd daemon` and `gcd explain`), handles the signals and
-prints the summary.
+Design notes: docs/internals/cli.md, `gcd.cli.sweep`.
 """
 
 from __future__ import annotations
@@ -60,13 +33,13 @@ from gcd.rules.versions import VersionMode
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundSummary
 from gcd.sweep.runtime import JournalSettings, SweepRuntime, SweepSettings
 from gcd.sweep.sweeper import RoundConfig
-from watermark import exitcodes
-from watermark.core.display import printable
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, add_etcd_arguments
-from watermark.logs import configure_logging
-from watermark.options import Option, add_config_option, add_options
-from watermark.service.signals import StopOnSignals, interrupt_on_second_ctrl_c
+from l0gc import exitcodes
+from l0gc.display import printable
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
+from l0gc.logs import configure_logging
+from l0gc.options import Option, add_config_option, add_options
+from l0gc.process.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
 __all__ = [
     "COMMON_OPTIONS",

@@ -14,6 +14,7 @@ Lives here, one home per rule:
 The async sweeper (`gcd.sweep`) and the Spark pipeline (`gcd.spark`) do the I/O and
 ask these modules what to do.
 
-May import: the standard library's data modules, `watermark.errors`, `watermark.core`
-and `gcd.errors`. No I/O, clock or randomness (tests/test_layers.py checks it).
+May import: the standard library's data modules and the kernel's pure units (`l0gc.errors`,
+`l0gc.contract`, `l0gc.strictjson`, `l0gc.display`, `l0gc.events`). No I/O, clock or
+randomness (tests/test_layers.py checks it).
 """

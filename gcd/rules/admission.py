@@ -1,36 +1,14 @@
 """Admission: which safe epoch M a round may delete up to, or why it may delete nothing.
 
-Theory of operation
--------------------
-Every round, whoever runs it (`gcd sweep`, the daemon, `gcd spark-sweep`), is admitted
-by this one rule, `admit`, from one etcd read (a `SafeEpoch`, or None when no etcd is
-configured), an optional operator override (``--safe-epoch``) and the highest M this
-process used before. A round is refused, checked in this order:
-
-* etcd unreachable and no read at hand (`unreachable`; fail closed);
-* paused: ``{ns}/gc/paused`` is present (reason "paused: <reason>");
-* refused: the namespace is not bound to the storage this sweeper is pointed at, or
-  running sweepers disagree on shards (`gcd.sweep.binding`; an override does not lift it);
-* M undefined: a partition record is missing, malformed or lacks a watermark, or the
-  cluster epoch is unreadable;
-* M above the cluster epoch (an override can never exceed it either; with etcd
-  configured the cluster epoch is always read to check the override);
-* regression: M is lower than one this process already used. Watermarks only go up,
-  so this means etcd was restored from an old backup or the namespace is wrong: an
-  alert, not something to act on.
-
-Otherwise the round is admitted with M (the override when given), the etcd revision it
-was read at and the partitions pinning it (for the deletion journal). `SafetyGate`
-holds "the highest M used" between rounds and applies `admit` with it. Reading etcd is
-the caller's (`gcd.sweep.safety.read_admission`); nothing here does I/O.
+Design notes: docs/internals/rules.md, `gcd.rules.admission`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from watermark.core.safe_epoch import SafeEpoch
-from watermark.errors import ConfigError
+from l0gc.contract.safe_epoch import SafeEpoch
+from l0gc.errors import ConfigError
 
 __all__ = ["UNREACHABLE", "RoundAdmission", "SafetyGate", "admit", "unreachable"]
 

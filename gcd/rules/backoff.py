@@ -1,34 +1,13 @@
 """The retry policy: when a failed request is tried again, and after how long (pure).
 
-Theory of operation
--------------------
-Every retry of the sweeper side follows this one policy, whichever loop runs it: the
-async loop of the sweeper, its lister and its deleter (`gcd.storage.retry.Retrier`)
-and the synchronous loop of the Spark executors (`gcd.spark.retrying.retry`,
-`gcd.spark.delete.delete_keys`). botocore's own retries are switched off, so these
-loops are the only places that retry: retries are counted, logged and bounded.
-
-* Which errors: a `StorageError` whose `retryable` is true (throttling, timeouts, 5xx,
-  connection failures: the store's error translation decides it, from
-  `gcd.rules.triage.RETRYABLE_CODES` and the HTTP status). Anything else fails at once.
-* How many: `max_attempts` tries in all, the first included; attempt numbers are
-  0-based, so attempt ``n`` may be followed by another while ``n + 1 < max_attempts``.
-* How long: "full jitter", as AWS recommends. After failed attempt ``n`` the wait is
-  ``uniform * min(cap_s, base_s * 2**n)`` for a uniform draw in [0, 1). Random waits
-  spread the retries of many concurrent requests (and of many sweepers) so they do not
-  hit the store again in lockstep.
-
-The draw is passed in, never made here: the loops own their random source, so tests
-and the simulation (whose runs are reproducible per seed) choose it, and every retry
-costs exactly one draw, made only once the policy said "retry".
+Design notes: docs/internals/rules.md, `gcd.rules.backoff`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gcd.errors import StorageError
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError, StorageError
 
 __all__ = ["Backoff"]
 

@@ -1,48 +1,6 @@
 """Skip-ahead: where the next listing request starts (pure, no I/O).
 
-Theory of operation
--------------------
-A sweeper lists each of its listing prefixes (``{root}/``, ``{root}/4``, ``{root}/41``
-...: `gcd.rules.layout.listing_prefixes`) page by page, in key order. LIST cost should
-follow the garbage, not the bucket, and the layout makes that possible: in a padded
-layout with prefixes (`can_skip`), the keys of one prefix directory ``{root}/417/``
-sort by epoch. So the first key of directory 417 whose epoch is above M means no later
-key of 417 is deletable, and the listing may skip the rest of that directory.
-
-The skip point is ``StartAfter="{root}/4170"``: '0' sorts after '/', so that string is
-above every ``{root}/417/...`` key and below every ``{root}/418/...`` key (same
-length, smaller third digit). The one end condition: when the next directory is not
-under the listing prefix (skipping 999, or skipping 419 in the listing prefix
-``{root}/41``), the listing prefix is done, and no LIST is spent to find out that
-nothing is left. The whole root (``{root}/``) is the exception: it goes on past
-directory 999, so junk beside the directories is seen and counted.
-
-`skip` is that rule for one listed key; `next_cursor` says where the listing goes on
-after a page: nowhere on the last page or after a skip that ended the prefix; after
-the skip point when the page ended inside the skipped directory; else at the page's
-continuation token (keys after the skip point in the same page are read from it, not
-listed again). The async sweeper's listing (`gcd.sweep.listing`) and Spark's distributed
-listing (`gcd.spark.listing`) both page with these two functions.
-
-Listing order is a capability, not an assumption: a store whose listings are not in
-key order (S3 Express directory buckets; `--listing unordered`) is listed without
-skip-ahead and without StartAfter, every page at its continuation token, so every key is
-seen and decided. Such stores may also require prefixes ending in ``/``:
-`directory_prefixes` turns a shard's decimal listing prefixes into the prefix
-directories they cover (``{root}/41`` -> ``{root}/410/`` ... ``{root}/419/``).
-
-How many keys a LIST asks for follows the same ordering (`first_page_size`,
-`next_page_size`): where the listing may skip, a page that starts a directory is a
-probe of `PROBE_KEYS` keys, and while pages go on without skipping (every key of them
-at or below M) each asks for `PROBE_GROWTH` times more, up to the full page. So a
-probe that crosses from a directory's garbage into its live keys returns few live keys
-(the server neither reads nor sends the rest), and pages are full only where keys are
-all eligible. A listing that cannot skip asks for full pages throughout.
-
-Unpadded layouts, or layouts without a prefix, list everything: correct, slower. So
-does a padded custom layout that does not keep the ordering it promises: skipping then
-leaves garbage behind, but never deletes more, since every key is still decided
-against M (`gcd.rules.decision`).
+Design notes: docs/internals/rules.md, `gcd.rules.cursor`.
 """
 
 from __future__ import annotations

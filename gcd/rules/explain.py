@@ -1,38 +1,6 @@
 """Why is this object still there? The verdict `gcd explain` gives one key (pure, no I/O).
 
-Theory of operation
--------------------
-The sweeper decides a listed object with `gcd.rules.decision.decide` and the round's
-admission (`gcd.rules.admission`). `explain` asks the same two rules about one key and
-turns their answer into words and facts a person can act on. It takes everything as
-plain values read once by the caller (`gcd.sweep.explain`): the GC state of one etcd
-read (`GcFacts`: M, the cluster epoch, why a round would be refused, every partition's
-M(p) with owner and age), what the store holds under the key (`StoreFacts`), and what
-the deletion journal says (`JournaledRequest`). Checked in the sweeper's order:
-
-1. ``never``: not an L0 key of this namespace: outside the root (the journal's own
-   objects are named as such), an l0gc claim object, not parsed by the layout (or the
-   pattern reads it but the template does not give it back), or under another
-   namespace's nested root. Such a key is never deleted, whatever M does.
-2. not in the store: ``deleted`` when the journal has a request that deleted it (when,
-   which sweeper, M then, the version ids), else ``absent`` (the segments searched).
-   Hidden behind a delete marker (its newest version): ``deleted`` too, whatever the
-   journal read says: by l0gc (restorable) when a journaled request wrote that marker,
-   else by a marker no record read names (the journal not given in full, or someone
-   else deleted it). Never ``kept``: the store serves no object under the key.
-3. ``kept`` when a round would delete nothing (paused, blocked, refused: the reason);
-   when the key's epoch e is above M: ``waiting_on`` names every partition with
-   M(p) < e, lowest first, capped with a count, and the cluster epoch when e is not
-   closed yet, with an *estimate* of when it becomes deletable from those partitions'
-   recent M(p) rates (`estimate_ready`); when it is inside the grace period
-   (LastModified and when the period ends); when Object Lock retains a version.
-4. ``deletable``: the next admitted round deletes it (every version, on a versioned
-   bucket whose mode is reclaim).
-
-Extension point: an undo window (issue 38) adds a state between ``deletable`` and
-``deleted``: a ``pending reclaim`` verdict goes into `KeyVerdict` and is decided in
-`explain` right after the store lookup (a key the store no longer shows but the undo
-window still holds), before the journal's ``deleted``.
+Design notes: docs/internals/rules.md, `gcd.rules.explain`.
 """
 
 from __future__ import annotations
@@ -46,7 +14,7 @@ from typing import Any, Final
 from gcd.rules.decision import Verdict as RoundVerdict
 from gcd.rules.decision import decide
 from gcd.rules.layout import KeyLayout
-from watermark.core.binding import claim_key, nested_root
+from l0gc.contract.binding import claim_key, nested_root
 
 __all__ = [
     "WAITING_SHOWN",

@@ -1,58 +1,6 @@
 """Object key layouts: how a key carries its epoch, and how strictly the sweeper reads it.
 
-Theory of operation
--------------------
-The default layout is the one Redpanda Cloud Topics uses::
-
-    {root}/{prefix:03d}/{epoch:018d}/{name}     e.g. level_zero/data/417/000000000000012345/0b8e...
-
-The writer picks the prefix (000-999) at random: it spreads S3 request load and is the
-unit sweepers are sharded by. The epoch is zero padded, so inside one prefix S3's
-(lexicographic) listing order is epoch order, and a sweeper that meets an epoch above
-the safe epoch M may skip the rest of the prefix (`KeyLayout.padded`).
-
-A custom layout is a regex matched against the key with ``{root}/`` removed, plus a
-``template`` (`str.format` with ``prefix``, ``epoch``, ``name``) that writes keys. Both
-are required: the regex finds the fields, the template proves them. The regex must have
-a group ``epoch``; it may have ``prefix``, which must open the pattern and capture the
-whole first path segment (three digits), and ``name`` (else the name is the last path
-segment). ``epoch_width`` is the zero-padded width of the epoch, or None. A padded
-custom layout promises the ordering above (all that precedes the epoch is the same
-within a prefix); if it lies, skipping ahead leaves garbage behind but never deletes
-more, since every key is still parsed and compared with M.
-
-The strictness rule: a key that does not parse is never deleted (the sweeper counts,
-logs and reports it), and `KeyLayout.parse` returns fields only for a key this layout
-could have written: ``parse(key)`` is not None only if formatting its fields with the
-template gives ``key`` back exactly; `parse` checks this on every key. So a regex that
-matches too much (``.*?(?P<epoch>[0-9]+).*`` reads the 3-digit prefix as the epoch; a
-pattern whose leading ``.+`` spans sibling directories) cannot make a key eligible: the
-key must be exactly ``{root}/`` + template, and the template's text between fields is
-fixed. Also refused: a wrong root; empty, missing or extra path segments; digits other
-than ASCII 0-9 (``\\d`` and ``int()`` accept Arabic-Indic and fullwidth digits, ``int()``
-also signs, spaces and underscores, so custom patterns are compiled with ``re.ASCII``
-and every captured number is checked again); a wrong width; leading zeros in an
-unpadded epoch; epochs beyond int64; names that are empty, contain ``/``, are ``.`` or
-``..``, or start or end with whitespace.
-
-What a template must be, checked when the layout is built (`ConfigError`, exit 2):
-
-* it uses ``epoch`` and ``name`` (and ``prefix`` exactly when the pattern has one,
-  first, as ``{prefix:03d}/``); no conversions (``!r``), no nested fields in a spec;
-* its fields write canonical values: the epoch as ASCII digits of ``epoch_width``
-  (zero padded) or without leading zeros, the prefix as three digits, the name as is;
-* every field ends where the key says: a name runs to the next ``/`` or the end, an
-  epoch to the next non-digit. Otherwise one key could be read as two different field
-  sets (``{epoch}{name}``: is ``12345abc`` epoch 1 or 12345?), and the round trip would
-  not tell which one the writer meant;
-* it cannot leave the root: no empty, ``.`` or ``..`` path segments in its fixed text
-  (stores and tools that normalise paths would resolve them outside ``{root}/``), and
-  nothing a DeleteObjects request cannot carry (`gcd.rules.xmlkeys`). The root itself may not
-  have ``.`` or ``..`` segments either. A root is never "crossed" through the pattern:
-  keys are considered only below ``{root}/``, and what follows is pinned by the template.
-
-Sharding: `shard_range` splits 000-999 evenly between sweepers, `compress_range` turns
-a range into the fewest decimal listing prefixes, `listing_prefixes` adds the root.
+Design notes: docs/internals/rules.md, `gcd.rules.layout`.
 """
 
 from __future__ import annotations
@@ -63,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from gcd.rules.xmlkeys import xml_unsafe_reason
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = [
     "DEFAULT_EPOCH_WIDTH",

@@ -1,34 +1,6 @@
 """How many LIST streams a round runs: one, and one more only while more pays (pure).
 
-Theory of operation
--------------------
-More listers help where a LIST waits on latency (a remote store: each answer takes tens
-of milliseconds whatever else is in flight), and only add work where the store's CPU is
-the limit (a self-hosted server such as SeaweedFS on the sweeper's machine: another
-stream's LISTs take CPU from the deletes and the listing gets no faster; each stream
-also starts with probe pages, bench/RESULTS.md section 28). So a round starts with one
-lister, and `ListerGrowth.grow` allows one more only when
-
-1. the delete pipeline waits on the listing (the caller says so: the batch queue is
-   empty and a deleter task is waiting for it), and
-2. the current number of listers has had its say: it has examined at least
-   `SETTLE_PAGES` pages per lister since it began, and
-3. going from k - 1 to k listers paid: the pages examined per second with k listers
-   is at least `1 + MIN_SHARE / (k - 1)` times what k - 1 achieved (with a latency-bound
-   store k listers examine k / (k - 1) times as many pages per second; `MIN_SHARE` =
-   1/2 asks for half of that gain). When it did not pay, the count is pinned for the
-   rest of the round: the store, not the listing, is the limit.
-
-A count's rate is that of its latest `SETTLE_PAGES` pages per lister, taken when it is
-judged: the first pages of a round are small probes listed while nothing is deleted
-yet, and judged over them one lister would look faster than it is once the deletes
-compete with it for the store.
-
-Pages per second, not keys: in a listing that skips, pages are small probes and the
-keys they return say little about progress; in a dense one, pages are full after the
-first few. A store whose LIST cost grows with the page makes the first (probe) pages
-look fast, which can only make growing look less worth it: it errs towards fewer
-streams, which is the cheap side.
+Design notes: docs/internals/rules.md, `gcd.rules.listgrowth`.
 """
 
 from __future__ import annotations

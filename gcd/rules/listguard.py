@@ -1,18 +1,6 @@
 """When a listing is broken: the same place twice, or more pages than a prefix can hold.
 
-A store that answers a listing prefix with ``IsTruncated=true`` and a continuation token
-it has given before (or, past a skip, sends the lister back to a start key it already
-listed from) would be paged through forever: the round never ends, the daemon never
-applies a newer M, and every counter looks busy. `ListingGuard` watches one listing
-range's cursors (start key, continuation token) as the lister moves on:
-
-* a cursor seen before in this range's listing means the store is broken (it cannot
-  make progress: a correct store never sends a lister back where it was);
-* more than `max_pages` pages for one range is refused too (a store inventing new tokens
-  forever; the bound is documented and configurable: ``--max-pages-per-prefix``).
-
-Either way the lister stops that range and reports it by name, as for a prefix that
-cannot be listed (one error; the rest of the round goes on). Pure: no I/O.
+Design notes: docs/internals/rules.md, `gcd.rules.listguard`.
 """
 
 from __future__ import annotations

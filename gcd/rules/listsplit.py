@@ -1,33 +1,6 @@
 """Listing ranges: how listers share the key space when a listing prefix holds most keys (pure).
 
-Theory of operation
--------------------
-A sweeper lists its listing prefixes (``{root}/0`` ... ``{root}/9`` when several
-listers may run) with up to `list_concurrency` listers. Keys are not spread evenly over
-them: with prefix directories 000-099 every key is under ``{root}/0``, and one lister
-would page through all of it while the others idle. So the work is a set of ranges: a
-`ListRange` is part of a listing prefix (`prefix`, which the round's bookkeeping counts
-by): the keys under a narrower prefix (`within`, None: the listing prefix itself), after
-`start_after` (None: from the beginning).
-
-When another lister may start, a lister that has just read a page narrows its own range
-(`narrow`): the page's last key says which child prefix it is in (``{root}/04`` for a
-key of directory 043 under ``{root}/0``); it goes on in that child only, after the key,
-and the children after it (``{root}/05`` ... ``{root}/09``) become ranges of their own
-for other listers, with one more range for the rest of its prefix after the last digit
-child (keys beside the directories, e.g. ``{root}/0zz``: listed, counted as
-unparsable). Every key of the prefix is in exactly one range.
-
-Why prefixes, not key ranges with an end: a LIST has no end key, and its page size
-counts keys returned, not entries walked. A lister near the end of a key range would
-ask the store for a page that runs into the next range, which the next range's lister
-has been emptying meanwhile; a store with directories (SeaweedFS keeps a directory per
-``/`` level, and removes the emptied ones minutes later) then walks every emptied
-directory to fill the page. That walk grew with the bucket (bench/RESULTS.md section
-28). A prefix ends where its keys end: the store stops there.
-
-Ranges are narrowed only in a layout with 3-digit prefix directories, down to one
-directory (``{root}/043``): keys of one directory are never split between listers.
+Design notes: docs/internals/rules.md, `gcd.rules.listsplit`.
 """
 
 from __future__ import annotations

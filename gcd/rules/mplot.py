@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 from xml.sax.saxutils import escape
 
-from watermark.core.display import printable
+from l0gc.display import printable
 
 __all__ = ["render_svg"]
 

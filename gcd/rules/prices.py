@@ -1,20 +1,7 @@
 """What GC costs and saves: a price table per store, applied to a round's requests and the
 bytes it frees (pure, no I/O).
 
-A round makes LIST requests (where the money goes for most users: the bill of a round
-is its LISTs) and DeleteObjects requests, and frees bytes that no longer bill storage
-every month. `round_cost` turns those counts into dollars with a `PriceTable`:
-
-* ``requests_usd``: LISTs at ``list_per_1000`` and DeleteObjects at ``delete_per_1000``
-  (per 1,000 requests);
-* ``reclaimed_usd_per_month``: the freed bytes at ``storage_gb_month`` (per GiB-month:
-  the storage bill the round removed);
-* ``lists_per_deleted``: LIST requests per deleted object (None when nothing was deleted).
-
-The defaults (`DEFAULT_PRICES`) are list prices of the standard/hot tiers in the price
-pages named in `PriceTable.source` (docs/stores.md#what-gc-costs says which page and
-which date); operators override them (`--price-list`, `--price-delete`,
-`--price-storage`, or the config file) for their region, tier or discount.
+Design notes: docs/internals/rules.md, `gcd.rules.prices`.
 """
 
 from __future__ import annotations
@@ -23,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = ["DEFAULT_PRICES", "PriceTable", "RoundCost", "prices_for", "round_cost"]
 

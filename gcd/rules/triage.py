@@ -1,33 +1,6 @@
 """What a DeleteObjects answer means for each key sent, and which error codes say what.
 
-Theory of operation
--------------------
-A DeleteObjects request names up to 1000 keys; its answer, as the store reads it
-(`gcd.storage.objectstore.DeleteResult`: a verbose answer, or a quiet one where silence
-is known to mean deleted), lists the keys deleted and, for the others, an S3 error
-code. The async deleter (`gcd.sweep.deleter`) and the Spark executors
-(`gcd.spark.delete`) both sort the keys they sent three ways with `triage`:
-
-* deleted: the answer lists the key as deleted, and not also as failed;
-* retry: the answer says it failed with a retryable code (`RETRYABLE_CODES`:
-  throttling, 5xx, timeouts), or does not mention the key at all (a verbose
-  answer reports every key; deleting an absent key succeeds, so sending it again is
-  always safe);
-* failed: the answer says it failed with any other code, including a code this module
-  does not know. A key is deleted only when the answer says so: an unknown code, an
-  empty code, a missing key or a contradictory answer never counts as deleted.
-
-The code sets are data, one home each:
-
-* `RETRYABLE_CODES`: the request (or the key) may succeed later. The object stores
-  translate a failed request with it (`gcd.storage.s3errors`, `gcd.storage.azure`),
-  and `triage` reads per-key codes with it;
-* `THROTTLE_CODES`: the store asks us to slow down; the deleter's AIMD limit halves;
-* `SPLIT_CODES`: a whole request refused for something one of its keys may cause; the
-  deleter bisects the request (`request_failure`) to isolate a poison key;
-* `KEY_FAULT_CODES`: retryable failures one key may cause as well (a store answering 500
-  for every request naming one key): retried first, then bisected once the retry budget
-  is spent, so one such key cannot keep every other key of its batch.
+Design notes: docs/internals/rules.md, `gcd.rules.triage`.
 """
 
 from __future__ import annotations

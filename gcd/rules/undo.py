@@ -1,36 +1,6 @@
 """The undo window: which deletions stay reversible, and for how long (pure).
 
-Theory of operation
--------------------
-One knob, one meaning: for `--undo-window W` after l0gc deletes an object, the object
-can be brought back (`gcd restore`). W = 0 is the old behaviour: deletions are final.
-Two rules keep the promise, chosen per round by what the store can do:
-
-* **Versioned buckets: hide, then reclaim.** An eligible key whose newest version holds
-  bytes is *hidden*: deleted without a version id, so the store writes a delete marker
-  and keeps every version (`plan_key` answers HIDE; the journal records the marker's
-  version id and the versions it hides). A later round that finds l0gc's own marker on
-  top of a key, older than W by the store's clock (its LastModified), *reclaims* the
-  key: every version and every marker l0gc wrote, by version id (RECLAIM). A marker l0gc
-  did not write is never touched (FOREIGN): only markers the journal names are
-  l0gc's. A key whose marker is younger than W is PENDING (counted with its bytes and
-  the marker's age: `gcd status`). A key with a version inside the grace period waits.
-* **Stores without versions: the M of one window ago.** The round deletes only keys
-  that have been garbage for the whole window: at or below every M in force during
-  the last W (`delayed_safe_epoch` over M's history, `MEntry`: one entry per change of
-  M, recorded by the sweepers where they read M, `should_record`; pruned past the
-  longest window in use, `prunable`). A namespace whose history does not reach back W
-  deletes nothing yet (None).
-
-* **Stores with soft delete of their own** (Azure blob soft delete, a GCS bucket's soft
-  delete policy): when the store keeps a deleted object restorable for at least W
-  (`store_keeps`), deletions are plain and a restore asks the store to undelete. A
-  retention shorter than W, none, or one that cannot be read falls back to the M of
-  one window ago.
-
-The rules only ever delete *less* than M allows, never more: HIDE keeps every byte,
-RECLAIM needs an l0gc marker older than W, and the delayed M is the minimum of M over
-the window, so it is never above the M in force now.
+Design notes: docs/internals/rules.md, `gcd.rules.undo`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """What the sweepers' rounds of the last 24 hours requested and freed (pure, no I/O).
 
-Each sweeper shard keeps one small etcd record, ``{ns}/usage/{index}-of-{count}`` (written
-by `gcd.sweep.usage` after every round that was admitted), holding its rounds' counts per
-UTC hour for the last `HOURS` hours and the price table it runs with. `gcd status` sums
-the shards' hours of the last day and applies each shard's table (`gcd.rules.prices`):
-requests and dollars per day, and the storage dollars per month the day's deletes
-reclaimed. A shard that stopped ages out of the sum within a day.
-
-    {"v": 1, "prices": {...PriceTable.to_dict()...},
-     "hours": {"<unix hour>": [lists, deletes, deleted objects, deleted bytes, usd], ...}}
-
-Each hour's request dollars are added when its rounds are (``usd``, at the table the
-round ran with), so a price changed mid-day does not re-price the hours before it; the
-storage reclaimed is priced at the shard's current table.
+Design notes: docs/internals/rules.md, `gcd.rules.usage`.
 """
 
 from __future__ import annotations
@@ -22,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gcd.rules.prices import PriceTable, RoundCost, prices_for, round_cost
-from watermark.core import strictjson
-from watermark.errors import InvalidJson, InvalidRecord
+from l0gc import strictjson
+from l0gc.errors import InvalidJson, InvalidRecord
 
 __all__ = ["HOURS", "Usage", "day_cost"]
 

@@ -1,18 +1,6 @@
 """Which object keys a DeleteObjects request can carry (pure, no I/O).
 
-DeleteObjects names its keys in an XML 1.0 body. XML 1.0 cannot carry most control
-characters (U+0000-U+0008, U+000B, U+000C, U+000E-U+001F), lone surrogates
-(U+D800-U+DFFF, which Python strings can hold) or U+FFFE/U+FFFF: a body with one of
-them is not well-formed, so S3 refuses the whole request (MalformedXML; moto answers
-500) on every retry, every round, and the other 999 keys of the batch are never
-deleted. A carriage return is well-formed but not carried either: botocore writes it
-raw, and every XML parser turns it into a line feed, so S3 would delete ``a\\nb``
-when asked for ``a\\rb`` (moto does the same). Tab and line feed are carried exactly.
-
-Such keys exist: S3 takes them in a PUT (the key is in the URL) and lists them (botocore
-asks for URL-encoded listings). The sweeper keeps them, never sends them, and reports
-each one by name (`gcd.sweep.deleter`). Deleting one needs a client that writes character
-references (``&#13;``), or a lifecycle rule.
+Design notes: docs/internals/rules.md, `gcd.rules.xmlkeys`.
 """
 
 from __future__ import annotations

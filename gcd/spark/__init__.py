@@ -17,6 +17,6 @@ Importing this package does not import pyspark: every function that needs it imp
 it when called, so the CLI can say "install l0gc[spark]" when it is missing. The
 SparkSession is made only at the entry points (`session.spark_session`).
 
-May import: `watermark` (below its API), `gcd.errors`, `gcd.rules`,
+May import: `watermark` (below its API), `l0gc.errors`, `gcd.rules`,
 `gcd.storage`, `gcd.sweep`.
 """

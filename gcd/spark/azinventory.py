@@ -1,59 +1,6 @@
 """Azure Blob Inventory as the listing: read a rule's manifest and its CSV/Parquet files.
 
-The format is Microsoft's "Azure Storage blob inventory"
-(https://learn.microsoft.com/azure/storage/blobs/blob-inventory, sections "Inventory
-output", "Inventory files", "Custom schema fields supported for blob inventory"; checked
-against the page's source, MicrosoftDocs/azure-docs articles/storage/blobs/blob-inventory.md,
-2026-08 revision). A run of a rule writes, in the rule's destination container::
-
-    YYYY/MM/DD/HH-MM-SS/{ruleName}/...csv (or .parquet; one or more files, as listed)
-    YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}-manifest.json
-    YYYY/MM/DD/HH-MM-SS/{ruleName}/{ruleName}-manifest.checksum
-
-The manifest (the page's sample: ``destinationContainer``, ``endpoint``, ``files`` of
-``{"blob": path in the destination container, "size": bytes}``,
-``inventoryCompletionTime``, ``inventoryStartTime``, ``ruleDefinition``, ``ruleName``,
-``status``, ``summary`` {``objectCount``, ``totalObjectSize``}, ``version``) is written
-when the run starts with ``status`` "Pending" and set to "Succeeded" or "Failed" at the
-end (the completion event also names "PartiallySucceeded"): only "Succeeded" is read.
-Data file names are taken from ``files`` only (since 2023 a run may write several; the
-docs say to read the list from the manifest). ``ruleDefinition`` gives ``format`` (csv
-or parquet), ``objectType`` (blob or container), ``schemaFields`` and
-``filters.prefixMatch`` ("a container name prefix or a container name", e.g.
-``container1/foo``). A CSV file's first row is the schema row. A blob row's ``Name`` is
-``{container}/{blob name}`` (a rule covers the account; Microsoft's own per-container
-query takes the container as the part of ``Name`` before the first '/':
-https://learn.microsoft.com/azure/storage/blobs/calculate-blob-count-size), so rows of
-other containers are dropped here. Fields read:
-
-- ``Name``, ``Content-Length``, ``Last-Modified`` (required: add them to the rule);
-- ``Deleted`` (soft-deleted blobs, a rule with ``includeDeleted``), ``IsCurrentVersion``
-  (previous versions, ``includeBlobVersions``), ``Snapshot`` (``includeSnapshots``) and
-  ``hdi_isfolder`` (directories of a hierarchical namespace): such rows are not live
-  blobs and are dropped, so only base blobs are swept (versioned Azure is not swept: the
-  daemon does not either, `gcd.storage.azure`). The docs name these fields but not the
-  spelling of their values: a flag is true when it reads "true" in any case.
-
-Times. Parquet reports "present dates in the following format: timestamp_millis [number
-of milliseconds since 1970-01-01 00:00:00 UTC]": a column typed timestamp is read as it
-is, an integer column as milliseconds (both readings of that sentence; an integer below
-1973 in milliseconds, seconds most likely, is NULL). The CSV time
-format is not written down (the docs show a spreadsheet screenshot), so both forms a
-List Blobs client meets are read: ISO 8601 (.NET round-trip, up to 7 fraction digits,
-``2021-05-26T13:25:36.4870000Z``) and RFC 1123 (``Wed, 26 May 2021 13:25:36 GMT``, the
-HTTP header form). A ``Last-Modified`` that parses as neither is NULL: the classifier
-keeps the blob (too young); a row with no ``Name`` is unparsable.
-
-The docs warn that a row may rarely appear twice: a duplicate eligible blob is deleted
-once and answered 404 (already gone) the second time, so it is counted twice in the
-summary, never deleted wrongly.
-
-Copy the report to a file system Spark reads (local disk, HDFS, a mounted volume;
-``azcopy copy`` of the run's directory) and give the manifest's path; files are found as
-for an S3 Inventory (`gcd.spark.inventory.resolve_data_paths`: next to the manifest or
-below `inventory_root`, sizes checked).
-
-The result is a DataFrame of `SOURCE_SCHEMA` rows (`gcd.spark.transforms`).
+Design notes: docs/internals/spark.md, `gcd.spark.azinventory`.
 """
 
 from __future__ import annotations
@@ -70,8 +17,8 @@ from gcd.spark.inventory import (
     resolve_data_paths,
 )
 from gcd.storage.azsettings import redact_url
-from watermark.core import strictjson
-from watermark.errors import ConfigError, InvalidJson
+from l0gc import strictjson
+from l0gc.errors import ConfigError, InvalidJson
 
 __all__ = ["BlobInventoryManifest", "read_blob_inventory"]
 

@@ -1,34 +1,6 @@
 """Azure Blob Storage on Spark executors: `AzureTarget`, a `gcd.spark.stores.ExecutorStore`.
 
-Executors run tasks with the synchronous azure-storage-blob client (the daemon's backend,
-`gcd.storage.azure`, uses the aio client, whose transport needs aiohttp: driver-only,
-`gcd.spark.package.DRIVER_ONLY_MODULES`). What this module does is the daemon's, step for
-step, and reuses its pieces: the error translation (`translate_error`), the Blob Batch
-size (`MAX_BATCH`, 256), the DOCTYPE-refusing pipeline policy (`RefuseDoctype`), the
-retry policy (`gcd.rules.backoff`) and the triage of a batch's answers (`gcd.rules.triage`):
-
-- listing (`list_prefix`): List Blobs under the listing prefix, page by page, with the
-  skip-ahead of `gcd.rules.cursor`. Blob Storage has no StartAfter, so a listing that
-  must start after the skip point (``{root}/{p}0``) walks one level first with the
-  delimiter '/' (`_after`, as `AzureBlobStore._after`): the directories and blobs
-  sorting after the start point are then listed one after the other; the continuation
-  token carries the directories still to list (as `AzureBlobStore.list_page`; a test
-  compares the two on Azurite);
-- deleting (`delete_keys`): Blob Batch, 256 deletes per request (a 1000-key batch is four
-  requests); a blob's 202, 200 or 404 (already gone) is deleted, ``ServerBusy``/503 is
-  retried with the rest of the retryable keys, any other code is final; an answer is
-  matched to its blob by its request's path, never by its place only;
-- probing (`exists`): Get Blob Properties of the claim object.
-
-The SDK's own retries are off (`retry_total=0`): every retry is made here, by
-`call_with_retries`, under `AzureTarget.backoff`.
-
-Credentials, as the daemon takes them (`gcd.storage.azsettings.AzureSettings`), are found
-on each executor, never shipped: the connection string file at the same path on every
-node (a Kubernetes secret mounted at one path; with a local master it is the driver's
-file), else `DefaultAzureCredential` (workload identity, managed identity, environment:
-azure-identity on the executors). The target carries the file's path, not its content;
-neither is logged.
+Design notes: docs/internals/spark.md, `gcd.spark.azure`.
 """
 
 from __future__ import annotations
@@ -41,13 +13,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.spark.package import STORE_REQUIREMENTS
 from gcd.spark.retrying import delete_triaged, retry
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import KeyFailure
+from l0gc.errors import StorageError
 
 if TYPE_CHECKING:
     from gcd.rules.layout import KeyLayout

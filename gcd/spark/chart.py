@@ -1,20 +1,6 @@
 """`report.png` of `gcd spark-report`: where the garbage is, by epoch, as an operator reads it.
 
-Two panels share the epoch axis: objects, and size. Each epoch's bar is stacked from
-what a sweep does with its objects:
-
-- deletable now: epoch <= M and older than the grace period (a sweep deletes them);
-- too young: epoch <= M but still inside the grace period (a later sweep deletes them);
-- live: epoch > M (kept).
-
-Size is drawn in the one binary unit that fits the tallest bar (KiB, MiB, GiB, ...),
-never as raw bytes with a "1e10" offset. The legend sits above the panels, never on
-the bars. Under them, two lines give the totals and the costs: the monthly storage
-cost of the garbage and the LIST requests of a full listing and of a sweep.
-
-The numbers come from the report (`gcd.spark.report`): the per-epoch table and the
-summary dict; this module only draws. `figure` returns the matplotlib Figure (tests
-look at its bars, axes and texts); `save_chart` writes the PNG.
+Design notes: docs/internals/spark.md, `gcd.spark.chart`.
 """
 
 from __future__ import annotations

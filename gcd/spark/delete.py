@@ -1,38 +1,6 @@
 """Executors delete the eligible keys: DeleteObjects batches, paced, retried.
 
-`apply_deletes` maps the classified DataFrame (`gcd.spark.transforms.classify`) to
-the decisions ``(key, version_id, delete_marker, epoch, size, action, error)``. Rows
-the classifier kept pass through (``kept_*``). Eligible rows (``delete``) become
-``would_delete`` in a dry run (in SQL: no client is ever made); otherwise each task:
-
-- groups them into DeleteObjects requests of at most `batch_size` (<= 1000) keys;
-- runs at most `threads` requests at once (a thread pool per task);
-- paces keys with a token bucket (`gcd.storage.ratelimit.TokenBucket`, `deletes_per_second`
-  per task): `DeleteSettings.for_job` gives each of the stage's delete tasks an equal
-  share of the job-wide `--max-deletes-per-second` and `--delete-concurrency`, so
-  however many of them run at once the bucket never sees more than the limit;
-- retries a whole request on throttling / 5xx / connection errors, and the keys the
-  answer lists with a retryable per-key code (SlowDown, InternalError...) or does not
-  mention, with full-jitter backoff; other per-key errors, unknown codes included, are
-  final. The answer is sorted by the async deleter's own rule (`gcd.rules.triage`) and
-  retried under its policy (`gcd.rules.backoff`); the executors do not bisect a request
-  refused as a whole (`gcd.rules.triage.SPLIT_CODES`): its keys fail, and show in the
-  decisions with the error;
-- never sends a key a DeleteObjects request cannot carry (`gcd.rules.xmlkeys`: control
-  characters, CR, lone surrogates: one would fail or alter the whole request): it is
-  ``failed`` with the reason, and the rest of its batch goes;
-- yields ``deleted`` or ``failed`` (with ``error``) per key.
-
-A row with a version id (a versioned bucket, `--versions reclaim`) is deleted by that
-version id: the request names the version (`gcd.rules.versions.version_target` is how
-it travels through the triage), so bytes are freed and no delete marker is added. On a
-bucket with Object Lock (`DeleteSettings.object_lock`), a version the answer refuses
-with AccessDenied is ``locked`` (kept, counted, not an error), as in the async deleter
-(`gcd.sweep.deleter.LOCKED_CODES`); it is never retried nor sent with a bypass.
-
-Deleting a key that is already gone succeeds in S3, so a stale inventory row, a
-re-run after a crash, or a Spark task retry is harmless: a retried task gets the same
-rows again (the pipeline never lists in a delete task) and reports them ``deleted``.
+Design notes: docs/internals/spark.md, `gcd.spark.delete`.
 """
 
 from __future__ import annotations
@@ -53,7 +21,7 @@ from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import Action, with_version_columns
 from gcd.storage.objectstore import DeleteResult, KeyFailure
 from gcd.storage.ratelimit import TokenBucket
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes", "delete_keys"]
 

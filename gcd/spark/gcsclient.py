@@ -1,28 +1,6 @@
 """Google Cloud Storage on Spark executors: the target, a sync JSON API client, retries.
 
-Executors run without l0gc's driver-side dependencies (`gcd.spark.package`): the
-daemon's client (`gcd.storage.gcs`) is aiohttp, which they do not have. So each task
-builds this synchronous twin on urllib3 (boto3's own HTTP stack, present on every
-executor) and speaks the same JSON API the same way:
-
-- objects.list with ``prefix``, ``maxResults``, ``startOffset`` and ``pageToken``; as
-  in the daemon, the server is never trusted to honour ``startOffset`` (the emulator
-  does not): keys at or before it, or outside the prefix, are dropped here;
-- deletes go in JSON batches of 100 (`gcd.storage.gcsbatch`: the daemon's body, parser and
-  Content-ID matching, pure code), each answer matched to its object by Content-ID only;
-- a claim probe is objects.get of the claim's metadata (200: present, 404: absent).
-
-Credentials are GCS users' usual ones, resolved ON THE EXECUTOR by `google-auth`
-(`google.auth.default`: GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC file, the metadata
-server for GKE workload identity / GCE), or the key file `--gcs-credentials-file` names
-(a path that must exist on every executor). The driver forwards no secret: the target
-carries only the file's path. Tokens are refreshed by google-auth; neither a token nor
-a key is logged or put in an error (errors say which file or chain failed). The
-emulator takes none (`anonymous`), and then google-auth is not even imported.
-
-Retries: the executors' one loop (`gcd.spark.retrying.retry`),
-under the same policy (`gcd.rules.backoff`); failures are `StorageError`s
-coded as the daemon codes them (`gcd.storage.gcsbatch.error_code`).
+Design notes: docs/internals/spark.md, `gcd.spark.gcsclient`.
 """
 
 from __future__ import annotations
@@ -33,12 +11,12 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.storage.gcsbatch import MAX_BATCH, batch_body, error_code, parse_answer
 from gcd.storage.gcsbatch import triage as match_answers
 from gcd.storage.gcssettings import GCS_ENDPOINT, GcsSettings
 from gcd.storage.objectstore import DeleteResult
+from l0gc.errors import StorageError
 
 __all__ = ["SCOPE", "GcsClient", "GcsTarget", "ListedObject"]
 

@@ -1,20 +1,6 @@
 """The delete stage on GCS: JSON batches of 100 from the executors, paced, retried.
 
-The stage itself is the S3 one (`gcd.spark.delete`: delete tasks, each with its share
-of the job-wide `--max-deletes-per-second` and `--delete-concurrency`, a token bucket
-and a thread pool per task, a decision per key); for a `GcsTarget` it calls
-`delete_keys` here instead of DeleteObjects. Up to `--batch-size` keys (<= 1000) go
-as JSON batches of `gcd.storage.gcsbatch.MAX_BATCH` (100) deletes, each paced by the
-token bucket for its own size, each answer matched to its object by Content-ID only
-(`gcd.storage.gcsbatch.triage`: an answer without a readable id never counts an object
-as deleted). The per-key outcomes are sorted by the async deleter's rule
-(`gcd.rules.triage`): 204 and 404 (already gone) deleted; throttling and 5xx retried
-with full-jitter backoff (`gcd.rules.backoff`); anything else final, with GCS's reason
-(``forbidden``, ``retentionPolicyNotMet``...) as the decision's error.
-
-A batch refused as a whole (after its retries) fails its keys with the error, as a
-refused DeleteObjects does; a retried Spark task deletes the same keys again, which
-GCS answers 404: deleted.
+Design notes: docs/internals/spark.md, `gcd.spark.gcsdelete`.
 """
 
 from __future__ import annotations

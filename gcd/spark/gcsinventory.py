@@ -1,52 +1,6 @@
 """GCS Storage Insights inventory reports as the listing: the manifest and its shards.
 
-Format, checked against Google's documentation (the overview page
-https://cloud.google.com/storage/docs/insights/inventory-reports; the ReportConfig and
-ReportDetail resources, https://cloud.google.com/storage/docs/insights/v1/reportDetail and
-googleapis google/cloud/storageinsights/v1/storageinsights.proto; the field names of
-https://cloud.google.com/sdk/gcloud/reference/storage/insights/inventory-reports/create):
-each run of a report configuration writes, under the destination bucket's
-``destination_path``, the shards ``{CONFIG_UUID}_{SNAPSHOT}_{N}.csv`` (or ``.parquet``;
-ReportDetail's example: ``1A34-F2E456-12B456-1C3D_2022-05-20T06:35_5.csv``, the snapshot
-to the minute) and one manifest ``{CONFIG_UUID}_{SNAPSHOT}_manifest.json``::
-
-    {"report_config": {"name": "projects/P/locations/L/reportConfigs/UUID",
-                       "csv_options": {"delimiter": ",", "record_separator": "\n",
-                                       "header_required": true},
-                       "object_metadata_report_options": {
-                           "metadata_fields": ["bucket", "name", "size", "updated", ...],
-                           "storage_filters": {"bucket": "SOURCE"},
-                           "storage_destination_options": {"bucket": "DEST", ...}}},
-     "records_processed": 1500, "snapshot_time": "2026-11-22T00:00:00Z",
-     "shard_count": 2, "report_shards_file_names": ["UUID_..._0.csv", "UUID_..._1.csv"]}
-
-``report_config`` is the ReportConfig resource (its proto names: ``csv_options`` with
-``record_separator``, ``delimiter``, ``header_required``; ``parquet_options`` for a
-Parquet report; ``object_metadata_report_options`` with ``metadata_fields``,
-``storage_filters.bucket``, ``storage_destination_options``). The top-level names
-(``records_processed``, ``snapshot_time``, ``shard_count``,
-``report_shards_file_names``) are those of the overview page's manifest section; where a
-manifest names its shards only as full paths (ReportDetail's ``report_names``,
-``DEST/PATH/NAME``), their last segments are read. camelCase spellings of every name
-are read too (the JSON mapping of the same protos). The columns are the configured
-``metadata_fields``, named as the JSON API names them (gcloud's default list: project,
-bucket, name, location, size, timeCreated, timeDeleted, updated, storageClass, etag,
-retentionExpirationTime, crc32c, md5Hash, generation, metageneration, contentType,
-contentEncoding, timeStorageClassUpdated): ``name`` (the object name, not encoded),
-``size`` (bytes), ``updated`` and ``timeCreated`` (RFC 3339, read with or without a
-fraction or offset)... A report must include ``name``, ``size`` and ``updated`` (or
-``timeCreated``, used when ``updated`` is not configured): the age the daemon decides
-by is ``updated``. A CSV record separator other than "\n", "\r\n" or "\r" (gcloud's
-``--csv-separator``) is handed to Spark when it is one character, else refused.
-
-Copy the report (manifest and shards) to a file system Spark reads (local, HDFS, a
-mounted volume) and give the manifest as `--inventory`; the shards are looked up next
-to it, or under `--inventory-root`. The result is `SOURCE_SCHEMA` rows
-(`gcd.spark.transforms`): a row whose ``updated`` does not parse is too young, one
-without a name unparsable: neither is ever deleted. A report is a snapshot (a day old
-or more): a sweep that deletes from it probes every directory above an eligible key
-for a claim written since (`gcd.spark.nesting`), and a key deleted since is answered
-404 by GCS: deleted.
+Design notes: docs/internals/spark.md, `gcd.spark.gcsinventory`.
 """
 
 from __future__ import annotations
@@ -57,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gcd.spark.transforms import SOURCE_SCHEMA
-from watermark.core import strictjson
-from watermark.errors import ConfigError, InvalidJson
+from l0gc import strictjson
+from l0gc.errors import ConfigError, InvalidJson
 
 __all__ = ["GCS_INVENTORY_SCHEMA", "GcsInventoryManifest", "read_gcs_inventory"]
 

@@ -1,18 +1,6 @@
 """List mode on GCS: executors page through objects.list, one task per prefix range.
 
-The tasks are S3's (`gcd.spark.listing.listing_tasks`: the 000-999 prefixes split with
-the sweeper's sharding), and so is the walk: `gcd.rules.cursor` decides per key where
-the listing goes on (`skip`) and per page where the next request starts
-(`next_cursor`), so LIST cost follows the garbage as in the daemon. A skip becomes the
-request's ``startOffset`` (the key after which to go on) and the client drops every
-key at or before it (`gcd.spark.gcsclient.GcsClient.list_page`): the emulator ignores
-``startOffset`` (tests/gcd/spark/test_gcs.py pins it), and a server that ignores it
-costs pages, never correctness. A page token the server gave before for the same start
-key is refused (``ListingLoop``): such a store would be listed forever.
-
-GCS object versioning is not read: rows are live objects (no version id), as the
-daemon's GCS listing gives them; a bucket with Object Versioning keeps a deleted object
-as a noncurrent version until its lifecycle rule removes it (docs/spark.md).
+Design notes: docs/internals/spark.md, `gcd.spark.gcslisting`.
 """
 
 from __future__ import annotations
@@ -22,11 +10,11 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from gcd.errors import StorageError
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.layout import KeyLayout
 from gcd.spark.gcsclient import GcsClient
 from gcd.spark.retrying import retry
+from l0gc.errors import StorageError
 
 __all__ = ["list_prefix"]
 

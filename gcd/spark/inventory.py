@@ -1,40 +1,6 @@
 """S3 Inventory as the listing: read a `manifest.json` and its data files with Spark.
 
-An S3 Inventory report is a `manifest.json` plus data files in the destination
-bucket::
-
-    {dest-prefix}/{source-bucket}/{config-id}/{YYYY-MM-DDTHH-MMZ}/manifest.json
-    {dest-prefix}/{source-bucket}/{config-id}/data/{uuid}.csv.gz   (or .parquet)
-
-The manifest names the source bucket, the format (CSV, Apache ORC or Apache Parquet),
-the columns (`fileSchema`) and the data files by their key in the DESTINATION bucket.
-Copy the report to a file system Spark can read (local disk, HDFS, a mounted volume)
-and give the manifest's path: each file's key is resolved against an
-`inventory_root` (the destination bucket's root in that file system) when given, else
-against the manifest's own directory or one of its parents, dropping as many leading
-key segments as needed (so both a mirror of the whole bucket and an
-`aws s3 sync s3://dest/prefix/src/config/ DIR` copy work).
-
-The result is a DataFrame of `SOURCE_SCHEMA` rows (`gcd.spark.transforms`):
-
-- CSV keys are URL-encoded by S3 (``+`` for a space): they are decoded; a key that
-  does not decode becomes NULL and is reported as unparsable, never deleted.
-- A LastModifiedDate that does not parse becomes NULL: the classifier treats the
-  object as too young (never deleted).
-- A row whose IsLatest or IsDeleteMarker is neither true nor false (or NULL) is
-  malformed: it is kept whatever the other columns say (never dropped as a non-current
-  version unseen) and counted as unparsable, its key NULL (issue 51).
-- A report configured with ``IncludedObjectVersions: All`` has the columns VersionId,
-  IsLatest and IsDeleteMarker (CSV ``VersionId, IsLatest, IsDeleteMarker``; Parquet
-  and ORC ``version_id``, ``is_latest``, ``is_delete_marker``: the manifest examples
-  of https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html
-  and the field list of .../storage-inventory.html#storage-inventory-contents). With
-  `versions` (a sweep that reclaims) every row is kept with its version id, delete
-  markers included (size 0), so each version is deleted by its id; an empty VersionId
-  is the "null" version (an object written before versioning was enabled). Without
-  `versions` (``--versions markers-only``), delete markers and non-current versions
-  are dropped and rows carry no version id: a delete by key removes the current
-  version only.
+Design notes: docs/internals/spark.md, `gcd.spark.inventory`.
 """
 
 from __future__ import annotations
@@ -46,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gcd.spark.transforms import SOURCE_SCHEMA
-from watermark.core import strictjson
-from watermark.errors import ConfigError, InvalidJson
+from l0gc import strictjson
+from l0gc.errors import ConfigError, InvalidJson
 
 __all__ = [
     "INVENTORY_SCHEMA",

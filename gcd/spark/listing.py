@@ -1,25 +1,6 @@
 """List mode: executors list the bucket with ListObjectsV2, one task per prefix range.
 
-The driver splits the prefixes 000-999 into `task_count` contiguous ranges with the
-sweeper's own sharding (`gcd.rules.layout.listing_prefixes`: `shard_range`, then
-`compress_range` to the fewest listing prefixes), so 100 tasks list ``root/00``,
-``root/01``, ... ``root/99``. A layout without a prefix group is one task over the
-whole root. Each task builds its own boto3 client and yields `SOURCE_SCHEMA` rows
-(`gcd.spark.transforms`).
-
-Versioned buckets (`versions=True`: versioning enabled or suspended, `--versions
-reclaim`): the task pages through ListObjectVersions instead, one row per version and
-delete marker with its version id, as the async sweeper's `list_versions_page` does
-(`gcd.storage.s3`): the skip point is the KeyMarker, the continuation token is the
-answer's NextKeyMarker and NextVersionIdMarker, and the same skip-ahead applies (every
-version of a key has the key's epoch). Unversioned rows have no version id.
-
-Skip-ahead (sweeps only, padded layouts with a prefix): within one prefix directory
-keys are in epoch order, so once a key's epoch is above `skip_above_epoch` (M) the
-rest of that directory is live; the listing goes on at the next directory, or ends
-when its listing prefix has none left. Where is the async sweeper's own rule,
-`gcd.rules.cursor` (`skip` per key, `next_cursor` per page), so LIST cost follows the
-garbage exactly as there. A report lists everything.
+Design notes: docs/internals/spark.md, `gcd.spark.listing`.
 """
 
 from __future__ import annotations

@@ -1,36 +1,6 @@
 """Claims below the root in a Spark job: the subtrees no key is deleted from.
 
-Another namespace's root may lie inside this one's (bound before nesting was refused,
-two binds at one moment, a claim written by hand). Its claim object
-`{nested}/.l0gc-claim.json` is then one of the job's own rows (listing or inventory).
-The rule of which key is a claim below the root, and which keys it covers, is
-`watermark.core.binding` (`nested_root`, `covering_root`), the async sweeper's
-(`gcd.sweep.nesting`); here it is applied the Spark way:
-
-1. `find_nested_roots`: the claim rows are filtered out of the source and collected
-   to the driver (they are few) BEFORE any delete;
-2. `probe_claims` (a spark-sweep that deletes; a dry run and a report read the rows
-   only, and make no S3 call from an inventory): the claims the rows may not
-   show are looked up in the bucket itself, one one-key ListObjectsV2 per directory,
-   on the executors:
-   - inventory mode: an inventory is a day old or more, so a claim written since is
-     missing from it. Every directory strictly between the root and an eligible key
-     (`directories_below`) is probed once;
-   - list mode: the listing shows every claim it passes, except one that sorts after
-     a key of its directory (a segment starting with a byte below '.') in a prefix
-     directory whose tail the skip-ahead dropped: only those directories
-     (`may_precede_claim`) are probed; keys of digits and letters need no probe.
-   A probe that fails (after its retries) keeps its directory's keys: fail closed.
-3. `keep_nested`: every row under a nested root (or an unprobed directory) gets the
-   action `kept_nested_root` and the verdict `nested_root`; the claim objects
-   themselves are such rows, so they are never deleted.
-
-The sweep summary counts them in `skipped_nested` and names the roots in
-`nested_roots` (`claim_probe_failures`: directories whose probe failed); the report in
-`nested_root_objects` / `nested_roots`.
-
-Executors import this module (its functions run in their tasks): no structlog here; the
-driver logs what was found (`gcd.spark.pipeline`).
+Design notes: docs/internals/spark.md, `gcd.spark.nesting`.
 """
 
 from __future__ import annotations
@@ -39,11 +9,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gcd.errors import StorageError
 from gcd.spark.s3client import S3Target, call_with_retries, make_client
 from gcd.spark.stores import ExecutorStore
 from gcd.spark.transforms import Action
-from watermark.core.binding import (
+from l0gc.contract.binding import (
     CLAIM_NAME,
     claim_key,
     covering_root,
@@ -51,6 +20,7 @@ from watermark.core.binding import (
     may_precede_claim,
     nested_root,
 )
+from l0gc.errors import StorageError
 
 __all__ = ["NESTED_VERDICT", "NestedClaims", "find_nested_roots", "keep_nested", "probe_claims"]
 

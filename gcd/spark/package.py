@@ -1,19 +1,6 @@
 """`gcd spark-package`: l0gc as one zip for Spark's `--py-files`, and what executors need.
 
-Spark executors run the tasks' Python (listing, classifying, deleting) in the
-cluster's own interpreter. They need the `gcd` and `watermark` packages and three
-third-party ones, `EXECUTOR_REQUIREMENTS` (boto3, pandas, pyarrow, plus what pip
-pulls in for them), for Azure or GCS their client libraries (`STORE_REQUIREMENTS`);
-never aiobotocore, aiohttp, structlog, aetcd or prometheus_client
-(`DRIVER_ONLY_MODULES`: a test imports the executor side with them blocked).
-
-`build_package` writes the two packages into a zip, the form PySpark puts on an
-executor's `sys.path` (`--py-files`, `SparkContext.addPyFile`: .zip, .egg or .jar; a
-wheel is NOT added to the path). The zip is reproducible: the same sources give the
-same bytes (sorted entries, fixed timestamps, no `__pycache__`).
-
-`LAUNCHER` is the application file for `spark-submit` (`gcd-main.py`): it runs the
-`gcd` entry point in the driver.
+Design notes: docs/internals/spark.md, `gcd.spark.package`.
 """
 
 from __future__ import annotations
@@ -26,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from gcd import __version__
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = [
     "DRIVER_ONLY_MODULES",

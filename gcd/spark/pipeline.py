@@ -1,43 +1,6 @@
 """One spark-sweep or spark-report job, given an admitted safe epoch M.
 
-The CLI (`gcd.cli.spark`) validates the options into a `JobConfig`, reads M through
-the safety rails and only then calls `execute`, which makes (or reuses) the
-SparkSession and runs:
-
-    source -> classify -> keep_nested -> apply_deletes -> decisions/ (Parquet) -> summary.json
-                                     \\-> write_report -> tables, report.json, report.png
-
-Before any delete, the claims of other namespaces' roots below this root are collected
-from the source rows (and, by a sweep that deletes, probed in the bucket where the rows
-may not show them), and every key under one of those roots is kept (`gcd.spark.nesting`). The
-classified rows are persisted (memory and disk) for that, so the bucket is listed (or
-the inventory read) and classified once; a lost cached block is recomputed from the
-shuffle (listing) or the same files (inventory), as a retried task is.
-
-Deletes happen while the decisions are written, in ONE Spark action; the summary is
-then counted from the written decisions, so nothing is listed or deleted twice. A
-Spark job that fails part way (a listing that kept failing, an unreadable inventory
-file) is reported in `job_error`: some deletes may have happened, and re-running the
-sweep is safe (deleting a missing key succeeds).
-
-The delete stage has exactly `delete_tasks` partitions (`--delete-tasks`, default the
-task slots Spark granted: `session.task_slots`), and each task gets 1/delete_tasks of
-the job-wide `--max-deletes-per-second` and `--delete-concurrency`: the limits hold
-for the bucket however many executors and cores there are. A listing is never done in
-a delete task: listed rows cross a shuffle (`repartition`) first, so a delete task
-that fails and is retried gets the same rows again instead of re-listing a bucket it
-has already partly deleted, and the decisions (hence the summary) stay complete.
-Inventory rows are re-read from the same files on a retry, and are only coalesced.
-
-On a versioned bucket (`versions`: ListObjectVersions on the executors, or an inventory
-of all versions) every version and delete marker is a row, decided on its own by the
-shared rule and deleted by its version id (`gcd.spark.delete`); the summary says how
-many of `deleted` were versions and markers, and counts Object Lock refusals in
-`locked`, as `gcd sweep --json` does.
-
-On a cluster the executors write the decisions and the driver reads them back, so
-`decisions_uri` must be a location every node shares: a plain path is refused unless
-the master is local (`decisions_uri_problem`).
+Design notes: docs/internals/spark.md, `gcd.spark.pipeline`.
 """
 
 from __future__ import annotations
@@ -68,7 +31,7 @@ from gcd.spark.transforms import Action, classify, outcome_counts
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
 from gcd.sweep.report import RoundSummary
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = [
     "JobConfig",

@@ -1,43 +1,6 @@
 """`gcd spark-report`: what is in the bucket, what is garbage, and what it costs.
 
-Input: the classified DataFrame (`gcd.spark.transforms.classify`). The words:
-
-- garbage: parsed, epoch <= M (verdict ``delete`` or ``too_young``); a sweep deletes
-  it now (``eligible``, "deletable now": older than the grace period) or once the grace
-  period is over (``in_grace``, "too young");
-- live: parsed, epoch > M (``not_eligible``);
-- unparsable: under the root but not in the layout: never deleted, counted, sampled;
-- outside root: counted only (a sweep never lists them);
-- nested root: under another namespace's root claimed below this one (verdict
-  ``nested_root``): that namespace's objects, counted apart (``nested_root_objects``,
-  ``nested_roots``), never garbage of this one.
-
-On a versioned bucket (`ReportSettings.versions`: every version and delete marker
-listed or read from an inventory of all versions) each version is one object of these
-counts, decided by its key's epoch, and `report.json` splits the bytes into current
-and non-current ones (`versions_split`): ``current_*`` (the versions a plain listing
-shows), ``noncurrent_*`` (older versions, billed as well) and ``delete_markers``, each
-also for the garbage (``garbage_current_*``, ``garbage_noncurrent_*``,
-``garbage_delete_markers``): what `--versions reclaim` frees beyond the current bytes.
-
-Outputs, in the output directory:
-
-- ``by_epoch.parquet`` / ``.csv``: per epoch: objects, bytes, status (garbage/live),
-  eligible, in-grace and live objects and bytes, oldest LastModified;
-- ``by_prefix.parquet`` / ``.csv``: per prefix, written as in keys ("007", a string):
-  objects, bytes, garbage objects and bytes, epoch range, age of the oldest object and
-  of the oldest garbage;
-- ``report.json``: totals, the unparsable sample, the monthly storage cost of the
-  garbage: ``garbage_bytes / 2**30 * price_per_gb_month`` (S3 bills GB-months of
-  2**30 bytes; default 0.023 USD, S3 Standard, first 50 TB, us-east-1), and what
-  listing costs (`list_requests`): LIST requests of a full listing (1,000 keys a
-  page) and of a sweep (which skips the rest of a prefix at its first live key), at
-  0.005 USD per 1,000 requests (S3 Standard, us-east-1);
-- ``report.png`` (`gcd.spark.chart`): objects and size by epoch, deletable / too young
-  / live, M marked, totals and costs under the panels.
-
-Aggregates are small (one row per epoch / prefix), so they are collected to the
-driver and written with pandas as single files an operator can open.
+Design notes: docs/internals/spark.md, `gcd.spark.report`.
 """
 
 from __future__ import annotations

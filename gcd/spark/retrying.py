@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.triage import triage
 from gcd.storage.objectstore import KeyFailure
+from l0gc.errors import StorageError
 
 __all__ = ["delete_triaged", "retry"]
 

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.spark.retrying import retry
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError, StorageError
 
 __all__ = ["S3Target", "call_with_retries", "make_client"]
 

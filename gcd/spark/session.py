@@ -1,22 +1,6 @@
 """The SparkSession for `gcd spark-sweep` / `gcd spark-report` (entry points only).
 
-Transforms never build a session: they take DataFrames. Only the CLI (and the
-benchmark) call `spark_session`, which reuses the active session when there is one
-(a test fixture, a notebook, `spark-submit`'s own) and then leaves it running, or
-builds one with quiet defaults plus the caller's `conf` (`--conf KEY=VALUE`) and stops
-it on exit. `py_files` (`--py-files`) are shipped to the executors and put on their
-path either way: this is how `gcd spark-*` run without spark-submit ship l0gc.
-
-Which Python the executors run is the driver's to say, as with spark-submit: the
-`spark.pyspark.python` conf (which wins, as in spark-submit) or PYSPARK_PYTHON. On a
-`local[...]` master the Python workers must run the interpreter that runs the driver
-(the one with pyarrow and l0gc installed), so `PYSPARK_PYTHON` defaults to
-`sys.executable` there. On a cluster, ship the code and name the executors' Python
-(docs/spark.md).
-
-`task_slots` is how many tasks the cluster runs at once, from what Spark granted
-(local threads, or the cores of the registered executors), for splitting the job-wide
-delete limits between the delete tasks.
+Design notes: docs/internals/spark.md, `gcd.spark.session`.
 """
 
 from __future__ import annotations
@@ -29,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = [
     "PY_FILE_SUFFIXES",

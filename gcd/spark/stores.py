@@ -1,24 +1,6 @@
 """The seam a store other than S3 plugs into the Spark pipeline through: `ExecutorStore`.
 
-S3 is the pipeline's first store and keeps its own code (`gcd.spark.s3client`,
-`gcd.spark.listing`, `gcd.spark.delete`, `gcd.spark.nesting`). Every other store gives
-the pipeline one picklable value, its executor target, with four methods that run in
-Spark tasks (each task makes its own client: clients are not picklable and an executor
-is another process, often another machine):
-
-- `client(pool=)`: a thread-safe client, its credentials found ON the executor (nothing
-  secret travels in the closure);
-- `list_prefix(client, prefix, ...)`: every object under one listing prefix, as
-  `gcd.spark.listing.Listed` rows, with the sweeper's skip-ahead (`gcd.rules.cursor`)
-  past a prefix directory whose rest is above M;
-- `delete_keys(client, keys, pace=, on_request=)`: up to 1000 keys (the pipeline's
-  batches), retried under `backoff`; key -> None when deleted (or already gone), else
-  the final error text ``"Code: message"``;
-- `exists(client, key)`: one claim probe (`gcd.spark.nesting`).
-
-The shared modules dispatch with `isinstance(target, S3Target)`; everything else is an
-`ExecutorStore`. `gcd.spark.azure.AzureTarget` is the first; a store's source of
-inventories is its own module (`gcd.spark.azinventory`), chosen by `gcd.spark.pipeline`.
+Design notes: docs/internals/spark.md, `gcd.spark.stores`.
 """
 
 from __future__ import annotations

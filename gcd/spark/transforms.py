@@ -1,21 +1,6 @@
 """Pure DataFrame -> DataFrame steps of the Spark pipeline (no session, no I/O).
 
-The deletion rule is NOT written here: every row goes through `gcd.rules.decision.decide`,
-the function the async sweeper calls, inside `mapInPandas` on the executors. The
-layout travels as a `LayoutSpec` (its pattern, root, width and template: plain
-strings and ints) and is rebuilt with `KeyLayout` on each executor, so it is
-validated there by the same code as on the driver. The round's constants (M, "now",
-the grace period) are fixed once by the driver and broadcast.
-
-A row whose key is NULL (an inventory key that did not URL-decode) is unparsable; a
-row whose LastModified is NULL is treated as modified "now" (too young): both are
-never deleted.
-
-Every source gives `SOURCE_SCHEMA` rows: one per object, or on a versioned bucket one
-per version and delete marker (`version_id` set, `is_latest`, `delete_marker`). Each
-row is decided on its own by the key's epoch and its own LastModified, as the async
-sweeper decides each listed version (`gcd.rules.versions`): every version of a live key
-is kept, every version and marker of an eligible key goes.
+Design notes: docs/internals/spark.md, `gcd.spark.transforms`.
 """
 
 from __future__ import annotations
@@ -28,7 +13,7 @@ from typing import Any
 
 from gcd.rules.decision import Verdict, decide
 from gcd.rules.layout import KeyLayout
-from watermark.core.binding import claim_key
+from l0gc.contract.binding import claim_key
 
 __all__ = [
     "CLASSIFIED_SCHEMA",

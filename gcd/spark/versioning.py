@@ -1,22 +1,6 @@
 """What a Spark job does about bucket versioning: list versions or keys, delete by id or not.
 
-`gcd sweep` decides this per round from the store (`gcd.sweep.sweeper._detect`); a Spark
-job decides it once on the driver, from the same inputs plus its source:
-
-- the bucket's features, read by the preflight (`gcd.storage.s3.preflight`: versioning,
-  Object Lock), when the job calls S3 at all (`--list`, or a sweep that deletes);
-- `--versions`: ``reclaim`` (default) deletes every version and delete marker of an
-  eligible key by version id; ``markers-only`` deletes current keys only;
-- for an inventory, whether the report includes all versions (VersionId, IsLatest,
-  IsDeleteMarker: ``IncludedObjectVersions: All``).
-
-The one refusal: a sweep that deletes, on a versioned (or suspended) bucket, with
-``reclaim``, from an inventory of current versions only. Deleting its rows by key would
-only add delete markers (no byte freed) and the old versions are not in the report, so
-the job stops before any Spark work and says which inventory setting (or flag) fixes it.
-A dry run or a report from such an inventory reads the current versions, as before.
-
-Pure: no I/O, no Spark.
+Design notes: docs/internals/spark.md, `gcd.spark.versioning`.
 """
 
 from __future__ import annotations
@@ -26,7 +10,7 @@ from typing import Any
 
 from gcd.rules.versions import VersionMode
 from gcd.storage.objectstore import StoreFeatures
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = ["VersionPlan", "plan_versions"]
 

@@ -7,6 +7,6 @@ Lives here: `objectstore` (the `ObjectStore` interface: `list_page`, `delete_bat
 checking the store it names), `retry` (the async retry loop, under the policy of
 `gcd.rules.backoff`), `ratelimit` (the request-rate limiter).
 
-May import: `watermark` (any layer below its API), `gcd.errors`,
+May import: `watermark` (any layer below its API), `l0gc.errors`,
 `gcd.rules`.
 """

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from watermark.core.binding import StorageTarget
-from watermark.errors import ConfigError
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import ConfigError
 
 __all__ = ["AzureSettings", "redact_url"]
 

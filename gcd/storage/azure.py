@@ -1,40 +1,6 @@
 """`ObjectStore` on Azure Blob Storage (one container) through azure-storage-blob's aio client.
 
-The sweeper's store protocol is S3's; this module maps it onto Blob Storage:
-
-- `list_page`: List Blobs with `name_starts_with` and a page size. Blob Storage has no
-  StartAfter, so a listing that must start after a key (the sweeper's skip point past a
-  prefix whose remaining keys are live, ``{root}/{p}0``) walks one level first: List
-  Blobs with the delimiter '/' under the listing prefix gives the prefix's directories
-  (and blobs), and only those sorting after the start key are then listed, one after the
-  other. The continuation token carries the directories still to list, so LIST calls
-  still follow the garbage. Names come back in byte order of UTF-8, as S3's do.
-- `delete_batch`: Blob Batch, at most 256 deletes per request (a 1000-key batch is four
-  requests); each blob's answer is triaged as a DeleteObjects key is: 202 and 404
-  (already gone) count as deleted, anything else is a `KeyFailure` with Azure's error
-  code (``ServerBusy``/503 throttle and are retried, like SlowDown; ``AuthorizationFailure``
-  and the like are reported by name). An answer is matched to its blob by its request's
-  path, not only by its place in the batch: a key is never counted as deleted from
-  another blob's answer. A batch request failing as a whole raises `StorageError` with
-  its code and whether a retry may help.
-- `soft_delete_retention` / `undelete` (`SoftDeleteStore`, the undo window): the
-  account's blob soft delete policy (Get Blob Service Properties,
-  ``DeleteRetentionPolicy``), and Undelete Blob when no blob is live under the name.
-  Azurite implements neither: tested against a stand-in
-  (tests/gcd/storage/test_soft_delete.py). Blob versioning is a management-plane
-  setting this client cannot read: with it on, Undelete Blob does not bring the blob
-  back (a previous version would have to be copied), which `undelete` reports as gone.
-- `get_object` / `put_object(if_absent=)`: the namespace binding's claim, with
-  ``If-None-Match: *`` for a create that must not overwrite.
-
-The SDK's own retries are off (`retry_total=0`), as botocore's are for S3: the sweeper's
-retry loop (`gcd.storage.retry`) is the only one, so a listing that keeps failing (a blob
-name Azure cannot list answers 500 for its whole prefix) costs the sweeper's bounded
-budget, not the SDK's ~80 s per attempt.
-
-Credentials: a connection string read from a file (never a flag value), or the Azure
-standard chain (`DefaultAzureCredential`: workload identity, managed identity,
-environment). Library exceptions are translated here into `StorageError`.
+Design notes: docs/internals/storage.md, `gcd.storage.azure`.
 """
 
 from __future__ import annotations
@@ -52,12 +18,11 @@ from azure.core.pipeline.policies import SansIOHTTPPolicy
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 from botocore.parsers import ResponseParserError
 
-from gcd.errors import StorageError
 from gcd.rules.triage import RETRYABLE_CODES
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, ObjectStore
 from gcd.storage.s3xml import refuse_doctype
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError, StorageError
 
 __all__ = [
     "MAX_BATCH",

@@ -1,35 +1,6 @@
 """`ObjectStore` on Google Cloud Storage (one bucket) through its JSON API on aiohttp.
 
-Client choice (issue 29): neither Google client does what the sweeper needs as it needs
-it. `gcloud-aio-storage` (async, aiohttp) has no batch API; `google-cloud-storage` has
-batches but is synchronous (a thread per request, its own HTTP stack beside aiohttp).
-So the four calls are sent here on aiohttp (already pinned), and `gcloud-aio-auth`
-(pinned; async, aiohttp) supplies the access token: Application Default Credentials
-(GOOGLE_APPLICATION_CREDENTIALS, the gcloud ADC file), a service-account key file, or
-the metadata server (GKE workload identity, GCE).
-
-- `list_page`: objects.list with `prefix`, `maxResults` and `startOffset` (inclusive)
-  for a listing that starts after a key. The server is never trusted to honour
-  `startOffset` or `maxResults` (the emulator honours neither): keys at or before the
-  start key, or outside the prefix, are dropped here, and a page longer than
-  `max_keys` is cut, its token then resuming after its last key. Names come back in
-  lexicographic order of their UTF-8 bytes, as S3's do. Pages left empty that way are
-  skipped within one call, at most `EMPTY_PAGES_PER_CALL` (then an empty page is
-  returned with the token, so the sweeper's guard, `gcd.rules.listguard`, sees every
-  token); a page token the server gave before in the same call is refused
-  (`ListingLoop`, not retryable): the store is broken and would be paged forever.
-- `delete_batch`: JSON batch requests, `gcd.storage.gcsbatch.MAX_BATCH` deletes each;
-  every answer is matched to its object by Content-ID and triaged there.
-- `soft_delete_retention` / `undelete` (`SoftDeleteStore`, the undo window): the
-  bucket's ``softDeletePolicy.retentionDurationSeconds`` (buckets.get), and
-  objects.restore of the generation the listing gave (``ifGenerationMatch=0``: never
-  over a live object). The emulator implements neither: tested against a stand-in
-  (tests/gcd/storage/test_soft_delete.py).
-- `get_object` / `put_object(if_absent=)`: the namespace binding's claim; a create that
-  must not overwrite sends ``ifGenerationMatch=0`` (GCS answers 412 when the object
-  exists). With `list_page` these are the claim primitives a nested-root check needs.
-
-Failures become `StorageError` with GCS's error reason (or the status) as the code.
+Design notes: docs/internals/storage.md, `gcd.storage.gcs`.
 """
 
 from __future__ import annotations
@@ -45,11 +16,10 @@ from typing import Any
 
 import aiohttp
 
-from gcd.errors import StorageError
 from gcd.storage.gcsbatch import MAX_BATCH, batch_body, error_code, parse_answer, triage
 from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, ObjectStore
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError, StorageError
 
 __all__ = ["SCOPE", "GcsObjectStore"]
 

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from watermark.core.binding import StorageTarget
-from watermark.errors import ConfigError
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import ConfigError
 
 __all__ = ["GCS_ENDPOINT", "GcsSettings"]
 

@@ -1,28 +1,6 @@
 """The object-store interface the sweeper needs.
 
-Two calls, both shaped after S3: `list_page` (one ListObjectsV2 request, keys in
-ascending UTF-8 byte order, which for Python strings is code point order) and
-`delete_batch` (one DeleteObjects request; its result says which keys went and which
-failed, each failure with its S3 error code, whether the store read a verbose answer
-or a quiet one, `DeleteResult.from_quiet_answer`). A failure of the
-whole request raises `StorageError(message, code, retryable)`, retryable per
-`gcd.rules.triage.RETRYABLE_CODES`; the sweeper owns retries and backoff
-(`gcd.storage.retry`), implementations never retry.
-
-`ObjectStore` is the one statement of these calls: implementations (`gcd.storage.s3`,
-`gcd.storage.azure`, `gcd.storage.gcs`, the fakes) conform to it, and their docs say only
-what they add.
-
-Stores differ (docs/stores.md): a store that can say how it differs implements
-`DetectingStore` as well (`detect`: versioning, Object Lock, listing order, batch
-deletes, as `StoreFeatures`), and, on a versioned bucket, `VersionedStore`
-(`list_versions_page`: one ListObjectVersions page in the same shape as `list_page`,
-one `ObjectInfo` per version or delete marker; `delete_batch` then takes targets,
-`gcd.rules.versions`). A store that does not is taken for an ordered, unversioned store
-with batch deletes.
-
-The in-memory fake (`l0lab.testing.memory.MemoryObjectStore`) lives with the other test
-and simulation support.
+Design notes: docs/internals/storage.md, `gcd.storage.objectstore`.
 """
 
 from __future__ import annotations
@@ -31,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
-from gcd.errors import StorageError
 from gcd.rules.triage import retryable_code
 from gcd.rules.versions import split_target, version_target
+from l0gc.errors import StorageError
 
 __all__ = [
     "DeleteResult",

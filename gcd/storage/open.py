@@ -1,20 +1,6 @@
 """One store type: `StoreSettings`, and opening and checking the store it names.
 
-`StoreSettings` is S3 (`S3Settings`), Azure Blob Storage (`AzureSettings`) or Google Cloud
-Storage (`GcsSettings`): one value that flows from a command's flags to the sweeper. Each
-says its own `kind` and `target(root)` (the `StorageTarget` a namespace binding and the
-deletion journal record). `open_store` opens it (the Azure SDK and the GCS client are
-imported only when used) and `preflight_store` lists once before any round and turns
-what only the operator can fix into a ConfigError.
-
-Why functions here and not `open()` / `preflight()` methods on the settings: a settings
-module imports no client (a sweep of S3 does not pay for the Azure SDK), and a method
-that imported its client lazily would close an import cycle with the client, which
-imports its settings (tests/test_layers.py forbids cycles, lazy imports included). Each
-function is one exhaustive `match` over the three kinds.
-
-`open_objects` and `target_of` keep the older form (three optional settings) for the
-demo (`l0lab.demo`), until it passes one `StoreSettings`.
+Design notes: docs/internals/storage.md, `gcd.storage.open`.
 """
 
 from __future__ import annotations
@@ -23,12 +9,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, assert_never
 
-from gcd.errors import StorageError
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.s3 import S3ObjectStore, S3Settings, preflight
-from watermark.core.binding import StorageTarget
-from watermark.errors import ConfigError
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import ConfigError, StorageError
 
 __all__ = ["StoreSettings", "open_objects", "open_store", "preflight_store", "target_of"]
 

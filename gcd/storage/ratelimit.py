@@ -1,19 +1,7 @@
 """Request pacing for the sweeper: a token bucket for deletes per second, and an AIMD
 concurrency limiter that backs off when the store throttles us.
 
-Both are small state machines with an injectable clock; only `acquire` awaits.
-
-Token bucket: `rate` tokens per second, at most `burst` stored. A caller reserves `n`
-tokens at once (a whole DeleteObjects batch may be larger than the burst); the
-balance may go negative and the caller sleeps until its reservation is paid for, so
-concurrent callers queue up fairly and the long-run rate is exactly `rate`.
-
-AIMD limiter (as TCP congestion control): at most `limit` requests in flight,
-starting at `maximum`. A throttled answer (SlowDown, 503) halves the limit (never
-below `minimum`); every `increase_after` successes in a row raise it by one (never
-above `maximum`). Requests that were already in flight when the limit was cut carry an
-older generation, and their throttles do not cut it again: one burst of SlowDowns
-from 8 concurrent requests halves the limit once, not eight times.
+Design notes: docs/internals/storage.md, `gcd.storage.ratelimit`.
 """
 
 from __future__ import annotations
@@ -23,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = ["AimdLimiter", "Slot", "TokenBucket"]
 

@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
+from l0gc.errors import StorageError
 
 __all__ = ["REQUEST_DEADLINE_S", "Retrier", "deadline"]
 

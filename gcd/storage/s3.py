@@ -1,54 +1,6 @@
 """`ObjectStore` on S3 (or any S3-compatible endpoint) through aiobotocore.
 
-One client per sweeper process, opened with `S3ObjectStore.open(settings)`, its pool
-sized for the sweeper's concurrency. Credentials come from botocore's standard chain
-(environment, profile, web identity / IRSA, instance metadata); this module never sees
-or logs them. botocore's own retries are OFF: the sweeper owns retries and backoff
-(`gcd.storage.retry`), so every retry is paced and counted.
-
-Client CPU (`bench/RESULTS.md` §12): the client skips botocore's validation of request
-parameters (the sweeper builds every request itself, and S3 checks them anyway), and
-replaces botocore's check for an S3 error inside a 200 answer, which parses every 200
-body completely a second time before the real parse, by a look at the body's first
-element (`error_in_200`): a 200 whose root element is ``<Error>`` still becomes a 500
-and is retried; a body cut short still fails the real parse, which is translated into
-a retryable error (`gcd.storage.s3errors`).
-
-The two hot operations take a lean path (`gcd.storage.s3xml`, bench/RESULTS.md §21):
-a 2xx ListObjectsV2 or DeleteObjects answer is read directly by the standard library's
-expat parser (this session's parser factory hands every other answer, and every error,
-to botocore's parser), and the DeleteObjects body is written directly and put in place
-of botocore's (`lean_delete_params`, `lean_delete_body`) before the checksum is taken.
-botocore still signs and sends every request and raises every error.
-
-DeleteObjects asks for a quiet answer (``<Quiet>true</Quiet>``: failures only, not an
-echo of every key deleted: ~20 us of parsing per key saved, bench/RESULTS.md §26) where
-no delete can write a delete marker (`S3ObjectStore._may_be_quiet`); every target no
-error names is then deleted (`DeleteResult.from_quiet_answer`). A store that ignores
-Quiet answers verbosely and is read so; an answer whose errors name a key that was not
-sent turns quiet requests off for the store, and the request is sent again verbose.
-
-Library exceptions become `StorageError` here (`gcd.storage.s3errors.translate_error`,
-shared with the Spark executors): the S3 error code (or the HTTP status, or
-"ConnectionError"/"Timeout") and whether a retry may help.
-
-How stores differ (docs/stores.md) is handled here: `detect` reads versioning and
-Object Lock once (cached for `FEATURES_TTL_S`), and takes a directory bucket (a name
-ending ``--x-s3``, S3 Express) for a store whose listings are unordered;
-`list_versions_page` is ListObjectVersions in `list_page`'s shape; `delete_batch` takes
-targets (`gcd.rules.versions`) and sends their version ids, with a Content-MD5 header
-(MinIO-era servers, Ceph RGW and others refuse a DeleteObjects without one; botocore
->= 1.36 sends a CRC32 instead, and only where an operation requires a checksum:
-``when_required``). When DeleteObjects answers NotImplemented (GCS's XML API), the
-store says so once in the log and deletes each key with its own DeleteObject from then
-on, `SINGLE_DELETES_IN_FLIGHT` at a time, under the deleter's pacing.
-
-`preflight` runs before a command's first round: one ListObjectsV2 (MaxKeys=1) on the
-root, 3 tries, a 3 s connect timeout. What only the operator can fix (no credentials,
-an unreachable endpoint, no such bucket, access denied, rejected credentials, the wrong
-region) becomes one `ConfigError` naming the problem and the fix (exit 2), in seconds,
-instead of a round of per-prefix errors and backoff (the diagnosis is
-`gcd.storage.s3errors.preflight_failure`).
+Design notes: docs/internals/storage.md, `gcd.storage.s3`.
 """
 
 from __future__ import annotations
@@ -74,7 +26,6 @@ from botocore import handlers as botocore_handlers
 from botocore.loaders import create_loader
 from botocore.parsers import ResponseParserError
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.versions import SEPARATOR, split_target
 from gcd.storage.objectstore import (
@@ -93,8 +44,8 @@ from gcd.storage.s3xml import (
     read_listing,
     refuse_doctype,
 )
-from watermark.core.binding import StorageTarget
-from watermark.errors import ConfigError
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import ConfigError, StorageError
 
 __all__ = [
     "FEATURES_TTL_S",

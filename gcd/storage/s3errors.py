@@ -22,9 +22,8 @@ from typing import Final
 from botocore import exceptions as botocore_errors
 from botocore.parsers import ResponseParserError
 
-from gcd.errors import StorageError
 from gcd.rules.triage import RETRYABLE_CODES
-from watermark.errors import ConfigError, L0gcError
+from l0gc.errors import ConfigError, L0gcError, StorageError
 
 __all__ = ["RETRYABLE_STATUS", "preflight_failure", "translate_error"]
 

@@ -1,26 +1,6 @@
 """The XML of S3's two hot operations, read and written directly.
 
-A sweep is ListObjectsV2 pages and DeleteObjects batches. botocore builds a dict per
-key from a generic, model-driven parse of every answer and serialises every request
-body the same way: most of the client's CPU per deleted key (bench/RESULTS.md §21).
-These three functions do the same work for these two operations only, with the C
-expat parser of the standard library:
-
-- `read_listing`: a ListObjectsV2 answer -> `Listing` (`ObjectInfo`s, the truncation
-  flag and the continuation token); keys URL-decoded exactly as botocore decodes them
-  when the answer says ``<EncodingType>url</EncodingType>`` (the client asks for it, so
-  keys with characters XML cannot carry are listed);
-- `read_delete_result`: a DeleteObjects answer -> the ``Deleted``/``Errors`` mapping
-  `DeleteResult.from_answer` reads, as botocore would give it;
-- `delete_body`: targets -> the DeleteObjects request body (verbose, or quiet: the
-  answer then lists failures only, `gcd.storage.s3`).
-
-Strictness is botocore's or more: an answer that does not parse, whose root element is
-not the operation's, an entry without a key, a LastModified or Size that is not one,
-or a truncated page without a continuation token raises `ResponseParserError` (which
-the store turns into a retryable StorageError, as for botocore's own parse failures):
-a malformed answer is never an empty or a last page. Keys XML 1.0 cannot carry are
-never sent (`gcd.rules.xmlkeys`: the deleter keeps and reports them).
+Design notes: docs/internals/storage.md, `gcd.storage.s3xml`.
 """
 
 from __future__ import annotations

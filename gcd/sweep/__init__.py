@@ -12,6 +12,6 @@ the deleter's sinks get), `telemetry` (the events the engine emits for instrumen
 `runtime` (a sweep assembled on one etcd client: store, watermark source, shard
 announcement, journal; one round or forever).
 
-May import: `watermark` (below its API), `gcd.errors`, `gcd.rules`,
+May import: the kernel (`l0gc`), `gcd.rules`,
 `gcd.storage`.
 """

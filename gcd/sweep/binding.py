@@ -1,20 +1,6 @@
-"""Binding a namespace to its bucket and root: the I/O around `watermark.core.binding`.
+"""Binding a namespace to its bucket and root: the I/O around `l0gc.contract.binding`.
 
-`bind_namespace` writes both sides of a binding (the claim object in the bucket first,
-created only if absent, then `{ns}/binding` by compare-and-swap); it is idempotent, and
-it resumes a bind that was interrupted between the two writes. `BoundSource` is the
-watermark source every sweeping command reads M through: it adds, from the same etcd
-revision, the binding check (and, for sweepers that announce a shard, the shard check),
-so a sweeper pointed at storage its namespace is not bound to deletes nothing.
-
-Roots never nest across namespaces (docs/operations.md#roots-never-nest): `bind_namespace`
-refuses a root inside another namespace's claimed root (`read_ancestor_claims`: one
-one-key LIST per ancestor, a GET only where a claim is) or containing one
-(`find_nested_claims`: one listing of the root), and `BoundSource` re-reads the
-ancestors' claims at every admission of a round (`read_safe_epoch`); a daemon's looks
-between rounds reuse the last claims found in order (`peek_safe_epoch`). A claim found
-below the root while a round lists blocks that subtree (`gcd.sweep.nesting`, asked by
-`gcd.sweep.pages`).
+Design notes: docs/internals/sweep.md, `gcd.sweep.binding`.
 """
 
 from __future__ import annotations
@@ -28,12 +14,11 @@ from typing import Protocol
 
 import structlog
 
-from gcd.errors import LISTING_BROKEN, StorageError
 from gcd.rules.listguard import DEFAULT_MAX_PAGES, ListingGuard
 from gcd.storage.objectstore import DeleteResult, ListPage
 from gcd.storage.retry import REQUEST_DEADLINE_S, deadline
 from gcd.sweep.shards import ShardAnnouncement, check_shards
-from watermark.core.binding import (
+from l0gc.contract.binding import (
     Binding,
     Claim,
     StorageTarget,
@@ -44,10 +29,10 @@ from watermark.core.binding import (
     nested_root,
     overlap_conflict,
 )
-from watermark.core.safe_epoch import SafeEpoch
-from watermark.errors import ConfigError, InvalidRecord
-from watermark.etcd.follow import GcFollower, read_once
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.safe_epoch import SafeEpoch
+from l0gc.errors import LISTING_BROKEN, ConfigError, InvalidRecord, StorageError
+from l0gc.etcd.follow import GcFollower, read_once
+from l0gc.etcd.store import WatermarkStore
 
 __all__ = [
     "BindOutcome",
@@ -325,7 +310,7 @@ class BoundSource:
         self.objects = objects
         self.shard = shard
         self.follower = follower
-        """Reads M through an etcd watch when set (`watermark.etcd.follow`), else in full."""
+        """Reads M through an etcd watch when set (`l0gc.etcd.follow`), else in full."""
         self._claims: tuple[bytes | None, dict[str, bytes]] | None = None
         """The root's and the ancestors' claims as last read, while they were in order."""
         self._clock = clock

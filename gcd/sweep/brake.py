@@ -1,27 +1,6 @@
 """The brake: may deletion go on? Asked before every DeleteObjects request.
 
-A pause (`gcd pause`, the key ``{ns}/gc/paused``) is read with M at the start of a
-round; without a brake the round would then delete everything it finds, however long
-that takes. The deleter asks `Brake.check` just before each request it sends (first
-tries, retries and bisected halves alike); a brake that says stop is final for the round:
-that request is not sent, the round stops listing, and every key it selected but did not
-delete is counted as skipped (`skipped_paused`).
-
-`PauseBrake` re-reads the pause key through a `PauseSource` (a single etcd GET):
-
-* at most once per `min_interval_s` (200 ms): between reads, the last answer stands, so
-  a pause stops deletion within one read interval plus the requests already in flight
-  (at most `--concurrency` of them);
-* concurrent checks share one read in flight: with 8 deleters, still one GET;
-* fail closed: a read that fails or takes longer than `timeout_s` stops deletion
-  ("pause state unknown"). A pause that cannot be seen must not be ignored.
-
-`reset` re-arms it for the next round. `OPEN` is the brake of sweepers without etcd
-(`--safe-epoch` alone): there is no pause key to read, so it never stops.
-
-`until_resumed` is the other direction, for the daemon's wait between iterations:
-it returns once the pause key is gone, polling it (etcd's KV interface here has no
-watch) every `poll_s` while paused, and only then.
+Design notes: docs/internals/sweep.md, `gcd.sweep.brake`.
 """
 
 from __future__ import annotations
@@ -33,7 +12,7 @@ from typing import Final, Protocol, runtime_checkable
 
 import structlog
 
-from watermark.errors import L0gcError
+from l0gc.errors import L0gcError
 
 __all__ = ["OPEN", "Brake", "OpenBrake", "PauseBrake", "PauseSource", "brake_for", "until_resumed"]
 

@@ -1,22 +1,6 @@
 """Repairing a namespace's claims in its bucket: the namespace admin's tool.
 
-A claim object (`{root}/.l0gc-claim.json`, `watermark.core.binding`) says which namespace
-may sweep a root; sweepers refuse to delete when the root's claim is not their
-binding's, and keep every key under a claim found below their root. So anyone who may
-write under the root (a writer's credentials, if the IAM policy lets them: see
-docs/operations.md#least-privilege-iam-policy) can stop GC by overwriting the root's
-claim, or keep a directory forever by planting a claim in it (red-team round 4,
-finding 5). `watermark namespace repair-claims` undoes both, from the binding in etcd:
-
-- the root's claim is rewritten from the namespace's etcd binding when it differs
-  (overwritten, corrupted, too large, deleted): the etcd binding is the namespace's own
-  record of where it was bound, so only its admin (etcd credentials) can do this;
-- `--remove-claim KEY` deletes a claim object strictly below the root. One that does not
-  parse as a claim is removed; one that is a valid claim of another namespace (a real
-  nested namespace, bound before nesting was refused) needs `--force`, because its keys
-  then become this namespace's garbage.
-
-Every change is logged (`gc.claim_repaired`, `gc.claim_removed`) with what was there.
+Design notes: docs/internals/sweep.md, `gcd.sweep.claims`.
 """
 
 from __future__ import annotations
@@ -27,9 +11,9 @@ from dataclasses import dataclass, field
 import structlog
 
 from gcd.sweep.binding import BindingConflict, ClaimStore, ClaimTooLarge, read_claim_object
-from watermark.core.binding import Binding, Claim, StorageTarget, claim_key, nested_root
-from watermark.errors import InvalidRecord
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.binding import Binding, Claim, StorageTarget, claim_key, nested_root
+from l0gc.errors import InvalidRecord
+from l0gc.etcd.store import WatermarkStore
 
 __all__ = ["ClaimRepair", "bound_target", "repair_claims"]
 

@@ -1,63 +1,6 @@
 """The long-running sweeper: rounds forever, paced so LIST calls follow the garbage.
 
-Theory of operation
--------------------
-Each iteration (`Daemon.run_once`) reads etcd once and applies the safety rails (the
-one admission path of every round, `gcd.sweep.safety.read_admission`), decides
-whether listing can find anything new, maybe runs a round, and returns how long to
-wait. The decisions are pure functions of remembered state, so tests drive them
-without sleeping:
-
-* `should_list` - a round lists only when something new can be deletable: it is the
-  first round; M advanced since the last listing; objects skipped as too young have
-  aged past the grace period; the last listing was incomplete (delete cap, errors,
-  stop); or a full pass is due (`full_pass_interval_s`, which also catches orphans
-  written with stale epochs). Otherwise the iteration only read etcd. LIST calls are
-  what a sweeper costs on S3, so this is where the money is.
-* `next_delay` - `interval_s` after progress; `idle_interval_s` when idle, blocked or
-  paused, or only as long as it takes the oldest too-young object to age; after
-  consecutive errors `idle_interval_s * 2**(n-1)` capped at `max_interval_s`. Plus
-  0-10 % jitter so a fleet does not move in lockstep.
-* `wake_reason` - rounds follow M. While it waits, the daemon looks at etcd every
-  `follow_poll_s` (2 s; through the etcd watch of `watermark.etcd.follow` when the
-  command follows M, so a look costs one etcd round trip plus the changed records, and
-  nothing in the store). A look refreshes the gauges (M, cluster epoch, lag, paused,
-  blocked) and `/readyz`, so they are never older than one poll, and it ends the wait
-  early when M advanced past the last listing (debounced: not before `interval_s`
-  after that listing began) or when a blocked or paused daemon may delete again (`gcd
-  resume`, a repaired record). After errors the backoff is kept: a look never cuts it
-  short.
-* Claims cost nothing while idle (issue 43). A source bound to its storage
-  (`gcd.sweep.binding.BoundSource`) reads the claim objects (the root's: a GET; its
-  ancestors': one LIST each) only to admit a round that lists: looks and the first
-  read of each iteration go through its `peek_safe_epoch` (the claims last found in
-  order, judged again against the binding just read), and only an iteration that
-  will list reads M again with the claims (`read_safe_epoch`) before it lists. A
-  round that lists is the only one that deletes, so every delete is still preceded
-  by a claim check of its own round, as in `gcd sweep`; claims below the root are
-  found by the listing itself (`gcd.sweep.nesting`). An idle daemon sends no request
-  to the store at all.
-
-etcd unreachable: the last good read is used again (M only ever goes up, so a stale M
-deletes less, never more); this is logged and visible in the metrics
-(`seconds_since_last_good_watermark`), and `/readyz` fails once it lasts longer than
-`unready_after_s`. Pause/resume for the whole fleet is the `{ns}/gc/paused` key: a
-pause stops a round in progress within one DeleteObjects batch (the sweeper's brake,
-`gcd.sweep.brake`), and the looks between iterations see it within `follow_poll_s`
-(the paused gauge goes to 1) and see `gcd resume` the same way (the next round starts
-at once). While M is unknown (blocked, paused, no etcd read yet) the M gauges are NaN,
-never 0.
-
-A stalled daemon is not ready (issue 36): `/readyz` answers 503, naming why, when no
-iteration has completed for `stale_after_s` (a round stuck on a store: the round
-deadline should have ended it), or when an M read from etcd above the last M a round
-listed with has waited that long. Two gauges say the same
-(`l0gc_sweeper_seconds_since_last_round`, `l0gc_sweeper_safe_epoch_unapplied_seconds`,
-refreshed on every scrape) for the `L0gcSweeperStalled` alert. The daemon sets no metric
-itself: it emits events (`gcd.sweep.telemetry`) to its sweeper's hook.
-
-`stop` (SIGTERM) ends the loop: the round in progress stops listing, requests in flight
-complete, and `run` returns.
+Design notes: docs/internals/sweep.md, `gcd.sweep.daemon`.
 """
 
 from __future__ import annotations
@@ -87,10 +30,10 @@ from gcd.sweep.telemetry import (
     WatermarkAgeShown,
 )
 from gcd.sweep.trail import MTrail
-from watermark.core.events import Emitter
-from watermark.core.safe_epoch import SafeEpoch
-from watermark.errors import ConfigError, L0gcError
-from watermark.service.signals import STOP_SIGNALS, StopOnSignals
+from l0gc.contract.safe_epoch import SafeEpoch
+from l0gc.errors import ConfigError, L0gcError
+from l0gc.events import Emitter
+from l0gc.process.signals import STOP_SIGNALS, StopOnSignals
 
 __all__ = [
     "Daemon",

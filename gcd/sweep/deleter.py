@@ -1,65 +1,6 @@
 """Deleting one batch of keys reliably: pacing, retries, the brake, poison keys, accounting.
 
-A batch goes out as one DeleteObjects request; what the store makes of its answer
-(`gcd.storage.objectstore.DeleteResult`, verbose or quiet) is
-sorted three ways by the rule Spark's executors use too (`gcd.rules.triage.triage`):
-deleted keys are counted (with their bytes and epochs); per-key failures with a
-transient code (InternalError, SlowDown, ServiceUnavailable...) and keys the answer
-does not mention are sent again after a jittered backoff (`gcd.rules.backoff`; deleting
-an absent key succeeds, so a retry is always safe); the others (AccessDenied, or a code
-we do not know) are counted as errors and logged. A failure of the whole request is
-retried when its code is transient (`gcd.rules.triage.request_failure`).
-
-Every request first pays the token bucket (one token per key), then takes an in-flight
-slot from the AIMD limiter, then asks the brake (`gcd.sweep.brake`) whether deletion may go
-on: a pause seen mid-round stops the batch before that request is sent, and every key
-of it not deleted yet is counted as `skipped_paused`. Throttled answers (SlowDown, 503),
-whole or per key, cut the limiter. The limiter and bucket are shared by all deleter
-tasks, and persist across the daemon's rounds.
-
-Poison keys. One key can fail a whole request: S3 refuses a body it cannot parse
-(MalformedXML), or the client cannot write it. Retrying the batch fails the same way
-every time, so the other keys would never go. Two defences:
-
-* keys a DeleteObjects request cannot carry exactly (`gcd.rules.xmlkeys`: control
-  characters, CR, lone surrogates) are never sent;
-* a request that fails as a whole with a code that can come from its keys
-  (`gcd.rules.triage.SPLIT_CODES`, and once its retry budget is spent
-  `KEY_FAULT_CODES`: a store answering 500 for any request naming one key) is split in
-  halves, depth first, until each bad key is alone: every good key is deleted. Halves
-  of a retryable failure inherit the spent budget (one try each, then split again). A
-  key that fails alone is a poison key only if some other request of the batch was
-  answered (the request path works); if halves keep failing with nothing answered
-  (`MAX_UNPROVEN` single keys), the failure is not the keys' and the rest of the batch
-  counts as errors, as before, and is retried next round. Bisection sends at most
-  `MAX_BISECT_REQUESTS` extra requests per batch (one poison key in 1000 costs about
-  20); past that the keys left count as errors.
-
-Around each DeleteObjects request the deleter emits a frozen `BatchAttempt` (before)
-and `BatchOutcome` (after) to its sinks (`gcd.sweep.events`; the deletion journal is
-one); a sink that cannot record an attempt (`DeletionNotRecorded`) stops the batch
-before its request is sent, and its keys count as errors. What it counts goes to its
-hook as events (`gcd.sweep.telemetry`: `DeleteSent`, `ObjectsDeleted`, ...), which
-`gcd.sweep.metrics` turns into metrics; the deleter itself touches no metric.
-
-Versions (`gcd.rules.versions`): a candidate may be one version or delete marker of
-a key, named by its target; the sinks see the key and the version id apart. On a bucket
-with Object Lock (`object_lock`), a version the answer refuses with AccessDenied is
-locked (retention or legal hold): kept, counted as `locked`, never sent again this
-round and never an error; no request ever asks to bypass governance retention.
-
-Both kinds are kept in the bucket, counted as `unsafe_keys` (not as errors: they are
-no reason to back off or exit 1) and logged by name (`sweep.unsafe_key`) the first
-time this process meets them; poison keys refused with a code only a key causes are
-remembered, so later rounds do not send them again (`MAX_REMEMBERED`, then they are
-bisected again), while a key that failed alone with a 500 is sent again next round (a
-storm may have hit its request, not the key); every poison key is named once in every
-round that meets them (`sweep.poison_key`, the round's `poison_keys`, the first
-`MAX_POISON_NAMED`).
-
-An answer naming a key the request did not send (a store's bug) is never a deletion:
-such entries are dropped before the sinks (the journal) and the accounting see the
-answer, and logged (`sweep.unsent_keys_in_answer`).
+Design notes: docs/internals/sweep.md, `gcd.sweep.deleter`.
 """
 
 from __future__ import annotations
@@ -72,7 +13,6 @@ from typing import Final
 
 import structlog
 
-from gcd.errors import StorageError
 from gcd.rules.triage import (
     KEY_FAULT_CODES,
     THROTTLE_CODES,
@@ -109,7 +49,8 @@ from gcd.sweep.telemetry import (
     DeletesBraked,
     ObjectsDeleted,
 )
-from watermark.core.events import Emitter, Hooks
+from l0gc.errors import StorageError
+from l0gc.events import Emitter, Hooks
 
 __all__ = ["MAX_BISECT_REQUESTS", "MAX_POISON_NAMED", "MAX_UNPROVEN", "BatchDeleter", "Candidate"]
 

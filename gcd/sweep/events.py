@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gcd.rules.admission import RoundAdmission
-from watermark.errors import L0gcError
+from l0gc.errors import L0gcError
 
 __all__ = ["BatchAttempt", "BatchOutcome", "DeleteBasis", "DeleteSink", "DeletionNotRecorded"]
 

@@ -1,26 +1,6 @@
 """`gcd explain`'s I/O: read etcd, the store and the journal once, then ask the rule.
 
-`explain_keys` is the whole answer for a list of keys (thousands at a time):
-
-1. the GC state, from one etcd read (`read_gc_facts`): M and the cluster epoch, the
-   admission a round would get (`gcd.rules.admission.admit`, with the binding checked
-   as the sweepers check it: `gcd.sweep.binding.BoundSource`), every partition's M(p),
-   owner, last update and whether its reconciler is behind; for the partitions a kept
-   key waits on, their recent M(p) rate from the record's own etcd history (the last
-   `HISTORY` versions, while not compacted): the basis of the estimate;
-2. the store (`lookup_store`): on an ordered, unversioned listing the sorted keys are
-   merge-joined with LIST pages that start just before the next key wanted
-   (`gcd.rules.explain.start_before`), so one page answers every wanted key up to its
-   last one; otherwise one listing of each key as a prefix (every version of it). The
-   claim objects of the key's directories are looked up the same way (a nested root);
-   on a bucket with Object Lock, the versions of keys that would be deletable are asked
-   for their lock (one HEAD each, at most `LOCK_PROBES` per call);
-3. the journal (`gcd.sweep.journal_search`), for the keys the store does not hold and
-   the ones it does (a key written again after a deletion);
-4. `gcd.rules.explain.explain` per key.
-
-Nothing is written anywhere: explain is read-only, for the CLI, the daemon's
-``GET /v1/explain`` and `gcd.explain` alike.
+Design notes: docs/internals/sweep.md, `gcd.sweep.explain`.
 """
 
 from __future__ import annotations
@@ -34,7 +14,6 @@ from typing import Any, Final
 
 import structlog
 
-from gcd.errors import StorageError
 from gcd.rules.admission import admit, unreachable
 from gcd.rules.explain import (
     Explanation,
@@ -49,10 +28,10 @@ from gcd.rules.explain import (
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DetectingStore, ObjectInfo, VersionedStore
 from gcd.sweep.journal_search import JournalHits, SegmentSource, search_journal
-from watermark.core.binding import claim_key, directories_below
-from watermark.core.record import PartitionRecord
-from watermark.core.safe_epoch import compute_safe_epoch
-from watermark.errors import InvalidRecord, L0gcError
+from l0gc.contract.binding import claim_key, directories_below
+from l0gc.contract.record import PartitionRecord
+from l0gc.contract.safe_epoch import compute_safe_epoch
+from l0gc.errors import InvalidRecord, L0gcError, StorageError
 
 __all__ = [
     "HISTORY",

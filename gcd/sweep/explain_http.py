@@ -2,7 +2,7 @@
 
 Read-only, the same answer as ``gcd explain --json`` (`gcd.sweep.explain`), for the
 daemon's own store, layout, grace period, etcd namespace and journal. Checked like the
-publisher's read routes (`watermark.api.auth`): with ``--auth-token-file`` every caller
+publisher's read routes (`l0gc.auth`): with ``--auth-token-file`` every caller
 shows a bearer token of any role (401 otherwise); without one the route answers only
 when the daemon listens on loopback (403 beyond it: an object key list is not for
 everyone on the network), while /metrics, /healthz and /readyz stay open as before.
@@ -19,13 +19,12 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from gcd.errors import StorageError
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.explain import explain_keys, read_gc_facts
 from gcd.sweep.journal_search import SegmentSource
-from watermark.api.auth import TokenFile, bearer_token, is_loopback
-from watermark.core import strictjson
-from watermark.errors import L0gcError
+from l0gc import strictjson
+from l0gc.auth import TokenFile, bearer_token, is_loopback
+from l0gc.errors import L0gcError, StorageError
 
 __all__ = ["MAX_KEYS", "ExplainRoute"]
 

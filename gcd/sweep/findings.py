@@ -1,23 +1,6 @@
 """What a round found about its store, said once at its end: detection, locks, undo window.
 
-Three parts of a `RoundSummary` are not counters but findings, assembled when the
-round's listing and deleting are over (`gcd.sweep.sweeper.Sweeper.sweep`):
-
-* `store` (`store_report`): what the round detected (`DetectingStore.detect`:
-  versioning, Object Lock, ordered listing, batch delete) and how it listed: versions
-  "reclaim" (ListObjectVersions, every version of an eligible key deleted),
-  "markers-only" (a versioned bucket swept with `versions` off) or "none".
-* `locked_reasons` / `locked_earliest_retain_until` (`locked_report`): on a bucket with
-  Object Lock, versions the store refused to delete were kept and counted as `locked`;
-  at most `LOCK_PROBES` of them are asked about (one HEAD each) for the reason
-  (retention, legal hold) and the earliest retain-until, logged once per round
-  (`sweep.locked_versions`); the others count as "not examined".
-* `undo` (`undo_report`): with an undo window, its rule (`gcd.rules.undo`), the delayed
-  M, what is pending reclaim (keys, bytes, oldest marker) and the keys kept under
-  another writer's marker; its gauges go out as an `UndoPendingCounted` event.
-
-Why apart from the round driver: each is a question asked of the store or the counts
-after the fact, with its own bounds, and none changes what the round deleted.
+Design notes: docs/internals/sweep.md, `gcd.sweep.findings`.
 """
 
 from __future__ import annotations
@@ -31,7 +14,7 @@ from gcd.storage.objectstore import DetectingStore, ObjectStore, VersionedStore
 from gcd.sweep.report import RoundCounts, iso_utc
 from gcd.sweep.roundstate import RoundState
 from gcd.sweep.telemetry import UndoPendingCounted
-from watermark.core.events import Hook
+from l0gc.events import Hook
 
 __all__ = ["LOCK_PROBES", "locked_report", "store_report", "undo_report"]
 

@@ -1,44 +1,6 @@
 """The deletion journal: why every DeleteObjects call a sweeper made was safe.
 
-Theory of operation
--------------------
-`JournalWriter` is a `gcd.sweep.events.DeleteSink`. Before each DeleteObjects call it
-appends a *before* record: the sweeper, its etcd revision, M, the cluster epoch, the
-partitions pinning M with their M(p), and the batch's keys with their epochs, count,
-first and last key and a SHA-256 digest; the record is written, flushed and fsynced
-before the request is sent, and if that fails the request is not sent
-(`DeletionNotRecorded`): no deletion without its reason on disk. After the call an
-*after* record says what became of each key (deleted, failed with a code, or not
-mentioned), or which error failed the whole request.
-
-Records are JSON lines in segment files ``journal-{sweeper}-{n:06d}.jsonl`` under a
-local directory, each opening with a *segment* header: the namespace and the storage
-target (bucket, root, endpoint, and kind: s3, azure or gcs; a header without a kind is
-an older writer's, of s3). A segment is closed and a new one opened when it passes
-`max_bytes` or `max_age_s` (rotation); closed segments can be shipped to objects under
-an audit prefix of the bucket (`ship_segments`), which must not overlap the swept root,
-so no sweeper can ever list its own journal as garbage. A shipped segment is read back
-and compared (size and SHA-256) and, unless the local copies are kept, deleted from the
-local directory; a *pruned marker* ``pruned-{sweeper}.json`` there (and in the audit
-prefix, for segments removed by retention: `gcd.sweep.journal_prune`) names the last
-record removed, so the chain of what is left starts from it instead of from record 1.
-
-Each record carries ``seq`` (1, 2, ... per sweeper process) and ``prev``, the SHA-256 of
-the previous line, so a lost, reordered or edited record breaks the chain and `gcd
-journal verify` says where (it checks the chain in file order). The chain cannot show
-its own end cut off, so the newest (seq, digest) of each sweeper is also *anchored*
-outside the journal directory (`watermark.core.journal_anchor`: etcd, and the audit
-prefix when shipped; written by `gcd.sweep.journal_anchor`): the writer calls
-`on_append` after each record and says where it ends (`anchor`).
-
-A crash in the middle of a write leaves a *torn* last line (no newline, not JSON) in the
-sweeper's last segment: its request was never sent (the record is written before it),
-and the reader reports it apart from damage (`JournalRead.torn`).
-
-Reading (`read_journal`) is strict and bounded (`watermark.core.strictjson`): a journal is
-input like any other. Checking it against etcd's history is `gcd.sweep.journal_check`.
-What it counts (records, bytes, segments, failures) goes out as events through `emit`
-(`gcd.sweep.telemetry`), which `gcd.sweep.metrics` counts.
+Design notes: docs/internals/sweep.md, `gcd.sweep.journal`.
 """
 
 from __future__ import annotations
@@ -53,7 +15,6 @@ from typing import Any, Final
 
 import structlog
 
-from gcd.errors import StorageError
 from gcd.sweep.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
 from gcd.sweep.journal_index import INDEX_SUFFIX, IndexBuilder, index_name
 from gcd.sweep.metrics import SweeperMetrics
@@ -65,10 +26,10 @@ from gcd.sweep.telemetry import (
     JournalFailed,
     JournalRotated,
 )
-from watermark.core import strictjson
-from watermark.core.events import Emitter, Hooks
-from watermark.core.journal_anchor import JournalAnchor, audit_anchor_name, pruned_marker_name
-from watermark.errors import ConfigError, InvalidJson, InvalidRecord
+from l0gc import strictjson
+from l0gc.contract.journal_anchor import JournalAnchor, audit_anchor_name, pruned_marker_name
+from l0gc.errors import ConfigError, InvalidJson, InvalidRecord, StorageError
+from l0gc.events import Emitter, Hooks
 
 __all__ = [
     "JOURNAL_VERSION",
@@ -369,7 +330,7 @@ async def ship_segments(
     later segment: they go in order), and the local segment is kept. Without
     `keep_local`, a verified segment is then deleted locally, after the directory's
     pruned marker names its last record. Then ``{prefix}/anchor-{sweeper}.json`` records
-    the end of the segments shipped (`watermark.core.journal_anchor`).
+    the end of the segments shipped (`l0gc.contract.journal_anchor`).
     """
     done = shipped if shipped is not None else set()
     count = 0

@@ -1,20 +1,6 @@
 """Anchoring a sweeper's deletion journal outside its directory (the async shell).
 
-`AnchorKeeper` follows a `JournalWriter` (its `on_append` wakes the keeper) and, one
-write at a time, so that a burst of appends costs one etcd write:
-
-* puts the writer's newest (seq, digest) at `{ns}/journal/{sweeper}` in etcd, with a
-  compare-and-swap on the key's `mod_revision`, never lower than what is stored there;
-* with an audit prefix, ships the segments closed since (`ship_segments`), which also
-  writes the prefix's anchor, and deletes them locally once verified (unless
-  `keep_local`);
-* with a retention, at most once per `PRUNE_EVERY_S`, deletes the audit prefix's
-  segments and the etcd anchors older than it (`gcd.sweep.journal_prune`).
-
-A failure (etcd or the bucket unreachable) is logged and counted in
-`l0gc_sweeper_journal_errors_total` and retried at the next append or at `close`;
-deletions go on (the before record on local disk is what a deletion waits for). What
-an anchor guarantees is in `watermark.core.journal_anchor` and docs/reliability.md.
+Design notes: docs/internals/sweep.md, `gcd.sweep.journal_anchor`.
 """
 
 from __future__ import annotations
@@ -30,9 +16,9 @@ import structlog
 from gcd.sweep.journal import JournalWriter, ship_segments
 from gcd.sweep.journal_prune import PRUNE_EVERY_S, PruneReport, prune_anchors, prune_audit
 from gcd.sweep.telemetry import JournalFailed
-from watermark.core.journal_anchor import JournalAnchor, anchor_key
-from watermark.core.kv import KV, Compare, Put
-from watermark.errors import InvalidRecord, L0gcError
+from l0gc.contract.journal_anchor import JournalAnchor, anchor_key
+from l0gc.contract.kv import KV, Compare, Put
+from l0gc.errors import InvalidRecord, L0gcError
 
 __all__ = ["AnchorKeeper"]
 

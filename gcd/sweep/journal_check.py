@@ -1,33 +1,6 @@
 """Checking a deletion journal, and answering "who deleted this key, when, and why".
 
-`verify` runs two kinds of checks over the records of `gcd.sweep.journal.read_journal`:
-
-* On the journal alone (pure, `check_records`): every line decodes; each sweeper's
-  records, in FILE order, are numbered 1, 2, ... without a gap and chained (``prev`` is
-  the digest of the line before), so a lost, reordered or edited record shows (a
-  sweeper whose first segments were removed, shipped or expired, starts right after the
-  record its pruned marker names, chained to it); a last
-  line cut short in a sweeper's last segment is a *torn tail* (a crash mid-write: its
-  request was never sent), anywhere else damage; a *before* record's
-  count, first/last key and digest match its keys; every key's epoch is at or below the
-  M the record claims, and that M is below the cluster epoch it claims; with a key
-  layout, every key parses to the epoch recorded; an *after* record follows the
-  *before* of its attempt and deletes only keys that record named; the M a sweeper
-  process used never went down.
-* Against etcd's history (`check_history`): the namespace is read at each revision a
-  record claims (etcd keeps every revision until it is compacted) and M recomputed
-  there with the sweepers' own code (`watermark.core.safe_epoch`); a deletion claiming an M
-  above what etcd held at that revision, an M that was undefined there, another
-  cluster epoch, or a binding to another bucket or root than the journal's, is a
-  violation. A compacted revision is reported as unverifiable, never as fine.
-* Against the anchors (`check_anchors`, `watermark.core.journal_anchor`): each sweeper's
-  journal must reach the (seq, digest) anchored in etcd and in the audit prefix, and
-  hold exactly that record there, so its end cut off (the last segment deleted, the
-  last records removed) shows.
-
-Findings are `VIOLATION` (a deletion the record does not justify), `DAMAGE` (the
-journal itself is incomplete or altered), `UNVERIFIABLE`, or `TORN_TAIL` (not a
-failure: a crash cut the last line short).
+Design notes: docs/internals/sweep.md, `gcd.sweep.journal_check`.
 """
 
 from __future__ import annotations
@@ -40,12 +13,12 @@ from typing import Any, Protocol, cast
 
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.journal import JournalRead, Record, chain_digest, keys_digest
-from watermark.core.binding import Binding
-from watermark.core.journal_anchor import JournalAnchor, anchors_prefix
-from watermark.core.kv import KV, RangeResult
-from watermark.core.safe_epoch import GcView, compute_safe_epoch
-from watermark.errors import ConfigError, InvalidRecord, L0gcError
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.binding import Binding
+from l0gc.contract.journal_anchor import JournalAnchor, anchors_prefix
+from l0gc.contract.kv import KV, RangeResult
+from l0gc.contract.safe_epoch import GcView, compute_safe_epoch
+from l0gc.errors import ConfigError, InvalidRecord, L0gcError
+from l0gc.etcd.store import WatermarkStore
 
 __all__ = [
     "Finding",
@@ -635,7 +608,7 @@ def _outcome(key: str, after: Record | None) -> str:
 
 
 class HistoryKV(Protocol):
-    """A KV that can read a prefix at a past revision (`watermark.etcd.client.EtcdKV`)."""
+    """A KV that can read a prefix at a past revision (`l0gc.etcd.client.EtcdKV`)."""
 
     async def range_prefix(self, prefix: str, *, revision: int = 0) -> RangeResult:
         """Every key under `prefix` at `revision` (0: now)."""

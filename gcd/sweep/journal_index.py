@@ -1,26 +1,6 @@
 """A small index per journal segment, so `gcd explain` reads only the lines naming a key.
 
-Theory of operation
--------------------
-A journal holds millions of records; answering "who deleted this key?" by reading every
-segment for every key does not scale. When `gcd.sweep.journal.JournalWriter` closes a
-segment it writes ``{segment}.idx`` beside it (and ships it with the segment):
-
-* one header line of JSON: the segment's name and size in bytes, the epoch range of the
-  keys its records name (before *and* after records: an after record carries its
-  request's epochs), and the smallest and largest key;
-* then the entries, sorted, as little-endian unsigned 64-bit integers: for every key a
-  record names, ``hash32(key) << 32 | offset of the record's line``.
-
-`SegmentIndex.may_hold` rules a segment out by its epoch and key ranges without reading
-its entries' lines; `SegmentIndex.offsets` finds, by bisection, the lines that may name
-a key (a 32-bit hash collides about once in 4 billion keys: the line is read and the key
-checked, so a collision costs one line, never a wrong answer).
-
-The index is a cache, never the truth: an index that is missing (a segment still being
-written, a sweeper killed before closing it, a segment of an older l0gc), unreadable, or
-whose size is not the segment's is ignored, and the segment is read in full. Offsets
-past 4 GiB do not fit: such a segment gets no index.
+Design notes: docs/internals/sweep.md, `gcd.sweep.journal_index`.
 """
 
 from __future__ import annotations
@@ -33,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from watermark.core import strictjson
-from watermark.errors import InvalidJson, InvalidRecord
+from l0gc import strictjson
+from l0gc.errors import InvalidJson, InvalidRecord
 
 __all__ = [
     "INDEX_SUFFIX",

@@ -1,23 +1,6 @@
 """The deletion journal read from both places a sweeper keeps it.
 
-A sweeper writes its segments to a local directory (`--journal-dir`) and, with
-`--journal-prefix`, ships each closed segment to the bucket's audit prefix; the chart
-then deletes the local copy once the shipped one is verified (`ship_segments`,
-``keep_local=False``), leaving a pruned marker. So after a rotation or a pod restart
-neither place alone holds the journal: the prefix lacks the segment being written, the
-directory lacks everything shipped. Issue 55 found `gcd restore` answering "no journal
-records found" inside the undo window for exactly that reason. Every reader that is
-given both places reads both (`read_journal_places`), merged by `merge_reads`:
-
-* each segment once, by name (``journal-{sweeper}-{n:06d}.jsonl``), in name order, so
-  each sweeper's segments keep their sequence;
-* a segment held in both places must be the same: it never changes once closed, and the
-  shipped copy was read back and compared with the local one when it was shipped. A
-  copy that differs is damage naming both (one of them was altered), which distrusts
-  that sweeper's journal for `gcd restore`; the shipped copy is the one read;
-* each sweeper's chain starts after its *earliest* pruned marker (the audit prefix's,
-  for segments its retention removed; the directory's names a later record, whose
-  segments the prefix still holds).
+Design notes: docs/internals/sweep.md, `gcd.sweep.journal_places`.
 """
 
 from __future__ import annotations
@@ -26,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gcd.sweep.journal import JournalRead, Record, read_journal, read_journal_objects
-from watermark.core.journal_anchor import JournalAnchor
+from l0gc.contract.journal_anchor import JournalAnchor
 
 __all__ = ["merge_reads", "read_journal_places", "unread_shipped"]
 

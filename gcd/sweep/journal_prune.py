@@ -1,22 +1,6 @@
 """Retention of the deletion journal: shipped segments and anchors that have aged out.
 
-`prune_audit` deletes, under an audit prefix, the segments whose LastModified is older
-than the retention, per sweeper and only from the start of its chain (a segment is never
-removed while an older one of the same sweeper stays, so what is left is one unbroken
-chain). Before deleting, it writes the sweeper's pruned marker, ``pruned-{sweeper}.json``
-(`watermark.core.journal_anchor.pruned_marker_name`): the seq and digest of the last
-record removed, read from the newest segment removed, so `gcd journal verify` checks the
-remaining chain from there. A marker never goes back (a lower one is not written). A
-sweeper whose segments have all aged out is gone: its segments, its audit anchor and its
-marker are deleted.
-
-`prune_anchors` deletes the etcd anchors (`{ns}/journal/{sweeper}`) whose last record is
-older than the retention: sweepers long gone (a sweeper that appends again later writes
-a new one). Each delete is a compare-and-delete on the key's revision.
-
-Both are run by `gcd journal prune` and, with ``--journal-retention``, by every sweeper
-with an audit prefix, at most once per `PRUNE_EVERY_S`. Two sweepers pruning at once
-delete the same objects (deletes are idempotent) and write the same or a higher marker.
+Design notes: docs/internals/sweep.md, `gcd.sweep.journal_prune`.
 """
 
 from __future__ import annotations
@@ -29,18 +13,17 @@ from typing import Any
 
 import structlog
 
-from gcd.errors import StorageError
 from gcd.storage.objectstore import ObjectInfo
 from gcd.sweep.journal_index import index_name
-from watermark.core import strictjson
-from watermark.core.journal_anchor import (
+from l0gc import strictjson
+from l0gc.contract.journal_anchor import (
     JournalAnchor,
     anchors_prefix,
     audit_anchor_name,
     pruned_marker_name,
 )
-from watermark.core.kv import KV, Compare, Delete
-from watermark.errors import InvalidJson, InvalidRecord
+from l0gc.contract.kv import KV, Compare, Delete
+from l0gc.errors import InvalidJson, InvalidRecord, StorageError
 
 __all__ = ["PRUNE_EVERY_S", "PruneReport", "prune_anchors", "prune_audit"]
 

@@ -1,19 +1,6 @@
 """Find the journal records that name given keys, reading only the segments that can.
 
-`search_journal` answers "which requests named this key, and what became of it?" for
-thousands of keys at once, for `gcd explain`. For each segment it reads the index
-(`gcd.sweep.journal_index`): a segment whose epoch or key range rules a key out is not
-read for it; otherwise only the lines the index points at are read and decoded, and
-the key is looked for in them. A segment without a usable index (the one being written,
-one whose sweeper was killed before closing it, an index of another size) is read in
-full, once for all keys. The records found are paired before/after by the existing
-reader of `gcd journal show` (`gcd.sweep.journal_check.find_key`), so both commands tell
-the same story of a key.
-
-Two sources: local segment directories (`--journal-dir`, comma separated) and the audit
-prefix of the bucket the segments are shipped to (`--journal-prefix`), or both
-(`BothSegments`); from the prefix a segment is fetched whole (stores serve whole objects
-here), and only when its index says it names a key.
+Design notes: docs/internals/sweep.md, `gcd.sweep.journal_search`.
 """
 
 from __future__ import annotations
@@ -29,8 +16,8 @@ from gcd.rules.explain import JournaledRequest
 from gcd.sweep.journal import MAX_LINE_BYTES, JournalRead, Record, segment_files
 from gcd.sweep.journal_check import find_key
 from gcd.sweep.journal_index import INDEX_SUFFIX, SegmentIndex, decode_index, index_name
-from watermark.core import strictjson
-from watermark.errors import ConfigError, InvalidJson, InvalidRecord
+from l0gc import strictjson
+from l0gc.errors import ConfigError, InvalidJson, InvalidRecord
 
 __all__ = [
     "BothSegments",

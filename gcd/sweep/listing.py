@@ -1,46 +1,6 @@
 """Listing one round's prefixes: concurrent streams of LIST pages, each one page ahead.
 
-Theory of operation
--------------------
-`RoundLister.produce` runs lister tasks over the listing prefixes of the round; each
-pages through its range in key order and hands every page to the round's
-`gcd.sweep.pages.PageDecider`. One lister starts; more start, up to `list_concurrency`,
-only while the deleters wait on the listing and each more lister examines pages faster
-(`gcd.rules.listgrowth`: on a store whose CPU is the limit, streams cost the server
-more than they gain). A new lister takes the next prefix not started or, on an ordered
-listing of keys that may skip, the back half of another's range (`gcd.rules.listsplit`).
-When all are done (or the round deadline passed) the last batch goes and every deleter
-task is told to end.
-
-LIST cost follows the garbage: in a padded layout with prefixes, keys of one 3-digit
-prefix sort by epoch, so the first key of prefix p with an epoch above M means no later
-key of p is deletable, and the lister skips to the next prefix directory, or ends when
-none is left under its listing prefix. Where the next LIST starts is the rule
-`gcd.rules.cursor` (`skip`, `next_cursor`), shared with Spark's listing; `skip_ahead`
-off (`gcd sweep --full-listing`) lists every key. Unpadded layouts list everything:
-correct, slower. Where the listing may skip, the page that starts a directory asks for
-few keys, and pages grow while every key is eligible (`next_page_size`), so a skip does
-not make the server read and send the live keys it skips. Versioned and unordered
-listings ask for full pages and are never shared.
-
-LIST latency is hidden by looking one page ahead: as soon as a page arrives, its lister
-guesses from the page's last key alone where the next page starts, sends that LIST, and
-only then decides the page. The guess is exact for keys the layout produces (a page
-ends in a skip exactly when its last key is above M, at that key's skip point;
-otherwise the listing goes on at the continuation token). When the decided cursor
-differs from the guess, or the listing ends (stop, brake, delete cap, nothing left),
-the LIST sent ahead is cancelled and its page dropped unseen. So each lister has at
-most one LIST in flight and two pages in memory, examines exactly the pages it would
-without looking ahead, and the LIST counters count every request sent.
-
-Failures: every LIST goes through the retry loop (`gcd.storage.retry`) within
-`request_deadline_s`. A prefix whose listing fails for a whole retry budget is narrowed
-(`RoundLister._unlistable`): after a retryable failure its ten children are probed
-with a one-key LIST each and listed apart, down to the 3-digit prefix directories, so
-one poison name costs one directory; what cannot be narrowed is reported by name in
-`unlistable_prefixes` (one error). A listing that goes backwards or never ends
-(`gcd.rules.listguard`) stops its prefix the same way. Each request emits `ListSent`
-(and `ListFailed`) for the metrics hook.
+Design notes: docs/internals/sweep.md, `gcd.sweep.listing`.
 """
 
 from __future__ import annotations
@@ -53,7 +13,6 @@ from typing import NamedTuple
 
 import structlog
 
-from gcd.errors import StorageError
 from gcd.rules.cursor import (
     Cursor,
     Skip,
@@ -74,7 +33,8 @@ from gcd.sweep.brake import Brake
 from gcd.sweep.pages import PageDecider
 from gcd.sweep.roundstate import BatchQueue, RoundSettings, RoundState
 from gcd.sweep.telemetry import LIST_SENT, ListFailed
-from watermark.core.events import Hook
+from l0gc.errors import StorageError
+from l0gc.events import Hook
 
 __all__ = ["RoundLister"]
 

@@ -1,24 +1,6 @@
 """Prometheus metrics of the sweeper (`l0gc_sweeper_*`), on a registry of their own.
 
-Each `SweeperMetrics` owns a `CollectorRegistry`, so tests and several sweepers in one
-process never collide, and `/metrics` serves exactly these series. Label values come
-only from fixed sets: skip reasons, round outcomes, and S3 error codes normalised by
-`error_label` to a known set plus "other". Never a key, a prefix or a message. Every
-label value is created at zero up front, so `rate()` and the dashboard's error panels
-show 0 rather than no data before the first error.
-
-Fed by events, as the publisher's metrics are. The sweep engine (sweeper, lister, page
-decider, deleter, daemon, journal) sets no metric: it emits the events of
-`gcd.sweep.telemetry`, and `SweeperMetrics.hook` (a `HandlerTable`, routed once per
-event class) turns each into these series: `ListSent`/`ListFailed` (list_requests,
-list_errors), `PageExamined` (listed_objects, skipped_objects), `RoundFinished` (the
-round's histogram, gauges and outcome), `RoundNotListed` and `AdmissionShown` (outcomes,
-the M gauges, blocked, paused), the deleter's `DeleteSent`, `DeleteFailed`,
-`ObjectsDeleted`, `UnsafeKeyKept`, `VersionLocked`, `DeletesBraked`, the daemon's
-`WatermarkAgeShown`, `StalenessShown`, the undo window's and the journal's events.
-
-The registry also holds ``l0gc_build_info`` and the process, platform and GC collectors
-(`watermark.service.buildinfo`).
+Design notes: docs/internals/sweep.md, `gcd.sweep.metrics`.
 """
 
 from __future__ import annotations
@@ -56,8 +38,8 @@ from gcd.sweep.telemetry import (
     VersionLocked,
     WatermarkAgeShown,
 )
-from watermark.core.events import HandlerTable
-from watermark.service.buildinfo import register_build_info
+from l0gc.events import HandlerTable
+from l0gc.process.buildinfo import register_build_info
 
 __all__ = [
     "ERROR_LABELS",

@@ -20,8 +20,8 @@ import json
 import structlog
 
 from gcd.rules.undo import MEntry, prunable, should_record
-from watermark.core.kv import KV, Compare, Delete, Put
-from watermark.errors import InvalidRecord
+from l0gc.contract.kv import KV, Compare, Delete, Put
+from l0gc.errors import InvalidRecord
 
 __all__ = ["HISTORY_SPACING_FRACTION", "MHistory", "history_prefix"]
 

@@ -1,24 +1,6 @@
 """Claims found below the root while a round lists: the subtrees no key is deleted from.
 
-Another namespace's root may lie inside this one's (bound before nesting was refused, two
-binds at one moment, a claim written by hand): its claim object
-`{nested}/.l0gc-claim.json` then shows up in this round's listing. From then on nothing
-under `{nested}/` is deleted this round, and the round names the nested root
-(`RoundSummary.nested_roots`, the log event `sweep.nested_root`).
-
-A listing returns keys in byte order, and `.` sorts before digits and letters, so a
-directory's claim is listed before its keys. Two cases are left, both handled here:
-keys of the same page (every page is scanned for claims before any key of it is
-decided), and keys that sort BEFORE their directory's claim (a segment starting with a
-byte below '.', `watermark.core.binding.may_precede_claim`): such a key is deleted only
-once the listing has shown that directory's claim is absent (the page goes past it), or
-a probe of the claim's key (once per directory per round) says so; while that probe
-fails, the key is kept.
-
-An unordered listing (S3 Express directory buckets, `--listing unordered`) promises no
-order at all: any key may come before its directories' claims. There every directory
-between the root and an eligible key is probed once per round (a GET of its claim key,
-`watermark.core.binding.directories_below`) before the key may be deleted.
+Design notes: docs/internals/sweep.md, `gcd.sweep.nesting`.
 """
 
 from __future__ import annotations
@@ -27,15 +9,15 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from gcd.errors import StorageError
 from gcd.storage.objectstore import ListPage
-from watermark.core.binding import (
+from l0gc.contract.binding import (
     claim_key,
     covering_root,
     directories_below,
     may_precede_claim,
     nested_root,
 )
+from l0gc.errors import StorageError
 
 __all__ = ["NestedRoots"]
 

@@ -1,30 +1,6 @@
 """Deciding one listed page: which objects a round deletes, and where its listing goes on.
 
-`PageDecider.examine` feeds every object of a page to the rule
-`gcd.rules.decision.decide` with the round's M and grace, and acts on the verdict:
-
-* DELETE: the object is *selected* (`select`): counted eligible, written to the plan
-  (`--plan-out`), and (unless a dry run) added to the batch being cut, which goes to
-  the deleters through the round's queue once it holds `batch_size` keys. The round's
-  delete cap (`max_deletes`) stops selecting. Three exceptions keep an eligible key:
-  a key under a root another namespace claimed below ours (`gcd.sweep.nesting`:
-  `skipped_nested`), a key above the delayed M of an undo window on a store without
-  versions (`gcd.rules.undo`: pending), and, on a versioned bucket with an undo window,
-  each version is gathered with its key's other versions (`gcd.sweep.undo.KeyGroups`)
-  and the whole key is planned at once.
-* NOT_ELIGIBLE: in a padded layout the keys of a prefix sort by epoch, so the first
-  key above M means the rest of its prefix directory is not eligible: the rule
-  `gcd.rules.cursor.skip` says where the listing goes on (or that the listing prefix
-  is done), and the keys of the page up to there are not examined.
-* TOO_YOUNG: kept; the earliest time one becomes old enough tells the daemon when to
-  list again. UNPARSABLE / OUTSIDE_ROOT: kept, counted, the first few logged by name (a
-  key that cannot be parsed is never deleted). The namespace's own claim object is
-  never examined.
-
-What a page changed goes to the round's counters (`RoundCounts`) and, as one
-`PageExamined` event, to the metrics hook. Selecting is not a coroutine: it runs for
-every deletable key. The page's true next cursor is `examine`'s answer; the lister
-(`gcd.sweep.listing`) compares it with the guess it sent a LIST ahead for.
+Design notes: docs/internals/sweep.md, `gcd.sweep.pages`.
 """
 
 from __future__ import annotations
@@ -41,8 +17,8 @@ from gcd.sweep.deleter import Candidate
 from gcd.sweep.report import PlanWriter
 from gcd.sweep.roundstate import BatchQueue, RoundSettings, RoundState
 from gcd.sweep.telemetry import PageExamined
-from watermark.core.binding import claim_key
-from watermark.core.events import Hook
+from l0gc.contract.binding import claim_key
+from l0gc.events import Hook
 
 __all__ = ["LOGGED_UNPARSABLE", "PageDecider"]
 

@@ -1,44 +1,6 @@
 """What a round reports: its summary (also the `--json` output), and the dry-run plan.
 
-`RoundSummary` is a stable, versioned record: its fields are the `gcd sweep --json`
-schema. Counting rules: `listed` counts the objects the round examined (objects a
-LIST page returned beyond a skip point are not examined); every examined object is
-exactly one of eligible, skipped_not_eligible, skipped_young or unparsable (keys
-outside the root count as unparsable). `errors` counts keys that could not be deleted
-plus listings abandoned after retries. Two more counts are eligible keys the round
-kept on purpose, not errors: `skipped_paused`, not sent because a pause (or an
-unreadable pause key) was seen during the round (`blocked_reason` then starts with
-"paused during the round" or "pause state unknown"); `unsafe_keys`, keys S3 cannot
-delete by name (`gcd.sweep.deleter`: never sent, or failing a request alone), kept and
-logged; `skipped_nested`, keys kept because they lie under another namespace's root
-claimed below this one (`nested_roots` names those roots, `gcd.sweep.nesting`; the
-round is "partial"). `unlistable_prefixes` names the listing prefixes whose listing kept
-failing after a retry budget, narrowed down to their prefix directory where the others
-still answer (`gcd.sweep.listing`); they are skipped (each counts one error) so the other
-prefixes are collected and the round ends. `poison_keys` names (the first 100 of) the
-keys a DeleteObjects request with the key alone keeps failing for, kept and counted in
-`unsafe_keys` (`gcd.sweep.deleter`). `deadline_exceeded` says the round's listing was
-stopped by its deadline (`--round-deadline`; one error): batches already cut still went.
-
-On a versioned bucket (`gcd.rules.versions`) every listed version and delete marker is
-one object of these counts; `deleted_versions` and `deleted_markers` say how many of
-`deleted` were versions holding bytes and delete markers. `locked` counts versions
-Object Lock kept (not errors), `locked_reasons` how many of the examined ones were kept
-for which reason, `locked_earliest_retain_until` the first of their retain-until dates.
-With an undo window (`gcd.rules.undo`), `markers_written` counts the keys hidden behind a
-delete marker (counted in `deleted`, no bytes freed), `versions_reclaimed` the versions and
-l0gc markers freed once their window passed, and `undo` says the window, the rule used
-("hide-then-reclaim" or "delayed-m"), the delayed M, what is pending reclaim (keys,
-bytes, oldest) and the keys kept under another writer's marker; `round` is the round's
-id, recorded in the journal (`gcd restore --round`).
-`store` is what the round detected about the store (versioning, object_lock, listing,
-batch_delete; `gcd.storage.objectstore.StoreFeatures`), None for stores that say nothing.
-
-The plan (`--plan-out FILE`) is one JSON object per line for every key the round
-selected for deletion: ``{"key", "epoch", "size", "last_modified"}`` with
-last_modified in ISO-8601 UTC. A dry run writes exactly the keys a real run with the
-same safe epoch would delete. The file is written under a temporary name and renamed
-when complete.
+Design notes: docs/internals/sweep.md, `gcd.sweep.report`.
 """
 
 from __future__ import annotations
@@ -51,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = ["SUMMARY_VERSION", "PlanWriter", "RoundCounts", "RoundResult", "RoundSummary", "iso_utc"]
 

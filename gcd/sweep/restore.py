@@ -1,39 +1,6 @@
 """Bringing back what l0gc deleted within its undo window (`gcd restore`).
 
-Theory of operation
--------------------
-The deletion journal says what l0gc deleted and how (`deletions_in`): a key *hidden*
-behind a delete marker l0gc wrote (an undo window on a versioned bucket; the after
-record names the marker's version id, the before record the versions it hides), a
-version or marker freed by version id (a reclaim: gone), or a key deleted for good (no
-window, or a store without versions). `select` keeps the deletions an operator asks
-for (time, round, keys); the newest deletion of a key wins. Not by partition: a
-partition that published a too-high M(p) is usually not the one pinning M afterwards
-(its old objects held M down; once its M(p) jumps, another partition pins M), and the
-keys do not say which partition wrote them, so the partition the operator names is
-only the one the repair steps lower (found by the simulation, `l0lab.sim.undo`).
-
-`restore` then asks the store about each chosen key (one ListObjectVersions of the key)
-and sorts it: l0gc's marker is still there and current -> RESTORED by deleting exactly
-that marker by its version id (the version it hid becomes current again, byte for
-byte: nothing is copied), then read back: the key's current version must be a version
-the marker hid, else FAILED, saying what is current; the marker is gone and a hidden
-version is current -> ALREADY_RESTORED; the versions are gone -> ALREADY_RECLAIMED (the
-window had passed); a key the journal never deleted -> NEVER_DELETED. Restore deletes
-by version id, so it never trusts the journal alone (issue 51): a "marker" that the
-store says is a data version (a forged or damaged journal, or a "null" version a writer
-wrote since) is REFUSED and never deleted, and a key with a version newer than the
-marker current (written after the hide) is SUPERSEDED: left alone and named.
-
-On a store with soft delete of its own (`SoftDeleteStore`: Azure, GCS) a key deleted
-plainly is undeleted by the store (GCS: the generation the journal records in
-``hides``), never over an object live under its name (then ALREADY_RESTORED); nothing
-to bring back -> ALREADY_RECLAIMED. Nothing else is ever deleted: never another
-writer's marker, never a version. Each request is written to the restore log
-(`RestoreLog`, JSON lines, fsynced) before it is sent, and its answer after.
-
-Which journal records restore acts on at all is `gcd.sweep.restore_trust`'s answer: only
-those that verify.
+Design notes: docs/internals/sweep.md, `gcd.sweep.restore`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Which journal records `gcd restore` may act on: only those that verify.
 
-Restore deletes by version id, so a journal it trusted blindly was a way to delete live
-data (issue 51: a before/after pair appended to a real segment, and a segment uploaded
-under the audit prefix naming another namespace and bucket, each got live keys deleted
-for good). `trusted_records` keeps a record only when
-
-* its sweeper's journal verifies: no DAMAGE or VIOLATION finding of `gcd journal verify`
-  (`gcd.sweep.journal_check`: the chain, and the end anchored in etcd) on any record or
-  line of that sweeper; one forged or edited record distrusts the sweeper's whole
-  journal, since a rewritten chain is only caught where it meets an anchor;
-* its sweeper is anchored in etcd: a journal nobody anchored (written by hand, uploaded
-  by anyone with PutObject on the audit prefix) proves nothing;
-* its segment's header names this namespace and this bucket, and every key of a before
-  record lies under the header's root.
-
-Everything left out is named with why, so the operator can run `gcd journal verify`.
+Design notes: docs/internals/sweep.md, `gcd.sweep.restore_trust`.
 """
 
 from __future__ import annotations

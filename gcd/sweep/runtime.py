@@ -1,31 +1,7 @@
 """The sweep runtime: one object that opens what a sweeping command needs, owns it, and
 runs one round (`gcd sweep`) or rounds forever (`gcd daemon`).
 
-`SweepRuntime.open(settings)` is the one place a sweep is assembled, in this order (and
-closed in the reverse one):
-
-1. the store's preflight (`gcd.storage.open.preflight_store`), when asked;
-2. ONE etcd client (`watermark.etcd.settings.open_kv`, connected lazily) that every
-   etcd user of the process shares: the watermark source, the shard announcement and
-   the usage record, the journal's anchors, M's history for the undo window. With
-   `check_namespace` it first checks that something is stored under the namespace;
-3. the object store (`gcd.storage.open.open_store`);
-4. the deletion journal (`--journal-dir`: the writer and its `AnchorKeeper`) and the
-   undo window's keeper (`--undo-window`);
-5. M through the namespace binding (`gcd.sweep.binding.BoundSource`, followed with a
-   watch for a daemon), the `Sweeper` with the pause brake, its journal and undo
-   keeper, the usage recorder of its shard;
-6. the shard announcement (`gcd.sweep.shards.announced`), built with the sweeper it
-   speaks for (`Announcing`), for as long as the runtime is open. A dry run deletes
-   nothing and announces no shard.
-
-Then `run_round()` runs one round, or `daemon(config)` and `serve(...)` run rounds until
-the sweeper's `stop` is set (the daemon and its HTTP server, aiohttp.web, are imported
-by those two only: `gcd sweep` starts without them, bench/RESULTS.md §26). Commands
-that only read (`gcd explain`, the Spark driver) open the store and M through the
-binding with `open_reader`, on one etcd client too.
-Flags are the CLI's business (`gcd.cli.sweep.round_setup` builds `SweepSettings`);
-signals too (the CLI sets `runtime.sweeper.stop`).
+Design notes: docs/internals/sweep.md, `gcd.sweep.runtime`.
 """
 
 from __future__ import annotations
@@ -77,16 +53,16 @@ from gcd.sweep.shards import (
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.sweep.undo import UndoKeeper
 from gcd.sweep.usage import UsageRecorder, usage_key
-from watermark.api.auth import TokenFile
-from watermark.core.binding import StorageTarget
-from watermark.errors import ConfigError
-from watermark.etcd.follow import GcFollower
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
+from l0gc.auth import TokenFile
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import ConfigError
+from l0gc.etcd.follow import GcFollower
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 
 if TYPE_CHECKING:  # the daemon and its HTTP server (aiohttp.web): imported when used
     from gcd.sweep.daemon import Daemon, DaemonConfig
-    from watermark.etcd.client import EtcdKV
+    from l0gc.etcd.client import EtcdKV
 
 __all__ = [
     "LEDGER_MARGIN_S",
@@ -411,7 +387,7 @@ class SweepRuntime:
         `preflight`: list the store once first (ConfigError, exit 2, for what only the
         operator can fix). `check_namespace`: refuse a namespace with nothing stored.
         `follow_every` > 0 (a daemon): M is followed with an etcd watch, checked every
-        `follow_every` reads, at most once per `check_interval_s` (`watermark.etcd.follow`)."""
+        `follow_every` reads, at most once per `check_interval_s` (`l0gc.etcd.follow`)."""
         if preflight:
             await preflight_store(settings.store, settings.round.layout.listing_root)
         sweeper_id = new_sweeper_id()

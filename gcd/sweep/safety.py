@@ -21,8 +21,8 @@ from typing import Protocol
 import structlog
 
 from gcd.rules.admission import RoundAdmission, SafetyGate, unreachable
-from watermark.core.safe_epoch import SafeEpoch
-from watermark.errors import L0gcError
+from l0gc.contract.safe_epoch import SafeEpoch
+from l0gc.errors import L0gcError
 
 __all__ = ["WatermarkSource", "read_admission"]
 
@@ -30,7 +30,7 @@ log = structlog.get_logger("gcd.safety")
 
 
 class WatermarkSource(Protocol):
-    """Where the safe epoch comes from (`watermark.etcd.store.WatermarkStore`)."""
+    """Where the safe epoch comes from (`l0gc.etcd.store.WatermarkStore`)."""
 
     async def read_safe_epoch(self) -> SafeEpoch:
         """M and the cluster epoch from one etcd revision."""

@@ -1,24 +1,6 @@
 """Shard agreement: running sweepers announce their shard, and refuse to delete on a mismatch.
 
-Sweepers split the 1,000 key prefixes by `--shard-index/--shard-count`. Two sweepers
-with different counts (a half-finished rollout, a stray CronJob) leave some prefixes
-unswept forever and sweep others twice; two with the same index double-count. Nothing
-in the listing shows it, so each running sweeper announces itself in etcd:
-
-    {ns}/sweepers/{sweeper_id}  {"version": 1, "sweeper_id", "shard_index", "shard_count",
-                                 "started_at", "store"?}     bound to the sweeper's lease
-
-(`store`, once the sweeper's preflight has looked: what it detected about the bucket,
-`gcd.storage.objectstore.StoreFeatures.to_dict`; `problems`, what its last round could not
-collect and why, e.g. a prefix that cannot be listed or a nested root; both for `gcd
-status`, and put again under the same lease when they change.)
-
-and before each round checks every other announcement (`check_shards`, pure): a
-different count, the same index twice, or an announcement it cannot read means it does
-not delete until they agree; the reason names both sweepers. A sweeper that dies stops
-refreshing its lease (a `watermark.etcd.session.LeaseSession`) and its announcement
-vanishes after `ttl_s`. Dry runs neither
-announce nor check: they delete nothing.
+Design notes: docs/internals/sweep.md, `gcd.sweep.shards`.
 """
 
 from __future__ import annotations
@@ -34,11 +16,11 @@ from typing import Any
 
 import structlog
 
-from watermark.core import strictjson
-from watermark.core.kv import KV
-from watermark.errors import L0gcError
-from watermark.etcd.session import LeaseSession
-from watermark.etcd.store import WatermarkStore
+from l0gc import strictjson
+from l0gc.contract.kv import KV
+from l0gc.errors import L0gcError
+from l0gc.etcd.session import LeaseSession
+from l0gc.etcd.store import WatermarkStore
 
 __all__ = [
     "DEFAULT_TTL_S",

@@ -1,43 +1,6 @@
 """One sweeper round: admit it, list the assigned prefixes, decide, delete in batches.
 
-Theory of operation
--------------------
-`run_round` first admits the round (`gcd.sweep.safety.read_admission`: one etcd read,
-then the rule `gcd.rules.admission.admit`) to the safe epoch M it may use, or learns
-the reason it may not: paused, M undefined, M above the cluster epoch, or M below one
-this process already used (a regression means etcd went backwards, so we alert and
-delete nothing). With an undo window on a store without versions it also reads the
-delayed M (`gcd.sweep.undo`); M's history unreadable blocks the round.
-
-`Sweeper.sweep(M)` then runs the round as a stream, memory bounded by a queue however
-big the bucket is. It first asks a store that can tell (`DetectingStore.detect`) what it
-is: on a versioned or suspended bucket with `versions` RECLAIM (the default), listers
-page through ListObjectVersions and every version of a key is decided by the key's
-epoch (`gcd.rules.versions`); a store whose listings are unordered (or
-`unordered_listing`) is listed without skip-ahead nor StartAfter, under prefixes ending
-in "/" (`gcd.rules.cursor.directory_prefixes`). It picks the round's undo rule, then
-runs, in one task group:
-
-* the listers (`gcd.sweep.listing.RoundLister`): concurrent streams of LIST pages,
-  skipping what cannot be garbage, one page ahead;
-* the page decider (`gcd.sweep.pages.PageDecider`), which they call for every page:
-  the rule `gcd.rules.decision.decide` for each object, deletable ones cut into batches
-  of `batch_size` that go through a bounded queue (listers wait when deleters fall
-  behind);
-* `concurrency` deleter tasks, each handing batches to the one `gcd.sweep.deleter.
-  BatchDeleter` (token bucket, AIMD limit, retries, poison keys, the journal's sinks).
-
-All share the round's state (`gcd.sweep.roundstate.RoundState`). A stop event
-(SIGTERM) ends listing at the next page (a LIST sent ahead is cancelled) and drops
-queued batches; delete requests in flight complete. The brake (`gcd.sweep.brake`) is
-asked before every DeleteObjects request; once it says stop (a pause seen mid-round, or
-the pause key unreadable), listing ends as for a stop event, every selected key not
-deleted is counted as `skipped_paused`, and the round reports why in `blocked_reason`
-(outcome "paused" or "blocked"): a pause takes effect within one batch per deleter.
-
-The round ends with its findings (`gcd.sweep.findings`: the store detected, locked
-versions, the undo window) in a `RoundSummary`, and a `RoundFinished` event to the hook
-(`gcd.sweep.telemetry`; `gcd.sweep.metrics` counts it). The sweeper sets no metric.
+Design notes: docs/internals/sweep.md, `gcd.sweep.sweeper`.
 """
 
 from __future__ import annotations
@@ -80,8 +43,8 @@ from gcd.sweep.telemetry import (
     UndoWindowSet,
 )
 from gcd.sweep.undo import KeyGroups, UndoKeeper
-from watermark.core.events import Emitter, Hooks
-from watermark.errors import ConfigError, L0gcError
+from l0gc.errors import ConfigError, L0gcError
+from l0gc.events import Emitter, Hooks
 
 __all__ = ["RoundConfig", "Sweeper", "run_round", "split_prefixes"]
 

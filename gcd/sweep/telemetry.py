@@ -1,22 +1,6 @@
 """What the sweep engine reports to instrumentation: small frozen events, nothing else.
 
-The sweeper, its lister and page decider, the deleter, the daemon and the deletion
-journal decide and act; they do not count. Each outcome worth a metric is an *event*
-named for what happened (`ListSent`, `PageExamined`, `ObjectsDeleted`, `RoundFinished`,
-`JournalFailed`, ...), handed to ONE optional hook, exactly as the publisher does
-(`watermark.core.events`: the same `Hooks`, `Emitter` and `HandlerTable`). The one
-backend is `gcd.sweep.metrics.SweeperMetrics.hook`, which turns each event into the
-``l0gc_sweeper_*`` series; `hook=None` is the null hook (nothing is counted, the
-engine works the same). Why events and not a metrics object: the engine stays free of
-Prometheus, a test can watch the events themselves, and another backend (a log, a
-trace) is one more hook, not a change to the engine.
-
-An event carries what the engine knows, never a metric's shape: the metrics module
-decides what becomes a counter, a gauge or a label (an S3 error code is normalised
-there, a NaN for an unknown M is chosen there). Label values stay bounded because the
-events carry codes, reasons and outcomes, never a key or a prefix.
-
-This module is records only: no I/O, no Prometheus.
+Design notes: docs/internals/sweep.md, `gcd.sweep.telemetry`.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """The undo window in a round: the sweeper's side of `gcd.rules.undo`.
 
-`UndoKeeper` is what a sweeper with `--undo-window` holds between rounds:
-
-* a `MarkerLedger`, the delete markers l0gc wrote (key -> marker version ids), read from
-  the deletion journal at start (`load`, the after records' ``markers``) and kept up to
-  date as a `DeleteSink` of the round's own deletions. Only a marker named here is
-  l0gc's: a marker the journal does not name is never reclaimed nor restored;
-* M's history (`gcd.sweep.mhistory.MHistory`, etcd), observed once per round
-  (`ceiling`): on a store without versions the round deletes only up to the delayed M;
-* the store's own soft delete retention (Azure, GCS: `SoftDeleteStore`), read at the
-  first round and every `RETENTION_TTL_S` after (`retention`): when it covers the
-  window (`covered`) deletions are plain and `gcd restore` undeletes; when it does not,
-  the delayed M is used and the log says so once (`undo.store_retention_short`).
-
-`KeyGroups` gathers, per listing prefix, every listed version of one key (a key's
-versions may span pages) and hands the whole key to `gcd.rules.undo.plan_key` once the
-listing moves to the next key or ends; `plans` turns each plan into the candidates the
-deleter sends (a HIDE is one delete without a version id carrying the hidden versions,
-a RECLAIM one delete per version id) and counts what it keeps.
+Design notes: docs/internals/sweep.md, `gcd.sweep.undo`.
 """
 
 from __future__ import annotations
@@ -28,7 +11,6 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from gcd.errors import StorageError
 from gcd.rules.undo import (
     KeyPlan,
     UndoAction,
@@ -43,6 +25,7 @@ from gcd.sweep.events import BatchAttempt, BatchOutcome
 from gcd.sweep.journal import JournalRead
 from gcd.sweep.mhistory import MHistory
 from gcd.sweep.report import RoundCounts
+from l0gc.errors import StorageError
 
 __all__ = ["RETENTION_TTL_S", "KeyGroups", "MarkerLedger", "UndoKeeper", "journal_markers"]
 

@@ -17,8 +17,8 @@ import structlog
 from gcd.rules.prices import PriceTable
 from gcd.rules.usage import Usage
 from gcd.sweep.report import RoundSummary
-from watermark.core.kv import Compare, Put
-from watermark.errors import InvalidRecord, L0gcError
+from l0gc.contract.kv import Compare, Put
+from l0gc.errors import InvalidRecord, L0gcError
 
 __all__ = ["UsageRecorder", "usage_key", "usage_prefix"]
 

@@ -28,8 +28,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from l0lab.chaos.owners import Owners, call_json
-from watermark.errors import (
+from l0gc.errors import (
     EpochAhead,
     EtcdUnavailable,
     FenceTimeout,
@@ -40,6 +39,7 @@ from watermark.errors import (
     StaleEpoch,
     WriteRefused,
 )
+from l0lab.chaos.owners import Owners, call_json
 from watermark.service.guard import FenceToken
 from watermark.service.publisher import Publisher
 

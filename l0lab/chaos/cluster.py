@@ -43,6 +43,9 @@ import structlog
 
 from gcd.rules.layout import DEFAULT_ROOT
 from gcd.storage.s3 import S3Settings
+from l0gc.contract.kv import KV
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.chaos.config import ChaosConfig
 from l0lab.chaos.records import PartitionLog, log_path
 from l0lab.chaos.writer import WriterSpec
@@ -50,9 +53,6 @@ from l0lab.demo.s3io import DemoBucket
 from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalEtcdCluster, free_port
 from l0lab.testing.procs import Child, ServeProc, child_env, wait_http
-from watermark.core.kv import KV
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 __all__ = ["Cluster", "PublisherProc", "SweeperProc", "WriterProc"]
 

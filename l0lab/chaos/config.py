@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = [
     "BROKEN_BUILDS",

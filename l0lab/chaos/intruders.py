@@ -25,12 +25,12 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from l0gc.contract.kv import Put
+from l0gc.contract.members import ClaimRecord, MemberRecord
+from l0gc.errors import L0gcError
 from l0lab.chaos.cluster import NAMESPACE, Cluster
 from l0lab.testing.local_servers import free_port
 from l0lab.testing.procs import child_env
-from watermark.core.assignment import ClaimRecord, MemberRecord
-from watermark.core.kv import Put
-from watermark.errors import L0gcError
 
 __all__ = ["duplicate_start", "forged_member"]
 

@@ -26,10 +26,10 @@ from typing import Any
 import aiohttp
 import structlog
 
+from l0gc.errors import L0gcError
 from l0lab.chaos.cluster import Cluster
 from l0lab.chaos.reconciler import Reconcilers
 from l0lab.chaos.records import Tail
-from watermark.errors import L0gcError
 
 __all__ = ["Monitor", "Sample"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from l0gc import exitcodes
 from l0lab.chaos.config import parse_faults
-from watermark import exitcodes
 
 __all__ = ["REPORT_VERSION", "ChaosReport", "exit_code", "replay_command", "text_report"]
 

@@ -38,6 +38,8 @@ from gcd.sweep.journal_check import (
     check_records,
     history_reader,
 )
+from l0gc.contract.journal_anchor import JournalAnchor, anchors_prefix
+from l0gc.errors import L0gcError
 from l0lab.chaos.checker import RunFacts, RunHistory, check_run, deletions_of, unanswered_of
 from l0lab.chaos.cluster import EMBEDDED, NAMESPACE, Cluster
 from l0lab.chaos.config import ChaosConfig
@@ -49,8 +51,6 @@ from l0lab.chaos.report import ChaosReport, replay_command
 from l0lab.chaos.view import ChaosView, Progress
 from l0lab.demo.s3io import DemoBucket
 from l0lab.testing.procs import child_env
-from watermark.core.journal_anchor import JournalAnchor, anchors_prefix
-from watermark.errors import L0gcError
 
 __all__ = ["ChaosRun"]
 

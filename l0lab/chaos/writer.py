@@ -40,22 +40,21 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from gcd.errors import StorageError
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3Settings
+from l0gc.auth import TokenFile
+from l0gc.errors import L0gcError, StorageError
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
+from l0gc.logs import configure_logging
+from l0gc.process.signals import StopOnSignals
 from l0lab.chaos.backends import EmbeddedBackend, HttpBackend
 from l0lab.chaos.records import History, PartitionLog, log_path
 from l0lab.demo.s3io import DemoBucket
-from watermark.api.auth import TokenFile
 from watermark.api.http_api import create_app
 from watermark.api.http_server import ApiServer
-from watermark.errors import L0gcError
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
-from watermark.logs import configure_logging
 from watermark.service.clock import EpochClock, stamp_epoch
 from watermark.service.publisher import Publisher
-from watermark.service.signals import StopOnSignals
 
 __all__ = ["PartitionWriter", "WriterSpec", "main"]
 

@@ -44,6 +44,11 @@ from gcd.sweep.daemon import Daemon, DaemonConfig
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
+from l0gc.contract.kv import KV
+from l0gc.contract.safe_epoch import SafeEpoch
+from l0gc.errors import ConfigError, L0gcError
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.demo.s3io import CountingStore
 from l0lab.demo.storage import (
     DemoObjects,
@@ -62,11 +67,6 @@ from l0lab.demo.verify import (
 from l0lab.demo.view import LiveView, Snapshot
 from l0lab.demo.workload import CommitLog, Reconciler, Writer, WriterStats
 from l0lab.testing.ledger import Ledger
-from watermark.core.kv import KV
-from watermark.core.safe_epoch import SafeEpoch
-from watermark.errors import ConfigError, L0gcError
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 from watermark.service.clock import EpochClock
 from watermark.service.publisher import Publisher
 from watermark.service.ticker import EpochTicker

@@ -26,10 +26,10 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
 
-from gcd.errors import StorageError
 from gcd.storage.objectstore import DeleteResult, ListOptions, ListPage, ObjectStore
 from gcd.storage.s3 import S3Settings
 from gcd.storage.s3errors import translate_error
+from l0gc.errors import StorageError
 from l0lab.testing.ledger import Ledger
 
 __all__ = ["CountingStore", "DemoBucket", "RequestCounts"]

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import structlog
 
+from l0gc.etcd.settings import EtcdSettings, parse_endpoints
+from l0gc.process.signals import ignored
 from l0lab.demo.runner import Servers
 from l0lab.demo.storage import DemoStorage
 from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
-from watermark.etcd.settings import EtcdSettings, parse_endpoints
-from watermark.service.signals import ignored
 
 __all__ = ["LocalDemoServers"]
 

@@ -21,9 +21,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from l0gc import exitcodes
 from l0lab.demo.storage import DemoObjects
 from l0lab.testing.ledger import Ledger, ObjectState
-from watermark import exitcodes
 
 __all__ = [
     "SUMMARY_VERSION",

@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from gcd.errors import StorageError
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
-from l0lab.demo.storage import DemoObjects
-from l0lab.testing.ledger import Ledger
-from watermark.errors import (
+from l0gc.errors import (
     IllegalTransition,
     L0gcError,
+    StorageError,
     WriteRefused,
 )
+from l0lab.demo.storage import DemoObjects
+from l0lab.testing.ledger import Ledger
 from watermark.service.clock import EpochClock, stamp_epoch
 from watermark.service.publisher import Publisher
 

@@ -10,7 +10,7 @@ What runs
 ---------
 The real code: `watermark.service.publisher.Publisher` (hosting `PartitionGcState` and the
 `FencingGuard` per partition), `watermark.service.clock.EpochClock` and `stamp_epoch` for
-writers, `watermark.etcd.store.WatermarkStore` on `watermark.etcd.memory.MemoryKV` (so the
+writers, `l0gc.etcd.store.WatermarkStore` on `l0gc.etcd.memory.MemoryKV` (so the
 ownership fencing, monotonic M(p), registration and `compute_safe_epoch` are the
 production ones), and `gcd.sweep.sweeper.run_round` against
 `l0lab.testing.memory.MemoryObjectStore`.

@@ -17,6 +17,14 @@ from typing import TYPE_CHECKING
 from gcd.sweep.report import RoundResult
 from gcd.sweep.safety import WatermarkSource
 from gcd.sweep.sweeper import run_round
+from l0gc.contract.binding import claim_key
+from l0gc.contract.safe_epoch import SafeEpoch
+from l0gc.errors import (
+    EtcdUnavailable,
+    FencingViolation,
+    L0gcError,
+    WriteRefused,
+)
 from l0lab.sim.actors import (
     HeldFence,
     PartitionSim,
@@ -28,14 +36,6 @@ from l0lab.sim.actors import (
     shard_config,
 )
 from l0lab.sim.variants import LenientSafeEpoch
-from watermark.core.binding import claim_key
-from watermark.core.safe_epoch import SafeEpoch
-from watermark.errors import (
-    EtcdUnavailable,
-    FencingViolation,
-    L0gcError,
-    WriteRefused,
-)
 from watermark.service.clock import EpochClock, stamp_epoch
 
 if TYPE_CHECKING:

@@ -40,10 +40,10 @@ from collections.abc import Iterator
 from hashlib import blake2b
 from typing import Any
 
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import InvalidRecord
 from l0lab.sim.actors import PublisherSim
 from l0lab.sim.world import World
-from watermark.core.record import PartitionRecord
-from watermark.errors import InvalidRecord
 
 __all__ = ["Bag", "canonical", "renamings", "snapshot"]
 

@@ -26,11 +26,11 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from gcd.errors import StorageError
 from gcd.storage.objectstore import status_fault
+from l0gc.contract.kv import Compare, Put
+from l0gc.errors import StorageError
 from l0lab.sim.actions import adopt
 from l0lab.sim.actors import Fault, PartitionSim, PublisherSim
-from watermark.core.kv import Compare, Put
 
 if TYPE_CHECKING:
     from l0lab.sim.world import World

@@ -58,6 +58,9 @@ from gcd.rules.backoff import Backoff
 from gcd.storage.retry import Retrier
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.sweeper import RoundConfig, Sweeper
+from l0gc.contract.kv import Compare, Put
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import InvalidRecord, L0gcError
 from l0lab.sim import actions, faults
 from l0lab.sim.actors import (
     Fault,
@@ -69,9 +72,6 @@ from l0lab.sim.actors import (
     WriterSim,
 )
 from l0lab.sim.world import World
-from watermark.core.kv import Compare, Put
-from watermark.core.record import PartitionRecord
-from watermark.errors import InvalidRecord, L0gcError
 from watermark.service.clock import EpochClock, stamp_epoch
 from watermark.service.metrics import WatermarkMetrics
 

@@ -36,15 +36,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import L0gcError
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.sim.checks import Violation, ViolationKind
 from l0lab.sim.runner import quiet_logs
 from l0lab.sim.smallmodel import ModelRun
 from l0lab.sim.variants import Variant
 from watermark.api.http_registry import Registry, register_and_host
-from watermark.core.record import PartitionRecord
-from watermark.errors import L0gcError
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 from watermark.service.guard import FenceToken
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher

@@ -48,13 +48,13 @@ from gcd.sweep.journal import JournalWriter, read_journal
 from gcd.sweep.restore import Selection, deletions_in, restore, select
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.sweep.undo import UndoKeeper
+from l0gc.contract.kv import Put
+from l0gc.contract.namespace import Publication
+from l0gc.contract.record import PartitionRecord
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.sim.runner import quiet_logs
 from l0lab.testing.versioned import VersionedMemoryStore
-from watermark.core.contract import Publication
-from watermark.core.kv import Put
-from watermark.core.record import PartitionRecord
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 
 __all__ = ["UndoSimResult", "run_undo_seed"]
 

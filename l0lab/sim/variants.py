@@ -53,15 +53,16 @@ from typing import Any
 
 from gcd.rules.versions import version_target
 from gcd.sweep.restore import JournaledDeletion, KeyResult, RestoreOutcome, restore
+from l0gc.contract.kv import PrefixWatch
+from l0gc.contract.namespace import Publication, PublishOutcome
+from l0gc.contract.record import PartitionRecord
+from l0gc.contract.safe_epoch import SafeEpoch, compute_safe_epoch
+from l0gc.errors import InvalidRecord
+from l0gc.etcd import liveness
+from l0gc.etcd.store import WatermarkStore
 from watermark.api import owners
-from watermark.core.contract import Publication, PublishOutcome
 from watermark.core.gcstate import PartitionGcState
-from watermark.core.kv import PrefixWatch
-from watermark.core.record import PartitionRecord
-from watermark.core.safe_epoch import SafeEpoch, compute_safe_epoch
 from watermark.core.window import Admission, EpochWindow
-from watermark.errors import InvalidRecord
-from watermark.etcd.store import WatermarkStore
 from watermark.service.guard import FenceToken, FencingGuard
 
 __all__ = [
@@ -269,7 +270,9 @@ async def check_then_delete_deregister(
     """BROKEN (deregister before issue 51): check every name, then delete unconditioned."""
     for name in names:
         record = await store.get_partition(name)
-        why = None if record is None else await owners.live_owner(store.kv, store.namespace, record)
+        why = (
+            None if record is None else await liveness.live_owner(store.kv, store.namespace, record)
+        )
         if why is not None:
             raise owners.refuse_live(name, "deregister it", why)
     return [name for name in names if await store.deregister_partition(name)]

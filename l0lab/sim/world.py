@@ -29,6 +29,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gcd.rules.layout import KeyLayout
+from l0gc.contract.record import PartitionRecord
+from l0gc.contract.safe_epoch import compute_safe_epoch
+from l0gc.errors import InvalidRecord
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.sim.actors import (
     Fault,
     HeldFence,
@@ -43,11 +48,6 @@ from l0lab.sim.variants import CORRECT, Variant
 from l0lab.sim.vtime import VirtualClock, VirtualTimeLoop
 from l0lab.testing.ledger import Ledger
 from l0lab.testing.memory import MemoryObjectStore
-from watermark.core.record import PartitionRecord
-from watermark.core.safe_epoch import compute_safe_epoch
-from watermark.errors import InvalidRecord
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 DEFAULT_STEPS = 1000

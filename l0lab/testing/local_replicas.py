@@ -38,11 +38,11 @@ from typing import Any
 import aiohttp
 
 from gcd.rules.layout import KeyLayout
+from l0gc.contract.members import weight
+from l0gc.errors import L0gcError
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import free_port
 from l0lab.testing.procs import Child, ServeProc, wait_http
-from watermark.core.assignment import weight
-from watermark.errors import L0gcError
-from watermark.etcd.store import WatermarkStore
 from watermark.service.clock import EpochClock, stamp_epoch
 
 __all__ = [

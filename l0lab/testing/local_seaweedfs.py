@@ -31,8 +31,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from l0gc.errors import ConfigError
 from l0lab.testing.local_servers import free_port, stop_process
-from watermark.errors import ConfigError
 
 __all__ = ["LocalSeaweedFS", "weed_binary"]
 

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = ["LocalEtcd", "LocalEtcdCluster", "LocalS3", "etcd_binary", "free_port", "stop_process"]
 

@@ -12,8 +12,8 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gcd.errors import StorageError
 from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, status_fault
+from l0gc.errors import StorageError
 
 __all__ = ["MemoryObjectStore", "RequestFault"]
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gcd.spark.package import EXECUTOR_REQUIREMENTS
+from l0gc.errors import ConfigError
 from l0lab.testing.local_servers import free_port
-from watermark.errors import ConfigError
 
 __all__ = ["LocalSparkCluster", "executor_python", "spark_home"]
 

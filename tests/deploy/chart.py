@@ -215,7 +215,7 @@ class Parsed:
     program: str
     command: str
     args: argparse.Namespace
-    etcd: Any  # watermark.etcd.settings.EtcdSettings, or None for gcd --safe-epoch alone
+    etcd: Any  # l0gc.etcd.settings.EtcdSettings, or None for gcd --safe-epoch alone
     partitions: list[str]
 
 
@@ -232,8 +232,8 @@ def _parse_gcd(argv: list[str], where: str) -> Parsed:
     from gcd.cli.main import SUBCOMMANDS  # noqa: PLC0415 - imported per CLI
     from gcd.cli.options import resolve  # noqa: PLC0415
     from gcd.cli.sweep import round_setup  # noqa: PLC0415
-    from watermark.etcd.settings import EtcdSettings  # noqa: PLC0415
-    from watermark.options import CommandParser  # noqa: PLC0415
+    from l0gc.etcd.settings import EtcdSettings  # noqa: PLC0415
+    from l0gc.options import CommandParser  # noqa: PLC0415
 
     # What gcd.cli.main and the subcommand's run() do before any I/O: parse, resolve the
     # options the command declared (flag > env > config > default), build its settings.
@@ -277,7 +277,7 @@ def parse_container(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HOME", str(root))
     program, rest = Path(argv[0]).name, argv[1:]
-    from watermark.errors import L0gcError  # noqa: PLC0415
+    from l0gc.errors import L0gcError  # noqa: PLC0415
 
     try:
         if program == "gcd":

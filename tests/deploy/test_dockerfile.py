@@ -247,7 +247,7 @@ def test_dockerignore_admits_only_what_the_dockerfile_copies() -> None:
 
 
 def test_the_image_carries_the_product_and_not_the_lab() -> None:
-    """The sources copied are gcd and watermark (the packages of the wheel), never the lab
+    """The sources copied are l0gc, gcd and watermark (the packages of the wheel), never the lab
     (l0lab/, a distribution of its own): `gcd demo` in the image says it is missing."""
     packages = {
         src.rstrip("/")
@@ -256,11 +256,11 @@ def test_the_image_carries_the_product_and_not_the_lab() -> None:
         for src in srcs
         if (REPO / src).is_dir()
     }
-    assert packages == {"gcd", "watermark"}
+    assert packages == {"gcd", "l0gc", "watermark"}
     include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
         "packages"
     ]["find"]["include"]
-    assert include == ["gcd*", "watermark*"]
+    assert include == ["gcd*", "l0gc*", "watermark*"]
 
 
 @pytest.mark.deep  # a pip install of the whole product: a minute of CPU

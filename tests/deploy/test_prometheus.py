@@ -33,13 +33,13 @@ from typing import Any
 import pytest
 import yaml
 
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
 from l0lab.testing.procs import Child, wait_http
 from tests.binding import bind
 from tests.serving import new_serve
 from tests.waiting import wait_until_sync
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "l0gc-alerts.yaml"

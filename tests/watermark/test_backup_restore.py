@@ -16,11 +16,11 @@ import pytest
 import structlog
 
 from gcd.cli.main import main as gcd_main
+from l0gc import exitcodes
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
-from watermark import exitcodes
 from watermark.__main__ import main as watermark_main
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 ROOT_PREFIX = "level_zero/data"
@@ -180,7 +180,7 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     bucket: str,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """export at global M 3; the old etcd then moves to M 5. Import into a fresh etcd:
     paused and re-bind needed (nothing deleted before); an import into a namespace that
@@ -208,13 +208,13 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     keys = [f"{ROOT_PREFIX}/000/{epoch:018d}/obj-{epoch}" for epoch in range(1, 8)]
     s3_server.seed(bucket, keys)
     backup = tmp_path / "prod.json"
-    capsys.readouterr()
+    capfd.readouterr()
     assert run(watermark_main, "namespace", "export", str(backup), "--json", *etcd) == 0
-    assert json.loads(capsys.readouterr().out)["exported"] == 4  # epoch, binding, 2 records
+    assert json.loads(capfd.readouterr().out)["exported"] == 4  # epoch, binding, 2 records
     assert backup.stat().st_mode & 0o077 == 0
     assert run(watermark_main, "partition", "repair", "orders/1", "--watermark", "6", *etcd) == 0
     assert run(watermark_main, "namespace", "import", str(backup), *etcd) == exitcodes.BLOCKED
-    assert "already holds" in capsys.readouterr().err
+    assert "already holds" in capfd.readouterr().err
 
     fresh = LocalEtcd().start()
     try:
@@ -223,7 +223,7 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
             run(watermark_main, "namespace", "import", str(backup), "--json", *restored)
             == exitcodes.OK
         )
-        assert json.loads(capsys.readouterr().out)["imported"] == 5  # + the pause marker
+        assert json.loads(capfd.readouterr().out)["imported"] == 5  # + the pause marker
         s3 = (
             "--bucket",
             bucket,
@@ -254,9 +254,9 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
             == exitcodes.OK
         )
         assert run(gcd_main, "resume", *restored) == exitcodes.OK
-        capsys.readouterr()
+        capfd.readouterr()
         assert run(gcd_main, "sweep", *s3, *restored) == exitcodes.OK
-        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        summary = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
         assert summary["deleted"] == 3
         claim = f"{ROOT_PREFIX}/.l0gc-claim.json"
         assert s3_server.keys(bucket) == {*keys[3:], claim}

@@ -15,15 +15,16 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import gcd
+import l0gc
 import watermark
 from gcd.cli.main import main as gcd_main
 from gcd.sweep.metrics import SweeperMetrics
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.__main__ import main as watermark_main
 from watermark.api.http_api import create_app
 from watermark.api.http_server import ApiServer
 from watermark.api.openapi import OPENAPI_JSON, document, served
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher
 
@@ -31,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_watermark_has_the_distributions_version() -> None:
-    """watermark.__version__ == gcd.__version__ == pyproject's version."""
+    """watermark.__version__ == gcd.__version__ == l0gc.__version__ == pyproject's version."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert watermark.__version__ == gcd.__version__ == project["version"]
+    assert watermark.__version__ == gcd.__version__ == l0gc.__version__ == project["version"]
 
 
 async def test_the_served_document_names_the_address_it_was_fetched_from() -> None:
@@ -72,13 +73,13 @@ def test_no_created_series_are_exported() -> None:
 
 
 def test_watermark_namespace_errors_name_the_watermark_command(
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """`watermark namespace bind` with a bad value: the error starts 'watermark namespace'."""
     code = watermark_main(
         ["namespace", "bind", "--bucket", "b", "--etcd", "127.0.0.1:1", "--namespace", "no-slash"]
     )
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert code == 2
     assert err.startswith("watermark namespace: error: flag --namespace: invalid value"), err
     assert "gcd namespace" not in err

@@ -18,13 +18,13 @@ import pytest
 import structlog
 
 from gcd.cli.main import main
+from l0gc import exitcodes
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.procs import child_env
 from tests.serving import ADMIN, RECONCILER, WRITER, live_serve
 from tests.waiting import wait_until_sync
-from watermark import exitcodes
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

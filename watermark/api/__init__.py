@@ -6,9 +6,8 @@ concept (`http_fences`, `http_partitions`, `http_registry`), `http_routing` (rep
 redirects), `http_errors` (the JSON error answers), `http_body` (a request body read
 within limits and checked field by field), `http_server` (the HTTP/1.1 server and its
 limits), `probes` (the probe listener), `openapi` (the API's one description),
-`openapi_errors` (its error table), `auth` (bearer tokens, roles, where the API may
-listen), `owners` (a partition's live owner, revoked only with force).
+`openapi_schemas` and `openapi_errors` (its schemas and error table), `owners`
+(deregistration and revocation under the live-owner rule).
 
-May import: every lower watermark layer (`errors`, `core`, `options`, `logs`, `etcd`,
-`service`). Never gcd.
+May import: the kernel (`l0gc`), `watermark.core` and `watermark.service`.
 """

@@ -4,7 +4,7 @@
 order; the listeners are in this layer (they serve `watermark.api.http_api`'s app), so
 the command hands the runner an `ApiFront` built from its flags. `ServeHttp` is how the
 API is exposed: the token file, TLS, connection and time limits, and who can reach it
-(`watermark.api.auth.check_exposure`); the command builds it before etcd is contacted,
+(`l0gc.auth.check_exposure`); the command builds it before etcd is contacted,
 so a bad token or TLS file exits 2 having changed nothing. `ServeHttp.reload_tokens` is
 the SIGHUP handler.
 
@@ -22,13 +22,13 @@ from typing import TextIO
 
 import structlog
 
-from watermark.api.auth import Exposure, TokenFile, TokenSet, check_exposure
+from l0gc.auth import Exposure, TokenFile, TokenSet, check_exposure
+from l0gc.errors import ConfigError
 from watermark.api.http_api import create_app
 from watermark.api.http_routing import Router
 from watermark.api.http_server import ApiServer, server_ssl_context
 from watermark.api.limits import HttpLimits
 from watermark.api.probes import create_probe_app
-from watermark.errors import ConfigError
 from watermark.service.publisher import Publisher
 
 __all__ = ["ApiFront", "ServeHttp"]

@@ -1,39 +1,6 @@
 """The publisher's JSON API over HTTP (aiohttp), for writers that are not in Python.
 
-The routes, their roles, bodies, answers and error codes are described once, in
-`watermark.api.openapi` (`ROUTES`; served at ``GET /v1/openapi.json``, checked in as
-docs/openapi.json, and the route table of docs/integration.md is generated from it).
-`create_app` registers exactly those routes, in that order, each with the handler named
-by its operationId (`HANDLERS`) and the role the document gives it (`_ACCESS`): a route
-cannot be served without being documented, nor documented without being served.
-
-The handlers live by concept: `watermark.api.http_fences` (the writer's fences,
-commits, batches and the epoch), `watermark.api.http_partitions` (reconciled, adopt,
-partition state, owner, listing), `watermark.api.http_registry` (register,
-deregister); the open routes (/metrics, /healthz, /readyz, /v1/openapi.json) are here.
-`watermark.api.http_routing` decides where a partition's request is served among
-replicas (307 to the owner).
-
-What this module adds to every route, in two middlewares:
-
-- `_authorize`: with a token file, every request but the open routes needs
-  ``Authorization: Bearer TOKEN``: 401 unauthorized (with ``WWW-Authenticate: Bearer``)
-  without one or with an unknown token, 403 forbidden if the token's role may not use
-  the route (admin may use every route; `watermark.api.auth`). Without a token file
-  (loopback, mutual TLS only, or --insecure-no-auth) nothing is asked. Tokens are never
-  logged or echoed. A path no route matches needs a token too (404s tell nothing).
-- `_errors`: every failure becomes the JSON error document of
-  `watermark.api.http_errors` (one place maps exceptions to statuses); an unexpected
-  exception is a JSON 500 ``internal_error`` without details, its traceback in the log.
-
-Bodies are read by `watermark.api.http_body` (size, time and strict-JSON limits);
-connections and request heads are bounded by `watermark.api.http_server`.
-
-Partition names may contain '/' (``orders/0``): routes take the name raw or
-percent-encoded, and a route's fixed suffix (``/fence``, ``/reconciled``, ``/adopt``,
-``/owner``) is matched last, so a name that itself ends in ``/fence`` still works (but
-``GET .../x/owner`` raw is the owner of ``x``, not the state of ``x/owner``); this is
-why the document lists the suffixed routes before ``GET /v1/partitions/{partition}``.
+Design notes: docs/internals/publisher.md, `watermark.api.http_api`.
 """
 
 from __future__ import annotations
@@ -46,8 +13,9 @@ import structlog
 from aiohttp import hdrs, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from l0gc.auth import Access, TokenSet, allows, bearer_token, roles_allowed
+from l0gc.errors import L0gcError, NoOwner, PartitionNotHosted
 from watermark.api import http_body, http_fences, http_partitions
-from watermark.api.auth import Access, TokenSet, allows, bearer_token, roles_allowed
 from watermark.api.http_errors import (
     UNKNOWN_FENCE,
     Moved,
@@ -68,7 +36,6 @@ from watermark.api.http_routing import PUBLISHER, ROUTER, Router, publisher_of, 
 from watermark.api.http_server import HTTP_LIMITS
 from watermark.api.limits import HttpLimits
 from watermark.api.openapi import ROUTES, served
-from watermark.errors import L0gcError, NoOwner, PartitionNotHosted
 from watermark.service.metrics import HttpRefusal
 from watermark.service.publisher import Publisher
 

@@ -4,7 +4,7 @@ What a request must be before a route's logic sees it (the OpenAPI document of
 `watermark.api.openapi` states it for the API's users): a body of at most
 `HttpLimits.max_body_bytes` (413 body_too_large, connection closed), read within
 `HttpLimits.read_timeout_s` (408 request_timeout, connection closed), strict JSON
-(`watermark.core.strictjson`: bounded nesting, no duplicate keys, no NaN/Infinity) that
+(`l0gc.strictjson`: bounded nesting, no duplicate keys, no NaN/Infinity) that
 is one object with only the route's fields; integers are JSON integers in
 [0, `MAX_FIELD_VALUE`]; a batch holds at most `HttpLimits.max_batch_entries` entries of
 exactly the entry's fields. Anything else raises an `HttpProblem`, which the API's
@@ -19,10 +19,10 @@ from typing import Any
 
 from aiohttp import web
 
+from l0gc import strictjson
+from l0gc.errors import InvalidJson
 from watermark.api.http_server import HTTP_LIMITS
 from watermark.api.limits import HttpLimits
-from watermark.core import strictjson
-from watermark.errors import InvalidJson
 from watermark.service.metrics import HttpRefusal
 
 __all__ = [

@@ -18,8 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from watermark.api.openapi_errors import ERROR_CODES
-from watermark.errors import (
+from l0gc.errors import (
     AlreadyCommitted,
     ConfigError,
     EpochAhead,
@@ -37,6 +36,7 @@ from watermark.errors import (
     PartitionNotRegistered,
     StaleEpoch,
 )
+from watermark.api.openapi_errors import ERROR_CODES
 
 __all__ = ["ERRORS", "UNKNOWN_FENCE", "Moved", "UnknownFence", "error", "problem", "short"]
 

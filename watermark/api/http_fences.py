@@ -1,30 +1,6 @@
 """The writer's routes: fences and commits, one at a time or in batches, and the epoch.
 
-The handlers of the operations ``fence``, ``commit``, ``abort``, ``fences``, ``commits``
-and ``epoch`` (their paths, fields and error codes: `watermark.api.openapi`; the protocol
-a writer follows: docs/integration.md). A token is a bearer credential for one fence.
-
-Idempotence. Fences are remembered after they end (`FenceTable`: 5 minutes, or the last
-100,000 ended ones): a commit repeated with the same token and offset answers 200 again
-with ``"repeat": true``; another offset is 409 already_committed; a commit under a fence
-that ended otherwise is 410 fence_expired naming how (aborted, refused, reclaimed,
-revoked); abort of an ended fence answers 200 ``{"aborted": false, "outcome": ...}``. A
-commit refused for good (illegal_offset, fencing_violation) releases its fence. A
-fence's ``deadline`` is when the publisher reclaims it; a reclaimed token's
-commit answers 410 (or 404 once the service has forgotten it).
-
-Batches (`fences`, `commits`): a batch is not atomic: each entry is decided on its own,
-exactly as the single route would decide it, and answered in its result, ``{"status":
-200, ...the single route's answer...}`` or ``{"status": S, "error": CODE, "message",
-...}`` with the single route's status and code (307 ``moved`` for a partition another
-replica owns: send that entry there). Fences of one batch are acquired concurrently (a
-slide on one partition does not hold up the others; the ones granted on the fast path
-need no task). Commits are applied in the order given. A partition may appear once per
-fence batch. The batch itself answers 400 only when its body is malformed, 413 above
-`HttpLimits.max_batch_entries` entries or `max_batch_body_bytes`.
-
-``GET /v1/epoch`` reads the cluster epoch from etcd; concurrent requests share one read
-(`_EpochReader`).
+Design notes: docs/internals/publisher.md, `watermark.api.http_fences`.
 """
 
 from __future__ import annotations
@@ -36,13 +12,13 @@ from typing import Any
 
 from aiohttp import web
 
+from l0gc.contract.record import RECORD_VERSION
+from l0gc.errors import L0gcError, PartitionNotHosted
 from watermark.api import http_body
 from watermark.api.http_errors import UNKNOWN_FENCE, Moved, UnknownFence, problem, short
 from watermark.api.http_routing import ROUTER, on_owner, publisher_of, unhosted
 from watermark.api.http_server import HTTP_LIMITS
 from watermark.core.fencebook import DEFAULT_ENDED_HORIZON_S, DEFAULT_MAX_ENDED, FenceBook
-from watermark.core.record import RECORD_VERSION
-from watermark.errors import L0gcError, PartitionNotHosted
 from watermark.service.guard import FenceToken
 from watermark.service.publisher import Publisher
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from aiohttp import web
 
+from l0gc.contract.record import RECORD_VERSION
 from watermark.api import http_body
 from watermark.api.http_errors import Moved, short
 from watermark.api.http_routing import ROUTER, locate, now, on_owner, publisher_of
-from watermark.core.record import RECORD_VERSION
 
 __all__ = ["adopt", "listing", "owner", "reconciled", "show"]
 

@@ -1,31 +1,6 @@
 """Partition registration over HTTP: a writer that creates topics registers them itself.
 
-Routes (role ``registrar`` or ``admin``, see `watermark.api.auth`):
-
-    POST /v1/partitions/{partition}/register   {}   -> 200 {"version", "partition",
-         "registered" (created by this call), "hosted" (served here now), "record"}
-    POST /v1/partitions/{partition}/deregister {"force": false, "reason": ""}
-         -> 200 {"version", "partition", "deregistered" (false: was not registered)}
-         409 live_owner (the owner is running or published recently; stop)
-
-Register is `watermark partition register` for one name: it creates the record with
-M(p) = cluster epoch - 1 when absent and changes nothing when present (a repeat answers
-200 with ``registered: false``). A publisher that is not one of ``--replicated``
-replicas then hosts the partition at once when nobody owns it (a new record, or one
-whose owner was revoked), so the writer can fence it next; a partition another
-publisher owns stays there (``hosted: false``: send its requests to that owner).
-Replicas never take a partition here: they claim the registered partitions of their
-``--partitions`` list through their leases (a replica set started with
-``--partitions 'orders/0-63'`` serves ``orders/17`` once it is registered). A name
-outside that list is refused, 409 ``not_served``: no replica would ever host it, and
-its record's unmoving M(p) would hold back GC of the whole namespace (issue 55).
-
-Deregister is `watermark partition deregister` for one name, with the same live-owner
-rule (`watermark.api.owners.deregister`): a partition whose owner is live, this
-publisher included, is refused with 409 ``live_owner`` unless ``force`` (admin tokens
-only: it revokes the owner, waits `DEFAULT_REVOKE_WAIT_S` of `watermark.api.owners` for
-it to drop the partition, then deletes the record). Deregister a partition only once it
-is gone and its data no longer needed (docs/etcd-contract.md, "Deregister").
+Design notes: docs/internals/publisher.md, `watermark.api.http_registry`.
 """
 
 from __future__ import annotations
@@ -36,9 +11,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from l0gc.auth import Role
+from l0gc.contract.record import RECORD_VERSION, PartitionRecord
 from watermark.api import http_body, owners
-from watermark.api.auth import Role
-from watermark.core.record import RECORD_VERSION, PartitionRecord
 from watermark.service.publisher import Publisher
 
 __all__ = [

@@ -1,20 +1,6 @@
 """Where a partition's request is served: here, on another replica (307), or nowhere.
 
-Without a router (one `watermark serve` adopting its partitions) every partition is
-served by this process's `Publisher`. With one (`watermark serve --replicated`, a
-`Router` given to `create_app`: `watermark.service.replicas.ReplicaSet`), a request for
-a partition this replica does not serve (fence, reconciled, adopt, show) is answered,
-after the token check, with 307 and a ``Location`` on the owning replica (the same
-path; the body is the JSON error ``moved`` with ``owner`` and ``address``), or waits
-while the partition moves between replicas and then is served or redirected (503
-``no_owner`` with ``Retry-After: 1`` if that takes longer than the router's wait), or
-is 404 ``not_hosted`` when no replica lists it. A partition not hosted that has no
-record in etcd at all (a typo, or deregistered) is 404 ``not_registered`` instead,
-which a writer does not retry (`unhosted`). Commits and aborts name a fence token,
-which lives on the replica that granted it, and are never redirected.
-
-The app's shared parts live under the keys here (`PUBLISHER`, `ROUTER`), so that every
-route module reads them the same way.
+Design notes: docs/internals/publisher.md, `watermark.api.http_routing`.
 """
 
 from __future__ import annotations
@@ -24,9 +10,9 @@ from typing import Protocol, TypeVar
 
 from aiohttp import web
 
+from l0gc.errors import GuardClosed, L0gcError, PartitionNotHosted, PartitionNotRegistered
 from watermark.api.http_errors import Moved
 from watermark.core.assignment import Route, RouteKind
-from watermark.errors import GuardClosed, L0gcError, PartitionNotHosted, PartitionNotRegistered
 from watermark.service.publisher import Publisher
 
 __all__ = ["PUBLISHER", "ROUTER", "Router", "locate", "now", "on_owner", "publisher_of", "unhosted"]

@@ -1,30 +1,6 @@
 """The publisher API's listening socket: TLS, a cap on open connections, read timeouts.
 
-aiohttp serves the application (`watermark.api.http_api`); this module decides who gets a
-connection and how long a client may take to send its request, so that no client can
-hold the service's sockets or memory (`HttpLimits`):
-
-- Connections (`_Gate`, before anything is parsed or authenticated): one from a client
-  address that already holds `max_connections_per_peer`, or one while `max_connections`
-  plus `probe_reserve` are open, is answered 503 and closed at once, before aiohttp sees
-  it; the last `probe_reserve` places serve only probes (GET /healthz, /readyz,
-  /metrics; one request each; at most 2 per address; 1 s to send the head), so a
-  liveness probe is answered while other clients hold every other connection.
-  Refusals are counted by reason and logged at most every `_REFUSAL_LOG_INTERVAL_S`.
-- Request head: a new connection must send its first request head within
-  `head_timeout_s` (else it is closed, counted as ``head_timeout``); only then does
-  aiohttp see it (`_Admission`). After each answer aiohttp's keep-alive timer
-  (`keepalive_timeout = read_timeout_s`) closes a connection that has no complete next
-  head when it fires, which bounds a client that trickles its headers (slowloris) as
-  well as an idle keep-alive connection. A head aiohttp cannot parse (a request line over
-  8190 bytes, ...) is answered with the API's JSON error document, 400 ``bad_request``.
-- Request body: the routes read bodies under the same timeout (`http_api`), and
-  answer 408; a body larger than `max_body_bytes` is 413. After an answer to a request
-  whose body was not read, at most `read_timeout_s` more of it is read and discarded
-  (aiohttp's `lingering_time`) before the connection closes.
-- TLS: the handshake must finish within `read_timeout_s`; with a client CA every client
-  must present a certificate it signed (`server_ssl_context`). Only the given CA is
-  trusted, never the system's.
+Design notes: docs/internals/publisher.md, `watermark.api.http_server`.
 """
 
 from __future__ import annotations
@@ -41,8 +17,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
+from l0gc.errors import ConfigError
 from watermark.api.limits import HttpLimits
-from watermark.errors import ConfigError
 from watermark.service.metrics import HttpRefusal, WatermarkMetrics
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = [
     "DEFAULT_HEAD_TIMEOUT_S",

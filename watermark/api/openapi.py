@@ -22,6 +22,7 @@ import re
 import sys
 from typing import Final
 
+from l0gc.contract.record import RECORD_VERSION
 from watermark.api.http_body import MAX_BODY_DEPTH
 from watermark.api.limits import (
     DEFAULT_MAX_BATCH_BODY_BYTES,
@@ -30,7 +31,6 @@ from watermark.api.limits import (
 )
 from watermark.api.openapi_errors import ERROR_CODES
 from watermark.api.openapi_schemas import SCHEMAS, STATE_FIELDS, Json, ref
-from watermark.core.record import RECORD_VERSION
 
 __all__ = ["OPENAPI_JSON", "ROUTES", "document", "route_table", "served"]
 

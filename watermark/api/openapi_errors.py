@@ -1,25 +1,6 @@
 """Every error code of the HTTP API: its status, what it means, what a writer does next.
 
-The one table behind the API's error answers (`watermark.api.http_errors` takes each
-code's status from here), its OpenAPI document (`watermark.api.openapi`), the writer
-clients' retry rules (`watermark.client`) and the table in docs/integration.md (a test
-compares them). Pure data: no imports, so a client can read it without the server.
-
-What a writer does next (`Action`):
-
-- ``retry``: send the same request again after a short pause (``Retry-After`` when
-  given), a bounded number of times. Safe for every route, commits included: a commit
-  repeated with the same token and offset answers success (``"repeat": true``).
-- ``redirect``: another replica owns the partition: send the same request to the
-  ``Location`` (only if it is one of your configured publishers; else stop).
-- ``reupload``: the object's epoch is refused: do not commit the entry; re-read the
-  cluster epoch (``GET /v1/epoch``), upload the object again under a new key, fence
-  again.
-- ``refence``: the fence is gone (expired, aborted, revoked, or unknown): do not commit
-  the entry under this token; fence again (and re-upload if that is refused).
-- ``stop``: the request itself is wrong or not allowed (a bug, a configuration or
-  permission problem, an operator is needed): retrying cannot help; abort the fence
-  you hold, if any, and report the message.
+Design notes: docs/internals/publisher.md, `watermark.api.openapi_errors`.
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from l0gc.contract.record import RECORD_VERSION
 from watermark.api.http_body import MAX_FENCE_TIMEOUT_S, MAX_FIELD_VALUE
 from watermark.api.limits import DEFAULT_MAX_BATCH_ENTRIES
 from watermark.api.openapi_errors import ERROR_CODES
-from watermark.core.record import RECORD_VERSION
 
 __all__ = ["SCHEMAS", "STATE_FIELDS", "Json", "ref"]
 

@@ -1,26 +1,7 @@
 """The operator commands' live-owner rule: what `repair` and `deregister` may do to a
 partition whose owner is running.
 
-A partition's owner admits writes through its fencing window and promises nothing it
-has not published. An operator who raises M(p) or deletes the record under a running
-owner makes objects the owner still admits deletable (red-team round 4: a writer one
-epoch behind fenced E-1 and committed after `repair --watermark E-1`, and the next sweep
-deleted that committed object). So:
-
-- An owner counts as *live* when it holds a liveness key (`{ns}/owners/{id}`, every
-  non-replicated `watermark serve`) or a replica member record
-  (`{ns}/replicas/members/{id}`), or when its record was published within the last
-  `RECENT_PUBLISH_S` seconds (an embedded publisher of the Python API holds no key).
-- `repair` that raises M(p) or lowers owner_epoch, and `deregister`, refuse a live
-  owner's partition (exit 2, naming the owner and why it counts as live) unless
-  `--force`. With `--force` the owner is *revoked first*: one compare-and-swap clears
-  the owner and bumps owner_epoch, M(p) unchanged; the owner sees it within one publish
-  interval (`watermark.service.records`) and drops the partition, taking back its
-  fences; after `--revoke-wait` the change itself is written, compared against the
-  revocation (if anyone adopted the partition meanwhile, nothing is written: exit 1).
-- An owner that learns of a raised M(p) anyway (a raise with nobody live, then a new
-  owner; or a writer outside l0gc) raises its fencing floor to it at once
-  (`watermark.service.hosted.HostedPartition.learn_stored_watermark`).
+Design notes: docs/internals/publisher.md, `watermark.api.owners`.
 """
 
 from __future__ import annotations
@@ -28,30 +9,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import Sequence
 
 import structlog
 
-from watermark.core.kv import KV, Compare, KeyValue, Put
-from watermark.core.record import PartitionRecord
-from watermark.errors import EpochConflict, InvalidRecord, LiveOwner
-from watermark.etcd.store import WatermarkStore
-from watermark.options import Option, boolean, duration, text
-from watermark.service.liveness import Liveness
+from l0gc.contract.kv import KV, Compare, KeyValue, Put
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import EpochConflict, InvalidRecord, LiveOwner
+from l0gc.etcd.liveness import live_owner
+from l0gc.etcd.store import WatermarkStore
+from l0gc.options import Option, boolean, duration, text
 
 __all__ = [
     "DEFAULT_REVOKE_WAIT_S",
     "FORCE_OPTIONS",
-    "RECENT_PUBLISH_S",
     "deregister",
-    "live_owner",
     "refuse_live",
     "revoke",
 ]
 
-RECENT_PUBLISH_S = 60.0
-"""A record published this recently counts as having a live owner."""
 DEFAULT_REVOKE_WAIT_S = 5.0
 """How long `--force` waits after revoking a live owner (its publish interval, 1 s by
 default, is when it notices; the rest is margin for a slow etcd)."""
@@ -77,21 +53,6 @@ FORCE_OPTIONS: tuple[Option, ...] = (
     ),
 )
 """The flags of the operator commands that can override the live-owner rule."""
-
-
-async def live_owner(
-    kv: KV, namespace: str, record: PartitionRecord, *, now: float | None = None
-) -> str | None:
-    """Why `record`'s owner counts as live (see the module docstring), None if not."""
-    owner = record.owner
-    if owner is None:
-        return None
-    if await Liveness(kv, namespace, owner, 1).alive([owner]):
-        return f"owner {owner!r} is running (it holds a liveness key or a member record)"
-    now = time.time() if now is None else now
-    if record.updated_at is not None and now - record.updated_at < RECENT_PUBLISH_S:
-        return f"owner {owner!r} published {now - record.updated_at:.0f} s ago"
-    return None
 
 
 def refuse_live(partition: str, action: str, why: str) -> LiveOwner:

@@ -1,18 +1,6 @@
 """`watermark serve --probe-port`: the probes on a listener of their own.
 
-The API port's admission (`watermark.api.http_server`) keeps a small reserve of
-connections for probes, but the reserve is shared by every client address: idle
-sockets from a dozen addresses hold all of it, and the kubelet's liveness probe then
-fails and a healthy publisher is restarted. A second listener that serves only
-``GET /healthz``, ``/readyz`` and ``/metrics`` (no token, no TLS: the kubelet cannot
-present a client certificate, and these answers are public on the API port too) is not
-reachable through the API port at all, so no client of the API can starve it. Its own
-admission is small and strict (`PROBE_LIMITS`): restrict who reaches it with a
-NetworkPolicy (the kubelet and Prometheus).
-
-The answers are the API port's: ``/healthz`` says the event loop runs, ``/readyz`` is
-200 once the publisher is ready and until shutdown starts, ``/metrics`` the same
-registry.
+Design notes: docs/internals/publisher.md, `watermark.api.probes`.
 """
 
 from __future__ import annotations

@@ -1,33 +1,6 @@
 """Repair a partition record: write a validated one by compare-and-swap.
 
-`watermark partition repair NAME` (`watermark.cli.repair`) is the operator's tool for a
-record that blocks GC (malformed, hand-edited, or with an M(p) that must move) instead
-of hand-writing JSON into etcd with ``etcdctl txn`` (whose quoting once stored the
-single byte ``{`` and blocked the whole namespace).
-
-What it writes: the stored record with the fields given as flags replaced
-(``--watermark``, ``--created-epoch``, ``--owner`` / ``--no-owner``, ``--owner-epoch``);
-for a record that does not decode, a fresh one from the flags (``--watermark`` and
-``--created-epoch`` are then required; no owner, no tracker: the next owner adopts it
-from scratch). Before
-writing, the new record is encoded and decoded again with the sweepers' own strict
-decoder, and checked against the cluster epoch (M(p) below it, created_epoch at most
-it). It never lowers a valid record's M(p) (objects at or below it may already be
-deleted, and a lower M(p) would not bring them back but would hide that) unless
-``--force``, which logs a warning audit line ``watermark.partition_repair_forced`` with
-the old and new values and the operator's ``--reason``. ``--dry-run`` prints what would be
-written and writes nothing.
-
-Under a live owner (`watermark.api.owners`: it holds a liveness key or member record, or
-published within a minute) a raise of M(p), or a lower owner_epoch, is refused unless
-``--force``, which revokes the owner first and waits ``--revoke-wait`` before writing.
-``--reset-tracker`` drops a tracker no commit can pass any more (and the owner, so the
-next owner starts afresh above M(p)); it never lowers M(p), so it needs no ``--force``.
-Lowering owner_epoch needs ``--force``.
-
-The write is one etcd transaction comparing the record's
-``mod_revision`` with the one read: if anything wrote the record meanwhile, nothing is
-written and the command fails (exit 1): read it again and decide again.
+Design notes: docs/internals/publisher.md, `watermark.api.repair`.
 """
 
 from __future__ import annotations
@@ -40,16 +13,17 @@ from typing import Any
 
 import structlog
 
-from watermark.api.owners import DEFAULT_REVOKE_WAIT_S, live_owner, refuse_live, revoke
-from watermark.core.kv import KV, Compare, Put
-from watermark.core.record import PartitionRecord
-from watermark.errors import (
+from l0gc.contract.kv import KV, Compare, Put
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import (
     ConfigError,
     EpochConflict,
     InvalidRecord,
     PartitionNotRegistered,
 )
-from watermark.etcd.store import WatermarkStore
+from l0gc.etcd.liveness import live_owner
+from l0gc.etcd.store import WatermarkStore
+from watermark.api.owners import DEFAULT_REVOKE_WAIT_S, refuse_live, revoke
 
 __all__ = ["RecordChanges", "plan", "repair_partition"]
 

@@ -11,10 +11,10 @@ import argparse
 import sys
 from typing import Any
 
+from l0gc.contract.kv import KV
+from l0gc.etcd.store import WatermarkStore
+from l0gc.options import Option, integer
 from watermark.cli.output import ADMIN_OPTIONS
-from watermark.core.kv import KV
-from watermark.etcd.store import WatermarkStore
-from watermark.options import Option, integer
 
 __all__ = ["ADVANCE_OPTIONS", "GET_OPTIONS", "advance", "get", "write_text"]
 

@@ -1,23 +1,6 @@
 """`watermark`: the parser of every subcommand, option resolution, dispatch, exit codes.
 
-    watermark serve [--partitions p1,p2 [--register]] [--http-port 8080] [--tick-interval 10s]
-    watermark epoch get|advance [--expected N]
-    watermark partition register|deregister NAME... | list | show NAME | repair NAME
-
-One module per subcommand (`serve`, `epoch`, `partition`, `repair`); this one builds
-their parsers and runs the one chosen. Every option is an `Option` of
-`watermark.options`, the option system `gcd` uses too (`COMMAND_OPTIONS` here,
-`ETCD_OPTIONS` for etcd): each has an environment variable (`--tick-interval` is
-`L0GC_TICK_INTERVAL`) and a key in the TOML file of `--config FILE` / `L0GC_CONFIG`;
-flag > env > config > default. Durations take seconds or a unit ("10s", "1.5",
-"500ms"); a bad value exits 2 naming its source. `parse(argv, environ)` does all of that
-without touching etcd (the chart tests run it on every rendered container). Every
-command takes `--json`, whose output is one JSON object carrying ``"version"``. Logs go
-to stderr (JSON unless stderr is a terminal); stdout carries only the command's output.
-
-Exit codes, decided in one place (`exitcodes.watermark_exit_code`): 0 success, 1
-failure (partition not registered, CAS conflict, ...), 2 usage or configuration error,
-4 etcd unreachable, 130 interrupted.
+Design notes: docs/internals/publisher.md, `watermark.cli.main`.
 """
 
 from __future__ import annotations
@@ -31,15 +14,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from watermark import exitcodes
+from l0gc import exitcodes
+from l0gc.completion import SHELLS, script, tree_of
+from l0gc.contract.kv import KV
+from l0gc.errors import L0gcError
+from l0gc.etcd.settings import ETCD_OPTIONS, EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.etcd.store import WatermarkStore
+from l0gc.logs import configure_logging
+from l0gc.options import CommandParser, Option, add_config_option, add_options, resolve
 from watermark.cli import epoch, partition, repair, serve
 from watermark.cli.output import ADMIN_OPTIONS, OUTPUT_VERSION
-from watermark.core.kv import KV
-from watermark.errors import L0gcError
-from watermark.etcd.settings import ETCD_OPTIONS, EtcdSettings, add_etcd_arguments, open_kv
-from watermark.etcd.store import WatermarkStore
-from watermark.logs import configure_logging
-from watermark.options import CommandParser, Option, add_config_option, add_options, resolve
 
 if TYPE_CHECKING:  # imported by `serve` only: the admin commands start without aiohttp
     from watermark.api.front import ServeHttp
@@ -126,6 +110,10 @@ def build_parser() -> CommandParser:
         "(`watermark namespace bind --help`)",
         add_help=False,
     )
+    completion = commands.add_parser(
+        "completion", help="print the shell completion script of `watermark`"
+    )
+    completion.add_argument("shell", choices=SHELLS, help="the shell to complete for")
     partitions = commands.add_parser("partition", help="manage partition records")
     part_commands = partitions.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action, help_text in (
@@ -206,6 +194,10 @@ def main(argv: Sequence[str] | None = None, *, parts: ServeParts | None = None) 
             error = exitcodes.error_document(code, "bad usage: see stderr")
             sys.stdout.write(json.dumps(error) + "\n")
         return code
+    if args.command == "completion":
+        tree = tree_of(build_parser(), "watermark", top=("--version",))
+        sys.stdout.write(script(args.shell, tree, "watermark"))
+        return exitcodes.OK
     try:
         invocation = _settle(args, None)  # bad values, token or TLS files: exit 2, no etcd
         configure_logging(args.log_level)

@@ -7,8 +7,8 @@ the admin commands), so stdout carries only the command's output.
 
 from __future__ import annotations
 
-from watermark.logs import LEVEL_NAMES
-from watermark.options import Option, boolean, choice
+from l0gc.logs import LEVEL_NAMES
+from l0gc.options import Option, boolean, choice
 
 __all__ = ["ADMIN_OPTIONS", "OUTPUT_VERSION", "output_options"]
 

@@ -6,7 +6,7 @@ with `--force`, which revokes it first (`watermark.api.owners`); `--name-hex` na
 records whose names are not valid partition names by their bytes, as `gcd status`
 prints them. `list` prints every record in partition order (a malformed one says so),
 `show` one. Names, owners and errors come from etcd: the text output escapes what a
-terminal would obey (`watermark.core.display.printable`). `partition repair` is
+terminal would obey (`l0gc.display.printable`). `partition repair` is
 `watermark.cli.repair`.
 """
 
@@ -17,15 +17,15 @@ import json
 import sys
 from typing import Any
 
+from l0gc.contract.kv import KV
+from l0gc.contract.namespace import partition_order
+from l0gc.contract.record import PartitionRecord
+from l0gc.display import printable
+from l0gc.errors import ConfigError, L0gcError, PartitionNotRegistered
+from l0gc.etcd.store import WatermarkStore
+from l0gc.options import Option, boolean
 from watermark.api.owners import FORCE_OPTIONS, deregister
 from watermark.cli.output import ADMIN_OPTIONS
-from watermark.core.contract import partition_order
-from watermark.core.display import printable
-from watermark.core.kv import KV
-from watermark.core.record import PartitionRecord
-from watermark.errors import ConfigError, L0gcError, PartitionNotRegistered
-from watermark.etcd.store import WatermarkStore
-from watermark.options import Option, boolean
 
 __all__ = [
     "DEREGISTER_OPTIONS",

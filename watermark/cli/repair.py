@@ -12,11 +12,11 @@ import argparse
 import sys
 from typing import Any
 
+from l0gc.contract.kv import KV
+from l0gc.etcd.store import WatermarkStore
+from l0gc.options import Option, boolean, integer, text
 from watermark.api.owners import FORCE_OPTIONS
 from watermark.api.repair import RecordChanges, repair_partition
-from watermark.core.kv import KV
-from watermark.etcd.store import WatermarkStore
-from watermark.options import Option, boolean, integer, text
 
 __all__ = ["OPTIONS", "run", "write_text"]
 

@@ -1,22 +1,6 @@
 """`watermark serve`: the publisher service (HTTP API, epoch ticker), from its flags.
 
-    watermark serve [--partitions p1,p2 [--register]] [--http-port 8080] [--tick-interval 10s]
-
-This module is the flags (`SERVE_OPTIONS`) and their checks: `settle` runs before etcd is
-contacted (the token and TLS files, `--http-host` exposure, the replica settings; a bad
-value is exit 2 having changed nothing); `run` hands the settings to a
-`watermark.service.runner.PublisherRunner`, which owns the etcd client, the publisher,
-the liveness key or the replicas, the ticker, the signals and the listeners
-(`watermark.api.front.ApiFront`), and says how start-up and shutdown go.
-
-`--replicated` (`watermark.service.replicas`): partitions are owned through etcd leases
-and claims shared with the other replicas instead of adopted at start; on SIGTERM they
-are handed over (sealed) first. Without it, the partitions' live owners must go first
-(`watermark.service.liveness`), or `--take-over`.
-
-The HTTP API is on 127.0.0.1 by default; on any other address it needs
---auth-token-file and/or --tls-client-ca-file, or --insecure-no-auth, else exit 2 (see
-`watermark.api.auth`, `watermark.api.http_server`).
+Design notes: docs/internals/publisher.md, `watermark.cli.serve`.
 """
 
 from __future__ import annotations
@@ -27,19 +11,10 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
-from watermark.api.limits import (
-    DEFAULT_HEAD_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_CONNECTIONS_PER_PEER,
-    DEFAULT_READ_TIMEOUT_S,
-    HttpLimits,
-)
-from watermark.cli.output import output_options
-from watermark.core.contract import expand_partitions
-from watermark.core.fleet import FleetUrls
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings
-from watermark.options import (
+from l0gc.contract.namespace import expand_partitions
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings
+from l0gc.options import (
     Option,
     boolean,
     duration,
@@ -48,6 +23,15 @@ from watermark.options import (
     text,
     whole_seconds,
 )
+from watermark.api.limits import (
+    DEFAULT_HEAD_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_PEER,
+    DEFAULT_READ_TIMEOUT_S,
+    HttpLimits,
+)
+from watermark.cli.output import output_options
+from watermark.core.fleet import FleetUrls
 from watermark.service.guard import DEFAULT_HOLD_TTL_S
 from watermark.service.publisher import DEFAULT_FENCE_TIMEOUT_S
 

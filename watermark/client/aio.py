@@ -4,16 +4,7 @@
 (`watermark.client.routes`); every method is a coroutine, and this module only does the
 I/O.
 
-    async with AsyncWriterClient(["http://127.0.0.1:8080"], token=WRITER_TOKEN) as client:
-        epoch = (await client.epoch()).stamp(["orders/0"])
-        ... upload the object stamped with `epoch` ...
-        fence = await client.fence("orders/0", epoch)
-        ... append the entry to the log at `offset` (before fence.expires_in_s) ...
-        await client.commit(fence, offset)   # safe to retry: a repeat answers repeat: true
-
-Every method raises `ApiError` (with `action`: reupload, refence or stop) when the
-writer must act, `RedirectRefused` for a redirect outside the set, `Unreachable` when
-no publisher answered within the retries (see `watermark.client.protocol`).
+Design notes: docs/internals/publisher.md, `watermark.client.aio`.
 """
 
 from __future__ import annotations

@@ -1,33 +1,7 @@
 """What a writer client decides, without I/O: where a request goes, whether a redirect
 may be followed, whether an answer is retried, and the answers as values.
 
-Theory of operation
--------------------
-A client is configured with its **publisher set**: the base URLs (scheme, host, port) of
-the `watermark serve` replicas it trusts. It sends its bearer token only there:
-
-* a partition route (fence, reconciled, state, owner) goes to the partition's last known
-  owner, else to the first publisher of the set; a 307 ``moved`` answer is followed only
-  when its ``Location`` lies inside the set (same scheme, host and port as one of them)
-  or matches the client's **fleet** patterns, when it is given one (the same
-  ``SCHEME://HOST[:PORT]`` patterns as ``watermark serve --fleet-urls``, see
-  `watermark.core.fleet`: ``http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080``
-  admits every replica of the Helm chart by its stable name, whatever its pod IP);
-  otherwise the client raises `RedirectRefused` and sends nothing there. A publisher that
-  does not answer (connection refused, reset) is skipped for the next one of the set.
-* a fence token lives on the publisher that granted it, so commit and abort go there
-  (`Granted.base`), never elsewhere.
-
-After an error answer the client looks its code up in the API's one error table
-(`watermark.api.openapi_errors.ERROR_CODES`): ``retry`` codes are retried after a pause
-(the ``Retry-After`` header, else an exponential backoff from `Retry.first_pause_s`),
-at most `Retry.attempts` times in all; every other code raises `ApiError` at once with
-its ``action`` (``reupload``, ``refence``, ``stop``), which says what the writer does
-next. A request that got no answer (a timeout, a reset) is retried the same way when it
-is safe: every route but a single fence is idempotent (a repeated commit answers
-``repeat: true``); a fence is retried only when it was certainly not sent (the
-connection was refused), since a lost grant holds the partition's window until its hold
-deadline.
+Design notes: docs/internals/publisher.md, `watermark.client.protocol`.
 """
 
 from __future__ import annotations
@@ -38,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from l0gc.errors import ConfigError
 from watermark.api.openapi_errors import ERROR_CODES, Action
 from watermark.core.fleet import FleetUrls
-from watermark.errors import ConfigError
 
 __all__ = [
     "ApiError",

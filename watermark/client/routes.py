@@ -1,20 +1,6 @@
 """The writer API's routes, written once for both clients, without I/O.
 
-The blocking `watermark.client.sync.WriterClient` and the asyncio
-`watermark.client.aio.AsyncWriterClient` used to spell out every route twice: path,
-body, which publisher, and the loops of the batch routes. Here each public method of
-both is one *operation*: a generator that yields the `Request`s to send and receives
-each answer (a JSON object, after `watermark.client.protocol.Exchange` has decided
-retries and redirects), and returns the method's result. A client only drives it:
-
-    request = next(operation)           # sync: self._run(request); async: await ...
-    while True: request = operation.send(answer_to(request))   # until StopIteration
-
-so the routes, their bodies and the batch loops cannot drift apart; the I/O (urllib3
-or aiohttp, sleeping between tries) stays in each client. This is httpcore's and
-h11's split: decide in one place, do the I/O in a thin shell. `ROUTES` names every
-operation; a test checks that both clients expose exactly these, with the same
-signatures, and nothing else.
+Design notes: docs/internals/publisher.md, `watermark.client.routes`.
 """
 
 from __future__ import annotations

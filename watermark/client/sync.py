@@ -1,23 +1,6 @@
 """`WriterClient`: the publisher's HTTP API for a writer in Python, blocking (urllib3).
 
-urllib3 because it is already installed (boto3 needs it) and gives what a writer's hot
-path wants and the standard library's http.client does not: a pool of keep-alive
-connections per publisher, reused across threads, with connect and read timeouts; its
-own retries and redirects are off, since `watermark.client.protocol` decides both (a
-token never follows a redirect outside the configured publishers). The routes are the
-operations of `watermark.client.routes`, shared with the asyncio client; this module
-only does the I/O.
-
-    client = WriterClient(["http://127.0.0.1:8080"], token=WRITER_TOKEN)
-    epoch = client.epoch().stamp(["orders/0"])
-    ... upload the object stamped with `epoch` ...
-    fence = client.fence("orders/0", epoch)
-    ... append the entry to the log at `offset` (before fence.expires_in_s) ...
-    client.commit(fence, offset)       # safe to retry: a repeat answers repeat: true
-
-Every method raises `ApiError` (with `action`: reupload, refence or stop) when the
-writer must act, `RedirectRefused` for a redirect outside the set, `Unreachable` when
-no publisher answered within the retries (see `watermark.client.protocol`).
+Design notes: docs/internals/publisher.md, `watermark.client.sync`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
 """Fences by bearer id, remembered a bounded while after they end: what makes HTTP
 commits idempotent.
 
-Theory of operation
--------------------
-The HTTP API hands out a fence as a bearer id (`FenceToken.token`) and finds it again
-when the writer commits or aborts. A commit whose answer was lost is sent again with
-the same id and offset; to answer it ("already committed, at this offset") the fence
-must still be found after it ended. So the book keeps two maps:
-
-* *live* fences, from grant until they end: committed, aborted, refused (all through
-  the API: `finish`) or reclaimed / revoked (noticed by a sweep: the hold's `outcome`
-  is set);
-* *ended* fences, in the order they ended, for the **horizon**: at least `horizon_s`
-  seconds after the book learnt the end, unless more than `max_ended` fences ended
-  since (the oldest go first). A fence older than that is unknown (404
-  ``unknown_fence``): a client retries within seconds, far inside the horizon.
-
-Memory is bounded: ended fences by `max_ended`; live ones by the lock's holds plus those
-that ended unnoticed, which a sweep moves to the ended map whenever the live map has
-doubled since the last sweep (and on every `finish`, cheaply, from the oldest end).
-
-Pure: ``now`` is passed in (any monotonic clock); no I/O.
+Design notes: docs/internals/publisher.md, `watermark.core.fencebook`.
 """
 
 from __future__ import annotations

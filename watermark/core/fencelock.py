@@ -1,72 +1,6 @@
 """The fence lock of one partition as a state machine: every rule of who may commit when.
 
-Theory of operation
--------------------
-A writer that uploaded an L0 object stamped with epoch ``e`` must *fence* ``e``
-before it commits the object's metadata to the partition log. The lock classifies
-``e`` against the partition's `EpochWindow` ``[oldest_accepted, latest_seen]``:
-
-* INSIDE: granted under a SHARED hold, kept until the writer commits (or aborts).
-  Any number of writers hold it at once.
-* ABOVE: the request joins the EXCLUSIVE queue and waits until every shared holder has
-  released (in-flight writes drain); then it slides the window up to ``e`` and is
-  granted a shared hold for its own write, in one step. Draining first is what makes a
-  slide a promise: once the window is ``[b, c]``, no write with an epoch below ``b``
-  can still be committed.
-* BELOW: refused (STALE, with the window and the floor). The writer re-reads the
-  cluster epoch and re-uploads.
-
-A request is classified again on every turn, so one that queued for epoch ``N`` while
-two slides happened is refused, and one that queued to slide to ``N+1`` while another
-already slid there joins as a shared holder.
-
-Writer preference: while an exclusive waiter is queued (or the exclusive lock is held),
-a request INSIDE the window waits too; otherwise a steady stream of writers at the
-current epoch would starve the slide forever. Waiting is only ever for the holders' own
-progress, so a holder that never finishes is the one way to block a slide; hence hold
-deadlines: every hold carries one (``now + hold_for``), and a hold past its deadline is
-*reclaimed* (it is dead: its write must not commit): by a queued exclusive request that
-finds it in its way, or by `reclaim_expired`, which the publisher calls every round. So
-a writer that fenced and crashed on an idle partition, where no slide ever waits,
-stops holding the partition's M(p) at its hold deadline (it used to pin it for good).
-
-The exclusive lock is also taken on its own (`request_exclusive`): the block then sees
-the partition with no write in flight, and may slide the window (`exclusive_epoch`).
-`close` refuses every request from then on; holds already granted stay held until they
-are released or revoked.
-
-Transitions, one per method; each is synchronous and either returns a decision or
-raises `IllegalTransition`, leaving the state unchanged:
-
-=====================  ==================================================================
-``grant_at_once``      INSIDE, nothing queued, open -> a shared hold (the fast path)
-``request``            one turn of a fence request -> `Grant` | `Slide` | `Wait` | `Refuse`
-``give_up``            a waiting request's deadline passed -> `Refuse` (TIMEOUT), dequeued
-``withdraw``           a queued request leaves the exclusive queue (cancelled)
-``release``            a hold is given back (committed, aborted or refused) -> True, or
-                       False if it was not held; the hold remembers its `Outcome`
-``reclaim_expired``    holds past their deadline -> the reclaimed holds
-``request_exclusive``  one turn of taking the exclusive lock -> `Enter` | `Wait` | `Refuse`
-``exclusive_epoch``    inside the exclusive lock: slide to an epoch -> `Slide` | `Refuse` | None
-``leave_exclusive``    the exclusive block ended
-``close``              refuse every request from now on
-``revoke_all``         take back every hold -> the revoked holds
-=====================  ==================================================================
-
-The "open range" ``[_open_low, _open_high]`` is the set of epochs `grant_at_once` grants:
-the window (above the floor) while nothing is exclusive, queued or closed, else empty.
-It is recomputed by every transition that changes one of those, so the fast path is
-one comparison. `changes` counts the transitions that may let a waiter proceed (a
-release, a withdrawal, a reclaim, the end of an exclusive block, close, revoke): the
-shell wakes its waiters when it moved.
-
-Every hold remembers how it ended (`Hold.outcome`: committed at which offset, aborted,
-refused, reclaimed or revoked), so a commit repeated after its answer was lost can be
-told from one that must not happen (`repeat_of`). A hold also carries when it was
-granted, so a fence that timed out can name the oldest fence in its way (`Refuse.oldest`).
-
-This module is pure: no asyncio, no clock (``now`` is passed in, on the clock of the
-hold deadlines), no I/O. `watermark.service.guard` is its asyncio shell.
+Design notes: docs/internals/publisher.md, `watermark.core.fencelock`.
 """
 
 from __future__ import annotations
@@ -76,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from watermark.core.events import FenceRefusal
+from l0gc.errors import AlreadyCommitted, FenceExpired, IllegalTransition
+from l0gc.events import FenceRefusal
 from watermark.core.window import Admission, EpochWindow
-from watermark.errors import AlreadyCommitted, FenceExpired, IllegalTransition
 
 __all__ = [
     "Enter",

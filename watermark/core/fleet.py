@@ -1,19 +1,6 @@
 """Which addresses belong to the replica fleet (`serve --replicated --fleet-urls`); pure.
 
-A member record under ``{ns}/replicas/members/`` names the URL other replicas redirect
-writers to, with their bearer tokens. Anyone who can write that prefix could name any
-URL; so a replica takes a member into account (for redirects and for the rendezvous
-assignment) only if its address matches one pattern of the fleet's list.
-
-A pattern is ``SCHEME://HOST[:PORT]``:
-
-- SCHEME: ``http`` or ``https``, exactly;
-- HOST: an IP network in CIDR notation (``10.244.0.0/16``, ``[fd00::/8]``), which
-  matches IP literals only; an IP literal; a DNS name, where a label ``*`` matches any
-  one label (``*.publisher-peers.l0gc.svc``); or ``*``, any host;
-- PORT: a number or ``*``; without one, the scheme's default (80 or 443).
-
-The list is comma-separated: ``http://10.244.0.0/16:8080,https://*.l0gc.internal:8443``.
+Design notes: docs/internals/publisher.md, `watermark.core.fleet`.
 """
 
 from __future__ import annotations
@@ -23,7 +10,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 __all__ = ["FleetUrls"]
 

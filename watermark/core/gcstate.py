@@ -1,63 +1,6 @@
 """Partition GC state: up to which epoch a partition's L0 objects are garbage.
 
-Theory of operation
--------------------
-Each committed entry of the partition log is applied in log order, with its offset,
-the epoch stamped on its L0 object and the fencing window's lower bound at commit time
-(``admitted_from``: the guard's oldest_accepted, see `watermark.core.window`). The *applied
-window* ``[previous_applied, max_applied]`` bounds what the log can still bring:
-``max_applied`` is the highest epoch applied, and ``previous_applied`` is the lowest
-epoch any *later* entry may carry. A partition created at cluster epoch E starts at
-``[E, E]`` (writers never stamp its data below E).
-
-Where the lower bound comes from. The fence only ever moves up and drains in-flight
-writes before it slides, so once an entry is committed under a window whose oldest
-accepted epoch is ``a``, no later entry can carry an epoch below ``a``. That, and not
-the epochs the log happened to apply, is the promise: the fence can skip an epoch
-(``[4] + 6 -> [4, 6]``) and still admit 5 and 4 afterwards, so a log that applies 5
-and then 6 has NOT seen the last entry at 4. (The lock-step rule "a slide to c
-promises everything later is >= the previous maximum" fails exactly there; the
-deterministic simulation in `l0lab.sim` found it.) So `apply` raises the lower bound to
-``admitted_from`` when that is higher, and an entry below the bound means fencing
-failed: `apply` raises `FencingViolation`.
-
-A raise of the lower bound at offset o to ``a`` promises: *every entry after o has
-epoch >= a*. We queue ``(o, a)`` as a `PendingSlide`. L0 objects are temporary: the
-reconciler lifts them into long-term storage and reports the offset it has lifted
-everything through. Once that reaches o, entries up to o no longer need their L0
-objects and entries after o are at least ``a``, so ``floor := a``, and::
-
-    M(p) = floor - 1      # the highest epoch whose objects are garbage
-
-``floor`` starts at E (M(p) = E - 1) and only rises. It never passes the epoch of an
-entry the reconciler has not lifted yet, which is the safety property: every applied
-entry at an offset above ``reconciled_offset`` has epoch > M(p). An object uploaded
-but not yet committed is safe too: to be committed it must pass the fence, which
-admits nothing below ``previous_applied`` (nor, after recovery, at or below M(p)).
-
-Idle partitions. A partition nobody writes to would pin the global M at its last
-floor. Two ways move it: a housekeeping entry in the log (`advance_epoch`, applied
-like a data entry without data), or, when the log holds no such entries, an idle
-advance by the owner (`advance_idle`): once every applied entry is reconciled and the
-fence has slid to the cluster epoch with no write in flight, the floor rises straight
-to the fence's new lower bound. It consumes no log offset.
-
-Recovery with unknown entries. The state is snapshotted when the owner publishes, so
-a new owner may find the log longer than the snapshot (the old owner crashed, or lost
-ownership, after applying entries it never published). `catch_up(log_end_offset)`
-accounts for them without knowing their epochs: they were admitted by the old fence,
-so they are >= ``previous_applied``, and the floor may not pass it until the
-reconciler has lifted everything through ``log_end_offset``.
-
-Memory is bounded: at most ``max_pending_slides`` slides wait for the reconciler.
-When one more arrives, the two oldest are merged into the later one: ``(o1, p1),
-(o2, p2) -> (o2, p2)``. That only delays the floor (it stays below p1 until o2 is
-reconciled, then jumps to p2 exactly as without merging); it never raises it early,
-so the merge is safe.
-
-This module is pure and deterministic: no I/O, no clock, no randomness. The same
-events give the same state, and `snapshot` / `restore` carry it across restarts. An
-illegal event raises and leaves the state unchanged.
+Design notes: docs/internals/publisher.md, `watermark.core.gcstate`.
 """
 
 from __future__ import annotations
@@ -66,9 +9,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Self
 
+from l0gc.errors import ConfigError, FencingViolation, IllegalTransition
 from watermark.core.snapshot import SNAPSHOT_VERSION, parse_snapshot
 from watermark.core.window import Admission, EpochWindow
-from watermark.errors import ConfigError, FencingViolation, IllegalTransition
 
 __all__ = ["DEFAULT_MAX_PENDING_SLIDES", "MAX_LOG_OFFSET", "PartitionGcState", "PendingSlide"]
 

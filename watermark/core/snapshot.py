@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from watermark.errors import InvalidSnapshot
+from l0gc.errors import InvalidSnapshot
 
 __all__ = ["SNAPSHOT_VERSION", "SnapshotFields", "parse_snapshot"]
 

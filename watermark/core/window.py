@@ -1,44 +1,6 @@
 """The fencing window: which cluster epochs a partition leader lets writers commit.
 
-Theory of operation
--------------------
-A writer stamps each L0 object with a cluster epoch (read from a cache, so possibly a
-little stale), uploads it, and then asks the partition leader to *fence* that epoch
-before the object's metadata is committed to the partition log. The leader keeps a
-window of at most two epochs, ``[oldest_accepted, latest_seen]``, and classifies each
-epoch against it:
-
-* ABOVE: higher than ``latest_seen`` (or anything, while the window is empty). The
-  leader slides the window, ``[] -> [N] -> [N, N+1] -> [N+1, N+2]``: the old latest
-  epoch becomes the oldest accepted one. In general ``[a, b] + c -> [b, c]``.
-* INSIDE: ``oldest_accepted <= epoch <= latest_seen``: admitted as it is. Epochs need
-  not be contiguous: ``[5, 6] + 10`` gives ``[6, 10]``, which admits 7, 8 and 9.
-* BELOW: lower than ``oldest_accepted``: refused. The writer must re-read the cluster
-  epoch and re-upload; its first upload is garbage.
-
-Why two epochs and not one: a writer that read epoch N just before another writer
-brought N+1 is still admitted, instead of failing spuriously at every epoch change.
-
-The window only ever moves up, so an epoch refused once is refused forever. That is
-what the garbage collector builds on (see `watermark.core.gcstate`): after the window slid
-to ``[b, c]`` and the in-flight writes drained, no entry with an epoch below ``b`` can
-be committed any more.
-
-The floor may also rise while a term runs (`raise_floor`): the owner learned that the
-stored M(p) is above what its window promised (an operator raised it), so epochs at or
-below it must not be admitted any more; fences already held there are taken back by
-the lock (`watermark.core.fencelock.FenceLock.raise_floor`).
-
-The window is volatile (one leadership term). After recovery it is rebuilt by
-`EpochWindow.recovered`: collapsed to the last applied epoch ``[max_applied]``, and
-never admitting an epoch at or below the published watermark M(p), because objects
-with such epochs may already be deleted. If nothing was applied above M(p), the window
-is empty with ``floor = M(p)``: everything above M(p) is ABOVE, everything else BELOW.
-(This ``floor`` is *exclusive*, the highest refused epoch; the GC floor of
-`watermark.core.gcstate` is the lowest protected epoch, one more than M(p).)
-
-This module is pure: no I/O, no clock, no locks. The caller (the partition guard)
-holds the locks and calls `classify`, `check` and `advance`.
+Design notes: docs/internals/publisher.md, `watermark.core.window`.
 """
 
 from __future__ import annotations
@@ -46,7 +8,7 @@ from __future__ import annotations
 import enum
 from typing import Self
 
-from watermark.errors import IllegalTransition, StaleEpoch
+from l0gc.errors import IllegalTransition, StaleEpoch
 
 __all__ = ["Admission", "EpochWindow"]
 

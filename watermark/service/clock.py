@@ -1,22 +1,6 @@
 """The writer side of the cluster epoch: a cached clock and the stamping rule.
 
-Writers stamp every L0 object key with an epoch. They do not read etcd per object:
-`EpochClock` caches the cluster epoch and re-reads it when the cached value is older
-than `refresh_interval_s`. A slightly stale epoch is safe, because the stamping rule
-and the fencing window take care of it:
-
-    stamp_epoch(cached, created_epochs) = max(cached, every creation epoch)
-
-An object that holds data of several partitions must carry an epoch no lower than the
-epoch at which any of those partitions was created (each partition starts with
-M(p) = created_epoch - 1, so an older stamp could be collected as its garbage). The
-partition's fencing window then rejects a stamp that has fallen too far behind
-(`StaleEpoch`), and the writer re-reads the clock and re-uploads.
-
-The cached value never goes backwards. When etcd cannot be read and a value is
-cached, `current()` logs `epoch_clock.refresh_failed` and keeps serving the cached
-value (writes go on during an etcd outage), trying etcd again one interval later;
-with nothing cached it raises.
+Design notes: docs/internals/publisher.md, `watermark.service.clock`.
 """
 
 from __future__ import annotations
@@ -28,7 +12,7 @@ from typing import Protocol
 
 import structlog
 
-from watermark.errors import ConfigError, EtcdUnavailable, WatermarkUnavailable
+from l0gc.errors import ConfigError, EtcdUnavailable, WatermarkUnavailable
 
 __all__ = ["EpochClock", "EpochSource", "stamp_epoch"]
 

@@ -1,41 +1,14 @@
 """The structlog hook: each core event that is worth a log line, under one fixed name.
 
-`EVENT_LOG` is a `watermark.core.events.RoutedHook`: the shells (guard, ticker,
-publisher) route to it only the event classes it logs, so an event nobody logs (a
-fence granted on the fast path) costs it nothing. Each event class has one log event
-name here and nowhere else:
-
-| event | log event | level |
-|---|---|---|
-| `FenceRefused` (stale) | ``watermark.fence_stale`` | info |
-| `FenceRefused` (timeout) | ``watermark.fence_timeout`` | info |
-| `WindowSlid` | ``watermark.window_slid`` | debug |
-| `FenceReclaimed` | ``watermark.fence_reclaimed`` | warning |
-| `FencesRevoked` | ``watermark.fences_revoked`` | warning |
-| `TickerElected` | ``epoch_ticker.elected`` | info |
-| `TickerLeadershipLost` | ``epoch_ticker.leadership_lost`` | info when resigned, else warning |
-| `TickerAdvanceConflict` | ``epoch_ticker.advance_conflict`` | info |
-| `TickerTickFailed` | ``epoch_ticker.tick_failed`` | warning |
-| `PublishRefused` (missing) | ``watermark.partition_missing`` | warning |
-| `PublishRefused` (malformed) | ``watermark.record_malformed`` | warning |
-| `PublishFailed` | ``watermark.publish_failed`` | warning |
-| `PublishRound` | ``watermark.publish`` | info |
-| `IdleAdvanced` | ``watermark.idle_advance`` | info |
-| `IdleAdvanceSkipped` | ``watermark.idle_advance_skipped`` | info |
-| `FencingViolationFound` | ``watermark.fencing_violation`` | error |
-
-A publish refused as REFUSED_LOWER or STALE_OWNER is not logged here: the store, which
-decides those, logs them (``watermark.publish_refused_lower``,
-``watermark.publish_stale_owner``, see `watermark.etcd.store`); logging them here too
-wrote each refusal twice under two names.
+Design notes: docs/internals/publisher.md, `watermark.service.eventlog`.
 """
 
 from __future__ import annotations
 
 import structlog
 
-from watermark.core.contract import PublishStatus
-from watermark.core.events import (
+from l0gc.contract.namespace import PublishStatus
+from l0gc.events import (
     FenceReclaimed,
     FenceRefusal,
     FenceRefused,

@@ -1,48 +1,6 @@
 """The async fencing guard of one partition: the asyncio shell of the fence lock.
 
-Theory of operation
--------------------
-Every rule of the lock (INSIDE shares, ABOVE drains and slides, BELOW is refused;
-writer preference; hold deadlines and reclaiming; the exclusive block; close) is
-decided by `watermark.core.fencelock.FenceLock`, a synchronous state machine; read its
-docstring first. This module only asks it and does the waiting, as httpcore's loops
-do: each turn of a request asks the lock (`request`), and the answer says what to do:
-
-* `Grant` / `Slide`: return the fence (a `FenceToken`, the lock's hold with a bearer
-  secret).
-* `Wait`: sleep until the lock changes or, for a queued slide, until the earliest hold
-  deadline (then ask again, which reclaims what expired); if the request's own
-  `timeout` passes first, `give_up` and raise `FenceTimeout`. Nothing is held then,
-  and a queued slide has left the queue (which may let shared waiters in).
-* `Refuse`: raise `StaleEpoch` (with the window and the floor) or `GuardClosed`.
-
-One event loop serialises everything, so each turn runs without an await in the middle.
-A holder keeps its fence across awaits (the commit). Waiters sleep on a broadcast event
-that is set and dropped whenever the lock's `changes` count moved (a condition variable
-whose notify is synchronous, so `release` and `close` need no await: an HTTP handler or
-a shutdown path can call them from anywhere on the loop). The event is made by the
-first waiter, so a change with nobody waiting costs nothing. A task must not fence the
-same partition twice while holding a fence: behind a queued slide it would wait for
-itself until its timeout.
-
-Clocks. Hold deadlines (`hold_ttl_s`) are on the injectable `clock`, which is the `now`
-the lock is given; a request's acquisition `timeout` is on the event loop's clock.
-
-Instrumentation. The guard takes ONE optional `hook` (see `watermark.core.events`) and
-calls it with `FenceGranted`, `FenceReleased`, `FenceRefused`, `WindowSlid`,
-`FenceReclaimed` and `FencesRevoked`; the default logs them
-(`watermark.service.eventlog`), the publisher adds its metrics
-(`WatermarkMetrics.hook`). Routes are resolved once, at construction.
-
-Fast path. A fence for an epoch INSIDE the window, with no exclusive holder or waiter
-and the guard open, is granted at once by `FenceLock.grant_at_once` (one range check):
-no loop time, no await. That is the common case (every write of the current epoch), and
-the same decision `request` takes on its first turn. Its `FenceGranted` is one shared
-value per epoch. A `FenceToken`'s bearer secret (`token`, for the HTTP API) is only
-drawn when first read, so an embedded writer never pays for randomness it does not use.
-
-`close()` wakes every waiter with `GuardClosed` and refuses new requests; fences
-already held stay held until their holders release them.
+Design notes: docs/internals/publisher.md, `watermark.service.guard`.
 """
 
 from __future__ import annotations
@@ -55,7 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from watermark.core.events import (
+from l0gc.errors import FenceExpired, FenceTimeout, GuardClosed, L0gcError, StaleEpoch
+from l0gc.events import (
     Emitter,
     FenceGranted,
     FenceReclaimed,
@@ -68,7 +27,6 @@ from watermark.core.events import (
 )
 from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Outcome, Refuse, Slide, Wait
 from watermark.core.window import Admission, EpochWindow
-from watermark.errors import FenceExpired, FenceTimeout, GuardClosed, L0gcError, StaleEpoch
 from watermark.service.eventlog import EVENT_LOG
 
 __all__ = ["DEFAULT_HOLD_TTL_S", "FenceToken", "FencingGuard"]

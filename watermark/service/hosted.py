@@ -1,62 +1,6 @@
 """One partition hosted by a publisher: its GC state, its fencing guard, its log.
 
-Theory of operation
--------------------
-A `HostedPartition` applies the writer's commits and the reconciler's reports to the
-partition's `PartitionGcState`, with the fence's lower bound (`watermark.core.gcstate`
-explains why the bound is the fence's), and knows what the publisher may do with it:
-publish it, advance it while idle, or nothing because fencing failed.
-
-Commits. `commit(token, offset)` checks the fence is still held, then applies
-``(offset, epoch)`` with ``admitted_from`` = the fencing window's lower bound, which
-cannot move while the fence is held.
-
-Idle partitions. A partition whose every applied entry is reconciled would pin the
-global M at its floor. Each publisher round (with `Publisher.idle_advance`) advances
-such a partition to the cluster epoch when its applied epoch is below it: under the
-guard's EXCLUSIVE
-lock, after sliding the fencing window up to the cluster epoch (so no write is in
-flight), the GC state's `advance_idle` raises the floor to the fence's new lower bound.
-If the window already covered the cluster epoch, a writer fenced it: the partition is
-not idle, skip. An idle advance is not a log entry and uses no offset, so the state's
-offsets are the writer's log offsets, one to one.
-
-The log end. A new owner restores the last *published* snapshot; the log may hold
-entries committed after it (the previous owner crashed or lost ownership before it
-published them). Their epochs are unknown, so the partition may not count as idle
-until the reconciler has passed them. `Publisher.adopt(p, log_end_offset=N)` says where
-the log ends (-1: it is empty; `learn_log_end`, `PartitionGcState.catch_up`). It is
-also known when the record is *sealed* by the previous owner: `close` seals a partition
-whose log end was known and none of whose fences was ever reclaimed or revoked (such a
-writer may have appended an entry this state never saw), and the publish that follows
-carries ``sealed_owner_epoch`` (see `watermark.core.record`); registration seals the empty
-log of a new partition. Otherwise the log end is unknown and the partition gets no idle
-advance until its first commit (whose offset is past every older entry), a later
-`adopt` with the log end, or the reconciler's word: while the log end is unknown, every
-answer to a reconciled report says ``log_end_wanted``; the reconciler then reads the end
-of its log *after* that answer and sends it with its next report (`report`). A read
-after the answer is a read after this owner adopted the partition, so after the previous
-owner stopped acknowledging commits (it crashed, or lost ownership and dropped the
-partition): every entry it committed is at or before that end. A log end sent before
-any answer asked for it is ignored (it may predate the adoption). So an idle partition
-whose owner crashed moves on with the reconciler's usual reports, and no admin. Floors
-rise through the reconciler either way. Reconciled reports are clamped to the applied
-log (entries the writer never fenced have nothing to lift); a report at or below the
-current reconciled offset is a no-op.
-
-A raised M(p). An operator's `watermark partition repair --watermark` (with `--force`
-while an owner is live) can raise the stored M(p) above what this owner promised. The
-owner learns it from a refused publish or from its watch of the records
-(`Publisher.check_records`) and calls `learn_stored_watermark`: the fence then admits
-nothing at or below the stored M(p), and fences held there are taken back, so no write
-at such an epoch is committed after the raise (the sweepers may delete it).
-
-Fencing violations. A commit below the promised window (`FencingViolation`) means an
-entry whose object may already be exposed to the sweepers is in the log. The partition
-is then *frozen* until an operator has investigated and it is adopted again: its M(p)
-is not published any more and gets no idle advance (the stored one stays where it
-is), `describe()` says why, and the publisher counts it in
-``l0gc_watermark_fencing_violations_total`` and logs ``watermark.fencing_violation``.
+Design notes: docs/internals/publisher.md, `watermark.service.hosted`.
 """
 
 from __future__ import annotations
@@ -64,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from watermark.core.contract import Publication
+from l0gc.contract.namespace import Publication
+from l0gc.errors import FencingViolation
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.window import Admission
-from watermark.errors import FencingViolation
 from watermark.service.guard import FenceToken, FencingGuard
 
 __all__ = ["WAITING_REFRESH_S", "HostedPartition"]
@@ -228,7 +172,7 @@ class HostedPartition:
         """Note the `waiting` reason at `now`; mark the partition dirty when it changed
         since the last publish (so the record says it within a round), and every
         `WAITING_REFRESH_S` while it waits: a record behind the cluster epoch that nobody
-        refreshes has no running owner (`gcd status`, `watermark.api.owners.live_owner`)."""
+        refreshes has no running owner (`gcd status`, `l0gc.etcd.liveness.live_owner`)."""
         waiting = self.waiting(cluster_epoch)
         on = None if waiting is None else waiting["on"]
         if on != self.waiting_on:

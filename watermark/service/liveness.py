@@ -1,22 +1,6 @@
 """Which publishers are alive: the liveness key of a non-replicated `watermark serve`.
 
-A `serve` without ``--replicated`` adopts its ``--partitions`` at start, which makes any
-previous owner stale (``owner_epoch`` + 1). That is what a restart needs, and what a
-typo (a second `serve` with the same partitions) must not do. So each such process
-holds, on one etcd lease of ``--member-lease-ttl`` seconds, the key
-
-    {ns}/owners/{owner_id}              this process's liveness record
-
-created only when absent (one live process per owner id), refreshed every TTL/4 (a
-`watermark.etcd.session.LeaseSession`), and revoked when it stops; a crashed process's
-key vanishes with its lease (or at once for a successor on the same machine: the record
-names host, boot id, PID namespace and pid). A replica of ``--replicated`` is alive
-while its member record ``{ns}/replicas/members/{id}`` exists.
-
-`take_over_plan` is the rule (pure): a partition is taken when it has no owner, this
-owner id owns it, or its owner is not alive; a live owner's partition only with
-``--take-over``. `Liveness.wait_for_owners` waits (bounded) for live owners to go, as
-after a crash or during a `Recreate` rollout, and otherwise refuses the start.
+Design notes: docs/internals/publisher.md, `watermark.service.liveness`.
 """
 
 from __future__ import annotations
@@ -28,13 +12,19 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import structlog
 
-from watermark.core.kv import KV, Compare, Put
-from watermark.errors import ConfigError, L0gcError, LeaseExpired
-from watermark.etcd.session import LeaseSession
+from l0gc.contract.kv import KV, Compare, Put
+from l0gc.errors import ConfigError, L0gcError, LeaseExpired
+from l0gc.etcd.liveness import (
+    alive_owners,
+    boot_id,
+    gone_from_here,
+    pid_namespace,
+    record_field,
+)
+from l0gc.etcd.session import LeaseSession
 
 __all__ = ["Liveness", "take_over_plan"]
 
@@ -51,48 +41,6 @@ def take_over_plan(
         for partition, owner in sorted(owners.items())
         if owner is not None and owner != me and live(owner)
     }
-
-
-def _boot_id() -> str:
-    """This machine's boot id (shared by the containers of one node), or ""."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _field(raw: bytes, name: str) -> object:
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
-    return doc.get(name) if isinstance(doc, dict) else None
-
-
-def _pid_namespace() -> str:
-    """This process's PID namespace (``pid:[4026531836]``), or ""."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-
-
-def _gone_from_here(raw: bytes) -> bool:
-    """True if a liveness record names this machine and PID namespace (host name, boot
-    id, namespace) and a pid that is not running: its writer is certainly gone (a crash
-    followed by a restart on the same machine). Anything else is judged by its lease."""
-    here = (socket.gethostname(), _boot_id(), _pid_namespace())
-    there = (_field(raw, "host"), _field(raw, "boot"), _field(raw, "pidns"))
-    pid = _field(raw, "pid")
-    if not all(here) or there != here or type(pid) is not int or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
 
 
 class Liveness:
@@ -120,23 +68,16 @@ class Liveness:
         doc = {
             "owner": self.owner_id,
             "host": socket.gethostname(),
-            "boot": _boot_id(),
-            "pidns": _pid_namespace(),
+            "boot": boot_id(),
+            "pidns": pid_namespace(),
             "pid": os.getpid(),
             "started_at": time.time(),
         }
         return json.dumps(doc, sort_keys=True).encode()
 
     async def alive(self, owners: Sequence[str]) -> set[str]:
-        """The ones of `owners` that hold a liveness key or a replica member record (a
-        key left by a process of this machine that is gone does not count)."""
-        found: set[str] = set()
-        for owner in sorted(set(owners)):
-            item = await self._kv.get(self._owners_prefix + owner)
-            keyed = item is not None and not _gone_from_here(item.value)
-            if keyed or await self._kv.get(self._members_prefix + owner) is not None:
-                found.add(owner)
-        return found
+        """The ones of `owners` that are running (`l0gc.etcd.liveness.alive_owners`)."""
+        return await alive_owners(self._kv, self._owners_prefix.removesuffix("/owners/"), owners)
 
     async def hold(self, wait_s: float) -> None:
         """Create this process's liveness key on a new lease; if another process holds
@@ -148,7 +89,7 @@ class Liveness:
                 _log.info("watermark.liveness_held", owner=self.owner_id, key=self.key)
                 return
             held = await self._kv.get(self.key)
-            if held is not None and _gone_from_here(held.value):
+            if held is not None and gone_from_here(held.value):
                 # This machine's earlier process of this owner id (crashed, or this
                 # container restarted): replace its key rather than wait out its lease.
                 replace = [Compare(self.key, held.mod_revision)]
@@ -157,7 +98,7 @@ class Liveness:
                         "watermark.liveness_held",
                         owner=self.owner_id,
                         key=self.key,
-                        replaced_pid=_field(held.value, "pid"),
+                        replaced_pid=record_field(held.value, "pid"),
                     )
                     return
             if self._clock() >= deadline:

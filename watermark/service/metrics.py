@@ -1,67 +1,6 @@
 """Prometheus metrics of the watermark publisher service, on a registry of their own.
 
-Every metric is named ``l0gc_watermark_<noun>_<unit>`` (counters end in ``_total``)
-and carries at most one label with a small, fixed set of values. Partition names are
-never labels (there may be thousands); per-partition detail is in the HTTP state
-endpoints and the structlog events, not here.
-
-A `WatermarkMetrics` owns a dedicated `CollectorRegistry`, so several services in one
-process (tests, `gcd demo`) never collide on the global default registry, and
-`render()` gives the text exposition that ``GET /metrics`` serves.
-
-Fed by events. The fence lock, the ticker and the publisher do not touch these metrics
-for what they decide: they emit the events of `watermark.core.events`, and
-`WatermarkMetrics.hook` (a `RoutedHook`, routed once per event class) turns each into
-the counters and gauges below: `FenceGranted` (fences_total inside or slide, one more
-in flight), `FenceReleased`, `FenceReclaimed` and `FencesRevoked` (fewer in flight,
-reclaims counted), `FenceRefused` (fences_total stale or timeout), `WindowSlid`,
-`TickerStarted` (ticker_interval), `TickerAdvanced` (epoch advances, the time of the
-last one, the cluster epoch), `TickerElected` / `TickerLeadershipLost` (ticker_leader),
-`Published`, `PublishRefused` and `PublishFailed` (publishes_total), `PublishRound`
-(publish_duration), `ClusterEpochRead`, `IdleAdvanced`, `FencingViolationFound`,
-`HostedChanged` (partitions owned, lowest M(p), those waiting for their log end). Give it to a
-shell as its ``hook`` (with `watermark.service.eventlog.EVENT_LOG` for the logs).
-
-| metric | type | labels |
-|---|---|---|
-| ``l0gc_watermark_fences_total`` | counter | ``result``: inside, slide, stale, timeout |
-| ``l0gc_watermark_fences_reclaimed_total`` | counter | |
-| ``l0gc_watermark_window_slides_total`` | counter | |
-| ``l0gc_watermark_inflight_fences`` | gauge | |
-| ``l0gc_watermark_publishes_total`` | counter | ``outcome``: ok, refused_lower, stale_owner, |
-|  |  | missing, error |
-| ``l0gc_watermark_publish_duration_seconds`` | histogram | |
-| ``l0gc_watermark_partitions_owned`` | gauge | |
-| ``l0gc_watermark_min_watermark`` | gauge | (lowest M(p) among owned partitions; -1 when none) |
-| ``l0gc_watermark_log_end_unknown_partitions`` | gauge | (owned, behind, waiting for the log end) |
-| ``l0gc_watermark_log_end_unknown_seconds`` | gauge | (how long the oldest of them has waited) |
-| ``l0gc_watermark_cluster_epoch`` | gauge | |
-| ``l0gc_watermark_epoch_advances_total`` | counter | |
-| ``l0gc_watermark_idle_advances_total`` | counter | |
-| ``l0gc_watermark_ticker_leader`` | gauge | (1 while this process leads the epoch ticker) |
-| ``l0gc_watermark_ticker_interval_seconds`` | gauge | (the ticker's interval; 0: no ticker) |
-| ``l0gc_watermark_ticker_last_advance_timestamp_seconds`` | gauge | (0: never advanced) |
-| ``l0gc_watermark_http_refusals_total`` | counter | ``reason``: unauthorized, forbidden, |
-|  |  | too_many_connections, too_many_from_peer, head_timeout, read_timeout, |
-|  |  | body_too_large, bad_request |
-
-Replicas (`watermark serve --replicated`, see `watermark.service.replicas`):
-
-| metric | type | labels |
-|---|---|---|
-| ``l0gc_watermark_replica_member`` | gauge | (1 while this replica holds its membership lease) |
-| ``l0gc_watermark_replicas`` | gauge | (live replicas in the last view) |
-| ``l0gc_watermark_adoptions_total`` | counter | ``log_end``: known, unknown |
-| ``l0gc_watermark_handovers_total`` | counter | ``outcome``: sealed, unsealed |
-| ``l0gc_watermark_time_to_adopt_seconds`` | histogram | |
-| ``l0gc_watermark_partitions_unowned`` | gauge | |
-| ``l0gc_watermark_longest_unowned_seconds`` | gauge | |
-| ``l0gc_watermark_ownership_lapses_total`` | counter | |
-| ``l0gc_watermark_redirects_total`` | counter | |
-| ``l0gc_watermark_members_ignored_total`` | counter | (member records outside --fleet-urls) |
-
-Like the sweeper, the registry also holds ``l0gc_build_info`` and the process, platform
-and GC collectors (`watermark.service.buildinfo`).
+Design notes: docs/internals/publisher.md, `watermark.service.metrics`.
 """
 
 from __future__ import annotations
@@ -70,8 +9,8 @@ import enum
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from watermark.core.contract import PublishStatus
-from watermark.core.events import (
+from l0gc.contract.namespace import PublishStatus
+from l0gc.events import (
     ClusterEpochRead,
     FenceGranted,
     FenceReclaimed,
@@ -93,7 +32,7 @@ from watermark.core.events import (
     TickerStarted,
     WindowSlid,
 )
-from watermark.service.buildinfo import register_build_info
+from l0gc.process.buildinfo import register_build_info
 
 __all__ = [
     "FenceResult",
@@ -119,7 +58,7 @@ class FenceResult(enum.Enum):
 
 class PublishResult(enum.Enum):
     """How one partition's publish ended (the ``outcome`` label of publishes_total; the
-    store's per-partition answer is `watermark.core.contract.PublishOutcome`)."""
+    store's per-partition answer is `l0gc.contract.namespace.PublishOutcome`)."""
 
     OK = "ok"
     REFUSED_LOWER = "refused_lower"

@@ -1,43 +1,6 @@
 """The publisher service: hosts the GC state of the partitions this process owns.
 
-Theory of operation
--------------------
-`adopt(p)` takes ownership of partition ``p`` in etcd (``owner_epoch`` + 1, so any
-previous owner is now stale), restores its `PartitionGcState` from the record's
-tracker snapshot (or starts fresh at ``created_epoch``) and rebuilds the fencing
-window as after recovery: ``[max_applied]``, never admitting an epoch <= the published
-M(p). Writers then, per object: ``async with publisher.fence(p, epoch) as f:`` (the
-`FencingGuard`'s shared lock, see `watermark.service.guard`) and ``f.commit(offset)`` once the
-entry is in their log (a fence above the cluster epoch, which no writer can have read,
-is refused with `EpochAhead` after one re-read of the epoch from etcd); the reconciler
-reports ``reconciled(p, offset)``. Every
-`publish_interval_s`, `run` publishes the records of the partitions that changed, in
-one store call (which writes them in transactions of `PUBLISH_BATCH`); the store
-refuses a lower M(p) (counted, never written) and refuses a stale owner, on which this
-process drops the partition: a stale owner stops publishing.
-
-The rules for one hosted partition (commits, reconciled reports, the log end, idle
-advances, fencing violations) are in `watermark.service.hosted`; this module owns the
-partitions in etcd, publishes them and runs the rounds.
-
-Ownership lease. A publisher whose partitions are owned through an etcd lease
-(`watermark.service.replicas`) is given `owned_until`, the monotonic time up to which that lease
-is certainly alive; from then on, until it is renewed, every call that touches a
-partition first drops them all (no fence is granted, held ones cannot commit, nothing is
-published), since another replica may adopt them once the lease has expired in etcd.
-`hand_over` stops hosting partitions cleanly for their next owner (close, drain, a
-sealed publish, drop).
-
-Pluggable parts. `state_class` and `guard_class` choose the GC state and guard classes
-hosted per partition (the deterministic simulation swaps in deliberately broken ones).
-
-Instrumentation. The publisher and every guard it hosts emit the events of
-`watermark.core.events` (`Published`, `PublishRefused`, `PublishFailed`, `PublishRound`,
-`ClusterEpochRead`, `IdleAdvanced`, `IdleAdvanceSkipped`, `FencingViolationFound`,
-`HostedChanged`, and the guards' fence events) to ONE `hook`; by default that is its
-`metrics.hook` and the log (`watermark.service.eventlog.EVENT_LOG`). It sets no metric
-and writes no instrumentation log line itself; its own log lines are about ownership
-(adopted, dropped, stopped).
+Design notes: docs/internals/publisher.md, `watermark.service.publisher`.
 """
 
 from __future__ import annotations
@@ -51,8 +14,19 @@ from typing import Any, Literal
 
 import structlog
 
-from watermark.core.contract import PublishStatus, partition_order
-from watermark.core.events import (
+from l0gc.contract.namespace import PublishStatus, partition_order
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import (
+    EpochAhead,
+    FencingViolation,
+    IllegalTransition,
+    InvalidRecord,
+    L0gcError,
+    PartitionNotHosted,
+    WriteRefused,
+)
+from l0gc.etcd.store import WatermarkStore
+from l0gc.events import (
     ClusterEpochRead,
     Emitter,
     FencingViolationFound,
@@ -67,18 +41,7 @@ from watermark.core.events import (
 )
 from watermark.core.fencelock import Outcome, repeat_of
 from watermark.core.gcstate import PartitionGcState
-from watermark.core.record import PartitionRecord
 from watermark.core.window import EpochWindow
-from watermark.errors import (
-    EpochAhead,
-    FencingViolation,
-    IllegalTransition,
-    InvalidRecord,
-    L0gcError,
-    PartitionNotHosted,
-    WriteRefused,
-)
-from watermark.etcd.store import WatermarkStore
 from watermark.service.eventlog import EVENT_LOG
 from watermark.service.fence import Fence, FenceBlock
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FenceToken, FencingGuard

@@ -1,23 +1,6 @@
 """What an owner learns from its partitions' records in etcd between its own publishes.
 
-Only the owner writes a partition's record in normal operation, so the owner could
-trust its own copy. An operator may write it too: `watermark partition repair` can raise
-M(p) (with `--force` while the owner is live) or revoke the owner, and `deregister`
-deletes the record. Before this existed, the owner learned of such a write only at its
-next publish of that partition (which could be never, on an idle partition) and kept
-granting fences meanwhile, so a writer one epoch behind could commit an object at an
-epoch the sweepers were already allowed to delete (red-team round 4, finding 1).
-
-`RecordWatch.changed` runs at the start of every publisher round: it asks an etcd watch
-of `{ns}/partitions/` for the changes since the previous round (one round trip) and
-returns the current record of every hosted partition that someone else may have
-written. A change that this owner could have written itself (same owner and
-owner_epoch, M(p) not above the one it knows) is recognised from the watch's value and
-costs nothing; anything else is re-read with a get, so an old change the watch replays
-decides nothing. The first check, and any check after the watch was lost, re-reads every
-hosted record (changes before the watch started are seen by that read, later ones by the
-watch, which starts at the revision before the read). A KV that cannot watch is re-read
-whole every round.
+Design notes: docs/internals/publisher.md, `watermark.service.records`.
 """
 
 from __future__ import annotations
@@ -27,10 +10,10 @@ from collections.abc import Mapping
 
 import structlog
 
-from watermark.core.kv import PrefixWatch
-from watermark.core.record import PartitionRecord
-from watermark.errors import InvalidRecord, L0gcError
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.kv import PrefixWatch
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import InvalidRecord, L0gcError
+from l0gc.etcd.store import WatermarkStore
 from watermark.service.hosted import HostedPartition
 
 __all__ = ["RecordWatch"]

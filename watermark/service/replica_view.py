@@ -1,21 +1,6 @@
 """What a replica sees of the others: ``{ns}/replicas/`` read into a `View`.
 
-One range read gives the member records and the claims at one revision
-(`watermark.service.replicas` acts on it). Reading is more than decoding:
-
-- Records are decoded once per (key, revision) (a cache bounded by the partition count);
-  a record that cannot be decoded is a problem of the view, logged once
-  (``watermark.replica_record_invalid``), and claims nothing.
-- A member record whose address is outside the fleet (`watermark.core.fleet`) is ignored:
-  not counted by rendezvous hashing, never redirected to; logged and counted once
-  (``watermark.replica_member_ignored``, ``members_ignored``). Its claims are *foreign*.
-- A claim whose member has had no member record for longer than `orphan_grace_s` (a
-  leaving replica's whole handover) is foreign too (``watermark.replica_orphan_claim``):
-  its holder left without cleaning up, or was never a replica.
-
-Foreign claims on this replica's partitions are deleted, each only if unchanged
-(`remove_foreign_claims`); a claim is only a lock, the partition record's owner_epoch
-still fences.
+Design notes: docs/internals/publisher.md, `watermark.service.replica_view`.
 """
 
 from __future__ import annotations
@@ -25,16 +10,10 @@ from collections.abc import Callable
 
 import structlog
 
-from watermark.core.assignment import (
-    ClaimRecord,
-    MemberRecord,
-    View,
-    decode_claim,
-    decode_member,
-)
+from l0gc.contract.kv import KV, Compare, Delete, KeyValue
+from l0gc.contract.members import ClaimRecord, MemberRecord, View, decode_claim, decode_member
+from l0gc.errors import InvalidRecord
 from watermark.core.fleet import FleetUrls
-from watermark.core.kv import KV, Compare, Delete, KeyValue
-from watermark.errors import InvalidRecord
 from watermark.service.metrics import WatermarkMetrics
 
 __all__ = ["ViewReader"]

@@ -1,58 +1,6 @@
 """`watermark serve --replicated`: replicas share a partition set through etcd leases.
 
-The decisions are pure (`watermark.core.assignment`: rendezvous assignment, the per-round
-plan, the route of a request); this module is the shell that does the I/O. Keys, under
-the namespace, all on the replica's one etcd lease:
-
-    {ns}/replicas/members/{member_id}   the replica's member record (address, partitions)
-    {ns}/replicas/claims/{partition}    who owns the partition (created only when absent)
-
-A `ReplicaSet` runs two loops beside the publisher:
-
-- Lease (a `watermark.etcd.session.LeaseSession`), refreshed every TTL/4. The publisher
-  is told how long the lease is certainly alive (`Publisher.owned_until` = when the last
-  successful refresh was *sent* + TTL - a margin), and drops every partition on its own
-  once that passes without a renewal, before etcd can expire the lease and another
-  replica adopt them. A lease found gone (or lapsed) is counted, revoked if it still
-  exists, and replaced: the replica announces itself again and re-claims its share.
-- Rounds. Each round reads ``{ns}/replicas/`` in one range read
-  (`watermark.service.replica_view`) (members and claims at one revision), asks
-  `assignment.plan` what to do and does it: claims (batched create-if-absent
-  transactions) and then adopts its partitions, hands over the ones assigned elsewhere
-  in the background (`Publisher.hand_over`: close, drain, sealed publish, drop; then the
-  claim is deleted), drops the ones whose claim it lost. A round runs every
-  `interval_s`, and every `fast_interval_s` while anything is in motion (a request
-  waiting for an owner, a handover, a partition assigned here but still claimed
-  elsewhere, leaving).
-- Handover grace. A partition the plan hands over is still served for
-  `handover_grace_s` (`HANDOVER_GRACE_S`, 1 s, for `watermark serve`) after the first
-  round that said so. Another replica that read its view just before the move has
-  redirected writers here; they are served, not redirected a second time. Meanwhile the
-  other replicas hold requests for it until the heir has claimed it
-  (`watermark.core.assignment.route`). A move undone within the grace hands nothing over.
-
-Fleet (`--fleet-urls`, `watermark.core.fleet`): a member record whose address is outside
-the fleet's list is ignored: no redirect goes there, rendezvous hashing does not count
-it, and its claims on our partitions are deleted (a claim is only a lock; the partition
-record's owner_epoch still fences). Each such record is logged once
-(``watermark.replica_member_ignored``) and counted (``members_ignored``). So is a claim
-whose member has no member record at all for longer than a leaving replica's handover
-(`orphan_grace_s`): its holder left without cleaning up, or was never a replica, and its
-lease may be kept alive for ever (``watermark.replica_orphan_claim``).
-
-Requests (`locate`): a request for a partition this replica does not serve waits for a
-view read after it arrived, then is served, redirected to the claim's holder, or waits
-(bounded by `route_wait_s`) while the partition moves; `NoOwner` after that.
-
-Leaving (the end of `run`, on SIGTERM): the member record is deleted first, so the others
-re-assign its partitions; the rounds then hand over everything after the grace (writers
-with a request in flight are redirected to the new owner once it holds the claim), wait
-(bounded) until the others have claimed them, keep redirecting for `linger_s` (clients
-that cached this replica learn the new owners rather than find the port closed), and the
-lease is revoked.
-
-Failover bound: a replica that dies keeps its claims until its lease expires (TTL), the
-others see that within one round and adopt within one more (`failover_bound_s`).
+Design notes: docs/internals/publisher.md, `watermark.service.replicas`.
 """
 
 from __future__ import annotations
@@ -66,24 +14,20 @@ from dataclasses import dataclass
 
 import structlog
 
-from watermark.core.assignment import (
+from l0gc.contract.kv import KV, Compare, Delete, Put
+from l0gc.contract.members import (
     ClaimRecord,
     Identity,
     MemberRecord,
-    Plan,
-    Route,
-    RouteKind,
     View,
     check_member_id,
-    plan,
-    route,
     validate_address,
 )
+from l0gc.errors import ConfigError, L0gcError, LeaseExpired, NoOwner, NotServed
+from l0gc.etcd.session import LeaseSession
+from l0gc.etcd.store import WatermarkStore
+from watermark.core.assignment import Plan, Route, RouteKind, plan, route
 from watermark.core.fleet import FleetUrls
-from watermark.core.kv import KV, Compare, Delete, Put
-from watermark.errors import ConfigError, L0gcError, LeaseExpired, NoOwner, NotServed
-from watermark.etcd.session import LeaseSession
-from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 from watermark.service.replica_view import ViewReader
 

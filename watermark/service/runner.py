@@ -1,26 +1,6 @@
 """`watermark serve` as one object: what it opens, in which order, and how it closes.
 
-As aiohttp's `AppRunner` owns an application's setup and cleanup, a `PublisherRunner`
-owns every part of a running publisher and their lifetimes: the etcd client, the
-`Publisher`, the liveness key (`watermark.service.liveness`) or the replica set
-(`watermark.service.replicas`), the epoch ticker, the signal handlers, and the
-listeners (the HTTP API and its probes, behind the `Front` protocol: they live in
-`watermark.api.front`, a layer above; the command hands one in). The CLI parses, hands
-over `RunnerSettings`, and prints what `run` returns.
-
-Start-up changes nothing before it can serve: the partition records are read
-(registered, or `register`; parsable), the listening socket is bound (not yet
-accepting), and, without replicas, this owner id's liveness key is held and the
-partitions' live owners have gone (or `take_over`); only then does it register, adopt
-and accept connections. A start-up that fails closes what it opened, in reverse.
-
-Shutdown on SIGTERM/SIGINT (or a task that ends): readiness turns 503; replicas hand
-their partitions over while the API still answers (and the ticker resigns meanwhile);
-fence waiters are aborted, held fences get `drain_timeout_s` to commit; the listeners
-close; the final publish is written, the ticker resigns, the liveness key is released
-(after the final publish: a successor may adopt at once), then etcd is closed. A task
-that failed is an `L0gcError`; after SIGINT `run` raises KeyboardInterrupt once
-stopped cleanly (exit 130). SIGHUP is `Front.reload` (the token file).
+Design notes: docs/internals/publisher.md, `watermark.service.runner`.
 """
 
 from __future__ import annotations
@@ -34,18 +14,18 @@ from typing import Any, Protocol
 
 import structlog
 
+from l0gc.contract.kv import KV
+from l0gc.errors import L0gcError, PartitionNotRegistered
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
+from l0gc.process.signals import StopOnSignals
 from watermark.core.gcstate import PartitionGcState
-from watermark.core.kv import KV
-from watermark.errors import L0gcError, PartitionNotRegistered
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 from watermark.service.eventlog import EVENT_LOG
 from watermark.service.guard import FencingGuard
 from watermark.service.liveness import Liveness, take_over_plan
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings, advertised_url
-from watermark.service.signals import StopOnSignals
 from watermark.service.ticker import EpochTicker
 
 __all__ = ["Front", "PublisherRunner", "RunnerSettings", "ServeParts"]

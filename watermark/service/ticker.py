@@ -1,25 +1,6 @@
 """The epoch ticker: advances the cluster epoch every interval, one leader at a time.
 
-Any number of tickers may run (one per `watermark serve` replica); only the leader
-advances the epoch. Leadership is the key `{ns}/leader/ticker`, created only when
-absent and bound to the ticker's etcd lease, so it disappears when the leader stops
-refreshing the lease (crash, partition from etcd) and another ticker can take it.
-
-Each tick: keep the lease (a `watermark.etcd.session.LeaseSession`, refreshed by the
-tick itself, so the ticker wakes at least every third of the lease TTL); if the lease is
-gone, take a new one and stop being leader; if not leader, try to create the leader key;
-if leader and the interval is due, advance the epoch by exactly +1. The advance is one
-transaction that also compares the leader key's revision, so a ticker that lost
-leadership without noticing cannot advance the epoch. Stopping revokes the lease, so a
-successor is elected at once rather than after the TTL.
-
-Instrumentation: the ticker decides and emits; its ONE optional `hook` (see
-`watermark.core.events`) gets `TickerStarted` (when `run` begins), `TickerElected`,
-`TickerLeadershipLost` (only when it was the leader), `TickerAdvanced`,
-`TickerAdvanceConflict` and `TickerTickFailed`. The
-default logs them (`watermark.service.eventlog`); `watermark serve` adds
-`WatermarkMetrics.hook` (epoch advances, the leader gauge, the interval and the time of
-the last advance).
+Design notes: docs/internals/publisher.md, `watermark.service.ticker`.
 """
 
 from __future__ import annotations
@@ -29,7 +10,17 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from watermark.core.events import (
+from l0gc.contract.kv import KV, Compare, Put
+from l0gc.errors import (
+    ConfigError,
+    EpochConflict,
+    EtcdUnavailable,
+    LeaseExpired,
+    WatermarkUnavailable,
+)
+from l0gc.etcd.session import LeaseSession
+from l0gc.etcd.store import WatermarkStore
+from l0gc.events import (
     Emitter,
     Hooks,
     TickerAdvanceConflict,
@@ -39,16 +30,6 @@ from watermark.core.events import (
     TickerStarted,
     TickerTickFailed,
 )
-from watermark.core.kv import KV, Compare, Put
-from watermark.errors import (
-    ConfigError,
-    EpochConflict,
-    EtcdUnavailable,
-    LeaseExpired,
-    WatermarkUnavailable,
-)
-from watermark.etcd.session import LeaseSession
-from watermark.etcd.store import WatermarkStore
 from watermark.service.eventlog import EVENT_LOG
 
 __all__ = ["EpochTicker"]

@@ -29,9 +29,9 @@ import pytest
 
 from gcd.cli.main import SUBCOMMANDS, Subcommand, main
 from gcd.rules.layout import KeyLayout
+from l0gc import exitcodes
 from l0lab.testing.local_servers import LocalS3, free_port
 from tests.waiting import wait_until_sync
-from watermark import exitcodes
 
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")

@@ -16,10 +16,10 @@ from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
 from gcd.rules.prices import DEFAULT_PRICES, prices_for, round_cost
 from gcd.rules.usage import HOURS, Usage, day_cost
+from l0gc.errors import ConfigError
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
 from tests.gcd.cli.test_status import setup as setup_partitions
-from watermark.errors import ConfigError
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

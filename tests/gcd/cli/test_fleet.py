@@ -14,11 +14,11 @@ import structlog
 
 from gcd.cli.fleet import build_fleet
 from gcd.cli.main import main
+from l0gc.contract.kv import KeyValue
+from l0gc.contract.members import ClaimRecord, MemberRecord
 from l0lab.testing.local_replicas import LocalReplicas
 from l0lab.testing.local_servers import LocalEtcd
 from tests.waiting import wait_until_sync
-from watermark.core.assignment import ClaimRecord, MemberRecord
-from watermark.core.kv import KeyValue
 
 PARTITIONS = [f"orders/{n}" for n in range(6)]
 TTL = 3

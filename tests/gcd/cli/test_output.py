@@ -22,9 +22,9 @@ from gcd.cli.main import main
 from gcd.cli.sweep import interrupted_document, text_summary
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
+from l0gc import exitcodes
 from l0lab.testing.local_servers import LocalS3, free_port
 from tests.waiting import wait_until_sync
-from watermark import exitcodes
 from watermark.__main__ import main as watermark_main
 
 REPO = Path(__file__).resolve().parents[3]
@@ -177,20 +177,23 @@ def test_help_shows_examples_and_both_commands_print_their_version(
 def test_completion_script_completes_commands_actions_and_flags(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`gcd completion bash` is a script bash sources; it completes gcd and watermark
-    commands, their actions and their flags (generated from the real parsers)."""
+    """`gcd completion bash` and `watermark completion bash` are scripts bash sources
+    together; they complete each command's commands, actions and flags (generated from
+    the real parsers)."""
     assert main(["completion", "bash"]) == exitcodes.OK
+    assert watermark_main(["completion", "bash"]) == exitcodes.OK
     script = capsys.readouterr().out
     probe = (
         script
         + """
 for line in "gcd sw" "gcd sweep --dry-r" "watermark partition re" "watermark epoch advance --exp" \
-            "watermark namespace b" "gcd completion z" "watermark --ver"; do
-    COMP_WORDS=($line); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_complete
+            "gcd namespace b" "gcd completion z" "watermark --ver" "watermark comp"; do
+    COMP_WORDS=($line); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_${COMP_WORDS[0]}_complete
     echo "${COMPREPLY[*]}"
 done
 for words in "gcd sweep --storage g" "gcd status --log-level w" "watermark serve --log-level ''"; do
-    eval "COMP_WORDS=($words)"; COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _l0gc_complete
+    eval "COMP_WORDS=($words)"; COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+    _l0gc_${COMP_WORDS[0]}_complete
     echo "${COMPREPLY[*]}"
 done
 complete -p gcd watermark
@@ -205,11 +208,12 @@ complete -p gcd watermark
         "bind",
         "zsh",
         "--version",
+        "completion",
         "gcs",
         "warning",
         "debug info warning error",
-        "complete -o default -F _l0gc_complete gcd",
-        "complete -o default -F _l0gc_complete watermark",
+        "complete -o default -F _l0gc_gcd_complete gcd",
+        "complete -o default -F _l0gc_watermark_complete watermark",
     ]
 
 
@@ -223,7 +227,8 @@ def test_fish_completion_completes_commands_flags_and_flag_values(
     fish = shutil.which("fish")
     assert fish, "fish not on PATH: scripts/install-prometheus.sh installs it for the tests"
     assert main(["completion", "fish"]) == exitcodes.OK
-    script = tmp_path / "gcd.fish"
+    assert watermark_main(["completion", "fish"]) == exitcodes.OK
+    script = tmp_path / "l0gc.fish"
     script.write_text(capsys.readouterr().out)
     lines = [
         "gcd sw",
@@ -231,7 +236,7 @@ def test_fish_completion_completes_commands_flags_and_flag_values(
         "gcd sweep --storage ",
         "gcd status --log-level w",
         "watermark partition re",
-        "watermark namespace b",
+        "gcd namespace b",
         "gcd completion f",
     ]
     probe = f"source {script}\n" + "".join(

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 import pytest
 
 from gcd.cli.main import main
+from l0gc.contract.kv import Put
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd
 from tests.clirun import run_cli
-from watermark.core.kv import Put
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

@@ -23,13 +23,13 @@ from gcd.cli.main import main
 from gcd.cli.sweep import exit_code
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundSummary
+from l0gc import exitcodes
+from l0gc.contract.kv import Put
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import DEFAULT_ENDPOINT, EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.clirun import run_cli
-from watermark import exitcodes
-from watermark.core.kv import Put
-from watermark.errors import ConfigError
-from watermark.etcd.settings import DEFAULT_ENDPOINT, EtcdSettings, add_etcd_arguments, open_kv
-from watermark.etcd.store import WatermarkStore
 
 REPO = Path(__file__).resolve().parents[3]
 LAYOUT = KeyLayout.default("level_zero/data")

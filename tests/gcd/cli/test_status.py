@@ -11,19 +11,19 @@ from collections.abc import Sequence
 import pytest
 
 from gcd.cli.output import human_age, write_json
-from gcd.cli.status import build_report, is_empty, render_text
+from gcd.cli.status_report import build_report, is_empty
+from gcd.cli.status_text import render_text
 from gcd.sweep.shards import ShardAnnouncement
+from l0gc import exitcodes, strictjson
+from l0gc.contract.binding import Binding, StorageTarget
+from l0gc.contract.kv import Put
+from l0gc.contract.namespace import Publication
+from l0gc.contract.record import PartitionRecord
+from l0gc.contract.safe_epoch import GcView
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
-from watermark import exitcodes
-from watermark.core import strictjson
-from watermark.core.binding import Binding, StorageTarget
-from watermark.core.contract import Publication
-from watermark.core.kv import Put
-from watermark.core.record import PartitionRecord
-from watermark.core.safe_epoch import GcView
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 NOW = 1_763_700_000.0
 

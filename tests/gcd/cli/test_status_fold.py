@@ -8,11 +8,11 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gcd.cli.status import PinningFold, build_report, report_from_fold
-from watermark.core.record import PartitionRecord
-from watermark.core.safe_epoch import GcView
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from gcd.cli.status_report import PinningFold, build_report, report_from_fold
+from l0gc.contract.record import PartitionRecord
+from l0gc.contract.safe_epoch import GcView
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 
 NOW = 1_763_700_000.0
 NAMESPACE = "/l0gc/fold"

@@ -7,10 +7,11 @@ import dataclasses
 
 import pytest
 
-from gcd.cli.status import PartitionStatus, StatusReport, render_text
 from gcd.cli.status_owner import gone_owners, waiting_text
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from gcd.cli.status_report import PartitionStatus, StatusReport
+from gcd.cli.status_text import render_text
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.service.liveness import Liveness
 
 NOW = 1_800_000_000.0

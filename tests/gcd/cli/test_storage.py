@@ -21,11 +21,11 @@ from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.runtime import SweepRuntime, SweepSettings
 from gcd.sweep.sweeper import RoundConfig
+from l0gc import exitcodes
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.waiting import wait_until
-from watermark import exitcodes
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings
 
 pytestmark = pytest.mark.integration
 

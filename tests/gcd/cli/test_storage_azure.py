@@ -15,13 +15,13 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from gcd.rules.layout import KeyLayout
+from l0gc import exitcodes
 from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_daemon import metric
 from tests.waiting import wait_until_sync
-from watermark import exitcodes
 
 pytestmark = pytest.mark.integration
 

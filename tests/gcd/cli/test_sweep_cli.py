@@ -23,17 +23,17 @@ from gcd.cli.options import ROUND_OPTIONS, resolve
 from gcd.cli.output import ProgressLine
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.report import RoundCounts
+from l0gc import exitcodes
+from l0gc.contract.kv import Put
+from l0gc.contract.namespace import Publication
+from l0gc.errors import ConfigError, StorageError, WatermarkUnavailable
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
+from l0gc.logs import redact
+from l0gc.options import CommandParser, add_options, duration
 from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
-from watermark import exitcodes
-from watermark.core.contract import Publication
-from watermark.core.kv import Put
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
-from watermark.logs import redact
-from watermark.options import CommandParser, add_options, duration
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
@@ -417,7 +417,7 @@ def test_precedence_is_flag_then_env_then_config_then_default(
 @pytest.mark.parametrize("command", ["sweep", "daemon"])
 def test_every_flag_shows_its_env_var_and_default(command: str) -> None:
     """Each `gcd sweep`/`gcd daemon` flag's help names its env var and, unless it is a
-    switch or required, its default (the shared help rule of watermark.options)."""
+    switch or required, its default (the shared help rule of l0gc.options)."""
     module = importlib.import_module(f"gcd.cli.{command}")
     parser = CommandParser(prog=f"gcd {command}")
     module.add_arguments(parser)
@@ -533,9 +533,6 @@ def test_a_one_shot_round_imports_no_server_sdk_or_grpc(s3_server: LocalS3, buck
 
 def test_exception_mapping() -> None:
     """ConfigError -> 2, WatermarkUnavailable -> 3, other L0gcError -> 1, bugs re-raised."""
-    from gcd.errors import StorageError  # noqa: PLC0415
-    from watermark.errors import WatermarkUnavailable  # noqa: PLC0415
-
     assert exitcodes.exit_code_for(ConfigError("x")) == exitcodes.USAGE
     assert exitcodes.exit_code_for(WatermarkUnavailable("x")) == exitcodes.BLOCKED
     assert exitcodes.exit_code_for(StorageError("x", "SlowDown", True)) == 1

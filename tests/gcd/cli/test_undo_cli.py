@@ -21,23 +21,23 @@ from typing import Any
 import pytest
 
 from gcd.cli.main import main
-from gcd.cli.status import _undo_line
+from gcd.cli.status_text import _undo_line
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.mhistory import history_prefix
 from gcd.sweep.restore import JournaledDeletion, RestoreOutcome, restore
 from gcd.sweep.runtime import undo_fields
 from gcd.sweep.shards import ShardAnnouncement
+from l0gc import exitcodes
+from l0gc.contract.kv import Put
+from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd
 from tests.conftest import S3Server
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_stores_s3 import client_for
 from tests.gcd.sweep.test_stores_s3 import versions as all_versions
 from tests.waiting import wait_until_sync
-from watermark import exitcodes
 from watermark.cli.main import main as watermark_main
-from watermark.core.kv import Put
-from watermark.etcd.settings import EtcdSettings, open_kv
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gcd.rules.admission import RoundAdmission, SafetyGate, admit, unreachable
-from watermark.core.safe_epoch import SafeEpoch
-from watermark.errors import ConfigError
+from l0gc.contract.safe_epoch import SafeEpoch
+from l0gc.errors import ConfigError
 
 
 def read(safe: int | None = 5, cluster: int | None = 9, **extra: object) -> SafeEpoch:

@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError, StorageError
 
 THROTTLED = StorageError("slow", code="SlowDown", retryable=True)
 DENIED = StorageError("no", code="AccessDenied", retryable=False)

@@ -18,7 +18,7 @@ from gcd.rules.layout import (
     listing_prefixes,
     shard_range,
 )
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 # Keep hypothesis' example database out of the working tree.
 no_db = settings(database=None)

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gcd.cli.main import main
+from l0gc import exitcodes
+from l0gc.contract.namespace import Publication
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
-from watermark import exitcodes
-from watermark.core.contract import Publication
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

@@ -31,10 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from l0gc.etcd.client import EtcdKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalS3
 from tests.binding import bind
-from watermark.etcd.client import EtcdKV
-from watermark.etcd.store import WatermarkStore
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,8 @@ import pytest
 
 from gcd.spark.azinventory import BlobInventoryManifest, read_blob_inventory
 from gcd.spark.inventory import InventoryFormat
+from l0gc.errors import ConfigError
 from l0lab.testing.azinventory import RULE, RUN, Blob, write_blob_inventory
-from watermark.errors import ConfigError
 
 ENDPOINT = "https://acct.blob.core.windows.net"
 

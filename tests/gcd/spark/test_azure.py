@@ -27,10 +27,10 @@ from gcd.rules.layout import KeyLayout
 from gcd.spark.azure import AzureTarget
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
+from l0gc import exitcodes
+from l0gc.contract.binding import claim_key
 from l0lab.testing.azinventory import Blob, container_blobs, write_blob_inventory
 from l0lab.testing.local_azurite import LocalAzurite
-from watermark import exitcodes
-from watermark.core.binding import claim_key
 
 from .test_nesting import other_claim
 

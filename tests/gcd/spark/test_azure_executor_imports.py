@@ -27,7 +27,7 @@ _CHILD = textwrap.dedent(
     import gcd.spark.azinventory, gcd.spark.azure, gcd.spark.stores
     import gcd.spark.delete, gcd.spark.listing, gcd.spark.nesting
     from azure.core.exceptions import HttpResponseError
-    from gcd.errors import StorageError
+    from l0gc.errors import StorageError
     from gcd.rules.backoff import Backoff
     from gcd.spark.azure import AzureTarget, call_with_retries
     from gcd.spark.stores import ExecutorStore

@@ -15,9 +15,9 @@ from gcd.spark.delete import DeleteSettings
 from gcd.spark.pipeline import decisions_uri_problem
 from gcd.spark.s3client import S3Target
 from gcd.spark.session import check_py_files, local_task_slots, parse_conf
-from watermark import exitcodes
-from watermark.errors import ConfigError
-from watermark.options import CommandParser
+from l0gc import exitcodes
+from l0gc.errors import ConfigError
+from l0gc.options import CommandParser
 
 TARGET = S3Target("bucket")
 

@@ -30,7 +30,7 @@ _CHILD = textwrap.dedent(
     import gcd.spark
     import gcd.spark.delete, gcd.spark.listing, gcd.spark.nesting, gcd.spark.transforms
     from botocore.exceptions import ClientError
-    from gcd.errors import StorageError
+    from l0gc.errors import StorageError
     from gcd.rules.backoff import Backoff
     from gcd.spark.s3client import call_with_retries
 

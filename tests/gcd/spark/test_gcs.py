@@ -35,13 +35,13 @@ from gcd.spark.gcsinventory import GcsInventoryManifest, read_gcs_inventory
 from gcd.storage.gcs import GcsObjectStore
 from gcd.storage.gcssettings import GcsSettings
 from gcd.sweep.binding import bind_namespace
+from l0gc import exitcodes
+from l0gc.contract.binding import claim_key
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_servers import LocalEtcd
-from watermark import exitcodes
-from watermark.core.binding import claim_key
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 from .conftest import publish_safe_epoch
 from .test_sweep import decisions, gcd, key, summary

@@ -20,10 +20,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gcd.cli.main import main
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.spark.gcsclient import GcsTarget
-from watermark import exitcodes
+from l0gc import exitcodes
+from l0gc.errors import StorageError
 
 _KEY = (
     rsa.generate_private_key(public_exponent=65537, key_size=2048)

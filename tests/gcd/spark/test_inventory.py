@@ -19,8 +19,8 @@ from gcd.spark.inventory import (
     read_inventory,
     resolve_data_paths,
 )
+from l0gc.errors import ConfigError
 from l0lab.testing.local_servers import LocalS3
-from watermark.errors import ConfigError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -21,9 +21,9 @@ from gcd.rules.layout import KeyLayout
 from gcd.spark.nesting import keep_nested, probe_claims
 from gcd.spark.s3client import S3Target
 from gcd.spark.transforms import classify
+from l0gc import exitcodes
+from l0gc.contract.binding import Binding, StorageTarget, claim_key
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
-from watermark import exitcodes
-from watermark.core.binding import Binding, StorageTarget, claim_key
 
 from .test_sweep import (
     CLAIM,

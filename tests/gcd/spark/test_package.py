@@ -14,7 +14,7 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.spark.package import DRIVER_ONLY_MODULES, LAUNCHER
-from watermark import exitcodes
+from l0gc import exitcodes
 
 
 def test_the_zip_is_reproducible_and_holds_both_packages(

@@ -19,8 +19,8 @@ from gcd.cli.spark import summary_line
 from gcd.rules.layout import KeyLayout
 from gcd.spark.pipeline import JobConfig
 from gcd.spark.report import monthly_cost
+from l0gc import exitcodes
 from l0lab.testing.local_servers import LocalS3
-from watermark import exitcodes
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

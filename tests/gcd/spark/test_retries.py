@@ -24,9 +24,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from l0gc import exitcodes
 from l0lab.testing.local_servers import LocalS3
 from tests.gcd.spark.s3tap import S3Tap, client_process
-from watermark import exitcodes
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.spark.retrying import delete_triaged, retry
 from gcd.storage.objectstore import KeyFailure
+from l0gc.errors import StorageError
 
 
 class _SdkError(Exception):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gcd.spark.session import spark_session, task_slots
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 pytestmark = [pytest.mark.spark]
 

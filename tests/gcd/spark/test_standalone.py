@@ -31,12 +31,12 @@ from typing import Any
 
 import pytest
 
+from l0gc import exitcodes
+from l0gc.contract.binding import claim_key
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.spark_cluster import LocalSparkCluster, executor_python
 from tests.gcd.spark.s3tap import S3Tap
-from watermark import exitcodes
-from watermark.core.binding import claim_key
 
 # A standalone master and worker JVM beside the session's Spark: minutes on a loaded
 # 2-core machine (300 s was not enough with four pytest workers; one run beside other

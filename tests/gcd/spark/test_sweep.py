@@ -20,14 +20,14 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.spark.pipeline import summary_from_counts
+from l0gc import exitcodes
+from l0gc.contract.binding import claim_key
+from l0gc.contract.kv import Put
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind
-from watermark import exitcodes
-from watermark.core.binding import claim_key
-from watermark.core.kv import Put
-from watermark.etcd.store import WatermarkStore
 
 from .conftest import Listed, publish_safe_epoch
 

@@ -24,10 +24,10 @@ from gcd.cli.main import main
 from gcd.rules.versions import VersionMode
 from gcd.spark.versioning import plan_versions
 from gcd.storage.objectstore import StoreFeatures
+from l0gc import exitcodes
+from l0gc.contract.binding import claim_key
+from l0gc.errors import ConfigError
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
-from watermark import exitcodes
-from watermark.core.binding import claim_key
-from watermark.errors import ConfigError
 
 from .inventories import Version, list_versions, write_versions_inventory
 

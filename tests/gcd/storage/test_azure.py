@@ -20,9 +20,9 @@ from gcd.storage.azsettings import AzureSettings, redact_url
 from gcd.storage.azure import AzureBlobStore
 from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
+from l0gc.errors import ConfigError
 from l0lab.testing.local_azurite import LocalAzurite
 from tests.gcd.storage.test_s3_servers import SAFE, mixed_keys
-from watermark.errors import ConfigError
 
 pytestmark = pytest.mark.integration
 
@@ -289,7 +289,7 @@ async def test_an_answer_with_a_doctype_is_refused(tmp_path: Path) -> None:
     with a 1,000,000-character name."""
     from aiohttp import web  # noqa: PLC0415
 
-    from gcd.errors import StorageError  # noqa: PLC0415
+    from l0gc.errors import StorageError  # noqa: PLC0415
     from l0lab.testing.local_servers import free_port  # noqa: PLC0415
 
     body = (

@@ -24,10 +24,10 @@ from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.runtime import Announcing
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.sweep.sweeper import RoundConfig, Sweeper
+from l0gc.contract.binding import StorageTarget, claim_key
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_azurite import LocalAzurite
-from watermark.core.binding import StorageTarget, claim_key
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gcd.errors import StorageError
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
@@ -31,11 +30,11 @@ from gcd.storage.open import preflight_store
 from gcd.storage.retry import Retrier
 from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
+from l0gc.errors import ConfigError, StorageError
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_servers import free_port
 from tests.gcd.storage.test_s3_servers import SAFE, mixed_keys, watermarks
-from watermark.errors import ConfigError
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

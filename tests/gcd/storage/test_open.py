@@ -18,11 +18,11 @@ from gcd.storage.open import (
     target_of,
 )
 from gcd.storage.s3 import S3ObjectStore, S3Settings
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import ConfigError
 from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_servers import LocalS3, free_port
-from watermark.core.binding import StorageTarget
-from watermark.errors import ConfigError
 
 ROOT = "level_zero/data"
 AZURE = AzureSettings("https://acct.blob.core.windows.net", "l0-container")

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from gcd.storage.ratelimit import AimdLimiter, TokenBucket
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError
 
 
 class FakeClock:

@@ -6,10 +6,9 @@ import random
 
 import pytest
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.storage.retry import Retrier
-from watermark.errors import ConfigError
+from l0gc.errors import ConfigError, StorageError
 
 
 class FakeSleep:

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from aiohttp import web
 
-from gcd.errors import StorageError
 from gcd.storage.s3 import S3ObjectStore, S3Settings, _verify, error_in_200
+from l0gc.errors import StorageError
 from l0lab.testing.local_servers import free_port
 
 pytestmark = pytest.mark.integration

@@ -21,13 +21,12 @@ import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
 from gcd.cli.main import main
-from gcd.errors import StorageError
 from gcd.storage.s3errors import preflight_failure
+from l0gc import exitcodes
+from l0gc.errors import ConfigError, StorageError
 from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.clirun import run_cli
-from watermark import exitcodes
-from watermark.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 ROOT = "level_zero/data/"

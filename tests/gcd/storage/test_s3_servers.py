@@ -23,12 +23,12 @@ from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
+from l0gc.contract.namespace import Publication
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
-from watermark.core.contract import Publication
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

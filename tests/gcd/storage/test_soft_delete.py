@@ -43,13 +43,13 @@ from gcd.sweep.journal import JournalWriter, chain_digest, read_journal
 from gcd.sweep.restore import RestoreOutcome, Selection, deletions_in, restore, select
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.sweep.undo import UndoKeeper
+from l0gc import exitcodes
+from l0gc.contract.journal_anchor import JournalAnchor, anchor_key
+from l0gc.contract.kv import Put
+from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.storage.softdelete_standins import AzureStandIn, GcsStandIn
-from watermark import exitcodes
-from watermark.core.journal_anchor import JournalAnchor, anchor_key
-from watermark.core.kv import Put
-from watermark.etcd.settings import EtcdSettings, open_kv
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -13,22 +13,22 @@ from structlog.testing import capture_logs
 
 from gcd.cli.main import main
 from gcd.cli.spark import read_safe_epoch
-from gcd.errors import LISTING_BROKEN, StorageError
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage, ObjectInfo
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import BindingConflict, bind_namespace
 from gcd.sweep.shards import ShardAnnouncement, announced
+from l0gc import exitcodes
+from l0gc.contract.binding import CLAIM_NAME, StorageTarget, claim_key
+from l0gc.contract.namespace import Publication
+from l0gc.errors import LISTING_BROKEN, StorageError
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind, bind_sync
-from watermark import exitcodes
 from watermark.__main__ import main as watermark_main
-from watermark.core.binding import CLAIM_NAME, StorageTarget, claim_key
-from watermark.core.contract import Publication
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
@@ -162,7 +162,7 @@ def test_bind_is_idempotent_and_the_root_belongs_to_one_namespace(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Bind twice: one change; another namespace claiming the same root is refused (3)."""
     bind_args = (
@@ -174,22 +174,22 @@ def test_bind_is_idempotent_and_the_root_belongs_to_one_namespace(
         "--region",
         "us-east-1",
     )
-    code, first = namespace_cmd(etcd_server, namespace, capsys, *bind_args)
+    code, first = namespace_cmd(etcd_server, namespace, capfd, *bind_args)
     assert (code, first["changed"], first["bound"]) == (exitcodes.OK, True, True)
-    code, again = namespace_cmd(etcd_server, namespace, capsys, *bind_args)
+    code, again = namespace_cmd(etcd_server, namespace, capfd, *bind_args)
     assert (code, again["changed"]) == (exitcodes.OK, False)
     claim = json.loads(s3_server._backend().get_object(bucket, claim_key(ROOT)).value)
     assert (claim["namespace"], claim["binding_id"]) == (namespace, first["binding"]["binding_id"])  # type: ignore[index]
-    code, other = namespace_cmd(etcd_server, f"{namespace}-other", capsys, *bind_args)
+    code, other = namespace_cmd(etcd_server, f"{namespace}-other", capfd, *bind_args)
     assert code == exitcodes.BLOCKED
     assert "already claimed" in str(other["problem"])
     assert namespace in str(other["problem"])
     code = watermark_main(
         ["namespace", "show", "--json", "--etcd", etcd_server.endpoint, "--namespace", namespace]
     )
-    shown = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    shown = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
     assert (code, shown["consistent"]) == (exitcodes.OK, True)  # `watermark namespace` too
-    code, unbound = namespace_cmd(etcd_server, f"{namespace}-other", capsys, "show")
+    code, unbound = namespace_cmd(etcd_server, f"{namespace}-other", capfd, "show")
     assert (code, unbound["bound"]) == (exitcodes.BLOCKED, False)
 
 

@@ -8,11 +8,11 @@ import pytest
 
 from gcd.sweep.binding import BoundSource
 from gcd.sweep.brake import OPEN, PauseBrake, brake_for, until_resumed
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import L0gcError
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.memory import MemoryObjectStore
-from watermark.core.binding import StorageTarget
-from watermark.errors import L0gcError
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 
 
 class FakePauses:

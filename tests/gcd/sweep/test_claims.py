@@ -10,11 +10,11 @@ import asyncio
 import pytest
 
 from gcd.storage.s3 import S3ObjectStore, S3Settings
+from l0gc import exitcodes
+from l0gc.contract.binding import Binding, StorageTarget, claim_key
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
 from tests.gcd.sweep.test_binding import LAYOUT, ROOT, cluster, namespace_cmd, objects, sweep
-from watermark import exitcodes
-from watermark.core.binding import Binding, StorageTarget, claim_key
 
 pytestmark = pytest.mark.integration
 

@@ -47,18 +47,18 @@ from gcd.sweep.report import RoundResult
 from gcd.sweep.runtime import Announcing
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.sweep.sweeper import RoundConfig, Sweeper
+from l0gc.contract.binding import Binding, StorageTarget, claim_key
+from l0gc.contract.kv import Put
+from l0gc.contract.namespace import Publication
+from l0gc.etcd.follow import GcFollower
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
 from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind
 from tests.waiting import wait_until
-from watermark.core.binding import Binding, StorageTarget, claim_key
-from watermark.core.contract import Publication
-from watermark.core.kv import Put
-from watermark.etcd.follow import GcFollower
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 LAYOUT = KeyLayout.default("level_zero/data")
 CONFIG = DaemonConfig(

@@ -12,7 +12,6 @@ import pytest
 from structlog.testing import capture_logs
 
 import gcd.sweep.deleter as deleter_module
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.versions import split_target
 from gcd.storage.objectstore import DeleteResult
@@ -22,6 +21,7 @@ from gcd.sweep.deleter import MAX_UNPROVEN, BatchDeleter, Candidate
 from gcd.sweep.events import BatchAttempt, BatchOutcome
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import RoundCounts
+from l0gc.errors import StorageError
 from l0lab.testing.memory import MemoryObjectStore
 from l0lab.testing.versioned import VersionedMemoryStore
 

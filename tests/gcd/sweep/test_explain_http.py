@@ -14,9 +14,9 @@ from aiohttp.test_utils import TestClient, TestServer
 import gcd
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.explain_http import MAX_KEYS, ExplainRoute
+from l0gc.auth import TokenFile
 from l0lab.testing.local_servers import LocalS3
 from l0lab.testing.memory import MemoryObjectStore
-from watermark.api.auth import TokenFile
 
 LAYOUT = KeyLayout.default("l0/data")
 TOKEN = "0123456789abcdef0123456789abcdef"

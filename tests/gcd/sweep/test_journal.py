@@ -32,16 +32,16 @@ from gcd.sweep.journal_check import (
 )
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
+from l0gc import exitcodes
+from l0gc.contract.journal_anchor import JournalAnchor, anchor_key, anchors_prefix
+from l0gc.contract.namespace import Publication
+from l0gc.errors import ConfigError
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
 from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync
-from watermark import exitcodes
-from watermark.core.contract import Publication
-from watermark.core.journal_anchor import JournalAnchor, anchor_key, anchors_prefix
-from watermark.errors import ConfigError
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -12,7 +12,7 @@ from gcd.sweep.events import BatchAttempt, BatchOutcome, DeleteBasis
 from gcd.sweep.journal import JournalWriter
 from gcd.sweep.journal_index import IndexBuilder, decode_index, index_name
 from gcd.sweep.journal_search import LocalSegments, search_journal
-from watermark.errors import InvalidRecord
+from l0gc.errors import InvalidRecord
 
 LAYOUT = KeyLayout.default("l0/data")
 _requests = iter(range(1, 1_000_000))

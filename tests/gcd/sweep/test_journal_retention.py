@@ -18,12 +18,12 @@ from gcd.sweep.journal import JournalWriter, read_journal, read_journal_objects,
 from gcd.sweep.journal_anchor import AnchorKeeper
 from gcd.sweep.journal_check import FindingKind, check_anchors, check_records
 from gcd.sweep.metrics import SweeperMetrics
+from l0gc.contract.journal_anchor import JournalAnchor, anchor_key, pruned_marker_name
+from l0gc.contract.kv import Put
+from l0gc.etcd.memory import MemoryKV
 from l0lab.testing.local_servers import LocalS3
 from l0lab.testing.memory import MemoryObjectStore
 from tests.gcd.sweep.test_journal import LAYOUT, key
-from watermark.core.journal_anchor import JournalAnchor, anchor_key, pruned_marker_name
-from watermark.core.kv import Put
-from watermark.etcd.memory import MemoryKV
 
 NS = "/l0gc/t"
 PREFIX = "l0gc-audit/journal"

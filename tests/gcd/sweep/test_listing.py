@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 import pytest
 
-from gcd.errors import StorageError
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DeleteResult, ListPage
 from gcd.storage.retry import Retrier
 from gcd.sweep.sweeper import RoundConfig, Sweeper
+from l0gc.errors import StorageError
 from l0lab.testing.memory import MemoryObjectStore
 
 ROOT = "level_zero/data"

@@ -22,14 +22,14 @@ from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.daemon import Daemon, DaemonConfig
 from gcd.sweep.safety import read_admission
 from gcd.sweep.sweeper import RoundConfig, Sweeper
+from l0gc import exitcodes
+from l0gc.contract.kv import Put
+from l0gc.contract.namespace import Publication
+from l0gc.errors import InvalidRecord
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
-from watermark import exitcodes
-from watermark.core.contract import Publication
-from watermark.core.kv import Put
-from watermark.errors import InvalidRecord
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 pytestmark = pytest.mark.integration

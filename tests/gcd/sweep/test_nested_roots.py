@@ -21,16 +21,16 @@ from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.sweep.binding import bind_namespace
 from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.sweeper import RoundConfig, Sweeper
+from l0gc import exitcodes
+from l0gc.contract.binding import StorageTarget, claim_key
+from l0gc.contract.namespace import Publication
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.sim.checks import ViolationKind
 from l0lab.sim.runner import first_kind, run_seed
 from l0lab.sim.world import SimConfig
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.memory import MemoryObjectStore
-from watermark import exitcodes
-from watermark.core.binding import StorageTarget, claim_key
-from watermark.core.contract import Publication
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

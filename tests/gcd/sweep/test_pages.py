@@ -15,7 +15,7 @@ from gcd.sweep.pages import LOGGED_UNPARSABLE, PageDecider
 from gcd.sweep.roundstate import BatchQueue, RoundState
 from gcd.sweep.sweeper import RoundConfig
 from gcd.sweep.telemetry import PageExamined
-from watermark.core.binding import claim_key
+from l0gc.contract.binding import claim_key
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

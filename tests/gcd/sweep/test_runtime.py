@@ -28,13 +28,13 @@ from gcd.sweep.mhistory import history_prefix
 from gcd.sweep.runtime import JournalSettings, SweepRuntime, SweepSettings, open_reader
 from gcd.sweep.sweeper import RoundConfig
 from gcd.sweep.usage import usage_key
+from l0gc import exitcodes
+from l0gc.contract.journal_anchor import anchors_prefix
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
 from tests.gcd.cli.test_sweep_cli import prepare_etcd, run_json, seed, sweep_args
 from tests.waiting import wait_until
-from watermark import exitcodes
-from watermark.core.journal_anchor import anchors_prefix
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, open_kv
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from gcd.sweep.shards import MAX_PROBLEMS, ShardAnnouncement, check_shards, problems_of
 from gcd.sweep.shards import announced as keep_announced
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from tests.waiting import wait_until
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 
 ME = ShardAnnouncement("me", 0, 2, 1.0)
 

@@ -23,12 +23,12 @@ from gcd.sweep.brake import PauseBrake
 from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round, split_prefixes
+from l0gc.contract.kv import Put
+from l0gc.contract.namespace import Publication
+from l0gc.errors import ConfigError
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.memory import MemoryObjectStore
-from watermark.core.contract import Publication
-from watermark.core.kv import Put
-from watermark.errors import ConfigError
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)

@@ -13,7 +13,6 @@ import pytest
 from botocore.utils import parse_timestamp
 from structlog.testing import capture_logs
 
-from gcd.errors import StorageError
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
@@ -24,13 +23,14 @@ from gcd.storage.s3xml import parse_s3_timestamp
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.report import PlanWriter
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
+from l0gc.contract.kv import Put
+from l0gc.contract.namespace import Publication
+from l0gc.errors import StorageError
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.gcd.storage.test_s3_servers import mixed_keys
-from watermark.core.contract import Publication
-from watermark.core.kv import Put
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gcd.errors import StorageError
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
 from gcd.sweep.journal import JournalRead, JournalWriter, read_journal, read_journal_objects
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.sweep.undo import UndoKeeper
+from l0gc.errors import StorageError
 from l0lab.testing.memory import MemoryObjectStore
 from l0lab.testing.versioned import VersionedMemoryStore
 

@@ -7,7 +7,7 @@ from gcd.rules.prices import DEFAULT_PRICES
 from gcd.rules.usage import Usage
 from gcd.sweep.report import RoundSummary
 from gcd.sweep.usage import UsageRecorder
-from watermark.etcd.memory import MemoryKV
+from l0gc.etcd.memory import MemoryKV
 
 HOUR = 490_000
 

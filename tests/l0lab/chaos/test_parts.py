@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from l0gc import exitcodes
+from l0gc.errors import ConfigError
 from l0lab.chaos.checker import FaultRecord
 from l0lab.chaos.config import BROKEN_BUILDS, ChaosConfig, FaultKind, parse_faults
 from l0lab.chaos.monitor import _SAFE_EPOCH, Monitor
@@ -18,8 +20,6 @@ from l0lab.chaos.nemesis import Nemesis
 from l0lab.chaos.records import PartitionLog, Tail, log_path, read_lines
 from l0lab.chaos.report import ChaosReport, exit_code, replay_command, text_report
 from l0lab.chaos.view import Progress, render
-from watermark import exitcodes
-from watermark.errors import ConfigError
 
 
 def test_faults_are_kinds_and_groups_and_typos_are_refused() -> None:

@@ -12,8 +12,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gcd.errors import StorageError
 from gcd.storage.s3 import S3ObjectStore, S3Settings
+from l0gc.errors import StorageError
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.chaos.backends import HttpBackend
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalEtcdCluster, LocalS3
@@ -21,8 +23,6 @@ from l0lab.testing.procs import Child
 from tests.binding import bind
 from tests.serving import new_serve, token_file
 from tests.waiting import wait_until
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 TOKEN = "w" * 32

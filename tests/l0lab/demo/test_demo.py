@@ -20,6 +20,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
+from l0gc import exitcodes
 from l0lab.demo.verify import DemoSummary, exit_code, problems, text_report
 from l0lab.demo.view import Snapshot, progress_fields, render
 from l0lab.demo.workload import CommitLog, horizon
@@ -27,7 +28,6 @@ from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd
 from tests.clirun import run_cli
-from watermark import exitcodes
 
 # -- the workload's pure parts ---------------------------------------------------------
 

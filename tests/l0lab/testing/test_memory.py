@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gcd.errors import StorageError
 from gcd.storage.objectstore import KeyFailure
+from l0gc.errors import StorageError
 from l0lab.testing.memory import MemoryObjectStore
 
 

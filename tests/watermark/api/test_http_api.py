@@ -21,16 +21,16 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from yarl import URL
 
+from l0gc.auth import parse_token_file
+from l0gc.errors import ConfigError
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from tests.waiting import wait_until
-from watermark.api.auth import parse_token_file
 from watermark.api.http_api import create_app
 from watermark.api.http_errors import UnknownFence
 from watermark.api.http_fences import FenceTable
 from watermark.api.http_server import ApiServer, server_ssl_context
 from watermark.api.limits import HttpLimits
-from watermark.errors import ConfigError
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 WRITER = "writer-token-0123456789abcdef"

@@ -14,14 +14,14 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from watermark.api.auth import parse_token_file
+from l0gc.auth import parse_token_file
+from l0gc.contract.kv import Delete
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.api.http_api import create_app
 from watermark.api.http_registry import REGISTRY, Registry
 from watermark.api.http_server import ApiServer
 from watermark.api.openapi_errors import ERROR_CODES
-from watermark.core.kv import Delete
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
+from l0gc.auth import Access
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.api import http_api, http_body, http_errors
-from watermark.api.auth import Access
 from watermark.api.openapi import OPENAPI_JSON, ROUTES, document, render, route_table
 from watermark.api.openapi_errors import ERROR_CODES
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
+from l0gc.contract.kv import Put
+from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd
 from l0lab.testing.procs import child_env
-from watermark.core.kv import Put
-from watermark.etcd.settings import EtcdSettings, open_kv
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from l0gc.contract.record import PartitionRecord
+from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd
 from tests.serving import ADMIN, WRITER, api_client, new_serve, token_file, watermark
-from watermark.core.record import PartitionRecord
-from watermark.etcd.settings import EtcdSettings, open_kv
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import structlog
 
+from l0gc.contract.kv import Put
+from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd
 from l0lab.testing.procs import child_env
 from tests.clirun import run_cli
 from watermark.cli.main import main
-from watermark.core.kv import Put
-from watermark.etcd.settings import EtcdSettings, open_kv
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from l0gc.errors import ConfigError
+from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd
 from tests.serving import new_serve
 from watermark.cli.main import parse
-from watermark.errors import ConfigError
-from watermark.etcd.settings import EtcdSettings, open_kv
 from watermark.service.replicas import advertised_url
 
 ETCD = {"L0GC_ETCD": "127.0.0.1:2379"}

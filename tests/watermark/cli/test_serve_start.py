@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, free_port
 from l0lab.testing.procs import child_env
 from tests.clirun import run_cli
 from tests.serving import Serve, new_serve, serve_args
 from tests.waiting import wait_until
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

@@ -13,24 +13,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watermark.core.assignment import (
+from l0gc.contract.members import (
     Assignment,
     ClaimRecord,
     Identity,
     MemberRecord,
-    Route,
-    RouteKind,
     View,
     check_member_id,
     compact_partitions,
     decode_claim,
     decode_member,
-    plan,
-    route,
     validate_address,
 )
-from watermark.core.contract import expand_partitions
-from watermark.errors import ConfigError, InvalidRecord
+from l0gc.contract.namespace import expand_partitions
+from l0gc.errors import ConfigError, InvalidRecord
+from watermark.core.assignment import Route, RouteKind, plan, route
 
 PARTITIONS = frozenset(f"orders/{n}" for n in range(300))
 
@@ -51,7 +48,7 @@ def test_assignment_is_the_same_in_every_process() -> None:
     here = {p: Assignment(members).owner(p) for p in sorted(PARTITIONS)}
     code = (
         "import json, sys\n"
-        "from watermark.core.assignment import Assignment, MemberRecord\n"
+        "from l0gc.contract.members import Assignment, MemberRecord\n"
         "ps = frozenset(f'orders/{n}' for n in range(300))\n"
         "ids = ('serve-a', 'serve-b', 'serve-c')\n"
         "ms = {m: MemberRecord(m, 'http://x:1', ps, 1) for m in ids}\n"

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watermark.core.events import FenceRefusal
+from l0gc.errors import AlreadyCommitted, FenceExpired, IllegalTransition
+from l0gc.events import FenceRefusal
 from watermark.core.fencelock import (
     Enter,
     FenceLock,
@@ -19,7 +20,6 @@ from watermark.core.fencelock import (
     repeat_of,
 )
 from watermark.core.window import EpochWindow
-from watermark.errors import AlreadyCommitted, FenceExpired, IllegalTransition
 
 N = 100
 

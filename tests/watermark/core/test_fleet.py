@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from l0gc.errors import ConfigError
 from watermark.core.fleet import FleetUrls
-from watermark.errors import ConfigError
 
 FLEET = FleetUrls.parse(
     "http://10.244.0.0/16:8080, https://*.peers.l0gc.svc:8443,http://[fd00::/8]:*"

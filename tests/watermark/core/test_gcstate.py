@@ -17,11 +17,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from gcd.errors import StorageError
-from watermark import errors
-from watermark.core.gcstate import PartitionGcState, PendingSlide
-from watermark.core.window import Admission, EpochWindow
-from watermark.errors import (
+from l0gc import errors
+from l0gc.errors import (
     ConfigError,
     FencingViolation,
     IllegalTransition,
@@ -30,8 +27,11 @@ from watermark.errors import (
     L0gcError,
     StaleEpoch,
     StaleOwner,
+    StorageError,
     WatermarkUnavailable,
 )
+from watermark.core.gcstate import PartitionGcState, PendingSlide
+from watermark.core.window import Admission, EpochWindow
 
 
 def example_state() -> PartitionGcState:
@@ -457,7 +457,7 @@ def test_error_messages_carry_the_values_and_the_remedy() -> None:
 
 
 def test_every_error_is_exported() -> None:
-    """Every L0gcError subclass in watermark.errors is in its __all__."""
+    """Every L0gcError subclass in l0gc.errors is in its __all__."""
     defined = {
         name
         for name, value in vars(errors).items()

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from l0gc.errors import InvalidRecord, InvalidSnapshot, L0gcError
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.snapshot import parse_snapshot
-from watermark.errors import InvalidRecord, InvalidSnapshot, L0gcError
 
 
 def two_slide_snapshot() -> dict[str, Any]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from l0gc.errors import IllegalTransition, L0gcError, StaleEpoch
 from watermark.core.window import Admission, EpochWindow
-from watermark.errors import IllegalTransition, L0gcError, StaleEpoch
 
 BELOW, INSIDE, ABOVE = Admission.BELOW, Admission.INSIDE, Admission.ABOVE
 

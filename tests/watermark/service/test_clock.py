@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from watermark.errors import ConfigError, EtcdUnavailable, WatermarkUnavailable
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from l0gc.errors import ConfigError, EtcdUnavailable, WatermarkUnavailable
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.service.clock import EpochClock, stamp_epoch
 
 

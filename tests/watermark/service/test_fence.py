@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from watermark.errors import FenceExpired
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from l0gc.errors import FenceExpired
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 

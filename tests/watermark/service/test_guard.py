@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from l0gc.errors import FenceExpired, FenceTimeout, GuardClosed, StaleEpoch
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.window import Admission, EpochWindow
-from watermark.errors import FenceExpired, FenceTimeout, GuardClosed, StaleEpoch
 from watermark.service.guard import FenceToken, FencingGuard
 from watermark.service.metrics import WatermarkMetrics
 

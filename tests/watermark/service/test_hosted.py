@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from l0gc.errors import FenceExpired, FencingViolation, IllegalTransition
 from l0lab.sim.variants import NoDrainGuard
 from watermark.core.gcstate import PartitionGcState
-from watermark.errors import FenceExpired, FencingViolation, IllegalTransition
 from watermark.service.guard import FencingGuard
 from watermark.service.hosted import HostedPartition
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from l0gc.contract.record import PartitionRecord
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd
 from tests.serving import RECONCILER, WRITER, Serve, new_serve, request, token_file, watermark
 from tests.waiting import wait_until_sync
-from watermark.core.record import PartitionRecord
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 PARTITIONS = ("orders/0", "orders/1", "orders/2")

@@ -4,8 +4,8 @@ metric; on the real `Publisher` and `WatermarkStore` over `MemoryKV`."""
 
 from __future__ import annotations
 
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.service.hosted import WAITING_REFRESH_S
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from watermark.core.kv import Put
-from watermark.errors import ConfigError
-from watermark.etcd.memory import MemoryKV
+from l0gc.contract.kv import Put
+from l0gc.errors import ConfigError
+from l0gc.etcd.memory import MemoryKV
 from watermark.service.liveness import Liveness, take_over_plan
 
 NS = "/l0gc/test"

@@ -8,12 +8,9 @@ from typing import Any
 
 import pytest
 
-from l0lab.sim.variants import NoDrainGuard
-from watermark.core.contract import PUBLISH_BATCH, Publication, PublishStatus
-from watermark.core.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
-from watermark.core.fencelock import Outcome
-from watermark.core.record import PartitionRecord
-from watermark.errors import (
+from l0gc.contract.namespace import PUBLISH_BATCH, Publication, PublishStatus
+from l0gc.contract.record import PartitionRecord
+from l0gc.errors import (
     AlreadyCommitted,
     EpochAhead,
     EtcdUnavailable,
@@ -25,8 +22,11 @@ from watermark.errors import (
     PartitionNotRegistered,
     StaleEpoch,
 )
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
+from l0gc.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
+from l0lab.sim.variants import NoDrainGuard
+from watermark.core.fencelock import Outcome
 from watermark.service.fence import Fence
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher

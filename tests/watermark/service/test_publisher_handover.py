@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from watermark.core.kv import Compare, Delete, Put, TxnResult
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.kv import Compare, Delete, Put, TxnResult
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 _TURNS_BOUND = 10_000

@@ -11,11 +11,11 @@ import dataclasses
 
 import pytest
 
-from watermark.core.contract import PublishStatus
-from watermark.core.kv import Delete, Put
-from watermark.errors import FenceExpired, PartitionNotHosted, StaleEpoch
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from l0gc.contract.kv import Delete, Put
+from l0gc.contract.namespace import PublishStatus
+from l0gc.errors import FenceExpired, PartitionNotHosted, StaleEpoch
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 
 E = 10

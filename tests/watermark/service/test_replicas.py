@@ -14,16 +14,17 @@ import aiohttp
 import pytest
 from yarl import URL
 
+from l0gc.auth import parse_token_file
+from l0gc.contract.kv import Delete, Put
+from l0gc.contract.members import ClaimRecord
+from l0gc.errors import NoOwner, PartitionNotHosted
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import free_port
 from tests.waiting import wait_until
-from watermark.api.auth import parse_token_file
 from watermark.api.http_api import create_app
 from watermark.api.http_server import ApiServer
-from watermark.core.assignment import ClaimRecord, Route
-from watermark.core.kv import Delete, Put
-from watermark.errors import NoOwner, PartitionNotHosted
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
+from watermark.core.assignment import Route
 from watermark.service.publisher import Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings
 

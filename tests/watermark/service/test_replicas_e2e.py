@@ -22,6 +22,9 @@ import aiohttp
 import pytest
 
 from gcd.storage.s3 import S3Settings
+from l0gc.etcd.client import EtcdKV
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.demo.s3io import DemoBucket
 from l0lab.testing.local_replicas import (
     LagReconciler,
@@ -33,9 +36,6 @@ from l0lab.testing.local_replicas import (
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind
 from tests.waiting import wait_until
-from watermark.etcd.client import EtcdKV
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 from watermark.service.clock import EpochClock
 from watermark.service.replicas import failover_bound_s
 

@@ -25,13 +25,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from l0gc.contract.kv import Put
+from l0gc.contract.members import ClaimRecord, MemberRecord
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_replicas import LocalReplicas, OwnerClient
 from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.waiting import wait_until
-from watermark.core.assignment import ClaimRecord, MemberRecord
-from watermark.core.kv import Put
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from l0gc.errors import ConfigError, PartitionNotRegistered
+from l0gc.etcd.settings import EtcdSettings, open_kv
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd
 from tests.waiting import wait_until
-from watermark.errors import ConfigError, PartitionNotRegistered
-from watermark.etcd.settings import EtcdSettings, open_kv
-from watermark.etcd.store import WatermarkStore
 from watermark.service.publisher import Publisher
 from watermark.service.replicas import ReplicaSet
 from watermark.service.runner import PublisherRunner, RunnerSettings

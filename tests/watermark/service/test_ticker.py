@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from l0gc.contract.kv import KV, Delete
+from l0gc.errors import ConfigError
+from l0gc.etcd.client import EtcdKV
+from l0gc.etcd.memory import MemoryKV
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd
 from tests.waiting import wait_until
-from watermark.core.kv import KV, Delete
-from watermark.errors import ConfigError
-from watermark.etcd.client import EtcdKV
-from watermark.etcd.memory import MemoryKV
-from watermark.etcd.store import WatermarkStore
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.ticker import EpochTicker
 
