@@ -22,13 +22,13 @@ import time
 from pathlib import Path
 
 from bench.common import Goal, Report, Scale, Table, median
+from gcd.explainer.answer import explain_keys
+from gcd.journal.records import JournalWriter
+from gcd.journal.search import LocalSegments
+from gcd.observe.events import BatchAttempt, BatchOutcome, DeleteBasis
 from gcd.rules.explain import GcFacts
 from gcd.rules.layout import KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.events import BatchAttempt, BatchOutcome, DeleteBasis
-from gcd.sweep.explain import explain_keys
-from gcd.sweep.journal import JournalWriter
-from gcd.sweep.journal_search import LocalSegments
 from l0lab.testing.local_servers import LocalS3
 
 NAME = "explain"

@@ -44,16 +44,16 @@ from typing import Any
 import structlog
 
 from bench.common import Goal, Report, Scale, Table, median
+from gcd.journal.records import JournalWriter, read_journal_objects
+from gcd.observe.events import BatchAttempt, BatchOutcome, DeleteBasis
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
+from gcd.service.runtime import LEDGER_MARGIN_S
 from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.events import BatchAttempt, BatchOutcome, DeleteBasis
-from gcd.sweep.journal import JournalWriter, read_journal_objects
-from gcd.sweep.runtime import LEDGER_MARGIN_S
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.sweep.undo import UndoKeeper
+from gcd.undo.window import UndoKeeper
 from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalS3

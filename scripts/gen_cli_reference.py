@@ -10,7 +10,7 @@ The CLI reference walks the argparse parsers of every `gcd` subcommand (built ex
 `gcd.cli.main` builds them) and of every `watermark` subcommand, and lists each flag
 with its environment variable and help text (which shows its default); a section at
 the top says how options work. The metrics reference collects the two
-Prometheus registries (`gcd.sweep.metrics.SweeperMetrics`,
+Prometheus registries (`gcd.observe.metrics.SweeperMetrics`,
 `watermark.service.metrics.WatermarkMetrics`) and lists each metric with its type,
 labels and help text. The route table of docs/integration.md (between its
 ``<!-- routes: ...`` and ``<!-- end of routes -->`` lines) is
@@ -219,7 +219,7 @@ def _metric_rows(
 
 def metrics_reference() -> str:
     """The whole metrics reference document."""
-    from gcd.sweep.metrics import ERROR_LABELS, SweeperMetrics  # noqa: PLC0415
+    from gcd.observe.metrics import ERROR_LABELS, SweeperMetrics  # noqa: PLC0415
     from watermark.service.metrics import WatermarkMetrics  # noqa: PLC0415
 
     head = "| metric | type | labels (values) | meaning |\n|---|---|---|---|"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gcd.sweep.metrics import SweeperMetrics
+from gcd.observe.metrics import SweeperMetrics
 from l0gc.contract.binding import CLAIM_NAME
 from watermark.service.metrics import WatermarkMetrics
 

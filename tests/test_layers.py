@@ -60,7 +60,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gcd",),
     ("gcd.rules",),
     ("gcd.storage",),
+    ("gcd.observe",),
+    ("gcd.journal",),
+    ("gcd.undo",),
     ("gcd.sweep",),
+    ("gcd.explainer",),
+    ("gcd.service",),
     ("gcd.spark",),
     ("gcd.cli",),
     # the lab, above the product; never imported by it (but lazily by LAB_COMMANDS)

@@ -12,8 +12,8 @@ import structlog
 
 from gcd.cli.options import DAEMON_OPTIONS, resolve
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup
-from gcd.sweep.daemon import DaemonConfig
-from gcd.sweep.runtime import SweepRuntime
+from gcd.service.daemon import DaemonConfig
+from gcd.service.runtime import SweepRuntime
 from l0gc import exitcodes
 from l0gc.auth import TokenFile
 from l0gc.logs import configure_logging

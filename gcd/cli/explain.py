@@ -15,9 +15,9 @@ from gcd.cli.explain_text import render_text
 from gcd.cli.options import resolve
 from gcd.cli.output import write_json
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup
+from gcd.explainer.answer import ExplainReport, explain_keys, read_gc_facts
 from gcd.rules.admission import UNREACHABLE
-from gcd.sweep.explain import ExplainReport, explain_keys, read_gc_facts
-from gcd.sweep.runtime import open_reader
+from gcd.service.runtime import open_reader
 from l0gc import exitcodes
 from l0gc.display import printable
 from l0gc.errors import ConfigError
@@ -91,7 +91,7 @@ def read_keys(args: argparse.Namespace, stdin: Any = None) -> list[str]:
 
 
 async def explain_from_args(args: argparse.Namespace, keys: Sequence[str]) -> ExplainReport:
-    """Open what the flags name (`gcd.sweep.runtime.open_reader`), read once, explain `keys`."""
+    """Open what the flags name (`gcd.service.runtime.open_reader`), read once, explain `keys`."""
     setup = round_setup(args)
     layout = setup.round.layout
     prefix = None if args.journal_prefix is None else args.journal_prefix.strip("/")

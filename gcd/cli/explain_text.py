@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gcd.cli.output import human_age, utc_text
-from gcd.sweep.explain import ExplainReport
+from gcd.explainer.answer import ExplainReport
 from l0gc.display import printable
 
 __all__ = ["render_text"]

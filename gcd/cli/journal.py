@@ -25,13 +25,7 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import write_json
-from gcd.rules.layout import KeyLayout
-from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.journal import (
-    JournalRead,
-    read_journal,
-)
-from gcd.sweep.journal_check import (
+from gcd.journal.check import (
     FindingKind,
     VerifyReport,
     check_anchors,
@@ -41,8 +35,14 @@ from gcd.sweep.journal_check import (
     find_key,
     history_reader,
 )
-from gcd.sweep.journal_places import read_journal_places, unread_shipped
-from gcd.sweep.journal_prune import prune_anchors, prune_audit
+from gcd.journal.places import read_journal_places, unread_shipped
+from gcd.journal.prune import prune_anchors, prune_audit
+from gcd.journal.records import (
+    JournalRead,
+    read_journal,
+)
+from gcd.rules.layout import KeyLayout
+from gcd.storage.s3 import S3ObjectStore, S3Settings
 from l0gc import exitcodes
 from l0gc.display import printable
 from l0gc.errors import ConfigError

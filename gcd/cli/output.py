@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from gcd.sweep.report import RoundCounts
+from gcd.observe.report import RoundCounts
 from l0gc import strictjson
 from l0gc.contract.namespace import LATEST_PAUSE_AT
 

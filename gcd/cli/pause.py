@@ -13,7 +13,7 @@ from typing import Any
 
 from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import write_json
-from gcd.sweep.runtime import empty_namespace
+from gcd.service.runtime import empty_namespace
 from l0gc import exitcodes
 from l0gc.display import printable
 from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv

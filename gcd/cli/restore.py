@@ -21,11 +21,12 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
+from gcd.journal.check import check_anchors, check_records, etcd_anchors
+from gcd.journal.places import read_journal_places, unread_shipped
+from gcd.journal.records import JournalRead, Record
+from gcd.service.runtime import MAX_SEGMENT_READ
 from gcd.storage.open import open_store
-from gcd.sweep.journal import JournalRead, Record
-from gcd.sweep.journal_check import check_anchors, check_records, etcd_anchors
-from gcd.sweep.journal_places import read_journal_places, unread_shipped
-from gcd.sweep.restore import (
+from gcd.undo.restore import (
     KeyResult,
     RestoreLog,
     RestoreOutcome,
@@ -35,8 +36,7 @@ from gcd.sweep.restore import (
     restore,
     select,
 )
-from gcd.sweep.restore_trust import trusted_records
-from gcd.sweep.runtime import MAX_SEGMENT_READ
+from gcd.undo.trust import trusted_records
 from l0gc import exitcodes
 from l0gc.display import printable
 from l0gc.errors import ConfigError
@@ -127,7 +127,7 @@ async def _paused(settings: EtcdSettings) -> str | None:
 async def _verified(
     read: JournalRead, settings: EtcdSettings, bucket: str, *, from_prefix: bool
 ) -> tuple[list[Record], list[str]]:
-    """The records that verify (`gcd.sweep.restore_trust`), and why the rest do not: the
+    """The records that verify (`gcd.undo.trust`), and why the rest do not: the
     chain, the ends anchored in etcd (and in the audit prefix when read from there)."""
     report = check_records(read)
     if from_prefix:

@@ -24,8 +24,10 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
+from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
+from gcd.service.runtime import open_reader
 from gcd.spark.azinventory import BlobInventoryManifest
 from gcd.spark.inventory import InventoryManifest
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
@@ -36,8 +38,6 @@ from gcd.storage.azsettings import AzureSettings
 from gcd.storage.objectstore import StoreFeatures
 from gcd.storage.open import StoreSettings, preflight_store
 from gcd.storage.s3 import S3Settings, preflight
-from gcd.sweep.report import RoundSummary
-from gcd.sweep.runtime import open_reader
 from gcd.sweep.safety import read_admission
 from l0gc import exitcodes
 from l0gc.display import printable

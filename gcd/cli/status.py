@@ -23,7 +23,7 @@ from gcd.cli.status_report import (
     report_from_fold,
 )
 from gcd.cli.status_text import render_text
-from gcd.sweep.runtime import empty_namespace
+from gcd.service.runtime import empty_namespace
 from l0gc import exitcodes
 from l0gc.contract.namespace import pause_at
 from l0gc.errors import InvalidRecord

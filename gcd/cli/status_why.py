@@ -1,7 +1,7 @@
 """`gcd status`'s "pinned longest" line and `--why`: who holds M back, and for which key.
 
 `pinned_longest` looks at the partitions pinning M (the lowest M(p)) and, for each, walks
-its record's etcd history back (`gcd.sweep.explain.HISTORY` versions at most, while not
+its record's etcd history back (`gcd.explainer.answer.HISTORY` versions at most, while not
 compacted) for as long as M(p) had its current value: the earliest such publication is
 since when it has pinned M (a lower bound when the history is shorter). The one pinned
 longest is reported with its owner.
@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from gcd.explainer.answer import HISTORY, ExplainReport, explain_keys, read_gc_facts
 from gcd.rules.explain import start_before
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.explain import HISTORY, ExplainReport, explain_keys, read_gc_facts
 from l0gc.contract.binding import Binding
 from l0gc.contract.record import PartitionRecord
 from l0gc.errors import ConfigError, InvalidRecord, L0gcError

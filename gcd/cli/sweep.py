@@ -27,11 +27,11 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import ProgressLine, human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
+from gcd.observe.report import PlanWriter, RoundCounts, RoundSummary
 from gcd.rules.admission import UNREACHABLE
 from gcd.rules.prices import RoundCost, prices_for, round_cost
 from gcd.rules.versions import VersionMode
-from gcd.sweep.report import PlanWriter, RoundCounts, RoundSummary
-from gcd.sweep.runtime import JournalSettings, SweepRuntime, SweepSettings
+from gcd.service.runtime import JournalSettings, SweepRuntime, SweepSettings
 from gcd.sweep.sweeper import RoundConfig
 from l0gc import exitcodes
 from l0gc.display import printable

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from gcd.observe.report import RoundSummary
 from gcd.rules.layout import KeyLayout
 from gcd.spark.azinventory import read_blob_inventory
 from gcd.spark.azure import AzureTarget
@@ -30,7 +31,6 @@ from gcd.spark.stores import Target
 from gcd.spark.transforms import Action, classify, outcome_counts
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
-from gcd.sweep.report import RoundSummary
 from l0gc.errors import ConfigError
 
 __all__ = [

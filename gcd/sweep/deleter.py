@@ -13,21 +13,7 @@ from typing import Final
 
 import structlog
 
-from gcd.rules.triage import (
-    KEY_FAULT_CODES,
-    THROTTLE_CODES,
-    RequestFailure,
-    Triage,
-    request_failure,
-    triage,
-)
-from gcd.rules.versions import split_target, version_target
-from gcd.rules.xmlkeys import xml_unsafe_reason
-from gcd.storage.objectstore import DeleteResult, KeyFailure, ObjectStore
-from gcd.storage.ratelimit import AimdLimiter, TokenBucket
-from gcd.storage.retry import Retrier, deadline
-from gcd.sweep.brake import OPEN, Brake
-from gcd.sweep.events import (
+from gcd.observe.events import (
     BatchAttempt,
     BatchOutcome,
     DeleteBasis,
@@ -36,9 +22,9 @@ from gcd.sweep.events import (
     emit_after,
     emit_before,
 )
-from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.report import RoundCounts
-from gcd.sweep.telemetry import (
+from gcd.observe.metrics import SweeperMetrics
+from gcd.observe.report import RoundCounts
+from gcd.observe.telemetry import (
     DEFAULT_HOOK,
     DELETE_SENT,
     DELETER_EVENTS,
@@ -49,10 +35,25 @@ from gcd.sweep.telemetry import (
     DeletesBraked,
     ObjectsDeleted,
 )
+from gcd.rules.candidate import Candidate
+from gcd.rules.triage import (
+    KEY_FAULT_CODES,
+    THROTTLE_CODES,
+    RequestFailure,
+    Triage,
+    request_failure,
+    triage,
+)
+from gcd.rules.versions import split_target
+from gcd.rules.xmlkeys import xml_unsafe_reason
+from gcd.storage.objectstore import DeleteResult, KeyFailure, ObjectStore
+from gcd.storage.ratelimit import AimdLimiter, TokenBucket
+from gcd.storage.retry import Retrier, deadline
+from gcd.sweep.brake import OPEN, Brake
 from l0gc.errors import StorageError
 from l0gc.events import Emitter, Hooks
 
-__all__ = ["MAX_BISECT_REQUESTS", "MAX_POISON_NAMED", "MAX_UNPROVEN", "BatchDeleter", "Candidate"]
+__all__ = ["MAX_BISECT_REQUESTS", "MAX_POISON_NAMED", "MAX_UNPROVEN", "BatchDeleter"]
 
 log = structlog.get_logger("gcd.deleter")
 
@@ -67,32 +68,6 @@ LOCKED_CODES: Final = frozenset({"AccessDenied"})
 """Per-version codes that mean "locked" on a bucket with Object Lock."""
 MAX_LOCKED_NOTED: Final = 1_000
 """Locked versions remembered per round for the round's report (the rest only counted)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A key selected for deletion, with what the accounting needs."""
-
-    key: str
-    size: int
-    epoch: int
-    version_id: str | None = None
-    """Set on a versioned bucket: the version (or delete marker) to delete."""
-    marker: bool = False
-    """True for a delete marker (no bytes)."""
-    hides: tuple[str, ...] = ()
-    """Set when the key is hidden behind a new delete marker (an undo window on a
-    versioned bucket, `gcd.rules.undo`): the version ids it keeps, newest first."""
-    reclaim: bool = False
-    """True for a version or marker freed by an undo window's reclaim."""
-    generation: str | None = None
-    """GCS: the generation a plain delete removes (journaled in ``hides``: what a restore
-    of the soft-deleted object names)."""
-
-    @property
-    def target(self) -> str:
-        """What the store's `delete_batch` is given (`gcd.rules.versions`)."""
-        return version_target(self.key, self.version_id)
 
 
 @dataclass(slots=True)

@@ -9,11 +9,11 @@ from typing import Final
 
 import structlog
 
+from gcd.observe.report import RoundCounts, iso_utc
+from gcd.observe.telemetry import UndoPendingCounted
 from gcd.rules.versions import split_target
 from gcd.storage.objectstore import DetectingStore, ObjectStore, VersionedStore
-from gcd.sweep.report import RoundCounts, iso_utc
 from gcd.sweep.roundstate import RoundState
-from gcd.sweep.telemetry import UndoPendingCounted
 from l0gc.events import Hook
 
 __all__ = ["LOCK_PROBES", "locked_report", "store_report", "undo_report"]

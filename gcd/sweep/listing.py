@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import structlog
 
+from gcd.observe.telemetry import LIST_SENT, ListFailed
 from gcd.rules.cursor import (
     Cursor,
     Skip,
@@ -32,7 +33,6 @@ from gcd.sweep.binding import CLAIM_MAX_BYTES
 from gcd.sweep.brake import Brake
 from gcd.sweep.pages import PageDecider
 from gcd.sweep.roundstate import BatchQueue, RoundSettings, RoundState
-from gcd.sweep.telemetry import LIST_SENT, ListFailed
 from l0gc.errors import StorageError
 from l0gc.events import Hook
 

@@ -10,13 +10,13 @@ from typing import Final
 
 import structlog
 
+from gcd.observe.report import PlanWriter
+from gcd.observe.telemetry import PageExamined
+from gcd.rules.candidate import Candidate
 from gcd.rules.cursor import Cursor, Skip, next_cursor, skip
 from gcd.rules.decision import Verdict, decide
 from gcd.storage.objectstore import ListPage, ObjectInfo
-from gcd.sweep.deleter import Candidate
-from gcd.sweep.report import PlanWriter
 from gcd.sweep.roundstate import BatchQueue, RoundSettings, RoundState
-from gcd.sweep.telemetry import PageExamined
 from l0gc.contract.binding import claim_key
 from l0gc.events import Hook
 
@@ -131,7 +131,7 @@ class PageDecider:
 
     async def _grouped(self, prefix: str, obj: ObjectInfo, epoch: int, *, young: bool) -> None:
         """One version of an eligible key, gathered with the key's other versions; the key
-        before it, now complete, is planned (`gcd.sweep.undo`)."""
+        before it, now complete, is planned (`gcd.undo.window`)."""
         assert self.run.groups is not None
         done = self.run.groups.feed(prefix, obj, epoch, young)
         if done is not None:

@@ -18,13 +18,13 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
+from gcd.observe.events import DeleteBasis
+from gcd.observe.report import RoundCounts
+from gcd.rules.candidate import Candidate
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import StoreFeatures
-from gcd.sweep.deleter import Candidate
-from gcd.sweep.events import DeleteBasis
 from gcd.sweep.nesting import NestedRoots
-from gcd.sweep.report import RoundCounts
-from gcd.sweep.undo import KeyGroups
+from gcd.undo.window import KeyGroups
 
 __all__ = ["BatchQueue", "RoundSettings", "RoundState"]
 

@@ -7,11 +7,11 @@ unreachable, a record etcd returns that cannot be read) blocks the round:
 `gcd.rules.admission.unreachable`, fail closed.
 
 Every round goes through here: `gcd sweep` (`gcd.sweep.sweeper.run_round`), the
-daemon (`gcd.sweep.daemon`, whose source stands in the last good read while etcd is
+daemon (`gcd.service.daemon`, whose source stands in the last good read while etcd is
 unreachable: M only goes up, so a stale M deletes less, never more) and the driver of
 `gcd spark-sweep` / `gcd spark-report` (`gcd.cli.spark`). What a refused round does
-to the gauges is the `AdmissionShown` event's (`gcd.sweep.telemetry`), which
-`gcd.sweep.metrics` turns into them.
+to the gauges is the `AdmissionShown` event's (`gcd.observe.telemetry`), which
+`gcd.observe.metrics` turns into them.
 """
 
 from __future__ import annotations

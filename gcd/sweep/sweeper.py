@@ -14,6 +14,18 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from gcd.observe.events import DeleteBasis, DeleteSink
+from gcd.observe.metrics import SweeperMetrics
+from gcd.observe.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
+from gcd.observe.telemetry import (
+    DEFAULT_HOOK,
+    SWEEPER_EVENTS,
+    AdmissionShown,
+    DefaultHook,
+    RoundFinished,
+    RoundNotListed,
+    UndoWindowSet,
+)
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import directory_prefixes
@@ -24,25 +36,13 @@ from gcd.storage.objectstore import DetectingStore, ObjectStore, SoftDeleteStore
 from gcd.storage.retry import REQUEST_DEADLINE_S, Retrier
 from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.deleter import BatchDeleter
-from gcd.sweep.events import DeleteBasis, DeleteSink
 from gcd.sweep.findings import locked_report, store_report, undo_report
 from gcd.sweep.listing import RoundLister
-from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.pages import PageDecider
-from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
 from gcd.sweep.roundstate import BatchQueue, RoundState
 from gcd.sweep.safety import WatermarkSource, read_admission
-from gcd.sweep.telemetry import (
-    DEFAULT_HOOK,
-    SWEEPER_EVENTS,
-    AdmissionShown,
-    DefaultHook,
-    RoundFinished,
-    RoundNotListed,
-    UndoWindowSet,
-)
-from gcd.sweep.undo import KeyGroups, UndoKeeper
+from gcd.undo.window import KeyGroups, UndoKeeper
 from l0gc.errors import ConfigError, L0gcError
 from l0gc.events import Emitter, Hooks
 
@@ -140,7 +140,7 @@ def split_prefixes(prefixes: list[str], root: str, want: int) -> list[str]:
 class Sweeper:
     """Runs rounds against one object store; keeps AIMD state between rounds.
 
-    `hook` receives the engine's events (`gcd.sweep.telemetry`); by default the hook of
+    `hook` receives the engine's events (`gcd.observe.telemetry`); by default the hook of
     `metrics` (a fresh `SweeperMetrics` when not given), None for no hook at all.
     """
 

@@ -14,9 +14,9 @@ from typing import Any, Final
 
 import structlog
 
+from gcd.observe.report import RoundSummary
 from gcd.rules.prices import PriceTable
 from gcd.rules.usage import Usage
-from gcd.sweep.report import RoundSummary
 from l0gc.contract.kv import Compare, Put
 from l0gc.errors import InvalidRecord, L0gcError
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 The run's processes write down what they did (`l0lab.chaos.records`); the sweepers write
-the deletion journal (`gcd.sweep.journal`). From those the `RunHistory` rebuilds the ground truth
+the deletion journal (`gcd.journal.records`). From those the `RunHistory` rebuilds the ground truth
 of every object: its upload, the log entry that references it (committed, kept or
 aborted) and the moment the reconciler lifted that entry. An object is *protected*
 from the moment a writer could have fenced it until its entry's lift is recorded (the
@@ -36,8 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gcd.sweep.journal import JournalRead
-from gcd.sweep.journal_check import FindingKind, VerifyReport
+from gcd.journal.check import FindingKind, VerifyReport
+from gcd.journal.records import JournalRead
 from l0lab.chaos.records import Entry, PartitionLog
 
 __all__ = [

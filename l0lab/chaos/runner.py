@@ -27,9 +27,7 @@ from typing import Any, TextIO, cast
 import aiohttp
 import structlog
 
-from gcd.rules.layout import KeyLayout
-from gcd.sweep.journal import JournalRead, read_journal
-from gcd.sweep.journal_check import (
+from gcd.journal.check import (
     FindingKind,
     HistoryKV,
     VerifyReport,
@@ -38,6 +36,8 @@ from gcd.sweep.journal_check import (
     check_records,
     history_reader,
 )
+from gcd.journal.records import JournalRead, read_journal
+from gcd.rules.layout import KeyLayout
 from l0gc.contract.journal_anchor import JournalAnchor, anchors_prefix
 from l0gc.errors import L0gcError
 from l0lab.chaos.checker import RunFacts, RunHistory, check_run, deletions_of, unanswered_of

@@ -36,13 +36,13 @@ from typing import Any, TextIO
 
 import structlog
 
+from gcd.observe.metrics import SweeperMetrics
+from gcd.observe.report import RoundSummary
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
+from gcd.service.daemon import Daemon, DaemonConfig
 from gcd.storage.open import target_of
 from gcd.sweep.binding import BoundSource, bind_namespace
-from gcd.sweep.daemon import Daemon, DaemonConfig
-from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.report import RoundSummary
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0gc.contract.kv import KV
 from l0gc.contract.safe_epoch import SafeEpoch

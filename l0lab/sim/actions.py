@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gcd.sweep.report import RoundResult
+from gcd.observe.report import RoundResult
 from gcd.sweep.safety import WatermarkSource
 from gcd.sweep.sweeper import run_round
 from l0gc.contract.binding import claim_key

@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Unpack
 
+from gcd.observe.report import RoundResult
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.storage.objectstore import DeleteResult, ListOptions, ListPage
 from gcd.storage.retry import Retrier
-from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0lab.sim.vtime import VirtualClock
 from l0lab.testing.memory import MemoryObjectStore

@@ -53,10 +53,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gcd.observe.metrics import SweeperMetrics
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.storage.retry import Retrier
-from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0gc.contract.kv import Compare, Put
 from l0gc.contract.record import PartitionRecord

@@ -6,7 +6,7 @@ The real sweeper (`run_round`, a `Sweeper` with an `UndoKeeper` whose marker led
 loaded from the journal at each process start) on a versioned in-memory bucket
 (`l0lab.testing.versioned`), the real `WatermarkStore` on `MemoryKV` (M(p), M, pause), the
 real deletion journal (`JournalWriter`, in a temporary directory) and the real restore
-(`gcd.sweep.restore`: `deletions_in`, `select`, `restore`). Time is a virtual clock
+(`gcd.undo.restore`: `deletions_in`, `select`, `restore`). Time is a virtual clock
 moved by each step; one `random.Random(seed)` decides everything.
 
 The story of a seed
@@ -42,12 +42,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gcd.journal.records import JournalWriter, read_journal
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
-from gcd.sweep.journal import JournalWriter, read_journal
-from gcd.sweep.restore import Selection, deletions_in, restore, select
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.sweep.undo import UndoKeeper
+from gcd.undo.restore import Selection, deletions_in, restore, select
+from gcd.undo.window import UndoKeeper
 from l0gc.contract.kv import Put
 from l0gc.contract.namespace import Publication
 from l0gc.contract.record import PartitionRecord

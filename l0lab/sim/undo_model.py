@@ -43,14 +43,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gcd.journal.records import JournalWriter, read_journal
+from gcd.observe.events import BatchAttempt, BatchOutcome
+from gcd.observe.metrics import SweeperMetrics
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
-from gcd.sweep.events import BatchAttempt, BatchOutcome
-from gcd.sweep.journal import JournalWriter, read_journal
-from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.restore import Selection, deletions_in, select
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
-from gcd.sweep.undo import UndoKeeper
+from gcd.undo.restore import Selection, deletions_in, select
+from gcd.undo.window import UndoKeeper
 from l0gc.contract.kv import Put
 from l0gc.contract.namespace import Publication
 from l0gc.contract.record import PartitionRecord

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gcd.rules.versions import version_target
-from gcd.sweep.restore import JournaledDeletion, KeyResult, RestoreOutcome, restore
+from gcd.undo.restore import JournaledDeletion, KeyResult, RestoreOutcome, restore
 from l0gc.contract.kv import PrefixWatch
 from l0gc.contract.namespace import Publication, PublishOutcome
 from l0gc.contract.record import PartitionRecord

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gcd.sweep.metrics import SweeperMetrics
+from gcd.observe.metrics import SweeperMetrics
 from watermark.service.metrics import WatermarkMetrics
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ import gcd
 import l0gc
 import watermark
 from gcd.cli.main import main as gcd_main
-from gcd.sweep.metrics import SweeperMetrics
+from gcd.observe.metrics import SweeperMetrics
 from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
 from watermark.__main__ import main as watermark_main

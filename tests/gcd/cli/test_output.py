@@ -20,8 +20,8 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.cli.sweep import interrupted_document, text_summary
+from gcd.observe.report import RoundSummary
 from gcd.rules.layout import KeyLayout
-from gcd.sweep.report import RoundSummary
 from l0gc import exitcodes
 from l0lab.testing.local_servers import LocalS3, free_port
 from tests.waiting import wait_until_sync

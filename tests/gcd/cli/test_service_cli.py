@@ -21,8 +21,8 @@ import pytest
 
 from gcd.cli.main import main
 from gcd.cli.sweep import exit_code
+from gcd.observe.report import RoundSummary
 from gcd.rules.layout import KeyLayout
-from gcd.sweep.report import RoundSummary
 from l0gc import exitcodes
 from l0gc.contract.kv import Put
 from l0gc.errors import ConfigError

@@ -20,7 +20,7 @@ from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_servers import LocalEtcd, free_port
 from tests.clirun import run_cli
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
-from tests.gcd.sweep.test_daemon import metric
+from tests.gcd.service.test_daemon import metric
 from tests.waiting import wait_until_sync
 
 pytestmark = pytest.mark.integration

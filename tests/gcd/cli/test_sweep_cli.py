@@ -21,8 +21,8 @@ from gcd.cli import sweep as sweep_module
 from gcd.cli.main import main
 from gcd.cli.options import ROUND_OPTIONS, resolve
 from gcd.cli.output import ProgressLine
+from gcd.observe.report import RoundCounts
 from gcd.rules.layout import KeyLayout
-from gcd.sweep.report import RoundCounts
 from l0gc import exitcodes
 from l0gc.contract.kv import Put
 from l0gc.contract.namespace import Publication
@@ -504,8 +504,8 @@ _LEAN_CHECK = """
 import sys
 from gcd.cli.main import main
 code = main(sys.argv[1:])
-heavy = ("aiohttp.web", "azure", "google", "pyspark", "gcd.spark", "gcd.sweep.daemon",
-         "gcd.sweep.explain_http", "aetcd", "grpc")
+heavy = ("aiohttp.web", "azure", "google", "pyspark", "gcd.spark", "gcd.service.daemon",
+         "gcd.explainer.http", "aetcd", "grpc")
 loaded = sorted(m for m in sys.modules if m.startswith(heavy))
 print("EXIT", code, "HEAVY", loaded, file=sys.stderr)
 """

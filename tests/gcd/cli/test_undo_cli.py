@@ -23,11 +23,11 @@ import pytest
 from gcd.cli.main import main
 from gcd.cli.status_text import _undo_line
 from gcd.rules.layout import KeyLayout
+from gcd.service.runtime import undo_fields
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.mhistory import history_prefix
-from gcd.sweep.restore import JournaledDeletion, RestoreOutcome, restore
-from gcd.sweep.runtime import undo_fields
 from gcd.sweep.shards import ShardAnnouncement
+from gcd.undo.mhistory import history_prefix
+from gcd.undo.restore import JournaledDeletion, RestoreOutcome, restore
 from l0gc import exitcodes
 from l0gc.contract.kv import Put
 from l0gc.etcd.settings import EtcdSettings, open_kv

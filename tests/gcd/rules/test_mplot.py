@@ -11,8 +11,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+from gcd.observe.trail import MSample
 from gcd.rules.mplot import CLUSTER_COLOUR, HEIGHT, M_COLOUR, WIDTH, render_svg
-from gcd.sweep.trail import MSample
 
 SVG = "{http://www.w3.org/2000/svg}"
 T0 = 1_800_000_000.0

@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 import pytest
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
+from gcd.observe.report import RoundResult
 from gcd.rules.layout import KeyLayout
 from gcd.storage.azsettings import AzureSettings, redact_url
 from gcd.storage.azure import AzureBlobStore
-from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0gc.errors import ConfigError
 from l0lab.testing.local_azurite import LocalAzurite

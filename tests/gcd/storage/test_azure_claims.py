@@ -15,13 +15,13 @@ import pytest
 from azure.core.pipeline.transport import AioHttpTransport
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
+from gcd.observe.metrics import SweeperMetrics
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
+from gcd.service.runtime import Announcing
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
 from gcd.sweep.binding import BindingConflict, BoundSource, bind_namespace
-from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.runtime import Announcing
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0gc.contract.binding import StorageTarget, claim_key

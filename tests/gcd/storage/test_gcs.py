@@ -21,6 +21,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from gcd.observe.report import PlanWriter, RoundResult
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
@@ -28,7 +29,6 @@ from gcd.storage.gcs import GcsObjectStore
 from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.open import preflight_store
 from gcd.storage.retry import Retrier
-from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0gc.errors import ConfigError, StorageError
 from l0gc.etcd.store import WatermarkStore

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from gcd.observe.report import PlanWriter, RoundResult
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.report import PlanWriter, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0gc.contract.namespace import Publication
 from l0gc.etcd.settings import EtcdSettings, open_kv

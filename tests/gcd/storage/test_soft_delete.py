@@ -34,15 +34,15 @@ import structlog
 from structlog.testing import capture_logs
 
 from gcd.cli.main import main
+from gcd.journal.records import JournalWriter, chain_digest, read_journal
 from gcd.rules.layout import KeyLayout
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.azure import AzureBlobStore
 from gcd.storage.gcs import GcsObjectStore
 from gcd.storage.gcssettings import GcsSettings
-from gcd.sweep.journal import JournalWriter, chain_digest, read_journal
-from gcd.sweep.restore import RestoreOutcome, Selection, deletions_in, restore, select
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.sweep.undo import UndoKeeper
+from gcd.undo.restore import RestoreOutcome, Selection, deletions_in, restore, select
+from gcd.undo.window import UndoKeeper
 from l0gc import exitcodes
 from l0gc.contract.journal_anchor import JournalAnchor, anchor_key
 from l0gc.contract.kv import Put
@@ -279,7 +279,7 @@ def test_restore_on_azure_undeletes_what_the_journal_deleted(
     writer = JournalWriter(
         journal, "s-1", namespace="/l0gc/t", bucket="l0c", root=ROOT, fsync=False
     )
-    from gcd.sweep.events import BatchAttempt, BatchOutcome  # noqa: PLC0415
+    from gcd.observe.events import BatchAttempt, BatchOutcome  # noqa: PLC0415
 
     writer.before(BatchAttempt(None, tuple(keys), (1, 2, 3), 1, 1, 1))
     writer.after(

@@ -12,15 +12,16 @@ import pytest
 from structlog.testing import capture_logs
 
 import gcd.sweep.deleter as deleter_module
+from gcd.observe.events import BatchAttempt, BatchOutcome
+from gcd.observe.metrics import SweeperMetrics
+from gcd.observe.report import RoundCounts
 from gcd.rules.backoff import Backoff
+from gcd.rules.candidate import Candidate
 from gcd.rules.versions import split_target
 from gcd.storage.objectstore import DeleteResult
 from gcd.storage.retry import Retrier
 from gcd.sweep.brake import OPEN, Brake, PauseBrake
-from gcd.sweep.deleter import MAX_UNPROVEN, BatchDeleter, Candidate
-from gcd.sweep.events import BatchAttempt, BatchOutcome
-from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.report import RoundCounts
+from gcd.sweep.deleter import MAX_UNPROVEN, BatchDeleter
 from l0gc.errors import StorageError
 from l0lab.testing.memory import MemoryObjectStore
 from l0lab.testing.versioned import VersionedMemoryStore

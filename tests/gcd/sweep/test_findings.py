@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gcd.observe.events import DeleteBasis
+from gcd.observe.report import RoundCounts
+from gcd.observe.telemetry import UndoPendingCounted
 from gcd.storage.objectstore import ListPage, StoreFeatures
-from gcd.sweep.events import DeleteBasis
 from gcd.sweep.findings import LOCK_PROBES, locked_report, store_report, undo_report
-from gcd.sweep.report import RoundCounts
 from gcd.sweep.roundstate import RoundState
-from gcd.sweep.telemetry import UndoPendingCounted
 
 
 class LockedStore:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from gcd.observe.metrics import SweeperMetrics
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage, status_fault
 from gcd.storage.retry import Retrier
-from gcd.sweep.metrics import SweeperMetrics
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0lab.testing.memory import MemoryObjectStore
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from gcd.observe.report import RoundResult
+from gcd.observe.telemetry import ObjectsDeleted
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.report import RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper
-from gcd.sweep.telemetry import ObjectsDeleted
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 from l0lab.testing.local_servers import LocalS3
 

@@ -18,8 +18,8 @@ import pytest
 from gcd.cli.main import main
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
+from gcd.service.daemon import Daemon, DaemonConfig
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.daemon import Daemon, DaemonConfig
 from gcd.sweep.safety import read_admission
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0gc import exitcodes

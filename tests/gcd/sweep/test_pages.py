@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from gcd.observe.events import DeleteBasis
+from gcd.observe.telemetry import PageExamined
+from gcd.rules.candidate import Candidate
 from gcd.rules.cursor import Cursor
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage, ObjectInfo
-from gcd.sweep.deleter import Candidate
-from gcd.sweep.events import DeleteBasis
 from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.pages import LOGGED_UNPARSABLE, PageDecider
 from gcd.sweep.roundstate import BatchQueue, RoundState
 from gcd.sweep.sweeper import RoundConfig
-from gcd.sweep.telemetry import PageExamined
 from l0gc.contract.binding import claim_key
 
 ROOT = "level_zero/data"

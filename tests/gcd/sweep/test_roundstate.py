@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from gcd.sweep.deleter import Candidate
-from gcd.sweep.events import DeleteBasis
+from gcd.observe.events import DeleteBasis
+from gcd.rules.candidate import Candidate
 from gcd.sweep.roundstate import BatchQueue, RoundState
 
 

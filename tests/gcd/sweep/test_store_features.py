@@ -9,16 +9,17 @@ import hashlib
 import random
 from collections.abc import Sequence
 
+from gcd.observe.metrics import SweeperMetrics
+from gcd.observe.report import RoundCounts
 from gcd.rules.backoff import Backoff
+from gcd.rules.candidate import Candidate
 from gcd.rules.cursor import directory_prefixes
 from gcd.rules.layout import KeyLayout
 from gcd.rules.versions import split_target, version_target
 from gcd.storage.objectstore import DeleteResult
 from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, content_md5, directory_bucket
-from gcd.sweep.deleter import BatchDeleter, Candidate
-from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.report import RoundCounts
+from gcd.sweep.deleter import BatchDeleter
 from gcd.sweep.sweeper import RoundConfig
 from l0lab.testing.memory import MemoryObjectStore
 

@@ -19,13 +19,13 @@ import pytest
 from botocore.config import Config
 from structlog.testing import capture_logs
 
+from gcd.observe.report import RoundSummary
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.rules.versions import VersionMode
 from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.sweep.report import RoundSummary
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 from l0lab.testing.local_servers import LocalS3

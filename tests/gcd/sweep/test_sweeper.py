@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gcd.observe.metrics import SweeperMetrics
+from gcd.observe.report import PlanWriter, RoundCounts, RoundResult
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.decision import Verdict, decide
@@ -20,8 +22,6 @@ from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DeleteResult, ListPage
 from gcd.storage.retry import Retrier
 from gcd.sweep.brake import PauseBrake
-from gcd.sweep.metrics import SweeperMetrics
-from gcd.sweep.report import PlanWriter, RoundCounts, RoundResult
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round, split_prefixes
 from l0gc.contract.kv import Put
 from l0gc.contract.namespace import Publication

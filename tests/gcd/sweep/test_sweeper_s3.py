@@ -13,6 +13,7 @@ import pytest
 from botocore.utils import parse_timestamp
 from structlog.testing import capture_logs
 
+from gcd.observe.report import PlanWriter
 from gcd.rules.admission import SafetyGate
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
@@ -21,7 +22,6 @@ from gcd.storage.retry import Retrier
 from gcd.storage.s3 import S3ObjectStore, S3Settings
 from gcd.storage.s3xml import parse_s3_timestamp
 from gcd.sweep.brake import PauseBrake
-from gcd.sweep.report import PlanWriter
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0gc.contract.kv import Put
 from l0gc.contract.namespace import Publication

@@ -3,9 +3,9 @@ reclaimed is what was freed, never a key only hidden by the undo window (issue 5
 
 from __future__ import annotations
 
+from gcd.observe.report import RoundSummary
 from gcd.rules.prices import DEFAULT_PRICES
 from gcd.rules.usage import Usage
-from gcd.sweep.report import RoundSummary
 from gcd.sweep.usage import UsageRecorder
 from l0gc.etcd.memory import MemoryKV
 

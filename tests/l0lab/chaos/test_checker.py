@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gcd.sweep.journal import JournalRead, Record
-from gcd.sweep.journal_check import Finding, FindingKind, VerifyReport
+from gcd.journal.check import Finding, FindingKind, VerifyReport
+from gcd.journal.records import JournalRead, Record
 from l0lab.chaos.checker import (
     Deletion,
     FaultRecord,
