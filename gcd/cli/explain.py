@@ -17,7 +17,7 @@ from gcd.cli.output import write_json
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup
 from gcd.explainer.answer import ExplainReport, explain_keys, read_gc_facts
 from gcd.rules.admission import UNREACHABLE
-from gcd.service.runtime import open_reader
+from gcd.service.reader import open_reader
 from l0gc import exitcodes
 from l0gc.display import printable
 from l0gc.errors import ConfigError
@@ -91,11 +91,12 @@ def read_keys(args: argparse.Namespace, stdin: Any = None) -> list[str]:
 
 
 async def explain_from_args(args: argparse.Namespace, keys: Sequence[str]) -> ExplainReport:
-    """Open what the flags name (`gcd.service.runtime.open_reader`), read once, explain `keys`."""
+    """Open what the flags name (`gcd.service.reader.open_reader`), read once, explain `keys`."""
     setup = round_setup(args)
     layout = setup.round.layout
     prefix = None if args.journal_prefix is None else args.journal_prefix.strip("/")
-    async with open_reader(setup.etcd, setup.store, layout.root) as (objects, source):
+    async with open_reader(setup.etcd, setup.store, layout.root) as reader:
+        objects, source = reader.objects, reader.source
         store = None if source is None else source.store
         facts = await read_gc_facts(
             store,

@@ -25,6 +25,7 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import write_json
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.journal.check import (
     FindingKind,
     VerifyReport,
@@ -42,11 +43,12 @@ from gcd.journal.records import (
     read_journal,
 )
 from gcd.rules.layout import KeyLayout
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.service.reader import open_reader
+from gcd.storage.open import StoreSettings
 from l0gc import exitcodes
 from l0gc.display import printable
 from l0gc.errors import ConfigError
-from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
 from l0gc.logs import configure_logging
 from l0gc.options import Option, add_config_option, add_options, boolean, text
 
@@ -57,6 +59,8 @@ _MAX_SEGMENT_READ = 1 << 30
 
 _READ_OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
+    *AZURE_OPTIONS,
+    *GCS_OPTIONS,
     *LAYOUT_OPTIONS,
     *JOURNAL_READ_OPTIONS,
     *(o for o in JOURNAL_OPTIONS if o.flag == "--journal-retention"),
@@ -79,8 +83,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_etcd_arguments(parser)
 
 
+def _store(args: argparse.Namespace) -> StoreSettings | None:
+    """The store whose audit prefix holds the journal: any store the flags name, None
+    without --journal-prefix or a bucket (container)."""
+    if args.journal_prefix is None:
+        return None
+    if args.bucket is None and getattr(args, "container", None) is None:
+        return None
+    return store_settings(args)
+
+
 async def _read(args: argparse.Namespace) -> JournalRead:
-    if args.journal_prefix is None or args.bucket is None:
+    store = _store(args)
+    if store is None:
         if args.journal_dir is None:
             raise ConfigError(
                 "give --journal-dir DIR, or --bucket B and --journal-prefix P "
@@ -91,10 +106,9 @@ async def _read(args: argparse.Namespace) -> JournalRead:
         if missing is not None:
             sys.stderr.write(f"gcd journal: {missing}\n")
         return read
-    settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
-    async with S3ObjectStore.open(settings) as objects:
+    async with open_reader(None, store) as reader:
         return await read_journal_places(
-            args.journal_dir, objects, args.journal_prefix, max_bytes=_MAX_SEGMENT_READ
+            args.journal_dir, reader.objects, args.journal_prefix, max_bytes=_MAX_SEGMENT_READ
         )
 
 
@@ -127,7 +141,7 @@ async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyRep
     """The report, and notes on what was and was not checked."""
     report = check_records(read, layout=_layout(args, read))
     notes: list[str] = []
-    from_prefix = args.journal_prefix is not None and args.bucket is not None
+    from_prefix = _store(args) is not None
     if from_prefix:
         notes.extend(
             check_anchors(
@@ -139,8 +153,8 @@ async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyRep
         return report, notes
     settings = EtcdSettings.from_args(args)
     namespace = _namespace(args, read, settings.namespace)
-    kv = await open_kv(settings, connect=False)
-    try:
+    async with open_reader(settings) as reader:
+        kv, _ = reader.etcd()
         anchors = await etcd_anchors(kv, namespace, settings.endpoints, report)
         notes.extend(
             check_anchors(
@@ -152,8 +166,6 @@ async def verify(args: argparse.Namespace, read: JournalRead) -> tuple[VerifyRep
             )
         )
         await check_history(read, history_reader(kv, namespace), report)
-    finally:
-        await kv.close()
     notes.append(
         f"checked against etcd {','.join(settings.endpoints)} namespace {namespace} "
         f"({len(anchors)} journal anchors there)"
@@ -250,26 +262,27 @@ def _write_show(key: str, stories: Sequence[Any]) -> None:
 
 async def prune(args: argparse.Namespace) -> int:
     """`gcd journal prune`: the retention of the audit prefix (and of etcd's anchors)."""
-    if args.journal_retention is None or args.journal_prefix is None or args.bucket is None:
+    store = _store(args)
+    if args.journal_retention is None or store is None:
         raise ConfigError(
-            "gcd journal prune needs --bucket B, --journal-prefix P and "
+            "gcd journal prune needs --bucket B (or --container C), --journal-prefix P and "
             "--journal-retention DURATION (e.g. 30d)"
         )
     now = time.time()
-    settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
-    async with S3ObjectStore.open(settings) as objects:
+    with_etcd = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
+    etcd = EtcdSettings.from_args(args) if with_etcd else None
+    async with open_reader(etcd, store) as reader:
         report = await prune_audit(
-            objects, args.journal_prefix, retention_s=args.journal_retention, now=now
+            reader.objects, args.journal_prefix, retention_s=args.journal_retention, now=now
         )
-    if args.etcd is not None or os.environ.get("L0GC_ETCD"):
-        etcd = EtcdSettings.from_args(args)
-        kv = await open_kv(etcd, connect=False)
-        try:
+        if reader.kv is not None and etcd is not None:
             await prune_anchors(
-                kv, etcd.namespace, retention_s=args.journal_retention, now=now, report=report
+                reader.kv,
+                etcd.namespace,
+                retention_s=args.journal_retention,
+                now=now,
+                report=report,
             )
-        finally:
-            await kv.close()
     if args.json:
         write_json({"version": OUTPUT_VERSION, **report.to_dict()})
     else:

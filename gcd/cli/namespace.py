@@ -15,6 +15,7 @@ from gcd.cli import namespace_backup
 from gcd.cli.options import LAYOUT_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
+from gcd.service.reader import open_reader
 from gcd.storage.azsettings import AzureSettings
 from gcd.storage.gcssettings import GcsSettings
 from gcd.storage.open import StoreSettings, open_store, preflight_store
@@ -36,7 +37,7 @@ from l0gc.contract.binding import (
 )
 from l0gc.display import printable
 from l0gc.errors import ConfigError, InvalidRecord
-from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
 from l0gc.etcd.store import WatermarkStore
 from l0gc.logs import configure_logging
 from l0gc.options import Option, add_config_option, add_options, boolean
@@ -260,22 +261,19 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, OPTIONS)
     configure_logging(args.log_level)
     settings = EtcdSettings.from_args(args)
-    kv = await open_kv(settings)
-    try:
-        store = WatermarkStore(kv, settings.namespace)
+    async with open_reader(settings) as reader:
+        _, store = reader.etcd()
+        action = {
+            "bind": _bind,
+            "show": _show,
+            "repair-claims": _repair_claims,
+            "export": _export,
+            "import": _import,
+        }[args.action]
         try:
-            action = {
-                "bind": _bind,
-                "show": _show,
-                "repair-claims": _repair_claims,
-                "export": _export,
-                "import": _import,
-            }[args.action]
             code, doc = await action(args, store)
         except (BindingConflict, namespace_backup.NamespaceNotEmpty) as exc:
             code, doc = exitcodes.BLOCKED, {"namespace": store.namespace, "problem": str(exc)}
-    finally:
-        await kv.close()
     if args.action == "export" and args.file == "-":
         pass  # stdout holds the export itself
     elif args.json:

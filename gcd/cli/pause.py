@@ -13,11 +13,10 @@ from typing import Any
 
 from gcd.cli.options import QUIET_LOG_LEVEL, resolve
 from gcd.cli.output import write_json
-from gcd.service.runtime import empty_namespace
+from gcd.service.reader import empty_namespace, open_reader
 from l0gc import exitcodes
 from l0gc.display import printable
-from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
-from l0gc.etcd.store import WatermarkStore
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
 from l0gc.logs import configure_logging
 from l0gc.options import Option, add_config_option, add_options, boolean, text
 
@@ -75,9 +74,8 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, _options(command))
     configure_logging(args.log_level)
     settings = EtcdSettings.from_args(args)
-    kv = await open_kv(settings)
-    try:
-        store = WatermarkStore(kv, settings.namespace)
+    async with open_reader(settings) as reader:
+        kv, store = reader.etcd()
         previous = await store.get_paused()
         if command == "pause" and previous is None and await kv.get(store.epoch_key) is None:
             # Nothing initialised there: most likely a typo, and a pause written there
@@ -90,8 +88,6 @@ async def run(args: argparse.Namespace) -> int:
         else:
             await store.clear_paused()
             doc = {"paused": False}
-    finally:
-        await kv.close()
     doc = {
         "version": OUTPUT_VERSION,
         "namespace": settings.namespace,

@@ -24,8 +24,8 @@ from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.journal.check import check_anchors, check_records, etcd_anchors
 from gcd.journal.places import read_journal_places, unread_shipped
 from gcd.journal.records import JournalRead, Record
+from gcd.service.reader import open_reader
 from gcd.service.runtime import MAX_SEGMENT_READ
-from gcd.storage.open import open_store
 from gcd.undo.restore import (
     KeyResult,
     RestoreLog,
@@ -38,10 +38,10 @@ from gcd.undo.restore import (
 )
 from gcd.undo.trust import trusted_records
 from l0gc import exitcodes
+from l0gc.contract.kv import KV
 from l0gc.display import printable
 from l0gc.errors import ConfigError
-from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
-from l0gc.etcd.store import WatermarkStore
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
 from l0gc.logs import configure_logging
 from l0gc.options import Option, add_config_option, add_options, text
 
@@ -116,27 +116,15 @@ def _time(value: str | None, flag: str) -> float | None:
         ) from exc
 
 
-async def _paused(settings: EtcdSettings) -> str | None:
-    kv = await open_kv(settings)
-    try:
-        return await WatermarkStore(kv, settings.namespace).get_paused()
-    finally:
-        await kv.close()
-
-
 async def _verified(
-    read: JournalRead, settings: EtcdSettings, bucket: str, *, from_prefix: bool
+    read: JournalRead, kv: KV, settings: EtcdSettings, bucket: str, *, from_prefix: bool
 ) -> tuple[list[Record], list[str]]:
     """The records that verify (`gcd.undo.trust`), and why the rest do not: the
     chain, the ends anchored in etcd (and in the audit prefix when read from there)."""
     report = check_records(read)
     if from_prefix:
         check_anchors(read, read.audit_anchors, report, where="the audit prefix", require_all=True)
-    kv = await open_kv(settings, connect=False)
-    try:
-        anchors = await etcd_anchors(kv, settings.namespace, settings.endpoints, report)
-    finally:
-        await kv.close()
+    anchors = await etcd_anchors(kv, settings.namespace, settings.endpoints, report)
     check_anchors(
         read, anchors, report, where="etcd", shipped=read.audit_anchors if from_prefix else None
     )
@@ -171,15 +159,17 @@ async def run(args: argparse.Namespace) -> int:
             "segments shipped to the bucket)"
         )
     settings = EtcdSettings.from_args(args)
-    if await _paused(settings) is None and not args.dry_run:
-        sys.stderr.write(
-            f"gcd restore: GC is not paused for {settings.namespace}: a restored "
-            "key at or below M would be deleted again; run `gcd pause --reason "
-            '"restore"` first\n'
-        )
-        return exitcodes.USAGE
     restore_id = uuid.uuid4().hex[:8]
-    async with open_store(store_at) as store:
+    async with open_reader(settings, store_at) as reader:
+        store = reader.objects
+        kv, watermarks = reader.etcd()
+        if await watermarks.get_paused() is None and not args.dry_run:
+            sys.stderr.write(
+                f"gcd restore: GC is not paused for {settings.namespace}: a restored "
+                "key at or below M would be deleted again; run `gcd pause --reason "
+                '"restore"` first\n'
+            )
+            return exitcodes.USAGE
         read = await read_journal_places(
             args.journal_dir, store, args.journal_prefix, max_bytes=MAX_SEGMENT_READ
         )
@@ -194,7 +184,7 @@ async def run(args: argparse.Namespace) -> int:
             )
         bucket = store_at.target("").bucket
         trusted, untrusted = await _verified(
-            read, settings, bucket, from_prefix=args.journal_prefix is not None
+            read, kv, settings, bucket, from_prefix=args.journal_prefix is not None
         )
         for line in untrusted:
             sys.stderr.write(f"gcd restore: {line}; run `gcd journal verify`\n")

@@ -27,7 +27,7 @@ from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_sett
 from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
-from gcd.service.runtime import open_reader
+from gcd.service.reader import open_reader
 from gcd.spark.azinventory import BlobInventoryManifest
 from gcd.spark.inventory import InventoryManifest
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
@@ -292,8 +292,8 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Rou
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
     if etcd is None:  # M given, no binding to check: the store is not even opened
         return await read_admission(SafetyGate(), None, override=override)
-    async with open_reader(etcd, _store_settings(args), args.root) as (_, source):
-        return await read_admission(SafetyGate(), source, override=override)
+    async with open_reader(etcd, _store_settings(args), args.root) as reader:
+        return await read_admission(SafetyGate(), reader.source, override=override)
 
 
 def _store_settings(args: argparse.Namespace) -> StoreSettings:

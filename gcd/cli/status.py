@@ -23,11 +23,11 @@ from gcd.cli.status_report import (
     report_from_fold,
 )
 from gcd.cli.status_text import render_text
-from gcd.service.runtime import empty_namespace
+from gcd.service.reader import empty_namespace, open_reader
 from l0gc import exitcodes
 from l0gc.contract.namespace import pause_at
 from l0gc.errors import InvalidRecord
-from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments, open_kv
+from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
 from l0gc.etcd.store import WatermarkStore
 from l0gc.logs import configure_logging
 from l0gc.options import Option, add_config_option, add_options, boolean
@@ -57,29 +57,22 @@ STATUS_OPTIONS: tuple[Option, ...] = (
 
 
 async def _why(
-    report: StatusReport, settings: EtcdSettings, view: Any, now: float, *, explain: bool
+    report: StatusReport, store: WatermarkStore, view: Any, now: float, *, explain: bool
 ) -> StatusReport:
     """The report with its "pinned longest" line, the cost lines and, with --why, the
     oldest kept key."""
     from gcd.cli.explain_text import render_text as explain_text  # noqa: PLC0415 - with --why
     from gcd.cli.status_why import pinned_longest, why  # noqa: PLC0415 - a few etcd reads
 
-    kv = await open_kv(settings)
-    try:
-        store = WatermarkStore(kv, settings.namespace)
-        pins = [
-            (p.partition, p.watermark, p.owner) for p in report.pinning if p.watermark is not None
-        ]
-        held = await pinned_longest(store, pins, now) if not report.blocked else None
-        gone = await gone_owners(store, report.pinning, now)
-        found = None
-        if explain and not report.blocked:
-            key, answer = await why(store, view.binding_raw)
-            if key is not None and answer is not None:
-                found = {**answer.explanations[0].to_dict(), "text": explain_text(answer)}
-        costs = await _costs(kv, settings.namespace, now)
-    finally:
-        await kv.close()
+    pins = [(p.partition, p.watermark, p.owner) for p in report.pinning if p.watermark is not None]
+    held = await pinned_longest(store, pins, now) if not report.blocked else None
+    gone = await gone_owners(store, report.pinning, now)
+    found = None
+    if explain and not report.blocked:
+        key, answer = await why(store, view.binding_raw)
+        if key is not None and answer is not None:
+            found = {**answer.explanations[0].to_dict(), "text": explain_text(answer)}
+    costs = await _costs(store.kv, store.namespace, now)
     pinning = tuple(
         dataclasses.replace(p, owner_gone=True) if p.partition in gone else p
         for p in report.pinning
@@ -116,32 +109,10 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, STATUS_OPTIONS)
     configure_logging(args.log_level)
     settings = EtcdSettings.from_args(args)
-    kv = await open_kv(settings)
-    try:
-        store = WatermarkStore(kv, settings.namespace)
-        fold = None
-        if args.all:
-            view = await store.read_gc_view()
-            count = len(view.partitions)
-        else:
-            fold = PinningFold(store)
-            await store.read_gc_into(fold)
-            view, count = fold.index.view(), fold.index.summary().count
-        marker = await kv.get(store.paused_key) if view.paused else None
-        fleet = await read_fleet(kv, settings.namespace, view.revision)
-    finally:
-        await kv.close()
-    if is_empty(view, fleet, partition_count=count):
-        raise empty_namespace(settings.namespace)
-    now = time.time()
-    paused_at = pause_at(None if marker is None else marker.value)
-    if fold is None:
-        report = build_report(
-            view, settings.namespace, now, include_all=True, paused_at=paused_at, fleet=fleet
-        )
-    else:
-        report = report_from_fold(fold, settings.namespace, now, paused_at=paused_at, fleet=fleet)
-    report = await _why(report, settings, view, now, explain=args.why)
+    async with open_reader(settings) as reader:
+        kv, store = reader.etcd()
+        now = time.time()
+        report = await _report(store, kv, args, now)
     if args.json:
         document = report.to_dict()
         if document["why"] is not None:
@@ -154,3 +125,30 @@ async def run(args: argparse.Namespace) -> int:
         elif args.why:
             sys.stdout.write("\nwhy            no key above M is kept\n")
     return exitcodes.BLOCKED if report.blocked or report.refused else exitcodes.OK
+
+
+async def _report(
+    store: WatermarkStore, kv: Any, args: argparse.Namespace, now: float
+) -> StatusReport:
+    """Read the namespace (whole with --all, else folded as a daemon folds it) and build
+    the report, with its extra lines (`_why`), on the reader's one etcd client."""
+    fold = None
+    if args.all:
+        view = await store.read_gc_view()
+        count = len(view.partitions)
+    else:
+        fold = PinningFold(store)
+        await store.read_gc_into(fold)
+        view, count = fold.index.view(), fold.index.summary().count
+    marker = await kv.get(store.paused_key) if view.paused else None
+    fleet = await read_fleet(kv, store.namespace, view.revision)
+    if is_empty(view, fleet, partition_count=count):
+        raise empty_namespace(store.namespace)
+    paused_at = pause_at(None if marker is None else marker.value)
+    if fold is None:
+        report = build_report(
+            view, store.namespace, now, include_all=True, paused_at=paused_at, fleet=fleet
+        )
+    else:
+        report = report_from_fold(fold, store.namespace, now, paused_at=paused_at, fleet=fleet)
+    return await _why(report, store, view, now, explain=args.why)

@@ -37,6 +37,7 @@ from gcd.observe.report import PlanWriter, RoundResult
 from gcd.rules.admission import SafetyGate
 from gcd.rules.prices import PriceTable, prices_for
 from gcd.rules.undo import lifecycle_conflicts
+from gcd.service.reader import etcd_client
 from gcd.storage.objectstore import DetectingStore
 from gcd.storage.open import StoreSettings, open_store, preflight_store
 from gcd.sweep.binding import BoundSource
@@ -57,8 +58,7 @@ from l0gc.auth import TokenFile
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError
 from l0gc.etcd.follow import GcFollower
-from l0gc.etcd.settings import EtcdSettings, open_kv
-from l0gc.etcd.store import WatermarkStore
+from l0gc.etcd.settings import EtcdSettings
 
 if TYPE_CHECKING:  # the daemon and its HTTP server (aiohttp.web): imported when used
     from gcd.service.daemon import Daemon, DaemonConfig
@@ -71,8 +71,6 @@ __all__ = [
     "JournalSettings",
     "SweepRuntime",
     "SweepSettings",
-    "empty_namespace",
-    "open_reader",
     "undo_fields",
 ]
 
@@ -141,25 +139,6 @@ class SweepSettings:
     def price_table(self) -> PriceTable:
         """`prices`, or the default table of the store's kind."""
         return self.prices if self.prices is not None else prices_for(self.store.kind)
-
-
-def empty_namespace(namespace: str) -> ConfigError:
-    """The error for a namespace with nothing stored under it (exit 2)."""
-    return ConfigError(
-        f"nothing is stored under {namespace}/ in this etcd: is --namespace right? "
-        "(check the name, e.g. with etcdctl get --prefix --keys-only /)"
-    )
-
-
-async def _check_namespace(kv: EtcdKV, namespace: str) -> None:
-    """ConfigError (exit 2) when nothing is stored under the namespace, EtcdUnavailable
-    (exit 4) when etcd cannot be reached. One GET when the cluster epoch exists; a read
-    of the (then small) namespace otherwise. Writes nothing."""
-    await kv.connect()
-    if await kv.get(WatermarkStore(kv, namespace).epoch_key) is not None:
-        return
-    if not (await kv.range_prefix(namespace + "/")).items:
-        raise empty_namespace(namespace)
 
 
 def undo_fields(undo: dict[str, Any]) -> dict[str, str | bool | None]:
@@ -322,36 +301,6 @@ async def _undo_keeper(
     yield keeper
 
 
-@contextlib.asynccontextmanager
-async def _etcd(
-    etcd: EtcdSettings | None, *, check_namespace: bool = False
-) -> AsyncIterator[tuple[EtcdKV | None, WatermarkStore | None]]:
-    """The process's one etcd client and its watermark store (None, None without etcd)."""
-    if etcd is None:
-        yield None, None
-        return
-    kv = await open_kv(etcd, connect=False)
-    try:
-        if check_namespace:
-            await _check_namespace(kv, etcd.namespace)
-        yield kv, WatermarkStore(kv, etcd.namespace)
-    finally:
-        await kv.close()
-
-
-@contextlib.asynccontextmanager
-async def open_reader(
-    etcd: EtcdSettings | None, store: StoreSettings, root: str
-) -> AsyncIterator[tuple[Any, BoundSource | None]]:
-    """The open store and M through the namespace binding (None without etcd), on one
-    etcd client, for commands that only read (`gcd explain`, the Spark driver)."""
-    async with _etcd(etcd) as (_, watermarks), open_store(store) as objects:
-        yield (
-            objects,
-            (None if watermarks is None else BoundSource(watermarks, store.target(root), objects)),
-        )
-
-
 class SweepRuntime:
     """The pieces of a sweeping process, opened and owned together (the module docstring)."""
 
@@ -394,7 +343,7 @@ class SweepRuntime:
         metrics = SweeperMetrics()
         async with contextlib.AsyncExitStack() as stack:
             kv, watermarks = await stack.enter_async_context(
-                _etcd(settings.etcd, check_namespace=check_namespace)
+                etcd_client(settings.etcd, check_namespace=check_namespace)
             )
             objects = await stack.enter_async_context(open_store(settings.store))
             sinks = await stack.enter_async_context(

@@ -9,21 +9,19 @@ the journal's anchors, M's history for the undo window).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from types import TracebackType
 
 import aiohttp
 import pytest
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
-from gcd.service.runtime import JournalSettings, SweepRuntime, SweepSettings, open_reader
+from gcd.service.reader import open_reader
+from gcd.service.runtime import JournalSettings, SweepRuntime, SweepSettings
 from gcd.storage.s3 import S3Settings
 from gcd.sweep.sweeper import RoundConfig
 from gcd.sweep.usage import usage_key
@@ -33,6 +31,7 @@ from l0gc.contract.journal_anchor import anchors_prefix
 from l0gc.errors import ConfigError
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
+from tests.etcdproxy import CountingProxy
 from tests.gcd.cli.test_sweep_cli import prepare_etcd, run_json, seed, sweep_args
 from tests.waiting import wait_until
 
@@ -41,72 +40,6 @@ pytestmark = pytest.mark.integration
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 REPO = Path(__file__).resolve().parents[3]
-
-
-class CountingProxy:
-    """A loopback TCP proxy in front of `upstream` (host:port), on a thread of its own,
-    that counts the connections it accepts (`accepted`) and pipes their bytes through."""
-
-    def __init__(self, upstream: str) -> None:
-        host, _, port = upstream.rpartition(":")
-        self._upstream = (host, int(port))
-        self.accepted = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._writers: list[asyncio.StreamWriter] = []
-        self._server: asyncio.Server | None = None
-        self.endpoint = ""
-
-    def __enter__(self) -> CountingProxy:
-        self._thread.start()
-        started = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._accept, "127.0.0.1", 0), self._loop
-        )
-        self._server = started.result(timeout=10)
-        self.endpoint = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop.close()
-
-    async def _close(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in self._writers:  # ends the pipes still open (etcd's side, say)
-            writer.close()
-        await asyncio.wait_for(asyncio.gather(*self._tasks), timeout=10)
-        await self._server.wait_closed()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.accepted += 1
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self._writers.append(writer)
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
-            self._writers.append(up_writer)
-            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
-        except OSError:
-            pass
-        finally:
-            writer.close()
-            self._tasks.discard(task)
-
-    @staticmethod
-    async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError):
-            while data := await source.read(65536):
-                sink.write(data)
-                await sink.drain()
-        with contextlib.suppress(OSError):
-            sink.close()
 
 
 async def _etcd_keys(etcd: LocalEtcd, prefix: str) -> list[str]:
@@ -311,12 +244,14 @@ async def test_a_reader_reads_m_through_the_binding(
     await asyncio.to_thread(prepare_etcd, etcd_server, namespace, bound_to=(s3_server, bucket))
     etcd = EtcdSettings(endpoints=(etcd_server.endpoint,), namespace=namespace)
     bound = S3Settings(bucket, s3_server.endpoint_url, "us-east-1")
-    async with open_reader(etcd, bound, ROOT) as (_, source):
+    async with open_reader(etcd, bound, ROOT) as reader:
+        source = reader.source
         assert source is not None
         assert source.target == bound.target(ROOT)
         read = await source.read_safe_epoch()
     assert (read.safe_epoch, read.refused_reason) == (5, None)
-    async with open_reader(etcd, bound, "level_zero/other") as (_, source):
+    async with open_reader(etcd, bound, "level_zero/other") as reader:
+        source = reader.source
         assert source is not None
         refused = await source.read_safe_epoch()
     assert refused.refused_reason is not None
