@@ -4,7 +4,7 @@ skip-ahead (the delimiter walk) vs a full listing at 100 live : 1 garbage.
 Azurite runs on loopback (`l0lab.testing.local_azurite`); blobs are uploaded before every side
 (Azurite stamps its own LastModified, so the sweeper runs with grace 0). Sides:
 
-- gcd: `Sweeper` over `gcd.storage.azure.AzureBlobStore` in this process (List Blobs pages,
+- gcd: `Sweeper` over `gcd.storage.azure.client.AzureBlobStore` in this process (List Blobs pages,
   Blob Batch deletes of 256), M given;
 - gcd, full listing: the same with `skip_ahead=False`;
 - naive: list every blob, then `delete_blob` one at a time (what a script does).
@@ -27,8 +27,8 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from bench.common import Goal, Report, Scale, Table, median
 from gcd.rules.layout import KeyLayout
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.azure import AzureBlobStore
+from gcd.storage.azure.client import AzureBlobStore
+from gcd.storage.azure.settings import AzureSettings
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0lab.testing.local_azurite import LocalAzurite
 

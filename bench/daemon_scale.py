@@ -31,7 +31,8 @@ import urllib.error
 from pathlib import Path
 
 from bench.common import PYTHON, REPO, child_env, metric, pid_cpu_s, proc_status_kib, put_objects
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import bind_namespace
 from l0gc.contract.binding import StorageTarget
 from l0gc.etcd.client import EtcdKV

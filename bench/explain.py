@@ -28,7 +28,8 @@ from gcd.journal.search import LocalSegments
 from gcd.observe.events import BatchAttempt, BatchOutcome, DeleteBasis
 from gcd.rules.explain import GcFacts
 from gcd.rules.layout import KeyLayout
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from l0lab.testing.local_servers import LocalS3
 
 NAME = "explain"

@@ -6,7 +6,7 @@ The emulator runs on loopback (`l0lab.testing.local_gcs`); objects are created b
 every side (batches of copies; the emulator stamps its own `updated`, so the sweeper runs
 with grace 0). Sides:
 
-- gcd: `Sweeper` over `gcd.storage.gcs.GcsObjectStore` in this process, M given;
+- gcd: `Sweeper` over `gcd.storage.gcs.client.GcsObjectStore` in this process, M given;
 - gcd, full listing: the same with `skip_ahead=False`;
 - naive: list every object, then objects.delete one at a time (what a script does).
 
@@ -29,8 +29,8 @@ import structlog
 
 from bench.common import Goal, Report, Scale, Table, median
 from gcd.rules.layout import KeyLayout
-from gcd.storage.gcs import GcsObjectStore
-from gcd.storage.gcssettings import GcsSettings
+from gcd.storage.gcs.client import GcsObjectStore
+from gcd.storage.gcs.settings import GcsSettings
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0lab.testing.local_gcs import LocalGcs
 

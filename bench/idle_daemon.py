@@ -32,7 +32,8 @@ from typing import Any
 
 from bench.common import PYTHON, child_env, metric, pid_cpu_s
 from bench.watermark_path import _seed_records
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import bind_namespace
 from l0gc.contract.binding import StorageTarget
 from l0gc.etcd.client import EtcdKV

@@ -87,7 +87,8 @@ class _Counting:
 
 async def _child(args: argparse.Namespace) -> dict[str, Any]:
     from gcd.rules.layout import KeyLayout  # noqa: PLC0415 - from the tree under test
-    from gcd.storage.s3 import S3ObjectStore, S3Settings  # noqa: PLC0415
+    from gcd.storage.s3.client import S3ObjectStore  # noqa: PLC0415
+    from gcd.storage.s3.settings import S3Settings  # noqa: PLC0415
     from gcd.sweep.sweeper import RoundConfig, Sweeper  # noqa: PLC0415
 
     settings = S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region="us-east-1")

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import OLD, PYTHON, REPO, ROOT, child_env, quiet_s3, timed_child
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import bind_namespace
 from l0gc.contract.binding import StorageTarget, claim_key
 from l0gc.etcd.client import EtcdKV

@@ -51,7 +51,8 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.service.runtime import LEDGER_MARGIN_S
 from gcd.storage.retry import Retrier
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.undo.window import UndoKeeper
 from l0lab.testing.faultproxy import FaultProxy

@@ -32,7 +32,8 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.rules.versions import VersionMode
 from gcd.storage.retry import Retrier
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS

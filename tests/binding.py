@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 
 from gcd.rules.layout import DEFAULT_ROOT
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import BindOutcome, bind_namespace
 from l0gc.contract.binding import StorageTarget
 from l0gc.etcd.settings import EtcdSettings, open_kv

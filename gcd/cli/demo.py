@@ -20,7 +20,7 @@ from gcd.cli import lab
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
-from gcd.storage.s3 import S3Settings
+from gcd.storage.s3.settings import S3Settings
 from l0gc import exitcodes
 from l0gc.contract.namespace import validate_namespace
 from l0gc.errors import ConfigError

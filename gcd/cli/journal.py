@@ -44,7 +44,7 @@ from gcd.journal.records import (
 )
 from gcd.rules.layout import KeyLayout
 from gcd.service.reader import open_reader
-from gcd.storage.open import StoreSettings
+from gcd.storage.backend import StoreSettings
 from l0gc import exitcodes
 from l0gc.display import printable
 from l0gc.errors import ConfigError

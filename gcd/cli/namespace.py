@@ -16,10 +16,11 @@ from gcd.cli.options import LAYOUT_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.service.reader import open_reader
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.gcssettings import GcsSettings
-from gcd.storage.open import StoreSettings, open_store, preflight_store
-from gcd.storage.s3 import S3Settings
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.backend import StoreSettings
+from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.registry import open_store, preflight_store
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import (
     BindingConflict,
     bind_namespace,

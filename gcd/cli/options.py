@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
+from gcd.storage.registry import store_from_url
 from l0gc import options as _options
 from l0gc.etcd.settings import ETCD_OPTIONS
 from l0gc.logs import LEVEL_NAMES
@@ -40,6 +41,14 @@ __all__ = [
 ]
 
 S3_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "--store",
+        text,
+        None,
+        "the store and root as one URL: s3://BUCKET/ROOT, az://ACCOUNT/CONTAINER/ROOT or "
+        "gs://BUCKET/ROOT (instead of --storage, --bucket, --container, --account-url, --root)",
+        "URL",
+    ),
     Option("--bucket", text, None, "bucket holding the L0 objects (required)", "NAME"),
     Option(
         "--endpoint-url",
@@ -508,7 +517,12 @@ _UNIVERSE = (
 
 
 def layout_from_args(args: argparse.Namespace) -> KeyLayout:
-    """The key layout chosen by --layout, --key-pattern, --key-template, --root, --epoch-width."""
+    """The key layout chosen by --layout, --key-pattern, --key-template, --root (or the
+    root of --store), --epoch-width."""
+    url = getattr(args, "store", None)
+    if url is not None:
+        _, root = store_from_url(url)
+        args.root = root or args.root
     if args.layout != "default" and args.key_pattern is None:
         spec = args.layout
     else:

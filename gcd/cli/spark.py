@@ -28,16 +28,18 @@ from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.service.reader import open_reader
-from gcd.spark.azinventory import BlobInventoryManifest
-from gcd.spark.inventory import InventoryManifest
 from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
-from gcd.storage.azsettings import AzureSettings
+from gcd.storage.azure.inventory import BlobInventoryManifest
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.backend import StoreSettings
 from gcd.storage.objectstore import StoreFeatures
-from gcd.storage.open import StoreSettings, preflight_store
-from gcd.storage.s3 import S3Settings, preflight
+from gcd.storage.registry import preflight_store
+from gcd.storage.s3.client import preflight
+from gcd.storage.s3.inventory import InventoryManifest
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.safety import read_admission
 from l0gc import exitcodes
 from l0gc.display import printable
@@ -226,7 +228,8 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         args,
         (*S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark, CONF_OPTION),
     )
-    # --storage azure|gcs: the container or bucket (`gcd.spark.azure`, `gcd.spark.gcs`);
+    # --storage azure|gcs: the container or bucket (`gcd.storage.azure.executor`,
+    # `gcd.storage.gcs.spark`);
     # ConfigError for a store's flag without its --storage
     other = azure_settings(args) or gcs_settings(args)
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults

@@ -19,7 +19,7 @@ from typing import Any
 from gcd.explainer.answer import HISTORY, ExplainReport, explain_keys, read_gc_facts
 from gcd.rules.explain import start_before
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.registry import backend, open_store
 from l0gc.contract.binding import Binding
 from l0gc.contract.record import PartitionRecord
 from l0gc.errors import ConfigError, InvalidRecord, L0gcError
@@ -105,17 +105,11 @@ async def why(
             "bind): that is where the kept keys are looked for"
         )
     target = Binding.decode(binding_raw).target
-    if target.kind != "s3":
-        raise ConfigError(
-            f"--why looks in S3 buckets; this namespace is bound to "
-            f"{target.describe()}: run gcd explain KEY there"
-        )
     layout = KeyLayout.default(target.root)
     facts = await read_gc_facts(store, None, grace_s=grace_s)
     if facts.safe_epoch is None:
         return None, None
-    settings = S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url)
-    async with S3ObjectStore.open(settings) as objects:
+    async with open_store(backend(target.kind).from_target(target)) as objects:
         key = await oldest_kept_key(objects, layout, facts.safe_epoch)
         if key is None:
             return None, None

@@ -1,7 +1,7 @@
 """Which object store a command talks to: S3 (`--bucket`), Azure Blob Storage
 (`--storage azure --account-url URL --container NAME`) or Google Cloud Storage
 (`--storage gcs --bucket NAME`): `store_settings` turns the flags into the one
-`gcd.storage.open.StoreSettings` value; `gcd.storage.open` opens it.
+`gcd.storage.registry.StoreSettings` value; `gcd.storage.registry` opens it.
 
 S3 is the default and keeps its flags. Azure credentials come from the Azure standard
 chain (`DefaultAzureCredential`: workload identity, managed identity, environment) or
@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.gcssettings import GcsSettings
-from gcd.storage.open import StoreSettings
-from gcd.storage.s3 import S3Settings
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.backend import StoreSettings
+from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.registry import store_from_url
+from gcd.storage.s3.settings import S3Settings
 from l0gc.errors import ConfigError
 from l0gc.options import Option, boolean, text
 
@@ -125,12 +126,45 @@ def azure_settings(args: argparse.Namespace) -> AzureSettings | None:
     return AzureSettings(args.account_url, args.container, args.azure_connection_string_file)
 
 
+def _from_url(args: argparse.Namespace) -> StoreSettings | None:
+    """The store `--store URL` names, with the credential flags of its kind; None without."""
+    url = getattr(args, "store", None)
+    if url is None:
+        return None
+    named = [
+        f"--{name.replace('_', '-')}"
+        for name in ("bucket", "container", "account_url")
+        if getattr(args, name, None) is not None
+    ]
+    if named or _storage(args) != "s3":
+        flags = ", ".join(named) or f"--storage {_storage(args)}"
+        raise ConfigError(f"--store {url!r} names the store already: drop {flags}")
+    settings, root = store_from_url(url, endpoint_url=getattr(args, "endpoint_url", None))
+    args.root = root or getattr(args, "root", None)
+    if isinstance(settings, S3Settings):
+        return dataclasses.replace(settings, region=getattr(args, "region", None))
+    if isinstance(settings, AzureSettings):
+        connection = getattr(args, "azure_connection_string_file", None)
+        return dataclasses.replace(settings, connection_string_file=connection)
+    if isinstance(settings, GcsSettings):
+        credentials = getattr(args, "gcs_credentials_file", None)
+        anonymous = bool(getattr(args, "gcs_anonymous", False))
+        return dataclasses.replace(settings, credentials_file=credentials, anonymous=anonymous)
+    return settings
+
+
 def store_settings(
     args: argparse.Namespace, *, no_bucket: str = NO_BUCKET, max_pool_connections: int | None = None
 ) -> StoreSettings:
-    """The store the flags name: Azure's or GCS's settings with `--storage azure|gcs`, else
-    S3's (`--bucket`, `--endpoint-url`, `--region`; `max_pool_connections` when given);
-    ConfigError (`no_bucket` when no bucket is given) on what is missing or mixed."""
+    """The store the flags name: the one of `--store URL` (whose root becomes `args.root`),
+    Azure's or GCS's settings with `--storage azure|gcs`, else S3's (`--bucket`,
+    `--endpoint-url`, `--region`; `max_pool_connections` when given); ConfigError
+    (`no_bucket` when no bucket is given) on what is missing or mixed."""
+    named = _from_url(args)
+    if named is not None:
+        if isinstance(named, S3Settings) and max_pool_connections is not None:
+            return dataclasses.replace(named, max_pool_connections=max_pool_connections)
+        return named
     azure = azure_settings(args)
     gcs = gcs_settings(args)
     chosen = azure or gcs

@@ -60,7 +60,7 @@ SPLIT_CODES: Final = frozenset(
 )
 """Whole-request failures that may come from one key: the request is bisected.
 
-InvalidRequest is also what `gcd.storage.s3` makes of the client refusing to write a request
+InvalidRequest is also what `gcd.storage.s3.client` makes of the client refusing to write a request
 (botocore's parameter validation, e.g. an empty key)."""
 
 

@@ -12,14 +12,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gcd.storage.open import StoreSettings, open_store
+from gcd.storage.backend import StoreSettings
+from gcd.storage.registry import open_store
 from gcd.sweep.binding import BoundSource
 from l0gc.errors import ConfigError
-from l0gc.etcd.client import EtcdKV
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
+
+if TYPE_CHECKING:  # aetcd and grpc: only when a command opens etcd (a --safe-epoch round does not)
+    from l0gc.etcd.client import EtcdKV
 
 __all__ = ["Reader", "check_namespace_exists", "empty_namespace", "etcd_client", "open_reader"]
 

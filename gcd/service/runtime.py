@@ -38,8 +38,9 @@ from gcd.rules.admission import SafetyGate
 from gcd.rules.prices import PriceTable, prices_for
 from gcd.rules.undo import lifecycle_conflicts
 from gcd.service.reader import etcd_client
+from gcd.storage.backend import StoreSettings
 from gcd.storage.objectstore import DetectingStore
-from gcd.storage.open import StoreSettings, open_store, preflight_store
+from gcd.storage.registry import open_store, preflight_store
 from gcd.sweep.binding import BoundSource
 from gcd.sweep.brake import brake_for
 from gcd.sweep.shards import (

@@ -15,12 +15,12 @@ from typing import Any
 
 from gcd.rules.versions import split_target, version_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
-from gcd.spark.retrying import delete_triaged
-from gcd.spark.s3client import S3Target, call_with_retries, make_client
-from gcd.spark.stores import ExecutorStore
-from gcd.spark.transforms import Action, with_version_columns
+from gcd.storage.executor import ExecutorStore
 from gcd.storage.objectstore import DeleteResult, KeyFailure
 from gcd.storage.ratelimit import TokenBucket
+from gcd.storage.rows import Action, with_version_columns
+from gcd.storage.s3.executor import S3Target, call_with_retries, make_client
+from gcd.storage.sync_retry import delete_triaged
 from l0gc.errors import ConfigError
 
 __all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes", "delete_keys"]

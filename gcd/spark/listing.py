@@ -12,9 +12,9 @@ from typing import Any
 
 from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
-from gcd.spark.s3client import S3Target, call_with_retries, make_client
-from gcd.spark.stores import ExecutorStore
-from gcd.spark.transforms import SOURCE_SCHEMA, LayoutSpec
+from gcd.storage.executor import ExecutorStore
+from gcd.storage.rows import SOURCE_SCHEMA, LayoutSpec
+from gcd.storage.s3.executor import S3Target, call_with_retries, make_client
 
 __all__ = ["LISTING_SCHEMA", "Listed", "list_objects", "list_prefix", "listing_tasks"]
 
@@ -155,7 +155,7 @@ def list_objects(
     def run(partition: Iterable[list[str]]) -> Iterator[Listed]:
         built = spec.build()
         count = (lambda: requests.add(1)) if requests is not None else None
-        if not isinstance(target, S3Target):  # another store (`gcd.spark.stores`)
+        if not isinstance(target, S3Target):  # another store (`gcd.storage.executor`)
             other = target.client(pool=1)
             for prefix in (p for prefixes in partition for p in prefixes):
                 yield from target.list_prefix(

@@ -9,9 +9,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gcd.spark.s3client import S3Target, call_with_retries, make_client
-from gcd.spark.stores import ExecutorStore
-from gcd.spark.transforms import Action
+from gcd.storage.executor import ExecutorStore
+from gcd.storage.rows import Action
+from gcd.storage.s3.executor import S3Target, call_with_retries, make_client
 from l0gc.contract.binding import (
     CLAIM_NAME,
     claim_key,
@@ -65,7 +65,7 @@ def find_nested_roots(source: Any, root: str) -> dict[str, str]:
 
 
 def _exists(client: Any, target: S3Target | ExecutorStore, key: str) -> bool:
-    if not isinstance(target, S3Target):  # another store probes itself (gcd.spark.stores)
+    if not isinstance(target, S3Target):  # another store probes itself (gcd.storage.executor)
         return target.exists(client, key)
     page = call_with_retries(
         lambda: client.list_objects_v2(Bucket=target.bucket, Prefix=key, MaxKeys=1),

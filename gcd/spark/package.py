@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Final
 
 from gcd import __version__
+from gcd.storage.azure.settings import AZURE_EXECUTOR_REQUIREMENTS
+from gcd.storage.gcs.settings import GCS_EXECUTOR_REQUIREMENTS
 from l0gc.errors import ConfigError
 
 __all__ = [
@@ -26,12 +28,12 @@ __all__ = [
     "write_launcher",
 ]
 
-PACKAGES: Final = ("gcd", "watermark")
+PACKAGES: Final = ("gcd", "l0gc")
 EXECUTOR_REQUIREMENTS: Final = ("boto3", "pandas", "pyarrow")
 """Third-party distributions an executor's Python must have (pyspark comes with Spark)."""
 STORE_REQUIREMENTS: Final = {
-    "azure": ("azure-storage-blob", "azure-identity"),
-    "gcs": ("google-auth",),
+    "azure": AZURE_EXECUTOR_REQUIREMENTS,
+    "gcs": GCS_EXECUTOR_REQUIREMENTS,
 }
 """What executors need besides `EXECUTOR_REQUIREMENTS` for `--storage azure|gcs`
 (azure-identity only without a connection string file; google-auth not for an

@@ -16,21 +16,21 @@ import structlog
 
 from gcd.observe.report import RoundSummary
 from gcd.rules.layout import KeyLayout
-from gcd.spark.azinventory import read_blob_inventory
-from gcd.spark.azure import AzureTarget
 from gcd.spark.delete import DeleteSettings, apply_deletes
-from gcd.spark.gcs import GcsStore
-from gcd.spark.gcsinventory import read_gcs_inventory
-from gcd.spark.inventory import read_inventory
 from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
 from gcd.spark.report import ReportSettings, write_report
-from gcd.spark.s3client import S3Target
 from gcd.spark.session import is_local_master, spark_session, task_slots
-from gcd.spark.stores import Target
-from gcd.spark.transforms import Action, classify, outcome_counts
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.gcssettings import GcsSettings
+from gcd.storage.azure.executor import AzureTarget
+from gcd.storage.azure.inventory import read_blob_inventory
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.executor import Target
+from gcd.storage.gcs.inventory import read_gcs_inventory
+from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.gcs.spark import GcsStore
+from gcd.storage.rows import Action, classify, outcome_counts
+from gcd.storage.s3.executor import S3Target
+from gcd.storage.s3.inventory import read_inventory
 from l0gc.errors import ConfigError
 
 __all__ = [
@@ -99,7 +99,7 @@ class JobConfig:
 
     @property
     def target(self) -> Target:
-        """The bucket as executors see it (`gcd.spark.stores`)."""
+        """The bucket as executors see it (`gcd.storage.executor`)."""
         if isinstance(self.storage, AzureSettings):
             return AzureTarget(self.storage)
         if isinstance(self.storage, GcsSettings):

@@ -1,12 +1,11 @@
-"""The object stores behind one interface, and how their requests are made.
+"""The object stores behind one interface: one folder per store, one registry.
 
-Lives here: `objectstore` (the `ObjectStore` interface: `list_page`, `delete_batch`),
-`s3` (`S3ObjectStore`, aiobotocore), `s3errors` (S3 answers to `StorageError`),
-`azure` and `azsettings` (Azure Blob Storage), `gcs`, `gcsbatch` and `gcssettings`
-(Google Cloud Storage), `open` (`StoreSettings`, the one store type, and opening and
-checking the store it names), `retry` (the async retry loop, under the policy of
-`gcd.rules.backoff`), `ratelimit` (the request-rate limiter).
+`objectstore` (the `ObjectStore` interface the sweeper uses), `backend` (the `Backend`
+protocol a store folder provides, and `StoreSettings`), `registry` (each kind's backend,
+opening and checking the store settings name, store URLs), the folders `s3`, `azure` and
+`gcs`, and what they share: `retry` (the async retry loop), `ratelimit`, `executor` (the
+Spark executors' store protocol), `sync_retry` (their retry loop) and `rows` (the row
+transforms Spark applies to listings and inventories).
 
-May import: `watermark` (any layer below its API), `l0gc.errors`,
-`gcd.rules`.
+May import: the kernel (`l0gc`) and `gcd.rules`.
 """

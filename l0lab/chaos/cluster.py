@@ -42,7 +42,7 @@ import aiohttp
 import structlog
 
 from gcd.rules.layout import DEFAULT_ROOT
-from gcd.storage.s3 import S3Settings
+from gcd.storage.s3.settings import S3Settings
 from l0gc.contract.kv import KV
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore

@@ -41,7 +41,7 @@ import structlog
 from aiohttp import web
 
 from gcd.rules.layout import KeyLayout
-from gcd.storage.s3 import S3Settings
+from gcd.storage.s3.settings import S3Settings
 from l0gc.auth import TokenFile
 from l0gc.errors import L0gcError, StorageError
 from l0gc.etcd.settings import EtcdSettings, open_kv

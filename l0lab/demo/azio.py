@@ -6,7 +6,8 @@ requests are not the sweeper's (an `AzureBlobStore` behind `CountingStore`), so 
 counted apart. The interface is `DemoBucket`'s, so the runner and the verification do
 not know which store they talk to. Credentials as for the sweeper (`AzureBlobStore.open`):
 a connection string from a file, else the Azure credential chain. Library exceptions
-become `StorageError` as the sweeper's do (`gcd.storage.azure.translate_error`); the SDK's own
+become `StorageError` as the sweeper's do (`gcd.storage.azure.client.translate_error`);
+the SDK's own
 retries stay on (the writers are not under test).
 """
 
@@ -18,8 +19,8 @@ from collections.abc import AsyncIterator
 from azure.core import exceptions as azure_errors
 from azure.storage.blob.aio import ContainerClient
 
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.azure import TRANSLATED, open_container, translate_error
+from gcd.storage.azure.client import TRANSLATED, open_container, translate_error
+from gcd.storage.azure.settings import AzureSettings
 
 __all__ = ["DemoContainer"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from gcd.storage.gcs import GcsObjectStore
-from gcd.storage.gcssettings import GcsSettings
+from gcd.storage.gcs.client import GcsObjectStore
+from gcd.storage.gcs.settings import GcsSettings
 
 __all__ = ["DemoGcsBucket"]
 

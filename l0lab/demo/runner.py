@@ -41,7 +41,7 @@ from gcd.observe.report import RoundSummary
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.service.daemon import Daemon, DaemonConfig
-from gcd.storage.open import target_of
+from gcd.storage.registry import target_of
 from gcd.sweep.binding import BoundSource, bind_namespace
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0gc.contract.kv import KV

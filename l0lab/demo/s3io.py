@@ -27,8 +27,8 @@ from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
 
 from gcd.storage.objectstore import DeleteResult, ListOptions, ListPage, ObjectStore
-from gcd.storage.s3 import S3Settings
-from gcd.storage.s3errors import translate_error
+from gcd.storage.s3.errors import translate_error
+from gcd.storage.s3.settings import S3Settings
 from l0gc.errors import StorageError
 from l0lab.testing.ledger import Ledger
 

@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.gcssettings import GcsSettings
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.objectstore import ObjectStore
-from gcd.storage.open import open_objects
-from gcd.storage.s3 import S3Settings
+from gcd.storage.registry import open_objects
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import ClaimStore
 from l0lab.demo.s3io import DemoBucket
 

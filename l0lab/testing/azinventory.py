@@ -12,7 +12,7 @@ takes the container from it). Times: Parquet "timestamp_millis" (a millisecond
 timestamp column, or with ``time_style="millis"`` a plain INT64 of milliseconds, the
 other reading of that sentence); CSV, which the docs only show as a screenshot, as
 .NET round-trip strings with seven fraction digits (``time_style="iso"``) or RFC 1123
-(``time_style="rfc1123"``): the reader takes both (`gcd.spark.azinventory`).
+(``time_style="rfc1123"``): the reader takes both (`gcd.storage.azure.inventory`).
 """
 
 from __future__ import annotations

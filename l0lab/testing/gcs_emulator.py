@@ -3,7 +3,7 @@ the one change that lets gcd's GCS client talk to it as to GCS, and one for spee
 
 GCS answers each call of a JSON batch with ``Content-ID: <response-ID>`` (the id its
 request part carried); the emulator writes no Content-ID at all, and gcd matches batch
-answers to objects by that id only (`gcd.storage.gcsbatch`), never by position. This
+answers to objects by that id only (`gcd.storage.gcs.wire`), never by position. This
 launcher echoes the request's Content-ID in each answer part, as GCS does, and changes
 nothing else: the emulator's other deviations (startOffset, maxResults and
 ifGenerationMatch ignored) stay, and tests/gcd/storage/test_gcs_emulator.py pins them,

@@ -9,7 +9,8 @@ flushes), so `stop` gives SIGTERM a short grace and then kills: the data directo
 thrown away anyway. With no identities configured it accepts any credentials.
 
 Its listing, DeleteObjects and errors are its own (not moto's), which is the point; its
-deviations from AWS that matter to a sweeper are tested in tests/gcd/storage/test_s3_servers.py:
+deviations from AWS that matter to a sweeper are tested in
+tests/gcd/storage/s3/test_client_servers.py:
 stray keys that continue with a byte below '/' list after the `name/...` keys (folder
 order, not byte order); `a//b` is stored as `a/b`; MaxKeys above 1000 is not capped; a
 1001-key DeleteObjects answers InvalidArgument. Objects cannot be back-dated (seeding

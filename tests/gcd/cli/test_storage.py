@@ -17,9 +17,9 @@ from gcd.cli.main import main
 from gcd.cli.storage import store_settings
 from gcd.rules.layout import KeyLayout
 from gcd.service.runtime import SweepRuntime, SweepSettings
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.gcssettings import GcsSettings
-from gcd.storage.s3 import S3Settings
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.sweeper import RoundConfig
 from l0gc import exitcodes
 from l0gc.errors import ConfigError

@@ -169,6 +169,29 @@ def test_sweep_deletes_garbage_and_prints_summary(
 
 
 @pytest.mark.integration
+def test_a_store_url_sweeps_what_the_flags_sweep(
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--store s3://BUCKET/ROOT` names the bucket and the root at once: the namespace's
+    binding is checked against it and the same garbage goes; with --bucket too, exit 2."""
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
+    garbage = seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    store = ["--store", f"s3://{bucket}/{ROOT}", "--endpoint-url", s3_server.endpoint_url]
+    argv = ["sweep", *store, "--region", "us-east-1", "--grace", "1m", "--json", *etcd]
+    assert main([*argv, "--bucket", bucket]) == exitcodes.USAGE
+    assert "--store" in capsys.readouterr().err
+    code, summary = run_json(argv, capsys)
+    assert (code, summary["deleted"]) == (exitcodes.OK, len(garbage))
+    assert before - s3_server.keys(bucket) == garbage
+
+
+@pytest.mark.integration
 def test_malformed_partition_record_exits_3_and_deletes_nothing(
     s3_server: LocalS3,
     bucket: str,
@@ -487,7 +510,7 @@ def test_sweep_does_not_import_pyspark_or_other_commands() -> None:
         "from gcd.cli.main import main\n"
         "main(['sweep', '--help'])\n"
         "bad = [m for m in sys.modules if m.startswith(('pyspark', 'gcd.cli.spark', "
-        "'gcd.cli.demo', 'gcd.spark', 'azure', 'gcd.storage.azure'))]\n"
+        "'gcd.cli.demo', 'gcd.spark', 'azure', 'gcd.storage.azure.client'))]\n"
         "print('IMPORTED', bad)\n"
     )
     out = subprocess.run(

@@ -24,7 +24,8 @@ from gcd.cli.main import main
 from gcd.cli.status_text import _undo_line
 from gcd.rules.layout import KeyLayout
 from gcd.service.runtime import undo_fields
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.shards import ShardAnnouncement
 from gcd.undo.mhistory import history_prefix
 from gcd.undo.restore import JournaledDeletion, RestoreOutcome, restore

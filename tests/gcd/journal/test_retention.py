@@ -17,7 +17,8 @@ from gcd.journal.check import FindingKind, check_anchors, check_records
 from gcd.journal.records import JournalWriter, read_journal, read_journal_objects, ship_segments
 from gcd.observe.events import BatchAttempt, BatchOutcome, DeleteBasis
 from gcd.observe.metrics import SweeperMetrics
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from l0gc.contract.journal_anchor import JournalAnchor, anchor_key, pruned_marker_name
 from l0gc.contract.kv import Put
 from l0gc.etcd.memory import MemoryKV

@@ -42,7 +42,8 @@ from gcd.service.daemon import (
 )
 from gcd.service.runtime import Announcing
 from gcd.storage.retry import Retrier
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import BoundSource, bind_namespace
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.shards import ShardAnnouncement

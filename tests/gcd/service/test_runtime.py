@@ -22,7 +22,7 @@ from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
 from gcd.service.reader import open_reader
 from gcd.service.runtime import JournalSettings, SweepRuntime, SweepSettings
-from gcd.storage.s3 import S3Settings
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.sweeper import RoundConfig
 from gcd.sweep.usage import usage_key
 from gcd.undo.mhistory import history_prefix

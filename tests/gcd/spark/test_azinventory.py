@@ -1,4 +1,4 @@
-"""Azure Blob Inventory reports (`gcd.spark.azinventory`): what a completed blob rule's
+"""Azure Blob Inventory reports (`gcd.storage.azure.inventory`): what a completed blob rule's
 manifest gives, a clear error for every manifest that cannot be swept from, and the rows
 Spark reads from each documented form of the data files (format of
 https://learn.microsoft.com/azure/storage/blobs/blob-inventory, fixtures in
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from gcd.spark.azinventory import BlobInventoryManifest, read_blob_inventory
-from gcd.spark.inventory import InventoryFormat
+from gcd.storage.azure.inventory import BlobInventoryManifest, read_blob_inventory
+from gcd.storage.s3.inventory import InventoryFormat
 from l0gc.errors import ConfigError
 from l0lab.testing.azinventory import RULE, RUN, Blob, write_blob_inventory
 

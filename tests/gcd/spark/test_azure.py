@@ -24,9 +24,9 @@ from azure.storage.blob import BlobServiceClient
 from gcd.cli.main import main
 from gcd.rules.cursor import Cursor
 from gcd.rules.layout import KeyLayout
-from gcd.spark.azure import AzureTarget
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.azure import AzureBlobStore
+from gcd.storage.azure.client import AzureBlobStore
+from gcd.storage.azure.executor import AzureTarget
+from gcd.storage.azure.settings import AzureSettings
 from l0gc import exitcodes
 from l0gc.contract.binding import claim_key
 from l0lab.testing.azinventory import Blob, container_blobs, write_blob_inventory

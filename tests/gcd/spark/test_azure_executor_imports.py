@@ -8,8 +8,8 @@ import subprocess
 import sys
 import textwrap
 
-from gcd.spark.azure import AZURE_EXECUTOR_REQUIREMENTS
 from gcd.spark.package import DRIVER_ONLY_MODULES
+from gcd.storage.azure.settings import AZURE_EXECUTOR_REQUIREMENTS
 
 _CHILD = textwrap.dedent(
     """
@@ -24,14 +24,14 @@ _CHILD = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Block())
-    import gcd.spark.azinventory, gcd.spark.azure, gcd.spark.stores
+    import gcd.storage.azure.inventory, gcd.storage.azure.executor, gcd.storage.executor
     import gcd.spark.delete, gcd.spark.listing, gcd.spark.nesting
     from azure.core.exceptions import HttpResponseError
     from l0gc.errors import StorageError
     from gcd.rules.backoff import Backoff
-    from gcd.spark.azure import AzureTarget, call_with_retries
-    from gcd.spark.stores import ExecutorStore
-    from gcd.storage.azsettings import AzureSettings
+    from gcd.storage.azure.executor import AzureTarget, call_with_retries
+    from gcd.storage.executor import ExecutorStore
+    from gcd.storage.azure.settings import AzureSettings
 
     def busy():
         error = HttpResponseError(message="busy")

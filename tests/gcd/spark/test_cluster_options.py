@@ -13,8 +13,8 @@ from gcd.cli.options import resolve
 from gcd.cli.spark import add_arguments, parse_run
 from gcd.spark.delete import DeleteSettings
 from gcd.spark.pipeline import decisions_uri_problem
-from gcd.spark.s3client import S3Target
 from gcd.spark.session import check_py_files, local_task_slots, parse_conf
+from gcd.storage.s3.executor import S3Target
 from l0gc import exitcodes
 from l0gc.errors import ConfigError
 from l0gc.options import CommandParser

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from gcd.rules.backoff import Backoff
 from gcd.spark.delete import DeleteSettings, delete_keys
-from gcd.spark.s3client import S3Target
+from gcd.storage.s3.executor import S3Target
 from l0gc.errors import ConfigError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

@@ -28,11 +28,11 @@ _CHILD = textwrap.dedent(
 
     sys.meta_path.insert(0, Block())
     import gcd.spark
-    import gcd.spark.delete, gcd.spark.listing, gcd.spark.nesting, gcd.spark.transforms
+    import gcd.spark.delete, gcd.spark.listing, gcd.spark.nesting, gcd.storage.rows
     from botocore.exceptions import ClientError
     from l0gc.errors import StorageError
     from gcd.rules.backoff import Backoff
-    from gcd.spark.s3client import call_with_retries
+    from gcd.storage.s3.executor import call_with_retries
 
     def throttled():
         raise ClientError({"Error": {"Code": "SlowDown", "Message": "slow"},
@@ -43,12 +43,12 @@ _CHILD = textwrap.dedent(
                           sleep=lambda s: None)
     except StorageError as exc:
         print("translated", exc.code, exc.retryable)
-    import gcd.spark.gcs, gcd.spark.gcsinventory
-    from gcd.spark.gcsclient import GcsTarget
+    import gcd.storage.gcs.spark, gcd.storage.gcs.inventory
+    from gcd.storage.gcs.executor import GcsTarget
 
     GcsTarget("bkt", "http://127.0.0.1:9", anonymous=True).client(pool=1)  # urllib3 only
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED
-                    or m in {"gcd.storage.s3", "gcd.storage.gcs", "google.auth"})
+                    or m in {"gcd.storage.s3.client", "gcd.storage.gcs.client", "google.auth"})
     print("loaded", loaded)
     """
 )
@@ -56,7 +56,7 @@ _CHILD = textwrap.dedent(
 
 def test_executor_modules_import_without_driver_dependencies() -> None:
     """The delete, listing and classify code (S3's and GCS's) imports and translates S3
-    errors with only botocore: no aiobotocore/aiohttp/structlog/aetcd; gcd.storage.s3 and
+    errors with only botocore: no aiobotocore/aiohttp/structlog/aetcd; gcd.storage.s3.client and
     the daemon's GCS client are never loaded, nor google-auth for an anonymous emulator."""
     blocked = ",".join(sorted(DRIVER_ONLY_MODULES))
     done = subprocess.run(

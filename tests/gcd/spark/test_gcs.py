@@ -30,10 +30,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from gcd.cli.main import main
-from gcd.spark.gcsclient import GcsTarget
-from gcd.spark.gcsinventory import GcsInventoryManifest, read_gcs_inventory
-from gcd.storage.gcs import GcsObjectStore
-from gcd.storage.gcssettings import GcsSettings
+from gcd.storage.gcs.client import GcsObjectStore
+from gcd.storage.gcs.executor import GcsTarget
+from gcd.storage.gcs.inventory import GcsInventoryManifest, read_gcs_inventory
+from gcd.storage.gcs.settings import GcsSettings
 from gcd.sweep.binding import bind_namespace
 from l0gc import exitcodes
 from l0gc.contract.binding import claim_key

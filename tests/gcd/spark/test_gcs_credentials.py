@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gcd.cli.main import main
 from gcd.rules.backoff import Backoff
-from gcd.spark.gcsclient import GcsTarget
+from gcd.storage.gcs.executor import GcsTarget
 from l0gc import exitcodes
 from l0gc.errors import StorageError
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gcd.spark.inventory import (
+from gcd.storage.s3.inventory import (
     InventoryFormat,
     InventoryManifest,
     read_inventory,

@@ -19,8 +19,8 @@ import pytest
 from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.spark.nesting import keep_nested, probe_claims
-from gcd.spark.s3client import S3Target
-from gcd.spark.transforms import classify
+from gcd.storage.rows import classify
+from gcd.storage.s3.executor import S3Target
 from l0gc import exitcodes
 from l0gc.contract.binding import Binding, StorageTarget, claim_key
 from l0lab.testing.local_servers import LocalEtcd, LocalS3

@@ -54,7 +54,7 @@ def test_a_bare_python_deletes_from_the_zip(tmp_path: Path) -> None:
         sys.path.insert(0, {str(zipped)!r})
         for name in {sorted(DRIVER_ONLY_MODULES)!r}:
             sys.modules[name] = None  # importing it raises ImportError
-        import gcd.spark.delete, gcd.spark.listing, gcd.spark.transforms
+        import gcd.spark.delete, gcd.spark.listing, gcd.storage.rows
         print(gcd.spark.delete.__file__)
         """
     )

@@ -1,4 +1,4 @@
-"""The executors' one retry loop (`gcd.spark.retrying.retry`): what it retries, what it
+"""The executors' one retry loop (`gcd.storage.sync_retry.retry`): what it retries, what it
 translates, and what it raises as it is."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from gcd.rules.backoff import Backoff
-from gcd.spark.retrying import delete_triaged, retry
 from gcd.storage.objectstore import KeyFailure
+from gcd.storage.sync_retry import delete_triaged, retry
 from l0gc.errors import StorageError
 
 

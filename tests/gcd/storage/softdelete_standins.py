@@ -97,7 +97,7 @@ class _Server:
 
 @dataclass
 class GcsStandIn(_Server):
-    """The JSON API calls of `gcd.storage.gcs` with a bucket soft delete policy."""
+    """The JSON API calls of `gcd.storage.gcs.client` with a bucket soft delete policy."""
 
     bucket: str = "standin"
     retention_s: int | None = 604800

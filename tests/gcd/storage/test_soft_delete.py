@@ -36,10 +36,10 @@ from structlog.testing import capture_logs
 from gcd.cli.main import main
 from gcd.journal.records import JournalWriter, chain_digest, read_journal
 from gcd.rules.layout import KeyLayout
-from gcd.storage.azsettings import AzureSettings
-from gcd.storage.azure import AzureBlobStore
-from gcd.storage.gcs import GcsObjectStore
-from gcd.storage.gcssettings import GcsSettings
+from gcd.storage.azure.client import AzureBlobStore
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.gcs.client import GcsObjectStore
+from gcd.storage.gcs.settings import GcsSettings
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from gcd.undo.restore import RestoreOutcome, Selection, deletions_in, restore, select
 from gcd.undo.window import UndoKeeper

@@ -15,7 +15,8 @@ from gcd.cli.main import main
 from gcd.cli.spark import read_safe_epoch
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage, ObjectInfo
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import BindingConflict, bind_namespace
 from gcd.sweep.shards import ShardAnnouncement, announced
 from l0gc import exitcodes

@@ -9,7 +9,8 @@ import asyncio
 
 import pytest
 
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from l0gc import exitcodes
 from l0gc.contract.binding import Binding, StorageTarget, claim_key
 from l0lab.testing.local_servers import LocalEtcd, LocalS3

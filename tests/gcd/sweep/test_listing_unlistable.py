@@ -2,7 +2,7 @@
 (`gcd.sweep.listing.RoundLister`).
 
 The store here fails every listing whose range holds one poison name, as Azurite does
-for a blob named with \\x01 (tests/gcd/storage/test_azure_claims.py runs the real one).
+for a blob named with \\x01 (tests/gcd/storage/azure/test_client_claims.py runs the real one).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from gcd.cli.main import main
 from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import KeyLayout
 from gcd.service.daemon import Daemon, DaemonConfig
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.safety import read_admission
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0gc import exitcodes

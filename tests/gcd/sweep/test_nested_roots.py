@@ -17,7 +17,8 @@ import pytest
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage, ObjectInfo
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.binding import bind_namespace
 from gcd.sweep.nesting import NestedRoots
 from gcd.sweep.sweeper import RoundConfig, Sweeper

@@ -18,7 +18,7 @@ from gcd.rules.layout import KeyLayout
 from gcd.rules.versions import split_target, version_target
 from gcd.storage.objectstore import DeleteResult
 from gcd.storage.retry import Retrier
-from gcd.storage.s3 import S3ObjectStore, content_md5, directory_bucket
+from gcd.storage.s3.client import S3ObjectStore, content_md5, directory_bucket
 from gcd.sweep.deleter import BatchDeleter
 from gcd.sweep.sweeper import RoundConfig
 from l0lab.testing.memory import MemoryObjectStore

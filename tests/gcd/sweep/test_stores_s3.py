@@ -25,7 +25,8 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.rules.versions import VersionMode
 from gcd.storage.retry import Retrier
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 from l0lab.testing.local_servers import LocalS3
@@ -252,7 +253,7 @@ def test_the_proxy_refuses_deleteobjects_without_content_md5_as_minio_did(
 
 async def test_a_store_requiring_content_md5_is_collected(s3_any: S3Server) -> None:
     """DeleteObjects carries Content-MD5, the digest of the body sent (the lean body of
-    `gcd.storage.s3xml`, not botocore's): a MinIO-era endpoint deletes (moto, SeaweedFS)."""
+    `gcd.storage.s3.wire`, not botocore's): a MinIO-era endpoint deletes (moto, SeaweedFS)."""
     client = client_for(s3_any.endpoint_url)
     bucket = new_bucket(client, versioning=False)
     eligible, live = seed_versions(client, bucket, markers=False)

@@ -19,8 +19,9 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import DeleteResult, ListPage
 from gcd.storage.retry import Retrier
-from gcd.storage.s3 import S3ObjectStore, S3Settings
-from gcd.storage.s3xml import parse_s3_timestamp
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
+from gcd.storage.s3.wire import parse_s3_timestamp
 from gcd.sweep.brake import PauseBrake
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from l0gc.contract.kv import Put
@@ -30,7 +31,7 @@ from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
-from tests.gcd.storage.test_s3_servers import mixed_keys
+from tests.gcd.storage.s3.test_client_servers import mixed_keys
 
 pytestmark = pytest.mark.integration
 

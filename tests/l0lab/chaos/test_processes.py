@@ -12,7 +12,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gcd.storage.s3 import S3ObjectStore, S3Settings
+from gcd.storage.s3.client import S3ObjectStore
+from gcd.storage.s3.settings import S3Settings
 from l0gc.errors import StorageError
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore

@@ -21,7 +21,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gcd.storage.s3 import S3Settings
+from gcd.storage.s3.settings import S3Settings
 from l0gc.etcd.client import EtcdKV
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore

@@ -1,0 +1,91 @@
+"""Azure Blob Storage as a `gcd.storage.backend.Backend`: ``az://account/container/root``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.backend import StoreSettings, StoreUrl
+from gcd.storage.objectstore import ObjectStore
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import ConfigError, StorageError
+
+__all__ = ["BACKEND", "AzureBackend"]
+
+
+def _azure(settings: StoreSettings) -> AzureSettings:
+    if not isinstance(settings, AzureSettings):
+        raise TypeError(f"not Azure settings: {settings!r}")
+    return settings
+
+
+class AzureBackend:
+    """The Azure backend (`BACKEND`); the SDK is imported when a store is opened."""
+
+    kind = "azure"
+    scheme = "az"
+
+    @contextlib.asynccontextmanager
+    async def open(self, settings: StoreSettings) -> AsyncIterator[ObjectStore]:
+        """An open `AzureBlobStore`."""
+        from gcd.storage.azure.client import AzureBlobStore  # noqa: PLC0415 - the SDK when used
+
+        async with AzureBlobStore.open(_azure(settings)) as store:
+            yield store
+
+    async def preflight(self, settings: StoreSettings, prefix: str) -> None:
+        """List one blob; ConfigError for a missing container, refused credentials or an
+        unreachable account."""
+        await _preflight_azure(_azure(settings), prefix)
+
+    def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
+        """``az://ACCOUNT/CONTAINER/ROOT``: the account's blob endpoint (or `endpoint_url`,
+        an emulator's, e.g. Azurite's http://127.0.0.1:10000/devstoreaccount1)."""
+        container, _, root = url.path.partition("/")
+        account_url = endpoint_url or f"https://{url.netloc}.blob.core.windows.net"
+        if not container:
+            shown = f"az://{url.netloc}"
+            raise ConfigError(
+                f"store URL {shown!r} names no container: give az://ACCOUNT/CONTAINER/ROOT"
+            )
+        return AzureSettings(account_url, container), root
+
+    def from_target(self, target: StorageTarget) -> StoreSettings:
+        """The bound container at the bound account URL; credentials from the Azure chain."""
+        if target.endpoint_url is None:
+            raise ConfigError(f"{target.describe()} names no account URL: bind it again")
+        return AzureSettings(target.endpoint_url, target.bucket)
+
+
+async def _preflight_azure(azure: AzureSettings, prefix: str) -> None:
+    from gcd.storage.azure.client import AzureBlobStore  # noqa: PLC0415 - the SDK when used
+
+    where = f"container {azure.container!r} at {azure.shown_url}"
+    try:
+        async with AzureBlobStore.open(azure) as store:
+            await store.list_page(prefix, max_keys=1)
+    except StorageError as exc:
+        if exc.code == "ContainerNotFound":
+            raise ConfigError(
+                f"{where} does not exist: check --container and --account-url"
+            ) from exc
+        if exc.code in {
+            "AuthenticationFailed",
+            "AuthorizationFailure",
+            "AuthorizationPermissionMismatch",
+            "403",
+        }:
+            raise ConfigError(
+                f"listing {where} was refused ({exc.code}): the identity needs the Storage "
+                "Blob Data Contributor role on the container (docs/operations.md), or the "
+                "connection string is wrong"
+            ) from exc
+        if exc.code == "ConnectionError":
+            raise ConfigError(
+                f"cannot reach {azure.shown_url}: check --account-url, DNS and the network ({exc})"
+            ) from exc
+        raise
+
+
+BACKEND = AzureBackend()

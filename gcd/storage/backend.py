@@ -1,0 +1,65 @@
+"""What a kind of object store provides to the rest of gcd: one `Backend` per store folder.
+
+A store folder (`gcd.storage.s3`, `gcd.storage.azure`, `gcd.storage.gcs`) holds its
+settings, wire format, async client, Spark executor client and inventory reader, and a
+`backend` module whose `BACKEND` is this protocol: open the store, check it before a
+first round, and read a store URL (``s3://bucket/root``). `gcd.storage.registry` finds a
+backend by its kind; docs/internals/storage.md says how to add a store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from gcd.storage.objectstore import ObjectStore
+from l0gc.contract.binding import StorageTarget
+
+__all__ = ["Backend", "StoreSettings", "StoreUrl"]
+
+
+class StoreSettings(Protocol):
+    """What names one store: its kind, and how a namespace binding names it."""
+
+    kind: ClassVar[str]
+
+    def target(self, root: str) -> StorageTarget:
+        """The store and `root` as a binding and the deletion journal name them."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoreUrl:
+    """A store URL split up: ``SCHEME://NETLOC/PATH`` (the path has no leading '/')."""
+
+    scheme: str
+    netloc: str
+    path: str
+
+
+class Backend(Protocol):
+    """One kind of object store."""
+
+    kind: str
+    """Its `StoreSettings.kind` and `--storage` value: "s3", "azure", "gcs"."""
+    scheme: str
+    """The scheme of its store URLs: "s3", "az", "gs"."""
+
+    def open(self, settings: StoreSettings) -> contextlib.AbstractAsyncContextManager[ObjectStore]:
+        """The open store (a sweeper store and a claim store), closed on exit."""
+        ...
+
+    async def preflight(self, settings: StoreSettings, prefix: str) -> None:
+        """One listing of `prefix` before any round: ConfigError (exit 2) naming what only
+        the operator can fix (missing bucket, refused credentials, unreachable endpoint)."""
+        ...
+
+    def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
+        """The settings and the root a store URL names (`endpoint_url`: the flag's)."""
+        ...
+
+    def from_target(self, target: StorageTarget) -> StoreSettings:
+        """How to reach the store a namespace binding names, with the default credentials
+        (the SDK's chain), for a command that was given no store flags (`gcd status --why`)."""
+        ...

@@ -1,0 +1,94 @@
+"""The registry of stores: each kind's backend, found by kind, and a store named by a URL.
+
+Adding a store is a folder under gcd/storage/ with a `backend` module, and one line in
+`BACKENDS` (docs/internals/storage.md). Backends are imported when first used, so a
+command on S3 never imports the Azure SDK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any, Final, cast
+
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.backend import Backend, StoreSettings, StoreUrl
+from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.s3.settings import S3Settings
+from l0gc.contract.binding import StorageTarget
+from l0gc.errors import ConfigError
+
+__all__ = [
+    "BACKENDS",
+    "backend",
+    "open_objects",
+    "open_store",
+    "preflight_store",
+    "store_from_url",
+    "target_of",
+]
+
+BACKENDS: Final = {
+    "s3": "gcd.storage.s3.backend",
+    "azure": "gcd.storage.azure.backend",
+    "gcs": "gcd.storage.gcs.backend",
+}
+"""Each store kind's backend module (its `BACKEND`)."""
+
+
+def backend(kind: str) -> Backend:
+    """The backend of store kind `kind` ("s3", "azure", "gcs")."""
+    module = BACKENDS.get(kind)
+    if module is None:
+        raise ConfigError(f"no store of kind {kind!r}: choose one of {', '.join(BACKENDS)}")
+    return cast(Backend, importlib.import_module(module).BACKEND)
+
+
+@contextlib.asynccontextmanager
+async def open_store(settings: StoreSettings) -> AsyncIterator[Any]:
+    """The open store `settings` names (a sweeper store and a claim store), closed on exit."""
+    async with backend(settings.kind).open(settings) as store:
+        yield store
+
+
+async def preflight_store(settings: StoreSettings, prefix: str) -> None:
+    """One listing of `prefix` before any round (`Backend.preflight`)."""
+    await backend(settings.kind).preflight(settings, prefix)
+
+
+def store_from_url(url: str, *, endpoint_url: str | None = None) -> tuple[StoreSettings, str]:
+    """The store and root a URL names: ``s3://bucket/root``, ``az://account/container/root``,
+    ``gs://bucket/root`` (`endpoint_url`: an S3-compatible server's or an emulator's)."""
+    scheme, sep, rest = url.partition("://")
+    netloc, _, path = rest.partition("/")
+    for kind in BACKENDS:
+        found = backend(kind)
+        if sep and scheme == found.scheme and netloc:
+            return found.from_url(
+                StoreUrl(scheme, netloc, path.strip("/")), endpoint_url=endpoint_url
+            )
+    schemes = ", ".join(f"{backend(kind).scheme}://" for kind in BACKENDS)
+    raise ConfigError(f"store URL {url!r} is not one of {schemes} (e.g. s3://my-bucket/level_zero)")
+
+
+def _chosen(
+    s3: S3Settings | None, azure: AzureSettings | None, gcs: GcsSettings | None
+) -> StoreSettings:
+    chosen: StoreSettings | None = gcs or azure or s3
+    assert chosen is not None, "no store settings given"
+    return chosen
+
+
+def target_of(
+    s3: S3Settings | None, azure: AzureSettings | None, root: str, *, gcs: GcsSettings | None = None
+) -> StorageTarget:
+    """`_chosen(...).target(root)`: the older form, for the demo."""
+    return _chosen(s3, azure, gcs).target(root)
+
+
+def open_objects(
+    s3: S3Settings | None, azure: AzureSettings | None, *, gcs: GcsSettings | None = None
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    """`open_store` of the one settings given: the older form, for the demo."""
+    return open_store(_chosen(s3, azure, gcs))
