@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import structlog
@@ -88,77 +88,15 @@ class RoundLister:
         listers examine pages faster): it takes the next range not started or, none
         left, the giver narrows its range to the child prefix it is in and the later
         children become ranges for others (`gcd.rules.listsplit`). A lister whose range
-        ends takes the next range not started.
+        ends takes the next range not started (`_Listers`).
         """
         run, queue = self.run, self.queue
-        growth = ListerGrowth(self.config.list_concurrency)
-        # ranges not started, each with its first page's size (None: a probe); every
-        # range is counted in `ranges` (prefix -> its ranges not listed to their end)
-        # from when it is made until it ends
-        pending: deque[tuple[ListRange, int | None]] = deque()
-        ranges: dict[str, int] = {}
-        for prefix in run.prefixes:
-            pending.append((ListRange(prefix), None))
-            ranges[prefix] = ranges.get(prefix, 0) + 1
-        running = [0]  # listers at work
-        given_away = [0]  # ranges split off a running lister's (each costs a LIST or more)
-
-        def start() -> None:
-            running[0] += 1
-            group.create_task(lister(*pending.popleft()))
-
-        async def lister(part: ListRange, size: int | None) -> None:
-            try:
-                await one(part, size)
-                while pending:
-                    await one(*pending.popleft())
-            finally:
-                running[0] -= 1
-
-        async def one(part: ListRange, size: int | None) -> None:
-            try:
-                await self.list_prefix(part, more, size)
-                if run.groups is not None:
-                    await self.decider.planned(run.groups.flush(part.prefix))
-                # a range ended: its garbage goes now, not when all listing has
-                await run.pass_on(queue)
-            finally:
-                ranges[part.prefix] -= 1
-                if not ranges[part.prefix]:
-                    run.counts.prefixes_done += 1
-
-        def more(part: ListRange, last_key: str | None, size: int) -> ListRange:
-            """After each page: start one more lister if the deleters wait on the listing
-            and one more is allowed (or may be grown); it takes the next range not
-            started, or (none left) `part` is narrowed after `last_key` and the ranges
-            after it go to other listers, from pages of `size` keys (the giver's).
-            Return the range the caller goes on with."""
-            growth.page(self.monotonic())
-            if not run.starved(queue) or self.listing_over():
-                return part
-            narrowed = None
-            if not pending:
-                if last_key is None or not self.probing():
-                    return part
-                narrowed = narrow(self.config.layout, part, last_key)
-                if narrowed is None:
-                    return part
-            if running[0] >= growth.allowed and not growth.grow(starved=True):
-                return part
-            if narrowed is not None:
-                part, given = narrowed
-                pending.extend((piece, size) for piece in given)
-                ranges[part.prefix] += len(given)
-                given_away[0] += len(given)
-            start()
-            return part
-
+        listers = _Listers(self, run.prefixes)
         try:
             async with asyncio.timeout(self.config.round_deadline_s):
                 async with asyncio.TaskGroup() as group:
                     run.counts.prefixes_total = len(run.prefixes)
-                    if pending:
-                        start()
+                    listers.begin(group)
         except TimeoutError:  # listers still at work are cancelled; queued batches go
             run.incomplete = run.deadline_hit = True
             run.counts.errors += 1
@@ -167,13 +105,14 @@ class RoundLister:
                 deadline_s=self.config.round_deadline_s,
                 fix="see the sweep.list_* errors before it; --round-deadline",
             )
+        growth = listers.growth
         log.info(
             "sweep.listers",
             listers=growth.allowed,
             most=growth.most,
             pinned=growth.pinned,
             pages_per_s=[round(rate, 1) for rate in growth.rates],
-            ranges_given=given_away[0],
+            ranges_given=listers.given_away,
         )
         if run.groups is not None:
             await self.decider.planned(run.groups.flush())
@@ -346,6 +285,86 @@ class RoundLister:
         if get_object is None:
             return True
         return await get_object(key, max_bytes=CLAIM_MAX_BYTES) is not None
+
+
+class _Listers:
+    """The listers of one round and the ranges they share (`RoundLister.produce`)."""
+
+    def __init__(self, owner: RoundLister, prefixes: Sequence[str]) -> None:
+        self.owner = owner
+        self.growth = ListerGrowth(owner.config.list_concurrency)
+        self.pending: deque[tuple[ListRange, int | None]] = deque()
+        """Ranges not started, each with its first page's size (None: a probe)."""
+        self.ranges: dict[str, int] = {}
+        """Prefix -> its ranges not listed to their end (counted from when each is made)."""
+        self.running = 0
+        """Listers at work."""
+        self.given_away = 0
+        """Ranges split off a running lister's (each costs a LIST or more)."""
+        self._group: asyncio.TaskGroup | None = None
+        for prefix in prefixes:
+            self.pending.append((ListRange(prefix), None))
+            self.ranges[prefix] = self.ranges.get(prefix, 0) + 1
+
+    def begin(self, group: asyncio.TaskGroup) -> None:
+        """Start the first lister in `group` (none when there is nothing to list)."""
+        self._group = group
+        if self.pending:
+            self._start()
+
+    def _start(self) -> None:
+        assert self._group is not None
+        self.running += 1
+        self._group.create_task(self._lister(*self.pending.popleft()))
+
+    async def _lister(self, part: ListRange, size: int | None) -> None:
+        try:
+            await self._one(part, size)
+            while self.pending:
+                await self._one(*self.pending.popleft())
+        finally:
+            self.running -= 1
+
+    async def _one(self, part: ListRange, size: int | None) -> None:
+        owner = self.owner
+        run = owner.run
+        try:
+            await owner.list_prefix(part, self.more, size)
+            if run.groups is not None:
+                await owner.decider.planned(run.groups.flush(part.prefix))
+            # a range ended: its garbage goes now, not when all listing has
+            await run.pass_on(owner.queue)
+        finally:
+            self.ranges[part.prefix] -= 1
+            if not self.ranges[part.prefix]:
+                run.counts.prefixes_done += 1
+
+    def more(self, part: ListRange, last_key: str | None, size: int) -> ListRange:
+        """After each page: start one more lister if the deleters wait on the listing
+        and one more is allowed (or may be grown); it takes the next range not started,
+        or (none left) `part` is narrowed after `last_key` and the ranges after it go to
+        other listers, from pages of `size` keys (the giver's). Return the range the
+        caller goes on with."""
+        owner = self.owner
+        self.growth.page(owner.monotonic())
+        if not owner.run.starved(owner.queue) or owner.listing_over():
+            return part
+        narrowed = None
+        if not self.pending:
+            if last_key is None or not owner.probing():
+                return part
+            narrowed = narrow(owner.config.layout, part, last_key)
+            if narrowed is None:
+                return part
+        if self.running >= self.growth.allowed and not self.growth.grow(starved=True):
+            return part
+        if narrowed is not None:
+            part, given = narrowed
+            self.pending.extend((piece, size) for piece in given)
+            self.ranges[part.prefix] += len(given)
+            self.given_away += len(given)
+        self._start()
+        return part
 
 
 def _narrower(prefix: str, layout: KeyLayout, done: str | None) -> list[tuple[str, Cursor]]:

@@ -6,11 +6,9 @@ Named by behaviour, not module: one price table in the round's JSON, `gcd status
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
@@ -24,13 +22,6 @@ from tests.gcd.cli.test_status import setup as setup_partitions
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 GIB = 1024**3
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.mark.integration

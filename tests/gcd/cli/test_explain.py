@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
@@ -20,13 +18,6 @@ from tests.gcd.cli.test_status import setup as setup_partitions
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    """main() configures structlog for its stderr; undo that after each test."""
-    yield
-    structlog.reset_defaults()
 
 
 def key(epoch: int, name: str, prefix: int = 7) -> str:

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from structlog.testing import capture_logs
 
 from gcd.cli.main import main
@@ -54,12 +53,6 @@ from tests.gcd.storage.softdelete_standins import AzureStandIn, GcsStandIn
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
 DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture
