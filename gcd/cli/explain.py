@@ -96,7 +96,7 @@ async def explain_from_args(args: argparse.Namespace, keys: Sequence[str]) -> Ex
     layout = setup.round.layout
     prefix = None if args.journal_prefix is None else args.journal_prefix.strip("/")
     async with open_reader(setup.etcd, setup.store, layout.root) as reader:
-        objects, source = reader.objects, reader.source
+        objects, source = reader.bucket(), reader.source
         store = None if source is None else source.store
         facts = await read_gc_facts(
             store,

@@ -108,7 +108,7 @@ async def _read(args: argparse.Namespace) -> JournalRead:
         return read
     async with open_reader(None, store) as reader:
         return await read_journal_places(
-            args.journal_dir, reader.objects, args.journal_prefix, max_bytes=_MAX_SEGMENT_READ
+            args.journal_dir, reader.bucket(), args.journal_prefix, max_bytes=_MAX_SEGMENT_READ
         )
 
 
@@ -273,7 +273,7 @@ async def prune(args: argparse.Namespace) -> int:
     etcd = EtcdSettings.from_args(args) if with_etcd else None
     async with open_reader(etcd, store) as reader:
         report = await prune_audit(
-            reader.objects, args.journal_prefix, retention_s=args.journal_retention, now=now
+            reader.bucket(), args.journal_prefix, retention_s=args.journal_retention, now=now
         )
         if reader.kv is not None and etcd is not None:
             await prune_anchors(

@@ -161,7 +161,7 @@ async def run(args: argparse.Namespace) -> int:
     settings = EtcdSettings.from_args(args)
     restore_id = uuid.uuid4().hex[:8]
     async with open_reader(settings, store_at) as reader:
-        store = reader.objects
+        store = reader.bucket()
         kv, watermarks = reader.etcd()
         if await watermarks.get_paused() is None and not args.dry_run:
             sys.stderr.write(

@@ -23,7 +23,7 @@ from gcd.cli.options import (
     resolve,
 )
 from gcd.cli.output import human_bytes, write_json
-from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
@@ -34,10 +34,9 @@ from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, requi
 from gcd.spark.versioning import plan_versions
 from gcd.storage.azure.inventory import BlobInventoryManifest
 from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.backend import StoreSettings
+from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.objectstore import StoreFeatures
 from gcd.storage.registry import preflight_store
-from gcd.storage.s3.client import preflight
 from gcd.storage.s3.inventory import InventoryManifest
 from gcd.storage.s3.settings import S3Settings
 from gcd.sweep.safety import read_admission
@@ -228,10 +227,10 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         args,
         (*S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS, *LAYOUT_OPTIONS, *shared, *spark, CONF_OPTION),
     )
-    # --storage azure|gcs: the container or bucket (`gcd.storage.azure.executor`,
-    # `gcd.storage.gcs.spark`);
-    # ConfigError for a store's flag without its --storage
-    other = azure_settings(args) or gcs_settings(args)
+    # --store URL, --storage azure|gcs (the container or bucket: `gcd.storage.azure.executor`,
+    # `gcd.storage.gcs.spark`) or S3's flags; ConfigError for a store's flag without its kind
+    store = store_settings(args, no_bucket="--bucket is required (env L0GC_BUCKET)")
+    other = store if isinstance(store, AzureSettings | GcsSettings) else None
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
@@ -242,8 +241,6 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
             "(or remove L0GC_UNDO_WINDOW / the config key undo_window for Spark jobs), or "
             "sweep with `gcd sweep` / `gcd daemon`, which keep the window"
         )
-    if args.bucket is None and other is None:
-        raise ConfigError("--bucket is required (env L0GC_BUCKET)")
     if args.output is None:
         raise ConfigError("--output DIR is required (env L0GC_OUTPUT)")
     if (args.inventory is None) == (not args.list):
@@ -257,9 +254,9 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         raise ConfigError(problem)
     return JobConfig(
         command=command,
-        bucket=other.container if isinstance(other, AzureSettings) else args.bucket,
-        endpoint_url=args.endpoint_url,
-        region=args.region,
+        bucket=store.container if isinstance(store, AzureSettings) else store.target("").bucket,
+        endpoint_url=store.endpoint_url if isinstance(store, S3Settings) else args.endpoint_url,
+        region=store.region if isinstance(store, S3Settings) else args.region,
         layout=layout_from_args(args),
         inventory=args.inventory,
         inventory_root=args.inventory_root,
@@ -295,16 +292,8 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Rou
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
     if etcd is None:  # M given, no binding to check: the store is not even opened
         return await read_admission(SafetyGate(), None, override=override)
-    async with open_reader(etcd, _store_settings(args), args.root) as reader:
+    async with open_reader(etcd, store_settings(args), args.root) as reader:
         return await read_admission(SafetyGate(), reader.source, override=override)
-
-
-def _store_settings(args: argparse.Namespace) -> StoreSettings:
-    """The store the job sweeps, as `gcd sweep` opens it (the driver's preflight and M)."""
-    other = azure_settings(args) or gcs_settings(args)
-    if other is not None:
-        return other
-    return S3Settings(bucket=args.bucket, endpoint_url=args.endpoint_url, region=args.region)
 
 
 def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
@@ -387,16 +376,9 @@ async def run(args: argparse.Namespace) -> int:
     config = parse_run(args)
     configure_logging(args.log_level)
     started = time.monotonic()
-    features = None
-    calls_store = config.source == "list" or (config.sweep and not config.dry_run)
-    if config.storage is not None:  # Azure, GCS: live objects only, no versioning read
-        if calls_store:
-            await preflight_store(config.storage, config.layout.listing_root)
-    elif calls_store:
-        settings = S3Settings(
-            bucket=config.bucket, endpoint_url=config.endpoint_url, region=config.region
-        )
-        features = await preflight(settings, config.layout.listing_root)
+    features = None  # Azure, GCS: live objects only, no versioning read
+    if config.source == "list" or (config.sweep and not config.dry_run):
+        features = await preflight_store(store_settings(args), config.layout.listing_root)
     config = with_version_plan(config, features)
     admission = await read_safe_epoch(args, config.safe_epoch)
     if not admission.allowed:

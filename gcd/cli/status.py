@@ -9,7 +9,7 @@ import argparse
 import dataclasses
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gcd.cli.fleet import read_fleet
 from gcd.cli.options import QUIET_LOG_LEVEL, resolve
@@ -25,12 +25,16 @@ from gcd.cli.status_report import (
 from gcd.cli.status_text import render_text
 from gcd.service.reader import empty_namespace, open_reader
 from l0gc import exitcodes
+from l0gc.contract.kv import KV
 from l0gc.contract.namespace import pause_at
 from l0gc.errors import InvalidRecord
 from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
 from l0gc.etcd.store import WatermarkStore
 from l0gc.logs import configure_logging
 from l0gc.options import Option, add_config_option, add_options, boolean
+
+if TYPE_CHECKING:  # aetcd: the reader opens it
+    from l0gc.etcd.client import EtcdKV
 
 __all__ = [
     "STATUS_OPTIONS",
@@ -80,7 +84,7 @@ async def _why(
     return dataclasses.replace(report, pinning=pinning, pinned_longest=held, why=found, costs=costs)
 
 
-async def _costs(kv: Any, namespace: str, now: float) -> dict[str, Any] | None:
+async def _costs(kv: KV, namespace: str, now: float) -> dict[str, Any] | None:
     """The shards' usage records of the last day, costed (`gcd.rules.usage`)."""
     from gcd.rules.usage import Usage, day_cost  # noqa: PLC0415
     from gcd.sweep.usage import usage_prefix  # noqa: PLC0415
@@ -128,7 +132,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _report(
-    store: WatermarkStore, kv: Any, args: argparse.Namespace, now: float
+    store: WatermarkStore, kv: EtcdKV, args: argparse.Namespace, now: float
 ) -> StatusReport:
     """Read the namespace (whole with --all, else folded as a daemon folds it) and build
     the report, with its extra lines (`_why`), on the reader's one etcd client."""

@@ -15,6 +15,7 @@ from typing import Any
 from gcd.cli.output import utc_text
 from l0gc.contract.record import PartitionRecord
 from l0gc.etcd.liveness import live_owner
+from l0gc.etcd.store import WatermarkStore
 
 __all__ = ["gone_owners", "waiting_text"]
 
@@ -43,7 +44,7 @@ def waiting_text(waiting: Mapping[str, Any], now: float) -> str:
     return f"waiting since {at} ({max(0.0, now - since):.0f} s) for {what}"
 
 
-async def gone_owners(store: Any, pinning: Sequence[Any], now: float) -> set[str]:
+async def gone_owners(store: WatermarkStore, pinning: Sequence[Any], now: float) -> set[str]:
     """The pinning partitions more than two epochs behind the cluster epoch (lag > 2: an
     owner that runs publishes such a partition at least every 30 s) whose recorded owner
     no running process holds (`l0gc.etcd.liveness.live_owner` says not live)."""

@@ -19,10 +19,12 @@ from typing import Any
 from gcd.explainer.answer import HISTORY, ExplainReport, explain_keys, read_gc_facts
 from gcd.rules.explain import start_before
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
+from gcd.storage.objectstore import BucketStore
 from gcd.storage.registry import backend, open_store
 from l0gc.contract.binding import Binding
 from l0gc.contract.record import PartitionRecord
 from l0gc.errors import ConfigError, InvalidRecord, L0gcError
+from l0gc.etcd.store import WatermarkStore
 
 __all__ = ["oldest_kept_key", "pinned_longest", "why"]
 
@@ -30,7 +32,7 @@ _LISTS_AT_ONCE = 16
 
 
 async def pinned_longest(
-    store: Any, pinning: list[tuple[str, int, str | None]], now: float
+    store: WatermarkStore, pinning: list[tuple[str, int, str | None]], now: float
 ) -> dict[str, Any] | None:
     """The pinning partition at its M(p) the longest: name, M(p), owner, since (unix s)."""
     best: dict[str, Any] | None = None
@@ -49,7 +51,7 @@ async def pinned_longest(
     return best
 
 
-async def _since(store: Any, name: str, watermark: int) -> float | None:
+async def _since(store: WatermarkStore, name: str, watermark: int) -> float | None:
     key = store.partition_key(name)
     kv = store.kv
     earliest: float | None = None
@@ -72,7 +74,7 @@ async def _since(store: Any, name: str, watermark: int) -> float | None:
     return earliest
 
 
-async def oldest_kept_key(objects: Any, layout: KeyLayout, safe_epoch: int) -> str | None:
+async def oldest_kept_key(objects: BucketStore, layout: KeyLayout, safe_epoch: int) -> str | None:
     """The key of the lowest epoch above M (one LIST per prefix directory)."""
     gate = asyncio.Semaphore(_LISTS_AT_ONCE)
     width = layout.epoch_width or 0
@@ -96,7 +98,7 @@ async def oldest_kept_key(objects: Any, layout: KeyLayout, safe_epoch: int) -> s
 
 
 async def why(
-    store: Any, binding_raw: bytes | None, grace_s: float = 600.0
+    store: WatermarkStore, binding_raw: bytes | None, grace_s: float = 600.0
 ) -> tuple[str | None, ExplainReport | None]:
     """(the oldest kept key, its explanation); (None, None) when no key is kept above M."""
     if binding_raw is None:

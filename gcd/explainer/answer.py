@@ -27,11 +27,14 @@ from gcd.rules.explain import (
     start_before,
 )
 from gcd.rules.layout import KeyLayout
-from gcd.storage.objectstore import DetectingStore, ObjectInfo, VersionedStore
+from gcd.storage.objectstore import BucketStore, DetectingStore, ObjectInfo, VersionedStore
+from gcd.sweep.binding import BoundSource
 from l0gc.contract.binding import claim_key, directories_below
+from l0gc.contract.kv import KV
 from l0gc.contract.record import PartitionRecord
 from l0gc.contract.safe_epoch import compute_safe_epoch
 from l0gc.errors import InvalidRecord, L0gcError, StorageError
+from l0gc.etcd.store import WatermarkStore
 
 __all__ = [
     "HISTORY",
@@ -81,8 +84,8 @@ class ExplainReport:
 
 
 async def read_gc_facts(
-    store: Any,
-    source: Any,
+    store: WatermarkStore | None,
+    source: BoundSource | None,
     *,
     grace_s: float,
     override: int | None = None,
@@ -156,7 +159,7 @@ def _reconciler(tracker: Mapping[str, Any] | None) -> tuple[bool | None, int | N
     return lifted < last, max(0, last - lifted)
 
 
-async def add_rates(store: Any, facts: GcFacts, below: int) -> GcFacts:
+async def add_rates(store: WatermarkStore, facts: GcFacts, below: int) -> GcFacts:
     """`facts` with the recent M(p) rate of the partitions below epoch `below` (at most
     `RATED`) and of the cluster epoch: from etcd's history of their keys."""
     kv = store.kv
@@ -187,7 +190,7 @@ def _record_point(name: str) -> Any:
     return point
 
 
-async def _history(kv: Any, key: str, point: Any) -> list[tuple[float, int]]:
+async def _history(kv: KV, key: str, point: Any) -> list[tuple[float, int]]:
     """Up to `HISTORY` (time, value) points of `key`, newest first, from etcd's history;
     [] where the KV keeps none or it is compacted."""
     points: list[tuple[float, int]] = []
@@ -233,7 +236,7 @@ def _rate(
 
 
 async def lookup_store(
-    objects: Any, keys: Sequence[str], layout: KeyLayout
+    objects: BucketStore, keys: Sequence[str], layout: KeyLayout
 ) -> tuple[dict[str, list[ObjectInfo]], dict[str, str], int]:
     """What the store holds under each of `keys` (every version on a versioned bucket),
     why the answer for a key could not be read (one hostile key, e.g. control characters
@@ -278,7 +281,7 @@ async def lookup_store(
 
 
 async def _merge_join(
-    objects: Any,
+    objects: BucketStore,
     wanted: list[str],
     root: str,
     *,
@@ -312,9 +315,12 @@ async def _merge_join(
 
 
 async def _by_prefix(
-    objects: Any, key: str, versioned: bool, requests: list[int]
+    objects: BucketStore, key: str, versioned: bool, requests: list[int]
 ) -> list[ObjectInfo]:
-    lister = objects.list_versions_page if versioned else objects.list_page
+    lister = objects.list_page
+    if versioned:
+        assert isinstance(objects, VersionedStore), "versions are listed on a versioned store"
+        lister = objects.list_versions_page
     token: str | None = None
     found: list[ObjectInfo] = []
     while True:
@@ -326,7 +332,7 @@ async def _by_prefix(
             return found
 
 
-async def _locks(objects: Any, infos: Sequence[ObjectInfo]) -> list[VersionFact]:
+async def _locks(objects: BucketStore, infos: Sequence[ObjectInfo]) -> list[VersionFact]:
     facts: list[VersionFact] = []
     for info in infos:
         lock: str | None = None
@@ -363,9 +369,9 @@ async def explain_keys(
     layout: KeyLayout,
     facts: GcFacts,
     *,
-    objects: Any,
+    objects: BucketStore,
     journal: SegmentSource | None = None,
-    store: Any = None,
+    store: WatermarkStore | None = None,
 ) -> ExplainReport:
     """Explain every key of `keys` (in their order); see the module docstring.
 

@@ -22,6 +22,8 @@ from aiohttp import web
 from gcd.explainer.answer import explain_keys, read_gc_facts
 from gcd.journal.search import SegmentSource
 from gcd.rules.layout import KeyLayout
+from gcd.storage.objectstore import BucketStore
+from gcd.sweep.binding import BoundSource
 from l0gc import strictjson
 from l0gc.auth import TokenFile, bearer_token, is_loopback
 from l0gc.errors import L0gcError, StorageError
@@ -41,8 +43,8 @@ def _json(status: int, doc: dict[str, Any]) -> web.Response:
 class ExplainRoute:
     """What the route explains with: the daemon's store, etcd and journal."""
 
-    objects: Any
-    source: Any
+    objects: BucketStore
+    source: BoundSource | None
     """The daemon's `BoundSource` (None without etcd)."""
     layout: KeyLayout
     grace_s: float

@@ -9,13 +9,13 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from gcd.journal.prune import PRUNE_EVERY_S, PruneReport, prune_anchors, prune_audit
 from gcd.journal.records import JournalWriter, ship_segments
 from gcd.observe.telemetry import JournalFailed
+from gcd.storage.objectstore import BucketStore
 from l0gc.contract.journal_anchor import JournalAnchor, anchor_key
 from l0gc.contract.kv import KV, Compare, Put
 from l0gc.errors import InvalidRecord, L0gcError
@@ -35,7 +35,7 @@ class AnchorKeeper:
         *,
         kv: KV | None,
         namespace: str | None,
-        objects: Any = None,
+        objects: BucketStore | None = None,
         prefix: str | None = None,
         keep_local: bool = True,
         retention_s: float | None = None,
@@ -120,6 +120,7 @@ class AnchorKeeper:
             return
         self._pruned_at = now
         assert self._prefix is not None
+        assert self._objects is not None
         try:
             report = await prune_audit(
                 self._objects, self._prefix, retention_s=self._retention_s, now=now

@@ -9,7 +9,7 @@ import enum
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from gcd.journal.records import JournalRead, Record, chain_digest, keys_digest
 from gcd.rules.layout import KeyLayout
@@ -21,9 +21,9 @@ from l0gc.errors import ConfigError, InvalidRecord, L0gcError
 from l0gc.etcd.store import WatermarkStore
 
 __all__ = [
+    "KV",
     "Finding",
     "FindingKind",
-    "HistoryKV",
     "KeyStory",
     "VerifyReport",
     "check_anchors",
@@ -356,7 +356,7 @@ def check_anchors(
 
 
 async def etcd_anchors(
-    kv: Any, namespace: str, endpoints: Sequence[str], report: VerifyReport
+    kv: KV, namespace: str, endpoints: Sequence[str], report: VerifyReport
 ) -> dict[str, JournalAnchor]:
     """The namespace's anchors; a namespace with nothing stored is a usage error."""
     stored = await kv.range_prefix(namespace + "/")
@@ -607,18 +607,10 @@ def _outcome(key: str, after: Record | None) -> str:
     return "not mentioned in the answer, retried"
 
 
-class HistoryKV(Protocol):
-    """A KV that can read a prefix at a past revision (`l0gc.etcd.client.EtcdKV`)."""
-
-    async def range_prefix(self, prefix: str, *, revision: int = 0) -> RangeResult:
-        """Every key under `prefix` at `revision` (0: now)."""
-        ...
-
-
 class _AtRevision:
-    """The `range_prefix` of a `HistoryKV`, pinned to one revision (read-only)."""
+    """The `range_prefix` of a `KV`, pinned to one revision (read-only)."""
 
-    def __init__(self, kv: HistoryKV, revision: int) -> None:
+    def __init__(self, kv: KV, revision: int) -> None:
         self._kv = kv
         self._revision = revision
 
@@ -626,7 +618,7 @@ class _AtRevision:
         return await self._kv.range_prefix(prefix, revision=self._revision)
 
 
-def history_reader(kv: HistoryKV, namespace: str) -> ViewAt:
+def history_reader(kv: KV, namespace: str) -> ViewAt:
     """`ViewAt` for `namespace`: the sweepers' own `read_gc_view`, at a past revision."""
 
     async def view_at(revision: int) -> GcView:

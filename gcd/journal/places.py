@@ -6,9 +6,9 @@ Design notes: docs/internals/sweep.md, `gcd.journal.places`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from gcd.journal.records import JournalRead, Record, read_journal, read_journal_objects
+from gcd.storage.objectstore import BucketStore
 from l0gc.contract.journal_anchor import JournalAnchor
 
 __all__ = ["merge_reads", "read_journal_places", "unread_shipped"]
@@ -71,7 +71,7 @@ def merge_reads(local: JournalRead, shipped: JournalRead) -> JournalRead:
 
 
 async def read_journal_places(
-    directory: str | None, objects: Any, prefix: str | None, *, max_bytes: int
+    directory: str | None, objects: BucketStore | None, prefix: str | None, *, max_bytes: int
 ) -> JournalRead:
     """The journal under `directory` (comma-separated directories or files), under
     `prefix` of `objects` (an `ObjectStore`), or both merged; at least one is given."""
@@ -81,6 +81,7 @@ async def read_journal_places(
     if prefix is None:
         assert local is not None, "give a journal directory or prefix"
         return local
+    assert objects is not None, "a journal prefix is read from the store"
     shipped = await read_journal_objects(objects, prefix, max_bytes=max_bytes)
     return shipped if local is None else merge_reads(local, shipped)
 

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from gcd.journal.index import index_name
-from gcd.storage.objectstore import ObjectInfo
+from gcd.storage.objectstore import BucketStore, ObjectInfo
 from l0gc import strictjson
 from l0gc.contract.journal_anchor import (
     JournalAnchor,
@@ -50,7 +50,7 @@ class PruneReport:
         return asdict(self)
 
 
-async def _list(objects: Any, prefix: str) -> list[ObjectInfo]:
+async def _list(objects: BucketStore, prefix: str) -> list[ObjectInfo]:
     found: list[ObjectInfo] = []
     token: str | None = None
     while True:
@@ -77,7 +77,7 @@ def _last_record(body: bytes, sweeper: str, segment: str, now: float) -> Journal
     return None
 
 
-async def _delete(objects: Any, keys: Sequence[str], report: PruneReport) -> None:
+async def _delete(objects: BucketStore, keys: Sequence[str], report: PruneReport) -> None:
     for start in range(0, len(keys), 1000):
         result = await objects.delete_batch(list(keys[start : start + 1000]))
         names = (key.rsplit("/", 1)[-1] for key in result.deleted)
@@ -92,7 +92,9 @@ def _with_indexes(expired: Sequence[ObjectInfo]) -> list[str]:
     return [key for info in expired for key in (info.key, index_name(info.key))]
 
 
-async def prune_audit(objects: Any, prefix: str, *, retention_s: float, now: float) -> PruneReport:
+async def prune_audit(
+    objects: BucketStore, prefix: str, *, retention_s: float, now: float
+) -> PruneReport:
     """Delete the segments under `prefix` older than `retention_s` (see the module
     docstring); `objects` lists, gets, puts and deletes (`S3ObjectStore` and the like)."""
     report = PruneReport()

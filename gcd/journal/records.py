@@ -26,6 +26,7 @@ from gcd.observe.telemetry import (
     JournalFailed,
     JournalRotated,
 )
+from gcd.storage.objectstore import BucketStore
 from l0gc import strictjson
 from l0gc.contract.journal_anchor import JournalAnchor, audit_anchor_name, pruned_marker_name
 from l0gc.errors import ConfigError, InvalidJson, InvalidRecord, StorageError
@@ -316,7 +317,7 @@ def write_marker(directory: Path, end: JournalAnchor) -> None:
 
 async def ship_segments(
     writer: JournalWriter,
-    objects: Any,
+    objects: BucketStore,
     prefix: str,
     *,
     shipped: set[Path] | None = None,
@@ -375,7 +376,7 @@ async def ship_segments(
     return count
 
 
-async def _ship_index(objects: Any, prefix: str, segment: Path) -> None:
+async def _ship_index(objects: BucketStore, prefix: str, segment: Path) -> None:
     """Upload a shipped segment's index beside it (best effort: without it `gcd explain`
     reads the segment in full)."""
     index = segment.with_name(index_name(segment.name))
@@ -513,7 +514,7 @@ def read_journal(paths: Sequence[Path]) -> JournalRead:
 
 
 async def read_journal_objects(
-    objects: Any, prefix: str, *, max_bytes: int, newer_than: float | None = None
+    objects: BucketStore, prefix: str, *, max_bytes: int, newer_than: float | None = None
 ) -> JournalRead:
     """Every record of the segments shipped under `prefix` (an `S3ObjectStore`); with
     `newer_than`, only segments shipped (LastModified) at or after it (anchors always)."""

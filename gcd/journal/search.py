@@ -16,6 +16,7 @@ from gcd.journal.check import find_key
 from gcd.journal.index import INDEX_SUFFIX, SegmentIndex, decode_index, index_name
 from gcd.journal.records import MAX_LINE_BYTES, JournalRead, Record, segment_files
 from gcd.rules.explain import JournaledRequest
+from gcd.storage.objectstore import BucketStore
 from l0gc import strictjson
 from l0gc.errors import ConfigError, InvalidJson, InvalidRecord
 
@@ -110,7 +111,7 @@ class PrefixSegments:
     """Segments shipped under an audit prefix of the bucket (an `ObjectStore` with
     `get_object`)."""
 
-    def __init__(self, objects: Any, prefix: str) -> None:
+    def __init__(self, objects: BucketStore, prefix: str) -> None:
         self._objects = objects
         self._prefix = prefix.strip("/") + "/"
         self._sizes: dict[str, int] = {}

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gcd.storage.backend import StoreSettings
+from gcd.storage.objectstore import BucketStore
 from gcd.storage.registry import open_store
 from gcd.sweep.binding import BoundSource
 from l0gc.errors import ConfigError
@@ -71,10 +72,16 @@ class Reader:
     """The etcd client (None when the command was given no etcd)."""
     watermarks: WatermarkStore | None
     """The namespace's records on `kv`."""
-    objects: Any = None
+    objects: BucketStore | None = None
     """The open object store, when the command named one."""
     source: BoundSource | None = None
     """M through the namespace's binding to `objects`' bucket and root, when both are named."""
+
+    def bucket(self) -> BucketStore:
+        """The open object store (a reader opened with store settings)."""
+        if self.objects is None:
+            raise ConfigError("this command needs the store: give --bucket (or --store URL)")
+        return self.objects
 
     def etcd(self) -> tuple[EtcdKV, WatermarkStore]:
         """The etcd client and the namespace's records (a reader opened with etcd)."""

@@ -39,7 +39,7 @@ from gcd.rules.prices import PriceTable, prices_for
 from gcd.rules.undo import lifecycle_conflicts
 from gcd.service.reader import etcd_client
 from gcd.storage.backend import StoreSettings
-from gcd.storage.objectstore import DetectingStore
+from gcd.storage.objectstore import BucketStore, DetectingStore
 from gcd.storage.registry import open_store, preflight_store
 from gcd.sweep.binding import BoundSource
 from gcd.sweep.brake import brake_for
@@ -99,7 +99,7 @@ class JournalSettings:
     keep_local: bool = False
     retention_s: float | None = None
 
-    def segments(self, objects: Any, root: str) -> SegmentSource | None:
+    def segments(self, objects: BucketStore, root: str) -> SegmentSource | None:
         """Where segments are read from (None: no journal given), for `gcd explain`."""
         local = shipped = None
         if self.directory is not None:
@@ -186,7 +186,7 @@ async def _journal(
     settings: SweepSettings,
     sweeper_id: str,
     kv: EtcdKV | None,
-    objects: Any,
+    objects: BucketStore,
     metrics: SweeperMetrics,
 ) -> AsyncIterator[tuple[JournalWriter, ...]]:
     """The journal sinks (none without a directory); while they run the journal's end is
@@ -236,7 +236,7 @@ async def _journal(
         await keeper.close()
 
 
-async def _check_lifecycle(objects: Any, root: str, window: float) -> None:
+async def _check_lifecycle(objects: BucketStore, root: str, window: float) -> None:
     """Refuse a window the bucket's lifecycle rules cannot keep (a versioned S3 bucket
     whose rules expire noncurrent versions sooner: hidden objects would be freed before
     a restore); rules that cannot be read are logged, not guessed."""
@@ -266,7 +266,7 @@ async def _check_lifecycle(objects: Any, root: str, window: float) -> None:
 
 @contextlib.asynccontextmanager
 async def _undo_keeper(
-    settings: SweepSettings, kv: EtcdKV | None, objects: Any
+    settings: SweepSettings, kv: EtcdKV | None, objects: BucketStore
 ) -> AsyncIterator[UndoKeeper | None]:
     """The keeper of the undo window (None without one, or in a dry run): the delete
     markers l0gc wrote, read from the journal (the local segments, and those shipped in
@@ -311,8 +311,11 @@ class SweepRuntime:
         sweeper: Sweeper,
         source: BoundSource | None,
         kv: EtcdKV | None,
+        objects: BucketStore,
     ) -> None:
         self.settings = settings
+        self.objects = objects
+        """The open store (the sweeper's, and the claim and journal store)."""
         self.sweeper = sweeper
         """The sweeper; setting its `stop` ends a round (and the daemon) cleanly."""
         self.source = source
@@ -389,7 +392,7 @@ class SweepRuntime:
                         now=Announcing(objects, sweeper),
                     )
                 )
-            yield cls(settings, sweeper, source, kv)
+            yield cls(settings, sweeper, source, kv, objects)
 
     async def run_round(self) -> RoundResult:
         """One round: read M through the safety rails, then list and delete (or say why not)."""
@@ -418,12 +421,12 @@ class SweepRuntime:
         plain = None if source is None else BoundSource(source.store, source.target, source.objects)
         journal = settings.journal
         explain = ExplainRoute(
-            self.sweeper.store,
+            self.objects,
             plain,
             layout,
             settings.round.grace_s,
             settings.safe_epoch_override,
-            journal.segments(self.sweeper.store, layout.root),
+            journal.segments(self.objects, layout.root),
             None if journal.prefix is None else journal.prefix.strip("/"),
             host,
             tokens,

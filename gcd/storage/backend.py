@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from gcd.storage.objectstore import ObjectStore
+from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 
 __all__ = ["Backend", "StoreSettings", "StoreUrl"]
@@ -46,13 +46,14 @@ class Backend(Protocol):
     scheme: str
     """The scheme of its store URLs: "s3", "az", "gs"."""
 
-    def open(self, settings: StoreSettings) -> contextlib.AbstractAsyncContextManager[ObjectStore]:
+    def open(self, settings: StoreSettings) -> contextlib.AbstractAsyncContextManager[BucketStore]:
         """The open store (a sweeper store and a claim store), closed on exit."""
         ...
 
-    async def preflight(self, settings: StoreSettings, prefix: str) -> None:
+    async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures | None:
         """One listing of `prefix` before any round: ConfigError (exit 2) naming what only
-        the operator can fix (missing bucket, refused credentials, unreachable endpoint)."""
+        the operator can fix (missing bucket, refused credentials, unreachable endpoint);
+        what it detected of the store (versioning, Object Lock) where it reads that."""
         ...
 
     def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:

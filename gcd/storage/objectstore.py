@@ -14,6 +14,7 @@ from gcd.rules.versions import split_target, version_target
 from l0gc.errors import StorageError
 
 __all__ = [
+    "BucketStore",
     "DeleteResult",
     "DetectingStore",
     "KeyFailure",
@@ -200,6 +201,21 @@ class ObjectStore(Protocol):
         Deleting a missing key succeeds. The answer says per key what happened
         (`gcd.rules.triage` sorts it); a failure of the whole request raises.
         """
+        ...
+
+
+class BucketStore(ObjectStore, Protocol):
+    """What a backend opens (`gcd.storage.backend.Backend.open`): a sweeper store that is
+    also a claim store, reading and writing the small objects l0gc keeps in the bucket
+    (the namespace claim, journal segments). Other abilities are their own protocols,
+    checked with isinstance: `DetectingStore`, `VersionedStore`, `SoftDeleteStore`."""
+
+    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
+        """A small object's body, or None when absent."""
+        ...
+
+    async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
+        """Write a small object; with `if_absent`, False when the key already exists."""
         ...
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import AsyncIterator
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from gcd.storage.azure.settings import AzureSettings
 from gcd.storage.backend import Backend, StoreSettings, StoreUrl
 from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.objectstore import BucketStore, StoreFeatures
 from gcd.storage.s3.settings import S3Settings
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError
@@ -46,15 +47,16 @@ def backend(kind: str) -> Backend:
 
 
 @contextlib.asynccontextmanager
-async def open_store(settings: StoreSettings) -> AsyncIterator[Any]:
+async def open_store(settings: StoreSettings) -> AsyncIterator[BucketStore]:
     """The open store `settings` names (a sweeper store and a claim store), closed on exit."""
     async with backend(settings.kind).open(settings) as store:
         yield store
 
 
-async def preflight_store(settings: StoreSettings, prefix: str) -> None:
-    """One listing of `prefix` before any round (`Backend.preflight`)."""
-    await backend(settings.kind).preflight(settings, prefix)
+async def preflight_store(settings: StoreSettings, prefix: str) -> StoreFeatures | None:
+    """One listing of `prefix` before any round (`Backend.preflight`), and what it
+    detected of the store where it reads that (S3: versioning, Object Lock)."""
+    return await backend(settings.kind).preflight(settings, prefix)
 
 
 def store_from_url(url: str, *, endpoint_url: str | None = None) -> tuple[StoreSettings, str]:
@@ -89,6 +91,6 @@ def target_of(
 
 def open_objects(
     s3: S3Settings | None, azure: AzureSettings | None, *, gcs: GcsSettings | None = None
-) -> contextlib.AbstractAsyncContextManager[Any]:
+) -> contextlib.AbstractAsyncContextManager[BucketStore]:
     """`open_store` of the one settings given: the older form, for the demo."""
     return open_store(_chosen(s3, azure, gcs))

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import structlog
 
 from gcd.observe.report import RoundSummary
 from gcd.rules.prices import PriceTable
 from gcd.rules.usage import Usage
-from l0gc.contract.kv import Compare, Put
+from l0gc.contract.kv import KV, Compare, Put
 from l0gc.errors import InvalidRecord, L0gcError
 
 __all__ = ["UsageRecorder", "usage_key", "usage_prefix"]
@@ -40,7 +40,7 @@ class UsageRecorder:
     """Adds rounds to one shard's usage record (an awaitable callback per round)."""
 
     def __init__(
-        self, kv: Any, key: str, prices: PriceTable, clock: Callable[[], float] = time.time
+        self, kv: KV, key: str, prices: PriceTable, clock: Callable[[], float] = time.time
     ) -> None:
         self.kv = kv
         self.key = key

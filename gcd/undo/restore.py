@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from gcd.journal.records import JournalRead, Record
 from gcd.rules.versions import split_target, version_target
-from gcd.storage.objectstore import ObjectInfo, SoftDeleteStore
+from gcd.storage.objectstore import BucketStore, ObjectInfo, SoftDeleteStore, VersionedStore
 
 __all__ = [
     "JournaledDeletion",
@@ -217,7 +217,7 @@ class _Plan:
 
 
 async def restore(
-    store: Any,
+    store: BucketStore,
     chosen: dict[str, _Deletion],
     *,
     wanted: Sequence[str] = (),
@@ -262,7 +262,7 @@ async def restore(
     return sorted(plan.results, key=lambda result: result.key)
 
 
-async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
+async def _inspect(store: BucketStore, deletion: _Deletion, plan: _Plan) -> None:
     if deletion.marker is None and isinstance(store, SoftDeleteStore):
         plan.undeletes.append(deletion)
         return
@@ -333,8 +333,11 @@ async def _inspect(store: Any, deletion: _Deletion, plan: _Plan) -> None:
     )
 
 
-async def _versions(store: Any, key: str) -> list[ObjectInfo]:
+async def _versions(store: BucketStore, key: str) -> list[ObjectInfo]:
     """Every version and marker of exactly `key`."""
+    assert isinstance(store, VersionedStore), (
+        "a versioned deletion is restored on a versioned store"
+    )
     found: list[ObjectInfo] = []
     token: str | None = None
     while True:
@@ -346,7 +349,7 @@ async def _versions(store: Any, key: str) -> list[ObjectInfo]:
 
 
 async def _send(
-    store: Any, part: list[tuple[_Deletion, str, ObjectInfo | None]], log: RestoreLog | None
+    store: BucketStore, part: list[tuple[_Deletion, str, ObjectInfo | None]], log: RestoreLog | None
 ) -> list[KeyResult]:
     targets = [version_target(d.key, marker) for d, marker, _ in part]
     if log is not None:
@@ -387,7 +390,7 @@ async def _send(
     return results
 
 
-async def _read_back(store: Any, deletion: _Deletion, marker: str) -> KeyResult:
+async def _read_back(store: BucketStore, deletion: _Deletion, marker: str) -> KeyResult:
     """RESTORED only when the key's current version is one the marker hid (what the
     store says now, not what the delete answered)."""
     listed = await _versions(store, deletion.key)
@@ -412,8 +415,9 @@ async def _read_back(store: Any, deletion: _Deletion, marker: str) -> KeyResult:
     )
 
 
-async def _undelete(store: Any, deletion: _Deletion, log: RestoreLog | None) -> KeyResult:
+async def _undelete(store: BucketStore, deletion: _Deletion, log: RestoreLog | None) -> KeyResult:
     """One key back through the store's own soft delete (`SoftDeleteStore.undelete`)."""
+    assert isinstance(store, SoftDeleteStore), "an undelete needs a soft-delete store"
     generation = deletion.hides[0] if deletion.hides else None
     if log is not None:
         log.write({"type": "undelete-before", "key": deletion.key, "generation": generation})

@@ -154,8 +154,10 @@ class KV(Protocol):
         """The key's current value, or None."""
         ...
 
-    async def range_prefix(self, prefix: str) -> RangeResult:
-        """Every key starting with `prefix`, consistently at one revision, sorted by key."""
+    async def range_prefix(self, prefix: str, *, revision: int = 0) -> RangeResult:
+        """Every key starting with `prefix`, consistently at one revision, sorted by key;
+        at `revision` when not 0 (a KV without history raises EtcdUnavailable, as etcd does
+        for a compacted revision)."""
         ...
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:

@@ -400,7 +400,7 @@ class WatermarkStore:
         current one, or `revision` on a KV that keeps history: etcd until compaction)."""
         prefix = self.namespace + "/"
         if revision:
-            result = await self._kv.range_prefix(prefix, revision=revision)  # type: ignore[call-arg]
+            result = await self._kv.range_prefix(prefix, revision=revision)
         else:
             result = await self._kv.range_prefix(prefix)
         epoch_raw: bytes | None = None
@@ -439,7 +439,7 @@ class WatermarkStore:
             await self._kv.range_fold(prefix, fold, revision=revision)
             return
         if revision:
-            result = await self._kv.range_prefix(prefix, revision=revision)  # type: ignore[call-arg]
+            result = await self._kv.range_prefix(prefix, revision=revision)
         else:
             result = await self._kv.range_prefix(prefix)
         fold.start(result.revision, result.cluster_id)
@@ -451,9 +451,9 @@ class WatermarkStore:
         (key, value) pairs: a few small values (`l0gc.etcd.follow`'s quick check)."""
         found: list[tuple[str, bytes]] = []
         for key in (self.epoch_key, self.paused_key, self.binding_key):
-            result = await self._kv.range_prefix(key, revision=revision)  # type: ignore[call-arg]
+            result = await self._kv.range_prefix(key, revision=revision)
             found += [(item.key, item.value) for item in result.items if item.key == key]
-        result = await self._kv.range_prefix(self.sweepers_prefix, revision=revision)  # type: ignore[call-arg]
+        result = await self._kv.range_prefix(self.sweepers_prefix, revision=revision)
         found += [(item.key, item.value) for item in result.items]
         return found
 

@@ -29,7 +29,6 @@ import structlog
 
 from gcd.journal.check import (
     FindingKind,
-    HistoryKV,
     VerifyReport,
     check_anchors,
     check_history,
@@ -39,6 +38,7 @@ from gcd.journal.check import (
 from gcd.journal.records import JournalRead, read_journal
 from gcd.rules.layout import KeyLayout
 from l0gc.contract.journal_anchor import JournalAnchor, anchors_prefix
+from l0gc.contract.kv import KV
 from l0gc.errors import L0gcError
 from l0lab.chaos.checker import RunFacts, RunHistory, check_run, deletions_of, unanswered_of
 from l0lab.chaos.cluster import EMBEDDED, NAMESPACE, Cluster
@@ -211,7 +211,7 @@ class ChaosRun:
             present = set(await bucket.list_keys(cluster.root + "/"))
         read = read_journal([cluster.journal_dir])
         journal = check_records(read, layout=KeyLayout.default(cluster.root))
-        await check_history(read, history_reader(cast(HistoryKV, cluster.kv), NAMESPACE), journal)
+        await check_history(read, history_reader(cast(KV, cluster.kv), NAMESPACE), journal)
         await self._check_anchors(read, journal)
         assert cluster.store is not None
         final = await cluster.store.read_safe_epoch()

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from gcd.storage.azure.settings import AzureSettings
 from gcd.storage.backend import StoreSettings, StoreUrl
-from gcd.storage.objectstore import ObjectStore
+from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError, StorageError
 
@@ -27,17 +27,18 @@ class AzureBackend:
     scheme = "az"
 
     @contextlib.asynccontextmanager
-    async def open(self, settings: StoreSettings) -> AsyncIterator[ObjectStore]:
+    async def open(self, settings: StoreSettings) -> AsyncIterator[BucketStore]:
         """An open `AzureBlobStore`."""
         from gcd.storage.azure.client import AzureBlobStore  # noqa: PLC0415 - the SDK when used
 
         async with AzureBlobStore.open(_azure(settings)) as store:
             yield store
 
-    async def preflight(self, settings: StoreSettings, prefix: str) -> None:
+    async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures | None:
         """List one blob; ConfigError for a missing container, refused credentials or an
         unreachable account."""
         await _preflight_azure(_azure(settings), prefix)
+        return None
 
     def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
         """``az://ACCOUNT/CONTAINER/ROOT``: the account's blob endpoint (or `endpoint_url`,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from gcd.storage.backend import StoreSettings, StoreUrl
 from gcd.storage.gcs.settings import GcsSettings
-from gcd.storage.objectstore import ObjectStore
+from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError, StorageError
 
@@ -27,17 +27,18 @@ class GcsBackend:
     scheme = "gs"
 
     @contextlib.asynccontextmanager
-    async def open(self, settings: StoreSettings) -> AsyncIterator[ObjectStore]:
+    async def open(self, settings: StoreSettings) -> AsyncIterator[BucketStore]:
         """An open `GcsObjectStore`."""
         from gcd.storage.gcs.client import GcsObjectStore  # noqa: PLC0415 - when used
 
         async with GcsObjectStore.open(_gcs(settings)) as store:
             yield store
 
-    async def preflight(self, settings: StoreSettings, prefix: str) -> None:
+    async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures | None:
         """Check the credentials and list one object; ConfigError for what only the
         operator can fix."""
         await _preflight_gcs(_gcs(settings), prefix)
+        return None
 
     def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
         """``gs://BUCKET/ROOT``, at `endpoint_url` (an emulator's) when given."""

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from gcd.storage.backend import StoreSettings, StoreUrl
-from gcd.storage.objectstore import ObjectStore
+from gcd.storage.objectstore import BucketStore, StoreFeatures
 from gcd.storage.s3.client import S3ObjectStore, preflight
 from gcd.storage.s3.settings import S3Settings
 from l0gc.contract.binding import StorageTarget
@@ -27,14 +27,14 @@ class S3Backend:
     scheme = "s3"
 
     @contextlib.asynccontextmanager
-    async def open(self, settings: StoreSettings) -> AsyncIterator[ObjectStore]:
+    async def open(self, settings: StoreSettings) -> AsyncIterator[BucketStore]:
         """An open `S3ObjectStore`."""
         async with S3ObjectStore.open(_s3(settings)) as store:
             yield store
 
-    async def preflight(self, settings: StoreSettings, prefix: str) -> None:
+    async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures:
         """`gcd.storage.s3.client.preflight` (it logs what it detected)."""
-        await preflight(_s3(settings), prefix)
+        return await preflight(_s3(settings), prefix)
 
     def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
         """``s3://BUCKET/ROOT``: the bucket, at `endpoint_url` (AWS when None)."""
