@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         f"--storage {store} also {', '.join(extra)}" for store, extra in STORE_REQUIREMENTS.items()
     )
     sys.stdout.write(
-        f"wrote {summary.path}: gcd + watermark {summary.l0gc_version}, {summary.files} files, "
+        f"wrote {summary.path}: gcd + l0gc {summary.l0gc_version}, {summary.files} files, "
         f"{summary.bytes / 1024:.0f} KiB; ship it with --py-files {summary.path} "
         f"(executors need Python >= 3.11 with {needs}; {stores})\n"
     )

@@ -325,7 +325,7 @@ async def ship_segments(
 ) -> int:
     """Upload closed segments not shipped yet to ``{prefix}/{file name}``; return how many.
 
-    `objects` is a `gcd.sweep.binding.ClaimStore` (`put_object`, `get_object`). Each
+    `objects` is a `gcd.storage.objectstore.BucketStore` (`put_object`, `get_object`). Each
     upload is read back and compared with the local segment (size and SHA-256). A failed
     or mismatched upload is logged, counted and retried on the next call (with every
     later segment: they go in order), and the local segment is kept. Without

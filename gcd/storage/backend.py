@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, TypeVar
 
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 
-__all__ = ["Backend", "StoreSettings", "StoreUrl"]
+__all__ = ["Backend", "StoreSettings", "StoreUrl", "settings_of"]
 
 
 class StoreSettings(Protocol):
@@ -64,3 +64,13 @@ class Backend(Protocol):
         """How to reach the store a namespace binding names, with the default credentials
         (the SDK's chain), for a command that was given no store flags (`gcd status --why`)."""
         ...
+
+
+_S = TypeVar("_S")
+
+
+def settings_of(settings: StoreSettings, kind: type[_S]) -> _S:
+    """`settings` as its backend's own type (a backend handed another kind's: a bug)."""
+    if not isinstance(settings, kind):
+        raise TypeError(f"not {kind.__name__}: {settings!r}")
+    return settings

@@ -8,14 +8,13 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 import structlog
 
 from gcd.rules.listguard import DEFAULT_MAX_PAGES, ListingGuard
-from gcd.storage.objectstore import DeleteResult, ListPage
+from gcd.storage.objectstore import BucketStore
 from gcd.storage.retry import REQUEST_DEADLINE_S, deadline
 from gcd.sweep.shards import ShardAnnouncement, check_shards
 from l0gc.contract.binding import (
@@ -38,7 +37,6 @@ __all__ = [
     "BindOutcome",
     "BindingConflict",
     "BoundSource",
-    "ClaimStore",
     "ClaimTooLarge",
     "bind_namespace",
     "find_nested_claims",
@@ -51,34 +49,6 @@ _log = structlog.get_logger("gcd.binding")
 CLAIM_MAX_BYTES = 16 * 1024
 _PROGRESS_PAGES = 100  # a bind over a root of 1M keys lists 1,000 pages
 _MAX_BIND_PAGES = 100 * DEFAULT_MAX_PAGES  # 10G keys: only a store inventing tokens gets here
-
-
-class ClaimStore(Protocol):
-    """The object calls a binding needs (`S3ObjectStore`, `AzureBlobStore`,
-    `MemoryObjectStore`)."""
-
-    async def list_page(
-        self,
-        prefix: str,
-        *,
-        start_after: str | None = None,
-        continuation_token: str | None = None,
-        max_keys: int = 1000,
-    ) -> ListPage:
-        """One listing page (`gcd.storage.objectstore.ObjectStore.list_page`)."""
-        ...
-
-    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
-        """A small object's body, or None when absent."""
-        ...
-
-    async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
-        """Write a small object; with `if_absent`, False when the key already exists."""
-        ...
-
-    async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
-        """Delete keys (here: a claim this bind wrote and must take back)."""
-        ...
 
 
 class BindingConflict(ConfigError):
@@ -100,7 +70,7 @@ class BindOutcome:
 
 async def bind_namespace(
     store: WatermarkStore,
-    objects: ClaimStore,
+    objects: BucketStore,
     target: StorageTarget,
     *,
     replace: bool = False,
@@ -178,7 +148,7 @@ async def bind_namespace(
 
 
 async def _refuse_nesting(
-    objects: ClaimStore, namespace: str, cluster_id: str, target: StorageTarget
+    objects: BucketStore, namespace: str, cluster_id: str, target: StorageTarget
 ) -> None:
     """BindingConflict when `target.root` lies inside or contains another claimed root."""
     above = await read_ancestor_claims(objects, target.root)
@@ -192,7 +162,7 @@ async def _refuse_nesting(
         raise BindingConflict(problem)
 
 
-async def read_claim_object(objects: ClaimStore, key: str) -> bytes | None:
+async def read_claim_object(objects: BucketStore, key: str) -> bytes | None:
     """The claim object at `key` (None: absent); one that is too big to be a claim is
     refused with a message that says so (ClaimTooLarge), not as a storage failure. The
     answer is read within `REQUEST_DEADLINE_S`, as every claim request here is."""
@@ -216,7 +186,7 @@ async def read_claim_object(objects: ClaimStore, key: str) -> bytes | None:
     return raw
 
 
-async def read_ancestor_claims(objects: ClaimStore, root: str) -> dict[str, bytes]:
+async def read_ancestor_claims(objects: BucketStore, root: str) -> dict[str, bytes]:
     """The claim objects at `root`'s proper ancestors (`ancestor_roots`), by root: one
     one-key LIST of each ancestor's claim key (allowed by a prefix-scoped s3:ListBucket,
     absent keys need no s3:GetObject), and a GET only of a claim that is there."""
@@ -232,7 +202,7 @@ async def read_ancestor_claims(objects: ClaimStore, root: str) -> dict[str, byte
     return found
 
 
-async def find_nested_claims(objects: ClaimStore, root: str) -> dict[str, bytes]:
+async def find_nested_claims(objects: BucketStore, root: str) -> dict[str, bytes]:
     """The claim objects strictly below `root`, by the root they claim: one listing of
     `root/` (a LIST per 1,000 keys, each answer read within `REQUEST_DEADLINE_S`;
     progress logged every `_PROGRESS_PAGES` pages), a GET of each claim found. A store
@@ -269,7 +239,7 @@ async def find_nested_claims(objects: ClaimStore, root: str) -> dict[str, bytes]
             )
 
 
-async def _read_claim(objects: ClaimStore, target: StorageTarget) -> Claim | None:
+async def _read_claim(objects: BucketStore, target: StorageTarget) -> Claim | None:
     key = claim_key(target.root)
     try:
         raw = await read_claim_object(objects, key)
@@ -299,7 +269,7 @@ class BoundSource:
         self,
         store: WatermarkStore,
         target: StorageTarget,
-        objects: ClaimStore,
+        objects: BucketStore,
         *,
         shard: ShardAnnouncement | None = None,
         follower: GcFollower | None = None,

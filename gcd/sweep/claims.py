@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from gcd.sweep.binding import BindingConflict, ClaimStore, ClaimTooLarge, read_claim_object
+from gcd.storage.objectstore import BucketStore
+from gcd.sweep.binding import BindingConflict, ClaimTooLarge, read_claim_object
 from l0gc.contract.binding import Binding, Claim, StorageTarget, claim_key, nested_root
 from l0gc.errors import InvalidRecord
 from l0gc.etcd.store import WatermarkStore
@@ -53,7 +54,7 @@ async def bound_target(store: WatermarkStore) -> Binding:
 
 
 async def repair_claims(
-    binding: Binding, objects: ClaimStore, *, remove: Sequence[str] = (), force: bool = False
+    binding: Binding, objects: BucketStore, *, remove: Sequence[str] = (), force: bool = False
 ) -> ClaimRepair:
     """Rewrite the root's claim from `binding` if it differs; remove the nested claims in
     `remove` (see the module docstring). Every key in `remove` is checked before anything
@@ -79,7 +80,9 @@ async def repair_claims(
     return ClaimRepair(key, rewritten, _shown(current) if rewritten else None, list(remove))
 
 
-async def _check_removable(binding: Binding, objects: ClaimStore, key: str, *, force: bool) -> None:
+async def _check_removable(
+    binding: Binding, objects: BucketStore, key: str, *, force: bool
+) -> None:
     root = binding.target.root
     if nested_root(key, root) is None:
         raise BindingConflict(

@@ -18,10 +18,9 @@ from typing import Protocol
 
 from gcd.storage.azure.settings import AzureSettings
 from gcd.storage.gcs.settings import GcsSettings
-from gcd.storage.objectstore import ObjectStore
+from gcd.storage.objectstore import BucketStore
 from gcd.storage.registry import open_objects
 from gcd.storage.s3.settings import S3Settings
-from gcd.sweep.binding import ClaimStore
 from l0lab.demo.s3io import DemoBucket
 
 __all__ = ["DemoObjects", "DemoStorage", "SweptStore", "open_storage"]
@@ -57,7 +56,7 @@ class DemoObjects(Protocol):
         ...
 
 
-class SweptStore(ObjectStore, ClaimStore, Protocol):
+class SweptStore(BucketStore, Protocol):
     """The sweeper's store: lists and deletes, and holds the namespace binding's claim."""
 
 

@@ -6,18 +6,12 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.backend import StoreSettings, StoreUrl
+from gcd.storage.backend import StoreSettings, StoreUrl, settings_of
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError, StorageError
 
 __all__ = ["BACKEND", "AzureBackend"]
-
-
-def _azure(settings: StoreSettings) -> AzureSettings:
-    if not isinstance(settings, AzureSettings):
-        raise TypeError(f"not Azure settings: {settings!r}")
-    return settings
 
 
 class AzureBackend:
@@ -31,13 +25,13 @@ class AzureBackend:
         """An open `AzureBlobStore`."""
         from gcd.storage.azure.client import AzureBlobStore  # noqa: PLC0415 - the SDK when used
 
-        async with AzureBlobStore.open(_azure(settings)) as store:
+        async with AzureBlobStore.open(settings_of(settings, AzureSettings)) as store:
             yield store
 
     async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures | None:
         """List one blob; ConfigError for a missing container, refused credentials or an
         unreachable account."""
-        await _preflight_azure(_azure(settings), prefix)
+        await _preflight_azure(settings_of(settings, AzureSettings), prefix)
         return None
 
     def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:

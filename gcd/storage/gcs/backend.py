@@ -5,19 +5,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from gcd.storage.backend import StoreSettings, StoreUrl
+from gcd.storage.backend import StoreSettings, StoreUrl, settings_of
 from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError, StorageError
 
 __all__ = ["BACKEND", "GcsBackend"]
-
-
-def _gcs(settings: StoreSettings) -> GcsSettings:
-    if not isinstance(settings, GcsSettings):
-        raise TypeError(f"not GCS settings: {settings!r}")
-    return settings
 
 
 class GcsBackend:
@@ -31,13 +25,13 @@ class GcsBackend:
         """An open `GcsObjectStore`."""
         from gcd.storage.gcs.client import GcsObjectStore  # noqa: PLC0415 - when used
 
-        async with GcsObjectStore.open(_gcs(settings)) as store:
+        async with GcsObjectStore.open(settings_of(settings, GcsSettings)) as store:
             yield store
 
     async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures | None:
         """Check the credentials and list one object; ConfigError for what only the
         operator can fix."""
-        await _preflight_gcs(_gcs(settings), prefix)
+        await _preflight_gcs(settings_of(settings, GcsSettings), prefix)
         return None
 
     def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:

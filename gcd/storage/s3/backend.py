@@ -5,19 +5,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from gcd.storage.backend import StoreSettings, StoreUrl
+from gcd.storage.backend import StoreSettings, StoreUrl, settings_of
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from gcd.storage.s3.client import S3ObjectStore, preflight
 from gcd.storage.s3.settings import S3Settings
 from l0gc.contract.binding import StorageTarget
 
 __all__ = ["BACKEND", "S3Backend"]
-
-
-def _s3(settings: StoreSettings) -> S3Settings:
-    if not isinstance(settings, S3Settings):
-        raise TypeError(f"not S3 settings: {settings!r}")
-    return settings
 
 
 class S3Backend:
@@ -29,12 +23,12 @@ class S3Backend:
     @contextlib.asynccontextmanager
     async def open(self, settings: StoreSettings) -> AsyncIterator[BucketStore]:
         """An open `S3ObjectStore`."""
-        async with S3ObjectStore.open(_s3(settings)) as store:
+        async with S3ObjectStore.open(settings_of(settings, S3Settings)) as store:
             yield store
 
     async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures:
         """`gcd.storage.s3.client.preflight` (it logs what it detected)."""
-        return await preflight(_s3(settings), prefix)
+        return await preflight(settings_of(settings, S3Settings), prefix)
 
     def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
         """``s3://BUCKET/ROOT``: the bucket, at `endpoint_url` (AWS when None)."""

@@ -1,4 +1,4 @@
-"""`gcd spark-package`: a reproducible zip of gcd + watermark that a bare Python imports
+"""`gcd spark-package`: a reproducible zip of gcd + l0gc that a bare Python imports
 from (as --py-files puts it on an executor's path), and clear refusals."""
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def test_the_zip_is_reproducible_and_holds_both_packages(
     assert "--storage gcs also google-auth" in line
     assert first.read_bytes() == second.read_bytes()
     names = zipfile.ZipFile(first).namelist()
-    assert {"gcd/__init__.py", "gcd/spark/delete.py", "watermark/__init__.py"} <= set(names)
+    assert {"gcd/__init__.py", "gcd/spark/delete.py", "l0gc/__init__.py"} <= set(names)
+    assert not [name for name in names if name.startswith("watermark/")]  # executors never need it
     assert "gcd/py.typed" in names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     assert (document["version"], document["files"], document["path"]) == (1, len(names), str(first))

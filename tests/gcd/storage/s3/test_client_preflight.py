@@ -28,7 +28,7 @@ from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.clirun import run_cli
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 ROOT = "level_zero/data/"
 FIRST_BACKOFF_S = 0.5
 """The longest wait after the preflight's first try (docs/operations.md)."""
