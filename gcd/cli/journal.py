@@ -265,8 +265,8 @@ async def prune(args: argparse.Namespace) -> int:
     store = _store(args)
     if args.journal_retention is None or store is None:
         raise ConfigError(
-            "gcd journal prune needs --bucket B (or --container C), --journal-prefix P and "
-            "--journal-retention DURATION (e.g. 30d)"
+            "gcd journal prune needs --bucket B, --journal-prefix P and "
+            "--journal-retention DURATION (e.g. 30d); on Azure, --container C for --bucket"
         )
     now = time.time()
     with_etcd = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))

@@ -21,7 +21,6 @@ from l0gc.errors import ConfigError, InvalidRecord, L0gcError
 from l0gc.etcd.store import WatermarkStore
 
 __all__ = [
-    "KV",
     "Finding",
     "FindingKind",
     "KeyStory",

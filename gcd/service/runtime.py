@@ -334,6 +334,7 @@ class SweepRuntime:
         check_interval_s: float = 0.0,
         preflight: bool = False,
         check_namespace: bool = False,
+        wrap: Callable[[BucketStore], BucketStore] | None = None,
     ) -> AsyncIterator[SweepRuntime]:
         """Open everything (the module docstring), yield the runtime, close it all.
 
@@ -350,6 +351,8 @@ class SweepRuntime:
                 etcd_client(settings.etcd, check_namespace=check_namespace)
             )
             objects = await stack.enter_async_context(open_store(settings.store))
+            if wrap is not None:  # the demo counts what the sweeper asks of the store
+                objects = wrap(objects)
             sinks = await stack.enter_async_context(
                 _journal(settings, sweeper_id, kv, objects, metrics)
             )

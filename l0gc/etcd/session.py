@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from types import TracebackType
 from typing import TypeVar
 
 from l0gc.contract.kv import KV
@@ -188,12 +187,7 @@ class LeaseSession:
         self._running = stack
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         stack, self._running = self._running, None
         if stack is not None:
             await stack.aclose()

@@ -26,6 +26,7 @@ sweeper's store, whichever they are.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import random
@@ -36,14 +37,14 @@ from typing import Any, TextIO
 
 import structlog
 
-from gcd.observe.metrics import SweeperMetrics
 from gcd.observe.report import RoundSummary
-from gcd.rules.admission import SafetyGate
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.service.daemon import Daemon, DaemonConfig
+from gcd.service.runtime import SweepRuntime, SweepSettings
+from gcd.storage.objectstore import BucketStore
 from gcd.storage.registry import target_of
-from gcd.sweep.binding import BoundSource, bind_namespace
-from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
+from gcd.sweep.binding import bind_namespace
+from gcd.sweep.sweeper import RoundConfig
 from l0gc.contract.kv import KV
 from l0gc.contract.safe_epoch import SafeEpoch
 from l0gc.errors import ConfigError, L0gcError
@@ -139,8 +140,7 @@ class _Parts:
     publisher: Publisher
     reconciler: Reconciler
     counting: CountingStore
-    round_config: RoundConfig
-    metrics: SweeperMetrics
+    runtime: SweepRuntime
     daemon: Daemon
     writers: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -160,6 +160,8 @@ class DemoRun:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._stops: dict[str, asyncio.Event] = {}
         self._stall: tuple[float, float] | None = None
+        self._runtime = contextlib.AsyncExitStack()
+        """Holds the sweeper's `SweepRuntime` open from `_start` until `run` ends."""
         self.abort = asyncio.Event()
         """Set (with a cancel of the running task) to give up at once; checked at every
         phase change too, because Python 3.11's wait_for can swallow a cancellation."""
@@ -198,6 +200,7 @@ class DemoRun:
             for task in self._tasks.values():
                 task.cancel()
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            await self._runtime.aclose()
             await kv.close()
 
     async def _start(
@@ -226,11 +229,24 @@ class DemoRun:
             at = time.monotonic()
             self._stall = (at + 0.25 * config.duration_s, at + 0.55 * config.duration_s)
         stalls = {} if slow is None or self._stall is None else {slow: self._stall}
-        counting = CountingStore(objects, self.ledger, time.monotonic)
         round_config = RoundConfig(
             layout=layout, grace_s=config.grace_s, concurrency=4, list_concurrency=4
         )
-        metrics = SweeperMetrics()
+        # The sweeper is assembled as `gcd daemon` assembles it (`SweepRuntime`: its own
+        # etcd client and store client), its store wrapped to count requests for the view.
+        counted: list[CountingStore] = []
+
+        def counting_store(inner: BucketStore) -> BucketStore:
+            counted.append(CountingStore(inner, self.ledger, time.monotonic))
+            return counted[-1]
+
+        chosen = storage.gcs or storage.azure or storage.s3
+        assert chosen is not None, "the demo's storage names a store"
+        settings = SweepSettings(round_config, chosen, self.servers.etcd)
+        runtime = await self._runtime.enter_async_context(
+            SweepRuntime.open(settings, wrap=counting_store)
+        )
+        counting = counted[-1]
         pacing = DaemonConfig(
             interval_s=1.0,
             idle_interval_s=2.0,
@@ -246,13 +262,8 @@ class DemoRun:
                 publisher, self.ledger, logs, lag_s=config.reconcile_lag_s, stalls=stalls
             ),
             counting=counting,
-            round_config=round_config,
-            metrics=metrics,
-            daemon=Daemon(
-                Sweeper(counting, round_config, metrics=metrics),
-                BoundSource(store, target, objects),
-                pacing,
-            ),
+            runtime=runtime,
+            daemon=runtime.daemon(pacing),
         )
         view = LiveView(
             lambda: self._sample(store, counting),
@@ -333,9 +344,9 @@ class DemoRun:
         self._set_phase("final round")
         await self._stop("sweeper")
         final: RoundSummary | None = None
-        if etcd_up and self.servers.etcd_alive():
-            sweeper = Sweeper(parts.counting, parts.round_config, metrics=parts.metrics)
-            final = (await run_round(sweeper, SafetyGate(), parts.daemon.source)).summary
+        if etcd_up and self.servers.etcd_alive():  # one more round of the same sweeper
+            parts.runtime.sweeper.stop.clear()
+            final = (await parts.runtime.run_round()).summary
 
         self._set_phase("verifying")
         check = await check_bucket(self.ledger, parts.bucket, config.root)

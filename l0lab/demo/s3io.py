@@ -26,7 +26,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
 
-from gcd.storage.objectstore import DeleteResult, ListOptions, ListPage, ObjectStore
+from gcd.storage.objectstore import BucketStore, DeleteResult, ListOptions, ListPage
 from gcd.storage.s3.errors import translate_error
 from gcd.storage.s3.settings import S3Settings
 from l0gc.errors import StorageError
@@ -51,7 +51,7 @@ class RequestCounts:
 class CountingStore:
     """An `ObjectStore` that counts the sweeper's requests and tells the ledger what went."""
 
-    def __init__(self, inner: ObjectStore, ledger: Ledger, clock: Callable[[], float]) -> None:
+    def __init__(self, inner: BucketStore, ledger: Ledger, clock: Callable[[], float]) -> None:
         self._inner = inner
         self._ledger = ledger
         self._clock = clock
@@ -62,6 +62,18 @@ class CountingStore:
         """ListObjectsV2, counted."""
         self.counts.list_requests += 1
         return await self._inner.list_page(prefix, **options)
+
+    async def get_object(self, key: str, *, max_bytes: int) -> bytes | None:
+        """A small object (a claim), from the store itself."""
+        return await self._inner.get_object(key, max_bytes=max_bytes)
+
+    async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
+        """A small object (a claim, a journal segment), to the store itself."""
+        return await self._inner.put_object(key, body, if_absent=if_absent)
+
+    def __getattr__(self, name: str) -> Any:
+        """What else the store can do (detect, versions, soft delete), as the store does it."""
+        return getattr(self._inner, name)
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         """DeleteObjects, counted; deleted keys go to the ledger as soon as it answers."""

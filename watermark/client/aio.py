@@ -10,8 +10,7 @@ Design notes: docs/internals/publisher.md, `watermark.client.aio`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
-from types import TracebackType
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import aiohttp
@@ -22,8 +21,6 @@ from watermark.client.protocol import (
     ApiError,
     EpochInfo,
     Granted,
-    PublisherSet,
-    Retry,
     json_answer,
 )
 
@@ -33,28 +30,12 @@ Json = dict[str, Any]
 _T = TypeVar("_T")
 
 
-class AsyncWriterClient:
+class AsyncWriterClient(routes.WriterBase):
     """An asyncio writer client of the publishers in `publishers` (see the module
-    docstring); `token` is a writer (or reconciler, registrar, admin) token; `timeout_s` bounds each
-    request (it must exceed the fence timeout); `retry` how often to retry; `fleet`
-    (patterns such as ``http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080``)
-    admits redirects to the replicas it matches (`watermark.client.protocol.PublisherSet`)."""
+    docstring; `watermark.client.routes.WriterBase` says what the arguments mean)."""
 
-    def __init__(
-        self,
-        publishers: Iterable[str],
-        *,
-        token: str | None = None,
-        timeout_s: float = 35.0,
-        retry: Retry | None = None,
-        fleet: str | None = None,
-    ) -> None:
-        self.publishers = PublisherSet(publishers, fleet=fleet)
-        self.retry = retry if retry is not None else Retry()
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if token is not None:
-            self._headers["Authorization"] = f"Bearer {token}"
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=min(5.0, timeout_s))
+    def _open(self, timeout_s: float, *, connect_s: float) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=connect_s)
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -66,12 +47,7 @@ class AsyncWriterClient:
     async def __aenter__(self) -> AsyncWriterClient:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # -- the routes: each runs its operation of `watermark.client.routes` -------------
@@ -137,10 +113,6 @@ class AsyncWriterClient:
         return await self._drive(routes.commits(self._target, entries))
 
     # -- the exchange ------------------------------------------------------------------
-
-    @property
-    def _target(self) -> routes.Target:
-        return routes.Target(self.publishers, self.retry)
 
     async def _drive(self, operation: routes.Operation[_T]) -> _T:
         try:

@@ -6,7 +6,7 @@ Design notes: docs/internals/publisher.md, `watermark.client.routes`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,7 +23,7 @@ from watermark.client.protocol import (
     reconciled_body,
 )
 
-__all__ = ["ROUTES", "Operation", "Request", "Target", "drive_sync"]
+__all__ = ["ROUTES", "Operation", "Request", "Target", "WriterBase", "drive_sync"]
 
 Json = dict[str, Any]
 _T = TypeVar("_T")
@@ -53,6 +53,37 @@ class Request:
 
 
 Operation = Generator[Request, Json, _T]
+
+
+class WriterBase:
+    """What both writer clients hold, for the publishers in `publishers`: `token` is a
+    writer (or reconciler, registrar, admin) token; `timeout_s` bounds each request (it
+    must exceed the fence timeout); `retry` how often to retry; `fleet` (patterns such as
+    ``http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080``) admits redirects to the
+    replicas it matches (`watermark.client.protocol.PublisherSet`)."""
+
+    def __init__(
+        self,
+        publishers: Iterable[str],
+        *,
+        token: str | None = None,
+        timeout_s: float = 35.0,
+        retry: Retry | None = None,
+        fleet: str | None = None,
+    ) -> None:
+        self.publishers = PublisherSet(publishers, fleet=fleet)
+        self.retry = retry if retry is not None else Retry()
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._open(timeout_s, connect_s=min(5.0, timeout_s))
+
+    def _open(self, timeout_s: float, *, connect_s: float) -> None:
+        """Set up the client's transport (each client its own)."""
+
+    @property
+    def _target(self) -> Target:
+        return Target(self.publishers, self.retry)
 
 
 def _request(

@@ -6,7 +6,7 @@ Design notes: docs/internals/publisher.md, `watermark.client.sync`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import urllib3
@@ -17,8 +17,6 @@ from watermark.client.protocol import (
     ApiError,
     EpochInfo,
     Granted,
-    PublisherSet,
-    Retry,
     json_answer,
 )
 
@@ -28,30 +26,13 @@ Json = dict[str, Any]
 _T = TypeVar("_T")
 
 
-class WriterClient:
+class WriterClient(routes.WriterBase):
     """A blocking writer client of the publishers in `publishers` (see the module
-    docstring); `token` is a writer (or reconciler, registrar, admin) token; `timeout_s` bounds each
-    request (it must exceed the fence timeout); `retry` how often to retry; `fleet`
-    (patterns such as ``http://*.l0gc-publisher-peers.l0gc.svc.cluster.local:8080``)
-    admits redirects to the replicas it matches (`watermark.client.protocol.PublisherSet`)."""
+    docstring; `watermark.client.routes.WriterBase` says what the arguments mean)."""
 
-    def __init__(
-        self,
-        publishers: Iterable[str],
-        *,
-        token: str | None = None,
-        timeout_s: float = 35.0,
-        retry: Retry | None = None,
-        fleet: str | None = None,
-    ) -> None:
-        self.publishers = PublisherSet(publishers, fleet=fleet)
-        self.retry = retry if retry is not None else Retry()
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if token is not None:
-            self._headers["Authorization"] = f"Bearer {token}"
-        self._http = urllib3.PoolManager(
-            retries=False, timeout=urllib3.Timeout(connect=min(5.0, timeout_s), read=timeout_s)
-        )
+    def _open(self, timeout_s: float, *, connect_s: float) -> None:
+        timeout = urllib3.Timeout(connect=connect_s, read=timeout_s)
+        self._http = urllib3.PoolManager(retries=False, timeout=timeout)
 
     def close(self) -> None:
         """Close the pooled connections."""
@@ -124,10 +105,6 @@ class WriterClient:
         return self._drive(routes.commits(self._target, entries))
 
     # -- the exchange ------------------------------------------------------------------
-
-    @property
-    def _target(self) -> routes.Target:
-        return routes.Target(self.publishers, self.retry)
 
     def _drive(self, operation: routes.Operation[_T]) -> _T:
         return routes.drive_sync(operation, self._run)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Protocol
 
 from watermark.service.guard import FenceToken
@@ -91,12 +90,7 @@ class FenceBlock:
         self._token = token
         return Fence(self._publisher, token)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         token = self._token
         if token is not None:
             self._token = None

@@ -11,7 +11,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 
 from l0gc.errors import FenceExpired, FenceTimeout, GuardClosed, L0gcError, StaleEpoch
 from l0gc.events import (
@@ -87,12 +86,7 @@ class _FenceBlock:
         self._token = token
         return token
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         token = self._token
         if token is not None:
             self._token = None
