@@ -27,11 +27,20 @@ waits for the client's deadline cannot pass for one a loaded machine merely slow
 
 
 def process_state(pid: int) -> str:
-    """The state letter of /proc/PID/stat (T: stopped, S: sleeping), or why none."""
+    """The state letters of every thread of PID (/proc/PID/task/*/stat; T: stopped, S:
+    sleeping, D: in a system call that must end first), or why none."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        tasks = sorted(Path(f"/proc/{pid}/task").iterdir())
+        return "".join((task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks)
     except OSError as exc:
         return f"unreadable ({exc})"
+
+
+def stopped(pid: int) -> bool:
+    """Every thread of PID is stopped: a SIGSTOP has taken effect (a thread inside a
+    system call, in state D such as an fsync, stops only when the call ends)."""
+    state = process_state(pid)
+    return bool(state) and set(state) <= {"T", "t"}
 
 
 class FakeClock:
@@ -126,6 +135,12 @@ async def test_a_lease_that_runs_out_while_etcd_is_frozen_is_lost_then_replaced(
 
     etcd_private.signal(signal.SIGSTOP)
     try:
+        await wait_until(
+            lambda: stopped(pid),
+            timeout_s=30,
+            what="every etcd thread stopped",
+            detail=lambda: process_state(pid),
+        )
         failures = 0
         while session.alive() or failures < 2:
             sent = loop.time()
