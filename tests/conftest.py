@@ -29,6 +29,7 @@ from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from tests.clirun import Cli
 from tests.ordering import install_recorder, known_durations, longest_first
 
 _counter = itertools.count()
@@ -135,6 +136,15 @@ def _reset_structlog() -> Iterator[None]:
     test, so no test sees another's logging set-up (whatever order a worker runs them)."""
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture
+def cli(capfd: pytest.CaptureFixture[str]) -> Cli:
+    """`cli("gcd", *argv)` / `cli("watermark", *argv)`: the command's `main(argv)` run in
+    this process, stdout and stderr captured at the fd level (a child it starts too); a
+    frozen `CliResult` (`code`, `out`, `err`, `json`: the last stdout line parsed).
+    Uses capfd, so a test asking for it cannot ask for capsys as well."""
+    return Cli(capfd)
 
 
 class _Server(Protocol):

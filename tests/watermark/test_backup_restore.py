@@ -13,25 +13,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import structlog
 
-from gcd.cli.main import main as gcd_main
 from l0gc import exitcodes
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
-from watermark.__main__ import main as watermark_main
+from tests.clirun import Cli
 
 pytestmark = pytest.mark.integration
 ROOT_PREFIX = "level_zero/data"
-
-
-def run(main: object, *argv: str) -> int:
-    """`gcd` or `watermark` in this process (real etcd and S3), as the CLI tests run them."""
-    assert callable(main)
-    code = int(main(list(argv)))
-    structlog.reset_defaults()
-    return code
 
 
 def prepare(etcd: LocalEtcd, namespace: str) -> None:
@@ -58,7 +48,7 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     bucket: str,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Snapshot at global M 3 (orders/0 M 5, orders/1 M 3); afterwards the live etcd
     moves orders/1 to M 6. The restored etcd is a new cluster: nothing is deleted until
@@ -66,23 +56,22 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     not 4-5 (what the lost etcd would have allowed)."""
     prepare(etcd_server, namespace)
     etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
-    assert (
-        run(
-            gcd_main,
-            "namespace",
-            "bind",
-            "--bucket",
-            bucket,
-            "--root",
-            ROOT_PREFIX,
-            "--endpoint-url",
-            s3_server.endpoint_url,
-            *etcd,
-        )
-        == exitcodes.OK
+    run = cli(
+        "gcd",
+        "namespace",
+        "bind",
+        "--bucket",
+        bucket,
+        "--root",
+        ROOT_PREFIX,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        *etcd,
     )
+    assert run.code == exitcodes.OK
     for name, m in (("orders/0", "5"), ("orders/1", "3")):
-        assert run(watermark_main, "partition", "repair", name, "--watermark", m, *etcd) == 0
+        run = cli("watermark", "partition", "repair", name, "--watermark", m, *etcd)
+        assert run.code == 0
     keys = [f"{ROOT_PREFIX}/000/{epoch:018d}/obj-{epoch}" for epoch in range(1, 8)]
     s3_server.seed(bucket, keys)
 
@@ -98,7 +87,8 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
         str(snapshot),
     ]
     subprocess.run(save, check=True, capture_output=True, timeout=60)
-    assert run(watermark_main, "partition", "repair", "orders/1", "--watermark", "6", *etcd) == 0
+    run = cli("watermark", "partition", "repair", "orders/1", "--watermark", "6", *etcd)
+    assert run.code == 0
 
     restored_dir = tmp_path / "restored"
     fresh = LocalEtcd(data_dir=restored_dir)
@@ -124,49 +114,45 @@ def test_a_snapshot_restored_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     fresh.start()
     try:
         restored = ("--etcd", fresh.endpoint, "--namespace", namespace)
-        capsys.readouterr()
         # A new etcd cluster id: the sweepers refuse until the namespace is re-bound.
-        assert run(gcd_main, "status", "--json", *restored) == exitcodes.BLOCKED
-        problem = json.loads(capsys.readouterr().out)["binding_problem"]
+        run = cli("gcd", "status", "--json", *restored)
+        assert run.code == exitcodes.BLOCKED
+        problem = json.loads(run.out)["binding_problem"]
         assert "sweepers delete nothing until it is re-bound" in problem
-        assert (
-            run(
-                watermark_main,
-                "namespace",
-                "bind",
-                "--replace",
-                "--bucket",
-                bucket,
-                "--root",
-                ROOT_PREFIX,
-                "--endpoint-url",
-                s3_server.endpoint_url,
-                *restored,
-            )
-            == exitcodes.OK
+        run = cli(
+            "watermark",
+            "namespace",
+            "bind",
+            "--replace",
+            "--bucket",
+            bucket,
+            "--root",
+            ROOT_PREFIX,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            *restored,
         )
-        capsys.readouterr()
-        assert run(gcd_main, "status", "--json", *restored) == exitcodes.OK
-        status = json.loads(capsys.readouterr().out)
+        assert run.code == exitcodes.OK
+        run = cli("gcd", "status", "--json", *restored)
+        assert run.code == exitcodes.OK
+        status = json.loads(run.out)
         assert (status["safe_epoch"], status["binding_problem"]) == (3, None)
-        assert (
-            run(
-                gcd_main,
-                "sweep",
-                "--bucket",
-                bucket,
-                "--endpoint-url",
-                s3_server.endpoint_url,
-                "--region",
-                "us-east-1",
-                "--grace",
-                "0s",
-                "--json",
-                *restored,
-            )
-            == exitcodes.OK
+        run = cli(
+            "gcd",
+            "sweep",
+            "--bucket",
+            bucket,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--region",
+            "us-east-1",
+            "--grace",
+            "0s",
+            "--json",
+            *restored,
         )
-        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert run.code == exitcodes.OK
+        summary = run.json
         assert summary["deleted"] == 3
         claim = f"{ROOT_PREFIX}/.l0gc-claim.json"  # the binding's claim object
         assert s3_server.keys(bucket) == {*keys[3:], claim}  # epochs 4-7 kept
@@ -180,7 +166,7 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     bucket: str,
     namespace: str,
     tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """export at global M 3; the old etcd then moves to M 5. Import into a fresh etcd:
     paused and re-bind needed (nothing deleted before); an import into a namespace that
@@ -188,42 +174,41 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
     epochs 1-3 and keeps 4-7."""
     prepare(etcd_server, namespace)
     etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
-    assert (
-        run(
-            gcd_main,
-            "namespace",
-            "bind",
-            "--bucket",
-            bucket,
-            "--root",
-            ROOT_PREFIX,
-            "--endpoint-url",
-            s3_server.endpoint_url,
-            *etcd,
-        )
-        == exitcodes.OK
+    run = cli(
+        "gcd",
+        "namespace",
+        "bind",
+        "--bucket",
+        bucket,
+        "--root",
+        ROOT_PREFIX,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        *etcd,
     )
+    assert run.code == exitcodes.OK
     for name, m in (("orders/0", "5"), ("orders/1", "3")):
-        assert run(watermark_main, "partition", "repair", name, "--watermark", m, *etcd) == 0
+        run = cli("watermark", "partition", "repair", name, "--watermark", m, *etcd)
+        assert run.code == 0
     keys = [f"{ROOT_PREFIX}/000/{epoch:018d}/obj-{epoch}" for epoch in range(1, 8)]
     s3_server.seed(bucket, keys)
     backup = tmp_path / "prod.json"
-    capfd.readouterr()
-    assert run(watermark_main, "namespace", "export", str(backup), "--json", *etcd) == 0
-    assert json.loads(capfd.readouterr().out)["exported"] == 4  # epoch, binding, 2 records
+    run = cli("watermark", "namespace", "export", str(backup), "--json", *etcd)
+    assert run.code == 0
+    assert json.loads(run.out)["exported"] == 4  # epoch, binding, 2 records
     assert backup.stat().st_mode & 0o077 == 0
-    assert run(watermark_main, "partition", "repair", "orders/1", "--watermark", "6", *etcd) == 0
-    assert run(watermark_main, "namespace", "import", str(backup), *etcd) == exitcodes.BLOCKED
-    assert "already holds" in capfd.readouterr().err
+    run = cli("watermark", "partition", "repair", "orders/1", "--watermark", "6", *etcd)
+    assert run.code == 0
+    run = cli("watermark", "namespace", "import", str(backup), *etcd)
+    assert run.code == exitcodes.BLOCKED
+    assert "already holds" in run.err
 
     fresh = LocalEtcd().start()
     try:
         restored = ("--etcd", fresh.endpoint, "--namespace", namespace)
-        assert (
-            run(watermark_main, "namespace", "import", str(backup), "--json", *restored)
-            == exitcodes.OK
-        )
-        assert json.loads(capfd.readouterr().out)["imported"] == 5  # + the pause marker
+        run = cli("watermark", "namespace", "import", str(backup), "--json", *restored)
+        assert run.code == exitcodes.OK
+        assert json.loads(run.out)["imported"] == 5  # + the pause marker
         s3 = (
             "--bucket",
             bucket,
@@ -235,28 +220,27 @@ def test_a_namespace_export_imported_into_a_fresh_etcd_sweeps_exactly_to_its_m(
             "0s",
             "--json",
         )
-        run(gcd_main, "sweep", *s3, *restored)
+        cli("gcd", "sweep", *s3, *restored)
         assert s3_server.keys(bucket) >= set(keys)  # paused and bound elsewhere: nothing gone
-        assert (
-            run(
-                watermark_main,
-                "namespace",
-                "bind",
-                "--replace",
-                "--bucket",
-                bucket,
-                "--root",
-                ROOT_PREFIX,
-                "--endpoint-url",
-                s3_server.endpoint_url,
-                *restored,
-            )
-            == exitcodes.OK
+        run = cli(
+            "watermark",
+            "namespace",
+            "bind",
+            "--replace",
+            "--bucket",
+            bucket,
+            "--root",
+            ROOT_PREFIX,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            *restored,
         )
-        assert run(gcd_main, "resume", *restored) == exitcodes.OK
-        capfd.readouterr()
-        assert run(gcd_main, "sweep", *s3, *restored) == exitcodes.OK
-        summary = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
+        assert run.code == exitcodes.OK
+        run = cli("gcd", "resume", *restored)
+        assert run.code == exitcodes.OK
+        run = cli("gcd", "sweep", *s3, *restored)
+        assert run.code == exitcodes.OK
+        summary = run.json
         assert summary["deleted"] == 3
         claim = f"{ROOT_PREFIX}/.l0gc-claim.json"
         assert s3_server.keys(bucket) == {*keys[3:], claim}

@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
-from gcd.cli.main import main
 from l0gc import exitcodes
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.procs import child_env
+from tests.clirun import Cli
 from tests.serving import ADMIN, RECONCILER, WRITER, live_serve
 from tests.waiting import wait_until_sync
 
@@ -30,13 +29,6 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 WRITER_JS = ROOT / "examples" / "node-writer" / "writer.mjs"
 NODE = shutil.which("node")
-
-
-def gcd(*argv: str) -> int:
-    """The `gcd` command in this process (real etcd and S3, as the CLI tests run it)."""
-    code = main(list(argv))
-    structlog.reset_defaults()
-    return code
 
 
 def etcd_op(etcd: LocalEtcd, namespace: str, op: str) -> int:
@@ -84,7 +76,7 @@ def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
     bucket: str,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Writes across epoch changes, each round a new writer process (it resumes after
     last_applied_offset: offsets never repeat); the reconciler reports the first three
@@ -92,20 +84,19 @@ def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
     above it, the unreconciled ones first, survives."""
     with live_serve(etcd_server, namespace, tmp_path, partitions=("orders/0",), epochs=2) as serve:
         etcd = ("--etcd", etcd_server.endpoint, "--namespace", namespace)
-        assert (
-            gcd(
-                "namespace",
-                "bind",
-                "--bucket",
-                bucket,
-                "--root",
-                "level_zero/data",
-                "--endpoint-url",
-                s3_server.endpoint_url,
-                *etcd,
-            )
-            == exitcodes.OK
+        run = cli(
+            "gcd",
+            "namespace",
+            "bind",
+            "--bucket",
+            bucket,
+            "--root",
+            "level_zero/data",
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            *etcd,
         )
+        assert run.code == exitcodes.OK
         env = {
             **child_env(),
             "L0GC_PUBLISHERS": serve.url,
@@ -136,24 +127,22 @@ def test_the_node_writer_objects_are_collected_exactly_when_reconciled(
             timeout_s=60,
             what="the publisher to publish M(p) = 3",
         )
-    capsys.readouterr()
-    assert (
-        gcd(
-            "sweep",
-            "--bucket",
-            bucket,
-            "--endpoint-url",
-            s3_server.endpoint_url,
-            "--region",
-            "us-east-1",
-            "--grace",
-            "0s",
-            "--json",
-            *etcd,
-        )
-        == exitcodes.OK
+    run = cli(
+        "gcd",
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--grace",
+        "0s",
+        "--json",
+        *etcd,
     )
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["deleted"] == 1
+    assert run.code == exitcodes.OK
+    assert run.json["deleted"] == 1
     left = s3_server.keys(bucket)
     assert first[0]["key"] not in left  # reconciled, epoch 2 <= M: collected
     assert {o["key"] for o in second + third} <= left  # above M (3 and 4 unreconciled): kept

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from tests.clirun import Cli, CliResult
 from tests.gcd.cli.test_status import setup as setup_partitions
 
 ROOT = "level_zero/data"
@@ -25,12 +25,10 @@ def key(epoch: int, name: str, prefix: int = 7) -> str:
     return LAYOUT.format(prefix, epoch, name)
 
 
-def explain(
-    common: list[str], keys: list[str], capsys: pytest.CaptureFixture[str], *extra: str
-) -> dict[str, dict[str, object]]:
-    """Run `gcd explain --json`; each key's object by key."""
-    assert main(["explain", *common, "--json", *extra, *keys]) == 0
-    doc = json.loads(capsys.readouterr().out)
+def by_key(run: CliResult) -> dict[str, dict[str, object]]:
+    """A `gcd explain --json` run that exited 0: each key's object by key."""
+    assert run.code == 0
+    doc = json.loads(run.out)
     assert doc["version"] == 1
     return {item["key"]: item for item in doc["keys"]}
 
@@ -42,7 +40,7 @@ def test_each_key_gets_the_verdict_the_rule_gives_it(
     bucket: str,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Two partitions pin M at different heights (a/0 at 3, a/1 at 6, a/2 ahead at 9):
     a swept key is `deleted` (found in the journal, with the time), an eligible one
@@ -70,16 +68,16 @@ def test_each_key_gets_the_verdict_the_rule_gives_it(
         str(journal),
     ]
     before_sweep = datetime.now(UTC).timestamp()
-    capsys.readouterr()  # the set-up's log lines
-    assert main(["sweep", *common, "--shard-ttl", "1s", "--json", "--log-level", "warning"]) == 0
-    assert json.loads(capsys.readouterr().out.splitlines()[-1])["deleted"] == 1
+    run = cli("gcd", "sweep", *common, "--shard-ttl", "1s", "--json", "--log-level", "warning")
+    assert run.code == 0
+    assert json.loads(run.out.splitlines()[-1])["deleted"] == 1
     assert list(journal.glob("journal-*.jsonl.idx")), "the closed segment has its index"
     eligible, waits_a, waits_ab, young = key(3, "e"), key(5, "w1"), key(7, "w2"), key(1, "y")
     s3_server.seed(bucket, [eligible, waits_a, waits_ab], last_modified=old)
     s3_server.seed(bucket, [young], last_modified=datetime.now(UTC))
     outside, unparsable, never_written = "other/x", f"{ROOT}/007/notanepoch/x", key(1, "none")
     keys = [swept, eligible, waits_a, waits_ab, young, outside, unparsable, never_written]
-    got = explain(common, keys, capsys)
+    got = by_key(cli("gcd", "explain", *common, "--json", *keys))
     assert {k: got[k]["verdict"] for k in keys} == {
         swept: "deleted",
         eligible: "deletable",
@@ -108,8 +106,9 @@ def test_each_key_gets_the_verdict_the_rule_gives_it(
     # the same answers for keys from a file and in words
     listing = tmp_path / "keys.txt"
     listing.write_text("\n".join(keys) + "\n")
-    assert main(["explain", *common, "--from-file", str(listing)]) == 0
-    text = capsys.readouterr().out
+    run = cli("gcd", "explain", *common, "--from-file", str(listing))
+    assert run.code == 0
+    text = run.out
     assert f"{waits_ab}: KEPT" in text
     assert "  waiting on a/0  M(p) 3  owner pub" in text
     assert "  waiting on a/1  M(p) 6  owner pub" in text
@@ -124,7 +123,7 @@ def test_one_hostile_key_is_unknown_and_every_other_key_is_answered(
     s3_server: LocalS3,
     bucket: str,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 51 (5): a key holding control characters (moto echoes StartAfter unescaped,
     so the answer to its LIST is not XML) failed `gcd explain` for the whole batch. Now
@@ -146,8 +145,7 @@ def test_one_hostile_key_is_unknown_and_every_other_key_is_answered(
         "--root",
         ROOT,
     ]
-    capsys.readouterr()
-    got = explain(common, [before, hostile, after, key(4, "none")], capsys)
+    got = by_key(cli("gcd", "explain", *common, "--json", before, hostile, after, key(4, "none")))
     assert got[hostile]["verdict"] == "unknown", got[hostile]
     assert got[hostile]["reason"] == "store_unreadable"
     assert (got[before]["verdict"], got[after]["verdict"]) == ("deletable", "deletable")
@@ -160,7 +158,7 @@ def test_paused_gc_keeps_an_eligible_key_and_says_why(
     s3_server: LocalS3,
     bucket: str,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """While GC is paused an eligible key is kept, with the pause's reason."""
     setup_partitions(etcd_server, namespace, {"a/0": 5}, cluster=8)
@@ -178,34 +176,28 @@ def test_paused_gc_keeps_an_eligible_key_and_says_why(
         "--root",
         ROOT,
     ]
-    capsys.readouterr()
-    assert (
-        main(
-            [
-                "pause",
-                "--etcd",
-                etcd_server.endpoint,
-                "--namespace",
-                namespace,
-                "--reason",
-                "incident 4711",
-            ]
-        )
-        == 0
+    run = cli(
+        "gcd",
+        "pause",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--reason",
+        "incident 4711",
     )
-    capsys.readouterr()
-    got = explain(common, [key(2, "p")], capsys)[key(2, "p")]
+    assert run.code == 0
+    got = by_key(cli("gcd", "explain", *common, "--json", key(2, "p")))[key(2, "p")]
     assert (got["verdict"], got["reason"]) == ("kept", "paused")
     assert "incident 4711" in str(got["refused"])
 
 
-def test_no_key_is_a_usage_error(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_key_is_a_usage_error(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without keys (and an empty stdin) explain exits 2 saying how to give keys."""
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert main(["explain", "--bucket", "b", "--safe-epoch", "3"]) == 2
-    assert "no key to explain" in capsys.readouterr().err
+    run = cli("gcd", "explain", "--bucket", "b", "--safe-epoch", "3")
+    assert run.code == 2
+    assert "no key to explain" in run.err
 
 
 @pytest.mark.integration
@@ -214,7 +206,7 @@ def test_status_names_the_partition_pinned_longest_and_why_explains_the_oldest_k
     s3_server: LocalS3,
     bucket: str,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """`gcd status` says which partition holds M back (a/0, since its publish, owner pub);
     `--why` explains the key of the lowest epoch above M, naming a/0 as what it waits on."""
@@ -225,28 +217,30 @@ def test_status_names_the_partition_pinned_longest_and_why_explains_the_oldest_k
         bucket, [key(2, "gone"), key(7, "later"), key(5, "oldest", prefix=900)], last_modified=old
     )
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
-    capsys.readouterr()
-    assert main(["status", *etcd, "--json", "--why"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    run = cli("gcd", "status", *etcd, "--json", "--why")
+    assert run.code == 0
+    doc = json.loads(run.out)
     held = doc["pinned_longest"]
     assert (held["partition"], held["watermark"], held["owner"]) == ("a/0", 3, "pub")
     assert held["since"] <= datetime.now(UTC).timestamp()
     assert (doc["why"]["key"], doc["why"]["verdict"]) == (key(5, "oldest", prefix=900), "kept")
     assert [p["partition"] for p in doc["why"]["waiting_on"]] == ["a/0"]
-    assert main(["status", *etcd, "--why"]) == 0
-    text = capsys.readouterr().out
+    run = cli("gcd", "status", *etcd, "--why")
+    assert run.code == 0
+    text = run.out
     assert "pinned longest a/0  M(p) 3 since " in text
     assert f"{key(5, 'oldest', prefix=900)}: KEPT" in text
 
 
 def test_help_lists_only_the_flags_explain_uses_and_accepts_the_others(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 55: `gcd explain --help` listed every sweeper flag (batch size, shards,
     prices...) and described --journal-prefix as the sweeper's upload. They are still
     accepted (a config file or environment shared with the sweepers), not listed."""
-    assert main(["explain", "--help"]) == 0
-    text = capsys.readouterr().out
+    run = cli("gcd", "explain", "--help")
+    assert run.code == 0
+    text = run.out
     for flag in (
         "--batch-size",
         "--shard-index",
@@ -260,8 +254,16 @@ def test_help_lists_only_the_flags_explain_uses_and_accepts_the_others(
         assert flag in text, flag
     assert "read the journal segments the sweepers shipped" in text
     assert "also upload each closed journal segment" not in text
-    code = main(
-        ["explain", "--batch-size", "5", "--shard-count", "2", "--from-file", "/nonexistent/keys"]
+    run = cli(
+        "gcd",
+        "explain",
+        "--batch-size",
+        "5",
+        "--shard-count",
+        "2",
+        "--from-file",
+        "/nonexistent/keys",
     )
+    code = run.code
     assert code == 2
-    assert "--from-file /nonexistent/keys: cannot be read" in capsys.readouterr().err
+    assert "--from-file /nonexistent/keys: cannot be read" in run.err

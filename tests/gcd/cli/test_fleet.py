@@ -13,23 +13,15 @@ import pytest
 import structlog
 
 from gcd.cli.fleet import build_fleet
-from gcd.cli.main import main
 from l0gc.contract.kv import KeyValue
 from l0gc.contract.members import ClaimRecord, MemberRecord
 from l0lab.testing.local_replicas import LocalReplicas
 from l0lab.testing.local_servers import LocalEtcd
+from tests.clirun import Cli
 from tests.waiting import wait_until_sync
 
 PARTITIONS = [f"orders/{n}" for n in range(6)]
 TTL = 3
-
-
-def status(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
-    """`gcd status ARGS` in this process: its exit code and its stdout (JSON when asked)."""
-    capsys.readouterr()
-    code = main(["status", *args])
-    out = capsys.readouterr().out
-    return code, json.loads(out) if "--json" in args else out
 
 
 def test_build_fleet_shows_owners_now_and_handovers() -> None:
@@ -61,7 +53,7 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
     namespace: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 27: live replicas (address, lease, partitions held), the ticker leader, owners
     now; a SIGTERMed replica hands over sealed; a killed one leaves the fleet and its
@@ -80,7 +72,8 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
         seen: list[Any] = []
 
         def settled(members: set[str]) -> bool:
-            code, doc = status(capsys, "--json", "--all")
+            run = cli("gcd", "status", "--json", "--all")
+            code, doc = run.code, json.loads(run.out)
             seen.append(doc)
             live = {r["member"] for r in doc["fleet"]["replicas"]}
             owners = {p["owner_now"] for p in doc["partitions"]}
@@ -99,7 +92,8 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
             timeout_s=30,
             what="three replicas holding every partition",
         )
-        code, text = status(capsys)
+        run = cli("gcd", "status")
+        code, text = run.code, run.out
         assert code == 0
         assert "replicas       3 live" in text
         assert re.search(
@@ -125,7 +119,8 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
         )
 
         replicas.kill("b")
-        code, during = status(capsys, "--json", "--all")  # before b's lease expires
+        run = cli("gcd", "status", "--json", "--all")  # before b's lease expires
+        code, during = run.code, json.loads(run.out)
         assert code == 0
         for p in during["partitions"]:
             assert p["owner_now"] in (ids["a"], ids["b"], None)
@@ -137,7 +132,8 @@ def test_status_shows_the_live_fleet_through_a_sigterm_and_a_kill(
         for p in seen[-1]["partitions"]:
             assert p["owner_now"] == ids["a"]
             assert p["owner_gone"] == (p["owner"] != ids["a"])
-        code, text = status(capsys, "--all")
+        run = cli("gcd", "status", "--all")
+        code, text = run.code, run.out
         assert "replicas       1 live" in text
         assert f"ticker         leader {ids['a']}" in text
         assert f" {ids['b']} #" not in text or "(record: " in text

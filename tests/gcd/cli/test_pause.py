@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Sequence
 
 import pytest
 
-from gcd.cli.main import main
 from l0gc.contract.kv import Put
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd
-from tests.clirun import run_cli
+from tests.clirun import Cli, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -36,19 +34,10 @@ def etcd_env(etcd_server: LocalEtcd, namespace: str, monkeypatch: pytest.MonkeyP
     return namespace
 
 
-def run_json(
-    args: Sequence[str], capsys: pytest.CaptureFixture[str]
-) -> tuple[int, dict[str, object]]:
-    """Run `gcd ARGS --json` in this process; its exit code and JSON document."""
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
-def test_pause_and_resume_round_trip_is_visible_to_status(
-    etcd_env: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_pause_and_resume_round_trip_is_visible_to_status(etcd_env: str, cli: Cli) -> None:
     """pause sets the marker with its reason; status shows it; resume clears it."""
-    code, paused = run_json(["pause", "--reason", "bucket migration"], capsys)
+    run = cli("gcd", "pause", "--reason", "bucket migration", "--json")
+    code, paused = run.code, json.loads(run.out)
     assert code == 0
     assert paused == {
         "version": 1,
@@ -58,46 +47,48 @@ def test_pause_and_resume_round_trip_is_visible_to_status(
         "was_paused": False,
         "previous_reason": None,
     }
-    code, status = run_json(["status"], capsys)
+    run = cli("gcd", "status", "--json")
+    code, status = run.code, json.loads(run.out)
     assert code == 0
     assert status["paused"] is True
     assert status["paused_reason"] == "bucket migration"
     assert isinstance(status["paused_at"], float)
-    code, resumed = run_json(["resume"], capsys)
+    run = cli("gcd", "resume", "--json")
+    code, resumed = run.code, json.loads(run.out)
     assert code == 0
     assert resumed["was_paused"] is True
     assert resumed["previous_reason"] == "bucket migration"
-    assert run_json(["status"], capsys)[1]["paused"] is False
-    code, again = run_json(["resume"], capsys)
+    assert json.loads(cli("gcd", "status", "--json").out)["paused"] is False
+    run = cli("gcd", "resume", "--json")
+    code, again = run.code, json.loads(run.out)
     assert code == 0
     assert again["was_paused"] is False
 
 
-def test_pausing_twice_replaces_the_reason_and_reports_the_old_one(
-    etcd_env: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_pausing_twice_replaces_the_reason_and_reports_the_old_one(etcd_env: str, cli: Cli) -> None:
     """A second pause keeps GC paused with the new reason and names the previous one."""
-    run_json(["pause", "--reason", "first"], capsys)
-    code, second = run_json(["pause", "--reason", "second"], capsys)
+    json.loads(cli("gcd", "pause", "--reason", "first", "--json").out)
+    run = cli("gcd", "pause", "--reason", "second", "--json")
+    code, second = run.code, json.loads(run.out)
     assert code == 0
     assert second["previous_reason"] == "first"
-    assert run_json(["status"], capsys)[1]["paused_reason"] == "second"
+    assert json.loads(cli("gcd", "status", "--json").out)["paused_reason"] == "second"
 
 
-def test_pause_without_reason_names_who_paused(
-    etcd_env: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_pause_without_reason_names_who_paused(etcd_env: str, cli: Cli) -> None:
     """The default reason says it was `gcd pause` and by which user@host."""
-    code, doc = run_json(["pause"], capsys)
+    run = cli("gcd", "pause", "--json")
+    code, doc = run.code, json.loads(run.out)
     assert code == 0
     assert str(doc["reason"]).startswith("paused with gcd pause by ")
     assert "@" in str(doc["reason"])
 
 
-def test_resume_takes_no_reason(etcd_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_takes_no_reason(etcd_env: str, cli: Cli) -> None:
     """--reason belongs to pause only: resume refuses it as a usage error."""
-    assert main(["resume", "--reason", "x"]) == 2
-    assert "--reason" in capsys.readouterr().err
+    run = cli("gcd", "resume", "--reason", "x")
+    assert run.code == 2
+    assert "--reason" in run.err
 
 
 def test_pause_as_a_subprocess_prints_text(etcd_env: str) -> None:
@@ -113,7 +104,7 @@ def test_pause_as_a_subprocess_prints_text(etcd_env: str) -> None:
 
 
 def test_pause_text_escapes_reasons_from_etcd(
-    etcd_env: str, etcd_server: LocalEtcd, capsys: pytest.CaptureFixture[str]
+    etcd_env: str, etcd_server: LocalEtcd, cli: Cli
 ) -> None:
     """A previous reason with terminal escapes, or an unreadable marker, is printed escaped."""
 
@@ -125,13 +116,15 @@ def test_pause_text_escapes_reasons_from_etcd(
             await kv.close()
 
     asyncio.run(put_marker(json.dumps({"reason": "\x1b[31mred\x07", "at": 1}).encode()))
-    assert main(["pause", "--reason", "new\x1b[0m"]) == 0
-    out = capsys.readouterr().out
+    run = cli("gcd", "pause", "--reason", "new\x1b[0m")
+    assert run.code == 0
+    out = run.out
     assert "\x1b" not in out
     assert "\x07" not in out
     assert f"GC paused for {etcd_env}: new\\x1b[0m" in out
     assert "(it was already paused: '\\x1b[31mred\\x07'; the reason is replaced)" in out
     asyncio.run(put_marker(b"[" * 50_000))
-    assert main(["resume"]) == 0
-    out = capsys.readouterr().out
+    run = cli("gcd", "resume")
+    assert run.code == 0
+    out = run.out
     assert "was paused: unreadable pause marker (it is nested more than 4 levels deep" in out

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from gcd.cli import sweep as sweep_module
-from gcd.cli.main import main
 from gcd.cli.options import ROUND_OPTIONS, resolve
 from gcd.cli.output import ProgressLine
 from gcd.observe.report import RoundCounts
@@ -34,6 +33,7 @@ from l0gc.options import CommandParser, add_options, duration
 from l0lab.testing.faultproxy import FaultConfig, ThreadedFaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from tests.clirun import Cli
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
@@ -137,28 +137,23 @@ def sweep_args(s3: LocalS3 | str, bucket: str, *extra: str) -> list[str]:
     ]
 
 
-def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
-    code = main(argv)
-    out = capsys.readouterr().out.strip().splitlines()
-    return code, json.loads(out[-1])
-
-
 @pytest.mark.integration
 def test_sweep_deletes_garbage_and_prints_summary(
     s3_server: LocalS3,
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Exit 0; the JSON summary has exactly the documented fields; only garbage is gone."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     garbage = seed(s3_server, bucket)
     before = s3_server.keys(bucket)
-    code, summary = run_json(
-        sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
-        capsys,
+    run = cli(
+        "gcd",
+        *sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
     )
+    code, summary = run.code, run.json
     assert code == exitcodes.OK
     assert list(summary) == SUMMARY_FIELDS
     assert summary["version"] == 1
@@ -174,7 +169,7 @@ def test_a_store_url_sweeps_what_the_flags_sweep(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """`--store s3://BUCKET/ROOT` names the bucket and the root at once: the namespace's
     binding is checked against it and the same garbage goes; with --bucket too, exit 2."""
@@ -184,9 +179,11 @@ def test_a_store_url_sweeps_what_the_flags_sweep(
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
     store = ["--store", f"s3://{bucket}/{ROOT}", "--endpoint-url", s3_server.endpoint_url]
     argv = ["sweep", *store, "--region", "us-east-1", "--grace", "1m", "--json", *etcd]
-    assert main([*argv, "--bucket", bucket]) == exitcodes.USAGE
-    assert "--store" in capsys.readouterr().err
-    code, summary = run_json(argv, capsys)
+    run = cli("gcd", *argv, "--bucket", bucket)
+    assert run.code == exitcodes.USAGE
+    assert "--store" in run.err
+    run = cli("gcd", *argv)
+    code, summary = run.code, run.json
     assert (code, summary["deleted"]) == (exitcodes.OK, len(garbage))
     assert before - s3_server.keys(bucket) == garbage
 
@@ -197,16 +194,17 @@ def test_malformed_partition_record_exits_3_and_deletes_nothing(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Fail closed: exit 3, blocked_reason names the partition, every key is still there."""
     prepare_etcd(etcd_server, namespace, malformed=True, bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
-    code, summary = run_json(
-        sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
-        capsys,
+    run = cli(
+        "gcd",
+        *sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
     )
+    code, summary = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "t/broken" in str(summary["blocked_reason"])
     assert summary["deleted"] == 0
@@ -219,16 +217,17 @@ def test_paused_exits_3_with_reason(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """A paused namespace: exit 3, blocked_reason 'paused: <reason>', nothing deleted."""
     prepare_etcd(etcd_server, namespace, paused="migration", bound_to=(s3_server, bucket))
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
-    code, summary = run_json(
-        sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
-        capsys,
+    run = cli(
+        "gcd",
+        *sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace),
     )
+    code, summary = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert summary["blocked_reason"] == "paused: migration"
     assert s3_server.keys(bucket) == before
@@ -240,34 +239,33 @@ def test_safe_epoch_override_is_checked_against_cluster_epoch(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """--safe-epoch above the cluster epoch exits 3; without etcd it is used as given."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     garbage = seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
-    code, summary = run_json(sweep_args(s3_server, bucket, *etcd, "--safe-epoch", "9"), capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, *etcd, "--safe-epoch", "9"))
+    code, summary = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "above the cluster epoch 8" in str(summary["blocked_reason"])
     assert s3_server.keys(bucket) == before
-    code, summary = run_json(sweep_args(s3_server, bucket, "--safe-epoch", "3"), capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, "--safe-epoch", "3"))
+    code, summary = run.code, run.json
     assert code == exitcodes.OK
     assert summary["cluster_epoch"] is None
     assert before - s3_server.keys(bucket) == {k for k in garbage if LAYOUT.parse(k).epoch <= 3}  # type: ignore[union-attr]
 
 
 @pytest.mark.integration
-def test_etcd_unreachable_exits_4(
-    s3_server: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_etcd_unreachable_exits_4(s3_server: LocalS3, bucket: str, cli: Cli) -> None:
     """No etcd answering: exit 4 (etcd unreachable, as for every command), nothing deleted,
     and with --json a JSON error document on stdout."""
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
-    code, summary = run_json(
-        sweep_args(s3_server, bucket, "--etcd", "127.0.0.1:1", "--etcd-timeout", "1"), capsys
-    )
+    run = cli("gcd", *sweep_args(s3_server, bucket, "--etcd", "127.0.0.1:1", "--etcd-timeout", "1"))
+    code, summary = run.code, run.json
     assert code == exitcodes.ETCD_UNREACHABLE
     assert summary["error"] == "etcd_unreachable"
     assert summary["exit_code"] == exitcodes.ETCD_UNREACHABLE
@@ -281,7 +279,7 @@ def test_a_mistyped_namespace_exits_2_and_writes_nothing_there(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 25: `gcd sweep` on a namespace with nothing stored: exit 2, "is --namespace
     right?", no advice to create state, no shard announcement left there, nothing deleted."""
@@ -289,8 +287,9 @@ def test_a_mistyped_namespace_exits_2_and_writes_nothing_there(
     seed(s3_server, bucket)
     before = s3_server.keys(bucket)
     typo = namespace + "-typo"
-    code, document = run_json(
-        sweep_args(
+    run = cli(
+        "gcd",
+        *sweep_args(
             s3_server,
             bucket,
             "--etcd",
@@ -302,8 +301,8 @@ def test_a_mistyped_namespace_exits_2_and_writes_nothing_there(
             "--shard-index",
             "0",
         ),
-        capsys,
     )
+    code, document = run.code, run.json
     assert code == exitcodes.USAGE
     assert document["error"] == "usage"
     assert "is --namespace right?" in str(document["message"])
@@ -327,7 +326,7 @@ def test_dry_run_plan_matches_the_real_run(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """--dry-run --plan-out deletes nothing; the real run deletes exactly the plan."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
@@ -335,9 +334,8 @@ def test_dry_run_plan_matches_the_real_run(
     before = s3_server.keys(bucket)
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
     plan = tmp_path / "plan.jsonl"
-    code, summary = run_json(
-        sweep_args(s3_server, bucket, *etcd, "--dry-run", "--plan-out", str(plan)), capsys
-    )
+    run = cli("gcd", *sweep_args(s3_server, bucket, *etcd, "--dry-run", "--plan-out", str(plan)))
+    code, summary = run.code, run.json
     assert code == exitcodes.OK
     assert summary["dry_run"] is True
     assert summary["deleted"] == 0
@@ -346,23 +344,24 @@ def test_dry_run_plan_matches_the_real_run(
     assert len(rows) == summary["eligible"]
     assert all(set(row) == {"key", "epoch", "size", "last_modified"} for row in rows)
     datetime.fromisoformat(rows[0]["last_modified"])
-    code, _ = run_json(sweep_args(s3_server, bucket, *etcd), capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, *etcd))
+    code, _ = run.code, run.json
     assert code == exitcodes.OK
     assert before - s3_server.keys(bucket) == {row["key"] for row in rows}
 
 
 @pytest.mark.integration
 def test_injected_faults_are_survived_and_permanent_ones_exit_1(
-    s3_server: LocalS3, bucket: str, capsys: pytest.CaptureFixture[str]
+    s3_server: LocalS3, bucket: str, cli: Cli
 ) -> None:
     """SlowDown/500 through the fault proxy: exit 0, all garbage gone; AccessDenied: exit 1."""
     garbage = seed(s3_server, bucket)
     faults = FaultConfig(share=0.3, codes=("SlowDown", "InternalError"), seed=2)
     with ThreadedFaultProxy(s3_server.endpoint_url, faults) as proxy:
-        code, summary = run_json(
-            sweep_args(proxy.endpoint_url, bucket, "--safe-epoch", "5", "--batch-size", "2"),
-            capsys,
+        run = cli(
+            "gcd", *sweep_args(proxy.endpoint_url, bucket, "--safe-epoch", "5", "--batch-size", "2")
         )
+        code, summary = run.code, run.json
         assert sum(proxy.proxy.faults.values()) > 0
     assert code == exitcodes.OK
     assert summary["errors"] == 0
@@ -371,52 +370,55 @@ def test_injected_faults_are_survived_and_permanent_ones_exit_1(
     s3_server.seed(bucket, sorted(more), last_modified=OLD)
     denied = FaultConfig(share=1.0, codes=("AccessDenied",), operations=frozenset({"delete"}))
     with ThreadedFaultProxy(s3_server.endpoint_url, denied) as proxy:
-        code, summary = run_json(
-            sweep_args(proxy.endpoint_url, bucket, "--safe-epoch", "5"), capsys
-        )
+        run = cli("gcd", *sweep_args(proxy.endpoint_url, bucket, "--safe-epoch", "5"))
+        code, summary = run.code, run.json
     assert code == exitcodes.PARTIAL_FAILURE
     assert summary["errors"] == len(more)
     assert more <= s3_server.keys(bucket)
 
 
 def test_bad_values_are_usage_errors_naming_the_value(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Exit 2 with a message naming the flag, env var or config key and the bad value."""
-    assert main(["sweep", "--safe-epoch", "1"]) == exitcodes.USAGE
-    assert "--bucket" in capsys.readouterr().err
-    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--batch-size", "0"]) == 2
-    assert "flag --batch-size: invalid value '0'" in capsys.readouterr().err
-    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--batch-size", "1001"]) == 2
-    assert "batch size 1001" in capsys.readouterr().err
+    run = cli("gcd", "sweep", "--safe-epoch", "1")
+    assert run.code == exitcodes.USAGE
+    assert "--bucket" in run.err
+    run = cli("gcd", "sweep", "--bucket", "b", "--safe-epoch", "1", "--batch-size", "0")
+    assert run.code == 2
+    assert "flag --batch-size: invalid value '0'" in run.err
+    run = cli("gcd", "sweep", "--bucket", "b", "--safe-epoch", "1", "--batch-size", "1001")
+    assert run.code == 2
+    assert "batch size 1001" in run.err
     monkeypatch.setenv("L0GC_GRACE", "soon")
-    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1"]) == 2
-    assert "env L0GC_GRACE: invalid value 'soon'" in capsys.readouterr().err
+    run = cli("gcd", "sweep", "--bucket", "b", "--safe-epoch", "1")
+    assert run.code == 2
+    assert "env L0GC_GRACE: invalid value 'soon'" in run.err
     monkeypatch.delenv("L0GC_GRACE")
     config = tmp_path / "gcd.toml"
     config.write_text('bucket = "b"\nbatch_sise = 5\n')
-    assert main(["sweep", "--config", str(config), "--safe-epoch", "1"]) == 2
-    assert "unknown key 'batch_sise'" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "sweep",
-                "--bucket",
-                "b",
-                "--safe-epoch",
-                "1",
-                "--shard-index",
-                "3",
-                "--shard-count",
-                "2",
-            ]
-        )
-        == 2
+    run = cli("gcd", "sweep", "--config", str(config), "--safe-epoch", "1")
+    assert run.code == 2
+    assert "unknown key 'batch_sise'" in run.err
+    run = cli(
+        "gcd",
+        "sweep",
+        "--bucket",
+        "b",
+        "--safe-epoch",
+        "1",
+        "--shard-index",
+        "3",
+        "--shard-count",
+        "2",
     )
-    assert "shard index 3" in capsys.readouterr().err
-    assert main(["sweep", "--bucket", "b", "--safe-epoch", "1", "--key-pattern", "([0-9]+"]) == 2
-    assert "not a valid regular expression" in capsys.readouterr().err
-    assert main(["sweep", "--bucket", "b", "--no-such-flag"]) == 2
+    assert run.code == 2
+    assert "shard index 3" in run.err
+    run = cli("gcd", "sweep", "--bucket", "b", "--safe-epoch", "1", "--key-pattern", "([0-9]+")
+    assert run.code == 2
+    assert "not a valid regular expression" in run.err
+    run = cli("gcd", "sweep", "--bucket", "b", "--no-such-flag")
+    assert run.code == 2
 
 
 def test_precedence_is_flag_then_env_then_config_then_default(
@@ -479,14 +481,17 @@ def test_durations() -> None:
 
 
 def test_unknown_and_uninstalled_commands_are_usage_errors(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Unknown commands and missing modules exit 2; --help lists every command and exits 0."""
-    assert main(["frobnicate"]) == exitcodes.USAGE
-    assert "unknown command 'frobnicate'" in capsys.readouterr().err
-    assert main([]) == exitcodes.USAGE
-    assert main(["--help"]) == exitcodes.OK
-    out = capsys.readouterr().out
+    run = cli("gcd", "frobnicate")
+    assert run.code == exitcodes.USAGE
+    assert "unknown command 'frobnicate'" in run.err
+    run = cli("gcd")
+    assert run.code == exitcodes.USAGE
+    run = cli("gcd", "--help")
+    assert run.code == exitcodes.OK
+    out = run.out
     for name in (
         "sweep",
         "daemon",
@@ -499,7 +504,8 @@ def test_unknown_and_uninstalled_commands_are_usage_errors(
         "spark-report",
     ):
         assert f"  {name} " in out
-    assert main(["sweep", "--help"]) == exitcodes.OK
+    run = cli("gcd", "sweep", "--help")
+    assert run.code == exitcodes.OK
 
 
 def test_sweep_does_not_import_pyspark_or_other_commands() -> None:

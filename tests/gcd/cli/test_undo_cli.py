@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from gcd.cli.main import main
 from gcd.cli.status_text import _undo_line
 from gcd.rules.layout import KeyLayout
 from gcd.service.runtime import undo_fields
@@ -33,12 +32,12 @@ from l0gc import exitcodes
 from l0gc.contract.kv import Put
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd
+from tests.clirun import Cli, CliResult
 from tests.conftest import S3Server
 from tests.gcd.cli.test_sweep_cli import prepare_etcd
 from tests.gcd.sweep.test_stores_s3 import client_for
 from tests.gcd.sweep.test_stores_s3 import versions as all_versions
 from tests.waiting import wait_until_sync
-from watermark.cli.main import main as watermark_main
 
 pytestmark = pytest.mark.integration
 
@@ -86,14 +85,6 @@ def current(client: Any, bucket: str) -> set[str]:
     return {key for key in keys if not key.endswith(".l0gc-claim.json")}  # the binding's claim
 
 
-def gcd(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
-    code = main(argv)
-    captured = capsys.readouterr()
-    lines = captured.out.strip().splitlines()
-    doc = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
-    return code, doc, captured.err
-
-
 def etcd_flags(etcd: LocalEtcd, namespace: str) -> list[str]:
     return ["--etcd", etcd.endpoint, "--namespace", namespace]
 
@@ -125,7 +116,7 @@ def test_hide_restore_repair_resume_keeps_every_key(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Any,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """A 1 h window hides eligible keys with their bytes kept; restore refuses while GC
     runs, restores every key with its own bytes while paused; after the printed repair
@@ -137,7 +128,8 @@ def test_hide_restore_repair_resume_keeps_every_key(
     journal = str(tmp_path / "journal")
     before = versions(client, bucket)
 
-    code, summary, _ = gcd(sweep(s3_any, bucket, etcd_server, namespace, journal, "1h"), capsys)
+    run = cli("gcd", *sweep(s3_any, bucket, etcd_server, namespace, journal, "1h"))
+    code, summary = run.code, run.json
     assert code == exitcodes.OK, summary
     assert summary["markers_written"] == len(eligible)
     assert summary["versions_reclaimed"] == 0
@@ -152,26 +144,23 @@ def test_hide_restore_repair_resume_keeps_every_key(
 
     # `gcd explain` says so: deleted (hidden behind l0gc's marker) and restorable.
     hidden = next(iter(eligible))
-    assert (
-        main(
-            [
-                "explain",
-                "--bucket",
-                bucket,
-                "--endpoint-url",
-                s3_any.endpoint_url,
-                "--region",
-                "us-east-1",
-                "--journal-dir",
-                journal,
-                "--json",
-                hidden,
-                *etcd_flags(etcd_server, namespace),
-            ]
-        )
-        == 0
+    run = cli(
+        "gcd",
+        "explain",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_any.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--journal-dir",
+        journal,
+        "--json",
+        hidden,
+        *etcd_flags(etcd_server, namespace),
     )
-    (told,) = json.loads(capsys.readouterr().out)["keys"]
+    assert run.code == 0
+    (told,) = json.loads(run.out)["keys"]
     assert (told["verdict"], told["restorable"]) == ("deleted", True), told
     assert told["restore"] == f"gcd restore --key {hidden}"
 
@@ -189,16 +178,18 @@ def test_hide_restore_repair_resume_keeps_every_key(
         "t/0",
         *etcd_flags(etcd_server, namespace),
     ]
-    code, _, err = gcd(restore, capsys)
+    run = cli("gcd", *restore)
+    code, err = run.code, run.err
     assert code == exitcodes.USAGE
     said = [line for line in err.splitlines() if line.startswith("gcd restore:")]
     assert len(said) == 1
     assert "run `gcd pause" in said[0]
     assert current(client, bucket) == live
 
-    assert main(["pause", "--reason", "wrong M(p)", *etcd_flags(etcd_server, namespace)]) == 0
-    capsys.readouterr()
-    code, report, _ = gcd([*restore, "--json"], capsys)
+    run = cli("gcd", "pause", "--reason", "wrong M(p)", *etcd_flags(etcd_server, namespace))
+    assert run.code == 0
+    run = cli("gcd", *restore, "--json")
+    code, report = run.code, run.json
     assert code == exitcodes.OK, report
     assert report["restored"] == len(eligible)
     assert report["already_reclaimed"] == report["never_deleted"] == 0
@@ -222,10 +213,12 @@ def test_hide_restore_repair_resume_keeps_every_key(
         "restored",
         *etcd_flags(etcd_server, namespace),
     ]
-    assert watermark_main(argv) == 0
-    assert main(["resume", *etcd_flags(etcd_server, namespace)]) == 0
-    capsys.readouterr()
-    code, summary, _ = gcd(sweep(s3_any, bucket, etcd_server, namespace, journal, "1h"), capsys)
+    run = cli("watermark", *argv)
+    assert run.code == 0
+    run = cli("gcd", "resume", *etcd_flags(etcd_server, namespace))
+    assert run.code == 0
+    run = cli("gcd", *sweep(s3_any, bucket, etcd_server, namespace, journal, "1h"))
+    code, summary = run.code, run.json
     assert code == exitcodes.OK, summary
     assert summary["markers_written"] == 0
     assert current(client, bucket) == live | set(eligible)
@@ -236,7 +229,7 @@ def test_a_short_window_frees_every_version_of_hidden_keys_only(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Any,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """With a 2 s window a later round frees every version and l0gc marker of the hidden
     keys; every live version and the writer's own marker stay."""
@@ -247,12 +240,14 @@ def test_a_short_window_frees_every_version_of_hidden_keys_only(
     journal = str(tmp_path / "journal")
     before = versions(client, bucket)
     argv = sweep(s3_any, bucket, etcd_server, namespace, journal, "2s")
-    code, first, _ = gcd(argv, capsys)
+    run = cli("gcd", *argv)
+    code, first = run.code, run.json
     assert code == exitcodes.OK
     assert first["markers_written"] == len(eligible)
     hidden_at = time.time()
     wait_until_sync(lambda: time.time() - hidden_at > 3, timeout_s=10, what="the window passed")
-    code, second, _ = gcd(argv, capsys)
+    run = cli("gcd", *argv)
+    code, second = run.code, run.json
     assert code == exitcodes.OK, second
     after = versions(client, bucket)
     assert {v for v in after if v[0] in eligible} == set()
@@ -268,7 +263,7 @@ def test_a_plain_bucket_keeps_what_only_just_became_garbage(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Any,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Without versions: no history one window old deletes nothing and says so; with M =
     3 two hours ago and 5 now a 1 h window deletes epochs <= 3 only, a 0 window the rest."""
@@ -279,7 +274,8 @@ def test_a_plain_bucket_keeps_what_only_just_became_garbage(
     prepare_etcd(etcd_server, namespace, bound_to=(s3_any, bucket))  # type: ignore[arg-type]
     journal = str(tmp_path / "journal")
     argv = sweep(s3_any, bucket, etcd_server, namespace, journal, "1h")
-    code, first, _ = gcd(argv, capsys)
+    run = cli("gcd", *argv)
+    code, first = run.code, run.json
     assert code == exitcodes.OK, first
     assert first["deleted"] == 0
     assert first["undo"]["rule"] == "delayed-m"
@@ -296,13 +292,15 @@ def test_a_plain_bucket_keeps_what_only_just_became_garbage(
             await kv.close()
 
     asyncio.run(write_old_history())
-    code, second, _ = gcd(argv, capsys)
+    run = cli("gcd", *argv)
+    code, second = run.code, run.json
     assert code == exitcodes.OK, second
     old = {key for key in eligible if LAYOUT.parse(key).epoch <= 3}  # type: ignore[union-attr]
     assert second["undo"]["delayed_safe_epoch"] == 3
     assert second["deleted"] == len(old)
     assert current(client, bucket) == live | (set(eligible) - old)
-    code, third, _ = gcd(sweep(s3_any, bucket, etcd_server, namespace, journal, "0"), capsys)
+    run = cli("gcd", *sweep(s3_any, bucket, etcd_server, namespace, journal, "0"))
+    code, third = run.code, run.json
     assert code == exitcodes.OK
     assert third["undo"] is None
     assert current(client, bucket) == live
@@ -313,7 +311,7 @@ def test_suspended_versioning_is_never_hidden_over_its_null_versions(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Any,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 51 (1): key A written while versioning was Enabled, B and C after it was
     Suspended (version "null"). A 1 h window used to hide all three: the hide's marker
@@ -333,9 +331,10 @@ def test_suspended_versioning_is_never_hidden_over_its_null_versions(
     before = versions(client, bucket)
     assert {version for key, version, _ in before if key in (b, c)} == {"null"}
 
-    code, summary, _ = gcd(
-        sweep(s3_server, bucket, etcd_server, namespace, str(tmp_path / "journal"), "1h"), capsys
+    run = cli(
+        "gcd", *sweep(s3_server, bucket, etcd_server, namespace, str(tmp_path / "journal"), "1h")
     )
+    code, summary = run.code, run.json
     assert code == exitcodes.OK, summary
     assert summary["undo"]["rule"] == "delayed-m"
     assert (summary["markers_written"], summary["deleted"]) == (0, 0)
@@ -348,16 +347,15 @@ def test_suspended_versioning_is_never_hidden_over_its_null_versions(
 Hidden = tuple[Any, str, dict[str, bytes], set[str]]
 
 
-def _hidden(
-    s3: S3Server, etcd: LocalEtcd, namespace: str, journal: Path, capsys: pytest.CaptureFixture[str]
-) -> Hidden:
+def _hidden(s3: S3Server, etcd: LocalEtcd, namespace: str, journal: Path, cli: Cli) -> Hidden:
     """A versioned bucket swept with a 1 h window: (client, bucket, hidden keys and their
     bytes, live keys)."""
     client = client_for(s3.endpoint_url)
     bucket = make_bucket(client, versioned=True)
     eligible, live, _ = seed(client, bucket)
     prepare_etcd(etcd, namespace, bound_to=(s3, bucket))  # type: ignore[arg-type]
-    code, summary, _ = gcd(sweep(s3, bucket, etcd, namespace, str(journal), "1h"), capsys)
+    run = cli("gcd", *sweep(s3, bucket, etcd, namespace, str(journal), "1h"))
+    code, summary = run.code, run.json
     assert code == exitcodes.OK, summary
     assert summary["markers_written"] == len(eligible)
     return client, bucket, eligible, live
@@ -369,26 +367,24 @@ def _restore(
     etcd: LocalEtcd,
     namespace: str,
     journal: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> tuple[int, Any, str]:
+    cli: Cli,
+) -> CliResult:
     """`gcd pause`, then `gcd restore --json` of every journaled deletion."""
-    assert main(["pause", "--reason", "restore", *etcd_flags(etcd, namespace)]) == 0
-    capsys.readouterr()
-    return gcd(
-        [
-            "restore",
-            "--bucket",
-            bucket,
-            "--endpoint-url",
-            s3.endpoint_url,
-            "--region",
-            "us-east-1",
-            "--journal-dir",
-            str(journal),
-            "--json",
-            *etcd_flags(etcd, namespace),
-        ],
-        capsys,
+    run = cli("gcd", "pause", "--reason", "restore", *etcd_flags(etcd, namespace))
+    assert run.code == 0
+    return cli(
+        "gcd",
+        "restore",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--journal-dir",
+        str(journal),
+        "--json",
+        *etcd_flags(etcd, namespace),
     )
 
 
@@ -397,16 +393,17 @@ def test_restore_leaves_a_key_written_again_alone_and_reads_every_other_back(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 51 (1): a hidden key a writer wrote again after the hide is SUPERSEDED, its
     new bytes left alone; every other hidden key comes back, and the version reported is
     the one the store serves now (read back, not taken from the delete's answer)."""
     journal = tmp_path / "journal"
-    client, bucket, eligible, _ = _hidden(s3_server, etcd_server, namespace, journal, capsys)
+    client, bucket, eligible, _ = _hidden(s3_server, etcd_server, namespace, journal, cli)
     rewritten = min(eligible)
     client.put_object(Bucket=bucket, Key=rewritten, Body=b"written again after the hide")
-    code, report, _ = _restore(s3_server, bucket, etcd_server, namespace, journal, capsys)
+    run = _restore(s3_server, bucket, etcd_server, namespace, journal, cli)
+    code, report = run.code, run.json
     assert code == exitcodes.OK, report
     by_key = {entry["key"]: entry for entry in report["keys"]}
     assert by_key[rewritten]["outcome"] == "superseded", by_key[rewritten]
@@ -426,7 +423,7 @@ def test_restore_acts_on_no_journal_record_that_does_not_verify(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 51 (2): (a) a before/after pair appended to a real segment, naming a live key
     with its current *data* version as the "marker"; (b) a new segment in the journal
@@ -435,7 +432,7 @@ def test_restore_acts_on_no_journal_record_that_does_not_verify(
     sweeper's journal (its chain breaks) and the unanchored one are left out, named on
     stderr, nothing is deleted, and the exit code is 1."""
     journal = tmp_path / "journal"
-    client, bucket, _, live = _hidden(s3_server, etcd_server, namespace, journal, capsys)
+    client, bucket, _, live = _hidden(s3_server, etcd_server, namespace, journal, cli)
     before_restore = versions(client, bucket)
     victim, other = sorted(live)[:2]
     data_version = client.head_object(Bucket=bucket, Key=victim)["VersionId"]
@@ -491,7 +488,8 @@ def test_restore_acts_on_no_journal_record_that_does_not_verify(
         "".join(json.dumps(doc) + "\n" for doc in planted)
     )
 
-    code, report, err = _restore(s3_server, bucket, etcd_server, namespace, journal, capsys)
+    run = _restore(s3_server, bucket, etcd_server, namespace, journal, cli)
+    code, report, err = run.code, run.json, run.err
     assert code == exitcodes.PARTIAL_FAILURE, report
     said = [line for line in err.splitlines() if line.startswith("gcd restore:")]
     assert any("sweeper intruder's journal left out" in line for line in said), said
@@ -525,7 +523,7 @@ def test_a_window_a_lifecycle_rule_cannot_keep_is_refused_naming_the_rule(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 51: a lifecycle rule expiring noncurrent versions after 7 days would free
     hidden objects before a 30-day window ends: the sweep exits 2 naming the rule and
@@ -549,7 +547,8 @@ def test_a_window_a_lifecycle_rule_cannot_keep_is_refused_naming_the_rule(
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))  # type: ignore[arg-type]
     journal = str(tmp_path / "journal")
     before = versions(client, bucket)
-    code, _, err = gcd(sweep(s3_server, bucket, etcd_server, namespace, journal, "30d"), capsys)
+    run = cli("gcd", *sweep(s3_server, bucket, etcd_server, namespace, journal, "30d"))
+    code, err = run.code, run.err
     assert code == exitcodes.USAGE, err
     said = [line for line in err.splitlines() if line.startswith("gcd sweep: error:")]
     assert len(said) == 1, err
@@ -559,7 +558,8 @@ def test_a_window_a_lifecycle_rule_cannot_keep_is_refused_naming_the_rule(
     )
     assert f"an --undo-window of 30 days cannot be kept: {rule}" in said[0]
     assert versions(client, bucket) == before
-    code, summary, _ = gcd(sweep(s3_server, bucket, etcd_server, namespace, journal, "1h"), capsys)
+    run = cli("gcd", *sweep(s3_server, bucket, etcd_server, namespace, journal, "1h"))
+    code, summary = run.code, run.json
     assert code == exitcodes.OK, summary
     assert summary["markers_written"] == len(eligible)
     assert current(client, bucket) == live
@@ -585,7 +585,7 @@ def test_status_shows_the_window_and_what_is_pending() -> None:
 
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_spark_sweep_refuses_a_non_zero_undo_window(
-    how: str, tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    how: str, tmp_path: Any, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`gcd spark-sweep` cannot keep deletions reversible: a window given by flag or by
     L0GC_UNDO_WINDOW exits 2 with one line naming the value and what to run instead,
@@ -604,8 +604,9 @@ def test_spark_sweep_refuses_a_non_zero_undo_window(
         argv += ["--undo-window", "1h"]
     else:
         monkeypatch.setenv("L0GC_UNDO_WINDOW", "1h")
-    assert main(argv) == exitcodes.USAGE
-    lines = capsys.readouterr().err.strip().splitlines()
+    run = cli("gcd", *argv)
+    assert run.code == exitcodes.USAGE
+    lines = run.err.strip().splitlines()
     assert len(lines) == 1, lines
     assert "--undo-window 3600s" in lines[0]
     assert "give --undo-window 0" in lines[0]
@@ -621,8 +622,7 @@ def test_spark_sweep_refuses_a_non_zero_undo_window(
         "--endpoint-url",
         "http://127.0.0.1:9",
     ]
-    main(zero)
-    assert "--undo-window" not in capsys.readouterr().err
+    assert "--undo-window" not in cli("gcd", *zero).err
 
 
 def test_restore_and_explain_read_the_journal_dir_and_the_shipped_segments_both(
@@ -630,7 +630,7 @@ def test_restore_and_explain_read_the_journal_dir_and_the_shipped_segments_both(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Issue 55: swept as the chart runs it (`--journal-dir` and `--journal-prefix`, the
     local segments deleted once shipped), the directory alone holds no record: restore
@@ -643,9 +643,10 @@ def test_restore_and_explain_read_the_journal_dir_and_the_shipped_segments_both(
     eligible, live, _ = seed(client, bucket)
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))  # type: ignore[arg-type]
     shipped = ["--journal-prefix", "l0gc-journal"]
-    code, summary, _ = gcd(
-        [*sweep(s3_server, bucket, etcd_server, namespace, str(journal), "1h"), *shipped], capsys
+    run = cli(
+        "gcd", *sweep(s3_server, bucket, etcd_server, namespace, str(journal), "1h"), *shipped
     )
+    code, summary = run.code, run.json
     assert code == exitcodes.OK, summary
     assert summary["markers_written"] == len(eligible)
     assert not list(journal.glob("journal-*.jsonl"))  # shipped, then deleted here
@@ -666,8 +667,9 @@ def test_restore_and_explain_read_the_journal_dir_and_the_shipped_segments_both(
         return {key for key in current(client, bucket) if key.startswith(ROOT)}
 
     def explained(*extra: str) -> dict[str, Any]:
-        assert main(["explain", *store, *extra, "--json", hidden]) == 0
-        (told,) = json.loads(capsys.readouterr().out)["keys"]
+        run = cli("gcd", "explain", *store, *extra, "--json", hidden)
+        assert run.code == 0
+        (told,) = json.loads(run.out)["keys"]
         return dict(told)
 
     alone = explained()
@@ -681,13 +683,15 @@ def test_restore_and_explain_read_the_journal_dir_and_the_shipped_segments_both(
         True,
     ), both
 
-    assert main(["pause", "--reason", "restore", *etcd_flags(etcd_server, namespace)]) == 0
-    capsys.readouterr()
-    code, _, err = gcd(["restore", *store, "--json"], capsys)
+    run = cli("gcd", "pause", "--reason", "restore", *etcd_flags(etcd_server, namespace))
+    assert run.code == 0
+    run = cli("gcd", "restore", *store, "--json")
+    code, err = run.code, run.err
     assert code == exitcodes.USAGE
     assert "were shipped and deleted here: give --journal-prefix" in err, err
     assert data(client, bucket) == live
-    code, report, _ = gcd(["restore", *store, *shipped, "--json"], capsys)
+    run = cli("gcd", "restore", *store, *shipped, "--json")
+    code, report = run.code, run.json
     assert code == exitcodes.OK, report
     assert report["restored"] == len(eligible)
     assert data(client, bucket) == live | set(eligible)

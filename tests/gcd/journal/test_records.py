@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from gcd.cli.main import main
 from gcd.journal.anchor import AnchorKeeper
 from gcd.journal.check import (
     FindingKind,
@@ -42,6 +41,7 @@ from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, etcd_binary
 from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind_sync
+from tests.clirun import Cli
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
@@ -333,32 +333,33 @@ async def test_a_compacted_revision_is_unverifiable_not_fine(
 
 @pytest.mark.integration
 def test_gcd_journal_verify_and_show_exit_codes(
-    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, cli: Cli
 ) -> None:
     """verify exits 0 on a true journal and 1 on a lying one; show finds the key."""
     r1, _ = asyncio.run(history_cluster(etcd_server, namespace))
-    capsys.readouterr()  # the set-up's log lines
     journal = writer(tmp_path / "ok", namespace)
     write_batch(journal, [key(4, "z")], m=5, revision=r1)
     journal.close()
     asyncio.run(anchor_end(etcd_server, namespace, journal))
     common = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
-    assert main(["journal", "verify", "--journal-dir", str(tmp_path / "ok"), *common]) == 0
-    assert "journal verify: OK" in capsys.readouterr().out
+    run = cli("gcd", "journal", "verify", "--journal-dir", str(tmp_path / "ok"), *common)
+    assert run.code == 0
+    assert "journal verify: OK" in run.out
     lying = writer(tmp_path / "bad", namespace, "s-2")
     write_batch(lying, [key(6, "z")], m=6, revision=r1)
     lying.close()
     asyncio.run(anchor_end(etcd_server, namespace, lying))
-    code = main(["journal", "verify", "--journal-dir", str(tmp_path / "bad"), *common, "--json"])
-    doc = json.loads(capsys.readouterr().out)
+    run = cli("gcd", "journal", "verify", "--journal-dir", str(tmp_path / "bad"), *common, "--json")
+    code = run.code
+    doc = json.loads(run.out)
     assert (code, doc["violations"], doc["ok"]) == (exitcodes.PARTIAL_FAILURE, 1, False)
-    assert (
-        main(["journal", "show", "--key", key(4, "z"), "--journal-dir", str(tmp_path / "ok")]) == 0
-    )
-    out = capsys.readouterr().out
+    run = cli("gcd", "journal", "show", "--key", key(4, "z"), "--journal-dir", str(tmp_path / "ok"))
+    assert run.code == 0
+    out = run.out
     assert "deleted  by sweeper s-1" in out
     assert f"etcd revision {r1}" in out
-    assert main(["journal", "show", "--key", "nope", "--journal-dir", str(tmp_path / "ok")]) == 1
+    run = cli("gcd", "journal", "show", "--key", "nope", "--journal-dir", str(tmp_path / "ok"))
+    assert run.code == 1
 
 
 _JOURNAL_BEFORE_KIND = (
@@ -382,7 +383,7 @@ main of 2026-11-28): sweeper s-old, namespace /l0gc/old, s3 bucket b, one batch.
 
 
 def test_a_journal_from_before_the_header_named_the_store_still_verifies_and_shows(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cli: Cli
 ) -> None:
     """On-disk compatibility: an older writer's segment (no "kind" in its header) reads
     clean (chain, digests, epochs), `gcd journal show` finds its keys, and `gcd journal
@@ -395,10 +396,12 @@ def test_a_journal_from_before_the_header_named_the_store_still_verifies_and_sho
     assert "kind" not in header
     report = check_records(read, layout=LAYOUT)
     assert (report.findings, report.keys_deleted) == ([], 2)
-    assert main(["journal", "show", "--key", key(4, "b"), "--journal-dir", str(directory)]) == 0
-    assert "deleted  by sweeper s-old" in capsys.readouterr().out
-    code = main(["journal", "verify", "--journal-dir", str(directory), "--json"])
-    doc = json.loads(capsys.readouterr().out)
+    run = cli("gcd", "journal", "show", "--key", key(4, "b"), "--journal-dir", str(directory))
+    assert run.code == 0
+    assert "deleted  by sweeper s-old" in run.out
+    run = cli("gcd", "journal", "verify", "--journal-dir", str(directory), "--json")
+    code = run.code
+    doc = json.loads(run.out)
     assert (code, doc["violations"], doc["damage"], doc["keys_deleted"]) == (
         exitcodes.BLOCKED,
         0,
@@ -521,7 +524,7 @@ def test_gcd_sweep_journals_ships_and_verifies(
     namespace: str,
     bucket: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """A real sweep writes the journal, ships it outside the root; verify passes both ways."""
     asyncio.run(history_cluster(etcd_server, namespace))  # M = 7 now
@@ -529,7 +532,6 @@ def test_gcd_sweep_journals_ships_and_verifies(
     old = datetime.now(UTC) - timedelta(hours=2)
     s3_server.seed(bucket, [key(e, f"o{e}") for e in (2, 6, 7, 9)], last_modified=old)
     journal_dir = tmp_path / "journal"
-    capsys.readouterr()  # the set-up's log lines
     common = [
         "--bucket",
         bucket,
@@ -540,22 +542,21 @@ def test_gcd_sweep_journals_ships_and_verifies(
         "--namespace",
         namespace,
     ]
-    code = main(
-        [
-            "sweep",
-            *common,
-            "--journal-dir",
-            str(journal_dir),
-            "--journal-prefix",
-            "l0gc-audit/journal",
-            "--journal-keep-local",
-            "--shard-ttl",
-            "2s",
-            "--json",
-        ]
+    run = cli(
+        "gcd",
+        "sweep",
+        *common,
+        "--journal-dir",
+        str(journal_dir),
+        "--journal-prefix",
+        "l0gc-audit/journal",
+        "--journal-keep-local",
+        "--shard-ttl",
+        "2s",
+        "--json",
     )  # the journal is kept locally, to verify the directory too
-    assert code == 0
-    assert json.loads(capsys.readouterr().out)["deleted"] == 3
+    assert run.code == 0
+    assert json.loads(run.out)["deleted"] == 3
     assert s3_server.keys(bucket) & {key(e, f"o{e}") for e in (2, 6, 7, 9)} == {key(9, "o9")}
     shipped = [
         k
@@ -575,22 +576,19 @@ def test_gcd_sweep_journals_ships_and_verifies(
             "l0gc-audit/journal",
         ],
     ):
-        assert (
-            main(
-                [
-                    "journal",
-                    "verify",
-                    *source,
-                    "--etcd",
-                    etcd_server.endpoint,
-                    "--namespace",
-                    namespace,
-                    "--json",
-                ]
-            )
-            == 0
+        run = cli(
+            "gcd",
+            "journal",
+            "verify",
+            *source,
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            namespace,
+            "--json",
         )
-        doc = json.loads(capsys.readouterr().out)
+        assert run.code == 0
+        doc = json.loads(run.out)
         assert (doc["keys_deleted"], doc["revisions_checked"], doc["findings"]) == (3, 1, [])
     # the end is anchored in etcd and in the audit prefix: removing the shipped segment shows
     (segment,) = journal_dir.glob("journal-*.jsonl")
@@ -599,26 +597,23 @@ def test_gcd_sweep_journals_ships_and_verifies(
     assert [anchor.seq for anchor in stored.values()] == [last_seq]
     assert any(k.startswith("l0gc-audit/journal/anchor-") for k in s3_server.keys(bucket))
     s3_server._backend().get_bucket(bucket).keys.pop(shipped[0])
-    assert (
-        main(
-            [
-                "journal",
-                "verify",
-                "--bucket",
-                bucket,
-                "--endpoint-url",
-                s3_server.endpoint_url,
-                "--journal-prefix",
-                "l0gc-audit/journal",
-                "--etcd",
-                etcd_server.endpoint,
-                "--namespace",
-                namespace,
-            ]
-        )
-        == 1
+    run = cli(
+        "gcd",
+        "journal",
+        "verify",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--journal-prefix",
+        "l0gc-audit/journal",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
     )
-    out = capsys.readouterr().out
+    assert run.code == 1
+    out = run.out
     assert "the audit prefix anchors its journal at record" in out
     assert "none of its records is here: its segments were deleted" in out
 
@@ -630,31 +625,31 @@ def test_a_journal_prefix_inside_the_root_is_a_usage_error(
     namespace: str,
     bucket: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """--journal-prefix under --root exits 2 before anything is deleted."""
     asyncio.run(history_cluster(etcd_server, namespace))
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket, ROOT)
     s3_server.seed(bucket, [key(2, "kept")], last_modified=datetime.now(UTC) - timedelta(hours=2))
-    code = main(
-        [
-            "sweep",
-            "--bucket",
-            bucket,
-            "--endpoint-url",
-            s3_server.endpoint_url,
-            "--etcd",
-            etcd_server.endpoint,
-            "--namespace",
-            namespace,
-            "--journal-dir",
-            str(tmp_path),
-            "--journal-prefix",
-            f"{ROOT}/audit",
-        ]
+    run = cli(
+        "gcd",
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
+        "--journal-dir",
+        str(tmp_path),
+        "--journal-prefix",
+        f"{ROOT}/audit",
     )
+    code = run.code
     assert code == exitcodes.USAGE
-    assert "overlaps the swept root" in capsys.readouterr().err
+    assert "overlaps the swept root" in run.err
     assert key(2, "kept") in s3_server.keys(bucket)
 
 
@@ -696,24 +691,23 @@ def test_a_torn_last_line_is_a_torn_tail_not_damage(tmp_path: Path) -> None:
     assert FindingKind.DAMAGE in [f.kind for f in report.findings]
 
 
-def test_verify_of_an_empty_journal_directory_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_verify_of_an_empty_journal_directory_says_so(tmp_path: Path, cli: Cli) -> None:
     """No segments: exit 2 naming the directory (it verified OK, exit 0)."""
-    assert main(["journal", "verify", "--journal-dir", str(tmp_path)]) == exitcodes.USAGE
-    captured = capsys.readouterr()
-    assert f"no journal segments (journal-*.jsonl) in {tmp_path}" in captured.err
-    assert "journal verify: OK" not in captured.out
+    run = cli("gcd", "journal", "verify", "--journal-dir", str(tmp_path))
+    assert run.code == exitcodes.USAGE
+    assert f"no journal segments (journal-*.jsonl) in {tmp_path}" in run.err
+    assert "journal verify: OK" not in run.out
 
 
 def test_verify_without_etcd_says_what_it_did_not_check(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No --etcd: not a bare OK but what was not checked, exit 3 (it printed OK, exit 0)."""
     monkeypatch.delenv("L0GC_ETCD", raising=False)
     journal_lines(tmp_path)
-    code = main(["journal", "verify", "--journal-dir", str(tmp_path)])
-    out = capsys.readouterr().out
+    run = cli("gcd", "journal", "verify", "--journal-dir", str(tmp_path))
+    code = run.code
+    out = run.out
     assert code == exitcodes.BLOCKED
     assert "journal verify: NOT FULLY CHECKED" in out
     assert "NOT checked (no --etcd)" in out
@@ -775,7 +769,7 @@ def rechain(segment: Path) -> None:
 
 @pytest.mark.integration
 def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
-    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, cli: Cli
 ) -> None:
     """Each sweeper's end is anchored in etcd: the last segment deleted or the last
     complete records cut exit 1 (both verified OK before); a torn last line exits 0 as a
@@ -794,22 +788,20 @@ def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
     torn.write_bytes(torn.read_bytes() + b'{"v":1,"type":"before","sweeper":"s-torn","se')
     rechain(journals["rechained"].closed_segments[-1])
     assert check_records(read_journal([tmp_path / "rechained"])).findings == []  # chain alone
-    capsys.readouterr()  # the set-up's log lines
 
     def verify(case: str) -> tuple[int, str]:
-        code = main(
-            [
-                "journal",
-                "verify",
-                "--journal-dir",
-                str(tmp_path / case),
-                "--etcd",
-                etcd_server.endpoint,
-                "--namespace",
-                namespace,
-            ]
+        run = cli(
+            "gcd",
+            "journal",
+            "verify",
+            "--journal-dir",
+            str(tmp_path / case),
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            namespace,
         )
-        return code, capsys.readouterr().out
+        return run.code, run.out
 
     code, out = verify("intact")
     assert (code, out.splitlines()[0]) == (exitcodes.OK, "journal verify: OK")
@@ -829,7 +821,7 @@ def test_cutting_the_end_of_a_journal_shows_against_its_etcd_anchor(
 
 @pytest.mark.integration
 def test_verify_with_a_mistyped_namespace_says_nothing_is_stored_there(
-    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    etcd_server: LocalEtcd, namespace: str, tmp_path: Path, cli: Cli
 ) -> None:
     """A namespace the journal does not name, or one with nothing in etcd, exits 2 and
     never suggests creating state (it reported violations advising `epoch advance`)."""
@@ -839,25 +831,23 @@ def test_verify_with_a_mistyped_namespace_says_nothing_is_stored_there(
     typo = namespace + "-typo"
     elsewhere = tampered(tmp_path / "typo", typo, "s-typo", r1)
     elsewhere.close()
-    capsys.readouterr()
     for directory, given, expected in (
         ("ok", typo, f"written by sweepers of '{namespace}': is --namespace right?"),
         ("typo", typo, f"nothing is stored under namespace '{typo}' in etcd"),
     ):
-        code = main(
-            [
-                "journal",
-                "verify",
-                "--journal-dir",
-                str(tmp_path / directory),
-                "--etcd",
-                etcd_server.endpoint,
-                "--namespace",
-                given,
-            ]
+        run = cli(
+            "gcd",
+            "journal",
+            "verify",
+            "--journal-dir",
+            str(tmp_path / directory),
+            "--etcd",
+            etcd_server.endpoint,
+            "--namespace",
+            given,
         )
-        captured = capsys.readouterr()
+        code = run.code
         assert code == exitcodes.USAGE
-        assert expected in captured.err
-        assert "advance" not in captured.out + captured.err
-        assert "VIOLATION" not in captured.out
+        assert expected in run.err
+        assert "advance" not in run.out + run.err
+        assert "VIOLATION" not in run.out

@@ -4,18 +4,17 @@ etcd and S3 servers through `gcd sweep`. Nothing live may be deleted."""
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gcd.cli.main import main
 from l0gc import exitcodes
 from l0gc.contract.namespace import Publication
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
+from tests.clirun import Cli
 
 pytestmark = pytest.mark.integration
 
@@ -45,37 +44,25 @@ def prepare(etcd: LocalEtcd, namespace: str, s3: LocalS3, bucket: str, root: str
     asyncio.run(setup())
 
 
-def sweep(
-    etcd: LocalEtcd,
-    namespace: str,
-    s3: LocalS3,
-    bucket: str,
-    capsys: pytest.CaptureFixture[str],
-    *flags: str,
-) -> tuple[int, dict[str, object] | None, str]:
-    """`gcd sweep --json ...`: exit code, the summary (None when there is none), stderr."""
-    code = main(
-        [
-            "sweep",
-            "--bucket",
-            bucket,
-            "--endpoint-url",
-            s3.endpoint_url,
-            "--region",
-            "us-east-1",
-            "--etcd",
-            etcd.endpoint,
-            "--namespace",
-            namespace,
-            "--grace",
-            "1m",
-            "--json",
-            *flags,
-        ]
-    )
-    out, err = capsys.readouterr()
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    return code, (json.loads(lines[-1]) if lines else None), err
+def sweep_args(etcd: LocalEtcd, namespace: str, s3: LocalS3, bucket: str, *flags: str) -> list[str]:
+    """`gcd sweep --json ...` of `bucket` with `namespace`."""
+    return [
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--etcd",
+        etcd.endpoint,
+        "--namespace",
+        namespace,
+        "--grace",
+        "1m",
+        "--json",
+        *flags,
+    ]
 
 
 def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
@@ -83,7 +70,7 @@ def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """`.*?(?P<epoch>[0-9]+).*` reads prefix 004 as epoch 4 <= M: refused without a template
     (exit 2, naming the pattern); with one, the live key does not parse and stays."""
@@ -92,9 +79,10 @@ def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
     s3_server.seed(bucket, [live, f"level_zero/data/003/{2:018d}/old.log"], last_modified=OLD)
     before = s3_server.keys(bucket)
 
-    code, summary, err = sweep(
-        etcd_server, namespace, s3_server, bucket, capsys, "--key-pattern", GREEDY
+    run = cli(
+        "gcd", *sweep_args(etcd_server, namespace, s3_server, bucket, "--key-pattern", GREEDY)
     )
+    code, summary, err = run.code, run.json, run.err
     assert code == exitcodes.USAGE
     assert GREEDY in err
     assert "--key-template" in err
@@ -103,9 +91,11 @@ def test_a_greedy_pattern_is_refused_and_cannot_delete_a_live_object(
     assert s3_server.keys(bucket) == before
 
     template = ("--key-template", "{epoch}/{name}")
-    code, summary, _ = sweep(
-        etcd_server, namespace, s3_server, bucket, capsys, "--key-pattern", GREEDY, *template
+    run = cli(
+        "gcd",
+        *sweep_args(etcd_server, namespace, s3_server, bucket, "--key-pattern", GREEDY, *template),
     )
+    code, summary = run.code, run.json
     assert code == exitcodes.OK
     assert summary is not None
     assert summary["deleted"] == 0
@@ -118,7 +108,7 @@ def test_a_pattern_spanning_two_roots_never_deletes_the_sibling_root(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Root `level_zero` with a pattern whose `.+` spans `data/` and `data2/`: refused without
     a template; with one, only the template's directory is swept, `data2/` stays whole."""
@@ -128,21 +118,25 @@ def test_a_pattern_spanning_two_roots_never_deletes_the_sibling_root(
     s3_server.seed(bucket, ours + sibling, last_modified=OLD)
     flags = ("--root", "level_zero", "--key-pattern", SPANNING, "--epoch-width", "18")
 
-    code, summary, err = sweep(etcd_server, namespace, s3_server, bucket, capsys, *flags)
+    run = cli("gcd", *sweep_args(etcd_server, namespace, s3_server, bucket, *flags))
+    code, err = run.code, run.err
     assert code == exitcodes.USAGE
     assert SPANNING in err
     assert set(ours + sibling) <= s3_server.keys(bucket)
 
-    code, summary, _ = sweep(
-        etcd_server,
-        namespace,
-        s3_server,
-        bucket,
-        capsys,
-        *flags,
-        "--key-template",
-        "data/417/{epoch:018d}/{name}",
+    run = cli(
+        "gcd",
+        *sweep_args(
+            etcd_server,
+            namespace,
+            s3_server,
+            bucket,
+            *flags,
+            "--key-template",
+            "data/417/{epoch:018d}/{name}",
+        ),
     )
+    code, summary = run.code, run.json
     assert code == exitcodes.OK
     assert summary is not None
     assert summary["deleted"] == len(ours)

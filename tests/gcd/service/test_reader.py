@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from gcd.cli import spark
-from gcd.cli.main import main
 from l0gc.options import CommandParser
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from tests.clirun import Cli
 from tests.etcdproxy import CountingProxy
 from tests.gcd.cli.test_sweep_cli import LAYOUT, prepare_etcd, seed, sweep_args
 
@@ -38,7 +38,7 @@ def test_a_command_that_does_not_sweep_opens_one_etcd_connection(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     name: str,
 ) -> None:
     """Each reading (or pausing, binding) command's etcd users share one connection:
@@ -48,15 +48,16 @@ def test_a_command_that_does_not_sweep_opens_one_etcd_connection(
     seed(s3_server, bucket)
     journal = str(tmp_path / "journal")
     etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
-    assert main(sweep_args(s3_server, bucket, *etcd, "--journal-dir", journal)) == 0
-    capsys.readouterr()
+    run = cli("gcd", *sweep_args(s3_server, bucket, *etcd, "--journal-dir", journal))
+    assert run.code == 0
     store = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1"]
     argv: list[str] = []
     for word in COMMANDS[name]:
         argv += {"{store}": store, "{journal}": ["--journal-dir", journal]}.get(word, [word])
     with CountingProxy(etcd_server.endpoint) as proxy:
-        code = main([*argv, "--etcd", proxy.endpoint, "--namespace", namespace])
-    assert code == 0, capsys.readouterr()
+        run = cli("gcd", *argv, "--etcd", proxy.endpoint, "--namespace", namespace)
+        code = run.code
+    assert code == 0, run
     assert proxy.accepted == 1
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
 from gcd.service.reader import open_reader
 from gcd.service.runtime import JournalSettings, SweepRuntime, SweepSettings
@@ -31,8 +30,9 @@ from l0gc.contract.journal_anchor import anchors_prefix
 from l0gc.errors import ConfigError
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0lab.testing.local_servers import LocalEtcd, LocalS3, free_port
+from tests.clirun import Cli
 from tests.etcdproxy import CountingProxy
-from tests.gcd.cli.test_sweep_cli import prepare_etcd, run_json, seed, sweep_args
+from tests.gcd.cli.test_sweep_cli import prepare_etcd, seed, sweep_args
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -57,7 +57,7 @@ def test_one_sweep_round_opens_one_etcd_connection(
     etcd_server: LocalEtcd,
     namespace: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     undo: bool,
 ) -> None:
     """`gcd sweep` with a journal (and an undo window): every etcd user of a round (the
@@ -68,8 +68,9 @@ def test_one_sweep_round_opens_one_etcd_connection(
     keys = s3_server.keys(bucket)
     extra = ["--undo-window", "1h"] if undo else []
     with CountingProxy(etcd_server.endpoint) as proxy:
-        code, summary = run_json(
-            sweep_args(
+        run = cli(
+            "gcd",
+            *sweep_args(
                 s3_server,
                 bucket,
                 "--etcd",
@@ -80,8 +81,8 @@ def test_one_sweep_round_opens_one_etcd_connection(
                 str(tmp_path / "journal"),
                 *extra,
             ),
-            capsys,
         )
+        code, summary = run.code, run.json
         accepted = proxy.accepted
     assert code == exitcodes.OK, summary
     assert (summary["safe_epoch"], summary["blocked_reason"]) == (5, None)
@@ -117,18 +118,20 @@ def test_a_namespace_with_nothing_stored_is_refused_on_that_one_connection(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """The namespace check is the runtime's first use of its client: exit 2 naming the
     namespace, nothing written there, one connection."""
     seed(s3_server, bucket)
     with CountingProxy(etcd_server.endpoint) as proxy:
-        code = main(
-            sweep_args(s3_server, bucket, "--etcd", proxy.endpoint, "--namespace", namespace)
+        run = cli(
+            "gcd",
+            *sweep_args(s3_server, bucket, "--etcd", proxy.endpoint, "--namespace", namespace),
         )
+        code = run.code
         accepted = proxy.accepted
     assert code == exitcodes.USAGE
-    assert f"nothing is stored under {namespace}/" in capsys.readouterr().err
+    assert f"nothing is stored under {namespace}/" in run.err
     assert accepted == 1
     assert asyncio.run(_etcd_keys(etcd_server, namespace + "/")) == []
 

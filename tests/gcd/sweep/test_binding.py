@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from structlog.testing import capture_logs
 
-from gcd.cli.main import main
 from gcd.cli.spark import read_safe_epoch
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage, ObjectInfo
@@ -29,7 +28,7 @@ from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.memory import MemoryObjectStore
 from tests.binding import bind, bind_sync
-from watermark.__main__ import main as watermark_main
+from tests.clirun import Cli
 
 ROOT = "level_zero/data"
 LAYOUT = KeyLayout.default(ROOT)
@@ -63,45 +62,30 @@ def objects(s3: LocalS3, bucket: str) -> set[str]:
     return keys
 
 
-def sweep(
-    s3: LocalS3,
-    bucket: str,
-    etcd: LocalEtcd,
-    namespace: str,
-    capsys: pytest.CaptureFixture[str],
-    *extra: str,
-) -> tuple[int, dict[str, object]]:
-    """`gcd sweep --json` against `bucket` with `namespace`; (exit code, summary)."""
-    code = main(
-        [
-            "sweep",
-            "--bucket",
-            bucket,
-            "--endpoint-url",
-            s3.endpoint_url,
-            "--region",
-            "us-east-1",
-            "--grace",
-            "1m",
-            "--json",
-            "--etcd",
-            etcd.endpoint,
-            "--namespace",
-            namespace,
-            *extra,
-        ]
-    )
-    out = capsys.readouterr().out.strip().splitlines()
-    return code, json.loads(out[-1])
+def sweep_args(s3: LocalS3, bucket: str, etcd: LocalEtcd, namespace: str, *extra: str) -> list[str]:
+    """`gcd sweep --json` against `bucket` with `namespace`."""
+    return [
+        "sweep",
+        "--bucket",
+        bucket,
+        "--endpoint-url",
+        s3.endpoint_url,
+        "--region",
+        "us-east-1",
+        "--grace",
+        "1m",
+        "--json",
+        "--etcd",
+        etcd.endpoint,
+        "--namespace",
+        namespace,
+        *extra,
+    ]
 
 
-def namespace_cmd(
-    etcd: LocalEtcd, namespace: str, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, dict[str, object]]:
-    """`gcd namespace ... --json`; (exit code, output document)."""
-    code = main(["namespace", *args, "--json", "--etcd", etcd.endpoint, "--namespace", namespace])
-    out = capsys.readouterr().out.strip().splitlines()
-    return code, json.loads(out[-1])
+def namespace_args(etcd: LocalEtcd, namespace: str, *args: str) -> list[str]:
+    """`gcd namespace ARGS --json` on `namespace`."""
+    return ["namespace", *args, "--json", "--etcd", etcd.endpoint, "--namespace", namespace]
 
 
 def test_sweeper_of_one_namespace_pointed_at_another_bucket_deletes_nothing(
@@ -109,7 +93,7 @@ def test_sweeper_of_one_namespace_pointed_at_another_bucket_deletes_nothing(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Finding 2: cluster A's namespace with cluster B's bucket exits 3 naming both sides."""
     ns_a, ns_b = f"{namespace}-a", f"{namespace}-b"
@@ -121,14 +105,16 @@ def test_sweeper_of_one_namespace_pointed_at_another_bucket_deletes_nothing(
     bind_sync(etcd_server.endpoint, ns_a, s3_server.endpoint_url, bucket_a)
     bind_sync(etcd_server.endpoint, ns_b, s3_server.endpoint_url, bucket_b)
     try:
-        code, summary = sweep(s3_server, bucket_b, etcd_server, ns_a, capsys)
+        run = cli("gcd", *sweep_args(s3_server, bucket_b, etcd_server, ns_a))
+        code, summary = run.code, run.json
         assert code == exitcodes.BLOCKED
         reason = str(summary["blocked_reason"])
         assert f"s3://{bucket_a}/" in reason, reason
         assert f"s3://{bucket_b}/" in reason, reason
         assert summary["deleted"] == 0
         assert keys_b <= s3_server.keys(bucket_b)
-        code, summary = sweep(s3_server, bucket_b, etcd_server, ns_b, capsys)
+        run = cli("gcd", *sweep_args(s3_server, bucket_b, etcd_server, ns_b))
+        code, summary = run.code, run.json
         assert (code, summary["deleted"]) == (exitcodes.OK, 2)  # B's own epoch-1 objects
     finally:
         s3_server.delete_bucket_contents(bucket_a)
@@ -139,7 +125,7 @@ def test_namespace_holding_only_an_epoch_deletes_nothing(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Finding 2: one stray `epoch advance` in a fresh namespace gives no M to delete with."""
 
@@ -152,7 +138,8 @@ def test_namespace_holding_only_an_epoch_deletes_nothing(
 
     asyncio.run(stray_epoch())
     keys = objects(s3_server, bucket)
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace))
+    code, summary = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "not bound" in str(summary["blocked_reason"])
     assert s3_server.keys(bucket) == keys
@@ -163,7 +150,7 @@ def test_bind_is_idempotent_and_the_root_belongs_to_one_namespace(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capfd: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Bind twice: one change; another namespace claiming the same root is refused (3)."""
     bind_args = (
@@ -175,22 +162,34 @@ def test_bind_is_idempotent_and_the_root_belongs_to_one_namespace(
         "--region",
         "us-east-1",
     )
-    code, first = namespace_cmd(etcd_server, namespace, capfd, *bind_args)
+    run = cli("gcd", *namespace_args(etcd_server, namespace, *bind_args))
+    code, first = run.code, run.json
     assert (code, first["changed"], first["bound"]) == (exitcodes.OK, True, True)
-    code, again = namespace_cmd(etcd_server, namespace, capfd, *bind_args)
+    run = cli("gcd", *namespace_args(etcd_server, namespace, *bind_args))
+    code, again = run.code, run.json
     assert (code, again["changed"]) == (exitcodes.OK, False)
     claim = json.loads(s3_server._backend().get_object(bucket, claim_key(ROOT)).value)
     assert (claim["namespace"], claim["binding_id"]) == (namespace, first["binding"]["binding_id"])  # type: ignore[index]
-    code, other = namespace_cmd(etcd_server, f"{namespace}-other", capfd, *bind_args)
+    run = cli("gcd", *namespace_args(etcd_server, f"{namespace}-other", *bind_args))
+    code, other = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "already claimed" in str(other["problem"])
     assert namespace in str(other["problem"])
-    code = watermark_main(
-        ["namespace", "show", "--json", "--etcd", etcd_server.endpoint, "--namespace", namespace]
+    run = cli(
+        "watermark",
+        "namespace",
+        "show",
+        "--json",
+        "--etcd",
+        etcd_server.endpoint,
+        "--namespace",
+        namespace,
     )
-    shown = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
+    code = run.code
+    shown = run.json
     assert (code, shown["consistent"]) == (exitcodes.OK, True)  # `watermark namespace` too
-    code, unbound = namespace_cmd(etcd_server, f"{namespace}-other", capfd, "show")
+    run = cli("gcd", *namespace_args(etcd_server, f"{namespace}-other", "show"))
+    code, unbound = run.code, run.json
     assert (code, unbound["bound"]) == (exitcodes.BLOCKED, False)
 
 
@@ -219,7 +218,7 @@ def test_moving_a_binding_needs_replace_and_a_deleted_claim_blocks(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Re-binding elsewhere is refused without --replace; a missing claim stops sweeps."""
     cluster(etcd_server, namespace)
@@ -236,19 +235,23 @@ def test_moving_a_binding_needs_replace_and_a_deleted_claim_blocks(
         "--region",
         "us-east-1",
     )
-    code, refused = namespace_cmd(etcd_server, namespace, capsys, *moved)
+    run = cli("gcd", *namespace_args(etcd_server, namespace, *moved))
+    code, refused = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "--replace" in str(refused["problem"])
     s3_server._backend().get_bucket(bucket).keys.pop(claim_key(ROOT))
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace))
+    code, summary = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "no claim" in str(summary["blocked_reason"])
     assert s3_server.keys(bucket) == keys
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)  # re-claims
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace))
+    code, summary = run.code, run.json
     assert (code, summary["deleted"], summary["unparsable"]) == (exitcodes.OK, 4, 0)
     assert s3_server.keys(bucket) - keys == {claim_key(ROOT)}
-    code, replaced = namespace_cmd(etcd_server, namespace, capsys, *moved, "--replace")
+    run = cli("gcd", *namespace_args(etcd_server, namespace, *moved, "--replace"))
+    code, replaced = run.code, run.json
     assert code == exitcodes.OK
     assert replaced["replaced"]["target"]["root"] == ROOT
 
@@ -274,7 +277,7 @@ def test_sweepers_disagreeing_on_shards_delete_nothing(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Finding 7: a running 0/2 sweeper blocks a 3-shard sweep and a second 0/2; 1/2 runs."""
     cluster(etcd_server, namespace)
@@ -300,28 +303,27 @@ def test_sweepers_disagreeing_on_shards_delete_nothing(
             await kv.close()
 
     lease = asyncio.run(other_sweeper(None))
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys, "--shard-count", "3")
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace, "--shard-count", "3"))
+    code, summary = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "shard counts disagree" in str(summary["blocked_reason"])
     assert "'other-sweeper'" in str(summary["blocked_reason"])
     assert s3_server.keys(bucket) - {claim_key(ROOT)} == keys
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys, "--shard-count", "2")
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace, "--shard-count", "2"))
+    code, summary = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "run twice" in str(summary["blocked_reason"])
-    code, summary = sweep(
-        s3_server,
-        bucket,
-        etcd_server,
-        namespace,
-        capsys,
-        "--shard-count",
-        "2",
-        "--shard-index",
-        "1",
+    run = cli(
+        "gcd",
+        *sweep_args(
+            s3_server, bucket, etcd_server, namespace, "--shard-count", "2", "--shard-index", "1"
+        ),
     )
+    code, summary = run.code, run.json
     assert (code, summary["deleted"]) == (exitcodes.OK, 2)  # prefix 500's garbage only
     asyncio.run(other_sweeper(lease))
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys, "--shard-count", "3")
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace, "--shard-count", "3"))
+    code, summary = run.code, run.json
     assert (code, summary["deleted"]) == (exitcodes.OK, 2)  # alone now: prefix 001's garbage
 
 
@@ -395,7 +397,7 @@ def test_a_watermark_at_the_cluster_epoch_blocks_the_sweep_naming_the_partition(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Finding 4: M(p) >= the cluster epoch is not capped to epoch - 1: exit 3, nothing deleted."""
     cluster(etcd_server, namespace, safe=7, epoch=8)
@@ -413,7 +415,8 @@ def test_a_watermark_at_the_cluster_epoch_blocks_the_sweep_naming_the_partition(
             await kv.close()
 
     asyncio.run(publish_above())
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace))
+    code, summary = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert "partition 't/0' publishes M(p) = 8, at or above the cluster epoch 8" in str(
         summary["blocked_reason"]

@@ -15,7 +15,8 @@ from l0gc import exitcodes
 from l0gc.contract.binding import Binding, StorageTarget, claim_key
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
-from tests.gcd.sweep.test_binding import LAYOUT, ROOT, cluster, namespace_cmd, objects, sweep
+from tests.clirun import Cli
+from tests.gcd.sweep.test_binding import LAYOUT, ROOT, cluster, namespace_args, objects, sweep_args
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,7 @@ def test_an_overwritten_root_claim_is_rewritten_from_the_binding(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Junk over the root's claim blocks every sweep; repair-claims rewrites it from the
     etcd binding (saying what it held) and the next sweep deletes the garbage."""
@@ -44,18 +45,22 @@ def test_an_overwritten_root_claim_is_rewritten_from_the_binding(
     keys = objects(s3_server, bucket)
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
     put(s3_server, bucket, claim_key(ROOT), b'{"namespace": "/mine-now"}')
-    code, _ = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace))
+    code, _ = run.code, run.json
     assert code == exitcodes.BLOCKED
     assert s3_server.keys(bucket) == keys | {claim_key(ROOT)}
-    code, done = namespace_cmd(
-        etcd_server, namespace, capsys, "repair-claims", "--region", "us-east-1"
+    run = cli(
+        "gcd", *namespace_args(etcd_server, namespace, "repair-claims", "--region", "us-east-1")
     )
+    code, done = run.code, run.json
     assert code == exitcodes.OK, done
     assert done["claim_rewritten"] is True
     assert "/mine-now" in str(done["previous_claim"])
-    code, again = namespace_cmd(etcd_server, namespace, capsys, "show", "--region", "us-east-1")
+    run = cli("gcd", *namespace_args(etcd_server, namespace, "show", "--region", "us-east-1"))
+    code, again = run.code, run.json
     assert (code, again["consistent"]) == (exitcodes.OK, True)
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace))
+    code, summary = run.code, run.json
     assert (code, summary["deleted"]) == (exitcodes.OK, 4)
 
 
@@ -64,7 +69,7 @@ def test_a_planted_nested_claim_is_removed_and_a_real_one_needs_force(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """A junk claim below the root keeps its directory's garbage; --remove-claim deletes
     it and the next sweep collects the directory. A valid claim of another namespace is
@@ -75,38 +80,46 @@ def test_a_planted_nested_claim_is_removed_and_a_real_one_needs_force(
     directory = LAYOUT.format(1, 1, "o").rsplit("/", 1)[0]
     planted = f"{directory}/.l0gc-claim.json"
     put(s3_server, bucket, planted, b"junk")
-    code, summary = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace))
+    code, summary = run.code, run.json
     assert code == exitcodes.OK
     assert summary["nested_roots"], summary
     kept = {key for key in s3_server.keys(bucket) if key.startswith(directory + "/")}
     assert LAYOUT.format(1, 1, "o") in kept
-    code, refused = namespace_cmd(
-        etcd_server,
-        namespace,
-        capsys,
-        "repair-claims",
-        "--remove-claim",
-        f"{ROOT}/x.json",
-        "--region",
-        "us-east-1",
+    run = cli(
+        "gcd",
+        *namespace_args(
+            etcd_server,
+            namespace,
+            "repair-claims",
+            "--remove-claim",
+            f"{ROOT}/x.json",
+            "--region",
+            "us-east-1",
+        ),
     )
+    code, refused = run.code, run.json
     assert code == exitcodes.BLOCKED, refused
-    code, done = namespace_cmd(
-        etcd_server,
-        namespace,
-        capsys,
-        "repair-claims",
-        "--remove-claim",
-        planted,
-        "--region",
-        "us-east-1",
+    run = cli(
+        "gcd",
+        *namespace_args(
+            etcd_server,
+            namespace,
+            "repair-claims",
+            "--remove-claim",
+            planted,
+            "--region",
+            "us-east-1",
+        ),
     )
+    code, done = run.code, run.json
     assert (code, done["removed_claims"], done["claim_rewritten"]) == (
         exitcodes.OK,
         [planted],
         False,
     )
-    code, _ = sweep(s3_server, bucket, etcd_server, namespace, capsys)
+    run = cli("gcd", *sweep_args(s3_server, bucket, etcd_server, namespace))
+    code, _ = run.code, run.json
     assert code == exitcodes.OK
     assert LAYOUT.format(1, 1, "o") not in s3_server.keys(bucket)
     # A real nested namespace (bound before nesting was refused) is not removed lightly.
@@ -119,29 +132,29 @@ def test_a_planted_nested_claim_is_removed_and_a_real_one_needs_force(
     )
     real = claim_key(other.target.root)
     put(s3_server, bucket, real, other.claim().encode())
-    code, refused = namespace_cmd(
-        etcd_server,
-        namespace,
-        capsys,
-        "repair-claims",
-        "--remove-claim",
-        real,
-        "--region",
-        "us-east-1",
+    run = cli(
+        "gcd",
+        *namespace_args(
+            etcd_server, namespace, "repair-claims", "--remove-claim", real, "--region", "us-east-1"
+        ),
     )
+    code, refused = run.code, run.json
     assert code == exitcodes.BLOCKED, refused
     assert "--force" in str(refused["problem"])
     assert real in s3_server.keys(bucket)
-    code, done = namespace_cmd(
-        etcd_server,
-        namespace,
-        capsys,
-        "repair-claims",
-        "--remove-claim",
-        real,
-        "--force",
-        "--region",
-        "us-east-1",
+    run = cli(
+        "gcd",
+        *namespace_args(
+            etcd_server,
+            namespace,
+            "repair-claims",
+            "--remove-claim",
+            real,
+            "--force",
+            "--region",
+            "us-east-1",
+        ),
     )
+    code, done = run.code, run.json
     assert (code, done["removed_claims"]) == (exitcodes.OK, [real])
     assert real not in s3_server.keys(bucket)

@@ -8,13 +8,11 @@ deleted `level_zero/data/417/000000000000002000/live1`, live for /a.
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from gcd.cli.main import main
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage, ObjectInfo
 from gcd.storage.s3.client import S3ObjectStore
@@ -32,6 +30,7 @@ from l0lab.sim.runner import first_kind, run_seed
 from l0lab.sim.world import SimConfig
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from l0lab.testing.memory import MemoryObjectStore
+from tests.clirun import Cli
 
 pytestmark = pytest.mark.integration
 
@@ -105,13 +104,6 @@ def legacy_bind(etcd: LocalEtcd, s3: LocalS3, bucket: str, namespace: str, root:
     asyncio.run(run())
 
 
-def gcd(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
-    """Run `gcd ARGS --json`; (exit code, the last JSON document on stdout)."""
-    code = main([*args, "--json"])
-    out = capsys.readouterr().out.strip().splitlines()
-    return code, json.loads(out[-1])
-
-
 def storage(s3: LocalS3, bucket: str, etcd: LocalEtcd, namespace: str) -> tuple[str, ...]:
     return (
         "--bucket",
@@ -132,7 +124,7 @@ def test_nested_root_of_another_namespace_is_never_swept(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """The issue's scenario: /b's sweep deletes nothing of /a's; /a keeps /b's subtree."""
     ns_a, ns_b = f"{namespace}/a", f"{namespace}/b"
@@ -144,21 +136,25 @@ def test_nested_root_of_another_namespace_is_never_swept(
         storage(s3_server, bucket, etcd_server, ns_a),
         storage(s3_server, bucket, etcd_server, ns_b),
     )
-    code, bound = gcd(capsys, "namespace", "bind", *a, "--root", OUTER)
+    run = cli("gcd", "namespace", "bind", *a, "--root", OUTER, "--json")
+    code, bound = run.code, run.json
     assert code == exitcodes.OK, bound
-    code, refused = gcd(capsys, "namespace", "bind", *b, "--root", INNER)
+    run = cli("gcd", "namespace", "bind", *b, "--root", INNER, "--json")
+    code, refused = run.code, run.json
     assert code == exitcodes.BLOCKED, refused
     for name in (ns_b, f"s3://{bucket}/{INNER}", ns_a, f"s3://{bucket}/{OUTER}"):
         assert name in refused["problem"], refused
     legacy_bind(etcd_server, s3_server, bucket, ns_b, INNER)  # the overlap, as left before
 
-    code, summary = gcd(capsys, "sweep", *b, "--root", INNER, "--grace", "1m", *B_LAYOUT)
+    run = cli("gcd", "sweep", *b, "--root", INNER, "--grace", "1m", *B_LAYOUT, "--json")
+    code, summary = run.code, run.json
     assert s3_server.keys(bucket) >= set(keys), "/b deleted /a's objects"
     assert (code, summary["deleted"]) == (exitcodes.BLOCKED, 0), summary
     assert f"inside s3://{bucket}/{OUTER}" in summary["blocked_reason"]
     assert repr(ns_a) in summary["blocked_reason"]
 
-    code, summary = gcd(capsys, "sweep", *a, "--root", OUTER, "--grace", "1m")
+    run = cli("gcd", "sweep", *a, "--root", OUTER, "--grace", "1m", "--json")
+    code, summary = run.code, run.json
     assert code == exitcodes.OK, summary
     assert summary["nested_roots"] == [INNER]
     assert (summary["deleted"], summary["skipped_nested"]) == (2, 1)
@@ -170,19 +166,21 @@ def test_bind_refuses_nesting_in_either_order_and_compares_at_slashes(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Inner first, then outer: refused too; `level_zero/data2` is no child of `.../data`."""
 
     def bind(ns: str, root: str) -> tuple[int, dict[str, Any]]:
-        return gcd(
-            capsys,
+        run = cli(
+            "gcd",
             "namespace",
             "bind",
             *storage(s3_server, bucket, etcd_server, ns),
             "--root",
             root,
+            "--json",
         )
+        return run.code, run.json
 
     assert bind(f"{namespace}/inner", INNER)[0] == exitcodes.OK
     code, refused = bind(f"{namespace}/outer", OUTER)
@@ -225,20 +223,24 @@ def test_an_oversized_claim_says_what_it_is_not_check_credentials(
     bucket: str,
     etcd_server: LocalEtcd,
     namespace: str,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """Finding 8: a 20 KB object at the claim key blocks with a message about the object."""
     cluster(etcd_server, namespace, 5)
     args = storage(s3_server, bucket, etcd_server, namespace)
-    assert gcd(capsys, "namespace", "bind", *args, "--root", OUTER)[0] == exitcodes.OK
+    run = cli("gcd", "namespace", "bind", *args, "--root", OUTER, "--json")
+    code, _ = run.code, run.json
+    assert code == exitcodes.OK
     s3_server.seed(bucket, {claim_key(OUTER): b" " * 20_000})
-    code, summary = gcd(capsys, "sweep", *args, "--root", OUTER)
+    run = cli("gcd", "sweep", *args, "--root", OUTER, "--json")
+    code, summary = run.code, run.json
     reason = summary["blocked_reason"]
     assert code == exitcodes.BLOCKED, summary
     assert f"{claim_key(OUTER)} is larger than 16384 bytes, so l0gc did not write it" in reason
     assert "credentials" not in reason
     other = storage(s3_server, bucket, etcd_server, f"{namespace}-2")
-    code, refused = gcd(capsys, "namespace", "bind", *other, "--root", OUTER)
+    run = cli("gcd", "namespace", "bind", *other, "--root", OUTER, "--json")
+    code, refused = run.code, run.json
     assert code == exitcodes.BLOCKED, refused
     assert "is larger than 16384 bytes" in refused["problem"]
     assert "credentials" not in refused["problem"]
