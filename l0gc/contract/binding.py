@@ -167,40 +167,31 @@ class Binding:
 
     def encode(self) -> bytes:
         """Compact JSON."""
-        return _dump(
-            {
-                "version": BINDING_VERSION,
-                "namespace": self.namespace,
-                "target": self.target.to_doc(),
-                "binding_id": self.binding_id,
-                "etcd_cluster_id": self.cluster_id,
-                "bound_at": self.bound_at,
-            }
-        )
+        return _dump(self, target=self.target.to_doc(), bound_at=self.bound_at)
 
     @classmethod
     def decode(cls, raw: bytes) -> Binding:
         """Parse a stored binding; InvalidRecord says what is wrong."""
-        doc = _load(raw, "namespace binding")
+        what = "namespace binding"
+        doc = _load(raw, what)
         target = doc.get("target")
         if not isinstance(target, dict):
-            raise InvalidRecord("namespace binding: field 'target' must be an object")
+            raise InvalidRecord(f"{what}: field 'target' must be an object")
         kind = target.get("kind")
         if kind not in TARGET_KINDS:
-            raise InvalidRecord(f"namespace binding: unknown target kind {kind!r}")
+            raise InvalidRecord(f"{what}: unknown target kind {kind!r}")
         endpoint = target.get("endpoint_url")
-        what = "namespace binding"
         return cls(
-            namespace=_text(doc, "namespace", "namespace binding"),
+            namespace=_text(doc, "namespace", what),
             target=StorageTarget(
-                bucket=_text(target, "bucket", "namespace binding"),
-                root=_text(target, "root", "namespace binding"),
+                bucket=_text(target, "bucket", what),
+                root=_text(target, "root", what),
                 endpoint_url=None if endpoint is None else _text(target, "endpoint_url", what),
                 kind=str(kind),
             ),
-            binding_id=_text(doc, "binding_id", "namespace binding"),
-            cluster_id=_text(doc, "etcd_cluster_id", "namespace binding"),
-            bound_at=_number(doc, "bound_at", "namespace binding"),
+            binding_id=_text(doc, "binding_id", what),
+            cluster_id=_text(doc, "etcd_cluster_id", what),
+            bound_at=_number(doc, "bound_at", what),
         )
 
     def claim(self) -> Claim:
@@ -228,29 +219,20 @@ class Claim:
 
     def encode(self) -> bytes:
         """Compact JSON."""
-        return _dump(
-            {
-                "version": BINDING_VERSION,
-                "namespace": self.namespace,
-                "binding_id": self.binding_id,
-                "etcd_cluster_id": self.cluster_id,
-                "bucket": self.bucket,
-                "root": self.root,
-                "claimed_at": self.claimed_at,
-            }
-        )
+        return _dump(self, bucket=self.bucket, root=self.root, claimed_at=self.claimed_at)
 
     @classmethod
     def decode(cls, raw: bytes) -> Claim:
         """Parse a claim object; InvalidRecord says what is wrong."""
-        doc = _load(raw, "bucket claim")
+        what = "bucket claim"
+        doc = _load(raw, what)
         return cls(
-            namespace=_text(doc, "namespace", "bucket claim"),
-            binding_id=_text(doc, "binding_id", "bucket claim"),
-            cluster_id=_text(doc, "etcd_cluster_id", "bucket claim"),
-            bucket=_text(doc, "bucket", "bucket claim"),
-            root=_text(doc, "root", "bucket claim"),
-            claimed_at=_number(doc, "claimed_at", "bucket claim"),
+            namespace=_text(doc, "namespace", what),
+            binding_id=_text(doc, "binding_id", what),
+            cluster_id=_text(doc, "etcd_cluster_id", what),
+            bucket=_text(doc, "bucket", what),
+            root=_text(doc, "root", what),
+            claimed_at=_number(doc, "claimed_at", what),
         )
 
     def describe(self) -> str:
@@ -365,7 +347,16 @@ def check_ancestor_claims(
     return None
 
 
-def _dump(doc: dict[str, Any]) -> bytes:
+def _dump(record: Binding | Claim, **fields: Any) -> bytes:
+    """`record`'s namespace, binding id and etcd cluster id, and `fields`, at
+    BINDING_VERSION: compact JSON, keys sorted."""
+    doc = {
+        "version": BINDING_VERSION,
+        "namespace": record.namespace,
+        "binding_id": record.binding_id,
+        "etcd_cluster_id": record.cluster_id,
+        **fields,
+    }
     return strictjson.dumps(doc, what="binding", sort_keys=True, compact=True).encode()
 
 

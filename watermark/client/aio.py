@@ -11,28 +11,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiohttp
 from yarl import URL
 
 from watermark.client import routes
-from watermark.client.protocol import (
-    ApiError,
-    EpochInfo,
-    Granted,
-    json_answer,
-)
+from watermark.client.protocol import ApiError, EpochInfo, Granted, json_answer
+from watermark.client.routes import Json
 
 __all__ = ["AsyncWriterClient"]
 
-Json = dict[str, Any]
 _T = TypeVar("_T")
 
 
 class AsyncWriterClient(routes.WriterBase):
-    """An asyncio writer client of the publishers in `publishers` (see the module
-    docstring; `watermark.client.routes.WriterBase` says what the arguments mean)."""
+    """An asyncio `watermark.client.routes.WriterBase`: every route is a coroutine."""
 
     def _open(self, timeout_s: float, *, connect_s: float) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=connect_s)

@@ -7,28 +7,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import urllib3
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 from watermark.client import routes
-from watermark.client.protocol import (
-    ApiError,
-    EpochInfo,
-    Granted,
-    json_answer,
-)
+from watermark.client.protocol import ApiError, EpochInfo, Granted, json_answer
+from watermark.client.routes import Json
 
 __all__ = ["WriterClient"]
 
-Json = dict[str, Any]
 _T = TypeVar("_T")
 
 
 class WriterClient(routes.WriterBase):
-    """A blocking writer client of the publishers in `publishers` (see the module
-    docstring; `watermark.client.routes.WriterBase` says what the arguments mean)."""
+    """A blocking `watermark.client.routes.WriterBase` (see the module docstring)."""
 
     def _open(self, timeout_s: float, *, connect_s: float) -> None:
         timeout = urllib3.Timeout(connect=connect_s, read=timeout_s)

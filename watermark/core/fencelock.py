@@ -359,9 +359,7 @@ class FenceLock(Generic[H]):
             return self._refuse(FenceRefusal.STALE, epoch, queued=False)
         if admission is _INSIDE:
             return None
-        before = self._bounds
-        self._advance(epoch)
-        return Slide(None, before, self._bounds)
+        return self.slide(epoch)
 
     def leave_exclusive(self) -> None:
         """The exclusive block ended: waiting requests may proceed."""
@@ -387,12 +385,8 @@ class FenceLock(Generic[H]):
 
     def revoke_all(self) -> tuple[H, ...]:
         """Take back every hold (their commits must fail); return them."""
-        revoked = tuple(self._holds)
+        revoked = self._take_back(tuple(self._holds), Outcome.REVOKED)
         if revoked:
-            self._holds.clear()
-            for hold in revoked:
-                hold.outcome = Outcome.REVOKED
-            self.taken_back += len(revoked)
             self.changes += 1
         return revoked
 
@@ -402,11 +396,9 @@ class FenceLock(Generic[H]):
         if not self._window.raise_floor(watermark):
             return ()
         self._bounds = self._window.bounds
-        revoked = tuple(h for h in self._holds if h.epoch <= watermark)
-        for hold in revoked:
-            del self._holds[hold]
-            hold.outcome = Outcome.REVOKED
-        self.taken_back += len(revoked)
+        revoked = self._take_back(
+            tuple(h for h in self._holds if h.epoch <= watermark), Outcome.REVOKED
+        )
         self.changes += 1
         self._reopen()
         return revoked
@@ -450,12 +442,17 @@ class FenceLock(Generic[H]):
     def _reclaim(self, now: float) -> tuple[H, ...]:
         expired = tuple(h for h in self._holds if h.deadline is not None and h.deadline <= now)
         if expired:
-            for hold in expired:
-                del self._holds[hold]
-                hold.outcome = Outcome.RECLAIMED
-            self.taken_back += len(expired)
+            self._take_back(expired, Outcome.RECLAIMED)
             self.changes += 1
         return expired
+
+    def _take_back(self, holds: tuple[H, ...], outcome: Outcome) -> tuple[H, ...]:
+        """Remove `holds` (all held), ended as `outcome`; counted in `taken_back`."""
+        for hold in holds:
+            del self._holds[hold]
+            hold.outcome = outcome
+        self.taken_back += len(holds)
+        return holds
 
     def _reopen(self) -> None:
         """Recompute the open range of `grant_at_once` (see the module docstring)."""

@@ -5,6 +5,9 @@ Design notes: docs/internals/publisher.md, `watermark.service.eventlog`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import structlog
 
 from l0gc.contract.namespace import PublishStatus
@@ -29,131 +32,101 @@ from l0gc.events import (
 
 __all__ = ["EVENT_LOG", "EventLog"]
 
-_guard_log = structlog.get_logger("watermark.guard")
-_ticker_log = structlog.get_logger("watermark.service.ticker")
-_publisher_log = structlog.get_logger("watermark.publisher")
+_guard = structlog.get_logger("watermark.guard")
+_ticker = structlog.get_logger("watermark.service.ticker")
+_publisher = structlog.get_logger("watermark.publisher")
+
+_BOUNDS = frozenset({"window", "before", "after"})
+"""The fields logged as lists (an epoch window's bounds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """A handler: log `name` at `level` on `log`, with the event's `fields` (names
+    separated by spaces, in their order)."""
+
+    log: Any
+    level: str
+    name: str
+    fields: str
+
+    def __call__(self, event: Any) -> None:
+        getattr(self.log, self.level)(self.name, **_fields(event, self.fields))
+
+
+def _fields(event: Any, names: str) -> dict[str, Any]:
+    """The log fields `names` of `event`, in that order (bounds as lists)."""
+    values = {name: getattr(event, name) for name in names.split()}
+    return {name: list(v) if name in _BOUNDS else v for name, v in values.items()}
+
+
+_LINES: dict[type, _Line] = {
+    WindowSlid: _Line(_guard, "debug", "watermark.window_slid", "partition epoch before after"),
+    FenceReclaimed: _Line(_guard, "warning", "watermark.fence_reclaimed", "partition epoch window"),
+    FencesRevoked: _Line(_guard, "warning", "watermark.fences_revoked", "partition count"),
+    TickerElected: _Line(_ticker, "info", "epoch_ticker.elected", "owner namespace"),
+    TickerAdvanceConflict: _Line(_ticker, "info", "epoch_ticker.advance_conflict", "owner error"),
+    TickerTickFailed: _Line(_ticker, "warning", "epoch_ticker.tick_failed", "owner error"),
+    PublishFailed: _Line(_publisher, "warning", "watermark.publish_failed", "partitions error"),
+    IdleAdvanced: _Line(_publisher, "info", "watermark.idle_advance", "partition epoch watermark"),
+    IdleAdvanceSkipped: _Line(
+        _publisher, "info", "watermark.idle_advance_skipped", "partition error"
+    ),
+    FencingViolationFound: _Line(
+        _publisher,
+        "error",
+        "watermark.fencing_violation",
+        "partition offset epoch window published_watermark error",
+    ),
+}
+"""The events logged as they are: one line each, its fields the event's."""
+
+_REFUSED_FENCE = {
+    FenceRefusal.STALE: _Line(
+        _guard, "info", "watermark.fence_stale", "partition epoch window floor"
+    ),
+    FenceRefusal.TIMEOUT: _Line(
+        _guard, "info", "watermark.fence_timeout", "partition epoch timeout_s window inflight"
+    ),
+}
 
 _REFUSED_PUBLISH = {
-    PublishStatus.MISSING: "watermark.partition_missing",
-    PublishStatus.MALFORMED: "watermark.record_malformed",
+    status: _Line(
+        _publisher,
+        "warning",
+        name,
+        "partition watermark owner_epoch stored_watermark stored_owner stored_owner_epoch detail",
+    )
+    for status, name in (
+        (PublishStatus.MISSING, "watermark.partition_missing"),
+        (PublishStatus.MALFORMED, "watermark.record_malformed"),
+    )
 }
 
 
 def _fence_refused(event: FenceRefused) -> None:
-    if event.reason is FenceRefusal.STALE:
-        _guard_log.info(
-            "watermark.fence_stale",
-            partition=event.partition,
-            epoch=event.epoch,
-            window=list(event.window),
-            floor=event.floor,
-        )
-    elif event.reason is FenceRefusal.TIMEOUT:
-        _guard_log.info(
-            "watermark.fence_timeout",
-            partition=event.partition,
-            epoch=event.epoch,
-            timeout_s=event.timeout_s,
-            window=list(event.window),
-            inflight=event.inflight,
-        )
-
-
-def _window_slid(event: WindowSlid) -> None:
-    _guard_log.debug(
-        "watermark.window_slid",
-        partition=event.partition,
-        epoch=event.epoch,
-        before=list(event.before),
-        after=list(event.after),
-    )
-
-
-def _fence_reclaimed(event: FenceReclaimed) -> None:
-    _guard_log.warning(
-        "watermark.fence_reclaimed",
-        partition=event.partition,
-        epoch=event.epoch,
-        window=list(event.window),
-    )
-
-
-def _fences_revoked(event: FencesRevoked) -> None:
-    _guard_log.warning("watermark.fences_revoked", partition=event.partition, count=event.count)
-
-
-def _ticker_elected(event: TickerElected) -> None:
-    _ticker_log.info("epoch_ticker.elected", owner=event.owner, namespace=event.namespace)
+    line = _REFUSED_FENCE.get(event.reason)
+    if line is not None:
+        line(event)
 
 
 def _leadership_lost(event: TickerLeadershipLost) -> None:
-    level = _ticker_log.info if event.reason == "resigned" else _ticker_log.warning
+    level = _ticker.info if event.reason == "resigned" else _ticker.warning
     level("epoch_ticker.leadership_lost", owner=event.owner, reason=event.reason)
 
 
-def _advance_conflict(event: TickerAdvanceConflict) -> None:
-    _ticker_log.info("epoch_ticker.advance_conflict", owner=event.owner, error=event.error)
-
-
-def _tick_failed(event: TickerTickFailed) -> None:
-    _ticker_log.warning("epoch_ticker.tick_failed", owner=event.owner, error=event.error)
-
-
 def _publish_refused(event: PublishRefused) -> None:
-    name = _REFUSED_PUBLISH.get(event.status)
-    if name is None:  # logged by the store (see the module docstring)
-        return
-    _publisher_log.warning(
-        name,
-        partition=event.partition,
-        watermark=event.watermark,
-        owner_epoch=event.owner_epoch,
-        stored_watermark=event.stored_watermark,
-        stored_owner=event.stored_owner,
-        stored_owner_epoch=event.stored_owner_epoch,
-        detail=event.detail,
-    )
-
-
-def _publish_failed(event: PublishFailed) -> None:
-    _publisher_log.warning(
-        "watermark.publish_failed", partitions=event.partitions, error=event.error
-    )
+    line = _REFUSED_PUBLISH.get(event.status)
+    if line is not None:  # else logged by the store (see the module docstring)
+        line(event)
 
 
 def _publish_round(event: PublishRound) -> None:
-    _publisher_log.info(
+    _publisher.info(
         "watermark.publish",
         partitions=event.partitions,
         ok=event.ok,
         duration_s=round(event.duration_s, 4),
-    )
-
-
-def _idle_advanced(event: IdleAdvanced) -> None:
-    _publisher_log.info(
-        "watermark.idle_advance",
-        partition=event.partition,
-        epoch=event.epoch,
-        watermark=event.watermark,
-    )
-
-
-def _idle_advance_skipped(event: IdleAdvanceSkipped) -> None:
-    _publisher_log.info(
-        "watermark.idle_advance_skipped", partition=event.partition, error=event.error
-    )
-
-
-def _fencing_violation(event: FencingViolationFound) -> None:
-    _publisher_log.error(
-        "watermark.fencing_violation",
-        partition=event.partition,
-        offset=event.offset,
-        epoch=event.epoch,
-        window=list(event.window),
-        published_watermark=event.published_watermark,
-        error=event.error,
     )
 
 
@@ -165,20 +138,11 @@ class EventLog(HandlerTable):
     def __init__(self) -> None:
         super().__init__(
             {
+                **_LINES,
                 FenceRefused: _fence_refused,
-                WindowSlid: _window_slid,
-                FenceReclaimed: _fence_reclaimed,
-                FencesRevoked: _fences_revoked,
-                TickerElected: _ticker_elected,
                 TickerLeadershipLost: _leadership_lost,
-                TickerAdvanceConflict: _advance_conflict,
-                TickerTickFailed: _tick_failed,
                 PublishRefused: _publish_refused,
-                PublishFailed: _publish_failed,
                 PublishRound: _publish_round,
-                IdleAdvanced: _idle_advanced,
-                IdleAdvanceSkipped: _idle_advance_skipped,
-                FencingViolationFound: _fencing_violation,
             }
         )
 

@@ -6,6 +6,8 @@ Design notes: docs/internals/publisher.md, `watermark.service.metrics`.
 from __future__ import annotations
 
 import enum
+import functools
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -90,6 +92,17 @@ class HttpRefusal(enum.Enum):
     """400: the body is not strict JSON or not what the route takes."""
 
 
+def _makers(
+    reg: CollectorRegistry,
+) -> tuple[Callable[..., Counter], Callable[..., Gauge], Callable[..., Histogram]]:
+    """Counter, Gauge and Histogram, each registering on `reg`."""
+    return (
+        functools.partial(Counter, registry=reg),
+        functools.partial(Gauge, registry=reg),
+        functools.partial(Histogram, registry=reg),
+    )
+
+
 class WatermarkMetrics:
     """The publisher service's metrics on a dedicated registry."""
 
@@ -97,109 +110,92 @@ class WatermarkMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         reg = self.registry
         register_build_info(reg, "publisher")
-        self.fences = Counter(
+        counter, gauge, histogram = _makers(reg)
+        self.fences = counter(
             "l0gc_watermark_fences_total",
             "Fence requests by result (inside, slide, stale, timeout).",
             ["result"],
-            registry=reg,
         )
-        self.fences_reclaimed = Counter(
+        self.fences_reclaimed = counter(
             "l0gc_watermark_fences_reclaimed_total",
             "Held fences reclaimed after their deadline because a window slide waited on them.",
-            registry=reg,
         )
-        self.window_slides = Counter(
+        self.window_slides = counter(
             "l0gc_watermark_window_slides_total",
             "Fencing window slides (a higher epoch took the exclusive lock).",
-            registry=reg,
         )
         self.held_fences = 0
         """Fences held right now by the guards sharing these metrics; they add and
         subtract here, and `inflight_fences` reads it at collection time (a plain int:
         a `Gauge.inc` and `dec` per fence cost ~0.65 us on the fence fast path)."""
-        self.inflight_fences = Gauge(
+        self.inflight_fences = gauge(
             "l0gc_watermark_inflight_fences",
             "Fences currently held (writes admitted and not yet committed or aborted).",
-            registry=reg,
         )
         self.inflight_fences.set_function(self._held_fences)
-        self.publishes = Counter(
+        self.publishes = counter(
             "l0gc_watermark_publishes_total",
             "Partition record publishes by outcome.",
             ["outcome"],
-            registry=reg,
         )
-        self.publish_duration = Histogram(
+        self.publish_duration = histogram(
             "l0gc_watermark_publish_duration_seconds",
             "Duration of one publish round (all dirty partitions, batched).",
-            registry=reg,
         )
-        self.partitions_owned = Gauge(
+        self.partitions_owned = gauge(
             "l0gc_watermark_partitions_owned",
             "Partitions this process owns and publishes.",
-            registry=reg,
         )
-        self.min_watermark = Gauge(
+        self.min_watermark = gauge(
             "l0gc_watermark_min_watermark",
             "Lowest M(p) among the partitions this process owns (-1 when it owns none).",
-            registry=reg,
         )
-        self.log_end_unknown = Gauge(
+        self.log_end_unknown = gauge(
             "l0gc_watermark_log_end_unknown_partitions",
             "Owned partitions behind the cluster epoch that wait for their reconciler's log "
             "end (an owner restarted or adopted them without it; gcd status says which).",
-            registry=reg,
         )
-        self.log_end_unknown_for = Gauge(
+        self.log_end_unknown_for = gauge(
             "l0gc_watermark_log_end_unknown_seconds",
             "How long the oldest of them has waited for its log end (0: none waits).",
-            registry=reg,
         )
-        self.cluster_epoch = Gauge(
+        self.cluster_epoch = gauge(
             "l0gc_watermark_cluster_epoch",
             "Cluster epoch as last read or written by this process.",
-            registry=reg,
         )
-        self.epoch_advances = Counter(
+        self.epoch_advances = counter(
             "l0gc_watermark_epoch_advances_total",
             "Cluster epoch advances made by this process (ticker or admin).",
-            registry=reg,
         )
-        self.idle_advances = Counter(
+        self.idle_advances = counter(
             "l0gc_watermark_idle_advances_total",
             "Epoch advances applied to idle, fully reconciled partitions.",
-            registry=reg,
         )
-        self.fencing_violations = Counter(
+        self.fencing_violations = counter(
             "l0gc_watermark_fencing_violations_total",
             "Commits refused because their epoch was below the promised window; each "
             "freezes its partition's M(p) until it is adopted again.",
-            registry=reg,
         )
-        self.ticker_leader = Gauge(
+        self.ticker_leader = gauge(
             "l0gc_watermark_ticker_leader",
             "1 while this process is the elected epoch ticker leader, else 0.",
-            registry=reg,
         )
-        self.ticker_interval = Gauge(
+        self.ticker_interval = gauge(
             "l0gc_watermark_ticker_interval_seconds",
             "Interval of the epoch ticker running in this process (it advances the epoch "
             "this often while it leads); 0 when this process runs no ticker.",
-            registry=reg,
         )
-        self.ticker_last_advance = Gauge(
+        self.ticker_last_advance = gauge(
             "l0gc_watermark_ticker_last_advance_timestamp_seconds",
             "Unix time of this process's last epoch advance as ticker leader; 0 when it has "
             "made none.",
-            registry=reg,
         )
-        self.http_refusals = Counter(
+        self.http_refusals = counter(
             "l0gc_watermark_http_refusals_total",
             "Requests and connections the HTTP API refused, by reason (unauthorized, "
             "forbidden, too_many_connections, too_many_from_peer, head_timeout, read_timeout, "
             "body_too_large, bad_request).",
             ["reason"],
-            registry=reg,
         )
         for refusal in HttpRefusal:
             self.http_refusals.labels(reason=refusal.value)
@@ -214,65 +210,56 @@ class WatermarkMetrics:
 
     def _replica_metrics(self, reg: CollectorRegistry) -> None:
         """The metrics of `watermark serve --replicated` (flat at 0 without it)."""
-        self.replica_member = Gauge(
+        counter, gauge, histogram = _makers(reg)
+        self.replica_member = gauge(
             "l0gc_watermark_replica_member",
             "1 while this replica holds its membership lease (it may own partitions), else 0.",
-            registry=reg,
         )
-        self.replicas = Gauge(
+        self.replicas = gauge(
             "l0gc_watermark_replicas",
             "Live replicas (member records) in this replica's last view of the replica set.",
-            registry=reg,
         )
-        self.adoptions = Counter(
+        self.adoptions = counter(
             "l0gc_watermark_adoptions_total",
             "Partitions this replica adopted, by whether the log end was known (the previous "
             "owner sealed it: a handover) or unknown (a failover: no idle advance until the "
             "first commit).",
             ["log_end"],
-            registry=reg,
         )
-        self.handovers = Counter(
+        self.handovers = counter(
             "l0gc_watermark_handovers_total",
             "Partitions this replica handed over to another, by whether the final publish "
             "was sealed (the next owner knows where the log ends) or not.",
             ["outcome"],
-            registry=reg,
         )
-        self.time_to_adopt = Histogram(
+        self.time_to_adopt = histogram(
             "l0gc_watermark_time_to_adopt_seconds",
             "From when this replica first saw a partition without an owner (or handed over "
             "by a leaving replica) to when it had adopted it.",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
-            registry=reg,
         )
-        self.partitions_unowned = Gauge(
+        self.partitions_unowned = gauge(
             "l0gc_watermark_partitions_unowned",
             "Partitions of this replica's --partitions that no replica owns in its last view.",
-            registry=reg,
         )
-        self.longest_unowned = Gauge(
+        self.longest_unowned = gauge(
             "l0gc_watermark_longest_unowned_seconds",
             "How long the partition of this replica's --partitions that has been without an "
             "owner longest has been so, as this replica has seen it (0 when all are owned).",
-            registry=reg,
         )
-        self.ownership_lapses = Counter(
+        self.ownership_lapses = counter(
             "l0gc_watermark_ownership_lapses_total",
             "Times this replica's membership lease lapsed (not renewed in time) and it "
             "dropped every partition it owned.",
-            registry=reg,
         )
-        self.redirects = Counter(
+        self.redirects = counter(
             "l0gc_watermark_redirects_total",
             "Requests answered 307 with the owning replica's address.",
-            registry=reg,
         )
-        self.members_ignored = Counter(
+        self.members_ignored = counter(
             "l0gc_watermark_members_ignored_total",
             "Member records under {ns}/replicas/members/ ignored (no redirect to them, no "
             "partition assigned to them) because their address is outside --fleet-urls.",
-            registry=reg,
         )
         for known in ("known", "unknown"):
             self.adoptions.labels(log_end=known)
