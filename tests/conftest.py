@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 import pytest
@@ -25,12 +25,14 @@ import structlog
 from hypothesis import HealthCheck, settings
 
 from l0gc.errors import ConfigError
+from l0gc.etcd.client import EtcdKV
 from l0lab.testing.local_azurite import LocalAzurite
 from l0lab.testing.local_gcs import LocalGcs
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.clirun import Cli
 from tests.ordering import install_recorder, known_durations, longest_first
+from tests.publishing import Publishing, new_publishing
 
 _counter = itertools.count()
 
@@ -145,6 +147,30 @@ def cli(capfd: pytest.CaptureFixture[str]) -> Cli:
     frozen `CliResult` (`code`, `out`, `err`, `json`: the last stdout line parsed).
     Uses capfd, so a test asking for it cannot ask for capsys as well."""
     return Cli(capfd)
+
+
+@pytest.fixture
+async def publishing(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[Callable[..., Awaitable[Publishing]]]:
+    """`await publishing(registered=("p",), ...)`: tests/publishing.py's `new_publishing`
+    (a store on a fresh MemoryKV, publishers built on it in this process); with
+    `etcd=True`, the store is on the session's real etcd in this test's namespace, its
+    client closed after the test."""
+    clients: list[EtcdKV] = []
+
+    async def make(*, etcd: bool = False, **options: Any) -> Publishing:
+        if not etcd:
+            return await new_publishing(**options)
+        server: LocalEtcd = request.getfixturevalue("etcd_server")
+        client = EtcdKV([server.endpoint], timeout_s=5.0)
+        clients.append(client)
+        namespace: str = request.getfixturevalue("namespace")
+        return await new_publishing(client, namespace=namespace, **options)
+
+    yield make
+    for client in clients:
+        await client.close()
 
 
 class _Server(Protocol):

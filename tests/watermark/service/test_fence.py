@@ -8,37 +8,13 @@ import asyncio
 import pytest
 
 from l0gc.errors import FenceExpired
-from l0gc.etcd.memory import MemoryKV
-from l0gc.etcd.store import WatermarkStore
-from watermark.service.publisher import Publisher
-
-
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def hosting(
-    clock: FakeClock, hold_ttl_s: float | None = 30.0
-) -> tuple[WatermarkStore, Publisher]:
-    """A publisher hosting partition "p" on an in-memory etcd at cluster epoch 5."""
-    store = WatermarkStore(MemoryKV(), "/l0gc/test")
-    await store.init_cluster_epoch(5)
-    await store.register_partition("p")
-    publisher = Publisher(store, "writer-1", clock=clock, hold_ttl_s=hold_ttl_s)
-    await publisher.adopt("p")
-    return store, publisher
+from tests.publishing import HandClock, hosting
 
 
 async def test_expires_in_s_counts_down_on_the_publishers_clock() -> None:
     """expires_in_s is the hold TTL left on the publisher's clock, 0.0 once past."""
-    clock = FakeClock()
-    _, publisher = await hosting(clock, hold_ttl_s=30.0)
+    clock = HandClock()
+    _, publisher = await hosting("p", owner="writer-1", clock=clock, hold_ttl_s=30.0)
     async with publisher.fence("p", 5) as fence:
         assert fence.expires_in_s == pytest.approx(30.0)
         clock.now += 12.5
@@ -50,7 +26,7 @@ async def test_expires_in_s_counts_down_on_the_publishers_clock() -> None:
 
 async def test_expires_in_s_is_none_without_a_hold_deadline() -> None:
     """A publisher without a hold TTL grants fences that never expire: None."""
-    _, publisher = await hosting(FakeClock(), hold_ttl_s=None)
+    _, publisher = await hosting("p", owner="writer-1", clock=HandClock(), hold_ttl_s=None)
     async with publisher.fence("p", 5) as fence:
         assert fence.expires_in_s is None
 
@@ -58,7 +34,7 @@ async def test_expires_in_s_is_none_without_a_hold_deadline() -> None:
 async def test_abort_releases_the_fence_and_forbids_the_commit() -> None:
     """abort() frees the hold at once (a slide can proceed), answers False the second time,
     and a commit after it is refused: the entry must not be committed."""
-    _, publisher = await hosting(FakeClock())
+    _, publisher = await hosting("p", owner="writer-1", clock=HandClock(), hold_ttl_s=30.0)
     async with publisher.fence("p", 5) as fence:
         assert publisher.is_held(fence.token)
         assert fence.abort() is True
@@ -73,7 +49,7 @@ async def test_abort_releases_the_fence_and_forbids_the_commit() -> None:
 
 async def test_an_aborted_fence_does_not_block_a_slide() -> None:
     """After abort() a fence at a higher epoch is granted without waiting for the holder."""
-    store, publisher = await hosting(FakeClock())
+    store, publisher = await hosting("p", owner="writer-1", clock=HandClock(), hold_ttl_s=30.0)
     async with publisher.fence("p", 5) as fence:
         await store.advance_cluster_epoch()
         fence.abort()

@@ -4,38 +4,29 @@ metric; on the real `Publisher` and `WatermarkStore` over `MemoryKV`."""
 
 from __future__ import annotations
 
-from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
+from tests.publishing import HandClock, new_publishing
 from watermark.service.hosted import WAITING_REFRESH_S
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def crashed_owner() -> tuple[WatermarkStore, Publisher, Clock, WatermarkMetrics]:
+async def crashed_owner() -> tuple[WatermarkStore, Publisher, HandClock, WatermarkMetrics]:
     """Partition p committed at offset 0 by owner a, which crashed before publishing; its
     successor (same id) adopted it without the log end; the cluster epoch is 4."""
-    clock = Clock()
-    store = WatermarkStore(MemoryKV(now=clock), "/ns", wall_clock=clock)
-    await store.init_cluster_epoch(1)
-    await store.register_partition("p")
-    first = Publisher(store, "a", hook=None, clock=clock)
+    clock = HandClock(1_800_000_000.0)
+    world = await new_publishing(
+        namespace="/ns", epoch=1, registered=("p",), clock=clock, wall_clock=True
+    )
+    first = world.publisher("a", hook=None)
     await first.read_cluster_epoch()
     await first.adopt("p")
     first.commit(await first.acquire("p", 1), 0)
     metrics = WatermarkMetrics()
-    second = Publisher(store, "a", clock=clock, metrics=metrics)
-    await second.adopt("p")
+    second = await world.adopting("a", "p", metrics=metrics)
     for _ in range(3):
-        await store.advance_cluster_epoch()
-    return store, second, clock, metrics
+        await world.store.advance_cluster_epoch()
+    return world.store, second, clock, metrics
 
 
 async def test_the_record_says_it_waits_for_the_log_end_since_the_first_round() -> None:

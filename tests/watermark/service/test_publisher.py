@@ -26,23 +26,12 @@ from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
 from l0gc.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
 from l0lab.sim.variants import NoDrainGuard
+from tests.publishing import NS, HandClock, Publishing, hosting, new_publishing
 from watermark.core.fencelock import Outcome
 from watermark.service.fence import Fence
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher
 from watermark.service.ticker import EpochTicker
-
-NS = "/l0gc/test"
-
-
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -50,25 +39,6 @@ async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0)
-
-
-async def make_store(epoch: int = 5) -> WatermarkStore:
-    """A store on a fresh MemoryKV with the cluster epoch at `epoch`."""
-    store = WatermarkStore(MemoryKV(), NS)
-    await store.init_cluster_epoch(epoch)
-    return store
-
-
-async def hosting(
-    *partitions: str, owner: str = "pub-a", **options: Any
-) -> tuple[WatermarkStore, Publisher]:
-    """A store at cluster epoch 5 with `partitions` registered and adopted by a publisher."""
-    store = await make_store(5)
-    publisher = Publisher(store, owner, **options)
-    for name in partitions:
-        await store.register_partition(name)
-        await publisher.adopt(name)
-    return store, publisher
 
 
 async def advance_to(store: WatermarkStore, epoch: int) -> None:
@@ -106,7 +76,7 @@ async def test_adopt_restores_fresh_state_and_publishes_owner_and_window() -> No
 
 async def test_adopt_of_unregistered_partition_fails() -> None:
     """A partition must be registered before it can be adopted."""
-    publisher = Publisher(await make_store(), "pub-a")
+    publisher = (await new_publishing()).publisher("pub-a")
     with pytest.raises(PartitionNotRegistered):
         await publisher.adopt("nope")
     assert publisher.partitions == []
@@ -139,7 +109,7 @@ async def test_new_owner_recovers_the_window_and_the_old_owner_stops_publishing(
     old.reconciled("p0", 2)
     await old.publish_now()
 
-    new = Publisher(store, "pub-b")
+    new = Publishing(store).publisher("pub-b")
     state = await new.adopt("p0")
     assert state["owner_epoch"] == 2
     assert state["window"] == [7, 7]
@@ -162,8 +132,7 @@ async def test_adopting_back_a_partition_that_moved_away_reacquires_it() -> None
     window (below what B published) can no longer admit an epoch at or below M(p)."""
     store, a = await hosting("p0")
     await advance_to(store, 8)
-    b = Publisher(store, "pub-b")
-    await b.adopt("p0")
+    b = await Publishing(store).adopting("pub-b", "p0")
     await write(b, "p0", 5, 0)
     await write(b, "p0", 6, 1)
     await write(b, "p0", 7, 2)
@@ -293,11 +262,9 @@ async def test_a_fence_at_a_new_epoch_rereads_the_cluster_epoch() -> None:
     """A writer that saw the ticker advance before the publisher did is not refused: the
     publisher re-reads the epoch once; if etcd cannot answer, the fence fails closed."""
     kv = MemoryKV()
-    store = WatermarkStore(kv, NS)
-    await store.init_cluster_epoch(5)
-    await store.register_partition("p0")
-    publisher = Publisher(store, "pub-a")
-    await publisher.adopt("p0")
+    world = await new_publishing(kv, registered=("p0",))
+    store = world.store
+    publisher = await world.adopting("pub-a", "p0")
     assert await publisher.read_cluster_epoch() == 5
     await store.advance_cluster_epoch()
     await write(publisher, "p0", 6, 0)
@@ -333,7 +300,7 @@ async def test_concurrent_fences_above_the_known_epoch_share_one_read() -> None:
 
 async def test_reclaimed_fence_cannot_commit() -> None:
     """A fence reclaimed for a slide after its deadline refuses the commit; state unchanged."""
-    clock = FakeClock()
+    clock = HandClock(0.0)
     store, publisher = await hosting("p0", clock=clock, hold_ttl_s=10)
     await advance_to(store, 6)
     stuck = await publisher.acquire("p0", 5, 5)
@@ -353,7 +320,7 @@ async def test_a_fence_abandoned_on_an_idle_partition_ends_at_its_hold_deadline(
     slide, and an idle advance needs no fence in flight) and a commit 90 s late was
     accepted. Now the round after the hold deadline reclaims it, the partition advances
     with the epoch, and the late commit is refused."""
-    clock = FakeClock()
+    clock = HandClock(0.0)
     store, publisher = await hosting("p0", clock=clock, hold_ttl_s=30)
     await write(publisher, "p0", 5, 0)
     publisher.reconciled("p0", 0)
@@ -432,7 +399,7 @@ async def test_a_new_owner_waits_for_the_reconciler_past_the_log_end() -> None:
     await write(old, "p0", 6, 1)  # applied, never published: old dies here
     await store.advance_cluster_epoch()
 
-    new = Publisher(store, "pub-b")
+    new = Publishing(store).publisher("pub-b")
     state = await new.adopt("p0", log_end_offset=1)
     assert (state["last_applied_offset"], state["log_end_known"]) == (1, True)
     assert await new.advance_idle() == 0  # offset 1 (epoch 6) is not reconciled
@@ -452,7 +419,7 @@ async def test_without_a_log_end_a_new_owner_waits_for_its_first_commit() -> Non
     await old.publish_now()
     await store.advance_cluster_epoch()
 
-    new = Publisher(store, "pub-b")
+    new = Publishing(store).publisher("pub-b")
     assert (await new.adopt("p0"))["log_end_known"] is False
     assert await new.advance_idle() == 0
     await write(new, "p0", 5, 3)
@@ -460,7 +427,7 @@ async def test_without_a_log_end_a_new_owner_waits_for_its_first_commit() -> Non
     assert new.state("p0")["log_end_known"] is True
     assert await new.advance_idle() == 1
 
-    other = Publisher(store, "pub-c")
+    other = Publishing(store).publisher("pub-c")
     await other.adopt("p0")
     state = await other.adopt("p0", log_end_offset=3)  # hosted already: learns the log end
     assert state["log_end_known"] is True
@@ -556,14 +523,11 @@ class CountingKV(MemoryKV):
 async def counting_publisher(count: int) -> tuple[CountingKV, WatermarkStore, Publisher]:
     """`count` partitions registered and adopted on a CountingKV, call counts reset."""
     kv = CountingKV()
-    store = WatermarkStore(kv, NS)
-    await store.init_cluster_epoch(5)
-    publisher = Publisher(store, "pub-a")
-    for index in range(count):
-        await store.register_partition(f"t/{index:04d}")
-        await publisher.adopt(f"t/{index:04d}")
+    names = [f"t/{index:04d}" for index in range(count)]
+    world = await new_publishing(kv, registered=names)
+    publisher = await world.adopting("pub-a", *names)
     kv.reset()
-    return kv, store, publisher
+    return kv, world.store, publisher
 
 
 async def test_publish_now_reads_once_and_writes_full_transactions() -> None:
@@ -648,7 +612,7 @@ async def test_a_clean_stop_seals_the_log_for_the_next_owner() -> None:
     assert (await stored(store, "p0")).sealed_owner_epoch == 1
     await store.advance_cluster_epoch()
 
-    new = Publisher(store, "pub-b")
+    new = Publishing(store).publisher("pub-b")
     assert (await new.adopt("p0"))["log_end_known"] is True
     assert (await new.adopt("p1"))["last_applied_offset"] == 1
     assert await new.advance_idle() == 2
@@ -656,7 +620,7 @@ async def test_a_clean_stop_seals_the_log_for_the_next_owner() -> None:
     crashed_store, crashed = await hosting("p0")
     await write(crashed, "p0", 5, 0)
     await crashed.publish_now()  # then the process dies: no shutdown
-    successor = Publisher(crashed_store, "pub-b")
+    successor = Publishing(crashed_store).publisher("pub-b")
     assert (await successor.adopt("p0"))["log_end_known"] is False
 
 

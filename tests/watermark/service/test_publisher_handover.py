@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 
 from l0gc.contract.kv import Compare, Delete, Put, TxnResult
 from l0gc.etcd.memory import MemoryKV
-from l0gc.etcd.store import WatermarkStore
-from watermark.service.publisher import Publisher
+from tests.publishing import new_publishing
 
 _TURNS_BOUND = 10_000
 """Loop turns after which neither outcome happened: a test bug, reported as such."""
@@ -54,11 +53,9 @@ class HandOverMidRound(MemoryKV):
 
 async def test_a_round_in_flight_does_not_unseal_a_hand_over() -> None:
     kv = HandOverMidRound()
-    store = WatermarkStore(kv, "/l0gc/handover")
-    await store.init_cluster_epoch(5)
-    await store.register_partition("p")
-    publisher = Publisher(store, "pub-a")
-    await publisher.adopt("p", log_end_offset=-1)
+    world = await new_publishing(kv, namespace="/l0gc/handover", registered=("p",))
+    store = world.store
+    publisher = await world.adopting("pub-a", "p", log_end_offset=-1)
     await publisher.advance_idle(5)  # dirty: the next round publishes it
     kv.lock = getattr(publisher, "_publish_lock", None)  # what the hand-over waits on
     kv.start_during = lambda: asyncio.ensure_future(publisher.hand_over(["p"]))

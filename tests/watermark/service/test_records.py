@@ -16,6 +16,7 @@ from l0gc.contract.namespace import PublishStatus
 from l0gc.errors import FenceExpired, PartitionNotHosted, StaleEpoch
 from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
+from tests.publishing import new_publishing
 from watermark.service.publisher import Publisher
 
 E = 10
@@ -24,13 +25,11 @@ E = 10
 async def owner_at_window_edge() -> tuple[MemoryKV, WatermarkStore, Publisher]:
     """Partition "p" registered at epoch E-2, hosted with the window [E-1, E]."""
     kv = MemoryKV()
-    store = WatermarkStore(kv, "/l0gc/t")
-    await store.init_cluster_epoch(E - 2)
-    await store.register_partition("p")
-    await store.advance_cluster_epoch()
-    await store.advance_cluster_epoch()
-    publisher = Publisher(store, "owner-a")
-    await publisher.adopt("p")
+    world = await new_publishing(
+        kv, namespace="/l0gc/t", epoch=E - 2, registered=("p",), advanced=2
+    )
+    store = world.store
+    publisher = await world.adopting("owner-a", "p")
     for epoch, offset in ((E - 1, 0), (E, 1)):
         async with publisher.fence("p", epoch) as fence:
             fence.commit(offset)

@@ -19,16 +19,13 @@ from l0gc.contract.kv import Delete, Put
 from l0gc.contract.members import ClaimRecord
 from l0gc.errors import NoOwner, PartitionNotHosted
 from l0gc.etcd.memory import MemoryKV
-from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import free_port
+from tests.publishing import NS, HandClock, Publishing, api_on_loopback, new_publishing
 from tests.waiting import wait_until
 from watermark.api.http_api import create_app
-from watermark.api.http_server import ApiServer
 from watermark.core.assignment import Route
-from watermark.service.publisher import Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings
 
-NS = "/l0gc/test"
 PARTITIONS = tuple(f"orders/{n}" for n in range(24))
 TTL = 5
 WAIT_S = 60.0
@@ -37,34 +34,24 @@ ends when its condition holds, so only a test that expects one to run out sets i
 shorter. A short one would race the test's own steps on a loaded machine."""
 
 
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Group:
-    """Replicas on one MemoryKV, each with its own publisher, all on one fake clock."""
+    """Replicas on one MemoryKV, each with its own publisher, all on one hand clock."""
 
-    def __init__(self) -> None:
-        self.clock = FakeClock()
-        self.kv = MemoryKV(now=self.clock)
-        self.store = WatermarkStore(self.kv, NS)
+    def __init__(self, world: Publishing, clock: HandClock, kv: MemoryKV) -> None:
+        self.world, self.clock, self.kv = world, clock, kv
+        self.store = world.store
         self.replicas: dict[str, ReplicaSet] = {}
 
-    async def setup(self) -> None:
-        """Cluster epoch 5 and every partition registered."""
-        await self.store.init_cluster_epoch(5)
-        for name in PARTITIONS:
-            await self.store.register_partition(name)
+    @classmethod
+    async def made(cls) -> Group:
+        """No replica yet; the cluster epoch 5 and every partition registered."""
+        clock = HandClock()
+        kv = MemoryKV(now=clock)
+        return cls(await new_publishing(kv, registered=PARTITIONS, clock=clock), clock, kv)
 
     def add(self, member_id: str, address: str = "", **settings: Any) -> ReplicaSet:
         """A replica (not joined yet) at `address` (default http://ID.test:8080)."""
-        publisher = Publisher(self.store, member_id, clock=self.clock, drain_timeout_s=WAIT_S)
+        publisher = self.world.publisher(member_id, drain_timeout_s=WAIT_S)
         options: dict[str, Any] = {
             "lease_ttl_s": TTL,
             "route_wait_s": WAIT_S,
@@ -112,8 +99,7 @@ class Group:
 @pytest.fixture
 async def group() -> Group:
     """Three joined, settled replicas a, b, c."""
-    made = Group()
-    await made.setup()
+    made = await Group.made()
     for name in ("a", "b", "c"):
         await made.add(name).join()
     await made.rounds()
@@ -216,8 +202,7 @@ async def test_a_moving_partition_is_served_by_its_holder_through_the_grace() ->
     holders (served there; d holds requests for them) until 2 s after the holders first
     saw the move; a move undone within the grace (e joins and leaves) hands nothing over.
     Where the other replicas send such requests is `route`'s, in test_assignment."""
-    made = Group()
-    await made.setup()
+    made = await Group.made()
     for name in ("a", "b", "c"):
         await made.add(name, handover_grace_s=2.0).join()
     await made.rounds()
@@ -298,8 +283,7 @@ async def test_requests_are_routed_to_the_claim_holder(group: Group) -> None:
 
 async def test_a_partition_nobody_adopts_times_out_as_no_owner() -> None:
     """Assigned to a member that never adopts: a request waits, then NoOwner."""
-    made = Group()
-    await made.setup()
+    made = await Group.made()
     await made.add("a", route_wait_s=1.0).join()  # a request waits 1 s, then NoOwner
     await made.add("b").join()  # joined, but runs no rounds: never claims
     await made.rounds("a")
@@ -365,7 +349,7 @@ async def test_a_member_id_in_use_on_another_lease_claims_nothing(group: Group) 
     twin = ReplicaSet(
         group.store,
         group.kv,
-        Publisher(group.store, "a", clock=group.clock),
+        group.world.publisher("a"),
         ReplicaSettings("a", "http://twin.test:8080", PARTITIONS, lease_ttl_s=TTL),
         clock=group.clock,
     )
@@ -385,8 +369,7 @@ TOKENS = parse_token_file(f"writer:{WRITER}\nadmin:{ADMIN}\n", source="test")
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Group, dict[str, str], aiohttp.ClientSession]]:
     """Replicas a and b with their HTTP APIs on loopback (tokens required), settled."""
-    made = Group()
-    await made.setup()
+    made = await Group.made()
     urls: dict[str, str] = {}
     async with AsyncExitStack() as stack:
         for name in ("a", "b"):
@@ -394,9 +377,7 @@ async def served() -> AsyncIterator[tuple[Group, dict[str, str], aiohttp.ClientS
             urls[name] = f"http://127.0.0.1:{port}"
             replica = made.add(name, urls[name])
             app = create_app(replica._publisher, tokens=lambda: TOKENS, router=replica)
-            server = ApiServer(app)
-            await server.start("127.0.0.1", port)
-            stack.push_async_callback(server.stop)
+            await api_on_loopback(stack, app, port=port)
             await replica.join()
         await made.rounds()
         background = asyncio.create_task(_keep_rounds(made))
