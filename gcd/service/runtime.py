@@ -302,26 +302,19 @@ async def _undo_keeper(
     yield keeper
 
 
+@dataclass(eq=False)
 class SweepRuntime:
     """The pieces of a sweeping process, opened and owned together (the module docstring)."""
 
-    def __init__(
-        self,
-        settings: SweepSettings,
-        sweeper: Sweeper,
-        source: BoundSource | None,
-        kv: EtcdKV | None,
-        objects: BucketStore,
-    ) -> None:
-        self.settings = settings
-        self.objects = objects
-        """The open store (the sweeper's, and the claim and journal store)."""
-        self.sweeper = sweeper
-        """The sweeper; setting its `stop` ends a round (and the daemon) cleanly."""
-        self.source = source
-        """M through the binding (followed with a watch in a daemon); None without etcd."""
-        self.kv = kv
-        """The one etcd client (None without etcd)."""
+    settings: SweepSettings
+    sweeper: Sweeper
+    """The sweeper; setting its `stop` ends a round (and the daemon) cleanly."""
+    source: BoundSource | None
+    """M through the binding (followed with a watch in a daemon); None without etcd."""
+    kv: EtcdKV | None
+    """The one etcd client (None without etcd)."""
+    objects: BucketStore
+    """The open store (the sweeper's, and the claim and journal store)."""
 
     @classmethod
     @contextlib.asynccontextmanager

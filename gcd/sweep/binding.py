@@ -9,7 +9,7 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -262,40 +262,32 @@ RECHECK_MAX_S = 60.0
 most every 60 s while they stay so (`BoundSource.peek_safe_epoch`)."""
 
 
+@dataclass(eq=False)
 class BoundSource:
     """M from one etcd revision, refused unless the namespace is bound to `target`."""
 
-    def __init__(
-        self,
-        store: WatermarkStore,
-        target: StorageTarget,
-        objects: BucketStore,
-        *,
-        shard: ShardAnnouncement | None = None,
-        follower: GcFollower | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.store = store
-        self.target = target
-        self.objects = objects
-        self.shard = shard
-        self.follower = follower
-        """Reads M through an etcd watch when set (`l0gc.etcd.follow`), else in full."""
-        self._claims: tuple[bytes | None, dict[str, bytes]] | None = None
-        """The root's and the ancestors' claims as last read, while they were in order."""
-        self._clock = clock
-        self._wrong: tuple[bytes | None, dict[str, bytes]] | str | None = None
-        """The claims last read when they were not in order (or why they could not be
-        read), judged again by peeks until `_recheck_at`."""
-        self._recheck_at = 0.0
-        self._recheck_s = 0.0
+    store: WatermarkStore
+    target: StorageTarget
+    objects: BucketStore
+    _: KW_ONLY
+    shard: ShardAnnouncement | None = None
+    follower: GcFollower | None = None
+    """Reads M through an etcd watch when set (`l0gc.etcd.follow`), else in full."""
+    clock: Callable[[], float] = time.monotonic
+    _claims: tuple[bytes | None, dict[str, bytes]] | None = field(default=None, init=False)
+    """The root's and the ancestors' claims as last read, while they were in order."""
+    _wrong: tuple[bytes | None, dict[str, bytes]] | str | None = field(default=None, init=False)
+    """The claims last read when they were not in order (or why they could not be
+    read), judged again by peeks until `_recheck_at`."""
+    _recheck_at: float = field(default=0.0, init=False)
+    _recheck_s: float = field(default=0.0, init=False)
 
     def _found_wrong(self, wrong: tuple[bytes | None, dict[str, bytes]] | str) -> None:
         """Claims just read and found wrong (or unreadable): peeks judge them as read
         until the next recheck, which backs off while they stay so."""
         self._wrong = wrong
         self._recheck_s = min(RECHECK_MAX_S, max(RECHECK_FIRST_S, 2 * self._recheck_s))
-        self._recheck_at = self._clock() + self._recheck_s
+        self._recheck_at = self.clock() + self._recheck_s
 
     def _unreadable(self, read: SafeEpoch, why: str) -> SafeEpoch:
         """`read` refused because the claims could not be read (backed off as wrong)."""
@@ -343,9 +335,7 @@ class BoundSource:
         if view.binding_raw is not None:
             if not fresh_claims and self._claims is not None:
                 claim_raw, above = self._claims
-            elif (
-                not fresh_claims and self._wrong is not None and (self._clock() < self._recheck_at)
-            ):
+            elif not fresh_claims and self._wrong is not None and (self.clock() < self._recheck_at):
                 if isinstance(self._wrong, str):
                     return dataclasses.replace(read, refused_reason=self._wrong)
                 claim_raw, above = self._wrong

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
 import structlog
@@ -68,26 +69,20 @@ class OpenBrake:
 OPEN: Final = OpenBrake()
 
 
+@dataclass(eq=False)
 class PauseBrake:
     """Stops deletion once the pause key is seen (or cannot be read); see the module docs."""
 
-    def __init__(
-        self,
-        source: PauseSource,
-        *,
-        min_interval_s: float = DEFAULT_MIN_INTERVAL_S,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.source = source
-        self.min_interval_s = min_interval_s
-        self.timeout_s = timeout_s
-        self.clock = clock
-        self.reads = 0
-        """Pause-key reads started (for tests and logs)."""
-        self._engaged: str | None = None
-        self._read_at: float | None = None
-        self._reading: asyncio.Task[str | None] | None = None
+    source: PauseSource
+    _: KW_ONLY
+    min_interval_s: float = DEFAULT_MIN_INTERVAL_S
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    clock: Callable[[], float] = time.monotonic
+    reads: int = field(default=0, init=False)
+    """Pause-key reads started (for tests and logs)."""
+    _engaged: str | None = field(default=None, init=False)
+    _read_at: float | None = field(default=None, init=False)
+    _reading: asyncio.Task[str | None] | None = field(default=None, init=False)
 
     @property
     def engaged(self) -> str | None:

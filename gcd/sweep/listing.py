@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import NamedTuple
 
 import structlog
@@ -51,33 +52,21 @@ class _Ahead(NamedTuple):
     task: asyncio.Task[ListPage]
 
 
+@dataclass(eq=False)
 class RoundLister:
     """Lists the prefixes of one round (`run`) and feeds each page to `decider`."""
 
-    def __init__(
-        self,
-        run: RoundState,
-        queue: BatchQueue,
-        store: ObjectStore,
-        config: RoundSettings,
-        decider: PageDecider,
-        *,
-        retrier: Retrier,
-        stop: asyncio.Event,
-        brake: Brake,
-        emit: Hook,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.run = run
-        self.queue = queue
-        self.store = store
-        self.config = config
-        self.decider = decider
-        self.retrier = retrier
-        self.stop = stop
-        self.brake = brake
-        self.emit = emit
-        self.monotonic = monotonic
+    run: RoundState
+    queue: BatchQueue
+    store: ObjectStore
+    config: RoundSettings
+    decider: PageDecider
+    _: KW_ONLY
+    retrier: Retrier
+    stop: asyncio.Event
+    brake: Brake
+    emit: Hook
+    monotonic: Callable[[], float] = time.monotonic
 
     async def produce(self) -> None:
         """List every prefix of the round, then tell each of the deleter tasks to end.

@@ -6,6 +6,7 @@ Design notes: docs/internals/sweep.md, `gcd.sweep.pages`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Final
 
 import structlog
@@ -34,25 +35,17 @@ _SKIP_VERDICTS: Final = (
 )
 
 
+@dataclass(eq=False)
 class PageDecider:
     """Decides the pages of one round (`run`), queueing batches on `queue`."""
 
-    def __init__(
-        self,
-        run: RoundState,
-        queue: BatchQueue,
-        config: RoundSettings,
-        *,
-        clock: Callable[[], float],
-        plan: PlanWriter | None,
-        emit: Hook,
-    ) -> None:
-        self.run = run
-        self.queue = queue
-        self.config = config
-        self.clock = clock
-        self.plan = plan
-        self.emit = emit
+    run: RoundState
+    queue: BatchQueue
+    config: RoundSettings
+    _: KW_ONLY
+    clock: Callable[[], float]
+    plan: PlanWriter | None
+    emit: Hook
 
     async def examine(self, prefix: str, cursor: Cursor, page: ListPage) -> Cursor | None:
         """Decide every object of a page, queue the deletable ones; where the listing goes on.

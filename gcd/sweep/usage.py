@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 import structlog
@@ -36,16 +37,14 @@ def usage_key(namespace: str, index: int, count: int) -> str:
     return f"{usage_prefix(namespace)}{index}-of-{count}"
 
 
+@dataclass(eq=False)
 class UsageRecorder:
     """Adds rounds to one shard's usage record (an awaitable callback per round)."""
 
-    def __init__(
-        self, kv: KV, key: str, prices: PriceTable, clock: Callable[[], float] = time.time
-    ) -> None:
-        self.kv = kv
-        self.key = key
-        self.prices = prices
-        self.clock = clock
+    kv: KV
+    key: str
+    prices: PriceTable
+    clock: Callable[[], float] = time.time
 
     async def __call__(self, summary: RoundSummary) -> None:
         """Add `summary`'s counts (rounds that were refused request nothing)."""
