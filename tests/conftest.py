@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 import pytest
@@ -32,7 +32,7 @@ from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.clirun import Cli
 from tests.ordering import install_recorder, known_durations, longest_first
-from tests.publishing import Publishing, new_publishing
+from tests.publishing import MakePublishing, Publishing, new_publishing
 
 _counter = itertools.count()
 
@@ -152,7 +152,7 @@ def cli(capfd: pytest.CaptureFixture[str]) -> Cli:
 @pytest.fixture
 async def publishing(
     request: pytest.FixtureRequest,
-) -> AsyncIterator[Callable[..., Awaitable[Publishing]]]:
+) -> AsyncIterator[MakePublishing]:
     """`await publishing(registered=("p",), ...)`: tests/publishing.py's `new_publishing`
     (a store on a fresh MemoryKV, publishers built on it in this process); with
     `etcd=True`, the store is on the session's real etcd in this test's namespace, its

@@ -24,7 +24,7 @@ is tests/serving.py's; a `--replicated` fleet is the lab's `LocalReplicas`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +37,15 @@ from l0gc.etcd.store import WatermarkStore
 from watermark.api.http_server import ApiServer
 from watermark.service.publisher import Publisher
 
-__all__ = ["NS", "HandClock", "Publishing", "api_on_loopback", "hosting", "new_publishing"]
+__all__ = [
+    "NS",
+    "HandClock",
+    "MakePublishing",
+    "Publishing",
+    "api_on_loopback",
+    "hosting",
+    "new_publishing",
+]
 
 NS = "/l0gc/test"
 """The namespace of a store on a MemoryKV when the test names none."""
@@ -112,6 +120,10 @@ async def new_publishing(
     for _ in range(advanced):
         await store.advance_cluster_epoch()
     return Publishing(store, clock)
+
+
+MakePublishing = Callable[..., Awaitable[Publishing]]
+"""The `publishing` fixture: `await publishing(etcd=False, **new_publishing_options)`."""
 
 
 async def hosting(

@@ -26,10 +26,10 @@ the lab's child process (its own session, output appended to `log`).
 builds, `-m l0lab.chaos.broken_serve BUILD`); `env` replaces the child's environment
 (default: `child_env()`, no L0GC_* of the caller).
 
-Not here: a publisher inside the test process (an aiohttp app on a test server, as in
-tests/watermark/api/test_http_api.py, or `watermark.service` objects on a MemoryKV as in
-tests/watermark/service/test_replicas.py) is a fixture of its test module, and a fleet of
-`--replicated` processes is the lab's `l0lab.testing.local_replicas.LocalReplicas`.
+Not here: a publisher inside the test process (`watermark.service` objects on a MemoryKV
+or a real etcd, an aiohttp app of one on a loopback `ApiServer`) is tests/publishing.py's
+(the `publishing` fixture), and a fleet of `--replicated` processes is the lab's
+`l0lab.testing.local_replicas.LocalReplicas`.
 """
 
 from __future__ import annotations

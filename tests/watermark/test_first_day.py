@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import aiohttp
@@ -19,14 +20,11 @@ import l0gc
 import watermark
 from gcd.cli.main import main as gcd_main
 from gcd.observe.metrics import SweeperMetrics
-from l0gc.etcd.memory import MemoryKV
-from l0gc.etcd.store import WatermarkStore
+from tests.publishing import api_on_loopback, new_publishing
 from watermark.__main__ import main as watermark_main
 from watermark.api.http_api import create_app
-from watermark.api.http_server import ApiServer
 from watermark.api.openapi import OPENAPI_JSON, document, served
 from watermark.service.metrics import WatermarkMetrics
-from watermark.service.publisher import Publisher
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,15 +38,12 @@ def test_watermark_has_the_distributions_version() -> None:
 async def test_the_served_document_names_the_address_it_was_fetched_from() -> None:
     """GET /v1/openapi.json on a free port says that port in `servers`, not 8080; the
     rest is the generated document; a hostile Host gets the default entry."""
-    publisher = Publisher(WatermarkStore(MemoryKV(), "/l0gc/doc"), "pub")
-    server = ApiServer(create_app(publisher), metrics=publisher.metrics)
-    port = await server.start("127.0.0.1", 0)
-    try:
+    publisher = (await new_publishing(namespace="/l0gc/doc", epoch=None)).publisher("pub")
+    async with AsyncExitStack() as stack:
+        _, port = await api_on_loopback(stack, create_app(publisher), metrics=publisher.metrics)
         url = f"http://127.0.0.1:{port}/v1/openapi.json"
         async with aiohttp.ClientSession() as session, session.get(url) as response:
             doc = await response.json()
-    finally:
-        await server.stop()
     assert doc["servers"] == [{"url": f"http://127.0.0.1:{port}"}]
     assert {**doc, "servers": document()["servers"]} == document()
     assert served('http://x"}/evil') == OPENAPI_JSON

@@ -31,7 +31,7 @@ from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
-from watermark.service.publisher import Publisher
+from tests.publishing import Publishing
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +150,7 @@ async def test_the_spark_admission_and_a_publisher_adopt_refuse_cleanly(
     admission = await read_admission(SafetyGate(), watermarks)
     assert not admission.allowed
     assert "partition 't/deep'" in str(admission.blocked_reason)
-    publisher = Publisher(watermarks, "pub-a")
+    publisher = Publishing(watermarks).publisher("pub-a")
     try:
         with pytest.raises(InvalidRecord, match=r"partition 't/deep'.*nested more than 16"):
             await publisher.adopt("t/deep")

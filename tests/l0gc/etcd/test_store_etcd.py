@@ -15,7 +15,7 @@ from l0gc.errors import EtcdUnavailable, InvalidRecord, LeaseExpired
 from l0gc.etcd.client import EtcdKV
 from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd
-from watermark.service.publisher import Publisher
+from tests.publishing import MakePublishing
 
 pytestmark = pytest.mark.integration
 
@@ -80,22 +80,21 @@ async def test_stale_owner_is_refused_after_failover(
         await second_client.close()
 
 
-async def test_failover_after_a_clean_stop_and_after_a_crash(store: WatermarkStore) -> None:
+async def test_failover_after_a_clean_stop_and_after_a_crash(publishing: MakePublishing) -> None:
     """Publishers on a real etcd: a clean stop seals the record, so the next owner knows
     where the log ends; an owner that crashed after adopting leaves its successor unsure."""
-    await store.init_cluster_epoch(5)
-    await store.register_partition("orders/0")
-    first = Publisher(store, "pub-a")
+    world = await publishing(etcd=True, epoch=5, registered=("orders/0",))
+    first = world.publisher("pub-a")
     assert (await first.adopt("orders/0"))["log_end_known"]  # a new, empty log
     async with first.fence("orders/0", 5) as fence:
         fence.commit(0)
     first.reconciled("orders/0", 0)
     await first.shutdown()
-    second = Publisher(store, "pub-b")
+    second = world.publisher("pub-b")
     state = await second.adopt("orders/0")
     assert (state["log_end_known"], state["last_applied_offset"]) == (True, 0)
-    await Publisher(store, "pub-c").adopt("orders/0")  # adopts, then dies unpublished
-    fourth = Publisher(store, "pub-d")
+    await world.publisher("pub-c").adopt("orders/0")  # adopts, then dies unpublished
+    fourth = world.publisher("pub-d")
     assert not (await fourth.adopt("orders/0"))["log_end_known"]
     assert (await fourth.adopt("orders/0", log_end_offset=3))["log_end_known"]
 

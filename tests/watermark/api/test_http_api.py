@@ -23,8 +23,8 @@ from yarl import URL
 
 from l0gc.auth import parse_token_file
 from l0gc.errors import ConfigError
-from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
+from tests.publishing import api_on_loopback, new_publishing
 from tests.waiting import wait_until
 from watermark.api.http_api import create_app
 from watermark.api.http_errors import UnknownFence
@@ -93,23 +93,19 @@ async def serve() -> AsyncIterator[Serve]:
             ssl_context: ssl.SSLContext | None = None,
             client_ssl: ssl.SSLContext | None = None,
         ) -> Api:
-            store = WatermarkStore(MemoryKV(), "/l0gc/http")
-            await store.init_cluster_epoch(5)
-            await store.register_partition("orders/0")
-            await store.register_partition("spare")
-            for _ in range(4):
-                await store.advance_cluster_epoch()
-            publisher = Publisher(store, "pub-a", fence_timeout_s=5)
-            await publisher.adopt("orders/0")
+            world = await new_publishing(
+                namespace="/l0gc/http", registered=("orders/0", "spare"), advanced=4
+            )
+            publisher = await world.adopting("pub-a", "orders/0", fence_timeout_s=5)
             token_set = None if tokens is None else parse_token_file(tokens)
             app = create_app(publisher, tokens=lambda: token_set, limits=limits)
-            server = ApiServer(app, ssl_context=ssl_context, metrics=publisher.metrics)
-            port = await server.start("127.0.0.1", 0)
-            stack.push_async_callback(server.stop)
+            server, port = await api_on_loopback(
+                stack, app, ssl_context=ssl_context, metrics=publisher.metrics
+            )
             connector = aiohttp.TCPConnector(ssl=client_ssl) if client_ssl else None
             session = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
             scheme = "https" if ssl_context is not None else "http"
-            return Api(f"{scheme}://127.0.0.1:{port}", session, publisher, store, server)
+            return Api(f"{scheme}://127.0.0.1:{port}", session, publisher, world.store, server)
 
         yield start
 

@@ -16,11 +16,10 @@ from yarl import URL
 
 from l0gc.auth import parse_token_file
 from l0gc.contract.kv import Delete
-from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
+from tests.publishing import api_on_loopback, new_publishing
 from watermark.api.http_api import create_app
 from watermark.api.http_registry import REGISTRY, Registry
-from watermark.api.http_server import ApiServer
 from watermark.api.openapi_errors import ERROR_CODES
 from watermark.service.publisher import Publisher
 from watermark.service.replicas import ReplicaSet, ReplicaSettings
@@ -53,12 +52,9 @@ async def _serve(replicated: tuple[str, ...] | None = None) -> AsyncIterator[Api
     writer, registrar and admin tokens; a forced deregister waits 0.05 s, not 5 s. With
     `replicated`, it is a replica whose --partitions list is that."""
     async with AsyncExitStack() as stack:
-        store = WatermarkStore(MemoryKV(), "/l0gc/registry")
-        await store.init_cluster_epoch(5)
-        for name in ("orders/0", "spare"):
-            await store.register_partition(name)
-        publisher = Publisher(store, "pub-a")
-        await publisher.adopt("orders/0")
+        world = await new_publishing(namespace="/l0gc/registry", registered=("orders/0", "spare"))
+        store = world.store
+        publisher = await world.adopting("pub-a", "orders/0")
         tokens = parse_token_file(TOKENS)
         app = create_app(publisher, tokens=lambda: tokens)
         check = None
@@ -68,9 +64,7 @@ async def _serve(replicated: tuple[str, ...] | None = None) -> AsyncIterator[Api
         app[REGISTRY] = Registry(
             publisher, replicated=replicated is not None, revoke_wait_s=0.05, check_served=check
         )
-        server = ApiServer(app, metrics=publisher.metrics)
-        port = await server.start("127.0.0.1", 0)
-        stack.push_async_callback(server.stop)
+        _, port = await api_on_loopback(stack, app, metrics=publisher.metrics)
         session = await stack.enter_async_context(aiohttp.ClientSession())
         yield Api(f"http://127.0.0.1:{port}", session, publisher, store)
 

@@ -12,12 +12,10 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 
 from l0gc.auth import Access
-from l0gc.etcd.memory import MemoryKV
-from l0gc.etcd.store import WatermarkStore
+from tests.publishing import new_publishing
 from watermark.api import http_api, http_body, http_errors
 from watermark.api.openapi import OPENAPI_JSON, ROUTES, document, render, route_table
 from watermark.api.openapi_errors import ERROR_CODES
-from watermark.service.publisher import Publisher
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLE_OF = {
@@ -37,10 +35,11 @@ def test_the_checked_in_document_is_the_generated_one() -> None:
     assert json.loads(OPENAPI_JSON) == document()
 
 
-def test_every_registered_route_is_described_with_its_role_and_no_other() -> None:
+async def test_every_registered_route_is_described_with_its_role_and_no_other() -> None:
     """(method, path, handler) of create_app's router == the document's routes; each
     route's role is the one the auth middleware enforces."""
-    app = http_api.create_app(Publisher(WatermarkStore(MemoryKV(), "/x"), "o"))
+    world = await new_publishing(namespace="/x", epoch=None)
+    app = http_api.create_app(world.publisher("o"))
     registered = set()
     for route in app.router.routes():
         if route.method == "HEAD":
