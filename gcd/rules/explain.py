@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from gcd.rules.decision import Verdict as RoundVerdict
@@ -163,20 +163,10 @@ class JournaledRequest:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "at": self.at,
-            "sweeper": self.sweeper,
-            "request": self.request,
-            "outcome": self.outcome,
-            "safe_epoch": self.safe_epoch,
-            "cluster_epoch": self.cluster_epoch,
-            "revision": self.revision,
-            "epoch": self.epoch,
-            "pinning": [list(p) for p in self.pinning],
-            "version_ids": list(self.version_ids),
-            "source": self.source,
-            "marker": self.marker,
-        }
+        doc = asdict(self)
+        doc["pinning"] = [list(p) for p in self.pinning]
+        doc["version_ids"] = list(self.version_ids)
+        return doc
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ Design notes: docs/internals/rules.md, `gcd.rules.prices`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 from l0gc.errors import ConfigError
@@ -38,13 +38,7 @@ class PriceTable:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "store": self.store,
-            "list_per_1000": self.list_per_1000,
-            "delete_per_1000": self.delete_per_1000,
-            "storage_gb_month": self.storage_gb_month,
-            "source": self.source,
-        }
+        return asdict(self)
 
 
 DEFAULT_PRICES: Final = {
