@@ -241,7 +241,7 @@ def _storage(args: argparse.Namespace) -> DemoStorage:
         azure_settings(args)  # --account-url & co. without --storage azure: exit 2
         gcs_settings(args)  # --gcs-* without --storage gcs: exit 2
         return DemoStorage(
-            s3=S3Settings(
+            S3Settings(
                 bucket=args.bucket or _DEMO_BUCKET,
                 endpoint_url=args.endpoint_url,
                 region=args.region or _DEMO_REGION,
@@ -268,7 +268,7 @@ def _storage(args: argparse.Namespace) -> DemoStorage:
         )
         azure = azure_settings(argparse.Namespace(**local))
     assert azure is not None
-    return DemoStorage(azure=azure)
+    return DemoStorage(azure)
 
 
 def _gcs_storage(args: argparse.Namespace) -> DemoStorage:
@@ -301,7 +301,7 @@ def _gcs_storage(args: argparse.Namespace) -> DemoStorage:
         )
         gcs = gcs_settings(argparse.Namespace(**local))
     assert gcs is not None
-    return DemoStorage(gcs=gcs)
+    return DemoStorage(gcs)
 
 
 def run(args: argparse.Namespace) -> int:

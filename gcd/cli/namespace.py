@@ -6,6 +6,7 @@ Design notes: docs/internals/cli.md, `gcd.cli.namespace`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -14,13 +15,11 @@ from typing import Any
 from gcd.cli import namespace_backup
 from gcd.cli.options import LAYOUT_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
-from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
+from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, access_of, store_settings
 from gcd.service.reader import open_reader
-from gcd.storage.azure.settings import AzureSettings
 from gcd.storage.backend import StoreSettings
-from gcd.storage.gcs.settings import GcsSettings
-from gcd.storage.registry import open_store, preflight_store
-from gcd.storage.s3.settings import S3Settings
+from gcd.storage.objectstore import BucketStore
+from gcd.storage.registry import backend, open_store, preflight_store
 from gcd.sweep.binding import (
     BindingConflict,
     bind_namespace,
@@ -101,22 +100,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_etcd_arguments(parser)
 
 
-def _open(target: StorageTarget, args: argparse.Namespace) -> Any:
+def _open(
+    target: StorageTarget, args: argparse.Namespace
+) -> contextlib.AbstractAsyncContextManager[BucketStore]:
     """`open_store` on `target`."""
     return open_store(_settings(target, args))
 
 
 def _settings(target: StorageTarget, args: argparse.Namespace) -> StoreSettings:
-    """How to reach `target`: S3 settings, Azure's (credentials from this command's
-    --azure-connection-string-file or the Azure chain) or GCS's (this command's
-    --gcs-credentials-file, --gcs-anonymous, or Application Default Credentials)."""
-    if target.kind == "gcs":
-        credentials, anonymous = args.gcs_credentials_file, bool(args.gcs_anonymous)
-        return GcsSettings(target.bucket, target.endpoint_url, credentials, anonymous)
-    if target.kind == "azure":
-        assert target.endpoint_url is not None
-        return AzureSettings(target.endpoint_url, target.bucket, args.azure_connection_string_file)
-    return S3Settings(bucket=target.bucket, endpoint_url=target.endpoint_url, region=args.region)
+    """How to reach `target`, with this command's credential flags (`--region`,
+    `--azure-connection-string-file`, `--gcs-credentials-file`, `--gcs-anonymous`) or
+    the store's default chain."""
+    return backend(target.kind).from_target(target, access_of(args))
 
 
 async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:

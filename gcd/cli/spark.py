@@ -32,13 +32,8 @@ from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
-from gcd.storage.azure.inventory import BlobInventoryManifest
-from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.objectstore import StoreFeatures
-from gcd.storage.registry import preflight_store
-from gcd.storage.s3.inventory import InventoryManifest
-from gcd.storage.s3.settings import S3Settings
+from gcd.storage.registry import backend, preflight_store
 from gcd.sweep.safety import read_admission
 from l0gc import exitcodes
 from l0gc.display import printable
@@ -230,7 +225,6 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     # --store URL, --storage azure|gcs (the container or bucket: `gcd.storage.azure.executor`,
     # `gcd.storage.gcs.spark`) or S3's flags; ConfigError for a store's flag without its kind
     store = store_settings(args, no_bucket="--bucket is required (env L0GC_BUCKET)")
-    other = store if isinstance(store, AzureSettings | GcsSettings) else None
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
@@ -254,9 +248,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         raise ConfigError(problem)
     return JobConfig(
         command=command,
-        bucket=store.container if isinstance(store, AzureSettings) else store.target("").bucket,
-        endpoint_url=store.endpoint_url if isinstance(store, S3Settings) else args.endpoint_url,
-        region=store.region if isinstance(store, S3Settings) else args.region,
+        storage=store,
         layout=layout_from_args(args),
         inventory=args.inventory,
         inventory_root=args.inventory_root,
@@ -276,7 +268,6 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         py_files=args.py_files or (),
         delete_tasks=args.delete_tasks,
         version_mode=args.versions,
-        storage=other,
     )
 
 
@@ -338,13 +329,9 @@ def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
 
 def with_version_plan(config: JobConfig, features: StoreFeatures | None) -> JobConfig:
     """`config` with what the job does about versions (`gcd.spark.versioning`)."""
-    has_versions = False
-    if config.inventory is not None and config.storage is None:  # S3 Inventory
-        has_versions = InventoryManifest.load(config.inventory).has_versions
-    elif config.inventory is not None and isinstance(config.storage, AzureSettings):
-        BlobInventoryManifest.load(config.inventory).check_covers(
-            config.storage.account_url, config.storage.container, where=config.inventory
-        )
+    has_versions = config.inventory is not None and backend(config.storage.kind).inventory_versions(
+        config.storage, config.inventory
+    )
     plan = plan_versions(
         mode=VersionMode(config.version_mode),
         features=features,

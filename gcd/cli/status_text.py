@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gcd.cli.output import human_age, utc_text
-from gcd.cli.status_owner import waiting_text
-from gcd.cli.status_report import PINNING_SHOWN, RUNBOOK, PartitionStatus, StatusReport
+from gcd.status.report import PINNING_SHOWN, RUNBOOK, PartitionStatus, StatusReport
 from l0gc.contract.namespace import validate_partition
 from l0gc.display import printable
 from l0gc.errors import ConfigError
@@ -226,3 +225,28 @@ def render_text(report: StatusReport, now: float) -> str:
                 f"{_owner(p):<28} {human_age(p.age_s)}"
             )
     return "\n".join(lines) + "\n"
+
+
+_WAITS = {
+    "log_end": "its log end: its reconciler must send log_end_offset once asked "
+    "(docs/operations.md#log-end-unknown)",
+    "reconciler": "its reconciler: committed through offset {committed_offset}, reconciled "
+    "through {reconciled_offset} (docs/operations.md#m-not-advancing)",
+    "fences": "{fences} fence(s) in flight: an idle partition advances with none held",
+    "fencing_violation": "an operator: frozen by a fencing violation "
+    "(docs/operations.md#fencing-violation)",
+}
+
+
+def waiting_text(waiting: Mapping[str, Any], now: float) -> str:
+    """One line: what the owner waits on, since when, and where the fix is."""
+    on = str(waiting.get("on"))
+    try:
+        what = _WAITS[on].format(**waiting)
+    except (KeyError, IndexError, ValueError):
+        what = on
+    since = waiting.get("since")
+    at = utc_text(since) if isinstance(since, int | float) else None
+    if at is None or not isinstance(since, int | float):
+        return f"waiting for {what}"
+    return f"waiting since {at} ({max(0.0, now - since):.0f} s) for {what}"

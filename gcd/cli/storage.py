@@ -18,7 +18,7 @@ import argparse
 import dataclasses
 
 from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.backend import StoreSettings
+from gcd.storage.backend import StoreAccess, StoreSettings
 from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.registry import store_from_url
 from gcd.storage.s3.settings import S3Settings
@@ -29,6 +29,7 @@ __all__ = [
     "AZURE_OPTIONS",
     "GCS_OPTIONS",
     "NO_BUCKET",
+    "access_of",
     "azure_settings",
     "gcs_settings",
     "store_settings",
@@ -126,7 +127,18 @@ def azure_settings(args: argparse.Namespace) -> AzureSettings | None:
     return AzureSettings(args.account_url, args.container, args.azure_connection_string_file)
 
 
-def _from_url(args: argparse.Namespace) -> StoreSettings | None:
+def access_of(args: argparse.Namespace, *, max_pool_connections: int | None = None) -> StoreAccess:
+    """The credential and client flags of every store kind, as the backends read them."""
+    return StoreAccess(
+        region=getattr(args, "region", None),
+        max_pool_connections=max_pool_connections,
+        azure_connection_string_file=getattr(args, "azure_connection_string_file", None),
+        gcs_credentials_file=getattr(args, "gcs_credentials_file", None),
+        gcs_anonymous=bool(getattr(args, "gcs_anonymous", False)),
+    )
+
+
+def _from_url(args: argparse.Namespace, access: StoreAccess) -> StoreSettings | None:
     """The store `--store URL` names, with the credential flags of its kind; None without."""
     url = getattr(args, "store", None)
     if url is None:
@@ -139,17 +151,9 @@ def _from_url(args: argparse.Namespace) -> StoreSettings | None:
     if named or _storage(args) != "s3":
         flags = ", ".join(named) or f"--storage {_storage(args)}"
         raise ConfigError(f"--store {url!r} names the store already: drop {flags}")
-    settings, root = store_from_url(url, endpoint_url=getattr(args, "endpoint_url", None))
+    endpoint_url = getattr(args, "endpoint_url", None)
+    settings, root = store_from_url(url, endpoint_url=endpoint_url, access=access)
     args.root = root or getattr(args, "root", None)
-    if isinstance(settings, S3Settings):
-        return dataclasses.replace(settings, region=getattr(args, "region", None))
-    if isinstance(settings, AzureSettings):
-        connection = getattr(args, "azure_connection_string_file", None)
-        return dataclasses.replace(settings, connection_string_file=connection)
-    if isinstance(settings, GcsSettings):
-        credentials = getattr(args, "gcs_credentials_file", None)
-        anonymous = bool(getattr(args, "gcs_anonymous", False))
-        return dataclasses.replace(settings, credentials_file=credentials, anonymous=anonymous)
     return settings
 
 
@@ -160,14 +164,10 @@ def store_settings(
     Azure's or GCS's settings with `--storage azure|gcs`, else S3's (`--bucket`,
     `--endpoint-url`, `--region`; `max_pool_connections` when given); ConfigError
     (`no_bucket` when no bucket is given) on what is missing or mixed."""
-    named = _from_url(args)
+    named = _from_url(args, access_of(args, max_pool_connections=max_pool_connections))
     if named is not None:
-        if isinstance(named, S3Settings) and max_pool_connections is not None:
-            return dataclasses.replace(named, max_pool_connections=max_pool_connections)
         return named
-    azure = azure_settings(args)
-    gcs = gcs_settings(args)
-    chosen = azure or gcs
+    chosen = azure_settings(args) or gcs_settings(args)
     if chosen is not None:
         return chosen
     if args.bucket is None:

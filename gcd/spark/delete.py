@@ -5,25 +5,20 @@ Design notes: docs/internals/spark.md, `gcd.spark.delete`.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from gcd.rules.versions import split_target, version_target
-from gcd.rules.xmlkeys import xml_unsafe_reason
-from gcd.storage.executor import ExecutorStore
-from gcd.storage.objectstore import DeleteResult, KeyFailure
+from gcd.rules.versions import version_target
+from gcd.storage.executor import ExecutorClient, ExecutorStore
 from gcd.storage.ratelimit import TokenBucket
 from gcd.storage.rows import Action, with_version_columns
-from gcd.storage.s3.executor import S3Target, call_with_retries, make_client
-from gcd.storage.sync_retry import delete_triaged
 from l0gc.errors import ConfigError
 
-__all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes", "delete_keys"]
+__all__ = ["DECISIONS_SCHEMA", "DeleteSettings", "apply_deletes"]
 
 DECISIONS_SCHEMA = (
     "key string, version_id string, delete_marker boolean, epoch long, size long, "
@@ -44,7 +39,7 @@ _DECISION_COLUMNS = ("key", "version_id", "delete_marker", "epoch", "size", "act
 class DeleteSettings:
     """How executors delete; `dry_run` defaults to True (nothing is deleted)."""
 
-    target: S3Target | ExecutorStore
+    target: ExecutorStore
     dry_run: bool = True
     threads: int = 4
     deletes_per_second: float | None = None
@@ -55,7 +50,7 @@ class DeleteSettings:
     @classmethod
     def for_job(
         cls,
-        target: S3Target | ExecutorStore,
+        target: ExecutorStore,
         *,
         tasks: int,
         dry_run: bool = True,
@@ -105,66 +100,6 @@ class _Pacer:
             time.sleep(delay)
 
 
-def delete_keys(
-    client: Any,
-    target: S3Target,
-    keys: Sequence[str],
-    *,
-    pace: Callable[[int], None] = lambda _count: None,
-    on_request: Callable[[], None] = lambda: None,
-    rng: random.Random | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, str | None]:
-    """Delete up to 1000 keys, or versions (`gcd.rules.versions` targets: a key, or a key
-    and a version id); target -> None when deleted, else the final error text
-    (``"Code: message"``)."""
-    rng = rng or random.Random()
-    backoff = target.backoff
-    outcome: dict[str, str | None] = {}
-    remaining = []
-    for key in keys:
-        unsafe = xml_unsafe_reason(split_target(key)[0])
-        if unsafe is None:
-            remaining.append(key)
-        else:
-            outcome[key] = f"UnsafeKey: kept, never sent: {unsafe}"
-
-    def send(batch: list[str]) -> tuple[Sequence[str], Sequence[KeyFailure]]:
-        def request() -> Any:
-            pace(len(batch))
-            on_request()
-            body = {"Objects": [_object(each) for each in batch], "Quiet": False}
-            return client.delete_objects(Bucket=target.bucket, Delete=body)
-
-        answer = call_with_retries(
-            request,
-            what=f"DeleteObjects on s3://{target.bucket}",
-            backoff=backoff,
-            rng=rng,
-            sleep=sleep,
-        )
-        result = DeleteResult.from_answer(answer, batch)
-        return result.deleted, result.errors
-
-    outcome.update(
-        delete_triaged(
-            remaining,
-            send,
-            backoff=backoff,
-            rng=rng,
-            sleep=sleep,
-            unanswered="not reported by DeleteObjects",
-        )
-    )
-    return outcome
-
-
-def _object(target: str) -> dict[str, str]:
-    """One entry of a DeleteObjects request: the key, and the version id if any."""
-    key, version_id = split_target(target)
-    return {"Key": key} if version_id is None else {"Key": key, "VersionId": version_id}
-
-
 def _failed_action(settings: DeleteSettings, version_id: str | None, error: str) -> str:
     """`locked` for a version Object Lock refused, else `failed`."""
     code = error.split(":", 1)[0]
@@ -192,24 +127,14 @@ def _delete_partition(
     pending: list[_Pending] = []
     in_flight: set[Future[list[Row]]] = set()
     pool: ThreadPoolExecutor | None = None
-    client: Any = None
+    client: ExecutorClient | None = None
     pacer = _Pacer(settings.deletes_per_second)
     count = (lambda: requests.add(1)) if requests is not None else (lambda: None)
 
     def run_batch(rows: list[_Pending]) -> list[Row]:
         targets = [version_target(key, version_id) for key, version_id, *_ in rows]
-        store = settings.target
-        result = (
-            delete_keys(
-                client,
-                store,
-                targets,
-                pace=pacer.acquire,
-                on_request=count,
-            )
-            if isinstance(store, S3Target)
-            else store.delete_keys(client, targets, pace=pacer.acquire, on_request=count)
-        )
+        assert client is not None  # connected by `submit` before any batch
+        result = client.delete_keys(targets, pace=pacer.acquire, on_request=count)
         decided: list[Row] = []
         for target, (key, version_id, marker, epoch, size) in zip(targets, rows, strict=True):
             # A key is deleted only when its outcome says so; one without any is failed.
@@ -225,12 +150,7 @@ def _delete_partition(
     def submit() -> Iterator[list[Row]]:
         nonlocal pool, client
         if pool is None:
-            store = settings.target
-            client = (
-                make_client(store, pool=settings.threads)
-                if isinstance(store, S3Target)
-                else store.client(pool=settings.threads)
-            )
+            client = settings.target.connect(pool=settings.threads)
             pool = ThreadPoolExecutor(settings.threads, thread_name_prefix="l0gc-delete")
         in_flight.add(pool.submit(run_batch, list(pending)))
         pending.clear()

@@ -9,9 +9,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gcd.storage.executor import ExecutorStore
+from gcd.storage.executor import ExecutorClient, ExecutorStore
 from gcd.storage.rows import Action
-from gcd.storage.s3.executor import S3Target, call_with_retries, make_client
 from l0gc.contract.binding import (
     CLAIM_NAME,
     claim_key,
@@ -64,21 +63,10 @@ def find_nested_roots(source: Any, root: str) -> dict[str, str]:
     return found
 
 
-def _exists(client: Any, target: S3Target | ExecutorStore, key: str) -> bool:
-    if not isinstance(target, S3Target):  # another store probes itself (gcd.storage.executor)
-        return target.exists(client, key)
-    page = call_with_retries(
-        lambda: client.list_objects_v2(Bucket=target.bucket, Prefix=key, MaxKeys=1),
-        what=f"ListObjectsV2 s3://{target.bucket}/{key}",
-        backoff=target.backoff,
-    )
-    return any(item["Key"] == key for item in page.get("Contents", ()))
-
-
 def probe_claims(
     classified: Any,
     root: str,
-    target: S3Target | ExecutorStore,
+    target: ExecutorStore,
     known: dict[str, str],
     *,
     every_directory: bool,
@@ -99,21 +87,13 @@ def probe_claims(
                     yield directory
 
     def probe(partition: Iterable[str]) -> Iterator[tuple[str, bool]]:
-        client = None
+        client: ExecutorClient | None = None
         for directory in partition:
-            client = client or (
-                make_client(target, pool=1)
-                if isinstance(target, S3Target)
-                else target.client(pool=1)
-            )
+            client = client or target.connect(pool=1)
             if requests is not None:
                 requests.add(1)
             try:
-                if (
-                    _exists(client, target, claim_key(directory))
-                    if isinstance(target, S3Target)
-                    else target.exists(client, claim_key(directory))
-                ):
+                if client.exists(claim_key(directory)):
                     yield directory, True
             except StorageError:
                 yield directory, False

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from gcd import __version__
-from gcd.storage.azure.settings import AZURE_EXECUTOR_REQUIREMENTS
-from gcd.storage.gcs.settings import GCS_EXECUTOR_REQUIREMENTS
+from gcd.storage.registry import BACKENDS, backend
 from l0gc.errors import ConfigError
 
 __all__ = [
@@ -32,8 +31,7 @@ PACKAGES: Final = ("gcd", "l0gc")
 EXECUTOR_REQUIREMENTS: Final = ("boto3", "pandas", "pyarrow")
 """Third-party distributions an executor's Python must have (pyspark comes with Spark)."""
 STORE_REQUIREMENTS: Final = {
-    "azure": AZURE_EXECUTOR_REQUIREMENTS,
-    "gcs": GCS_EXECUTOR_REQUIREMENTS,
+    kind: needs for kind in BACKENDS if (needs := backend(kind).executor_requirements)
 }
 """What executors need besides `EXECUTOR_REQUIREMENTS` for `--storage azure|gcs`
 (azure-identity only without a connection string file; google-auth not for an

@@ -21,16 +21,10 @@ from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
 from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.session import is_local_master, spark_session, task_slots
-from gcd.storage.azure.executor import AzureTarget
-from gcd.storage.azure.inventory import read_blob_inventory
-from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.executor import Target
-from gcd.storage.gcs.inventory import read_gcs_inventory
-from gcd.storage.gcs.settings import GcsSettings
-from gcd.storage.gcs.spark import GcsStore
+from gcd.storage.backend import StoreSettings
+from gcd.storage.executor import ExecutorStore
+from gcd.storage.registry import backend
 from gcd.storage.rows import Action, classify, outcome_counts
-from gcd.storage.s3.executor import S3Target
-from gcd.storage.s3.inventory import read_inventory
 from l0gc.errors import ConfigError
 
 __all__ = [
@@ -50,9 +44,8 @@ class JobConfig:
     """The validated options of one spark-sweep / spark-report invocation."""
 
     command: str
-    bucket: str
-    endpoint_url: str | None
-    region: str | None
+    storage: StoreSettings
+    """The store (`gcd.storage.backend`): its backend gives executors their target."""
     layout: KeyLayout
     inventory: str | None
     inventory_root: str | None
@@ -83,9 +76,6 @@ class JobConfig:
     """The bucket has Object Lock: a version it refuses is `locked`, not an error."""
     store: dict[str, Any] | None = None
     """What the preflight detected (versioning, Object Lock), for the summary's `store`."""
-    storage: AzureSettings | GcsSettings | None = None
-    """A store other than S3 (`--storage azure|gcs`), `bucket` being its container or
-    bucket; None: S3 at `bucket`, `endpoint_url`, `region`."""
 
     @property
     def sweep(self) -> bool:
@@ -98,13 +88,14 @@ class JobConfig:
         return "list" if self.inventory is None else "inventory"
 
     @property
-    def target(self) -> Target:
-        """The bucket as executors see it (`gcd.storage.executor`)."""
-        if isinstance(self.storage, AzureSettings):
-            return AzureTarget(self.storage)
-        if isinstance(self.storage, GcsSettings):
-            return GcsStore.of(self.storage)
-        return S3Target(self.bucket, self.endpoint_url, self.region)
+    def bucket(self) -> str:
+        """The bucket or container, as a binding names it."""
+        return self.storage.target("").bucket
+
+    @property
+    def target(self) -> ExecutorStore:
+        """The store as executors see it (`gcd.storage.executor`)."""
+        return backend(self.storage.kind).executor_store(self.storage, versions=self.versions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,24 +191,12 @@ def _source(
     spark: Any, job: JobConfig, skip_above: int | None, requests: Any, tasks: int | None
 ) -> Any:
     """The objects; with `tasks` (a deleting sweep) in exactly that many partitions."""
-    if job.inventory is not None and isinstance(job.storage, AzureSettings):
-        frame = read_blob_inventory(
+    if job.inventory is not None:
+        frame = backend(job.storage.kind).read_inventory(
             spark,
-            job.inventory,
-            account_url=job.storage.account_url,
-            container=job.storage.container,
-            inventory_root=job.inventory_root,
-        )
-    elif job.inventory is not None and isinstance(job.storage, GcsSettings):
-        frame = read_gcs_inventory(
-            spark, job.inventory, inventory_root=job.inventory_root, expected_bucket=job.bucket
-        )
-    elif job.inventory is not None:
-        frame = read_inventory(
-            spark,
+            job.storage,
             job.inventory,
             inventory_root=job.inventory_root,
-            expected_bucket=job.bucket,
             versions=job.versions,
         )
     if job.inventory is not None:
@@ -236,7 +215,6 @@ def _source(
         task_count=job.list_tasks,
         skip_above_epoch=skip_above,
         requests=requests,
-        versions=job.versions,
     )
     # A retried delete task must not re-list (its deleted keys would be gone from the
     # decisions): listed rows cross a shuffle, and the deletes read its output.

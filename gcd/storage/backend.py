@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
+from gcd.storage.executor import ExecutorStore
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 
-__all__ = ["Backend", "StoreSettings", "StoreUrl", "settings_of"]
+__all__ = ["Backend", "StoreAccess", "StoreSettings", "StoreUrl", "settings_of"]
 
 
 class StoreSettings(Protocol):
@@ -38,6 +39,23 @@ class StoreUrl:
     path: str
 
 
+@dataclass(frozen=True, slots=True)
+class StoreAccess:
+    """How this process reaches a store besides its name: the credential and client flags
+    of every kind (`gcd.cli.storage.access_of`); each backend reads its own."""
+
+    region: str | None = None
+    """S3: `--region` (None: botocore's chain)."""
+    max_pool_connections: int | None = None
+    """S3: connections of the client pool (None: the settings' default)."""
+    azure_connection_string_file: str | None = None
+    """Azure: `--azure-connection-string-file` (None: the Azure credential chain)."""
+    gcs_credentials_file: str | None = None
+    """GCS: `--gcs-credentials-file` (None: Application Default Credentials)."""
+    gcs_anonymous: bool = False
+    """GCS: `--gcs-anonymous` (an emulator)."""
+
+
 class Backend(Protocol):
     """One kind of object store."""
 
@@ -56,13 +74,41 @@ class Backend(Protocol):
         what it detected of the store (versioning, Object Lock) where it reads that."""
         ...
 
-    def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
+    def from_url(
+        self, url: StoreUrl, *, endpoint_url: str | None, access: StoreAccess
+    ) -> tuple[StoreSettings, str]:
         """The settings and the root a store URL names (`endpoint_url`: the flag's)."""
         ...
 
-    def from_target(self, target: StorageTarget) -> StoreSettings:
-        """How to reach the store a namespace binding names, with the default credentials
-        (the SDK's chain), for a command that was given no store flags (`gcd status --why`)."""
+    def from_target(self, target: StorageTarget, access: StoreAccess) -> StoreSettings:
+        """How to reach the store a namespace binding names (`access`: the command's
+        credential flags; `StoreAccess()`: the SDK's default chain)."""
+        ...
+
+    # -- the Spark side (`gcd.spark`) ---------------------------------------------------
+
+    executor_requirements: tuple[str, ...]
+    """What Spark executors need for this store besides `gcd.spark.package`'s own."""
+
+    def executor_store(self, settings: StoreSettings, *, versions: bool) -> ExecutorStore:
+        """The store as Spark executors reach it (`versions`: every version, by id)."""
+        ...
+
+    def inventory_versions(self, settings: StoreSettings, manifest: str) -> bool:
+        """True when the inventory report at `manifest` lists versions; ConfigError when it
+        is not this store's."""
+        ...
+
+    def read_inventory(
+        self,
+        spark: Any,
+        settings: StoreSettings,
+        manifest: str,
+        *,
+        inventory_root: str | None,
+        versions: bool,
+    ) -> Any:
+        """The report's rows as a `gcd.storage.rows.SOURCE_SCHEMA` DataFrame."""
         ...
 
 

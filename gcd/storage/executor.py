@@ -1,4 +1,5 @@
-"""The seam a store other than S3 plugs into the Spark pipeline through: `ExecutorStore`.
+"""How Spark executors reach a store: `ExecutorStore`, the `ExecutorClient` it connects,
+and the listing and batching loops every store shares.
 
 Design notes: docs/internals/spark.md, `gcd.storage.executor`.
 """
@@ -6,24 +7,54 @@ Design notes: docs/internals/spark.md, `gcd.storage.executor`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gcd.rules.backoff import Backoff
-from gcd.storage.s3.executor import S3Target
+from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 
 if TYPE_CHECKING:
     from gcd.rules.layout import KeyLayout
 
-__all__ = ["ExecutorStore", "Listed", "Target"]
+__all__ = ["ExecutorClient", "ExecutorStore", "Listed", "Page", "in_parts", "walk_pages"]
 
 Listed = tuple[str, int, float, str | None, bool, bool]
-"""(key, size, last_modified_s, version_id, is_latest, delete_marker): one source row
-(`gcd.spark.listing.Listed`)."""
+"""(key, size, last_modified_s, version_id, is_latest, delete_marker): one source row."""
+Page = tuple[list[Listed], str | None]
+"""One page of a listing: its rows in key order, and the token of the next (None: done)."""
+
+
+class ExecutorClient(Protocol):
+    """A store as one Spark task calls it: a connection made on the executor."""
+
+    def list_prefix(
+        self,
+        prefix: str,
+        *,
+        layout: KeyLayout | None = None,
+        skip_above_epoch: int | None = None,
+        on_request: Callable[[], None] | None = None,
+    ) -> Iterator[Listed]:
+        """Every object under `prefix`, skipping live prefix directories when asked."""
+        ...
+
+    def delete_keys(
+        self,
+        keys: Sequence[str],
+        *,
+        pace: Callable[[int], None] = ...,
+        on_request: Callable[[], None] = ...,
+    ) -> dict[str, str | None]:
+        """Delete up to 1000 keys; key -> None when deleted, else the final error."""
+        ...
+
+    def exists(self, key: str) -> bool:
+        """True when an object named `key` exists (a claim probe)."""
+        ...
 
 
 @runtime_checkable
 class ExecutorStore(Protocol):
-    """A store as Spark executors reach it (module docstring)."""
+    """A store as the driver ships it to executors: plain values, picklable."""
 
     @property
     def bucket(self) -> str:
@@ -35,37 +66,42 @@ class ExecutorStore(Protocol):
         """The retry schedule of every call."""
         ...
 
-    def client(self, *, pool: int) -> Any:
-        """A thread-safe client for `pool` concurrent requests."""
-        ...
-
-    def list_prefix(
-        self,
-        client: Any,
-        prefix: str,
-        *,
-        layout: KeyLayout | None,
-        skip_above_epoch: int | None,
-        on_request: Callable[[], None] | None,
-    ) -> Iterator[Listed]:
-        """Every object under `prefix`, skipping live prefix directories when asked."""
-        ...
-
-    def delete_keys(
-        self,
-        client: Any,
-        keys: Sequence[str],
-        *,
-        pace: Callable[[int], None],
-        on_request: Callable[[], None],
-    ) -> dict[str, str | None]:
-        """Delete up to 1000 keys; key -> None when deleted, else the final error."""
-        ...
-
-    def exists(self, client: Any, key: str) -> bool:
-        """True when an object named `key` exists (a claim probe)."""
+    def connect(self, *, pool: int = 1) -> ExecutorClient:
+        """A thread-safe client for `pool` concurrent requests, credentials found here."""
         ...
 
 
-Target = S3Target | ExecutorStore
-"""Where a Spark job's executors list, delete and probe."""
+def walk_pages(
+    page: Callable[[Cursor], Page],
+    prefix: str,
+    *,
+    layout: KeyLayout | None,
+    skip_above_epoch: int | None,
+) -> Iterator[Listed]:
+    """The rows of the pages `page` gives from each cursor, skipping ahead past a prefix
+    directory whose rest is above `skip_above_epoch` (`gcd.rules.cursor`)."""
+    limit = skip_above_epoch if layout is not None and can_skip(layout) else None
+    cursor: Cursor | None = Cursor()
+    while cursor is not None:
+        rows, token = page(cursor)
+        found: Skip | None = None  # the last skip a key of this page called for
+        for row in rows:
+            skip_to = found.start_after if found is not None else None
+            if skip_to is not None and row[0] <= skip_to:
+                continue
+            yield row
+            if limit is not None and layout is not None:
+                found = skip(layout, prefix, layout.parse(row[0]), limit) or found
+                if found is not None and found.done:
+                    break
+        cursor = next_cursor(cursor, found, rows[-1][0] if rows else None, token)
+
+
+def in_parts(
+    keys: Sequence[str], size: int, delete: Callable[[list[str]], dict[str, str | None]]
+) -> dict[str, str | None]:
+    """`delete` of `keys` in parts of at most `size` (a store's batch limit), merged."""
+    outcome: dict[str, str | None] = {}
+    for start in range(0, len(keys), size):
+        outcome.update(delete(list(keys[start : start + size])))
+    return outcome

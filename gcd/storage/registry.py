@@ -12,22 +12,16 @@ import importlib
 from collections.abc import AsyncIterator
 from typing import Final, cast
 
-from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.backend import Backend, StoreSettings, StoreUrl
-from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.backend import Backend, StoreAccess, StoreSettings, StoreUrl
 from gcd.storage.objectstore import BucketStore, StoreFeatures
-from gcd.storage.s3.settings import S3Settings
-from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError
 
 __all__ = [
     "BACKENDS",
     "backend",
-    "open_objects",
     "open_store",
     "preflight_store",
     "store_from_url",
-    "target_of",
 ]
 
 BACKENDS: Final = {
@@ -59,38 +53,21 @@ async def preflight_store(settings: StoreSettings, prefix: str) -> StoreFeatures
     return await backend(settings.kind).preflight(settings, prefix)
 
 
-def store_from_url(url: str, *, endpoint_url: str | None = None) -> tuple[StoreSettings, str]:
+def store_from_url(
+    url: str, *, endpoint_url: str | None = None, access: StoreAccess | None = None
+) -> tuple[StoreSettings, str]:
     """The store and root a URL names: ``s3://bucket/root``, ``az://account/container/root``,
-    ``gs://bucket/root`` (`endpoint_url`: an S3-compatible server's or an emulator's)."""
+    ``gs://bucket/root`` (`endpoint_url`: an S3-compatible server's or an emulator's;
+    `access`: the command's credential flags)."""
     scheme, sep, rest = url.partition("://")
     netloc, _, path = rest.partition("/")
     for kind in BACKENDS:
         found = backend(kind)
         if sep and scheme == found.scheme and netloc:
             return found.from_url(
-                StoreUrl(scheme, netloc, path.strip("/")), endpoint_url=endpoint_url
+                StoreUrl(scheme, netloc, path.strip("/")),
+                endpoint_url=endpoint_url,
+                access=access or StoreAccess(),
             )
     schemes = ", ".join(f"{backend(kind).scheme}://" for kind in BACKENDS)
     raise ConfigError(f"store URL {url!r} is not one of {schemes} (e.g. s3://my-bucket/level_zero)")
-
-
-def _chosen(
-    s3: S3Settings | None, azure: AzureSettings | None, gcs: GcsSettings | None
-) -> StoreSettings:
-    chosen: StoreSettings | None = gcs or azure or s3
-    assert chosen is not None, "no store settings given"
-    return chosen
-
-
-def target_of(
-    s3: S3Settings | None, azure: AzureSettings | None, root: str, *, gcs: GcsSettings | None = None
-) -> StorageTarget:
-    """`_chosen(...).target(root)`: the older form, for the demo."""
-    return _chosen(s3, azure, gcs).target(root)
-
-
-def open_objects(
-    s3: S3Settings | None, azure: AzureSettings | None, *, gcs: GcsSettings | None = None
-) -> contextlib.AbstractAsyncContextManager[BucketStore]:
-    """`open_store` of the one settings given: the older form, for the demo."""
-    return open_store(_chosen(s3, azure, gcs))

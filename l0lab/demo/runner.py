@@ -42,7 +42,6 @@ from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.service.daemon import Daemon, DaemonConfig
 from gcd.service.runtime import SweepRuntime, SweepSettings
 from gcd.storage.objectstore import BucketStore
-from gcd.storage.registry import target_of
 from gcd.sweep.binding import bind_namespace
 from gcd.sweep.sweeper import RoundConfig
 from l0gc.contract.kv import KV
@@ -212,7 +211,7 @@ class DemoRun:
         layout = KeyLayout.default(config.root)
         await store.init_cluster_epoch(1)
         storage = self.servers.storage
-        target = target_of(storage.s3, storage.azure, config.root, gcs=storage.gcs)
+        target = storage.settings.target(config.root)
         await bind_namespace(store, objects, target)  # as `gcd namespace bind` does
         publisher = Publisher(store, "demo-publisher", publish_interval_s=0.5)
         created: dict[str, int] = {}
@@ -240,9 +239,7 @@ class DemoRun:
             counted.append(CountingStore(inner, self.ledger, time.monotonic))
             return counted[-1]
 
-        chosen = storage.gcs or storage.azure or storage.s3
-        assert chosen is not None, "the demo's storage names a store"
-        settings = SweepSettings(round_config, chosen, self.servers.etcd)
+        settings = SweepSettings(round_config, storage.settings, self.servers.etcd)
         runtime = await self._runtime.enter_async_context(
             SweepRuntime.open(settings, wrap=counting_store)
         )

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.backend import settings_of
+from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.s3.settings import S3Settings
 from l0gc.etcd.settings import EtcdSettings, parse_endpoints
 from l0gc.process.signals import ignored
 from l0lab.demo.runner import Servers
@@ -45,12 +49,12 @@ class LocalDemoServers:
     ) -> Servers:
         """Start the store (when `own_storage`) and etcd (when `etcd`, the flag's
         endpoints, is None); where the run finds them."""
-        if own_storage and storage.s3 is not None:
+        if own_storage and storage.kind == "s3":
             self.s3 = LocalS3().start()
-        if own_storage and storage.gcs is not None:
+        if own_storage and storage.kind == "gcs":
             self.gcs = LocalGcs()
             self.gcs.start()
-        if own_storage and storage.azure is not None:
+        if own_storage and storage.kind == "azure":
             self.azurite = LocalAzurite()
             self.azurite.start()
         if etcd is None:
@@ -90,25 +94,24 @@ class LocalDemoServers:
         """`storage` pointed at the server the demo started, if it started one (moto's and
         the GCS emulator's bucket is created here; Azurite's container by the run, as on
         a real account)."""
+        settings = storage.settings
         if self.gcs is not None:
-            assert storage.gcs is not None
-            self.gcs.create_bucket(storage.gcs.bucket)
-            gcs = dataclasses.replace(storage.gcs, endpoint_url=self.gcs.endpoint_url)
-            return DemoStorage(gcs=gcs)
+            gcs = settings_of(settings, GcsSettings)
+            self.gcs.create_bucket(gcs.bucket)
+            return DemoStorage(dataclasses.replace(gcs, endpoint_url=self.gcs.endpoint_url))
         if self.s3 is not None:
-            assert storage.s3 is not None
-            self.s3.create_bucket(storage.s3.bucket)
-            s3 = dataclasses.replace(storage.s3, endpoint_url=self.s3.endpoint_url)
-            return DemoStorage(s3=s3)
+            s3 = settings_of(settings, S3Settings)
+            self.s3.create_bucket(s3.bucket)
+            return DemoStorage(dataclasses.replace(s3, endpoint_url=self.s3.endpoint_url))
         if self.azurite is not None:
-            assert storage.azure is not None
             assert self.azurite.data_dir is not None
             connection = self.azurite.write_connection_string(
                 self.azurite.data_dir / "connection-string"
             )
+            azure = settings_of(settings, AzureSettings)
             return DemoStorage(
-                azure=dataclasses.replace(
-                    storage.azure,
+                dataclasses.replace(
+                    azure,
                     account_url=self.azurite.account_url,
                     connection_string_file=str(connection),
                 )

@@ -1,12 +1,11 @@
 """Which object store a demo runs on, S3, Azure Blob Storage or GCS, chosen in this one place.
 
-`open_storage` opens two clients on the same bucket or container: the demo's own
-(`DemoBucket` on S3, `DemoContainer` on Azure; both are `DemoObjects`), which the
-writers and the verification use, and the sweeper's store (`S3ObjectStore` or
-`AzureBlobStore`), which `CountingStore` wraps unchanged and the namespace binding
-claims (the binding target is `gcd.cli.storage.target_of`'s, as `gcd namespace bind`
-makes it). The Azure SDK is imported only for an Azure run, the GCS client (`DemoGcsBucket`,
-`GcsObjectStore`) only for a GCS run.
+`DemoStorage` holds the one store's settings, as `gcd sweep` takes them. `open_storage`
+opens two clients on the same bucket or container: the demo's own (`DemoBucket` on S3,
+`DemoContainer` on Azure, `DemoGcsBucket` on GCS; all `DemoObjects`), which the writers
+and the verification use, and the sweeper's store (`gcd.storage.registry.open_store`),
+which `CountingStore` wraps unchanged and the namespace binding claims. The Azure SDK is
+imported only for an Azure run, the GCS client only for a GCS run.
 """
 
 from __future__ import annotations
@@ -17,9 +16,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.backend import StoreSettings, settings_of
 from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.objectstore import BucketStore
-from gcd.storage.registry import open_objects
+from gcd.storage.registry import open_store
 from gcd.storage.s3.settings import S3Settings
 from l0lab.demo.s3io import DemoBucket
 
@@ -62,58 +62,41 @@ class SweptStore(BucketStore, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class DemoStorage:
-    """The storage of one run: S3 settings, or (`azure` set) an Azure container, or (`gcs`
-    set) a GCS bucket."""
+    """The storage of one run: the settings of its one store, as `gcd sweep` takes them."""
 
-    s3: S3Settings | None = None
-    azure: AzureSettings | None = None
-    gcs: GcsSettings | None = None
-
-    def __post_init__(self) -> None:
-        if [self.s3, self.azure, self.gcs].count(None) != 2:
-            raise ValueError("a demo runs on S3, Azure Blob Storage or GCS: give exactly one")
+    settings: StoreSettings
 
     @property
     def kind(self) -> str:
         """ "s3", "azure" or "gcs"."""
-        return "gcs" if self.gcs is not None else "s3" if self.azure is None else "azure"
+        return self.settings.kind
 
     @property
     def name(self) -> str:
         """The bucket or container."""
-        if self.gcs is not None:
-            return self.gcs.bucket
-        return self.azure.container if self.azure is not None else self._s3.bucket
+        return self.settings.target("").bucket
 
     @property
     def endpoint_url(self) -> str | None:
         """The S3 endpoint (None: AWS), the Azure account URL or the GCS endpoint."""
-        if self.gcs is not None:
-            return self.gcs.endpoint_url
-        return self.azure.account_url if self.azure is not None else self._s3.endpoint_url
-
-    @property
-    def _s3(self) -> S3Settings:
-        assert self.s3 is not None
-        return self.s3
+        return self.settings.target("").endpoint_url
 
 
 @contextlib.asynccontextmanager
 async def open_storage(storage: DemoStorage) -> AsyncIterator[tuple[DemoObjects, SweptStore]]:
     """The demo's own client and the sweeper's store on `storage` (both closed on exit)."""
-    async with open_objects(storage.s3, storage.azure, gcs=storage.gcs) as swept:  # as `gcd sweep`
-        if storage.gcs is not None:
+    settings = storage.settings
+    async with open_store(settings) as swept:  # as `gcd sweep`
+        if isinstance(settings, GcsSettings):
             from l0lab.demo.gcsio import DemoGcsBucket  # noqa: PLC0415 - the client only when used
 
-            async with DemoGcsBucket.open(storage.gcs) as gcs_bucket:
+            async with DemoGcsBucket.open(settings) as gcs_bucket:
                 yield gcs_bucket, swept
-            return
-        if storage.azure is not None:
+        elif isinstance(settings, AzureSettings):
             from l0lab.demo.azio import DemoContainer  # noqa: PLC0415 - the SDK only when used
 
-            async with DemoContainer.open(storage.azure) as container:
+            async with DemoContainer.open(settings) as container:
                 yield container, swept
-            return
-        assert storage.s3 is not None
-        async with DemoBucket.open(storage.s3) as bucket:
-            yield bucket, swept
+        else:
+            async with DemoBucket.open(settings_of(settings, S3Settings)) as bucket:
+                yield bucket, swept

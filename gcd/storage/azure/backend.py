@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
-from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.backend import StoreSettings, StoreUrl, settings_of
+from gcd.storage.azure.executor import AzureTarget
+from gcd.storage.azure.settings import AZURE_EXECUTOR_REQUIREMENTS, AzureSettings
+from gcd.storage.backend import Backend, StoreAccess, StoreSettings, StoreUrl, settings_of
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError, StorageError
@@ -34,7 +36,9 @@ class AzureBackend:
         await _preflight_azure(settings_of(settings, AzureSettings), prefix)
         return None
 
-    def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
+    def from_url(
+        self, url: StoreUrl, *, endpoint_url: str | None, access: StoreAccess
+    ) -> tuple[StoreSettings, str]:
         """``az://ACCOUNT/CONTAINER/ROOT``: the account's blob endpoint (or `endpoint_url`,
         an emulator's, e.g. Azurite's http://127.0.0.1:10000/devstoreaccount1)."""
         container, _, root = url.path.partition("/")
@@ -44,13 +48,54 @@ class AzureBackend:
             raise ConfigError(
                 f"store URL {shown!r} names no container: give az://ACCOUNT/CONTAINER/ROOT"
             )
-        return AzureSettings(account_url, container), root
+        return AzureSettings(account_url, container, access.azure_connection_string_file), root
 
-    def from_target(self, target: StorageTarget) -> StoreSettings:
-        """The bound container at the bound account URL; credentials from the Azure chain."""
+    def from_target(self, target: StorageTarget, access: StoreAccess) -> StoreSettings:
+        """The bound container at the bound account URL; the connection string file
+        `access` names, else credentials from the Azure chain."""
         if target.endpoint_url is None:
             raise ConfigError(f"{target.describe()} names no account URL: bind it again")
-        return AzureSettings(target.endpoint_url, target.bucket)
+        connection = access.azure_connection_string_file
+        return AzureSettings(target.endpoint_url, target.bucket, connection)
+
+    executor_requirements: tuple[str, ...] = AZURE_EXECUTOR_REQUIREMENTS
+
+    def executor_store(self, settings: StoreSettings, *, versions: bool) -> AzureTarget:
+        """The container (base blobs only: versioned Azure is not swept)."""
+        del versions
+        return AzureTarget(settings_of(settings, AzureSettings))
+
+    def inventory_versions(self, settings: StoreSettings, manifest: str) -> bool:
+        """False (rows of versions are dropped); ConfigError for a report of another
+        container (`BlobInventoryManifest.check_covers`)."""
+        from gcd.storage.azure.inventory import BlobInventoryManifest  # noqa: PLC0415 - Spark
+
+        azure = settings_of(settings, AzureSettings)
+        BlobInventoryManifest.load(manifest).check_covers(
+            azure.account_url, azure.container, where=manifest
+        )
+        return False
+
+    def read_inventory(
+        self,
+        spark: Any,
+        settings: StoreSettings,
+        manifest: str,
+        *,
+        inventory_root: str | None,
+        versions: bool,
+    ) -> Any:
+        """`gcd.storage.azure.inventory.read_blob_inventory` of this container's rows."""
+        from gcd.storage.azure.inventory import read_blob_inventory  # noqa: PLC0415 - Spark
+
+        azure = settings_of(settings, AzureSettings)
+        return read_blob_inventory(
+            spark,
+            manifest,
+            account_url=azure.account_url,
+            container=azure.container,
+            inventory_root=inventory_root,
+        )
 
 
 async def _preflight_azure(azure: AzureSettings, prefix: str) -> None:
@@ -83,4 +128,4 @@ async def _preflight_azure(azure: AzureSettings, prefix: str) -> None:
         raise
 
 
-BACKEND = AzureBackend()
+BACKEND: Backend = AzureBackend()

@@ -1,4 +1,4 @@
-"""Azure Blob Storage on Spark executors: `AzureTarget`, a `gcd.storage.executor.ExecutorStore`.
+"""Azure Blob Storage on Spark executors: `AzureTarget` and the `AzureExecutor` it connects.
 
 Design notes: docs/internals/spark.md, `gcd.storage.azure.executor`.
 """
@@ -14,17 +14,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gcd.rules.backoff import Backoff
-from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
+from gcd.rules.cursor import Cursor
 from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.executor import Listed, Page, in_parts, walk_pages
 from gcd.storage.objectstore import KeyFailure
 from gcd.storage.sync_retry import delete_triaged, retry
 from l0gc.errors import StorageError
 
 if TYPE_CHECKING:
-    from gcd.rules.layout import KeyLayout
-    from gcd.storage.executor import Listed
+    from azure.storage.blob import ContainerClient
 
-__all__ = ["AzureTarget", "call_with_retries"]
+    from gcd.rules.layout import KeyLayout
+
+__all__ = ["AzureExecutor", "AzureTarget", "call_with_retries"]
 
 _PAGE = 1000
 T = TypeVar("T")
@@ -69,7 +71,8 @@ class _Walk:
 
 @dataclass(frozen=True, slots=True)
 class AzureTarget:
-    """One container as executors reach it: plain values (module docstring)."""
+    """One container as executors reach it: plain values, an
+    `gcd.storage.executor.ExecutorStore` (module docstring)."""
 
     settings: AzureSettings
     backoff: Backoff = field(default_factory=lambda: Backoff(base_s=0.2, cap_s=10.0))
@@ -79,9 +82,9 @@ class AzureTarget:
         """The container."""
         return self.settings.container
 
-    def client(self, *, pool: int = 1) -> Any:
-        """A sync `ContainerClient` (thread-safe), SDK retries off; `pool` is advisory
-        (the SDK's requests transport keeps its own pool of connections)."""
+    def connect(self, *, pool: int = 1) -> AzureExecutor:
+        """An `AzureExecutor` over a sync `ContainerClient` (thread-safe), SDK retries
+        off; `pool` is advisory (the SDK's requests transport keeps its own pool)."""
         del pool
         from azure.storage.blob import BlobServiceClient  # noqa: PLC0415 - executor dependency
 
@@ -102,81 +105,77 @@ class AzureTarget:
             service = BlobServiceClient(
                 self.settings.account_url, credential=DefaultAzureCredential(), **options
             )
-        return service.get_container_client(self.settings.container)
+        return AzureExecutor(self, service.get_container_client(self.settings.container))
+
+
+@dataclass(slots=True)
+class AzureExecutor:
+    """One task's connection to the container (an `gcd.storage.executor.ExecutorClient`)."""
+
+    target: AzureTarget
+    client: ContainerClient
+    rng: random.Random = field(default_factory=random.Random)
+    sleep: Callable[[float], None] = time.sleep
+
+    def _call(self, operation: Callable[[], T], what: str) -> T:
+        return call_with_retries(
+            operation, what=what, backoff=self.target.backoff, rng=self.rng, sleep=self.sleep
+        )
 
     # -- listing --------------------------------------------------------------------
 
     def list_prefix(
         self,
-        client: Any,
         prefix: str,
         *,
         layout: KeyLayout | None = None,
         skip_above_epoch: int | None = None,
         on_request: Callable[[], None] | None = None,
-        rng: random.Random | None = None,
     ) -> Iterator[Listed]:
         """Every blob under `prefix` in name order, skipping live prefix directories
-        (`gcd.rules.cursor`, as `gcd.spark.listing.list_prefix` does for S3)."""
-        limit = skip_above_epoch if layout is not None and can_skip(layout) else None
+        (`gcd.storage.executor.walk_pages`, as for S3)."""
         count = on_request or (lambda: None)
-        cursor: Cursor | None = Cursor()
-        while cursor is not None:
-            rows, token = call_with_retries(
-                functools.partial(self.list_page, client, prefix, cursor, count),
-                what=f"List Blobs {self.bucket}/{prefix}",
-                backoff=self.backoff,
-                rng=rng,
-            )
-            found: Skip | None = None
-            for row in rows:
-                skip_to = found.start_after if found is not None else None
-                if skip_to is not None and row[0] <= skip_to:
-                    continue
-                yield row
-                if limit is not None and layout is not None:
-                    found = skip(layout, prefix, layout.parse(row[0]), limit) or found
-                    if found is not None and found.done:
-                        break
-            cursor = next_cursor(cursor, found, rows[-1][0] if rows else None, token)
+        what = f"List Blobs {self.target.bucket}/{prefix}"
+        return walk_pages(
+            lambda cursor: self._call(
+                functools.partial(self.list_page, prefix, cursor, count), what
+            ),
+            prefix,
+            layout=layout,
+            skip_above_epoch=skip_above_epoch,
+        )
 
-    def list_page(
-        self, client: Any, prefix: str, cursor: Cursor, count: Callable[[], None]
-    ) -> tuple[list[Listed], str | None]:
+    def list_page(self, prefix: str, cursor: Cursor, count: Callable[[], None]) -> Page:
         """One page under `prefix` from `cursor` (`AzureBlobStore.list_page`, sync):
         rows, and the continuation token (None: the prefix is done)."""
         walk = _Walk.decode(cursor.token) if cursor.token is not None else None
         if walk is None:
             start = cursor.start_after
-            pending = (
-                (prefix,) if start is None else tuple(self._after(client, prefix, start, count))
-            )
+            pending = (prefix,) if start is None else tuple(self._after(prefix, start, count))
             walk = _Walk(pending, None)
         rows: list[Listed] = []
         while walk.pending and not rows:
             current = walk.pending[0]
             if not current.endswith("/") and current != prefix:  # a blob the walk found
                 count()
-                rows.extend(self._info(client, current))
+                rows.extend(self._info(current))
                 walk = _Walk(walk.pending[1:], None)
                 continue
             count()
-            pages = client.list_blobs(name_starts_with=current, results_per_page=_PAGE).by_page(
-                continuation_token=walk.token
-            )
+            pages = self.client.list_blobs(
+                name_starts_with=current, results_per_page=_PAGE
+            ).by_page(continuation_token=walk.token)
             rows.extend(_row(b) for b in next(pages, ()))
             token = getattr(pages, "continuation_token", None)
             walk = _Walk(walk.pending if token else walk.pending[1:], token)
         return rows, (walk.encode() if walk.pending else None)
 
-    def _after(
-        self, client: Any, prefix: str, start_after: str, count: Callable[[], None]
-    ) -> list[str]:
+    def _after(self, prefix: str, start_after: str, count: Callable[[], None]) -> list[str]:
         """The directories and blobs under `prefix` sorting after `start_after`, in byte
         order (`AzureBlobStore._after`: one delimiter listing per level)."""
         names: list[str] = []
         inside: str | None = None
-        for page in client.walk_blobs(name_starts_with=prefix, delimiter="/").by_page():
+        for page in self.client.walk_blobs(name_starts_with=prefix, delimiter="/").by_page():
             count()
             for item in page:
                 if item.name > start_after:
@@ -184,15 +183,15 @@ class AzureTarget:
                 elif item.name.endswith("/") and start_after.startswith(item.name):
                     inside = item.name
         if inside is not None and inside != prefix:
-            names += self._after(client, inside, start_after, count)
+            names += self._after(inside, start_after, count)
         return sorted(names, key=str.encode)
 
-    def _info(self, client: Any, name: str) -> list[Listed]:
+    def _info(self, name: str) -> list[Listed]:
         """The blob the walk found, or nothing when it is gone since."""
         from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
 
         try:
-            props = client.get_blob_client(name).get_blob_properties()
+            props = self.client.get_blob_client(name).get_blob_properties()
         except ResourceNotFoundError:
             return []
         return [_row(props)]
@@ -201,63 +200,34 @@ class AzureTarget:
 
     def delete_keys(
         self,
-        client: Any,
         keys: Sequence[str],
         *,
         pace: Callable[[int], None] = lambda _count: None,
         on_request: Callable[[], None] = lambda: None,
-        rng: random.Random | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> dict[str, str | None]:
         """Blob Batch deletes of `keys`, `MAX_BATCH` per request, retried (module docs)."""
         from gcd.storage.azure.client import MAX_BATCH  # noqa: PLC0415
 
-        outcome: dict[str, str | None] = {}
-        for start in range(0, len(keys), MAX_BATCH):
-            part = list(keys[start : start + MAX_BATCH])
-            outcome.update(
-                self._delete_part(
-                    client,
-                    part,
-                    pace=pace,
-                    on_request=on_request,
-                    rng=rng or random.Random(),
-                    sleep=sleep,
-                )
-            )
-        return outcome
+        return in_parts(keys, MAX_BATCH, functools.partial(self._delete_part, pace, on_request))
 
     def _delete_part(
-        self,
-        client: Any,
-        keys: list[str],
-        *,
-        pace: Callable[[int], None],
-        on_request: Callable[[], None],
-        rng: random.Random,
-        sleep: Callable[[float], None],
+        self, pace: Callable[[int], None], on_request: Callable[[], None], keys: list[str]
     ) -> dict[str, str | None]:
         def send(batch: list[str]) -> tuple[Sequence[str], Sequence[KeyFailure]]:
             def request() -> list[Any]:
                 pace(len(batch))
                 on_request()
-                return list(client.delete_blobs(*batch, raise_on_any_failure=False))
+                return list(self.client.delete_blobs(*batch, raise_on_any_failure=False))
 
-            answers = call_with_retries(
-                request,
-                what=f"Blob Batch delete on {self.bucket}",
-                backoff=self.backoff,
-                rng=rng,
-                sleep=sleep,
-            )
+            answers = self._call(request, f"Blob Batch delete on {self.target.bucket}")
             return self._answers(batch, answers)
 
         return delete_triaged(
             keys,
             send,
-            backoff=self.backoff,
-            rng=rng,
-            sleep=sleep,
+            backoff=self.target.backoff,
+            rng=self.rng,
+            sleep=self.sleep,
             unanswered="not answered by Blob Batch",
         )
 
@@ -269,7 +239,7 @@ class AzureTarget:
         deleted: list[str] = []
         failures: list[KeyFailure] = []
         for key, answer in zip(batch, answers, strict=False):
-            failure = batch_answer_failure(self.bucket, key, answer)
+            failure = batch_answer_failure(self.target.bucket, key, answer)
             if failure is None:
                 deleted.append(key)
             else:
@@ -278,13 +248,12 @@ class AzureTarget:
 
     # -- probing --------------------------------------------------------------------
 
-    def exists(self, client: Any, key: str) -> bool:
+    def exists(self, key: str) -> bool:
         """True when blob `key` exists (one Get Blob Properties, retried)."""
         return bool(
-            call_with_retries(
-                lambda: client.get_blob_client(key).exists(),
-                what=f"Get Blob Properties {self.bucket}/{key}",
-                backoff=self.backoff,
+            self._call(
+                lambda: self.client.get_blob_client(key).exists(),
+                f"Get Blob Properties {self.target.bucket}/{key}",
             )
         )
 

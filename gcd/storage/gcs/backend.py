@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
-from gcd.storage.backend import StoreSettings, StoreUrl, settings_of
-from gcd.storage.gcs.settings import GcsSettings
+from gcd.storage.backend import Backend, StoreAccess, StoreSettings, StoreUrl, settings_of
+from gcd.storage.gcs.settings import GCS_EXECUTOR_REQUIREMENTS, GcsSettings
+from gcd.storage.gcs.spark import GcsStore
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError, StorageError
@@ -34,13 +36,45 @@ class GcsBackend:
         await _preflight_gcs(settings_of(settings, GcsSettings), prefix)
         return None
 
-    def from_url(self, url: StoreUrl, *, endpoint_url: str | None) -> tuple[StoreSettings, str]:
+    def from_url(
+        self, url: StoreUrl, *, endpoint_url: str | None, access: StoreAccess
+    ) -> tuple[StoreSettings, str]:
         """``gs://BUCKET/ROOT``, at `endpoint_url` (an emulator's) when given."""
-        return GcsSettings(url.netloc, endpoint_url), url.path
+        return _settings(url.netloc, endpoint_url, access), url.path
 
-    def from_target(self, target: StorageTarget) -> StoreSettings:
-        """The bound bucket (at the bound emulator); Application Default Credentials."""
-        return GcsSettings(target.bucket, target.endpoint_url)
+    def from_target(self, target: StorageTarget, access: StoreAccess) -> StoreSettings:
+        """The bound bucket (at the bound emulator); the key file `access` names, else
+        Application Default Credentials."""
+        return _settings(target.bucket, target.endpoint_url, access)
+
+    executor_requirements: tuple[str, ...] = GCS_EXECUTOR_REQUIREMENTS
+
+    def executor_store(self, settings: StoreSettings, *, versions: bool) -> GcsStore:
+        """The bucket; ConfigError with `versions` (GCS versions are not read)."""
+        if versions:
+            raise ConfigError("GCS object versions are not listed by Spark jobs")
+        return GcsStore.of(settings_of(settings, GcsSettings))
+
+    def inventory_versions(self, settings: StoreSettings, manifest: str) -> bool:
+        """False: Storage Insights rows are live objects."""
+        return False
+
+    def read_inventory(
+        self,
+        spark: Any,
+        settings: StoreSettings,
+        manifest: str,
+        *,
+        inventory_root: str | None,
+        versions: bool,
+    ) -> Any:
+        """`gcd.storage.gcs.inventory.read_gcs_inventory` of this bucket's report."""
+        from gcd.storage.gcs.inventory import read_gcs_inventory  # noqa: PLC0415 - Spark side
+
+        bucket = settings_of(settings, GcsSettings).bucket
+        return read_gcs_inventory(
+            spark, manifest, inventory_root=inventory_root, expected_bucket=bucket
+        )
 
 
 async def _preflight_gcs(gcs: GcsSettings, prefix: str) -> None:
@@ -81,4 +115,8 @@ async def _preflight_gcs(gcs: GcsSettings, prefix: str) -> None:
         raise
 
 
-BACKEND = GcsBackend()
+def _settings(bucket: str, endpoint_url: str | None, access: StoreAccess) -> GcsSettings:
+    return GcsSettings(bucket, endpoint_url, access.gcs_credentials_file, access.gcs_anonymous)
+
+
+BACKEND: Backend = GcsBackend()

@@ -186,6 +186,8 @@ class S3ObjectStore(ObjectStore):
     """One bucket through an open aiobotocore S3 client."""
 
     def __init__(self, client: Any, bucket: str) -> None:
+        # Any: our event hooks add parameters (L0gcBody) and answers (L0gcListing) that
+        # types_aiobotocore_s3 does not know.
         self._client = client
         self.bucket = bucket
         self._ordered = not directory_bucket(bucket)  # else: `--listing unordered`

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import pytest
 
 from gcd.cli.output import human_age, write_json
-from gcd.cli.status_report import build_report, is_empty
 from gcd.cli.status_text import render_text
+from gcd.status.report import build_report, is_empty
 from gcd.sweep.shards import ShardAnnouncement
 from l0gc import exitcodes, strictjson
 from l0gc.contract.binding import Binding, StorageTarget

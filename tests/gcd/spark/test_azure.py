@@ -230,8 +230,7 @@ def test_the_listing_skips_a_live_directory_as_the_daemon_does(
     target = AzureTarget(AzureSettings(azurite_server.account_url, client.container_name, conn))
     calls: list[int] = []
     rows = list(
-        target.list_prefix(
-            target.client(),
+        target.connect().list_prefix(
             f"{ROOT}/00",
             layout=KeyLayout.default(ROOT),
             skip_above_epoch=M,
@@ -240,7 +239,7 @@ def test_the_listing_skips_a_live_directory_as_the_daemon_does(
     )
     listed = [row[0] for row in rows]
     assert listed == [key(1, 3), key(1, 11), key(2, 4), key(3, 5)]
-    unskipped = list(target.list_prefix(target.client(), f"{ROOT}/00"))
+    unskipped = list(target.connect().list_prefix(f"{ROOT}/00"))
     assert len(unskipped) == 3 + len(live)
 
 
@@ -255,7 +254,7 @@ def test_blob_batch_deletes_are_paced_in_parts_of_256(
     conn = flags[flags.index("--azure-connection-string-file") + 1]
     target = AzureTarget(AzureSettings(azurite_server.account_url, client.container_name, conn))
     paced: list[int] = []
-    outcome = target.delete_keys(target.client(), keys, pace=paced.append)
+    outcome = target.connect().delete_keys(keys, pace=paced.append)
     assert paced == [256, 256, 88]
     assert outcome == dict.fromkeys(keys)
     assert not names(client)
@@ -344,10 +343,11 @@ def test_an_executor_page_walks_as_the_daemons_store_does(
     start = f"{ROOT}/001/000000000000000003/a"
 
     def executor_walk() -> list[str]:
+        executor = target.connect()
         found: list[str] = []
         cursor: Cursor | None = Cursor(start_after=start)
         while cursor is not None:
-            rows, token = target.list_page(target.client(), f"{ROOT}/0", cursor, lambda: None)
+            rows, token = executor.list_page(f"{ROOT}/0", cursor, lambda: None)
             found += [row[0] for row in rows]
             cursor = None if token is None else Cursor(start, token)
         return found

@@ -12,8 +12,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gcd.rules.backoff import Backoff
-from gcd.spark.delete import DeleteSettings, delete_keys
-from gcd.storage.s3.executor import S3Target
+from gcd.spark.delete import DeleteSettings
+from gcd.storage.s3.executor import S3Executor, S3Target
 from l0gc.errors import ConfigError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -49,15 +49,9 @@ class FakeS3:
 
 
 def run(fake: FakeS3, keys: list[str], paced: list[int] | None = None) -> dict[str, str | None]:
-    """delete_keys with no real sleeping."""
-    return delete_keys(
-        fake,
-        TARGET,
-        keys,
-        pace=(paced.append if paced is not None else lambda _n: None),
-        rng=random.Random(1),
-        sleep=lambda _s: None,
-    )
+    """`S3Executor.delete_keys` with no real sleeping."""
+    executor = S3Executor(TARGET, fake, random.Random(1), lambda _s: None)
+    return executor.delete_keys(keys, pace=(paced.append if paced is not None else lambda _n: None))
 
 
 def test_slowdown_on_the_whole_request_is_retried() -> None:

@@ -19,6 +19,7 @@ from gcd.cli.spark import summary_line
 from gcd.rules.layout import KeyLayout
 from gcd.spark.pipeline import JobConfig
 from gcd.spark.report import monthly_cost
+from gcd.storage.s3.settings import S3Settings
 from l0gc import exitcodes
 from l0lab.testing.local_servers import LocalS3
 
@@ -164,9 +165,7 @@ def test_report_refuses_delete_options(
 def _job(command: str, *, dry_run: bool = False) -> JobConfig:
     return JobConfig(
         command=command,
-        bucket="b",
-        endpoint_url=None,
-        region=None,
+        storage=S3Settings("b"),
         layout=KeyLayout.default(),
         inventory="m.json",
         inventory_root=None,

@@ -12,11 +12,9 @@ from gcd.storage.backend import StoreSettings
 from gcd.storage.gcs.client import GcsObjectStore
 from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.registry import (
-    open_objects,
     open_store,
     preflight_store,
     store_from_url,
-    target_of,
 )
 from gcd.storage.s3.client import S3ObjectStore
 from gcd.storage.s3.settings import S3Settings
@@ -49,15 +47,6 @@ def test_each_store_names_its_own_target(settings: StoreSettings, expected: Stor
     the container at its account URL, not a bucket borrowed from S3's settings."""
     assert settings.target(ROOT) == expected
     assert settings.kind == expected.kind
-
-
-def test_the_older_form_picks_the_one_settings_given() -> None:
-    """`target_of` / `open_objects` (three optionals, for the demo) use the one given."""
-    assert target_of(None, AZURE, ROOT) == AZURE.target(ROOT)
-    assert target_of(None, None, ROOT, gcs=GCS) == GCS.target(ROOT)
-    assert target_of(S3, None, ROOT) == S3.target(ROOT)
-    with pytest.raises(AssertionError, match="no store settings given"):
-        open_objects(None, None)
 
 
 @pytest.mark.integration

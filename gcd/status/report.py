@@ -2,7 +2,7 @@
 
 `build_report` (a whole read) and `PinningFold` (page by page, as a daemon folds it) are
 pure, so the demo's live view and tests use them without etcd.
-Design notes: docs/internals/cli.md, `gcd.cli.status`.
+Design notes: docs/internals/status.md, `gcd.status.report`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from gcd.cli.fleet import FleetStatus
+from gcd.status.fleet import FleetStatus
 from gcd.sweep.shards import ShardAnnouncement, fleet_problem
 from l0gc.contract.binding import Binding
 from l0gc.contract.namespace import partition_order
@@ -92,9 +92,9 @@ class StatusReport:
     unbound: bool = False
     """Not bound yet (a setup step, exit 0): sweepers delete nothing until it is."""
     fleet: dict[str, Any] | None = None
-    """The publisher fleet (`gcd.cli.fleet.FleetStatus.to_dict`), None when not read."""
+    """The publisher fleet (`gcd.status.fleet.FleetStatus.to_dict`), None when not read."""
     pinned_longest: dict[str, Any] | None = None
-    """The pinning partition at its M(p) the longest (`gcd.cli.status_why`), None: unknown."""
+    """The pinning partition at its M(p) the longest (`gcd.status.why`), None: unknown."""
     why: dict[str, Any] | None = None
     """With --why: `gcd explain` of the oldest kept key (its JSON object), else None."""
     costs: dict[str, Any] | None = None

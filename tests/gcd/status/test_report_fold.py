@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gcd.cli.status_report import PinningFold, build_report, report_from_fold
+from gcd.status.report import PinningFold, build_report, report_from_fold
 from l0gc.contract.record import PartitionRecord
 from l0gc.contract.safe_epoch import GcView
 from l0gc.etcd.memory import MemoryKV

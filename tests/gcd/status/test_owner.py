@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from gcd.cli.status_owner import gone_owners, waiting_text
-from gcd.cli.status_report import PartitionStatus, StatusReport
-from gcd.cli.status_text import render_text
+from gcd.cli.status_text import render_text, waiting_text
+from gcd.status.owner import gone_owners
+from gcd.status.report import PartitionStatus, StatusReport
 from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
 from watermark.service.liveness import Liveness

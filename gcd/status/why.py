@@ -8,7 +8,7 @@ longest is reported with its owner.
 
 `why` runs `gcd explain` on the oldest kept key: the key of the lowest epoch above M, found
 with one LIST per prefix directory of the default layout under the namespace's bound root
-(S3 bindings; the bucket's endpoint is the binding's). It reads, never writes.
+(on any store, through its backend; the endpoint is the binding's). It reads, never writes.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from gcd.explainer.answer import HISTORY, ExplainReport, explain_keys, read_gc_facts
 from gcd.rules.explain import start_before
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout
+from gcd.storage.backend import StoreAccess
 from gcd.storage.objectstore import BucketStore
 from gcd.storage.registry import backend, open_store
 from l0gc.contract.binding import Binding
@@ -111,7 +112,7 @@ async def why(
     facts = await read_gc_facts(store, None, grace_s=grace_s)
     if facts.safe_epoch is None:
         return None, None
-    async with open_store(backend(target.kind).from_target(target)) as objects:
+    async with open_store(backend(target.kind).from_target(target, StoreAccess())) as objects:
         key = await oldest_kept_key(objects, layout, facts.safe_epoch)
         if key is None:
             return None, None

@@ -1,6 +1,6 @@
 """The publisher fleet as `gcd status` shows it: live replicas, the ticker leader, owners now.
 
-Design notes: docs/internals/cli.md, `gcd.cli.fleet`.
+Design notes: docs/internals/status.md, `gcd.status.fleet`.
 """
 
 from __future__ import annotations

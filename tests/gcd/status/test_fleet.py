@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
-from gcd.cli.fleet import build_fleet
+from gcd.status.fleet import build_fleet
 from l0gc.contract.kv import KeyValue
 from l0gc.contract.members import ClaimRecord, MemberRecord
 from l0lab.testing.local_replicas import LocalReplicas
