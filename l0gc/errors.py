@@ -8,7 +8,11 @@ Design notes: docs/internals/kernel.md, `l0gc.errors`.
 from __future__ import annotations
 
 import reprlib
-from typing import Final
+from dataclasses import KW_ONLY, dataclass, fields
+from typing import TYPE_CHECKING, Final, cast
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "AUTH_CODES",
@@ -58,7 +62,16 @@ def _span(bounds: tuple[int | None, int | None]) -> str:
 
 
 class L0gcError(Exception):
-    """Base class of every error l0gc raises on purpose."""
+    """Base class of every error l0gc raises on purpose.
+
+    An error with fields is a dataclass (``eq=False, repr=False``: identity and
+    Exception's repr, as for any exception); its positional fields are its `args`, so it
+    pickles with them as Exception.__init__ would have kept them.
+    """
+
+    def __post_init__(self) -> None:
+        fields_ = fields(cast("DataclassInstance", self))
+        self.args = tuple(getattr(self, f.name) for f in fields_ if not f.kw_only)
 
 
 # -- the caller is at fault: fix the input; retrying as is fails again ----------
@@ -73,16 +86,15 @@ class ConfigError(UsageError):
     """A setting or an argument is invalid; the message names it and says what is allowed."""
 
 
+@dataclass(eq=False, repr=False)
 class LiveOwner(ConfigError):
     """An operator action refused because the partition's owner is live (running, or
     published recently): the owner still admits writes the change would make deletable.
     `why` says what makes it live; see `watermark.api.owners`."""
 
-    def __init__(self, partition: str, action: str, why: str) -> None:
-        super().__init__(partition, action, why)
-        self.partition = partition
-        self.action = action
-        self.why = why
+    partition: str
+    action: str
+    why: str
 
     def __str__(self) -> str:
         return (
@@ -93,15 +105,14 @@ class LiveOwner(ConfigError):
         )
 
 
+@dataclass(eq=False, repr=False)
 class NotServed(ConfigError):
     """A registration no publisher of the fleet would serve: replicas host only the
     partitions their ``--partitions`` list names, so a record of any other would be hosted
     by nobody, its unmoving M(p) holding back GC of the whole namespace (issue 55)."""
 
-    def __init__(self, partition: str, served: str) -> None:
-        super().__init__(partition, served)
-        self.partition = partition
-        self.served = served
+    partition: str
+    served: str
 
     def __str__(self) -> str:
         return (
@@ -112,12 +123,11 @@ class NotServed(ConfigError):
         )
 
 
+@dataclass(eq=False, repr=False)
 class PartitionNotRegistered(ConfigError):
     """The partition has no record in etcd: it was never registered, or it was deleted."""
 
-    def __init__(self, partition: str) -> None:
-        super().__init__(partition)
-        self.partition = partition
+    partition: str
 
     def __str__(self) -> str:
         return (
@@ -148,6 +158,7 @@ class WriteRefused(Refused):
     the writer retries the write under a new fence (a new object key)."""
 
 
+@dataclass(eq=False, repr=False)
 class StaleEpoch(WriteRefused):
     """A writer's epoch is below the fencing window: the write must not be committed.
 
@@ -156,16 +167,9 @@ class StaleEpoch(WriteRefused):
     which nothing is admitted after recovery, if any.
     """
 
-    def __init__(
-        self,
-        epoch: int,
-        window: tuple[int | None, int | None],
-        floor: int | None = None,
-    ) -> None:
-        super().__init__(epoch, window, floor)
-        self.epoch = epoch
-        self.window = window
-        self.floor = floor
+    epoch: int
+    window: tuple[int | None, int | None]
+    floor: int | None = None
 
     def __str__(self) -> str:
         low = self.window[0]
@@ -182,6 +186,7 @@ class StaleEpoch(WriteRefused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class EpochAhead(WriteRefused):
     """A fence asked for an epoch above the cluster epoch; nothing was granted.
 
@@ -191,10 +196,8 @@ class EpochAhead(WriteRefused):
     refusing.
     """
 
-    def __init__(self, epoch: int, cluster_epoch: int) -> None:
-        super().__init__(epoch, cluster_epoch)
-        self.epoch = epoch
-        self.cluster_epoch = cluster_epoch
+    epoch: int
+    cluster_epoch: int
 
     def __str__(self) -> str:
         return (
@@ -204,6 +207,7 @@ class EpochAhead(WriteRefused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class FenceTimeout(WriteRefused):
     """A fence was not granted before its deadline; the caller holds nothing.
 
@@ -211,19 +215,11 @@ class FenceTimeout(WriteRefused):
     fencing window when it gave up.
     """
 
-    def __init__(
-        self,
-        epoch: int,
-        timeout_s: float,
-        window: tuple[int | None, int | None],
-        oldest: tuple[int, float] | None = None,
-    ) -> None:
-        super().__init__(epoch, timeout_s, window, oldest)
-        self.epoch = epoch
-        self.timeout_s = timeout_s
-        self.window = window
-        self.oldest = oldest
-        """(epoch, age in seconds) of the oldest fence still held when it gave up."""
+    epoch: int
+    timeout_s: float
+    window: tuple[int | None, int | None]
+    oldest: tuple[int, float] | None = None
+    """(epoch, age in seconds) of the oldest fence still held when it gave up."""
 
     def __str__(self) -> str:
         if self.oldest is None:
@@ -241,6 +237,7 @@ class FenceTimeout(WriteRefused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class GuardClosed(WriteRefused):
     """The partition's fencing guard is closed; nothing was granted.
 
@@ -248,9 +245,7 @@ class GuardClosed(WriteRefused):
     Queued fence requests are woken with this error.
     """
 
-    def __init__(self, partition: str) -> None:
-        super().__init__(partition)
-        self.partition = partition
+    partition: str
 
     def __str__(self) -> str:
         return (
@@ -260,6 +255,7 @@ class GuardClosed(WriteRefused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class FenceExpired(WriteRefused):
     """A fence is not held any more: the write must not be committed.
 
@@ -267,12 +263,11 @@ class FenceExpired(WriteRefused):
     already committed or aborted.
     """
 
-    def __init__(self, partition: str, epoch: int | None, *, why: str | None = None) -> None:
-        super().__init__(partition, epoch)
-        self.partition = partition
-        self.epoch = epoch
-        self.why = why
-        """How it ended when known: aborted, refused, reclaimed or revoked."""
+    partition: str
+    epoch: int | None
+    _: KW_ONLY
+    why: str | None = None
+    """How it ended when known: aborted, refused, reclaimed or revoked."""
 
     def __str__(self) -> str:
         what = "unknown fence" if self.epoch is None else f"fence for epoch {self.epoch}"
@@ -292,15 +287,14 @@ class FenceExpired(WriteRefused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class AlreadyCommitted(WriteRefused):
     """A fence already committed at one offset is committed again at another one."""
 
-    def __init__(self, partition: str, epoch: int, committed: int, offset: int) -> None:
-        super().__init__(partition, epoch, committed, offset)
-        self.partition = partition
-        self.epoch = epoch
-        self.committed = committed
-        self.offset = offset
+    partition: str
+    epoch: int
+    committed: int
+    offset: int
 
     def __str__(self) -> str:
         return (
@@ -310,12 +304,11 @@ class AlreadyCommitted(WriteRefused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class PartitionNotHosted(WriteRefused):
     """This publisher does not host the partition (never adopted, released, or lost)."""
 
-    def __init__(self, partition: str) -> None:
-        super().__init__(partition)
-        self.partition = partition
+    partition: str
 
     def __str__(self) -> str:
         return (
@@ -325,15 +318,14 @@ class PartitionNotHosted(WriteRefused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class NoOwner(Refused):
     """No replica owns the partition right now (`watermark serve --replicated`): it is
     being handed over or adopted after a replica left, and the wait for it ran out."""
 
-    def __init__(self, partition: str, reason: str, waited_s: float) -> None:
-        super().__init__(partition, reason, waited_s)
-        self.partition = partition
-        self.reason = reason
-        self.waited_s = waited_s
+    partition: str
+    reason: str
+    waited_s: float
 
     def __str__(self) -> str:
         return (
@@ -344,14 +336,13 @@ class NoOwner(Refused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class StaleOwner(Refused):
     """This process no longer owns the partition: its `owner_epoch` is not the current one."""
 
-    def __init__(self, partition: str, owner_epoch: int, current_owner_epoch: int) -> None:
-        super().__init__(partition, owner_epoch, current_owner_epoch)
-        self.partition = partition
-        self.owner_epoch = owner_epoch
-        self.current_owner_epoch = current_owner_epoch
+    partition: str
+    owner_epoch: int
+    current_owner_epoch: int
 
     def __str__(self) -> str:
         return (
@@ -361,27 +352,25 @@ class StaleOwner(Refused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class EpochConflict(Refused):
     """A compare-and-swap lost: `key` changed underneath (e.g. another process advanced
     the cluster epoch, or a partition record kept changing during a publish)."""
 
-    def __init__(self, key: str, detail: str) -> None:
-        super().__init__(key, detail)
-        self.key = key
-        self.detail = detail
+    key: str
+    detail: str
 
     def __str__(self) -> str:
         return f"{self.key}: {self.detail}; it was changed concurrently: re-read it and retry"
 
 
+@dataclass(eq=False, repr=False)
 class WatermarkRegression(Refused):
     """A publish would lower a partition's M(p); it was refused (M(p) only goes up)."""
 
-    def __init__(self, partition: str, attempted: int, current: int) -> None:
-        super().__init__(partition, attempted, current)
-        self.partition = partition
-        self.attempted = attempted
-        self.current = current
+    partition: str
+    attempted: int
+    current: int
 
     def __str__(self) -> str:
         return (
@@ -391,12 +380,11 @@ class WatermarkRegression(Refused):
         )
 
 
+@dataclass(eq=False, repr=False)
 class LeaseExpired(Refused):
     """An etcd lease is gone (expired or revoked): keys bound to it are deleted."""
 
-    def __init__(self, lease_id: int) -> None:
-        super().__init__(lease_id)
-        self.lease_id = lease_id
+    lease_id: int
 
     def __str__(self) -> str:
         return f"etcd lease {self.lease_id:#x} has expired or was revoked; grant a new lease"
@@ -412,16 +400,15 @@ class InvalidRecord(L0gcError, ValueError):
     """
 
 
+@dataclass(eq=False, repr=False)
 class InvalidJson(InvalidRecord):
     """A JSON document (a stored record, a request body) broke `l0gc.strictjson`'s rules.
 
     `what` names the document, `problem` the rule it broke (and where, when known).
     """
 
-    def __init__(self, what: str, problem: str) -> None:
-        super().__init__(what, problem)
-        self.what = what
-        self.problem = problem
+    what: str
+    problem: str
 
     def __str__(self) -> str:
         return (
@@ -431,16 +418,15 @@ class InvalidJson(InvalidRecord):
         )
 
 
+@dataclass(eq=False, repr=False)
 class InvalidSnapshot(InvalidRecord):
     """A partition GC snapshot is malformed; `field` names the offending field.
 
     A snapshot is part of the partition record, so this is also an `InvalidRecord`.
     """
 
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(field, problem)
-        self.field = field
-        self.problem = problem
+    field: str
+    problem: str
 
     @classmethod
     def bad_value(cls, field: str, value: object, expected: str) -> InvalidSnapshot:
@@ -463,16 +449,15 @@ class Unavailable(L0gcError):
     an answer that cannot be trusted right now. Sweepers delete nothing on it."""
 
 
+@dataclass(eq=False, repr=False)
 class EtcdUnavailable(Unavailable):
     """etcd could not be reached or refused a call; `endpoint` is the one tried last.
 
     After a failed write the outcome is unknown: re-read before deciding to write again.
     """
 
-    def __init__(self, endpoint: str, reason: str) -> None:
-        super().__init__(endpoint, reason)
-        self.endpoint = endpoint
-        self.reason = reason
+    endpoint: str
+    reason: str
 
     def __str__(self) -> str:
         return (
@@ -486,16 +471,15 @@ class WatchLost(EtcdUnavailable):
     the follower reads the whole namespace again and watches from there."""
 
 
+@dataclass(eq=False, repr=False)
 class WatermarkUnavailable(Unavailable):
     """The global safe epoch M cannot be computed; sweepers must delete nothing.
 
     `partition` names the partition whose record is the cause, when there is one.
     """
 
-    def __init__(self, reason: str, partition: str | None = None) -> None:
-        super().__init__(reason, partition)
-        self.reason = reason
-        self.partition = partition
+    reason: str
+    partition: str | None = None
 
     def __str__(self) -> str:
         if self.partition is None:
@@ -514,6 +498,7 @@ class WatermarkUnavailable(Unavailable):
 # -- l0gc itself is at fault: an invariant broke (a bug; report it) --------------
 
 
+@dataclass(eq=False, repr=False)
 class FencingViolation(L0gcError):
     """A committed entry's epoch is below the applied window: fencing failed.
 
@@ -523,11 +508,9 @@ class FencingViolation(L0gcError):
     fence's if that is higher.
     """
 
-    def __init__(self, offset: int, epoch: int, window: tuple[int, int]) -> None:
-        super().__init__(offset, epoch, window)
-        self.offset = offset
-        self.epoch = epoch
-        self.window = window
+    offset: int
+    epoch: int
+    window: tuple[int, int]
 
     def __str__(self) -> str:
         return (
@@ -567,6 +550,7 @@ LISTING_BROKEN: Final = "ListingBroken"
 listing (one sent back to a cursor it had already given, or too many of them)."""
 
 
+@dataclass(eq=False, repr=False)
 class StorageError(Unavailable):
     """An object-store call failed; `code` is the service's error code.
 
@@ -574,11 +558,9 @@ class StorageError(Unavailable):
     5xx) or will keep failing (access denied, no such bucket).
     """
 
-    def __init__(self, message: str, code: str, retryable: bool) -> None:
-        super().__init__(message, code, retryable)
-        self.message = message
-        self.code = code
-        self.retryable = retryable
+    message: str
+    code: str
+    retryable: bool
 
     def __str__(self) -> str:
         if self.retryable:

@@ -14,6 +14,7 @@ status, code and fields (`watermark.api.http_fences`).
 from __future__ import annotations
 
 import reprlib
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -74,14 +75,13 @@ class UnknownFence(Exception):
     """No live fence has this token; answered with 404."""
 
 
+@dataclass(eq=False, repr=False)
 class Moved(Exception):
     """Another replica owns the partition; answered with 307 to it."""
 
-    def __init__(self, partition: str, owner: str, address: str) -> None:
-        super().__init__(partition, owner, address)
-        self.partition = partition
-        self.owner = owner
-        self.address = address
+    partition: str
+    owner: str
+    address: str
 
 
 def error(status: int, code: str, message: str, **extra: Any) -> web.Response:
