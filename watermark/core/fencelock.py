@@ -263,16 +263,12 @@ class FenceLock(Generic[H]):
             if self._exclusive or self._exclusive_waiters:
                 return Wait(queued=False, until=None)
             return Grant(self._hold(epoch, now, hold_for, slid=False))
-        if not queued:
-            self._exclusive_waiters += 1
-            self._reopen()
-        reclaimed = self._reclaim(now)
-        if self._exclusive or self._holds:
-            return Wait(queued=True, until=self.next_deadline(), reclaimed=reclaimed)
-        self._dequeue()
+        turn = self._exclusive_turn(now, queued=queued)
+        if isinstance(turn, Wait):
+            return turn
         before = self._bounds
         self._advance(epoch)
-        return Slide(self._hold(epoch, now, hold_for, slid=True), before, self._bounds, reclaimed)
+        return Slide(self._hold(epoch, now, hold_for, slid=True), before, self._bounds, turn)
 
     def give_up(self, epoch: int, *, queued: bool, now: float | None = None) -> Refuse:
         """A waiting request's deadline passed: it leaves the queue, refused (TIMEOUT);
@@ -335,16 +331,12 @@ class FenceLock(Generic[H]):
         runs with none held; the epoch is only checked by `exclusive_epoch`)."""
         if self._closed:
             return self._refuse(FenceRefusal.CLOSED, epoch, queued=queued)
-        if not queued:
-            self._exclusive_waiters += 1
-            self._reopen()
-        reclaimed = self._reclaim(now)
-        if self._exclusive or self._holds:
-            return Wait(queued=True, until=self.next_deadline(), reclaimed=reclaimed)
-        self._dequeue()
+        turn = self._exclusive_turn(now, queued=queued)
+        if isinstance(turn, Wait):
+            return turn
         self._exclusive = True
         self._reopen()
-        return Enter(reclaimed)
+        return Enter(turn)
 
     def exclusive_epoch(self, epoch: int) -> Slide[H] | Refuse | None:
         """Inside the exclusive lock: slide the window to `epoch` if it is ABOVE (a `Slide`
@@ -433,6 +425,19 @@ class FenceLock(Generic[H]):
             self._dequeue()
         window = self._window
         return Refuse(reason, epoch, self._bounds, window.floor, len(self._holds))
+
+    def _exclusive_turn(self, now: float, *, queued: bool) -> Wait[H] | tuple[H, ...]:
+        """A turn in the exclusive queue, joined now unless `queued`: the expired holds
+        are reclaimed; a `Wait` while the lock or a hold is still taken, else the request
+        leaves the queue with the lock free, and the reclaimed holds are returned."""
+        if not queued:
+            self._exclusive_waiters += 1
+            self._reopen()
+        reclaimed = self._reclaim(now)
+        if self._exclusive or self._holds:
+            return Wait(queued=True, until=self.next_deadline(), reclaimed=reclaimed)
+        self._dequeue()
+        return reclaimed
 
     def _dequeue(self) -> None:
         self._exclusive_waiters -= 1
