@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TextIO
 
 import structlog
@@ -36,6 +37,7 @@ __all__ = ["ApiFront", "ServeHttp"]
 _log = structlog.get_logger("watermark.front")
 
 
+@dataclass(eq=False)
 class ServeHttp:
     """How `serve` exposes its HTTP API: tokens, TLS, limits, and who can reach it.
 
@@ -43,17 +45,10 @@ class ServeHttp:
     `reload_tokens` is the SIGHUP handler.
     """
 
-    def __init__(
-        self,
-        token_file: TokenFile | None,
-        ssl_context: ssl.SSLContext | None,
-        limits: HttpLimits,
-        exposure: Exposure,
-    ) -> None:
-        self.token_file = token_file
-        self.ssl_context = ssl_context
-        self.limits = limits
-        self.exposure = exposure
+    token_file: TokenFile | None
+    ssl_context: ssl.SSLContext | None
+    limits: HttpLimits
+    exposure: Exposure
 
     @classmethod
     def open(
@@ -111,26 +106,20 @@ class ServeHttp:
         )
 
 
+@dataclass(eq=False)
 class ApiFront:
     """The API on `host`:`port` and, with `probe_port`, the probes on a port of their own
     (a `watermark.service.runner.Front`)."""
 
-    def __init__(
-        self,
-        http: ServeHttp,
-        host: str,
-        port: int,
-        probe_port: int | None,
-        *,
-        announce: TextIO | None = None,
-    ) -> None:
-        self.http = http
-        self._announce = announce
-        self.host = host
-        self.port = port
-        self.probe_port = probe_port
-        self._server: ApiServer | None = None
-        self._probes: ApiServer | None = None
+    http: ServeHttp
+    host: str
+    port: int
+    probe_port: int | None
+    _: KW_ONLY
+    announce: TextIO | None = None
+    """Where `open` says where it listens (the serve command's terminal), if anywhere."""
+    _server: ApiServer | None = field(init=False, default=None, repr=False)
+    _probes: ApiServer | None = field(init=False, default=None, repr=False)
 
     @property
     def tls(self) -> bool:
@@ -162,7 +151,7 @@ class ApiFront:
         """Accept the API's connections; log who may call it; write one line saying
         where it listens to `announce` (the serve command's terminal: at its default
         log level a person saw nothing, issue 55)."""
-        announce = self._announce
+        announce = self.announce
         assert self._server is not None, "bind() first"
         await self._server.start_serving()
         self.http.log_exposure(self.host, self.port)

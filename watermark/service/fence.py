@@ -75,12 +75,11 @@ class FenceBlock(HoldingBlock):
     def __init__(
         self, publisher: FenceHolder, partition: str, epoch: int, timeout_s: float | None
     ) -> None:
+        super().__init__(publisher.abort)
         self._publisher = publisher
-        self._give_back = publisher.abort
         self._partition = partition
         self._epoch = epoch
         self._timeout_s = timeout_s
-        self._token = None
 
     async def __aenter__(self) -> Fence:
         token = await self._publisher.acquire(self._partition, self._epoch, self._timeout_s)

@@ -72,8 +72,9 @@ class HoldingBlock:
 
     __slots__ = ("_give_back", "_token")
 
-    _give_back: Callable[[FenceToken], object]
-    _token: FenceToken | None
+    def __init__(self, give_back: Callable[[FenceToken], object]) -> None:
+        self._give_back = give_back
+        self._token: FenceToken | None = None
 
     async def __aexit__(self, *exc: object) -> None:
         token = self._token
@@ -90,12 +91,11 @@ class _FenceBlock(HoldingBlock):
     def __init__(
         self, guard: FencingGuard, epoch: int, timeout: float | None, hold_ttl_s: float | None
     ) -> None:
+        super().__init__(guard.release)
         self._guard = guard
-        self._give_back = guard.release
         self._epoch = epoch
         self._timeout = timeout
         self._hold_ttl_s = hold_ttl_s
-        self._token = None
 
     async def __aenter__(self) -> FenceToken:
         token = await self._guard.acquire(self._epoch, self._timeout, hold_ttl_s=self._hold_ttl_s)

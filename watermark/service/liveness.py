@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
 
@@ -43,26 +44,22 @@ def take_over_plan(
     }
 
 
+@dataclass(eq=False)
 class Liveness:
     """This process's liveness key, and who else is alive (see the module docstring)."""
 
-    def __init__(
-        self,
-        kv: KV,
-        namespace: str,
-        owner_id: str,
-        ttl_s: int,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._kv = kv
-        self._owners_prefix = f"{namespace}/owners/"
-        self._members_prefix = f"{namespace}/replicas/members/"
-        self.owner_id = owner_id
-        self.ttl_s = ttl_s
-        self._clock = clock
-        self.key = self._owners_prefix + owner_id
-        self._session = LeaseSession(kv, ttl_s, clock=clock)
+    kv: KV
+    namespace: str
+    owner_id: str
+    ttl_s: int
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+    key: str = field(init=False)
+    _session: LeaseSession = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/owners/{self.owner_id}"
+        self._session = LeaseSession(self.kv, self.ttl_s, clock=self.clock)
 
     def _value(self) -> bytes:
         doc = {
@@ -77,23 +74,23 @@ class Liveness:
 
     async def alive(self, owners: Sequence[str]) -> set[str]:
         """The ones of `owners` that are running (`l0gc.etcd.liveness.alive_owners`)."""
-        return await alive_owners(self._kv, self._owners_prefix.removesuffix("/owners/"), owners)
+        return await alive_owners(self.kv, self.namespace, owners)
 
     async def hold(self, wait_s: float) -> None:
         """Create this process's liveness key on a new lease; if another process holds
         the key of this owner id, wait up to `wait_s` for it to go, then ConfigError."""
-        deadline = self._clock() + wait_s
+        deadline = self.clock() + wait_s
         while True:
             put = Put(self.key, self._value(), await self._session.grant())
-            if (await self._kv.txn([Compare(self.key, 0)], [put])).succeeded:
+            if (await self.kv.txn([Compare(self.key, 0)], [put])).succeeded:
                 _log.info("watermark.liveness_held", owner=self.owner_id, key=self.key)
                 return
-            held = await self._kv.get(self.key)
+            held = await self.kv.get(self.key)
             if held is not None and gone_from_here(held.value):
                 # This machine's earlier process of this owner id (crashed, or this
                 # container restarted): replace its key rather than wait out its lease.
                 replace = [Compare(self.key, held.mod_revision)]
-                if (await self._kv.txn(replace, [put])).succeeded:
+                if (await self.kv.txn(replace, [put])).succeeded:
                     _log.info(
                         "watermark.liveness_held",
                         owner=self.owner_id,
@@ -101,7 +98,7 @@ class Liveness:
                         replaced_pid=record_field(held.value, "pid"),
                     )
                     return
-            if self._clock() >= deadline:
+            if self.clock() >= deadline:
                 await self.release()
                 raise ConfigError(
                     f"--owner-id {self.owner_id}: another live process uses this owner id "
@@ -114,13 +111,13 @@ class Liveness:
     async def wait_for_owners(self, owners: Mapping[str, str | None], wait_s: float) -> None:
         """Return once no partition of `owners` is owned by another live publisher;
         ConfigError naming them if some still are after `wait_s`."""
-        deadline = self._clock() + wait_s
+        deadline = self.clock() + wait_s
         while True:
             alive = await self.alive([o for o in owners.values() if o is not None])
             held = take_over_plan(owners, self.owner_id, alive.__contains__)
             if not held:
                 return
-            if self._clock() >= deadline:
+            if self.clock() >= deadline:
                 shown = ", ".join(f"{p} (owner {o})" for p, o in list(held.items())[:5])
                 more = f" and {len(held) - 5} more" if len(held) > 5 else ""
                 raise ConfigError(
