@@ -8,16 +8,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import random
 import signal
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
-from gcd.cli import lab
-from gcd.cli.output import write_json
+from gcd.cli import lab, labrun
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, azure_settings, gcs_settings
 from gcd.rules.layout import DEFAULT_ROOT, KeyLayout
 from gcd.storage.s3.settings import S3Settings
@@ -25,9 +22,8 @@ from l0gc import exitcodes
 from l0gc.contract.namespace import validate_namespace
 from l0gc.errors import ConfigError
 from l0gc.etcd.settings import parse_endpoints
-from l0gc.logs import LEVEL_NAMES, configure_logging
-from l0gc.options import duration, integer, positive_number
-from l0gc.process.signals import StopOnSignals, sigterm_as_interrupt
+from l0gc.options import Option, boolean, duration, integer, positive_number
+from l0gc.process.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
     from l0lab.demo.runner import DemoRun
@@ -56,163 +52,118 @@ _AZURE_HELP = {  # the demo's words for `gcd.cli.storage.AZURE_OPTIONS` (it read
 }
 
 
-def _typed(parse: Callable[[object], Any]) -> Callable[[str], Any]:
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from None
-
-    convert.__name__ = parse.__name__
-    return convert
+_RUN_FLAGS = (
+    Option(
+        "--duration",
+        duration,
+        60.0,
+        "how long the writers write, e.g. 60s or 5m (default 60s)",
+        "DURATION",
+    ),
+    Option("--partitions", integer(1), 8, "partitions to register and write to (default 8)", "N"),
+    Option(
+        "--write-rate",
+        positive_number,
+        40.0,
+        "objects written per second over all partitions (default 40)",
+        "RATE",
+    ),
+    Option(
+        "--epoch-interval",
+        duration,
+        2.0,
+        "how often the ticker advances the cluster epoch (default 2s)",
+        "DURATION",
+    ),
+    Option(
+        "--grace", duration, 2.0, "sweeper grace period on LastModified (default 2s)", "DURATION"
+    ),
+    Option(
+        "--reconcile-lag",
+        duration,
+        3.0,
+        "how long after its commit an entry is reconciled (default 3s)",
+        "DURATION",
+    ),
+    Option(
+        "--no-stall",
+        boolean,
+        False,
+        "do not stall one partition's reconciler (by default orders/3 "
+        "lifts nothing from 25%% to 55%% of the run, pinning the global M)",
+        switch=True,
+    ),
+    Option(
+        "--seed", integer(0), None, "random seed of the simulated workload (default: random)", "N"
+    ),
+)
+_SERVER_FLAGS = (
+    Option(
+        "--etcd",
+        str,
+        None,
+        "use this etcd (host:port or http(s)://host:port, comma-separated) instead of starting one",
+        "ENDPOINTS",
+    ),
+    Option(
+        "--namespace",
+        str,
+        None,
+        "etcd namespace (default /l0gc/demo, or /l0gc/demo-<id> with --etcd)",
+        "PREFIX",
+    ),
+    Option(
+        "--endpoint-url",
+        str,
+        None,
+        "use this S3-compatible endpoint instead of starting one "
+        "(credentials: the standard AWS chain)",
+        "URL",
+    ),
+    Option("--bucket", str, None, f"bucket, created if missing (default {_DEMO_BUCKET})", "NAME"),
+    Option("--region", str, None, f"S3 region (default {_DEMO_REGION})", "REGION"),
+    Option(
+        "--root",
+        str,
+        None,
+        f"key root (default {DEFAULT_ROOT}, or l0gc-demo-<id>/data with "
+        "--endpoint-url or --account-url)",
+        "PREFIX",
+    ),
+    *(
+        Option(option.flag, str, None, _AZURE_HELP[option.flag], option.metavar, option.switch)
+        for option in (*AZURE_OPTIONS, *GCS_OPTIONS)
+    ),
+)
+_OUTPUT_FLAGS = (
+    Option(
+        "--json",
+        boolean,
+        False,
+        "print the verified summary as one JSON document on stdout",
+        switch=True,
+    ),
+    labrun.log_level_flag("the components' logs", "; the demo's own events are always shown"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`gcd demo` options (flags only, see the module docstring)."""
-    run = parser.add_argument_group("run")
-    run.add_argument(
-        "--duration",
-        type=_typed(duration),
-        default=60.0,
-        metavar="DURATION",
-        help="how long the writers write, e.g. 60s or 5m (default 60s)",
-    )
-    run.add_argument(
-        "--partitions",
-        type=_typed(integer(1)),
-        default=8,
-        metavar="N",
-        help="partitions to register and write to (default 8)",
-    )
-    run.add_argument(
-        "--write-rate",
-        type=_typed(positive_number),
-        default=40.0,
-        metavar="RATE",
-        help="objects written per second over all partitions (default 40)",
-    )
-    run.add_argument(
-        "--epoch-interval",
-        type=_typed(duration),
-        default=2.0,
-        metavar="DURATION",
-        help="how often the ticker advances the cluster epoch (default 2s)",
-    )
-    run.add_argument(
-        "--grace",
-        type=_typed(duration),
-        default=2.0,
-        metavar="DURATION",
-        help="sweeper grace period on LastModified (default 2s)",
-    )
-    run.add_argument(
-        "--reconcile-lag",
-        type=_typed(duration),
-        default=3.0,
-        metavar="DURATION",
-        help="how long after its commit an entry is reconciled (default 3s)",
-    )
-    run.add_argument(
-        "--no-stall",
-        action="store_true",
-        help="do not stall one partition's reconciler (by default orders/3 "
-        "lifts nothing from 25%% to 55%% of the run, pinning the global M)",
-    )
-    run.add_argument(
-        "--seed",
-        type=_typed(integer(0)),
-        default=None,
-        metavar="N",
-        help="random seed of the simulated workload (default: random)",
-    )
-    servers = parser.add_argument_group("servers (default: started by the demo on loopback)")
-    servers.add_argument(
-        "--etcd",
-        metavar="ENDPOINTS",
-        help="use this etcd (host:port or http(s)://host:port, "
-        "comma-separated) instead of starting one",
-    )
-    servers.add_argument(
-        "--namespace",
-        metavar="PREFIX",
-        help="etcd namespace (default /l0gc/demo, or /l0gc/demo-<id> with --etcd)",
-    )
-    servers.add_argument(
-        "--endpoint-url",
-        metavar="URL",
-        help="use this S3-compatible endpoint instead of starting one "
-        "(credentials: the standard AWS chain)",
-    )
-    servers.add_argument(
-        "--bucket", metavar="NAME", help=f"bucket, created if missing (default {_DEMO_BUCKET})"
-    )
-    servers.add_argument("--region", metavar="REGION", help=f"S3 region (default {_DEMO_REGION})")
-    servers.add_argument(
-        "--root",
-        metavar="PREFIX",
-        help=f"key root (default {DEFAULT_ROOT}, or l0gc-demo-<id>/data with "
-        "--endpoint-url or --account-url)",
-    )
-    for option in AZURE_OPTIONS:
-        servers.add_argument(option.flag, metavar=option.metavar, help=_AZURE_HELP[option.flag])
-    for option in GCS_OPTIONS:
-        if option.switch:
-            servers.add_argument(option.flag, action="store_true", help=_AZURE_HELP[option.flag])
-        else:
-            servers.add_argument(option.flag, metavar=option.metavar, help=_AZURE_HELP[option.flag])
-    out = parser.add_argument_group("output")
-    out.add_argument(
-        "--json",
-        action="store_true",
-        help="print the verified summary as one JSON document on stdout",
-    )
-    out.add_argument(
-        "--log-level",
-        choices=LEVEL_NAMES,
-        default=None,
-        help="level of the components' logs on stderr (default warning, or "
-        "error on a terminal, where the live view shows the state); the "
-        "demo's own events are always shown",
-    )
-
-
-def _configure_logging(level: str) -> None:
-    """Logs to stderr: demo.* events always, the components' from `level` up."""
-    configure_logging("debug" if level == "debug" else "info")
-    threshold = LEVEL_NAMES.index(level)
-
-    def keep(_logger: object, method: str, event: Any) -> Any:
-        name = str(event.get("event", ""))
-        below = method in LEVEL_NAMES and LEVEL_NAMES.index(method) < threshold
-        if below and not name.startswith("demo."):
-            raise structlog.DropEvent
-        return event
-
-    processors = list(structlog.get_config()["processors"])
-    structlog.configure(processors=[keep, *processors])
+    labrun.add_flags(parser, "run", _RUN_FLAGS)
+    labrun.add_flags(parser, "servers (default: started by the demo on loopback)", _SERVER_FLAGS)
+    labrun.add_flags(parser, "output", _OUTPUT_FLAGS)
 
 
 async def _main(run: DemoRun) -> DemoSummary:
     """Run the demo; first SIGINT/SIGTERM stops it gracefully, a second aborts."""
-    stop = asyncio.Event()
-    task = asyncio.current_task()
-    assert task is not None
 
-    def stopping(signum: signal.Signals) -> None:
-        _log.warning(
-            "demo.stopping",
-            signal=signum.name,
-            detail="draining and verifying; signal again to abort",
-        )
-
-    def abort(signum: signal.Signals) -> bool:
+    def abort(signum: signal.Signals) -> None:
         _log.warning("demo.aborting", signal=signum.name)
         run.abort.set()
-        task.cancel()
-        return True
 
-    with StopOnSignals(stop, on_signal=stopping, again=abort).installed():
-        return await run.run(stop)
+    return await labrun.until_stopped(
+        run.run, "demo", "draining and verifying; signal again to abort", on_abort=abort
+    )
 
 
 def _settings(args: argparse.Namespace, run_id: str) -> tuple[str, str]:
@@ -311,12 +262,10 @@ def run(args: argparse.Namespace) -> int:
         from l0lab.demo.servers import LocalDemoServers  # noqa: PLC0415
         from l0lab.demo.verify import exit_code, text_report  # noqa: PLC0415
 
-    tty = sys.stderr.isatty()
-    _configure_logging(args.log_level or ("error" if tty else "warning"))
-    # moto's HTTP server logs every request through werkzeug, and a request the demo's own
-    # shutdown cuts off as a traceback; the live view and the sweeper's errors say enough.
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    # werkzeug logs a request the demo's own shutdown cuts off as a traceback; the live
+    # view and the sweeper's errors say enough. The demo's own events always show.
+    tty = labrun.configure_logging(args, werkzeug=logging.CRITICAL, always="demo.")
+    seed = labrun.seed(args)
     run_id = f"{seed:x}"
     namespace, root = _settings(args, run_id)
     config = DemoConfig(
@@ -361,8 +310,4 @@ def run(args: argparse.Namespace) -> int:
             return exitcodes.INTERRUPTED
         finally:
             local.stop()
-    if args.json:
-        write_json(summary.to_dict())
-    else:
-        sys.stdout.write(text_report(summary))
-    return exit_code(summary)
+    return labrun.write_report(args, summary, text_report, exit_code)
