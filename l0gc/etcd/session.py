@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TypeVar
 
 from l0gc.contract.kv import KV
@@ -20,35 +21,31 @@ _T = TypeVar("_T")
 Step = Callable[[], Awaitable[object]]
 
 
+@dataclass(eq=False)
 class LeaseSession:
     """One etcd lease of `ttl_s` seconds on `kv`; see the module docstring."""
 
-    def __init__(
-        self,
-        kv: KV,
-        ttl_s: int,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        margin_s: float = 0.0,
-        call_timeout_s: float | None = None,
-        on_lost: Callable[[int | None, str], object] | None = None,
-    ) -> None:
+    kv: KV
+    ttl_s: int
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+    margin_s: float = 0.0
+    call_timeout_s: float | None = None
+    """The bound of each lease call; None: the TTL."""
+    on_lost: Callable[[int | None, str], object] | None = None
+    _lease: int | None = field(init=False, default=None)
+    _until: float = field(init=False, default=0.0)
+    _running: contextlib.AsyncExitStack | None = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        ttl_s, margin_s, call_timeout_s = self.ttl_s, self.margin_s, self.call_timeout_s
         if ttl_s < 1:
             raise ConfigError(f"lease TTL {ttl_s!r} s must be >= 1 s (etcd keeps at least 2 s)")
         if not 0 <= margin_s < ttl_s:
             raise ConfigError(f"lease margin {margin_s!r} s must be >= 0 and below the TTL")
-        timeout = float(ttl_s) if call_timeout_s is None else call_timeout_s
-        if not timeout > 0:
+        self._timeout_s = float(ttl_s) if call_timeout_s is None else call_timeout_s
+        if not self._timeout_s > 0:
             raise ConfigError(f"lease call timeout {call_timeout_s!r} s must be > 0")
-        self._kv = kv
-        self.ttl_s = ttl_s
-        self._clock = clock
-        self._margin_s = margin_s
-        self._timeout_s = timeout
-        self._on_lost = on_lost
-        self._lease: int | None = None
-        self._until = 0.0
-        self._running: contextlib.AsyncExitStack | None = None
 
     # -- what is known -------------------------------------------------------------------
 
@@ -64,7 +61,7 @@ class LeaseSession:
 
     def alive(self) -> bool:
         """True while a lease is held and certainly alive."""
-        return self._lease is not None and self._clock() < self._until
+        return self._lease is not None and self.clock() < self._until
 
     def check(self) -> int:
         """The lease, if certainly alive; else LeaseExpired (0 when none is held)."""
@@ -86,9 +83,9 @@ class LeaseSession:
     async def grant(self) -> int:
         """The lease held, or a new one granted now."""
         if self._lease is None:
-            sent = self._clock()
-            self._lease = await self._call("grant", self._kv.lease_grant(self.ttl_s))
-            self._until = sent + self.ttl_s - self._margin_s
+            sent = self.clock()
+            self._lease = await self._call("grant", self.kv.lease_grant(self.ttl_s))
+            self._until = sent + self.ttl_s - self.margin_s
         return self._lease
 
     async def refresh(self) -> bool:
@@ -97,10 +94,10 @@ class LeaseSession:
         lease = self._lease
         if lease is None:
             return False
-        sent = self._clock()
-        if await self._call("refresh", self._kv.lease_refresh(lease)):
+        sent = self.clock()
+        if await self._call("refresh", self.kv.lease_refresh(lease)):
             if self._lease == lease:
-                self._until = sent + self.ttl_s - self._margin_s
+                self._until = sent + self.ttl_s - self.margin_s
             return True
         if self._lease == lease:
             self.lost("lease expired in etcd")
@@ -121,15 +118,15 @@ class LeaseSession:
         """The lease is certainly gone (or given up as lapsed): forget it and report it
         to `on_lost(lease, reason)`; return it."""
         lease = self.forget()
-        if self._on_lost is not None:
-            self._on_lost(lease, reason)
+        if self.on_lost is not None:
+            self.on_lost(lease, reason)
         return lease
 
     async def revoke_lease(self, lease: int) -> None:
         """Revoke `lease` (its keys go with it); etcd errors are ignored: it then
         expires on its own."""
         with contextlib.suppress(L0gcError, OSError):
-            await self._call("revoke", self._kv.lease_revoke(lease))
+            await self._call("revoke", self.kv.lease_revoke(lease))
 
     async def revoke(self) -> None:
         """Forget the lease and revoke it (see `revoke_lease`)."""
