@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gcd.cli import namespace_backup
 from gcd.cli.options import LAYOUT_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, resolve
 from gcd.cli.output import write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, access_of, store_settings
+from gcd.service import backup
 from gcd.service.reader import open_reader
 from gcd.storage.backend import StoreSettings
 from gcd.storage.objectstore import BucketStore
@@ -135,11 +135,11 @@ async def _bind(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, d
 async def _export(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
     if not args.file:
         raise ConfigError("export needs a FILE to write (or '-' for stdout)")
-    doc = await namespace_backup.export_namespace(store)
+    doc = await backup.export_namespace(store)
     if args.file == "-":
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
-        namespace_backup.write_export(Path(args.file), doc)
+        backup.write_export(Path(args.file), doc)
     return exitcodes.OK, {
         "namespace": store.namespace,
         "exported": len(doc["keys"]),
@@ -151,8 +151,8 @@ async def _export(args: argparse.Namespace, store: WatermarkStore) -> tuple[int,
 async def _import(args: argparse.Namespace, store: WatermarkStore) -> tuple[int, dict[str, Any]]:
     if not args.file:
         raise ConfigError("import needs the FILE an export wrote")
-    pairs = namespace_backup.read_export(Path(args.file))
-    written = await namespace_backup.import_namespace(store, pairs)
+    pairs = backup.read_export(Path(args.file))
+    written = await backup.import_namespace(store, pairs)
     return exitcodes.OK, {"namespace": store.namespace, "imported": written, "paused": True}
 
 
@@ -268,7 +268,7 @@ async def run(args: argparse.Namespace) -> int:
         }[args.action]
         try:
             code, doc = await action(args, store)
-        except (BindingConflict, namespace_backup.NamespaceNotEmpty) as exc:
+        except (BindingConflict, backup.NamespaceNotEmpty) as exc:
             code, doc = exitcodes.BLOCKED, {"namespace": store.namespace, "problem": str(exc)}
     if args.action == "export" and args.file == "-":
         pass  # stdout holds the export itself

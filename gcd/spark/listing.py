@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gcd.rules.layout import PREFIX_COUNT, KeyLayout, listing_prefixes
-from gcd.storage.executor import ExecutorStore, Listed
+from gcd.storage.executor import ExecutorStore, Listed, SkipAhead
 from gcd.storage.rows import SOURCE_SCHEMA, LayoutSpec
 
 __all__ = ["LISTING_SCHEMA", "list_objects", "listing_tasks"]
@@ -41,13 +41,11 @@ def list_objects(
     spec = LayoutSpec.of(layout)
 
     def run(partition: Iterable[list[str]]) -> Iterator[Listed]:
-        built = spec.build()
-        count = (lambda: requests.add(1)) if requests is not None else None
+        skip = None if skip_above_epoch is None else SkipAhead(spec.build(), skip_above_epoch)
+        count = (lambda: requests.add(1)) if requests is not None else (lambda: None)
         client = target.connect(pool=1)
         for prefix in (p for prefixes in partition for p in prefixes):
-            yield from client.list_prefix(
-                prefix, layout=built, skip_above_epoch=skip_above_epoch, on_request=count
-            )
+            yield from client.list_prefix(prefix, skip=skip, on_request=count)
 
     rdd = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(run)
     return spark.createDataFrame(rdd, LISTING_SCHEMA)

@@ -21,7 +21,7 @@ from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
 from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.session import is_local_master, spark_session, task_slots
-from gcd.storage.backend import StoreSettings
+from gcd.storage.backend import InventoryReport, StoreSettings
 from gcd.storage.executor import ExecutorStore
 from gcd.storage.registry import backend
 from gcd.storage.rows import Action, classify, outcome_counts
@@ -192,12 +192,9 @@ def _source(
 ) -> Any:
     """The objects; with `tasks` (a deleting sweep) in exactly that many partitions."""
     if job.inventory is not None:
+        report = InventoryReport(job.inventory, job.inventory_root)
         frame = backend(job.storage.kind).read_inventory(
-            spark,
-            job.storage,
-            job.inventory,
-            inventory_root=job.inventory_root,
-            versions=job.versions,
+            spark, job.storage, report, versions=job.versions
         )
     if job.inventory is not None:
         # gzip CSV files are not splittable: spread the rows over the cluster's cores.

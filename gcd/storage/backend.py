@@ -17,7 +17,14 @@ from gcd.storage.executor import ExecutorStore
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 
-__all__ = ["Backend", "StoreAccess", "StoreSettings", "StoreUrl", "settings_of"]
+__all__ = [
+    "Backend",
+    "InventoryReport",
+    "StoreAccess",
+    "StoreSettings",
+    "StoreUrl",
+    "settings_of",
+]
 
 
 class StoreSettings(Protocol):
@@ -37,6 +44,15 @@ class StoreUrl:
     scheme: str
     netloc: str
     path: str
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryReport:
+    """An inventory report a Spark job reads: its manifest (`--inventory`), and where its
+    data files are when not beside it (`--inventory-root`)."""
+
+    manifest: str
+    root: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +116,7 @@ class Backend(Protocol):
         ...
 
     def read_inventory(
-        self,
-        spark: Any,
-        settings: StoreSettings,
-        manifest: str,
-        *,
-        inventory_root: str | None,
-        versions: bool,
+        self, spark: Any, settings: StoreSettings, report: InventoryReport, *, versions: bool
     ) -> Any:
         """The report's rows as a `gcd.storage.rows.SOURCE_SCHEMA` DataFrame."""
         ...

@@ -7,6 +7,7 @@ Design notes: docs/internals/spark.md, `gcd.storage.executor`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gcd.rules.backoff import Backoff
@@ -15,7 +16,15 @@ from gcd.rules.cursor import Cursor, Skip, can_skip, next_cursor, skip
 if TYPE_CHECKING:
     from gcd.rules.layout import KeyLayout
 
-__all__ = ["ExecutorClient", "ExecutorStore", "Listed", "Page", "in_parts", "walk_pages"]
+__all__ = [
+    "ExecutorClient",
+    "ExecutorStore",
+    "Listed",
+    "Page",
+    "SkipAhead",
+    "in_parts",
+    "walk_pages",
+]
 
 Listed = tuple[str, int, float, str | None, bool, bool]
 """(key, size, last_modified_s, version_id, is_latest, delete_marker): one source row."""
@@ -23,16 +32,20 @@ Page = tuple[list[Listed], str | None]
 """One page of a listing: its rows in key order, and the token of the next (None: done)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SkipAhead:
+    """A sweep's listing skips past a prefix directory whose rest is above `above_epoch`
+    (M) under `layout` (`gcd.rules.cursor`); a report lists everything (no SkipAhead)."""
+
+    layout: KeyLayout
+    above_epoch: int
+
+
 class ExecutorClient(Protocol):
     """A store as one Spark task calls it: a connection made on the executor."""
 
     def list_prefix(
-        self,
-        prefix: str,
-        *,
-        layout: KeyLayout | None = None,
-        skip_above_epoch: int | None = None,
-        on_request: Callable[[], None] | None = None,
+        self, prefix: str, *, skip: SkipAhead | None = None, on_request: Callable[[], None] = ...
     ) -> Iterator[Listed]:
         """Every object under `prefix`, skipping live prefix directories when asked."""
         ...
@@ -72,15 +85,10 @@ class ExecutorStore(Protocol):
 
 
 def walk_pages(
-    page: Callable[[Cursor], Page],
-    prefix: str,
-    *,
-    layout: KeyLayout | None,
-    skip_above_epoch: int | None,
+    page: Callable[[Cursor], Page], prefix: str, skip_ahead: SkipAhead | None
 ) -> Iterator[Listed]:
-    """The rows of the pages `page` gives from each cursor, skipping ahead past a prefix
-    directory whose rest is above `skip_above_epoch` (`gcd.rules.cursor`)."""
-    limit = skip_above_epoch if layout is not None and can_skip(layout) else None
+    """The rows of the pages `page` gives from each cursor, skipping ahead as asked."""
+    walk = skip_ahead if skip_ahead is not None and can_skip(skip_ahead.layout) else None
     cursor: Cursor | None = Cursor()
     while cursor is not None:
         rows, token = page(cursor)
@@ -90,8 +98,9 @@ def walk_pages(
             if skip_to is not None and row[0] <= skip_to:
                 continue
             yield row
-            if limit is not None and layout is not None:
-                found = skip(layout, prefix, layout.parse(row[0]), limit) or found
+            if walk is not None:
+                parsed = walk.layout.parse(row[0])
+                found = skip(walk.layout, prefix, parsed, walk.above_epoch) or found
                 if found is not None and found.done:
                     break
         cursor = next_cursor(cursor, found, rows[-1][0] if rows else None, token)

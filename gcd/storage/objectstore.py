@@ -25,6 +25,8 @@ __all__ = [
     "SoftDeleteStore",
     "StoreFeatures",
     "VersionedStore",
+    "check_batch",
+    "small_object",
     "status_fault",
 ]
 
@@ -304,3 +306,22 @@ def status_fault(code: str) -> StorageError:
     """The StorageError an S3 answer with this code becomes (`gcd.rules.triage` says
     whether it is retryable)."""
     return StorageError(f"injected {code}", code=code, retryable=retryable_code(code))
+
+
+def small_object(data: bytes, max_bytes: int, where: str) -> bytes:
+    """`data` read by `get_object`, or StorageError EntityTooLarge past `max_bytes`."""
+    if len(data) > max_bytes:
+        raise StorageError(
+            f"{where} is larger than {max_bytes} bytes", code="EntityTooLarge", retryable=False
+        )
+    return data
+
+
+def check_batch(keys: Sequence[str]) -> None:
+    """StorageError InvalidRequest unless `delete_batch` was given 1-1000 keys."""
+    if not 1 <= len(keys) <= 1000:
+        raise StorageError(
+            f"a delete batch takes 1-1000 keys, got {len(keys)}",
+            code="InvalidRequest",
+            retryable=False,
+        )

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 from gcd.storage.azure.executor import AzureTarget
 from gcd.storage.azure.settings import AZURE_EXECUTOR_REQUIREMENTS, AzureSettings
-from gcd.storage.backend import Backend, StoreAccess, StoreSettings, StoreUrl, settings_of
+from gcd.storage.backend import (
+    Backend,
+    InventoryReport,
+    StoreAccess,
+    StoreSettings,
+    StoreUrl,
+    settings_of,
+)
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError, StorageError
@@ -22,13 +28,11 @@ class AzureBackend:
     kind = "azure"
     scheme = "az"
 
-    @contextlib.asynccontextmanager
-    async def open(self, settings: StoreSettings) -> AsyncIterator[BucketStore]:
+    def open(self, settings: StoreSettings) -> contextlib.AbstractAsyncContextManager[BucketStore]:
         """An open `AzureBlobStore`."""
         from gcd.storage.azure.client import AzureBlobStore  # noqa: PLC0415 - the SDK when used
 
-        async with AzureBlobStore.open(settings_of(settings, AzureSettings)) as store:
-            yield store
+        return AzureBlobStore.open(settings_of(settings, AzureSettings))
 
     async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures | None:
         """List one blob; ConfigError for a missing container, refused credentials or an
@@ -77,13 +81,7 @@ class AzureBackend:
         return False
 
     def read_inventory(
-        self,
-        spark: Any,
-        settings: StoreSettings,
-        manifest: str,
-        *,
-        inventory_root: str | None,
-        versions: bool,
+        self, spark: Any, settings: StoreSettings, report: InventoryReport, *, versions: bool
     ) -> Any:
         """`gcd.storage.azure.inventory.read_blob_inventory` of this container's rows."""
         from gcd.storage.azure.inventory import read_blob_inventory  # noqa: PLC0415 - Spark
@@ -91,10 +89,10 @@ class AzureBackend:
         azure = settings_of(settings, AzureSettings)
         return read_blob_inventory(
             spark,
-            manifest,
+            report.manifest,
             account_url=azure.account_url,
             container=azure.container,
-            inventory_root=inventory_root,
+            inventory_root=report.root,
         )
 
 

@@ -20,7 +20,15 @@ from botocore.parsers import ResponseParserError
 
 from gcd.rules.triage import RETRYABLE_CODES
 from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, ObjectStore
+from gcd.storage.objectstore import (
+    DeleteResult,
+    KeyFailure,
+    ListPage,
+    ObjectInfo,
+    ObjectStore,
+    check_batch,
+    small_object,
+)
 from gcd.storage.s3.wire import refuse_doctype
 from l0gc.errors import ConfigError, StorageError
 
@@ -228,12 +236,7 @@ class AzureBlobStore(ObjectStore):
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         """Blob Batch deletes, 256 per request; per-blob answers triaged (module docstring)."""
-        if not 1 <= len(keys) <= 1000:
-            raise StorageError(
-                f"a delete batch takes 1-1000 keys, got {len(keys)}",
-                code="InvalidRequest",
-                retryable=False,
-            )
+        check_batch(keys)
         deleted: list[str] = []
         errors: list[KeyFailure] = []
         for start in range(0, len(keys), MAX_BATCH):
@@ -297,13 +300,7 @@ class AzureBlobStore(ObjectStore):
             return None
         except TRANSLATED as exc:
             raise translate_error(exc, f"Get Blob {self.bucket}/{key}") from exc
-        if len(data) > max_bytes:
-            raise StorageError(
-                f"{self.bucket}/{key} is larger than {max_bytes} bytes",
-                code="EntityTooLarge",
-                retryable=False,
-            )
-        return data
+        return small_object(data, max_bytes, f"{self.bucket}/{key}")
 
     async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
         """Write a small blob; with `if_absent` only if there is none (else False)."""

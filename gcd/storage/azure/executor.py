@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import Cursor
 from gcd.storage.azure.settings import AzureSettings
-from gcd.storage.executor import Listed, Page, in_parts, walk_pages
+from gcd.storage.executor import Listed, Page, SkipAhead, in_parts, walk_pages
 from gcd.storage.objectstore import KeyFailure
 from gcd.storage.sync_retry import delete_triaged, retry
 from l0gc.errors import StorageError
@@ -24,7 +24,6 @@ from l0gc.errors import StorageError
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
-    from gcd.rules.layout import KeyLayout
 
 __all__ = ["AzureExecutor", "AzureTarget", "call_with_retries"]
 
@@ -128,21 +127,18 @@ class AzureExecutor:
         self,
         prefix: str,
         *,
-        layout: KeyLayout | None = None,
-        skip_above_epoch: int | None = None,
-        on_request: Callable[[], None] | None = None,
+        skip: SkipAhead | None = None,
+        on_request: Callable[[], None] = lambda: None,
     ) -> Iterator[Listed]:
         """Every blob under `prefix` in name order, skipping live prefix directories
         (`gcd.storage.executor.walk_pages`, as for S3)."""
-        count = on_request or (lambda: None)
         what = f"List Blobs {self.target.bucket}/{prefix}"
         return walk_pages(
             lambda cursor: self._call(
-                functools.partial(self.list_page, prefix, cursor, count), what
+                functools.partial(self.list_page, prefix, cursor, on_request), what
             ),
             prefix,
-            layout=layout,
-            skip_above_epoch=skip_above_epoch,
+            skip,
         )
 
     def list_page(self, prefix: str, cursor: Cursor, count: Callable[[], None]) -> Page:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
-from gcd.storage.backend import Backend, StoreAccess, StoreSettings, StoreUrl, settings_of
+from gcd.storage.backend import (
+    Backend,
+    InventoryReport,
+    StoreAccess,
+    StoreSettings,
+    StoreUrl,
+    settings_of,
+)
 from gcd.storage.gcs.settings import GCS_EXECUTOR_REQUIREMENTS, GcsSettings
 from gcd.storage.gcs.spark import GcsStore
 from gcd.storage.objectstore import BucketStore, StoreFeatures
@@ -22,13 +28,11 @@ class GcsBackend:
     kind = "gcs"
     scheme = "gs"
 
-    @contextlib.asynccontextmanager
-    async def open(self, settings: StoreSettings) -> AsyncIterator[BucketStore]:
+    def open(self, settings: StoreSettings) -> contextlib.AbstractAsyncContextManager[BucketStore]:
         """An open `GcsObjectStore`."""
         from gcd.storage.gcs.client import GcsObjectStore  # noqa: PLC0415 - when used
 
-        async with GcsObjectStore.open(settings_of(settings, GcsSettings)) as store:
-            yield store
+        return GcsObjectStore.open(settings_of(settings, GcsSettings))
 
     async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures | None:
         """Check the credentials and list one object; ConfigError for what only the
@@ -60,20 +64,14 @@ class GcsBackend:
         return False
 
     def read_inventory(
-        self,
-        spark: Any,
-        settings: StoreSettings,
-        manifest: str,
-        *,
-        inventory_root: str | None,
-        versions: bool,
+        self, spark: Any, settings: StoreSettings, report: InventoryReport, *, versions: bool
     ) -> Any:
         """`gcd.storage.gcs.inventory.read_gcs_inventory` of this bucket's report."""
         from gcd.storage.gcs.inventory import read_gcs_inventory  # noqa: PLC0415 - Spark side
 
         bucket = settings_of(settings, GcsSettings).bucket
         return read_gcs_inventory(
-            spark, manifest, inventory_root=inventory_root, expected_bucket=bucket
+            spark, report.manifest, inventory_root=report.root, expected_bucket=bucket
         )
 
 

@@ -18,7 +18,15 @@ import aiohttp
 
 from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.gcs.wire import MAX_BATCH, batch_body, error_code, parse_answer, triage
-from gcd.storage.objectstore import DeleteResult, KeyFailure, ListPage, ObjectInfo, ObjectStore
+from gcd.storage.objectstore import (
+    DeleteResult,
+    KeyFailure,
+    ListPage,
+    ObjectInfo,
+    ObjectStore,
+    check_batch,
+    small_object,
+)
 from l0gc.errors import ConfigError, StorageError
 
 __all__ = ["SCOPE", "GcsObjectStore"]
@@ -204,12 +212,7 @@ class GcsObjectStore(ObjectStore):
 
     async def delete_batch(self, keys: Sequence[str]) -> DeleteResult:
         """JSON batch deletes, 100 per request; answers triaged per object by Content-ID."""
-        if not 1 <= len(keys) <= 1000:
-            raise StorageError(
-                f"a delete batch takes 1-1000 keys, got {len(keys)}",
-                code="InvalidRequest",
-                retryable=False,
-            )
+        check_batch(keys)
         deleted: list[str] = []
         errors: list[KeyFailure] = []
         url = f"{self.settings.api_root}/batch/storage/v1"
@@ -281,13 +284,7 @@ class GcsObjectStore(ObjectStore):
             return None
         if status != 200:
             raise self._failure(operation, status, body)
-        if len(body) > max_bytes:
-            raise StorageError(
-                f"gs://{self.bucket}/{key} is larger than {max_bytes} bytes",
-                code="EntityTooLarge",
-                retryable=False,
-            )
-        return body
+        return small_object(body, max_bytes, f"gs://{self.bucket}/{key}")
 
     async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
         """Write a small object; with `if_absent` only if there is none (else False):

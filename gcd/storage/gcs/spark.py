@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import Cursor
-from gcd.storage.executor import Listed, Page, in_parts, walk_pages
+from gcd.storage.executor import Listed, Page, SkipAhead, in_parts, walk_pages
 from gcd.storage.gcs.executor import GcsClient, GcsTarget
 from gcd.storage.gcs.settings import GcsSettings
 from gcd.storage.gcs.wire import MAX_BATCH
@@ -23,7 +23,7 @@ from gcd.storage.sync_retry import delete_triaged, retry
 from l0gc.errors import StorageError
 
 if TYPE_CHECKING:
-    from gcd.rules.layout import KeyLayout
+    pass
 
 __all__ = ["GcsExecutor", "GcsStore"]
 
@@ -73,9 +73,8 @@ class GcsExecutor:
         self,
         prefix: str,
         *,
-        layout: KeyLayout | None = None,
-        skip_above_epoch: int | None = None,
-        on_request: Callable[[], None] | None = None,
+        skip: SkipAhead | None = None,
+        on_request: Callable[[], None] = lambda: None,
     ) -> Iterator[Listed]:
         """Every object under `prefix` as source rows (key, size, updated, no version id,
         latest, not a marker), skipping live prefix directories when asked; a page token
@@ -92,8 +91,7 @@ class GcsExecutor:
                         retryable=False,
                     )
                 seen.add((cursor.start_after, cursor.token))
-            if on_request is not None:
-                on_request()
+            on_request()
             listed, token = self._retried(
                 functools.partial(
                     self.client.list_page,
@@ -105,7 +103,7 @@ class GcsExecutor:
             )
             return [(key, size, updated, None, True, False) for key, size, updated in listed], token
 
-        return walk_pages(page, prefix, layout=layout, skip_above_epoch=skip_above_epoch)
+        return walk_pages(page, prefix, skip)
 
     def delete_keys(
         self,

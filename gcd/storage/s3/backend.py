@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from typing import Any
 
-from gcd.storage.backend import Backend, StoreAccess, StoreSettings, StoreUrl, settings_of
+from gcd.storage.backend import (
+    Backend,
+    InventoryReport,
+    StoreAccess,
+    StoreSettings,
+    StoreUrl,
+    settings_of,
+)
 from gcd.storage.objectstore import BucketStore, StoreFeatures
 from gcd.storage.s3.client import S3ObjectStore, preflight
 from gcd.storage.s3.executor import S3Target
@@ -23,11 +29,9 @@ class S3Backend:
     kind = "s3"
     scheme = "s3"
 
-    @contextlib.asynccontextmanager
-    async def open(self, settings: StoreSettings) -> AsyncIterator[BucketStore]:
+    def open(self, settings: StoreSettings) -> contextlib.AbstractAsyncContextManager[BucketStore]:
         """An open `S3ObjectStore`."""
-        async with S3ObjectStore.open(settings_of(settings, S3Settings)) as store:
-            yield store
+        return S3ObjectStore.open(settings_of(settings, S3Settings))
 
     async def preflight(self, settings: StoreSettings, prefix: str) -> StoreFeatures:
         """`gcd.storage.s3.client.preflight` (it logs what it detected)."""
@@ -57,13 +61,7 @@ class S3Backend:
         return InventoryManifest.load(manifest).has_versions
 
     def read_inventory(
-        self,
-        spark: Any,
-        settings: StoreSettings,
-        manifest: str,
-        *,
-        inventory_root: str | None,
-        versions: bool,
+        self, spark: Any, settings: StoreSettings, report: InventoryReport, *, versions: bool
     ) -> Any:
         """`gcd.storage.s3.inventory.read_inventory` of this bucket's report."""
         from gcd.storage.s3.inventory import read_inventory  # noqa: PLC0415 - Spark side
@@ -71,8 +69,8 @@ class S3Backend:
         bucket = settings_of(settings, S3Settings).bucket
         return read_inventory(
             spark,
-            manifest,
-            inventory_root=inventory_root,
+            report.manifest,
+            inventory_root=report.root,
             expected_bucket=bucket,
             versions=versions,
         )

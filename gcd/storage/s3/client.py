@@ -35,6 +35,7 @@ from gcd.storage.objectstore import (
     ObjectInfo,
     ObjectStore,
     StoreFeatures,
+    small_object,
 )
 from gcd.storage.s3.errors import preflight_failure, translate_error
 from gcd.storage.s3.settings import S3Settings
@@ -508,13 +509,7 @@ class S3ObjectStore(ObjectStore):
             raise translate_error(exc, f"GetObject s3://{self.bucket}/{key}") from exc
         except _TRANSLATED as exc:
             raise translate_error(exc, f"GetObject s3://{self.bucket}/{key}") from exc
-        if len(data) > max_bytes:
-            raise StorageError(
-                f"s3://{self.bucket}/{key} is larger than {max_bytes} bytes",
-                code="EntityTooLarge",
-                retryable=False,
-            )
-        return data
+        return small_object(data, max_bytes, f"s3://{self.bucket}/{key}")
 
     async def put_object(self, key: str, body: bytes, *, if_absent: bool) -> bool:
         """Write a small object; with `if_absent`, only if no such key exists (else False)."""

@@ -27,13 +27,13 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import Cursor
 from gcd.rules.versions import split_target
 from gcd.rules.xmlkeys import xml_unsafe_reason
-from gcd.storage.executor import Listed, Page, walk_pages
+from gcd.storage.executor import Listed, Page, SkipAhead, walk_pages
 from gcd.storage.objectstore import DeleteResult, KeyFailure
 from gcd.storage.sync_retry import delete_triaged, retry
 from l0gc.errors import ConfigError, StorageError
 
 if TYPE_CHECKING:
-    from gcd.rules.layout import KeyLayout
+    pass
 
 __all__ = ["S3Calls", "S3Executor", "S3Target", "call_with_retries", "make_client"]
 
@@ -139,9 +139,8 @@ class S3Executor:
         self,
         prefix: str,
         *,
-        layout: KeyLayout | None = None,
-        skip_above_epoch: int | None = None,
-        on_request: Callable[[], None] | None = None,
+        skip: SkipAhead | None = None,
+        on_request: Callable[[], None] = lambda: None,
     ) -> Iterator[Listed]:
         """Every object (every version, with `target.versions`) under `prefix`."""
         lister, operation = (
@@ -157,11 +156,10 @@ class S3Executor:
                 "Prefix": prefix,
                 "MaxKeys": _PAGE,
             }
-            if on_request is not None:
-                on_request()
+            on_request()
             return self._call(functools.partial(lister, params, cursor), what)
 
-        return walk_pages(page, prefix, layout=layout, skip_above_epoch=skip_above_epoch)
+        return walk_pages(page, prefix, skip)
 
     def _objects_page(self, params: dict[str, Any], cursor: Cursor) -> Page:
         if cursor.token is not None:

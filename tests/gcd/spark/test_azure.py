@@ -27,6 +27,7 @@ from gcd.rules.layout import KeyLayout
 from gcd.storage.azure.client import AzureBlobStore
 from gcd.storage.azure.executor import AzureTarget
 from gcd.storage.azure.settings import AzureSettings
+from gcd.storage.executor import SkipAhead
 from l0gc import exitcodes
 from l0gc.contract.binding import claim_key
 from l0lab.testing.azinventory import Blob, container_blobs, write_blob_inventory
@@ -232,8 +233,7 @@ def test_the_listing_skips_a_live_directory_as_the_daemon_does(
     rows = list(
         target.connect().list_prefix(
             f"{ROOT}/00",
-            layout=KeyLayout.default(ROOT),
-            skip_above_epoch=M,
+            skip=SkipAhead(KeyLayout.default(ROOT), M),
             on_request=lambda: calls.append(1),
         )
     )

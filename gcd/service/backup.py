@@ -1,7 +1,7 @@
 """`watermark namespace export FILE` and `import FILE`: one namespace's state, backed up
 and restored without restoring the whole etcd (docs/upgrades.md).
 
-Design notes: docs/internals/cli.md, `gcd.cli.namespace_backup`.
+Design notes: docs/internals/sweep.md, `gcd.service.backup`.
 """
 
 from __future__ import annotations
