@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gcd.cli.options import LAYOUT_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS, resolve
+from gcd.cli.options import LAYOUT_OPTIONS, QUIET_LOG_LEVEL, S3_OPTIONS
 from gcd.cli.output import write_json
+from gcd.cli.reading import open_etcd
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, access_of, store_settings
 from gcd.service import backup
-from gcd.service.reader import open_reader
 from gcd.storage.backend import StoreSettings
 from gcd.storage.objectstore import BucketStore
 from gcd.storage.registry import backend, open_store, preflight_store
@@ -37,9 +37,8 @@ from l0gc.contract.binding import (
 )
 from l0gc.display import printable
 from l0gc.errors import ConfigError, InvalidRecord
-from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
+from l0gc.etcd.settings import add_etcd_arguments
 from l0gc.etcd.store import WatermarkStore
-from l0gc.logs import configure_logging
 from l0gc.options import Option, add_config_option, add_options, boolean
 
 __all__ = ["OUTPUT_VERSION", "add_arguments", "run"]
@@ -254,11 +253,7 @@ def _write_text(doc: dict[str, Any]) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Bind or show; see the module docstring."""
-    resolve(args, OPTIONS)
-    configure_logging(args.log_level)
-    settings = EtcdSettings.from_args(args)
-    async with open_reader(settings) as reader:
-        _, store = reader.etcd()
+    async with open_etcd(args, OPTIONS) as (_, store):
         action = {
             "bind": _bind,
             "show": _show,

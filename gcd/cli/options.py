@@ -6,6 +6,7 @@ Design notes: docs/internals/cli.md, `gcd.cli.options`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -237,14 +238,11 @@ ROUND_OPTIONS: tuple[Option, ...] = (
         "default 100000)",
         "N",
     ),
-    Option(
-        "--log-level",
-        text,
-        None,
-        "debug, info, warning or error (default: warning "
+    dataclasses.replace(
+        QUIET_LOG_LEVEL,
+        default=None,
+        help="debug, info, warning or error (default: warning "
         "when stderr is a terminal, so the progress line stays intact; info otherwise)",
-        "LEVEL",
-        values=LEVEL_NAMES,
     ),
 )
 DAEMON_OPTIONS: tuple[Option, ...] = (

@@ -11,13 +11,13 @@ import socket
 import sys
 from typing import Any
 
-from gcd.cli.options import QUIET_LOG_LEVEL, resolve
+from gcd.cli.options import QUIET_LOG_LEVEL
 from gcd.cli.output import write_json
-from gcd.service.reader import empty_namespace, open_reader
+from gcd.cli.reading import open_etcd
+from gcd.service.reader import empty_namespace
 from l0gc import exitcodes
 from l0gc.display import printable
-from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
-from l0gc.logs import configure_logging
+from l0gc.etcd.settings import add_etcd_arguments
 from l0gc.options import Option, add_config_option, add_options, boolean, text
 
 __all__ = ["OUTPUT_VERSION", "PAUSE_OPTIONS", "RESUME_OPTIONS", "add_arguments", "run"]
@@ -71,16 +71,12 @@ def _default_reason() -> str:
 async def run(args: argparse.Namespace) -> int:
     """Set or clear `{ns}/gc/paused`; report what changed."""
     command = str(args.command)
-    resolve(args, _options(command))
-    configure_logging(args.log_level)
-    settings = EtcdSettings.from_args(args)
-    async with open_reader(settings) as reader:
-        kv, store = reader.etcd()
+    async with open_etcd(args, _options(command)) as (kv, store):
         previous = await store.get_paused()
         if command == "pause" and previous is None and await kv.get(store.epoch_key) is None:
             # Nothing initialised there: most likely a typo, and a pause written there
             # would pause nothing while the operator believes GC stopped.
-            raise empty_namespace(settings.namespace)
+            raise empty_namespace(store.namespace)
         if command == "pause":
             reason = args.reason or _default_reason()
             await store.set_paused(reason)
@@ -90,7 +86,7 @@ async def run(args: argparse.Namespace) -> int:
             doc = {"paused": False}
     doc = {
         "version": OUTPUT_VERSION,
-        "namespace": settings.namespace,
+        "namespace": store.namespace,
         **doc,
         "was_paused": previous is not None,
         "previous_reason": previous,

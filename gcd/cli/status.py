@@ -10,15 +10,14 @@ import argparse
 import sys
 import time
 
-from gcd.cli.options import QUIET_LOG_LEVEL, resolve
+from gcd.cli.options import QUIET_LOG_LEVEL
 from gcd.cli.output import write_json
+from gcd.cli.reading import open_etcd
 from gcd.cli.status_text import render_text
 from gcd.explainer.answer import ExplainReport
-from gcd.service.reader import open_reader
 from gcd.status.read import read_status
 from l0gc import exitcodes
-from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
-from l0gc.logs import configure_logging
+from l0gc.etcd.settings import add_etcd_arguments
 from l0gc.options import Option, add_config_option, add_options, boolean
 
 __all__ = [
@@ -60,11 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Read etcd once, report; 3 when blocked."""
-    resolve(args, STATUS_OPTIONS)
-    configure_logging(args.log_level)
-    settings = EtcdSettings.from_args(args)
-    async with open_reader(settings) as reader:
-        kv, store = reader.etcd()
+    async with open_etcd(args, STATUS_OPTIONS) as (kv, store):
         now = time.time()
         explain = _explain_text if args.why else None
         report = await read_status(store, kv, now, include_all=args.all, explain=explain)
