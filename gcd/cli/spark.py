@@ -6,10 +6,12 @@ Design notes: docs/internals/cli.md, `gcd.cli.spark`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +30,14 @@ from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.service.reader import open_reader
-from gcd.spark.pipeline import JobConfig, decisions_uri_problem, execute, write_json_file
+from gcd.spark.pausing import following
+from gcd.spark.pipeline import JobConfig, decisions_uri_problem, run_job, write_json_file
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
 from gcd.storage.objectstore import StoreFeatures
 from gcd.storage.registry import backend, preflight_store
+from gcd.sweep.brake import PauseSource
 from gcd.sweep.safety import read_admission
 from l0gc import exitcodes
 from l0gc.display import printable
@@ -271,8 +275,12 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     )
 
 
-async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> RoundAdmission:
-    """M from ONE etcd read through the sweeper's safety rails, as `gcd sweep` does.
+@contextlib.asynccontextmanager
+async def admitted(
+    args: argparse.Namespace, override: int | None
+) -> AsyncIterator[tuple[RoundAdmission, PauseSource | None]]:
+    """M from ONE etcd read through the sweeper's safety rails, as `gcd sweep` does, and
+    the pause key to follow while the job runs, on the same etcd client (None: no etcd).
 
     etcd is read when configured (flag, env or config file) or when there is no
     `--safe-epoch`; an unreachable etcd blocks (the rails say why). With etcd the binding
@@ -282,14 +290,24 @@ async def read_safe_epoch(args: argparse.Namespace, override: int | None) -> Rou
     etcd_given = args.etcd is not None or bool(os.environ.get("L0GC_ETCD"))
     etcd = EtcdSettings.from_args(args) if etcd_given or override is None else None
     if etcd is None:  # M given, no binding to check: the store is not even opened
-        return await read_admission(SafetyGate(), None, override=override)
+        yield await read_admission(SafetyGate(), None, override=override), None
+        return
     async with open_reader(etcd, store_settings(args), args.root) as reader:
-        return await read_admission(SafetyGate(), reader.source, override=override)
+        admission = await read_admission(SafetyGate(), reader.source, override=override)
+        yield admission, reader.source
 
 
 def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
     """The one line for people (stdout without --json); sizes in binary units."""
-    if document.get("blocked_reason"):
+    stopped = document.get("stopped")
+    if stopped:
+        reason = printable(str(stopped["reason"]))  # from etcd
+        line = (
+            f"{config.command}: stopped mid-job: {reason}; deleted={document['deleted']:,} "
+            f"({human_bytes(document['deleted_bytes'])}), not sent={stopped['skipped_paused']:,}; "
+            f"{stopped['resume']} -> {config.output}"
+        )
+    elif document.get("blocked_reason"):
         reason = printable(str(document["blocked_reason"]))  # names, owners: from etcd
         line = f"{config.command}: blocked, nothing deleted: {reason}"
     elif "job_error" in document or ("objects" not in document and not config.sweep):
@@ -367,29 +385,39 @@ async def run(args: argparse.Namespace) -> int:
     if config.source == "list" or (config.sweep and not config.dry_run):
         features = await preflight_store(store_settings(args), config.layout.listing_root)
     config = with_version_plan(config, features)
-    admission = await read_safe_epoch(args, config.safe_epoch)
-    if not admission.allowed:
-        log.warning(
-            "spark.round_blocked",
-            command=config.command,
-            reason=admission.blocked_reason,
-            cluster_epoch=admission.cluster_epoch,
-        )
-        blocked = RoundSummary(
-            cluster_epoch=admission.cluster_epoch,
-            dry_run=config.dry_run,
-            duration_s=time.monotonic() - started,
-            blocked_reason=admission.blocked_reason,
-        ).to_dict()
-        blocked["source"] = config.source
-        name = "summary.json" if config.sweep else "report.json"
-        write_json_file(config.output / name, blocked)
-        _announce(config, blocked)
-        return exitcodes.BLOCKED
-    assert admission.safe_epoch is not None
-    result = execute(config, admission.safe_epoch, admission.cluster_epoch, started)
+    async with admitted(args, config.safe_epoch) as (admission, pause):
+        if not admission.allowed:
+            return _blocked(config, admission, started)
+        assert admission.safe_epoch is not None
+        async with following(pause) as brake:
+            result = await run_job(
+                config, admission.safe_epoch, admission.cluster_epoch, started, brake
+            )
     _announce(config, result.document)
     if result.job_error is not None:
         sys.stderr.write(f"gcd {config.command}: error: {result.job_error}\n")
         return exitcodes.PARTIAL_FAILURE
+    if result.document.get("blocked_reason"):  # paused mid-job: `stopped` says where
+        return exitcodes.BLOCKED
     return exitcodes.PARTIAL_FAILURE if result.document.get("errors") else exitcodes.OK
+
+
+def _blocked(config: JobConfig, admission: RoundAdmission, started: float) -> int:
+    """Write and print the summary of a job its admission refused; exit 3."""
+    log.warning(
+        "spark.round_blocked",
+        command=config.command,
+        reason=admission.blocked_reason,
+        cluster_epoch=admission.cluster_epoch,
+    )
+    blocked = RoundSummary(
+        cluster_epoch=admission.cluster_epoch,
+        dry_run=config.dry_run,
+        duration_s=time.monotonic() - started,
+        blocked_reason=admission.blocked_reason,
+    ).to_dict()
+    blocked["source"] = config.source
+    name = "summary.json" if config.sweep else "report.json"
+    write_json_file(config.output / name, blocked)
+    _announce(config, blocked)
+    return exitcodes.BLOCKED

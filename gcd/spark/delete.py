@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gcd.rules.versions import version_target
+from gcd.spark.brake import BrakeClient
 from gcd.storage.executor import ExecutorClient, ExecutorStore
 from gcd.storage.ratelimit import TokenBucket
 from gcd.storage.rows import Action, with_version_columns
@@ -46,6 +47,8 @@ class DeleteSettings:
     batch_size: int = MAX_BATCH
     object_lock: bool = False
     """The bucket has Object Lock: a version refused with AccessDenied is `locked`."""
+    brake_url: str | None = None
+    """The driver's brake (`gcd.spark.brake`), asked before each batch; None: none."""
 
     @classmethod
     def for_job(
@@ -58,6 +61,7 @@ class DeleteSettings:
         delete_concurrency: int = 8,
         batch_size: int = MAX_BATCH,
         object_lock: bool = False,
+        brake_url: str | None = None,
     ) -> DeleteSettings:
         """The settings of each of `tasks` delete tasks sharing job-wide limits equally:
         rate / tasks keys per second, and concurrency // tasks requests (at least 1)."""
@@ -72,6 +76,7 @@ class DeleteSettings:
             else (max_deletes_per_second / tasks),
             batch_size=batch_size,
             object_lock=object_lock,
+            brake_url=brake_url,
         )
 
     def __post_init__(self) -> None:
@@ -130,8 +135,12 @@ def _delete_partition(
     client: ExecutorClient | None = None
     pacer = _Pacer(settings.deletes_per_second)
     count = (lambda: requests.add(1)) if requests is not None else (lambda: None)
+    brake = None if settings.brake_url is None else BrakeClient(settings.brake_url)
 
     def run_batch(rows: list[_Pending]) -> list[Row]:
+        stop = None if brake is None else brake.check()
+        if stop is not None:  # paused: this request and every later one are never sent
+            return [(*row, Action.SKIPPED_PAUSED.value, stop) for row in rows]
         targets = [version_target(key, version_id) for key, version_id, *_ in rows]
         assert client is not None  # connected by `submit` before any batch
         result = client.delete_keys(targets, pace=pacer.acquire, on_request=count)

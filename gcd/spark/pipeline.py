@@ -5,17 +5,19 @@ Design notes: docs/internals/spark.md, `gcd.spark.pipeline`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
 from gcd.observe.report import RoundSummary
 from gcd.rules.layout import KeyLayout
+from gcd.spark.brake import DriverBrake
 from gcd.spark.delete import DeleteSettings, apply_deletes
 from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
@@ -32,11 +34,17 @@ __all__ = [
     "JobResult",
     "decisions_uri_problem",
     "execute",
+    "run_job",
     "summary_from_counts",
     "write_json_file",
 ]
 
 log = structlog.get_logger("gcd.spark")
+
+RESUME: Final = (
+    "after `gcd resume`, run the same command again: what this run deleted is gone from "
+    "a listing, and an inventory's rows for it are answered 404 (deleted)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +126,7 @@ def summary_from_counts(
     nested: NestedClaims | None = None,
     kinds: dict[str, tuple[int, int]] | None = None,
     store: dict[str, Any] | None = None,
+    brake: DriverBrake | None = None,
 ) -> dict[str, Any]:
     """`gcd sweep --json` fields (plus Spark extras) from per-action (objects, bytes);
     `kinds`: per action (versions, delete markers) of a versioned bucket's rows."""
@@ -133,6 +142,7 @@ def summary_from_counts(
         + objects(Action.WOULD_DELETE)
         + objects(Action.FAILED)
         + objects(Action.LOCKED)
+        + objects(Action.SKIPPED_PAUSED)
     )
     deleted_kinds = (kinds or {}).get(Action.DELETED.value, (0, 0))
     kept = (
@@ -162,6 +172,8 @@ def summary_from_counts(
         deleted_versions=deleted_kinds[0],
         deleted_markers=deleted_kinds[1],
         locked=objects(Action.LOCKED),
+        skipped_paused=objects(Action.SKIPPED_PAUSED),
+        blocked_reason=None if brake is None else brake.reason,
         store=store,
     ).to_dict()
     summary["outside_root"] = objects(Action.KEPT_OUTSIDE_ROOT)
@@ -252,7 +264,7 @@ def _nested(
 
 
 def _sweep(
-    spark: Any, job: JobConfig, classified: Any, tasks: int | None
+    spark: Any, job: JobConfig, classified: Any, tasks: int | None, brake_url: str | None
 ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], int]:
     """Delete (or not) and write the decisions; per-action (objects, bytes) and
     (versions, markers), and DeleteObjects calls."""
@@ -264,6 +276,7 @@ def _sweep(
         delete_concurrency=job.delete_concurrency,
         batch_size=job.batch_size,
         object_lock=job.object_lock,
+        brake_url=brake_url,
     )
     delete_requests = spark.sparkContext.accumulator(0)
     decisions = apply_deletes(classified, settings, requests=delete_requests)
@@ -275,9 +288,14 @@ def _sweep(
 
 
 def execute(
-    job: JobConfig, safe_epoch: int, cluster_epoch: int | None, started: float
+    job: JobConfig,
+    safe_epoch: int,
+    cluster_epoch: int | None,
+    started: float,
+    brake: DriverBrake | None = None,
 ) -> JobResult:
-    """Run the job with M = `safe_epoch`; write its outputs; return the summary."""
+    """Run the job with M = `safe_epoch`; write its outputs; return the summary. With
+    `brake` (etcd given), executors stop deleting once it engages (`gcd pause`)."""
     now_s = time.time()
     log.info(
         "spark.round_started",
@@ -297,6 +315,7 @@ def execute(
         skip_above = safe_epoch if job.sweep else None
         deleting = job.sweep and not job.dry_run
         tasks = (job.delete_tasks or task_slots(spark)) if deleting else None
+        brake_url = None if brake is None or not deleting else brake.serve(_driver_host(spark))
         from pyspark import StorageLevel  # noqa: PLC0415
 
         nested = NestedClaims({})
@@ -325,7 +344,7 @@ def execute(
                     garbage_objects=document["garbage_objects"],
                 )
                 return JobResult(document)
-            counts, kinds, delete_count = _sweep(spark, job, classified, tasks)
+            counts, kinds, delete_count = _sweep(spark, job, classified, tasks, brake_url)
             job_error = None
         except Exception as exc:
             if not _is_spark_failure(exc):
@@ -349,7 +368,15 @@ def execute(
         nested=nested,
         kinds=kinds,
         store=job.store,
+        brake=brake,
     )
+    if brake is not None and brake.reason is not None:
+        document["stopped"] = {
+            "reason": brake.reason,
+            "at": brake.stopped_at,
+            "skipped_paused": document["skipped_paused"],
+            "resume": RESUME,
+        }
     document["source"] = job.source
     document["decisions"] = job.decisions_uri
     document["delete_tasks"] = tasks
@@ -373,6 +400,41 @@ def execute(
         },
     )
     return JobResult(document, job_error)
+
+
+async def run_job(
+    job: JobConfig,
+    safe_epoch: int,
+    cluster_epoch: int | None,
+    started: float,
+    brake: DriverBrake | None,
+) -> JobResult:
+    """`execute` in a worker thread, so the event loop goes on following the pause key
+    (`gcd.spark.pausing`) on the reader's etcd client; cancelled (SIGINT), it cancels
+    the Spark jobs and waits for `execute` to end."""
+    running = asyncio.ensure_future(
+        asyncio.to_thread(execute, job, safe_epoch, cluster_epoch, started, brake)
+    )
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        _cancel_spark_jobs()
+        await asyncio.wait([running])
+        raise
+
+
+def _cancel_spark_jobs() -> None:
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        context.cancelAllJobs()
+
+
+def _driver_host(spark: Any) -> str:
+    """Where executors reach the driver (`spark.driver.bindAddress`, else `.host`)."""
+    conf = spark.sparkContext.getConf()
+    return str(conf.get("spark.driver.bindAddress", None) or conf.get("spark.driver.host"))
 
 
 def _is_spark_failure(exc: Exception) -> bool:

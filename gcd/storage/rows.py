@@ -55,6 +55,9 @@ class Action(Enum):
     """Under another namespace's root claimed below this one (`gcd.spark.nesting`)."""
     LOCKED = "locked"
     """An eligible version Object Lock keeps (retention or legal hold): refused, kept."""
+    SKIPPED_PAUSED = "skipped_paused"
+    """Eligible, never sent: the job was paused (`gcd pause`) or its pause state could not
+    be read (`gcd.spark.brake`)."""
 
     @classmethod
     def for_verdict(cls, verdict: Verdict) -> Action:
