@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTH_CODES",
+    "CREDENTIALS_REJECTED",
     "LISTING_BROKEN",
     "MISSING_CODES",
     "AlreadyCommitted",
@@ -522,18 +523,24 @@ class FencingViolation(L0gcError):
 
 
 # The object stores' errors (the sweepers' side)
-AUTH_CODES: Final = frozenset(
+CREDENTIALS_REJECTED: Final = frozenset(
     {
-        "401",
-        "403",
-        "AccessDenied",
-        "AllAccessDisabled",
         "InvalidAccessKeyId",
         "SignatureDoesNotMatch",
         "ExpiredToken",
         "InvalidToken",
         "TokenRefreshRequired",
         "InvalidClientTokenId",
+    }
+)
+"""S3's codes for credentials it does not accept (unknown, expired, badly signed)."""
+AUTH_CODES: Final = frozenset(
+    {
+        "401",
+        "403",
+        "AccessDenied",
+        "AllAccessDisabled",
+        *CREDENTIALS_REJECTED,
         "NoCredentials",
         "AuthenticationFailed",
         "AuthorizationFailure",

@@ -23,7 +23,7 @@ from botocore import exceptions as botocore_errors
 from botocore.parsers import ResponseParserError
 
 from gcd.rules.triage import RETRYABLE_CODES
-from l0gc.errors import ConfigError, L0gcError, StorageError
+from l0gc.errors import CREDENTIALS_REJECTED, ConfigError, L0gcError, StorageError
 
 __all__ = ["RETRYABLE_STATUS", "preflight_failure", "translate_error"]
 
@@ -79,16 +79,6 @@ def translate_error(exc: BaseException, operation: str) -> StorageError:
 
 # -- at start: what only the operator can fix (`gcd.storage.s3.client.preflight`) ---------------
 
-_CREDENTIALS_REJECTED = frozenset(
-    {
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "TokenRefreshRequired",
-        "InvalidClientTokenId",
-    }
-)
 _WRONG_REGION = frozenset(
     {
         "PermanentRedirect",
@@ -148,7 +138,7 @@ def preflight_failure(
             f"s3:ListBucket on arn:aws:s3:::{bucket} (docs/operations.md, least-privilege "
             "IAM policy), or --bucket names the wrong bucket"
         ), False
-    if code in _CREDENTIALS_REJECTED:
+    if code in CREDENTIALS_REJECTED:
         return ConfigError(
             f"S3 rejected the credentials listing {where} ({code}: {message}): check "
             "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE, and refresh an "
