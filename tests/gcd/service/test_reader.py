@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,8 +65,8 @@ def test_a_command_that_does_not_sweep_opens_one_etcd_connection(
 def test_the_spark_driver_reads_m_on_one_etcd_connection(
     s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, tmp_path: Path
 ) -> None:
-    """The driver's one etcd user (M through the binding, `read_safe_epoch`) opens one
-    connection; the job runs no etcd client on its executors."""
+    """The driver's one etcd user (M through the binding, then the pause key it follows
+    while the job runs: `admitted`) opens one connection; executors run no etcd client."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     parser = CommandParser(prog="gcd spark-sweep")
     spark.add_arguments(parser)
@@ -75,6 +76,13 @@ def test_the_spark_driver_reads_m_on_one_etcd_connection(
         out = ["--list", "--output", str(tmp_path / "out"), "--root", LAYOUT.root]
         args = parser.parse_args([*store, "--region", "us-east-1", *out, *flags])
         spark.parse_run(args)  # flags > env > config > defaults, as the command resolves them
-        admission = asyncio.run(spark.read_safe_epoch(args, None))
+
+        async def admit() -> Any:
+            async with spark.admitted(args, None) as (admission, pause):
+                assert pause is not None
+                assert await pause.get_paused() is None  # the brake's read, same client
+                return admission
+
+        admission = asyncio.run(admit())
     assert (admission.allowed, admission.safe_epoch) == (True, 5)
     assert proxy.accepted == 1

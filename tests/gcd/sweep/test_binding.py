@@ -7,11 +7,12 @@ import argparse
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from gcd.cli.spark import read_safe_epoch
+from gcd.cli.spark import admitted
 from gcd.rules.layout import KeyLayout
 from gcd.storage.objectstore import ListPage, ObjectInfo
 from gcd.storage.s3.client import S3ObjectStore
@@ -366,11 +367,16 @@ def test_spark_and_daemon_read_through_the_binding(
         etcd_password_file=None,
         etcd_timeout=None,
     )
-    refused = asyncio.run(read_safe_epoch(args, None))
+
+    async def admission() -> Any:
+        async with admitted(args, None) as (read, _pause):
+            return read
+
+    refused = asyncio.run(admission())
     assert not refused.allowed
     assert "not bound" in str(refused.blocked_reason)
     bind_sync(etcd_server.endpoint, namespace, s3_server.endpoint_url, bucket)
-    allowed = asyncio.run(read_safe_epoch(args, None))
+    allowed = asyncio.run(admission())
     assert (allowed.allowed, allowed.safe_epoch) == (True, 5)
 
 
