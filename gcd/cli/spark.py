@@ -29,9 +29,16 @@ from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
 from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
-from gcd.service.reader import open_reader
+from gcd.service.reader import Reader, open_reader
+from gcd.spark.announce import JobRunning, announced_job
 from gcd.spark.pausing import following
-from gcd.spark.pipeline import JobConfig, decisions_uri_problem, run_job, write_json_file
+from gcd.spark.pipeline import (
+    JobConfig,
+    decisions_uri_problem,
+    job_progress,
+    run_job,
+    write_json_file,
+)
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
@@ -39,7 +46,9 @@ from gcd.storage.objectstore import StoreFeatures
 from gcd.storage.registry import backend, preflight_store
 from gcd.sweep.brake import PauseSource
 from gcd.sweep.safety import read_admission
+from gcd.sweep.shards import new_sweeper_id
 from l0gc import exitcodes
+from l0gc.contract.spark_job import SparkJob
 from l0gc.display import printable
 from l0gc.errors import ConfigError
 from l0gc.etcd.settings import EtcdSettings, add_etcd_arguments
@@ -278,9 +287,10 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
 @contextlib.asynccontextmanager
 async def admitted(
     args: argparse.Namespace, override: int | None
-) -> AsyncIterator[tuple[RoundAdmission, PauseSource | None]]:
+) -> AsyncIterator[tuple[RoundAdmission, Reader | None]]:
     """M from ONE etcd read through the sweeper's safety rails, as `gcd sweep` does, and
-    the pause key to follow while the job runs, on the same etcd client (None: no etcd).
+    the reader whose etcd client the job goes on using (the pause key it follows, the
+    job's announcement), open while the block runs (None: no etcd).
 
     etcd is read when configured (flag, env or config file) or when there is no
     `--safe-epoch`; an unreachable etcd blocks (the rails say why). With etcd the binding
@@ -293,8 +303,7 @@ async def admitted(
         yield await read_admission(SafetyGate(), None, override=override), None
         return
     async with open_reader(etcd, store_settings(args), args.root) as reader:
-        admission = await read_admission(SafetyGate(), reader.source, override=override)
-        yield admission, reader.source
+        yield await read_admission(SafetyGate(), reader.source, override=override), reader
 
 
 def summary_line(config: JobConfig, document: dict[str, Any]) -> str:
@@ -385,14 +394,16 @@ async def run(args: argparse.Namespace) -> int:
     if config.source == "list" or (config.sweep and not config.dry_run):
         features = await preflight_store(store_settings(args), config.layout.listing_root)
     config = with_version_plan(config, features)
-    async with admitted(args, config.safe_epoch) as (admission, pause):
+    async with admitted(args, config.safe_epoch) as (admission, reader):
+        epoch = admission.cluster_epoch
         if not admission.allowed:
-            return _blocked(config, admission, started)
+            return _blocked(config, str(admission.blocked_reason), epoch, started)
         assert admission.safe_epoch is not None
-        async with following(pause) as brake:
-            result = await run_job(
-                config, admission.safe_epoch, admission.cluster_epoch, started, brake
-            )
+        try:
+            async with _announced(reader, config), following(_source(reader)) as brake:
+                result = await run_job(config, admission.safe_epoch, epoch, started, brake)
+        except JobRunning as exc:
+            return _blocked(config, str(exc), epoch, started)
     _announce(config, result.document)
     if result.job_error is not None:
         sys.stderr.write(f"gcd {config.command}: error: {result.job_error}\n")
@@ -402,19 +413,35 @@ async def run(args: argparse.Namespace) -> int:
     return exitcodes.PARTIAL_FAILURE if result.document.get("errors") else exitcodes.OK
 
 
-def _blocked(config: JobConfig, admission: RoundAdmission, started: float) -> int:
-    """Write and print the summary of a job its admission refused; exit 3."""
+def _source(reader: Reader | None) -> PauseSource | None:
+    return None if reader is None else reader.source
+
+
+@contextlib.asynccontextmanager
+async def _announced(reader: Reader | None, config: JobConfig) -> AsyncIterator[None]:
+    """A job that deletes holds the namespace's Spark job key (`gcd.spark.announce`)
+    while it runs; JobRunning when another job does."""
+    if reader is None or not config.sweep or config.dry_run:
+        yield
+        return
+    kv, store = reader.etcd()
+    job = SparkJob(
+        new_sweeper_id(), config.command, round(time.time(), 3), config.max_deletes_per_second
+    )
+    async with announced_job(kv, store.namespace, job, progress=lambda: job_progress(job)):
+        yield
+
+
+def _blocked(config: JobConfig, reason: str, cluster_epoch: int | None, started: float) -> int:
+    """Write and print the summary of a job that did not start; exit 3."""
     log.warning(
-        "spark.round_blocked",
-        command=config.command,
-        reason=admission.blocked_reason,
-        cluster_epoch=admission.cluster_epoch,
+        "spark.round_blocked", command=config.command, reason=reason, cluster_epoch=cluster_epoch
     )
     blocked = RoundSummary(
-        cluster_epoch=admission.cluster_epoch,
+        cluster_epoch=cluster_epoch,
         dry_run=config.dry_run,
         duration_s=time.monotonic() - started,
-        blocked_reason=admission.blocked_reason,
+        blocked_reason=reason,
     ).to_dict()
     blocked["source"] = config.source
     name = "summary.json" if config.sweep else "report.json"

@@ -13,6 +13,7 @@ from typing import Any
 from gcd.cli.output import human_age, utc_text
 from gcd.status.report import PINNING_SHOWN, RUNBOOK, PartitionStatus, StatusReport
 from l0gc.contract.namespace import validate_partition
+from l0gc.contract.spark_job import SparkJob
 from l0gc.display import printable
 from l0gc.errors import ConfigError
 
@@ -184,6 +185,8 @@ def render_text(report: StatusReport, now: float) -> str:
         lines.append(f"shards         DISAGREE: {printable(report.shard_problem)}")
     if report.fleet is not None:
         lines.extend(_fleet_lines(report.fleet))
+    if report.spark_job is not None:
+        lines.append(f"spark job      {printable(_spark_job_line(report.spark_job, now))}")
     lines.append(f"partitions     {report.partition_count} registered")
     if report.pinning:
         label = "pinning M" if not report.blocked else "lowest M(p)"
@@ -250,3 +253,11 @@ def waiting_text(waiting: Mapping[str, Any], now: float) -> str:
     if at is None or not isinstance(since, int | float):
         return f"waiting for {what}"
     return f"waiting since {at} ({max(0.0, now - since):.0f} s) for {what}"
+
+
+def _spark_job_line(doc: Mapping[str, Any], now: float) -> str:
+    """The running Spark job: what, which application, since when, rate and progress."""
+    if "error" in doc:
+        return f"UNREADABLE record: {doc['error']}"
+    job = SparkJob(**doc)
+    return f"{job.describe()}, running {human_age(max(0.0, now - job.started_at))}"

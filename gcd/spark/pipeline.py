@@ -6,6 +6,7 @@ Design notes: docs/internals/spark.md, `gcd.spark.pipeline`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from gcd.storage.backend import InventoryReport, StoreSettings
 from gcd.storage.executor import ExecutorStore
 from gcd.storage.registry import backend
 from gcd.storage.rows import Action, classify, outcome_counts
+from l0gc.contract.spark_job import SparkJob
 from l0gc.errors import ConfigError
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "JobResult",
     "decisions_uri_problem",
     "execute",
+    "job_progress",
     "run_job",
     "summary_from_counts",
     "write_json_file",
@@ -429,6 +432,25 @@ def _cancel_spark_jobs() -> None:
     context = SparkContext._active_spark_context
     if context is not None:
         context.cancelAllJobs()
+
+
+def job_progress(job: SparkJob) -> SparkJob | None:
+    """`job` with its Spark application id and the running stages' task counts (the
+    `gcd status` line of a running job); None before a Spark context runs."""
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    context = SparkContext._active_spark_context
+    if context is None:
+        return None
+    tracker = context.statusTracker()
+    stages = [tracker.getStageInfo(stage) for stage in tracker.getActiveStageIds()]
+    running = [stage for stage in stages if stage is not None]
+    return dataclasses.replace(
+        job,
+        application_id=str(context.applicationId),
+        tasks_done=sum(int(stage.numCompletedTasks) for stage in running),
+        tasks=sum(int(stage.numTasks) for stage in running),
+    )
 
 
 def _driver_host(spark: Any) -> str:

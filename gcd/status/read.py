@@ -19,6 +19,7 @@ from gcd.status.why import pinned_longest, why
 from gcd.sweep.usage import usage_prefix
 from l0gc.contract.kv import KV
 from l0gc.contract.namespace import pause_at
+from l0gc.contract.spark_job import SparkJob, spark_job_key
 from l0gc.errors import InvalidRecord
 from l0gc.etcd.store import WatermarkStore
 
@@ -81,7 +82,21 @@ async def _extra_lines(
         dataclasses.replace(p, owner_gone=True) if p.partition in gone else p
         for p in report.pinning
     )
-    return dataclasses.replace(report, pinning=pinning, pinned_longest=held, why=found, costs=costs)
+    job = await _spark_job(store.kv, store.namespace)
+    return dataclasses.replace(
+        report, pinning=pinning, pinned_longest=held, why=found, costs=costs, spark_job=job
+    )
+
+
+async def _spark_job(kv: KV, namespace: str) -> dict[str, Any] | None:
+    """The running Spark job's record (`l0gc.contract.spark_job`), None without one."""
+    found = await kv.get(spark_job_key(namespace))
+    if found is None:
+        return None
+    try:
+        return dataclasses.asdict(SparkJob.decode(found.value))
+    except ValueError as exc:
+        return {"error": str(exc)}
 
 
 async def _costs(kv: KV, namespace: str, now: float) -> dict[str, Any] | None:

@@ -99,6 +99,9 @@ class StatusReport:
     """With --why: `gcd explain` of the oldest kept key (its JSON object), else None."""
     costs: dict[str, Any] | None = None
     """The sweepers' last 24 h: requests, dollars, bytes reclaimed (`gcd.rules.usage`)."""
+    spark_job: dict[str, Any] | None = None
+    """The Spark job running on the namespace (`l0gc.contract.spark_job`; an unreadable
+    record: ``{"error": ...}``), None when there is none."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""

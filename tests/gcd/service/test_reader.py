@@ -66,7 +66,8 @@ def test_the_spark_driver_reads_m_on_one_etcd_connection(
     s3_server: LocalS3, bucket: str, etcd_server: LocalEtcd, namespace: str, tmp_path: Path
 ) -> None:
     """The driver's one etcd user (M through the binding, then the pause key it follows
-    while the job runs: `admitted`) opens one connection; executors run no etcd client."""
+    and the job's announcement while the job runs: `admitted`) opens one connection;
+    executors run no etcd client."""
     prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
     parser = CommandParser(prog="gcd spark-sweep")
     spark.add_arguments(parser)
@@ -78,9 +79,12 @@ def test_the_spark_driver_reads_m_on_one_etcd_connection(
         spark.parse_run(args)  # flags > env > config > defaults, as the command resolves them
 
         async def admit() -> Any:
-            async with spark.admitted(args, None) as (admission, pause):
-                assert pause is not None
-                assert await pause.get_paused() is None  # the brake's read, same client
+            async with spark.admitted(args, None) as (admission, reader):
+                assert reader is not None
+                assert reader.source is not None
+                assert await reader.source.get_paused() is None  # the brake's read
+                kv, store = reader.etcd()  # the job's announcement: the same client
+                assert await kv.get(f"{store.namespace}/jobs/spark") is None
                 return admission
 
         admission = asyncio.run(admit())

@@ -1,11 +1,15 @@
 """`gcd pause` reaches a running `gcd spark-sweep`: executors ask the driver's brake
-before each delete request (`gcd.spark.brake`), so the job stops within the requests
-already under way, ends with exit 3, and its summary says where it stopped."""
+before each delete batch (`gcd.spark.brake`), so the job stops within the batches
+already under way, ends with exit 3, and its summary says where it stopped. While it
+runs, the job holds the namespace (`gcd.spark.announce`): `gcd status` shows it and a
+second job refuses."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,8 @@ import pytest
 from gcd.spark.brake import BrakeClient, DriverBrake
 from l0gc import exitcodes
 from l0gc.contract.binding import claim_key
+from l0gc.contract.spark_job import spark_job_key
+from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.waiting import wait_until
 
@@ -36,6 +42,7 @@ async def test_gcd_pause_stops_a_running_job_within_the_requests_under_way(
     etcd_server: LocalEtcd,
     namespace: str,
     set_safe_epoch: Any,
+    watermark_store: WatermarkStore,
     tmp_path: Path,
 ) -> None:
     """Paused once deleting has begun, the job sends no request it had not already
@@ -52,6 +59,18 @@ async def test_gcd_pause_stops_a_running_job_within_the_requests_under_way(
     def left() -> int:
         return len(s3_server.keys(bucket) - {CLAIM})
 
+    # From before its Spark session starts, the job holds the namespace: gcd status
+    # shows it, and a second job refuses.
+    key = spark_job_key(namespace)
+    await wait_until(lambda: watermark_store.kv.get(key), timeout_s=120, what="announced")
+    status = await status_json(etcd_server, namespace)
+    assert status["spark_job"]["command"] == "spark-sweep"
+    assert status["spark_job"]["max_deletes_per_second"] == RATE
+    second = gcd_args(s3_server, bucket, tmp_path / "second", "--list")
+    assert await gcd([*second, *etcd_args(etcd_server, namespace)]) == exitcodes.BLOCKED
+    refused = json.loads((tmp_path / "second" / "summary.json").read_text())
+    assert "another Spark job is sweeping this namespace" in refused["blocked_reason"]
+    assert status["spark_job"]["job_id"] in refused["blocked_reason"]
     await wait_until(lambda: left() <= len(KEYS) - 2 * BATCH, timeout_s=180, what="deleting")
     pause = ["pause", "--reason", "a wrong M(p)", *etcd_args(etcd_server, namespace)]
     assert await gcd(pause) == exitcodes.OK
@@ -70,11 +89,22 @@ async def test_gcd_pause_stops_a_running_job_within_the_requests_under_way(
     assert done["blocked_reason"] == done["stopped"]["reason"]
     assert (done["skipped_paused"], done["deleted"]) == (kept, len(KEYS) - kept)
     assert done["eligible"] == len(KEYS)
+    assert (await status_json(etcd_server, namespace))["spark_job"] is None  # gone with it
     frame = pd.read_parquet(out / "decisions")
     actions = dict(zip(frame["key"], frame["action"], strict=True))
     assert {k for k, a in actions.items() if a == "skipped_paused"} == s3_server.keys(bucket) - {
         CLAIM
     }
+
+
+async def status_json(etcd_server: LocalEtcd, namespace: str) -> dict[str, Any]:
+    """`gcd status --json` of the namespace, run as the operator runs it."""
+    argv = ["status", "--json", *etcd_args(etcd_server, namespace)]
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "gcd", *argv], capture_output=True, timeout=120
+    )
+    assert done.returncode in (exitcodes.OK, exitcodes.BLOCKED), done.stderr[-2000:]
+    return dict(json.loads(done.stdout))
 
 
 def test_an_executor_stops_when_the_driver_does_not_answer() -> None:

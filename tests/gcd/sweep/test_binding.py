@@ -369,7 +369,7 @@ def test_spark_and_daemon_read_through_the_binding(
     )
 
     async def admission() -> Any:
-        async with admitted(args, None) as (read, _pause):
+        async with admitted(args, None) as (read, _reader):
             return read
 
     refused = asyncio.run(admission())

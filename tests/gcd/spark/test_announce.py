@@ -1,0 +1,68 @@
+"""One deleting Spark job per namespace (`gcd.spark.announce`), on the in-memory etcd:
+a second job is refused naming the first, the key goes when the job ends or its
+driver's lease runs out, and progress is put again under the same lease."""
+
+from __future__ import annotations
+
+import pytest
+
+from gcd.spark.announce import JobRunning, announced_job
+from l0gc.contract.kv import Put
+from l0gc.contract.spark_job import SparkJob, spark_job_key
+from l0gc.etcd.memory import MemoryKV
+
+NS = "/l0gc/t"
+FIRST = SparkJob("host-1-aaa", "spark-sweep", 100.0, 50.0)
+SECOND = SparkJob("host-2-bbb", "spark-sweep", 200.0)
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_second_job_is_refused_while_the_first_holds_the_namespace() -> None:
+    kv = MemoryKV()
+    key = spark_job_key(NS)
+    async with announced_job(kv, NS, FIRST):
+        found = await kv.get(key)
+        assert found is not None
+        assert SparkJob.decode(found.value) == FIRST
+        with pytest.raises(JobRunning, match="job host-1-aaa, application not started yet"):
+            async with announced_job(kv, NS, SECOND):
+                pytest.fail("the second job ran")
+        held = await kv.get(key)
+        assert held is not None
+        assert SparkJob.decode(held.value) == FIRST
+    assert await kv.get(key) is None  # gone with the job
+    async with announced_job(kv, NS, SECOND):  # now free
+        found = await kv.get(key)
+        assert found is not None
+        assert SparkJob.decode(found.value) == SECOND
+
+
+async def test_a_dead_drivers_key_goes_with_its_lease() -> None:
+    clock = Clock()
+    kv = MemoryKV(now=clock)
+    key = spark_job_key(NS)
+    holder = announced_job(kv, NS, FIRST, ttl_s=15)
+    await holder.__aenter__()  # a driver killed: nobody exits the block or refreshes
+    clock.now += 16
+    assert await kv.get(key) is None
+    async with announced_job(kv, NS, SECOND):
+        found = await kv.get(key)
+        assert found is not None
+        assert SparkJob.decode(found.value) == SECOND
+
+
+async def test_an_unreadable_record_is_named_and_refuses() -> None:
+    kv = MemoryKV()
+    await kv.txn([], [Put(spark_job_key(NS), b"not json")])
+    with pytest.raises(JobRunning, match="an unreadable record at /l0gc/t/jobs/spark"):
+        async with announced_job(kv, NS, SECOND):
+            pytest.fail("the job ran")
