@@ -399,8 +399,9 @@ async def run(args: argparse.Namespace) -> int:
         if not admission.allowed:
             return _blocked(config, str(admission.blocked_reason), epoch, started)
         assert admission.safe_epoch is not None
+        deleting = None if not config.sweep or config.dry_run else reader
         try:
-            async with _announced(reader, config), following(_source(reader)) as brake:
+            async with _announced(deleting, config), following(_source(deleting)) as brake:
                 result = await run_job(config, admission.safe_epoch, epoch, started, brake)
         except JobRunning as exc:
             return _blocked(config, str(exc), epoch, started)
@@ -414,14 +415,15 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def _source(reader: Reader | None) -> PauseSource | None:
+    """The pause key a job that deletes follows (None: no etcd, or nothing to stop)."""
     return None if reader is None else reader.source
 
 
 @contextlib.asynccontextmanager
 async def _announced(reader: Reader | None, config: JobConfig) -> AsyncIterator[None]:
-    """A job that deletes holds the namespace's Spark job key (`gcd.spark.announce`)
-    while it runs; JobRunning when another job does."""
-    if reader is None or not config.sweep or config.dry_run:
+    """A job that deletes (`reader` given) holds the namespace's Spark job key
+    (`gcd.spark.announce`) while it runs; JobRunning when another job does."""
+    if reader is None:
         yield
         return
     kv, store = reader.etcd()
