@@ -68,10 +68,17 @@ async def announced_job(
     log.info("spark.job_announced", key=key, job_id=job.job_id)
     written, leased = [job], [lease]
 
+    async def read_progress() -> SparkJob:
+        try:
+            return await asyncio.to_thread(progress) or written[0]
+        except Exception as exc:  # noqa: BLE001 - best effort: the lease must still be kept
+            log.debug("spark.job_progress_unread", error=repr(exc)[:300])
+            return written[0]
+
     async def refresh() -> None:
         try:
             held = await session.keep()
-            now = await asyncio.to_thread(progress) or written[0]
+            now = await read_progress()
             if held != leased[0]:  # the old lease ran out, and the key with it
                 again = await kv.txn([Compare(key, 0)], [Put(key, now.encode(), held)])
                 leased[0], written[0] = held, now

@@ -4,12 +4,15 @@ driver's lease runs out, and progress is put again under the same lease."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gcd.spark.announce import JobRunning, announced_job
 from l0gc.contract.kv import Put
 from l0gc.contract.spark_job import SparkJob, spark_job_key
 from l0gc.etcd.memory import MemoryKV
+from tests.waiting import wait_until
 
 NS = "/l0gc/t"
 FIRST = SparkJob("host-1-aaa", "spark-sweep", 100.0, 50.0)
@@ -66,3 +69,30 @@ async def test_an_unreadable_record_is_named_and_refuses() -> None:
     with pytest.raises(JobRunning, match="an unreadable record at /l0gc/t/jobs/spark"):
         async with announced_job(kv, NS, SECOND):
             pytest.fail("the job ran")
+
+
+async def test_progress_is_put_again_and_a_failing_progress_keeps_the_lease() -> None:
+    """Progress that reads differently is put under the same lease; progress that
+    raises (Spark stopping) is skipped and the keeper goes on refreshing the lease."""
+    kv = MemoryKV()
+    key = spark_job_key(NS)
+    calls: list[int] = []
+    started = dataclasses.replace(FIRST, application_id="app-7", tasks_done=1, tasks=4)
+
+    def progress() -> SparkJob:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the Spark context is stopping")
+        return started
+
+    async def record() -> SparkJob | None:
+        found = await kv.get(key)
+        return None if found is None else SparkJob.decode(found.value)
+
+    async with announced_job(kv, NS, FIRST, progress=progress, ttl_s=3):  # a refresh a second
+        await wait_until(lambda: len(calls) >= 3, timeout_s=30, what="three refreshes")
+        assert await record() == started
+        found = await kv.get(key)
+        assert found is not None
+        assert found.lease != 0  # still on the job's lease, past the failing read
+    assert await record() is None
