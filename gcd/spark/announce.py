@@ -66,7 +66,7 @@ async def announced_job(
         except ValueError as exc:
             raise JobRunning(f"an unreadable record at {key} ({exc})") from None
     log.info("spark.job_announced", key=key, job_id=job.job_id)
-    written, leased = [job], [lease]
+    written, leased, owned = [job], [lease], [True]
 
     async def read_progress() -> SparkJob:
         try:
@@ -79,11 +79,11 @@ async def announced_job(
         try:
             held = await session.keep()
             now = await read_progress()
-            if held != leased[0]:  # the old lease ran out, and the key with it
+            if held != leased[0] or not owned[0]:  # the key went with a lease that ran out
                 again = await kv.txn([Compare(key, 0)], [Put(key, now.encode(), held)])
-                leased[0], written[0] = held, now
-                if not again.succeeded:
+                if owned[0] and not again.succeeded:
                     log.warning("spark.job_key_taken", key=key, detail="another job started")
+                leased[0], written[0], owned[0] = held, now, again.succeeded
             elif now != written[0]:
                 await kv.txn([], [Put(key, now.encode(), held)])
                 written[0] = now

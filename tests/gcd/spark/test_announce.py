@@ -96,3 +96,31 @@ async def test_progress_is_put_again_and_a_failing_progress_keeps_the_lease() ->
         assert found is not None
         assert found.lease != 0  # still on the job's lease, past the failing read
     assert await record() is None
+
+
+async def test_a_job_whose_lease_ran_out_never_writes_over_the_job_that_started() -> None:
+    """etcd lost this job's lease (its key went with it) and another job took the
+    namespace: this one's progress is not written over the other's record; once the
+    other ends, the key is this job's again."""
+    kv = MemoryKV()
+    key = spark_job_key(NS)
+    calls: list[int] = []
+
+    def progress() -> SparkJob:
+        calls.append(1)
+        return dataclasses.replace(FIRST, tasks_done=len(calls), tasks=100)
+
+    async with announced_job(kv, NS, FIRST, progress=progress, ttl_s=3):
+        found = await kv.get(key)
+        assert found is not None
+        await kv.lease_revoke(found.lease)  # the lease ran out
+        async with announced_job(kv, NS, SECOND):
+            seen = len(calls)
+            await wait_until(lambda: len(calls) >= seen + 2, timeout_s=30, what="refreshes")
+            taken = await kv.get(key)
+            assert taken is not None
+            assert SparkJob.decode(taken.value) == SECOND
+        await wait_until(lambda: kv.get(key), timeout_s=30, what="the key taken back")
+        back = await kv.get(key)
+        assert back is not None
+        assert SparkJob.decode(back.value).job_id == FIRST.job_id
