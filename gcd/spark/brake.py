@@ -94,6 +94,7 @@ class BrakeClient:
     timeout_s: float = BRAKE_TIMEOUT_S
     _stop: str | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _pool: Any = field(default=None, init=False)
 
     def check(self) -> str | None:
         """None when this task may send its next request; else why not."""
@@ -108,13 +109,11 @@ class BrakeClient:
     def _ask(self) -> str | None:
         import urllib3  # noqa: PLC0415 - executor-side dependency (boto3's)
 
+        # A PoolManager, not urllib3.request: urllib3 1.26 (boto3 allows it) lacks that.
+        self._pool = self._pool or urllib3.PoolManager(maxsize=1)
         try:
-            answer = urllib3.request(
-                "GET",
-                self.url,
-                timeout=urllib3.Timeout(total=self.timeout_s),
-                retries=False,
-                preload_content=True,
+            answer = self._pool.request(
+                "GET", self.url, timeout=urllib3.Timeout(total=self.timeout_s), retries=False
             )
             doc = json.loads(answer.data[:_MAX_ANSWER]) if answer.status == 200 else None
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
