@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -24,17 +25,18 @@ log = structlog.get_logger("gcd.spark")
 DEFAULT_TTL_S = 15
 
 
+@dataclass(eq=False, repr=False)
 class JobRunning(L0gcError):
-    """Another Spark job holds the namespace: this one must not start."""
+    """Another Spark job holds the namespace (`key`): this one must not start."""
 
-    def __init__(self, other: str) -> None:
-        super().__init__(other)
-        self.other = other
+    other: str
+    key: str
 
     def __str__(self) -> str:
         return (
             f"another Spark job is sweeping this namespace: {self.other}; wait for it to "
-            "end (gcd status shows it), or stop it; its entry goes with its driver's lease"
+            "end (gcd status shows it), or stop it; its entry goes with its driver's lease "
+            f"(one left without a lease stays: `etcdctl del {self.key}` once no job runs)"
         )
 
 
@@ -60,11 +62,11 @@ async def announced_job(
         await session.revoke()
         found = await kv.get(key)
         if found is None:  # gone since: its driver just ended; a retry is the caller's call
-            raise JobRunning("one that ended just now; run the command again")
+            raise JobRunning("one that ended just now; run the command again", key)
         try:
-            raise JobRunning(SparkJob.decode(found.value).describe())
+            raise JobRunning(SparkJob.decode(found.value).describe(), key)
         except ValueError as exc:
-            raise JobRunning(f"an unreadable record at {key} ({exc})") from None
+            raise JobRunning(f"an unreadable record at {key} ({exc})", key) from None
     log.info("spark.job_announced", key=key, job_id=job.job_id)
     written, leased, owned = [job], [lease], [True]
 

@@ -12,21 +12,12 @@ from gcd.spark.announce import JobRunning, announced_job
 from l0gc.contract.kv import Put
 from l0gc.contract.spark_job import SparkJob, spark_job_key
 from l0gc.etcd.memory import MemoryKV
+from tests.publishing import HandClock
 from tests.waiting import wait_until
 
 NS = "/l0gc/t"
 FIRST = SparkJob("host-1-aaa", "spark-sweep", 100.0, 50.0)
 SECOND = SparkJob("host-2-bbb", "spark-sweep", 200.0)
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_a_second_job_is_refused_while_the_first_holds_the_namespace() -> None:
@@ -50,7 +41,7 @@ async def test_a_second_job_is_refused_while_the_first_holds_the_namespace() -> 
 
 
 async def test_a_dead_drivers_key_goes_with_its_lease() -> None:
-    clock = Clock()
+    clock = HandClock()
     kv = MemoryKV(now=clock)
     key = spark_job_key(NS)
     holder = announced_job(kv, NS, FIRST, ttl_s=15)
