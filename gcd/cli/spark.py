@@ -26,6 +26,9 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
+from gcd.journal.anchor import anchor_chains
+from gcd.journal.records import check_audit_prefix
+from gcd.observe.events import DeleteBasis
 from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
@@ -173,6 +176,15 @@ SPARK_OPTIONS: tuple[Option, ...] = (
         f"(default {DEFAULT_PRICE_PER_GB_MONTH}, S3 Standard)",
         "USD",
     ),
+    Option(
+        "--journal-prefix",
+        text,
+        None,
+        "journal every delete batch under this prefix of the bucket before it is sent "
+        "(outside --root; the executors' role needs PutObject there; `gcd journal verify`, "
+        "`gcd explain` and `gcd restore` read it; default: no journal)",
+        "PREFIX",
+    ),
     Option("--json", boolean, False, "print the summary as JSON on stdout", switch=True),
 )
 CONF_OPTION = Option(
@@ -191,6 +203,7 @@ _DELETE_ONLY = {
     "--max-deletes-per-second",
     "--delete-concurrency",
     "--delete-tasks",
+    "--journal-prefix",
 }
 _REPORT_SHARED = tuple(o for o in _SHARED if o.flag not in _DELETE_ONLY)
 REPORT_OPTIONS: tuple[Option, ...] = tuple(o for o in SPARK_OPTIONS if o.flag not in _DELETE_ONLY)
@@ -255,6 +268,9 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     if args.batch_size > 1000:
         raise ConfigError(f"--batch-size {args.batch_size} must be 1-1000")
     output = Path(args.output)
+    layout = layout_from_args(args)
+    prefix = args.journal_prefix
+    journal_prefix = None if prefix is None else check_audit_prefix(prefix, layout.root)
     decisions_uri = args.decisions_uri or str(output.resolve() / "decisions")
     problem = None if args.master is None else decisions_uri_problem(args.master, decisions_uri)
     if command == "spark-sweep" and problem is not None:
@@ -262,7 +278,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     return JobConfig(
         command=command,
         storage=store,
-        layout=layout_from_args(args),
+        layout=layout,
         inventory=args.inventory,
         inventory_root=args.inventory_root,
         list_tasks=args.list_tasks,
@@ -281,6 +297,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         py_files=args.py_files or (),
         delete_tasks=args.delete_tasks,
         version_mode=args.versions,
+        journal_prefix=journal_prefix,
     )
 
 
@@ -398,13 +415,18 @@ async def run(args: argparse.Namespace) -> int:
         epoch = admission.cluster_epoch
         if not admission.allowed:
             return _blocked(config, str(admission.blocked_reason), epoch, started)
-        assert admission.safe_epoch is not None
+        basis = DeleteBasis.of(admission, override=config.safe_epoch is not None)
         deleting = None if not config.sweep or config.dry_run else reader
+        if reader is not None:
+            config = dataclasses.replace(config, namespace=reader.etcd()[1].namespace)
         try:
             async with _announced(deleting, config), following(_source(deleting)) as brake:
-                result = await run_job(config, admission.safe_epoch, epoch, started, brake)
+                result = await run_job(config, basis, started, brake)
         except JobRunning as exc:
             return _blocked(config, str(exc), epoch, started)
+        if deleting is not None and brake is not None and brake.chains:
+            kv, store = deleting.etcd()
+            await anchor_chains(kv, store.namespace, brake.chains.values())
     _announce(config, result.document)
     if result.job_error is not None:
         sys.stderr.write(f"gcd {config.command}: error: {result.job_error}\n")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -20,7 +21,7 @@ from l0gc.contract.journal_anchor import JournalAnchor, anchor_key
 from l0gc.contract.kv import KV, Compare, Put
 from l0gc.errors import InvalidRecord, L0gcError
 
-__all__ = ["AnchorKeeper"]
+__all__ = ["AnchorKeeper", "StoredAnchor", "anchor_chains", "put_anchor"]
 
 log = structlog.get_logger("gcd.journal")
 _CAS_ATTEMPTS = 5
@@ -138,30 +139,57 @@ class AnchorKeeper:
     async def _put(self, end: JournalAnchor) -> None:
         assert self._kv is not None
         assert self._key is not None
-        for _ in range(_CAS_ATTEMPTS):
-            result = await self._kv.txn(
-                [Compare(self._key, self._mod_revision)], [Put(self._key, end.encode())]
+        stored = await put_anchor(self._kv, self._key, end, self._mod_revision)
+        self._anchored, self._mod_revision = stored.seq, stored.mod_revision
+        self.anchored += stored.written
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAnchor:
+    """What `put_anchor` left in etcd: the seq stored, at which mod revision, and
+    whether this call wrote it."""
+
+    seq: int
+    mod_revision: int
+    written: bool
+
+
+async def put_anchor(kv: KV, key: str, end: JournalAnchor, mod_revision: int = 0) -> StoredAnchor:
+    """Store `end` at `key` by compare-and-swap on `mod_revision` (the caller's last
+    write; 0: none), never over a later end of the same chain."""
+    for _ in range(_CAS_ATTEMPTS):
+        result = await kv.txn([Compare(key, mod_revision)], [Put(key, end.encode())])
+        if result.succeeded:
+            return StoredAnchor(end.seq, result.revision, True)
+        stored = await kv.get(key)
+        mod_revision = 0 if stored is None else stored.mod_revision
+        if stored is None:
+            continue
+        try:
+            seq = JournalAnchor.decode(stored.value, key).seq
+        except InvalidRecord:
+            seq = 0  # overwritten with garbage: our own end replaces it
+        if seq >= end.seq:
+            log.error(
+                "journal.anchor_ahead",
+                key=key,
+                stored=seq,
+                ours=end.seq,
+                detail="another process writes this sweeper's anchor",
             )
-            if result.succeeded:
-                self._anchored, self._mod_revision = end.seq, result.revision
-                self.anchored += 1
-                return
-            stored = await self._kv.get(self._key)
-            self._mod_revision = 0 if stored is None else stored.mod_revision
-            if stored is None:
-                continue
-            try:
-                seq = JournalAnchor.decode(stored.value, self._key).seq
-            except InvalidRecord:
-                seq = 0  # overwritten with garbage: our own end replaces it
-            if seq >= end.seq:
-                log.error(
-                    "journal.anchor_ahead",
-                    key=self._key,
-                    stored=seq,
-                    ours=end.seq,
-                    detail="another process writes this sweeper's anchor",
-                )
-                self._anchored = seq
-                return
-        raise L0gcError(f"the journal anchor {self._key} kept changing under us")
+            return StoredAnchor(seq, mod_revision, False)
+    raise L0gcError(f"the journal anchor {key} kept changing under us")
+
+
+async def anchor_chains(kv: KV, namespace: str, ends: Iterable[JournalAnchor]) -> int:
+    """Anchor in etcd the end of each chain of `ends` (a Spark job's delete tasks,
+    reported to its driver); how many were written. A failure is logged and the rest go
+    on: `gcd journal verify` then says which chain is unanchored."""
+    written = 0
+    for end in ends:
+        key = anchor_key(namespace, end.sweeper)
+        try:
+            written += (await put_anchor(kv, key, end)).written
+        except (L0gcError, OSError) as exc:
+            log.warning("journal.anchor_failed", where="etcd", key=key, error=str(exc))
+    return written

@@ -5,16 +5,23 @@ Design notes: docs/internals/sweep.md, `gcd.journal.records`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import structlog
 
+from gcd.journal.chain import (
+    JOURNAL_VERSION,
+    Chain,
+    after_doc,
+    before_doc,
+    keys_digest,
+    line_digest,
+)
 from gcd.journal.index import INDEX_SUFFIX, IndexBuilder, index_name
 from gcd.observe.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
 from gcd.observe.metrics import SweeperMetrics
@@ -47,7 +54,6 @@ __all__ = [
     "write_marker",
 ]
 
-JOURNAL_VERSION: Final = 1
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_MAX_AGE_S: Final = 3600.0
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024
@@ -57,15 +63,6 @@ _PATTERN = "journal-*.jsonl"
 _ANCHOR_PREFIX = audit_anchor_name("")[: -len(".json")]
 _PRUNED_PREFIX = pruned_marker_name("")[: -len(".json")]
 log = structlog.get_logger("gcd.journal")
-
-
-def keys_digest(keys: Iterable[str]) -> str:
-    """SHA-256 (hex) of the keys joined by newlines, in batch order."""
-    return hashlib.sha256("\n".join(keys).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _line_digest(line: bytes) -> str:
-    return hashlib.sha256(line).hexdigest()
 
 
 def check_audit_prefix(prefix: str, root: str) -> str:
@@ -136,8 +133,7 @@ class JournalWriter:
         self._opened_at = 0.0
         self._size = 0
         self._segment = 0
-        self._seq = 0
-        self._prev = ""
+        self._chain = Chain(sweeper_id)
         self.closed_segments: list[Path] = []
         """Segments closed by rotation or `close`, oldest first (for `ship_segments`)."""
         self.segment_ends: dict[Path, JournalAnchor] = {}
@@ -150,10 +146,11 @@ class JournalWriter:
 
     def anchor(self) -> JournalAnchor | None:
         """Where this sweeper's journal ends now (None before the first record)."""
-        if not self._seq:
+        if not self._chain.seq:
             return None
+        chain = self._chain
         return JournalAnchor(
-            self.sweeper_id, self._seq, self._prev, self._last_segment, self._clock()
+            self.sweeper_id, chain.seq, chain.prev, self._last_segment, self._clock()
         )
 
     @property
@@ -165,31 +162,8 @@ class JournalWriter:
 
     def before(self, attempt: BatchAttempt) -> None:
         """Record why `attempt` is safe; DeletionNotRecorded if it cannot be written."""
-        basis = attempt.basis
-        keys = list(attempt.keys)
-        doc: dict[str, Any] = {
-            "type": "before",
-            "request": attempt.request,
-            "batch": attempt.batch,
-            "attempt": attempt.attempt,
-            "safe_epoch": None if basis is None else basis.safe_epoch,
-            "cluster_epoch": None if basis is None else basis.cluster_epoch,
-            "revision": None if basis is None else basis.revision,
-            "override": False if basis is None else basis.override,
-            "pinning": [] if basis is None else [list(pair) for pair in basis.pinning],
-            "count": len(keys),
-            "first": keys[0] if keys else None,
-            "last": keys[-1] if keys else None,
-            "digest": keys_digest(keys),
-            "keys": keys,
-            "epochs": list(attempt.epochs),
-        }
-        if attempt.version_ids:
-            doc["version_ids"] = list(attempt.version_ids)
-        if attempt.hides:
-            doc["hides"] = [list(hidden) for hidden in attempt.hides]
-        if basis is not None and basis.round_id is not None:
-            doc["round"] = basis.round_id
+        doc = before_doc(attempt)
+        keys = doc["keys"]
         try:
             self._append(doc, keys, attempt.epochs)
         except (OSError, ValueError) as exc:
@@ -202,20 +176,7 @@ class JournalWriter:
 
     def after(self, outcome: BatchOutcome) -> None:
         """Record what became of the attempt (a failure to write is logged and counted)."""
-        doc: dict[str, Any] = {
-            "type": "after",
-            "request": outcome.attempt.request,
-            "batch": outcome.attempt.batch,
-            "attempt": outcome.attempt.attempt,
-            "deleted": list(outcome.deleted),
-            "failed": [list(pair) for pair in outcome.failed],
-            "unanswered": list(outcome.unanswered),
-            "request_error": outcome.request_error,
-        }
-        if outcome.deleted_version_ids:
-            doc["deleted_version_ids"] = list(outcome.deleted_version_ids)
-        if outcome.markers:
-            doc["markers"] = [list(pair) for pair in outcome.markers]
+        doc = after_doc(outcome)
         named = [*outcome.deleted, *(pair[0] for pair in outcome.failed), *outcome.unanswered]
         try:
             self._append(doc, named, outcome.attempt.epochs)
@@ -240,24 +201,11 @@ class JournalWriter:
         self._index.add(offset, keys, epochs)
 
     def _write(self, doc: dict[str, Any], now: float) -> None:
-        self._seq += 1
-        record = {
-            "v": JOURNAL_VERSION,
-            "type": doc.pop("type"),
-            "sweeper": self.sweeper_id,
-            "seq": self._seq,
-            "at": round(now, 6),
-            "prev": self._prev,
-            **doc,
-        }
-        line = strictjson.dumps(record, what="journal record", compact=True).encode(
-            "utf-8", "surrogatepass"
-        )
+        line = self._chain.line(doc, now)
         self._file.write(line + b"\n")
         self._file.flush()
         if self._fsync:
             os.fsync(self._file.fileno())
-        self._prev = _line_digest(line)
         self._size += len(line) + 1
         self.emit(JournalAppended(len(line) + 1))
         if self.on_append is not None:
@@ -348,7 +296,7 @@ async def ship_segments(
             writer.emit(JournalFailed("ship"))
             log.warning("journal.ship_failed", segment=path.name, error=str(exc))
             break  # in order: the audit anchor never covers a segment not shipped
-        if copy is None or len(copy) != len(body) or _line_digest(copy) != _line_digest(body):
+        if copy is None or len(copy) != len(body) or line_digest(copy) != line_digest(body):
             writer.emit(JournalFailed("ship"))
             log.error(
                 "journal.ship_unverified",
@@ -561,4 +509,4 @@ def _decode_anchor(
 
 def chain_digest(record: Record) -> str:
     """The digest the next record of the same sweeper must carry as ``prev``."""
-    return _line_digest(record.line)
+    return line_digest(record.line)

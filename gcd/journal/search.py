@@ -371,9 +371,16 @@ def _deletions(key: str, records: list[Record]) -> list[JournaledRequest]:
                 version_ids=_version_ids(key, before, after),
                 source=story.source,
                 marker=_marker(key, after),
+                round=_round(before),
             )
         )
     return stories
+
+
+def _round(before: Record | None) -> str | None:
+    """The round its before record names (None: none, or not a string)."""
+    found = None if before is None else before.doc.get("round")
+    return found if isinstance(found, str) else None
 
 
 def _marker(key: str, after: Record | None) -> str | None:

@@ -9,6 +9,7 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from gcd.rules.decision import Verdict as RoundVerdict
@@ -160,6 +161,20 @@ class JournaledRequest:
     source: str = ""
     marker: str | None = None
     """The delete marker this request wrote over the key (an undo window), if any."""
+    round: str | None = None
+    """The round that sent it (a Spark job's: ``{application}.{6 hex digits}``)."""
+
+    @property
+    def sender(self) -> str:
+        """Who sent the request, for people: a sweeper, or a Spark application's batch."""
+        if self.round is not None and self.sweeper.startswith("spark-"):
+            application = self.round.rsplit(".", 1)[0]
+            when = datetime.fromtimestamp(self.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return (
+                f"Spark application {application} at {when}, batch {self.request} "
+                f"(round {self.round}, task journal {self.sweeper})"
+            )
+        return f"sweeper {self.sweeper} (request {self.request})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -455,8 +470,8 @@ def _hidden(
         key,
         KeyVerdict.DELETED,
         Reason.JOURNALED,
-        f"deleted (hidden behind delete marker {last.marker}) by sweeper "
-        f"{last.sweeper} (request {last.request}) under M {last.safe_epoch}; "
+        f"deleted (hidden behind delete marker {last.marker}) by {last.sender} "
+        f"under M {last.safe_epoch}; "
         f"its bytes are kept for the undo window: `gcd restore --key {key}` "
         "brings it back (with GC paused)",
         {
@@ -479,7 +494,7 @@ def _gone(key: str, base: dict[str, Any], journal: Sequence[JournaledRequest]) -
             key,
             KeyVerdict.DELETED,
             Reason.JOURNALED,
-            f"deleted by sweeper {last.sweeper} (request {last.request}) under "
+            f"deleted by {last.sender} under "
             f"M {last.safe_epoch}; no version of it is left in the store, so "
             "only a store's own soft delete could still bring it back "
             "(`gcd restore --storage azure|gcs`)",

@@ -16,11 +16,17 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
+from l0gc.contract.journal_anchor import JournalAnchor
+from l0gc.errors import InvalidRecord
+
 __all__ = ["BRAKE_TIMEOUT_S", "BrakeClient", "DriverBrake"]
 
 BRAKE_TIMEOUT_S: Final = 5.0
 """How long an executor waits for the driver's answer before it stops (fail closed)."""
 _MAX_ANSWER = 4096
+_MAX_REPORT = 4096
+MAX_CHAINS: Final = 1_000_000
+"""Task journals whose ends a driver keeps (a bound on its memory, ~200 bytes each)."""
 
 
 @dataclass(eq=False)
@@ -34,6 +40,9 @@ class DriverBrake:
     reason: str | None = None
     stopped_at: float | None = None
     token: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    chains: dict[str, JournalAnchor] = field(default_factory=dict)
+    """The newest end each delete task reported of its journal (`gcd.spark.journal`):
+    the driver anchors them in etcd when the job ends."""
     _server: ThreadingHTTPServer | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -43,6 +52,20 @@ class DriverBrake:
             if self.reason is not None:
                 return False
             self.reason, self.stopped_at = reason, now()
+            return True
+
+    def report(self, body: bytes) -> bool:
+        """Keep a task's journal end (never an older one); False when not an anchor."""
+        try:
+            end = JournalAnchor.decode(body, "a delete task's report")
+        except InvalidRecord:
+            return False
+        with self._lock:
+            known = self.chains.get(end.sweeper)
+            if known is None and len(self.chains) >= MAX_CHAINS:
+                return False
+            if known is None or end.seq > known.seq:
+                self.chains[end.sweeper] = end
             return True
 
     def answer(self) -> bytes:
@@ -65,6 +88,16 @@ class DriverBrake:
                 self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                length = self.headers.get("Content-Length") or "0"
+                size = int(length) if length.isdigit() else 0
+                known = self.path == f"/{brake.token}/anchor" and 0 < size <= _MAX_REPORT
+                kept = known and brake.report(self.rfile.read(size))
+                self.send_response(204 if kept else 400)
+                self.send_header("Content-Length", "0")
+                self.send_header("Connection", "close")
+                self.end_headers()
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: one request per delete batch."""

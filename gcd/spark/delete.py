@@ -12,8 +12,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from gcd.observe.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
 from gcd.rules.versions import version_target
 from gcd.spark.brake import BrakeClient
+from gcd.spark.journal import SparkJournal, TaskJournal, task_sweeper
 from gcd.storage.executor import ExecutorClient, ExecutorStore
 from gcd.storage.ratelimit import TokenBucket
 from gcd.storage.rows import Action, with_version_columns
@@ -49,6 +51,8 @@ class DeleteSettings:
     """The bucket has Object Lock: a version refused with AccessDenied is `locked`."""
     brake_url: str | None = None
     """The driver's brake (`gcd.spark.brake`), asked before each batch; None: none."""
+    journal: SparkJournal | None = None
+    """Where each batch is journaled before it is sent (`gcd.spark.journal`); None: not."""
 
     @classmethod
     def for_job(
@@ -62,6 +66,7 @@ class DeleteSettings:
         batch_size: int = MAX_BATCH,
         object_lock: bool = False,
         brake_url: str | None = None,
+        journal: SparkJournal | None = None,
     ) -> DeleteSettings:
         """The settings of each of `tasks` delete tasks sharing job-wide limits equally:
         rate / tasks keys per second, and concurrency // tasks requests (at least 1)."""
@@ -77,6 +82,7 @@ class DeleteSettings:
             batch_size=batch_size,
             object_lock=object_lock,
             brake_url=brake_url,
+            journal=journal,
         )
 
     def __post_init__(self) -> None:
@@ -136,6 +142,7 @@ def _delete_partition(
     pacer = _Pacer(settings.deletes_per_second)
     count = (lambda: requests.add(1)) if requests is not None else (lambda: None)
     brake = None if settings.brake_url is None else BrakeClient(settings.brake_url)
+    journal: TaskJournal | None = None
 
     def run_batch(rows: list[_Pending]) -> list[Row]:
         stop = None if brake is None else brake.check()
@@ -143,7 +150,16 @@ def _delete_partition(
             return [(*row, Action.SKIPPED_PAUSED.value, stop) for row in rows]
         targets = [version_target(key, version_id) for key, version_id, *_ in rows]
         assert client is not None  # connected by `submit` before any batch
+        attempt = None
+        if journal is not None:
+            attempt = _attempt(journal, rows)
+            try:
+                journal.before(attempt)
+            except DeletionNotRecorded as exc:  # not journaled: never sent
+                return [(*row, Action.FAILED.value, f"NotJournaled: {exc}") for row in rows]
         result = client.delete_keys(targets, pace=pacer.acquire, on_request=count)
+        if journal is not None and attempt is not None:
+            journal.after(_outcome(attempt, rows, targets, result))
         decided: list[Row] = []
         for target, (key, version_id, marker, epoch, size) in zip(targets, rows, strict=True):
             # A key is deleted only when its outcome says so; one without any is failed.
@@ -157,9 +173,11 @@ def _delete_partition(
         return decided
 
     def submit() -> Iterator[list[Row]]:
-        nonlocal pool, client
+        nonlocal pool, client, journal
         if pool is None:
             client = settings.target.connect(pool=settings.threads)
+            if settings.journal is not None:
+                journal = settings.journal.task(client, _sweeper(settings.journal))
             pool = ThreadPoolExecutor(settings.threads, thread_name_prefix="l0gc-delete")
         in_flight.add(pool.submit(run_batch, list(pending)))
         pending.clear()
@@ -205,6 +223,59 @@ def _delete_partition(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+    if journal is not None:  # the last after records, and the task's audit anchor
+        journal.close()
+
+
+def _sweeper(journal: SparkJournal) -> str:
+    """This task attempt's journal name (`task_sweeper`), from Spark's TaskContext."""
+    from pyspark import TaskContext  # noqa: PLC0415 - in the executor's Python worker
+
+    context = TaskContext.get()
+    application = journal.basis.round_id or "spark"
+    if context is None:  # called outside a Spark task (tests)
+        return task_sweeper(application, 0, 0)
+    return task_sweeper(application, context.partitionId(), context.taskAttemptId())
+
+
+def _attempt(journal: TaskJournal, rows: list[_Pending]) -> BatchAttempt:
+    """The journal's view of one batch about to be sent (`gcd.observe.events`)."""
+    request = journal.next_request()
+    versions = tuple(version_id for _, version_id, *_ in rows)
+    return BatchAttempt(
+        journal.journal.basis,
+        tuple(key for key, *_ in rows),
+        tuple(-1 if epoch is None else epoch for *_, epoch, _size in rows),
+        attempt=0,
+        batch=request,
+        request=request,
+        version_ids=versions if any(v is not None for v in versions) else (),
+    )
+
+
+def _outcome(
+    attempt: BatchAttempt,
+    rows: list[_Pending],
+    targets: list[str],
+    result: dict[str, str | None],
+) -> BatchOutcome:
+    """What became of `attempt`'s keys, as the journal's after record tells it."""
+    deleted: list[str] = []
+    deleted_versions: list[str | None] = []
+    failed: list[tuple[str, str]] = []
+    for target, (key, version_id, *_) in zip(targets, rows, strict=True):
+        error = result.get(target, "NotReported: not reported by DeleteObjects")
+        if error is None:
+            deleted.append(key)
+            deleted_versions.append(version_id)
+        else:
+            failed.append((key, error.split(":", 1)[0]))
+    return BatchOutcome(
+        attempt,
+        deleted=tuple(deleted),
+        failed=tuple(failed),
+        deleted_version_ids=tuple(deleted_versions) if attempt.version_ids else (),
+    )
 
 
 def apply_deletes(classified: Any, settings: DeleteSettings, *, requests: Any = None) -> Any:

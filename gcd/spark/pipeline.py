@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,10 +17,12 @@ from typing import Any, Final
 
 import structlog
 
+from gcd.observe.events import DeleteBasis
 from gcd.observe.report import RoundSummary
 from gcd.rules.layout import KeyLayout
 from gcd.spark.brake import DriverBrake
 from gcd.spark.delete import DeleteSettings, apply_deletes
+from gcd.spark.journal import SparkJournal
 from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
 from gcd.spark.report import ReportSettings, write_report
@@ -87,6 +90,11 @@ class JobConfig:
     """The bucket has Object Lock: a version it refuses is `locked`, not an error."""
     store: dict[str, Any] | None = None
     """What the preflight detected (versioning, Object Lock), for the summary's `store`."""
+    journal_prefix: str | None = None
+    """`--journal-prefix`: the audit prefix every delete batch is journaled under first
+    (`gcd.spark.journal`); None: no journal."""
+    namespace: str | None = None
+    """The etcd namespace the journal's segments name (None: no etcd)."""
 
     @property
     def sweep(self) -> bool:
@@ -266,8 +274,37 @@ def _nested(
     return keep_nested(classified, nested.kept, root), nested
 
 
+def _journal(
+    job: JobConfig, basis: DeleteBasis, application: str, report_url: str | None
+) -> SparkJournal | None:
+    """Where the delete tasks journal (None: `--journal-prefix` not given); the job's
+    round is ``{application}.{6 hex digits}``."""
+    if job.journal_prefix is None:
+        return None
+    target = job.storage.target(job.layout.root)
+    header = (
+        ("application", application),
+        ("namespace", job.namespace),
+        ("bucket", target.bucket),
+        ("root", target.root),
+        ("endpoint_url", target.endpoint_url),
+        ("kind", target.kind),
+    )
+    # One application may run several jobs (a notebook, spark-submit of a script): the
+    # round names this one.
+    round_id = f"{application}.{secrets.token_hex(3)}"
+    round_basis = dataclasses.replace(basis, round_id=round_id)
+    return SparkJournal(job.journal_prefix, round_basis, header, report_url)
+
+
 def _sweep(
-    spark: Any, job: JobConfig, classified: Any, tasks: int | None, brake_url: str | None
+    spark: Any,
+    job: JobConfig,
+    classified: Any,
+    tasks: int | None,
+    *,
+    brake_url: str | None,
+    journal: SparkJournal | None,
 ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], int]:
     """Delete (or not) and write the decisions; per-action (objects, bytes) and
     (versions, markers), and DeleteObjects calls."""
@@ -280,6 +317,7 @@ def _sweep(
         batch_size=job.batch_size,
         object_lock=job.object_lock,
         brake_url=brake_url,
+        journal=journal,
     )
     delete_requests = spark.sparkContext.accumulator(0)
     decisions = apply_deletes(classified, settings, requests=delete_requests)
@@ -292,13 +330,13 @@ def _sweep(
 
 def execute(
     job: JobConfig,
-    safe_epoch: int,
-    cluster_epoch: int | None,
+    basis: DeleteBasis,
     started: float,
     brake: DriverBrake | None = None,
 ) -> JobResult:
-    """Run the job with M = `safe_epoch`; write its outputs; return the summary. With
-    `brake` (etcd given), executors stop deleting once it engages (`gcd pause`)."""
+    """Run the job with the admission `basis` (M); write its outputs; return the summary.
+    With `brake` (etcd given), executors stop deleting once it engages (`gcd pause`)."""
+    safe_epoch, cluster_epoch = basis.safe_epoch, basis.cluster_epoch
     now_s = time.time()
     log.info(
         "spark.round_started",
@@ -319,6 +357,8 @@ def execute(
         deleting = job.sweep and not job.dry_run
         tasks = (job.delete_tasks or task_slots(spark)) if deleting else None
         brake_url = None if brake is None or not deleting else brake.serve(_driver_host(spark))
+        application = str(spark.sparkContext.applicationId)
+        journal = _journal(job, basis, application, brake_url) if deleting else None
         from pyspark import StorageLevel  # noqa: PLC0415
 
         nested = NestedClaims({})
@@ -347,7 +387,9 @@ def execute(
                     garbage_objects=document["garbage_objects"],
                 )
                 return JobResult(document)
-            counts, kinds, delete_count = _sweep(spark, job, classified, tasks, brake_url)
+            counts, kinds, delete_count = _sweep(
+                spark, job, classified, tasks, brake_url=brake_url, journal=journal
+            )
             job_error = None
         except Exception as exc:
             if not _is_spark_failure(exc):
@@ -381,6 +423,13 @@ def execute(
             "resume": RESUME,
         }
     document["source"] = job.source
+    document["application"] = application
+    if journal is not None:
+        document["journal"] = {
+            "prefix": journal.prefix,
+            "round": journal.basis.round_id,
+            "chains": None if brake is None else len(brake.chains),
+        }
     document["decisions"] = job.decisions_uri
     document["delete_tasks"] = tasks
     if job_error is not None:
@@ -406,18 +455,12 @@ def execute(
 
 
 async def run_job(
-    job: JobConfig,
-    safe_epoch: int,
-    cluster_epoch: int | None,
-    started: float,
-    brake: DriverBrake | None,
+    job: JobConfig, basis: DeleteBasis, started: float, brake: DriverBrake | None
 ) -> JobResult:
     """`execute` in a worker thread, so the event loop goes on following the pause key
     (`gcd.spark.pausing`) on the reader's etcd client; cancelled (SIGINT), it cancels
     the Spark jobs and waits for `execute` to end."""
-    running = asyncio.ensure_future(
-        asyncio.to_thread(execute, job, safe_epoch, cluster_epoch, started, brake)
-    )
+    running = asyncio.ensure_future(asyncio.to_thread(execute, job, basis, started, brake))
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:

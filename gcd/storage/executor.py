@@ -64,6 +64,10 @@ class ExecutorClient(Protocol):
         """True when an object named `key` exists (a claim probe)."""
         ...
 
+    def put_object(self, key: str, body: bytes) -> None:
+        """Store `body` as object `key` (a journal segment), retried; StorageError."""
+        ...
+
 
 @runtime_checkable
 class ExecutorStore(Protocol):

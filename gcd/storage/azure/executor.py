@@ -253,6 +253,13 @@ class AzureExecutor:
             )
         )
 
+    def put_object(self, key: str, body: bytes) -> None:
+        """Put Blob `key` (a journal segment), retried."""
+        self._call(
+            lambda: self.client.upload_blob(key, body, overwrite=True),
+            f"Put Blob {self.target.bucket}/{key}",
+        )
+
 
 def _row(blob: Any) -> Listed:
     """A listed (or walked-to) blob as a source row: no versions on Azure."""

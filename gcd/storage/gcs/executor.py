@@ -262,6 +262,20 @@ class GcsClient:
             raise self.failure(operation, status, body)
         return True
 
+    def upload(self, key: str, body: bytes) -> None:
+        """objects.insert of `body` as `key` (a media upload)."""
+        operation = f"objects.insert {self.target.url}/{key}"
+        status, answer, _ = self.send(
+            "POST",
+            f"/upload/storage/v1/b/{self.target.bucket}/o",
+            operation,
+            params={"uploadType": "media", "name": key},
+            body=body,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        if status != 200:
+            raise self.failure(operation, status, answer)
+
 
 def _seconds(stamp: str) -> float:
     """An RFC 3339 time (``2026-11-22T10:00:00.123Z``) as epoch seconds."""

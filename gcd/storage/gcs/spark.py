@@ -141,3 +141,7 @@ class GcsExecutor:
     def exists(self, key: str) -> bool:
         """True when object `key` exists (a claim probe), retried."""
         return bool(self._retried(lambda: self.client.exists(key)))
+
+    def put_object(self, key: str, body: bytes) -> None:
+        """A media upload of `key` (a journal segment), retried."""
+        self._retried(lambda: self.client.upload(key, body))

@@ -52,6 +52,8 @@ class S3Calls(Protocol):
 
     def delete_objects(self, *, Bucket: str, Delete: dict[str, Any]) -> dict[str, Any]: ...  # noqa: N803
 
+    def put_object(self, *, Bucket: str, Key: str, Body: bytes) -> dict[str, Any]: ...  # noqa: N803
+
 
 @dataclass(frozen=True, slots=True)
 class S3Target:
@@ -264,6 +266,14 @@ class S3Executor:
             f"ListObjectsV2 s3://{bucket}/{key}",
         )
         return any(item["Key"] == key for item in page.get("Contents", ()))
+
+    def put_object(self, key: str, body: bytes) -> None:
+        """PutObject `key` (a journal segment), retried."""
+        bucket = self.target.bucket
+        self._call(
+            lambda: self.client.put_object(Bucket=bucket, Key=key, Body=body),
+            f"PutObject s3://{bucket}/{key}",
+        )
 
 
 def _object(target: str) -> dict[str, str]:

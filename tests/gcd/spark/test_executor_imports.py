@@ -28,7 +28,8 @@ _CHILD = textwrap.dedent(
 
     sys.meta_path.insert(0, Block())
     import gcd.spark
-    import gcd.spark.delete, gcd.spark.listing, gcd.spark.nesting, gcd.storage.rows
+    import gcd.spark.delete, gcd.spark.journal, gcd.spark.listing, gcd.spark.nesting
+    import gcd.storage.rows
     from botocore.exceptions import ClientError
     from l0gc.errors import StorageError
     from gcd.rules.backoff import Backoff

@@ -1,0 +1,107 @@
+"""One sweeper's chain of journal records: the line format, `seq` and `prev` (pure).
+
+The daemon's `gcd.journal.records.JournalWriter` and a Spark task's
+`gcd.spark.journal.TaskJournal` write the same records through it, so `gcd journal
+verify`, `gcd explain` and `gcd restore` read both alike. Imports nothing an executor
+lacks. Design notes: docs/internals/sweep.md, `gcd.journal.records`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gcd.observe.events import BatchAttempt, BatchOutcome
+from l0gc import strictjson
+
+__all__ = ["JOURNAL_VERSION", "Chain", "after_doc", "before_doc", "keys_digest", "line_digest"]
+
+JOURNAL_VERSION: Final = 1
+
+
+def keys_digest(keys: Iterable[str]) -> str:
+    """SHA-256 (hex) of the keys joined by newlines, in batch order."""
+    return hashlib.sha256("\n".join(keys).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def line_digest(line: bytes) -> str:
+    """SHA-256 (hex) of one record's line: the next record's ``prev``."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def before_doc(attempt: BatchAttempt) -> dict[str, Any]:
+    """The "before" record of `attempt`: why the request about to be sent is safe."""
+    basis = attempt.basis
+    keys = list(attempt.keys)
+    doc: dict[str, Any] = {
+        "type": "before",
+        "request": attempt.request,
+        "batch": attempt.batch,
+        "attempt": attempt.attempt,
+        "safe_epoch": None if basis is None else basis.safe_epoch,
+        "cluster_epoch": None if basis is None else basis.cluster_epoch,
+        "revision": None if basis is None else basis.revision,
+        "override": False if basis is None else basis.override,
+        "pinning": [] if basis is None else [list(pair) for pair in basis.pinning],
+        "count": len(keys),
+        "first": keys[0] if keys else None,
+        "last": keys[-1] if keys else None,
+        "digest": keys_digest(keys),
+        "keys": keys,
+        "epochs": list(attempt.epochs),
+    }
+    if attempt.version_ids:
+        doc["version_ids"] = list(attempt.version_ids)
+    if attempt.hides:
+        doc["hides"] = [list(hidden) for hidden in attempt.hides]
+    if basis is not None and basis.round_id is not None:
+        doc["round"] = basis.round_id
+    return doc
+
+
+def after_doc(outcome: BatchOutcome) -> dict[str, Any]:
+    """The "after" record of `outcome`: what became of each key of its request."""
+    doc: dict[str, Any] = {
+        "type": "after",
+        "request": outcome.attempt.request,
+        "batch": outcome.attempt.batch,
+        "attempt": outcome.attempt.attempt,
+        "deleted": list(outcome.deleted),
+        "failed": [list(pair) for pair in outcome.failed],
+        "unanswered": list(outcome.unanswered),
+        "request_error": outcome.request_error,
+    }
+    if outcome.deleted_version_ids:
+        doc["deleted_version_ids"] = list(outcome.deleted_version_ids)
+    if outcome.markers:
+        doc["markers"] = [list(pair) for pair in outcome.markers]
+    return doc
+
+
+@dataclass(slots=True)
+class Chain:
+    """The records of one sweeper so far: the next `seq`, and the digest it chains to."""
+
+    sweeper: str
+    seq: int = 0
+    prev: str = ""
+
+    def line(self, doc: dict[str, Any], now: float) -> bytes:
+        """The next record's line (no newline) for `doc` (its "type" taken out), chained."""
+        self.seq += 1
+        record = {
+            "v": JOURNAL_VERSION,
+            "type": doc.pop("type"),
+            "sweeper": self.sweeper,
+            "seq": self.seq,
+            "at": round(now, 6),
+            "prev": self.prev,
+            **doc,
+        }
+        line = strictjson.dumps(record, what="journal record", compact=True).encode(
+            "utf-8", "surrogatepass"
+        )
+        self.prev = line_digest(line)
+        return line
