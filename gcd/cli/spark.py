@@ -45,6 +45,7 @@ from gcd.spark.pipeline import (
 from gcd.spark.report import DEFAULT_PRICE_PER_GB_MONTH
 from gcd.spark.session import PYSPARK_MISSING, parse_conf, parse_py_files, require_pyspark
 from gcd.spark.versioning import plan_versions
+from gcd.spark.window import plan_window
 from gcd.storage.objectstore import StoreFeatures
 from gcd.storage.registry import backend, preflight_store
 from gcd.sweep.brake import PauseSource
@@ -254,13 +255,6 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     for option in (*_SHARED, *SPARK_OPTIONS):  # a report's delete settings: the defaults
         if not hasattr(args, option.dest):
             setattr(args, option.dest, option.default)
-    if args.undo_window:  # from the flag, L0GC_UNDO_WINDOW or the config file
-        raise ConfigError(
-            f"--undo-window {args.undo_window:g}s: {command} cannot honour an undo window "
-            "(Spark deletes at once, nothing is held back to restore); give --undo-window 0 "
-            "(or remove L0GC_UNDO_WINDOW / the config key undo_window for Spark jobs), or "
-            "sweep with `gcd sweep` / `gcd daemon`, which keep the window"
-        )
     if args.output is None:
         raise ConfigError("--output DIR is required (env L0GC_OUTPUT)")
     if (args.inventory is None) == (not args.list):
@@ -271,6 +265,13 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
     layout = layout_from_args(args)
     prefix = args.journal_prefix
     journal_prefix = None if prefix is None else check_audit_prefix(prefix, layout.root)
+    window = float(args.undo_window or 0.0)  # the flag, L0GC_UNDO_WINDOW or the config file
+    if window and journal_prefix is None and command == "spark-sweep":
+        raise ConfigError(
+            f"--undo-window {window:g}s needs --journal-prefix PREFIX: the journal names "
+            "the delete markers l0gc wrote and is what `gcd restore` reads; give one "
+            "outside --root, e.g. --journal-prefix l0gc-audit/journal"
+        )
     decisions_uri = args.decisions_uri or str(output.resolve() / "decisions")
     problem = None if args.master is None else decisions_uri_problem(args.master, decisions_uri)
     if command == "spark-sweep" and problem is not None:
@@ -298,6 +299,7 @@ def parse_run(args: argparse.Namespace) -> JobConfig:
         delete_tasks=args.delete_tasks,
         version_mode=args.versions,
         journal_prefix=journal_prefix,
+        undo_window_s=window,
     )
 
 
@@ -419,6 +421,8 @@ async def run(args: argparse.Namespace) -> int:
         deleting = None if not config.sweep or config.dry_run else reader
         if reader is not None:
             config = dataclasses.replace(config, namespace=reader.etcd()[1].namespace)
+        if config.sweep and not config.dry_run:
+            config = await _with_window(config, features, reader, basis.safe_epoch)
         try:
             async with _announced(deleting, config), following(_source(deleting)) as brake:
                 result = await run_job(config, basis, started, brake)
@@ -434,6 +438,32 @@ async def run(args: argparse.Namespace) -> int:
     if result.document.get("blocked_reason"):  # paused mid-job: `stopped` says where
         return exitcodes.BLOCKED
     return exitcodes.PARTIAL_FAILURE if result.document.get("errors") else exitcodes.OK
+
+
+async def _with_window(
+    config: JobConfig, features: StoreFeatures | None, reader: Reader | None, safe_epoch: int
+) -> JobConfig:
+    """`config` with its undo window's rule (`gcd.spark.window`), when it has a window."""
+    if not config.undo_window_s or config.journal_prefix is None:
+        return config
+    etcd = None
+    if reader is not None:
+        kv, store = reader.etcd()
+        etcd = (kv, store.namespace)
+    undo = await plan_window(
+        window_s=config.undo_window_s,
+        settings=config.storage,
+        root=config.layout.root,
+        features=features,
+        versions_listed=config.versions,
+        journal_prefix=config.journal_prefix,
+        etcd=etcd,
+        safe_epoch=safe_epoch,
+    )
+    log.info(
+        "spark.undo_window", rule=undo.rule, window_s=undo.window_s, limit=undo.limit(safe_epoch)
+    )
+    return dataclasses.replace(config, undo=undo)
 
 
 def _source(reader: Reader | None) -> PauseSource | None:

@@ -20,6 +20,7 @@ __all__ = [
     "prunable",
     "should_record",
     "store_keeps",
+    "undo_rule",
 ]
 
 
@@ -76,6 +77,22 @@ def store_keeps(retention_s: float | None, window_s: float) -> bool:
     """Whether a store's own soft delete, `retention_s` (None: unreadable; 0: off), keeps
     every deleted object restorable for the whole window."""
     return retention_s is not None and retention_s > 0 and retention_s >= window_s
+
+
+def undo_rule(*, versioning: str | None, versions_listed: bool, soft_delete_covers: bool) -> str:
+    """Which rule a round with an undo window follows on its store (docs/reliability.md,
+    "The undo window"): "hide-then-reclaim" (a versioned bucket whose versions are
+    listed), "markers-only" (versioned, versions not listed: every delete is a marker),
+    "store-soft-delete" (the store's own soft delete keeps the whole window: plain
+    deletes) or "delayed-m" (the M of one window ago). Suspended versioning gets the
+    delayed M: a delete without a version id there replaces the key's "null" version."""
+    if versioning == "Suspended":
+        return "delayed-m"
+    if versions_listed:
+        return "hide-then-reclaim"
+    if versioning == "Enabled":
+        return "markers-only"
+    return "store-soft-delete" if soft_delete_covers else "delayed-m"
 
 
 def lifecycle_conflicts(rules: Sequence[object], root: str, window_s: float) -> list[str]:

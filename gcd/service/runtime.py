@@ -69,6 +69,7 @@ __all__ = [
     "LEDGER_MARGIN_S",
     "MAX_SEGMENT_READ",
     "Announcing",
+    "check_lifecycle",
     "JournalSettings",
     "SweepRuntime",
     "SweepSettings",
@@ -236,7 +237,7 @@ async def _journal(
         await keeper.close()
 
 
-async def _check_lifecycle(objects: BucketStore, root: str, window: float) -> None:
+async def check_lifecycle(objects: BucketStore, root: str, window: float) -> None:
     """Refuse a window the bucket's lifecycle rules cannot keep (a versioned S3 bucket
     whose rules expire noncurrent versions sooner: hidden objects would be freed before
     a restore); rules that cannot be read are logged, not guessed."""
@@ -281,7 +282,7 @@ async def _undo_keeper(
             f"--undo-window {window:g}s needs --journal-dir DIR: the journal "
             "names the delete markers l0gc wrote"
         )
-    await _check_lifecycle(objects, settings.round.layout.root, window)
+    await check_lifecycle(objects, settings.round.layout.root, window)
     keeper = UndoKeeper(window)
     local = Path(settings.journal.directory)
     found = keeper.ledger.load(read_journal([local])) if local.is_dir() else 0  # noqa: ASYNC240 - once, at start

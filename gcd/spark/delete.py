@@ -34,7 +34,9 @@ deleter's `gcd.sweep.deleter.LOCKED_CODES`, which executors do not import)."""
 
 Row = tuple[str, str | None, bool, int | None, int, str, str | None]
 """(key, version_id, delete_marker, epoch, size, action, error): one decision."""
-_Pending = tuple[str, str | None, bool, int | None, int]
+_Pending = tuple[str, str | None, bool, int | None, int, tuple[str, ...] | None]
+"""A row to send: the decision's first five columns, and for a hide (an undo window,
+`gcd.spark.undo`) the versions its marker hides (None: a plain delete)."""
 _DECISION_COLUMNS = ("key", "version_id", "delete_marker", "epoch", "size", "action", "error")
 
 
@@ -147,8 +149,8 @@ def _delete_partition(
     def run_batch(rows: list[_Pending]) -> list[Row]:
         stop = None if brake is None else brake.check()
         if stop is not None:  # paused: this request and every later one are never sent
-            return [(*row, Action.SKIPPED_PAUSED.value, stop) for row in rows]
-        targets = [version_target(key, version_id) for key, version_id, *_ in rows]
+            return [(*row[:5], Action.SKIPPED_PAUSED.value, stop) for row in rows]
+        targets = [_target(row) for row in rows]
         assert client is not None  # connected by `submit` before any batch
         attempt = None
         if journal is not None:
@@ -156,20 +158,23 @@ def _delete_partition(
             try:
                 journal.before(attempt)
             except DeletionNotRecorded as exc:  # not journaled: never sent
-                return [(*row, Action.FAILED.value, f"NotJournaled: {exc}") for row in rows]
-        result = client.delete_keys(targets, pace=pacer.acquire, on_request=count)
+                return [(*row[:5], Action.FAILED.value, f"NotJournaled: {exc}") for row in rows]
+        markers: list[tuple[str, str]] = []
+        result = client.delete_keys(
+            targets, pace=pacer.acquire, on_request=count, on_markers=markers.extend
+        )
         if journal is not None and attempt is not None:
-            journal.after(_outcome(attempt, rows, targets, result))
+            journal.after(_outcome(attempt, rows, targets, result, markers))
         decided: list[Row] = []
-        for target, (key, version_id, marker, epoch, size) in zip(targets, rows, strict=True):
+        for target, row in zip(targets, rows, strict=True):
             # A key is deleted only when its outcome says so; one without any is failed.
             error = result.get(target, "not reported by DeleteObjects")
             action = (
-                Action.DELETED.value
+                (Action.DELETED if row[5] is None else Action.HIDDEN).value
                 if error is None
-                else _failed_action(settings, version_id, error)
+                else _failed_action(settings, row[1], error)
             )
-            decided.append((key, version_id, marker, epoch, size, action, error))
+            decided.append((*row[:5], action, error))
         return decided
 
     def submit() -> Iterator[list[Row]]:
@@ -190,26 +195,33 @@ def _delete_partition(
     try:
         for frame in batches:
             kept: list[Row] = []
-            for key, version, marker, epoch, size, action in zip(
+            hides = frame["hides"].tolist() if "hides" in frame else [None] * len(frame)
+            for key, version, marker, epoch, size, action, hidden in zip(
                 frame["key"].tolist(),
                 frame["version_id"].tolist(),
                 frame["delete_marker"].tolist(),
                 frame["epoch"].tolist(),
                 frame["size"].tolist(),
                 frame["action"].tolist(),
+                hides,
                 strict=True,
             ):
+                hide = action == Action.HIDE.value
                 row: _Pending = (
                     key,
                     _text_or_none(version),
                     str(marker) == "True",
                     _optional_int(epoch),
                     int(size),
+                    tuple(str(v) for v in hidden) if hide and hidden is not None else None,
                 )
-                if action != Action.DELETE.value:
-                    kept.append((*row, action, None))
+                if hide and row[5] is None:
+                    row = (*row[:5], ())
+                if action not in _SENT:
+                    kept.append((*row[:5], action, None))
                 elif settings.dry_run:
-                    kept.append((*row, Action.WOULD_DELETE.value, None))
+                    would = Action.WOULD_HIDE if hide else Action.WOULD_DELETE
+                    kept.append((*row[:5], would.value, None))
                 else:
                     pending.append(row)
                     if len(pending) >= settings.batch_size:
@@ -227,6 +239,14 @@ def _delete_partition(
         journal.close()
 
 
+_SENT = frozenset({Action.DELETE.value, Action.HIDE.value})
+
+
+def _target(row: _Pending) -> str:
+    """What a row sends: the key and its version id, or the key alone for a hide."""
+    return version_target(row[0], row[1] if row[5] is None else None)
+
+
 def _sweeper(journal: SparkJournal) -> str:
     """This task attempt's journal name (`task_sweeper`), from Spark's TaskContext."""
     from pyspark import TaskContext  # noqa: PLC0415 - in the executor's Python worker
@@ -241,15 +261,17 @@ def _sweeper(journal: SparkJournal) -> str:
 def _attempt(journal: TaskJournal, rows: list[_Pending]) -> BatchAttempt:
     """The journal's view of one batch about to be sent (`gcd.observe.events`)."""
     request = journal.next_request()
-    versions = tuple(version_id for _, version_id, *_ in rows)
+    versions = tuple(row[1] if row[5] is None else None for row in rows)
+    hides = tuple(row[5] or () for row in rows)
     return BatchAttempt(
         journal.journal.basis,
-        tuple(key for key, *_ in rows),
-        tuple(-1 if epoch is None else epoch for *_, epoch, _size in rows),
+        tuple(row[0] for row in rows),
+        tuple(-1 if row[3] is None else row[3] for row in rows),
         attempt=0,
         batch=request,
         request=request,
         version_ids=versions if any(v is not None for v in versions) else (),
+        hides=hides if any(hides) else (),
     )
 
 
@@ -258,23 +280,26 @@ def _outcome(
     rows: list[_Pending],
     targets: list[str],
     result: dict[str, str | None],
+    markers: list[tuple[str, str]],
 ) -> BatchOutcome:
-    """What became of `attempt`'s keys, as the journal's after record tells it."""
+    """What became of `attempt`'s keys, as the journal's after record tells it (with
+    the delete markers its hides wrote: what `gcd restore` deletes)."""
     deleted: list[str] = []
     deleted_versions: list[str | None] = []
     failed: list[tuple[str, str]] = []
-    for target, (key, version_id, *_) in zip(targets, rows, strict=True):
+    for target, row in zip(targets, rows, strict=True):
         error = result.get(target, "NotReported: not reported by DeleteObjects")
         if error is None:
-            deleted.append(key)
-            deleted_versions.append(version_id)
+            deleted.append(row[0])
+            deleted_versions.append(row[1] if row[5] is None else None)
         else:
-            failed.append((key, error.split(":", 1)[0]))
+            failed.append((row[0], error.split(":", 1)[0]))
     return BatchOutcome(
         attempt,
         deleted=tuple(deleted),
         failed=tuple(failed),
         deleted_version_ids=tuple(deleted_versions) if attempt.version_ids else (),
+        markers=tuple(markers),
     )
 
 
@@ -299,19 +324,26 @@ def apply_deletes(classified: Any, settings: DeleteSettings, *, requests: Any = 
 
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
-    columns = with_version_columns(classified).select(
-        "key", "version_id", "delete_marker", "epoch", "size", "action"
+    source = with_version_columns(classified)
+    if "hides" not in source.columns:
+        source = source.withColumn("hides", F.lit(None).cast("array<string>"))
+    columns = source.select(
+        "key", "version_id", "delete_marker", "epoch", "size", "action", "hides"
     )
     if settings.dry_run:
         # Nothing to call: rename the action in SQL, without a trip through Python.
         eligible = F.col("action") == Action.DELETE.value
+        hide = F.col("action") == Action.HIDE.value
         return columns.select(
             "key",
             "version_id",
             "delete_marker",
             "epoch",
             "size",
-            F.when(eligible, Action.WOULD_DELETE.value).otherwise(F.col("action")).alias("action"),
+            F.when(eligible, Action.WOULD_DELETE.value)
+            .when(hide, Action.WOULD_HIDE.value)
+            .otherwise(F.col("action"))
+            .alias("action"),
             F.lit(None).cast("string").alias("error"),
         )
     return columns.mapInPandas(run, DECISIONS_SCHEMA)

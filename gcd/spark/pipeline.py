@@ -27,6 +27,7 @@ from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
 from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.session import is_local_master, spark_session, task_slots
+from gcd.spark.undo import JobUndo, plan_versions
 from gcd.storage.backend import InventoryReport, StoreSettings
 from gcd.storage.executor import ExecutorStore
 from gcd.storage.registry import backend
@@ -95,6 +96,10 @@ class JobConfig:
     (`gcd.spark.journal`); None: no journal."""
     namespace: str | None = None
     """The etcd namespace the journal's segments name (None: no etcd)."""
+    undo_window_s: float = 0.0
+    """`--undo-window`: deletions stay reversible this long (needs `journal_prefix`)."""
+    undo: JobUndo | None = None
+    """The window's rule, decided on the driver (`gcd.spark.window`); None: no window."""
 
     @property
     def sweep(self) -> bool:
@@ -154,6 +159,8 @@ def summary_from_counts(
         + objects(Action.FAILED)
         + objects(Action.LOCKED)
         + objects(Action.SKIPPED_PAUSED)
+        + objects(Action.HIDDEN)
+        + objects(Action.WOULD_HIDE)
     )
     deleted_kinds = (kinds or {}).get(Action.DELETED.value, (0, 0))
     kept = (
@@ -161,6 +168,8 @@ def summary_from_counts(
         Action.KEPT_TOO_YOUNG,
         Action.KEPT_UNPARSABLE,
         Action.KEPT_NESTED_ROOT,
+        Action.KEPT_UNDO,
+        Action.KEPT_FOREIGN_MARKER,
     )
     nested = nested or NestedClaims({})
     summary = RoundSummary(
@@ -184,12 +193,14 @@ def summary_from_counts(
         deleted_markers=deleted_kinds[1],
         locked=objects(Action.LOCKED),
         skipped_paused=objects(Action.SKIPPED_PAUSED),
+        markers_written=objects(Action.HIDDEN),
         blocked_reason=None if brake is None else brake.reason,
         store=store,
     ).to_dict()
     summary["outside_root"] = objects(Action.KEPT_OUTSIDE_ROOT)
     summary["would_delete"] = objects(Action.WOULD_DELETE)
     summary["would_delete_bytes"] = size(Action.WOULD_DELETE)
+    summary["would_hide"] = objects(Action.WOULD_HIDE)
     summary["claim_probes"] = nested.probes
     summary["claim_probe_failures"] = list(nested.failed)
     return summary
@@ -328,6 +339,23 @@ def _sweep(
     return counts, kinds, int(delete_requests.value)
 
 
+def _held(spark: Any, job: JobConfig) -> tuple[int, int, int]:
+    """(keys, bytes) the undo window holds after the job (hidden by it, or hidden
+    before and younger than the window), and keys under another writer's marker."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    frame = spark.read.parquet(job.decisions_uri)
+    held = F.col("action").isin(Action.HIDDEN.value, Action.KEPT_UNDO.value)
+    foreign = F.col("action") == Action.KEPT_FOREIGN_MARKER.value
+    data = held & ~F.col("delete_marker")
+    row = frame.agg(
+        F.countDistinct(F.when(held, F.col("key"))).alias("keys"),
+        F.coalesce(F.sum(F.when(data, F.col("size"))), F.lit(0)).alias("bytes"),
+        F.countDistinct(F.when(foreign, F.col("key"))).alias("foreign"),
+    ).first()
+    return int(row["keys"]), int(row["bytes"]), int(row["foreign"])
+
+
 def execute(
     job: JobConfig,
     basis: DeleteBasis,
@@ -353,7 +381,8 @@ def execute(
         if job.sweep and problem is not None:
             raise ConfigError(problem)
         list_requests = spark.sparkContext.accumulator(0)
-        skip_above = safe_epoch if job.sweep else None
+        limit = safe_epoch if job.undo is None else job.undo.limit(safe_epoch)
+        skip_above = limit if job.sweep else None
         deleting = job.sweep and not job.dry_run
         tasks = (job.delete_tasks or task_slots(spark)) if deleting else None
         brake_url = None if brake is None or not deleting else brake.serve(_driver_host(spark))
@@ -365,10 +394,12 @@ def execute(
         cached = None
         try:
             source = _source(spark, job, skip_above, list_requests, tasks)
-            classified = classify(source, job.layout, safe_epoch, now_s, job.grace_s)
+            classified = classify(source, job.layout, limit, now_s, job.grace_s)
             # List (or read) and classify once: the claims, probes and deletes read these.
             cached = classified.persist(StorageLevel.MEMORY_AND_DISK)
             classified, nested = _nested(spark, job, cached, deleting=deleting)
+            if job.sweep and job.undo is not None and job.undo.rule == "hide-then-reclaim":
+                classified = plan_versions(classified, job.undo.ledger, now_s, job.undo.window_s)
             if not job.sweep:
                 settings = ReportSettings(
                     safe_epoch=safe_epoch,
@@ -390,12 +421,14 @@ def execute(
             counts, kinds, delete_count = _sweep(
                 spark, job, classified, tasks, brake_url=brake_url, journal=journal
             )
+            held = _held(spark, job) if job.undo is not None else (0, 0, 0)
             job_error = None
         except Exception as exc:
             if not _is_spark_failure(exc):
                 raise
             log.error("spark.job_failed", command=job.command, error=str(exc)[:2000])
             counts, kinds, delete_count, job_error = {}, {}, 0, _first_line(exc)
+            held = (0, 0, 0)
             if not job.sweep:
                 return JobResult({"version": 1, "safe_epoch": safe_epoch}, job_error)
         finally:
@@ -422,6 +455,8 @@ def execute(
             "skipped_paused": document["skipped_paused"],
             "resume": RESUME,
         }
+    if job.undo is not None:
+        document["undo"] = job.undo.report(*held)
     document["source"] = job.source
     document["application"] = application
     if journal is not None:

@@ -56,8 +56,11 @@ class ExecutorClient(Protocol):
         *,
         pace: Callable[[int], None] = ...,
         on_request: Callable[[], None] = ...,
+        on_markers: Callable[[Sequence[tuple[str, str]]], None] = ...,
     ) -> dict[str, str | None]:
-        """Delete up to 1000 keys; key -> None when deleted, else the final error."""
+        """Delete up to 1000 keys; key -> None when deleted, else the final error.
+        `on_markers` gets (key, version id) of each delete marker a delete wrote (a key
+        deleted without a version id on a versioned bucket: the undo window's hide)."""
         ...
 
     def exists(self, key: str) -> bool:

@@ -58,6 +58,16 @@ class Action(Enum):
     SKIPPED_PAUSED = "skipped_paused"
     """Eligible, never sent: the job was paused (`gcd pause`) or its pause state could not
     be read (`gcd.spark.brake`)."""
+    HIDE = "hide"
+    """An undo window's first step on a versioned bucket (`gcd.spark.undo`): delete the
+    key without a version id, so a delete marker hides every version (planned)."""
+    HIDDEN = "hidden"
+    WOULD_HIDE = "would_hide"
+    KEPT_UNDO = "kept_undo_window"
+    """Held by the undo window: a version a marker of l0gc hides (restorable until a
+    later run reclaims it once the window has passed)."""
+    KEPT_FOREIGN_MARKER = "kept_foreign_marker"
+    """Under a delete marker no journal names: another writer's, never touched."""
 
     @classmethod
     def for_verdict(cls, verdict: Verdict) -> Action:

@@ -31,6 +31,7 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import directory_prefixes
 from gcd.rules.layout import KeyLayout, listing_prefixes
 from gcd.rules.listguard import DEFAULT_MAX_PAGES
+from gcd.rules.undo import undo_rule
 from gcd.rules.versions import VersionMode
 from gcd.storage.objectstore import DetectingStore, ObjectStore, SoftDeleteStore, VersionedStore
 from gcd.storage.retry import REQUEST_DEADLINE_S, Retrier
@@ -333,29 +334,27 @@ class Sweeper:
         for the whole window, its versions deleted by id when versions are reclaimed."""
         if self.undo is None or self.config.dry_run:
             return
-        suspended = run.features is not None and run.features.versioning == "Suspended"
-        if suspended:
-            if not self._said_suspended:
-                self._said_suspended = True
-                log.warning(
-                    "undo.versioning_suspended",
-                    rule="delayed-m",
-                    window_s=self.config.undo_window_s,
-                    fix="the bucket's versioning is Suspended: hiding would overwrite "
-                    "'null' data versions, so only keys garbage for the whole undo "
-                    "window are deleted (the M of one window ago); enable "
-                    "versioning to hide and reclaim instead",
-                )
-        elif run.versioned:
-            run.undo_rule, run.groups = "hide-then-reclaim", KeyGroups(self.undo)
-            return
-        elif run.features is not None and run.features.versioned:
-            run.undo_rule = "markers-only"  # every delete is a marker, kept: restorable
-            return
-        elif self.undo.covered(run.soft_delete_s):
-            run.undo_rule = "store-soft-delete"  # plain deletes; `gcd restore` undeletes
-            return
-        run.undo_rule = "delayed-m"
+        versioning = None if run.features is None else run.features.versioning
+        if versioning == "Suspended" and not self._said_suspended:
+            self._said_suspended = True
+            log.warning(
+                "undo.versioning_suspended",
+                rule="delayed-m",
+                window_s=self.config.undo_window_s,
+                fix="the bucket's versioning is Suspended: hiding would overwrite "
+                "'null' data versions, so only keys garbage for the whole undo "
+                "window are deleted (the M of one window ago); enable "
+                "versioning to hide and reclaim instead",
+            )
+        run.undo_rule = undo_rule(
+            versioning=versioning,
+            versions_listed=run.versioned,
+            soft_delete_covers=self.undo.covered(run.soft_delete_s),
+        )
+        if run.undo_rule == "hide-then-reclaim":
+            run.groups = KeyGroups(self.undo)
+        if run.undo_rule != "delayed-m":
+            return  # markers-only: every delete is a marker, kept; store-soft-delete: undeletes
         run.ceiling = -1 if ceiling is None else min(ceiling, run.safe_epoch)
         if ceiling is None:
             log.warning(

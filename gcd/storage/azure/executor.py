@@ -200,8 +200,10 @@ class AzureExecutor:
         *,
         pace: Callable[[int], None] = lambda _count: None,
         on_request: Callable[[], None] = lambda: None,
+        on_markers: Callable[[Sequence[tuple[str, str]]], None] = lambda _markers: None,
     ) -> dict[str, str | None]:
         """Blob Batch deletes of `keys`, `MAX_BATCH` per request, retried (module docs)."""
+        del on_markers  # no delete markers on this store
         from gcd.storage.azure.client import MAX_BATCH  # noqa: PLC0415
 
         return in_parts(keys, MAX_BATCH, functools.partial(self._delete_part, pace, on_request))

@@ -111,9 +111,11 @@ class GcsExecutor:
         *,
         pace: Callable[[int], None] = lambda _count: None,
         on_request: Callable[[], None] = lambda: None,
+        on_markers: Callable[[Sequence[tuple[str, str]]], None] = lambda _markers: None,
     ) -> dict[str, str | None]:
         """Delete up to 1000 keys in JSON batches of 100, each retried as a whole and per
         key; key -> None when deleted, else the final error text (``"code: message"``)."""
+        del on_markers  # no delete markers on this store
 
         def send(batch: list[str]) -> tuple[Sequence[str], Sequence[KeyFailure]]:
             def request() -> DeleteResult:

@@ -221,6 +221,7 @@ class S3Executor:
         *,
         pace: Callable[[int], None] = lambda _count: None,
         on_request: Callable[[], None] = lambda: None,
+        on_markers: Callable[[Sequence[tuple[str, str]]], None] = lambda _markers: None,
     ) -> dict[str, str | None]:
         """Delete up to 1000 keys, or versions (`gcd.rules.versions` targets: a key, or a
         key and a version id); target -> None when deleted, else the final error text
@@ -244,6 +245,8 @@ class S3Executor:
 
             answer = self._call(request, f"DeleteObjects on s3://{bucket}")
             result = DeleteResult.from_answer(answer, batch)
+            if result.markers:
+                on_markers(result.markers)
             return result.deleted, result.errors
 
         outcome.update(

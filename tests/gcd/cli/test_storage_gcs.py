@@ -154,11 +154,12 @@ def test_gcs_flags_that_cannot_work_exit_2(
     assert message in capsys.readouterr().err
 
 
-def test_spark_on_gcs_refuses_an_undo_window_it_cannot_honour(
+def test_spark_on_gcs_refuses_an_undo_window_without_a_journal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """spark-sweep --storage gcs runs (tests/gcd/spark/test_gcs.py), but, as on S3, an undo
-    window is refused plainly (exit 2) before any Spark or GCS work."""
+    """spark-sweep --storage gcs runs (tests/gcd/spark/test_gcs.py); as on S3, an undo
+    window without --journal-prefix is refused plainly (exit 2) before any Spark or GCS
+    work."""
     code = main(
         [
             "spark-sweep",
@@ -175,8 +176,7 @@ def test_spark_on_gcs_refuses_an_undo_window_it_cannot_honour(
     )
     assert code == exitcodes.USAGE
     err = capsys.readouterr().err
-    assert "cannot honour an undo window" in err
-    assert "--undo-window 0" in err
+    assert "--undo-window 3600s needs --journal-prefix" in err
 
 
 def test_the_daemon_sweeps_a_gcs_bucket_and_stops_on_sigterm(

@@ -369,10 +369,11 @@ def test_an_executor_page_walks_as_the_daemons_store_does(
     assert walked == sorted((n for n in blobs | {f"{ROOT}/001-junk"} if n > start), key=str.encode)
 
 
-def test_an_undo_window_is_refused_on_azure_too(
+def test_an_undo_window_needs_the_journal_on_azure_too(
     container: tuple[Any, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Spark deletes at once: --undo-window is refused (exit 2) as for S3, nothing deleted."""
+    """--undo-window without --journal-prefix is refused (exit 2) as for S3, nothing
+    deleted."""
     client, flags = container
     seed(client, ELIGIBLE)
     code = main(
@@ -389,7 +390,7 @@ def test_an_undo_window_is_refused_on_azure_too(
         ]
     )
     assert code == exitcodes.USAGE
-    assert "cannot honour an undo window" in capsys.readouterr().err
+    assert "--undo-window 3600s needs --journal-prefix" in capsys.readouterr().err
     assert names(client) == ELIGIBLE
 
 
