@@ -69,10 +69,10 @@ __all__ = [
     "LEDGER_MARGIN_S",
     "MAX_SEGMENT_READ",
     "Announcing",
-    "check_lifecycle",
     "JournalSettings",
     "SweepRuntime",
     "SweepSettings",
+    "check_lifecycle",
     "undo_fields",
 ]
 
