@@ -34,6 +34,7 @@ from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.service.reader import Reader, open_reader
 from gcd.spark.announce import JobRunning, announced_job
+from gcd.spark.budget import read_budget
 from gcd.spark.pausing import following
 from gcd.spark.pipeline import (
     JobConfig,
@@ -423,6 +424,8 @@ async def run(args: argparse.Namespace) -> int:
             config = dataclasses.replace(config, namespace=reader.etcd()[1].namespace)
         if config.sweep and not config.dry_run:
             config = await _with_window(config, features, reader, basis.safe_epoch)
+        if deleting is not None:
+            config = await _with_budget(config, deleting)
         try:
             async with _announced(deleting, config), following(_source(deleting)) as brake:
                 result = await run_job(config, basis, started, brake)
@@ -464,6 +467,14 @@ async def _with_window(
         "spark.undo_window", rule=undo.rule, window_s=undo.window_s, limit=undo.limit(safe_epoch)
     )
     return dataclasses.replace(config, undo=undo)
+
+
+async def _with_budget(config: JobConfig, reader: Reader) -> JobConfig:
+    """`config` with the rate it takes over from the namespace's daemons (`gcd.spark.budget`)."""
+    kv, store = reader.etcd()
+    budget = await read_budget(kv, store.sweepers_prefix, config.max_deletes_per_second)
+    log.info("spark.rate", **budget.to_dict())
+    return dataclasses.replace(config, max_deletes_per_second=budget.rate, rate=budget.to_dict())
 
 
 def _source(reader: Reader | None) -> PauseSource | None:

@@ -360,7 +360,8 @@ class SweepRuntime:
                     )
                     stack.push_async_callback(follower.close)
                 shard = settings.shard
-                me = None if shard is None else announcement(sweeper_id, *shard)
+                rate = settings.round.max_deletes_per_second
+                me = None if shard is None else announcement(sweeper_id, *shard, rate=rate)
                 source = BoundSource(
                     watermarks, settings.target, objects, shard=me, follower=follower
                 )

@@ -100,6 +100,8 @@ class JobConfig:
     """`--undo-window`: deletions stay reversible this long (needs `journal_prefix`)."""
     undo: JobUndo | None = None
     """The window's rule, decided on the driver (`gcd.spark.window`); None: no window."""
+    rate: Mapping[str, Any] | None = None
+    """How the job's rate was set from the namespace's budget (`gcd.spark.budget`)."""
 
     @property
     def sweep(self) -> bool:
@@ -457,6 +459,8 @@ def execute(
         }
     if job.undo is not None:
         document["undo"] = job.undo.report(*held)
+    if job.rate is not None:
+        document["rate"] = dict(job.rate)
     document["source"] = job.source
     document["application"] = application
     if journal is not None:

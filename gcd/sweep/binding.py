@@ -29,6 +29,7 @@ from l0gc.contract.binding import (
     overlap_conflict,
 )
 from l0gc.contract.safe_epoch import SafeEpoch
+from l0gc.contract.spark_job import SparkJob, spark_job_key
 from l0gc.errors import LISTING_BROKEN, ConfigError, InvalidRecord, StorageError
 from l0gc.etcd.follow import GcFollower, read_once
 from l0gc.etcd.store import WatermarkStore
@@ -365,4 +366,27 @@ class BoundSource:
                 self._found_wrong((claim_raw, above))
         if reason is None and self.shard is not None:
             reason = check_shards(self.shard, view.sweepers)
+        if reason is None and fresh_claims:
+            reason = await self._spark_job()
         return read if reason is None else dataclasses.replace(read, refused_reason=reason)
+
+    async def _spark_job(self) -> str | None:
+        """Why a round may not delete while a Spark job sweeps the namespace (None: no
+        job): the namespace's deletes come from one kind of sweeper at a time, so the
+        job's rate is the namespace's (`gcd.spark.budget`). An unreadable record refuses
+        too (fail closed), naming the key to delete."""
+        key = spark_job_key(self.store.namespace)
+        found = await self.store.kv.get(key)
+        if found is None:
+            return None
+        try:
+            job = SparkJob.decode(found.value)
+        except ValueError as exc:
+            return (
+                f"the Spark job record {key} cannot be read ({exc}); if no Spark job runs, "
+                f"delete it: etcdctl del {key}"
+            )
+        return (
+            f"a Spark job is sweeping this namespace: {job.describe()}; this sweeper deletes "
+            "again once it ends (one sweeper kind at a time shares the namespace's rate)"
+        )

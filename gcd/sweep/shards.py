@@ -60,6 +60,9 @@ class ShardAnnouncement:
     """What the sweeper detected about its bucket (see the module docstring), if known."""
     problems: tuple[str, ...] = ()
     """What its last round could not collect, one short line each (at most `MAX_PROBLEMS`)."""
+    max_deletes_per_second: float | None = None
+    """Its delete rate (None: unlimited): the namespace's budget is the sum, which a
+    Spark job takes over while it runs (`gcd.spark.budget`)."""
 
     def encode(self) -> bytes:
         """Compact JSON."""
@@ -74,6 +77,8 @@ class ShardAnnouncement:
             doc["store"] = dict(self.store)
         if self.problems:
             doc["problems"] = list(self.problems)
+        if self.max_deletes_per_second is not None:
+            doc["max_deletes_per_second"] = self.max_deletes_per_second
         text = strictjson.dumps(doc, what="shard announcement", sort_keys=True, compact=True)
         return text.encode()
 
@@ -89,6 +94,11 @@ class ShardAnnouncement:
             raise ValueError(f"announcement has shard {index!r}/{count!r}")
         if not isinstance(sweeper_id, str) or not isinstance(started, int | float):
             raise ValueError("announcement lacks sweeper_id or started_at")
+        rate = doc.get("max_deletes_per_second")
+        if rate is not None and (
+            isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0
+        ):
+            raise ValueError(f"announcement has max_deletes_per_second {rate!r}")
         return cls(
             sweeper_id,
             index,
@@ -96,6 +106,7 @@ class ShardAnnouncement:
             float(started),
             _store(doc.get("store")),
             _problems(doc.get("problems", [])),
+            None if rate is None else float(rate),
         )
 
     @property
@@ -216,6 +227,11 @@ async def announced(
         yield
 
 
-def announcement(sweeper_id: str, shard_index: int, shard_count: int) -> ShardAnnouncement:
-    """This process's announcement, stamped now."""
-    return ShardAnnouncement(sweeper_id, shard_index, shard_count, round(time.time(), 3))
+def announcement(
+    sweeper_id: str, shard_index: int, shard_count: int, *, rate: float | None = None
+) -> ShardAnnouncement:
+    """This process's announcement, stamped now (`rate`: its deletes per second)."""
+    stamp = round(time.time(), 3)
+    return ShardAnnouncement(
+        sweeper_id, shard_index, shard_count, stamp, max_deletes_per_second=rate
+    )

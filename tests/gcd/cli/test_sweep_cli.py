@@ -23,8 +23,9 @@ from gcd.cli.output import ProgressLine
 from gcd.observe.report import RoundCounts
 from gcd.rules.layout import KeyLayout
 from l0gc import exitcodes
-from l0gc.contract.kv import Put
+from l0gc.contract.kv import Delete, Put
 from l0gc.contract.namespace import Publication
+from l0gc.contract.spark_job import SparkJob, spark_job_key
 from l0gc.errors import ConfigError, StorageError, WatermarkUnavailable
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
@@ -231,6 +232,47 @@ def test_paused_exits_3_with_reason(
     assert code == exitcodes.BLOCKED
     assert summary["blocked_reason"] == "paused: migration"
     assert s3_server.keys(bucket) == before
+
+
+@pytest.mark.integration
+def test_a_sweep_waits_while_a_spark_job_sweeps_the_namespace(
+    s3_server: LocalS3,
+    bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    cli: Cli,
+) -> None:
+    """While a Spark job holds the namespace (`{ns}/jobs/spark`) a sweep deletes nothing
+    (exit 3, the job named): the job alone uses the namespace's rate. An unreadable
+    record refuses too, naming the key to delete; once it is gone the sweep deletes."""
+    prepare_etcd(etcd_server, namespace, bound_to=(s3_server, bucket))
+    garbage = seed(s3_server, bucket)
+    before = s3_server.keys(bucket)
+    job = SparkJob("driver-1-abc", "spark-sweep", 1.0, 30.0, "app-7")
+    argv = sweep_args(s3_server, bucket, "--etcd", etcd_server.endpoint, "--namespace", namespace)
+    for value, said in (
+        (job.encode(), "a Spark job is sweeping this namespace: spark-sweep (job driver-1-abc"),
+        (b"{not json", f"etcdctl del {spark_job_key(namespace)}"),
+    ):
+        _put(etcd_server, namespace, spark_job_key(namespace), value)
+        run = cli("gcd", *argv)
+        assert run.code == exitcodes.BLOCKED
+        assert said in run.json["blocked_reason"]
+        assert s3_server.keys(bucket) == before
+    _put(etcd_server, namespace, spark_job_key(namespace), None)
+    assert cli("gcd", *argv).code == exitcodes.OK
+    assert not garbage & s3_server.keys(bucket)
+
+
+def _put(etcd: LocalEtcd, namespace: str, key: str, value: bytes | None) -> None:
+    async def run() -> None:
+        kv = await open_kv(EtcdSettings(endpoints=(etcd.endpoint,), namespace=namespace))
+        try:
+            await kv.txn([], [Delete(key) if value is None else Put(key, value)])
+        finally:
+            await kv.close()
+
+    asyncio.run(run())
 
 
 @pytest.mark.integration

@@ -220,3 +220,19 @@ def test_lifecycle_rules_that_keep_the_window_or_miss_the_root_are_not_named() -
     assert line == (
         "lifecycle rule 'r' (prefix 'level_zero/data/9x') expires noncurrent versions after 1 days"
     )
+
+
+def test_the_rule_a_round_follows_on_each_store() -> None:
+    """Suspended versioning never hides (a "null" marker replaces the "null" version);
+    listed versions hide then reclaim; versioned without them, markers only; else the
+    store's own soft delete when it keeps the window, or the M of one window ago."""
+    from gcd.rules.undo import undo_rule  # noqa: PLC0415
+
+    def rule(versioning: str | None, listed: bool, covers: bool) -> str:
+        return undo_rule(versioning=versioning, versions_listed=listed, soft_delete_covers=covers)
+
+    assert rule("Suspended", True, True) == "delayed-m"
+    assert rule("Enabled", True, False) == "hide-then-reclaim"
+    assert rule("Enabled", False, True) == "markers-only"
+    assert rule(None, False, True) == "store-soft-delete"
+    assert rule("off", False, False) == "delayed-m"

@@ -69,7 +69,7 @@ async def test_gcd_pause_stops_a_running_job_within_the_requests_under_way(
     second = gcd_args(s3_server, bucket, tmp_path / "second", "--list")
     assert await gcd([*second, *etcd_args(etcd_server, namespace)]) == exitcodes.BLOCKED
     refused = json.loads((tmp_path / "second" / "summary.json").read_text())
-    assert "another Spark job is sweeping this namespace" in refused["blocked_reason"]
+    assert "a Spark job is sweeping this namespace" in refused["blocked_reason"]
     assert status["spark_job"]["job_id"] in refused["blocked_reason"]
     await wait_until(lambda: left() <= len(KEYS) - 2 * BATCH, timeout_s=180, what="deleting")
     pause = ["pause", "--reason", "a wrong M(p)", *etcd_args(etcd_server, namespace)]

@@ -14,14 +14,14 @@ from typing import Any
 import boto3
 import pytest
 
+from gcd.spark.undo import JobUndo, planned_rows
+from gcd.storage.rows import Action
 from l0gc import exitcodes
 from l0gc.contract.binding import claim_key
 from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 
 from .test_sweep import etcd_args, gcd, gcd_args, summary
-
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 PREFIX = "l0gc-audit/journal"
 ROOT = "level_zero/data"
@@ -59,6 +59,8 @@ def _age(s3_server: LocalS3, bucket: str, by: timedelta) -> None:
             version.last_modified = version.last_modified - by
 
 
+@pytest.mark.spark
+@pytest.mark.integration
 async def test_a_versioned_run_hides_restore_brings_back_and_a_later_run_reclaims(
     spark: Any,
     s3_server: LocalS3,
@@ -135,6 +137,8 @@ async def test_a_versioned_run_hides_restore_brings_back_and_a_later_run_reclaim
     assert json.loads(capsys.readouterr().out)["verdict"] == "OK"
 
 
+@pytest.mark.spark
+@pytest.mark.integration
 async def test_a_store_without_versions_deletes_only_what_was_garbage_for_a_window(
     spark: Any,
     s3_server: LocalS3,
@@ -157,3 +161,48 @@ async def test_a_store_without_versions_deletes_only_what_was_garbage_for_a_wind
     assert "no M history one window old yet" in done["undo"]["note"]
     assert done["deleted"] == 0
     assert s3_server.keys(bucket) >= set(ELIGIBLE)
+
+
+def _row(
+    version: str, *, marker: bool = False, latest: bool = False, age_s: float = 7200
+) -> dict[str, Any]:
+    return {
+        "key": "k",
+        "version_id": version,
+        "delete_marker": marker,
+        "is_latest": latest,
+        "last_modified_s": 10_000.0 - age_s,
+        "size": 0 if marker else 5,
+        "action": Action.DELETE.value,
+    }
+
+
+def test_each_version_of_a_key_gets_its_plans_action() -> None:
+    """The daemon's plan (`plan_key`) row by row: hide the latest data version (the rest
+    held), reclaim our old marker and every version, hold a young one, leave a foreign
+    one, wait on a version in its grace period."""
+
+    def actions(rows: list[dict[str, Any]], ours: tuple[str, ...]) -> list[tuple[str, Any]]:
+        planned = planned_rows(rows, ours, 10_000.0, 3600.0)
+        return [(row["action"], row["hides"]) for row in planned]
+
+    data = [_row("v2", latest=True), _row("v1")]
+    assert actions(data, ()) == [("hide", ["v2", "v1"]), ("kept_undo_window", None)]
+    marked = [_row("m1", marker=True, latest=True), _row("v1"), _row("x0", marker=True)]
+    assert actions(marked, ("m1",)) == [
+        ("delete", None),
+        ("delete", None),
+        ("kept_foreign_marker", None),
+    ]
+    young = [_row("m1", marker=True, latest=True, age_s=60), _row("v1")]
+    assert [a for a, _ in actions(young, ("m1",))] == ["kept_undo_window"] * 2
+    assert [a for a, _ in actions(marked, ())] == ["kept_foreign_marker"] * 3
+    waiting = [_row("v2", latest=True), {**_row("v1"), "action": Action.KEPT_TOO_YOUNG.value}]
+    assert [a for a, _ in actions(waiting, ())] == ["kept_too_young"] * 2
+
+
+def test_a_delayed_window_deletes_up_to_the_m_of_one_window_ago() -> None:
+    assert JobUndo(60.0, "delayed-m", delayed_safe_epoch=7).limit(10) == 7
+    assert JobUndo(60.0, "delayed-m", delayed_safe_epoch=12).limit(10) == 10
+    assert JobUndo(60.0, "delayed-m").limit(10) == -1  # no history a window old: nothing
+    assert JobUndo(60.0, "hide-then-reclaim").limit(10) == 10
