@@ -3,7 +3,7 @@
 The daemon's `gcd.journal.records.JournalWriter` and a Spark task's
 `gcd.spark.journal.TaskJournal` write the same records through it, so `gcd journal
 verify`, `gcd explain` and `gcd restore` read both alike. Imports nothing an executor
-lacks. Design notes: docs/internals/sweep.md, `gcd.journal.records`.
+lacks. Design notes: docs/internals/sweep.md, `gcd.journal.chain`.
 """
 
 from __future__ import annotations

@@ -213,10 +213,8 @@ def _delete_partition(
                     str(marker) == "True",
                     _optional_int(epoch),
                     int(size),
-                    tuple(str(v) for v in hidden) if hide and hidden is not None else None,
+                    tuple(str(v) for v in ([] if hidden is None else hidden)) if hide else None,
                 )
-                if hide and row[5] is None:
-                    row = (*row[:5], ())
                 if action not in _SENT:
                     kept.append((*row[:5], action, None))
                 elif settings.dry_run:

@@ -584,12 +584,13 @@ def test_status_shows_the_window_and_what_is_pending() -> None:
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
-def test_spark_sweep_refuses_a_non_zero_undo_window(
+def test_spark_sweep_refuses_an_undo_window_without_its_journal(
     how: str, tmp_path: Any, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`gcd spark-sweep` cannot keep deletions reversible: a window given by flag or by
-    L0GC_UNDO_WINDOW exits 2 with one line naming the value and what to run instead,
-    before any Spark job or summary; a window of 0 is not refused for it."""
+    """`gcd spark-sweep` keeps deletions reversible through its journal in the bucket: a
+    window given by flag or by L0GC_UNDO_WINDOW without --journal-prefix exits 2 with one
+    line naming the value and the flag to add, before any Spark job or summary; a window
+    of 0 needs no journal."""
     argv = [
         "spark-sweep",
         "--bucket",
@@ -608,9 +609,8 @@ def test_spark_sweep_refuses_a_non_zero_undo_window(
     assert run.code == exitcodes.USAGE
     lines = run.err.strip().splitlines()
     assert len(lines) == 1, lines
-    assert "--undo-window 3600s" in lines[0]
-    assert "give --undo-window 0" in lines[0]
-    assert "`gcd sweep` / `gcd daemon`" in lines[0]
+    assert "--undo-window 3600s needs --journal-prefix PREFIX" in lines[0]
+    assert "e.g. --journal-prefix l0gc-audit/journal" in lines[0]
     assert not (tmp_path / "out" / "summary.json").exists()
     monkeypatch.delenv("L0GC_UNDO_WINDOW", raising=False)
     zero = [

@@ -300,6 +300,41 @@ async def test_list_sweep_deletes_eligible_keeps_live_and_nested_roots(
     assert done["delete_requests"] >= 2  # 155 keys, at most 100 per batch
 
 
+async def test_a_journaled_sweep_verifies_and_a_window_waits_for_ms_history(
+    spark: Any,
+    gcs_server: LocalGcs,
+    gcs_bucket: str,
+    etcd_server: LocalEtcd,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--journal-prefix on GCS: `gcd journal verify` checks the run against etcd (OK) and
+    `gcd explain` names the application. With an undo window GCS's soft delete is not
+    relied on (the rows carry no generation): the M of one window ago, none yet."""
+    seed(gcs_server, gcs_bucket)
+    await bind_gcs(etcd_server, namespace, gcs_server, gcs_bucket)
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    journal = ["--journal-prefix", "l0gc-audit/journal"]
+    out = tmp_path / "window"
+    argv = args(gcs_server, gcs_bucket, out, "--list", "--undo-window", "1h", *journal, *etcd)
+    assert await gcd(argv) == exitcodes.OK
+    waited = summary(out)
+    assert waited["undo"]["rule"] == "delayed-m"
+    assert (waited["deleted"], waited["undo"]["delayed_safe_epoch"]) == (0, None)
+    out = tmp_path / "out"
+    assert await gcd(args(gcs_server, gcs_bucket, out, "--list", *journal, *etcd)) == 0
+    done = summary(out)
+    assert done["deleted"] == len(ELIGIBLE)
+    store = ["--storage", "gcs", "--gcs-anonymous", "--bucket", gcs_bucket]
+    store += ["--endpoint-url", gcs_server.endpoint_url]
+    capsys.readouterr()
+    assert await gcd(["journal", "verify", *store, *journal, *etcd, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "OK"
+    assert await gcd(["explain", *store, *journal, *etcd, min(ELIGIBLE)]) == 0
+    assert f"deleted by Spark application {done['application']}" in capsys.readouterr().out
+
+
 async def test_inventory_csv_sweep_probes_claims_newer_than_the_report(
     spark: Any, gcs_server: LocalGcs, gcs_bucket: str, tmp_path: Path
 ) -> None:

@@ -61,6 +61,9 @@ BATCH = 10
 DELETE_CONCURRENCY = 8  # --delete-concurrency (the default): requests in flight, whole job
 
 
+JOURNAL = "l0gc-audit/journal"
+
+
 def key(prefix: int, epoch: int) -> str:
     """A key of the default layout."""
     return f"level_zero/data/{prefix:03d}/{epoch:018d}/obj"
@@ -273,9 +276,18 @@ async def test_report_dry_run_and_sweep_run_on_executors_without_l0gc(
             str(BATCH),
             "--delete-concurrency",
             str(DELETE_CONCURRENCY),
+            "--journal-prefix",
+            JOURNAL,
         )
     assert code == exitcodes.OK, swept
-    assert s3_server.keys(bucket) == everything - ELIGIBLE
+    journaled = {k for k in s3_server.keys(bucket) if k.startswith(JOURNAL + "/")}
+    assert s3_server.keys(bucket) - journaled == everything - ELIGIBLE
+    # Every batch journaled on the executor before it was sent; the run verifies
+    # against etcd (every chain anchored by the driver) as a sweeper's journal does.
+    store = ["--bucket", bucket, "--endpoint-url", s3_server.endpoint_url, "--region", "us-east-1"]
+    etcd = ["--etcd", etcd_server.endpoint, "--namespace", namespace]
+    code, verified, _ = await gcd("journal", "verify", *store, "--journal-prefix", JOURNAL, *etcd)
+    assert (code, verified["verdict"]) == (exitcodes.OK, "OK"), verified
     assert claim_key("level_zero/data") in everything - ELIGIBLE
     assert (swept["eligible"], swept["deleted"], swept["errors"]) == (len(ELIGIBLE),) * 2 + (0,)
     # One executor holding all 4 cores: 4 delete tasks, each with a quarter of the rate.
