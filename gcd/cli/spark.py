@@ -26,7 +26,7 @@ from gcd.cli.options import (
 )
 from gcd.cli.output import human_bytes, write_json
 from gcd.cli.storage import AZURE_OPTIONS, GCS_OPTIONS, store_settings
-from gcd.journal.anchor import anchor_chains
+from gcd.journal.anchor import anchoring
 from gcd.journal.records import check_audit_prefix
 from gcd.observe.events import DeleteBasis
 from gcd.observe.report import RoundSummary
@@ -34,6 +34,7 @@ from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.versions import VersionMode
 from gcd.service.reader import Reader, open_reader
 from gcd.spark.announce import JobRunning, announced_job
+from gcd.spark.brake import DriverBrake
 from gcd.spark.budget import read_budget
 from gcd.spark.pausing import following
 from gcd.spark.pipeline import (
@@ -427,13 +428,14 @@ async def run(args: argparse.Namespace) -> int:
         if deleting is not None:
             config = await _with_budget(config, deleting)
         try:
-            async with _announced(deleting, config), following(_source(deleting)) as brake:
+            async with (
+                _announced(deleting, config),
+                following(_source(deleting)) as brake,
+                _anchored(deleting, config, brake),
+            ):
                 result = await run_job(config, basis, started, brake)
         except JobRunning as exc:
             return _blocked(config, str(exc), epoch, started)
-        if deleting is not None and brake is not None and brake.chains:
-            kv, store = deleting.etcd()
-            await anchor_chains(kv, store.namespace, brake.chains.values())
     _announce(config, result.document)
     if result.job_error is not None:
         sys.stderr.write(f"gcd {config.command}: error: {result.job_error}\n")
@@ -475,6 +477,20 @@ async def _with_budget(config: JobConfig, reader: Reader) -> JobConfig:
     budget = await read_budget(kv, store.sweepers_prefix, config.max_deletes_per_second)
     log.info("spark.rate", **budget.to_dict())
     return dataclasses.replace(config, max_deletes_per_second=budget.rate, rate=budget.to_dict())
+
+
+@contextlib.asynccontextmanager
+async def _anchored(
+    reader: Reader | None, config: JobConfig, brake: DriverBrake | None
+) -> AsyncIterator[None]:
+    """While a journaled job runs, its delete tasks' chains are anchored in etcd as they
+    report them to the driver (`gcd.journal.anchor.anchoring`)."""
+    if reader is None or brake is None or config.journal_prefix is None:
+        yield
+        return
+    kv, store = reader.etcd()
+    async with anchoring(kv, store.namespace, brake.chain_ends):
+        yield
 
 
 def _source(reader: Reader | None) -> PauseSource | None:

@@ -6,8 +6,9 @@ Design notes: docs/internals/sweep.md, `gcd.journal.anchor`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from l0gc.contract.journal_anchor import JournalAnchor, anchor_key
 from l0gc.contract.kv import KV, Compare, Put
 from l0gc.errors import InvalidRecord, L0gcError
 
-__all__ = ["AnchorKeeper", "StoredAnchor", "anchor_chains", "put_anchor"]
+__all__ = ["AnchorKeeper", "StoredAnchor", "anchoring", "put_anchor"]
 
 log = structlog.get_logger("gcd.journal")
 _CAS_ATTEMPTS = 5
@@ -181,15 +182,41 @@ async def put_anchor(kv: KV, key: str, end: JournalAnchor, mod_revision: int = 0
     raise L0gcError(f"the journal anchor {key} kept changing under us")
 
 
-async def anchor_chains(kv: KV, namespace: str, ends: Iterable[JournalAnchor]) -> int:
-    """Anchor in etcd the end of each chain of `ends` (a Spark job's delete tasks,
-    reported to its driver); how many were written. A failure is logged and the rest go
-    on: `gcd journal verify` then says which chain is unanchored."""
-    written = 0
-    for end in ends:
-        key = anchor_key(namespace, end.sweeper)
-        try:
-            written += (await put_anchor(kv, key, end)).written
-        except (L0gcError, OSError) as exc:
-            log.warning("journal.anchor_failed", where="etcd", key=key, error=str(exc))
-    return written
+@contextlib.asynccontextmanager
+async def anchoring(
+    kv: KV,
+    namespace: str,
+    ends: Callable[[], Iterable[JournalAnchor]],
+    *,
+    every_s: float = 5.0,
+) -> AsyncIterator[None]:
+    """While the block runs, anchor in etcd every `every_s` the end of each chain that
+    `ends()` gives (a Spark job's delete tasks, reported to its driver) newer than the
+    one last anchored; once more when it ends. A failure is logged and retried at the
+    next step (`gcd journal verify` says which chain is behind). A step in progress is
+    let finish, never cancelled (see `AnchorKeeper.close`)."""
+    anchored: dict[str, int] = {}
+    stop = asyncio.Event()
+
+    async def step() -> None:
+        for end in list(ends()):
+            if end.seq <= anchored.get(end.sweeper, 0):
+                continue
+            key = anchor_key(namespace, end.sweeper)
+            try:
+                anchored[end.sweeper] = (await put_anchor(kv, key, end)).seq
+            except (L0gcError, OSError) as exc:
+                log.warning("journal.anchor_failed", where="etcd", key=key, error=str(exc))
+
+    async def run() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+            await step()
+
+    task = asyncio.create_task(run(), name="journal-anchoring")
+    try:
+        yield
+    finally:
+        stop.set()
+        await task

@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from gcd.journal.records import JournalRead, Record, chain_digest, keys_digest
+from gcd.journal.chain import keys_digest
+from gcd.journal.records import JournalRead, Record, chain_digest
 from gcd.rules.layout import KeyLayout
 from l0gc.contract.binding import Binding
 from l0gc.contract.journal_anchor import JournalAnchor, anchors_prefix

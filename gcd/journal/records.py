@@ -19,7 +19,6 @@ from gcd.journal.chain import (
     Chain,
     after_doc,
     before_doc,
-    keys_digest,
     line_digest,
 )
 from gcd.journal.index import INDEX_SUFFIX, IndexBuilder, index_name
@@ -40,13 +39,11 @@ from l0gc.errors import ConfigError, InvalidJson, InvalidRecord, StorageError
 from l0gc.events import Emitter, Hooks
 
 __all__ = [
-    "JOURNAL_VERSION",
     "JournalRead",
     "JournalWriter",
     "Record",
     "chain_digest",
     "check_audit_prefix",
-    "keys_digest",
     "read_journal",
     "read_journal_objects",
     "segment_files",

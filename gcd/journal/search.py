@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from gcd.journal.check import find_key
 from gcd.journal.index import INDEX_SUFFIX, SegmentIndex, decode_index, index_name
 from gcd.journal.records import MAX_LINE_BYTES, JournalRead, Record, segment_files
+from gcd.observe.report import iso_utc
 from gcd.rules.explain import JournaledRequest
 from gcd.storage.objectstore import BucketStore
 from l0gc import strictjson
@@ -372,6 +373,7 @@ def _deletions(key: str, records: list[Record]) -> list[JournaledRequest]:
                 source=story.source,
                 marker=_marker(key, after),
                 round=_round(before),
+                when=iso_utc(story.at),
             )
         )
     return stories

@@ -9,7 +9,6 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from gcd.rules.decision import Verdict as RoundVerdict
@@ -163,15 +162,16 @@ class JournaledRequest:
     """The delete marker this request wrote over the key (an undo window), if any."""
     round: str | None = None
     """The round that sent it (a Spark job's: ``{application}.{6 hex digits}``)."""
+    when: str = ""
+    """`at` as ISO-8601 UTC (the journal reader formats it: this module stays pure)."""
 
     @property
     def sender(self) -> str:
         """Who sent the request, for people: a sweeper, or a Spark application's batch."""
         if self.round is not None and self.sweeper.startswith("spark-"):
             application = self.round.rsplit(".", 1)[0]
-            when = datetime.fromtimestamp(self.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             return (
-                f"Spark application {application} at {when}, batch {self.request} "
+                f"Spark application {application} at {self.when}, batch {self.request} "
                 f"(round {self.round}, task journal {self.sweeper})"
             )
         return f"sweeper {self.sweeper} (request {self.request})"

@@ -42,7 +42,7 @@ class DriverBrake:
     token: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     chains: dict[str, JournalAnchor] = field(default_factory=dict)
     """The newest end each delete task reported of its journal (`gcd.spark.journal`):
-    the driver anchors them in etcd when the job ends."""
+    the driver anchors them in etcd as the job runs."""
     _server: ThreadingHTTPServer | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -67,6 +67,11 @@ class DriverBrake:
             if known is None or end.seq > known.seq:
                 self.chains[end.sweeper] = end
             return True
+
+    def chain_ends(self) -> list[JournalAnchor]:
+        """Every chain's newest end reported so far (a copy)."""
+        with self._lock:
+            return list(self.chains.values())
 
     def answer(self) -> bytes:
         """What an executor is told: ``{"stop": null}`` or ``{"stop": "reason"}``."""

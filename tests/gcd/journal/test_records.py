@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gcd.journal.anchor import AnchorKeeper
+from gcd.journal.chain import keys_digest
 from gcd.journal.check import (
     FindingKind,
     check_history,
@@ -19,7 +20,7 @@ from gcd.journal.check import (
     find_key,
     history_reader,
 )
-from gcd.journal.records import JournalWriter, check_audit_prefix, keys_digest, read_journal
+from gcd.journal.records import JournalWriter, check_audit_prefix, read_journal
 from gcd.observe.events import (
     BatchAttempt,
     BatchOutcome,

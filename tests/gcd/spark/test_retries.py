@@ -21,6 +21,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import boto3
 import pandas as pd
 import pytest
 
@@ -39,6 +40,29 @@ def key(prefix: int, epoch: int) -> str:
     return f"level_zero/data/{prefix:03d}/{epoch:018d}/obj"
 
 
+JOURNAL = "l0gc-audit/journal"
+
+
+def _journal_keys(s3_server: LocalS3, bucket: str) -> set[str]:
+    return {k for k in s3_server.keys(bucket) if k.startswith(JOURNAL + "/")}
+
+
+def _befores(s3_server: LocalS3, bucket: str) -> dict[tuple[str, int], list[str]]:
+    """(chain, request) -> keys of every before record in the journal's segments."""
+    client = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
+    found: dict[tuple[str, int], list[str]] = {}
+    for name in sorted(_journal_keys(s3_server, bucket)):
+        if not name.endswith(".jsonl"):
+            continue
+        body = client.get_object(Bucket=bucket, Key=name)["Body"].read()
+        for line in body.splitlines():
+            doc = json.loads(line)
+            if doc["type"] == "before":
+                assert (doc["sweeper"], doc["request"]) not in found, doc
+                found[(doc["sweeper"], doc["request"])] = doc["keys"]
+    return found
+
+
 def gcd_command() -> Path:
     """The `gcd` console script of this interpreter."""
     return Path(sys.executable).parent / "gcd"
@@ -48,8 +72,9 @@ def test_a_retried_delete_task_keeps_decisions_and_counters_exact(
     s3_server: LocalS3, bucket: str, tmp_path: Path
 ) -> None:
     """After one task failure and its retry: exit 0, every eligible key deleted and in
-    the decisions as deleted, summary deleted == eligible, and delete_requests counts
-    the successful attempts only (fewer than the server saw)."""
+    the decisions as deleted, summary deleted == eligible, delete_requests counts the
+    successful attempts only (fewer than the server saw), and the journal has a before
+    record for every request the server saw, in one chain per attempt."""
     eligible = {key(prefix, epoch) for prefix in range(0, 40, 2) for epoch in (3, 9)}
     live = {key(prefix, 20) for prefix in range(0, 40, 4)}
     old = datetime.now(UTC) - timedelta(hours=2)
@@ -82,6 +107,8 @@ def test_a_retried_delete_task_keeps_decisions_and_counters_exact(
         "--output",
         str(out),
         "--json",
+        "--journal-prefix",
+        JOURNAL,
     ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     killed: list[int] = []
@@ -109,7 +136,7 @@ def test_a_retried_delete_task_keeps_decisions_and_counters_exact(
     assert runs[0].returncode == exitcodes.OK, stderr[-4000:]
     assert len(killed) == 1
     assert json.loads(stdout)["deleted"] == len(eligible)
-    assert s3_server.keys(bucket) == live
+    assert s3_server.keys(bucket) - _journal_keys(s3_server, bucket) == live
     summary = json.loads((out / "summary.json").read_text())
     counted = (summary["eligible"], summary["deleted"], summary["errors"])
     assert counted == (len(eligible), len(eligible), 0)
@@ -121,3 +148,10 @@ def test_a_retried_delete_task_keeps_decisions_and_counters_exact(
     fewest = math.ceil(len(eligible) / BATCH)
     assert fewest <= summary["delete_requests"] < len(tap.deletes)
     assert summary["delete_tasks"] == 2
+    # The journal: each attempt its own chain (the killed one, its retry, the other
+    # task), every request the server saw has its before record, stored first (the
+    # killed worker may have stored one more it never sent), and none is written twice.
+    befores = _befores(s3_server, bucket)
+    assert len({chain for chain, _ in befores}) == 3
+    assert len(tap.deletes) <= len(befores) <= len(tap.deletes) + 1
+    assert eligible <= {key for keys in befores.values() for key in keys}
