@@ -1,8 +1,10 @@
 """What the Spark deletion journal costs: `gcd spark-sweep` from a 1M-row S3 Inventory,
-deleting, with `--journal-prefix` against without, on SeaweedFS.
+deleting, with `--journal-prefix` against without, on a cheap S3 server.
 
 Generates the inventory of `bench.spark_inventory` (default 1,000,000 rows, ~75 % of
-them eligible at M = 150), starts SeaweedFS on loopback, and runs the same deleting
+them eligible at M = 150), starts `rclone serve s3 :memory:` on loopback (the server must
+not be the bound: SeaweedFS spends ~1 ms per deleted key, `--server seaweedfs`), and runs
+the same deleting
 `gcd spark-sweep` on one local SparkSession, alternating journal off / on (after one
 untimed warm-up of each), `--runs` times each. The keys do not exist in the bucket: a
 DeleteObjects of a missing key succeeds, so every run sends the same requests (one per
@@ -10,6 +12,7 @@ DeleteObjects of a missing key succeeds, so every run sends the same requests (o
 JSON: the median wall of each side, rows/s, and the ratio.
 
     .venv/bin/python -m bench.spark_journal [--rows 1000000] [--runs 3] [--master local[2]]
+        [--server rclone|seaweedfs]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.spark_inventory import BUCKET, SAFE_EPOCH, generate, timed  # noqa: E402
 from gcd.spark.session import spark_session  # noqa: E402
+from l0lab.testing.local_rclone import LocalRclone  # noqa: E402
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS  # noqa: E402
 
 PREFIX = "l0gc-audit/journal"
@@ -40,13 +44,15 @@ def main_bench() -> None:
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--server", choices=("rclone", "seaweedfs"), default="rclone")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "spark_journal")
     args = parser.parse_args()
     manifest = generate(args.out / "report", args.rows, args.files)
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")  # SeaweedFS takes any
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")  # both servers' test key
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
-    with LocalSeaweedFS() as server, spark_session(args.master, app_name="l0gc-bench", conf=conf):
+    server = LocalRclone() if args.server == "rclone" else LocalSeaweedFS()
+    with server, spark_session(args.master, app_name="l0gc-bench", conf=conf):
         server.client().create_bucket(Bucket=BUCKET)
         common = [
             "spark-sweep",
@@ -95,6 +101,7 @@ def main_bench() -> None:
         "eligible_per_run": summary["deleted"],
         "delete_requests_per_run": summary["delete_requests"],
         "master": args.master,
+        "server": args.server,
         "cpus": os.cpu_count(),
         "runs": args.runs,
         "load_average_1m_after": round(os.getloadavg()[0], 1),
