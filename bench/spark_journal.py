@@ -13,6 +13,10 @@ JSON: the median wall of each side, rows/s, and the ratio.
 
     .venv/bin/python -m bench.spark_journal [--rows 1000000] [--runs 3] [--master local[2]]
         [--server rclone|seaweedfs]
+
+`--batch-cost` measures the journal alone, without Spark: one task's `TaskJournal`
+storing a segment per 1,000-key batch on rclone (60 batches, the first 5 dropped), against
+the DeleteObjects of the same keys: the medians of wall and client CPU per batch.
 """
 
 from __future__ import annotations
@@ -37,6 +41,43 @@ from l0lab.testing.local_seaweedfs import LocalSeaweedFS  # noqa: E402
 PREFIX = "l0gc-audit/journal"
 
 
+def batch_cost(batches: int = 60) -> dict[str, float]:
+    """Wall and client CPU (ms) of journaling one 1,000-key batch, and of its delete."""
+    from gcd.observe.events import BatchAttempt, BatchOutcome, DeleteBasis  # noqa: PLC0415
+    from gcd.spark.journal import SparkJournal  # noqa: PLC0415
+    from gcd.storage.s3.executor import S3Target  # noqa: PLC0415
+
+    keys = tuple(
+        f"level_zero/data/{i % 1000:03d}/{i % 200:018d}/{i * 7919:032x}.parquet"
+        for i in range(1000)
+    )
+    basis = DeleteBasis(150, 200, 12345, (("orders/1", 150),), round_id="local-1.abcdef")
+    header = (("application", "local-1"), ("bucket", BUCKET), ("root", "level_zero/data"))
+    journaled: list[tuple[float, float]] = []
+    deleted: list[float] = []
+    with LocalRclone() as server:
+        server.client().create_bucket(Bucket=BUCKET)
+        client = S3Target(BUCKET, server.endpoint_url, "us-east-1").connect(pool=4)
+        journal = SparkJournal(PREFIX, basis, header).task(client, "spark-bench-p0-t1")
+        for _ in range(batches):
+            request = journal.next_request()
+            attempt = BatchAttempt(basis, keys, tuple(5 for _ in keys), 0, request, request)
+            wall, cpu = time.perf_counter(), time.process_time()
+            journal.before(attempt)
+            journal.after(BatchOutcome(attempt, deleted=keys))
+            journaled.append((time.perf_counter() - wall, time.process_time() - cpu))
+            wall = time.perf_counter()
+            client.delete_keys(list(keys))
+            deleted.append(time.perf_counter() - wall)
+        journal.close()
+    kept = journaled[5:]
+    return {
+        "journal_wall_ms": round(statistics.median(w for w, _ in kept) * 1000, 1),
+        "journal_cpu_ms": round(statistics.median(c for _, c in kept) * 1000, 1),
+        "delete_wall_ms": round(statistics.median(deleted[5:]) * 1000, 1),
+    }
+
+
 def main_bench() -> None:
     """Generate, run both sides alternately, print JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,10 +87,15 @@ def main_bench() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--server", choices=("rclone", "seaweedfs"), default="rclone")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "spark_journal")
+    parser.add_argument("--batch-cost", action="store_true", help="the journal alone, no Spark")
     args = parser.parse_args()
-    manifest = generate(args.out / "report", args.rows, args.files)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")  # both servers' test key
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    if args.batch_cost:
+        document = {"benchmark": "spark_journal --batch-cost", **batch_cost()}
+        sys.stdout.write(json.dumps(document) + "\n")
+        return
+    manifest = generate(args.out / "report", args.rows, args.files)
     conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
     server = LocalRclone() if args.server == "rclone" else LocalSeaweedFS()
     with server, spark_session(args.master, app_name="l0gc-bench", conf=conf):
