@@ -43,6 +43,8 @@ PREFIX = "l0gc-audit/journal"
 
 def batch_cost(batches: int = 60) -> dict[str, float]:
     """Wall and client CPU (ms) of journaling one 1,000-key batch, and of its delete."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")  # rclone's --auth-key
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     from gcd.observe.events import BatchAttempt, BatchOutcome, DeleteBasis  # noqa: PLC0415
     from gcd.spark.journal import SparkJournal  # noqa: PLC0415
     from gcd.storage.s3.executor import S3Target  # noqa: PLC0415
@@ -89,13 +91,13 @@ def main_bench() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "spark_journal")
     parser.add_argument("--batch-cost", action="store_true", help="the journal alone, no Spark")
     args = parser.parse_args()
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")  # both servers' test key
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     if args.batch_cost:
         document = {"benchmark": "spark_journal --batch-cost", **batch_cost()}
         sys.stdout.write(json.dumps(document) + "\n")
         return
     manifest = generate(args.out / "report", args.rows, args.files)
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")  # both servers' test key
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
     server = LocalRclone() if args.server == "rclone" else LocalSeaweedFS()
     with server, spark_session(args.master, app_name="l0gc-bench", conf=conf):

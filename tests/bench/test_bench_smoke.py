@@ -56,3 +56,13 @@ def test_throughput_is_measured_on_both_real_s3_servers() -> None:
     for table in report.tables:
         column = table.columns.index("server CPU us/key")
         assert all(float(row[column]) > 0 for row in table.rows), table.title
+
+
+def test_the_spark_journal_batch_cost_runs_on_rclone() -> None:
+    """`bench.spark_journal --batch-cost` (the journal alone, on `rclone serve s3
+    :memory:` from the pinned bench extra) measures a journal write and a delete."""
+    from bench.spark_journal import batch_cost  # noqa: PLC0415 - a script's module
+
+    measured = batch_cost(batches=8)
+    assert set(measured) == {"journal_wall_ms", "journal_cpu_ms", "delete_wall_ms"}
+    assert all(value > 0 for value in measured.values())
