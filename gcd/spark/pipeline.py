@@ -27,7 +27,7 @@ from gcd.spark.listing import list_objects
 from gcd.spark.nesting import NestedClaims, find_nested_roots, keep_nested, probe_claims
 from gcd.spark.report import ReportSettings, write_report
 from gcd.spark.session import is_local_master, spark_session, task_slots
-from gcd.spark.undo import JobUndo, plan_versions
+from gcd.spark.undo import JobUndo, plan_undo
 from gcd.storage.backend import InventoryReport, StoreSettings
 from gcd.storage.executor import ExecutorStore
 from gcd.storage.registry import backend
@@ -401,7 +401,7 @@ def execute(
             cached = classified.persist(StorageLevel.MEMORY_AND_DISK)
             classified, nested = _nested(spark, job, cached, deleting=deleting)
             if job.sweep and job.undo is not None and job.undo.rule == "hide-then-reclaim":
-                classified = plan_versions(classified, job.undo.ledger, now_s, job.undo.window_s)
+                classified = plan_undo(classified, job.undo.ledger, now_s, job.undo.window_s)
             if not job.sweep:
                 settings = ReportSettings(
                     safe_epoch=safe_epoch,

@@ -19,7 +19,7 @@ from typing import Any, Final
 from gcd.rules.undo import KeyPlan, UndoAction, VersionEntry, plan_key
 from gcd.storage.rows import CLASSIFIED_SCHEMA, Action
 
-__all__ = ["HIDES_SCHEMA", "JobUndo", "plan_versions", "planned_rows"]
+__all__ = ["HIDES_SCHEMA", "JobUndo", "plan_undo", "planned_rows"]
 
 HIDES_SCHEMA: Final = CLASSIFIED_SCHEMA + ", hides array<string>"
 """The classified rows with, on a row to hide, the versions its marker will hide."""
@@ -102,7 +102,7 @@ def _hides(plan: KeyPlan, row: _Row) -> list[str] | None:
     return list(plan.hides) if plan.action is UndoAction.HIDE and row["is_latest"] else None
 
 
-def plan_versions(
+def plan_undo(
     classified: Any, ledger: Mapping[str, Sequence[str]], now_s: float, window_s: float
 ) -> Any:
     """`classified` (every version listed) with each eligible key planned (module docs);
