@@ -41,9 +41,10 @@ class SparkJournal:
     prefix: str
     """The audit prefix (`gcd.journal.records.check_audit_prefix`), no trailing slash."""
     basis: DeleteBasis
-    """The job's admission; its `round_id` is the Spark application id."""
+    """The job's admission; its `round_id` is the job's round, ``{application}.{6 hex}``."""
     header: tuple[tuple[str, Any], ...]
-    """The segment record's fields: namespace, bucket, root, endpoint_url, kind."""
+    """The segment record's fields: application, namespace, bucket, root, endpoint_url,
+    kind."""
     report_url: str | None = None
     """The driver's brake URL: each segment's end is reported there, for etcd."""
 
