@@ -6,6 +6,7 @@ Design notes: docs/internals/kernel.md, `l0gc.etcd.client`.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -38,6 +39,14 @@ _SLICE_KEYS = 2_000  # keys converted between two turns of the event loop
 _MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 _T = TypeVar("_T")
 _log = structlog.get_logger(__name__)
+
+# gRPC's fork handlers run in every fork of this process; while a call is in flight
+# they skip their work and leave the child broken, so a fork+exec made then fails
+# (~7 % of `subprocess.Popen(..., preexec_fn=...)` with an etcd client busy: PySpark
+# starting its JVM in `gcd spark-sweep` did, tests/l0gc/etcd/test_fork.py). No l0gc
+# process uses gRPC in a forked child: they are off, unless the operator set the
+# variable. Read when gRPC starts (its first channel), which is after this import.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 # Codes after which the channel is dropped and the next call connects afresh.
 _RECONNECT = frozenset(
