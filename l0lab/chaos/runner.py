@@ -39,6 +39,7 @@ from gcd.journal.records import JournalRead, read_journal
 from gcd.rules.layout import KeyLayout
 from l0gc.contract.journal_anchor import JournalAnchor, anchors_prefix
 from l0gc.contract.kv import KV
+from l0gc.contract.record import PartitionRecord
 from l0gc.errors import L0gcError
 from l0lab.chaos.checker import RunFacts, RunHistory, check_run, deletions_of, unanswered_of
 from l0lab.chaos.cluster import EMBEDDED, NAMESPACE, Cluster
@@ -289,8 +290,36 @@ class ChaosRun:
         )
         self.problems.append(
             f"M did not reach the newest epoch written ({max_epoch}) within {_SETTLE_S:g} s "
-            f"after the writers stopped and the reconcilers caught up (M = {m}, {why})"
+            f"after the writers stopped and the reconcilers caught up (M = {m}, {why}; "
+            f"{await self._pinning_detail()})"
         )
+
+    async def _pinning_detail(self) -> str:
+        """What the records pinning M say of themselves (owner, waiting, offsets, age): a
+        settle that times out must say why without the run's logs."""
+        assert self.cluster.store is not None
+        try:
+            read = await asyncio.wait_for(self.cluster.store.read_safe_epoch(), 5.0)
+            records = await asyncio.wait_for(self.cluster.store.list_partitions(), 5.0)
+        except (L0gcError, OSError, TimeoutError) as exc:
+            return f"the records could not be read: {exc}"
+        now = time.time()
+        shown = []
+        for pin in read.pinning:
+            record = records.get(pin.partition)
+            if not isinstance(record, PartitionRecord):
+                shown.append(f"{pin.partition}: record {record}")
+                continue
+            tracker = record.tracker or {}
+            age = None if record.updated_at is None else round(now - record.updated_at, 1)
+            shown.append(
+                f"{record.partition}: M(p) {record.watermark}, window {list(record.window)}, "
+                f"owner {record.owner} (owner_epoch {record.owner_epoch}), "
+                f"waiting {record.waiting}, applied through "
+                f"{tracker.get('last_applied_offset')}, reconciled through "
+                f"{tracker.get('reconciled_offset')}, written {age} s ago"
+            )
+        return f"cluster epoch {read.cluster_epoch}; " + "; ".join(shown or ["no pinning record"])
 
     async def _final_sweeps(self) -> None:
         """One `gcd sweep` per shard, concurrently; retried while blocked (old leases)."""
