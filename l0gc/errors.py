@@ -39,6 +39,7 @@ __all__ = [
     "NotServed",
     "PartitionNotHosted",
     "PartitionNotRegistered",
+    "ReferencesFull",
     "Refused",
     "StaleEpoch",
     "StaleOwner",
@@ -316,6 +317,27 @@ class PartitionNotHosted(WriteRefused):
             f"partition {self.partition!r} is not hosted by this publisher: adopt it first "
             "(`watermark serve --partitions`, or POST /v1/partitions/{partition}/adopt), or "
             "send the request to the partition's owner"
+        )
+
+
+@dataclass(eq=False, repr=False)
+class ReferencesFull(Refused):
+    """A commit would hold more references than the partition's cap: refused, nothing
+    changed, its fence still held (commit it again once the reconciler releases some)."""
+
+    partition: str
+    held: int
+    asked: int
+    max_keys: int
+    size: int
+
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition!r}: {self.held} object keys are referenced by entries "
+            f"the reconciler has not released, and this commit names {self.asked} more: over "
+            f"the cap of {self.max_keys} keys (`watermark serve --max-references`) or 512 KiB "
+            f"({self.size} bytes); the reconciler is behind or does not name what it lifted: "
+            "let it catch up and commit again, or raise --max-references"
         )
 
 

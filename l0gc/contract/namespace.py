@@ -24,6 +24,7 @@ from typing import Any
 
 from l0gc import strictjson
 from l0gc.contract.record import PartitionRecord
+from l0gc.contract.references import References
 from l0gc.errors import ConfigError, InvalidJson
 
 __all__ = [
@@ -191,6 +192,8 @@ class Publication:
     waiting: dict[str, Any] | None = None
     """Why M(p) does not follow the cluster epoch, without "since" (the store keeps the
     stored one while the reason stays the same; `l0gc.contract.record`)."""
+    references: References | None = None
+    """The keys its unreconciled entries name (None: its writer sends none)."""
 
 
 class PublishStatus(enum.Enum):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from l0gc import strictjson
+from l0gc.contract.references import References
 from l0gc.errors import InvalidRecord
 
 __all__ = [
@@ -26,7 +27,8 @@ RECORD_VERSION = 1
 MAX_RECORD_BYTES = 1 << 20
 """A record larger than 1 MiB is refused unread (etcd's own value limit is 1.5 MiB)."""
 MAX_RECORD_DEPTH = 16
-"""Nesting limit of a record: l0gc writes 4 levels (record, tracker, slides, slide)."""
+"""Nesting limit of a record: l0gc writes 4 levels (record, tracker, slides, slide; or
+record, references, entries, entry, keys: 5)."""
 MAX_OWNER_LENGTH = 200
 _INT64_MAX = 2**63 - 1
 _short = reprlib.Repr()  # a huge bad value must not flood the message
@@ -102,6 +104,9 @@ class PartitionRecord:
     sealed_owner_epoch: int | None = None
     waiting: dict[str, Any] | None = field(default=None, compare=False)
     """Why M(p) does not follow the cluster epoch (see the module docstring)."""
+    references: References | None = field(default=None, compare=False)
+    """The keys its unreconciled entries name, when its writer sends them (None: it
+    never did; `l0gc.contract.references`)."""
 
     @property
     def log_is_complete(self) -> bool:
@@ -127,6 +132,8 @@ class PartitionRecord:
             doc["sealed_owner_epoch"] = self.sealed_owner_epoch
         if self.waiting is not None:
             doc["waiting"] = self.waiting
+        if self.references is not None:
+            doc["references"] = self.references.encode()
         return strictjson.dumps(
             doc, what=f"partition {self.partition!r} record", compact=True, sort_keys=True
         ).encode()
@@ -142,6 +149,12 @@ class PartitionRecord:
         building the record: bulk readers that keep only M(p) (a 1M-record read)."""
         return _watermark_of(raw, partition)
 
+    @staticmethod
+    def references_of(raw: bytes, *, partition: str) -> References | None:
+        """The record's references after every check `decode` makes, memoised like
+        `watermark_of` (a sweeper reads them with M every round)."""
+        return _references_of(raw, partition)
+
 
 @functools.lru_cache(maxsize=4096)
 def _watermark_of(raw: bytes, partition: str) -> int:
@@ -149,6 +162,12 @@ def _watermark_of(raw: bytes, partition: str) -> int:
     unchanged records (an int is immutable, so sharing it is safe; errors are not cached)."""
     watermark: int = _checked_fields(raw, partition)[1]
     return watermark
+
+
+@functools.lru_cache(maxsize=4096)
+def _references_of(raw: bytes, partition: str) -> References | None:
+    references: References | None = _checked_fields(raw, partition)[10]
+    return references
 
 
 def _checked_fields(raw: bytes, partition: str) -> tuple[Any, ...]:
@@ -202,6 +221,7 @@ def _fields(doc: dict[str, Any], partition: str) -> tuple[Any, ...]:
         _updated_at(doc),
         sealed,
         _waiting(doc),
+        None if doc.get("references") is None else References.decode(doc["references"]),
     )
 
 

@@ -321,6 +321,7 @@ class WatermarkStore:
             watermark=pub.watermark,
             window=pub.window,
             tracker=pub.tracker,
+            references=pub.references,
             updated_at=now,
             sealed_owner_epoch=pub.owner_epoch if pub.sealed else None,
             waiting=_waiting(pub.waiting, current.waiting, now),

@@ -20,7 +20,8 @@ from typing import Any
 from aiohttp import web
 
 from l0gc import strictjson
-from l0gc.errors import InvalidJson
+from l0gc.contract.references import MAX_ENTRY_KEYS, check_key
+from l0gc.errors import InvalidJson, InvalidRecord
 from watermark.api.http_server import HTTP_LIMITS
 from watermark.api.limits import HttpLimits
 from watermark.service.metrics import HttpRefusal
@@ -35,6 +36,7 @@ __all__ = [
     "HttpProblem",
     "entries",
     "int_field",
+    "objects_field",
     "read_body",
     "str_field",
     "timeout_field",
@@ -148,10 +150,31 @@ def str_field(doc: dict[str, Any], name: str, where: str) -> str:
     return value
 
 
+def objects_field(doc: dict[str, Any], where: str = "") -> list[str] | None:
+    """The optional ``objects``: object keys (at most `MAX_ENTRY_KEYS`), None if absent."""
+    if "objects" not in doc:
+        return None
+    value = doc["objects"]
+    if not isinstance(value, list) or len(value) > MAX_ENTRY_KEYS:
+        raise BadRequest(
+            f"field {where}'objects' must be a list of at most {MAX_ENTRY_KEYS} object keys, "
+            f"got {_short.repr(value)}"
+        )
+    try:
+        return [check_key(key, f"field {where}'objects'") for key in value]
+    except InvalidRecord as exc:
+        raise BadRequest(str(exc)) from None
+
+
 def entries(
-    doc: dict[str, Any], name: str, fields: tuple[str, ...], limits: HttpLimits
+    doc: dict[str, Any],
+    name: str,
+    fields: tuple[str, ...],
+    limits: HttpLimits,
+    optional: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """The batch's list of entry objects, each holding exactly `fields`."""
+    """The batch's list of entry objects, each holding exactly `fields` (and any of
+    `optional`)."""
     entries = doc.get(name)
     if not isinstance(entries, list) or not entries:
         raise BadRequest(f"field {name!r} must be a non-empty list of objects")
@@ -161,10 +184,11 @@ def entries(
             "per request; split the batch"
         )
     for index, entry in enumerate(entries):
-        if not isinstance(entry, dict) or set(entry) != set(fields):
+        if not isinstance(entry, dict) or not set(fields) <= set(entry) <= {*fields, *optional}:
+            also = f" (and optionally {', '.join(optional)})" if optional else ""
             raise BadRequest(
                 f"{name}[{index}] must be an object with exactly the fields "
-                f"{', '.join(fields)}; got {_short.repr(entry)}"
+                f"{', '.join(fields)}{also}; got {_short.repr(entry)}"
             )
     return entries
 

@@ -35,6 +35,7 @@ from l0gc.errors import (
     NotServed,
     PartitionNotHosted,
     PartitionNotRegistered,
+    ReferencesFull,
     StaleEpoch,
 )
 from watermark.api.openapi_errors import ERROR_CODES
@@ -56,6 +57,7 @@ ERRORS: tuple[tuple[type[L0gcError], str], ...] = (
     (FenceExpired, "fence_expired"),
     (AlreadyCommitted, "already_committed"),
     (FencingViolation, "fencing_violation"),
+    (ReferencesFull, "references_full"),
     (IllegalTransition, "illegal_offset"),
     (EtcdUnavailable, "etcd_unavailable"),
     (NoOwner, "no_owner"),

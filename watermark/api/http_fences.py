@@ -167,11 +167,14 @@ async def fences(request: web.Request) -> web.Response:
     return web.json_response({"results": results})
 
 
-def _commit(request: web.Request, token: FenceToken, offset: int) -> bool:
-    """Commit `token` at `offset` (True: a repeat of a commit that succeeded); whatever
-    the answer, a fence that ended is remembered as ended (see `FenceTable`)."""
+def _commit(
+    request: web.Request, token: FenceToken, offset: int, objects: list[str] | None
+) -> bool:
+    """Commit `token` at `offset`, naming `objects` (True: a repeat of a commit that
+    succeeded); whatever the answer, a fence that ended is remembered as ended (see
+    `FenceTable`; a commit refused for want of room for its references has not ended)."""
     try:
-        return publisher_of(request).commit(token, offset)
+        return publisher_of(request).commit(token, offset, objects or ())
     finally:
         request.app[FENCES].finish(token)
 
@@ -184,14 +187,17 @@ async def commits(request: web.Request) -> web.Response:
         (
             http_body.str_field(entry, "token", f"commits[{i}]."),
             http_body.int_field(entry, "offset", f"commits[{i}]."),
+            http_body.objects_field(entry, f"commits[{i}]."),
         )
-        for i, entry in enumerate(http_body.entries(doc, "commits", ("token", "offset"), limits))
+        for i, entry in enumerate(
+            http_body.entries(doc, "commits", ("token", "offset"), limits, ("objects",))
+        )
     ]
     results: list[dict[str, Any]] = []
-    for token_id, offset in parsed:
+    for token_id, offset, objects in parsed:
         try:
             token = table.get(token_id)
-            repeat = _commit(request, token, offset)
+            repeat = _commit(request, token, offset, objects)
         except (L0gcError, UnknownFence) as exc:
             results.append(await _refused(request, exc))
             continue
@@ -208,8 +214,11 @@ def _token(request: web.Request) -> FenceToken:
 async def commit(request: web.Request) -> web.Response:
     """``commit``: the fence of the path's token at the body's offset."""
     token = _token(request)
-    offset = http_body.int_field(await http_body.read_body(request, "offset"), "offset")
-    repeat = _commit(request, token, offset)
+    doc = await http_body.read_body(
+        request, "offset", "objects", max_bytes=request.app[HTTP_LIMITS].max_batch_body_bytes
+    )
+    offset = http_body.int_field(doc, "offset")
+    repeat = _commit(request, token, offset, http_body.objects_field(doc))
     return web.json_response({**publisher_of(request).state(token.partition), "repeat": repeat})
 
 

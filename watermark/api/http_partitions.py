@@ -21,6 +21,7 @@ from l0gc.contract.record import RECORD_VERSION
 from watermark.api import http_body
 from watermark.api.http_errors import Moved, short
 from watermark.api.http_routing import ROUTER, locate, now, on_owner, publisher_of
+from watermark.api.http_server import HTTP_LIMITS
 
 __all__ = ["adopt", "listing", "owner", "reconciled", "show"]
 
@@ -40,12 +41,20 @@ async def reconciled(request: web.Request) -> web.Response:
     """``reconciled``: the reconciler lifted every entry through the body's offset."""
     publisher = publisher_of(request)
     partition = request.match_info["partition"]
-    doc = await http_body.read_body(request, "offset", "log_end_offset")
+    doc = await http_body.read_body(
+        request,
+        "offset",
+        "log_end_offset",
+        "objects",
+        max_bytes=request.app[HTTP_LIMITS].max_batch_body_bytes,
+    )
     offset = http_body.int_field(doc, "offset", minimum=-1)  # -1: nothing lifted yet
     log_end = _log_end_offset(doc)
+    objects = http_body.objects_field(doc)
+    lifted = None if objects is None else frozenset(objects)
 
     def report() -> dict[str, Any]:
-        publisher.reconciled(partition, offset, log_end_offset=log_end)
+        publisher.reconciled(partition, offset, log_end_offset=log_end, objects=lifted)
         return publisher.state(partition)
 
     return web.json_response(await on_owner(request, partition, lambda: now(report())))

@@ -81,6 +81,7 @@ ROUTES: Final[tuple[Route, ...]] = (
             "already_committed",
             "illegal_offset",
             "fencing_violation",
+            "references_full",
             "not_hosted",
             "not_registered",
         ),

@@ -118,6 +118,14 @@ ERROR_CODES: Final[dict[str, ErrorCode]] = {
             "batch_too_large", 413, "stop", "more batch entries than the limit: split the batch"
         ),
         ErrorCode(
+            "references_full",
+            429,
+            "retry",
+            "the commit names more object keys than the partition may hold referenced "
+            "(--max-references): nothing changed and the fence is still held; commit again "
+            "once the reconciler has released some",
+        ),
+        ErrorCode(
             "internal_error",
             500,
             "retry",

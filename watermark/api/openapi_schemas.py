@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from l0gc.contract.record import RECORD_VERSION
+from l0gc.contract.references import MAX_ENTRY_KEYS, MAX_KEY_BYTES
 from watermark.api.http_body import MAX_FENCE_TIMEOUT_S, MAX_FIELD_VALUE
 from watermark.api.limits import DEFAULT_MAX_BATCH_ENTRIES
 from watermark.api.openapi_errors import ERROR_CODES
@@ -30,6 +31,13 @@ _BOUNDS: Final[Json] = {
     "minItems": 2,
     "maxItems": 2,
     "description": "[lower, upper], both null when empty",
+}
+
+
+_OBJECTS: Final[Json] = {
+    "type": "array",
+    "maxItems": MAX_ENTRY_KEYS,
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_BYTES},
 }
 
 
@@ -87,6 +95,12 @@ STATE_FIELDS: Final[Json] = {
     "inflight_fences": {"type": "integer", "minimum": 0},
     "waiting_slides": {"type": "integer", "minimum": 0},
     "dirty": {"type": "boolean", "description": "changed since the last publish"},
+    "references": {
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "description": "object keys held referenced by unreleased entries; null while the "
+        "writer never named any",
+    },
 }
 
 _GRANTED_FIELDS: Final[Json] = {
@@ -145,7 +159,18 @@ SCHEMAS: Final[Json] = {
         ["epoch"],
     ),
     "FenceGranted": _obj(_GRANTED_FIELDS),
-    "OffsetRequest": _obj({"offset": _INT}),
+    "OffsetRequest": _obj(
+        {
+            "offset": _INT,
+            "objects": {
+                **_OBJECTS,
+                "description": "optional: the object keys this entry references; the "
+                "publisher holds them until the reconciler releases the entry, and every "
+                "sweeper refuses to delete them (docs/references.md)",
+            },
+        },
+        ["offset"],
+    ),
     "ReconciledRequest": _obj(
         {
             "offset": {
@@ -161,6 +186,12 @@ SCHEMAS: Final[Json] = {
                 "maximum": MAX_FIELD_VALUE,
                 "description": "only after an answer said log_end_wanted: the "
                 "offset of the log's last entry, read after that answer",
+            },
+            "objects": {
+                **_OBJECTS,
+                "description": "optional: the object keys this report lifted; given, "
+                "only they are released among the entries passed, and an entry passed "
+                "whose key is not named stays referenced (docs/references.md)",
             },
         },
         ["offset"],
@@ -223,7 +254,14 @@ SCHEMAS: Final[Json] = {
                 "type": "array",
                 "minItems": 1,
                 "description": _BATCH_LIMIT,
-                "items": _obj({"token": {"type": "string", "minLength": 1}, "offset": _INT}),
+                "items": _obj(
+                    {
+                        "token": {"type": "string", "minLength": 1},
+                        "offset": _INT,
+                        "objects": {**_OBJECTS, "description": "as on the single commit"},
+                    },
+                    ["token", "offset"],
+                ),
             }
         }
     ),

@@ -5,12 +5,14 @@ Design notes: docs/internals/publisher.md, `watermark.service.hosted`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from l0gc.contract.namespace import Publication
 from l0gc.errors import FencingViolation
 from watermark.core.gcstate import PartitionGcState
+from watermark.core.references import ReferenceSet
 from watermark.core.window import Admission
 from watermark.service.guard import FenceToken, FencingGuard
 
@@ -47,30 +49,39 @@ class HostedPartition:
     """The reason `note_waiting` saw last, and since when (the publisher's clock)."""
     published_at: float | None = None
     """The last successful publish (the publisher's clock)."""
+    references: ReferenceSet = field(default_factory=ReferenceSet)
+    """The keys its committed, unreleased entries name (`watermark.core.references`)."""
 
     def _fence_bound(self, default: int) -> int:
         lower = self.guard.window[0]
         return default if lower is None else lower
 
-    def commit(self, token: FenceToken, offset: int) -> None:
-        """Apply the write fenced by `token` at the log's `offset`; the caller releases it.
+    def commit(self, token: FenceToken, offset: int, objects: Sequence[object] = ()) -> None:
+        """Apply the write fenced by `token` at the log's `offset`, naming `objects` (the
+        keys the entry references); the caller releases the fence.
 
-        Raise FenceExpired (the fence is gone: do not commit), IllegalTransition (an
-        offset that does not increase), or FencingViolation, which freezes the partition.
+        Raise FenceExpired (the fence is gone: do not commit), InvalidRecord (a bad key)
+        or ReferencesFull (no room: the fence stays held) before anything changes,
+        IllegalTransition (an offset that does not increase), or FencingViolation, which
+        freezes the partition.
         """
         self.guard.ensure_held(token)
+        keys = self.references.check(self.partition, objects) if objects else None
         try:
             self.state.apply(offset, token.epoch, admitted_from=self._fence_bound(token.epoch))
         except FencingViolation as exc:
             if self.frozen is None:
                 self.frozen = str(exc)
             raise
+        if keys is not None:
+            self.references.add(offset, keys)
         self.log_end_known = True  # entries before `offset` are older: none is unknown
         self.dirty = True
 
-    def reconciled(self, offset: int) -> None:
+    def reconciled(self, offset: int, lifted: Collection[str] | None = None) -> None:
         """The reconciler lifted every entry through the log's `offset` (clamped to the
-        applied log; a report at or below the last one changes nothing)."""
+        applied log; a report at or below the last one moves nothing but references),
+        and, when it names them, the keys in `lifted` (see `ReferenceSet.release`)."""
         last = self.state.last_applied_offset
         if offset < 0 or last is None:
             return
@@ -79,8 +90,12 @@ class HostedPartition:
         if done is None or mapped > done:
             self.state.reconciled(mapped)
             self.dirty = True
+        if self.references.release(mapped, lifted):
+            self.dirty = True
 
-    def report(self, offset: int, log_end_offset: int | None) -> bool:
+    def report(
+        self, offset: int, log_end_offset: int | None, lifted: Collection[str] | None = None
+    ) -> bool:
         """A reconciler's report: lifted through `offset`, and (only when an earlier
         answer asked for it) the log's end as read after that answer. Return True when
         the log end was learned from it. Raises IllegalTransition for a log end below the
@@ -89,7 +104,7 @@ class HostedPartition:
         if log_end_offset is not None and not self.log_end_known and self.log_end_asked:
             self.learn_log_end(log_end_offset)
             learned = True
-        self.reconciled(offset)
+        self.reconciled(offset, lifted)
         if not self.log_end_known:
             self.log_end_asked = True  # this answer says log_end_wanted
         return learned
@@ -194,6 +209,7 @@ class HostedPartition:
             tracker=self.state.snapshot(),
             sealed=self.sealed,
             waiting=self.waiting(cluster_epoch),
+            references=self.references.stored(),
         )
 
     def describe(self, owner: str) -> dict[str, Any]:
@@ -217,4 +233,5 @@ class HostedPartition:
             "inflight_fences": self.guard.inflight,
             "waiting_slides": self.guard.exclusive_waiters,
             "dirty": self.dirty,
+            "references": self.references.keys if self.references.sent else None,
         }

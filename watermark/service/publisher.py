@@ -9,13 +9,14 @@ import asyncio
 import contextlib
 import enum
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Literal
 
 import structlog
 
 from l0gc.contract.namespace import PublishStatus, partition_order
 from l0gc.contract.record import PartitionRecord
+from l0gc.contract.references import DEFAULT_MAX_REFERENCES
 from l0gc.errors import (
     EpochAhead,
     FencingViolation,
@@ -41,6 +42,7 @@ from l0gc.events import (
 )
 from watermark.core.fencelock import Outcome, repeat_of
 from watermark.core.gcstate import PartitionGcState
+from watermark.core.references import ReferenceSet
 from watermark.core.window import EpochWindow
 from watermark.service.eventlog import EVENT_LOG
 from watermark.service.fence import Fence, FenceBlock
@@ -90,8 +92,10 @@ class Publisher:
         state_class: type[PartitionGcState] = PartitionGcState,
         guard_class: type[FencingGuard] = FencingGuard,
         hook: Hooks | Literal[_Default.HOOK] = _Default.HOOK,
+        max_references: int = DEFAULT_MAX_REFERENCES,
     ) -> None:
         self._store = store
+        self.max_references = max_references
         self._state_class = state_class
         self._guard_class = guard_class
         self.owner_id = owner_id
@@ -199,6 +203,7 @@ class Publisher:
             published_watermark=record.watermark,
             # Sealed by the previous owner (or by registration): the snapshot is the log.
             log_end_known=record.log_is_complete,
+            references=ReferenceSet.restore(record.references, max_keys=self.max_references),
         )
         _log.info(
             "watermark.partition_adopted",
@@ -337,8 +342,9 @@ class Publisher:
         """``async with publisher.fence(p, epoch) as f: ... f.commit(offset)``."""
         return FenceBlock(self, partition, epoch, timeout_s)
 
-    def commit(self, token: FenceToken, offset: int) -> bool:
-        """Apply the committed write at the writer's log `offset`, then release the fence.
+    def commit(self, token: FenceToken, offset: int, objects: Sequence[object] = ()) -> bool:
+        """Apply the committed write at the writer's log `offset`, then release the fence;
+        `objects`: the keys the entry references (see `watermark.core.references`).
 
         Idempotent: a commit repeated with the same offset after it succeeded returns
         True and changes nothing (False: committed now). Raises AlreadyCommitted (that
@@ -352,7 +358,7 @@ class Publisher:
             return True
         hosted = self._get(token.partition)
         try:
-            hosted.commit(token, offset)
+            hosted.commit(token, offset, objects)
         except FencingViolation as exc:
             hosted.guard.release(token, Outcome.REFUSED)
             self._emit(
@@ -386,12 +392,20 @@ class Publisher:
         """Reclaim the fences past their hold deadline, on every partition."""
         return sum(h.guard.reclaim_expired() for h in self._hosted.values())
 
-    def reconciled(self, partition: str, offset: int, *, log_end_offset: int | None = None) -> None:
-        """The reconciler lifted every entry of `partition` through the writer's `offset`;
+    def reconciled(
+        self,
+        partition: str,
+        offset: int,
+        *,
+        log_end_offset: int | None = None,
+        objects: Collection[str] | None = None,
+    ) -> None:
+        """The reconciler lifted every entry of `partition` through the writer's `offset`
+        (and, when given, exactly the keys in `objects`: `watermark.core.references`);
         `log_end_offset`: the log's last offset, read after a `state()` that said
         ``log_end_wanted`` (see "The log end" in `watermark.service.hosted`)."""
         hosted = self._get(partition)
-        if hosted.report(offset, log_end_offset):
+        if hosted.report(offset, log_end_offset, objects):
             _log.info(
                 "watermark.log_end_reported", partition=partition, log_end_offset=log_end_offset
             )

@@ -1,0 +1,117 @@
+"""The references of one partition: object keys its committed, unreleased entries name.
+
+Design notes: docs/internals/publisher.md, `watermark.core.references`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+
+from l0gc.contract.references import (
+    DEFAULT_MAX_REFERENCES,
+    MAX_ENTRY_KEYS,
+    MAX_REFERENCE_BYTES,
+    References,
+    check_key,
+)
+from l0gc.errors import ConfigError, InvalidRecord, ReferencesFull
+
+__all__ = ["ReferenceSet"]
+
+
+class ReferenceSet:
+    """Per entry offset, the keys it names, until the reconciler releases them.
+
+    ``add`` before a commit is applied raises `ReferencesFull` (nothing changes) past
+    `max_keys` keys or `MAX_REFERENCE_BYTES`; ``release`` drops the entries a
+    reconciler's report passes: all of them, or, when the report names the keys it
+    lifted, only those (the second opinion: see the design notes).
+    """
+
+    __slots__ = ("_bytes", "_entries", "_keys", "_max_keys", "sent")
+
+    def __init__(self, *, max_keys: int = DEFAULT_MAX_REFERENCES) -> None:
+        if type(max_keys) is not int or max_keys < 1:
+            raise ConfigError(
+                f"max_keys must be an integer >= 1, got {max_keys!r}; the default is "
+                f"{DEFAULT_MAX_REFERENCES}"
+            )
+        self._max_keys = max_keys
+        self._entries: OrderedDict[int, tuple[str, ...]] = OrderedDict()
+        self._keys = 0
+        self._bytes = 0
+        self.sent = False
+        """True once the writer named references (a record then always carries them)."""
+
+    @property
+    def keys(self) -> int:
+        """How many (entry, key) references are held."""
+        return self._keys
+
+    @property
+    def max_keys(self) -> int:
+        """The cap on `keys`."""
+        return self._max_keys
+
+    def check(self, partition: str, objects: Sequence[object]) -> tuple[str, ...]:
+        """The keys of one commit, checked; raise InvalidRecord (a bad key, too many
+        keys for one entry) or `ReferencesFull` (no room): the commit is refused."""
+        if len(objects) > MAX_ENTRY_KEYS:
+            raise InvalidRecord(
+                f"partition {partition!r}: a commit names {len(objects)} objects, more than "
+                f"{MAX_ENTRY_KEYS}: split the entry, or name the objects it really references"
+            )
+        keys = tuple(dict.fromkeys(check_key(key, "objects") for key in objects))
+        size = sum(len(key.encode("utf-8", "surrogatepass")) for key in keys)
+        if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
+            raise ReferencesFull(
+                partition, self._keys, len(keys), self._max_keys, self._bytes + size
+            )
+        return keys
+
+    def add(self, offset: int, keys: tuple[str, ...]) -> None:
+        """Hold `keys` (from `check`) for the entry at `offset` (a new, higher offset)."""
+        self.sent = True
+        if not keys:
+            return
+        self._entries[offset] = keys
+        self._keys += len(keys)
+        self._bytes += sum(len(key.encode("utf-8", "surrogatepass")) for key in keys)
+
+    def release(self, through: int, lifted: Collection[str] | None = None) -> int:
+        """Drop the references of entries at or below `through`; with `lifted`, only the
+        keys named there (the others stay: the report passed an entry whose object it
+        did not lift). Return how many references were dropped."""
+        dropped = 0
+        passed = []
+        for offset in self._entries:  # rising: stop at the first entry not passed
+            if offset > through:
+                break
+            passed.append(offset)
+        for offset in passed:
+            keys = self._entries[offset]
+            kept = () if lifted is None else tuple(k for k in keys if k not in lifted)
+            if kept:
+                self._entries[offset] = kept
+            else:
+                del self._entries[offset]
+            gone = [k for k in keys if k not in kept] if kept else keys
+            dropped += len(gone)
+            self._keys -= len(gone)
+            self._bytes -= sum(len(key.encode("utf-8", "surrogatepass")) for key in gone)
+        return dropped
+
+    def stored(self) -> References | None:
+        """The record field: None while the writer never sent references."""
+        return References(tuple(self._entries.items())) if self.sent else None
+
+    @classmethod
+    def restore(cls, stored: References | None, *, max_keys: int) -> ReferenceSet:
+        """A set holding what a record stored (a new owner keeps the old one's)."""
+        refs = cls(max_keys=max_keys)
+        if stored is not None:
+            refs.sent = True
+            for offset, keys in stored.entries:
+                refs.add(offset, keys)
+        return refs
