@@ -5,8 +5,10 @@ Design notes: docs/internals/rules.md, `gcd.rules.admission`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from l0gc.contract.references import Reference
 from l0gc.contract.safe_epoch import SafeEpoch
 from l0gc.errors import ConfigError
 
@@ -29,6 +31,8 @@ class RoundAdmission:
     """The etcd revision M was read at (None without etcd)."""
     pinning: tuple[tuple[str, int], ...] = ()
     """(partition, M(p)) of the partitions pinning M, as read (for the deletion journal)."""
+    references: Mapping[str, Reference] = field(default_factory=dict)
+    """Every key a partition still references, read with M (docs/references.md)."""
 
     @property
     def allowed(self) -> bool:
@@ -64,7 +68,8 @@ def admit(
                 None, cluster, f"--safe-epoch {override} is above the cluster epoch {cluster}"
             )
         return _check_regression(
-            RoundAdmission(override, cluster, revision=read.revision), highest_used
+            RoundAdmission(override, cluster, revision=read.revision, references=read.references),
+            highest_used,
         )
     if read.safe_epoch is None:
         reason = read.blocked_reason or "global watermark undefined"
@@ -76,7 +81,13 @@ def admit(
             None, cluster, f"safe epoch {read.safe_epoch} is above the cluster epoch {cluster}"
         )
     pinning = tuple((record.partition, record.watermark) for record in read.pinning)
-    admission = RoundAdmission(read.safe_epoch, cluster, revision=read.revision, pinning=pinning)
+    admission = RoundAdmission(
+        read.safe_epoch,
+        cluster,
+        revision=read.revision,
+        pinning=pinning,
+        references=read.references,
+    )
     return _check_regression(admission, highest_used)
 
 

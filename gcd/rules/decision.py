@@ -10,13 +10,17 @@ An object is deleted only when all of these hold, checked in this order:
 1. the key is under the layout's root (``OUTSIDE_ROOT`` otherwise);
 2. the key parses with the layout (``UNPARSABLE`` otherwise: never deleted, reported);
 3. its epoch is at or below M (``NOT_ELIGIBLE`` otherwise);
-4. it is older than the grace period: ``now - last_modified > grace`` (``TOO_YOUNG``
+4. no partition's unreleased entry references it (``REFERENCED`` otherwise: a key at or
+   below M that a writer still references means M is wrong; the sweeper keeps it and
+   pauses GC, docs/references.md);
+5. it is older than the grace period: ``now - last_modified > grace`` (``TOO_YOUNG``
    otherwise; a LastModified in the future is too young, whatever the grace).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Container
 
 from gcd.rules.layout import KeyLayout, ParsedKey
 
@@ -31,6 +35,7 @@ class Verdict(enum.Enum):
     TOO_YOUNG = "too_young"
     UNPARSABLE = "unparsable"
     OUTSIDE_ROOT = "outside_root"
+    REFERENCED = "referenced"
 
 
 def decide(  # noqa: PLR0917 - the shared rule's signature, called positionally everywhere
@@ -40,8 +45,11 @@ def decide(  # noqa: PLR0917 - the shared rule's signature, called positionally 
     safe_epoch: int,
     now_s: float,
     grace_s: float,
+    *,
+    referenced: Container[str] = frozenset(),
 ) -> tuple[Verdict, ParsedKey | None]:
-    """The verdict for one object, and its parsed key when it parsed."""
+    """The verdict for one object, and its parsed key when it parsed; `referenced`: the
+    keys partitions still reference (`l0gc.contract.references`)."""
     if not key.startswith(layout.listing_root):
         return Verdict.OUTSIDE_ROOT, None
     parsed = layout.parse(key)
@@ -49,6 +57,8 @@ def decide(  # noqa: PLR0917 - the shared rule's signature, called positionally 
         return Verdict.UNPARSABLE, None
     if parsed.epoch > safe_epoch:
         return Verdict.NOT_ELIGIBLE, parsed
+    if key in referenced:
+        return Verdict.REFERENCED, parsed
     if not now_s - last_modified_s > grace_s:
         return Verdict.TOO_YOUNG, parsed
     return Verdict.DELETE, parsed

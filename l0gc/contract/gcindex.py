@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from l0gc.contract.kv import Change
 from l0gc.contract.record import PartitionRecord
+from l0gc.contract.references import Reference, References, merge
 from l0gc.contract.safe_epoch import (
     PINNING_LIMIT,
     GcView,
@@ -19,6 +20,7 @@ from l0gc.contract.safe_epoch import (
     SafeEpoch,
     cluster_id_text,
     judge,
+    references_in,
 )
 from l0gc.errors import InvalidRecord
 
@@ -88,6 +90,8 @@ class GcIndex:
         self._groups: dict[int, set[str]] = {}  # M(p) -> the names that have it
         self._low: list[int] = []  # distinct M(p), lazily deleted
         self._high: list[int] = []  # the same, negated
+        self._refs: dict[str, References] = {}  # the records that carry references
+        self._merged: dict[str, Reference] | None = {}  # merge(_refs), None: to redo
 
     # -- a full read, page by page (l0gc.contract.kv.RangeFold) ----------------------
 
@@ -148,6 +152,10 @@ class GcIndex:
             self._records[name] = _pack(_MALFORMED, raw)
             return
         self._records[name] = _pack(watermark, raw)
+        held = references_in(name, raw)
+        if held is not None:
+            self._refs[name] = held
+            self._merged = None
         group = self._groups.get(watermark)
         if group is None:
             group = self._groups[watermark] = set()
@@ -165,6 +173,8 @@ class GcIndex:
         packed = self._records.pop(name, None)
         if packed is None:
             return
+        if self._refs.pop(name, None) is not None:
+            self._merged = None
         mark = packed >> 64
         if mark == _MALFORMED:
             del self._malformed[name]
@@ -197,7 +207,11 @@ class GcIndex:
         if lowest is not None:
             names = heapq.nsmallest(PINNING_LIMIT, self._groups[lowest])
             pinning = tuple(PinningPartition(name, lowest) for name in names)
-        return PartitionSummary(len(self._records), malformed, highest, lowest, pinning)
+        if self._merged is None:
+            self._merged = merge(self._refs)
+        return PartitionSummary(
+            len(self._records), malformed, highest, lowest, pinning, self._merged, len(self._refs)
+        )
 
     def record_count(self) -> int:
         """How many partition records the index holds (malformed ones too)."""

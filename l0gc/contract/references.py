@@ -20,6 +20,7 @@ __all__ = [
     "Reference",
     "References",
     "check_key",
+    "merge",
 ]
 
 DEFAULT_MAX_REFERENCES = 10_000
@@ -109,3 +110,13 @@ class References:
         for offset, keys in self.entries:
             for key in keys:
                 yield Reference(partition, offset, key)
+
+
+def merge(by_partition: Mapping[str, References]) -> dict[str, Reference]:
+    """Every referenced key, with the first reference to it (partitions in name order,
+    entries in offset order): what a sweeper checks each key against."""
+    out: dict[str, Reference] = {}
+    for name in sorted(by_partition):
+        for reference in by_partition[name].of(name):
+            out.setdefault(reference.key, reference)
+    return out

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from l0gc.contract.record import PartitionRecord
+from l0gc.contract.references import Reference, References, merge
 from l0gc.errors import InvalidRecord
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "compute_safe_epoch",
     "judge",
     "parse_cluster_epoch",
+    "references_in",
     "summarize",
 ]
 
@@ -73,6 +75,10 @@ class SafeEpoch:
     refused_reason: str | None = None
     """Why deletion is refused whatever M is: the namespace is not bound to the storage the
     sweeper is pointed at, or sweepers disagree on shards (set by `gcd.sweep.binding`)."""
+    references: Mapping[str, Reference] = field(default_factory=dict)
+    """Every key an unreleased entry references, read at `revision` (docs/references.md)."""
+    referencing: int = 0
+    """How many partitions' writers send references."""
 
     @property
     def defined(self) -> bool:
@@ -118,6 +124,18 @@ class PartitionSummary:
     lowest: int | None = None
     pinning: tuple[PinningPartition, ...] = ()
     """Up to `PINNING_LIMIT` partitions whose M(p) is `lowest`, in name order."""
+    references: Mapping[str, Reference] = field(default_factory=dict)
+    """Every referenced key (`l0gc.contract.references.merge`)."""
+    referencing: int = 0
+    """Records that carry references (their writers send them)."""
+
+
+def references_in(name: str, raw: bytes) -> References | None:
+    """The references of a record already checked by `PartitionRecord.watermark_of`
+    (a byte search first: most records carry none)."""
+    if b'"references"' not in raw:
+        return None
+    return PartitionRecord.references_of(raw, partition=name)
 
 
 PINNING_LIMIT = _PINNING_LIMIT
@@ -134,6 +152,7 @@ def summarize(partitions: Mapping[str, bytes]) -> PartitionSummary:
     highest: tuple[str, int] | None = None
     lowest: int | None = None
     lowest_names: list[str] = []
+    refs: dict[str, References] = {}
     for name in sorted(partitions):
         try:
             watermark = PartitionRecord.watermark_of(partitions[name], partition=name)
@@ -141,6 +160,9 @@ def summarize(partitions: Mapping[str, bytes]) -> PartitionSummary:
             if malformed is None:
                 malformed = (name, str(exc))
             continue
+        held = references_in(name, partitions[name])
+        if held is not None:
+            refs[name] = held
         if highest is None or watermark > highest[1]:
             highest = (name, watermark)
         if lowest is None or watermark < lowest:
@@ -151,7 +173,9 @@ def summarize(partitions: Mapping[str, bytes]) -> PartitionSummary:
     pinning: tuple[PinningPartition, ...] = ()
     if lowest is not None:
         pinning = tuple(PinningPartition(name, lowest) for name in lowest_names)
-    return PartitionSummary(len(partitions), malformed, highest, lowest, pinning)
+    return PartitionSummary(
+        len(partitions), malformed, highest, lowest, pinning, merge(refs), len(refs)
+    )
 
 
 def compute_safe_epoch(view: GcView) -> SafeEpoch:
@@ -203,4 +227,6 @@ def judge(view: GcView, summary: PartitionSummary) -> SafeEpoch:
         pinning=summary.pinning if summary.lowest is not None else (),
         paused=view.paused,
         paused_reason=view.paused_reason,
+        references=summary.references,
+        referencing=summary.referencing,
     )
