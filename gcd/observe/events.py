@@ -15,11 +15,12 @@ made) and counts its keys as errors. `after` must not raise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from gcd.rules.admission import RoundAdmission
+from l0gc.contract.references import Reference
 from l0gc.errors import L0gcError
 
 __all__ = ["BatchAttempt", "BatchOutcome", "DeleteBasis", "DeleteSink", "DeletionNotRecorded"]
@@ -43,6 +44,8 @@ class DeleteBasis:
     """True when M is an operator's `--safe-epoch`, checked against etcd but not read from it."""
     round_id: str | None = None
     """The round's id (`gcd sweep --json` "round"; `gcd restore --round`)."""
+    references: Mapping[str, Reference] = field(default_factory=dict, compare=False)
+    """Every key a partition still references, read with M: none of them is deleted."""
 
     @classmethod
     def of(cls, admission: RoundAdmission, *, override: bool = False) -> DeleteBasis:
@@ -55,6 +58,7 @@ class DeleteBasis:
             admission.revision,
             admission.pinning,
             override,
+            references=admission.references,
         )
 
 

@@ -29,6 +29,7 @@ from gcd.observe.telemetry import (
     ListSent,
     ObjectsDeleted,
     PageExamined,
+    ReferenceConflictFound,
     RoundFinished,
     RoundNotListed,
     StalenessShown,
@@ -50,7 +51,14 @@ __all__ = [
     "error_label",
 ]
 
-SKIP_REASONS: Final = ("not_eligible", "too_young", "unparsable", "outside_root", "nested_root")
+SKIP_REASONS: Final = (
+    "not_eligible",
+    "too_young",
+    "unparsable",
+    "outside_root",
+    "nested_root",
+    "referenced",
+)
 OUTCOMES: Final = ("ok", "partial", "blocked", "paused", "idle", "error")
 ERROR_LABELS: Final = frozenset(
     {
@@ -116,6 +124,13 @@ class SweeperMetrics:
             "or legal hold; reported once per round as sweep.locked_versions).",
         )
         self.listed_objects = counter("listed_objects", "Listed objects examined.")
+        self.reference_conflicts = Counter(
+            "reference_conflicts",
+            "Keys at or below M that a partition still references (M is wrong): each kept, "
+            "and GC paused through the fleet brake (docs/references.md).",
+            namespace="l0gc",
+            registry=reg,
+        )
         self.skipped_objects = counter(
             "skipped_objects", "Listed objects not deleted, by reason.", ("reason",)
         )
@@ -292,6 +307,7 @@ class SweeperMetricsHook(HandlerTable):
                 ListFailed: self._list_failed,
                 PageExamined: self._page_examined,
                 UndoPendingCounted: self._undo_pending,
+                ReferenceConflictFound: self._reference_conflict,
                 RoundFinished: self._round_finished,
                 RoundNotListed: self._round_not_listed,
                 AdmissionShown: self._admission,
@@ -330,6 +346,9 @@ class SweeperMetricsHook(HandlerTable):
         metrics.undo_oldest_pending_timestamp.set(
             math.nan if event.oldest_s is None else event.oldest_s
         )
+
+    def _reference_conflict(self, event: ReferenceConflictFound) -> None:
+        self._metrics.reference_conflicts.inc()
 
     def _round_finished(self, event: RoundFinished) -> None:
         metrics, summary = self._metrics, event.summary

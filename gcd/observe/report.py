@@ -57,6 +57,9 @@ class RoundSummary:
     markers_written: int = 0
     versions_reclaimed: int = 0
     undo: dict[str, Any] | None = None
+    reference_conflicts: int = 0
+    """Keys at or below M that a partition still references: kept, and GC paused."""
+    conflicting_keys: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> str:
@@ -100,6 +103,9 @@ class RoundCounts:
     poison_keys: list[str] = field(default_factory=list)
     markers_written: int = 0
     versions_reclaimed: int = 0
+    reference_conflicts: int = 0
+    conflicting_keys: list[str] = field(default_factory=list)
+    """The first conflicting keys of the round (`MAX_CONFLICTS_SHOWN`)."""
     pending_keys: int = field(default=0, metadata={"summary": False})
     """Undo window: keys hidden or not yet old enough, kept (in the summary's `undo`)."""
     pending_bytes: int = field(default=0, metadata={"summary": False})

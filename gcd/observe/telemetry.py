@@ -34,6 +34,7 @@ __all__ = [
     "ListSent",
     "ObjectsDeleted",
     "PageExamined",
+    "ReferenceConflictFound",
     "RoundFinished",
     "RoundNotListed",
     "StalenessShown",
@@ -101,6 +102,18 @@ class UndoPendingCounted:
 
 
 @dataclass(frozen=True, slots=True)
+class ReferenceConflictFound:
+    """A key at or below M that `partition`'s entry at `offset` still references: kept,
+    and GC paused (M is wrong; docs/references.md)."""
+
+    partition: str
+    offset: int
+    key: str
+    epoch: int
+    safe_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class RoundFinished:
     """A round that listed ended with `summary`.
 
@@ -145,6 +158,7 @@ SWEEPER_EVENTS: Final = (
     ListFailed,
     PageExamined,
     UndoPendingCounted,
+    ReferenceConflictFound,
     RoundFinished,
     RoundNotListed,
     AdmissionShown,

@@ -295,6 +295,10 @@ class BoundSource:
         self._found_wrong(why)
         return dataclasses.replace(read, refused_reason=why)
 
+    async def set_paused(self, reason: str) -> None:
+        """Pause GC in the namespace (`gcd pause`), e.g. on a reference conflict."""
+        await self.store.set_paused(reason)
+
     async def get_paused(self) -> str | None:
         """The pause reason (None: not paused), for the sweeper's brake (`gcd.sweep.brake`)."""
         return await self.store.get_paused()

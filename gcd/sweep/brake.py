@@ -49,6 +49,10 @@ class Brake(Protocol):
         """Forget the last round's answer (called when a round starts)."""
         ...
 
+    async def pause(self, reason: str) -> None:
+        """Stop deletion now, here and (with etcd) for the whole fleet: GC pauses itself."""
+        ...
+
 
 class OpenBrake:
     """A brake that never stops: no pause key to read (no etcd)."""
@@ -64,6 +68,10 @@ class OpenBrake:
 
     def reset(self) -> None:
         """Nothing to forget."""
+
+    async def pause(self, reason: str) -> None:
+        """Nothing to pause: without etcd there are no references to conflict with."""
+        log.error("sweep.pause_without_etcd", reason=reason)
 
 
 OPEN: Final = OpenBrake()
@@ -114,6 +122,22 @@ class PauseBrake:
             self._engaged = reason
             log.warning("sweep.brake_engaged", reason=reason)
         return self._engaged
+
+    async def pause(self, reason: str) -> None:
+        """Engage for this round at once, and write the pause key through the source's
+        store (`gcd pause` with `reason`); a failed write is logged: this process has
+        stopped anyway, and its next round reads the key again."""
+        if self._engaged is None:
+            self._engaged = f"paused: {reason}"
+        setter = getattr(self.source, "set_paused", None)
+        log.error("sweep.gc_paused_itself", reason=reason)
+        if setter is None:
+            return
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await setter(reason)
+        except Exception as exc:  # noqa: BLE001 - stopped here already; say why the fleet is not
+            log.error("sweep.pause_write_failed", reason=reason, error=repr(exc))
 
     async def _read(self) -> str | None:
         """One read of the pause key: the reason to stop, or None."""

@@ -231,7 +231,13 @@ class Sweeper:
         self._undo_rule(run, ceiling)
         queue: BatchQueue = asyncio.Queue(self.config.concurrency * 2)
         decider = PageDecider(
-            run, queue, self.config, clock=self.clock, plan=self.plan, emit=self._emit
+            run,
+            queue,
+            self.config,
+            clock=self.clock,
+            plan=self.plan,
+            emit=self._emit,
+            brake=self.brake,
         )
         lister = RoundLister(
             run,
