@@ -29,6 +29,7 @@ __all__ = [
     "batch_fence",
     "entry_error",
     "json_answer",
+    "objects_body",
     "partition_path",
     "reconciled_body",
 ]
@@ -92,11 +93,29 @@ def action_of(status: int, code: str) -> Action:
     return "retry" if status >= 500 else "stop"
 
 
-def reconciled_body(offset: int, log_end_offset: int | None) -> dict[str, int]:
-    """The body of a reconciled report (the log end only when given)."""
-    if log_end_offset is None:
-        return {"offset": offset}
-    return {"offset": offset, "log_end_offset": log_end_offset}
+def objects_body(objects: Iterable[str] | None) -> dict[str, list[str]]:
+    """The ``objects`` field of a commit or a reconciled report: the keys in order, or
+    nothing at all for None (a writer that names no references sends no field; an empty
+    list is sent: on a report it says "lifted none of the keys"). A lone string is a
+    ValueError: it would be sent as its characters."""
+    if objects is None:
+        return {}
+    if isinstance(objects, str | bytes):
+        raise ValueError(
+            f"objects must be a list of object keys, got the string {objects[:60]!r}: "
+            "wrap a single key in a list"
+        )
+    return {"objects": list(objects)}
+
+
+def reconciled_body(
+    offset: int, log_end_offset: int | None, objects: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """The body of a reconciled report (the log end and the lifted keys only when given)."""
+    body: dict[str, Any] = {"offset": offset}
+    if log_end_offset is not None:
+        body["log_end_offset"] = log_end_offset
+    return {**body, **objects_body(objects)}
 
 
 def partition_path(partition: str, suffix: str = "") -> str:

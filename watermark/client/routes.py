@@ -19,14 +19,26 @@ from watermark.client.protocol import (
     Retry,
     batch_fence,
     entry_error,
+    objects_body,
     partition_path,
     reconciled_body,
 )
 
-__all__ = ["ROUTES", "Operation", "Request", "Target", "WriterBase", "drive_sync"]
+__all__ = [
+    "ROUTES",
+    "CommitEntry",
+    "Operation",
+    "Request",
+    "Target",
+    "WriterBase",
+    "drive_sync",
+]
 
 Json = dict[str, Any]
 _T = TypeVar("_T")
+CommitEntry = tuple[Granted, int] | tuple[Granted, int, Iterable[str] | None]
+"""One commit of a batch: (fence, offset), or (fence, offset, objects) to name the object
+keys the entry references (None: none named, no field sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +133,12 @@ def fence(
     return Granted.of(answer, request.exchange.target)
 
 
-def commit(to: Target, fence: Granted, offset: int) -> Operation[Json]:
+def commit(
+    to: Target, fence: Granted, offset: int, objects: Iterable[str] | None = None
+) -> Operation[Json]:
     """``POST /v1/fences/{token}/commit`` at the publisher that granted it."""
-    return (
-        yield _request(
-            to, "POST", f"/v1/fences/{fence.token}/commit", {"offset": offset}, base=fence.base
-        )
-    )
+    body: Json = {"offset": offset, **objects_body(objects)}
+    return (yield _request(to, "POST", f"/v1/fences/{fence.token}/commit", body, base=fence.base))
 
 
 def abort(to: Target, fence: Granted) -> Operation[Json]:
@@ -136,10 +147,15 @@ def abort(to: Target, fence: Granted) -> Operation[Json]:
 
 
 def reconciled(
-    to: Target, partition: str, offset: int, *, log_end_offset: int | None = None
+    to: Target,
+    partition: str,
+    offset: int,
+    *,
+    log_end_offset: int | None = None,
+    objects: Iterable[str] | None = None,
 ) -> Operation[Json]:
     """``POST /v1/partitions/{p}/reconciled``."""
-    body = reconciled_body(offset, log_end_offset)
+    body = reconciled_body(offset, log_end_offset, objects)
     path = partition_path(partition, "/reconciled")
     return (yield _request(to, "POST", path, body, partition=partition))
 
@@ -191,14 +207,19 @@ def fences(
     return [r for r in results if r is not None]
 
 
-def commits(to: Target, entries: Sequence[tuple[Granted, int]]) -> Operation[list[Json | ApiError]]:
+def _commit_entry(entry: CommitEntry) -> Json:
+    """A `CommitEntry` as the batch sends it: its objects only when named."""
+    fence, offset, *named = entry
+    return {"token": fence.token, "offset": offset, **objects_body(named[0] if named else None)}
+
+
+def commits(to: Target, entries: Sequence[CommitEntry]) -> Operation[list[Json | ApiError]]:
     """``POST /v1/commits``, one request per publisher that granted the fences."""
     results: list[Json | ApiError | None] = [None] * len(entries)
-    for base in dict.fromkeys(fence.base for fence, _ in entries):
-        indexes = [i for i, (fence, _) in enumerate(entries) if fence.base == base]
-        body = {
-            "commits": [{"token": entries[i][0].token, "offset": entries[i][1]} for i in indexes]
-        }
+    sent = [_commit_entry(entry) for entry in entries]  # a bad entry raises before any is sent
+    for base in dict.fromkeys(entry[0].base for entry in entries):
+        indexes = [i for i, entry in enumerate(entries) if entry[0].base == base]
+        body = {"commits": [sent[i] for i in indexes]}
         answer = yield _request(to, "POST", "/v1/commits", body, base=base)
         for index, result in zip(indexes, answer["results"], strict=True):
             results[index] = result if result["status"] == 200 else entry_error(result)

@@ -6,7 +6,7 @@ Design notes: docs/internals/publisher.md, `watermark.client.sync`.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 import urllib3
@@ -14,7 +14,7 @@ from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 from watermark.client import routes
 from watermark.client.protocol import ApiError, EpochInfo, Granted, json_answer
-from watermark.client.routes import Json
+from watermark.client.routes import CommitEntry, Json
 
 __all__ = ["WriterClient"]
 
@@ -49,21 +49,35 @@ class WriterClient(routes.WriterBase):
         """Fence `epoch` on `partition` (after the upload, before the log append)."""
         return self._drive(routes.fence(self._target, partition, epoch, timeout_s=timeout_s))
 
-    def commit(self, fence: Granted, offset: int) -> Json:
+    def commit(self, fence: Granted, offset: int, objects: Iterable[str] | None = None) -> Json:
         """Commit `fence` at the log `offset` of its entry: the partition state, with
-        ``repeat`` true when it was already committed at this offset (a retry)."""
-        return self._drive(routes.commit(self._target, fence, offset))
+        ``repeat`` true when it was already committed at this offset (a retry), and
+        ``references``, the keys the partition holds (None until its writer names any).
+        `objects`: the object keys the entry references (at most 1,000), held until the
+        reconciler releases them; ApiError ``references_full`` (action retry, the fence
+        still held) past the publisher's cap. None (the default) sends no field."""
+        return self._drive(routes.commit(self._target, fence, offset, objects))
 
     def abort(self, fence: Granted) -> Json:
         """Release `fence` without committing: ``{"aborted", "outcome"}``."""
         return self._drive(routes.abort(self._target, fence))
 
-    def reconciled(self, partition: str, offset: int, *, log_end_offset: int | None = None) -> Json:
+    def reconciled(
+        self,
+        partition: str,
+        offset: int,
+        *,
+        log_end_offset: int | None = None,
+        objects: Iterable[str] | None = None,
+    ) -> Json:
         """The reconciler lifted every entry of `partition` through `offset`. When the answer
         says ``log_end_wanted``, read your log's last offset after it and pass it as
-        `log_end_offset` with the next report (docs/integration.md)."""
+        `log_end_offset` with the next report (docs/integration.md). `objects`: the keys
+        this report lifted, when the writer names references: only those are released
+        (a key of a passed entry not named stays referenced); None (the default) sends no
+        field and releases every key of the entries through `offset`."""
         operation = routes.reconciled(
-            self._target, partition, offset, log_end_offset=log_end_offset
+            self._target, partition, offset, log_end_offset=log_end_offset, objects=objects
         )
         return self._drive(operation)
 
@@ -92,10 +106,11 @@ class WriterClient(routes.WriterBase):
         owner when that is one of the publishers, else it is `RedirectRefused`)."""
         return self._drive(routes.fences(self._target, entries, timeout_s=timeout_s))
 
-    def commits(self, entries: Sequence[tuple[Granted, int]]) -> list[Json | ApiError]:
-        """Commit every (fence, offset), one request per publisher that granted them, in
-        order: each entry ``{"status": 200, "partition", "offset", "repeat"}`` or the
-        `ApiError` of its refusal."""
+    def commits(self, entries: Sequence[CommitEntry]) -> list[Json | ApiError]:
+        """Commit every (fence, offset), or (fence, offset, objects) to name the keys the
+        entry references, one request per publisher that granted them, in order: each
+        entry ``{"status": 200, "partition", "offset", "repeat"}`` or the `ApiError` of
+        its refusal (``references_full``: that entry only)."""
         return self._drive(routes.commits(self._target, entries))
 
     # -- the exchange ------------------------------------------------------------------

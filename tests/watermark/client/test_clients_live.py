@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
+import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -207,3 +209,94 @@ def test_a_forged_redirect_never_carries_the_token_outside_the_set(
         assert fence.base == serve.url
         assert client.commit(fence, 50)["last_applied_offset"] == 50
         assert client.publishers.candidates("orders/0")[0] == serve.url
+
+
+def level_zero_key(epoch: int, name: str) -> str:
+    """An object key of the default layout (~70 bytes, as writers name them)."""
+    return f"level_zero/data/{zlib.crc32(name.encode()) % 1000:03d}/{epoch:018d}/{name}"
+
+
+def test_the_sync_client_names_references_and_a_partial_report_keeps_the_rest(
+    serve: Serve,
+) -> None:
+    """Commits name their objects (single and batched, with an entry that names none); the
+    state counts the keys held; a report through offset 1 naming only some keys leaves
+    the unnamed one of a passed entry held (the second opinion); a report without
+    objects then releases every entry it passes. A client that never names any sees
+    ``references`` null."""
+    with WriterClient([serve.url], token=ADMIN, retry=FAST) as admin:
+        assert admin.register("refs/0")["hosted"] is True
+    with WriterClient([serve.url], token=WRITER, retry=FAST) as writer:
+        assert writer.state("refs/0")["references"] is None
+        epoch = writer.epoch().stamp(["refs/0"])
+        a0, b0, a1 = (level_zero_key(epoch, f"seg-{n}") for n in ("a0", "b0", "a1"))
+        first = writer.commit(writer.fence("refs/0", epoch), 0, [a0, b0])
+        assert (first["last_applied_offset"], first["references"]) == (0, 2)
+        second, third = writer.fence("refs/0", epoch), writer.fence("refs/0", epoch)
+        done = writer.commits([(second, 1, [a1]), (third, 2)])
+        assert [d["status"] if isinstance(d, dict) else d for d in done] == [200, 200]
+        assert writer.state("refs/0")["references"] == 3
+        assert writer.state("orders/1")["references"] is None  # never named: as before
+    with WriterClient([serve.url], token=RECONCILER, retry=FAST) as reconciler:
+        partial = reconciler.reconciled("refs/0", 1, objects=[a0, a1])
+        assert (partial["reconciled_offset"], partial["references"]) == (1, 1)  # b0 held
+        assert reconciler.reconciled("refs/0", 1, objects=[])["references"] == 1
+        full = reconciler.reconciled("refs/0", 2)
+        assert (full["reconciled_offset"], full["references"]) == (2, 0)
+
+
+def test_a_commit_past_the_cap_is_references_full_and_its_fence_waits(serve: Serve) -> None:
+    """Past 512 KiB of held keys a commit raises ApiError references_full (429, action
+    retry) once the retries are spent; nothing changed and its fence is still held, so
+    the same commit succeeds after the reconciler released the earlier entries."""
+    with WriterClient([serve.url], token=ADMIN, retry=FAST) as admin:
+        admin.register("refs/2")
+    with WriterClient([serve.url], token=WRITER, retry=FAST) as writer:
+        epoch = writer.epoch().stamp(["refs/2"])
+
+        def keys(offset: int) -> list[str]:  # 1,000 keys of 76 bytes: 76,000 bytes a commit
+            return [
+                level_zero_key(epoch, f"{offset:04d}-{uuid.UUID(int=n).hex}") for n in range(1000)
+            ]
+
+        assert 6 * 76_000 <= 512 * 1024 < 7 * 76_000
+        assert {len(key) for key in keys(0)} == {76}
+        for offset in range(6):
+            writer.commit(writer.fence("refs/2", epoch), offset, keys(offset))
+        fence = writer.fence("refs/2", epoch)
+        with pytest.raises(ApiError) as full:
+            writer.commit(fence, 6, keys(6))
+        assert (full.value.status, full.value.code, full.value.action) == (
+            429,
+            "references_full",
+            "retry",
+        )
+        held = writer.state("refs/2")
+        assert (held["last_applied_offset"], held["references"]) == (5, 6000)
+    with WriterClient([serve.url], token=RECONCILER, retry=FAST) as reconciler:
+        assert reconciler.reconciled("refs/2", 5)["references"] == 0
+    with WriterClient([serve.url], token=WRITER, retry=FAST) as writer:
+        later = writer.commit(fence, 6, keys(6))
+        assert (later["repeat"], later["last_applied_offset"], later["references"]) == (
+            False,
+            6,
+            1000,
+        )
+
+
+async def test_the_async_client_names_references_alike(serve: Serve) -> None:
+    """The asyncio client: objects on commit, in a batch, and a report naming some."""
+    async with AsyncWriterClient([serve.url], token=ADMIN, retry=FAST) as admin:
+        await admin.register("refs/1")
+    async with AsyncWriterClient([serve.url], token=WRITER, retry=FAST) as writer:
+        epoch = (await writer.epoch()).stamp(["refs/1"])
+        keys = [level_zero_key(epoch, f"aio-{n}") for n in range(4)]
+        state = await writer.commit(await writer.fence("refs/1", epoch), 0, keys[:2])
+        assert state["references"] == 2
+        (done,) = await writer.commits([(await writer.fence("refs/1", epoch), 1, keys[2:])])
+        assert isinstance(done, dict)
+        assert done["status"] == 200
+    async with AsyncWriterClient([serve.url], token=RECONCILER, retry=FAST) as reconciler:
+        report = await reconciler.reconciled("refs/1", 1, objects=keys[1:])
+        assert (report["reconciled_offset"], report["references"]) == (1, 1)  # keys[0] held
+        assert (await reconciler.state("refs/1"))["references"] == 1

@@ -138,3 +138,41 @@ def test_operations_build_the_apis_requests() -> None:
         {"offset": 5, "log_end_offset": 9},
     ]
     assert answers.sent[0][1] == "http://a:1/v1/partitions/p%20q/reconciled"
+
+
+def test_objects_are_sent_only_when_named() -> None:
+    """A commit, a batch entry and a report carry ``objects`` only when given (an empty
+    list is sent: a report that lifted none of the keys); 2- and 3-tuples mix in one
+    batch; a lone string is a ValueError before any request of the batch is sent."""
+    to = Target(PublisherSet(["http://a:1"]), Retry())
+    first = Granted("t1", "orders/0", 7, (None, None), None, None, False, "http://a:1")
+    second = Granted("t2", "orders/1", 7, (None, None), None, None, False, "http://a:1")
+    keys = ["level_zero/data/001/000000000000000007/a", "level_zero/data/002/000000000000000007/b"]
+    answers = Answers({}, {}, {"results": [{"status": 200}] * 3}, {}, {})
+    drive_sync(routes.commit(to, first, 3, keys), answers)
+    drive_sync(routes.commit(to, first, 3), answers)
+    drive_sync(
+        routes.commits(to, [(first, 4, iter(keys[:1])), (second, 5), (second, 6, None)]), answers
+    )
+    drive_sync(routes.reconciled(to, "orders/0", 4, objects=keys[1:]), answers)
+    drive_sync(routes.reconciled(to, "orders/0", 4, log_end_offset=9, objects=[]), answers)
+    assert [body for _, _, body in answers.sent] == [
+        {"offset": 3, "objects": keys},
+        {"offset": 3},
+        {
+            "commits": [
+                {"token": "t1", "offset": 4, "objects": keys[:1]},
+                {"token": "t2", "offset": 5},
+                {"token": "t2", "offset": 6},
+            ]
+        },
+        {"offset": 4, "objects": keys[1:]},
+        {"offset": 4, "log_end_offset": 9, "objects": []},
+    ]
+    elsewhere = Granted("t3", "orders/2", 7, (None, None), None, None, False, "http://b:2")
+    answers = Answers()
+    with pytest.raises(ValueError, match="wrap a single key in a list"):
+        drive_sync(routes.commits(to, [(first, 7, keys), (elsewhere, 1, keys[0])]), answers)
+    with pytest.raises(ValueError, match="got the string"):
+        drive_sync(routes.commit(to, first, 7, keys[0]), answers)
+    assert answers.sent == []
