@@ -66,7 +66,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gcd.sweep",),
     ("gcd.explainer",),
     ("gcd.service",),
-    ("gcd.status",),
+    ("gcd.status", "gcd.scrub"),
     ("gcd.spark",),
     ("gcd.cli",),
     # the lab, above the product; never imported by it (but lazily by LAB_COMMANDS)

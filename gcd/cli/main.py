@@ -41,6 +41,7 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "journal": Subcommand("gcd.cli.journal", "verify the deletion journal; show who deleted a key"),
     "restore": Subcommand("gcd.cli.restore", "bring back objects deleted within the undo window"),
     "explain": Subcommand("gcd.cli.explain", "why is an object still there, or who deleted it"),
+    "scrub": Subcommand("gcd.cli.scrub", "HEAD every referenced key; find lost and stranded keys"),
     "demo": Subcommand("gcd.cli.demo", "run it all here: etcd, S3, Azure or GCS, writers, GC"),
     "simulate": Subcommand("gcd.cli.simulate", "deterministic simulation of writers and GC"),
     "chaos": Subcommand("gcd.cli.chaos", "real processes under a nemesis, checked: etcd, S3, GC"),
@@ -84,6 +85,10 @@ EXAMPLES: Final[dict[str, str]] = {
   gcd explain --bucket my-l0-bucket level_zero/data/007/000000000000001030/seg-a
   gcd explain --bucket my-l0-bucket --journal-dir /var/lib/l0gc/journal --from-file keys.txt
   gcd explain --bucket my-l0-bucket --json KEY | jq '.keys[0].waiting_on'""",
+    "scrub": """examples:
+  gcd scrub --bucket my-l0-bucket --journal-dir /var/lib/l0gc/journal
+  gcd scrub --bucket my-l0-bucket --skip-listing --json | jq '.missing'
+  gcd scrub --bucket my-l0-bucket --every 1h --metrics-port 9465""",
     "demo": """examples:
   gcd demo                          # etcd, S3, writers and GC here, about a minute
   gcd demo --duration 2m --json""",
