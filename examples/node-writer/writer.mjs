@@ -1,16 +1,20 @@
 // A reference l0gc writer in Node 20: built-in fetch and node:crypto only, no npm packages.
 // Built from docs/openapi.json and docs/integration.md alone (the contract): stamp from
 // GET /v1/epoch, PUT the object to S3 (SigV4), fence, append to the "log", commit (retried:
-// commits are idempotent), abort when the append fails; follow a 307 only to a configured
-// publisher or to a replica of the fleet (L0GC_FLEET); after a restart resume from
-// last_applied_offset + 1.
+// commits are idempotent, and name the object key the entry references: "objects"),
+// abort when the append fails; follow a 307 only to a configured publisher or to a replica
+// of the fleet (L0GC_FLEET); after a restart resume from last_applied_offset + 1.
 //
 //   node writer.mjs register       register L0GC_PARTITION (a new topic) with L0GC_REGISTRAR_TOKEN
 //                                  (role registrar or admin; idempotent), print the answer
 //   node writer.mjs write N        write N objects to L0GC_PARTITION, print one JSON per object
-//   node writer.mjs reconcile O [L] report the entries through offset O as reconciled (-1:
+//   node writer.mjs reconcile O [L] [--objects KEY ...]
+//                                  report the entries through offset O as reconciled (-1:
 //                                  none yet); L: the log's last offset, read after an answer
-//                                  that printed "log_end_wanted": true (only then)
+//                                  that printed "log_end_wanted": true (only then); KEY ...:
+//                                  the keys this report lifted (only those are released; a key
+//                                  of an entry through O not named stays referenced). Without
+//                                  --objects every key of the entries through O is released.
 //
 // Environment: L0GC_PUBLISHERS (comma-separated base URLs; the token is sent only there),
 // L0GC_FLEET (optional, comma-separated SCHEME://HOST[:PORT] patterns, as
@@ -162,11 +166,13 @@ async function writeOne(offset) {
       if (error.action === "reupload") continue; // stale_epoch / epoch_ahead: new key, new epoch
       throw error;
     }
-    // 4. append to the log (here: the offset is the entry), then commit where it was granted;
+    // 4. append to the log (here: the offset is the entry), then commit where it was granted,
+    //    naming the object the entry references (the publisher holds it until the reconciler
+    //    releases it; 429 references_full: too many held, the fence still is: retried);
     //    a commit whose answer is lost is simply sent again (idempotent: "repeat": true)
     const { doc: state } = await call("POST", `/v1/fences/${fence.doc.token}/commit`,
-      { body: { offset }, token: env.L0GC_TOKEN, base: fence.base, pinned: true });
-    return { key, epoch, offset, repeat: state.repeat };
+      { body: { offset, objects: [key] }, token: env.L0GC_TOKEN, base: fence.base, pinned: true });
+    return { key, epoch, offset, repeat: state.repeat, references: state.references };
   }
 }
 
@@ -190,14 +196,21 @@ async function main() {
       offset += 1;
     }
   } else if (command === "reconcile") {
+    const rest = process.argv.slice(4);
+    const named = rest.indexOf("--objects");
+    const [logEnd] = named < 0 ? rest : rest.slice(0, named);
     const body = { offset: Number(argument) };
-    if (process.argv[4] !== undefined) body.log_end_offset = Number(process.argv[4]);
+    if (logEnd !== undefined) body.log_end_offset = Number(logEnd);
+    // the keys this report lifted: the publisher releases only those, so an entry passed
+    // whose object was not lifted stays referenced (and a sweeper will not delete it)
+    if (named >= 0) body.objects = rest.slice(named + 1);
     const { doc } = await call("POST", `/v1/partitions/${encoded}/reconciled`,
       { body, token: env.L0GC_RECONCILER_TOKEN });
     console.log(JSON.stringify({ reconciled_offset: doc.reconciled_offset, watermark: doc.watermark,
-      log_end_wanted: doc.log_end_wanted }));
+      log_end_wanted: doc.log_end_wanted, references: doc.references }));
   } else {
-    throw new Error("usage: node writer.mjs register | write N | reconcile OFFSET [LOG_END]");
+    throw new Error(
+      "usage: node writer.mjs register | write N | reconcile OFFSET [LOG_END] [--objects KEY ...]");
   }
 }
 

@@ -1,20 +1,28 @@
 """The writer clients against a live `watermark serve` with a real etcd, and against a
-forged redirect on loopback (a replica record pointing at an attacker, issue 25 #3).
+forged redirect on loopback (a replica record pointing at an attacker, issue 25 #3);
+references named by both clients and by the Node example (examples/node-writer).
 
 Named by behaviour, not module: both writer clients (client.aio, client.sync) alike."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
+import subprocess
 import threading
 import uuid
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
 
-from l0lab.testing.local_servers import LocalEtcd
+from l0lab.testing.local_servers import LocalEtcd, LocalS3
+from l0lab.testing.procs import child_env
 from tests.serving import ADMIN, RECONCILER, WRITER, Serve, live_serve
 from watermark import (
     ApiError,
@@ -26,6 +34,8 @@ from watermark import (
 
 pytestmark = pytest.mark.integration
 FAST = Retry(attempts=3, first_pause_s=0.02, max_pause_s=0.1)
+WRITER_JS = Path(__file__).resolve().parents[3] / "examples" / "node-writer" / "writer.mjs"
+NODE = shutil.which("node")
 
 
 @pytest.fixture(scope="module")
@@ -300,3 +310,46 @@ async def test_the_async_client_names_references_alike(serve: Serve) -> None:
         report = await reconciler.reconciled("refs/1", 1, objects=keys[1:])
         assert (report["reconciled_offset"], report["references"]) == (1, 1)  # keys[0] held
         assert (await reconciler.state("refs/1"))["references"] == 1
+
+
+def test_the_node_writer_names_its_objects_and_what_its_reconciler_lifted(
+    serve: Serve, s3_server: LocalS3, bucket: str
+) -> None:
+    """examples/node-writer: each commit names the object it wrote; `reconcile 1
+    --objects KEY` releases only that key (the other entry's object stays referenced);
+    `reconcile 1` without --objects releases every key through offset 1."""
+    assert NODE is not None, "node (20) is on every machine of this project: install it"
+    with WriterClient([serve.url], token=ADMIN, retry=FAST) as admin:
+        admin.register("refs/node")
+    env = {
+        **child_env(),
+        "L0GC_PUBLISHERS": serve.url,
+        "L0GC_TOKEN": WRITER,
+        "L0GC_RECONCILER_TOKEN": RECONCILER,
+        "L0GC_PARTITION": "refs/node",
+        "S3_ENDPOINT": s3_server.endpoint_url,
+        "S3_BUCKET": bucket,
+        "PATH": os.environ.get("PATH", ""),
+    }
+
+    def node(*args: str) -> list[dict[str, Any]]:
+        done = subprocess.run(
+            [NODE, str(WRITER_JS), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    written = node("write", "2")
+    assert [(w["offset"], w["references"]) for w in written] == [(0, 1), (1, 2)]
+    assert {w["key"] for w in written} <= s3_server.keys(bucket)
+    (partial,) = node("reconcile", "1", "--objects", written[1]["key"])
+    assert (partial["reconciled_offset"], partial["references"]) == (1, 1)
+    with WriterClient([serve.url], token=WRITER, retry=FAST) as writer:
+        assert writer.state("refs/node")["references"] == 1  # written[0]'s object, held
+    (full,) = node("reconcile", "1")
+    assert full["references"] == 0
