@@ -31,6 +31,7 @@ from gcd.journal.records import check_audit_prefix
 from gcd.observe.events import DeleteBasis
 from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission, SafetyGate
+from gcd.rules.references import MAX_CONFLICTS_SHOWN, Conflict, conflicts, pause_reason
 from gcd.rules.versions import VersionMode
 from gcd.service.reader import Reader, open_reader
 from gcd.spark.announce import JobRunning, announced_job
@@ -421,6 +422,16 @@ async def run(args: argparse.Namespace) -> int:
             return _blocked(config, str(admission.blocked_reason), epoch, started)
         basis = DeleteBasis.of(admission, override=config.safe_epoch is not None)
         deleting = None if not config.sweep or config.dry_run else reader
+        found = conflicts(basis.references, config.layout, basis.safe_epoch)
+        if found:
+            return await _conflicted(
+                config,
+                found,
+                safe_epoch=basis.safe_epoch,
+                deleting=deleting,
+                cluster_epoch=epoch,
+                started=started,
+            )
         if reader is not None:
             config = dataclasses.replace(config, namespace=reader.etcd()[1].namespace)
         if config.sweep and not config.dry_run:
@@ -513,7 +524,44 @@ async def _announced(reader: Reader | None, config: JobConfig) -> AsyncIterator[
         yield
 
 
-def _blocked(config: JobConfig, reason: str, cluster_epoch: int | None, started: float) -> int:
+async def _conflicted(
+    config: JobConfig,
+    found: list[Conflict],
+    *,
+    safe_epoch: int,
+    deleting: Reader | None,
+    cluster_epoch: int | None,
+    started: float,
+) -> int:
+    """M is past a key a partition still references: no job; a deleting one pauses GC
+    in the namespace, as a sweeper's round does (`gcd.rules.references`)."""
+    reason = pause_reason(found[0], len(found), safe_epoch)
+    for conflict in found:
+        ref = conflict.reference
+        log.error(
+            "spark.reference_conflict",
+            partition=ref.partition,
+            offset=ref.offset,
+            key=ref.key,
+            epoch=conflict.epoch,
+            safe_epoch=safe_epoch,
+        )
+    if deleting is not None and deleting.source is not None:
+        await deleting.source.set_paused(reason)
+    keys = tuple(c.reference.key for c in found[:MAX_CONFLICTS_SHOWN])
+    return _blocked(
+        config, f"paused: {reason}", cluster_epoch, started, conflicts=(len(found), keys)
+    )
+
+
+def _blocked(
+    config: JobConfig,
+    reason: str,
+    cluster_epoch: int | None,
+    started: float,
+    *,
+    conflicts: tuple[int, tuple[str, ...]] = (0, ()),
+) -> int:
     """Write and print the summary of a job that did not start; exit 3."""
     log.warning(
         "spark.round_blocked", command=config.command, reason=reason, cluster_epoch=cluster_epoch
@@ -523,6 +571,8 @@ def _blocked(config: JobConfig, reason: str, cluster_epoch: int | None, started:
         dry_run=config.dry_run,
         duration_s=time.monotonic() - started,
         blocked_reason=reason,
+        reference_conflicts=conflicts[0],
+        conflicting_keys=conflicts[1],
     ).to_dict()
     blocked["source"] = config.source
     name = "summary.json" if config.sweep else "report.json"

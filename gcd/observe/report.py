@@ -58,8 +58,10 @@ class RoundSummary:
     versions_reclaimed: int = 0
     undo: dict[str, Any] | None = None
     reference_conflicts: int = 0
-    """Keys at or below M that a partition still references: kept, and GC paused."""
+    """Keys at or below M that a partition still references: the round deleted nothing
+    and paused GC (`gcd.rules.references`)."""
     conflicting_keys: tuple[str, ...] = ()
+    """The first of them (`gcd.rules.references.MAX_CONFLICTS_SHOWN`)."""
 
     @property
     def outcome(self) -> str:
@@ -103,9 +105,6 @@ class RoundCounts:
     poison_keys: list[str] = field(default_factory=list)
     markers_written: int = 0
     versions_reclaimed: int = 0
-    reference_conflicts: int = 0
-    conflicting_keys: list[str] = field(default_factory=list)
-    """The first conflicting keys of the round (`MAX_CONFLICTS_SHOWN`)."""
     pending_keys: int = field(default=0, metadata={"summary": False})
     """Undo window: keys hidden or not yet old enough, kept (in the summary's `undo`)."""
     pending_bytes: int = field(default=0, metadata={"summary": False})

@@ -68,6 +68,9 @@ class Action(Enum):
     later run reclaims it once the window has passed)."""
     KEPT_FOREIGN_MARKER = "kept_foreign_marker"
     """Under a delete marker no journal names: another writer's, never touched."""
+    KEPT_REFERENCED = "kept_referenced"
+    """A partition still references the key (the rule's guard; a job whose M is past a
+    referenced key does not start: `gcd.rules.references`)."""
 
     @classmethod
     def for_verdict(cls, verdict: Verdict) -> Action:
@@ -81,6 +84,7 @@ _ACTION_OF = {
     Verdict.TOO_YOUNG: Action.KEPT_TOO_YOUNG,
     Verdict.UNPARSABLE: Action.KEPT_UNPARSABLE,
     Verdict.OUTSIDE_ROOT: Action.KEPT_OUTSIDE_ROOT,
+    Verdict.REFERENCED: Action.KEPT_REFERENCED,
 }
 
 

@@ -12,24 +12,21 @@ from typing import Final
 import structlog
 
 from gcd.observe.report import PlanWriter
-from gcd.observe.telemetry import PageExamined, ReferenceConflictFound
+from gcd.observe.telemetry import PageExamined
 from gcd.rules.candidate import Candidate
 from gcd.rules.cursor import Cursor, Skip, next_cursor, skip
 from gcd.rules.decision import Verdict, decide
 from gcd.storage.objectstore import ListPage, ObjectInfo
-from gcd.sweep.brake import OPEN, Brake
 from gcd.sweep.roundstate import BatchQueue, RoundSettings, RoundState
 from l0gc.contract.binding import claim_key
 from l0gc.events import Hook
 
-__all__ = ["LOGGED_UNPARSABLE", "MAX_CONFLICTS_SHOWN", "PageDecider"]
+__all__ = ["LOGGED_UNPARSABLE", "PageDecider"]
 
 log = structlog.get_logger("gcd.sweeper")
 
 LOGGED_UNPARSABLE: Final = 10
 """Unparsable keys logged by name per round; the rest are only counted."""
-MAX_CONFLICTS_SHOWN: Final = 10
-"""Conflicting keys a round's summary names; the rest are counted."""
 _SKIP_VERDICTS: Final = (
     Verdict.NOT_ELIGIBLE,
     Verdict.TOO_YOUNG,
@@ -50,7 +47,6 @@ class PageDecider:
     clock: Callable[[], float]
     plan: PlanWriter | None
     emit: Hook
-    brake: Brake = OPEN
 
     async def examine(self, prefix: str, cursor: Cursor, page: ListPage) -> Cursor | None:
         """Decide every object of a page, queue the deletable ones; where the listing goes on.
@@ -129,8 +125,6 @@ class PageDecider:
                     run.young_ready_at_s = ready
             elif verdict in {Verdict.UNPARSABLE, Verdict.OUTSIDE_ROOT}:
                 self._note_unparsable(obj)
-            elif verdict is Verdict.REFERENCED and parsed is not None:
-                await self._conflict(obj.key, parsed.epoch)
         self._count(tally, held=held + grouped, kept=kept)
         last = page.objects[-1].key if page.objects else None
         return next_cursor(cursor, found, last, page.next_token)
@@ -154,38 +148,6 @@ class PageDecider:
                     return
                 if len(run.batch) >= self.config.batch_size:
                     await run.pass_on(self.queue)
-
-    async def _conflict(self, key: str, epoch: int) -> None:
-        """A key at or below M that a partition still references: M is wrong. Keep the
-        key, count it, and on the round's first one pause GC through the fleet brake
-        (docs/references.md; an operator resumes once the writer is fixed)."""
-        run = self.run
-        reference = run.basis.references[key]
-        counts = run.counts
-        counts.reference_conflicts += 1
-        if len(counts.conflicting_keys) < MAX_CONFLICTS_SHOWN:
-            counts.conflicting_keys.append(key)
-        self.emit(
-            ReferenceConflictFound(
-                reference.partition, reference.offset, key, epoch, run.safe_epoch
-            )
-        )
-        log.error(
-            "sweep.reference_conflict",
-            partition=reference.partition,
-            offset=reference.offset,
-            key=key,
-            epoch=epoch,
-            safe_epoch=run.safe_epoch,
-        )
-        if counts.reference_conflicts == 1:
-            await self.brake.pause(
-                f"reference conflict: partition {reference.partition!r}'s entry at offset "
-                f"{reference.offset} still references {key!r} (epoch {epoch}), at or below "
-                f"M = {run.safe_epoch}: M is wrong (a reconciler reported past an entry it "
-                "had not lifted?); the key was kept. Fix the writer, then `gcd resume` "
-                "(docs/references.md#a-reference-conflict)"
-            )
 
     def _note_unparsable(self, obj: ObjectInfo) -> None:
         self.run.unparsable_logged += 1

@@ -22,6 +22,7 @@ from gcd.observe.telemetry import (
     SWEEPER_EVENTS,
     AdmissionShown,
     DefaultHook,
+    ReferenceConflictFound,
     RoundFinished,
     RoundNotListed,
     UndoWindowSet,
@@ -31,6 +32,7 @@ from gcd.rules.backoff import Backoff
 from gcd.rules.cursor import directory_prefixes
 from gcd.rules.layout import KeyLayout, listing_prefixes
 from gcd.rules.listguard import DEFAULT_MAX_PAGES
+from gcd.rules.references import MAX_CONFLICTS_SHOWN, Conflict, conflicts, pause_reason
 from gcd.rules.undo import undo_rule
 from gcd.rules.versions import VersionMode
 from gcd.storage.objectstore import DetectingStore, ObjectStore, SoftDeleteStore, VersionedStore
@@ -226,6 +228,9 @@ class Sweeper:
         started = time.monotonic()
         round_id = f"{self.sweeper_id or 'sweeper'}.{next(self._rounds)}"
         basis = basis or DeleteBasis(safe_epoch, cluster_epoch, None)
+        found = conflicts(basis.references, self.config.layout, safe_epoch)
+        if found:
+            return await self._conflicted(found, safe_epoch, cluster_epoch, round_id)
         run = RoundState(safe_epoch, dataclasses.replace(basis, round_id=round_id))
         await self._detect(run)
         self._undo_rule(run, ceiling)
@@ -237,7 +242,6 @@ class Sweeper:
             clock=self.clock,
             plan=self.plan,
             emit=self._emit,
-            brake=self.brake,
         )
         lister = RoundLister(
             run,
@@ -308,6 +312,43 @@ class Sweeper:
         if self.after_round is not None:
             await self.after_round(summary)
         return RoundResult(summary, run.young_ready_at_s, complete, run.max_deleted_epoch)
+
+    async def _conflicted(
+        self, found: list[Conflict], safe_epoch: int, cluster_epoch: int | None, round_id: str
+    ) -> RoundResult:
+        """M is past a key a partition still references: pause GC (here and, through the
+        fleet brake, everywhere) before listing anything; the round deletes nothing."""
+        for conflict in found:
+            ref = conflict.reference
+            self._emit(
+                ReferenceConflictFound(
+                    ref.partition, ref.offset, ref.key, conflict.epoch, safe_epoch
+                )
+            )
+            log.error(
+                "sweep.reference_conflict",
+                partition=ref.partition,
+                offset=ref.offset,
+                key=ref.key,
+                epoch=conflict.epoch,
+                safe_epoch=safe_epoch,
+            )
+        reason = pause_reason(found[0], len(found), safe_epoch)
+        self.brake.reset()
+        await self.brake.pause(reason)
+        summary = RoundSummary(
+            safe_epoch=None,
+            cluster_epoch=cluster_epoch,
+            dry_run=self.config.dry_run,
+            blocked_reason=f"paused: {reason}",
+            round=round_id,
+            reference_conflicts=len(found),
+            conflicting_keys=tuple(c.reference.key for c in found[:MAX_CONFLICTS_SHOWN]),
+        )
+        self._emit(AdmissionShown(None, cluster_epoch, blocked=False, paused=True))
+        self._emit(RoundNotListed(summary.outcome))
+        self.last_summary = summary
+        return RoundResult(summary, complete=False)
 
     async def _detect(self, run: RoundState) -> None:
         """What the store is, for this round: versioned, locked, listing in order."""

@@ -65,14 +65,14 @@ def bucket() -> tuple[MemoryObjectStore, list[str]]:
     return store, keys
 
 
-async def test_a_referenced_key_at_or_below_m_is_kept_and_gc_pauses_itself() -> None:
+async def test_a_referenced_key_at_or_below_m_pauses_gc_before_anything_is_deleted() -> None:
     store, keys = bucket()
     live = LAYOUT.format(500, 40, "g")  # epoch 40 <= M = 41: M says garbage, a writer says live
     watermarks = await watermarks_with(References(((17, (live,)),)))
     metrics = SweeperMetrics()
     result = await run_round(sweeper(store, watermarks, metrics), SafetyGate(), watermarks)
     summary = result.summary
-    assert live in store.keys()
+    assert store.keys() == set(keys)  # nothing deleted: M is wrong, so nothing M says is safe
     assert summary.reference_conflicts == 1
     assert summary.conflicting_keys == (live,)
     assert summary.outcome == "paused"
@@ -81,9 +81,12 @@ async def test_a_referenced_key_at_or_below_m_is_kept_and_gc_pauses_itself() -> 
     assert "offset 17" in summary.blocked_reason
     assert live in summary.blocked_reason
     paused = await watermarks.get_paused()
-    assert paused is not None and live in paused and "offset 17" in paused
+    assert paused is not None
+    assert live in paused
+    assert "offset 17" in paused
     assert metrics.reference_conflicts._value.get() == 1
     assert not result.complete
+    assert summary.list_requests == 0
     # the fleet is paused: the next round deletes nothing at all
     before = store.keys()
     again = await run_round(sweeper(store, watermarks, metrics), SafetyGate(), watermarks)
