@@ -37,6 +37,7 @@ COUNTERS = {
     "l0gc_sweeper_list_errors_total": {"code"},
     "l0gc_sweeper_delete_errors_total": {"code"},
     "l0gc_sweeper_rounds_total": {"outcome"},
+    "l0gc_reference_conflicts_total": set(),
     "l0gc_watermark_fences_total": {"result"},
     "l0gc_watermark_window_slides_total": set(),
     "l0gc_watermark_publishes_total": {"outcome"},
@@ -101,6 +102,7 @@ RUNBOOK_ANCHORS = {
     "slowdown-storms",
     "pausing",
     "fencing-violation",
+    "reference-conflict",
     "sweeper-or-publisher-down",
     "partition-without-owner",
     "log-end-unknown",
@@ -310,7 +312,7 @@ ALERTS_DOC = REPO / "docs" / "kubernetes.md"
 
 
 def test_alert_set_is_complete() -> None:
-    """The rules file defines exactly the nineteen l0gc alerts."""
+    """The rules file defines exactly the twenty l0gc alerts."""
     assert set(_rules()) == {
         "L0gcSweeperBlocked",
         "L0gcSweeperStalled",
@@ -320,6 +322,7 @@ def test_alert_set_is_complete() -> None:
         "L0gcWatermarkStale",
         "L0gcPublisherStaleOwner",
         "L0gcFencingViolation",
+        "L0gcReferenceConflict",
         "L0gcPartitionWithoutOwner",
         "L0gcLogEndUnknown",
         "L0gcSweeperDown",
