@@ -132,6 +132,7 @@ async def read_gc_facts(
         revision=view.revision,
         partitions=tuple(facts),
         journal_prefix=journal_prefix,
+        references=read.references,
     )
 
 

@@ -126,8 +126,9 @@ class SweeperMetrics:
         self.listed_objects = counter("listed_objects", "Listed objects examined.")
         self.reference_conflicts = Counter(
             "reference_conflicts",
-            "Keys at or below M that a partition still references (M is wrong): each kept, "
-            "and GC paused through the fleet brake (docs/references.md).",
+            "Keys at or below M that a partition still references (M is wrong): the round "
+            "deletes nothing and GC pauses itself through the fleet brake "
+            "(docs/references.md).",
             namespace="l0gc",
             registry=reg,
         )

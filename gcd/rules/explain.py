@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -15,6 +15,7 @@ from gcd.rules.decision import Verdict as RoundVerdict
 from gcd.rules.decision import decide
 from gcd.rules.layout import KeyLayout
 from l0gc.contract.binding import claim_key, nested_root
+from l0gc.contract.references import Reference
 
 __all__ = [
     "WAITING_SHOWN",
@@ -72,6 +73,8 @@ class Reason(enum.Enum):
     LOCKED = "object_lock"
     ELIGIBLE = "eligible"
     STORE_UNREADABLE = "store_unreadable"
+    REFERENCE_CONFLICT = "reference_conflict"
+    """A partition still references the key, whose epoch is at or below M: M is wrong."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,8 @@ class GcFacts:
     cluster_rate: float | None = None
     """Recent cluster epoch rise in epochs per second (None: unknown)."""
     journal_prefix: str | None = None
+    references: Mapping[str, Reference] = field(default_factory=dict, compare=False)
+    """Every key a partition still references, read with M (docs/references.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +351,9 @@ def explain(
         "cluster_epoch": facts.cluster_epoch,
         "revision": facts.revision,
     }
+    reference = facts.references.get(key)
+    if reference is not None:
+        base["referenced_by"] = {"partition": reference.partition, "offset": reference.offset}
     if store.error is not None:
         return Explanation(
             key,
@@ -363,6 +371,17 @@ def explain(
     base["versions"] = [_version(v) for v in store.versions]
     if journal:
         base["journal"] = [d.to_dict() for d in journal]
+    if reference is not None and facts.safe_epoch is not None and epoch <= facts.safe_epoch:
+        return Explanation(
+            key,
+            KeyVerdict.KEPT,
+            Reason.REFERENCE_CONFLICT,
+            f"kept: a reference conflict: partition {reference.partition!r}'s entry at offset "
+            f"{reference.offset} still references it, yet its epoch {epoch} <= M "
+            f"{facts.safe_epoch}: M is wrong, so sweepers delete nothing and pause GC "
+            "(docs/references.md#a-reference-conflict)",
+            base,
+        )
     if facts.refused is not None:
         reason = Reason.PAUSED if facts.paused else Reason.BLOCKED
         what = "GC is paused" if facts.paused else "GC is blocked"
@@ -490,6 +509,11 @@ def _gone(key: str, base: dict[str, Any], journal: Sequence[JournaledRequest]) -
     attempts = [d.to_dict() for d in journal]
     if deleted:
         last = deleted[-1]
+        live = (
+            "; a partition still references it: a live object was deleted, page someone"
+            if "referenced_by" in base
+            else ""
+        )
         return Explanation(
             key,
             KeyVerdict.DELETED,
@@ -497,12 +521,17 @@ def _gone(key: str, base: dict[str, Any], journal: Sequence[JournaledRequest]) -
             f"deleted by {last.sender} under "
             f"M {last.safe_epoch}; no version of it is left in the store, so "
             "only a store's own soft delete could still bring it back "
-            "(`gcd restore --storage azure|gcs`)",
+            f"(`gcd restore --storage azure|gcs`){live}",
             {**base, "deleted": last.to_dict(), "restorable": False, "journal": attempts},
         )
     summary = "absent: not in the store, and no journal record deleted it"
     if journal:
         summary += f" ({len(journal)} attempt(s) recorded, none deleted it)"
+    if "referenced_by" in base:
+        summary += (
+            ": a partition still references it, so a live object is missing (deleted "
+            "behind l0gc's back?): `gcd scrub`"
+        )
     return Explanation(
         key, KeyVerdict.ABSENT, Reason.NOT_FOUND, summary, {**base, "journal": attempts}
     )

@@ -16,6 +16,7 @@ from gcd.rules.explain import (
     start_before,
 )
 from gcd.rules.layout import KeyLayout
+from l0gc.contract.references import Reference
 
 LAYOUT = KeyLayout.default("l0/data")
 NOW = 1_800_000_000.0
@@ -212,3 +213,25 @@ def test_start_before_lists_the_key_first() -> None:
         assert below.encode("utf-8", "surrogatepass") < name.encode("utf-8", "surrogatepass")
     assert start_before("ab") == "aa\U0010ffff"
     assert start_before("a\x00") == "a"
+
+
+def test_a_referenced_key_at_or_below_m_is_a_conflict_that_names_the_culprit() -> None:
+    """The writer says live, M says garbage: kept, with the partition and the entry."""
+    refs = {key(9): Reference("orders/4", 1234, key(9)), key(15): Reference("b", 7, key(15))}
+    conflict = explain(key(9), LAYOUT, facts(references=refs), held())
+    assert (conflict.verdict, conflict.reason) == (KeyVerdict.KEPT, Reason.REFERENCE_CONFLICT)
+    assert "'orders/4'" in conflict.summary
+    assert "offset 1234" in conflict.summary
+    assert conflict.facts["referenced_by"] == {"partition": "orders/4", "offset": 1234}
+    # above M a reference is no conflict: M keeps the key anyway
+    above = explain(key(15), LAYOUT, facts(references=refs), held())
+    assert above.reason is Reason.WAITING
+    assert above.facts["referenced_by"] == {"partition": "b", "offset": 7}
+    # gone while referenced: a live object is missing, whoever deleted it
+    gone = explain(key(9), LAYOUT, facts(references=refs), StoreFacts())
+    assert gone.verdict is KeyVerdict.ABSENT
+    assert "a live object is missing" in gone.summary
+    done = JournaledRequest(NOW - 5, "s-2", 7, "deleted", 6, 9, 41, 3)
+    deleted = explain(key(9), LAYOUT, facts(references=refs), StoreFacts(), [done])
+    assert deleted.verdict is KeyVerdict.DELETED
+    assert "a live object was deleted" in deleted.summary
