@@ -188,6 +188,12 @@ def render_text(report: StatusReport, now: float) -> str:
     if report.spark_job is not None:
         lines.append(f"spark job      {printable(_spark_job_line(report.spark_job, now))}")
     lines.append(f"partitions     {report.partition_count} registered")
+    refs = report.references
+    if refs is not None and refs["partitions"]:
+        lines.append(
+            f"references     {refs['partitions']} of {report.partition_count} partitions send "
+            f"them; {refs['keys']:,} keys held"
+        )
     if report.pinning:
         label = "pinning M" if not report.blocked else "lowest M(p)"
         for index, p in enumerate(report.pinning):

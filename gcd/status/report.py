@@ -102,6 +102,9 @@ class StatusReport:
     spark_job: dict[str, Any] | None = None
     """The Spark job running on the namespace (`l0gc.contract.spark_job`; an unreadable
     record: ``{"error": ...}``), None when there is none."""
+    references: dict[str, int] | None = None
+    """``{"partitions": how many partitions' writers send references, "keys": keys
+    held referenced}`` (docs/references.md)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""
@@ -277,6 +280,7 @@ def _report(
         or (view.binding_raw is not None and bound["binding_problem"] is not None),
         unbound=view.binding_raw is None,
         fleet=None if fleet is None else fleet.to_dict(),
+        references={"partitions": safe.referencing, "keys": len(safe.references)},
     )
 
 

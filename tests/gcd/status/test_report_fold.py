@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from gcd.status.report import PinningFold, build_report, report_from_fold
 from l0gc.contract.record import PartitionRecord
+from l0gc.contract.references import References
 from l0gc.contract.safe_epoch import GcView
 from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
@@ -82,3 +83,18 @@ def test_a_thousand_partitions_at_one_m_keep_only_the_first_ten_by_count_order()
     assert [p.partition for p in report.pinning] == [f"orders/{n}" for n in range(10)]
     assert report.partition_count == 1000
     assert report.to_dict() == build_report(view, NAMESPACE, NOW).to_dict()
+
+
+def test_the_report_counts_the_partitions_that_send_references_both_ways() -> None:
+    """Full read and fold alike: how many partitions' writers send references, and the
+    keys held (one record sends two keys, one sends none yet, one never did)."""
+    records = _records([3, 4, 5])
+    refs = (References(((7, ("l0/a", "l0/b")),)), References(()), None)
+    for n, held in enumerate(refs):
+        records[f"orders/{n}"] = PartitionRecord(
+            f"orders/{n}", 3 + n, 1, owner="p", owner_epoch=1, updated_at=NOW, references=held
+        ).encode()
+    view = GcView(revision=9, cluster_epoch_raw=b"10", partitions=records)
+    full = build_report(view, NAMESPACE, NOW)
+    assert full.references == {"partitions": 2, "keys": 2}
+    assert report_from_fold(_fold(view, [2], None), NAMESPACE, NOW).references == full.references
