@@ -66,3 +66,21 @@ def test_the_spark_journal_batch_cost_runs_on_rclone() -> None:
     measured = batch_cost(batches=8)
     assert set(measured) == {"journal_wall_ms", "journal_cpu_ms", "delete_wall_ms"}
     assert all(value > 0 for value in measured.values())
+
+
+def test_the_references_benchmark_runs_at_toy_size() -> None:
+    """`bench.references` (a script's module, `python -m bench.references`) measures its
+    three figures at toy size: batched commits with and without keys, memory per held
+    entry, and the record's size, with one record read back from etcd."""
+    from bench.references import NAME, run  # noqa: PLC0415 - a script's module
+
+    report = run(Scale.TOY, 1)
+    _check(report, NAME)
+    throughput, memory, record = report.tables
+    assert [row[0] for row in throughput.rows] == [
+        "no objects",
+        "1 key per entry",
+        "4 keys per entry",
+    ]
+    assert all(row[2] > 0 for row in memory.rows if isinstance(row[2], float))
+    assert any(str(row[0]).startswith("as the publisher stored it") for row in record.rows)
