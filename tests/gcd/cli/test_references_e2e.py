@@ -151,7 +151,7 @@ def test_with_references_nothing_live_is_deleted_and_gc_pauses_naming_the_culpri
         assert status == 200
 
         def released() -> bool:
-            return json.loads(run_status(etcd_server, namespace))["references"]["keys"] == 0
+            return bool(json.loads(run_status(etcd_server, namespace))["references"]["keys"] == 0)
 
         wait_until_sync(released, timeout_s=30, what="the reference released in etcd")
         assert cli("gcd", "resume", *flags(etcd_server, namespace)).code == 0
