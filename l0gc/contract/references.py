@@ -5,6 +5,7 @@ Design notes: docs/internals/kernel.md, `l0gc.contract.references`.
 
 from __future__ import annotations
 
+import itertools
 import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,14 +27,24 @@ __all__ = [
 DEFAULT_MAX_REFERENCES = 10_000
 """Keys one partition may hold referenced at once (`watermark serve --max-references`)."""
 MAX_REFERENCE_BYTES = 512 * 1024
-"""Their UTF-8 bytes at most, whatever the cap: the record holding them must stay far
-below etcd's 1.5 MiB value limit (`MAX_RECORD_BYTES` is 1 MiB)."""
+"""The bytes they take in the record at most (as stored: ASCII-only JSON), whatever the
+cap: the record holding them must stay below `MAX_RECORD_BYTES` (1 MiB)."""
 MAX_KEY_BYTES = 1024
 """An object key is at most 1,024 UTF-8 bytes on S3, Azure and GCS alike."""
 MAX_ENTRY_KEYS = 1000
+_INT64_MAX = 2**63 - 1
 """Keys one commit may name."""
 _short = reprlib.Repr()
 _short.maxstring = _short.maxother = 60
+
+
+def _plain(keys: list[Any]) -> bool:
+    """True when every one of `keys` passes `check_key`, checked in bulk (a record holds
+    thousands: one join and one scan instead of a call per key)."""
+    return (
+        all(type(key) is str and 0 < len(key) <= MAX_KEY_BYTES // 4 for key in keys)
+        and "".join(keys).isprintable()
+    )
 
 
 def check_key(key: object, where: str) -> str:
@@ -63,8 +74,12 @@ class Reference:
 
 @dataclass(frozen=True, slots=True)
 class References:
-    """A partition's references as its record stores them: ``{"entries": [[offset,
-    [key, ...]], ...]}``, offsets rising. An empty one still says the writer sends them."""
+    """A partition's references: per entry offset (rising), the keys it names. An empty
+    one still says the writer sends them.
+
+    Stored as two flat lists, ``{"offsets": [o1, o1, o2], "keys": [k1, k2, k3]}`` (the
+    offset of each key, non-decreasing): two brackets however many keys, so the strict
+    parser's bracket count (`l0gc.strictjson`) stays on its fast path."""
 
     entries: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
@@ -75,35 +90,35 @@ class References:
 
     def encode(self) -> dict[str, Any]:
         """The record field, JSON-able."""
-        return {"entries": [[offset, list(keys)] for offset, keys in self.entries]}
+        return {
+            "offsets": [offset for offset, keys in self.entries for _ in keys],
+            "keys": [key for _, keys in self.entries for key in keys],
+        }
 
     @classmethod
     def decode(cls, doc: object) -> References:
         """Check a stored field; InvalidRecord names what is wrong. A record whose
         references cannot be read blocks deletion like any unreadable record."""
-        entries = doc.get("entries") if isinstance(doc, Mapping) else None
-        if not isinstance(entries, list):
+        offsets = doc.get("offsets") if isinstance(doc, Mapping) else None
+        keys = doc.get("keys") if isinstance(doc, Mapping) else None
+        if not (isinstance(offsets, list) and isinstance(keys, list)) or len(offsets) != len(keys):
             raise InvalidRecord(
-                f"field 'references' must be {{\"entries\": [[offset, [key, ...]], ...]}}, "
-                f"got {_short.repr(doc)}"
+                'field \'references\' must be {"offsets": [offset, ...], "keys": [key, ...]} '
+                f"of one length, got {_short.repr(doc)}"
             )
-        out: list[tuple[int, tuple[str, ...]]] = []
-        previous = -1
-        for i, entry in enumerate(entries):
-            where = f"field 'references', entry {i}"
-            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list)):
-                raise InvalidRecord(
-                    f"{where}: must be [offset, [key, ...]], got {_short.repr(entry)}"
-                )
-            offset, keys = entry
-            if type(offset) is not int or offset <= previous:
-                raise InvalidRecord(
-                    f"{where}: offset {_short.repr(offset)} must be an integer above the "
-                    f"previous entry's ({previous})"
-                )
-            previous = offset
-            out.append((offset, tuple(check_key(key, where) for key in keys)))
-        return cls(tuple(out))
+        if not all(type(o) is int and 0 <= o <= _INT64_MAX for o in offsets) or any(
+            b < a for a, b in itertools.pairwise(offsets)
+        ):
+            raise InvalidRecord(
+                "field 'references': 'offsets' must be integers in [0, 2**63-1], never "
+                f"decreasing, got {_short.repr(offsets)}"
+            )
+        if not _plain(keys):  # the slow path names the bad key
+            keys = [check_key(key, "field 'references'") for key in keys]
+        entries: dict[int, list[str]] = {}
+        for offset, key in zip(offsets, keys, strict=True):
+            entries.setdefault(offset, []).append(key)
+        return cls(tuple((offset, tuple(held)) for offset, held in entries.items()))
 
     def of(self, partition: str) -> Iterable[Reference]:
         """Every reference, as `Reference`s of `partition`."""

@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from l0gc.contract.namespace import expand_partitions
+from l0gc.contract.references import DEFAULT_MAX_REFERENCES
 from l0gc.errors import ConfigError
 from l0gc.etcd.settings import EtcdSettings
 from l0gc.options import (
@@ -216,6 +217,15 @@ SERVE_OPTIONS: tuple[Option, ...] = (
         "DURATION",
     ),
     Option(
+        "--max-references",
+        integer(1),
+        DEFAULT_MAX_REFERENCES,
+        "object keys one partition may hold referenced by entries its reconciler has not "
+        "released (docs/references.md); a commit past it is refused with 429 "
+        "references_full",
+        "N",
+    ),
+    Option(
         "--drain-timeout",
         duration,
         5.0,
@@ -338,6 +348,7 @@ async def run(
         publish_interval_s=args.publish_interval,
         idle_advance=not args.no_idle_advance,
         hold_ttl_s=args.hold_ttl,
+        max_references=args.max_references,
         fence_timeout_s=args.fence_timeout,
         drain_timeout_s=args.drain_timeout,
         tick_interval_s=args.tick_interval,

@@ -5,6 +5,7 @@ Design notes: docs/internals/publisher.md, `watermark.core.references`.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 
@@ -18,6 +19,14 @@ from l0gc.contract.references import (
 from l0gc.errors import ConfigError, InvalidRecord, ReferencesFull
 
 __all__ = ["ReferenceSet"]
+
+
+def _size(key: str) -> int:
+    """The bytes `key` takes in the stored record: ASCII-only JSON, so a non-ASCII
+    character or a quote takes several (the cap bounds the record, not the keys)."""
+    if key.isascii() and '"' not in key and "\\" not in key:
+        return len(key) + 3  # the quotes and a comma: no escape in a printable ASCII key
+    return len(json.dumps(key)) + 1
 
 
 class ReferenceSet:
@@ -63,7 +72,7 @@ class ReferenceSet:
                 f"{MAX_ENTRY_KEYS}: split the entry, or name the objects it really references"
             )
         keys = tuple(dict.fromkeys(check_key(key, "objects") for key in objects))
-        size = sum(len(key.encode("utf-8", "surrogatepass")) for key in keys)
+        size = sum(_size(key) for key in keys)
         if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
             raise ReferencesFull(
                 partition, self._keys, len(keys), self._max_keys, self._bytes + size
@@ -77,7 +86,7 @@ class ReferenceSet:
             return
         self._entries[offset] = keys
         self._keys += len(keys)
-        self._bytes += sum(len(key.encode("utf-8", "surrogatepass")) for key in keys)
+        self._bytes += sum(_size(key) for key in keys)
 
     def release(self, through: int, lifted: Collection[str] | None = None) -> int:
         """Drop the references of entries at or below `through`; with `lifted`, only the
@@ -99,7 +108,7 @@ class ReferenceSet:
             gone = [k for k in keys if k not in kept] if kept else keys
             dropped += len(gone)
             self._keys -= len(gone)
-            self._bytes -= sum(len(key.encode("utf-8", "surrogatepass")) for key in gone)
+            self._bytes -= sum(_size(key) for key in gone)
         return dropped
 
     def stored(self) -> References | None:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import structlog
 
 from l0gc.contract.kv import KV
+from l0gc.contract.references import DEFAULT_MAX_REFERENCES
 from l0gc.errors import L0gcError, PartitionNotRegistered
 from l0gc.etcd.settings import EtcdSettings, open_kv
 from l0gc.etcd.store import WatermarkStore
@@ -63,6 +64,7 @@ class RunnerSettings:
     replicas: ReplicaSettings | None = None  # None: adopt every partition at start
     advertise_url: str | None = None
     fleet_urls_given: bool = False
+    max_references: int = DEFAULT_MAX_REFERENCES
 
 
 class Front(Protocol):
@@ -148,6 +150,7 @@ class PublisherRunner:
             drain_timeout_s=settings.drain_timeout_s,
             state_class=self.parts.state_class,
             guard_class=self.parts.guard_class,
+            max_references=settings.max_references,
         )
 
     async def _serve(self, store: WatermarkStore, kv: KV, signals: StopOnSignals) -> dict[str, Any]:

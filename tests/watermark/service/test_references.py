@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from l0gc.contract.record import MAX_RECORD_BYTES, PartitionRecord
 from l0gc.contract.references import References
 from l0gc.errors import InvalidRecord, ReferencesFull
 from l0gc.etcd.store import WatermarkStore
@@ -97,10 +98,35 @@ async def test_a_key_that_is_not_an_object_key_is_refused() -> None:
 def test_a_stored_field_that_is_not_references_is_refused() -> None:
     for bad in (
         {},
-        {"entries": [[1, "k"]]},
-        {"entries": [[2, ["a"]], [1, ["b"]]]},
-        {"entries": [[0, [""]]]},
+        {"offsets": [1], "keys": []},
+        {"offsets": [2, 1], "keys": ["a", "b"]},
+        {"offsets": [0], "keys": [""]},
+        {"offsets": [True], "keys": ["a"]},
+        {"offsets": [0], "keys": ["a\tb"]},
     ):
         with pytest.raises(InvalidRecord):
             References.decode(bad)
-    assert References.decode({"entries": [[0, ["a", "b"]]]}).keys == 2
+    assert References.decode({"offsets": [0, 0, 3], "keys": ["a", "b", "c"]}) == References(
+        ((0, ("a", "b")), (3, ("c",)))
+    )
+
+
+def test_the_byte_cap_counts_keys_as_the_record_stores_them() -> None:
+    """Non-ASCII keys are escaped in the record: at the cap it still fits in 1 MiB."""
+    refs = ReferenceSet(max_keys=10**6)
+    key = "\U0001f600" * 250  # 1,000 UTF-8 bytes, 6,000+ in the record
+    offset = 0
+
+    def one_more() -> None:
+        refs.add(offset, refs.check("p0", [f"{key}{offset}"]))
+
+    while refs.keys < 10**4:
+        try:
+            one_more()
+        except ReferencesFull:
+            break
+        offset += 1
+    assert 100 < refs.keys < 200  # the cap, not the key count, stopped it
+    record = PartitionRecord("p0", 1, 1, references=refs.stored()).encode()
+    assert len(record) < MAX_RECORD_BYTES
+    assert PartitionRecord.decode(record, partition="p0").references == refs.stored()
