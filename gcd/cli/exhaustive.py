@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 
 __all__ = ["add_arguments", "run"]
 
-_RANDOM_ONLY = ("seeds", "seed", "keep_going", "stop_at_first")
+_RANDOM_ONLY = ("seeds", "seed", "keep_going", "stop_at_first", "reconciler_bug")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `--exhaustive` options of `gcd simulate`."""
     with lab.required():
-        from l0lab.sim.moves import FAULT_KINDS, Scope  # noqa: PLC0415 - the lab, when run
+        from l0lab.sim.moves import BUG_KINDS, FAULT_KINDS, Scope  # noqa: PLC0415 - the lab
 
     default = Scope()
     group = parser.add_argument_group("exhaustive search (--exhaustive)")
@@ -58,7 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="K,K",
         help="which faults to inject, comma-separated (default all: "
-        f"{','.join(sorted(FAULT_KINDS))})",
+        f"{','.join(sorted(FAULT_KINDS))}; only when named: "
+        f"{','.join(sorted(BUG_KINDS))}, a reconciler reporting its log's end lifted "
+        "while it lifted less)",
     )
     group.add_argument(
         "--no-symmetry",

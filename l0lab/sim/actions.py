@@ -35,7 +35,7 @@ from l0lab.sim.actors import (
     WriterSim,
     shard_config,
 )
-from l0lab.sim.variants import LenientSafeEpoch
+from l0lab.sim.variants import LenientSafeEpoch, UncheckedSafeEpoch
 from watermark.service.clock import EpochClock, stamp_epoch
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "housekeeping",
+    "lifted_keys",
+    "overreport",
     "random_action",
     "reconcile_all",
     "report_log_ends",
@@ -342,7 +344,7 @@ def _commit_one(world: World, op: WriteOp, name: str, grant: HeldFence) -> None:
         return
     offset = part.next_offset
     try:
-        pub.publisher.commit(grant.token, offset)
+        pub.publisher.commit(grant.token, offset, (op.key,))  # names its object (issue 54)
     except FencingViolation as exc:
         pub.publisher.abort(grant.token)  # the entry is in the log all the same
         world.checker.on_fencing_violation(part.name, offset, str(exc))
@@ -351,6 +353,7 @@ def _commit_one(world: World, op: WriteOp, name: str, grant: HeldFence) -> None:
         world.event(f"{name} commit {part.name} refused {type(exc).__name__}")
         return
     part.next_offset += 1
+    part.log.append(op.key)
     world.ledger.committed(op.key, part.name, offset)
     world.checker.on_committed(op.key, part.name, offset, op.key in world.bucket.objects)
     world.event(f"{name} committed {part.name}@{offset}")
@@ -372,24 +375,56 @@ async def reconcile(world: World) -> None:
         part.reconciled = min(last, part.reconciled + jump)
         world.ledger.reconciled(part.name, part.reconciled)
         world.event(f"reconciled {part.name} through {part.reconciled} (end {last})")
-    _report(part)
+    if world.config.reconciler_bug and part.reconciled < last and world.rng.random() < 0.3:
+        overreport(world, part)
+    else:
+        _report(part)
+
+
+def overreport(world: World, part: PartitionSim) -> None:
+    """The reconciler bug (issue 54): `part`'s reconciler reports the log's end lifted
+    while it lifted only through `part.reconciled`, naming only the keys it did lift."""
+    end = part.next_offset - 1
+    assert part.reconciled < end, "nothing to over-report"
+    if _report(part, end):  # the owner was told (the checker judges M(p) by what it was told)
+        part.claimed = max(part.claimed, end)
+        world.ledger.claimed(part.name, end)
+        world.event(f"BUG {part.name}'s reconciler reports {end} lifted, lifted {part.reconciled}")
 
 
 def _hosts(pub: PublisherSim, name: str) -> bool:
     return pub.alive and pub.publisher.hosts(name)
 
 
-def _report(part: PartitionSim) -> None:
-    """Report with the log end the reconciler last read: read again now (after the
-    previous answer) when the owner's last answer wanted it, as docs/integration.md says;
-    otherwise the old read goes along anyway, which may predate the owner's adoption
-    (the owner must ignore a log end it did not ask for)."""
+def _report(part: PartitionSim, offset: int | None = None) -> bool:
+    """Report `offset` (default: what was lifted) with the log end the reconciler last
+    read: read again now (after the previous answer) when the owner's last answer wanted
+    it, as docs/integration.md says; otherwise the old read goes along anyway, which may
+    predate the owner's adoption (the owner must ignore a log end it did not ask for).
+
+    The report names the key of every entry lifted so far, not only those lifted since
+    the last report: an owner that restored an older record (after a crash, a failover)
+    holds references an earlier report released, and only a later report that names
+    them again releases them (`ReferenceSet.release` keeps what a report does not name).
+    True when an owner took the report."""
     leader = part.leader
-    if leader is not None and _hosts(leader, part.name):  # -1: nothing lifted (empty log)
-        if leader.publisher.state(part.name)["log_end_wanted"]:
-            part.seen_end = part.next_offset - 1
-        log_end = part.seen_end
-        leader.publisher.reconciled(part.name, part.reconciled, log_end_offset=log_end)
+    if leader is None or not _hosts(leader, part.name):
+        return False
+    if leader.publisher.state(part.name)["log_end_wanted"]:
+        part.seen_end = part.next_offset - 1
+    log_end = part.seen_end  # -1: nothing lifted (empty log)
+    leader.publisher.reconciled(
+        part.name,
+        part.reconciled if offset is None else offset,
+        log_end_offset=log_end,
+        objects=lifted_keys(part),
+    )
+    return True
+
+
+def lifted_keys(part: PartitionSim) -> frozenset[str]:
+    """The keys of the entries `part`'s reconciler has really lifted."""
+    return frozenset(part.log[: part.reconciled + 1])
 
 
 async def report_log_ends(world: World) -> None:
@@ -450,6 +485,8 @@ async def _sweep_round(world: World, shard: ShardSim) -> RoundResult:
     source: WatermarkSource = (
         LenientSafeEpoch(world.store) if world.variant.lenient_sweeper else world.store
     )
+    if not world.variant.cross_check:
+        source = UncheckedSafeEpoch(source)
     checked = _CheckedSource(world, source, f"shard{shard.index}")
     result = await run_round(shard.sweeper, shard.gate, checked)
     summary = result.summary
@@ -459,4 +496,13 @@ async def _sweep_round(world: World, shard: ShardSim) -> RoundResult:
         f"deleted={summary.deleted} errors={summary.errors} "
         f"blocked={summary.blocked_reason is not None}"
     )
+    if summary.reference_conflicts:  # the second opinion: M is wrong, the round kept all
+        root = len(world.layout.listing_root)
+        shown = [key[root:] for key in summary.conflicting_keys[:2]]
+        detail = (
+            f"shard{shard.index} conflict: {summary.reference_conflicts} referenced keys at "
+            f"or below M, e.g. {shown}: nothing deleted"
+        )
+        world.checker.on_conflict(detail)
+        world.event(detail)
     return result

@@ -118,6 +118,12 @@ class PartitionSim:
     reconciled: int = -1
     seen_end: int = -1
     """The log end the reconciler read last (it may predate the owner's adoption)."""
+    log: list[str] = field(default_factory=list)
+    """The object key each log entry names, by offset (what the writer names on commit
+    and the reconciler names once it has lifted the entry)."""
+    claimed: int = -1
+    """The highest offset the reconciler reported lifted: above `reconciled` only after
+    the reconciler bug (`l0lab.sim.actions.overreport`)."""
     deleting: bool = False
     deleted: bool = False
     task: asyncio.Task[None] | None = None

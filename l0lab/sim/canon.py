@@ -7,21 +7,24 @@ snapshot must behave the same from then on; so the snapshot holds everything the
 future of the run depends on, read from the real objects:
 
 - etcd (`MemoryKV`): the cluster epoch and every partition record, decoded (M(p), owner,
-  owner_epoch, window, the tracker snapshot, the seal); a record that does not decode as
-  its bytes. Not `updated_at` (no rule reads it back) nor revisions (only compared).
+  owner_epoch, window, the tracker snapshot, the seal, the offsets still referenced); a
+  record that does not decode as its bytes. Not `updated_at` (no rule reads it back)
+  nor revisions (only compared).
 - every publisher slot: alive, stopping, a round running, its cached cluster epoch,
   whether its record watch exists and the partitions its pending watch events name
   (with what they would say), and per hosted partition `HostedPartition.describe()`
   (the GC state's own snapshot: applied window, floor, offsets, pending slides), the
-  guard's window and floor, each hold (epoch, expired or not), the exclusive flag and
-  queue length, closed, and whether any fence was ever taken back.
-- the simulated world: per partition its log end, reconciled offset, leader slot and a
-  corrupted record; per writer its cached epoch and its write in flight (epoch, upload
-  still present, per partition: fence pending, refused, or granted by a live or dead
-  incarnation and still held or not); the sweeper's remembered highest M; releases
-  under way; faults used; and the ledger's view of every object that still matters
-  (present in the bucket, protected, or a write in flight): epoch, state, references
-  (partition, offset) and live fences.
+  offsets of the entries still referenced, the guard's window and floor, each hold
+  (epoch, expired or not), the exclusive flag and queue length, closed, and whether any
+  fence was ever taken back.
+- the simulated world: per partition its log end, reconciled offset, the offset its
+  reconciler claimed (the reconciler bug), leader slot and a corrupted record; per
+  writer its cached epoch and its write in flight (epoch, upload still present, per
+  partition: fence pending, refused, or granted by a live or dead incarnation and
+  still held or not); the sweeper's remembered highest M; releases under way; faults
+  used; and the ledger's view of every object that still matters (present in the
+  bucket, protected, or a write in flight): epoch, state, references (partition,
+  offset) and live fences.
 
 What it leaves out, because nothing reads it to decide: wall and virtual clock values
 (time only jumps, so a hold is fresh or expired), object and fence ids, key names (the
@@ -41,6 +44,7 @@ from hashlib import blake2b
 from typing import Any
 
 from l0gc.contract.record import PartitionRecord
+from l0gc.contract.references import References
 from l0gc.errors import InvalidRecord
 from l0lab.sim.actors import PublisherSim
 from l0lab.sim.world import World
@@ -121,6 +125,7 @@ def snapshot(world: World) -> tuple[Any, ...]:
             p.created_epoch,
             p.next_offset,
             p.reconciled,
+            p.claimed,
             p.leader.name if p.leader is not None else None,
             p.name in corrupted,
             p.deleting,
@@ -172,7 +177,14 @@ def _record(name: str, value: bytes) -> tuple[Any, ...]:
         record.window,
         tracker,
         record.sealed_owner_epoch,
+        _held(record.references),
     )
+
+
+def _held(references: References | None) -> tuple[int, ...] | None:
+    """The offsets of the entries whose keys are still referenced (one key each: the
+    writer names its object; which object is the ledger's `refs`)."""
+    return None if references is None else tuple(offset for offset, _ in references.entries)
 
 
 def _tracker(tracker: dict[str, Any]) -> tuple[Any, ...]:
@@ -208,6 +220,7 @@ def _publisher(world: World, pub: PublisherSim) -> tuple[Any, ...]:
                 lock.exclusive_waiters,
                 lock.closed,
                 guard.taken_back > 0,
+                _held(host.references.stored()),
             )
         )
     watch = publisher._records._watch

@@ -33,6 +33,15 @@ DELETED_WHILE_PAUSED (a round sent a delete while GC was paused) and
 ACKED_AFTER_DEREGISTER (an owner granted a fence or acknowledged a commit after the
 partition's record was deleted).
 
+Under the reconciler bug (`l0lab.sim.actions.overreport`: a reconciler reports an entry
+lifted that it has not lifted) the publisher is misled, not wrong: its M(p) may then cover a
+live object. So UNSAFE_WATERMARK judges a watermark against what the reconcilers
+*reported* (`SimLedger.told`), and a watermark that covers an object only because of a
+false report is an observation (`Checker.misled`), not a violation; whether that object
+survives is DELETED_REFERENCED's question, judged against the truth. The sweeper's
+refusals of referenced keys are observations too (`Checker.conflicts`): each is the
+second opinion catching a wrong M.
+
 LIVENESS (after the quiescent tail): GARBAGE_LEFT, every layout object with an epoch
 <= the final M is deleted; M_PINNED, the final M >= cluster epoch - 2 (idle partitions
 do not pin it); TAIL_STUCK, the tail could not bring the system to rest. And CRASH:
@@ -45,9 +54,12 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from l0lab.testing.ledger import Ledger
+from l0lab.testing.ledger import FenceIsLive, Ledger, Loss
 
-__all__ = ["SAFETY", "Checker", "Violation", "ViolationKind"]
+Lowest = Mapping[str, tuple[int, str, str]]
+"""Per partition, its protected object with the lowest epoch: (epoch, key, why)."""
+
+__all__ = ["SAFETY", "Checker", "SimLedger", "Violation", "ViolationKind"]
 
 
 class ViolationKind(enum.Enum):
@@ -90,6 +102,69 @@ SAFETY = frozenset(
 """The kinds that mean data could be lost (the rest are liveness and crashes)."""
 
 
+class SimLedger(Ledger):
+    """The truth (what the reconcilers really lifted), with a twin, `told`, that is sent
+    every event too but moves its reconciled offsets by the reconcilers' reports
+    (`claimed`), true or not: what the publisher was told."""
+
+    def __init__(self, fence_is_live: FenceIsLive | None = None) -> None:
+        super().__init__(fence_is_live)
+        self.told = Ledger(fence_is_live)
+        self.misled = False
+        """True once a reconciler reported an entry lifted that it had not lifted."""
+
+    def uploaded(self, key: str, epoch: int | None, partition: str | None = None) -> None:
+        """As `Ledger.uploaded`, on both."""
+        super().uploaded(key, epoch, partition)
+        self.told.uploaded(key, epoch, partition)
+
+    def partition_created(self, partition: str) -> None:
+        """As `Ledger.partition_created`, on both."""
+        super().partition_created(partition)
+        self.told.partition_created(partition)
+
+    def partition_deleted(self, partition: str) -> None:
+        """As `Ledger.partition_deleted`, on both."""
+        super().partition_deleted(partition)
+        self.told.partition_deleted(partition)
+
+    def fence_granted(self, fence: int, key: str, partition: str) -> None:
+        """As `Ledger.fence_granted`, on both."""
+        super().fence_granted(fence, key, partition)
+        self.told.fence_granted(fence, key, partition)
+
+    def fence_finished(self, fence: int, key: str) -> None:
+        """As `Ledger.fence_finished`, on both."""
+        super().fence_finished(fence, key)
+        self.told.fence_finished(fence, key)
+
+    def committed(self, key: str, partition: str, offset: int) -> None:
+        """As `Ledger.committed`, on both."""
+        super().committed(key, partition, offset)
+        self.told.committed(key, partition, offset)
+
+    def orphaned(self, key: str) -> None:
+        """As `Ledger.orphaned`, on both."""
+        super().orphaned(key)
+        self.told.orphaned(key)
+
+    def reconciled(self, partition: str, offset: int) -> int:
+        """As `Ledger.reconciled`, on both (a true report)."""
+        self.told.reconciled(partition, offset)
+        return super().reconciled(partition, offset)
+
+    def claimed(self, partition: str, offset: int) -> None:
+        """`partition`'s reconciler reported `offset` lifted, beyond what it lifted."""
+        self.told.reconciled(partition, offset)
+        self.misled = True
+
+    def deleted(self, keys: Iterable[str]) -> list[Loss]:
+        """As `Ledger.deleted`, on both; the losses are the truth's."""
+        keys = list(keys)
+        self.told.deleted(keys)
+        return super().deleted(keys)
+
+
 @dataclass(frozen=True, slots=True)
 class Violation:
     """One broken invariant: which, at which step, and the values that show it."""
@@ -111,6 +186,13 @@ class Checker:
         self.violations: list[Violation] = []
         self.step = 0
         self._published: dict[str, int] = {}
+        self.misled: list[str] = []
+        """Watermarks that covered a live object only because a reconciler reported it
+        lifted (first few; `misled_count` counts them all)."""
+        self.misled_count = 0
+        self.conflicts: list[str] = []
+        """Referenced keys a sweeper found at or below its M (first few)."""
+        self.conflict_count = 0
 
     def _fail(self, kind: ViolationKind, detail: str) -> None:
         self.violations.append(Violation(kind, self.step, detail))
@@ -163,6 +245,26 @@ class Checker:
 
     # -- after every step ----------------------------------------------------------
 
+    def on_conflict(self, detail: str) -> None:
+        """A sweeper found a key that a partition still references at or below its M."""
+        self.conflict_count += 1
+        if len(self.conflicts) < 10:
+            self.conflicts.append(f"step {self.step}: {detail}")
+
+    def _note_misled(self, detail: str) -> None:
+        self.misled_count += 1
+        if len(self.misled) < 10:
+            self.misled.append(f"step {self.step}: {detail}")
+
+    def _lowest(self) -> tuple[Lowest, Lowest]:
+        """The lowest protected object per partition by what the publishers were told,
+        and by the truth (the same unless a reconciler lied)."""
+        truth = self.ledger.lowest_protected()
+        ledger = self.ledger
+        if isinstance(ledger, SimLedger) and ledger.misled:
+            return ledger.told.lowest_protected(), truth
+        return truth, truth
+
     def check_watermarks(
         self,
         published: Mapping[str, int],
@@ -170,7 +272,7 @@ class Checker:
         cluster_epoch: int,
     ) -> None:
         """Published M(p) per live partition and the global M, read from etcd now."""
-        lowest = self.ledger.lowest_protected()
+        lowest, truth = self._lowest()
         for partition in sorted(published):
             value = published[partition]
             before = self._published.get(partition)
@@ -187,6 +289,9 @@ class Checker:
                     ViolationKind.UNSAFE_WATERMARK,
                     f"published M({partition}) = {value} covers {key!r} (epoch {epoch}), {why}",
                 )
+            elif partition in truth and truth[partition][0] <= value:
+                epoch, key, why = truth[partition]
+                self._note_misled(f"M({partition}) = {value} covers {key!r} (epoch {epoch}), {why}")
         if safe_epoch is not None:
             if safe_epoch > cluster_epoch - 1:
                 detail = f"global M {safe_epoch} > cluster epoch {cluster_epoch} - 1"
@@ -199,8 +304,9 @@ class Checker:
         source: str,
         lowest: Mapping[str, tuple[int, str, str]] | None = None,
     ) -> None:
-        """A global M (read from etcd, or used by a sweeper) must not cover a protected object."""
-        lowest = self.ledger.lowest_protected() if lowest is None else lowest
+        """A global M (read from etcd, or used by a sweeper) must not cover an object the
+        publishers were told is protected."""
+        lowest = self._lowest()[0] if lowest is None else lowest
         for partition in sorted(lowest):
             epoch, key, why = lowest[partition]
             if epoch <= safe_epoch:

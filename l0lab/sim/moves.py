@@ -33,7 +33,9 @@ running, stale), ``corrupt P`` (P's record is replaced by garbage until ``heal P
 ``raise P`` (an operator's `watermark partition repair --watermark` raises M(p) to the
 highest value no protected object of P forbids, and the owner learns it before it
 grants another fence, as `--force`'s revocation guarantees), ``expire`` (virtual time
-jumps past every hold deadline and fence timeout: every writer was slow).
+jumps past every hold deadline and fence timeout: every writer was slow); and, only when
+named in `Scope.fault_kinds` (`BUG_KINDS`), ``overreport P`` (P's reconciler reports its
+log's end lifted, naming only the keys it did lift: the reconciler bug of issue 54).
 
 Abstractions, all on the side of a harsher world: every object's upload time is far in
 the past (no grace period protects it); a sweeper round is one step (it reads M and
@@ -76,6 +78,7 @@ from watermark.service.clock import EpochClock, stamp_epoch
 from watermark.service.metrics import WatermarkMetrics
 
 __all__ = [
+    "BUG_KINDS",
     "FAULT_KINDS",
     "ExWorld",
     "Move",
@@ -88,6 +91,8 @@ __all__ = [
 ]
 
 FAULT_KINDS = frozenset({"crash", "stop", "failover", "corrupt", "raise", "expire"})
+BUG_KINDS = frozenset({"overreport"})
+"""Faults of the system around l0gc, injected only when named (`--fault-kinds`)."""
 _GARBAGE = b'{"version": 1}'
 _FOREVER = 10**9
 _NEVER = 1e12
@@ -115,8 +120,8 @@ class Scope:
             (0 <= self.faults <= 4, f"--max-faults {self.faults} must be 0-4"),
             (1 <= self.depth <= 60, f"--depth {self.depth} must be 1-60"),
             (
-                self.fault_kinds <= FAULT_KINDS,
-                f"unknown fault kinds {sorted(self.fault_kinds - FAULT_KINDS)}",
+                self.fault_kinds <= FAULT_KINDS | BUG_KINDS,
+                f"unknown fault kinds {sorted(self.fault_kinds - FAULT_KINDS - BUG_KINDS)}",
             ),
         )
         for ok, message in checks:
@@ -152,7 +157,7 @@ class Move:
     @property
     def is_fault(self) -> bool:
         """True for the moves the fault budget counts."""
-        return self.kind in FAULT_KINDS
+        return self.kind in FAULT_KINDS or self.kind in BUG_KINDS
 
     def renamed(self, names: dict[str, str]) -> Move:
         """The same move with actors renamed (`names` maps old to new; others stay)."""
@@ -176,6 +181,7 @@ _ARITY = {
     "corrupt": 1,
     "raise": 1,
     "expire": 0,
+    "overreport": 1,
 }
 
 
@@ -366,6 +372,9 @@ def _faults(world: World, scope: Scope) -> Iterator[Move]:
             yield Move("raise", (part.name,))
     if any(w.op is not None for w in world.writers):
         yield Move("expire")
+    for part in world.partitions.values():
+        if part.reconciled < part.next_offset - 1 and part.leader is not None:
+            yield Move("overreport", (part.name,))
 
 
 def _raise_target(world: World, part: PartitionSim) -> int | None:
@@ -491,7 +500,7 @@ async def _reconcile(world: World, scope: Scope, name: str) -> None:
     world.event(f"reconciled {name} through {part.reconciled} (end {part.next_offset - 1})")
     leader = part.leader
     if leader is not None and leader.alive and name in leader.publisher.partitions:
-        leader.publisher.reconciled(name, part.reconciled)
+        leader.publisher.reconciled(name, part.reconciled, objects=actions.lifted_keys(part))
 
 
 async def _publish(world: World, scope: Scope, name: str) -> None:
@@ -591,6 +600,10 @@ async def _raise(world: World, scope: Scope, name: str) -> None:
             await pub.publisher.check_records()
 
 
+async def _overreport(world: World, scope: Scope, name: str) -> None:
+    actions.overreport(world, world.partitions[name])
+
+
 async def _expire(world: World, scope: Scope) -> None:
     world.clock.advance(max(world.hold_ttl_s, world.fence_timeout_s) + 1.0)
     world.event("fault: time jumps past every hold deadline and fence timeout")
@@ -612,4 +625,5 @@ _MOVES: dict[str, Callable[..., Awaitable[None]]] = {
     "corrupt": _corrupt,
     "raise": _raise,
     "expire": _expire,
+    "overreport": _overreport,
 }

@@ -47,6 +47,11 @@ class SeedResult:
     events: int
     flags: str = ""
     """Extra `gcd simulate` flags the run used (e.g. " --keep-going")."""
+    misled: int = 0
+    """Checks at which a watermark covered a live object because a reconciler reported
+    it lifted (the reconciler bug; `Checker.misled`)."""
+    conflicts: int = 0
+    """Sweeper rounds that found a referenced key at or below M and deleted nothing."""
 
     @property
     def ok(self) -> bool:
@@ -158,11 +163,14 @@ def run_seed(seed: int, config: SimConfig | None = None) -> SeedResult:
         trace_tail=tuple(world.trace.tail),
         events=world.trace.count,
         flags=_flags(config),
+        misled=world.checker.misled_count,
+        conflicts=world.checker.conflict_count,
     )
 
 
 def _flags(config: SimConfig) -> str:
-    return "" if config.stop_on_violation else " --keep-going"
+    flags = "" if config.stop_on_violation else " --keep-going"
+    return flags + (" --reconciler-bug" if config.reconciler_bug else "")
 
 
 def _cancel_leftovers(loop: VirtualTimeLoop) -> None:

@@ -28,6 +28,11 @@ a bounded number of seeds. `CORRECT` is the real code.
 - ``late-commit``: the guard accepts a commit on a fence it reclaimed at its hold
   deadline (issue 51): the writer was slow, the window slid on without it, and its
   entry lands below the window.
+- ``no-cross-check``: the sweeper ignores the references read with M (issue 54). It
+  needs a second bug to show: a reconciler that reports an entry lifted that it has not
+  lifted (`SimConfig.reconciler_bug`, the exhaustive ``overreport`` fault). M(p) then
+  covers that entry's object; the real sweeper finds the key still referenced and keeps
+  it, this one deletes it.
 
 - ``unpaused-restore``: the restore runbook without its first step, `gcd pause`: the
   sweepers, still reading the wrong M(p), hide again what restore brought back.
@@ -52,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gcd.rules.versions import version_target
+from gcd.sweep.safety import WatermarkSource
 from gcd.undo.restore import JournaledDeletion, KeyResult, RestoreOutcome, restore
 from l0gc.contract.kv import PrefixWatch
 from l0gc.contract.namespace import Publication, PublishOutcome
@@ -81,6 +87,7 @@ __all__ = [
     "NoDrainGuard",
     "OwnerBlindStore",
     "SingleEpochGcState",
+    "UncheckedSafeEpoch",
     "Variant",
     "check_then_delete_deregister",
     "marker_blind_restore",
@@ -235,6 +242,19 @@ class OwnerBlindStore(WatermarkStore):
         return await super().publish(blind)
 
 
+class UncheckedSafeEpoch:
+    """BROKEN: the sweeper's read of M without the references read alongside it, so the
+    deletion rule has no second opinion (`decide` never answers REFERENCED)."""
+
+    def __init__(self, source: WatermarkSource) -> None:
+        self._source = source
+
+    async def read_safe_epoch(self) -> SafeEpoch:
+        """M as read, references dropped."""
+        read = await self._source.read_safe_epoch()
+        return dataclasses.replace(read, references={})
+
+
 class LenientSafeEpoch:
     """BROKEN: the sweeper's M skips partitions whose record does not decode."""
 
@@ -292,6 +312,11 @@ class Variant:
     paused_restore: bool = True
     """False: the restore runbook skips `gcd pause`."""
     deregister: Callable[..., Awaitable[list[str]]] = owners.deregister
+    cross_check: bool = True
+    """False: the sweeper ignores the references read with M (`UncheckedSafeEpoch`)."""
+    reconciler_bug: bool = False
+    """True: caught only under the reconciler bug, which the random simulation runs
+    with (`SimConfig.reconciler_bug`) and the exhaustive suite's stage injects."""
     broken: bool = True
     random_finds: bool = True
     """False: out of the random simulation's reach (tests/l0lab/sim/test_variants.py skips
@@ -353,6 +378,12 @@ VARIANTS: dict[str, Variant] = {
             "late-commit",
             "a commit on a fence reclaimed at its hold deadline is accepted",
             guard_class=LateCommitGuard,
+        ),
+        Variant(
+            "no-cross-check",
+            "the sweeper ignores the references read with M (no second opinion)",
+            cross_check=False,
+            reconciler_bug=True,
         ),
         Variant(
             "unpaused-restore",

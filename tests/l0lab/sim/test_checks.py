@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from l0lab.sim.checks import Checker, ViolationKind
+from l0lab.sim.checks import Checker, SimLedger, ViolationKind
 from l0lab.testing.ledger import Ledger
 
 KEY_4 = "level_zero/data/001/000000000000000004/a"
@@ -161,3 +161,49 @@ def test_a_stuck_tail_and_an_undefined_final_m_are_violations() -> None:
     checker.check_final(None, cluster_epoch=7, present=[])
     checker.check_final(6, cluster_epoch=7, present=[], stuck="sweeping did not finish")
     assert kinds(checker) == [ViolationKind.TAIL_STUCK, ViolationKind.TAIL_STUCK]
+
+
+def told() -> tuple[SimLedger, Checker]:
+    """A `SimLedger` with p0's entry 0 naming KEY_4 and entry 1 naming KEY_6."""
+    ledger = SimLedger(lambda _fence: True)
+    ledger.partition_created("p0")
+    ledger.uploaded(KEY_4, 4)
+    ledger.uploaded(KEY_6, 6)
+    ledger.committed(KEY_4, "p0", 0)
+    ledger.committed(KEY_6, "p0", 1)
+    return ledger, Checker(ledger)
+
+
+def test_a_watermark_misled_by_a_false_report_is_an_observation_not_a_violation() -> None:
+    """p0's reconciler reports entry 0 lifted, but it is not: M(p0) = 5 covers KEY_4
+    because of the reconciler, which the checker notes (misled); KEY_6 (entry 1, not
+    reported) is still judged as before."""
+    ledger, checker = told()
+    ledger.claimed("p0", 0)
+    checker.check_watermarks({"p0": 5}, 5, 7)
+    assert checker.violations == []
+    assert checker.misled_count == 1
+    assert "covers 'level_zero/data/001/000000000000000004/a'" in checker.misled[0]
+    checker.check_watermarks({"p0": 6}, 6, 7)
+    assert kinds(checker) == [ViolationKind.UNSAFE_WATERMARK, ViolationKind.UNSAFE_WATERMARK]
+    assert all(KEY_6 in v.detail for v in checker.violations)
+
+
+def test_deleting_an_object_a_reconciler_only_claimed_is_still_a_loss() -> None:
+    """The truth decides deletions: KEY_4's entry was reported, not lifted."""
+    ledger, checker = told()
+    ledger.claimed("p0", 0)
+    checker.on_deleted(KEY_4, "shard0")
+    assert kinds(checker) == [ViolationKind.DELETED_REFERENCED]
+    assert "p0@0 (reconciled -1)" in checker.violations[0].detail
+
+
+def test_without_a_false_report_the_told_ledger_changes_nothing() -> None:
+    """A true report moves both ledgers: the watermark is judged as with a plain ledger."""
+    ledger, checker = told()
+    ledger.reconciled("p0", 0)
+    checker.check_watermarks({"p0": 5}, 5, 7)
+    checker.check_safe_epoch(6, "M read by shard0")
+    assert kinds(checker) == [ViolationKind.UNSAFE_WATERMARK]
+    assert checker.misled_count == 0
+    assert not ledger.misled
