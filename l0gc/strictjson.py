@@ -40,7 +40,9 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 # run starts, so the search stays linear.
 _LONG_DIGITS = re.compile(rf"(?<![0-9])[0-9]{{{_MAX_INT_DIGITS + 1}}}")
 # The integer -0 (not -0.5, -0e1): JSON allows it, but no epoch or offset is negative.
-_NEGATIVE_ZERO = re.compile(r"-0+(?![0-9.eE])")
+# A JSON number starts the text or follows one of `[ : ,` or whitespace, so a "-0" right
+# after anything else (a name: "obj-0f3a") is inside a string and needs no check.
+_NEGATIVE_ZERO = re.compile(r"(?:^|(?<=[\[:,\s]))-0+(?![0-9.eE])")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 # What json.JSONDecoder.decode skips around a document; "" is in _SPACE so that an empty
 # text gets json's own "Expecting value" error.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import reprlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ __all__ = [
     "References",
     "check_key",
     "merge",
+    "plain",
 ]
 
 DEFAULT_MAX_REFERENCES = 10_000
@@ -38,7 +39,7 @@ _short = reprlib.Repr()
 _short.maxstring = _short.maxother = 60
 
 
-def _plain(keys: list[Any]) -> bool:
+def plain(keys: Sequence[Any]) -> bool:
     """True when every one of `keys` passes `check_key`, checked in bulk (a record holds
     thousands: one join and one scan instead of a call per key)."""
     return (
@@ -113,7 +114,7 @@ class References:
                 "field 'references': 'offsets' must be integers in [0, 2**63-1], never "
                 f"decreasing, got {_short.repr(offsets)}"
             )
-        if not _plain(keys):  # the slow path names the bad key
+        if not plain(keys):  # the slow path names the bad key
             keys = [check_key(key, "field 'references'") for key in keys]
         entries: dict[int, list[str]] = {}
         for offset, key in zip(offsets, keys, strict=True):

@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from l0gc import strictjson
-from l0gc.contract.references import MAX_ENTRY_KEYS, check_key
+from l0gc.contract.references import MAX_ENTRY_KEYS, check_key, plain
 from l0gc.errors import InvalidJson, InvalidRecord
 from watermark.api.http_server import HTTP_LIMITS
 from watermark.api.limits import HttpLimits
@@ -160,6 +160,8 @@ def objects_field(doc: dict[str, Any], where: str = "") -> list[str] | None:
             f"field {where}'objects' must be a list of at most {MAX_ENTRY_KEYS} object keys, "
             f"got {_short.repr(value)}"
         )
+    if plain(value):
+        return value
     try:
         return [check_key(key, f"field {where}'objects'") for key in value]
     except InvalidRecord as exc:

@@ -15,6 +15,7 @@ from l0gc.contract.references import (
     MAX_REFERENCE_BYTES,
     References,
     check_key,
+    plain,
 )
 from l0gc.errors import ConfigError, InvalidRecord, ReferencesFull
 
@@ -71,7 +72,9 @@ class ReferenceSet:
                 f"partition {partition!r}: a commit names {len(objects)} objects, more than "
                 f"{MAX_ENTRY_KEYS}: split the entry, or name the objects it really references"
             )
-        keys = tuple(dict.fromkeys(check_key(key, "objects") for key in objects))
+        if not plain(objects):  # the slow path names the bad key
+            objects = [check_key(key, "objects") for key in objects]
+        keys = tuple(dict.fromkeys(objects))
         size = sum(_size(key) for key in keys)
         if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
             raise ReferencesFull(
