@@ -82,8 +82,13 @@ def _side_name(keys: int) -> str:
 class Batches:
     """The clients: each owns `batch` partitions and their next offsets."""
 
-    def __init__(self, base: str, clients: int, batch: int, epoch: int) -> None:
+    def __init__(
+        self, base: str, clients: int, batch: int, epoch: int, lag: int | None = None
+    ) -> None:
         self.base = base
+        self.lag = lag
+        """With a lag, a reconciler keeps up (timed, on every side): after each batch it
+        reports every entry older than `lag` batches lifted (`--reconciler-lag`)."""
         self.epoch = epoch
         self.owned = [[f"bench/{c * batch + i}" for i in range(batch)] for c in range(clients)]
         self.offsets = {p: 0 for group in self.owned for p in group}
@@ -120,6 +125,17 @@ class Batches:
             done = (await self._post(session, "/v1/commits", {"commits": commits}))["results"]
             if any(r["status"] != 200 for r in done):
                 raise RuntimeError(f"commit refused: {done[:3]}")
+            if self.lag is not None and self.offsets[mine[0]] > self.lag:
+                await asyncio.gather(
+                    *(
+                        self._post(
+                            session,
+                            f"/v1/partitions/{urllib.parse.quote(p, safe='')}/reconciled",
+                            {"offset": self.offsets[p] - 1 - self.lag},
+                        )
+                        for p in mine
+                    )
+                )
 
     async def release(self, session: aiohttp.ClientSession) -> None:
         """The reconciler: every entry so far lifted, every key released (untimed)."""
@@ -174,12 +190,16 @@ async def _stored(etcd: LocalEtcd, partition: str, held: int) -> bytes:
 
 async def _hold_some(serve: Serve, batches: Batches, keys: int, rounds: int) -> int:
     """Write `rounds` batches of one client, naming `keys` keys an entry, not released."""
-    async with aiohttp.ClientSession() as session:
-        await batches.client(session, 0, rounds, keys)
+    lag, batches.lag = batches.lag, None  # held: no reconciler meanwhile
+    try:
+        async with aiohttp.ClientSession() as session:
+            await batches.client(session, 0, rounds, keys)
+    finally:
+        batches.lag = lag
     return rounds * keys
 
 
-def _throughput(scale: Scale, runs: int, report: Report) -> bytes:
+def _throughput(scale: Scale, runs: int, report: Report, lag: int | None = None) -> bytes:
     clients, batch, per_client = _SIZES[scale]
     results: dict[int, list[dict[str, float]]] = {k: [] for k in _KEYS_PER_ENTRY}
     sides = list(_KEYS_PER_ENTRY)
@@ -187,7 +207,7 @@ def _throughput(scale: Scale, runs: int, report: Report) -> bytes:
         epoch = asyncio.run(_cluster_epoch(etcd))
         serve = Serve(etcd, [f"bench/{i}" for i in range(clients * batch)])
         try:
-            batches = Batches(serve.url, clients, batch, epoch)
+            batches = Batches(serve.url, clients, batch, epoch, lag)
             for keys in sides:  # warm-up, untimed: connections, first records, caches
                 asyncio.run(_side(serve, batches, 1, keys))
             for r in range(runs):
@@ -224,7 +244,13 @@ def _throughput(scale: Scale, runs: int, report: Report) -> bytes:
         Table(
             f"{entries:,} entries per side and run: {clients} clients x {per_client} batches "
             f"of {batch} entries (one POST /v1/fences + one POST /v1/commits each), "
-            f"{clients * batch} partitions, one `watermark serve` on a real etcd",
+            f"{clients * batch} partitions, one `watermark serve` on a real etcd"
+            + (
+                ""
+                if lag is None
+                else f"; a reconciler keeping up: after each batch, every entry older than "
+                f"{lag} batch(es) reported lifted (timed, every side)"
+            ),
             (
                 "side",
                 "entries/s (median)",
@@ -404,10 +430,10 @@ def _worst_case(template: PartitionRecord) -> list[tuple[Any, ...]]:
     return rows
 
 
-def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
+def run(scale: Scale = Scale.FULL, runs: int = 5, lag: int | None = None) -> Report:
     """The three figures (see the module docstring)."""
     report = Report(NAME, TITLE, scale, runs)
-    stored = _throughput(scale, runs, report)
+    stored = _throughput(scale, runs, report, lag)
     _memory(runs, report)
     _record(stored, "bench/0", report)
     report.notes += [
@@ -433,10 +459,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="10 batches a client, not 50")
     parser.add_argument("--runs", type=int, default=5, help="runs per side (default 5)")
     parser.add_argument("--json-out", type=Path, default=None, help="write the report here")
+    parser.add_argument(
+        "--reconciler-lag",
+        type=int,
+        default=None,
+        help="a reconciler keeping up this many batches behind, timed on every side "
+        "(default: none during a run: every key stays held until the run ends)",
+    )
     args = parser.parse_args(argv)
     about = machine()
     started = time.perf_counter()
-    report = run(Scale.QUICK if args.quick else Scale.FULL, args.runs)
+    report = run(Scale.QUICK if args.quick else Scale.FULL, args.runs, args.reconciler_lag)
     report.notes.append(f"This benchmark took {time.perf_counter() - started:.0f} s.")
     sys.stdout.write(", ".join(f"{k}: {v}" for k, v in about.items()) + "\n\n")
     sys.stdout.write(report.to_markdown())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
+from typing import cast
 
 from l0gc.contract.references import (
     DEFAULT_MAX_REFERENCES,
@@ -72,9 +73,12 @@ class ReferenceSet:
                 f"partition {partition!r}: a commit names {len(objects)} objects, more than "
                 f"{MAX_ENTRY_KEYS}: split the entry, or name the objects it really references"
             )
-        if not plain(objects):  # the slow path names the bad key
-            objects = [check_key(key, "objects") for key in objects]
-        keys = tuple(dict.fromkeys(objects))
+        checked = (
+            cast("Sequence[str]", objects)
+            if plain(objects)
+            else [check_key(key, "objects") for key in objects]  # names the bad key
+        )
+        keys = tuple(dict.fromkeys(checked))
         size = sum(_size(key) for key in keys)
         if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
             raise ReferencesFull(
