@@ -537,15 +537,7 @@ async def _conflicted(
     in the namespace, as a sweeper's round does (`gcd.rules.references`)."""
     reason = pause_reason(found[0], len(found), safe_epoch)
     for conflict in found:
-        ref = conflict.reference
-        log.error(
-            "spark.reference_conflict",
-            partition=ref.partition,
-            offset=ref.offset,
-            key=ref.key,
-            epoch=conflict.epoch,
-            safe_epoch=safe_epoch,
-        )
+        log.error("spark.reference_conflict", **conflict.fields(safe_epoch))
     if deleting is not None and deleting.source is not None:
         await deleting.source.set_paused(reason)
     keys = tuple(c.reference.key for c in found[:MAX_CONFLICTS_SHOWN])

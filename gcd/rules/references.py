@@ -24,6 +24,17 @@ class Conflict:
     reference: Reference
     epoch: int
 
+    def fields(self, safe_epoch: int) -> dict[str, object]:
+        """The conflict as log fields (`sweep.reference_conflict`, `spark.reference_conflict`)."""
+        ref = self.reference
+        return {
+            "partition": ref.partition,
+            "offset": ref.offset,
+            "key": ref.key,
+            "epoch": self.epoch,
+            "safe_epoch": safe_epoch,
+        }
+
 
 def conflicts(
     references: Mapping[str, Reference], layout: KeyLayout, safe_epoch: int

@@ -325,14 +325,7 @@ class Sweeper:
                     ref.partition, ref.offset, ref.key, conflict.epoch, safe_epoch
                 )
             )
-            log.error(
-                "sweep.reference_conflict",
-                partition=ref.partition,
-                offset=ref.offset,
-                key=ref.key,
-                epoch=conflict.epoch,
-                safe_epoch=safe_epoch,
-            )
+            log.error("sweep.reference_conflict", **conflict.fields(safe_epoch))
         reason = pause_reason(found[0], len(found), safe_epoch)
         self.brake.reset()
         await self.brake.pause(reason)
