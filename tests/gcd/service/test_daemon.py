@@ -51,6 +51,7 @@ from gcd.sweep.sweeper import RoundConfig, Sweeper
 from l0gc.contract.binding import Binding, StorageTarget, claim_key
 from l0gc.contract.kv import Put
 from l0gc.contract.namespace import Publication
+from l0gc.contract.references import References
 from l0gc.etcd.follow import GcFollower
 from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.settings import EtcdSettings, open_kv
@@ -887,3 +888,28 @@ async def test_an_idle_bound_daemon_lists_nothing_and_follows_m_at_the_next_look
         finally:
             structlog.reset_defaults()
             await kv.close()
+
+
+async def test_a_reference_conflict_pauses_the_daemon_and_the_fleet() -> None:
+    """A key at or below M that a partition still references: the daemon's round deletes
+    nothing, writes the pause key (every sweeper stops) and counts the conflict."""
+    clock = Clock()
+    _, watermarks, store, daemon = await memory_setup(clock)
+    daemon.sweeper.brake = PauseBrake(watermarks, min_interval_s=0)
+    daemon.sweeper.deleter.brake = daemon.sweeper.brake
+    garbage = put_garbage(store, clock, range(1, 6), "g")
+    live = min(garbage)
+    record = await watermarks.get_partition("p")
+    assert record is not None
+    await watermarks.publish_one(
+        Publication("p", "owner", record.owner_epoch, 5, references=References(((9, (live,)),)))
+    )
+    await daemon.run_once()
+    assert garbage <= store.keys()
+    reason = await watermarks.get_paused()
+    assert reason is not None
+    assert live in reason
+    assert daemon.metrics.reference_conflicts._value.get() == 1
+    await daemon.run_once()  # paused now, like any pause: still nothing deleted
+    assert garbage <= store.keys()
+    assert daemon.readiness() == (True, "paused")
