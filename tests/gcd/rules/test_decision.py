@@ -77,3 +77,16 @@ def test_delete_iff_every_condition_holds(epoch: int, safe: int, age: float, gra
     """DELETE exactly when epoch <= M and age > grace, for any parsable key."""
     verdict, _ = decide(key(123, epoch), NOW - age, LAYOUT, safe, NOW, grace)
     assert (verdict is Verdict.DELETE) == (epoch <= safe and NOW - (NOW - age) > grace)
+
+
+def test_a_referenced_key_at_or_below_m_is_never_deleted() -> None:
+    """The writer's second opinion: referenced wins over M; above M, M keeps it anyway."""
+    live, other = key(7, 40), key(8, 40)
+    assert decide(live, OLD, LAYOUT, 42, NOW, GRACE, referenced={live})[0] is Verdict.REFERENCED
+    assert decide(other, OLD, LAYOUT, 42, NOW, GRACE, referenced={live})[0] is Verdict.DELETE
+    young = key(7, 43)
+    assert decide(young, OLD, LAYOUT, 42, NOW, GRACE, referenced={young})[0] is Verdict.NOT_ELIGIBLE
+    verdict, parsed = decide(live, NOW, LAYOUT, 42, NOW, GRACE, referenced={live})
+    assert verdict is Verdict.REFERENCED  # before the grace period: a conflict, not "young"
+    assert parsed is not None
+    assert parsed.epoch == 40

@@ -6,13 +6,16 @@ from __future__ import annotations
 import pytest
 
 from l0gc.contract.record import PartitionRecord
+from l0gc.contract.references import Reference, References
 from l0gc.contract.safe_epoch import (
     PINNING_LIMIT,
     GcView,
+    PartitionSummary,
     SafeEpoch,
     cluster_id_text,
     compute_safe_epoch,
     parse_cluster_epoch,
+    summarize,
 )
 from l0gc.errors import InvalidRecord
 
@@ -132,3 +135,31 @@ def test_a_cluster_id_is_16_hex_digits_and_0_means_the_client_cannot_tell() -> N
     assert cluster_id_text(1) == "0000000000000001"
     assert cluster_id_text(0xABC) == "0000000000000abc"
     assert cluster_id_text(2**64 - 1) == "ffffffffffffffff"
+
+
+def test_references_are_read_with_m_and_merged_over_the_partitions() -> None:
+    """Every record's references, merged (the first reference to a key wins, partitions
+    in name order); a record whose writer never sent any counts for nothing, an empty
+    one counts as a partition that sends them."""
+    raws = {
+        "a": PartitionRecord("a", 5, 1, references=References(((3, ("k1", "k2")),))).encode(),
+        "b": PartitionRecord("b", 6, 1, references=References(((9, ("k2",)),))).encode(),
+        "c": PartitionRecord("c", 7, 1, references=References(())).encode(),
+        "d": record("d", 8),
+    }
+    read = compute_safe_epoch(GcView(revision=4, cluster_epoch_raw=b"10", partitions=raws))
+    assert read.safe_epoch == 5
+    assert read.referencing == 3
+    assert read.references == {"k1": Reference("a", 3, "k1"), "k2": Reference("a", 3, "k2")}
+    summary = summarize(raws)
+    assert (summary.referencing, len(summary.references)) == (3, 2)
+    none = compute_safe_epoch(view(b"10", d=8))
+    assert (none.referencing, none.references) == (0, {})
+
+
+def test_without_a_read_of_references_there_are_none() -> None:
+    """The defaults: a summary built from a count alone, and a blocked read."""
+    assert (PartitionSummary(3).referencing, PartitionSummary(3).references) == (0, {})
+    blocked = compute_safe_epoch(GcView(revision=1, cluster_epoch_raw=None, partitions={}))
+    assert blocked.safe_epoch is None
+    assert (blocked.referencing, blocked.references) == (0, {})
