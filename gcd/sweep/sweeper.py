@@ -236,12 +236,7 @@ class Sweeper:
         self._undo_rule(run, ceiling)
         queue: BatchQueue = asyncio.Queue(self.config.concurrency * 2)
         decider = PageDecider(
-            run,
-            queue,
-            self.config,
-            clock=self.clock,
-            plan=self.plan,
-            emit=self._emit,
+            run, queue, self.config, clock=self.clock, plan=self.plan, emit=self._emit
         )
         lister = RoundLister(
             run,
@@ -317,7 +312,8 @@ class Sweeper:
         self, found: list[Conflict], safe_epoch: int, cluster_epoch: int | None, round_id: str
     ) -> RoundResult:
         """M is past a key a partition still references: pause GC (here and, through the
-        fleet brake, everywhere) before listing anything; the round deletes nothing."""
+        fleet brake, everywhere) before listing anything; the round deletes nothing. A
+        dry run changes nothing, the pause key included: it reports the conflict."""
         for conflict in found:
             ref = conflict.reference
             self._emit(
@@ -327,13 +323,14 @@ class Sweeper:
             )
             log.error("sweep.reference_conflict", **conflict.fields(safe_epoch))
         reason = pause_reason(found[0], len(found), safe_epoch)
-        self.brake.reset()
-        await self.brake.pause(reason)
+        if not self.config.dry_run:
+            self.brake.reset()
+            await self.brake.pause(reason)
         summary = RoundSummary(
             safe_epoch=None,
             cluster_epoch=cluster_epoch,
             dry_run=self.config.dry_run,
-            blocked_reason=f"paused: {reason}",
+            blocked_reason=reason if self.config.dry_run else f"paused: {reason}",
             round=round_id,
             reference_conflicts=len(found),
             conflicting_keys=tuple(c.reference.key for c in found[:MAX_CONFLICTS_SHOWN]),

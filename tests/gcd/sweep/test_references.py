@@ -94,6 +94,25 @@ async def test_a_referenced_key_at_or_below_m_pauses_gc_before_anything_is_delet
     assert store.keys() == before
 
 
+async def test_a_dry_run_reports_the_conflict_and_pauses_nothing() -> None:
+    store, keys = bucket()
+    live = LAYOUT.format(500, 40, "g")
+    watermarks = await watermarks_with(References(((17, (live,)),)))
+    dry = Sweeper(
+        store,
+        RoundConfig(layout=LAYOUT, dry_run=True),
+        clock=lambda: NOW,
+        brake=PauseBrake(watermarks, min_interval_s=0),
+    )
+    result = await run_round(dry, SafetyGate(), watermarks)
+    assert result.summary.reference_conflicts == 1
+    assert result.summary.outcome == "blocked"
+    assert result.summary.blocked_reason is not None
+    assert result.summary.blocked_reason.startswith("reference conflict:")
+    assert await watermarks.get_paused() is None
+    assert store.keys() == set(keys)
+
+
 async def test_a_referenced_key_above_m_is_no_conflict() -> None:
     store, keys = bucket()
     young = LAYOUT.format(500, 44, "g")  # above M: kept by M alone, as it should be
