@@ -540,10 +540,9 @@ async def _conflicted(
         log.error("spark.reference_conflict", **conflict.fields(safe_epoch))
     if deleting is not None and deleting.source is not None:
         await deleting.source.set_paused(reason)
+        reason = f"paused: {reason}"
     keys = tuple(c.reference.key for c in found[:MAX_CONFLICTS_SHOWN])
-    return _blocked(
-        config, f"paused: {reason}", cluster_epoch, started, conflicts=(len(found), keys)
-    )
+    return _blocked(config, reason, cluster_epoch, started, conflicts=(len(found), keys))
 
 
 def _blocked(
