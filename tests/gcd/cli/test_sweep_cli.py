@@ -73,6 +73,8 @@ SUMMARY_FIELDS = [
     "markers_written",
     "versions_reclaimed",
     "undo",
+    "reference_conflicts",
+    "conflicting_keys",
     "cost",
 ]
 
