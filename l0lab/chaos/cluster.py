@@ -52,7 +52,7 @@ from l0lab.chaos.writer import WriterSpec
 from l0lab.demo.s3io import DemoBucket
 from l0lab.testing.faultproxy import FaultProxy
 from l0lab.testing.local_servers import LocalEtcd, LocalEtcdCluster, free_port
-from l0lab.testing.procs import Child, ServeProc, child_env, wait_http
+from l0lab.testing.procs import Child, ServeProc, child_env, listens, wait_http
 
 __all__ = ["Cluster", "PublisherProc", "SweeperProc", "WriterProc"]
 
@@ -361,12 +361,34 @@ class Cluster:
             raise RuntimeError(f"watermark namespace bind failed: {done.stderr.strip()}")
 
     async def start_publisher(self, name: str) -> None:
-        """Start (or restart) publisher `name` and wait until it has published."""
+        """Start (or restart) publisher `name` and wait until it has published.
+
+        Its port was drawn when the cluster was built: another process may have taken it
+        since (a fresh-clone CI run saw serve-b exit on the bind while another worker's
+        server answered its /readyz, and the run blamed the first fault for 20 s without
+        serve-b). Ready means *our* process listens; a first start that lost its port
+        draws another (nothing knows the old one yet), a restart says so and fails."""
         pub = self.publishers[name]
-        pub.child.argv = self.serve_argv(pub)
-        pub.child.start()
-        if not await asyncio.to_thread(wait_http, f"{pub.url}/readyz", _READY_S, child=pub.child):
-            raise RuntimeError(f"{name} did not become ready: {pub.child.tail()}")
+        for _ in range(3):
+            pub.child.argv = self.serve_argv(pub)
+            pub.child.start()
+            try:
+                ready = await asyncio.to_thread(
+                    wait_http, f"{pub.url}/readyz", _READY_S, child=pub.child
+                )
+            except RuntimeError:  # exited at start (the bind, or anything else)
+                ready = False
+            if ready and listens(pub.child.pid, pub.port):
+                return
+            if pub.incarnation > 1 or (not ready and pub.child.alive):
+                break
+            await asyncio.to_thread(pub.child.stop, 5.0)
+            _log.warning("chaos.publisher_port_lost", publisher=name, port=pub.port)
+            pub.port = free_port()
+        raise RuntimeError(
+            f"{name} did not become ready on port {pub.port} (or another process answered "
+            f"there): {pub.child.tail()}"
+        )
 
     async def start_sweeper(self, sweeper: SweeperProc) -> None:
         """Start (or restart) a sweeper and wait for its /healthz."""

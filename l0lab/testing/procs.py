@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Child", "ServeProc", "child_env", "wait_http"]
+__all__ = ["Child", "ServeProc", "child_env", "listens", "wait_http"]
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -58,6 +58,31 @@ def wait_http(url: str, timeout_s: float, *, child: Child | None = None) -> bool
             pass
         time.sleep(0.05)
     return False
+
+
+def listens(pid: int | None, port: int) -> bool:
+    """True when process `pid` holds the socket listening on 127.0.0.1:`port` (Linux:
+    /proc/net/tcp's inode against the process's open files). A readiness probe answered
+    on a port says nothing of who answered: another process may have taken the port
+    between `free_port()` and the start. True where /proc cannot tell (not Linux)."""
+    table = Path("/proc/net/tcp")
+    if pid is None or not table.exists():
+        return pid is not None
+    wanted = f"0100007F:{port:04X}"
+    inodes = {
+        fields[9]
+        for fields in (line.split() for line in table.read_text().splitlines()[1:])
+        if len(fields) > 9 and fields[1] == wanted and fields[3] == "0A"  # 0A: LISTEN
+    }
+    try:
+        entries = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # it exited
+        return False
+    held = set()
+    for entry in entries:
+        with contextlib.suppress(OSError):  # closed meanwhile (the listing's own fd, say)
+            held.add(os.readlink(entry))
+    return any(f"socket:[{inode}]" in held for inode in inodes)
 
 
 class Child:
