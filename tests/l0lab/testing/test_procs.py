@@ -25,7 +25,7 @@ def test_only_the_process_holding_the_listener_listens(tmp_path: Path) -> None:
         sock.listen()
         assert listens(os.getpid(), port)
         child = Child(
-            "sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log"
+            "idler", [sys.executable, "-c", "import signal; signal.pause()"], tmp_path / "s.log"
         )
         child.start()
         try:
