@@ -8,13 +8,17 @@
 //   node writer.mjs register       register L0GC_PARTITION (a new topic) with L0GC_REGISTRAR_TOKEN
 //                                  (role registrar or admin; idempotent), print the answer
 //   node writer.mjs write N        write N objects to L0GC_PARTITION, print one JSON per object
-//   node writer.mjs reconcile O [L] [--objects KEY ...]
+//   node writer.mjs reconcile O [L] [--entries OFFSET=KEY ...] [--objects KEY ...]
 //                                  report the entries through offset O as reconciled (-1:
 //                                  none yet); L: the log's last offset, read after an answer
-//                                  that printed "log_end_wanted": true (only then); KEY ...:
-//                                  the keys this report lifted (only those are released; a key
-//                                  of an entry through O not named stays referenced). Without
-//                                  --objects every key of the entries through O is released.
+//                                  that printed "log_end_wanted": true (only then), with
+//                                  --entries: the key each log entry from that answer's
+//                                  "references_from" through L names (a new owner after a
+//                                  crash learns the keys of entries it never applied from
+//                                  them); KEY ...: the keys this report lifted (only those
+//                                  are released; a key of an entry through O not named stays
+//                                  referenced). Without --objects every key of the entries
+//                                  through O is released.
 //
 // Environment: L0GC_PUBLISHERS (comma-separated base URLs; the token is sent only there),
 // L0GC_FLEET (optional, comma-separated SCHEME://HOST[:PORT] patterns, as
@@ -197,20 +201,36 @@ async function main() {
     }
   } else if (command === "reconcile") {
     const rest = process.argv.slice(4);
-    const named = rest.indexOf("--objects");
-    const [logEnd] = named < 0 ? rest : rest.slice(0, named);
+    const flag = (name) => { // the arguments after `name`, up to the next flag
+      const at = rest.indexOf(name);
+      if (at < 0) return undefined;
+      const next = rest.findIndex((arg, i) => i > at && arg.startsWith("--"));
+      return rest.slice(at + 1, next < 0 ? undefined : next);
+    };
+    const firstFlag = rest.findIndex((arg) => arg.startsWith("--"));
+    const [logEnd] = firstFlag < 0 ? rest : rest.slice(0, firstFlag);
     const body = { offset: Number(argument) };
     if (logEnd !== undefined) body.log_end_offset = Number(logEnd);
+    // with the log end, the key each entry names: {offsets, keys}, offsets rising
+    const entries = flag("--entries");
+    if (entries !== undefined) {
+      const pairs = entries.map((e) => [Number(e.slice(0, e.indexOf("="))), e.slice(e.indexOf("=") + 1)])
+        .sort((a, b) => a[0] - b[0]);
+      body.log_references = { offsets: pairs.map((p) => p[0]), keys: pairs.map((p) => p[1]) };
+    }
     // the keys this report lifted: the publisher releases only those, so an entry passed
     // whose object was not lifted stays referenced (and a sweeper will not delete it)
-    if (named >= 0) body.objects = rest.slice(named + 1);
+    const lifted = flag("--objects");
+    if (lifted !== undefined) body.objects = lifted;
     const { doc } = await call("POST", `/v1/partitions/${encoded}/reconciled`,
       { body, token: env.L0GC_RECONCILER_TOKEN });
     console.log(JSON.stringify({ reconciled_offset: doc.reconciled_offset, watermark: doc.watermark,
-      log_end_wanted: doc.log_end_wanted, references: doc.references }));
+      log_end_wanted: doc.log_end_wanted, references_from: doc.references_from,
+      references: doc.references }));
   } else {
     throw new Error(
-      "usage: node writer.mjs register | write N | reconcile OFFSET [LOG_END] [--objects KEY ...]");
+      "usage: node writer.mjs register | write N | " +
+      "reconcile OFFSET [LOG_END] [--entries OFFSET=KEY ...] [--objects KEY ...]");
   }
 }
 

@@ -18,6 +18,7 @@ from gcd.observe.report import RoundResult
 from gcd.sweep.safety import WatermarkSource
 from gcd.sweep.sweeper import run_round
 from l0gc.contract.binding import claim_key
+from l0gc.contract.references import References
 from l0gc.contract.safe_epoch import SafeEpoch
 from l0gc.errors import (
     EtcdUnavailable,
@@ -197,7 +198,11 @@ async def adopt(world: World, part: PartitionSim, pub: PublisherSim) -> None:
     if world.rng.random() < 0.3:
         log_end = None
     try:
-        await pub.publisher.adopt(part.name, log_end_offset=log_end)
+        await pub.publisher.adopt(
+            part.name,
+            log_end_offset=log_end,
+            log_references=None if log_end is None else log_references(part),
+        )
     except L0gcError as exc:
         world.event(f"{pub.name} adopt {part.name} failed {type(exc).__name__}")
         return
@@ -418,6 +423,7 @@ def _report(part: PartitionSim, offset: int | None = None) -> bool:
         part.reconciled if offset is None else offset,
         log_end_offset=log_end,
         objects=lifted_keys(part),
+        log_references=log_references(part, log_end),
     )
     return True
 
@@ -427,6 +433,14 @@ def lifted_keys(part: PartitionSim) -> frozenset[str]:
     return frozenset(part.log[: part.reconciled + 1])
 
 
+def log_references(part: PartitionSim, through: int | None = None) -> References:
+    """The keys `part`'s log entries name, through `through` (default: the log end): what
+    a log end is told with (`HostedPartition.learn_log_end`; the owner keeps those of
+    the entries it never applied)."""
+    end = len(part.log) if through is None else through + 1
+    return References(tuple((offset, (key,)) for offset, key in enumerate(part.log[:end])))
+
+
 async def report_log_ends(world: World) -> None:
     """Partition leaders tell an owner that does not know it where their log ends."""
     for part in world.live_partitions():
@@ -434,7 +448,9 @@ async def report_log_ends(world: World) -> None:
         if leader is None or not _hosts(leader, part.name):
             continue
         if not leader.publisher.state(part.name)["log_end_known"]:
-            await leader.publisher.adopt(part.name, log_end_offset=part.next_offset - 1)
+            await leader.publisher.adopt(
+                part.name, log_end_offset=part.next_offset - 1, log_references=log_references(part)
+            )
             world.event(f"{part.name} tells {leader.name} its log ends at {part.next_offset - 1}")
 
 

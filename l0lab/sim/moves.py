@@ -517,7 +517,11 @@ async def _adopt(world: World, scope: Scope, name: str, pub_name: str) -> None:
     part, pub = world.partitions[name], _pub(world, pub_name)
     old, part.leader = part.leader, None
     try:
-        state = await pub.publisher.adopt(name, log_end_offset=part.next_offset - 1)
+        state = await pub.publisher.adopt(
+            name,
+            log_end_offset=part.next_offset - 1,
+            log_references=actions.log_references(part),
+        )
     except L0gcError as exc:
         part.leader = old if old is not None and old.alive else None
         world.event(f"{pub_name} adopt {name} failed {type(exc).__name__}")

@@ -18,6 +18,8 @@ from typing import Any
 from aiohttp import web
 
 from l0gc.contract.record import RECORD_VERSION
+from l0gc.contract.references import References
+from l0gc.errors import InvalidRecord
 from watermark.api import http_body
 from watermark.api.http_errors import Moved, short
 from watermark.api.http_routing import ROUTER, locate, now, on_owner, publisher_of
@@ -37,6 +39,22 @@ def _log_end_offset(doc: dict[str, Any]) -> int | None:
     return log_end
 
 
+def _log_references(doc: dict[str, Any]) -> References | None:
+    """The optional ``log_references`` (the keys the log's entries name, as a record
+    stores them: `l0gc.contract.references.References`)."""
+    if doc.get("log_references") is None:
+        return None
+    if doc.get("log_end_offset") is None:
+        raise http_body.BadRequest(
+            "field 'log_references' goes with 'log_end_offset': the keys of the entries "
+            "through the log end the same request tells"
+        )
+    try:
+        return References.decode(doc["log_references"])
+    except InvalidRecord as exc:
+        raise http_body.BadRequest(str(exc).replace("'references'", "'log_references'")) from None
+
+
 async def reconciled(request: web.Request) -> web.Response:
     """``reconciled``: the reconciler lifted every entry through the body's offset."""
     publisher = publisher_of(request)
@@ -46,15 +64,22 @@ async def reconciled(request: web.Request) -> web.Response:
         "offset",
         "log_end_offset",
         "objects",
+        "log_references",
         max_bytes=request.app[HTTP_LIMITS].max_batch_body_bytes,
     )
     offset = http_body.int_field(doc, "offset", minimum=-1)  # -1: nothing lifted yet
-    log_end = _log_end_offset(doc)
+    log_end, log_references = _log_end_offset(doc), _log_references(doc)
     objects = http_body.objects_field(doc)
     lifted = None if objects is None else frozenset(objects)
 
     def report() -> dict[str, Any]:
-        publisher.reconciled(partition, offset, log_end_offset=log_end, objects=lifted)
+        publisher.reconciled(
+            partition,
+            offset,
+            log_end_offset=log_end,
+            objects=lifted,
+            log_references=log_references,
+        )
         return publisher.state(partition)
 
     return web.json_response(await on_owner(request, partition, lambda: now(report())))
@@ -62,16 +87,24 @@ async def reconciled(request: web.Request) -> web.Response:
 
 async def adopt(request: web.Request) -> web.Response:
     """``adopt``: take the partition over, or (replicas) tell its owner the log end."""
-    log_end = _log_end_offset(await http_body.read_body(request, "log_end_offset"))
+    doc = await http_body.read_body(
+        request,
+        "log_end_offset",
+        "log_references",
+        max_bytes=request.app[HTTP_LIMITS].max_batch_body_bytes,
+    )
+    log_end, log_references = _log_end_offset(doc), _log_references(doc)
     publisher, partition = publisher_of(request), request.match_info["partition"]
     if request.app[ROUTER] is None:
-        state = await publisher.adopt(partition, log_end_offset=log_end)
+        state = await publisher.adopt(
+            partition, log_end_offset=log_end, log_references=log_references
+        )
         return web.json_response(state)
 
     def learn() -> dict[str, Any]:  # replicas own through leases: never take ownership here
         if log_end is None:
             return publisher.state(partition)
-        return publisher.learn_log_end(partition, log_end)
+        return publisher.learn_log_end(partition, log_end, log_references)
 
     return web.json_response(await on_owner(request, partition, lambda: now(learn())))
 

@@ -40,6 +40,20 @@ _OBJECTS: Final[Json] = {
     "items": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_BYTES},
 }
 
+_LOG_REFERENCES: Final[Json] = {
+    "type": ["object", "null"],
+    "properties": {
+        "offsets": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "keys": {"type": "array", "items": _OBJECTS["items"]},
+    },
+    "required": ["offsets", "keys"],
+    "additionalProperties": False,
+    "description": "with log_end_offset, from a writer that names objects: the keys the "
+    "log's entries name, each with its entry's offset (non-decreasing), at least for the "
+    "entries from the state's references_from through the log end; an owner that holds "
+    "references refuses a log end past its applied log without them (docs/references.md)",
+}
+
 
 def _obj(props: Json, required: list[str] | None = None, **more: Any) -> Json:
     return {
@@ -86,6 +100,13 @@ STATE_FIELDS: Final[Json] = {
         "description": "the reconciler should read the log's last offset "
         "after this answer and send it as log_end_offset with its next "
         "report (the owner does not know where the log ends)",
+    },
+    "references_from": {
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "description": "while log_end_wanted: the first log offset the owner never "
+        "applied; a writer that names objects sends, with the log end, "
+        "log_references for the entries from here on (docs/references.md)",
     },
     "sealed": {"type": "boolean"},
     "frozen": {
@@ -187,6 +208,7 @@ SCHEMAS: Final[Json] = {
                 "description": "only after an answer said log_end_wanted: the "
                 "offset of the log's last entry, read after that answer",
             },
+            "log_references": _LOG_REFERENCES,
             "objects": {
                 **_OBJECTS,
                 "description": "optional: the object keys this report lifted; given, "
@@ -212,7 +234,8 @@ SCHEMAS: Final[Json] = {
                 "type": ["integer", "null"],
                 "minimum": -1,
                 "maximum": MAX_FIELD_VALUE,
-            }
+            },
+            "log_references": _LOG_REFERENCES,
         },
         [],
     ),

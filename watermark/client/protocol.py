@@ -21,6 +21,7 @@ __all__ = [
     "EpochInfo",
     "Exchange",
     "Granted",
+    "LogReferences",
     "PublisherSet",
     "RedirectRefused",
     "Retry",
@@ -29,6 +30,7 @@ __all__ = [
     "batch_fence",
     "entry_error",
     "json_answer",
+    "log_references_field",
     "objects_body",
     "partition_path",
     "reconciled_body",
@@ -108,14 +110,42 @@ def objects_body(objects: Iterable[str] | None) -> dict[str, list[str]]:
     return {"objects": list(objects)}
 
 
+LogReferences = Mapping[int, Iterable[str]]
+"""Per log offset, the object keys that entry names (a log end's ``log_references``)."""
+
+
 def reconciled_body(
-    offset: int, log_end_offset: int | None, objects: Iterable[str] | None = None
+    offset: int,
+    log_end_offset: int | None,
+    objects: Iterable[str] | None = None,
+    log_references: LogReferences | None = None,
 ) -> dict[str, Any]:
-    """The body of a reconciled report (the log end and the lifted keys only when given)."""
+    """The body of a reconciled report (the log end, the keys its entries name and the
+    lifted keys only when given)."""
     body: dict[str, Any] = {"offset": offset}
     if log_end_offset is not None:
         body["log_end_offset"] = log_end_offset
+    if log_references is not None:
+        body["log_references"] = log_references_field(log_references)
     return {**body, **objects_body(objects)}
+
+
+def log_references_field(log_references: LogReferences) -> dict[str, list[Any]]:
+    """``{"offsets", "keys"}`` as the publisher takes it: each key with its entry's offset,
+    offsets rising."""
+    offsets: list[int] = []
+    keys: list[str] = []
+    for offset in sorted(log_references):
+        named = log_references[offset]
+        if isinstance(named, str | bytes):
+            raise ValueError(
+                f"log_references[{offset}] must be a list of object keys, got the string "
+                f"{named[:60]!r}: wrap a single key in a list"
+            )
+        for key in named:
+            offsets.append(offset)
+            keys.append(key)
+    return {"offsets": offsets, "keys": keys}
 
 
 def partition_path(partition: str, suffix: str = "") -> str:

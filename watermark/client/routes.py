@@ -15,6 +15,7 @@ from watermark.client.protocol import (
     EpochInfo,
     Exchange,
     Granted,
+    LogReferences,
     PublisherSet,
     Retry,
     batch_fence,
@@ -153,9 +154,10 @@ def reconciled(
     *,
     log_end_offset: int | None = None,
     objects: Iterable[str] | None = None,
+    log_references: LogReferences | None = None,
 ) -> Operation[Json]:
     """``POST /v1/partitions/{p}/reconciled``."""
-    body = reconciled_body(offset, log_end_offset, objects)
+    body = reconciled_body(offset, log_end_offset, objects, log_references)
     path = partition_path(partition, "/reconciled")
     return (yield _request(to, "POST", path, body, partition=partition))
 

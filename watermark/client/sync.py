@@ -13,7 +13,7 @@ import urllib3
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 from watermark.client import routes
-from watermark.client.protocol import ApiError, EpochInfo, Granted, json_answer
+from watermark.client.protocol import ApiError, EpochInfo, Granted, LogReferences, json_answer
 from watermark.client.routes import CommitEntry, Json
 
 __all__ = ["WriterClient"]
@@ -69,15 +69,23 @@ class WriterClient(routes.WriterBase):
         *,
         log_end_offset: int | None = None,
         objects: Iterable[str] | None = None,
+        log_references: LogReferences | None = None,
     ) -> Json:
         """The reconciler lifted every entry of `partition` through `offset`. When the answer
         says ``log_end_wanted``, read your log's last offset after it and pass it as
-        `log_end_offset` with the next report (docs/integration.md). `objects`: the keys
+        `log_end_offset` with the next report (docs/integration.md), and, when the writer
+        names references, `log_references`: the keys of each log entry from the answer's
+        ``references_from`` through that end ({offset: [key, ...]}). `objects`: the keys
         this report lifted, when the writer names references: only those are released
         (a key of a passed entry not named stays referenced); None (the default) sends no
         field and releases every key of the entries through `offset`."""
         operation = routes.reconciled(
-            self._target, partition, offset, log_end_offset=log_end_offset, objects=objects
+            self._target,
+            partition,
+            offset,
+            log_end_offset=log_end_offset,
+            objects=objects,
+            log_references=log_references,
         )
         return self._drive(operation)
 

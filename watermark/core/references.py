@@ -86,6 +86,29 @@ class ReferenceSet:
             )
         return keys
 
+    def recover(
+        self, partition: str, log: References, after: int, through: int
+    ) -> list[tuple[int, tuple[str, ...]]]:
+        """The entries of `log` (what a log end came with: the keys each entry of the log
+        names) that this set never saw, checked: those above `after` (the last applied
+        offset, -1: none), which must be at or below `through` (the log end). Raise
+        ConfigError for an entry past the log end, `ReferencesFull` past the cap; nothing
+        changes (``add`` each one after)."""
+        wanted = [(offset, keys) for offset, keys in log.entries if offset > after]
+        if wanted and wanted[-1][0] > through:
+            raise ConfigError(
+                f"partition {partition!r}: log_references name offset {wanted[-1][0]}, past "
+                f"the log end {through}: send the keys of the log's entries from offset "
+                f"{after + 1} through its end"
+            )
+        keys = [key for _, held in wanted for key in dict.fromkeys(held)]
+        size = sum(_size(key) for key in keys)
+        if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
+            raise ReferencesFull(
+                partition, self._keys, len(keys), self._max_keys, self._bytes + size
+            )
+        return [(offset, tuple(dict.fromkeys(held))) for offset, held in wanted]
+
     def add(self, offset: int, keys: tuple[str, ...]) -> None:
         """Hold `keys` (from `check`) for the entry at `offset` (a new, higher offset)."""
         self.sent = True

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from l0gc.contract.namespace import Publication
-from l0gc.errors import FencingViolation
+from l0gc.contract.references import References
+from l0gc.errors import ConfigError, FencingViolation
 from watermark.core.gcstate import PartitionGcState
 from watermark.core.references import ReferenceSet
 from watermark.core.window import Admission
@@ -94,24 +95,61 @@ class HostedPartition:
             self.dirty = True
 
     def report(
-        self, offset: int, log_end_offset: int | None, lifted: Collection[str] | None = None
+        self,
+        offset: int,
+        log_end_offset: int | None,
+        lifted: Collection[str] | None = None,
+        log_references: References | None = None,
     ) -> bool:
         """A reconciler's report: lifted through `offset`, and (only when an earlier
-        answer asked for it) the log's end as read after that answer. Return True when
-        the log end was learned from it. Raises IllegalTransition for a log end below the
-        applied log (nothing changes)."""
+        answer asked for it) the log's end as read after that answer, with the keys its
+        entries name (`learn_log_end`). Return True when the log end was learned from it.
+        Raises what `learn_log_end` raises (nothing changes)."""
         learned = False
         if log_end_offset is not None and not self.log_end_known and self.log_end_asked:
-            self.learn_log_end(log_end_offset)
+            self.learn_log_end(log_end_offset, log_references)
             learned = True
         self.reconciled(offset, lifted)
         if not self.log_end_known:
             self.log_end_asked = True  # this answer says log_end_wanted
         return learned
 
-    def learn_log_end(self, log_end_offset: int) -> None:
-        """The log's last entry is at `log_end_offset` (-1: empty); see "The log end"."""
+    @property
+    def references_from(self) -> int:
+        """The first log offset whose entry the state never applied (a log end is told
+        with the keys of the entries from here on: `learn_log_end`)."""
+        last = self.state.last_applied_offset
+        return 0 if last is None else last + 1
+
+    def learn_log_end(self, log_end_offset: int, log_references: References | None = None) -> None:
+        """The log's last entry is at `log_end_offset` (-1: empty); see "The log end".
+
+        `log_references`: the keys the log's entries name, at least those from
+        `references_from` through the log end. Entries committed after the last publish
+        of a crashed owner are in the log but in no record: without their keys a
+        reconciler that reports past them unnamed would release a live object unseen
+        (docs/references.md, "After a crash"). So once the partition holds references,
+        a log end past the applied log without them raises ConfigError; an entry past
+        the log end raises ConfigError, too many keys `ReferencesFull`; IllegalTransition
+        for a log end below the applied log. Nothing changes when it raises."""
+        recovered: list[tuple[int, tuple[str, ...]]] = []
+        if not self.log_end_known:
+            start = self.references_from
+            if log_references is not None:
+                recovered = self.references.recover(
+                    self.partition, log_references, start - 1, log_end_offset
+                )
+            elif self.references.sent and log_end_offset >= start:
+                raise ConfigError(
+                    f"partition {self.partition!r} holds references: a log end must come "
+                    f"with log_references, the object keys each log entry from offset "
+                    f"{start} through {log_end_offset} names (docs/references.md)"
+                )
         self.state.catch_up(log_end_offset)
+        for offset, keys in recovered:
+            self.references.add(offset, keys)
+        if log_references is not None:
+            self.references.sent = True
         self.log_end_known = True
         self.dirty = True
 
@@ -228,6 +266,7 @@ class HostedPartition:
             "reconciled_offset": state.reconciled_offset,
             "log_end_known": self.log_end_known,
             "log_end_wanted": not self.log_end_known and self.frozen is None,
+            "references_from": None if self.log_end_known else self.references_from,
             "sealed": self.sealed,
             "frozen": self.frozen,
             "inflight_fences": self.guard.inflight,

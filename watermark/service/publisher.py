@@ -16,7 +16,7 @@ import structlog
 
 from l0gc.contract.namespace import PublishStatus, partition_order
 from l0gc.contract.record import PartitionRecord
-from l0gc.contract.references import DEFAULT_MAX_REFERENCES
+from l0gc.contract.references import DEFAULT_MAX_REFERENCES, References
 from l0gc.errors import (
     EpochAhead,
     FencingViolation,
@@ -141,14 +141,21 @@ class Publisher:
         """True when `partition` is hosted here (a membership test, without sorting)."""
         return partition in self._hosted
 
-    async def adopt(self, partition: str, *, log_end_offset: int | None = None) -> dict[str, Any]:
+    async def adopt(
+        self,
+        partition: str,
+        *,
+        log_end_offset: int | None = None,
+        log_references: References | None = None,
+    ) -> dict[str, Any]:
         """Own `partition` (bumping owner_epoch), restore its state; return `state()`.
 
         `log_end_offset` is the offset of the last entry in the partition's log, -1 if
         the log is empty, None if unknown (see "The log end" above); give it whenever
-        it is known, also to a partition already hosted here. Raise `IllegalTransition`
-        if it is below the last applied offset (the partition stays hosted and what is
-        known of its log does not change).
+        it is known, also to a partition already hosted here, with `log_references`,
+        the keys its entries name (`HostedPartition.learn_log_end`). Raise what that
+        raises (`IllegalTransition` for a log end below the last applied offset): the
+        partition stays hosted and what is known of its log does not change.
         """
         async with self._adopt_lock:
             hosted = self._hosted.get(partition)
@@ -161,7 +168,7 @@ class Publisher:
                 record = await self._store.acquire_ownership(partition, self.owner_id)
                 hosted = self._host(record)
         if log_end_offset is not None:
-            hosted.learn_log_end(log_end_offset)
+            hosted.learn_log_end(log_end_offset, log_references)
         self._update_gauges()
         return self.state(partition)
 
@@ -220,10 +227,12 @@ class Publisher:
         hosted = self._hosted.get(partition)
         return hosted is not None and not hosted.guard.closed and not self.lapsed()
 
-    def learn_log_end(self, partition: str, log_end_offset: int) -> dict[str, Any]:
+    def learn_log_end(
+        self, partition: str, log_end_offset: int, log_references: References | None = None
+    ) -> dict[str, Any]:
         """Tell a hosted partition where its log ends (as `adopt` does, but never taking
         ownership); PartitionNotHosted if it is not hosted here. Returns `state()`."""
-        self._get(partition).learn_log_end(log_end_offset)
+        self._get(partition).learn_log_end(log_end_offset, log_references)
         return self.state(partition)
 
     async def hand_over(self, partitions: Iterable[str]) -> dict[str, bool]:
@@ -399,13 +408,15 @@ class Publisher:
         *,
         log_end_offset: int | None = None,
         objects: Collection[str] | None = None,
+        log_references: References | None = None,
     ) -> None:
         """The reconciler lifted every entry of `partition` through the writer's `offset`
         (and, when given, exactly the keys in `objects`: `watermark.core.references`);
         `log_end_offset`: the log's last offset, read after a `state()` that said
-        ``log_end_wanted`` (see "The log end" in `watermark.service.hosted`)."""
+        ``log_end_wanted`` (see "The log end" in `watermark.service.hosted`), with
+        `log_references`, the keys of its entries from ``references_from`` on."""
         hosted = self._get(partition)
-        if hosted.report(offset, log_end_offset, objects):
+        if hosted.report(offset, log_end_offset, objects, log_references):
             _log.info(
                 "watermark.log_end_reported", partition=partition, log_end_offset=log_end_offset
             )

@@ -121,7 +121,6 @@ LOST_REFERENCE = (
 adopts with the log end (0) but without the entry's key."""
 
 
-@pytest.mark.xfail(strict=True, reason=GAP)
 def test_a_reference_committed_after_the_last_publish_survives_a_failover() -> None:
     """The real code on `LOST_REFERENCE` keeps the object (today it deletes it: the
     xfail documents the gap; fixing it makes this pass, and strict makes that visible)."""
@@ -139,7 +138,6 @@ def test_a_reference_committed_after_the_last_publish_survives_a_failover() -> N
 
 @pytest.mark.deep
 @pytest.mark.timeout(1800)  # ~3 s of CPU a seed
-@pytest.mark.xfail(strict=True, reason=f"{GAP} (seed 120 loses w2-46 after failovers)")
 def test_more_seeds_of_the_real_code_under_the_reconciler_bug() -> None:
     """60 seeds x DEFAULT_STEPS with the reconciler bug: no violation of any kind."""
     report = run_seeds(100, 60, steps=DEFAULT_STEPS, variant=CORRECT, reconciler_bug=True)

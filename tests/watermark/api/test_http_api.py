@@ -24,7 +24,7 @@ from yarl import URL
 from l0gc.auth import parse_token_file
 from l0gc.errors import ConfigError
 from l0gc.etcd.store import WatermarkStore
-from tests.publishing import api_on_loopback, new_publishing
+from tests.publishing import Publishing, api_on_loopback, new_publishing
 from tests.waiting import wait_until
 from watermark.api.http_api import create_app
 from watermark.api.http_errors import UnknownFence
@@ -313,6 +313,33 @@ async def test_adopt_takes_the_log_end_offset(api: Api) -> None:
     assert "log end offset 3" in body["message"]
     status, state = await api.call("GET", "/v1/partitions/spare")
     assert (status, state["last_applied_offset"]) == (200, 7)
+
+
+async def test_a_log_end_comes_with_the_keys_of_the_entries_it_adds(api: Api) -> None:
+    """After a crash between a commit and its publish the record lacks the entry: adopt
+    with the log end alone is 400 naming `log_references` and the offset to send from,
+    malformed ones are 400 naming the field, and with them the entry's key is held."""
+    crashed = await Publishing(api.store).adopting("pub-b", "spare", log_end_offset=-1)
+    for offset, key in enumerate(("k/a", "k/b")):
+        async with crashed.fence("spare", 9, timeout_s=5) as fence:
+            crashed.commit(fence.token, offset, [key])
+        if offset == 0:
+            await crashed.publish_now()  # offset 1 is in the log, in no record
+    path = "/v1/partitions/spare/adopt"
+    status, body = await api.call("POST", path, {"log_end_offset": 1})
+    assert (status, body["error"]) == (400, "bad_request")
+    assert "log_references, the object keys each log entry from offset 1" in body["message"]
+    for bad in ({"offsets": [1]}, {"offsets": [1], "keys": ["a\nb"]}, ["k/b"]):
+        status, body = await api.call("POST", path, {"log_end_offset": 1, "log_references": bad})
+        assert (status, body["error"]) == (400, "bad_request"), body
+        assert "'log_references'" in body["message"]
+    alone = {"log_references": {"offsets": [1], "keys": ["k/b"]}}
+    status, body = await api.call("POST", path, alone)
+    assert (status, "goes with 'log_end_offset'" in body["message"]) == (400, True)
+    assert api.publisher.state("spare")["log_end_known"] is False
+    told = {"log_end_offset": 1, "log_references": {"offsets": [0, 1], "keys": ["k/a", "k/b"]}}
+    status, state = await api.call("POST", path, told)
+    assert (status, state["log_end_known"], state["references"]) == (200, True, 2)
 
 
 async def test_health_readiness_and_metrics(api: Api) -> None:

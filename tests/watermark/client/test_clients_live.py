@@ -349,6 +349,11 @@ def test_the_node_writer_names_its_objects_and_what_its_reconciler_lifted(
     assert {w["key"] for w in written} <= s3_server.keys(bucket)
     (partial,) = node("reconcile", "1", "--objects", written[1]["key"])
     assert (partial["reconciled_offset"], partial["references"]) == (1, 1)
+    # A log end with the key of each entry (the publisher, which knows its log end, takes
+    # the body as valid and ignores both: it did not ask).
+    entries = [f"{w['offset']}={w['key']}" for w in reversed(written)]
+    (told,) = node("reconcile", "1", "1", "--entries", *entries, "--objects", written[1]["key"])
+    assert (told["references"], told["references_from"]) == (1, None)
     with WriterClient([serve.url], token=WRITER, retry=FAST) as writer:
         assert writer.state("refs/node")["references"] == 1  # written[0]'s object, held
     (full,) = node("reconcile", "1")

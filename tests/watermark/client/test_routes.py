@@ -140,6 +140,24 @@ def test_operations_build_the_apis_requests() -> None:
     assert answers.sent[0][1] == "http://a:1/v1/partitions/p%20q/reconciled"
 
 
+def test_a_log_end_sends_the_keys_of_its_entries_as_a_record_stores_them() -> None:
+    """``log_references`` ({offset: keys}) goes as {"offsets", "keys"}, offsets rising and
+    repeated per key; a lone string instead of a list is a ValueError, nothing sent."""
+    to = Target(PublisherSet(["http://a:1"]), Retry())
+    answers = Answers({})
+    refs = {7: ["k/c"], 5: ("k/a", "k/b"), 6: []}
+    drive_sync(routes.reconciled(to, "p", 4, log_end_offset=7, log_references=refs), answers)
+    assert answers.sent[0][2] == {
+        "offset": 4,
+        "log_end_offset": 7,
+        "log_references": {"offsets": [5, 5, 7], "keys": ["k/a", "k/b", "k/c"]},
+    }
+    with pytest.raises(ValueError, match=r"log_references\[5\] must be a list"):
+        drive_sync(
+            routes.reconciled(to, "p", 4, log_end_offset=7, log_references={5: "k"}), Answers()
+        )
+
+
 def test_objects_are_sent_only_when_named() -> None:
     """A commit, a batch entry and a report carry ``objects`` only when given (an empty
     list is sent: a report that lifted none of the keys); 2- and 3-tuples mix in one

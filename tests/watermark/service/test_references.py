@@ -7,7 +7,7 @@ import pytest
 
 from l0gc.contract.record import MAX_RECORD_BYTES, PartitionRecord
 from l0gc.contract.references import References
-from l0gc.errors import InvalidRecord, ReferencesFull
+from l0gc.errors import ConfigError, InvalidRecord, ReferencesFull
 from l0gc.etcd.store import WatermarkStore
 from tests.publishing import Publishing, hosting
 from watermark.core.references import ReferenceSet
@@ -69,6 +69,88 @@ async def test_references_survive_a_failover() -> None:
     new.reconciled("p0", 1, objects=frozenset({"k/b"}))
     await new.publish_now()
     assert await held(store, "p0") == References(((0, ("k/a",)),))
+
+
+async def crashed_after_a_commit() -> tuple[WatermarkStore, Publisher]:
+    """p0's owner published entries 0 and 1 (k/a, k/b), then committed entry 2 (k/c)
+    and crashed before publishing it; the store and p0's next owner, not adopted yet."""
+    store, old = await hosting("p0")
+    await advance_to(store, 7)
+    await commit(old, "p0", 5, 0, "k/a")
+    await commit(old, "p0", 6, 1, "k/b")
+    await old.publish_now()
+    await commit(old, "p0", 7, 2, "k/c")  # in the log, in no record
+    return store, Publishing(store).publisher("pub-b")
+
+
+async def test_a_reference_committed_after_the_last_publish_survives_a_crash() -> None:
+    """The new owner learns entry 2's key with the log end; a reconciler that then passes
+    entry 2 without naming k/c releases k/a, k/b and keeps k/c (issue 54's crash gap)."""
+    store, new = await crashed_after_a_commit()
+    state = await new.adopt(
+        "p0",
+        log_end_offset=2,
+        log_references=References(((0, ("k/a",)), (1, ("k/b",)), (2, ("k/c",)))),
+    )
+    assert state["references"] == 3  # 0 and 1 from the record, 2 from the log
+    assert state["references_from"] is None  # the log end is known now
+    new.reconciled("p0", 2, objects=frozenset({"k/a", "k/b"}))
+    await new.publish_now()
+    assert await held(store, "p0") == References(((2, ("k/c",)),))
+
+
+async def test_a_log_end_without_the_keys_of_its_entries_is_refused() -> None:
+    """An owner that holds references takes no log end past its applied log without the
+    keys: it says from which offset, and nothing changes; the reconciler's handshake
+    then brings them."""
+    store, new = await crashed_after_a_commit()
+    state = await new.adopt("p0")
+    assert state["log_end_wanted"] is True
+    assert state["references_from"] == 2  # entry 2 was never published
+    with pytest.raises(ConfigError, match=r"log_references.* from offset 2 through 2"):
+        await new.adopt("p0", log_end_offset=2)
+    new.reconciled("p0", 0, objects=frozenset())  # lifted nothing; asks for the log end
+    with pytest.raises(ConfigError, match="log_references"):
+        new.reconciled("p0", 2, log_end_offset=2)
+    assert new.state("p0")["log_end_known"] is False
+    assert new.state("p0")["reconciled_offset"] == 0  # the refused report moved nothing
+    new.reconciled(
+        "p0",
+        2,
+        log_end_offset=2,
+        objects=frozenset({"k/b"}),
+        log_references=References(((2, ("k/c",)),)),  # only what it was asked for
+    )
+    assert new.state("p0")["log_end_known"] is True
+    await new.publish_now()
+    assert await held(store, "p0") == References(((0, ("k/a",)), (2, ("k/c",))))
+
+
+async def test_log_references_past_the_log_end_or_the_cap_change_nothing() -> None:
+    _, new = await crashed_after_a_commit()
+    await new.adopt("p0")
+    with pytest.raises(ConfigError, match="offset 3, past the log end 2"):
+        new.learn_log_end("p0", 2, References(((2, ("k/c",)), (3, ("k/d",)))))
+    too_many = References(((2, tuple(f"k/{n}" for n in range(10_000))),))
+    with pytest.raises(ReferencesFull):
+        new.learn_log_end("p0", 2, too_many)
+    assert new.state("p0")["log_end_known"] is False
+    assert new.state("p0")["references"] == 2
+    # Entries the state applied are not taken twice: only offset 2 is new.
+    new.learn_log_end("p0", 2, References(((0, ("k/x",)), (1, ("k/y",)), (2, ("k/c",)))))
+    assert new.state("p0")["references"] == 3
+
+
+async def test_a_partition_without_references_takes_a_log_end_as_before() -> None:
+    store, old = await hosting("p0")
+    await advance_to(store, 7)
+    async with old.fence("p0", 5, timeout_s=5) as fence:
+        old.commit(fence.token, 0)
+    await old.publish_now()
+    new = Publishing(store).publisher("pub-b")
+    state = await new.adopt("p0", log_end_offset=3)
+    assert state["log_end_known"] is True
+    assert state["references"] is None
 
 
 async def test_past_the_cap_a_commit_is_refused_and_changes_nothing() -> None:
