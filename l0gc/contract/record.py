@@ -132,11 +132,20 @@ class PartitionRecord:
             doc["sealed_owner_epoch"] = self.sealed_owner_epoch
         if self.waiting is not None:
             doc["waiting"] = self.waiting
-        if self.references is not None:
-            doc["references"] = self.references.encode()
-        return strictjson.dumps(
+        text = strictjson.dumps(
             doc, what=f"partition {self.partition!r} record", compact=True, sort_keys=True
-        ).encode()
+        )
+        if self.references is not None:
+            # Spliced in sorted place (after "partition", before "sealed_owner_epoch" or
+            # "tracker", which every record has): a publisher keeps the field's text, so
+            # a publish does not encode every held key again. A quote inside a string is
+            # escaped, so the first ',"tracker":' is the top-level field's.
+            after = (
+                ',"sealed_owner_epoch":' if self.sealed_owner_epoch is not None else ',"tracker":'
+            )
+            at = text.index(after)
+            text = f'{text[:at]},"references":{self.references.json_text()}{text[at:]}'
+        return text.encode()
 
     @classmethod
     def decode(cls, raw: bytes, *, partition: str) -> PartitionRecord:

@@ -6,9 +6,10 @@ Design notes: docs/internals/kernel.md, `l0gc.contract.references`.
 from __future__ import annotations
 
 import itertools
+import json
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from l0gc.errors import InvalidRecord
@@ -83,6 +84,10 @@ class References:
     parser's bracket count (`l0gc.strictjson`) stays on its fast path."""
 
     entries: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    text: str | None = field(default=None, compare=False, repr=False)
+    """The field as the record writes it (`json_text`), when its maker keeps it: a
+    publisher's `ReferenceSet` does, so a publish copies it instead of encoding every key
+    held again."""
 
     @property
     def keys(self) -> int:
@@ -95,6 +100,23 @@ class References:
             "offsets": [offset for offset, keys in self.entries for _ in keys],
             "keys": [key for _, keys in self.entries for key in keys],
         }
+
+    def json_text(self) -> str:
+        """The record field as compact, ASCII-only JSON with sorted keys, exactly as the
+        record's encoder writes `encode()` (`text` when given)."""
+        if self.text is not None:
+            return self.text
+        return json.dumps(self.encode(), separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def fragments(offset: int, keys: Sequence[str]) -> tuple[str, str]:
+        """One entry's share of `json_text`: its offsets and its keys, comma-separated."""
+        return ",".join(itertools.repeat(str(offset), len(keys))), ",".join(map(json.dumps, keys))
+
+    @staticmethod
+    def joined(offsets: Iterable[str], keys: Iterable[str]) -> str:
+        """`json_text` from the entries' `fragments` (entries naming no key left out)."""
+        return f'{{"keys":[{",".join(keys)}],"offsets":[{",".join(offsets)}]}}'
 
     @classmethod
     def decode(cls, doc: object) -> References:

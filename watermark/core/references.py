@@ -40,7 +40,7 @@ class ReferenceSet:
     lifted, only those (the second opinion: see the design notes).
     """
 
-    __slots__ = ("_bytes", "_entries", "_keys", "_max_keys", "sent")
+    __slots__ = ("_bytes", "_entries", "_keys", "_max_keys", "_stored", "_texts", "sent")
 
     def __init__(self, *, max_keys: int = DEFAULT_MAX_REFERENCES) -> None:
         if type(max_keys) is not int or max_keys < 1:
@@ -50,6 +50,10 @@ class ReferenceSet:
             )
         self._max_keys = max_keys
         self._entries: OrderedDict[int, tuple[str, ...]] = OrderedDict()
+        self._texts: dict[int, tuple[str, str]] = {}
+        """Per entry, its share of the stored field's JSON (`References.fragments`)."""
+        self._stored: References | None = None
+        """`stored()` until the next change."""
         self._keys = 0
         self._bytes = 0
         self.sent = False
@@ -111,10 +115,13 @@ class ReferenceSet:
 
     def add(self, offset: int, keys: tuple[str, ...]) -> None:
         """Hold `keys` (from `check`) for the entry at `offset` (a new, higher offset)."""
-        self.sent = True
+        if not self.sent:
+            self.sent, self._stored = True, None
         if not keys:
             return
         self._entries[offset] = keys
+        self._texts[offset] = References.fragments(offset, keys)
+        self._stored = None
         self._keys += len(keys)
         self._bytes += sum(_size(key) for key in keys)
 
@@ -131,10 +138,14 @@ class ReferenceSet:
         for offset in passed:
             keys = self._entries[offset]
             kept = () if lifted is None else tuple(k for k in keys if k not in lifted)
+            if len(kept) == len(keys):
+                continue  # nothing of this entry lifted
             if kept:
                 self._entries[offset] = kept
+                self._texts[offset] = References.fragments(offset, kept)
             else:
-                del self._entries[offset]
+                del self._entries[offset], self._texts[offset]
+            self._stored = None
             gone = [k for k in keys if k not in kept] if kept else keys
             dropped += len(gone)
             self._keys -= len(gone)
@@ -143,7 +154,15 @@ class ReferenceSet:
 
     def stored(self) -> References | None:
         """The record field: None while the writer never sent references."""
-        return References(tuple(self._entries.items())) if self.sent else None
+        if not self.sent:
+            return None
+        if self._stored is None:
+            texts = self._texts.values()
+            self._stored = References(
+                tuple(self._entries.items()),
+                References.joined((t[0] for t in texts), (t[1] for t in texts)),
+            )
+        return self._stored
 
     @classmethod
     def restore(cls, stored: References | None, *, max_keys: int) -> ReferenceSet:

@@ -39,14 +39,15 @@ _EVERYDAY = tuple(
 _DEEP = [pytest.mark.deep, pytest.mark.timeout(3600)]
 
 
-DEFAULT_STATES, DEFAULT_TRANSITIONS = 3237, 6660
+DEFAULT_STATES, DEFAULT_TRANSITIONS = 3235, 6660
 """`gcd simulate --exhaustive` (the default scope) on the real code: distinct states and
 transitions, the same on every run (bench/RESULTS.md section 25 measured 3,205 / 6,644;
 since a fence past its hold deadline is reclaimed at the publisher's next round with no
 slide waiting, issue 51, 30 more states are reached; since writers and reconcilers name
 keys, issue 54, 2 more at the last level: a crash or failover between a commit and its
-publish leaves the new owner without that entry's reference, which the snapshot tells
-apart from the same entry committed after the adoption)."""
+publish left the new owner without that entry's reference, which the snapshot told apart
+from the same entry committed after the adoption; since a log end brings its entries'
+keys, those 2 are the same states again)."""
 
 
 def test_every_broken_variant_has_a_stage_of_the_suite() -> None:
@@ -166,7 +167,7 @@ def test_the_real_code_passes_every_stage_of_the_suite() -> None:
         assert (result.states, result.transitions) == SUITE_COUNTS[stage.name], stage.name
     general = done[-1][1]
     assert isinstance(general, Exploration)
-    assert general.tails == 2710
+    assert general.tails == 2708
 
 
 @functools.cache
@@ -208,8 +209,8 @@ def test_the_real_code_passes_the_default_scope_with_the_same_state_count() -> N
     result = explore(Scope(), CORRECT)
     assert result.ok, result.counterexample
     assert (result.states, result.transitions) == (DEFAULT_STATES, DEFAULT_TRANSITIONS)
-    assert result.levels == [1, 9, 68, 449, 2710]
-    assert result.tails == 2710
+    assert result.levels == [1, 9, 68, 449, 2708]
+    assert result.tails == 2708
 
 
 LARGER = Scope(partitions=1, depth=5)

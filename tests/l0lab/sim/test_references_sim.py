@@ -4,10 +4,12 @@ keep it, and the `no-cross-check` variant, which ignores them, loses it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gcd.cli.main import main
-from l0lab.sim.checks import ViolationKind
+from l0lab.sim.checks import SAFETY, ViolationKind
 from l0lab.sim.explore import explore, replay
 from l0lab.sim.moves import Scope
 from l0lab.sim.runner import run_seeds
@@ -175,3 +177,28 @@ def test_gcd_simulate_turns_the_bug_on_for_the_variant_that_needs_it(
     assert "--variant no-cross-check --reconciler-bug" in out
     assert main(["simulate", "--exhaustive", "--reconciler-bug"]) == 2
     assert "--reconciler-bug belong to random seeds" in capsys.readouterr().err
+
+
+def test_the_second_opinion_also_stops_a_new_owner_that_forgets_the_log_end() -> None:
+    """Bug 3 (`forgetful-adopt`, run without the cross-check to show it alone) with the
+    cross-check on: the log end brought the forgotten entries' keys, so the sweepers find
+    them referenced at or below the misled M and delete nothing: the seed where the
+    variant alone breaks safety ends with GC paused and its garbage left instead."""
+    alone = VARIANTS["forgetful-adopt"]
+    assert alone.cross_check is False
+    checked = dataclasses.replace(alone, cross_check=True)
+    lost = run_seeds(0, 40, steps=DEFAULT_STEPS, variant=alone, stop_at_first=True)
+    assert lost.failed
+    seed = lost.failed[0].seed
+    assert lost.failed[0].violations[0].kind in SAFETY, lost.failed[0].describe()
+    conflicts: list[int] = []
+    kept = run_seeds(
+        seed,
+        1,
+        steps=DEFAULT_STEPS,
+        variant=checked,
+        on_result=lambda result: conflicts.append(result.conflicts),
+    )
+    found = [v.kind for result in kept.failed for v in result.violations]
+    assert found == [ViolationKind.GARBAGE_LEFT], kept.failed[0].describe()  # GC paused
+    assert conflicts[0] > 0

@@ -3,6 +3,9 @@ kept across a failover, refused past the cap (`watermark.core.references`)."""
 
 from __future__ import annotations
 
+import json
+import random
+
 import pytest
 
 from l0gc.contract.record import MAX_RECORD_BYTES, PartitionRecord
@@ -212,3 +215,35 @@ def test_the_byte_cap_counts_keys_as_the_record_stores_them() -> None:
     record = PartitionRecord("p0", 1, 1, references=refs.stored()).encode()
     assert len(record) < MAX_RECORD_BYTES
     assert PartitionRecord.decode(record, partition="p0").references == refs.stored()
+
+
+def test_the_kept_text_is_what_encoding_every_key_writes() -> None:
+    """A publisher's set keeps the field's JSON and changes it with each add and release;
+    the record it writes is byte for byte the record encoded key by key (hostile keys:
+    quotes, backslashes, non-ASCII, a surrogate pair), sealed or not."""
+    rng = random.Random(54)
+    alphabet = ["a", "/", '"', "\\", "é", "\U0001f600", "0", "-", "<", "'"]
+    refs = ReferenceSet(max_keys=10**6)
+    assert refs.stored() is None
+    refs.add(0, ())  # an entry naming nothing: the writer sends references
+    offset = 1
+    for step in range(400):
+        if rng.random() < 0.6:
+            keys = ["".join(rng.choices(alphabet, k=rng.randint(1, 12))) for _ in range(3)]
+            refs.add(offset, refs.check("p0", keys[: rng.randint(0, 3)]))
+            offset += 1
+        else:
+            named = {key for _, held in refs.stored().entries for key in held}  # type: ignore[union-attr]
+            lifted = None if rng.random() < 0.3 else set(rng.sample(sorted(named), len(named) // 2))
+            refs.release(rng.randint(-1, offset), lifted)
+        stored = refs.stored()
+        assert stored is not None
+        assert stored.text is not None
+        assert stored.json_text() == References(stored.entries).json_text(), step
+        for sealed in (None, 3):
+            record = PartitionRecord("p0", 1, 1, references=stored, sealed_owner_epoch=sealed)
+            plain = json.loads(record.encode())
+            assert (
+                record.encode() == json.dumps(plain, separators=(",", ":"), sort_keys=True).encode()
+            )
+            assert PartitionRecord.decode(record.encode(), partition="p0").references == stored
