@@ -10,8 +10,9 @@ import sys
 
 import structlog
 
+from gcd.cli.main import load_frozen
 from gcd.cli.options import DAEMON_OPTIONS, resolve
-from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup
+from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, runtime_modules
 from gcd.service.daemon import DaemonConfig
 from gcd.service.runtime import SweepRuntime
 from l0gc import exitcodes
@@ -36,6 +37,8 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, (*COMMON_OPTIONS, *DAEMON_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
+    # Its HTTP server's routes too (`SweepRuntime.serve`).
+    load_frozen(*runtime_modules(setup), "gcd.explainer.http", "gcd.rules.mplot")
     config = DaemonConfig(
         interval_s=args.interval,
         idle_interval_s=args.idle_interval,

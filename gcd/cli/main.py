@@ -1,31 +1,33 @@
 """`gcd`: the entry point. Dispatches to one module per subcommand, imported lazily.
 
+`gcd --help` and `gcd --version` import nothing but this module, argparse-free: what a
+command needs (asyncio, the options, its own module) is imported once it is chosen
+(bench/startup.py measures it; tests/gcd/cli/test_startup.py guards it).
+
 Design notes: docs/internals/cli.md, `gcd.cli.main`.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import difflib
+import contextlib
 import gc
 import importlib
-import inspect
-import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from l0gc import __version__, exitcodes
 
-__all__ = ["EXAMPLES", "SUBCOMMANDS", "Subcommand", "main"]
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["EXAMPLES", "SUBCOMMANDS", "Subcommand", "load_frozen", "main"]
 
 
-@dataclass(frozen=True, slots=True)
-class Subcommand:
-    """Where a subcommand lives and its one-line help."""
+class Subcommand(NamedTuple):
+    """Where a subcommand lives and its one-line help (a NamedTuple, not a dataclass:
+    `gcd --help` does not import dataclasses and inspect for it)."""
 
     module: str
     help: str
@@ -154,7 +156,11 @@ def _load(name: str) -> ModuleType | str:
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "gcd") -> int:
     """Run `gcd` with `argv` (default sys.argv[1:]); return the exit code. `prog` names
-    the command in messages (`watermark namespace` runs this as prog "watermark")."""
+    the command in messages (`watermark namespace` runs this as prog "watermark").
+
+    Without `argv` (the `gcd` script, `python -m gcd`) the process ends when this returns:
+    what start-up loaded stays frozen (`_main`), so the interpreter's last collections
+    at exit do not walk and free it all (~0.07 s of an empty `gcd sweep`)."""
     return exitcodes.quiet_broken_pipe(lambda: _main(argv, prog))
 
 
@@ -170,13 +176,72 @@ def _main(argv: Sequence[str] | None, prog: str) -> int:
         sys.stdout.write(f"gcd {__version__}\n")
         return exitcodes.OK
     if first not in SUBCOMMANDS:
+        import difflib  # noqa: PLC0415 - only for a mistyped command
+
         close = difflib.get_close_matches(first, SUBCOMMANDS, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         return _fail(f"unknown command {first!r}; {hint}choose one of {', '.join(SUBCOMMANDS)}")
+    # Start-up (the command's modules imported, its parser built, its arguments read)
+    # runs with the cyclic collector off, and what it loaded is then frozen: importing
+    # allocates hundreds of thousands of objects that all stay, which collections would
+    # walk again and again for nothing (start-up's, then every full collection of a
+    # round's, bench/RESULTS.md section 21). In-process callers get them back (thawed)
+    # when the command returns; a process that ends then (`main()` without `argv`) leaves
+    # them frozen, so its exit neither walks nor frees them one by one.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            parsed = _parse(first, args, prog)
+        finally:
+            gc.freeze()
+            if collecting:
+                gc.enable()
+        return _run(first, parsed)
+    finally:
+        if argv is not None:
+            gc.unfreeze()
+
+
+def _run(first: str, parsed: tuple[ModuleType, argparse.Namespace] | int) -> int:
+    """Run the command (its exit code), or return `parsed` when it is one already."""
+    global _running  # noqa: PLW0603 - one command runs at a time
+    if isinstance(parsed, int):
+        return parsed
+    module, namespace = parsed
+    import inspect  # noqa: PLC0415 - `gcd --help` stays light
+
+    _running = True
+    try:
+        result = module.run(namespace)
+        if inspect.isawaitable(result):
+            import asyncio  # noqa: PLC0415
+
+            result = asyncio.run(_await(result))
+    except KeyboardInterrupt:
+        return _interrupted(first, bool(getattr(namespace, "json", False)))
+    except Exception as exc:
+        code = exitcodes.exit_code_for(exc)
+        if code is None:
+            raise
+        sys.stderr.write(f"{namespace.prog}: error: {exc}\n")
+        if getattr(namespace, "json", False):
+            _json_error(code, str(exc))
+        return code
+    finally:
+        _running = False
+    return int(result)
+
+
+def _parse(first: str, args: list[str], prog: str) -> tuple[ModuleType, argparse.Namespace] | int:
+    """The command's module and its parsed arguments, or the exit code of a usage error
+    (or of `--help`)."""
     module = _load(first)
     if isinstance(module, str):
         return _fail(module)
-    from l0gc.errors import ConfigError  # noqa: PLC0415 - `gcd --help` stays light
+    import argparse  # noqa: PLC0415 - `gcd --help` stays light
+
+    from l0gc.errors import ConfigError  # noqa: PLC0415
     from l0gc.options import CommandParser  # noqa: PLC0415
 
     parser = CommandParser(
@@ -201,25 +266,13 @@ def _main(argv: Sequence[str] | None, prog: str) -> int:
         return status
     namespace.command = first
     namespace.prog = parser.prog
-    try:
-        result = module.run(namespace)
-        if inspect.isawaitable(result):
-            result = _run_frozen(result)
-    except KeyboardInterrupt:
-        return _interrupted(first, bool(getattr(namespace, "json", False)))
-    except Exception as exc:
-        code = exitcodes.exit_code_for(exc)
-        if code is None:
-            raise
-        sys.stderr.write(f"{parser.prog}: error: {exc}\n")
-        if getattr(namespace, "json", False):
-            _json_error(code, str(exc))
-        return code
-    return int(result)
+    return module, namespace
 
 
 def _json_error(code: int, message: str) -> None:
     """With `--json`, a failure is a JSON document on stdout too (scripts read one)."""
+    import json  # noqa: PLC0415 - `gcd --help` stays light
+
     sys.stdout.write(json.dumps(exitcodes.error_document(code, message)) + "\n")
     sys.stdout.flush()
 
@@ -228,21 +281,36 @@ def _interrupted(command: str, as_json: bool) -> int:
     """Ctrl-C that the command did not turn into a clean stop of its own: exit 130."""
     sys.stderr.write(f"gcd {command}: interrupted (Ctrl-C); stopped at once\n")
     if as_json:
+        import json  # noqa: PLC0415 - `gcd --help` stays light
+
         sys.stdout.write(json.dumps({"version": 1, "error": "interrupted"}) + "\n")
         sys.stdout.flush()
     return exitcodes.INTERRUPTED
 
 
-def _run_frozen(awaitable: object) -> object:
-    """Run a command with what is loaded so far (modules, ~100k objects) out of the cyclic
-    collector's sight: the collections a sweep's allocations trigger then do not walk it
-    again and again (a quarter of a round's CPU, bench/RESULTS.md section 21). Thawed
-    after, for callers that run commands in-process."""
-    gc.freeze()
+_running = False
+"""True while `_main` runs a command (start-up frozen): `load_frozen` freezes what it loads."""
+
+
+def load_frozen(*modules: str) -> None:
+    """Import `modules` now: what a command imports when it first uses them (its store's
+    client, etcd's), named once its settings are read. Run by `main`, they are imported
+    with the cyclic collector off and frozen with the rest of start-up (`_main`), as if
+    the command had imported them at its top: no collection walks them while they load,
+    nor in every full collection after. A module that cannot be imported is left to the
+    code that uses it, which reports it as it always did."""
+    collecting = gc.isenabled()
+    if _running:
+        gc.disable()
     try:
-        return asyncio.run(_await(awaitable))
+        for name in modules:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
     finally:
-        gc.unfreeze()
+        if _running:
+            gc.freeze()
+            if collecting:
+                gc.enable()
 
 
 async def _await(awaitable: object) -> object:

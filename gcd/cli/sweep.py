@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from gcd.cli.main import load_frozen
 from gcd.cli.options import (
     JOURNAL_OPTIONS,
     LAYOUT_OPTIONS,
@@ -32,6 +33,7 @@ from gcd.rules.admission import UNREACHABLE
 from gcd.rules.prices import RoundCost, prices_for, round_cost
 from gcd.rules.versions import VersionMode
 from gcd.service.runtime import JournalSettings, SweepRuntime, SweepSettings
+from gcd.storage.registry import BACKENDS
 from gcd.sweep.sweeper import RoundConfig
 from l0gc import exitcodes
 from l0gc.display import printable
@@ -50,6 +52,7 @@ __all__ = [
     "interrupted_document",
     "round_setup",
     "run",
+    "runtime_modules",
     "text_summary",
 ]
 
@@ -161,6 +164,17 @@ def round_setup(
         storage_gb_month=args.price_storage,
     )
     return SweepSettings(config, store, etcd, args.safe_epoch, args.shard_ttl, journal, prices)
+
+
+def runtime_modules(setup: SweepSettings) -> tuple[str, ...]:
+    """What opening `setup`'s runtime imports when it first uses them: its store's backend
+    (with its SDK: aiobotocore and aiohttp for S3), etcd's client (gRPC) when etcd is
+    used, the journal's anchor keeper with a journal. `load_frozen` imports them at
+    start-up (an import left out here is only slower)."""
+    store = BACKENDS.get(setup.store.kind)
+    etcd = "l0gc.etcd.client" if setup.etcd is not None else None
+    journal = "gcd.journal.anchor" if setup.journal.directory is not None else None
+    return tuple(name for name in (store, etcd, journal) if name is not None)
 
 
 def exit_code(summary: RoundSummary, *, paused_ok: bool = False) -> int:
@@ -286,6 +300,7 @@ async def run(args: argparse.Namespace) -> int:
     resolve(args, (*COMMON_OPTIONS, *SWEEP_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
+    load_frozen(*runtime_modules(setup))
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
         async with SweepRuntime.open(

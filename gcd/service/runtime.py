@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gcd.journal.anchor import AnchorKeeper
 from gcd.journal.records import (
     DEFAULT_MAX_AGE_S,
     DEFAULT_MAX_BYTES,
@@ -25,12 +24,6 @@ from gcd.journal.records import (
     check_audit_prefix,
     read_journal,
     read_journal_objects,
-)
-from gcd.journal.search import (
-    BothSegments,
-    LocalSegments,
-    PrefixSegments,
-    SegmentSource,
 )
 from gcd.observe.metrics import SweeperMetrics
 from gcd.observe.report import PlanWriter, RoundResult
@@ -53,16 +46,16 @@ from gcd.sweep.shards import (
 )
 from gcd.sweep.sweeper import RoundConfig, Sweeper, run_round
 from gcd.sweep.usage import UsageRecorder, usage_key
-from gcd.undo.mhistory import MHistory
 from gcd.undo.window import UndoKeeper
-from l0gc.auth import TokenFile
 from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError
 from l0gc.etcd.follow import GcFollower
 from l0gc.etcd.settings import EtcdSettings
 
 if TYPE_CHECKING:  # the daemon and its HTTP server (aiohttp.web): imported when used
+    from gcd.journal.search import SegmentSource
     from gcd.service.daemon import Daemon, DaemonConfig
+    from l0gc.auth import TokenFile
     from l0gc.etcd.client import EtcdKV
 
 __all__ = [
@@ -102,6 +95,12 @@ class JournalSettings:
 
     def segments(self, objects: BucketStore, root: str) -> SegmentSource | None:
         """Where segments are read from (None: no journal given), for `gcd explain`."""
+        from gcd.journal.search import (  # noqa: PLC0415 - a round reads no segment
+            BothSegments,
+            LocalSegments,
+            PrefixSegments,
+        )
+
         local = shipped = None
         if self.directory is not None:
             local = LocalSegments([Path(p) for p in self.directory.split(",") if p])
@@ -220,6 +219,8 @@ async def _journal(
         raise ConfigError(
             "--journal-retention needs --journal-prefix (it prunes the segments shipped there)"
         )
+    from gcd.journal.anchor import AnchorKeeper  # noqa: PLC0415 - only with a journal
+
     keeper = AnchorKeeper(
         writer,
         kv=kv,
@@ -299,6 +300,8 @@ async def _undo_keeper(
         )
     log.info("undo.ledger_loaded", markers=found, keys=len(keeper.ledger.markers), window_s=window)
     if kv is not None and settings.etcd is not None:
+        from gcd.undo.mhistory import MHistory  # noqa: PLC0415 - only with an undo window
+
         keeper.history = MHistory(kv, settings.etcd.namespace, window)
     yield keeper
 
