@@ -2,6 +2,12 @@
 empty round (issue 56: an empty round <= 0.4 s of CPU).
 
     .venv/bin/python -m bench.startup --runs 7 [--before TREE] [--json-out FILE]
+    .venv/bin/python -m bench.startup --side image=.:/tmp/l0gc-runtime/bin/python
+
+`--side LABEL=TREE[:PYTHON]` (repeatable) adds a side: a tree run by an interpreter,
+e.g. a venv built as the Dockerfile's builder builds the image's (runtime dependencies
+only: no `rich`, which structlog imports when installed; bench/RESULTS.md section 32
+says how), to see what the dev dependencies add.
 
 One real etcd (`LocalEtcd`) and moto's S3 server (in this process) are started on free
 loopback ports; a namespace is set up as an operator's would be (cluster epoch 8, one
@@ -120,12 +126,13 @@ def _check(name: str, code: int, out: bytes, err: bytes) -> None:
             raise RuntimeError(f"{name}: not an empty round: {summary}")
 
 
-def _timed(tree: str, name: str, argv: list[str]) -> tuple[float, float]:
-    """(CPU s, wall s) of one `python -m gcd ARGV` from `tree`: its own rusage (wait4)."""
+def _timed(side: tuple[str, str], name: str, argv: list[str]) -> tuple[float, float]:
+    """(CPU s, wall s) of one `python -m gcd ARGV` from (tree, python): its own rusage."""
+    tree, python = side
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         wall = time.perf_counter()
         proc = subprocess.Popen(
-            [PYTHON, "-m", "gcd", *argv], cwd=tree, env=_env(tree), stdout=out, stderr=err
+            [python, "-m", "gcd", *argv], cwd=tree, env=_env(tree), stdout=out, stderr=err
         )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - wall
@@ -136,9 +143,10 @@ def _timed(tree: str, name: str, argv: list[str]) -> tuple[float, float]:
     return usage.ru_utime + usage.ru_stime, wall
 
 
-def _modules(tree: str, name: str, argv: list[str]) -> dict[str, int]:
+def _modules(side: tuple[str, str], name: str, argv: list[str]) -> dict[str, int]:
+    tree, python = side
     run = subprocess.run(
-        [PYTHON, "-c", _COUNT, *argv], cwd=tree, env=_env(tree), capture_output=True, check=False
+        [python, "-c", _COUNT, *argv], cwd=tree, env=_env(tree), capture_output=True, check=False
     )
     _check(name, run.returncode, run.stdout, run.stderr)
     line = next(
@@ -172,17 +180,42 @@ async def _prepare(etcd: LocalEtcd, s3: LocalS3) -> None:
         await kv.close()
 
 
+def _table(report: dict[str, Any]) -> str:
+    """The report as a Markdown table: CPU median [range] and module count per side."""
+    lines = [
+        f"load {report['load_before']} -> {report['load_after']}",
+        "",
+        "| command | side | CPU s (median) | range | modules |",
+        "|---|---|---|---|---|",
+    ]
+    for name, by_side in report["commands"].items():
+        for label, row in by_side.items():
+            low, high = min(row["cpu_s"]), max(row["cpu_s"])
+            lines.append(
+                f"| {name} | {label} | {row['cpu_s_median']:.3f} | {low:.3f}-{high:.3f} "
+                f"| {row['modules']['total']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every command `--runs` times per tree, alternating; print a JSON report."""
     parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__)
     parser.add_argument("--runs", type=int, default=7, help="timed runs per command and tree")
     parser.add_argument("--before", help="another tree (e.g. a worktree of main) to compare")
+    parser.add_argument(
+        "--side", action="append", default=[], metavar="LABEL=TREE[:PYTHON]", help="another side"
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
-    trees = {"this tree": str(REPO)}
+    sides = {"this tree": (str(REPO), PYTHON)}
     if args.before:
-        trees["before"] = str(Path(args.before).resolve())
-    for tree in trees.values():
+        sides["before"] = (str(Path(args.before).resolve()), PYTHON)
+    for spec in args.side:
+        label, _, rest = spec.partition("=")
+        tree, _, python = rest.partition(":")
+        sides[label] = (str(Path(tree).resolve()), python or PYTHON)
+    for tree, _ in sides.values():
         for package in ("gcd", "l0gc", "watermark", "l0lab"):
             compileall.compile_dir(Path(tree) / package, quiet=1, workers=0)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -197,21 +230,22 @@ def main(argv: list[str] | None = None) -> int:
         }
         runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for name, command in commands.items():
-            for tree in trees.values():
-                _timed(tree, name, command)  # warm the page cache, unmeasured
+            for side in sides.values():
+                _timed(side, name, command)  # warm the page cache, unmeasured
             for _ in range(args.runs):
-                for side, tree in trees.items():
-                    runs.setdefault((name, side), []).append(_timed(tree, name, command))
+                for label, side in sides.items():
+                    runs.setdefault((name, label), []).append(_timed(side, name, command))
             sys.stderr.write(f"{name}: done\n")
-        for (name, side), values in runs.items():
+        for (name, label), values in runs.items():
             cpus = [round(c, 3) for c, _ in values]
-            report["commands"].setdefault(name, {})[side] = {
+            report["commands"].setdefault(name, {})[label] = {
                 "cpu_s_median": round(statistics.median(cpus), 3),
                 "cpu_s": cpus,
                 "wall_s_median": round(statistics.median(w for _, w in values), 3),
-                "modules": _modules(trees[side], name, commands[name]),
+                "modules": _modules(sides[label], name, commands[name]),
             }
         report["load_after"] = os.getloadavg()
+    sys.stderr.write(_table(report))
     text = json.dumps(report, indent=2)
     sys.stdout.write(text + "\n")
     if args.json_out is not None:
