@@ -125,7 +125,24 @@ def _timestamp(text: str | None, key: str) -> float:
 
 
 def read_listing(body: bytes) -> Listing:
-    """A ListObjectsV2 answer (see the module docstring)."""
+    """A ListObjectsV2 answer (see the module docstring): scanned, or read as a tree when
+    the scanner does not take it."""
+    listing = _scan_listing(body)
+    return listing if listing is not None else _tree_listing(body)
+
+
+def read_delete_result(body: bytes) -> dict[str, Any]:
+    """A DeleteObjects answer as ``{"Deleted": [...], "Errors": [...]}`` of dicts with
+    botocore's member names (only those present in the answer): scanned, or read as a
+    tree when the scanner does not take it."""
+    answer = _scan_delete_result(body)
+    return answer if answer is not None else _tree_delete_result(body)
+
+
+# -- the tree readers: every answer the scanner does not take ----------------------------
+
+
+def _tree_listing(body: bytes) -> Listing:
     root, ns = _root(body, "ListBucketResult")
     key_tag, size_tag, modified_tag = ns + "Key", ns + "Size", ns + "LastModified"
     url = root.findtext(ns + "EncodingType") == "url"
@@ -151,9 +168,7 @@ def read_listing(body: bytes) -> Listing:
     return Listing(tuple(objects), truncated, token)
 
 
-def read_delete_result(body: bytes) -> dict[str, Any]:
-    """A DeleteObjects answer as ``{"Deleted": [...], "Errors": [...]}`` of dicts with
-    botocore's member names (only those present in the answer)."""
+def _tree_delete_result(body: bytes) -> dict[str, Any]:
     root, ns = _root(body, "DeleteResult")
     strip = len(ns)
     answer: dict[str, Any] = {"Deleted": [], "Errors": []}
@@ -166,6 +181,202 @@ def read_delete_result(body: bytes) -> dict[str, Any]:
             name = entry.tag[strip:]
             raise ResponseParserError(f"a <{name}> entry without a <Key>: {body[:200]!r}")
         answer[kind].append(item)
+    return answer
+
+
+# -- the scanner: plain UTF-8 answers of the shape stores send ----------------------------
+#
+# A handful of regular expressions over the decoded text, each a grammar of the shape it
+# takes, so that a body it accepts is well-formed XML and reads exactly as the tree reader
+# reads it; anything else (a DOCTYPE, a comment, CDATA, an attribute, a namespace prefix,
+# another encoding, a carriage return, an entry it cannot read...) is None: the tree
+# reader then reads it, or raises as it always has. Builds no tree: the page's strings
+# and one list, nothing the cyclic collector tracks but the results.
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_.-]*+"
+_WS = r"[ \t\n]*+"
+# Character data: anything but "<". The characters XML does not allow, and a carriage
+# return (which the parser would turn into a line feed), are refused in the whole body
+# first (`_scannable`), as are references that are not XML's and "]]>".
+_DATA = r"[^<]*+"
+_NOT_XML = bytes(range(9)) + b"\x0b\x0c\r" + bytes(range(14, 32))  # and U+FFFE, U+FFFF
+_S3_XMLNS = re.escape(_NS[1:-1])
+_DECLARATION = (
+    r"""(?:<\?xml version=(?:"1\.0"|'1\.0')"""
+    r"""(?: encoding=(?:"[Uu][Tt][Ff]-8"|'[Uu][Tt][Ff]-8'))?"""
+    r"""(?: standalone=(?:"(?:yes|no)"|'(?:yes|no)'))?\?>)?"""
+)
+# References: the five entities, and characters by a number of at most 16 digits (more
+# leading zeros go to the tree reader).
+_NOT_ENTITY = re.compile(r"&(?!(?:amp|lt|gt|quot|apos);)")
+_BAD_REFERENCE = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,16}|#x[0-9a-fA-F]{1,16});)")
+_CHARACTER_REFERENCE = re.compile(r"&#(?:([0-9]{1,16})|x([0-9a-fA-F]{1,16}));")
+_REFERENCE = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,16})|#x([0-9a-fA-F]{1,16}));")
+_ENTITIES = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+_ENTRY = "\x00"  # stands in the envelope for each entry the scanner took out of it
+
+
+def _element(group: str, depth: int, name: str = _NAME) -> str:
+    """An element named `name` without attributes: empty, character data, or (`depth` > 0)
+    elements of `depth` - 1 levels separated by white space; its end tag matches its start
+    tag (`group`: a back reference)."""
+    if depth == 0:
+        content = _DATA
+    else:
+        child = _element(group + "_", depth - 1)
+        content = f"(?:{_DATA}|{_WS}(?:{child}{_WS})++)"
+    return f"<(?P<{group}>{name})(?:/>|>{content}</(?P={group})>)"
+
+
+def _once(number: int, name: str) -> str:
+    """Element `name` of character data, captured as group `number`, at most once."""
+    return f"<{name}>(?({number})(?!))({_DATA})</{name}>"
+
+
+def _all_of(numbers: range, then: str) -> str:
+    """`then`, once every group of `numbers` took part (else no match)."""
+    pattern = then
+    for number in reversed(numbers):
+        pattern = f"(?({number}){pattern}|(?!))"
+    return pattern
+
+
+def _envelope(root: str, fields: tuple[str, ...], entries: tuple[str, ...]) -> re.Pattern[str]:
+    """The whole answer with each entry replaced by `_ENTRY`: the declaration, the root
+    element (no namespace or S3's), each of `fields` at most once (groups 1...), and other
+    elements, none named as an entry or a field."""
+    taken = "|".join(fields + entries)
+    other = _element("other", 2, f"(?!(?:{taken})[/>]){_NAME}")
+    children = "|".join([_ENTRY] + [_once(n, f) for n, f in enumerate(fields, 1)] + [other])
+    return re.compile(
+        f'{_DECLARATION}{_WS}<{root}(?: xmlns="{_S3_XMLNS}")?'
+        f"(?:/>|>{_WS}(?:(?:{children}){_WS})*+</{root}>){_WS}"
+    )
+
+
+_LISTING_FIELDS = ("IsTruncated", "NextContinuationToken", "EncodingType")
+_LISTING = _envelope("ListBucketResult", _LISTING_FIELDS, ("Contents",))
+# One <Contents> entry: Key (group 1), LastModified (2) and Size (3) exactly once each,
+# other elements (ETag, Owner...) two levels deep at most.
+_CONTENTS_OTHER = _element("c", 2, f"(?!(?:Key|LastModified|Size)[/>]){_NAME}")
+_CONTENTS = re.compile(
+    f"<Contents>{_WS}(?:(?:{_once(1, 'Key')}|{_once(2, 'LastModified')}|{_once(3, 'Size')}"
+    f"|{_CONTENTS_OTHER}){_WS})*+{_all_of(range(1, 4), '</Contents>')}"
+)
+_CONTENTS_STRIDE = _CONTENTS.groups + 1  # re.split: the text between, then every group
+_DELETE = _envelope("DeleteResult", (), ("Deleted", "Error"))
+# One <Deleted> or <Error> entry (group 1) of elements of character data (group 2).
+_DELETE_CHILD = f"<(?P<d>{_NAME})(?:/>|>{_DATA}</(?P=d)>)"
+_DELETE_ENTRY = re.compile(f"<(Deleted|Error)>((?:{_WS}{_DELETE_CHILD})*+{_WS})</\\1>")
+_DELETE_STRIDE = _DELETE_ENTRY.groups + 1
+_CHILD = re.compile(f"<({_NAME})(?:/>|>({_DATA})</\\1>)")
+
+
+def _scannable(body: bytes) -> str | None:
+    """`body` as text when it is UTF-8 of characters XML allows, without a carriage
+    return, whose references are all XML's own (the five entities and characters XML
+    allows) and that has no "]]>" in character data."""
+    if len(body.translate(None, _NOT_XML)) != len(body):
+        return None
+    if not body.isascii() and (b"\xef\xbf\xbe" in body or b"\xef\xbf\xbf" in body):
+        return None
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:  # (lone surrogates too)
+        return None
+    if "]" in text and "]]>" in text:
+        return None
+    if "&" in text and _NOT_ENTITY.search(text) is not None:  # a character reference?
+        if _BAD_REFERENCE.search(text) is not None:
+            return None
+        for decimal, hexadecimal in _CHARACTER_REFERENCE.findall(text):
+            if not _xml_character(int(decimal) if decimal else int(hexadecimal, 16)):
+                return None
+    return text
+
+
+def _xml_character(code: int) -> bool:
+    """Whether XML 1.0 allows the character `code` (its production Char)."""
+    return (
+        code in {0x9, 0xA, 0xD}
+        or 0x20 <= code <= 0xD7FF
+        or 0xE000 <= code <= 0xFFFD
+        or 0x10000 <= code <= 0x10FFFF
+    )
+
+
+def _reference(match: re.Match[str]) -> str:
+    entity, decimal, hexadecimal = match.groups()
+    if entity:
+        return _ENTITIES[entity]
+    return chr(int(decimal) if decimal else int(hexadecimal, 16))
+
+
+def _unescape(text: str) -> str:
+    """Character data with its references (already checked) replaced, in one pass."""
+    return _REFERENCE.sub(_reference, text) if "&" in text else text
+
+
+def _scan_listing(body: bytes) -> Listing | None:
+    """The listing, or None when the scanner does not take `body` (`_tree_listing` then)."""
+    text = _scannable(body)
+    if text is None:
+        return None
+    pieces = _CONTENTS.split(text)
+    stride = _CONTENTS_STRIDE
+    envelope = _ENTRY.join(pieces[::stride])
+    head = _LISTING.fullmatch(envelope)
+    if head is None or envelope.count(_ENTRY) * stride + 1 != len(pieces):
+        return None  # not the shape (the count: no NUL of the body's own stood in)
+    truncated_text, token_text, encoding = head.group(1, 2, 3)
+    if truncated_text is not None:
+        truncated_text = _unescape(truncated_text)
+        if truncated_text not in {"true", "false"}:
+            return None
+    truncated = truncated_text == "true"
+    token = _unescape(token_text) if token_text else None
+    if truncated and token is None:
+        return None
+    url = encoding is not None and _unescape(encoding) == "url"
+    objects: list[ObjectInfo] = []
+    append = objects.append
+    fromisoformat = datetime.fromisoformat
+    for text_key, modified, size in zip(
+        pieces[1::stride], pieces[2::stride], pieces[3::stride], strict=True
+    ):
+        if not text_key or not size.isdigit() or modified[-1:] != "Z":
+            return None  # the tree reader raises, or reads another form of time
+        key = _unescape(text_key) if "&" in text_key else text_key
+        if url and ("%" in key or "+" in key):
+            key = unquote_plus(key)
+        try:  # S3's form: `parse_s3_timestamp`'s first branch
+            stamp = fromisoformat(modified).timestamp()
+        except (ValueError, OverflowError):
+            return None
+        append(ObjectInfo(key, int(size), stamp))
+    return Listing(tuple(objects), truncated, token)
+
+
+def _scan_delete_result(body: bytes) -> dict[str, Any] | None:
+    """The answer, or None when the scanner does not take `body` (`_tree_delete_result`)."""
+    text = _scannable(body)
+    if text is None:
+        return None
+    pieces = _DELETE_ENTRY.split(text)
+    stride = _DELETE_STRIDE
+    envelope = _ENTRY.join(pieces[::stride])
+    if _DELETE.fullmatch(envelope) is None or envelope.count(_ENTRY) * stride + 1 != len(pieces):
+        return None
+    answer: dict[str, Any] = {"Deleted": [], "Errors": []}
+    deleted, errors = answer["Deleted"], answer["Errors"]
+    for kind, children in zip(pieces[1::stride], pieces[2::stride], strict=True):
+        if "&" in children:
+            item = {name: _unescape(data) for name, data in _CHILD.findall(children)}
+        else:
+            item = dict(_CHILD.findall(children))
+        if not item.get("Key"):
+            return None
+        (deleted if kind == "Deleted" else errors).append(item)
     return answer
 
 
