@@ -16,17 +16,27 @@ heap of `--heap` other live container objects that the cyclic collector has to w
 full collection (the sweeper's own state; the CLI freezes the modules' objects). Reported,
 median of `--runs` runs (sides alternate, their order rotating): CPU microseconds per key
 with the collector on (`time.process_time`), the same with it off (the parse alone), the
-collector's own time per key (`gc.callbacks`, start to stop), and the collections per page
+collector's own CPU time per key (`gc.callbacks`, start to stop), and the collections per page
 in each generation. Also the CPU of building 1,000 `ObjectInfo`s, part of both sides.
 
-    .venv/bin/python -m bench.wire_scan [--runs 7] [--pages 50] [--heap 200000] [--json-out FILE]
+With `--rclone PREFIXES`, also the whole client: `S3ObjectStore.list_page` (aiobotocore,
+signing, aiohttp, the reader) listing PREFIXES x 2,000 keys of `rclone serve s3
+:memory:` (a process of its own, `l0lab.testing.local_rclone`; its CPU is not counted)
+in 1,000-key pages, the scanner against the tree reader (the scanner made to decline),
+sides alternating; the process's CPU per key listed, the collector's time, and the
+collections per page, with the imported modules frozen (`gc.freeze()`) as `gcd` runs.
+
+    .venv/bin/python -m bench.wire_scan [--runs 7] [--pages 50] [--heap 200000]
+        [--rclone 20] [--json-out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
+import os
 import statistics
 import sys
 import time
@@ -106,9 +116,9 @@ class _Collections:
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started = time.process_time()
         else:
-            self.seconds += time.perf_counter() - self._started
+            self.seconds += time.process_time() - self._started
             self.counts[info["generation"]] += 1
 
 
@@ -211,6 +221,89 @@ def measure(*, runs: int, pages: int, heap: int, keys: int = 1000) -> dict[str, 
     }
 
 
+_PER_PREFIX = 2000
+
+
+async def _list_all(store: Any, prefixes: list[str]) -> int:
+    """Every key under `prefixes`, page by page; how many."""
+    listed = 0
+    for prefix in prefixes:
+        token = None
+        while True:
+            page = await store.list_page(prefix, continuation_token=token)
+            listed += len(page.objects)
+            token = page.next_token
+            if token is None:
+                break
+    return listed
+
+
+def client_listing(*, prefixes: int, runs: int) -> dict[str, Any]:
+    """The whole client listing `prefixes` x 2,000 keys of rclone, scanner vs tree."""
+    from gcd.storage.s3.client import S3ObjectStore  # noqa: PLC0415 - with --rclone only
+    from gcd.storage.s3.settings import S3Settings  # noqa: PLC0415
+    from l0lab.testing.local_rclone import KEY, LocalRclone  # noqa: PLC0415
+
+    names = [f"level_zero/data/{p:03d}/" for p in range(prefixes)]
+    keys = [f"{name}{i:018d}/seg-{i}.log" for name in names for i in range(_PER_PREFIX)]
+    scan = wire._scan_listing
+    samples: dict[str, dict[str, list[Any]]] = {
+        side: {"cpu": [], "gc": [], "collections": []} for side in ("tree", "scanner")
+    }
+
+    async def measure_sides(store: Any) -> None:
+        await _list_all(store, names[:1])  # warm-up: connections, caches
+        gc.collect()
+        gc.freeze()
+        try:
+            for run in range(runs):
+                for side in ("tree", "scanner")[:: 1 if run % 2 else -1]:
+                    wire._scan_listing = scan if side == "scanner" else lambda _body: None
+                    watch = _Collections()
+                    gc.callbacks.append(watch)
+                    start = time.process_time()
+                    try:
+                        listed = await _list_all(store, names)
+                    finally:
+                        cpu = time.process_time() - start
+                        gc.callbacks.remove(watch)
+                        wire._scan_listing = scan
+                    assert listed == len(keys)
+                    pages = listed / 1000
+                    samples[side]["cpu"].append(cpu / listed)
+                    samples[side]["gc"].append(watch.seconds / listed)
+                    samples[side]["collections"].append([c / pages for c in watch.counts])
+        finally:
+            gc.unfreeze()
+
+    with LocalRclone() as server:
+        server.seed("bench", keys)
+        os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = KEY
+        settings = S3Settings("bench", server.endpoint_url, "us-east-1")
+
+        async def main() -> None:
+            async with S3ObjectStore.open(settings) as store:
+                await measure_sides(store)
+
+        asyncio.run(main())
+    return {
+        "keys": len(keys),
+        "runs": runs,
+        "rows": [
+            {
+                "side": side,
+                "us_per_key": statistics.median(got["cpu"]) * 1e6,
+                "gc_us_per_key": statistics.median(got["gc"]) * 1e6,
+                "collections_per_page": [
+                    statistics.median(c[g] for c in got["collections"]) for g in range(3)
+                ],
+                "runs": dict(got),
+            }
+            for side, got in samples.items()
+        ],
+    }
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The result as a Markdown table."""
     about = (
@@ -232,6 +325,24 @@ def markdown(result: dict[str, Any]) -> str:
         )
     infos = result["object_info_us_per_key"]
     lines += ["", f"Building an `ObjectInfo` (both ListObjectsV2 sides, per key): {infos:.2f} us."]
+    client = result.get("client")
+    if client is not None:
+        title = (
+            f"The whole client, `list_page` of {client['keys']:,} keys of rclone serve s3 "
+            f"(1,000-key pages), median of {client['runs']} runs, modules frozen:"
+        )
+        lines += [
+            "",
+            title,
+            "",
+            "| reader | client CPU us/key | gc us/key | collections per page (gen 0 / 1 / 2) |",
+            "|---|---|---|---|",
+        ]
+        for row in client["rows"]:
+            gen = " / ".join(f"{c:.2f}" for c in row["collections_per_page"])
+            lines.append(
+                f"| {row['side']} | {row['us_per_key']:.2f} | {row['gc_us_per_key']:.2f} | {gen} |"
+            )
     return "\n".join(lines)
 
 
@@ -242,9 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=50)
     parser.add_argument("--heap", type=int, default=200_000)
     parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--rclone", type=int, default=0, metavar="PREFIXES")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
     result = measure(runs=args.runs, pages=args.pages, heap=args.heap, keys=args.keys)
+    if args.rclone:
+        result["client"] = client_listing(prefixes=args.rclone, runs=args.runs)
     sys.stdout.write(markdown(result) + "\n")
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=1) + "\n")
