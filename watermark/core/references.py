@@ -5,9 +5,10 @@ Design notes: docs/internals/publisher.md, `watermark.core.references`.
 
 from __future__ import annotations
 
-import json
+import itertools
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
+from json.encoder import encode_basestring_ascii as encode_key
 from typing import cast
 
 from l0gc.contract.references import (
@@ -26,9 +27,12 @@ __all__ = ["ReferenceSet"]
 def _size(key: str) -> int:
     """The bytes `key` takes in the stored record: ASCII-only JSON, so a non-ASCII
     character or a quote takes several (the cap bounds the record, not the keys)."""
-    if key.isascii() and '"' not in key and "\\" not in key:
-        return len(key) + 3  # the quotes and a comma: no escape in a printable ASCII key
-    return len(json.dumps(key)) + 1
+    return len(encode_key(key)) + 1  # and a comma
+
+
+def _bytes(keys_text: str, count: int) -> int:
+    """`_size` summed over the `count` keys whose `References.fragments` is `keys_text`."""
+    return len(keys_text) + 1 if count else 0
 
 
 class ReferenceSet:
@@ -40,7 +44,16 @@ class ReferenceSet:
     lifted, only those (the second opinion: see the design notes).
     """
 
-    __slots__ = ("_bytes", "_entries", "_keys", "_max_keys", "_stored", "_texts", "sent")
+    __slots__ = (
+        "_bytes",
+        "_checked",
+        "_entries",
+        "_keys",
+        "_max_keys",
+        "_stored",
+        "_texts",
+        "sent",
+    )
 
     def __init__(self, *, max_keys: int = DEFAULT_MAX_REFERENCES) -> None:
         if type(max_keys) is not int or max_keys < 1:
@@ -54,6 +67,8 @@ class ReferenceSet:
         """Per entry, its share of the stored field's JSON (`References.fragments`)."""
         self._stored: References | None = None
         """`stored()` until the next change."""
+        self._checked: tuple[tuple[str, ...], str, str] | None = None
+        """The keys `check` returned last, with their `References.fragments`."""
         self._keys = 0
         self._bytes = 0
         self.sent = False
@@ -83,7 +98,8 @@ class ReferenceSet:
             else [check_key(key, "objects") for key in objects]  # names the bad key
         )
         keys = tuple(dict.fromkeys(checked))
-        size = sum(_size(key) for key in keys)
+        texts = self._checked = (keys, *References.fragments(-1, keys))
+        size = _bytes(texts[2], len(keys))
         if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
             raise ReferencesFull(
                 partition, self._keys, len(keys), self._max_keys, self._bytes + size
@@ -119,11 +135,17 @@ class ReferenceSet:
             self.sent, self._stored = True, None
         if not keys:
             return
+        checked = self._checked
+        if checked is not None and checked[0] is keys:  # `check` encoded them just now
+            texts = (",".join(itertools.repeat(str(offset), len(keys))), checked[2])
+        else:
+            texts = References.fragments(offset, keys)
+        self._checked = None
         self._entries[offset] = keys
-        self._texts[offset] = References.fragments(offset, keys)
+        self._texts[offset] = texts
         self._stored = None
         self._keys += len(keys)
-        self._bytes += sum(_size(key) for key in keys)
+        self._bytes += _bytes(texts[1], len(keys))
 
     def release(self, through: int, lifted: Collection[str] | None = None) -> int:
         """Drop the references of entries at or below `through`; with `lifted`, only the
