@@ -10,7 +10,7 @@ The rules (what a commit raises, what abort answers) are `Publisher`'s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,8 +28,8 @@ class FenceHolder(Protocol):
         """Grant a fence of `epoch` on `partition` (waiting at most `timeout_s`)."""
         ...
 
-    def commit(self, token: FenceToken, offset: int) -> bool:
-        """Commit the fence at the log's `offset`; True on a repeat."""
+    def commit(self, token: FenceToken, offset: int, objects: Sequence[object] = ()) -> bool:
+        """Commit the fence at the log's `offset`, naming `objects`; True on a repeat."""
         ...
 
     def abort(self, token: FenceToken) -> bool:
@@ -45,11 +45,12 @@ class Fence:
     token: FenceToken
     """Its `epoch` and the `window` right after it was granted."""
 
-    def commit(self, offset: int) -> bool:
+    def commit(self, offset: int, objects: Sequence[str] = ()) -> bool:
         """Apply (offset, epoch) to the partition's GC state and release the fence; True
-        when it was already committed at this offset (a repeat changes nothing). See
+        when it was already committed at this offset (a repeat changes nothing).
+        `objects`: the keys the entry references (docs/references.md). See
         `Publisher.commit` for what it raises."""
-        return self.publisher.commit(self.token, offset)
+        return self.publisher.commit(self.token, offset, objects)
 
     def abort(self) -> bool:
         """Release the fence without committing (an upload you will not commit, e.g. the

@@ -20,8 +20,9 @@ from .test_publisher import advance_to, stored
 
 
 async def commit(publisher: Publisher, partition: str, epoch: int, offset: int, *keys: str) -> None:
+    """Through the embedded API's `Fence.commit`, naming `keys`."""
     async with publisher.fence(partition, epoch, timeout_s=5) as fence:
-        publisher.commit(fence.token, offset, keys)
+        fence.commit(offset, keys)
 
 
 async def held(store: WatermarkStore, partition: str) -> References | None:
