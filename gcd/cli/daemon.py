@@ -13,17 +13,18 @@ import structlog
 from gcd.cli.main import load_frozen
 from gcd.cli.options import DAEMON_OPTIONS, resolve
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, runtime_modules
-from gcd.service.daemon import DaemonConfig
-from gcd.service.runtime import SweepRuntime
 from l0gc import exitcodes
-from l0gc.auth import TokenFile
 from l0gc.logs import configure_logging
 from l0gc.options import add_options
 from l0gc.process.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["RUN_IMPORTS", "add_arguments", "run"]
 
 log = structlog.get_logger("gcd.cli.daemon")
+
+RUN_IMPORTS = ("gcd.service.daemon", "gcd.service.runtime", "gcd.sweep.sweeper", "l0gc.auth")
+"""What `run` imports and `--help` does not (the daemon, its HTTP server, the sweep
+runtime): `gcd.cli.main` imports them at start-up once the arguments are read."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM (exit 0) or Ctrl-C (exit 130), both clean stops."""
+    from gcd.service.daemon import DaemonConfig  # noqa: PLC0415 - RUN_IMPORTS
+    from gcd.service.runtime import SweepRuntime  # noqa: PLC0415
+    from l0gc.auth import TokenFile  # noqa: PLC0415
+
     resolve(args, (*COMMON_OPTIONS, *DAEMON_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)

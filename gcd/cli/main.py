@@ -181,18 +181,22 @@ def _main(argv: Sequence[str] | None, prog: str) -> int:
         close = difflib.get_close_matches(first, SUBCOMMANDS, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         return _fail(f"unknown command {first!r}; {hint}choose one of {', '.join(SUBCOMMANDS)}")
-    # Start-up (the command's modules imported, its parser built, its arguments read)
-    # runs with the cyclic collector off, and what it loaded is then frozen: importing
-    # allocates hundreds of thousands of objects that all stay, which collections would
-    # walk again and again for nothing (start-up's, then every full collection of a
-    # round's, bench/RESULTS.md section 21). In-process callers get them back (thawed)
-    # when the command returns; a process that ends then (`main()` without `argv`) leaves
-    # them frozen, so its exit neither walks nor frees them one by one.
+    # Start-up (the command's module imported, its parser built, its arguments read,
+    # then its `RUN_IMPORTS`: what its `run` imports and `--help` does not) runs with the
+    # cyclic collector off, and what it loaded is then frozen: importing allocates
+    # hundreds of thousands of objects that all stay, which collections would walk again
+    # and again for nothing (start-up's, then every full collection of a round's,
+    # bench/RESULTS.md section 21). In-process callers get them back (thawed) when the
+    # command returns; a process that ends then (`main()` without `argv`) leaves them
+    # frozen, so its exit neither walks nor frees them one by one.
     collecting = gc.isenabled()
     gc.disable()
     try:
         try:
             parsed = _parse(first, args, prog)
+            if isinstance(parsed, tuple):  # what `run` imports and `--help` does not
+                for name in getattr(parsed[0], "RUN_IMPORTS", ()):
+                    importlib.import_module(name)
         finally:
             gc.freeze()
             if collecting:

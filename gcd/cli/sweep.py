@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -32,9 +32,7 @@ from gcd.observe.report import PlanWriter, RoundCounts, RoundSummary
 from gcd.rules.admission import UNREACHABLE
 from gcd.rules.prices import RoundCost, prices_for, round_cost
 from gcd.rules.versions import VersionMode
-from gcd.service.runtime import JournalSettings, SweepRuntime, SweepSettings
 from gcd.storage.registry import BACKENDS
-from gcd.sweep.sweeper import RoundConfig
 from l0gc import exitcodes
 from l0gc.display import printable
 from l0gc.errors import ConfigError
@@ -43,8 +41,12 @@ from l0gc.logs import configure_logging
 from l0gc.options import Option, add_config_option, add_options
 from l0gc.process.signals import StopOnSignals, interrupt_on_second_ctrl_c
 
+if TYPE_CHECKING:
+    from gcd.service.runtime import SweepSettings
+
 __all__ = [
     "COMMON_OPTIONS",
+    "RUN_IMPORTS",
     "add_arguments",
     "add_round_arguments",
     "cost_line",
@@ -57,6 +59,10 @@ __all__ = [
 ]
 
 log = structlog.get_logger("gcd.cli.sweep")
+
+RUN_IMPORTS = ("gcd.service.runtime", "gcd.sweep.sweeper")
+"""What `run` imports and `--help` does not (the sweep runtime: the sweeper, its journal,
+its metrics): `gcd.cli.main` imports them at start-up once the arguments are read."""
 
 COMMON_OPTIONS: tuple[Option, ...] = (
     *S3_OPTIONS,
@@ -117,6 +123,9 @@ def round_setup(
     args: argparse.Namespace, environ: Mapping[str, str] | None = None
 ) -> SweepSettings:
     """Build and check the settings from resolved options; ConfigError says what is wrong."""
+    from gcd.service.runtime import JournalSettings, SweepSettings  # noqa: PLC0415 - RUN_IMPORTS
+    from gcd.sweep.sweeper import RoundConfig  # noqa: PLC0415
+
     env = os.environ if environ is None else environ
     store = store_settings(args, max_pool_connections=args.concurrency + args.list_concurrency + 4)
     config = RoundConfig(
@@ -297,6 +306,8 @@ def cost_line(cost: RoundCost) -> str:
 
 async def run(args: argparse.Namespace) -> int:
     """One round; see the module docstring."""
+    from gcd.service.runtime import SweepRuntime  # noqa: PLC0415 - RUN_IMPORTS
+
     resolve(args, (*COMMON_OPTIONS, *SWEEP_OPTIONS))
     configure_logging(args.log_level)
     setup = round_setup(args)
