@@ -27,5 +27,6 @@ BENCHMARKS: dict[str, str] = {
     "gcs": "bench.gcs",
     "explain": "bench.explain",
     "undo": "bench.undo",
+    "scrub": "bench.scrub",
 }
 """Benchmark name (for `--only`) -> module; run in this order."""
