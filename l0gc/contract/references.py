@@ -10,6 +10,7 @@ import json
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as encode_key  # json's own, in C
 from typing import Any
 
 from l0gc.errors import InvalidRecord
@@ -111,7 +112,7 @@ class References:
     @staticmethod
     def fragments(offset: int, keys: Sequence[str]) -> tuple[str, str]:
         """One entry's share of `json_text`: its offsets and its keys, comma-separated."""
-        return ",".join(itertools.repeat(str(offset), len(keys))), ",".join(map(json.dumps, keys))
+        return ",".join(itertools.repeat(str(offset), len(keys))), ",".join(map(encode_key, keys))
 
     @staticmethod
     def joined(offsets: Iterable[str], keys: Iterable[str]) -> str:
