@@ -10,7 +10,6 @@ import difflib
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,6 +268,8 @@ def load_config(
     is not in `known`."""
     if path is None:
         return {}
+    import tomllib  # noqa: PLC0415 - only with a config file
+
     try:
         with Path(path).open("rb") as handle:
             data = tomllib.load(handle)
