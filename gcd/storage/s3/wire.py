@@ -228,9 +228,10 @@ def _element(group: str, depth: int, name: str = _NAME) -> str:
     return f"<(?P<{group}>{name})(?:/>|>{content}</(?P={group})>)"
 
 
-def _once(number: int, name: str) -> str:
-    """Element `name` of character data, captured as group `number`, at most once."""
-    return f"<{name}>(?({number})(?!))({_DATA})</{name}>"
+def _once(number: int, name: str, data: str = _DATA) -> str:
+    """Element `name` of character data (`data`), captured as group `number`, at most
+    once."""
+    return f"<{name}>(?({number})(?!))({data})</{name}>"
 
 
 def _all_of(numbers: range, then: str) -> str:
@@ -256,12 +257,18 @@ def _envelope(root: str, fields: tuple[str, ...], entries: tuple[str, ...]) -> r
 
 _LISTING_FIELDS = ("IsTruncated", "NextContinuationToken", "EncodingType")
 _LISTING = _envelope("ListBucketResult", _LISTING_FIELDS, ("Contents",))
-# One <Contents> entry: Key (group 1), LastModified (2) and Size (3) exactly once each,
-# other elements (ETag, Owner...) two levels deep at most.
+# One <Contents> entry: Key (group 1, not empty), LastModified (2, ending "Z": S3's
+# form) and Size (3, ASCII digits) exactly once each, other elements (ETag, Owner...) two
+# levels deep at most.
 _CONTENTS_OTHER = _element("c", 2, f"(?!(?:Key|LastModified|Size)[/>]){_NAME}")
+_CONTENTS_FIELDS = (
+    _once(1, "Key", "[^<]++"),
+    _once(2, "LastModified", "[^<]++(?<=Z)"),
+    _once(3, "Size", "[0-9]++"),
+)
 _CONTENTS = re.compile(
-    f"<Contents>{_WS}(?:(?:{_once(1, 'Key')}|{_once(2, 'LastModified')}|{_once(3, 'Size')}"
-    f"|{_CONTENTS_OTHER}){_WS})*+{_all_of(range(1, 4), '</Contents>')}"
+    f"<Contents>{_WS}(?:(?:{'|'.join(_CONTENTS_FIELDS)}|{_CONTENTS_OTHER}){_WS})*+"
+    f"{_all_of(range(1, 4), '</Contents>')}"
 )
 _CONTENTS_STRIDE = _CONTENTS.groups + 1  # re.split: the text between, then every group
 _DELETE = _envelope("DeleteResult", (), ("Deleted", "Error"))
@@ -338,22 +345,20 @@ def _scan_listing(body: bytes) -> Listing | None:
     if truncated and token is None:
         return None
     url = encoding is not None and _unescape(encoding) == "url"
-    objects: list[ObjectInfo] = []
-    append = objects.append
+    keys = pieces[1::stride]
+    every = "".join(keys)
+    if "&" in every or (url and ("%" in every or "+" in every)):
+        keys = [_unescape(key) for key in keys]
+        if url:
+            keys = [unquote_plus(key) if "%" in key or "+" in key else key for key in keys]
     fromisoformat = datetime.fromisoformat
-    for text_key, modified, size in zip(
-        pieces[1::stride], pieces[2::stride], pieces[3::stride], strict=True
-    ):
-        if not text_key or not size.isdigit() or modified[-1:] != "Z":
-            return None  # the tree reader raises, or reads another form of time
-        key = _unescape(text_key) if "&" in text_key else text_key
-        if url and ("%" in key or "+" in key):
-            key = unquote_plus(key)
-        try:  # S3's form: `parse_s3_timestamp`'s first branch
-            stamp = fromisoformat(modified).timestamp()
-        except (ValueError, OverflowError):
-            return None
-        append(ObjectInfo(key, int(size), stamp))
+    try:  # a LastModified in S3's form: `parse_s3_timestamp`'s first branch
+        objects = [
+            ObjectInfo(key, int(size), fromisoformat(modified).timestamp())
+            for key, modified, size in zip(keys, pieces[2::stride], pieces[3::stride], strict=True)
+        ]
+    except (ValueError, OverflowError):
+        return None  # not a time: the tree reader reads it as botocore does, or raises
     return Listing(tuple(objects), truncated, token)
 
 
