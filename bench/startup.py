@@ -29,6 +29,13 @@ extra run of each command under a small wrapper, not from the timed runs.
 
 Children run from byte-compiled modules: PYTHONDONTWRITEBYTECODE is dropped from their
 environment and each tree is byte-compiled first, so no run pays for compiling sources.
+
+`--budget` also runs the bound empty round `--runs` times per side under a wrapper that
+reads the process's CPU (`time.process_time`) between its phases (interpreter start,
+`gcd.cli.main`, the command's module and arguments, its `RUN_IMPORTS`, the store's and
+etcd's clients imported by `load_frozen`, the runtime opened, the round, the output),
+and prints the median of each: where the round's CPU goes. Phases a tree has no hook
+for (a tree older than `load_frozen`) fold into the next one.
 """
 
 from __future__ import annotations
@@ -81,6 +88,80 @@ finally:
               for g, p in groups.items()}
     print("MODULES " + __import__("json").dumps({"total": len(names), **counts}), file=sys.stderr)
 """
+
+
+_PHASES = """
+import sys, time
+marks = [("interpreter, site", time.process_time())]
+def mark(name):
+    marks.append((name, time.process_time()))
+import gcd.cli.main as m
+mark("gcd.cli.main")
+parse = m._parse
+def _parse(*a, **k):
+    out = parse(*a, **k)
+    mark("the command's module (structlog, options), arguments read")
+    return out
+m._parse = _parse
+load = getattr(m, "load_frozen", None)
+def load_frozen(*names):
+    mark("RUN_IMPORTS (sweep runtime, sweeper, journal, metrics), settings")
+    for name in names:
+        load(name)
+        mark("imported by load_frozen: " + name)
+    import gcd.service.runtime as rt
+    run_round = rt.SweepRuntime.run_round
+    async def timed(self):
+        mark("runtime opened (preflight, store and etcd clients, binding, shard)")
+        out = await run_round(self)
+        mark("the round")
+        return out
+    rt.SweepRuntime.run_round = timed
+if load is not None:
+    m.load_frozen = load_frozen
+code = m.main()
+mark("output")
+print("PHASES " + __import__("json").dumps(
+    [(n, t - p) for (n, t), (_, p) in zip(marks, [("", 0.0)] + marks)]), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _phases(side: tuple[str, str], argv: list[str]) -> tuple[list[tuple[str, float]], float]:
+    """(CPU s per phase, CPU s of the whole process) of one bound empty round."""
+    tree, python = side
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [python, "-c", _PHASES, *argv], cwd=tree, env=_env(tree), stdout=out, stderr=err
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"budget run failed: {text[-2000:]}")
+    line = next(x for x in text.splitlines() if x.startswith("PHASES "))
+    phases = [(str(n), float(c)) for n, c in json.loads(line.removeprefix("PHASES "))]
+    return phases, usage.ru_utime + usage.ru_stime
+
+
+def _budget(sides: dict[str, tuple[str, str]], argv: list[str], runs: int) -> dict[str, Any]:
+    """The median CPU of each phase of the bound empty round, per side; what is left
+    after the last phase (the interpreter's exit) is the whole process's CPU minus them."""
+    found: dict[str, dict[str, list[float]]] = {}
+    for _ in range(runs):
+        for label, side in sides.items():
+            phases, total = _phases(side, argv)
+            by_phase = found.setdefault(label, {})
+            for name, cpu in phases:
+                by_phase.setdefault(name, []).append(cpu)
+            by_phase.setdefault("exit (interpreter finalisation)", []).append(
+                total - sum(c for _, c in phases)
+            )
+            by_phase.setdefault("whole process", []).append(total)
+    return {
+        label: {name: round(statistics.median(v), 3) for name, v in by_phase.items()}
+        for label, by_phase in found.items()
+    }
 
 
 def _commands(etcd: LocalEtcd, s3: LocalS3) -> dict[str, list[str]]:
@@ -195,6 +276,9 @@ def _table(report: dict[str, Any]) -> str:
                 f"| {name} | {label} | {row['cpu_s_median']:.3f} | {low:.3f}-{high:.3f} "
                 f"| {row['modules']['total']} |"
             )
+    for label, phases in report.get("budget", {}).items():
+        lines += ["", f"empty round (bound, etcd), {label}: CPU s per phase (median)", ""]
+        lines += [f"    {cpu:6.3f}  {name}" for name, cpu in phases.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -206,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--side", action="append", default=[], metavar="LABEL=TREE[:PYTHON]", help="another side"
     )
+    parser.add_argument("--budget", action="store_true", help="the empty round's phases too")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
     sides = {"this tree": (str(REPO), PYTHON)}
@@ -244,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                 "wall_s_median": round(statistics.median(w for _, w in values), 3),
                 "modules": _modules(sides[label], name, commands[name]),
             }
+        if args.budget:
+            report["budget"] = _budget(sides, commands["empty round (bound, etcd)"], args.runs)
         report["load_after"] = os.getloadavg()
     sys.stderr.write(_table(report))
     text = json.dumps(report, indent=2)

@@ -10,7 +10,7 @@ import sys
 
 import structlog
 
-from gcd.cli.main import load_frozen
+from gcd.cli.main import freeze_opened, load_frozen
 from gcd.cli.options import DAEMON_OPTIONS, resolve
 from gcd.cli.sweep import COMMON_OPTIONS, add_round_arguments, round_setup, runtime_modules
 from l0gc import exitcodes
@@ -64,6 +64,7 @@ async def run(args: argparse.Namespace) -> int:
         check_interval_s=args.verify_m_every * args.interval,
         preflight=True,
     ) as runtime:
+        freeze_opened()
         daemon = runtime.daemon(config)
         signals = StopOnSignals(
             runtime.sweeper.stop,

@@ -22,7 +22,7 @@ from l0gc import __version__, exitcodes
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["EXAMPLES", "SUBCOMMANDS", "Subcommand", "load_frozen", "main"]
+__all__ = ["EXAMPLES", "SUBCOMMANDS", "Subcommand", "freeze_opened", "load_frozen", "main"]
 
 
 class Subcommand(NamedTuple):
@@ -315,6 +315,16 @@ def load_frozen(*modules: str) -> None:
             gc.freeze()
             if collecting:
                 gc.enable()
+
+
+def freeze_opened() -> None:
+    """Freeze what the command has loaded so far, once what it works with is open and
+    before the work (`gcd sweep`, `gcd daemon`: the store's clients with botocore's S3
+    model, etcd's session): long-lived like start-up, so frozen with it, and no full
+    collection of the round walks it (nor the exit, in a process that ends). Only while
+    `main` runs a command: in-process callers get it back when the command returns."""
+    if _running:
+        gc.freeze()
 
 
 async def _await(awaitable: object) -> object:

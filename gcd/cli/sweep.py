@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gcd.cli.main import load_frozen
+from gcd.cli.main import freeze_opened, load_frozen
 from gcd.cli.options import (
     JOURNAL_OPTIONS,
     LAYOUT_OPTIONS,
@@ -317,6 +317,7 @@ async def run(args: argparse.Namespace) -> int:
         async with SweepRuntime.open(
             setup, plan=plan, preflight=True, check_namespace=True
         ) as runtime:
+            freeze_opened()
             sweeper = runtime.sweeper
             # The sweeper forgets its live counters when the round ends; the progress
             # line's last refresh shows the round's totals instead.

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from gcd.cli import main as main_module
-from gcd.cli.main import SUBCOMMANDS, Subcommand, load_frozen, main
+from gcd.cli.main import SUBCOMMANDS, Subcommand, freeze_opened, load_frozen, main
 from l0gc import exitcodes
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 from tests.binding import bind_sync
@@ -172,6 +172,10 @@ class _Probe:
         load_frozen("tests_gcd_startup_loaded", "tests_gcd_startup_missing")
         seen["frozen_after_load"] = gc.get_freeze_count()
         seen["enabled_after_load"] = gc.isenabled()
+        opened = [[] for _ in range(1000)]  # what opening the store would load
+        freeze_opened()
+        seen["frozen_after_open"] = gc.get_freeze_count()
+        del opened
         if args.fail:
             raise RuntimeError("a bug in the command")
         return exitcodes.OK
@@ -215,6 +219,9 @@ def test_a_command_runs_frozen_and_the_caller_gets_the_collector_back(
     assert isinstance(frozen_after, int)
     assert frozen_after >= frozen_at_start
     assert probes["enabled_after_load"] is True
+    frozen_opened = probes["frozen_after_open"]
+    assert isinstance(frozen_opened, int)
+    assert frozen_opened >= frozen_after + 1000
     assert "tests_gcd_startup_loaded" in sys.modules  # imported; the missing one ignored
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0
@@ -257,9 +264,12 @@ def test_a_caller_that_turned_the_collector_off_keeps_it_off(
         gc.enable()
 
 
-def test_load_frozen_outside_a_run_is_a_plain_import(probes: dict[str, object]) -> None:
+def test_outside_a_run_nothing_is_frozen(
+    probes: dict[str, object],
+) -> None:
     assert not main_module._running
     load_frozen("tests_gcd_startup_loaded", "tests_gcd_startup_missing")
+    freeze_opened()
     assert "tests_gcd_startup_loaded" in sys.modules
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0
