@@ -9,7 +9,8 @@ Three figures:
    writes batches: one ``POST /v1/fences`` of `batch` partitions (an L0 object carrying
    them), then one ``POST /v1/commits`` of `batch` entries, each naming 0, 1 or 4 keys
    (75-byte keys of the default layout, the same keys for every entry of a batch: the
-   objects the batch wrote). Sides alternate, their order rotating from run to run;
+   objects the batch wrote), or the batch naming its 4 keys once (the batch's
+   ``objects``, referenced by every entry). Sides alternate, their order rotating from run to run;
    between runs (untimed) a reconciler releases every entry (``reconciled`` through the
    last offset, no ``objects``), so each run starts with nothing held. Measured: entries
    per second of wall time, and the serve process's CPU per entry (/proc/PID/stat),
@@ -61,6 +62,10 @@ _SIZES = {  # scale: (clients, entries per batch = partitions per client, batche
     Scale.FULL: (4, 100, 50),
 }
 _KEYS_PER_ENTRY = (0, 1, 4)
+_PER_BATCH = -4
+"""The side whose batches name their 4 keys once (the batch's `objects`), not per entry:
+one L0 object holding data of every partition of the batch."""
+_SIDES = (*_KEYS_PER_ENTRY, _PER_BATCH)
 _MEMORY_KEYS = 6_000
 """Keys held in the memory figure: within one partition's 512 KiB (6,990 keys of 75 B)."""
 _RECORD_ENTRIES = (1, 100, 1_000, 5_000)
@@ -73,6 +78,8 @@ def object_key(epoch: int) -> str:
 
 
 def _side_name(keys: int) -> str:
+    if keys < 0:
+        return f"{-keys} keys per batch (named once)"
     return "no objects" if keys == 0 else f"{keys} key{'s' if keys > 1 else ''} per entry"
 
 
@@ -107,22 +114,26 @@ class Batches:
     async def client(
         self, session: aiohttp.ClientSession, client: int, batches: int, keys: int
     ) -> None:
-        """`batches` times: fence every partition of the client, commit them all."""
+        """`batches` times: fence every partition of the client, commit them all (`keys`
+        keys per entry; negative: -`keys` keys named once, by the batch)."""
         mine = self.owned[client]
         for _ in range(batches):
             fences = [{"partition": p, "epoch": self.epoch} for p in mine]
             granted = (await self._post(session, "/v1/fences", {"fences": fences}))["results"]
-            objects = [object_key(self.epoch) for _ in range(keys)]
+            objects = [object_key(self.epoch) for _ in range(abs(keys))]
             commits = []
             for partition, result in zip(mine, granted, strict=True):
                 if result["status"] != 200:
                     raise RuntimeError(f"fence refused: {result}")
                 entry = {"token": result["token"], "offset": self.offsets[partition]}
-                if keys:
+                if keys > 0:
                     entry["objects"] = objects
                 commits.append(entry)
                 self.offsets[partition] += 1
-            done = (await self._post(session, "/v1/commits", {"commits": commits}))["results"]
+            body: dict[str, Any] = {"commits": commits}
+            if keys < 0:
+                body["objects"] = objects
+            done = (await self._post(session, "/v1/commits", body))["results"]
             if any(r["status"] != 200 for r in done):
                 raise RuntimeError(f"commit refused: {done[:3]}")
             if self.lag is not None and self.offsets[mine[0]] > self.lag:
@@ -201,8 +212,8 @@ async def _hold_some(serve: Serve, batches: Batches, keys: int, rounds: int) -> 
 
 def _throughput(scale: Scale, runs: int, report: Report, lag: int | None = None) -> bytes:
     clients, batch, per_client = _SIZES[scale]
-    results: dict[int, list[dict[str, float]]] = {k: [] for k in _KEYS_PER_ENTRY}
-    sides = list(_KEYS_PER_ENTRY)
+    results: dict[int, list[dict[str, float]]] = {k: [] for k in _SIDES}
+    sides = list(_SIDES)
     with LocalEtcd() as etcd:
         epoch = asyncio.run(_cluster_epoch(etcd))
         serve = Serve(etcd, [f"bench/{i}" for i in range(clients * batch)])
@@ -264,15 +275,15 @@ def _throughput(scale: Scale, runs: int, report: Report, lag: int | None = None)
             tuple(rows),
         )
     )
-    worst = min(rows[1:], key=lambda row: row[3])
-    report.goals.append(
-        Goal(
-            f"batched commits naming keys vs none ({worst[0]}, entries/s, median of pairs)",
-            f"{worst[3]:.1%} of without (ratio of medians {worst[2]:.1%})",
-            ">= 90 %",
-            worst[3] >= 0.9,
+    for row in rows[1:]:
+        report.goals.append(
+            Goal(
+                f"batched commits naming keys vs none ({row[0]}, entries/s, median of pairs)",
+                f"{row[3]:.1%} of without (ratio of medians {row[2]:.1%})",
+                ">= 90 %",
+                row[3] >= 0.9,
+            )
         )
-    )
     report.raw["throughput"] = {_side_name(k): v for k, v in results.items()}
     return stored
 

@@ -11,7 +11,7 @@ import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as encode_key  # json's own, in C
-from typing import Any
+from typing import Any, cast
 
 from l0gc.errors import InvalidRecord
 
@@ -20,6 +20,7 @@ __all__ = [
     "MAX_ENTRY_KEYS",
     "MAX_KEY_BYTES",
     "MAX_REFERENCE_BYTES",
+    "Keys",
     "Reference",
     "References",
     "check_key",
@@ -66,6 +67,27 @@ def check_key(key: object, where: str) -> str:
     return key
 
 
+class Keys(tuple[str, ...]):
+    """The object keys one commit names, checked (`check_key`), each once, in order, with
+    their share of a record's JSON (`text`) and its size (`size`, what the cap counts):
+    made once per request (`checked`), so a batch whose entries name the same objects
+    checks and encodes them once, and the held entries share the strings."""
+
+    text: str
+    size: int
+
+    @classmethod
+    def checked(cls, objects: Sequence[object], where: str) -> Keys:
+        """`objects` checked, without repeats; InvalidRecord names a bad key and `where`."""
+        if isinstance(objects, Keys):
+            return objects
+        valid = objects if plain(objects) else [check_key(key, where) for key in objects]
+        keys = cls(dict.fromkeys(cast("Sequence[str]", valid)))
+        keys.text = ",".join(map(encode_key, keys))
+        keys.size = len(keys.text) + 1 if keys else 0  # each key, its quotes and a comma
+        return keys
+
+
 @dataclass(frozen=True, slots=True)
 class Reference:
     """One referenced key: the partition whose entry at log `offset` names it."""
@@ -110,13 +132,9 @@ class References:
         return json.dumps(self.encode(), separators=(",", ":"), sort_keys=True)
 
     @staticmethod
-    def fragments(offset: int, keys: Sequence[str]) -> tuple[str, str]:
-        """One entry's share of `json_text`: its offsets and its keys, comma-separated."""
-        return ",".join(itertools.repeat(str(offset), len(keys))), ",".join(map(encode_key, keys))
-
-    @staticmethod
     def joined(offsets: Iterable[str], keys: Iterable[str]) -> str:
-        """`json_text` from the entries' `fragments` (entries naming no key left out)."""
+        """`json_text` from the entries' shares of it: per entry its offset once per key,
+        and its keys (`Keys.text`), comma-separated (entries naming no key left out)."""
         return f'{{"keys":[{",".join(keys)}],"offsets":[{",".join(offsets)}]}}'
 
     @classmethod

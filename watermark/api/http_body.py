@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from l0gc import strictjson
-from l0gc.contract.references import MAX_ENTRY_KEYS, check_key, plain
+from l0gc.contract.references import MAX_ENTRY_KEYS, Keys
 from l0gc.errors import InvalidJson, InvalidRecord
 from watermark.api.http_server import HTTP_LIMITS
 from watermark.api.limits import HttpLimits
@@ -150,8 +150,9 @@ def str_field(doc: dict[str, Any], name: str, where: str) -> str:
     return value
 
 
-def objects_field(doc: dict[str, Any], where: str = "") -> list[str] | None:
-    """The optional ``objects``: object keys (at most `MAX_ENTRY_KEYS`), None if absent."""
+def objects_field(doc: dict[str, Any], where: str = "") -> Keys | None:
+    """The optional ``objects``: object keys (at most `MAX_ENTRY_KEYS`), checked once
+    (`Keys`), None if absent."""
     if "objects" not in doc:
         return None
     value = doc["objects"]
@@ -160,10 +161,8 @@ def objects_field(doc: dict[str, Any], where: str = "") -> list[str] | None:
             f"field {where}'objects' must be a list of at most {MAX_ENTRY_KEYS} object keys, "
             f"got {_short.repr(value)}"
         )
-    if plain(value):
-        return value
     try:
-        return [check_key(key, f"field {where}'objects'") for key in value]
+        return Keys.checked(value, f"field {where}'objects'")
     except InvalidRecord as exc:
         raise BadRequest(str(exc)) from None
 

@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from l0gc.contract.record import RECORD_VERSION
+from l0gc.contract.references import Keys
 from l0gc.errors import L0gcError, PartitionNotHosted
 from watermark.api import http_body
 from watermark.api.http_errors import UNKNOWN_FENCE, Moved, UnknownFence, problem, short
@@ -167,9 +168,7 @@ async def fences(request: web.Request) -> web.Response:
     return web.json_response({"results": results})
 
 
-def _commit(
-    request: web.Request, token: FenceToken, offset: int, objects: list[str] | None
-) -> bool:
+def _commit(request: web.Request, token: FenceToken, offset: int, objects: Keys | None) -> bool:
     """Commit `token` at `offset`, naming `objects` (True: a repeat of a commit that
     succeeded); whatever the answer, a fence that ended is remembered as ended (see
     `FenceTable`; a commit refused for want of room for its references has not ended)."""
@@ -180,14 +179,19 @@ def _commit(
 
 
 async def commits(request: web.Request) -> web.Response:
-    """``commits``: the entries applied in order, each answered."""
+    """``commits``: the entries applied in order, each answered. The batch's ``objects``
+    are named by every entry that names none of its own (one L0 object holding data of
+    many partitions: its key is sent, checked and encoded once)."""
     limits, table = request.app[HTTP_LIMITS], request.app[FENCES]
-    doc = await http_body.read_body(request, "commits", max_bytes=limits.max_batch_body_bytes)
+    doc = await http_body.read_body(
+        request, "commits", "objects", max_bytes=limits.max_batch_body_bytes
+    )
+    shared = http_body.objects_field(doc)  # named by each entry that names none itself
     parsed = [
         (
             http_body.str_field(entry, "token", f"commits[{i}]."),
             http_body.int_field(entry, "offset", f"commits[{i}]."),
-            http_body.objects_field(entry, f"commits[{i}]."),
+            shared if "objects" not in entry else http_body.objects_field(entry, f"commits[{i}]."),
         )
         for i, entry in enumerate(
             http_body.entries(doc, "commits", ("token", "offset"), limits, ("objects",))

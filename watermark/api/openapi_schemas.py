@@ -281,12 +281,23 @@ SCHEMAS: Final[Json] = {
                     {
                         "token": {"type": "string", "minLength": 1},
                         "offset": _INT,
-                        "objects": {**_OBJECTS, "description": "as on the single commit"},
+                        "objects": {
+                            **_OBJECTS,
+                            "description": "as on the single commit (instead of the "
+                            "batch's objects)",
+                        },
                     },
                     ["token", "offset"],
                 ),
-            }
-        }
+            },
+            "objects": {
+                **_OBJECTS,
+                "description": "optional: object keys every entry of the batch that names "
+                "none of its own references (one L0 object holding data of many "
+                "partitions: its key is sent once); docs/references.md",
+            },
+        },
+        ["commits"],
     ),
     "CommitBatchAnswer": _obj(
         {

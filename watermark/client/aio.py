@@ -122,12 +122,16 @@ class AsyncWriterClient(routes.WriterBase):
         owner when that is one of the publishers, else it is `RedirectRefused`)."""
         return await self._drive(routes.fences(self._target, entries, timeout_s=timeout_s))
 
-    async def commits(self, entries: Sequence[CommitEntry]) -> list[Json | ApiError]:
+    async def commits(
+        self, entries: Sequence[CommitEntry], objects: Iterable[str] | None = None
+    ) -> list[Json | ApiError]:
         """Commit every (fence, offset), or (fence, offset, objects) to name the keys the
         entry references, one request per publisher that granted them, in order: each
         entry ``{"status": 200, "partition", "offset", "repeat"}`` or the `ApiError` of
-        its refusal (``references_full``: that entry only)."""
-        return await self._drive(routes.commits(self._target, entries))
+        its refusal (``references_full``: that entry only). `objects`: the batch's, named by
+        every entry that names none of its own (one object holding data of many partitions:
+        its key is sent once)."""
+        return await self._drive(routes.commits(self._target, entries, objects))
 
     # -- the exchange ------------------------------------------------------------------
 

@@ -215,13 +215,17 @@ def _commit_entry(entry: CommitEntry) -> Json:
     return {"token": fence.token, "offset": offset, **objects_body(named[0] if named else None)}
 
 
-def commits(to: Target, entries: Sequence[CommitEntry]) -> Operation[list[Json | ApiError]]:
-    """``POST /v1/commits``, one request per publisher that granted the fences."""
+def commits(
+    to: Target, entries: Sequence[CommitEntry], objects: Iterable[str] | None = None
+) -> Operation[list[Json | ApiError]]:
+    """``POST /v1/commits``, one request per publisher that granted the fences; `objects`:
+    the batch's, named by every entry that names none of its own."""
     results: list[Json | ApiError | None] = [None] * len(entries)
     sent = [_commit_entry(entry) for entry in entries]  # a bad entry raises before any is sent
+    shared = objects_body(objects)  # a lone string raises before anything is sent
     for base in dict.fromkeys(entry[0].base for entry in entries):
         indexes = [i for i, entry in enumerate(entries) if entry[0].base == base]
-        body = {"commits": [sent[i] for i in indexes]}
+        body = {"commits": [sent[i] for i in indexes], **shared}
         answer = yield _request(to, "POST", "/v1/commits", body, base=base)
         for index, result in zip(indexes, answer["results"], strict=True):
             results[index] = result if result["status"] == 200 else entry_error(result)

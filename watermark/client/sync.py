@@ -114,12 +114,16 @@ class WriterClient(routes.WriterBase):
         owner when that is one of the publishers, else it is `RedirectRefused`)."""
         return self._drive(routes.fences(self._target, entries, timeout_s=timeout_s))
 
-    def commits(self, entries: Sequence[CommitEntry]) -> list[Json | ApiError]:
+    def commits(
+        self, entries: Sequence[CommitEntry], objects: Iterable[str] | None = None
+    ) -> list[Json | ApiError]:
         """Commit every (fence, offset), or (fence, offset, objects) to name the keys the
         entry references, one request per publisher that granted them, in order: each
         entry ``{"status": 200, "partition", "offset", "repeat"}`` or the `ApiError` of
-        its refusal (``references_full``: that entry only)."""
-        return self._drive(routes.commits(self._target, entries))
+        its refusal (``references_full``: that entry only). `objects`: the batch's, named by
+        every entry that names none of its own (one object holding data of many partitions:
+        its key is sent once)."""
+        return self._drive(routes.commits(self._target, entries, objects))
 
     # -- the exchange ------------------------------------------------------------------
 

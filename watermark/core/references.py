@@ -9,30 +9,28 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from json.encoder import encode_basestring_ascii as encode_key
-from typing import cast
 
 from l0gc.contract.references import (
     DEFAULT_MAX_REFERENCES,
     MAX_ENTRY_KEYS,
     MAX_REFERENCE_BYTES,
+    Keys,
     References,
-    check_key,
-    plain,
 )
 from l0gc.errors import ConfigError, InvalidRecord, ReferencesFull
 
 __all__ = ["ReferenceSet"]
 
 
+def _offsets(offset: int, count: int) -> str:
+    """`offset` `count` times, comma-separated: an entry's share of the field's offsets."""
+    return ",".join(itertools.repeat(str(offset), count))
+
+
 def _size(key: str) -> int:
     """The bytes `key` takes in the stored record: ASCII-only JSON, so a non-ASCII
     character or a quote takes several (the cap bounds the record, not the keys)."""
     return len(encode_key(key)) + 1  # and a comma
-
-
-def _bytes(keys_text: str, count: int) -> int:
-    """`_size` summed over the `count` keys whose `References.fragments` is `keys_text`."""
-    return len(keys_text) + 1 if count else 0
 
 
 class ReferenceSet:
@@ -46,7 +44,6 @@ class ReferenceSet:
 
     __slots__ = (
         "_bytes",
-        "_checked",
         "_entries",
         "_keys",
         "_max_keys",
@@ -64,11 +61,10 @@ class ReferenceSet:
         self._max_keys = max_keys
         self._entries: OrderedDict[int, tuple[str, ...]] = OrderedDict()
         self._texts: dict[int, tuple[str, str]] = {}
-        """Per entry, its share of the stored field's JSON (`References.fragments`)."""
+        """Per entry, its share of the stored field's JSON: its offset once per key, and
+        its keys (`Keys.text`)."""
         self._stored: References | None = None
         """`stored()` until the next change."""
-        self._checked: tuple[tuple[str, ...], str, str] | None = None
-        """The keys `check` returned last, with their `References.fragments`."""
         self._keys = 0
         self._bytes = 0
         self.sent = False
@@ -92,14 +88,8 @@ class ReferenceSet:
                 f"partition {partition!r}: a commit names {len(objects)} objects, more than "
                 f"{MAX_ENTRY_KEYS}: split the entry, or name the objects it really references"
             )
-        checked = (
-            cast("Sequence[str]", objects)
-            if plain(objects)
-            else [check_key(key, "objects") for key in objects]  # names the bad key
-        )
-        keys = tuple(dict.fromkeys(checked))
-        texts = self._checked = (keys, *References.fragments(-1, keys))
-        size = _bytes(texts[2], len(keys))
+        keys = Keys.checked(objects, "objects")  # names a bad key
+        size = keys.size
         if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
             raise ReferencesFull(
                 partition, self._keys, len(keys), self._max_keys, self._bytes + size
@@ -135,17 +125,14 @@ class ReferenceSet:
             self.sent, self._stored = True, None
         if not keys:
             return
-        checked = self._checked
-        if checked is not None and checked[0] is keys:  # `check` encoded them just now
-            texts = (",".join(itertools.repeat(str(offset), len(keys))), checked[2])
-        else:
-            texts = References.fragments(offset, keys)
-        self._checked = None
+        if not isinstance(keys, Keys):
+            keys = Keys.checked(keys, "objects")
+        texts = (_offsets(offset, len(keys)), keys.text)
         self._entries[offset] = keys
         self._texts[offset] = texts
         self._stored = None
         self._keys += len(keys)
-        self._bytes += _bytes(texts[1], len(keys))
+        self._bytes += keys.size
 
     def release(self, through: int, lifted: Collection[str] | None = None) -> int:
         """Drop the references of entries at or below `through`; with `lifted`, only the
@@ -163,8 +150,8 @@ class ReferenceSet:
             if len(kept) == len(keys):
                 continue  # nothing of this entry lifted
             if kept:
-                self._entries[offset] = kept
-                self._texts[offset] = References.fragments(offset, kept)
+                held = self._entries[offset] = Keys.checked(kept, "objects")
+                self._texts[offset] = (_offsets(offset, len(held)), held.text)
             else:
                 del self._entries[offset], self._texts[offset]
             self._stored = None

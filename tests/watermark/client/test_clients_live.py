@@ -255,6 +255,35 @@ def test_the_sync_client_names_references_and_a_partial_report_keeps_the_rest(
         assert (full["reconciled_offset"], full["references"]) == (2, 0)
 
 
+def test_a_batch_names_its_objects_once_for_every_entry_that_names_none(serve: Serve) -> None:
+    """One L0 object holding data of two partitions: the batch names its key once, both
+    entries hold it; an entry naming its own objects holds those instead; a report of
+    one partition releases only its own reference."""
+    with WriterClient([serve.url], token=ADMIN, retry=FAST) as admin:
+        for name in ("refs/b0", "refs/b1", "refs/b2"):
+            admin.register(name)
+    with WriterClient([serve.url], token=WRITER, retry=FAST) as writer:
+        epoch = writer.epoch().stamp(["refs/b0", "refs/b1", "refs/b2"])
+        shared, own = level_zero_key(epoch, "batch"), level_zero_key(epoch, "own")
+        fences = [writer.fence(name, epoch) for name in ("refs/b0", "refs/b1", "refs/b2")]
+        done = writer.commits([(fences[0], 0), (fences[1], 0), (fences[2], 0, [own])], [shared])
+        assert [d["status"] if isinstance(d, dict) else d for d in done] == [200, 200, 200]
+        assert [writer.state(n)["references"] for n in ("refs/b0", "refs/b1", "refs/b2")] == [
+            1,
+            1,
+            1,
+        ]
+    with WriterClient([serve.url], token=RECONCILER, retry=FAST) as reconciler:
+        assert reconciler.reconciled("refs/b2", 0, objects=[shared])["references"] == 1  # own
+        assert reconciler.reconciled("refs/b0", 0, objects=[shared])["references"] == 0
+        assert reconciler.state("refs/b1")["references"] == 1
+    with (
+        WriterClient([serve.url], token=WRITER, retry=FAST) as writer,
+        pytest.raises(ValueError, match="wrap a single key in a list"),
+    ):
+        writer.commits([(fences[1], 1)], shared)
+
+
 def test_a_commit_past_the_cap_is_references_full_and_its_fence_waits(serve: Serve) -> None:
     """Past 512 KiB of held keys a commit raises ApiError references_full (429, action
     retry) once the retries are spent; nothing changed and its fence is still held, so

@@ -166,13 +166,16 @@ def test_objects_are_sent_only_when_named() -> None:
     first = Granted("t1", "orders/0", 7, (None, None), None, None, False, "http://a:1")
     second = Granted("t2", "orders/1", 7, (None, None), None, None, False, "http://a:1")
     keys = ["level_zero/data/001/000000000000000007/a", "level_zero/data/002/000000000000000007/b"]
-    answers = Answers({}, {}, {"results": [{"status": 200}] * 3}, {}, {})
+    answers = Answers(
+        {}, {}, {"results": [{"status": 200}] * 3}, {}, {"results": [{"status": 200}]}, {}
+    )
     drive_sync(routes.commit(to, first, 3, keys), answers)
     drive_sync(routes.commit(to, first, 3), answers)
     drive_sync(
         routes.commits(to, [(first, 4, iter(keys[:1])), (second, 5), (second, 6, None)]), answers
     )
     drive_sync(routes.reconciled(to, "orders/0", 4, objects=keys[1:]), answers)
+    drive_sync(routes.commits(to, [(first, 8)], iter(keys)), answers)  # the batch's objects
     drive_sync(routes.reconciled(to, "orders/0", 4, log_end_offset=9, objects=[]), answers)
     assert [body for _, _, body in answers.sent] == [
         {"offset": 3, "objects": keys},
@@ -185,6 +188,7 @@ def test_objects_are_sent_only_when_named() -> None:
             ]
         },
         {"offset": 4, "objects": keys[1:]},
+        {"commits": [{"token": "t1", "offset": 8}], "objects": keys},
         {"offset": 4, "log_end_offset": 9, "objects": []},
     ]
     elsewhere = Granted("t3", "orders/2", 7, (None, None), None, None, False, "http://b:2")
