@@ -97,12 +97,13 @@ def mark(name):
     marks.append((name, time.process_time()))
 import gcd.cli.main as m
 mark("gcd.cli.main")
-parse = m._parse
+parse = getattr(m, "_parse", None)
 def _parse(*a, **k):
     out = parse(*a, **k)
     mark("the command's module (structlog, options), arguments read")
     return out
-m._parse = _parse
+if parse is not None:
+    m._parse = _parse
 load = getattr(m, "load_frozen", None)
 def load_frozen(*names):
     mark("RUN_IMPORTS (sweep runtime, sweeper, journal, metrics), settings")
