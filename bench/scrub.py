@@ -29,7 +29,7 @@ from l0gc.etcd.store import WatermarkStore
 from l0lab.testing.local_servers import LocalEtcd, LocalS3
 
 NAME = "scrub"
-TITLE = "38. gcd scrub: requests per referenced key, and a run's cost (issue 54)"
+TITLE = "39. gcd scrub: requests per referenced key, and a run's cost (issue 54)"
 _SIZES = {  # scale: (partitions, keys per partition, garbage keys)
     Scale.TOY: (5, 10, 100),
     Scale.QUICK: (50, 40, 2_000),
