@@ -32,7 +32,7 @@ from dataclasses import asdict
 import structlog
 
 from bench.common import Goal, Report, Scale, Table, garbage_keys, median
-from bench.s3sides import SERVERS, ProxyChild, SideRun, s3_bench
+from bench.s3sides import REPORT_SERVERS, ProxyChild, SideRun, s3_bench
 from bench.synthetic import BucketShape, SyntheticStore
 from gcd.sweep.sweeper import RoundConfig, Sweeper
 
@@ -215,7 +215,7 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
     """Run both set-ups (see the module docstring)."""
     server_keys, synthetic_keys = _SIZES[scale]
     report = Report(NAME, TITLE, scale, runs)
-    for server in SERVERS:
+    for server in REPORT_SERVERS:
         _server_part(server, server_keys, runs, report)
     # Part A's moto server ran in this process and its state outlives it (over a million
     # objects: FakeKeys, ACLs, buffers). A full garbage collection over them takes ~0.5 s

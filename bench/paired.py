@@ -30,6 +30,22 @@ paired ratios); ``--keys`` sizes the dense case (20,000 by default):
 
     .venv/bin/python -m bench.paired run --server seaweedfs --case dense --keys 100000 \\
         --sides "gcd sweep,s5cmd,obstore" --runs 3
+
+On a cheap server, where the client is the bound (`--server lean`:
+`l0lab.testing.lean_s3`, ~5 µs of server CPU per key; `--server rclone` lists wrongly
+while keys are deleted and walks the whole prefix on every page, see
+`l0lab.testing.local_rclone`), ``gcd sweep journal`` is the CLI with a fresh
+``--journal-dir`` each run, ``--startup`` adds, every run, the CPU of ``gcd --help``
+and of a ``gcd sweep`` round with nothing to delete (the bucket emptied, the namespace
+bound), and ``--tree`` pins the tree whose CLI the ``gcd sweep`` sides run (a copy of a
+commit, while the checkout changes under the run):
+
+    .venv/bin/python -m bench.paired run --server lean --case dense --keys 100000 \\
+        --sides "gcd sweep,gcd sweep journal,obstore,s5cmd" --runs 3 --startup
+
+The ratios are paired, run by run: ``x obstore`` is obstore's wall over the side's
+(above 1, the side was faster), ``x s5cmd`` the same against s5cmd. ``--prefixes``
+spreads the dense case over more partition prefixes.
 """
 
 from __future__ import annotations
@@ -38,26 +54,43 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, child_env, median, timed_child
-from bench.s3sides import S3Bench
+from bench.common import REPO, ROOT, child_env, median, timed_child
+from bench.s3sides import SERVERS, S3Bench
 
 _CASES = ("dense", "skip")
-_SIDES = ("gcd sweep", "gcd sweep before", "gcd", "gcd-before", "gcd-full", "s5cmd", "obstore")
+_SIDES = (
+    "gcd sweep",
+    "gcd sweep journal",
+    "gcd sweep before",
+    "gcd",
+    "gcd-before",
+    "gcd-full",
+    "s5cmd",
+    "obstore",
+)
+_STARTUP = ("gcd --help", "gcd sweep, nothing to delete")
+"""What `--startup` measures once a run: the CPU of a process that deletes nothing."""
 
 
-def case_keys(case: str, keys: int = 20_000) -> tuple[list[str], list[str]]:
+def case_keys(case: str, keys: int = 20_000, prefixes: int = 100) -> tuple[list[str], list[str]]:
     """(garbage, live) keys of a case; live epochs are above 10**6. ``dense``: `keys`
-    garbage keys, epochs 1 to keys/100 in each of 100 prefixes."""
+    garbage keys, epochs 1 to keys/prefixes in each of `prefixes` prefixes (at most
+    1,000: the layout's three digits)."""
     garbage: list[str] = []
     live: list[str] = []
     if case == "dense":
-        per_prefix = keys // 100
-        for prefix in range(100):
+        if not 1 <= prefixes <= 1000:
+            raise ValueError(f"prefixes {prefixes} not in 1..1000")
+        per_prefix = keys // prefixes
+        for prefix in range(prefixes):
             garbage += [f"{ROOT}/{prefix:03d}/{epoch:018d}/g" for epoch in range(1, per_prefix + 1)]
     else:
         for prefix in range(0, 1000, 50):
@@ -129,16 +162,29 @@ def _order(sides: Sequence[str], run: int) -> list[str]:
     return list(sides) if run % 2 == 0 else list(reversed(sides))
 
 
-def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
+def _sweep_argv(bench: S3Bench, side: str, journal: str | None) -> list[str]:
+    """The `gcd sweep` command line of a ``gcd sweep...`` side (-P: the child imports the
+    tree its PYTHONPATH names, not the working directory)."""
+    argv = [sys.executable, "-P", *bench.argv("gcd sweep", bench.s3.endpoint_url)[1:]]
+    argv += _flags(side)
+    if journal is not None:
+        argv += ["--journal-dir", journal]
+    return argv
+
+
+def _side(bench: S3Bench, side: str, before: str | None, tree: str) -> dict[str, Any]:
     bench.reseed()
     endpoint = bench.s3.endpoint_url
+    journal: str | None = None
     if side.startswith("gcd sweep"):  # the real CLI: M from etcd, binding, journal...
-        tree = before if side == "gcd sweep before" else os.getcwd()
+        tree = before if side == "gcd sweep before" and before else tree
         asyncio.run(bench.bind(endpoint))
-        argv = [sys.executable, "-P", *bench.argv("gcd sweep", endpoint)[1:], *_flags(side)]
+        if side == "gcd sweep journal":
+            journal = tempfile.mkdtemp(prefix="l0gc-bench-journal-")
+        argv = _sweep_argv(bench, side, journal)
         env = child_env(PYTHONPATH=str(tree))
     elif side.startswith("gcd"):
-        tree = before if side == "gcd-before" else os.getcwd()
+        tree = before if side == "gcd-before" and before else tree
         # -P: the working directory (this tree) does not go first on sys.path, so the
         # child imports the tree PYTHONPATH names
         argv = [
@@ -164,7 +210,14 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
         env = child_env()
     load = os.getloadavg()[0]
     server_before = bench.server_cpu_s()
-    child = timed_child(argv, env=env)
+    journal_bytes = None
+    try:
+        child = timed_child(argv, env=env)
+        if journal is not None:  # what the journal wrote: it was on
+            journal_bytes = sum(p.stat().st_size for p in Path(journal).rglob("*") if p.is_file())
+    finally:
+        if journal is not None:
+            shutil.rmtree(journal, ignore_errors=True)
     server_cpu = bench.server_cpu_s() - server_before
     if child.returncode != 0:
         raise RuntimeError(f"{side} exited {child.returncode}: {child.stderr[-2000:]}")
@@ -177,6 +230,8 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
         "server_cpu_s": server_cpu,
         "load": load,
     }
+    if journal_bytes is not None:
+        figures["journal_bytes"] = journal_bytes
     if side.startswith("gcd sweep"):
         summary = json.loads(child.stdout.strip().splitlines()[-1])
         figures |= {
@@ -187,6 +242,28 @@ def _side(bench: S3Bench, side: str, before: str | None) -> dict[str, Any]:
         }
     elif side.startswith("gcd"):
         figures |= json.loads(child.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def _startup(bench: S3Bench, what: str, tree: str) -> dict[str, Any]:
+    """One process of `_STARTUP` from `tree`: its wall and CPU (rusage, user + system)."""
+    env = child_env(PYTHONPATH=str(tree))
+    if what == "gcd --help":
+        argv = [sys.executable, "-P", "-m", "gcd", "--help"]
+    else:  # a round with nothing to delete: the bucket emptied, the namespace bound
+        bench.s3.delete_bucket_contents(bench.bucket)
+        asyncio.run(bench.bind(bench.s3.endpoint_url))
+        argv = _sweep_argv(bench, "gcd sweep", None)
+    load = os.getloadavg()[0]
+    child = timed_child(argv, env=env)
+    if child.returncode != 0:
+        raise RuntimeError(f"{what} exited {child.returncode}: {child.stderr[-2000:]}")
+    figures: dict[str, Any] = {"wall_s": child.wall_s, "cpu_s": child.cpu_s, "load": load}
+    if what != "gcd --help":
+        summary = json.loads(child.stdout.strip().splitlines()[-1])
+        if summary["deleted"] != 0:
+            raise RuntimeError(f"{what} deleted {summary['deleted']} keys")
+        figures["list_requests"] = summary["list_requests"]
     return figures
 
 
@@ -201,10 +278,20 @@ def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
         "server CPU us/key",
         "LISTs",
         "keys returned",
-        "gcd speed x (paired wall)",
+        "x first side (paired wall)",
+        "x obstore (paired wall)",
+        "x s5cmd (paired wall)",
     )
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     ours = results[next(iter(results))]
+
+    def against(other: str, runs: list[dict[str, Any]]) -> str:
+        """Median over runs of `other`'s wall / this side's (above 1: this side faster)."""
+        if other not in results:
+            return "-"
+        pairs = zip(results[other], runs, strict=True)
+        return f"{median([o['wall_s'] / r['wall_s'] for o, r in pairs]):.2f}"
+
     for side, runs in results.items():
 
         def med(name: str, runs: list[dict[str, Any]] = runs) -> float | None:
@@ -225,6 +312,8 @@ def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
             "-" if med("list_requests") is None else f"{med('list_requests'):.0f}",
             "-" if med("keys_returned") is None else f"{med('keys_returned'):,.0f}",
             f"{paired:.2f}",
+            against("obstore", runs),
+            against("s5cmd", runs),
         )
         lines.append("| " + " | ".join(cells) + " |")
     loads = [r["load"] for runs in results.values() for r in runs]
@@ -236,8 +325,25 @@ def _table(results: dict[str, list[dict[str, Any]]], keys: int) -> str:
     return "\n".join(lines)
 
 
+def _startup_table(startup: dict[str, list[dict[str, Any]]]) -> str:
+    cols = ("process (nothing to delete)", "wall s", "CPU s (user + sys)", "min CPU s", "runs")
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for what, runs in startup.items():
+        cpus = [r["cpu_s"] for r in runs]
+        cells = (
+            what,
+            f"{median([r['wall_s'] for r in runs]):.2f}",
+            f"{median(cpus):.3f}",
+            f"{min(cpus):.3f}",
+            str(len(runs)),
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _run(args: argparse.Namespace) -> None:
-    garbage, live = case_keys(args.case, args.keys)
+    garbage, live = case_keys(args.case, args.keys, args.prefixes)
+    tree = os.path.abspath(args.tree or REPO)
     if args.sides:
         sides = args.sides.split(",")
     else:
@@ -247,20 +353,28 @@ def _run(args: argparse.Namespace) -> None:
     if unknown or (args.before is None and any(side.endswith("before") for side in sides)):
         raise SystemExit(f"sides {sorted(unknown) or sides} not among {_SIDES} (before: --before)")
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    startup: dict[str, list[dict[str, Any]]] = {what: [] for what in _STARTUP}
     bench = S3Bench("paired", garbage, args.server, live)
     try:
         for run in range(args.runs):
             for side in _order(sides, run):
-                results[side].append(_side(bench, side, args.before))
+                results[side].append(_side(bench, side, args.before, tree))
                 print(side, json.dumps(results[side][-1]), file=sys.stderr, flush=True)
+            if args.startup:
+                for what in _order(_STARTUP, run):
+                    startup[what].append(_startup(bench, what, tree))
+                    print(what, json.dumps(startup[what][-1]), file=sys.stderr, flush=True)
     finally:
         bench.close()
+    per_prefix = f", {args.prefixes} prefixes" if args.case == "dense" else ""
     print(
         f"### {args.case} on {args.server}: {len(garbage):,} garbage + {len(live):,} live "
-        f"keys, {args.runs} paired alternating runs (medians)\n"
+        f"keys{per_prefix}, {args.runs} paired alternating runs (medians); gcd from {tree}\n"
     )
     print(_table(results, len(garbage)))
-    print("\nraw: " + json.dumps(results))
+    if args.startup:
+        print("\n" + _startup_table(startup))
+    print("\nraw: " + json.dumps({"sides": results, "startup": startup if args.startup else {}}))
 
 
 def main() -> int:
@@ -268,11 +382,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
     run = sub.add_parser("run")
-    run.add_argument("--server", choices=("moto", "seaweedfs"), default="seaweedfs")
+    run.add_argument("--server", choices=SERVERS, default="seaweedfs")
     run.add_argument("--case", choices=_CASES, default="dense")
     run.add_argument("--runs", type=int, default=3)
     run.add_argument("--before", default=None, help="another tree holding bench/paired.py")
     run.add_argument("--keys", type=int, default=20_000, help="garbage keys of the dense case")
+    run.add_argument("--prefixes", type=int, default=100, help="prefixes of the dense case")
+    run.add_argument(
+        "--tree", default=None, help="the tree whose CLI the gcd sweep sides run (default: this)"
+    )
+    run.add_argument(
+        "--startup",
+        action="store_true",
+        help="each run, also the CPU of gcd --help and of a round with nothing to delete",
+    )
     run.add_argument(
         "--sides",
         default=None,

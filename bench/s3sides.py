@@ -1,9 +1,15 @@
 """The four ways of emptying L0 garbage from a bucket that the S3 benchmarks compare.
 
-Every side is a separate process, started the way a user starts it, against one of two
-real S3 servers: moto, running in the benchmark's own process (seeded through moto's
-backend), or SeaweedFS (`weed mini`, a Go process of its own: seeded once by PUT, then
-restored from a copy of its data directory before every side):
+Every side is a separate process, started the way a user starts it, against one of four
+S3 servers: moto, running in the benchmark's own process (seeded through moto's
+backend), SeaweedFS (`weed mini`, a Go process of its own: seeded once by PUT, then
+restored from a copy of its data directory before every side), `rclone serve s3
+:memory:` (`l0lab.testing.local_rclone`: refilled before every side through its control
+API from a local tree of the keys written once, their mtime two hours back, with a
+hidden file holding each directory), or the lean server (`l0lab.testing.lean_s3`: a
+Python process keeping the keys in a sorted list, ~5 µs of server CPU per deleted key,
+refilled by one control call; the server of the client-bound figures, bench/RESULTS.md
+section 38):
 
 - `gcd sweep`: the real CLI (`python -m gcd sweep ...`), M read from a real etcd.
 - `gcd sweep`, full listing: the same CLI with `--full-listing` (`RoundConfig(
@@ -17,8 +23,14 @@ restored from a copy of its data directory before every side):
 Because moto runs in this process, the process CPU time of this process during a side's
 run is (almost all) the server's work: `server_cpu_s / wall_s` near 1 means the server
 was the bottleneck (moto handles one request at a time under the GIL). SeaweedFS's CPU
-is read from /proc/PID/stat of the `weed` process (it can use both cores). Its objects
-are as old as the restore, so `gcd sweep` runs there with `--grace 0s`.
+is read from /proc/PID/stat of the `weed` process (it can use both cores), and rclone's
+from the `rclone` process's. SeaweedFS's objects are as old as the restore, so `gcd
+sweep` runs there with `--grace 0s`; rclone's keep the tree's back-dated mtime.
+
+rclone's ListObjectsV2 walks the whole subtree under the prefix on every page
+(rclone#9855), and starts again at the top of the prefix when the page's StartAfter or
+continuation names a key deleted meanwhile: with 100 partition prefixes under one
+listed range it costs ~100 µs of server CPU per key, and is the bound.
 """
 
 from __future__ import annotations
@@ -28,8 +40,10 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -43,13 +57,19 @@ from gcd.sweep.binding import bind_namespace
 from l0gc.contract.binding import StorageTarget, claim_key
 from l0gc.etcd.client import EtcdKV
 from l0gc.etcd.store import WatermarkStore
+from l0lab.testing.lean_s3 import LeanS3
+from l0lab.testing.local_rclone import LocalRclone, write_tree
 from l0lab.testing.local_seaweedfs import LocalSeaweedFS
 from l0lab.testing.local_servers import LocalEtcd
 
-__all__ = ["SERVERS", "SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
+__all__ = ["REPORT_SERVERS", "SERVERS", "SIDES", "ProxyChild", "S3Bench", "SideRun", "s5cmd_binary"]
 
 SIDES = ("gcd sweep", "gcd sweep, full listing", "s5cmd rm", "naive boto3", "obstore")
-SERVERS = ("moto", "seaweedfs")
+SERVERS = ("moto", "seaweedfs", "rclone", "lean")
+"""Every server an `S3Bench` can run on."""
+REPORT_SERVERS = ("moto", "seaweedfs")
+"""The servers the throughput, latency and skip-ahead reports run on, one after the other
+(rclone is for client-bound runs: `bench.paired --server rclone`)."""
 _PUT_RESEED_MAX = 2000
 """Up to this many keys, SeaweedFS is re-seeded by PUT; above, from a data snapshot."""
 NAMESPACE = "/l0gc/bench"
@@ -139,7 +159,7 @@ class ProxyChild:
 
 
 class S3Bench:
-    """An S3 server (moto or SeaweedFS) + etcd for the S3 benchmarks, and how to run each
+    """An S3 server (moto, SeaweedFS or rclone) + etcd for the S3 benchmarks, and how to run each
     side against them."""
 
     def __init__(
@@ -156,8 +176,18 @@ class S3Bench:
         for name, value in child_env().items():  # this process's own S3 client (binding)
             if name.startswith("AWS_"):
                 os.environ.setdefault(name, value)
-        self.s3: Any = quiet_s3() if server == "moto" else LocalSeaweedFS().start()
+        self.s3: Any
+        if server == "moto":
+            self.s3 = quiet_s3()
+        elif server == "seaweedfs":
+            self.s3 = LocalSeaweedFS().start()
+        elif server == "rclone":
+            self.s3 = LocalRclone().start()
+        else:
+            self.s3 = LeanS3().start()
         self._snapshot = False
+        self._tree: Path | None = None
+        """rclone: the keys as files (written at the first reseed), copied in by each."""
         self.etcd = LocalEtcd().start()
         self.safe_epoch = len(self.keys) + 1
         asyncio.run(self._init_epoch(self.safe_epoch + 1))
@@ -186,13 +216,25 @@ class S3Bench:
             await kv.close()
 
     def close(self) -> None:
-        """Stop both servers."""
+        """Stop both servers (and remove rclone's tree of keys)."""
         self.etcd.close()
         self.s3.stop()
+        if self._tree is not None:
+            shutil.rmtree(self._tree, ignore_errors=True)
+            self._tree = None
 
     def reseed(self) -> float:
         """Empty the bucket and put the same keys back; return the seconds it took."""
         started = time.perf_counter()
+        if self.server == "lean":
+            self.s3.load(self.bucket, self.keys + self.live, OLD)  # the claim goes too
+            return time.perf_counter() - started
+        if self.server == "rclone":
+            if self._tree is None:
+                self._tree = Path(tempfile.mkdtemp(prefix="l0gc-bench-tree-"))
+                write_tree(self._tree, self.keys + self.live, last_modified=OLD, hold_dirs=True)
+            self.s3.load(self.bucket, self._tree)  # the claim goes: gcd sides bind again
+            return time.perf_counter() - started
         if self.server == "seaweedfs":
             if self._snapshot:
                 self.s3.restore()
@@ -213,12 +255,13 @@ class S3Bench:
     def left_wrong(self) -> str | None:
         """None when exactly the live keys are left (besides the claim), else what is wrong.
 
-        moto: one listing of the bucket. SeaweedFS: a HEAD of every live key (at most
+        moto and rclone: one listing of the bucket (on rclone, one request once the
+        sides emptied it). SeaweedFS: a HEAD of every live key (at most
         2,000, sampled) and of 300 sampled garbage keys, not a listing: SeaweedFS keeps a
         directory per ``/`` level and removes emptied ones minutes later, so listing a
         bucket just emptied of 100,000 keys walks 100,000 empty directories (over a
         minute); the sides' own counts say the rest."""
-        if self.server == "moto":
+        if self.server in ("moto", "rclone", "lean"):
             left = self.s3.keys(self.bucket) - {claim_key(ROOT)}
             if left == set(self.live):
                 return None
@@ -240,7 +283,8 @@ class S3Bench:
         return None
 
     def server_cpu_s(self) -> float:
-        """CPU seconds the S3 server has used so far (moto: this process)."""
+        """CPU seconds the S3 server has used so far (moto: this process; the others:
+        the server process's, from /proc)."""
         return time.process_time() if self.server == "moto" else float(self.s3.cpu_seconds())
 
     def argv(self, side: str, endpoint_url: str, concurrency: int = 8) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from bench.common import Goal, Report, Scale, Table, median
-from bench.s3sides import SERVERS, SideRun, s3_bench
+from bench.s3sides import REPORT_SERVERS, SideRun, s3_bench
 from gcd.rules.layout import KeyLayout
 
 NAME = "skip_ahead"
@@ -45,7 +45,7 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
     dead, live = _keys(prefixes, garbage)
     report = Report(NAME, TITLE, scale, runs)
     rows = []
-    for server in SERVERS:
+    for server in REPORT_SERVERS:
         results: dict[str, list[SideRun]] = {side: [] for side in _SIDES}
         with s3_bench("bench-skip", dead, server, live) as bench:
             bench.reseed()
@@ -91,7 +91,7 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
             tuple(rows),
         )
     )
-    for server in SERVERS:
+    for server in REPORT_SERVERS:
         _, full_row = (r for r in rows if r[0] == server)
         ratio = float(full_row[-1])
         report.goals.append(

@@ -1,6 +1,6 @@
 """Delete throughput on two real S3 servers: `gcd sweep` vs s5cmd vs naive vs full listing.
 
-Run on moto and on SeaweedFS, one after the other (`bench.s3sides.SERVERS`). Every run
+Run on moto and on SeaweedFS, one after the other (`bench.s3sides.REPORT_SERVERS`). Every run
 re-seeds the same keys (all garbage: epochs at or below M, spread round-robin over the
 1000 prefixes of the default layout) into the server before each side, and runs the
 sides in a rotating order, so no side always goes first or last. Each side is a separate
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from bench.common import Goal, Report, Scale, Table, garbage_keys, median
-from bench.s3sides import SERVERS, SIDES, SideRun, s3_bench
+from bench.s3sides import REPORT_SERVERS, SIDES, SideRun, s3_bench
 
 NAME = "throughput"
 TITLE = "1. Delete throughput on two real S3 servers (moto, SeaweedFS)"
@@ -64,7 +64,7 @@ def run(scale: Scale = Scale.FULL, runs: int = 5) -> Report:
     count = _KEYS[scale]
     keys = garbage_keys(count)
     report = Report(NAME, TITLE, scale, runs)
-    for server in SERVERS:
+    for server in REPORT_SERVERS:
         results: dict[str, list[SideRun]] = {side: [] for side in SIDES}
         with s3_bench("bench-throughput", keys, server) as bench:
             seed_s = bench.reseed()
