@@ -86,7 +86,8 @@ def _root(body: bytes, name: str) -> tuple[Element, str]:
             parser = XMLParser(target=_NoDoctype())  # noqa: S314 - refuses any DOCTYPE
             parser.feed(body)
             root = parser.close()
-    except (ParseError, ValueError) as exc:  # ValueError: an encoding expat cannot read
+    # ValueError: an encoding expat cannot read; LookupError: one Python does not know
+    except (ParseError, ValueError, LookupError) as exc:
         raise ResponseParserError(f"{name} answer is not XML ({exc}): {body[:200]!r}") from exc
     namespace, _, local = root.tag.rpartition("}")
     if local != name:

@@ -23,7 +23,7 @@ from urllib.parse import quote_plus
 import botocore.session
 import pytest
 from botocore import handlers
-from botocore.parsers import RestXMLParser
+from botocore.parsers import ResponseParserError, RestXMLParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -347,3 +347,14 @@ def test_the_scanner_takes_an_aws_answer() -> None:
     assert scanned is not None
     assert [(o.key, o.size) for o in scanned.objects] == [("p/a+b c", 857)]
     assert scanned.next_token == "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM="
+
+
+@pytest.mark.parametrize("read", [read_listing, read_delete_result])
+def test_an_encoding_python_does_not_know_is_a_parse_error_not_a_crash(
+    read: Callable[[bytes], Any],
+) -> None:
+    """Found by the property above: the tree reader let codecs' LookupError out (the
+    client translates only parse errors into a retryable StorageError)."""
+    body = b'<?xml version="1.0" encoding="UTF-x8"?><ListBucketResult/>'
+    with pytest.raises(ResponseParserError, match="not XML"):
+        read(body)
