@@ -156,9 +156,13 @@ def _tree_listing(body: bytes) -> Listing:
         if url and ("%" in key or "+" in key):
             key = unquote_plus(key)
         size = entry.findtext(size_tag) or "0"
-        if not size.isdigit():
+        try:  # (isdigit: no sign, no space; int: "²" is a digit but not a number)
+            number = int(size) if size.isdigit() else -1
+        except ValueError:  # also more digits than int() reads (4,300)
+            number = -1
+        if number < 0:
             raise ResponseParserError(f"Size {size!r} of {key!r} is not a number")
-        append(ObjectInfo(key, int(size), _timestamp(entry.findtext(modified_tag), key)))
+        append(ObjectInfo(key, number, _timestamp(entry.findtext(modified_tag), key)))
     truncated_text = root.findtext(ns + "IsTruncated")
     if truncated_text not in {"true", "false", None}:
         raise ResponseParserError(f"IsTruncated {truncated_text!r} is not true or false")

@@ -358,3 +358,13 @@ def test_an_encoding_python_does_not_know_is_a_parse_error_not_a_crash(
     body = b'<?xml version="1.0" encoding="UTF-x8"?><ListBucketResult/>'
     with pytest.raises(ResponseParserError, match="not XML"):
         read(body)
+
+
+@pytest.mark.parametrize("size", ["\u00b2", "1" * 5000])
+def test_a_size_int_cannot_read_is_a_parse_error_not_a_crash(size: str) -> None:
+    """A superscript digit passes str.isdigit, and int() reads at most 4,300 digits: the
+    tree reader let their ValueError out."""
+    body = _PAGE.replace("<Size>1</Size>", f"<Size>{size}</Size>").encode()
+    assert wire._scan_listing(body) is None
+    with pytest.raises(ResponseParserError, match="Size"):
+        read_listing(body)
