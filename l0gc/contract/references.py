@@ -69,11 +69,9 @@ def check_key(key: object, where: str) -> str:
 
 class Keys(tuple[str, ...]):
     """The object keys one commit names, checked (`check_key`), each once, in order, with
-    their share of a record's JSON (`text`) and its size (`size`, what the cap counts):
-    made once per request (`checked`), so a batch whose entries name the same objects
-    checks and encodes them once, and the held entries share the strings."""
+    the bytes they take in a record (`size`, what the cap counts): made once per request
+    (`checked`), so a batch whose entries name the same objects checks them once."""
 
-    text: str
     size: int
 
     @classmethod
@@ -83,8 +81,8 @@ class Keys(tuple[str, ...]):
             return objects
         valid = objects if plain(objects) else [check_key(key, where) for key in objects]
         keys = cls(dict.fromkeys(cast("Sequence[str]", valid)))
-        keys.text = ",".join(map(encode_key, keys))
-        keys.size = len(keys.text) + 1 if keys else 0  # each key, its quotes and a comma
+        # each key as ASCII-only JSON, its quotes and a comma (json's encoder, in C)
+        keys.size = len(",".join(map(encode_key, keys))) + 1 if keys else 0
         return keys
 
 
@@ -108,9 +106,8 @@ class References:
 
     entries: tuple[tuple[int, tuple[str, ...]], ...] = ()
     text: str | None = field(default=None, compare=False, repr=False)
-    """The field as the record writes it (`json_text`), when its maker keeps it: a
-    publisher's `ReferenceSet` does, so a publish copies it instead of encoding every key
-    held again."""
+    """`json_text`, kept once computed: a publisher republishes the same `References`
+    until its set changes (`watermark.core.references.ReferenceSet.stored`)."""
 
     @property
     def keys(self) -> int:
@@ -126,16 +123,12 @@ class References:
 
     def json_text(self) -> str:
         """The record field as compact, ASCII-only JSON with sorted keys, exactly as the
-        record's encoder writes `encode()` (`text` when given)."""
-        if self.text is not None:
-            return self.text
-        return json.dumps(self.encode(), separators=(",", ":"), sort_keys=True)
-
-    @staticmethod
-    def joined(offsets: Iterable[str], keys: Iterable[str]) -> str:
-        """`json_text` from the entries' shares of it: per entry its offset once per key,
-        and its keys (`Keys.text`), comma-separated (entries naming no key left out)."""
-        return f'{{"keys":[{",".join(keys)}],"offsets":[{",".join(offsets)}]}}'
+        record's encoder writes `encode()`; computed once."""
+        if self.text is None:
+            text = json.dumps(self.encode(), separators=(",", ":"), sort_keys=True)
+            object.__setattr__(self, "text", text)  # a cache: not part of the value
+            return text
+        return self.text
 
     @classmethod
     def decode(cls, doc: object) -> References:

@@ -5,7 +5,6 @@ Design notes: docs/internals/publisher.md, `watermark.core.references`.
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from json.encoder import encode_basestring_ascii as encode_key
@@ -20,11 +19,6 @@ from l0gc.contract.references import (
 from l0gc.errors import ConfigError, InvalidRecord, ReferencesFull
 
 __all__ = ["ReferenceSet"]
-
-
-def _offsets(offset: int, count: int) -> str:
-    """`offset` `count` times, comma-separated: an entry's share of the field's offsets."""
-    return ",".join(itertools.repeat(str(offset), count))
 
 
 def _size(key: str) -> int:
@@ -48,7 +42,6 @@ class ReferenceSet:
         "_keys",
         "_max_keys",
         "_stored",
-        "_texts",
         "sent",
     )
 
@@ -60,9 +53,6 @@ class ReferenceSet:
             )
         self._max_keys = max_keys
         self._entries: OrderedDict[int, tuple[str, ...]] = OrderedDict()
-        self._texts: dict[int, tuple[str, str]] = {}
-        """Per entry, its share of the stored field's JSON: its offset once per key, and
-        its keys (`Keys.text`)."""
         self._stored: References | None = None
         """`stored()` until the next change."""
         self._keys = 0
@@ -125,14 +115,11 @@ class ReferenceSet:
             self.sent, self._stored = True, None
         if not keys:
             return
-        if not isinstance(keys, Keys):
-            keys = Keys.checked(keys, "objects")
-        texts = (_offsets(offset, len(keys)), keys.text)
-        self._entries[offset] = keys
-        self._texts[offset] = texts
+        size = keys.size if isinstance(keys, Keys) else sum(map(_size, keys))
+        self._entries[offset] = tuple(keys)  # a plain tuple: no attributes to keep
         self._stored = None
         self._keys += len(keys)
-        self._bytes += keys.size
+        self._bytes += size
 
     def release(self, through: int, lifted: Collection[str] | None = None) -> int:
         """Drop the references of entries at or below `through`; with `lifted`, only the
@@ -150,10 +137,9 @@ class ReferenceSet:
             if len(kept) == len(keys):
                 continue  # nothing of this entry lifted
             if kept:
-                held = self._entries[offset] = Keys.checked(kept, "objects")
-                self._texts[offset] = (_offsets(offset, len(held)), held.text)
+                self._entries[offset] = kept
             else:
-                del self._entries[offset], self._texts[offset]
+                del self._entries[offset]
             self._stored = None
             gone = [k for k in keys if k not in kept] if kept else keys
             dropped += len(gone)
@@ -165,12 +151,8 @@ class ReferenceSet:
         """The record field: None while the writer never sent references."""
         if not self.sent:
             return None
-        if self._stored is None:
-            texts = self._texts.values()
-            self._stored = References(
-                tuple(self._entries.items()),
-                References.joined((t[0] for t in texts), (t[1] for t in texts)),
-            )
+        if self._stored is None:  # once per change: publishes in between reuse it (and
+            self._stored = References(tuple(self._entries.items()))  # its JSON text)
         return self._stored
 
     @classmethod
