@@ -228,7 +228,7 @@ def test_the_kept_text_is_what_encoding_every_key_writes() -> None:
     assert refs.stored() is None
     refs.add(0, ())  # an entry naming nothing: the writer sends references
     offset = 1
-    for step in range(400):
+    for _ in range(400):
         if rng.random() < 0.6:
             keys = ["".join(rng.choices(alphabet, k=rng.randint(1, 12))) for _ in range(3)]
             refs.add(offset, refs.check("p0", keys[: rng.randint(0, 3)]))
