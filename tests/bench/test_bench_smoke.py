@@ -81,6 +81,7 @@ def test_the_references_benchmark_runs_at_toy_size() -> None:
         "no objects",
         "1 key per entry",
         "4 keys per entry",
+        "4 keys per batch (named once)",
     ]
     assert all(row[2] > 0 for row in memory.rows if isinstance(row[2], float))
     assert any(str(row[0]).startswith("as the publisher stored it") for row in record.rows)
