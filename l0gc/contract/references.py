@@ -131,25 +131,26 @@ class References:
         return self.text
 
     @classmethod
-    def decode(cls, doc: object) -> References:
-        """Check a stored field; InvalidRecord names what is wrong. A record whose
-        references cannot be read blocks deletion like any unreadable record."""
+    def decode(cls, doc: object, name: str = "references") -> References:
+        """Check a stored field (`name`, as messages call it); InvalidRecord names what
+        is wrong. A record whose references cannot be read blocks deletion like any
+        unreadable record."""
         offsets = doc.get("offsets") if isinstance(doc, Mapping) else None
         keys = doc.get("keys") if isinstance(doc, Mapping) else None
         if not (isinstance(offsets, list) and isinstance(keys, list)) or len(offsets) != len(keys):
             raise InvalidRecord(
-                'field \'references\' must be {"offsets": [offset, ...], "keys": [key, ...]} '
+                f'field {name!r} must be {{"offsets": [offset, ...], "keys": [key, ...]}} '
                 f"of one length, got {_short.repr(doc)}"
             )
         if not all(type(o) is int and 0 <= o <= _INT64_MAX for o in offsets) or any(
             b < a for a, b in itertools.pairwise(offsets)
         ):
             raise InvalidRecord(
-                "field 'references': 'offsets' must be integers in [0, 2**63-1], never "
+                f"field {name!r}: 'offsets' must be integers in [0, 2**63-1], never "
                 f"decreasing, got {_short.repr(offsets)}"
             )
         if not plain(keys):  # the slow path names the bad key
-            keys = [check_key(key, "field 'references'") for key in keys]
+            keys = [check_key(key, f"field {name!r}") for key in keys]
         entries: dict[int, list[str]] = {}
         for offset, key in zip(offsets, keys, strict=True):
             entries.setdefault(offset, []).append(key)

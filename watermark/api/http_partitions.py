@@ -50,9 +50,9 @@ def _log_references(doc: dict[str, Any]) -> References | None:
             "through the log end the same request tells"
         )
     try:
-        return References.decode(doc["log_references"])
+        return References.decode(doc["log_references"], "log_references")
     except InvalidRecord as exc:
-        raise http_body.BadRequest(str(exc).replace("'references'", "'log_references'")) from None
+        raise http_body.BadRequest(str(exc)) from None
 
 
 async def reconciled(request: web.Request) -> web.Response:

@@ -79,16 +79,17 @@ class ReferenceSet:
                 f"{MAX_ENTRY_KEYS}: split the entry, or name the objects it really references"
             )
         keys = Keys.checked(objects, "objects")  # names a bad key
-        size = keys.size
-        if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
-            raise ReferencesFull(
-                partition, self._keys, len(keys), self._max_keys, self._bytes + size
-            )
+        self._ensure_room(partition, len(keys), keys.size)
         return keys
+
+    def _ensure_room(self, partition: str, count: int, size: int) -> None:
+        """Raise `ReferencesFull` unless `count` more keys of `size` bytes fit the caps."""
+        if self._keys + count > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
+            raise ReferencesFull(partition, self._keys, count, self._max_keys, self._bytes + size)
 
     def recover(
         self, partition: str, log: References, after: int, through: int
-    ) -> list[tuple[int, tuple[str, ...]]]:
+    ) -> list[tuple[int, Keys]]:
         """The entries of `log` (what a log end came with: the keys each entry of the log
         names) that this set never saw, checked: those above `after` (the last applied
         offset, -1: none), which must be at or below `through` (the log end). Raise
@@ -101,13 +102,11 @@ class ReferenceSet:
                 f"the log end {through}: send the keys of the log's entries from offset "
                 f"{after + 1} through its end"
             )
-        keys = [key for _, held in wanted for key in dict.fromkeys(held)]
-        size = sum(_size(key) for key in keys)
-        if self._keys + len(keys) > self._max_keys or self._bytes + size > MAX_REFERENCE_BYTES:
-            raise ReferencesFull(
-                partition, self._keys, len(keys), self._max_keys, self._bytes + size
-            )
-        return [(offset, tuple(dict.fromkeys(held))) for offset, held in wanted]
+        checked = [(offset, Keys.checked(held, "log_references")) for offset, held in wanted]
+        self._ensure_room(
+            partition, sum(len(k) for _, k in checked), sum(k.size for _, k in checked)
+        )
+        return checked
 
     def add(self, offset: int, keys: tuple[str, ...]) -> None:
         """Hold `keys` (from `check`) for the entry at `offset` (a new, higher offset)."""

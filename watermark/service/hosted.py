@@ -132,7 +132,7 @@ class HostedPartition:
         a log end past the applied log without them raises ConfigError; an entry past
         the log end raises ConfigError, too many keys `ReferencesFull`; IllegalTransition
         for a log end below the applied log. Nothing changes when it raises."""
-        recovered: list[tuple[int, tuple[str, ...]]] = []
+        recovered: Sequence[tuple[int, tuple[str, ...]]] = ()
         if not self.log_end_known:
             start = self.references_from
             if log_references is not None:
