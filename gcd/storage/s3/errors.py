@@ -25,7 +25,7 @@ from botocore.parsers import ResponseParserError
 from gcd.rules.triage import RETRYABLE_CODES
 from l0gc.errors import CREDENTIALS_REJECTED, ConfigError, L0gcError, StorageError
 
-__all__ = ["RETRYABLE_STATUS", "preflight_failure", "translate_error"]
+__all__ = ["RETRYABLE_STATUS", "answer_error", "preflight_failure", "translate_error"]
 
 RETRYABLE_STATUS: Final = frozenset({500, 502, 503, 504})
 
@@ -42,10 +42,7 @@ def translate_error(exc: BaseException, operation: str) -> StorageError:
         error = exc.response.get("Error", {})
         meta = exc.response.get("ResponseMetadata", {})
         status = int(meta.get("HTTPStatusCode") or 0)
-        code = str(error.get("Code") or status or "Unknown")
-        message = str(error.get("Message") or code)
-        retryable = code in RETRYABLE_CODES or status in RETRYABLE_STATUS
-        return StorageError(f"{operation} failed: {message}", code=code, retryable=retryable)
+        return answer_error(operation, status, error.get("Code"), error.get("Message"))
     no_credentials = botocore_errors.NoCredentialsError | botocore_errors.PartialCredentialsError
     if isinstance(exc, no_credentials):
         return StorageError(
@@ -75,6 +72,17 @@ def translate_error(exc: BaseException, operation: str) -> StorageError:
         message = f"{operation} was refused: {exc}"
         return StorageError(message, code="InvalidRequest", retryable=False)
     return StorageError(f"{operation} failed: {exc!r}", code="Unknown", retryable=False)
+
+
+def answer_error(
+    operation: str, status: int, code: object | None, message: object | None
+) -> StorageError:
+    """The StorageError for an S3 error answer: its status, and the error Code and Message
+    its body gave (None or "" when it gave none: the code is then the status)."""
+    name = str(code or status or "Unknown")
+    text = str(message or name)
+    retryable = name in RETRYABLE_CODES or status in RETRYABLE_STATUS
+    return StorageError(f"{operation} failed: {text}", code=name, retryable=retryable)
 
 
 # -- at start: what only the operator can fix (`gcd.storage.s3.client.preflight`) ---------------

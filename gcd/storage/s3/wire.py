@@ -24,6 +24,7 @@ __all__ = [
     "delete_body",
     "parse_s3_timestamp",
     "read_delete_result",
+    "read_error",
     "read_listing",
     "refuse_doctype",
 ]
@@ -73,7 +74,16 @@ def refuse_doctype(body: bytes, name: str) -> None:
 
 
 def _root(body: bytes, name: str) -> tuple[Element, str]:
-    """The parsed root element, which must be `name`, and its namespace prefix.
+    """The parsed root element, which must be `name`, and its namespace prefix."""
+    root = _document(body, name)
+    namespace, _, local = root.tag.rpartition("}")
+    if local != name:
+        raise ResponseParserError(f"expected a <{name}> answer, got <{root.tag}>: {body[:200]!r}")
+    return root, f"{namespace}}}" if namespace else ""
+
+
+def _document(body: bytes, name: str) -> Element:
+    """The parsed root element of `name`'s answer.
 
     A DOCTYPE is refused in any encoding: a UTF-8 body (every store's) by a byte check
     and the C tree builder; any other (UTF-16, a declared single-byte encoding) by a
@@ -81,18 +91,13 @@ def _root(body: bytes, name: str) -> tuple[Element, str]:
     try:
         if _plain_utf8(body):
             refuse_doctype(body, name)
-            root = fromstring(body)  # noqa: S314 - UTF-8 without a DOCTYPE: no entities
-        else:
-            parser = XMLParser(target=_NoDoctype())  # noqa: S314 - refuses any DOCTYPE
-            parser.feed(body)
-            root = parser.close()
+            return fromstring(body)  # noqa: S314 - UTF-8 without a DOCTYPE: no entities
+        parser = XMLParser(target=_NoDoctype())  # noqa: S314 - refuses any DOCTYPE
+        parser.feed(body)
+        return parser.close()
     # ValueError: an encoding expat cannot read; LookupError: one Python does not know
     except (ParseError, ValueError, LookupError) as exc:
         raise ResponseParserError(f"{name} answer is not XML ({exc}): {body[:200]!r}") from exc
-    namespace, _, local = root.tag.rpartition("}")
-    if local != name:
-        raise ResponseParserError(f"expected a <{name}> answer, got <{root.tag}>: {body[:200]!r}")
-    return root, f"{namespace}}}" if namespace else ""
 
 
 def parse_s3_timestamp(value: Any) -> datetime:
@@ -138,6 +143,27 @@ def read_delete_result(body: bytes) -> dict[str, Any]:
     tree when the scanner does not take it."""
     answer = _scan_delete_result(body)
     return answer if answer is not None else _tree_delete_result(body)
+
+
+def read_error(body: bytes) -> tuple[str, str] | None:
+    """The Code and Message of an S3 error answer (root ``<Error>``, or ``<Error>`` under
+    another root, as botocore reads them), each "" when absent; None when the body is
+    empty or not XML (botocore then names the error by its HTTP status)."""
+    if not body.strip():
+        return None
+    try:
+        root = _document(body, "S3 error")
+    except ResponseParserError:
+        return None
+    namespace = root.tag[: root.tag.rfind("}") + 1]
+    error = root if root.tag == f"{namespace}Error" else root.find(f"{namespace}Error")
+    if error is None:
+        return "", ""
+    code, message = error.find(f"{namespace}Code"), error.find(f"{namespace}Message")
+    return (
+        (code.text or "") if code is not None else "",
+        (message.text or "") if message is not None else "",
+    )
 
 
 # -- the tree readers: every answer the scanner does not take ----------------------------
