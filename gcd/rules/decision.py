@@ -15,16 +15,20 @@ An object is deleted only when all of these hold, checked in this order:
    pauses GC, docs/references.md);
 5. it is older than the grace period: ``now - last_modified > grace`` (``TOO_YOUNG``
    otherwise; a LastModified in the future is too young, whatever the grace).
+
+`deletable_epochs` applies the same rule to a listed page at once (the sweeper's hot
+path): for each key, its epoch when `decide` says DELETE, else -1, so that only the keys
+kept are asked of `decide` one by one, for their reason.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Container
+from collections.abc import Container, Sequence
 
 from gcd.rules.layout import KeyLayout, ParsedKey
 
-__all__ = ["Verdict", "decide"]
+__all__ = ["Verdict", "decide", "deletable_epochs"]
 
 
 class Verdict(enum.Enum):
@@ -62,3 +66,32 @@ def decide(  # noqa: PLR0917 - the shared rule's signature, called positionally 
     if not now_s - last_modified_s > grace_s:
         return Verdict.TOO_YOUNG, parsed
     return Verdict.DELETE, parsed
+
+
+def deletable_epochs(  # noqa: PLR0917 - `decide`'s signature, a page at a time
+    keys: Sequence[str],
+    last_modified_s: Sequence[float],
+    layout: KeyLayout,
+    safe_epoch: int,
+    now_s: float,
+    grace_s: float,
+    *,
+    referenced: Container[str] = frozenset(),
+) -> list[int]:
+    """For each key (with its LastModified), its epoch when `decide` says DELETE, else -1.
+
+    The same five conditions, the same comparisons (tests/gcd/rules/test_decision.py
+    holds it equal to `decide` key by key); the layout reads the keys at once
+    (`KeyLayout.parse_epochs`), and no verdict or parsed key is made per key."""
+    epochs = layout.parse_epochs(keys)
+    if not referenced:
+        return [
+            epoch if 0 <= epoch <= safe_epoch and now_s - modified > grace_s else -1
+            for epoch, modified in zip(epochs, last_modified_s, strict=True)
+        ]
+    return [
+        epoch
+        if 0 <= epoch <= safe_epoch and key not in referenced and now_s - modified > grace_s
+        else -1
+        for key, epoch, modified in zip(keys, epochs, last_modified_s, strict=True)
+    ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -62,6 +63,7 @@ class KeyLayout:
     template: str = DEFAULT_TEMPLATE
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _fixed: bool = field(init=False, repr=False, compare=False)
+    _fixed_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_root(self.root)
@@ -83,6 +85,12 @@ class KeyLayout:
             DEFAULT_EPOCH_WIDTH,
         )
         object.__setattr__(self, "_fixed", fixed)
+        # The default layout's keys in one match: root, 3 digits, 18 digits, a name with
+        # no '/' (its other checks, `_is_valid_name`, are made on the name matched).
+        fixed_regex = re.compile(
+            re.escape(self.listing_root) + r"[0-9]{3}/([0-9]{18})/([^/]+)", re.ASCII
+        )
+        object.__setattr__(self, "_fixed_regex", fixed_regex if fixed else None)
 
     @classmethod
     def default(cls, root: str = DEFAULT_ROOT) -> KeyLayout:
@@ -173,6 +181,26 @@ class KeyLayout:
         if parsed is None or self._write(parsed.prefix, parsed.epoch, parsed.name) != key:
             return None
         return parsed
+
+    def parse_epochs(self, keys: Iterable[str]) -> list[int]:
+        """The epoch of each key, -1 where `parse` says None: a page's keys at once.
+
+        The default layout's keys are read by one regex match each (no `ParsedKey`, no
+        call per key); tests/gcd/rules/test_layout.py holds this equal to `parse`."""
+        regex = self._fixed_regex
+        if regex is None:
+            return [-1 if (parsed := self.parse(key)) is None else parsed.epoch for key in keys]
+        epochs: list[int] = []
+        append = epochs.append
+        match = regex.fullmatch
+        for key in keys:
+            found = match(key)
+            if found is None:
+                append(-1)
+                continue
+            epoch, name = found.groups()
+            append(int(epoch) if name == name.strip() and name not in _DOTS else -1)
+        return epochs
 
     def read_fields(self, key: str) -> ParsedKey | None:
         """The fields the pattern reads from `key`, NOT proven by the template: for telling
@@ -346,8 +374,11 @@ def _parse_epoch(text: str | None, width: int | None) -> int | None:
     return epoch if epoch <= EPOCH_MAX else None
 
 
+_DOTS: Final = frozenset({".", ".."})
+
+
 def _is_valid_name(name: str) -> bool:
-    return name != "" and "/" not in name and name not in {".", ".."} and name == name.strip()
+    return name != "" and "/" not in name and name not in _DOTS and name == name.strip()
 
 
 def _check_root(root: str) -> None:

@@ -5,12 +5,14 @@ Design notes: docs/internals/sweep.md, `gcd.sweep.nesting`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
 from gcd.storage.objectstore import ListPage
 from l0gc.contract.binding import (
+    CLAIM_NAME,
+    any_may_precede_claim,
     claim_key,
     covering_root,
     directories_below,
@@ -41,6 +43,8 @@ class NestedRoots:
 
     def scan(self, prefix: str, page: ListPage) -> None:
         """Note every claim object of `page` below the root (before any key is decided)."""
+        if CLAIM_NAME not in "\n".join(obj.key for obj in page.objects):
+            return  # no key of the page names a claim: one search, not a test per key
         for obj in page.objects:
             nested = nested_root(obj.key, self.root)
             if nested is not None and nested not in self.found:
@@ -58,6 +62,10 @@ class NestedRoots:
         ordered listing, and no directory of `key` whose claim would sort after it):
         the common case, decided without a coroutine per key."""
         return bool(self.found) or not self.ordered or any(may_precede_claim(key, self.root))
+
+    def page_may_block(self, keys: Sequence[str]) -> bool:
+        """False when `may_block` is False for every key of `keys` (one look at the page)."""
+        return bool(self.found) or not self.ordered or any_may_precede_claim(keys)
 
     async def blocks(self, key: str, page: ListPage) -> str | None:
         """The nested root that keeps `key` (a key of `page` about to be deleted), or None."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ __all__ = [
     "Claim",
     "StorageTarget",
     "ancestor_roots",
+    "any_may_precede_claim",
     "check_ancestor_claims",
     "check_binding",
     "claim_key",
@@ -98,6 +99,14 @@ def may_precede_claim(key: str, root: str) -> Iterator[str]:
     for directory in directories_below(key, root):
         if key[len(directory) + 1 :].encode() < _CLAIM_BYTES:
             yield directory
+
+
+def any_may_precede_claim(keys: Iterable[str]) -> bool:
+    """False only when no key of `keys` has a path segment that may sort before CLAIM_NAME
+    (so `may_precede_claim` yields nothing for any of them, whatever the root): one search
+    of the keys joined, where a root's own segments or a joining line feed can only make
+    it say True more often."""
+    return _MAY_SORT_BEFORE_CLAIM.search("\n".join(keys)) is not None
 
 
 def _normal_endpoint(endpoint_url: str | None) -> str | None:

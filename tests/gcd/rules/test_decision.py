@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gcd.rules.decision import Verdict, decide
+from gcd.rules.decision import Verdict, decide, deletable_epochs
 from gcd.rules.layout import KeyLayout
 
 LAYOUT = KeyLayout.default("level_zero/data")
@@ -90,3 +90,41 @@ def test_a_referenced_key_at_or_below_m_is_never_deleted() -> None:
     assert verdict is Verdict.REFERENCED  # before the grace period: a conflict, not "young"
     assert parsed is not None
     assert parsed.epoch == 40
+
+
+_NAMES = st.sampled_from(["x", "0b8e-uuid", " x", ".", "a/b", "-dash"])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 999),
+            st.integers(0, 60),
+            _NAMES,
+            st.floats(-120.0, 1200.0) | st.just(math.nan),
+            st.booleans(),
+        ),
+        max_size=15,
+    ),
+    st.integers(-1, 60),
+    st.floats(0, 600, allow_nan=False),
+)
+def test_a_page_decided_at_once_is_decided_as_key_by_key(
+    rows: list[tuple[int, int, str, float, bool]], safe: int, grace: float
+) -> None:
+    """`deletable_epochs` gives a key's epoch exactly when `decide` says DELETE (every
+    verdict among the rows: above M, young, NaN or future times, unparsable, referenced,
+    outside the root), -1 otherwise."""
+    keys = [
+        f"level_zero/data/{prefix:03d}/{epoch:018d}/{name}" if name != "-dash" else f"x/{epoch}"
+        for prefix, epoch, name, _, _ in rows
+    ]
+    times = [NOW - age for _, _, _, age, _ in rows]
+    referenced = {key for key, row in zip(keys, rows, strict=True) if row[4]}
+    for refs in (referenced, frozenset()):
+        expected = []
+        for key, modified in zip(keys, times, strict=True):
+            verdict, parsed = decide(key, modified, LAYOUT, safe, NOW, grace, referenced=refs)
+            expected.append(parsed.epoch if verdict is Verdict.DELETE and parsed else -1)
+        got = deletable_epochs(keys, times, LAYOUT, safe, NOW, grace, referenced=refs)
+        assert got == expected

@@ -754,3 +754,26 @@ def test_read_fields_reads_what_the_pattern_matches_without_the_template_proof()
     assert layout.parse("r/007/x12/k") is None
     assert layout.read_fields("r/007/x12/k") == ParsedKey(7, 12, "k")
     assert layout.read_fields("r/007/junk") is None
+
+
+@settings(database=None, max_examples=300)
+@given(
+    st.lists(
+        st.one_of(_mutated_keys(), st.text(alphabet=_HOSTILE + "level_zro/", max_size=60)),
+        max_size=12,
+    )
+)
+def test_a_page_of_epochs_is_what_parse_reads_key_by_key(keys: list[str]) -> None:
+    """`parse_epochs` (one regex match a key for the default layout) gives each key's
+    epoch exactly when `parse` accepts it, -1 otherwise; so does a custom layout's."""
+    for layout in (DEFAULT, LOOSE, PADDED):
+        expected = [-1 if (parsed := layout.parse(key)) is None else parsed.epoch for key in keys]
+        assert layout.parse_epochs(keys) == expected
+
+
+def test_a_page_of_epochs_examples() -> None:
+    """The property test's anchors: a good key, and names `parse` refuses after the match."""
+    names = ["x", ".", "..", " x", "x ", "\u00a0x", "x\n"]
+    keys = [f"level_zero/data/417/{EPOCH18}/{name}" for name in names]
+    assert DEFAULT.parse_epochs(keys) == [12345, -1, -1, -1, -1, -1, -1]
+    assert DEFAULT.parse_epochs([GOOD, GOOD + "/more", "elsewhere"]) == [12345, -1, -1]

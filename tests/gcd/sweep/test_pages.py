@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gcd.observe.events import DeleteBasis
 from gcd.observe.telemetry import PageExamined
 from gcd.rules.candidate import Candidate
@@ -141,3 +144,109 @@ async def test_a_key_under_a_nested_root_is_kept_and_counted_as_nested() -> None
     assert events == [PageExamined(1, (("nested_root", 1),))]
     assert plan.keys == []
     assert queue.empty()
+
+
+# -- runs of plain deletes taken at once decide as the key-by-key path does ----------------
+
+_ROWS = st.lists(
+    st.tuples(
+        st.integers(0, 12),  # epoch (M is SAFE_SMALL)
+        st.sampled_from(["g", "g", "g", "young", "junk"]),
+    ),
+    max_size=25,
+)
+"""Keys of a page whose runs may be taken at once; `_ODD` adds (sometimes) the keys that
+make a page be decided key by key: the claim, names that may sort before a claim."""
+_ODD = st.lists(
+    st.tuples(st.integers(0, 12), st.sampled_from(["-dash", ".dot", "claim"])), max_size=2
+)
+SAFE_SMALL = 6
+
+
+def _page_from(rows: list[tuple[int, str]], next_token: str | None) -> ListPage:
+    objects = []
+    for index, (epoch, kind) in enumerate(rows):
+        if kind == "claim":
+            key, modified = claim_key(ROOT), OLD
+        elif kind == "junk":
+            key, modified = f"{ROOT}/005/zz{index:03d}", OLD
+        else:
+            name = {"g": "g", "young": "y", "-dash": "-d", ".dot": ".d"}[kind] + f"{index:03d}"
+            key = LAYOUT.format(5, epoch, name)
+            modified = NOW - 60 if kind == "young" else OLD
+        objects.append(ObjectInfo(key, 10 + index, modified))
+    objects.sort(key=lambda obj: obj.key.encode())
+    return ListPage(tuple(objects), next_token)
+
+
+async def _decide(page: ListPage, *, per_key: bool, **config: Any) -> tuple[object, ...]:
+    ceiling = config.pop("ceiling", None)
+    decider, queue, events, plan = decider_for(**config)
+    decider.run.safe_epoch = SAFE_SMALL
+    decider.run.ceiling = ceiling
+    if per_key:
+        decider._plain = lambda *_: None  # type: ignore[method-assign]
+    cursor = await decider.examine(f"{ROOT}/005", Cursor(), page)
+    run = decider.run
+    batches = [[(c.key, c.epoch, c.size) for c in batch] for batch in queued(queue)]
+    return (
+        cursor,
+        batches,
+        [(c.key, c.epoch) for c in run.batch],
+        run.counts,
+        run.capped,
+        run.young_ready_at_s,
+        events,
+        plan.keys,
+    )
+
+
+@settings(database=None, max_examples=150, deadline=None)
+@given(
+    rows=_ROWS,
+    odd=_ODD,
+    batch_size=st.integers(1, 7),
+    max_deletes=st.none() | st.integers(1, 9),
+    dry_run=st.booleans(),
+    ceiling=st.none() | st.integers(-1, 8),
+    truncated=st.booleans(),
+)
+def test_runs_taken_at_once_decide_as_key_by_key(
+    rows: list[tuple[int, str]],
+    odd: list[tuple[int, str]],
+    batch_size: int,
+    max_deletes: int | None,
+    dry_run: bool,
+    ceiling: int | None,
+    truncated: bool,
+) -> None:
+    """The page decided with its runs of plain deletes taken at once (`_plain`,
+    `_select_run`) batches, counts, caps, plans and moves on exactly as the page decided
+    one key at a time: garbage, young keys, keys above M, junk, the claim, names that may
+    sort before a claim, the undo window's delayed M, the cap, dry runs, batch sizes."""
+    page = _page_from(rows + odd, "token" if truncated else None)
+    options = {
+        "batch_size": batch_size,
+        "max_deletes": max_deletes,
+        "dry_run": dry_run,
+        "ceiling": ceiling,
+    }
+
+    async def both() -> tuple[tuple[object, ...], tuple[object, ...]]:
+        fast = await _decide(page, per_key=False, **options)
+        slow = await _decide(page, per_key=True, **options)
+        return fast, slow
+
+    fast, slow = asyncio.run(both())
+    assert fast == slow
+
+
+async def test_a_run_of_garbage_is_taken_a_batch_at_a_time() -> None:
+    """2,500 plain deletes with batch size 1,000: two batches queued, 500 being cut."""
+    decider, queue, events, _ = decider_for(batch_size=1000)
+    page = page_of(*((LAYOUT.format(5, epoch % 40, f"g{epoch:05d}"), OLD) for epoch in range(2500)))
+    await decider.examine(f"{ROOT}/005", Cursor(), page)
+    assert [len(batch) for batch in queued(queue)] == [1000, 1000]
+    assert len(decider.run.batch) == 500
+    assert decider.run.counts.eligible == decider.run.counts.listed == 2500
+    assert events == [PageExamined(2500)]
