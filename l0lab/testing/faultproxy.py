@@ -4,8 +4,9 @@ For tests and benchmarks only. Point a client's endpoint_url at `proxy.endpoint_
 each request is forwarded unchanged to `upstream` (path, query, headers, body), except
 that a seeded random `share` of the requests (optionally only LIST or DELETE requests)
 is answered by the proxy itself with an S3 error document: 503 SlowDown, 500
-InternalError, 503 ServiceUnavailable, or 403 AccessDenied (a permanent failure), and
-a `drop_share` has its connection reset without any answer.
+InternalError, 503 ServiceUnavailable, 403 AccessDenied (a permanent failure) or 301
+PermanentRedirect (the bucket is elsewhere), and a `drop_share` has its connection reset
+without any answer.
 `delay_s` adds a fixed latency to every request, as a far-away S3 region would.
 Requests are counted per operation ("list": ListObjectsV2 and ListObjectVersions,
 "delete": DeleteObjects and DeleteObject, "other") and faults per code, so tests can
@@ -53,6 +54,7 @@ _STATUS: Final = {
     "ServiceUnavailable": 503,
     "InternalError": 500,
     "AccessDenied": 403,
+    "PermanentRedirect": 301,
 }
 # The client's Host goes through unchanged: a server that checks SigV4 signatures
 # (SeaweedFS) must see the host the client signed, the proxy's.
@@ -95,6 +97,9 @@ class FaultConfig:
     drip_interval_s: float = 5.0
     fail_delete_keys: frozenset[str] = frozenset()
     """A delete request naming one of these keys is answered 500 InternalError."""
+    error_in_200: frozenset[str] = frozenset()
+    """These operations ("list", "delete") are answered 200 with an InternalError
+    document, as S3 may answer after its 200 status line."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.share <= 1.0 or not 0.0 <= self.drop_share <= 1.0:
@@ -216,6 +221,13 @@ class FaultProxy:
                 status=_STATUS[code],
                 body=_error_body(code, request_id),
                 headers={"Content-Type": "application/xml", "x-amz-request-id": request_id},
+            )
+        if operation in config.error_in_200:
+            self.faults["error_in_200"] += 1
+            return web.Response(
+                status=200,
+                body=_error_body("InternalError", "in-200"),
+                headers={"Content-Type": "application/xml", "x-amz-request-id": "in-200"},
             )
         hostile = await self._hostile(operation, request, body)
         if hostile is not None:

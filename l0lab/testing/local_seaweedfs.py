@@ -6,7 +6,9 @@ child process with a master, a volume server, a filer and its S3 gateway in one
 (`weed mini`), all bound to 127.0.0.1 on free ports, data in a temporary directory,
 stopped by its PID. It starts in 1-2 s; a clean stop takes ~27 s (the volume server
 flushes), so `stop` gives SIGTERM a short grace and then kills: the data directory is
-thrown away anyway. With no identities configured it accepts any credentials.
+thrown away anyway. With no identities configured it accepts any credentials; given an
+`identity` (access key, secret key) it accepts only that one and verifies every
+request's SigV4 signature (`-s3.config`).
 
 Its listing, DeleteObjects and errors are its own (not moto's), which is the point; its
 deviations from AWS that matter to a sweeper are tested in
@@ -74,6 +76,8 @@ class LocalSeaweedFS:
     """`weed mini` on free loopback ports; the same seeding calls as `LocalS3`."""
 
     region: str = "us-east-1"
+    identity: tuple[str, str] | None = None
+    """(access key, secret key) of the only identity accepted; None: any credentials."""
     port: int = 0
     data_dir: Path | None = None
     process: subprocess.Popen[bytes] | None = None
@@ -125,12 +129,34 @@ class LocalSeaweedFS:
             "-s3.port.lance=0",
             "-master.telemetry=false",
         ]
+        if self.identity is not None:
+            cmd.append(f"-s3.config={self._identities()}")
         self._log = (self.data_dir / "weed.log").open("ab")
         self.process = subprocess.Popen(  # noqa: S603 - our own pinned binary
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self._wait_ready()
         return self
+
+    def _identities(self) -> Path:
+        """The -s3.config file naming `identity` (every action allowed)."""
+        import json  # noqa: PLC0415
+
+        assert self.data_dir is not None
+        assert self.identity is not None
+        access_key, secret_key = self.identity
+        config = {
+            "identities": [
+                {
+                    "name": "l0gc",
+                    "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
+                    "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                }
+            ]
+        }
+        path = self.data_dir / "s3.json"
+        path.write_text(json.dumps(config))
+        return path
 
     def _wait_ready(self) -> None:
         assert self.process is not None
@@ -226,8 +252,8 @@ class LocalSeaweedFS:
                 "s3",
                 endpoint_url=self.endpoint_url,
                 region_name=self.region,
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",  # noqa: S106
+                aws_access_key_id=self.identity[0] if self.identity else "testing",
+                aws_secret_access_key=self.identity[1] if self.identity else "testing",
                 config=Config(
                     s3={"addressing_style": "path"},
                     retries={"max_attempts": 5},

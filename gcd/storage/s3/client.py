@@ -259,8 +259,9 @@ class S3ObjectStore(ObjectStore):
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, settings: S3Settings) -> AsyncIterator[S3ObjectStore]:
-        """Open a client for `settings` (closed on exit)."""
+    async def open(cls, settings: S3Settings, *, lean: bool = True) -> AsyncIterator[S3ObjectStore]:
+        """Open a client for `settings` (closed on exit); `lean=False`: botocore sends every
+        request (the lean path is never armed)."""
         config = AioConfig(
             retries={"total_max_attempts": 1, "mode": "standard"},
             max_pool_connections=settings.max_pool_connections,
@@ -272,7 +273,7 @@ class S3ObjectStore(ObjectStore):
         )
         session = get_session()
         session.register_component("data_loader", _LOADER)
-        lean = not directory_bucket(settings.bucket)  # S3 Express signs with sessions
+        lean = lean and not directory_bucket(settings.bucket)  # S3 Express: session auth
         # botocore's documented hooks (a session component, `ResponseParserFactory`
         # defaults); the session is this store's own, so no other client is affected.
         parsers = _LeanParserFactory()
@@ -294,7 +295,7 @@ class S3ObjectStore(ObjectStore):
         events.register_first("before-parse.s3.*", error_in_200)
         events.register("before-parameter-build.s3.DeleteObjects", lean_delete_params)
         events.register_first("before-call.s3.DeleteObjects", lean_delete_body)
-        if lean:
+        if not directory_bucket(settings.bucket):
             events.register("before-call.s3.DeleteObjects", content_md5)
         http = None
         try:
@@ -323,6 +324,11 @@ class S3ObjectStore(ObjectStore):
                     await http.close()
 
     # -- the lean path -----------------------------------------------------------------
+
+    @property
+    def lean_armed(self) -> bool:
+        """Whether ListObjectsV2 and DeleteObjects are now sent on the lean path."""
+        return self._lean is not None
 
     def _note_endpoint(self, request: Any, **_: Any) -> None:
         """`before-send.s3.ListObjectsV2` handler: note where botocore sends the listing and
