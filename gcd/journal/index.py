@@ -1,15 +1,19 @@
 """A small index per journal segment, so `gcd explain` reads only the lines naming a key.
 
-Design notes: docs/internals/sweep.md, `gcd.journal.index`.
+Version 2 (written now) has one entry per request: its key and epoch ranges and the
+offsets of its before and after lines. Version 1 (one entry per key per record, a 32-bit
+hash and the line's offset) is still read. Design notes: docs/internals/sweep.md,
+`gcd.journal.index`.
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -18,7 +22,10 @@ from l0gc.errors import InvalidJson, InvalidRecord
 
 __all__ = [
     "INDEX_SUFFIX",
+    "INDEX_VERSION",
     "IndexBuilder",
+    "KeyHashes",
+    "RequestRanges",
     "SegmentIndex",
     "decode_index",
     "index_name",
@@ -26,9 +33,12 @@ __all__ = [
 ]
 
 INDEX_SUFFIX: Final = ".idx"
-INDEX_VERSION: Final = 1
+INDEX_VERSION: Final = 2
+"""The version written; version 1 indexes (l0gc before issue 56) are still read."""
 _MAX_HEADER: Final = 64 * 1024
 _OFFSET_LIMIT: Final = 1 << 32
+_FIELDS: Final = 6
+"""A version 2 entry: line, after line, min epoch, max epoch, first key, last key."""
 
 
 def index_name(segment_name: str) -> str:
@@ -37,68 +47,126 @@ def index_name(segment_name: str) -> str:
 
 
 def key_hash(key: str) -> int:
-    """32 bits of BLAKE2b of the key's UTF-8 bytes (lone surrogates passed through)."""
+    """32 bits of BLAKE2b of the key's UTF-8 bytes (lone surrogates passed through): the
+    hash of a version 1 index's entries."""
     digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=4).digest()
     return int.from_bytes(digest, "big")
 
 
+def _epoch_range(epochs: Sequence[object]) -> tuple[int | None, int | None]:
+    """(min, max) of the integer epochs (built-ins; a non-integer one is passed over)."""
+    try:
+        low, high = min(epochs), max(epochs)  # type: ignore[type-var]
+    except (TypeError, ValueError):  # mixed types, or no epoch at all
+        low = high = None
+    if type(low) is int and type(high) is int:
+        return low, high
+    known = [epoch for epoch in epochs if type(epoch) is int]
+    return (min(known), max(known)) if known else (None, None)
+
+
 @dataclass(slots=True)
 class IndexBuilder:
-    """The index of the segment being written, built record by record."""
+    """The index of the segment being written, built request by request."""
 
-    entries: array[int] = field(default_factory=lambda: array("Q"))
-    min_epoch: int | None = None
-    max_epoch: int | None = None
-    first_key: str | None = None
-    last_key: str | None = None
-    overflow: bool = False
-    """An offset passed 4 GiB: no index for this segment (it is read in full)."""
+    entries: list[list[Any]] = field(default_factory=list)
+    """[line, after line or None, min epoch, max epoch, first key, last key]."""
+    _waiting: dict[int, tuple[object, list[Any]]] = field(default_factory=dict)
+    """id(request) -> (request, its entry): befores whose after is not written yet."""
 
-    def add(self, offset: int, keys: Iterable[str], epochs: Iterable[object] = ()) -> None:
-        """Note that the line at `offset` names `keys` (of these `epochs`)."""
-        if offset >= _OFFSET_LIMIT:
-            self.overflow = True
+    def before(
+        self, offset: int, keys: Sequence[str], epochs: Sequence[object], request: object
+    ) -> None:
+        """The line at `offset` is the before record of `request` (any object: its after
+        is paired with it by identity), naming `keys` of `epochs`."""
+        if not keys:
             return
-        for key in keys:
-            self.entries.append(key_hash(key) << 32 | offset)
-            if self.first_key is None or key < self.first_key:
-                self.first_key = key
-            if self.last_key is None or key > self.last_key:
-                self.last_key = key
-        for epoch in epochs:
-            if type(epoch) is not int:
-                continue
-            if self.min_epoch is None or epoch < self.min_epoch:
-                self.min_epoch = epoch
-            if self.max_epoch is None or epoch > self.max_epoch:
-                self.max_epoch = epoch
+        entry = [offset, None, *_epoch_range(epochs), min(keys), max(keys)]
+        self.entries.append(entry)
+        self._waiting[id(request)] = (request, entry)
 
-    def encode(self, segment_name: str, size: int) -> bytes | None:
-        """The index file's bytes, None when the segment cannot be indexed (overflow)."""
-        if self.overflow:
-            return None
+    def after(
+        self, offset: int, keys: Sequence[str], epochs: Sequence[object], request: object
+    ) -> None:
+        """The line at `offset` is the after record of `request`, whose before named
+        `keys` of `epochs` (the after names only keys of its before)."""
+        waiting = self._waiting.pop(id(request), None)
+        if waiting is not None and waiting[0] is request:
+            waiting[1][1] = offset
+        elif keys:  # its before is in an earlier segment: an entry of its own
+            self.entries.append([offset, None, *_epoch_range(epochs), min(keys), max(keys)])
+
+    def encode(self, segment_name: str, size: int) -> bytes:
+        """The index file's bytes (version 2)."""
+        ordered = sorted(self.entries, key=lambda entry: (entry[4], entry[0]))
+        lows = [entry[2] for entry in ordered if entry[2] is not None]
+        highs = [entry[3] for entry in ordered if entry[3] is not None]
         header = {
             "v": INDEX_VERSION,
             "segment": segment_name,
             "size": size,
-            "min_epoch": self.min_epoch,
-            "max_epoch": self.max_epoch,
-            "first_key": self.first_key,
-            "last_key": self.last_key,
-            "entries": len(self.entries),
+            "min_epoch": min(lows, default=None),
+            "max_epoch": max(highs, default=None),
+            "first_key": ordered[0][4] if ordered else None,
+            "last_key": max((entry[5] for entry in ordered), default=None),
+            "entries": len(ordered),
         }
-        line = strictjson.dumps(header, what="journal index", compact=True).encode(
-            "utf-8", "surrogatepass"
+        flat = [value for entry in ordered for value in entry]
+        return b"%s\n%s" % (
+            strictjson.dumps(header, what="journal index", compact=True).encode("ascii"),
+            strictjson.dumps(flat, what="journal index", compact=True).encode("ascii"),
         )
-        ordered = array("Q", sorted(self.entries))
-        if sys.byteorder != "little":  # pragma: no cover - every supported platform is little
-            ordered.byteswap()
-        return line + b"\n" + ordered.tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyHashes:
+    """A version 1 index's entries: ``hash32(key) << 32 | line offset``, sorted."""
+
+    entries: array[int]
+
+    def offsets(self, key: str, epoch: int | None = None) -> list[int]:
+        """The offsets of the lines that may name `key` (`epoch` is not indexed)."""
+        del epoch
+        high = key_hash(key) << 32
+        start = bisect.bisect_left(self.entries, high)
+        end = bisect.bisect_left(self.entries, high + _OFFSET_LIMIT, lo=start)
+        return sorted({entry & (_OFFSET_LIMIT - 1) for entry in self.entries[start:end]})
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRanges:
+    """A version 2 index's entries, one per request, sorted by first key."""
+
+    firsts: list[str]
+    lasts: list[str]
+    reach: list[str]
+    """reach[i]: the largest last key of entries 0..i (a key above it is in none)."""
+    lines: list[int]
+    afters: list[int | None]
+    lows: list[int | None]
+    highs: list[int | None]
+
+    def offsets(self, key: str, epoch: int | None = None) -> list[int]:
+        """The before and after lines of every request whose key range (and epoch
+        range, when `epoch` is known) holds `key`: a superset of those naming it."""
+        found: set[int] = set()
+        at = bisect.bisect_right(self.firsts, key) - 1
+        while at >= 0 and self.reach[at] >= key:
+            low, high = self.lows[at], self.highs[at]
+            if self.lasts[at] >= key and (
+                epoch is None or low is None or high is None or low <= epoch <= high
+            ):
+                found.add(self.lines[at])
+                after = self.afters[at]
+                if after is not None:
+                    found.add(after)
+            at -= 1
+        return sorted(found)
 
 
 @dataclass(frozen=True, slots=True)
 class SegmentIndex:
-    """A decoded index: the ranges, and the sorted entries."""
+    """A decoded index: the segment's ranges, and its entries (either version)."""
 
     segment: str
     size: int
@@ -106,7 +174,7 @@ class SegmentIndex:
     max_epoch: int | None
     first_key: str | None
     last_key: str | None
-    entries: array[int]
+    entries: KeyHashes | RequestRanges
 
     def may_hold(self, key: str, epoch: int | None) -> bool:
         """False when no record of the segment can name `key` (of `epoch`, when known)."""
@@ -118,16 +186,14 @@ class SegmentIndex:
             return True
         return self.min_epoch <= epoch <= self.max_epoch
 
-    def offsets(self, key: str) -> list[int]:
-        """The offsets of the lines that may name `key`, ascending."""
-        high = key_hash(key) << 32
-        start = bisect.bisect_left(self.entries, high)
-        end = bisect.bisect_left(self.entries, high + _OFFSET_LIMIT, lo=start)
-        return sorted({entry & (_OFFSET_LIMIT - 1) for entry in self.entries[start:end]})
+    def offsets(self, key: str, epoch: int | None = None) -> list[int]:
+        """The offsets of the lines that may name `key` (of `epoch`, when known),
+        ascending; every line naming it is among them."""
+        return self.entries.offsets(key, epoch)
 
 
 def decode_index(raw: bytes, source: str) -> SegmentIndex:
-    """Read an index file; InvalidRecord when it is not one this l0gc writes."""
+    """Read an index file (version 1 or 2); InvalidRecord when it is not one."""
     newline = raw.find(b"\n", 0, _MAX_HEADER)
     if newline < 0:
         raise InvalidRecord(f"{source}: not a journal index (no header line)")
@@ -137,19 +203,16 @@ def decode_index(raw: bytes, source: str) -> SegmentIndex:
         )
     except InvalidJson as exc:
         raise InvalidRecord(f"{source}: unreadable journal index header ({exc})") from exc
-    if not isinstance(header, dict) or header.get("v") != INDEX_VERSION:
-        raise InvalidRecord(f"{source}: not a version {INDEX_VERSION} journal index")
-    body = raw[newline + 1 :]
-    count = header.get("entries")
-    if type(count) is not int or len(body) != count * 8:
-        raise InvalidRecord(f"{source}: journal index of {count!r} entries has {len(body)} bytes")
-    entries = array("Q")
-    entries.frombytes(body)
-    if sys.byteorder != "little":  # pragma: no cover
-        entries.byteswap()
+    if not isinstance(header, dict) or header.get("v") not in {1, INDEX_VERSION}:
+        raise InvalidRecord(f"{source}: not a version 1 or {INDEX_VERSION} journal index")
     size = header.get("size")
     if type(size) is not int or not isinstance(header.get("segment"), str):
         raise InvalidRecord(f"{source}: journal index without a segment name and size")
+    count = header.get("entries")
+    body = raw[newline + 1 :]
+    entries = (
+        _hashes(body, count, source) if header["v"] == 1 else _ranges(body, count, size, source)
+    )
     return SegmentIndex(
         header["segment"],
         size,
@@ -159,6 +222,49 @@ def decode_index(raw: bytes, source: str) -> SegmentIndex:
         _opt_str(header.get("last_key")),
         entries,
     )
+
+
+def _hashes(body: bytes, count: object, source: str) -> KeyHashes:
+    """Version 1: `count` little-endian unsigned 64-bit entries."""
+    if type(count) is not int or len(body) != count * 8:
+        raise InvalidRecord(f"{source}: journal index of {count!r} entries has {len(body)} bytes")
+    entries = array("Q")
+    entries.frombytes(body)
+    if sys.byteorder != "little":  # pragma: no cover - every supported platform is little
+        entries.byteswap()
+    return KeyHashes(entries)
+
+
+def _ranges(body: bytes, count: object, size: int, source: str) -> RequestRanges:
+    """Version 2: one JSON array of `count` entries of `_FIELDS` values, in order."""
+    try:
+        flat: Any = strictjson.loads(
+            body, what="journal index", max_bytes=max(len(body), 2), max_depth=1
+        )
+    except InvalidJson as exc:
+        raise InvalidRecord(f"{source}: unreadable journal index entries ({exc})") from exc
+    if type(count) is not int or not isinstance(flat, list) or len(flat) != count * _FIELDS:
+        raise InvalidRecord(
+            f"{source}: journal index of {count!r} entries has "
+            f"{len(flat) if isinstance(flat, list) else 'no'} values"
+        )
+    lines, afters = flat[0::_FIELDS], flat[1::_FIELDS]
+    lows, highs = flat[2::_FIELDS], flat[3::_FIELDS]
+    firsts, lasts = flat[4::_FIELDS], flat[5::_FIELDS]
+    if not (
+        all(type(line) is int and 0 <= line < size for line in lines)
+        and all(after is None or (type(after) is int and 0 <= after < size) for after in afters)
+        and all(epoch is None or type(epoch) is int for epoch in lows + highs)
+        and all(isinstance(first, str) for first in firsts)
+        and all(isinstance(last, str) for last in lasts)
+        and all(first <= last for first, last in zip(firsts, lasts, strict=True))
+        and all(a <= b for a, b in itertools.pairwise(firsts))
+    ):
+        raise InvalidRecord(f"{source}: journal index entries out of shape or order")
+    reach: list[str] = []
+    for last in lasts:
+        reach.append(last if not reach or last > reach[-1] else reach[-1])
+    return RequestRanges(firsts, lasts, reach, lines, afters, lows, highs)
 
 
 def _opt_int(value: object) -> int | None:

@@ -159,33 +159,33 @@ class JournalWriter:
 
     def before(self, attempt: BatchAttempt) -> None:
         """Record why `attempt` is safe; DeletionNotRecorded if it cannot be written."""
-        doc = before_doc(attempt)
-        keys = doc["keys"]
         try:
-            self._append(doc, keys, attempt.epochs)
+            offset = self._append(before_doc(attempt))
         except (OSError, ValueError) as exc:
             self.emit(JournalFailed("before"))
             log.error("journal.write_failed", record="before", error=str(exc))
             raise DeletionNotRecorded(
                 f"the deletion journal in {self.directory} cannot be written ({exc}); "
-                f"{len(keys)} keys not deleted: fix the disk or --journal-dir"
+                f"{len(attempt.keys)} keys not deleted: fix the disk or --journal-dir"
             ) from exc
+        self._index.before(offset, attempt.keys, attempt.epochs, attempt)
 
     def after(self, outcome: BatchOutcome) -> None:
         """Record what became of the attempt (a failure to write is logged and counted)."""
-        doc = after_doc(outcome)
-        named = [*outcome.deleted, *(pair[0] for pair in outcome.failed), *outcome.unanswered]
+        attempt = outcome.attempt
         try:
-            self._append(doc, named, outcome.attempt.epochs)
+            offset = self._append(after_doc(outcome))
         except (OSError, ValueError) as exc:
             self.emit(JournalFailed("after"))
             log.error("journal.write_failed", record="after", error=str(exc))
+            return
+        # the after names only keys of its before: indexed by the attempt's ranges
+        self._index.after(offset, attempt.keys, attempt.epochs, attempt)
 
     # -- segments -----------------------------------------------------------------------
 
-    def _append(
-        self, doc: dict[str, Any], keys: Sequence[str] = (), epochs: Sequence[int] = ()
-    ) -> None:
+    def _append(self, doc: dict[str, Any]) -> int:
+        """Write `doc` as the next record (rotating first when due); its line's offset."""
         now = self._clock()
         if (
             self._file is None
@@ -195,7 +195,7 @@ class JournalWriter:
             self._rotate(now)
         offset = self._size
         self._write(doc, now)
-        self._index.add(offset, keys, epochs)
+        return offset
 
     def _write(self, doc: dict[str, Any], now: float) -> None:
         line = self._chain.line(doc, now)
@@ -240,8 +240,6 @@ class JournalWriter:
         `gcd explain` a full read of the segment."""
         index, self._index = self._index, IndexBuilder()
         raw = index.encode(path.name, self._size)
-        if raw is None:
-            return
         target = path.with_name(index_name(path.name))
         scratch = target.with_suffix(".tmp")
         try:

@@ -290,7 +290,7 @@ async def search_journal(source: SegmentSource, wanted: Mapping[str, int | None]
             if not index.may_hold(key, epoch):
                 continue
             hits.searched.setdefault(key, []).append(name)
-            for offset in index.offsets(key):
+            for offset in index.offsets(key, epoch):
                 offsets.setdefault(offset, []).append(key)
         if not offsets:
             continue
