@@ -274,4 +274,6 @@ class LeanClient:
             method, url, headers=headers, data=body or None, allow_redirects=False
         ) as response:
             answer = await response.read()
-            return LeanAnswer(response.status, answer, response.headers.get("x-amz-request-id"))
+            got = response.headers  # the request id where botocore reads it
+            request_id = got.get("x-amzn-requestid") or got.get("x-amz-request-id")
+            return LeanAnswer(response.status, answer, request_id)
