@@ -50,6 +50,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("HTTP + event loop", ("/aiobotocore/endpoint.py", "/aiobotocore/httpsession.py")),
     ("HTTP + event loop", ("/aiobotocore/_endpoint_helpers.py", "/aiohappyeyeballs/")),
     ("build + sign", ("/botocore/", "/aiobotocore/")),
+    ("build + sign", ("/gcd/storage/s3/lean.py",)),  # the lean path's signer (and its send)
     ("decision (rule, pages)", ("/gcd/rules/", "/gcd/sweep/pages.py")),
     ("etcd", ("/l0gc/etcd/", "/aetcd/", "/grpc/", "/google/protobuf/")),
     ("sweeper bookkeeping", ("/gcd/",)),

@@ -25,9 +25,10 @@ from aiobotocore.parsers import AioResponseParserFactory, AioRestXMLParser
 from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
 from botocore import handlers as botocore_handlers
-from botocore.httpsession import get_cert_path
+from botocore.httpsession import ProxyConfiguration, get_cert_path
 from botocore.loaders import create_loader
 from botocore.parsers import ResponseParserError
+from botocore.utils import get_environ_proxies
 
 from gcd.rules.backoff import Backoff
 from gcd.rules.versions import SEPARATOR, split_target
@@ -237,6 +238,7 @@ class S3ObjectStore(ObjectStore):
         *,
         http: aiohttp.ClientSession | None = None,
         credentials: Callable[[], Awaitable[Credentials | None]] | None = None,
+        proxies: ProxyConfiguration | None = None,
     ) -> None:
         # Any: our event hooks add parameters (L0gcBody) and answers (L0gcListing) that
         # types_aiobotocore_s3 does not know.
@@ -247,6 +249,7 @@ class S3ObjectStore(ObjectStore):
         # disarmed. None of it for a directory bucket (no `http`).
         self._http = http
         self._credentials = credentials
+        self._proxies = proxies or ProxyConfiguration()
         self._seen: Endpoint | None = None  # botocore's last ListObjectsV2, before arming
         self._lean: LeanClient | None = None
         self._lean_off = http is None or credentials is None
@@ -312,6 +315,8 @@ class S3ObjectStore(ObjectStore):
                 settings.bucket,
                 http=http,
                 credentials=lambda: _session_credentials(session),
+                # botocore's proxies: the environment's for the client's endpoint, at start
+                proxies=ProxyConfiguration(get_environ_proxies(client.meta.endpoint_url)),
             )
             if lean:
                 events.register("before-send.s3.ListObjectsV2", store._note_endpoint)
@@ -342,7 +347,8 @@ class S3ObjectStore(ObjectStore):
         if self._lean is None and not self._lean_off and self._seen is not None:
             assert self._http is not None
             assert self._credentials is not None
-            self._lean = LeanClient(self._http, self._seen, self._credentials)
+            proxy = self._proxies.proxy_url_for(self._seen.base)
+            self._lean = LeanClient(self._http, self._seen, self._credentials, proxy=proxy)
             log.debug(
                 "s3.lean_armed",
                 bucket=self.bucket,

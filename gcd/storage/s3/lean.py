@@ -205,8 +205,10 @@ def open_http(
     tls: ssl.SSLContext | bool,
 ) -> aiohttp.ClientSession:
     """One aiohttp session for a store: a pool of `max_connections`, botocore's connect
-    and read timeouts, proxies from the environment (HTTP(S)_PROXY, NO_PROXY), and `tls`
-    (a context that verifies, or False for a plain http:// endpoint)."""
+    and read timeouts, and `tls` (a context that verifies, or False for a plain http://
+    endpoint). A proxy is given per request (botocore's, `LeanClient`); like
+    aiobotocore's, the session reads nothing from the environment (no ~/.netrc) and
+    leaves bodies as sent (``Accept-Encoding: identity``)."""
     connector = aiohttp.TCPConnector(limit=max_connections, ssl=tls)
     timeout = aiohttp.ClientTimeout(
         total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s
@@ -214,8 +216,8 @@ def open_http(
     return aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
-        trust_env=True,
-        auto_decompress=True,
+        trust_env=False,
+        auto_decompress=False,
         skip_auto_headers=("User-Agent",),
     )
 
@@ -223,13 +225,15 @@ def open_http(
 class LeanClient:
     """Signed requests to one `Endpoint` over an open aiohttp session."""
 
-    __slots__ = ("_clock", "_credentials", "_http", "_signer", "endpoint")
+    __slots__ = ("_clock", "_credentials", "_http", "_proxy", "_signer", "endpoint")
 
     def __init__(
         self,
         http: aiohttp.ClientSession,
         endpoint: Endpoint,
         credentials: Callable[[], Awaitable[Credentials | None]],
+        *,
+        proxy: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._http = http
@@ -237,6 +241,7 @@ class LeanClient:
         self._credentials = credentials
         self._signer = SigV4Signer(endpoint.region, endpoint.service)
         self._clock = clock
+        self._proxy = proxy
 
     async def send(
         self,
@@ -269,9 +274,15 @@ class LeanClient:
         )
         if endpoint.user_agent is not None:
             headers["user-agent"] = endpoint.user_agent
+        headers["accept-encoding"] = "identity"  # as aiobotocore asks
         url = URL(f"{endpoint.base}?{sent}" if sent else endpoint.base, encoded=True)
         async with self._http.request(
-            method, url, headers=headers, data=body or None, allow_redirects=False
+            method,
+            url,
+            headers=headers,
+            data=body or None,
+            allow_redirects=False,
+            proxy=self._proxy,
         ) as response:
             answer = await response.read()
             got = response.headers  # the request id where botocore reads it
