@@ -255,6 +255,10 @@ def _ranges(body: bytes, count: object, size: int, source: str) -> RequestRanges
         all(type(line) is int and 0 <= line < size for line in lines)
         and all(after is None or (type(after) is int and 0 <= after < size) for after in afters)
         and all(epoch is None or type(epoch) is int for epoch in lows + highs)
+        and all(
+            low is None or high is None or low <= high
+            for low, high in zip(lows, highs, strict=True)
+        )
         and all(isinstance(first, str) for first in firsts)
         and all(isinstance(last, str) for last in lasts)
         and all(first <= last for first, last in zip(firsts, lasts, strict=True))

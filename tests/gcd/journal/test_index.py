@@ -199,6 +199,7 @@ def test_a_corrupt_or_short_index_is_refused_and_its_segment_read_whole(
         "out of order": _v2(list(reversed(good))),
         "a key not a string": _v2([[0, None, 1, 1, 5, "b"]]),
         "an epoch not an integer": _v2([[0, None, 1.5, 2, "a", "b"]]),
+        "epochs upside down": _v2([[0, None, 3, 2, "a", "b"]]),
         "nested": _v2([[0, None, 1, 1, ["a"], "b"]]),
         "unknown version": _v2(good).replace(b'"v": 2', b'"v": 3'),
         "no header": b"[]",
