@@ -9,9 +9,7 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-import http.client
 import random
-import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -25,10 +23,8 @@ from aiobotocore.parsers import AioResponseParserFactory, AioRestXMLParser
 from aiobotocore.session import get_session
 from botocore import exceptions as botocore_errors
 from botocore import handlers as botocore_handlers
-from botocore.httpsession import ProxyConfiguration, get_cert_path
 from botocore.loaders import create_loader
 from botocore.parsers import ResponseParserError
-from botocore.utils import get_environ_proxies
 
 from gcd.rules.backoff import Backoff
 from gcd.rules.versions import SEPARATOR, split_target
@@ -41,21 +37,14 @@ from gcd.storage.objectstore import (
     StoreFeatures,
     small_object,
 )
-from gcd.storage.s3.errors import answer_error, preflight_failure, translate_error
-from gcd.storage.s3.lean import (
-    Credentials,
-    Endpoint,
-    LeanAnswer,
-    LeanClient,
-    learn_endpoint,
-    open_http,
-)
+from gcd.storage.s3.errors import preflight_failure, translate_error
+from gcd.storage.s3.leanpath import LeanPath
 from gcd.storage.s3.settings import S3Settings
 from gcd.storage.s3.wire import (
     delete_body,
+    error_document,
     parse_s3_timestamp,
     read_delete_result,
-    read_error,
     read_listing,
     refuse_doctype,
 )
@@ -115,18 +104,9 @@ def error_in_200(response_dict: dict[str, Any], **_: Any) -> None:
     body = response_dict.get("body")
     if response_dict.get("status_code") != 200 or not isinstance(body, bytes):
         return
-    if _error_document(body):
+    if error_document(body):
         response_dict["status_code"] = 500
         log.debug("s3.error_in_200", body=body[:300])
-
-
-def _error_document(body: bytes) -> bool:
-    """Whether `body`'s root element is ``<Error>`` (a look at its start only)."""
-    head = body[:512].lstrip()
-    if head.startswith(b"<?xml"):
-        end = head.find(b"?>")
-        head = head[end + 2 :].lstrip() if end >= 0 else b""
-    return head.startswith((b"<Error>", b"<Error "))
 
 
 def lean_delete_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
@@ -159,33 +139,6 @@ def _verify(endpoint_url: str | None) -> bool | None:
     if endpoint_url is not None and endpoint_url.lower().startswith("http://"):
         return False
     return None
-
-
-def _tls(endpoint_url: str | None, ca_bundle: str | None) -> ssl.SSLContext | bool:
-    """The lean path's TLS as botocore's (`_verify`): none for a plain http:// endpoint,
-    else certificates verified against the CA bundle botocore would load (`ca_bundle`:
-    AWS_CA_BUNDLE or the profile's, else botocore's own)."""
-    if _verify(endpoint_url) is False:
-        return False
-    return ssl.create_default_context(cafile=ca_bundle or get_cert_path(True))
-
-
-async def _session_credentials(session: Any) -> Credentials | None:
-    """This request's credentials from the aiobotocore session the client was made from
-    (the same provider chain; refreshable ones are refreshed when due), or None."""
-    found = await session.get_credentials()
-    if found is None:
-        return None
-    frozen = await found.get_frozen_credentials()
-    if not frozen.access_key or not frozen.secret_key:
-        return None
-    return Credentials(frozen.access_key, frozen.secret_key, frozen.token or None)
-
-
-_WRONG_REQUEST_STATUS = frozenset({400, 401, 403})
-"""Beside any 3xx: answers that say a lean request was not acceptable (a signature, an
-endpoint, a header, credentials it presented). Unless their code is retryable, such an
-answer disarms the lean path and the call is made again through botocore."""
 
 
 class _LeanParserFactory(AioResponseParserFactory):  # type: ignore[misc]
@@ -231,29 +184,12 @@ _TRANSLATED = (
 class S3ObjectStore(ObjectStore):
     """One bucket through an open aiobotocore S3 client."""
 
-    def __init__(
-        self,
-        client: Any,
-        bucket: str,
-        *,
-        http: aiohttp.ClientSession | None = None,
-        credentials: Callable[[], Awaitable[Credentials | None]] | None = None,
-        proxies: ProxyConfiguration | None = None,
-    ) -> None:
+    def __init__(self, client: Any, bucket: str, *, lean: LeanPath | None = None) -> None:
         # Any: our event hooks add parameters (L0gcBody) and answers (L0gcListing) that
         # types_aiobotocore_s3 does not know.
         self._client = client
         self.bucket = bucket
-        # The lean path (`gcd.storage.s3.lean`): armed after a ListObjectsV2 through
-        # botocore succeeded, from the endpoint botocore sent it to; off for good once
-        # disarmed. None of it for a directory bucket (no `http`).
-        self._http = http
-        self._credentials = credentials
-        self._proxies = proxies or ProxyConfiguration()
-        self._seen: Endpoint | None = None  # botocore's last ListObjectsV2, before arming
-        self._lean: LeanClient | None = None
-        self._lean_off = http is None or credentials is None
-        self._lean_trusted = False  # a lean answer was read: connection errors are the network's
+        self._lean = lean  # `gcd.storage.s3.leanpath`; None: botocore sends every request
         self._ordered = not directory_bucket(bucket)  # else: `--listing unordered`
         self._features: StoreFeatures | None = None
         self._features_at = 0.0
@@ -300,114 +236,22 @@ class S3ObjectStore(ObjectStore):
         events.register_first("before-call.s3.DeleteObjects", lean_delete_body)
         if not directory_bucket(settings.bucket):
             events.register("before-call.s3.DeleteObjects", content_md5)
-        http = None
         try:
-            if lean:
-                tls = _tls(settings.endpoint_url, session.get_config_variable("ca_bundle"))
-                http = open_http(
-                    max_connections=settings.max_pool_connections,
-                    connect_timeout_s=settings.connect_timeout_s,
-                    read_timeout_s=settings.read_timeout_s,
-                    tls=tls,
-                )
-            store = cls(
-                client,
-                settings.bucket,
-                http=http,
-                credentials=lambda: _session_credentials(session),
-                # botocore's proxies: the environment's for the client's endpoint, at start
-                proxies=ProxyConfiguration(get_environ_proxies(client.meta.endpoint_url)),
-            )
-            if lean:
-                events.register("before-send.s3.ListObjectsV2", store._note_endpoint)
-            yield store
+            async with contextlib.AsyncExitStack() as stack:
+                path = None
+                if lean:
+                    verify = _verify(settings.endpoint_url)
+                    opening = LeanPath.open(settings, client, session, verify=verify)
+                    path = await stack.enter_async_context(opening)
+                yield cls(client, settings.bucket, lean=path)
         finally:
-            try:
-                await context.__aexit__(None, None, None)
-            finally:
-                if http is not None:
-                    await http.close()
-
-    # -- the lean path -----------------------------------------------------------------
+            await context.__aexit__(None, None, None)
 
     @property
     def lean_armed(self) -> bool:
-        """Whether ListObjectsV2 and DeleteObjects are now sent on the lean path."""
-        return self._lean is not None
-
-    def _note_endpoint(self, request: Any, **_: Any) -> None:
-        """`before-send.s3.ListObjectsV2` handler: note where botocore sends the listing and
-        for which region (returns None: botocore sends it)."""
-        if self._lean is None and not self._lean_off:
-            self._seen = learn_endpoint(request.url, request.headers)
-
-    def _arm(self) -> None:
-        """After a ListObjectsV2 through botocore succeeded: the lean path from now on,
-        if botocore's request could be repeated (`learn_endpoint`)."""
-        if self._lean is None and not self._lean_off and self._seen is not None:
-            assert self._http is not None
-            assert self._credentials is not None
-            proxy = self._proxies.proxy_url_for(self._seen.base)
-            self._lean = LeanClient(self._http, self._seen, self._credentials, proxy=proxy)
-            log.debug(
-                "s3.lean_armed",
-                bucket=self.bucket,
-                endpoint=self._seen.base,
-                region=self._seen.region,
-            )
-
-    def _disarm(self, code: str, status: int | None) -> None:
-        """botocore for every request from now on; logged once (requests in flight may
-        learn it at the same time)."""
-        if self._lean is not None:
-            log.warning(
-                "s3.lean_disarmed",
-                bucket=self.bucket,
-                code=code,
-                status=status,
-                fallback="botocore signs and sends every request from now on",
-            )
-        self._lean = None
-        self._lean_off = True
-
-    async def _lean_send(
-        self,
-        operation: str,
-        method: str,
-        params: Sequence[tuple[str, str | None]],
-        body: bytes = b"",
-        content_md5: str | None = None,
-    ) -> LeanAnswer | None:
-        """One request on the lean path: its 2xx answer; None when the lean path was
-        disarmed by this answer (the caller then asks botocore). Raises `StorageError`
-        for any other answer, as botocore's path would."""
-        lean = self._lean
-        assert lean is not None
-        try:
-            answer = await lean.send(method, params, body, content_md5=content_md5)
-        except _TRANSLATED as exc:
-            if self._lean_trusted:
-                raise translate_error(exc, operation) from exc
-            # Never answered yet: perhaps a proxy or TLS setting only botocore honours.
-            self._disarm(translate_error(exc, operation).code, None)
-            return None
-        if answer is None:
-            self._disarm("NoCredentials", None)
-            return None
-        status = answer.status
-        if status == 200 and _error_document(answer.body):
-            status = 500  # as `error_in_200` makes it for botocore
-            log.debug("s3.error_in_200", body=answer.body[:300])
-        if 200 <= status < 300:
-            self._lean_trusted = True
-            return answer
-        found = read_error(answer.body)
-        code, message = found or ("", http.client.responses.get(status, ""))
-        error = answer_error(operation, status, code, message)
-        if not error.retryable and (300 <= status < 400 or status in _WRONG_REQUEST_STATUS):
-            self._disarm(error.code, status)
-            return None
-        raise error
+        """Whether ListObjectsV2 and DeleteObjects are now sent on the lean path
+        (`gcd.storage.s3.leanpath`)."""
+        return self._lean is not None and self._lean.armed
 
     async def list_page(
         self,
@@ -418,25 +262,16 @@ class S3ObjectStore(ObjectStore):
         max_keys: int = 1000,
     ) -> ListPage:
         operation = f"ListObjectsV2 s3://{self.bucket}/{prefix}"
-        if self._lean is not None:
-            query: list[tuple[str, str | None]] = [
-                ("list-type", "2"),
-                ("prefix", prefix),
-                ("max-keys", str(max_keys)),
-                ("encoding-type", "url"),
-            ]
-            if continuation_token is not None:
-                query.append(("continuation-token", continuation_token))
-            elif start_after is not None:
-                query.append(("start-after", start_after))
-            answer = await self._lean_send(operation, "GET", query)
-            if answer is not None:
-                try:
-                    lean_listing = read_listing(answer.body)
-                except ResponseParserError as exc:
-                    raise translate_error(exc, operation) from exc
-                token = lean_listing.next_token if lean_listing.truncated else None
-                return ListPage(lean_listing.objects, token, answer.request_id)
+        if self._lean is not None and self._lean.armed:
+            page = await self._lean.list_page(
+                operation,
+                prefix,
+                start_after=start_after,
+                continuation_token=continuation_token,
+                max_keys=max_keys,
+            )
+            if page is not None:
+                return page
         params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
         if continuation_token is not None:
             params["ContinuationToken"] = continuation_token
@@ -449,7 +284,8 @@ class S3ObjectStore(ObjectStore):
         listing = response["L0gcListing"]
         token = listing.next_token if listing.truncated else None
         request_id = response.get("ResponseMetadata", {}).get("RequestId")
-        self._arm()
+        if self._lean is not None:
+            self._lean.arm()
         return ListPage(listing.objects, token, request_id)
 
     async def list_versions_page(
@@ -539,15 +375,10 @@ class S3ObjectStore(ObjectStore):
         """One DeleteObjects of `body`: the answer as `read_delete_result` gives it; on the
         lean path when it is armed, else (or when this answer disarmed it) by botocore."""
         operation = f"DeleteObjects on s3://{self.bucket}"
-        if self._lean is not None:
-            digest = hashlib.md5(body, usedforsecurity=False).digest()
-            md5 = base64.b64encode(digest).decode()
-            answer = await self._lean_send(operation, "POST", (("delete", None),), body, md5)
+        if self._lean is not None and self._lean.armed:
+            answer = await self._lean.delete_objects(operation, body)
             if answer is not None:
-                try:
-                    return read_delete_result(answer.body)
-                except ResponseParserError as exc:
-                    raise translate_error(exc, operation) from exc
+                return answer
         try:
             response: dict[str, Any] = await self._client.delete_objects(
                 Bucket=self.bucket, Delete={}, L0gcBody=body
@@ -775,7 +606,7 @@ async def preflight(
         connect_timeout_s=min(settings.connect_timeout_s, PREFLIGHT_CONNECT_TIMEOUT_S),
         read_timeout_s=min(settings.read_timeout_s, PREFLIGHT_READ_TIMEOUT_S),
     )
-    async with S3ObjectStore.open(probe) as store:
+    async with S3ObjectStore.open(probe, lean=False) as store:  # one LIST: not worth arming
         client = store._client  # the raw error names the bucket's region
         endpoint = settings.endpoint_url or f"AWS S3 ({client.meta.region_name})"
         for attempt in range(backoff.max_attempts):

@@ -218,7 +218,7 @@ def open_http(
         timeout=timeout,
         trust_env=False,
         auto_decompress=False,
-        skip_auto_headers=("User-Agent",),
+        skip_auto_headers=("User-Agent", "Content-Type"),  # botocore sends neither here
     )
 
 

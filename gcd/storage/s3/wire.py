@@ -22,6 +22,7 @@ from gcd.storage.objectstore import ObjectInfo
 __all__ = [
     "Listing",
     "delete_body",
+    "error_document",
     "parse_s3_timestamp",
     "read_delete_result",
     "read_error",
@@ -143,6 +144,16 @@ def read_delete_result(body: bytes) -> dict[str, Any]:
     tree when the scanner does not take it."""
     answer = _scan_delete_result(body)
     return answer if answer is not None else _tree_delete_result(body)
+
+
+def error_document(body: bytes) -> bool:
+    """Whether `body`'s root element is ``<Error>`` (a look at its start only: the XML
+    declaration, then the root tag)."""
+    head = body[:512].lstrip()
+    if head.startswith(b"<?xml"):
+        end = head.find(b"?>")
+        head = head[end + 2 :].lstrip() if end >= 0 else b""
+    return head.startswith((b"<Error>", b"<Error "))
 
 
 def read_error(body: bytes) -> tuple[str, str] | None:
