@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import msgspec
-
 from gcd.observe.events import BatchAttempt, BatchOutcome
 from l0gc import strictjson
 
@@ -89,7 +87,12 @@ def after_doc(outcome: BatchOutcome) -> dict[str, Any]:
     return doc
 
 
-_FAST: Final = msgspec.json.Encoder()
+try:
+    import msgspec
+except ImportError:  # a Spark executor shipped l0gc alone (`gcd spark-package`): json only
+    _FAST: Any = None
+else:
+    _FAST = msgspec.json.Encoder()
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
@@ -101,13 +104,15 @@ def encode_record(record: dict[str, Any]) -> bytes:
     its bytes are json's whenever they are ASCII; floats it writes in another form
     (1e16, not 1e+16), so each float of the record's top level (the time, "at") goes in
     as json writes it. Anything else (output not ASCII or with a DEL: json escapes them;
-    a lone surrogate; a type msgspec refuses) is written by strictjson itself.
+    a lone surrogate; a type msgspec refuses) is written by strictjson itself, as is
+    every record where msgspec is not installed (a Spark executor given only `gcd
+    spark-package`'s zip).
     """
     floats = {name: value for name, value in record.items() if type(value) is float}
-    if all(math.isfinite(value) for value in floats.values()):
+    if _FAST is not None and all(math.isfinite(value) for value in floats.values()):
         fast = record | {name: msgspec.Raw(repr(value)) for name, value in floats.items()}
         try:
-            line = _FAST.encode(fast)
+            line: bytes = _FAST.encode(fast)
         except (TypeError, ValueError, OverflowError):
             pass
         else:
