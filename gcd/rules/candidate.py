@@ -9,9 +9,13 @@ from gcd.rules.versions import version_target
 __all__ = ["Candidate"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Candidate:
-    """A key selected for deletion, with what the accounting needs."""
+    """A key selected for deletion, with what the accounting needs.
+
+    Not frozen, though nothing changes one once made: a frozen dataclass's constructor
+    sets each field through `object.__setattr__`, ~1 us more for every key a round
+    deletes (bench/RESULTS.md section 41)."""
 
     key: str
     size: int

@@ -31,9 +31,13 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ObjectInfo:
-    """One listed object: key, size in bytes, LastModified as epoch seconds (UTC)."""
+    """One listed object: key, size in bytes, LastModified as epoch seconds (UTC).
+
+    Not frozen, though nothing changes one once listed: a frozen dataclass's constructor
+    sets each field through `object.__setattr__`, ~0.5 us more for every listed key
+    (bench/RESULTS.md section 41)."""
 
     key: str
     size: int
