@@ -96,6 +96,10 @@ class _Batch:
     basis: DeleteBasis | None = None
     """The admission the round deletes under (for the sinks)."""
     number: int = 0
+    plain: bool = False
+    """Every candidate a current key, hiding nothing: no version, marker, hidden version,
+    generation or reclaim (the common batch; its requests and answers are handled a
+    request at a time, not a key at a time)."""
 
     def remaining(self) -> list[str]:
         """Every key still waiting in the stack (which is emptied)."""
@@ -151,12 +155,19 @@ class BatchDeleter:
             counts,
             basis=basis,
             number=next(self._batch_numbers),
+            plain=not any(
+                c.version_id is not None or c.marker or c.hides or c.reclaim or c.generation
+                for c in batch
+            ),
         )
-        sendable = [
-            target
-            for target, candidate in run.by_key.items()
-            if not self._screened(target, candidate.key, counts)
-        ]
+        if run.plain and not self.poison and xml_unsafe_reason("\n".join(run.by_key)) is None:
+            sendable = list(run.by_key)  # nothing to screen: one look at the whole batch
+        else:
+            sendable = [
+                target
+                for target, candidate in run.by_key.items()
+                if not self._screened(target, candidate.key, counts)
+            ]
         if sendable:
             run.stack.append(_Part(sendable))
         while run.stack:
@@ -211,19 +222,28 @@ class BatchDeleter:
             await self.limiter.release(slot, ok=False)
             self._braked([*part.keys, *run.remaining()], run.counts)
             return False
-        named = [split_target(target) for target in part.keys]  # the only split per key
-        versions = tuple(version for _, version in named)
-        if not any(versions):
-            versions = ()
+        by_key = run.by_key
+        if run.plain:  # targets are keys: nothing to split, no version, nothing hidden
+            named: list[tuple[str, str | None]] = []  # read only when versions are named
+            versions: tuple[str | None, ...] = ()
+            keys = tuple(part.keys)
+            hides: tuple[tuple[str, ...], ...] = ()
+        else:
+            named = [split_target(target) for target in part.keys]  # the only split per key
+            versions = tuple(version for _, version in named)
+            if not any(versions):
+                versions = ()
+            keys = tuple(key for key, _ in named)
+            hides = _hides(by_key[key] for key in part.keys)
         attempt = BatchAttempt(
             run.basis,
-            tuple(key for key, _ in named),
-            tuple(run.by_key[key].epoch for key in part.keys),
+            keys,
+            tuple(by_key[key].epoch for key in part.keys),
             part.attempt,
             run.number,
             next(self._request_numbers),
             versions,
-            _hides(run.by_key[key] for key in part.keys),
+            hides,
         )
         try:
             emit_before(self.sinks, attempt)
@@ -308,7 +328,8 @@ class BatchDeleter:
     ) -> None:
         """Account a triaged answer; send again what failed transiently or was not mentioned."""
         marked = {key for key, _ in result.markers}
-        top = self._account(answer.deleted, run.by_key, run.counts, marked)
+        account = self._account_plain if run.plain else self._account
+        top = account(answer.deleted, run.by_key, run.counts, marked)
         if top is not None and (run.highest is None or top > run.highest):
             run.highest = top
         for bad in result.errors:
@@ -397,6 +418,22 @@ class BatchDeleter:
         if pending:
             log.info("sweep.delete_abandoned", keys=len(pending))
             counts.abandoned += len(pending)
+
+    def _account_plain(
+        self,
+        deleted: Sequence[str],
+        by_key: dict[str, Candidate],
+        counts: RoundCounts,
+        _marked: set[str],
+    ) -> int | None:
+        """`_account` for a plain batch (`_Batch.plain`): its candidates' sizes and
+        epochs, a request at a time."""
+        gone = [candidate for key in deleted if (candidate := by_key.get(key)) is not None]
+        size = sum(candidate.size for candidate in gone)
+        counts.deleted += len(gone)
+        counts.deleted_bytes += size
+        self._emit(ObjectsDeleted(len(gone), size, 0, 0, 0, 0))
+        return max((candidate.epoch for candidate in gone), default=None)
 
     def _account(
         self,

@@ -334,7 +334,8 @@ async def test_each_target_is_split_once_and_the_journal_sees_keys_and_versions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The deleter splits each target once per request (it was three times per key,
-    issue 43); what the sinks see is still each key with its version id."""
+    issue 43), and a batch of plain keys not at all (issue 56); what the sinks see is
+    still each key with its version id."""
     calls = 0
 
     def counting(target: str) -> tuple[str, str | None]:
@@ -370,10 +371,27 @@ async def test_each_target_is_split_once_and_the_journal_sees_keys_and_versions(
         counts = RoundCounts()
         await deleter.delete(candidates, counts)
         assert counts.deleted == len(candidates)
-        assert calls == len(candidates)
+        assert calls == (0 if store is plain else len(candidates))
         gone = [
             (k, v)
             for o in sink.outcomes
             for k, v in itertools.zip_longest(o.deleted, o.deleted_version_ids)
         ]
         assert sorted(gone) == sorted((c.key, c.version_id) for c in candidates)
+
+
+async def test_a_plain_batch_is_screened_and_accounted_as_key_by_key() -> None:
+    """A batch of plain keys (`_Batch.plain`) with one key XML cannot carry: that key is
+    kept and counted unsafe, the others deleted; bytes, count and the highest epoch are
+    what the key-by-key accounting gives."""
+    store = MemoryObjectStore()
+    keys = [f"p/{n:03d}" for n in range(50)] + ["p/bad\x01key"]
+    candidates = batch_of(store, keys)
+    deleter = deleter_for(store)  # type: ignore[arg-type]
+    counts = RoundCounts()
+    highest = await deleter.delete(candidates, counts)
+    assert (counts.deleted, counts.unsafe_keys) == (50, 1)
+    assert counts.deleted_bytes == sum(c.size for c in candidates[:50])
+    assert highest == max(c.epoch for c in candidates[:50])
+    assert "p/bad\x01key" in store.objects
+    assert not any(k in store.objects for k in keys[:50])
