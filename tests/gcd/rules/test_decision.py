@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -128,3 +129,33 @@ def test_a_page_decided_at_once_is_decided_as_key_by_key(
             expected.append(parsed.epoch if verdict is Verdict.DELETE and parsed else -1)
         got = deletable_epochs(keys, times, LAYOUT, safe, NOW, grace, referenced=refs)
         assert got == expected
+
+
+def test_a_page_at_once_at_every_boundary() -> None:
+    """`deletable_epochs` at the edges `decide` draws: epoch 0, epoch = M, M + 1, age =
+    grace (kept), just older, NaN and future times, a referenced key, junk; with and
+    without references."""
+    epochs = (0, 40, 41, 40, 40, 40, 40)
+    keys = [key(1, epoch, f"o{n}") for n, epoch in enumerate(epochs)] + ["junk", key(2, 0)]
+    times = [OLD, OLD, OLD, NOW - GRACE, NOW - GRACE - 1, math.nan, NOW + 5, OLD, OLD]
+    expected = [0, 40, -1, -1, 40, -1, -1, -1, 0]
+    assert deletable_epochs(keys, times, LAYOUT, 40, NOW, GRACE) == expected
+    referenced = {keys[1]}
+    with_refs = [0, -1, -1, -1, 40, -1, -1, -1, 0]
+    assert deletable_epochs(keys, times, LAYOUT, 40, NOW, GRACE, referenced=referenced) == (
+        with_refs
+    )
+    assert deletable_epochs(keys, times, LAYOUT, -1, NOW, GRACE, referenced=referenced) == (
+        [-1] * len(keys)
+    )
+    assert deletable_epochs(keys, times, LAYOUT, 0, NOW, GRACE, referenced=referenced) == (
+        [0, -1, -1, -1, -1, -1, -1, -1, 0]
+    )
+
+
+def test_a_page_with_fewer_times_than_keys_is_refused() -> None:
+    """A caller's slip (a time missing) raises; it never decides a key against another's
+    time or drops one silently."""
+    for refs in (frozenset(), {key(1, 1)}):
+        with pytest.raises(ValueError, match="zip"):
+            deletable_epochs([key(1, 1), key(1, 2)], [OLD], LAYOUT, 40, NOW, GRACE, referenced=refs)
