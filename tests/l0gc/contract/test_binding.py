@@ -14,6 +14,7 @@ from l0gc.contract.binding import (
     Claim,
     StorageTarget,
     ancestor_roots,
+    any_may_precede_claim,
     check_ancestor_claims,
     check_binding,
     claim_key,
@@ -208,6 +209,30 @@ def test_the_quick_test_says_what_every_directory_comparison_says(parts: list[st
         d for d in directories_below(key, OUTER) if key[len(d) + 1 :].encode() < CLAIM_NAME.encode()
     ]
     assert list(may_precede_claim(key, OUTER)) == compared
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([*"/.-,0aZ~\t\né", CLAIM_NAME]), max_size=8).map("".join),
+        max_size=5,
+    )
+)
+def test_a_page_may_precede_a_claim_when_any_of_its_keys_may(tails: list[str]) -> None:
+    """`any_may_precede_claim` (one search of a page) says True whenever
+    `may_precede_claim` yields for some key: it may say True more often, never less."""
+    keys = [f"{OUTER}/{tail}" for tail in tails]
+    if any(next(may_precede_claim(key, OUTER), None) is not None for key in keys):
+        assert any_may_precede_claim(keys)
+
+
+def test_a_page_of_plain_keys_cannot_precede_a_claim() -> None:
+    """Examples: digits and letters never; one name below '.' in a page of many, yes."""
+    plain = [f"{INNER}/000/{epoch:018d}/obj-{epoch}" for epoch in range(50)]
+    assert not any_may_precede_claim(plain)
+    assert not any_may_precede_claim([])
+    assert any_may_precede_claim([*plain, f"{INNER}/000/{1:018d}/-k"])
+    assert any_may_precede_claim([*plain, f"{INNER}/000/"])  # an empty last segment
 
 
 def _claim(namespace: str, root: str, cluster: str = "c1") -> bytes:
