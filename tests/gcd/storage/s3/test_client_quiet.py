@@ -11,12 +11,11 @@ from __future__ import annotations
 import datetime
 import itertools
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import boto3
 import pytest
-from aiohttp import web
 from botocore.config import Config
 
 from gcd.rules.versions import version_target
@@ -24,7 +23,6 @@ from gcd.storage.objectstore import DeleteResult
 from gcd.storage.s3.client import S3ObjectStore
 from gcd.storage.s3.settings import S3Settings
 from gcd.storage.s3.wire import delete_body
-from l0lab.testing.local_servers import free_port
 from tests.conftest import S3Server
 
 _names = itertools.count()
@@ -164,35 +162,6 @@ async def test_an_unversioned_batch_of_present_and_absent_keys_is_deleted(
     assert sorted(result.deleted) == sorted([*present, "q/absent"])
     assert result.errors == ()
     assert s3_any.keys(any_bucket) == set()
-
-
-@pytest.fixture
-async def scripted() -> AsyncIterator[Callable[[list[bytes]], Any]]:
-    """`start(answers)`: an endpoint answering each DeleteObjects with the next of
-    `answers`; its URL and the request bodies it received."""
-    runners: list[web.AppRunner] = []
-
-    async def start(answers: list[bytes]) -> tuple[str, list[bytes]]:
-        bodies: list[bytes] = []
-
-        async def handle(request: web.Request) -> web.Response:
-            bodies.append(await request.read())
-            return web.Response(
-                status=200, body=answers[len(bodies) - 1], content_type="application/xml"
-            )
-
-        app = web.Application()
-        app.router.add_route("POST", "/{tail:.*}", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        runners.append(runner)
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        return f"http://127.0.0.1:{port}", bodies
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 def _result(*entries: str) -> bytes:

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from aiohttp import web
 from structlog.testing import capture_logs
 
 from gcd.rules.versions import version_target
@@ -23,7 +22,6 @@ from gcd.storage.s3.settings import S3Settings
 from l0gc.errors import StorageError
 from l0lab.testing.faultproxy import FaultConfig, FaultProxy
 from l0lab.testing.lean_s3 import LeanS3
-from l0lab.testing.local_servers import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -192,38 +190,6 @@ async def test_delete_objects_not_implemented_falls_back_to_single_deletes(
     assert [log["event"] for log in logs].count("s3.batch_delete_unsupported") == 1
     assert [o.key for o in page.objects] == ["f/d"]
     assert lean_server.count(bucket) == 1
-
-
-@pytest.fixture
-async def scripted() -> AsyncIterator[Callable[[list[bytes]], Awaitable[tuple[str, list[bytes]]]]]:
-    """`start(answers)`: an endpoint answering every listing with an empty page and each
-    DeleteObjects with the next of `answers`; its URL and the delete bodies received."""
-    runners: list[web.AppRunner] = []
-
-    async def start(answers: list[bytes]) -> tuple[str, list[bytes]]:
-        bodies: list[bytes] = []
-
-        async def listing(request: web.Request) -> web.Response:
-            page = f'<ListBucketResult xmlns="{_NS}"><IsTruncated>false</IsTruncated>'
-            return web.Response(body=f"{page}</ListBucketResult>".encode())
-
-        async def delete(request: web.Request) -> web.Response:
-            bodies.append(await request.read())
-            return web.Response(body=answers[len(bodies) - 1], content_type="application/xml")
-
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", listing)
-        app.router.add_route("POST", "/{tail:.*}", delete)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        runners.append(runner)
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        return f"http://127.0.0.1:{port}", bodies
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 def _result(*entries: str) -> bytes:
