@@ -114,8 +114,10 @@ class PrefixWatch(Protocol):
     """An open watch of one prefix."""
 
     async def sync(self) -> tuple[list[Change], int]:
-        """Every change since the previous sync (whole revisions, in order), and the
-        revision the server had when it answered; WatchLost once the watch has ended."""
+        """Every change since the previous sync (whole revisions, in order), and a
+        revision up to which every change has come (the server's current one where its
+        answers are ordered with its events, else at least the last change's: see
+        `l0gc.etcd.watch`); WatchLost once the watch has ended."""
         ...
 
     async def close(self) -> None:

@@ -26,7 +26,7 @@ from l0gc.contract.kv import (
     TxnResult,
 )
 from l0gc.errors import ConfigError, EtcdUnavailable, LeaseExpired, WatchLost
-from l0gc.etcd.watch import EtcdWatch
+from l0gc.etcd.watch import EtcdWatch, progress_is_ordered
 
 __all__ = ["DEFAULT_PAGE_SIZE", "PAGE_TARGET_BYTES", "EtcdKV"]
 
@@ -76,6 +76,9 @@ class _Session:
     lease: Any
     metadata: tuple[tuple[str, str], ...] | None
     retired: bool = False
+    ordered_progress: bool | None = None
+    """Whether the endpoint's progress answers are ordered with watch events
+    (`l0gc.etcd.watch`); None until the first watch asks."""
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -449,8 +452,17 @@ class EtcdKV:
         create = rpc.WatchCreateRequest(
             key=start, range_end=_prefix_end(start), start_revision=start_revision
         )
+        if session.ordered_progress is None:
+            session.ordered_progress = await self._ordered_progress(session)
         call = rpc.WatchStub(session.channel).Watch(metadata=session.metadata)
-        watch = EtcdWatch(session.endpoint, prefix, call, self._timeout_s)
+        watch = EtcdWatch(
+            session.endpoint,
+            prefix,
+            call,
+            self._timeout_s,
+            start_revision=start_revision,
+            ordered_progress=session.ordered_progress,
+        )
         try:
             async with asyncio.timeout(self._timeout_s):
                 await call.write(rpc.WatchRequest(create_request=create))
@@ -459,6 +471,27 @@ class EtcdKV:
             reason = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
             raise WatchLost(session.endpoint, f"watch {prefix}: {reason}") from exc
         return watch
+
+    async def _ordered_progress(self, session: _Session) -> bool:
+        """Whether `session`'s endpoint orders progress answers with watch events, from
+        its version (`l0gc.etcd.watch.progress_is_ordered`); False when it cannot say."""
+        try:
+            status = await rpc.MaintenanceStub(session.channel).Status(
+                rpc.StatusRequest(), timeout=self._timeout_s, metadata=session.metadata
+            )
+            version = str(status.version)
+        except grpc.aio.AioRpcError as exc:
+            version = f"unknown ({exc.code().name})"
+        ordered = progress_is_ordered(version)
+        if not ordered:
+            _log.info(
+                "etcd.watch_progress_unordered",
+                endpoint=session.endpoint,
+                version=version,
+                effect="a watched view is vouched for up to its last event, not etcd's "
+                "answer; etcd 3.5.13 or later makes it current at every read",
+            )
+        return ordered
 
     async def txn(self, compares: Sequence[Compare], ops: Sequence[Put | Delete]) -> TxnResult:
         """Apply `ops` iff every mod_revision compare holds. Never retried once sent."""

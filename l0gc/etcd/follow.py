@@ -104,7 +104,8 @@ class GcFollower:
             await self.close()
             return await self._full()
         self._index.apply(changes)
-        # every change up to the server's revision has come: the index is etcd's at it
+        # every change up to the revision the watch vouches for has come: the index is
+        # etcd's at it (on etcd before 3.5.13, its last change's: `l0gc.etcd.watch`)
         self._index.revision = max(self._index.revision, revision)
         self.changes_applied += len(changes)
         self._note(changes)
