@@ -315,7 +315,7 @@ async def run(args: argparse.Namespace) -> int:
     plan = PlanWriter(Path(args.plan_out)) if args.plan_out else None
     try:
         async with SweepRuntime.open(
-            setup, plan=plan, preflight=True, check_namespace=True
+            setup, plan=plan, preflight=True, check_namespace=True, metrics=False
         ) as runtime:
             freeze_opened()
             sweeper = runtime.sweeper

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
@@ -23,7 +23,6 @@ from gcd.journal.chain import (
 )
 from gcd.journal.index import INDEX_SUFFIX, IndexBuilder, index_name
 from gcd.observe.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
-from gcd.observe.metrics import SweeperMetrics
 from gcd.observe.telemetry import (
     DEFAULT_HOOK,
     JOURNAL_EVENTS,
@@ -31,12 +30,16 @@ from gcd.observe.telemetry import (
     JournalAppended,
     JournalFailed,
     JournalRotated,
+    hook_of,
 )
 from gcd.storage.objectstore import BucketStore
 from l0gc import strictjson
 from l0gc.contract.journal_anchor import JournalAnchor, audit_anchor_name, pruned_marker_name
 from l0gc.errors import ConfigError, InvalidJson, InvalidRecord, StorageError
 from l0gc.events import Emitter, Hooks
+
+if TYPE_CHECKING:
+    from gcd.observe.metrics import SweeperMetrics
 
 __all__ = [
     "JournalRead",
@@ -117,9 +120,9 @@ class JournalWriter:
             "endpoint_url": endpoint_url,
             "kind": kind,
         }
-        self.metrics = metrics if metrics is not None else SweeperMetrics()
+        self.metrics, hooks = hook_of(metrics, hook)
         """The metrics `hook` feeds by default (the journal itself only emits events)."""
-        self.emit = Emitter(self.metrics.hook if hook is DEFAULT_HOOK else hook, JOURNAL_EVENTS)
+        self.emit = Emitter(hooks, JOURNAL_EVENTS)
         """Where the journal's events go (`gcd.observe.telemetry`), its shipping's too."""
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s

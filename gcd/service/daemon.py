@@ -203,6 +203,8 @@ class Daemon:
     ) -> None:
         if source is None and override is None:
             raise ConfigError("the daemon needs etcd (--etcd) or --safe-epoch")
+        if sweeper.metrics is None:
+            raise ConfigError("the daemon serves /metrics: its sweeper needs SweeperMetrics")
         self.sweeper = sweeper
         self.metrics = sweeper.metrics
         """What /metrics serves (fed through the sweeper's hook, not by the daemon)."""

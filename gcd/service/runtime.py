@@ -25,8 +25,8 @@ from gcd.journal.records import (
     read_journal,
     read_journal_objects,
 )
-from gcd.observe.metrics import SweeperMetrics
 from gcd.observe.report import PlanWriter, RoundResult
+from gcd.observe.telemetry import DEFAULT_HOOK, DefaultHook
 from gcd.rules.admission import SafetyGate
 from gcd.rules.prices import PriceTable, prices_for
 from gcd.rules.undo import lifecycle_conflicts
@@ -51,9 +51,11 @@ from l0gc.contract.binding import StorageTarget
 from l0gc.errors import ConfigError
 from l0gc.etcd.follow import GcFollower
 from l0gc.etcd.settings import EtcdSettings
+from l0gc.events import Hooks
 
 if TYPE_CHECKING:  # the daemon and its HTTP server (aiohttp.web): imported when used
     from gcd.journal.search import SegmentSource
+    from gcd.observe.metrics import SweeperMetrics
     from gcd.service.daemon import Daemon, DaemonConfig
     from l0gc.auth import TokenFile
     from l0gc.etcd.client import EtcdKV
@@ -187,7 +189,9 @@ async def _journal(
     sweeper_id: str,
     kv: EtcdKV | None,
     objects: BucketStore,
-    metrics: SweeperMetrics,
+    *,
+    metrics: SweeperMetrics | None,
+    hook: Hooks | DefaultHook,
 ) -> AsyncIterator[tuple[JournalWriter, ...]]:
     """The journal sinks (none without a directory); while they run the journal's end is
     anchored in etcd (with etcd, on the runtime's client) and closed segments are shipped
@@ -212,6 +216,7 @@ async def _journal(
         endpoint_url=target.endpoint_url,
         kind=target.kind,
         metrics=metrics,
+        hook=hook,
         max_bytes=journal.max_bytes,
         max_age_s=journal.max_age_s,
     )
@@ -332,17 +337,21 @@ class SweepRuntime:
         preflight: bool = False,
         check_namespace: bool = False,
         wrap: Callable[[BucketStore], BucketStore] | None = None,
+        metrics: bool = True,
     ) -> AsyncIterator[SweepRuntime]:
         """Open everything (the module docstring), yield the runtime, close it all.
 
         `preflight`: list the store once first (ConfigError, exit 2, for what only the
         operator can fix). `check_namespace`: refuse a namespace with nothing stored.
         `follow_every` > 0 (a daemon): M is followed with an etcd watch, checked every
-        `follow_every` reads, at most once per `check_interval_s` (`l0gc.etcd.follow`)."""
+        `follow_every` reads, at most once per `check_interval_s` (`l0gc.etcd.follow`).
+        `metrics=False` (a one-shot round, which exports none): no `SweeperMetrics` and
+        no hook, so prometheus_client is never imported."""
         if preflight:
             await preflight_store(settings.store, settings.round.layout.listing_root)
         sweeper_id = new_sweeper_id()
-        metrics = SweeperMetrics()
+        gauges = SweeperMetrics() if metrics else None
+        hook: Hooks | DefaultHook = DEFAULT_HOOK if metrics else None
         async with contextlib.AsyncExitStack() as stack:
             kv, watermarks = await stack.enter_async_context(
                 etcd_client(settings.etcd, check_namespace=check_namespace)
@@ -351,7 +360,7 @@ class SweepRuntime:
             if wrap is not None:  # the demo counts what the sweeper asks of the store
                 objects = wrap(objects)
             sinks = await stack.enter_async_context(
-                _journal(settings, sweeper_id, kv, objects, metrics)
+                _journal(settings, sweeper_id, kv, objects, metrics=gauges, hook=hook)
             )
             undo = await stack.enter_async_context(_undo_keeper(settings, kv, objects))
             source = me = None
@@ -373,7 +382,8 @@ class SweepRuntime:
                 settings.round,
                 plan=plan,
                 brake=brake_for(source),
-                metrics=metrics,
+                metrics=gauges,
+                hook=hook,
                 sinks=sinks,
                 undo=undo,
                 sweeper_id=sweeper_id,

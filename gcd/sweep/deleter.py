@@ -9,7 +9,7 @@ import asyncio
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import structlog
 
@@ -22,7 +22,6 @@ from gcd.observe.events import (
     emit_after,
     emit_before,
 )
-from gcd.observe.metrics import SweeperMetrics
 from gcd.observe.report import RoundCounts
 from gcd.observe.telemetry import (
     DEFAULT_HOOK,
@@ -34,6 +33,7 @@ from gcd.observe.telemetry import (
     DeleteFailed,
     DeletesBraked,
     ObjectsDeleted,
+    hook_of,
 )
 from gcd.rules.candidate import Candidate
 from gcd.rules.triage import (
@@ -52,6 +52,9 @@ from gcd.storage.retry import Retrier, deadline
 from gcd.sweep.brake import OPEN, Brake
 from l0gc.errors import StorageError
 from l0gc.events import Emitter, Hooks
+
+if TYPE_CHECKING:
+    from gcd.observe.metrics import SweeperMetrics
 
 __all__ = ["MAX_BISECT_REQUESTS", "MAX_POISON_NAMED", "MAX_UNPROVEN", "BatchDeleter"]
 
@@ -132,9 +135,9 @@ class BatchDeleter:
         self._batch_numbers = itertools.count(1)
         self._request_numbers = itertools.count(1)
         self.retrier = retrier
-        self.metrics = metrics if metrics is not None else SweeperMetrics()
+        self.metrics, hooks = hook_of(metrics, hook)
         """The metrics `hook` feeds by default (the deleter itself only emits events)."""
-        self._emit = Emitter(self.metrics.hook if hook is DEFAULT_HOOK else hook, DELETER_EVENTS)
+        self._emit = Emitter(hooks, DELETER_EVENTS)
         self.stop = stop
         self.brake = brake
         self.limiter = AimdLimiter(concurrency)

@@ -11,11 +11,11 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
 from gcd.observe.events import DeleteBasis, DeleteSink
-from gcd.observe.metrics import SweeperMetrics
 from gcd.observe.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
 from gcd.observe.telemetry import (
     DEFAULT_HOOK,
@@ -26,6 +26,7 @@ from gcd.observe.telemetry import (
     RoundFinished,
     RoundNotListed,
     UndoWindowSet,
+    hook_of,
 )
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.backoff import Backoff
@@ -48,6 +49,9 @@ from gcd.sweep.safety import WatermarkSource, read_admission
 from gcd.undo.window import KeyGroups, UndoKeeper
 from l0gc.errors import ConfigError, L0gcError
 from l0gc.events import Emitter, Hooks
+
+if TYPE_CHECKING:
+    from gcd.observe.metrics import SweeperMetrics
 
 __all__ = ["RoundConfig", "Sweeper", "run_round", "split_prefixes"]
 
@@ -144,7 +148,8 @@ class Sweeper:
     """Runs rounds against one object store; keeps AIMD state between rounds.
 
     `hook` receives the engine's events (`gcd.observe.telemetry`); by default the hook of
-    `metrics` (a fresh `SweeperMetrics` when not given), None for no hook at all.
+    `metrics` (a fresh `SweeperMetrics` when not given), None for no hook at all (and no
+    metrics unless given: `gcd.observe.telemetry.hook_of`).
     """
 
     def __init__(
@@ -172,10 +177,9 @@ class Sweeper:
         self._rounds = itertools.count(1)
         self.sweeper_id = sweeper_id
         self.config = config
-        self.metrics = metrics if metrics is not None else SweeperMetrics()
-        """What `hook` feeds by default (the sweeper itself only emits events)."""
-        self.hook: Hooks = self.metrics.hook if hook is DEFAULT_HOOK else hook
-        """Where the events of this sweeper, its deleter and its daemon go."""
+        self.metrics, self.hook = hook_of(metrics, hook)
+        """What `hook` feeds by default (None: no metrics; the sweeper itself only emits
+        events), and where the events of this sweeper, its deleter and its daemon go."""
         self._emit = Emitter(self.hook, SWEEPER_EVENTS)
         self.plan = plan
         self.retrier = retrier if retrier is not None else Retrier(config.backoff)
