@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("l0gc.etcd",),
     # the publisher; never imported by gcd (SIDES)
     ("watermark",),
+    ("watermark.events",),
     ("watermark.core",),
     ("watermark.service",),
     ("watermark.api",),

@@ -23,6 +23,7 @@ from gcd.journal.chain import (
 )
 from gcd.journal.index import INDEX_SUFFIX, IndexBuilder, index_name
 from gcd.observe.events import BatchAttempt, BatchOutcome, DeletionNotRecorded
+from gcd.observe.hooks import hook_of
 from gcd.observe.telemetry import (
     DEFAULT_HOOK,
     JOURNAL_EVENTS,
@@ -30,7 +31,6 @@ from gcd.observe.telemetry import (
     JournalAppended,
     JournalFailed,
     JournalRotated,
-    hook_of,
 )
 from gcd.storage.objectstore import BucketStore
 from l0gc import strictjson

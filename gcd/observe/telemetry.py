@@ -7,14 +7,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from gcd.observe.report import RoundSummary
 from gcd.rules.admission import RoundAdmission
-from l0gc.events import Hooks
-
-if TYPE_CHECKING:
-    from gcd.observe.metrics import SweeperMetrics
 
 __all__ = [
     "DAEMON_EVENTS",
@@ -47,7 +43,6 @@ __all__ = [
     "UnsafeKeyKept",
     "VersionLocked",
     "WatermarkAgeShown",
-    "hook_of",
 ]
 
 
@@ -58,22 +53,6 @@ class DefaultHook(enum.Enum):
 
 
 DEFAULT_HOOK: Final = DefaultHook.METRICS
-
-
-def hook_of(
-    metrics: SweeperMetrics | None, hook: Hooks | DefaultHook
-) -> tuple[SweeperMetrics | None, Hooks]:
-    """The metrics a part of the engine feeds and the hook its events go to: `hook` as
-    given (`metrics` as given, maybe None), or for DEFAULT_HOOK the hook of `metrics` (a
-    fresh `SweeperMetrics` when None). prometheus_client is imported only then: a
-    one-shot round, which exports no metrics, passes `hook=None` and never loads it."""
-    if hook is not DEFAULT_HOOK:
-        return metrics, hook
-    if metrics is None:
-        from gcd.observe.metrics import SweeperMetrics  # noqa: PLC0415 - see above
-
-        metrics = SweeperMetrics()
-    return metrics, metrics.hook
 
 
 # -- a round (gcd.sweep.sweeper, gcd.sweep.listing, gcd.sweep.pages) --------------------

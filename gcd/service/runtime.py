@@ -350,7 +350,11 @@ class SweepRuntime:
         if preflight:
             await preflight_store(settings.store, settings.round.layout.listing_root)
         sweeper_id = new_sweeper_id()
-        gauges = SweeperMetrics() if metrics else None
+        gauges = None
+        if metrics:
+            from gcd.observe.metrics import SweeperMetrics  # noqa: PLC0415 - see `metrics`
+
+            gauges = SweeperMetrics()
         hook: Hooks | DefaultHook = DEFAULT_HOOK if metrics else None
         async with contextlib.AsyncExitStack() as stack:
             kv, watermarks = await stack.enter_async_context(

@@ -22,6 +22,7 @@ from gcd.observe.events import (
     emit_after,
     emit_before,
 )
+from gcd.observe.hooks import hook_of
 from gcd.observe.report import RoundCounts
 from gcd.observe.telemetry import (
     DEFAULT_HOOK,
@@ -33,7 +34,6 @@ from gcd.observe.telemetry import (
     DeleteFailed,
     DeletesBraked,
     ObjectsDeleted,
-    hook_of,
 )
 from gcd.rules.candidate import Candidate
 from gcd.rules.triage import (

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from gcd.observe.events import DeleteBasis, DeleteSink
+from gcd.observe.hooks import hook_of
 from gcd.observe.report import PlanWriter, RoundCounts, RoundResult, RoundSummary
 from gcd.observe.telemetry import (
     DEFAULT_HOOK,
@@ -26,7 +27,6 @@ from gcd.observe.telemetry import (
     RoundFinished,
     RoundNotListed,
     UndoWindowSet,
-    hook_of,
 )
 from gcd.rules.admission import RoundAdmission, SafetyGate
 from gcd.rules.backoff import Backoff

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from l0gc.errors import AlreadyCommitted, FenceExpired, IllegalTransition
-from l0gc.events import FenceRefusal
 from watermark.core.window import Admission, EpochWindow
+from watermark.events import FenceRefusal
 
 __all__ = [
     "Enter",

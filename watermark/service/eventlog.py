@@ -11,13 +11,13 @@ from typing import Any
 import structlog
 
 from l0gc.contract.namespace import PublishStatus
-from l0gc.events import (
+from l0gc.events import HandlerTable
+from watermark.events import (
     FenceReclaimed,
     FenceRefusal,
     FenceRefused,
     FencesRevoked,
     FencingViolationFound,
-    HandlerTable,
     IdleAdvanced,
     IdleAdvanceSkipped,
     PublishFailed,

@@ -13,19 +13,18 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from l0gc.errors import FenceExpired, FenceTimeout, GuardClosed, L0gcError, StaleEpoch
-from l0gc.events import (
-    Emitter,
+from l0gc.events import Emitter, Hooks
+from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Outcome, Refuse, Slide, Wait
+from watermark.core.window import Admission, EpochWindow
+from watermark.events import (
     FenceGranted,
     FenceReclaimed,
     FenceRefusal,
     FenceRefused,
     FenceReleased,
     FencesRevoked,
-    Hooks,
     WindowSlid,
 )
-from watermark.core.fencelock import Enter, FenceLock, Grant, Hold, Outcome, Refuse, Slide, Wait
-from watermark.core.window import Admission, EpochWindow
 from watermark.service.eventlog import EVENT_LOG
 
 __all__ = ["DEFAULT_HOLD_TTL_S", "FenceToken", "FencingGuard", "HoldingBlock"]

@@ -12,7 +12,9 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from l0gc.contract.namespace import PublishStatus
-from l0gc.events import (
+from l0gc.events import HandlerTable
+from l0gc.process.buildinfo import register_build_info
+from watermark.events import (
     ClusterEpochRead,
     FenceGranted,
     FenceReclaimed,
@@ -21,7 +23,6 @@ from l0gc.events import (
     FenceReleased,
     FencesRevoked,
     FencingViolationFound,
-    HandlerTable,
     HostedChanged,
     IdleAdvanced,
     Published,
@@ -34,7 +35,6 @@ from l0gc.events import (
     TickerStarted,
     WindowSlid,
 )
-from l0gc.process.buildinfo import register_build_info
 
 __all__ = [
     "FenceResult",

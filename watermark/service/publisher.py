@@ -27,11 +27,14 @@ from l0gc.errors import (
     WriteRefused,
 )
 from l0gc.etcd.store import WatermarkStore
-from l0gc.events import (
+from l0gc.events import Emitter, Hooks
+from watermark.core.fencelock import Outcome, repeat_of
+from watermark.core.gcstate import PartitionGcState
+from watermark.core.references import ReferenceSet
+from watermark.core.window import EpochWindow
+from watermark.events import (
     ClusterEpochRead,
-    Emitter,
     FencingViolationFound,
-    Hooks,
     HostedChanged,
     IdleAdvanced,
     IdleAdvanceSkipped,
@@ -40,10 +43,6 @@ from l0gc.events import (
     PublishRefused,
     PublishRound,
 )
-from watermark.core.fencelock import Outcome, repeat_of
-from watermark.core.gcstate import PartitionGcState
-from watermark.core.references import ReferenceSet
-from watermark.core.window import EpochWindow
 from watermark.service.eventlog import EVENT_LOG
 from watermark.service.fence import Fence, FenceBlock
 from watermark.service.guard import DEFAULT_HOLD_TTL_S, FenceToken, FencingGuard

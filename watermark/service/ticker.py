@@ -20,9 +20,8 @@ from l0gc.errors import (
 )
 from l0gc.etcd.session import LeaseSession
 from l0gc.etcd.store import WatermarkStore
-from l0gc.events import (
-    Emitter,
-    Hooks,
+from l0gc.events import Emitter, Hooks
+from watermark.events import (
     TickerAdvanceConflict,
     TickerAdvanced,
     TickerElected,

@@ -102,16 +102,22 @@ async def test_a_rounds_events_add_up_to_its_summary_and_its_metrics() -> None:
 
 
 async def test_with_no_hook_a_sweeper_deletes_the_same_and_counts_nothing() -> None:
-    """hook=None is the null hook: the round is the same, no metric moves."""
+    """hook=None is the null hook: the round is the same, no metric moves (metrics given
+    beside it are not fed), and without given metrics there are none at all (what a
+    one-shot `gcd sweep` runs: it never imports prometheus_client)."""
     counted, silent = garbage_store(), garbage_store()
     config = RoundConfig(layout=LAYOUT, page_size=2)
     expected = (await Sweeper(counted, config, clock=lambda: NOW).sweep(10, None)).summary
-    sweeper = Sweeper(silent, config, clock=lambda: NOW, hook=None)
+    bare = Sweeper(garbage_store(), config, clock=lambda: NOW, hook=None)
+    assert (bare.metrics, bare.hook, bare.deleter.metrics) == (None, None, None)
+    assert (await bare.sweep(10, None)).summary.deleted == expected.deleted
+    sweeper = Sweeper(silent, config, clock=lambda: NOW, hook=None, metrics=SweeperMetrics())
     summary = (await sweeper.sweep(10, None)).summary
     assert silent.keys() == counted.keys()
     assert dataclasses.replace(summary, duration_s=0, round=None) == dataclasses.replace(
         expected, duration_s=0, round=None
     )
+    assert sweeper.metrics is not None
     registry = sweeper.metrics.registry
     assert registry.get_sample_value("l0gc_sweeper_listed_objects_total") == 0
     assert registry.get_sample_value("l0gc_sweeper_rounds_total", {"outcome": "ok"}) == 0

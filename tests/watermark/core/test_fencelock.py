@@ -7,7 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from l0gc.errors import AlreadyCommitted, FenceExpired, IllegalTransition
-from l0gc.events import FenceRefusal
 from watermark.core.fencelock import (
     Enter,
     FenceLock,
@@ -20,6 +19,7 @@ from watermark.core.fencelock import (
     repeat_of,
 )
 from watermark.core.window import EpochWindow
+from watermark.events import FenceRefusal
 
 N = 100
 

@@ -24,10 +24,10 @@ from l0gc.errors import (
 )
 from l0gc.etcd.memory import MemoryKV
 from l0gc.etcd.store import WatermarkStore
-from l0gc.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
 from l0lab.sim.variants import NoDrainGuard
 from tests.publishing import NS, HandClock, Publishing, hosting, new_publishing
 from watermark.core.fencelock import Outcome
+from watermark.events import ClusterEpochRead, HostedChanged, IdleAdvanced, PublishRound
 from watermark.service.fence import Fence
 from watermark.service.metrics import WatermarkMetrics
 from watermark.service.publisher import Publisher
