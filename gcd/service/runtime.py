@@ -25,8 +25,9 @@ from gcd.journal.records import (
     read_journal,
     read_journal_objects,
 )
+from gcd.observe.hooks import hook_of
 from gcd.observe.report import PlanWriter, RoundResult
-from gcd.observe.telemetry import DEFAULT_HOOK, DefaultHook
+from gcd.observe.telemetry import DEFAULT_HOOK
 from gcd.rules.admission import SafetyGate
 from gcd.rules.prices import PriceTable, prices_for
 from gcd.rules.undo import lifecycle_conflicts
@@ -191,7 +192,7 @@ async def _journal(
     objects: BucketStore,
     *,
     metrics: SweeperMetrics | None,
-    hook: Hooks | DefaultHook,
+    hook: Hooks,
 ) -> AsyncIterator[tuple[JournalWriter, ...]]:
     """The journal sinks (none without a directory); while they run the journal's end is
     anchored in etcd (with etcd, on the runtime's client) and closed segments are shipped
@@ -350,12 +351,7 @@ class SweepRuntime:
         if preflight:
             await preflight_store(settings.store, settings.round.layout.listing_root)
         sweeper_id = new_sweeper_id()
-        gauges = None
-        if metrics:
-            from gcd.observe.metrics import SweeperMetrics  # noqa: PLC0415 - see `metrics`
-
-            gauges = SweeperMetrics()
-        hook: Hooks | DefaultHook = DEFAULT_HOOK if metrics else None
+        gauges, hook = hook_of(None, DEFAULT_HOOK if metrics else None)
         async with contextlib.AsyncExitStack() as stack:
             kv, watermarks = await stack.enter_async_context(
                 etcd_client(settings.etcd, check_namespace=check_namespace)
