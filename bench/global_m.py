@@ -94,6 +94,10 @@ class _CountedWatch:
         self._counter[0] += sum(len(c.key) + len(c.value or b"") for c in changes)
         return changes, revision
 
+    @property
+    def answered(self) -> int:
+        return int(self._inner.answered)
+
     async def close(self) -> None:
         await self._inner.close()
 

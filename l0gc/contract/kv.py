@@ -120,6 +120,12 @@ class PrefixWatch(Protocol):
         `l0gc.etcd.watch`); WatchLost once the watch has ended."""
         ...
 
+    @property
+    def answered(self) -> int:
+        """The revision of the server's last progress answer: what `sync` vouched for
+        where answers are ordered with events, maybe more otherwise (0: none yet)."""
+        ...
+
     async def close(self) -> None:
         """Cancel the watch."""
         ...

@@ -182,6 +182,8 @@ class _MemoryWatch:
         self._kv = kv
         self._prefix = prefix
         self._seen = start_revision - 1
+        self.answered = 0
+        """The revision at the last sync (`l0gc.contract.kv.PrefixWatch`)."""
         self.closed = False
 
     async def sync(self) -> tuple[list[Change], int]:
@@ -192,7 +194,7 @@ class _MemoryWatch:
         if self._seen + 1 < kv._compacted:
             raise WatchLost(_ENDPOINT, f"watch {self._prefix}: compacted at {kv._compacted}")
         changes = kv._changes(self._prefix, self._seen)
-        self._seen = kv.revision
+        self._seen = self.answered = kv.revision
         return changes, kv.revision
 
     async def close(self) -> None:

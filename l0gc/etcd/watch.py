@@ -66,6 +66,8 @@ class EtcdWatch:
         self._timeout_s = timeout_s
         self._ordered_progress = ordered_progress
         self._vouched = start_revision - 1  # every change up to it has come
+        self.answered = 0
+        """The revision of etcd's last progress answer (`l0gc.contract.kv.PrefixWatch`)."""
 
     def _lost(self, reason: str) -> WatchLost:
         return WatchLost(self._endpoint, f"watch {self._prefix}: {reason}")
@@ -111,6 +113,7 @@ class EtcdWatch:
                 )
                 self._vouched = changes[-1].revision  # a whole revision per answer
             elif not response.created:  # the progress answer
+                self.answered = response.header.revision
                 if self._ordered_progress:
                     self._vouched = max(self._vouched, response.header.revision)
                 return changes, self._vouched
