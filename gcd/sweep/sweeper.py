@@ -149,7 +149,7 @@ class Sweeper:
 
     `hook` receives the engine's events (`gcd.observe.telemetry`); by default the hook of
     `metrics` (a fresh `SweeperMetrics` when not given), None for no hook at all (and no
-    metrics unless given: `gcd.observe.telemetry.hook_of`).
+    metrics unless given: `gcd.observe.hooks.hook_of`).
     """
 
     def __init__(

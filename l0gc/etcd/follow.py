@@ -136,7 +136,8 @@ class GcFollower:
             # etcd's at it, so a quiet namespace's index moves on. A change still on its
             # way fails that check without being lost: then the index's own revision.
             answered = 0 if self._watch is None else self._watch.answered
-            for revision in dict.fromkeys((max(answered, index.revision), index.revision)):
+            ahead = (answered,) if answered > index.revision else ()
+            for revision in (*ahead, index.revision):
                 try:
                     differs = await self._quick(self.store.kv, index, revision)
                 except EtcdUnavailable as exc:  # e.g. too many changed keys for one answer
