@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import ipaddress
 import ssl
 import subprocess
 import urllib.request
@@ -13,10 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from l0gc.errors import ConfigError, EtcdUnavailable
 from l0gc.etcd.settings import (
@@ -29,6 +23,7 @@ from l0gc.etcd.settings import (
 from l0gc.etcd.store import WatermarkStore
 from l0gc.options import add_config_option
 from l0lab.testing.local_servers import etcd_binary, free_port
+from l0lab.testing.pki import issue
 from tests.waiting import wait_until_sync
 
 
@@ -222,51 +217,12 @@ class Pki:
     client_key: Path
 
 
-def _issue(
-    directory: Path,
-    name: str,
-    ca_key: ec.EllipticCurvePrivateKey | None,
-    ca_name: x509.Name | None,
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Name]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = dt.datetime.now(dt.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca_name or subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-    )
-    if ca_key is None:
-        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-    else:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            False,
-        )
-    cert = builder.sign(ca_key or key, hashes.SHA256())
-    (directory / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / f"{name}-key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return key, subject
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
     """A CA with one server and one client certificate."""
-    ca_key, ca_name = _issue(tmp_path, "ca", None, None)
-    _issue(tmp_path, "server", ca_key, ca_name)
-    _issue(tmp_path, "root", ca_key, ca_name)
+    ca = issue(tmp_path, "ca", None)
+    issue(tmp_path, "server", ca)
+    issue(tmp_path, "root", ca)
     return Pki(
         ca=tmp_path / "ca.pem",
         server_cert=tmp_path / "server.pem",

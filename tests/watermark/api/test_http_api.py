@@ -4,8 +4,6 @@ routes, tokens and roles, strict bodies, slow and excess clients, TLS and mutual
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import ipaddress
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -15,15 +13,12 @@ from typing import Any
 
 import aiohttp
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from yarl import URL
 
 from l0gc.auth import parse_token_file
 from l0gc.errors import ConfigError
 from l0gc.etcd.store import WatermarkStore
+from l0lab.testing.pki import issue
 from tests.publishing import Publishing, api_on_loopback, new_publishing
 from tests.waiting import wait_until
 from watermark.api.http_api import create_app
@@ -730,40 +725,6 @@ class Pki:
     client_key: Path
     rogue_cert: Path
     rogue_key: Path
-
-
-def issue(
-    directory: Path, name: str, issuer: tuple[ec.EllipticCurvePrivateKey, x509.Name] | None
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Name]:
-    """Write `name`.pem and `name`-key.pem: a CA if `issuer` is None, else a leaf for
-    127.0.0.1 signed by `issuer`; return its key and name."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = dt.datetime.now(dt.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject if issuer is None else issuer[1])
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-    )
-    if issuer is None:
-        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-    else:
-        san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-        builder = builder.add_extension(san, False)
-    cert = builder.sign(key if issuer is None else issuer[0], hashes.SHA256())
-    (directory / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / f"{name}-key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return key, subject
 
 
 @pytest.fixture
