@@ -11,7 +11,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 import structlog
@@ -54,6 +54,7 @@ class Liveness:
     ttl_s: int
     _: KW_ONLY
     clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     key: str = field(init=False)
     _session: LeaseSession = field(init=False, repr=False)
 
@@ -81,7 +82,7 @@ class Liveness:
         the key of this owner id, wait up to `wait_s` for it to go, then ConfigError."""
         deadline = self.clock() + wait_s
         while True:
-            put = Put(self.key, self._value(), await self._session.grant())
+            put = Put(self.key, self._value(), await self._renewed_lease())
             if (await self.kv.txn([Compare(self.key, 0)], [put])).succeeded:
                 _log.info("watermark.liveness_held", owner=self.owner_id, key=self.key)
                 return
@@ -106,13 +107,15 @@ class Liveness:
                     "owner id would fence each other out: stop the other one, or give this "
                     "one another --owner-id"
                 )
-            await asyncio.sleep(min(0.5, self.ttl_s / 4))
+            await self.sleep(min(0.5, self.ttl_s / 4))
 
     async def wait_for_owners(self, owners: Mapping[str, str | None], wait_s: float) -> None:
         """Return once no partition of `owners` is owned by another live publisher;
         ConfigError naming them if some still are after `wait_s`."""
         deadline = self.clock() + wait_s
         while True:
+            if self._renewal_due():  # waiting longer than the TTL: the key must stay
+                await self._keep_once()
             alive = await self.alive([o for o in owners.values() if o is not None])
             held = take_over_plan(owners, self.owner_id, alive.__contains__)
             if not held:
@@ -127,7 +130,19 @@ class Liveness:
                     "it crashed), check --partitions for a typo, or, to take them over from "
                     "a publisher that is alive but must go, pass --take-over"
                 )
-            await asyncio.sleep(min(0.5, self.ttl_s / 4))
+            await self.sleep(min(0.5, self.ttl_s / 4))
+
+    def _renewal_due(self) -> bool:
+        """A quarter of the TTL has passed since the lease was granted or renewed (the
+        pace of `keep`), or there is none."""
+        return self._session.until - self.clock() <= 0.75 * self.ttl_s
+
+    async def _renewed_lease(self) -> int:
+        """The lease to hold the key on: renewed when due, a new one if it lapsed (a
+        `hold` can wait longer than the TTL, and etcd refuses a put on a dead lease)."""
+        if self._session.lease is not None and not self._renewal_due():
+            return self._session.lease
+        return await self._session.keep()
 
     async def keep(self, stop: asyncio.Event) -> None:
         """Refresh the lease every TTL/4 until `stop`; a lost lease is replaced (the key

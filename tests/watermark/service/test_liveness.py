@@ -76,3 +76,61 @@ def _exited_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return child.pid
+
+
+class _Time:
+    """A clock that only a sleep moves: the waits below take no real time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _held_elsewhere(owner: str) -> bytes:
+    return json.dumps({"owner": owner, "host": "another-host", "pid": 1}).encode()
+
+
+async def test_the_key_outlives_a_wait_for_the_owners_longer_than_its_ttl() -> None:
+    """`serve` holds its key, then waits up to 2 TTLs + 1 s for the partitions' live
+    owners to go: the key's lease is renewed while it waits, so this owner never looks
+    dead (nor is its owner id free for another process) in between."""
+    time_ = _Time()
+    kv = MemoryKV(now=time_)
+    other_lease = await kv.lease_grant(7)  # pub-b crashed: its key goes at t = 7
+    await kv.txn([], [Put(f"{NS}/owners/pub-b", _held_elsewhere("pub-b"), other_lease)])
+    me = Liveness(kv, NS, "pub-a", 4, clock=time_, sleep=time_.sleep)
+    await me.hold(0.0)
+    seen_alive: list[bool] = []
+
+    async def watching(seconds: float) -> None:
+        seen_alive.append("pub-a" in await Liveness(kv, NS, "x", 4).alive(["pub-a"]))
+        await time_.sleep(seconds)
+
+    me.sleep = watching
+    await me.wait_for_owners({"p/1": "pub-b"}, 9.0)
+    assert time_.now >= 7  # it did wait past its own TTL (4 s)
+    assert len(seen_alive) >= 12  # one look per half second
+    assert all(seen_alive)
+    assert await me.alive(["pub-a"]) == {"pub-a"}
+
+
+async def test_holding_waits_out_another_process_longer_than_its_ttl() -> None:
+    """Another host's process holds this owner id's key for longer than our TTL: we
+    wait (bounded), then hold the key on a lease that is alive, not the one granted
+    when the wait began (etcd refuses a put on an expired lease)."""
+    time_ = _Time()
+    kv = MemoryKV(now=time_)
+    lease = await kv.lease_grant(7)
+    await kv.txn([], [Put(f"{NS}/owners/pub-a", _held_elsewhere("pub-a"), lease)])
+    me = Liveness(kv, NS, "pub-a", 4, clock=time_, sleep=time_.sleep)
+    await me.hold(9.0)
+    held = await kv.get(f"{NS}/owners/pub-a")
+    assert held is not None
+    assert json.loads(held.value)["pid"] == os.getpid()
+    time_.now += 3.5  # within the TTL of a lease granted or renewed at the end
+    assert await Liveness(kv, NS, "x", 4).alive(["pub-a"]) == {"pub-a"}
