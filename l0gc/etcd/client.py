@@ -28,8 +28,11 @@ from l0gc.contract.kv import (
 from l0gc.errors import ConfigError, EtcdUnavailable, LeaseExpired, WatchLost
 from l0gc.etcd.watch import EtcdWatch, progress_is_ordered
 
-__all__ = ["DEFAULT_PAGE_SIZE", "PAGE_TARGET_BYTES", "EtcdKV"]
+__all__ = ["CONNECT_STAGGER_S", "DEFAULT_PAGE_SIZE", "PAGE_TARGET_BYTES", "EtcdKV"]
 
+CONNECT_STAGGER_S = 0.25
+"""How long a connect waits for one endpoint before trying the next one as well: a
+loopback or same-zone etcd is ready in milliseconds (`EtcdKV._open_first`)."""
 DEFAULT_PAGE_SIZE = 2000
 PAGE_TARGET_BYTES = 32 * 1024 * 1024
 """Later pages of a range read carry about this many bytes (None: fixed pages); a page
@@ -183,24 +186,58 @@ class EtcdKV:
                 raise EtcdUnavailable(",".join(self._endpoints), "the client was closed")
             if self._session is not None:
                 return self._session
-            reasons: list[str] = []
             count = len(self._endpoints)
-            for step in range(count):
-                index = (self._preferred + step) % count
-                endpoint = self._endpoints[index]
-                try:
-                    self._session = await self._open(endpoint)
-                except (grpc.RpcError, OSError) as exc:
-                    reason = _describe(exc)
-                    reasons.append(f"{endpoint}: {reason}")
-                    # info, not warning: EtcdUnavailable below names every endpoint's
-                    # reason, and a one-shot command prints it as its one error line
-                    _log.info("etcd.connect_failed", endpoint=endpoint, reason=reason)
-                    continue
-                self._preferred = index
-                _log.info("etcd.connected", endpoint=endpoint)
-                return self._session
-            raise EtcdUnavailable(",".join(self._endpoints), "; ".join(reasons))
+            order = [(self._preferred + step) % count for step in range(count)]
+            self._session, self._preferred = await self._open_first(order)
+            _log.info("etcd.connected", endpoint=self._session.endpoint)
+            return self._session
+
+    async def _open_first(self, order: list[int]) -> tuple[_Session, int]:
+        """A session to the first of the endpoints (indexes in `order`) to be ready.
+
+        The first is tried alone. If it is neither ready nor failed after
+        `CONNECT_STAGGER_S`, the next is tried too, and so on; a failure starts the next
+        one at once. The first one ready wins and the others are given up (their
+        channels closed). So an endpoint that refuses costs nothing, and one that never
+        answers (a hung member, a host that drops packets) costs the stagger, not
+        `timeout_s`. Each attempt is still bounded by `timeout_s`.
+        """
+        endpoints = self._endpoints
+        waiting = iter(order)
+        trying: dict[asyncio.Task[_Session], int] = {}
+        reasons: list[str] = []
+
+        def try_next() -> None:
+            index = next(waiting, None)
+            if index is not None:
+                trying[asyncio.create_task(self._open(endpoints[index]))] = index
+
+        try_next()
+        try:
+            while trying:
+                done, _ = await asyncio.wait(
+                    trying, timeout=CONNECT_STAGGER_S, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    try_next()
+                for task in done:
+                    index = trying.pop(task)
+                    try:
+                        return task.result(), index
+                    except (grpc.RpcError, OSError) as exc:
+                        reason = _describe(exc)
+                        reasons.append(f"{endpoints[index]}: {reason}")
+                        # info, not warning: EtcdUnavailable below names every endpoint's
+                        # reason, and a one-shot command prints it as its one error line
+                        _log.info("etcd.connect_failed", endpoint=endpoints[index], reason=reason)
+                        try_next()
+            raise EtcdUnavailable(",".join(endpoints), "; ".join(reasons))
+        finally:
+            for task in trying:
+                task.cancel()
+            for late in await asyncio.gather(*trying, return_exceptions=True):
+                if isinstance(late, _Session):  # ready too, after the winner
+                    await late.channel.close()
 
     async def _open(self, endpoint: str) -> _Session:
         options = [

@@ -3,10 +3,13 @@ reconnection after an etcd crash, and paged reads of thousands of partitions."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from l0gc.contract.kv import Compare, Delete, Put, RangeResult, TxnResult
 from l0gc.contract.namespace import Publication, PublishStatus
@@ -479,3 +482,44 @@ async def test_a_page_larger_than_the_client_may_receive_is_asked_for_in_parts(
     finally:
         await kv.close()
         await writer.close()
+
+
+async def test_a_first_endpoint_that_never_answers_is_not_waited_out(
+    etcd_server: LocalEtcd, namespace: str
+) -> None:
+    """A member that takes connections and never answers (hung, or a host that drops
+    packets) costs the connect stagger, not the timeout: the next endpoint is tried
+    alongside it, and the silent attempt is given up once the other is ready."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshakes; nobody ever reads
+        hung = f"127.0.0.1:{silent.getsockname()[1]}"
+        kv = EtcdKV([hung, etcd_server.endpoint], timeout_s=300.0)
+        try:
+            with capture_logs() as logs:
+                async with asyncio.timeout(60):  # a deadline, not a measure
+                    assert await kv.connect() == etcd_server.endpoint
+            # hung was given up, not failed: without the stagger the connect waits
+            # until gRPC or the timeout gives up on it (~20 s here), then logs that
+            assert [e["event"] for e in logs if e["event"].startswith("etcd.")] == [
+                "etcd.connected"
+            ]
+            assert await WatermarkStore(kv, namespace).init_cluster_epoch() == 1
+        finally:
+            await kv.close()
+
+
+async def test_every_endpoint_failing_names_each_reason() -> None:
+    """Refused endpoints are tried one after the other at once, each reason kept."""
+    from l0lab.testing.local_servers import free_port  # noqa: PLC0415
+
+    first, second = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    kv = EtcdKV([first, second], timeout_s=300.0, read_attempts=1)
+    try:
+        async with asyncio.timeout(60):
+            with pytest.raises(EtcdUnavailable) as raised:
+                await kv.connect()
+        assert f"{first}: " in str(raised.value)
+        assert f"{second}: " in str(raised.value)
+    finally:
+        await kv.close()
