@@ -6,6 +6,7 @@ Design notes: docs/internals/kernel.md, `l0gc.etcd.client`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from l0gc.contract.kv import (
     TxnResult,
 )
 from l0gc.errors import ConfigError, EtcdUnavailable, LeaseExpired, WatchLost
+from l0gc.etcd.stagger import first_ready
 from l0gc.etcd.watch import EtcdWatch, progress_is_ordered
 
 __all__ = ["CONNECT_STAGGER_S", "DEFAULT_PAGE_SIZE", "PAGE_TARGET_BYTES", "EtcdKV"]
@@ -193,51 +195,30 @@ class EtcdKV:
             return self._session
 
     async def _open_first(self, order: list[int]) -> tuple[_Session, int]:
-        """A session to the first of the endpoints (indexes in `order`) to be ready.
-
-        The first is tried alone. If it is neither ready nor failed after
-        `CONNECT_STAGGER_S`, the next is tried too, and so on; a failure starts the next
-        one at once. The first one ready wins and the others are given up (their
-        channels closed). So an endpoint that refuses costs nothing, and one that never
+        """A session to the first of the endpoints (indexes in `order`) to be ready,
+        tried staggered (`l0gc.etcd.stagger`): the next one alongside when one has not
+        answered within `CONNECT_STAGGER_S`, at once when one fails. So one that never
         answers (a hung member, a host that drops packets) costs the stagger, not
-        `timeout_s`. Each attempt is still bounded by `timeout_s`.
-        """
-        endpoints = self._endpoints
-        waiting = iter(order)
-        trying: dict[asyncio.Task[_Session], int] = {}
-        reasons: list[str] = []
+        `timeout_s`; the others' channels are closed."""
+        endpoints, reasons = self._endpoints, []
 
-        def try_next() -> None:
-            index = next(waiting, None)
-            if index is not None:
-                trying[asyncio.create_task(self._open(endpoints[index]))] = index
+        def failed(at: int, exc: BaseException) -> None:
+            reason = _describe(exc)
+            reasons.append(f"{endpoints[order[at]]}: {reason}")
+            # info, not warning: EtcdUnavailable below names every endpoint's reason,
+            # and a one-shot command prints it as its one error line
+            _log.info("etcd.connect_failed", endpoint=endpoints[order[at]], reason=reason)
 
-        try_next()
-        try:
-            while trying:
-                done, _ = await asyncio.wait(
-                    trying, timeout=CONNECT_STAGGER_S, return_when=asyncio.FIRST_COMPLETED
-                )
-                if not done:
-                    try_next()
-                for task in done:
-                    index = trying.pop(task)
-                    try:
-                        return task.result(), index
-                    except (grpc.RpcError, OSError) as exc:
-                        reason = _describe(exc)
-                        reasons.append(f"{endpoints[index]}: {reason}")
-                        # info, not warning: EtcdUnavailable below names every endpoint's
-                        # reason, and a one-shot command prints it as its one error line
-                        _log.info("etcd.connect_failed", endpoint=endpoints[index], reason=reason)
-                        try_next()
+        won = await first_ready(
+            [functools.partial(self._open, endpoints[index]) for index in order],
+            stagger_s=CONNECT_STAGGER_S,
+            expected=(grpc.RpcError, OSError),
+            failed=failed,
+            late=self._disconnect,  # `_open` closes its own channel when cancelled
+        )
+        if won is None:
             raise EtcdUnavailable(",".join(endpoints), "; ".join(reasons))
-        finally:
-            for task in trying:
-                task.cancel()
-            for late in await asyncio.gather(*trying, return_exceptions=True):
-                if isinstance(late, _Session):  # ready too, after the winner
-                    await late.channel.close()
+        return won[0], order[won[1]]
 
     async def _open(self, endpoint: str) -> _Session:
         options = [

@@ -82,44 +82,59 @@ def deferred_ca_loads() -> Iterator[None]:
     `ssl.create_default_context` does) loads them at its first use instead. Only for
     the duration of one import (`defer_aiohttp_ca_load`): not thread-safe with other
     code patching `ssl.SSLContext`."""
-    ssl.SSLContext.set_default_verify_paths = _defer  # type: ignore[method-assign]
+    name = "set_default_verify_paths"
+    own = ssl.SSLContext.__dict__.get(name)  # None: inherited from _ssl._SSLContext
+    setattr(ssl.SSLContext, name, _defer)
     try:
         yield
     finally:
-        ssl.SSLContext.set_default_verify_paths = _REAL_SET_DEFAULT_VERIFY_PATHS  # type: ignore[method-assign]
+        if own is None:
+            delattr(ssl.SSLContext, name)  # exactly as it was
+        else:
+            setattr(ssl.SSLContext, name, own)
 
 
 class _DeferringLoader:
     """The module's own loader, its `exec_module` run inside `deferred_ca_loads`."""
 
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+    def __init__(self, loader: importlib.abc.Loader, finder: _DeferringFinder) -> None:
         self._loader = loader
+        self._finder = finder
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        with deferred_ca_loads():
-            self._loader.exec_module(module)
+        try:
+            with deferred_ca_loads():
+                self._loader.exec_module(module)
+        finally:  # not in find_spec: the import system is iterating sys.meta_path then
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self._finder)
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_code, ...: the real loader's
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._loader, name)
 
 
 class _DeferringFinder:
-    """Finds `DEFERRED_MODULE` once, as the path finder does, with `_DeferringLoader`."""
+    """Finds `DEFERRED_MODULE` once, as the path finder does, with `_DeferringLoader`
+    (which takes this finder off `sys.meta_path` once the module is loaded)."""
+
+    def __init__(self) -> None:
+        self.used = False
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != DEFERRED_MODULE:
+        if fullname != DEFERRED_MODULE or self.used:
             return None
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)
+        self.used = True
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is None or spec.loader is None:
-            return spec
-        spec.loader = cast("importlib.abc.Loader", _DeferringLoader(spec.loader))
+            return None  # not a file on the path: found as the import system would
+        spec.loader = cast("importlib.abc.Loader", _DeferringLoader(spec.loader, self))
         return spec
 
 

@@ -6,7 +6,6 @@ Design notes: docs/internals/publisher.md, `watermark.service.liveness`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import socket
@@ -115,7 +114,7 @@ class Liveness:
         deadline = self.clock() + wait_s
         while True:
             if self._renewal_due():  # waiting longer than the TTL: the key must stay
-                await self._keep_once()
+                await self._renew()  # its errors refuse the start, as the reads' do
             alive = await self.alive([o for o in owners.values() if o is not None])
             held = take_over_plan(owners, self.owner_id, alive.__contains__)
             if not held:
@@ -150,18 +149,30 @@ class Liveness:
         await self._session.keep_alive(stop, every_s=self.ttl_s / 4, step=self._keep_once)
 
     async def _keep_once(self) -> None:
+        """One step of `keep`: errors are logged, and the next step tries again."""
+        try:
+            await self._renew()
+        except (L0gcError, ConfigError) as exc:
+            _log.warning("watermark.liveness_refresh_failed", error=str(exc))
+
+    async def _renew(self) -> None:
+        """Refresh the lease; when etcd says it is gone, create the key again on a new
+        one. If that fails, no lease is kept (a kept one would refresh fine with no key
+        on it, and the key would never come back), so the next renewal tries again."""
         try:
             if await self._session.refresh():
                 return
         except LeaseExpired:
             pass
-        except L0gcError as exc:
-            _log.warning("watermark.liveness_refresh_failed", error=str(exc))
-            return
         _log.warning("watermark.liveness_lost", owner=self.owner_id, key=self.key)
         self._session.forget()
-        with contextlib.suppress(L0gcError, ConfigError):
+        try:
             await self.hold(0.0)
+        except BaseException:
+            lease = self._session.forget()
+            if lease is not None:
+                await self._session.revoke_lease(lease)  # best effort: else it expires
+            raise
 
     async def release(self) -> None:
         """Revoke the lease (the key goes with it): a successor may start at once."""

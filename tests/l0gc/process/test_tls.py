@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from l0gc.process.tls import deferred_ca_loads
+from l0gc.process.tls import DEFERRED_MODULE, _DeferringFinder, deferred_ca_loads
 from l0lab.testing.pki import issue
 
 REPO = Path(__file__).parents[3]
@@ -160,3 +160,18 @@ def test_aiohttp_imported_deferred_still_verifies_every_https_connection(
     assert "ANSWER (200, 'hello')" in trusted, trusted
     refused = _client(https_url, tmp_path / "other-ca.pem")
     assert "REFUSED unable to get local issuer certificate" in refused, refused
+
+
+def test_the_finder_leaves_sys_meta_path_alone_while_the_import_system_reads_it(
+    tmp_path: Path,
+) -> None:
+    """Taking itself off the list importlib is iterating would make it skip the next
+    finder; the loader does that once the module is loaded."""
+    finder = _DeferringFinder()
+    sys.meta_path.insert(0, finder)
+    try:
+        assert finder.find_spec(DEFERRED_MODULE, [str(tmp_path)]) is None  # not there
+        assert sys.meta_path[0] is finder
+        assert finder.find_spec(DEFERRED_MODULE, None) is None  # once only
+    finally:
+        sys.meta_path.remove(finder)

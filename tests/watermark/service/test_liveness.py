@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from l0gc.contract.kv import Put
-from l0gc.errors import ConfigError
+from l0gc.errors import ConfigError, EtcdUnavailable
 from l0gc.etcd.memory import MemoryKV
 from watermark.service.liveness import Liveness, take_over_plan
 
@@ -134,3 +135,49 @@ async def test_holding_waits_out_another_process_longer_than_its_ttl() -> None:
     assert json.loads(held.value)["pid"] == os.getpid()
     time_.now += 3.5  # within the TTL of a lease granted or renewed at the end
     assert await Liveness(kv, NS, "x", 4).alive(["pub-a"]) == {"pub-a"}
+
+
+class _Blips(MemoryKV):
+    """MemoryKV whose next `fail_txns` transactions fail as an etcd outage would."""
+
+    fail_txns = 0
+
+    async def txn(self, compares: Any, ops: Any) -> Any:
+        if self.fail_txns:
+            self.fail_txns -= 1
+            raise EtcdUnavailable("etcd", "simulated blip")
+        return await super().txn(compares, ops)
+
+
+async def test_a_key_that_could_not_be_made_again_is_tried_again() -> None:
+    """The lease lapsed (a pause longer than the TTL) and putting the key on a new one
+    hit an etcd blip: no lease is kept without its key, so the next step makes it."""
+    time_ = _Time()
+    kv = _Blips(now=time_)
+    me = Liveness(kv, NS, "pub-a", 4, clock=time_, sleep=time_.sleep)
+    await me.hold(0.0)
+    time_.now += 5  # the lease is gone, and the key with it
+    kv.fail_txns = 1
+    await me._keep_once()  # logged, not raised
+    assert await kv.get(f"{NS}/owners/pub-a") is None
+    assert me._session.lease is None
+    time_.now += 1
+    await me._keep_once()
+    assert await me.alive(["pub-a"]) == {"pub-a"}
+
+
+async def test_losing_the_owner_id_while_waiting_refuses_the_start() -> None:
+    """Our lease lapsed during the wait for the partitions' owners and another process
+    took this owner id: the start is refused, as `hold` refuses it at first."""
+    time_ = _Time()
+    kv = MemoryKV(now=time_)
+    other = await kv.lease_grant(30)
+    await kv.txn([], [Put(f"{NS}/owners/pub-b", _held_elsewhere("pub-b"), other)])
+    me = Liveness(kv, NS, "pub-a", 4, clock=time_, sleep=time_.sleep)
+    await me.hold(0.0)
+    time_.now += 5  # a pause: our key is gone; another host's pub-a takes it
+    usurper = await kv.lease_grant(30)
+    await kv.txn([], [Put(f"{NS}/owners/pub-a", _held_elsewhere("pub-a"), usurper)])
+    with pytest.raises(ConfigError, match="another live process uses this owner id"):
+        await me.wait_for_owners({"p/1": "pub-b"}, 9.0)
+    assert me._session.lease is None
