@@ -1,6 +1,7 @@
 """A lean S3 server in memory, for benchmarks where the client must be the bound.
 
-    python -m l0lab.testing.lean_s3 --port PORT        (127.0.0.1 only)
+    python -m l0lab.testing.lean_s3 --port PORT [--tls-cert PEM --tls-key PEM]
+                                                      (127.0.0.1 only; https with a cert)
 
 Why it exists: `rclone serve s3 :memory:` is cheap but lists wrongly while keys are
 deleted, which is what every bulk deleter does (`l0lab.testing.local_rclone`): a
@@ -351,14 +352,20 @@ class _Server:
 _LIST = frozenset({"encoding-type", "start-after", "continuation-token", "marker", "fetch-owner"})
 
 
-def serve(port: int) -> None:
-    """Serve on 127.0.0.1:`port` until killed."""
+def serve(port: int, tls: tuple[str, str] | None = None) -> None:
+    """Serve on 127.0.0.1:`port` until killed; https with `tls` (certificate, key)."""
+    import ssl  # noqa: PLC0415
+
     from aiohttp import web  # noqa: PLC0415
 
+    context = None
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
     server = _Server()
     app = web.Application(client_max_size=1 << 30)
     app.router.add_route("*", "/{tail:.*}", server.handle)
-    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, ssl_context=context)
 
 
 @dataclass
@@ -368,12 +375,22 @@ class LeanS3:
     region: str = "us-east-1"
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    tls: tuple[Path, Path, Path] | None = None
+    """https: (certificate, key, the CA that signed it), e.g. from `l0lab.testing.pki`."""
     _client: Any = field(default=None, repr=False)
 
     @property
     def endpoint_url(self) -> str:
-        """http://127.0.0.1:PORT."""
-        return f"http://127.0.0.1:{self.port}"
+        """http://127.0.0.1:PORT (https:// with `tls`)."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def _open(self, request: str | urllib.request.Request, timeout: float) -> Any:
+        context = None
+        if self.tls is not None:
+            import ssl  # noqa: PLC0415
+
+            context = ssl.create_default_context(cafile=str(self.tls[2]))
+        return urllib.request.urlopen(request, timeout=timeout, context=context)  # noqa: S310
 
     @property
     def pid(self) -> int | None:
@@ -385,8 +402,13 @@ class LeanS3:
         from l0lab.testing.local_servers import free_port  # noqa: PLC0415
 
         self.port = free_port()
+        tls = (
+            []
+            if self.tls is None
+            else ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
+        )
         self.process = subprocess.Popen(  # noqa: S603 - this module, this interpreter
-            [sys.executable, "-m", "l0lab.testing.lean_s3", "--port", str(self.port)],
+            [sys.executable, "-m", "l0lab.testing.lean_s3", "--port", str(self.port), *tls],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -398,7 +420,7 @@ class LeanS3:
                 self.stop()
                 raise RuntimeError("the lean S3 server exited at start")
             try:
-                with urllib.request.urlopen(self.endpoint_url + "/", timeout=2) as answer:  # noqa: S310
+                with self._open(self.endpoint_url + "/", 2) as answer:
                     answer.read()
             except (OSError, urllib.error.URLError):
                 time.sleep(0.05)
@@ -416,7 +438,7 @@ class LeanS3:
             data=body,
             method="POST" if body is not None else "GET",
         )
-        with urllib.request.urlopen(request, timeout=_CONTROL_TIMEOUT_S) as answer:  # noqa: S310
+        with self._open(request, _CONTROL_TIMEOUT_S) as answer:
             return json.loads(answer.read())
 
     def load(self, bucket: str, keys: list[str], last_modified: datetime | None = None) -> None:
@@ -463,6 +485,7 @@ class LeanS3:
                 aws_access_key_id="testing",
                 aws_secret_access_key="testing",  # noqa: S106
                 config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+                verify=None if self.tls is None else str(self.tls[2]),
             )
         return self._client
 
@@ -487,7 +510,12 @@ def main() -> int:
     """Serve until killed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
-    serve(parser.parse_args().port)
+    parser.add_argument("--tls-cert", help="serve https with this certificate (PEM)")
+    parser.add_argument("--tls-key", help="and this key (PEM)")
+    args = parser.parse_args()
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    serve(args.port, None if args.tls_cert is None else (args.tls_cert, args.tls_key))
     return 0
 
 

@@ -107,6 +107,14 @@ _NOT_REACHED = (
 )
 
 
+def _tls_reason(exc: BaseException) -> str:
+    """OpenSSL's words for a failed verification (botocore wraps aiohttp's error, which
+    holds the `ssl.SSLCertVerificationError`), else the error's own."""
+    cause = getattr(exc, "kwargs", {}).get("error") or exc
+    verify = getattr(getattr(cause, "certificate_error", None), "verify_message", None)
+    return str(verify or cause)[:200]
+
+
 def preflight_failure(
     exc: BaseException, bucket: str, prefix: str, endpoint: str, region: str | None
 ) -> tuple[L0gcError, bool]:
@@ -118,6 +126,13 @@ def preflight_failure(
             f"no AWS credentials found to list {where}: set AWS_ACCESS_KEY_ID and "
             "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the process a role (IRSA, Pod "
             "Identity, instance profile; see docs/kubernetes.md)"
+        ), False
+    if isinstance(exc, botocore_errors.SSLError):
+        return ConfigError(
+            f"the S3 endpoint {endpoint} failed TLS verification ({_tls_reason(exc)}): if a "
+            "private CA signed its certificate, set AWS_CA_BUNDLE (or ca_bundle in the AWS "
+            "profile) to that CA's PEM file; check that --endpoint-url names the host the "
+            "certificate is for"
         ), False
     if isinstance(exc, (*_NOT_REACHED, *_aiohttp_errors())):
         cause = getattr(exc, "kwargs", {}).get("error") or exc  # botocore wraps the OS error

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, NoCredentialsError
+from botocore.exceptions import ClientError, NoCredentialsError, SSLError
 
 from gcd.cli.main import main
 from gcd.storage.s3.errors import preflight_failure
@@ -249,6 +249,12 @@ def client_error(code: str, status: int, **extra: object) -> ClientError:
         (client_error("PermanentRedirect", 301), ConfigError, False, "another region"),
         (client_error("SlowDown", 503), StorageError, True, "try again later"),
         (ConnectionRefusedError("refused"), ConfigError, True, "cannot reach the S3 endpoint"),
+        (
+            SSLError(endpoint_url="https://s3.test", error=OSError("self-signed")),
+            ConfigError,
+            False,
+            "failed TLS verification (self-signed): if a private CA",
+        ),
     ],
 )
 def test_each_misconfiguration_gets_its_own_message(
