@@ -33,12 +33,12 @@ _load_lock = threading.Lock()
 class _DeferredCAContext(ssl.SSLContext):
     """An `ssl.SSLContext` whose default verify paths are not loaded yet: its first use
     loads them and makes it a plain `ssl.SSLContext` again. Only ever reached by
-    assigning `__class__` (`_deferring`): it adds no state, so the layouts agree."""
+    assigning `__class__` (`_defer`): it adds no state, so the layouts agree."""
 
     def _load_deferred(self) -> None:
         with _load_lock:
             if type(self) is _DeferredCAContext:
-                ssl.SSLContext.set_default_verify_paths(self)
+                _REAL_SET_DEFAULT_VERIFY_PATHS(self)
                 _retype(self, ssl.SSLContext)
 
     def set_default_verify_paths(self) -> None:

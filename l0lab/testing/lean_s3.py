@@ -378,6 +378,7 @@ class LeanS3:
     tls: tuple[Path, Path, Path] | None = None
     """https: (certificate, key, the CA that signed it), e.g. from `l0lab.testing.pki`."""
     _client: Any = field(default=None, repr=False)
+    _tls_client: Any = field(default=None, repr=False)  # trusts tls[2]; made once
 
     @property
     def endpoint_url(self) -> str:
@@ -385,12 +386,11 @@ class LeanS3:
         return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def _open(self, request: str | urllib.request.Request, timeout: float) -> Any:
-        context = None
-        if self.tls is not None:
+        if self.tls is not None and self._tls_client is None:
             import ssl  # noqa: PLC0415
 
-            context = ssl.create_default_context(cafile=str(self.tls[2]))
-        return urllib.request.urlopen(request, timeout=timeout, context=context)  # noqa: S310
+            self._tls_client = ssl.create_default_context(cafile=str(self.tls[2]))
+        return urllib.request.urlopen(request, timeout=timeout, context=self._tls_client)  # noqa: S310
 
     @property
     def pid(self) -> int | None:

@@ -13,11 +13,11 @@ from l0gc.etcd.client import EtcdKV, _Session
 
 
 class Channel:
-    def __init__(self, endpoint: str, log: list[str]) -> None:
-        self.endpoint, self.log = endpoint, log
+    def __init__(self, endpoint: str, script: Script) -> None:
+        self.endpoint, self.script = endpoint, script
 
     async def close(self, grace: float | None = None) -> None:
-        self.log.append(f"closed {self.endpoint}")
+        self.script.note(f"closed {self.endpoint}")
 
 
 class Script:
@@ -30,13 +30,27 @@ class Script:
         self.refused: set[str] = set()
         self.teardown = asyncio.Event()
         self.teardown.set()
+        self._seen: dict[str, asyncio.Event] = {}
+
+    def _event(self, entry: str) -> asyncio.Event:
+        return self._seen.setdefault(entry, asyncio.Event())
+
+    def note(self, entry: str) -> None:
+        self.log.append(entry)
+        self._event(entry).set()
+
+    async def seen(self, entry: str) -> None:
+        """Return once `entry` is in the log (a deadline, not a measure: it never comes
+        when the code under test is wrong)."""
+        async with asyncio.timeout(60):
+            await self._event(entry).wait()
 
     async def open(self, endpoint: str) -> _Session:
-        self.log.append(f"open {endpoint}")
+        self.note(f"open {endpoint}")
         if endpoint in self.refused:
             raise ConnectionRefusedError("refused")
         gate = self.gates.setdefault(endpoint, asyncio.Event())
-        channel = Channel(endpoint, self.log)
+        channel = Channel(endpoint, self)
         try:
             await gate.wait()
         except asyncio.CancelledError:
@@ -58,22 +72,14 @@ def script(monkeypatch: pytest.MonkeyPatch) -> Script:
     return scripted
 
 
-async def settle(script: Script, kv: EtcdKV) -> None:
-    """Let the given-up attempts wind down (their cancels and closes are queued)."""
-    for _ in range(5):
-        await asyncio.sleep(0)
-    await asyncio.gather(*kv._closing)
-
-
 async def test_a_refusal_starts_the_next_and_the_first_ready_wins(script: Script) -> None:
     script.refused.add("a:1")
     kv = EtcdKV(["a:1", "b:2", "c:3"], timeout_s=5)
     connecting = asyncio.create_task(kv.connect())
-    while "open c:3" not in script.log:  # b never answers: c is tried alongside
-        await asyncio.sleep(0)
+    await script.seen("open c:3")  # b never answers: c is tried alongside
     script.gates["c:3"].set()
     assert await connecting == "c:3"
-    await settle(script, kv)
+    await script.seen("closed b:2")
     assert script.log == ["open a:1", "open b:2", "open c:3", "closed b:2"]
     assert kv._preferred == 2
 
@@ -81,13 +87,12 @@ async def test_a_refusal_starts_the_next_and_the_first_ready_wins(script: Script
 async def test_one_ready_after_the_winner_is_closed(script: Script) -> None:
     kv = EtcdKV(["a:1", "b:2"], timeout_s=5)
     connecting = asyncio.create_task(kv.connect())
-    while "open b:2" not in script.log:
-        await asyncio.sleep(0)
+    await script.seen("open b:2")
     script.gates["a:1"].set()
     script.gates["b:2"].set()  # both ready in the same turn: one wins, one is closed
     winner = await connecting
-    await settle(script, kv)
     loser = "b:2" if winner == "a:1" else "a:1"
+    await script.seen(f"closed {loser}")
     assert script.log[-1] == f"closed {loser}"
     assert f"closed {winner}" not in script.log
 
@@ -95,13 +100,13 @@ async def test_one_ready_after_the_winner_is_closed(script: Script) -> None:
 async def test_a_cancelled_connect_leaves_no_channel_open(script: Script) -> None:
     kv = EtcdKV(["a:1", "b:2"], timeout_s=5)
     connecting = asyncio.create_task(kv.connect())
-    while "open b:2" not in script.log:
-        await asyncio.sleep(0)
+    await script.seen("open b:2")
     connecting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await connecting
     script.gates["a:1"].set()
-    await settle(script, kv)
+    await script.seen("closed a:1")
+    await script.seen("closed b:2")
     assert sorted(x for x in script.log if x.startswith("closed")) == ["closed a:1", "closed b:2"]
     assert kv._session is None
 
@@ -122,17 +127,12 @@ async def test_the_winner_does_not_wait_for_the_others_to_wind_down(script: Scri
     and a slow teardown of the others does not delay the command."""
     kv = EtcdKV(["a:1", "b:2"], timeout_s=5)
     connecting = asyncio.create_task(kv.connect())
-    while "open b:2" not in script.log:
-        await asyncio.sleep(0)
+    await script.seen("open b:2")
     script.teardown.clear()  # a's teardown hangs until we say
     script.gates["b:2"].set()
-    for _ in range(50):
-        if connecting.done():
-            break
-        await asyncio.sleep(0)
-    assert connecting.done()
-    assert connecting.result() == "b:2"
+    # a deadline, not a measure: waiting for a's teardown would never end
+    assert await asyncio.wait_for(connecting, 60) == "b:2"
     assert "closed a:1" not in script.log
     script.teardown.set()
-    await settle(script, kv)
+    await script.seen("closed a:1")
     assert script.log[-1] == "closed a:1"

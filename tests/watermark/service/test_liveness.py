@@ -92,8 +92,10 @@ class _Time:
         self.now += seconds
 
 
-def _held_elsewhere(owner: str) -> bytes:
-    return json.dumps({"owner": owner, "host": "another-host", "pid": 1}).encode()
+async def _held_elsewhere(kv: MemoryKV, owner: str, ttl_s: int) -> None:
+    """`owner`'s liveness key, held by a process on another host on a lease of `ttl_s`."""
+    record = json.dumps({"owner": owner, "host": "another-host", "pid": 1}).encode()
+    await kv.txn([], [Put(f"{NS}/owners/{owner}", record, await kv.lease_grant(ttl_s))])
 
 
 async def test_the_key_outlives_a_wait_for_the_owners_longer_than_its_ttl() -> None:
@@ -102,8 +104,7 @@ async def test_the_key_outlives_a_wait_for_the_owners_longer_than_its_ttl() -> N
     dead (nor is its owner id free for another process) in between."""
     time_ = _Time()
     kv = MemoryKV(now=time_)
-    other_lease = await kv.lease_grant(7)  # pub-b crashed: its key goes at t = 7
-    await kv.txn([], [Put(f"{NS}/owners/pub-b", _held_elsewhere("pub-b"), other_lease)])
+    await _held_elsewhere(kv, "pub-b", 7)  # pub-b crashed: its key goes at t = 7
     me = Liveness(kv, NS, "pub-a", 4, clock=time_, sleep=time_.sleep)
     await me.hold(0.0)
     seen_alive: list[bool] = []
@@ -126,8 +127,7 @@ async def test_holding_waits_out_another_process_longer_than_its_ttl() -> None:
     when the wait began (etcd refuses a put on an expired lease)."""
     time_ = _Time()
     kv = MemoryKV(now=time_)
-    lease = await kv.lease_grant(7)
-    await kv.txn([], [Put(f"{NS}/owners/pub-a", _held_elsewhere("pub-a"), lease)])
+    await _held_elsewhere(kv, "pub-a", 7)
     me = Liveness(kv, NS, "pub-a", 4, clock=time_, sleep=time_.sleep)
     await me.hold(9.0)
     held = await kv.get(f"{NS}/owners/pub-a")
@@ -171,13 +171,11 @@ async def test_losing_the_owner_id_while_waiting_refuses_the_start() -> None:
     took this owner id: the start is refused, as `hold` refuses it at first."""
     time_ = _Time()
     kv = MemoryKV(now=time_)
-    other = await kv.lease_grant(30)
-    await kv.txn([], [Put(f"{NS}/owners/pub-b", _held_elsewhere("pub-b"), other)])
+    await _held_elsewhere(kv, "pub-b", 30)
     me = Liveness(kv, NS, "pub-a", 4, clock=time_, sleep=time_.sleep)
     await me.hold(0.0)
     time_.now += 5  # a pause: our key is gone; another host's pub-a takes it
-    usurper = await kv.lease_grant(30)
-    await kv.txn([], [Put(f"{NS}/owners/pub-a", _held_elsewhere("pub-a"), usurper)])
+    await _held_elsewhere(kv, "pub-a", 30)
     with pytest.raises(ConfigError, match="another live process uses this owner id"):
         await me.wait_for_owners({"p/1": "pub-b"}, 9.0)
     assert me._session.lease is None
